@@ -1,0 +1,140 @@
+/*
+ * trace_format.h -- the one definition of the kvsim trace (.kvt) layout.
+ *
+ * Every producer (c_ref's emitter) and consumer (sim's engine, the Python
+ * reader through a numpy dtype checked against this file) includes or mirrors
+ * this header.  traces/FORMAT.md is the prose specification; this file is the
+ * byte layout.  Change either only together, and bump KVT_VERSION.
+ *
+ *  Stream
+ *  ------
+ *    +----------------------+  file header (fixed 16 bytes + JSON + crc32)
+ *    | "KVTRACE\0" magic    |
+ *    | u16 version          |
+ *    | u16 record_size      |
+ *    | u32 json_len         |
+ *    | json_len bytes JSON  |  producer, workload spec, tag/site/marker tables,
+ *    | u32 crc32(all above) |  arena base, gap model
+ *    +----------------------+
+ *    | chunk 0              |  kvtChunkHeader + payload (raw or zstd)
+ *    | chunk 1 ...          |
+ *    +----------------------+
+ *    | end chunk "KVEN"     |  kvtEndChunk: chunk count, total records
+ *    +----------------------+
+ *
+ *  Record (24 bytes, little-endian, naturally aligned)
+ *  ------
+ *     0        8        12       16     18   19   20     22     24
+ *    +--------+--------+--------+------+----+----+------+------+
+ *    |  addr  |  gap   |  dep   | size |kind|tag | site |flags |
+ *    +--------+--------+--------+------+----+----+------+------+
+ *
+ * Conventions: all integers little-endian; crc32 is the IEEE/zlib polynomial
+ * (reflected 0xEDB88320, init and final xor 0xFFFFFFFF), i.e. zlib.crc32().
+ */
+#ifndef KVSIM_TRACE_FORMAT_H
+#define KVSIM_TRACE_FORMAT_H
+
+#include <assert.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define KVT_MAGIC "KVTRACE\0" /* 8 bytes, NUL included */
+#define KVT_MAGIC_LEN 8
+#define KVT_VERSION 1
+#define KVT_FIXED_HEADER_LEN 16 /* magic + version + record_size + json_len */
+
+#define KVT_CHUNK_MAGIC 0x4B43564Bu /* "KVCK" read as little-endian u32 */
+#define KVT_END_MAGIC 0x4E45564Bu   /* "KVEN" read as little-endian u32 */
+#define KVT_DEFAULT_CHUNK_RECORDS 65536u
+#define KVT_MAX_CHUNK_RECORDS (1u << 22) /* readers reject larger chunks */
+
+/* --- Record kinds --------------------------------------------------------- */
+enum kvtKind {
+    KVT_LOAD = 0,     /* demand load of `size` bytes at `addr` */
+    KVT_STORE = 1,    /* demand store */
+    KVT_PREFETCH = 2, /* software prefetch (read, locality 3) of the line at addr */
+    KVT_MARKER = 3,   /* not a memory access: `flags` holds a kvtMarker, addr a value */
+    KVT_NUM_KINDS
+};
+
+/* --- Marker types (flags field of a KVT_MARKER record) -------------------- */
+enum kvtMarker {
+    KVT_MARK_NONE = 0,
+    KVT_MARK_COMMAND = 1,      /* a command starts; addr = command index */
+    KVT_MARK_OP = 2,           /* an operation (key) starts; addr = op index */
+    KVT_MARK_PHASE = 3,        /* a phase starts; addr = phase id (header "phases") */
+    KVT_MARK_WARMUP_BEGIN = 4, /* records up to WARMUP_END are warm-up, not measured */
+    KVT_MARK_WARMUP_END = 5,
+    KVT_MARK_BATCH = 6,        /* a prefetch batch starts; addr = batch size */
+    KVT_NUM_MARKERS
+};
+
+/* --- Structure tags (the header's "tags" list names them) ----------------- */
+enum kvtTag {
+    KVT_TAG_OTHER = 0,
+    KVT_TAG_BUCKET = 1,        /* Valkey hashtable top-level bucket (64 B) */
+    KVT_TAG_CHILD_BUCKET = 2,  /* Valkey chained child bucket */
+    KVT_TAG_DICT_TABLE = 3,    /* Redis dict bucket-pointer array cell */
+    KVT_TAG_DICT_ENTRY = 4,    /* Redis dictEntry / NoValue node */
+    KVT_TAG_TABLE_META = 5,    /* the hashtable / dict struct itself */
+    KVT_TAG_KEY = 6,           /* key bytes (sds) */
+    KVT_TAG_OBJECT = 7,        /* object header (robj / kvobj) */
+    KVT_TAG_VALUE = 8,         /* value bytes */
+    KVT_TAG_EXPIRE = 9,        /* expire field or expire table */
+    KVT_TAG_SLOT_TABLE = 10,   /* cluster per-slot table array */
+    KVT_TAG_QUERY_BUF = 11,    /* client query buffer (RESP in) */
+    KVT_TAG_REPLY_BUF = 12,    /* client reply buffer (RESP out) */
+    KVT_TAG_SNAPSHOT_BUF = 13, /* snapshot read/write buffer */
+    KVT_TAG_ARGV = 14,         /* parsed argument vector */
+    KVT_TAG_STACK = 15,        /* batch state / locals that spill */
+    KVT_NUM_TAGS
+};
+
+/* --- Layout ---------------------------------------------------------------- */
+typedef struct kvtRecord {
+    uint64_t addr;  /* virtual byte address (KVT_MARKER: marker value) */
+    uint32_t gap;   /* non-memory instructions since the previous record */
+    uint32_t dep;   /* records back to the load whose value produced addr; 0 = none */
+    uint16_t size;  /* bytes accessed (KVT_PREFETCH: 1; KVT_MARKER: 0) */
+    uint8_t kind;   /* enum kvtKind */
+    uint8_t tag;    /* enum kvtTag (or producer-defined, named in the header) */
+    uint16_t site;  /* code site id, stands in for the PC; named in the header */
+    uint16_t flags; /* KVT_MARKER: enum kvtMarker; otherwise 0 */
+} kvtRecord;
+
+static_assert(sizeof(kvtRecord) == 24, "kvtRecord is 24 bytes on every ABI");
+static_assert(offsetof(kvtRecord, addr) == 0, "layout");
+static_assert(offsetof(kvtRecord, gap) == 8, "layout");
+static_assert(offsetof(kvtRecord, dep) == 12, "layout");
+static_assert(offsetof(kvtRecord, size) == 16, "layout");
+static_assert(offsetof(kvtRecord, kind) == 18, "layout");
+static_assert(offsetof(kvtRecord, tag) == 19, "layout");
+static_assert(offsetof(kvtRecord, site) == 20, "layout");
+static_assert(offsetof(kvtRecord, flags) == 22, "layout");
+
+enum kvtCodec {
+    KVT_CODEC_RAW = 0,  /* payload = n_records * 24 bytes */
+    KVT_CODEC_ZSTD = 1, /* payload = one zstd frame of n_records * 24 bytes */
+};
+
+typedef struct kvtChunkHeader {
+    uint32_t magic;        /* KVT_CHUNK_MAGIC */
+    uint32_t n_records;    /* 1 .. KVT_MAX_CHUNK_RECORDS */
+    uint32_t stored_bytes; /* payload bytes that follow this header */
+    uint8_t codec;         /* enum kvtCodec */
+    uint8_t reserved[3];   /* zero */
+    uint32_t crc32;        /* crc32 of the stored payload bytes */
+} kvtChunkHeader;
+
+static_assert(sizeof(kvtChunkHeader) == 20, "chunk header is 20 bytes");
+
+typedef struct kvtEndChunk {
+    uint32_t magic;         /* KVT_END_MAGIC */
+    uint32_t n_chunks;      /* data chunks before this one */
+    uint64_t total_records; /* sum of their n_records */
+} kvtEndChunk;
+
+static_assert(sizeof(kvtEndChunk) == 16, "end chunk is 16 bytes");
+
+#endif /* KVSIM_TRACE_FORMAT_H */
