@@ -1,0 +1,237 @@
+"""The ``kvsim`` command line.
+
+Every subcommand has ``--help``. Errors (missing or corrupt files, unknown CPUs, invalid option
+values) print one line ``kvsim: error: ...`` to stderr, exit with status 2 (usage) or 1 (runtime),
+show no traceback and leave no partial output file.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+WORKLOADS = ["load", "iterate", "pipeline", "mset", "mget"]
+
+
+def _workload_options(f):
+    """Options shared by ``trace`` and ``native``; forwarded verbatim to kvsim-cref."""
+    opts = [
+        click.option("--keys", type=click.IntRange(min=1), help="Keys in the keyspace."),
+        click.option("--ops", type=click.IntRange(min=1), help="Measured operations."),
+        click.option("--value-size", type=click.IntRange(min=0), help="Value bytes."),
+        click.option("--key-size", type=click.IntRange(min=1), help="Key bytes."),
+        click.option("--variant", help="Prefetch variant (see c_ref/README.md)."),
+        click.option("--batch", type=click.IntRange(1, 128), help="Lookahead batch size."),
+        click.option("--depth", type=click.IntRange(min=1), help="Pipeline depth."),
+        click.option("--set-ratio", type=click.FloatRange(0, 1), help="Fraction of SETs."),
+        click.option("--keys-per-command", type=click.IntRange(min=1),
+                     help="Keys per MSET/MGET."),
+        click.option("--op", type=click.Choice(["keys", "save"]), help="Iterate operation."),
+        click.option("--layout", type=click.Choice(["unified", "legacy"]),
+                     help="Object layout."),
+        click.option("--table", type=click.Choice(["hashtable", "dict"]),
+                     help="Table backend."),
+        click.option("--cluster", is_flag=True, default=None, help="Cluster mode."),
+        click.option("--seed", type=click.IntRange(min=0), help="Workload seed."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+WORKLOAD_KEYS = ["keys", "ops", "value_size", "key_size", "variant", "batch", "depth",
+                 "set_ratio", "keys_per_command", "op", "layout", "table", "cluster", "seed"]
+
+
+def _pick(kwargs: dict) -> dict:
+    return {k: kwargs[k] for k in WORKLOAD_KEYS if kwargs.get(k) is not None}
+
+
+def _echo_json(obj) -> None:
+    click.echo(json.dumps(obj, indent=2, sort_keys=False, default=_json_default))
+
+
+def _json_default(o):
+    if hasattr(o, "item"):
+        return o.item()
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="kvsim")
+def cli():
+    """kvsim: memory behaviour of in-memory key-value stores, traced and simulated."""
+
+
+@cli.command()
+@click.argument("workload", type=click.Choice(WORKLOADS))
+@click.option("-o", "--output", "output", required=True,
+              help="Output trace path, or - for stdout.")
+@click.option("--codec", type=click.Choice(["zstd", "raw"]), default="zstd", show_default=True,
+              help="Chunk payload encoding.")
+@_workload_options
+def trace(workload, output, codec, **kwargs):
+    """Trace WORKLOAD with the c_ref keyspace and write a .kvt trace."""
+    from experiments import cref
+
+    out = sys.stdout.buffer if output == "-" else output
+    cref.trace(workload, out, _pick(kwargs), codec=codec)
+
+
+@cli.command()
+@click.argument("workload", type=click.Choice(WORKLOADS))
+@click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Times the measured phase is run.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_workload_options
+def native(workload, repeat, as_json, **kwargs):
+    """Run WORKLOAD natively (real prefetch instructions) and time it."""
+    from experiments import cref
+
+    res = cref.native(workload, _pick(kwargs), repeat=repeat)
+    if as_json:
+        _echo_json(res)
+        return
+    for key in ("keys", "median_s", "ops_per_s", "memory_bytes"):
+        if key in res:
+            click.echo(f"{key:>14}: {res[key]}")
+
+
+@cli.command("trace-info")
+@click.argument("trace_path", metavar="TRACE")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def trace_info(trace_path, as_json):
+    """Show a trace's header, record counts by kind and tag, and footprint."""
+    import traces
+
+    info = traces.summarize(sys.stdin.buffer if trace_path == "-" else trace_path)
+    if as_json:
+        _echo_json(info)
+        return
+    hdr = info["header"]
+    click.echo(f"producer: {hdr.get('producer')}")
+    click.echo(f"workload: {json.dumps(hdr.get('workload'), sort_keys=True)}")
+    click.echo(f"records:  {info['records']}")
+    for section in ("by_kind", "by_tag", "markers"):
+        counts = info.get(section) or {}
+        if counts:
+            click.echo(f"{section}:")
+            for name, n in counts.items():
+                click.echo(f"  {name:<14} {n}")
+    fp = info.get("footprint") or {}
+    if fp:
+        click.echo("footprint: " + ", ".join(f"{k}={v}" for k, v in fp.items()))
+
+
+@cli.command()
+@click.argument("trace_path", metavar="TRACE|-")
+@click.option("--cpu", required=True, help="Preset name (see `kvsim cpus`) or a .toml file.")
+@click.option("--functional", is_flag=True, help="Counts only, no timing model.")
+@click.option("--engine", type=click.Choice(["fast", "reference"]), default="fast",
+              show_default=True, help="Compiled engine or the slow Python oracle.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def simulate(trace_path, cpu, functional, engine, as_json):
+    """Simulate a trace on a CPU model."""
+    import sim
+    import traces
+
+    config = sim.load_cpu(cpu)
+    src = sys.stdin.buffer if trace_path == "-" else trace_path
+    with traces.open(src) as reader:
+        res = sim.simulate(reader, config, functional=functional, engine=engine)
+    if as_json:
+        _echo_json(res)
+        return
+    click.echo(f"records: {res['records']}  instructions: {res['instructions']}  "
+               f"cycles: {res.get('cycles')}")
+    click.echo(f"{'level':<6}{'accesses':>12}{'hits':>12}{'misses':>12}{'writebacks':>12}")
+    for lv in res["levels"]:
+        click.echo(f"{lv['name']:<6}{lv['accesses']:>12}{lv['hits']:>12}{lv['misses']:>12}"
+                   f"{lv['writebacks']:>12}")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def cpus(as_json):
+    """List the CPU presets."""
+    import sim
+
+    presets = sim.list_presets()
+    if as_json:
+        _echo_json(presets)
+        return
+    for p in presets:
+        click.echo(f"{p['name']:<14} {p.get('description', '')}")
+
+
+@cli.command()
+@click.argument("src")
+@click.argument("dst")
+@click.option("--from", "src_format", default=None,
+              help="Input format (kvt, dinero, lackey, gem5); guessed from the name if omitted.")
+@click.option("--to", "dst_format", default=None,
+              help="Output format (kvt, dinero, lackey, champsim, gem5); guessed if omitted.")
+def convert(src, dst, src_format, dst_format):
+    """Convert a trace between kvt and other simulators' formats."""
+    from traces import convert as conv
+
+    conv.convert(src, dst, src_format=src_format, dst_format=dst_format)
+
+
+@cli.command()
+@click.argument("name", type=click.Choice(["demo"]))
+@click.option("--out", type=click.Path(file_okay=False), default="experiments/results/demo",
+              show_default=True, help="Directory for tables and plots.")
+@click.option("--keys", type=click.IntRange(min=1), default=200_000, show_default=True)
+@click.option("--ops", type=click.IntRange(min=1), default=20_000, show_default=True)
+@click.option("--cpu", "cpus_", multiple=True, help="Presets to simulate (repeatable).")
+def experiment(name, out, keys, ops, cpus_):
+    """Run a named experiment (for now: the demo study)."""
+    from experiments import demo
+
+    demo.run(Path(out), keys=keys, ops=ops, cpus=list(cpus_) or None)
+
+
+def _known_errors() -> tuple[type[BaseException], ...]:
+    errs: list[type[BaseException]] = [OSError, ValueError]
+    for mod, name in (("traces", "TraceError"), ("sim", "ConfigError"),
+                      ("experiments.cref", "CrefError")):
+        try:
+            errs.append(getattr(__import__(mod, fromlist=[name]), name))
+        except (ImportError, AttributeError):
+            pass
+    return tuple(errs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point: one-line errors, no tracebacks."""
+    try:
+        cli.main(args=argv, prog_name="kvsim", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.exceptions.Abort:
+        click.echo("kvsim: error: aborted", err=True)
+        return 1
+    except click.ClickException as exc:
+        click.echo(f"kvsim: error: {exc.format_message()}", err=True)
+        return exc.exit_code
+    except BrokenPipeError:
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the contract is one line, never a traceback
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        known = isinstance(exc, _known_errors())
+        prefix = "" if known else "internal error: "
+        click.echo(f"kvsim: error: {prefix}{first}", err=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

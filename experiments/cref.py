@@ -1,0 +1,110 @@
+"""Run the c_ref CLI binary (``kvsim-cref``) for traced and native runs.
+
+The binary is located through the model package's binding (installed wheel first, then the
+source tree); this module only builds its command lines and relays its errors.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+
+import traces
+
+
+class CrefError(Exception):
+    """The c_ref binary failed; the message is its one-line error."""
+
+
+def binary() -> Path:
+    from model.cref import binary_path
+
+    return binary_path()
+
+
+def workload_args(options: Mapping[str, object]) -> list[str]:
+    """Turn ``{"keys": 1000, "cluster": True, "value_size": 8}`` into CLI flags.
+
+    None values are left out; True becomes a bare flag; False is left out.
+    """
+    args: list[str] = []
+    for name, value in options.items():
+        if value is None or value is False:
+            continue
+        flag = "--" + name.replace("_", "-")
+        if value is True:
+            args.append(flag)
+        else:
+            args.extend([flag, str(value)])
+    return args
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("KVSIM_GIT_COMMIT", git_commit() or "")
+    return env
+
+
+def git_commit() -> str | None:
+    """The repository's HEAD commit when running from a checkout, else None."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True, text=True, timeout=10, check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def _fail(proc: subprocess.Popen | subprocess.CompletedProcess, stderr: bytes | str) -> CrefError:
+    text = stderr.decode(errors="replace") if isinstance(stderr, bytes) else stderr
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    msg = lines[-1] if lines else f"kvsim-cref exited with status {proc.returncode}"
+    return CrefError(msg.removeprefix("kvsim-cref: "))
+
+
+def trace(workload: str, out, options: Mapping[str, object], codec: str = "zstd") -> None:
+    """Trace ``workload`` with c_ref and write the trace to ``out`` (a path, or a binary
+    stream such as stdout), recompressing c_ref's raw chunks with ``codec``.
+
+    On any failure no output file is left behind.
+    """
+    cmd = [str(binary()), "trace", workload, "-o", "-", *workload_args(options)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+    try:
+        traces.recompress(proc.stdout, out, codec=codec)
+    except traces.TraceError as exc:
+        proc.stdout.close()
+        err = proc.stderr.read()
+        proc.wait()
+        if proc.returncode != 0:
+            raise _fail(proc, err) from None
+        raise exc
+    finally:
+        if proc.stdout and not proc.stdout.closed:
+            proc.stdout.close()
+    err = proc.stderr.read()
+    proc.stderr.close()
+    proc.wait()
+    if proc.returncode != 0:
+        if isinstance(out, str | Path) and Path(out).exists():
+            Path(out).unlink()
+        raise _fail(proc, err)
+
+
+def native(workload: str, options: Mapping[str, object], repeat: int = 3) -> dict:
+    """Run ``kvsim-cref native WORKLOAD ... --repeat R --json`` and return its JSON."""
+    cmd = [str(binary()), "native", workload, *workload_args(options),
+           "--repeat", str(repeat), "--json"]
+    proc = subprocess.run(cmd, capture_output=True, env=_env(), check=False)
+    if proc.returncode != 0:
+        raise _fail(proc, proc.stderr)
+    try:
+        return json.loads(proc.stdout)
+    except json.JSONDecodeError as exc:
+        raise CrefError(f"kvsim-cref native printed invalid JSON: {exc}") from None

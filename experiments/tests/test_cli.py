@@ -1,0 +1,133 @@
+"""Contracts of the kvsim CLI: options, JSON keys, determinism, pipes and bad input."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import ROOT, SMALL, run_kvsim
+
+SUBCOMMANDS = ["trace", "native", "simulate", "trace-info", "convert", "cpus", "experiment"]
+
+
+def assert_one_line_error(res, *needles):
+    assert res.returncode != 0
+    err = res.stderr.decode()
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("kvsim: error: "), err
+    assert "Traceback" not in err
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+
+
+@pytest.mark.parametrize("sub", [None, *SUBCOMMANDS])
+def test_help(sub):
+    res = run_kvsim(*([sub] if sub else []), "--help")
+    assert res.returncode == 0, res.stderr.decode()
+    assert b"Usage:" in res.stdout
+
+
+def test_trace_is_deterministic(tmp_path):
+    a, b = tmp_path / "a.kvt", tmp_path / "b.kvt"
+    for path in (a, b):
+        res = run_kvsim("trace", "pipeline", "-o", path, "--variant", "naive", *SMALL)
+        assert res.returncode == 0, res.stderr.decode()
+    assert a.read_bytes() == b.read_bytes()
+    c = tmp_path / "c.kvt"
+    run_kvsim("trace", "pipeline", "-o", c, "--variant", "naive", *SMALL[:-1], "8", check=True)
+    assert c.read_bytes() != a.read_bytes(), "the seed must matter"
+
+
+def test_trace_info_json(kvsim, small_trace):
+    res = kvsim("trace-info", small_trace, "--json")
+    assert res.returncode == 0, res.stderr.decode()
+    info = json.loads(res.stdout)
+    assert info["records"] > 0
+    assert info["header"]["workload"]["variant"] == "lookahead"
+    assert info["header"]["workload"]["seed"] == 7
+    assert sum(info["by_kind"].values()) == info["records"]
+    assert info["by_kind"].get("prefetch", 0) > 0
+
+
+def test_pipe_trace_into_simulate():
+    kv = f"{sys.executable} -m experiments.cli"
+    cmd = (f"{kv} trace pipeline {' '.join(SMALL)} --variant lookahead -o - "
+           f"| {kv} simulate - --cpu local --json")
+    res = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, cwd=ROOT,
+                         timeout=600)
+    assert res.returncode == 0, res.stderr.decode()
+    out = json.loads(res.stdout)
+    for key in ("records", "instructions", "cycles", "levels"):
+        assert key in out
+    assert out["records"] > 0 and out["cycles"] > 0
+    first = out["levels"][0]
+    for key in ("name", "accesses", "hits", "misses", "writebacks"):
+        assert key in first
+    assert first["hits"] + first["misses"] == first["accesses"]
+
+
+def test_simulate_matches_between_file_and_pipe(kvsim, small_trace):
+    a = json.loads(kvsim("simulate", small_trace, "--cpu", "local", "--json").stdout)
+    b = json.loads(kvsim("simulate", "-", "--cpu", "local", "--json",
+                         input=small_trace.read_bytes()).stdout)
+    assert a == b
+
+
+def test_cpus(kvsim):
+    res = kvsim("cpus", "--json")
+    assert res.returncode == 0, res.stderr.decode()
+    names = [p["name"] for p in json.loads(res.stdout)]
+    assert "local" in names and len(names) >= 3
+
+
+def test_unknown_cpu(kvsim, small_trace):
+    assert_one_line_error(kvsim("simulate", small_trace, "--cpu", "no-such-cpu"), "no-such-cpu")
+
+
+def test_invalid_cpu_file(kvsim, small_trace, tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "bad"\n[[cache]]\nname = "L1D"\nsize = "32KiB"\nways = 0\nline = 64\n')
+    assert_one_line_error(kvsim("simulate", small_trace, "--cpu", bad), "ways")
+
+
+def test_missing_trace(kvsim, tmp_path):
+    assert_one_line_error(kvsim("trace-info", tmp_path / "nope.kvt"), "nope.kvt")
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate"])
+@pytest.mark.parametrize("cmd", [["trace-info"], ["simulate", "--cpu", "local"]])
+def test_damaged_trace(kvsim, small_trace, tmp_path, damage, cmd):
+    data = bytearray(small_trace.read_bytes())
+    if damage == "flip":
+        data[len(data) // 2] ^= 0xFF
+    else:
+        data = data[: len(data) * 2 // 3]
+    bad = tmp_path / "bad.kvt"
+    bad.write_bytes(bytes(data))
+    res = kvsim(cmd[0], bad, *cmd[1:])
+    assert_one_line_error(res, "bad.kvt")
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--keys", "zero"], "--keys"),
+    (["--batch", "500"], "--batch"),
+    (["--variant", "no-such-variant"], "no-such-variant"),
+])
+def test_bad_trace_options_leave_no_file(kvsim, tmp_path, args, needle):
+    out = tmp_path / "out.kvt"
+    res = kvsim("trace", "pipeline", "-o", out, "--keys", "100", "--ops", "10", *args)
+    assert_one_line_error(res, needle)
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_native_json(kvsim):
+    res = kvsim("native", "pipeline", "--keys", "5000", "--ops", "2000", "--repeat", "2",
+                "--json")
+    assert res.returncode == 0, res.stderr.decode()
+    out = json.loads(res.stdout)
+    for key in ("runs_s", "median_s", "ops_per_s", "memory_bytes", "keys"):
+        assert key in out
+    assert len(out["runs_s"]) == 2 and out["keys"] == 5000
