@@ -1,0 +1,301 @@
+/*
+ * arena.c -- deterministic size-class allocator at a fixed virtual base.
+ *
+ * Why: the trace contract says that the same workload and seed produce the same
+ * addresses everywhere.  The system malloc (and ASLR) cannot promise that, so
+ * the keyspace allocates from this arena, which lives at a fixed virtual
+ * address and hands out blocks in an order that depends only on the sequence of
+ * alloc/free calls.  It imitates jemalloc closely enough that a cache model
+ * sees the same shapes: size classes with four classes per doubling, small
+ * objects packed in slabs of one class (so a 64-byte bucket is line aligned and
+ * two 48-byte objects may share a line), page-aligned large extents, and
+ * allocated-bytes accounting by size class (Valkey's used_memory).
+ *
+ * Layout of one arena's span (KS_ARENA_SPAN bytes at `base`):
+ *
+ *   base                                                       base + span
+ *   +-----------+----------------------------------------------------+
+ *   | page map  | slabs and large extents, bump-allocated upwards -> |
+ *   | 1 B/page  |  [slab c=5][slab c=9][extent 16K][slab c=5] ...    |
+ *   +-----------+----------------------------------------------------+
+ *
+ *   - The page map holds, for every 4 KiB page of the span, the size class id
+ *     of the slab or extent covering it (0 = none).  ksArenaUsableSize and
+ *     ksArenaFree read it: no per-block header.
+ *   - Small classes (< 4096) carve slabs of KS_SLAB_BYTES; blocks are handed out
+ *     at class-size stride from the slab start.  Large classes (>= 4096, all
+ *     multiples of 4096) get one page-aligned extent per allocation.
+ *   - Freed blocks go to a per-class LIFO free list threaded through the blocks
+ *     themselves.  Freed large extents of >= 1 MiB are returned to the kernel
+ *     with MADV_DONTNEED (their addresses stay reserved for reuse).
+ *   - The span is reserved PROT_NONE (no commit charge) and made writable in
+ *     KS_COMMIT_STEP increments as the bump pointer grows.
+ *
+ * Size classes:
+ *
+ *   8 16 32 48 64 80 96 112 128 | 160 192 224 256 | 320 ... 512 | ...
+ *   \__ 16-byte steps to 128 __/  \_______ 4 classes per doubling _______/
+ *
+ * Conventions: public functions ksArena*; internals static, no prefix.
+ * Credits: jemalloc's size classes and slab design (Jason Evans).
+ */
+#define _GNU_SOURCE
+#include "arena.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
+/* --- Constants ------------------------------------------------------------- */
+
+#define PAGE 4096u
+#define KS_SLAB_BYTES (64u * 1024u)       /* one slab of a small class */
+#define KS_COMMIT_STEP (64ull << 20)      /* make the span writable 64 MiB at a time */
+#define KS_MADVISE_MIN (1ull << 20)       /* free large extents >= 1 MiB to the OS */
+#define MAX_ARENAS 64                     /* slots tried above the base */
+#define NUM_CLASSES 160
+
+static_assert(KS_ARENA_SPAN % PAGE == 0, "span is whole pages");
+static_assert(KS_SLAB_BYTES % PAGE == 0, "slab is whole pages");
+/* The page map needs one byte per page: 64 GiB / 4 KiB = 16 MiB. */
+#define MAP_BYTES (KS_ARENA_SPAN / PAGE)
+static_assert(MAP_BYTES % PAGE == 0, "page map is whole pages");
+static_assert(NUM_CLASSES < 256, "class ids fit the one-byte page map");
+
+/* --- Types ----------------------------------------------------------------- */
+
+typedef struct freeBlock {
+    struct freeBlock *next;
+} freeBlock;
+
+typedef struct sizeClass {
+    uint64_t size;       /* bytes */
+    freeBlock *free;     /* LIFO free list */
+    uint8_t *slab_cur;   /* next unused block in the current slab (small) */
+    uint8_t *slab_end;
+} sizeClass;
+
+struct ksArena {
+    uint64_t base;
+    uint8_t *pagemap;    /* = base */
+    uint8_t *bump;       /* first never-used byte */
+    uint8_t *committed;  /* end of the writable prefix */
+    uint8_t *end;        /* base + span */
+    uint64_t allocated;  /* bytes by size class */
+    uint64_t live;       /* live allocations */
+    int nclasses;
+    sizeClass cls[NUM_CLASSES];
+};
+
+/* --- Size classes ---------------------------------------------------------- */
+
+static uint64_t class_sizes[NUM_CLASSES];
+static int num_class_sizes;
+
+static void initClassSizes(void) {
+    if (num_class_sizes) return;
+    int n = 1; /* class 0 is "none" */
+    class_sizes[n++] = 8;
+    for (uint64_t s = 16; s <= 128; s += 16) class_sizes[n++] = s;
+    for (uint64_t group = 128; n + 4 <= NUM_CLASSES && group < KS_ARENA_SPAN; group *= 2) {
+        for (int i = 1; i <= 4; i++) class_sizes[n++] = group + (group / 4) * (uint64_t)i;
+    }
+    num_class_sizes = n;
+}
+
+static int classFor(uint64_t size) {
+    if (size <= 8) return 1;
+    if (size <= 128) return 1 + (int)((size + 15) / 16);
+    /* binary search above 128 */
+    int lo = 10, hi = num_class_sizes - 1;
+    if (size > class_sizes[hi]) return -1;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (class_sizes[mid] >= size) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+size_t ksArenaSizeClass(size_t size) {
+    initClassSizes();
+    int c = classFor(size ? size : 1);
+    return c < 0 ? 0 : (size_t)class_sizes[c];
+}
+
+/* --- Mapping --------------------------------------------------------------- */
+
+static void die(const char *msg) {
+    fprintf(stderr, "kvsim-cref: arena: %s\n", msg);
+    abort();
+}
+
+static void commitTo(ksArena *a, uint8_t *upto) {
+    if (upto <= a->committed) return;
+    if (upto > a->end) die("arena span exhausted (64 GiB)");
+    uint64_t need = (uint64_t)(upto - a->committed);
+    uint64_t step = (need + KS_COMMIT_STEP - 1) / KS_COMMIT_STEP * KS_COMMIT_STEP;
+    if (a->committed + step > a->end) step = (uint64_t)(a->end - a->committed);
+    if (mprotect(a->committed, step, PROT_READ | PROT_WRITE) != 0) die("mprotect failed (out of memory?)");
+    a->committed += step;
+}
+
+ksArena *ksArenaCreate(uint64_t base) {
+    initClassSizes();
+    if (base == 0) base = KS_ARENA_DEFAULT_BASE;
+    for (int i = 0; i < MAX_ARENAS; i++) {
+        uint64_t b = base + (uint64_t)i * KS_ARENA_SPAN;
+        void *p = mmap((void *)b, KS_ARENA_SPAN, PROT_NONE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+        if (p == MAP_FAILED) continue;
+        if ((uint64_t)(uintptr_t)p != b) { /* kernel ignored the hint */
+            munmap(p, KS_ARENA_SPAN);
+            continue;
+        }
+        ksArena *a = calloc(1, sizeof(*a)); /* the control block is not traced data */
+        if (!a) {
+            munmap(p, KS_ARENA_SPAN);
+            return NULL;
+        }
+        a->base = b;
+        a->pagemap = p;
+        a->committed = p;
+        a->end = (uint8_t *)p + KS_ARENA_SPAN;
+        commitTo(a, (uint8_t *)p + MAP_BYTES);
+        a->bump = (uint8_t *)p + MAP_BYTES;
+        a->nclasses = num_class_sizes;
+        for (int c = 0; c < num_class_sizes; c++) a->cls[c].size = class_sizes[c];
+        return a;
+    }
+    return NULL;
+}
+
+void ksArenaDestroy(ksArena *a) {
+    if (!a) return;
+    munmap(a->pagemap, KS_ARENA_SPAN);
+    free(a);
+}
+
+/* --- Allocation ------------------------------------------------------------ */
+
+static void markPages(ksArena *a, uint8_t *p, uint64_t bytes, uint8_t c) {
+    uint64_t first = (uint64_t)(p - a->pagemap) / PAGE;
+    uint64_t n = (bytes + PAGE - 1) / PAGE;
+    memset(a->pagemap + first, c, n);
+}
+
+static void *bumpAlloc(ksArena *a, uint64_t bytes) {
+    uint8_t *p = a->bump;
+    commitTo(a, p + bytes);
+    a->bump = p + bytes;
+    return p;
+}
+
+void *ksArenaAlloc(ksArena *a, size_t size) {
+    int c = classFor(size ? size : 1);
+    if (c < 0) die("allocation larger than the arena span");
+    sizeClass *sc = &a->cls[c];
+    void *p;
+    if (sc->free) {
+        p = sc->free;
+        sc->free = sc->free->next;
+    } else if (sc->size >= PAGE) {
+        p = bumpAlloc(a, sc->size);
+        markPages(a, p, sc->size, (uint8_t)c);
+    } else {
+        if (sc->slab_cur == NULL || sc->slab_cur + sc->size > sc->slab_end) {
+            uint8_t *slab = bumpAlloc(a, KS_SLAB_BYTES);
+            markPages(a, slab, KS_SLAB_BYTES, (uint8_t)c);
+            sc->slab_cur = slab;
+            sc->slab_end = slab + KS_SLAB_BYTES;
+        }
+        p = sc->slab_cur;
+        sc->slab_cur += sc->size;
+    }
+    a->allocated += sc->size;
+    a->live++;
+    return p;
+}
+
+void *ksArenaCalloc(ksArena *a, size_t size) {
+    void *p = ksArenaAlloc(a, size);
+    memset(p, 0, size ? size : 1);
+    return p;
+}
+
+static int classOf(const ksArena *a, const void *p) {
+    const uint8_t *q = p;
+    if (q < a->pagemap + MAP_BYTES || q >= a->bump) die("pointer not allocated by this arena");
+    int c = a->pagemap[(uint64_t)(q - a->pagemap) / PAGE];
+    if (c == 0) die("pointer into an unused page");
+    return c;
+}
+
+void ksArenaFree(ksArena *a, void *p) {
+    if (!p) return;
+    int c = classOf(a, p);
+    sizeClass *sc = &a->cls[c];
+    if (sc->size >= KS_MADVISE_MIN) madvise(p, sc->size, MADV_DONTNEED);
+    freeBlock *f = p;
+    f->next = sc->free;
+    sc->free = f;
+    a->allocated -= sc->size;
+    a->live--;
+}
+
+void *ksArenaRealloc(ksArena *a, void *p, size_t size) {
+    if (!p) return ksArenaAlloc(a, size);
+    int c = classOf(a, p);
+    if ((uint64_t)ksArenaSizeClass(size) == a->cls[c].size) return p;
+    void *q = ksArenaAlloc(a, size);
+    uint64_t old = a->cls[c].size;
+    memcpy(q, p, old < size ? old : size);
+    ksArenaFree(a, p);
+    return q;
+}
+
+size_t ksArenaUsableSize(const ksArena *a, const void *p) {
+    return (size_t)a->cls[classOf(a, p)].size;
+}
+
+uint64_t ksArenaAllocatedBytes(const ksArena *a) { return a->allocated; }
+uint64_t ksArenaLiveAllocations(const ksArena *a) { return a->live; }
+uint64_t ksArenaBase(const ksArena *a) { return a->base; }
+
+int ksArenaOwns(const ksArena *a, const void *p) {
+    const uint8_t *q = p;
+    return q >= a->pagemap + MAP_BYTES && q < a->bump;
+}
+
+/* --- Checking -------------------------------------------------------------- */
+
+int ksArenaCheck(const ksArena *a, char *err, size_t errlen) {
+    uint64_t free_bytes = 0;
+    for (int c = 1; c < a->nclasses; c++) {
+        uint64_t guard = 0;
+        for (const freeBlock *f = a->cls[c].free; f; f = f->next) {
+            if (!ksArenaOwns(a, f) || a->pagemap[(uint64_t)((const uint8_t *)f - a->pagemap) / PAGE] != c) {
+                snprintf(err, errlen, "arena: free list of class %d holds a foreign block", c);
+                return -1;
+            }
+            free_bytes += a->cls[c].size;
+            if (++guard > (KS_ARENA_SPAN / 8)) {
+                snprintf(err, errlen, "arena: free list of class %d loops", c);
+                return -1;
+            }
+        }
+    }
+    (void)free_bytes;
+    if ((a->live == 0) != (a->allocated == 0)) {
+        snprintf(err, errlen, "arena: live=%llu but allocated=%llu", (unsigned long long)a->live,
+                 (unsigned long long)a->allocated);
+        return -1;
+    }
+    return 0;
+}

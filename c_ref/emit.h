@@ -1,0 +1,170 @@
+/*
+ * emit.h -- the trace emitter: one source, two builds.
+ *
+ * Core files are compiled twice from the same source:
+ *
+ *   build/native/  -DKS_TRACE=0   KS_LOAD/KS_STORE/KS_WORK compile to nothing,
+ *                                 KS_PREFETCH is a real __builtin_prefetch.
+ *   build/traced/  -DKS_TRACE=1   every macro appends a 24-byte kvtRecord to the
+ *                                 current emitter (if one is active).
+ *
+ * Instrumenting code
+ * ------------------
+ *     ksLoadId t = KS_LOAD(&ht->tables[0], 8, KVT_TAG_TABLE_META, KS_SITE_HT_META, 0);
+ *     bucket *b = ht->tables[0] + idx;
+ *     ksLoadId lb = KS_LOAD(b, 64, KVT_TAG_BUCKET, KS_SITE_HT_FIND_BUCKET, t);
+ *
+ *   A load returns its id (0 in the native build or when no emitter is active).
+ *   Pass the id of the load whose *value* produced an address as `dep`; the
+ *   emitter converts it into the record distance of trace_format.h.  Use
+ *   KS_ID_VAR(t) to declare such ids so the native build has no unused
+ *   variables, and 0 when an address comes from no traced load.
+ *
+ *   Accesses wider than one cache line are split into one record per 64-byte
+ *   line touched (all with the same dep); KS_LOAD returns the id of the first.
+ *   KS_WORK(n) adds n non-memory instructions to the next record's gap; each
+ *   record also adds the cost of its site (sites.h).  Gap model: "site-cost-v1".
+ *
+ * Conventions
+ *   Public functions ksEmit... and ksEmitter...; macros KS_....  The emitter is a
+ *   process-global singleton (ksEmitterCurrent): traced runs are single-threaded.
+ *
+ * This header is a stable contract (c_ref/dict.c uses it); add, never change.
+ */
+#ifndef KS_EMIT_H
+#define KS_EMIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../traces/trace_format.h"
+#include "sites.h"
+
+#ifndef KS_TRACE
+#define KS_TRACE 0
+#endif
+
+typedef uint64_t ksLoadId; /* 1-based record index; 0 = none */
+
+#define KS_LINE 64u
+
+/* --- Emitter state (traced build) ----------------------------------------- */
+typedef struct ksEmitter {
+    kvtRecord *buf;         /* chunk buffer, `cap` records */
+    uint32_t n;             /* records buffered */
+    uint32_t cap;           /* records per chunk */
+    uint64_t next_id;       /* id of the next record (1-based) */
+    uint64_t pending_gap;   /* KS_WORK instructions not yet attached */
+    uint64_t total_records; /* records written to chunks so far */
+    uint64_t total_gap;     /* sum of gaps of all records (measured + warm-up) */
+    uint64_t warm_gap;      /* sum of gaps of records inside warm-up markers */
+    uint64_t warm_records;  /* memory records inside warm-up markers */
+    uint64_t mem_records;   /* memory (non-marker) records */
+    uint32_t n_chunks;
+    int in_warmup;
+    int paused; /* >0: records are dropped (setup that is skipped) */
+    FILE *out;
+    int io_error;
+} ksEmitter;
+
+extern ksEmitter *ksEmitterCurrent;
+extern const uint16_t ksSiteCost[KS_NUM_SITES];
+extern const char *const ksSiteName[KS_NUM_SITES];
+
+/* Start writing a trace to `out`: writes the file header with the given JSON
+ * object (must be the complete, sorted, whitespace-free header; see
+ * ksEmitHeaderJson in emit.c for the helper that builds it) and makes the new
+ * emitter current.  Returns NULL on I/O error. */
+ksEmitter *ksEmitterOpen(FILE *out, const char *json, uint32_t chunk_records);
+/* Flush the last chunk, write the end chunk, deactivate and free.  Returns 0,
+ * or -1 if any write failed.  Does not close `out`. */
+int ksEmitterClose(ksEmitter *e);
+/* Write the buffered records as one chunk (no-op when empty). */
+void ksEmitterFlush(ksEmitter *e);
+/* Pause / resume recording (nestable).  Paused records are not emitted at all. */
+void ksEmitPause(void);
+void ksEmitResume(void);
+
+/* CRC32 (zlib polynomial), slice-by-8.  crc = 0 to start. */
+uint32_t ksCrc32(uint32_t crc, const void *buf, size_t len);
+
+/* --- Recording fast path --------------------------------------------------- */
+static inline ksLoadId ksEmitOne(uint8_t kind, uint64_t addr, uint16_t size, uint8_t tag,
+                                 uint16_t site, ksLoadId dep) {
+    ksEmitter *e = ksEmitterCurrent;
+    if (e == NULL || e->paused) return 0;
+    ksLoadId id = e->next_id++;
+    kvtRecord *r = &e->buf[e->n];
+    uint64_t gap = e->pending_gap + ksSiteCost[site];
+    e->pending_gap = 0;
+    if (gap > UINT32_MAX) gap = UINT32_MAX;
+    r->addr = addr;
+    r->gap = (uint32_t)gap;
+    r->dep = (dep != 0 && id - dep <= UINT32_MAX) ? (uint32_t)(id - dep) : 0;
+    r->size = size;
+    r->kind = kind;
+    r->tag = tag;
+    r->site = site;
+    r->flags = 0;
+    e->total_gap += gap;
+    e->mem_records++;
+    if (e->in_warmup) {
+        e->warm_gap += gap;
+        e->warm_records++;
+    }
+    if (++e->n == e->cap) ksEmitterFlush(e);
+    return id;
+}
+
+/* An access of `size` bytes, split at cache-line boundaries.  Returns the id of
+ * the first piece. */
+static inline ksLoadId ksEmitAccess(uint8_t kind, const void *p, size_t size, uint8_t tag,
+                                    uint16_t site, ksLoadId dep) {
+    uint64_t a = (uint64_t)(uintptr_t)p;
+    if (size == 0) size = 1;
+    uint64_t end = a + size;
+    uint64_t lend = (a | (KS_LINE - 1)) + 1;
+    if (end <= lend) return ksEmitOne(kind, a, (uint16_t)size, tag, site, dep);
+    ksLoadId first = ksEmitOne(kind, a, (uint16_t)(lend - a), tag, site, dep);
+    while (lend < end) {
+        uint64_t n = end - lend < KS_LINE ? end - lend : KS_LINE;
+        ksEmitOne(kind, lend, (uint16_t)n, tag, site, dep);
+        lend += KS_LINE;
+    }
+    return first;
+}
+
+/* A marker record (kind KVT_MARKER, flags = marker type, addr = value). */
+void ksEmitMarker(uint16_t marker, uint64_t value);
+
+static inline void ksEmitWork(uint64_t n) {
+    if (ksEmitterCurrent) ksEmitterCurrent->pending_gap += n;
+}
+
+/* --- The macros used by instrumented code ---------------------------------- */
+#if KS_TRACE
+#define KS_LOAD(p, size, tag, site, dep) ksEmitAccess(KVT_LOAD, (p), (size), (tag), (site), (dep))
+#define KS_STORE(p, size, tag, site, dep)                                                   \
+    ((void)ksEmitAccess(KVT_STORE, (p), (size), (tag), (site), (dep)))
+#define KS_PREFETCH(p, tag, site, dep)                                                      \
+    ((void)ksEmitOne(KVT_PREFETCH, (uint64_t)(uintptr_t)(p), 1, (tag), (site), (dep)))
+#define KS_WORK(n) ksEmitWork((uint64_t)(n))
+#define KS_MARK(marker, value) ksEmitMarker((marker), (uint64_t)(value))
+#define KS_ID_VAR(name) ksLoadId name
+#define KS_ID(expr) (expr)
+#else
+#define KS_LOAD(p, size, tag, site, dep) ((void)(dep), (ksLoadId)0)
+#define KS_STORE(p, size, tag, site, dep) ((void)0)
+#define KS_PREFETCH(p, tag, site, dep) __builtin_prefetch((const void *)(p))
+#define KS_WORK(n) ((void)0)
+#define KS_MARK(marker, value) ((void)0)
+#define KS_ID_VAR(name) ksLoadId name __attribute__((unused))
+#define KS_ID(expr) ((ksLoadId)0)
+#endif
+
+/* Names for the header's "tags" and "markers" lists (index = enum value). */
+extern const char *const ksTagName[KVT_NUM_TAGS];
+extern const char *const ksMarkerName[KVT_NUM_MARKERS];
+
+#endif /* KS_EMIT_H */

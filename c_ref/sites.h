@@ -1,0 +1,86 @@
+/*
+ * sites.h -- the code sites of the traced build and their instruction costs.
+ *
+ * A trace record carries a site id in place of a program counter.  Each site
+ * also carries a cost: the number of non-memory instructions the native code
+ * executes between the previous recorded access and this one, on the common
+ * path (the gap model "site-cost-v1", see emit.h).  Variable work (hashing n
+ * bytes, comparing or copying n bytes) is added with KS_WORK() at the call site.
+ * The costs were calibrated against callgrind instruction counts of the native
+ * build (c_ref/tests/calibrate.sh); change them only together with a re-run.
+ *
+ * Adding a site: append one X() line in the group of its module.  Site ids are
+ * positions in this list and are named in the trace header ("sites"), so
+ * readers never hard-code them.
+ *
+ *   X(ENUM_SUFFIX, "module.what", cost)
+ */
+#ifndef KS_SITES_H
+#define KS_SITES_H
+
+#define KS_SITES(X)                                                             \
+    X(NONE, "none", 0)                                                         \
+    /* --- hashtable.c (Valkey hashtable) --- */                               \
+    X(HT_META, "ht.meta", 6)                     /* read tables/exp/rehash_idx */ \
+    X(HT_META_STORE, "ht.meta_store", 4)         /* used[], rehash_idx updates */ \
+    X(HT_FIND_BUCKET, "ht.find.bucket", 10)      /* presence+tags of a bucket */  \
+    X(HT_FIND_CHILD, "ht.find.child", 6)         /* follow chained slot 6 */      \
+    X(HT_INSERT_BUCKET, "ht.insert.bucket", 12)  /* findBucketForInsert walk */   \
+    X(HT_INSERT_STORE, "ht.insert.store", 8)     /* write tag/presence/entry */   \
+    X(HT_DELETE_STORE, "ht.delete.store", 10)                                  \
+    X(HT_REHASH_BUCKET, "ht.rehash.bucket", 14)  /* rehashStep source bucket */   \
+    X(HT_REHASH_STORE, "ht.rehash.store", 10)                                  \
+    X(HT_ITER_BUCKET, "ht.iter.bucket", 8)       /* iterator reads a bucket */    \
+    X(HT_ITER_PREFETCH, "ht.iter.prefetch", 4)   /* iterator prefetch */          \
+    X(HT_SCAN_BUCKET, "ht.scan.bucket", 10)                                    \
+    X(HT_INCR_PREFETCH_BUCKET, "ht.incr.prefetch_bucket", 14)                  \
+    X(HT_INCR_BUCKET, "ht.incr.bucket", 10)                                    \
+    X(HT_INCR_PREFETCH_ENTRY, "ht.incr.prefetch_entry", 6)                     \
+    X(HT_PREFETCH_BUCKET, "ht.prefetch_bucket", 8) /* load variants */           \
+    /* --- object.c (unified kvobj / legacy entry+robj+sds) --- */             \
+    X(OBJ_HEADER, "obj.header", 6)               /* robj type/enc/flags */        \
+    X(OBJ_KEY, "obj.key", 8)                     /* embedded or separate key */   \
+    X(OBJ_VALUE, "obj.value", 6)                 /* value bytes */                \
+    X(OBJ_VALUE_PTR, "obj.value_ptr", 4)         /* robj->ptr */                  \
+    X(OBJ_EXPIRE, "obj.expire", 4)                                             \
+    X(OBJ_CREATE_STORE, "obj.create", 30)        /* writing a new object */       \
+    X(OBJ_ENTRY, "obj.legacy_entry", 4)          /* legacy entry {key,val} */     \
+    X(OBJ_PREFETCH_VALUE, "obj.prefetch_value", 4)                             \
+    /* --- kvstore.c (per-slot tables) --- */                                  \
+    X(KVS_SLOT, "kvs.slot_table", 6)                                           \
+    /* --- resp.c / commands (query and reply buffers) --- */                  \
+    X(RESP_PARSE, "resp.parse", 10)              /* reading the query buffer */   \
+    X(RESP_ARGV, "resp.argv", 6)                 /* argv array and strings */     \
+    X(RESP_REPLY, "resp.reply", 8)               /* writing the reply buffer */   \
+    X(CMD_DISPATCH, "cmd.dispatch", 40)          /* lookup command, arity */      \
+    X(CMD_EXEC, "cmd.exec", 20)                                                \
+    /* --- prefetch drivers --- */                                             \
+    X(PF_PIPELINE, "pf.pipeline", 12)            /* lookahead step machine */     \
+    X(PF_MULTIKEY, "pf.multikey", 12)            /* MGET/MSET batch */            \
+    X(PF_ITERATE, "pf.iterate", 6)                                             \
+    X(PF_LOAD, "pf.load", 8)                                                   \
+    /* --- snapshot.c --- */                                                   \
+    X(SNAP_READ, "snap.read", 10)                                              \
+    X(SNAP_WRITE, "snap.write", 10)                                            \
+    /* --- dict.c (Redis dict; owned by the dict engineer) --- */              \
+    X(DICT_META, "dict.meta", 6)                                               \
+    X(DICT_BUCKET, "dict.bucket", 10)            /* ht_table[t][idx] cell */      \
+    X(DICT_ENTRY, "dict.entry", 8)               /* dictEntry / NoValue node */   \
+    X(DICT_KEY, "dict.key", 8)                   /* key via entry */              \
+    X(DICT_STORE, "dict.store", 8)                                             \
+    X(DICT_REHASH, "dict.rehash", 14)                                          \
+    X(DICT_ITER, "dict.iter", 8)                                               \
+    X(DICT_SCAN, "dict.scan", 10)                                              \
+    X(DICT_PREFETCH, "dict.prefetch", 10)        /* dictPrefetcher states */      \
+    /* --- misc --- */                                                         \
+    X(STACK, "stack", 2)                                                       \
+    X(OTHER, "other", 4)
+
+enum ksSite {
+#define KS_SITE_ENUM(id, name, cost) KS_SITE_##id,
+    KS_SITES(KS_SITE_ENUM)
+#undef KS_SITE_ENUM
+    KS_NUM_SITES
+};
+
+#endif /* KS_SITES_H */
