@@ -1,0 +1,93 @@
+"""kvsim traces: read, write, inspect and convert ``.kvt`` memory-access traces.
+
+The format is specified in ``traces/FORMAT.md``; its byte layout is ``traces/trace_format.h``.
+
+Typical use::
+
+    import traces
+    with traces.open("run.kvt") as tr:          # path, "-" (stdin) or binary stream
+        header = tr.header                      # dict, includes "format_version"
+        for chunk in tr:                        # numpy arrays of traces.RECORD_DTYPE
+            loads = chunk[chunk["kind"] == traces.KIND_LOAD]
+    records = traces.read_all("run.kvt")        # one array; raises TraceError if damaged
+    with traces.Writer("out.kvt", header) as w: # zstd chunks by default
+        w.write(records)
+    traces.summarize("out.kvt")["footprint"]    # {"lines": ..., "pages_4k": ..., ...}
+
+Converters to and from other simulators' formats are in :mod:`traces.convert`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .format import (
+    CODEC_RAW,
+    CODEC_ZSTD,
+    DEFAULT_CHUNK_RECORDS,
+    KIND_LOAD,
+    KIND_MARKER,
+    KIND_NAMES,
+    KIND_PREFETCH,
+    KIND_STORE,
+    MARK_BATCH,
+    MARK_COMMAND,
+    MARK_NONE,
+    MARK_OP,
+    MARK_PHASE,
+    MARK_WARMUP_BEGIN,
+    MARK_WARMUP_END,
+    MARKER_NAMES,
+    MAX_CHUNK_RECORDS,
+    NUM_KINDS,
+    NUM_MARKERS,
+    NUM_TAGS,
+    RECORD_DTYPE,
+    RECORD_SIZE,
+    TAG_ARGV,
+    TAG_BUCKET,
+    TAG_CHILD_BUCKET,
+    TAG_DICT_ENTRY,
+    TAG_DICT_TABLE,
+    TAG_EXPIRE,
+    TAG_KEY,
+    TAG_NAMES,
+    TAG_OBJECT,
+    TAG_OTHER,
+    TAG_QUERY_BUF,
+    TAG_REPLY_BUF,
+    TAG_SLOT_TABLE,
+    TAG_SNAPSHOT_BUF,
+    TAG_STACK,
+    TAG_TABLE_META,
+    TAG_VALUE,
+    VERSION,
+    TraceError,
+)
+from .inspect import reuse_distance, summarize
+from .reader import ChunkInfo, TraceReader, read_all
+from .reader import open_trace as open  # noqa: A001 -- the documented entry point
+from .writer import Writer, recompress
+
+#: The JSON header as returned by ``reader.header``: a plain dict of the JSON keys plus
+#: ``"format_version"``.
+Header = dict[str, Any]
+
+__version__ = "0.1.0"
+
+__all__ = [
+    # reading / writing
+    "open", "read_all", "Writer", "recompress", "TraceReader", "ChunkInfo", "TraceError",
+    "Header", "RECORD_DTYPE", "RECORD_SIZE", "VERSION", "DEFAULT_CHUNK_RECORDS",
+    "MAX_CHUNK_RECORDS", "CODEC_RAW", "CODEC_ZSTD",
+    # inspection
+    "summarize", "reuse_distance",
+    # enums (mirror trace_format.h)
+    "KIND_LOAD", "KIND_STORE", "KIND_PREFETCH", "KIND_MARKER", "NUM_KINDS", "KIND_NAMES",
+    "MARK_NONE", "MARK_COMMAND", "MARK_OP", "MARK_PHASE", "MARK_WARMUP_BEGIN",
+    "MARK_WARMUP_END", "MARK_BATCH", "NUM_MARKERS", "MARKER_NAMES",
+    "TAG_OTHER", "TAG_BUCKET", "TAG_CHILD_BUCKET", "TAG_DICT_TABLE", "TAG_DICT_ENTRY",
+    "TAG_TABLE_META", "TAG_KEY", "TAG_OBJECT", "TAG_VALUE", "TAG_EXPIRE", "TAG_SLOT_TABLE",
+    "TAG_QUERY_BUF", "TAG_REPLY_BUF", "TAG_SNAPSHOT_BUF", "TAG_ARGV", "TAG_STACK", "NUM_TAGS",
+    "TAG_NAMES",
+]  # fmt: skip

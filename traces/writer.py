@@ -1,0 +1,230 @@
+"""Writer for kvsim traces (``.kvt``), and :func:`recompress` (re-encode a trace's chunks).
+
+Output is deterministic: the JSON header is written with sorted keys and no whitespace, chunk
+boundaries depend only on the record sequence (not on how it was split across
+:meth:`Writer.write` calls), and zstd runs single-threaded at the fixed level
+:data:`traces.format.ZSTD_LEVEL`. Writing to a path goes through a temporary file in the same
+directory that is renamed over the target only by a successful :meth:`Writer.close`; on any
+error the temporary file is removed, so a partial trace never appears under the target name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import zlib
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import zstandard
+
+from .format import (
+    CHUNK_HEADER,
+    CHUNK_MAGIC,
+    CODEC_RAW,
+    CODEC_ZSTD,
+    DEFAULT_CHUNK_RECORDS,
+    END_CHUNK,
+    END_MAGIC,
+    FIXED_HEADER,
+    MAGIC,
+    MAX_CHUNK_RECORDS,
+    RECORD_DTYPE,
+    RECORD_SIZE,
+    VERSION,
+    ZSTD_LEVEL,
+)
+from .reader import PathOrStream, open_trace
+
+__all__ = ["Writer", "encode_header", "recompress"]
+
+_CODECS = {"raw": CODEC_RAW, "zstd": CODEC_ZSTD}
+
+
+def encode_header(header: dict[str, Any]) -> bytes:
+    """Return the file header bytes (fixed part, canonical JSON, crc32) for ``header``.
+
+    ``format_version`` is set to the binary version; a different value raises ValueError.
+    """
+    h = dict(header)
+    if h.setdefault("format_version", VERSION) != VERSION:
+        raise ValueError(f"header format_version {h['format_version']!r} != {VERSION}")
+    body = json.dumps(h, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False).encode("utf-8")
+    fixed = FIXED_HEADER.pack(MAGIC, VERSION, RECORD_SIZE, len(body))
+    crc = zlib.crc32(body, zlib.crc32(fixed))
+    return fixed + body + crc.to_bytes(4, "little")
+
+
+def as_records(records: Any) -> np.ndarray:
+    """Return ``records`` as a contiguous little-endian RECORD_DTYPE array (copy if needed).
+
+    Accepts any structured array with exactly RECORD_DTYPE's field names (fields are matched
+    by name, values cast safely); raises TypeError otherwise.
+    """
+    arr = np.asarray(records)
+    if arr.dtype == RECORD_DTYPE:
+        return np.ascontiguousarray(arr).reshape(-1)
+    if arr.dtype.names is None or set(arr.dtype.names) != set(RECORD_DTYPE.names or ()):
+        raise TypeError(f"records must have dtype traces.RECORD_DTYPE, got {arr.dtype}")
+    out = np.empty(arr.size, dtype=RECORD_DTYPE)
+    flat = arr.reshape(-1)
+    for name in RECORD_DTYPE.names or ():
+        out[name] = flat[name].astype(RECORD_DTYPE[name], casting="same_kind")
+    return out
+
+
+class Writer:
+    """Write a trace chunk by chunk.
+
+    ``dst`` is a path (written via a temp file, renamed on close), ``"-"`` for stdout, or a
+    binary file object (written in place; the caller closes it). ``header`` is the JSON header
+    (see FORMAT.md); ``format_version`` and ``chunk_records`` are filled in. ``codec`` is
+    ``"zstd"`` (default) or ``"raw"``; ``chunk_records`` is the records per chunk
+    (1 .. 2**22). Use as a context manager: an exception inside the ``with`` block aborts the
+    write and removes the temp file; normal exit closes (finishes) the trace.
+    """
+
+    def __init__(self, dst: PathOrStream, header: dict[str, Any], codec: str = "zstd",
+                 chunk_records: int = DEFAULT_CHUNK_RECORDS) -> None:
+        if codec not in _CODECS:
+            raise ValueError(f"codec must be 'zstd' or 'raw', got {codec!r}")
+        if not 1 <= chunk_records <= MAX_CHUNK_RECORDS:
+            raise ValueError(f"chunk_records must be in 1..{MAX_CHUNK_RECORDS}")
+        self.codec = _CODECS[codec]
+        self.chunk_records = int(chunk_records)
+        h = dict(header)
+        h["chunk_records"] = self.chunk_records
+        head = encode_header(h)
+        self.header = json.loads(head[FIXED_HEADER.size:-4])
+        self._cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL, threads=0,
+                                              write_content_size=True, write_checksum=False,
+                                              write_dict_id=False)
+        self._pending: list[np.ndarray] = []
+        self._pending_n = 0
+        self.n_chunks = 0
+        self.total_records = 0
+        self._closed = False
+        self._tmp: str | None = None
+        self._target: Path | None = None
+        self._owns = False
+        if isinstance(dst, str | os.PathLike) and os.fspath(dst) != "-":
+            self._target = Path(dst)
+            fd, self._tmp = tempfile.mkstemp(prefix=f".{self._target.name}.",
+                                             suffix=".tmp", dir=self._target.parent or ".")
+            self._f: IO[bytes] = os.fdopen(fd, "wb")
+            self._owns = True
+        elif isinstance(dst, str | os.PathLike):
+            self._f = sys.stdout.buffer
+        else:
+            self._f = dst
+        try:
+            self._f.write(head)
+        except BaseException:
+            self.abort()
+            raise
+
+    def __enter__(self) -> Writer:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def write(self, records: Any) -> None:
+        """Append records (an array of RECORD_DTYPE, or same field names) to the trace."""
+        if self._closed:
+            raise ValueError("write to a closed trace Writer")
+        arr = as_records(records)
+        if arr.size == 0:
+            return
+        try:
+            self._pending.append(arr)
+            self._pending_n += arr.size
+            if self._pending_n >= self.chunk_records:
+                buf = np.concatenate(self._pending) if len(self._pending) > 1 else arr
+                full = (buf.size // self.chunk_records) * self.chunk_records
+                for i in range(0, full, self.chunk_records):
+                    self.write_chunk(buf[i:i + self.chunk_records])
+                rest = buf[full:]
+                self._pending = [rest] if rest.size else []
+                self._pending_n = rest.size
+        except BaseException:
+            self.abort()
+            raise
+
+    def write_chunk(self, records: np.ndarray, codec: int | None = None) -> None:
+        """Write ``records`` (1 .. 2**22 of RECORD_DTYPE) as one chunk, bypassing the
+        chunk_records buffering. Buffered records are not flushed first."""
+        arr = as_records(records)
+        n = arr.size
+        if not 1 <= n <= MAX_CHUNK_RECORDS:
+            raise ValueError(f"a chunk holds 1..{MAX_CHUNK_RECORDS} records, got {n}")
+        codec = self.codec if codec is None else codec
+        raw = arr.tobytes()
+        payload = self._cctx.compress(raw) if codec == CODEC_ZSTD else raw
+        crc = zlib.crc32(payload)
+        self._f.write(CHUNK_HEADER.pack(CHUNK_MAGIC, n, len(payload), codec, b"\0\0\0", crc))
+        self._f.write(payload)
+        self.n_chunks += 1
+        self.total_records += n
+
+    def close(self) -> None:
+        """Flush the last partial chunk, write the end chunk and, for a path, rename the
+        temp file onto the target. Idempotent."""
+        if self._closed:
+            return
+        try:
+            if self._pending_n:
+                buf = np.concatenate(self._pending)
+                self._pending, self._pending_n = [], 0
+                self.write_chunk(buf)
+            self._f.write(END_CHUNK.pack(END_MAGIC, self.n_chunks, self.total_records))
+            self._f.flush()
+            if self._owns:
+                self._f.close()
+            if self._tmp is not None and self._target is not None:
+                os.replace(self._tmp, self._target)
+                self._tmp = None
+            self._closed = True
+        except BaseException:
+            self.abort()
+            raise
+
+    def abort(self) -> None:
+        """Stop writing; remove the temp file (path output). The target is left untouched."""
+        self._closed = True
+        self._pending, self._pending_n = [], 0
+        if self._owns and not self._f.closed:
+            self._f.close()
+        if self._tmp is not None:
+            try:
+                os.unlink(self._tmp)
+            except FileNotFoundError:
+                pass
+            self._tmp = None
+
+
+def recompress(src: PathOrStream, dst: PathOrStream, codec: str = "zstd") -> dict[str, int]:
+    """Copy trace ``src`` to ``dst`` re-encoding every chunk with ``codec``.
+
+    Chunk boundaries and the header are kept (the header is re-serialized canonically). The
+    input is fully validated while streaming; on any error (TraceError) nothing is left at a
+    ``dst`` path. Returns ``{"chunks": n, "records": n}``.
+    """
+    with open_trace(src) as tr:
+        header = dict(tr.header)
+        chunk_records = header.get("chunk_records", DEFAULT_CHUNK_RECORDS)
+        if not isinstance(chunk_records, int) or not 1 <= chunk_records <= MAX_CHUNK_RECORDS:
+            chunk_records = DEFAULT_CHUNK_RECORDS
+        with Writer(dst, header, codec=codec, chunk_records=chunk_records) as w:
+            for _, records in tr.iter_chunks():
+                w.write_chunk(records)
+            if not tr.complete:  # defensive: iter_chunks only stops at a checked end
+                raise RuntimeError("trace reader stopped before the end chunk")
+        return {"chunks": w.n_chunks, "records": w.total_records}
