@@ -1,0 +1,138 @@
+"""How batched paths split work: pipeline lookahead, MGET/MSET batches, load prefetch.
+
+These answer "which keys does batch i prefetch, and which commands does it cover" for a
+given batch size, without executing anything. Together with ``model.prefetch`` they let a
+test check the advisory contract: every key a batch prefetches is demanded by a command of
+that batch, and every command is executed exactly once, in order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from model.glob import key_hash_slot
+from model.hashtable import Hashtable
+from model.prefetch import Access
+from model.resp import Command, ProtocolError, split_commands
+
+__all__ = [
+    "PREFETCH_BATCH_SIZE",
+    "get_keys_from_command",
+    "prefetch_next_batch_size",
+    "multikey_batches",
+    "LookaheadBatch",
+    "pipeline_lookahead",
+    "load_prefetch_order",
+]
+
+PREFETCH_BATCH_SIZE = 16
+
+_ARITY = {
+    b"get": 2, b"set": -3, b"del": -2, b"exists": -2, b"mget": -2, b"mset": -3,
+    b"msetnx": -3, b"expire": -3, b"pexpire": -3, b"ttl": 2, b"keys": 2, b"scan": -2,
+    b"dbsize": 1, b"flushall": -1,
+}
+
+
+def get_keys_from_command(argv: tuple[bytes, ...] | list[bytes]) -> list[bytes]:
+    """``getKeysFromCommand`` for the supported commands: the key arguments, in order,
+    repeats kept; [] for unknown commands or bad arity (such commands are not prefetched)."""
+    name = argv[0].lower()
+    arity = _ARITY.get(name)
+    if arity is None or (arity > 0 and len(argv) != arity) or len(argv) < -arity:
+        return []
+    if name in (b"get", b"set", b"expire", b"pexpire", b"ttl"):
+        return [argv[1]]
+    if name in (b"del", b"exists", b"mget"):
+        return list(argv[1:])
+    if name in (b"mset", b"msetnx"):
+        return list(argv[1::2]) if len(argv) % 2 == 1 else []
+    return []
+
+
+def prefetch_next_batch_size(remaining: int, batch_size: int = PREFETCH_BATCH_SIZE) -> int:
+    """``prefetchNextBatchSize``: one batch if at least two remain, else everything."""
+    return batch_size if remaining >= 2 * batch_size else remaining
+
+
+def multikey_batches(nkeys: int, batch_size: int = PREFETCH_BATCH_SIZE) -> list[range]:
+    """Index ranges (into the command's key list) of the MGET/MSET prefetch batches:
+    chunks of ``batch_size`` while at least ``2*batch_size`` keys remain, then the rest."""
+    out, start = [], 0
+    while start < nkeys:
+        n = prefetch_next_batch_size(nkeys - start, batch_size)
+        out.append(range(start, start + n))
+        start += n
+    return out
+
+
+@dataclass
+class LookaheadBatch:
+    """One lookahead batch: the commands parsed ahead and the keys prefetched for them."""
+
+    commands: list[Command] = field(default_factory=list)
+    prefetch_keys: list[bytes] = field(default_factory=list)
+
+
+def pipeline_lookahead(
+    buf: bytes, batch_size: int
+) -> tuple[list[LookaheadBatch], ProtocolError | None, int]:
+    """Split a query buffer into lookahead batches (PR #2092 model).
+
+    Commands are parsed ahead into a batch; each command's keys are added while fewer than
+    ``batch_size`` keys are collected (a command is never split: its later keys are simply
+    not prefetched); the batch closes once ``batch_size`` keys are collected or input runs
+    out. A protocol error closes the last batch (commands before it still run). A command
+    cut off at the end of the buffer is in no batch and is not consumed.
+    Returns (batches, protocol error or None, bytes consumed)."""
+    items, consumed = split_commands(buf)
+    batches: list[LookaheadBatch] = []
+    cur = LookaheadBatch()
+    perr = None
+    for it in items:
+        if isinstance(it, ProtocolError):
+            perr = it
+            break
+        cur.commands.append(it)
+        for k in get_keys_from_command(it.argv):
+            if len(cur.prefetch_keys) < batch_size:
+                cur.prefetch_keys.append(k)
+        if len(cur.prefetch_keys) >= batch_size:
+            batches.append(cur)
+            cur = LookaheadBatch()
+    if cur.commands:
+        batches.append(cur)
+    return batches, perr, consumed
+
+
+def load_prefetch_order(
+    records: list[tuple[bytes, bytes]],
+    variant: str = "prefetch-after-key",
+    cluster: bool = False,
+    min_exp: int = -1,
+) -> list[Access]:
+    """Access order of a snapshot load (``rdbLoad`` loop) under a load variant.
+
+    Per record: read the key; with ``prefetch-after-key`` (PR #2311) hash it and prefetch
+    the bucket an insert would use (creating the slot table first if missing); read the
+    value; insert. ``none`` skips the prefetch. Tables are ``Hashtable`` models."""
+    tables: dict[int, Hashtable] = {}
+    out: list[Access] = []
+    for key, _val in records:
+        slot = key_hash_slot(key) if cluster else 0
+        out.append(Access("read", "key", key, key))
+        ht = tables.setdefault(slot, Hashtable(min_exp=min_exp))
+        if variant != "none":
+            if ht.tables[0] is None:
+                ht.expand_if_needed()
+            t = 1 if ht.is_rehashing() else 0
+            tab = ht.tables[t]
+            assert tab is not None
+            b = tab[ht.hash_fn(key) & (len(tab) - 1)]
+            out.append(Access("prefetch", "bucket", b.bid, key))
+        out.append(Access("read", "value", key, key))
+        ht.add(key)
+        h = ht.hash_fn(key)
+        home = next(b for _, b in ht.buckets_for(h) if key in b.entries)
+        out.append(Access("read", "bucket", home.bid, key))
+    return out

@@ -1,0 +1,197 @@
+"""ctypes binding to the c_ref shared library (``libkvsim_cref.so``, API in
+``c_ref/kvsim_cref.h``). Argument marshalling only: no keyspace logic lives here.
+
+The library is looked up in this order: ``$KVSIM_CREF_LIB``, ``c_ref/build/`` of the source
+tree, ``model/_native/`` of an installed wheel. ``LibraryMissing`` names every place tried.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+
+__all__ = [
+    "CrefError",
+    "Keyspace",
+    "LibraryMissing",
+    "binary_path",
+    "library_available",
+    "library_path",
+]
+
+_HERE = Path(__file__).resolve().parent
+_SRC_BUILD = _HERE.parent / "c_ref" / "build"
+_NATIVE = _HERE / "_native"
+LIB_NAME = "libkvsim_cref.so"
+BIN_NAME = "kvsim-cref"
+
+
+class LibraryMissing(FileNotFoundError):
+    """The c_ref library (or CLI) is not built."""
+
+
+class CrefError(RuntimeError):
+    """A c_ref call returned -1; the message is ``ksLastError``."""
+
+
+def _candidates(name: str) -> list[Path]:
+    out = []
+    env = os.environ.get("KVSIM_CREF_LIB" if name == LIB_NAME else "KVSIM_CREF_BIN")
+    if env:
+        out.append(Path(env))
+    out += [_SRC_BUILD / name, _NATIVE / name]
+    return out
+
+
+def _locate(name: str) -> Path:
+    tried = _candidates(name)
+    for p in tried:
+        if p.is_file():
+            return p
+    raise LibraryMissing(
+        f"{name} not found (tried: {', '.join(map(str, tried))}); build it with "
+        f"`make -C c_ref` from the repository root"
+    )
+
+
+def library_path() -> Path:
+    """Path of ``libkvsim_cref.so``; raises LibraryMissing."""
+    return _locate(LIB_NAME)
+
+
+def binary_path() -> Path:
+    """Path of the ``kvsim-cref`` CLI (``c_ref/build/`` or ``model/_native/``)."""
+    return _locate(BIN_NAME)
+
+
+def library_available() -> bool:
+    try:
+        library_path()
+    except LibraryMissing:
+        return False
+    return True
+
+
+_lib: ctypes.CDLL | None = None
+_P = ctypes.POINTER
+_u8p = _P(ctypes.c_uint8)
+
+
+def _load() -> ctypes.CDLL:
+    global _lib
+    if _lib is not None:
+        return _lib
+    lib = ctypes.CDLL(str(library_path()))
+    lib.ksCreate.restype = ctypes.c_void_p
+    lib.ksCreate.argtypes = [ctypes.c_char_p]
+    lib.ksDestroy.restype = None
+    lib.ksDestroy.argtypes = [ctypes.c_void_p]
+    lib.ksLastError.restype = ctypes.c_char_p
+    lib.ksLastError.argtypes = [ctypes.c_void_p]
+    lib.ksExecute.restype = ctypes.c_int
+    lib.ksExecute.argtypes = [
+        ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t,
+        _P(_u8p), _P(ctypes.c_size_t), _P(ctypes.c_size_t),
+    ]
+    lib.ksSetTimeMs.restype = None
+    lib.ksSetTimeMs.argtypes = [ctypes.c_void_p, ctypes.c_int64]
+    lib.ksSaveSnapshot.restype = ctypes.c_int
+    lib.ksSaveSnapshot.argtypes = [ctypes.c_void_p, ctypes.c_char_p, _P(_u8p),
+                                   _P(ctypes.c_size_t)]
+    lib.ksLoadSnapshot.restype = ctypes.c_int
+    lib.ksLoadSnapshot.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p,
+                                   ctypes.c_size_t]
+    lib.ksDbSize.restype = ctypes.c_uint64
+    lib.ksDbSize.argtypes = [ctypes.c_void_p]
+    lib.ksMemoryBytes.restype = ctypes.c_uint64
+    lib.ksMemoryBytes.argtypes = [ctypes.c_void_p]
+    lib.ksCheckValid.restype = ctypes.c_int
+    lib.ksCheckValid.argtypes = [ctypes.c_void_p]
+    _lib = lib
+    return lib
+
+
+def _opt(s: str) -> bytes:
+    return s.encode()
+
+
+class Keyspace:
+    """One c_ref keyspace. ``options`` as for ``ksCreate`` (e.g. ``"table=dict cluster=1"``).
+
+    Use as a context manager or call ``close()``; the handle is also freed on GC."""
+
+    def __init__(self, options: str = "") -> None:
+        self._lib = _load()
+        self.options = options
+        h = self._lib.ksCreate(_opt(options))
+        if not h:
+            msg = self._lib.ksLastError(None)
+            raise CrefError(f"ksCreate({options!r}): {(msg or b'').decode(errors='replace')}")
+        self._h: int | None = h
+
+    def _handle(self) -> int:
+        if self._h is None:
+            raise CrefError("keyspace is closed")
+        return self._h
+
+    def _fail(self, what: str) -> CrefError:
+        msg = self._lib.ksLastError(self._h)
+        return CrefError(f"{what}: {(msg or b'').decode(errors='replace')}")
+
+    def close(self) -> None:
+        if self._h is not None:
+            self._lib.ksDestroy(self._h)
+            self._h = None
+
+    def __enter__(self) -> Keyspace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+    def execute(self, query: bytes, variant: str = "") -> tuple[bytes, int]:
+        """Run every complete command of ``query`` under ``variant``.
+
+        Returns (concatenated reply bytes, bytes of ``query`` consumed)."""
+        rep = _u8p()
+        rlen = ctypes.c_size_t()
+        used = ctypes.c_size_t()
+        rc = self._lib.ksExecute(self._handle(), _opt(variant), query, len(query),
+                                 ctypes.byref(rep), ctypes.byref(rlen), ctypes.byref(used))
+        if rc != 0:
+            raise self._fail(f"ksExecute(variant={variant!r})")
+        data = ctypes.string_at(rep, rlen.value) if rlen.value else b""
+        return data, used.value
+
+    def set_time_ms(self, now_ms: int) -> None:
+        self._lib.ksSetTimeMs(self._handle(), now_ms)
+
+    def save_snapshot(self, variant: str = "") -> bytes:
+        buf = _u8p()
+        n = ctypes.c_size_t()
+        if self._lib.ksSaveSnapshot(self._handle(), _opt(variant), ctypes.byref(buf),
+                                    ctypes.byref(n)) != 0:
+            raise self._fail("ksSaveSnapshot")
+        return ctypes.string_at(buf, n.value) if n.value else b""
+
+    def load_snapshot(self, data: bytes, variant: str = "") -> None:
+        if self._lib.ksLoadSnapshot(self._handle(), _opt(variant), data, len(data)) != 0:
+            raise self._fail("ksLoadSnapshot")
+
+    def dbsize(self) -> int:
+        return int(self._lib.ksDbSize(self._handle()))
+
+    def memory_bytes(self) -> int:
+        return int(self._lib.ksMemoryBytes(self._handle()))
+
+    def check_valid(self) -> None:
+        """Raise CrefError with the C message if any structural invariant is broken."""
+        if self._lib.ksCheckValid(self._handle()) != 0:
+            raise self._fail("ksCheckValid")

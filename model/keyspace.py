@@ -1,0 +1,408 @@
+"""Plain Python semantic model of the keyspace c_ref implements.
+
+This is the oracle: no buckets, no prefetching, just what the keyspace answers and stores.
+Commands (RESP2, Valkey reply bytes and error strings): GET, SET [NX|XX] [EX s|PX ms],
+DEL, EXISTS, MGET, MSET, MSETNX, EXPIRE/PEXPIRE [NX|XX|GT|LT], TTL, KEYS, SCAN cursor
+[MATCH p] [COUNT n], DBSIZE, FLUSHALL [SYNC|ASYNC]. Anything else is an unknown command.
+
+Expiry runs on a logical clock in milliseconds (``set_time_ms``) that the test controls. A
+key with absolute expire time ``when`` is logically expired once ``now > when``
+(``keyIsExpired``). Expired keys are removed only lazily, when a command looks them up
+(``expireIfNeeded`` from ``lookupKey*``), exactly where Valkey does; so DBSIZE counts
+expired keys not yet looked up. KEYS filters expired keys without deleting them; SCAN
+deletes the expired keys it returns would-be (matching) entries for.
+
+Cluster mode (``cluster=True``) keeps keys in per-slot tables (``key_hash_slot`` with
+{hashtag}); a table exists only while non-empty, as with ``KVSTORE_FREE_EMPTY_HASHTABLES``.
+With ``crossslot=True`` multi-key commands whose keys span slots get ``-CROSSSLOT``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+
+from model import resp
+from model.glob import key_hash_slot, string_match_len
+from model.resp import LLONG_MAX, LLONG_MIN, Command, ProtocolError, split_commands
+
+__all__ = ["Keyspace", "ModelError", "scan_order_hash"]
+
+
+class ModelError(AssertionError):
+    """check_valid() found a broken model invariant."""
+
+
+def scan_order_hash(key: bytes) -> int:
+    """The model's SCAN order: a stable 62-bit hash per key (not c_ref's SipHash)."""
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little") >> 2
+
+
+def _wrap64(v: int) -> int:
+    v &= (1 << 64) - 1
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def _err_arity(name: str) -> bytes:
+    return resp.error(f"ERR wrong number of arguments for '{name}' command")
+
+
+def _cstr(b: bytes) -> str:
+    """An argument as C's %s prints it: up to the first NUL."""
+    return b.split(b"\0", 1)[0].decode("latin-1")
+
+
+SYNTAX_ERR = resp.error("ERR syntax error")
+NOT_INT = resp.error("ERR value is not an integer or out of range")
+
+
+class Keyspace:
+    """The semantic model. ``execute(query)`` behaves like ``ksExecute`` (naive variant)."""
+
+    def __init__(self, cluster: bool = False, crossslot: bool = False) -> None:
+        self.cluster = cluster
+        self.crossslot = crossslot and cluster
+        self.data: dict[bytes, bytes] = {}
+        self.expires: dict[bytes, int] = {}
+        self.slots: dict[int, set[bytes]] = {}
+        self.now_ms = 0
+        self.commands: dict[bytes, tuple[str, int, Callable[[list[bytes]], bytes]]] = {
+            b"get": ("get", 2, self._get),
+            b"set": ("set", -3, self._set),
+            b"del": ("del", -2, self._del),
+            b"exists": ("exists", -2, self._exists),
+            b"mget": ("mget", -2, self._mget),
+            b"mset": ("mset", -3, self._mset),
+            b"msetnx": ("msetnx", -3, self._msetnx),
+            b"expire": ("expire", -3, self._expire),
+            b"pexpire": ("pexpire", -3, self._pexpire),
+            b"ttl": ("ttl", 2, self._ttl),
+            b"keys": ("keys", 2, self._keys),
+            b"scan": ("scan", -2, self._scan),
+            b"dbsize": ("dbsize", 1, self._dbsize),
+            b"flushall": ("flushall", -1, self._flushall),
+        }
+
+    # --- Storage primitives (names mirror db.c) ---------------------------------------
+
+    def set_time_ms(self, now_ms: int) -> None:
+        """Set the logical clock (``ksSetTimeMs``)."""
+        self.now_ms = now_ms
+
+    def _slot(self, key: bytes) -> int:
+        return key_hash_slot(key) if self.cluster else 0
+
+    def key_is_expired(self, key: bytes) -> bool:
+        when = self.expires.get(key)
+        return when is not None and self.now_ms > when
+
+    def db_add(self, key: bytes, val: bytes) -> None:
+        self.data[key] = val
+        self.slots.setdefault(self._slot(key), set()).add(key)
+
+    def db_delete(self, key: bytes) -> bool:
+        if key not in self.data:
+            return False
+        del self.data[key]
+        self.expires.pop(key, None)
+        slot = self._slot(key)
+        self.slots[slot].discard(key)
+        if not self.slots[slot]:
+            del self.slots[slot]  # the empty slot table is freed
+        return True
+
+    def expire_if_needed(self, key: bytes) -> bool:
+        """Delete ``key`` if logically expired; True if it was deleted."""
+        if key in self.data and self.key_is_expired(key):
+            self.db_delete(key)
+            return True
+        return False
+
+    def lookup_key(self, key: bytes) -> bytes | None:
+        """``lookupKeyRead``/``lookupKeyWrite``: lazy expiry, then the value or None."""
+        self.expire_if_needed(key)
+        return self.data.get(key)
+
+    def set_key(self, key: bytes, val: bytes, keepttl: bool = False) -> None:
+        """``setKey``: lookup (lazy expiry), then add or overwrite; clears the TTL unless
+        keepttl."""
+        self.lookup_key(key)
+        if key in self.data:
+            self.data[key] = val
+            if not keepttl:
+                self.expires.pop(key, None)
+        else:
+            self.db_add(key, val)
+
+    def set_expire(self, key: bytes, when: int) -> None:
+        self.expires[key] = when
+
+    # --- Queries used as invariants -------------------------------------------------
+
+    def dbsize(self) -> int:
+        """Stored keys, including expired ones not yet deleted (what DBSIZE answers)."""
+        return len(self.data)
+
+    def live_keys(self) -> set[bytes]:
+        """Keys that are not logically expired (what ``KEYS *`` returns, as a set)."""
+        return {k for k in self.data if not self.key_is_expired(k)}
+
+    def items(self) -> dict[bytes, tuple[bytes, int | None]]:
+        """Every stored key -> (value, absolute expire ms or None)."""
+        return {k: (v, self.expires.get(k)) for k, v in self.data.items()}
+
+    def check_valid(self) -> None:
+        """Assert the model's own invariants (expensive no-op when all is well)."""
+        if not set(self.expires) <= set(self.data):
+            raise ModelError("expire without key")
+        seen: set[bytes] = set()
+        for slot, keys in self.slots.items():
+            if not keys:
+                raise ModelError(f"empty slot table {slot} not freed")
+            for k in keys:
+                if self._slot(k) != slot:
+                    raise ModelError(f"key {k!r} in wrong slot {slot}")
+            seen |= keys
+        if seen != set(self.data) or sum(map(len, self.slots.values())) != len(self.data):
+            raise ModelError("slot tables disagree with the key set")
+
+    # --- Execution ------------------------------------------------------------------
+
+    def execute(self, query: bytes) -> tuple[bytes, int]:
+        """Run every complete command in ``query``; return (replies, bytes consumed)."""
+        items, consumed = split_commands(query)
+        out = []
+        for item in items:
+            if isinstance(item, ProtocolError):
+                out.append(resp.error("ERR " + item.message))
+            else:
+                assert isinstance(item, Command)
+                out.append(self.call(list(item.argv)))
+        return b"".join(out), consumed
+
+    def call(self, argv: list[bytes]) -> bytes:
+        """Execute one command given as an argument vector; return its reply bytes."""
+        entry = self.commands.get(argv[0].lower())
+        if entry is None:
+            args = ""
+            for a in argv[1:]:
+                if len(args) >= 128:
+                    break
+                args += "'" + _cstr(a)[: 128 - len(args)] + "' "
+            return resp.error(
+                f"ERR unknown command '{_cstr(argv[0])[:128]}', with args beginning with: {args}"
+            )
+        name, arity, fn = entry
+        if (arity > 0 and len(argv) != arity) or len(argv) < -arity:
+            return _err_arity(name)
+        if self.crossslot and name in _MULTIKEY:
+            keys = argv[1::2] if name in ("mset", "msetnx") else argv[1:]
+            if len({key_hash_slot(k) for k in keys}) > 1:
+                return resp.error("CROSSSLOT Keys in request don't hash to the same slot")
+        return fn(argv)
+
+    # --- Commands -------------------------------------------------------------------
+
+    def _get(self, argv: list[bytes]) -> bytes:
+        v = self.lookup_key(argv[1])
+        return resp.NULL_BULK if v is None else resp.bulk(v)
+
+    def _set(self, argv: list[bytes]) -> bytes:
+        nx = xx = False
+        unit: int | None = None
+        expire: bytes | None = None
+        j = 3
+        while j < len(argv):
+            opt = argv[j].lower()
+            nxt = argv[j + 1] if j + 1 < len(argv) else None
+            if opt == b"nx" and not xx:
+                nx = True
+            elif opt == b"xx" and not nx:
+                xx = True
+            elif opt in (b"ex", b"px") and unit is None and nxt is not None:
+                unit = 1000 if opt == b"ex" else 1
+                expire = nxt
+                j += 1
+            else:
+                return SYNTAX_ERR
+            j += 1
+        when = None
+        if expire is not None:
+            ms = resp.string2ll(expire)
+            if ms is None:
+                return NOT_INT
+            if ms <= 0 or (unit == 1000 and ms > LLONG_MAX // 1000):
+                return resp.error("ERR invalid expire time in 'set' command")
+            when = _wrap64(ms * (unit or 1) + self.now_ms)
+            if when <= 0:
+                return resp.error("ERR invalid expire time in 'set' command")
+        key = argv[1]
+        found = self.lookup_key(key) is not None
+        if (nx and found) or (xx and not found):
+            return resp.NULL_BULK
+        self.set_key(key, argv[2])
+        if when is not None:
+            self.set_expire(key, when)
+        return resp.OK
+
+    def _del(self, argv: list[bytes]) -> bytes:
+        n = 0
+        for k in argv[1:]:
+            self.expire_if_needed(k)
+            n += self.db_delete(k)
+        return resp.integer(n)
+
+    def _exists(self, argv: list[bytes]) -> bytes:
+        return resp.integer(sum(self.lookup_key(k) is not None for k in argv[1:]))
+
+    def _mget(self, argv: list[bytes]) -> bytes:
+        vals = [self.lookup_key(k) for k in argv[1:]]
+        return resp.array([resp.NULL_BULK if v is None else resp.bulk(v) for v in vals])
+
+    def _mset(self, argv: list[bytes], nx: bool = False) -> bytes:
+        if len(argv) % 2 == 0:
+            return _err_arity("msetnx" if nx else "mset")
+        if nx:
+            for k in argv[1::2]:
+                if self.lookup_key(k) is not None:
+                    return resp.integer(0)
+        for k, v in zip(argv[1::2], argv[2::2], strict=True):
+            self.set_key(k, v)
+        return resp.integer(1) if nx else resp.OK
+
+    def _msetnx(self, argv: list[bytes]) -> bytes:
+        return self._mset(argv, nx=True)
+
+    def _expire(self, argv: list[bytes], unit: int = 1000, name: str = "expire") -> bytes:
+        flags: set[str] = set()
+        for a in argv[3:]:
+            o = a.lower()
+            if o in (b"nx", b"xx", b"gt", b"lt"):
+                flags.add(o.decode())
+            else:
+                return resp.error(f"ERR Unsupported option {_cstr(a)}")
+        if "nx" in flags and flags & {"xx", "gt", "lt"}:
+            return resp.error("ERR NX and XX, GT or LT options at the same time are not compatible")
+        if {"gt", "lt"} <= flags:
+            return resp.error("ERR GT and LT options at the same time are not compatible")
+        when = resp.string2ll(argv[2])
+        if when is None:
+            return NOT_INT
+        bad = resp.error(f"ERR invalid expire time in '{name}' command")
+        if unit == 1000:
+            if when > LLONG_MAX // 1000 or when < -(-LLONG_MIN // 1000):
+                return bad
+            when *= 1000
+        if when > LLONG_MAX - self.now_ms:
+            return bad
+        when += self.now_ms
+        key = argv[1]
+        if self.lookup_key(key) is None:
+            return resp.integer(0)
+        cur = self.expires.get(key)
+        if "nx" in flags and cur is not None:
+            return resp.integer(0)
+        if "xx" in flags and cur is None:
+            return resp.integer(0)
+        if "gt" in flags and (cur is None or when <= cur):
+            return resp.integer(0)
+        if "lt" in flags and cur is not None and when >= cur:
+            return resp.integer(0)
+        if when <= self.now_ms:
+            self.db_delete(key)
+        else:
+            self.set_expire(key, when)
+        return resp.integer(1)
+
+    def _pexpire(self, argv: list[bytes]) -> bytes:
+        return self._expire(argv, unit=1, name="pexpire")
+
+    def _ttl(self, argv: list[bytes]) -> bytes:
+        key = argv[1]
+        if self.lookup_key(key) is None:
+            return resp.integer(-2)
+        when = self.expires.get(key)
+        if when is None:
+            return resp.integer(-1)
+        ttl = max(when - self.now_ms, 0)
+        return resp.integer((ttl + 500) // 1000)
+
+    def _keys(self, argv: list[bytes]) -> bytes:
+        pat = argv[1]
+        allkeys = pat == b"*"
+        out = [
+            resp.bulk(k)
+            for k in sorted(self.data, key=scan_order_hash)
+            if (allkeys or string_match_len(pat, k)) and not self.key_is_expired(k)
+        ]
+        return resp.array(out)
+
+    def _scan(self, argv: list[bytes]) -> bytes:
+        cur = _string2ull(argv[1])
+        if cur is None:
+            return resp.error("ERR invalid cursor")
+        count, pat = 10, None
+        i = 2
+        while i < len(argv):
+            opt, left = argv[i].lower(), len(argv) - i
+            if opt == b"count" and left >= 2:
+                c = resp.string2ll(argv[i + 1])
+                if c is None:
+                    return NOT_INT
+                if c < 1:
+                    return SYNTAX_ERR
+                count = c
+            elif opt == b"match" and left >= 2:
+                pat = None if argv[i + 1] == b"*" else argv[i + 1]
+            else:
+                return SYNTAX_ERR
+            i += 2
+        order = sorted((scan_order_hash(k), k) for k in self.data)
+        batch = [(h, k) for h, k in order if h >= cur]
+        take: list[bytes] = []
+        nxt = 0
+        for idx, (h, k) in enumerate(batch):
+            if len(take) >= count and h != batch[idx - 1][0]:
+                nxt = h
+                break
+            take.append(k)
+        out = []
+        for k in take:
+            if pat is not None and not string_match_len(pat, k):
+                continue
+            if self.expire_if_needed(k):
+                continue
+            out.append(resp.bulk(k))
+        return resp.array([resp.bulk(str(nxt).encode()), resp.array(out)])
+
+    def _dbsize(self, argv: list[bytes]) -> bytes:
+        return resp.integer(self.dbsize())
+
+    def _flushall(self, argv: list[bytes]) -> bytes:
+        if len(argv) > 2 or (len(argv) == 2 and argv[1].lower() not in (b"sync", b"async")):
+            return SYNTAX_ERR
+        self.data.clear()
+        self.expires.clear()
+        self.slots.clear()
+        return resp.OK
+
+
+_MULTIKEY = {"del", "exists", "mget", "mset", "msetnx"}
+
+
+def _string2ull(b: bytes) -> int | None:
+    """Valkey ``string2ull`` (SCAN cursor): string2ll, else strtoull leniency."""
+    v = resp.string2ll(b)
+    if v is not None:
+        return v if v >= 0 else None
+    s = _cstr(b)
+    t = s.lstrip(" \t\n\v\f\r")
+    neg = t.startswith("-")
+    if t[:1] in "+-" and t:
+        t = t[1:]
+    if not t or not t.isdigit() or not t.isascii():
+        return None
+    v = int(t)
+    if v >= 1 << 64:
+        return None
+    return ((1 << 64) - v) % (1 << 64) if neg else v
