@@ -1,7 +1,7 @@
 """Plain Python semantic model of the keyspace c_ref implements.
 
 This is the oracle: no buckets, no prefetching, just what the keyspace answers and stores.
-Commands (RESP2, Valkey reply bytes and error strings): GET, SET [NX|XX] [EX s|PX ms],
+Commands (RESP2, Valkey reply bytes and error strings): GET, SET [NX|XX] [EX s|PX ms|KEEPTTL],
 DEL, EXISTS, MGET, MSET, MSETNX, EXPIRE/PEXPIRE [NX|XX|GT|LT], TTL, KEYS, SCAN cursor
 [MATCH p] [COUNT n], DBSIZE, FLUSHALL [SYNC|ASYNC]. Anything else is an unknown command.
 
@@ -10,7 +10,7 @@ key with absolute expire time ``when`` is logically expired once ``now > when``
 (``keyIsExpired``). Expired keys are removed only lazily, when a command looks them up
 (``expireIfNeeded`` from ``lookupKey*``), exactly where Valkey does; so DBSIZE counts
 expired keys not yet looked up. KEYS filters expired keys without deleting them; SCAN
-deletes the expired keys it returns would-be (matching) entries for.
+deletes the expired keys it visits that pass the MATCH filter (Valkey's scan filter step).
 
 Cluster mode (``cluster=True``) keeps keys in per-slot tables (``key_hash_slot`` with
 {hashtag}); a table exists only while non-empty, as with ``KVSTORE_FREE_EMPTY_HASHTABLES``.
@@ -208,7 +208,7 @@ class Keyspace:
         return resp.NULL_BULK if v is None else resp.bulk(v)
 
     def _set(self, argv: list[bytes]) -> bytes:
-        nx = xx = False
+        nx = xx = keepttl = False
         unit: int | None = None
         expire: bytes | None = None
         j = 3
@@ -219,7 +219,9 @@ class Keyspace:
                 nx = True
             elif opt == b"xx" and not nx:
                 xx = True
-            elif opt in (b"ex", b"px") and unit is None and nxt is not None:
+            elif opt == b"keepttl" and unit is None:
+                keepttl = True
+            elif opt in (b"ex", b"px") and unit is None and not keepttl and nxt is not None:
                 unit = 1000 if opt == b"ex" else 1
                 expire = nxt
                 j += 1
@@ -240,7 +242,7 @@ class Keyspace:
         found = self.lookup_key(key) is not None
         if (nx and found) or (xx and not found):
             return resp.NULL_BULK
-        self.set_key(key, argv[2])
+        self.set_key(key, argv[2], keepttl=keepttl)
         if when is not None:
             self.set_expire(key, when)
         return resp.OK
