@@ -1,0 +1,222 @@
+"""ctypes binding to the compiled engine (``libkvsim_sim.so``); no Python.h anywhere.
+
+The structs below mirror ``sim/_engine/engine.h`` field by field; ``load_library`` checks
+``sizeof`` of both structs against the library so a stale build is refused loudly.
+Records cross the boundary as whole numpy chunks (``kvsimRun(sim, ptr, n)``).
+"""
+
+from __future__ import annotations
+
+import ctypes as C
+from pathlib import Path
+
+import numpy as np
+
+MAX_LEVELS = 8
+MAX_PREFETCHERS = 4
+NTAGS = 256
+NKINDS = 6
+MAX_PHASES = 64
+NMARKERS = 8
+DEP_WINDOW = 1024
+NAME_LEN = 16
+
+KIND_NAMES = ["load", "store", "swpf", "hwpf", "writeback", "victim"]
+INCLUSION = {"non-inclusive": 0, "inclusive": 1, "exclusive": 2}
+
+u32, u64 = C.c_uint32, C.c_uint64
+
+
+class LevelConfig(C.Structure):
+    _fields_ = [
+        ("sets", u32), ("ways", u32), ("latency", u32), ("inclusion", u32), ("mshrs", u32),
+        ("pad", u32), ("seed", u64), ("policy", C.c_char * NAME_LEN),
+    ]
+
+
+class PrefetcherConfig(C.Structure):
+    _fields_ = [
+        ("level", u32), ("degree", u32), ("table", u32), ("pad", u32),
+        ("kind", C.c_char * NAME_LEN),
+    ]
+
+
+class EngineConfig(C.Structure):
+    _fields_ = [
+        ("nlevels", u32), ("line_bits", u32), ("level", LevelConfig * MAX_LEVELS),
+        ("nprefetchers", u32), ("pad0", u32), ("prefetcher", PrefetcherConfig * MAX_PREFETCHERS),
+        ("timing", u32), ("width", u32), ("rob", u32), ("dram_latency", u32),
+        ("dram_xfer_ticks", u32), ("tlb", u32), ("page_bits", u32),
+        ("dtlb_sets", u32), ("dtlb_ways", u32), ("stlb_sets", u32), ("stlb_ways", u32),
+        ("stlb_latency", u32), ("walk_latency", u32), ("swpf_level", u32),
+        ("swpf_drop_on_tlb_miss", u32), ("flush_at_end", u32), ("pad1", u32),
+    ]
+
+
+LEVEL_SCALARS = [
+    "fetches", "writebacks", "writebacks_flush", "evictions", "back_invalidations",
+]
+LEVEL_PF = [
+    "pf_issued", "pf_redundant", "pf_useful", "pf_late", "pf_useless", "pf_unused_end",
+    "pf_dropped",
+]
+
+
+class LevelStats(C.Structure):
+    _fields_ = (
+        [(n, u64 * (NTAGS * NKINDS)) for n in ("access", "hit", "miss")]
+        + [(n, u64) for n in LEVEL_SCALARS]
+        + [(n, u64 * 2) for n in LEVEL_PF]
+    )
+
+
+class PhaseStats(C.Structure):
+    _fields_ = [
+        ("records", u64), ("instructions", u64), ("ticks", u64),
+        ("access", u64 * MAX_LEVELS), ("miss", u64 * MAX_LEVELS),
+    ]
+
+
+GLOBAL_SCALARS = [
+    "records", "warmup_records", "instructions",
+]
+GLOBAL_SCALARS2 = [
+    "pieces", "multiline",
+]
+GLOBAL_SCALARS3 = [
+    "dram_reads", "dram_writes", "dtlb_access", "dtlb_miss", "stlb_access", "stlb_miss",
+    "swpf_dropped_tlb", "ticks",
+]
+TIMING_SCALARS = [
+    "wait_dep", "wait_mshr", "wait_tlb", "wait_dram_bw", "wait_inflight", "miss_ticks",
+    "l1_misses_timed", "load_latency", "loads_timed", "nphases_seen",
+]
+
+
+class Stats(C.Structure):
+    _fields_ = (
+        [(n, u64) for n in GLOBAL_SCALARS]
+        + [("kind", u64 * 4)]
+        + [(n, u64) for n in GLOBAL_SCALARS2]
+        + [("markers", u64 * NMARKERS)]
+        + [(n, u64) for n in GLOBAL_SCALARS3]
+        + [("stall_rob", u64 * (MAX_LEVELS + 2))]
+        + [(n, u64) for n in TIMING_SCALARS]
+        + [("level", LevelStats * MAX_LEVELS), ("phase", PhaseStats * MAX_PHASES)]
+    )
+
+
+_LIB = None
+_SEARCH = [
+    Path(__file__).resolve().parent / "_native" / "libkvsim_sim.so",
+    Path(__file__).resolve().parent / "_engine" / "build" / "libkvsim_sim.so",
+]
+
+
+class EngineMissing(RuntimeError):
+    """The compiled engine library was not found."""
+
+
+def load_library() -> C.CDLL:
+    """Load ``libkvsim_sim.so`` from ``sim/_native/`` (wheel) or ``sim/_engine/build/``."""
+    global _LIB
+    if _LIB is not None:
+        return _LIB
+    for p in _SEARCH:
+        if p.exists():
+            lib = C.CDLL(str(p))
+            break
+    else:
+        raise EngineMissing(
+            "kvsim engine library not found: looked for "
+            + " and ".join(str(p) for p in _SEARCH)
+            + "; build it with `make -C sim/_engine`"
+        )
+    lib.kvsimCreate.restype = C.c_void_p
+    lib.kvsimCreate.argtypes = [C.POINTER(EngineConfig), C.c_char_p, C.c_size_t]
+    lib.kvsimRun.restype = None
+    lib.kvsimRun.argtypes = [C.c_void_p, C.c_void_p, C.c_size_t]
+    lib.kvsimFinish.restype = None
+    lib.kvsimFinish.argtypes = [C.c_void_p]
+    lib.kvsimGetStats.restype = C.POINTER(Stats)
+    lib.kvsimGetStats.argtypes = [C.c_void_p]
+    lib.kvsimFree.restype = None
+    lib.kvsimFree.argtypes = [C.c_void_p]
+    lib.kvsimStatsSize.restype = C.c_size_t
+    lib.kvsimConfigSize.restype = C.c_size_t
+    if lib.kvsimStatsSize() != C.sizeof(Stats) or lib.kvsimConfigSize() != C.sizeof(EngineConfig):
+        raise EngineMissing(
+            f"{p}: struct sizes differ from sim/_binding.py (stale build?): rebuild with "
+            "`make -C sim/_engine`"
+        )
+    _LIB = lib
+    return lib
+
+
+def stats_to_dict(st: Stats, nlevels: int) -> dict:
+    """Flatten a Stats struct into plain ints and numpy arrays (the 'raw' stats)."""
+    out: dict = {}
+    for name, _ in Stats._fields_:
+        if name in ("level", "phase"):
+            continue
+        v = getattr(st, name)
+        out[name] = np.array(v[:], dtype=np.uint64) if isinstance(v, C.Array) else int(v)
+    levels = []
+    for k in range(nlevels):
+        ls = st.level[k]
+        d = {}
+        for name in ("access", "hit", "miss"):
+            d[name] = np.ctypeslib.as_array(getattr(ls, name)).reshape(NTAGS, NKINDS).copy()
+        for name in LEVEL_SCALARS:
+            d[name] = int(getattr(ls, name))
+        for name in LEVEL_PF:
+            d[name] = [int(x) for x in getattr(ls, name)]
+        levels.append(d)
+    out["level"] = levels
+    phases = []
+    for p in range(MAX_PHASES):
+        ph = st.phase[p]
+        phases.append(
+            {
+                "records": int(ph.records), "instructions": int(ph.instructions),
+                "ticks": int(ph.ticks), "access": [int(x) for x in ph.access[:nlevels]],
+                "miss": [int(x) for x in ph.miss[:nlevels]],
+            }
+        )
+    out["phase"] = phases
+    return out
+
+
+class Engine:
+    """One engine instance: ``run(chunk)`` any number of times, then ``finish()``."""
+
+    def __init__(self, cfg: EngineConfig):
+        self._lib = load_library()
+        err = C.create_string_buffer(256)
+        self._cfg = cfg
+        self._h = self._lib.kvsimCreate(C.byref(cfg), err, 256)
+        if not self._h:
+            raise ValueError(err.value.decode())
+
+    def run(self, records: np.ndarray) -> None:
+        arr = np.ascontiguousarray(records)
+        if arr.dtype.itemsize != 24:
+            raise TypeError("records must have the 24-byte trace record dtype")
+        if len(arr):
+            self._lib.kvsimRun(self._h, arr.ctypes.data, len(arr))
+
+    def finish(self) -> dict:
+        self._lib.kvsimFinish(self._h)
+        st = self._lib.kvsimGetStats(self._h).contents
+        return stats_to_dict(st, self._cfg.nlevels)
+
+    def close(self) -> None:
+        if self._h:
+            self._lib.kvsimFree(self._h)
+            self._h = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass

@@ -1,0 +1,855 @@
+/*
+ * engine.c -- the kvsim cache-hierarchy engine: functional caches in program
+ * order, with an out-of-order timing overlay.
+ *
+ * Design (the full model, with every ordering rule, is in sim/MODEL.md):
+ *
+ *   record --> split into line pieces --> TLB --> L1 --> L2 --> ... --> DRAM
+ *                                                  |      |
+ *                                     hardware prefetchers (per level)
+ *
+ *   Functional state is updated in trace order, one piece at a time, exactly
+ *   as DineroIV does for the non-inclusive write-back/write-allocate case:
+ *   on a miss the victim is chosen and removed, the new line is installed,
+ *   the fetch goes below, then the dirty victim is written below.  A store
+ *   piece covering a whole line allocates without a fetch.
+ *
+ *   Timing overlays it, in integer ticks (1 cycle = width ticks):
+ *     dispatch D_i = max(D_{i-1} + instructions_i, ROB limit)
+ *     issue    X_i = max(D_i, completion of the dep producer) + TLB cost
+ *     a miss takes a free miss buffer (MSHR) at every level it misses,
+ *     waiting for the earliest one; a DRAM fill also waits for the channel;
+ *     a hit on a line still in flight waits for its fill (a late prefetch
+ *     or an MSHR merge)
+ *     retire   R_i = max(R_{i-1} + instructions_i, completion_i)
+ *   Stores and prefetches complete one cycle after dispatch.
+ *
+ * Per-level layout: tags[] (line number + 1; 0 = invalid), meta[] (bit 0
+ * dirty, bits 1-2 prefetch kind of an unused prefetched line), stag[] (the
+ * structure tag of the access that installed the line), and the policy's
+ * per-line and per-set words.  All sized at creation; nothing grows later.
+ *
+ * Speed: the simulated sets of the record PREFETCH_DISTANCE ahead are
+ * prefetched into the host caches before each record is simulated, the
+ * technique the simulator itself studies.
+ *
+ * Conventions: see engine.h.
+ */
+#include "engine.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy.h"
+#include "prefetch.h"
+
+#define META_DIRTY 1u
+#define META_PF_SHIFT 1
+#define META_PF_MASK 6u
+#define PREFETCH_DISTANCE 12
+#define MAX_DEGREE 16
+
+enum { OP_READ = 0, OP_WRITE = 1, OP_WFULL = 2, OP_VICTIM = 3 };
+
+/* --- Types ---------------------------------------------------------------- */
+
+typedef struct Level {
+    uint32_t sets, ways, latency, inclusion, mshrs;
+    uint64_t set_mask;
+    uint64_t *tags;
+    uint8_t *meta;
+    uint8_t *stag;
+    const kvsimPolicyOps *pol;
+    kvsimPolicyCtx pc;
+    uint64_t *mline;  /* miss buffers: line, fill-ready tick, prefetch kind */
+    uint64_t *mready;
+    uint8_t *mpf;
+    uint64_t mmax_ready;
+} Level;
+
+typedef struct Tlb {
+    uint32_t sets, ways;
+    uint64_t *tags; /* page + 1 */
+    uint64_t *stamp;
+    uint64_t clock;
+} Tlb;
+
+typedef struct Prefetcher {
+    const kvsimPrefetcherOps *ops;
+    kvsimPrefetcherConfig cfg;
+    uint64_t *state;
+} Prefetcher;
+
+struct kvsimSim {
+    kvsimConfig cfg;
+    uint32_t n;
+    Level lv[KVSIM_MAX_LEVELS];
+    Prefetcher pf[KVSIM_MAX_PREFETCHERS];
+    Tlb dtlb, stlb;
+    kvsimStats stats;   /* what is reported */
+    kvsimStats scratch; /* where warm-up counts go */
+    kvsimStats *st;
+    uint32_t phase;
+    int finished;
+    /* demand hit on an unused prefetched line, reported by cacheAccess */
+    uint32_t pfh_kind, pfh_level;
+    /* timing */
+    uint64_t W;
+    uint64_t t_disp, r_last, instr, recno;
+    uint64_t *rob_idx, *rob_ret;
+    uint8_t *rob_cls;
+    uint64_t rob_mask, rob_head, rob_tail;
+    int blk_valid;
+    uint64_t blk_idx, blk_ret;
+    uint8_t blk_cls;
+    uint64_t dep_ring[KVSIM_DEP_WINDOW];
+    uint64_t dram_free;
+};
+
+/* --- Helpers ---------------------------------------------------------------- */
+
+static int isPow2(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
+
+static void *xcalloc(size_t n, size_t sz) { return calloc(n ? n : 1, sz ? sz : 1); }
+
+/* --- TLB -------------------------------------------------------------------- */
+
+static int tlbInit(Tlb *t, uint32_t sets, uint32_t ways) {
+    t->sets = sets;
+    t->ways = ways;
+    t->clock = 0;
+    t->tags = xcalloc((size_t)sets * ways, sizeof(uint64_t));
+    t->stamp = xcalloc((size_t)sets * ways, sizeof(uint64_t));
+    return t->tags != NULL && t->stamp != NULL;
+}
+
+/* Look up `page`; on a hit refresh its stamp.  Returns 1 on a hit. */
+static int tlbLookup(Tlb *t, uint64_t page) {
+    uint64_t base = (page & (t->sets - 1)) * t->ways;
+    for (uint32_t w = 0; w < t->ways; w++)
+        if (t->tags[base + w] == page + 1) {
+            t->stamp[base + w] = ++t->clock;
+            return 1;
+        }
+    return 0;
+}
+
+/* Install `page`: the lowest invalid way, else the least recently used. */
+static void tlbFill(Tlb *t, uint64_t page) {
+    uint64_t base = (page & (t->sets - 1)) * t->ways;
+    uint32_t v = 0;
+    int found = 0;
+    for (uint32_t w = 0; w < t->ways; w++)
+        if (t->tags[base + w] == 0) {
+            v = w;
+            found = 1;
+            break;
+        }
+    if (!found)
+        for (uint32_t w = 1; w < t->ways; w++)
+            if (t->stamp[base + w] < t->stamp[base + v]) v = w;
+    t->tags[base + v] = page + 1;
+    t->stamp[base + v] = ++t->clock;
+}
+
+/* Translate the page of `addr`.  Returns the added cycles, or -1 if the
+ * access is a software prefetch that the configuration drops on a DTLB miss. */
+static int64_t translate(kvsimSim *s, uint64_t addr, int is_swpf) {
+    kvsimStats *st = s->st;
+    uint64_t page = addr >> s->cfg.page_bits;
+    st->dtlb_access++;
+    if (tlbLookup(&s->dtlb, page)) return 0;
+    st->dtlb_miss++;
+    if (is_swpf && s->cfg.swpf_drop_on_tlb_miss) return -1;
+    int64_t cost;
+    if (s->cfg.stlb_sets) {
+        st->stlb_access++;
+        if (tlbLookup(&s->stlb, page)) {
+            cost = s->cfg.stlb_latency;
+        } else {
+            st->stlb_miss++;
+            tlbFill(&s->stlb, page);
+            cost = s->cfg.walk_latency;
+        }
+    } else {
+        cost = s->cfg.walk_latency;
+    }
+    tlbFill(&s->dtlb, page);
+    return cost;
+}
+
+/* --- Caches ----------------------------------------------------------------- */
+
+static inline int64_t findWay(const Level *L, uint64_t set, uint64_t line) {
+    const uint64_t *tg = L->tags + set * L->ways;
+    for (uint32_t w = 0; w < L->ways; w++)
+        if (tg[w] == line + 1) return (int64_t)w;
+    return -1;
+}
+
+/* First level at or below `from` holding `line` (s->n = memory).  No side effects. */
+static uint32_t probe(const kvsimSim *s, uint32_t from, uint64_t line) {
+    for (uint32_t k = from; k < s->n; k++)
+        if (findWay(&s->lv[k], line & s->lv[k].set_mask, line) >= 0) return k;
+    return s->n;
+}
+
+static void invalidateWay(Level *L, uint64_t set, uint32_t way) {
+    uint64_t i = set * L->ways + way;
+    L->tags[i] = 0;
+    L->meta[i] = 0;
+    L->pol->on_invalidate(&L->pc, (uint32_t)set, way);
+}
+
+typedef struct Victim {
+    int valid;
+    uint64_t line;
+    int dirty;
+    uint8_t stag;
+} Victim;
+
+/* Remove the line in (k, set, way) by replacement; apply inclusion. */
+static Victim evict(kvsimSim *s, uint32_t k, uint64_t set, uint32_t way) {
+    Level *L = &s->lv[k];
+    uint64_t i = set * L->ways + way;
+    Victim v = {1, L->tags[i] - 1, (L->meta[i] & META_DIRTY) != 0, L->stag[i]};
+    uint32_t pfk = (L->meta[i] & META_PF_MASK) >> META_PF_SHIFT;
+    kvsimLevelStats *ls = &s->st->level[k];
+    ls->evictions++;
+    if (pfk) ls->pf_useless[pfk - 1]++;
+    if (L->inclusion == KVSIM_INCLUSIVE) {
+        for (uint32_t j = 0; j < k; j++) {
+            Level *U = &s->lv[j];
+            uint64_t us = v.line & U->set_mask;
+            int64_t uw = findWay(U, us, v.line);
+            if (uw < 0) continue;
+            uint8_t um = U->meta[us * U->ways + (uint64_t)uw];
+            if (um & META_DIRTY) v.dirty = 1;
+            uint32_t upk = (um & META_PF_MASK) >> META_PF_SHIFT;
+            if (upk) s->st->level[j].pf_useless[upk - 1]++;
+            invalidateWay(U, us, (uint32_t)uw);
+            ls->back_invalidations++;
+        }
+    }
+    invalidateWay(L, set, way);
+    return v;
+}
+
+static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag,
+                            int kind, uint32_t pfk, int *dirty_up);
+
+/* Send a removed victim of level k below it. */
+static void sendVictim(kvsimSim *s, uint32_t k, const Victim *v) {
+    if (!v->valid) return;
+    if (v->dirty) {
+        s->st->level[k].writebacks++;
+        cacheAccess(s, k + 1, v->line, OP_WFULL, v->stag, KVSIM_K_WRITEBACK, 0, NULL);
+    } else if (k + 1 < s->n && s->lv[k + 1].inclusion == KVSIM_EXCLUSIVE) {
+        cacheAccess(s, k + 1, v->line, OP_VICTIM, v->stag, KVSIM_K_VICTIM, 0, NULL);
+    }
+}
+
+/* Choose a way for a new line in (k, set): the lowest invalid way, else the
+ * policy's victim, which is evicted into *v. */
+static uint32_t allocWay(kvsimSim *s, uint32_t k, uint64_t set, Victim *v) {
+    Level *L = &s->lv[k];
+    const uint64_t *tg = L->tags + set * L->ways;
+    v->valid = 0;
+    for (uint32_t w = 0; w < L->ways; w++)
+        if (tg[w] == 0) return w;
+    uint32_t w = L->pol->victim(&L->pc, (uint32_t)set);
+    *v = evict(s, k, set, w);
+    return w;
+}
+
+/*
+ * One access of one line at level k (k == s->n is memory).  Returns the level
+ * that served it (k on a hit; for writes that allocate without a fetch, k).
+ * pfk != 0 marks a prefetch's first level: the line is installed as an unused
+ * prefetch of that kind (1 software, 2 hardware).  For a READ that hits an
+ * exclusive level the line moves up: *dirty_up receives its dirty bit.
+ */
+static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag,
+                            int kind, uint32_t pfk, int *dirty_up) {
+    kvsimStats *st = s->st;
+    if (k == s->n) {
+        if (op == OP_READ)
+            st->dram_reads++;
+        else
+            st->dram_writes++;
+        return k;
+    }
+    Level *L = &s->lv[k];
+    kvsimLevelStats *ls = &st->level[k];
+    uint64_t set = line & L->set_mask;
+    size_t idx = (size_t)stag * KVSIM_NKINDS + (size_t)kind;
+    ls->access[idx]++;
+    st->phase[s->phase].access[k]++;
+    int64_t w = findWay(L, set, line);
+    if (w >= 0) {
+        uint64_t i = set * L->ways + (uint64_t)w;
+        ls->hit[idx]++;
+        L->pol->on_hit(&L->pc, (uint32_t)set, (uint32_t)w);
+        uint8_t m = L->meta[i];
+        if ((kind == KVSIM_K_LOAD || kind == KVSIM_K_STORE) && (m & META_PF_MASK)) {
+            s->pfh_kind = (m & META_PF_MASK) >> META_PF_SHIFT;
+            s->pfh_level = k;
+            m &= (uint8_t)~META_PF_MASK;
+        }
+        if (pfk) ls->pf_redundant[pfk - 1]++;
+        if (op != OP_READ && op != OP_VICTIM) m |= META_DIRTY;
+        L->meta[i] = m;
+        if (L->inclusion == KVSIM_EXCLUSIVE && op == OP_READ) {
+            if (dirty_up) *dirty_up = (m & META_DIRTY) != 0;
+            invalidateWay(L, set, (uint32_t)w);
+        }
+        return k;
+    }
+    ls->miss[idx]++;
+    st->phase[s->phase].miss[k]++;
+    if (L->inclusion == KVSIM_EXCLUSIVE && op == OP_READ) {
+        ls->fetches++;
+        return cacheAccess(s, k + 1, line, OP_READ, stag, kind, 0, NULL);
+    }
+    Victim v;
+    uint32_t way = allocWay(s, k, set, &v);
+    uint64_t i = set * L->ways + way;
+    L->tags[i] = line + 1;
+    L->meta[i] = (uint8_t)(((op == OP_WRITE || op == OP_WFULL) ? META_DIRTY : 0) |
+                           (pfk << META_PF_SHIFT));
+    L->stag[i] = stag;
+    L->pol->on_fill(&L->pc, (uint32_t)set, way);
+    if (pfk) ls->pf_issued[pfk - 1]++;
+    uint32_t served = k;
+    if (op == OP_READ || op == OP_WRITE) {
+        int du = 0;
+        ls->fetches++;
+        served = cacheAccess(s, k + 1, line, OP_READ, stag, kind, 0, &du);
+        if (du) {
+            /* the installed way may have been back-invalidated meanwhile */
+            if (L->tags[i] == line + 1) L->meta[i] |= META_DIRTY;
+        }
+    }
+    sendVictim(s, k, &v);
+    return served;
+}
+
+/* --- Timing ------------------------------------------------------------------- */
+
+static uint64_t levelLatency(const kvsimSim *s, uint32_t sv) {
+    return (uint64_t)(sv < s->n ? s->lv[sv].latency : s->cfg.dram_latency) * s->W;
+}
+
+/* Earliest-free miss buffer of level j (lowest index on a tie). */
+static uint32_t poolEarliest(const Level *L) {
+    uint32_t e = 0;
+    for (uint32_t i = 1; i < L->mshrs; i++)
+        if (L->mready[i] < L->mready[e]) e = i;
+    return e;
+}
+
+/* 1 if every tracked level in [from, to) has a free miss buffer at tick x. */
+static int poolsFree(const kvsimSim *s, uint32_t from, uint32_t to, uint64_t x) {
+    for (uint32_t j = from; j < to; j++) {
+        const Level *L = &s->lv[j];
+        if (L->mshrs && L->mready[poolEarliest(L)] > x) return 0;
+    }
+    return 1;
+}
+
+/* Latest fill-ready tick of `line` in flight at level sv after tick x, or 0. */
+static uint64_t inflight(const kvsimSim *s, uint32_t sv, uint64_t line, uint64_t x) {
+    if (sv >= s->n) return 0;
+    const Level *L = &s->lv[sv];
+    if (!L->mshrs || x >= L->mmax_ready) return 0;
+    uint64_t r = 0;
+    for (uint32_t i = 0; i < L->mshrs; i++)
+        if (L->mline[i] == line && L->mready[i] > x && L->mready[i] > r) r = L->mready[i];
+    return r;
+}
+
+/*
+ * Time one piece that started at level f, was served at level sv and issues at
+ * tick x.  Returns its completion tick; *waited is set when it found its line
+ * still in flight (for prefetch timeliness).
+ */
+static uint64_t timeAccess(kvsimSim *s, uint64_t line, uint32_t f, uint32_t sv, uint64_t x,
+                           uint32_t pfk, int *waited) {
+    kvsimStats *st = s->st;
+    uint64_t lat = levelLatency(s, sv);
+    uint64_t rif = inflight(s, sv, line, x);
+    *waited = rif > x;
+    if (sv == f) {
+        uint64_t c = x + lat;
+        if (rif > c) {
+            st->wait_inflight += rif - c;
+            c = rif;
+        }
+        return c;
+    }
+    uint64_t start = x;
+    uint32_t ent[KVSIM_MAX_LEVELS];
+    for (uint32_t j = f; j < sv; j++) {
+        Level *L = &s->lv[j];
+        if (!L->mshrs) continue;
+        ent[j] = poolEarliest(L);
+        if (L->mready[ent[j]] > start) start = L->mready[ent[j]];
+    }
+    st->wait_mshr += start - x;
+    uint64_t c;
+    if (sv == s->n) {
+        uint64_t ds = start > s->dram_free ? start : s->dram_free;
+        if (s->cfg.dram_xfer_ticks) {
+            st->wait_dram_bw += ds - start;
+            s->dram_free = ds + s->cfg.dram_xfer_ticks;
+        } else {
+            ds = start;
+        }
+        c = ds + lat;
+    } else {
+        c = start + lat;
+        if (rif > c) {
+            st->wait_inflight += rif - c;
+            c = rif;
+        }
+    }
+    for (uint32_t j = f; j < sv; j++) {
+        Level *L = &s->lv[j];
+        if (!L->mshrs) continue;
+        L->mline[ent[j]] = line;
+        L->mready[ent[j]] = c;
+        L->mpf[ent[j]] = (uint8_t)pfk;
+        if (c > L->mmax_ready) L->mmax_ready = c;
+    }
+    if (f == 0) {
+        st->miss_ticks += c - start;
+        st->l1_misses_timed++;
+    }
+    return c;
+}
+
+/* --- Prefetch issue ------------------------------------------------------------ */
+
+static void issueHwPrefetch(kvsimSim *s, uint32_t k, uint64_t line, uint8_t stag, uint64_t x) {
+    uint32_t sp = probe(s, k, line);
+    kvsimLevelStats *ls = &s->st->level[k];
+    if (sp == k) {
+        ls->pf_redundant[1]++;
+        return;
+    }
+    if (s->cfg.timing && !poolsFree(s, k, sp, x)) {
+        ls->pf_dropped[1]++;
+        return;
+    }
+    uint32_t sv = cacheAccess(s, k, line, OP_READ, stag, KVSIM_K_HWPF, 2, NULL);
+    if (s->cfg.timing) {
+        int waited;
+        timeAccess(s, line, k, sv, x, 2, &waited);
+    }
+}
+
+static void runPrefetchers(kvsimSim *s, uint64_t line, uint32_t sv, const kvtRecord *r,
+                           uint64_t x) {
+    uint64_t cand[MAX_DEGREE];
+    for (uint32_t p = 0; p < s->cfg.nprefetchers; p++) {
+        Prefetcher *P = &s->pf[p];
+        uint32_t k = P->cfg.level;
+        if (sv < k) continue;
+        uint32_t key = ((uint32_t)r->tag << 16) | r->site;
+        uint32_t nc = P->ops->operate(P->state, &P->cfg, line, sv == k, key, cand);
+        for (uint32_t c = 0; c < nc; c++) issueHwPrefetch(s, k, cand[c], r->tag, x);
+    }
+}
+
+/* --- Records -------------------------------------------------------------------- */
+
+static void setCounting(kvsimSim *s, int on) { s->st = on ? &s->stats : &s->scratch; }
+
+static void classifyPf(kvsimSim *s, int waited) {
+    if (!s->pfh_kind) return;
+    kvsimLevelStats *ls = &s->st->level[s->pfh_level];
+    if (waited)
+        ls->pf_late[s->pfh_kind - 1]++;
+    else
+        ls->pf_useful[s->pfh_kind - 1]++;
+    s->pfh_kind = 0;
+}
+
+static void doMarker(kvsimSim *s, const kvtRecord *r) {
+    uint16_t m = r->flags;
+    if (m == KVT_MARK_WARMUP_BEGIN) setCounting(s, 0);
+    kvsimStats *st = s->st;
+    if (st != &s->stats) s->stats.warmup_records++;
+    st->records++;
+    st->kind[KVT_MARKER]++;
+    if (m < KVSIM_NMARKERS) st->markers[m]++;
+    if (m == KVT_MARK_PHASE) {
+        s->phase = r->addr < KVSIM_MAX_PHASES ? (uint32_t)r->addr : KVSIM_MAX_PHASES - 1;
+        if (s->phase + 1 > s->stats.nphases_seen) s->stats.nphases_seen = s->phase + 1;
+    }
+    st->instructions += r->gap;
+    st->phase[s->phase].records++;
+    st->phase[s->phase].instructions += r->gap;
+    s->instr += r->gap;
+    if (s->cfg.timing) {
+        uint64_t r0 = s->r_last;
+        s->t_disp += r->gap;
+        s->r_last += r->gap;
+        s->dep_ring[s->recno % KVSIM_DEP_WINDOW] = s->t_disp;
+        st->ticks += s->r_last - r0;
+        st->phase[s->phase].ticks += s->r_last - r0;
+    }
+    s->recno++;
+    if (m == KVT_MARK_WARMUP_END) setCounting(s, 1);
+}
+
+static void doMemory(kvsimSim *s, const kvtRecord *r) {
+    kvsimStats *st = s->st;
+    const int timing = s->cfg.timing != 0;
+    const uint64_t W = s->W;
+    const uint32_t lb = s->cfg.line_bits;
+    const uint64_t ninstr = (uint64_t)r->gap + 1;
+    if (st != &s->stats) s->stats.warmup_records++;
+    st->records++;
+    st->kind[r->kind]++;
+    st->instructions += ninstr;
+    st->phase[s->phase].records++;
+    st->phase[s->phase].instructions += ninstr;
+    s->instr += ninstr;
+
+    /* dispatch */
+    uint64_t D = 0, X = 0;
+    if (timing) {
+        D = s->t_disp + ninstr;
+        if (s->instr > s->cfg.rob) {
+            uint64_t lim = s->instr - s->cfg.rob;
+            while (s->rob_head != s->rob_tail && s->rob_idx[s->rob_head & s->rob_mask] <= lim) {
+                uint64_t h = s->rob_head & s->rob_mask;
+                s->blk_valid = 1;
+                s->blk_idx = s->rob_idx[h];
+                s->blk_ret = s->rob_ret[h];
+                s->blk_cls = s->rob_cls[h];
+                s->rob_head++;
+            }
+            if (s->blk_valid) {
+                uint64_t b = s->blk_ret + (lim - s->blk_idx);
+                if (b > D) {
+                    st->stall_rob[s->blk_cls] += b - D;
+                    D = b;
+                }
+            }
+        }
+        s->t_disp = D;
+        X = D;
+        if (r->kind != KVT_STORE && r->dep && r->dep < KVSIM_DEP_WINDOW && r->dep <= s->recno) {
+            uint64_t c = s->dep_ring[(s->recno - r->dep) % KVSIM_DEP_WINDOW];
+            if (c > X) {
+                st->wait_dep += c - X;
+                X = c;
+            }
+        }
+    }
+    uint64_t C = D + W;
+    uint32_t cls = s->n + 1;
+
+    if (r->kind == KVT_PREFETCH) {
+        uint64_t line = r->addr >> lb;
+        uint64_t xp = X;
+        int ok = 1;
+        if (s->cfg.tlb) {
+            int64_t t = translate(s, r->addr, 1);
+            if (t < 0) {
+                st->swpf_dropped_tlb++;
+                ok = 0;
+            } else if (timing) {
+                st->wait_tlb += (uint64_t)t * W;
+                xp += (uint64_t)t * W;
+            }
+        }
+        if (ok) {
+            uint32_t f = s->cfg.swpf_level;
+            uint32_t sp = probe(s, f, line);
+            if (sp == f) {
+                cacheAccess(s, f, line, OP_READ, r->tag, KVSIM_K_SWPF, 1, NULL);
+            } else if (timing && !poolsFree(s, f, sp, xp)) {
+                st->level[f].pf_dropped[0]++;
+            } else {
+                uint32_t sv = cacheAccess(s, f, line, OP_READ, r->tag, KVSIM_K_SWPF, 1, NULL);
+                if (timing) {
+                    int waited;
+                    timeAccess(s, line, f, sv, xp, 1, &waited);
+                }
+            }
+        }
+    } else {
+        const int is_store = r->kind == KVT_STORE;
+        const uint64_t size = r->size ? r->size : 1;
+        const uint64_t first = r->addr >> lb, last = (r->addr + size - 1) >> lb;
+        const uint64_t lsize = 1ULL << lb;
+        if (last != first) st->multiline++;
+        uint32_t svmax = 0;
+        for (uint64_t line = first; line <= last; line++) {
+            st->pieces++;
+            uint64_t a0 = line << lb, a1 = a0 + lsize;
+            uint64_t p0 = r->addr > a0 ? r->addr : a0;
+            uint64_t p1 = r->addr + size < a1 ? r->addr + size : a1;
+            uint64_t xp = X;
+            if (s->cfg.tlb) {
+                int64_t t = translate(s, p0, 0);
+                if (timing && !is_store) {
+                    st->wait_tlb += (uint64_t)t * W;
+                    xp += (uint64_t)t * W;
+                }
+            }
+            s->pfh_kind = 0;
+            int op = is_store ? (p1 - p0 == lsize ? OP_WFULL : OP_WRITE) : OP_READ;
+            uint32_t sv = cacheAccess(s, 0, line, op, r->tag,
+                                      is_store ? KVSIM_K_STORE : KVSIM_K_LOAD, 0, NULL);
+            if (sv > svmax) svmax = sv;
+            if (timing && !is_store) {
+                int waited = 0;
+                uint64_t c = timeAccess(s, line, 0, sv, xp, 0, &waited);
+                if (c > C) C = c;
+                classifyPf(s, waited);
+            } else {
+                classifyPf(s, 0);
+            }
+            if (!is_store && s->cfg.nprefetchers) runPrefetchers(s, line, sv, r, xp);
+        }
+        if (!is_store) {
+            cls = svmax;
+            if (timing) {
+                st->load_latency += C - X;
+                st->loads_timed++;
+            }
+        }
+    }
+
+    if (timing) {
+        uint64_t r0 = s->r_last;
+        uint64_t R = s->r_last + ninstr;
+        if (C > R) R = C;
+        uint64_t t = s->rob_tail & s->rob_mask;
+        s->rob_idx[t] = s->instr;
+        s->rob_ret[t] = R;
+        s->rob_cls[t] = (uint8_t)cls;
+        s->rob_tail++;
+        s->r_last = R;
+        s->dep_ring[s->recno % KVSIM_DEP_WINDOW] = C;
+        st->ticks += R - r0;
+        st->phase[s->phase].ticks += R - r0;
+    }
+    s->recno++;
+}
+
+/* Prefetch the simulated sets a future record will touch into the host caches. */
+static inline void hostPrefetch(const kvsimSim *s, const kvtRecord *r) {
+    if (r->kind == KVT_MARKER) return;
+    uint64_t line = r->addr >> s->cfg.line_bits;
+    for (uint32_t k = 0; k < s->n; k++) {
+        const Level *L = &s->lv[k];
+        uint64_t set = line & L->set_mask;
+        const uint64_t *tg = L->tags + set * L->ways;
+        __builtin_prefetch(tg, 1, 0);
+        if (L->ways > 8) __builtin_prefetch(tg + 8, 1, 0);
+        __builtin_prefetch(L->pc.line + set * L->ways, 1, 0);
+        if (L->ways > 8) __builtin_prefetch(L->pc.line + set * L->ways + 8, 1, 0);
+    }
+}
+
+/* --- Public API ------------------------------------------------------------------ */
+
+void kvsimRun(kvsimSim *s, const kvtRecord *recs, size_t n) {
+    if (s->finished) return;
+    for (size_t i = 0; i < n; i++) {
+        if (i + PREFETCH_DISTANCE < n) hostPrefetch(s, &recs[i + PREFETCH_DISTANCE]);
+        const kvtRecord *r = &recs[i];
+        if (r->kind == KVT_MARKER) {
+            doMarker(s, r);
+        } else if (r->kind < KVT_MARKER) {
+            doMemory(s, r);
+        } else { /* unknown kind: counted as a record, otherwise ignored */
+            s->st->records++;
+            s->recno++;
+        }
+    }
+}
+
+void kvsimFinish(kvsimSim *s) {
+    if (s->finished) return;
+    s->finished = 1;
+    setCounting(s, 1);
+    kvsimStats *st = s->st;
+    if (s->cfg.flush_at_end) {
+        /* DineroIV order: every level from L1 outward; within a level, sets from
+         * the last to the first and, within a set, oldest line first (ties:
+         * highest way first). */
+        for (uint32_t k = 0; k < s->n; k++) {
+            Level *L = &s->lv[k];
+            for (uint64_t set = L->sets; set-- > 0;) {
+                uint32_t order[64 * 4];
+                uint32_t nw = L->ways;
+                uint32_t *ord = nw <= 256 ? order : malloc(nw * sizeof(uint32_t));
+                for (uint32_t w = 0; w < nw; w++) ord[w] = nw - 1 - w;
+                /* stable insertion sort by age, descending */
+                for (uint32_t a = 1; a < nw; a++) {
+                    uint32_t x = ord[a];
+                    uint64_t ax = L->pol->age(&L->pc, (uint32_t)set, x);
+                    uint32_t b = a;
+                    while (b > 0 && L->pol->age(&L->pc, (uint32_t)set, ord[b - 1]) < ax) {
+                        ord[b] = ord[b - 1];
+                        b--;
+                    }
+                    ord[b] = x;
+                }
+                for (uint32_t q = 0; q < nw; q++) {
+                    uint64_t i = set * L->ways + ord[q];
+                    if (L->tags[i] == 0 || !(L->meta[i] & META_DIRTY)) continue;
+                    L->meta[i] &= (uint8_t)~META_DIRTY;
+                    st->level[k].writebacks++;
+                    st->level[k].writebacks_flush++;
+                    cacheAccess(s, k + 1, L->tags[i] - 1, OP_WFULL, L->stag[i],
+                                KVSIM_K_WRITEBACK, 0, NULL);
+                }
+                if (ord != order) free(ord);
+            }
+        }
+    }
+    for (uint32_t k = 0; k < s->n; k++) {
+        Level *L = &s->lv[k];
+        uint64_t nl = (uint64_t)L->sets * L->ways;
+        for (uint64_t i = 0; i < nl; i++) {
+            uint32_t pfk = (L->meta[i] & META_PF_MASK) >> META_PF_SHIFT;
+            if (L->tags[i] && pfk) st->level[k].pf_unused_end[pfk - 1]++;
+        }
+    }
+}
+
+const kvsimStats *kvsimGetStats(const kvsimSim *s) { return &s->stats; }
+size_t kvsimStatsSize(void) { return sizeof(kvsimStats); }
+size_t kvsimConfigSize(void) { return sizeof(kvsimConfig); }
+
+void kvsimFree(kvsimSim *s) {
+    if (s == NULL) return;
+    for (uint32_t k = 0; k < KVSIM_MAX_LEVELS; k++) {
+        Level *L = &s->lv[k];
+        free(L->tags);
+        free(L->meta);
+        free(L->stag);
+        free(L->pc.line);
+        free(L->pc.set);
+        free(L->mline);
+        free(L->mready);
+        free(L->mpf);
+    }
+    for (uint32_t p = 0; p < KVSIM_MAX_PREFETCHERS; p++) free(s->pf[p].state);
+    free(s->dtlb.tags);
+    free(s->dtlb.stamp);
+    free(s->stlb.tags);
+    free(s->stlb.stamp);
+    free(s->rob_idx);
+    free(s->rob_ret);
+    free(s->rob_cls);
+    free(s);
+}
+
+#define FAIL(...)                                                                          \
+    do {                                                                                   \
+        if (err && errlen) snprintf(err, errlen, __VA_ARGS__);                             \
+        kvsimFree(s);                                                                      \
+        return NULL;                                                                       \
+    } while (0)
+
+kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
+    kvsimSim *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        if (err && errlen) snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    s->cfg = *cfg;
+    s->n = cfg->nlevels;
+    s->st = &s->stats;
+    s->W = cfg->width ? cfg->width : 1;
+    if (s->n < 1 || s->n > KVSIM_MAX_LEVELS) FAIL("nlevels: must be 1..%d", KVSIM_MAX_LEVELS);
+    if (cfg->line_bits < 2 || cfg->line_bits > 12) FAIL("line: must be 4..4096 bytes");
+    for (uint32_t k = 0; k < s->n; k++) {
+        const kvsimLevelConfig *c = &cfg->level[k];
+        Level *L = &s->lv[k];
+        char name[KVSIM_NAME_LEN + 1];
+        memcpy(name, c->policy, KVSIM_NAME_LEN);
+        name[KVSIM_NAME_LEN] = 0;
+        L->pol = kvsimPolicyByName(name);
+        if (L->pol == NULL) FAIL("cache[%u].replacement: unknown policy '%s'", k, name);
+        if (!isPow2(c->sets)) FAIL("cache[%u]: set count %u is not a power of two", k, c->sets);
+        if (c->ways < 1) FAIL("cache[%u].ways: must be >= 1", k);
+        if (L->pol->needs_pow2_ways && (!isPow2(c->ways) || c->ways > 64))
+            FAIL("cache[%u].ways: %s needs a power of two <= 64", k, L->pol->name);
+        if (c->inclusion == KVSIM_EXCLUSIVE && (k == 0 || k != s->n - 1))
+            FAIL("cache[%u].inclusion: exclusive is supported for the last level only", k);
+        if (c->inclusion > KVSIM_EXCLUSIVE) FAIL("cache[%u].inclusion: unknown value", k);
+        L->sets = c->sets;
+        L->ways = c->ways;
+        L->latency = c->latency;
+        L->inclusion = c->inclusion;
+        L->mshrs = cfg->timing ? c->mshrs : 0;
+        L->set_mask = c->sets - 1;
+        uint64_t nl = (uint64_t)c->sets * c->ways;
+        L->tags = xcalloc(nl, sizeof(uint64_t));
+        L->meta = xcalloc(nl, 1);
+        L->stag = xcalloc(nl, 1);
+        L->pc.ways = c->ways;
+        L->pc.line = xcalloc(nl, sizeof(uint64_t));
+        L->pc.set = xcalloc(c->sets, sizeof(uint64_t));
+        L->pc.rng = c->seed ? c->seed : 0x9E3779B97F4A7C15ULL;
+        L->mline = xcalloc(c->mshrs, sizeof(uint64_t));
+        L->mready = xcalloc(c->mshrs, sizeof(uint64_t));
+        L->mpf = xcalloc(c->mshrs, 1);
+        if (!L->tags || !L->meta || !L->stag || !L->pc.line || !L->pc.set || !L->mline ||
+            !L->mready || !L->mpf)
+            FAIL("out of memory for cache[%u]", k);
+        /* RRIP lines start "distant" so invalid-then-filled state is uniform */
+        if (L->pol == &kvsimPolicySrrip || L->pol == &kvsimPolicyBrrip)
+            for (uint64_t i = 0; i < nl; i++) L->pc.line[i] = 3;
+    }
+    if (cfg->nprefetchers > KVSIM_MAX_PREFETCHERS) FAIL("prefetcher: at most %d", KVSIM_MAX_PREFETCHERS);
+    for (uint32_t p = 0; p < cfg->nprefetchers; p++) {
+        const kvsimPrefetcherConfig *c = &cfg->prefetcher[p];
+        char name[KVSIM_NAME_LEN + 1];
+        memcpy(name, c->kind, KVSIM_NAME_LEN);
+        name[KVSIM_NAME_LEN] = 0;
+        s->pf[p].ops = kvsimPrefetcherByName(name);
+        if (s->pf[p].ops == NULL) FAIL("prefetcher[%u].kind: unknown prefetcher '%s'", p, name);
+        if (c->level >= s->n) FAIL("prefetcher[%u].level: no such cache level", p);
+        if (s->lv[c->level].inclusion == KVSIM_EXCLUSIVE)
+            FAIL("prefetcher[%u].level: cannot prefetch into an exclusive level", p);
+        if (c->degree < 1 || c->degree > MAX_DEGREE) FAIL("prefetcher[%u].degree: 1..%d", p, MAX_DEGREE);
+        if (c->table < 1) FAIL("prefetcher[%u].table: must be >= 1", p);
+        s->pf[p].cfg = *c;
+        s->pf[p].state = xcalloc(s->pf[p].ops->state_words(c), sizeof(uint64_t));
+        if (!s->pf[p].state) FAIL("out of memory");
+    }
+    if (cfg->swpf_level >= s->n) FAIL("swprefetch.fill: no such cache level");
+    if (s->lv[cfg->swpf_level].inclusion == KVSIM_EXCLUSIVE)
+        FAIL("swprefetch.fill: cannot prefetch into an exclusive level");
+    if (cfg->tlb) {
+        if (!isPow2(cfg->dtlb_sets) || cfg->dtlb_ways < 1) FAIL("tlb: bad L1 DTLB geometry");
+        if (cfg->stlb_sets && (!isPow2(cfg->stlb_sets) || cfg->stlb_ways < 1))
+            FAIL("tlb: bad STLB geometry");
+        if (!tlbInit(&s->dtlb, cfg->dtlb_sets, cfg->dtlb_ways)) FAIL("out of memory");
+        if (cfg->stlb_sets && !tlbInit(&s->stlb, cfg->stlb_sets, cfg->stlb_ways))
+            FAIL("out of memory");
+    }
+    if (cfg->timing) {
+        if (cfg->width < 1) FAIL("core.width: must be >= 1");
+        if (cfg->rob < 1) FAIL("core.rob: must be >= 1");
+        uint64_t cap = 1;
+        while (cap <= cfg->rob) cap <<= 1;
+        s->rob_mask = cap - 1;
+        s->rob_idx = xcalloc(cap, sizeof(uint64_t));
+        s->rob_ret = xcalloc(cap, sizeof(uint64_t));
+        s->rob_cls = xcalloc(cap, 1);
+        if (!s->rob_idx || !s->rob_ret || !s->rob_cls) FAIL("out of memory");
+    }
+    return s;
+}

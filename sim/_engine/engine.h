@@ -1,0 +1,178 @@
+/*
+ * engine.h -- public C API of the kvsim cache-hierarchy engine.
+ *
+ * The engine consumes kvtRecord arrays (traces/trace_format.h) in batches and
+ * keeps every counter in one plain struct (kvsimStats) that the Python binding
+ * (sim/_binding.py, ctypes) mirrors field by field.  No Python.h here or in any
+ * engine file.  The model itself (what is counted, in which order state is
+ * updated, how time advances) is specified in sim/MODEL.md; sim/reference.py
+ * implements the same model in plain Python and the tests require both to
+ * agree on every field of kvsimStats.
+ *
+ * Conventions: public functions and types take the prefix `kvsim`, macros
+ * `KVSIM_`; internal names are static and unprefixed.  Times inside the
+ * timing model are in *ticks*: one cycle = `width` ticks, so dispatching one
+ * instruction costs exactly one tick and everything stays integer.
+ *
+ * Call protocol:
+ *     kvsimSim *s = kvsimCreate(&cfg, err, sizeof err);   // NULL + message on error
+ *     kvsimRun(s, recs, n);  ... repeated for every chunk ...
+ *     kvsimFinish(s);                                      // end-of-run flush
+ *     const kvsimStats *st = kvsimGetStats(s);
+ *     kvsimFree(s);
+ * No kvsimRun after kvsimFinish.  Memory use is fixed at kvsimCreate.
+ */
+#ifndef KVSIM_ENGINE_H
+#define KVSIM_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../traces/trace_format.h"
+
+#define KVSIM_MAX_LEVELS 8
+#define KVSIM_MAX_PREFETCHERS 4
+#define KVSIM_NTAGS 256
+#define KVSIM_MAX_PHASES 64
+#define KVSIM_NMARKERS 8
+#define KVSIM_DEP_WINDOW 1024 /* dep distances beyond this are treated as satisfied */
+#define KVSIM_NAME_LEN 16
+
+/* Access kinds as counted per level (the "kind" axis of the tag x kind stats). */
+enum kvsimKind {
+    KVSIM_K_LOAD = 0,      /* demand load piece (or its fetch from an upper level) */
+    KVSIM_K_STORE = 1,     /* demand store piece (or its fetch) */
+    KVSIM_K_SWPF = 2,      /* software prefetch from the trace */
+    KVSIM_K_HWPF = 3,      /* hardware prefetch */
+    KVSIM_K_WRITEBACK = 4, /* dirty line written back from the level above */
+    KVSIM_K_VICTIM = 5,    /* clean victim inserted into an exclusive level */
+    KVSIM_NKINDS
+};
+
+enum kvsimInclusion {
+    KVSIM_NON_INCLUSIVE = 0,
+    KVSIM_INCLUSIVE = 1, /* evictions back-invalidate every level above */
+    KVSIM_EXCLUSIVE = 2, /* victim cache of the level above (last level only) */
+};
+
+typedef struct kvsimLevelConfig {
+    uint32_t sets;      /* power of two */
+    uint32_t ways;      /* >= 1 */
+    uint32_t latency;   /* load-to-use cycles when served here */
+    uint32_t inclusion; /* enum kvsimInclusion */
+    uint32_t mshrs;     /* miss buffers at this level; 0 = unlimited and untracked */
+    uint32_t pad;
+    uint64_t seed;      /* for the random policy */
+    char policy[KVSIM_NAME_LEN];
+} kvsimLevelConfig;
+
+typedef struct kvsimPrefetcherConfig {
+    uint32_t level;  /* level index the prefetcher watches and fills */
+    uint32_t degree; /* lines issued per trigger */
+    uint32_t table;  /* table entries (ip_stride, stream) */
+    uint32_t pad;
+    char kind[KVSIM_NAME_LEN]; /* "next_line", "ip_stride", "stream" */
+} kvsimPrefetcherConfig;
+
+typedef struct kvsimConfig {
+    uint32_t nlevels;
+    uint32_t line_bits; /* log2 line size, same for every level */
+    kvsimLevelConfig level[KVSIM_MAX_LEVELS];
+    uint32_t nprefetchers;
+    uint32_t pad0;
+    kvsimPrefetcherConfig prefetcher[KVSIM_MAX_PREFETCHERS];
+    /* timing (ignored unless timing != 0) */
+    uint32_t timing;
+    uint32_t width;           /* dispatch = retire width, instructions per cycle */
+    uint32_t rob;             /* ROB entries (instructions) */
+    uint32_t dram_latency;    /* cycles, load-to-use from DRAM */
+    uint32_t dram_xfer_ticks; /* ticks the DRAM channel is busy per line fill; 0 = no limit */
+    /* TLB (tlb != 0 enables it) */
+    uint32_t tlb;
+    uint32_t page_bits;       /* 12 or 21 */
+    uint32_t dtlb_sets, dtlb_ways;
+    uint32_t stlb_sets, stlb_ways; /* stlb_sets == 0: no STLB */
+    uint32_t stlb_latency;    /* cycles added on a DTLB miss that hits the STLB */
+    uint32_t walk_latency;    /* cycles added on an STLB miss (fixed-latency walk) */
+    /* software prefetch */
+    uint32_t swpf_level;           /* level a software prefetch fills (0 = L1) */
+    uint32_t swpf_drop_on_tlb_miss; /* 1: dropped on a DTLB miss; 0: walks */
+    uint32_t flush_at_end;         /* write every dirty line back at kvsimFinish */
+    uint32_t pad1;
+} kvsimConfig;
+
+/* Counters of one cache level.  Index [tag][kind] is tag * KVSIM_NKINDS + kind. */
+typedef struct kvsimLevelStats {
+    uint64_t access[KVSIM_NTAGS * KVSIM_NKINDS];
+    uint64_t hit[KVSIM_NTAGS * KVSIM_NKINDS];
+    uint64_t miss[KVSIM_NTAGS * KVSIM_NKINDS];
+    uint64_t fetches;            /* lines requested from the level below */
+    uint64_t writebacks;         /* dirty lines sent below (evictions + final flush) */
+    uint64_t writebacks_flush;   /* of which by the final flush */
+    uint64_t evictions;          /* valid lines replaced */
+    uint64_t back_invalidations; /* lines removed from upper levels by inclusion */
+    uint64_t pf_issued[2];       /* [0] software, [1] hardware: fills at this level */
+    uint64_t pf_redundant[2];    /* prefetch found the line already here */
+    uint64_t pf_useful[2];       /* first demand hit after the fill had completed */
+    uint64_t pf_late[2];         /* first demand hit while the fill was in flight */
+    uint64_t pf_useless[2];      /* evicted before any demand hit */
+    uint64_t pf_unused_end[2];   /* still unused at the end of the run */
+    uint64_t pf_dropped[2];      /* no free miss buffer */
+} kvsimLevelStats;
+
+typedef struct kvsimPhaseStats {
+    uint64_t records;
+    uint64_t instructions;
+    uint64_t ticks;
+    uint64_t access[KVSIM_MAX_LEVELS];
+    uint64_t miss[KVSIM_MAX_LEVELS];
+} kvsimPhaseStats;
+
+typedef struct kvsimStats {
+    uint64_t records;        /* counted (non-warm-up) records, markers included */
+    uint64_t warmup_records; /* records inside warm-up */
+    uint64_t instructions;   /* sum of gaps + memory records */
+    uint64_t kind[4];        /* records by trace kind */
+    uint64_t pieces;         /* line-sized pieces of loads and stores */
+    uint64_t multiline;      /* loads/stores spanning more than one line */
+    uint64_t markers[KVSIM_NMARKERS];
+    uint64_t dram_reads, dram_writes;
+    uint64_t dtlb_access, dtlb_miss, stlb_access, stlb_miss;
+    uint64_t swpf_dropped_tlb;
+    /* timing */
+    uint64_t ticks;          /* counted time; cycles = ceil(ticks / width) */
+    uint64_t stall_rob[KVSIM_MAX_LEVELS + 2]; /* dispatch stalls (ticks), by the ROB-head
+                                                  op's service level; [nlevels] = DRAM,
+                                                  [nlevels+1] = store/prefetch */
+    uint64_t wait_dep;       /* ticks loads waited for their producer */
+    uint64_t wait_mshr;      /* ticks misses waited for a free miss buffer */
+    uint64_t wait_tlb;       /* ticks added by STLB hits and walks */
+    uint64_t wait_dram_bw;   /* ticks fills waited for the DRAM channel */
+    uint64_t wait_inflight;  /* ticks demand accesses waited for a line in flight */
+    uint64_t miss_ticks;     /* sum over L1 misses (loads, prefetches) of their duration */
+    uint64_t l1_misses_timed;
+    uint64_t load_latency;   /* sum over loads of completion - issue (ticks) */
+    uint64_t loads_timed;
+    uint64_t nphases_seen;
+    kvsimLevelStats level[KVSIM_MAX_LEVELS];
+    kvsimPhaseStats phase[KVSIM_MAX_PHASES];
+} kvsimStats;
+
+typedef struct kvsimSim kvsimSim;
+
+/* Create a simulator.  Returns NULL and writes a one-line reason to err on an
+ * invalid configuration (the Python side validates first; this is a backstop). */
+kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen);
+
+/* Simulate n records in program order.  May be called any number of times. */
+void kvsimRun(kvsimSim *s, const kvtRecord *recs, size_t n);
+
+/* End of run: final flush (if configured) and end-of-run prefetch accounting. */
+void kvsimFinish(kvsimSim *s);
+
+const kvsimStats *kvsimGetStats(const kvsimSim *s);
+size_t kvsimStatsSize(void);
+size_t kvsimConfigSize(void);
+void kvsimFree(kvsimSim *s);
+
+#endif /* KVSIM_ENGINE_H */

@@ -1,0 +1,37 @@
+/*
+ * prefetch.h -- the hardware-prefetcher interface (one prefetch_<name>.c each).
+ *
+ * The engine calls operate() once for every demand *load* piece that reaches
+ * the prefetcher's level (hit or miss there), after that access has updated
+ * the caches.  operate() writes up to cfg->degree candidate line numbers to
+ * out[] and returns how many.  The engine then issues each candidate as a
+ * prefetch that starts at the prefetcher's level: skipped if the line is
+ * already there, dropped if a miss buffer is needed and none is free.
+ *
+ * `key` stands in for the PC: (structure tag << 16) | code site.
+ * State: state_words(cfg) uint64_t words, zeroed at creation.
+ * sim/reference.py mirrors every prefetcher word for word.
+ */
+#ifndef KVSIM_PREFETCH_H
+#define KVSIM_PREFETCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine.h"
+
+typedef struct kvsimPrefetcherOps {
+    const char *name;
+    size_t (*state_words)(const kvsimPrefetcherConfig *cfg);
+    uint32_t (*operate)(uint64_t *state, const kvsimPrefetcherConfig *cfg, uint64_t line,
+                        int hit, uint32_t key, uint64_t *out);
+} kvsimPrefetcherOps;
+
+/* The factory: "next_line", "ip_stride", "stream"; NULL if unknown. */
+const kvsimPrefetcherOps *kvsimPrefetcherByName(const char *name);
+
+extern const kvsimPrefetcherOps kvsimPrefetchNextLine;
+extern const kvsimPrefetcherOps kvsimPrefetchIpStride;
+extern const kvsimPrefetcherOps kvsimPrefetchStream;
+
+#endif /* KVSIM_PREFETCH_H */

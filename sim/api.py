@@ -1,0 +1,214 @@
+"""``sim.simulate``: run a trace through a CPU model and return JSON-ready statistics."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from . import _binding as B
+from .config import ConfigError, CpuConfig, load_cpu
+
+MARKER_NAMES = ["none", "command", "op", "phase", "warmup_begin", "warmup_end", "batch", "m7"]
+KIND_NAMES = B.KIND_NAMES
+
+
+def _chunks(source: Any) -> tuple[Iterable[np.ndarray], list[str] | None, dict]:
+    if isinstance(source, np.ndarray):
+        if source.dtype.itemsize != 24 or source.dtype.names is None:
+            raise TypeError("a record array must use the 24-byte trace record dtype")
+        return [source], None, {}
+    header = getattr(source, "header", None)
+    if header is None:
+        raise TypeError("source must be a traces reader (traces.open) or a numpy record array")
+    tags = header.get("tags")
+    return source, list(tags) if tags else None, header
+
+
+def simulate(
+    source: Any,
+    cpu: CpuConfig | str,
+    functional: bool = False,
+    engine: str = "fast",
+    *,
+    tlb: bool = True,
+    prefetchers: bool = True,
+    flush: bool = True,
+    page_size: int | None = None,
+    tag_names: list[str] | None = None,
+) -> dict:
+    """Simulate ``source`` on ``cpu`` and return a JSON-serialisable dict of statistics.
+
+    source: a ``traces.open(...)`` reader (its numpy chunks are fed in order; its header's
+    ``tags`` name the structure tags) or a numpy array of ``traces.RECORD_DTYPE``.
+    cpu: a :class:`CpuConfig` or anything :func:`sim.load_cpu` accepts.
+    functional: count hits and misses only (``cycles`` is None). A CPU file without
+    ``freq_ghz``/``[core]``/``[dram]`` is always functional.
+    engine: ``"fast"`` (compiled) or ``"reference"`` (pure Python, slow, same numbers).
+    tlb / prefetchers: model the preset's TLBs / hardware prefetchers (DineroIV-style
+    validation runs turn both off). flush: write every dirty line back at the end, as
+    DineroIV does (the write-back counts include it; ``writebacks_flush`` says how many).
+    page_size: 4096 or 2 MiB, overriding the preset's ``[tlb] page_size`` for this run.
+    Counts are per cache line touched: an access spanning two lines counts twice.
+    """
+    if isinstance(cpu, str):
+        cpu = load_cpu(cpu)
+    if page_size not in (None, 4096, 2 * 1024 * 1024):
+        raise ConfigError(f"page_size: must be 4096 or 2097152, got {page_size}")
+    timing = (not functional) and cpu.timing_capable
+    cfg = cpu.to_engine(timing=timing, tlb=tlb, prefetchers=prefetchers, flush=flush,
+                        page_size=page_size)
+    chunks, hdr_tags, header = _chunks(source)
+    if engine == "fast":
+        eng: Any = B.Engine(cfg)
+    elif engine == "reference":
+        from .reference import ReferenceSim
+
+        eng = ReferenceSim(cfg)
+    else:
+        raise ValueError(f"engine must be 'fast' or 'reference', got {engine!r}")
+    try:
+        for chunk in chunks:
+            eng.run(chunk)
+        raw = eng.finish()
+    finally:
+        if engine == "fast":
+            eng.close()
+    return build_result(raw, cpu, cfg, tag_names or hdr_tags, engine, header)
+
+
+def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list[str] | None,
+                 engine: str, header: dict | None = None) -> dict:
+    """Turn raw engine counters (identical for both engines) into the published result."""
+    n = cfg.nlevels
+    timing = bool(cfg.timing)
+    width = cfg.width if timing else 1
+
+    def tname(t: int) -> str:
+        if tag_names and t < len(tag_names):
+            return str(tag_names[t])
+        return f"tag{t}"
+
+    def cyc(ticks: int) -> float:
+        return ticks / width
+
+    levels = []
+    by_tag = []
+    for k, c in enumerate(cpu.caches):
+        ls = raw["level"][k]
+        acc, hit, miss = ls["access"], ls["hit"], ls["miss"]
+        by_kind = {}
+        for j, kn in enumerate(KIND_NAMES):
+            by_kind[kn] = {"accesses": int(acc[:, j].sum()), "hits": int(hit[:, j].sum()),
+                           "misses": int(miss[:, j].sum())}
+        a, h, m = int(acc.sum()), int(hit.sum()), int(miss.sum())
+        demand_a = by_kind["load"]["accesses"] + by_kind["store"]["accesses"]
+        demand_m = by_kind["load"]["misses"] + by_kind["store"]["misses"]
+        levels.append({
+            "name": c.name, "size": c.size, "ways": c.ways, "line": c.line,
+            "replacement": c.replacement, "inclusion": c.inclusion,
+            "accesses": a, "hits": h, "misses": m, "miss_rate": (m / a) if a else 0.0,
+            "demand_accesses": demand_a, "demand_misses": demand_m,
+            "fetches": ls["fetches"], "writebacks": ls["writebacks"],
+            "writebacks_flush": ls["writebacks_flush"], "evictions": ls["evictions"],
+            "back_invalidations": ls["back_invalidations"], "by_kind": by_kind,
+        })
+        for t, j in zip(*np.nonzero(acc), strict=True):
+            by_tag.append({
+                "level": c.name, "tag": int(t), "tag_name": tname(int(t)), "kind": KIND_NAMES[j],
+                "accesses": int(acc[t, j]), "hits": int(hit[t, j]), "misses": int(miss[t, j]),
+            })
+    pf: dict = {"software": {}, "hardware": {}, "software_dropped_tlb": raw["swpf_dropped_tlb"]}
+    for k, c in enumerate(cpu.caches):
+        ls = raw["level"][k]
+        for i, which in enumerate(("software", "hardware")):
+            d = {name[3:]: ls[name][i] for name in B.LEVEL_PF}
+            if any(d.values()):
+                pf[which][c.name] = d
+    result: dict[str, Any] = {
+        "cpu": cpu.name,
+        "engine": engine,
+        "mode": "timing" if timing else "functional",
+        "records": raw["records"],
+        "warmup_records": raw["warmup_records"],
+        "instructions": raw["instructions"],
+        "record_kinds": dict(zip(["load", "store", "prefetch", "marker"],
+                                 [int(x) for x in raw["kind"]], strict=True)),
+        "pieces": raw["pieces"],
+        "multiline_accesses": raw["multiline"],
+        "levels": levels,
+        "by_tag": by_tag,
+        "prefetch": pf,
+        "dram": {"reads": raw["dram_reads"], "writes": raw["dram_writes"]},
+        "tlb": None,
+        "markers": {MARKER_NAMES[i]: int(x) for i, x in enumerate(raw["markers"]) if x},
+        "cycles": None,
+        "ipc": None,
+        "timing": None,
+        "notes": list(cpu.notes),
+    }
+    if cfg.tlb:
+        result["tlb"] = {
+            "page_size": 1 << cfg.page_bits,
+            "dtlb_accesses": raw["dtlb_access"], "dtlb_misses": raw["dtlb_miss"],
+            "stlb_accesses": raw["stlb_access"], "stlb_misses": raw["stlb_miss"],
+            "walk": "fixed latency (walks do not access the simulated caches)",
+        }
+    if timing:
+        cycles = -(-raw["ticks"] // width)
+        stalls = {}
+        for k in range(n + 2):
+            name = cpu.caches[k].name if k < n else ("DRAM" if k == n else "store/prefetch")
+            v = int(raw["stall_rob"][k])
+            if v:
+                stalls[f"rob_full:{name}"] = cyc(v)
+        stalls["dependency_wait"] = cyc(raw["wait_dep"])
+        stalls["mshr_wait"] = cyc(raw["wait_mshr"])
+        stalls["tlb"] = cyc(raw["wait_tlb"])
+        stalls["dram_bandwidth_wait"] = cyc(raw["wait_dram_bw"])
+        stalls["inflight_wait"] = cyc(raw["wait_inflight"])
+        result["cycles"] = cycles
+        result["ipc"] = raw["instructions"] / cycles if cycles else 0.0
+        result["timing"] = {
+            "cycles": cycles,
+            "time_ns": cycles / cpu.freq_ghz,
+            "freq_ghz": cpu.freq_ghz,
+            "ipc": result["ipc"],
+            "mlp": (raw["miss_ticks"] / raw["ticks"]) if raw["ticks"] else 0.0,
+            "l1_misses_timed": raw["l1_misses_timed"],
+            "avg_l1_miss_cycles": cyc(raw["miss_ticks"]) / raw["l1_misses_timed"]
+            if raw["l1_misses_timed"] else 0.0,
+            "avg_load_latency_cycles": cyc(raw["load_latency"]) / raw["loads_timed"]
+            if raw["loads_timed"] else 0.0,
+            "stall_cycles": stalls,
+            "width": cfg.width,
+            "rob": cfg.rob,
+            "dram_latency_cycles": cfg.dram_latency,
+        }
+    phase_names = (header or {}).get("phases") or []
+    phases = []
+    for p in range(max(1, raw["nphases_seen"])):
+        ph = raw["phase"][p]
+        if not ph["records"]:
+            continue
+        phases.append({
+            "phase": p,
+            "name": str(phase_names[p]) if p < len(phase_names) else f"phase{p}",
+            "records": ph["records"], "instructions": ph["instructions"],
+            "cycles": cyc(ph["ticks"]) if timing else None,
+            "levels": [{"name": cpu.caches[k].name, "accesses": ph["access"][k],
+                        "misses": ph["miss"][k]} for k in range(n)],
+        })
+    result["phases"] = phases
+    return result
+
+
+def stats_dataframe(result: dict):
+    """One row per level x tag x kind with accesses, hits, misses and miss_rate."""
+    import pandas as pd
+
+    df = pd.DataFrame(result["by_tag"],
+                      columns=["level", "tag", "tag_name", "kind", "accesses", "hits", "misses"])
+    df["miss_rate"] = (df["misses"] / df["accesses"]).where(df["accesses"] > 0, 0.0)
+    return df

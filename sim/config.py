@@ -1,0 +1,411 @@
+"""CPU models: TOML presets, validation, the run-time `local` preset, engine configs.
+
+A CPU file (schema in ``sim/PRESETS.md``) is parsed into a :class:`CpuConfig`. Every problem
+raises :class:`ConfigError` with one line naming the key and the reason. Validation happens
+here, before anything reaches the C engine.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from . import _binding as B
+
+PRESET_DIR = Path(__file__).resolve().parent / "presets"
+POLICIES = ("lru", "plru", "srrip", "brrip", "random")
+PREFETCHERS = ("next_line", "ip_stride", "stream")
+INCLUSIONS = tuple(B.INCLUSION)
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]i?B|B)?\s*$", re.IGNORECASE)
+_UNITS = {"b": 1, "kib": 1024, "kb": 1024, "mib": 1024**2, "mb": 1024**2, "gib": 1024**3,
+          "gb": 1024**3}
+
+
+class ConfigError(ValueError):
+    """An invalid CPU configuration; the message is one line naming the key and the reason."""
+
+
+@dataclass(frozen=True)
+class CacheLevel:
+    name: str
+    size: int  # bytes
+    ways: int
+    line: int  # bytes
+    latency: int  # load-to-use cycles when served here
+    replacement: str = "lru"
+    inclusion: str = "non-inclusive"
+    mshrs: int = 0  # 0 = not modelled (unlimited)
+    seed: int = 1
+
+    @property
+    def sets(self) -> int:
+        return self.size // (self.ways * self.line)
+
+
+@dataclass(frozen=True)
+class Tlb:
+    page_size: int = 4096
+    l1_entries: int = 64
+    l1_ways: int = 4  # 0 = fully associative
+    l2_entries: int = 1536  # 0 = no STLB
+    l2_ways: int = 12
+    l2_latency: int = 9  # cycles added when the L1 DTLB misses and the STLB hits
+    walk_latency: int = 30  # cycles added by a page walk (fixed; walks do not use the caches)
+
+
+@dataclass(frozen=True)
+class Prefetcher:
+    level: int  # cache index
+    kind: str
+    degree: int = 1
+    table: int = 16
+
+
+@dataclass(frozen=True)
+class CpuConfig:
+    """A CPU model. ``timing_capable`` is False for a caches-only (functional) file."""
+
+    name: str
+    caches: tuple[CacheLevel, ...]
+    description: str = ""
+    freq_ghz: float | None = None
+    width: int | None = None
+    rob: int | None = None
+    dram_latency_ns: float | None = None
+    dram_bandwidth_gbs: float | None = None  # per core; None = no bandwidth limit
+    tlb: Tlb | None = None
+    swpf_fill: int = 0
+    swpf_drop_on_tlb_miss: bool = False
+    prefetchers: tuple[Prefetcher, ...] = ()
+    source: str = ""
+    notes: tuple[str, ...] = ()
+    provenance: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def timing_capable(self) -> bool:
+        return None not in (self.freq_ghz, self.width, self.rob, self.dram_latency_ns)
+
+    @property
+    def dram_latency_cycles(self) -> int:
+        return int(round(self.dram_latency_ns * self.freq_ghz))
+
+    def with_changes(self, **kw: Any) -> CpuConfig:
+        return replace(self, **kw)
+
+    def summary(self) -> str:
+        parts = []
+        for c in self.caches:
+            parts.append(f"{c.name} {_fmt_size(c.size)}/{c.ways}w/{c.latency}c")
+        if self.dram_latency_ns is not None:
+            parts.append(f"DRAM {self.dram_latency_ns:g}ns")
+        return ", ".join(parts)
+
+    def to_engine(self, *, timing: bool, tlb: bool = True, prefetchers: bool = True,
+                  flush: bool = True, page_size: int | None = None) -> B.EngineConfig:
+        """The C struct for this CPU (see sim/_engine/engine.h)."""
+        ec = B.EngineConfig()
+        ec.nlevels = len(self.caches)
+        ec.line_bits = self.caches[0].line.bit_length() - 1
+        for k, c in enumerate(self.caches):
+            lc = ec.level[k]
+            lc.sets, lc.ways, lc.latency = c.sets, c.ways, c.latency
+            lc.inclusion = B.INCLUSION[c.inclusion]
+            lc.mshrs = c.mshrs
+            lc.seed = c.seed
+            lc.policy = c.replacement.encode()
+        pfs = self.prefetchers if prefetchers else ()
+        ec.nprefetchers = len(pfs)
+        for i, p in enumerate(pfs):
+            ec.prefetcher[i].level, ec.prefetcher[i].degree = p.level, p.degree
+            ec.prefetcher[i].table = p.table
+            ec.prefetcher[i].kind = p.kind.encode()
+        if timing:
+            if not self.timing_capable:
+                raise ConfigError(
+                    f"{self.name}: timing needs freq_ghz, [core] width/rob and [dram] latency_ns "
+                    "(use functional mode)"
+                )
+            ec.timing = 1
+            ec.width, ec.rob = self.width, self.rob
+            ec.dram_latency = self.dram_latency_cycles
+            if self.dram_bandwidth_gbs:
+                bytes_per_cycle = self.dram_bandwidth_gbs / self.freq_ghz
+                ec.dram_xfer_ticks = max(1, round(self.caches[0].line / bytes_per_cycle
+                                                  * self.width))
+        t = self.tlb
+        if tlb and t is not None:
+            ps = page_size or t.page_size
+            ec.tlb = 1
+            ec.page_bits = ps.bit_length() - 1
+            l1w = t.l1_ways or t.l1_entries
+            ec.dtlb_sets, ec.dtlb_ways = t.l1_entries // l1w, l1w
+            if t.l2_entries:
+                l2w = t.l2_ways or t.l2_entries
+                ec.stlb_sets, ec.stlb_ways = t.l2_entries // l2w, l2w
+            ec.stlb_latency, ec.walk_latency = t.l2_latency, t.walk_latency
+        ec.swpf_level = self.swpf_fill
+        ec.swpf_drop_on_tlb_miss = int(self.swpf_drop_on_tlb_miss)
+        ec.flush_at_end = int(flush)
+        return ec
+
+
+# --- parsing --------------------------------------------------------------------------------
+
+def parse_size(v: Any, key: str) -> int:
+    if isinstance(v, bool):
+        raise ConfigError(f"{key}: expected a size like \"32KiB\", got {v!r}")
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str):
+        m = _SIZE_RE.match(v)
+        if m:
+            n = float(m.group(1)) * _UNITS[(m.group(2) or "B").lower()]
+            if n == int(n):
+                return int(n)
+    raise ConfigError(f"{key}: expected a size like \"32KiB\" or a byte count, got {v!r}")
+
+
+def _fmt_size(n: int) -> str:
+    for unit, f in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= f and n % f == 0:
+            return f"{n // f}{unit}"
+    return f"{n}B"
+
+
+def _get(t: dict, key: str, where: str, typ: type | tuple, default: Any = ..., pos=False):
+    if key not in t:
+        if default is ...:
+            raise ConfigError(f"{where}.{key}: missing")
+        return default
+    v = t[key]
+    ok = isinstance(v, typ) and not (isinstance(v, bool) and bool not in _tuple(typ))
+    if not ok:
+        names = "/".join(x.__name__ for x in _tuple(typ))
+        raise ConfigError(f"{where}.{key}: expected {names}, got {v!r}")
+    if pos and v <= 0:
+        raise ConfigError(f"{where}.{key}: must be > 0, got {v!r}")
+    return v
+
+
+def _tuple(t):
+    return t if isinstance(t, tuple) else (t,)
+
+
+_TOP_KEYS = {"name", "description", "freq_ghz", "core", "cache", "dram", "tlb", "swprefetch",
+             "prefetcher", "src", "notes", "sources", "meta"}
+
+
+def parse_cpu(doc: dict, source: str = "") -> CpuConfig:
+    """Validate a parsed TOML document and build a CpuConfig."""
+    unknown = set(doc) - _TOP_KEYS
+    if unknown:
+        raise ConfigError(f"{sorted(unknown)[0]}: unknown top-level key")
+    name = _get(doc, "name", "cpu", str)
+    if "cache" not in doc or not isinstance(doc["cache"], list) or not doc["cache"]:
+        raise ConfigError("cache: at least one [[cache]] table is required")
+    prov: dict = {}
+    caches = []
+    names: dict[str, int] = {}
+    for i, t in enumerate(doc["cache"]):
+        w = f"cache[{i}]"
+        if not isinstance(t, dict):
+            raise ConfigError(f"{w}: must be a table")
+        cname = _get(t, "name", w, str, f"L{i + 1}")
+        size = parse_size(_get(t, "size", w, (str, int)), f"{w}.size")
+        ways = _get(t, "ways", w, int)
+        if ways < 1:
+            raise ConfigError(f"{w}.ways: must be >= 1, got {ways}")
+        line = _get(t, "line", w, int, 64)
+        if line < 4 or line > 4096 or line & (line - 1):
+            raise ConfigError(f"{w}.line: must be a power of two 4..4096, got {line}")
+        if i and line != caches[0].line:
+            raise ConfigError(f"{w}.line: every level must use the L1 line size ({caches[0].line})")
+        if size <= 0 or size % (ways * line):
+            raise ConfigError(f"{w}.size: {size} B is not a multiple of ways x line ({ways * line})")
+        sets = size // (ways * line)
+        if sets & (sets - 1):
+            raise ConfigError(
+                f"{w}.size: gives {sets} sets ({size} B / {ways} ways / {line} B), "
+                "not a power of two"
+            )
+        lat = _get(t, "latency", w, int, 1)
+        if lat < 1:
+            raise ConfigError(f"{w}.latency: must be >= 1 cycle, got {lat}")
+        repl = _get(t, "replacement", w, str, "lru")
+        if repl not in POLICIES:
+            raise ConfigError(f"{w}.replacement: unknown policy {repl!r} (valid: {', '.join(POLICIES)})")
+        if repl == "plru" and (ways & (ways - 1) or ways > 64):
+            raise ConfigError(f"{w}.ways: plru needs a power of two <= 64, got {ways}")
+        incl = _get(t, "inclusion", w, str, "non-inclusive")
+        if incl not in INCLUSIONS:
+            raise ConfigError(f"{w}.inclusion: unknown value {incl!r} (valid: {', '.join(INCLUSIONS)})")
+        n_levels = len(doc["cache"])
+        if incl == "exclusive" and (i == 0 or i != n_levels - 1):
+            raise ConfigError(f"{w}.inclusion: exclusive (victim) is supported for the last level only")
+        if incl == "inclusive" and i == 0:
+            raise ConfigError(f"{w}.inclusion: L1 cannot be inclusive of anything")
+        mshrs = _get(t, "mshrs", w, int, 0)
+        if mshrs < 0:
+            raise ConfigError(f"{w}.mshrs: must be >= 0, got {mshrs}")
+        seed = _get(t, "seed", w, int, 1)
+        if cname in names:
+            raise ConfigError(f"{w}.name: duplicate level name {cname!r}")
+        names[cname] = i
+        caches.append(CacheLevel(cname, size, ways, line, lat, repl, incl, mshrs, seed))
+        if "src" in t:
+            prov[cname] = t["src"]
+    if len(caches) > B.MAX_LEVELS:
+        raise ConfigError(f"cache: at most {B.MAX_LEVELS} levels")
+
+    def level_ref(v: Any, key: str) -> int:
+        if isinstance(v, str) and v in names:
+            return names[v]
+        if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < len(caches):
+            return v
+        raise ConfigError(f"{key}: unknown cache level {v!r} (valid: {', '.join(names)})")
+
+    kw: dict[str, Any] = {}
+    if "freq_ghz" in doc:
+        kw["freq_ghz"] = float(_get(doc, "freq_ghz", "cpu", (int, float), pos=True))
+    if "core" in doc:
+        core = doc["core"]
+        kw["width"] = _get(core, "width", "core", int, pos=True)
+        kw["rob"] = _get(core, "rob", "core", int, pos=True)
+        if "src" in core:
+            prov["core"] = core["src"]
+    if "dram" in doc:
+        d = doc["dram"]
+        kw["dram_latency_ns"] = float(_get(d, "latency_ns", "dram", (int, float), pos=True))
+        bw = _get(d, "bandwidth_gbs", "dram", (int, float), None)
+        if bw is not None and bw <= 0:
+            raise ConfigError(f"dram.bandwidth_gbs: must be > 0, got {bw}")
+        kw["dram_bandwidth_gbs"] = float(bw) if bw is not None else None
+        if "src" in d:
+            prov["dram"] = d["src"]
+    if "tlb" in doc:
+        t = doc["tlb"]
+        ps = parse_size(_get(t, "page_size", "tlb", (str, int), "4KiB"), "tlb.page_size")
+        if ps not in (4096, 2 * 1024 * 1024):
+            raise ConfigError(f"tlb.page_size: must be 4KiB or 2MiB, got {ps}")
+        vals = {}
+        for key, dflt in (("l1_entries", 64), ("l1_ways", 4), ("l2_entries", 0), ("l2_ways", 8),
+                          ("l2_latency", 9), ("walk_latency", 30)):
+            v = _get(t, key, "tlb", int, dflt)
+            if v < 0:
+                raise ConfigError(f"tlb.{key}: must be >= 0, got {v}")
+            vals[key] = v
+        for lvl in ("l1", "l2"):
+            e, w = vals[f"{lvl}_entries"], vals[f"{lvl}_ways"]
+            if lvl == "l1" and e < 1:
+                raise ConfigError("tlb.l1_entries: must be >= 1")
+            if e == 0:
+                continue
+            ww = w or e
+            if e % ww or (e // ww) & (e // ww - 1):
+                raise ConfigError(
+                    f"tlb.{lvl}_entries: {e} entries / {ww} ways is not a power-of-two set count"
+                )
+        kw["tlb"] = Tlb(page_size=ps, **vals)
+        if "src" in t:
+            prov["tlb"] = t["src"]
+    if "swprefetch" in doc:
+        sp = doc["swprefetch"]
+        kw["swpf_fill"] = level_ref(_get(sp, "fill", "swprefetch", (str, int), 0), "swprefetch.fill")
+        if caches[kw["swpf_fill"]].inclusion == "exclusive":
+            raise ConfigError("swprefetch.fill: cannot fill an exclusive (victim) level")
+        pol = _get(sp, "tlb_miss", "swprefetch", str, "walk")
+        if pol not in ("walk", "drop"):
+            raise ConfigError(f"swprefetch.tlb_miss: must be \"walk\" or \"drop\", got {pol!r}")
+        kw["swpf_drop_on_tlb_miss"] = pol == "drop"
+        if "src" in sp:
+            prov["swprefetch"] = sp["src"]
+    pfs = []
+    for i, p in enumerate(doc.get("prefetcher", [])):
+        w = f"prefetcher[{i}]"
+        lvl = level_ref(_get(p, "level", w, (str, int)), f"{w}.level")
+        if caches[lvl].inclusion == "exclusive":
+            raise ConfigError(f"{w}.level: cannot prefetch into an exclusive (victim) level")
+        kind = _get(p, "kind", w, str)
+        if kind not in PREFETCHERS:
+            raise ConfigError(f"{w}.kind: unknown prefetcher {kind!r} (valid: {', '.join(PREFETCHERS)})")
+        deg = _get(p, "degree", w, int, 1)
+        if not 1 <= deg <= 16:
+            raise ConfigError(f"{w}.degree: must be 1..16, got {deg}")
+        table = _get(p, "table", w, int, 16)
+        if table < 1:
+            raise ConfigError(f"{w}.table: must be >= 1, got {table}")
+        pfs.append(Prefetcher(lvl, kind, deg, table))
+    if len(pfs) > B.MAX_PREFETCHERS:
+        raise ConfigError(f"prefetcher: at most {B.MAX_PREFETCHERS}")
+    notes = doc.get("notes", ())
+    if isinstance(notes, str):
+        notes = (notes,)
+    return CpuConfig(
+        name=name, caches=tuple(caches), description=str(doc.get("description", "")),
+        prefetchers=tuple(pfs), source=source, notes=tuple(notes), provenance=prov, **kw,
+    )
+
+
+def load_file(path: str | Path) -> CpuConfig:
+    p = Path(path)
+    try:
+        doc = tomllib.loads(p.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: invalid TOML: {e}") from None
+    return parse_cpu(doc, str(p))
+
+
+def preset_names() -> list[str]:
+    return sorted([p.stem for p in PRESET_DIR.glob("*.toml")] + ["local"])
+
+
+def load_cpu(name_or_path: str | Path) -> CpuConfig:
+    """A CPU model by preset name ("graviton3", "xeon-8255c", "local", ...) or TOML path."""
+    s = str(name_or_path)
+    if s.endswith(".toml") or "/" in s or Path(s).is_file():
+        return load_file(s)
+    if s == "local":
+        from .local import local_cpu
+
+        return local_cpu()
+    p = PRESET_DIR / f"{s}.toml"
+    if p.is_file():
+        return load_file(p)
+    raise ConfigError(f"unknown CPU {s!r} (valid: {', '.join(preset_names())}, or a .toml path)")
+
+
+def list_presets() -> list[dict]:
+    """One dict per preset: name, description, freq_ghz, levels (summary), timing, source."""
+    out = []
+    for n in preset_names():
+        try:
+            c = load_cpu(n)
+        except ConfigError as e:  # a broken local sysfs must not hide the other presets
+            out.append({"name": n, "description": f"unavailable: {e}", "freq_ghz": None,
+                        "levels": "", "timing": False, "source": ""})
+            continue
+        out.append({
+            "name": n, "description": c.description, "freq_ghz": c.freq_ghz,
+            "levels": c.summary(), "timing": c.timing_capable, "source": c.source,
+            "caches": [
+                {"name": x.name, "size": x.size, "ways": x.ways, "line": x.line,
+                 "latency": x.latency, "replacement": x.replacement, "inclusion": x.inclusion,
+                 "mshrs": x.mshrs} for x in c.caches
+            ],
+        })
+    return out
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+__all__ = [
+    "CacheLevel", "ConfigError", "CpuConfig", "Prefetcher", "Tlb", "list_presets", "load_cpu",
+    "load_file", "parse_cpu", "parse_size", "preset_names",
+]

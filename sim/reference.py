@@ -1,0 +1,719 @@
+"""The reference simulator: the kvsim model in plain Python, written to be read, not to be fast.
+
+It implements sim/MODEL.md independently of the C engine (sim/_engine/engine.c) and returns
+the same raw counters; the Hypothesis tests require both to agree on every counter and on
+the cycle count. Roughly 10^4-10^5 records per second: use it on small traces only.
+
+Time is in ticks (one cycle = ``width`` ticks) so everything stays integer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _binding as B
+
+LOAD, STORE, PREFETCH, MARKER = 0, 1, 2, 3
+K_LOAD, K_STORE, K_SWPF, K_HWPF, K_WRITEBACK, K_VICTIM = range(6)
+NON_INCLUSIVE, INCLUSIVE, EXCLUSIVE = 0, 1, 2
+READ, WRITE, WFULL, VICTIM = range(4)
+MARK_PHASE, MARK_WARMUP_BEGIN, MARK_WARMUP_END = 3, 4, 5
+MASK64 = (1 << 64) - 1
+
+
+def xorshift64s(state: int) -> tuple[int, int]:
+    """One xorshift64* step: (new state, output)."""
+    x = state
+    x ^= x >> 12
+    x ^= (x << 25) & MASK64
+    x ^= x >> 27
+    return x, (x * 0x2545F4914F6CDD1D) & MASK64
+
+
+# --- replacement policies (same state words as policy_*.c) ---------------------------------
+
+
+class Policy:
+    """Per-line words ``line[set][way]``, per-set words ``sets[set]``, clock, fills, rng."""
+
+    def __init__(self, sets: int, ways: int, seed: int):
+        self.ways = ways
+        self.line = [[0] * ways for _ in range(sets)]
+        self.sets = [0] * sets
+        self.clock = 0
+        self.fills = 0
+        self.rng = seed or 0x9E3779B97F4A7C15
+
+    def age(self, s: int, w: int) -> int:
+        return 0
+
+
+class Lru(Policy):
+    def on_hit(self, s, w):
+        self.clock += 1
+        self.line[s][w] = self.clock
+
+    on_fill = on_hit
+
+    def victim(self, s):
+        st = self.line[s]
+        return st.index(min(st))  # stamps are unique
+
+    def on_invalidate(self, s, w):
+        self.line[s][w] = 0
+
+    def age(self, s, w):
+        return self.clock - self.line[s][w]
+
+
+class Plru(Policy):
+    def _path(self, w):
+        """(node, goes_left) pairs from the root to way w."""
+        node, lo, span, out = 0, 0, self.ways, []
+        while span > 1:
+            span //= 2
+            left = w < lo + span
+            out.append((node, left))
+            node = 2 * node + (1 if left else 2)
+            if not left:
+                lo += span
+        return out
+
+    def on_hit(self, s, w):
+        bits = self.sets[s]
+        for node, left in self._path(w):
+            bits = (bits | (1 << node)) if left else (bits & ~(1 << node))
+        self.sets[s] = bits
+
+    on_fill = on_hit
+
+    def victim(self, s):
+        bits, node, lo, span = self.sets[s], 0, 0, self.ways
+        while span > 1:
+            span //= 2
+            if bits >> node & 1:
+                node, lo = 2 * node + 2, lo + span
+            else:
+                node = 2 * node + 1
+        return lo
+
+    def on_invalidate(self, s, w):
+        pass
+
+
+class Srrip(Policy):
+    def __init__(self, sets, ways, seed):
+        super().__init__(sets, ways, seed)
+        self.line = [[3] * ways for _ in range(sets)]
+
+    def on_hit(self, s, w):
+        self.line[s][w] = 0
+
+    def on_fill(self, s, w):
+        self.line[s][w] = 2
+
+    def victim(self, s):
+        rr = self.line[s]
+        while True:
+            for w in range(self.ways):
+                if rr[w] >= 3:
+                    return w
+            for w in range(self.ways):
+                rr[w] += 1
+
+    def on_invalidate(self, s, w):
+        self.line[s][w] = 3
+
+    def age(self, s, w):
+        return self.line[s][w]
+
+
+class Brrip(Srrip):
+    def on_fill(self, s, w):
+        n = self.fills
+        self.fills += 1
+        self.line[s][w] = 2 if n % 32 == 0 else 3
+
+
+class Random(Policy):
+    def on_hit(self, s, w):
+        pass
+
+    on_fill = on_hit
+    on_invalidate = on_hit
+
+    def victim(self, s):
+        self.rng, out = xorshift64s(self.rng)
+        return out % self.ways
+
+
+POLICY_CLASSES = {"lru": Lru, "plru": Plru, "srrip": Srrip, "brrip": Brrip, "random": Random}
+
+
+# --- hardware prefetchers (same state as prefetch_*.c) ---------------------------------------
+
+
+class NextLine:
+    def __init__(self, degree, table):
+        self.degree = degree
+
+    def operate(self, line, hit, key):
+        return [] if hit else [line + 1 + i for i in range(self.degree)]
+
+
+class IpStride:
+    def __init__(self, degree, table):
+        self.degree, self.table = degree, table
+        self.e = [[0, 0, 0, 0] for _ in range(table)]
+
+    def operate(self, line, hit, key):
+        e = self.e[key % self.table]
+        if e[0] != key + 1:
+            e[:] = [key + 1, line, 0, 0]
+            return []
+        d = (line - e[1]) & MASK64
+        if d == 0:
+            return []
+        if d == e[2]:
+            e[3] = min(e[3] + 1, 3)
+        else:
+            e[2], e[3] = d, 0
+        e[1] = line
+        if e[3] < 1:
+            return []
+        return [(line + d * (i + 1)) & MASK64 for i in range(self.degree)]
+
+
+class Stream:
+    def __init__(self, degree, table):
+        self.degree, self.table = degree, table
+        self.e = [[0, 0, 0, 0, 0] for _ in range(table)]
+        self.clock = 0
+
+    def operate(self, line, hit, key):
+        if hit:
+            return []
+        region = line >> 6
+        match = [e for e in self.e if e[0] == region + 1]
+        if not match:
+            lru = min(self.e, key=lambda e: e[4])  # first of the smallest stamps
+            self.clock += 1
+            lru[:] = [region + 1, line, 0, 0, self.clock]
+            return []
+        e = match[0]
+        self.clock += 1
+        e[4] = self.clock
+        direction = 1 if line > e[1] else (2 if line < e[1] else 0)
+        if direction == 0:
+            return []
+        if direction == e[2]:
+            e[3] = min(e[3] + 1, 3)
+        else:
+            e[2], e[3] = direction, 0
+        e[1] = line
+        if e[3] < 1:
+            return []
+        out = []
+        for i in range(1, self.degree + 1):
+            c = line + i if direction == 1 else line - i
+            if c >> 6 != region:
+                break
+            out.append(c)
+        return out
+
+
+PREFETCHER_CLASSES = {"next_line": NextLine, "ip_stride": IpStride, "stream": Stream}
+
+
+# --- the model ----------------------------------------------------------------------------------
+
+
+class Line:
+    __slots__ = ("line", "dirty", "pf", "stag")
+
+    def __init__(self, line, dirty, pf, stag):
+        self.line, self.dirty, self.pf, self.stag = line, dirty, pf, stag
+
+
+class Cache:
+    def __init__(self, c: B.LevelConfig, timing: bool):
+        self.nsets, self.ways, self.latency = c.sets, c.ways, c.latency
+        self.inclusion = c.inclusion
+        self.mshrs = c.mshrs if timing else 0
+        self.sets: list[list[Line | None]] = [[None] * c.ways for _ in range(c.sets)]
+        self.policy = POLICY_CLASSES[c.policy.decode() or "lru"](c.sets, c.ways, c.seed)
+        self.mline = [0] * self.mshrs  # miss buffers: line, ready tick, prefetch kind
+        self.mready = [0] * self.mshrs
+        self.mmax_ready = 0
+
+    def find(self, line):
+        s = line % self.nsets
+        for w, x in enumerate(self.sets[s]):
+            if x is not None and x.line == line:
+                return s, w
+        return s, None
+
+
+class Tlb:
+    def __init__(self, sets, ways):
+        self.nsets, self.ways = sets, ways
+        self.sets = [[None] * ways for _ in range(sets)]  # [page, stamp]
+        self.clock = 0
+
+    def lookup(self, page):
+        for e in self.sets[page % self.nsets]:
+            if e is not None and e[0] == page:
+                self.clock += 1
+                e[1] = self.clock
+                return True
+        return False
+
+    def fill(self, page):
+        st = self.sets[page % self.nsets]
+        self.clock += 1
+        for w in range(self.ways):
+            if st[w] is None:
+                st[w] = [page, self.clock]
+                return
+        w = min(range(self.ways), key=lambda i: st[i][1])
+        st[w] = [page, self.clock]
+
+
+def _new_stats(nlevels):
+    z = np.zeros
+    return {
+        "records": 0, "warmup_records": 0, "instructions": 0,
+        "kind": z(4, np.uint64), "pieces": 0, "multiline": 0,
+        "markers": z(B.NMARKERS, np.uint64),
+        "dram_reads": 0, "dram_writes": 0, "dtlb_access": 0, "dtlb_miss": 0,
+        "stlb_access": 0, "stlb_miss": 0, "swpf_dropped_tlb": 0, "ticks": 0,
+        "stall_rob": z(B.MAX_LEVELS + 2, np.uint64),
+        "wait_dep": 0, "wait_mshr": 0, "wait_tlb": 0, "wait_dram_bw": 0, "wait_inflight": 0,
+        "miss_ticks": 0, "l1_misses_timed": 0, "load_latency": 0, "loads_timed": 0,
+        "nphases_seen": 0,
+        "level": [
+            {
+                "access": z((B.NTAGS, B.NKINDS), np.uint64),
+                "hit": z((B.NTAGS, B.NKINDS), np.uint64),
+                "miss": z((B.NTAGS, B.NKINDS), np.uint64),
+                **{n: 0 for n in B.LEVEL_SCALARS},
+                **{n: [0, 0] for n in B.LEVEL_PF},
+            }
+            for _ in range(nlevels)
+        ],
+        "phase": [
+            {"records": 0, "instructions": 0, "ticks": 0, "access": [0] * nlevels,
+             "miss": [0] * nlevels}
+            for _ in range(B.MAX_PHASES)
+        ],
+    }
+
+
+class ReferenceSim:
+    """Same interface as ``sim._binding.Engine``: ``run(records)``, ``finish() -> raw``."""
+
+    def __init__(self, cfg: B.EngineConfig):
+        self.cfg = cfg
+        self.n = cfg.nlevels
+        self.lb = cfg.line_bits
+        self.timing = bool(cfg.timing)
+        self.W = cfg.width or 1
+        self.levels = [Cache(cfg.level[k], self.timing) for k in range(self.n)]
+        self.prefetchers = []
+        for p in range(cfg.nprefetchers):
+            pc = cfg.prefetcher[p]
+            self.prefetchers.append(
+                (pc.level, PREFETCHER_CLASSES[pc.kind.decode()](pc.degree, pc.table)))
+        self.dtlb = Tlb(cfg.dtlb_sets, cfg.dtlb_ways) if cfg.tlb else None
+        self.stlb = Tlb(cfg.stlb_sets, cfg.stlb_ways) if cfg.tlb and cfg.stlb_sets else None
+        self.stats = _new_stats(self.n)
+        self.scratch = _new_stats(self.n)
+        self.st = self.stats
+        self.phase = 0
+        self.pfh = None  # (kind, level) of a demand hit on an unused prefetched line
+        self.t_disp = self.r_last = self.instr = self.recno = 0
+        self.rob: list[tuple[int, int, int]] = []  # (instruction index, retire tick, class)
+        self.blk = None
+        self.dep_ring = [0] * B.DEP_WINDOW
+        self.dram_free = 0
+        self.finished = False
+
+    # --- TLB ---
+    def translate(self, addr, is_swpf):
+        st, cfg = self.st, self.cfg
+        page = addr >> cfg.page_bits
+        st["dtlb_access"] += 1
+        if self.dtlb.lookup(page):
+            return 0
+        st["dtlb_miss"] += 1
+        if is_swpf and cfg.swpf_drop_on_tlb_miss:
+            return None
+        if self.stlb is not None:
+            st["stlb_access"] += 1
+            if self.stlb.lookup(page):
+                cost = cfg.stlb_latency
+            else:
+                st["stlb_miss"] += 1
+                self.stlb.fill(page)
+                cost = cfg.walk_latency
+        else:
+            cost = cfg.walk_latency
+        self.dtlb.fill(page)
+        return cost
+
+    # --- caches ---
+    def probe(self, start, line):
+        for k in range(start, self.n):
+            if self.levels[k].find(line)[1] is not None:
+                return k
+        return self.n
+
+    def invalidate(self, c: Cache, s, w):
+        c.sets[s][w] = None
+        c.policy.on_invalidate(s, w)
+
+    def evict(self, k, s, w):
+        c = self.levels[k]
+        x = c.sets[s][w]
+        ls = self.st["level"][k]
+        victim = Line(x.line, x.dirty, 0, x.stag)
+        ls["evictions"] += 1
+        if x.pf:
+            ls["pf_useless"][x.pf - 1] += 1
+        if c.inclusion == INCLUSIVE:
+            for j in range(k):
+                u = self.levels[j]
+                us, uw = u.find(x.line)
+                if uw is None:
+                    continue
+                ux = u.sets[us][uw]
+                if ux.dirty:
+                    victim.dirty = True
+                if ux.pf:
+                    self.st["level"][j]["pf_useless"][ux.pf - 1] += 1
+                self.invalidate(u, us, uw)
+                ls["back_invalidations"] += 1
+        self.invalidate(c, s, w)
+        return victim
+
+    def send_victim(self, k, v):
+        if v is None:
+            return
+        if v.dirty:
+            self.st["level"][k]["writebacks"] += 1
+            self.access(k + 1, v.line, WFULL, v.stag, K_WRITEBACK, 0)
+        elif k + 1 < self.n and self.levels[k + 1].inclusion == EXCLUSIVE:
+            self.access(k + 1, v.line, VICTIM, v.stag, K_VICTIM, 0)
+
+    def access(self, k, line, op, stag, kind, pfk):
+        """Returns (serving level, dirty bit moved up from an exclusive level)."""
+        st = self.st
+        if k == self.n:
+            st["dram_reads" if op == READ else "dram_writes"] += 1
+            return k, False
+        c = self.levels[k]
+        ls = st["level"][k]
+        ls["access"][stag, kind] += 1
+        st["phase"][self.phase]["access"][k] += 1
+        s, w = c.find(line)
+        if w is not None:
+            x = c.sets[s][w]
+            ls["hit"][stag, kind] += 1
+            c.policy.on_hit(s, w)
+            if kind in (K_LOAD, K_STORE) and x.pf:
+                self.pfh = (x.pf, k)
+                x.pf = 0
+            if pfk:
+                ls["pf_redundant"][pfk - 1] += 1
+            if op in (WRITE, WFULL):
+                x.dirty = True
+            if c.inclusion == EXCLUSIVE and op == READ:
+                self.invalidate(c, s, w)
+                return k, x.dirty
+            return k, False
+        ls["miss"][stag, kind] += 1
+        st["phase"][self.phase]["miss"][k] += 1
+        if c.inclusion == EXCLUSIVE and op == READ:
+            ls["fetches"] += 1
+            return self.access(k + 1, line, READ, stag, kind, 0)[0], False
+        victim = None
+        free = [i for i in range(c.ways) if c.sets[s][i] is None]
+        if free:
+            w = free[0]
+        else:
+            w = c.policy.victim(s)
+            victim = self.evict(k, s, w)
+        x = Line(line, op in (WRITE, WFULL), pfk, stag)
+        c.sets[s][w] = x
+        c.policy.on_fill(s, w)
+        if pfk:
+            ls["pf_issued"][pfk - 1] += 1
+        served = k
+        if op in (READ, WRITE):
+            ls["fetches"] += 1
+            served, dirty_up = self.access(k + 1, line, READ, stag, kind, 0)
+            if dirty_up and c.sets[s][w] is x:
+                x.dirty = True
+        self.send_victim(k, victim)
+        return served, False
+
+    # --- timing ---
+    def latency(self, sv):
+        return (self.levels[sv].latency if sv < self.n else self.cfg.dram_latency) * self.W
+
+    @staticmethod
+    def earliest(c: Cache):
+        return min(range(c.mshrs), key=lambda i: (c.mready[i], i))
+
+    def pools_free(self, lo, hi, x):
+        return all(not self.levels[j].mshrs
+                   or self.levels[j].mready[self.earliest(self.levels[j])] <= x
+                   for j in range(lo, hi))
+
+    def inflight(self, sv, line, x):
+        if sv >= self.n:
+            return 0
+        c = self.levels[sv]
+        if not c.mshrs or x >= c.mmax_ready:
+            return 0
+        ready = [c.mready[i] for i in range(c.mshrs) if c.mline[i] == line and c.mready[i] > x]
+        return max(ready, default=0)
+
+    def time_access(self, line, f, sv, x, pfk):
+        """(completion tick, waited for an in-flight fill)."""
+        st = self.st
+        lat = self.latency(sv)
+        rif = self.inflight(sv, line, x)
+        waited = rif > x
+        if sv == f:
+            c = x + lat
+            if rif > c:
+                st["wait_inflight"] += rif - c
+                c = rif
+            return c, waited
+        start = x
+        entries = {}
+        for j in range(f, sv):
+            cj = self.levels[j]
+            if cj.mshrs:
+                entries[j] = self.earliest(cj)
+                start = max(start, cj.mready[entries[j]])
+        st["wait_mshr"] += start - x
+        if sv == self.n:
+            if self.cfg.dram_xfer_ticks:
+                ds = max(start, self.dram_free)
+                st["wait_dram_bw"] += ds - start
+                self.dram_free = ds + self.cfg.dram_xfer_ticks
+            else:
+                ds = start
+            c = ds + lat
+        else:
+            c = start + lat
+            if rif > c:
+                st["wait_inflight"] += rif - c
+                c = rif
+        for j, e in entries.items():
+            cj = self.levels[j]
+            cj.mline[e], cj.mready[e] = line, c
+            cj.mmax_ready = max(cj.mmax_ready, c)
+        if f == 0:
+            st["miss_ticks"] += c - start
+            st["l1_misses_timed"] += 1
+        return c, waited
+
+    def hw_prefetch(self, k, line, stag, x):
+        sp = self.probe(k, line)
+        ls = self.st["level"][k]
+        if sp == k:
+            ls["pf_redundant"][1] += 1
+            return
+        if self.timing and not self.pools_free(k, sp, x):
+            ls["pf_dropped"][1] += 1
+            return
+        sv, _ = self.access(k, line, READ, stag, K_HWPF, 2)
+        if self.timing:
+            self.time_access(line, k, sv, x, 2)
+
+    def classify(self, waited):
+        if self.pfh is None:
+            return
+        kind, lvl = self.pfh
+        self.st["level"][lvl]["pf_late" if waited else "pf_useful"][kind - 1] += 1
+        self.pfh = None
+
+    # --- records ---
+    def set_counting(self, on):
+        self.st = self.stats if on else self.scratch
+
+    def marker(self, r):
+        m, gap = r["flags"], r["gap"]
+        if m == MARK_WARMUP_BEGIN:
+            self.set_counting(False)
+        st = self.st
+        if st is not self.stats:
+            self.stats["warmup_records"] += 1
+        st["records"] += 1
+        st["kind"][MARKER] += 1
+        if m < B.NMARKERS:
+            st["markers"][m] += 1
+        if m == MARK_PHASE:
+            self.phase = min(r["addr"], B.MAX_PHASES - 1)
+            self.stats["nphases_seen"] = max(self.stats["nphases_seen"], self.phase + 1)
+        st["instructions"] += gap
+        ph = st["phase"][self.phase]
+        ph["records"] += 1
+        ph["instructions"] += gap
+        self.instr += gap
+        if self.timing:
+            self.t_disp += gap
+            self.r_last += gap
+            self.dep_ring[self.recno % B.DEP_WINDOW] = self.t_disp
+            st["ticks"] += gap
+            ph["ticks"] += gap
+        self.recno += 1
+        if m == MARK_WARMUP_END:
+            self.set_counting(True)
+
+    def memory(self, r):
+        st, cfg, W, lb = self.st, self.cfg, self.W, self.lb
+        kind, addr, tag = r["kind"], r["addr"], r["tag"]
+        ninstr = r["gap"] + 1
+        if st is not self.stats:
+            self.stats["warmup_records"] += 1
+        st["records"] += 1
+        st["kind"][kind] += 1
+        st["instructions"] += ninstr
+        ph = st["phase"][self.phase]
+        ph["records"] += 1
+        ph["instructions"] += ninstr
+        self.instr += ninstr
+        D = X = 0
+        if self.timing:
+            D = self.t_disp + ninstr
+            if self.instr > cfg.rob:
+                lim = self.instr - cfg.rob
+                while self.rob and self.rob[0][0] <= lim:
+                    self.blk = self.rob.pop(0)
+                if self.blk is not None:
+                    b = self.blk[1] + (lim - self.blk[0])
+                    if b > D:
+                        st["stall_rob"][self.blk[2]] += b - D
+                        D = b
+            self.t_disp = X = D
+            dep = r["dep"]
+            if kind != STORE and dep and dep < B.DEP_WINDOW and dep <= self.recno:
+                c = self.dep_ring[(self.recno - dep) % B.DEP_WINDOW]
+                if c > X:
+                    st["wait_dep"] += c - X
+                    X = c
+        C = D + W
+        cls = self.n + 1
+        if kind == PREFETCH:
+            line = addr >> lb
+            xp = X
+            ok = True
+            if cfg.tlb:
+                t = self.translate(addr, True)
+                if t is None:
+                    st["swpf_dropped_tlb"] += 1
+                    ok = False
+                elif self.timing:
+                    st["wait_tlb"] += t * W
+                    xp += t * W
+            if ok:
+                f = cfg.swpf_level
+                sp = self.probe(f, line)
+                if sp == f:
+                    self.access(f, line, READ, tag, K_SWPF, 1)
+                elif self.timing and not self.pools_free(f, sp, xp):
+                    st["level"][f]["pf_dropped"][0] += 1
+                else:
+                    sv, _ = self.access(f, line, READ, tag, K_SWPF, 1)
+                    if self.timing:
+                        self.time_access(line, f, sv, xp, 1)
+        else:
+            is_store = kind == STORE
+            size = r["size"] or 1
+            first, last = addr >> lb, (addr + size - 1) >> lb
+            lsize = 1 << lb
+            if last != first:
+                st["multiline"] += 1
+            svmax = 0
+            for line in range(first, last + 1):
+                st["pieces"] += 1
+                a0 = line << lb
+                p0, p1 = max(addr, a0), min(addr + size, a0 + lsize)
+                xp = X
+                if cfg.tlb:
+                    t = self.translate(p0, False)
+                    if self.timing and not is_store:
+                        st["wait_tlb"] += t * W
+                        xp += t * W
+                self.pfh = None
+                op = (WFULL if p1 - p0 == lsize else WRITE) if is_store else READ
+                sv, _ = self.access(0, line, op, tag, K_STORE if is_store else K_LOAD, 0)
+                svmax = max(svmax, sv)
+                if self.timing and not is_store:
+                    c, waited = self.time_access(line, 0, sv, xp, 0)
+                    C = max(C, c)
+                    self.classify(waited)
+                else:
+                    self.classify(False)
+                if not is_store:
+                    for lvl, p in self.prefetchers:
+                        if sv < lvl:
+                            continue
+                        key = (tag << 16) | r["site"]
+                        for cand in p.operate(line, sv == lvl, key):
+                            self.hw_prefetch(lvl, cand, tag, xp)
+            if not is_store:
+                cls = svmax
+                if self.timing:
+                    st["load_latency"] += C - X
+                    st["loads_timed"] += 1
+        if self.timing:
+            R = max(self.r_last + ninstr, C)
+            self.rob.append((self.instr, R, cls))
+            st["ticks"] += R - self.r_last
+            ph["ticks"] += R - self.r_last
+            self.r_last = R
+            self.dep_ring[self.recno % B.DEP_WINDOW] = C
+        self.recno += 1
+
+    def run(self, records: np.ndarray) -> None:
+        fields = ("addr", "gap", "dep", "size", "kind", "tag", "site", "flags")
+        cols = [records[f].tolist() for f in fields]
+        for vals in zip(*cols, strict=True):
+            r = dict(zip(fields, vals, strict=True))
+            if r["kind"] == MARKER:
+                self.marker(r)
+            elif r["kind"] < MARKER:
+                self.memory(r)
+            else:
+                self.st["records"] += 1
+                self.recno += 1
+
+    def finish(self) -> dict:
+        if self.finished:
+            return self.stats
+        self.finished = True
+        self.set_counting(True)
+        st = self.st
+        if self.cfg.flush_at_end:
+            for k, c in enumerate(self.levels):
+                for s in range(c.nsets - 1, -1, -1):
+                    ways = sorted(range(c.ways), key=lambda w: (-c.policy.age(s, w), -w))
+                    for w in ways:
+                        x = c.sets[s][w]
+                        if x is None or not x.dirty:
+                            continue
+                        x.dirty = False
+                        st["level"][k]["writebacks"] += 1
+                        st["level"][k]["writebacks_flush"] += 1
+                        self.access(k + 1, x.line, WFULL, x.stag, K_WRITEBACK, 0)
+        for k, c in enumerate(self.levels):
+            for s in range(c.nsets):
+                for x in c.sets[s]:
+                    if x is not None and x.pf:
+                        st["level"][k]["pf_unused_end"][x.pf - 1] += 1
+        return self.stats
