@@ -2,7 +2,7 @@
 
 Memory bound of :func:`summarize`: it streams chunk by chunk and keeps only the distinct
 64-byte line ids seen so far (a sorted ``uint64`` array, 8 bytes per distinct line) plus a
-list of per-chunk ``np.unique`` results that is merged into it whenever the list grows
+list of per-chunk sorted distinct line ids that is merged into it whenever the list grows
 larger than the sorted array (so merging costs amortized O(n log n)). Line ids are far fewer
 than records in any realistic trace; a trace touching 1 GiB holds 16 M lines = 128 MiB.
 Pages are derived from the final line set.
@@ -25,7 +25,8 @@ from .format import (
 )
 from .reader import PathOrStream, open_trace
 
-__all__ = ["LINE_BYTES", "LineSet", "access_lines", "reuse_distance", "summarize"]
+__all__ = ["LINE_BYTES", "LineSet", "access_lines", "reuse_distance", "sorted_unique",
+           "summarize"]
 
 LINE_BYTES = 64  #: cache line size in bytes used for footprints and reuse distances
 _LINE_SHIFT = 6
@@ -53,6 +54,17 @@ def access_lines(records: np.ndarray) -> np.ndarray:
     return starts + offsets.astype(np.uint64)
 
 
+def sorted_unique(x: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (sort-based; numpy 2's hash-based np.unique is slower here)."""
+    if x.size == 0:
+        return x
+    a = np.sort(x)
+    keep = np.empty(a.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]
+
+
 class LineSet:
     """Growing set of distinct line ids held as sorted uint64 arrays (see module docstring)."""
 
@@ -65,7 +77,7 @@ class LineSet:
         """Add line ids (any order, duplicates allowed)."""
         if lines.size == 0:
             return
-        u = np.unique(lines)
+        u = sorted_unique(lines)
         self._pending.append(u)
         self._pending_n += u.size
         if self._pending_n > max(self._sorted.size, 1 << 20):
@@ -73,7 +85,7 @@ class LineSet:
 
     def _merge(self) -> None:
         if self._pending:
-            self._sorted = np.unique(np.concatenate([self._sorted, *self._pending]))
+            self._sorted = sorted_unique(np.concatenate([self._sorted, *self._pending]))
             self._pending, self._pending_n = [], 0
 
     def array(self) -> np.ndarray:
@@ -138,13 +150,18 @@ def summarize(path_or_stream: PathOrStream) -> dict[str, Any]:
         "markers": {marker_names[i]: int(markers[i]) for i in np.flatnonzero(markers)},
         "footprint": {
             "lines": int(line_ids.size),
-            "pages_4k": int(np.unique(line_ids >> np.uint64(_PAGE4K_SHIFT)).size),
-            "pages_2m": int(np.unique(line_ids >> np.uint64(_PAGE2M_SHIFT)).size),
+            "pages_4k": _count_sorted_distinct(line_ids >> np.uint64(_PAGE4K_SHIFT)),
+            "pages_2m": _count_sorted_distinct(line_ids >> np.uint64(_PAGE2M_SHIFT)),
             "bytes": int(line_ids.size) * LINE_BYTES,
         },
         "accessed_bytes": accessed,
         "instructions": gaps + mem_records,
     }
+
+
+def _count_sorted_distinct(a: np.ndarray) -> int:
+    """Distinct values of an already sorted array."""
+    return int(a.size and 1 + np.count_nonzero(a[1:] != a[:-1]))
 
 
 def _codec_counts(tr: Any) -> dict[int, int]:
@@ -209,11 +226,10 @@ def _stack_distances(lines: np.ndarray) -> np.ndarray:
     out = np.full(n, -1, dtype=np.int64)
     if n == 0:
         return out
-    _, inv = np.unique(lines, return_inverse=True)
     # previous access index of each access (vectorized), then a Fenwick sweep in Python
     last_seen = np.full(n, -1, dtype=np.int64)
-    order = np.argsort(inv, kind="stable")
-    same = inv[order][1:] == inv[order][:-1]
+    order = np.argsort(lines, kind="stable")
+    same = lines[order][1:] == lines[order][:-1]
     last_seen[order[1:][same]] = order[:-1][same]
     tree = [0] * (n + 1)
     lp = last_seen.tolist()
