@@ -1,0 +1,139 @@
+"""Engine == reference: Hypothesis generates small traces and configurations and requires
+every raw counter (and therefore the cycle count) to be identical in both implementations."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import sim
+import traces
+from sim import _binding as B
+from sim.reference import ReferenceSim
+
+
+def assert_same(a, b, path="raw"):
+    if isinstance(a, dict):
+        assert set(a) == set(b), path
+        for k in a:
+            assert_same(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_same(x, y, f"{path}[{i}]")
+    elif isinstance(a, np.ndarray):
+        assert np.array_equal(a, np.asarray(b)), f"{path}: {a} != {b}"
+    else:
+        assert a == b, f"{path}: {a} != {b}"
+
+
+@st.composite
+def cpu_docs(draw):
+    n = draw(st.integers(1, 3))
+    line = draw(st.sampled_from([16, 32, 64]))
+    caches = []
+    for k in range(n):
+        pol = draw(st.sampled_from(["lru", "plru", "srrip", "brrip", "random"]))
+        ways = draw(st.sampled_from([1, 2, 4, 8])) if pol == "plru" else draw(st.integers(1, 5))
+        sets = draw(st.sampled_from([1, 2, 4, 8, 16]))
+        incl = "non-inclusive"
+        if k > 0:
+            choices = ["non-inclusive", "inclusive"] + (["exclusive"] if k == n - 1 else [])
+            incl = draw(st.sampled_from(choices))
+        caches.append({
+            "name": f"L{k + 1}", "size": sets * ways * line, "ways": ways, "line": line,
+            "latency": draw(st.integers(1, 20)) + 10 * k, "replacement": pol,
+            "inclusion": incl, "mshrs": draw(st.integers(0, 4)), "seed": draw(st.integers(0, 99)),
+        })
+    doc = {"name": "hyp", "cache": caches}
+    timing = draw(st.booleans())
+    if timing:
+        doc["freq_ghz"] = 2.0
+        doc["core"] = {"width": draw(st.integers(1, 4)), "rob": draw(st.integers(1, 40))}
+        doc["dram"] = {"latency_ns": float(draw(st.integers(20, 100)))}
+        if draw(st.booleans()):
+            doc["dram"]["bandwidth_gbs"] = float(draw(st.sampled_from([2, 8, 32])))
+    if draw(st.booleans()):
+        doc["tlb"] = {
+            "page_size": 4096, "l1_entries": draw(st.sampled_from([1, 2, 4])),
+            "l1_ways": draw(st.sampled_from([0, 1])), "l2_entries": draw(st.sampled_from([0, 8])),
+            "l2_ways": 2, "l2_latency": draw(st.integers(1, 10)),
+            "walk_latency": draw(st.integers(1, 50)),
+        }
+    fillable = [c["name"] for c in caches if c["inclusion"] != "exclusive"]
+    doc["swprefetch"] = {"fill": draw(st.sampled_from(fillable)),
+                         "tlb_miss": draw(st.sampled_from(["walk", "drop"]))}
+    doc["prefetcher"] = [
+        {"level": draw(st.sampled_from(fillable)),
+         "kind": draw(st.sampled_from(["next_line", "ip_stride", "stream"])),
+         "degree": draw(st.integers(1, 3)), "table": draw(st.integers(1, 4))}
+        for _ in range(draw(st.integers(0, 2)))
+    ]
+    return doc
+
+
+@st.composite
+def traces_(draw):
+    n = draw(st.integers(1, 250))
+    span = draw(st.sampled_from([1 << 10, 1 << 13, 1 << 16]))
+    recs = np.zeros(n, dtype=traces.RECORD_DTYPE)
+    base = draw(st.sampled_from([0, 0x7F0000000000]))
+    for i in range(n):
+        kind = draw(st.sampled_from([0, 0, 0, 1, 1, 2, 3]))
+        recs[i]["kind"] = kind
+        recs[i]["gap"] = draw(st.integers(0, 6))
+        recs[i]["tag"] = draw(st.integers(0, 3))
+        recs[i]["site"] = draw(st.integers(0, 3))
+        if kind == 3:
+            m = draw(st.sampled_from([1, 3, 4, 5, 6]))
+            recs[i]["flags"] = m
+            recs[i]["addr"] = draw(st.integers(0, 3))
+        else:
+            recs[i]["addr"] = base + draw(st.integers(0, span))
+            recs[i]["size"] = 1 if kind == 2 else draw(st.sampled_from([1, 4, 8, 16, 64, 100]))
+            recs[i]["dep"] = draw(st.integers(0, 5))
+    return recs
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=cpu_docs(), recs=traces_(), flush=st.booleans(), chunk=st.integers(1, 300))
+def test_engine_equals_reference(doc, recs, flush, chunk):
+    cpu = sim.parse_cpu(doc)
+    cfg = cpu.to_engine(timing=cpu.timing_capable, flush=flush)
+    eng = B.Engine(cfg)
+    ref = ReferenceSim(cfg)
+    for i in range(0, len(recs), chunk):  # chunking must not matter
+        eng.run(recs[i:i + chunk])
+    ref.run(recs)
+    a, b = eng.finish(), ref.finish()
+    eng.close()
+    assert_same(a, b)
+    ra = sim.api.build_result(a, cpu, cfg, None, "fast")
+    rb = sim.api.build_result(b, cpu, cfg, None, "reference")
+    assert ra["cycles"] == rb["cycles"]
+    if cpu.timing_capable:
+        assert ra["cycles"] >= 0
+
+
+def test_presets_engine_equals_reference():
+    """Every shipped preset with all its features on, on one mixed random trace."""
+    rng = np.random.default_rng(7)
+    n = 3000
+    recs = np.zeros(n, dtype=traces.RECORD_DTYPE)
+    recs["addr"] = 0x7F0000000000 + rng.integers(0, 1 << 22, n)
+    recs["size"] = rng.choice([1, 8, 64, 100], n)
+    recs["kind"] = rng.choice([0, 0, 0, 1, 2], n)
+    recs["gap"] = rng.integers(0, 10, n)
+    recs["dep"] = rng.integers(0, 3, n)
+    recs["tag"] = rng.integers(0, 6, n)
+    recs["site"] = rng.integers(0, 6, n)
+    for name in sim.preset_names():
+        cpu = sim.load_cpu(name)
+        cfg = cpu.to_engine(timing=True)
+        eng = B.Engine(cfg)
+        eng.run(recs)
+        ref = ReferenceSim(cfg)
+        ref.run(recs)
+        assert_same(eng.finish(), ref.finish(), name)
+        eng.close()
