@@ -17,6 +17,7 @@ iteration reaches the end, so a consumer that iterates to the end (or calls
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
@@ -95,6 +96,8 @@ class TraceReader:
             else:
                 self._f = open(Path(src), "rb")  # noqa: SIM115 -- closed by close()
                 self._owns = True
+        elif isinstance(src, io.TextIOBase):
+            raise TypeError(f"{self.name}: traces are read from binary streams, not text")
         else:
             self._f = src  # type: ignore[assignment]
         self._pos = 0

@@ -158,3 +158,22 @@ def test_missing_end_chunk_message() -> None:
                      rf"{len(data)}\)", str(err)), str(err)
     err = _expect_error(_with_header()[:-16])
     assert "missing end chunk after the file header" in str(err)
+
+
+def test_truncation_message_format(tmp_path: Path) -> None:
+    data = GOOD["raw"]
+    chunk1 = HEADER_LEN + 20 + 100 * 24
+    p = tmp_path / "trace.kvt"
+    p.write_bytes(data[:chunk1 + 7])
+    with pytest.raises(traces.TraceError) as ei:
+        traces.read_all(p)
+    assert str(ei.value) == (f"{p}: truncated: stream ended inside chunk 1 header at byte "
+                             f"{chunk1 + 7} (chunk 1 header starts at byte {chunk1})")
+    p.write_bytes(data[:chunk1 + 30])
+    with pytest.raises(traces.TraceError, match=r"inside chunk 1 payload at byte"):
+        traces.read_all(p)
+
+
+def test_text_stream_rejected() -> None:
+    with pytest.raises(TypeError, match="binary"):
+        traces.open(io.StringIO("KVTRACE"))
