@@ -64,7 +64,7 @@ from .format import (
     VERSION,
     TraceError,
 )
-from .inspect import reuse_distance, summarize
+from .inspect import check_records, reuse_distance, summarize
 from .reader import ChunkInfo, TraceReader, read_all
 from .reader import open_trace as open  # noqa: A001 -- the documented entry point
 from .writer import Writer, recompress
@@ -81,7 +81,7 @@ __all__ = [
     "Header", "RECORD_DTYPE", "RECORD_SIZE", "VERSION", "DEFAULT_CHUNK_RECORDS",
     "MAX_CHUNK_RECORDS", "CODEC_RAW", "CODEC_ZSTD",
     # inspection
-    "summarize", "reuse_distance",
+    "summarize", "reuse_distance", "check_records",
     # enums (mirror trace_format.h)
     "KIND_LOAD", "KIND_STORE", "KIND_PREFETCH", "KIND_MARKER", "NUM_KINDS", "KIND_NAMES",
     "MARK_NONE", "MARK_COMMAND", "MARK_OP", "MARK_PHASE", "MARK_WARMUP_BEGIN",

@@ -120,3 +120,40 @@ def test_reuse_distance_cap() -> None:
     h = traces.reuse_distance(_kvt(rec), max_accesses=100)
     assert h["accesses"] == 100 and h["truncated"]
     assert h == traces.reuse_distance(rec, max_accesses=100)
+
+
+def test_check_records() -> None:
+    L, S, P, M = (traces.KIND_LOAD, traces.KIND_STORE, traces.KIND_PREFETCH,
+                  traces.KIND_MARKER)
+    r = np.zeros(6, dtype=traces.RECORD_DTYPE)
+    r["kind"] = [M, L, L, S, P, M]
+    r["size"] = [0, 8, 8, 8, 1, 0]
+    r["flags"] = [traces.MARK_WARMUP_BEGIN, 0, 0, 0, 0, traces.MARK_WARMUP_END]
+    r["dep"] = [0, 0, 1, 1, 3, 0]
+    r["tag"] = [0, 1, 2, 1, 0, 0]
+    assert traces.check_records(r, HEADER) == []
+    bad = r.copy()
+    bad["kind"][0] = 9
+    bad["flags"][1] = 1
+    bad["size"][4] = 64
+    bad["size"][2] = 0
+    bad["dep"][4] = 2  # names record 2, a load: fine
+    bad["dep"][3] = 2  # names record 1, a load: fine
+    bad["dep"][5] = 9  # before the first record
+    bad["tag"][3] = 200
+    assert traces.check_records(bad, HEADER) == [
+        "1 record(s) have kind >= 4 (first: record 0)",
+        "1 record(s) are accesses with flags != 0 (first: record 1)",
+        "1 record(s) are prefetches with size != 1 (first: record 4)",
+        "1 record(s) are loads/stores with size 0 (first: record 2)",
+        "1 record(s) have dep pointing before the first record (first: record 5)",
+        "1 record(s) have tag not named in tags (first: record 3)",
+        "warm-up markers do not alternate WARMUP_BEGIN, WARMUP_END",  # record 0 is no marker
+    ]
+    r2 = r.copy()
+    r2["dep"][2] = 2  # names the marker
+    r2["flags"][5] = traces.MARK_WARMUP_BEGIN
+    assert traces.check_records(r2) == [
+        "1 record(s) have dep naming a record that is not a load (first: record 2)",
+        "warm-up markers do not alternate WARMUP_BEGIN, WARMUP_END",
+    ]
