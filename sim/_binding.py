@@ -142,6 +142,8 @@ def load_library() -> C.CDLL:
     lib.kvsimGetStats.argtypes = [C.c_void_p]
     lib.kvsimFree.restype = None
     lib.kvsimFree.argtypes = [C.c_void_p]
+    lib.kvsimPeekSet.restype = u32
+    lib.kvsimPeekSet.argtypes = [C.c_void_p, u32, u64, C.POINTER(u64)]
     lib.kvsimStatsSize.restype = C.c_size_t
     lib.kvsimConfigSize.restype = C.c_size_t
     if lib.kvsimStatsSize() != C.sizeof(Stats) or lib.kvsimConfigSize() != C.sizeof(EngineConfig):
@@ -209,6 +211,12 @@ class Engine:
         self._lib.kvsimFinish(self._h)
         st = self._lib.kvsimGetStats(self._h).contents
         return stats_to_dict(st, self._cfg.nlevels)
+
+    def peek_set(self, level: int, set_index: int) -> list[int | None]:
+        """Lines held by one set, way by way (None = invalid way); for tests."""
+        buf = (u64 * 4096)()
+        n = self._lib.kvsimPeekSet(self._h, level, set_index, buf)
+        return [x - 1 if x else None for x in buf[:n]]
 
     def close(self) -> None:
         if self._h:

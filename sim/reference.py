@@ -693,6 +693,10 @@ class ReferenceSim:
                 self.st["records"] += 1
                 self.recno += 1
 
+    def peek_set(self, level: int, set_index: int) -> list[int | None]:
+        """Lines held by one set, way by way (None = invalid way); for tests."""
+        return [x.line if x is not None else None for x in self.levels[level].sets[set_index]]
+
     def finish(self) -> dict:
         if self.finished:
             return self.stats

@@ -727,6 +727,13 @@ void kvsimFinish(kvsimSim *s) {
 }
 
 const kvsimStats *kvsimGetStats(const kvsimSim *s) { return &s->stats; }
+
+uint32_t kvsimPeekSet(const kvsimSim *s, uint32_t level, uint64_t set, uint64_t *out) {
+    if (level >= s->n || set >= s->lv[level].sets) return 0;
+    const Level *L = &s->lv[level];
+    memcpy(out, L->tags + set * L->ways, L->ways * sizeof(uint64_t));
+    return L->ways;
+}
 size_t kvsimStatsSize(void) { return sizeof(kvsimStats); }
 size_t kvsimConfigSize(void) { return sizeof(kvsimConfig); }
 

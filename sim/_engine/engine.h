@@ -171,6 +171,10 @@ void kvsimRun(kvsimSim *s, const kvtRecord *recs, size_t n);
 void kvsimFinish(kvsimSim *s);
 
 const kvsimStats *kvsimGetStats(const kvsimSim *s);
+
+/* Test hook: write the line numbers held by (level, set), one per way (line + 1;
+ * 0 = invalid way), to out[0 .. ways-1].  Returns ways, or 0 for a bad level/set. */
+uint32_t kvsimPeekSet(const kvsimSim *s, uint32_t level, uint64_t set, uint64_t *out);
 size_t kvsimStatsSize(void);
 size_t kvsimConfigSize(void);
 void kvsimFree(kvsimSim *s);

@@ -1,0 +1,101 @@
+"""sim.simulate: per-line counting, warm-up, markers, JSON output and the DataFrame."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+
+import sim
+import traces
+from sim.tests.conftest import records
+
+SMALL = {"name": "small", "cache": [
+    {"name": "L1", "size": "1KiB", "ways": 2, "line": 64},
+    {"name": "L2", "size": "4KiB", "ways": 4, "line": 64},
+]}
+
+
+@pytest.fixture(params=["fast", "reference"])
+def engine(request):
+    return request.param
+
+
+def test_line_crossing_access_counts_twice(engine):
+    res = sim.simulate(records([(0, 60, 8)]), sim.parse_cpu(SMALL), engine=engine)
+    assert res["levels"][0]["accesses"] == 2 and res["levels"][0]["misses"] == 2
+    assert res["pieces"] == 2 and res["multiline_accesses"] == 1
+    assert res["instructions"] == 1 and res["records"] == 1
+
+
+def test_warmup_updates_state_but_is_not_counted(engine):
+    recs = records([
+        (3, 0, 0, 0, 0, 0, 0, traces.MARK_WARMUP_BEGIN),
+        (0, 0x1000, 8, 5),
+        (3, 0, 0, 0, 0, 0, 0, traces.MARK_WARMUP_END),
+        (0, 0x1000, 8, 2),
+    ])
+    res = sim.simulate(recs, sim.parse_cpu(SMALL), engine=engine)
+    l1 = res["levels"][0]
+    assert (l1["accesses"], l1["hits"], l1["misses"]) == (1, 1, 0)
+    assert res["warmup_records"] == 3 and res["records"] == 1
+    assert res["instructions"] == 3
+
+
+def test_store_covering_a_line_allocates_without_fetch(engine):
+    res = sim.simulate(records([(1, 0, 64), (1, 128, 8)]), sim.parse_cpu(SMALL), engine=engine)
+    l1 = res["levels"][0]
+    assert l1["misses"] == 2 and l1["fetches"] == 1
+    assert l1["writebacks"] == 2  # both dirty lines flushed at the end
+
+
+def test_tags_and_phases_and_dataframe(engine):
+    recs = records([
+        (3, 0, 0, 0, 0, 0, 0, traces.MARK_PHASE), (0, 0, 8, 0, 0, 1), (0, 4096, 8, 0, 0, 2),
+        (3, 1, 0, 0, 0, 0, 0, traces.MARK_PHASE), (1, 0, 8, 0, 0, 1),
+    ])
+    res = sim.simulate(recs, sim.parse_cpu(SMALL), engine=engine,
+                       tag_names=["other", "bucket", "key"])
+    json.dumps(res)  # JSON-serialisable
+    df = sim.stats_dataframe(res)
+    l1 = df[df.level == "L1"].set_index(["tag_name", "kind"])
+    assert l1.loc[("bucket", "load"), "misses"] == 1
+    assert l1.loc[("bucket", "store"), "hits"] == 1
+    assert l1.loc[("key", "load"), "accesses"] == 1
+    assert [p["phase"] for p in res["phases"]] == [0, 1]
+    assert res["phases"][1]["levels"][0]["accesses"] == 1
+    assert res["markers"] == {"phase": 2}
+
+
+def test_reader_source_and_header_tags(tmp_path):
+    recs = records([(0, 64 * i, 8, 0, 0, 1) for i in range(100)])
+    header = {"tags": ["other", "bucket"], "phases": []}
+    buf = io.BytesIO()
+    with traces.Writer(buf, header) as w:
+        w.write(recs)
+    buf.seek(0)
+    with traces.open(buf) as tr:
+        res = sim.simulate(tr, "graviton3")
+    assert res["mode"] == "timing" and res["cycles"] > 0 and res["ipc"] > 0
+    assert {r["tag_name"] for r in res["by_tag"]} == {"bucket"}
+
+
+def test_functional_flag_and_unknown_engine():
+    recs = records([(0, 0, 8)])
+    assert sim.simulate(recs, "xeon-8255c", functional=True)["cycles"] is None
+    with pytest.raises(ValueError):
+        sim.simulate(recs, "xeon-8255c", engine="turbo")
+    with pytest.raises(TypeError):
+        sim.simulate(np.zeros(3), "xeon-8255c")
+
+
+def test_every_preset_runs(engine):
+    rng = np.random.default_rng(3)
+    recs = records([(int(k), int(a), 8, 3) for k, a in
+                    zip(rng.choice([0, 1, 2], 400), rng.integers(0, 1 << 20, 400), strict=True)])
+    for name in sim.preset_names():
+        res = sim.simulate(recs, name, engine=engine)
+        assert res["cycles"] > 0
+        assert res["levels"][0]["accesses"] >= 400 - res["record_kinds"]["prefetch"]

@@ -1,0 +1,132 @@
+"""CPU files: presets load, `local` derives from sysfs, invalid files give one-line errors."""
+
+from __future__ import annotations
+
+import copy
+import tomllib
+
+import pytest
+
+import sim
+from sim.config import PRESET_DIR
+from sim.local import local_cpu
+
+GOOD = {
+    "name": "my-cpu", "freq_ghz": 3.0, "core": {"width": 4, "rob": 224},
+    "cache": [
+        {"name": "L1D", "size": "32KiB", "ways": 8, "line": 64, "latency": 5,
+         "replacement": "lru", "inclusion": "non-inclusive", "mshrs": 12},
+        {"name": "L2", "size": "1MiB", "ways": 16, "line": 64, "latency": 14},
+    ],
+    "dram": {"latency_ns": 90},
+    "tlb": {"l1_entries": 64, "l1_ways": 4, "l2_entries": 1536, "l2_ways": 12},
+    "prefetcher": [{"level": "L2", "kind": "stream"}],
+}
+
+
+def test_issue_example_schema_parses():
+    cpu = sim.parse_cpu(GOOD)
+    assert cpu.timing_capable
+    assert [c.sets for c in cpu.caches] == [64, 1024]
+    assert cpu.dram_latency_cycles == 270
+    assert cpu.prefetchers[0].level == 1
+
+
+def test_functional_only_file():
+    cpu = sim.parse_cpu({"name": "f", "cache": GOOD["cache"][:1]})
+    assert not cpu.timing_capable
+
+
+@pytest.mark.parametrize("mutate, key, reason", [
+    (lambda d: d["cache"][0].update(ways=0), "cache[0].ways", ">= 1"),
+    (lambda d: d["cache"][0].update(size="48KiB", ways=8), "cache[0].size", "power of two"),
+    (lambda d: d["cache"][1].update(replacement="lfu"), "cache[1].replacement", "unknown policy"),
+    (lambda d: d["cache"][0].update(line=48), "cache[0].line", "power of two"),
+    (lambda d: d["cache"][1].update(line=128), "cache[1].line", "L1 line size"),
+    (lambda d: d["cache"][0].update(inclusion="exclusive"), "cache[0].inclusion", "last level"),
+    (lambda d: d["cache"][1].update(inclusion="mostly"), "cache[1].inclusion", "unknown value"),
+    (lambda d: d["cache"][0].update(size="24KiB", ways=6, replacement="plru"), "cache[0].ways",
+     "plru"),
+    (lambda d: d["cache"][0].update(size="32 parsecs"), "cache[0].size", "expected a size"),
+    (lambda d: d["core"].update(rob=0), "core.rob", "> 0"),
+    (lambda d: d["core"].update(width="four"), "core.width", "expected int"),
+    (lambda d: d["dram"].pop("latency_ns"), "dram.latency_ns", "missing"),
+    (lambda d: d["tlb"].update(l1_entries=48, l1_ways=4), "tlb.l1_entries", "power-of-two"),
+    (lambda d: d["tlb"].update(page_size="1GiB"), "tlb.page_size", "4KiB or 2MiB"),
+    (lambda d: d["prefetcher"][0].update(kind="markov"), "prefetcher[0].kind", "unknown"),
+    (lambda d: d["prefetcher"][0].update(level="L9"), "prefetcher[0].level", "unknown cache"),
+    (lambda d: d.update(cache=[]), "cache", "at least one"),
+    (lambda d: d.update(colour="red"), "colour", "unknown top-level key"),
+])
+def test_invalid_files_name_key_and_reason(mutate, key, reason):
+    doc = copy.deepcopy(GOOD)
+    mutate(doc)
+    with pytest.raises(sim.ConfigError) as e:
+        sim.parse_cpu(doc)
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert msg.startswith(key), msg
+    assert reason in msg, msg
+
+
+def test_unknown_cpu_lists_valid_names():
+    with pytest.raises(sim.ConfigError) as e:
+        sim.load_cpu("pentium-4")
+    for n in ("graviton3", "xeon-8255c", "local"):
+        assert n in str(e.value)
+
+
+def test_bad_toml_file(tmp_path):
+    p = tmp_path / "bad.toml"
+    p.write_text("name = \n")
+    with pytest.raises(sim.ConfigError, match="invalid TOML"):
+        sim.load_cpu(str(p))
+
+
+@pytest.mark.parametrize("name", ["xeon-8255c", "xeon-8488c", "graviton3", "graviton4",
+                                  "epyc-7713"])
+def test_presets_load_and_carry_sources(name):
+    cpu = sim.load_cpu(name)
+    assert cpu.timing_capable and cpu.tlb is not None and cpu.prefetchers
+    doc = tomllib.loads((PRESET_DIR / f"{name}.toml").read_text())
+    # every cache level documents its numbers with a source / confidence code
+    for c in doc["cache"]:
+        assert c["src"], c["name"]
+        for v in c["src"].values():
+            assert v.split()[0] in ("V", "R", "E", "M"), v
+
+
+def test_list_presets():
+    rows = sim.list_presets()
+    names = [r["name"] for r in rows]
+    assert {"xeon-8255c", "xeon-8488c", "graviton3", "graviton4", "epyc-7713", "local"} <= set(names)
+    for r in rows:
+        assert {"name", "description", "freq_ghz", "levels"} <= set(r)
+
+
+def test_local_from_fake_sysfs(tmp_path):
+    for i, (lvl, typ, size, ways, sets) in enumerate([
+        (1, "Data", "48K", 12, 64), (1, "Instruction", "64K", 16, 64),
+        (2, "Unified", "2048K", 16, 2048), (3, "Unified", "491520K", 16, 491520),
+    ]):
+        d = tmp_path / f"index{i}"
+        d.mkdir()
+        for k, v in {"level": lvl, "type": typ, "size": size, "ways_of_associativity": ways,
+                     "number_of_sets": sets, "coherency_line_size": 64}.items():
+            (d / k).write_text(f"{v}\n")
+    cpu = local_cpu(tmp_path)
+    assert [c.name for c in cpu.caches] == ["L1D", "L2", "L3"]
+    assert cpu.caches[0].size == 48 * 1024 and cpu.caches[0].latency == 5
+    assert cpu.caches[1].latency == 16
+    assert cpu.caches[2].size == 4 * 1024 * 1024  # the measured effective L3, not 480 MiB
+    assert any("480" in n or "491520" in n for n in cpu.notes)
+    assert cpu.freq_ghz == pytest.approx(3.46)
+    over = local_cpu(tmp_path, {"l3_effective": "8MiB", "dram_latency_ns": 120})
+    assert over.caches[2].size == 8 * 1024 * 1024 and over.dram_latency_ns == 120
+    with pytest.raises(sim.ConfigError, match="unknown local override"):
+        local_cpu(tmp_path, {"l4_latency": 3})
+
+
+def test_local_on_this_machine():
+    cpu = sim.load_cpu("local")
+    assert cpu.caches and cpu.caches[0].name == "L1D"
