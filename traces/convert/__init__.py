@@ -7,7 +7,140 @@ One module per foreign format, each documenting its mapping and what is lost:
 * :mod:`traces.convert.lackey`   Valgrind lackey ``--trace-mem=yes`` text (read and write)
 * :mod:`traces.convert.champsim` ChampSim ``input_instr`` binary traces (write, read back)
 
-Import the module you need, e.g. ``from traces.convert.dinero import din_to_records``.
+:func:`convert` (behind ``kvsim convert``) picks the formats from the file names and streams
+``.kvt`` input chunk by chunk where the output format allows.
 """
 
-__all__ = ["champsim", "dinero", "gem5", "lackey"]
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = ["FORMATS_IN", "FORMATS_OUT", "convert", "guess_format"]
+
+FORMATS_IN = ("kvt", "dinero", "lackey", "gem5")
+FORMATS_OUT = ("kvt", "dinero", "lackey", "champsim", "gem5")
+
+_SUFFIXES = [  # (name ending, format); first match wins
+    (".kvt", "kvt"), (".din", "dinero"), (".dinero", "dinero"), (".trc", "gem5"),
+    (".trc.gz", "gem5"), (".champsimtrace", "champsim"), (".champsimtrace.xz", "champsim"),
+    (".champsimtrace.gz", "champsim"), (".champsimtrace.bz2", "champsim"),
+    (".champsim", "champsim"), (".lackey", "lackey"), (".lackey.txt", "lackey"),
+]
+
+
+def guess_format(name: str) -> str:
+    """Format name for a file name (``-`` is kvt); raises ValueError when unknown."""
+    if name == "-":
+        return "kvt"
+    low = name.lower()
+    for ending, fmt in _SUFFIXES:
+        if low.endswith(ending):
+            return fmt
+    known = ", ".join(e for e, _ in _SUFFIXES)
+    raise ValueError(f"cannot tell the trace format of {name!r} (known endings: {known}); "
+                     f"pass it explicitly")
+
+
+@contextlib.contextmanager
+def _atomic(dst: str) -> Iterator[str]:
+    """Yield a temp path beside ``dst`` (same ending, so suffix rules hold); rename on
+    success, remove on error."""
+    p = Path(dst)
+    tmp = p.with_name(f".tmp-{os.getpid()}-{p.name}")
+    try:
+        yield str(tmp)
+        os.replace(tmp, p)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _read(src: str, fmt: str) -> tuple[Any, dict[str, Any]]:
+    """(records or iterable of record chunks, kvt header) for ``src``."""
+    import traces
+
+    if fmt == "kvt":
+        reader = traces.open(src)
+        return reader, reader.header
+    header = {"producer": {"name": "traces.convert", "version": traces.__version__,
+                           "git_commit": None},
+              "workload": {"name": f"converted from {fmt}", "source": os.path.basename(src)},
+              "tags": traces.TAG_NAMES, "markers": traces.MARKER_NAMES}
+    if fmt == "dinero":
+        from .dinero import din_to_records
+
+        return din_to_records(sys.stdin if src == "-" else src), header
+    if fmt == "lackey":
+        from .lackey import lackey_to_records
+
+        sites: list[str] = []
+        rec = lackey_to_records(sys.stdin if src == "-" else src, sites=sites)
+        return rec, {**header, "sites": sites}
+    if fmt == "gem5":
+        from .gem5 import gem5_to_records
+
+        g5, rec = gem5_to_records(sys.stdin.buffer if src == "-" else src)
+        return rec, {**header, "gem5": {"obj_id": g5["obj_id"], "tick_freq": g5["tick_freq"]}}
+    raise ValueError(f"cannot read format {fmt!r} (readable: {', '.join(FORMATS_IN)})")
+
+
+def convert(src: str, dst: str, src_format: str | None = None,
+            dst_format: str | None = None) -> dict[str, Any]:
+    """Convert trace ``src`` to ``dst``; formats are guessed from the names when omitted.
+
+    Readable: kvt, dinero, lackey, gem5. Writable: kvt, dinero, lackey, champsim, gem5.
+    ``-`` means stdin / stdout. A ``.kvt`` input is validated as it streams; on any error
+    nothing is left at ``dst``. Returns ``{"from", "to", "records"}`` where ``records``
+    counts records (kvt output) or lines/packets/instructions written (other formats).
+    """
+    fin = (src_format or guess_format(src)).lower()
+    fout = (dst_format or guess_format(dst)).lower()
+    if fin not in FORMATS_IN:
+        raise ValueError(f"cannot read format {fin!r} (readable: {', '.join(FORMATS_IN)})")
+    if fout not in FORMATS_OUT:
+        raise ValueError(f"cannot write format {fout!r} (writable: {', '.join(FORMATS_OUT)})")
+    import traces
+
+    if fin == "kvt" and fout == "kvt":
+        with contextlib.ExitStack() as stack:
+            out = dst if dst == "-" else stack.enter_context(_atomic(dst))
+            n = traces.recompress(src, out)["records"]
+        return {"from": fin, "to": fout, "records": n}
+    records, header = _read(src, fin)
+    with contextlib.ExitStack() as stack:
+        if hasattr(records, "close"):
+            stack.callback(records.close)
+        binary = fout in ("kvt", "champsim", "gem5")
+        out: Any = (sys.stdout.buffer if binary else sys.stdout) if dst == "-" else \
+            stack.enter_context(_atomic(dst))
+        n = _write(records, header, out, fout)
+    return {"from": fin, "to": fout, "records": n}
+
+
+def _write(records: Any, header: dict[str, Any], out: Any, fmt: str) -> int:
+    import traces
+
+    if fmt == "kvt":
+        with traces.Writer(out, header) as w:
+            for chunk in [records] if hasattr(records, "dtype") else records:
+                w.write(chunk)
+        return w.total_records
+    if fmt == "dinero":
+        from .dinero import records_to_din
+
+        return records_to_din(records, out)
+    if fmt == "lackey":
+        from .lackey import records_to_lackey
+
+        return records_to_lackey(records, out, instructions=True)
+    if fmt == "champsim":
+        from .champsim import records_to_champsim
+
+        return int(records_to_champsim(records, out)["instructions"])
+    from .gem5 import records_to_gem5
+
+    return records_to_gem5(records, out, compress=None if isinstance(out, str) else False)
