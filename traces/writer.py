@@ -44,6 +44,19 @@ __all__ = ["Writer", "encode_header", "recompress"]
 _CODECS = {"raw": CODEC_RAW, "zstd": CODEC_ZSTD}
 
 
+def _json_default(obj: Any) -> Any:
+    """Let headers hold numpy scalars and arrays (common in workload specs)."""
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    raise TypeError(f"header value of type {type(obj).__name__} is not JSON serializable")
+
+
 def encode_header(header: dict[str, Any]) -> bytes:
     """Return the file header bytes (fixed part, canonical JSON, crc32) for ``header``.
 
@@ -53,7 +66,7 @@ def encode_header(header: dict[str, Any]) -> bytes:
     if h.setdefault("format_version", VERSION) != VERSION:
         raise ValueError(f"header format_version {h['format_version']!r} != {VERSION}")
     body = json.dumps(h, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False).encode("utf-8")
+                      allow_nan=False, default=_json_default).encode("utf-8")
     fixed = FIXED_HEADER.pack(MAGIC, VERSION, RECORD_SIZE, len(body))
     crc = zlib.crc32(body, zlib.crc32(fixed))
     return fixed + body + crc.to_bytes(4, "little")
@@ -210,21 +223,26 @@ class Writer:
             self._tmp = None
 
 
-def recompress(src: PathOrStream, dst: PathOrStream, codec: str = "zstd") -> dict[str, int]:
-    """Copy trace ``src`` to ``dst`` re-encoding every chunk with ``codec``.
+def recompress(src: PathOrStream, dst: PathOrStream, codec: str = "zstd",
+               chunk_records: int | None = None) -> dict[str, int]:
+    """Copy trace ``src`` to ``dst`` re-encoding it with ``codec``.
 
-    Chunk boundaries and the header are kept (the header is re-serialized canonically). The
-    input is fully validated while streaming; on any error (TraceError) nothing is left at a
-    ``dst`` path. Returns ``{"chunks": n, "records": n}``.
+    Records are re-chunked to ``chunk_records`` per chunk (default: the source header's
+    ``chunk_records`` if valid, else 65536), so the output header's ``chunk_records`` is
+    truthful and the output bytes depend only on the records, header and codec. The header
+    is re-serialized canonically. The input is fully validated while streaming; on any error
+    (TraceError) nothing is left at a ``dst`` path. Returns ``{"chunks": n, "records": n}``
+    of the output.
     """
     with open_trace(src) as tr:
         header = dict(tr.header)
-        chunk_records = header.get("chunk_records", DEFAULT_CHUNK_RECORDS)
-        if not isinstance(chunk_records, int) or not 1 <= chunk_records <= MAX_CHUNK_RECORDS:
-            chunk_records = DEFAULT_CHUNK_RECORDS
+        if chunk_records is None:
+            chunk_records = header.get("chunk_records", DEFAULT_CHUNK_RECORDS)
+            if not isinstance(chunk_records, int) or not 1 <= chunk_records <= MAX_CHUNK_RECORDS:
+                chunk_records = DEFAULT_CHUNK_RECORDS
         with Writer(dst, header, codec=codec, chunk_records=chunk_records) as w:
-            for _, records in tr.iter_chunks():
-                w.write_chunk(records)
-            if not tr.complete:  # defensive: iter_chunks only stops at a checked end
+            for records in tr:
+                w.write(records)
+            if not tr.complete:  # defensive: iteration only stops at a checked end chunk
                 raise RuntimeError("trace reader stopped before the end chunk")
         return {"chunks": w.n_chunks, "records": w.total_records}

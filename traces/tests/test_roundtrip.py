@@ -123,6 +123,17 @@ def test_recompress(tmp_path: Path, src_codec: str, dst_codec: str) -> None:
     with open(src, "rb") as f:  # from a stream too
         traces.recompress(f, tmp_path / "dst2.kvt", codec=dst_codec)
     assert (tmp_path / "dst2.kvt").read_bytes() == dst.read_bytes()
+    traces.recompress(src, tmp_path / "dst3.kvt", codec=dst_codec, chunk_records=700)
+    assert (tmp_path / "dst3.kvt").read_bytes() == _write_bytes(records, dst_codec, 700)
+
+
+def test_header_accepts_numpy_values() -> None:
+    data = _write_bytes(random_records(1), header={"n": np.int64(3), "a": np.arange(2),
+                                                   "f": np.float32(0.5), "b": np.bool_(True)})
+    with traces.open(io.BytesIO(data)) as tr:
+        assert tr.header["n"] == 3 and tr.header["a"] == [0, 1] and tr.header["b"] is True
+    with pytest.raises(TypeError):
+        traces.Writer(io.BytesIO(), {"x": object()})
 
 
 def test_recompress_bad_input_leaves_no_file(tmp_path: Path) -> None:
