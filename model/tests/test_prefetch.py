@@ -1,0 +1,210 @@
+"""The batched-path models: what each batch touches, and that prefetching is advisory."""
+
+from collections import Counter
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from model.batching import (
+    get_keys_from_command,
+    load_prefetch_order,
+    multikey_batches,
+    pipeline_lookahead,
+    prefetch_next_batch_size,
+)
+from model.dictmodel import Dict, dict_prefetch_keys
+from model.hashing import colliding_keys, keyspace_hash
+from model.hashtable import Hashtable
+from model.prefetch import (
+    IncrementalFindState,
+    PrefetchState,
+    hashtable_prefetch,
+    incremental_find_get_result,
+    incremental_find_init,
+    incremental_find_step,
+    iterator_prefetch_order,
+)
+from model.resp import encode_command, split_commands
+from model.strategies import command, key_pool
+
+UNIVERSE = [b"k%d" % i for i in range(30)] + list(colliding_keys(b"c", 12, 3, True))
+ops = st.lists(st.tuples(st.booleans(), st.sampled_from(UNIVERSE)), max_size=80)
+
+
+def build(oplist, cls=Hashtable):
+    t = cls(hash_fn=keyspace_hash)
+    present = set()
+    for add, k in oplist:
+        if add:
+            t.add(k)
+            present.add(k)
+        else:
+            t.delete(k)
+            present.discard(k)
+    return t, present
+
+
+def standalone(ht, key):
+    trace = []
+    st_ = incremental_find_init(ht, key, trace)
+    steps, states = 0, [st_.state]
+    while incremental_find_step(st_):
+        steps += 1
+        states.append(st_.state)
+    return st_, trace, states
+
+
+@given(ops, st.sampled_from(UNIVERSE))
+def test_incremental_find_equals_find_and_never_rehashes(oplist, key):
+    ht, present = build(oplist)
+    before = (ht.rehash_steps, ht.rehash_idx)
+    st_, trace, states = standalone(ht, key)
+    assert (incremental_find_get_result(st_) == key) == (key in present)
+    assert st_.state in (IncrementalFindState.FOUND, IncrementalFindState.NOT_FOUND)
+    assert (ht.rehash_steps, ht.rehash_idx) == before  # incremental find never rehashes
+    # one prefetch per step at most, and only for this key
+    assert sum(a.op == "prefetch" for a in trace) <= len(states)
+    assert all(a.key == key for a in trace)
+    assert set(states) <= {IncrementalFindState.NEXT_ENTRY, IncrementalFindState.CHECK_ENTRY,
+                           IncrementalFindState.NEXT_BUCKET, IncrementalFindState.FOUND,
+                           IncrementalFindState.NOT_FOUND}
+
+
+@given(ops, st.lists(st.sampled_from(UNIVERSE), min_size=2, max_size=20))
+def test_round_robin_prefetches_only_batch_keys_in_per_key_order(oplist, batch):
+    ht, present = build(oplist)
+    trace = hashtable_prefetch([(ht, k) for k in batch])
+    prefetched = {a.key for a in trace if a.op == "prefetch"}
+    assert prefetched <= set(batch)  # every prefetched key is demanded by the batch
+    # values are prefetched for found keys only, and only once per batch position
+    vals = Counter(a.key for a in trace if a.what == "value")
+    assert set(vals) <= present
+    assert all(vals[k] <= batch.count(k) for k in vals)
+    if ht.size():
+        # interleaving does not change what each key touches: per-key projection equals
+        # a standalone incremental find (+ its value prefetch)
+        for k in set(batch):
+            _, alone, _ = standalone(ht, k)
+            proj = [a for a in trace if a.key == k and a.what != "value"]
+            assert proj == alone * batch.count(k) or Counter(proj) == Counter(
+                alone * batch.count(k))
+
+
+def test_round_robin_interleaves_one_prefetch_per_turn():
+    ht = Hashtable(hash_fn=keyspace_hash)
+    keys = [b"k%d" % i for i in range(8)]
+    for k in keys:
+        ht.add(k)
+    trace = [a for a in hashtable_prefetch([(ht, k) for k in keys]) if a.op == "prefetch"]
+    # first turn: one bucket prefetch per key, in batch order
+    assert [(a.what, a.key) for a in trace[:8]] == [("bucket", k) for k in keys]
+    assert hashtable_prefetch([(ht, b"k0")]) == []  # a single key is not prefetched
+    assert hashtable_prefetch([(None, b"k0"), (None, b"k1")]) == []  # no table: DONE
+    _ = PrefetchState
+
+
+def test_rehash_mid_batch_makes_prefetched_buckets_stale_but_answers_stay_right():
+    """The seed risk made visible: prefetch a batch, then execute inserts that grow the
+    table; some prefetched bucket is no longer on the demand path, yet lookups (which
+    re-derive the bucket) answer as naive execution does."""
+    ht = Hashtable(hash_fn=keyspace_hash)
+    for i in range(6):
+        ht.add(b"k%d" % i)
+    batch = [b"n%d" % i for i in range(16)]
+    trace = hashtable_prefetch([(ht, k) for k in batch])
+    pre = {a.key: a.ref for a in trace if a.what == "bucket"}
+    stale = 0
+    for k in batch:
+        first = ht.first_bucket(keyspace_hash(k))
+        stale += first is None or first[1].bid != pre[k]
+        ht.add(k)  # the demand access: re-derives the bucket, may start a rehash
+        assert ht.find(k)
+    ht.check_valid()
+    assert stale > 0
+
+
+def test_dict_prefetcher_assume_hit_prefetches_an_undemanded_entry():
+    """Redis's "last node, not rehashing: assume hit" shortcut prefetches the value of
+    whatever key sits alone in the bucket, demanded or not (harmless: advisory)."""
+    d = Dict(hash_fn=keyspace_hash)
+    d.add(b"present")
+    h = keyspace_hash(b"present") & 3
+    absent = next(k for k in (b"a%d" % i for i in range(1000))
+                  if keyspace_hash(k) & 3 == h and k != b"present")
+    trace = dict_prefetch_keys([(d, absent), (d, b"zzz")])
+    vals = [a for a in trace if a.what == "value"]
+    assert any(a.ref == b"present" and a.key == absent for a in vals)
+
+
+@given(ops, st.lists(st.sampled_from(UNIVERSE), min_size=2, max_size=20))
+def test_dict_prefetcher_touches_only_batch_keys(oplist, batch):
+    d, present = build(oplist, Dict)
+    before = (d.rehashidx, d.ht_used[:])
+    trace = dict_prefetch_keys([(d, k) for k in batch])
+    assert {a.key for a in trace} <= set(batch)
+    assert (d.rehashidx, d.ht_used) == before
+    found = {a.key for a in trace if a.what == "value" and a.ref == a.key}
+    assert found <= present
+
+
+@given(st.integers(0, 300), st.integers(1, 64))
+def test_multikey_batches_adaptive_tail(n, b):
+    rs = multikey_batches(n, b)
+    assert [i for r in rs for i in r] == list(range(n))
+    assert all(len(r) == b for r in rs[:-1])
+    if rs:
+        assert 1 <= len(rs[-1]) < 2 * b or len(rs[-1]) == b
+    assert prefetch_next_batch_size(32, 16) == 16 and prefetch_next_batch_size(31, 16) == 31
+
+
+POOL = key_pool()
+
+
+@settings(max_examples=60)
+@given(st.lists(command(POOL), min_size=1, max_size=6), st.integers(1, 128), st.data())
+def test_pipeline_lookahead_batches(cmds, bsize, data):
+    buf = b"".join(encode_command(*c) for c in cmds)
+    cut = data.draw(st.integers(0, len(buf)))
+    batches, perr, used = pipeline_lookahead(buf[:cut], bsize)
+    items, used2 = split_commands(buf[:cut])
+    assert perr is None and used == used2
+    flat = [c for b in batches for c in b.commands]
+    assert [c.argv for c in flat] == [i.argv for i in items]  # each command once, in order
+    for b in batches:
+        demanded = [k for c in b.commands for k in get_keys_from_command(c.argv)]
+        assert b.prefetch_keys == demanded[: len(b.prefetch_keys)]  # prefetched => demanded
+        assert len(b.prefetch_keys) <= bsize
+    # a command cut off at the end is not in any batch and is not consumed
+    assert used <= cut and all(c.end <= used for c in flat)
+
+
+@given(st.lists(st.sampled_from(UNIVERSE), min_size=1, max_size=60, unique=True),
+       st.booleans())
+def test_load_prefetch_targets_the_loaded_key(keys, cluster):
+    trace = load_prefetch_order([(k, b"v") for k in keys], cluster=cluster)
+    for i, a in enumerate(trace):
+        if a.op == "prefetch":
+            assert trace[i - 1] == ("read", "key", a.key, a.key)  # right after the key
+            assert trace[i + 1] == ("read", "value", a.key, a.key)  # before the value
+    assert [a for a in load_prefetch_order([(k, b"v") for k in keys], "none")
+            if a.op == "prefetch"] == []
+
+
+def test_load_prefetch_goes_stale_when_the_insert_grows_the_table():
+    keys = [b"k%d" % i for i in range(40)]
+    trace = load_prefetch_order([(k, b"v") for k in keys])
+    pre = [a.ref for a in trace if a.op == "prefetch"]
+    used = [a.ref for a in trace if a.op == "read" and a.what == "bucket"]
+    assert len(pre) == len(used) == 40
+    assert any(p != u for p, u in zip(pre, used, strict=True))  # resize made some stale
+
+
+@given(ops, st.booleans())
+def test_iterator_prefetches_only_what_it_then_returns(oplist, values):
+    ht, present = build(oplist)
+    trace = iterator_prefetch_order(ht, prefetch_values=values)
+    reads = [a.ref for a in trace if a.op == "read"]
+    assert sorted(reads) == sorted(present)
+    for i, a in enumerate(trace):
+        if a.op == "prefetch" and a.what in ("entry", "value"):
+            assert a.ref in reads[len([x for x in trace[:i] if x.op == "read"]):]
