@@ -135,7 +135,7 @@ class TraceReader:
         return TraceError(f"{self.name}: {where}: {msg}", name=self.name, chunk=chunk,
                           offset=offset)
 
-    def _read(self, n: int) -> bytes:
+    def _read(self, n: int) -> bytes | bytearray:
         """Read up to ``n`` bytes (fewer only at end of stream); advance the position."""
         if n <= _READ_PIECE:
             parts = []
@@ -154,7 +154,7 @@ class TraceReader:
                 if not b:
                     break
                 buf += b
-            data = bytes(buf)
+            data = buf  # no copy: large payloads are read into one bytearray
         self._pos += len(data)
         return data
 
@@ -226,7 +226,7 @@ class TraceReader:
             yield info, records
 
     def __iter__(self) -> Iterator[np.ndarray]:
-        """Yield one read-only numpy array (dtype RECORD_DTYPE) per chunk."""
+        """Yield one read-only numpy array (dtype RECORD_DTYPE) per chunk (copy to modify)."""
         for _, records in self.iter_chunks():
             yield records
 
@@ -286,12 +286,14 @@ class TraceReader:
         if codec == CODEC_ZSTD:
             payload = self._decompress(payload, raw_len, index, start)
         records = np.frombuffer(payload, dtype=RECORD_DTYPE)
+        records.flags.writeable = False  # same for every codec; copy to modify
         info = ChunkInfo(index, start, n, stored_bytes, codec)
         self.chunks.append(info)
         self.total_records += n
         return info, records
 
-    def _decompress(self, payload: bytes, raw_len: int, index: int, start: int) -> bytes:
+    def _decompress(self, payload: bytes | bytearray, raw_len: int, index: int,
+                    start: int) -> bytes:
         dobj = self._dctx.decompressobj()
         try:
             out = dobj.decompress(payload)

@@ -161,3 +161,26 @@ def test_mixed_codec_chunks_readable() -> None:
     with traces.open(io.BytesIO(buf.getvalue())) as tr:
         np.testing.assert_array_equal(tr.read_all(), records)
         assert tr.codecs == {"raw": 2, "zstd": 1}
+
+
+def test_chunks_are_read_only_and_read_all_is_writable() -> None:
+    data = _write_bytes(random_records(10), "raw")
+    with traces.open(io.BytesIO(data)) as tr:
+        (chunk,) = list(tr)
+    assert not chunk.flags.writeable
+    out = traces.read_all(io.BytesIO(data))
+    out["addr"][0] = 1  # read_all returns its own array
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("codec", ["raw", "zstd"])
+def test_largest_chunk_roundtrip(tmp_path: Path, codec: str) -> None:
+    n = traces.MAX_CHUNK_RECORDS
+    records = random_records(n + 5, 9)
+    p = tmp_path / "big.kvt"
+    with traces.Writer(p, HEADER, codec=codec, chunk_records=n) as w:
+        w.write(records)
+    with traces.open(p) as tr:
+        sizes = [c.size for c in tr]
+    assert sizes == [n, 5]
+    np.testing.assert_array_equal(traces.read_all(p), records)
