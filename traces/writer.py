@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import tempfile
+import warnings
 import zlib
 from pathlib import Path
 from typing import IO, Any
@@ -147,6 +148,12 @@ class Writer:
         if exc_type is None:
             self.close()
         else:
+            self.abort()
+
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True):
+            warnings.warn(f"traces.Writer for {self._target or 'a stream'} was never closed; "
+                          f"output discarded", ResourceWarning, stacklevel=2)
             self.abort()
 
     def write(self, records: Any) -> None:

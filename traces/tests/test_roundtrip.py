@@ -184,3 +184,14 @@ def test_largest_chunk_roundtrip(tmp_path: Path, codec: str) -> None:
         sizes = [c.size for c in tr]
     assert sizes == [n, 5]
     np.testing.assert_array_equal(traces.read_all(p), records)
+
+
+def test_unclosed_writer_leaves_nothing(tmp_path: Path) -> None:
+    w = traces.Writer(tmp_path / "t.kvt", HEADER)
+    w.write(random_records(10))
+    with pytest.warns(ResourceWarning, match="never closed"):
+        del w
+        import gc
+
+        gc.collect()
+    assert os.listdir(tmp_path) == []
