@@ -39,7 +39,7 @@
  * Conventions: public functions ksArena*; internals static, no prefix.
  * Credits: jemalloc's size classes and slab design (Jason Evans).
  */
-#define _GNU_SOURCE
+
 #include "arena.h"
 
 #include <assert.h>

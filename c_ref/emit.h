@@ -154,8 +154,8 @@ static inline void ksEmitWork(uint64_t n) {
 #define KS_ID_VAR(name) ksLoadId name
 #define KS_ID(expr) (expr)
 #else
-#define KS_LOAD(p, size, tag, site, dep) ((void)(dep), (ksLoadId)0)
-#define KS_STORE(p, size, tag, site, dep) ((void)0)
+#define KS_LOAD(p, size, tag, site, dep) ((void)(p), (void)(site), (void)(dep), (ksLoadId)0)
+#define KS_STORE(p, size, tag, site, dep) ((void)(p), (void)(site), (void)(dep))
 #define KS_PREFETCH(p, tag, site, dep) __builtin_prefetch((const void *)(p))
 #define KS_WORK(n) ((void)0)
 #define KS_MARK(marker, value) ((void)0)

@@ -42,7 +42,7 @@ void ksDestroy(ksKeyspace *ks);
 const char *ksLastError(const ksKeyspace *ks);
 
 /* Execute every complete RESP2 command in query[0..len) under `variant`.
- * *reply/*reply_len receive the concatenated replies; *consumed the bytes of query used
+ * *reply and *reply_len receive the concatenated replies; *consumed the bytes of query used
  * (an incomplete trailing command is left unconsumed).  A protocol error produces the
  * Valkey error reply, sets *consumed to len (the connection would be closed) and returns 0. */
 int ksExecute(ksKeyspace *ks, const char *variant, const uint8_t *query, size_t len,

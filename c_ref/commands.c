@@ -1,0 +1,508 @@
+/*
+ * commands.c -- the command table and the string/keyspace commands:
+ * GET SET DEL EXISTS MGET MSET MSETNX EXPIRE PEXPIRE TTL PTTL KEYS SCAN DBSIZE
+ * FLUSHALL, with Valkey's replies and error messages.
+ *
+ * Multi-key commands (MGET, MSET, MSETNX) run in batches when the multikey
+ * variant asks for it (Redis #15133): batch = 16 keys while >= 32 remain, else
+ * the whole remainder; each batch re-resolves its keys' slot tables (the
+ * #15043 fix) and lets the variant prefetch them before executing in order.
+ *
+ * Conventions: public ks...; command procs are static xxxCommand().
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <strings.h>
+#include <string.h>
+
+#include "keyspace.h"
+#include "siphash.h"
+
+#define PREFETCH_BATCH_SIZE 16
+
+/* --- Helpers --------------------------------------------------------------- */
+
+static int argEq(const sds a, const char *lit) { return strcasecmp(a, lit) == 0; }
+
+static int getLongLong(const sds s, long long *out) {
+    size_t len = sdslen(s);
+    if (len == 0 || len > 20) return -1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end != s + len) return -1;
+    if (s[0] == '+' || s[0] == ' ' || (s[0] == '0' && len > 1) || (s[0] == '-' && (len == 1 || s[1] == '0'))) return -1;
+    *out = v;
+    return 0;
+}
+
+static void replyValue(ksKeyspace *ks, ksClient *c, void *entry, ksLoadId dep) {
+    size_t len;
+    ksLoadId vd = 0;
+    const uint8_t *v = ksEntryGetValue(ks, entry, dep, &len, &vd);
+    ksReplyBulk(ks, c, v, len, vd);
+}
+
+/* --- GET / SET ------------------------------------------------------------- */
+
+static void getCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
+    ksKeyInfo ki;
+    if (cmd->prefetched) ki = cmd->key;
+    else ksKeyResolve(ks, cmd->argv[1], &ki);
+    void *e = ksDbFind(ks, &ki);
+    if (!e) ksReplyNull(ks, c);
+    else replyValue(ks, c, e, 0);
+}
+
+static void setCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
+    int nx = 0, xx = 0, keepttl = 0, get = 0;
+    long long expire = -1; /* absolute ms */
+    for (int j = 3; j < cmd->argc; j++) {
+        sds a = cmd->argv[j];
+        int has_next = j + 1 < cmd->argc;
+        if (argEq(a, "NX") && !xx) nx = 1;
+        else if (argEq(a, "XX") && !nx) xx = 1;
+        else if (argEq(a, "KEEPTTL") && expire < 0) keepttl = 1;
+        else if (argEq(a, "GET")) get = 1;
+        else if ((argEq(a, "EX") || argEq(a, "PX") || argEq(a, "EXAT") || argEq(a, "PXAT")) && has_next && !keepttl &&
+                 expire < 0) {
+            long long v;
+            if (getLongLong(cmd->argv[j + 1], &v)) {
+                ksReplyError(ks, c, "ERR value is not an integer or out of range");
+                return;
+            }
+            int secs = argEq(a, "EX") || argEq(a, "EXAT");
+            int rel = argEq(a, "EX") || argEq(a, "PX");
+            if (v <= 0 || (secs && v > LLONG_MAX / 1000)) {
+                ksReplyError(ks, c, "ERR invalid expire time in 'set' command");
+                return;
+            }
+            long long ms = secs ? v * 1000 : v;
+            if (rel && ms > LLONG_MAX - ks->now_ms) {
+                ksReplyError(ks, c, "ERR invalid expire time in 'set' command");
+                return;
+            }
+            expire = rel ? ks->now_ms + ms : ms;
+            j++;
+        } else {
+            ksReplyError(ks, c, "ERR syntax error");
+            return;
+        }
+    }
+    ksKeyInfo ki;
+    if (cmd->prefetched) ki = cmd->key;
+    else ksKeyResolve(ks, cmd->argv[1], &ki);
+    void *old = ksDbFind(ks, &ki);
+    if (get) {
+        if (old) replyValue(ks, c, old, 0);
+        else ksReplyNull(ks, c);
+    }
+    if ((nx && old) || (xx && !old)) {
+        if (!get) ksReplyNull(ks, c);
+        return;
+    }
+    if (keepttl && old) expire = ksDbGetExpire(ks, &ki, old);
+    sds v = cmd->argv[2];
+    ksDbSet(ks, &ki, (const uint8_t *)v, sdslen(v), expire);
+    if (!get) ksReplyStatus(ks, c, "OK");
+}
+
+/* --- DEL / EXISTS ---------------------------------------------------------- */
+
+static void delCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
+    long long n = 0;
+    for (int j = 1; j < cmd->argc; j++) {
+        ksKeyInfo ki;
+        ksKeyResolve(ks, cmd->argv[j], &ki);
+        void *e = ksDbFind(ks, &ki); /* expired keys do not count */
+        if (e) n += ksDbDelete(ks, &ki);
+    }
+    ksReplyInt(ks, c, n);
+}
+
+static void existsCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
+    long long n = 0;
+    for (int j = 1; j < cmd->argc; j++) {
+        ksKeyInfo ki;
+        ksKeyResolve(ks, cmd->argv[j], &ki);
+        if (ksDbFind(ks, &ki)) n++;
+    }
+    ksReplyInt(ks, c, n);
+}
+
+/* --- Multi-key batching ---------------------------------------------------- */
+
+/* prefetchNextBatchSize of Redis #15133: 16 while >= 32 remain, else all. */
+static int nextBatchSize(int remaining) {
+    return remaining >= 2 * PREFETCH_BATCH_SIZE ? PREFETCH_BATCH_SIZE : remaining;
+}
+
+/* Resolve keys argv[first + i*step] for i in [from, from+n) and prefetch them. */
+static void resolveBatch(ksKeyspace *ks, ksCommand *cmd, ksKeyInfo *ki, int first, int step, int from, int n,
+                         void **stale_tables) {
+    for (int i = 0; i < n; i++) {
+        ksKeyResolve(ks, cmd->argv[first + (from + i) * step], &ki[i]);
+        if (stale_tables) {
+            /* Test-only broken variant: tables cached from the first batch. */
+            if (from == 0) stale_tables[ki[i].slot] = ki[i].table;
+            else ki[i].table = stale_tables[ki[i].slot];
+        }
+    }
+    if (ks->var.multikey && n > 1) {
+        KS_MARK(KVT_MARK_BATCH, n);
+        ks->var.multikey(ks, ki, n);
+    }
+}
+
+/* Lookup honouring the stale-table test variant (which reads ki->table). */
+static void *findForBatch(ksKeyspace *ks, ksKeyInfo *ki, int stale) {
+    if (!stale) return ksDbFind(ks, ki);
+    void *found = NULL;
+    if (!ki->table || !ks->ops->find(ki->table, ki->key, ki->hash, &found)) return NULL;
+    return found;
+}
+
+static void **staleTables(ksKeyspace *ks) {
+    if (!ks->var.multikey_stale_table) return NULL;
+    return calloc((size_t)ks->nslots, sizeof(void *));
+}
+
+static void mgetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
+    int nkeys = cmd->argc - 1;
+    ksReplyArrayLen(ks, c, nkeys);
+    ksKeyInfo ki[2 * PREFETCH_BATCH_SIZE];
+    int batching = ks->var.multikey != NULL;
+    void **stale = staleTables(ks);
+    for (int done = 0; done < nkeys;) {
+        int n = batching ? nextBatchSize(nkeys - done) : 1;
+        resolveBatch(ks, cmd, ki, 1, 1, done, n, stale);
+        for (int i = 0; i < n; i++) {
+            void *e = findForBatch(ks, &ki[i], stale != NULL);
+            if (e) replyValue(ks, c, e, 0);
+            else ksReplyNull(ks, c);
+        }
+        done += n;
+    }
+    free(stale);
+}
+
+static int msetArity(ksKeyspace *ks, ksClient *c, ksCommand *cmd, const char *name) {
+    if ((cmd->argc % 2) == 0) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "ERR wrong number of arguments for '%s' command", name);
+        ksReplyError(ks, c, msg);
+        return -1;
+    }
+    return 0;
+}
+
+static void msetGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int nx) {
+    int npairs = (cmd->argc - 1) / 2;
+    ksKeyInfo ki[2 * PREFETCH_BATCH_SIZE];
+    int batching = ks->var.multikey != NULL;
+    void **stale = staleTables(ks);
+    if (nx) {
+        for (int done = 0; done < npairs;) {
+            int n = batching ? nextBatchSize(npairs - done) : 1;
+            resolveBatch(ks, cmd, ki, 1, 2, done, n, stale);
+            for (int i = 0; i < n; i++) {
+                if (findForBatch(ks, &ki[i], stale != NULL)) {
+                    free(stale);
+                    ksReplyInt(ks, c, 0);
+                    return;
+                }
+            }
+            done += n;
+        }
+    }
+    for (int done = 0; done < npairs;) {
+        int n = batching ? nextBatchSize(npairs - done) : 1;
+        resolveBatch(ks, cmd, ki, 1, 2, done, n, stale);
+        for (int i = 0; i < n; i++) {
+            sds v = cmd->argv[2 + 2 * (done + i)];
+            if (stale && ki[i].table && ki[i].table != ks->slots[ki[i].slot]) {
+                /* The broken variant writes through the stale table. */
+                void *e = ksEntryCreate(ks, ki[i].key, sdslen(ki[i].key), (const uint8_t *)v, sdslen(v), -1);
+                ksInsertPos pos;
+                void *existing;
+                if (ks->ops->findPositionForInsert(ki[i].table, ki[i].key, ki[i].hash, &pos, &existing))
+                    ks->ops->insertAtPosition(ki[i].table, e, &pos);
+                else
+                    ksEntryFree(ks, e);
+                continue;
+            }
+            ksDbSet(ks, &ki[i], (const uint8_t *)v, sdslen(v), -1);
+        }
+        done += n;
+    }
+    free(stale);
+    if (nx) ksReplyInt(ks, c, 1);
+    else ksReplyStatus(ks, c, "OK");
+}
+
+static void msetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
+    if (msetArity(ks, c, cmd, "mset") == 0) msetGeneric(ks, c, cmd, 0);
+}
+
+static void msetnxCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
+    if (msetArity(ks, c, cmd, "msetnx") == 0) msetGeneric(ks, c, cmd, 1);
+}
+
+/* --- Expiry commands ------------------------------------------------------- */
+
+static void expireGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int unit_ms, const char *name) {
+    long long v;
+    if (getLongLong(cmd->argv[2], &v)) {
+        ksReplyError(ks, c, "ERR value is not an integer or out of range");
+        return;
+    }
+    int nx = 0, xx = 0, gt = 0, lt = 0;
+    for (int j = 3; j < cmd->argc; j++) {
+        sds a = cmd->argv[j];
+        if (argEq(a, "NX")) nx = 1;
+        else if (argEq(a, "XX")) xx = 1;
+        else if (argEq(a, "GT")) gt = 1;
+        else if (argEq(a, "LT")) lt = 1;
+        else {
+            char msg[128];
+            snprintf(msg, sizeof(msg), "ERR Unsupported option %.64s", a);
+            ksReplyError(ks, c, msg);
+            return;
+        }
+    }
+    if (nx && (xx || gt || lt)) {
+        ksReplyError(ks, c, "ERR NX and XX, GT or LT options at the same time are not compatible");
+        return;
+    }
+    if (gt && lt) {
+        ksReplyError(ks, c, "ERR GT and LT options at the same time are not compatible");
+        return;
+    }
+    long long ms = v;
+    if (!unit_ms) {
+        if (v > LLONG_MAX / 1000 || v < LLONG_MIN / 1000) goto invalid;
+        ms = v * 1000;
+    }
+    if (ms > 0 && ms > LLONG_MAX - ks->now_ms) goto invalid;
+    long long when = ms + ks->now_ms;
+    ksKeyInfo ki;
+    ksKeyResolve(ks, cmd->argv[1], &ki);
+    void *e = ksDbFind(ks, &ki);
+    if (!e) {
+        ksReplyInt(ks, c, 0);
+        return;
+    }
+    long long cur = ksDbGetExpire(ks, &ki, e);
+    if ((nx && cur >= 0) || (xx && cur < 0) || (gt && (cur < 0 || when <= cur)) || (lt && cur >= 0 && when >= cur)) {
+        ksReplyInt(ks, c, 0);
+        return;
+    }
+    if (when <= ks->now_ms) { /* already expired: delete (checkAlreadyExpired) */
+        ksDbDelete(ks, &ki);
+        ksReplyInt(ks, c, 1);
+        return;
+    }
+    ksDbSetExpire(ks, &ki, e, when);
+    ksReplyInt(ks, c, 1);
+    return;
+invalid : {
+    char msg[96];
+    snprintf(msg, sizeof(msg), "ERR invalid expire time in '%s' command", name);
+    ksReplyError(ks, c, msg);
+}
+}
+
+static void expireCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) { expireGeneric(ks, c, cmd, 0, "expire"); }
+static void pexpireCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) { expireGeneric(ks, c, cmd, 1, "pexpire"); }
+
+static void ttlGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int ms) {
+    ksKeyInfo ki;
+    ksKeyResolve(ks, cmd->argv[1], &ki);
+    void *e = ksDbFind(ks, &ki);
+    if (!e) {
+        ksReplyInt(ks, c, -2);
+        return;
+    }
+    long long when = ksDbGetExpire(ks, &ki, e);
+    if (when < 0) {
+        ksReplyInt(ks, c, -1);
+        return;
+    }
+    long long ttl = when - ks->now_ms;
+    if (ttl < 0) ttl = 0;
+    ksReplyInt(ks, c, ms ? ttl : (ttl + 500) / 1000);
+}
+
+static void ttlCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) { ttlGeneric(ks, c, cmd, 0); }
+static void pttlCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) { ttlGeneric(ks, c, cmd, 1); }
+
+/* --- KEYS / SCAN / DBSIZE / FLUSHALL --------------------------------------- */
+
+static void keysCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
+    ksKeysCommand(ks, c, cmd->argv[1], sdslen(cmd->argv[1]));
+}
+
+typedef struct {
+    ksKeyspace *ks;
+    sds *keys;
+    size_t n, cap;
+} scanData;
+
+static void scanCallback(void *privdata, void *entry) {
+    scanData *d = privdata;
+    if (d->n == d->cap) {
+        d->cap = d->cap ? d->cap * 2 : 16;
+        d->keys = realloc(d->keys, d->cap * sizeof(sds));
+        if (!d->keys) abort();
+    }
+    d->keys[d->n++] = (sds)entry; /* resolved to keys after the scan call */
+}
+
+static void scanCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
+    sds cs = cmd->argv[1];
+    char *end;
+    errno = 0;
+    unsigned long long cursor = strtoull(cs, &end, 10);
+    if (sdslen(cs) == 0 || errno || end != cs + sdslen(cs) || cs[0] == '-') {
+        ksReplyError(ks, c, "ERR invalid cursor");
+        return;
+    }
+    long long count = 10;
+    const char *pat = NULL;
+    size_t plen = 0;
+    for (int j = 2; j < cmd->argc; j++) {
+        if (argEq(cmd->argv[j], "COUNT") && j + 1 < cmd->argc) {
+            if (getLongLong(cmd->argv[j + 1], &count)) {
+                ksReplyError(ks, c, "ERR value is not an integer or out of range");
+                return;
+            }
+            if (count < 1) {
+                ksReplyError(ks, c, "ERR syntax error");
+                return;
+            }
+            j++;
+        } else if (argEq(cmd->argv[j], "MATCH") && j + 1 < cmd->argc) {
+            pat = cmd->argv[j + 1];
+            plen = sdslen(pat);
+            j++;
+        } else if (argEq(cmd->argv[j], "TYPE") && j + 1 < cmd->argc) {
+            j++; /* every key is a string here; filtered below */
+            if (!argEq(cmd->argv[j], "string")) count = -count;
+        } else {
+            ksReplyError(ks, c, "ERR syntax error");
+            return;
+        }
+    }
+    int type_mismatch = count < 0;
+    if (count < 0) count = -count;
+    /* kvstoreScan: the low bits of the cursor select the slot table. */
+    int bits = ks->cluster ? 14 : 0;
+    unsigned long long slot = cursor & ((1ULL << bits) - 1);
+    unsigned long long tcur = cursor >> bits;
+    scanData d = {ks, NULL, 0, 0};
+    long long maxiter = count * 10;
+    while (slot < (unsigned long long)ks->nslots) {
+        void *t = ks->slots[slot];
+        if (t) tcur = ks->ops->scan(t, tcur, scanCallback, &d);
+        else tcur = 0;
+        if (tcur == 0) slot++;
+        if ((long long)d.n >= count || --maxiter <= 0) break;
+    }
+    unsigned long long next = slot >= (unsigned long long)ks->nslots ? 0 : ((tcur << bits) | slot);
+    char buf[32];
+    int n = snprintf(buf, sizeof(buf), "%llu", next);
+    /* Filter: expired keys and pattern. */
+    size_t kept = 0;
+    for (size_t i = 0; i < d.n; i++) {
+        void *entry = d.keys[i];
+        sds k = ksEntryGetKey(ks, entry, 0, NULL);
+        ksKeyInfo ki;
+        ki.key = k;
+        ki.slot = ks->cluster ? (int)ksKeyHashSlot(k, sdslen(k)) : 0;
+        ki.hash = ks->layout == KS_LAYOUT_LEGACY ? ksSiphash(k, sdslen(k), ks->sipkey) : 0;
+        if (ksEntryIsExpired(ks, ksDbGetExpire(ks, &ki, entry))) continue;
+        if (type_mismatch) continue;
+        if (pat && !ksStringMatch(pat, plen, k, sdslen(k))) continue;
+        d.keys[kept++] = k;
+    }
+    ksReplyArrayLen(ks, c, 2);
+    ksReplyBulk(ks, c, (const uint8_t *)buf, (size_t)n, 0);
+    ksReplyArrayLen(ks, c, (long long)kept);
+    for (size_t i = 0; i < kept; i++) ksReplyBulk(ks, c, (const uint8_t *)d.keys[i], sdslen(d.keys[i]), 0);
+    free(d.keys);
+}
+
+static void dbsizeCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
+    (void)cmd;
+    ksReplyInt(ks, c, (long long)ks->nkeys);
+}
+
+static void flushallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
+    for (int j = 1; j < cmd->argc; j++) {
+        if (!argEq(cmd->argv[j], "SYNC") && !argEq(cmd->argv[j], "ASYNC")) {
+            ksReplyError(ks, c, "ERR syntax error");
+            return;
+        }
+    }
+    ksDbFlush(ks);
+    ksReplyStatus(ks, c, "OK");
+}
+
+/* --- Command table --------------------------------------------------------- */
+
+static const ksCommandDef commandTable[] = {
+    {"get", 2, 1, getCommand},          {"set", -3, 1, setCommand},
+    {"del", -2, 1, delCommand},         {"exists", -2, 1, existsCommand},
+    {"mget", -2, 1, mgetCommand},       {"mset", -3, 1, msetCommand},
+    {"msetnx", -3, 1, msetnxCommand},   {"expire", -3, 1, expireCommand},
+    {"pexpire", -3, 1, pexpireCommand}, {"ttl", 2, 1, ttlCommand},
+    {"pttl", 2, 1, pttlCommand},        {"keys", 2, 0, keysCommand},
+    {"scan", -2, 0, scanCommand},       {"dbsize", 1, 0, dbsizeCommand},
+    {"flushall", -1, 0, flushallCommand},
+};
+
+const ksCommandDef *ksLookupCommand(const char *name, size_t len) {
+    for (size_t i = 0; i < sizeof(commandTable) / sizeof(commandTable[0]); i++) {
+        if (strlen(commandTable[i].name) == len && strncasecmp(commandTable[i].name, name, len) == 0)
+            return &commandTable[i];
+    }
+    return NULL;
+}
+
+/* addReplyErrorFormat replaces newlines so the error stays one line. */
+static void replyErrorSanitized(ksKeyspace *ks, ksClient *c, char *msg) {
+    for (char *p = msg; *p; p++)
+        if (*p == '\r' || *p == '\n') *p = ' ';
+    ksReplyError(ks, c, msg);
+}
+
+void ksExecuteCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
+    KS_MARK(KVT_MARK_COMMAND, c->ncommands);
+    c->ncommands++;
+    if (cmd->argc == 0) return;
+    const ksCommandDef *def = cmd->def ? cmd->def : ksLookupCommand(cmd->argv[0], sdslen(cmd->argv[0]));
+    if (!def) {
+        char args[160] = "";
+        size_t al = 0;
+        for (int i = 1; i < cmd->argc && al < 128; i++) {
+            int n = snprintf(args + al, sizeof(args) - al, "'%.*s' ", (int)(128 - al), cmd->argv[i]);
+            if (n < 0) break;
+            al += (size_t)n;
+            if (al >= sizeof(args)) al = sizeof(args) - 1;
+        }
+        char msg[400];
+        snprintf(msg, sizeof(msg), "ERR unknown command '%.128s', with args beginning with: %s", cmd->argv[0], args);
+        replyErrorSanitized(ks, c, msg);
+        return;
+    }
+    if ((def->arity > 0 && cmd->argc != def->arity) || (cmd->argc < -def->arity)) {
+        char msg[128];
+        snprintf(msg, sizeof(msg), "ERR wrong number of arguments for '%s' command", def->name);
+        ksReplyError(ks, c, msg);
+        return;
+    }
+    KS_WORK(0);
+    def->proc(ks, c, cmd);
+}

@@ -1,0 +1,205 @@
+/*
+ * keyspace.h -- internal definition of ksKeyspace and the modules around it.
+ *
+ *   kvsim_cref.h (public API: lib.c)
+ *        |
+ *   commands.c  (GET SET DEL ... on argv)   resp.c (RESP2 parse, replies)
+ *        |                                   variants.c (name -> function registry)
+ *   db.c        (kvstore: per-slot tables, lazy expiry, hash/slot once per key)
+ *        |
+ *   table.h --> table_hashtable.c -> hashtable.c      (table_dict.c -> dict.c)
+ *   object.c    (unified / legacy entries)     arena.c  emit.c  siphash.c
+ *
+ * Conventions: public (cross-file) functions ks* camelCase; static internals
+ * without prefix; the keyspace whose callbacks run is ksCur (single-threaded).
+ */
+#ifndef KS_KEYSPACE_H
+#define KS_KEYSPACE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arena.h"
+#include "emit.h"
+#include "hashtable.h"
+#include "object.h"
+#include "sds.h"
+#include "table.h"
+
+#define KS_CLUSTER_SLOTS 16384
+#define KS_MAX_BATCH 128
+#define KS_DEFAULT_BATCH 16
+
+/* --- Variants (variants.c) ------------------------------------------------- */
+
+typedef struct ksClient ksClient;
+
+/* Pipeline: process every complete command in the client's query buffer. */
+typedef void (*ksPipelineFn)(ksKeyspace *ks, ksClient *c);
+/* Multi-key: prefetch the keys of one MGET/MSET batch (keys[i], hashes[i],
+ * tables[i] already resolved); may be NULL (no prefetch). */
+typedef struct ksKeyInfo ksKeyInfo;
+typedef void (*ksMultikeyPrefetchFn)(ksKeyspace *ks, ksKeyInfo *keys, int n);
+/* Load: hooks around one key of a snapshot load (see snapshot.c). */
+typedef struct ksLoadVariant {
+    int prefetch_after_key; /* prefetch the target bucket between key and value */
+    int rehash_on_insert;   /* hash the key again at insert (#2311 regression) */
+} ksLoadVariant;
+
+typedef struct ksVariants {
+    ksPipelineFn pipeline;
+    const char *pipeline_name;
+    int batch;
+    ksMultikeyPrefetchFn multikey;
+    const char *multikey_name;
+    int multikey_stale_table; /* test-only broken variant: cache tables across batches */
+    ksLoadVariant load;
+    const char *load_name;
+    int iterate; /* KS_ITER_PREFETCH_* */
+    const char *iterate_name;
+} ksVariants;
+
+/* Parse "pipeline=lookahead batch=16 ..." over defaults; -1 and ks->err on error. */
+int ksParseVariants(ksKeyspace *ks, const char *spec, ksVariants *out);
+/* Names known for a family ("pipeline", "multikey", "load", "iterate"), comma separated. */
+const char *ksVariantNames(const char *family);
+/* Resolve one name of a family into v; -1 if unknown. */
+int ksSetVariant(ksVariants *v, const char *family, const char *name);
+
+/* --- Keys ------------------------------------------------------------------ */
+
+/* A lookup key with its hash and slot computed once. */
+struct ksKeyInfo {
+    sds key;
+    uint64_t hash;
+    int slot;
+    void *table;     /* slot table at resolve time (may be NULL) */
+    void *found;     /* prefetch result, if any */
+    ksFindState fs;  /* step machine state */
+    int state;       /* driver state */
+};
+
+/* --- Client ---------------------------------------------------------------- */
+
+typedef struct ksCommand {
+    int argc;
+    sds *argv;        /* arena; argv strings are arena sds (tag argv) */
+    int argv_cap;
+    const struct ksCommandDef *def;
+    ksKeyInfo key;    /* first key, resolved during lookahead */
+    int prefetched;
+    const char *proto_err; /* protocol error message (complete command = error) */
+} ksCommand;
+
+struct ksClient {
+    uint8_t *qbuf;    /* query buffer (arena, tag query_buf) */
+    size_t qlen, qpos, qcap;
+    uint8_t *rbuf;    /* reply buffer (arena, tag reply_buf) */
+    size_t rlen, rcap;
+    int closed;       /* protocol error: rest of the query is discarded */
+    uint64_t ncommands;
+};
+
+/* --- Keyspace -------------------------------------------------------------- */
+
+struct ksKeyspace {
+    ksArena *arena;
+    const ksTableOps *ops;
+    int layout;           /* KS_LAYOUT_* */
+    int cluster;
+    int nslots;           /* 1 or 16384 */
+    void **slots;         /* per-slot tables (arena, tag slot_table); NULL = none yet */
+    hashtable **expires;  /* legacy layout: per-slot expires tables (lazy) */
+    uint64_t seed;
+    uint8_t sipkey[16];
+    int64_t now_ms;
+    int hashtable_min_exp;
+    uint64_t nkeys;
+    ksVariants var;
+    ksClient client;
+    uint8_t *snap;        /* last snapshot saved (arena, tag snapshot_buf) */
+    size_t snap_len;
+    hashtableType ht_type;
+    hashtableType exp_type;
+    char err[256];
+};
+
+extern ksKeyspace *ksCur;
+
+/* --- db.c ------------------------------------------------------------------ */
+
+ksKeyspace *ksKeyspaceNew(const char *options, char *err, size_t errlen);
+void ksKeyspaceFree(ksKeyspace *ks);
+/* Hash (SipHash-1-2) and slot (CRC16 with {hashtag}) of key, recording the read
+ * of the key bytes (tag argv).  Resolves the slot table pointer into ki->table. */
+void ksKeyResolve(ksKeyspace *ks, sds key, ksKeyInfo *ki);
+unsigned ksKeyHashSlot(const char *key, size_t len);
+/* Lookup with lazy expiry: NULL if absent or expired (expired keys are deleted). */
+void *ksDbFind(ksKeyspace *ks, ksKeyInfo *ki);
+/* Like ksDbFind but without expiring (for EXISTS-style raw checks in tests). */
+void *ksDbFindRaw(ksKeyspace *ks, ksKeyInfo *ki);
+/* Set key to value; expire_ms < 0 = no expire.  Returns 1 if the key was new. */
+int ksDbSet(ksKeyspace *ks, ksKeyInfo *ki, const uint8_t *val, size_t vlen, int64_t expire_ms);
+/* Add a key known to be absent (snapshot load / tests), two-phase insert. */
+void ksDbAddNew(ksKeyspace *ks, ksKeyInfo *ki, void *entry);
+int ksDbDelete(ksKeyspace *ks, ksKeyInfo *ki);
+/* Expire of an existing entry (-1 none). */
+int64_t ksDbGetExpire(ksKeyspace *ks, ksKeyInfo *ki, void *entry);
+/* Set the expire of an existing key; returns the (possibly moved) entry. */
+void *ksDbSetExpire(ksKeyspace *ks, ksKeyInfo *ki, void *entry, int64_t when);
+void ksDbFlush(ksKeyspace *ks);
+/* The slot table, creating it if needed. */
+void *ksDbTableForWrite(ksKeyspace *ks, int slot);
+int ksDbCheckValid(ksKeyspace *ks, char *err, size_t errlen);
+bool ksEntryIsExpired(ksKeyspace *ks, int64_t when);
+
+/* --- resp.c ---------------------------------------------------------------- */
+
+/* Parse one command at c->qpos.  1 = complete (cmd filled, qpos advanced),
+ * 0 = incomplete, -1 = protocol error (cmd->proto_err set; the client closes). */
+int ksParseCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
+void ksCommandFree(ksKeyspace *ks, ksCommand *cmd);
+void ksReplyRaw(ksKeyspace *ks, ksClient *c, const void *p, size_t len);
+void ksReplyError(ksKeyspace *ks, ksClient *c, const char *msg); /* msg without '-' and CRLF */
+void ksReplyStatus(ksKeyspace *ks, ksClient *c, const char *msg);
+void ksReplyInt(ksKeyspace *ks, ksClient *c, long long v);
+void ksReplyBulk(ksKeyspace *ks, ksClient *c, const uint8_t *p, size_t len, ksLoadId dep);
+void ksReplyBulkTagged(ksKeyspace *ks, ksClient *c, const uint8_t *p, size_t len, ksLoadId dep, uint8_t tag);
+void ksReplyNull(ksKeyspace *ks, ksClient *c);
+void ksReplyArrayLen(ksKeyspace *ks, ksClient *c, long long n);
+void ksClientInit(ksKeyspace *ks, ksClient *c);
+void ksClientFree(ksKeyspace *ks, ksClient *c);
+/* Replace the query buffer contents (copied into the arena buffer). */
+void ksClientSetQuery(ksKeyspace *ks, ksClient *c, const uint8_t *q, size_t len);
+
+/* --- commands.c ------------------------------------------------------------ */
+
+typedef struct ksCommandDef {
+    const char *name;
+    int arity;        /* Valkey convention: negative = at least -arity */
+    int first_key;    /* 0 = no keys */
+    void (*proc)(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
+} ksCommandDef;
+
+/* Look up the command, check arity, run it, write its reply. */
+void ksExecuteCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
+const ksCommandDef *ksLookupCommand(const char *name, size_t len);
+
+/* --- pipeline.c ------------------------------------------------------------ */
+
+void ksPipelineNaive(ksKeyspace *ks, ksClient *c);
+void ksPipelineLookahead(ksKeyspace *ks, ksClient *c);
+/* Interleave the backend step machines over keys[0..n): one prefetch per key
+ * per turn, then the value (memory_prefetch.c's hashtablePrefetch). */
+void ksPrefetchKeys(ksKeyspace *ks, ksKeyInfo *keys, int n);
+
+/* --- snapshot.c / iterate ------------------------------------------------- */
+
+int ksSnapshotSave(ksKeyspace *ks, uint8_t **buf, size_t *len);
+int ksSnapshotLoad(ksKeyspace *ks, const uint8_t *buf, size_t len);
+/* KEYS pattern: write the reply to c. */
+void ksKeysCommand(ksKeyspace *ks, ksClient *c, const char *pattern, size_t plen);
+int ksStringMatch(const char *pattern, size_t plen, const char *s, size_t slen);
+
+#endif /* KS_KEYSPACE_H */

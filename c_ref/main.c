@@ -1,0 +1,329 @@
+/*
+ * main.c -- kvsim-cref, the c_ref command line.
+ *
+ *   kvsim-cref trace  WORKLOAD -o OUT|- [options]          write a .kvt trace (raw chunks)
+ *   kvsim-cref native WORKLOAD [options] --repeat R --json  time the native build
+ *
+ *   options: --keys N --ops N --value-size B --key-size B --variant NAME --batch N
+ *            --depth P --set-ratio F --keys-per-command K --op keys|save
+ *            --layout unified|legacy --table hashtable|dict --cluster --seed S
+ *
+ * One binary, two builds: `native` calls ksWorkloadRun from the native object
+ * set (tracing compiled out), `trace` calls tr_ksWorkloadRun from the traced
+ * set (see workload.h and the Makefile).  Errors print one line
+ * "kvsim-cref: ..." to stderr and exit 2; a trace goes to a temporary file in
+ * the output's directory and is renamed into place only when complete.
+ */
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "arena.h"
+#include "emit.h"
+#include "workload.h"
+
+#define KVSIM_CREF_VERSION "0.1.0"
+
+/* The traced object set, renamed with a tr_ prefix by the Makefile. */
+int tr_ksWorkloadRun(const ksWorkloadSpec *spec, ksWorkloadResult *res, char *err, size_t errlen);
+ksEmitter *tr_ksEmitterOpen(FILE *out, const char *json, uint32_t chunk_records);
+int tr_ksEmitterClose(ksEmitter *e);
+extern ksEmitter *tr_ksEmitterCurrent;
+
+static char *tmp_path = NULL;
+
+static void die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "kvsim-cref: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    if (tmp_path) unlink(tmp_path);
+    exit(2);
+}
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: kvsim-cref trace WORKLOAD -o OUT|- [options]\n"
+            "       kvsim-cref native WORKLOAD [options] [--repeat R] [--json]\n"
+            "WORKLOAD: load | iterate | pipeline | mset | mget\n"
+            "options: --keys N --ops N --value-size B --key-size B --variant NAME --batch N\n"
+            "         --depth P --set-ratio F --keys-per-command K --op keys|save\n"
+            "         --layout unified|legacy --table hashtable|dict --cluster --seed S\n");
+}
+
+static unsigned long long parseUint(const char *opt, const char *v, unsigned long long lo, unsigned long long hi) {
+    char *end;
+    errno = 0;
+    if (!v || !*v || *v == '-' || *v == '+') die("%s: expected an integer in %llu..%llu, got '%s'", opt, lo, hi, v ? v : "");
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || *end || x < lo || x > hi) die("%s: expected an integer in %llu..%llu, got '%s'", opt, lo, hi, v);
+    return x;
+}
+
+/* --- JSON helpers ---------------------------------------------------------- */
+
+typedef struct {
+    char *buf;
+    size_t len, cap;
+} jbuf;
+
+static void jput(jbuf *j, const char *fmt, ...) {
+    va_list ap;
+    while (1) {
+        va_start(ap, fmt);
+        int n = vsnprintf(j->buf + j->len, j->cap - j->len, fmt, ap);
+        va_end(ap);
+        if (n >= 0 && (size_t)n < j->cap - j->len) {
+            j->len += (size_t)n;
+            return;
+        }
+        j->cap = j->cap ? j->cap * 2 + (size_t)n : 4096;
+        j->buf = realloc(j->buf, j->cap);
+        if (!j->buf) abort();
+    }
+}
+
+static void jstr(jbuf *j, const char *s) {
+    jput(j, "\"");
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') jput(j, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20) jput(j, "\\u%04x", *s);
+        else jput(j, "%c", *s);
+    }
+    jput(j, "\"");
+}
+
+static void jstrlist(jbuf *j, const char *const *names, int n) {
+    jput(j, "[");
+    for (int i = 0; i < n; i++) {
+        if (i) jput(j, ",");
+        jstr(j, names[i]);
+    }
+    jput(j, "]");
+}
+
+static void jworkload(jbuf *j, const ksWorkloadSpec *s) {
+    /* keys sorted */
+    jput(j, "{\"batch\":%d,\"cluster\":%s,\"depth\":%d,\"key_size\":%u,\"keys\":%llu,\"keys_per_command\":%d,", s->batch,
+         s->cluster ? "true" : "false", s->depth, s->key_size, (unsigned long long)s->keys, s->keys_per_command);
+    jput(j, "\"layout\":");
+    jstr(j, s->layout);
+    jput(j, ",\"name\":");
+    jstr(j, s->workload);
+    jput(j, ",\"op\":");
+    jstr(j, s->op);
+    jput(j, ",\"ops\":%llu,\"seed\":%llu,\"set_ratio\":%.17g,\"table\":", (unsigned long long)s->ops,
+         (unsigned long long)s->seed, s->set_ratio);
+    jstr(j, s->table);
+    jput(j, ",\"value_size\":%u,\"variant\":", s->value_size);
+    jstr(j, s->variant);
+    jput(j, "}");
+}
+
+static void jproducer(jbuf *j) {
+    const char *gc = getenv("KVSIM_GIT_COMMIT");
+    jput(j, "{\"git_commit\":");
+    if (gc && *gc) jstr(j, gc);
+    else jput(j, "null");
+    jput(j, ",\"name\":\"kvsim-cref\",\"version\":\"%s\"}", KVSIM_CREF_VERSION);
+}
+
+static int cmpDouble(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* --- Main ------------------------------------------------------------------ */
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        usage();
+        return argc < 2 ? 2 : 0;
+    }
+    const char *mode = argv[1];
+    if (strcmp(mode, "trace") && strcmp(mode, "native")) die("unknown command '%s' (trace|native)", mode);
+    int trace = !strcmp(mode, "trace");
+    if (argc < 3 || argv[2][0] == '-') die("missing WORKLOAD (load|iterate|pipeline|mset|mget)");
+    ksWorkloadSpec s = {
+        .workload = argv[2], .keys = 100000, .ops = 100000, .value_size = 100, .key_size = 16,
+        .variant = NULL, .batch = 16, .depth = 16, .set_ratio = 0.0, .keys_per_command = 10,
+        .op = "keys", .layout = "unified", .table = "hashtable", .cluster = 0, .seed = 1, .repeat = 1,
+    };
+    const char *family = ksWorkloadFamily(s.workload);
+    if (!family) die("unknown workload '%s' (load|iterate|pipeline|mset|mget)", s.workload);
+    const char *out = NULL;
+    int json = 0;
+    for (int i = 3; i < argc; i++) {
+        const char *o = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEEDV()                                                                                    \
+    do {                                                                                           \
+        if (!v) die("%s: missing value", o);                                                       \
+        i++;                                                                                       \
+    } while (0)
+        if (!strcmp(o, "-o") || !strcmp(o, "--output")) {
+            NEEDV();
+            out = v;
+        } else if (!strcmp(o, "--keys")) {
+            NEEDV();
+            s.keys = parseUint(o, v, 1, 1ULL << 32);
+        } else if (!strcmp(o, "--ops")) {
+            NEEDV();
+            s.ops = parseUint(o, v, 1, 1ULL << 32);
+        } else if (!strcmp(o, "--value-size")) {
+            NEEDV();
+            s.value_size = (uint32_t)parseUint(o, v, 0, 64u << 20);
+        } else if (!strcmp(o, "--key-size")) {
+            NEEDV();
+            s.key_size = (uint32_t)parseUint(o, v, 1, 4000);
+        } else if (!strcmp(o, "--variant")) {
+            NEEDV();
+            s.variant = v;
+        } else if (!strcmp(o, "--batch")) {
+            NEEDV();
+            s.batch = (int)parseUint(o, v, 1, 128);
+        } else if (!strcmp(o, "--depth")) {
+            NEEDV();
+            s.depth = (int)parseUint(o, v, 1, 1 << 20);
+        } else if (!strcmp(o, "--set-ratio")) {
+            NEEDV();
+            char *end;
+            errno = 0;
+            double d = strtod(v, &end);
+            if (errno || *end || !*v || !(d >= 0.0 && d <= 1.0)) die("--set-ratio: expected a number in 0..1, got '%s'", v);
+            s.set_ratio = d;
+        } else if (!strcmp(o, "--keys-per-command")) {
+            NEEDV();
+            s.keys_per_command = (int)parseUint(o, v, 1, 1 << 20);
+        } else if (!strcmp(o, "--op")) {
+            NEEDV();
+            if (strcmp(v, "keys") && strcmp(v, "save")) die("--op: expected keys|save, got '%s'", v);
+            s.op = v;
+        } else if (!strcmp(o, "--layout")) {
+            NEEDV();
+            if (strcmp(v, "unified") && strcmp(v, "legacy")) die("--layout: expected unified|legacy, got '%s'", v);
+            s.layout = v;
+        } else if (!strcmp(o, "--table")) {
+            NEEDV();
+            if (strcmp(v, "hashtable") && strcmp(v, "dict")) die("--table: expected hashtable|dict, got '%s'", v);
+            s.table = v;
+        } else if (!strcmp(o, "--cluster")) {
+            s.cluster = 1;
+        } else if (!strcmp(o, "--seed")) {
+            NEEDV();
+            s.seed = parseUint(o, v, 0, UINT64_MAX);
+        } else if (!strcmp(o, "--repeat") && !trace) {
+            NEEDV();
+            s.repeat = (int)parseUint(o, v, 1, KS_MAX_REPEAT);
+        } else if (!strcmp(o, "--json") && !trace) {
+            json = 1;
+        } else {
+            die("unknown option '%s'", o);
+        }
+#undef NEEDV
+    }
+    if (!s.variant) {
+        s.variant = !strcmp(family, "pipeline") ? "naive" : "none";
+    }
+    if (s.key_size < 20 && s.keys > 1) {
+        unsigned long long max = 1;
+        for (uint32_t d = 0; d < s.key_size; d++) max *= 10;
+        if (s.keys > max) die("--key-size %u is too small for --keys %llu", s.key_size, (unsigned long long)s.keys);
+    }
+    if (trace && !out) die("trace: missing -o OUT|-");
+    char err[512] = "";
+
+    if (!trace) {
+        ksWorkloadResult res;
+        if (ksWorkloadRun(&s, &res, err, sizeof(err))) die("%s", err);
+        double sorted[KS_MAX_REPEAT];
+        memcpy(sorted, res.runs_s, sizeof(double) * (size_t)res.nruns);
+        qsort(sorted, (size_t)res.nruns, sizeof(double), cmpDouble);
+        double median = res.nruns % 2 ? sorted[res.nruns / 2] : (sorted[res.nruns / 2 - 1] + sorted[res.nruns / 2]) / 2;
+        jbuf j = {0};
+        jput(&j, "{\"arena_allocated_bytes\":%llu,\"keys\":%llu,\"median_s\":%.9f,\"memory_bytes\":%llu,",
+             (unsigned long long)res.arena_allocated, (unsigned long long)res.keys, median,
+             (unsigned long long)res.memory_bytes);
+        jput(&j, "\"ops\":%llu,\"ops_per_s\":%.1f,\"producer\":", (unsigned long long)res.ops,
+             median > 0 ? (double)res.ops / median : 0.0);
+        jproducer(&j);
+        jput(&j, ",\"reply_crc32\":%u,\"runs_s\":[", res.reply_crc32);
+        for (int i = 0; i < res.nruns; i++) jput(&j, "%s%.9f", i ? "," : "", res.runs_s[i]);
+        jput(&j, "],\"workload\":");
+        jworkload(&j, &s);
+        jput(&j, "}");
+        if (json) {
+            printf("%s\n", j.buf);
+        } else {
+            printf("%s %s variant=%s keys=%llu: median %.6f s, %.0f ops/s, memory %llu bytes\n", mode, s.workload,
+                   s.variant, (unsigned long long)res.keys, median, median > 0 ? (double)res.ops / median : 0.0,
+                   (unsigned long long)res.memory_bytes);
+        }
+        free(j.buf);
+        return 0;
+    }
+
+    /* --- trace --- */
+    jbuf j = {0};
+    jput(&j, "{\"arena_base\":%llu,\"chunk_records\":%u,\"format_version\":%d,\"gap_model\":\"site-cost-v1\",\"markers\":",
+         (unsigned long long)KS_ARENA_DEFAULT_BASE, KVT_DEFAULT_CHUNK_RECORDS, KVT_VERSION);
+    jstrlist(&j, ksMarkerName, KVT_NUM_MARKERS);
+    static const char *const phases[] = {"setup", "measure"};
+    jput(&j, ",\"phases\":");
+    jstrlist(&j, phases, 2);
+    jput(&j, ",\"producer\":");
+    jproducer(&j);
+    jput(&j, ",\"sites\":");
+    jstrlist(&j, ksSiteName, KS_NUM_SITES);
+    jput(&j, ",\"tags\":");
+    jstrlist(&j, ksTagName, KVT_NUM_TAGS);
+    jput(&j, ",\"warmup\":\"skipped\",\"workload\":");
+    jworkload(&j, &s);
+    jput(&j, "}");
+
+    FILE *f;
+    if (!strcmp(out, "-")) {
+        f = stdout;
+    } else {
+        size_t n = strlen(out) + 32;
+        tmp_path = malloc(n);
+        const char *slash = strrchr(out, '/');
+        if (slash) snprintf(tmp_path, n, "%.*s/.%s.XXXXXX", (int)(slash - out), out, slash + 1);
+        else snprintf(tmp_path, n, ".%s.XXXXXX", out);
+        int fd = mkstemp(tmp_path);
+        if (fd < 0) {
+            char *p = tmp_path;
+            tmp_path = NULL;
+            free(p);
+            die("cannot create '%s': %s", out, strerror(errno));
+        }
+        f = fdopen(fd, "wb");
+        if (!f) die("cannot open '%s': %s", out, strerror(errno));
+    }
+    static char iobuf[1 << 20];
+    setvbuf(f, iobuf, _IOFBF, sizeof(iobuf));
+    ksEmitter *e = tr_ksEmitterOpen(f, j.buf, KVT_DEFAULT_CHUNK_RECORDS);
+    free(j.buf);
+    if (!e) die("cannot write the trace header: %s", strerror(errno));
+    ksWorkloadResult res;
+    s.repeat = 1;
+    if (tr_ksWorkloadRun(&s, &res, err, sizeof(err))) die("%s", err);
+    if (res.arena_base != KS_ARENA_DEFAULT_BASE) die("arena not at its fixed base (address space taken?)");
+    if (tr_ksEmitterClose(e)) die("write error on '%s': %s", out, strerror(errno));
+    if (f != stdout) {
+        if (fclose(f) != 0) die("write error on '%s': %s", out, strerror(errno));
+        if (rename(tmp_path, out) != 0) die("cannot rename to '%s': %s", out, strerror(errno));
+        free(tmp_path);
+        tmp_path = NULL;
+    } else if (fflush(stdout) != 0) {
+        die("write error on stdout");
+    }
+    return 0;
+}

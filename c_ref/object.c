@@ -1,0 +1,245 @@
+/*
+ * object.c -- keyspace entries: the unified object and the legacy
+ * entry -> key, entry -> robj -> value layout (diagrams in object.h).
+ *
+ * Sizes follow Valkey 8.1 (createObjectWithKeyAndExpire, #2087 key-size fix):
+ * the key uses the minimal sds type (sdshdr5 below 32 bytes), the embedded
+ * value an sdshdr8 whose alloc absorbs the size-class slack, and an expire
+ * field is reserved when asked, when the key is >= 128 bytes, or when the size
+ * class leaves >= 8 spare bytes anyway.
+ *
+ * Tracing: reading an entry records the object header (16 B, tag object),
+ * the key bytes (tag key) and the value bytes (tag value) with the dependency
+ * on the load that produced each address.
+ *
+ * Conventions: public ksEntry...; static internals without prefix.
+ */
+#include <assert.h>
+#include <string.h>
+
+#include "keyspace.h"
+#include "siphash.h"
+
+/* --- Unified layout -------------------------------------------------------- */
+
+static inline size_t unifiedKeyOffset(const robj *o) { return sizeof(robj) + (o->hasexpire ? 8 : 0); }
+
+static inline sds unifiedKey(const robj *o) {
+    const uint8_t *p = (const uint8_t *)o + unifiedKeyOffset(o);
+    return (sds)(p + 1 + p[0]); /* p[0] = key sds header size */
+}
+
+static void *unifiedCreate(ksKeyspace *ks, const char *key, size_t klen, const uint8_t *val, size_t vlen,
+                           int64_t expire_ms) {
+    int ktype = sdsReqType(klen);
+    size_t ksize = 1 + sdsSize(ktype, klen);
+    int hasexpire = expire_ms >= 0 || klen >= KS_KEY_SIZE_TO_INCLUDE_EXPIRE;
+    size_t base = sizeof(robj) + ksize;
+    size_t emb = base + (hasexpire ? 8 : 0) + 3 + vlen + 1;
+    int embed = emb <= KS_EMBED_LIMIT;
+    size_t need = embed ? emb : base + (hasexpire ? 8 : 0);
+    size_t cls = ksArenaSizeClass(need);
+    if (!hasexpire && cls - need >= 8) { /* room for the expire field anyway */
+        hasexpire = 1;
+        need += 8;
+    }
+    robj *o = ksArenaAlloc(ks->arena, need);
+    size_t room = ksArenaUsableSize(ks->arena, o);
+    o->type = OBJ_STRING;
+    o->lru = 0;
+    o->refcount = 1;
+    o->hasembkey = 1;
+    o->hasexpire = (unsigned)hasexpire;
+    uint8_t *p = (uint8_t *)o + sizeof(robj);
+    if (hasexpire) {
+        int64_t e = expire_ms >= 0 ? expire_ms : -1;
+        memcpy(p, &e, 8);
+        p += 8;
+    }
+    p[0] = (uint8_t)sdsHdrSize(ktype);
+    sdsWriteAt(p + 1, ktype, key, klen, klen);
+    p += ksize;
+    if (embed) {
+        o->encoding = OBJ_ENCODING_EMBSTR;
+        size_t vroom = room - (size_t)(p - (uint8_t *)o) - 3 - 1;
+        o->ptr = sdsWriteAt(p, SDS_TYPE_8, val, vlen, vroom);
+    } else {
+        o->encoding = OBJ_ENCODING_RAW;
+        int vtype = sdsReqType(vlen);
+        void *v = ksArenaAlloc(ks->arena, sdsSize(vtype, vlen));
+        o->ptr = sdsWriteAt(v, vtype, val, vlen, vlen);
+        KS_STORE(v, sdsSize(vtype, vlen), KVT_TAG_VALUE, KS_SITE_OBJ_CREATE_STORE, 0);
+        KS_WORK(vlen / 16);
+    }
+    KS_STORE(o, need, KVT_TAG_OBJECT, KS_SITE_OBJ_CREATE_STORE, 0);
+    KS_WORK((klen + (embed ? vlen : 0)) / 16);
+    return o;
+}
+
+/* --- Legacy layout --------------------------------------------------------- */
+
+static sds legacyNewSds(ksKeyspace *ks, const void *p, size_t len, uint8_t tag) {
+    int t = sdsReqType(len);
+    void *m = ksArenaAlloc(ks->arena, sdsSize(t, len));
+    KS_STORE(m, sdsSize(t, len), tag, KS_SITE_OBJ_CREATE_STORE, 0);
+    (void)tag;
+    return sdsWriteAt(m, t, p, len, len);
+}
+
+static robj *legacyNewValue(ksKeyspace *ks, const uint8_t *val, size_t vlen) {
+    robj *o;
+    if (vlen <= KS_EMBSTR_LIMIT) {
+        size_t need = sizeof(robj) + 3 + vlen + 1;
+        o = ksArenaAlloc(ks->arena, need);
+        o->encoding = OBJ_ENCODING_EMBSTR;
+        o->ptr = sdsWriteAt((uint8_t *)o + sizeof(robj), SDS_TYPE_8, val, vlen, vlen);
+        KS_STORE(o, need, KVT_TAG_OBJECT, KS_SITE_OBJ_CREATE_STORE, 0);
+    } else {
+        o = ksArenaAlloc(ks->arena, sizeof(robj));
+        o->encoding = OBJ_ENCODING_RAW;
+        o->ptr = legacyNewSds(ks, val, vlen, KVT_TAG_VALUE);
+        KS_STORE(o, sizeof(robj), KVT_TAG_OBJECT, KS_SITE_OBJ_CREATE_STORE, 0);
+    }
+    o->type = OBJ_STRING;
+    o->lru = 0;
+    o->refcount = 1;
+    o->hasexpire = 0;
+    o->hasembkey = 0;
+    return o;
+}
+
+static void *legacyCreate(ksKeyspace *ks, const char *key, size_t klen, const uint8_t *val, size_t vlen) {
+    legacyEntry *e = ksArenaAlloc(ks->arena, sizeof(*e));
+    e->key = legacyNewSds(ks, key, klen, KVT_TAG_KEY);
+    e->val = legacyNewValue(ks, val, vlen);
+    KS_STORE(e, sizeof(*e), KVT_TAG_OBJECT, KS_SITE_OBJ_CREATE_STORE, 0);
+    return e;
+}
+
+/* --- Public ---------------------------------------------------------------- */
+
+void *ksEntryCreate(ksKeyspace *ks, const char *key, size_t klen, const uint8_t *val, size_t vlen,
+                    int64_t expire_ms) {
+    if (ks->layout == KS_LAYOUT_UNIFIED) return unifiedCreate(ks, key, klen, val, vlen, expire_ms);
+    return legacyCreate(ks, key, klen, val, vlen);
+}
+
+void ksEntryFree(ksKeyspace *ks, void *entry) {
+    if (ks->layout == KS_LAYOUT_UNIFIED) {
+        robj *o = entry;
+        if (o->encoding == OBJ_ENCODING_RAW) ksArenaFree(ks->arena, sdsAllocPtr(o->ptr));
+        ksArenaFree(ks->arena, o);
+        return;
+    }
+    legacyEntry *e = entry;
+    ksArenaFree(ks->arena, sdsAllocPtr(e->key));
+    if (e->val->encoding == OBJ_ENCODING_RAW) ksArenaFree(ks->arena, sdsAllocPtr(e->val->ptr));
+    ksArenaFree(ks->arena, e->val);
+    ksArenaFree(ks->arena, e);
+}
+
+sds ksEntryGetKey(const ksKeyspace *ks, const void *entry, ksLoadId dep, ksLoadId *key_dep) {
+    if (ks->layout == KS_LAYOUT_UNIFIED) {
+        const robj *o = entry;
+        KS_ID_VAR(lh) = KS_LOAD(o, sizeof(robj), KVT_TAG_OBJECT, KS_SITE_OBJ_HEADER, dep);
+        if (key_dep) *key_dep = lh;
+        return unifiedKey(o);
+    }
+    const legacyEntry *e = entry;
+    KS_ID_VAR(le) = KS_LOAD(e, sizeof(*e), KVT_TAG_OBJECT, KS_SITE_OBJ_ENTRY, dep);
+    if (key_dep) *key_dep = le;
+    return e->key;
+}
+
+const uint8_t *ksEntryGetValue(const ksKeyspace *ks, const void *entry, ksLoadId dep, size_t *len,
+                               ksLoadId *val_dep) {
+    const robj *o;
+    KS_ID_VAR(lo) = dep;
+    if (ks->layout == KS_LAYOUT_UNIFIED) {
+        o = entry;
+        lo = KS_LOAD(o, sizeof(robj), KVT_TAG_OBJECT, KS_SITE_OBJ_VALUE_PTR, dep);
+    } else {
+        const legacyEntry *e = entry;
+        KS_ID_VAR(le) = KS_LOAD(&e->val, 8, KVT_TAG_OBJECT, KS_SITE_OBJ_ENTRY, dep);
+        o = e->val;
+        lo = KS_LOAD(o, sizeof(robj), KVT_TAG_OBJECT, KS_SITE_OBJ_VALUE_PTR, le);
+    }
+    const char *s = o->ptr;
+    *len = sdslen(s);
+    /* The sds header read that gives the length. */
+    size_t hs = sdsHdrSize(((uint8_t)s[-1]) & SDS_TYPE_MASK);
+    (void)KS_LOAD(s - hs, hs, KVT_TAG_VALUE, KS_SITE_OBJ_VALUE, lo);
+    if (val_dep) *val_dep = lo;
+    return (const uint8_t *)s;
+}
+
+int64_t ksEntryGetExpireField(const void *entry) {
+    const robj *o = entry;
+    if (!o->hasexpire) return -1;
+    int64_t e;
+    memcpy(&e, (const uint8_t *)o + sizeof(robj), 8);
+    return e;
+}
+
+void *ksEntrySetExpireField(ksKeyspace *ks, void *entry, int64_t expire_ms) {
+    robj *o = entry;
+    if (o->hasexpire) {
+        memcpy((uint8_t *)o + sizeof(robj), &expire_ms, 8);
+        KS_STORE((uint8_t *)o + sizeof(robj), 8, KVT_TAG_EXPIRE, KS_SITE_OBJ_EXPIRE, 0);
+        return o;
+    }
+    if (expire_ms < 0) return o;
+    /* Reallocate with room for the expire (objectSetKeyAndExpire). */
+    sds key = unifiedKey(o);
+    const char *v = o->ptr;
+    void *n = unifiedCreate(ks, key, sdslen(key), (const uint8_t *)v, sdslen(v), expire_ms);
+    ksEntryFree(ks, o);
+    return n;
+}
+
+void ksEntryPrefetchValue(const ksKeyspace *ks, const void *entry, ksLoadId dep) {
+    const robj *o;
+    KS_ID_VAR(lo) = dep;
+    if (ks->layout == KS_LAYOUT_UNIFIED) {
+        o = entry;
+    } else {
+        const legacyEntry *e = entry;
+        lo = KS_LOAD(&e->val, 8, KVT_TAG_OBJECT, KS_SITE_OBJ_ENTRY, dep);
+        o = e->val;
+    }
+    lo = KS_LOAD(o, sizeof(robj), KVT_TAG_OBJECT, KS_SITE_OBJ_PREFETCH_VALUE, lo);
+    if (o->encoding == OBJ_ENCODING_RAW) KS_PREFETCH(o->ptr, KVT_TAG_VALUE, KS_SITE_OBJ_PREFETCH_VALUE, lo);
+    else if (ks->layout == KS_LAYOUT_LEGACY) KS_PREFETCH(o, KVT_TAG_OBJECT, KS_SITE_OBJ_PREFETCH_VALUE, lo);
+}
+
+int ksKeyCompare(const char *a, const char *b, ksLoadId bdep) {
+    size_t la = sdslen(a), lb = sdslen(b);
+    KS_ID_VAR(lk) = KS_LOAD(b - 1, lb + 1, KVT_TAG_KEY, KS_SITE_OBJ_KEY, bdep);
+    (void)lk;
+    KS_WORK(la / 8);
+    if (la != lb) return 1;
+    return memcmp(a, b, la) != 0;
+}
+
+uint64_t ksEntryHash(const ksKeyspace *ks, const void *entry, ksLoadId dep) {
+    KS_ID_VAR(kd) = 0;
+    sds k = ksEntryGetKey(ks, entry, dep, &kd);
+    size_t len = sdslen(k);
+    (void)KS_LOAD(k - 1, len + 1, KVT_TAG_KEY, KS_SITE_OBJ_KEY, kd);
+    KS_WORK(KS_SIPHASH_COST(len));
+    return ksSiphash(k, len, ks->sipkey);
+}
+
+size_t ksEntryAllocBytes(const ksKeyspace *ks, const void *entry) {
+    ksArena *a = ks->arena;
+    if (ks->layout == KS_LAYOUT_UNIFIED) {
+        const robj *o = entry;
+        size_t n = ksArenaUsableSize(a, o);
+        if (o->encoding == OBJ_ENCODING_RAW) n += ksArenaUsableSize(a, sdsAllocPtr(o->ptr));
+        return n;
+    }
+    const legacyEntry *e = entry;
+    size_t n = ksArenaUsableSize(a, e) + ksArenaUsableSize(a, sdsAllocPtr(e->key)) + ksArenaUsableSize(a, e->val);
+    if (e->val->encoding == OBJ_ENCODING_RAW) n += ksArenaUsableSize(a, sdsAllocPtr(e->val->ptr));
+    return n;
+}

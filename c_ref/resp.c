@@ -1,0 +1,333 @@
+/*
+ * resp.c -- RESP2 request parsing (multibulk and inline) and reply writing.
+ *
+ *   query buffer (arena, tag query_buf)
+ *   +---------------------------------------------------------------+
+ *   |*2\r\n$3\r\nGET\r\n$5\r\nkey:1\r\n*3\r\n$3\r\nSET ...           |
+ *   +---------------------------------------------------------------+
+ *    ^qpos                          ^qpos after one ksParseCommand
+ *
+ * Each argument becomes an sds in the arena (tag argv), as Valkey creates one
+ * argv string per argument.  Protocol errors carry Valkey's messages
+ * (processMultibulkBuffer / processInlineBuffer) and close the client: the
+ * rest of the query is discarded.  Replies are appended to the reply buffer
+ * (arena, tag reply_buf), which grows by doubling.
+ *
+ * Conventions: public ks...; static internals without prefix.
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "keyspace.h"
+
+#define PROTO_INLINE_MAX_SIZE (1024 * 64)
+#define PROTO_MAX_BULK_LEN (512LL * 1024 * 1024)
+#define PROTO_MAX_ARGS (1024 * 1024)
+
+/* --- Client buffers -------------------------------------------------------- */
+
+void ksClientInit(ksKeyspace *ks, ksClient *c) {
+    memset(c, 0, sizeof(*c));
+    c->qcap = 16 * 1024;
+    c->qbuf = ksArenaAlloc(ks->arena, c->qcap);
+    c->rcap = 16 * 1024;
+    c->rbuf = ksArenaAlloc(ks->arena, c->rcap);
+}
+
+void ksClientFree(ksKeyspace *ks, ksClient *c) {
+    ksArenaFree(ks->arena, c->qbuf);
+    ksArenaFree(ks->arena, c->rbuf);
+    memset(c, 0, sizeof(*c));
+}
+
+void ksClientSetQuery(ksKeyspace *ks, ksClient *c, const uint8_t *q, size_t len) {
+    if (len > c->qcap) {
+        size_t cap = c->qcap;
+        while (cap < len) cap *= 2;
+        ksArenaFree(ks->arena, c->qbuf);
+        c->qbuf = ksArenaAlloc(ks->arena, cap);
+        c->qcap = cap;
+    }
+    if (len) memcpy(c->qbuf, q, len);
+    KS_STORE(c->qbuf, len, KVT_TAG_QUERY_BUF, KS_SITE_RESP_PARSE, 0);
+    c->qlen = len;
+    c->qpos = 0;
+    c->closed = 0;
+}
+
+static void replyReserve(ksKeyspace *ks, ksClient *c, size_t n) {
+    if (c->rlen + n <= c->rcap) return;
+    size_t cap = c->rcap;
+    while (cap < c->rlen + n) cap *= 2;
+    uint8_t *nb = ksArenaAlloc(ks->arena, cap);
+    memcpy(nb, c->rbuf, c->rlen);
+    ksArenaFree(ks->arena, c->rbuf);
+    c->rbuf = nb;
+    c->rcap = cap;
+}
+
+void ksReplyRaw(ksKeyspace *ks, ksClient *c, const void *p, size_t len) {
+    replyReserve(ks, c, len);
+    memcpy(c->rbuf + c->rlen, p, len);
+    KS_STORE(c->rbuf + c->rlen, len, KVT_TAG_REPLY_BUF, KS_SITE_RESP_REPLY, 0);
+    c->rlen += len;
+}
+
+void ksReplyError(ksKeyspace *ks, ksClient *c, const char *msg) {
+    ksReplyRaw(ks, c, "-", 1);
+    ksReplyRaw(ks, c, msg, strlen(msg));
+    ksReplyRaw(ks, c, "\r\n", 2);
+}
+
+void ksReplyStatus(ksKeyspace *ks, ksClient *c, const char *msg) {
+    char buf[128];
+    int n = snprintf(buf, sizeof(buf), "+%s\r\n", msg);
+    ksReplyRaw(ks, c, buf, (size_t)n);
+}
+
+void ksReplyInt(ksKeyspace *ks, ksClient *c, long long v) {
+    char buf[32];
+    int n = snprintf(buf, sizeof(buf), ":%lld\r\n", v);
+    ksReplyRaw(ks, c, buf, (size_t)n);
+}
+
+void ksReplyArrayLen(ksKeyspace *ks, ksClient *c, long long v) {
+    char buf[32];
+    int n = snprintf(buf, sizeof(buf), "*%lld\r\n", v);
+    ksReplyRaw(ks, c, buf, (size_t)n);
+}
+
+void ksReplyNull(ksKeyspace *ks, ksClient *c) { ksReplyRaw(ks, c, "$-1\r\n", 5); }
+
+/* Bulk string; the bytes are read (dep = load that produced p, tag = what they are). */
+void ksReplyBulkTagged(ksKeyspace *ks, ksClient *c, const uint8_t *p, size_t len, ksLoadId dep, uint8_t tag) {
+    char hdr[32];
+    int n = snprintf(hdr, sizeof(hdr), "$%zu\r\n", len);
+    replyReserve(ks, c, (size_t)n + len + 2);
+    uint8_t *w = c->rbuf + c->rlen;
+    memcpy(w, hdr, (size_t)n);
+    if (len) (void)KS_LOAD(p, len, tag, KS_SITE_OBJ_VALUE, dep);
+    (void)tag;
+    memcpy(w + n, p, len);
+    w[n + len] = '\r';
+    w[n + len + 1] = '\n';
+    KS_STORE(w, (size_t)n + len + 2, KVT_TAG_REPLY_BUF, KS_SITE_RESP_REPLY, 0);
+    KS_WORK(len / 16);
+    c->rlen += (size_t)n + len + 2;
+}
+
+void ksReplyBulk(ksKeyspace *ks, ksClient *c, const uint8_t *p, size_t len, ksLoadId dep) {
+    ksReplyBulkTagged(ks, c, p, len, dep, KVT_TAG_VALUE);
+}
+
+/* --- Parsing --------------------------------------------------------------- */
+
+static void argvReserve(ksKeyspace *ks, ksCommand *cmd, int n) {
+    if (n <= cmd->argv_cap) return;
+    int cap = cmd->argv_cap ? cmd->argv_cap : 4;
+    while (cap < n) cap *= 2;
+    sds *nv = ksArenaAlloc(ks->arena, sizeof(sds) * (size_t)cap);
+    if (cmd->argc) memcpy(nv, cmd->argv, sizeof(sds) * (size_t)cmd->argc);
+    if (cmd->argv) ksArenaFree(ks->arena, cmd->argv);
+    cmd->argv = nv;
+    cmd->argv_cap = cap;
+}
+
+static sds newArg(ksKeyspace *ks, const uint8_t *p, size_t len) {
+    int t = sdsReqTypeNo5(len);
+    void *m = ksArenaAlloc(ks->arena, sdsSize(t, len));
+    sds s = sdsWriteAt(m, t, p, len, len);
+    KS_STORE(m, sdsSize(t, len), KVT_TAG_ARGV, KS_SITE_RESP_ARGV, 0);
+    return s;
+}
+
+void ksCommandFree(ksKeyspace *ks, ksCommand *cmd) {
+    for (int i = 0; i < cmd->argc; i++) ksArenaFree(ks->arena, sdsAllocPtr(cmd->argv[i]));
+    if (cmd->argv) ksArenaFree(ks->arena, cmd->argv);
+    memset(cmd, 0, sizeof(*cmd));
+}
+
+/* Parse "<prefix><integer>\r\n" at p (limit end).  Returns bytes consumed, 0
+ * if incomplete, -1 on a malformed number or missing \n. */
+static long parseLine(const uint8_t *p, const uint8_t *end, long long *out, int *ok) {
+    const uint8_t *cr = memchr(p, '\r', (size_t)(end - p));
+    if (!cr) return 0;
+    if (cr + 1 >= end) return 0; /* need the \n */
+    /* Parse an integer between p+1 and cr (string2ll rules: no spaces, no '+'). */
+    const uint8_t *s = p + 1;
+    long long v = 0;
+    int neg = 0;
+    *ok = 1;
+    if (s == cr) *ok = 0;
+    if (s < cr && *s == '-') {
+        neg = 1;
+        s++;
+        if (s == cr) *ok = 0;
+    }
+    if (s < cr && *s == '0' && cr - s > 1) *ok = 0;
+    for (; s < cr && *ok; s++) {
+        if (*s < '0' || *s > '9') {
+            *ok = 0;
+            break;
+        }
+        if (v > (LLONG_MAX - (*s - '0')) / 10) {
+            *ok = 0;
+            break;
+        }
+        v = v * 10 + (*s - '0');
+    }
+    *out = neg ? -v : v;
+    return (long)(cr - p) + 2;
+}
+
+static int protoError(ksCommand *cmd, const char *msg) {
+    cmd->proto_err = msg;
+    return -1;
+}
+
+static int parseMultibulk(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
+    const uint8_t *start = c->qbuf + c->qpos, *end = c->qbuf + c->qlen, *p = start;
+    long long ll;
+    int ok;
+    long n = parseLine(p, end, &ll, &ok);
+    if (n == 0) {
+        if (end - p > PROTO_INLINE_MAX_SIZE) return protoError(cmd, "Protocol error: too big mbulk count string");
+        return 0;
+    }
+    if (!ok || ll > INT_MAX) return protoError(cmd, "Protocol error: invalid multibulk length");
+    p += n;
+    if (ll <= 0) { /* empty command: skip */
+        c->qpos = (size_t)(p - c->qbuf);
+        cmd->argc = 0;
+        return 1;
+    }
+    if (ll > PROTO_MAX_ARGS) return protoError(cmd, "Protocol error: invalid multibulk length");
+    int argc = (int)ll;
+    /* Check completeness before allocating anything. */
+    const uint8_t *q = p;
+    for (int i = 0; i < argc; i++) {
+        if (q >= end) return 0;
+        if (*q != '$') {
+            static char msg[64];
+            snprintf(msg, sizeof(msg), "Protocol error: expected '$', got '%c'", *q);
+            return protoError(cmd, msg);
+        }
+        long m = parseLine(q, end, &ll, &ok);
+        if (m == 0) {
+            if (end - q > PROTO_INLINE_MAX_SIZE) return protoError(cmd, "Protocol error: too big bulk count string");
+            return 0;
+        }
+        if (!ok || ll < 0 || ll > PROTO_MAX_BULK_LEN) return protoError(cmd, "Protocol error: invalid bulk length");
+        q += m;
+        if ((long long)(end - q) < ll + 2) return 0;
+        q += ll + 2;
+    }
+    /* Complete: build argv. */
+    KS_WORK(20 * argc);
+    argvReserve(ks, cmd, argc);
+    for (int i = 0; i < argc; i++) {
+        long m = parseLine(p, end, &ll, &ok);
+        (void)KS_LOAD(p, (size_t)m, KVT_TAG_QUERY_BUF, KS_SITE_RESP_PARSE, 0);
+        p += m;
+        (void)KS_LOAD(p, (size_t)ll, KVT_TAG_QUERY_BUF, KS_SITE_RESP_PARSE, 0);
+        cmd->argv[cmd->argc++] = newArg(ks, p, (size_t)ll);
+        p += ll + 2; /* Valkey does not check the trailing CRLF */
+    }
+    KS_STORE(cmd->argv, sizeof(sds) * (size_t)argc, KVT_TAG_ARGV, KS_SITE_RESP_ARGV, 0);
+    c->qpos = (size_t)(p - c->qbuf);
+    return 1;
+}
+
+/* sdssplitargs-like splitting of an inline command; -1 on unbalanced quotes. */
+static int hexval(int ch) {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
+}
+
+static int splitInline(ksKeyspace *ks, ksCommand *cmd, const uint8_t *p, const uint8_t *end) {
+    uint8_t *tmp = ksArenaAlloc(ks->arena, (size_t)(end - p) + 1);
+    int rc = 0;
+    while (1) {
+        while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+        if (p >= end) break;
+        size_t len = 0;
+        int inq = 0, insq = 0, done = 0;
+        while (!done) {
+            if (inq) {
+                if (p >= end) { rc = -1; goto out; }
+                if (*p == '\\' && p + 3 < end && p[1] == 'x' && hexval(p[2]) >= 0 && hexval(p[3]) >= 0) {
+                    tmp[len++] = (uint8_t)(hexval(p[2]) * 16 + hexval(p[3]));
+                    p += 3;
+                } else if (*p == '\\' && p + 1 < end) {
+                    p++;
+                    uint8_t ch = *p;
+                    tmp[len++] = ch == 'n' ? '\n' : ch == 'r' ? '\r' : ch == 't' ? '\t' : ch == 'b' ? '\b' : ch == 'a' ? '\a' : ch;
+                } else if (*p == '"') {
+                    if (p + 1 < end && !(p[1] == ' ' || p[1] == '\t' || p[1] == '\n' || p[1] == '\r')) { rc = -1; goto out; }
+                    done = 1;
+                } else {
+                    tmp[len++] = *p;
+                }
+            } else if (insq) {
+                if (p >= end) { rc = -1; goto out; }
+                if (*p == '\\' && p + 1 < end && p[1] == '\'') {
+                    p++;
+                    tmp[len++] = '\'';
+                } else if (*p == '\'') {
+                    if (p + 1 < end && !(p[1] == ' ' || p[1] == '\t' || p[1] == '\n' || p[1] == '\r')) { rc = -1; goto out; }
+                    done = 1;
+                } else {
+                    tmp[len++] = *p;
+                }
+            } else {
+                if (p >= end) { done = 1; break; }
+                switch (*p) {
+                case ' ': case '\n': case '\r': case '\t': done = 1; break;
+                case '"': inq = 1; break;
+                case '\'': insq = 1; break;
+                default: tmp[len++] = *p; break;
+                }
+                if (done) break;
+            }
+            if (p < end) p++;
+        }
+        argvReserve(ks, cmd, cmd->argc + 1);
+        cmd->argv[cmd->argc++] = newArg(ks, tmp, len);
+    }
+out:
+    ksArenaFree(ks->arena, tmp);
+    return rc;
+}
+
+static int parseInline(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
+    const uint8_t *start = c->qbuf + c->qpos, *end = c->qbuf + c->qlen;
+    const uint8_t *nl = memchr(start, '\n', (size_t)(end - start));
+    if (!nl) {
+        if (end - start > PROTO_INLINE_MAX_SIZE) return protoError(cmd, "Protocol error: too big inline request");
+        return 0;
+    }
+    const uint8_t *lend = nl;
+    if (lend > start && lend[-1] == '\r') lend--;
+    (void)KS_LOAD(start, (size_t)(nl - start) + 1, KVT_TAG_QUERY_BUF, KS_SITE_RESP_PARSE, 0);
+    if (splitInline(ks, cmd, start, lend) < 0) {
+        ksCommandFree(ks, cmd);
+        return protoError(cmd, "Protocol error: unbalanced quotes in request");
+    }
+    c->qpos = (size_t)(nl + 1 - c->qbuf);
+    return 1;
+}
+
+int ksParseCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
+    cmd->argc = 0;
+    cmd->proto_err = NULL;
+    cmd->def = NULL;
+    cmd->prefetched = 0;
+    if (c->closed || c->qpos >= c->qlen) return 0;
+    (void)KS_LOAD(c->qbuf + c->qpos, 1, KVT_TAG_QUERY_BUF, KS_SITE_RESP_PARSE, 0);
+    if (c->qbuf[c->qpos] == '*') return parseMultibulk(ks, c, cmd);
+    return parseInline(ks, c, cmd);
+}

@@ -1,0 +1,82 @@
+/*
+ * siphash.c -- SipHash-1-2 (1 compression round, 2 finalization rounds),
+ * 64-bit output, 128-bit key: the keyspace hash of Valkey and Redis.
+ *
+ * Credits: Jean-Philippe Aumasson and Daniel J. Bernstein, "SipHash: a fast
+ * short-input PRF" (2012).  Valkey/Redis use the 1-2 round variant ("We use
+ * SipHash 1-2", siphash.c).  Written from the paper, not copied.
+ */
+#include "siphash.h"
+
+#include <string.h>
+
+#define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+
+#define SIPROUND                                                                                   \
+    do {                                                                                           \
+        v0 += v1;                                                                                  \
+        v1 = ROTL(v1, 13);                                                                         \
+        v1 ^= v0;                                                                                  \
+        v0 = ROTL(v0, 32);                                                                         \
+        v2 += v3;                                                                                  \
+        v3 = ROTL(v3, 16);                                                                         \
+        v3 ^= v2;                                                                                  \
+        v0 += v3;                                                                                  \
+        v3 = ROTL(v3, 21);                                                                         \
+        v3 ^= v0;                                                                                  \
+        v2 += v1;                                                                                  \
+        v1 = ROTL(v1, 17);                                                                         \
+        v1 ^= v2;                                                                                  \
+        v2 = ROTL(v2, 32);                                                                         \
+    } while (0)
+
+static inline uint64_t load64le(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8); /* little-endian host (asserted in emit.c) */
+    return v;
+}
+
+uint64_t ksSiphash(const void *in, size_t inlen, const uint8_t k[16]) {
+    const uint8_t *p = in;
+    uint64_t k0 = load64le(k), k1 = load64le(k + 8);
+    uint64_t v0 = 0x736f6d6570736575ULL ^ k0;
+    uint64_t v1 = 0x646f72616e646f6dULL ^ k1;
+    uint64_t v2 = 0x6c7967656e657261ULL ^ k0;
+    uint64_t v3 = 0x7465646279746573ULL ^ k1;
+    uint64_t b = ((uint64_t)inlen) << 56;
+    const uint8_t *end = p + (inlen - (inlen % 8));
+    for (; p != end; p += 8) {
+        uint64_t m = load64le(p);
+        v3 ^= m;
+        SIPROUND; /* c = 1 */
+        v0 ^= m;
+    }
+    switch (inlen & 7) {
+    case 7: b |= ((uint64_t)p[6]) << 48; /* fall through */
+    case 6: b |= ((uint64_t)p[5]) << 40; /* fall through */
+    case 5: b |= ((uint64_t)p[4]) << 32; /* fall through */
+    case 4: b |= ((uint64_t)p[3]) << 24; /* fall through */
+    case 3: b |= ((uint64_t)p[2]) << 16; /* fall through */
+    case 2: b |= ((uint64_t)p[1]) << 8;  /* fall through */
+    case 1: b |= ((uint64_t)p[0]); break;
+    case 0: break;
+    }
+    v3 ^= b;
+    SIPROUND;
+    v0 ^= b;
+    v2 ^= 0xff;
+    SIPROUND; /* d = 2 */
+    SIPROUND;
+    return v0 ^ v1 ^ v2 ^ v3;
+}
+
+void ksSiphashSeed(uint64_t seed, uint8_t k[16]) {
+    /* splitmix64 twice: the 16-byte key is a pure function of the seed. */
+    for (int i = 0; i < 2; i++) {
+        uint64_t z = (seed += 0x9E3779B97F4A7C15ULL);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+        z ^= z >> 31;
+        memcpy(k + 8 * i, &z, 8);
+    }
+}

@@ -1,0 +1,17 @@
+/* siphash.h -- SipHash-1-2, the keyspace hash (see siphash.c). */
+#ifndef KS_SIPHASH_H
+#define KS_SIPHASH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* 64-bit SipHash-1-2 of in[0..inlen) under the 16-byte key k. */
+uint64_t ksSiphash(const void *in, size_t inlen, const uint8_t k[16]);
+/* Derive the 16-byte key from a 64-bit seed (splitmix64). */
+void ksSiphashSeed(uint64_t seed, uint8_t k[16]);
+
+/* Instruction cost model of one hash (gap model, calibrated): a fixed part plus
+ * a part per 8-byte word. */
+#define KS_SIPHASH_COST(len) (40u + 12u * ((unsigned)(len) / 8u))
+
+#endif

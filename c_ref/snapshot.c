@@ -1,0 +1,354 @@
+/*
+ * snapshot.c -- SAVE and LOAD of an RDB-like snapshot (format: SNAPSHOT.md).
+ *
+ *   "KVSNAP" ver:u8x2 | RESIZEDB 0xFB len(n) | { [0xFC i64 ms] 0x00 key value }* | 0xFF crc32:u32
+ *   key/value = RDB length encoding + bytes
+ *
+ * SAVE walks every slot table with a safe iterator that prefetches values,
+ * using the `iterate=` variant (Valkey #1568/#1501), and writes records into a
+ * snapshot buffer (arena, tag snapshot_buf).
+ *
+ * LOAD verifies the CRC first, then parses into fresh tables and swaps them in
+ * only on success (no partial keyspace).  Per key, as rdbLoadRioWithLoadingCtx:
+ * read the type (and a pending expire), read the key, read the value, add the
+ * key with the two-phase insert.  Load variants (#2311):
+ *
+ *   none                 key -> value -> hash+slot -> find position -> insert
+ *   prefetch-after-key   key -> hash+slot, prefetch bucket -> value -> insert
+ *                        (hash and slot computed once and reused)
+ *   prefetch-rehash      key -> hash, prefetch bucket -> value -> hash again
+ *                        -> insert (the PR's double hashing)
+ *
+ * Keys whose expire time is before the logical clock are dropped (a primary
+ * loading an RDB).  Conventions: public ks...; static internals.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "keyspace.h"
+#include "siphash.h"
+
+#define SNAP_MAGIC "KVSNAP"
+#define SNAP_VERSION 1
+#define OP_STRING 0x00
+#define OP_RESIZEDB 0xFB
+#define OP_EXPIRETIME_MS 0xFC
+#define OP_EOF 0xFF
+
+/* --- Writer ---------------------------------------------------------------- */
+
+typedef struct {
+    ksKeyspace *ks;
+    uint8_t *buf;
+    size_t len, cap;
+} writer;
+
+static void wReserve(writer *w, size_t n) {
+    if (w->len + n <= w->cap) return;
+    size_t cap = w->cap ? w->cap : 4096;
+    while (cap < w->len + n) cap *= 2;
+    uint8_t *nb = ksArenaAlloc(w->ks->arena, cap);
+    if (w->len) memcpy(nb, w->buf, w->len);
+    if (w->buf) ksArenaFree(w->ks->arena, w->buf);
+    w->buf = nb;
+    w->cap = cap;
+}
+
+static void wBytes(writer *w, const void *p, size_t n, uint8_t src_tag, ksLoadId dep) {
+    wReserve(w, n);
+    if (src_tag && n) (void)KS_LOAD(p, n, src_tag, KS_SITE_SNAP_WRITE, dep);
+    memcpy(w->buf + w->len, p, n);
+    KS_STORE(w->buf + w->len, n, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_WRITE, 0);
+    (void)src_tag;
+    w->len += n;
+}
+
+/* RDB length encoding: 00|6 bits, 01|14 bits, 0x80 + u32 BE, 0x81 + u64 BE. */
+static void wLen(writer *w, uint64_t len) {
+    uint8_t b[9];
+    size_t n;
+    if (len < (1 << 6)) {
+        b[0] = (uint8_t)len;
+        n = 1;
+    } else if (len < (1 << 14)) {
+        b[0] = (uint8_t)(0x40 | (len >> 8));
+        b[1] = (uint8_t)len;
+        n = 2;
+    } else if (len <= UINT32_MAX) {
+        b[0] = 0x80;
+        for (int i = 0; i < 4; i++) b[1 + i] = (uint8_t)(len >> (24 - 8 * i));
+        n = 5;
+    } else {
+        b[0] = 0x81;
+        for (int i = 0; i < 8; i++) b[1 + i] = (uint8_t)(len >> (56 - 8 * i));
+        n = 9;
+    }
+    wBytes(w, b, n, 0, 0);
+}
+
+int ksSnapshotSave(ksKeyspace *ks, uint8_t **out, size_t *outlen) {
+    writer w = {ks, ks->snap, 0, 0};
+    if (ks->snap) w.cap = ksArenaUsableSize(ks->arena, ks->snap);
+    uint8_t hdr[8] = {'K', 'V', 'S', 'N', 'A', 'P', 0, SNAP_VERSION};
+    wBytes(&w, hdr, sizeof(hdr), 0, 0);
+    uint8_t op = OP_RESIZEDB;
+    wBytes(&w, &op, 1, 0, 0);
+    wLen(&w, ks->nkeys);
+    for (int slot = 0; slot < ks->nslots; slot++) {
+        void *t = ks->slots[slot];
+        if (!t) continue;
+        ksTableIter it;
+        void *entry;
+        ks->ops->iterInit(&it, t, KS_ITER_SAFE | KS_ITER_PREFETCH_VALUES, ks->var.iterate);
+        while (ks->ops->iterNext(&it, &entry)) {
+            ksLoadId kd = 0, vd = 0;
+            sds k = ksEntryGetKey(ks, entry, 0, &kd);
+            int64_t when;
+            if (ks->layout == KS_LAYOUT_UNIFIED) {
+                when = ksEntryGetExpireField(entry);
+            } else {
+                ksKeyInfo ki = {.key = k, .slot = slot};
+                int has = ks->expires && ks->expires[slot] && hashtableSize(ks->expires[slot]);
+                ki.hash = has ? ksSiphash(k, sdslen(k), ks->sipkey) : 0;
+                when = has ? ksDbGetExpire(ks, &ki, entry) : -1;
+            }
+            if (when >= 0) {
+                uint8_t e[9];
+                e[0] = OP_EXPIRETIME_MS;
+                memcpy(e + 1, &when, 8);
+                wBytes(&w, e, 9, 0, 0);
+            }
+            op = OP_STRING;
+            wBytes(&w, &op, 1, 0, 0);
+            size_t klen = sdslen(k), vlen;
+            wLen(&w, klen);
+            wBytes(&w, k, klen, KVT_TAG_KEY, kd);
+            const uint8_t *v = ksEntryGetValue(ks, entry, 0, &vlen, &vd);
+            wLen(&w, vlen);
+            wBytes(&w, v, vlen, KVT_TAG_VALUE, vd);
+            KS_WORK(vlen / 16);
+        }
+        ks->ops->iterReset(&it);
+    }
+    op = OP_EOF;
+    wBytes(&w, &op, 1, 0, 0);
+    uint32_t crc = ksCrc32(0, w.buf, w.len);
+    KS_WORK(w.len / 4);
+    wBytes(&w, &crc, 4, 0, 0);
+    ks->snap = w.buf;
+    ks->snap_len = w.len;
+    *out = w.buf;
+    *outlen = w.len;
+    return 0;
+}
+
+/* --- Reader ---------------------------------------------------------------- */
+
+typedef struct {
+    const uint8_t *p, *end, *base;
+    const char *err;
+} reader;
+
+static int rByte(reader *r, uint8_t *b) {
+    if (r->p >= r->end) {
+        r->err = "snapshot truncated";
+        return -1;
+    }
+    (void)KS_LOAD(r->p, 1, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
+    *b = *r->p++;
+    return 0;
+}
+
+static int rLen(reader *r, uint64_t *len) {
+    uint8_t b;
+    if (rByte(r, &b)) return -1;
+    int type = b >> 6;
+    if (type == 0) {
+        *len = b & 0x3f;
+        return 0;
+    }
+    if (type == 1) {
+        uint8_t b2;
+        if (rByte(r, &b2)) return -1;
+        *len = ((uint64_t)(b & 0x3f) << 8) | b2;
+        return 0;
+    }
+    int n = b == 0x80 ? 4 : b == 0x81 ? 8 : 0;
+    if (n == 0) {
+        r->err = "snapshot corrupt: bad length encoding";
+        return -1;
+    }
+    if (r->end - r->p < n) {
+        r->err = "snapshot truncated";
+        return -1;
+    }
+    (void)KS_LOAD(r->p, (size_t)n, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) v = (v << 8) | r->p[i];
+    r->p += n;
+    *len = v;
+    return 0;
+}
+
+static int rString(reader *r, const uint8_t **s, uint64_t *len) {
+    if (rLen(r, len)) return -1;
+    if ((uint64_t)(r->end - r->p) < *len) {
+        r->err = "snapshot truncated";
+        return -1;
+    }
+    *s = r->p;
+    r->p += *len;
+    return 0;
+}
+
+/* Parse and insert every key into ks's (fresh) tables; -1 with r->err. */
+static int loadRecords(ksKeyspace *ks, reader *r) {
+    uint8_t op;
+    int64_t expire = -1;
+    sds keybuf = NULL;
+    size_t keycap = 0;
+    uint64_t nread = 0;
+    int rc = -1;
+    if (rByte(r, &op)) goto done;
+    if (op == OP_RESIZEDB) {
+        uint64_t n;
+        if (rLen(r, &n)) goto done;
+        if (!ks->cluster && n > 0 && n < (1ULL << 40)) ks->ops->expand(ksDbTableForWrite(ks, 0), (size_t)n);
+        if (rByte(r, &op)) goto done;
+    }
+    for (;; ) {
+        if (op == OP_EOF) break;
+        if (op == OP_EXPIRETIME_MS) {
+            if (r->end - r->p < 8) {
+                r->err = "snapshot truncated";
+                goto done;
+            }
+            (void)KS_LOAD(r->p, 8, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
+            memcpy(&expire, r->p, 8);
+            r->p += 8;
+            if (rByte(r, &op)) goto done;
+            if (op != OP_STRING) {
+                r->err = "snapshot corrupt: expire not followed by a key";
+                goto done;
+            }
+            continue;
+        }
+        if (op != OP_STRING) {
+            r->err = "snapshot corrupt: unknown record type";
+            goto done;
+        }
+        KS_MARK(KVT_MARK_OP, nread++);
+        /* (4) read the key into an sds (rdbGenericLoadStringObject). */
+        const uint8_t *k, *v;
+        uint64_t klen, vlen;
+        if (rString(r, &k, &klen)) goto done;
+        if (klen > 512u * 1024 * 1024) {
+            r->err = "snapshot corrupt: key too long";
+            goto done;
+        }
+        size_t need = sdsSize(sdsReqTypeNo5(klen), klen);
+        if (need > keycap) {
+            if (keybuf) ksArenaFree(ks->arena, sdsAllocPtr(keybuf));
+            keycap = ksArenaSizeClass(need);
+            keybuf = sdsWriteAt(ksArenaAlloc(ks->arena, keycap), sdsReqTypeNo5(klen), "", 0, 0);
+        }
+        (void)KS_LOAD(k, klen, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
+        keybuf = sdsWriteAt(sdsAllocPtr(keybuf), sdsReqTypeNo5(klen), k, klen, keycap);
+        KS_STORE(keybuf, klen, KVT_TAG_ARGV, KS_SITE_SNAP_READ, 0);
+        ksKeyInfo ki;
+        memset(&ki, 0, sizeof(ki));
+        if (ks->var.load.prefetch_after_key) {
+            /* #2311: hash and slot now, prefetch the bucket the insert will use. */
+            ksKeyResolve(ks, keybuf, &ki);
+            void *t = ksDbTableForWrite(ks, ki.slot);
+            ks->ops->prefetchBucket(t, ki.hash);
+        }
+        /* (5) read the value. */
+        if (rString(r, &v, &vlen)) goto done;
+        (void)KS_LOAD(v, vlen, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
+        KS_WORK(vlen / 16);
+        /* (6) add the key. */
+        if (!ks->var.load.prefetch_after_key || ks->var.load.rehash_on_insert) ksKeyResolve(ks, keybuf, &ki);
+        if (expire >= 0 && ksEntryIsExpired(ks, expire)) {
+            expire = -1;
+            if (rByte(r, &op)) goto done;
+            continue;
+        }
+        void *t = ksDbTableForWrite(ks, ki.slot);
+        ksInsertPos pos;
+        void *existing;
+        if (!ks->ops->findPositionForInsert(t, keybuf, ki.hash, &pos, &existing)) {
+            r->err = "snapshot corrupt: duplicate key";
+            goto done;
+        }
+        void *entry = ksEntryCreate(ks, keybuf, klen, v, vlen, ks->layout == KS_LAYOUT_UNIFIED ? expire : -1);
+        ks->ops->insertAtPosition(t, entry, &pos);
+        ks->nkeys++;
+        if (expire >= 0 && ks->layout == KS_LAYOUT_LEGACY) ksDbSetExpire(ks, &ki, entry, expire);
+        expire = -1;
+        if (rByte(r, &op)) goto done;
+    }
+    if (r->end - r->p != 4) {
+        r->err = r->end - r->p < 4 ? "snapshot truncated" : "snapshot corrupt: bytes after the checksum";
+        goto done;
+    }
+    rc = 0;
+done:
+    (void)nread;
+    if (keybuf) ksArenaFree(ks->arena, sdsAllocPtr(keybuf));
+    return rc;
+}
+
+int ksSnapshotLoad(ksKeyspace *ks, const uint8_t *buf, size_t len) {
+    if (len < 8 + 1 + 4 || memcmp(buf, SNAP_MAGIC, 6) != 0) {
+        snprintf(ks->err, sizeof(ks->err), len < 13 ? "snapshot truncated" : "snapshot corrupt: bad magic");
+        if (len >= 6 && memcmp(buf, SNAP_MAGIC, 6) != 0) snprintf(ks->err, sizeof(ks->err), "snapshot corrupt: bad magic");
+        return -1;
+    }
+    if (buf[6] != 0 || buf[7] != SNAP_VERSION) {
+        snprintf(ks->err, sizeof(ks->err), "snapshot: unsupported version %u", buf[7]);
+        return -1;
+    }
+    uint32_t crc;
+    memcpy(&crc, buf + len - 4, 4);
+    KS_WORK(len / 4);
+    if (ksCrc32(0, buf, len - 4) != crc) {
+        snprintf(ks->err, sizeof(ks->err), "snapshot corrupt or truncated: checksum mismatch");
+        return -1;
+    }
+    /* Parse into fresh tables; swap in on success only. */
+    void **old_slots = ks->slots;
+    hashtable **old_expires = ks->expires;
+    uint64_t old_nkeys = ks->nkeys;
+    ks->slots = ksArenaCalloc(ks->arena, sizeof(void *) * (size_t)ks->nslots);
+    ks->expires = NULL;
+    ks->nkeys = 0;
+    reader r = {buf + 8, buf + len - 4 + 4, buf, NULL};
+    r.end = buf + len; /* the CRC is the last 4 bytes; loadRecords checks it is all that is left */
+    int rc = loadRecords(ks, &r);
+    void **new_slots = ks->slots;
+    hashtable **new_expires = ks->expires;
+    if (rc) {
+        ksDbFlush(ks);
+        ksArenaFree(ks->arena, new_slots);
+        ks->slots = old_slots;
+        ks->expires = old_expires;
+        ks->nkeys = old_nkeys;
+        snprintf(ks->err, sizeof(ks->err), "%s (at byte %zu)", r.err ? r.err : "snapshot corrupt",
+                 (size_t)(r.p - buf));
+        return -1;
+    }
+    (void)new_expires;
+    ks->slots = old_slots;
+    ks->expires = old_expires;
+    ksDbFlush(ks);
+    ksArenaFree(ks->arena, old_slots);
+    ks->slots = new_slots;
+    ks->expires = new_expires;
+    uint64_t n = 0;
+    for (int s = 0; s < ks->nslots; s++)
+        if (ks->slots[s]) n += ks->ops->size(ks->slots[s]);
+    ks->nkeys = n;
+    return 0;
+}

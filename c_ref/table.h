@@ -1,0 +1,86 @@
+/*
+ * table.h -- the table-dispatch layer: one vtable per keyspace table backend.
+ *
+ * The keyspace (db.c) never calls hashtable.c or dict.c directly; it goes
+ * through a ksTableOps chosen at ksCreate by `table=hashtable|dict`.  The
+ * Valkey hashtable backend lives in table_hashtable.c.  The Redis dict backend
+ * (dict.c, another engineer) provides `const ksTableOps ksDictTableOps` in
+ * table_dict.c; the Makefile links it when c_ref/dict.c exists and defines
+ * KS_HAVE_DICT, otherwise `table=dict` fails with "table=dict not built".
+ *
+ * Entries are opaque pointers (keyspace objects: object.h).  Keys are sds.
+ * The keyspace computes each lookup key's hash once (SipHash-1-2) and passes
+ * it in; backends never hash a lookup key themselves.  Stored keys are hashed
+ * through ksEntryHash() (object.h) when rehashing needs it.
+ *
+ * Every callback is required unless marked optional.
+ */
+#ifndef KS_TABLE_H
+#define KS_TABLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arena.h"
+#include "emit.h"
+
+typedef struct ksKeyspace ksKeyspace;
+
+/* Opaque per-key state of a backend's batched-prefetch step machine. */
+typedef struct { uint64_t opaque[16]; } ksFindState;
+/* Opaque two-phase insert position. */
+typedef struct { uint64_t opaque[8]; } ksInsertPos;
+/* Opaque iterator. */
+typedef struct { uint64_t opaque[24]; } ksTableIter;
+
+typedef void (*ksScanFn)(void *privdata, void *entry);
+
+/* Iteration prefetch modes (`iterate=` variant), interpreted per backend. */
+enum { KS_ITER_PREFETCH_NONE = 0, KS_ITER_PREFETCH_NEXT_BUCKET = 1, KS_ITER_PREFETCH_VALKEY = 2 };
+#define KS_ITER_SAFE 1
+#define KS_ITER_PREFETCH_VALUES 2
+
+typedef struct ksTableOps {
+    const char *name;
+    /* A new empty table whose entries are keyspace objects of ks. */
+    void *(*create)(ksKeyspace *ks);
+    /* Free the table and (if free_entries) every entry via ksEntryFree. */
+    void (*release)(ksKeyspace *ks, void *t, int free_entries);
+    size_t (*size)(const void *t);
+    /* Lookup with a precomputed hash; runs rehash steps as the backend does. */
+    bool (*find)(void *t, const void *key, uint64_t hash, void **found);
+    /* Address of the slot holding the entry (to replace it); NULL if absent. */
+    void **(*findRef)(void *t, const void *key, uint64_t hash);
+    /* Two-phase insert (no other call on t in between). */
+    bool (*findPositionForInsert)(void *t, const void *key, uint64_t hash, ksInsertPos *pos, void **existing);
+    void (*insertAtPosition)(void *t, void *entry, ksInsertPos *pos);
+    /* Remove without freeing; *popped gets the entry. */
+    bool (*pop)(void *t, const void *key, uint64_t hash, void **popped);
+    /* Batched lookup step machine: Init / Step (one prefetch, true = more) / Result. */
+    void (*findInit)(ksFindState *s, void *t, const void *key, uint64_t hash);
+    bool (*findStep)(ksFindState *s);
+    bool (*findResult)(ksFindState *s, void **found);
+    /* Prefetch the bucket an insert with this hash goes to (load variants). */
+    void (*prefetchBucket)(void *t, uint64_t hash);
+    /* Iterator; prefetch is a KS_ITER_PREFETCH_* mode, flags KS_ITER_*. */
+    void (*iterInit)(ksTableIter *it, void *t, int flags, int prefetch);
+    bool (*iterNext)(ksTableIter *it, void **entry);
+    void (*iterReset)(ksTableIter *it);
+    size_t (*scan)(void *t, size_t cursor, ksScanFn fn, void *privdata);
+    /* Grow to hold n entries (snapshot RESIZEDB hint); optional. */
+    void (*expand)(void *t, size_t n);
+    /* Bytes of table structure (not entries). */
+    size_t (*memUsage)(const void *t);
+    /* true while rehashing paused (iterator/scan); then the kvstore keeps empty tables. */
+    bool (*isRehashingPaused)(const void *t);
+    /* 0 if valid, else -1 and a message. */
+    int (*checkValid)(void *t, char *err, size_t errlen);
+} ksTableOps;
+
+extern const ksTableOps ksHashtableTableOps;
+#ifdef KS_HAVE_DICT
+extern const ksTableOps ksDictTableOps;
+#endif
+
+#endif /* KS_TABLE_H */

@@ -1,0 +1,155 @@
+/*
+ * variants.c -- the variant registry: a name per family -> one function (or
+ * setting).  Adding a variant = write its function + add one line to `registry`.
+ *
+ *   family     names                                      what it selects
+ *   pipeline   naive, lookahead                           ksPipelineFn
+ *   multikey   none, batch (+ batch-stale-table, tests)   ksMultikeyPrefetchFn
+ *   load       none, prefetch-after-key, prefetch-rehash  ksLoadVariant flags
+ *   iterate    none, next-bucket, valkey                  iterator prefetch mode
+ *
+ * Variant strings ("pipeline=lookahead batch=16 multikey=batch") are parsed by
+ * ksParseVariants over the defaults (naive, 16, none, none, none).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "keyspace.h"
+
+/* --- Variant functions ----------------------------------------------------- */
+
+/* multikey=batch: interleaved prefetch of one batch (the dictPrefetcher /
+ * hashtable step machine over the batch's keys). */
+static void multikeyBatch(ksKeyspace *ks, ksKeyInfo *keys, int n) { ksPrefetchKeys(ks, keys, n); }
+
+static void setPipeline(ksVariants *v, const void *fn) { v->pipeline = (ksPipelineFn)fn; }
+static void setMultikey(ksVariants *v, const void *fn) {
+    v->multikey = (ksMultikeyPrefetchFn)fn;
+    v->multikey_stale_table = 0;
+}
+#ifdef KS_TEST_VARIANTS
+static void setMultikeyStale(ksVariants *v, const void *fn) {
+    v->multikey = (ksMultikeyPrefetchFn)fn;
+    v->multikey_stale_table = 1;
+}
+#endif
+static void setLoadNone(ksVariants *v, const void *fn) {
+    (void)fn;
+    v->load = (ksLoadVariant){0, 0};
+}
+static void setLoadAfterKey(ksVariants *v, const void *fn) {
+    (void)fn;
+    v->load = (ksLoadVariant){1, 0};
+}
+static void setLoadRehash(ksVariants *v, const void *fn) {
+    (void)fn;
+    v->load = (ksLoadVariant){1, 1};
+}
+static void setIterNone(ksVariants *v, const void *fn) {
+    (void)fn;
+    v->iterate = KS_ITER_PREFETCH_NONE;
+}
+static void setIterNext(ksVariants *v, const void *fn) {
+    (void)fn;
+    v->iterate = KS_ITER_PREFETCH_NEXT_BUCKET;
+}
+static void setIterValkey(ksVariants *v, const void *fn) {
+    (void)fn;
+    v->iterate = KS_ITER_PREFETCH_VALKEY;
+}
+
+/* --- Registry -------------------------------------------------------------- */
+
+typedef struct {
+    const char *family;
+    const char *name;
+    void (*apply)(ksVariants *v, const void *fn);
+    const void *fn;
+} variantEntry;
+
+static const variantEntry registry[] = {
+    {"pipeline", "naive", setPipeline, (const void *)ksPipelineNaive},
+    {"pipeline", "lookahead", setPipeline, (const void *)ksPipelineLookahead},
+    {"multikey", "none", setMultikey, NULL},
+    {"multikey", "batch", setMultikey, (const void *)multikeyBatch},
+#ifdef KS_TEST_VARIANTS
+    /* Broken on purpose (Redis #15043 before its fix): slot tables resolved in
+     * the first batch are reused by later batches of the same command. */
+    {"multikey", "batch-stale-table", setMultikeyStale, (const void *)multikeyBatch},
+#endif
+    {"load", "none", setLoadNone, NULL},
+    {"load", "prefetch-after-key", setLoadAfterKey, NULL},
+    {"load", "prefetch-rehash", setLoadRehash, NULL},
+    {"iterate", "none", setIterNone, NULL},
+    {"iterate", "next-bucket", setIterNext, NULL},
+    {"iterate", "valkey", setIterValkey, NULL},
+};
+
+#define NREG (sizeof(registry) / sizeof(registry[0]))
+
+int ksSetVariant(ksVariants *v, const char *family, const char *name) {
+    for (size_t i = 0; i < NREG; i++) {
+        if (strcmp(registry[i].family, family) == 0 && strcmp(registry[i].name, name) == 0) {
+            registry[i].apply(v, registry[i].fn);
+            if (!strcmp(family, "pipeline")) v->pipeline_name = registry[i].name;
+            else if (!strcmp(family, "multikey")) v->multikey_name = registry[i].name;
+            else if (!strcmp(family, "load")) v->load_name = registry[i].name;
+            else v->iterate_name = registry[i].name;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+const char *ksVariantNames(const char *family) {
+    static char buf[512];
+    buf[0] = '\0';
+    for (size_t i = 0; i < NREG; i++) {
+        if (strcmp(registry[i].family, family)) continue;
+        if (buf[0]) strncat(buf, "|", sizeof(buf) - strlen(buf) - 1);
+        strncat(buf, registry[i].name, sizeof(buf) - strlen(buf) - 1);
+    }
+    return buf;
+}
+
+int ksParseVariants(ksKeyspace *ks, const char *spec, ksVariants *out) {
+    ksVariants v;
+    memset(&v, 0, sizeof(v));
+    ksSetVariant(&v, "pipeline", "naive");
+    ksSetVariant(&v, "multikey", "none");
+    ksSetVariant(&v, "load", "none");
+    ksSetVariant(&v, "iterate", "none");
+    v.batch = KS_DEFAULT_BATCH;
+    char buf[512];
+    snprintf(buf, sizeof(buf), "%s", spec ? spec : "");
+    for (char *save = NULL, *tok = strtok_r(buf, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
+        char *eq = strchr(tok, '=');
+        if (!eq) {
+            snprintf(ks->err, sizeof(ks->err), "variant '%s' is not family=name", tok);
+            return -1;
+        }
+        *eq = '\0';
+        const char *k = tok, *val = eq + 1;
+        if (!strcmp(k, "batch")) {
+            char *end;
+            long b = strtol(val, &end, 10);
+            if (*val == '\0' || *end || b < 1 || b > KS_MAX_BATCH) {
+                snprintf(ks->err, sizeof(ks->err), "bad batch '%s' (1..%d)", val, KS_MAX_BATCH);
+                return -1;
+            }
+            v.batch = (int)b;
+            continue;
+        }
+        if (strcmp(k, "pipeline") && strcmp(k, "multikey") && strcmp(k, "load") && strcmp(k, "iterate")) {
+            snprintf(ks->err, sizeof(ks->err), "unknown variant family '%s'", k);
+            return -1;
+        }
+        if (ksSetVariant(&v, k, val)) {
+            snprintf(ks->err, sizeof(ks->err), "unknown %s variant '%s' (%s)", k, val, ksVariantNames(k));
+            return -1;
+        }
+    }
+    *out = v;
+    return 0;
+}

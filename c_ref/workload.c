@@ -1,0 +1,328 @@
+/*
+ * workload.c -- the five CLI workloads (load, iterate, pipeline, mset, mget).
+ *
+ *   workload   setup (not measured)                 measured phase (x repeat)
+ *   --------   ---------------------------------    -------------------------------------
+ *   pipeline   populate --keys keys                 --ops GET/SET over random keys, sent in
+ *                                                   groups of --depth, run by the variant
+ *   mget       populate --keys keys                 --ops MGET of --keys-per-command random keys
+ *   mset       empty keyspace                       MSETs of K new keys until --keys exist
+ *   iterate    populate --keys keys                 KEYS * (--op keys) or SAVE (--op save)
+ *   load       populate, SAVE, empty the keyspace   load the snapshot with the variant
+ *
+ * Keys are the key index in decimal, zero-padded to --key-size bytes; values
+ * are --value-size bytes of a seeded pattern.  Random choices use splitmix64
+ * seeded by --seed, so a run is a pure function of its options.  When tracing,
+ * setup is not recorded (ksEmitPause); the measured phase starts with a PHASE
+ * marker and every command with a COMMAND marker.
+ *
+ * Conventions: public ks...; static internals without prefix.
+ */
+
+#include "workload.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "keyspace.h"
+
+/* --- PRNG and data --------------------------------------------------------- */
+
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+typedef struct {
+    const ksWorkloadSpec *spec;
+    ksKeyspace *ks;
+    uint8_t *valpool; /* value_size + 64 bytes of pattern */
+    uint64_t rng;
+    /* growing byte buffer for queries (system memory: it plays the socket) */
+    uint8_t *q;
+    size_t qlen, qcap;
+    size_t *group_off; /* query offsets of groups */
+    size_t ngroups;
+    uint32_t crc;
+} wl;
+
+static void keyName(const wl *w, uint64_t i, char *buf) {
+    snprintf(buf, (size_t)w->spec->key_size + 1, "%0*llu", (int)w->spec->key_size, (unsigned long long)i);
+}
+
+static const uint8_t *valueFor(const wl *w, uint64_t i) { return w->valpool + (i * 7) % 64; }
+
+static void qput(wl *w, const void *p, size_t n) {
+    if (w->qlen + n > w->qcap) {
+        size_t cap = w->qcap ? w->qcap : 1 << 16;
+        while (cap < w->qlen + n) cap *= 2;
+        w->q = realloc(w->q, cap);
+        if (!w->q) abort();
+        w->qcap = cap;
+    }
+    memcpy(w->q + w->qlen, p, n);
+    w->qlen += n;
+}
+
+static void qarg(wl *w, const void *p, size_t n) {
+    char hdr[32];
+    int hl = snprintf(hdr, sizeof(hdr), "$%zu\r\n", n);
+    qput(w, hdr, (size_t)hl);
+    qput(w, p, n);
+    qput(w, "\r\n", 2);
+}
+
+static void qcmd(wl *w, int argc) {
+    char hdr[32];
+    int hl = snprintf(hdr, sizeof(hdr), "*%d\r\n", argc);
+    qput(w, hdr, (size_t)hl);
+}
+
+/* --- Setup ----------------------------------------------------------------- */
+
+static void populate(wl *w) {
+    const ksWorkloadSpec *s = w->spec;
+    char key[4096];
+    uint8_t kb[4096 + 16];
+    for (uint64_t i = 0; i < s->keys; i++) {
+        keyName(w, i, key);
+        sds k = sdsWriteAt(kb, SDS_TYPE_8, key, s->key_size, s->key_size);
+        ksKeyInfo ki;
+        ksKeyResolve(w->ks, k, &ki);
+        ksDbSet(w->ks, &ki, valueFor(w, i), s->value_size, -1);
+    }
+}
+
+static int runCommands(wl *w, double *elapsed) {
+    ksKeyspace *ks = w->ks;
+    ksClient *c = &ks->client;
+    uint32_t crc = 0;
+    KS_MARK(KVT_MARK_PHASE, 1);
+    double t0 = now_s();
+    for (size_t g = 0; g < w->ngroups; g++) {
+        size_t off = w->group_off[g], end = w->group_off[g + 1];
+        ksClientSetQuery(ks, c, w->q + off, end - off);
+        c->rlen = 0;
+        ks->var.pipeline(ks, c);
+        crc = ksCrc32(crc, c->rbuf, c->rlen);
+    }
+    *elapsed = now_s() - t0;
+    w->crc = crc;
+    return 0;
+}
+
+static void groupsBegin(wl *w) {
+    w->qlen = 0;
+    w->ngroups = 0;
+}
+
+static void groupMark(wl *w, size_t cap) {
+    w->group_off = realloc(w->group_off, sizeof(size_t) * (cap + 2));
+    if (!w->group_off) abort();
+    w->group_off[w->ngroups++] = w->qlen;
+}
+
+/* --- Public ---------------------------------------------------------------- */
+
+const char *ksWorkloadFamily(const char *workload) {
+    if (!strcmp(workload, "load")) return "load";
+    if (!strcmp(workload, "iterate")) return "iterate";
+    if (!strcmp(workload, "pipeline")) return "pipeline";
+    if (!strcmp(workload, "mset") || !strcmp(workload, "mget")) return "multikey";
+    return NULL;
+}
+
+int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, size_t errlen) {
+    memset(res, 0, sizeof(*res));
+    const char *family = ksWorkloadFamily(s->workload);
+    if (!family) {
+        snprintf(err, errlen, "unknown workload '%s' (load|iterate|pipeline|mset|mget)", s->workload);
+        return -1;
+    }
+    char opts[256];
+    snprintf(opts, sizeof(opts), "table=%s layout=%s cluster=%d seed=%llu", s->table, s->layout, s->cluster,
+             (unsigned long long)s->seed);
+    ksEmitPause();
+    ksKeyspace *ks = ksKeyspaceNew(opts, err, errlen);
+    if (!ks) {
+        ksEmitResume();
+        return -1;
+    }
+    ksCur = ks;
+    char vspec[128];
+    snprintf(vspec, sizeof(vspec), "%s=%s batch=%d", family, s->variant, s->batch);
+    if (ksParseVariants(ks, vspec, &ks->var)) {
+        snprintf(err, errlen, "%s", ks->err);
+        ksKeyspaceFree(ks);
+        ksEmitResume();
+        return -1;
+    }
+    wl w;
+    memset(&w, 0, sizeof(w));
+    w.spec = s;
+    w.ks = ks;
+    w.rng = s->seed ^ 0x6b7673696dULL;
+    w.valpool = malloc((size_t)s->value_size + 64);
+    for (size_t i = 0; i < (size_t)s->value_size + 64; i++) w.valpool[i] = (uint8_t)('a' + splitmix64(&w.rng) % 26);
+    res->arena_base = ksArenaBase(ks->arena);
+    int rc = 0;
+    char key[4096];
+    int repeat = s->repeat < 1 ? 1 : s->repeat;
+
+    if (!strcmp(s->workload, "pipeline") || !strcmp(s->workload, "mget")) {
+        populate(&w);
+        int mget = !strcmp(s->workload, "mget");
+        int depth = mget ? 1 : s->depth;
+        int kpc = s->keys_per_command;
+        groupsBegin(&w);
+        uint64_t cmds_in_group = 0;
+        for (uint64_t op = 0; op < s->ops; op++) {
+            if (cmds_in_group == 0) groupMark(&w, (size_t)(s->ops / (uint64_t)depth + 1));
+            if (mget) {
+                qcmd(&w, 1 + kpc);
+                qarg(&w, "MGET", 4);
+                for (int k = 0; k < kpc; k++) {
+                    keyName(&w, splitmix64(&w.rng) % s->keys, key);
+                    qarg(&w, key, s->key_size);
+                }
+            } else {
+                uint64_t i = splitmix64(&w.rng) % s->keys;
+                keyName(&w, i, key);
+                int set = s->set_ratio > 0 && (double)(splitmix64(&w.rng) >> 11) * 0x1.0p-53 < s->set_ratio;
+                qcmd(&w, set ? 3 : 2);
+                qarg(&w, set ? "SET" : "GET", 3);
+                qarg(&w, key, s->key_size);
+                if (set) qarg(&w, valueFor(&w, i + 1), s->value_size);
+            }
+            if (++cmds_in_group == (uint64_t)depth) cmds_in_group = 0;
+        }
+        w.group_off[w.ngroups] = w.qlen;
+        res->ops = s->ops;
+        ksEmitResume();
+        for (int r = 0; r < repeat; r++) {
+            if (r > 0) ksEmitPause(); /* only the first run is traced */
+            runCommands(&w, &res->runs_s[r]);
+            if (r > 0) ksEmitResume();
+        }
+    } else if (!strcmp(s->workload, "mset")) {
+        int kpc = s->keys_per_command;
+        groupsBegin(&w);
+        /* A seeded permutation of the key indexes, K per MSET. */
+        uint64_t *perm = malloc(sizeof(uint64_t) * (s->keys ? s->keys : 1));
+        for (uint64_t i = 0; i < s->keys; i++) perm[i] = i;
+        for (uint64_t i = s->keys; i > 1; i--) {
+            uint64_t j = splitmix64(&w.rng) % i, t = perm[i - 1];
+            perm[i - 1] = perm[j];
+            perm[j] = t;
+        }
+        for (uint64_t i = 0; i < s->keys; i += (uint64_t)kpc) {
+            uint64_t n = s->keys - i < (uint64_t)kpc ? s->keys - i : (uint64_t)kpc;
+            groupMark(&w, (size_t)(s->keys / (uint64_t)kpc + 1));
+            qcmd(&w, (int)(1 + 2 * n));
+            qarg(&w, "MSET", 4);
+            for (uint64_t k = 0; k < n; k++) {
+                keyName(&w, perm[i + k], key);
+                qarg(&w, key, s->key_size);
+                qarg(&w, valueFor(&w, perm[i + k]), s->value_size);
+            }
+        }
+        free(perm);
+        w.group_off[w.ngroups] = w.qlen;
+        res->ops = w.ngroups;
+        ksEmitResume();
+        for (int r = 0; r < repeat; r++) {
+            if (r > 0) {
+                ksEmitPause();
+                ksDbFlush(ks);
+            }
+            runCommands(&w, &res->runs_s[r]);
+            if (r > 0) ksEmitResume();
+        }
+    } else if (!strcmp(s->workload, "iterate")) {
+        int save = !strcmp(s->op, "save");
+        populate(&w);
+        res->ops = s->keys;
+        ksEmitResume();
+        for (int r = 0; r < repeat; r++) {
+            if (r > 0) ksEmitPause();
+            ksClient *c = &ks->client;
+            KS_MARK(KVT_MARK_PHASE, 1);
+            double t0 = now_s();
+            if (save) {
+                uint8_t *b;
+                size_t l;
+                ksSnapshotSave(ks, &b, &l);
+                res->runs_s[r] = now_s() - t0;
+                w.crc = ksCrc32(0, b, l);
+            } else {
+                c->rlen = 0;
+                KS_MARK(KVT_MARK_COMMAND, 0);
+                ksKeysCommand(ks, c, "*", 1);
+                res->runs_s[r] = now_s() - t0;
+                w.crc = ksCrc32(0, c->rbuf, c->rlen);
+            }
+            if (r > 0) ksEmitResume();
+        }
+    } else { /* load */
+        populate(&w);
+        uint8_t *b;
+        size_t l;
+        ksSnapshotSave(ks, &b, &l);
+        uint8_t *snap = malloc(l);
+        memcpy(snap, b, l);
+        /* The snapshot buffer the load reads lives in the arena (tag snapshot_buf). */
+        ksDbFlush(ks);
+        uint8_t *abuf = ks->snap;
+        memcpy(abuf, snap, l);
+        free(snap);
+        res->ops = s->keys;
+        ksEmitResume();
+        for (int r = 0; r < repeat; r++) {
+            if (r > 0) {
+                ksEmitPause();
+                ksDbFlush(ks);
+            }
+            KS_MARK(KVT_MARK_PHASE, 1);
+            double t0 = now_s();
+            if (ksSnapshotLoad(ks, abuf, l)) {
+                snprintf(err, errlen, "%s", ks->err);
+                rc = -1;
+                if (r > 0) ksEmitResume();
+                break;
+            }
+            res->runs_s[r] = now_s() - t0;
+            if (r > 0) ksEmitResume();
+        }
+        w.crc = (uint32_t)l;
+    }
+    ksEmitPause();
+    res->nruns = rc ? 0 : repeat;
+    /* Dataset bytes: everything but the client and snapshot buffers. */
+    res->arena_allocated = ksArenaAllocatedBytes(ks->arena);
+    res->memory_bytes = res->arena_allocated - ksArenaUsableSize(ks->arena, ks->client.qbuf) -
+                        ksArenaUsableSize(ks->arena, ks->client.rbuf) -
+                        (ks->snap ? ksArenaUsableSize(ks->arena, ks->snap) : 0);
+    res->keys = ks->nkeys;
+    res->reply_crc32 = w.crc;
+    char verr[256];
+    if (rc == 0 && s->keys <= 2000000 && ksDbCheckValid(ks, verr, sizeof(verr))) {
+        snprintf(err, errlen, "internal check failed: %s", verr);
+        rc = -1;
+    }
+    ksKeyspaceFree(ks);
+    ksEmitResume();
+    free(w.valpool);
+    free(w.q);
+    free(w.group_off);
+    return rc;
+}
