@@ -14,30 +14,6 @@ import struct
 
 import numpy as np
 
-__all__ = [
-    "CHUNK_HEADER",
-    "CHUNK_MAGIC",
-    "CODEC_NAMES",
-    "CODEC_RAW",
-    "CODEC_ZSTD",
-    "DEFAULT_CHUNK_RECORDS",
-    "END_CHUNK",
-    "END_MAGIC",
-    "FIXED_HEADER",
-    "FIXED_HEADER_LEN",
-    "KIND_NAMES",
-    "MAGIC",
-    "MARKER_NAMES",
-    "MAX_CHUNK_RECORDS",
-    "MAX_JSON_LEN",
-    "RECORD_DTYPE",
-    "RECORD_SIZE",
-    "TAG_NAMES",
-    "TraceError",
-    "VERSION",
-    "ZSTD_LEVEL",
-]
-
 # --- Stream constants (trace_format.h) ----------------------------------------------------
 MAGIC = b"KVTRACE\x00"  #: KVT_MAGIC, 8 bytes including the NUL
 VERSION = 1  #: KVT_VERSION
@@ -148,3 +124,9 @@ def zstd_compress_bound(n: int) -> int:
     """Upper bound in bytes of a zstd frame holding ``n`` input bytes (ZSTD_COMPRESSBOUND)."""
     margin = ((128 << 10) - n) >> 11 if n < (128 << 10) else 0
     return n + (n >> 8) + margin + 64  # +64: frame header/footer slack beyond the C macro
+
+
+__all__ = sorted(
+    [n for n in dir() if n.isupper() and not n.startswith("_")]
+    + ["TraceError", "zstd_compress_bound"]
+)
