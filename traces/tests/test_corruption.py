@@ -177,3 +177,14 @@ def test_truncation_message_format(tmp_path: Path) -> None:
 def test_text_stream_rejected() -> None:
     with pytest.raises(TypeError, match="binary"):
         traces.open(io.StringIO("KVTRACE"))
+
+
+@pytest.mark.parametrize("codec", ["raw", "zstd"])
+def test_every_byte_flip_of_a_small_file(codec: str) -> None:
+    """Exhaustive complement to the Hypothesis test: flip each byte of a 6-chunk file."""
+    data = _trace(codec, 7, RECORDS[:40])
+    for pos in range(len(data)):
+        damaged = bytearray(data)
+        damaged[pos] ^= 0x81
+        with pytest.raises(traces.TraceError):
+            traces.read_all(io.BytesIO(bytes(damaged)))
