@@ -628,6 +628,42 @@ void *dictFetchStored(dict *d, const void *key, ksLoadId *dep) {
     return dictEntryIsKey(de) ? decodeItem(de) : de->key; /* read by the walk */
 }
 
+void *dictFetchStoredWithHash(dict *d, const void *key, uint64_t hash, ksLoadId *dep) {
+    if (dep) *dep = 0;
+    if (dictSize(d) == 0) return NULL;
+    ksLoadId idep = 0;
+    dictEntryLink link = findLinkInternal(d, key, hash, NULL, NULL, &idep);
+    if (link == NULL) return NULL;
+    if (dep) *dep = idep;
+    dictEntry *de = *link;
+    return dictEntryIsKey(de) ? decodeItem(de) : de->key; /* read by the walk */
+}
+
+void **dictFindStoredRef(dict *d, const void *key, uint64_t hash) {
+    if (dictSize(d) == 0) return NULL;
+    dictEntryLink link = findLinkInternal(d, key, hash, NULL, NULL, NULL);
+    if (link == NULL) return NULL;
+    dictEntry *de = *link;
+    if (dictEntryIsKey(de)) {
+        /* A tagged direct item cannot be overwritten through a plain void**:
+         * give it a node (legal: a node may sit alone or end a chain). */
+        de = newNode(d, decodeItem(de), NULL);
+        *link = de;
+        KS_STORE(link, 8, KVT_TAG_DICT_TABLE, KS_SITE_DICT_STORE, 0);
+    }
+    return &de->key;
+}
+
+int dictIsRehashingPaused(const dict *d) { return d->pauserehash > 0; }
+
+void dictPrefetchBucket(dict *d, uint64_t hash) {
+    if (d->ht_table[0] == NULL) return;
+    KS_ID_VAR(meta) = metaLoad(d, KS_SITE_DICT_BUCKET);
+    int t = dictIsRehashing(d) ? 1 : 0;
+    KS_PREFETCH(&d->ht_table[t][hash & DICTHT_SIZE_MASK(d->ht_size_exp[t])], KVT_TAG_DICT_TABLE,
+                KS_SITE_DICT_BUCKET, meta);
+}
+
 /* --- Insert ------------------------------------------------------------------------ */
 
 /* Insert `stored` at the head of the chain in cell `bucket` (of the insert
@@ -762,6 +798,19 @@ int dictDelete(dict *d, const void *key) {
     if (link == NULL) return DICT_ERR;
     dictEntry *de = unlinkAt(d, link, t);
     freeUnlinkedEntry(d, de);
+    _dictShrinkIfNeeded(d);
+    return DICT_OK;
+}
+
+int dictPop(dict *d, const void *key, uint64_t hash, void **stored) {
+    if (dictSize(d) == 0) return DICT_ERR;
+    int t = 0;
+    dictEntryLink link = findLinkInternal(d, key, hash, NULL, &t, NULL);
+    if (link == NULL) return DICT_ERR;
+    dictEntry *de = unlinkAt(d, link, t);
+    if (stored) *stored = dictEntryIsKey(de) ? decodeItem(de) : de->key;
+    if (!d->type->no_value && d->type->valDestructor) d->type->valDestructor(de->v.val);
+    freeNode(d, de);
     _dictShrinkIfNeeded(d);
     return DICT_OK;
 }

@@ -124,6 +124,7 @@ void dictResumeAutoResize(dict *d);
 size_t dictSize(const dict *d);    /* ht_used[0] + ht_used[1] */
 size_t dictBuckets(const dict *d); /* buckets in both tables */
 int dictIsRehashing(const dict *d);
+int dictIsRehashingPaused(const dict *d);
 long dictRehashIndex(const dict *d);
 /* Bytes of the dict's own memory: struct + tables + nodes, by size class. */
 size_t dictMemUsage(const dict *d);
@@ -145,6 +146,17 @@ dictEntry *dictFindWithHash(dict *d, const void *key, uint64_t hash);
 /* dictFind returning the stored item, and in *dep (optional) the id of the load
  * that produced it, so the caller's object reads chain onto the dict's. */
 void *dictFetchStored(dict *d, const void *key, ksLoadId *dep);
+
+void *dictFetchStoredWithHash(dict *d, const void *key, uint64_t hash, ksLoadId *dep);
+/* The address holding the stored item of `key` (NULL if absent), so the caller
+ * can swap in a reallocated item with `*ref = new` (the ksTableOps findRef
+ * contract).  A tagged direct item first gets a NoValue node, since a plain
+ * pointer cannot be written into a tagged cell; Redis itself keeps the tag
+ * (dictSetKeyAtLink newItem=0), which the link API here does too. */
+void **dictFindStoredRef(dict *d, const void *key, uint64_t hash);
+/* Prefetch the bucket cell an insert with this hash goes to (table 1 while
+ * rehashing): the snapshot-load variants' helper. */
+void dictPrefetchBucket(dict *d, uint64_t hash);
 
 /* Two-phase insert, link flavour (Redis dictFindLink / dictSetKeyAtLink).
  * dictFindLink returns the link of the matching entry or NULL; if `bucket` is
@@ -176,6 +188,11 @@ dictEntry *dictAddRaw(dict *d, void *stored, dictEntry **existing);
 /* --- Delete ------------------------------------------------------------------------ */
 /* Remove and free (destructors run).  DICT_ERR if not found.  May shrink. */
 int dictDelete(dict *d, const void *key);
+/* Unlink without the entry destructor (Redis dictUnlink, then free the node);
+ * *stored (optional) gets the item, now the caller's.  Value dicts: the value
+ * lives in the node, so valDestructor still runs.  May shrink.  DICT_ERR if
+ * not found. */
+int dictPop(dict *d, const void *key, uint64_t hash, void **stored);
 /* Two-phase unlink: find pauses rehashing and returns the link (or NULL);
  * free unlinks, frees, may shrink and resumes rehashing.  The caller may read
  * the entry between the phases but not call any other dict function. */

@@ -268,21 +268,26 @@ static int loadRecords(ksKeyspace *ks, reader *r) {
         if (rString(r, &v, &vlen)) goto done;
         (void)KS_LOAD(v, vlen, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
         KS_WORK(vlen / 16);
-        /* (6) add the key. */
-        if (!ks->var.load.prefetch_after_key || ks->var.load.rehash_on_insert) ksKeyResolve(ks, keybuf, &ki);
         if (expire >= 0 && ksEntryIsExpired(ks, expire)) {
             expire = -1;
             if (rByte(r, &op)) goto done;
             continue;
         }
+        /* rdbLoadObject: the value object is built (the value bytes copied)
+         * before the key is added; this is the work a prefetch issued after
+         * the key overlaps with. */
+        void *entry = ksEntryCreate(ks, keybuf, klen, v, vlen, ks->layout == KS_LAYOUT_UNIFIED ? expire : -1);
+        /* (6) dbAddRDBLoad: hash and slot (again, for prefetch-rehash), find
+         * the position, insert. */
+        if (!ks->var.load.prefetch_after_key || ks->var.load.rehash_on_insert) ksKeyResolve(ks, keybuf, &ki);
         void *t = ksDbTableForWrite(ks, ki.slot);
         ksInsertPos pos;
         void *existing;
         if (!ks->ops->findPositionForInsert(t, keybuf, ki.hash, &pos, &existing)) {
+            ksEntryFree(ks, entry);
             r->err = "snapshot corrupt: duplicate key";
             goto done;
         }
-        void *entry = ksEntryCreate(ks, keybuf, klen, v, vlen, ks->layout == KS_LAYOUT_UNIFIED ? expire : -1);
         ks->ops->insertAtPosition(t, entry, &pos);
         ks->nkeys++;
         if (expire >= 0 && ks->layout == KS_LAYOUT_LEGACY) ksDbSetExpire(ks, &ki, entry, expire);

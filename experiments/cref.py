@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -75,26 +76,28 @@ def trace(workload: str, out, options: Mapping[str, object], codec: str = "zstd"
     On any failure no output file is left behind.
     """
     cmd = [str(binary()), "trace", workload, "-o", "-", *workload_args(options)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
-    try:
-        traces.recompress(proc.stdout, out, codec=codec)
-    except traces.TraceError as exc:
-        proc.stdout.close()
-        err = proc.stderr.read()
-        proc.wait()
-        if proc.returncode != 0:
-            raise _fail(proc, err) from None
-        raise exc
-    finally:
-        if proc.stdout and not proc.stdout.closed:
+    # stderr goes to a file, not a pipe, so a chatty child can never block on it while we
+    # drain its stdout.
+    with tempfile.TemporaryFile() as errfile:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errfile, env=_env())
+        try:
+            traces.recompress(proc.stdout, out, codec=codec)
+        except traces.TraceError:
             proc.stdout.close()
-    err = proc.stderr.read()
-    proc.stderr.close()
-    proc.wait()
-    if proc.returncode != 0:
-        if isinstance(out, str | Path) and Path(out).exists():
-            Path(out).unlink()
-        raise _fail(proc, err)
+            proc.wait()
+            if proc.returncode != 0:
+                errfile.seek(0)
+                raise _fail(proc, errfile.read()) from None
+            raise
+        finally:
+            if not proc.stdout.closed:
+                proc.stdout.close()
+            proc.wait()
+        if proc.returncode != 0:
+            if isinstance(out, str | Path) and Path(out).exists():
+                Path(out).unlink()
+            errfile.seek(0)
+            raise _fail(proc, errfile.read())
 
 
 def native(workload: str, options: Mapping[str, object], repeat: int = 3) -> dict:

@@ -40,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "policy.h"
 #include "prefetch.h"
@@ -47,7 +48,9 @@
 #define META_DIRTY 1u
 #define META_PF_SHIFT 1
 #define META_PF_MASK 6u
-#define PREFETCH_DISTANCE 12
+#ifndef PREFETCH_DISTANCE
+#define PREFETCH_DISTANCE 8
+#endif
 #define MAX_DEGREE 16
 
 enum { OP_READ = 0, OP_WRITE = 1, OP_WFULL = 2, OP_VICTIM = 3 };
@@ -112,6 +115,24 @@ struct kvsimSim {
 static int isPow2(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
 static void *xcalloc(size_t n, size_t sz) { return calloc(n ? n : 1, sz ? sz : 1); }
+
+/* Zeroed memory for the big per-line arrays.  Arrays of 1 MiB or more are 2 MiB
+ * aligned and advised as transparent huge pages: a simulated L3 spread over 4 KiB
+ * host pages costs a host TLB miss (a nested walk in a VM) on nearly every access. */
+#define HUGE_THRESHOLD (1u << 20)
+#define HUGE_ALIGN (2u << 20)
+static void *bigAlloc(size_t n, size_t sz) {
+    size_t bytes = (n ? n : 1) * (sz ? sz : 1);
+    if (bytes < HUGE_THRESHOLD) return calloc(1, bytes);
+    size_t rounded = (bytes + HUGE_ALIGN - 1) & ~(size_t)(HUGE_ALIGN - 1);
+    void *p = NULL;
+    if (posix_memalign(&p, HUGE_ALIGN, rounded) != 0) return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, rounded, MADV_HUGEPAGE);
+#endif
+    memset(p, 0, rounded);
+    return p;
+}
 
 /* --- TLB -------------------------------------------------------------------- */
 
@@ -651,10 +672,10 @@ static inline void hostPrefetch(const kvsimSim *s, const kvtRecord *r) {
         const Level *L = &s->lv[k];
         uint64_t set = line & L->set_mask;
         const uint64_t *tg = L->tags + set * L->ways;
-        __builtin_prefetch(tg, 1, 0);
-        if (L->ways > 8) __builtin_prefetch(tg + 8, 1, 0);
-        __builtin_prefetch(L->pc.line + set * L->ways, 1, 0);
-        if (L->ways > 8) __builtin_prefetch(L->pc.line + set * L->ways + 8, 1, 0);
+        __builtin_prefetch(tg, 1, 3);
+        if (L->ways > 8) __builtin_prefetch(tg + 8, 1, 3);
+        __builtin_prefetch(L->pc.line + set * L->ways, 1, 3);
+        if (L->ways > 8) __builtin_prefetch(L->pc.line + set * L->ways + 8, 1, 3);
     }
 }
 
@@ -802,11 +823,11 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
         L->mshrs = cfg->timing ? c->mshrs : 0;
         L->set_mask = c->sets - 1;
         uint64_t nl = (uint64_t)c->sets * c->ways;
-        L->tags = xcalloc(nl, sizeof(uint64_t));
-        L->meta = xcalloc(nl, 1);
-        L->stag = xcalloc(nl, 1);
+        L->tags = bigAlloc(nl, sizeof(uint64_t));
+        L->meta = bigAlloc(nl, 1);
+        L->stag = bigAlloc(nl, 1);
         L->pc.ways = c->ways;
-        L->pc.line = xcalloc(nl, sizeof(uint64_t));
+        L->pc.line = bigAlloc(nl, sizeof(uint64_t));
         L->pc.set = xcalloc(c->sets, sizeof(uint64_t));
         L->pc.rng = c->seed ? c->seed : 0x9E3779B97F4A7C15ULL;
         L->mline = xcalloc(c->mshrs, sizeof(uint64_t));
