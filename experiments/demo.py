@@ -51,8 +51,8 @@ def run(out: Path, keys: int = 200_000, ops: int = 20_000, cpus: list[str] | Non
             res = sim.simulate(records, cfg)
             row = {"cpu": name, "variant": variant, "records": res["records"],
                    "instructions": res["instructions"], "cycles": res["cycles"]}
-            for lv in res["levels"]:
-                row[f"{lv['name']}_misses"] = lv["misses"]
+            for i, lv in enumerate(res["levels"]):  # by position: presets name LLCs differently
+                row[f"L{i + 1}_misses"] = lv["misses"]
             rows.append(row)
     df = pd.DataFrame(rows)
     base = df[df.variant == "naive"].set_index("cpu")["cycles"]
