@@ -202,11 +202,27 @@ static int64_t translate(kvsimSim *s, uint64_t addr, int is_swpf) {
 
 /* --- Caches ----------------------------------------------------------------- */
 
-static inline int64_t findWay(const Level *L, uint64_t set, uint64_t line) {
+/* Branchless scan of a set: the way holding `line` (-1 if none) and the lowest
+ * invalid way (-1 if the set is full).  A fixed trip count with conditional
+ * moves: no mispredicted early exits on random traffic. */
+static inline void scanSet(const Level *L, uint64_t set, uint64_t line, int64_t *hit,
+                           int64_t *inv) {
     const uint64_t *tg = L->tags + set * L->ways;
-    for (uint32_t w = 0; w < L->ways; w++)
-        if (tg[w] == line + 1) return (int64_t)w;
-    return -1;
+    const uint64_t key = line + 1;
+    int64_t h = -1, v = -1;
+    for (uint32_t w = L->ways; w-- > 0;) {
+        uint64_t t = tg[w];
+        h = t == key ? (int64_t)w : h;
+        v = t == 0 ? (int64_t)w : v;
+    }
+    *hit = h;
+    *inv = v;
+}
+
+static inline int64_t findWay(const Level *L, uint64_t set, uint64_t line) {
+    int64_t h, v;
+    scanSet(L, set, line, &h, &v);
+    return h;
 }
 
 /* First level at or below `from` holding `line` (s->n = memory).  No side effects. */
@@ -273,12 +289,10 @@ static void sendVictim(kvsimSim *s, uint32_t k, const Victim *v) {
 
 /* Choose a way for a new line in (k, set): the lowest invalid way, else the
  * policy's victim, which is evicted into *v. */
-static uint32_t allocWay(kvsimSim *s, uint32_t k, uint64_t set, Victim *v) {
+static uint32_t allocWay(kvsimSim *s, uint32_t k, uint64_t set, int64_t inv, Victim *v) {
     Level *L = &s->lv[k];
-    const uint64_t *tg = L->tags + set * L->ways;
     v->valid = 0;
-    for (uint32_t w = 0; w < L->ways; w++)
-        if (tg[w] == 0) return w;
+    if (inv >= 0) return (uint32_t)inv;
     uint32_t w = L->pol->victim(&L->pc, (uint32_t)set);
     *v = evict(s, k, set, w);
     return w;
@@ -307,7 +321,8 @@ static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint
     size_t idx = (size_t)stag * KVSIM_NKINDS + (size_t)kind;
     ls->access[idx]++;
     st->phase[s->phase].access[k]++;
-    int64_t w = findWay(L, set, line);
+    int64_t w, inv;
+    scanSet(L, set, line, &w, &inv);
     if (w >= 0) {
         uint64_t i = set * L->ways + (uint64_t)w;
         ls->hit[idx]++;
@@ -334,7 +349,7 @@ static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint
         return cacheAccess(s, k + 1, line, OP_READ, stag, kind, 0, NULL);
     }
     Victim v;
-    uint32_t way = allocWay(s, k, set, &v);
+    uint32_t way = allocWay(s, k, set, inv, &v);
     uint64_t i = set * L->ways + way;
     L->tags[i] = line + 1;
     L->meta[i] = (uint8_t)(((op == OP_WRITE || op == OP_WFULL) ? META_DIRTY : 0) |
@@ -676,6 +691,8 @@ static inline void hostPrefetch(const kvsimSim *s, const kvtRecord *r) {
         if (L->ways > 8) __builtin_prefetch(tg + 8, 1, 3);
         __builtin_prefetch(L->pc.line + set * L->ways, 1, 3);
         if (L->ways > 8) __builtin_prefetch(L->pc.line + set * L->ways + 8, 1, 3);
+        __builtin_prefetch(L->meta + set * L->ways, 1, 3);
+        __builtin_prefetch(L->stag + set * L->ways, 1, 3);
     }
 }
 
