@@ -139,15 +139,44 @@ static int nextBatchSize(int remaining) {
     return remaining >= 2 * PREFETCH_BATCH_SIZE ? PREFETCH_BATCH_SIZE : remaining;
 }
 
+/* Test-only broken variant (multikey=batch-stale-table, Redis #15043 before
+ * its fix): a command resolves each slot's table once, in its first batch, and
+ * later batches keep using that table.  A table freed (emptied by an expired
+ * key) and re-created since is "dead": lookups through it miss and writes
+ * through it are lost, as with a dangling dict.  Identity is pointer plus the
+ * kvstore's creation generation, so a re-created table at a reused address is
+ * still a different table. */
+typedef struct {
+    void *table;
+    uint64_t gen;
+    int valid;
+} staleEntry;
+
+static staleEntry *staleTables(ksKeyspace *ks) {
+    if (!ks->var.multikey_stale_table) return NULL;
+    return calloc((size_t)ks->nslots, sizeof(staleEntry));
+}
+
+static int staleDead(ksKeyspace *ks, staleEntry *st, const ksKeyInfo *ki) {
+    if (!st) return 0;
+    staleEntry *e = &st[ki->slot];
+    if (!e->valid || e->table == NULL) return 0; /* nothing cached: live lookups */
+    return e->table != ks->slots[ki->slot] || e->gen != ks->slot_gen[ki->slot];
+}
+
 /* Resolve keys argv[first + i*step] for i in [from, from+n) and prefetch them. */
 static void resolveBatch(ksKeyspace *ks, ksCommand *cmd, ksKeyInfo *ki, int first, int step, int from, int n,
-                         void **stale_tables) {
+                         staleEntry *st) {
     for (int i = 0; i < n; i++) {
         ksKeyResolve(ks, cmd->argv[first + (from + i) * step], &ki[i]);
-        if (stale_tables) {
-            /* Test-only broken variant: tables cached from the first batch. */
-            if (from == 0) stale_tables[ki[i].slot] = ki[i].table;
-            else ki[i].table = stale_tables[ki[i].slot];
+        if (st) {
+            staleEntry *e = &st[ki[i].slot];
+            if (!e->valid) {
+                *e = (staleEntry){ki[i].table, ks->slot_gen[ki[i].slot], 1};
+            } else {
+                ki[i].table = e->table; /* the cached (maybe dangling) table */
+                if (staleDead(ks, st, &ki[i])) ki[i].table = NULL; /* never dereferenced here */
+            }
         }
     }
     if (ks->var.multikey && n > 1) {
@@ -156,17 +185,9 @@ static void resolveBatch(ksKeyspace *ks, ksCommand *cmd, ksKeyInfo *ki, int firs
     }
 }
 
-/* Lookup honouring the stale-table test variant (which reads ki->table). */
-static void *findForBatch(ksKeyspace *ks, ksKeyInfo *ki, int stale) {
-    if (!stale) return ksDbFind(ks, ki);
-    void *found = NULL;
-    if (!ki->table || !ks->ops->find(ki->table, ki->key, ki->hash, &found)) return NULL;
-    return found;
-}
-
-static void **staleTables(ksKeyspace *ks) {
-    if (!ks->var.multikey_stale_table) return NULL;
-    return calloc((size_t)ks->nslots, sizeof(void *));
+static void *findForBatch(ksKeyspace *ks, ksKeyInfo *ki, staleEntry *st) {
+    if (staleDead(ks, st, ki)) return NULL;
+    return ksDbFind(ks, ki);
 }
 
 static void mgetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
@@ -174,12 +195,12 @@ static void mgetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     ksReplyArrayLen(ks, c, nkeys);
     ksKeyInfo ki[2 * PREFETCH_BATCH_SIZE];
     int batching = ks->var.multikey != NULL;
-    void **stale = staleTables(ks);
+    staleEntry *stale = staleTables(ks);
     for (int done = 0; done < nkeys;) {
         int n = batching ? nextBatchSize(nkeys - done) : 1;
         resolveBatch(ks, cmd, ki, 1, 1, done, n, stale);
         for (int i = 0; i < n; i++) {
-            void *e = findForBatch(ks, &ki[i], stale != NULL);
+            void *e = findForBatch(ks, &ki[i], stale);
             if (e) replyValue(ks, c, e, 0);
             else ksReplyNull(ks, c);
         }
@@ -202,13 +223,13 @@ static void msetGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int nx) {
     int npairs = (cmd->argc - 1) / 2;
     ksKeyInfo ki[2 * PREFETCH_BATCH_SIZE];
     int batching = ks->var.multikey != NULL;
-    void **stale = staleTables(ks);
+    staleEntry *stale = staleTables(ks);
     if (nx) {
         for (int done = 0; done < npairs;) {
             int n = batching ? nextBatchSize(npairs - done) : 1;
             resolveBatch(ks, cmd, ki, 1, 2, done, n, stale);
             for (int i = 0; i < n; i++) {
-                if (findForBatch(ks, &ki[i], stale != NULL)) {
+                if (findForBatch(ks, &ki[i], stale)) {
                     free(stale);
                     ksReplyInt(ks, c, 0);
                     return;
@@ -222,17 +243,7 @@ static void msetGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int nx) {
         resolveBatch(ks, cmd, ki, 1, 2, done, n, stale);
         for (int i = 0; i < n; i++) {
             sds v = cmd->argv[2 + 2 * (done + i)];
-            if (stale && ki[i].table && ki[i].table != ks->slots[ki[i].slot]) {
-                /* The broken variant writes through the stale table. */
-                void *e = ksEntryCreate(ks, ki[i].key, sdslen(ki[i].key), (const uint8_t *)v, sdslen(v), -1);
-                ksInsertPos pos;
-                void *existing;
-                if (ks->ops->findPositionForInsert(ki[i].table, ki[i].key, ki[i].hash, &pos, &existing))
-                    ks->ops->insertAtPosition(ki[i].table, e, &pos);
-                else
-                    ksEntryFree(ks, e);
-                continue;
-            }
+            if (staleDead(ks, stale, &ki[i])) continue; /* written into a dead table: lost */
             ksDbSet(ks, &ki[i], (const uint8_t *)v, sdslen(v), -1);
         }
         done += n;

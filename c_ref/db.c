@@ -154,6 +154,7 @@ ksKeyspace *ksKeyspaceNew(const char *options, char *err, size_t errlen) {
     ksSiphashSeed(ks->seed, ks->sipkey);
     ks->hashtable_min_exp = min_exp;
     ks->slots = ksArenaCalloc(arena, sizeof(void *) * (size_t)ks->nslots);
+    ks->slot_gen = calloc((size_t)ks->nslots, sizeof(uint64_t));
     ks->ht_type = (hashtableType){
         .entryGetKey = typeEntryGetKey,
         .hashFunction = typeHash,
@@ -195,6 +196,7 @@ void ksKeyspaceFree(ksKeyspace *ks) {
     /* Everything lives in the arena: unmapping it frees it all. */
     ksArenaDestroy(ks->arena);
     if (ksCur == ks) ksCur = NULL;
+    free(ks->slot_gen);
     free(ks);
 }
 
@@ -256,6 +258,7 @@ void ksKeyResolve(ksKeyspace *ks, sds key, ksKeyInfo *ki) {
 void *ksDbTableForWrite(ksKeyspace *ks, int slot) {
     if (!ks->slots[slot]) {
         ks->slots[slot] = ks->ops->create(ks);
+        ks->slot_gen[slot]++;
         KS_STORE(&ks->slots[slot], 8, KVT_TAG_SLOT_TABLE, KS_SITE_KVS_SLOT, 0);
     }
     return ks->slots[slot];

@@ -110,6 +110,7 @@ struct ksKeyspace {
     int cluster;
     int nslots;           /* 1 or 16384 */
     void **slots;         /* per-slot tables (arena, tag slot_table); NULL = none yet */
+    uint64_t *slot_gen;   /* per slot: tables created so far (bookkeeping, not traced) */
     hashtable **expires;  /* legacy layout: per-slot expires tables (lazy) */
     uint64_t seed;
     uint8_t sipkey[16];

@@ -193,17 +193,17 @@ static int parseMultibulk(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     int ok;
     long n = parseLine(p, end, &ll, &ok);
     if (n == 0) {
-        if (end - p > PROTO_INLINE_MAX_SIZE) return protoError(cmd, "Protocol error: too big mbulk count string");
+        if (end - p > PROTO_INLINE_MAX_SIZE) return protoError(cmd, "ERR Protocol error: too big mbulk count string");
         return 0;
     }
-    if (!ok || ll > INT_MAX) return protoError(cmd, "Protocol error: invalid multibulk length");
+    if (!ok || ll > INT_MAX) return protoError(cmd, "ERR Protocol error: invalid multibulk length");
     p += n;
     if (ll <= 0) { /* empty command: skip */
         c->qpos = (size_t)(p - c->qbuf);
         cmd->argc = 0;
         return 1;
     }
-    if (ll > PROTO_MAX_ARGS) return protoError(cmd, "Protocol error: invalid multibulk length");
+    if (ll > PROTO_MAX_ARGS) return protoError(cmd, "ERR Protocol error: invalid multibulk length");
     int argc = (int)ll;
     /* Check completeness before allocating anything. */
     const uint8_t *q = p;
@@ -211,15 +211,15 @@ static int parseMultibulk(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
         if (q >= end) return 0;
         if (*q != '$') {
             static char msg[64];
-            snprintf(msg, sizeof(msg), "Protocol error: expected '$', got '%c'", *q);
+            snprintf(msg, sizeof(msg), "ERR Protocol error: expected '$', got '%c'", *q);
             return protoError(cmd, msg);
         }
         long m = parseLine(q, end, &ll, &ok);
         if (m == 0) {
-            if (end - q > PROTO_INLINE_MAX_SIZE) return protoError(cmd, "Protocol error: too big bulk count string");
+            if (end - q > PROTO_INLINE_MAX_SIZE) return protoError(cmd, "ERR Protocol error: too big bulk count string");
             return 0;
         }
-        if (!ok || ll < 0 || ll > PROTO_MAX_BULK_LEN) return protoError(cmd, "Protocol error: invalid bulk length");
+        if (!ok || ll < 0 || ll > PROTO_MAX_BULK_LEN) return protoError(cmd, "ERR Protocol error: invalid bulk length");
         q += m;
         if ((long long)(end - q) < ll + 2) return 0;
         q += ll + 2;
@@ -307,7 +307,7 @@ static int parseInline(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     const uint8_t *start = c->qbuf + c->qpos, *end = c->qbuf + c->qlen;
     const uint8_t *nl = memchr(start, '\n', (size_t)(end - start));
     if (!nl) {
-        if (end - start > PROTO_INLINE_MAX_SIZE) return protoError(cmd, "Protocol error: too big inline request");
+        if (end - start > PROTO_INLINE_MAX_SIZE) return protoError(cmd, "ERR Protocol error: too big inline request");
         return 0;
     }
     const uint8_t *lend = nl;
@@ -315,7 +315,7 @@ static int parseInline(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     (void)KS_LOAD(start, (size_t)(nl - start) + 1, KVT_TAG_QUERY_BUF, KS_SITE_RESP_PARSE, 0);
     if (splitInline(ks, cmd, start, lend) < 0) {
         ksCommandFree(ks, cmd);
-        return protoError(cmd, "Protocol error: unbalanced quotes in request");
+        return protoError(cmd, "ERR Protocol error: unbalanced quotes in request");
     }
     c->qpos = (size_t)(nl + 1 - c->qbuf);
     return 1;

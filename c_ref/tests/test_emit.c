@@ -1,0 +1,173 @@
+/*
+ * test_emit.c -- the traced build: run each workload through the traced
+ * object set (tr_ksWorkloadRun) into a temporary file and verify the stream
+ * against traces/FORMAT.md: magic, version, header CRC and JSON keys, chunk
+ * CRCs, end-chunk counts, dependencies pointing back at loads, prefetch and
+ * marker sizes; and that two runs are byte-identical.
+ */
+#include <stdint.h>
+
+#include "../emit.h"
+#include "../workload.h"
+#include "testhelp.h"
+
+int tr_ksWorkloadRun(const ksWorkloadSpec *spec, ksWorkloadResult *res, char *err, size_t errlen);
+ksEmitter *tr_ksEmitterOpen(FILE *out, const char *json, uint32_t chunk_records);
+int tr_ksEmitterClose(ksEmitter *e);
+
+static uint8_t *traceTo(const ksWorkloadSpec *s, size_t *len, uint32_t chunk) {
+    FILE *f = tmpfile();
+    ksEmitter *e = tr_ksEmitterOpen(f, "{\"format_version\":1}", chunk);
+    ksWorkloadResult res;
+    char err[256];
+    if (tr_ksWorkloadRun(s, &res, err, sizeof(err))) {
+        fprintf(stderr, "workload failed: %s\n", err);
+        return NULL;
+    }
+    tr_ksEmitterClose(e);
+    long n = ftell(f);
+    rewind(f);
+    uint8_t *buf = malloc((size_t)n);
+    if (fread(buf, 1, (size_t)n, f) != (size_t)n) return NULL;
+    fclose(f);
+    *len = (size_t)n;
+    return buf;
+}
+
+typedef struct {
+    uint64_t records, loads, stores, prefetches, markers, deps, gap;
+} stats;
+
+static int verify(const uint8_t *b, size_t len, stats *st) {
+    memset(st, 0, sizeof(*st));
+    TEST_ASSERT(len >= 16 && memcmp(b, KVT_MAGIC, 8) == 0);
+    uint16_t ver, rs;
+    uint32_t jl;
+    memcpy(&ver, b + 8, 2);
+    memcpy(&rs, b + 10, 2);
+    memcpy(&jl, b + 12, 4);
+    TEST_ASSERT(ver == KVT_VERSION && rs == 24);
+    uint32_t crc;
+    memcpy(&crc, b + 16 + jl, 4);
+    TEST_ASSERT(ksCrc32(0, b, 16 + jl) == crc);
+    size_t off = 16 + jl + 4;
+    uint32_t nchunks = 0;
+    uint64_t total = 0;
+    uint8_t *kinds = NULL;
+    size_t kcap = 0;
+    while (1) {
+        uint32_t magic;
+        TEST_ASSERT(off + 4 <= len);
+        memcpy(&magic, b + off, 4);
+        if (magic == KVT_END_MAGIC) {
+            kvtEndChunk end;
+            TEST_ASSERT(off + sizeof(end) == len);
+            memcpy(&end, b + off, sizeof(end));
+            TEST_ASSERT(end.n_chunks == nchunks && end.total_records == total);
+            break;
+        }
+        kvtChunkHeader h;
+        memcpy(&h, b + off, sizeof(h));
+        TEST_ASSERT(h.magic == KVT_CHUNK_MAGIC && h.codec == KVT_CODEC_RAW && h.n_records > 0);
+        TEST_ASSERT(h.stored_bytes == h.n_records * 24u);
+        off += sizeof(h);
+        TEST_ASSERT(ksCrc32(0, b + off, h.stored_bytes) == h.crc32);
+        if (total + h.n_records > kcap) {
+            kcap = (total + h.n_records) * 2;
+            kinds = realloc(kinds, kcap);
+        }
+        for (uint32_t i = 0; i < h.n_records; i++) {
+            kvtRecord r;
+            memcpy(&r, b + off + 24u * i, 24);
+            uint64_t idx = total + i;
+            kinds[idx] = r.kind;
+            TEST_ASSERT(r.kind < KVT_NUM_KINDS && r.tag < KVT_NUM_TAGS && r.site < KS_NUM_SITES);
+            if (r.kind == KVT_MARKER) {
+                TEST_ASSERT(r.size == 0 && r.dep == 0 && r.flags < KVT_NUM_MARKERS);
+                st->markers++;
+            } else {
+                TEST_ASSERT(r.flags == 0 && r.size > 0 && r.size <= 64);
+                TEST_ASSERT(r.kind != KVT_PREFETCH || r.size == 1);
+                /* within one cache line */
+                TEST_ASSERT((r.addr & ~63ULL) == ((r.addr + r.size - 1) & ~63ULL));
+                if (r.kind == KVT_LOAD) st->loads++;
+                if (r.kind == KVT_STORE) st->stores++;
+                if (r.kind == KVT_PREFETCH) st->prefetches++;
+            }
+            if (r.dep) {
+                TEST_ASSERT(r.dep <= idx && kinds[idx - r.dep] == KVT_LOAD);
+                st->deps++;
+            }
+            st->gap += r.gap;
+        }
+        off += h.stored_bytes;
+        total += h.n_records;
+        nchunks++;
+    }
+    st->records = total;
+    free(kinds);
+    return 0;
+}
+
+static ksWorkloadSpec spec(const char *w, const char *variant) {
+    ksWorkloadSpec s = {.workload = w, .keys = 3000, .ops = 2000, .value_size = 100, .key_size = 16,
+                        .variant = variant, .batch = 16, .depth = 10, .set_ratio = 0.2, .keys_per_command = 20,
+                        .op = "keys", .layout = "unified", .table = "hashtable", .cluster = 0, .seed = 3, .repeat = 1};
+    return s;
+}
+
+static int test_workload_traces(void) {
+    struct {
+        const char *w, *v, *op;
+        int cluster;
+        const char *layout;
+    } cases[] = {
+        {"pipeline", "naive", "keys", 0, "unified"},      {"pipeline", "lookahead", "keys", 1, "legacy"},
+        {"mget", "batch", "keys", 1, "unified"},          {"mset", "batch", "keys", 0, "legacy"},
+        {"iterate", "valkey", "keys", 0, "unified"},      {"iterate", "next-bucket", "save", 0, "legacy"},
+        {"load", "prefetch-after-key", "keys", 0, "unified"}, {"load", "prefetch-rehash", "keys", 0, "legacy"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        ksWorkloadSpec s = spec(cases[i].w, cases[i].v);
+        s.op = cases[i].op;
+        s.cluster = cases[i].cluster;
+        s.layout = cases[i].layout;
+        size_t l1, l2;
+        uint8_t *t1 = traceTo(&s, &l1, 1000); /* small chunks: many of them */
+        uint8_t *t2 = traceTo(&s, &l2, 1000);
+        TEST_ASSERT(t1 && t2);
+        TEST_ASSERT_MSG(l1 == l2 && memcmp(t1, t2, l1) == 0, "%s/%s not deterministic", cases[i].w, cases[i].v);
+        stats st;
+        if (verify(t1, l1, &st)) return 1;
+        printf("    %-8s %-18s records %7llu loads %7llu stores %6llu prefetch %6llu deps %7llu\n", cases[i].w,
+               cases[i].v, (unsigned long long)st.records, (unsigned long long)st.loads, (unsigned long long)st.stores,
+               (unsigned long long)st.prefetches, (unsigned long long)st.deps);
+        TEST_ASSERT(st.loads > 0 && st.deps > 0);
+        int expect_prefetch = strcmp(cases[i].v, "naive") && strcmp(cases[i].v, "none");
+        TEST_ASSERT((st.prefetches > 0) == expect_prefetch);
+        free(t1);
+        free(t2);
+    }
+    return 0;
+}
+
+/* Variants must not change what is computed: same replies (crc) as naive. */
+static int test_traced_matches_native(void) {
+    ksWorkloadSpec s = spec("pipeline", "lookahead");
+    ksWorkloadResult a, b;
+    char err[256];
+    TEST_ASSERT(ksWorkloadRun(&s, &a, err, sizeof(err)) == 0);
+    TEST_ASSERT(tr_ksWorkloadRun(&s, &b, err, sizeof(err)) == 0); /* no emitter: records dropped */
+    TEST_ASSERT(a.reply_crc32 == b.reply_crc32 && a.memory_bytes == b.memory_bytes);
+    s.variant = "naive";
+    TEST_ASSERT(ksWorkloadRun(&s, &b, err, sizeof(err)) == 0);
+    TEST_ASSERT(a.reply_crc32 == b.reply_crc32);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    TEST_INIT(argc, argv);
+    RUN(test_workload_traces);
+    RUN(test_traced_matches_native);
+    return TEST_DONE();
+}
