@@ -1,0 +1,159 @@
+/*
+ * table_dict.c -- ksTableOps for the Redis dict (table=dict).
+ *
+ * A thin adapter, like table_hashtable.c: the keyspace's callbacks (db.c, in
+ * ks->ht_type) have the same shapes as dictType's, so the dict type copies
+ * them.  The keyspace stores unified kvobj-style objects or legacy entries,
+ * both 8-aligned, so the dict is no_value with even (010) tagging: an object
+ * alone in its bucket sits in the cell itself, otherwise behind a 16-byte
+ * NoValue node (Redis 8 dbDictType).  With layout=legacy this models Redis 7's
+ * {key, val} dictEntry as a NoValue node -> 16-byte legacy entry.
+ *
+ * Mapping notes:
+ *   find/findRef/pop/findPositionForInsert use the keyspace's precomputed hash;
+ *   findRef on a direct item gives it a node first (see dictFindStoredRef);
+ *   findInit/Step/Result is the dictPrefetcher's per-key machine; the driver
+ *     prefetches the value itself, so prefetchEntryValue stays NULL;
+ *   iterators ignore the prefetch mode (Redis's dict iterator has none);
+ *   hashtable_min_exp=N starts each table at 2^N buckets.
+ */
+#include <string.h>
+
+#include "dict.h"
+#include "keyspace.h"
+
+static_assert(sizeof(dictIncrementalFindState) <= sizeof(ksFindState), "find state fits");
+static_assert(sizeof(void *) <= sizeof(ksInsertPos), "position fits");
+static_assert(sizeof(dictIterator) <= sizeof(ksTableIter), "iterator fits");
+
+static dictType dict_type; /* callbacks are the keyspace's (they use ksCur) */
+
+static void *dtCreate(ksKeyspace *ks) {
+    dict_type.entryGetKey = ks->ht_type.entryGetKey;
+    dict_type.hashFunction = ks->ht_type.hashFunction;
+    dict_type.entryHash = ks->ht_type.entryHash;
+    dict_type.keyCompare = ks->ht_type.keyCompare;
+    dict_type.entryDestructor = ks->ht_type.entryDestructor;
+    dict_type.no_value = 1;
+    dict_type.keys_are_odd = 0;
+    dict *d = dictCreate(&dict_type, ks->arena);
+    if (ks->hashtable_min_exp > 0) dictExpand(d, (size_t)1 << ks->hashtable_min_exp);
+    return d;
+}
+
+static void dtRelease(ksKeyspace *ks, void *t, int free_entries) {
+    (void)ks;
+    dictType *type = dictGetType(t);
+    void (*destructor)(void *) = type->entryDestructor;
+    if (!free_entries) type->entryDestructor = NULL;
+    dictRelease(t);
+    type->entryDestructor = destructor;
+}
+
+static size_t dtSize(const void *t) { return dictSize(t); }
+
+static bool dtFind(void *t, const void *key, uint64_t hash, void **found) {
+    void *e = dictFetchStoredWithHash(t, key, hash, NULL);
+    if (found) *found = e;
+    return e != NULL;
+}
+
+static void **dtFindRef(void *t, const void *key, uint64_t hash) {
+    return dictFindStoredRef(t, key, hash);
+}
+
+static bool dtFindPos(void *t, const void *key, uint64_t hash, ksInsertPos *pos, void **existing) {
+    dictEntry *de = NULL;
+    void *p = dictFindPositionForInsertWithHash(t, key, hash, &de);
+    if (p == NULL) {
+        if (existing) *existing = dictGetKey(de);
+        return false;
+    }
+    memcpy(pos->opaque, &p, sizeof(p));
+    return true;
+}
+
+static void dtInsertAt(void *t, void *entry, ksInsertPos *pos) {
+    void *p;
+    memcpy(&p, pos->opaque, sizeof(p));
+    dictInsertAtPosition(t, entry, p);
+}
+
+static bool dtPop(void *t, const void *key, uint64_t hash, void **popped) {
+    return dictPop(t, key, hash, popped) == DICT_OK;
+}
+
+static void dtFindInit(ksFindState *s, void *t, const void *key, uint64_t hash) {
+    dictIncrementalFindInitWithHash((dictIncrementalFindState *)s, t, key, hash);
+}
+
+static bool dtFindStep(ksFindState *s) {
+    return dictIncrementalFindStep((dictIncrementalFindState *)s);
+}
+
+static bool dtFindResult(ksFindState *s, void **found) {
+    dictEntry *de = NULL;
+    if (!dictIncrementalFindGetResult((dictIncrementalFindState *)s, &de)) return false;
+    if (found) *found = dictGetKey(de);
+    return true;
+}
+
+static void dtPrefetchBucket(void *t, uint64_t hash) { dictPrefetchBucket(t, hash); }
+
+static void dtIterInit(ksTableIter *it, void *t, int flags, int prefetch) {
+    (void)prefetch;
+    if (flags & KS_ITER_SAFE)
+        dictInitSafeIterator((dictIterator *)it, t);
+    else
+        dictInitIterator((dictIterator *)it, t);
+}
+
+static bool dtIterNext(ksTableIter *it, void **entry) {
+    return dictNextStored((dictIterator *)it, entry, NULL);
+}
+
+static void dtIterReset(ksTableIter *it) { dictResetIterator((dictIterator *)it); }
+
+typedef struct {
+    ksScanFn fn;
+    void *privdata;
+} scanWrap;
+
+static void dtScanCb(void *privdata, const dictEntry *de) {
+    scanWrap *w = privdata;
+    w->fn(w->privdata, dictGetKey(de));
+}
+
+static size_t dtScan(void *t, size_t cursor, ksScanFn fn, void *privdata) {
+    scanWrap w = {fn, privdata};
+    return dictScan(t, cursor, dtScanCb, &w);
+}
+
+static void dtExpand(void *t, size_t n) { dictExpand(t, n); }
+static size_t dtMemUsage(const void *t) { return dictMemUsage(t); }
+static bool dtPaused(const void *t) { return dictIsRehashingPaused(t); }
+static int dtCheck(void *t, char *err, size_t errlen) { return dictCheckValid(t, err, errlen); }
+
+const ksTableOps ksDictTableOps = {
+    .name = "dict",
+    .create = dtCreate,
+    .release = dtRelease,
+    .size = dtSize,
+    .find = dtFind,
+    .findRef = dtFindRef,
+    .findPositionForInsert = dtFindPos,
+    .insertAtPosition = dtInsertAt,
+    .pop = dtPop,
+    .findInit = dtFindInit,
+    .findStep = dtFindStep,
+    .findResult = dtFindResult,
+    .prefetchBucket = dtPrefetchBucket,
+    .iterInit = dtIterInit,
+    .iterNext = dtIterNext,
+    .iterReset = dtIterReset,
+    .scan = dtScan,
+    .expand = dtExpand,
+    .memUsage = dtMemUsage,
+    .isRehashingPaused = dtPaused,
+    .checkValid = dtCheck,
+};
