@@ -27,6 +27,9 @@
 #include <unistd.h>
 
 #include "../dict.h"
+#ifdef KS_HAVE_DICT
+#include "../kvsim_cref.h"
+#endif
 #include "../sds.h"
 #include "../siphash.h"
 
@@ -1127,6 +1130,142 @@ static void test_mem_usage(void) {
     endTest();
 }
 
+/* --- The keyspace with table=dict agrees with table=hashtable ------------------------------ */
+
+#ifdef KS_HAVE_DICT
+static size_t respCmd(char *q, size_t cap, int argc, const char **argv) {
+    size_t n = (size_t)snprintf(q, cap, "*%d\r\n", argc);
+    for (int i = 0; i < argc; i++)
+        n += (size_t)snprintf(q + n, cap - n, "$%zu\r\n%s\r\n", strlen(argv[i]), argv[i]);
+    return n;
+}
+
+/* Random commands over `nkeys` keys (some with a {t} hashtag), with expiry.
+ * KEYS and SCAN are left out: their order depends on the table. */
+static size_t genCommands(char *q, size_t cap, int ncmds, int nkeys) {
+    size_t n = 0;
+    char k[6][32], v[80];
+    for (int i = 0; i < ncmds && n + 1024 < cap; i++) {
+        const char *argv[16];
+        int argc = 0, nk = 1 + (int)rndn(6);
+        for (int j = 0; j < nk; j++)
+            snprintf(k[j], sizeof(k[j]), "key%s%zu", rndn(4) ? "" : "{t}", rndn((size_t)nkeys));
+        size_t vl = rndn(70);
+        memset(v, 'a' + (int)rndn(26), vl);
+        v[vl] = 0;
+        size_t op = rndn(100);
+        if (op < 30) { argv[argc++] = "GET"; argv[argc++] = k[0]; }
+        else if (op < 52) { argv[argc++] = "SET"; argv[argc++] = k[0]; argv[argc++] = v;
+                            if (op % 5 == 0) { argv[argc++] = "PX"; argv[argc++] = "30"; } }
+        else if (op < 62) { argv[argc++] = "DEL"; for (int j = 0; j < nk; j++) argv[argc++] = k[j]; }
+        else if (op < 74) { argv[argc++] = "MGET"; for (int j = 0; j < nk; j++) argv[argc++] = k[j]; }
+        else if (op < 84) { argv[argc++] = "MSET";
+                            for (int j = 0; j < nk; j++) { argv[argc++] = k[j]; argv[argc++] = v; } }
+        else if (op < 88) { argv[argc++] = "PEXPIRE"; argv[argc++] = k[0]; argv[argc++] = "15"; }
+        else if (op < 92) { argv[argc++] = "PTTL"; argv[argc++] = k[0]; }
+        else if (op < 97) { argv[argc++] = "EXISTS"; argv[argc++] = k[0]; argv[argc++] = k[1]; }
+        else { argv[argc++] = "DBSIZE"; }
+        n += respCmd(q + n, cap - n, argc, argv);
+    }
+    return n;
+}
+
+static int cmpStr(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* KEYS * as a sorted list of names (the reply is *N then $len/name pairs). */
+static char **keysSorted(ksKeyspace *ks, size_t *count) {
+    const char *argv[] = {"KEYS", "*"};
+    char q[64];
+    size_t ql = respCmd(q, sizeof(q), 2, argv), rl, used;
+    const uint8_t *r;
+    CHECK(ksExecute(ks, "", (const uint8_t *)q, ql, &r, &rl, &used) == 0);
+    char *copy = malloc(rl + 1);
+    memcpy(copy, r, rl);
+    copy[rl] = 0;
+    CHECK(copy[0] == '*');
+    size_t n = strtoul(copy + 1, NULL, 10);
+    char **names = calloc(n + 1, sizeof(char *));
+    char *p = strstr(copy, "\r\n") + 2;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strtoul(p + 1, &p, 10);
+        p += 2;
+        names[i] = strndup(p, len);
+        p += len + 2;
+    }
+    free(copy);
+    qsort(names, n, sizeof(char *), cmpStr);
+    *count = n;
+    return names;
+}
+
+static void keyspaceAgrees(const char *opts, const char *variant) {
+    char ho[128], dopt[128];
+    snprintf(ho, sizeof(ho), "table=hashtable %s", opts);
+    snprintf(dopt, sizeof(dopt), "table=dict %s", opts);
+    ksKeyspace *h = ksCreate(ho), *d = ksCreate(dopt);
+    CHECK(h && d);
+    size_t cap = 1 << 18;
+    char *q = malloc(cap);
+    int rounds = accurate ? 200 : 40;
+    for (int round = 0; round < rounds; round++) {
+        /* Small key ranges first (overwrites, deletes), then growth. */
+        size_t n = genCommands(q, cap, 200, round < rounds / 2 ? 150 : 2500);
+        ksSetTimeMs(h, round * 10);
+        ksSetTimeMs(d, round * 10);
+        const uint8_t *rh, *rd;
+        size_t lh, ld, ch, cd;
+        CHECK(ksExecute(h, "", (const uint8_t *)q, n, &rh, &lh, &ch) == 0);
+        char *copy = malloc(lh);
+        memcpy(copy, rh, lh);
+        CHECK(ksExecute(d, variant, (const uint8_t *)q, n, &rd, &ld, &cd) == 0);
+        if (!(lh == ld && memcmp(copy, rd, lh) == 0 && ch == cd)) {
+            fprintf(stderr, "replies differ: %s / %s, round %d\n", opts, variant, round);
+            abort();
+        }
+        free(copy);
+        if (ksCheckValid(d) != 0) {
+            fprintf(stderr, "ksCheckValid(dict): %s\n", ksLastError(d));
+            abort();
+        }
+    }
+    CHECK(ksDbSize(h) == ksDbSize(d));
+    size_t nh, nd;
+    char **kh = keysSorted(h, &nh), **kd = keysSorted(d, &nd);
+    CHECK(nh == nd && nh > 100);
+    for (size_t i = 0; i < nh; i++) CHECK(strcmp(kh[i], kd[i]) == 0);
+    for (size_t i = 0; i < nh; i++) free(kh[i]), free(kd[i]);
+    free(kh);
+    free(kd);
+    /* A dict snapshot loads into a hashtable keyspace with the same keys. */
+    const uint8_t *snap;
+    size_t slen;
+    CHECK(ksSaveSnapshot(d, "", &snap, &slen) == 0);
+    ksKeyspace *h2 = ksCreate(ho);
+    CHECK(ksLoadSnapshot(h2, "", snap, slen) == 0 && ksDbSize(h2) == ksDbSize(h));
+    CHECK(ksCheckValid(h2) == 0);
+    ksDestroy(h2);
+    free(q);
+    ksDestroy(h);
+    ksDestroy(d);
+}
+
+static void test_keyspace_table_dict(void) {
+    printf("  %-40s", "keyspace table=dict == table=hashtable");
+    fflush(stdout);
+    clock_t t0 = clock();
+    const char *opts[] = {"layout=unified", "layout=legacy", "layout=unified cluster=1",
+                          "layout=legacy cluster=1", "layout=unified hashtable_min_exp=3"};
+    const char *variants[] = {"", "pipeline=lookahead", "multikey=batch",
+                              "pipeline=lookahead multikey=batch batch=4"};
+    for (size_t o = 0; o < sizeof(opts) / sizeof(opts[0]); o++)
+        for (size_t v = 0; v < sizeof(variants) / sizeof(variants[0]); v++)
+            keyspaceAgrees(opts[o], variants[v]);
+    printf("ok (%.2fs)\n", (double)(clock() - t0) / CLOCKS_PER_SEC);
+}
+#endif
+
 /* --- Main ---------------------------------------------------------------------------------- */
 
 int main(int argc, char **argv) {
@@ -1154,6 +1293,9 @@ int main(int argc, char **argv) {
     for (int t = 0; t < 3; t++) test_prefetcher(t);
     for (int t = 0; t < 3; t++) test_random_ops(t);
     test_mem_usage();
+#ifdef KS_HAVE_DICT
+    test_keyspace_table_dict();
+#endif
     printf("test_dict: all passed\n");
     return 0;
 }
