@@ -48,6 +48,17 @@
 #include <string.h>
 #include <sys/mman.h>
 
+/* Under AddressSanitizer, freed blocks are poisoned (except the free-list
+ * link in their first 8 bytes) so use-after-free inside the arena is caught. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define POISON(p, n) ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
@@ -218,6 +229,7 @@ void *ksArenaAlloc(ksArena *a, size_t size) {
         p = sc->slab_cur;
         sc->slab_cur += sc->size;
     }
+    UNPOISON(p, sc->size);
     a->allocated += sc->size;
     a->live++;
     return p;
@@ -242,9 +254,11 @@ void ksArenaFree(ksArena *a, void *p) {
     int c = classOf(a, p);
     sizeClass *sc = &a->cls[c];
     if (sc->size >= KS_MADVISE_MIN) madvise(p, sc->size, MADV_DONTNEED);
+    UNPOISON(p, sizeof(freeBlock));
     freeBlock *f = p;
     f->next = sc->free;
     sc->free = f;
+    POISON((uint8_t *)p + sizeof(freeBlock), sc->size - sizeof(freeBlock));
     a->allocated -= sc->size;
     a->live--;
 }

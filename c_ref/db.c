@@ -311,7 +311,9 @@ void *ksDbSetExpire(ksKeyspace *ks, ksKeyInfo *ki, void *entry, int64_t when) {
         void *n = ksEntrySetExpireField(ks, entry, when);
         if (n != entry) {
             void **ref = ks->ops->findRef(t, ki->key, ki->hash);
+            KS_STORE(ref, 8, KVT_TAG_BUCKET, KS_SITE_HT_INSERT_STORE, 0);
             *ref = n;
+            ksEntryFree(ks, entry);
         }
         return n;
     }

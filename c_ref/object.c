@@ -189,12 +189,11 @@ void *ksEntrySetExpireField(ksKeyspace *ks, void *entry, int64_t expire_ms) {
         return o;
     }
     if (expire_ms < 0) return o;
-    /* Reallocate with room for the expire (objectSetKeyAndExpire). */
+    /* A copy with room for the expire (objectSetKeyAndExpire); the caller
+     * replaces the table's pointer and then frees the old entry. */
     sds key = unifiedKey(o);
     const char *v = o->ptr;
-    void *n = unifiedCreate(ks, key, sdslen(key), (const uint8_t *)v, sdslen(v), expire_ms);
-    ksEntryFree(ks, o);
-    return n;
+    return unifiedCreate(ks, key, sdslen(key), (const uint8_t *)v, sdslen(v), expire_ms);
 }
 
 void ksEntryPrefetchValue(const ksKeyspace *ks, const void *entry, ksLoadId dep) {

@@ -78,7 +78,8 @@ sds ksEntryGetKey(const ksKeyspace *ks, const void *entry, ksLoadId dep, ksLoadI
 const uint8_t *ksEntryGetValue(const ksKeyspace *ks, const void *entry, ksLoadId dep, size_t *len, ksLoadId *val_dep);
 /* Expire of a unified entry (-1 none).  Legacy entries answer -1 (see db.c). */
 int64_t ksEntryGetExpireField(const void *entry);
-/* Unified only: a copy of the entry with expire_ms set (frees the old one). */
+/* Unified only: set the expire in place and return entry, or return a new
+ * copy that has an expire field (the caller swaps it in and frees entry). */
 void *ksEntrySetExpireField(ksKeyspace *ks, void *entry, int64_t expire_ms);
 /* Prefetch the value if it is in a separate allocation (RAW). */
 void ksEntryPrefetchValue(const ksKeyspace *ks, const void *entry, ksLoadId dep);

@@ -1,0 +1,56 @@
+#!/bin/sh
+# test_cli.sh -- the kvsim-cref command-line contract: one-line errors with
+# exit status 2 and no partial output, determinism, and every workload and
+# variant runnable both native and traced at a tiny size.
+# Usage: sh tests/test_cli.sh build/kvsim-cref
+set -u
+B=${1:-build/kvsim-cref}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail=0
+ok() { printf '[ ok ] %s\n' "$1"; }
+bad() { printf '[FAIL] %s\n' "$1"; fail=1; }
+
+# errors: exit 2, one line "kvsim-cref: ...", no output file
+expect_err() {
+    desc=$1; shift
+    rm -f "$T/out.kvt"
+    "$B" "$@" >"$T/stdout" 2>"$T/stderr"
+    rc=$?
+    lines=$(wc -l <"$T/stderr")
+    if [ $rc -eq 2 ] && [ "$lines" -eq 1 ] && grep -q '^kvsim-cref: ' "$T/stderr" && [ ! -e "$T/out.kvt" ] \
+        && [ -z "$(ls -A "$T" | grep -v '^std')" ]; then ok "error: $desc"; else bad "error: $desc (rc=$rc, $(cat "$T/stderr"))"; fi
+}
+expect_err "unknown variant" trace pipeline -o "$T/out.kvt" --keys 10 --variant bogus
+expect_err "bad batch" trace pipeline -o "$T/out.kvt" --batch 0
+expect_err "bad batch 129" native pipeline --batch 129 --json
+expect_err "bad layout" trace pipeline -o "$T/out.kvt" --layout weird
+expect_err "bad keys" trace pipeline -o "$T/out.kvt" --keys -3
+expect_err "bad set ratio" native pipeline --set-ratio 2
+expect_err "unknown option" trace pipeline -o "$T/out.kvt" --frobnicate
+expect_err "unknown workload" trace frob -o "$T/out.kvt"
+expect_err "key size too small" trace pipeline -o "$T/out.kvt" --keys 1000 --key-size 2
+expect_err "missing output dir" trace pipeline -o "$T/nodir/out.kvt" --keys 10
+
+# determinism and stdout == file
+"$B" trace pipeline -o "$T/a.kvt" --keys 500 --ops 500 --variant lookahead --seed 5 && \
+"$B" trace pipeline -o - --keys 500 --ops 500 --variant lookahead --seed 5 >"$T/b.kvt" && \
+cmp -s "$T/a.kvt" "$T/b.kvt" && ok "trace deterministic (file == stdout)" || bad "trace deterministic"
+KVSIM_GIT_COMMIT=abc123 "$B" trace pipeline -o "$T/c.kvt" --keys 50 --ops 50 && grep -q '"git_commit":"abc123"' "$T/c.kvt" \
+    && ok "git commit from KVSIM_GIT_COMMIT" || bad "git commit from KVSIM_GIT_COMMIT"
+
+# every workload x variant, native and traced, tiny
+for spec in "pipeline naive" "pipeline lookahead" "mget none" "mget batch" "mset none" "mset batch" \
+            "iterate none" "iterate next-bucket" "iterate valkey" "load none" "load prefetch-after-key" "load prefetch-rehash"; do
+    set -- $spec
+    for extra in "" "--cluster --layout legacy" "--table dict"; do
+        if "$B" native "$1" --keys 300 --ops 200 --variant "$2" --op save --keys-per-command 7 $extra --repeat 2 --json >"$T/n.json" 2>"$T/e" \
+            && grep -q '"median_s"' "$T/n.json" && grep -q '"runs_s":\[' "$T/n.json" \
+            && "$B" trace "$1" -o "$T/t.kvt" --keys 300 --ops 200 --variant "$2" --keys-per-command 7 $extra 2>"$T/e"; then
+            ok "$1 $2 $extra"
+        else
+            bad "$1 $2 $extra: $(cat "$T/e")"
+        fi
+    done
+done
+exit $fail
