@@ -565,9 +565,12 @@ int dictRehashRounds(dict *d, int rounds) {
  * matching `key` or NULL.  Optional outs: *bucket = the cell of the last table
  * searched (table 1 while rehashing: where an insert goes), *table = the table
  * of the match, *item_dep = the load that produced the matching stored item.
- * Works on an empty dict with a table (dictSetKeyAtLink needs the bucket). */
+ * Works on an empty dict with a table (dictSetKeyAtLink needs the bucket).
+ * `prefetch`: issue the bucket and `next` prefetches of dictFindLinkInternal;
+ * the delete and two-phase-unlink walks of Redis have none. */
 static dictEntryLink findLinkInternal(dict *d, const void *key, uint64_t hash,
-                                      dictEntryLink *bucket, int *table, ksLoadId *item_dep) {
+                                      dictEntryLink *bucket, int *table, ksLoadId *item_dep,
+                                      int prefetch) {
     if (bucket) *bucket = NULL;
     if (d->ht_table[0] == NULL) return NULL;
     ksLoadId meta = metaLoad(d, KS_SITE_DICT_META);
@@ -578,14 +581,14 @@ static dictEntryLink findLinkInternal(dict *d, const void *key, uint64_t hash,
         if (t == 0 && (long)idx < d->rehashidx) continue;
         idx = hash & DICTHT_SIZE_MASK(d->ht_size_exp[t]);
         dictEntryLink link = &d->ht_table[t][idx];
-        KS_PREFETCH(link, KVT_TAG_DICT_TABLE, KS_SITE_DICT_BUCKET, meta);
+        if (prefetch) KS_PREFETCH(link, KVT_TAG_DICT_TABLE, KS_SITE_DICT_BUCKET, meta);
         if (bucket) *bucket = link;
         ksLoadId dep = KS_LOAD(link, 8, KVT_TAG_DICT_TABLE, KS_SITE_DICT_BUCKET, meta);
         while (*link) {
             dictEntry *de = *link, *next;
             ksLoadId idep, ndep;
             void *stored = readEntry(d, de, dep, KS_SITE_DICT_ENTRY, &next, &idep, &ndep);
-            if (next) KS_PREFETCH(next, KVT_TAG_DICT_ENTRY, KS_SITE_DICT_ENTRY, ndep);
+            if (next && prefetch) KS_PREFETCH(next, KVT_TAG_DICT_ENTRY, KS_SITE_DICT_ENTRY, ndep);
             if (compareKeys(d, key, stored, idep)) {
                 if (table) *table = t;
                 if (item_dep) *item_dep = idep;
@@ -603,12 +606,12 @@ static dictEntryLink findLinkInternal(dict *d, const void *key, uint64_t hash,
 dictEntryLink dictFindLink(dict *d, const void *key, dictEntryLink *bucket) {
     if (bucket) *bucket = NULL;
     if (dictSize(d) == 0) return NULL;
-    return findLinkInternal(d, key, hashKey(d, key), bucket, NULL, NULL);
+    return findLinkInternal(d, key, hashKey(d, key), bucket, NULL, NULL, 1);
 }
 
 dictEntry *dictFindWithHash(dict *d, const void *key, uint64_t hash) {
     if (dictSize(d) == 0) return NULL;
-    dictEntryLink link = findLinkInternal(d, key, hash, NULL, NULL, NULL);
+    dictEntryLink link = findLinkInternal(d, key, hash, NULL, NULL, NULL, 1);
     return link ? *link : NULL;
 }
 
@@ -621,7 +624,7 @@ void *dictFetchStored(dict *d, const void *key, ksLoadId *dep) {
     if (dep) *dep = 0;
     if (dictSize(d) == 0) return NULL;
     ksLoadId idep = 0;
-    dictEntryLink link = findLinkInternal(d, key, hashKey(d, key), NULL, NULL, &idep);
+    dictEntryLink link = findLinkInternal(d, key, hashKey(d, key), NULL, NULL, &idep, 1);
     if (link == NULL) return NULL;
     if (dep) *dep = idep;
     dictEntry *de = *link;
@@ -632,7 +635,7 @@ void *dictFetchStoredWithHash(dict *d, const void *key, uint64_t hash, ksLoadId 
     if (dep) *dep = 0;
     if (dictSize(d) == 0) return NULL;
     ksLoadId idep = 0;
-    dictEntryLink link = findLinkInternal(d, key, hash, NULL, NULL, &idep);
+    dictEntryLink link = findLinkInternal(d, key, hash, NULL, NULL, &idep, 1);
     if (link == NULL) return NULL;
     if (dep) *dep = idep;
     dictEntry *de = *link;
@@ -641,7 +644,7 @@ void *dictFetchStoredWithHash(dict *d, const void *key, uint64_t hash, ksLoadId 
 
 void **dictFindStoredRef(dict *d, const void *key, uint64_t hash) {
     if (dictSize(d) == 0) return NULL;
-    dictEntryLink link = findLinkInternal(d, key, hash, NULL, NULL, NULL);
+    dictEntryLink link = findLinkInternal(d, key, hash, NULL, NULL, NULL, 1);
     if (link == NULL) return NULL;
     dictEntry *de = *link;
     if (dictEntryIsKey(de)) {
@@ -748,7 +751,8 @@ void dictSetKeyAtLink(dict *d, void *stored, dictEntryLink *link, int newItem) {
             dictEntryLink bucket;
             ksLoadId kdep;
             const void *key = keyOfStored(d, stored, 0, &kdep);
-            dictEntryLink found = findLinkInternal(d, key, hashKey(d, key), &bucket, NULL, NULL);
+            dictEntryLink found =
+                findLinkInternal(d, key, hashKey(d, key), &bucket, NULL, NULL, 1);
             assert(bucket != NULL);
             assert(found == NULL && "dictSetKeyAtLink(newItem) on an existing key");
             (void)found;
@@ -794,7 +798,7 @@ static dictEntry *unlinkAt(dict *d, dictEntryLink link, int t) {
 int dictDelete(dict *d, const void *key) {
     if (dictSize(d) == 0) return DICT_ERR;
     int t = 0;
-    dictEntryLink link = findLinkInternal(d, key, hashKey(d, key), NULL, &t, NULL);
+    dictEntryLink link = findLinkInternal(d, key, hashKey(d, key), NULL, &t, NULL, 0);
     if (link == NULL) return DICT_ERR;
     dictEntry *de = unlinkAt(d, link, t);
     freeUnlinkedEntry(d, de);
@@ -805,7 +809,7 @@ int dictDelete(dict *d, const void *key) {
 int dictPop(dict *d, const void *key, uint64_t hash, void **stored) {
     if (dictSize(d) == 0) return DICT_ERR;
     int t = 0;
-    dictEntryLink link = findLinkInternal(d, key, hash, NULL, &t, NULL);
+    dictEntryLink link = findLinkInternal(d, key, hash, NULL, &t, NULL, 0);
     if (link == NULL) return DICT_ERR;
     dictEntry *de = unlinkAt(d, link, t);
     if (stored) *stored = dictEntryIsKey(de) ? decodeItem(de) : de->key;
@@ -818,7 +822,7 @@ int dictPop(dict *d, const void *key, uint64_t hash, void **stored) {
 dictEntryLink dictTwoPhaseUnlinkFind(dict *d, const void *key, int *table_index) {
     if (dictSize(d) == 0) return NULL;
     int t = 0;
-    dictEntryLink link = findLinkInternal(d, key, hashKey(d, key), NULL, &t, NULL);
+    dictEntryLink link = findLinkInternal(d, key, hashKey(d, key), NULL, &t, NULL, 0);
     if (link == NULL) return NULL;
     *table_index = t;
     dictPauseRehashing(d);
