@@ -1266,6 +1266,115 @@ static void test_keyspace_table_dict(void) {
 }
 #endif
 
+/* --- The traced build, from the native test (Makefile: renamed tr_* core) ------------------- */
+
+#if defined(KS_TEST_VARIANTS) && !KS_TRACE
+ksArena *tr_ksArenaCreate(uint64_t base);
+void tr_ksArenaDestroy(ksArena *a);
+dict *tr_dictCreate(dictType *type, ksArena *arena);
+int tr_dictAdd(dict *d, void *stored, void *val);
+dictEntry *tr_dictFind(dict *d, const void *key);
+int tr_dictExpand(dict *d, size_t size);
+int tr_dictRehash(dict *d, int n);
+void tr_dictRelease(dict *d);
+void tr_dictPrefetcherReset(dictPrefetcher *p, dict **dicts, const void *const *keys, size_t n);
+int tr_dictPrefetcherStep(dictPrefetcher *p);
+int tr_dictPrefetcherGetResult(dictPrefetcher *p, size_t i, dictEntry **found);
+ksEmitter *tr_ksEmitterOpen(FILE *out, const char *json, uint32_t chunk_records);
+int tr_ksEmitterClose(ksEmitter *e);
+extern ksEmitter *tr_ksEmitterCurrent;
+
+/* One scenario: a dict (mid-rehash when `rehashing`), 40 finds, then one
+ * prefetcher batch of 40 keys (half absent).  Checks every record's dependency
+ * and the turn rule; returns a copy of the records for the determinism check. */
+static kvtRecord *tracedScenario(int rehashing, uint32_t *nrec) {
+    ksArena *ta = tr_ksArenaCreate(0), *outer = A;
+    A = ksArenaCreate(0); /* the items' arena, fresh for each run */
+    FILE *f = tmpfile();
+    CHECK(tr_ksEmitterOpen(f, "{}", 1u << 20) != NULL);
+    ksEmitter *e = tr_ksEmitterCurrent;
+    dict *d = tr_dictCreate(&T_KV, ta);
+    char name[24];
+    for (int i = 0; i < 300; i++) {
+        snprintf(name, sizeof(name), "t%d", i);
+        CHECK(tr_dictAdd(d, mkObj(name), NULL) == DICT_OK);
+    }
+    while (tr_dictRehash(d, 100)) {
+    }
+    if (rehashing) CHECK(tr_dictExpand(d, 4096) == DICT_OK);
+    tr_dictRehash(d, 3);
+    sds keys[40];
+    for (int i = 0; i < 40; i++) {
+        snprintf(name, sizeof(name), "t%d", i * 15); /* i >= 20: absent */
+        keys[i] = mkSds(name);
+        dictEntry *de = tr_dictFind(d, keys[i]);
+        CHECK((de != NULL) == (i * 15 < 300));
+    }
+    uint32_t before_batch = e->n;
+    dictPrefetcher p;
+    dict *dicts[40];
+    for (int i = 0; i < 40; i++) dicts[i] = d;
+    tr_dictPrefetcherReset(&p, dicts, (const void *const *)keys, 40);
+    int more;
+    do {
+        uint32_t before = e->n, pf = 0;
+        more = tr_dictPrefetcherStep(&p);
+        for (uint32_t i = before; i < e->n; i++) pf += e->buf[i].kind == KVT_PREFETCH;
+        CHECK(pf <= 1); /* one prefetch per key per turn */
+    } while (more);
+    for (int i = 0; i < 40; i++) {
+        dictEntry *de;
+        CHECK(tr_dictPrefetcherGetResult(&p, (size_t)i, &de) == (i * 15 < 300));
+    }
+    /* Dependencies: every dep names an earlier load; bucket cells hang off the
+     * dict struct, nodes and entry prefetches off a cell or a node. */
+    uint32_t cells = 0, nodes = 0;
+    for (uint32_t i = 0; i < e->n; i++) {
+        kvtRecord *r = &e->buf[i];
+        if (r->dep) {
+            CHECK(r->dep <= i && e->buf[i - r->dep].kind == KVT_LOAD);
+        }
+        uint8_t src = r->dep ? e->buf[i - r->dep].tag : KVT_TAG_OTHER;
+        int lookup_site = r->site == KS_SITE_DICT_BUCKET || r->site == KS_SITE_DICT_ENTRY ||
+                          (r->site == KS_SITE_DICT_PREFETCH && i >= before_batch);
+        if (!lookup_site || r->kind == KVT_STORE) continue;
+        if (r->tag == KVT_TAG_DICT_TABLE) {
+            CHECK(src == KVT_TAG_TABLE_META);
+            cells++;
+        } else if (r->tag == KVT_TAG_DICT_ENTRY || r->tag == KVT_TAG_OBJECT) {
+            CHECK(src == KVT_TAG_DICT_TABLE || src == KVT_TAG_DICT_ENTRY);
+            nodes++;
+        }
+    }
+    CHECK(cells > 80 && nodes > 40);
+    *nrec = e->n;
+    kvtRecord *copy = malloc(sizeof(kvtRecord) * e->n);
+    memcpy(copy, e->buf, sizeof(kvtRecord) * e->n);
+    for (int i = 0; i < 40; i++) freeSds(keys[i]);
+    tr_dictRelease(d);
+    tr_ksEmitterClose(e);
+    fclose(f);
+    tr_ksArenaDestroy(ta);
+    CHECK(ksArenaLiveAllocations(A) == 0);
+    ksArenaDestroy(A);
+    A = outer;
+    return copy;
+}
+
+static void test_traced(void) {
+    beginTest("traced: deps, turn rule, determinism");
+    for (int rehashing = 0; rehashing <= 1; rehashing++) {
+        uint32_t n1, n2;
+        kvtRecord *a = tracedScenario(rehashing, &n1);
+        kvtRecord *b = tracedScenario(rehashing, &n2);
+        CHECK(n1 == n2 && memcmp(a, b, sizeof(kvtRecord) * n1) == 0);
+        free(a);
+        free(b);
+    }
+    endTest();
+}
+#endif
+
 /* --- Main ---------------------------------------------------------------------------------- */
 
 int main(int argc, char **argv) {
@@ -1293,6 +1402,9 @@ int main(int argc, char **argv) {
     for (int t = 0; t < 3; t++) test_prefetcher(t);
     for (int t = 0; t < 3; t++) test_random_ops(t);
     test_mem_usage();
+#if defined(KS_TEST_VARIANTS) && !KS_TRACE
+    test_traced();
+#endif
 #ifdef KS_HAVE_DICT
     test_keyspace_table_dict();
 #endif
