@@ -7,7 +7,8 @@ trace if ``--trace`` is given (e.g. an iterate trace from ``kvsim trace``). Hier
 12-way, L2 2 MiB 16-way, L3 32 MiB 16-way, 64 B lines, LRU, no TLB or prefetchers; timing adds
 a 6-wide core with a 512-entry ROB, 16/48 miss buffers and 100 ns DRAM at 3 GHz. The same
 addresses go through pycachesim's fastest batched API (``load(list, length=8)``) when it is
-installed. Best of ``--repeat`` runs.
+installed (loads only; stores go through its ``load`` too, as reads). Rates use this
+process's CPU time, best of ``--repeat`` runs: the machine is a shared 2-vCPU guest.
 """
 
 from __future__ import annotations
@@ -42,17 +43,23 @@ def random_loads(n: int, seed: int = 12345) -> np.ndarray:
     return recs
 
 
+def _clock() -> float:
+    # CPU time of this process: the 2-vCPU guest is shared, and wall time mostly
+    # measures the neighbours. Both engines are single-threaded.
+    return time.process_time()
+
+
 def time_engine(recs: np.ndarray, timing: bool, repeat: int, chunk: int = 1 << 16) -> float:
     cpu = sim.parse_cpu(HIER)
     cfg = cpu.to_engine(timing=timing, tlb=False, prefetchers=False)
     best = float("inf")
     for _ in range(repeat):
         eng = B.Engine(cfg)
-        t0 = time.perf_counter()
+        t0 = _clock()
         for i in range(0, len(recs), chunk):
             eng.run(recs[i:i + chunk])
         eng.finish()
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, _clock() - t0)
         eng.close()
     return len(recs) / best
 
@@ -73,9 +80,9 @@ def time_pycachesim(recs: np.ndarray, repeat: int) -> float | None:
         l2 = Cache("L2", 2048, 16, 64, "LRU", store_to=l3, load_from=l3)
         l1 = Cache("L1", 64, 12, 64, "LRU", store_to=l2, load_from=l2)
         cs = CacheSimulator(l1, m)
-        t0 = time.perf_counter()
+        t0 = _clock()
         cs.load(addrs, length=8)
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, _clock() - t0)
     return len(addrs) / best
 
 

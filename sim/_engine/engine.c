@@ -42,6 +42,10 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#if defined(__SSE4_2__)
+#include <nmmintrin.h>
+#endif
+
 #include "policy.h"
 #include "prefetch.h"
 
@@ -60,9 +64,8 @@ enum { OP_READ = 0, OP_WRITE = 1, OP_WFULL = 2, OP_VICTIM = 3 };
 typedef struct Level {
     uint32_t sets, ways, latency, inclusion, mshrs;
     uint64_t set_mask;
-    uint64_t *tags;
-    uint8_t *meta;
-    uint8_t *stag;
+    uint8_t *blk;    /* sets blocks of `stride` bytes, see SET_TAGS */
+    uint64_t stride; /* bytes per set block, a multiple of 64 */
     const kvsimPolicyOps *pol;
     kvsimPolicyCtx pc;
     uint64_t *mline;  /* miss buffers: line, fill-ready tick, prefetch kind */
@@ -113,6 +116,13 @@ struct kvsimSim {
 /* --- Helpers ---------------------------------------------------------------- */
 
 static int isPow2(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
+
+/* One set's block: [tags: ways x u64][policy words: ways x u64][meta: ways x u8]
+ * [stag: ways x u8], padded to whole host cache lines, so a lookup touches one
+ * contiguous region (one host TLB entry, adjacent lines). */
+#define SET_TAGS(L, set) ((uint64_t *)((L)->blk + (uint64_t)(set) * (L)->stride))
+#define SET_META(L, set) ((uint8_t *)(SET_TAGS(L, set) + 2 * (uint64_t)(L)->ways))
+#define SET_STAG(L, set) (SET_META(L, set) + (L)->ways)
 
 static void *xcalloc(size_t n, size_t sz) { return calloc(n ? n : 1, sz ? sz : 1); }
 
@@ -202,15 +212,35 @@ static int64_t translate(kvsimSim *s, uint64_t addr, int is_swpf) {
 
 /* --- Caches ----------------------------------------------------------------- */
 
-/* Branchless scan of a set: the way holding `line` (-1 if none) and the lowest
- * invalid way (-1 if the set is full).  A fixed trip count with conditional
- * moves: no mispredicted early exits on random traffic. */
+/* Scan a set without early exits: the way holding `line` (-1 if none) and the
+ * lowest invalid way (-1 if the set is full), as bit masks built two ways per
+ * SSE compare (scalar fallback), so random traffic costs no mispredicted exits. */
 static inline void scanSet(const Level *L, uint64_t set, uint64_t line, int64_t *hit,
                            int64_t *inv) {
-    const uint64_t *tg = L->tags + set * L->ways;
+    const uint64_t *tg = SET_TAGS(L, set);
     const uint64_t key = line + 1;
+    const uint32_t ways = L->ways;
+    if (ways <= 64) {
+        uint64_t hm = 0, im = 0;
+        uint32_t w = 0;
+#if defined(__SSE4_2__)
+        const __m128i k = _mm_set1_epi64x((long long)key), z = _mm_setzero_si128();
+        for (; w + 2 <= ways; w += 2) {
+            __m128i t = _mm_loadu_si128((const __m128i *)(tg + w));
+            hm |= (uint64_t)_mm_movemask_pd(_mm_castsi128_pd(_mm_cmpeq_epi64(t, k))) << w;
+            im |= (uint64_t)_mm_movemask_pd(_mm_castsi128_pd(_mm_cmpeq_epi64(t, z))) << w;
+        }
+#endif
+        for (; w < ways; w++) {
+            hm |= (uint64_t)(tg[w] == key) << w;
+            im |= (uint64_t)(tg[w] == 0) << w;
+        }
+        *hit = hm ? (int64_t)__builtin_ctzll(hm) : -1;
+        *inv = im ? (int64_t)__builtin_ctzll(im) : -1;
+        return;
+    }
     int64_t h = -1, v = -1;
-    for (uint32_t w = L->ways; w-- > 0;) {
+    for (uint32_t w = ways; w-- > 0;) {
         uint64_t t = tg[w];
         h = t == key ? (int64_t)w : h;
         v = t == 0 ? (int64_t)w : v;
@@ -233,9 +263,8 @@ static uint32_t probe(const kvsimSim *s, uint32_t from, uint64_t line) {
 }
 
 static void invalidateWay(Level *L, uint64_t set, uint32_t way) {
-    uint64_t i = set * L->ways + way;
-    L->tags[i] = 0;
-    L->meta[i] = 0;
+    SET_TAGS(L, set)[way] = 0;
+    SET_META(L, set)[way] = 0;
     L->pol->on_invalidate(&L->pc, (uint32_t)set, way);
 }
 
@@ -249,9 +278,9 @@ typedef struct Victim {
 /* Remove the line in (k, set, way) by replacement; apply inclusion. */
 static Victim evict(kvsimSim *s, uint32_t k, uint64_t set, uint32_t way) {
     Level *L = &s->lv[k];
-    uint64_t i = set * L->ways + way;
-    Victim v = {1, L->tags[i] - 1, (L->meta[i] & META_DIRTY) != 0, L->stag[i]};
-    uint32_t pfk = (L->meta[i] & META_PF_MASK) >> META_PF_SHIFT;
+    uint8_t vm = SET_META(L, set)[way];
+    Victim v = {1, SET_TAGS(L, set)[way] - 1, (vm & META_DIRTY) != 0, SET_STAG(L, set)[way]};
+    uint32_t pfk = (vm & META_PF_MASK) >> META_PF_SHIFT;
     kvsimLevelStats *ls = &s->st->level[k];
     ls->evictions++;
     if (pfk) ls->pf_useless[pfk - 1]++;
@@ -261,7 +290,7 @@ static Victim evict(kvsimSim *s, uint32_t k, uint64_t set, uint32_t way) {
             uint64_t us = v.line & U->set_mask;
             int64_t uw = findWay(U, us, v.line);
             if (uw < 0) continue;
-            uint8_t um = U->meta[us * U->ways + (uint64_t)uw];
+            uint8_t um = SET_META(U, us)[uw];
             if (um & META_DIRTY) v.dirty = 1;
             uint32_t upk = (um & META_PF_MASK) >> META_PF_SHIFT;
             if (upk) s->st->level[j].pf_useless[upk - 1]++;
@@ -324,10 +353,10 @@ static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint
     int64_t w, inv;
     scanSet(L, set, line, &w, &inv);
     if (w >= 0) {
-        uint64_t i = set * L->ways + (uint64_t)w;
+        uint8_t *mp = SET_META(L, set) + w;
         ls->hit[idx]++;
         L->pol->on_hit(&L->pc, (uint32_t)set, (uint32_t)w);
-        uint8_t m = L->meta[i];
+        uint8_t m = *mp;
         if ((kind == KVSIM_K_LOAD || kind == KVSIM_K_STORE) && (m & META_PF_MASK)) {
             s->pfh_kind = (m & META_PF_MASK) >> META_PF_SHIFT;
             s->pfh_level = k;
@@ -335,7 +364,7 @@ static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint
         }
         if (pfk) ls->pf_redundant[pfk - 1]++;
         if (op != OP_READ && op != OP_VICTIM) m |= META_DIRTY;
-        L->meta[i] = m;
+        *mp = m;
         if (L->inclusion == KVSIM_EXCLUSIVE && op == OP_READ) {
             if (dirty_up) *dirty_up = (m & META_DIRTY) != 0;
             invalidateWay(L, set, (uint32_t)w);
@@ -350,11 +379,12 @@ static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint
     }
     Victim v;
     uint32_t way = allocWay(s, k, set, inv, &v);
-    uint64_t i = set * L->ways + way;
-    L->tags[i] = line + 1;
-    L->meta[i] = (uint8_t)(((op == OP_WRITE || op == OP_WFULL) ? META_DIRTY : 0) |
-                           (pfk << META_PF_SHIFT));
-    L->stag[i] = stag;
+    uint64_t *tp = SET_TAGS(L, set) + way;
+    uint8_t *mp = SET_META(L, set) + way;
+    *tp = line + 1;
+    *mp = (uint8_t)(((op == OP_WRITE || op == OP_WFULL) ? META_DIRTY : 0) |
+                    (pfk << META_PF_SHIFT));
+    SET_STAG(L, set)[way] = stag;
     L->pol->on_fill(&L->pc, (uint32_t)set, way);
     if (pfk) ls->pf_issued[pfk - 1]++;
     uint32_t served = k;
@@ -364,7 +394,7 @@ static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint
         served = cacheAccess(s, k + 1, line, OP_READ, stag, kind, 0, &du);
         if (du) {
             /* the installed way may have been back-invalidated meanwhile */
-            if (L->tags[i] == line + 1) L->meta[i] |= META_DIRTY;
+            if (*tp == line + 1) *mp |= META_DIRTY;
         }
     }
     sendVictim(s, k, &v);
@@ -679,29 +709,24 @@ static void doMemory(kvsimSim *s, const kvtRecord *r) {
     s->recno++;
 }
 
-/* Prefetch the simulated sets a future record will touch into the host caches. */
-static inline void hostPrefetch(const kvsimSim *s, const kvtRecord *r) {
-    if (r->kind == KVT_MARKER) return;
-    uint64_t line = r->addr >> s->cfg.line_bits;
-    for (uint32_t k = 0; k < s->n; k++) {
-        const Level *L = &s->lv[k];
-        uint64_t set = line & L->set_mask;
-        const uint64_t *tg = L->tags + set * L->ways;
-        __builtin_prefetch(tg, 1, 3);
-        if (L->ways > 8) __builtin_prefetch(tg + 8, 1, 3);
-        __builtin_prefetch(L->pc.line + set * L->ways, 1, 3);
-        if (L->ways > 8) __builtin_prefetch(L->pc.line + set * L->ways + 8, 1, 3);
-        __builtin_prefetch(L->meta + set * L->ways, 1, 3);
-        __builtin_prefetch(L->stag + set * L->ways, 1, 3);
-    }
-}
-
 /* --- Public API ------------------------------------------------------------------ */
 
 void kvsimRun(kvsimSim *s, const kvtRecord *recs, size_t n) {
     if (s->finished) return;
     for (size_t i = 0; i < n; i++) {
-        if (i + PREFETCH_DISTANCE < n) hostPrefetch(s, &recs[i + PREFETCH_DISTANCE]);
+        /* Look ahead: prefetch the simulated sets (one block per level below L1,
+         * which stays in the host caches anyway) that the record
+         * PREFETCH_DISTANCE ahead will touch.  Written inline on purpose: in a
+         * helper function GCC's pure/const analysis deletes calls whose only
+         * effect is a prefetch. */
+        if (i + PREFETCH_DISTANCE < n && recs[i + PREFETCH_DISTANCE].kind != KVT_MARKER) {
+            uint64_t la = recs[i + PREFETCH_DISTANCE].addr >> s->cfg.line_bits;
+            for (uint32_t k = 1; k < s->n; k++) {
+                const Level *L = &s->lv[k];
+                const uint8_t *b = L->blk + (la & L->set_mask) * L->stride;
+                for (uint64_t o = 0; o < L->stride; o += 64) __builtin_prefetch(b + o, 1, 3);
+            }
+        }
         const kvtRecord *r = &recs[i];
         if (r->kind == KVT_MARKER) {
             doMarker(s, r);
@@ -742,12 +767,13 @@ void kvsimFinish(kvsimSim *s) {
                     ord[b] = x;
                 }
                 for (uint32_t q = 0; q < nw; q++) {
-                    uint64_t i = set * L->ways + ord[q];
-                    if (L->tags[i] == 0 || !(L->meta[i] & META_DIRTY)) continue;
-                    L->meta[i] &= (uint8_t)~META_DIRTY;
+                    uint64_t *tp = SET_TAGS(L, set) + ord[q];
+                    uint8_t *mp = SET_META(L, set) + ord[q];
+                    if (*tp == 0 || !(*mp & META_DIRTY)) continue;
+                    *mp &= (uint8_t)~META_DIRTY;
                     st->level[k].writebacks++;
                     st->level[k].writebacks_flush++;
-                    cacheAccess(s, k + 1, L->tags[i] - 1, OP_WFULL, L->stag[i],
+                    cacheAccess(s, k + 1, *tp - 1, OP_WFULL, SET_STAG(L, set)[ord[q]],
                                 KVSIM_K_WRITEBACK, 0, NULL);
                 }
                 if (ord != order) free(ord);
@@ -756,11 +782,11 @@ void kvsimFinish(kvsimSim *s) {
     }
     for (uint32_t k = 0; k < s->n; k++) {
         Level *L = &s->lv[k];
-        uint64_t nl = (uint64_t)L->sets * L->ways;
-        for (uint64_t i = 0; i < nl; i++) {
-            uint32_t pfk = (L->meta[i] & META_PF_MASK) >> META_PF_SHIFT;
-            if (L->tags[i] && pfk) st->level[k].pf_unused_end[pfk - 1]++;
-        }
+        for (uint64_t set = 0; set < L->sets; set++)
+            for (uint32_t w = 0; w < L->ways; w++) {
+                uint32_t pfk = (SET_META(L, set)[w] & META_PF_MASK) >> META_PF_SHIFT;
+                if (SET_TAGS(L, set)[w] && pfk) st->level[k].pf_unused_end[pfk - 1]++;
+            }
     }
 }
 
@@ -769,7 +795,7 @@ const kvsimStats *kvsimGetStats(const kvsimSim *s) { return &s->stats; }
 uint32_t kvsimPeekSet(const kvsimSim *s, uint32_t level, uint64_t set, uint64_t *out) {
     if (level >= s->n || set >= s->lv[level].sets) return 0;
     const Level *L = &s->lv[level];
-    memcpy(out, L->tags + set * L->ways, L->ways * sizeof(uint64_t));
+    memcpy(out, SET_TAGS(L, set), L->ways * sizeof(uint64_t));
     return L->ways;
 }
 size_t kvsimStatsSize(void) { return sizeof(kvsimStats); }
@@ -779,10 +805,7 @@ void kvsimFree(kvsimSim *s) {
     if (s == NULL) return;
     for (uint32_t k = 0; k < KVSIM_MAX_LEVELS; k++) {
         Level *L = &s->lv[k];
-        free(L->tags);
-        free(L->meta);
-        free(L->stag);
-        free(L->pc.line);
+        free(L->blk);
         free(L->pc.set);
         free(L->mline);
         free(L->mready);
@@ -839,23 +862,21 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
         L->inclusion = c->inclusion;
         L->mshrs = cfg->timing ? c->mshrs : 0;
         L->set_mask = c->sets - 1;
-        uint64_t nl = (uint64_t)c->sets * c->ways;
-        L->tags = bigAlloc(nl, sizeof(uint64_t));
-        L->meta = bigAlloc(nl, 1);
-        L->stag = bigAlloc(nl, 1);
+        L->stride = ((uint64_t)c->ways * 18 + 63) & ~(uint64_t)63;
+        L->blk = bigAlloc(c->sets, L->stride);
         L->pc.ways = c->ways;
-        L->pc.line = bigAlloc(nl, sizeof(uint64_t));
+        L->pc.stride = L->stride / sizeof(uint64_t);
+        L->pc.line = L->blk ? (uint64_t *)L->blk + c->ways : NULL;
         L->pc.set = xcalloc(c->sets, sizeof(uint64_t));
         L->pc.rng = c->seed ? c->seed : 0x9E3779B97F4A7C15ULL;
         L->mline = xcalloc(c->mshrs, sizeof(uint64_t));
         L->mready = xcalloc(c->mshrs, sizeof(uint64_t));
         L->mpf = xcalloc(c->mshrs, 1);
-        if (!L->tags || !L->meta || !L->stag || !L->pc.line || !L->pc.set || !L->mline ||
+        if (!L->blk || !L->pc.set || !L->mline ||
             !L->mready || !L->mpf)
             FAIL("out of memory for cache[%u]", k);
-        /* RRIP lines start "distant" so invalid-then-filled state is uniform */
-        if (L->pol == &kvsimPolicySrrip || L->pol == &kvsimPolicyBrrip)
-            for (uint64_t i = 0; i < nl; i++) L->pc.line[i] = 3;
+        if (L->pol->on_init)
+            for (uint64_t set = 0; set < c->sets; set++) L->pol->on_init(&L->pc, (uint32_t)set);
     }
     if (cfg->nprefetchers > KVSIM_MAX_PREFETCHERS) FAIL("prefetcher: at most %d", KVSIM_MAX_PREFETCHERS);
     for (uint32_t p = 0; p < cfg->nprefetchers; p++) {

@@ -4,6 +4,7 @@
  * Shaped like DynamoRIO drcachesim's cache_replacement_policy_t: a narrow
  * vtable the engine calls at fixed moments, with the set index and way.
  *
+ *   on_init(set)         once per set at creation (optional; state starts zeroed)
  *   on_hit(set, way)     a valid line was accessed (any kind of access)
  *   on_fill(set, way)    a line was just installed in `way`
  *   victim(set)          the set is full; return the way to replace.  Called
@@ -12,7 +13,8 @@
  *   on_invalidate(set, way)  a line left the cache without replacement
  *   age(set, way)        larger = older; orders the final flush (optional)
  *
- * State: one uint64_t per line (`line[set * ways + way]`) and one per set
+ * State: one uint64_t per line (`KVSIM_PLINE(p, set)[way]`; the engine keeps them
+ * inside each set's block, next to the tags) and one per set
  * (`set[set]`), zeroed at creation, plus a per-cache clock, fill counter and
  * xorshift64* random state in kvsimPolicyCtx.  sim/reference.py mirrors every
  * policy with the same state, so victims are bit-identical.
@@ -20,19 +22,24 @@
 #ifndef KVSIM_POLICY_H
 #define KVSIM_POLICY_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct kvsimPolicyCtx {
     uint32_t ways;
-    uint64_t *line;  /* sets * ways words */
+    uint64_t stride; /* words from one set's line words to the next set's */
+    uint64_t *line;  /* line words of set s: KVSIM_PLINE(p, s)[0 .. ways-1] */
     uint64_t *set;   /* sets words */
     uint64_t clock;  /* monotonically increasing access counter */
     uint64_t fills;  /* fills so far (BRRIP's bimodal throttle) */
     uint64_t rng;    /* xorshift64* state (random policy) */
 } kvsimPolicyCtx;
 
+#define KVSIM_PLINE(p, set) ((p)->line + (uint64_t)(set) * (p)->stride)
+
 typedef struct kvsimPolicyOps {
     const char *name;
+    void (*on_init)(kvsimPolicyCtx *p, uint32_t set);
     void (*on_hit)(kvsimPolicyCtx *p, uint32_t set, uint32_t way);
     void (*on_fill)(kvsimPolicyCtx *p, uint32_t set, uint32_t way);
     uint32_t (*victim)(kvsimPolicyCtx *p, uint32_t set);

@@ -10,21 +10,23 @@
 
 #define BRRIP_THROTTLE 32
 
+void kvsimRripInit(kvsimPolicyCtx *p, uint32_t set);
 uint32_t kvsimRripVictim(kvsimPolicyCtx *p, uint32_t set);
 void kvsimRripInvalidate(kvsimPolicyCtx *p, uint32_t set, uint32_t way);
 uint64_t kvsimRripAge(const kvsimPolicyCtx *p, uint32_t set, uint32_t way);
 
 static void brripHit(kvsimPolicyCtx *p, uint32_t set, uint32_t way) {
-    p->line[(uint64_t)set * p->ways + way] = 0;
+    KVSIM_PLINE(p, set)[way] = 0;
 }
 
 static void brripFill(kvsimPolicyCtx *p, uint32_t set, uint32_t way) {
     uint64_t n = p->fills++;
-    p->line[(uint64_t)set * p->ways + way] = (n % BRRIP_THROTTLE == 0) ? 2 : 3;
+    KVSIM_PLINE(p, set)[way] = (n % BRRIP_THROTTLE == 0) ? 2 : 3;
 }
 
 const kvsimPolicyOps kvsimPolicyBrrip = {
     .name = "brrip",
+    .on_init = kvsimRripInit,
     .on_hit = brripHit,
     .on_fill = brripFill,
     .victim = kvsimRripVictim,

@@ -1,49 +1,58 @@
 /*
  * policy_lru.c -- true LRU by per-line timestamps.
  *
- * Each access stamps the line with ++clock; the victim is the valid way with
- * the smallest stamp (lowest way on a tie, which cannot happen: stamps are
- * unique).  Equivalent to DineroIV's LRU stack, where a hit (read or write)
- * moves the block to the top.  O(1) per hit, O(ways) per victim.
+ * Every access (hit or fill) stamps the line with ++clock; the victim is the
+ * way with the smallest stamp.  Stamps are unique, so the order is total and
+ * equals DineroIV's LRU stack (where a hit, read or write, moves the block to
+ * the top).  O(1) per access, O(ways) per victim; with SSE4.2 the minimum is
+ * found two ways per compare (stamps stay below 2^63, so the signed 64-bit
+ * compare is exact).  Invalidation zeroes the stamp; the engine refills
+ * invalid ways before it asks for a victim.
  */
 #include "policy.h"
 
+#if defined(__SSE4_2__)
+#include <nmmintrin.h>
+#endif
+
 static void lruTouch(kvsimPolicyCtx *p, uint32_t set, uint32_t way) {
-    p->line[(uint64_t)set * p->ways + way] = ++p->clock;
+    KVSIM_PLINE(p, set)[way] = ++p->clock;
 }
 
-/* The smallest stamp, lowest way on a tie (stamps are unique, so no ties occur
- * among valid lines).  Two interleaved min chains halve the dependency chain. */
 static uint32_t lruVictim(kvsimPolicyCtx *p, uint32_t set) {
-    const uint64_t *st = p->line + (uint64_t)set * p->ways;
+    const uint64_t *st = KVSIM_PLINE(p, set);
     const uint32_t n = p->ways;
-    uint64_t m0 = st[0], m1 = UINT64_MAX;
-    uint32_t b0 = 0, b1 = 0;
-    uint32_t w = 1;
-    for (; w + 1 < n; w += 2) {
-        uint64_t a = st[w], b = st[w + 1];
-        b0 = a < m0 ? w : b0;
-        m0 = a < m0 ? a : m0;
-        b1 = b < m1 ? w + 1 : b1;
-        m1 = b < m1 ? b : m1;
+    uint64_t m = UINT64_MAX;
+    uint32_t w = 0;
+#if defined(__SSE4_2__)
+    if (n >= 2) {
+        __m128i mv = _mm_loadu_si128((const __m128i *)st);
+        for (w = 2; w + 2 <= n; w += 2) {
+            __m128i x = _mm_loadu_si128((const __m128i *)(st + w));
+            mv = _mm_blendv_epi8(mv, x, _mm_cmpgt_epi64(mv, x)); /* lane-wise min */
+        }
+        uint64_t a = (uint64_t)_mm_cvtsi128_si64(mv);
+        uint64_t b = (uint64_t)_mm_extract_epi64(mv, 1);
+        m = a < b ? a : b;
     }
-    if (w < n) {
-        b1 = st[w] < m1 ? w : b1;
-        m1 = st[w] < m1 ? st[w] : m1;
-    }
-    return (m1 < m0 || (m1 == m0 && b1 < b0)) ? b1 : b0;
+#endif
+    for (; w < n; w++) m = st[w] < m ? st[w] : m;
+    uint32_t v = 0;
+    while (st[v] != m) v++; /* the (unique) way holding the minimum */
+    return v;
 }
 
 static void lruInvalidate(kvsimPolicyCtx *p, uint32_t set, uint32_t way) {
-    p->line[(uint64_t)set * p->ways + way] = 0;
+    KVSIM_PLINE(p, set)[way] = 0;
 }
 
 static uint64_t lruAge(const kvsimPolicyCtx *p, uint32_t set, uint32_t way) {
-    return p->clock - p->line[(uint64_t)set * p->ways + way];
+    return p->clock - KVSIM_PLINE(p, set)[way];
 }
 
 const kvsimPolicyOps kvsimPolicyLru = {
     .name = "lru",
+    .on_init = NULL,
     .on_hit = lruTouch,
     .on_fill = lruTouch,
     .victim = lruVictim,

@@ -11,16 +11,20 @@
 
 #define RRPV_MAX 3
 
+void kvsimRripInit(kvsimPolicyCtx *p, uint32_t set) {
+    for (uint32_t w = 0; w < p->ways; w++) KVSIM_PLINE(p, set)[w] = RRPV_MAX;
+}
+
 static void srripHit(kvsimPolicyCtx *p, uint32_t set, uint32_t way) {
-    p->line[(uint64_t)set * p->ways + way] = 0;
+    KVSIM_PLINE(p, set)[way] = 0;
 }
 
 static void srripFill(kvsimPolicyCtx *p, uint32_t set, uint32_t way) {
-    p->line[(uint64_t)set * p->ways + way] = RRPV_MAX - 1;
+    KVSIM_PLINE(p, set)[way] = RRPV_MAX - 1;
 }
 
 uint32_t kvsimRripVictim(kvsimPolicyCtx *p, uint32_t set) {
-    uint64_t *rr = p->line + (uint64_t)set * p->ways;
+    uint64_t *rr = KVSIM_PLINE(p, set);
     for (;;) {
         for (uint32_t w = 0; w < p->ways; w++)
             if (rr[w] >= RRPV_MAX) return w;
@@ -29,15 +33,16 @@ uint32_t kvsimRripVictim(kvsimPolicyCtx *p, uint32_t set) {
 }
 
 void kvsimRripInvalidate(kvsimPolicyCtx *p, uint32_t set, uint32_t way) {
-    p->line[(uint64_t)set * p->ways + way] = RRPV_MAX;
+    KVSIM_PLINE(p, set)[way] = RRPV_MAX;
 }
 
 uint64_t kvsimRripAge(const kvsimPolicyCtx *p, uint32_t set, uint32_t way) {
-    return p->line[(uint64_t)set * p->ways + way];
+    return KVSIM_PLINE(p, set)[way];
 }
 
 const kvsimPolicyOps kvsimPolicySrrip = {
     .name = "srrip",
+    .on_init = kvsimRripInit,
     .on_hit = srripHit,
     .on_fill = srripFill,
     .victim = kvsimRripVictim,
