@@ -837,17 +837,23 @@ void dictTwoPhaseUnlinkFree(dict *d, dictEntryLink link, int table_index) {
     dictResumeRehashing(d);
 }
 
+/* Redis _dictClear: walk every cell until the table's entries are all freed. */
 void dictRelease(dict *d) {
     if (d == NULL) return;
+    metaLoad(d, KS_SITE_DICT_META);
     for (int t = 0; t <= 1; t++) {
         unsigned long size = DICTHT_SIZE(d->ht_size_exp[t]);
         for (unsigned long i = 0; i < size && d->ht_used[t] > 0; i++) {
             dictEntry *de = d->ht_table[t][i];
+            ksLoadId dep = KS_LOAD(&d->ht_table[t][i], 8, KVT_TAG_DICT_TABLE, KS_SITE_DICT_ITER, 0);
             while (de) {
-                dictEntry *next = entryIsNode(de) ? de->next : NULL;
+                dictEntry *next;
+                ksLoadId idep, ndep;
+                readEntry(d, de, dep, KS_SITE_DICT_ITER, &next, &idep, &ndep);
                 freeUnlinkedEntry(d, de);
                 d->ht_used[t]--;
                 de = next;
+                dep = ndep;
             }
         }
         if (d->ht_table[t]) ksArenaFree(d->arena, d->ht_table[t]);
@@ -977,6 +983,7 @@ void dictResetIterator(dictIterator *it) {
             dictResumeRehashing(i->d);
             dictResumeAutoResize(i->d);
         } else {
+            metaLoad(i->d, KS_SITE_DICT_ITER);
             assert(i->fingerprint == dictFingerprint(i->d) &&
                    "dict modified during unsafe iteration");
         }

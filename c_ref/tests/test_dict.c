@@ -9,13 +9,16 @@
  * A "collision mask" narrows the hash to force long chains and exercise the
  * tagging transitions.  dictCheckValid runs after every mutating step.
  *
- * Build: make -C c_ref test (or by hand:
- *   cc -std=c11 -Wall -Wextra -fsanitize=address,undefined -Ic_ref \
+ * Build: `make -C c_ref test` / `test-sanitize` (picked up as tests/test_*.c;
+ * there KS_HAVE_DICT adds the keyspace-level differential test table=dict vs
+ * table=hashtable, and KS_TEST_VARIANTS the traced-build checks through the
+ * renamed tr_* core).  Standalone, dict only:
+ *   cc -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -fsanitize=address,undefined \
  *      c_ref/tests/test_dict.c c_ref/dict.c c_ref/dict_prefetch.c \
- *      c_ref/arena.c c_ref/emit.c c_ref/siphash.c -o test_dict)
- * Flags: --seed N (default 1), --accurate (10x more random steps).
- * Compiled with -DKS_TRACE=1 it also checks the trace: at most one prefetch
- * per prefetcher turn and every dependency pointing at an earlier load.
+ *      c_ref/arena.c c_ref/emit.c c_ref/siphash.c -o test_dict
+ * (add -DKS_TRACE=1 to trace everything and check the prefetcher's turn rule
+ * and dependencies in the same process).
+ * Flags: --seed N (default 1), --accurate (longer random runs).
  */
 #include <assert.h>
 #include <signal.h>
