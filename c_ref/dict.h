@@ -7,9 +7,10 @@
  * design essay, with diagrams, is at the top of dict.c.
  *
  * Terminology
- *   stored item  what the dict stores for one key: a kvobj in the unified layout
- *                (no_value dicts), an sds key in the legacy layout (value dicts).
- *                Opaque to the dict.
+ *   stored item  what the dict stores for one key, opaque to the dict: in the
+ *                keyspace a kvobj (layout=unified) or a legacy {key, val} entry
+ *                (layout=legacy), both in no_value dicts (table_dict.c); in a
+ *                value dict (Redis <= 7 style 24-byte dictEntry) an sds key.
  *   key          what lookups are made with (e.g. an sds).  The type's
  *                entryGetKey() maps a stored item to its key; NULL = identity.
  *   entry        a dictEntry *: a pointer to a 16-byte NoValue node or a 24-byte
