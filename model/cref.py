@@ -18,6 +18,7 @@ __all__ = [
     "binary_path",
     "library_available",
     "library_path",
+    "test_library_path",
 ]
 
 _HERE = Path(__file__).resolve().parent
@@ -73,16 +74,31 @@ def library_available() -> bool:
     return True
 
 
-_lib: ctypes.CDLL | None = None
+_libs: dict[str, ctypes.CDLL] = {}
 _P = ctypes.POINTER
 _u8p = _P(ctypes.c_uint8)
 
 
-def _load() -> ctypes.CDLL:
-    global _lib
-    if _lib is not None:
-        return _lib
-    lib = ctypes.CDLL(str(library_path()))
+TEST_LIB_NAME = "libkvsim_cref_test.so"
+
+
+def test_library_path() -> Path:
+    """The test-variant build (``-DKS_TEST_VARIANTS``: adds deliberately broken variants
+    such as ``multikey=batch-stale-table``): ``$KVSIM_CREF_TEST_LIB`` or
+    ``c_ref/build/libkvsim_cref_test.so``; raises LibraryMissing."""
+    env = os.environ.get("KVSIM_CREF_TEST_LIB")
+    tried = ([Path(env)] if env else []) + [_SRC_BUILD / TEST_LIB_NAME]
+    for p in tried:
+        if p.is_file():
+            return p
+    raise LibraryMissing(f"{TEST_LIB_NAME} not found (tried: {', '.join(map(str, tried))})")
+
+
+def _load(path: Path | None = None) -> ctypes.CDLL:
+    key = str(path or library_path())
+    if key in _libs:
+        return _libs[key]
+    lib = ctypes.CDLL(key)
     lib.ksCreate.restype = ctypes.c_void_p
     lib.ksCreate.argtypes = [ctypes.c_char_p]
     lib.ksDestroy.restype = None
@@ -108,7 +124,7 @@ def _load() -> ctypes.CDLL:
     lib.ksMemoryBytes.argtypes = [ctypes.c_void_p]
     lib.ksCheckValid.restype = ctypes.c_int
     lib.ksCheckValid.argtypes = [ctypes.c_void_p]
-    _lib = lib
+    _libs[key] = lib
     return lib
 
 
@@ -121,8 +137,8 @@ class Keyspace:
 
     Use as a context manager or call ``close()``; the handle is also freed on GC."""
 
-    def __init__(self, options: str = "") -> None:
-        self._lib = _load()
+    def __init__(self, options: str = "", library: str | Path | None = None) -> None:
+        self._lib = _load(Path(library) if library else None)
         self.options = options
         h = self._lib.ksCreate(_opt(options))
         if not h:

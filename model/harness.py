@@ -35,7 +35,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from model import cref, resp
+from model import cref, resp, snapshot
 from model import strategies as S
 from model.keyspace import Keyspace as ModelKeyspace
 from model.resp import encode_command, parse_replies
@@ -65,7 +65,9 @@ class Backend(Protocol):
     def set_time_ms(self, now_ms: int) -> None: ...
     def dbsize(self) -> int: ...
     def check_valid(self) -> None: ...
-    def snapshot(self) -> bytes | None: ...
+    def snapshot(self) -> bytes: ...
+    def contents(self) -> dict[bytes, tuple[bytes, int | None]]: ...
+    def load(self, snap: bytes) -> bool: ...
     def close(self) -> None: ...
 
 
@@ -76,10 +78,12 @@ def parse_options(options: str) -> dict[str, str]:
 class ModelBackend:
     """The semantic model (``model.keyspace.Keyspace``)."""
 
-    def __init__(self, options: str = "", crossslot: bool = False, name: str = "model"):
+    def __init__(self, options: str = "", crossslot: bool = False, name: str = "model",
+                 compat: frozenset[str] = frozenset()):
         opts = parse_options(options)
         self.name = name
-        self.ks = ModelKeyspace(cluster=opts.get("cluster", "0") == "1", crossslot=crossslot)
+        self.ks = ModelKeyspace(cluster=opts.get("cluster", "0") == "1", crossslot=crossslot,
+                                compat=compat)
 
     def execute(self, query: bytes, batch: int) -> tuple[bytes, int]:
         return self.ks.execute(query)
@@ -93,8 +97,18 @@ class ModelBackend:
     def check_valid(self) -> None:
         self.ks.check_valid()
 
-    def snapshot(self) -> bytes | None:
-        return None
+    def snapshot(self) -> bytes:
+        return snapshot.save_snapshot(snapshot.model_records(self.ks))
+
+    def contents(self) -> dict[bytes, tuple[bytes, int | None]]:
+        return self.ks.items()
+
+    def load(self, snap: bytes) -> bool:
+        try:
+            snapshot.load_snapshot(self.ks, snap)
+        except snapshot.SnapshotError:
+            return False
+        return True
 
     def close(self) -> None:
         pass
@@ -103,10 +117,11 @@ class ModelBackend:
 class CrefBackend:
     """c_ref under one variant template (``{batch}`` is formatted per call)."""
 
-    def __init__(self, options: str, variant: str = "", name: str | None = None):
+    def __init__(self, options: str, variant: str = "", name: str | None = None,
+                 library: str | None = None):
         self.name = name or (variant or "naive")
         self.variant = variant
-        self.ks = cref.Keyspace(options)
+        self.ks = cref.Keyspace(options, library)
 
     def execute(self, query: bytes, batch: int) -> tuple[bytes, int]:
         return self.ks.execute(query, self.variant.format(batch=batch))
@@ -120,18 +135,33 @@ class CrefBackend:
     def check_valid(self) -> None:
         self.ks.check_valid()
 
-    def snapshot(self) -> bytes | None:
-        return self.ks.save_snapshot("")
+    def _v(self) -> str:
+        return self.variant.format(batch=16)
+
+    def snapshot(self) -> bytes:
+        return self.ks.save_snapshot(self._v())
+
+    def contents(self) -> dict[bytes, tuple[bytes, int | None]]:
+        return snapshot.snapshot_contents(self.snapshot())
+
+    def load(self, snap: bytes) -> bool:
+        try:
+            self.ks.load_snapshot(snap, self._v())
+        except cref.CrefError:
+            return False
+        return True
 
     def close(self) -> None:
         self.ks.close()
 
 
-def probe_crossslot(options: str) -> bool:
+def probe_crossslot(options: str, library: str | None = None) -> bool:
     """Does c_ref (with these options) reject multi-key commands spanning slots?"""
-    if parse_options(options).get("cluster", "0") != "1" or not cref.library_available():
+    if parse_options(options).get("cluster", "0") != "1":
         return False
-    with cref.Keyspace(options) as ks:
+    if library is None and not cref.library_available():
+        return False
+    with cref.Keyspace(options, library) as ks:
         rep, _ = ks.execute(encode_command(b"MGET", b"a", b"b"))
     return rep.startswith(b"-CROSSSLOT")
 
@@ -149,6 +179,8 @@ class LockstepConfig:
     seed: int = 0
     crossslot: bool | None = None  # None: probe c_ref
     model_factory: Callable[[str, bool], Backend] | None = None
+    compat: frozenset[str] = frozenset()  # model.keyspace.COMPAT flags for known c_ref gaps
+    library: str | None = None  # c_ref library path (default: cref.library_path())
     pool: list[bytes] = field(default_factory=list)
 
 
@@ -157,7 +189,8 @@ def make_lockstep_machine(cfg: LockstepConfig) -> type[RuleBasedStateMachine]:
     seed = cfg.seed or int(parse_options(cfg.options).get("seed", "0"))
     pool = cfg.pool or S.key_pool(seed)
     cluster = parse_options(cfg.options).get("cluster", "0") == "1"
-    crossslot = probe_crossslot(cfg.options) if cfg.crossslot is None else cfg.crossslot
+    crossslot = (probe_crossslot(cfg.options, cfg.library) if cfg.crossslot is None
+                 else cfg.crossslot)
     batches = st.integers(1, 128)
 
     class Lockstep(RuleBasedStateMachine):
@@ -165,12 +198,12 @@ def make_lockstep_machine(cfg: LockstepConfig) -> type[RuleBasedStateMachine]:
             super().__init__()
             self.backends: list[Backend] = []
             if cfg.with_model:
-                mk = cfg.model_factory or (lambda o, c: ModelBackend(o, c))
+                mk = cfg.model_factory or (lambda o, c: ModelBackend(o, c, compat=cfg.compat))
                 self.backends.append(mk(cfg.options, crossslot))
             if cfg.with_cref_naive:
-                self.backends.append(CrefBackend(cfg.options, "", "cref-naive"))
+                self.backends.append(CrefBackend(cfg.options, "", "cref-naive", cfg.library))
             for v in cfg.variants:
-                self.backends.append(CrefBackend(cfg.options, v))
+                self.backends.append(CrefBackend(cfg.options, v, library=cfg.library))
             for f in cfg.extra_backends:
                 self.backends.append(f())
             self.now = 0
@@ -229,6 +262,12 @@ def make_lockstep_machine(cfg: LockstepConfig) -> type[RuleBasedStateMachine]:
             cuts = sorted(data.draw(st.lists(st.integers(0, len(buf)), max_size=3)))
             pts = [0, *cuts, len(buf)]
             self.feed([buf[a:b] for a, b in zip(pts, pts[1:], strict=False)], batch)
+
+        @rule(cmds=S.pipeline(pool, 3), junk=S.malformed, batch=batches)
+        def malformed(self, cmds: list[list[bytes]], junk: bytes, batch: int) -> None:
+            """Valid commands, then bytes that are a protocol error (or an inline
+            command): the commands before it run, then the error reply, all consumed."""
+            self.feed([S.encode(cmds) + junk], batch)
 
         @rule(ms=st.one_of(st.integers(0, 50), st.integers(0, 4000)))
         def advance_clock(self, ms: int) -> None:
@@ -295,9 +334,10 @@ def make_lockstep_machine(cfg: LockstepConfig) -> type[RuleBasedStateMachine]:
                                     max_size=70))
             self.run([[b"MSET", *[x for k in ks for x in (k, k)]], [b"MGET", *ks]], batch)
 
-        @rule()
-        def flushall(self) -> None:
-            self.run([[b"FLUSHALL"]], 16)
+        @rule(p=st.integers(0, 30))
+        def flushall(self, p: int) -> None:
+            if p == 0:  # rare: it wipes the state the other rules build up
+                self.run([[b"FLUSHALL"]], 16)
 
         # --- invariants --------------------------------------------------------------
 
@@ -314,11 +354,33 @@ def make_lockstep_machine(cfg: LockstepConfig) -> type[RuleBasedStateMachine]:
 
         @invariant()
         def same_snapshot(self) -> None:
+            """Identical snapshot bytes across c_ref backends (same structure, whatever the
+            iterate= prefetch), identical content everywhere."""
             snaps = [(b.name, b.snapshot()) for b in self.backends]
-            snaps = [(n, s) for n, s in snaps if s is not None]
-            for n, s in snaps[1:]:
-                if s != snaps[0][1]:
-                    raise Mismatch(f"snapshot bytes differ: {snaps[0][0]} vs {n}")
+            c0 = snapshot.snapshot_contents(snaps[0][1])
+            crefs = [(n, sn) for (n, sn), b in zip(snaps, self.backends, strict=True)
+                     if isinstance(b, CrefBackend)]
+            for n, sn in crefs[1:]:
+                if sn != crefs[0][1]:
+                    raise Mismatch(f"snapshot bytes differ: {crefs[0][0]} vs {n}")
+            for n, sn in snaps[1:]:
+                if snapshot.snapshot_contents(sn) != c0:
+                    raise Mismatch(f"snapshot content differs: {snaps[0][0]} vs {n}")
+
+        @rule(corrupt=st.one_of(st.none(), st.integers(0, 10_000)), flip=st.booleans())
+        def save_and_load(self, corrupt: int | None, flip: bool) -> None:
+            """Each backend saves and reloads its own snapshot (load= variants apply);
+            a corrupted snapshot must be rejected everywhere, leaving the keyspace as is."""
+            oks = []
+            for b in self.backends:
+                snap = b.snapshot()
+                if corrupt is not None:
+                    i = corrupt % len(snap)
+                    snap = snap[:i] + bytes([snap[i] ^ 0x5A]) + snap[i + 1 :] if flip else snap[:i]
+                oks.append(b.load(snap))
+            if len(set(oks)) > 1:
+                raise Mismatch(f"load accepted by some only: "
+                               f"{[(b.name, ok) for b, ok in zip(self.backends, oks, strict=True)]}")
 
     Lockstep.__name__ = Lockstep.__qualname__ = "Lockstep_" + _ident(cfg.options, cfg.variants)
     _ = cluster

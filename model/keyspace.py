@@ -26,7 +26,7 @@ from model import resp
 from model.glob import key_hash_slot, string_match_len
 from model.resp import LLONG_MAX, LLONG_MIN, Command, ProtocolError, split_commands
 
-__all__ = ["Keyspace", "ModelError", "scan_order_hash"]
+__all__ = ["COMPAT", "Keyspace", "ModelError", "scan_order_hash"]
 
 
 class ModelError(AssertionError):
@@ -59,7 +59,13 @@ NOT_INT = resp.error("ERR value is not an integer or out of range")
 class Keyspace:
     """The semantic model. ``execute(query)`` behaves like ``ksExecute`` (naive variant)."""
 
-    def __init__(self, cluster: bool = False, crossslot: bool = False) -> None:
+    def __init__(
+        self, cluster: bool = False, crossslot: bool = False, compat: frozenset[str] = frozenset()
+    ) -> None:
+        unknown = set(compat) - COMPAT
+        if unknown:
+            raise ValueError(f"unknown compat flags {sorted(unknown)}")
+        self.compat = frozenset(compat)
         self.cluster = cluster
         self.crossslot = crossslot and cluster
         self.data: dict[bytes, bytes] = {}
@@ -77,6 +83,7 @@ class Keyspace:
             b"expire": ("expire", -3, self._expire),
             b"pexpire": ("pexpire", -3, self._pexpire),
             b"ttl": ("ttl", 2, self._ttl),
+            b"pttl": ("pttl", 2, self._pttl),
             b"keys": ("keys", 2, self._keys),
             b"scan": ("scan", -2, self._scan),
             b"dbsize": ("dbsize", 1, self._dbsize),
@@ -174,7 +181,8 @@ class Keyspace:
         out = []
         for item in items:
             if isinstance(item, ProtocolError):
-                out.append(resp.error("ERR " + item.message))
+                bare = "protocol_error_without_err" in self.compat
+                out.append(resp.error(("" if bare else "ERR ") + item.message))
             else:
                 assert isinstance(item, Command)
                 out.append(self.call(list(item.argv)))
@@ -208,22 +216,30 @@ class Keyspace:
         return resp.NULL_BULK if v is None else resp.bulk(v)
 
     def _set(self, argv: list[bytes]) -> bytes:
-        nx = xx = keepttl = False
-        unit: int | None = None
+        """SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL].
+
+        As ``parseExtendedStringArgumentsOrReply``: every option is checked for syntax
+        first (a repeated EX/PX replaces the earlier one), the expire is validated after,
+        then GET replies the old value, then NX/XX decide."""
+        nx = xx = get = keepttl = False
+        unit: str | None = None
         expire: bytes | None = None
         j = 3
         while j < len(argv):
-            opt = argv[j].lower()
+            opt = _cstr(argv[j]).lower()
             nxt = argv[j + 1] if j + 1 < len(argv) else None
-            if opt == b"nx" and not xx:
+            others = {"ex", "px", "exat", "pxat"} - {opt}
+            if opt == "nx" and not xx:
                 nx = True
-            elif opt == b"xx" and not nx:
+            elif opt == "xx" and not nx:
                 xx = True
-            elif opt == b"keepttl" and unit is None:
+            elif opt == "get":
+                get = True
+            elif opt == "keepttl" and unit is None:
                 keepttl = True
-            elif opt in (b"ex", b"px") and unit is None and not keepttl and nxt is not None:
-                unit = 1000 if opt == b"ex" else 1
-                expire = nxt
+            elif opt in ("ex", "px", "exat", "pxat") and not keepttl and unit not in others \
+                    and nxt is not None:
+                unit, expire = opt, nxt
                 j += 1
             else:
                 return SYNTAX_ERR
@@ -233,19 +249,25 @@ class Keyspace:
             ms = resp.string2ll(expire)
             if ms is None:
                 return NOT_INT
-            if ms <= 0 or (unit == 1000 and ms > LLONG_MAX // 1000):
+            secs = unit in ("ex", "exat")
+            if ms <= 0 or (secs and ms > LLONG_MAX // 1000):
                 return resp.error("ERR invalid expire time in 'set' command")
-            when = _wrap64(ms * (unit or 1) + self.now_ms)
+            ms *= 1000 if secs else 1
+            when = _wrap64(ms + self.now_ms) if unit in ("ex", "px") else ms
             if when <= 0:
                 return resp.error("ERR invalid expire time in 'set' command")
         key = argv[1]
+        out = b""
+        if get:
+            old = self.lookup_key(key)
+            out = resp.NULL_BULK if old is None else resp.bulk(old)
         found = self.lookup_key(key) is not None
         if (nx and found) or (xx and not found):
-            return resp.NULL_BULK
-        self.set_key(key, argv[2], keepttl=keepttl)
+            return out or resp.NULL_BULK
+        self.set_key(key, argv[2], keepttl=keepttl or when is not None)
         if when is not None:
             self.set_expire(key, when)
-        return resp.OK
+        return out or resp.OK
 
     def _del(self, argv: list[bytes]) -> bytes:
         n = 0
@@ -278,9 +300,9 @@ class Keyspace:
     def _expire(self, argv: list[bytes], unit: int = 1000, name: str = "expire") -> bytes:
         flags: set[str] = set()
         for a in argv[3:]:
-            o = a.lower()
-            if o in (b"nx", b"xx", b"gt", b"lt"):
-                flags.add(o.decode())
+            o = _cstr(a).lower()
+            if o in ("nx", "xx", "gt", "lt"):
+                flags.add(o)
             else:
                 return resp.error(f"ERR Unsupported option {_cstr(a)}")
         if "nx" in flags and flags & {"xx", "gt", "lt"}:
@@ -319,7 +341,7 @@ class Keyspace:
     def _pexpire(self, argv: list[bytes]) -> bytes:
         return self._expire(argv, unit=1, name="pexpire")
 
-    def _ttl(self, argv: list[bytes]) -> bytes:
+    def _ttl(self, argv: list[bytes], ms: bool = False) -> bytes:
         key = argv[1]
         if self.lookup_key(key) is None:
             return resp.integer(-2)
@@ -327,7 +349,10 @@ class Keyspace:
         if when is None:
             return resp.integer(-1)
         ttl = max(when - self.now_ms, 0)
-        return resp.integer((ttl + 500) // 1000)
+        return resp.integer(ttl if ms else (ttl + 500) // 1000)
+
+    def _pttl(self, argv: list[bytes]) -> bytes:
+        return self._ttl(argv, ms=True)
 
     def _keys(self, argv: list[bytes]) -> bytes:
         pat = argv[1]
@@ -343,19 +368,22 @@ class Keyspace:
         cur = _string2ull(argv[1])
         if cur is None:
             return resp.error("ERR invalid cursor")
-        count, pat = 10, None
+        count, pat, typename = 10, None, None
         i = 2
         while i < len(argv):
-            opt, left = argv[i].lower(), len(argv) - i
-            if opt == b"count" and left >= 2:
+            opt, left = _cstr(argv[i]).lower(), len(argv) - i
+            if opt == "count" and left >= 2:
                 c = resp.string2ll(argv[i + 1])
                 if c is None:
                     return NOT_INT
                 if c < 1:
                     return SYNTAX_ERR
                 count = c
-            elif opt == b"match" and left >= 2:
-                pat = None if argv[i + 1] == b"*" else argv[i + 1]
+            elif opt == "match" and left >= 2:
+                star = argv[i + 1] == b"*" and "scan_match_star_is_a_pattern" not in self.compat
+                pat = None if star else argv[i + 1]
+            elif opt == "type" and left >= 2:
+                typename = _cstr(argv[i + 1]).lower()
             else:
                 return SYNTAX_ERR
             i += 2
@@ -370,9 +398,14 @@ class Keyspace:
             take.append(k)
         out = []
         for k in take:
+            if typename is not None and typename != "string":
+                continue  # every value is a string: other types filter all, delete nothing
             if pat is not None and not string_match_len(pat, k):
                 continue
-            if self.expire_if_needed(k):
+            if "scan_keeps_expired" in self.compat:
+                if self.key_is_expired(k):
+                    continue
+            elif self.expire_if_needed(k):
                 continue
             out.append(resp.bulk(k))
         return resp.array([resp.bulk(str(nxt).encode()), resp.array(out)])
@@ -381,7 +414,7 @@ class Keyspace:
         return resp.integer(self.dbsize())
 
     def _flushall(self, argv: list[bytes]) -> bytes:
-        if len(argv) > 2 or (len(argv) == 2 and argv[1].lower() not in (b"sync", b"async")):
+        if len(argv) > 2 or (len(argv) == 2 and _cstr(argv[1]).lower() not in ("sync", "async")):
             return SYNTAX_ERR
         self.data.clear()
         self.expires.clear()
@@ -390,6 +423,14 @@ class Keyspace:
 
 
 _MULTIKEY = {"del", "exists", "mget", "mset", "msetnx"}
+
+#: Opt-in departures from Valkey, each matching a known c_ref deviation (see
+#: model/README.md "Known c_ref deviations"); the default model is Valkey's behaviour.
+COMPAT = frozenset({
+    "scan_keeps_expired",  # SCAN filters expired keys without deleting them
+    "scan_match_star_is_a_pattern",  # SCAN MATCH * runs the glob (so "" is not returned)
+    "protocol_error_without_err",  # "-Protocol error: ..." instead of "-ERR Protocol error: ..."
+})
 
 
 def _string2ull(b: bytes) -> int | None:

@@ -21,6 +21,7 @@ __all__ = [
     "command",
     "pipeline",
     "glob_patterns",
+    "malformed",
     "hashtag_keys",
 ]
 
@@ -111,6 +112,15 @@ def pipeline(pool: list[bytes], max_size: int = 6) -> st.SearchStrategy[list[lis
 def encode(cmds: list[list[bytes]]) -> bytes:
     return b"".join(encode_command(*c) for c in cmds)
 
+
+#: Malformed or inline input: each either ends in a protocol error (the connection
+#: closes, everything is consumed) or is an inline command.
+malformed = st.sampled_from([
+    b"*x\r\n", b"*3000000000\r\n", b"*1\r\n$x\r\n", b"*1\r\n$-5\r\n", b"*2\r\nGET\r\n",
+    b"*1\r\n$3\r\nGET\r\nXY", b"*-1\r\n", b"*0\r\n", b"GET k0\r\n", b"SET k1 'a b'\r\n",
+    b'SET k2 "x\\x41y"\n', b'GET "unbalanced\r\n', b"\r\n", b"*1\r\n$600000000\r\n",
+    b"*+1\r\n", b"*01\r\n", b"*1\r\n$03\r\nGET\r\n",
+])
 
 glob_patterns = st.one_of(
     st.sampled_from([b"*", b"k*", b"k?", b"{t}*", b"*[0-3]", b"[^k]*", b"c*", b"\\{*", b""]),

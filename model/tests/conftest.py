@@ -22,9 +22,13 @@ settings.load_profile(os.environ.get("KVSIM_HYPOTHESIS_PROFILE", "default"))
 SLOW = os.environ.get("KVSIM_HYPOTHESIS_PROFILE") == "slow"
 
 
+FACTOR = float(os.environ.get("KVSIM_EXAMPLES_FACTOR", "1"))
+
+
 def scale(n: int) -> int:
-    """Example count for the active profile (x20 under the slow profile)."""
-    return n * 20 if SLOW else n
+    """Example count for the active profile (x20 under the slow profile), times
+    ``$KVSIM_EXAMPLES_FACTOR`` (the ASan re-run uses a fraction)."""
+    return max(1, int(n * (20 if SLOW else 1) * FACTOR))
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,95 @@
+"""The ctypes binding, and the model against c_ref naive on fixed inputs."""
+
+import pytest
+
+from model import cref
+from model.keyspace import Keyspace as Model
+from model.resp import encode_command as E
+from model.snapshot import load_snapshot, parse_snapshot, save_snapshot, snapshot_contents
+
+
+def test_library_locations(cref_lib):
+    assert cref.library_path().is_file()
+    assert str(cref.library_path()) == cref_lib
+
+
+def test_missing_library_error_names_the_paths(monkeypatch, tmp_path):
+    monkeypatch.setattr(cref, "_SRC_BUILD", tmp_path / "nope")
+    monkeypatch.setattr(cref, "_NATIVE", tmp_path / "nope2")
+    monkeypatch.delenv("KVSIM_CREF_LIB", raising=False)
+    with pytest.raises(cref.LibraryMissing, match="nope2"):
+        cref.library_path()
+
+
+def test_bad_options_raise(cref_lib):
+    with pytest.raises(cref.CrefError, match="nosuch"):
+        cref.Keyspace("nosuch=1")
+
+
+def test_execute_consumed_and_partial(cref_lib):
+    with cref.Keyspace() as ks:
+        q = E("SET", "a", "1") + E("GET", "a")
+        rep, used = ks.execute(q + b"*2\r\n$3\r\nGET\r\n$1")
+        assert (rep, used) == (b"+OK\r\n$1\r\n1\r\n", len(q))
+        rep, used = ks.execute(b"*1\r\n$x\r\n")
+        assert rep.endswith(b"Protocol error: invalid bulk length\r\n") and used == 8
+        assert ks.dbsize() == 1 and ks.memory_bytes() > 0
+        ks.check_valid()
+
+
+FIXED = [
+    ["SET", "a", "1"], ["SET", "", "empty"], ["SET", "b\r\n\x00", "bin"], ["GET", "a"],
+    ["MSET", "x", "1", "y", "2", "x", "3"], ["MGET", "x", "y", "nope", "x"],
+    ["MSETNX", "x", "9", "z", "9"], ["MSETNX", "p", "1", "q", "2"], ["DEL", "p", "p", "zz"],
+    ["EXISTS", "q", "q", "zz"], ["SET", "t", "v", "PX", "100"], ["TTL", "t"], ["PTTL", "t"],
+    ["EXPIRE", "a", "100", "NX"], ["EXPIRE", "a", "50", "GT"], ["EXPIRE", "a", "50", "LT"],
+    ["TTL", "a"], ["PEXPIRE", "q", "0"], ["SET", "k", "v", "XX"], ["SET", "x", "v", "NX"],
+    ["SET", "x", "v", "GET"], ["SET", "x", "w", "KEEPTTL"], ["SET", "x", "v", "EX", "0"],
+    ["SET", "x", "v", "EX", "9999999999999999999"], ["SET", "x", "v", "BAD"],
+    ["EXPIRE", "x", "1", "NX", "XX"], ["EXPIRE", "x", "1", "GT", "LT"], ["GET"],
+    ["MSET", "a"], ["nosuch", "a" * 200, "b"], ["KEYS", "nomatch*"], ["DBSIZE"],
+    ["SCAN", "abc"], ["SCAN", "0", "COUNT", "0"], ["SCAN", "0", "FOO"], ["TTL", "nope"],
+    ["FLUSHALL", "BAD"], ["DBSIZE"],
+]
+
+
+@pytest.mark.parametrize("options", ["", "cluster=1", "layout=legacy", "table=dict"])
+def test_model_matches_cref_on_fixed_commands(cref_lib, options):
+    try:
+        ks = cref.Keyspace(options)
+    except cref.CrefError as e:
+        pytest.skip(f"c_ref built without {options}: {e}")
+    m = Model(cluster="cluster=1" in options)
+    for cmd in FIXED:
+        q = E(*cmd)
+        assert ks.execute(q) == m.execute(q), cmd
+    ks.set_time_ms(200)
+    m.set_time_ms(200)
+    for cmd in (["DBSIZE"], ["GET", "t"], ["DBSIZE"], ["TTL", "a"]):
+        assert ks.execute(E(*cmd)) == m.execute(E(*cmd)), cmd
+    ks.check_valid()
+    ks.close()
+
+
+def test_snapshot_format_roundtrip(cref_lib):
+    with cref.Keyspace() as ks:
+        ks.execute(E("MSET", "a", "1", "", "2", "long", "x" * 300) + E("SET", "e", "v", "PX", "5"))
+        snap = ks.save_snapshot()
+        content = snapshot_contents(snap)
+        assert content == {b"a": (b"1", None), b"": (b"2", None),
+                           b"long": (b"x" * 300, None), b"e": (b"v", 5)}
+        hint, _ = parse_snapshot(snap)
+        assert hint == 4
+        # the model's writer produces a snapshot c_ref loads, and vice versa
+        ours = save_snapshot(sorted((k, v, e) for k, (v, e) in content.items()))
+        with cref.Keyspace() as ks2:
+            ks2.set_time_ms(10)  # "e" expired: dropped at load
+            ks2.load_snapshot(ours)
+            assert ks2.dbsize() == 3
+        m = Model()
+        m.set_time_ms(10)
+        load_snapshot(m, snap)
+        assert m.dbsize() == 3
+        with pytest.raises(cref.CrefError):
+            ks.load_snapshot(snap[:-1])
+        assert ks.dbsize() == 4  # unchanged after a failed load
