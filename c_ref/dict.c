@@ -70,6 +70,17 @@
  *   Zeroing of a new table is recorded as stores only below 4 KiB (a memset
  *   inside the allocator); larger tables come from fresh zero pages.
  *
+ * Deviations from Redis 8.4 (deliberate, all small)
+ *   - Safe iterators and dictScan pause auto-resize as well as rehashing (as
+ *     Valkey's hashtable does), so deletes inside them never swap tables.
+ *   - The first table is made even when auto-resize is paused.
+ *   - dictFindStoredRef (the ksTableOps findRef) gives a direct item a node;
+ *     Redis keeps the tag (dictSetKeyAtLink newItem=0, also provided here).
+ *   - Callbacks carry load ids for the trace; keyCompare returns 0 on equal
+ *     (Valkey's convention, shared with hashtable.c's callbacks).
+ *   - The dict struct load has no dependency on whatever produced `d`.
+ *   - dictRehashRounds: a deterministic dictRehashMicroseconds for traces.
+ *
  * Conventions
  *   Public functions dictXxx, as in Redis; internal helpers static, no prefix;
  *   Redis's own internal names kept where they exist (_dictRehashStepIfNeeded,
