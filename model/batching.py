@@ -22,6 +22,7 @@ __all__ = [
     "multikey_batches",
     "LookaheadBatch",
     "pipeline_lookahead",
+    "first_key",
     "load_prefetch_order",
 ]
 
@@ -74,17 +75,32 @@ class LookaheadBatch:
     prefetch_keys: list[bytes] = field(default_factory=list)
 
 
-def pipeline_lookahead(
-    buf: bytes, batch_size: int
-) -> tuple[list[LookaheadBatch], ProtocolError | None, int]:
-    """Split a query buffer into lookahead batches (PR #2092 model).
+def first_key(argv: tuple[bytes, ...] | list[bytes]) -> bytes | None:
+    """The first key of a command with a valid arity (what lookahead resolves), or None."""
+    keys = get_keys_from_command(argv)
+    if keys:
+        return keys[0]
+    name = argv[0].lower()
+    if name in (b"mset", b"msetnx") and len(argv) >= 3:
+        return argv[1]  # arity -3 holds even when the pair count is odd
+    return None
 
-    Commands are parsed ahead into a batch; each command's keys are added while fewer than
-    ``batch_size`` keys are collected (a command is never split: its later keys are simply
-    not prefetched); the batch closes once ``batch_size`` keys are collected or input runs
-    out. A protocol error closes the last batch (commands before it still run). A command
+
+def pipeline_lookahead(
+    buf: bytes, batch_size: int, unit: str = "commands"
+) -> tuple[list[LookaheadBatch], ProtocolError | None, int]:
+    """Split a query buffer into lookahead batches.
+
+    ``unit="commands"`` (c_ref's ``ksPipelineLookahead``): parse up to ``batch_size``
+    commands, resolve the first key of each command whose arity is valid, prefetch them
+    (only if more than one), execute the batch in order, repeat.
+    ``unit="keys"`` (Valkey #2092's key budget): add whole commands while fewer than
+    ``batch_size`` keys are collected; keys past the budget are not prefetched.
+    A protocol error closes the last batch (the commands before it still run). A command
     cut off at the end of the buffer is in no batch and is not consumed.
     Returns (batches, protocol error or None, bytes consumed)."""
+    if unit not in ("commands", "keys"):
+        raise ValueError(unit)
     items, consumed = split_commands(buf)
     batches: list[LookaheadBatch] = []
     cur = LookaheadBatch()
@@ -94,14 +110,24 @@ def pipeline_lookahead(
             perr = it
             break
         cur.commands.append(it)
-        for k in get_keys_from_command(it.argv):
-            if len(cur.prefetch_keys) < batch_size:
+        if unit == "commands":
+            k = first_key(it.argv)
+            if k is not None:
                 cur.prefetch_keys.append(k)
-        if len(cur.prefetch_keys) >= batch_size:
+            full = len(cur.commands) >= batch_size
+        else:
+            for k in get_keys_from_command(it.argv):
+                if len(cur.prefetch_keys) < batch_size:
+                    cur.prefetch_keys.append(k)
+            full = len(cur.prefetch_keys) >= batch_size
+        if full:
             batches.append(cur)
             cur = LookaheadBatch()
     if cur.commands:
         batches.append(cur)
+    for b in batches:
+        if unit == "commands" and len(b.prefetch_keys) <= 1:
+            b.prefetch_keys = []  # a single key is not prefetched
     return batches, perr, consumed
 
 

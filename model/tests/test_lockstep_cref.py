@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, Phase, settings
 
 from model import cref
 from model.harness import (
+    KNOWN_CREF_COMPAT,
     CrefBackend,
     LockstepConfig,
     Mismatch,
@@ -30,9 +31,8 @@ VARIANTS = [
 ]
 
 #: Known c_ref departures from Valkey, reported to c_ref (see KNOWN_DEVIATIONS below);
-#: the model mimics them only here, so the rest of the comparison stays exact.
-CREF_COMPAT = frozenset({"scan_keeps_expired", "scan_match_star_is_a_pattern",
-                         "protocol_error_without_err"})
+#: the model mimics them only in the lockstep runs, so the rest stays an exact comparison.
+CREF_COMPAT = KNOWN_CREF_COMPAT
 
 OPTIONS = [
     f"table={t} layout={lay} cluster={c}"

@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from model.batching import (
+    first_key,
     get_keys_from_command,
     load_prefetch_order,
     multikey_batches,
@@ -161,19 +162,27 @@ POOL = key_pool()
 
 
 @settings(max_examples=60)
-@given(st.lists(command(POOL), min_size=1, max_size=6), st.integers(1, 128), st.data())
-def test_pipeline_lookahead_batches(cmds, bsize, data):
+@given(st.lists(command(POOL), min_size=1, max_size=6), st.integers(1, 128), st.data(),
+       st.sampled_from(["commands", "keys"]))
+def test_pipeline_lookahead_batches(cmds, bsize, data, unit):
     buf = b"".join(encode_command(*c) for c in cmds)
     cut = data.draw(st.integers(0, len(buf)))
-    batches, perr, used = pipeline_lookahead(buf[:cut], bsize)
+    batches, perr, used = pipeline_lookahead(buf[:cut], bsize, unit)
     items, used2 = split_commands(buf[:cut])
     assert perr is None and used == used2
     flat = [c for b in batches for c in b.commands]
     assert [c.argv for c in flat] == [i.argv for i in items]  # each command once, in order
     for b in batches:
         demanded = [k for c in b.commands for k in get_keys_from_command(c.argv)]
-        assert b.prefetch_keys == demanded[: len(b.prefetch_keys)]  # prefetched => demanded
-        assert len(b.prefetch_keys) <= bsize
+        if unit == "keys":
+            assert b.prefetch_keys == demanded[: len(b.prefetch_keys)]  # prefetched: demanded
+            assert len(b.prefetch_keys) <= bsize
+        else:
+            assert len(b.commands) <= bsize
+            firsts = [first_key(c.argv) for c in b.commands]
+            assert b.prefetch_keys in ([], [k for k in firsts if k is not None])
+            assert set(b.prefetch_keys) <= set(demanded) | {c.argv[1] for c in b.commands
+                                                             if len(c.argv) > 1}
     # a command cut off at the end is not in any batch and is not consumed
     assert used <= cut and all(c.end <= used for c in flat)
 
