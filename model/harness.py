@@ -391,8 +391,8 @@ def make_lockstep_machine(cfg: LockstepConfig) -> type[RuleBasedStateMachine]:
                     snap = snap[:i] + bytes([snap[i] ^ 0x5A]) + snap[i + 1 :] if flip else snap[:i]
                 oks.append(b.load(snap))
             if len(set(oks)) > 1:
-                raise Mismatch(f"load accepted by some only: "
-                               f"{[(b.name, ok) for b, ok in zip(self.backends, oks, strict=True)]}")
+                who = [(b.name, ok) for b, ok in zip(self.backends, oks, strict=True)]
+                raise Mismatch(f"load accepted by some only: {who}")
 
     Lockstep.__name__ = Lockstep.__qualname__ = "Lockstep_" + _ident(cfg.options, cfg.variants)
     _ = cluster

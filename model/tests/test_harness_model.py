@@ -3,6 +3,7 @@ one (seed 001's cached slot table) is caught. No C library needed."""
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
+from hypothesis.stateful import run_state_machine_as_test
 
 from model.harness import LockstepConfig, Mismatch, make_lockstep_machine
 from model.keyspace import ModelError
@@ -11,7 +12,6 @@ from model.tests.broken_variants import (
     StaleSlotTableMset,
     backend,
 )
-from hypothesis.stateful import run_state_machine_as_test
 
 
 def machine(extra):

@@ -1,7 +1,8 @@
+import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from model.keyspace import Keyspace
+from model.keyspace import Keyspace, ModelError
 from model.resp import encode_command as E
 from model.resp import parse_replies
 
@@ -128,3 +129,62 @@ class DictMachine(RuleBasedStateMachine):
 
 
 TestDictMachine = DictMachine.TestCase
+
+
+def test_valkey_option_order_and_repeats():
+    ks = Keyspace()
+    # every option is parsed for syntax before the expire value is validated
+    assert ex(ks, ["SET", "k", "v", "EX", "abc", "FOO"]) == b"-ERR syntax error\r\n"
+    # EXPIRE parses its flags before its integer
+    assert ex(ks, ["EXPIRE", "k", "abc", "FOO"]) == b"-ERR Unsupported option FOO\r\n"
+    # a repeated EX replaces the earlier one
+    assert ex(ks, ["SET", "k", "v", "EX", "10", "EX", "20"], ["TTL", "k"]) == b"+OK\r\n:20\r\n"
+    assert ex(ks, ["SET", "k", "v", "EX", "10", "PX", "20"]) == b"-ERR syntax error\r\n"
+    assert ex(ks, ["SET", "k", "v", "KEEPTTL", "EX", "1"]) == b"-ERR syntax error\r\n"
+    assert ex(ks, ["FLUSHALL", "SYNC", "ASYNC"]) == b"-ERR syntax error\r\n"
+
+
+def test_set_get_keepttl_exat_pttl():
+    ks = Keyspace()
+    assert ex(ks, ["SET", "k", "1", "GET"]) == b"$-1\r\n"
+    assert ex(ks, ["SET", "k", "2", "GET", "NX"]) == b"$1\r\n1\r\n"  # not set: NX
+    assert ex(ks, ["GET", "k"]) == b"$1\r\n1\r\n"
+    assert ex(ks, ["SET", "k", "3", "PX", "1500"], ["SET", "k", "4", "KEEPTTL"],
+              ["PTTL", "k"]) == b"+OK\r\n+OK\r\n:1500\r\n"
+    assert ex(ks, ["SET", "a", "1", "PXAT", "5"], ["DBSIZE"]) == b"+OK\r\n:2\r\n"
+    ks.set_time_ms(6)
+    assert ex(ks, ["GET", "a"], ["DBSIZE"]) == b"$-1\r\n:1\r\n"
+    assert ex(ks, ["SET", "a", "1", "EXAT", "0"]) == (
+        b"-ERR invalid expire time in 'set' command\r\n")
+
+
+def test_scan_star_and_expiry_semantics_and_compat_flags():
+    for compat, star_has_empty, scan_deletes in [
+        (frozenset(), True, True),
+        (frozenset({"scan_keeps_expired", "scan_match_star_is_a_pattern"}), False, False),
+    ]:
+        ks = Keyspace(compat=compat)
+        ex(ks, ["SET", "", "v"], ["SET", "e", "v", "PX", "1"])
+        (rep,) = parse_replies(ex(ks, ["SCAN", "0", "MATCH", "*"]))
+        assert (b"" in rep[1]) == star_has_empty
+        ks.set_time_ms(5)
+        assert ex(ks, ["KEYS", "*"], ["DBSIZE"]) == b"*1\r\n$0\r\n\r\n:2\r\n"  # no delete
+        ex(ks, ["SCAN", "0", "COUNT", "100"])
+        assert ks.dbsize() == (1 if scan_deletes else 2)
+    assert Keyspace(compat=frozenset({"protocol_error_without_err"})).execute(b"*x\r\n")[0] == (
+        b"-Protocol error: invalid multibulk length\r\n")
+    with pytest.raises(ValueError):
+        Keyspace(compat=frozenset({"nope"}))
+
+
+def test_check_valid_detects_corruption():
+    ks = Keyspace(cluster=True)
+    ex(ks, ["SET", "{a}1", "v"])
+    ks.check_valid()
+    ks.expires[b"ghost"] = 5
+    with pytest.raises(ModelError):
+        ks.check_valid()
+    del ks.expires[b"ghost"]
+    ks.slots[0] = {b"{a}1"}  # wrong slot
+    with pytest.raises(ModelError):
+        ks.check_valid()

@@ -1,3 +1,4 @@
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -64,3 +65,19 @@ class TableMachine(RuleBasedStateMachine):
 
 TestTableMachine = TableMachine.TestCase
 TestTableMachine.settings = settings(max_examples=60, stateful_step_count=60, deadline=None)
+
+
+def test_check_valid_detects_corruption():
+    ht = Hashtable(hash_fn=keyspace_hash)
+    for k in KEYS[:20]:
+        ht.add(k)
+    ht.check_valid()
+    b = next(b for b in ht.tables[0] if b.presence)
+    pos = b.filled()[0]
+    b.hashes[pos] ^= 1
+    with pytest.raises(AssertionError, match="tag"):
+        ht.check_valid()
+    b.hashes[pos] ^= 1
+    ht.used[0] += 1
+    with pytest.raises(AssertionError, match="used"):
+        ht.check_valid()
