@@ -11,7 +11,7 @@ implement the same model (sim/MODEL.md) and are tested to agree exactly.
 """
 
 from .api import simulate, stats_dataframe
-from .config import CpuConfig, ConfigError, list_presets, load_cpu, parse_cpu, preset_names
+from .config import ConfigError, CpuConfig, list_presets, load_cpu, parse_cpu, preset_names
 
 __all__ = [
     "ConfigError",

@@ -222,7 +222,8 @@ def parse_cpu(doc: dict, source: str = "") -> CpuConfig:
         if line < 4 or line > 4096 or line & (line - 1):
             raise ConfigError(f"{w}.line: must be a power of two 4..4096, got {line}")
         if i and line != caches[0].line:
-            raise ConfigError(f"{w}.line: every level must use the L1 line size ({caches[0].line})")
+            raise ConfigError(
+                f"{w}.line: every level must use the L1 line size ({caches[0].line})")
         if size <= 0 or size % (ways * line):
             raise ConfigError(f"{w}.size: {size} B is not a multiple of ways x line ({ways * line})")
         sets = size // (ways * line)
@@ -236,15 +237,18 @@ def parse_cpu(doc: dict, source: str = "") -> CpuConfig:
             raise ConfigError(f"{w}.latency: must be >= 1 cycle, got {lat}")
         repl = _get(t, "replacement", w, str, "lru")
         if repl not in POLICIES:
-            raise ConfigError(f"{w}.replacement: unknown policy {repl!r} (valid: {', '.join(POLICIES)})")
+            raise ConfigError(
+                f"{w}.replacement: unknown policy {repl!r} (valid: {', '.join(POLICIES)})")
         if repl == "plru" and (ways & (ways - 1) or ways > 64):
             raise ConfigError(f"{w}.ways: plru needs a power of two <= 64, got {ways}")
         incl = _get(t, "inclusion", w, str, "non-inclusive")
         if incl not in INCLUSIONS:
-            raise ConfigError(f"{w}.inclusion: unknown value {incl!r} (valid: {', '.join(INCLUSIONS)})")
+            raise ConfigError(
+                f"{w}.inclusion: unknown value {incl!r} (valid: {', '.join(INCLUSIONS)})")
         n_levels = len(doc["cache"])
         if incl == "exclusive" and (i == 0 or i != n_levels - 1):
-            raise ConfigError(f"{w}.inclusion: exclusive (victim) is supported for the last level only")
+            raise ConfigError(
+                f"{w}.inclusion: exclusive (victim) is supported for the last level only")
         if incl == "inclusive" and i == 0:
             raise ConfigError(f"{w}.inclusion: L1 cannot be inclusive of anything")
         mshrs = _get(t, "mshrs", w, int, 0)
@@ -313,7 +317,8 @@ def parse_cpu(doc: dict, source: str = "") -> CpuConfig:
             prov["tlb"] = t["src"]
     if "swprefetch" in doc:
         sp = doc["swprefetch"]
-        kw["swpf_fill"] = level_ref(_get(sp, "fill", "swprefetch", (str, int), 0), "swprefetch.fill")
+        kw["swpf_fill"] = level_ref(_get(sp, "fill", "swprefetch", (str, int), 0),
+                                    "swprefetch.fill")
         if caches[kw["swpf_fill"]].inclusion == "exclusive":
             raise ConfigError("swprefetch.fill: cannot fill an exclusive (victim) level")
         pol = _get(sp, "tlb_miss", "swprefetch", str, "walk")
@@ -330,7 +335,8 @@ def parse_cpu(doc: dict, source: str = "") -> CpuConfig:
             raise ConfigError(f"{w}.level: cannot prefetch into an exclusive (victim) level")
         kind = _get(p, "kind", w, str)
         if kind not in PREFETCHERS:
-            raise ConfigError(f"{w}.kind: unknown prefetcher {kind!r} (valid: {', '.join(PREFETCHERS)})")
+            raise ConfigError(
+                f"{w}.kind: unknown prefetcher {kind!r} (valid: {', '.join(PREFETCHERS)})")
         deg = _get(p, "degree", w, int, 1)
         if not 1 <= deg <= 16:
             raise ConfigError(f"{w}.degree: must be 1..16, got {deg}")

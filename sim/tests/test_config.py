@@ -99,7 +99,8 @@ def test_presets_load_and_carry_sources(name):
 def test_list_presets():
     rows = sim.list_presets()
     names = [r["name"] for r in rows]
-    assert {"xeon-8255c", "xeon-8488c", "graviton3", "graviton4", "epyc-7713", "local"} <= set(names)
+    want = {"xeon-8255c", "xeon-8488c", "graviton3", "graviton4", "epyc-7713", "local"}
+    assert want <= set(names)
     for r in rows:
         assert {"name", "description", "freq_ghz", "levels"} <= set(r)
 

@@ -33,8 +33,10 @@ def _dinero_figures(out_text: str) -> dict:
         m = re.match(r"(l\d-\w+)\n", block)
         if not m:
             continue
-        def num(label):
+
+        def num(label, block=block):
             return int(re.search(label + r"\s+(\d+)", block).group(1))
+
         figs[m.group(1)] = {
             "fetches": num("Demand Fetches"), "misses": num("Demand Misses"),
             "bytes_from": num("Bytes From Memory"), "bytes_to": num("Bytes To Memory"),
