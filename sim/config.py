@@ -225,7 +225,8 @@ def parse_cpu(doc: dict, source: str = "") -> CpuConfig:
             raise ConfigError(
                 f"{w}.line: every level must use the L1 line size ({caches[0].line})")
         if size <= 0 or size % (ways * line):
-            raise ConfigError(f"{w}.size: {size} B is not a multiple of ways x line ({ways * line})")
+            raise ConfigError(
+                f"{w}.size: {size} B is not a multiple of ways x line ({ways * line})")
         sets = size // (ways * line)
         if sets & (sets - 1):
             raise ConfigError(
