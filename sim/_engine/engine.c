@@ -47,6 +47,7 @@
 #endif
 
 #include "policy.h"
+#include "policy_lru.h"
 #include "prefetch.h"
 
 #define META_DIRTY 1u
@@ -66,12 +67,19 @@ typedef struct Level {
     uint64_t set_mask;
     uint8_t *blk;    /* sets blocks of `stride` bytes, see SET_TAGS */
     uint64_t stride; /* bytes per set block, a multiple of 64 */
+    uint32_t fpw;    /* fingerprint bytes per block: ways rounded up to 16 */
+    uint32_t hdr;    /* bytes before the tags: fingerprints, meta, stag, padding */
     const kvsimPolicyOps *pol;
     kvsimPolicyCtx pc;
     uint64_t *mline;  /* miss buffers: line, fill-ready tick, prefetch kind */
     uint64_t *mready;
     uint8_t *mpf;
     uint64_t mmax_ready;
+    /* memo of the last line found or installed here (key = line + 1, 0 = none):
+     * repeated accesses to one line skip the set scan */
+    uint64_t memo_key, memo_set;
+    uint32_t memo_way;
+    int is_lru; /* devirtualised LRU updates (policy_lru.h) */
 } Level;
 
 typedef struct Tlb {
@@ -117,12 +125,24 @@ struct kvsimSim {
 
 static int isPow2(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
-/* One set's block: [tags: ways x u64][policy words: ways x u64][meta: ways x u8]
- * [stag: ways x u8], padded to whole host cache lines, so a lookup touches one
- * contiguous region (one host TLB entry, adjacent lines). */
-#define SET_TAGS(L, set) ((uint64_t *)((L)->blk + (uint64_t)(set) * (L)->stride))
-#define SET_META(L, set) ((uint8_t *)(SET_TAGS(L, set) + 2 * (uint64_t)(L)->ways))
+/* One set's block, padded to whole host cache lines so that a lookup touches one
+ * contiguous region (one host TLB entry, adjacent lines):
+ *
+ *   [fp: fpw x u8][meta: ways x u8][stag: ways x u8][pad to 8][tags: ways x u64]
+ *   [policy words: ways x u64][pad to 64]
+ *
+ * fp[w] is an 8-bit fingerprint of the line in way w (odd, so never 0) and 0 for
+ * an invalid way: a lookup compares 16 fingerprints per SSE instruction and reads
+ * a full tag only for the (usually zero or one) matching ways. */
+#define SET_BASE(L, set) ((L)->blk + (uint64_t)(set) * (L)->stride)
+#define SET_FP(L, set) SET_BASE(L, set)
+#define SET_META(L, set) (SET_BASE(L, set) + (L)->fpw)
 #define SET_STAG(L, set) (SET_META(L, set) + (L)->ways)
+#define SET_TAGS(L, set) ((uint64_t *)(SET_BASE(L, set) + (L)->hdr))
+
+static inline uint8_t fingerprint(uint64_t line) {
+    return (uint8_t)(((line * 0x9E3779B97F4A7C15ULL) >> 56) | 1);
+}
 
 static void *xcalloc(size_t n, size_t sz) { return calloc(n ? n : 1, sz ? sz : 1); }
 
@@ -212,38 +232,44 @@ static int64_t translate(kvsimSim *s, uint64_t addr, int is_swpf) {
 
 /* --- Caches ----------------------------------------------------------------- */
 
-/* Scan a set without early exits: the way holding `line` (-1 if none) and the
- * lowest invalid way (-1 if the set is full), as bit masks built two ways per
- * SSE compare (scalar fallback), so random traffic costs no mispredicted exits. */
+/* Scan a set: the way holding `line` (-1 if none) and the lowest invalid way (-1
+ * if the set is full), from the fingerprints (16 ways per SSE compare; scalar
+ * fallback), checking full tags only where a fingerprint matches. */
 static inline void scanSet(const Level *L, uint64_t set, uint64_t line, int64_t *hit,
                            int64_t *inv) {
+    const uint8_t *fp = SET_FP(L, set);
     const uint64_t *tg = SET_TAGS(L, set);
     const uint64_t key = line + 1;
+    const uint8_t f = fingerprint(line);
     const uint32_t ways = L->ways;
-    if (ways <= 64) {
-        uint64_t hm = 0, im = 0;
+    int64_t h = -1, v = -1;
+    for (uint32_t base = 0; base < ways; base += 64) {
+        uint64_t cand = 0, empty = 0;
+        uint32_t n = ways - base < 64 ? ways - base : 64;
         uint32_t w = 0;
 #if defined(__SSE4_2__)
-        const __m128i k = _mm_set1_epi64x((long long)key), z = _mm_setzero_si128();
-        for (; w + 2 <= ways; w += 2) {
-            __m128i t = _mm_loadu_si128((const __m128i *)(tg + w));
-            hm |= (uint64_t)_mm_movemask_pd(_mm_castsi128_pd(_mm_cmpeq_epi64(t, k))) << w;
-            im |= (uint64_t)_mm_movemask_pd(_mm_castsi128_pd(_mm_cmpeq_epi64(t, z))) << w;
+        const __m128i fv = _mm_set1_epi8((char)f), z = _mm_setzero_si128();
+        for (; w + 16 <= ((n + 15) & ~15u); w += 16) { /* fp is padded to 16 */
+            __m128i x = _mm_loadu_si128((const __m128i *)(fp + base + w));
+            cand |= (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, fv)) << w;
+            empty |= (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, z)) << w;
+        }
+        if (n < 64) {
+            cand &= (1ULL << n) - 1;
+            empty &= (1ULL << n) - 1;
+        }
+#else
+        for (; w < n; w++) {
+            cand |= (uint64_t)(fp[base + w] == f) << w;
+            empty |= (uint64_t)(fp[base + w] == 0) << w;
         }
 #endif
-        for (; w < ways; w++) {
-            hm |= (uint64_t)(tg[w] == key) << w;
-            im |= (uint64_t)(tg[w] == 0) << w;
+        while (h < 0 && cand) {
+            uint32_t c = (uint32_t)__builtin_ctzll(cand);
+            if (tg[base + c] == key) h = base + c;
+            cand &= cand - 1;
         }
-        *hit = hm ? (int64_t)__builtin_ctzll(hm) : -1;
-        *inv = im ? (int64_t)__builtin_ctzll(im) : -1;
-        return;
-    }
-    int64_t h = -1, v = -1;
-    for (uint32_t w = ways; w-- > 0;) {
-        uint64_t t = tg[w];
-        h = t == key ? (int64_t)w : h;
-        v = t == 0 ? (int64_t)w : v;
+        if (v < 0 && empty) v = base + __builtin_ctzll(empty);
     }
     *hit = h;
     *inv = v;
@@ -263,7 +289,9 @@ static uint32_t probe(const kvsimSim *s, uint32_t from, uint64_t line) {
 }
 
 static void invalidateWay(Level *L, uint64_t set, uint32_t way) {
+    if (L->memo_key && L->memo_set == set && L->memo_way == way) L->memo_key = 0;
     SET_TAGS(L, set)[way] = 0;
+    SET_FP(L, set)[way] = 0;
     SET_META(L, set)[way] = 0;
     L->pol->on_invalidate(&L->pc, (uint32_t)set, way);
 }
@@ -276,7 +304,7 @@ typedef struct Victim {
 } Victim;
 
 /* Remove the line in (k, set, way) by replacement; apply inclusion. */
-static Victim evict(kvsimSim *s, uint32_t k, uint64_t set, uint32_t way) {
+static inline Victim evict(kvsimSim *s, uint32_t k, uint64_t set, uint32_t way) {
     Level *L = &s->lv[k];
     uint8_t vm = SET_META(L, set)[way];
     Victim v = {1, SET_TAGS(L, set)[way] - 1, (vm & META_DIRTY) != 0, SET_STAG(L, set)[way]};
@@ -306,7 +334,7 @@ static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint
                             int kind, uint32_t pfk, int *dirty_up);
 
 /* Send a removed victim of level k below it. */
-static void sendVictim(kvsimSim *s, uint32_t k, const Victim *v) {
+static inline void sendVictim(kvsimSim *s, uint32_t k, const Victim *v) {
     if (!v->valid) return;
     if (v->dirty) {
         s->st->level[k].writebacks++;
@@ -318,11 +346,12 @@ static void sendVictim(kvsimSim *s, uint32_t k, const Victim *v) {
 
 /* Choose a way for a new line in (k, set): the lowest invalid way, else the
  * policy's victim, which is evicted into *v. */
-static uint32_t allocWay(kvsimSim *s, uint32_t k, uint64_t set, int64_t inv, Victim *v) {
+static inline uint32_t allocWay(kvsimSim *s, uint32_t k, uint64_t set, int64_t inv, Victim *v) {
     Level *L = &s->lv[k];
     v->valid = 0;
     if (inv >= 0) return (uint32_t)inv;
-    uint32_t w = L->pol->victim(&L->pc, (uint32_t)set);
+    uint32_t w = L->is_lru ? kvsimLruVictim(&L->pc, (uint32_t)set)
+                           : L->pol->victim(&L->pc, (uint32_t)set);
     *v = evict(s, k, set, w);
     return w;
 }
@@ -350,12 +379,21 @@ static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint
     size_t idx = (size_t)stag * KVSIM_NKINDS + (size_t)kind;
     ls->access[idx]++;
     st->phase[s->phase].access[k]++;
-    int64_t w, inv;
-    scanSet(L, set, line, &w, &inv);
+    int64_t w, inv = -1;
+    if (line + 1 == L->memo_key)
+        w = L->memo_way;
+    else
+        scanSet(L, set, line, &w, &inv);
     if (w >= 0) {
         uint8_t *mp = SET_META(L, set) + w;
         ls->hit[idx]++;
-        L->pol->on_hit(&L->pc, (uint32_t)set, (uint32_t)w);
+        L->memo_key = line + 1;
+        L->memo_set = set;
+        L->memo_way = (uint32_t)w;
+        if (L->is_lru)
+            kvsimLruTouch(&L->pc, (uint32_t)set, (uint32_t)w);
+        else
+            L->pol->on_hit(&L->pc, (uint32_t)set, (uint32_t)w);
         uint8_t m = *mp;
         if ((kind == KVSIM_K_LOAD || kind == KVSIM_K_STORE) && (m & META_PF_MASK)) {
             s->pfh_kind = (m & META_PF_MASK) >> META_PF_SHIFT;
@@ -382,10 +420,17 @@ static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint
     uint64_t *tp = SET_TAGS(L, set) + way;
     uint8_t *mp = SET_META(L, set) + way;
     *tp = line + 1;
+    SET_FP(L, set)[way] = fingerprint(line);
     *mp = (uint8_t)(((op == OP_WRITE || op == OP_WFULL) ? META_DIRTY : 0) |
                     (pfk << META_PF_SHIFT));
     SET_STAG(L, set)[way] = stag;
-    L->pol->on_fill(&L->pc, (uint32_t)set, way);
+    L->memo_key = line + 1;
+    L->memo_set = set;
+    L->memo_way = way;
+    if (L->is_lru)
+        kvsimLruTouch(&L->pc, (uint32_t)set, way);
+    else
+        L->pol->on_fill(&L->pc, (uint32_t)set, way);
     if (pfk) ls->pf_issued[pfk - 1]++;
     uint32_t served = k;
     if (op == OP_READ || op == OP_WRITE) {
@@ -848,6 +893,7 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
         memcpy(name, c->policy, KVSIM_NAME_LEN);
         name[KVSIM_NAME_LEN] = 0;
         L->pol = kvsimPolicyByName(name);
+        L->is_lru = L->pol == &kvsimPolicyLru;
         if (L->pol == NULL) FAIL("cache[%u].replacement: unknown policy '%s'", k, name);
         if (!isPow2(c->sets)) FAIL("cache[%u]: set count %u is not a power of two", k, c->sets);
         if (c->ways < 1) FAIL("cache[%u].ways: must be >= 1", k);
@@ -862,11 +908,13 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
         L->inclusion = c->inclusion;
         L->mshrs = cfg->timing ? c->mshrs : 0;
         L->set_mask = c->sets - 1;
-        L->stride = ((uint64_t)c->ways * 18 + 63) & ~(uint64_t)63;
+        L->fpw = (c->ways + 15) & ~15u;
+        L->hdr = (L->fpw + 2 * c->ways + 7) & ~7u;
+        L->stride = (L->hdr + (uint64_t)c->ways * 16 + 63) & ~(uint64_t)63;
         L->blk = bigAlloc(c->sets, L->stride);
         L->pc.ways = c->ways;
         L->pc.stride = L->stride / sizeof(uint64_t);
-        L->pc.line = L->blk ? (uint64_t *)L->blk + c->ways : NULL;
+        L->pc.line = L->blk ? (uint64_t *)(L->blk + L->hdr) + c->ways : NULL;
         L->pc.set = xcalloc(c->sets, sizeof(uint64_t));
         L->pc.rng = c->seed ? c->seed : 0x9E3779B97F4A7C15ULL;
         L->mline = xcalloc(c->mshrs, sizeof(uint64_t));
