@@ -57,6 +57,9 @@
 #define PREFETCH_DISTANCE 8
 #endif
 #define MAX_DEGREE 16
+#ifndef PF_FIRST_LEVEL
+#define PF_FIRST_LEVEL 1
+#endif
 
 enum { OP_READ = 0, OP_WRITE = 1, OP_WFULL = 2, OP_VICTIM = 3 };
 
@@ -766,10 +769,13 @@ void kvsimRun(kvsimSim *s, const kvtRecord *recs, size_t n) {
          * effect is a prefetch. */
         if (i + PREFETCH_DISTANCE < n && recs[i + PREFETCH_DISTANCE].kind != KVT_MARKER) {
             uint64_t la = recs[i + PREFETCH_DISTANCE].addr >> s->cfg.line_bits;
-            for (uint32_t k = 1; k < s->n; k++) {
+            for (uint32_t k = PF_FIRST_LEVEL; k < s->n; k++) {
                 const Level *L = &s->lv[k];
                 const uint8_t *b = L->blk + (la & L->set_mask) * L->stride;
-                for (uint64_t o = 0; o < L->stride; o += 64) __builtin_prefetch(b + o, 1, 3);
+                const uint8_t *e = b + L->stride;
+                __builtin_prefetch(b, 1, 3);
+                __builtin_prefetch(b + 64, 1, 3);
+                for (b += 128; b < e; b += 64) __builtin_prefetch(b, 1, 3);
             }
         }
         const kvtRecord *r = &recs[i];
