@@ -247,9 +247,15 @@ int main(int argc, char **argv) {
         memcpy(sorted, res.runs_s, sizeof(double) * (size_t)res.nruns);
         qsort(sorted, (size_t)res.nruns, sizeof(double), cmpDouble);
         double median = res.nruns % 2 ? sorted[res.nruns / 2] : (sorted[res.nruns / 2 - 1] + sorted[res.nruns / 2]) / 2;
+        memcpy(sorted, res.cpu_runs_s, sizeof(double) * (size_t)res.nruns);
+        qsort(sorted, (size_t)res.nruns, sizeof(double), cmpDouble);
+        double cpu_median =
+            res.nruns % 2 ? sorted[res.nruns / 2] : (sorted[res.nruns / 2 - 1] + sorted[res.nruns / 2]) / 2;
         jbuf j = {0};
-        jput(&j, "{\"arena_allocated_bytes\":%llu,\"keys\":%llu,\"median_s\":%.9f,\"memory_bytes\":%llu,",
-             (unsigned long long)res.arena_allocated, (unsigned long long)res.keys, median,
+        jput(&j, "{\"arena_allocated_bytes\":%llu,\"cpu_median_s\":%.9f,\"cpu_runs_s\":[",
+             (unsigned long long)res.arena_allocated, cpu_median);
+        for (int i = 0; i < res.nruns; i++) jput(&j, "%s%.9f", i ? "," : "", res.cpu_runs_s[i]);
+        jput(&j, "],\"keys\":%llu,\"median_s\":%.9f,\"memory_bytes\":%llu,", (unsigned long long)res.keys, median,
              (unsigned long long)res.memory_bytes);
         jput(&j, "\"ops\":%llu,\"ops_per_s\":%.1f,\"producer\":", (unsigned long long)res.ops,
              median > 0 ? (double)res.ops / median : 0.0);

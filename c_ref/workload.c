@@ -37,10 +37,23 @@ static uint64_t splitmix64(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
-static double now_s(void) {
+static double clockS(clockid_t id) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Wall time (runs_s) and CPU time of this process (cpu_runs_s: insensitive
+ * to being descheduled on a shared machine) of one measured run. */
+typedef struct {
+    double wall, cpu;
+} stopwatch;
+
+static stopwatch swStart(void) { return (stopwatch){clockS(CLOCK_MONOTONIC), clockS(CLOCK_PROCESS_CPUTIME_ID)}; }
+
+static void swStop(stopwatch t0, ksWorkloadResult *res, int r) {
+    res->runs_s[r] = clockS(CLOCK_MONOTONIC) - t0.wall;
+    res->cpu_runs_s[r] = clockS(CLOCK_PROCESS_CPUTIME_ID) - t0.cpu;
 }
 
 typedef struct {
@@ -103,12 +116,12 @@ static void populate(wl *w) {
     }
 }
 
-static int runCommands(wl *w, double *elapsed) {
+static int runCommands(wl *w, ksWorkloadResult *res, int r) {
     ksKeyspace *ks = w->ks;
     ksClient *c = &ks->client;
     uint32_t crc = 0;
     KS_MARK(KVT_MARK_PHASE, 1);
-    double t0 = now_s();
+    stopwatch t0 = swStart();
     for (size_t g = 0; g < w->ngroups; g++) {
         size_t off = w->group_off[g], end = w->group_off[g + 1];
         ksClientSetQuery(ks, c, w->q + off, end - off);
@@ -116,7 +129,7 @@ static int runCommands(wl *w, double *elapsed) {
         ks->var.pipeline(ks, c);
         crc = ksCrc32(crc, c->rbuf, c->rlen);
     }
-    *elapsed = now_s() - t0;
+    swStop(t0, res, r);
     w->crc = crc;
     return 0;
 }
@@ -142,6 +155,28 @@ const char *ksWorkloadFamily(const char *workload) {
     return NULL;
 }
 
+/* A fresh keyspace (new arena at the fixed base) with the workload's variant. */
+static ksKeyspace *newKeyspace(const ksWorkloadSpec *s, uint64_t hash_seed, char *err, size_t errlen) {
+    char opts[256];
+    snprintf(opts, sizeof(opts), "table=%s layout=%s cluster=%d seed=%llu", s->table, s->layout, s->cluster,
+             (unsigned long long)hash_seed);
+    ksKeyspace *ks = ksKeyspaceNew(opts, err, errlen);
+    if (!ks) return NULL;
+    ksCur = ks;
+    char vspec[128];
+    snprintf(vspec, sizeof(vspec), "%s=%s batch=%d", ksWorkloadFamily(s->workload), s->variant, s->batch);
+    if (ksParseVariants(ks, vspec, &ks->var)) {
+        snprintf(err, errlen, "%s", ks->err);
+        ksKeyspaceFree(ks);
+        return NULL;
+    }
+    return ks;
+}
+
+/* A restarted server hashes with a new random SipHash key, so a snapshot
+ * saved in bucket order is not loaded in bucket order. */
+#define RESTART_SEED(seed) ((seed) ^ 0x5bd1e9955bd1e995ULL)
+
 int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, size_t errlen) {
     memset(res, 0, sizeof(*res));
     const char *family = ksWorkloadFamily(s->workload);
@@ -149,21 +184,9 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
         snprintf(err, errlen, "unknown workload '%s' (load|iterate|pipeline|mset|mget)", s->workload);
         return -1;
     }
-    char opts[256];
-    snprintf(opts, sizeof(opts), "table=%s layout=%s cluster=%d seed=%llu", s->table, s->layout, s->cluster,
-             (unsigned long long)s->seed);
     ksEmitPause();
-    ksKeyspace *ks = ksKeyspaceNew(opts, err, errlen);
+    ksKeyspace *ks = newKeyspace(s, s->seed, err, errlen);
     if (!ks) {
-        ksEmitResume();
-        return -1;
-    }
-    ksCur = ks;
-    char vspec[128];
-    snprintf(vspec, sizeof(vspec), "%s=%s batch=%d", family, s->variant, s->batch);
-    if (ksParseVariants(ks, vspec, &ks->var)) {
-        snprintf(err, errlen, "%s", ks->err);
-        ksKeyspaceFree(ks);
         ksEmitResume();
         return -1;
     }
@@ -211,7 +234,7 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
         ksEmitResume();
         for (int r = 0; r < repeat; r++) {
             if (r > 0) ksEmitPause(); /* only the first run is traced */
-            runCommands(&w, &res->runs_s[r]);
+            runCommands(&w, res, r);
             if (r > 0) ksEmitResume();
         }
     } else if (!strcmp(s->workload, "mset")) {
@@ -241,11 +264,13 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
         res->ops = w.ngroups;
         ksEmitResume();
         for (int r = 0; r < repeat; r++) {
-            if (r > 0) {
+            if (r > 0) { /* a fresh server for every run */
                 ksEmitPause();
-                ksDbFlush(ks);
+                ksKeyspaceFree(ks);
+                ks = w.ks = newKeyspace(s, s->seed, err, errlen);
+                if (!ks) abort(); /* created once already with the same options */
             }
-            runCommands(&w, &res->runs_s[r]);
+            runCommands(&w, res, r);
             if (r > 0) ksEmitResume();
         }
     } else if (!strcmp(s->workload, "iterate")) {
@@ -257,18 +282,18 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
             if (r > 0) ksEmitPause();
             ksClient *c = &ks->client;
             KS_MARK(KVT_MARK_PHASE, 1);
-            double t0 = now_s();
+            stopwatch t0 = swStart();
             if (save) {
                 uint8_t *b;
                 size_t l;
                 ksSnapshotSave(ks, &b, &l);
-                res->runs_s[r] = now_s() - t0;
+                swStop(t0, res, r);
                 w.crc = ksCrc32(0, b, l);
             } else {
                 c->rlen = 0;
                 KS_MARK(KVT_MARK_COMMAND, 0);
                 ksKeysCommand(ks, c, "*", 1);
-                res->runs_s[r] = now_s() - t0;
+                swStop(t0, res, r);
                 w.crc = ksCrc32(0, c->rbuf, c->rlen);
             }
             if (r > 0) ksEmitResume();
@@ -280,29 +305,29 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
         ksSnapshotSave(ks, &b, &l);
         uint8_t *snap = malloc(l);
         memcpy(snap, b, l);
-        /* The snapshot buffer the load reads lives in the arena (tag snapshot_buf). */
-        ksDbFlush(ks);
-        uint8_t *abuf = ks->snap;
-        memcpy(abuf, snap, l);
-        free(snap);
         res->ops = s->keys;
-        ksEmitResume();
         for (int r = 0; r < repeat; r++) {
-            if (r > 0) {
-                ksEmitPause();
-                ksDbFlush(ks);
-            }
+            /* Restart: a fresh keyspace with a new hash seed; the snapshot
+             * buffer (tag snapshot_buf) is filled before the measured load. */
+            ksKeyspaceFree(ks); /* emitter paused here: setup is not traced */
+            ks = w.ks = newKeyspace(s, RESTART_SEED(s->seed), err, errlen);
+            if (!ks) abort();
+            ks->snap = ksArenaAlloc(ks->arena, l);
+            memcpy(ks->snap, snap, l);
+            ks->snap_len = l;
+            if (r == 0) ksEmitResume();
             KS_MARK(KVT_MARK_PHASE, 1);
-            double t0 = now_s();
-            if (ksSnapshotLoad(ks, abuf, l)) {
+            stopwatch t0 = swStart();
+            if (ksSnapshotLoad(ks, ks->snap, l)) {
                 snprintf(err, errlen, "%s", ks->err);
                 rc = -1;
-                if (r > 0) ksEmitResume();
                 break;
             }
-            res->runs_s[r] = now_s() - t0;
-            if (r > 0) ksEmitResume();
+            swStop(t0, res, r);
+            if (r == 0) ksEmitPause();
         }
+        ksEmitResume();
+        free(snap);
         w.crc = (uint32_t)l;
     }
     ksEmitPause();

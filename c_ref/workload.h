@@ -34,7 +34,8 @@ typedef struct ksWorkloadSpec {
 } ksWorkloadSpec;
 
 typedef struct ksWorkloadResult {
-    double runs_s[KS_MAX_REPEAT];
+    double runs_s[KS_MAX_REPEAT];     /* wall seconds per measured run */
+    double cpu_runs_s[KS_MAX_REPEAT]; /* process CPU seconds per measured run */
     int nruns;
     uint64_t memory_bytes; /* arena allocated bytes after the measured phase */
     uint64_t keys;         /* DBSIZE after the measured phase */
