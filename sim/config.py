@@ -194,6 +194,26 @@ def _tuple(t):
     return t if isinstance(t, tuple) else (t,)
 
 
+_KEYS = {
+    "cache": {"name", "size", "ways", "line", "latency", "replacement", "inclusion", "mshrs", "seed",
+              "src", "notes"},
+    "core": {"width", "rob", "src", "notes"},
+    "dram": {"latency_ns", "bandwidth_gbs", "src", "notes"},
+    "tlb": {"page_size", "l1_entries", "l1_ways", "l2_entries", "l2_ways", "l2_latency",
+            "walk_latency", "src", "notes"},
+    "swprefetch": {"fill", "tlb_miss", "src", "notes"},
+    "prefetcher": {"level", "kind", "degree", "table", "src", "notes"},
+}
+
+
+def _check_keys(t: Any, section: str, where: str) -> None:
+    if not isinstance(t, dict):
+        raise ConfigError(f"{where}: must be a table")
+    unknown = sorted(set(t) - _KEYS[section])
+    if unknown:
+        raise ConfigError(f"{where}.{unknown[0]}: unknown key")
+
+
 _TOP_KEYS = {"name", "description", "freq_ghz", "core", "cache", "dram", "tlb", "swprefetch",
              "prefetcher", "src", "notes", "sources", "meta"}
 
@@ -211,8 +231,7 @@ def parse_cpu(doc: dict, source: str = "") -> CpuConfig:
     names: dict[str, int] = {}
     for i, t in enumerate(doc["cache"]):
         w = f"cache[{i}]"
-        if not isinstance(t, dict):
-            raise ConfigError(f"{w}: must be a table")
+        _check_keys(t, "cache", w)
         cname = _get(t, "name", w, str, f"L{i + 1}")
         size = parse_size(_get(t, "size", w, (str, int)), f"{w}.size")
         ways = _get(t, "ways", w, int)
@@ -275,6 +294,11 @@ def parse_cpu(doc: dict, source: str = "") -> CpuConfig:
     kw: dict[str, Any] = {}
     if "freq_ghz" in doc:
         kw["freq_ghz"] = float(_get(doc, "freq_ghz", "cpu", (int, float), pos=True))
+    for sec in ("core", "dram", "tlb", "swprefetch"):
+        if sec in doc:
+            _check_keys(doc[sec], sec, sec)
+    if not isinstance(doc.get("prefetcher", []), list):
+        raise ConfigError("prefetcher: must be an array of tables ([[prefetcher]])")
     if "core" in doc:
         core = doc["core"]
         kw["width"] = _get(core, "width", "core", int, pos=True)
@@ -331,6 +355,7 @@ def parse_cpu(doc: dict, source: str = "") -> CpuConfig:
     pfs = []
     for i, p in enumerate(doc.get("prefetcher", [])):
         w = f"prefetcher[{i}]"
+        _check_keys(p, "prefetcher", w)
         lvl = level_ref(_get(p, "level", w, (str, int)), f"{w}.level")
         if caches[lvl].inclusion == "exclusive":
             raise ConfigError(f"{w}.level: cannot prefetch into an exclusive (victim) level")

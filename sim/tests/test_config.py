@@ -57,6 +57,8 @@ def test_functional_only_file():
     (lambda d: d["prefetcher"][0].update(level="L9"), "prefetcher[0].level", "unknown cache"),
     (lambda d: d.update(cache=[]), "cache", "at least one"),
     (lambda d: d.update(colour="red"), "colour", "unknown top-level key"),
+    (lambda d: d["cache"][1].update(latncy=3), "cache[1].latncy", "unknown key"),
+    (lambda d: d["tlb"].update(walks=3), "tlb.walks", "unknown key"),
 ])
 def test_invalid_files_name_key_and_reason(mutate, key, reason):
     doc = copy.deepcopy(GOOD)
@@ -89,11 +91,19 @@ def test_presets_load_and_carry_sources(name):
     cpu = sim.load_cpu(name)
     assert cpu.timing_capable and cpu.tlb is not None and cpu.prefetchers
     doc = tomllib.loads((PRESET_DIR / f"{name}.toml").read_text())
-    # every cache level documents its numbers with a source / confidence code
-    for c in doc["cache"]:
-        assert c["src"], c["name"]
-        for v in c["src"].values():
-            assert v.split()[0] in ("V", "R", "E", "M"), v
+    # every number (and every modelling choice) names its source and confidence code
+    tables = [("", doc, {"freq_ghz"})]
+    tables += [(sec, doc[sec], set(doc[sec]) - {"src"})
+               for sec in ("core", "dram", "tlb", "swprefetch")]
+    tables += [(f"cache[{i}]", c, set(c) - {"src", "name", "replacement"})
+               for i, c in enumerate(doc["cache"])]
+    tables += [(f"prefetcher[{i}]", p, set(p) - {"src"})
+               for i, p in enumerate(doc["prefetcher"])]
+    for where, table, keys in tables:
+        src = table.get("src", {})
+        for key in keys:
+            assert key in src, f"{name}: {where}.{key} has no source"
+            assert src[key].split()[0] in ("V", "R", "E", "M"), (where, key, src[key])
 
 
 def test_list_presets():
