@@ -195,8 +195,8 @@ def _tuple(t):
 
 
 _KEYS = {
-    "cache": {"name", "size", "ways", "line", "latency", "replacement", "inclusion", "mshrs", "seed",
-              "src", "notes"},
+    "cache": {"name", "size", "ways", "line", "latency", "replacement", "inclusion", "mshrs",
+              "seed", "src", "notes"},
     "core": {"width", "rob", "src", "notes"},
     "dram": {"latency_ns", "bandwidth_gbs", "src", "notes"},
     "tlb": {"page_size", "l1_entries", "l1_ways", "l2_entries", "l2_ways", "l2_latency",
