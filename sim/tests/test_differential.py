@@ -4,6 +4,7 @@ every raw counter (and therefore the cycle count) to be identical in both implem
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -137,3 +138,11 @@ def test_presets_engine_equals_reference():
         ref.run(recs)
         assert_same(eng.finish(), ref.finish(), name)
         eng.close()
+
+
+@pytest.mark.slow
+@settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
+@given(doc=cpu_docs(), recs=traces_(), flush=st.booleans(), chunk=st.integers(1, 300))
+def test_engine_equals_reference_long(doc, recs, flush, chunk):
+    """The same property with ten times the examples (`pytest -m slow`)."""
+    test_engine_equals_reference.hypothesis.inner_test(doc, recs, flush, chunk)
