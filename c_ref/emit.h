@@ -23,7 +23,9 @@
  *   Accesses wider than one cache line are split into one record per 64-byte
  *   line touched (all with the same dep); KS_LOAD returns the id of the first.
  *   KS_WORK(n) adds n non-memory instructions to the next record's gap; each
- *   record also adds the cost of its site (sites.h).  Gap model: "site-cost-v1".
+ *   record also adds the cost of its site (sites.h), except the second and later
+ *   line pieces of a wide access, which add KS_LINE_CONTINUATION_COST.
+ *   Gap model: "site-cost-v1".
  *
  * Conventions
  *   Public functions ksEmit... and ksEmitter...; macros KS_....  The emitter is a
@@ -89,14 +91,18 @@ void ksEmitResume(void);
 /* CRC32 (zlib polynomial), slice-by-8.  crc = 0 to start. */
 uint32_t ksCrc32(uint32_t crc, const void *buf, size_t len);
 
+/* Gap of the second and later line pieces of one wide access (a memcpy
+ * moves a line in about two instructions). */
+#define KS_LINE_CONTINUATION_COST 2u
+
 /* --- Recording fast path --------------------------------------------------- */
-static inline ksLoadId ksEmitOne(uint8_t kind, uint64_t addr, uint16_t size, uint8_t tag,
-                                 uint16_t site, ksLoadId dep) {
+static inline ksLoadId ksEmitCost(uint8_t kind, uint64_t addr, uint16_t size, uint8_t tag,
+                                  uint16_t site, ksLoadId dep, uint32_t cost) {
     ksEmitter *e = ksEmitterCurrent;
     if (e == NULL || e->paused) return 0;
     ksLoadId id = e->next_id++;
     kvtRecord *r = &e->buf[e->n];
-    uint64_t gap = e->pending_gap + ksSiteCost[site];
+    uint64_t gap = e->pending_gap + cost;
     e->pending_gap = 0;
     if (gap > UINT32_MAX) gap = UINT32_MAX;
     r->addr = addr;
@@ -117,6 +123,13 @@ static inline ksLoadId ksEmitOne(uint8_t kind, uint64_t addr, uint16_t size, uin
     return id;
 }
 
+/* One record of at most one line; its gap is the pending work plus the
+ * site's cost. */
+static inline ksLoadId ksEmitOne(uint8_t kind, uint64_t addr, uint16_t size, uint8_t tag,
+                                 uint16_t site, ksLoadId dep) {
+    return ksEmitCost(kind, addr, size, tag, site, dep, ksSiteCost[site]);
+}
+
 /* An access of `size` bytes, split at cache-line boundaries.  Returns the id of
  * the first piece. */
 static inline ksLoadId ksEmitAccess(uint8_t kind, const void *p, size_t size, uint8_t tag,
@@ -129,7 +142,7 @@ static inline ksLoadId ksEmitAccess(uint8_t kind, const void *p, size_t size, ui
     ksLoadId first = ksEmitOne(kind, a, (uint16_t)(lend - a), tag, site, dep);
     while (lend < end) {
         uint64_t n = end - lend < KS_LINE ? end - lend : KS_LINE;
-        ksEmitOne(kind, lend, (uint16_t)n, tag, site, dep);
+        ksEmitCost(kind, lend, (uint16_t)n, tag, site, dep, KS_LINE_CONTINUATION_COST);
         lend += KS_LINE;
     }
     return first;
@@ -138,8 +151,12 @@ static inline ksLoadId ksEmitAccess(uint8_t kind, const void *p, size_t size, ui
 /* A marker record (kind KVT_MARKER, flags = marker type, addr = value). */
 void ksEmitMarker(uint16_t marker, uint64_t value);
 
+/* KS_WORK units are scaled by KS_WORK_SCALE_PCT / 100 (calibrated with the
+ * site costs against callgrind, tests/calibrate.sh). */
+#define KS_WORK_SCALE_PCT 476u
+
 static inline void ksEmitWork(uint64_t n) {
-    if (ksEmitterCurrent) ksEmitterCurrent->pending_gap += n;
+    if (ksEmitterCurrent) ksEmitterCurrent->pending_gap += n * KS_WORK_SCALE_PCT / 100u;
 }
 
 /* --- The macros used by instrumented code ---------------------------------- */

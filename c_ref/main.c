@@ -260,7 +260,8 @@ int main(int argc, char **argv) {
         jput(&j, "\"ops\":%llu,\"ops_per_s\":%.1f,\"producer\":", (unsigned long long)res.ops,
              median > 0 ? (double)res.ops / median : 0.0);
         jproducer(&j);
-        jput(&j, ",\"reply_crc32\":%u,\"runs_s\":[", res.reply_crc32);
+        jput(&j, ",\"reply_bytes\":%llu,\"reply_crc32\":%u,\"runs_s\":[", (unsigned long long)res.reply_bytes,
+             res.reply_crc32);
         for (int i = 0; i < res.nruns; i++) jput(&j, "%s%.9f", i ? "," : "", res.runs_s[i]);
         jput(&j, "],\"workload\":");
         jworkload(&j, &s);

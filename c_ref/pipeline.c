@@ -82,7 +82,8 @@ static int parseNext(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
 
 void ksPipelineNaive(ksKeyspace *ks, ksClient *c) {
     ksCommand cmd;
-    memset(&cmd, 0, sizeof(cmd));
+    cmd.argv = NULL;
+    cmd.argv_cap = 0;
     while (parseNext(ks, c, &cmd) > 0) {
         ksExecuteCommand(ks, c, &cmd);
         ksCommandFree(ks, &cmd);
@@ -97,10 +98,14 @@ void ksPipelineLookahead(ksKeyspace *ks, ksClient *c) {
     ksCommand cmds[KS_MAX_BATCH];
     ksKeyInfo keys[KS_MAX_BATCH];
     int keycmd[KS_MAX_BATCH];
-    memset(cmds, 0, sizeof(cmds));
     while (1) {
         int n = 0, rc = 0;
-        while (n < batch && (rc = ksParseCommand(ks, c, &cmds[n])) > 0) n++;
+        while (n < batch) {
+            cmds[n].argv = NULL; /* only what the parser needs is initialised */
+            cmds[n].argv_cap = 0;
+            if ((rc = ksParseCommand(ks, c, &cmds[n])) <= 0) break;
+            n++;
+        }
         if (n == 0 && rc <= 0) {
             if (rc < 0) parseNext(ks, c, &cmds[0]); /* re-parse to reply the error */
             break;

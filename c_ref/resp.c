@@ -57,6 +57,33 @@ void ksClientSetQuery(ksKeyspace *ks, ksClient *c, const uint8_t *q, size_t len)
     c->closed = 0;
 }
 
+/* ull2string-style formatting: digits of v into buf (no NUL); returns length. */
+static size_t u64ToStr(char *buf, uint64_t v) {
+    char tmp[24];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++) buf[i] = tmp[n - 1 - i];
+    return n;
+}
+
+/* "<prefix><v>\r\n" into buf; returns length. */
+static size_t fmtLine(char *buf, char prefix, long long v) {
+    size_t n = 0;
+    buf[n++] = prefix;
+    if (v < 0) {
+        buf[n++] = '-';
+        n += u64ToStr(buf + n, (uint64_t)(-(v + 1)) + 1);
+    } else {
+        n += u64ToStr(buf + n, (uint64_t)v);
+    }
+    buf[n++] = '\r';
+    buf[n++] = '\n';
+    return n;
+}
+
 static void replyReserve(ksKeyspace *ks, ksClient *c, size_t n) {
     if (c->rlen + n <= c->rcap) return;
     size_t cap = c->rcap;
@@ -89,14 +116,12 @@ void ksReplyStatus(ksKeyspace *ks, ksClient *c, const char *msg) {
 
 void ksReplyInt(ksKeyspace *ks, ksClient *c, long long v) {
     char buf[32];
-    int n = snprintf(buf, sizeof(buf), ":%lld\r\n", v);
-    ksReplyRaw(ks, c, buf, (size_t)n);
+    ksReplyRaw(ks, c, buf, fmtLine(buf, ':', v));
 }
 
 void ksReplyArrayLen(ksKeyspace *ks, ksClient *c, long long v) {
     char buf[32];
-    int n = snprintf(buf, sizeof(buf), "*%lld\r\n", v);
-    ksReplyRaw(ks, c, buf, (size_t)n);
+    ksReplyRaw(ks, c, buf, fmtLine(buf, '*', v));
 }
 
 void ksReplyNull(ksKeyspace *ks, ksClient *c) { ksReplyRaw(ks, c, "$-1\r\n", 5); }
@@ -104,18 +129,18 @@ void ksReplyNull(ksKeyspace *ks, ksClient *c) { ksReplyRaw(ks, c, "$-1\r\n", 5);
 /* Bulk string; the bytes are read (dep = load that produced p, tag = what they are). */
 void ksReplyBulkTagged(ksKeyspace *ks, ksClient *c, const uint8_t *p, size_t len, ksLoadId dep, uint8_t tag) {
     char hdr[32];
-    int n = snprintf(hdr, sizeof(hdr), "$%zu\r\n", len);
-    replyReserve(ks, c, (size_t)n + len + 2);
+    size_t n = fmtLine(hdr, '$', (long long)len);
+    replyReserve(ks, c, n + len + 2);
     uint8_t *w = c->rbuf + c->rlen;
-    memcpy(w, hdr, (size_t)n);
-    if (len) (void)KS_LOAD(p, len, tag, KS_SITE_OBJ_VALUE, dep);
+    memcpy(w, hdr, n);
+    if (len) (void)KS_LOAD(p, len, tag, tag == KVT_TAG_KEY ? KS_SITE_OBJ_KEY : KS_SITE_OBJ_VALUE, dep);
     (void)tag;
     memcpy(w + n, p, len);
     w[n + len] = '\r';
     w[n + len + 1] = '\n';
-    KS_STORE(w, (size_t)n + len + 2, KVT_TAG_REPLY_BUF, KS_SITE_RESP_REPLY, 0);
+    KS_STORE(w, n + len + 2, KVT_TAG_REPLY_BUF, KS_SITE_RESP_REPLY, 0);
     KS_WORK(len / 16);
-    c->rlen += (size_t)n + len + 2;
+    c->rlen += n + len + 2;
 }
 
 void ksReplyBulk(ksKeyspace *ks, ksClient *c, const uint8_t *p, size_t len, ksLoadId dep) {
@@ -146,7 +171,9 @@ static sds newArg(ksKeyspace *ks, const uint8_t *p, size_t len) {
 void ksCommandFree(ksKeyspace *ks, ksCommand *cmd) {
     for (int i = 0; i < cmd->argc; i++) ksArenaFree(ks->arena, sdsAllocPtr(cmd->argv[i]));
     if (cmd->argv) ksArenaFree(ks->arena, cmd->argv);
-    memset(cmd, 0, sizeof(*cmd));
+    cmd->argv = NULL;
+    cmd->argv_cap = 0;
+    cmd->argc = 0;
 }
 
 /* Parse "<prefix><integer>\r\n" at p (limit end).  Returns bytes consumed, 0
@@ -205,36 +232,63 @@ static int parseMultibulk(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     }
     if (ll > PROTO_MAX_ARGS) return protoError(cmd, "ERR Protocol error: invalid multibulk length");
     int argc = (int)ll;
-    /* Check completeness before allocating anything. */
+    /* One pass: locate every argument, then (complete) build argv. */
+    enum { STACK_ARGS = 64 };
+    const uint8_t *sp[STACK_ARGS];
+    size_t sl[STACK_ARGS];
+    const uint8_t **ap = sp;
+    size_t *al = sl;
+    if (argc > STACK_ARGS) {
+        ap = malloc(sizeof(*ap) * (size_t)argc);
+        al = malloc(sizeof(*al) * (size_t)argc);
+        if (!ap || !al) abort();
+    }
+    int rc = 1;
     const uint8_t *q = p;
     for (int i = 0; i < argc; i++) {
-        if (q >= end) return 0;
+        if (q >= end) {
+            rc = 0;
+            break;
+        }
         if (*q != '$') {
             static char msg[64];
             snprintf(msg, sizeof(msg), "ERR Protocol error: expected '$', got '%c'", *q);
-            return protoError(cmd, msg);
+            rc = protoError(cmd, msg);
+            break;
         }
         long m = parseLine(q, end, &ll, &ok);
         if (m == 0) {
-            if (end - q > PROTO_INLINE_MAX_SIZE) return protoError(cmd, "ERR Protocol error: too big bulk count string");
-            return 0;
+            rc = end - q > PROTO_INLINE_MAX_SIZE ? protoError(cmd, "ERR Protocol error: too big bulk count string") : 0;
+            break;
         }
-        if (!ok || ll < 0 || ll > PROTO_MAX_BULK_LEN) return protoError(cmd, "ERR Protocol error: invalid bulk length");
+        if (!ok || ll < 0 || ll > PROTO_MAX_BULK_LEN) {
+            rc = protoError(cmd, "ERR Protocol error: invalid bulk length");
+            break;
+        }
+        (void)KS_LOAD(q, (size_t)m, KVT_TAG_QUERY_BUF, KS_SITE_RESP_PARSE, 0);
         q += m;
-        if ((long long)(end - q) < ll + 2) return 0;
-        q += ll + 2;
+        if ((long long)(end - q) < ll + 2) {
+            rc = 0;
+            break;
+        }
+        ap[i] = q;
+        al[i] = (size_t)ll;
+        q += ll + 2; /* Valkey does not check the trailing CRLF */
     }
-    /* Complete: build argv. */
-    KS_WORK(20 * argc);
-    argvReserve(ks, cmd, argc);
-    for (int i = 0; i < argc; i++) {
-        long m = parseLine(p, end, &ll, &ok);
-        (void)KS_LOAD(p, (size_t)m, KVT_TAG_QUERY_BUF, KS_SITE_RESP_PARSE, 0);
-        p += m;
-        (void)KS_LOAD(p, (size_t)ll, KVT_TAG_QUERY_BUF, KS_SITE_RESP_PARSE, 0);
-        cmd->argv[cmd->argc++] = newArg(ks, p, (size_t)ll);
-        p += ll + 2; /* Valkey does not check the trailing CRLF */
+    if (rc == 1) {
+        KS_WORK(20 * argc);
+        argvReserve(ks, cmd, argc);
+        for (int i = 0; i < argc; i++) {
+            (void)KS_LOAD(ap[i], al[i], KVT_TAG_QUERY_BUF, KS_SITE_RESP_PARSE, 0);
+            cmd->argv[cmd->argc++] = newArg(ks, ap[i], al[i]);
+        }
+        p = q;
     }
+    if (ap != sp) {
+        free(ap);
+        free(al);
+    }
+    if (rc != 1) return rc;
     KS_STORE(cmd->argv, sizeof(sds) * (size_t)argc, KVT_TAG_ARGV, KS_SITE_RESP_ARGV, 0);
     c->qpos = (size_t)(p - c->qbuf);
     return 1;

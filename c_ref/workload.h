@@ -40,7 +40,8 @@ typedef struct ksWorkloadResult {
     uint64_t memory_bytes; /* arena allocated bytes after the measured phase */
     uint64_t keys;         /* DBSIZE after the measured phase */
     uint64_t ops;          /* operations per run (commands, keys loaded, keys iterated) */
-    uint32_t reply_crc32;  /* CRC32 of all replies / the snapshot of the last run */
+    uint32_t reply_crc32;  /* iterate: CRC32 of the KEYS reply / snapshot; load: snapshot bytes */
+    uint64_t reply_bytes;  /* pipeline/mget/mset: reply bytes of the last run */
     uint64_t arena_base;
     uint64_t arena_allocated; /* every live arena byte incl. client/snapshot buffers */
 } ksWorkloadResult;

@@ -56,7 +56,7 @@ def run(out: Path, keys: int = 200_000, ops: int = 20_000, cpus: list[str] | Non
             rows.append(row)
     df = pd.DataFrame(rows)
     base = df[df.variant == "naive"].set_index("cpu")["cycles"]
-    df["speedup"] = [base[c] / cyc if cyc else float("nan") for c, cyc in zip(df.cpu, df.cycles)]
+    df["speedup"] = df.cpu.map(base) / df.cycles
     _write(out, df, params | {"batch": batch, "cpus": cpus})
     return df
 

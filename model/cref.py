@@ -79,13 +79,13 @@ _P = ctypes.POINTER
 _u8p = _P(ctypes.c_uint8)
 
 
-TEST_LIB_NAME = "libkvsim_cref_test.so"
+TEST_LIB_NAME = "libkvsim_cref_testvariants.so"
 
 
 def test_library_path() -> Path:
     """The test-variant build (``-DKS_TEST_VARIANTS``: adds deliberately broken variants
     such as ``multikey=batch-stale-table``): ``$KVSIM_CREF_TEST_LIB`` or
-    ``c_ref/build/libkvsim_cref_test.so``; raises LibraryMissing."""
+    ``c_ref/build/libkvsim_cref_testvariants.so``; raises LibraryMissing."""
     env = os.environ.get("KVSIM_CREF_TEST_LIB")
     tried = ([Path(env)] if env else []) + [_SRC_BUILD / TEST_LIB_NAME]
     for p in tried:

@@ -91,6 +91,7 @@ TIMING_SCALARS = [
     "wait_dep", "wait_mshr", "wait_tlb", "wait_dram_bw", "wait_inflight", "miss_ticks",
     "l1_misses_timed", "load_latency", "loads_timed", "nphases_seen",
 ]
+COMMAND_SCALARS = ["commands", "command_ticks", "command_ticks_max", "command_l1_misses"]
 
 
 class Stats(C.Structure):
@@ -102,6 +103,8 @@ class Stats(C.Structure):
         + [(n, u64) for n in GLOBAL_SCALARS3]
         + [("stall_rob", u64 * (MAX_LEVELS + 2))]
         + [(n, u64) for n in TIMING_SCALARS]
+        + [(n, u64) for n in COMMAND_SCALARS]
+        + [("command_ticks_hist", u64 * 64), ("command_l1_miss_hist", u64 * 64)]
         + [("level", LevelStats * MAX_LEVELS), ("phase", PhaseStats * MAX_PHASES)]
     )
 

@@ -186,6 +186,18 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
             "rob": cfg.rob,
             "dram_latency_cycles": cfg.dram_latency,
         }
+    ncmd = raw["commands"]
+    result["commands"] = {
+        "count": ncmd,
+        "mean_cycles": cyc(raw["command_ticks"]) / ncmd if timing and ncmd else None,
+        "max_cycles": cyc(raw["command_ticks_max"]) if timing and ncmd else None,
+        "mean_l1_misses": raw["command_l1_misses"] / ncmd if ncmd else None,
+        "cycles_log2_histogram": [int(x) for x in raw["command_ticks_hist"]] if timing else None,
+        "l1_misses_log2_histogram": [int(x) for x in raw["command_l1_miss_hist"]],
+        "note": "a command runs from a COMMAND marker to the next one or the end; histogram "
+                "bucket b counts values v with floor(log2(v + 1)) == b; cycles before "
+                "rounding are ticks / width",
+    }
     phase_names = (header or {}).get("phases") or []
     phases = []
     for p in range(max(1, raw["nphases_seen"])):

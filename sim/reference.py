@@ -17,7 +17,7 @@ LOAD, STORE, PREFETCH, MARKER = 0, 1, 2, 3
 K_LOAD, K_STORE, K_SWPF, K_HWPF, K_WRITEBACK, K_VICTIM = range(6)
 NON_INCLUSIVE, INCLUSIVE, EXCLUSIVE = 0, 1, 2
 READ, WRITE, WFULL, VICTIM = range(4)
-MARK_PHASE, MARK_WARMUP_BEGIN, MARK_WARMUP_END = 3, 4, 5
+MARK_COMMAND, MARK_PHASE, MARK_WARMUP_BEGIN, MARK_WARMUP_END = 1, 3, 4, 5
 MASK64 = (1 << 64) - 1
 
 
@@ -291,6 +291,8 @@ def _new_stats(nlevels):
         "wait_dep": 0, "wait_mshr": 0, "wait_tlb": 0, "wait_dram_bw": 0, "wait_inflight": 0,
         "miss_ticks": 0, "l1_misses_timed": 0, "load_latency": 0, "loads_timed": 0,
         "nphases_seen": 0,
+        "commands": 0, "command_ticks": 0, "command_ticks_max": 0, "command_l1_misses": 0,
+        "command_ticks_hist": z(64, np.uint64), "command_l1_miss_hist": z(64, np.uint64),
         "level": [
             {
                 "access": z((B.NTAGS, B.NKINDS), np.uint64),
@@ -337,6 +339,8 @@ class ReferenceSim:
         self.dep_ring = [0] * B.DEP_WINDOW
         self.dram_free = 0
         self.finished = False
+        self.command = None  # (counted, start tick, L1 misses at start) of the open command
+        self.l1_misses_all = 0  # every L1 miss, warm-up included
 
     # --- TLB ---
     def translate(self, addr, is_swpf):
@@ -433,6 +437,8 @@ class ReferenceSim:
             return k, False
         ls["miss"][stag, kind] += 1
         st["phase"][self.phase]["miss"][k] += 1
+        if k == 0:
+            self.l1_misses_all += 1
         if c.inclusion == EXCLUSIVE and op == READ:
             ls["fetches"] += 1
             return self.access(k + 1, line, READ, stag, kind, 0)[0], False
@@ -541,6 +547,24 @@ class ReferenceSim:
         self.st["level"][lvl]["pf_late" if waited else "pf_useful"][kind - 1] += 1
         self.pfh = None
 
+    # --- commands ---
+    def close_command(self):
+        if self.command is None:
+            return
+        counted, t0, m0 = self.command
+        self.command = None
+        if not counted:
+            return
+        st = self.stats
+        t, m = self.r_last - t0, self.l1_misses_all - m0
+        st["commands"] += 1
+        st["command_ticks"] += t
+        st["command_ticks_max"] = max(st["command_ticks_max"], t)
+        st["command_l1_misses"] += m
+        if self.timing:
+            st["command_ticks_hist"][(t + 1).bit_length() - 1] += 1
+        st["command_l1_miss_hist"][(m + 1).bit_length() - 1] += 1
+
     # --- records ---
     def set_counting(self, on):
         self.st = self.stats if on else self.scratch
@@ -571,6 +595,9 @@ class ReferenceSim:
             st["ticks"] += gap
             ph["ticks"] += gap
         self.recno += 1
+        if m == MARK_COMMAND:
+            self.close_command()
+            self.command = (self.st is self.stats, self.r_last, self.l1_misses_all)
         if m == MARK_WARMUP_END:
             self.set_counting(True)
 
@@ -701,6 +728,7 @@ class ReferenceSim:
         if self.finished:
             return self.stats
         self.finished = True
+        self.close_command()
         self.set_counting(True)
         st = self.st
         if self.cfg.flush_at_end:

@@ -122,6 +122,10 @@ struct kvsimSim {
     uint8_t blk_cls;
     uint64_t dep_ring[KVSIM_DEP_WINDOW];
     uint64_t dram_free;
+    /* the open command (COMMAND marker to COMMAND marker) */
+    int cmd_open, cmd_counted;
+    uint64_t cmd_t0, cmd_miss0;
+    uint64_t l1_misses_all; /* every L1 miss, warm-up included */
 };
 
 /* --- Helpers ---------------------------------------------------------------- */
@@ -414,6 +418,7 @@ static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint
     }
     ls->miss[idx]++;
     st->phase[s->phase].miss[k]++;
+    if (k == 0) s->l1_misses_all++;
     if (L->inclusion == KVSIM_EXCLUSIVE && op == OP_READ) {
         ls->fetches++;
         return cacheAccess(s, k + 1, line, OP_READ, stag, kind, 0, NULL);
@@ -590,6 +595,23 @@ static void classifyPf(kvsimSim *s, int waited) {
     s->pfh_kind = 0;
 }
 
+static uint32_t log2Bucket(uint64_t v) { return 63u - (uint32_t)__builtin_clzll(v + 1); }
+
+/* Close the open command (if any) at the current retire time. */
+static void closeCommand(kvsimSim *s) {
+    if (!s->cmd_open) return;
+    s->cmd_open = 0;
+    if (!s->cmd_counted) return;
+    kvsimStats *st = &s->stats;
+    uint64_t t = s->r_last - s->cmd_t0, m = s->l1_misses_all - s->cmd_miss0;
+    st->commands++;
+    st->command_ticks += t;
+    if (t > st->command_ticks_max) st->command_ticks_max = t;
+    st->command_l1_misses += m;
+    if (s->cfg.timing) st->command_ticks_hist[log2Bucket(t)]++;
+    st->command_l1_miss_hist[log2Bucket(m)]++;
+}
+
 static void doMarker(kvsimSim *s, const kvtRecord *r) {
     uint16_t m = r->flags;
     if (m == KVT_MARK_WARMUP_BEGIN) setCounting(s, 0);
@@ -615,6 +637,13 @@ static void doMarker(kvsimSim *s, const kvtRecord *r) {
         st->phase[s->phase].ticks += s->r_last - r0;
     }
     s->recno++;
+    if (m == KVT_MARK_COMMAND) {
+        closeCommand(s);
+        s->cmd_open = 1;
+        s->cmd_counted = s->st == &s->stats;
+        s->cmd_t0 = s->r_last;
+        s->cmd_miss0 = s->l1_misses_all;
+    }
     if (m == KVT_MARK_WARMUP_END) setCounting(s, 1);
 }
 
@@ -793,6 +822,7 @@ void kvsimRun(kvsimSim *s, const kvtRecord *recs, size_t n) {
 void kvsimFinish(kvsimSim *s) {
     if (s->finished) return;
     s->finished = 1;
+    closeCommand(s);
     setCounting(s, 1);
     kvsimStats *st = s->st;
     if (s->cfg.flush_at_end) {

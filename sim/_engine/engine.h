@@ -154,6 +154,15 @@ typedef struct kvsimStats {
     uint64_t load_latency;   /* sum over loads of completion - issue (ticks) */
     uint64_t loads_timed;
     uint64_t nphases_seen;
+    /* commands: from one COMMAND marker to the next (or the end of the trace),
+     * counted when the command starts outside warm-up.  Histograms are log2
+     * buckets: bucket b holds values v with floor(log2(v + 1)) == b. */
+    uint64_t commands;
+    uint64_t command_ticks;        /* sum of retire-time spans (timing only) */
+    uint64_t command_ticks_max;
+    uint64_t command_l1_misses;    /* sum of L1 misses (all kinds) inside commands */
+    uint64_t command_ticks_hist[64];
+    uint64_t command_l1_miss_hist[64];
     kvsimLevelStats level[KVSIM_MAX_LEVELS];
     kvsimPhaseStats phase[KVSIM_MAX_PHASES];
 } kvsimStats;

@@ -99,3 +99,21 @@ def test_every_preset_runs(engine):
         res = sim.simulate(recs, name, engine=engine)
         assert res["cycles"] > 0
         assert res["levels"][0]["accesses"] >= 400 - res["record_kinds"]["prefetch"]
+
+
+def test_commands_span_marker_to_marker(engine):
+    c = traces.MARK_COMMAND
+    recs = records([
+        (3, 0, 0, 0, 0, 0, 0, c), (0, 0, 8), (0, 4096, 8),   # command 0: 2 L1 misses
+        (3, 1, 0, 0, 0, 0, 0, c), (0, 0, 8),                 # command 1: a hit
+        (3, 2, 0, 0, 0, 0, 0, c), (0, 8192, 8), (0, 12288, 8), (0, 16384, 8),
+    ])
+    res = sim.simulate(recs, "xeon-8255c", engine=engine, tlb=False, prefetchers=False)
+    cmd = res["commands"]
+    assert cmd["count"] == 3
+    assert cmd["mean_l1_misses"] == pytest.approx(5 / 3)
+    # 2 misses -> bucket 1, 0 misses -> bucket 0, 3 misses -> bucket 2
+    assert cmd["l1_misses_log2_histogram"][:3] == [1, 1, 1]
+    # the longest is the last one: three independent DRAM misses that overlap (80 ns, 3 GHz)
+    assert 80 * 3.0 <= cmd["max_cycles"] < 2 * 80 * 3.0
+    assert sum(cmd["cycles_log2_histogram"]) == 3
