@@ -786,6 +786,24 @@ static void doMemory(kvsimSim *s, const kvtRecord *r) {
     s->recno++;
 }
 
+/* A cheap guess for the look-ahead: does L1 hold a line with this line's
+ * fingerprint?  (Only decides whether to prefetch the lower levels' sets.) */
+static inline int likelyInL1(const kvsimSim *s, uint64_t line) {
+    const Level *L = &s->lv[0];
+    if (L->ways > 16) return 0;
+    const uint8_t *fp = SET_FP(L, line & L->set_mask);
+    const uint8_t f = fingerprint(line);
+#if defined(__SSE4_2__)
+    __m128i x = _mm_loadu_si128((const __m128i *)fp);
+    uint32_t m = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8((char)f)));
+    return (m & ((1u << L->ways) - 1)) != 0;
+#else
+    for (uint32_t w = 0; w < L->ways; w++)
+        if (fp[w] == f) return 1;
+    return 0;
+#endif
+}
+
 /* --- Public API ------------------------------------------------------------------ */
 
 void kvsimRun(kvsimSim *s, const kvtRecord *recs, size_t n) {
@@ -796,7 +814,8 @@ void kvsimRun(kvsimSim *s, const kvtRecord *recs, size_t n) {
          * PREFETCH_DISTANCE ahead will touch.  Written inline on purpose: in a
          * helper function GCC's pure/const analysis deletes calls whose only
          * effect is a prefetch. */
-        if (i + PREFETCH_DISTANCE < n && recs[i + PREFETCH_DISTANCE].kind != KVT_MARKER) {
+        if (i + PREFETCH_DISTANCE < n && recs[i + PREFETCH_DISTANCE].kind != KVT_MARKER &&
+            s->n > 1 && !likelyInL1(s, recs[i + PREFETCH_DISTANCE].addr >> s->cfg.line_bits)) {
             uint64_t la = recs[i + PREFETCH_DISTANCE].addr >> s->cfg.line_bits;
             for (uint32_t k = PF_FIRST_LEVEL; k < s->n; k++) {
                 const Level *L = &s->lv[k];
