@@ -10,12 +10,14 @@ The compiled engine (``sim/_engine``) and the pure-Python reference (``sim.refer
 implement the same model (sim/MODEL.md) and are tested to agree exactly.
 """
 
+from ._binding import EngineMissing
 from .api import simulate, stats_dataframe
 from .config import ConfigError, CpuConfig, list_presets, load_cpu, parse_cpu, preset_names
 
 __all__ = [
     "ConfigError",
     "CpuConfig",
+    "EngineMissing",
     "list_presets",
     "load_cpu",
     "parse_cpu",

@@ -16,8 +16,11 @@ KIND_NAMES = B.KIND_NAMES
 
 def _chunks(source: Any) -> tuple[Iterable[np.ndarray], list[str] | None, dict]:
     if isinstance(source, np.ndarray):
-        if source.dtype.itemsize != 24 or source.dtype.names is None:
-            raise TypeError("a record array must use the 24-byte trace record dtype")
+        import traces
+
+        if source.dtype != traces.RECORD_DTYPE:
+            raise TypeError(f"a record array must have dtype traces.RECORD_DTYPE, "
+                            f"got {source.dtype}")
         return [source], None, {}
     header = getattr(source, "header", None)
     if header is None:
