@@ -117,3 +117,12 @@ def test_commands_span_marker_to_marker(engine):
     # the longest is the last one: three independent DRAM misses that overlap (80 ns, 3 GHz)
     assert 80 * 3.0 <= cmd["max_cycles"] < 2 * 80 * 3.0
     assert sum(cmd["cycles_log2_histogram"]) == 3
+
+
+def test_missing_engine_library_names_the_files(monkeypatch, tmp_path):
+    from sim import _binding
+
+    monkeypatch.setattr(_binding, "_LIB", None)
+    monkeypatch.setattr(_binding, "_SEARCH", [tmp_path / "a.so", tmp_path / "b.so"])
+    with pytest.raises(sim.EngineMissing, match="a.so.*b.so"):
+        sim.simulate(records([(0, 0, 8)]), "xeon-8255c")
