@@ -397,7 +397,7 @@ class ReferenceSim:
                     self.st["level"][j]["pf_useless"][ux.pf - 1] += 1
                 self.invalidate(u, us, uw)
                 ls["back_invalidations"] += 1
-        self.invalidate(c, s, w)
+        c.sets[s][w] = None  # replaced: the caller fills this way (on_fill, not on_invalidate)
         return victim
 
     def send_victim(self, k, v):

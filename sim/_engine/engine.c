@@ -138,7 +138,7 @@ static int isPow2(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
  *   [fp: fpw x u8][meta: ways x u8][stag: ways x u8][pad to 8][tags: ways x u64]
  *   [policy words: ways x u64][pad to 64]
  *
- * fp[w] is an 8-bit fingerprint of the line in way w (odd, so never 0) and 0 for
+ * fp[w] is an 8-bit fingerprint of the line in way w (never 0) and 0 for
  * an invalid way: a lookup compares 16 fingerprints per SSE instruction and reads
  * a full tag only for the (usually zero or one) matching ways. */
 #define SET_BASE(L, set) ((L)->blk + (uint64_t)(set) * (L)->stride)
@@ -148,7 +148,8 @@ static int isPow2(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
 #define SET_TAGS(L, set) ((uint64_t *)(SET_BASE(L, set) + (L)->hdr))
 
 static inline uint8_t fingerprint(uint64_t line) {
-    return (uint8_t)(((line * 0x9E3779B97F4A7C15ULL) >> 56) | 1);
+    uint8_t f = (uint8_t)((line * 0x9E3779B97F4A7C15ULL) >> 56);
+    return (uint8_t)(f + (f == 0)); /* 1..255; 0 marks an invalid way */
 }
 
 static void *xcalloc(size_t n, size_t sz) { return calloc(n ? n : 1, sz ? sz : 1); }
@@ -333,7 +334,9 @@ static inline Victim evict(kvsimSim *s, uint32_t k, uint64_t set, uint32_t way) 
             ls->back_invalidations++;
         }
     }
-    invalidateWay(L, set, way);
+    /* no invalidation: the caller installs the new line in this way at once (the
+     * policy sees on_fill, not on_invalidate: the line was replaced) */
+    if (L->memo_key && L->memo_set == set && L->memo_way == way) L->memo_key = 0;
     return v;
 }
 

@@ -27,22 +27,30 @@ static inline uint32_t kvsimLruVictim(kvsimPolicyCtx *p, uint32_t set) {
     const uint64_t *st = KVSIM_PLINE(p, set);
     const uint32_t n = p->ways;
     uint64_t m = UINT64_MAX;
-    uint32_t w = 0;
+    uint32_t v = 0, w = 0;
 #if defined(__SSE4_2__)
     if (n >= 2) {
+        /* lane-wise minimum and its way index, without branches */
         __m128i mv = _mm_loadu_si128((const __m128i *)st);
+        __m128i mi = _mm_set_epi64x(1, 0), idx = mi;
+        const __m128i two = _mm_set1_epi64x(2);
         for (w = 2; w + 2 <= n; w += 2) {
+            idx = _mm_add_epi64(idx, two);
             __m128i x = _mm_loadu_si128((const __m128i *)(st + w));
-            mv = _mm_blendv_epi8(mv, x, _mm_cmpgt_epi64(mv, x)); /* lane-wise min */
+            __m128i lt = _mm_cmpgt_epi64(mv, x);
+            mv = _mm_blendv_epi8(mv, x, lt);
+            mi = _mm_blendv_epi8(mi, idx, lt);
         }
-        uint64_t a = (uint64_t)_mm_cvtsi128_si64(mv);
-        uint64_t b = (uint64_t)_mm_extract_epi64(mv, 1);
-        m = a < b ? a : b;
+        uint64_t a = (uint64_t)_mm_cvtsi128_si64(mv), b = (uint64_t)_mm_extract_epi64(mv, 1);
+        uint32_t ia = (uint32_t)_mm_cvtsi128_si64(mi), ib = (uint32_t)_mm_extract_epi64(mi, 1);
+        m = a < b ? a : b; /* stamps are unique: no ties */
+        v = a < b ? ia : ib;
     }
 #endif
-    for (; w < n; w++) m = st[w] < m ? st[w] : m;
-    uint32_t v = 0;
-    while (st[v] != m) v++; /* the (unique) way holding the minimum */
+    for (; w < n; w++) {
+        v = st[w] < m ? w : v;
+        m = st[w] < m ? st[w] : m;
+    }
     return v;
 }
 
