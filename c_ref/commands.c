@@ -514,6 +514,6 @@ void ksExecuteCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
         ksReplyError(ks, c, msg);
         return;
     }
-    KS_WORK(0);
+
     def->proc(ks, c, cmd);
 }

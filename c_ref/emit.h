@@ -22,7 +22,8 @@
  *
  *   Accesses wider than one cache line are split into one record per 64-byte
  *   line touched (all with the same dep); KS_LOAD returns the id of the first.
- *   KS_WORK(n) adds n non-memory instructions to the next record's gap; each
+ *   KS_WORK(n) adds n work units (scaled by KS_WORK_SCALE_PCT) and
+ *   KS_WORK_EXACT(n) n instructions to the next record's gap; each
  *   record also adds the cost of its site (sites.h), except the second and later
  *   line pieces of a wide access, which add KS_LINE_CONTINUATION_COST.
  *   Gap model: "site-cost-v1".
@@ -91,9 +92,13 @@ void ksEmitResume(void);
 /* CRC32 (zlib polynomial), slice-by-8.  crc = 0 to start. */
 uint32_t ksCrc32(uint32_t crc, const void *buf, size_t len);
 
-/* Gap of the second and later line pieces of one wide access (a memcpy
- * moves a line in about two instructions). */
-#define KS_LINE_CONTINUATION_COST 2u
+/* KS_WORK units are scaled by KS_WORK_SCALE_PCT / 100 (calibrated with the
+ * site costs against callgrind, tests/calibrate.sh). */
+#define KS_WORK_SCALE_PCT 106u
+
+/* Gap of the second and later line pieces of one wide access: the copy or
+ * scan loop's instructions per 64-byte line (not scaled). */
+#define KS_LINE_CONTINUATION_COST 4u
 
 /* --- Recording fast path --------------------------------------------------- */
 static inline ksLoadId ksEmitCost(uint8_t kind, uint64_t addr, uint16_t size, uint8_t tag,
@@ -151,9 +156,11 @@ static inline ksLoadId ksEmitAccess(uint8_t kind, const void *p, size_t size, ui
 /* A marker record (kind KVT_MARKER, flags = marker type, addr = value). */
 void ksEmitMarker(uint16_t marker, uint64_t value);
 
-/* KS_WORK units are scaled by KS_WORK_SCALE_PCT / 100 (calibrated with the
- * site costs against callgrind, tests/calibrate.sh). */
-#define KS_WORK_SCALE_PCT 476u
+
+/* Work measured directly in instructions (not scaled), e.g. the CRC loop. */
+static inline void ksEmitWorkExact(uint64_t n) {
+    if (ksEmitterCurrent) ksEmitterCurrent->pending_gap += n;
+}
 
 static inline void ksEmitWork(uint64_t n) {
     if (ksEmitterCurrent) ksEmitterCurrent->pending_gap += n * KS_WORK_SCALE_PCT / 100u;
@@ -167,6 +174,7 @@ static inline void ksEmitWork(uint64_t n) {
 #define KS_PREFETCH(p, tag, site, dep)                                                      \
     ((void)ksEmitOne(KVT_PREFETCH, (uint64_t)(uintptr_t)(p), 1, (tag), (site), (dep)))
 #define KS_WORK(n) ksEmitWork((uint64_t)(n))
+#define KS_WORK_EXACT(n) ksEmitWorkExact((uint64_t)(n))
 #define KS_MARK(marker, value) ksEmitMarker((marker), (uint64_t)(value))
 #define KS_ID_VAR(name) ksLoadId name
 #define KS_ID(expr) (expr)
@@ -175,6 +183,7 @@ static inline void ksEmitWork(uint64_t n) {
 #define KS_STORE(p, size, tag, site, dep) ((void)(p), (void)(site), (void)(dep))
 #define KS_PREFETCH(p, tag, site, dep) __builtin_prefetch((const void *)(p))
 #define KS_WORK(n) ((void)0)
+#define KS_WORK_EXACT(n) ((void)0)
 #define KS_MARK(marker, value) ((void)0)
 #define KS_ID_VAR(name) ksLoadId name __attribute__((unused))
 #define KS_ID(expr) ((ksLoadId)0)

@@ -874,6 +874,7 @@ bool hashtableNext(hashtableIterator *it, void **elemptr) {
             int pos = i->pos_in_bucket++;
             if (isPositionFilled(b, pos)) {
                 *elemptr = b->entries[pos];
+                KS_WORK(12); /* per-entry iterator work between bucket reads */
                 return true;
             }
         }

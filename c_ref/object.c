@@ -69,10 +69,9 @@ static void *unifiedCreate(ksKeyspace *ks, const char *key, size_t klen, const u
         void *v = ksArenaAlloc(ks->arena, sdsSize(vtype, vlen));
         o->ptr = sdsWriteAt(v, vtype, val, vlen, vlen);
         KS_STORE(v, sdsSize(vtype, vlen), KVT_TAG_VALUE, KS_SITE_OBJ_CREATE_STORE, 0);
-        KS_WORK(vlen / 16);
     }
     KS_STORE(o, need, KVT_TAG_OBJECT, KS_SITE_OBJ_CREATE_STORE, 0);
-    KS_WORK((klen + (embed ? vlen : 0)) / 16);
+
     return o;
 }
 

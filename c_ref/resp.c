@@ -139,7 +139,6 @@ void ksReplyBulkTagged(ksKeyspace *ks, ksClient *c, const uint8_t *p, size_t len
     w[n + len] = '\r';
     w[n + len + 1] = '\n';
     KS_STORE(w, n + len + 2, KVT_TAG_REPLY_BUF, KS_SITE_RESP_REPLY, 0);
-    KS_WORK(len / 16);
     c->rlen += n + len + 2;
 }
 

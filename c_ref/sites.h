@@ -21,37 +21,37 @@
 #define KS_SITES(X)                                                             \
     X(NONE, "none", 0)                                                         \
     /* --- hashtable.c (Valkey hashtable) --- */                               \
-    X(HT_META, "ht.meta", 4)                     /* read tables/exp/rehash_idx */ \
-    X(HT_META_STORE, "ht.meta_store", 11)         /* used[], rehash_idx updates */ \
-    X(HT_FIND_BUCKET, "ht.find.bucket", 40)      /* presence+tags of a bucket */  \
-    X(HT_FIND_CHILD, "ht.find.child", 24)         /* follow chained slot 6 */      \
-    X(HT_INSERT_BUCKET, "ht.insert.bucket", 12)  /* findBucketForInsert walk */   \
-    X(HT_INSERT_STORE, "ht.insert.store", 21)     /* write tag/presence/entry */   \
+    X(HT_META, "ht.meta", 10)                     /* read tables/exp/rehash_idx */ \
+    X(HT_META_STORE, "ht.meta_store", 49)         /* used[], rehash_idx updates */ \
+    X(HT_FIND_BUCKET, "ht.find.bucket", 2)      /* presence+tags of a bucket */  \
+    X(HT_FIND_CHILD, "ht.find.child", 88)         /* follow chained slot 6 */      \
+    X(HT_INSERT_BUCKET, "ht.insert.bucket", 37)  /* findBucketForInsert walk */   \
+    X(HT_INSERT_STORE, "ht.insert.store", 71)     /* write tag/presence/entry */   \
     X(HT_DELETE_STORE, "ht.delete.store", 10)                                  \
-    X(HT_REHASH_BUCKET, "ht.rehash.bucket", 53)  /* rehashStep source bucket */   \
-    X(HT_REHASH_STORE, "ht.rehash.store", 31)                                  \
-    X(HT_ITER_BUCKET, "ht.iter.bucket", 44)       /* iterator reads a bucket */    \
-    X(HT_ITER_PREFETCH, "ht.iter.prefetch", 27)   /* iterator prefetch */          \
+    X(HT_REHASH_BUCKET, "ht.rehash.bucket", 193)  /* rehashStep source bucket */   \
+    X(HT_REHASH_STORE, "ht.rehash.store", 87)                                  \
+    X(HT_ITER_BUCKET, "ht.iter.bucket", 212)       /* iterator reads a bucket */    \
+    X(HT_ITER_PREFETCH, "ht.iter.prefetch", 19)   /* iterator prefetch */          \
     X(HT_SCAN_BUCKET, "ht.scan.bucket", 10)                                    \
-    X(HT_INCR_PREFETCH_BUCKET, "ht.incr.prefetch_bucket", 46)                  \
-    X(HT_INCR_BUCKET, "ht.incr.bucket", 35)                                    \
-    X(HT_INCR_PREFETCH_ENTRY, "ht.incr.prefetch_entry", 23)                     \
-    X(HT_PREFETCH_BUCKET, "ht.prefetch_bucket", 30) /* load variants */           \
+    X(HT_INCR_PREFETCH_BUCKET, "ht.incr.prefetch_bucket", 30)                  \
+    X(HT_INCR_BUCKET, "ht.incr.bucket", 50)                                    \
+    X(HT_INCR_PREFETCH_ENTRY, "ht.incr.prefetch_entry", 58)                     \
+    X(HT_PREFETCH_BUCKET, "ht.prefetch_bucket", 139) /* load variants */           \
     /* --- object.c (unified kvobj / legacy entry+robj+sds) --- */             \
-    X(OBJ_HEADER, "obj.header", 57)               /* robj type/enc/flags */        \
-    X(OBJ_KEY, "obj.key", 104)                     /* embedded or separate key */   \
+    X(OBJ_HEADER, "obj.header", 164)               /* robj type/enc/flags */        \
+    X(OBJ_KEY, "obj.key", 46)                     /* embedded or separate key */   \
     X(OBJ_VALUE, "obj.value", 0)                 /* value bytes */                \
-    X(OBJ_VALUE_PTR, "obj.value_ptr", 19)         /* robj->ptr */                  \
-    X(OBJ_EXPIRE, "obj.expire", 18)                                             \
-    X(OBJ_CREATE_STORE, "obj.create", 187)        /* writing a new object */       \
-    X(OBJ_ENTRY, "obj.legacy_entry", 17)          /* legacy entry {key,val} */     \
-    X(OBJ_PREFETCH_VALUE, "obj.prefetch_value", 18)                             \
+    X(OBJ_VALUE_PTR, "obj.value_ptr", 46)         /* robj->ptr */                  \
+    X(OBJ_EXPIRE, "obj.expire", 55)                                             \
+    X(OBJ_CREATE_STORE, "obj.create", 134)        /* writing a new object */       \
+    X(OBJ_ENTRY, "obj.legacy_entry", 55)          /* legacy entry {key,val} */     \
+    X(OBJ_PREFETCH_VALUE, "obj.prefetch_value", 42)                             \
     /* --- kvstore.c (per-slot tables) --- */                                  \
-    X(KVS_SLOT, "kvs.slot_table", 21)                                           \
+    X(KVS_SLOT, "kvs.slot_table", 71)                                           \
     /* --- resp.c / commands (query and reply buffers) --- */                  \
-    X(RESP_PARSE, "resp.parse", 81)              /* reading the query buffer */   \
-    X(RESP_ARGV, "resp.argv", 32)                 /* argv array and strings */     \
-    X(RESP_REPLY, "resp.reply", 35)               /* writing the reply buffer */   \
+    X(RESP_PARSE, "resp.parse", 147)              /* reading the query buffer */   \
+    X(RESP_ARGV, "resp.argv", 83)                 /* argv array and strings */     \
+    X(RESP_REPLY, "resp.reply", 27)               /* writing the reply buffer */   \
     X(CMD_DISPATCH, "cmd.dispatch", 40)          /* lookup command, arity */      \
     X(CMD_EXEC, "cmd.exec", 20)                                                \
     /* --- prefetch drivers --- */                                             \
@@ -60,8 +60,8 @@
     X(PF_ITERATE, "pf.iterate", 6)                                             \
     X(PF_LOAD, "pf.load", 8)                                                   \
     /* --- snapshot.c --- */                                                   \
-    X(SNAP_READ, "snap.read", 48)                                              \
-    X(SNAP_WRITE, "snap.write", 64)                                            \
+    X(SNAP_READ, "snap.read", 68)                                              \
+    X(SNAP_WRITE, "snap.write", 35)                                            \
     /* --- dict.c (Redis dict; owned by the dict engineer) --- */              \
     X(DICT_META, "dict.meta", 6)                                               \
     X(DICT_BUCKET, "dict.bucket", 10)            /* ht_table[t][idx] cell */      \

@@ -35,6 +35,8 @@
 #define OP_RESIZEDB 0xFB
 #define OP_EXPIRETIME_MS 0xFC
 #define OP_EOF 0xFF
+/* Instructions of ksCrc32 (slice-by-8), measured with callgrind: ~3.5 per byte. */
+#define KS_CRC32_COST(n) ((uint64_t)(n) * 7 / 2)
 
 /* --- Writer ---------------------------------------------------------------- */
 
@@ -127,14 +129,15 @@ int ksSnapshotSave(ksKeyspace *ks, uint8_t **out, size_t *outlen) {
             const uint8_t *v = ksEntryGetValue(ks, entry, 0, &vlen, &vd);
             wLen(&w, vlen);
             wBytes(&w, v, vlen, KVT_TAG_VALUE, vd);
-            KS_WORK(vlen / 16);
+
         }
         ks->ops->iterReset(&it);
     }
     op = OP_EOF;
     wBytes(&w, &op, 1, 0, 0);
+    (void)KS_LOAD(w.buf, w.len, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_WRITE, 0);
+    KS_WORK_EXACT(KS_CRC32_COST(w.len));
     uint32_t crc = ksCrc32(0, w.buf, w.len);
-    KS_WORK(w.len / 4);
     wBytes(&w, &crc, 4, 0, 0);
     ks->snap = w.buf;
     ks->snap_len = w.len;
@@ -267,7 +270,7 @@ static int loadRecords(ksKeyspace *ks, reader *r) {
         /* (5) read the value. */
         if (rString(r, &v, &vlen)) goto done;
         (void)KS_LOAD(v, vlen, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
-        KS_WORK(vlen / 16);
+
         if (expire >= 0 && ksEntryIsExpired(ks, expire)) {
             expire = -1;
             if (rByte(r, &op)) goto done;
@@ -317,7 +320,8 @@ int ksSnapshotLoad(ksKeyspace *ks, const uint8_t *buf, size_t len) {
     }
     uint32_t crc;
     memcpy(&crc, buf + len - 4, 4);
-    KS_WORK(len / 4);
+    (void)KS_LOAD(buf, len - 4, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
+    KS_WORK_EXACT(KS_CRC32_COST(len - 4));
     if (ksCrc32(0, buf, len - 4) != crc) {
         snprintf(ks->err, sizeof(ks->err), "snapshot corrupt or truncated: checksum mismatch");
         return -1;

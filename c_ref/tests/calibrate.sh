@@ -1,0 +1,41 @@
+#!/bin/sh
+# calibrate.sh -- the gap model against callgrind: for each workload, the
+# trace's total instructions (sum of gaps + memory records) must be within 25%
+# of the instructions callgrind counts in the native build's measured phase
+# (functions measured*, see workload.c).  Prints one line per workload.
+# Usage: sh tests/calibrate.sh build/kvsim-cref   (needs valgrind)
+set -u
+B=${1:-build/kvsim-cref}
+STAT=$(dirname "$B")/kvt_stat
+command -v valgrind >/dev/null || { echo "calibrate: valgrind not found, skipped"; exit 0; }
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail=0
+printf '%-44s %12s %12s %7s\n' workload callgrind_Ir trace_instr ratio
+while read -r w args; do
+    [ -z "$w" ] && continue
+    valgrind --tool=callgrind --toggle-collect='measured*' --callgrind-out-file="$T/cg" \
+        "$B" native $w $args --json >/dev/null 2>"$T/vg" || { echo "callgrind failed: $w $args"; fail=1; continue; }
+    ir=$(sed -n 's/.*Collected : *\([0-9]*\).*/\1/p' "$T/vg")
+    "$B" trace $w -o "$T/t.kvt" $args || { fail=1; continue; }
+    ti=$("$STAT" "$T/t.kvt" | sed 's/.*"instructions":\([0-9]*\).*/\1/')
+    ratio=$(awk -v a="$ti" -v b="$ir" 'BEGIN{printf "%.3f", a/b}')
+    ok=$(awk -v r="$ratio" 'BEGIN{print (r >= 0.75 && r <= 1.25) ? "ok" : "FAIL"}')
+    [ "$ok" = ok ] || fail=1
+    printf '%-44s %12s %12s %7s %s\n' "$w $args" "$ir" "$ti" "$ratio" "$ok"
+done <<'LIST'
+pipeline --keys 20000 --ops 20000 --variant naive
+pipeline --keys 20000 --ops 20000 --variant lookahead --value-size 256 --depth 10
+pipeline --keys 20000 --ops 20000 --variant lookahead --set-ratio 0.5 --cluster
+pipeline --keys 20000 --ops 20000 --variant naive --layout legacy --value-size 8
+mget --keys 20000 --ops 2000 --keys-per-command 20 --variant none
+mget --keys 20000 --ops 2000 --keys-per-command 20 --variant batch
+mset --keys 20000 --keys-per-command 50 --variant none
+mset --keys 20000 --keys-per-command 50 --variant batch
+iterate --keys 20000 --op keys --variant none
+iterate --keys 20000 --op keys --variant valkey
+iterate --keys 20000 --op save --variant valkey
+load --keys 20000 --variant none --value-size 32
+load --keys 20000 --variant prefetch-after-key --value-size 4096
+LIST
+exit $fail
