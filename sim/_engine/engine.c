@@ -463,13 +463,39 @@ static uint64_t levelLatency(const kvsimSim *s, uint32_t sv) {
     return (uint64_t)(sv < s->n ? s->lv[sv].latency : s->cfg.dram_latency) * s->W;
 }
 
-/* Earliest-free miss buffer of level j (lowest index on a tie). */
-static uint32_t poolEarliest(const Level *L) {
-    uint32_t e = 0;
-    for (uint32_t i = 1; i < L->mshrs; i++)
-        if (L->mready[i] < L->mready[e]) e = i;
-    return e;
+/* Index of the smallest of a[0..n-1], the lowest index on a tie; values < 2^63.
+ * Branch-free (two lanes of SSE4.2 compares, or conditional moves). */
+static inline uint32_t argminU64(const uint64_t *a, uint32_t n) {
+    uint64_t m = UINT64_MAX;
+    uint32_t v = 0, w = 0;
+#if defined(__SSE4_2__)
+    if (n >= 2) {
+        __m128i mv = _mm_loadu_si128((const __m128i *)a);
+        __m128i mi = _mm_set_epi64x(1, 0), idx = mi;
+        const __m128i two = _mm_set1_epi64x(2);
+        for (w = 2; w + 2 <= n; w += 2) {
+            idx = _mm_add_epi64(idx, two);
+            __m128i x = _mm_loadu_si128((const __m128i *)(a + w));
+            __m128i lt = _mm_cmpgt_epi64(mv, x); /* strict: each lane keeps its first min */
+            mv = _mm_blendv_epi8(mv, x, lt);
+            mi = _mm_blendv_epi8(mi, idx, lt);
+        }
+        uint64_t x0 = (uint64_t)_mm_cvtsi128_si64(mv), x1 = (uint64_t)_mm_extract_epi64(mv, 1);
+        uint32_t i0 = (uint32_t)_mm_cvtsi128_si64(mi), i1 = (uint32_t)_mm_extract_epi64(mi, 1);
+        int first = x0 < x1 || (x0 == x1 && i0 < i1);
+        m = first ? x0 : x1;
+        v = first ? i0 : i1;
+    }
+#endif
+    for (; w < n; w++) {
+        v = a[w] < m ? w : v;
+        m = a[w] < m ? a[w] : m;
+    }
+    return v;
 }
+
+/* Earliest-free miss buffer of level j (lowest index on a tie). */
+static inline uint32_t poolEarliest(const Level *L) { return argminU64(L->mready, L->mshrs); }
 
 /* 1 if every tracked level in [from, to) has a free miss buffer at tick x. */
 static int poolsFree(const kvsimSim *s, uint32_t from, uint32_t to, uint64_t x) {
@@ -486,8 +512,11 @@ static uint64_t inflight(const kvsimSim *s, uint32_t sv, uint64_t line, uint64_t
     const Level *L = &s->lv[sv];
     if (!L->mshrs || x >= L->mmax_ready) return 0;
     uint64_t r = 0;
-    for (uint32_t i = 0; i < L->mshrs; i++)
-        if (L->mline[i] == line && L->mready[i] > x && L->mready[i] > r) r = L->mready[i];
+    for (uint32_t i = 0; i < L->mshrs; i++) {
+        uint64_t rd = L->mready[i];
+        uint64_t c = (L->mline[i] == line && rd > x) ? rd : 0;
+        r = c > r ? c : r;
+    }
     return r;
 }
 
