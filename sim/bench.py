@@ -1,6 +1,6 @@
 """Throughput benchmark of the engine: prints records/s figures (not a test).
 
-    python -m sim.bench [--records N] [--trace PATH] [--repeat R]
+    python -m sim.bench [--records N] [--trace PATH ...] [--repeat R]
 
 Workloads: (a) N random 8-byte loads uniform over 1 GiB (numpy seed 12345), (b) a real c_ref
 trace if ``--trace`` is given (e.g. an iterate trace from ``kvsim trace``). Hierarchy: L1 48 KiB
@@ -89,14 +89,15 @@ def time_pycachesim(recs: np.ndarray, repeat: int) -> float | None:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=5_000_000)
-    ap.add_argument("--trace", help="a .kvt trace (e.g. a c_ref iterate trace)")
+    ap.add_argument("--trace", action="append", default=[],
+                    help="a .kvt trace (e.g. a c_ref iterate trace); repeatable")
     ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args(argv)
     print(f"# kvsim engine benchmark on {platform.node()} ({platform.machine()}), "
           f"best of {a.repeat}")
     workloads = [("random loads over 1 GiB", random_loads(a.records))]
-    if a.trace:
-        workloads.append((f"trace {a.trace}", traces.read_all(a.trace)))
+    for path in a.trace:
+        workloads.append((f"trace {path}", traces.read_all(path)))
     print(f"{'workload':40s} {'records':>11s} {'functional':>14s} {'timing':>14s} "
           f"{'pycachesim':>14s} {'speedup':>8s}")
     for name, recs in workloads:
