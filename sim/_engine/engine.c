@@ -24,14 +24,17 @@
  *     retire   R_i = max(R_{i-1} + instructions_i, completion_i)
  *   Stores and prefetches complete one cycle after dispatch.
  *
- * Per-level layout: tags[] (line number + 1; 0 = invalid), meta[] (bit 0
- * dirty, bits 1-2 prefetch kind of an unused prefetched line), stag[] (the
- * structure tag of the access that installed the line), and the policy's
- * per-line and per-set words.  All sized at creation; nothing grows later.
+ * Per-level layout: one block per set (see SET_BASE below) holding 8-bit way
+ * fingerprints, meta bytes (bit 0 dirty, bits 1-2 the prefetch kind of an
+ * unused prefetched line), structure tags, the tags (line number + 1; 0 =
+ * invalid) and the policy's per-line words; plus per-set policy words and the
+ * miss buffers.  All sized at creation; nothing grows with the trace.
  *
- * Speed: the simulated sets of the record PREFETCH_DISTANCE ahead are
- * prefetched into the host caches before each record is simulated, the
- * technique the simulator itself studies.
+ * Speed: before simulating record i, the set blocks that record
+ * i + PREFETCH_DISTANCE will touch below L1 are prefetched into the host caches
+ * (skipped when its line is probably in L1): look-ahead software prefetching,
+ * the technique the simulator itself studies.  Lookups compare 16 fingerprints
+ * per SSE instruction; victim and miss-buffer searches are branch-free.
  *
  * Conventions: see engine.h.
  */
