@@ -346,12 +346,25 @@ static inline Victim evict(kvsimSim *s, uint32_t k, uint64_t set, uint32_t way) 
 static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag,
                             int kind, uint32_t pfk, int *dirty_up);
 
+/* An access one level below k: memory is counted inline (no call). */
+static inline uint32_t accessBelow(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag,
+                                   int kind, int *dirty_up) {
+    if (k + 1 == s->n) {
+        if (op == OP_READ)
+            s->st->dram_reads++;
+        else
+            s->st->dram_writes++;
+        return s->n;
+    }
+    return cacheAccess(s, k + 1, line, op, stag, kind, 0, dirty_up);
+}
+
 /* Send a removed victim of level k below it. */
 static inline void sendVictim(kvsimSim *s, uint32_t k, const Victim *v) {
     if (!v->valid) return;
     if (v->dirty) {
         s->st->level[k].writebacks++;
-        cacheAccess(s, k + 1, v->line, OP_WFULL, v->stag, KVSIM_K_WRITEBACK, 0, NULL);
+        accessBelow(s, k, v->line, OP_WFULL, v->stag, KVSIM_K_WRITEBACK, NULL);
     } else if (k + 1 < s->n && s->lv[k + 1].inclusion == KVSIM_EXCLUSIVE) {
         cacheAccess(s, k + 1, v->line, OP_VICTIM, v->stag, KVSIM_K_VICTIM, 0, NULL);
     }
@@ -427,7 +440,7 @@ static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint
     if (k == 0) s->l1_misses_all++;
     if (L->inclusion == KVSIM_EXCLUSIVE && op == OP_READ) {
         ls->fetches++;
-        return cacheAccess(s, k + 1, line, OP_READ, stag, kind, 0, NULL);
+        return accessBelow(s, k, line, OP_READ, stag, kind, NULL);
     }
     Victim v;
     uint32_t way = allocWay(s, k, set, inv, &v);
@@ -450,7 +463,7 @@ static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint
     if (op == OP_READ || op == OP_WRITE) {
         int du = 0;
         ls->fetches++;
-        served = cacheAccess(s, k + 1, line, OP_READ, stag, kind, 0, &du);
+        served = accessBelow(s, k, line, OP_READ, stag, kind, &du);
         if (du) {
             /* the installed way may have been back-invalidated meanwhile */
             if (*tp == line + 1) *mp |= META_DIRTY;
