@@ -60,7 +60,6 @@ __all__ = [
 KNOWN_CREF_COMPAT = frozenset({
     "scan_keeps_expired",
     "scan_match_star_is_a_pattern",
-    "protocol_error_without_err",
 })
 
 

@@ -47,11 +47,42 @@ def _require(options: str) -> None:
         pytest.skip(f"c_ref built without these options ({e})")
 
 
+#: Variants with a known, reported bug under some options: excluded there from the matrix
+#: and pinned by a strict xfail (test_known_variant_bug) until c_ref fixes them.
+KNOWN_VARIANT_BUGS = {
+    # load=prefetch-* create the slot table for the prefetch, then drop an expired key:
+    # an empty slot table is left behind in cluster mode (ksCheckValid fails).
+    "load_prefetch_leaves_empty_slot_table": ("cluster=1", "load=prefetch"),
+}
+
+
+def variants_for(options: str) -> list[str]:
+    out = VARIANTS
+    for opt, prefix in KNOWN_VARIANT_BUGS.values():
+        if opt in options:
+            out = [v for v in out if not v.startswith(prefix)]
+    return out
+
+
 @pytest.mark.parametrize("options", OPTIONS)
 def test_every_variant_equals_naive_and_model(cref_lib, options):
     _require(options)
-    assert_variant_equivalent(VARIANTS, options, max_examples=scale(60),
+    assert_variant_equivalent(variants_for(options), options, max_examples=scale(40),
                               stateful_step_count=30, compat=CREF_COMPAT)
+
+
+@pytest.mark.xfail(strict=True, reason="c_ref bug reported: empty slot table after load")
+@pytest.mark.parametrize("variant", ["load=prefetch-after-key", "load=prefetch-rehash"])
+def test_known_variant_bug_load_prefetch_empty_slot_table(cref_lib, variant):
+    """Load a snapshot whose only key has expired, in cluster mode: naive loading leaves
+    no slot table; the prefetching loads create one for the prefetch and keep it empty."""
+    with cref.Keyspace("cluster=1") as ks:
+        ks.execute(E("SET", "k0", "v", "EX", "1"))
+        snap = ks.save_snapshot()
+        ks.set_time_ms(1001)
+        ks.load_snapshot(snap, variant)
+        assert ks.dbsize() == 0
+        ks.check_valid()
 
 
 @pytest.mark.parametrize("options", ["hashtable_min_exp=0 seed=7", "cluster=1 seed=3"])
@@ -117,18 +148,17 @@ def cref_test_lib():
 
 
 def test_broken_variant_differs_on_seed_001_inputs(cref_test_lib):
-    """The seed 001 inputs (a cluster slot holding only expired keys, then a multi-key
-    command over it) separate the broken variant from the fixed one. Note: with c_ref's
-    LIFO arena the freed slot table's block is reused at once for the slot's new table,
-    so the stale pointer is equal to the live one (ABA); what differs here is that the
-    broken variant looks keys up in its cached table without lazy expiry."""
-    keys = hashtag_keys(b"s", 40)
+    """Seed 001's exact inputs: a cluster slot holding one expired key, then a 32-key MSET
+    in that slot. Batch 1 deletes the key (the slot table is freed and re-created, maybe
+    at the same address); batch 2 of the broken variant still holds the old table."""
+    keys = hashtag_keys(b"s", 32)
     out = {}
     for v in ("", "multikey=batch", "multikey=batch-stale-table"):
         with cref.Keyspace("cluster=1", cref_test_lib) as ks:
             ks.execute(E("SET", keys[0], "old", "PX", "1"), v)
             ks.set_time_ms(5)
-            out[v] = ks.execute(E("MGET", *keys) + E("DBSIZE"), v)[0]
+            mset = E("MSET", *[x for k in keys for x in (k, b"new")])
+            out[v] = ks.execute(mset + E("MGET", *keys) + E("DBSIZE"), v)[0]
     assert out[""] == out["multikey=batch"]
     assert out["multikey=batch-stale-table"] != out[""]
 
@@ -158,7 +188,6 @@ KNOWN_DEVIATIONS = {
     "flushall_argc": [["FLUSHALL", "SYNC", "ASYNC"]],
     "unsupported_option_not_truncated": [["SET", "k", "v"], ["EXPIRE", "k", "1", "x" * 100]],
     "set_repeated_ex_last_wins": [["SET", "k", "v", "EX", "10", "EX", "20"], ["TTL", "k"]],
-    "protocol_error_has_err_prefix": [["@raw", b"*1\r\n$x\r\n"]],
 }
 
 
@@ -203,10 +232,13 @@ def test_lockstep_under_address_sanitizer(cref_lib):
                ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=1",
                UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
     root = Path(cref.__file__).resolve().parent.parent
+    here = "model/tests/test_lockstep_cref.py::"
     r = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
-         "model/tests/test_lockstep_cref.py::test_every_variant_equals_naive_and_model",
-         "model/tests/test_lockstep_cref.py::test_pipeline_split_at_every_byte_boundary"],
+         f"{here}test_every_variant_equals_naive_and_model[{OPTIONS[1]}]",
+         f"{here}test_every_variant_equals_naive_and_model[{OPTIONS[6]}]",
+         f"{here}test_pipeline_split_at_every_byte_boundary",
+         f"{here}test_broken_variant_differs_on_seed_001_inputs"],
         cwd=root, env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
