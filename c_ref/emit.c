@@ -7,15 +7,18 @@
  *   { kvtChunkHeader(codec RAW, crc of payload)  n * kvtRecord }*
  *   kvtEndChunk
  *
- * Records are buffered in one chunk-sized array and written with a single
- * fwrite per chunk; the CRC is slice-by-8 (about 1 byte/cycle), so tracing
- * costs a few nanoseconds per record.  Only little-endian hosts are supported
+ * Records are buffered in a chunk-sized array.  A full chunk is handed to a
+ * writer thread, which computes its CRC (slice-by-8) and writes it with one
+ * fwrite while the traced code fills the second buffer (double buffering), so
+ * the keyspace pays only for appending 24-byte records.  Chunks are written in
+ * order; the output is identical to a single-threaded writer's.  Only little-endian hosts are supported
  * (static_assert below), so records are written as they lie in memory.
  *
  * Conventions: public ksEmit..., ksEmitter..., ksCrc32; internals static.
  */
 #include "emit.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,17 +86,79 @@ uint32_t ksCrc32(uint32_t crc, const void *buf, size_t len) {
 
 /* --- Writer ---------------------------------------------------------------- */
 
-static void put(ksEmitter *e, const void *p, size_t n) {
-    if (n && fwrite(p, 1, n, e->out) != n) e->io_error = 1;
+typedef struct writerState {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    kvtRecord *job;   /* chunk being written; NULL = idle */
+    uint32_t job_n;
+    int quit;
+    FILE *out;
+    int io_error;
+} writerState;
+
+static void putTo(FILE *out, int *err, const void *p, size_t n) {
+    if (n && fwrite(p, 1, n, out) != n) *err = 1;
 }
+
+static void writeChunk(FILE *out, int *err, const kvtRecord *recs, uint32_t n) {
+    kvtChunkHeader h;
+    memset(&h, 0, sizeof(h));
+    h.magic = KVT_CHUNK_MAGIC;
+    h.n_records = n;
+    h.stored_bytes = n * (uint32_t)sizeof(kvtRecord);
+    h.codec = KVT_CODEC_RAW;
+    h.crc32 = ksCrc32(0, recs, h.stored_bytes);
+    putTo(out, err, &h, sizeof(h));
+    putTo(out, err, recs, h.stored_bytes);
+}
+
+static void *writerMain(void *arg) {
+    writerState *w = arg;
+    pthread_mutex_lock(&w->mu);
+    while (1) {
+        while (!w->job && !w->quit) pthread_cond_wait(&w->cv, &w->mu);
+        if (!w->job) break; /* quit with nothing pending */
+        kvtRecord *job = w->job;
+        uint32_t n = w->job_n;
+        pthread_mutex_unlock(&w->mu);
+        int err = 0;
+        writeChunk(w->out, &err, job, n);
+        pthread_mutex_lock(&w->mu);
+        if (err) w->io_error = 1;
+        w->job = NULL;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+/* Wait until the writer is idle (its buffer may be reused). */
+static void writerWait(writerState *w) {
+    pthread_mutex_lock(&w->mu);
+    while (w->job) pthread_cond_wait(&w->cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void put(ksEmitter *e, const void *p, size_t n) { putTo(e->out, &e->io_error, p, n); }
 
 ksEmitter *ksEmitterOpen(FILE *out, const char *json, uint32_t chunk_records) {
     if (chunk_records == 0 || chunk_records > KVT_MAX_CHUNK_RECORDS) chunk_records = KVT_DEFAULT_CHUNK_RECORDS;
+    if (!crc_ready) crcInit(); /* before the writer thread can race on the tables */
     ksEmitter *e = calloc(1, sizeof(*e));
-    if (!e) return NULL;
-    e->buf = malloc((size_t)chunk_records * sizeof(kvtRecord));
-    if (!e->buf) {
+    writerState *w = calloc(1, sizeof(*w));
+    if (!e || !w) {
         free(e);
+        free(w);
+        return NULL;
+    }
+    e->buf = malloc((size_t)chunk_records * sizeof(kvtRecord));
+    e->spare = malloc((size_t)chunk_records * sizeof(kvtRecord));
+    if (!e->buf || !e->spare) {
+        free(e->buf);
+        free(e->spare);
+        free(e);
+        free(w);
         return NULL;
     }
     e->cap = chunk_records;
@@ -112,26 +177,35 @@ ksEmitter *ksEmitterOpen(FILE *out, const char *json, uint32_t chunk_records) {
     put(e, fixed, sizeof(fixed));
     put(e, json, jl);
     put(e, &crc, 4);
-    if (e->io_error) {
+    w->out = out;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    if (e->io_error || pthread_create(&w->thread, NULL, writerMain, w) != 0) {
+        pthread_mutex_destroy(&w->mu);
+        pthread_cond_destroy(&w->cv);
         free(e->buf);
+        free(e->spare);
         free(e);
+        free(w);
         return NULL;
     }
+    e->writer = w;
     ksEmitterCurrent = e;
     return e;
 }
 
 void ksEmitterFlush(ksEmitter *e) {
     if (e->n == 0) return;
-    kvtChunkHeader h;
-    memset(&h, 0, sizeof(h));
-    h.magic = KVT_CHUNK_MAGIC;
-    h.n_records = e->n;
-    h.stored_bytes = e->n * (uint32_t)sizeof(kvtRecord);
-    h.codec = KVT_CODEC_RAW;
-    h.crc32 = ksCrc32(0, e->buf, h.stored_bytes);
-    put(e, &h, sizeof(h));
-    put(e, e->buf, h.stored_bytes);
+    writerState *w = e->writer;
+    pthread_mutex_lock(&w->mu);
+    while (w->job) pthread_cond_wait(&w->cv, &w->mu);
+    w->job = e->buf;
+    w->job_n = e->n;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    kvtRecord *t = e->buf; /* the writer owns the full buffer; fill the spare */
+    e->buf = e->spare;
+    e->spare = t;
     e->total_records += e->n;
     e->n_chunks++;
     e->n = 0;
@@ -140,12 +214,24 @@ void ksEmitterFlush(ksEmitter *e) {
 int ksEmitterClose(ksEmitter *e) {
     if (!e) return -1;
     ksEmitterFlush(e);
+    writerState *w = e->writer;
+    writerWait(w);
+    pthread_mutex_lock(&w->mu);
+    w->quit = 1;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thread, NULL);
+    if (w->io_error) e->io_error = 1;
     kvtEndChunk end = {KVT_END_MAGIC, e->n_chunks, e->total_records};
     put(e, &end, sizeof(end));
     if (fflush(e->out) != 0) e->io_error = 1;
     int rc = e->io_error ? -1 : 0;
     if (ksEmitterCurrent == e) ksEmitterCurrent = NULL;
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    free(w);
     free(e->buf);
+    free(e->spare);
     free(e);
     return rc;
 }

@@ -59,16 +59,18 @@ typedef struct ksEmitter {
     uint32_t cap;           /* records per chunk */
     uint64_t next_id;       /* id of the next record (1-based) */
     uint64_t pending_gap;   /* KS_WORK instructions not yet attached */
-    uint64_t total_records; /* records written to chunks so far */
-    uint64_t total_gap;     /* sum of gaps of all records (measured + warm-up) */
-    uint64_t warm_gap;      /* sum of gaps of records inside warm-up markers */
-    uint64_t warm_records;  /* memory records inside warm-up markers */
-    uint64_t mem_records;   /* memory (non-marker) records */
+    uint64_t total_records; /* records handed to the writer so far */
+    uint64_t total_gap;     /* (unused; kept for layout) */
+    uint64_t warm_gap;      /* (unused; kept for layout) */
+    uint64_t warm_records;  /* (unused; kept for layout) */
+    uint64_t mem_records;   /* (unused; kept for layout) */
     uint32_t n_chunks;
     int in_warmup;
     int paused; /* >0: records are dropped (setup that is skipped) */
     FILE *out;
     int io_error;
+    kvtRecord *spare;       /* second chunk buffer (double buffering) */
+    void *writer;           /* writer thread: CRC + fwrite of full chunks (emit.c) */
 } ksEmitter;
 
 extern ksEmitter *ksEmitterCurrent;
@@ -118,12 +120,6 @@ static inline ksLoadId ksEmitCost(uint8_t kind, uint64_t addr, uint16_t size, ui
     r->tag = tag;
     r->site = site;
     r->flags = 0;
-    e->total_gap += gap;
-    e->mem_records++;
-    if (e->in_warmup) {
-        e->warm_gap += gap;
-        e->warm_records++;
-    }
     if (++e->n == e->cap) ksEmitterFlush(e);
     return id;
 }

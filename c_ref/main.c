@@ -323,7 +323,14 @@ int main(int argc, char **argv) {
     s.repeat = 1;
     if (tr_ksWorkloadRun(&s, &res, err, sizeof(err))) die("%s", err);
     if (res.arena_base != KS_ARENA_DEFAULT_BASE) die("arena not at its fixed base (address space taken?)");
+    uint64_t nrec = e->total_records + e->n;
     if (tr_ksEmitterClose(e)) die("write error on '%s': %s", out, strerror(errno));
+    if (getenv("KVSIM_CREF_STATS")) /* benchmarks: tracing throughput of the measured phase */
+        fprintf(stderr,
+                "{\"records\":%llu,\"measured_s\":%.6f,\"records_per_s\":%.0f,\"measured_cpu_s\":%.6f,"
+                "\"records_per_cpu_s\":%.0f}\n",
+                (unsigned long long)nrec, res.runs_s[0], res.runs_s[0] > 0 ? (double)nrec / res.runs_s[0] : 0.0,
+                res.cpu_runs_s[0], res.cpu_runs_s[0] > 0 ? (double)nrec / res.cpu_runs_s[0] : 0.0);
     if (f != stdout) {
         if (fclose(f) != 0) die("write error on '%s': %s", out, strerror(errno));
         if (rename(tmp_path, out) != 0) die("cannot rename to '%s': %s", out, strerror(errno));
