@@ -389,8 +389,9 @@ static inline uint32_t allocWay(kvsimSim *s, uint32_t k, uint64_t set, int64_t i
  * prefetch of that kind (1 software, 2 hardware).  For a READ that hits an
  * exclusive level the line moves up: *dirty_up receives its dirty bit.
  */
-static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag,
-                            int kind, uint32_t pfk, int *dirty_up) {
+static inline __attribute__((always_inline)) uint32_t
+cacheAccessBody(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, int kind,
+                uint32_t pfk, int *dirty_up) {
     kvsimStats *st = s->st;
     if (k == s->n) {
         if (op == OP_READ)
@@ -471,6 +472,13 @@ static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint
     }
     sendVictim(s, k, &v);
     return served;
+}
+
+/* The out-of-line entry used for the levels below L1 (the body recurses through
+ * it); doMemory inlines the body for the L1 access of every piece. */
+static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag,
+                            int kind, uint32_t pfk, int *dirty_up) {
+    return cacheAccessBody(s, k, line, op, stag, kind, pfk, dirty_up);
 }
 
 /* --- Timing ------------------------------------------------------------------- */
@@ -795,8 +803,8 @@ static void doMemory(kvsimSim *s, const kvtRecord *r) {
             }
             s->pfh_kind = 0;
             int op = is_store ? (p1 - p0 == lsize ? OP_WFULL : OP_WRITE) : OP_READ;
-            uint32_t sv = cacheAccess(s, 0, line, op, r->tag,
-                                      is_store ? KVSIM_K_STORE : KVSIM_K_LOAD, 0, NULL);
+            uint32_t sv = cacheAccessBody(s, 0, line, op, r->tag,
+                                          is_store ? KVSIM_K_STORE : KVSIM_K_LOAD, 0, NULL);
             if (sv > svmax) svmax = sv;
             if (timing && !is_store) {
                 int waited = 0;
