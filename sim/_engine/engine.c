@@ -703,9 +703,12 @@ static void doMarker(kvsimSim *s, const kvtRecord *r) {
     if (m == KVT_MARK_WARMUP_END) setCounting(s, 1);
 }
 
-static void doMemory(kvsimSim *s, const kvtRecord *r) {
+/* One memory record.  `timing` and `extras` (TLB or hardware prefetchers
+ * configured) are compile-time constants in each of the four copies that
+ * kvsimRun calls, so the common configurations carry no dead branches. */
+static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const kvtRecord *r,
+                                                            const int timing, const int extras) {
     kvsimStats *st = s->st;
-    const int timing = s->cfg.timing != 0;
     const uint64_t W = s->W;
     const uint32_t lb = s->cfg.line_bits;
     const uint64_t ninstr = (uint64_t)r->gap + 1;
@@ -756,7 +759,7 @@ static void doMemory(kvsimSim *s, const kvtRecord *r) {
         uint64_t line = r->addr >> lb;
         uint64_t xp = X;
         int ok = 1;
-        if (s->cfg.tlb) {
+        if (extras && s->cfg.tlb) {
             int64_t t = translate(s, r->addr, 1);
             if (t < 0) {
                 st->swpf_dropped_tlb++;
@@ -794,7 +797,7 @@ static void doMemory(kvsimSim *s, const kvtRecord *r) {
             uint64_t p0 = r->addr > a0 ? r->addr : a0;
             uint64_t p1 = r->addr + size < a1 ? r->addr + size : a1;
             uint64_t xp = X;
-            if (s->cfg.tlb) {
+            if (extras && s->cfg.tlb) {
                 int64_t t = translate(s, p0, 0);
                 if (timing && !is_store) {
                     st->wait_tlb += (uint64_t)t * W;
@@ -814,7 +817,7 @@ static void doMemory(kvsimSim *s, const kvtRecord *r) {
             } else {
                 classifyPf(s, 0);
             }
-            if (!is_store && s->cfg.nprefetchers) runPrefetchers(s, line, sv, r, xp);
+            if (extras && !is_store && s->cfg.nprefetchers) runPrefetchers(s, line, sv, r, xp);
         }
         if (!is_store) {
             cls = svmax;
@@ -864,6 +867,7 @@ static inline int likelyInL1(const kvsimSim *s, uint64_t line) {
 
 void kvsimRun(kvsimSim *s, const kvtRecord *recs, size_t n) {
     if (s->finished) return;
+    const int extras = s->cfg.tlb || s->cfg.nprefetchers;
     for (size_t i = 0; i < n; i++) {
         /* Look ahead: prefetch the simulated sets (one block per level below L1,
          * which stays in the host caches anyway) that the record
@@ -886,7 +890,17 @@ void kvsimRun(kvsimSim *s, const kvtRecord *recs, size_t n) {
         if (r->kind == KVT_MARKER) {
             doMarker(s, r);
         } else if (r->kind < KVT_MARKER) {
-            doMemory(s, r);
+            if (s->cfg.timing) {
+                if (extras)
+                    doMemoryT(s, r, 1, 1);
+                else
+                    doMemoryT(s, r, 1, 0);
+            } else {
+                if (extras)
+                    doMemoryT(s, r, 0, 1);
+                else
+                    doMemoryT(s, r, 0, 0);
+            }
         } else { /* unknown kind: counted as a record, otherwise ignored */
             s->st->records++;
             s->recno++;
