@@ -1,0 +1,48 @@
+#!/bin/sh
+# bench.sh -- native benchmarks of the prefetch variants (prints figures; not a
+# pass/fail test).  Each line: variant, median wall seconds, median process CPU
+# seconds (robust when the machine is shared), and the speedup of the variant
+# over the baseline for both.  Sizes follow the issue's targets; SCALE=0.1
+# runs everything at a tenth of the keys.
+# Usage: sh bench/bench.sh build/kvsim-cref
+set -u
+B=${1:-build/kvsim-cref}
+SCALE=${SCALE:-1}
+R=${REPEAT:-3}
+n() { awk -v a="$1" -v s="$SCALE" 'BEGIN{printf "%d", a*s}'; }
+field() { sed "s/.*\"$1\":\([0-9.e+-]*\).*/\1/"; }
+
+run() { # label baseline-variant variant workload args...
+    label=$1; base=$2; var=$3; shift 3
+    bj=$("$B" native "$@" --variant "$base" --repeat "$R" --json) || return
+    vj=$("$B" native "$@" --variant "$var" --repeat "$R" --json) || return
+    bw=$(echo "$bj" | field median_s); bc=$(echo "$bj" | field cpu_median_s)
+    vw=$(echo "$vj" | field median_s); vc=$(echo "$vj" | field cpu_median_s)
+    awk -v l="$label" -v b="$base" -v v="$var" -v bw="$bw" -v bc="$bc" -v vw="$vw" -v vc="$vc" 'BEGIN{
+        printf "%-46s %-18s wall %8.3f -> %8.3f s (x%.2f)   cpu %8.3f -> %8.3f s (x%.2f)\n",
+               l, b "->" v, bw, vw, bw/vw, bc, vc, bc/vc }'
+}
+
+echo "# kvsim-cref native benchmarks (SCALE=$SCALE, repeat $R, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
+run "KEYS, $(n 5000000) keys, 100 B" none valkey iterate --op keys --keys "$(n 5000000)" --value-size 100
+run "KEYS, $(n 5000000) keys, 100 B" none next-bucket iterate --op keys --keys "$(n 5000000)" --value-size 100
+run "SAVE, $(n 2000000) keys, 100 B" none valkey iterate --op save --keys "$(n 2000000)" --value-size 100
+run "pipeline GET, $(n 3000000) keys, 256 B, depth 10, b16" naive lookahead pipeline --keys "$(n 3000000)" --ops "$(n 2000000)" --value-size 256 --depth 10 --batch 16
+for vs in 8 32 256; do
+    run "load, $(n 4000000) keys, $vs B" none prefetch-after-key load --keys "$(n 4000000)" --value-size $vs
+    run "load, $(n 4000000) keys, $vs B" none prefetch-rehash load --keys "$(n 4000000)" --value-size $vs
+done
+run "load, $(n 1000000) keys, 4096 B" none prefetch-after-key load --keys "$(n 1000000)" --value-size 4096
+run "load, $(n 1000000) keys, 4096 B" none prefetch-rehash load --keys "$(n 1000000)" --value-size 4096
+run "load, $(n 250000) keys, 16384 B" none prefetch-after-key load --keys "$(n 250000)" --value-size 16384
+run "mset, $(n 5000000) keys, 50 keys/cmd, 100 B" none batch mset --keys "$(n 5000000)" --keys-per-command 50 --value-size 100
+run "mget, $(n 3000000) keys, 50 keys/cmd, 100 B" none batch mget --keys "$(n 3000000)" --ops "$(n 40000)" --keys-per-command 50 --value-size 100
+
+# memory: unified vs legacy, 16 B keys, 8 B values
+u=$("$B" native pipeline --keys "$(n 2000000)" --ops 1 --value-size 8 --key-size 16 --layout unified --json | field memory_bytes)
+l=$("$B" native pipeline --keys "$(n 2000000)" --ops 1 --value-size 8 --key-size 16 --layout legacy --json | field memory_bytes)
+awk -v u="$u" -v l="$l" -v k="$(n 2000000)" 'BEGIN{printf "memory, %d keys, 16 B keys, 8 B values: unified %d B, legacy %d B, ratio %.3f\n", k, u, l, u/l}'
+
+# tracing throughput (records per wall second and per process-CPU second of the measured phase)
+t=$(KVSIM_CREF_STATS=1 "$B" trace pipeline --keys "$(n 1000000)" --ops "$(n 2000000)" -o /dev/null 2>&1 >/dev/null)
+echo "tracing, pipeline GET $(n 2000000) ops: $t"
