@@ -227,7 +227,7 @@ def test_lockstep_under_address_sanitizer(cref_lib):
     cc = os.environ.get("CC", "cc")
     pre = [subprocess.run([cc, f"-print-file-name={r}"], capture_output=True, text=True,
                           check=True).stdout.strip() for r in ASAN_RUNTIMES]
-    env = dict(os.environ, KVSIM_CREF_LIB=lib, LD_PRELOAD=" ".join(pre),
+    env = dict(os.environ, KVSIM_CREF_LIB=lib, KVSIM_CREF_TEST_LIB=lib, LD_PRELOAD=" ".join(pre),
                KVSIM_EXAMPLES_FACTOR=os.environ.get("KVSIM_ASAN_EXAMPLES_FACTOR", "0.3"),
                ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=1",
                UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
