@@ -132,6 +132,7 @@ def test_local_from_fake_sysfs(tmp_path):
     assert cpu.caches[2].size == 4 * 1024 * 1024  # the measured effective L3, not 480 MiB
     assert any("480" in n or "491520" in n for n in cpu.notes)
     assert cpu.freq_ghz == pytest.approx(3.46)
+    assert cpu.tlb.page_size == 2 * 1024 * 1024 and cpu.tlb.walk_latency == round(170 * 3.46)
     over = local_cpu(tmp_path, {"l3_effective": "8MiB", "dram_latency_ns": 120})
     assert over.caches[2].size == 8 * 1024 * 1024 and over.dram_latency_ns == 120
     with pytest.raises(sim.ConfigError, match="unknown local override"):
