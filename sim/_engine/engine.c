@@ -536,7 +536,18 @@ static uint64_t inflight(const kvsimSim *s, uint32_t sv, uint64_t line, uint64_t
     const Level *L = &s->lv[sv];
     if (!L->mshrs || x >= L->mmax_ready) return 0;
     uint64_t r = 0;
-    for (uint32_t i = 0; i < L->mshrs; i++) {
+    uint32_t i = 0;
+#if defined(__SSE4_2__)
+    /* usually no buffer holds the line: find that out two entries per compare */
+    const __m128i lv = _mm_set1_epi64x((long long)line);
+    const uint32_t pairs = L->mshrs & ~1u;
+    int any = 0;
+    for (uint32_t j = 0; j < pairs; j += 2)
+        any |= _mm_movemask_pd(_mm_castsi128_pd(
+            _mm_cmpeq_epi64(_mm_loadu_si128((const __m128i *)(L->mline + j)), lv)));
+    if (!any) i = pairs; /* only the odd tail is left to check */
+#endif
+    for (; i < L->mshrs; i++) {
         uint64_t rd = L->mready[i];
         uint64_t c = (L->mline[i] == line && rd > x) ? rd : 0;
         r = c > r ? c : r;
