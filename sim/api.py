@@ -162,7 +162,7 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
         cycles = -(-raw["ticks"] // width)
         stalls = {}
         for k in range(n + 2):
-            name = cpu.caches[k].name if k < n else ("DRAM" if k == n else "store/prefetch")
+            name = cpu.caches[k].name if k < n else ("DRAM" if k == n else "core")
             v = int(raw["stall_rob"][k])
             if v:
                 stalls[f"rob_full:{name}"] = cyc(v)

@@ -338,6 +338,7 @@ class ReferenceSim:
         self.blk = None
         self.dep_ring = [0] * B.DEP_WINDOW
         self.dram_free = 0
+        self.last_cause = self.n + 1
         self.finished = False
         self.command = None  # (counted, start tick, L1 misses at start) of the open command
         self.l1_misses_all = 0  # every L1 miss, warm-up included
@@ -699,8 +700,12 @@ class ReferenceSim:
                     st["load_latency"] += C - X
                     st["loads_timed"] += 1
         if self.timing:
+            # cause of the retire time: this op's level if its completion set it, else
+            # whatever held up the op before it (in-order retirement)
+            cause = cls if C > self.r_last + ninstr else self.last_cause
+            self.last_cause = cause
             R = max(self.r_last + ninstr, C)
-            self.rob.append((self.instr, R, cls))
+            self.rob.append((self.instr, R, cause))
             st["ticks"] += R - self.r_last
             ph["ticks"] += R - self.r_last
             self.r_last = R

@@ -125,6 +125,7 @@ struct kvsimSim {
     uint8_t blk_cls;
     uint64_t dep_ring[KVSIM_DEP_WINDOW];
     uint64_t dram_free;
+    uint8_t last_cause; /* stall class that set the last retire time */
     /* the open command (COMMAND marker to COMMAND marker) */
     int cmd_open, cmd_counted;
     uint64_t cmd_t0, cmd_miss0;
@@ -842,11 +843,15 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
     if (timing) {
         uint64_t r0 = s->r_last;
         uint64_t R = s->r_last + ninstr;
+        /* the cause of a retire time: this op's own service level if its completion
+         * set it, else whatever held up the op before it (in-order retirement) */
+        uint8_t cause = C > R ? (uint8_t)cls : s->last_cause;
+        s->last_cause = cause;
         if (C > R) R = C;
         uint64_t t = s->rob_tail & s->rob_mask;
         s->rob_idx[t] = s->instr;
         s->rob_ret[t] = R;
-        s->rob_cls[t] = (uint8_t)cls;
+        s->rob_cls[t] = cause;
         s->rob_tail++;
         s->r_last = R;
         s->dep_ring[s->recno % KVSIM_DEP_WINDOW] = C;
@@ -1096,6 +1101,7 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
         uint64_t cap = 1;
         while (cap <= cfg->rob) cap <<= 1;
         s->rob_mask = cap - 1;
+        s->last_cause = (uint8_t)(s->n + 1);
         s->rob_idx = xcalloc(cap, sizeof(uint64_t));
         s->rob_ret = xcalloc(cap, sizeof(uint64_t));
         s->rob_cls = xcalloc(cap, 1);

@@ -141,9 +141,10 @@ typedef struct kvsimStats {
     uint64_t swpf_dropped_tlb;
     /* timing */
     uint64_t ticks;          /* counted time; cycles = ceil(ticks / width) */
-    uint64_t stall_rob[KVSIM_MAX_LEVELS + 2]; /* dispatch stalls (ticks), by the ROB-head
-                                                  op's service level; [nlevels] = DRAM,
-                                                  [nlevels+1] = store/prefetch */
+    uint64_t stall_rob[KVSIM_MAX_LEVELS + 2]; /* dispatch stalls (ticks) by the cause of the
+                                                  blocking op's retire time: the service level
+                                                  of the load whose completion set it ([nlevels]
+                                                  = DRAM); [nlevels+1] = core (not a load) */
     uint64_t wait_dep;       /* ticks loads waited for their producer */
     uint64_t wait_mshr;      /* ticks misses waited for a free miss buffer */
     uint64_t wait_tlb;       /* ticks added by STLB hits and walks */

@@ -135,3 +135,13 @@ def test_hw_prefetchers_train(engine):
     # trained by misses only: with degree 2, two of every three lines are prefetched
     assert off["levels"][0]["misses"] == 64
     assert res["levels"][0]["by_kind"]["load"]["misses"] <= 64 // 3 + 2
+
+
+def test_rob_stall_blamed_on_the_miss_that_holds_retirement(engine):
+    # warm line 0, then one DRAM miss followed by many L1 hits: the hits cannot retire
+    # before the miss, so the full ROB is the DRAM miss's fault, not the hits'
+    rows = [(0, 0, 8)] + [(0, 1 << 20, 8)] + [(0, 0, 8)] * 200
+    res = sim.simulate(records(rows), cpu(rob=16), engine=engine)
+    stalls = res["timing"]["stall_cycles"]
+    assert stalls["rob_full:DRAM"] > 50
+    assert stalls.get("rob_full:L1", 0) == 0
