@@ -22,8 +22,9 @@
  *   - The page map holds, for every 4 KiB page of the span, the size class id
  *     of the slab or extent covering it (0 = none).  ksArenaUsableSize and
  *     ksArenaFree read it: no per-block header.
- *   - Small classes (< 4096) carve slabs of KS_SLAB_BYTES; blocks are handed out
- *     at class-size stride from the slab start.  Large classes (>= 4096, all
+ *   - Small classes (< 16 KiB, as jemalloc's) carve slabs of KS_SLAB_BYTES;
+ *     blocks are handed out at class-size stride from the slab start and never
+ *     straddle the slab end.  Large classes (>= 16 KiB, all
  *     multiples of 4096) get one page-aligned extent per allocation.
  *   - Freed blocks go to a per-class LIFO free list threaded through the blocks
  *     themselves.  Freed large extents of >= 1 MiB are returned to the kernel
@@ -67,6 +68,7 @@
 
 #define PAGE 4096u
 #define KS_SLAB_BYTES (64u * 1024u)       /* one slab of a small class */
+#define KS_LARGE_MIN (16u * 1024u)        /* smallest large class: 16K, 20K, 24K, ... */
 #define KS_COMMIT_STEP (64ull << 20)      /* make the span writable 64 MiB at a time */
 #define KS_MADVISE_MIN (1ull << 20)       /* free large extents >= 1 MiB to the OS */
 #define MAX_ARENAS 64                     /* slots tried above the base */
@@ -74,6 +76,11 @@
 
 static_assert(KS_ARENA_SPAN % PAGE == 0, "span is whole pages");
 static_assert(KS_SLAB_BYTES % PAGE == 0, "slab is whole pages");
+/* Large classes from 16 KiB step by 16K/4 = 4 KiB, so every large extent is
+ * whole pages and the bump pointer stays page aligned (the page map relies on
+ * it).  The 5K/6K/7K classes are not page multiples: they are slab classes. */
+static_assert((KS_LARGE_MIN / 4) % PAGE == 0, "large classes are page multiples");
+static_assert(KS_SLAB_BYTES >= 4 * KS_LARGE_MIN, "a slab holds several of the largest small class");
 /* The page map needs one byte per page: 64 GiB / 4 KiB = 16 MiB. */
 #define MAP_BYTES (KS_ARENA_SPAN / PAGE)
 static_assert(MAP_BYTES % PAGE == 0, "page map is whole pages");
@@ -216,7 +223,7 @@ void *ksArenaAlloc(ksArena *a, size_t size) {
     if (sc->free) {
         p = sc->free;
         sc->free = sc->free->next;
-    } else if (sc->size >= PAGE) {
+    } else if (sc->size >= KS_LARGE_MIN) {
         p = bumpAlloc(a, sc->size);
         markPages(a, p, sc->size, (uint8_t)c);
     } else {

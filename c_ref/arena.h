@@ -41,7 +41,7 @@ void ksArenaDestroy(ksArena *a);
  * with a message if the arena's span is exhausted.  Alignment: 8 for the 8-byte
  * class, 16 for classes below 64, the largest power of two dividing the class
  * size up to 4096 otherwise (so 64-byte buckets are cache-line aligned, as
- * with jemalloc).  Large classes (>= 4096) are page aligned. */
+ * with jemalloc).  Large classes (>= 16 KiB) are page aligned. */
 void *ksArenaAlloc(ksArena *a, size_t size);
 /* ksArenaAlloc plus zeroing. */
 void *ksArenaCalloc(ksArena *a, size_t size);

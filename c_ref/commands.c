@@ -56,40 +56,51 @@ static void getCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     else replyValue(ks, c, e, 0);
 }
 
+/* parseExtendedStringArgumentsOrReply: every option is parsed first (a
+ * repeated EX/PX keeps the last value; conflicting ones are a syntax error),
+ * then the expire value is validated. */
+enum { SET_NX = 1, SET_XX = 2, SET_KEEPTTL = 4, SET_GET = 8, SET_EX = 16, SET_PX = 32, SET_EXAT = 64, SET_PXAT = 128 };
+#define SET_ANY_EXPIRE (SET_EX | SET_PX | SET_EXAT | SET_PXAT)
+
 static void setCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
-    int nx = 0, xx = 0, keepttl = 0, get = 0;
-    long long expire = -1; /* absolute ms */
+    int flags = 0;
+    sds expire_arg = NULL;
     for (int j = 3; j < cmd->argc; j++) {
         sds a = cmd->argv[j];
         int has_next = j + 1 < cmd->argc;
-        if (argEq(a, "NX") && !xx) nx = 1;
-        else if (argEq(a, "XX") && !nx) xx = 1;
-        else if (argEq(a, "KEEPTTL") && expire < 0) keepttl = 1;
-        else if (argEq(a, "GET")) get = 1;
-        else if ((argEq(a, "EX") || argEq(a, "PX") || argEq(a, "EXAT") || argEq(a, "PXAT")) && has_next && !keepttl &&
-                 expire < 0) {
-            long long v;
-            if (getLongLong(cmd->argv[j + 1], &v)) {
-                ksReplyError(ks, c, "ERR value is not an integer or out of range");
-                return;
-            }
-            int secs = argEq(a, "EX") || argEq(a, "EXAT");
-            int rel = argEq(a, "EX") || argEq(a, "PX");
-            if (v <= 0 || (secs && v > LLONG_MAX / 1000)) {
-                ksReplyError(ks, c, "ERR invalid expire time in 'set' command");
-                return;
-            }
-            long long ms = secs ? v * 1000 : v;
-            if (rel && ms > LLONG_MAX - ks->now_ms) {
-                ksReplyError(ks, c, "ERR invalid expire time in 'set' command");
-                return;
-            }
-            expire = rel ? ks->now_ms + ms : ms;
-            j++;
+        int unit = argEq(a, "EX") ? SET_EX : argEq(a, "PX") ? SET_PX : argEq(a, "EXAT") ? SET_EXAT
+                 : argEq(a, "PXAT") ? SET_PXAT : 0;
+        if (argEq(a, "NX") && !(flags & SET_XX)) flags |= SET_NX;
+        else if (argEq(a, "XX") && !(flags & SET_NX)) flags |= SET_XX;
+        else if (argEq(a, "KEEPTTL") && !(flags & SET_ANY_EXPIRE)) flags |= SET_KEEPTTL;
+        else if (argEq(a, "GET")) flags |= SET_GET;
+        else if (unit && has_next && !(flags & SET_KEEPTTL) && !(flags & (SET_ANY_EXPIRE & ~unit))) {
+            flags |= unit;
+            expire_arg = cmd->argv[++j];
         } else {
             ksReplyError(ks, c, "ERR syntax error");
             return;
         }
+    }
+    int nx = flags & SET_NX, xx = flags & SET_XX, keepttl = flags & SET_KEEPTTL, get = flags & SET_GET;
+    long long expire = -1; /* absolute ms */
+    if (expire_arg) { /* getExpireMillisecondsOrReply */
+        long long v;
+        if (getLongLong(expire_arg, &v)) {
+            ksReplyError(ks, c, "ERR value is not an integer or out of range");
+            return;
+        }
+        int secs = flags & (SET_EX | SET_EXAT), rel = flags & (SET_EX | SET_PX);
+        if (v <= 0 || (secs && v > LLONG_MAX / 1000)) {
+            ksReplyError(ks, c, "ERR invalid expire time in 'set' command");
+            return;
+        }
+        long long ms = secs ? v * 1000 : v;
+        if (rel && ms > LLONG_MAX - ks->now_ms) {
+            ksReplyError(ks, c, "ERR invalid expire time in 'set' command");
+            return;
+        }
+        expire = rel ? ks->now_ms + ms : ms;
     }
     ksKeyInfo ki;
     if (cmd->prefetched) ki = cmd->key;
@@ -264,11 +275,7 @@ static void msetnxCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
 /* --- Expiry commands ------------------------------------------------------- */
 
 static void expireGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int unit_ms, const char *name) {
-    long long v;
-    if (getLongLong(cmd->argv[2], &v)) {
-        ksReplyError(ks, c, "ERR value is not an integer or out of range");
-        return;
-    }
+    /* parseExtendedExpireArgumentsOrReply runs before the integer is read. */
     int nx = 0, xx = 0, gt = 0, lt = 0;
     for (int j = 3; j < cmd->argc; j++) {
         sds a = cmd->argv[j];
@@ -277,9 +284,12 @@ static void expireGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int unit_
         else if (argEq(a, "GT")) gt = 1;
         else if (argEq(a, "LT")) lt = 1;
         else {
-            char msg[128];
-            snprintf(msg, sizeof(msg), "ERR Unsupported option %.64s", a);
+            size_t n = sdslen(a) + 64;
+            char *msg = malloc(n);
+            if (!msg) abort();
+            snprintf(msg, n, "ERR Unsupported option %s", a);
             ksReplyError(ks, c, msg);
+            free(msg);
             return;
         }
     }
@@ -289,6 +299,11 @@ static void expireGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int unit_
     }
     if (gt && lt) {
         ksReplyError(ks, c, "ERR GT and LT options at the same time are not compatible");
+        return;
+    }
+    long long v;
+    if (getLongLong(cmd->argv[2], &v)) {
+        ksReplyError(ks, c, "ERR value is not an integer or out of range");
         return;
     }
     long long ms = v;
@@ -397,6 +412,7 @@ static void scanCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
         } else if (argEq(cmd->argv[j], "MATCH") && j + 1 < cmd->argc) {
             pat = cmd->argv[j + 1];
             plen = sdslen(pat);
+            if (plen == 1 && pat[0] == '*') pat = NULL; /* use_pattern = 0 */
             j++;
         } else if (argEq(cmd->argv[j], "TYPE") && j + 1 < cmd->argc) {
             j++; /* every key is a string here; filtered below */
@@ -432,10 +448,15 @@ static void scanCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
         ksKeyInfo ki;
         ki.key = k;
         ki.slot = ks->cluster ? (int)ksKeyHashSlot(k, sdslen(k)) : 0;
-        ki.hash = ks->layout == KS_LAYOUT_LEGACY ? ksSiphash(k, sdslen(k), ks->sipkey) : 0;
-        if (ksEntryIsExpired(ks, ksDbGetExpire(ks, &ki, entry))) continue;
-        if (type_mismatch) continue;
+        /* Valkey's order: pattern, type, then expiry (only unfiltered keys
+         * are checked, and deleted, when expired). */
         if (pat && !ksStringMatch(pat, plen, k, sdslen(k))) continue;
+        if (type_mismatch) continue;
+        ki.hash = ksSiphash(k, sdslen(k), ks->sipkey);
+        if (ksEntryIsExpired(ks, ksDbGetExpire(ks, &ki, entry))) {
+            ksDbDelete(ks, &ki); /* expireIfNeeded: the scan deletes it */
+            continue;
+        }
         d.keys[kept++] = k;
     }
     ksReplyArrayLen(ks, c, 2);
@@ -451,6 +472,10 @@ static void dbsizeCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
 }
 
 static void flushallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
+    if (cmd->argc > 2) { /* getFlushCommandFlags */
+        ksReplyError(ks, c, "ERR syntax error");
+        return;
+    }
     for (int j = 1; j < cmd->argc; j++) {
         if (!argEq(cmd->argv[j], "SYNC") && !argEq(cmd->argv[j], "ASYNC")) {
             ksReplyError(ks, c, "ERR syntax error");

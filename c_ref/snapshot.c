@@ -264,8 +264,9 @@ static int loadRecords(ksKeyspace *ks, reader *r) {
         if (ks->var.load.prefetch_after_key) {
             /* #2311: hash and slot now, prefetch the bucket the insert will use. */
             ksKeyResolve(ks, keybuf, &ki);
-            void *t = ksDbTableForWrite(ks, ki.slot);
-            ks->ops->prefetchBucket(t, ki.hash);
+            /* A missing slot table has no bucket to prefetch; it is created by
+             * the insert (never for a key dropped as expired). */
+            if (ki.table) ks->ops->prefetchBucket(ki.table, ki.hash);
         }
         /* (5) read the value. */
         if (rString(r, &v, &vlen)) goto done;

@@ -406,6 +406,30 @@ static int test_arena(void) {
     TEST_ASSERT(ksArenaSizeClass(4097) == 5120);
     void *p64 = ksArenaAlloc(a, 64);
     TEST_ASSERT(((uintptr_t)p64 % 64) == 0);
+    /* Every class boundary region: blocks never overlap, usable sizes hold. */
+    enum { NB = 4000 };
+    static uint8_t *blk[NB];
+    static size_t bsz[NB];
+    unsigned long long r = test_seed;
+    for (int i = 0; i < NB; i++) {
+        bsz[i] = 1 + test_rand(&r) % (i % 10 == 0 ? 70000 : 9000);
+        blk[i] = ksArenaAlloc(a, bsz[i]);
+        TEST_ASSERT(ksArenaUsableSize(a, blk[i]) >= bsz[i]);
+        memset(blk[i], i & 0xff, bsz[i]);
+        if (i % 3 == 0) {
+            int j = (int)(test_rand(&r) % (unsigned long long)(i + 1));
+            if (blk[j]) {
+                ksArenaFree(a, blk[j]);
+                blk[j] = NULL;
+            }
+        }
+    }
+    for (int i = 0; i < NB; i++) {
+        if (!blk[i]) continue;
+        for (size_t k = 0; k < bsz[i]; k += 97) TEST_ASSERT(blk[i][k] == (i & 0xff));
+        TEST_ASSERT(ksArenaUsableSize(a, blk[i]) == ksArenaSizeClass(bsz[i]));
+        ksArenaFree(a, blk[i]);
+    }
     void *big = ksArenaAlloc(a, 100000);
     TEST_ASSERT(((uintptr_t)big % 4096) == 0 && ksArenaUsableSize(a, big) >= 100000);
     void *p = ksArenaAlloc(a, 40);
