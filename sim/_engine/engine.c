@@ -86,6 +86,7 @@ typedef struct Level {
     uint64_t memo_key, memo_set;
     uint32_t memo_way;
     int is_lru; /* devirtualised LRU updates (policy_lru.h) */
+    uint32_t roff; /* LRU ranks (<= 16 ways): their offset in the set block, else 0 */
 } Level;
 
 typedef struct Tlb {
@@ -126,6 +127,7 @@ struct kvsimSim {
     uint64_t dep_ring[KVSIM_DEP_WINDOW];
     uint64_t dram_free;
     uint8_t last_cause; /* stall class that set the last retire time */
+    int fast; /* every level LRU with ranks and non-inclusive, no TLB or prefetchers */
     /* the open command (COMMAND marker to COMMAND marker) */
     int cmd_open, cmd_counted;
     uint64_t cmd_t0, cmd_miss0;
@@ -475,6 +477,114 @@ cacheAccessBody(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, in
     return served;
 }
 
+/*
+ * The same access for the common configuration (s->fast: every level LRU with
+ * ranks, so at most 16 ways and a 16-byte fingerprint row; non-inclusive; no
+ * hardware prefetchers, so no prefetch fill starts here).  Step for step
+ * cacheAccessBody with the cases that cannot occur folded away: one SSE compare
+ * finds the way, the free way and (from the ranks) the victim.
+ */
+static uint32_t fastAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag,
+                           int kind);
+
+static inline __attribute__((always_inline)) uint32_t
+fastAccessBody(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, int kind) {
+    kvsimStats *st = s->st;
+    Level *L = &s->lv[k];
+    kvsimLevelStats *ls = &st->level[k];
+    const uint32_t ways = L->ways;
+    const uint64_t set = line & L->set_mask;
+    uint8_t *const b = SET_BASE(L, set);
+    uint8_t *const meta = b + 16;
+    uint8_t *const stg = meta + ways;
+    uint8_t *const rk = b + L->roff;
+    uint64_t *const tg = (uint64_t *)(b + L->hdr);
+    const size_t idx = (size_t)stag * KVSIM_NKINDS + (size_t)kind;
+    const uint8_t f = fingerprint(line);
+    const uint32_t wmask = (1u << ways) - 1;
+    uint32_t cand, empty;
+#if defined(__SSE4_2__)
+    {
+        const __m128i x = _mm_loadu_si128((const __m128i *)b);
+        cand = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8((char)f))) & wmask;
+        empty = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_setzero_si128())) & wmask;
+    }
+#else
+    cand = empty = 0;
+    for (uint32_t w = 0; w < ways; w++) {
+        cand |= (uint32_t)(b[w] == f) << w;
+        empty |= (uint32_t)(b[w] == 0) << w;
+    }
+#endif
+    ls->access[idx]++;
+    st->phase[s->phase].access[k]++;
+    while (cand) {
+        const uint32_t w = (uint32_t)__builtin_ctz(cand);
+        if (tg[w] == line + 1) {
+            ls->hit[idx]++;
+            kvsimLruRankTouch(rk, ways, w);
+            uint8_t m = meta[w];
+            if ((kind == KVSIM_K_LOAD || kind == KVSIM_K_STORE) && (m & META_PF_MASK)) {
+                s->pfh_kind = (m & META_PF_MASK) >> META_PF_SHIFT;
+                s->pfh_level = k;
+                m &= (uint8_t)~META_PF_MASK;
+            }
+            if (op != OP_READ && op != OP_VICTIM) m |= META_DIRTY;
+            meta[w] = m;
+            return k;
+        }
+        cand &= cand - 1;
+    }
+    ls->miss[idx]++;
+    st->phase[s->phase].miss[k]++;
+    if (k == 0) s->l1_misses_all++;
+    uint32_t way;
+    int vdirty = 0;
+    uint64_t vline = 0;
+    uint8_t vstag = 0;
+    if (empty) {
+        way = (uint32_t)__builtin_ctz(empty);
+    } else {
+        way = kvsimLruRankVictim(rk, ways);
+        const uint8_t vm = meta[way];
+        vline = tg[way] - 1;
+        vdirty = vm & META_DIRTY;
+        vstag = stg[way];
+        const uint32_t pfk = (vm & META_PF_MASK) >> META_PF_SHIFT;
+        ls->evictions++;
+        if (pfk) ls->pf_useless[pfk - 1]++;
+        if (L->memo_key && L->memo_set == set && L->memo_way == way) L->memo_key = 0;
+    }
+    tg[way] = line + 1;
+    b[way] = f;
+    meta[way] = (uint8_t)((op == OP_WRITE || op == OP_WFULL) ? META_DIRTY : 0);
+    stg[way] = stag;
+    kvsimLruRankTouch(rk, ways, way);
+    uint32_t served = k;
+    if (op == OP_READ || op == OP_WRITE) {
+        ls->fetches++;
+        if (k + 1 == s->n) {
+            st->dram_reads++;
+            served = s->n;
+        } else {
+            served = fastAccess(s, k + 1, line, OP_READ, stag, kind);
+        }
+    }
+    if (vdirty) {
+        ls->writebacks++;
+        if (k + 1 == s->n)
+            st->dram_writes++;
+        else
+            fastAccess(s, k + 1, vline, OP_WFULL, vstag, KVSIM_K_WRITEBACK);
+    }
+    return served;
+}
+
+static uint32_t fastAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag,
+                           int kind) {
+    return fastAccessBody(s, k, line, op, stag, kind);
+}
+
 /* The out-of-line entry used for the levels below L1 (the body recurses through
  * it); doMemory inlines the body for the L1 access of every piece. */
 static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag,
@@ -719,7 +829,8 @@ static void doMarker(kvsimSim *s, const kvtRecord *r) {
  * configured) are compile-time constants in each of the four copies that
  * kvsimRun calls, so the common configurations carry no dead branches. */
 static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const kvtRecord *r,
-                                                            const int timing, const int extras) {
+                                                            const int timing, const int extras,
+                                                            const int fast) {
     kvsimStats *st = s->st;
     const uint64_t W = s->W;
     const uint32_t lb = s->cfg.line_bits;
@@ -818,8 +929,11 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
             }
             s->pfh_kind = 0;
             int op = is_store ? (p1 - p0 == lsize ? OP_WFULL : OP_WRITE) : OP_READ;
-            uint32_t sv = cacheAccessBody(s, 0, line, op, r->tag,
-                                          is_store ? KVSIM_K_STORE : KVSIM_K_LOAD, 0, NULL);
+            uint32_t sv =
+                fast ? fastAccessBody(s, 0, line, op, r->tag,
+                                      is_store ? KVSIM_K_STORE : KVSIM_K_LOAD)
+                     : cacheAccessBody(s, 0, line, op, r->tag,
+                                       is_store ? KVSIM_K_STORE : KVSIM_K_LOAD, 0, NULL);
             if (sv > svmax) svmax = sv;
             if (timing && !is_store) {
                 int waited = 0;
@@ -884,6 +998,7 @@ static inline int likelyInL1(const kvsimSim *s, uint64_t line) {
 void kvsimRun(kvsimSim *s, const kvtRecord *recs, size_t n) {
     if (s->finished) return;
     const int extras = s->cfg.tlb || s->cfg.nprefetchers;
+    const int fast = s->fast;
     for (size_t i = 0; i < n; i++) {
         /* Look ahead: prefetch the simulated sets (one block per level below L1,
          * which stays in the host caches anyway) that the record
@@ -908,14 +1023,18 @@ void kvsimRun(kvsimSim *s, const kvtRecord *recs, size_t n) {
         } else if (r->kind < KVT_MARKER) {
             if (s->cfg.timing) {
                 if (extras)
-                    doMemoryT(s, r, 1, 1);
+                    doMemoryT(s, r, 1, 1, 0);
+                else if (fast)
+                    doMemoryT(s, r, 1, 0, 1);
                 else
-                    doMemoryT(s, r, 1, 0);
+                    doMemoryT(s, r, 1, 0, 0);
             } else {
                 if (extras)
-                    doMemoryT(s, r, 0, 1);
+                    doMemoryT(s, r, 0, 1, 0);
+                else if (fast)
+                    doMemoryT(s, r, 0, 0, 1);
                 else
-                    doMemoryT(s, r, 0, 0);
+                    doMemoryT(s, r, 0, 0, 0);
             }
         } else { /* unknown kind: counted as a record, otherwise ignored */
             s->st->records++;
@@ -1050,12 +1169,21 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
         L->mshrs = cfg->timing ? c->mshrs : 0;
         L->set_mask = c->sets - 1;
         L->fpw = (c->ways + 15) & ~15u;
-        L->hdr = (L->fpw + 2 * c->ways + 7) & ~7u;
-        L->stride = (L->hdr + (uint64_t)c->ways * 16 + 63) & ~(uint64_t)63;
+        if (L->is_lru && c->ways <= KVSIM_LRU_RANK_MAX_WAYS) {
+            /* [fp 16][meta][stag][pad to 16][ranks 16][tags]: no per-line words */
+            L->roff = (L->fpw + 2 * c->ways + 15) & ~15u;
+            L->hdr = L->roff + 16;
+            L->stride = (L->hdr + (uint64_t)c->ways * 8 + 63) & ~(uint64_t)63;
+        } else {
+            L->hdr = (L->fpw + 2 * c->ways + 7) & ~7u;
+            L->stride = (L->hdr + (uint64_t)c->ways * 16 + 63) & ~(uint64_t)63;
+        }
         L->blk = bigAlloc(c->sets, L->stride);
         L->pc.ways = c->ways;
         L->pc.stride = L->stride / sizeof(uint64_t);
-        L->pc.line = L->blk ? (uint64_t *)(L->blk + L->hdr) + c->ways : NULL;
+        L->pc.line = L->blk && !L->roff ? (uint64_t *)(L->blk + L->hdr) + c->ways : NULL;
+        L->pc.rank = L->blk && L->roff ? L->blk + L->roff : NULL;
+        L->pc.rstride = L->stride;
         L->pc.set = xcalloc(c->sets, sizeof(uint64_t));
         L->pc.rng = c->seed ? c->seed : 0x9E3779B97F4A7C15ULL;
         L->mline = xcalloc(c->mshrs, sizeof(uint64_t));
@@ -1067,6 +1195,9 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
         if (L->pol->on_init)
             for (uint64_t set = 0; set < c->sets; set++) L->pol->on_init(&L->pc, (uint32_t)set);
     }
+    s->fast = !cfg->tlb && cfg->nprefetchers == 0;
+    for (uint32_t k = 0; k < s->n; k++)
+        if (!s->lv[k].roff || s->lv[k].inclusion != KVSIM_NON_INCLUSIVE) s->fast = 0;
     if (cfg->nprefetchers > KVSIM_MAX_PREFETCHERS) FAIL("prefetcher: at most %d", KVSIM_MAX_PREFETCHERS);
     for (uint32_t p = 0; p < cfg->nprefetchers; p++) {
         const kvsimPrefetcherConfig *c = &cfg->prefetcher[p];

@@ -33,6 +33,10 @@ typedef struct kvsimPolicyCtx {
     uint64_t clock;  /* monotonically increasing access counter */
     uint64_t fills;  /* fills so far (BRRIP's bimodal throttle) */
     uint64_t rng;    /* xorshift64* state (random policy) */
+    /* LRU with at most 16 ways keeps a recency rank per way instead of stamps: 16
+     * bytes inside each set's block (`rank + set * rstride`), NULL otherwise */
+    uint8_t *rank;
+    uint64_t rstride;
 } kvsimPolicyCtx;
 
 #define KVSIM_PLINE(p, set) ((p)->line + (uint64_t)(set) * (p)->stride)

@@ -1,9 +1,14 @@
 /*
- * policy_lru.c -- true LRU (timestamps); the operations are in policy_lru.h so
- * that the engine can inline them.  Invalidation zeroes the stamp; the engine
- * refills invalid ways before it asks for a victim.
+ * policy_lru.c -- true LRU (ranks for <= 16 ways, else timestamps); the
+ * operations are in policy_lru.h so that the engine can inline them.
+ * Invalidation zeroes a stamp (ranks stay: an invalid way is refilled, and so
+ * touched, before the engine asks for a victim).
  */
 #include "policy_lru.h"
+
+static void lruInit(kvsimPolicyCtx *p, uint32_t set) {
+    if (p->rank) kvsimLruRankInit(p, set);
+}
 
 static void lruTouch(kvsimPolicyCtx *p, uint32_t set, uint32_t way) {
     kvsimLruTouch(p, set, way);
@@ -12,16 +17,17 @@ static void lruTouch(kvsimPolicyCtx *p, uint32_t set, uint32_t way) {
 static uint32_t lruVictim(kvsimPolicyCtx *p, uint32_t set) { return kvsimLruVictim(p, set); }
 
 static void lruInvalidate(kvsimPolicyCtx *p, uint32_t set, uint32_t way) {
-    KVSIM_PLINE(p, set)[way] = 0;
+    if (!p->rank) KVSIM_PLINE(p, set)[way] = 0;
 }
 
 static uint64_t lruAge(const kvsimPolicyCtx *p, uint32_t set, uint32_t way) {
+    if (p->rank) return (uint64_t)(p->ways - 1 - KVSIM_RANK(p, set)[way]);
     return p->clock - KVSIM_PLINE(p, set)[way];
 }
 
 const kvsimPolicyOps kvsimPolicyLru = {
     .name = "lru",
-    .on_init = NULL,
+    .on_init = lruInit,
     .on_hit = lruTouch,
     .on_fill = lruTouch,
     .victim = lruVictim,

@@ -3,12 +3,22 @@
  * engine can call the default policy without an indirect call.  policy_lru.c
  * builds the kvsimPolicyOps vtable from these same functions: one definition.
  *
- * True LRU by per-line timestamps: every access (hit or fill) stamps the line
- * with ++clock; the victim is the way with the smallest stamp.  Stamps are
- * unique, so the order is total and equals DineroIV's LRU stack (where a hit,
- * read or write, moves the block to the top).  O(1) per access, O(ways) per
- * victim; with SSE4.2 the minimum is found two ways per compare (stamps stay
- * below 2^63, so the signed 64-bit compare is exact).
+ * True LRU, in one of two representations chosen at creation:
+ *
+ *  * ways <= 16 (p->rank != NULL): a recency rank per way, one byte each, 16
+ *    bytes per set inside the set's block.  The ranks are a permutation of
+ *    0..ways-1 (initially rank[w] = w); touching way w lowers by one every rank
+ *    above w's and gives w the top rank ways-1 (one SSE compare, add and blend);
+ *    the victim is the way of rank 0 (one compare).  A valid line has been
+ *    touched since it became valid, so among the valid ways the ranks order the
+ *    lines by their last access: the same order as the stamps below, which is
+ *    what the victim choice and the final flush's age order depend on.
+ *  * more ways: per-line timestamps: every access (hit or fill) stamps the line
+ *    with ++clock; the victim is the way with the smallest stamp.  Stamps are
+ *    unique, so the order is total and equals DineroIV's LRU stack (where a hit,
+ *    read or write, moves the block to the top).  O(1) per access, O(ways) per
+ *    victim; with SSE4.2 the minimum is found two ways per compare (stamps stay
+ *    below 2^63, so the signed 64-bit compare is exact).
  */
 #ifndef KVSIM_POLICY_LRU_H
 #define KVSIM_POLICY_LRU_H
@@ -19,11 +29,54 @@
 #include <nmmintrin.h>
 #endif
 
+#define KVSIM_LRU_RANK_MAX_WAYS 16
+#define KVSIM_RANK(p, set) ((p)->rank + (uint64_t)(set) * (p)->rstride)
+
+/* Rank representation (p->rank != NULL, ways <= 16). */
+static inline void kvsimLruRankInit(kvsimPolicyCtx *p, uint32_t set) {
+    uint8_t *rk = KVSIM_RANK(p, set);
+    for (uint32_t w = 0; w < 16; w++) rk[w] = (uint8_t)(w < p->ways ? w : 0);
+}
+
+static inline void kvsimLruRankTouch(uint8_t *rk, uint32_t ways, uint32_t way) {
+#if defined(__SSE4_2__)
+    /* padding bytes (ways..15) hold 0: never above the old rank, never changed */
+    __m128i x = _mm_loadu_si128((const __m128i *)rk);
+    const __m128i old = _mm_set1_epi8((char)rk[way]);
+    x = _mm_add_epi8(x, _mm_cmpgt_epi8(x, old)); /* ranks above old: -1 */
+    const __m128i iota = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m128i sel = _mm_cmpeq_epi8(iota, _mm_set1_epi8((char)way));
+    x = _mm_blendv_epi8(x, _mm_set1_epi8((char)(ways - 1)), sel);
+    _mm_storeu_si128((__m128i *)rk, x);
+#else
+    const uint8_t old = rk[way];
+    for (uint32_t w = 0; w < ways; w++) rk[w] = (uint8_t)(rk[w] - (rk[w] > old));
+    rk[way] = (uint8_t)(ways - 1);
+#endif
+}
+
+static inline uint32_t kvsimLruRankVictim(const uint8_t *rk, uint32_t ways) {
+#if defined(__SSE4_2__)
+    __m128i x = _mm_loadu_si128((const __m128i *)rk);
+    uint32_t m = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_setzero_si128()));
+    return (uint32_t)__builtin_ctz(m & ((1u << ways) - 1));
+#else
+    for (uint32_t w = 0; w < ways; w++)
+        if (rk[w] == 0) return w;
+    return 0;
+#endif
+}
+
 static inline void kvsimLruTouch(kvsimPolicyCtx *p, uint32_t set, uint32_t way) {
+    if (p->rank) {
+        kvsimLruRankTouch(KVSIM_RANK(p, set), p->ways, way);
+        return;
+    }
     KVSIM_PLINE(p, set)[way] = ++p->clock;
 }
 
 static inline uint32_t kvsimLruVictim(kvsimPolicyCtx *p, uint32_t set) {
+    if (p->rank) return kvsimLruRankVictim(KVSIM_RANK(p, set), p->ways);
     const uint64_t *st = KVSIM_PLINE(p, set);
     const uint32_t n = p->ways;
     uint64_t m = UINT64_MAX;

@@ -117,6 +117,47 @@ def test_engine_equals_reference(doc, recs, flush, chunk):
         assert ra["cycles"] >= 0
 
 
+
+@st.composite
+def lru_docs(draw):
+    """The engine's specialised configuration (every level LRU and non-inclusive, no TLB,
+    no hardware prefetchers), with up to 20 ways: LRU keeps ranks up to 16 ways and stamps
+    beyond, and 12 and 16 ways are the benchmark's."""
+    n = draw(st.integers(1, 3))
+    line = draw(st.sampled_from([16, 32, 64]))
+    caches = []
+    for k in range(n):
+        ways = draw(st.sampled_from([1, 2, 3, 4, 8, 12, 15, 16, 17, 20]))
+        sets = draw(st.sampled_from([1, 2, 4, 8, 16]))
+        caches.append({
+            "name": f"L{k + 1}", "size": sets * ways * line, "ways": ways, "line": line,
+            "latency": draw(st.integers(1, 20)) + 10 * k, "replacement": "lru",
+            "mshrs": draw(st.integers(0, 4)),
+        })
+    doc = {"name": "hyp-lru", "cache": caches}
+    if draw(st.booleans()):
+        doc["freq_ghz"] = 2.0
+        doc["core"] = {"width": draw(st.integers(1, 4)), "rob": draw(st.integers(1, 40))}
+        doc["dram"] = {"latency_ns": float(draw(st.integers(20, 100)))}
+        if draw(st.booleans()):
+            doc["dram"]["bandwidth_gbs"] = float(draw(st.sampled_from([2, 8, 32])))
+    doc["swprefetch"] = {"fill": draw(st.sampled_from([c["name"] for c in caches]))}
+    return doc
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=lru_docs(), recs=traces_(), flush=st.booleans(), chunk=st.integers(1, 300))
+def test_lru_hot_path_equals_reference(doc, recs, flush, chunk):
+    test_engine_equals_reference.hypothesis.inner_test(doc, recs, flush, chunk)
+
+
+@pytest.mark.slow
+@settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
+@given(doc=lru_docs(), recs=traces_(), flush=st.booleans(), chunk=st.integers(1, 300))
+def test_lru_hot_path_equals_reference_long(doc, recs, flush, chunk):
+    """The same property with ten times the examples (`pytest -m slow`)."""
+    test_engine_equals_reference.hypothesis.inner_test(doc, recs, flush, chunk)
+
 def test_presets_engine_equals_reference():
     """Every shipped preset with all its features on, on one mixed random trace."""
     rng = np.random.default_rng(7)
