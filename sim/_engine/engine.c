@@ -78,8 +78,16 @@ typedef struct Level {
     const kvsimPolicyOps *pol;
     kvsimPolicyCtx pc;
     uint64_t *mline;  /* miss buffers: line, fill-ready tick, prefetch kind */
-    uint64_t *mready;
+    uint64_t *mready; /* mleaves entries: the ones past mshrs hold UINT64_MAX */
     uint8_t *mpf;
+    /* a tournament tree over mready (mtree[1] = the earliest-free buffer, lowest
+     * index on a tie; node n holds the winner of nodes 2n and 2n+1, leaf
+     * mleaves + i is buffer i), updated along one path when a buffer is taken */
+    uint32_t *mtree;
+    uint32_t mleaves;
+    /* how many buffers hold a line of each hash (mhash): a lookup whose count
+     * is zero skips the search of the buffers */
+    uint32_t mcount[64];
     uint64_t mmax_ready;
     /* memo of the last line found or installed here (key = line + 1, 0 = none):
      * repeated accesses to one line skip the set scan */
@@ -598,39 +606,36 @@ static uint64_t levelLatency(const kvsimSim *s, uint32_t sv) {
     return (uint64_t)(sv < s->n ? s->lv[sv].latency : s->cfg.dram_latency) * s->W;
 }
 
-/* Index of the smallest of a[0..n-1], the lowest index on a tie; values < 2^63.
- * Branch-free (two lanes of SSE4.2 compares, or conditional moves). */
-static inline uint32_t argminU64(const uint64_t *a, uint32_t n) {
-    uint64_t m = UINT64_MAX;
-    uint32_t v = 0, w = 0;
-#if defined(__SSE4_2__)
-    if (n >= 2) {
-        __m128i mv = _mm_loadu_si128((const __m128i *)a);
-        __m128i mi = _mm_set_epi64x(1, 0), idx = mi;
-        const __m128i two = _mm_set1_epi64x(2);
-        for (w = 2; w + 2 <= n; w += 2) {
-            idx = _mm_add_epi64(idx, two);
-            __m128i x = _mm_loadu_si128((const __m128i *)(a + w));
-            __m128i lt = _mm_cmpgt_epi64(mv, x); /* strict: each lane keeps its first min */
-            mv = _mm_blendv_epi8(mv, x, lt);
-            mi = _mm_blendv_epi8(mi, idx, lt);
-        }
-        uint64_t x0 = (uint64_t)_mm_cvtsi128_si64(mv), x1 = (uint64_t)_mm_extract_epi64(mv, 1);
-        uint32_t i0 = (uint32_t)_mm_cvtsi128_si64(mi), i1 = (uint32_t)_mm_extract_epi64(mi, 1);
-        int first = x0 < x1 || (x0 == x1 && i0 < i1);
-        m = first ? x0 : x1;
-        v = first ? i0 : i1;
-    }
-#endif
-    for (; w < n; w++) {
-        v = a[w] < m ? w : v;
-        m = a[w] < m ? a[w] : m;
-    }
-    return v;
+/* Earliest-free miss buffer of level j (lowest index on a tie). */
+static inline uint32_t poolEarliest(const Level *L) { return L->mtree[1]; }
+
+static inline uint32_t mhash(uint64_t line) {
+    return (uint32_t)((line * 0x9E3779B97F4A7C15ULL) >> 58);
 }
 
-/* Earliest-free miss buffer of level j (lowest index on a tie). */
-static inline uint32_t poolEarliest(const Level *L) { return argminU64(L->mready, L->mshrs); }
+/* Buffer e of level L now holds `line` until tick `ready`. */
+static inline void poolSet(Level *L, uint32_t e, uint64_t line, uint64_t ready) {
+    L->mcount[mhash(L->mline[e])]--;
+    L->mcount[mhash(line)]++;
+    L->mline[e] = line;
+    L->mready[e] = ready;
+    /* replay the matches on e's path with the winner in registers: the siblings'
+     * winners did not change, so their loads are off the dependency chain */
+    const uint64_t *rd = L->mready;
+    uint32_t *t = L->mtree;
+    uint32_t w = e;
+    uint64_t wv = ready;
+    for (uint32_t nd = e + L->mleaves; nd > 1; nd >>= 1) {
+        const uint32_t o = t[nd ^ 1];
+        const uint64_t ov = rd[o];
+        /* a tie goes to the left child, whose indices are the lower ones: the
+         * sibling wins a tie when it is the left one (nd odd); wv <= ready < 2^63 */
+        const uint64_t take = -(uint64_t)(ov < wv + (nd & 1)); /* all ones: sibling */
+        w = (uint32_t)(((uint64_t)o & take) | ((uint64_t)w & ~take)); /* no branch to */
+        wv = (ov & take) | (wv & ~take);                             /* mispredict */
+        t[nd >> 1] = w;
+    }
+}
 
 /* 1 if every tracked level in [from, to) has a free miss buffer at tick x. */
 static int poolsFree(const kvsimSim *s, uint32_t from, uint32_t to, uint64_t x) {
@@ -645,7 +650,7 @@ static int poolsFree(const kvsimSim *s, uint32_t from, uint32_t to, uint64_t x) 
 static uint64_t inflight(const kvsimSim *s, uint32_t sv, uint64_t line, uint64_t x) {
     if (sv >= s->n) return 0;
     const Level *L = &s->lv[sv];
-    if (!L->mshrs || x >= L->mmax_ready) return 0;
+    if (!L->mshrs || x >= L->mmax_ready || !L->mcount[mhash(line)]) return 0;
     uint64_t r = 0;
     uint32_t i = 0;
 #if defined(__SSE4_2__)
@@ -714,8 +719,7 @@ static uint64_t timeAccess(kvsimSim *s, uint64_t line, uint32_t f, uint32_t sv, 
     for (uint32_t j = f; j < sv; j++) {
         Level *L = &s->lv[j];
         if (!L->mshrs) continue;
-        L->mline[ent[j]] = line;
-        L->mready[ent[j]] = c;
+        poolSet(L, ent[j], line, c);
         L->mpf[ent[j]] = (uint8_t)pfk;
         if (c > L->mmax_ready) L->mmax_ready = c;
     }
@@ -1115,6 +1119,7 @@ void kvsimFree(kvsimSim *s) {
         free(L->mline);
         free(L->mready);
         free(L->mpf);
+        free(L->mtree);
     }
     for (uint32_t p = 0; p < KVSIM_MAX_PREFETCHERS; p++) free(s->pf[p].state);
     free(s->dtlb.tags);
@@ -1186,12 +1191,21 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
         L->pc.rstride = L->stride;
         L->pc.set = xcalloc(c->sets, sizeof(uint64_t));
         L->pc.rng = c->seed ? c->seed : 0x9E3779B97F4A7C15ULL;
-        L->mline = xcalloc(c->mshrs, sizeof(uint64_t));
-        L->mready = xcalloc(c->mshrs, sizeof(uint64_t));
+        L->mleaves = 1;
+        while (L->mleaves < c->mshrs) L->mleaves <<= 1;
+        L->mline = xcalloc(L->mleaves, sizeof(uint64_t));
+        L->mready = xcalloc(L->mleaves, sizeof(uint64_t));
         L->mpf = xcalloc(c->mshrs, 1);
-        if (!L->blk || !L->pc.set || !L->mline ||
-            !L->mready || !L->mpf)
+        L->mtree = xcalloc(2 * (size_t)L->mleaves, sizeof(uint32_t));
+        if (!L->blk || !L->pc.set || !L->mline || !L->mready || !L->mpf || !L->mtree)
             FAIL("out of memory for cache[%u]", k);
+        for (uint32_t i = c->mshrs; i < L->mleaves; i++) L->mready[i] = UINT64_MAX;
+        for (uint32_t i = 0; i < L->mleaves; i++) L->mtree[L->mleaves + i] = i;
+        for (uint32_t nd = L->mleaves; nd-- > 1;) {
+            const uint32_t a = L->mtree[2 * nd], b = L->mtree[2 * nd + 1];
+            L->mtree[nd] = L->mready[b] < L->mready[a] ? b : a;
+        }
+        L->mcount[mhash(0)] = c->mshrs;
         if (L->pol->on_init)
             for (uint64_t set = 0; set < c->sets; set++) L->pol->on_init(&L->pc, (uint32_t)set);
     }
