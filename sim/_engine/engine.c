@@ -490,102 +490,158 @@ cacheAccessBody(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, in
  * ranks, so at most 16 ways and a 16-byte fingerprint row; non-inclusive; no
  * hardware prefetchers, so no prefetch fill starts here).  Step for step
  * cacheAccessBody with the cases that cannot occur folded away: one SSE compare
- * finds the way, the free way and (from the ranks) the victim.
+ * finds the way and the free way, the ranks give the victim.  The recursion of
+ * a fetch is a loop down the levels: each level that misses installs the line
+ * and keeps its victim; after the level that served it (or memory), the dirty
+ * victims are written back from the deepest level up, which is the order of
+ * the recursive version (level k's write-back follows the fetch from k+1, and
+ * everything that fetch did).
  */
 static uint32_t fastAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag,
                            int kind);
 
-static inline __attribute__((always_inline)) uint32_t
-fastAccessBody(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, int kind) {
-    kvsimStats *st = s->st;
-    Level *L = &s->lv[k];
-    kvsimLevelStats *ls = &st->level[k];
-    const uint32_t ways = L->ways;
-    const uint64_t set = line & L->set_mask;
-    uint8_t *const b = SET_BASE(L, set);
-    uint8_t *const meta = b + 16;
-    uint8_t *const stg = meta + ways;
-    uint8_t *const rk = b + L->roff;
-    uint64_t *const tg = (uint64_t *)(b + L->hdr);
-    const size_t idx = (size_t)stag * KVSIM_NKINDS + (size_t)kind;
-    const uint8_t f = fingerprint(line);
-    const uint32_t wmask = (1u << ways) - 1;
-    uint32_t cand, empty;
+/* Level k's set for `line`: the way holding it (or -1) and the mask of free ways. */
+static inline __attribute__((always_inline)) int64_t
+fastLookup(const Level *L, uint64_t line, uint8_t f, uint32_t *empty) {
+    const uint8_t *const b = SET_BASE(L, line & L->set_mask);
+    const uint64_t *const tg = (const uint64_t *)(b + L->hdr);
+    const uint32_t wmask = (1u << L->ways) - 1;
+    uint32_t cand;
 #if defined(__SSE4_2__)
-    {
-        const __m128i x = _mm_loadu_si128((const __m128i *)b);
-        cand = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8((char)f))) & wmask;
-        empty = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_setzero_si128())) & wmask;
-    }
+    const __m128i x = _mm_loadu_si128((const __m128i *)b);
+    cand = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8((char)f))) & wmask;
+    *empty = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_setzero_si128())) & wmask;
 #else
-    cand = empty = 0;
-    for (uint32_t w = 0; w < ways; w++) {
+    uint32_t e = 0;
+    cand = 0;
+    for (uint32_t w = 0; w < L->ways; w++) {
         cand |= (uint32_t)(b[w] == f) << w;
-        empty |= (uint32_t)(b[w] == 0) << w;
+        e |= (uint32_t)(b[w] == 0) << w;
     }
+    *empty = e;
 #endif
-    ls->access[idx]++;
-    st->phase[s->phase].access[k]++;
     while (cand) {
         const uint32_t w = (uint32_t)__builtin_ctz(cand);
-        if (tg[w] == line + 1) {
-            ls->hit[idx]++;
-            kvsimLruRankTouch(rk, ways, w);
-            uint8_t m = meta[w];
-            if ((kind == KVSIM_K_LOAD || kind == KVSIM_K_STORE) && (m & META_PF_MASK)) {
-                s->pfh_kind = (m & META_PF_MASK) >> META_PF_SHIFT;
-                s->pfh_level = k;
-                m &= (uint8_t)~META_PF_MASK;
-            }
-            if (op != OP_READ && op != OP_VICTIM) m |= META_DIRTY;
-            meta[w] = m;
-            return k;
-        }
+        if (tg[w] == line + 1) return w;
         cand &= cand - 1;
     }
-    ls->miss[idx]++;
-    st->phase[s->phase].miss[k]++;
-    if (k == 0) s->l1_misses_all++;
-    uint32_t way;
-    int vdirty = 0;
-    uint64_t vline = 0;
-    uint8_t vstag = 0;
-    if (empty) {
-        way = (uint32_t)__builtin_ctz(empty);
-    } else {
-        way = kvsimLruRankVictim(rk, ways);
-        const uint8_t vm = meta[way];
-        vline = tg[way] - 1;
-        vdirty = vm & META_DIRTY;
-        vstag = stg[way];
-        const uint32_t pfk = (vm & META_PF_MASK) >> META_PF_SHIFT;
-        ls->evictions++;
-        if (pfk) ls->pf_useless[pfk - 1]++;
-        if (L->memo_key && L->memo_set == set && L->memo_way == way) L->memo_key = 0;
+    return -1;
+}
+
+/* A hit in (k, way): counted, LRU refreshed, prefetch mark and dirty bit. */
+static inline __attribute__((always_inline)) void
+fastHit(kvsimSim *s, uint32_t k, uint64_t line, uint32_t w, int op, size_t idx, int kind) {
+    Level *const L = &s->lv[k];
+    uint8_t *const b = SET_BASE(L, line & L->set_mask);
+    s->st->level[k].hit[idx]++;
+    kvsimLruRankTouch(b + L->roff, L->ways, w);
+    uint8_t m = b[16 + w];
+    if ((kind == KVSIM_K_LOAD || kind == KVSIM_K_STORE) && (m & META_PF_MASK)) {
+        s->pfh_kind = (m & META_PF_MASK) >> META_PF_SHIFT;
+        s->pfh_level = k;
+        m &= (uint8_t)~META_PF_MASK;
     }
-    tg[way] = line + 1;
-    b[way] = f;
-    meta[way] = (uint8_t)((op == OP_WRITE || op == OP_WFULL) ? META_DIRTY : 0);
-    stg[way] = stag;
-    kvsimLruRankTouch(rk, ways, way);
-    uint32_t served = k;
-    if (op == OP_READ || op == OP_WRITE) {
-        ls->fetches++;
-        if (k + 1 == s->n) {
-            st->dram_reads++;
-            served = s->n;
+    if (op != OP_READ && op != OP_VICTIM) m |= META_DIRTY;
+    b[16 + w] = m;
+}
+
+/* Level k missed (its free ways: `empty`): install there and fetch below, level
+ * by level, then write the dirty victims back.  Returns the serving level. */
+static __attribute__((noinline)) uint32_t fastMiss(kvsimSim *s, uint32_t k, uint64_t line,
+                                                   int op, uint8_t stag, int kind,
+                                                   uint32_t empty) {
+    kvsimStats *const st = s->st;
+    kvsimPhaseStats *const ph = &st->phase[s->phase];
+    const size_t idx = (size_t)stag * KVSIM_NKINDS + (size_t)kind;
+    const uint8_t f = fingerprint(line);
+    const uint32_t n = s->n;
+    uint64_t vline[KVSIM_MAX_LEVELS];
+    uint8_t vstag[KVSIM_MAX_LEVELS];
+    uint32_t vmask = 0; /* bit k: level k evicted a dirty line */
+    uint32_t served;
+    for (;;) {
+        /* level k missed */
+        Level *const L = &s->lv[k];
+        kvsimLevelStats *const ls = &st->level[k];
+        const uint32_t ways = L->ways;
+        const uint64_t set = line & L->set_mask;
+        uint8_t *const b = SET_BASE(L, set);
+        uint8_t *const meta = b + 16;
+        uint8_t *const stg = meta + ways;
+        uint8_t *const rk = b + L->roff;
+        uint64_t *const tg = (uint64_t *)(b + L->hdr);
+        ls->miss[idx]++;
+        ph->miss[k]++;
+        if (k == 0) s->l1_misses_all++;
+        uint32_t way;
+        if (empty) {
+            way = (uint32_t)__builtin_ctz(empty);
         } else {
-            served = fastAccess(s, k + 1, line, OP_READ, stag, kind);
+            way = kvsimLruRankVictim(rk, ways);
+            const uint8_t vm = meta[way];
+            if (vm & META_DIRTY) {
+                vmask |= 1u << k;
+                vline[k] = tg[way] - 1;
+                vstag[k] = stg[way];
+            }
+            const uint32_t pfk = (vm & META_PF_MASK) >> META_PF_SHIFT;
+            ls->evictions++;
+            if (pfk) ls->pf_useless[pfk - 1]++;
+            if (L->memo_key && L->memo_set == set && L->memo_way == way) L->memo_key = 0;
+        }
+        tg[way] = line + 1;
+        b[way] = f;
+        meta[way] = (uint8_t)((op == OP_WRITE || op == OP_WFULL) ? META_DIRTY : 0);
+        stg[way] = stag;
+        kvsimLruRankTouch(rk, ways, way);
+        if (op == OP_WFULL) { /* allocated without a fetch */
+            served = k;
+            break;
+        }
+        ls->fetches++;
+        if (k + 1 == n) {
+            st->dram_reads++;
+            served = n;
+            break;
+        }
+        /* the fetch: a READ at level k + 1 */
+        k++;
+        op = OP_READ;
+        st->level[k].access[idx]++;
+        ph->access[k]++;
+        const int64_t w = fastLookup(&s->lv[k], line, f, &empty);
+        if (w >= 0) {
+            fastHit(s, k, line, (uint32_t)w, OP_READ, idx, kind);
+            served = k;
+            break;
         }
     }
-    if (vdirty) {
-        ls->writebacks++;
-        if (k + 1 == s->n)
+    /* the dirty victims, deepest level first */
+    while (vmask) {
+        const uint32_t j = 31u - (uint32_t)__builtin_clz(vmask);
+        vmask &= ~(1u << j);
+        st->level[j].writebacks++;
+        if (j + 1 == n)
             st->dram_writes++;
         else
-            fastAccess(s, k + 1, vline, OP_WFULL, vstag, KVSIM_K_WRITEBACK);
+            fastAccess(s, j + 1, vline[j], OP_WFULL, vstag[j], KVSIM_K_WRITEBACK);
     }
     return served;
+}
+
+static inline __attribute__((always_inline)) uint32_t
+fastAccessBody(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, int kind) {
+    kvsimStats *const st = s->st;
+    const size_t idx = (size_t)stag * KVSIM_NKINDS + (size_t)kind;
+    st->level[k].access[idx]++;
+    st->phase[s->phase].access[k]++;
+    uint32_t empty;
+    const int64_t w = fastLookup(&s->lv[k], line, fingerprint(line), &empty);
+    if (w >= 0) {
+        fastHit(s, k, line, (uint32_t)w, op, idx, kind);
+        return k;
+    }
+    return fastMiss(s, k, line, op, stag, kind, empty);
 }
 
 static uint32_t fastAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag,
