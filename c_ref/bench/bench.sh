@@ -1,8 +1,8 @@
 #!/bin/sh
 # bench.sh -- native benchmarks of the prefetch variants (prints figures; not a
-# pass/fail test).  Each line: variant, median wall seconds, median process CPU
-# seconds (robust when the machine is shared), and the speedup of the variant
-# over the baseline for both.  Sizes follow the issue's targets; SCALE=0.1
+# pass/fail test).  Each line: median wall seconds, median and minimum process
+# CPU seconds (robust when the machine is shared) of the baseline and the
+# variant, and the speedup (baseline / variant) for each statistic.  Sizes follow the issue's targets; SCALE=0.1
 # runs everything at a tenth of the keys.
 # Usage: sh bench/bench.sh build/kvsim-cref
 set -u
@@ -11,16 +11,17 @@ SCALE=${SCALE:-1}
 R=${REPEAT:-3}
 n() { awk -v a="$1" -v s="$SCALE" 'BEGIN{printf "%d", a*s}'; }
 field() { sed "s/.*\"$1\":\([0-9.e+-]*\).*/\1/"; }
+cpumin() { sed 's/.*"cpu_runs_s":\[\([^]]*\)\].*/\1/' | tr ',' '\n' | sort -g | head -1; }
 
 run() { # label baseline-variant variant workload args...
     label=$1; base=$2; var=$3; shift 3
     bj=$("$B" native "$@" --variant "$base" --repeat "$R" --json) || return
     vj=$("$B" native "$@" --variant "$var" --repeat "$R" --json) || return
-    bw=$(echo "$bj" | field median_s); bc=$(echo "$bj" | field cpu_median_s)
-    vw=$(echo "$vj" | field median_s); vc=$(echo "$vj" | field cpu_median_s)
-    awk -v l="$label" -v b="$base" -v v="$var" -v bw="$bw" -v bc="$bc" -v vw="$vw" -v vc="$vc" 'BEGIN{
-        printf "%-46s %-18s wall %8.3f -> %8.3f s (x%.2f)   cpu %8.3f -> %8.3f s (x%.2f)\n",
-               l, b "->" v, bw, vw, bw/vw, bc, vc, bc/vc }'
+    bw=$(echo "$bj" | field median_s); bc=$(echo "$bj" | field cpu_median_s); bm=$(echo "$bj" | cpumin)
+    vw=$(echo "$vj" | field median_s); vc=$(echo "$vj" | field cpu_median_s); vm=$(echo "$vj" | cpumin)
+    awk -v l="$label" -v b="$base" -v v="$var" -v bw="$bw" -v bc="$bc" -v vw="$vw" -v vc="$vc" -v bm="$bm" -v vm="$vm" 'BEGIN{
+        printf "%-44s %-26s wall %7.3f -> %7.3f s (x%.2f)  cpu med %7.3f -> %7.3f (x%.2f)  cpu min %7.3f -> %7.3f (x%.3f)\n",
+               l, b "->" v, bw, vw, bw/vw, bc, vc, bc/vc, bm, vm, bm/vm }'
 }
 
 echo "# kvsim-cref native benchmarks (SCALE=$SCALE, repeat $R, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
