@@ -56,11 +56,8 @@ __all__ = [
 #: c_ref departures from Valkey that the model mimics by default in the harness, so that
 #: random runs stay exact elsewhere. Each one is reported to c_ref and pinned by a strict
 #: xfail in model/tests/test_lockstep_cref.py::KNOWN_DEVIATIONS; remove a flag when c_ref
-#: fixes it (the xfail then fails the run to remind you).
-KNOWN_CREF_COMPAT = frozenset({
-    "scan_keeps_expired",
-    "scan_match_star_is_a_pattern",
-})
+#: fixes it (the xfail then fails the run to remind you). Empty: all known ones are fixed.
+KNOWN_CREF_COMPAT: frozenset[str] = frozenset()
 
 
 class Mismatch(AssertionError):

@@ -114,7 +114,7 @@ def parse_snapshot(buf: bytes) -> tuple[int | None, list[Record]]:
         raise SnapshotError(f"snapshot: unsupported version {buf[7]}")
     (crc,) = struct.unpack("<I", buf[-4:])
     if zlib.crc32(buf[:-4]) != crc:
-        raise SnapshotError("snapshot corrupt: checksum mismatch")
+        raise SnapshotError("snapshot corrupt or truncated: checksum mismatch")
     r = _Reader(buf, 8, len(buf))
     hint = None
     op = r.byte()

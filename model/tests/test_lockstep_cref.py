@@ -47,13 +47,10 @@ def _require(options: str) -> None:
         pytest.skip(f"c_ref built without these options ({e})")
 
 
-#: Variants with a known, reported bug under some options: excluded there from the matrix
-#: and pinned by a strict xfail (test_known_variant_bug) until c_ref fixes them.
-KNOWN_VARIANT_BUGS = {
-    # load=prefetch-* create the slot table for the prefetch, then drop an expired key:
-    # an empty slot table is left behind in cluster mode (ksCheckValid fails).
-    "load_prefetch_leaves_empty_slot_table": ("cluster=1", "load=prefetch"),
-}
+#: Variants with a known, reported bug under some options: (options substring, variant
+#: prefix) pairs excluded there from the matrix, each pinned by a strict xfail test until
+#: c_ref fixes it. Empty: every bug found so far is fixed (see the regression tests).
+KNOWN_VARIANT_BUGS: dict[str, tuple[str, str]] = {}
 
 
 def variants_for(options: str) -> list[str]:
@@ -71,11 +68,10 @@ def test_every_variant_equals_naive_and_model(cref_lib, options):
                               stateful_step_count=30, compat=CREF_COMPAT)
 
 
-@pytest.mark.xfail(strict=True, reason="c_ref bug reported: empty slot table after load")
 @pytest.mark.parametrize("variant", ["load=prefetch-after-key", "load=prefetch-rehash"])
-def test_known_variant_bug_load_prefetch_empty_slot_table(cref_lib, variant):
-    """Load a snapshot whose only key has expired, in cluster mode: naive loading leaves
-    no slot table; the prefetching loads create one for the prefetch and keep it empty."""
+def test_regression_load_prefetch_empty_slot_table(cref_lib, variant):
+    """Found by the lockstep run (fixed in c_ref): loading a snapshot whose only key has
+    expired, in cluster mode, left the slot table the prefetch had created, empty."""
     with cref.Keyspace("cluster=1") as ks:
         ks.execute(E("SET", "k0", "v", "EX", "1"))
         snap = ks.save_snapshot()
@@ -177,9 +173,15 @@ def test_broken_variant_is_caught_by_the_harness(cref_test_lib):
             database=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck)))
 
 
-# --- known c_ref deviations from Valkey (each reported; strict xfail) ---------------
+# --- c_ref departures from Valkey found by these tests (all fixed; kept as regressions)
 
-KNOWN_DEVIATIONS = {
+#: A new deviation goes into KNOWN_DEVIATIONS (strict xfail: the run fails once c_ref
+#: fixes it) and, if the random tests hit it, a model.keyspace.COMPAT flag in
+#: harness.KNOWN_CREF_COMPAT. Once fixed, it moves to REGRESSIONS.
+KNOWN_DEVIATIONS: dict[str, list] = {}
+
+REGRESSIONS = {
+    "protocol_error_has_err_prefix": [["@raw", b"*1\r\n$x\r\n"]],
     "scan_match_star": [["SET", "", "v"], ["SCAN", "0", "MATCH", "*"]],
     "scan_deletes_expired": [["SET", "k", "v", "PX", "1"], ["@clock", 5], ["SCAN", "0"],
                              ["DBSIZE"]],
@@ -191,21 +193,22 @@ KNOWN_DEVIATIONS = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="c_ref deviates from Valkey; reported to c_ref")
-@pytest.mark.parametrize("name", sorted(KNOWN_DEVIATIONS))
-def test_known_deviation(cref_lib, name):
-    """Fails while c_ref deviates; when c_ref is fixed this XPASSes (strict) and the entry
-    (and any CREF_COMPAT flag for it) must be removed."""
+def _same_as_valkey(steps) -> None:
     ks, m = cref.Keyspace(), Model()
-    for cmd in KNOWN_DEVIATIONS[name]:
+    for cmd in steps:
         if cmd[0] == "@clock":
             ks.set_time_ms(cmd[1])
             m.set_time_ms(cmd[1])
-            continue
-        if cmd[0] == "@raw":
+        elif cmd[0] == "@raw":
             assert ks.execute(cmd[1]) == m.execute(cmd[1])
-            continue
-        assert ks.execute(E(*cmd)) == m.execute(E(*cmd)), cmd
+        else:
+            assert ks.execute(E(*cmd)) == m.execute(E(*cmd)), cmd
+    ks.close()
+
+
+@pytest.mark.parametrize("name", sorted(REGRESSIONS))
+def test_cref_matches_valkey_on_former_deviations(cref_lib, name):
+    _same_as_valkey(REGRESSIONS[name])
 
 
 ASAN_RUNTIMES = ("libasan.so", "libubsan.so")
