@@ -71,7 +71,7 @@
 #define KS_LARGE_MIN (16u * 1024u)        /* smallest large class: 16K, 20K, 24K, ... */
 #define KS_COMMIT_STEP (64ull << 20)      /* make the span writable 64 MiB at a time */
 #define KS_MADVISE_MIN (1ull << 20)       /* free large extents >= 1 MiB to the OS */
-#define MAX_ARENAS 64                     /* slots tried above the base */
+#define MAX_ARENAS 1024                   /* slots tried above the base (32..96 TiB) */
 #define NUM_CLASSES 160
 
 static_assert(KS_ARENA_SPAN % PAGE == 0, "span is whole pages");
