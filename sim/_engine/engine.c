@@ -78,13 +78,14 @@ typedef struct Level {
     const kvsimPolicyOps *pol;
     kvsimPolicyCtx pc;
     uint64_t *mline;  /* miss buffers: line, fill-ready tick, prefetch kind */
-    uint64_t *mready; /* mleaves entries: the ones past mshrs hold UINT64_MAX */
+    uint64_t *mready;
     uint8_t *mpf;
-    /* a tournament tree over mready (mtree[1] = the earliest-free buffer, lowest
-     * index on a tie; node n holds the winner of nodes 2n and 2n+1, leaf
-     * mleaves + i is buffer i), updated along one path when a buffer is taken */
-    uint32_t *mtree;
-    uint32_t mleaves;
+    /* the buffers sorted by (ready tick, index), a ring of mshrs entries starting at
+     * mq[mqhead & mqmask]: the front is the earliest-free buffer (the lowest index
+     * on a tie).  Only the front is ever taken; its new ready tick is usually the
+     * latest, so it goes back in at the end after one comparison. */
+    uint32_t *mq;
+    uint32_t mqhead, mqmask;
     /* how many buffers hold a line of each hash (mhash): a lookup whose count
      * is zero skips the search of the buffers */
     uint32_t mcount[64];
@@ -663,34 +664,30 @@ static uint64_t levelLatency(const kvsimSim *s, uint32_t sv) {
 }
 
 /* Earliest-free miss buffer of level j (lowest index on a tie). */
-static inline uint32_t poolEarliest(const Level *L) { return L->mtree[1]; }
+static inline uint32_t poolEarliest(const Level *L) { return L->mq[L->mqhead & L->mqmask]; }
 
 static inline uint32_t mhash(uint64_t line) {
     return (uint32_t)((line * 0x9E3779B97F4A7C15ULL) >> 58);
 }
 
-/* Buffer e of level L now holds `line` until tick `ready`. */
-static inline void poolSet(Level *L, uint32_t e, uint64_t line, uint64_t ready) {
+/* The earliest-free buffer of level L now holds `line` until tick `ready`. */
+static inline void poolTakeEarliest(Level *L, uint64_t line, uint64_t ready) {
+    const uint32_t e = poolEarliest(L), m = L->mshrs, mask = L->mqmask;
     L->mcount[mhash(L->mline[e])]--;
     L->mcount[mhash(line)]++;
     L->mline[e] = line;
     L->mready[e] = ready;
-    /* replay the matches on e's path with the winner in registers: the siblings'
-     * winners did not change, so their loads are off the dependency chain */
-    const uint64_t *rd = L->mready;
-    uint32_t *t = L->mtree;
-    uint32_t w = e;
-    uint64_t wv = ready;
-    for (uint32_t nd = e + L->mleaves; nd > 1; nd >>= 1) {
-        const uint32_t o = t[nd ^ 1];
-        const uint64_t ov = rd[o];
-        /* a tie goes to the left child, whose indices are the lower ones: the
-         * sibling wins a tie when it is the left one (nd odd); wv <= ready < 2^63 */
-        const uint64_t take = -(uint64_t)(ov < wv + (nd & 1)); /* all ones: sibling */
-        w = (uint32_t)(((uint64_t)o & take) | ((uint64_t)w & ~take)); /* no branch to */
-        wv = (ov & take) | (wv & ~take);                             /* mispredict */
-        t[nd >> 1] = w;
+    /* pop the front, then insert (ready, e) from the back */
+    const uint32_t h = ++L->mqhead;
+    uint32_t j = m - 1;
+    while (j > 0) {
+        const uint32_t q = L->mq[(h + j - 1) & mask];
+        const uint64_t rq = L->mready[q];
+        if (rq < ready || (rq == ready && q < e)) break;
+        L->mq[(h + j) & mask] = q;
+        j--;
     }
+    L->mq[(h + j) & mask] = e;
 }
 
 /* 1 if every tracked level in [from, to) has a free miss buffer at tick x. */
@@ -775,7 +772,7 @@ static uint64_t timeAccess(kvsimSim *s, uint64_t line, uint32_t f, uint32_t sv, 
     for (uint32_t j = f; j < sv; j++) {
         Level *L = &s->lv[j];
         if (!L->mshrs) continue;
-        poolSet(L, ent[j], line, c);
+        poolTakeEarliest(L, line, c);
         L->mpf[ent[j]] = (uint8_t)pfk;
         if (c > L->mmax_ready) L->mmax_ready = c;
     }
@@ -1175,7 +1172,7 @@ void kvsimFree(kvsimSim *s) {
         free(L->mline);
         free(L->mready);
         free(L->mpf);
-        free(L->mtree);
+        free(L->mq);
     }
     for (uint32_t p = 0; p < KVSIM_MAX_PREFETCHERS; p++) free(s->pf[p].state);
     free(s->dtlb.tags);
@@ -1247,20 +1244,16 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
         L->pc.rstride = L->stride;
         L->pc.set = xcalloc(c->sets, sizeof(uint64_t));
         L->pc.rng = c->seed ? c->seed : 0x9E3779B97F4A7C15ULL;
-        L->mleaves = 1;
-        while (L->mleaves < c->mshrs) L->mleaves <<= 1;
-        L->mline = xcalloc(L->mleaves, sizeof(uint64_t));
-        L->mready = xcalloc(L->mleaves, sizeof(uint64_t));
+        uint32_t ring = 1;
+        while (ring < c->mshrs) ring <<= 1;
+        L->mqmask = ring - 1;
+        L->mline = xcalloc(c->mshrs, sizeof(uint64_t));
+        L->mready = xcalloc(c->mshrs, sizeof(uint64_t));
         L->mpf = xcalloc(c->mshrs, 1);
-        L->mtree = xcalloc(2 * (size_t)L->mleaves, sizeof(uint32_t));
-        if (!L->blk || !L->pc.set || !L->mline || !L->mready || !L->mpf || !L->mtree)
+        L->mq = xcalloc(ring, sizeof(uint32_t));
+        if (!L->blk || !L->pc.set || !L->mline || !L->mready || !L->mpf || !L->mq)
             FAIL("out of memory for cache[%u]", k);
-        for (uint32_t i = c->mshrs; i < L->mleaves; i++) L->mready[i] = UINT64_MAX;
-        for (uint32_t i = 0; i < L->mleaves; i++) L->mtree[L->mleaves + i] = i;
-        for (uint32_t nd = L->mleaves; nd-- > 1;) {
-            const uint32_t a = L->mtree[2 * nd], b = L->mtree[2 * nd + 1];
-            L->mtree[nd] = L->mready[b] < L->mready[a] ? b : a;
-        }
+        for (uint32_t i = 0; i < c->mshrs; i++) L->mq[i] = i; /* all free at 0 */
         L->mcount[mhash(0)] = c->mshrs;
         if (L->pol->on_init)
             for (uint64_t set = 0; set < c->sets; set++) L->pol->on_init(&L->pc, (uint32_t)set);

@@ -5,6 +5,8 @@
  *
  *   make bench-c                                  (builds build/bench_engine)
  *   build/bench_engine [footprint_bytes] [timing 0|1] [records]
+ *   build/bench_engine FILE.raw [timing 0|1]      (records as a raw kvtRecord array,
+ *                                                  e.g. numpy's recs.tofile(path))
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +22,8 @@ static double cpuNow(void) {
 }
 
 int main(int argc, char **argv) {
-    uint64_t foot = argc > 1 ? strtoull(argv[1], NULL, 10) : (1ULL << 30);
+    const char *path = argc > 1 && (argv[1][0] < '0' || argv[1][0] > '9') ? argv[1] : NULL;
+    uint64_t foot = argc > 1 && !path ? strtoull(argv[1], NULL, 10) : (1ULL << 30);
     int timing = argc > 2 ? atoi(argv[2]) : 0;
     size_t n = argc > 3 ? strtoull(argv[3], NULL, 10) : 4000000;
     kvsimConfig c;
@@ -46,9 +49,26 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
-    kvtRecord *r = calloc(n, sizeof *r);
+    kvtRecord *r;
+    if (path) {
+        FILE *fp = fopen(path, "rb");
+        if (!fp || fseek(fp, 0, SEEK_END) != 0) {
+            perror(path);
+            return 1;
+        }
+        n = (size_t)ftell(fp) / sizeof *r;
+        rewind(fp);
+        r = calloc(n ? n : 1, sizeof *r);
+        if (fread(r, sizeof *r, n, fp) != n) {
+            perror(path);
+            return 1;
+        }
+        fclose(fp);
+    } else {
+        r = calloc(n, sizeof *r);
+    }
     uint64_t x = 88172645463325252ULL;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && !path; i++) {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
@@ -58,8 +78,12 @@ int main(int argc, char **argv) {
     double t = cpuNow();
     for (size_t i = 0; i < n; i += 65536) kvsimRun(s, r + i, n - i < 65536 ? n - i : 65536);
     double dt = cpuNow() - t;
-    printf("footprint %llu B, %s: %.2f M records/s (CPU time)\n", (unsigned long long)foot,
-           timing ? "timing" : "functional", (double)n / dt / 1e6);
+    if (path)
+        printf("%s, %s: %.2f M records/s (CPU time)\n", path, timing ? "timing" : "functional",
+               (double)n / dt / 1e6);
+    else
+        printf("footprint %llu B, %s: %.2f M records/s (CPU time)\n", (unsigned long long)foot,
+               timing ? "timing" : "functional", (double)n / dt / 1e6);
     kvsimFree(s);
     free(r);
     return 0;
