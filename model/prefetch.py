@@ -210,14 +210,20 @@ def get_next_prefetch_info(states: list[PrefetchState], cur: int) -> int | None:
     return None
 
 
-def iterator_prefetch_order(ht: Hashtable, prefetch_values: bool = False) -> list[Access]:
-    """Order of accesses of a full (unpaused) iteration with ``prefetchNextBucketEntries``.
+def iterator_prefetch_order(
+    ht: Hashtable, prefetch_values: bool = False, mode: str = "valkey"
+) -> list[Access]:
+    """Order of accesses of a full (unpaused) iteration under an ``iterate=`` mode.
 
-    On every new bucket (children included): with ``prefetch_values`` prefetch the value of
-    each filled slot of the current bucket; then prefetch every filled entry of the next
-    bucket (the child if chained, else the next top-level index of the same table) and the
-    bucket line of the one after (next's child, else the following top-level index). Then
-    each entry of the current bucket is read (returned)."""
+    ``none``: no prefetch. ``next-bucket``: on every new bucket prefetch the next bucket's
+    line. ``valkey`` (#1501/#1568, ``prefetchNextBucketEntries``): with
+    ``prefetch_values``, prefetch the value of each filled slot of the current bucket;
+    prefetch every filled entry of the next bucket (the child if chained, else the next
+    top-level index of the same table) and the bucket line of the one after (next's
+    child, else the following top-level index). Then each entry of the current bucket is
+    read (returned). Buckets are visited as ``Hashtable.keys`` does."""
+    if mode not in ("none", "next-bucket", "valkey"):
+        raise ValueError(mode)
     out: list[Access] = []
     for t in (0, 1):
         tab = ht.tables[t]
@@ -226,20 +232,23 @@ def iterator_prefetch_order(ht: Hashtable, prefetch_values: bool = False) -> lis
         start = ht.rehash_idx if (t == 0 and ht.is_rehashing()) else 0
         for idx in range(start, len(tab)):
             for b in ht.chain(t, idx):
-                if prefetch_values:
-                    out.extend(Access("prefetch", "value", b.entries[p], None) for p in b.filled())
                 nxt = b.child if b.chained else (tab[idx + 1] if idx + 1 < len(tab) else None)
-                if nxt is not None:
-                    out.extend(
-                        Access("prefetch", "entry", nxt.entries[p], None) for p in nxt.filled()
-                    )
-                    if nxt.chained:
-                        nn = nxt.child
-                    elif b.chained:
-                        nn = tab[idx + 1] if idx + 1 < len(tab) else None
-                    else:
-                        nn = tab[idx + 2] if idx + 2 < len(tab) else None
-                    if nn is not None:
-                        out.append(Access("prefetch", "bucket", nn.bid, None))
+                if mode == "next-bucket" and nxt is not None:
+                    out.append(Access("prefetch", "bucket", nxt.bid, None))
+                if mode == "valkey":
+                    if prefetch_values:
+                        out.extend(Access("prefetch", "value", b.entries[p], None)
+                                   for p in b.filled())
+                    if nxt is not None:
+                        out.extend(Access("prefetch", "entry", nxt.entries[p], None)
+                                   for p in nxt.filled())
+                        if nxt.chained:
+                            nn = nxt.child
+                        elif b.chained:
+                            nn = tab[idx + 1] if idx + 1 < len(tab) else None
+                        else:
+                            nn = tab[idx + 2] if idx + 2 < len(tab) else None
+                        if nn is not None:
+                            out.append(Access("prefetch", "bucket", nn.bid, None))
                 out.extend(Access("read", "entry", b.entries[p], None) for p in b.filled())
     return out

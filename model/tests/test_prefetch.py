@@ -208,10 +208,19 @@ def test_load_prefetch_goes_stale_when_the_insert_grows_the_table():
     assert any(p != u for p, u in zip(pre, used, strict=True))  # resize made some stale
 
 
-@given(ops, st.booleans())
-def test_iterator_prefetches_only_what_it_then_returns(oplist, values):
+@given(ops, st.booleans(), st.sampled_from(["none", "next-bucket", "valkey"]))
+def test_iterator_prefetches_only_what_it_then_returns(oplist, values, mode):
     ht, present = build(oplist)
-    trace = iterator_prefetch_order(ht, prefetch_values=values)
+    trace = iterator_prefetch_order(ht, prefetch_values=values, mode=mode)
+    if mode == "none":
+        assert all(a.op == "read" for a in trace)
+    visited = [a.ref for a in trace if a.op == "read"]
+    buckets = [b.bid for t in (0, 1) if ht.tables[t] for i in range(len(ht.tables[t]))
+               for b in ht.chain(t, i)]
+    for a in trace:
+        if a.what == "bucket":
+            assert a.ref in buckets  # a prefetched bucket line is one the iteration visits
+    assert sorted(visited) == sorted(present)
     reads = [a.ref for a in trace if a.op == "read"]
     assert sorted(reads) == sorted(present)
     for i, a in enumerate(trace):
