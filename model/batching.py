@@ -19,6 +19,7 @@ __all__ = [
     "PREFETCH_BATCH_SIZE",
     "get_keys_from_command",
     "prefetch_next_batch_size",
+    "next_batch_size",
     "multikey_batches",
     "LookaheadBatch",
     "pipeline_lookahead",
@@ -54,6 +55,9 @@ def get_keys_from_command(argv: tuple[bytes, ...] | list[bytes]) -> list[bytes]:
 def prefetch_next_batch_size(remaining: int, batch_size: int = PREFETCH_BATCH_SIZE) -> int:
     """``prefetchNextBatchSize``: one batch if at least two remain, else everything."""
     return batch_size if remaining >= 2 * batch_size else remaining
+
+
+next_batch_size = prefetch_next_batch_size  # c_ref commands.c nextBatchSize
 
 
 def multikey_batches(nkeys: int, batch_size: int = PREFETCH_BATCH_SIZE) -> list[range]:
@@ -141,7 +145,11 @@ def load_prefetch_order(
 
     Per record: read the key; with ``prefetch-after-key`` (PR #2311) hash it and prefetch
     the bucket an insert would use (creating the slot table first if missing); read the
-    value; insert. ``none`` skips the prefetch. Tables are ``Hashtable`` models."""
+    value; insert. ``prefetch-rehash`` hashes the key again at insert (the PR's double
+    hashing: one more read of the key). ``none`` skips the prefetch and hashes at
+    insert. Tables are ``Hashtable`` models."""
+    if variant not in ("none", "prefetch-after-key", "prefetch-rehash"):
+        raise ValueError(variant)
     tables: dict[int, Hashtable] = {}
     out: list[Access] = []
     for key, _val in records:
@@ -157,6 +165,8 @@ def load_prefetch_order(
             b = tab[ht.hash_fn(key) & (len(tab) - 1)]
             out.append(Access("prefetch", "bucket", b.bid, key))
         out.append(Access("read", "value", key, key))
+        if variant != "prefetch-after-key":
+            out.append(Access("read", "key", key, key))  # hash (again) at insert
         ht.add(key)
         h = ht.hash_fn(key)
         home = next(b for _, b in ht.buckets_for(h) if key in b.entries)

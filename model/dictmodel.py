@@ -176,11 +176,19 @@ class Dict:
 
 
 class DictPrefetchState(Enum):
-    PREFETCH_BUCKET = "PREFETCH_BUCKET"
-    PREFETCH_ENTRY = "PREFETCH_ENTRY"
-    PREFETCH_ENTRY_KEY = "PREFETCH_ENTRY_KEY"
-    PREFETCH_ENTRY_VALUE = "PREFETCH_ENTRY_VALUE"
-    PREFETCH_DONE = "PREFETCH_DONE"
+    """``dictPrefetcher`` states; member names are c_ref's C enum names
+    (``DICT_PREFETCH_*``), the Redis names (``PREFETCH_*``) are aliases."""
+
+    DICT_PREFETCH_BUCKET = "BUCKET"
+    DICT_PREFETCH_ENTRY = "ENTRY"
+    DICT_PREFETCH_ENTRY_KEY = "ENTRY_KEY"
+    DICT_PREFETCH_ENTRY_VALUE = "ENTRY_VALUE"
+    DICT_PREFETCH_DONE = "DONE"
+    PREFETCH_BUCKET = "BUCKET"
+    PREFETCH_ENTRY = "ENTRY"
+    PREFETCH_ENTRY_KEY = "ENTRY_KEY"
+    PREFETCH_ENTRY_VALUE = "ENTRY_VALUE"
+    PREFETCH_DONE = "DONE"
 
 
 @dataclass
@@ -200,8 +208,10 @@ def dict_prefetch_keys(
     batch: list[tuple[Dict | None, bytes]],
     value_is_raw: Callable[[bytes], bool] = lambda k: True,
 ) -> list[Access]:
-    """``dictPrefetchKeys`` + ``dictPrefetcherRun``: round-robin over the batch; a state
-    only moves the cursor to the next key when it issued a prefetch. No-op if n <= 1."""
+    """``dictPrefetchKeys`` + ``dictPrefetcherRun``: round-robin over the batch; as in
+    Redis #15133, a state only moves the cursor to the next key when it issued a
+    prefetch (or finished). No-op if n <= 1. (c_ref's ``dictPrefetcherStep`` moves the
+    cursor after every step, so its interleaving can differ; the prefetched set does not.)"""
     n = len(batch)
     trace: list[Access] = []
     if n <= 1:

@@ -33,6 +33,7 @@ __all__ = [
     "incremental_find_get_result",
     "PrefetchState",
     "hashtable_prefetch",
+    "prefetch_keys",
     "iterator_prefetch_order",
 ]
 
@@ -49,6 +50,14 @@ class Access(NamedTuple):
 
 
 class IncrementalFindState(Enum):
+    """States of ``hashtableIncrementalFind*``; member names are the C enum names
+    (``.name`` diffs against c_ref traces), the short names are aliases."""
+
+    HASHTABLE_NEXT_BUCKET = "NEXT_BUCKET"
+    HASHTABLE_NEXT_ENTRY = "NEXT_ENTRY"
+    HASHTABLE_CHECK_ENTRY = "CHECK_ENTRY"
+    HASHTABLE_FOUND = "FOUND"
+    HASHTABLE_NOT_FOUND = "NOT_FOUND"
     NEXT_BUCKET = "NEXT_BUCKET"
     NEXT_ENTRY = "NEXT_ENTRY"
     CHECK_ENTRY = "CHECK_ENTRY"
@@ -148,6 +157,9 @@ def incremental_find_get_result(st: IncrementalFind) -> bytes | None:
 
 
 class PrefetchState(Enum):
+    """Per-key states of the round-robin driver (``memory_prefetch.c``, c_ref
+    ``pipeline.c``), named as in C."""
+
     PREFETCH_ENTRY = "PREFETCH_ENTRY"
     PREFETCH_VALUE = "PREFETCH_VALUE"
     PREFETCH_DONE = "PREFETCH_DONE"
@@ -198,6 +210,9 @@ def hashtable_prefetch(
                 trace.append(Access("prefetch", "value", entry, st.key))
             states[cur] = PrefetchState.PREFETCH_DONE
         cur = (cur + 1) % n
+
+
+prefetch_keys = hashtable_prefetch  # c_ref pipeline.c ksPrefetchKeys
 
 
 def get_next_prefetch_info(states: list[PrefetchState], cur: int) -> int | None:

@@ -195,8 +195,11 @@ def test_load_prefetch_targets_the_loaded_key(keys, cluster):
         if a.op == "prefetch":
             assert trace[i - 1] == ("read", "key", a.key, a.key)  # right after the key
             assert trace[i + 1] == ("read", "value", a.key, a.key)  # before the value
-    assert [a for a in load_prefetch_order([(k, b"v") for k in keys], "none")
-            if a.op == "prefetch"] == []
+    none = load_prefetch_order([(k, b"v") for k in keys], "none")
+    assert [a for a in none if a.op == "prefetch"] == []
+    rehash = load_prefetch_order([(k, b"v") for k in keys], "prefetch-rehash")
+    key_reads = Counter(a.key for a in rehash if a.what == "key")
+    assert all(n == 2 for n in key_reads.values())  # read once more to hash again
 
 
 def test_load_prefetch_goes_stale_when_the_insert_grows_the_table():
