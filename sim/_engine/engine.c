@@ -729,8 +729,9 @@ static uint64_t inflight(const kvsimSim *s, uint32_t sv, uint64_t line, uint64_t
  * tick x.  Returns its completion tick; *waited is set when it found its line
  * still in flight (for prefetch timeliness).
  */
-static uint64_t timeAccess(kvsimSim *s, uint64_t line, uint32_t f, uint32_t sv, uint64_t x,
-                           uint32_t pfk, int *waited) {
+static inline __attribute__((always_inline)) uint64_t
+timeAccessBody(kvsimSim *s, uint64_t line, uint32_t f, uint32_t sv, uint64_t x, uint32_t pfk,
+               int *waited) {
     kvsimStats *st = s->st;
     uint64_t lat = levelLatency(s, sv);
     uint64_t rif = inflight(s, sv, line, x);
@@ -781,6 +782,12 @@ static uint64_t timeAccess(kvsimSim *s, uint64_t line, uint32_t f, uint32_t sv, 
         st->l1_misses_timed++;
     }
     return c;
+}
+
+/* The out-of-line copy (prefetches); demand pieces inline the body with f = 0. */
+static uint64_t timeAccess(kvsimSim *s, uint64_t line, uint32_t f, uint32_t sv, uint64_t x,
+                           uint32_t pfk, int *waited) {
+    return timeAccessBody(s, line, f, sv, x, pfk, waited);
 }
 
 /* --- Prefetch issue ------------------------------------------------------------ */
@@ -882,22 +889,50 @@ static void doMarker(kvsimSim *s, const kvtRecord *r) {
     if (m == KVT_MARK_WARMUP_END) setCounting(s, 1);
 }
 
+/* Counters of the current phase that the specialised record loop (s->fast) adds
+ * up locally and adds to the statistics before anything can change where they
+ * go (a marker) and at the end of each kvsimRun call. */
+typedef struct Batch {
+    uint64_t records, instructions, kind[KVT_MARKER], pieces, multiline, ticks;
+} Batch;
+
+static void flushBatch(kvsimSim *s, Batch *bt) {
+    kvsimStats *st = s->st;
+    if (st != &s->stats) s->stats.warmup_records += bt->records;
+    st->records += bt->records;
+    for (int k = 0; k < KVT_MARKER; k++) st->kind[k] += bt->kind[k];
+    st->instructions += bt->instructions;
+    st->pieces += bt->pieces;
+    st->multiline += bt->multiline;
+    st->ticks += bt->ticks;
+    st->phase[s->phase].records += bt->records;
+    st->phase[s->phase].instructions += bt->instructions;
+    st->phase[s->phase].ticks += bt->ticks;
+    memset(bt, 0, sizeof *bt);
+}
+
 /* One memory record.  `timing` and `extras` (TLB or hardware prefetchers
  * configured) are compile-time constants in each of the four copies that
  * kvsimRun calls, so the common configurations carry no dead branches. */
 static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const kvtRecord *r,
                                                             const int timing, const int extras,
-                                                            const int fast) {
+                                                            const int fast, Batch *bt) {
     kvsimStats *st = s->st;
     const uint64_t W = s->W;
     const uint32_t lb = s->cfg.line_bits;
     const uint64_t ninstr = (uint64_t)r->gap + 1;
-    if (st != &s->stats) s->stats.warmup_records++;
-    st->records++;
-    st->kind[r->kind]++;
-    st->instructions += ninstr;
-    st->phase[s->phase].records++;
-    st->phase[s->phase].instructions += ninstr;
+    if (fast) {
+        bt->records++;
+        bt->kind[r->kind]++;
+        bt->instructions += ninstr;
+    } else {
+        if (st != &s->stats) s->stats.warmup_records++;
+        st->records++;
+        st->kind[r->kind]++;
+        st->instructions += ninstr;
+        st->phase[s->phase].records++;
+        st->phase[s->phase].instructions += ninstr;
+    }
     s->instr += ninstr;
 
     /* dispatch */
@@ -969,10 +1004,18 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
         const uint64_t size = r->size ? r->size : 1;
         const uint64_t first = r->addr >> lb, last = (r->addr + size - 1) >> lb;
         const uint64_t lsize = 1ULL << lb;
-        if (last != first) st->multiline++;
+        if (last != first) {
+            if (fast)
+                bt->multiline++;
+            else
+                st->multiline++;
+        }
         uint32_t svmax = 0;
         for (uint64_t line = first; line <= last; line++) {
-            st->pieces++;
+            if (fast)
+                bt->pieces++;
+            else
+                st->pieces++;
             uint64_t a0 = line << lb, a1 = a0 + lsize;
             uint64_t p0 = r->addr > a0 ? r->addr : a0;
             uint64_t p1 = r->addr + size < a1 ? r->addr + size : a1;
@@ -994,7 +1037,7 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
             if (sv > svmax) svmax = sv;
             if (timing && !is_store) {
                 int waited = 0;
-                uint64_t c = timeAccess(s, line, 0, sv, xp, 0, &waited);
+                uint64_t c = timeAccessBody(s, line, 0, sv, xp, 0, &waited);
                 if (c > C) C = c;
                 classifyPf(s, waited);
             } else {
@@ -1026,8 +1069,12 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
         s->rob_tail++;
         s->r_last = R;
         s->dep_ring[s->recno % KVSIM_DEP_WINDOW] = C;
-        st->ticks += R - r0;
-        st->phase[s->phase].ticks += R - r0;
+        if (fast) {
+            bt->ticks += R - r0;
+        } else {
+            st->ticks += R - r0;
+            st->phase[s->phase].ticks += R - r0;
+        }
     }
     s->recno++;
 }
@@ -1056,6 +1103,8 @@ void kvsimRun(kvsimSim *s, const kvtRecord *recs, size_t n) {
     if (s->finished) return;
     const int extras = s->cfg.tlb || s->cfg.nprefetchers;
     const int fast = s->fast;
+    Batch bt;
+    memset(&bt, 0, sizeof bt);
     for (size_t i = 0; i < n; i++) {
         /* Look ahead: prefetch the simulated sets (one block per level below L1,
          * which stays in the host caches anyway) that the record
@@ -1076,28 +1125,30 @@ void kvsimRun(kvsimSim *s, const kvtRecord *recs, size_t n) {
         }
         const kvtRecord *r = &recs[i];
         if (r->kind == KVT_MARKER) {
+            flushBatch(s, &bt); /* a marker may switch the phase or the counting */
             doMarker(s, r);
         } else if (r->kind < KVT_MARKER) {
             if (s->cfg.timing) {
                 if (extras)
-                    doMemoryT(s, r, 1, 1, 0);
+                    doMemoryT(s, r, 1, 1, 0, &bt);
                 else if (fast)
-                    doMemoryT(s, r, 1, 0, 1);
+                    doMemoryT(s, r, 1, 0, 1, &bt);
                 else
-                    doMemoryT(s, r, 1, 0, 0);
+                    doMemoryT(s, r, 1, 0, 0, &bt);
             } else {
                 if (extras)
-                    doMemoryT(s, r, 0, 1, 0);
+                    doMemoryT(s, r, 0, 1, 0, &bt);
                 else if (fast)
-                    doMemoryT(s, r, 0, 0, 1);
+                    doMemoryT(s, r, 0, 0, 1, &bt);
                 else
-                    doMemoryT(s, r, 0, 0, 0);
+                    doMemoryT(s, r, 0, 0, 0, &bt);
             }
         } else { /* unknown kind: counted as a record, otherwise ignored */
             s->st->records++;
             s->recno++;
         }
     }
+    flushBatch(s, &bt);
 }
 
 void kvsimFinish(kvsimSim *s) {
