@@ -334,6 +334,56 @@ def make_lockstep_machine(cfg: LockstepConfig) -> type[RuleBasedStateMachine]:
                     raise Mismatch(f"SCAN coverage: {self.backends[0].name}={sorted(expect)} "
                                    f"{b.name}={sorted(got)}")
 
+        @rule(count=st.sampled_from([3, 50, 500]),
+              writes=st.lists(S.pipeline(pool, 3), max_size=6),
+              batch=batches)
+        def scan_across_writes(self, count: int, writes: list[list[list[bytes]]],
+                               batch: int) -> None:
+            """SCAN calls interleaved with writes (which may resize or rehash the tables):
+            every key live from start to end and not named by a write must be returned.
+            c_ref backends share one structure, so their SCAN replies must be identical."""
+            stable = self.live_keys()
+            for cmds in writes:
+                for c in cmds:
+                    stable -= set(c[1:])
+            cursors = [b"0"] * len(self.backends)
+            seen: list[set[bytes]] = [set() for _ in self.backends]
+            done = [False] * len(self.backends)
+            pending = list(writes)
+            for _ in range(10_000):
+                if all(done):
+                    break
+                replies = []
+                for i, b in enumerate(self.backends):
+                    if done[i]:
+                        continue
+                    q = encode_command(b"SCAN", cursors[i], b"COUNT", str(count).encode())
+                    rep, _ = b.execute(q, batch)
+                    (val,) = parse_replies(rep)
+                    cursors[i] = val[0]
+                    seen[i] |= set(val[1])
+                    done[i] = cursors[i] == b"0"
+                    if isinstance(b, CrefBackend):
+                        replies.append((b.name, rep))
+                if len({r for _, r in replies}) > 1:
+                    raise Mismatch(f"SCAN replies differ across c_ref backends: {replies}")
+                if pending:
+                    self.run(pending.pop(0), batch)
+            else:
+                raise Mismatch("SCAN did not terminate")
+            for cmds in pending:
+                self.run(cmds, batch)
+            for b, got in zip(self.backends, seen, strict=True):
+                if not stable <= got:
+                    raise Mismatch(f"{b.name}: SCAN missed {sorted(stable - got)[:5]}")
+
+        def live_keys(self) -> set[bytes]:
+            rep, _ = self.backends[0].execute(encode_command(b"KEYS", b"*"), 16)
+            (val,) = parse_replies(rep)
+            for b in self.backends[1:]:
+                b.execute(encode_command(b"KEYS", b"*"), 16)  # keep the backends in step
+            return set(val)
+
         @precondition(lambda self: cluster)
         @rule(batch=batches, data=st.data())
         def many_in_one_slot(self, batch: int, data: st.DataObject) -> None:

@@ -81,6 +81,15 @@ def test_regression_load_prefetch_empty_slot_table(cref_lib, variant):
         ks.check_valid()
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("options", OPTIONS)
+def test_every_variant_long_run(cref_lib, options):
+    """The matrix with 25x the examples and longer programs (``pytest -m slow``)."""
+    _require(options)
+    assert_variant_equivalent(variants_for(options), options, max_examples=1000,
+                              stateful_step_count=60)
+
+
 @pytest.mark.parametrize("options", ["hashtable_min_exp=0 seed=7", "cluster=1 seed=3"])
 def test_other_seeds_and_tiny_tables(cref_lib, options):
     _require(options)
