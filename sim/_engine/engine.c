@@ -1166,6 +1166,28 @@ void kvsimFinish(kvsimSim *s) {
             for (uint64_t set = L->sets; set-- > 0;) {
                 uint32_t order[64 * 4];
                 uint32_t nw = L->ways;
+                /* a set without a dirty line writes nothing back (write-backs go
+                 * down, so none of its lines becomes dirty meanwhile): skip it */
+                int dirty = 0;
+                for (uint32_t w = 0; w < nw; w++)
+                    dirty |= SET_TAGS(L, set)[w] != 0 && (SET_META(L, set)[w] & META_DIRTY);
+                if (!dirty) continue;
+                if (L->roff) {
+                    /* LRU ranks: the ages are distinct, oldest = rank 0 */
+                    const uint8_t *rk = SET_BASE(L, set) + L->roff;
+                    for (uint32_t w = 0; w < nw; w++) order[rk[w]] = w;
+                    for (uint32_t q = 0; q < nw; q++) {
+                        uint64_t *tp = SET_TAGS(L, set) + order[q];
+                        uint8_t *mp = SET_META(L, set) + order[q];
+                        if (*tp == 0 || !(*mp & META_DIRTY)) continue;
+                        *mp &= (uint8_t)~META_DIRTY;
+                        st->level[k].writebacks++;
+                        st->level[k].writebacks_flush++;
+                        cacheAccess(s, k + 1, *tp - 1, OP_WFULL, SET_STAG(L, set)[order[q]],
+                                    KVSIM_K_WRITEBACK, 0, NULL);
+                    }
+                    continue;
+                }
                 uint32_t *ord = nw <= 256 ? order : malloc(nw * sizeof(uint32_t));
                 for (uint32_t w = 0; w < nw; w++) ord[w] = nw - 1 - w;
                 /* stable insertion sort by age, descending */
