@@ -11,8 +11,10 @@ the naive variant and c_ref under each variant given (``{batch}`` is replaced by
 size drawn per call from 1..128, so one run covers every size). After every step all
 replies and consumed byte counts must be identical (c_ref variants byte for byte against
 c_ref naive; the model byte for byte too except KEYS/SCAN order, compared as sets); the
-invariants are identical DBSIZE, identical KEYS sets, full-SCAN coverage, identical
-snapshot bytes across c_ref backends, and ``check_valid()`` of every backend.
+invariants are identical DBSIZE, identical snapshot bytes across c_ref backends and
+identical snapshot content everywhere, and ``check_valid()`` of every backend; rules also
+check KEYS sets, full-SCAN coverage, SCAN coverage across interleaved writes, snapshot
+save/load and rejection of corrupted snapshots.
 
 Any object with the ``Backend`` methods can take part, so a Python model of a variant can
 be checked (and caught) by the same machine.

@@ -1,9 +1,15 @@
 """Plain Python semantic model of the keyspace c_ref implements.
 
 This is the oracle: no buckets, no prefetching, just what the keyspace answers and stores.
-Commands (RESP2, Valkey reply bytes and error strings): GET, SET [NX|XX] [EX s|PX ms|KEEPTTL],
-DEL, EXISTS, MGET, MSET, MSETNX, EXPIRE/PEXPIRE [NX|XX|GT|LT], TTL, KEYS, SCAN cursor
-[MATCH p] [COUNT n], DBSIZE, FLUSHALL [SYNC|ASYNC]. Anything else is an unknown command.
+Commands (RESP2, Valkey reply bytes and error strings): GET, SET [NX|XX] [GET]
+[EX s|PX ms|EXAT s|PXAT ms|KEEPTTL], DEL, EXISTS, MGET, MSET, MSETNX,
+EXPIRE/PEXPIRE [NX|XX|GT|LT], TTL, PTTL, KEYS, SCAN cursor [MATCH p] [COUNT n] [TYPE t],
+DBSIZE, FLUSHALL [SYNC|ASYNC]. Anything else is an unknown command. c_ref is a single
+node owning every slot, so there is no CROSSSLOT by default.
+
+SCAN's cursor is the model's own (a stable per-key hash order), not c_ref's: compare SCAN
+results by coverage, not bytes. ``compat`` flags (``COMPAT``) opt into known c_ref
+departures from Valkey; the default is Valkey's behaviour.
 
 Expiry runs on a logical clock in milliseconds (``set_time_ms``) that the test controls. A
 key with absolute expire time ``when`` is logically expired once ``now > when``
