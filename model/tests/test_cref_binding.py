@@ -93,3 +93,9 @@ def test_snapshot_format_roundtrip(cref_lib):
         with pytest.raises(cref.CrefError):
             ks.load_snapshot(snap[:-1])
         assert ks.dbsize() == 4  # unchanged after a failed load
+
+
+def test_binary_path_next_to_the_library(cref_lib):
+    """The CLI is built with the library (c_ref/build/ or model/_native/)."""
+    p = cref.binary_path()
+    assert p.is_file() and p.parent == cref.library_path().parent
