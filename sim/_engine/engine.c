@@ -941,20 +941,26 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
         D = s->t_disp + ninstr;
         if (s->instr > s->cfg.rob) {
             uint64_t lim = s->instr - s->cfg.rob;
-            while (s->rob_head != s->rob_tail && s->rob_idx[s->rob_head & s->rob_mask] <= lim) {
-                uint64_t h = s->rob_head & s->rob_mask;
+            /* retire every entry at or before instruction lim; the last one
+             * retired bounds this dispatch */
+            uint64_t head = s->rob_head;
+            const uint64_t tail = s->rob_tail, mask = s->rob_mask;
+            if (head != tail && s->rob_idx[head & mask] <= lim) {
+                do
+                    head++;
+                while (head != tail && s->rob_idx[head & mask] <= lim);
+                const uint64_t h = (head - 1) & mask;
                 s->blk_valid = 1;
                 s->blk_idx = s->rob_idx[h];
                 s->blk_ret = s->rob_ret[h];
                 s->blk_cls = s->rob_cls[h];
-                s->rob_head++;
+                s->rob_head = head;
             }
             if (s->blk_valid) {
-                uint64_t b = s->blk_ret + (lim - s->blk_idx);
-                if (b > D) {
-                    st->stall_rob[s->blk_cls] += b - D;
-                    D = b;
-                }
+                const uint64_t b = s->blk_ret + (lim - s->blk_idx);
+                const uint64_t stall = b > D ? b - D : 0; /* no branch to mispredict */
+                st->stall_rob[s->blk_cls] += stall;
+                D += stall;
             }
         }
         s->t_disp = D;
