@@ -27,14 +27,19 @@
  * Per-level layout: one block per set (see SET_BASE below) holding 8-bit way
  * fingerprints, meta bytes (bit 0 dirty, bits 1-2 the prefetch kind of an
  * unused prefetched line), structure tags, the tags (line number + 1; 0 =
- * invalid) and the policy's per-line words; plus per-set policy words and the
- * miss buffers.  All sized at creation; nothing grows with the trace.
+ * invalid) and the policy's per-line words (LRU with <= 16 ways: 16 rank bytes
+ * instead, so a 16-way set is three host lines); plus per-set policy words and
+ * the miss buffers.  All sized at creation; nothing grows with the trace.
  *
  * Speed: before simulating record i, the set blocks that record
  * i + PREFETCH_DISTANCE will touch below L1 are prefetched into the host caches
  * (skipped when its line is probably in L1): look-ahead software prefetching,
  * the technique the simulator itself studies.  Lookups compare 16 fingerprints
- * per SSE instruction; victim and miss-buffer searches are branch-free.
+ * per SSE instruction.  The common configuration (every level LRU with ranks and
+ * non-inclusive, no TLB, no hardware prefetchers: s->fast) takes a specialised
+ * path: fastAccessBody / fastMiss walk the levels in a loop, and the record loop
+ * adds its counters up locally (Batch).  Miss buffers are kept sorted by ready
+ * tick, so the earliest free one is at hand.
  *
  * Conventions: see engine.h.
  */
