@@ -490,9 +490,9 @@ static void flushallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
 
 static const ksCommandDef commandTable[] = {
     {"get", 2, 1, getCommand},          {"set", -3, 1, setCommand},
-    {"del", -2, 1, delCommand},         {"exists", -2, 1, existsCommand},
-    {"mget", -2, 1, mgetCommand},       {"mset", -3, 1, msetCommand},
-    {"msetnx", -3, 1, msetnxCommand},   {"expire", -3, 1, expireCommand},
+    {"del", -2, 1, delCommand, -1, 1},         {"exists", -2, 1, existsCommand, -1, 1},
+    {"mget", -2, 1, mgetCommand, -1, 1},       {"mset", -3, 1, msetCommand, -1, 2},
+    {"msetnx", -3, 1, msetnxCommand, -1, 2},   {"expire", -3, 1, expireCommand},
     {"pexpire", -3, 1, pexpireCommand}, {"ttl", 2, 1, ttlCommand},
     {"pttl", 2, 1, pttlCommand},        {"keys", 2, 0, keysCommand},
     {"scan", -2, 0, scanCommand},       {"dbsize", 1, 0, dbsizeCommand},
@@ -505,6 +505,17 @@ const ksCommandDef *ksLookupCommand(const char *name, size_t len) {
             return &commandTable[i];
     }
     return NULL;
+}
+
+int ksCommandKeys(const ksCommandDef *d, int argc, int *first, int *step) {
+    if (!d || !d->first_key || d->first_key >= argc) return 0;
+    if ((d->arity > 0 && argc != d->arity) || argc < -d->arity) return 0;
+    int last = d->last_key < 0 ? argc + d->last_key : d->last_key ? d->last_key : d->first_key;
+    int st = d->key_step ? d->key_step : 1;
+    if (d->last_key < 0 && (argc - d->first_key) % st) return 0; /* MSET k v k: the command's own arity error */
+    *first = d->first_key;
+    *step = st;
+    return (last - d->first_key) / st + 1;
 }
 
 /* addReplyErrorFormat replaces newlines so the error stays one line. */

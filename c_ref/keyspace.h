@@ -181,11 +181,17 @@ typedef struct ksCommandDef {
     int arity;        /* Valkey convention: negative = at least -arity */
     int first_key;    /* 0 = no keys */
     void (*proc)(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
+    int last_key;     /* legacy key spec: 0 = first_key only, -1 = last argument */
+    int key_step;     /* 0 = 1 */
 } ksCommandDef;
 
 /* Look up the command, check arity, run it, write its reply. */
 void ksExecuteCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
 const ksCommandDef *ksLookupCommand(const char *name, size_t len);
+/* getKeysFromCommand: the number of keys of a command of argc arguments (0 if
+ * it has none or fails an arity check, incl. MSET's pair count); keys are
+ * argv[*first + i * *step]. */
+int ksCommandKeys(const ksCommandDef *d, int argc, int *first, int *step);
 
 /* --- pipeline.c ------------------------------------------------------------ */
 

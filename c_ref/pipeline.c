@@ -4,8 +4,27 @@
  *
  *   naive:      parse 1 -> execute 1 -> parse 1 -> execute 1 ...
  *
- *   lookahead:  parse up to `batch` commands -> resolve their keys (hash and
- *               slot once) -> interleave the step machines -> execute in order
+ *   lookahead:  parse commands into a batch of up to `batch` KEYS -> resolve
+ *               their keys (hash and slot once) -> interleave the step
+ *               machines -> execute in order
+ *
+ *   Batch rule (Valkey #2092 / memory_prefetch.c; `batch` is
+ *   prefetch-batch-max-size, counted in keys, not commands):
+ *     - every key of a command is added (getKeysFromCommand, ksCommandKeys:
+ *       GET/SET/EXPIRE/PEXPIRE/TTL/PTTL 1 key, MGET/DEL/EXISTS all arguments,
+ *       MSET/MSETNX every other argument); a command that fails its arity
+ *       check (incl. MSET's pair count) or is unknown has 0 keys but still
+ *       runs in the batch;
+ *     - commands are added whole, in order, while the keys fit: a command
+ *       whose keys would overflow the batch is not added; the batch closes
+ *       before it and it starts the next one (already parsed, not re-parsed);
+ *     - the batch also closes when it holds exactly `batch` keys, when the
+ *       query buffer has no further complete command, at a protocol error,
+ *       or at KS_MAX_BATCH commands (zero-key commands);
+ *     - a command with more keys than `batch` is never prefetched: it runs
+ *       alone, as a batch of its own with no prefetch (its keys are not
+ *       resolved ahead); commands before it form their own batch;
+ *     - only a batch of more than one key is prefetched.
  *
  *   Interleaving (one prefetch per key per turn, round robin):
  *
@@ -20,7 +39,9 @@
  *
  * Prefetching is advisory: commands execute exactly as in the naive path,
  * re-reading slot tables (an earlier command may have created, rehashed or
- * freed them); only the hash and slot computed during lookahead are reused.
+ * freed them); only the hash and slot of each command's first key, computed
+ * during lookahead, are reused (multi-key commands resolve their other keys
+ * again when they run).
  *
  * Conventions: public ks...; static internals without prefix.
  */
@@ -93,38 +114,55 @@ void ksPipelineNaive(ksKeyspace *ks, ksClient *c) {
 
 /* --- Lookahead ------------------------------------------------------------- */
 
+/* Add cmd's keys (getKeysFromCommand) to keys[*nk..]; returns how many it has
+ * (0 for an unknown command or a failed arity check), adding them only if
+ * add.  The first key's hash and slot are kept in cmd->key for execution. */
+static int commandKeys(ksKeyspace *ks, ksCommand *cmd, ksKeyInfo *keys, int *nk, int add) {
+    if (cmd->argc == 0) return 0;
+    if (!cmd->def) cmd->def = ksLookupCommand(cmd->argv[0], sdslen(cmd->argv[0]));
+    int first, step;
+    int kc = ksCommandKeys(cmd->def, cmd->argc, &first, &step);
+    if (!add || kc == 0) return kc;
+    for (int j = 0; j < kc; j++) ksKeyResolve(ks, cmd->argv[first + j * step], &keys[*nk + j]);
+    cmd->key = keys[*nk];
+    cmd->prefetched = 1;
+    *nk += kc;
+    return kc;
+}
+
 void ksPipelineLookahead(ksKeyspace *ks, ksClient *c) {
     int batch = ks->var.batch;
-    ksCommand cmds[KS_MAX_BATCH];
+    ksCommand cmds[KS_MAX_BATCH + 1]; /* +1: the parsed command that did not fit */
     ksKeyInfo keys[KS_MAX_BATCH];
-    int keycmd[KS_MAX_BATCH];
+    int carry = 0; /* cmds[0] is a command parsed by the previous round */
     while (1) {
-        int n = 0, rc = 0;
-        while (n < batch) {
-            cmds[n].argv = NULL; /* only what the parser needs is initialised */
-            cmds[n].argv_cap = 0;
-            if ((rc = ksParseCommand(ks, c, &cmds[n])) <= 0) break;
+        int n = 0, nk = 0, rc = 1, pending = 0; /* pending: cmds[n] parsed, not in this batch */
+        while (n < KS_MAX_BATCH) {
+            if (carry) {
+                carry = 0; /* already in cmds[0] */
+            } else {
+                cmds[n].argv = NULL; /* only what the parser needs is initialised */
+                cmds[n].argv_cap = 0;
+                if ((rc = ksParseCommand(ks, c, &cmds[n])) <= 0) break;
+            }
+            int kc = commandKeys(ks, &cmds[n], keys, &nk, 0);
+            if (kc > batch) {            /* more keys than a whole batch */
+                if (n == 0) n = 1;       /* alone, unprefetched */
+                else pending = 1;        /* next round, alone */
+                break;
+            }
+            if (nk + kc > batch) {       /* would overflow: stop before it */
+                pending = 1;
+                break;
+            }
+            commandKeys(ks, &cmds[n], keys, &nk, 1);
             n++;
+            if (nk == batch) break;
         }
         if (n == 0 && rc <= 0) {
             if (rc < 0) parseNext(ks, c, &cmds[0]); /* re-parse to reply the error */
             break;
         }
-        /* Resolve the first key of each parsed command. */
-        int nk = 0;
-        for (int i = 0; i < n; i++) {
-            ksCommand *cmd = &cmds[i];
-            if (cmd->argc == 0) continue;
-            cmd->def = ksLookupCommand(cmd->argv[0], sdslen(cmd->argv[0]));
-            const ksCommandDef *d = cmd->def;
-            if (!d || !d->first_key || d->first_key >= cmd->argc) continue;
-            if ((d->arity > 0 && cmd->argc != d->arity) || cmd->argc < -d->arity) continue;
-            ksKeyResolve(ks, cmd->argv[d->first_key], &keys[nk]);
-            cmd->key = keys[nk];
-            cmd->prefetched = 1;
-            keycmd[nk++] = i;
-        }
-        (void)keycmd;
         if (nk > 1) {
             KS_MARK(KVT_MARK_BATCH, nk);
             ksPrefetchKeys(ks, keys, nk);
@@ -139,6 +177,10 @@ void ksPipelineLookahead(ksKeyspace *ks, ksClient *c) {
             c->qpos = c->qlen;
             break;
         }
-        if (rc == 0 && n < batch) break;
+        if (rc == 0) break;
+        if (pending) {
+            cmds[0] = cmds[n]; /* parsed, not yet in a batch */
+            carry = 1;
+        }
     }
 }
