@@ -1,4 +1,4 @@
-"""External golden: DineroIV 7 on shared/golden/small_mixed_trace.din (incl. its final flush)."""
+"""External golden: DineroIV 7 on small_mixed_trace.din (copied from shared/golden), flush on."""
 
 from __future__ import annotations
 
@@ -9,20 +9,10 @@ import pytest
 
 import sim
 from sim.tests.conftest import DATA
+from traces.convert.dinero import din_to_records
 
 
 def _din_records(path) -> np.ndarray:
-    try:
-        from traces.convert.dinero import din_to_records
-    except ImportError:  # pragma: no cover - the converter lands separately
-        import traces
-
-        rows = [ln.split() for ln in path.read_text().splitlines() if ln.strip()]
-        out = np.zeros(len(rows), dtype=traces.RECORD_DTYPE)
-        out["kind"] = [0 if r[0] == "r" else 1 for r in rows]
-        out["addr"] = [int(r[1], 16) for r in rows]
-        out["size"] = [int(r[2], 16) for r in rows]
-        return out
     return din_to_records(path)
 
 
