@@ -129,6 +129,7 @@ class Writer:
             self._target = Path(dst)
             fd, self._tmp = tempfile.mkstemp(prefix=f".{self._target.name}.",
                                              suffix=".tmp", dir=self._target.parent or ".")
+            os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a trace is an ordinary file
             self._f: IO[bytes] = os.fdopen(fd, "wb")
             self._owns = True
         elif isinstance(dst, str | os.PathLike):
@@ -253,3 +254,9 @@ def recompress(src: PathOrStream, dst: PathOrStream, codec: str = "zstd",
             if not tr.complete:  # defensive: iteration only stops at a checked end chunk
                 raise RuntimeError("trace reader stopped before the end chunk")
         return {"chunks": w.n_chunks, "records": w.total_records}
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
