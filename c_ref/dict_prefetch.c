@@ -28,12 +28,19 @@
  *                            prefetchEntryValue(de) ---------+  |
  *   init with a NULL or empty dict -----------------------------+
  *
- * Turn rules (what the Python model mirrors): BUCKET with no table left goes
- * to DONE without a prefetch but still ends the turn; ENTRY ends the turn even
- * when the chain is exhausted (no prefetch); ENTRY_KEY ends the turn only if it
- * prefetched; ENTRY_VALUE always ends the turn.  BUCKET does not skip table-0
- * buckets below rehashidx (Redis does not: the cell is simply empty).  The
- * machine never rehashes and never writes the dict.
+ * Turn rules (Redis #15133; what the Python model's dict_prefetch_keys mirrors):
+ * a key keeps the turn until one of its steps issues a prefetch or it is DONE;
+ * only then does the cursor move to the next key.  So BUCKET with no table
+ * left goes to DONE (turn ends: key finished); ENTRY with the chain exhausted
+ * goes back to BUCKET and the same key continues (table 1 when rehashing, else
+ * DONE); ENTRY_KEY without a prefetch continues with ENTRY_VALUE; an
+ * ENTRY_VALUE miss continues with ENTRY; a hit is DONE (with or without a
+ * value prefetch).  dictIncrementalFindStep is one state step (ENTRY_KEY falls
+ * through to ENTRY_VALUE when it issued nothing); dictPrefetcherStep is one
+ * such step of the key at the cursor, and leaves the cursor on that key when
+ * the step issued no prefetch.  BUCKET does not skip table-0 buckets below
+ * rehashidx (Redis does not: the cell is simply empty).  The machine never
+ * rehashes and never writes the dict.
  *
  * Driver: up to DICT_PREFETCH_MAX_SIZE (64) keys; a wrapping cursor visits the
  * keys that are not DONE; a `remaining` counter ends the run.  Callers split
@@ -98,23 +105,25 @@ dictPrefetchState dictIncrementalFindGetState(const dictIncrementalFindState *st
     return (dictPrefetchState)((const lookup *)st)->state;
 }
 
-static void stepBucket(lookup *l) {
+/* Each step returns 1 if it issued a prefetch. */
+static int stepBucket(lookup *l) {
     if (l->ht_idx == -1) {
         l->ht_idx = 0;
     } else if (l->ht_idx == 0 && dictIsRehashing(l->d)) {
         l->ht_idx = 1;
     } else {
         l->state = DICT_PREFETCH_DONE;
-        return;
+        return 0;
     }
     l->meta_dep = dictMetaLoad(l->d, KS_SITE_DICT_PREFETCH);
     dictEntry **cell = dictTableCell(l->d, l->ht_idx, l->hash);
     KS_PREFETCH(cell, KVT_TAG_DICT_TABLE, KS_SITE_DICT_PREFETCH, l->meta_dep);
     l->current = NULL;
     l->state = DICT_PREFETCH_ENTRY;
+    return 1;
 }
 
-static void stepEntry(lookup *l) {
+static int stepEntry(lookup *l) {
     if (l->current) {
         dictEntry *next;
         ksLoadId idep, ndep;
@@ -132,9 +141,10 @@ static void stepEntry(lookup *l) {
                     dictEntryIsKey(l->current) ? dictItemTag(l->d) : KVT_TAG_DICT_ENTRY,
                     KS_SITE_DICT_PREFETCH, l->cur_dep);
         l->state = DICT_PREFETCH_ENTRY_KEY;
-    } else {
-        l->state = DICT_PREFETCH_BUCKET;
+        return 1;
     }
+    l->state = DICT_PREFETCH_BUCKET;
+    return 0;
 }
 
 /* Returns 1 if it prefetched (the turn ends). */
@@ -156,7 +166,7 @@ static int stepEntryKey(lookup *l) {
     return 1;
 }
 
-static void stepEntryValue(lookup *l) {
+static int stepEntryValue(lookup *l) {
     dictEntry *next;
     ksLoadId idep, ndep;
     void *stored =
@@ -166,30 +176,40 @@ static void stepEntryValue(lookup *l) {
         l->presumed = 1; /* Redis skips the compare: almost surely a hit */
     } else if (!dictCompareKeys(l->d, l->key, stored, idep)) {
         l->state = DICT_PREFETCH_ENTRY;
-        return;
+        return 0;
     }
     l->found = l->current;
     const dictType *type = dictGetType(l->d);
+    int issued = 0;
     if (type->prefetchEntryValue) {
         const void *addr = type->prefetchEntryValue(l->d, l->current);
-        if (addr) KS_PREFETCH(addr, KVT_TAG_VALUE, KS_SITE_DICT_PREFETCH, idep);
+        if (addr) {
+            KS_PREFETCH(addr, KVT_TAG_VALUE, KS_SITE_DICT_PREFETCH, idep);
+            issued = 1;
+        }
     }
     l->state = DICT_PREFETCH_DONE;
+    return issued;
+}
+
+/* One state step; 1 if it issued a prefetch. */
+static int stepOnce(lookup *l) {
+    switch ((dictPrefetchState)l->state) {
+    case DICT_PREFETCH_BUCKET: return stepBucket(l);
+    case DICT_PREFETCH_ENTRY: return stepEntry(l);
+    case DICT_PREFETCH_ENTRY_KEY:
+        if (stepEntryKey(l)) return 1;
+        return stepEntryValue(l); /* no prefetch issued: same key goes on */
+    case DICT_PREFETCH_ENTRY_VALUE: return stepEntryValue(l);
+    case DICT_PREFETCH_DONE:
+    case DICT_PREFETCH_NUM_STATES: break;
+    }
+    return 0;
 }
 
 int dictIncrementalFindStep(dictIncrementalFindState *st) {
     lookup *l = (lookup *)st;
-    switch ((dictPrefetchState)l->state) {
-    case DICT_PREFETCH_BUCKET: stepBucket(l); break;
-    case DICT_PREFETCH_ENTRY: stepEntry(l); break;
-    case DICT_PREFETCH_ENTRY_KEY:
-        if (stepEntryKey(l)) break;
-        stepEntryValue(l); /* no prefetch issued: same turn */
-        break;
-    case DICT_PREFETCH_ENTRY_VALUE: stepEntryValue(l); break;
-    case DICT_PREFETCH_DONE:
-    case DICT_PREFETCH_NUM_STATES: break;
-    }
+    stepOnce(l);
     return l->state != DICT_PREFETCH_DONE;
 }
 
@@ -228,8 +248,11 @@ int dictPrefetcherStep(dictPrefetcher *p) {
     if (p->remaining == 0) return 0;
     while (dictIncrementalFindGetState(&p->lookups[p->cursor]) == DICT_PREFETCH_DONE)
         p->cursor = (p->cursor + 1) % p->n;
-    if (!dictIncrementalFindStep(&p->lookups[p->cursor])) p->remaining--;
-    p->cursor = (p->cursor + 1) % p->n;
+    lookup *l = (lookup *)&p->lookups[p->cursor];
+    int issued = stepOnce(l);
+    if (l->state == DICT_PREFETCH_DONE) p->remaining--;
+    /* Redis #15133: move to the next key only after a prefetch (or when done). */
+    if (issued || l->state == DICT_PREFETCH_DONE) p->cursor = (p->cursor + 1) % p->n;
     return p->remaining > 0;
 }
 
