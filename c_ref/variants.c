@@ -16,12 +16,33 @@
 #include <string.h>
 
 #include "keyspace.h"
+#ifdef KS_HAVE_DICT
+#include "dict.h"
+#endif
 
 /* --- Variant functions ----------------------------------------------------- */
 
-/* multikey=batch: interleaved prefetch of one batch (the dictPrefetcher /
- * hashtable step machine over the batch's keys). */
-static void multikeyBatch(ksKeyspace *ks, ksKeyInfo *keys, int n) { ksPrefetchKeys(ks, keys, n); }
+/* multikey=batch: interleaved prefetch of one batch of an MGET/MSET/MSETNX
+ * (batches of 16 with the adaptive tail, slot tables re-resolved per batch:
+ * commands.c).  table=hashtable: Valkey's hashtable step machine
+ * (ksPrefetchKeys).  table=dict: Redis #15133's path, dictPrefetchKeys over the
+ * batch's dicts and keys (the prefetcher hashes each key itself, as Redis). */
+static void multikeyBatch(ksKeyspace *ks, ksKeyInfo *keys, int n) {
+#ifdef KS_HAVE_DICT
+    if (ks->ops == &ksDictTableOps) {
+        dict *dicts[DICT_PREFETCH_MAX_SIZE];
+        const void *dkeys[DICT_PREFETCH_MAX_SIZE];
+        if (n > DICT_PREFETCH_MAX_SIZE) n = DICT_PREFETCH_MAX_SIZE; /* batches are < 32 */
+        for (int i = 0; i < n; i++) {
+            dicts[i] = keys[i].table;
+            dkeys[i] = keys[i].key;
+        }
+        dictPrefetchKeys(dicts, dkeys, (size_t)n);
+        return;
+    }
+#endif
+    ksPrefetchKeys(ks, keys, n);
+}
 
 static void setPipeline(ksVariants *v, const void *fn) { v->pipeline = (ksPipelineFn)fn; }
 static void setMultikey(ksVariants *v, const void *fn) {
