@@ -69,9 +69,10 @@
     X(DICT_KEY, "dict.key", 8)                   /* key via entry */              \
     X(DICT_STORE, "dict.store", 8)                                             \
     X(DICT_REHASH, "dict.rehash", 14)                                          \
-    X(DICT_ITER, "dict.iter", 8)                                               \
+    X(DICT_ITER, "dict.iter", 45)                /* fit: KEYS, SAVE (table=dict) */ \
     X(DICT_SCAN, "dict.scan", 10)                                              \
-    X(DICT_PREFETCH, "dict.prefetch", 10)        /* dictPrefetcher states */      \
+    X(DICT_PREFETCH, "dict.prefetch", 81)        /* dictPrefetcher states; fit: */ \
+    /* least squares over lookahead (x2), MGET and MSET batch on table=dict */ \
     /* --- misc --- */                                                         \
     X(STACK, "stack", 2)                                                       \
     X(OTHER, "other", 4)

@@ -3,9 +3,13 @@
 # trace's total instructions (sum of gaps + memory records) must be within 25%
 # of the instructions callgrind counts in the native build's measured phase
 # (functions measured*, see workload.c).  Prints one line per workload.
-# Usage: sh tests/calibrate.sh build/kvsim-cref   (needs valgrind)
+# Usage: sh tests/calibrate.sh build/kvsim-cref [EXTRA]   (needs valgrind)
+# EXTRA (e.g. "--table dict") is appended to every workload's options; the list
+# already has the table=dict workloads that exercise the dict.* prefetch and
+# iterator sites (the full dict run: sh tests/calibrate.sh B "--table dict").
 set -u
 B=${1:-build/kvsim-cref}
+EXTRA=${2:-}
 STAT=$(dirname "$B")/kvt_stat
 command -v valgrind >/dev/null || { echo "calibrate: valgrind not found, skipped"; exit 0; }
 T=$(mktemp -d)
@@ -14,6 +18,7 @@ fail=0
 printf '%-44s %12s %12s %7s\n' workload callgrind_Ir trace_instr ratio
 while read -r w args; do
     [ -z "$w" ] && continue
+    args="$args $EXTRA"
     valgrind --tool=callgrind --toggle-collect='measured*' --callgrind-out-file="$T/cg" \
         "$B" native $w $args --json >/dev/null 2>"$T/vg" || { echo "callgrind failed: $w $args"; fail=1; continue; }
     ir=$(sed -n 's/.*Collected : *\([0-9]*\).*/\1/p' "$T/vg")
@@ -37,5 +42,10 @@ iterate --keys 20000 --op keys --variant valkey
 iterate --keys 20000 --op save --variant valkey
 load --keys 20000 --variant none --value-size 32
 load --keys 20000 --variant prefetch-after-key --value-size 4096
+pipeline --keys 20000 --ops 20000 --variant lookahead --value-size 256 --depth 10 --table dict
+pipeline --keys 20000 --ops 20000 --variant lookahead --set-ratio 0.5 --cluster --table dict
+mget --keys 20000 --ops 2000 --keys-per-command 20 --variant batch --table dict
+mset --keys 20000 --keys-per-command 50 --variant batch --table dict
+iterate --keys 20000 --op keys --variant none --table dict
 LIST
 exit $fail
