@@ -7,13 +7,21 @@
  */
 #include <stdint.h>
 
+#include <string.h>
+
 #include "../emit.h"
+#include "../kvsim_cref.h"
 #include "../workload.h"
 #include "testhelp.h"
 
 int tr_ksWorkloadRun(const ksWorkloadSpec *spec, ksWorkloadResult *res, char *err, size_t errlen);
 ksEmitter *tr_ksEmitterOpen(FILE *out, const char *json, uint32_t chunk_records);
 int tr_ksEmitterClose(ksEmitter *e);
+extern ksEmitter *tr_ksEmitterCurrent;
+ksKeyspace *tr_ksCreate(const char *options);
+void tr_ksDestroy(ksKeyspace *ks);
+int tr_ksExecute(ksKeyspace *ks, const char *variant, const uint8_t *query, size_t len, const uint8_t **reply,
+                 size_t *reply_len, size_t *consumed);
 
 static uint8_t *traceTo(const ksWorkloadSpec *s, size_t *len, uint32_t chunk) {
     FILE *f = tmpfile();
@@ -165,8 +173,44 @@ static int test_traced_matches_native(void) {
     return 0;
 }
 
+/* pipeline=lookahead batches by keys (pipeline.c): whole commands while their
+ * keys fit `batch`; a failed arity check adds no keys; a command with more keys
+ * than `batch` runs alone, unprefetched.  Markers: "B<n>" = prefetch batch of
+ * n keys, "C" = a command. */
+static int test_lookahead_key_batches(void) {
+    const char *q = "SET a 1\r\nGET a\r\nMGET a b c\r\nDBSIZE\r\nMSET a 1 b\r\n"
+                    "MGET a b c d e\r\nGET x\r\nGET y\r\nDEL a b c d\r\nGET z\r\n";
+    const char *want = "B2 C C B3 C C C C B2 C C B4 C C ";
+    ksKeyspace *ks = tr_ksCreate("");
+    TEST_ASSERT(ks != NULL);
+    FILE *f = tmpfile();
+    ksEmitter *e = tr_ksEmitterOpen(f, "{\"format_version\":1}", 1u << 16);
+    TEST_ASSERT(e != NULL && tr_ksEmitterCurrent == e);
+    const uint8_t *r;
+    size_t rl, used;
+    TEST_ASSERT(tr_ksExecute(ks, "pipeline=lookahead batch=4", (const uint8_t *)q, strlen(q), &r, &rl, &used) == 0);
+    TEST_ASSERT(used == strlen(q));
+    char got[256] = "";
+    size_t gl = 0;
+    for (uint32_t i = 0; i < e->n && gl < sizeof(got) - 8; i++) {
+        const kvtRecord *rec = &e->buf[i];
+        if (rec->kind != KVT_MARKER) continue;
+        if (rec->flags == KVT_MARK_BATCH)
+            gl += (size_t)snprintf(got + gl, sizeof(got) - gl, "B%llu ", (unsigned long long)rec->addr);
+        else if (rec->flags == KVT_MARK_COMMAND)
+            gl += (size_t)snprintf(got + gl, sizeof(got) - gl, "C ");
+    }
+    tr_ksEmitterClose(e);
+    fclose(f);
+    tr_ksDestroy(ks);
+    if (strcmp(got, want)) fprintf(stderr, "markers: got '%s' want '%s'\n", got, want);
+    TEST_ASSERT(strcmp(got, want) == 0);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     TEST_INIT(argc, argv);
+    RUN(test_lookahead_key_batches);
     RUN(test_workload_traces);
     RUN(test_traced_matches_native);
     return TEST_DONE();
