@@ -861,6 +861,44 @@ static void checkDeps(void) {
 }
 #endif
 
+/* Redis #15133 cursor rule: a step that issues no prefetch keeps the cursor on
+ * the same key.  k0 is absent with an empty bucket: BUCKET (prefetch, cursor
+ * moves), ..., ENTRY finds the cell empty (no prefetch: cursor stays on k0),
+ * BUCKET with no table left (DONE: cursor moves). */
+static void test_prefetcher_cursor(void) {
+    beginTest("dictPrefetcher: no prefetch, same key");
+    dict *d = dictCreate(&T_SDS, A);
+    CHECK(add(d, mkItem(&T_SDS, "present")) == DICT_OK);
+    char name[32];
+    sds k0 = NULL;
+    for (int i = 0; i < 10000 && !k0; i++) {
+        snprintf(name, sizeof(name), "absent%d", i);
+        sds k = mkSds(name);
+        if (*dictTableCell(d, 0, dictGetHash(d, k)) == NULL) k0 = k;
+        else freeSds(k);
+    }
+    CHECK(k0 != NULL && !dictIsRehashing(d));
+    sds k1 = mkSds("present");
+    dict *dicts[2] = {d, d};
+    const void *keys[2] = {k0, k1};
+    dictPrefetcher p;
+    dictPrefetcherReset(&p, dicts, keys, 2);
+    CHECK(p.cursor == 0 && p.remaining == 2);
+    CHECK(dictPrefetcherStep(&p) && p.cursor == 1); /* k0 BUCKET: prefetch */
+    CHECK(dictPrefetcherStep(&p) && p.cursor == 0); /* k1 BUCKET: prefetch */
+    CHECK(dictPrefetcherStep(&p) && p.cursor == 0); /* k0 ENTRY: empty cell, stays */
+    CHECK(dictIncrementalFindGetState(&p.lookups[0]) == DICT_PREFETCH_BUCKET);
+    CHECK(dictPrefetcherStep(&p) && p.cursor == 1 && p.remaining == 1); /* k0 DONE */
+    CHECK(dictIncrementalFindGetState(&p.lookups[0]) == DICT_PREFETCH_DONE);
+    dictPrefetcherRun(&p);
+    dictEntry *de;
+    CHECK(!dictPrefetcherGetResult(&p, 0, &de) && dictPrefetcherGetResult(&p, 1, &de));
+    freeSds(k0);
+    freeSds(k1);
+    dictRelease(d);
+    endTest();
+}
+
 static void test_prefetcher(int ti) {
     char name[64];
     snprintf(name, sizeof(name), "dictPrefetcher == dictFind (%s)", TYPE_NAMES[ti]);
@@ -1403,6 +1441,7 @@ int main(int argc, char **argv) {
     test_fingerprint_assert();
     for (int t = 0; t < 3; t++) test_scan(t);
     for (int t = 0; t < 3; t++) test_prefetcher(t);
+    test_prefetcher_cursor();
     for (int t = 0; t < 3; t++) test_random_ops(t);
     test_mem_usage();
 #if defined(KS_TEST_VARIANTS) && !KS_TRACE
