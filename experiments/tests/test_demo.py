@@ -20,5 +20,8 @@ def test_demo_tiny(tmp_path):
     look = {r["cpu"]: r for r in rows if r["variant"] == "lookahead"}
     for cpu in naive:
         assert look[cpu]["records"] > naive[cpu]["records"], "lookahead adds prefetch records"
+    native = meta["native"]
+    assert native["naive"] > 0 and native["lookahead"] > 0
+    assert native["speedup"] == native["naive"] / native["lookahead"]
     assert (out / "demo.png").stat().st_size > 1000
     assert (out / "demo.csv").exists()
