@@ -17,6 +17,7 @@ from model.resp import Command, ProtocolError, split_commands
 
 __all__ = [
     "PREFETCH_BATCH_SIZE",
+    "KS_MAX_BATCH",
     "get_keys_from_command",
     "prefetch_next_batch_size",
     "next_batch_size",
@@ -31,19 +32,22 @@ PREFETCH_BATCH_SIZE = 16
 
 _ARITY = {
     b"get": 2, b"set": -3, b"del": -2, b"exists": -2, b"mget": -2, b"mset": -3,
-    b"msetnx": -3, b"expire": -3, b"pexpire": -3, b"ttl": 2, b"keys": 2, b"scan": -2,
-    b"dbsize": 1, b"flushall": -1,
+    b"msetnx": -3, b"expire": -3, b"pexpire": -3, b"ttl": 2, b"pttl": 2, b"keys": 2,
+    b"scan": -2, b"dbsize": 1, b"flushall": -1,
 }
+
+KS_MAX_BATCH = 128  # c_ref keyspace.h: at most this many commands per lookahead batch
 
 
 def get_keys_from_command(argv: tuple[bytes, ...] | list[bytes]) -> list[bytes]:
-    """``getKeysFromCommand`` for the supported commands: the key arguments, in order,
-    repeats kept; [] for unknown commands or bad arity (such commands are not prefetched)."""
+    """``getKeysFromCommand`` (c_ref ``ksCommandKeys``) for the supported commands: the key
+    arguments, in order, repeats kept; [] for unknown commands or a failed arity check,
+    incl. MSET/MSETNX's pair count (such commands are not prefetched)."""
     name = argv[0].lower()
     arity = _ARITY.get(name)
     if arity is None or (arity > 0 and len(argv) != arity) or len(argv) < -arity:
         return []
-    if name in (b"get", b"set", b"expire", b"pexpire", b"ttl"):
+    if name in (b"get", b"set", b"expire", b"pexpire", b"ttl", b"pttl"):
         return [argv[1]]
     if name in (b"del", b"exists", b"mget"):
         return list(argv[1:])
@@ -80,7 +84,8 @@ class LookaheadBatch:
 
 
 def first_key(argv: tuple[bytes, ...] | list[bytes]) -> bytes | None:
-    """The first key of a command with a valid arity (what lookahead resolves), or None."""
+    """The first key of a command with a valid arity (what ``unit="commands"`` lookahead
+    resolves), or None."""
     keys = get_keys_from_command(argv)
     if keys:
         return keys[0]
@@ -91,46 +96,77 @@ def first_key(argv: tuple[bytes, ...] | list[bytes]) -> bytes | None:
 
 
 def pipeline_lookahead(
-    buf: bytes, batch_size: int, unit: str = "commands"
+    buf: bytes, batch_size: int, unit: str = "keys"
 ) -> tuple[list[LookaheadBatch], ProtocolError | None, int]:
     """Split a query buffer into lookahead batches.
 
-    ``unit="commands"`` (c_ref's ``ksPipelineLookahead``): parse up to ``batch_size``
-    commands, resolve the first key of each command whose arity is valid, prefetch them
-    (only if more than one), execute the batch in order, repeat.
-    ``unit="keys"`` (Valkey #2092's key budget): add whole commands while fewer than
-    ``batch_size`` keys are collected; keys past the budget are not prefetched.
+    ``unit="keys"`` (the default) is c_ref's ``ksPipelineLookahead`` (Valkey #2092; the
+    rule is documented at the top of ``c_ref/pipeline.c``): ``batch_size`` counts KEYS.
+    Every key of a command (``get_keys_from_command``) joins the batch; commands are added
+    whole, in order, while their keys fit; a command whose keys would overflow the batch
+    closes it and starts the next one; a command with more keys than ``batch_size`` runs
+    alone, as a batch of its own whose keys are not prefetched. Unknown commands and
+    commands that fail their arity check add no keys but still run in their batch. A batch
+    also closes when it holds exactly ``batch_size`` keys or ``KS_MAX_BATCH`` (128)
+    commands. Only a batch of more than one key is prefetched (c_ref then emits a BATCH
+    marker whose addr is the key count): ``prefetch_keys`` is [] otherwise.
+
+    Alternatives (not what c_ref does; kept for comparison):
+    ``unit="commands"`` is c_ref's rule before the key-based batching: up to
+    ``batch_size`` commands per batch, the first key of each command whose arity is valid
+    (``first_key``) prefetched, only if more than one.
+    ``unit="key-budget"`` adds whole commands while fewer than ``batch_size`` keys are
+    collected and prefetches only the keys within the budget, i.e. part of the keys of a
+    command that overflows it (the batch is not closed before that command).
+
     A protocol error closes the last batch (the commands before it still run). A command
     cut off at the end of the buffer is in no batch and is not consumed.
     Returns (batches, protocol error or None, bytes consumed)."""
-    if unit not in ("commands", "keys"):
+    if unit not in ("keys", "commands", "key-budget"):
         raise ValueError(unit)
     items, consumed = split_commands(buf)
     batches: list[LookaheadBatch] = []
     cur = LookaheadBatch()
+
+    def close() -> None:
+        nonlocal cur
+        if cur.commands:
+            batches.append(cur)
+        cur = LookaheadBatch()
+
     perr = None
     for it in items:
         if isinstance(it, ProtocolError):
             perr = it
             break
-        cur.commands.append(it)
-        if unit == "commands":
+        if unit == "keys":
+            keys = get_keys_from_command(it.argv)
+            if len(keys) > batch_size:  # oversize: alone, unprefetched
+                close()
+                batches.append(LookaheadBatch([it], []))
+                continue
+            if len(cur.prefetch_keys) + len(keys) > batch_size:  # would overflow
+                close()
+            cur.commands.append(it)
+            cur.prefetch_keys.extend(keys)
+            full = len(cur.prefetch_keys) == batch_size or len(cur.commands) >= KS_MAX_BATCH
+        elif unit == "commands":
+            cur.commands.append(it)
             k = first_key(it.argv)
             if k is not None:
                 cur.prefetch_keys.append(k)
             full = len(cur.commands) >= batch_size
         else:
+            cur.commands.append(it)
             for k in get_keys_from_command(it.argv):
                 if len(cur.prefetch_keys) < batch_size:
                     cur.prefetch_keys.append(k)
             full = len(cur.prefetch_keys) >= batch_size
         if full:
-            batches.append(cur)
-            cur = LookaheadBatch()
-    if cur.commands:
-        batches.append(cur)
+            close()
+    close()
     for b in batches:
-        if unit == "commands" and len(b.prefetch_keys) <= 1:
+        if unit != "key-budget" and len(b.prefetch_keys) <= 1:
             b.prefetch_keys = []  # a single key is not prefetched
     return batches, perr, consumed
 

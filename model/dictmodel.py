@@ -210,8 +210,9 @@ def dict_prefetch_keys(
 ) -> list[Access]:
     """``dictPrefetchKeys`` + ``dictPrefetcherRun``: round-robin over the batch; as in
     Redis #15133, a state only moves the cursor to the next key when it issued a
-    prefetch (or finished). No-op if n <= 1. (c_ref's ``dictPrefetcherStep`` moves the
-    cursor after every step, so its interleaving can differ; the prefetched set does not.)"""
+    prefetch (or finished). No-op if n <= 1. c_ref's ``dictPrefetcherStep`` does the same:
+    the cursor stays on a key whose step issued no prefetch and moves only after a
+    prefetch or when the key is done, so the interleaving matches c_ref's."""
     n = len(batch)
     trace: list[Access] = []
     if n <= 1:

@@ -99,3 +99,53 @@ def test_binary_path_next_to_the_library(cref_lib):
     """The CLI is built with the library (c_ref/build/ or model/_native/)."""
     p = cref.binary_path()
     assert p.is_file() and p.parent == cref.library_path().parent
+
+
+def _model_markers(depth: int, ops: int, batch: int) -> list[str]:
+    """BATCH/COMMAND markers the model predicts for the CLI pipeline workload: each
+    group of ``depth`` one-key commands is one query buffer."""
+    from model.batching import pipeline_lookahead
+
+    out = []
+    for start in range(0, ops, depth):
+        n = min(depth, ops - start)
+        buf = b"".join(E(b"GET", b"k%d" % (start + i)) for i in range(n))
+        batches, perr, used = pipeline_lookahead(buf, batch)
+        assert perr is None and used == len(buf)
+        for b in batches:
+            if b.prefetch_keys:
+                out.append(f"B{len(b.prefetch_keys)}")
+            out += ["C"] * len(b.commands)
+    return out
+
+
+@pytest.mark.parametrize("batch,depth", [(1, 5), (2, 7), (3, 7), (4, 16), (16, 10),
+                                         (16, 40), (128, 200)])
+def test_lookahead_batches_match_a_cref_trace(cref_lib, batch, depth):
+    """model.batching.pipeline_lookahead splits like c_ref: BATCH markers (addr = keys
+    prefetched) and COMMAND markers of a real ``kvsim-cref trace pipeline`` run.
+    The CLI workload sends only GET/SET (one key each); mixed GET/MGET/MSET batches are
+    checked against c_ref's own marker test (c_ref/tests/test_emit.c) in
+    test_prefetch.py::test_pipeline_lookahead_keys_rule."""
+    import subprocess
+
+    import traces
+
+    ops = 300
+    r = subprocess.run(
+        [str(cref.binary_path()), "trace", "pipeline", "-o", "-", "--keys", "100",
+         "--ops", str(ops), "--depth", str(depth), "--batch", str(batch),
+         "--variant", "lookahead", "--set-ratio", "0.3"],
+        capture_output=True, check=True)
+    import io
+
+    got = []
+    with traces.open(io.BytesIO(r.stdout)) as tr:
+        for chunk in tr:
+            for rec in chunk[chunk["kind"] == traces.KIND_MARKER]:
+                if rec["flags"] == traces.MARK_BATCH:
+                    got.append(f"B{int(rec['addr'])}")
+                elif rec["flags"] == traces.MARK_COMMAND:
+                    got.append("C")
+    assert got.count("C") == ops
+    assert got == _model_markers(depth, ops, batch)

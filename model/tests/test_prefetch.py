@@ -163,7 +163,7 @@ POOL = key_pool()
 
 @settings(max_examples=60)
 @given(st.lists(command(POOL), min_size=1, max_size=6), st.integers(1, 128), st.data(),
-       st.sampled_from(["commands", "keys"]))
+       st.sampled_from(["keys", "commands", "key-budget"]))
 def test_pipeline_lookahead_batches(cmds, bsize, data, unit):
     buf = b"".join(encode_command(*c) for c in cmds)
     cut = data.draw(st.integers(0, len(buf)))
@@ -172,9 +172,18 @@ def test_pipeline_lookahead_batches(cmds, bsize, data, unit):
     assert perr is None and used == used2
     flat = [c for b in batches for c in b.commands]
     assert [c.argv for c in flat] == [i.argv for i in items]  # each command once, in order
-    for b in batches:
+    for i, b in enumerate(batches):
         demanded = [k for c in b.commands for k in get_keys_from_command(c.argv)]
-        if unit == "keys":
+        if unit == "keys":  # c_ref: whole commands, up to bsize keys, oversize alone
+            assert b.commands and len(b.commands) <= 128
+            if len(demanded) > bsize:
+                assert len(b.commands) == 1 and b.prefetch_keys == []  # alone, unprefetched
+            else:
+                assert b.prefetch_keys == (demanded if len(demanded) > 1 else [])
+                if i + 1 < len(batches) and len(b.commands) < 128:
+                    nxt = get_keys_from_command(batches[i + 1].commands[0].argv)
+                    assert nxt and len(demanded) + len(nxt) > bsize  # closed only when full
+        elif unit == "key-budget":
             assert b.prefetch_keys == demanded[: len(b.prefetch_keys)]  # prefetched: demanded
             assert len(b.prefetch_keys) <= bsize
         else:
@@ -185,6 +194,21 @@ def test_pipeline_lookahead_batches(cmds, bsize, data, unit):
                                                              if len(c.argv) > 1}
     # a command cut off at the end is not in any batch and is not consumed
     assert used <= cut and all(c.end <= used for c in flat)
+
+
+def test_pipeline_lookahead_keys_rule():
+    """The rule at the top of c_ref/pipeline.c on c_ref's own example (test_emit.c)."""
+    q = (b"SET a 1\r\nGET a\r\nMGET a b c\r\nDBSIZE\r\nMSET a 1 b\r\n"
+         b"MGET a b c d e\r\nGET x\r\nGET y\r\nDEL a b c d\r\nGET z\r\n")
+    batches, perr, used = pipeline_lookahead(q, 4)
+    assert perr is None and used == len(q)
+    assert [[c.argv[0] for c in b.commands] for b in batches] == [
+        [b"SET", b"GET"], [b"MGET", b"DBSIZE", b"MSET"], [b"MGET"], [b"GET", b"GET"],
+        [b"DEL"], [b"GET"]]
+    assert [b.prefetch_keys for b in batches] == [
+        [b"a", b"a"], [b"a", b"b", b"c"], [], [b"x", b"y"], [b"a", b"b", b"c", b"d"], []]
+    zero_key = b"DBSIZE\r\n" * 300  # no keys: the batch closes at 128 commands
+    assert [len(b.commands) for b in pipeline_lookahead(zero_key, 4)[0]] == [128, 128, 44]
 
 
 @given(st.lists(st.sampled_from(UNIVERSE), min_size=1, max_size=60, unique=True),
