@@ -94,6 +94,7 @@
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "dict.h"
+#include "fingerprint.h"
 
 #include <assert.h>
 #include <limits.h>
@@ -902,24 +903,14 @@ static_assert(sizeof(iter) <= sizeof(dictIterator), "dictIterator covers the sta
 /* Thomas Wang's 64-bit mix folded over the six fields that an unsafe
  * iteration must not change. */
 uint64_t dictFingerprint(const dict *d) {
-    uint64_t integers[6], hash = 0;
+    uint64_t integers[6];
     integers[0] = (uint64_t)(uintptr_t)d->ht_table[0];
     integers[1] = (uint64_t)(int64_t)d->ht_size_exp[0];
     integers[2] = d->ht_used[0];
     integers[3] = (uint64_t)(uintptr_t)d->ht_table[1];
     integers[4] = (uint64_t)(int64_t)d->ht_size_exp[1];
     integers[5] = d->ht_used[1];
-    for (int j = 0; j < 6; j++) {
-        hash += integers[j];
-        hash = (~hash) + (hash << 21);
-        hash = hash ^ (hash >> 24);
-        hash = (hash + (hash << 3)) + (hash << 8);
-        hash = hash ^ (hash >> 14);
-        hash = (hash + (hash << 2)) + (hash << 4);
-        hash = hash ^ (hash >> 28);
-        hash = hash + (hash << 31);
-    }
-    return hash;
+    return ksFingerprintFold(integers);
 }
 
 static void initIter(dictIterator *it, dict *d, int safe) {

@@ -50,6 +50,7 @@
  * from the published design, not copied.
  */
 #include "hashtable.h"
+#include "fingerprint.h"
 
 #include <assert.h>
 #include <stdio.h>
@@ -763,24 +764,14 @@ size_t hashtableScan(hashtable *ht, size_t cursor, hashtableScanFunction fn, voi
 /* Thomas Wang's 64-bit mix, folded over the six fields that change when the
  * table is modified. */
 static uint64_t fingerprint(const hashtable *ht) {
-    uint64_t integers[6], hash = 0;
+    uint64_t integers[6];
     integers[0] = (uint64_t)(uintptr_t)ht->tables[0];
     integers[1] = (uint64_t)ht->bucket_exp[0];
     integers[2] = ht->used[0];
     integers[3] = (uint64_t)(uintptr_t)ht->tables[1];
     integers[4] = (uint64_t)ht->bucket_exp[1];
     integers[5] = ht->used[1];
-    for (int j = 0; j < 6; j++) {
-        hash += integers[j];
-        hash = (~hash) + (hash << 21);
-        hash = hash ^ (hash >> 24);
-        hash = (hash + (hash << 3)) + (hash << 8);
-        hash = hash ^ (hash >> 14);
-        hash = (hash + (hash << 2)) + (hash << 4);
-        hash = hash ^ (hash >> 28);
-        hash = hash + (hash << 31);
-    }
-    return hash;
+    return ksFingerprintFold(integers);
 }
 
 void hashtableInitIterator(hashtableIterator *it, hashtable *ht, uint8_t flags) {
