@@ -250,8 +250,9 @@ void ksKeyResolve(ksKeyspace *ks, sds key, ksKeyInfo *ki) {
     } else {
         ki->slot = 0;
     }
-    (void)KS_LOAD(&ks->slots[ki->slot], 8, KVT_TAG_SLOT_TABLE, KS_SITE_KVS_SLOT, 0);
+    ki->slot_load = KS_LOAD(&ks->slots[ki->slot], 8, KVT_TAG_SLOT_TABLE, KS_SITE_KVS_SLOT, 0);
     ki->table = ks->slots[ki->slot];
+    KS_SET_TABLE_DEP(ki->table ? ki->slot_load : 0); /* the table's next meta load */
     ki->found = NULL;
 }
 
@@ -340,6 +341,7 @@ void *ksDbSetExpire(ksKeyspace *ks, ksKeyInfo *ki, void *entry, int64_t when) {
 void *ksDbFindRaw(ksKeyspace *ks, ksKeyInfo *ki) {
     void *t = ks->slots[ki->slot];
     void *found = NULL;
+    KS_SET_TABLE_DEP(t == ki->table ? ki->slot_load : 0);
     if (!t || !ks->ops->find(t, ki->key, ki->hash, &found)) return NULL;
     return found;
 }

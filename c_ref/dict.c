@@ -168,7 +168,7 @@ dictResizeEnable dictGetResizeEnabled(void) { return dict_can_resize; }
 /* --- Tracing helpers ------------------------------------------------------ */
 
 static inline ksLoadId metaLoad(const dict *d, uint16_t site) {
-    return KS_LOAD(d, DICT_META_BYTES, KVT_TAG_TABLE_META, site, 0);
+    return KS_LOAD(d, DICT_META_BYTES, KVT_TAG_TABLE_META, site, KS_TAKE_TABLE_DEP());
 }
 #define META_STORE(d, field)                                                                      \
     KS_STORE(&(d)->field, sizeof((d)->field), KVT_TAG_TABLE_META, KS_SITE_DICT_STORE, 0)

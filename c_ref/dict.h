@@ -261,6 +261,7 @@ typedef struct dictPrefetcher {
 } dictPrefetcher;
 /* Start a batch of n <= 64 keys; dicts[i] may be NULL (slot without a table). */
 void dictPrefetcherReset(dictPrefetcher *p, dict **dicts, const void *const *keys, size_t n);
+void dictPrefetcherSetTableDep(dictPrefetcher *p, size_t i, ksLoadId dep);
 /* One step (at most one prefetch) of the key at the cursor (skipping DONE ones);
  * the cursor moves on only if the step prefetched or finished the key (Redis
  * #15133).  1 while keys remain. */

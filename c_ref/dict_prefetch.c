@@ -92,6 +92,7 @@ void dictIncrementalFindInitWithHash(dictIncrementalFindState *st, dict *d, cons
     l->key = key;
     l->hash = hash;
     l->ht_idx = -1;
+    l->meta_dep = KS_TAKE_TABLE_DEP(); /* until the first bucket step: the slot chase */
     l->state = (d == NULL || dictSize(d) == 0) ? DICT_PREFETCH_DONE : DICT_PREFETCH_BUCKET;
     if (l->state != DICT_PREFETCH_DONE) assert(dictTableCell(d, 0, 0) != NULL);
 }
@@ -115,6 +116,7 @@ static int stepBucket(lookup *l) {
         l->state = DICT_PREFETCH_DONE;
         return 0;
     }
+    KS_SET_TABLE_DEP(l->ht_idx == 0 ? l->meta_dep : 0);
     l->meta_dep = dictMetaLoad(l->d, KS_SITE_DICT_PREFETCH);
     dictEntry **cell = dictTableCell(l->d, l->ht_idx, l->hash);
     KS_PREFETCH(cell, KVT_TAG_DICT_TABLE, KS_SITE_DICT_PREFETCH, l->meta_dep);
@@ -242,6 +244,14 @@ void dictPrefetcherReset(dictPrefetcher *p, dict **dicts, const void *const *key
         dictIncrementalFindInit(&p->lookups[i], dicts[i], keys[i]);
         if (dictIncrementalFindGetState(&p->lookups[i]) != DICT_PREFETCH_DONE) p->remaining++;
     }
+}
+
+/* kvsim: the slot_table load that produced key i's dict pointer (traced
+ * cluster per-slot tables); its first meta load depends on it.  Call after
+ * dictPrefetcherReset, before stepping. */
+void dictPrefetcherSetTableDep(dictPrefetcher *p, size_t i, ksLoadId dep) {
+    lookup *l = (lookup *)&p->lookups[i];
+    if (l->ht_idx == -1) l->meta_dep = dep;
 }
 
 int dictPrefetcherStep(dictPrefetcher *p) {

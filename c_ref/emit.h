@@ -71,6 +71,7 @@ typedef struct ksEmitter {
     int io_error;
     kvtRecord *spare;       /* second chunk buffer (double buffering) */
     void *writer;           /* writer thread: CRC + fwrite of full chunks (emit.c) */
+    uint64_t table_dep;     /* slot_table load the next table_meta load depends on (0 none) */
 } ksEmitter;
 
 extern ksEmitter *ksEmitterCurrent;
@@ -162,8 +163,24 @@ static inline void ksEmitWork(uint64_t n) {
     if (ksEmitterCurrent) ksEmitterCurrent->pending_gap += n * KS_WORK_SCALE_PCT / 100u;
 }
 
+/* The pointer chase slot_table -> table_meta (cluster per-slot tables): the
+ * slot-table load that produced a table pointer is handed to the table's next
+ * metadata load (taken once). */
+static inline void ksEmitSetTableDep(uint64_t id) {
+    if (ksEmitterCurrent) ksEmitterCurrent->table_dep = id;
+}
+static inline uint64_t ksEmitTakeTableDep(void) {
+    ksEmitter *e = ksEmitterCurrent;
+    if (e == NULL) return 0;
+    uint64_t id = e->table_dep;
+    e->table_dep = 0;
+    return id;
+}
+
 /* --- The macros used by instrumented code ---------------------------------- */
 #if KS_TRACE
+#define KS_SET_TABLE_DEP(id) ksEmitSetTableDep(id)
+#define KS_TAKE_TABLE_DEP() ((ksLoadId)ksEmitTakeTableDep())
 #define KS_LOAD(p, size, tag, site, dep) ksEmitAccess(KVT_LOAD, (p), (size), (tag), (site), (dep))
 #define KS_STORE(p, size, tag, site, dep)                                                   \
     ((void)ksEmitAccess(KVT_STORE, (p), (size), (tag), (site), (dep)))
@@ -176,6 +193,8 @@ static inline void ksEmitWork(uint64_t n) {
 #define KS_ID(expr) (expr)
 #else
 #define KS_LOAD(p, size, tag, site, dep) ((void)(p), (void)(site), (void)(dep), (ksLoadId)0)
+#define KS_SET_TABLE_DEP(id) ((void)(id))
+#define KS_TAKE_TABLE_DEP() ((ksLoadId)0)
 #define KS_STORE(p, size, tag, site, dep) ((void)(p), (void)(site), (void)(dep))
 #define KS_PREFETCH(p, tag, site, dep) __builtin_prefetch((const void *)(p))
 #define KS_WORK(n) ((void)0)

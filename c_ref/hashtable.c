@@ -182,7 +182,7 @@ static int nextBucketExp(size_t min_capacity) {
 }
 
 static inline ksLoadId loadMeta(const hashtable *ht, uint16_t site) {
-    return KS_LOAD(ht, sizeof(*ht), KVT_TAG_TABLE_META, site, 0);
+    return KS_LOAD(ht, sizeof(*ht), KVT_TAG_TABLE_META, site, KS_TAKE_TABLE_DEP());
 }
 
 static uint64_t hashKey(const hashtable *ht, const void *key) {

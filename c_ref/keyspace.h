@@ -75,6 +75,7 @@ struct ksKeyInfo {
     uint64_t hash;
     int slot;
     void *table;     /* slot table at resolve time (may be NULL) */
+    ksLoadId slot_load; /* the slot_table load that read `table` (0 untraced) */
     void *found;     /* prefetch result, if any */
     ksFindState fs;  /* step machine state */
     int state;       /* driver state */

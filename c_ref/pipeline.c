@@ -65,6 +65,7 @@ void ksPrefetchKeys(ksKeyspace *ks, ksKeyInfo *keys, int n) {
             continue;
         }
         k->state = PREFETCH_ENTRY;
+        KS_SET_TABLE_DEP(k->slot_load); /* findInit's meta load: the slot chase */
         ops->findInit(&k->fs, k->table, k->key, k->hash);
         remaining++;
     }

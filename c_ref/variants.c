@@ -30,14 +30,17 @@
 static void multikeyBatch(ksKeyspace *ks, ksKeyInfo *keys, int n) {
 #ifdef KS_HAVE_DICT
     if (ks->ops == &ksDictTableOps) {
-        dict *dicts[DICT_PREFETCH_MAX_SIZE];
-        const void *dkeys[DICT_PREFETCH_MAX_SIZE];
+        dict *dicts[DICT_PREFETCH_MAX_SIZE] = {0};
+        const void *dkeys[DICT_PREFETCH_MAX_SIZE] = {0};
         if (n > DICT_PREFETCH_MAX_SIZE) n = DICT_PREFETCH_MAX_SIZE; /* batches are < 32 */
         for (int i = 0; i < n; i++) {
             dicts[i] = keys[i].table;
             dkeys[i] = keys[i].key;
         }
-        dictPrefetchKeys(dicts, dkeys, (size_t)n);
+        dictPrefetcher p;
+        dictPrefetcherReset(&p, dicts, dkeys, (size_t)n);
+        for (int i = 0; i < n; i++) dictPrefetcherSetTableDep(&p, (size_t)i, keys[i].slot_load);
+        dictPrefetcherRun(&p);
         return;
     }
 #endif

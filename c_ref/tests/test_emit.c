@@ -159,6 +159,65 @@ static int test_workload_traces(void) {
     return 0;
 }
 
+/* Cluster mode: a per-slot table's metadata load depends on the slot_table load
+ * that produced the table pointer (the kvstore pointer chase).  Every command
+ * reads at least one key's table, so each run links at least `ops` table_meta
+ * loads back to a slot_table load. */
+static int test_cluster_meta_depends_on_slot(void) {
+    const char *tables[] = {"hashtable", "dict"};
+    const char *runs[][2] = {{"pipeline", "naive"}, {"pipeline", "lookahead"}, {"mget", "batch"}};
+    for (size_t t = 0; t < 2; t++) {
+        for (size_t w = 0; w < 3; w++) {
+            ksWorkloadSpec s = spec(runs[w][0], runs[w][1]);
+            s.cluster = 1;
+            s.table = tables[t];
+            size_t len;
+            uint8_t *b = traceTo(&s, &len, 1u << 16);
+            TEST_ASSERT(b != NULL);
+            uint32_t jl;
+            memcpy(&jl, b + 12, 4);
+            size_t off = 16 + jl + 4, cap = 0;
+            uint64_t total = 0, meta = 0, linked = 0;
+            uint8_t *tags = NULL, *kinds = NULL;
+            while (1) {
+                uint32_t magic;
+                memcpy(&magic, b + off, 4);
+                if (magic == KVT_END_MAGIC) break;
+                kvtChunkHeader h;
+                memcpy(&h, b + off, sizeof(h));
+                off += sizeof(h);
+                if (total + h.n_records > cap) {
+                    cap = (total + h.n_records) * 2;
+                    tags = realloc(tags, cap);
+                    kinds = realloc(kinds, cap);
+                }
+                for (uint32_t i = 0; i < h.n_records; i++) {
+                    kvtRecord r;
+                    memcpy(&r, b + off + 24u * i, 24);
+                    uint64_t idx = total + i;
+                    tags[idx] = r.tag;
+                    kinds[idx] = r.kind;
+                    if (r.kind != KVT_LOAD || r.tag != KVT_TAG_TABLE_META) continue;
+                    meta++;
+                    if (r.dep && r.dep <= idx && kinds[idx - r.dep] == KVT_LOAD &&
+                        tags[idx - r.dep] == KVT_TAG_SLOT_TABLE)
+                        linked++;
+                }
+                off += h.stored_bytes;
+                total += h.n_records;
+            }
+            printf("    %-9s %-8s %-10s table_meta loads %6llu linked to slot_table %6llu\n", tables[t],
+                   runs[w][0], runs[w][1], (unsigned long long)meta, (unsigned long long)linked);
+            TEST_ASSERT_MSG(linked >= s.ops, "%s %s/%s: %llu table_meta loads depend on a slot_table load",
+                            tables[t], runs[w][0], runs[w][1], (unsigned long long)linked);
+            free(tags);
+            free(kinds);
+            free(b);
+        }
+    }
+    return 0;
+}
+
 /* Variants must not change what is computed: same replies (crc) as naive. */
 static int test_traced_matches_native(void) {
     ksWorkloadSpec s = spec("pipeline", "lookahead");
@@ -213,5 +272,6 @@ int main(int argc, char **argv) {
     RUN(test_lookahead_key_batches);
     RUN(test_workload_traces);
     RUN(test_traced_matches_native);
+    RUN(test_cluster_meta_depends_on_slot);
     return TEST_DONE();
 }
