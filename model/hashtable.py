@@ -308,8 +308,9 @@ class Hashtable:
             b = b.child
         return out
 
-    def keys(self) -> list[bytes]:
-        out = []
+    def iter_buckets(self) -> Iterator[tuple[int, int, Bucket]]:
+        """Yield ``(table, index, bucket)`` in iteration order: table 0 from the rehash index
+        (or 0), then all of table 1; each top-level bucket followed by its child chain."""
         for t in (0, 1):
             tab = self.tables[t]
             if tab is None:
@@ -317,7 +318,12 @@ class Hashtable:
             start = self.rehash_idx if (t == 0 and self.is_rehashing()) else 0
             for idx in range(start, len(tab)):
                 for b in self.chain(t, idx):
-                    out.extend(b.entries[p] for p in b.filled())  # type: ignore[misc]
+                    yield t, idx, b
+
+    def keys(self) -> list[bytes]:
+        out = []
+        for _t, _idx, b in self.iter_buckets():
+            out.extend(b.entries[p] for p in b.filled())  # type: ignore[misc]
         return out
 
     def check_valid(self) -> None:

@@ -236,34 +236,30 @@ def iterator_prefetch_order(
     prefetch every filled entry of the next bucket (the child if chained, else the next
     top-level index of the same table) and the bucket line of the one after (next's
     child, else the following top-level index). Then each entry of the current bucket is
-    read (returned). Buckets are visited as ``Hashtable.keys`` does."""
+    read (returned). Buckets are visited in ``Hashtable.iter_buckets`` order."""
     if mode not in ("none", "next-bucket", "valkey"):
         raise ValueError(mode)
     out: list[Access] = []
-    for t in (0, 1):
+    for t, idx, b in ht.iter_buckets():
         tab = ht.tables[t]
-        if tab is None:
-            continue
-        start = ht.rehash_idx if (t == 0 and ht.is_rehashing()) else 0
-        for idx in range(start, len(tab)):
-            for b in ht.chain(t, idx):
-                nxt = b.child if b.chained else (tab[idx + 1] if idx + 1 < len(tab) else None)
-                if mode == "next-bucket" and nxt is not None:
-                    out.append(Access("prefetch", "bucket", nxt.bid, None))
-                if mode == "valkey":
-                    if prefetch_values:
-                        out.extend(Access("prefetch", "value", b.entries[p], None)
-                                   for p in b.filled())
-                    if nxt is not None:
-                        out.extend(Access("prefetch", "entry", nxt.entries[p], None)
-                                   for p in nxt.filled())
-                        if nxt.chained:
-                            nn = nxt.child
-                        elif b.chained:
-                            nn = tab[idx + 1] if idx + 1 < len(tab) else None
-                        else:
-                            nn = tab[idx + 2] if idx + 2 < len(tab) else None
-                        if nn is not None:
-                            out.append(Access("prefetch", "bucket", nn.bid, None))
-                out.extend(Access("read", "entry", b.entries[p], None) for p in b.filled())
+        assert tab is not None
+        nxt = b.child if b.chained else (tab[idx + 1] if idx + 1 < len(tab) else None)
+        if mode == "next-bucket" and nxt is not None:
+            out.append(Access("prefetch", "bucket", nxt.bid, None))
+        if mode == "valkey":
+            if prefetch_values:
+                out.extend(Access("prefetch", "value", b.entries[p], None)
+                           for p in b.filled())
+            if nxt is not None:
+                out.extend(Access("prefetch", "entry", nxt.entries[p], None)
+                           for p in nxt.filled())
+                if nxt.chained:
+                    nn = nxt.child
+                elif b.chained:
+                    nn = tab[idx + 1] if idx + 1 < len(tab) else None
+                else:
+                    nn = tab[idx + 2] if idx + 2 < len(tab) else None
+                if nn is not None:
+                    out.append(Access("prefetch", "bucket", nn.bid, None))
+        out.extend(Access("read", "entry", b.entries[p], None) for p in b.filled())
     return out
