@@ -31,6 +31,8 @@
  *     with MADV_DONTNEED (their addresses stay reserved for reuse).
  *   - The span is reserved PROT_NONE (no commit charge) and made writable in
  *     KS_COMMIT_STEP increments as the bump pointer grows.
+ *   - Optionally (ksArenaSetRetain) a destroyed arena's span stays mapped and
+ *     the next arena at the same base reuses it, pages already faulted in.
  *
  * Size classes:
  *
@@ -164,9 +166,35 @@ static void commitTo(ksArena *a, uint8_t *upto) {
     a->committed += step;
 }
 
+/* One retained span (ksArenaSetRetain): its start and writable prefix end. */
+static int retain_pages;
+static uint8_t *retained, *retained_committed;
+
+void ksArenaSetRetain(int on) {
+    retain_pages = on;
+    if (!on && retained) {
+        munmap(retained, KS_ARENA_SPAN);
+        retained = retained_committed = NULL;
+    }
+}
+
 ksArena *ksArenaCreate(uint64_t base) {
     initClassSizes();
     if (base == 0) base = KS_ARENA_DEFAULT_BASE;
+    if (retained && (uint64_t)(uintptr_t)retained == base) {
+        ksArena *a = calloc(1, sizeof(*a));
+        if (!a) return NULL;
+        a->base = base;
+        a->pagemap = retained;
+        a->committed = retained_committed;
+        a->end = retained + KS_ARENA_SPAN;
+        /* Page map entries past the bump pointer are stale but never read. */
+        a->bump = retained + MAP_BYTES;
+        a->nclasses = num_class_sizes;
+        for (int c = 0; c < num_class_sizes; c++) a->cls[c].size = class_sizes[c];
+        retained = retained_committed = NULL;
+        return a;
+    }
     for (int i = 0; i < MAX_ARENAS; i++) {
         uint64_t b = base + (uint64_t)i * KS_ARENA_SPAN;
         void *p = mmap((void *)b, KS_ARENA_SPAN, PROT_NONE,
@@ -196,7 +224,12 @@ ksArena *ksArenaCreate(uint64_t base) {
 
 void ksArenaDestroy(ksArena *a) {
     if (!a) return;
-    munmap(a->pagemap, KS_ARENA_SPAN);
+    if (retain_pages && !retained) {
+        retained = a->pagemap;
+        retained_committed = a->committed;
+    } else {
+        munmap(a->pagemap, KS_ARENA_SPAN);
+    }
     free(a);
 }
 

@@ -34,8 +34,16 @@ typedef struct ksArena ksArena;
 /* Create an arena at `base` (0 = KS_ARENA_DEFAULT_BASE), or at the next free
  * span-aligned slot above it.  Returns NULL if no slot could be mapped. */
 ksArena *ksArenaCreate(uint64_t base);
-/* Unmap everything.  NULL is a no-op. */
+/* Unmap everything.  NULL is a no-op.  With page retention on (below) the
+ * span stays mapped for the next ksArenaCreate at the same base. */
 void ksArenaDestroy(ksArena *a);
+/* Page retention (off by default): ksArenaDestroy keeps one destroyed arena's
+ * span mapped, its pages still faulted in, and the next ksArenaCreate at that
+ * base reuses it (fresh allocator state, same addresses, stale contents), as
+ * jemalloc keeps a freed heap's dirty pages for reuse.  Used to time a
+ * snapshot reload without the kernel's page faults.  Turning it off unmaps a
+ * retained span. */
+void ksArenaSetRetain(int on);
 
 /* Allocate `size` bytes (size 0 is treated as 1).  Never returns NULL: aborts
  * with a message if the arena's span is exhausted.  Alignment: 8 for the 8-byte

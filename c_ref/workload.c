@@ -326,7 +326,16 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
         uint8_t *snap = malloc(l);
         memcpy(snap, b, l);
         res->ops = s->keys;
-        for (int r = 0; r < repeat; r++) {
+        /* KVSIM_CREF_LOAD_WARM=1 (native only): every restart reuses the
+         * previous arena's pages (ksArenaSetRetain), and one unmeasured load
+         * runs first, so the measured loads write to memory that is already
+         * faulted in (a server reloading into the heap it freed) and time the
+         * load itself, without the kernel's page faults.  Default: cold, a
+         * fresh arena per run (a restarted process). */
+        const char *wv = getenv("KVSIM_CREF_LOAD_WARM");
+        int warm = !KS_TRACE && wv && !strcmp(wv, "1");
+        if (warm) ksArenaSetRetain(1);
+        for (int r = warm ? -1 : 0; r < repeat; r++) {
             /* Restart: a fresh keyspace with a new hash seed; the snapshot
              * buffer (tag snapshot_buf) is filled before the measured load. */
             ksKeyspaceFree(ks); /* emitter paused here: setup is not traced */
@@ -343,9 +352,10 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
                 rc = -1;
                 break;
             }
-            swStop(t0, res, r);
+            if (r >= 0) swStop(t0, res, r);
             if (r == 0) ksEmitPause();
         }
+        if (warm) ksArenaSetRetain(0);
         ksEmitResume();
         free(snap);
         w.crc = (uint32_t)l;

@@ -451,6 +451,30 @@ static int test_arena(void) {
     c = ksArenaCreate(0);
     TEST_ASSERT(ksArenaAlloc(c, 48) == x1);
     ksArenaDestroy(c);
+    /* Page retention: the next arena reuses the span (same base, same
+     * addresses, fresh accounting), its pages still mapped and writable. */
+    ksArenaSetRetain(1);
+    c = ksArenaCreate(0);
+    uint8_t *y1 = ksArenaAlloc(c, 48), *y2 = ksArenaAlloc(c, 200000);
+    memset(y2, 7, 200000);
+    ksArenaDestroy(c);
+    c = ksArenaCreate(0);
+    TEST_ASSERT(ksArenaBase(c) == KS_ARENA_DEFAULT_BASE && ksArenaAllocatedBytes(c) == 0);
+    TEST_ASSERT(ksArenaAlloc(c, 48) == y1);
+    uint8_t *z2 = ksArenaAlloc(c, 200000);
+    TEST_ASSERT(z2 == y2 && z2[199999] == 7); /* same pages: contents are stale */
+    TEST_ASSERT(ksArenaCheck(c, err, sizeof(err)) == 0);
+    ksArena *d = ksArenaCreate(0); /* nothing retained now: the next slot */
+    TEST_ASSERT(ksArenaBase(d) == KS_ARENA_DEFAULT_BASE + KS_ARENA_SPAN);
+    ksArenaDestroy(d); /* retained ... */
+    ksArenaDestroy(c); /* ... so this one is unmapped */
+    ksArenaSetRetain(0); /* unmaps d's span */
+    c = ksArenaCreate(0);
+    TEST_ASSERT(ksArenaBase(c) == KS_ARENA_DEFAULT_BASE);
+    d = ksArenaCreate(0);
+    TEST_ASSERT(ksArenaBase(d) == KS_ARENA_DEFAULT_BASE + KS_ARENA_SPAN);
+    ksArenaDestroy(d);
+    ksArenaDestroy(c);
     return 0;
 }
 

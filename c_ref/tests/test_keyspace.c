@@ -398,6 +398,56 @@ static int test_snapshot_roundtrip(void) {
     return 0;
 }
 
+/* The loader sums as it reads (as Valkey's rio) and compares at the end: a
+ * value byte flipped in a structurally valid snapshot is found only by the
+ * checksum, after every key was parsed into the fresh tables, which are then
+ * discarded.  The error names the checksum's offset. */
+static int test_snapshot_checksum_at_end(void) {
+    const char *opts[] = {"", "layout=legacy", "cluster=1"};
+    const char *loadv[] = {"load=none", "load=prefetch-after-key", "load=prefetch-rehash"};
+    for (int o = 0; o < 3; o++) {
+        for (int vs = 0; vs < 2; vs++) { /* EMBSTR-sized and RAW values */
+            ksKeyspace *src = ksCreate(opts[o]);
+            if (fillKeyspace(src, 500, vs ? 300 : 8)) return 1;
+            const uint8_t *s0;
+            size_t l0;
+            TEST_ASSERT(ksSaveSnapshot(src, "", &s0, &l0) == 0);
+            uint8_t *bad = malloc(l0);
+            memcpy(bad, s0, l0);
+            /* The last value byte before the EOF opcode: a letter a..z. */
+            TEST_ASSERT(bad[l0 - 6] >= 'a' && bad[l0 - 6] <= 'z');
+            bad[l0 - 6] = bad[l0 - 6] == 'a' ? 'b' : 'a';
+            for (int v = 0; v < 3; v++) {
+                ksKeyspace *dst = ksCreate(opts[o]);
+                EXPECT(dst, "SET keep me", "+OK\r\n");
+                uint64_t mem = ksMemoryBytes(dst);
+                TEST_ASSERT(ksLoadSnapshot(dst, loadv[v], bad, l0) == -1);
+                char want[128];
+                snprintf(want, sizeof(want), "snapshot corrupt or truncated: checksum mismatch (at byte %zu)", l0 - 4);
+                TEST_ASSERT_MSG(strcmp(ksLastError(dst), want) == 0, "%s", ksLastError(dst));
+                TEST_ASSERT(ksDbSize(dst) == 1 && ksMemoryBytes(dst) == mem);
+                EXPECT(dst, "GET keep", "$2\r\nme\r\n");
+                VALID(dst);
+                /* The intact snapshot still loads, with every key. */
+                TEST_ASSERT_MSG(ksLoadSnapshot(dst, loadv[v], s0, l0) == 0, "%s", ksLastError(dst));
+                TEST_ASSERT(ksDbSize(dst) == 500);
+                VALID(dst);
+                ksDestroy(dst);
+            }
+            /* A damaged stored checksum is a mismatch too. */
+            memcpy(bad, s0, l0);
+            bad[l0 - 1] ^= 0x10;
+            ksKeyspace *dst = ksCreate(opts[o]);
+            TEST_ASSERT(ksLoadSnapshot(dst, "", bad, l0) == -1);
+            TEST_ASSERT(strstr(ksLastError(dst), "checksum mismatch") != NULL && ksDbSize(dst) == 0);
+            ksDestroy(dst);
+            free(bad);
+            ksDestroy(src);
+        }
+    }
+    return 0;
+}
+
 /* --- Memory, determinism, cluster ----------------------------------------- */
 
 static int test_memory_layouts(void) {
@@ -485,6 +535,7 @@ int main(int argc, char **argv) {
     RUN(test_fuzz);
     RUN(test_variants_equal_naive);
     RUN(test_snapshot_roundtrip);
+    RUN(test_snapshot_checksum_at_end);
     RUN(test_memory_layouts);
     RUN(test_cluster_tables);
     RUN(test_stale_table_variant);
