@@ -49,7 +49,7 @@ class EngineConfig(C.Structure):
         ("dram_xfer_ticks", u32), ("tlb", u32), ("page_bits", u32),
         ("dtlb_sets", u32), ("dtlb_ways", u32), ("stlb_sets", u32), ("stlb_ways", u32),
         ("stlb_latency", u32), ("walk_latency", u32), ("swpf_level", u32),
-        ("swpf_drop_on_tlb_miss", u32), ("flush_at_end", u32), ("pad1", u32),
+        ("swpf_drop_on_tlb_miss", u32), ("flush_at_end", u32), ("queue_cap", u32),
     ]
 
 

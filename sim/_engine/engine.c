@@ -74,12 +74,22 @@ enum { OP_READ = 0, OP_WRITE = 1, OP_WFULL = 2, OP_VICTIM = 3 };
 /* --- Types ---------------------------------------------------------------- */
 
 typedef struct Level {
-    uint32_t sets, ways, latency, inclusion, mshrs;
-    uint64_t set_mask;
+    /* hot: what every access reads, first */
     uint8_t *blk;    /* sets blocks of `stride` bytes, see SET_TAGS */
+    uint64_t set_mask;
     uint64_t stride; /* bytes per set block, a multiple of 64 */
-    uint32_t fpw;    /* fingerprint bytes per block: ways rounded up to 16 */
+    uint32_t ways, wmask; /* wmask: one bit per way (ways <= 32) */
     uint32_t hdr;    /* bytes before the tags: fingerprints, meta, stag, padding */
+    uint32_t roff;   /* LRU ranks (<= 16 ways): their offset (RK_RANK), else 0 */
+    uint32_t soff;   /* offset of the structure tags in the set block */
+    kvsimLevelStats *ls; /* this level's counters in s->st (follows warm-up switches) */
+    /* every access and miss here, warm-up included; the phase statistics get the
+     * difference since ph_acc / ph_miss whenever the phase or the counting changes
+     * (phaseSync), so the per-access path increments one local word each */
+    uint64_t tot_acc, tot_miss, ph_acc, ph_miss;
+    uint32_t nlines; /* host cache lines per set block */
+    uint32_t sets, latency, inclusion, mshrs;
+    uint32_t fpw;    /* fingerprint bytes per block: ways rounded up to 16 */
     const kvsimPolicyOps *pol;
     kvsimPolicyCtx pc;
     uint64_t *mline;  /* miss buffers: line, fill-ready tick, prefetch kind */
@@ -100,7 +110,6 @@ typedef struct Level {
     uint64_t memo_key, memo_set;
     uint32_t memo_way;
     int is_lru; /* devirtualised LRU updates (policy_lru.h) */
-    uint32_t roff; /* LRU ranks (<= 16 ways): their offset in the set block, else 0 */
 } Level;
 
 typedef struct Tlb {
@@ -115,6 +124,13 @@ typedef struct Prefetcher {
     kvsimPrefetcherConfig cfg;
     uint64_t *state;
 } Prefetcher;
+
+/* A line request to one level, for the level-by-level functional path. */
+typedef struct QEnt {
+    uint64_t line;
+    uint32_t pid; /* the piece's index in q[0] (NOPID: a write-back) */
+    uint8_t op, kind, stag, pad;
+} QEnt;
 
 struct kvsimSim {
     kvsimConfig cfg;
@@ -142,10 +158,15 @@ struct kvsimSim {
     uint64_t dram_free;
     uint8_t last_cause; /* stall class that set the last retire time */
     int fast; /* every level LRU with ranks and non-inclusive, no TLB or prefetchers */
+    QEnt *q[KVSIM_MAX_LEVELS]; /* s->fast: the request queue of each level (QCAP) */
+    uint32_t qn[KVSIM_MAX_LEVELS];
+    uint32_t qcap; /* their capacity: QCAP, or the test hook cfg.queue_cap */
+    /* timing: per queued L1 piece, the serving level and a first demand hit on an
+     * unused prefetched line (its kind, 0 = none, and level) */
+    uint8_t psv[256], ppfk[256], ppfl[256];
     /* the open command (COMMAND marker to COMMAND marker) */
     int cmd_open, cmd_counted;
-    uint64_t cmd_t0, cmd_miss0;
-    uint64_t l1_misses_all; /* every L1 miss, warm-up included */
+    uint64_t cmd_t0, cmd_miss0; /* cmd_miss0: lv[0].tot_miss (every L1 miss) at its start */
 };
 
 /* --- Helpers ---------------------------------------------------------------- */
@@ -164,8 +185,21 @@ static int isPow2(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
 #define SET_BASE(L, set) ((L)->blk + (uint64_t)(set) * (L)->stride)
 #define SET_FP(L, set) SET_BASE(L, set)
 #define SET_META(L, set) (SET_BASE(L, set) + (L)->fpw)
-#define SET_STAG(L, set) (SET_META(L, set) + (L)->ways)
+#define SET_STAG(L, set) (SET_BASE(L, set) + (L)->soff)
 #define SET_TAGS(L, set) ((uint64_t *)(SET_BASE(L, set) + (L)->hdr))
+
+/* The block of a level with LRU ranks (<= 16 ways) has a fixed layout, one host
+ * line of header and the tags after it (a 16-way set is three host lines):
+ *
+ *   [fp 16][meta 16][stag 16][ranks 16][tags: ways x u64][pad to 64]
+ *
+ * so the specialised paths address every part with constants. */
+#define RK_META 16
+#define RK_STAG 32
+#define RK_RANK 48
+#define RK_TAGS 64
+_Static_assert(RK_META == KVSIM_LRU_RANK_MAX_WAYS, "the fingerprint row holds every way");
+_Static_assert(RK_TAGS % 64 == 0 && RK_TAGS - RK_RANK == 16, "one host line of header");
 
 static inline uint8_t fingerprint(uint64_t line) {
     uint8_t f = (uint8_t)((line * 0x9E3779B97F4A7C15ULL) >> 56);
@@ -422,7 +456,7 @@ cacheAccessBody(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, in
     uint64_t set = line & L->set_mask;
     size_t idx = (size_t)stag * KVSIM_NKINDS + (size_t)kind;
     ls->access[idx]++;
-    st->phase[s->phase].access[k]++;
+    L->tot_acc++;
     int64_t w, inv = -1;
     if (line + 1 == L->memo_key)
         w = L->memo_way;
@@ -430,7 +464,6 @@ cacheAccessBody(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, in
         scanSet(L, set, line, &w, &inv);
     if (w >= 0) {
         uint8_t *mp = SET_META(L, set) + w;
-        ls->hit[idx]++;
         L->memo_key = line + 1;
         L->memo_set = set;
         L->memo_way = (uint32_t)w;
@@ -454,8 +487,7 @@ cacheAccessBody(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, in
         return k;
     }
     ls->miss[idx]++;
-    st->phase[s->phase].miss[k]++;
-    if (k == 0) s->l1_misses_all++;
+    L->tot_miss++;
     if (L->inclusion == KVSIM_EXCLUSIVE && op == OP_READ) {
         ls->fetches++;
         return accessBelow(s, k, line, OP_READ, stag, kind, NULL);
@@ -506,17 +538,50 @@ cacheAccessBody(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, in
 static uint32_t fastAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag,
                            int kind);
 
-/* Level k's set for `line`: the way holding it (or -1) and the mask of free ways. */
-static inline __attribute__((always_inline)) int64_t
-fastLookup(const Level *L, uint64_t line, uint8_t f, uint32_t *empty) {
-    const uint8_t *const b = SET_BASE(L, line & L->set_mask);
-    const uint64_t *const tg = (const uint64_t *)(b + L->hdr);
-    const uint32_t wmask = (1u << L->ways) - 1;
+/* LRU ranks of a set (<= 16 ways, see policy_lru.h), with the broadcasts done by
+ * one byte shuffle: touch way w (ranks above w's drop by one, w gets `top`), and
+ * the victim (the way of rank 0 among `wmask`). */
+#if defined(__SSE4_2__)
+static inline __attribute__((always_inline)) void rankTouch(uint8_t *rk, uint32_t w,
+                                                            uint32_t top) {
+    const __m128i z = _mm_setzero_si128();
+    const __m128i wv = _mm_shuffle_epi8(_mm_cvtsi32_si128((int)w), z);
+    __m128i x = _mm_loadu_si128((const __m128i *)rk);
+    const __m128i old = _mm_shuffle_epi8(x, wv);
+    x = _mm_add_epi8(x, _mm_cmpgt_epi8(x, old));
+    const __m128i iota = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m128i tv = _mm_shuffle_epi8(_mm_cvtsi32_si128((int)top), z);
+    x = _mm_blendv_epi8(x, tv, _mm_cmpeq_epi8(iota, wv));
+    _mm_storeu_si128((__m128i *)rk, x);
+}
+static inline __attribute__((always_inline)) uint32_t rankVictim(const uint8_t *rk,
+                                                                 uint32_t wmask) {
+    const __m128i x = _mm_loadu_si128((const __m128i *)rk);
+    return (uint32_t)__builtin_ctz(
+        (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_setzero_si128())) & wmask);
+}
+#else
+static inline void rankTouch(uint8_t *rk, uint32_t w, uint32_t top) {
+    kvsimLruRankTouch(rk, top + 1, w);
+}
+static inline uint32_t rankVictim(const uint8_t *rk, uint32_t wmask) {
+    for (uint32_t w = 0; wmask >> w; w++)
+        if (((wmask >> w) & 1) && rk[w] == 0) return w;
+    return 0;
+}
+#endif
+
+/* Level L's set block `b` for `line` (fingerprint f): the way holding it (or -1)
+ * and the mask of free ways. */
+static inline __attribute__((always_inline)) int32_t
+fastLookup(const Level *L, const uint8_t *b, uint64_t line, uint8_t f, uint32_t *empty) {
+    const uint64_t *const tg = (const uint64_t *)(b + RK_TAGS);
     uint32_t cand;
 #if defined(__SSE4_2__)
     const __m128i x = _mm_loadu_si128((const __m128i *)b);
-    cand = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8((char)f))) & wmask;
-    *empty = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_setzero_si128())) & wmask;
+    const __m128i fv = _mm_shuffle_epi8(_mm_cvtsi32_si128(f), _mm_setzero_si128());
+    cand = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, fv)) & L->wmask;
+    *empty = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_setzero_si128())) & L->wmask;
 #else
     uint32_t e = 0;
     cand = 0;
@@ -528,36 +593,36 @@ fastLookup(const Level *L, uint64_t line, uint8_t f, uint32_t *empty) {
 #endif
     while (cand) {
         const uint32_t w = (uint32_t)__builtin_ctz(cand);
-        if (tg[w] == line + 1) return w;
+        if (tg[w] == line + 1) return (int32_t)w;
         cand &= cand - 1;
     }
     return -1;
 }
 
-/* A hit in (k, way): counted, LRU refreshed, prefetch mark and dirty bit. */
-static inline __attribute__((always_inline)) void
-fastHit(kvsimSim *s, uint32_t k, uint64_t line, uint32_t w, int op, size_t idx, int kind) {
-    Level *const L = &s->lv[k];
-    uint8_t *const b = SET_BASE(L, line & L->set_mask);
-    s->st->level[k].hit[idx]++;
-    kvsimLruRankTouch(b + L->roff, L->ways, w);
-    uint8_t m = b[16 + w];
-    if ((kind == KVSIM_K_LOAD || kind == KVSIM_K_STORE) && (m & META_PF_MASK)) {
-        s->pfh_kind = (m & META_PF_MASK) >> META_PF_SHIFT;
-        s->pfh_level = k;
-        m &= (uint8_t)~META_PF_MASK;
+/* A hit in way w of set block b: LRU refreshed, prefetch mark and dirty bit
+ * (hits are not counted: hit = access - miss, see kvsimGetStats). */
+static inline __attribute__((always_inline)) void fastHit(kvsimSim *s, uint32_t k, uint8_t *b,
+                                                          uint32_t w, int op, int kind) {
+    const Level *const L = &s->lv[k];
+    rankTouch(b + RK_RANK, w, L->ways - 1);
+    uint8_t m = b[RK_META + w];
+    if (__builtin_expect(m != 0, 0)) {
+        if (kind <= KVSIM_K_STORE && (m & META_PF_MASK)) {
+            s->pfh_kind = (m & META_PF_MASK) >> META_PF_SHIFT;
+            s->pfh_level = k;
+            m &= (uint8_t)~META_PF_MASK;
+        }
     }
-    if (op != OP_READ && op != OP_VICTIM) m |= META_DIRTY;
-    b[16 + w] = m;
+    if (op != OP_READ) m |= META_DIRTY;
+    b[RK_META + w] = m;
 }
 
-/* Level k missed (its free ways: `empty`): install there and fetch below, level
- * by level, then write the dirty victims back.  Returns the serving level. */
-static __attribute__((noinline)) uint32_t fastMiss(kvsimSim *s, uint32_t k, uint64_t line,
-                                                   int op, uint8_t stag, int kind,
-                                                   uint32_t empty) {
-    kvsimStats *const st = s->st;
-    kvsimPhaseStats *const ph = &st->phase[s->phase];
+/* Level k missed in set block b (its free ways: `empty`): install there and fetch
+ * below, level by level, then write the dirty victims back.  Returns the serving
+ * level. */
+static __attribute__((noinline)) uint32_t fastMiss(kvsimSim *s, uint32_t k, uint8_t *b,
+                                                   uint64_t line, int op, uint8_t stag,
+                                                   int kind, uint32_t empty) {
     const size_t idx = (size_t)stag * KVSIM_NKINDS + (size_t)kind;
     const uint8_t f = fingerprint(line);
     const uint32_t n = s->n;
@@ -565,59 +630,60 @@ static __attribute__((noinline)) uint32_t fastMiss(kvsimSim *s, uint32_t k, uint
     uint8_t vstag[KVSIM_MAX_LEVELS];
     uint32_t vmask = 0; /* bit k: level k evicted a dirty line */
     uint32_t served;
+    Level *L = &s->lv[k];
     for (;;) {
         /* level k missed */
-        Level *const L = &s->lv[k];
-        kvsimLevelStats *const ls = &st->level[k];
+        kvsimLevelStats *const ls = L->ls;
         const uint32_t ways = L->ways;
-        const uint64_t set = line & L->set_mask;
-        uint8_t *const b = SET_BASE(L, set);
-        uint8_t *const meta = b + 16;
-        uint8_t *const stg = meta + ways;
-        uint8_t *const rk = b + L->roff;
-        uint64_t *const tg = (uint64_t *)(b + L->hdr);
+        uint8_t *const meta = b + RK_META;
+        uint8_t *const stg = b + RK_STAG;
+        uint8_t *const rk = b + RK_RANK;
+        uint64_t *const tg = (uint64_t *)(b + RK_TAGS);
         ls->miss[idx]++;
-        ph->miss[k]++;
-        if (k == 0) s->l1_misses_all++;
+        L->tot_miss++;
         uint32_t way;
         if (empty) {
             way = (uint32_t)__builtin_ctz(empty);
         } else {
-            way = kvsimLruRankVictim(rk, ways);
+            way = rankVictim(rk, L->wmask);
             const uint8_t vm = meta[way];
-            if (vm & META_DIRTY) {
-                vmask |= 1u << k;
-                vline[k] = tg[way] - 1;
-                vstag[k] = stg[way];
-            }
-            const uint32_t pfk = (vm & META_PF_MASK) >> META_PF_SHIFT;
             ls->evictions++;
-            if (pfk) ls->pf_useless[pfk - 1]++;
-            if (L->memo_key && L->memo_set == set && L->memo_way == way) L->memo_key = 0;
+            if (vm) {
+                if (vm & META_DIRTY) {
+                    vmask |= 1u << k;
+                    vline[k] = tg[way] - 1;
+                    vstag[k] = stg[way];
+                }
+                const uint32_t pfk = (vm & META_PF_MASK) >> META_PF_SHIFT;
+                if (pfk) ls->pf_useless[pfk - 1]++;
+            }
         }
+        L->memo_key = 0; /* the general path's memo may name this way */
         tg[way] = line + 1;
         b[way] = f;
-        meta[way] = (uint8_t)((op == OP_WRITE || op == OP_WFULL) ? META_DIRTY : 0);
+        meta[way] = (uint8_t)(op != OP_READ ? META_DIRTY : 0);
         stg[way] = stag;
-        kvsimLruRankTouch(rk, ways, way);
+        rankTouch(rk, way, ways - 1);
         if (op == OP_WFULL) { /* allocated without a fetch */
             served = k;
             break;
         }
         ls->fetches++;
         if (k + 1 == n) {
-            st->dram_reads++;
+            s->st->dram_reads++;
             served = n;
             break;
         }
         /* the fetch: a READ at level k + 1 */
         k++;
+        L++;
         op = OP_READ;
-        st->level[k].access[idx]++;
-        ph->access[k]++;
-        const int64_t w = fastLookup(&s->lv[k], line, f, &empty);
+        L->ls->access[idx]++;
+        L->tot_acc++;
+        b = L->blk + (line & L->set_mask) * L->stride;
+        const int32_t w = fastLookup(L, b, line, f, &empty);
         if (w >= 0) {
-            fastHit(s, k, line, (uint32_t)w, OP_READ, idx, kind);
+            fastHit(s, k, b, (uint32_t)w, OP_READ, kind);
             served = k;
             break;
         }
@@ -626,9 +692,9 @@ static __attribute__((noinline)) uint32_t fastMiss(kvsimSim *s, uint32_t k, uint
     while (vmask) {
         const uint32_t j = 31u - (uint32_t)__builtin_clz(vmask);
         vmask &= ~(1u << j);
-        st->level[j].writebacks++;
+        s->lv[j].ls->writebacks++;
         if (j + 1 == n)
-            st->dram_writes++;
+            s->st->dram_writes++;
         else
             fastAccess(s, j + 1, vline[j], OP_WFULL, vstag[j], KVSIM_K_WRITEBACK);
     }
@@ -637,17 +703,18 @@ static __attribute__((noinline)) uint32_t fastMiss(kvsimSim *s, uint32_t k, uint
 
 static inline __attribute__((always_inline)) uint32_t
 fastAccessBody(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, int kind) {
-    kvsimStats *const st = s->st;
+    Level *const L = &s->lv[k];
     const size_t idx = (size_t)stag * KVSIM_NKINDS + (size_t)kind;
-    st->level[k].access[idx]++;
-    st->phase[s->phase].access[k]++;
+    L->ls->access[idx]++;
+    L->tot_acc++;
+    uint8_t *const b = L->blk + (line & L->set_mask) * L->stride;
     uint32_t empty;
-    const int64_t w = fastLookup(&s->lv[k], line, fingerprint(line), &empty);
+    const int32_t w = fastLookup(L, b, line, fingerprint(line), &empty);
     if (w >= 0) {
-        fastHit(s, k, line, (uint32_t)w, op, idx, kind);
+        fastHit(s, k, b, (uint32_t)w, op, kind);
         return k;
     }
-    return fastMiss(s, k, line, op, stag, kind, empty);
+    return fastMiss(s, k, b, line, op, stag, kind, empty);
 }
 
 static uint32_t fastAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag,
@@ -830,7 +897,24 @@ static void runPrefetchers(kvsimSim *s, uint64_t line, uint32_t sv, const kvtRec
 
 /* --- Records -------------------------------------------------------------------- */
 
-static void setCounting(kvsimSim *s, int on) { s->st = on ? &s->stats : &s->scratch; }
+/* Attribute the accesses and misses since the last call to the current phase of
+ * the current statistics: called before either changes, and before reading. */
+static void phaseSync(kvsimSim *s) {
+    kvsimPhaseStats *ph = &s->st->phase[s->phase];
+    for (uint32_t k = 0; k < s->n; k++) {
+        Level *L = &s->lv[k];
+        ph->access[k] += L->tot_acc - L->ph_acc;
+        ph->miss[k] += L->tot_miss - L->ph_miss;
+        L->ph_acc = L->tot_acc;
+        L->ph_miss = L->tot_miss;
+    }
+}
+
+static void setCounting(kvsimSim *s, int on) {
+    phaseSync(s);
+    s->st = on ? &s->stats : &s->scratch;
+    for (uint32_t k = 0; k < s->n; k++) s->lv[k].ls = &s->st->level[k];
+}
 
 static void classifyPf(kvsimSim *s, int waited) {
     if (!s->pfh_kind) return;
@@ -850,7 +934,7 @@ static void closeCommand(kvsimSim *s) {
     s->cmd_open = 0;
     if (!s->cmd_counted) return;
     kvsimStats *st = &s->stats;
-    uint64_t t = s->r_last - s->cmd_t0, m = s->l1_misses_all - s->cmd_miss0;
+    uint64_t t = s->r_last - s->cmd_t0, m = s->lv[0].tot_miss - s->cmd_miss0;
     st->commands++;
     st->command_ticks += t;
     if (t > st->command_ticks_max) st->command_ticks_max = t;
@@ -868,6 +952,7 @@ static void doMarker(kvsimSim *s, const kvtRecord *r) {
     st->kind[KVT_MARKER]++;
     if (m < KVSIM_NMARKERS) st->markers[m]++;
     if (m == KVT_MARK_PHASE) {
+        phaseSync(s);
         s->phase = r->addr < KVSIM_MAX_PHASES ? (uint32_t)r->addr : KVSIM_MAX_PHASES - 1;
         if (s->phase + 1 > s->stats.nphases_seen) s->stats.nphases_seen = s->phase + 1;
     }
@@ -889,7 +974,7 @@ static void doMarker(kvsimSim *s, const kvtRecord *r) {
         s->cmd_open = 1;
         s->cmd_counted = s->st == &s->stats;
         s->cmd_t0 = s->r_last;
-        s->cmd_miss0 = s->l1_misses_all;
+        s->cmd_miss0 = s->lv[0].tot_miss;
     }
     if (m == KVT_MARK_WARMUP_END) setCounting(s, 1);
 }
@@ -914,6 +999,79 @@ static void flushBatch(kvsimSim *s, Batch *bt) {
     st->phase[s->phase].instructions += bt->instructions;
     st->phase[s->phase].ticks += bt->ticks;
     memset(bt, 0, sizeof *bt);
+}
+
+/* Timing: dispatch of a record of ninstr instructions (s->instr already counts
+ * them): D after the ROB limit, X when its producer (dep) has completed. */
+static inline __attribute__((always_inline)) void dispatchT(kvsimSim *s, const kvtRecord *r,
+                                                            uint64_t ninstr, uint64_t *Dp,
+                                                            uint64_t *Xp) {
+    kvsimStats *st = s->st;
+    uint64_t D, X;
+    D = s->t_disp + ninstr;
+    if (s->instr > s->cfg.rob) {
+        uint64_t lim = s->instr - s->cfg.rob;
+        /* retire every entry at or before instruction lim; the last one
+         * retired bounds this dispatch */
+        uint64_t head = s->rob_head;
+        const uint64_t tail = s->rob_tail, mask = s->rob_mask;
+        if (head != tail && s->rob_idx[head & mask] <= lim) {
+            do
+                head++;
+            while (head != tail && s->rob_idx[head & mask] <= lim);
+            const uint64_t h = (head - 1) & mask;
+            s->blk_valid = 1;
+            s->blk_idx = s->rob_idx[h];
+            s->blk_ret = s->rob_ret[h];
+            s->blk_cls = s->rob_cls[h];
+            s->rob_head = head;
+        }
+        if (s->blk_valid) {
+            const uint64_t b = s->blk_ret + (lim - s->blk_idx);
+            const uint64_t stall = b > D ? b - D : 0; /* no branch to mispredict */
+            st->stall_rob[s->blk_cls] += stall;
+            D += stall;
+        }
+    }
+    s->t_disp = D;
+    X = D;
+    if (r->kind != KVT_STORE && r->dep && r->dep < KVSIM_DEP_WINDOW && r->dep <= s->recno) {
+        uint64_t c = s->dep_ring[(s->recno - r->dep) % KVSIM_DEP_WINDOW];
+        if (c > X) {
+            st->wait_dep += c - X;
+            X = c;
+        }
+    }
+    *Dp = D;
+    *Xp = X;
+}
+
+/* Timing: in-order retirement of a record that completes at C (cls: what set
+ * it), its ROB entry and its completion for the records that depend on it. */
+static inline __attribute__((always_inline)) void retireT(kvsimSim *s, uint64_t ninstr,
+                                                          uint64_t C, uint32_t cls,
+                                                          const int fast, Batch *bt) {
+    kvsimStats *st = s->st;
+    uint64_t r0 = s->r_last;
+    uint64_t R = s->r_last + ninstr;
+    /* the cause of a retire time: this op's own service level if its completion
+     * set it, else whatever held up the op before it (in-order retirement) */
+    uint8_t cause = C > R ? (uint8_t)cls : s->last_cause;
+    s->last_cause = cause;
+    if (C > R) R = C;
+    uint64_t t = s->rob_tail & s->rob_mask;
+    s->rob_idx[t] = s->instr;
+    s->rob_ret[t] = R;
+    s->rob_cls[t] = cause;
+    s->rob_tail++;
+    s->r_last = R;
+    s->dep_ring[s->recno % KVSIM_DEP_WINDOW] = C;
+    if (fast) {
+        bt->ticks += R - r0;
+    } else {
+        st->ticks += R - r0;
+        st->phase[s->phase].ticks += R - r0;
+    }
 }
 
 /* One memory record.  `timing` and `extras` (TLB or hardware prefetchers
@@ -942,42 +1100,7 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
 
     /* dispatch */
     uint64_t D = 0, X = 0;
-    if (timing) {
-        D = s->t_disp + ninstr;
-        if (s->instr > s->cfg.rob) {
-            uint64_t lim = s->instr - s->cfg.rob;
-            /* retire every entry at or before instruction lim; the last one
-             * retired bounds this dispatch */
-            uint64_t head = s->rob_head;
-            const uint64_t tail = s->rob_tail, mask = s->rob_mask;
-            if (head != tail && s->rob_idx[head & mask] <= lim) {
-                do
-                    head++;
-                while (head != tail && s->rob_idx[head & mask] <= lim);
-                const uint64_t h = (head - 1) & mask;
-                s->blk_valid = 1;
-                s->blk_idx = s->rob_idx[h];
-                s->blk_ret = s->rob_ret[h];
-                s->blk_cls = s->rob_cls[h];
-                s->rob_head = head;
-            }
-            if (s->blk_valid) {
-                const uint64_t b = s->blk_ret + (lim - s->blk_idx);
-                const uint64_t stall = b > D ? b - D : 0; /* no branch to mispredict */
-                st->stall_rob[s->blk_cls] += stall;
-                D += stall;
-            }
-        }
-        s->t_disp = D;
-        X = D;
-        if (r->kind != KVT_STORE && r->dep && r->dep < KVSIM_DEP_WINDOW && r->dep <= s->recno) {
-            uint64_t c = s->dep_ring[(s->recno - r->dep) % KVSIM_DEP_WINDOW];
-            if (c > X) {
-                st->wait_dep += c - X;
-                X = c;
-            }
-        }
-    }
+    if (timing) dispatchT(s, r, ninstr, &D, &X);
     uint64_t C = D + W;
     uint32_t cls = s->n + 1;
 
@@ -1027,19 +1150,23 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
                 bt->pieces++;
             else
                 st->pieces++;
-            uint64_t a0 = line << lb, a1 = a0 + lsize;
-            uint64_t p0 = r->addr > a0 ? r->addr : a0;
-            uint64_t p1 = r->addr + size < a1 ? r->addr + size : a1;
+            const uint64_t a0 = line << lb;
             uint64_t xp = X;
             if (extras && s->cfg.tlb) {
-                int64_t t = translate(s, p0, 0);
+                int64_t t = translate(s, r->addr > a0 ? r->addr : a0, 0);
                 if (timing && !is_store) {
                     st->wait_tlb += (uint64_t)t * W;
                     xp += (uint64_t)t * W;
                 }
             }
             s->pfh_kind = 0;
-            int op = is_store ? (p1 - p0 == lsize ? OP_WFULL : OP_WRITE) : OP_READ;
+            int op = OP_READ;
+            if (is_store) { /* a piece covering its whole line allocates without a fetch */
+                const uint64_t a1 = a0 + lsize;
+                const uint64_t p0 = r->addr > a0 ? r->addr : a0;
+                const uint64_t p1 = r->addr + size < a1 ? r->addr + size : a1;
+                op = p1 - p0 == lsize ? OP_WFULL : OP_WRITE;
+            }
             uint32_t sv =
                 fast ? fastAccessBody(s, 0, line, op, r->tag,
                                       is_store ? KVSIM_K_STORE : KVSIM_K_LOAD)
@@ -1065,28 +1192,7 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
         }
     }
 
-    if (timing) {
-        uint64_t r0 = s->r_last;
-        uint64_t R = s->r_last + ninstr;
-        /* the cause of a retire time: this op's own service level if its completion
-         * set it, else whatever held up the op before it (in-order retirement) */
-        uint8_t cause = C > R ? (uint8_t)cls : s->last_cause;
-        s->last_cause = cause;
-        if (C > R) R = C;
-        uint64_t t = s->rob_tail & s->rob_mask;
-        s->rob_idx[t] = s->instr;
-        s->rob_ret[t] = R;
-        s->rob_cls[t] = cause;
-        s->rob_tail++;
-        s->r_last = R;
-        s->dep_ring[s->recno % KVSIM_DEP_WINDOW] = C;
-        if (fast) {
-            bt->ticks += R - r0;
-        } else {
-            st->ticks += R - r0;
-            st->phase[s->phase].ticks += R - r0;
-        }
-    }
+    if (timing) retireT(s, ninstr, C, cls, fast, bt);
     s->recno++;
 }
 
@@ -1110,10 +1216,387 @@ static inline int likelyInL1(const kvsimSim *s, uint64_t line) {
 
 /* --- Public API ------------------------------------------------------------------ */
 
-void kvsimRun(kvsimSim *s, const kvtRecord *recs, size_t n) {
-    if (s->finished) return;
-    const int extras = s->cfg.tlb || s->cfg.nprefetchers;
-    const int fast = s->fast;
+/*
+ * The record loops of the common configuration (s->fast), level by level.
+ *
+ * In a non-inclusive hierarchy no level's state depends on the levels below it,
+ * and level k+1 sees exactly the stream of requests that level k sends down, in
+ * order: for each miss at k, the fetch (unless a whole-line store), then k's
+ * dirty victim.  (The record-by-record path produces the same stream: its dirty
+ * victims go down after the fetch and everything the fetch did, deepest level
+ * first.)  So the records become a queue of line requests to L1, and each level
+ * takes its whole queue in order and appends its misses and victims to the next
+ * level's queue:
+ *
+ *     records --> q[0] --L1--> q[1] --L2--> q[2] --L3--> DRAM counters
+ *                  |  (timing: each piece's serving level and prefetch hit)
+ *                  +--> timing pass over the same records, in order
+ *
+ * The same states and counts as the record-by-record path, with each level's
+ * parameters in registers for a whole queue, and a look-ahead that knows
+ * exactly which sets a level will touch: it prefetches (into the host caches)
+ * the set block of the request LOOKAHEAD entries ahead.  With timing, the
+ * queued pieces carry their index (pid) so that the level that serves each one,
+ * and a first demand hit on a prefetched line, are noted for the timing pass,
+ * which then runs the records through the out-of-order model in order (timing
+ * never changes the caches in this configuration: only software prefetches,
+ * which take the general path, can be dropped for want of a miss buffer).  The
+ * queues are drained before anything else touches the caches or changes where
+ * counts go: a marker, a software prefetch, a full queue, the end of the call.
+ */
+#define QCAP 256
+#define LOOKAHEAD 8
+#define NOPID 0xFFFFFFFFu
+_Static_assert(QCAP <= sizeof(((kvsimSim *)0)->psv), "a piece index per queued piece");
+_Static_assert(QCAP < NOPID, "piece ids fit");
+
+static void levelPass(kvsimSim *s, uint32_t k);
+
+/* Level k takes its whole queue (requests from above, in order).  `pf`: prefetch
+ * the set blocks ahead (not for L1, whose blocks stay in the host caches);
+ * `last`: the level below is memory; `track`: note each piece's serving level
+ * and prefetch hit (timing).  All three are constants in each copy. */
+static inline __attribute__((always_inline)) void levelPassT(kvsimSim *s, uint32_t k,
+                                                             const int pf, const int last,
+                                                             const int track) {
+    Level *const L = &s->lv[k];
+    const QEnt *const in = s->q[k];
+    const uint32_t nin = s->qn[k];
+    QEnt *const out = last ? NULL : s->q[k + 1];
+    uint32_t nout = last ? 0 : s->qn[k + 1];
+    uint8_t *const blk = L->blk;
+    const uint64_t mask = L->set_mask, stride = L->stride;
+    const uint32_t ways = L->ways, wmask = L->wmask;
+    const uint32_t nlines = L->nlines;
+    kvsimLevelStats *const ls = L->ls;
+    uint64_t nmiss = 0, dram_r = 0, dram_w = 0;
+    int clear_memo = 0;
+    for (uint32_t j = 0; j < nin; j++) {
+        if (pf && j + LOOKAHEAD < nin) {
+            const uint8_t *pb = blk + (in[j + LOOKAHEAD].line & mask) * stride;
+            __builtin_prefetch(pb, 1, 3);
+            __builtin_prefetch(pb + 64, 1, 3);
+            for (uint32_t h = 2; h < nlines; h++) __builtin_prefetch(pb + 64 * h, 1, 3);
+        }
+        const QEnt e = in[j];
+        const uint64_t line = e.line;
+        const uint32_t idx = (uint32_t)e.stag * KVSIM_NKINDS + e.kind;
+        ls->access[idx]++;
+        uint8_t *const b = blk + (line & mask) * stride;
+        const uint8_t f = fingerprint(line);
+        uint64_t *const tg = (uint64_t *)(b + RK_TAGS);
+        uint32_t cand, empty;
+#if defined(__SSE4_2__)
+        const __m128i x = _mm_loadu_si128((const __m128i *)b);
+        const __m128i fv = _mm_shuffle_epi8(_mm_cvtsi32_si128(f), _mm_setzero_si128());
+        cand = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, fv)) & wmask;
+        empty = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_setzero_si128())) & wmask;
+#else
+        cand = empty = 0;
+        for (uint32_t w = 0; w < ways; w++) {
+            cand |= (uint32_t)(b[w] == f) << w;
+            empty |= (uint32_t)(b[w] == 0) << w;
+        }
+#endif
+        while (cand) {
+            const uint32_t w = (uint32_t)__builtin_ctz(cand);
+            if (tg[w] == line + 1) break;
+            cand &= cand - 1;
+        }
+        if (cand) { /* hit: LRU, the first demand use of a prefetched line, dirty */
+            const uint32_t hw = (uint32_t)__builtin_ctz(cand);
+            rankTouch(b + RK_RANK, hw, ways - 1);
+            uint8_t m = b[RK_META + hw];
+            if (track && e.pid != NOPID) s->psv[e.pid] = (uint8_t)k;
+            if (__builtin_expect((m & META_PF_MASK) != 0, 0) && e.kind <= KVSIM_K_STORE) {
+                const uint32_t pfk = (m & META_PF_MASK) >> META_PF_SHIFT;
+                if (track) { /* useful or late: the timing pass decides */
+                    s->ppfk[e.pid] = (uint8_t)pfk;
+                    s->ppfl[e.pid] = (uint8_t)k;
+                } else {
+                    ls->pf_useful[pfk - 1]++;
+                }
+                m &= (uint8_t)~META_PF_MASK;
+            }
+            b[RK_META + hw] = (uint8_t)(m | (e.op != OP_READ));
+            continue;
+        }
+        /* miss: the lowest free way, else the LRU victim; install; send below */
+        ls->miss[idx]++;
+        nmiss++;
+        uint8_t *const meta = b + RK_META;
+        uint8_t *const stg = b + RK_STAG;
+        uint32_t way;
+        uint64_t vline = 0;
+        uint8_t vstag = 0;
+        int vdirty = 0;
+        if (empty) {
+            way = (uint32_t)__builtin_ctz(empty);
+        } else {
+            way = rankVictim(b + RK_RANK, wmask);
+            const uint8_t vm = meta[way];
+            ls->evictions++;
+            clear_memo = 1;
+            if (__builtin_expect(vm != 0, 0)) {
+                const uint32_t pfk = (vm & META_PF_MASK) >> META_PF_SHIFT;
+                if (pfk) ls->pf_useless[pfk - 1]++;
+                if (vm & META_DIRTY) {
+                    vdirty = 1;
+                    vline = tg[way] - 1;
+                    vstag = stg[way];
+                }
+            }
+        }
+        tg[way] = line + 1;
+        b[way] = f;
+        meta[way] = (uint8_t)(e.op != OP_READ);
+        stg[way] = e.stag;
+        rankTouch(b + RK_RANK, way, ways - 1);
+        if (e.op != OP_WFULL) {
+            ls->fetches++;
+            if (last) {
+                dram_r++;
+                if (track && e.pid != NOPID) s->psv[e.pid] = (uint8_t)s->n;
+            } else {
+                QEnt *o = &out[nout++];
+                *o = e;
+                o->op = OP_READ;
+            }
+        } else if (track && e.pid != NOPID) {
+            s->psv[e.pid] = (uint8_t)k; /* allocated without a fetch */
+        }
+        if (vdirty) {
+            ls->writebacks++;
+            if (last) {
+                dram_w++;
+            } else {
+                QEnt *o = &out[nout++];
+                o->line = vline;
+                o->pid = NOPID;
+                o->op = OP_WFULL;
+                o->kind = KVSIM_K_WRITEBACK;
+                o->stag = vstag;
+            }
+        }
+        if (!last && nout > s->qcap - 2) { /* room for two more: the level below goes first */
+            s->qn[k + 1] = nout;
+            levelPass(s, k + 1);
+            nout = 0;
+        }
+    }
+    if (!last) s->qn[k + 1] = nout;
+    L->tot_acc += nin;
+    L->tot_miss += nmiss;
+    s->st->dram_reads += dram_r;
+    s->st->dram_writes += dram_w;
+    if (clear_memo) L->memo_key = 0; /* the general path's memo may name a replaced way */
+    s->qn[k] = 0;
+}
+
+#define LEVEL_PASS_COPY(name, pf, last, track)                                               \
+    static __attribute__((noinline)) void name(kvsimSim *s, uint32_t k) {                    \
+        levelPassT(s, k, pf, last, track);                                                   \
+    }
+LEVEL_PASS_COPY(passL1, 0, 0, 0)
+LEVEL_PASS_COPY(passL1Only, 0, 1, 0)
+LEVEL_PASS_COPY(passMid, 1, 0, 0)
+LEVEL_PASS_COPY(passLast, 1, 1, 0)
+LEVEL_PASS_COPY(passL1Track, 0, 0, 1)
+LEVEL_PASS_COPY(passL1OnlyTrack, 0, 1, 1)
+LEVEL_PASS_COPY(passMidTrack, 1, 0, 1)
+LEVEL_PASS_COPY(passLastTrack, 1, 1, 1)
+
+static void levelPass(kvsimSim *s, uint32_t k) {
+    const int last = k + 1 == s->n;
+    if (s->cfg.timing) {
+        if (k == 0)
+            last ? passL1OnlyTrack(s, 0) : passL1Track(s, 0);
+        else
+            last ? passLastTrack(s, k) : passMidTrack(s, k);
+    } else {
+        if (k == 0)
+            last ? passL1Only(s, 0) : passL1(s, 0);
+        else
+            last ? passLast(s, k) : passMid(s, k);
+    }
+}
+
+/* Every queued request goes all the way down. */
+static void drainQueues(kvsimSim *s) {
+    for (uint32_t k = 0; k < s->n; k++)
+        if (s->qn[k]) levelPass(s, k);
+}
+
+/* Queue one line piece at L1 (pid: its index in q[0], for the timing pass). */
+static inline __attribute__((always_inline)) void queuePiece(kvsimSim *s, uint64_t line, int op,
+                                                             uint8_t kind, uint8_t stag) {
+    const uint32_t n0 = s->qn[0];
+    QEnt *e = &s->q[0][n0];
+    e->line = line;
+    e->pid = n0;
+    e->op = (uint8_t)op;
+    e->kind = kind;
+    e->stag = stag;
+    s->qn[0] = n0 + 1;
+}
+
+/* The operation of the piece of record r in `line` (loads read; a store piece
+ * covering its whole line allocates without a fetch). */
+static inline int pieceOp(const kvtRecord *r, uint64_t line, uint32_t lb, uint64_t size) {
+    if (r->kind != KVT_STORE) return OP_READ;
+    const uint64_t a0 = line << lb, a1 = a0 + (1ULL << lb);
+    const uint64_t p0 = r->addr > a0 ? r->addr : a0;
+    const uint64_t p1 = r->addr + size < a1 ? r->addr + size : a1;
+    return p1 - p0 == (1ULL << lb) ? OP_WFULL : OP_WRITE;
+}
+
+/* Functional: one load or store record's pieces join L1's queue. */
+static inline __attribute__((always_inline)) void queueRecord(kvsimSim *s, const kvtRecord *r,
+                                                              Batch *bt) {
+    const uint32_t lb = s->cfg.line_bits;
+    const uint64_t ninstr = (uint64_t)r->gap + 1;
+    bt->records++;
+    bt->kind[r->kind]++;
+    bt->instructions += ninstr;
+    s->instr += ninstr;
+    s->recno++;
+    const int is_store = r->kind == KVT_STORE;
+    const uint8_t kind = is_store ? KVSIM_K_STORE : KVSIM_K_LOAD;
+    const uint64_t size = r->size ? r->size : 1;
+    const uint64_t first = r->addr >> lb, last = (r->addr + size - 1) >> lb;
+    bt->pieces++;
+    if (__builtin_expect(first == last, 1)) { /* one line: a whole-line store is aligned */
+        queuePiece(s, first, !is_store ? OP_READ : size == (1ULL << lb) ? OP_WFULL : OP_WRITE,
+                   kind, r->tag);
+        if (s->qn[0] == s->qcap) levelPass(s, 0);
+        return;
+    }
+    bt->multiline++;
+    bt->pieces += last - first;
+    for (uint64_t line = first; line <= last; line++) {
+        queuePiece(s, line, pieceOp(r, line, lb, size), kind, r->tag);
+        if (s->qn[0] == s->qcap) levelPass(s, 0);
+    }
+}
+
+static void runFastFunctional(kvsimSim *s, const kvtRecord *recs, size_t n) {
+    Batch bt;
+    memset(&bt, 0, sizeof bt);
+    for (size_t i = 0; i < n; i++) {
+        const kvtRecord *r = &recs[i];
+        if (r->kind <= KVT_STORE) {
+            queueRecord(s, r, &bt);
+            continue;
+        }
+        drainQueues(s); /* every level catches up first */
+        if (r->kind == KVT_PREFETCH) {
+            doMemoryT(s, r, 0, 0, 1, &bt);
+        } else if (r->kind == KVT_MARKER) {
+            flushBatch(s, &bt); /* a marker may switch the phase or the counting */
+            doMarker(s, r);
+        } else { /* unknown kind: counted as a record, otherwise ignored */
+            s->st->records++;
+            s->recno++;
+        }
+    }
+    drainQueues(s);
+    flushBatch(s, &bt);
+}
+
+/* Timing: the records [a, b) whose pieces are q[0]'s pids 0.. in order, after the
+ * caches have served them (drainQueues), through the out-of-order model: the
+ * same steps as doMemoryT with the serving levels looked up. */
+static void timePieces(kvsimSim *s, const kvtRecord *recs, size_t a, size_t b, Batch *bt) {
+    const uint32_t lb = s->cfg.line_bits;
+    uint32_t pid = 0;
+    for (size_t i = a; i < b; i++) {
+        const kvtRecord *r = &recs[i];
+        const uint64_t ninstr = (uint64_t)r->gap + 1;
+        bt->records++;
+        bt->kind[r->kind]++;
+        bt->instructions += ninstr;
+        s->instr += ninstr;
+        uint64_t D, X;
+        dispatchT(s, r, ninstr, &D, &X);
+        uint64_t C = D + s->W;
+        uint32_t cls = s->n + 1;
+        const int is_store = r->kind == KVT_STORE;
+        const uint64_t size = r->size ? r->size : 1;
+        const uint64_t first = r->addr >> lb, last = (r->addr + size - 1) >> lb;
+        bt->multiline += last != first;
+        bt->pieces += last - first + 1;
+        uint32_t svmax = 0;
+        for (uint64_t line = first; line <= last; line++, pid++) {
+            const uint32_t sv = s->psv[pid];
+            if (sv > svmax) svmax = sv;
+            s->pfh_kind = s->ppfk[pid];
+            s->pfh_level = s->ppfl[pid];
+            s->ppfk[pid] = 0;
+            int waited = 0;
+            if (!is_store) {
+                const uint64_t c = timeAccessBody(s, line, 0, sv, X, 0, &waited);
+                if (c > C) C = c;
+            }
+            classifyPf(s, waited);
+        }
+        if (!is_store) {
+            cls = svmax;
+            s->st->load_latency += C - X;
+            s->st->loads_timed++;
+        }
+        retireT(s, ninstr, C, cls, 1, bt);
+        s->recno++;
+    }
+}
+
+static void runFastTiming(kvsimSim *s, const kvtRecord *recs, size_t n) {
+    const uint32_t lb = s->cfg.line_bits;
+    Batch bt;
+    memset(&bt, 0, sizeof bt);
+    size_t a = 0; /* the first record whose pieces are queued */
+    for (size_t i = 0; i < n; i++) {
+        const kvtRecord *r = &recs[i];
+        if (r->kind <= KVT_STORE) {
+            const uint64_t size = r->size ? r->size : 1;
+            const uint64_t first = r->addr >> lb, last = (r->addr + size - 1) >> lb;
+            if (last - first < s->qcap) {
+                if (s->qn[0] + (last - first + 1) > s->qcap) { /* full: serve and time */
+                    drainQueues(s);
+                    timePieces(s, recs, a, i, &bt);
+                    a = i;
+                }
+                const uint8_t kind = r->kind == KVT_STORE ? KVSIM_K_STORE : KVSIM_K_LOAD;
+                for (uint64_t line = first; line <= last; line++)
+                    queuePiece(s, line, pieceOp(r, line, lb, size), kind, r->tag);
+                continue;
+            }
+        }
+        drainQueues(s); /* every level catches up, and the time, first */
+        timePieces(s, recs, a, i, &bt);
+        a = i + 1;
+        if (r->kind <= KVT_PREFETCH) { /* a software prefetch or a huge access */
+            doMemoryT(s, r, 1, 0, 1, &bt);
+        } else if (r->kind == KVT_MARKER) {
+            flushBatch(s, &bt); /* a marker may switch the phase or the counting */
+            doMarker(s, r);
+        } else { /* unknown kind: counted as a record, otherwise ignored */
+            s->st->records++;
+            s->recno++;
+        }
+    }
+    drainQueues(s);
+    timePieces(s, recs, a, n, &bt);
+    flushBatch(s, &bt);
+}
+
+/* The record loop, one copy per (timing, extras, fast) combination (all three are
+ * compile-time constants in each copy, so the common cases carry no dead
+ * branches and keep the engine's fields in registers). */
+static inline __attribute__((always_inline)) void runLoop(kvsimSim *s, const kvtRecord *recs,
+                                                          size_t n, const int timing,
+                                                          const int extras, const int fast) {
+    const uint32_t lb = s->cfg.line_bits;
+    const uint32_t nl = s->n;
     Batch bt;
     memset(&bt, 0, sizeof bt);
     for (size_t i = 0; i < n; i++) {
@@ -1122,44 +1605,52 @@ void kvsimRun(kvsimSim *s, const kvtRecord *recs, size_t n) {
          * PREFETCH_DISTANCE ahead will touch.  Written inline on purpose: in a
          * helper function GCC's pure/const analysis deletes calls whose only
          * effect is a prefetch. */
-        if (i + PREFETCH_DISTANCE < n && recs[i + PREFETCH_DISTANCE].kind != KVT_MARKER &&
-            s->n > 1 && !likelyInL1(s, recs[i + PREFETCH_DISTANCE].addr >> s->cfg.line_bits)) {
-            uint64_t la = recs[i + PREFETCH_DISTANCE].addr >> s->cfg.line_bits;
-            for (uint32_t k = PF_FIRST_LEVEL; k < s->n; k++) {
-                const Level *L = &s->lv[k];
-                const uint8_t *b = L->blk + (la & L->set_mask) * L->stride;
-                const uint8_t *e = b + L->stride;
-                __builtin_prefetch(b, 1, 3);
-                __builtin_prefetch(b + 64, 1, 3);
-                for (b += 128; b < e; b += 64) __builtin_prefetch(b, 1, 3);
+        if (i + PREFETCH_DISTANCE < n) {
+            const kvtRecord *q = &recs[i + PREFETCH_DISTANCE];
+            const uint64_t la = q->addr >> lb;
+            if (q->kind != KVT_MARKER && nl > 1 && !likelyInL1(s, la)) {
+                for (uint32_t k = PF_FIRST_LEVEL; k < nl; k++) {
+                    const Level *L = &s->lv[k];
+                    const uint8_t *b = L->blk + (la & L->set_mask) * L->stride;
+                    __builtin_prefetch(b, 1, 3);
+                    if (L->nlines > 1) __builtin_prefetch(b + 64, 1, 3);
+                    if (L->nlines > 2) __builtin_prefetch(b + 128, 1, 3);
+                    for (uint32_t j = 3; j < L->nlines; j++) __builtin_prefetch(b + 64 * j, 1, 3);
+                }
             }
         }
         const kvtRecord *r = &recs[i];
-        if (r->kind == KVT_MARKER) {
+        if (r->kind < KVT_MARKER) {
+            doMemoryT(s, r, timing, extras, fast, &bt);
+        } else if (r->kind == KVT_MARKER) {
             flushBatch(s, &bt); /* a marker may switch the phase or the counting */
             doMarker(s, r);
-        } else if (r->kind < KVT_MARKER) {
-            if (s->cfg.timing) {
-                if (extras)
-                    doMemoryT(s, r, 1, 1, 0, &bt);
-                else if (fast)
-                    doMemoryT(s, r, 1, 0, 1, &bt);
-                else
-                    doMemoryT(s, r, 1, 0, 0, &bt);
-            } else {
-                if (extras)
-                    doMemoryT(s, r, 0, 1, 0, &bt);
-                else if (fast)
-                    doMemoryT(s, r, 0, 0, 1, &bt);
-                else
-                    doMemoryT(s, r, 0, 0, 0, &bt);
-            }
         } else { /* unknown kind: counted as a record, otherwise ignored */
             s->st->records++;
             s->recno++;
         }
     }
     flushBatch(s, &bt);
+}
+
+void kvsimRun(kvsimSim *s, const kvtRecord *recs, size_t n) {
+    if (s->finished) return;
+    const int extras = s->cfg.tlb || s->cfg.nprefetchers;
+    if (s->cfg.timing) {
+        if (extras)
+            runLoop(s, recs, n, 1, 1, 0);
+        else if (s->fast)
+            runFastTiming(s, recs, n);
+        else
+            runLoop(s, recs, n, 1, 0, 0);
+    } else {
+        if (extras)
+            runLoop(s, recs, n, 0, 1, 0);
+        else if (s->fast)
+            runFastFunctional(s, recs, n);
+        else
+            runLoop(s, recs, n, 0, 0, 0);
+    }
 }
 
 void kvsimFinish(kvsimSim *s) {
@@ -1236,7 +1727,18 @@ void kvsimFinish(kvsimSim *s) {
     }
 }
 
-const kvsimStats *kvsimGetStats(const kvsimSim *s) { return &s->stats; }
+/* The counters that are derived rather than counted per access: hits (every
+ * access is a hit or a miss) and the phases' pending accesses and misses. */
+const kvsimStats *kvsimGetStats(const kvsimSim *cs) {
+    kvsimSim *s = (kvsimSim *)cs; /* derived fields only: logically const */
+    phaseSync(s);
+    for (uint32_t k = 0; k < s->n; k++) {
+        kvsimLevelStats *ls = &s->stats.level[k];
+        for (size_t i = 0; i < KVSIM_NTAGS * KVSIM_NKINDS; i++)
+            ls->hit[i] = ls->access[i] - ls->miss[i];
+    }
+    return &s->stats;
+}
 
 uint32_t kvsimPeekSet(const kvsimSim *s, uint32_t level, uint64_t set, uint64_t *out) {
     if (level >= s->n || set >= s->lv[level].sets) return 0;
@@ -1259,6 +1761,7 @@ void kvsimFree(kvsimSim *s) {
         free(L->mq);
     }
     for (uint32_t p = 0; p < KVSIM_MAX_PREFETCHERS; p++) free(s->pf[p].state);
+    for (uint32_t k = 0; k < KVSIM_MAX_LEVELS; k++) free(s->q[k]);
     free(s->dtlb.tags);
     free(s->dtlb.stamp);
     free(s->stlb.tags);
@@ -1310,17 +1813,22 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
         L->inclusion = c->inclusion;
         L->mshrs = cfg->timing ? c->mshrs : 0;
         L->set_mask = c->sets - 1;
+        L->wmask = c->ways >= 32 ? ~0u : (1u << c->ways) - 1;
+        L->ls = &s->stats.level[k];
         L->fpw = (c->ways + 15) & ~15u;
         if (L->is_lru && c->ways <= KVSIM_LRU_RANK_MAX_WAYS) {
-            /* [fp 16][meta][stag][pad to 16][ranks 16][tags]: no per-line words */
-            L->roff = (L->fpw + 2 * c->ways + 15) & ~15u;
-            L->hdr = L->roff + 16;
+            /* the fixed layout of RK_*: no per-line policy words */
+            L->roff = RK_RANK;
+            L->soff = RK_STAG;
+            L->hdr = RK_TAGS;
             L->stride = (L->hdr + (uint64_t)c->ways * 8 + 63) & ~(uint64_t)63;
         } else {
+            L->soff = L->fpw + c->ways;
             L->hdr = (L->fpw + 2 * c->ways + 7) & ~7u;
             L->stride = (L->hdr + (uint64_t)c->ways * 16 + 63) & ~(uint64_t)63;
         }
         L->blk = bigAlloc(c->sets, L->stride);
+        L->nlines = (uint32_t)(L->stride / 64);
         L->pc.ways = c->ways;
         L->pc.stride = L->stride / sizeof(uint64_t);
         L->pc.line = L->blk && !L->roff ? (uint64_t *)(L->blk + L->hdr) + c->ways : NULL;
@@ -1345,6 +1853,11 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
     s->fast = !cfg->tlb && cfg->nprefetchers == 0;
     for (uint32_t k = 0; k < s->n; k++)
         if (!s->lv[k].roff || s->lv[k].inclusion != KVSIM_NON_INCLUSIVE) s->fast = 0;
+    if (cfg->queue_cap && (cfg->queue_cap < 2 || cfg->queue_cap > QCAP))
+        FAIL("queue_cap: must be 2..%d (0 = default)", QCAP);
+    s->qcap = cfg->queue_cap ? cfg->queue_cap : QCAP;
+    for (uint32_t k = 0; s->fast && k < s->n; k++)
+        if (!(s->q[k] = calloc(QCAP, sizeof(QEnt)))) FAIL("out of memory");
     if (cfg->nprefetchers > KVSIM_MAX_PREFETCHERS) FAIL("prefetcher: at most %d", KVSIM_MAX_PREFETCHERS);
     for (uint32_t p = 0; p < cfg->nprefetchers; p++) {
         const kvsimPrefetcherConfig *c = &cfg->prefetcher[p];

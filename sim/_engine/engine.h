@@ -98,7 +98,8 @@ typedef struct kvsimConfig {
     uint32_t swpf_level;           /* level a software prefetch fills (0 = L1) */
     uint32_t swpf_drop_on_tlb_miss; /* 1: dropped on a DTLB miss; 0: walks */
     uint32_t flush_at_end;         /* write every dirty line back at kvsimFinish */
-    uint32_t pad1;
+    uint32_t queue_cap;            /* test hook: the common configuration's request queues
+                                      (engine.c, QCAP); 0 = the default, else 2..QCAP */
 } kvsimConfig;
 
 /* Counters of one cache level.  Index [tag][kind] is tag * KVSIM_NKINDS + kind. */

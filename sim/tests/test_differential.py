@@ -145,18 +145,72 @@ def lru_docs(draw):
     return doc
 
 
+def check_hot_path(doc, recs, flush, chunk, qcap):
+    """Engine == reference on the specialised configuration, whose level-by-level queues
+    (engine.c) are given capacity `qcap` (0 = the default 256), so that small traces fill
+    them and every drain point (full L1 queue, full queue below, record too large for the
+    queue, marker, software prefetch, end of a call) is taken."""
+    cpu = sim.parse_cpu(doc)
+    cfg = cpu.to_engine(timing=cpu.timing_capable, flush=flush)
+    cfg.queue_cap = qcap
+    eng = B.Engine(cfg)
+    ref = ReferenceSim(cfg)
+    for i in range(0, len(recs), chunk):
+        eng.run(recs[i:i + chunk])
+    ref.run(recs)
+    a, b = eng.finish(), ref.finish()
+    eng.close()
+    assert_same(a, b)
+
+
+QCAPS = st.sampled_from([0, 2, 3, 4, 7, 16])
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(doc=lru_docs(), recs=traces_(), flush=st.booleans(), chunk=st.integers(1, 300))
-def test_lru_hot_path_equals_reference(doc, recs, flush, chunk):
-    test_engine_equals_reference.hypothesis.inner_test(doc, recs, flush, chunk)
+@given(doc=lru_docs(), recs=traces_(), flush=st.booleans(), chunk=st.integers(1, 300),
+       qcap=QCAPS)
+def test_lru_hot_path_equals_reference(doc, recs, flush, chunk, qcap):
+    check_hot_path(doc, recs, flush, chunk, qcap)
 
 
 @pytest.mark.slow
 @settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
-@given(doc=lru_docs(), recs=traces_(), flush=st.booleans(), chunk=st.integers(1, 300))
-def test_lru_hot_path_equals_reference_long(doc, recs, flush, chunk):
+@given(doc=lru_docs(), recs=traces_(), flush=st.booleans(), chunk=st.integers(1, 300),
+       qcap=QCAPS)
+def test_lru_hot_path_equals_reference_long(doc, recs, flush, chunk, qcap):
     """The same property with ten times the examples (`pytest -m slow`)."""
-    test_engine_equals_reference.hypothesis.inner_test(doc, recs, flush, chunk)
+    check_hot_path(doc, recs, flush, chunk, qcap)
+
+
+@pytest.mark.parametrize("timing", [False, True])
+@pytest.mark.parametrize("qcap", [0, 5])
+def test_lru_hot_path_long_trace(timing, qcap):
+    """A 6,000-record trace of stores, loads, whole-line and multi-line accesses (one of
+    them wider than a queue), prefetches and markers through a tiny 16-way three-level
+    hierarchy: write-backs cascade, queues fill at every level."""
+    rng = np.random.default_rng(11)
+    n = 6000
+    recs = np.zeros(n, dtype=traces.RECORD_DTYPE)
+    recs["addr"] = 0x7F0000000000 + rng.integers(0, 1 << 17, n)
+    recs["size"] = rng.choice([1, 8, 64, 100], n)
+    recs["kind"] = rng.choice([0, 0, 1, 1, 1, 2], n, p=[.3, .2, .2, .1, .1, .1])
+    recs["addr"][recs["size"] == 64] &= ~np.uint64(63)  # whole-line stores
+    recs["gap"] = rng.integers(0, 10, n)
+    recs["dep"] = rng.integers(0, 3, n)
+    recs["tag"] = rng.integers(0, 4, n)
+    marks = rng.choice(n, 40, replace=False)
+    recs["kind"][marks] = 3
+    recs["flags"][marks] = rng.choice([1, 3], 40)
+    recs["addr"][marks] = rng.integers(0, 3, 40)
+    recs["kind"][100], recs["size"][100] = 1, 64 * 300  # 300 lines: wider than any queue
+    caches = [{"name": f"L{k + 1}", "size": 64 * 16 * sets, "ways": 16, "line": 64,
+               "latency": 4 + 10 * k, "replacement": "lru", "mshrs": 4 * (k < 2)}
+              for k, sets in enumerate([2, 4, 8])]
+    doc = {"name": "tiny", "cache": caches, "swprefetch": {"fill": "L2"}}
+    if timing:
+        doc |= {"freq_ghz": 2.0, "core": {"width": 4, "rob": 64},
+                "dram": {"latency_ns": 80.0, "bandwidth_gbs": 8.0}}
+    check_hot_path(doc, recs, True, 1000, qcap)
 
 def test_presets_engine_equals_reference():
     """Every shipped preset with all its features on, on one mixed random trace."""
