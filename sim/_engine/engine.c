@@ -31,15 +31,21 @@
  * instead, so a 16-way set is three host lines); plus per-set policy words and
  * the miss buffers.  All sized at creation; nothing grows with the trace.
  *
- * Speed: before simulating record i, the set blocks that record
- * i + PREFETCH_DISTANCE will touch below L1 are prefetched into the host caches
- * (skipped when its line is probably in L1): look-ahead software prefetching,
- * the technique the simulator itself studies.  Lookups compare 16 fingerprints
- * per SSE instruction.  The common configuration (every level LRU with ranks and
- * non-inclusive, no TLB, no hardware prefetchers: s->fast) takes a specialised
- * path: fastAccessBody / fastMiss walk the levels in a loop, and the record loop
- * adds its counters up locally (Batch).  Miss buffers are kept sorted by ready
- * tick, so the earliest free one is at hand.
+ * Speed.  The common configuration (every level LRU with ranks and
+ * non-inclusive, no TLB, no hardware prefetchers: s->fast) runs level by level
+ * (runFastFunctional / runFastTiming, essay above levelPassT): the records
+ * become a queue of line requests to L1, each level takes its whole queue and
+ * feeds the next, so a level's parameters stay in registers, and each level
+ * prefetches into the host caches the set blocks of the requests a few entries
+ * ahead in its queue: look-ahead software prefetching, the technique the
+ * simulator itself studies, with exact addresses.  With timing, a second pass
+ * runs the same records through the out-of-order model.  Other configurations
+ * take the record-by-record path (runLoop), which prefetches the lower levels'
+ * set blocks of the record PREFETCH_DISTANCE ahead.  Lookups compare 16
+ * fingerprints per SSE instruction; hits are not counted (hit = access - miss)
+ * and the phases' access and miss counts come from per-level totals
+ * (phaseSync).  Miss buffers are kept sorted by ready tick, so the earliest
+ * free one is at hand.
  *
  * Conventions: see engine.h.
  */
@@ -92,9 +98,9 @@ typedef struct Level {
     uint32_t fpw;    /* fingerprint bytes per block: ways rounded up to 16 */
     const kvsimPolicyOps *pol;
     kvsimPolicyCtx pc;
-    uint64_t *mline;  /* miss buffers: line, fill-ready tick, prefetch kind */
+    uint64_t *mline;  /* miss buffers: line, fill-ready tick, prefetch kind, mhash(line) */
     uint64_t *mready;
-    uint8_t *mpf;
+    uint8_t *mpf, *mhash;
     /* the buffers sorted by (ready tick, index), a ring of mshrs entries starting at
      * mq[mqhead & mqmask]: the front is the earliest-free buffer (the lowest index
      * on a tie).  Only the front is ever taken; its new ready tick is usually the
@@ -129,7 +135,8 @@ typedef struct Prefetcher {
 typedef struct QEnt {
     uint64_t line;
     uint32_t pid; /* the piece's index in q[0] (NOPID: a write-back) */
-    uint8_t op, kind, stag, pad;
+    uint8_t op, kind, stag;
+    uint8_t swpf; /* a software prefetch filling L1 (functional): the first level marks */
 } QEnt;
 
 struct kvsimSim {
@@ -147,6 +154,7 @@ struct kvsimSim {
     uint32_t pfh_kind, pfh_level;
     /* timing */
     uint64_t W;
+    uint64_t lat[KVSIM_MAX_LEVELS + 1]; /* levelLatency: ticks per serving level, DRAM last */
     uint64_t t_disp, r_last, instr, recno;
     uint64_t *rob_idx, *rob_ret;
     uint8_t *rob_cls;
@@ -731,9 +739,8 @@ static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint
 
 /* --- Timing ------------------------------------------------------------------- */
 
-static uint64_t levelLatency(const kvsimSim *s, uint32_t sv) {
-    return (uint64_t)(sv < s->n ? s->lv[sv].latency : s->cfg.dram_latency) * s->W;
-}
+/* Load-to-use ticks when served at level sv (s->n: DRAM), computed at creation. */
+static inline uint64_t levelLatency(const kvsimSim *s, uint32_t sv) { return s->lat[sv]; }
 
 /* Earliest-free miss buffer of level j (lowest index on a tie). */
 static inline uint32_t poolEarliest(const Level *L) { return L->mq[L->mqhead & L->mqmask]; }
@@ -745,8 +752,10 @@ static inline uint32_t mhash(uint64_t line) {
 /* The earliest-free buffer of level L now holds `line` until tick `ready`. */
 static inline void poolTakeEarliest(Level *L, uint64_t line, uint64_t ready) {
     const uint32_t e = poolEarliest(L), m = L->mshrs, mask = L->mqmask;
-    L->mcount[mhash(L->mline[e])]--;
-    L->mcount[mhash(line)]++;
+    const uint32_t hn = mhash(line);
+    L->mcount[L->mhash[e]]--;
+    L->mcount[hn]++;
+    L->mhash[e] = (uint8_t)hn;
     L->mline[e] = line;
     L->mready[e] = ready;
     /* pop the front, then insert (ready, e) from the back */
@@ -1245,7 +1254,9 @@ static inline int likelyInL1(const kvsimSim *s, uint64_t line) {
  * counts go: a marker, a software prefetch, a full queue, the end of the call.
  */
 #define QCAP 256
+#ifndef LOOKAHEAD
 #define LOOKAHEAD 8
+#endif
 #define NOPID 0xFFFFFFFFu
 _Static_assert(QCAP <= sizeof(((kvsimSim *)0)->psv), "a piece index per queued piece");
 _Static_assert(QCAP < NOPID, "piece ids fit");
@@ -1258,7 +1269,7 @@ static void levelPass(kvsimSim *s, uint32_t k);
  * and prefetch hit (timing).  All three are constants in each copy. */
 static inline __attribute__((always_inline)) void levelPassT(kvsimSim *s, uint32_t k,
                                                              const int pf, const int last,
-                                                             const int track) {
+                                                             const int track, const int l1) {
     Level *const L = &s->lv[k];
     const QEnt *const in = s->q[k];
     const uint32_t nin = s->qn[k];
@@ -1307,6 +1318,7 @@ static inline __attribute__((always_inline)) void levelPassT(kvsimSim *s, uint32
             const uint32_t hw = (uint32_t)__builtin_ctz(cand);
             rankTouch(b + RK_RANK, hw, ways - 1);
             uint8_t m = b[RK_META + hw];
+            if (l1 && e.swpf) ls->pf_redundant[0]++;
             if (track && e.pid != NOPID) s->psv[e.pid] = (uint8_t)k;
             if (__builtin_expect((m & META_PF_MASK) != 0, 0) && e.kind <= KVSIM_K_STORE) {
                 const uint32_t pfk = (m & META_PF_MASK) >> META_PF_SHIFT;
@@ -1350,6 +1362,10 @@ static inline __attribute__((always_inline)) void levelPassT(kvsimSim *s, uint32
         tg[way] = line + 1;
         b[way] = f;
         meta[way] = (uint8_t)(e.op != OP_READ);
+        if (l1 && e.swpf) { /* an unused software prefetch until a demand hits it */
+            meta[way] = 1u << META_PF_SHIFT;
+            ls->pf_issued[0]++;
+        }
         stg[way] = e.stag;
         rankTouch(b + RK_RANK, way, ways - 1);
         if (e.op != OP_WFULL) {
@@ -1361,6 +1377,7 @@ static inline __attribute__((always_inline)) void levelPassT(kvsimSim *s, uint32
                 QEnt *o = &out[nout++];
                 *o = e;
                 o->op = OP_READ;
+                o->swpf = 0;
             }
         } else if (track && e.pid != NOPID) {
             s->psv[e.pid] = (uint8_t)k; /* allocated without a fetch */
@@ -1373,6 +1390,7 @@ static inline __attribute__((always_inline)) void levelPassT(kvsimSim *s, uint32
                 QEnt *o = &out[nout++];
                 o->line = vline;
                 o->pid = NOPID;
+                o->swpf = 0;
                 o->op = OP_WFULL;
                 o->kind = KVSIM_K_WRITEBACK;
                 o->stag = vstag;
@@ -1395,7 +1413,7 @@ static inline __attribute__((always_inline)) void levelPassT(kvsimSim *s, uint32
 
 #define LEVEL_PASS_COPY(name, pf, last, track)                                               \
     static __attribute__((noinline)) void name(kvsimSim *s, uint32_t k) {                    \
-        levelPassT(s, k, pf, last, track);                                                   \
+        levelPassT(s, k, pf, last, track, !(pf));                                            \
     }
 LEVEL_PASS_COPY(passL1, 0, 0, 0)
 LEVEL_PASS_COPY(passL1Only, 0, 1, 0)
@@ -1437,6 +1455,7 @@ static inline __attribute__((always_inline)) void queuePiece(kvsimSim *s, uint64
     e->op = (uint8_t)op;
     e->kind = kind;
     e->stag = stag;
+    e->swpf = 0;
     s->qn[0] = n0 + 1;
 }
 
@@ -1486,6 +1505,19 @@ static void runFastFunctional(kvsimSim *s, const kvtRecord *recs, size_t n) {
         const kvtRecord *r = &recs[i];
         if (r->kind <= KVT_STORE) {
             queueRecord(s, r, &bt);
+            continue;
+        }
+        if (r->kind == KVT_PREFETCH && s->cfg.swpf_level == 0) {
+            /* functionally an L1 access that marks what it installs (doMemoryT) */
+            const uint64_t ninstr = (uint64_t)r->gap + 1;
+            bt.records++;
+            bt.kind[KVT_PREFETCH]++;
+            bt.instructions += ninstr;
+            s->instr += ninstr;
+            s->recno++;
+            queuePiece(s, r->addr >> s->cfg.line_bits, OP_READ, KVSIM_K_SWPF, r->tag);
+            s->q[0][s->qn[0] - 1].swpf = 1;
+            if (s->qn[0] == s->qcap) levelPass(s, 0);
             continue;
         }
         drainQueues(s); /* every level catches up first */
@@ -1758,6 +1790,7 @@ void kvsimFree(kvsimSim *s) {
         free(L->mline);
         free(L->mready);
         free(L->mpf);
+        free(L->mhash);
         free(L->mq);
     }
     for (uint32_t p = 0; p < KVSIM_MAX_PREFETCHERS; p++) free(s->pf[p].state);
@@ -1842,14 +1875,18 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
         L->mline = xcalloc(c->mshrs, sizeof(uint64_t));
         L->mready = xcalloc(c->mshrs, sizeof(uint64_t));
         L->mpf = xcalloc(c->mshrs, 1);
+        L->mhash = xcalloc(c->mshrs, 1);
         L->mq = xcalloc(ring, sizeof(uint32_t));
-        if (!L->blk || !L->pc.set || !L->mline || !L->mready || !L->mpf || !L->mq)
+        if (!L->blk || !L->pc.set || !L->mline || !L->mready || !L->mpf || !L->mhash || !L->mq)
             FAIL("out of memory for cache[%u]", k);
         for (uint32_t i = 0; i < c->mshrs; i++) L->mq[i] = i; /* all free at 0 */
         L->mcount[mhash(0)] = c->mshrs;
+        for (uint32_t i = 0; i < c->mshrs; i++) L->mhash[i] = (uint8_t)mhash(0);
         if (L->pol->on_init)
             for (uint64_t set = 0; set < c->sets; set++) L->pol->on_init(&L->pc, (uint32_t)set);
     }
+    for (uint32_t k = 0; k < s->n; k++) s->lat[k] = (uint64_t)s->lv[k].latency * s->W;
+    s->lat[s->n] = (uint64_t)cfg->dram_latency * s->W;
     s->fast = !cfg->tlb && cfg->nprefetchers == 0;
     for (uint32_t k = 0; k < s->n; k++)
         if (!s->lv[k].roff || s->lv[k].inclusion != KVSIM_NON_INCLUSIVE) s->fast = 0;

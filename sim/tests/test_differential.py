@@ -184,7 +184,8 @@ def test_lru_hot_path_equals_reference_long(doc, recs, flush, chunk, qcap):
 
 @pytest.mark.parametrize("timing", [False, True])
 @pytest.mark.parametrize("qcap", [0, 5])
-def test_lru_hot_path_long_trace(timing, qcap):
+@pytest.mark.parametrize("fill", ["L1", "L2"])
+def test_lru_hot_path_long_trace(timing, qcap, fill):
     """A 6,000-record trace of stores, loads, whole-line and multi-line accesses (one of
     them wider than a queue), prefetches and markers through a tiny 16-way three-level
     hierarchy: write-backs cascade, queues fill at every level."""
@@ -206,7 +207,7 @@ def test_lru_hot_path_long_trace(timing, qcap):
     caches = [{"name": f"L{k + 1}", "size": 64 * 16 * sets, "ways": 16, "line": 64,
                "latency": 4 + 10 * k, "replacement": "lru", "mshrs": 4 * (k < 2)}
               for k, sets in enumerate([2, 4, 8])]
-    doc = {"name": "tiny", "cache": caches, "swprefetch": {"fill": "L2"}}
+    doc = {"name": "tiny", "cache": caches, "swprefetch": {"fill": fill}}
     if timing:
         doc |= {"freq_ghz": 2.0, "core": {"width": 4, "rob": 64},
                 "dram": {"latency_ns": 80.0, "bandwidth_gbs": 8.0}}
