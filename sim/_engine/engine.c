@@ -531,21 +531,6 @@ cacheAccessBody(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, in
     return served;
 }
 
-/*
- * The same access for the common configuration (s->fast: every level LRU with
- * ranks, so at most 16 ways and a 16-byte fingerprint row; non-inclusive; no
- * hardware prefetchers, so no prefetch fill starts here).  Step for step
- * cacheAccessBody with the cases that cannot occur folded away: one SSE compare
- * finds the way and the free way, the ranks give the victim.  The recursion of
- * a fetch is a loop down the levels: each level that misses installs the line
- * and keeps its victim; after the level that served it (or memory), the dirty
- * victims are written back from the deepest level up, which is the order of
- * the recursive version (level k's write-back follows the fetch from k+1, and
- * everything that fetch did).
- */
-static uint32_t fastAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag,
-                           int kind);
-
 /* LRU ranks of a set (<= 16 ways, see policy_lru.h), with the broadcasts done by
  * one byte shuffle: touch way w (ranks above w's drop by one, w gets `top`), and
  * the victim (the way of rank 0 among `wmask`). */
@@ -578,157 +563,6 @@ static inline uint32_t rankVictim(const uint8_t *rk, uint32_t wmask) {
     return 0;
 }
 #endif
-
-/* Level L's set block `b` for `line` (fingerprint f): the way holding it (or -1)
- * and the mask of free ways. */
-static inline __attribute__((always_inline)) int32_t
-fastLookup(const Level *L, const uint8_t *b, uint64_t line, uint8_t f, uint32_t *empty) {
-    const uint64_t *const tg = (const uint64_t *)(b + RK_TAGS);
-    uint32_t cand;
-#if defined(__SSE4_2__)
-    const __m128i x = _mm_loadu_si128((const __m128i *)b);
-    const __m128i fv = _mm_shuffle_epi8(_mm_cvtsi32_si128(f), _mm_setzero_si128());
-    cand = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, fv)) & L->wmask;
-    *empty = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_setzero_si128())) & L->wmask;
-#else
-    uint32_t e = 0;
-    cand = 0;
-    for (uint32_t w = 0; w < L->ways; w++) {
-        cand |= (uint32_t)(b[w] == f) << w;
-        e |= (uint32_t)(b[w] == 0) << w;
-    }
-    *empty = e;
-#endif
-    while (cand) {
-        const uint32_t w = (uint32_t)__builtin_ctz(cand);
-        if (tg[w] == line + 1) return (int32_t)w;
-        cand &= cand - 1;
-    }
-    return -1;
-}
-
-/* A hit in way w of set block b: LRU refreshed, prefetch mark and dirty bit
- * (hits are not counted: hit = access - miss, see kvsimGetStats). */
-static inline __attribute__((always_inline)) void fastHit(kvsimSim *s, uint32_t k, uint8_t *b,
-                                                          uint32_t w, int op, int kind) {
-    const Level *const L = &s->lv[k];
-    rankTouch(b + RK_RANK, w, L->ways - 1);
-    uint8_t m = b[RK_META + w];
-    if (__builtin_expect(m != 0, 0)) {
-        if (kind <= KVSIM_K_STORE && (m & META_PF_MASK)) {
-            s->pfh_kind = (m & META_PF_MASK) >> META_PF_SHIFT;
-            s->pfh_level = k;
-            m &= (uint8_t)~META_PF_MASK;
-        }
-    }
-    if (op != OP_READ) m |= META_DIRTY;
-    b[RK_META + w] = m;
-}
-
-/* Level k missed in set block b (its free ways: `empty`): install there and fetch
- * below, level by level, then write the dirty victims back.  Returns the serving
- * level. */
-static __attribute__((noinline)) uint32_t fastMiss(kvsimSim *s, uint32_t k, uint8_t *b,
-                                                   uint64_t line, int op, uint8_t stag,
-                                                   int kind, uint32_t empty) {
-    const size_t idx = (size_t)stag * KVSIM_NKINDS + (size_t)kind;
-    const uint8_t f = fingerprint(line);
-    const uint32_t n = s->n;
-    uint64_t vline[KVSIM_MAX_LEVELS];
-    uint8_t vstag[KVSIM_MAX_LEVELS];
-    uint32_t vmask = 0; /* bit k: level k evicted a dirty line */
-    uint32_t served;
-    Level *L = &s->lv[k];
-    for (;;) {
-        /* level k missed */
-        kvsimLevelStats *const ls = L->ls;
-        const uint32_t ways = L->ways;
-        uint8_t *const meta = b + RK_META;
-        uint8_t *const stg = b + RK_STAG;
-        uint8_t *const rk = b + RK_RANK;
-        uint64_t *const tg = (uint64_t *)(b + RK_TAGS);
-        ls->miss[idx]++;
-        L->tot_miss++;
-        uint32_t way;
-        if (empty) {
-            way = (uint32_t)__builtin_ctz(empty);
-        } else {
-            way = rankVictim(rk, L->wmask);
-            const uint8_t vm = meta[way];
-            ls->evictions++;
-            if (vm) {
-                if (vm & META_DIRTY) {
-                    vmask |= 1u << k;
-                    vline[k] = tg[way] - 1;
-                    vstag[k] = stg[way];
-                }
-                const uint32_t pfk = (vm & META_PF_MASK) >> META_PF_SHIFT;
-                if (pfk) ls->pf_useless[pfk - 1]++;
-            }
-        }
-        L->memo_key = 0; /* the general path's memo may name this way */
-        tg[way] = line + 1;
-        b[way] = f;
-        meta[way] = (uint8_t)(op != OP_READ ? META_DIRTY : 0);
-        stg[way] = stag;
-        rankTouch(rk, way, ways - 1);
-        if (op == OP_WFULL) { /* allocated without a fetch */
-            served = k;
-            break;
-        }
-        ls->fetches++;
-        if (k + 1 == n) {
-            s->st->dram_reads++;
-            served = n;
-            break;
-        }
-        /* the fetch: a READ at level k + 1 */
-        k++;
-        L++;
-        op = OP_READ;
-        L->ls->access[idx]++;
-        L->tot_acc++;
-        b = L->blk + (line & L->set_mask) * L->stride;
-        const int32_t w = fastLookup(L, b, line, f, &empty);
-        if (w >= 0) {
-            fastHit(s, k, b, (uint32_t)w, OP_READ, kind);
-            served = k;
-            break;
-        }
-    }
-    /* the dirty victims, deepest level first */
-    while (vmask) {
-        const uint32_t j = 31u - (uint32_t)__builtin_clz(vmask);
-        vmask &= ~(1u << j);
-        s->lv[j].ls->writebacks++;
-        if (j + 1 == n)
-            s->st->dram_writes++;
-        else
-            fastAccess(s, j + 1, vline[j], OP_WFULL, vstag[j], KVSIM_K_WRITEBACK);
-    }
-    return served;
-}
-
-static inline __attribute__((always_inline)) uint32_t
-fastAccessBody(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, int kind) {
-    Level *const L = &s->lv[k];
-    const size_t idx = (size_t)stag * KVSIM_NKINDS + (size_t)kind;
-    L->ls->access[idx]++;
-    L->tot_acc++;
-    uint8_t *const b = L->blk + (line & L->set_mask) * L->stride;
-    uint32_t empty;
-    const int32_t w = fastLookup(L, b, line, fingerprint(line), &empty);
-    if (w >= 0) {
-        fastHit(s, k, b, (uint32_t)w, op, kind);
-        return k;
-    }
-    return fastMiss(s, k, b, line, op, stag, kind, empty);
-}
-
-static uint32_t fastAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag,
-                           int kind) {
-    return fastAccessBody(s, k, line, op, stag, kind);
-}
 
 /* The out-of-line entry used for the levels below L1 (the body recurses through
  * it); doMemory inlines the body for the L1 access of every piece. */
@@ -1087,24 +921,17 @@ static inline __attribute__((always_inline)) void retireT(kvsimSim *s, uint64_t 
  * configured) are compile-time constants in each of the four copies that
  * kvsimRun calls, so the common configurations carry no dead branches. */
 static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const kvtRecord *r,
-                                                            const int timing, const int extras,
-                                                            const int fast, Batch *bt) {
+                                                            const int timing, const int extras) {
     kvsimStats *st = s->st;
     const uint64_t W = s->W;
     const uint32_t lb = s->cfg.line_bits;
     const uint64_t ninstr = (uint64_t)r->gap + 1;
-    if (fast) {
-        bt->records++;
-        bt->kind[r->kind]++;
-        bt->instructions += ninstr;
-    } else {
-        if (st != &s->stats) s->stats.warmup_records++;
-        st->records++;
-        st->kind[r->kind]++;
-        st->instructions += ninstr;
-        st->phase[s->phase].records++;
-        st->phase[s->phase].instructions += ninstr;
-    }
+    if (st != &s->stats) s->stats.warmup_records++;
+    st->records++;
+    st->kind[r->kind]++;
+    st->instructions += ninstr;
+    st->phase[s->phase].records++;
+    st->phase[s->phase].instructions += ninstr;
     s->instr += ninstr;
 
     /* dispatch */
@@ -1148,17 +975,11 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
         const uint64_t first = r->addr >> lb, last = (r->addr + size - 1) >> lb;
         const uint64_t lsize = 1ULL << lb;
         if (last != first) {
-            if (fast)
-                bt->multiline++;
-            else
-                st->multiline++;
+            st->multiline++;
         }
         uint32_t svmax = 0;
         for (uint64_t line = first; line <= last; line++) {
-            if (fast)
-                bt->pieces++;
-            else
-                st->pieces++;
+            st->pieces++;
             const uint64_t a0 = line << lb;
             uint64_t xp = X;
             if (extras && s->cfg.tlb) {
@@ -1176,11 +997,8 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
                 const uint64_t p1 = r->addr + size < a1 ? r->addr + size : a1;
                 op = p1 - p0 == lsize ? OP_WFULL : OP_WRITE;
             }
-            uint32_t sv =
-                fast ? fastAccessBody(s, 0, line, op, r->tag,
-                                      is_store ? KVSIM_K_STORE : KVSIM_K_LOAD)
-                     : cacheAccessBody(s, 0, line, op, r->tag,
-                                       is_store ? KVSIM_K_STORE : KVSIM_K_LOAD, 0, NULL);
+            const uint32_t sv = cacheAccessBody(s, 0, line, op, r->tag,
+                                                is_store ? KVSIM_K_STORE : KVSIM_K_LOAD, 0, NULL);
             if (sv > svmax) svmax = sv;
             if (timing && !is_store) {
                 int waited = 0;
@@ -1201,7 +1019,7 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
         }
     }
 
-    if (timing) retireT(s, ninstr, C, cls, fast, bt);
+    if (timing) retireT(s, ninstr, C, cls, 0, NULL);
     s->recno++;
 }
 
@@ -1522,7 +1340,7 @@ static void runFastFunctional(kvsimSim *s, const kvtRecord *recs, size_t n) {
         }
         drainQueues(s); /* every level catches up first */
         if (r->kind == KVT_PREFETCH) {
-            doMemoryT(s, r, 0, 0, 1, &bt);
+            doMemoryT(s, r, 0, 0); /* the general path: same set layout */
         } else if (r->kind == KVT_MARKER) {
             flushBatch(s, &bt); /* a marker may switch the phase or the counting */
             doMarker(s, r);
@@ -1607,7 +1425,7 @@ static void runFastTiming(kvsimSim *s, const kvtRecord *recs, size_t n) {
         timePieces(s, recs, a, i, &bt);
         a = i + 1;
         if (r->kind <= KVT_PREFETCH) { /* a software prefetch or a huge access */
-            doMemoryT(s, r, 1, 0, 1, &bt);
+            doMemoryT(s, r, 1, 0); /* the general path: same set layout */
         } else if (r->kind == KVT_MARKER) {
             flushBatch(s, &bt); /* a marker may switch the phase or the counting */
             doMarker(s, r);
@@ -1621,16 +1439,14 @@ static void runFastTiming(kvsimSim *s, const kvtRecord *recs, size_t n) {
     flushBatch(s, &bt);
 }
 
-/* The record loop, one copy per (timing, extras, fast) combination (all three are
+/* The record-by-record loop, one copy per (timing, extras) combination (both are
  * compile-time constants in each copy, so the common cases carry no dead
  * branches and keep the engine's fields in registers). */
 static inline __attribute__((always_inline)) void runLoop(kvsimSim *s, const kvtRecord *recs,
                                                           size_t n, const int timing,
-                                                          const int extras, const int fast) {
+                                                          const int extras) {
     const uint32_t lb = s->cfg.line_bits;
     const uint32_t nl = s->n;
-    Batch bt;
-    memset(&bt, 0, sizeof bt);
     for (size_t i = 0; i < n; i++) {
         /* Look ahead: prefetch the simulated sets (one block per level below L1,
          * which stays in the host caches anyway) that the record
@@ -1653,16 +1469,14 @@ static inline __attribute__((always_inline)) void runLoop(kvsimSim *s, const kvt
         }
         const kvtRecord *r = &recs[i];
         if (r->kind < KVT_MARKER) {
-            doMemoryT(s, r, timing, extras, fast, &bt);
+            doMemoryT(s, r, timing, extras);
         } else if (r->kind == KVT_MARKER) {
-            flushBatch(s, &bt); /* a marker may switch the phase or the counting */
             doMarker(s, r);
         } else { /* unknown kind: counted as a record, otherwise ignored */
             s->st->records++;
             s->recno++;
         }
     }
-    flushBatch(s, &bt);
 }
 
 void kvsimRun(kvsimSim *s, const kvtRecord *recs, size_t n) {
@@ -1670,18 +1484,18 @@ void kvsimRun(kvsimSim *s, const kvtRecord *recs, size_t n) {
     const int extras = s->cfg.tlb || s->cfg.nprefetchers;
     if (s->cfg.timing) {
         if (extras)
-            runLoop(s, recs, n, 1, 1, 0);
+            runLoop(s, recs, n, 1, 1);
         else if (s->fast)
             runFastTiming(s, recs, n);
         else
-            runLoop(s, recs, n, 1, 0, 0);
+            runLoop(s, recs, n, 1, 0);
     } else {
         if (extras)
-            runLoop(s, recs, n, 0, 1, 0);
+            runLoop(s, recs, n, 0, 1);
         else if (s->fast)
             runFastFunctional(s, recs, n);
         else
-            runLoop(s, recs, n, 0, 0, 0);
+            runLoop(s, recs, n, 0, 0);
     }
 }
 
