@@ -1,0 +1,240 @@
+/*
+ * engine_impl.h -- the engine's internals, shared by its two record paths:
+ *
+ *   engine.c   the API, the record-by-record path (any configuration: every
+ *              policy, inclusion mode, TLB, hardware prefetchers), markers,
+ *              the end-of-run flush
+ *   levels.c   the level-by-level path of the common configuration (s->fast)
+ *   timing.h   the out-of-order timing model's inline building blocks
+ *
+ * Here: the types, the set-block layout, and the small inline helpers both
+ * paths use.  Internal functions called across files take the prefix `eng`;
+ * everything else internal stays static.  Not part of the public API
+ * (engine.h), and not seen by the Python binding.
+ */
+#ifndef KVSIM_ENGINE_IMPL_H
+#define KVSIM_ENGINE_IMPL_H
+
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__SSE4_2__)
+#include <nmmintrin.h>
+#endif
+
+#include "engine.h"
+#include "policy.h"
+#include "policy_lru.h"
+#include "prefetch.h"
+
+#define META_DIRTY 1u
+#define META_PF_SHIFT 1
+#define META_PF_MASK 6u
+#define MAX_DEGREE 16
+
+enum { OP_READ = 0, OP_WRITE = 1, OP_WFULL = 2, OP_VICTIM = 3 };
+
+/* --- Types ---------------------------------------------------------------- */
+
+typedef struct Level {
+    /* hot: what every access reads, first */
+    uint8_t *blk;    /* sets blocks of `stride` bytes, see SET_TAGS */
+    uint64_t set_mask;
+    uint64_t stride; /* bytes per set block, a multiple of 64 */
+    uint32_t ways, wmask; /* wmask: one bit per way (ways <= 32) */
+    uint32_t hdr;    /* bytes before the tags: fingerprints, meta, stag, padding */
+    uint32_t roff;   /* LRU ranks (<= 16 ways): their offset (RK_RANK), else 0 */
+    uint32_t soff;   /* offset of the structure tags in the set block */
+    kvsimLevelStats *ls; /* this level's counters in s->st (follows warm-up switches) */
+    /* every access and miss here, warm-up included; the phase statistics get the
+     * difference since ph_acc / ph_miss whenever the phase or the counting changes
+     * (phaseSync), so the per-access path increments one local word each */
+    uint64_t tot_acc, tot_miss, ph_acc, ph_miss;
+    uint32_t nlines; /* host cache lines per set block */
+    uint32_t sets, latency, inclusion, mshrs;
+    uint32_t fpw;    /* fingerprint bytes per block: ways rounded up to 16 */
+    const kvsimPolicyOps *pol;
+    kvsimPolicyCtx pc;
+    uint64_t *mline;  /* miss buffers: line, fill-ready tick, prefetch kind, mhash(line) */
+    uint64_t *mready;
+    uint8_t *mpf, *mhash;
+    /* the buffers sorted by (ready tick, index), a ring of mshrs entries starting at
+     * mq[mqhead & mqmask]: the front is the earliest-free buffer (the lowest index
+     * on a tie).  Only the front is ever taken; its new ready tick is usually the
+     * latest, so it goes back in at the end after one comparison. */
+    uint32_t *mq;
+    uint32_t mqhead, mqmask;
+    /* how many buffers hold a line of each hash (mhash): a lookup whose count
+     * is zero skips the search of the buffers */
+    uint32_t mcount[64];
+    uint64_t mmax_ready;
+    /* memo of the last line found or installed here (key = line + 1, 0 = none):
+     * repeated accesses to one line skip the set scan */
+    uint64_t memo_key, memo_set;
+    uint32_t memo_way;
+    int is_lru; /* devirtualised LRU updates (policy_lru.h) */
+} Level;
+
+typedef struct Tlb {
+    uint32_t sets, ways;
+    uint64_t *tags; /* page + 1 */
+    uint64_t *stamp;
+    uint64_t clock;
+} Tlb;
+
+typedef struct Prefetcher {
+    const kvsimPrefetcherOps *ops;
+    kvsimPrefetcherConfig cfg;
+    uint64_t *state;
+} Prefetcher;
+
+/* A line request to one level, for the level-by-level functional path. */
+typedef struct QEnt {
+    uint64_t line;
+    uint32_t pid; /* the piece's index in q[0] (NOPID: a write-back) */
+    uint8_t op, kind, stag;
+    uint8_t swpf; /* a software prefetch filling L1 (functional): the first level marks */
+} QEnt;
+
+struct kvsimSim {
+    kvsimConfig cfg;
+    uint32_t n;
+    Level lv[KVSIM_MAX_LEVELS];
+    Prefetcher pf[KVSIM_MAX_PREFETCHERS];
+    Tlb dtlb, stlb;
+    kvsimStats stats;   /* what is reported */
+    kvsimStats scratch; /* where warm-up counts go */
+    kvsimStats *st;
+    uint32_t phase;
+    int finished;
+    /* demand hit on an unused prefetched line, reported by cacheAccess */
+    uint32_t pfh_kind, pfh_level;
+    /* timing */
+    uint64_t W;
+    uint64_t lat[KVSIM_MAX_LEVELS + 1]; /* levelLatency: ticks per serving level, DRAM last */
+    uint64_t t_disp, r_last, instr, recno;
+    uint64_t *rob_idx, *rob_ret;
+    uint8_t *rob_cls;
+    uint64_t rob_mask, rob_head, rob_tail;
+    int blk_valid;
+    uint64_t blk_idx, blk_ret;
+    uint8_t blk_cls;
+    uint64_t dep_ring[KVSIM_DEP_WINDOW];
+    uint64_t dram_free;
+    uint8_t last_cause; /* stall class that set the last retire time */
+    int fast; /* every level LRU with ranks and non-inclusive, no TLB or prefetchers */
+    QEnt *q[KVSIM_MAX_LEVELS]; /* s->fast: the request queue of each level (QCAP) */
+    uint32_t qn[KVSIM_MAX_LEVELS];
+    uint32_t qcap; /* their capacity: QCAP, or the test hook cfg.queue_cap */
+    /* timing: per queued L1 piece, the serving level and a first demand hit on an
+     * unused prefetched line (its kind, 0 = none, and level) */
+    uint8_t psv[256], ppfk[256], ppfl[256];
+    /* the open command (COMMAND marker to COMMAND marker) */
+    int cmd_open, cmd_counted;
+    uint64_t cmd_t0, cmd_miss0; /* cmd_miss0: lv[0].tot_miss (every L1 miss) at its start */
+};
+
+/* The level-by-level path's request queues: QCAP entries per level (levels.c). */
+#define QCAP 256
+#define NOPID 0xFFFFFFFFu
+_Static_assert(QCAP <= sizeof(((kvsimSim *)0)->psv), "a piece index per queued piece");
+_Static_assert(QCAP < NOPID, "piece ids fit");
+
+/* --- Set blocks ---------------------------------------------------------------- */
+
+/* One set's block, padded to whole host cache lines so that a lookup touches one
+ * contiguous region (one host TLB entry, adjacent lines):
+ *
+ *   [fp: fpw x u8][meta: ways x u8][stag: ways x u8][pad to 8][tags: ways x u64]
+ *   [policy words: ways x u64][pad to 64]
+ *
+ * fp[w] is an 8-bit fingerprint of the line in way w (never 0) and 0 for
+ * an invalid way: a lookup compares 16 fingerprints per SSE instruction and reads
+ * a full tag only for the (usually zero or one) matching ways. */
+#define SET_BASE(L, set) ((L)->blk + (uint64_t)(set) * (L)->stride)
+#define SET_FP(L, set) SET_BASE(L, set)
+#define SET_META(L, set) (SET_BASE(L, set) + (L)->fpw)
+#define SET_STAG(L, set) (SET_BASE(L, set) + (L)->soff)
+#define SET_TAGS(L, set) ((uint64_t *)(SET_BASE(L, set) + (L)->hdr))
+
+/* The block of a level with LRU ranks (<= 16 ways) has a fixed layout, one host
+ * line of header and the tags after it (a 16-way set is three host lines):
+ *
+ *   [fp 16][meta 16][stag 16][ranks 16][tags: ways x u64][pad to 64]
+ *
+ * so the specialised paths address every part with constants. */
+#define RK_META 16
+#define RK_STAG 32
+#define RK_RANK 48
+#define RK_TAGS 64
+_Static_assert(RK_META == KVSIM_LRU_RANK_MAX_WAYS, "the fingerprint row holds every way");
+_Static_assert(RK_TAGS % 64 == 0 && RK_TAGS - RK_RANK == 16, "one host line of header");
+
+static inline uint8_t fingerprint(uint64_t line) {
+    uint8_t f = (uint8_t)((line * 0x9E3779B97F4A7C15ULL) >> 56);
+    return (uint8_t)(f + (f == 0)); /* 1..255; 0 marks an invalid way */
+}
+
+/* LRU ranks of a set (<= 16 ways, see policy_lru.h), with the broadcasts done by
+ * one byte shuffle: touch way w (ranks above w's drop by one, w gets `top`), and
+ * the victim (the way of rank 0 among `wmask`). */
+#if defined(__SSE4_2__)
+static inline __attribute__((always_inline)) void rankTouch(uint8_t *rk, uint32_t w,
+                                                            uint32_t top) {
+    const __m128i z = _mm_setzero_si128();
+    const __m128i wv = _mm_shuffle_epi8(_mm_cvtsi32_si128((int)w), z);
+    __m128i x = _mm_loadu_si128((const __m128i *)rk);
+    const __m128i old = _mm_shuffle_epi8(x, wv);
+    x = _mm_add_epi8(x, _mm_cmpgt_epi8(x, old));
+    const __m128i iota = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m128i tv = _mm_shuffle_epi8(_mm_cvtsi32_si128((int)top), z);
+    x = _mm_blendv_epi8(x, tv, _mm_cmpeq_epi8(iota, wv));
+    _mm_storeu_si128((__m128i *)rk, x);
+}
+static inline __attribute__((always_inline)) uint32_t rankVictim(const uint8_t *rk,
+                                                                 uint32_t wmask) {
+    const __m128i x = _mm_loadu_si128((const __m128i *)rk);
+    return (uint32_t)__builtin_ctz(
+        (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_setzero_si128())) & wmask);
+}
+#else
+static inline void rankTouch(uint8_t *rk, uint32_t w, uint32_t top) {
+    kvsimLruRankTouch(rk, top + 1, w);
+}
+static inline uint32_t rankVictim(const uint8_t *rk, uint32_t wmask) {
+    for (uint32_t w = 0; wmask >> w; w++)
+        if (((wmask >> w) & 1) && rk[w] == 0) return w;
+    return 0;
+}
+#endif
+
+/* --- Records ---------------------------------------------------------------- */
+
+/* A demand piece found an unused prefetched line (s->pfh_*): useful, or late if
+ * it waited for the fill. */
+static inline void classifyPf(kvsimSim *s, int waited) {
+    if (!s->pfh_kind) return;
+    kvsimLevelStats *ls = &s->st->level[s->pfh_level];
+    if (waited)
+        ls->pf_late[s->pfh_kind - 1]++;
+    else
+        ls->pf_useful[s->pfh_kind - 1]++;
+    s->pfh_kind = 0;
+}
+
+/* Counters of the current phase that the specialised record loop (s->fast) adds
+ * up locally and adds to the statistics before anything can change where they
+ * go (a marker) and at the end of each kvsimRun call. */
+typedef struct Batch {
+    uint64_t records, instructions, kind[KVT_MARKER], pieces, multiline, ticks;
+} Batch;
+
+/* engine.c, for levels.c */
+void engFlushBatch(kvsimSim *s, Batch *bt);
+void engDoMarker(kvsimSim *s, const kvtRecord *r);
+void engGeneralRecord(kvsimSim *s, const kvtRecord *r); /* the record-by-record path */
+/* levels.c, for engine.c */
+void engRunFastFunctional(kvsimSim *s, const kvtRecord *recs, size_t n);
+void engRunFastTiming(kvsimSim *s, const kvtRecord *recs, size_t n);
+
+#endif /* KVSIM_ENGINE_IMPL_H */
