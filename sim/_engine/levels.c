@@ -1,11 +1,7 @@
 /*
- * levels.c -- the level-by-level record path of the common configuration.
- */
-#include "engine_impl.h"
-#include "timing.h"
-
-/*
- * The record loops of the common configuration (s->fast), level by level.
+ * levels.c -- the record loops of the common configuration (s->fast: every
+ * level LRU with ranks and non-inclusive, no TLB, no hardware prefetchers),
+ * level by level.
  *
  * In a non-inclusive hierarchy no level's state depends on the levels below it,
  * and level k+1 sees exactly the stream of requests that level k sends down, in
@@ -32,6 +28,9 @@
  * queues are drained before anything else touches the caches or changes where
  * counts go: a marker, a software prefetch, a full queue, the end of the call.
  */
+#include "engine_impl.h"
+#include "timing.h"
+
 #ifndef LOOKAHEAD
 #define LOOKAHEAD 8
 #endif
