@@ -93,7 +93,7 @@ typedef struct QEnt {
     uint64_t line;
     uint32_t pid; /* the piece's index in q[0] (NOPID: a write-back) */
     uint8_t op, kind, stag;
-    uint8_t swpf; /* a software prefetch filling L1 (functional): the first level marks */
+    uint8_t fp;   /* fingerprint(line), computed once for every level */
 } QEnt;
 
 struct kvsimSim {

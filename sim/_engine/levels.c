@@ -53,6 +53,7 @@ static inline __attribute__((always_inline)) void levelPassT(kvsimSim *s, uint32
     const uint64_t mask = L->set_mask, stride = L->stride;
     const uint32_t ways = L->ways, wmask = L->wmask;
     const uint32_t nlines = L->nlines;
+    const uint32_t room = s->qcap - 2; /* below this, the next queue has room for two */
     kvsimLevelStats *const ls = L->ls;
     uint64_t nmiss = 0, dram_r = 0, dram_w = 0;
     int clear_memo = 0;
@@ -61,14 +62,17 @@ static inline __attribute__((always_inline)) void levelPassT(kvsimSim *s, uint32
             const uint8_t *pb = blk + (in[j + LOOKAHEAD].line & mask) * stride;
             __builtin_prefetch(pb, 1, 3);
             __builtin_prefetch(pb + 64, 1, 3);
-            for (uint32_t h = 2; h < nlines; h++) __builtin_prefetch(pb + 64 * h, 1, 3);
+            if (nlines == 3) /* 9..16 ways */
+                __builtin_prefetch(pb + 128, 1, 3);
+            else
+                for (uint32_t h = 2; h < nlines; h++) __builtin_prefetch(pb + 64 * h, 1, 3);
         }
         const QEnt e = in[j];
         const uint64_t line = e.line;
         const uint32_t idx = (uint32_t)e.stag * KVSIM_NKINDS + e.kind;
         ls->access[idx]++;
         uint8_t *const b = blk + (line & mask) * stride;
-        const uint8_t f = fingerprint(line);
+        const uint8_t f = e.fp;
         uint64_t *const tg = (uint64_t *)(b + RK_TAGS);
         uint32_t cand, empty;
 #if defined(__SSE4_2__)
@@ -92,7 +96,7 @@ static inline __attribute__((always_inline)) void levelPassT(kvsimSim *s, uint32
             const uint32_t hw = (uint32_t)__builtin_ctz(cand);
             rankTouch(b + RK_RANK, hw, ways - 1);
             uint8_t m = b[RK_META + hw];
-            if (l1 && e.swpf) ls->pf_redundant[0]++;
+            if (l1 && e.kind == KVSIM_K_SWPF) ls->pf_redundant[0]++;
             if (track && e.pid != NOPID) s->psv[e.pid] = (uint8_t)k;
             if (__builtin_expect((m & META_PF_MASK) != 0, 0) && e.kind <= KVSIM_K_STORE) {
                 const uint32_t pfk = (m & META_PF_MASK) >> META_PF_SHIFT;
@@ -136,7 +140,7 @@ static inline __attribute__((always_inline)) void levelPassT(kvsimSim *s, uint32
         tg[way] = line + 1;
         b[way] = f;
         meta[way] = (uint8_t)(e.op != OP_READ);
-        if (l1 && e.swpf) { /* an unused software prefetch until a demand hits it */
+        if (l1 && e.kind == KVSIM_K_SWPF) { /* unused until a demand hits it */
             meta[way] = 1u << META_PF_SHIFT;
             ls->pf_issued[0]++;
         }
@@ -149,9 +153,8 @@ static inline __attribute__((always_inline)) void levelPassT(kvsimSim *s, uint32
                 if (track && e.pid != NOPID) s->psv[e.pid] = (uint8_t)s->n;
             } else {
                 QEnt *o = &out[nout++];
-                *o = e;
+                memcpy(o, &in[j], sizeof *o);
                 o->op = OP_READ;
-                o->swpf = 0;
             }
         } else if (track && e.pid != NOPID) {
             s->psv[e.pid] = (uint8_t)k; /* allocated without a fetch */
@@ -164,13 +167,13 @@ static inline __attribute__((always_inline)) void levelPassT(kvsimSim *s, uint32
                 QEnt *o = &out[nout++];
                 o->line = vline;
                 o->pid = NOPID;
-                o->swpf = 0;
+                o->fp = fingerprint(vline);
                 o->op = OP_WFULL;
                 o->kind = KVSIM_K_WRITEBACK;
                 o->stag = vstag;
             }
         }
-        if (!last && nout > s->qcap - 2) { /* room for two more: the level below goes first */
+        if (!last && nout > room) { /* room for two more: the level below goes first */
             s->qn[k + 1] = nout;
             levelPass(s, k + 1);
             nout = 0;
@@ -229,7 +232,7 @@ static inline __attribute__((always_inline)) void queuePiece(kvsimSim *s, uint64
     e->op = (uint8_t)op;
     e->kind = kind;
     e->stag = stag;
-    e->swpf = 0;
+    e->fp = fingerprint(line);
     s->qn[0] = n0 + 1;
 }
 
@@ -290,7 +293,6 @@ void engRunFastFunctional(kvsimSim *s, const kvtRecord *recs, size_t n) {
             s->instr += ninstr;
             s->recno++;
             queuePiece(s, r->addr >> s->cfg.line_bits, OP_READ, KVSIM_K_SWPF, r->tag);
-            s->q[0][s->qn[0] - 1].swpf = 1;
             if (s->qn[0] == s->qcap) levelPass(s, 0);
             continue;
         }
