@@ -253,9 +253,7 @@ static inline __attribute__((always_inline)) void queueRecord(kvsimSim *s, const
     const uint64_t ninstr = (uint64_t)r->gap + 1;
     bt->records++;
     bt->kind[r->kind]++;
-    bt->instructions += ninstr;
-    s->instr += ninstr;
-    s->recno++;
+    bt->instructions += ninstr; /* (s->instr and s->recno only matter with timing) */
     const int is_store = r->kind == KVT_STORE;
     const uint8_t kind = is_store ? KVSIM_K_STORE : KVSIM_K_LOAD;
     const uint64_t size = r->size ? r->size : 1;
@@ -290,8 +288,6 @@ void engRunFastFunctional(kvsimSim *s, const kvtRecord *recs, size_t n) {
             bt.records++;
             bt.kind[KVT_PREFETCH]++;
             bt.instructions += ninstr;
-            s->instr += ninstr;
-            s->recno++;
             queuePiece(s, r->addr >> s->cfg.line_bits, OP_READ, KVSIM_K_SWPF, r->tag);
             if (s->qn[0] == s->qcap) levelPass(s, 0);
             continue;
