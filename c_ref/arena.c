@@ -109,6 +109,7 @@ struct ksArena {
     uint8_t *end;        /* base + span */
     uint64_t allocated;  /* bytes by size class */
     uint64_t live;       /* live allocations */
+    int huge;            /* madvise(MADV_HUGEPAGE) what is made writable */
     int nclasses;
     sizeClass cls[NUM_CLASSES];
 };
@@ -163,11 +164,14 @@ static void commitTo(ksArena *a, uint8_t *upto) {
     uint64_t step = (need + KS_COMMIT_STEP - 1) / KS_COMMIT_STEP * KS_COMMIT_STEP;
     if (a->committed + step > a->end) step = (uint64_t)(a->end - a->committed);
     if (mprotect(a->committed, step, PROT_READ | PROT_WRITE) != 0) die("mprotect failed (out of memory?)");
+    if (a->huge) (void)madvise(a->committed, step, MADV_HUGEPAGE); /* a hint: failure is harmless */
     a->committed += step;
 }
 
 /* One retained span (ksArenaSetRetain): its start and writable prefix end. */
-static int retain_pages;
+static int retain_pages, huge_pages;
+
+void ksArenaSetHugePages(int on) { huge_pages = on; }
 static uint8_t *retained, *retained_committed;
 
 void ksArenaSetRetain(int on) {
@@ -188,6 +192,7 @@ ksArena *ksArenaCreate(uint64_t base) {
         a->pagemap = retained;
         a->committed = retained_committed;
         a->end = retained + KS_ARENA_SPAN;
+        a->huge = huge_pages;
         /* Page map entries past the bump pointer are stale but never read. */
         a->bump = retained + MAP_BYTES;
         a->nclasses = num_class_sizes;
@@ -213,6 +218,7 @@ ksArena *ksArenaCreate(uint64_t base) {
         a->pagemap = p;
         a->committed = p;
         a->end = (uint8_t *)p + KS_ARENA_SPAN;
+        a->huge = huge_pages;
         commitTo(a, (uint8_t *)p + MAP_BYTES);
         a->bump = (uint8_t *)p + MAP_BYTES;
         a->nclasses = num_class_sizes;

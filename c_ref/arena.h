@@ -44,6 +44,11 @@ void ksArenaDestroy(ksArena *a);
  * snapshot reload without the kernel's page faults.  Turning it off unmaps a
  * retained span. */
 void ksArenaSetRetain(int on);
+/* Transparent huge pages (off by default, as Valkey's `disable-thp yes`):
+ * arenas created from now on madvise(MADV_HUGEPAGE) their writable span, so
+ * with THP in "madvise" mode the kernel backs them with 2 MiB pages.  An
+ * experiment knob (KVSIM_CREF_THP=1) to see what 4 KiB page walks cost. */
+void ksArenaSetHugePages(int on);
 
 /* Allocate `size` bytes (size 0 is treated as 1).  Never returns NULL: aborts
  * with a message if the arena's span is exhausted.  Alignment: 8 for the 8-byte

@@ -206,6 +206,10 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
         snprintf(err, errlen, "unknown workload '%s' (load|iterate|pipeline|mset|mget)", s->workload);
         return -1;
     }
+    /* KVSIM_CREF_THP=1: back the arena with transparent huge pages (an
+     * experiment; Valkey runs with THP disabled by default). */
+    const char *thp = getenv("KVSIM_CREF_THP");
+    ksArenaSetHugePages(thp && !strcmp(thp, "1"));
     ksEmitPause();
     ksKeyspace *ks = newKeyspace(s, s->seed, err, errlen);
     if (!ks) {

@@ -29,13 +29,9 @@ run "KEYS, $(n 5000000) keys, 100 B" none valkey iterate --op keys --keys "$(n 5
 run "KEYS, $(n 5000000) keys, 100 B" none next-bucket iterate --op keys --keys "$(n 5000000)" --value-size 100
 run "SAVE, $(n 2000000) keys, 100 B" none valkey iterate --op save --keys "$(n 2000000)" --value-size 100
 run "pipeline GET, $(n 3000000) keys, 256 B, depth 10, b16" naive lookahead pipeline --keys "$(n 3000000)" --ops "$(n 2000000)" --value-size 256 --depth 10 --batch 16
-for vs in 8 32 256; do
-    run "load, $(n 4000000) keys, $vs B" none prefetch-after-key load --keys "$(n 4000000)" --value-size $vs
-    run "load, $(n 4000000) keys, $vs B" none prefetch-rehash load --keys "$(n 4000000)" --value-size $vs
-done
-run "load, $(n 1000000) keys, 4096 B" none prefetch-after-key load --keys "$(n 1000000)" --value-size 4096
-run "load, $(n 1000000) keys, 4096 B" none prefetch-rehash load --keys "$(n 1000000)" --value-size 4096
-run "load, $(n 250000) keys, 16384 B" none prefetch-after-key load --keys "$(n 250000)" --value-size 16384
+# snapshot load: variants interleaved, warm (no page faults timed), see load_sweep.sh
+CASES="$(n 4000000):8 $(n 4000000):32 $(n 4000000):256 $(n 1000000):4096 $(n 250000):16384" \
+    REPEAT=${LOAD_REPEAT:-5} sh "$(dirname "$0")/load_sweep.sh" "$B"
 run "mset, $(n 5000000) keys, 50 keys/cmd, 100 B" none batch mset --keys "$(n 5000000)" --keys-per-command 50 --value-size 100
 run "mget, $(n 3000000) keys, 50 keys/cmd, 100 B" none batch mget --keys "$(n 3000000)" --ops "$(n 40000)" --keys-per-command 50 --value-size 100
 

@@ -12,6 +12,7 @@
 #              (one unmeasured load first), so no page faults are timed;
 #              WARM=0: a fresh arena per load, every page faulted (a restart).
 #   BENCH_LOCK=path   wrap every invocation in `flock path` (no overlapping timing runs)
+#   RAW=file   append every timed load to file: keys value_size variant round cpu_s wall_s
 #
 # Usage: sh bench/load_sweep.sh build/kvsim-cref
 #   env: CASES="4000000:8 4000000:32" VARIANTS="none prefetch-after-key" ROUNDS=3 REPEAT=5 WARM=1
@@ -47,6 +48,7 @@ for c in $CASES; do
             echo "$j" | runs cpu_runs_s >"$T/c"
             echo "$j" | runs runs_s >"$T/w"
             paste "$T/c" "$T/w" | sed "s/^/$v /" >>"$T/all"
+            [ -n "${RAW:-}" ] && paste "$T/c" "$T/w" | sed "s/^/$keys $vs $v $i /" >>"$RAW"
         done
         i=$((i + 1))
     done
