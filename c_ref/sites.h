@@ -36,7 +36,7 @@
     X(HT_INCR_PREFETCH_BUCKET, "ht.incr.prefetch_bucket", 30)                  \
     X(HT_INCR_BUCKET, "ht.incr.bucket", 50)                                    \
     X(HT_INCR_PREFETCH_ENTRY, "ht.incr.prefetch_entry", 58)                     \
-    X(HT_PREFETCH_BUCKET, "ht.prefetch_bucket", 139) /* load variants */           \
+    X(HT_PREFETCH_BUCKET, "ht.prefetch_bucket", 28) /* load variants: native +28/key */ \
     /* --- object.c (unified kvobj / legacy entry+robj+sds) --- */             \
     X(OBJ_HEADER, "obj.header", 164)               /* robj type/enc/flags */        \
     X(OBJ_KEY, "obj.key", 46)                     /* embedded or separate key */   \

@@ -42,6 +42,7 @@ iterate --keys 20000 --op keys --variant valkey
 iterate --keys 20000 --op save --variant valkey
 load --keys 20000 --variant none --value-size 32
 load --keys 20000 --variant prefetch-after-key --value-size 4096
+load --keys 20000 --variant prefetch-after-key --value-size 8
 pipeline --keys 20000 --ops 20000 --variant lookahead --value-size 256 --depth 10 --table dict
 pipeline --keys 20000 --ops 20000 --variant lookahead --set-ratio 0.5 --cluster --table dict
 mget --keys 20000 --ops 2000 --keys-per-command 20 --variant batch --table dict
