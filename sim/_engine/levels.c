@@ -246,6 +246,21 @@ static inline int pieceOp(const kvtRecord *r, uint64_t line, uint32_t lb, uint64
     return p1 - p0 == (1ULL << lb) ? OP_WFULL : OP_WRITE;
 }
 
+/* A record the queues do not take, once they have drained: a memory record goes
+ * the record-by-record way (the same set layout), a marker may switch the phase
+ * or the counting, an unknown kind is counted and otherwise ignored. */
+static void unqueued(kvsimSim *s, const kvtRecord *r, Batch *bt) {
+    if (r->kind < KVT_MARKER) {
+        engGeneralRecord(s, r);
+    } else if (r->kind == KVT_MARKER) {
+        engFlushBatch(s, bt);
+        engDoMarker(s, r);
+    } else {
+        s->st->records++;
+        s->recno++;
+    }
+}
+
 /* Functional: one load or store record's pieces join L1's queue. */
 static inline __attribute__((always_inline)) void queueRecord(kvsimSim *s, const kvtRecord *r,
                                                               Batch *bt) {
@@ -293,15 +308,7 @@ void engRunFastFunctional(kvsimSim *s, const kvtRecord *recs, size_t n) {
             continue;
         }
         drainQueues(s); /* every level catches up first */
-        if (r->kind == KVT_PREFETCH) {
-            engGeneralRecord(s, r); /* the general path: same set layout */
-        } else if (r->kind == KVT_MARKER) {
-            engFlushBatch(s, &bt); /* a marker may switch the phase or the counting */
-            engDoMarker(s, r);
-        } else { /* unknown kind: counted as a record, otherwise ignored */
-            s->st->records++;
-            s->recno++;
-        }
+        unqueued(s, r, &bt);
     }
     drainQueues(s);
     engFlushBatch(s, &bt);
@@ -378,15 +385,7 @@ void engRunFastTiming(kvsimSim *s, const kvtRecord *recs, size_t n) {
         drainQueues(s); /* every level catches up, and the time, first */
         timePieces(s, recs, a, i, &bt);
         a = i + 1;
-        if (r->kind <= KVT_PREFETCH) { /* a software prefetch or a huge access */
-            engGeneralRecord(s, r); /* the general path: same set layout */
-        } else if (r->kind == KVT_MARKER) {
-            engFlushBatch(s, &bt); /* a marker may switch the phase or the counting */
-            engDoMarker(s, r);
-        } else { /* unknown kind: counted as a record, otherwise ignored */
-            s->st->records++;
-            s->recno++;
-        }
+        unqueued(s, r, &bt); /* a software prefetch, a huge access, a marker */
     }
     drainQueues(s);
     timePieces(s, recs, a, n, &bt);
