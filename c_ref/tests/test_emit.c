@@ -46,7 +46,9 @@ typedef struct {
     uint64_t records, loads, stores, prefetches, markers, deps, gap;
 } stats;
 
-static int verify(const uint8_t *b, size_t len, stats *st) {
+/* Check a whole trace buffer (header, chunks, CRCs, records, end chunk) and count
+ * into st; with `out`, also hand back every record in order (caller frees). */
+static int verifyRecords(const uint8_t *b, size_t len, stats *st, kvtRecord **out) {
     memset(st, 0, sizeof(*st));
     TEST_ASSERT(len >= 16 && memcmp(b, KVT_MAGIC, 8) == 0);
     uint16_t ver, rs;
@@ -61,8 +63,8 @@ static int verify(const uint8_t *b, size_t len, stats *st) {
     size_t off = 16 + jl + 4;
     uint32_t nchunks = 0;
     uint64_t total = 0;
-    uint8_t *kinds = NULL;
-    size_t kcap = 0;
+    kvtRecord *recs = NULL;
+    size_t cap = 0;
     while (1) {
         uint32_t magic;
         TEST_ASSERT(off + 4 <= len);
@@ -80,15 +82,14 @@ static int verify(const uint8_t *b, size_t len, stats *st) {
         TEST_ASSERT(h.stored_bytes == h.n_records * 24u);
         off += sizeof(h);
         TEST_ASSERT(ksCrc32(0, b + off, h.stored_bytes) == h.crc32);
-        if (total + h.n_records > kcap) {
-            kcap = (total + h.n_records) * 2;
-            kinds = realloc(kinds, kcap);
+        if (total + h.n_records > cap) {
+            cap = (total + h.n_records) * 2;
+            recs = realloc(recs, cap * sizeof(*recs));
         }
         for (uint32_t i = 0; i < h.n_records; i++) {
-            kvtRecord r;
-            memcpy(&r, b + off + 24u * i, 24);
             uint64_t idx = total + i;
-            kinds[idx] = r.kind;
+            memcpy(&recs[idx], b + off + 24u * i, 24);
+            const kvtRecord r = recs[idx];
             TEST_ASSERT(r.kind < KVT_NUM_KINDS && r.tag < KVT_NUM_TAGS && r.site < KS_NUM_SITES);
             if (r.kind == KVT_MARKER) {
                 TEST_ASSERT(r.size == 0 && r.dep == 0 && r.flags < KVT_NUM_MARKERS);
@@ -103,7 +104,7 @@ static int verify(const uint8_t *b, size_t len, stats *st) {
                 if (r.kind == KVT_PREFETCH) st->prefetches++;
             }
             if (r.dep) {
-                TEST_ASSERT(r.dep <= idx && kinds[idx - r.dep] == KVT_LOAD);
+                TEST_ASSERT(r.dep <= idx && recs[idx - r.dep].kind == KVT_LOAD);
                 st->deps++;
             }
             st->gap += r.gap;
@@ -113,9 +114,14 @@ static int verify(const uint8_t *b, size_t len, stats *st) {
         nchunks++;
     }
     st->records = total;
-    free(kinds);
+    if (out)
+        *out = recs;
+    else
+        free(recs);
     return 0;
 }
+
+static int verify(const uint8_t *b, size_t len, stats *st) { return verifyRecords(b, len, st, NULL); }
 
 static ksWorkloadSpec spec(const char *w, const char *variant) {
     ksWorkloadSpec s = {.workload = w, .keys = 3000, .ops = 2000, .value_size = 100, .key_size = 16,
@@ -174,44 +180,23 @@ static int test_cluster_meta_depends_on_slot(void) {
             size_t len;
             uint8_t *b = traceTo(&s, &len, 1u << 16);
             TEST_ASSERT(b != NULL);
-            uint32_t jl;
-            memcpy(&jl, b + 12, 4);
-            size_t off = 16 + jl + 4, cap = 0;
-            uint64_t total = 0, meta = 0, linked = 0;
-            uint8_t *tags = NULL, *kinds = NULL;
-            while (1) {
-                uint32_t magic;
-                memcpy(&magic, b + off, 4);
-                if (magic == KVT_END_MAGIC) break;
-                kvtChunkHeader h;
-                memcpy(&h, b + off, sizeof(h));
-                off += sizeof(h);
-                if (total + h.n_records > cap) {
-                    cap = (total + h.n_records) * 2;
-                    tags = realloc(tags, cap);
-                    kinds = realloc(kinds, cap);
-                }
-                for (uint32_t i = 0; i < h.n_records; i++) {
-                    kvtRecord r;
-                    memcpy(&r, b + off + 24u * i, 24);
-                    uint64_t idx = total + i;
-                    tags[idx] = r.tag;
-                    kinds[idx] = r.kind;
-                    if (r.kind != KVT_LOAD || r.tag != KVT_TAG_TABLE_META) continue;
-                    meta++;
-                    if (r.dep && r.dep <= idx && kinds[idx - r.dep] == KVT_LOAD &&
-                        tags[idx - r.dep] == KVT_TAG_SLOT_TABLE)
-                        linked++;
-                }
-                off += h.stored_bytes;
-                total += h.n_records;
+            stats st;
+            kvtRecord *recs = NULL;
+            TEST_ASSERT(verifyRecords(b, len, &st, &recs) == 0);
+            uint64_t meta = 0, linked = 0;
+            for (uint64_t idx = 0; idx < st.records; idx++) {
+                const kvtRecord r = recs[idx];
+                if (r.kind != KVT_LOAD || r.tag != KVT_TAG_TABLE_META) continue;
+                meta++;
+                if (r.dep && r.dep <= idx && recs[idx - r.dep].kind == KVT_LOAD &&
+                    recs[idx - r.dep].tag == KVT_TAG_SLOT_TABLE)
+                    linked++;
             }
             printf("    %-9s %-8s %-10s table_meta loads %6llu linked to slot_table %6llu\n", tables[t],
                    runs[w][0], runs[w][1], (unsigned long long)meta, (unsigned long long)linked);
             TEST_ASSERT_MSG(linked >= s.ops, "%s %s/%s: %llu table_meta loads depend on a slot_table load",
                             tables[t], runs[w][0], runs[w][1], (unsigned long long)linked);
-            free(tags);
-            free(kinds);
+            free(recs);
             free(b);
         }
     }
