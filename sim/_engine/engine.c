@@ -744,34 +744,24 @@ void kvsimFinish(kvsimSim *s) {
                 for (uint32_t w = 0; w < nw; w++)
                     dirty |= SET_TAGS(L, set)[w] != 0 && (SET_META(L, set)[w] & META_DIRTY);
                 if (!dirty) continue;
+                uint32_t *ord = nw <= 256 ? order : malloc(nw * sizeof(uint32_t));
                 if (L->roff) {
                     /* LRU ranks: the ages are distinct, oldest = rank 0 */
                     const uint8_t *rk = SET_BASE(L, set) + L->roff;
-                    for (uint32_t w = 0; w < nw; w++) order[rk[w]] = w;
-                    for (uint32_t q = 0; q < nw; q++) {
-                        uint64_t *tp = SET_TAGS(L, set) + order[q];
-                        uint8_t *mp = SET_META(L, set) + order[q];
-                        if (*tp == 0 || !(*mp & META_DIRTY)) continue;
-                        *mp &= (uint8_t)~META_DIRTY;
-                        st->level[k].writebacks++;
-                        st->level[k].writebacks_flush++;
-                        cacheAccess(s, k + 1, *tp - 1, OP_WFULL, SET_STAG(L, set)[order[q]],
-                                    KVSIM_K_WRITEBACK, 0, NULL);
+                    for (uint32_t w = 0; w < nw; w++) ord[rk[w]] = w;
+                } else {
+                    for (uint32_t w = 0; w < nw; w++) ord[w] = nw - 1 - w;
+                    /* stable insertion sort by age, descending */
+                    for (uint32_t a = 1; a < nw; a++) {
+                        uint32_t x = ord[a];
+                        uint64_t ax = L->pol->age(&L->pc, (uint32_t)set, x);
+                        uint32_t b = a;
+                        while (b > 0 && L->pol->age(&L->pc, (uint32_t)set, ord[b - 1]) < ax) {
+                            ord[b] = ord[b - 1];
+                            b--;
+                        }
+                        ord[b] = x;
                     }
-                    continue;
-                }
-                uint32_t *ord = nw <= 256 ? order : malloc(nw * sizeof(uint32_t));
-                for (uint32_t w = 0; w < nw; w++) ord[w] = nw - 1 - w;
-                /* stable insertion sort by age, descending */
-                for (uint32_t a = 1; a < nw; a++) {
-                    uint32_t x = ord[a];
-                    uint64_t ax = L->pol->age(&L->pc, (uint32_t)set, x);
-                    uint32_t b = a;
-                    while (b > 0 && L->pol->age(&L->pc, (uint32_t)set, ord[b - 1]) < ax) {
-                        ord[b] = ord[b - 1];
-                        b--;
-                    }
-                    ord[b] = x;
                 }
                 for (uint32_t q = 0; q < nw; q++) {
                     uint64_t *tp = SET_TAGS(L, set) + ord[q];
