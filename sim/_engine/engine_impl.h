@@ -175,38 +175,6 @@ static inline uint8_t fingerprint(uint64_t line) {
     return (uint8_t)(f + (f == 0)); /* 1..255; 0 marks an invalid way */
 }
 
-/* LRU ranks of a set (<= 16 ways, see policy_lru.h), with the broadcasts done by
- * one byte shuffle: touch way w (ranks above w's drop by one, w gets `top`), and
- * the victim (the way of rank 0 among `wmask`). */
-#if defined(__SSE4_2__)
-static inline __attribute__((always_inline)) void rankTouch(uint8_t *rk, uint32_t w,
-                                                            uint32_t top) {
-    const __m128i z = _mm_setzero_si128();
-    const __m128i wv = _mm_shuffle_epi8(_mm_cvtsi32_si128((int)w), z);
-    __m128i x = _mm_loadu_si128((const __m128i *)rk);
-    const __m128i old = _mm_shuffle_epi8(x, wv);
-    x = _mm_add_epi8(x, _mm_cmpgt_epi8(x, old));
-    const __m128i iota = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m128i tv = _mm_shuffle_epi8(_mm_cvtsi32_si128((int)top), z);
-    x = _mm_blendv_epi8(x, tv, _mm_cmpeq_epi8(iota, wv));
-    _mm_storeu_si128((__m128i *)rk, x);
-}
-static inline __attribute__((always_inline)) uint32_t rankVictim(const uint8_t *rk,
-                                                                 uint32_t wmask) {
-    const __m128i x = _mm_loadu_si128((const __m128i *)rk);
-    return (uint32_t)__builtin_ctz(
-        (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_setzero_si128())) & wmask);
-}
-#else
-static inline void rankTouch(uint8_t *rk, uint32_t w, uint32_t top) {
-    kvsimLruRankTouch(rk, top + 1, w);
-}
-static inline uint32_t rankVictim(const uint8_t *rk, uint32_t wmask) {
-    for (uint32_t w = 0; wmask >> w; w++)
-        if (((wmask >> w) & 1) && rk[w] == 0) return w;
-    return 0;
-}
-#endif
 
 /* --- Records ---------------------------------------------------------------- */
 

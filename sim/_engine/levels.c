@@ -94,7 +94,7 @@ static inline __attribute__((always_inline)) void levelPassT(kvsimSim *s, uint32
         }
         if (cand) { /* hit: LRU, the first demand use of a prefetched line, dirty */
             const uint32_t hw = (uint32_t)__builtin_ctz(cand);
-            rankTouch(b + RK_RANK, hw, ways - 1);
+            kvsimLruRankTouch(b + RK_RANK, ways, hw);
             uint8_t m = b[RK_META + hw];
             if (l1 && e.kind == KVSIM_K_SWPF) ls->pf_redundant[0]++;
             if (track && e.pid != NOPID) s->psv[e.pid] = (uint8_t)k;
@@ -123,7 +123,7 @@ static inline __attribute__((always_inline)) void levelPassT(kvsimSim *s, uint32
         if (empty) {
             way = (uint32_t)__builtin_ctz(empty);
         } else {
-            way = rankVictim(b + RK_RANK, wmask);
+            way = kvsimLruRankVictimMask(b + RK_RANK, wmask);
             const uint8_t vm = meta[way];
             ls->evictions++;
             clear_memo = 1;
@@ -145,7 +145,7 @@ static inline __attribute__((always_inline)) void levelPassT(kvsimSim *s, uint32
             ls->pf_issued[0]++;
         }
         stg[way] = e.stag;
-        rankTouch(b + RK_RANK, way, ways - 1);
+        kvsimLruRankTouch(b + RK_RANK, ways, way);
         if (e.op != OP_WFULL) {
             ls->fetches++;
             if (last) {

@@ -38,15 +38,19 @@ static inline void kvsimLruRankInit(kvsimPolicyCtx *p, uint32_t set) {
     for (uint32_t w = 0; w < 16; w++) rk[w] = (uint8_t)(w < p->ways ? w : 0);
 }
 
-static inline void kvsimLruRankTouch(uint8_t *rk, uint32_t ways, uint32_t way) {
+static inline __attribute__((always_inline)) void kvsimLruRankTouch(uint8_t *rk, uint32_t ways,
+                                                                    uint32_t way) {
 #if defined(__SSE4_2__)
-    /* padding bytes (ways..15) hold 0: never above the old rank, never changed */
+    /* padding bytes (ways..15) hold 0: never above the old rank, never changed;
+     * the broadcasts are one byte shuffle each */
+    const __m128i z = _mm_setzero_si128();
+    const __m128i wv = _mm_shuffle_epi8(_mm_cvtsi32_si128((int)way), z);
     __m128i x = _mm_loadu_si128((const __m128i *)rk);
-    const __m128i old = _mm_set1_epi8((char)rk[way]);
+    const __m128i old = _mm_shuffle_epi8(x, wv);
     x = _mm_add_epi8(x, _mm_cmpgt_epi8(x, old)); /* ranks above old: -1 */
     const __m128i iota = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m128i sel = _mm_cmpeq_epi8(iota, _mm_set1_epi8((char)way));
-    x = _mm_blendv_epi8(x, _mm_set1_epi8((char)(ways - 1)), sel);
+    const __m128i top = _mm_shuffle_epi8(_mm_cvtsi32_si128((int)(ways - 1)), z);
+    x = _mm_blendv_epi8(x, top, _mm_cmpeq_epi8(iota, wv));
     _mm_storeu_si128((__m128i *)rk, x);
 #else
     const uint8_t old = rk[way];
@@ -55,16 +59,22 @@ static inline void kvsimLruRankTouch(uint8_t *rk, uint32_t ways, uint32_t way) {
 #endif
 }
 
-static inline uint32_t kvsimLruRankVictim(const uint8_t *rk, uint32_t ways) {
+/* The way of rank 0; `wmask` has one bit per way ((1 << ways) - 1). */
+static inline __attribute__((always_inline)) uint32_t kvsimLruRankVictimMask(const uint8_t *rk,
+                                                                           uint32_t wmask) {
 #if defined(__SSE4_2__)
     __m128i x = _mm_loadu_si128((const __m128i *)rk);
     uint32_t m = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_setzero_si128()));
-    return (uint32_t)__builtin_ctz(m & ((1u << ways) - 1));
+    return (uint32_t)__builtin_ctz(m & wmask);
 #else
-    for (uint32_t w = 0; w < ways; w++)
-        if (rk[w] == 0) return w;
+    for (uint32_t w = 0; wmask >> w; w++)
+        if (((wmask >> w) & 1) && rk[w] == 0) return w;
     return 0;
 #endif
+}
+
+static inline uint32_t kvsimLruRankVictim(const uint8_t *rk, uint32_t ways) {
+    return kvsimLruRankVictimMask(rk, (1u << ways) - 1);
 }
 
 static inline void kvsimLruTouch(kvsimPolicyCtx *p, uint32_t set, uint32_t way) {
