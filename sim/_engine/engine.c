@@ -584,10 +584,7 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
         const int is_store = r->kind == KVT_STORE;
         const uint64_t size = r->size ? r->size : 1;
         const uint64_t first = r->addr >> lb, last = (r->addr + size - 1) >> lb;
-        const uint64_t lsize = 1ULL << lb;
-        if (last != first) {
-            st->multiline++;
-        }
+        if (last != first) st->multiline++;
         uint32_t svmax = 0;
         for (uint64_t line = first; line <= last; line++) {
             st->pieces++;
@@ -601,13 +598,7 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
                 }
             }
             s->pfh_kind = 0;
-            int op = OP_READ;
-            if (is_store) { /* a piece covering its whole line allocates without a fetch */
-                const uint64_t a1 = a0 + lsize;
-                const uint64_t p0 = r->addr > a0 ? r->addr : a0;
-                const uint64_t p1 = r->addr + size < a1 ? r->addr + size : a1;
-                op = p1 - p0 == lsize ? OP_WFULL : OP_WRITE;
-            }
+            const int op = pieceOp(r, line, lb, size);
             const uint32_t sv = cacheAccessBody(s, 0, line, op, r->tag,
                                                 is_store ? KVSIM_K_STORE : KVSIM_K_LOAD, 0, NULL);
             if (sv > svmax) svmax = sv;

@@ -176,6 +176,16 @@ static inline uint8_t fingerprint(uint64_t line) {
 }
 
 
+/* The operation of the piece of record r (size bytes) in `line`: loads read; a
+ * store piece covering its whole line allocates without a fetch. */
+static inline int pieceOp(const kvtRecord *r, uint64_t line, uint32_t lb, uint64_t size) {
+    if (r->kind != KVT_STORE) return OP_READ;
+    const uint64_t a0 = line << lb, a1 = a0 + (1ULL << lb);
+    const uint64_t p0 = r->addr > a0 ? r->addr : a0;
+    const uint64_t p1 = r->addr + size < a1 ? r->addr + size : a1;
+    return p1 - p0 == (1ULL << lb) ? OP_WFULL : OP_WRITE;
+}
+
 /* --- Records ---------------------------------------------------------------- */
 
 /* A demand piece found an unused prefetched line (s->pfh_*): useful, or late if

@@ -43,7 +43,8 @@ static void levelPass(kvsimSim *s, uint32_t k);
  * and prefetch hit (timing).  All three are constants in each copy. */
 static inline __attribute__((always_inline)) void levelPassT(kvsimSim *s, uint32_t k,
                                                              const int pf, const int last,
-                                                             const int track, const int l1) {
+                                                             const int track) {
+    const int l1 = !pf; /* only L1 skips the look-ahead */
     Level *const L = &s->lv[k];
     const QEnt *const in = s->q[k];
     const uint32_t nin = s->qn[k];
@@ -190,7 +191,7 @@ static inline __attribute__((always_inline)) void levelPassT(kvsimSim *s, uint32
 
 #define LEVEL_PASS_COPY(name, pf, last, track)                                               \
     static __attribute__((noinline)) void name(kvsimSim *s, uint32_t k) {                    \
-        levelPassT(s, k, pf, last, track, !(pf));                                            \
+        levelPassT(s, k, pf, last, track);                                                   \
     }
 LEVEL_PASS_COPY(passL1, 0, 0, 0)
 LEVEL_PASS_COPY(passL1Only, 0, 1, 0)
@@ -234,16 +235,6 @@ static inline __attribute__((always_inline)) void queuePiece(kvsimSim *s, uint64
     e->stag = stag;
     e->fp = fingerprint(line);
     s->qn[0] = n0 + 1;
-}
-
-/* The operation of the piece of record r in `line` (loads read; a store piece
- * covering its whole line allocates without a fetch). */
-static inline int pieceOp(const kvtRecord *r, uint64_t line, uint32_t lb, uint64_t size) {
-    if (r->kind != KVT_STORE) return OP_READ;
-    const uint64_t a0 = line << lb, a1 = a0 + (1ULL << lb);
-    const uint64_t p0 = r->addr > a0 ? r->addr : a0;
-    const uint64_t p1 = r->addr + size < a1 ? r->addr + size : a1;
-    return p1 - p0 == (1ULL << lb) ? OP_WFULL : OP_WRITE;
 }
 
 /* A record the queues do not take, once they have drained: a memory record goes
