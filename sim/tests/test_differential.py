@@ -97,19 +97,27 @@ def traces_(draw):
     return recs
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(doc=cpu_docs(), recs=traces_(), flush=st.booleans(), chunk=st.integers(1, 300))
-def test_engine_equals_reference(doc, recs, flush, chunk):
+def run_both(doc, recs, flush, chunk, qcap=0):
+    """Run `recs` through the engine (in chunks of `chunk`: chunking must not matter; queue
+    capacity `qcap`, 0 = default) and the reference; require every raw counter equal."""
     cpu = sim.parse_cpu(doc)
     cfg = cpu.to_engine(timing=cpu.timing_capable, flush=flush)
+    cfg.queue_cap = qcap
     eng = B.Engine(cfg)
     ref = ReferenceSim(cfg)
-    for i in range(0, len(recs), chunk):  # chunking must not matter
+    for i in range(0, len(recs), chunk):
         eng.run(recs[i:i + chunk])
     ref.run(recs)
     a, b = eng.finish(), ref.finish()
     eng.close()
     assert_same(a, b)
+    return cpu, cfg, a, b
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=cpu_docs(), recs=traces_(), flush=st.booleans(), chunk=st.integers(1, 300))
+def test_engine_equals_reference(doc, recs, flush, chunk):
+    cpu, cfg, a, b = run_both(doc, recs, flush, chunk)
     ra = sim.api.build_result(a, cpu, cfg, None, "fast")
     rb = sim.api.build_result(b, cpu, cfg, None, "reference")
     assert ra["cycles"] == rb["cycles"]
@@ -147,20 +155,10 @@ def lru_docs(draw):
 
 def check_hot_path(doc, recs, flush, chunk, qcap):
     """Engine == reference on the specialised configuration, whose level-by-level queues
-    (engine.c) are given capacity `qcap` (0 = the default 256), so that small traces fill
-    them and every drain point (full L1 queue, full queue below, record too large for the
-    queue, marker, software prefetch, end of a call) is taken."""
-    cpu = sim.parse_cpu(doc)
-    cfg = cpu.to_engine(timing=cpu.timing_capable, flush=flush)
-    cfg.queue_cap = qcap
-    eng = B.Engine(cfg)
-    ref = ReferenceSim(cfg)
-    for i in range(0, len(recs), chunk):
-        eng.run(recs[i:i + chunk])
-    ref.run(recs)
-    a, b = eng.finish(), ref.finish()
-    eng.close()
-    assert_same(a, b)
+    (_engine/levels.c) are given capacity `qcap` (0 = the default 256), so that small traces
+    fill them and every drain point (full L1 queue, full queue below, record too large for
+    the queue, marker, software prefetch, end of a call) is taken."""
+    run_both(doc, recs, flush, chunk, qcap)
 
 
 QCAPS = st.sampled_from([0, 2, 3, 4, 7, 16])
