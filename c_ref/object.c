@@ -85,7 +85,7 @@ static sds legacyNewSds(ksKeyspace *ks, const void *p, size_t len, uint8_t tag) 
     return sdsWriteAt(m, t, p, len, len);
 }
 
-static robj *legacyNewValue(ksKeyspace *ks, const uint8_t *val, size_t vlen) {
+robj *ksStringObjectCreate(ksKeyspace *ks, const uint8_t *val, size_t vlen) {
     robj *o;
     if (vlen <= KS_EMBSTR_LIMIT) {
         size_t need = sizeof(robj) + 3 + vlen + 1;
@@ -110,7 +110,7 @@ static robj *legacyNewValue(ksKeyspace *ks, const uint8_t *val, size_t vlen) {
 static void *legacyCreate(ksKeyspace *ks, const char *key, size_t klen, const uint8_t *val, size_t vlen) {
     legacyEntry *e = ksArenaAlloc(ks->arena, sizeof(*e));
     e->key = legacyNewSds(ks, key, klen, KVT_TAG_KEY);
-    e->val = legacyNewValue(ks, val, vlen);
+    e->val = ksStringObjectCreate(ks, val, vlen);
     KS_STORE(e, sizeof(*e), KVT_TAG_OBJECT, KS_SITE_OBJ_CREATE_STORE, 0);
     return e;
 }

@@ -69,6 +69,10 @@ typedef struct legacyExpire {
 /* Create an entry holding key/value (expire_ms < 0: none). */
 void *ksEntryCreate(ksKeyspace *ks, const char *key, size_t klen, const uint8_t *val, size_t vlen,
                     int64_t expire_ms);
+/* createStringObject: a value robj, EMBSTR (robj + sdshdr8 in one allocation) up
+ * to KS_EMBSTR_LIMIT bytes, else RAW (robj -> sds).  The legacy layout's values,
+ * and the unified snapshot loader's value object before the key is embedded. */
+robj *ksStringObjectCreate(ksKeyspace *ks, const uint8_t *val, size_t vlen);
 /* Free an entry and everything it owns (legacy: key, robj, value). */
 void ksEntryFree(ksKeyspace *ks, void *entry);
 /* The entry's key (sds); dep = load that produced `entry`; *key_dep (optional)

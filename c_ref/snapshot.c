@@ -138,7 +138,6 @@ int ksSnapshotSave(ksKeyspace *ks, uint8_t **out, size_t *outlen) {
             const uint8_t *v = ksEntryGetValue(ks, entry, 0, &vlen, &vd);
             wLen(&w, vlen);
             wBytes(&w, v, vlen, KVT_TAG_VALUE, vd);
-
         }
         ks->ops->iterReset(&it);
     }
@@ -226,25 +225,6 @@ static int rString(reader *r, const uint8_t **s, uint64_t *len) {
     return 0;
 }
 
-/* rdbLoadObject for a string of at most KS_EMBSTR_LIMIT bytes:
- * createStringObject makes an EMBSTR object (robj + sdshdr8 in one allocation)
- * and rioRead copies the bytes into it.  Larger values get a RAW sds, which the
- * keyed object later takes over (objectSetKeyAndExpire keeps `ptr`); for those
- * the entry is built right away (see loadRecords). */
-static robj *loadEmbstrValue(ksKeyspace *ks, const uint8_t *v, size_t vlen) {
-    size_t need = sizeof(robj) + 3 + vlen + 1;
-    robj *o = ksArenaAlloc(ks->arena, need);
-    o->type = OBJ_STRING;
-    o->encoding = OBJ_ENCODING_EMBSTR;
-    o->lru = 0;
-    o->hasexpire = 0;
-    o->hasembkey = 0;
-    o->refcount = 1;
-    o->ptr = sdsWriteAt((uint8_t *)o + sizeof(robj), SDS_TYPE_8, v, vlen, vlen);
-    KS_STORE(o, need, KVT_TAG_OBJECT, KS_SITE_OBJ_CREATE_STORE, 0);
-    return o;
-}
-
 /* Parse and insert every key into ks's (fresh) tables; -1 with r->err.
  * Valkey's order per key (keyspace-facts §5), for the unified layout:
  *
@@ -325,7 +305,7 @@ static int loadRecords(ksKeyspace *ks, reader *r) {
         int embstr = ks->layout == KS_LAYOUT_UNIFIED && vlen <= KS_EMBSTR_LIMIT;
         void *entry = NULL;
         if (embstr) {
-            vobj = loadEmbstrValue(ks, v, (size_t)vlen);
+            vobj = ksStringObjectCreate(ks, v, (size_t)vlen); /* EMBSTR */
             rSum(r, (const uint8_t *)vobj->ptr, vlen);
         } else {
             entry = ksEntryCreate(ks, keybuf, klen, v, vlen, ks->layout == KS_LAYOUT_UNIFIED ? expire : -1);
