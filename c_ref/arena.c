@@ -168,11 +168,11 @@ static void commitTo(ksArena *a, uint8_t *upto) {
     a->committed += step;
 }
 
-/* One retained span (ksArenaSetRetain): its start and writable prefix end. */
 static int retain_pages, huge_pages;
+/* One retained span (ksArenaSetRetain): its start and writable prefix end. */
+static uint8_t *retained, *retained_committed;
 
 void ksArenaSetHugePages(int on) { huge_pages = on; }
-static uint8_t *retained, *retained_committed;
 
 void ksArenaSetRetain(int on) {
     retain_pages = on;
@@ -182,21 +182,29 @@ void ksArenaSetRetain(int on) {
     }
 }
 
+/* The control block of an arena over the span at `span`, writable up to
+ * `committed` (the control block is not traced data). */
+static ksArena *arenaOver(uint8_t *span, uint8_t *committed) {
+    ksArena *a = calloc(1, sizeof(*a));
+    if (!a) return NULL;
+    a->base = (uint64_t)(uintptr_t)span;
+    a->pagemap = span;
+    a->committed = committed;
+    a->end = span + KS_ARENA_SPAN;
+    a->huge = huge_pages;
+    a->nclasses = num_class_sizes;
+    for (int c = 0; c < num_class_sizes; c++) a->cls[c].size = class_sizes[c];
+    return a;
+}
+
 ksArena *ksArenaCreate(uint64_t base) {
     initClassSizes();
     if (base == 0) base = KS_ARENA_DEFAULT_BASE;
     if (retained && (uint64_t)(uintptr_t)retained == base) {
-        ksArena *a = calloc(1, sizeof(*a));
+        ksArena *a = arenaOver(retained, retained_committed);
         if (!a) return NULL;
-        a->base = base;
-        a->pagemap = retained;
-        a->committed = retained_committed;
-        a->end = retained + KS_ARENA_SPAN;
-        a->huge = huge_pages;
         /* Page map entries past the bump pointer are stale but never read. */
         a->bump = retained + MAP_BYTES;
-        a->nclasses = num_class_sizes;
-        for (int c = 0; c < num_class_sizes; c++) a->cls[c].size = class_sizes[c];
         retained = retained_committed = NULL;
         return a;
     }
@@ -209,20 +217,13 @@ ksArena *ksArenaCreate(uint64_t base) {
             munmap(p, KS_ARENA_SPAN);
             continue;
         }
-        ksArena *a = calloc(1, sizeof(*a)); /* the control block is not traced data */
+        ksArena *a = arenaOver(p, p);
         if (!a) {
             munmap(p, KS_ARENA_SPAN);
             return NULL;
         }
-        a->base = b;
-        a->pagemap = p;
-        a->committed = p;
-        a->end = (uint8_t *)p + KS_ARENA_SPAN;
-        a->huge = huge_pages;
         commitTo(a, (uint8_t *)p + MAP_BYTES);
         a->bump = (uint8_t *)p + MAP_BYTES;
-        a->nclasses = num_class_sizes;
-        for (int c = 0; c < num_class_sizes; c++) a->cls[c].size = class_sizes[c];
         return a;
     }
     return NULL;
