@@ -453,6 +453,7 @@ static void phaseSync(kvsimSim *s) {
 
 static void setCounting(kvsimSim *s, int on) {
     phaseSync(s);
+    engMergeParts(s); /* the workers' counters so far belong to the current statistics */
     s->st = on ? &s->stats : &s->scratch;
     for (uint32_t k = 0; k < s->n; k++) s->lv[k].ls = &s->st->level[k];
 }
@@ -813,7 +814,7 @@ void kvsimFree(kvsimSim *s) {
         free(L->mq);
     }
     for (uint32_t p = 0; p < KVSIM_MAX_PREFETCHERS; p++) free(s->pf[p].state);
-    for (uint32_t k = 0; k < KVSIM_MAX_LEVELS; k++) free(s->q[k]);
+    engPartsFree(s);
     free(s->dtlb.tags);
     free(s->dtlb.stamp);
     free(s->stlb.tags);
@@ -912,8 +913,9 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
     if (cfg->queue_cap && (cfg->queue_cap < 2 || cfg->queue_cap > QCAP))
         FAIL("queue_cap: must be 2..%d (0 = default)", QCAP);
     s->qcap = cfg->queue_cap ? cfg->queue_cap : QCAP;
-    for (uint32_t k = 0; s->fast && k < s->n; k++)
-        if (!(s->q[k] = calloc(QCAP, sizeof(QEnt)))) FAIL("out of memory");
+    s->segcap = SEGQ * s->qcap;
+    if (cfg->threads > KVSIM_MAX_THREADS) FAIL("threads: must be 1..%d (0 = 1)", KVSIM_MAX_THREADS);
+    if (s->fast && !engPartsInit(s)) FAIL("out of memory or threads");
     if (cfg->nprefetchers > KVSIM_MAX_PREFETCHERS) FAIL("prefetcher: at most %d", KVSIM_MAX_PREFETCHERS);
     for (uint32_t p = 0; p < cfg->nprefetchers; p++) {
         const kvsimPrefetcherConfig *c = &cfg->prefetcher[p];

@@ -100,6 +100,10 @@ typedef struct kvsimConfig {
     uint32_t flush_at_end;         /* write every dirty line back at kvsimFinish */
     uint32_t queue_cap;            /* test hook: the common configuration's request queues
                                       (engine.c, QCAP); 0 = the default, else 2..QCAP */
+    uint32_t threads;              /* threads of the common configuration (levels.c): 0 or 1
+                                      = the calling thread only, up to 8; any number gives
+                                      the same results */
+    uint32_t pad1;
 } kvsimConfig;
 
 /* Counters of one cache level.  Index [tag][kind] is tag * KVSIM_NKINDS + kind. */

@@ -91,10 +91,51 @@ typedef struct Prefetcher {
 /* A line request to one level, for the level-by-level functional path. */
 typedef struct QEnt {
     uint64_t line;
-    uint32_t pid; /* the piece's index in q[0] (NOPID: a write-back) */
+    uint32_t pid; /* the piece's index in its segment (NOPID: a write-back) */
     uint8_t op, kind, stag;
     uint8_t fp;   /* fingerprint(line), computed once for every level */
 } QEnt;
+
+/*
+ * One share of the level-by-level work (levels.c, workers.c).  A segment of
+ * records is cut into parts by the sets its pieces map to: part `id` takes the
+ * pieces whose line has ptab[line & pmask] == id (or every piece: `all`).  The
+ * index bits under pmask are part of every level's set index, so each set of
+ * every level is fed by one part only, and in trace order: the parts never share
+ * a set, and the states and counts are those of one thread (the order between
+ * sets does not matter).  A part has its own request queues and totals; a
+ * worker's per-tag counters go to `own`, added to the statistics when the
+ * workers are idle (engMergeParts).
+ */
+typedef struct Part {
+    uint32_t id;
+    QEnt *q[KVSIM_MAX_LEVELS];
+    uint32_t qn[KVSIM_MAX_LEVELS];
+    kvsimLevelStats *ls[KVSIM_MAX_LEVELS]; /* where the per-tag counters go */
+    kvsimLevelStats *own;                  /* a worker's counters (nlevels), or NULL */
+    int own_dirty;
+    /* since the last engCollect: accesses and misses per level, DRAM reads and
+     * writes, and the levels that replaced a line (bit k) */
+    uint64_t acc[KVSIM_MAX_LEVELS], miss[KVSIM_MAX_LEVELS], dram_r, dram_w;
+    uint32_t evicted;
+    /* the job: records [a, b) of recs, every piece or this part's; the notes
+     * of each piece (by its index in the segment) for the timing pass */
+    const kvtRecord *recs;
+    size_t a, b;
+    int all;
+    uint8_t *psv, *ppfk, *ppfl;
+    struct Batch *bt; /* functional, part 0: where the records are counted */
+} Part;
+
+/* A segment (the unit of work the parts share) holds at most SEGQ queues'
+ * worth of records and pieces: s->segcap = SEGQ * s->qcap, at most SEGCAP (the
+ * size of each per-piece note array); so the queue-capacity test hook also
+ * shrinks the segments, and small test traces cross segment boundaries. */
+#define SEGQ 32
+#define SEGCAP (SEGQ * 256)
+#define KVSIM_MAX_THREADS 8
+
+struct Workers; /* workers.c */
 
 struct kvsimSim {
     kvsimConfig cfg;
@@ -123,12 +164,18 @@ struct kvsimSim {
     uint64_t dram_free;
     uint8_t last_cause; /* stall class that set the last retire time */
     int fast; /* every level LRU with ranks and non-inclusive, no TLB or prefetchers */
-    QEnt *q[KVSIM_MAX_LEVELS]; /* s->fast: the request queue of each level (QCAP) */
-    uint32_t qn[KVSIM_MAX_LEVELS];
-    uint32_t qcap; /* their capacity: QCAP, or the test hook cfg.queue_cap */
-    /* timing: per queued L1 piece, the serving level and a first demand hit on an
-     * unused prefetched line (its kind, 0 = none, and level) */
-    uint8_t psv[256], ppfk[256], ppfl[256];
+    uint32_t qcap; /* request queue capacity: QCAP, or the test hook cfg.queue_cap */
+    uint32_t segcap; /* records and pieces per segment: SEGQ * qcap */
+    /* s->fast: threads, parts (part 0 is the calling thread's), the partition
+     * table, the workers (threads > 1), and two segments' per-piece notes: the
+     * serving level, and a first demand hit on an unused prefetched line (its
+     * kind, 0 = none, and level) */
+    uint32_t threads, nlp; /* nlp: parts the level work is shared by */
+    Part part[KVSIM_MAX_THREADS];
+    uint8_t *ptab;
+    uint64_t pmask;
+    struct Workers *wk;
+    uint8_t *notes[2]; /* each: psv, ppfk, ppfl, SEGCAP bytes apiece */
     /* the open command (COMMAND marker to COMMAND marker) */
     int cmd_open, cmd_counted;
     uint64_t cmd_t0, cmd_miss0; /* cmd_miss0: lv[0].tot_miss (every L1 miss) at its start */
@@ -136,9 +183,9 @@ struct kvsimSim {
 
 /* The level-by-level path's request queues: QCAP entries per level (levels.c). */
 #define QCAP 256
+_Static_assert(SEGCAP == SEGQ * QCAP, "notes for a full segment");
 #define NOPID 0xFFFFFFFFu
-_Static_assert(QCAP <= sizeof(((kvsimSim *)0)->psv), "a piece index per queued piece");
-_Static_assert(QCAP < NOPID, "piece ids fit");
+_Static_assert(QCAP <= SEGCAP && SEGCAP < NOPID, "a record the queues take fits a segment");
 
 /* --- Set blocks ---------------------------------------------------------------- */
 
@@ -211,8 +258,17 @@ typedef struct Batch {
 void engFlushBatch(kvsimSim *s, Batch *bt);
 void engDoMarker(kvsimSim *s, const kvtRecord *r);
 void engGeneralRecord(kvsimSim *s, const kvtRecord *r); /* the record-by-record path */
-/* levels.c, for engine.c */
+/* levels.c, for engine.c and workers.c */
+int engPartsInit(kvsimSim *s); /* 0: out of memory */
+void engPartsFree(kvsimSim *s);
+void engMergeParts(kvsimSim *s); /* workers idle: their per-tag counters join s->st */
+void engRunPart(kvsimSim *s, Part *P); /* a part's job */
 void engRunFastFunctional(kvsimSim *s, const kvtRecord *recs, size_t n);
 void engRunFastTiming(kvsimSim *s, const kvtRecord *recs, size_t n);
+/* workers.c: threads that run parts 1..threads-1 */
+int engWorkersStart(kvsimSim *s); /* 0: could not start them */
+void engWorkersPost(kvsimSim *s, uint32_t w); /* part[w]'s job is set: run it */
+void engWorkersWait(kvsimSim *s, uint32_t w); /* until part[w]'s job is done */
+void engWorkersStop(kvsimSim *s);
 
 #endif /* KVSIM_ENGINE_IMPL_H */

@@ -27,37 +27,57 @@
  * which take the general path, can be dropped for want of a miss buffer).  The
  * queues are drained before anything else touches the caches or changes where
  * counts go: a marker, a software prefetch, a full queue, the end of the call.
+ *
+ * Threads.  The records go in segments (runs of records the queues take, at
+ * most segcap records and pieces).  A segment's pieces are shared out by
+ * set (Part, engine_impl.h): with `threads` T > 1, functional runs give the T
+ * threads one part each; timing runs give the level work to T - 1 workers while
+ * the calling thread times the previous segment, a two-stage pipeline:
+ *
+ *     functional   caller: part 0 of seg i  | workers: parts 1.. of seg i
+ *     timing       caller: time seg i - 1   | workers: the levels of seg i
+ *
+ * Any thread count gives the same states and counts (tests/test_engine.c and
+ * the Python differential tests check 1, 2 and 3 threads).  A record the
+ * queues do not take is handled once every worker is idle.
  */
+#include <stdlib.h>
+
 #include "engine_impl.h"
 #include "timing.h"
 
 #ifndef LOOKAHEAD
 #define LOOKAHEAD 8
 #endif
+/* Functional segments of fewer than qcap / PAR_MIN_DIV records run on the
+ * calling thread alone (the hand-over would cost more than it saves). */
+#define PAR_MIN_DIV 4
 
-static void levelPass(kvsimSim *s, uint32_t k);
+static void levelPass(kvsimSim *s, Part *P, uint32_t k);
 
-/* Level k takes its whole queue (requests from above, in order).  `pf`: prefetch
- * the set blocks ahead (not for L1, whose blocks stay in the host caches);
- * `last`: the level below is memory; `track`: note each piece's serving level
- * and prefetch hit (timing).  All three are constants in each copy. */
-static inline __attribute__((always_inline)) void levelPassT(kvsimSim *s, uint32_t k,
+/* Level k takes part P's whole queue (requests from above, in order).  `pf`:
+ * prefetch the set blocks ahead (not for L1, whose blocks stay in the host
+ * caches); `last`: the level below is memory; `track`: note each piece's
+ * serving level and prefetch hit (timing).  All three are constants in each
+ * copy. */
+static inline __attribute__((always_inline)) void levelPassT(kvsimSim *s, Part *P, uint32_t k,
                                                              const int pf, const int last,
                                                              const int track) {
     const int l1 = !pf; /* only L1 skips the look-ahead */
     Level *const L = &s->lv[k];
-    const QEnt *const in = s->q[k];
-    const uint32_t nin = s->qn[k];
-    QEnt *const out = last ? NULL : s->q[k + 1];
-    uint32_t nout = last ? 0 : s->qn[k + 1];
+    const QEnt *const in = P->q[k];
+    const uint32_t nin = P->qn[k];
+    QEnt *const out = last ? NULL : P->q[k + 1];
+    uint32_t nout = last ? 0 : P->qn[k + 1];
     uint8_t *const blk = L->blk;
     const uint64_t mask = L->set_mask, stride = L->stride;
     const uint32_t ways = L->ways, wmask = L->wmask;
     const uint32_t nlines = L->nlines;
     const uint32_t room = s->qcap - 2; /* below this, the next queue has room for two */
-    kvsimLevelStats *const ls = L->ls;
+    kvsimLevelStats *const ls = P->ls[k];
+    uint8_t *const psv = P->psv, *const ppfk = P->ppfk, *const ppfl = P->ppfl;
     uint64_t nmiss = 0, dram_r = 0, dram_w = 0;
-    int clear_memo = 0;
+    uint32_t evicted = 0;
     for (uint32_t j = 0; j < nin; j++) {
         if (pf && j + LOOKAHEAD < nin) {
             const uint8_t *pb = blk + (in[j + LOOKAHEAD].line & mask) * stride;
@@ -98,12 +118,12 @@ static inline __attribute__((always_inline)) void levelPassT(kvsimSim *s, uint32
             kvsimLruRankTouch(b + RK_RANK, ways, hw);
             uint8_t m = b[RK_META + hw];
             if (l1 && e.kind == KVSIM_K_SWPF) ls->pf_redundant[0]++;
-            if (track && e.pid != NOPID) s->psv[e.pid] = (uint8_t)k;
+            if (track && e.pid != NOPID) psv[e.pid] = (uint8_t)k;
             if (__builtin_expect((m & META_PF_MASK) != 0, 0) && e.kind <= KVSIM_K_STORE) {
                 const uint32_t pfk = (m & META_PF_MASK) >> META_PF_SHIFT;
                 if (track) { /* useful or late: the timing pass decides */
-                    s->ppfk[e.pid] = (uint8_t)pfk;
-                    s->ppfl[e.pid] = (uint8_t)k;
+                    ppfk[e.pid] = (uint8_t)pfk;
+                    ppfl[e.pid] = (uint8_t)k;
                 } else {
                     ls->pf_useful[pfk - 1]++;
                 }
@@ -127,7 +147,7 @@ static inline __attribute__((always_inline)) void levelPassT(kvsimSim *s, uint32
             way = kvsimLruRankVictimMask(b + RK_RANK, wmask);
             const uint8_t vm = meta[way];
             ls->evictions++;
-            clear_memo = 1;
+            evicted = 1;
             if (__builtin_expect(vm != 0, 0)) {
                 const uint32_t pfk = (vm & META_PF_MASK) >> META_PF_SHIFT;
                 if (pfk) ls->pf_useless[pfk - 1]++;
@@ -151,14 +171,14 @@ static inline __attribute__((always_inline)) void levelPassT(kvsimSim *s, uint32
             ls->fetches++;
             if (last) {
                 dram_r++;
-                if (track && e.pid != NOPID) s->psv[e.pid] = (uint8_t)s->n;
+                if (track && e.pid != NOPID) psv[e.pid] = (uint8_t)s->n;
             } else {
                 QEnt *o = &out[nout++];
                 memcpy(o, &in[j], sizeof *o);
                 o->op = OP_READ;
             }
         } else if (track && e.pid != NOPID) {
-            s->psv[e.pid] = (uint8_t)k; /* allocated without a fetch */
+            psv[e.pid] = (uint8_t)k; /* allocated without a fetch */
         }
         if (vdirty) {
             ls->writebacks++;
@@ -175,23 +195,23 @@ static inline __attribute__((always_inline)) void levelPassT(kvsimSim *s, uint32
             }
         }
         if (!last && nout > room) { /* room for two more: the level below goes first */
-            s->qn[k + 1] = nout;
-            levelPass(s, k + 1);
+            P->qn[k + 1] = nout;
+            levelPass(s, P, k + 1);
             nout = 0;
         }
     }
-    if (!last) s->qn[k + 1] = nout;
-    L->tot_acc += nin;
-    L->tot_miss += nmiss;
-    s->st->dram_reads += dram_r;
-    s->st->dram_writes += dram_w;
-    if (clear_memo) L->memo_key = 0; /* the general path's memo may name a replaced way */
-    s->qn[k] = 0;
+    if (!last) P->qn[k + 1] = nout;
+    P->acc[k] += nin;
+    P->miss[k] += nmiss;
+    P->dram_r += dram_r;
+    P->dram_w += dram_w;
+    P->evicted |= evicted << k;
+    P->qn[k] = 0;
 }
 
 #define LEVEL_PASS_COPY(name, pf, last, track)                                               \
-    static __attribute__((noinline)) void name(kvsimSim *s, uint32_t k) {                    \
-        levelPassT(s, k, pf, last, track);                                                   \
+    static __attribute__((noinline)) void name(kvsimSim *s, Part *P, uint32_t k) {           \
+        levelPassT(s, P, k, pf, last, track);                                                \
     }
 LEVEL_PASS_COPY(passL1, 0, 0, 0)
 LEVEL_PASS_COPY(passL1Only, 0, 1, 0)
@@ -202,42 +222,206 @@ LEVEL_PASS_COPY(passL1OnlyTrack, 0, 1, 1)
 LEVEL_PASS_COPY(passMidTrack, 1, 0, 1)
 LEVEL_PASS_COPY(passLastTrack, 1, 1, 1)
 
-static void levelPass(kvsimSim *s, uint32_t k) {
+static void levelPass(kvsimSim *s, Part *P, uint32_t k) {
     const int last = k + 1 == s->n;
     if (s->cfg.timing) {
         if (k == 0)
-            last ? passL1OnlyTrack(s, 0) : passL1Track(s, 0);
+            last ? passL1OnlyTrack(s, P, 0) : passL1Track(s, P, 0);
         else
-            last ? passLastTrack(s, k) : passMidTrack(s, k);
+            last ? passLastTrack(s, P, k) : passMidTrack(s, P, k);
     } else {
         if (k == 0)
-            last ? passL1Only(s, 0) : passL1(s, 0);
+            last ? passL1Only(s, P, 0) : passL1(s, P, 0);
         else
-            last ? passLast(s, k) : passMid(s, k);
+            last ? passLast(s, P, k) : passMid(s, P, k);
     }
 }
 
-/* Every queued request goes all the way down. */
-static void drainQueues(kvsimSim *s) {
-    for (uint32_t k = 0; k < s->n; k++)
-        if (s->qn[k]) levelPass(s, k);
-}
-
-/* Queue one line piece at L1 (pid: its index in q[0], for the timing pass). */
-static inline __attribute__((always_inline)) void queuePiece(kvsimSim *s, uint64_t line, int op,
-                                                             uint8_t kind, uint8_t stag) {
-    const uint32_t n0 = s->qn[0];
-    QEnt *e = &s->q[0][n0];
+/* Queue one line piece at L1 (pid: its index in the segment). */
+static inline __attribute__((always_inline)) void queuePiece(kvsimSim *s, Part *P, uint64_t line,
+                                                             int op, uint8_t kind, uint8_t stag,
+                                                             uint32_t pid) {
+    const uint32_t n0 = P->qn[0];
+    QEnt *e = &P->q[0][n0];
     e->line = line;
-    e->pid = n0;
+    e->pid = pid;
     e->op = (uint8_t)op;
     e->kind = kind;
     e->stag = stag;
     e->fp = fingerprint(line);
-    s->qn[0] = n0 + 1;
+    P->qn[0] = n0 + 1;
+    if (n0 + 1 == s->qcap) levelPass(s, P, 0);
 }
 
-/* A record the queues do not take, once they have drained: a memory record goes
+/* A part's job: the pieces of records [a, b) it takes go through every level;
+ * each piece's index in the segment (pid) names its notes.  Every record here
+ * is one the queues take (segmentEnd). */
+static inline __attribute__((always_inline)) void runPartT(kvsimSim *s, Part *P, const int all) {
+    const uint32_t lb = s->cfg.line_bits;
+    Batch *const bt = P->bt; /* functional, part 0: the records' counts */
+    const uint8_t *const ptab = s->ptab;
+    const uint64_t pmask = s->pmask;
+    const uint32_t id = P->id;
+    const kvtRecord *const recs = P->recs;
+    uint32_t pid = 0;
+    for (size_t i = P->a; i < P->b; i++) {
+        const kvtRecord *r = &recs[i];
+        if (bt) {
+            bt->records++;
+            bt->kind[r->kind]++;
+            bt->instructions += (uint64_t)r->gap + 1;
+        }
+        if (r->kind == KVT_PREFETCH) { /* functional, filling L1: an L1 access that marks
+                                          what it installs (doMemoryT) */
+            const uint64_t line = r->addr >> lb;
+            if (all || ptab[line & pmask] == id)
+                queuePiece(s, P, line, OP_READ, KVSIM_K_SWPF, r->tag, pid);
+            pid++;
+            continue;
+        }
+        const int is_store = r->kind == KVT_STORE;
+        const uint8_t kind = is_store ? KVSIM_K_STORE : KVSIM_K_LOAD;
+        const uint64_t size = r->size ? r->size : 1;
+        const uint64_t first = r->addr >> lb, last = (r->addr + size - 1) >> lb;
+        if (bt) bt->pieces += last - first + 1;
+        if (__builtin_expect(first == last, 1)) { /* one line: a whole-line store is aligned */
+            if (all || ptab[first & pmask] == id)
+                queuePiece(s, P, first,
+                           !is_store ? OP_READ : size == (1ULL << lb) ? OP_WFULL : OP_WRITE, kind,
+                           r->tag, pid);
+            pid++;
+            continue;
+        }
+        if (bt) bt->multiline++;
+        for (uint64_t line = first; line <= last; line++, pid++)
+            if (all || ptab[line & pmask] == id)
+                queuePiece(s, P, line, pieceOp(r, line, lb, size), kind, r->tag, pid);
+    }
+    for (uint32_t k = 0; k < s->n; k++) /* every queued request goes all the way down */
+        if (P->qn[k]) levelPass(s, P, k);
+}
+
+static __attribute__((noinline)) void runPartAll(kvsimSim *s, Part *P) { runPartT(s, P, 1); }
+static __attribute__((noinline)) void runPartOwn(kvsimSim *s, Part *P) { runPartT(s, P, 0); }
+
+void engRunPart(kvsimSim *s, Part *P) {
+    if (P->all)
+        runPartAll(s, P);
+    else
+        runPartOwn(s, P);
+}
+
+/* --- Segments ------------------------------------------------------------------ */
+
+/* Does the level-by-level path take record r?  Loads and stores (with timing:
+ * of fewer than qcap pieces, so that a segment holds them), and software
+ * prefetches that fill L1 when there is no timing. */
+static inline int queued(const kvsimSim *s, const kvtRecord *r) {
+    if (r->kind <= KVT_STORE) {
+        if (!s->cfg.timing) return 1;
+        const uint32_t lb = s->cfg.line_bits;
+        const uint64_t size = r->size ? r->size : 1;
+        return ((r->addr + size - 1) >> lb) - (r->addr >> lb) < s->qcap;
+    }
+    return r->kind == KVT_PREFETCH && !s->cfg.timing && s->cfg.swpf_level == 0;
+}
+
+/* The end of the segment that starts at record a: the records [a, end) the
+ * queues take, at most segcap of them and (timing) segcap pieces. */
+static size_t segmentEnd(const kvsimSim *s, const kvtRecord *recs, size_t a, size_t n) {
+    const size_t lim = n - a > s->segcap ? a + s->segcap : n;
+    size_t i = a;
+    if (!s->cfg.timing) {
+        while (i < lim && queued(s, &recs[i])) i++;
+        return i;
+    }
+    const uint32_t lb = s->cfg.line_bits;
+    uint64_t pieces = 0;
+    for (; i < lim; i++) {
+        const kvtRecord *r = &recs[i];
+        if (!queued(s, r)) break;
+        const uint64_t size = r->size ? r->size : 1;
+        pieces += ((r->addr + size - 1) >> lb) - (r->addr >> lb) + 1;
+        if (pieces > s->segcap) break;
+    }
+    return i;
+}
+
+/* Part P's totals since the last call join the levels' (the workers are idle). */
+static void collect(kvsimSim *s, Part *P) {
+    for (uint32_t k = 0; k < s->n; k++) {
+        Level *L = &s->lv[k];
+        L->tot_acc += P->acc[k];
+        L->tot_miss += P->miss[k];
+        P->acc[k] = P->miss[k] = 0;
+        if ((P->evicted >> k) & 1) L->memo_key = 0; /* the general path's memo may name a
+                                                       replaced way */
+    }
+    s->st->dram_reads += P->dram_r;
+    s->st->dram_writes += P->dram_w;
+    P->dram_r = P->dram_w = 0;
+    P->evicted = 0;
+}
+
+void engMergeParts(kvsimSim *s) {
+    for (uint32_t t = 1; t < s->threads; t++) {
+        Part *P = &s->part[t];
+        if (!P->own_dirty) continue;
+        for (uint32_t k = 0; k < s->n; k++) {
+            uint64_t *dst = (uint64_t *)s->lv[k].ls, *src = (uint64_t *)&P->own[k];
+            for (size_t i = 0; i < sizeof(kvsimLevelStats) / sizeof(uint64_t); i++) dst[i] += src[i];
+            memset(&P->own[k], 0, sizeof P->own[k]);
+        }
+        P->own_dirty = 0;
+    }
+}
+
+/* Set part t's job: records [a, b), notes in `notes` (NULL: functional). */
+static void setJob(kvsimSim *s, uint32_t t, const kvtRecord *recs, size_t a, size_t b, int all,
+                   uint8_t *notes, Batch *bt) {
+    Part *P = &s->part[t];
+    P->bt = t == 0 ? bt : NULL;
+    P->recs = recs;
+    P->a = a;
+    P->b = b;
+    P->all = all;
+    P->psv = notes;
+    P->ppfk = notes ? notes + SEGCAP : NULL;
+    P->ppfl = notes ? notes + 2 * SEGCAP : NULL;
+    if (t == 0)
+        for (uint32_t k = 0; k < s->n; k++) P->ls[k] = s->lv[k].ls; /* follows warm-up */
+    else
+        P->own_dirty = 1;
+}
+
+/* Start the level work of segment [a, b): on the workers, and (functional, or
+ * without workers) on this thread, which returns when its share is done. */
+static void startLevels(kvsimSim *s, const kvtRecord *recs, size_t a, size_t b, uint8_t *notes,
+                        Batch *bt) {
+    const uint32_t T = s->threads;
+    if (T == 1 || (!s->cfg.timing && b - a < s->qcap / PAR_MIN_DIV)) {
+        setJob(s, 0, recs, a, b, 1, notes, bt);
+        engRunPart(s, &s->part[0]);
+        return;
+    }
+    const int one = s->nlp == 1; /* timing with one worker: it takes every piece */
+    for (uint32_t t = 1; t < T; t++) {
+        setJob(s, t, recs, a, b, one, notes, NULL);
+        engWorkersPost(s, t);
+    }
+    if (!s->cfg.timing) {
+        setJob(s, 0, recs, a, b, 0, notes, bt);
+        engRunPart(s, &s->part[0]);
+    }
+}
+
+/* Wait for the workers (if any were started) and add up every part's totals. */
+static void finishLevels(kvsimSim *s) {
+    for (uint32_t t = 1; t < s->threads; t++) engWorkersWait(s, t);
+    for (uint32_t t = 0; t < s->threads; t++) collect(s, &s->part[t]);
+}
+
+/* A record the queues do not take, with every level idle: a memory record goes
  * the record-by-record way (the same set layout), a marker may switch the phase
  * or the counting, an unknown kind is counted and otherwise ignored. */
 static void unqueued(kvsimSim *s, const kvtRecord *r, Batch *bt) {
@@ -252,64 +436,34 @@ static void unqueued(kvsimSim *s, const kvtRecord *r, Batch *bt) {
     }
 }
 
-/* Functional: one load or store record's pieces join L1's queue. */
-static inline __attribute__((always_inline)) void queueRecord(kvsimSim *s, const kvtRecord *r,
-                                                              Batch *bt) {
-    const uint32_t lb = s->cfg.line_bits;
-    const uint64_t ninstr = (uint64_t)r->gap + 1;
-    bt->records++;
-    bt->kind[r->kind]++;
-    bt->instructions += ninstr; /* (s->instr and s->recno only matter with timing) */
-    const int is_store = r->kind == KVT_STORE;
-    const uint8_t kind = is_store ? KVSIM_K_STORE : KVSIM_K_LOAD;
-    const uint64_t size = r->size ? r->size : 1;
-    const uint64_t first = r->addr >> lb, last = (r->addr + size - 1) >> lb;
-    bt->pieces++;
-    if (__builtin_expect(first == last, 1)) { /* one line: a whole-line store is aligned */
-        queuePiece(s, first, !is_store ? OP_READ : size == (1ULL << lb) ? OP_WFULL : OP_WRITE,
-                   kind, r->tag);
-        if (s->qn[0] == s->qcap) levelPass(s, 0);
-        return;
-    }
-    bt->multiline++;
-    bt->pieces += last - first;
-    for (uint64_t line = first; line <= last; line++) {
-        queuePiece(s, line, pieceOp(r, line, lb, size), kind, r->tag);
-        if (s->qn[0] == s->qcap) levelPass(s, 0);
-    }
-}
-
 void engRunFastFunctional(kvsimSim *s, const kvtRecord *recs, size_t n) {
     Batch bt;
     memset(&bt, 0, sizeof bt);
-    for (size_t i = 0; i < n; i++) {
-        const kvtRecord *r = &recs[i];
-        if (r->kind <= KVT_STORE) {
-            queueRecord(s, r, &bt);
-            continue;
+    size_t a = 0;
+    while (a < n) {
+        const size_t b = segmentEnd(s, recs, a, n);
+        if (b > a) {
+            startLevels(s, recs, a, b, NULL, &bt);
+            finishLevels(s);
         }
-        if (r->kind == KVT_PREFETCH && s->cfg.swpf_level == 0) {
-            /* functionally an L1 access that marks what it installs (doMemoryT) */
-            const uint64_t ninstr = (uint64_t)r->gap + 1;
-            bt.records++;
-            bt.kind[KVT_PREFETCH]++;
-            bt.instructions += ninstr;
-            queuePiece(s, r->addr >> s->cfg.line_bits, OP_READ, KVSIM_K_SWPF, r->tag);
-            if (s->qn[0] == s->qcap) levelPass(s, 0);
-            continue;
+        if (b < n && !queued(s, &recs[b])) {
+            unqueued(s, &recs[b], &bt);
+            a = b + 1;
+        } else {
+            a = b;
         }
-        drainQueues(s); /* every level catches up first */
-        unqueued(s, r, &bt);
     }
-    drainQueues(s);
     engFlushBatch(s, &bt);
+    engMergeParts(s);
 }
 
-/* Timing: the records [a, b) whose pieces are q[0]'s pids 0.. in order, after the
- * caches have served them (drainQueues), through the out-of-order model: the
- * same steps as doMemoryT with the serving levels looked up. */
-static void timePieces(kvsimSim *s, const kvtRecord *recs, size_t a, size_t b, Batch *bt) {
+/* Timing: the records [a, b) of a segment whose levels have run, through the
+ * out-of-order model in order: the same steps as doMemoryT with the serving
+ * levels looked up in the notes (psv, ppfk, ppfl: by piece). */
+static void timePieces(kvsimSim *s, const kvtRecord *recs, size_t a, size_t b,
+                       uint8_t *notes, Batch *bt) {
     const uint32_t lb = s->cfg.line_bits;
+    uint8_t *const psv = notes, *const ppfk = notes + SEGCAP, *const ppfl = notes + 2 * SEGCAP;
     uint32_t pid = 0;
     for (size_t i = a; i < b; i++) {
         const kvtRecord *r = &recs[i];
@@ -329,11 +483,11 @@ static void timePieces(kvsimSim *s, const kvtRecord *recs, size_t a, size_t b, B
         bt->pieces += last - first + 1;
         uint32_t svmax = 0;
         for (uint64_t line = first; line <= last; line++, pid++) {
-            const uint32_t sv = s->psv[pid];
+            const uint32_t sv = psv[pid];
             if (sv > svmax) svmax = sv;
-            s->pfh_kind = s->ppfk[pid];
-            s->pfh_level = s->ppfl[pid];
-            s->ppfk[pid] = 0;
+            s->pfh_kind = ppfk[pid];
+            s->pfh_level = ppfl[pid];
+            ppfk[pid] = 0;
             int waited = 0;
             if (!is_store) {
                 const uint64_t c = timeAccessBody(s, line, 0, sv, X, 0, &waited);
@@ -351,34 +505,89 @@ static void timePieces(kvsimSim *s, const kvtRecord *recs, size_t a, size_t b, B
     }
 }
 
+/* Timing: segment i's levels run (on the workers, if any) while this thread
+ * times segment i - 1; a record the queues do not take waits for both. */
 void engRunFastTiming(kvsimSim *s, const kvtRecord *recs, size_t n) {
-    const uint32_t lb = s->cfg.line_bits;
     Batch bt;
     memset(&bt, 0, sizeof bt);
-    size_t a = 0; /* the first record whose pieces are queued */
-    for (size_t i = 0; i < n; i++) {
-        const kvtRecord *r = &recs[i];
-        if (r->kind <= KVT_STORE) {
-            const uint64_t size = r->size ? r->size : 1;
-            const uint64_t first = r->addr >> lb, last = (r->addr + size - 1) >> lb;
-            if (last - first < s->qcap) {
-                if (s->qn[0] + (last - first + 1) > s->qcap) { /* full: serve and time */
-                    drainQueues(s);
-                    timePieces(s, recs, a, i, &bt);
-                    a = i;
-                }
-                const uint8_t kind = r->kind == KVT_STORE ? KVSIM_K_STORE : KVSIM_K_LOAD;
-                for (uint64_t line = first; line <= last; line++)
-                    queuePiece(s, line, pieceOp(r, line, lb, size), kind, r->tag);
-                continue;
+    size_t a = 0, pa = 0, pb = 0; /* [pa, pb): the pending segment, in notes[pbuf] */
+    int pend = 0;
+    uint32_t buf = 0, pbuf = 0;
+    while (a < n || pend) {
+        const size_t b = a < n ? segmentEnd(s, recs, a, n) : a;
+        if (pend) finishLevels(s);
+        if (b > a) startLevels(s, recs, a, b, s->notes[buf], NULL);
+        if (pend) timePieces(s, recs, pa, pb, s->notes[pbuf], &bt);
+        pend = b > a;
+        pa = a;
+        pb = b;
+        pbuf = buf;
+        buf ^= (uint32_t)pend;
+        a = b;
+        if (b < n && !queued(s, &recs[b])) { /* a marker, a prefetch, a huge access */
+            if (pend) {
+                finishLevels(s);
+                timePieces(s, recs, pa, pb, s->notes[pbuf], &bt);
+                pend = 0;
             }
+            unqueued(s, &recs[b], &bt);
+            a = b + 1;
         }
-        drainQueues(s); /* every level catches up, and the time, first */
-        timePieces(s, recs, a, i, &bt);
-        a = i + 1;
-        unqueued(s, r, &bt); /* a software prefetch, a huge access, a marker */
     }
-    drainQueues(s);
-    timePieces(s, recs, a, n, &bt);
     engFlushBatch(s, &bt);
+    engMergeParts(s);
+}
+
+/* --- Parts ------------------------------------------------------------------------ */
+
+/* Parts and threads for s->fast (cfg.threads; 0 = 1).  The partition table maps
+ * the index bits common to every level (the smallest level's, at most 16 bits)
+ * to a part by folding them: consecutive lines alternate between parts. */
+int engPartsInit(kvsimSim *s) {
+    uint32_t T = s->cfg.threads ? s->cfg.threads : 1;
+    uint64_t sets = s->lv[0].sets;
+    for (uint32_t k = 1; k < s->n; k++)
+        if (s->lv[k].sets < sets) sets = s->lv[k].sets;
+    if (sets > 65536) sets = 65536;
+    s->pmask = sets - 1;
+    /* timing: T - 1 workers share the levels; they need at least one bit each */
+    const uint32_t want = s->cfg.timing ? (T > 1 ? T - 1 : 1) : T;
+    uint32_t nlp = 1, bits = 0;
+    while (nlp * 2 <= want && nlp * 2 <= sets) {
+        nlp *= 2;
+        bits++;
+    }
+    s->nlp = nlp;
+    s->threads = T == 1 ? 1 : s->cfg.timing ? nlp + 1 : nlp;
+    s->ptab = calloc(sets, 1);
+    if (!s->ptab) return 0;
+    for (uint64_t x = 0; x < sets; x++) {
+        uint32_t v = 0;
+        for (uint64_t y = x; bits && y; y >>= bits) v ^= (uint32_t)(y & (nlp - 1));
+        s->ptab[x] = (uint8_t)v;
+    }
+    for (uint32_t t = 0; t < s->threads; t++) {
+        Part *P = &s->part[t];
+        P->id = s->cfg.timing ? (t ? t - 1 : 0) : t;
+        for (uint32_t k = 0; k < s->n; k++)
+            if (!(P->q[k] = calloc(QCAP, sizeof(QEnt)))) return 0;
+        if (t && !(P->own = calloc(s->n, sizeof(kvsimLevelStats)))) return 0;
+        if (t)
+            for (uint32_t k = 0; k < s->n; k++) P->ls[k] = &P->own[k];
+    }
+    if (s->cfg.timing)
+        for (int i = 0; i < 2; i++)
+            if (!(s->notes[i] = calloc(3, SEGCAP))) return 0;
+    return s->threads == 1 || engWorkersStart(s);
+}
+
+void engPartsFree(kvsimSim *s) {
+    engWorkersStop(s);
+    for (uint32_t t = 0; t < KVSIM_MAX_THREADS; t++) {
+        for (uint32_t k = 0; k < KVSIM_MAX_LEVELS; k++) free(s->part[t].q[k]);
+        free(s->part[t].own);
+    }
+    free(s->ptab);
+    free(s->notes[0]);
+    free(s->notes[1]);
 }

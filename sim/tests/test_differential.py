@@ -97,12 +97,14 @@ def traces_(draw):
     return recs
 
 
-def run_both(doc, recs, flush, chunk, qcap=0):
+def run_both(doc, recs, flush, chunk, qcap=0, threads=1):
     """Run `recs` through the engine (in chunks of `chunk`: chunking must not matter; queue
-    capacity `qcap`, 0 = default) and the reference; require every raw counter equal."""
+    capacity `qcap`, 0 = default; `threads`: must not matter either) and the reference;
+    require every raw counter equal."""
     cpu = sim.parse_cpu(doc)
     cfg = cpu.to_engine(timing=cpu.timing_capable, flush=flush)
     cfg.queue_cap = qcap
+    cfg.threads = threads
     eng = B.Engine(cfg)
     ref = ReferenceSim(cfg)
     for i in range(0, len(recs), chunk):
@@ -153,37 +155,40 @@ def lru_docs(draw):
     return doc
 
 
-def check_hot_path(doc, recs, flush, chunk, qcap):
+def check_hot_path(doc, recs, flush, chunk, qcap, threads):
     """Engine == reference on the specialised configuration, whose level-by-level queues
     (_engine/levels.c) are given capacity `qcap` (0 = the default 256), so that small traces
     fill them and every drain point (full L1 queue, full queue below, record too large for
-    the queue, marker, software prefetch, end of a call) is taken."""
-    run_both(doc, recs, flush, chunk, qcap)
+    the queue, marker, software prefetch, end of a call) is taken; segments (32 queues'
+    worth) end inside small traces too, and `threads` share them out."""
+    run_both(doc, recs, flush, chunk, qcap, threads)
 
 
 QCAPS = st.sampled_from([0, 2, 3, 4, 7, 16])
+THREADS = st.sampled_from([1, 2, 3, 4])
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=lru_docs(), recs=traces_(), flush=st.booleans(), chunk=st.integers(1, 300),
-       qcap=QCAPS)
-def test_lru_hot_path_equals_reference(doc, recs, flush, chunk, qcap):
-    check_hot_path(doc, recs, flush, chunk, qcap)
+       qcap=QCAPS, threads=THREADS)
+def test_lru_hot_path_equals_reference(doc, recs, flush, chunk, qcap, threads):
+    check_hot_path(doc, recs, flush, chunk, qcap, threads)
 
 
 @pytest.mark.slow
 @settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
 @given(doc=lru_docs(), recs=traces_(), flush=st.booleans(), chunk=st.integers(1, 300),
-       qcap=QCAPS)
-def test_lru_hot_path_equals_reference_long(doc, recs, flush, chunk, qcap):
+       qcap=QCAPS, threads=THREADS)
+def test_lru_hot_path_equals_reference_long(doc, recs, flush, chunk, qcap, threads):
     """The same property with ten times the examples (`pytest -m slow`)."""
-    check_hot_path(doc, recs, flush, chunk, qcap)
+    check_hot_path(doc, recs, flush, chunk, qcap, threads)
 
 
 @pytest.mark.parametrize("timing", [False, True])
 @pytest.mark.parametrize("qcap", [0, 5])
 @pytest.mark.parametrize("fill", ["L1", "L2"])
-def test_lru_hot_path_long_trace(timing, qcap, fill):
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_lru_hot_path_long_trace(timing, qcap, fill, threads):
     """A 6,000-record trace of stores, loads, whole-line and multi-line accesses (one of
     them wider than a queue), prefetches and markers through a tiny 16-way three-level
     hierarchy: write-backs cascade, queues fill at every level."""
@@ -209,7 +214,7 @@ def test_lru_hot_path_long_trace(timing, qcap, fill):
     if timing:
         doc |= {"freq_ghz": 2.0, "core": {"width": 4, "rob": 64},
                 "dram": {"latency_ns": 80.0, "bandwidth_gbs": 8.0}}
-    check_hot_path(doc, recs, True, 1000, qcap)
+    check_hot_path(doc, recs, True, 1000, qcap, threads)
 
 def test_presets_engine_equals_reference():
     """Every shipped preset with all its features on, on one mixed random trace."""

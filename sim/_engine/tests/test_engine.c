@@ -2,7 +2,9 @@
  * test_engine.c -- C smoke test of the engine, run under ASan+UBSan by
  * `make test-sanitize`.  Exercises every policy, prefetcher, inclusion mode,
  * the TLB and the timing model on a pseudo-random trace, and checks a few
- * invariants that must hold for any trace.  Usage: test_engine_san [--seed N]
+ * invariants that must hold for any trace; and the common configuration with 1
+ * to 4 threads, whose statistics must be identical (`make test-sanitize` also
+ * runs it under ThreadSanitizer).  Usage: test_engine_san [--seed N]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,8 +113,84 @@ static void run(const char *policy, uint32_t inclusion, int timing, int tlb, int
     free(r);
 }
 
+/* The common configuration (LRU, non-inclusive, no TLB or prefetchers) with
+ * `threads` threads, on a trace with markers (warm-up, phases, commands),
+ * software prefetches, stores and multi-line accesses, fed in uneven chunks. */
+static kvsimStats runThreads(const kvtRecord *r, size_t n, int timing, uint32_t threads) {
+    kvsimConfig c;
+    memset(&c, 0, sizeof c);
+    c.nlevels = 3;
+    c.line_bits = 6;
+    const uint32_t sets[3] = {64, 256, 1024}, ways[3] = {8, 16, 12}, lat[3] = {4, 12, 40};
+    for (int k = 0; k < 3; k++) {
+        c.level[k].sets = sets[k];
+        c.level[k].ways = ways[k];
+        c.level[k].latency = lat[k];
+        c.level[k].mshrs = k < 2 ? 8 : 0;
+        snprintf(c.level[k].policy, KVSIM_NAME_LEN, "lru");
+    }
+    c.timing = (uint32_t)timing;
+    c.width = 4;
+    c.rob = 128;
+    c.dram_latency = 200;
+    c.dram_xfer_ticks = 20;
+    c.flush_at_end = 1;
+    c.threads = threads;
+    char err[200];
+    kvsimStats out;
+    memset(&out, 0, sizeof out);
+    kvsimSim *s = kvsimCreate(&c, err, sizeof err);
+    if (s == NULL) {
+        fprintf(stderr, "create failed: %s\n", err);
+        failures++;
+        return out;
+    }
+    for (size_t off = 0, step = 1; off < n; off += step, step = step * 7 % 30011 + 1)
+        kvsimRun(s, r + off, n - off < step ? n - off : step);
+    kvsimFinish(s);
+    memcpy(&out, kvsimGetStats(s), sizeof out);
+    kvsimFree(s);
+    return out;
+}
+
+static void testThreads(void) {
+    enum { N = 60000 };
+    kvtRecord *r = calloc(N, sizeof *r);
+    for (int i = 0; i < N; i++) {
+        uint64_t x = next();
+        r[i].addr = 0x7f0000000000ULL + (x % (1u << 22));
+        r[i].size = (uint16_t)((x >> 40) % 4 ? 8 : 1 + (x >> 42) % 200);
+        r[i].kind = (uint8_t)((x >> 50) % 10 < 6 ? KVT_LOAD : (x >> 50) % 10 < 9 ? KVT_STORE
+                                                                               : KVT_PREFETCH);
+        r[i].gap = (uint32_t)((x >> 20) % 8);
+        r[i].dep = (uint32_t)((x >> 30) % 4);
+        r[i].tag = (uint8_t)((x >> 33) % 16);
+        if ((x >> 24) % 500 == 0 || i == 50 || i == 9000) {
+            r[i].kind = KVT_MARKER;
+            r[i].flags = i == 50 ? KVT_MARK_WARMUP_BEGIN : i == 9000 ? KVT_MARK_WARMUP_END
+                         : (x >> 4) % 2 ? KVT_MARK_COMMAND : KVT_MARK_PHASE;
+            r[i].addr = (x >> 8) % 3;
+            r[i].size = 0;
+        }
+    }
+    for (int timing = 0; timing < 2; timing++) {
+        const kvsimStats one = runThreads(r, N, timing, 1);
+        CHECK(one.records + one.warmup_records == N);
+        for (uint32_t t = 2; t <= 4; t++) {
+            const kvsimStats many = runThreads(r, N, timing, t);
+            CHECK(memcmp(&one, &many, sizeof one) == 0);
+        }
+    }
+    free(r);
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--seed") == 0) rng = strtoull(argv[2], NULL, 10) | 1;
+    testThreads();
+    if (argc == 2 && strcmp(argv[1], "--threads-only") == 0) {
+        printf("test_engine (threads): %s\n", failures ? "FAILED" : "ok");
+        return failures != 0;
+    }
     const char *pols[] = {"lru", "plru", "srrip", "brrip", "random"};
     for (int p = 0; p < 5; p++)
         for (uint32_t inc = 0; inc < 3; inc++)
