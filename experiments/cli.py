@@ -134,8 +134,10 @@ def trace_info(trace_path, as_json):
 @click.option("--functional", is_flag=True, help="Counts only, no timing model.")
 @click.option("--engine", type=click.Choice(["fast", "reference"]), default="fast",
               show_default=True, help="Compiled engine or the slow Python oracle.")
+@click.option("--threads", type=click.IntRange(1, 8), default=1, show_default=True,
+              help="Engine threads (same results for any number; see sim/README.md).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def simulate(trace_path, cpu, functional, engine, as_json):
+def simulate(trace_path, cpu, functional, engine, threads, as_json):
     """Simulate a trace on a CPU model."""
     import sim
     import traces
@@ -143,7 +145,8 @@ def simulate(trace_path, cpu, functional, engine, as_json):
     config = sim.load_cpu(cpu)
     src = sys.stdin.buffer if trace_path == "-" else trace_path
     with traces.open(src) as reader:
-        res = sim.simulate(reader, config, functional=functional, engine=engine)
+        res = sim.simulate(reader, config, functional=functional, engine=engine,
+                           threads=threads)
     if as_json:
         _echo_json(res)
         return

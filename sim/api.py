@@ -40,6 +40,7 @@ def simulate(
     flush: bool = True,
     page_size: int | None = None,
     tag_names: list[str] | None = None,
+    threads: int = 1,
 ) -> dict:
     """Simulate ``source`` on ``cpu`` and return a JSON-serialisable dict of statistics.
 
@@ -53,15 +54,21 @@ def simulate(
     validation runs turn both off). flush: write every dirty line back at the end, as
     DineroIV does (the write-back counts include it; ``writebacks_flush`` says how many).
     page_size: 4096 or 2 MiB, overriding the preset's ``[tlb] page_size`` for this run.
+    threads: 1-8 threads for the compiled engine's common configuration (every level LRU
+    and non-inclusive, no TLB or hardware prefetchers; other configurations use one); the
+    results are identical for any number, only the wall time changes.
     Counts are per cache line touched: an access spanning two lines counts twice.
     """
     if isinstance(cpu, str):
         cpu = load_cpu(cpu)
     if page_size not in (None, 4096, 2 * 1024 * 1024):
         raise ConfigError(f"page_size: must be 4096 or 2097152, got {page_size}")
+    if not isinstance(threads, int) or not 1 <= threads <= 8:
+        raise ConfigError(f"threads: must be 1..8, got {threads!r}")
     timing = (not functional) and cpu.timing_capable
     cfg = cpu.to_engine(timing=timing, tlb=tlb, prefetchers=prefetchers, flush=flush,
                         page_size=page_size)
+    cfg.threads = threads
     chunks, hdr_tags, header = _chunks(source)
     if engine == "fast":
         eng: Any = B.Engine(cfg)

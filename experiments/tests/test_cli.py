@@ -75,6 +75,52 @@ def test_simulate_matches_between_file_and_pipe(kvsim, small_trace):
     assert a == b
 
 
+LRU_CPU = """name = "lru3"
+freq_ghz = 3.0
+[core]
+width = 4
+rob = 128
+[[cache]]
+name = "L1D"
+size = "32KiB"
+ways = 8
+line = 64
+latency = 5
+mshrs = 8
+[[cache]]
+name = "L2"
+size = "256KiB"
+ways = 16
+line = 64
+latency = 14
+mshrs = 16
+[[cache]]
+name = "L3"
+size = "2MiB"
+ways = 16
+line = 64
+latency = 40
+[dram]
+latency_ns = 90
+"""
+
+
+@pytest.mark.parametrize("functional", [[], ["--functional"]])
+def test_simulate_threads_give_the_same_json(kvsim, small_trace, tmp_path, functional):
+    cpu = tmp_path / "lru3.toml"
+    cpu.write_text(LRU_CPU)
+    runs = [json.loads(kvsim("simulate", small_trace, "--cpu", cpu, "--json", *functional,
+                             "--threads", str(t)).stdout) for t in (1, 2, 3)]
+    assert runs[0]["levels"][0]["accesses"] > 0
+    assert runs[0] == runs[1] == runs[2]
+
+
+def test_simulate_bad_threads(kvsim, small_trace):
+    res = kvsim("simulate", small_trace, "--cpu", "local", "--threads", "0")
+    assert res.returncode != 0 and b"Traceback" not in res.stderr
+    assert b"--threads" in res.stderr
+
+
 def test_cpus(kvsim):
     res = kvsim("cpus", "--json")
     assert res.returncode == 0, res.stderr.decode()

@@ -107,7 +107,7 @@ typedef struct QEnt {
  * worker's per-tag counters go to `own`, added to the statistics when the
  * workers are idle (engMergeParts).
  */
-typedef struct Part {
+typedef struct __attribute__((aligned(64))) Part { /* one thread's: no shared host line */
     uint32_t id;
     QEnt *q[KVSIM_MAX_LEVELS];
     uint32_t qn[KVSIM_MAX_LEVELS];

@@ -256,34 +256,33 @@ static inline __attribute__((always_inline)) void queuePiece(kvsimSim *s, Part *
 /* A part's job: the pieces of records [a, b) it takes go through every level;
  * each piece's index in the segment (pid) names its notes.  Every record here
  * is one the queues take (segmentEnd). */
-static inline __attribute__((always_inline)) void runPartT(kvsimSim *s, Part *P, const int all) {
+static inline __attribute__((always_inline)) void runPartT(kvsimSim *s, Part *P, const int all,
+                                                           const int count) {
     const uint32_t lb = s->cfg.line_bits;
-    Batch *const bt = P->bt; /* functional, part 0: the records' counts */
     const uint8_t *const ptab = s->ptab;
     const uint64_t pmask = s->pmask;
     const uint32_t id = P->id;
     const kvtRecord *const recs = P->recs;
     uint32_t pid = 0;
+    /* count (functional, part 0): the records' counts, kept in registers */
+    uint64_t ninstr = 0, nstore = 0, npf = 0, npieces = 0, nmulti = 0;
     for (size_t i = P->a; i < P->b; i++) {
         const kvtRecord *r = &recs[i];
-        if (bt) {
-            bt->records++;
-            bt->kind[r->kind]++;
-            bt->instructions += (uint64_t)r->gap + 1;
-        }
+        if (count) ninstr += r->gap;
         if (r->kind == KVT_PREFETCH) { /* functional, filling L1: an L1 access that marks
                                           what it installs (doMemoryT) */
             const uint64_t line = r->addr >> lb;
             if (all || ptab[line & pmask] == id)
                 queuePiece(s, P, line, OP_READ, KVSIM_K_SWPF, r->tag, pid);
             pid++;
+            npf++;
             continue;
         }
         const int is_store = r->kind == KVT_STORE;
+        nstore += (uint64_t)is_store;
         const uint8_t kind = is_store ? KVSIM_K_STORE : KVSIM_K_LOAD;
         const uint64_t size = r->size ? r->size : 1;
         const uint64_t first = r->addr >> lb, last = (r->addr + size - 1) >> lb;
-        if (bt) bt->pieces += last - first + 1;
         if (__builtin_expect(first == last, 1)) { /* one line: a whole-line store is aligned */
             if (all || ptab[first & pmask] == id)
                 queuePiece(s, P, first,
@@ -292,23 +291,39 @@ static inline __attribute__((always_inline)) void runPartT(kvsimSim *s, Part *P,
             pid++;
             continue;
         }
-        if (bt) bt->multiline++;
+        nmulti++;
+        npieces += last - first;
         for (uint64_t line = first; line <= last; line++, pid++)
             if (all || ptab[line & pmask] == id)
                 queuePiece(s, P, line, pieceOp(r, line, lb, size), kind, r->tag, pid);
+    }
+    if (count) {
+        Batch *const bt = P->bt;
+        const uint64_t nrec = P->b - P->a;
+        bt->records += nrec;
+        bt->instructions += ninstr + nrec;
+        bt->kind[KVT_STORE] += nstore;
+        bt->kind[KVT_PREFETCH] += npf;
+        bt->kind[KVT_LOAD] += nrec - nstore - npf;
+        bt->pieces += nrec - npf + npieces;
+        bt->multiline += nmulti;
     }
     for (uint32_t k = 0; k < s->n; k++) /* every queued request goes all the way down */
         if (P->qn[k]) levelPass(s, P, k);
 }
 
-static __attribute__((noinline)) void runPartAll(kvsimSim *s, Part *P) { runPartT(s, P, 1); }
-static __attribute__((noinline)) void runPartOwn(kvsimSim *s, Part *P) { runPartT(s, P, 0); }
+#define RUN_PART_COPY(name, all, count)                                                       \
+    static __attribute__((noinline)) void name(kvsimSim *s, Part *P) { runPartT(s, P, all, count); }
+RUN_PART_COPY(runPartAll, 1, 0)
+RUN_PART_COPY(runPartAllCount, 1, 1)
+RUN_PART_COPY(runPartOwn, 0, 0)
+RUN_PART_COPY(runPartOwnCount, 0, 1)
 
 void engRunPart(kvsimSim *s, Part *P) {
     if (P->all)
-        runPartAll(s, P);
+        P->bt ? runPartAllCount(s, P) : runPartAll(s, P);
     else
-        runPartOwn(s, P);
+        P->bt ? runPartOwnCount(s, P) : runPartOwn(s, P);
 }
 
 /* --- Segments ------------------------------------------------------------------ */
@@ -542,7 +557,9 @@ void engRunFastTiming(kvsimSim *s, const kvtRecord *recs, size_t n) {
 
 /* Parts and threads for s->fast (cfg.threads; 0 = 1).  The partition table maps
  * the index bits common to every level (the smallest level's, at most 16 bits)
- * to a part by folding them: consecutive lines alternate between parts. */
+ * to a part: part p takes the p-th contiguous range of those sets.  (Ranges, not
+ * alternate sets: two threads writing neighbouring set blocks lose more to the
+ * host's cache-line traffic than they gain; measured in sim/README.md.) */
 int engPartsInit(kvsimSim *s) {
     uint32_t T = s->cfg.threads ? s->cfg.threads : 1;
     uint64_t sets = s->lv[0].sets;
@@ -552,20 +569,13 @@ int engPartsInit(kvsimSim *s) {
     s->pmask = sets - 1;
     /* timing: T - 1 workers share the levels; they need at least one bit each */
     const uint32_t want = s->cfg.timing ? (T > 1 ? T - 1 : 1) : T;
-    uint32_t nlp = 1, bits = 0;
-    while (nlp * 2 <= want && nlp * 2 <= sets) {
-        nlp *= 2;
-        bits++;
-    }
+    uint32_t nlp = 1;
+    while (nlp * 2 <= want && nlp * 2 <= sets) nlp *= 2;
     s->nlp = nlp;
     s->threads = T == 1 ? 1 : s->cfg.timing ? nlp + 1 : nlp;
     s->ptab = calloc(sets, 1);
     if (!s->ptab) return 0;
-    for (uint64_t x = 0; x < sets; x++) {
-        uint32_t v = 0;
-        for (uint64_t y = x; bits && y; y >>= bits) v ^= (uint32_t)(y & (nlp - 1));
-        s->ptab[x] = (uint8_t)v;
-    }
+    for (uint64_t x = 0; x < sets; x++) s->ptab[x] = (uint8_t)(x * nlp / sets);
     for (uint32_t t = 0; t < s->threads; t++) {
         Part *P = &s->part[t];
         P->id = s->cfg.timing ? (t ? t - 1 : 0) : t;

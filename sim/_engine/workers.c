@@ -22,10 +22,17 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "engine_impl.h"
 
-#define SPIN_JOB 4096   /* pauses a worker spins for its next job before sleeping */
+/* A worker spins for its next job for up to SPIN_NS before it sleeps: waking a
+ * sleeping thread costs tens of microseconds, more in a VM whose idle vCPU has
+ * halted, which is the length of a whole segment.  (A pause lasts from a few to
+ * over a hundred cycles depending on the core, hence a clock, read every
+ * SPIN_CHECK pauses.) */
+#define SPIN_NS 2000000
+#define SPIN_CHECK 256
 #define SPIN_YIELD 1024 /* pauses the caller spins for a result between yields */
 
 typedef struct Worker {
@@ -52,6 +59,12 @@ static inline void cpuRelax(void) {
 #endif
 }
 
+static uint64_t nowNs(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
 static void *workerMain(void *arg) {
     Worker *me = arg;
     struct Workers *W = me->s->wk;
@@ -59,12 +72,14 @@ static void *workerMain(void *arg) {
     for (;;) {
         uint32_t p;
         uint32_t spins = 0;
+        uint64_t t0 = 0;
         while ((p = atomic_load_explicit(&me->posted, memory_order_acquire)) == seen) {
             if (atomic_load(&W->quit)) return NULL;
-            if (++spins < SPIN_JOB) {
-                cpuRelax();
-                continue;
-            }
+            cpuRelax();
+            if (++spins % SPIN_CHECK) continue;
+            const uint64_t t = nowNs();
+            if (!t0) t0 = t;
+            if (t - t0 < SPIN_NS) continue;
             pthread_mutex_lock(&W->mu);
             atomic_fetch_add(&W->sleepers, 1);
             while (atomic_load(&me->posted) == seen && !atomic_load(&W->quit))
@@ -72,6 +87,7 @@ static void *workerMain(void *arg) {
             atomic_fetch_sub(&W->sleepers, 1);
             pthread_mutex_unlock(&W->mu);
             spins = 0;
+            t0 = 0;
         }
         seen = p;
         engRunPart(me->s, &me->s->part[me->w]);
