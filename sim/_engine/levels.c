@@ -49,9 +49,14 @@
 #ifndef LOOKAHEAD
 #define LOOKAHEAD 8
 #endif
-/* Functional segments of fewer than qcap / PAR_MIN_DIV records run on the
- * calling thread alone (the hand-over would cost more than it saves). */
+/* Segments of fewer than qcap / PAR_MIN_DIV records (functional) or segcap /
+ * PAR_MIN_DIV_T records (timing) run on the calling thread alone: the hand-over
+ * would cost more than it saves.  Timing needs longer ones: its calling thread
+ * overlaps a segment's levels only with the timing of the one before, and a
+ * trace whose software prefetches or markers cut it into short segments would
+ * mostly wait for a worker woken from its sleep (sim/README.md, Speed). */
 #define PAR_MIN_DIV 4
+#define PAR_MIN_DIV_T 8
 
 static void levelPass(kvsimSim *s, Part *P, uint32_t k);
 
@@ -414,7 +419,7 @@ static void setJob(kvsimSim *s, uint32_t t, const kvtRecord *recs, size_t a, siz
 static void startLevels(kvsimSim *s, const kvtRecord *recs, size_t a, size_t b, uint8_t *notes,
                         Batch *bt) {
     const uint32_t T = s->threads;
-    if (T == 1 || (!s->cfg.timing && b - a < s->qcap / PAR_MIN_DIV)) {
+    if (T == 1 || b - a < (s->cfg.timing ? s->segcap / PAR_MIN_DIV_T : s->qcap / PAR_MIN_DIV)) {
         setJob(s, 0, recs, a, b, 1, notes, bt);
         engRunPart(s, &s->part[0]);
         return;
