@@ -93,7 +93,7 @@ typedef struct QEnt {
     uint64_t line;
     uint32_t pid; /* the piece's index in its segment (NOPID: a write-back) */
     uint8_t op, kind, stag;
-    uint8_t fp;   /* fingerprint(line), computed once for every level */
+    uint8_t fp;   /* fingerprint(line): L1 computes it for the levels below */
 } QEnt;
 
 /*
@@ -125,6 +125,11 @@ typedef struct __attribute__((aligned(64))) Part { /* one thread's: no shared ho
     int all;
     uint8_t *psv, *ppfk, *ppfl;
     struct Batch *bt; /* functional, part 0: where the records are counted */
+    /* functional with threads: the job is bucket bk[bbuf] (bbuf >= 0), bkn[] pieces
+     * queued at L1 by the calling thread (segments.c), double-buffered */
+    QEnt *bk[2];
+    uint32_t bkn[2];
+    int bbuf;
 } Part;
 
 /* A segment (the unit of work the parts share) holds at most SEGQ queues'
@@ -258,11 +263,12 @@ typedef struct Batch {
 void engFlushBatch(kvsimSim *s, Batch *bt);
 void engDoMarker(kvsimSim *s, const kvtRecord *r);
 void engGeneralRecord(kvsimSim *s, const kvtRecord *r); /* the record-by-record path */
-/* levels.c, for engine.c and workers.c */
+/* levels.c, for segments.c and workers.c */
+void engRunPart(kvsimSim *s, Part *P); /* a part's job */
+/* segments.c, for engine.c */
 int engPartsInit(kvsimSim *s); /* 0: out of memory */
 void engPartsFree(kvsimSim *s);
 void engMergeParts(kvsimSim *s); /* workers idle: their per-tag counters join s->st */
-void engRunPart(kvsimSim *s, Part *P); /* a part's job */
 void engRunFastFunctional(kvsimSim *s, const kvtRecord *recs, size_t n);
 void engRunFastTiming(kvsimSim *s, const kvtRecord *recs, size_t n);
 /* workers.c: threads that run parts 1..threads-1 */

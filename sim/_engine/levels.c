@@ -1,5 +1,5 @@
 /*
- * levels.c -- the record loops of the common configuration (s->fast: every
+ * levels.c -- the level passes of the common configuration (s->fast: every
  * level LRU with ranks and non-inclusive, no TLB, no hardware prefetchers),
  * level by level.
  *
@@ -28,18 +28,9 @@
  * queues are drained before anything else touches the caches or changes where
  * counts go: a marker, a software prefetch, a full queue, the end of the call.
  *
- * Threads.  The records go in segments (runs of records the queues take, at
- * most segcap records and pieces).  A segment's pieces are shared out by
- * set (Part, engine_impl.h): with `threads` T > 1, functional runs give the T
- * threads one part each; timing runs give the level work to T - 1 workers while
- * the calling thread times the previous segment, a two-stage pipeline:
- *
- *     functional   caller: part 0 of seg i  | workers: parts 1.. of seg i
- *     timing       caller: time seg i - 1   | workers: the levels of seg i
- *
- * Any thread count gives the same states and counts (tests/test_engine.c and
- * the Python differential tests check 1, 2 and 3 threads).  A record the
- * queues do not take is handled once every worker is idle.
+ * The level passes and the jobs of a part (Part, engine_impl.h: a share of the
+ * sets) are here; segments.c cuts the records into segments, shares them out
+ * between threads and runs the timing pass.
  */
 #include <stdlib.h>
 
@@ -49,15 +40,6 @@
 #ifndef LOOKAHEAD
 #define LOOKAHEAD 8
 #endif
-/* Segments of fewer than qcap / PAR_MIN_DIV records (functional) or segcap /
- * PAR_MIN_DIV_T records (timing) run on the calling thread alone: the hand-over
- * would cost more than it saves.  Timing needs longer ones: its calling thread
- * overlaps a segment's levels only with the timing of the one before, and a
- * trace whose software prefetches or markers cut it into short segments would
- * mostly wait for a worker woken from its sleep (sim/README.md, Speed). */
-#define PAR_MIN_DIV 4
-#define PAR_MIN_DIV_T 8
-
 static void levelPass(kvsimSim *s, Part *P, uint32_t k);
 
 /* Level k takes part P's whole queue (requests from above, in order).  `pf`:
@@ -98,7 +80,7 @@ static inline __attribute__((always_inline)) void levelPassT(kvsimSim *s, Part *
         const uint32_t idx = (uint32_t)e.stag * KVSIM_NKINDS + e.kind;
         ls->access[idx]++;
         uint8_t *const b = blk + (line & mask) * stride;
-        const uint8_t f = e.fp;
+        const uint8_t f = l1 ? fingerprint(line) : e.fp; /* L1 computes it for the others */
         uint64_t *const tg = (uint64_t *)(b + RK_TAGS);
         uint32_t cand, empty;
 #if defined(__SSE4_2__)
@@ -181,6 +163,7 @@ static inline __attribute__((always_inline)) void levelPassT(kvsimSim *s, Part *
                 QEnt *o = &out[nout++];
                 memcpy(o, &in[j], sizeof *o);
                 o->op = OP_READ;
+                if (l1) o->fp = f;
             }
         } else if (track && e.pid != NOPID) {
             psv[e.pid] = (uint8_t)k; /* allocated without a fetch */
@@ -253,7 +236,6 @@ static inline __attribute__((always_inline)) void queuePiece(kvsimSim *s, Part *
     e->op = (uint8_t)op;
     e->kind = kind;
     e->stag = stag;
-    e->fp = fingerprint(line);
     P->qn[0] = n0 + 1;
     if (n0 + 1 == s->qcap) levelPass(s, P, 0);
 }
@@ -319,290 +301,27 @@ static inline __attribute__((always_inline)) void runPartT(kvsimSim *s, Part *P,
 
 #define RUN_PART_COPY(name, all, count)                                                       \
     static __attribute__((noinline)) void name(kvsimSim *s, Part *P) { runPartT(s, P, all, count); }
-RUN_PART_COPY(runPartAll, 1, 0)
-RUN_PART_COPY(runPartAllCount, 1, 1)
-RUN_PART_COPY(runPartOwn, 0, 0)
-RUN_PART_COPY(runPartOwnCount, 0, 1)
+RUN_PART_COPY(runPartAll, 1, 0)      /* one thread's timing, a short segment */
+RUN_PART_COPY(runPartAllCount, 1, 1) /* one thread, functional */
+RUN_PART_COPY(runPartOwn, 0, 0)      /* timing with two or more workers */
+
+/* A functional part's job from a bucket: its pieces of a segment, queued at L1
+ * by the calling thread (segments.c), go through every level. */
+static void runBucket(kvsimSim *s, Part *P) {
+    QEnt *const q0 = P->q[0];
+    P->q[0] = P->bk[P->bbuf];
+    P->qn[0] = P->bkn[P->bbuf];
+    if (P->qn[0]) levelPass(s, P, 0);
+    P->q[0] = q0;
+    for (uint32_t k = 1; k < s->n; k++)
+        if (P->qn[k]) levelPass(s, P, k);
+}
 
 void engRunPart(kvsimSim *s, Part *P) {
-    if (P->all)
+    if (P->bbuf >= 0)
+        runBucket(s, P);
+    else if (P->all)
         P->bt ? runPartAllCount(s, P) : runPartAll(s, P);
     else
-        P->bt ? runPartOwnCount(s, P) : runPartOwn(s, P);
-}
-
-/* --- Segments ------------------------------------------------------------------ */
-
-/* Does the level-by-level path take record r?  Loads and stores (with timing:
- * of fewer than qcap pieces, so that a segment holds them), and software
- * prefetches that fill L1 when there is no timing. */
-static inline int queued(const kvsimSim *s, const kvtRecord *r) {
-    if (r->kind <= KVT_STORE) {
-        if (!s->cfg.timing) return 1;
-        const uint32_t lb = s->cfg.line_bits;
-        const uint64_t size = r->size ? r->size : 1;
-        return ((r->addr + size - 1) >> lb) - (r->addr >> lb) < s->qcap;
-    }
-    return r->kind == KVT_PREFETCH && !s->cfg.timing && s->cfg.swpf_level == 0;
-}
-
-/* The end of the segment that starts at record a: the records [a, end) the
- * queues take, at most segcap of them and (timing) segcap pieces. */
-static size_t segmentEnd(const kvsimSim *s, const kvtRecord *recs, size_t a, size_t n) {
-    const size_t lim = n - a > s->segcap ? a + s->segcap : n;
-    size_t i = a;
-    if (!s->cfg.timing) {
-        while (i < lim && queued(s, &recs[i])) i++;
-        return i;
-    }
-    const uint32_t lb = s->cfg.line_bits;
-    uint64_t pieces = 0;
-    for (; i < lim; i++) {
-        const kvtRecord *r = &recs[i];
-        if (!queued(s, r)) break;
-        const uint64_t size = r->size ? r->size : 1;
-        pieces += ((r->addr + size - 1) >> lb) - (r->addr >> lb) + 1;
-        if (pieces > s->segcap) break;
-    }
-    return i;
-}
-
-/* Part P's totals since the last call join the levels' (the workers are idle). */
-static void collect(kvsimSim *s, Part *P) {
-    for (uint32_t k = 0; k < s->n; k++) {
-        Level *L = &s->lv[k];
-        L->tot_acc += P->acc[k];
-        L->tot_miss += P->miss[k];
-        P->acc[k] = P->miss[k] = 0;
-        if ((P->evicted >> k) & 1) L->memo_key = 0; /* the general path's memo may name a
-                                                       replaced way */
-    }
-    s->st->dram_reads += P->dram_r;
-    s->st->dram_writes += P->dram_w;
-    P->dram_r = P->dram_w = 0;
-    P->evicted = 0;
-}
-
-void engMergeParts(kvsimSim *s) {
-    for (uint32_t t = 1; t < s->threads; t++) {
-        Part *P = &s->part[t];
-        if (!P->own_dirty) continue;
-        for (uint32_t k = 0; k < s->n; k++) {
-            uint64_t *dst = (uint64_t *)s->lv[k].ls, *src = (uint64_t *)&P->own[k];
-            for (size_t i = 0; i < sizeof(kvsimLevelStats) / sizeof(uint64_t); i++) dst[i] += src[i];
-            memset(&P->own[k], 0, sizeof P->own[k]);
-        }
-        P->own_dirty = 0;
-    }
-}
-
-/* Set part t's job: records [a, b), notes in `notes` (NULL: functional). */
-static void setJob(kvsimSim *s, uint32_t t, const kvtRecord *recs, size_t a, size_t b, int all,
-                   uint8_t *notes, Batch *bt) {
-    Part *P = &s->part[t];
-    P->bt = t == 0 ? bt : NULL;
-    P->recs = recs;
-    P->a = a;
-    P->b = b;
-    P->all = all;
-    P->psv = notes;
-    P->ppfk = notes ? notes + SEGCAP : NULL;
-    P->ppfl = notes ? notes + 2 * SEGCAP : NULL;
-    if (t == 0)
-        for (uint32_t k = 0; k < s->n; k++) P->ls[k] = s->lv[k].ls; /* follows warm-up */
-    else
-        P->own_dirty = 1;
-}
-
-/* Start the level work of segment [a, b): on the workers, and (functional, or
- * without workers) on this thread, which returns when its share is done. */
-static void startLevels(kvsimSim *s, const kvtRecord *recs, size_t a, size_t b, uint8_t *notes,
-                        Batch *bt) {
-    const uint32_t T = s->threads;
-    if (T == 1 || b - a < (s->cfg.timing ? s->segcap / PAR_MIN_DIV_T : s->qcap / PAR_MIN_DIV)) {
-        setJob(s, 0, recs, a, b, 1, notes, bt);
-        engRunPart(s, &s->part[0]);
-        return;
-    }
-    const int one = s->nlp == 1; /* timing with one worker: it takes every piece */
-    for (uint32_t t = 1; t < T; t++) {
-        setJob(s, t, recs, a, b, one, notes, NULL);
-        engWorkersPost(s, t);
-    }
-    if (!s->cfg.timing) {
-        setJob(s, 0, recs, a, b, 0, notes, bt);
-        engRunPart(s, &s->part[0]);
-    }
-}
-
-/* Wait for the workers (if any were started) and add up every part's totals. */
-static void finishLevels(kvsimSim *s) {
-    for (uint32_t t = 1; t < s->threads; t++) engWorkersWait(s, t);
-    for (uint32_t t = 0; t < s->threads; t++) collect(s, &s->part[t]);
-}
-
-/* A record the queues do not take, with every level idle: a memory record goes
- * the record-by-record way (the same set layout), a marker may switch the phase
- * or the counting, an unknown kind is counted and otherwise ignored. */
-static void unqueued(kvsimSim *s, const kvtRecord *r, Batch *bt) {
-    if (r->kind < KVT_MARKER) {
-        engGeneralRecord(s, r);
-    } else if (r->kind == KVT_MARKER) {
-        engFlushBatch(s, bt);
-        engDoMarker(s, r);
-    } else {
-        s->st->records++;
-        s->recno++;
-    }
-}
-
-void engRunFastFunctional(kvsimSim *s, const kvtRecord *recs, size_t n) {
-    Batch bt;
-    memset(&bt, 0, sizeof bt);
-    size_t a = 0;
-    while (a < n) {
-        const size_t b = segmentEnd(s, recs, a, n);
-        if (b > a) {
-            startLevels(s, recs, a, b, NULL, &bt);
-            finishLevels(s);
-        }
-        if (b < n && !queued(s, &recs[b])) {
-            unqueued(s, &recs[b], &bt);
-            a = b + 1;
-        } else {
-            a = b;
-        }
-    }
-    engFlushBatch(s, &bt);
-    engMergeParts(s);
-}
-
-/* Timing: the records [a, b) of a segment whose levels have run, through the
- * out-of-order model in order: the same steps as doMemoryT with the serving
- * levels looked up in the notes (psv, ppfk, ppfl: by piece). */
-static void timePieces(kvsimSim *s, const kvtRecord *recs, size_t a, size_t b,
-                       uint8_t *notes, Batch *bt) {
-    const uint32_t lb = s->cfg.line_bits;
-    uint8_t *const psv = notes, *const ppfk = notes + SEGCAP, *const ppfl = notes + 2 * SEGCAP;
-    uint32_t pid = 0;
-    for (size_t i = a; i < b; i++) {
-        const kvtRecord *r = &recs[i];
-        const uint64_t ninstr = (uint64_t)r->gap + 1;
-        bt->records++;
-        bt->kind[r->kind]++;
-        bt->instructions += ninstr;
-        s->instr += ninstr;
-        uint64_t D, X;
-        dispatchT(s, r, ninstr, &D, &X);
-        uint64_t C = D + s->W;
-        uint32_t cls = s->n + 1;
-        const int is_store = r->kind == KVT_STORE;
-        const uint64_t size = r->size ? r->size : 1;
-        const uint64_t first = r->addr >> lb, last = (r->addr + size - 1) >> lb;
-        bt->multiline += last != first;
-        bt->pieces += last - first + 1;
-        uint32_t svmax = 0;
-        for (uint64_t line = first; line <= last; line++, pid++) {
-            const uint32_t sv = psv[pid];
-            if (sv > svmax) svmax = sv;
-            s->pfh_kind = ppfk[pid];
-            s->pfh_level = ppfl[pid];
-            ppfk[pid] = 0;
-            int waited = 0;
-            if (!is_store) {
-                const uint64_t c = timeAccessBody(s, line, 0, sv, X, 0, &waited);
-                if (c > C) C = c;
-            }
-            classifyPf(s, waited);
-        }
-        if (!is_store) {
-            cls = svmax;
-            s->st->load_latency += C - X;
-            s->st->loads_timed++;
-        }
-        retireT(s, ninstr, C, cls, 1, bt);
-        s->recno++;
-    }
-}
-
-/* Timing: segment i's levels run (on the workers, if any) while this thread
- * times segment i - 1; a record the queues do not take waits for both. */
-void engRunFastTiming(kvsimSim *s, const kvtRecord *recs, size_t n) {
-    Batch bt;
-    memset(&bt, 0, sizeof bt);
-    size_t a = 0, pa = 0, pb = 0; /* [pa, pb): the pending segment, in notes[pbuf] */
-    int pend = 0;
-    uint32_t buf = 0, pbuf = 0;
-    while (a < n || pend) {
-        const size_t b = a < n ? segmentEnd(s, recs, a, n) : a;
-        if (pend) finishLevels(s);
-        if (b > a) startLevels(s, recs, a, b, s->notes[buf], NULL);
-        if (pend) timePieces(s, recs, pa, pb, s->notes[pbuf], &bt);
-        pend = b > a;
-        pa = a;
-        pb = b;
-        pbuf = buf;
-        buf ^= (uint32_t)pend;
-        a = b;
-        if (b < n && !queued(s, &recs[b])) { /* a marker, a prefetch, a huge access */
-            if (pend) {
-                finishLevels(s);
-                timePieces(s, recs, pa, pb, s->notes[pbuf], &bt);
-                pend = 0;
-            }
-            unqueued(s, &recs[b], &bt);
-            a = b + 1;
-        }
-    }
-    engFlushBatch(s, &bt);
-    engMergeParts(s);
-}
-
-/* --- Parts ------------------------------------------------------------------------ */
-
-/* Parts and threads for s->fast (cfg.threads; 0 = 1).  The partition table maps
- * the index bits common to every level (the smallest level's, at most 16 bits)
- * to a part: part p takes the p-th contiguous range of those sets.  (Ranges, not
- * alternate sets: two threads writing neighbouring set blocks lose more to the
- * host's cache-line traffic than they gain; measured in sim/README.md.) */
-int engPartsInit(kvsimSim *s) {
-    uint32_t T = s->cfg.threads ? s->cfg.threads : 1;
-    uint64_t sets = s->lv[0].sets;
-    for (uint32_t k = 1; k < s->n; k++)
-        if (s->lv[k].sets < sets) sets = s->lv[k].sets;
-    if (sets > 65536) sets = 65536;
-    s->pmask = sets - 1;
-    /* timing: T - 1 workers share the levels; they need at least one bit each */
-    const uint32_t want = s->cfg.timing ? (T > 1 ? T - 1 : 1) : T;
-    uint32_t nlp = 1;
-    while (nlp * 2 <= want && nlp * 2 <= sets) nlp *= 2;
-    s->nlp = nlp;
-    s->threads = T == 1 ? 1 : s->cfg.timing ? nlp + 1 : nlp;
-    s->ptab = calloc(sets, 1);
-    if (!s->ptab) return 0;
-    for (uint64_t x = 0; x < sets; x++) s->ptab[x] = (uint8_t)(x * nlp / sets);
-    for (uint32_t t = 0; t < s->threads; t++) {
-        Part *P = &s->part[t];
-        P->id = s->cfg.timing ? (t ? t - 1 : 0) : t;
-        for (uint32_t k = 0; k < s->n; k++)
-            if (!(P->q[k] = calloc(QCAP, sizeof(QEnt)))) return 0;
-        if (t && !(P->own = calloc(s->n, sizeof(kvsimLevelStats)))) return 0;
-        if (t)
-            for (uint32_t k = 0; k < s->n; k++) P->ls[k] = &P->own[k];
-    }
-    if (s->cfg.timing)
-        for (int i = 0; i < 2; i++)
-            if (!(s->notes[i] = calloc(3, SEGCAP))) return 0;
-    return s->threads == 1 || engWorkersStart(s);
-}
-
-void engPartsFree(kvsimSim *s) {
-    engWorkersStop(s);
-    for (uint32_t t = 0; t < KVSIM_MAX_THREADS; t++) {
-        for (uint32_t k = 0; k < KVSIM_MAX_LEVELS; k++) free(s->part[t].q[k]);
-        free(s->part[t].own);
-    }
-    free(s->ptab);
-    free(s->notes[0]);
-    free(s->notes[1]);
+        runPartOwn(s, P);
 }

@@ -1,22 +1,25 @@
 /*
  * workers.c -- the threads that run parts 1..threads-1 of the level-by-level
- * path (levels.c; Part in engine_impl.h).
+ * path (segments.c; Part in engine_impl.h).
  *
  * One job at a time per worker, handed over through two counters:
  *
  *     caller                               worker w
- *     set part[w]'s job                    spin (then sleep) until posted != seen
- *     posted++  (release)  ------------->  run engRunPart(part[w])
- *     ... its own share ...                done = posted  (release)
- *     spin until done == posted (acquire) <--
+ *     set part[w]'s job                    wait until posted != seen
+ *     posted++  ------------------------>  run engRunPart(part[w])
+ *     ... its own work ...                 done = posted
+ *     wait until done == posted  <--------
  *
- * A job is a segment (up to 8192 records), so the hand-over is paid once per
- * few thousand records.  A worker spins briefly for the next job (the caller
- * posts one as soon as the previous one is collected) and then sleeps on a
- * condition variable, so a simulator waiting between kvsimRun calls costs no
- * CPU; the sleeper count and the posted counter are sequentially consistent
- * atomics, so a post either sees the sleeper and wakes it or the worker sees
- * the post before it sleeps.
+ * A job is a segment (thousands of records), so the hand-over is paid rarely.
+ * Either side waits by spinning for a while (a worker for SPIN_WORKER_NS: the
+ * next job usually comes within microseconds, and waking a sleeping thread
+ * costs tens of microseconds, more in a VM whose idle vCPU has halted; the
+ * caller for SPIN_CALLER_NS) and then sleeping on the condition variable.  A
+ * spinner yields the CPU every SPIN_YIELD pauses, so that on an oversubscribed
+ * machine the thread it waits for can run.  The counters and the sleeper
+ * count are sequentially consistent atomics: a side that publishes a change
+ * and then sees no sleeper knows that any later sleeper will see the change
+ * before it sleeps.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -26,14 +29,9 @@
 
 #include "engine_impl.h"
 
-/* A worker spins for its next job for up to SPIN_NS before it sleeps: waking a
- * sleeping thread costs tens of microseconds, more in a VM whose idle vCPU has
- * halted, which is the length of a whole segment.  (A pause lasts from a few to
- * over a hundred cycles depending on the core, hence a clock, read every
- * SPIN_CHECK pauses.) */
-#define SPIN_NS 2000000
-#define SPIN_CHECK 256
-#define SPIN_YIELD 1024 /* pauses the caller spins for a result between yields */
+#define SPIN_WORKER_NS 2000000
+#define SPIN_CALLER_NS 200000
+#define SPIN_YIELD 256 /* pauses between yields (and clock reads) */
 
 typedef struct Worker {
     pthread_t th;
@@ -46,7 +44,7 @@ typedef struct Worker {
 struct Workers {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    atomic_int quit;
+    _Atomic uint32_t quit;
     atomic_int sleepers;
     Worker w[KVSIM_MAX_THREADS];
 };
@@ -65,33 +63,46 @@ static uint64_t nowNs(void) {
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
+/* Wait until *a != v (or, with `quit`, until the workers are told to stop). */
+static void awaitChange(struct Workers *W, _Atomic uint32_t *a, uint32_t v, uint64_t spin_ns,
+                        int quit) {
+    uint64_t t0 = 0;
+    for (uint32_t spins = 1;; spins++) {
+        if (atomic_load(a) != v || (quit && atomic_load(&W->quit))) return;
+        cpuRelax();
+        if (spins % SPIN_YIELD) continue;
+        sched_yield();
+        const uint64_t t = nowNs();
+        if (!t0) t0 = t;
+        if (t - t0 >= spin_ns) break;
+    }
+    pthread_mutex_lock(&W->mu);
+    atomic_fetch_add(&W->sleepers, 1);
+    while (atomic_load(a) == v && !(quit && atomic_load(&W->quit)))
+        pthread_cond_wait(&W->cv, &W->mu);
+    atomic_fetch_sub(&W->sleepers, 1);
+    pthread_mutex_unlock(&W->mu);
+}
+
+/* After a change that a sleeper may wait for. */
+static void wake(struct Workers *W) {
+    if (!atomic_load(&W->sleepers)) return;
+    pthread_mutex_lock(&W->mu);
+    pthread_cond_broadcast(&W->cv);
+    pthread_mutex_unlock(&W->mu);
+}
+
 static void *workerMain(void *arg) {
     Worker *me = arg;
     struct Workers *W = me->s->wk;
     uint32_t seen = 0;
     for (;;) {
-        uint32_t p;
-        uint32_t spins = 0;
-        uint64_t t0 = 0;
-        while ((p = atomic_load_explicit(&me->posted, memory_order_acquire)) == seen) {
-            if (atomic_load(&W->quit)) return NULL;
-            cpuRelax();
-            if (++spins % SPIN_CHECK) continue;
-            const uint64_t t = nowNs();
-            if (!t0) t0 = t;
-            if (t - t0 < SPIN_NS) continue;
-            pthread_mutex_lock(&W->mu);
-            atomic_fetch_add(&W->sleepers, 1);
-            while (atomic_load(&me->posted) == seen && !atomic_load(&W->quit))
-                pthread_cond_wait(&W->cv, &W->mu);
-            atomic_fetch_sub(&W->sleepers, 1);
-            pthread_mutex_unlock(&W->mu);
-            spins = 0;
-            t0 = 0;
-        }
-        seen = p;
+        awaitChange(W, &me->posted, seen, SPIN_WORKER_NS, 1);
+        if (atomic_load(&W->quit)) return NULL;
+        seen = atomic_load(&me->posted);
         engRunPart(me->s, &me->s->part[me->w]);
-        atomic_store_explicit(&me->done, seen, memory_order_release);
+        atomic_store(&me->done, seen);
+        wake(W);
     }
 }
 
@@ -112,24 +123,16 @@ int engWorkersStart(kvsimSim *s) {
 }
 
 void engWorkersPost(kvsimSim *s, uint32_t w) {
-    struct Workers *W = s->wk;
-    Worker *me = &W->w[w];
-    atomic_fetch_add(&me->posted, 1); /* sequentially consistent: see the essay */
-    if (atomic_load(&W->sleepers)) {
-        pthread_mutex_lock(&W->mu);
-        pthread_cond_broadcast(&W->cv);
-        pthread_mutex_unlock(&W->mu);
-    }
+    atomic_fetch_add(&s->wk->w[w].posted, 1);
+    wake(s->wk);
 }
 
 void engWorkersWait(kvsimSim *s, uint32_t w) {
     Worker *me = &s->wk->w[w];
-    const uint32_t p = atomic_load_explicit(&me->posted, memory_order_relaxed);
-    uint32_t spins = 0;
-    while (atomic_load_explicit(&me->done, memory_order_acquire) != p) {
-        cpuRelax();
-        if (++spins % SPIN_YIELD == 0) sched_yield(); /* the worker may be descheduled */
-    }
+    const uint32_t p = atomic_load(&me->posted);
+    /* wait while done differs from p: done only moves towards p */
+    for (uint32_t d = atomic_load(&me->done); d != p; d = atomic_load(&me->done))
+        awaitChange(s->wk, &me->done, d, SPIN_CALLER_NS, 0);
 }
 
 void engWorkersStop(kvsimSim *s) {

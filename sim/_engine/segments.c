@@ -1,0 +1,426 @@
+/*
+ * segments.c -- the record loops of the common configuration (s->fast; the
+ * level passes are in levels.c): segments, threads, and the timing pass.
+ *
+ * The records go in segments: runs of records the level passes take, at most
+ * segcap records and (timing, or functional with threads) segcap pieces.  A
+ * record they do not take (a marker, a software prefetch with timing, a record
+ * of qcap pieces or more with timing or threads) is handled by the record-by-
+ * record path once every level pass has drained and every worker is idle.
+ *
+ * Threads (cfg.threads = T).  A segment's pieces are shared out by set (Part,
+ * engine_impl.h), so no two threads ever touch one set of any level, and the
+ * states and counts are the same for any T:
+ *
+ *   functional, T > 1: the calling thread cuts segment i+1's pieces into
+ *   per-part buckets while worker t runs its bucket of segment i, then runs
+ *   its own (smaller: it also does the cutting) share of segment i+1:
+ *
+ *       caller    | cut i+1 | part 0 of i+1 | cut i+2 | part 0 of i+2 |
+ *       worker t  | part t of i     | part t of i+1         | part t ...
+ *
+ *   timing: T - 1 workers run the levels of segment i (each scans the segment
+ *   for its parts' pieces, noting each piece's serving level by its index)
+ *   while the calling thread times segment i - 1 (timePieces):
+ *
+ *       caller    | time i-1 | time i  |
+ *       workers   | levels i | levels i+1 |
+ *
+ * Short segments (a trace cut up by markers or software prefetches) run on
+ * the calling thread alone: below PAR_MIN_* records a hand-over costs more
+ * than it saves, and with timing its calling thread overlaps a segment's
+ * levels only with the timing of the one before.
+ */
+#include <stdlib.h>
+
+#include "engine_impl.h"
+#include "timing.h"
+
+/* Segments of fewer than qcap / PAR_MIN_DIV records (functional) or segcap /
+ * PAR_MIN_DIV_T records (timing) run on the calling thread alone (sim/README.md,
+ * Speed: with every segment handed over, a trace of short ones ran 10-30 %
+ * slower with two threads than with one, waiting for workers woken from sleep). */
+#define PAR_MIN_DIV 4
+#define PAR_MIN_DIV_T 8
+/* Functional: the calling thread's share of the sets against a worker's (it
+ * also cuts the segments into buckets) */
+#define SHARE_CALLER 3
+#define SHARE_WORKER 5
+
+/* Does the level-by-level path take record r?  Loads and stores (with timing
+ * or threads: of fewer than qcap pieces, so that a segment holds them), and
+ * software prefetches that fill L1 when there is no timing. */
+static inline int queued(const kvsimSim *s, const kvtRecord *r) {
+    if (r->kind <= KVT_STORE) {
+        if (!s->cfg.timing && s->threads == 1) return 1;
+        const uint32_t lb = s->cfg.line_bits;
+        const uint64_t size = r->size ? r->size : 1;
+        return ((r->addr + size - 1) >> lb) - (r->addr >> lb) < s->qcap;
+    }
+    return r->kind == KVT_PREFETCH && !s->cfg.timing && s->cfg.swpf_level == 0;
+}
+
+/* The end of the segment that starts at record a: the records [a, end) the
+ * queues take, at most segcap of them and (timing or threads) segcap pieces. */
+static size_t segmentEnd(const kvsimSim *s, const kvtRecord *recs, size_t a, size_t n) {
+    const size_t lim = n - a > s->segcap ? a + s->segcap : n;
+    size_t i = a;
+    if (!s->cfg.timing && s->threads == 1) {
+        while (i < lim && queued(s, &recs[i])) i++;
+        return i;
+    }
+    const uint32_t lb = s->cfg.line_bits;
+    uint64_t pieces = 0;
+    for (; i < lim; i++) {
+        const kvtRecord *r = &recs[i];
+        if (!queued(s, r)) break;
+        const uint64_t size = r->kind == KVT_PREFETCH ? 1 : r->size ? r->size : 1;
+        pieces += ((r->addr + size - 1) >> lb) - (r->addr >> lb) + 1;
+        if (pieces > s->segcap) break;
+    }
+    return i;
+}
+
+/* Part P's totals since the last call join the levels' (the workers are idle). */
+static void collect(kvsimSim *s, Part *P) {
+    for (uint32_t k = 0; k < s->n; k++) {
+        Level *L = &s->lv[k];
+        L->tot_acc += P->acc[k];
+        L->tot_miss += P->miss[k];
+        P->acc[k] = P->miss[k] = 0;
+        if ((P->evicted >> k) & 1) L->memo_key = 0; /* the general path's memo may name a
+                                                       replaced way */
+    }
+    s->st->dram_reads += P->dram_r;
+    s->st->dram_writes += P->dram_w;
+    P->dram_r = P->dram_w = 0;
+    P->evicted = 0;
+}
+
+void engMergeParts(kvsimSim *s) {
+    for (uint32_t t = 1; t < s->threads; t++) {
+        Part *P = &s->part[t];
+        if (!P->own_dirty) continue;
+        for (uint32_t k = 0; k < s->n; k++) {
+            uint64_t *dst = (uint64_t *)s->lv[k].ls, *src = (uint64_t *)&P->own[k];
+            for (size_t i = 0; i < sizeof(kvsimLevelStats) / sizeof(uint64_t); i++) dst[i] += src[i];
+            memset(&P->own[k], 0, sizeof P->own[k]);
+        }
+        P->own_dirty = 0;
+    }
+}
+
+/* Set part t's job: records [a, b), notes in `notes` (NULL: functional). */
+static void setJob(kvsimSim *s, uint32_t t, const kvtRecord *recs, size_t a, size_t b, int all,
+                   uint8_t *notes, Batch *bt) {
+    Part *P = &s->part[t];
+    P->bt = t == 0 ? bt : NULL;
+    P->recs = recs;
+    P->a = a;
+    P->b = b;
+    P->all = all;
+    P->bbuf = -1;
+    P->psv = notes;
+    P->ppfk = notes ? notes + SEGCAP : NULL;
+    P->ppfl = notes ? notes + 2 * SEGCAP : NULL;
+    if (t == 0)
+        for (uint32_t k = 0; k < s->n; k++) P->ls[k] = s->lv[k].ls; /* follows warm-up */
+    else
+        P->own_dirty = 1;
+}
+
+/* Timing: start the levels of segment [a, b), noting into `notes`: on the
+ * workers, or (no workers, or a short segment) on this thread, which then
+ * returns when they are done. */
+static void startLevels(kvsimSim *s, const kvtRecord *recs, size_t a, size_t b, uint8_t *notes) {
+    if (s->threads == 1 || b - a < s->segcap / PAR_MIN_DIV_T) {
+        setJob(s, 0, recs, a, b, 1, notes, NULL);
+        engRunPart(s, &s->part[0]);
+        return;
+    }
+    for (uint32_t t = 1; t < s->threads; t++) {
+        setJob(s, t, recs, a, b, s->nlp == 1, notes, NULL); /* a lone worker takes every piece */
+        engWorkersPost(s, t);
+    }
+}
+
+/* Wait for the workers (if any were started) and add up every part's totals. */
+static void finishLevels(kvsimSim *s) {
+    for (uint32_t t = 1; t < s->threads; t++) engWorkersWait(s, t);
+    for (uint32_t t = 0; t < s->threads; t++) collect(s, &s->part[t]);
+}
+
+/* A record the queues do not take, with every level idle: a memory record goes
+ * the record-by-record way (the same set layout), a marker may switch the phase
+ * or the counting, an unknown kind is counted and otherwise ignored. */
+static void unqueued(kvsimSim *s, const kvtRecord *r, Batch *bt) {
+    if (r->kind < KVT_MARKER) {
+        engGeneralRecord(s, r);
+    } else if (r->kind == KVT_MARKER) {
+        engFlushBatch(s, bt);
+        engDoMarker(s, r);
+    } else {
+        s->st->records++;
+        s->recno++;
+    }
+}
+
+/* Functional, threads > 1: the segment that starts at record a (as segmentEnd
+ * would cut it) goes, piece by piece, to the buckets `buf` of the parts, as L1
+ * requests; its records are counted in bt.  Returns the segment's end. */
+static size_t bucketSegment(kvsimSim *s, const kvtRecord *recs, size_t a, size_t n, uint32_t buf,
+                            Batch *bt) {
+    /* locals, not fields: the stores through the write pointers may alias s */
+    const uint32_t lb = s->cfg.line_bits;
+    const uint8_t *const ptab = s->ptab;
+    const uint64_t pmask = s->pmask, qcap = s->qcap, segcap = s->segcap;
+    const int swpf_l1 = s->cfg.swpf_level == 0;
+    const size_t lim = n - a > segcap ? a + segcap : n;
+    QEnt *wp[KVSIM_MAX_THREADS]; /* each part's next entry */
+    for (uint32_t t = 0; t < s->threads; t++) wp[t] = s->part[t].bk[buf];
+#define PUT(ln, o, kd)                                                                   \
+    do {                                                                                 \
+        QEnt *e_ = wp[ptab[(ln) & pmask]]++;                                             \
+        e_->line = (ln);                                                                 \
+        e_->op = (uint8_t)(o);                                                           \
+        e_->kind = (kd);                                                                 \
+        e_->stag = r->tag;                                                               \
+    } while (0)
+    uint64_t ninstr = 0, nstore = 0, npf = 0, npieces = 0, nmulti = 0;
+    size_t i = a;
+    for (; i < lim; i++) {
+        const kvtRecord *r = &recs[i];
+        if (r->kind == KVT_PREFETCH) { /* filling L1: an L1 access that marks its line */
+            if (!swpf_l1 || npieces + 1 > segcap) break;
+            ninstr += r->gap;
+            npf++;
+            npieces++;
+            PUT(r->addr >> lb, OP_READ, KVSIM_K_SWPF);
+            continue;
+        }
+        if (r->kind > KVT_STORE) break;
+        const uint64_t size = r->size ? r->size : 1;
+        const uint64_t first = r->addr >> lb, last = (r->addr + size - 1) >> lb;
+        if (last - first >= qcap || npieces + (last - first + 1) > segcap) break;
+        ninstr += r->gap;
+        npieces += last - first + 1;
+        const int is_store = r->kind == KVT_STORE;
+        nstore += (uint64_t)is_store;
+        const uint8_t kind = is_store ? KVSIM_K_STORE : KVSIM_K_LOAD;
+        if (__builtin_expect(first == last, 1)) {
+            PUT(first, !is_store ? OP_READ : size == (1ULL << lb) ? OP_WFULL : OP_WRITE, kind);
+            continue;
+        }
+        nmulti++;
+        for (uint64_t line = first; line <= last; line++) PUT(line, pieceOp(r, line, lb, size), kind);
+    }
+#undef PUT
+    for (uint32_t t = 0; t < s->threads; t++)
+        s->part[t].bkn[buf] = (uint32_t)(wp[t] - s->part[t].bk[buf]);
+    const uint64_t nrec = i - a;
+    bt->records += nrec;
+    bt->instructions += ninstr + nrec;
+    bt->kind[KVT_STORE] += nstore;
+    bt->kind[KVT_PREFETCH] += npf;
+    bt->kind[KVT_LOAD] += nrec - nstore - npf;
+    bt->pieces += npieces - npf;
+    bt->multiline += nmulti;
+    return i;
+}
+
+/* Functional, threads > 1: every part takes its bucket `buf`: on the workers,
+ * and this thread's (part 0), or (`alone`: a short segment) all on this thread,
+ * which returns when its share is done. */
+static void runBuckets(kvsimSim *s, uint32_t buf, int alone) {
+    for (uint32_t t = 0; t < s->threads; t++) {
+        Part *P = &s->part[t];
+        P->bbuf = (int)buf;
+        if (t == 0)
+            for (uint32_t k = 0; k < s->n; k++) P->ls[k] = s->lv[k].ls; /* follows warm-up */
+        else
+            P->own_dirty = 1;
+    }
+    for (uint32_t t = 1; t < s->threads; t++) {
+        if (alone)
+            engRunPart(s, &s->part[t]);
+        else
+            engWorkersPost(s, t);
+    }
+    engRunPart(s, &s->part[0]);
+}
+
+void engRunFastFunctional(kvsimSim *s, const kvtRecord *recs, size_t n) {
+    Batch bt;
+    memset(&bt, 0, sizeof bt);
+    size_t a = 0;
+    uint32_t buf = 0; /* the workers may still be running buckets 1 - buf */
+    while (a < n) {
+        size_t b;
+        if (s->threads > 1) {
+            b = bucketSegment(s, recs, a, n, buf, &bt);
+            if (b > a) {
+                finishLevels(s);
+                runBuckets(s, buf, b - a < s->qcap / PAR_MIN_DIV);
+                buf ^= 1;
+            }
+        } else {
+            b = segmentEnd(s, recs, a, n);
+            if (b > a) {
+                setJob(s, 0, recs, a, b, 1, NULL, &bt);
+                engRunPart(s, &s->part[0]);
+            }
+        }
+        if (b < n && !queued(s, &recs[b])) {
+            finishLevels(s);
+            unqueued(s, &recs[b], &bt);
+            a = b + 1;
+        } else {
+            a = b;
+        }
+    }
+    finishLevels(s);
+    engFlushBatch(s, &bt);
+    engMergeParts(s);
+}
+
+/* Timing: the records [a, b) of a segment whose levels have run, through the
+ * out-of-order model in order: the same steps as doMemoryT with the serving
+ * levels looked up in the notes (psv, ppfk, ppfl: by piece). */
+static void timePieces(kvsimSim *s, const kvtRecord *recs, size_t a, size_t b,
+                       uint8_t *notes, Batch *bt) {
+    const uint32_t lb = s->cfg.line_bits;
+    uint8_t *const psv = notes, *const ppfk = notes + SEGCAP, *const ppfl = notes + 2 * SEGCAP;
+    uint32_t pid = 0;
+    for (size_t i = a; i < b; i++) {
+        const kvtRecord *r = &recs[i];
+        const uint64_t ninstr = (uint64_t)r->gap + 1;
+        bt->records++;
+        bt->kind[r->kind]++;
+        bt->instructions += ninstr;
+        s->instr += ninstr;
+        uint64_t D, X;
+        dispatchT(s, r, ninstr, &D, &X);
+        uint64_t C = D + s->W;
+        uint32_t cls = s->n + 1;
+        const int is_store = r->kind == KVT_STORE;
+        const uint64_t size = r->size ? r->size : 1;
+        const uint64_t first = r->addr >> lb, last = (r->addr + size - 1) >> lb;
+        bt->multiline += last != first;
+        bt->pieces += last - first + 1;
+        uint32_t svmax = 0;
+        for (uint64_t line = first; line <= last; line++, pid++) {
+            const uint32_t sv = psv[pid];
+            if (sv > svmax) svmax = sv;
+            s->pfh_kind = ppfk[pid];
+            s->pfh_level = ppfl[pid];
+            ppfk[pid] = 0;
+            int waited = 0;
+            if (!is_store) {
+                const uint64_t c = timeAccessBody(s, line, 0, sv, X, 0, &waited);
+                if (c > C) C = c;
+            }
+            classifyPf(s, waited);
+        }
+        if (!is_store) {
+            cls = svmax;
+            s->st->load_latency += C - X;
+            s->st->loads_timed++;
+        }
+        retireT(s, ninstr, C, cls, 1, bt);
+        s->recno++;
+    }
+}
+
+/* Timing: segment i's levels run (on the workers, if any) while this thread
+ * times segment i - 1; a record the queues do not take waits for both. */
+void engRunFastTiming(kvsimSim *s, const kvtRecord *recs, size_t n) {
+    Batch bt;
+    memset(&bt, 0, sizeof bt);
+    size_t a = 0, pa = 0, pb = 0; /* [pa, pb): the pending segment, in notes[pbuf] */
+    int pend = 0;
+    uint32_t buf = 0, pbuf = 0;
+    while (a < n || pend) {
+        const size_t b = a < n ? segmentEnd(s, recs, a, n) : a;
+        if (pend) finishLevels(s);
+        if (b > a) startLevels(s, recs, a, b, s->notes[buf]);
+        if (pend) timePieces(s, recs, pa, pb, s->notes[pbuf], &bt);
+        pend = b > a;
+        pa = a;
+        pb = b;
+        pbuf = buf;
+        buf ^= (uint32_t)pend;
+        a = b;
+        if (b < n && !queued(s, &recs[b])) { /* a marker, a prefetch, a huge access */
+            if (pend) {
+                finishLevels(s);
+                timePieces(s, recs, pa, pb, s->notes[pbuf], &bt);
+                pend = 0;
+            }
+            unqueued(s, &recs[b], &bt);
+            a = b + 1;
+        }
+    }
+    engFlushBatch(s, &bt);
+    engMergeParts(s);
+}
+
+/* --- Parts ------------------------------------------------------------------------ */
+
+/* Parts and threads for s->fast (cfg.threads; 0 = 1).  The partition table maps
+ * the index bits common to every level (the smallest level's, at most 16 bits)
+ * to a part: each part takes a contiguous range of those sets, in proportion to
+ * its share.  (Ranges, not alternate sets: two threads writing neighbouring set
+ * blocks lose more to the host's cache-line traffic than they gain; measured in
+ * sim/README.md.)  Functional: T parts, the calling thread's share smaller;
+ * timing: T - 1 equal parts, one per worker. */
+int engPartsInit(kvsimSim *s) {
+    const uint32_t T = s->cfg.threads ? s->cfg.threads : 1;
+    uint64_t sets = s->lv[0].sets;
+    for (uint32_t k = 1; k < s->n; k++)
+        if (s->lv[k].sets < sets) sets = s->lv[k].sets;
+    if (sets > 65536) sets = 65536;
+    s->pmask = sets - 1;
+    const int timing = s->cfg.timing != 0;
+    uint32_t np = timing ? (T > 1 ? T - 1 : 1) : T; /* parts of the level work */
+    if (np > sets) np = (uint32_t)sets;
+    s->nlp = np;
+    s->threads = T == 1 ? 1 : timing ? np + 1 : np;
+    s->ptab = calloc(sets, 1);
+    if (!s->ptab) return 0;
+    const uint64_t w0 = timing ? 1 : SHARE_CALLER, w = timing ? 1 : SHARE_WORKER;
+    const uint64_t total = w0 + w * (np - 1);
+    for (uint64_t x = 0; x < sets; x++) {
+        const uint64_t pos = x * total / sets;
+        s->ptab[x] = (uint8_t)(pos < w0 ? 0 : 1 + (pos - w0) / w);
+    }
+    for (uint32_t t = 0; t < s->threads; t++) {
+        Part *P = &s->part[t];
+        P->id = timing ? (t ? t - 1 : 0) : t;
+        P->bbuf = -1;
+        for (uint32_t k = 0; k < s->n; k++)
+            if (!(P->q[k] = calloc(QCAP, sizeof(QEnt)))) return 0;
+        if (t && !(P->own = calloc(s->n, sizeof(kvsimLevelStats)))) return 0;
+        if (t)
+            for (uint32_t k = 0; k < s->n; k++) P->ls[k] = &P->own[k];
+        if (!timing && s->threads > 1)
+            for (int i = 0; i < 2; i++)
+                if (!(P->bk[i] = calloc(SEGCAP, sizeof(QEnt)))) return 0;
+    }
+    if (timing)
+        for (int i = 0; i < 2; i++)
+            if (!(s->notes[i] = calloc(3, SEGCAP))) return 0;
+    return s->threads == 1 || engWorkersStart(s);
+}
+
+void engPartsFree(kvsimSim *s) {
+    engWorkersStop(s);
+    for (uint32_t t = 0; t < KVSIM_MAX_THREADS; t++) {
+        for (uint32_t k = 0; k < KVSIM_MAX_LEVELS; k++) free(s->part[t].q[k]);
+        free(s->part[t].bk[0]);
+        free(s->part[t].bk[1]);
+        free(s->part[t].own);
+    }
+    free(s->ptab);
+    free(s->notes[0]);
+    free(s->notes[1]);
+}
