@@ -116,7 +116,8 @@ static void run(const char *policy, uint32_t inclusion, int timing, int tlb, int
 /* The common configuration (LRU, non-inclusive, no TLB or prefetchers) with
  * `threads` threads, on a trace with markers (warm-up, phases, commands),
  * software prefetches, stores and multi-line accesses, fed in uneven chunks. */
-static kvsimStats runThreads(const kvtRecord *r, size_t n, int timing, uint32_t threads) {
+static kvsimStats runThreads(const kvtRecord *r, size_t n, int timing, uint32_t threads,
+                             uint32_t qcap) {
     kvsimConfig c;
     memset(&c, 0, sizeof c);
     c.nlevels = 3;
@@ -136,6 +137,7 @@ static kvsimStats runThreads(const kvtRecord *r, size_t n, int timing, uint32_t 
     c.dram_xfer_ticks = 20;
     c.flush_at_end = 1;
     c.threads = threads;
+    c.queue_cap = qcap;
     char err[200];
     kvsimStats out;
     memset(&out, 0, sizeof out);
@@ -165,7 +167,7 @@ static void testThreads(void) {
         r[i].gap = (uint32_t)((x >> 20) % 8);
         r[i].dep = (uint32_t)((x >> 30) % 4);
         r[i].tag = (uint8_t)((x >> 33) % 16);
-        if ((x >> 24) % 500 == 0 || i == 50 || i == 9000) {
+        if ((x >> 24) % 3000 == 0 || i == 50 || i == 9000) {
             r[i].kind = KVT_MARKER;
             r[i].flags = i == 50 ? KVT_MARK_WARMUP_BEGIN : i == 9000 ? KVT_MARK_WARMUP_END
                          : (x >> 4) % 2 ? KVT_MARK_COMMAND : KVT_MARK_PHASE;
@@ -173,13 +175,16 @@ static void testThreads(void) {
             r[i].size = 0;
         }
     }
+    /* segments of up to 8192 records, and (queue capacity 8) of 256 */
+    const uint32_t qcaps[2] = {0, 8};
     for (int timing = 0; timing < 2; timing++) {
-        const kvsimStats one = runThreads(r, N, timing, 1);
+        const kvsimStats one = runThreads(r, N, timing, 1, 0);
         CHECK(one.records + one.warmup_records == N);
-        for (uint32_t t = 2; t <= 4; t++) {
-            const kvsimStats many = runThreads(r, N, timing, t);
-            CHECK(memcmp(&one, &many, sizeof one) == 0);
-        }
+        for (int q = 0; q < 2; q++)
+            for (uint32_t t = 1; t <= 4; t++) {
+                const kvsimStats many = runThreads(r, N, timing, t, qcaps[q]);
+                CHECK(memcmp(&one, &many, sizeof one) == 0);
+            }
     }
     free(r);
 }
