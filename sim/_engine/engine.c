@@ -32,9 +32,10 @@
  * the miss buffers.  All sized at creation; nothing grows with the trace.
  *
  * Files: this one holds the API, the record-by-record path (any configuration)
- * and the markers; levels.c the level-by-level path of the common
- * configuration; timing.h the timing model's inline pieces; engine_impl.h the
- * types and the set-block layout they share.
+ * and the markers; levels.c the level passes of the common configuration;
+ * segments.c its record loops (segments, threads, the timing pass); workers.c
+ * the worker threads; timing.h the timing model's inline pieces;
+ * engine_impl.h the types and the set-block layout they share.
  *
  * Speed.  The common configuration (every level LRU with ranks and
  * non-inclusive, no TLB, no hardware prefetchers: s->fast) runs level by level
@@ -44,7 +45,10 @@
  * the requests a few entries ahead in its queue: look-ahead software
  * prefetching, the technique the simulator itself studies, with exact
  * addresses.  With timing, a second pass runs the same records through the
- * out-of-order model.  Other configurations take the record-by-record path
+ * out-of-order model.  With cfg.threads > 1 the level work of each segment of
+ * records is shared out by set between threads, and with timing the levels of
+ * one segment overlap the timing of the one before (segments.c); the results
+ * do not depend on the thread count.  Other configurations take the record-by-record path
  * (runLoop), which prefetches the lower levels' set blocks of the record
  * PREFETCH_DISTANCE ahead.  Lookups compare 16 fingerprints per SSE
  * instruction; hits are not counted (hit = access - miss) and the phases'

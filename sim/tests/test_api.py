@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import sim
+import sim.bench
 import traces
 from sim.tests.conftest import records
 
@@ -126,3 +127,31 @@ def test_missing_engine_library_names_the_files(monkeypatch, tmp_path):
     monkeypatch.setattr(_binding, "_SEARCH", [tmp_path / "a.so", tmp_path / "b.so"])
     with pytest.raises(sim.EngineMissing, match="a.so.*b.so"):
         sim.simulate(records([(0, 0, 8)]), "xeon-8255c")
+
+
+def test_threads_change_nothing_but_the_speed():
+    """The same trace (loads, stores, line-crossing accesses, phases, commands) through the
+    bench hierarchy with 1, 2 and 3 engine threads, functional and timed: equal results."""
+    rng = np.random.default_rng(5)
+    n = 60_000
+    recs = np.zeros(n, dtype=traces.RECORD_DTYPE)
+    recs["addr"] = rng.integers(0, 1 << 26, n)
+    recs["size"] = rng.choice([8, 8, 8, 100], n)
+    recs["kind"] = rng.choice([0, 0, 1], n)
+    recs["gap"] = rng.integers(0, 6, n)
+    recs["dep"] = rng.integers(0, 3, n)
+    marks = rng.choice(n, 30, replace=False)
+    recs["kind"][marks] = 3
+    recs["flags"][marks] = rng.choice([traces.MARK_COMMAND, traces.MARK_PHASE], 30)
+    recs["addr"][marks] = rng.integers(0, 3, 30)
+    cpu = sim.parse_cpu(sim.bench.HIER)
+    for functional in (True, False):
+        runs = [sim.simulate(recs, cpu, functional=functional, threads=t) for t in (1, 2, 3)]
+        assert runs[0]["levels"][2]["misses"] > 0
+        assert runs[0] == runs[1] == runs[2]
+
+
+@pytest.mark.parametrize("threads", [0, 9, 1.5])
+def test_bad_thread_count(threads):
+    with pytest.raises(sim.ConfigError, match="threads"):
+        sim.simulate(records([(0, 0, 8)]), sim.parse_cpu(SMALL), threads=threads)
