@@ -240,24 +240,30 @@ static inline __attribute__((always_inline)) void queuePiece(kvsimSim *s, Part *
     if (n0 + 1 == s->qcap) levelPass(s, P, 0);
 }
 
-/* A part's job: the pieces of records [a, b) it takes go through every level;
- * each piece's index in the segment (pid) names its notes.  Every record here
- * is one the queues take (segmentEnd). */
+/* A part's job: the pieces of the segment that starts at record a that it
+ * takes go through every level; each piece's index in the segment (pid) names
+ * its notes.  The segment ends before b, or before the first record the level
+ * passes do not take (queued() in segments.c: with timing, also before a
+ * record of qcap pieces or more and before segcap pieces); P->b becomes its
+ * end.  Every thread that runs a part of a segment finds the same end. */
 static inline __attribute__((always_inline)) void runPartT(kvsimSim *s, Part *P, const int all,
                                                            const int count) {
     const uint32_t lb = s->cfg.line_bits;
     const uint8_t *const ptab = s->ptab;
-    const uint64_t pmask = s->pmask;
+    const uint64_t pmask = s->pmask, qcap = s->qcap, segcap = s->segcap;
+    const int timing = s->cfg.timing != 0, swpf_l1 = s->cfg.swpf_level == 0;
     const uint32_t id = P->id;
     const kvtRecord *const recs = P->recs;
     uint32_t pid = 0;
     /* count (functional, part 0): the records' counts, kept in registers */
     uint64_t ninstr = 0, nstore = 0, npf = 0, npieces = 0, nmulti = 0;
-    for (size_t i = P->a; i < P->b; i++) {
+    size_t i = P->a;
+    for (; i < P->b; i++) {
         const kvtRecord *r = &recs[i];
-        if (count) ninstr += r->gap;
+        if (r->kind > KVT_STORE && (r->kind != KVT_PREFETCH || timing || !swpf_l1)) break;
         if (r->kind == KVT_PREFETCH) { /* functional, filling L1: an L1 access that marks
                                           what it installs (doMemoryT) */
+            if (count) ninstr += r->gap;
             const uint64_t line = r->addr >> lb;
             if (all || ptab[line & pmask] == id)
                 queuePiece(s, P, line, OP_READ, KVSIM_K_SWPF, r->tag, pid);
@@ -265,11 +271,13 @@ static inline __attribute__((always_inline)) void runPartT(kvsimSim *s, Part *P,
             npf++;
             continue;
         }
+        const uint64_t size = r->size ? r->size : 1;
+        const uint64_t first = r->addr >> lb, last = (r->addr + size - 1) >> lb;
+        if (timing && (last - first >= qcap || pid + (last - first + 1) > segcap)) break;
+        if (count) ninstr += r->gap;
         const int is_store = r->kind == KVT_STORE;
         nstore += (uint64_t)is_store;
         const uint8_t kind = is_store ? KVSIM_K_STORE : KVSIM_K_LOAD;
-        const uint64_t size = r->size ? r->size : 1;
-        const uint64_t first = r->addr >> lb, last = (r->addr + size - 1) >> lb;
         if (__builtin_expect(first == last, 1)) { /* one line: a whole-line store is aligned */
             if (all || ptab[first & pmask] == id)
                 queuePiece(s, P, first,
@@ -284,6 +292,7 @@ static inline __attribute__((always_inline)) void runPartT(kvsimSim *s, Part *P,
             if (all || ptab[line & pmask] == id)
                 queuePiece(s, P, line, pieceOp(r, line, lb, size), kind, r->tag, pid);
     }
+    P->b = i;
     if (count) {
         Batch *const bt = P->bt;
         const uint64_t nrec = P->b - P->a;

@@ -60,25 +60,14 @@ static inline int queued(const kvsimSim *s, const kvtRecord *r) {
     return r->kind == KVT_PREFETCH && !s->cfg.timing && s->cfg.swpf_level == 0;
 }
 
-/* The end of the segment that starts at record a: the records [a, end) the
- * queues take, at most segcap of them and (timing or threads) segcap pieces. */
-static size_t segmentEnd(const kvsimSim *s, const kvtRecord *recs, size_t a, size_t n) {
-    const size_t lim = n - a > s->segcap ? a + s->segcap : n;
-    size_t i = a;
-    if (!s->cfg.timing && s->threads == 1) {
-        while (i < lim && queued(s, &recs[i])) i++;
-        return i;
-    }
-    const uint32_t lb = s->cfg.line_bits;
-    uint64_t pieces = 0;
-    for (; i < lim; i++) {
-        const kvtRecord *r = &recs[i];
-        if (!queued(s, r)) break;
-        const uint64_t size = r->kind == KVT_PREFETCH ? 1 : r->size ? r->size : 1;
-        pieces += ((r->addr + size - 1) >> lb) - (r->addr >> lb) + 1;
-        if (pieces > s->segcap) break;
-    }
-    return i;
+/* Is the segment that starts at record a shorter than `min` records?  (A
+ * guess for the timing pipeline: a record queued() refuses comes first.) */
+static int segmentShort(const kvsimSim *s, const kvtRecord *recs, size_t a, size_t n,
+                        size_t min) {
+    const size_t lim = n - a > min ? a + min : n;
+    for (size_t i = a; i < lim; i++)
+        if (!queued(s, &recs[i])) return 1;
+    return lim - a < min;
 }
 
 /* Part P's totals since the last call join the levels' (the workers are idle). */
@@ -129,19 +118,23 @@ static void setJob(kvsimSim *s, uint32_t t, const kvtRecord *recs, size_t a, siz
         P->own_dirty = 1;
 }
 
-/* Timing: start the levels of segment [a, b), noting into `notes`: on the
- * workers, or (no workers, or a short segment) on this thread, which then
- * returns when they are done. */
-static void startLevels(kvsimSim *s, const kvtRecord *recs, size_t a, size_t b, uint8_t *notes) {
-    if (s->threads == 1 || b - a < s->segcap / PAR_MIN_DIV_T) {
-        setJob(s, 0, recs, a, b, 1, notes, NULL);
+/* Timing: start the levels of the segment that starts at record a (it ends
+ * before record n at the latest), noting into `notes`: on the workers, or (no
+ * workers, or a short segment) on this thread, which then returns when they
+ * are done.  Returns the part whose b will be the segment's end. */
+static uint32_t startLevels(kvsimSim *s, const kvtRecord *recs, size_t a, size_t n,
+                            uint8_t *notes) {
+    const size_t lim = n - a > s->segcap ? a + s->segcap : n;
+    if (s->threads == 1 || segmentShort(s, recs, a, n, s->segcap / PAR_MIN_DIV_T)) {
+        setJob(s, 0, recs, a, lim, 1, notes, NULL);
         engRunPart(s, &s->part[0]);
-        return;
+        return 0;
     }
     for (uint32_t t = 1; t < s->threads; t++) {
-        setJob(s, t, recs, a, b, s->nlp == 1, notes, NULL); /* a lone worker takes every piece */
+        setJob(s, t, recs, a, lim, s->nlp == 1, notes, NULL); /* a lone worker takes all */
         engWorkersPost(s, t);
     }
+    return 1;
 }
 
 /* Wait for the workers (if any were started) and add up every part's totals. */
@@ -165,7 +158,7 @@ static void unqueued(kvsimSim *s, const kvtRecord *r, Batch *bt) {
     }
 }
 
-/* Functional, threads > 1: the segment that starts at record a (as segmentEnd
+/* Functional, threads > 1: the segment that starts at record a (as runPartT
  * would cut it) goes, piece by piece, to the buckets `buf` of the parts, as L1
  * requests; its records are counted in bt.  Returns the segment's end. */
 static size_t bucketSegment(kvsimSim *s, const kvtRecord *recs, size_t a, size_t n, uint32_t buf,
@@ -264,11 +257,9 @@ void engRunFastFunctional(kvsimSim *s, const kvtRecord *recs, size_t n) {
                 buf ^= 1;
             }
         } else {
-            b = segmentEnd(s, recs, a, n);
-            if (b > a) {
-                setJob(s, 0, recs, a, b, 1, NULL, &bt);
-                engRunPart(s, &s->part[0]);
-            }
+            setJob(s, 0, recs, a, n - a > s->segcap ? a + s->segcap : n, 1, NULL, &bt);
+            engRunPart(s, &s->part[0]);
+            b = s->part[0].b;
         }
         if (b < n && !queued(s, &recs[b])) {
             finishLevels(s);
@@ -336,28 +327,26 @@ static void timePieces(kvsimSim *s, const kvtRecord *recs, size_t a, size_t b,
 void engRunFastTiming(kvsimSim *s, const kvtRecord *recs, size_t n) {
     Batch bt;
     memset(&bt, 0, sizeof bt);
-    size_t a = 0, pa = 0, pb = 0; /* [pa, pb): the pending segment, in notes[pbuf] */
+    size_t a = 0, pa = 0; /* the pending segment starts at pa, its notes in notes[pbuf] */
     int pend = 0;
-    uint32_t buf = 0, pbuf = 0;
-    while (a < n || pend) {
-        const size_t b = a < n ? segmentEnd(s, recs, a, n) : a;
-        if (pend) finishLevels(s);
-        if (b > a) startLevels(s, recs, a, b, s->notes[buf]);
+    uint32_t buf = 0, pbuf = 0, jp = 0; /* jp: the part whose b ends the pending segment */
+    for (;;) {
+        size_t pb = a;
+        if (pend) {
+            finishLevels(s);
+            a = pb = s->part[jp].b;
+        }
+        const int more = a < n && queued(s, &recs[a]);
+        if (more) jp = startLevels(s, recs, a, n, s->notes[buf]);
         if (pend) timePieces(s, recs, pa, pb, s->notes[pbuf], &bt);
-        pend = b > a;
+        pend = more;
         pa = a;
-        pb = b;
         pbuf = buf;
-        buf ^= (uint32_t)pend;
-        a = b;
-        if (b < n && !queued(s, &recs[b])) { /* a marker, a prefetch, a huge access */
-            if (pend) {
-                finishLevels(s);
-                timePieces(s, recs, pa, pb, s->notes[pbuf], &bt);
-                pend = 0;
-            }
-            unqueued(s, &recs[b], &bt);
-            a = b + 1;
+        buf ^= (uint32_t)more;
+        if (!more) { /* the end, or a marker, a prefetch, a huge access */
+            if (a >= n) break;
+            unqueued(s, &recs[a], &bt);
+            a++;
         }
     }
     engFlushBatch(s, &bt);
