@@ -721,6 +721,7 @@ void kvsimRun(kvsimSim *s, const kvtRecord *recs, size_t n) {
 
 void kvsimFinish(kvsimSim *s) {
     if (s->finished) return;
+    engSettle(s);
     s->finished = 1;
     closeCommand(s);
     setCounting(s, 1);
@@ -786,7 +787,8 @@ void kvsimFinish(kvsimSim *s) {
 /* The counters that are derived rather than counted per access: hits (every
  * access is a hit or a miss) and the phases' pending accesses and misses. */
 const kvsimStats *kvsimGetStats(const kvsimSim *cs) {
-    kvsimSim *s = (kvsimSim *)cs; /* derived fields only: logically const */
+    kvsimSim *s = (kvsimSim *)cs; /* settling and derived fields: logically const */
+    engSettle(s);
     phaseSync(s);
     for (uint32_t k = 0; k < s->n; k++) {
         kvsimLevelStats *ls = &s->stats.level[k];
@@ -796,7 +798,9 @@ const kvsimStats *kvsimGetStats(const kvsimSim *cs) {
     return &s->stats;
 }
 
-uint32_t kvsimPeekSet(const kvsimSim *s, uint32_t level, uint64_t set, uint64_t *out) {
+uint32_t kvsimPeekSet(const kvsimSim *cs, uint32_t level, uint64_t set, uint64_t *out) {
+    kvsimSim *s = (kvsimSim *)cs; /* settling: logically const */
+    engSettle(s);
     if (level >= s->n || set >= s->lv[level].sets) return 0;
     const Level *L = &s->lv[level];
     memcpy(out, SET_TAGS(L, set), L->ways * sizeof(uint64_t));

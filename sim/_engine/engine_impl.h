@@ -181,6 +181,12 @@ struct kvsimSim {
     uint64_t pmask;
     struct Workers *wk;
     uint8_t *notes[2]; /* each: psv, ppfk, ppfl, SEGCAP bytes apiece */
+    /* between kvsimRun calls (segments.c; engSettle ends both): functional, the
+     * workers may still run buckets 1 - fbuf; timing, a segment whose levels ran
+     * waits for its timing: its ncarry records copied to carry, notes[cbuf] */
+    uint32_t fbuf, cbuf;
+    kvtRecord *carry;
+    size_t ncarry;
     /* the open command (COMMAND marker to COMMAND marker) */
     int cmd_open, cmd_counted;
     uint64_t cmd_t0, cmd_miss0; /* cmd_miss0: lv[0].tot_miss (every L1 miss) at its start */
@@ -269,6 +275,7 @@ void engRunPart(kvsimSim *s, Part *P); /* a part's job */
 int engPartsInit(kvsimSim *s); /* 0: out of memory */
 void engPartsFree(kvsimSim *s);
 void engMergeParts(kvsimSim *s); /* workers idle: their per-tag counters join s->st */
+void engSettle(kvsimSim *s); /* finish what a kvsimRun call left in flight */
 void engRunFastFunctional(kvsimSim *s, const kvtRecord *recs, size_t n);
 void engRunFastTiming(kvsimSim *s, const kvtRecord *recs, size_t n);
 /* workers.c: threads that run parts 1..threads-1 */

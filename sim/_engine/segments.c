@@ -246,15 +246,15 @@ void engRunFastFunctional(kvsimSim *s, const kvtRecord *recs, size_t n) {
     Batch bt;
     memset(&bt, 0, sizeof bt);
     size_t a = 0;
-    uint32_t buf = 0; /* the workers may still be running buckets 1 - buf */
     while (a < n) {
         size_t b;
         if (s->threads > 1) {
-            b = bucketSegment(s, recs, a, n, buf, &bt);
+            /* the workers may still run buckets 1 - fbuf, from the call before too */
+            b = bucketSegment(s, recs, a, n, s->fbuf, &bt);
             if (b > a) {
                 finishLevels(s);
-                runBuckets(s, buf, b - a < s->qcap / PAR_MIN_DIV);
-                buf ^= 1;
+                runBuckets(s, s->fbuf, b - a < s->qcap / PAR_MIN_DIV);
+                s->fbuf ^= 1;
             }
         } else {
             setJob(s, 0, recs, a, n - a > s->segcap ? a + s->segcap : n, 1, NULL, &bt);
@@ -269,9 +269,7 @@ void engRunFastFunctional(kvsimSim *s, const kvtRecord *recs, size_t n) {
             a = b;
         }
     }
-    finishLevels(s);
-    engFlushBatch(s, &bt);
-    engMergeParts(s);
+    engFlushBatch(s, &bt); /* the workers' last buckets may still run: engSettle */
 }
 
 /* Timing: the records [a, b) of a segment whose levels have run, through the
@@ -323,33 +321,67 @@ static void timePieces(kvsimSim *s, const kvtRecord *recs, size_t a, size_t b,
 }
 
 /* Timing: segment i's levels run (on the workers, if any) while this thread
- * times segment i - 1; a record the queues do not take waits for both. */
+ * times segment i - 1; a record the queues do not take waits for both.  The
+ * last segment's timing waits for the next call (its records copied to
+ * s->carry), so that it overlaps that call's first levels (engSettle times it
+ * if no call comes). */
 void engRunFastTiming(kvsimSim *s, const kvtRecord *recs, size_t n) {
     Batch bt;
     memset(&bt, 0, sizeof bt);
-    size_t a = 0, pa = 0; /* the pending segment starts at pa, its notes in notes[pbuf] */
-    int pend = 0;
+    size_t a = 0, pa = 0, pb = 0; /* the pending segment: precs[pa, pb), notes[pbuf] */
+    const kvtRecord *precs = recs;
+    int pend = 0, leveled = 0; /* leveled: the pending segment's levels are done */
     uint32_t buf = 0, pbuf = 0, jp = 0; /* jp: the part whose b ends the pending segment */
+    if (s->ncarry) {
+        pend = leveled = 1;
+        precs = s->carry;
+        pb = s->ncarry;
+        pbuf = s->cbuf;
+        buf = pbuf ^ 1;
+        s->ncarry = 0;
+    }
     for (;;) {
-        size_t pb = a;
-        if (pend) {
+        if (pend && !leveled) {
             finishLevels(s);
             a = pb = s->part[jp].b;
         }
+        leveled = 0;
         const int more = a < n && queued(s, &recs[a]);
+        if (!more && a >= n) { /* the end of the call: carry the pending segment over */
+            if (pend) {
+                if (precs != s->carry) memcpy(s->carry, precs + pa, (pb - pa) * sizeof *precs);
+                s->ncarry = pb - pa;
+                s->cbuf = pbuf;
+            }
+            break;
+        }
         if (more) jp = startLevels(s, recs, a, n, s->notes[buf]);
-        if (pend) timePieces(s, recs, pa, pb, s->notes[pbuf], &bt);
+        if (pend) timePieces(s, precs, pa, pb, s->notes[pbuf], &bt);
         pend = more;
+        precs = recs;
         pa = a;
         pbuf = buf;
         buf ^= (uint32_t)more;
-        if (!more) { /* the end, or a marker, a prefetch, a huge access */
-            if (a >= n) break;
+        if (!more) { /* a marker, a prefetch, a huge access */
             unqueued(s, &recs[a], &bt);
             a++;
         }
     }
     engFlushBatch(s, &bt);
+}
+
+/* Whatever is still in flight after a kvsimRun call: the workers' buckets, a
+ * carried segment's timing, the workers' per-tag counters. */
+void engSettle(kvsimSim *s) {
+    if (!s->fast) return;
+    finishLevels(s);
+    if (s->ncarry) {
+        Batch bt;
+        memset(&bt, 0, sizeof bt);
+        timePieces(s, s->carry, 0, s->ncarry, s->notes[s->cbuf], &bt);
+        s->ncarry = 0;
+        engFlushBatch(s, &bt);
+    }
     engMergeParts(s);
 }
 
@@ -395,9 +427,11 @@ int engPartsInit(kvsimSim *s) {
             for (int i = 0; i < 2; i++)
                 if (!(P->bk[i] = calloc(SEGCAP, sizeof(QEnt)))) return 0;
     }
-    if (timing)
+    if (timing) {
         for (int i = 0; i < 2; i++)
             if (!(s->notes[i] = calloc(3, SEGCAP))) return 0;
+        if (!(s->carry = calloc(SEGCAP, sizeof(kvtRecord)))) return 0;
+    }
     return s->threads == 1 || engWorkersStart(s);
 }
 
@@ -412,4 +446,5 @@ void engPartsFree(kvsimSim *s) {
     free(s->ptab);
     free(s->notes[0]);
     free(s->notes[1]);
+    free(s->carry);
 }

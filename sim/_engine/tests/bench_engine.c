@@ -9,6 +9,7 @@
  *   build/bench_engine FILE.raw [timing 0|1]      (records as a raw kvtRecord array,
  *                                                  e.g. numpy's recs.tofile(path))
  *   KVSIM_THREADS=N build/bench_engine ...        (the engine's threads, default 1)
+ *   KVSIM_CHUNK=R build/bench_engine ...          (records per kvsimRun call, default 65536)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,8 +79,9 @@ int main(int argc, char **argv) {
         r[i].addr = (x % foot) & ~7ULL;
         r[i].size = 8;
     }
+    const size_t chunk = getenv("KVSIM_CHUNK") ? strtoull(getenv("KVSIM_CHUNK"), NULL, 10) : 65536;
     const double w0 = now(CLOCK_MONOTONIC), c0 = now(CLOCK_PROCESS_CPUTIME_ID);
-    for (size_t i = 0; i < n; i += 65536) kvsimRun(s, r + i, n - i < 65536 ? n - i : 65536);
+    for (size_t i = 0; i < n; i += chunk) kvsimRun(s, r + i, n - i < chunk ? n - i : chunk);
     const double wall = now(CLOCK_MONOTONIC) - w0, cpu = now(CLOCK_PROCESS_CPUTIME_ID) - c0;
     char what[300];
     if (path)
