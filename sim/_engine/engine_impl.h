@@ -107,6 +107,12 @@ typedef struct QEnt {
  * worker's per-tag counters go to `own`, added to the statistics when the
  * workers are idle (engMergeParts).
  */
+/* A marker inside a functional segment: replayed once its parts are done */
+typedef struct SegMarker {
+    kvtRecord r;
+    uint32_t pos; /* pieces of the segment before it */
+} SegMarker;
+
 typedef struct __attribute__((aligned(64))) Part { /* one thread's: no shared host line */
     uint32_t id;
     QEnt *q[KVSIM_MAX_LEVELS];
@@ -187,6 +193,12 @@ struct kvsimSim {
     uint32_t fbuf, cbuf;
     kvtRecord *carry;
     size_t ncarry;
+    uint64_t cbase; /* the carried segment's L1 misses before it */
+    /* functional with threads: the markers of the segments in buckets 0 and 1,
+     * each with its piece position, and a note per piece: missed L1 */
+    struct SegMarker *fmk[2];
+    uint32_t nfmk[2];
+    uint8_t *fnotes[2];
     /* the open command (COMMAND marker to COMMAND marker) */
     int cmd_open, cmd_counted;
     uint64_t cmd_t0, cmd_miss0; /* cmd_miss0: lv[0].tot_miss (every L1 miss) at its start */
@@ -233,6 +245,18 @@ static inline uint8_t fingerprint(uint64_t line) {
     return (uint8_t)(f + (f == 0)); /* 1..255; 0 marks an invalid way */
 }
 
+
+/* A marker that a segment may hold (segments.c): any but those that switch the
+ * phase or the counting, which need every level's totals at their place. */
+static inline int markerInSegment(const kvtRecord *r) {
+    return r->kind == KVT_MARKER && r->flags != KVT_MARK_PHASE &&
+           r->flags != KVT_MARK_WARMUP_BEGIN && r->flags != KVT_MARK_WARMUP_END;
+}
+
+/* Timing notes: psv[pid] is the serving level, or PSV_L1_MISS for a whole-line
+ * store allocated in L1 without a fetch; nonzero exactly when L1 missed. */
+#define PSV_L1_MISS 0x80u
+#define PSV_LEVEL 0x7Fu
 
 /* The operation of the piece of record r (size bytes) in `line`: loads read; a
  * store piece covering its whole line allocates without a fetch. */

@@ -122,6 +122,7 @@ static inline __attribute__((always_inline)) void levelPassT(kvsimSim *s, Part *
         /* miss: the lowest free way, else the LRU victim; install; send below */
         ls->miss[idx]++;
         nmiss++;
+        if (l1 && !track && psv) psv[e.pid] = 1; /* functional notes: L1 misses (markers) */
         uint8_t *const meta = b + RK_META;
         uint8_t *const stg = b + RK_STAG;
         uint32_t way;
@@ -166,7 +167,7 @@ static inline __attribute__((always_inline)) void levelPassT(kvsimSim *s, Part *
                 if (l1) o->fp = f;
             }
         } else if (track && e.pid != NOPID) {
-            psv[e.pid] = (uint8_t)k; /* allocated without a fetch */
+            psv[e.pid] = (uint8_t)(l1 ? PSV_L1_MISS : k); /* allocated without a fetch */
         }
         if (vdirty) {
             ls->writebacks++;
@@ -260,6 +261,7 @@ static inline __attribute__((always_inline)) void runPartT(kvsimSim *s, Part *P,
     size_t i = P->a;
     for (; i < P->b; i++) {
         const kvtRecord *r = &recs[i];
+        if (timing && markerInSegment(r)) continue; /* the timing pass takes it */
         if (r->kind > KVT_STORE && (r->kind != KVT_PREFETCH || timing || !swpf_l1)) break;
         if (r->kind == KVT_PREFETCH) { /* functional, filling L1: an L1 access that marks
                                           what it installs (doMemoryT) */

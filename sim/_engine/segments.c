@@ -48,9 +48,13 @@
 #define SHARE_WORKER 5
 
 /* Does the level-by-level path take record r?  Loads and stores (with timing
- * or threads: of fewer than qcap pieces, so that a segment holds them), and
- * software prefetches that fill L1 when there is no timing. */
+ * or threads: of fewer than qcap pieces, so that a segment holds them),
+ * software prefetches that fill L1 when there is no timing, and (with timing
+ * or threads) the markers a segment may hold: the timing pass, or the replay
+ * after a functional segment's parts (finishBuckets), takes them in order, with
+ * the L1 misses before them counted from the per-piece notes. */
 static inline int queued(const kvsimSim *s, const kvtRecord *r) {
+    if (markerInSegment(r)) return s->cfg.timing || s->threads > 1;
     if (r->kind <= KVT_STORE) {
         if (!s->cfg.timing && s->threads == 1) return 1;
         const uint32_t lb = s->cfg.line_bits;
@@ -171,10 +175,13 @@ static size_t bucketSegment(kvsimSim *s, const kvtRecord *recs, size_t a, size_t
     const size_t lim = n - a > segcap ? a + segcap : n;
     QEnt *wp[KVSIM_MAX_THREADS]; /* each part's next entry */
     for (uint32_t t = 0; t < s->threads; t++) wp[t] = s->part[t].bk[buf];
+    SegMarker *const mk = s->fmk[buf];
+    uint32_t nmk = 0, pid = 0;
 #define PUT(ln, o, kd)                                                                   \
     do {                                                                                 \
         QEnt *e_ = wp[ptab[(ln) & pmask]]++;                                             \
         e_->line = (ln);                                                                 \
+        e_->pid = pid++;                                                                 \
         e_->op = (uint8_t)(o);                                                           \
         e_->kind = (kd);                                                                 \
         e_->stag = r->tag;                                                               \
@@ -183,6 +190,11 @@ static size_t bucketSegment(kvsimSim *s, const kvtRecord *recs, size_t a, size_t
     size_t i = a;
     for (; i < lim; i++) {
         const kvtRecord *r = &recs[i];
+        if (markerInSegment(r)) { /* replayed at its place (finishBuckets) */
+            mk[nmk].r = *r;
+            mk[nmk++].pos = pid;
+            continue;
+        }
         if (r->kind == KVT_PREFETCH) { /* filling L1: an L1 access that marks its line */
             if (!swpf_l1 || npieces + 1 > segcap) break;
             ninstr += r->gap;
@@ -210,7 +222,8 @@ static size_t bucketSegment(kvsimSim *s, const kvtRecord *recs, size_t a, size_t
 #undef PUT
     for (uint32_t t = 0; t < s->threads; t++)
         s->part[t].bkn[buf] = (uint32_t)(wp[t] - s->part[t].bk[buf]);
-    const uint64_t nrec = i - a;
+    s->nfmk[buf] = nmk;
+    const uint64_t nrec = i - a - nmk; /* the markers count themselves (engDoMarker) */
     bt->records += nrec;
     bt->instructions += ninstr + nrec;
     bt->kind[KVT_STORE] += nstore;
@@ -225,9 +238,12 @@ static size_t bucketSegment(kvsimSim *s, const kvtRecord *recs, size_t a, size_t
  * and this thread's (part 0), or (`alone`: a short segment) all on this thread,
  * which returns when its share is done. */
 static void runBuckets(kvsimSim *s, uint32_t buf, int alone) {
+    uint8_t *const notes = s->nfmk[buf] ? s->fnotes[buf] : NULL; /* only markers need them */
+    if (notes) memset(notes, 0, SEGCAP);
     for (uint32_t t = 0; t < s->threads; t++) {
         Part *P = &s->part[t];
         P->bbuf = (int)buf;
+        P->psv = notes;
         if (t == 0)
             for (uint32_t k = 0; k < s->n; k++) P->ls[k] = s->lv[k].ls; /* follows warm-up */
         else
@@ -242,6 +258,33 @@ static void runBuckets(kvsimSim *s, uint32_t buf, int alone) {
     engRunPart(s, &s->part[0]);
 }
 
+/* Run marker r as if in its place, where lv[0].tot_miss, which commands read,
+ * was `l1`. */
+static void markerAt(kvsimSim *s, const kvtRecord *r, uint64_t l1) {
+    Level *const L0 = &s->lv[0];
+    const uint64_t now = L0->tot_miss;
+    L0->tot_miss = l1;
+    engDoMarker(s, r);
+    L0->tot_miss = now;
+}
+
+/* Functional, threads > 1: wait for the buckets in flight (1 - fbuf), then
+ * replay their segment's markers in order, each with the L1 misses before it. */
+static void finishBuckets(kvsimSim *s) {
+    const uint64_t base = s->lv[0].tot_miss;
+    finishLevels(s);
+    const uint32_t fb = s->fbuf ^ 1, nm = s->nfmk[fb];
+    const uint8_t *const notes = s->fnotes[fb];
+    uint64_t l1m = 0;
+    uint32_t p = 0;
+    for (uint32_t j = 0; j < nm; j++) {
+        const SegMarker *m = &s->fmk[fb][j];
+        for (; p < m->pos; p++) l1m += notes[p];
+        markerAt(s, &m->r, base + l1m);
+    }
+    s->nfmk[fb] = 0;
+}
+
 void engRunFastFunctional(kvsimSim *s, const kvtRecord *recs, size_t n) {
     Batch bt;
     memset(&bt, 0, sizeof bt);
@@ -252,7 +295,7 @@ void engRunFastFunctional(kvsimSim *s, const kvtRecord *recs, size_t n) {
             /* the workers may still run buckets 1 - fbuf, from the call before too */
             b = bucketSegment(s, recs, a, n, s->fbuf, &bt);
             if (b > a) {
-                finishLevels(s);
+                finishBuckets(s);
                 runBuckets(s, s->fbuf, b - a < s->qcap / PAR_MIN_DIV);
                 s->fbuf ^= 1;
             }
@@ -262,7 +305,10 @@ void engRunFastFunctional(kvsimSim *s, const kvtRecord *recs, size_t n) {
             b = s->part[0].b;
         }
         if (b < n && !queued(s, &recs[b])) {
-            finishLevels(s);
+            if (s->threads > 1)
+                finishBuckets(s);
+            else
+                finishLevels(s);
             unqueued(s, &recs[b], &bt);
             a = b + 1;
         } else {
@@ -276,12 +322,17 @@ void engRunFastFunctional(kvsimSim *s, const kvtRecord *recs, size_t n) {
  * out-of-order model in order: the same steps as doMemoryT with the serving
  * levels looked up in the notes (psv, ppfk, ppfl: by piece). */
 static void timePieces(kvsimSim *s, const kvtRecord *recs, size_t a, size_t b,
-                       uint8_t *notes, Batch *bt) {
+                       uint8_t *notes, uint64_t base, Batch *bt) {
     const uint32_t lb = s->cfg.line_bits;
     uint8_t *const psv = notes, *const ppfk = notes + SEGCAP, *const ppfl = notes + 2 * SEGCAP;
     uint32_t pid = 0;
+    uint64_t l1m = 0; /* L1 misses so far in the segment (base: before it) */
     for (size_t i = a; i < b; i++) {
         const kvtRecord *r = &recs[i];
+        if (r->kind == KVT_MARKER) { /* one a segment holds */
+            markerAt(s, r, base + l1m);
+            continue;
+        }
         const uint64_t ninstr = (uint64_t)r->gap + 1;
         bt->records++;
         bt->kind[r->kind]++;
@@ -298,7 +349,8 @@ static void timePieces(kvsimSim *s, const kvtRecord *recs, size_t a, size_t b,
         bt->pieces += last - first + 1;
         uint32_t svmax = 0;
         for (uint64_t line = first; line <= last; line++, pid++) {
-            const uint32_t sv = psv[pid];
+            const uint32_t sv = psv[pid] & PSV_LEVEL;
+            l1m += psv[pid] != 0;
             if (sv > svmax) svmax = sv;
             s->pfh_kind = ppfk[pid];
             s->pfh_level = ppfl[pid];
@@ -329,6 +381,7 @@ void engRunFastTiming(kvsimSim *s, const kvtRecord *recs, size_t n) {
     Batch bt;
     memset(&bt, 0, sizeof bt);
     size_t a = 0, pa = 0, pb = 0; /* the pending segment: precs[pa, pb), notes[pbuf] */
+    uint64_t pbase = 0;           /* and the L1 misses before it */
     const kvtRecord *precs = recs;
     int pend = 0, leveled = 0; /* leveled: the pending segment's levels are done */
     uint32_t buf = 0, pbuf = 0, jp = 0; /* jp: the part whose b ends the pending segment */
@@ -337,11 +390,13 @@ void engRunFastTiming(kvsimSim *s, const kvtRecord *recs, size_t n) {
         precs = s->carry;
         pb = s->ncarry;
         pbuf = s->cbuf;
+        pbase = s->cbase;
         buf = pbuf ^ 1;
         s->ncarry = 0;
     }
     for (;;) {
         if (pend && !leveled) {
+            pbase = s->lv[0].tot_miss;
             finishLevels(s);
             a = pb = s->part[jp].b;
         }
@@ -352,11 +407,12 @@ void engRunFastTiming(kvsimSim *s, const kvtRecord *recs, size_t n) {
                 if (precs != s->carry) memcpy(s->carry, precs + pa, (pb - pa) * sizeof *precs);
                 s->ncarry = pb - pa;
                 s->cbuf = pbuf;
+                s->cbase = pbase;
             }
             break;
         }
         if (more) jp = startLevels(s, recs, a, n, s->notes[buf]);
-        if (pend) timePieces(s, precs, pa, pb, s->notes[pbuf], &bt);
+        if (pend) timePieces(s, precs, pa, pb, s->notes[pbuf], pbase, &bt);
         pend = more;
         precs = recs;
         pa = a;
@@ -374,11 +430,14 @@ void engRunFastTiming(kvsimSim *s, const kvtRecord *recs, size_t n) {
  * carried segment's timing, the workers' per-tag counters. */
 void engSettle(kvsimSim *s) {
     if (!s->fast) return;
-    finishLevels(s);
+    if (!s->cfg.timing && s->threads > 1)
+        finishBuckets(s);
+    else
+        finishLevels(s);
     if (s->ncarry) {
         Batch bt;
         memset(&bt, 0, sizeof bt);
-        timePieces(s, s->carry, 0, s->ncarry, s->notes[s->cbuf], &bt);
+        timePieces(s, s->carry, 0, s->ncarry, s->notes[s->cbuf], s->cbase, &bt);
         s->ncarry = 0;
         engFlushBatch(s, &bt);
     }
@@ -427,6 +486,11 @@ int engPartsInit(kvsimSim *s) {
             for (int i = 0; i < 2; i++)
                 if (!(P->bk[i] = calloc(SEGCAP, sizeof(QEnt)))) return 0;
     }
+    if (!timing && s->threads > 1)
+        for (int i = 0; i < 2; i++)
+            if (!(s->fmk[i] = calloc(SEGCAP, sizeof(SegMarker))) ||
+                !(s->fnotes[i] = calloc(SEGCAP, 1)))
+                return 0;
     if (timing) {
         for (int i = 0; i < 2; i++)
             if (!(s->notes[i] = calloc(3, SEGCAP))) return 0;
@@ -447,4 +511,8 @@ void engPartsFree(kvsimSim *s) {
     free(s->notes[0]);
     free(s->notes[1]);
     free(s->carry);
+    for (int i = 0; i < 2; i++) {
+        free(s->fmk[i]);
+        free(s->fnotes[i]);
+    }
 }
