@@ -811,6 +811,7 @@ size_t kvsimConfigSize(void) { return sizeof(kvsimConfig); }
 
 void kvsimFree(kvsimSim *s) {
     if (s == NULL) return;
+    engPartsFree(s); /* first: it stops the workers, which may still be running a job */
     for (uint32_t k = 0; k < KVSIM_MAX_LEVELS; k++) {
         Level *L = &s->lv[k];
         free(L->blk);
@@ -822,7 +823,6 @@ void kvsimFree(kvsimSim *s) {
         free(L->mq);
     }
     for (uint32_t p = 0; p < KVSIM_MAX_PREFETCHERS; p++) free(s->pf[p].state);
-    engPartsFree(s);
     free(s->dtlb.tags);
     free(s->dtlb.stamp);
     free(s->stlb.tags);

@@ -261,8 +261,10 @@ static inline __attribute__((always_inline)) void runPartT(kvsimSim *s, Part *P,
     size_t i = P->a;
     for (; i < P->b; i++) {
         const kvtRecord *r = &recs[i];
-        if (timing && markerInSegment(r)) continue; /* the timing pass takes it */
-        if (r->kind > KVT_STORE && (r->kind != KVT_PREFETCH || timing || !swpf_l1)) break;
+        if (__builtin_expect(r->kind > KVT_STORE, 0)) {
+            if (timing && markerInSegment(r)) continue; /* the timing pass takes it */
+            if (r->kind != KVT_PREFETCH || timing || !swpf_l1) break;
+        }
         if (r->kind == KVT_PREFETCH) { /* functional, filling L1: an L1 access that marks
                                           what it installs (doMemoryT) */
             if (count) ninstr += r->gap;

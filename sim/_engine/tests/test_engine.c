@@ -186,6 +186,32 @@ static void testThreads(void) {
                 CHECK(memcmp(&one, &many, sizeof one) == 0);
             }
     }
+    /* freed without kvsimFinish while the workers may still run the last buckets
+     * and a timing segment waits to be timed: nothing may touch freed memory */
+    for (int timing = 0; timing < 2; timing++) {
+        kvsimConfig c;
+        memset(&c, 0, sizeof c);
+        c.nlevels = 2;
+        c.line_bits = 6;
+        for (int k = 0; k < 2; k++) {
+            c.level[k].sets = 64u << (2 * k);
+            c.level[k].ways = 8;
+            c.level[k].latency = 4 + 10 * (uint32_t)k;
+            snprintf(c.level[k].policy, KVSIM_NAME_LEN, "lru");
+        }
+        c.timing = (uint32_t)timing;
+        c.width = 4;
+        c.rob = 64;
+        c.dram_latency = 100;
+        c.threads = 2;
+        char err[200];
+        kvsimSim *s = kvsimCreate(&c, err, sizeof err);
+        CHECK(s != NULL);
+        if (s) {
+            kvsimRun(s, r, N);
+            kvsimFree(s);
+        }
+    }
     free(r);
 }
 
