@@ -1,0 +1,39 @@
+#!/bin/sh
+# threads.sh -- instructions per record on each thread of a threaded engine run
+# (callgrind, deterministic, unlike this machine's timings): the busiest thread
+# bounds the wall-clock speed, the sum is the work.
+#
+#   sh sim/_engine/bench/threads.sh BENCH_ENGINE THREADS FILE.raw...
+#
+# BENCH_ENGINE is a build of tests/bench_engine.c (`make -C sim/_engine bench-c`).  For
+# each file, functional and timing: the calling thread's instructions per record (the
+# setup, measured on a 10-record prefix of the first file, subtracted) and each
+# worker's.
+set -eu
+bin=$1
+threads=$2
+shift 2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+head -c 240 "$1" > "$tmp/setup.raw"
+# the per-thread instruction totals of one run, calling thread first
+perthread() {
+    rm -f "$tmp"/cg*
+    KVSIM_THREADS=$threads valgrind --tool=callgrind --separate-threads=yes \
+        --callgrind-out-file="$tmp/cg" "$bin" "$1" "$2" > /dev/null 2>&1
+    for f in "$tmp"/cg-*; do sed -n 's/^summary: *//p' "$f"; done | tr '\n' ' '
+}
+printf '%-24s %9s  %-10s %s\n' file records mode "instructions/record: caller | workers"
+s0=$(perthread "$tmp/setup.raw" 0 | cut -d' ' -f1)
+s1=$(perthread "$tmp/setup.raw" 1 | cut -d' ' -f1)
+for f in "$@"; do
+    n=$(( $(wc -c < "$f") / 24 ))
+    for mode in 0 1; do
+        if [ "$mode" = 0 ]; then s=$s0; m=functional; else s=$s1; m=timing; fi
+        set -- $(perthread "$f" $mode)
+        line=$(printf '%.1f |' "$(echo "($1 - $s) / $n" | bc -l)")
+        shift
+        for w in "$@"; do line="$line $(printf '%.1f' "$(echo "$w / $n" | bc -l)")"; done
+        printf '%-24s %9d  %-10s %s\n' "$(basename "$f")" "$n" "$m" "$line"
+    done
+done
