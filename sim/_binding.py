@@ -148,6 +148,8 @@ def load_library() -> C.CDLL:
     lib.kvsimFree.argtypes = [C.c_void_p]
     lib.kvsimPeekSet.restype = u32
     lib.kvsimPeekSet.argtypes = [C.c_void_p, u32, u64, C.POINTER(u64)]
+    lib.kvsimThreads.restype = u32
+    lib.kvsimThreads.argtypes = [C.c_void_p]
     lib.kvsimStatsSize.restype = C.c_size_t
     lib.kvsimConfigSize.restype = C.c_size_t
     if lib.kvsimStatsSize() != C.sizeof(Stats) or lib.kvsimConfigSize() != C.sizeof(EngineConfig):
@@ -210,6 +212,11 @@ class Engine:
             raise TypeError("records must have the 24-byte trace record dtype")
         if len(arr):
             self._lib.kvsimRun(self._h, arr.ctypes.data, len(arr))
+
+    @property
+    def threads(self) -> int:
+        """Threads the engine actually runs on (1 outside its common configuration)."""
+        return int(self._lib.kvsimThreads(self._h))
 
     def finish(self) -> dict:
         self._lib.kvsimFinish(self._h)

@@ -56,7 +56,8 @@ def simulate(
     page_size: 4096 or 2 MiB, overriding the preset's ``[tlb] page_size`` for this run.
     threads: 1-8 threads for the compiled engine's common configuration (every level LRU
     and non-inclusive, no TLB or hardware prefetchers; other configurations use one); the
-    results are identical for any number, only the wall time changes.
+    results are identical for any number, only the wall time changes. The result's
+    ``engine_threads`` says how many ran.
     Counts are per cache line touched: an access spanning two lines counts twice.
     """
     if isinstance(cpu, str):
@@ -82,10 +83,13 @@ def simulate(
         for chunk in chunks:
             eng.run(chunk)
         raw = eng.finish()
+        used = eng.threads if engine == "fast" else 1
     finally:
         if engine == "fast":
             eng.close()
-    return build_result(raw, cpu, cfg, tag_names or hdr_tags, engine, header)
+    res = build_result(raw, cpu, cfg, tag_names or hdr_tags, engine, header)
+    res["engine_threads"] = used
+    return res
 
 
 def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list[str] | None,

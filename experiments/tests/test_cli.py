@@ -111,6 +111,7 @@ def test_simulate_threads_give_the_same_json(kvsim, small_trace, tmp_path, funct
     cpu.write_text(LRU_CPU)
     runs = [json.loads(kvsim("simulate", small_trace, "--cpu", cpu, "--json", *functional,
                              "--threads", str(t)).stdout) for t in (1, 2, 3)]
+    assert [r.pop("engine_threads") for r in runs] == [1, 2, 3]
     assert runs[0]["levels"][0]["accesses"] > 0
     assert runs[0] == runs[1] == runs[2]
 

@@ -806,6 +806,7 @@ uint32_t kvsimPeekSet(const kvsimSim *cs, uint32_t level, uint64_t set, uint64_t
     memcpy(out, SET_TAGS(L, set), L->ways * sizeof(uint64_t));
     return L->ways;
 }
+uint32_t kvsimThreads(const kvsimSim *s) { return s->fast ? s->threads : 1; }
 size_t kvsimStatsSize(void) { return sizeof(kvsimStats); }
 size_t kvsimConfigSize(void) { return sizeof(kvsimConfig); }
 

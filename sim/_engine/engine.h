@@ -190,6 +190,9 @@ const kvsimStats *kvsimGetStats(const kvsimSim *s);
 /* Test hook: write the line numbers held by (level, set), one per way (line + 1;
  * 0 = invalid way), to out[0 .. ways-1].  Returns ways, or 0 for a bad level/set. */
 uint32_t kvsimPeekSet(const kvsimSim *s, uint32_t level, uint64_t set, uint64_t *out);
+/* Threads the engine runs on: cfg.threads where the common configuration can
+ * share its work (at most one per set of the smallest level), else 1. */
+uint32_t kvsimThreads(const kvsimSim *s);
 size_t kvsimStatsSize(void);
 size_t kvsimConfigSize(void);
 void kvsimFree(kvsimSim *s);

@@ -147,8 +147,11 @@ def test_threads_change_nothing_but_the_speed():
     cpu = sim.parse_cpu(sim.bench.HIER)
     for functional in (True, False):
         runs = [sim.simulate(recs, cpu, functional=functional, threads=t) for t in (1, 2, 3)]
+        assert [r.pop("engine_threads") for r in runs] == [1, 2, 3]
         assert runs[0]["levels"][2]["misses"] > 0
         assert runs[0] == runs[1] == runs[2]
+    # a preset with a TLB and hardware prefetchers takes the record-by-record path
+    assert sim.simulate(recs[:1000], "graviton3", threads=2)["engine_threads"] == 1
 
 
 @pytest.mark.parametrize("threads", [0, 9, 1.5])
