@@ -44,20 +44,27 @@ static __attribute__((noinline)) void poolInsert(uint32_t *mq, const uint64_t *m
     mq[j & mask] = e;
 }
 
-/* The earliest-free buffer e of level L (poolEarliest) now holds `line` (hb:
- * its mhash) until tick `ready`: pop it from the front of the sorted ring and
- * insert it again from the back (usually right there: a new fill tends to be
+/* Pop the earliest-free buffer of level L (poolEarliest): it now holds `line`
+ * (hb: its mhash); poolPut then gives it its ready tick.  Returns it. */
+static inline uint32_t poolPop(Level *L, uint64_t line, uint8_t hb) {
+    const uint32_t h = L->mqhead, e = L->mq[h & L->mqmask];
+    uint64_t *const ml = L->mline;
+    uint8_t *const mh = L->mhash;
+    L->mqhead = h + 1;
+    ml[e] = line;
+    mh[e] = hb;
+    return e;
+}
+
+/* The popped buffer e of level L is ready at tick `ready`: it goes back into
+ * the sorted ring from the back (usually right there: a new fill tends to be
  * the latest; else poolInsert). */
-static inline void poolTake(Level *L, uint32_t e, uint64_t line, uint8_t hb, uint64_t ready) {
+static inline void poolPut(Level *L, uint32_t e, uint64_t ready) {
     uint32_t *const mq = L->mq;
     uint64_t *const mr = L->mready;
-    uint8_t *const mh = L->mhash;
-    const uint32_t mask = L->mqmask, h = L->mqhead + 1;
+    const uint32_t mask = L->mqmask, h = L->mqhead;
     const uint32_t j = h + L->mshrs - 1; /* the ring's new back */
-    L->mqhead = h;
-    L->mline[e] = line;
     mr[e] = ready;
-    mh[e] = hb;
     const uint32_t q = mq[(j - 1) & mask];
     const uint64_t rq = mr[q];
     if (j == h || rq < ready || (rq == ready && q < e))
@@ -75,21 +82,30 @@ static inline int poolsFree(const kvsimSim *s, uint32_t from, uint32_t to, uint6
     return 1;
 }
 
-/* The buffers of L still in flight after tick x are the back of the sorted
- * ring: walk it from the latest down to the first holding `line` (its ready
- * tick) or the first one done (0).  Out of line: rarely needed. */
+/* The latest fill-ready tick after x of the buffers of L holding `line`, or 0:
+ * only the buffers whose mhash byte matches are looked at.  Out of line:
+ * rarely needed. */
 static __attribute__((noinline)) uint64_t inflightScan(const Level *L, uint64_t line,
                                                        uint64_t x) {
-    const uint32_t *const mq = L->mq;
     const uint64_t *const mr = L->mready, *const ml = L->mline;
-    const uint32_t mask = L->mqmask, h = L->mqhead;
-    for (uint32_t j = h + L->mshrs; j != h; j--) {
-        const uint32_t q = mq[(j - 1) & mask];
-        const uint64_t rq = mr[q];
-        if (rq <= x) break;
-        if (ml[q] == line) return rq;
+    const uint8_t *const mh = L->mhash;
+    const uint32_t m = L->mshrs, hb = mhash(line);
+    uint64_t r = 0;
+    uint32_t j = 0;
+#if defined(__SSE4_2__)
+    const __m128i hv = _mm_set1_epi8((char)hb);
+    for (; j + 16 <= m; j += 16) {
+        uint32_t cand = (uint32_t)_mm_movemask_epi8(
+            _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(mh + j)), hv));
+        for (; cand; cand &= cand - 1) {
+            const uint32_t i = j + (uint32_t)__builtin_ctz(cand);
+            if (ml[i] == line && mr[i] > x && mr[i] > r) r = mr[i];
+        }
     }
-    return 0;
+#endif
+    for (; j < m; j++)
+        if (mh[j] == hb && ml[j] == line && mr[j] > x && mr[j] > r) r = mr[j];
+    return r;
 }
 
 /* Latest fill-ready tick of `line` in flight at level sv after tick x, or 0.
@@ -118,18 +134,17 @@ static __attribute__((noinline)) uint64_t timeMiss(kvsimSim *s, uint64_t line, u
                                                    uint32_t sv, uint64_t x, int *waited) {
     kvsimStats *const st = s->st;
     const uint64_t lat = levelLatency(s, sv);
-    /* the earliest-free buffer of each tracked level f..sv-1 */
-    Level *tl[KVSIM_MAX_LEVELS];
-    uint32_t te[KVSIM_MAX_LEVELS], nt = 0;
+    /* pop the earliest-free buffer of each tracked level f..sv-1: the miss
+     * starts when the last of them is free */
+    uint32_t te[KVSIM_MAX_LEVELS];
     uint64_t start = x;
+    const uint8_t hb = (uint8_t)mhash(line);
     for (uint32_t j = f; j < sv; j++) {
         Level *L = &s->lv[j];
         if (!L->mshrs) continue;
-        const uint32_t e = poolEarliest(L);
+        const uint32_t e = te[j] = poolPop(L, line, hb);
         const uint64_t rd = L->mready[e];
         start = rd > start ? rd : start;
-        tl[nt] = L;
-        te[nt++] = e;
     }
     uint64_t c;
     if (sv == s->n) { /* DRAM: the channel */
@@ -157,8 +172,8 @@ static __attribute__((noinline)) uint64_t timeMiss(kvsimSim *s, uint64_t line, u
         st->miss_ticks += c - start;
         st->l1_misses_timed++;
     }
-    const uint8_t hb = (uint8_t)mhash(line);
-    for (uint32_t i = 0; i < nt; i++) poolTake(tl[i], te[i], line, hb, c);
+    for (uint32_t j = f; j < sv; j++) /* ... and hold them until c */
+        if (s->lv[j].mshrs) poolPut(&s->lv[j], te[j], c);
     return c;
 }
 
