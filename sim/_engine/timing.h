@@ -65,9 +65,10 @@ static inline void poolPut(Level *L, uint32_t e, uint64_t ready) {
     const uint32_t mask = L->mqmask, h = L->mqhead;
     const uint32_t j = h + L->mshrs - 1; /* the ring's new back */
     mr[e] = ready;
+    /* (with one buffer, slot j - 1 still holds e itself: q == e) */
     const uint32_t q = mq[(j - 1) & mask];
     const uint64_t rq = mr[q];
-    if (j == h || rq < ready || (rq == ready && q < e))
+    if (rq < ready || (rq == ready && q <= e))
         mq[j & mask] = e;
     else
         poolInsert(mq, mr, mask, h, j, q, e, ready);
@@ -136,7 +137,7 @@ static __attribute__((noinline)) uint64_t timeMiss(kvsimSim *s, uint64_t line, u
     const uint64_t lat = levelLatency(s, sv);
     /* pop the earliest-free buffer of each tracked level f..sv-1: the miss
      * starts when the last of them is free */
-    uint32_t te[KVSIM_MAX_LEVELS];
+    uint32_t te[KVSIM_MAX_LEVELS], end = f; /* end: past the last tracked one */
     uint64_t start = x;
     const uint8_t hb = (uint8_t)mhash(line);
     for (uint32_t j = f; j < sv; j++) {
@@ -145,6 +146,7 @@ static __attribute__((noinline)) uint64_t timeMiss(kvsimSim *s, uint64_t line, u
         const uint32_t e = te[j] = poolPop(L, line, hb);
         const uint64_t rd = L->mready[e];
         start = rd > start ? rd : start;
+        end = j + 1;
     }
     uint64_t c;
     if (sv == s->n) { /* DRAM: the channel */
@@ -172,7 +174,7 @@ static __attribute__((noinline)) uint64_t timeMiss(kvsimSim *s, uint64_t line, u
         st->miss_ticks += c - start;
         st->l1_misses_timed++;
     }
-    for (uint32_t j = f; j < sv; j++) /* ... and hold them until c */
+    for (uint32_t j = f; j < end; j++) /* ... and hold them until c */
         if (s->lv[j].mshrs) poolPut(&s->lv[j], te[j], c);
     return c;
 }
