@@ -4,10 +4,12 @@
  * buffers (kept sorted by ready tick), the time of one piece, and a record's
  * dispatch and retirement.  Inline in both record paths (engine.c, levels.c).
  *
- * The per-record functions copy the fields they use into locals and load
- * everything before they store anything: stores through the engine's pointers
- * (uint64_t counters, uint8_t arrays) could alias any field of kvsimSim, so the
- * compiler would otherwise reload the fields after each store.
+ * The per-record functions copy the fields they use into locals and load them
+ * before they store: stores through the engine's pointers (uint64_t counters,
+ * uint8_t arrays) could alias any field of kvsimSim, so the compiler would
+ * otherwise reload the fields after each store.  The miss path (timeMiss) and
+ * the rare parts of the miss buffers' upkeep are out of line, so that the
+ * record loops keep their own values in registers.
  */
 #ifndef KVSIM_TIMING_H
 #define KVSIM_TIMING_H
@@ -182,7 +184,8 @@ static __attribute__((noinline)) uint64_t timeMiss(kvsimSim *s, uint64_t line, u
 /*
  * Time one piece that started at level f, was served at level sv and issues at
  * tick x.  Returns its completion tick; *waited is set when it found its line
- * still in flight (for prefetch timeliness).
+ * still in flight (for prefetch timeliness).  pfk (the prefetch kind) is not
+ * kept with the miss buffers: nothing read it back.
  */
 static inline __attribute__((always_inline)) uint64_t
 timeAccessBody(kvsimSim *s, uint64_t line, uint32_t f, uint32_t sv, uint64_t x, uint32_t pfk,
