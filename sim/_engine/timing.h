@@ -3,6 +3,13 @@
  * is in engine.c's essay and sim/MODEL.md): per-level latencies, the miss
  * buffers (kept sorted by ready tick), the time of one piece, and a record's
  * dispatch and retirement.  Inline in both record paths (engine.c, levels.c).
+ *
+ * The per-record functions copy the fields they use into locals and load them
+ * before they store: stores through the engine's pointers (uint64_t counters,
+ * uint8_t arrays) could alias any field of kvsimSim, so the compiler would
+ * otherwise reload the fields after each store.  The miss path (timeMiss) and
+ * the rare parts of the miss buffers' upkeep are out of line, so that the
+ * record loops keep their own values in registers.
  */
 #ifndef KVSIM_TIMING_H
 #define KVSIM_TIMING_H
@@ -17,30 +24,56 @@ static inline uint64_t levelLatency(const kvsimSim *s, uint32_t sv) { return s->
 /* Earliest-free miss buffer of level j (lowest index on a tie). */
 static inline uint32_t poolEarliest(const Level *L) { return L->mq[L->mqhead & L->mqmask]; }
 
+/* A buffer's mhash byte: 8 bits of its line's hash (0 for line 0, as the
+ * buffers start).  A lookup compares 16 of them per SSE instruction. */
 static inline uint32_t mhash(uint64_t line) {
-    return (uint32_t)((line * 0x9E3779B97F4A7C15ULL) >> 58);
+    return (uint32_t)((line * 0x9E3779B97F4A7C15ULL) >> 56);
 }
 
-/* The earliest-free buffer of level L now holds `line` until tick `ready`. */
-static inline void poolTakeEarliest(Level *L, uint64_t line, uint64_t ready) {
-    const uint32_t e = poolEarliest(L), m = L->mshrs, mask = L->mqmask;
-    const uint32_t hn = mhash(line);
-    L->mcount[L->mhash[e]]--;
-    L->mcount[hn]++;
-    L->mhash[e] = (uint8_t)hn;
-    L->mline[e] = line;
-    L->mready[e] = ready;
-    /* pop the front, then insert (ready, e) from the back */
-    const uint32_t h = ++L->mqhead;
-    uint32_t j = m - 1;
-    while (j > 0) {
-        const uint32_t q = L->mq[(h + j - 1) & mask];
-        const uint64_t rq = L->mready[q];
-        if (rq < ready || (rq == ready && q < e)) break;
-        L->mq[(h + j) & mask] = q;
-        j--;
-    }
-    L->mq[(h + j) & mask] = e;
+/* Buffer e (ready tick `ready`) goes into the sorted ring whose slot j is free
+ * and whose entry before it, q, is later: the later entries move up one slot.
+ * h: the front.  Out of line: the new entry usually goes in at the back. */
+static __attribute__((noinline)) void poolInsert(uint32_t *mq, const uint64_t *mr, uint32_t mask,
+                                                 uint32_t h, uint32_t j, uint32_t q, uint32_t e,
+                                                 uint64_t ready) {
+    uint64_t rq;
+    do {
+        mq[j & mask] = q;
+        if (--j == h) break;
+        q = mq[(j - 1) & mask];
+        rq = mr[q];
+    } while (rq > ready || (rq == ready && q > e));
+    mq[j & mask] = e;
+}
+
+/* Pop the earliest-free buffer of level L (poolEarliest): it now holds `line`
+ * (hb: its mhash); poolPut then gives it its ready tick.  Returns it. */
+static inline uint32_t poolPop(Level *L, uint64_t line, uint8_t hb) {
+    const uint32_t h = L->mqhead, e = L->mq[h & L->mqmask];
+    uint64_t *const ml = L->mline;
+    uint8_t *const mh = L->mhash;
+    L->mqhead = h + 1;
+    ml[e] = line;
+    mh[e] = hb;
+    return e;
+}
+
+/* The popped buffer e of level L is ready at tick `ready`: it goes back into
+ * the sorted ring from the back (usually right there: a new fill tends to be
+ * the latest; else poolInsert). */
+static inline void poolPut(Level *L, uint32_t e, uint64_t ready) {
+    uint32_t *const mq = L->mq;
+    uint64_t *const mr = L->mready;
+    const uint32_t mask = L->mqmask, h = L->mqhead;
+    const uint32_t j = h + L->mshrs - 1; /* the ring's new back */
+    mr[e] = ready;
+    /* (with one buffer, slot j - 1 still holds e itself: q == e) */
+    const uint32_t q = mq[(j - 1) & mask];
+    const uint64_t rq = mr[q];
+    if (rq < ready || (rq == ready && q <= e))
+        mq[j & mask] = e;
+    else
+        poolInsert(mq, mr, mask, h, j, q, e, ready);
 }
 
 /* 1 if every tracked level in [from, to) has a free miss buffer at tick x. */
@@ -52,87 +85,119 @@ static inline int poolsFree(const kvsimSim *s, uint32_t from, uint32_t to, uint6
     return 1;
 }
 
-/* Latest fill-ready tick of `line` in flight at level sv after tick x, or 0. */
-static inline uint64_t inflight(const kvsimSim *s, uint32_t sv, uint64_t line, uint64_t x) {
-    if (sv >= s->n) return 0;
-    const Level *L = &s->lv[sv];
-    if (!L->mshrs || x >= L->mmax_ready || !L->mcount[mhash(line)]) return 0;
+/* The latest fill-ready tick after x of the buffers of L holding `line`, or 0:
+ * only the buffers whose mhash byte matches are looked at.  Out of line:
+ * rarely needed. */
+static __attribute__((noinline)) uint64_t inflightScan(const Level *L, uint64_t line,
+                                                       uint64_t x) {
+    const uint64_t *const mr = L->mready, *const ml = L->mline;
+    const uint8_t *const mh = L->mhash;
+    const uint32_t m = L->mshrs, hb = mhash(line);
     uint64_t r = 0;
-    uint32_t i = 0;
+    uint32_t j = 0;
 #if defined(__SSE4_2__)
-    /* usually no buffer holds the line: find that out two entries per compare */
-    const __m128i lv = _mm_set1_epi64x((long long)line);
-    const uint32_t pairs = L->mshrs & ~1u;
-    int any = 0;
-    for (uint32_t j = 0; j < pairs; j += 2)
-        any |= _mm_movemask_pd(_mm_castsi128_pd(
-            _mm_cmpeq_epi64(_mm_loadu_si128((const __m128i *)(L->mline + j)), lv)));
-    if (!any) i = pairs; /* only the odd tail is left to check */
-#endif
-    for (; i < L->mshrs; i++) {
-        uint64_t rd = L->mready[i];
-        uint64_t c = (L->mline[i] == line && rd > x) ? rd : 0;
-        r = c > r ? c : r;
+    const __m128i hv = _mm_set1_epi8((char)hb);
+    for (; j + 16 <= m; j += 16) {
+        uint32_t cand = (uint32_t)_mm_movemask_epi8(
+            _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(mh + j)), hv));
+        for (; cand; cand &= cand - 1) {
+            const uint32_t i = j + (uint32_t)__builtin_ctz(cand);
+            if (ml[i] == line && mr[i] > x && mr[i] > r) r = mr[i];
+        }
     }
+#endif
+    for (; j < m; j++)
+        if (mh[j] == hb && ml[j] == line && mr[j] > x && mr[j] > r) r = mr[j];
     return r;
 }
 
-/*
- * Time one piece that started at level f, was served at level sv and issues at
- * tick x.  Returns its completion tick; *waited is set when it found its line
- * still in flight (for prefetch timeliness).
- */
-static inline __attribute__((always_inline)) uint64_t
-timeAccessBody(kvsimSim *s, uint64_t line, uint32_t f, uint32_t sv, uint64_t x, uint32_t pfk,
-               int *waited) {
-    kvsimStats *st = s->st;
-    uint64_t lat = levelLatency(s, sv);
-    uint64_t rif = inflight(s, sv, line, x);
-    *waited = rif > x;
-    if (sv == f) {
-        uint64_t c = x + lat;
-        if (rif > c) {
-            st->wait_inflight += rif - c;
-            c = rif;
-        }
-        return c;
-    }
+/* Latest fill-ready tick of `line` in flight at level sv after tick x, or 0.
+ * Usually no buffer's mhash byte matches. */
+static inline uint64_t inflight(const kvsimSim *s, uint32_t sv, uint64_t line, uint64_t x) {
+    if (sv >= s->n) return 0;
+    const Level *L = &s->lv[sv];
+    const uint32_t m = L->mshrs;
+    if (!m) return 0;
+    const uint8_t *const mh = L->mhash;
+    const uint32_t hb = mhash(line);
+    uint32_t j = 0;
+    int any = 0;
+#if defined(__SSE4_2__)
+    const __m128i hv = _mm_set1_epi8((char)hb);
+    for (; j + 16 <= m; j += 16)
+        any |= _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(mh + j)), hv));
+#endif
+    for (; j < m; j++) any |= mh[j] == hb;
+    return any ? inflightScan(L, line, x) : 0;
+}
+
+/* The miss part of timeAccessBody (sv > f): out of line, so that the record
+ * loops around it keep their own values in registers. */
+static __attribute__((noinline)) uint64_t timeMiss(kvsimSim *s, uint64_t line, uint32_t f,
+                                                   uint32_t sv, uint64_t x, int *waited) {
+    kvsimStats *const st = s->st;
+    const uint64_t lat = levelLatency(s, sv);
+    /* pop the earliest-free buffer of each tracked level f..sv-1: the miss
+     * starts when the last of them is free */
+    uint32_t te[KVSIM_MAX_LEVELS], end = f; /* end: past the last tracked one */
     uint64_t start = x;
-    uint32_t ent[KVSIM_MAX_LEVELS];
+    const uint8_t hb = (uint8_t)mhash(line);
     for (uint32_t j = f; j < sv; j++) {
         Level *L = &s->lv[j];
         if (!L->mshrs) continue;
-        ent[j] = poolEarliest(L);
-        if (L->mready[ent[j]] > start) start = L->mready[ent[j]];
+        const uint32_t e = te[j] = poolPop(L, line, hb);
+        const uint64_t rd = L->mready[e];
+        start = rd > start ? rd : start;
+        end = j + 1;
     }
-    st->wait_mshr += start - x;
     uint64_t c;
-    if (sv == s->n) {
-        uint64_t ds = start > s->dram_free ? start : s->dram_free;
-        if (s->cfg.dram_xfer_ticks) {
+    if (sv == s->n) { /* DRAM: the channel */
+        const uint64_t xfer = s->cfg.dram_xfer_ticks;
+        uint64_t ds = start;
+        if (xfer) {
+            const uint64_t fr = s->dram_free;
+            ds = start > fr ? start : fr;
+            s->dram_free = ds + xfer;
             st->wait_dram_bw += ds - start;
-            s->dram_free = ds + s->cfg.dram_xfer_ticks;
-        } else {
-            ds = start;
         }
+        *waited = 0;
         c = ds + lat;
     } else {
+        const uint64_t rif = inflight(s, sv, line, x);
+        *waited = rif > x;
         c = start + lat;
         if (rif > c) {
             st->wait_inflight += rif - c;
             c = rif;
         }
     }
-    for (uint32_t j = f; j < sv; j++) {
-        Level *L = &s->lv[j];
-        if (!L->mshrs) continue;
-        poolTakeEarliest(L, line, c);
-        L->mpf[ent[j]] = (uint8_t)pfk;
-        if (c > L->mmax_ready) L->mmax_ready = c;
-    }
+    st->wait_mshr += start - x;
     if (f == 0) {
         st->miss_ticks += c - start;
         st->l1_misses_timed++;
+    }
+    for (uint32_t j = f; j < end; j++) /* ... and hold them until c */
+        if (s->lv[j].mshrs) poolPut(&s->lv[j], te[j], c);
+    return c;
+}
+
+/*
+ * Time one piece that started at level f, was served at level sv and issues at
+ * tick x.  Returns its completion tick; *waited is set when it found its line
+ * still in flight (for prefetch timeliness).  pfk (the prefetch kind) is not
+ * kept with the miss buffers: nothing read it back.
+ */
+static inline __attribute__((always_inline)) uint64_t
+timeAccessBody(kvsimSim *s, uint64_t line, uint32_t f, uint32_t sv, uint64_t x, uint32_t pfk,
+               int *waited) {
+    if (sv != f) return timeMiss(s, line, f, sv, x, waited);
+    /* a hit where it started: no miss buffer */
+    const uint64_t rif = inflight(s, sv, line, x);
+    uint64_t c = x + levelLatency(s, sv);
+    *waited = rif > x;
+    if (rif > c) {
+        s->st->wait_inflight += rif - c;
+        c = rif;
     }
     return c;
 }
@@ -142,39 +207,35 @@ timeAccessBody(kvsimSim *s, uint64_t line, uint32_t f, uint32_t sv, uint64_t x, 
 static inline __attribute__((always_inline)) void dispatchT(kvsimSim *s, const kvtRecord *r,
                                                             uint64_t ninstr, uint64_t *Dp,
                                                             uint64_t *Xp) {
-    kvsimStats *st = s->st;
-    uint64_t D, X;
-    D = s->t_disp + ninstr;
-    if (s->instr > s->cfg.rob) {
-        uint64_t lim = s->instr - s->cfg.rob;
-        /* retire every entry at or before instruction lim; the last one
-         * retired bounds this dispatch */
-        uint64_t head = s->rob_head;
+    const uint64_t instr = s->instr, rob = s->cfg.rob, recno = s->recno;
+    uint64_t D = s->t_disp + ninstr;
+    if (instr > rob) {
+        /* retire every entry at or before instruction lim; the last one retired
+         * (the entry before the head) bounds this dispatch.  It stays in the ring
+         * until the next dispatch: the ring holds more than rob entries, and at
+         * most rob are live after a record's push. */
+        const uint64_t lim = instr - rob;
+        const uint64_t *const idx = s->rob_idx;
         const uint64_t tail = s->rob_tail, mask = s->rob_mask;
-        if (head != tail && s->rob_idx[head & mask] <= lim) {
-            do
-                head++;
-            while (head != tail && s->rob_idx[head & mask] <= lim);
+        uint64_t head = s->rob_head;
+        while (head != tail && idx[head & mask] <= lim) head++;
+        if (head) {
             const uint64_t h = (head - 1) & mask;
-            s->blk_valid = 1;
-            s->blk_idx = s->rob_idx[h];
-            s->blk_ret = s->rob_ret[h];
-            s->blk_cls = s->rob_cls[h];
-            s->rob_head = head;
-        }
-        if (s->blk_valid) {
-            const uint64_t b = s->blk_ret + (lim - s->blk_idx);
+            const uint64_t b = s->rob_ret[h] + (lim - idx[h]);
             const uint64_t stall = b > D ? b - D : 0; /* no branch to mispredict */
-            st->stall_rob[s->blk_cls] += stall;
+            const uint8_t cls = s->rob_cls[h];
+            s->rob_head = head;
+            s->st->stall_rob[cls] += stall;
             D += stall;
         }
     }
     s->t_disp = D;
-    X = D;
-    if (r->kind != KVT_STORE && r->dep && r->dep < KVSIM_DEP_WINDOW && r->dep <= s->recno) {
-        uint64_t c = s->dep_ring[(s->recno - r->dep) % KVSIM_DEP_WINDOW];
+    uint64_t X = D;
+    const uint32_t dep = r->dep;
+    if (r->kind != KVT_STORE && dep && dep < KVSIM_DEP_WINDOW && dep <= recno) {
+        const uint64_t c = s->dep_ring[(recno - dep) % KVSIM_DEP_WINDOW];
         if (c > X) {
-            st->wait_dep += c - X;
+            s->st->wait_dep += c - X;
             X = c;
         }
     }
@@ -187,26 +248,29 @@ static inline __attribute__((always_inline)) void dispatchT(kvsimSim *s, const k
 static inline __attribute__((always_inline)) void retireT(kvsimSim *s, uint64_t ninstr,
                                                           uint64_t C, uint32_t cls,
                                                           const int fast, Batch *bt) {
-    kvsimStats *st = s->st;
-    uint64_t r0 = s->r_last;
-    uint64_t R = s->r_last + ninstr;
+    const uint64_t r0 = s->r_last, instr = s->instr, recno = s->recno;
+    const uint64_t tail = s->rob_tail, t = tail & s->rob_mask;
+    uint64_t *const ridx = s->rob_idx, *const rret = s->rob_ret;
+    uint8_t *const rcls = s->rob_cls;
+    kvsimStats *const st = s->st;
+    const uint32_t phase = s->phase;
+    uint64_t R = r0 + ninstr;
     /* the cause of a retire time: this op's own service level if its completion
      * set it, else whatever held up the op before it (in-order retirement) */
-    uint8_t cause = C > R ? (uint8_t)cls : s->last_cause;
-    s->last_cause = cause;
+    const uint8_t cause = C > R ? (uint8_t)cls : s->last_cause;
     if (C > R) R = C;
-    uint64_t t = s->rob_tail & s->rob_mask;
-    s->rob_idx[t] = s->instr;
-    s->rob_ret[t] = R;
-    s->rob_cls[t] = cause;
-    s->rob_tail++;
+    s->last_cause = cause;
     s->r_last = R;
-    s->dep_ring[s->recno % KVSIM_DEP_WINDOW] = C;
+    s->rob_tail = tail + 1;
+    s->dep_ring[recno % KVSIM_DEP_WINDOW] = C;
+    ridx[t] = instr;
+    rret[t] = R;
+    rcls[t] = cause;
     if (fast) {
         bt->ticks += R - r0;
     } else {
         st->ticks += R - r0;
-        st->phase[s->phase].ticks += R - r0;
+        st->phase[phase].ticks += R - r0;
     }
 }
 
