@@ -819,7 +819,6 @@ void kvsimFree(kvsimSim *s) {
         free(L->pc.set);
         free(L->mline);
         free(L->mready);
-        free(L->mpf);
         free(L->mhash);
         free(L->mq);
     }
@@ -903,13 +902,11 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
         L->mqmask = ring - 1;
         L->mline = xcalloc(c->mshrs, sizeof(uint64_t));
         L->mready = xcalloc(c->mshrs, sizeof(uint64_t));
-        L->mpf = xcalloc(c->mshrs, 1);
         L->mhash = xcalloc(c->mshrs, 1);
         L->mq = xcalloc(ring, sizeof(uint32_t));
-        if (!L->blk || !L->pc.set || !L->mline || !L->mready || !L->mpf || !L->mhash || !L->mq)
+        if (!L->blk || !L->pc.set || !L->mline || !L->mready || !L->mhash || !L->mq)
             FAIL("out of memory for cache[%u]", k);
         for (uint32_t i = 0; i < c->mshrs; i++) L->mq[i] = i; /* all free at 0 */
-        L->mcount[mhash(0)] = c->mshrs;
         for (uint32_t i = 0; i < c->mshrs; i++) L->mhash[i] = (uint8_t)mhash(0);
         if (L->pol->on_init)
             for (uint64_t set = 0; set < c->sets; set++) L->pol->on_init(&L->pc, (uint32_t)set);

@@ -55,19 +55,15 @@ typedef struct Level {
     uint32_t fpw;    /* fingerprint bytes per block: ways rounded up to 16 */
     const kvsimPolicyOps *pol;
     kvsimPolicyCtx pc;
-    uint64_t *mline;  /* miss buffers: line, fill-ready tick, prefetch kind, mhash(line) */
-    uint64_t *mready;
-    uint8_t *mpf, *mhash;
+    uint64_t *mline;  /* miss buffers: line, fill-ready tick, and an 8-bit hash of the */
+    uint64_t *mready; /* line (timing.h's mhash), compared 16 per SSE instruction */
+    uint8_t *mhash;
     /* the buffers sorted by (ready tick, index), a ring of mshrs entries starting at
      * mq[mqhead & mqmask]: the front is the earliest-free buffer (the lowest index
      * on a tie).  Only the front is ever taken; its new ready tick is usually the
      * latest, so it goes back in at the end after one comparison. */
     uint32_t *mq;
     uint32_t mqhead, mqmask;
-    /* how many buffers hold a line of each hash (mhash): a lookup whose count
-     * is zero skips the search of the buffers */
-    uint32_t mcount[64];
-    uint64_t mmax_ready;
     /* memo of the last line found or installed here (key = line + 1, 0 = none):
      * repeated accesses to one line skip the set scan */
     uint64_t memo_key, memo_set;
@@ -168,9 +164,6 @@ struct kvsimSim {
     uint64_t *rob_idx, *rob_ret;
     uint8_t *rob_cls;
     uint64_t rob_mask, rob_head, rob_tail;
-    int blk_valid;
-    uint64_t blk_idx, blk_ret;
-    uint8_t blk_cls;
     uint64_t dep_ring[KVSIM_DEP_WINDOW];
     uint64_t dram_free;
     uint8_t last_cause; /* stall class that set the last retire time */
