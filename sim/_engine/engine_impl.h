@@ -15,6 +15,7 @@
 #ifndef KVSIM_ENGINE_IMPL_H
 #define KVSIM_ENGINE_IMPL_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -201,6 +202,10 @@ struct kvsimSim {
 #define QCAP 256
 _Static_assert(SEGCAP == SEGQ * QCAP, "notes for a full segment");
 #define NOPID 0xFFFFFFFFu
+_Static_assert(offsetof(QEnt, kind) == offsetof(QEnt, op) + 1 &&
+                   offsetof(QEnt, stag) == offsetof(QEnt, op) + 2 &&
+                   offsetof(QEnt, fp) == offsetof(QEnt, op) + 3 && sizeof(QEnt) == 16,
+               "op, kind, stag and fp are one 32-bit word (segments.c writes it at once)");
 _Static_assert(QCAP <= SEGCAP && SEGCAP < NOPID, "a record the queues take fits a segment");
 
 /* --- Set blocks ---------------------------------------------------------------- */

@@ -44,8 +44,8 @@
 #define PAR_MIN_DIV_T 8
 /* Functional: the calling thread's share of the sets against a worker's (it
  * also cuts the segments into buckets) */
-#define SHARE_CALLER 3
-#define SHARE_WORKER 5
+#define SHARE_CALLER 2
+#define SHARE_WORKER 3
 
 /* Does the level-by-level path take record r?  Loads and stores (with timing
  * or threads: of fewer than qcap pieces, so that a segment holds them),
@@ -177,47 +177,50 @@ static size_t bucketSegment(kvsimSim *s, const kvtRecord *recs, size_t a, size_t
     for (uint32_t t = 0; t < s->threads; t++) wp[t] = s->part[t].bk[buf];
     SegMarker *const mk = s->fmk[buf];
     uint32_t nmk = 0, pid = 0;
+    /* a piece's request: op, kind and structure tag go in as one word (QEnt's
+     * layout, engine_impl.h); L1 fills in the fingerprint */
 #define PUT(ln, o, kd)                                                                   \
     do {                                                                                 \
         QEnt *e_ = wp[ptab[(ln) & pmask]]++;                                             \
+        const uint32_t w_ = (uint32_t)(o) | (uint32_t)(kd) << 8 | (uint32_t)r->tag << 16; \
         e_->line = (ln);                                                                 \
         e_->pid = pid++;                                                                 \
-        e_->op = (uint8_t)(o);                                                           \
-        e_->kind = (kd);                                                                 \
-        e_->stag = r->tag;                                                               \
+        memcpy(&e_->op, &w_, sizeof w_);                                                 \
     } while (0)
-    uint64_t ninstr = 0, nstore = 0, npf = 0, npieces = 0, nmulti = 0;
+    uint64_t ninstr = 0, nstore = 0, npf = 0, nmulti = 0;
     size_t i = a;
     for (; i < lim; i++) {
         const kvtRecord *r = &recs[i];
+        if (__builtin_expect(r->kind <= KVT_STORE, 1)) {
+            const int is_store = r->kind == KVT_STORE;
+            const uint64_t size = r->size ? r->size : 1;
+            const uint64_t first = r->addr >> lb, last = (r->addr + size - 1) >> lb;
+            if (__builtin_expect(first == last, 1)) { /* a whole-line store is aligned */
+                if (pid >= segcap) break;
+                ninstr += r->gap;
+                nstore += (uint64_t)is_store;
+                PUT(first, !is_store ? OP_READ : size == (1ULL << lb) ? OP_WFULL : OP_WRITE,
+                    is_store ? KVSIM_K_STORE : KVSIM_K_LOAD);
+                continue;
+            }
+            if (last - first >= qcap || pid + (last - first + 1) > segcap) break;
+            ninstr += r->gap;
+            nstore += (uint64_t)is_store;
+            nmulti++;
+            for (uint64_t line = first; line <= last; line++)
+                PUT(line, pieceOp(r, line, lb, size), is_store ? KVSIM_K_STORE : KVSIM_K_LOAD);
+            continue;
+        }
         if (markerInSegment(r)) { /* replayed at its place (finishBuckets) */
             mk[nmk].r = *r;
             mk[nmk++].pos = pid;
             continue;
         }
-        if (r->kind == KVT_PREFETCH) { /* filling L1: an L1 access that marks its line */
-            if (!swpf_l1 || npieces + 1 > segcap) break;
-            ninstr += r->gap;
-            npf++;
-            npieces++;
-            PUT(r->addr >> lb, OP_READ, KVSIM_K_SWPF);
-            continue;
-        }
-        if (r->kind > KVT_STORE) break;
-        const uint64_t size = r->size ? r->size : 1;
-        const uint64_t first = r->addr >> lb, last = (r->addr + size - 1) >> lb;
-        if (last - first >= qcap || npieces + (last - first + 1) > segcap) break;
+        if (r->kind != KVT_PREFETCH || !swpf_l1 || pid >= segcap) break;
+        /* a software prefetch filling L1: an L1 access that marks its line */
         ninstr += r->gap;
-        npieces += last - first + 1;
-        const int is_store = r->kind == KVT_STORE;
-        nstore += (uint64_t)is_store;
-        const uint8_t kind = is_store ? KVSIM_K_STORE : KVSIM_K_LOAD;
-        if (__builtin_expect(first == last, 1)) {
-            PUT(first, !is_store ? OP_READ : size == (1ULL << lb) ? OP_WFULL : OP_WRITE, kind);
-            continue;
-        }
-        nmulti++;
-        for (uint64_t line = first; line <= last; line++) PUT(line, pieceOp(r, line, lb, size), kind);
+        npf++;
+        PUT(r->addr >> lb, OP_READ, KVSIM_K_SWPF);
     }
 #undef PUT
     for (uint32_t t = 0; t < s->threads; t++)
@@ -229,7 +232,7 @@ static size_t bucketSegment(kvsimSim *s, const kvtRecord *recs, size_t a, size_t
     bt->kind[KVT_STORE] += nstore;
     bt->kind[KVT_PREFETCH] += npf;
     bt->kind[KVT_LOAD] += nrec - nstore - npf;
-    bt->pieces += npieces - npf;
+    bt->pieces += pid - npf;
     bt->multiline += nmulti;
     return i;
 }
