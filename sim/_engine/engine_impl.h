@@ -179,6 +179,7 @@ struct kvsimSim {
     Part part[KVSIM_MAX_THREADS];
     uint8_t *ptab;
     uint64_t pmask;
+    uint32_t *phist, *pavg; /* functional with threads: pieces per set (rebalance) */
     struct Workers *wk;
     uint8_t *notes[2]; /* each: psv, ppfk, ppfl, SEGCAP bytes apiece */
     /* between kvsimRun calls (segments.c; engSettle ends both): functional, the

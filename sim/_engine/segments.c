@@ -162,6 +162,35 @@ static void unqueued(kvsimSim *s, const kvtRecord *r, Batch *bt) {
     }
 }
 
+/* Functional, threads > 1: share the sets out again for the next segment, by
+ * the pieces per set seen so far (halved at every segment: recent ones count
+ * most), so that the caller gets SHARE_CALLER parts of the pieces and each worker
+ * SHARE_WORKER (a trace's accesses can crowd a few sets: c_ref's mget gave the
+ * caller's range of sets more than twice the worker's pieces with fixed ranges).
+ * Safe between segments: every part of a segment is done before any part of the
+ * next starts, and any sharing by set gives the same results. */
+static void rebalance(kvsimSim *s) {
+    const uint64_t sets = s->pmask + 1;
+    uint64_t total = 0;
+    for (uint64_t x = 0; x < sets; x++) {
+        s->pavg[x] = (s->pavg[x] + s->phist[x]) / 2;
+        s->phist[x] = 0;
+        total += s->pavg[x];
+    }
+    if (!total) return;
+    const uint64_t units = SHARE_CALLER + SHARE_WORKER * (uint64_t)(s->threads - 1);
+    uint64_t bound = total * SHARE_CALLER / units, cum = 0; /* part p's end */
+    uint32_t p = 0;
+    for (uint64_t x = 0; x < sets; x++) {
+        while (p + 1 < s->threads && cum >= bound) {
+            p++;
+            bound = total * (SHARE_CALLER + SHARE_WORKER * (uint64_t)p) / units;
+        }
+        s->ptab[x] = (uint8_t)p;
+        cum += s->pavg[x];
+    }
+}
+
 /* Functional, threads > 1: the segment that starts at record a (as runPartT
  * would cut it) goes, piece by piece, to the buckets `buf` of the parts, as L1
  * requests; its records are counted in bt.  Returns the segment's end. */
@@ -179,9 +208,12 @@ static size_t bucketSegment(kvsimSim *s, const kvtRecord *recs, size_t a, size_t
     uint32_t nmk = 0, pid = 0;
     /* a piece's request: op, kind and structure tag go in as one word (QEnt's
      * layout, engine_impl.h); L1 fills in the fingerprint */
+    uint32_t *const hist = s->phist;
 #define PUT(ln, o, kd)                                                                   \
     do {                                                                                 \
-        QEnt *e_ = wp[ptab[(ln) & pmask]]++;                                             \
+        const uint64_t x_ = (ln) & pmask;                                                \
+        hist[x_]++;                                                                      \
+        QEnt *e_ = wp[ptab[x_]]++;                                                       \
         const uint32_t w_ = (uint32_t)(o) | (uint32_t)(kd) << 8 | (uint32_t)r->tag << 16; \
         e_->line = (ln);                                                                 \
         e_->pid = pid++;                                                                 \
@@ -234,6 +266,7 @@ static size_t bucketSegment(kvsimSim *s, const kvtRecord *recs, size_t a, size_t
     bt->kind[KVT_LOAD] += nrec - nstore - npf;
     bt->pieces += pid - npf;
     bt->multiline += nmulti;
+    rebalance(s);
     return i;
 }
 
@@ -454,14 +487,15 @@ void engSettle(kvsimSim *s) {
  * to a part: each part takes a contiguous range of those sets, in proportion to
  * its share.  (Ranges, not alternate sets: two threads writing neighbouring set
  * blocks lose more to the host's cache-line traffic than they gain; measured in
- * sim/README.md.)  Functional: T parts, the calling thread's share smaller;
- * timing: T - 1 equal parts, one per worker. */
+ * sim/README.md.)  Functional: T parts, the calling thread's share smaller,
+ * rebalanced by the pieces per set at every segment; timing: T - 1 equal parts,
+ * one per worker. */
 int engPartsInit(kvsimSim *s) {
     const uint32_t T = s->cfg.threads ? s->cfg.threads : 1;
     uint64_t sets = s->lv[0].sets;
     for (uint32_t k = 1; k < s->n; k++)
         if (s->lv[k].sets < sets) sets = s->lv[k].sets;
-    if (sets > 65536) sets = 65536;
+    if (sets > 4096) sets = 4096; /* rebalance walks them at every segment */
     s->pmask = sets - 1;
     const int timing = s->cfg.timing != 0;
     uint32_t np = timing ? (T > 1 ? T - 1 : 1) : T; /* parts of the level work */
@@ -469,7 +503,9 @@ int engPartsInit(kvsimSim *s) {
     s->nlp = np;
     s->threads = T == 1 ? 1 : timing ? np + 1 : np;
     s->ptab = calloc(sets, 1);
-    if (!s->ptab) return 0;
+    s->phist = calloc(sets, sizeof *s->phist);
+    s->pavg = calloc(sets, sizeof *s->pavg);
+    if (!s->ptab || !s->phist || !s->pavg) return 0;
     const uint64_t w0 = timing ? 1 : SHARE_CALLER, w = timing ? 1 : SHARE_WORKER;
     const uint64_t total = w0 + w * (np - 1);
     for (uint64_t x = 0; x < sets; x++) {
@@ -511,6 +547,8 @@ void engPartsFree(kvsimSim *s) {
         free(s->part[t].own);
     }
     free(s->ptab);
+    free(s->phist);
+    free(s->pavg);
     free(s->notes[0]);
     free(s->notes[1]);
     free(s->carry);
