@@ -279,14 +279,12 @@ static inline __attribute__((always_inline)) void runPartT(kvsimSim *s, Part *P,
         const uint64_t first = r->addr >> lb, last = (r->addr + size - 1) >> lb;
         if (timing && (last - first >= qcap || pid + (last - first + 1) > segcap)) break;
         if (count) ninstr += r->gap;
-        const int is_store = r->kind == KVT_STORE;
-        nstore += (uint64_t)is_store;
-        const uint8_t kind = is_store ? KVSIM_K_STORE : KVSIM_K_LOAD;
+        const uint32_t is_store = r->kind == KVT_STORE;
+        nstore += is_store;
+        const uint8_t kind = (uint8_t)is_store; /* KVSIM_K_LOAD or KVSIM_K_STORE */
         if (__builtin_expect(first == last, 1)) { /* one line: a whole-line store is aligned */
             if (all || ptab[first & pmask] == id)
-                queuePiece(s, P, first,
-                           !is_store ? OP_READ : size == (1ULL << lb) ? OP_WFULL : OP_WRITE, kind,
-                           r->tag, pid);
+                queuePiece(s, P, first, opOf(is_store, size, lb), kind, r->tag, pid);
             pid++;
             continue;
         }

@@ -224,23 +224,22 @@ static size_t bucketSegment(kvsimSim *s, const kvtRecord *recs, size_t a, size_t
     for (; i < lim; i++) {
         const kvtRecord *r = &recs[i];
         if (__builtin_expect(r->kind <= KVT_STORE, 1)) {
-            const int is_store = r->kind == KVT_STORE;
+            const uint32_t is_store = r->kind == KVT_STORE; /* = its KVSIM_K_ kind */
             const uint64_t size = r->size ? r->size : 1;
             const uint64_t first = r->addr >> lb, last = (r->addr + size - 1) >> lb;
             if (__builtin_expect(first == last, 1)) { /* a whole-line store is aligned */
                 if (pid >= segcap) break;
                 ninstr += r->gap;
-                nstore += (uint64_t)is_store;
-                PUT(first, !is_store ? OP_READ : size == (1ULL << lb) ? OP_WFULL : OP_WRITE,
-                    is_store ? KVSIM_K_STORE : KVSIM_K_LOAD);
+                nstore += is_store;
+                PUT(first, opOf(is_store, size, lb), is_store);
                 continue;
             }
             if (last - first >= qcap || pid + (last - first + 1) > segcap) break;
             ninstr += r->gap;
-            nstore += (uint64_t)is_store;
+            nstore += is_store;
             nmulti++;
             for (uint64_t line = first; line <= last; line++)
-                PUT(line, pieceOp(r, line, lb, size), is_store ? KVSIM_K_STORE : KVSIM_K_LOAD);
+                PUT(line, pieceOp(r, line, lb, size), is_store);
             continue;
         }
         if (markerInSegment(r)) { /* replayed at its place (finishBuckets) */
