@@ -258,12 +258,12 @@ static inline int markerInSegment(const kvtRecord *r) {
 #define PSV_LEVEL 0x7Fu
 
 /* The operation of a one-line piece of a load (is_store 0) or store (1) of
- * `size` bytes: OP_READ, OP_WRITE, or OP_WFULL for a whole line; arithmetic,
+ * `size` bytes (lines of line_size): OP_READ, OP_WRITE, or OP_WFULL for a whole line; arithmetic,
  * not branches (loads and stores interleave unpredictably). */
 _Static_assert(OP_READ == 0 && OP_WRITE == 1 && OP_WFULL == 2, "opOf's arithmetic");
 _Static_assert(KVSIM_K_LOAD == 0 && KVSIM_K_STORE == 1, "a store flag is its kind");
-static inline uint32_t opOf(uint32_t is_store, uint64_t size, uint32_t lb) {
-    return is_store + (is_store & (uint32_t)(size == (1ULL << lb)));
+static inline uint32_t opOf(uint32_t is_store, uint64_t size, uint64_t line_size) {
+    return is_store << (size == line_size);
 }
 
 /* The operation of the piece of record r (size bytes) in `line`: loads read; a

@@ -250,6 +250,7 @@ static inline __attribute__((always_inline)) void queuePiece(kvsimSim *s, Part *
 static inline __attribute__((always_inline)) void runPartT(kvsimSim *s, Part *P, const int all,
                                                            const int count) {
     const uint32_t lb = s->cfg.line_bits;
+    const uint64_t lsz = 1ULL << lb;
     const uint8_t *const ptab = s->ptab;
     const uint64_t pmask = s->pmask, qcap = s->qcap, segcap = s->segcap;
     const int timing = s->cfg.timing != 0, swpf_l1 = s->cfg.swpf_level == 0;
@@ -284,7 +285,7 @@ static inline __attribute__((always_inline)) void runPartT(kvsimSim *s, Part *P,
         const uint8_t kind = (uint8_t)is_store; /* KVSIM_K_LOAD or KVSIM_K_STORE */
         if (__builtin_expect(first == last, 1)) { /* one line: a whole-line store is aligned */
             if (all || ptab[first & pmask] == id)
-                queuePiece(s, P, first, opOf(is_store, size, lb), kind, r->tag, pid);
+                queuePiece(s, P, first, opOf(is_store, size, lsz), kind, r->tag, pid);
             pid++;
             continue;
         }

@@ -198,6 +198,7 @@ static size_t bucketSegment(kvsimSim *s, const kvtRecord *recs, size_t a, size_t
                             Batch *bt) {
     /* locals, not fields: the stores through the write pointers may alias s */
     const uint32_t lb = s->cfg.line_bits;
+    const uint64_t lsz = 1ULL << lb;
     const uint8_t *const ptab = s->ptab;
     const uint64_t pmask = s->pmask, qcap = s->qcap, segcap = s->segcap;
     const int swpf_l1 = s->cfg.swpf_level == 0;
@@ -231,7 +232,7 @@ static size_t bucketSegment(kvsimSim *s, const kvtRecord *recs, size_t a, size_t
                 if (pid >= segcap) break;
                 ninstr += r->gap;
                 nstore += is_store;
-                PUT(first, opOf(is_store, size, lb), is_store);
+                PUT(first, opOf(is_store, size, lsz), is_store);
                 continue;
             }
             if (last - first >= qcap || pid + (last - first + 1) > segcap) break;
