@@ -114,10 +114,8 @@ static void run(const char *policy, uint32_t inclusion, int timing, int tlb, int
 }
 
 /* The common configuration (LRU, non-inclusive, no TLB or prefetchers) with
- * `threads` threads, on a trace with markers (warm-up, phases, commands),
- * software prefetches, stores and multi-line accesses, fed in uneven chunks. */
-static kvsimStats runThreads(const kvtRecord *r, size_t n, int timing, uint32_t threads,
-                             uint32_t qcap) {
+ * `threads` threads and queue capacity `qcap` (0: the default). */
+static kvsimConfig lruConfig(int timing, uint32_t threads, uint32_t qcap) {
     kvsimConfig c;
     memset(&c, 0, sizeof c);
     c.nlevels = 3;
@@ -138,6 +136,14 @@ static kvsimStats runThreads(const kvtRecord *r, size_t n, int timing, uint32_t 
     c.flush_at_end = 1;
     c.threads = threads;
     c.queue_cap = qcap;
+    return c;
+}
+
+/* That configuration on a trace with markers (warm-up, phases, commands),
+ * software prefetches, stores and multi-line accesses, fed in uneven chunks. */
+static kvsimStats runThreads(const kvtRecord *r, size_t n, int timing, uint32_t threads,
+                             uint32_t qcap) {
+    const kvsimConfig c = lruConfig(timing, threads, qcap);
     char err[200];
     kvsimStats out;
     memset(&out, 0, sizeof out);
@@ -186,24 +192,11 @@ static void testThreads(void) {
                 CHECK(memcmp(&one, &many, sizeof one) == 0);
             }
     }
-    /* freed without kvsimFinish while the workers may still run the last buckets
-     * and a timing segment waits to be timed: nothing may touch freed memory */
+    /* freed without kvsimFinish, right after a call whose last buckets a worker
+     * may still be running: nothing may touch freed memory (this caught
+     * kvsimFree freeing the caches before it stopped the workers) */
     for (int timing = 0; timing < 2; timing++) {
-        kvsimConfig c;
-        memset(&c, 0, sizeof c);
-        c.nlevels = 2;
-        c.line_bits = 6;
-        for (int k = 0; k < 2; k++) {
-            c.level[k].sets = 64u << (2 * k);
-            c.level[k].ways = 8;
-            c.level[k].latency = 4 + 10 * (uint32_t)k;
-            snprintf(c.level[k].policy, KVSIM_NAME_LEN, "lru");
-        }
-        c.timing = (uint32_t)timing;
-        c.width = 4;
-        c.rob = 64;
-        c.dram_latency = 100;
-        c.threads = 2;
+        const kvsimConfig c = lruConfig(timing, 2, 0);
         char err[200];
         kvsimSim *s = kvsimCreate(&c, err, sizeof err);
         CHECK(s != NULL);
