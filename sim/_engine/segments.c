@@ -3,10 +3,14 @@
  * level passes are in levels.c): segments, threads, and the timing pass.
  *
  * The records go in segments: runs of records the level passes take, at most
- * segcap records and (timing, or functional with threads) segcap pieces.  A
- * record they do not take (a marker, a software prefetch with timing, a record
- * of qcap pieces or more with timing or threads) is handled by the record-by-
- * record path once every level pass has drained and every worker is idle.
+ * segcap records and (timing, or functional with threads) segcap pieces.  With
+ * timing or threads, a segment also holds the markers that do not switch the
+ * phase or the counting: the timing pass, or the replay after a functional
+ * segment's parts (finishBuckets), takes them in order, each with the L1 misses
+ * before it counted from per-piece notes.  A record they do not take (a phase
+ * or warm-up marker, a software prefetch with timing, a record of qcap pieces
+ * or more with timing or threads) is handled by the record-by-record path once
+ * every level pass has drained and every worker is idle.
  *
  * Threads (cfg.threads = T).  A segment's pieces are shared out by set (Part,
  * engine_impl.h), so no two threads ever touch one set of any level, and the
@@ -19,6 +23,9 @@
  *       caller    | cut i+1 | part 0 of i+1 | cut i+2 | part 0 of i+2 |
  *       worker t  | part t of i     | part t of i+1         | part t ...
  *
+ *   The sets are shared out again at every segment by the pieces per set seen
+ *   (rebalance), so a trace that crowds a few sets stays balanced.
+ *
  *   timing: T - 1 workers run the levels of segment i (each scans the segment
  *   for its parts' pieces, noting each piece's serving level by its index)
  *   while the calling thread times segment i - 1 (timePieces):
@@ -26,10 +33,14 @@
  *       caller    | time i-1 | time i  |
  *       workers   | levels i | levels i+1 |
  *
- * Short segments (a trace cut up by markers or software prefetches) run on
- * the calling thread alone: below PAR_MIN_* records a hand-over costs more
- * than it saves, and with timing its calling thread overlaps a segment's
- * levels only with the timing of the one before.
+ * Both pipelines run across kvsimRun calls: the workers keep running their
+ * last buckets, and a timing call's last segment is timed at the start of the
+ * next call (its records copied to s->carry); engSettle finishes both before
+ * anything reads the statistics.  Short segments (a trace cut up by software
+ * prefetches or phase markers) run on the calling thread alone: below
+ * PAR_MIN_* records a hand-over costs more than it saves, and with timing the
+ * calling thread overlaps a segment's levels only with the timing of the one
+ * before.
  */
 #include <stdlib.h>
 
