@@ -94,9 +94,11 @@ typedef struct QEnt {
 } QEnt;
 
 /*
- * One share of the level-by-level work (levels.c, workers.c).  A segment of
- * records is cut into parts by the sets its pieces map to: part `id` takes the
- * pieces whose line has ptab[line & pmask] == id (or every piece: `all`).  The
+ * One share of the level-by-level work (levels.c, segments.c, workers.c).  A
+ * segment of records is cut into parts by the sets its pieces map to: part `id`
+ * takes the pieces whose line has ptab[line & pmask] == id (or every piece:
+ * `all`), scanning the records itself (timing) or from a bucket the calling
+ * thread filled (functional with threads; ptab may change between segments).  The
  * index bits under pmask are part of every level's set index, so each set of
  * every level is fed by one part only, and in trace order: the parts never share
  * a set, and the states and counts are those of one thread (the order between
