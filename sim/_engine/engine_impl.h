@@ -98,7 +98,7 @@ typedef struct QEnt {
  * segment of records is cut into parts by the sets its pieces map to: part `id`
  * takes the pieces whose line has ptab[line & pmask] == id (or every piece:
  * `all`), scanning the records itself (timing) or from a bucket the calling
- * thread filled (functional with threads; ptab may change between segments).  The
+ * thread filled (functional; ptab may change between segments).  The
  * index bits under pmask are part of every level's set index, so each set of
  * every level is fed by one part only, and in trace order: the parts never share
  * a set, and the states and counts are those of one thread (the order between
@@ -129,9 +129,8 @@ typedef struct __attribute__((aligned(64))) Part { /* one thread's: no shared ho
     size_t a, b;
     int all;
     uint8_t *psv, *ppfk, *ppfl;
-    struct Batch *bt; /* functional, part 0: where the records are counted */
-    /* functional with threads: the job is bucket bk[bbuf] (bbuf >= 0), bkn[] pieces
-     * queued at L1 by the calling thread (segments.c), double-buffered */
+    /* functional: the job is bucket bk[bbuf] (bbuf >= 0), bkn[] pieces queued at
+     * L1 by the calling thread (segments.c), double-buffered */
     QEnt *bk[2];
     uint32_t bkn[2];
     int bbuf;
@@ -181,7 +180,7 @@ struct kvsimSim {
     Part part[KVSIM_MAX_THREADS];
     uint8_t *ptab;
     uint64_t pmask;
-    uint32_t *phist, *pavg; /* functional with threads: pieces per set (rebalance) */
+    uint32_t *phist, *pavg; /* functional: pieces per set (rebalance) */
     struct Workers *wk;
     uint8_t *notes[2]; /* each: psv, ppfk, ppfl, SEGCAP bytes apiece */
     /* between kvsimRun calls (segments.c; engSettle ends both): functional, the
@@ -191,8 +190,8 @@ struct kvsimSim {
     kvtRecord *carry;
     size_t ncarry;
     uint64_t cbase; /* the carried segment's L1 misses before it */
-    /* functional with threads: the markers of the segments in buckets 0 and 1,
-     * each with its piece position, and a note per piece: missed L1 */
+    /* functional: the markers of the segments in buckets 0 and 1, each with its
+     * piece position, and a note per piece: missed L1 */
     struct SegMarker *fmk[2];
     uint32_t nfmk[2];
     uint8_t *fnotes[2];

@@ -241,47 +241,32 @@ static inline __attribute__((always_inline)) void queuePiece(kvsimSim *s, Part *
     if (n0 + 1 == s->qcap) levelPass(s, P, 0);
 }
 
-/* A part's job: the pieces of the segment that starts at record a that it
- * takes go through every level; each piece's index in the segment (pid) names
- * its notes.  The segment ends before b, or before the first record the level
- * passes do not take (queued() in segments.c: with timing, also before a
- * record of qcap pieces or more and before segcap pieces); P->b becomes its
- * end.  Every thread that runs a part of a segment finds the same end. */
-static inline __attribute__((always_inline)) void runPartT(kvsimSim *s, Part *P, const int all,
-                                                           const int count) {
+/* A timing part's job: the pieces of the segment that starts at record a that
+ * it takes go through every level; each piece's index in the segment (pid)
+ * names its notes.  The segment ends before b, or before the first record the
+ * level passes do not take (queued() in segments.c: not a load or store, or
+ * one of qcap pieces or more, or one past segcap pieces; markers that a segment
+ * holds are left to the timing pass); P->b becomes its end.  Every thread that
+ * runs a part of a segment finds the same end. */
+static inline __attribute__((always_inline)) void runPartT(kvsimSim *s, Part *P, const int all) {
     const uint32_t lb = s->cfg.line_bits;
     const uint64_t lsz = 1ULL << lb;
     const uint8_t *const ptab = s->ptab;
     const uint64_t pmask = s->pmask, qcap = s->qcap, segcap = s->segcap;
-    const int timing = s->cfg.timing != 0, swpf_l1 = s->cfg.swpf_level == 0;
     const uint32_t id = P->id;
     const kvtRecord *const recs = P->recs;
     uint32_t pid = 0;
-    /* count (functional, part 0): the records' counts, kept in registers */
-    uint64_t ninstr = 0, nstore = 0, npf = 0, npieces = 0, nmulti = 0;
     size_t i = P->a;
     for (; i < P->b; i++) {
         const kvtRecord *r = &recs[i];
         if (__builtin_expect(r->kind > KVT_STORE, 0)) {
-            if (timing && markerInSegment(r)) continue; /* the timing pass takes it */
-            if (r->kind != KVT_PREFETCH || timing || !swpf_l1) break;
-        }
-        if (r->kind == KVT_PREFETCH) { /* functional, filling L1: an L1 access that marks
-                                          what it installs (doMemoryT) */
-            if (count) ninstr += r->gap;
-            const uint64_t line = r->addr >> lb;
-            if (all || ptab[line & pmask] == id)
-                queuePiece(s, P, line, OP_READ, KVSIM_K_SWPF, r->tag, pid);
-            pid++;
-            npf++;
-            continue;
+            if (markerInSegment(r)) continue; /* the timing pass takes it */
+            break;
         }
         const uint64_t size = r->size ? r->size : 1;
         const uint64_t first = r->addr >> lb, last = (r->addr + size - 1) >> lb;
-        if (timing && (last - first >= qcap || pid + (last - first + 1) > segcap)) break;
-        if (count) ninstr += r->gap;
+        if (last - first >= qcap || pid + (last - first + 1) > segcap) break;
         const uint32_t is_store = r->kind == KVT_STORE;
-        nstore += is_store;
         const uint8_t kind = (uint8_t)is_store; /* KVSIM_K_LOAD or KVSIM_K_STORE */
         if (__builtin_expect(first == last, 1)) { /* one line: a whole-line store is aligned */
             if (all || ptab[first & pmask] == id)
@@ -289,33 +274,17 @@ static inline __attribute__((always_inline)) void runPartT(kvsimSim *s, Part *P,
             pid++;
             continue;
         }
-        nmulti++;
-        npieces += last - first;
         for (uint64_t line = first; line <= last; line++, pid++)
             if (all || ptab[line & pmask] == id)
                 queuePiece(s, P, line, pieceOp(r, line, lb, size), kind, r->tag, pid);
     }
     P->b = i;
-    if (count) {
-        Batch *const bt = P->bt;
-        const uint64_t nrec = P->b - P->a;
-        bt->records += nrec;
-        bt->instructions += ninstr + nrec;
-        bt->kind[KVT_STORE] += nstore;
-        bt->kind[KVT_PREFETCH] += npf;
-        bt->kind[KVT_LOAD] += nrec - nstore - npf;
-        bt->pieces += nrec - npf + npieces;
-        bt->multiline += nmulti;
-    }
     for (uint32_t k = 0; k < s->n; k++) /* every queued request goes all the way down */
         if (P->qn[k]) levelPass(s, P, k);
 }
 
-#define RUN_PART_COPY(name, all, count)                                                       \
-    static __attribute__((noinline)) void name(kvsimSim *s, Part *P) { runPartT(s, P, all, count); }
-RUN_PART_COPY(runPartAll, 1, 0)      /* one thread's timing, a short segment */
-RUN_PART_COPY(runPartAllCount, 1, 1) /* one thread, functional */
-RUN_PART_COPY(runPartOwn, 0, 0)      /* timing with two or more workers */
+static __attribute__((noinline)) void runPartAll(kvsimSim *s, Part *P) { runPartT(s, P, 1); }
+static __attribute__((noinline)) void runPartOwn(kvsimSim *s, Part *P) { runPartT(s, P, 0); }
 
 /* A functional part's job from a bucket: its pieces of a segment, queued at L1
  * by the calling thread (segments.c), go through every level. */
@@ -332,8 +301,8 @@ static void runBucket(kvsimSim *s, Part *P) {
 void engRunPart(kvsimSim *s, Part *P) {
     if (P->bbuf >= 0)
         runBucket(s, P);
-    else if (P->all)
-        P->bt ? runPartAllCount(s, P) : runPartAll(s, P);
-    else
+    else if (P->all) /* one thread's timing, a short segment, a lone worker */
+        runPartAll(s, P);
+    else /* timing with two or more workers */
         runPartOwn(s, P);
 }

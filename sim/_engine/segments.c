@@ -3,22 +3,21 @@
  * level passes are in levels.c): segments, threads, and the timing pass.
  *
  * The records go in segments: runs of records the level passes take, at most
- * segcap records and (timing, or functional with threads) segcap pieces.  With
- * timing or threads, a segment also holds the markers that do not switch the
- * phase or the counting: the timing pass, or the replay after a functional
- * segment's parts (finishBuckets), takes them in order, each with the L1 misses
- * before it counted from per-piece notes.  A record they do not take (a phase
- * or warm-up marker, a software prefetch with timing, a record of qcap pieces
- * or more with timing or threads) is handled by the record-by-record path once
- * every level pass has drained and every worker is idle.
+ * segcap records and segcap pieces.  A segment also holds the markers that do
+ * not switch the phase or the counting: the timing pass, or the replay after a
+ * functional segment's parts (finishBuckets), takes them in order, each with
+ * the L1 misses before it counted from per-piece notes.  A record they do not
+ * take (a phase or warm-up marker, a software prefetch with timing, a record of
+ * qcap pieces or more) is handled by the record-by-record path once every level
+ * pass has drained and every worker is idle.
  *
  * Threads (cfg.threads = T).  A segment's pieces are shared out by set (Part,
  * engine_impl.h), so no two threads ever touch one set of any level, and the
  * states and counts are the same for any T:
  *
- *   functional, T > 1: the calling thread cuts segment i+1's pieces into
- *   per-part buckets while worker t runs its bucket of segment i, then runs
- *   its own (smaller: it also does the cutting) share of segment i+1:
+ *   functional: the calling thread cuts segment i+1's pieces into per-part
+ *   buckets (one part when T = 1) while worker t runs its bucket of segment i,
+ *   then runs its own (smaller: it also does the cutting) share of segment i+1:
  *
  *       caller    | cut i+1 | part 0 of i+1 | cut i+2 | part 0 of i+2 |
  *       worker t  | part t of i     | part t of i+1         | part t ...
@@ -58,16 +57,14 @@
 #define SHARE_CALLER 2
 #define SHARE_WORKER 3
 
-/* Does the level-by-level path take record r?  Loads and stores (with timing
- * or threads: of fewer than qcap pieces, so that a segment holds them),
- * software prefetches that fill L1 when there is no timing, and (with timing
- * or threads) the markers a segment may hold: the timing pass, or the replay
+/* Does the level-by-level path take record r?  Loads and stores of fewer than
+ * qcap pieces (so that a segment holds them), software prefetches that fill
+ * L1 when there is no timing, and the markers a segment may hold: the timing pass, or the replay
  * after a functional segment's parts (finishBuckets), takes them in order, with
  * the L1 misses before them counted from the per-piece notes. */
 static inline int queued(const kvsimSim *s, const kvtRecord *r) {
-    if (markerInSegment(r)) return s->cfg.timing || s->threads > 1;
+    if (markerInSegment(r)) return 1;
     if (r->kind <= KVT_STORE) {
-        if (!s->cfg.timing && s->threads == 1) return 1;
         const uint32_t lb = s->cfg.line_bits;
         const uint64_t size = r->size ? r->size : 1;
         return ((r->addr + size - 1) >> lb) - (r->addr >> lb) < s->qcap;
@@ -114,19 +111,18 @@ void engMergeParts(kvsimSim *s) {
     }
 }
 
-/* Set part t's job: records [a, b), notes in `notes` (NULL: functional). */
+/* Timing: set part t's job, records [a, b) noted in `notes`. */
 static void setJob(kvsimSim *s, uint32_t t, const kvtRecord *recs, size_t a, size_t b, int all,
-                   uint8_t *notes, Batch *bt) {
+                   uint8_t *notes) {
     Part *P = &s->part[t];
-    P->bt = t == 0 ? bt : NULL;
     P->recs = recs;
     P->a = a;
     P->b = b;
     P->all = all;
     P->bbuf = -1;
     P->psv = notes;
-    P->ppfk = notes ? notes + SEGCAP : NULL;
-    P->ppfl = notes ? notes + 2 * SEGCAP : NULL;
+    P->ppfk = notes + SEGCAP;
+    P->ppfl = notes + 2 * SEGCAP;
     if (t == 0)
         for (uint32_t k = 0; k < s->n; k++) P->ls[k] = s->lv[k].ls; /* follows warm-up */
     else
@@ -141,12 +137,12 @@ static uint32_t startLevels(kvsimSim *s, const kvtRecord *recs, size_t a, size_t
                             uint8_t *notes) {
     const size_t lim = n - a > s->segcap ? a + s->segcap : n;
     if (s->threads == 1 || segmentShort(s, recs, a, n, s->segcap / PAR_MIN_DIV_T)) {
-        setJob(s, 0, recs, a, lim, 1, notes, NULL);
+        setJob(s, 0, recs, a, lim, 1, notes);
         engRunPart(s, &s->part[0]);
         return 0;
     }
     for (uint32_t t = 1; t < s->threads; t++) {
-        setJob(s, t, recs, a, lim, s->nlp == 1, notes, NULL); /* a lone worker takes all */
+        setJob(s, t, recs, a, lim, s->nlp == 1, notes); /* a lone worker takes all */
         engWorkersPost(s, t);
     }
     return 1;
@@ -173,7 +169,7 @@ static void unqueued(kvsimSim *s, const kvtRecord *r, Batch *bt) {
     }
 }
 
-/* Functional, threads > 1: share the sets out again for the next segment, by
+/* Functional: share the sets out again for the next segment, by
  * the pieces per set seen so far (halved at every segment: recent ones count
  * most), so that the caller gets SHARE_CALLER parts of the pieces and each worker
  * SHARE_WORKER (a trace's accesses can crowd a few sets: c_ref's mget gave the
@@ -202,9 +198,10 @@ static void rebalance(kvsimSim *s) {
     }
 }
 
-/* Functional, threads > 1: the segment that starts at record a (as runPartT
- * would cut it) goes, piece by piece, to the buckets `buf` of the parts, as L1
- * requests; its records are counted in bt.  Returns the segment's end. */
+/* Functional: the segment that starts at record a (at most segcap records and
+ * pieces, ending before a record queued() refuses) goes, piece by piece, to the
+ * buckets `buf` of the parts, as L1 requests; its records are counted in bt.
+ * Returns the segment's end. */
 static size_t bucketSegment(kvsimSim *s, const kvtRecord *recs, size_t a, size_t n, uint32_t buf,
                             Batch *bt) {
     /* locals, not fields: the stores through the write pointers may alias s */
@@ -281,9 +278,9 @@ static size_t bucketSegment(kvsimSim *s, const kvtRecord *recs, size_t a, size_t
     return i;
 }
 
-/* Functional, threads > 1: every part takes its bucket `buf`: on the workers,
- * and this thread's (part 0), or (`alone`: a short segment) all on this thread,
- * which returns when its share is done. */
+/* Functional: every part takes its bucket `buf`: on the workers, and this
+ * thread's (part 0), or (`alone`: one thread, or a short segment) all on this
+ * thread, which returns when its share is done. */
 static void runBuckets(kvsimSim *s, uint32_t buf, int alone) {
     uint8_t *const notes = s->nfmk[buf] ? s->fnotes[buf] : NULL; /* only markers need them */
     if (notes) memset(notes, 0, SEGCAP);
@@ -315,7 +312,7 @@ static void markerAt(kvsimSim *s, const kvtRecord *r, uint64_t l1) {
     L0->tot_miss = now;
 }
 
-/* Functional, threads > 1: wait for the buckets in flight (1 - fbuf), then
+/* Functional: wait for the buckets in flight (1 - fbuf), then
  * replay their segment's markers in order, each with the L1 misses before it. */
 static void finishBuckets(kvsimSim *s) {
     const uint64_t base = s->lv[0].tot_miss;
@@ -337,25 +334,15 @@ void engRunFastFunctional(kvsimSim *s, const kvtRecord *recs, size_t n) {
     memset(&bt, 0, sizeof bt);
     size_t a = 0;
     while (a < n) {
-        size_t b;
-        if (s->threads > 1) {
-            /* the workers may still run buckets 1 - fbuf, from the call before too */
-            b = bucketSegment(s, recs, a, n, s->fbuf, &bt);
-            if (b > a) {
-                finishBuckets(s);
-                runBuckets(s, s->fbuf, b - a < s->qcap / PAR_MIN_DIV);
-                s->fbuf ^= 1;
-            }
-        } else {
-            setJob(s, 0, recs, a, n - a > s->segcap ? a + s->segcap : n, 1, NULL, &bt);
-            engRunPart(s, &s->part[0]);
-            b = s->part[0].b;
+        /* the workers may still run buckets 1 - fbuf, from the call before too */
+        const size_t b = bucketSegment(s, recs, a, n, s->fbuf, &bt);
+        if (b > a) {
+            finishBuckets(s);
+            runBuckets(s, s->fbuf, s->threads == 1 || b - a < s->qcap / PAR_MIN_DIV);
+            s->fbuf ^= 1;
         }
         if (b < n && !queued(s, &recs[b])) {
-            if (s->threads > 1)
-                finishBuckets(s);
-            else
-                finishLevels(s);
+            finishBuckets(s);
             unqueued(s, &recs[b], &bt);
             a = b + 1;
         } else {
@@ -477,10 +464,10 @@ void engRunFastTiming(kvsimSim *s, const kvtRecord *recs, size_t n) {
  * carried segment's timing, the workers' per-tag counters. */
 void engSettle(kvsimSim *s) {
     if (!s->fast) return;
-    if (!s->cfg.timing && s->threads > 1)
-        finishBuckets(s);
-    else
+    if (s->cfg.timing)
         finishLevels(s);
+    else
+        finishBuckets(s);
     if (s->ncarry) {
         Batch bt;
         memset(&bt, 0, sizeof bt);
@@ -532,11 +519,11 @@ int engPartsInit(kvsimSim *s) {
         if (t && !(P->own = calloc(s->n, sizeof(kvsimLevelStats)))) return 0;
         if (t)
             for (uint32_t k = 0; k < s->n; k++) P->ls[k] = &P->own[k];
-        if (!timing && s->threads > 1)
+        if (!timing)
             for (int i = 0; i < 2; i++)
                 if (!(P->bk[i] = calloc(SEGCAP, sizeof(QEnt)))) return 0;
     }
-    if (!timing && s->threads > 1)
+    if (!timing)
         for (int i = 0; i < 2; i++)
             if (!(s->fmk[i] = calloc(SEGCAP, sizeof(SegMarker))) ||
                 !(s->fnotes[i] = calloc(SEGCAP, 1)))
