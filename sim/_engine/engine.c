@@ -403,8 +403,8 @@ static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint
 
 /* The out-of-line copy (prefetches); demand pieces inline the body with f = 0. */
 static uint64_t timeAccess(kvsimSim *s, uint64_t line, uint32_t f, uint32_t sv, uint64_t x,
-                           uint32_t pfk, int *waited) {
-    return timeAccessBody(s, line, f, sv, x, pfk, waited);
+                           int *waited) {
+    return timeAccessBody(s, line, f, sv, x, waited);
 }
 
 /* --- Prefetch issue ------------------------------------------------------------ */
@@ -423,7 +423,7 @@ static void issueHwPrefetch(kvsimSim *s, uint32_t k, uint64_t line, uint8_t stag
     uint32_t sv = cacheAccess(s, k, line, OP_READ, stag, KVSIM_K_HWPF, 2, NULL);
     if (s->cfg.timing) {
         int waited;
-        timeAccess(s, line, k, sv, x, 2, &waited);
+        timeAccess(s, line, k, sv, x, &waited);
     }
 }
 
@@ -581,7 +581,7 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
                 uint32_t sv = cacheAccess(s, f, line, OP_READ, r->tag, KVSIM_K_SWPF, 1, NULL);
                 if (timing) {
                     int waited;
-                    timeAccess(s, line, f, sv, xp, 1, &waited);
+                    timeAccess(s, line, f, sv, xp, &waited);
                 }
             }
         }
@@ -609,7 +609,7 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
             if (sv > svmax) svmax = sv;
             if (timing && !is_store) {
                 int waited = 0;
-                uint64_t c = timeAccessBody(s, line, 0, sv, xp, 0, &waited);
+                uint64_t c = timeAccessBody(s, line, 0, sv, xp, &waited);
                 if (c > C) C = c;
                 classifyPf(s, waited);
             } else {
@@ -920,7 +920,8 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
         FAIL("queue_cap: must be 2..%d (0 = default)", QCAP);
     s->qcap = cfg->queue_cap ? cfg->queue_cap : QCAP;
     s->segcap = SEGQ * s->qcap;
-    if (cfg->threads > KVSIM_MAX_THREADS) FAIL("threads: must be 1..%d (0 = 1)", KVSIM_MAX_THREADS);
+    if (cfg->threads > KVSIM_MAX_THREADS)
+        FAIL("threads: must be 1..%d (0 = 1)", KVSIM_MAX_THREADS);
     if (s->fast && !engPartsInit(s)) FAIL("out of memory or threads");
     if (cfg->nprefetchers > KVSIM_MAX_PREFETCHERS) FAIL("prefetcher: at most %d", KVSIM_MAX_PREFETCHERS);
     for (uint32_t p = 0; p < cfg->nprefetchers; p++) {

@@ -119,8 +119,8 @@ typedef struct __attribute__((aligned(64))) Part { /* one thread's: no shared ho
     kvsimLevelStats *ls[KVSIM_MAX_LEVELS]; /* where the per-tag counters go */
     kvsimLevelStats *own;                  /* a worker's counters (nlevels), or NULL */
     int own_dirty;
-    /* since the last engCollect: accesses and misses per level, DRAM reads and
-     * writes, and the levels that replaced a line (bit k) */
+    /* since the last collect (segments.c): accesses and misses per level, DRAM
+     * reads and writes, and the levels that replaced a line (bit k) */
     uint64_t acc[KVSIM_MAX_LEVELS], miss[KVSIM_MAX_LEVELS], dram_r, dram_w;
     uint32_t evicted;
     /* the job: records [a, b) of recs, every piece or this part's; the notes

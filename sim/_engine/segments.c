@@ -104,7 +104,8 @@ void engMergeParts(kvsimSim *s) {
         if (!P->own_dirty) continue;
         for (uint32_t k = 0; k < s->n; k++) {
             uint64_t *dst = (uint64_t *)s->lv[k].ls, *src = (uint64_t *)&P->own[k];
-            for (size_t i = 0; i < sizeof(kvsimLevelStats) / sizeof(uint64_t); i++) dst[i] += src[i];
+            for (size_t i = 0; i < sizeof(kvsimLevelStats) / sizeof(uint64_t); i++)
+                dst[i] += src[i];
             memset(&P->own[k], 0, sizeof P->own[k]);
         }
         P->own_dirty = 0;
@@ -391,7 +392,7 @@ static void timePieces(kvsimSim *s, const kvtRecord *recs, size_t a, size_t b,
             ppfk[pid] = 0;
             int waited = 0;
             if (!is_store) {
-                const uint64_t c = timeAccessBody(s, line, 0, sv, X, 0, &waited);
+                const uint64_t c = timeAccessBody(s, line, 0, sv, X, &waited);
                 if (c > C) C = c;
             }
             classifyPf(s, waited);

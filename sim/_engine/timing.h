@@ -184,12 +184,10 @@ static __attribute__((noinline)) uint64_t timeMiss(kvsimSim *s, uint64_t line, u
 /*
  * Time one piece that started at level f, was served at level sv and issues at
  * tick x.  Returns its completion tick; *waited is set when it found its line
- * still in flight (for prefetch timeliness).  pfk (the prefetch kind) is not
- * kept with the miss buffers: nothing read it back.
+ * still in flight (for prefetch timeliness).
  */
 static inline __attribute__((always_inline)) uint64_t
-timeAccessBody(kvsimSim *s, uint64_t line, uint32_t f, uint32_t sv, uint64_t x, uint32_t pfk,
-               int *waited) {
+timeAccessBody(kvsimSim *s, uint64_t line, uint32_t f, uint32_t sv, uint64_t x, int *waited) {
     if (sv != f) return timeMiss(s, line, f, sv, x, waited);
     /* a hit where it started: no miss buffer */
     const uint64_t rif = inflight(s, sv, line, x);
