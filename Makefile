@@ -7,16 +7,16 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kvsim-installed
 
-.PHONY: all setup build demo test test-fast test-slow lint bench clean
+.PHONY: all setup build demo test test-slow test-dist lint bench clean
 
 all: build
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml setup.py
+$(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[test,plots,notebooks,dask]'
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
 	@touch $@
 
 build: setup
@@ -31,9 +31,14 @@ test: build
 	$(MAKE) -s -C sim/_engine test-sanitize
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m slow kvsim/tests/test_dist.py
 
 test-slow: build
 	$(PY) -m pytest -q -m slow
+
+# The distribution as a user gets it: sdist -> wheel -> fresh venv -> kvsim outside the clone.
+test-dist: build
+	$(PY) -m pytest -q -m slow kvsim/tests/test_dist.py
 
 lint: setup
 	$(VENV)/bin/ruff check .
@@ -41,4 +46,4 @@ lint: setup
 clean:
 	$(MAKE) -C c_ref clean
 	$(MAKE) -C sim/_engine clean
-	rm -rf build *.egg-info
+	rm -rf build dist *.egg-info

@@ -93,14 +93,7 @@ ksKeyspace *ksKeyspaceNew(const char *options, char *err, size_t errlen) {
         long long x;
         if (!strcmp(k, "table")) {
             if (!strcmp(v, "hashtable")) ops = &ksHashtableTableOps;
-#ifdef KS_HAVE_DICT
             else if (!strcmp(v, "dict")) ops = &ksDictTableOps;
-#else
-            else if (!strcmp(v, "dict")) {
-                snprintf(err, errlen, "table=dict not built");
-                return NULL;
-            }
-#endif
             else {
                 snprintf(err, errlen, "bad table '%s' (hashtable|dict)", v);
                 return NULL;

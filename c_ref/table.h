@@ -3,10 +3,8 @@
  *
  * The keyspace (db.c) never calls hashtable.c or dict.c directly; it goes
  * through a ksTableOps chosen at ksCreate by `table=hashtable|dict`.  The
- * Valkey hashtable backend lives in table_hashtable.c.  The Redis dict backend
- * (dict.c, another engineer) provides `const ksTableOps ksDictTableOps` in
- * table_dict.c; the Makefile links it when c_ref/dict.c exists and defines
- * KS_HAVE_DICT, otherwise `table=dict` fails with "table=dict not built".
+ * Valkey hashtable backend lives in table_hashtable.c; the Redis dict backend
+ * (dict.c) provides `const ksTableOps ksDictTableOps` in table_dict.c.
  *
  * Entries are opaque pointers (keyspace objects: object.h).  Keys are sds.
  * The keyspace computes each lookup key's hash once (SipHash-1-2) and passes
@@ -79,8 +77,6 @@ typedef struct ksTableOps {
 } ksTableOps;
 
 extern const ksTableOps ksHashtableTableOps;
-#ifdef KS_HAVE_DICT
 extern const ksTableOps ksDictTableOps;
-#endif
 
 #endif /* KS_TABLE_H */

@@ -16,9 +16,7 @@
 #include <string.h>
 
 #include "keyspace.h"
-#ifdef KS_HAVE_DICT
 #include "dict.h"
-#endif
 
 /* --- Variant functions ----------------------------------------------------- */
 
@@ -28,7 +26,6 @@
  * (ksPrefetchKeys).  table=dict: Redis #15133's path, dictPrefetchKeys over the
  * batch's dicts and keys (the prefetcher hashes each key itself, as Redis). */
 static void multikeyBatch(ksKeyspace *ks, ksKeyInfo *keys, int n) {
-#ifdef KS_HAVE_DICT
     if (ks->ops == &ksDictTableOps) {
         dict *dicts[DICT_PREFETCH_MAX_SIZE] = {0};
         const void *dkeys[DICT_PREFETCH_MAX_SIZE] = {0};
@@ -43,7 +40,6 @@ static void multikeyBatch(ksKeyspace *ks, ksKeyInfo *keys, int n) {
         dictPrefetcherRun(&p);
         return;
     }
-#endif
     ksPrefetchKeys(ks, keys, n);
 }
 

@@ -77,7 +77,7 @@ def cli():
 @_workload_options
 def trace(workload, output, codec, **kwargs):
     """Trace WORKLOAD with the c_ref keyspace and write a .kvt trace."""
-    from experiments import cref
+    from kvsim.experiments import cref
 
     out = sys.stdout.buffer if output == "-" else output
     cref.trace(workload, out, _pick(kwargs), codec=codec)
@@ -91,7 +91,7 @@ def trace(workload, output, codec, **kwargs):
 @_workload_options
 def native(workload, repeat, as_json, **kwargs):
     """Run WORKLOAD natively (real prefetch instructions) and time it."""
-    from experiments import cref
+    from kvsim.experiments import cref
 
     res = cref.native(workload, _pick(kwargs), repeat=repeat)
     if as_json:
@@ -107,7 +107,7 @@ def native(workload, repeat, as_json, **kwargs):
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def trace_info(trace_path, as_json):
     """Show a trace's header, record counts by kind and tag, and footprint."""
-    import traces
+    from kvsim import traces
 
     info = traces.summarize(sys.stdin.buffer if trace_path == "-" else trace_path)
     if as_json:
@@ -139,8 +139,7 @@ def trace_info(trace_path, as_json):
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def simulate(trace_path, cpu, functional, engine, threads, as_json):
     """Simulate a trace on a CPU model."""
-    import sim
-    import traces
+    from kvsim import sim, traces
 
     config = sim.load_cpu(cpu)
     src = sys.stdin.buffer if trace_path == "-" else trace_path
@@ -162,7 +161,7 @@ def simulate(trace_path, cpu, functional, engine, threads, as_json):
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def cpus(as_json):
     """List the CPU presets."""
-    import sim
+    from kvsim import sim
 
     presets = sim.list_presets()
     if as_json:
@@ -181,7 +180,7 @@ def cpus(as_json):
               help="Output format (kvt, dinero, lackey, champsim, gem5); guessed if omitted.")
 def convert(src, dst, src_format, dst_format):
     """Convert a trace between kvt and other simulators' formats."""
-    from traces import convert as conv
+    from kvsim.traces import convert as conv
 
     conv.convert(src, dst, src_format=src_format, dst_format=dst_format)
 
@@ -195,15 +194,15 @@ def convert(src, dst, src_format, dst_format):
 @click.option("--cpu", "cpus_", multiple=True, help="Presets to simulate (repeatable).")
 def experiment(name, out, keys, ops, cpus_):
     """Run a named experiment (for now: the demo study)."""
-    from experiments import demo
+    from kvsim.experiments import demo
 
     demo.run(Path(out), keys=keys, ops=ops, cpus=list(cpus_) or None)
 
 
 def _known_errors() -> tuple[type[BaseException], ...]:
     errs: list[type[BaseException]] = [OSError, ValueError]
-    for mod, name in (("traces", "TraceError"), ("sim", "ConfigError"),
-                      ("experiments.cref", "CrefError")):
+    for mod, name in (("kvsim.traces", "TraceError"), ("kvsim.sim", "ConfigError"),
+                      ("kvsim.experiments.cref", "CrefError")):
         try:
             errs.append(getattr(__import__(mod, fromlist=[name]), name))
         except (ImportError, AttributeError):

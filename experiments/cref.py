@@ -1,7 +1,7 @@
 """Run the c_ref CLI binary (``kvsim-cref``) for traced and native runs.
 
-The binary is located through the model package's binding (installed wheel first, then the
-source tree); this module only builds its command lines and relays its errors.
+The binary is found by :mod:`kvsim.artifacts`; this module only builds its command lines and
+relays its errors (as :class:`kvsim.model.cref.CrefError`, the one c_ref error class).
 """
 
 from __future__ import annotations
@@ -13,17 +13,15 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-import traces
+from kvsim import artifacts, traces
+from kvsim.model.cref import CrefError
 
-
-class CrefError(Exception):
-    """The c_ref binary failed; the message is its one-line error."""
+__all__ = ["CrefError", "binary", "git_commit", "native", "trace", "workload_args"]
 
 
 def binary() -> Path:
-    from model.cref import binary_path
-
-    return binary_path()
+    """Path of the ``kvsim-cref`` CLI; raises :class:`kvsim.artifacts.ArtifactMissing`."""
+    return artifacts.path(artifacts.CREF_CLI)
 
 
 def workload_args(options: Mapping[str, object]) -> list[str]:
@@ -51,7 +49,9 @@ def _env() -> dict[str, str]:
 
 def git_commit() -> str | None:
     """The repository's HEAD commit when running from a checkout, else None."""
-    root = Path(__file__).resolve().parent.parent
+    root = artifacts.source_root()
+    if root is None:
+        return None
     try:
         out = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "HEAD"],

@@ -24,9 +24,8 @@ from pathlib import Path
 
 import pandas as pd
 
-import sim
-import traces
-from experiments import cref
+from kvsim import sim, traces
+from kvsim.experiments import cref
 
 VARIANTS = ("naive", "lookahead")
 DEFAULT_CPUS = ("xeon-8255c", "graviton3", "local")

@@ -4,7 +4,7 @@ prefetch path, the ctypes binding to the c_ref library and the equivalence harne
 See ``model/README.md`` for how to check a new batched variant.
 """
 
-from model.keyspace import Keyspace
-from model.resp import encode_command, parse_replies, split_commands
+from kvsim.model.keyspace import Keyspace
+from kvsim.model.resp import encode_command, parse_replies, split_commands
 
 __all__ = ["Keyspace", "encode_command", "parse_replies", "split_commands"]

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from model.glob import key_hash_slot
-from model.hashtable import Hashtable
-from model.prefetch import Access
-from model.resp import Command, ProtocolError, split_commands
+from kvsim.model.glob import key_hash_slot
+from kvsim.model.hashtable import Hashtable
+from kvsim.model.prefetch import Access
+from kvsim.model.resp import Command, ProtocolError, split_commands
 
 __all__ = [
     "PREFETCH_BATCH_SIZE",

@@ -1,15 +1,17 @@
 """ctypes binding to the c_ref shared library (``libkvsim_cref.so``, API in
 ``c_ref/kvsim_cref.h``). Argument marshalling only: no keyspace logic lives here.
 
-The library is looked up in this order: ``$KVSIM_CREF_LIB``, ``c_ref/build/`` of the source
-tree, ``model/_native/`` of an installed wheel. ``LibraryMissing`` names every place tried.
+The library and the CLI are found by :mod:`kvsim.artifacts` (an environment override, the
+source tree's ``c_ref/build/``, or the installed wheel). ``LibraryMissing`` names every place
+tried.
 """
 
 from __future__ import annotations
 
 import ctypes
-import os
 from pathlib import Path
+
+from kvsim import artifacts
 
 __all__ = [
     "CrefError",
@@ -21,49 +23,24 @@ __all__ = [
     "test_library_path",
 ]
 
-_HERE = Path(__file__).resolve().parent
-_SRC_BUILD = _HERE.parent / "c_ref" / "build"
-_NATIVE = _HERE / "_native"
-LIB_NAME = "libkvsim_cref.so"
-BIN_NAME = "kvsim-cref"
-
-
-class LibraryMissing(FileNotFoundError):
-    """The c_ref library (or CLI) is not built."""
+LIB_NAME = artifacts.CREF_LIB
+BIN_NAME = artifacts.CREF_CLI
+LibraryMissing = artifacts.ArtifactMissing
 
 
 class CrefError(RuntimeError):
-    """A c_ref call returned -1; the message is ``ksLastError``."""
-
-
-def _candidates(name: str) -> list[Path]:
-    out = []
-    env = os.environ.get("KVSIM_CREF_LIB" if name == LIB_NAME else "KVSIM_CREF_BIN")
-    if env:
-        out.append(Path(env))
-    out += [_SRC_BUILD / name, _NATIVE / name]
-    return out
-
-
-def _locate(name: str) -> Path:
-    tried = _candidates(name)
-    for p in tried:
-        if p.is_file():
-            return p
-    raise LibraryMissing(
-        f"{name} not found (tried: {', '.join(map(str, tried))}); build it with "
-        f"`make -C c_ref` from the repository root"
-    )
+    """c_ref failed: a library call returned -1 (the message is ``ksLastError``), or the CLI
+    exited with an error (the message is its one-line error)."""
 
 
 def library_path() -> Path:
     """Path of ``libkvsim_cref.so``; raises LibraryMissing."""
-    return _locate(LIB_NAME)
+    return artifacts.path(LIB_NAME)
 
 
 def binary_path() -> Path:
-    """Path of the ``kvsim-cref`` CLI (``c_ref/build/`` or ``model/_native/``)."""
-    return _locate(BIN_NAME)
+    """Path of the ``kvsim-cref`` CLI; raises LibraryMissing."""
+    return artifacts.path(BIN_NAME)
 
 
 def library_available() -> bool:
@@ -79,19 +56,14 @@ _P = ctypes.POINTER
 _u8p = _P(ctypes.c_uint8)
 
 
-TEST_LIB_NAME = "libkvsim_cref_testvariants.so"
+TEST_LIB_NAME = artifacts.CREF_TEST_LIB
 
 
 def test_library_path() -> Path:
     """The test-variant build (``-DKS_TEST_VARIANTS``: adds deliberately broken variants
-    such as ``multikey=batch-stale-table``): ``$KVSIM_CREF_TEST_LIB`` or
-    ``c_ref/build/libkvsim_cref_testvariants.so``; raises LibraryMissing."""
-    env = os.environ.get("KVSIM_CREF_TEST_LIB")
-    tried = ([Path(env)] if env else []) + [_SRC_BUILD / TEST_LIB_NAME]
-    for p in tried:
-        if p.is_file():
-            return p
-    raise LibraryMissing(f"{TEST_LIB_NAME} not found (tried: {', '.join(map(str, tried))})")
+    such as ``multikey=batch-stale-table``), in a source checkout only; raises
+    LibraryMissing."""
+    return artifacts.path(TEST_LIB_NAME)
 
 
 def _load(path: Path | None = None) -> ctypes.CDLL:

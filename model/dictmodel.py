@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
-from model.hashtable import default_hash
-from model.prefetch import Access
+from kvsim.model.hashtable import default_hash
+from kvsim.model.prefetch import Access
 
 __all__ = ["Dict", "DictPrefetchState", "dict_prefetch_keys", "DICT_PREFETCH_MAX_SIZE"]
 

@@ -2,7 +2,7 @@
 
 Someone adding a batched path in C runs::
 
-    from model.harness import assert_variant_equivalent
+    from kvsim.model.harness import assert_variant_equivalent
     assert_variant_equivalent("multikey=mine batch={batch}", options="table=dict cluster=1")
 
 (or uses the ``check_variant`` pytest fixture from ``model/tests/conftest.py``). It drives a
@@ -37,10 +37,10 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from model import cref, resp, snapshot
-from model import strategies as S
-from model.keyspace import Keyspace as ModelKeyspace
-from model.resp import encode_command, parse_replies
+from kvsim.model import cref, resp, snapshot
+from kvsim.model import strategies as S
+from kvsim.model.keyspace import Keyspace as ModelKeyspace
+from kvsim.model.resp import encode_command, parse_replies
 
 __all__ = [
     "Backend",

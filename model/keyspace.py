@@ -28,9 +28,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 
-from model import resp
-from model.glob import key_hash_slot, string_match_len
-from model.resp import LLONG_MAX, LLONG_MIN, Command, ProtocolError, split_commands
+from kvsim.model import resp
+from kvsim.model.glob import key_hash_slot, string_match_len
+from kvsim.model.resp import LLONG_MAX, LLONG_MIN, Command, ProtocolError, split_commands
 
 __all__ = ["COMPAT", "Keyspace", "ModelError", "scan_order_hash"]
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import NamedTuple
 
-from model.hashtable import Bucket, Hashtable, high_bits
+from kvsim.model.hashtable import Bucket, Hashtable, high_bits
 
 __all__ = [
     "Access",

@@ -21,7 +21,7 @@ from __future__ import annotations
 import struct
 import zlib
 
-from model.keyspace import Keyspace
+from kvsim.model.keyspace import Keyspace
 
 __all__ = [
     "SnapshotError",

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from model.hashing import colliding_keys
-from model.resp import encode_command
+from kvsim.model.hashing import colliding_keys
+from kvsim.model.resp import encode_command
 
 __all__ = [
     "key_pool",

@@ -1,6 +1,6 @@
 """kvsim's cache-hierarchy simulator: caches, TLBs, DRAM and out-of-order timing.
 
-    import sim, traces
+    from kvsim import sim, traces
     cpu = sim.load_cpu("graviton3")                   # or "local", or a path to a .toml
     with traces.open("run.kvt") as tr:
         result = sim.simulate(tr, cpu)                # JSON-ready dict

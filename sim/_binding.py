@@ -8,9 +8,10 @@ Records cross the boundary as whole numpy chunks (``kvsimRun(sim, ptr, n)``).
 from __future__ import annotations
 
 import ctypes as C
-from pathlib import Path
 
 import numpy as np
+
+from kvsim import artifacts
 
 MAX_LEVELS = 8
 MAX_PREFETCHERS = 4
@@ -111,31 +112,22 @@ class Stats(C.Structure):
 
 
 _LIB = None
-_SEARCH = [
-    Path(__file__).resolve().parent / "_native" / "libkvsim_sim.so",
-    Path(__file__).resolve().parent / "_engine" / "build" / "libkvsim_sim.so",
-]
 
 
-class EngineMissing(RuntimeError):
+class EngineMissing(artifacts.ArtifactMissing):
     """The compiled engine library was not found."""
 
 
 def load_library() -> C.CDLL:
-    """Load ``libkvsim_sim.so`` from ``sim/_native/`` (wheel) or ``sim/_engine/build/``."""
+    """Load ``libkvsim_sim.so`` where :mod:`kvsim.artifacts` finds it."""
     global _LIB
     if _LIB is not None:
         return _LIB
-    for p in _SEARCH:
-        if p.exists():
-            lib = C.CDLL(str(p))
-            break
-    else:
-        raise EngineMissing(
-            "kvsim engine library not found: looked for "
-            + " and ".join(str(p) for p in _SEARCH)
-            + "; build it with `make -C sim/_engine`"
-        )
+    try:
+        p = artifacts.path(artifacts.ENGINE_LIB)
+        lib = C.CDLL(str(p))
+    except artifacts.ArtifactMissing as e:
+        raise EngineMissing(f"kvsim engine library: {e}") from None
     lib.kvsimCreate.restype = C.c_void_p
     lib.kvsimCreate.argtypes = [C.POINTER(EngineConfig), C.c_char_p, C.c_size_t]
     lib.kvsimRun.restype = None

@@ -16,7 +16,7 @@ KIND_NAMES = B.KIND_NAMES
 
 def _chunks(source: Any) -> tuple[Iterable[np.ndarray], list[str] | None, dict]:
     if isinstance(source, np.ndarray):
-        import traces
+        from kvsim import traces
 
         if source.dtype != traces.RECORD_DTYPE:
             raise TypeError(f"a record array must have dtype traces.RECORD_DTYPE, "

@@ -1,6 +1,6 @@
 """Throughput benchmark of the engine: prints records/s figures (not a test).
 
-    python -m sim.bench [--records N] [--trace PATH ...] [--repeat R] [--threads 1,2]
+    python -m kvsim.sim.bench [--records N] [--trace PATH ...] [--repeat R] [--threads 1,2]
 
 Workloads: (a) N random 8-byte loads uniform over 1 GiB (numpy seed 12345), (b) a real c_ref
 trace if ``--trace`` is given (e.g. an iterate trace from ``kvsim trace``). Hierarchy: L1 48 KiB
@@ -22,9 +22,8 @@ import time
 
 import numpy as np
 
-import sim
-import traces
-from sim import _binding as B
+from kvsim import sim, traces
+from kvsim.sim import _binding as B
 
 HIER = {
     "name": "bench-48k-2m-32m", "freq_ghz": 3.0, "core": {"width": 6, "rob": 512},

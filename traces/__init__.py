@@ -4,7 +4,7 @@ The format is specified in ``traces/FORMAT.md``; its byte layout is ``traces/tra
 
 Typical use::
 
-    import traces
+    from kvsim import traces
     with traces.open("run.kvt") as tr:          # path, "-" (stdin) or binary stream
         header = tr.header                      # dict, includes "format_version"
         for chunk in tr:                        # numpy arrays of traces.RECORD_DTYPE

@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 
-from traces.reader import open_trace
+from kvsim.traces.reader import open_trace
 
 KIND_LOAD, KIND_STORE, KIND_PREFETCH, KIND_MARKER = 0, 1, 2, 3
 

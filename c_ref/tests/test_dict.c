@@ -10,7 +10,7 @@
  * tagging transitions.  dictCheckValid runs after every mutating step.
  *
  * Build: `make -C c_ref test` / `test-sanitize` (picked up as tests/test_*.c;
- * there KS_HAVE_DICT adds the keyspace-level differential test table=dict vs
+ * there it also runs the keyspace-level differential test table=dict vs
  * table=hashtable, and KS_TEST_VARIANTS the traced-build checks through the
  * renamed tr_* core).  Standalone, dict only:
  *   cc -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -fsanitize=address,undefined \
@@ -30,9 +30,7 @@
 #include <unistd.h>
 
 #include "../dict.h"
-#ifdef KS_HAVE_DICT
 #include "../kvsim_cref.h"
-#endif
 #include "../sds.h"
 #include "../siphash.h"
 
@@ -1173,7 +1171,6 @@ static void test_mem_usage(void) {
 
 /* --- The keyspace with table=dict agrees with table=hashtable ------------------------------ */
 
-#ifdef KS_HAVE_DICT
 static size_t respCmd(char *q, size_t cap, int argc, const char **argv) {
     size_t n = (size_t)snprintf(q, cap, "*%d\r\n", argc);
     for (int i = 0; i < argc; i++)
@@ -1305,7 +1302,6 @@ static void test_keyspace_table_dict(void) {
             keyspaceAgrees(opts[o], variants[v]);
     printf("ok (%.2fs)\n", (double)(clock() - t0) / CLOCKS_PER_SEC);
 }
-#endif
 
 /* --- The traced build, from the native test (Makefile: renamed tr_* core) ------------------- */
 
@@ -1447,9 +1443,7 @@ int main(int argc, char **argv) {
 #if defined(KS_TEST_VARIANTS) && !KS_TRACE
     test_traced();
 #endif
-#ifdef KS_HAVE_DICT
     test_keyspace_table_dict();
-#endif
     printf("test_dict: all passed\n");
     return 0;
 }

@@ -63,9 +63,6 @@ static const char *raw(ksKeyspace *ks, const char *q, size_t *consumed) {
 static int test_create_options(void) {
     TEST_ASSERT(ksCreate("bogus=1") == NULL && strstr(ksLastError(NULL), "unknown option"));
     TEST_ASSERT(ksCreate("layout=weird") == NULL);
-#ifndef KS_HAVE_DICT
-    TEST_ASSERT(ksCreate("table=dict") == NULL && strcmp(ksLastError(NULL), "table=dict not built") == 0);
-#endif
     ksKeyspace *ks = ksCreate("table=hashtable layout=legacy cluster=1 seed=7 hashtable_min_exp=2");
     TEST_ASSERT(ks != NULL);
     const uint8_t *r;

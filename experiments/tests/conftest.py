@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def run_kvsim(*args, input=None, check=False, cwd=None):
     """Run the kvsim CLI in a subprocess; returns CompletedProcess with bytes output."""
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "experiments.cli", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "kvsim.experiments.cli", *map(str, args)],
                           input=input, capture_output=True, check=check, cwd=cwd or ROOT,
                           env=env, timeout=600)
 

@@ -52,7 +52,7 @@ def test_trace_info_json(kvsim, small_trace):
 
 
 def test_pipe_trace_into_simulate():
-    kv = f"{sys.executable} -m experiments.cli"
+    kv = f"{sys.executable} -m kvsim.experiments.cli"
     cmd = (f"{kv} trace pipeline {' '.join(SMALL)} --variant lookahead -o - "
            f"| {kv} simulate - --cpu local --json")
     res = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, cwd=ROOT,

@@ -11,10 +11,10 @@ fix (re-read the table per batch), which must pass the same harness.
 
 from __future__ import annotations
 
-from model import resp
-from model.batching import multikey_batches
-from model.harness import ModelBackend
-from model.keyspace import Keyspace
+from kvsim.model import resp
+from kvsim.model.batching import multikey_batches
+from kvsim.model.harness import ModelBackend
+from kvsim.model.keyspace import Keyspace
 
 
 class _BatchedMset(Keyspace):

@@ -3,7 +3,7 @@ import fnmatch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from model.glob import crc16, key_hash_slot, string_match_len
+from kvsim.model.glob import crc16, key_hash_slot, string_match_len
 
 
 def test_known_matches():

@@ -2,16 +2,16 @@
 one (seed 001's cached slot table) is caught. No C library needed."""
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
-from hypothesis.stateful import run_state_machine_as_test
-
-from model.harness import LockstepConfig, Mismatch, make_lockstep_machine
-from model.keyspace import ModelError
-from model.tests.broken_variants import (
+from broken_variants import (
     PerBatchSlotTableMset,
     StaleSlotTableMset,
     backend,
 )
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from kvsim.model.harness import LockstepConfig, Mismatch, make_lockstep_machine
+from kvsim.model.keyspace import ModelError
 
 
 def machine(extra):

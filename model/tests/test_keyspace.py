@@ -2,9 +2,9 @@ import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from model.keyspace import Keyspace, ModelError
-from model.resp import encode_command as E
-from model.resp import parse_replies
+from kvsim.model.keyspace import Keyspace, ModelError
+from kvsim.model.resp import encode_command as E
+from kvsim.model.resp import parse_replies
 
 
 def ex(ks, *cmds):

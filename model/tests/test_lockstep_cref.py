@@ -5,9 +5,11 @@ drawn per call from 1..128), or write a test calling the ``check_variant`` fixtu
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
+from model_helpers import scale
 
-from model import cref
-from model.harness import (
+from kvsim import artifacts
+from kvsim.model import cref
+from kvsim.model.harness import (
     KNOWN_CREF_COMPAT,
     CrefBackend,
     LockstepConfig,
@@ -16,10 +18,9 @@ from model.harness import (
     assert_variant_equivalent,
     make_lockstep_machine,
 )
-from model.keyspace import Keyspace as Model
-from model.resp import encode_command as E
-from model.strategies import hashtag_keys
-from model.tests.conftest import scale
+from kvsim.model.keyspace import Keyspace as Model
+from kvsim.model.resp import encode_command as E
+from kvsim.model.strategies import hashtag_keys
 
 #: Every batched variant c_ref ships (c_ref/README.md), as templates.
 VARIANTS = [
@@ -230,12 +231,8 @@ def test_lockstep_under_address_sanitizer(cref_lib):
     import os
     import subprocess
     import sys
-    from pathlib import Path
 
-    lib = os.environ.get("KVSIM_CREF_ASAN_LIB") or str(
-        Path(cref.__file__).resolve().parent.parent / "c_ref/build/libkvsim_cref_asan.so")
-    if not Path(lib).is_file():
-        pytest.skip(f"ASan build of c_ref not found ({lib}); c_ref must provide it")
+    lib = str(artifacts.path(artifacts.CREF_ASAN_LIB))
     cc = os.environ.get("CC", "cc")
     pre = [subprocess.run([cc, f"-print-file-name={r}"], capture_output=True, text=True,
                           check=True).stdout.strip() for r in ASAN_RUNTIMES]
@@ -243,7 +240,7 @@ def test_lockstep_under_address_sanitizer(cref_lib):
                KVSIM_EXAMPLES_FACTOR=os.environ.get("KVSIM_ASAN_EXAMPLES_FACTOR", "0.3"),
                ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=1",
                UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
-    root = Path(cref.__file__).resolve().parent.parent
+    root = artifacts.source_root()
     here = "model/tests/test_lockstep_cref.py::"
     r = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",

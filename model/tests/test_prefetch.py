@@ -5,7 +5,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.batching import (
+from kvsim.model.batching import (
     first_key,
     get_keys_from_command,
     load_prefetch_order,
@@ -13,10 +13,10 @@ from model.batching import (
     pipeline_lookahead,
     prefetch_next_batch_size,
 )
-from model.dictmodel import Dict, dict_prefetch_keys
-from model.hashing import colliding_keys, keyspace_hash
-from model.hashtable import Hashtable
-from model.prefetch import (
+from kvsim.model.dictmodel import Dict, dict_prefetch_keys
+from kvsim.model.hashing import colliding_keys, keyspace_hash
+from kvsim.model.hashtable import Hashtable
+from kvsim.model.prefetch import (
     IncrementalFindState,
     PrefetchState,
     hashtable_prefetch,
@@ -25,8 +25,8 @@ from model.prefetch import (
     incremental_find_step,
     iterator_prefetch_order,
 )
-from model.resp import encode_command, split_commands
-from model.strategies import command, key_pool
+from kvsim.model.resp import encode_command, split_commands
+from kvsim.model.strategies import command, key_pool
 
 UNIVERSE = [b"k%d" % i for i in range(30)] + list(colliding_keys(b"c", 12, 3, True))
 ops = st.lists(st.tuples(st.booleans(), st.sampled_from(UNIVERSE)), max_size=80)

@@ -1,7 +1,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from model.resp import (
+from kvsim.model.resp import (
     Command,
     ProtocolError,
     encode_command,

@@ -3,9 +3,9 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from model.dictmodel import Dict
-from model.hashing import colliding_keys, keyspace_hash
-from model.hashtable import Hashtable, next_bucket_exp
+from kvsim.model.dictmodel import Dict
+from kvsim.model.hashing import colliding_keys, keyspace_hash
+from kvsim.model.hashtable import Hashtable, next_bucket_exp
 
 KEYS = [b"k%d" % i for i in range(40)] + list(colliding_keys(b"c", 12, 3, True))
 

@@ -7,11 +7,10 @@ import json
 
 import numpy as np
 import pytest
+from sim_helpers import records
 
-import sim
-import sim.bench
-import traces
-from sim.tests.conftest import records
+import kvsim.sim.bench
+from kvsim import sim, traces
 
 SMALL = {"name": "small", "cache": [
     {"name": "L1", "size": "1KiB", "ways": 2, "line": 64},
@@ -121,11 +120,14 @@ def test_commands_span_marker_to_marker(engine):
 
 
 def test_missing_engine_library_names_the_files(monkeypatch, tmp_path):
-    from sim import _binding
+    from kvsim import artifacts
+    from kvsim.sim import _binding
 
     monkeypatch.setattr(_binding, "_LIB", None)
-    monkeypatch.setattr(_binding, "_SEARCH", [tmp_path / "a.so", tmp_path / "b.so"])
-    with pytest.raises(sim.EngineMissing, match="a.so.*b.so"):
+    monkeypatch.delenv("KVSIM_ENGINE_LIB", raising=False)
+    monkeypatch.setattr(artifacts, "SOURCE_ROOT", tmp_path / "src")
+    monkeypatch.setattr(artifacts, "NATIVE_DIR", tmp_path / "wheel")
+    with pytest.raises(sim.EngineMissing, match="src/sim/_engine/build/.*wheel/libkvsim_sim.so"):
         sim.simulate(records([(0, 0, 8)]), "xeon-8255c")
 
 
@@ -144,7 +146,7 @@ def test_threads_change_nothing_but_the_speed():
     recs["kind"][marks] = 3
     recs["flags"][marks] = rng.choice([traces.MARK_COMMAND, traces.MARK_PHASE], 30)
     recs["addr"][marks] = rng.integers(0, 3, 30)
-    cpu = sim.parse_cpu(sim.bench.HIER)
+    cpu = sim.parse_cpu(kvsim.sim.bench.HIER)
     for functional in (True, False):
         runs = [sim.simulate(recs, cpu, functional=functional, threads=t) for t in (1, 2, 3)]
         assert [r.pop("engine_threads") for r in runs] == [1, 2, 3]

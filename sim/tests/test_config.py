@@ -7,9 +7,9 @@ import tomllib
 
 import pytest
 
-import sim
-from sim.config import PRESET_DIR
-from sim.local import local_cpu
+from kvsim import sim
+from kvsim.sim.config import PRESET_DIR
+from kvsim.sim.local import local_cpu
 
 GOOD = {
     "name": "my-cpu", "freq_ghz": 3.0, "core": {"width": 4, "rob": 224},

@@ -8,10 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import sim
-import traces
-from sim import _binding as B
-from sim.reference import ReferenceSim
+from kvsim import sim, traces
+from kvsim.sim import _binding as B
+from kvsim.sim.reference import ReferenceSim
 
 
 def assert_same(a, b, path="raw"):

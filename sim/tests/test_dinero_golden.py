@@ -6,10 +6,10 @@ import re
 
 import numpy as np
 import pytest
+from sim_helpers import DATA
 
-import sim
-from sim.tests.conftest import DATA
-from traces.convert.dinero import din_to_records
+from kvsim import sim
+from kvsim.traces.convert.dinero import din_to_records
 
 
 def _din_records(path) -> np.ndarray:

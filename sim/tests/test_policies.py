@@ -4,11 +4,11 @@ expected contents of the set, way by way, after each access. Both engines are ch
 from __future__ import annotations
 
 import pytest
+from sim_helpers import records
 
-import sim
-from sim import _binding as B
-from sim.reference import ReferenceSim, xorshift64s
-from sim.tests.conftest import records
+from kvsim import sim
+from kvsim.sim import _binding as B
+from kvsim.sim.reference import ReferenceSim, xorshift64s
 
 SETS, LINE = 4, 64
 

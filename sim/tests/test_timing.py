@@ -5,9 +5,9 @@ from __future__ import annotations
 import copy
 
 import pytest
+from sim_helpers import records
 
-import sim
-from sim.tests.conftest import records
+from kvsim import sim
 
 BASE = {
     "name": "t", "freq_ghz": 1.0, "core": {"width": 4, "rob": 256},

@@ -61,12 +61,12 @@ def _atomic(dst: str) -> Iterator[str]:
 
 def _read(src: str, fmt: str) -> tuple[Any, dict[str, Any]]:
     """(records or iterable of record chunks, kvt header) for ``src``."""
-    import traces
+    from kvsim import traces
 
     if fmt == "kvt":
         reader = traces.open(src)
         return reader, reader.header
-    header = {"producer": {"name": "traces.convert", "version": traces.__version__,
+    header = {"producer": {"name": "kvsim.traces.convert", "version": traces.__version__,
                            "git_commit": None},
               "workload": {"name": f"converted from {fmt}", "source": os.path.basename(src)},
               "tags": traces.TAG_NAMES, "markers": traces.MARKER_NAMES}
@@ -103,7 +103,7 @@ def convert(src: str, dst: str, src_format: str | None = None,
         raise ValueError(f"cannot read format {fin!r} (readable: {', '.join(FORMATS_IN)})")
     if fout not in FORMATS_OUT:
         raise ValueError(f"cannot write format {fout!r} (writable: {', '.join(FORMATS_OUT)})")
-    import traces
+    from kvsim import traces
 
     if fin == "kvt" and fout == "kvt":
         with contextlib.ExitStack() as stack:
@@ -122,7 +122,7 @@ def convert(src: str, dst: str, src_format: str | None = None,
 
 
 def _write(records: Any, header: dict[str, Any], out: Any, fmt: str) -> int:
-    import traces
+    from kvsim import traces
 
     if fmt == "kvt":
         with traces.Writer(out, header) as w:

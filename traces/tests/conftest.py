@@ -1,10 +1,9 @@
-"""pytest fixtures for traces tests (helpers live in helpers.py)."""
+"""pytest fixtures for traces tests (shared helpers live in trace_helpers.py)."""
 
 from __future__ import annotations
 
 import pytest
-
-from traces.tests.helpers import HEADER
+from trace_helpers import HEADER
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import traces
+from kvsim import traces
 
 REPO = Path(traces.__file__).resolve().parent.parent
 CREF = REPO / "c_ref"

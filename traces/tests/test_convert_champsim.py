@@ -8,9 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from trace_helpers import random_records
 
-import traces
-from traces.convert.champsim import (
+from kvsim import traces
+from kvsim.traces.convert.champsim import (
     CHAMPSIM_DTYPE,
     FILLER_IP,
     REG_POOL,
@@ -18,7 +19,6 @@ from traces.convert.champsim import (
     read_champsim,
     records_to_champsim,
 )
-from traces.tests.helpers import random_records
 
 
 class InputInstr(ctypes.Structure):

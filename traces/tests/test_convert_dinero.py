@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from trace_helpers import HEADER
 
-import traces
-from traces.convert.dinero import DinError, din_to_records, records_to_din
-from traces.tests.helpers import HEADER
+from kvsim import traces
+from kvsim.traces.convert.dinero import DinError, din_to_records, records_to_din
 
 DATA = Path(__file__).with_name("data")
 DIN = DATA / "small_mixed_trace.din"

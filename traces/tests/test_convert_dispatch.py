@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import traces
-from traces.convert import convert, guess_format
-from traces.convert.champsim import read_champsim
-from traces.convert.gem5 import read_packets
+from kvsim import traces
+from kvsim.traces.convert import convert, guess_format
+from kvsim.traces.convert.champsim import read_champsim
+from kvsim.traces.convert.gem5 import read_packets
 
 DATA = Path(__file__).with_name("data")
 
@@ -59,7 +59,7 @@ def test_gem5_golden_to_kvt(tmp_path: Path) -> None:
 
 
 def test_damaged_input_leaves_no_output(tmp_path: Path) -> None:
-    from traces.convert.dinero import din_to_records
+    from kvsim.traces.convert.dinero import din_to_records
 
     kvt = tmp_path / "t.kvt"
     with traces.Writer(kvt, {}, chunk_records=100) as w:  # damage the last of many chunks

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import traces
-from traces.convert import gem5
-from traces.convert.gem5 import Gem5TraceError
+from kvsim import traces
+from kvsim.traces.convert import gem5
+from kvsim.traces.convert.gem5 import Gem5TraceError
 
 DATA = Path(__file__).with_name("data")
 BACKENDS = ["builtin"] + (["protobuf"] if gem5._pb_classes() is not None else [])

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import traces
-from traces.convert.lackey import LackeyError, lackey_to_records, records_to_lackey
+from kvsim import traces
+from kvsim.traces.convert.lackey import LackeyError, lackey_to_records, records_to_lackey
 
 SAMPLE = """\
 ==12345== Lackey, an example Valgrind tool

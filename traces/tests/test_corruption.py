@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from trace_helpers import HEADER, random_records
 
-import traces
-from traces.tests.helpers import HEADER, random_records
+from kvsim import traces
 
 RECORDS = random_records(250, 3)
 

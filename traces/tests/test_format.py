@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-import traces
-from traces import format as fmt
+from kvsim import traces
+from kvsim.traces import format as fmt
 
 HEADER_H = Path(traces.__file__).with_name("trace_format.h")
 

@@ -7,10 +7,10 @@ import io
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from trace_helpers import HEADER
 
-import traces
-from traces.inspect import LineSet, access_lines
-from traces.tests.helpers import HEADER
+from kvsim import traces
+from kvsim.traces.inspect import LineSet, access_lines
 
 
 def _records(seed: int, n: int, addr_space: int = 1 << 24) -> np.ndarray:

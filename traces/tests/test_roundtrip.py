@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from trace_helpers import HEADER, random_records
 
-import traces
-from traces.tests.helpers import HEADER, random_records
+from kvsim import traces
 
 
 def _write_bytes(records: np.ndarray, codec: str = "zstd", chunk_records: int = 65536,

@@ -10,9 +10,9 @@ import threading
 from pathlib import Path
 
 import numpy as np
+from trace_helpers import HEADER, random_records
 
-import traces
-from traces.tests.helpers import HEADER, random_records
+from kvsim import traces
 
 REPO = Path(traces.__file__).resolve().parent.parent
 
@@ -85,10 +85,10 @@ def test_subprocess_stdout_and_stdin_dash(tmp_path: Path) -> None:
     records = random_records(2000, 8)
     path = tmp_path / "t.kvt"
     path.write_bytes(_trace_bytes(records))
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent)}
     # a child writes the trace to its stdout ("-"); we read the pipe
     writer = (
-        "import sys, traces; from traces.tests.helpers import HEADER, random_records\n"
+        "from kvsim import traces; from trace_helpers import HEADER, random_records\n"
         "with traces.Writer('-', HEADER, chunk_records=700) as w:\n"
         "    w.write(random_records(2000, 8))\n"
     )
@@ -98,7 +98,7 @@ def test_subprocess_stdout_and_stdin_dash(tmp_path: Path) -> None:
     assert proc.wait() == 0
     np.testing.assert_array_equal(out, records)
     # a child reads "-" (stdin) from a pipe and prints the record count
-    reader = "import traces; print(traces.read_all('-').size, traces.summarize.__name__)"
+    reader = "from kvsim import traces; print(traces.read_all('-').size, traces.summarize.__name__)"
     with open(path, "rb") as f:
         res = subprocess.run([sys.executable, "-c", reader], stdin=f, env=env,
                              capture_output=True, text=True, check=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from traces import RECORD_DTYPE
+from kvsim.traces import RECORD_DTYPE
 
 HEADER = {
     "producer": {"name": "tests", "version": "0", "git_commit": None},

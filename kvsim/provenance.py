@@ -1,0 +1,113 @@
+"""Provenance of a measured figure: which code, which machine, when.
+
+Every command that measures something writes a result file through :func:`write_result`:
+a JSON document whose ``provenance`` key holds the kvsim version, the git commit (and
+whether the tree had uncommitted changes), a description of the machine (CPU model and
+flags that matter, cores, memory, kernel, hypervisor) and the UTC date. Docs cite those
+files (``results/`` at the repository root holds the published ones) instead of restating
+figures by hand. ``python -m kvsim.provenance`` prints the block, for shell benchmarks.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from kvsim import __version__, artifacts
+
+RESULTS_DIR_NAME = "results"
+
+
+def git_state(root: Path | None = None) -> dict[str, Any]:
+    """``{"commit": sha or None, "dirty": bool or None}`` of the checkout kvsim runs from."""
+    root = root or artifacts.source_root()
+    if root is None:
+        return {"commit": os.environ.get("KVSIM_GIT_COMMIT") or None, "dirty": None}
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"],
+                              capture_output=True, text=True, timeout=10, check=False)
+        status = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
+                                 "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+    if head.returncode != 0:
+        return {"commit": None, "dirty": None}
+    return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip())}
+
+
+def _cpuinfo() -> dict[str, str]:
+    out: dict[str, str] = {}
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        if not line.strip():
+            break  # the first processor is enough
+        key, _, value = line.partition(":")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on; read fresh on every call (never assumed)."""
+    info = _cpuinfo()
+    flags = set(info.get("flags", "").split())
+    try:
+        mem_kib = int(next(ln.split()[1] for ln in Path("/proc/meminfo").read_text()
+                           .splitlines() if ln.startswith("MemTotal:")))
+    except (OSError, StopIteration, ValueError):
+        mem_kib = None
+    return {
+        "cpu_model": info.get("model name") or platform.processor() or platform.machine(),
+        "cpu_family": info.get("cpu family"),
+        "cpu_model_number": info.get("model"),
+        "cpu_mhz": info.get("cpu MHz"),
+        "cache_size": info.get("cache size"),
+        "hypervisor": "hypervisor" in flags,
+        "arch": platform.machine(),
+        "cores": os.cpu_count(),
+        "memory_gib": round(mem_kib / 2**20, 1) if mem_kib else None,
+        "kernel": platform.release(),
+        "hostname": platform.node(),
+        "python": platform.python_version(),
+    }
+
+
+def provenance() -> dict[str, Any]:
+    """The ``provenance`` block of a result file."""
+    return {
+        "kvsim_version": __version__,
+        **git_state(),
+        "machine": machine(),
+        "date_utc": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv else None,
+    }
+
+
+def write_result(path: str | os.PathLike, payload: dict[str, Any]) -> Path:
+    """Write ``payload`` plus its provenance to ``path`` (JSON) atomically; return the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"provenance": provenance(), **payload}
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def results_dir() -> Path | None:
+    """``results/`` of the checkout (where published result files live), or None."""
+    root = artifacts.source_root()
+    return root / RESULTS_DIR_NAME if root is not None else None
+
+
+if __name__ == "__main__":  # pragma: no cover - used by shell benchmarks
+    print(json.dumps(provenance(), indent=2))
