@@ -76,6 +76,8 @@ def machine() -> dict[str, Any]:
         "cores": os.cpu_count(),
         "memory_gib": round(mem_kib / 2**20, 1) if mem_kib else None,
         "kernel": platform.release(),
+        # other work on the machine while measuring (shared guests: other tenants, builds)
+        "load_average_1m": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
         "hostname": platform.node(),
         "python": platform.python_version(),
     }
