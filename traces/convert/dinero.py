@@ -1,6 +1,6 @@
 """DineroIV trace formats: read "din" text into records, write records as din text.
 
-Formats (DineroIV 7, ``-informat``; see /work/shared/design/simulators.md section 4):
+Formats (DineroIV 7's ``-informat`` option, as described in its ``dineroIV -help`` text):
 
 * ``D`` (extended din, DineroIV's default): ``<label> <hex address> <hex size>`` per line,
   label one of ``r`` (data read), ``w`` (data write), ``i`` (instruction fetch), ``m``
