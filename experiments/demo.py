@@ -62,9 +62,9 @@ def run(out: Path, keys: int = 200_000, ops: int = 20_000, cpus: list[str] | Non
     published = provenance.results_dir() if publish else None
     if publish and published is None:
         raise ValueError("--publish: results/ exists only in a kvsim source checkout")
-    out.mkdir(parents=True, exist_ok=True)
     cpus = cpus or _default_cpus()
     configs = {name: sim.load_cpu(name) for name in cpus}  # fail early on a bad name
+    out.mkdir(parents=True, exist_ok=True)
     params = dict(keys=keys, ops=ops, value_size=value_size, depth=depth, seed=seed)
     native_ops = native_ops or max(50 * ops, 200_000)
     steps = len(VARIANTS) * (1 + len(configs)) + len(VARIANTS) * rounds
@@ -85,6 +85,10 @@ def run(out: Path, keys: int = 200_000, ops: int = 20_000, cpus: list[str] | Non
                        "instructions": res["instructions"], "cycles": res["cycles"]}
                 for i, lv in enumerate(res["levels"]):  # by position: LLC names differ
                     row[f"L{i + 1}_misses"] = lv["misses"]
+                t = res["timing"]  # average misses in flight; cycles the ROB stalled full
+                row["mlp"] = t["mlp"] if t else None
+                row["rob_full_cycles"] = sum(v for k, v in t["stall_cycles"].items()
+                                             if k.startswith("rob_full:")) if t else None
                 rows.append(row)
         df = pd.DataFrame(rows)
         base = df[df.variant == "naive"].set_index("cpu")["cycles"]
