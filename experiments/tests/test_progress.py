@@ -109,3 +109,18 @@ def test_convert_progress_counts_every_input_byte(tmp_path, small_trace):
     plain = tmp_path / "plain.din"
     convert.convert(str(small_trace), str(plain))
     assert plain.read_bytes() == (tmp_path / "o.din").read_bytes()
+
+
+def test_convert_progress_from_stdin(tmp_path, small_trace, monkeypatch):
+    import io
+
+    from kvsim.traces import convert
+
+    class Stdin:
+        buffer = io.BytesIO(small_trace.read_bytes())
+        buffer.name = "<stdin>"
+
+    monkeypatch.setattr(sys, "stdin", Stdin)
+    seen = []
+    convert.convert("-", str(tmp_path / "o.kvt"), progress=seen.append)
+    assert sum(seen) == small_trace.stat().st_size

@@ -61,13 +61,14 @@ def _atomic(dst: str) -> Iterator[str]:
 
 
 class _CountingFile(io.RawIOBase):
-    """A binary file that reports every byte read to ``progress``; named like its path, so
-    readers' error messages are unchanged."""
+    """A binary file (a path, opened and closed here, or an open stream) that reports every
+    byte read to ``progress``; named like the original, so readers' messages are unchanged."""
 
-    def __init__(self, path: str, progress: Callable[[int], object]) -> None:
-        self._f = open(path, "rb")  # noqa: SIM115 -- closed by close()
+    def __init__(self, src: Any, progress: Callable[[int], object]) -> None:
+        self._owns = isinstance(src, str)
+        self._f = open(src, "rb") if self._owns else src  # noqa: SIM115 -- see close()
         self._progress = progress
-        self.name = path
+        self.name = src if self._owns else getattr(src, "name", "<stdin>")
 
     def readable(self) -> bool:
         return True
@@ -79,21 +80,22 @@ class _CountingFile(io.RawIOBase):
         return n
 
     def close(self) -> None:
-        self._f.close()
+        if self._owns:
+            self._f.close()
         super().close()
 
 
 def _open_counted(src: str, fmt: str, progress: Callable[[int], object] | None,
                   stack: contextlib.ExitStack) -> Any:
-    """``src`` itself, or (with ``progress`` and a path) an open counting stream: binary for
-    kvt and gem5, ASCII text for the text formats, as the readers open paths."""
-    if progress is None or src == "-":
+    """``src`` itself, or (with ``progress``) an open counting stream: binary for kvt and
+    gem5 (from a path or stdin), ASCII text for the text formats (from a path), as the
+    readers open them."""
+    binary = fmt in ("kvt", "gem5")
+    if progress is None or (src == "-" and not binary):
         return src
-    raw = stack.enter_context(_CountingFile(src, progress))
+    raw = stack.enter_context(_CountingFile(sys.stdin.buffer if src == "-" else src, progress))
     buffered = io.BufferedReader(raw)
-    if fmt in ("kvt", "gem5"):
-        return buffered
-    return io.TextIOWrapper(buffered, encoding="ascii")
+    return buffered if binary else io.TextIOWrapper(buffered, encoding="ascii")
 
 
 def _read(src: Any, fmt: str) -> tuple[Any, dict[str, Any]]:
@@ -137,7 +139,7 @@ def convert(src: str, dst: str, src_format: str | None = None,
     nothing is left at ``dst``. Returns ``{"from", "to", "records"}`` where ``records``
     counts records (kvt output) or lines/packets/instructions written (other formats).
     ``progress``, if given, is called with the number of input bytes read since its previous
-    call (for an input path; never for stdin), for example a tqdm bar's ``update``.
+    call (for example a tqdm bar's ``update``); text formats from stdin report nothing.
     """
     fin = (src_format or guess_format(src)).lower()
     fout = (dst_format or guess_format(dst)).lower()
