@@ -140,7 +140,8 @@ def render_demo(doc: dict[str, Any]) -> str:
                  num(r["cycles"]), *[num(r.get(k)) for k in levels], f"{r['speedup']:.3f}"]
         out.append("| " + " | ".join(cells) + " |")
     native = native_line(doc["native"], predicted_local(rows))
-    out += ["", native[0].upper() + native[1:] + "."]
+    out += ["", native.replace("native on this machine", "Native on the machine named below",
+                               1) + "."]
     by = {(r["cpu"], r["variant"]): r for r in rows}
     cpu = "local" if ("local", "naive") in by else rows[0]["cpu"]
     a, b = by.get((cpu, "naive")), by.get((cpu, "lookahead"))
