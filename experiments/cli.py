@@ -64,8 +64,13 @@ def _json_default(o):
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="kvsim")
-def cli():
+@click.option("-q", "--quiet", is_flag=True,
+              help="No progress bars (they are drawn on stderr only when it is a terminal).")
+def cli(quiet):
     """kvsim: memory behaviour of in-memory key-value stores, traced and simulated."""
+    from kvsim.experiments import progress
+
+    progress.set_quiet(quiet)
 
 
 @cli.command()
@@ -77,10 +82,11 @@ def cli():
 @_workload_options
 def trace(workload, output, codec, **kwargs):
     """Trace WORKLOAD with the c_ref keyspace and write a .kvt trace."""
-    from kvsim.experiments import cref
+    from kvsim.experiments import cref, progress
 
     out = sys.stdout.buffer if output == "-" else output
-    cref.trace(workload, out, _pick(kwargs), codec=codec)
+    with progress.bar(f"trace {workload}", unit="B") as bar:
+        cref.trace(workload, out, _pick(kwargs), codec=codec, progress=bar.update)
 
 
 @cli.command()
@@ -91,9 +97,12 @@ def trace(workload, output, codec, **kwargs):
 @_workload_options
 def native(workload, repeat, as_json, **kwargs):
     """Run WORKLOAD natively (real prefetch instructions) and time it."""
-    from kvsim.experiments import cref
+    from kvsim.experiments import cref, progress
 
-    res = cref.native(workload, _pick(kwargs), repeat=repeat)
+    # c_ref reports its runs only at the end: the bar shows the elapsed time until then.
+    with progress.bar(f"native {workload}", total=repeat, unit="run") as bar:
+        res = cref.native(workload, _pick(kwargs), repeat=repeat, waiting=bar.refresh)
+        bar.update(repeat)
     if as_json:
         _echo_json(res)
         return
@@ -140,12 +149,15 @@ def trace_info(trace_path, as_json):
 def simulate(trace_path, cpu, functional, engine, threads, as_json):
     """Simulate a trace on a CPU model."""
     from kvsim import sim, traces
+    from kvsim.experiments import progress
 
     config = sim.load_cpu(cpu)
     src = sys.stdin.buffer if trace_path == "-" else trace_path
-    with traces.open(src) as reader:
+    total = progress.trace_total_records(trace_path)
+    with traces.open(src) as reader, \
+            progress.bar("simulate", total=total, unit="rec", unit_scale=True) as bar:
         res = sim.simulate(reader, config, functional=functional, engine=engine,
-                           threads=threads)
+                           threads=threads, progress=bar.update)
     if as_json:
         _echo_json(res)
         return
@@ -180,9 +192,13 @@ def cpus(as_json):
               help="Output format (kvt, dinero, lackey, champsim, gem5); guessed if omitted.")
 def convert(src, dst, src_format, dst_format):
     """Convert a trace between kvt and other simulators' formats."""
+    from kvsim.experiments import progress
     from kvsim.traces import convert as conv
 
-    conv.convert(src, dst, src_format=src_format, dst_format=dst_format)
+    total = Path(src).stat().st_size if src != "-" and Path(src).is_file() else None
+    with progress.bar("convert", total=total, unit="B") as bar:
+        conv.convert(src, dst, src_format=src_format, dst_format=dst_format,
+                     progress=bar.update)
 
 
 @cli.command()
@@ -192,11 +208,17 @@ def convert(src, dst, src_format, dst_format):
 @click.option("--keys", type=click.IntRange(min=1), default=200_000, show_default=True)
 @click.option("--ops", type=click.IntRange(min=1), default=20_000, show_default=True)
 @click.option("--cpu", "cpus_", multiple=True, help="Presets to simulate (repeatable).")
-def experiment(name, out, keys, ops, cpus_):
+@click.option("--rounds", type=click.IntRange(min=1), default=9, show_default=True,
+              help="Interleaved native rounds (6 or more give a 95 % interval).")
+@click.option("--publish", is_flag=True,
+              help="Also copy demo.json and demo.png to results/ of the checkout "
+                   "(README.md's figures; render with python -m kvsim.experiments.render).")
+def experiment(name, out, keys, ops, cpus_, rounds, publish):
     """Run a named experiment (for now: the demo study)."""
     from kvsim.experiments import demo
 
-    demo.run(Path(out), keys=keys, ops=ops, cpus=list(cpus_) or None)
+    demo.run(Path(out), keys=keys, ops=ops, cpus=list(cpus_) or None, rounds=rounds,
+             publish=publish)
 
 
 def _known_errors() -> tuple[type[BaseException], ...]:

@@ -6,11 +6,12 @@ relays its errors (as :class:`kvsim.model.cref.CrefError`, the one c_ref error c
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from kvsim import artifacts, traces
@@ -69,11 +70,30 @@ def _fail(proc: subprocess.Popen | subprocess.CompletedProcess, stderr: bytes | 
     return CrefError(msg.removeprefix("kvsim-cref: "))
 
 
-def trace(workload: str, out, options: Mapping[str, object], codec: str = "zstd") -> None:
+class _Counted(io.RawIOBase):
+    """A binary stream that reports the bytes read from ``f`` to ``progress``."""
+
+    def __init__(self, f, progress: Callable[[int], object]) -> None:
+        self._f = f
+        self._progress = progress
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        n = self._f.readinto(b)
+        if n:
+            self._progress(n)
+        return n
+
+
+def trace(workload: str, out, options: Mapping[str, object], codec: str = "zstd",
+          progress: Callable[[int], object] | None = None) -> None:
     """Trace ``workload`` with c_ref and write the trace to ``out`` (a path, or a binary
     stream such as stdout), recompressing c_ref's raw chunks with ``codec``.
 
-    On any failure no output file is left behind.
+    ``progress``, if given, is called with the number of trace bytes received from c_ref
+    since its previous call. On any failure no output file is left behind.
     """
     cmd = [str(binary()), "trace", workload, "-o", "-", *workload_args(options)]
     # stderr goes to a file, not a pipe, so a chatty child can never block on it while we
@@ -81,7 +101,9 @@ def trace(workload: str, out, options: Mapping[str, object], codec: str = "zstd"
     with tempfile.TemporaryFile() as errfile:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errfile, env=_env())
         try:
-            traces.recompress(proc.stdout, out, codec=codec)
+            src = proc.stdout if progress is None else \
+                io.BufferedReader(_Counted(proc.stdout, progress))
+            traces.recompress(src, out, codec=codec)
         except traces.TraceError:
             proc.stdout.close()
             proc.wait()
@@ -100,14 +122,26 @@ def trace(workload: str, out, options: Mapping[str, object], codec: str = "zstd"
             raise _fail(proc, errfile.read())
 
 
-def native(workload: str, options: Mapping[str, object], repeat: int = 3) -> dict:
-    """Run ``kvsim-cref native WORKLOAD ... --repeat R --json`` and return its JSON."""
+def native(workload: str, options: Mapping[str, object], repeat: int = 3,
+           waiting: Callable[[], object] | None = None) -> dict:
+    """Run ``kvsim-cref native WORKLOAD ... --repeat R --json`` and return its JSON.
+
+    c_ref reports nothing until all runs are done; ``waiting``, if given, is called about
+    twice a second meanwhile (for example to refresh a progress bar's elapsed time).
+    """
     cmd = [str(binary()), "native", workload, *workload_args(options),
            "--repeat", str(repeat), "--json"]
-    proc = subprocess.run(cmd, capture_output=True, env=_env(), check=False)
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          env=_env()) as proc:
+        while True:
+            try:
+                stdout, stderr = proc.communicate(timeout=None if waiting is None else 0.5)
+                break
+            except subprocess.TimeoutExpired:
+                waiting()  # type: ignore[misc]
     if proc.returncode != 0:
-        raise _fail(proc, proc.stderr)
+        raise _fail(proc, stderr)
     try:
-        return json.loads(proc.stdout)
+        return json.loads(stdout)
     except json.JSONDecodeError as exc:
         raise CrefError(f"kvsim-cref native printed invalid JSON: {exc}") from None

@@ -6,29 +6,39 @@ commands, interleave their lookups with software prefetches, then execute in ord
 both traces on several CPU presets, and reports misses per level, predicted cycles and the
 predicted speedup.
 
-Inputs:  keys, ops, presets (defaults: two seed CPUs and ``local``).
 Natively, the same workload (more operations, so the timed phase is long enough) is run on
-this machine with real prefetch instructions; its measured speedup is printed beside the
-``local`` preset's predicted one.
+this machine with real prefetch instructions, in interleaved rounds (naive, lookahead,
+naive, lookahead, ...), one kvsim-cref process per run, each timed by its process CPU time;
+the measured speedup (median of the rounds' ratios with a 95 % interval, and the ratio of
+the minimums; see :mod:`kvsim.experiments.timing`) is printed beside the ``local`` preset's
+predicted one.
 
-Outputs: ``OUT/demo.csv``, ``OUT/demo.json`` (with git commit and parameters) and
-         ``OUT/demo.png``; the table is printed.
-Runtime: well under a minute at the default scale (200k keys, 20k GETs) on 2 cores.
+Inputs:  keys, ops, presets (defaults: two seed CPUs and ``local``), native rounds.
+Outputs: ``OUT/demo.json`` (a result file: provenance, parameters, every printed figure),
+         ``OUT/demo.csv``, ``OUT/demo.png`` and the two traces ``OUT/pipeline-*.kvt``; the
+         table is printed. ``publish=True`` also copies demo.json and demo.png to
+         ``results/`` of the checkout, where README.md's figures are rendered from.
+Runtime: about a minute at the default scale (200k keys, 20k traced GETs, 9 rounds of 1M
+         native GETs) on 2 cores.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pandas as pd
 
-from kvsim import sim, traces
-from kvsim.experiments import cref
+from kvsim import provenance, sim, traces
+from kvsim.experiments import cref, progress, timing
 
 VARIANTS = ("naive", "lookahead")
 DEFAULT_CPUS = ("xeon-8255c", "graviton3", "local")
+DEFAULT_ROUNDS = 9
+CLOCK = "process CPU time of the measured phase (CLOCK_PROCESS_CPUTIME_ID), one run per process"
 
 
 def _default_cpus() -> list[str]:
@@ -39,64 +49,156 @@ def _default_cpus() -> list[str]:
 
 def run(out: Path, keys: int = 200_000, ops: int = 20_000, cpus: list[str] | None = None,
         value_size: int = 256, depth: int = 16, batch: int = 16, seed: int = 1,
-        native_ops: int | None = None) -> pd.DataFrame:
-    """Run the demo; return the result table (one row per CPU x variant)."""
-    out.mkdir(parents=True, exist_ok=True)
+        native_ops: int | None = None, rounds: int = DEFAULT_ROUNDS,
+        publish: bool = False) -> pd.DataFrame:
+    """Run the demo; return the result table (one row per CPU x variant).
+
+    ``rounds``: interleaved native rounds (at least :data:`timing.MIN_ROUNDS` for a 95 %
+    interval). ``publish``: also copy the result file and plot to the checkout's
+    ``results/`` (raises ValueError outside a source checkout).
+    """
+    if rounds < 1:
+        raise ValueError(f"rounds: must be at least 1, got {rounds}")
+    published = provenance.results_dir() if publish else None
+    if publish and published is None:
+        raise ValueError("--publish: results/ exists only in a kvsim source checkout")
     cpus = cpus or _default_cpus()
     configs = {name: sim.load_cpu(name) for name in cpus}  # fail early on a bad name
+    out.mkdir(parents=True, exist_ok=True)
     params = dict(keys=keys, ops=ops, value_size=value_size, depth=depth, seed=seed)
+    native_ops = native_ops or max(50 * ops, 200_000)
+    steps = len(VARIANTS) * (1 + len(configs)) + len(VARIANTS) * rounds
     rows = []
-    for variant in VARIANTS:
-        path = out / f"pipeline-{variant}.kvt"
-        opts = dict(params, variant=variant, batch=batch if variant == "lookahead" else None)
-        cref.trace("pipeline", path, opts)
-        records = traces.read_all(path)
-        for name, cfg in configs.items():
-            res = sim.simulate(records, cfg)
-            row = {"cpu": name, "variant": variant, "records": res["records"],
-                   "instructions": res["instructions"], "cycles": res["cycles"]}
-            for i, lv in enumerate(res["levels"]):  # by position: presets name LLCs differently
-                row[f"L{i + 1}_misses"] = lv["misses"]
-            rows.append(row)
-    df = pd.DataFrame(rows)
-    base = df[df.variant == "naive"].set_index("cpu")["cycles"]
-    df["speedup"] = df.cpu.map(base) / df.cycles
-    native = _native(params, batch, native_ops or max(50 * ops, 200_000))
-    _write(out, df, params | {"batch": batch, "cpus": cpus}, native)
+    with progress.bar("demo", total=steps, unit="step") as bar:
+        for variant in VARIANTS:
+            path = out / f"pipeline-{variant}.kvt"
+            opts = dict(params, variant=variant, batch=batch if variant == "lookahead" else None)
+            bar.set_postfix_str(f"trace {variant}")
+            cref.trace("pipeline", path, opts)
+            bar.update()
+            records = traces.read_all(path)
+            for name, cfg in configs.items():
+                bar.set_postfix_str(f"simulate {variant} on {name}")
+                res = sim.simulate(records, cfg)
+                bar.update()
+                row = {"cpu": name, "variant": variant, "records": res["records"],
+                       "instructions": res["instructions"], "cycles": res["cycles"]}
+                for i, lv in enumerate(res["levels"]):  # by position: LLC names differ
+                    row[f"L{i + 1}_misses"] = lv["misses"]
+                t = res["timing"]  # average misses in flight; cycles the ROB stalled full
+                row["mlp"] = t["mlp"] if t else None
+                row["rob_full_cycles"] = sum(v for k, v in t["stall_cycles"].items()
+                                             if k.startswith("rob_full:")) if t else None
+                rows.append(row)
+        df = pd.DataFrame(rows)
+        base = df[df.variant == "naive"].set_index("cpu")["cycles"]
+        df["speedup"] = df.cpu.map(base) / df.cycles
+        native = _native(params, batch, native_ops, rounds, bar)
+    meta = {"params": params | {"batch": batch, "cpus": cpus, "native_ops": native_ops,
+                                "rounds": rounds}}
+    _write(out, df, meta["params"], native, published)
     return df
 
 
-def _native(params: dict, batch: int, ops: int) -> dict:
-    """Time both variants natively on this machine (median of 5 runs of the measured phase)."""
-    res = {}
-    for variant in VARIANTS:
-        opts = dict(params, ops=ops, variant=variant,
-                    batch=batch if variant == "lookahead" else None)
-        res[variant] = cref.native("pipeline", opts, repeat=5)["median_s"]
-    res["ops"] = ops
-    res["speedup"] = res["naive"] / res["lookahead"]
-    return res
+def _native(params: dict, batch: int, ops: int, rounds: int, bar) -> dict:
+    """Time both variants natively on this machine in ``rounds`` interleaved rounds."""
+    cpu: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    wall: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    for r in range(rounds):
+        for variant in VARIANTS:
+            bar.set_postfix_str(f"native round {r + 1}/{rounds}: {variant}")
+            opts = dict(params, ops=ops, variant=variant,
+                        batch=batch if variant == "lookahead" else None)
+            res = cref.native("pipeline", opts, repeat=1, waiting=bar.refresh)
+            cpu[variant].append(res["cpu_runs_s"][0])
+            wall[variant].append(res["runs_s"][0])
+            bar.update()
+    sp = timing.paired_speedup(cpu["naive"], cpu["lookahead"])
+    return {
+        "ops": ops,
+        "rounds": rounds,
+        "clock": CLOCK,
+        # median process CPU seconds of one measured phase, per variant
+        "naive": timing.summary(cpu["naive"])["median"],
+        "lookahead": timing.summary(cpu["lookahead"])["median"],
+        "speedup": sp["median"],
+        "speedup_ci95": sp["ci95"],
+        "speedup_ci95_coverage": sp["ci95_coverage"],
+        "speedup_from_minimums": sp["from_minimums"],
+        "verdict": sp["verdict"],
+        "round_ratios": sp["ratios"],
+        "cpu_s": {v: timing.summary(cpu[v]) for v in VARIANTS},
+        "wall_s": {v: timing.summary(wall[v]) for v in VARIANTS},
+    }
 
 
-def _write(out: Path, df: pd.DataFrame, params: dict, native: dict) -> None:
+def native_line(native: dict, predicted: float | None) -> str:
+    """The printed summary of the native timings."""
+    def span(ci, digits: int) -> str:
+        return f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]" if ci else "[no interval]"
+
+    c = native["cpu_s"]
+    times = "; ".join(f"{v} {c[v]['median']:.3f} {span(c[v]['ci95'], 3)} min {c[v]['min']:.3f}"
+                      for v in VARIANTS)
+    verdict = native["verdict"]
+    if verdict != "within noise":
+        verdict = f"lookahead {verdict}"
+    elif native["speedup_ci95"] is None:
+        verdict += f" (fewer than {timing.MIN_ROUNDS} rounds give no interval)"
+    text = (f"native on this machine ({native['ops']:,} GETs, {native['rounds']} interleaved "
+            f"rounds; process CPU s as median [95 % interval] min): {times}; speedup "
+            f"{native['speedup']:.2f}x {span(native['speedup_ci95'], 2)}, from minimums "
+            f"{native['speedup_from_minimums']:.2f}x: {verdict}")
+    if predicted is not None:
+        text += f"; the local preset predicts {predicted:.2f}x"
+    return text
+
+
+def predicted_local(rows: list[dict]) -> float | None:
+    """The ``local`` preset's predicted lookahead speedup, if it was simulated."""
+    for r in rows:
+        if r["cpu"] == "local" and r["variant"] == "lookahead":
+            return r["speedup"]
+    return None
+
+
+def _write(out: Path, df: pd.DataFrame, params: dict, native: dict,
+           published: Path | None) -> None:
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         print(df.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    predicted = df[(df.cpu == "local") & (df.variant == "lookahead")]["speedup"]
-    print(f"native on this machine ({native['ops']} GETs, median of 5): naive "
-          f"{native['naive']:.3f} s, lookahead {native['lookahead']:.3f} s, speedup "
-          f"{native['speedup']:.2f}x"
-          + (f" (local preset predicts {predicted.iloc[0]:.2f}x)" if len(predicted) else ""))
+    rows = df.to_dict(orient="records")
+    print(native_line(native, predicted_local(rows)))
     df.to_csv(out / "demo.csv", index=False)
-    meta = {"experiment": "demo", "git_commit": cref.git_commit(), "params": params,
-            "config_hash": hashlib.sha256(json.dumps(params, sort_keys=True).encode())
-            .hexdigest()[:16], "rows": df.to_dict(orient="records"), "native": native}
-    (out / "demo.json").write_text(json.dumps(meta, indent=2, default=str))
-    _plot(out / "demo.png", df)
-    print(f"wrote {out / 'demo.csv'}, {out / 'demo.json'}, {out / 'demo.png'}")
+    payload = {"experiment": "demo", "git_commit": cref.git_commit(), "params": params,
+               "config_hash": hashlib.sha256(json.dumps(params, sort_keys=True).encode())
+               .hexdigest()[:16], "rows": rows, "native": native}
+    written = [provenance.write_result(out / "demo.json", payload), out / "demo.csv"]
+    if _plot(out / "demo.png", df):
+        written.append(out / "demo.png")
+    if published is not None:
+        for src in [p for p in written if p.suffix in (".json", ".png")]:
+            written.append(_copy(src, published / src.name))
+    print("wrote " + ", ".join(str(p) for p in written))
 
 
-def _plot(path: Path, df: pd.DataFrame) -> None:
-    import matplotlib
+def _copy(src: Path, dst: Path) -> Path:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(f".tmp-{os.getpid()}-{dst.name}")
+    try:
+        shutil.copyfile(src, tmp)
+        tmp.replace(dst)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return dst
+
+
+def _plot(path: Path, df: pd.DataFrame) -> bool:
+    """Draw the plot; without matplotlib print a one-line note instead and return False."""
+    try:
+        import matplotlib
+    except ImportError:
+        print(f"plot skipped ({path.name}): matplotlib is not installed")
+        return False
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -123,5 +225,6 @@ def _plot(path: Path, df: pd.DataFrame) -> None:
     ax2.set_title(f"Misses per level ({cpus[0]})")
     ax2.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, metadata={"Software": None})  # same bytes for the same figures
     plt.close(fig)
+    return True

@@ -18,6 +18,10 @@ save/load and rejection of corrupted snapshots.
 
 Any object with the ``Backend`` methods can take part, so a Python model of a variant can
 be checked (and caught) by the same machine.
+
+This module and :mod:`kvsim.model.strategies` are public API: Hypothesis is one of kvsim's
+run-time dependencies, so a base install (no ``test`` extra) can use them; pytest is not
+needed.
 """
 
 from __future__ import annotations

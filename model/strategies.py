@@ -5,6 +5,8 @@ keys, the empty key, binary keys (CR, LF, NUL, 0xff, braces), long keys (> 64 by
 object is not embedded), keys of one hashtag (one cluster slot), and keys that collide in
 one bucket of every table of up to 8 buckets and carry the same tag byte (so lookups chain
 through child buckets and compare keys), computed with c_ref's SipHash under ``seed``.
+
+Public API, like :mod:`kvsim.model.harness`: Hypothesis is a run-time dependency of kvsim.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -41,6 +41,7 @@ def simulate(
     page_size: int | None = None,
     tag_names: list[str] | None = None,
     threads: int = 1,
+    progress: Callable[[int], object] | None = None,
 ) -> dict:
     """Simulate ``source`` on ``cpu`` and return a JSON-serialisable dict of statistics.
 
@@ -58,6 +59,8 @@ def simulate(
     and non-inclusive, no TLB or hardware prefetchers; other configurations use one); the
     results are identical for any number, only the wall time changes. The result's
     ``engine_threads`` says how many ran.
+    progress: called after each chunk with the number of records it held (for example a
+    tqdm bar's ``update``); None by default.
     Counts are per cache line touched: an access spanning two lines counts twice.
     """
     if isinstance(cpu, str):
@@ -82,6 +85,8 @@ def simulate(
     try:
         for chunk in chunks:
             eng.run(chunk)
+            if progress is not None:
+                progress(len(chunk))
         raw = eng.finish()
         used = eng.threads if engine == "fast" else 1
     finally:

@@ -1,6 +1,7 @@
 """The demo study at a tiny scale: it runs, and its numbers come from the traces."""
 
 import json
+import statistics
 
 from .conftest import run_kvsim
 
@@ -8,7 +9,7 @@ from .conftest import run_kvsim
 def test_demo_tiny(tmp_path):
     out = tmp_path / "demo"
     res = run_kvsim("experiment", "demo", "--out", out, "--keys", "3000", "--ops", "400",
-                    "--cpu", "local", "--cpu", "graviton3")
+                    "--cpu", "local", "--cpu", "graviton3", "--rounds", "6")
     assert res.returncode == 0, res.stderr.decode()
     meta = json.loads((out / "demo.json").read_text())
     rows = meta["rows"]
@@ -20,8 +21,34 @@ def test_demo_tiny(tmp_path):
     look = {r["cpu"]: r for r in rows if r["variant"] == "lookahead"}
     for cpu in naive:
         assert look[cpu]["records"] > naive[cpu]["records"], "lookahead adds prefetch records"
+    for key in ("commit", "dirty", "machine", "date_utc"):
+        assert key in meta["provenance"]
+    assert meta["params"]["rounds"] == 6
     native = meta["native"]
-    assert native["naive"] > 0 and native["lookahead"] > 0
-    assert native["speedup"] == native["naive"] / native["lookahead"]
+    cpu = native["cpu_s"]
+    assert [len(cpu[v]["runs"]) for v in ("naive", "lookahead")] == [6, 6]
+    assert native["naive"] == statistics.median(cpu["naive"]["runs"]) > 0
+    assert native["lookahead"] == statistics.median(cpu["lookahead"]["runs"]) > 0
+    ratios = [a / b for a, b in zip(cpu["naive"]["runs"], cpu["lookahead"]["runs"],
+                                    strict=True)]
+    assert native["round_ratios"] == ratios
+    assert native["speedup"] == statistics.median(ratios)
+    low, high = native["speedup_ci95"]
+    assert low <= native["speedup"] <= high
+    assert native["verdict"] == ("within noise" if low <= 1.0 <= high
+                                 else "faster" if low > 1.0 else "slower")
+    out_text = res.stdout.decode()
+    assert f"speedup {native['speedup']:.2f}x" in out_text
+    assert native["verdict"] in out_text
     assert (out / "demo.png").stat().st_size > 1000
     assert (out / "demo.csv").exists()
+    assert res.stderr == b"", "no progress bar when stderr is not a terminal"
+
+
+def test_demo_bad_rounds_and_cpu(tmp_path):
+    res = run_kvsim("experiment", "demo", "--out", tmp_path / "d", "--rounds", "0")
+    assert res.returncode != 0 and b"--rounds" in res.stderr
+    res = run_kvsim("experiment", "demo", "--out", tmp_path / "d", "--cpu", "no-such-cpu")
+    assert res.returncode != 0 and b"no-such-cpu" in res.stderr
+    assert len(res.stderr.decode().strip().splitlines()) == 1
+    assert not (tmp_path / "d").exists()

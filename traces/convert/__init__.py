@@ -14,9 +14,10 @@ One module per foreign format, each documenting its mapping and what is lost:
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,16 +60,56 @@ def _atomic(dst: str) -> Iterator[str]:
         tmp.unlink(missing_ok=True)
 
 
-def _read(src: str, fmt: str) -> tuple[Any, dict[str, Any]]:
-    """(records or iterable of record chunks, kvt header) for ``src``."""
+class _CountingFile(io.RawIOBase):
+    """A binary file (a path, opened and closed here, or an open stream) that reports every
+    byte read to ``progress``; named like the original, so readers' messages are unchanged."""
+
+    def __init__(self, src: Any, progress: Callable[[int], object]) -> None:
+        self._owns = isinstance(src, str)
+        self._f = open(src, "rb") if self._owns else src  # noqa: SIM115 -- see close()
+        self._progress = progress
+        self.name = src if self._owns else getattr(src, "name", "<stdin>")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        n = self._f.readinto(b)
+        if n:
+            self._progress(n)
+        return n
+
+    def close(self) -> None:
+        if self._owns:
+            self._f.close()
+        super().close()
+
+
+def _open_counted(src: str, fmt: str, progress: Callable[[int], object] | None,
+                  stack: contextlib.ExitStack) -> Any:
+    """``src`` itself, or (with ``progress``) an open counting stream: binary for kvt and
+    gem5 (from a path or stdin), ASCII text for the text formats (from a path), as the
+    readers open them."""
+    binary = fmt in ("kvt", "gem5")
+    if progress is None or (src == "-" and not binary):
+        return src
+    raw = stack.enter_context(_CountingFile(sys.stdin.buffer if src == "-" else src, progress))
+    buffered = io.BufferedReader(raw)
+    return buffered if binary else io.TextIOWrapper(buffered, encoding="ascii")
+
+
+def _read(src: Any, fmt: str) -> tuple[Any, dict[str, Any]]:
+    """(records or iterable of record chunks, kvt header) for ``src`` (a path, ``-`` or an
+    open stream from :func:`_open_counted`)."""
     from kvsim import traces
 
     if fmt == "kvt":
         reader = traces.open(src)
         return reader, reader.header
+    source = os.path.basename(str(getattr(src, "name", src)))
     header = {"producer": {"name": "kvsim.traces.convert", "version": traces.__version__,
                            "git_commit": None},
-              "workload": {"name": f"converted from {fmt}", "source": os.path.basename(src)},
+              "workload": {"name": f"converted from {fmt}", "source": source},
               "tags": traces.TAG_NAMES, "markers": traces.MARKER_NAMES}
     if fmt == "dinero":
         from .dinero import din_to_records
@@ -89,13 +130,16 @@ def _read(src: str, fmt: str) -> tuple[Any, dict[str, Any]]:
 
 
 def convert(src: str, dst: str, src_format: str | None = None,
-            dst_format: str | None = None) -> dict[str, Any]:
+            dst_format: str | None = None,
+            progress: Callable[[int], object] | None = None) -> dict[str, Any]:
     """Convert trace ``src`` to ``dst``; formats are guessed from the names when omitted.
 
     Readable: kvt, dinero, lackey, gem5. Writable: kvt, dinero, lackey, champsim, gem5.
     ``-`` means stdin / stdout. A ``.kvt`` input is validated as it streams; on any error
     nothing is left at ``dst``. Returns ``{"from", "to", "records"}`` where ``records``
     counts records (kvt output) or lines/packets/instructions written (other formats).
+    ``progress``, if given, is called with the number of input bytes read since its previous
+    call (for example a tqdm bar's ``update``); text formats from stdin report nothing.
     """
     fin = (src_format or guess_format(src)).lower()
     fout = (dst_format or guess_format(dst)).lower()
@@ -107,11 +151,12 @@ def convert(src: str, dst: str, src_format: str | None = None,
 
     if fin == "kvt" and fout == "kvt":
         with contextlib.ExitStack() as stack:
+            inp = _open_counted(src, fin, progress, stack)
             out = dst if dst == "-" else stack.enter_context(_atomic(dst))
-            n = traces.recompress(src, out)["records"]
+            n = traces.recompress(inp, out)["records"]
         return {"from": fin, "to": fout, "records": n}
-    records, header = _read(src, fin)
     with contextlib.ExitStack() as stack:
+        records, header = _read(_open_counted(src, fin, progress, stack), fin)
         if hasattr(records, "close"):
             stack.callback(records.close)
         binary = fout in ("kvt", "champsim", "gem5")

@@ -1,0 +1,199 @@
+"""Render result files into the READMEs, so every figure a README shows comes from a file.
+
+A README marks a generated region with two HTML comments (invisible on GitHub)::
+
+    <!-- kvsim:results NAME -->
+    ... replaced by the rendering NAME of its result file ...
+    <!-- /kvsim:results -->
+
+Each NAME is registered in :data:`RENDERINGS` with the result file it reads (a path from the
+repository root, written by :func:`kvsim.provenance.write_result`) and a function turning
+that file's JSON into Markdown. Another README gets its figures the same way: write a
+function, decorate it with ``@rendering("name", "results/file.json")`` and add the markers.
+
+    python -m kvsim.experiments.render README.md [c_ref/README.md ...]          # rewrite
+    python -m kvsim.experiments.render --check README.md                         # verify
+
+``--check`` exits with status 1 and names each stale region; the test suite runs the same
+check on every README, so a README that disagrees with its result files fails ``make test``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["RENDERINGS", "RenderError", "Rendering", "render_text", "rendering"]
+
+
+class RenderError(ValueError):
+    """A README's markers or a result file are unusable; the message names which."""
+
+
+@dataclass(frozen=True)
+class Rendering:
+    """A named rendering: the result file it reads and the function that formats it."""
+
+    name: str
+    result: str  #: path of the result file, from the repository root
+    render: Callable[[dict[str, Any]], str]
+
+
+RENDERINGS: dict[str, Rendering] = {}
+
+
+def rendering(name: str, result: str):
+    """Decorator registering ``fn(doc) -> markdown`` as rendering ``name`` of ``result``."""
+    def register(fn: Callable[[dict[str, Any]], str]) -> Callable[[dict[str, Any]], str]:
+        if name in RENDERINGS:
+            raise ValueError(f"rendering {name!r} is registered twice")
+        RENDERINGS[name] = Rendering(name, result, fn)
+        return fn
+    return register
+
+
+_REGION = re.compile(r"(<!-- kvsim:results (?P<name>[\w.-]+) -->\n)(?P<body>.*?)"
+                     r"(<!-- /kvsim:results -->)", re.S)
+_OPEN = re.compile(r"<!-- kvsim:results\b")
+
+
+def _load(root: Path, rel: str) -> dict[str, Any]:
+    path = root / rel
+    try:
+        return json.loads(path.read_text())
+    except OSError as exc:
+        raise RenderError(f"{rel}: cannot read the result file ({exc.strerror})") from None
+    except json.JSONDecodeError as exc:
+        raise RenderError(f"{rel}: not JSON ({exc.msg} at line {exc.lineno})") from None
+
+
+def render_text(text: str, root: Path, where: str = "<text>") -> tuple[str, list[str]]:
+    """Return ``(text with every region re-rendered, names of the regions that changed)``.
+
+    ``root`` is the repository root the result paths are relative to; ``where`` names the
+    document in error messages.
+    """
+    if len(_OPEN.findall(text)) != len(_REGION.findall(text)):
+        raise RenderError(f"{where}: a '<!-- kvsim:results NAME -->' marker has no "
+                          f"'<!-- /kvsim:results -->' after it")
+    changed: list[str] = []
+
+    def sub(m: re.Match[str]) -> str:
+        name = m["name"]
+        if name not in RENDERINGS:
+            known = ", ".join(sorted(RENDERINGS)) or "none"
+            raise RenderError(f"{where}: unknown rendering {name!r} (known: {known})")
+        r = RENDERINGS[name]
+        try:
+            body = r.render(_load(root, r.result)).rstrip("\n") + "\n"
+        except (KeyError, TypeError, IndexError) as exc:
+            raise RenderError(f"{r.result}: lacks what rendering {name!r} needs "
+                              f"({type(exc).__name__}: {exc})") from None
+        if body != m["body"]:
+            changed.append(name)
+        return m.group(1) + body + m.group(4)
+
+    return _REGION.sub(sub, text), changed
+
+
+# --- renderings ------------------------------------------------------------------------------
+
+
+def _provenance_line(doc: dict[str, Any], result: str, command: str) -> str:
+    p = doc["provenance"]
+    m = p["machine"]
+    commit = (p.get("commit") or "unknown")[:12] + (" with local changes" if p.get("dirty")
+                                                     else "")
+    vm = ", a virtual machine" if m.get("hypervisor") else ""
+    return (f"Source: [`{result}`]({result}), written by `{command}` at commit {commit} on "
+            f"{p['date_utc'][:10]}, on {m['cpu_model']} ({m['cores']} cores{vm}; 1-minute "
+            f"load average {m.get('load_average_1m')}).")
+
+
+@rendering("demo", "results/demo.json")
+def render_demo(doc: dict[str, Any]) -> str:
+    """The demo study: simulated table per CPU, native timings, MLP and ROB stalls."""
+    from kvsim.experiments.demo import native_line, predicted_local
+
+    p = doc["params"]
+    rows = doc["rows"]
+    levels = sorted({k for r in rows for k in r if re.fullmatch(r"L\d+_misses", k)})
+    head = ["cpu", "variant", "records", "instructions", "predicted cycles",
+            *[f"{k.split('_')[0]} misses" for k in levels], "predicted speedup"]
+    out = [f"Pipelined GETs ({p['keys']:,} keys, {p['value_size']} B values, {p['depth']} "
+           f"commands per pipeline, {p['ops']:,} traced GETs), `naive` against `lookahead "
+           f"--batch {p['batch']}`, traced by c_ref and simulated on "
+           f"{len(p['cpus'])} presets:", "",
+           "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def num(v: Any) -> str:
+        return "" if v is None or v != v else f"{int(v):,}"  # v != v: NaN (level absent)
+
+    for r in rows:
+        cells = [r["cpu"], r["variant"], num(r["records"]), num(r["instructions"]),
+                 num(r["cycles"]), *[num(r.get(k)) for k in levels], f"{r['speedup']:.3f}"]
+        out.append("| " + " | ".join(cells) + " |")
+    native = native_line(doc["native"], predicted_local(rows))
+    out += ["", native.replace("native on this machine", "Native on the machine named below",
+                               1) + "."]
+    by = {(r["cpu"], r["variant"]): r for r in rows}
+    cpu = "local" if ("local", "naive") in by else rows[0]["cpu"]
+    a, b = by.get((cpu, "naive")), by.get((cpu, "lookahead"))
+    if a and b and a.get("mlp") is not None and b.get("mlp") is not None:
+        more = b["instructions"] / a["instructions"] - 1
+        out += ["", f"On `{cpu}` the lookahead trace has {more:.0%} more instructions, yet the "
+                f"average number of outstanding misses (MLP) rises from {a['mlp']:.1f} to "
+                f"{b['mlp']:.1f} and the cycles the core stalls on a full ROB fall from "
+                f"{a['rob_full_cycles'] / 1e6:.1f} M to {b['rob_full_cycles'] / 1e6:.1f} M."]
+    out += ["", _provenance_line(doc, RENDERINGS["demo"].result,
+                                 "kvsim experiment demo --publish")]
+    return "\n".join(out)
+
+
+# --- command line ----------------------------------------------------------------------------
+
+
+def _root() -> Path:
+    from kvsim import artifacts
+
+    return artifacts.source_root() or Path.cwd()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m kvsim.experiments.render",
+                                 description="Render result files into README regions.")
+    ap.add_argument("files", nargs="+", type=Path, help="Markdown files to render")
+    ap.add_argument("--check", action="store_true",
+                    help="change nothing; exit 1 if a region disagrees with its result file")
+    args = ap.parse_args(argv)
+    root = _root()
+    stale = []
+    try:
+        for path in args.files:
+            try:
+                text = path.read_text()
+            except OSError as exc:
+                raise RenderError(f"{path}: {exc.strerror}") from None
+            new, changed = render_text(text, root, str(path))
+            stale += [f"{path}: region {name!r}" for name in changed]
+            if changed and not args.check:
+                tmp = path.with_name(path.name + ".tmp")
+                tmp.write_text(new)
+                tmp.replace(path)
+    except RenderError as exc:
+        print(f"render: error: {exc}", file=sys.stderr)
+        return 2
+    if args.check and stale:
+        print("render: stale (rerun without --check): " + "; ".join(stale), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

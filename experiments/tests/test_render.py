@@ -1,0 +1,96 @@
+"""README regions agree with their result files; the renderer rejects broken markers."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from kvsim.experiments import render
+
+from .conftest import ROOT
+
+READMES = sorted(p for p in ROOT.rglob("README.md")
+                 if not {".venv", "build", "node_modules"} & set(p.relative_to(ROOT).parts))
+
+
+def test_every_readme_agrees_with_its_result_files():
+    regions = 0
+    for path in READMES:
+        text = path.read_text()
+        regions += text.count("<!-- kvsim:results ")
+        new, changed = render.render_text(text, ROOT, str(path))
+        assert not changed, (f"{path.relative_to(ROOT)}: regions {changed} disagree with their "
+                             f"result files; run python -m kvsim.experiments.render "
+                             f"{path.relative_to(ROOT)}")
+        assert new == text
+    assert regions >= 1, "README.md renders the demo figures"
+
+
+def test_every_rendering_reads_a_committed_result_file():
+    for r in render.RENDERINGS.values():
+        doc = json.loads((ROOT / r.result).read_text())
+        assert {"commit", "machine", "date_utc"} <= set(doc["provenance"]), r.result
+
+
+def demo_copy(tmp_path):
+    (tmp_path / "results").mkdir()
+    doc = json.loads((ROOT / "results/demo.json").read_text())
+    return doc
+
+
+def test_a_changed_figure_makes_the_region_stale(tmp_path):
+    readme = (ROOT / "README.md").read_text()
+    doc = demo_copy(tmp_path)
+    (tmp_path / "results/demo.json").write_text(json.dumps(doc))
+    assert render.render_text(readme, tmp_path)[1] == []
+    doc["rows"][0]["cycles"] += 1
+    (tmp_path / "results/demo.json").write_text(json.dumps(doc))
+    new, changed = render.render_text(readme, tmp_path)
+    assert changed == ["demo"]
+    assert f"{doc['rows'][0]['cycles']:,}" in new
+
+
+def test_rendering_fills_an_empty_region_and_keeps_the_rest(tmp_path):
+    doc = demo_copy(tmp_path)
+    (tmp_path / "results/demo.json").write_text(json.dumps(doc))
+    text = "intro\n<!-- kvsim:results demo -->\n<!-- /kvsim:results -->\noutro\n"
+    new, changed = render.render_text(text, tmp_path)
+    assert changed == ["demo"]
+    assert new.startswith("intro\n<!-- kvsim:results demo -->\n")
+    assert new.endswith("<!-- /kvsim:results -->\noutro\n")
+    assert doc["native"]["verdict"] in new
+    assert render.render_text(new, tmp_path) == (new, [])
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("<!-- kvsim:results demo -->\nno end\n", "no '<!-- /kvsim:results -->'"),
+    ("<!-- kvsim:results nosuch -->\n<!-- /kvsim:results -->\n", "unknown rendering 'nosuch'"),
+])
+def test_bad_markers(tmp_path, text, needle):
+    with pytest.raises(render.RenderError, match=needle.replace("(", r"\(")):
+        render.render_text(text, tmp_path, "doc.md")
+
+
+def test_missing_result_file(tmp_path):
+    text = "<!-- kvsim:results demo -->\n<!-- /kvsim:results -->\n"
+    with pytest.raises(render.RenderError, match="results/demo.json: cannot read"):
+        render.render_text(text, tmp_path)
+
+
+def test_command_check_and_rewrite(tmp_path):
+    doc = tmp_path / "doc.md"
+    doc.write_text("<!-- kvsim:results demo -->\nold\n<!-- /kvsim:results -->\n")
+    cmd = [sys.executable, "-m", "kvsim.experiments.render"]
+    res = subprocess.run([*cmd, "--check", doc], capture_output=True, text=True)
+    assert res.returncode == 1 and "region 'demo'" in res.stderr
+    assert "old" in doc.read_text()
+    res = subprocess.run([*cmd, doc], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert "old" not in doc.read_text()
+    assert subprocess.run([*cmd, "--check", doc]).returncode == 0
+    bad = tmp_path / "bad.md"
+    bad.write_text("<!-- kvsim:results nosuch -->\n<!-- /kvsim:results -->\n")
+    res = subprocess.run([*cmd, bad], capture_output=True, text=True)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
