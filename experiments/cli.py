@@ -169,6 +169,10 @@ def cpus(as_json):
         return
     for p in presets:
         click.echo(f"{p['name']:<14} {p.get('description', '')}")
+    from kvsim.sim import _binding
+
+    click.echo(f"\nreplacement policies: {', '.join(_binding.policy_names())}")
+    click.echo(f"hardware prefetchers: {', '.join(_binding.prefetcher_names())}")
 
 
 @cli.command()

@@ -7,17 +7,19 @@ from typing import Any
 
 import numpy as np
 
+from kvsim import traces
+
 from . import _binding as B
 from .config import ConfigError, CpuConfig, load_cpu
 
-MARKER_NAMES = ["none", "command", "op", "phase", "warmup_begin", "warmup_end", "batch", "m7"]
+#: Names of the engine's marker counters: the trace format's marker types (traces/
+#: trace_format.h), then "m<i>" for the counters past them.
+MARKER_NAMES = traces.MARKER_NAMES + [f"m{i}" for i in range(traces.NUM_MARKERS, B.NMARKERS)]
 KIND_NAMES = B.KIND_NAMES
 
 
 def _chunks(source: Any) -> tuple[Iterable[np.ndarray], list[str] | None, dict]:
     if isinstance(source, np.ndarray):
-        from kvsim import traces
-
         if source.dtype != traces.RECORD_DTYPE:
             raise TypeError(f"a record array must have dtype traces.RECORD_DTYPE, "
                             f"got {source.dtype}")
@@ -147,7 +149,7 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
         "records": raw["records"],
         "warmup_records": raw["warmup_records"],
         "instructions": raw["instructions"],
-        "record_kinds": dict(zip(["load", "store", "prefetch", "marker"],
+        "record_kinds": dict(zip(traces.KIND_NAMES,
                                  [int(x) for x in raw["kind"]], strict=True)),
         "pieces": raw["pieces"],
         "multiline_accesses": raw["multiline"],

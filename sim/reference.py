@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from kvsim.traces import KIND_MARKER as MARKER
+from kvsim.traces import KIND_PREFETCH as PREFETCH
+from kvsim.traces import KIND_STORE as STORE
+from kvsim.traces import MARK_COMMAND, MARK_PHASE, MARK_WARMUP_BEGIN, MARK_WARMUP_END, NUM_KINDS
+
 from . import _binding as B
 
-LOAD, STORE, PREFETCH, MARKER = 0, 1, 2, 3
 K_LOAD, K_STORE, K_SWPF, K_HWPF, K_WRITEBACK, K_VICTIM = range(6)
 NON_INCLUSIVE, INCLUSIVE, EXCLUSIVE = 0, 1, 2
 READ, WRITE, WFULL, VICTIM = range(4)
-MARK_COMMAND, MARK_PHASE, MARK_WARMUP_BEGIN, MARK_WARMUP_END = 1, 3, 4, 5
 MASK64 = (1 << 64) - 1
 
 
@@ -241,7 +244,8 @@ class Cache:
         self.inclusion = c.inclusion
         self.mshrs = c.mshrs if timing else 0
         self.sets: list[list[Line | None]] = [[None] * c.ways for _ in range(c.sets)]
-        self.policy = POLICY_CLASSES[c.policy.decode() or "lru"](c.sets, c.ways, c.seed)
+        self.policy = POLICY_CLASSES[c.policy.decode() or B.policy_names()[0]](
+            c.sets, c.ways, c.seed)
         self.mline = [0] * self.mshrs  # miss buffers: line, ready tick, prefetch kind
         self.mready = [0] * self.mshrs
         self.mmax_ready = 0
@@ -283,7 +287,7 @@ def _new_stats(nlevels):
     z = np.zeros
     return {
         "records": 0, "warmup_records": 0, "instructions": 0,
-        "kind": z(4, np.uint64), "pieces": 0, "multiline": 0,
+        "kind": z(NUM_KINDS, np.uint64), "pieces": 0, "multiline": 0,
         "markers": z(B.NMARKERS, np.uint64),
         "dram_reads": 0, "dram_writes": 0, "dtlb_access": 0, "dtlb_miss": 0,
         "stlb_access": 0, "stlb_miss": 0, "swpf_dropped_tlb": 0, "ticks": 0,

@@ -37,6 +37,9 @@
 #define KVSIM_NMARKERS 8
 #define KVSIM_DEP_WINDOW 1024 /* dep distances beyond this are treated as satisfied */
 #define KVSIM_NAME_LEN 16
+/* Ways limit of a policy that needs a power-of-two way count (tree-PLRU: its
+ * ways - 1 tree bits live in one uint64_t set word). */
+#define KVSIM_POW2_POLICY_MAX_WAYS 64
 
 /* Access kinds as counted per level (the "kind" axis of the tag x kind stats). */
 enum kvsimKind {
@@ -137,7 +140,7 @@ typedef struct kvsimStats {
     uint64_t records;        /* counted (non-warm-up) records, markers included */
     uint64_t warmup_records; /* records inside warm-up */
     uint64_t instructions;   /* sum of gaps + memory records */
-    uint64_t kind[4];        /* records by trace kind */
+    uint64_t kind[KVT_NUM_KINDS]; /* records by trace kind (enum kvtKind) */
     uint64_t pieces;         /* line-sized pieces of loads and stores */
     uint64_t multiline;      /* loads/stores spanning more than one line */
     uint64_t markers[KVSIM_NMARKERS];
@@ -196,5 +199,23 @@ uint32_t kvsimThreads(const kvsimSim *s);
 size_t kvsimStatsSize(void);
 size_t kvsimConfigSize(void);
 void kvsimFree(kvsimSim *s);
+
+/* --- Registries --------------------------------------------------------------
+ * The names the engine accepts, read by sim/_binding.py so that nothing in
+ * Python repeats them (policy_factory.c, prefetch_factory.c hold the tables).
+ * Index i runs over 0 .. count-1; past the end a name is NULL and a property 0.
+ *
+ *   kvsimPolicyName(i)      replacement policy name ("lru", ...); index 0 is the
+ *                           default, used for an empty kvsimLevelConfig.policy
+ *   kvsimPolicyPow2Ways(i)  1 if the policy needs a power-of-two way count
+ *   kvsimPolicyMaxWays(i)   largest way count it supports; 0 = no limit
+ *   kvsimPrefetcherName(i)  hardware prefetcher kind ("next_line", ...)
+ */
+uint32_t kvsimPolicyCount(void);
+const char *kvsimPolicyName(uint32_t i);
+int kvsimPolicyPow2Ways(uint32_t i);
+uint32_t kvsimPolicyMaxWays(uint32_t i);
+uint32_t kvsimPrefetcherCount(void);
+const char *kvsimPrefetcherName(uint32_t i);
 
 #endif /* KVSIM_ENGINE_H */

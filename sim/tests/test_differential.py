@@ -34,8 +34,8 @@ def cpu_docs(draw):
     line = draw(st.sampled_from([16, 32, 64]))
     caches = []
     for k in range(n):
-        pol = draw(st.sampled_from(["lru", "plru", "srrip", "brrip", "random"]))
-        ways = draw(st.sampled_from([1, 2, 4, 8])) if pol == "plru" else draw(st.integers(1, 5))
+        pol = draw(st.sampled_from(B.policies()))  # every policy the engine registers
+        ways = draw(st.sampled_from([1, 2, 4, 8])) if pol.pow2_ways else draw(st.integers(1, 5))
         sets = draw(st.sampled_from([1, 2, 4, 8, 16]))
         incl = "non-inclusive"
         if k > 0:
@@ -43,7 +43,7 @@ def cpu_docs(draw):
             incl = draw(st.sampled_from(choices))
         caches.append({
             "name": f"L{k + 1}", "size": sets * ways * line, "ways": ways, "line": line,
-            "latency": draw(st.integers(1, 20)) + 10 * k, "replacement": pol,
+            "latency": draw(st.integers(1, 20)) + 10 * k, "replacement": pol.name,
             "inclusion": incl, "mshrs": draw(st.integers(0, 4)), "seed": draw(st.integers(0, 99)),
         })
     doc = {"name": "hyp", "cache": caches}
@@ -66,7 +66,7 @@ def cpu_docs(draw):
                          "tlb_miss": draw(st.sampled_from(["walk", "drop"]))}
     doc["prefetcher"] = [
         {"level": draw(st.sampled_from(fillable)),
-         "kind": draw(st.sampled_from(["next_line", "ip_stride", "stream"])),
+         "kind": draw(st.sampled_from(B.prefetcher_names())),
          "degree": draw(st.integers(1, 3)), "table": draw(st.integers(1, 4))}
         for _ in range(draw(st.integers(0, 2)))
     ]
