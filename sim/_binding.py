@@ -23,8 +23,6 @@ NMARKERS = 8
 DEP_WINDOW = 1024
 NAME_LEN = 16
 
-KIND_NAMES = ["load", "store", "swpf", "hwpf", "writeback", "victim"]
-INCLUSION = {"non-inclusive": 0, "inclusive": 1, "exclusive": 2}
 
 u32, u64 = C.c_uint32, C.c_uint64
 
@@ -147,10 +145,13 @@ def load_library() -> C.CDLL:
     lib.kvsimConfigSize.restype = C.c_size_t
     for fn, res in (("kvsimPolicyCount", u32), ("kvsimPolicyName", C.c_char_p),
                     ("kvsimPolicyPow2Ways", C.c_int), ("kvsimPolicyMaxWays", u32),
-                    ("kvsimPrefetcherCount", u32), ("kvsimPrefetcherName", C.c_char_p)):
+                    ("kvsimPrefetcherCount", u32), ("kvsimPrefetcherName", C.c_char_p),
+                    ("kvsimAccessKindCount", u32), ("kvsimAccessKindName", C.c_char_p),
+                    ("kvsimInclusionCount", u32), ("kvsimInclusionName", C.c_char_p)):
         getattr(lib, fn).restype = res
         getattr(lib, fn).argtypes = [] if fn.endswith("Count") else [u32]
-    if lib.kvsimStatsSize() != C.sizeof(Stats) or lib.kvsimConfigSize() != C.sizeof(EngineConfig):
+    if (lib.kvsimStatsSize() != C.sizeof(Stats) or lib.kvsimConfigSize() != C.sizeof(EngineConfig)
+            or lib.kvsimAccessKindCount() != NKINDS):
         raise EngineMissing(
             f"{p}: struct sizes differ from sim/_binding.py (stale build?): rebuild with "
             "`make -C sim/_engine`"
@@ -171,7 +172,16 @@ class PolicyInfo:
 
 
 _POLICIES: tuple[PolicyInfo, ...] | None = None
-_PREFETCHERS: tuple[str, ...] | None = None
+_NAMES: dict[str, tuple[str, ...]] = {}
+
+
+def _names(what: str) -> tuple[str, ...]:
+    """Names 0..count-1 of one engine registry (``kvsim<what>Count``/``Name``), cached."""
+    if what not in _NAMES:
+        lib = load_library()
+        count, name = getattr(lib, f"kvsim{what}Count"), getattr(lib, f"kvsim{what}Name")
+        _NAMES[what] = tuple(name(i).decode() for i in range(count()))
+    return _NAMES[what]
 
 
 def policies() -> tuple[PolicyInfo, ...]:
@@ -194,12 +204,18 @@ def policy_names() -> tuple[str, ...]:
 
 def prefetcher_names() -> tuple[str, ...]:
     """Kinds of the engine's hardware prefetchers, in registry order."""
-    global _PREFETCHERS
-    if _PREFETCHERS is None:
-        lib = load_library()
-        _PREFETCHERS = tuple(lib.kvsimPrefetcherName(i).decode()
-                             for i in range(lib.kvsimPrefetcherCount()))
-    return _PREFETCHERS
+    return _names("Prefetcher")
+
+
+def access_kind_names() -> tuple[str, ...]:
+    """Names of the per-level access kinds (enum kvsimKind), by value: the kind axis of the
+    ``access``/``hit``/``miss`` arrays and the keys of the result's ``by_kind``."""
+    return _names("AccessKind")
+
+
+def inclusion_names() -> tuple[str, ...]:
+    """Names of the inclusion values (enum kvsimInclusion), by value."""
+    return _names("Inclusion")
 
 
 def stats_to_dict(st: Stats, nlevels: int) -> dict:

@@ -15,7 +15,6 @@ from .config import ConfigError, CpuConfig, load_cpu
 #: Names of the engine's marker counters: the trace format's marker types (traces/
 #: trace_format.h), then "m<i>" for the counters past them.
 MARKER_NAMES = traces.MARKER_NAMES + [f"m{i}" for i in range(traces.NUM_MARKERS, B.NMARKERS)]
-KIND_NAMES = B.KIND_NAMES
 
 
 def _chunks(source: Any) -> tuple[Iterable[np.ndarray], list[str] | None, dict]:
@@ -110,12 +109,13 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
         return ticks / width
 
     levels = []
+    kind_names = B.access_kind_names()
     by_tag = []
     for k, c in enumerate(cpu.caches):
         ls = raw["level"][k]
         acc, hit, miss = ls["access"], ls["hit"], ls["miss"]
         by_kind = {}
-        for j, kn in enumerate(KIND_NAMES):
+        for j, kn in enumerate(kind_names):
             by_kind[kn] = {"accesses": int(acc[:, j].sum()), "hits": int(hit[:, j].sum()),
                            "misses": int(miss[:, j].sum())}
         a, h, m = int(acc.sum()), int(hit.sum()), int(miss.sum())
@@ -132,7 +132,7 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
         })
         for t, j in zip(*np.nonzero(acc), strict=True):
             by_tag.append({
-                "level": c.name, "tag": int(t), "tag_name": tname(int(t)), "kind": KIND_NAMES[j],
+                "level": c.name, "tag": int(t), "tag_name": tname(int(t)), "kind": kind_names[j],
                 "accesses": int(acc[t, j]), "hits": int(hit[t, j]), "misses": int(miss[t, j]),
             })
     pf: dict = {"software": {}, "hardware": {}, "software_dropped_tlb": raw["swpf_dropped_tlb"]}

@@ -16,7 +16,6 @@ from typing import Any
 from . import _binding as B
 
 PRESET_DIR = Path(__file__).resolve().parent / "presets"
-INCLUSIONS = tuple(B.INCLUSION)
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]i?B|B)?\s*$", re.IGNORECASE)
 _UNITS = {"b": 1, "kib": 1024, "kb": 1024, "mib": 1024**2, "mb": 1024**2, "gib": 1024**3,
           "gb": 1024**3}
@@ -111,7 +110,7 @@ class CpuConfig:
         for k, c in enumerate(self.caches):
             lc = ec.level[k]
             lc.sets, lc.ways, lc.latency = c.sets, c.ways, c.latency
-            lc.inclusion = B.INCLUSION[c.inclusion]
+            lc.inclusion = B.inclusion_names().index(c.inclusion)
             lc.mshrs = c.mshrs
             lc.seed = c.seed
             lc.policy = c.replacement.encode()
@@ -270,9 +269,9 @@ def parse_cpu(doc: dict, source: str = "") -> CpuConfig:
                 f"{w}.replacement: unknown policy {repl!r} (valid: {', '.join(pols)})")
         _check_ways(pols[repl], ways, w)
         incl = _get(t, "inclusion", w, str, "non-inclusive")
-        if incl not in INCLUSIONS:
-            raise ConfigError(
-                f"{w}.inclusion: unknown value {incl!r} (valid: {', '.join(INCLUSIONS)})")
+        if incl not in B.inclusion_names():
+            raise ConfigError(f"{w}.inclusion: unknown value {incl!r} "
+                              f"(valid: {', '.join(B.inclusion_names())})")
         n_levels = len(doc["cache"])
         if incl == "exclusive" and (i == 0 or i != n_levels - 1):
             raise ConfigError(

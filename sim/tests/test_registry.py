@@ -12,9 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from kvsim import sim
+from kvsim import sim, traces
 from kvsim.sim import _binding as B
 from kvsim.sim import reference
 
@@ -90,6 +91,23 @@ def test_ways_rule_agrees_with_the_engine(policy):
         assert python_ok == _engine_accepts(policy, ways), (policy, ways)
 
 
+def test_access_kinds_and_inclusions_come_from_the_engine():
+    assert len(B.access_kind_names()) == B.NKINDS
+    cpu = sim.parse_cpu(one_level("lru"))
+    res = sim.simulate(np.zeros(1, dtype=traces.RECORD_DTYPE), cpu, functional=True)
+    assert list(res["levels"][0]["by_kind"]) == list(B.access_kind_names())
+    for incl in B.inclusion_names():
+        ec = sim.parse_cpu({"name": "t", "cache": [
+            {"name": "L1", "size": 1024, "ways": 4},
+            {"name": "L2", "size": 4096, "ways": 4, "inclusion": incl}]}).to_engine(timing=False)
+        assert B.inclusion_names()[ec.level[1].inclusion] == incl
+    doc = one_level("lru")
+    doc["cache"][0]["inclusion"] = "sometimes"
+    with pytest.raises(sim.ConfigError) as e:
+        sim.parse_cpu(doc)
+    assert str(e.value).endswith(f"(valid: {', '.join(B.inclusion_names())})")
+
+
 def test_kvsim_cpus_lists_the_registry():
     out = subprocess.run([sys.executable, "-m", "kvsim.experiments.cli", "cpus"],
                          capture_output=True, text=True, check=True, timeout=120).stdout
@@ -99,25 +117,35 @@ def test_kvsim_cpus_lists_the_registry():
 
 PROBE = r"""
 import json, sys
-from kvsim import sim
-from kvsim.sim import _binding as B, reference
-out = {"policies": list(B.policy_names()), "prefetchers": list(B.prefetcher_names())}
+import numpy as np
+from kvsim import sim, traces
+from kvsim.sim import _binding as B
+out = {"policies": list(B.policy_names()), "prefetchers": list(B.prefetcher_names()),
+       "kinds": list(B.access_kind_names())}
 doc = {"name": "t", "cache": [{"name": "L1", "size": 1024, "ways": 4, "replacement": "coinflip"}],
        "prefetcher": [{"level": "L1", "kind": "streamer"}]}
-out["accepted"] = sim.parse_cpu(doc).caches[0].replacement
+cpu = sim.parse_cpu(doc)
+out["accepted"] = cpu.caches[0].replacement
+res = sim.simulate(np.zeros(1, dtype=traces.RECORD_DTYPE), cpu, functional=True)
+out["by_kind"] = list(res["levels"][0]["by_kind"])
 doc["cache"][0]["replacement"] = "random"
 try:
     sim.parse_cpu(doc)
 except sim.ConfigError as e:
     out["error"] = str(e)
-out["reference_covers"] = sorted(reference.POLICY_CLASSES) == sorted(B.policy_names())
+try:
+    from kvsim.sim import reference
+    out["reference"] = sorted(reference.POLICY_CLASSES) == sorted(B.policy_names())
+except ValueError as e:
+    out["reference"] = str(e)
 print(json.dumps(out))
 """
 
 
 def test_a_policy_renamed_in_the_c_table_is_what_python_sees(tmp_path):
-    """Build the engine with "random" renamed "coinflip" and "stream" renamed "streamer":
-    validation, error messages and the CLI follow; the reference coverage check fails."""
+    """Build the engine with "random" renamed "coinflip", "stream" renamed "streamer" and
+    the access kind "victim" renamed "evicted": validation, error messages, the result's
+    keys and the CLI follow; the reference refuses a registry it does not cover."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         pytest.skip("no C compiler")
@@ -126,7 +154,8 @@ def test_a_policy_renamed_in_the_c_table_is_what_python_sees(tmp_path):
     (tmp_path / "traces").mkdir()
     shutil.copy(HEADER, tmp_path / "traces")
     for name, old, new in (("policy_random.c", '"random"', '"coinflip"'),
-                           ("prefetch_stream.c", '"stream"', '"streamer"')):
+                           ("prefetch_stream.c", '"stream"', '"streamer"'),
+                           ("engine.h", '"victim"', '"evicted"')):
         text = (src / name).read_text()
         assert text.count(old) == 1, name
         (src / name).write_text(text.replace(old, new))
@@ -144,7 +173,10 @@ def test_a_policy_renamed_in_the_c_table_is_what_python_sees(tmp_path):
     assert "streamer" in out["prefetchers"] and "stream" not in out["prefetchers"]
     assert out["accepted"] == "coinflip"
     assert "unknown policy 'random'" in out["error"] and "coinflip" in out["error"]
-    assert out["reference_covers"] is False
+    assert out["kinds"] == [("evicted" if n == "victim" else n)
+                            for n in B.access_kind_names()]
+    assert out["by_kind"] == out["kinds"]
+    assert "victim" in out["reference"]  # the reference names the kind it cannot find
     cpus = subprocess.run([sys.executable, "-m", "kvsim.experiments.cli", "cpus"], env=env,
                           capture_output=True, text=True, timeout=120)
     assert cpus.returncode == 0, cpus.stderr
