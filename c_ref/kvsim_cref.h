@@ -66,6 +66,13 @@ uint64_t ksMemoryBytes(const ksKeyspace *ks);
  * rehash index, slot tables, allocator accounting).  0 if valid; -1 with a message. */
 int ksCheckValid(ksKeyspace *ks);
 
+/* The CLI workloads (kvsim-cref trace|native WORKLOAD) and their options -- name, type,
+ * range or choices, default, help, the workloads that use it -- as one JSON object, the
+ * output of `kvsim-cref options --json` (format: c_ref/workload.h,
+ * ksWorkloadOptionsWriteJson).  snprintf semantics: writes at most cap bytes including
+ * the NUL and returns the full length without it, so (NULL, 0) asks for the size. */
+size_t ksWorkloadOptionsJson(char *buf, size_t cap);
+
 #ifdef __cplusplus
 }
 #endif

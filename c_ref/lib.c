@@ -11,6 +11,7 @@
 
 #include "../c_ref/kvsim_cref.h"
 #include "keyspace.h"
+#include "workload.h"
 
 #define KS_API __attribute__((visibility("default")))
 
@@ -72,3 +73,5 @@ KS_API int ksCheckValid(ksKeyspace *ks) {
     ksCur = ks;
     return ksDbCheckValid(ks, ks->err, sizeof(ks->err));
 }
+
+KS_API size_t ksWorkloadOptionsJson(char *buf, size_t cap) { return ksWorkloadOptionsWriteJson(buf, cap); }

@@ -3,10 +3,11 @@
  *
  *   kvsim-cref trace  WORKLOAD -o OUT|- [options]          write a .kvt trace (raw chunks)
  *   kvsim-cref native WORKLOAD [options] --repeat R --json  time the native build
+ *   kvsim-cref options [--json]                            the workloads and options as JSON
  *
- *   options: --keys N --ops N --value-size B --key-size B --variant NAME --batch N
- *            --depth P --set-ratio F --keys-per-command K --op keys|save
- *            --layout unified|legacy --table hashtable|dict --cluster --seed S
+ * The workloads and their options (--keys, --ops, --variant, ...) are the
+ * tables of workload.c; this file parses them generically and `options`
+ * prints them (the kvsim CLI builds its own options from that output).
  *
  * One binary, two builds: `native` calls ksWorkloadRun from the native object
  * set (tracing compiled out), `trace` calls tr_ksWorkloadRun from the traced
@@ -52,10 +53,17 @@ static void usage(void) {
     fprintf(stderr,
             "usage: kvsim-cref trace WORKLOAD -o OUT|- [options]\n"
             "       kvsim-cref native WORKLOAD [options] [--repeat R] [--json]\n"
-            "WORKLOAD: load | iterate | pipeline | mset | mget\n"
-            "options: --keys N --ops N --value-size B --key-size B --variant NAME --batch N\n"
-            "         --depth P --set-ratio F --keys-per-command K --op keys|save\n"
-            "         --layout unified|legacy --table hashtable|dict --cluster --seed S\n");
+            "       kvsim-cref options [--json]\n"
+            "WORKLOAD: %s\noptions:\n", ksWorkloadList);
+    for (int i = 0; i < KS_NUM_WORKLOAD_OPTIONS; i++) {
+        const ksWorkloadOption *o = &ksWorkloadOptions[i];
+        char arg[64] = "";
+        if (o->type == KS_OPT_CHOICE) snprintf(arg, sizeof(arg), " %s", o->choices);
+        else if (o->type != KS_OPT_FLAG)
+            snprintf(arg, sizeof(arg), " %s", o->type == KS_OPT_STRING ? "NAME" : o->type == KS_OPT_FLOAT ? "F" : "N");
+        fprintf(stderr, "  --%s%s  %s%s%s%s\n", o->name, arg, o->help, o->dflt ? " [default: " : "",
+                o->dflt ? o->dflt : "", o->dflt ? "]" : "");
+    }
 }
 
 static unsigned long long parseUint(const char *opt, const char *v, unsigned long long lo, unsigned long long hi) {
@@ -148,89 +156,48 @@ int main(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     const char *mode = argv[1];
-    if (strcmp(mode, "trace") && strcmp(mode, "native")) die("unknown command '%s' (trace|native)", mode);
+    if (!strcmp(mode, "options")) {
+        if (argc > 3 || (argc == 3 && strcmp(argv[2], "--json"))) die("options: takes only --json");
+        size_t n = ksWorkloadOptionsWriteJson(NULL, 0);
+        char *buf = malloc(n + 1);
+        if (!buf) die("out of memory");
+        ksWorkloadOptionsWriteJson(buf, n + 1);
+        printf("%s\n", buf);
+        free(buf);
+        return fflush(stdout) == 0 ? 0 : 1;
+    }
+    if (strcmp(mode, "trace") && strcmp(mode, "native")) die("unknown command '%s' (trace|native|options)", mode);
     int trace = !strcmp(mode, "trace");
-    if (argc < 3 || argv[2][0] == '-') die("missing WORKLOAD (load|iterate|pipeline|mset|mget)");
-    ksWorkloadSpec s = {
-        .workload = argv[2], .keys = 100000, .ops = 100000, .value_size = 100, .key_size = 16,
-        .variant = NULL, .batch = 16, .depth = 16, .set_ratio = 0.0, .keys_per_command = 10,
-        .op = "keys", .layout = "unified", .table = "hashtable", .cluster = 0, .seed = 1, .repeat = 1,
-    };
-    const char *family = ksWorkloadFamily(s.workload);
-    if (!family) die("unknown workload '%s' (load|iterate|pipeline|mset|mget)", s.workload);
+    if (argc < 3 || argv[2][0] == '-') die("missing WORKLOAD (%s)", ksWorkloadList);
+    if (!ksWorkloadFamily(argv[2])) die("unknown workload '%s' (%s)", argv[2], ksWorkloadList);
+    ksWorkloadSpec s;
+    ksWorkloadSpecInit(&s, argv[2]);
     const char *out = NULL;
     int json = 0;
+    char err[512] = "";
     for (int i = 3; i < argc; i++) {
         const char *o = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEEDV()                                                                                    \
-    do {                                                                                           \
-        if (!v) die("%s: missing value", o);                                                       \
-        i++;                                                                                       \
-    } while (0)
-        if (!strcmp(o, "-o") || !strcmp(o, "--output")) {
-            NEEDV();
+        const ksWorkloadOption *wo = !strncmp(o, "--", 2) ? ksWorkloadOptionFind(o + 2) : NULL;
+        if (wo && wo->type == KS_OPT_FLAG) {
+            ksWorkloadOptionSet(&s, wo, NULL, err, sizeof(err));
+        } else if (wo) {
+            if (!v) die("%s: missing value", o);
+            i++;
+            if (ksWorkloadOptionSet(&s, wo, v, err, sizeof(err))) die("%s", err);
+        } else if (!strcmp(o, "-o") || !strcmp(o, "--output")) {
+            if (!v) die("%s: missing value", o);
+            i++;
             out = v;
-        } else if (!strcmp(o, "--keys")) {
-            NEEDV();
-            s.keys = parseUint(o, v, 1, 1ULL << 32);
-        } else if (!strcmp(o, "--ops")) {
-            NEEDV();
-            s.ops = parseUint(o, v, 1, 1ULL << 32);
-        } else if (!strcmp(o, "--value-size")) {
-            NEEDV();
-            s.value_size = (uint32_t)parseUint(o, v, 0, 64u << 20);
-        } else if (!strcmp(o, "--key-size")) {
-            NEEDV();
-            s.key_size = (uint32_t)parseUint(o, v, 1, 4000);
-        } else if (!strcmp(o, "--variant")) {
-            NEEDV();
-            s.variant = v;
-        } else if (!strcmp(o, "--batch")) {
-            NEEDV();
-            s.batch = (int)parseUint(o, v, 1, 128);
-        } else if (!strcmp(o, "--depth")) {
-            NEEDV();
-            s.depth = (int)parseUint(o, v, 1, 1 << 20);
-        } else if (!strcmp(o, "--set-ratio")) {
-            NEEDV();
-            char *end;
-            errno = 0;
-            double d = strtod(v, &end);
-            if (errno || *end || !*v || !(d >= 0.0 && d <= 1.0)) die("--set-ratio: expected a number in 0..1, got '%s'", v);
-            s.set_ratio = d;
-        } else if (!strcmp(o, "--keys-per-command")) {
-            NEEDV();
-            s.keys_per_command = (int)parseUint(o, v, 1, 1 << 20);
-        } else if (!strcmp(o, "--op")) {
-            NEEDV();
-            if (strcmp(v, "keys") && strcmp(v, "save")) die("--op: expected keys|save, got '%s'", v);
-            s.op = v;
-        } else if (!strcmp(o, "--layout")) {
-            NEEDV();
-            if (strcmp(v, "unified") && strcmp(v, "legacy")) die("--layout: expected unified|legacy, got '%s'", v);
-            s.layout = v;
-        } else if (!strcmp(o, "--table")) {
-            NEEDV();
-            if (strcmp(v, "hashtable") && strcmp(v, "dict")) die("--table: expected hashtable|dict, got '%s'", v);
-            s.table = v;
-        } else if (!strcmp(o, "--cluster")) {
-            s.cluster = 1;
-        } else if (!strcmp(o, "--seed")) {
-            NEEDV();
-            s.seed = parseUint(o, v, 0, UINT64_MAX);
         } else if (!strcmp(o, "--repeat") && !trace) {
-            NEEDV();
+            if (!v) die("%s: missing value", o);
+            i++;
             s.repeat = (int)parseUint(o, v, 1, KS_MAX_REPEAT);
         } else if (!strcmp(o, "--json") && !trace) {
             json = 1;
         } else {
             die("unknown option '%s'", o);
         }
-#undef NEEDV
-    }
-    if (!s.variant) {
-        s.variant = !strcmp(family, "pipeline") ? "naive" : "none";
     }
     if (s.key_size < 20 && s.keys > 1) {
         unsigned long long max = 1;
@@ -238,7 +205,6 @@ int main(int argc, char **argv) {
         if (s.keys > max) die("--key-size %u is too small for --keys %llu", s.key_size, (unsigned long long)s.keys);
     }
     if (trace && !out) die("trace: missing -o OUT|-");
-    char err[512] = "";
 
     if (!trace) {
         ksWorkloadResult res;

@@ -21,6 +21,10 @@
 
 #include "workload.h"
 
+#include <assert.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,12 +173,207 @@ static void groupMark(wl *w, size_t cap) {
 
 /* --- Public ---------------------------------------------------------------- */
 
+/* The workloads, in the order of FAMILY: the variant family each one's
+ * --variant names (variants.c). */
+const char ksWorkloadList[] = "load|iterate|pipeline|mset|mget";
+static const char *const FAMILY[KS_NUM_WORKLOADS] = {"load", "iterate", "pipeline", "multikey", "multikey"};
+
+/* Index of `v` among the '|'-separated words of `list`, or -1. */
+static int listIndex(const char *list, const char *v) {
+    size_t n = strlen(v);
+    int i = 0;
+    for (const char *p = list; p; i++) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && !strncmp(p, v, n)) return i;
+        p = bar ? bar + 1 : NULL;
+    }
+    return -1;
+}
+
 const char *ksWorkloadFamily(const char *workload) {
-    if (!strcmp(workload, "load")) return "load";
-    if (!strcmp(workload, "iterate")) return "iterate";
-    if (!strcmp(workload, "pipeline")) return "pipeline";
-    if (!strcmp(workload, "mset") || !strcmp(workload, "mget")) return "multikey";
+    int i = listIndex(ksWorkloadList, workload);
+    return i >= 0 && i < KS_NUM_WORKLOADS ? FAMILY[i] : NULL;
+}
+
+/* --- Options ----------------------------------------------------------------
+ * The one table of workload options (workload.h).  Field sizes are checked:
+ * KS_OPT_UINT writes 4 or 8 bytes, and the int fields it sets are 4 bytes. */
+static_assert(sizeof(int) == 4, "KS_OPT_UINT writes int fields as 4 bytes");
+
+#define FIELD(f) offsetof(ksWorkloadSpec, f), sizeof(((ksWorkloadSpec *)0)->f)
+#define UINT_OPT(name, f, lo, hi, dflt, wl, help) {name, KS_OPT_UINT, FIELD(f), lo, hi, 0, 0, NULL, dflt, wl, help}
+
+const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS] = {
+    UINT_OPT("keys", keys, 1, 1ULL << 32, "100000", NULL, "Keys in the keyspace."),
+    UINT_OPT("ops", ops, 1, 1ULL << 32, "100000", "pipeline|mget", "Measured operations."),
+    UINT_OPT("value-size", value_size, 0, 64u << 20, "100", NULL, "Value bytes."),
+    UINT_OPT("key-size", key_size, 1, 4000, "16", NULL, "Key bytes."),
+    {"variant", KS_OPT_STRING, FIELD(variant), 0, 0, 0, 0, NULL, NULL, NULL,
+     "Prefetch variant of the workload's family (see c_ref/README.md); default: naive for "
+     "pipeline, none for the others."},
+    UINT_OPT("batch", batch, 1, 128, "16", "pipeline", "Lookahead batch size."),
+    UINT_OPT("depth", depth, 1, 1 << 20, "16", "pipeline", "Pipeline depth."),
+    {"set-ratio", KS_OPT_FLOAT, FIELD(set_ratio), 0, 0, 0.0, 1.0, NULL, "0", "pipeline", "Fraction of SETs."},
+    UINT_OPT("keys-per-command", keys_per_command, 1, 1 << 20, "10", "mset|mget", "Keys per MSET/MGET."),
+    {"op", KS_OPT_CHOICE, FIELD(op), 0, 0, 0, 0, "keys|save", "keys", "iterate", "Iterate operation."},
+    {"layout", KS_OPT_CHOICE, FIELD(layout), 0, 0, 0, 0, "unified|legacy", "unified", NULL, "Object layout."},
+    {"table", KS_OPT_CHOICE, FIELD(table), 0, 0, 0, 0, "hashtable|dict", "hashtable", NULL, "Table backend."},
+    {"cluster", KS_OPT_FLAG, FIELD(cluster), 0, 0, 0, 0, NULL, NULL, NULL, "Cluster mode."},
+    UINT_OPT("seed", seed, 0, UINT64_MAX, "1", NULL, "Workload seed."),
+};
+
+#undef UINT_OPT
+#undef FIELD
+
+const ksWorkloadOption *ksWorkloadOptionFind(const char *name) {
+    for (int i = 0; i < KS_NUM_WORKLOAD_OPTIONS; i++)
+        if (!strcmp(ksWorkloadOptions[i].name, name)) return &ksWorkloadOptions[i];
     return NULL;
+}
+
+int ksWorkloadOptionSet(ksWorkloadSpec *spec, const ksWorkloadOption *o, const char *value, char *err,
+                        size_t errlen) {
+    char *field = (char *)spec + o->offset;
+    const char *v = value ? value : "";
+    switch (o->type) {
+    case KS_OPT_UINT: {
+        char *end;
+        errno = 0;
+        unsigned long long x = 0;
+        int ok = *v && *v != '-' && *v != '+';
+        if (ok) x = strtoull(v, &end, 10);
+        if (!ok || errno || *end || x < o->min || x > o->max) {
+            snprintf(err, errlen, "--%s: expected an integer in %llu..%llu, got '%s'", o->name, o->min, o->max, v);
+            return -1;
+        }
+        if (o->size == sizeof(uint64_t)) {
+            uint64_t w = x;
+            memcpy(field, &w, sizeof w);
+        } else {
+            uint32_t w = (uint32_t)x;
+            memcpy(field, &w, sizeof w);
+        }
+        return 0;
+    }
+    case KS_OPT_FLOAT: {
+        char *end;
+        errno = 0;
+        double d = strtod(v, &end);
+        if (errno || *end || !*v || !(d >= o->fmin && d <= o->fmax)) {
+            snprintf(err, errlen, "--%s: expected a number in %g..%g, got '%s'", o->name, o->fmin, o->fmax, v);
+            return -1;
+        }
+        memcpy(field, &d, sizeof d);
+        return 0;
+    }
+    case KS_OPT_CHOICE:
+        if (listIndex(o->choices, v) < 0) {
+            snprintf(err, errlen, "--%s: expected %s, got '%s'", o->name, o->choices, v);
+            return -1;
+        }
+        memcpy(field, &value, sizeof value);
+        return 0;
+    case KS_OPT_STRING:
+        memcpy(field, &value, sizeof value);
+        return 0;
+    case KS_OPT_FLAG: {
+        int one = 1;
+        memcpy(field, &one, sizeof one);
+        return 0;
+    }
+    }
+    snprintf(err, errlen, "--%s: bad option type", o->name);
+    return -1;
+}
+
+void ksWorkloadSpecInit(ksWorkloadSpec *spec, const char *workload) {
+    memset(spec, 0, sizeof(*spec));
+    spec->workload = workload;
+    spec->repeat = 1;
+    char err[256];
+    for (int i = 0; i < KS_NUM_WORKLOAD_OPTIONS; i++) {
+        const ksWorkloadOption *o = &ksWorkloadOptions[i];
+        if (o->dflt && ksWorkloadOptionSet(spec, o, o->dflt, err, sizeof(err))) {
+            fprintf(stderr, "workload.c: bad default: %s\n", err); /* a bug in the table */
+            abort();
+        }
+    }
+    const char *family = ksWorkloadFamily(workload);
+    spec->variant = family && !strcmp(family, "pipeline") ? "naive" : "none";
+}
+
+/* Bounded JSON output with snprintf semantics: counts every byte, writes what fits. */
+typedef struct {
+    char *buf;
+    size_t cap, len;
+} jout;
+
+static void jo(jout *j, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    size_t room = j->len < j->cap ? j->cap - j->len : 0;
+    int n = vsnprintf(room ? j->buf + j->len : NULL, room, fmt, ap);
+    va_end(ap);
+    if (n > 0) j->len += (size_t)n;
+}
+
+static void joStr(jout *j, const char *s, size_t n) {
+    jo(j, "\"");
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') jo(j, "\\%c", c);
+        else if (c < 0x20) jo(j, "\\u%04x", c);
+        else jo(j, "%c", c);
+    }
+    jo(j, "\"");
+}
+
+/* A '|'-separated list as a JSON array of strings. */
+static void joList(jout *j, const char *list) {
+    jo(j, "[");
+    for (const char *p = list; p;) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (p != list) jo(j, ",");
+        joStr(j, p, len);
+        p = bar ? bar + 1 : NULL;
+    }
+    jo(j, "]");
+}
+
+size_t ksWorkloadOptionsWriteJson(char *buf, size_t cap) {
+    static const char *const TYPE[] = {"int", "float", "choice", "string", "flag"};
+    jout j = {buf, cap, 0};
+    if (cap) buf[0] = 0;
+    jo(&j, "{\"options\":[");
+    for (int i = 0; i < KS_NUM_WORKLOAD_OPTIONS; i++) {
+        const ksWorkloadOption *o = &ksWorkloadOptions[i];
+        jo(&j, "%s{", i ? "," : "");
+        if (o->type == KS_OPT_CHOICE) {
+            jo(&j, "\"choices\":");
+            joList(&j, o->choices);
+            jo(&j, ",");
+        }
+        jo(&j, "\"default\":");
+        if (o->type == KS_OPT_FLAG) jo(&j, "false");
+        else if (!o->dflt) jo(&j, "null");
+        else if (o->type == KS_OPT_UINT || o->type == KS_OPT_FLOAT) jo(&j, "%s", o->dflt);
+        else joStr(&j, o->dflt, strlen(o->dflt));
+        jo(&j, ",\"help\":");
+        joStr(&j, o->help, strlen(o->help));
+        if (o->type == KS_OPT_UINT) jo(&j, ",\"max\":%llu,\"min\":%llu", o->max, o->min);
+        if (o->type == KS_OPT_FLOAT) jo(&j, ",\"max\":%.17g,\"min\":%.17g", o->fmax, o->fmin);
+        jo(&j, ",\"name\":");
+        joStr(&j, o->name, strlen(o->name));
+        jo(&j, ",\"type\":\"%s\",\"workloads\":", TYPE[o->type]);
+        joList(&j, o->workloads ? o->workloads : ksWorkloadList);
+        jo(&j, "}");
+    }
+    jo(&j, "],\"workloads\":");
+    joList(&j, ksWorkloadList);
+    jo(&j, "}");
+    return j.len;
 }
 
 /* A fresh keyspace (new arena at the fixed base) with the workload's variant. */
@@ -203,7 +402,7 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
     memset(res, 0, sizeof(*res));
     const char *family = ksWorkloadFamily(s->workload);
     if (!family) {
-        snprintf(err, errlen, "unknown workload '%s' (load|iterate|pipeline|mset|mget)", s->workload);
+        snprintf(err, errlen, "unknown workload '%s' (%s)", s->workload, ksWorkloadList);
         return -1;
     }
     /* KVSIM_CREF_THP=1: back the arena with transparent huge pages (an

@@ -46,8 +46,66 @@ typedef struct ksWorkloadResult {
     uint64_t arena_allocated; /* every live arena byte incl. client/snapshot buffers */
 } ksWorkloadResult;
 
-/* The variant family a workload selects with --variant. */
+/* --- Workloads and their options ---------------------------------------------
+ * The one definition of the CLI workloads and of the options they take.
+ * kvsim-cref's argument parser (main.c) reads these tables; `kvsim-cref
+ * options --json` and ksWorkloadOptionsJson() (kvsim_cref.h) export them, and
+ * the kvsim CLI (experiments/cli.py) builds its `trace` and `native` options
+ * from that export.  Adding an option here adds it everywhere. */
+
+#define KS_NUM_WORKLOADS 5
+extern const char ksWorkloadList[]; /* "load|iterate|pipeline|mset|mget" */
+
+typedef enum ksOptType {
+    KS_OPT_UINT,   /* unsigned integer in min..max, into a 4- or 8-byte field */
+    KS_OPT_FLOAT,  /* real number in fmin..fmax, into a double */
+    KS_OPT_CHOICE, /* one of `choices` ("a|b"), into a const char * */
+    KS_OPT_STRING, /* free text checked by the workload itself, into a const char * */
+    KS_OPT_FLAG,   /* takes no value: sets an int to 1 */
+} ksOptType;
+
+typedef struct ksWorkloadOption {
+    const char *name;              /* flag without the leading "--" */
+    ksOptType type;
+    size_t offset, size;           /* the ksWorkloadSpec field it sets */
+    unsigned long long min, max;   /* KS_OPT_UINT */
+    double fmin, fmax;             /* KS_OPT_FLOAT */
+    const char *choices;           /* KS_OPT_CHOICE: "a|b|c" */
+    const char *dflt;              /* default, as its command-line text; NULL: none (flag off,
+                                      or chosen by the workload: --variant) */
+    const char *workloads;         /* "a|b": the workloads that use it; NULL = every one
+                                      (the others accept and ignore it) */
+    const char *help;              /* one line */
+} ksWorkloadOption;
+
+#define KS_NUM_WORKLOAD_OPTIONS 14
+extern const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS];
+
+/* The variant family a workload selects with --variant; NULL for an unknown workload. */
 const char *ksWorkloadFamily(const char *workload);
+
+/* The option named `name` (without "--"), or NULL. */
+const ksWorkloadOption *ksWorkloadOptionFind(const char *name);
+
+/* Parse `value` (NULL for a flag) as option o into spec.  0, or -1 with the
+ * one-line message "--NAME: expected ..., got 'VALUE'" in err.  A string value
+ * is kept by pointer: it must outlive spec. */
+int ksWorkloadOptionSet(ksWorkloadSpec *spec, const ksWorkloadOption *o, const char *value, char *err,
+                        size_t errlen);
+
+/* A spec for `workload` with every option at its default (variant NULL: the
+ * workload picks it), repeat 1. */
+void ksWorkloadSpecInit(ksWorkloadSpec *spec, const char *workload);
+
+/* The workloads and option table as one JSON object (keys sorted):
+ *   {"options": [{"choices", "default", "help", "max", "min", "name", "type",
+ *                 "workloads"}, ...], "workloads": [...]}
+ * "type" is "int", "float", "choice", "string" or "flag"; "min"/"max" only for
+ * numbers, "choices" only for a choice; "default" is typed (null: none, false
+ * for a flag); "workloads" lists the workloads that use the option.  Writes at
+ * most cap bytes including the NUL (snprintf semantics) and returns the full
+ * length without the NUL. */
+size_t ksWorkloadOptionsWriteJson(char *buf, size_t cap);
 
 /* Run the workload: setup (not measured; paused when tracing), then the
  * measured phase `repeat` times.  0, or -1 with a one-line message in err. */

@@ -13,41 +13,69 @@ from pathlib import Path
 
 import click
 
-WORKLOADS = ["load", "iterate", "pipeline", "mset", "mget"]
+# --- workload options: c_ref's table (c_ref/workload.c), read through `kvsim-cref options` ---
+
+def workload_params(spec: dict) -> list[click.Parameter]:
+    """The WORKLOAD argument and one click option per c_ref workload option.
+
+    ``spec`` is :func:`kvsim.experiments.cref.workload_options` output. Defaults, ranges and
+    choices are kvsim-cref's own (an option without a default, --variant, is left to it).
+    """
+    params: list[click.Parameter] = [
+        click.Argument(["workload"], type=click.Choice(spec["workloads"]))]
+    for o in spec["options"]:
+        kw: dict = {"default": o["default"], "show_default": o["default"] is not None}
+        t = o["type"]
+        if t == "int":
+            kw["type"] = click.IntRange(o["min"], o["max"])
+        elif t == "float":
+            kw["type"] = click.FloatRange(o["min"], o["max"])
+        elif t == "choice":
+            kw["type"] = click.Choice(o["choices"])
+        elif t == "flag":
+            kw["is_flag"], kw["show_default"] = True, False
+        elif t != "string":
+            raise ValueError(f"kvsim-cref options: {o['name']}: unknown type {t!r}")
+        help_ = o["help"]
+        if sorted(o["workloads"]) != sorted(spec["workloads"]):
+            help_ += f" (used by {', '.join(o['workloads'])})"
+        params.append(click.Option([f"--{o['name']}"], help=help_, **kw))
+    return params
 
 
-def _workload_options(f):
-    """Options shared by ``trace`` and ``native``; forwarded verbatim to kvsim-cref."""
-    opts = [
-        click.option("--keys", type=click.IntRange(min=1), help="Keys in the keyspace."),
-        click.option("--ops", type=click.IntRange(min=1), help="Measured operations."),
-        click.option("--value-size", type=click.IntRange(min=0), help="Value bytes."),
-        click.option("--key-size", type=click.IntRange(min=1), help="Key bytes."),
-        click.option("--variant", help="Prefetch variant (see c_ref/README.md)."),
-        click.option("--batch", type=click.IntRange(1, 128), help="Lookahead batch size."),
-        click.option("--depth", type=click.IntRange(min=1), help="Pipeline depth."),
-        click.option("--set-ratio", type=click.FloatRange(0, 1), help="Fraction of SETs."),
-        click.option("--keys-per-command", type=click.IntRange(min=1),
-                     help="Keys per MSET/MGET."),
-        click.option("--op", type=click.Choice(["keys", "save"]), help="Iterate operation."),
-        click.option("--layout", type=click.Choice(["unified", "legacy"]),
-                     help="Object layout."),
-        click.option("--table", type=click.Choice(["hashtable", "dict"]),
-                     help="Table backend."),
-        click.option("--cluster", is_flag=True, default=None, help="Cluster mode."),
-        click.option("--seed", type=click.IntRange(min=0), help="Workload seed."),
-    ]
-    for opt in reversed(opts):
-        f = opt(f)
-    return f
+class WorkloadCommand(click.Command):
+    """A command taking WORKLOAD and c_ref's workload options, read when first needed (so
+    other subcommands never run kvsim-cref). ``spec`` overrides the table, for tests."""
 
+    def __init__(self, *args, spec: dict | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._spec = spec
+        self._own = list(self.params)
+        self._loaded = False
 
-WORKLOAD_KEYS = ["keys", "ops", "value_size", "key_size", "variant", "batch", "depth",
-                 "set_ratio", "keys_per_command", "op", "layout", "table", "cluster", "seed"]
+    def workload_spec(self) -> dict:
+        if self._spec is None:
+            from kvsim.experiments import cref
+
+            self._spec = cref.workload_options()
+        return self._spec
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        if not self._loaded:
+            wp = workload_params(self.workload_spec())
+            self.params = wp[:1] + self._own + wp[1:]
+            self._loaded = True
+        return super().get_params(ctx)
+
+    def workload_keys(self) -> list[str]:
+        """The forwarded keyword arguments: the option names with '-' as '_'."""
+        return [o["name"].replace("-", "_") for o in self.workload_spec()["options"]]
 
 
 def _pick(kwargs: dict) -> dict:
-    return {k: kwargs[k] for k in WORKLOAD_KEYS if kwargs.get(k) is not None}
+    """The workload options to forward to kvsim-cref (None: left to kvsim-cref)."""
+    keys = click.get_current_context().command.workload_keys()
+    return {k: kwargs[k] for k in keys if kwargs.get(k) is not None}
 
 
 def _echo_json(obj) -> None:
@@ -73,13 +101,11 @@ def cli(quiet):
     progress.set_quiet(quiet)
 
 
-@cli.command()
-@click.argument("workload", type=click.Choice(WORKLOADS))
+@cli.command(cls=WorkloadCommand)
 @click.option("-o", "--output", "output", required=True,
               help="Output trace path, or - for stdout.")
 @click.option("--codec", type=click.Choice(["zstd", "raw"]), default="zstd", show_default=True,
               help="Chunk payload encoding.")
-@_workload_options
 def trace(workload, output, codec, **kwargs):
     """Trace WORKLOAD with the c_ref keyspace and write a .kvt trace."""
     from kvsim.experiments import cref, progress
@@ -89,12 +115,10 @@ def trace(workload, output, codec, **kwargs):
         cref.trace(workload, out, _pick(kwargs), codec=codec, progress=bar.update)
 
 
-@cli.command()
-@click.argument("workload", type=click.Choice(WORKLOADS))
+@cli.command(cls=WorkloadCommand)
 @click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True,
               help="Times the measured phase is run.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@_workload_options
 def native(workload, repeat, as_json, **kwargs):
     """Run WORKLOAD natively (real prefetch instructions) and time it."""
     from kvsim.experiments import cref, progress
@@ -181,6 +205,10 @@ def cpus(as_json):
         return
     for p in presets:
         click.echo(f"{p['name']:<14} {p.get('description', '')}")
+    from kvsim.sim import _binding
+
+    click.echo(f"\nreplacement policies: {', '.join(_binding.policy_names())}")
+    click.echo(f"hardware prefetchers: {', '.join(_binding.prefetcher_names())}")
 
 
 @cli.command()

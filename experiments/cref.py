@@ -17,12 +17,34 @@ from pathlib import Path
 from kvsim import artifacts, traces
 from kvsim.model.cref import CrefError
 
-__all__ = ["CrefError", "binary", "git_commit", "native", "trace", "workload_args"]
+__all__ = ["CrefError", "binary", "git_commit", "native", "trace", "workload_args",
+           "workload_options"]
 
 
 def binary() -> Path:
     """Path of the ``kvsim-cref`` CLI; raises :class:`kvsim.artifacts.ArtifactMissing`."""
     return artifacts.path(artifacts.CREF_CLI)
+
+
+_OPTIONS: dict | None = None
+
+
+def workload_options() -> dict:
+    """The workloads and their options as c_ref defines them (``kvsim-cref options --json``):
+    ``{"workloads": [...], "options": [{"name", "type", "default", "help", "workloads",
+    "min"/"max" or "choices"}, ...]}``, the one definition the CLI builds its options from.
+    """
+    global _OPTIONS
+    if _OPTIONS is None:
+        proc = subprocess.run([str(binary()), "options", "--json"], capture_output=True,
+                              check=False, timeout=60)
+        if proc.returncode != 0:
+            raise _fail(proc, proc.stderr)
+        try:
+            _OPTIONS = json.loads(proc.stdout)
+        except json.JSONDecodeError as exc:
+            raise CrefError(f"kvsim-cref options printed invalid JSON: {exc}") from None
+    return _OPTIONS
 
 
 def workload_args(options: Mapping[str, object]) -> list[str]:

@@ -8,10 +8,11 @@ Records cross the boundary as whole numpy chunks (``kvsimRun(sim, ptr, n)``).
 from __future__ import annotations
 
 import ctypes as C
+from dataclasses import dataclass
 
 import numpy as np
 
-from kvsim import artifacts
+from kvsim import artifacts, traces
 
 MAX_LEVELS = 8
 MAX_PREFETCHERS = 4
@@ -22,8 +23,6 @@ NMARKERS = 8
 DEP_WINDOW = 1024
 NAME_LEN = 16
 
-KIND_NAMES = ["load", "store", "swpf", "hwpf", "writeback", "victim"]
-INCLUSION = {"non-inclusive": 0, "inclusive": 1, "exclusive": 2}
 
 u32, u64 = C.c_uint32, C.c_uint64
 
@@ -99,7 +98,7 @@ COMMAND_SCALARS = ["commands", "command_ticks", "command_ticks_max", "command_l1
 class Stats(C.Structure):
     _fields_ = (
         [(n, u64) for n in GLOBAL_SCALARS]
-        + [("kind", u64 * 4)]
+        + [("kind", u64 * traces.NUM_KINDS)]
         + [(n, u64) for n in GLOBAL_SCALARS2]
         + [("markers", u64 * NMARKERS)]
         + [(n, u64) for n in GLOBAL_SCALARS3]
@@ -144,13 +143,79 @@ def load_library() -> C.CDLL:
     lib.kvsimThreads.argtypes = [C.c_void_p]
     lib.kvsimStatsSize.restype = C.c_size_t
     lib.kvsimConfigSize.restype = C.c_size_t
-    if lib.kvsimStatsSize() != C.sizeof(Stats) or lib.kvsimConfigSize() != C.sizeof(EngineConfig):
+    for fn, res in (("kvsimPolicyCount", u32), ("kvsimPolicyName", C.c_char_p),
+                    ("kvsimPolicyPow2Ways", C.c_int), ("kvsimPolicyMaxWays", u32),
+                    ("kvsimPrefetcherCount", u32), ("kvsimPrefetcherName", C.c_char_p),
+                    ("kvsimAccessKindCount", u32), ("kvsimAccessKindName", C.c_char_p),
+                    ("kvsimInclusionCount", u32), ("kvsimInclusionName", C.c_char_p)):
+        getattr(lib, fn).restype = res
+        getattr(lib, fn).argtypes = [] if fn.endswith("Count") else [u32]
+    if (lib.kvsimStatsSize() != C.sizeof(Stats) or lib.kvsimConfigSize() != C.sizeof(EngineConfig)
+            or lib.kvsimAccessKindCount() != NKINDS):
         raise EngineMissing(
             f"{p}: struct sizes differ from sim/_binding.py (stale build?): rebuild with "
             "`make -C sim/_engine`"
         )
     _LIB = lib
     return lib
+
+
+# --- registries (sim/_engine/policy_factory.c, prefetch_factory.c) ---------------------------
+
+@dataclass(frozen=True)
+class PolicyInfo:
+    """One replacement policy of the engine's registry and its constraint on ``ways``."""
+
+    name: str
+    pow2_ways: bool  # ways must be a power of two
+    max_ways: int  # largest supported way count; 0 = no limit
+
+
+_POLICIES: tuple[PolicyInfo, ...] | None = None
+_NAMES: dict[str, tuple[str, ...]] = {}
+
+
+def _names(what: str) -> tuple[str, ...]:
+    """Names 0..count-1 of one engine registry (``kvsim<what>Count``/``Name``), cached."""
+    if what not in _NAMES:
+        lib = load_library()
+        count, name = getattr(lib, f"kvsim{what}Count"), getattr(lib, f"kvsim{what}Name")
+        _NAMES[what] = tuple(name(i).decode() for i in range(count()))
+    return _NAMES[what]
+
+
+def policies() -> tuple[PolicyInfo, ...]:
+    """The engine's replacement policies in registry order; the first is the default."""
+    global _POLICIES
+    if _POLICIES is None:
+        lib = load_library()
+        _POLICIES = tuple(
+            PolicyInfo(lib.kvsimPolicyName(i).decode(), bool(lib.kvsimPolicyPow2Ways(i)),
+                       int(lib.kvsimPolicyMaxWays(i)))
+            for i in range(lib.kvsimPolicyCount())
+        )
+    return _POLICIES
+
+
+def policy_names() -> tuple[str, ...]:
+    """Names of the engine's replacement policies; ``policy_names()[0]`` is the default."""
+    return tuple(p.name for p in policies())
+
+
+def prefetcher_names() -> tuple[str, ...]:
+    """Kinds of the engine's hardware prefetchers, in registry order."""
+    return _names("Prefetcher")
+
+
+def access_kind_names() -> tuple[str, ...]:
+    """Names of the per-level access kinds (enum kvsimKind), by value: the kind axis of the
+    ``access``/``hit``/``miss`` arrays and the keys of the result's ``by_kind``."""
+    return _names("AccessKind")
+
+
+def inclusion_names() -> tuple[str, ...]:
+    """Names of the inclusion values (enum kvsimInclusion), by value."""
+    return _names("Inclusion")
 
 
 def stats_to_dict(st: Stats, nlevels: int) -> dict:

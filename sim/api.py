@@ -7,17 +7,18 @@ from typing import Any
 
 import numpy as np
 
+from kvsim import traces
+
 from . import _binding as B
 from .config import ConfigError, CpuConfig, load_cpu
 
-MARKER_NAMES = ["none", "command", "op", "phase", "warmup_begin", "warmup_end", "batch", "m7"]
-KIND_NAMES = B.KIND_NAMES
+#: Names of the engine's marker counters: the trace format's marker types (traces/
+#: trace_format.h), then "m<i>" for the counters past them.
+MARKER_NAMES = traces.MARKER_NAMES + [f"m{i}" for i in range(traces.NUM_MARKERS, B.NMARKERS)]
 
 
 def _chunks(source: Any) -> tuple[Iterable[np.ndarray], list[str] | None, dict]:
     if isinstance(source, np.ndarray):
-        from kvsim import traces
-
         if source.dtype != traces.RECORD_DTYPE:
             raise TypeError(f"a record array must have dtype traces.RECORD_DTYPE, "
                             f"got {source.dtype}")
@@ -113,12 +114,13 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
         return ticks / width
 
     levels = []
+    kind_names = B.access_kind_names()
     by_tag = []
     for k, c in enumerate(cpu.caches):
         ls = raw["level"][k]
         acc, hit, miss = ls["access"], ls["hit"], ls["miss"]
         by_kind = {}
-        for j, kn in enumerate(KIND_NAMES):
+        for j, kn in enumerate(kind_names):
             by_kind[kn] = {"accesses": int(acc[:, j].sum()), "hits": int(hit[:, j].sum()),
                            "misses": int(miss[:, j].sum())}
         a, h, m = int(acc.sum()), int(hit.sum()), int(miss.sum())
@@ -135,7 +137,7 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
         })
         for t, j in zip(*np.nonzero(acc), strict=True):
             by_tag.append({
-                "level": c.name, "tag": int(t), "tag_name": tname(int(t)), "kind": KIND_NAMES[j],
+                "level": c.name, "tag": int(t), "tag_name": tname(int(t)), "kind": kind_names[j],
                 "accesses": int(acc[t, j]), "hits": int(hit[t, j]), "misses": int(miss[t, j]),
             })
     pf: dict = {"software": {}, "hardware": {}, "software_dropped_tlb": raw["swpf_dropped_tlb"]}
@@ -152,7 +154,7 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
         "records": raw["records"],
         "warmup_records": raw["warmup_records"],
         "instructions": raw["instructions"],
-        "record_kinds": dict(zip(["load", "store", "prefetch", "marker"],
+        "record_kinds": dict(zip(traces.KIND_NAMES,
                                  [int(x) for x in raw["kind"]], strict=True)),
         "pieces": raw["pieces"],
         "multiline_accesses": raw["multiline"],

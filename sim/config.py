@@ -16,9 +16,6 @@ from typing import Any
 from . import _binding as B
 
 PRESET_DIR = Path(__file__).resolve().parent / "presets"
-POLICIES = ("lru", "plru", "srrip", "brrip", "random")
-PREFETCHERS = ("next_line", "ip_stride", "stream")
-INCLUSIONS = tuple(B.INCLUSION)
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]i?B|B)?\s*$", re.IGNORECASE)
 _UNITS = {"b": 1, "kib": 1024, "kb": 1024, "mib": 1024**2, "mb": 1024**2, "gib": 1024**3,
           "gb": 1024**3}
@@ -35,7 +32,8 @@ class CacheLevel:
     ways: int
     line: int  # bytes
     latency: int  # load-to-use cycles when served here
-    replacement: str = "lru"
+    # the engine's default policy (the first of its registry) unless named
+    replacement: str = field(default_factory=lambda: B.policy_names()[0])
     inclusion: str = "non-inclusive"
     mshrs: int = 0  # 0 = not modelled (unlimited)
     seed: int = 1
@@ -112,7 +110,7 @@ class CpuConfig:
         for k, c in enumerate(self.caches):
             lc = ec.level[k]
             lc.sets, lc.ways, lc.latency = c.sets, c.ways, c.latency
-            lc.inclusion = B.INCLUSION[c.inclusion]
+            lc.inclusion = B.inclusion_names().index(c.inclusion)
             lc.mshrs = c.mshrs
             lc.seed = c.seed
             lc.policy = c.replacement.encode()
@@ -194,6 +192,15 @@ def _tuple(t):
     return t if isinstance(t, tuple) else (t,)
 
 
+def _check_ways(p: B.PolicyInfo, ways: int, where: str) -> None:
+    """The policy's constraint on the way count, as the engine's registry states it."""
+    pow2_ok = not p.pow2_ways or ways & (ways - 1) == 0
+    if not pow2_ok or (p.max_ways and ways > p.max_ways):
+        need = "a power of two" if p.pow2_ways else "a way count"
+        limit = f" <= {p.max_ways}" if p.max_ways else ""
+        raise ConfigError(f"{where}.ways: {p.name} needs {need}{limit}, got {ways}")
+
+
 _KEYS = {
     "cache": {"name", "size", "ways", "line", "latency", "replacement", "inclusion", "mshrs",
               "seed", "src", "notes"},
@@ -255,16 +262,16 @@ def parse_cpu(doc: dict, source: str = "") -> CpuConfig:
         lat = _get(t, "latency", w, int, 1)
         if lat < 1:
             raise ConfigError(f"{w}.latency: must be >= 1 cycle, got {lat}")
-        repl = _get(t, "replacement", w, str, "lru")
-        if repl not in POLICIES:
+        pols = {p.name: p for p in B.policies()}
+        repl = _get(t, "replacement", w, str, B.policy_names()[0])
+        if repl not in pols:
             raise ConfigError(
-                f"{w}.replacement: unknown policy {repl!r} (valid: {', '.join(POLICIES)})")
-        if repl == "plru" and (ways & (ways - 1) or ways > 64):
-            raise ConfigError(f"{w}.ways: plru needs a power of two <= 64, got {ways}")
+                f"{w}.replacement: unknown policy {repl!r} (valid: {', '.join(pols)})")
+        _check_ways(pols[repl], ways, w)
         incl = _get(t, "inclusion", w, str, "non-inclusive")
-        if incl not in INCLUSIONS:
-            raise ConfigError(
-                f"{w}.inclusion: unknown value {incl!r} (valid: {', '.join(INCLUSIONS)})")
+        if incl not in B.inclusion_names():
+            raise ConfigError(f"{w}.inclusion: unknown value {incl!r} "
+                              f"(valid: {', '.join(B.inclusion_names())})")
         n_levels = len(doc["cache"])
         if incl == "exclusive" and (i == 0 or i != n_levels - 1):
             raise ConfigError(
@@ -360,9 +367,9 @@ def parse_cpu(doc: dict, source: str = "") -> CpuConfig:
         if caches[lvl].inclusion == "exclusive":
             raise ConfigError(f"{w}.level: cannot prefetch into an exclusive (victim) level")
         kind = _get(p, "kind", w, str)
-        if kind not in PREFETCHERS:
-            raise ConfigError(
-                f"{w}.kind: unknown prefetcher {kind!r} (valid: {', '.join(PREFETCHERS)})")
+        if kind not in B.prefetcher_names():
+            raise ConfigError(f"{w}.kind: unknown prefetcher {kind!r} "
+                              f"(valid: {', '.join(B.prefetcher_names())})")
         deg = _get(p, "degree", w, int, 1)
         if not 1 <= deg <= 16:
             raise ConfigError(f"{w}.degree: must be 1..16, got {deg}")

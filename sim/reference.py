@@ -11,13 +11,29 @@ from __future__ import annotations
 
 import numpy as np
 
+from kvsim.traces import KIND_MARKER as MARKER
+from kvsim.traces import KIND_PREFETCH as PREFETCH
+from kvsim.traces import KIND_STORE as STORE
+from kvsim.traces import MARK_COMMAND, MARK_PHASE, MARK_WARMUP_BEGIN, MARK_WARMUP_END, NUM_KINDS
+
 from . import _binding as B
 
-LOAD, STORE, PREFETCH, MARKER = 0, 1, 2, 3
-K_LOAD, K_STORE, K_SWPF, K_HWPF, K_WRITEBACK, K_VICTIM = range(6)
-NON_INCLUSIVE, INCLUSIVE, EXCLUSIVE = 0, 1, 2
+
+def _engine_values(names: tuple[str, ...], wanted: tuple[str, ...], what: str) -> list[int]:
+    """The engine's values of the named enum members (engine.h), by name from its registry."""
+    missing = [n for n in wanted if n not in names]
+    if missing:
+        raise ValueError(f"sim.reference: the engine has no {what} {missing[0]!r} "
+                         f"(it has: {', '.join(names)})")
+    return [names.index(n) for n in wanted]
+
+
+K_LOAD, K_STORE, K_SWPF, K_HWPF, K_WRITEBACK, K_VICTIM = _engine_values(
+    B.access_kind_names(), ("load", "store", "swpf", "hwpf", "writeback", "victim"),
+    "access kind")
+NON_INCLUSIVE, INCLUSIVE, EXCLUSIVE = _engine_values(
+    B.inclusion_names(), ("non-inclusive", "inclusive", "exclusive"), "inclusion")
 READ, WRITE, WFULL, VICTIM = range(4)
-MARK_COMMAND, MARK_PHASE, MARK_WARMUP_BEGIN, MARK_WARMUP_END = 1, 3, 4, 5
 MASK64 = (1 << 64) - 1
 
 
@@ -225,6 +241,15 @@ class Stream:
 PREFETCHER_CLASSES = {"next_line": NextLine, "ip_stride": IpStride, "stream": Stream}
 
 
+def _implementation(classes: dict, name: str, what: str):
+    """The reference's class for an engine policy or prefetcher; a one-line error for a name
+    the engine registers but the reference does not implement (test_registry.py checks
+    that there is none)."""
+    if name not in classes:
+        raise ValueError(f"sim.reference: no implementation of the engine's {what} {name!r}")
+    return classes[name]
+
+
 # --- the model ----------------------------------------------------------------------------------
 
 
@@ -241,7 +266,8 @@ class Cache:
         self.inclusion = c.inclusion
         self.mshrs = c.mshrs if timing else 0
         self.sets: list[list[Line | None]] = [[None] * c.ways for _ in range(c.sets)]
-        self.policy = POLICY_CLASSES[c.policy.decode() or "lru"](c.sets, c.ways, c.seed)
+        self.policy = _implementation(POLICY_CLASSES, c.policy.decode() or B.policy_names()[0],
+                                      "policy")(c.sets, c.ways, c.seed)
         self.mline = [0] * self.mshrs  # miss buffers: line, ready tick, prefetch kind
         self.mready = [0] * self.mshrs
         self.mmax_ready = 0
@@ -283,7 +309,7 @@ def _new_stats(nlevels):
     z = np.zeros
     return {
         "records": 0, "warmup_records": 0, "instructions": 0,
-        "kind": z(4, np.uint64), "pieces": 0, "multiline": 0,
+        "kind": z(NUM_KINDS, np.uint64), "pieces": 0, "multiline": 0,
         "markers": z(B.NMARKERS, np.uint64),
         "dram_reads": 0, "dram_writes": 0, "dtlb_access": 0, "dtlb_miss": 0,
         "stlb_access": 0, "stlb_miss": 0, "swpf_dropped_tlb": 0, "ticks": 0,
@@ -325,7 +351,8 @@ class ReferenceSim:
         for p in range(cfg.nprefetchers):
             pc = cfg.prefetcher[p]
             self.prefetchers.append(
-                (pc.level, PREFETCHER_CLASSES[pc.kind.decode()](pc.degree, pc.table)))
+                (pc.level, _implementation(PREFETCHER_CLASSES, pc.kind.decode(),
+                                           "prefetcher")(pc.degree, pc.table)))
         self.dtlb = Tlb(cfg.dtlb_sets, cfg.dtlb_ways) if cfg.tlb else None
         self.stlb = Tlb(cfg.stlb_sets, cfg.stlb_ways) if cfg.tlb and cfg.stlb_sets else None
         self.stats = _new_stats(self.n)

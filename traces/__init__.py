@@ -82,7 +82,7 @@ __all__ = [
     "MAX_CHUNK_RECORDS", "CODEC_RAW", "CODEC_ZSTD",
     # inspection
     "summarize", "reuse_distance", "check_records",
-    # enums (mirror trace_format.h)
+    # enums (read from trace_format.h at import)
     "KIND_LOAD", "KIND_STORE", "KIND_PREFETCH", "KIND_MARKER", "NUM_KINDS", "KIND_NAMES",
     "MARK_NONE", "MARK_COMMAND", "MARK_OP", "MARK_PHASE", "MARK_WARMUP_BEGIN",
     "MARK_WARMUP_END", "MARK_BATCH", "NUM_MARKERS", "MARKER_NAMES",

@@ -1,27 +1,124 @@
 """Constants, numpy dtype and binary layouts of the kvsim trace format (``.kvt``).
 
-Everything here mirrors ``trace_format.h`` (the one C definition of the layout) and
-``FORMAT.md`` (the prose specification). ``traces/tests/test_format.py`` compiles a tiny C
-program against the header and checks that sizes, offsets and enum values agree.
+``trace_format.h`` (the one C definition of the layout, shipped beside this module) is parsed
+at import: every stream constant (``#define KVT_*``) and every enum member (record kinds,
+marker types, structure tags, codecs) is read from it, never repeated here. ``FORMAT.md`` is
+the prose specification. ``traces/tests/test_format.py`` compiles a tiny C program against
+the header and checks that the parse, the sizes and the offsets agree with the compiler.
 
 Naming: C ``KVT_LOAD`` -> ``KIND_LOAD``, ``KVT_TAG_BUCKET`` -> ``TAG_BUCKET``,
-``KVT_MARK_OP`` -> ``MARK_OP``, ``KVT_CODEC_ZSTD`` -> ``CODEC_ZSTD``.
+``KVT_MARK_OP`` -> ``MARK_OP``, ``KVT_CODEC_ZSTD`` -> ``CODEC_ZSTD``, ``KVT_NUM_TAGS`` ->
+``NUM_TAGS``; ``KIND_NAMES``, ``MARKER_NAMES`` and ``TAG_NAMES`` are the members' short
+names in lower case, indexed by value (``TAG_NAMES[TAG_KEY] == "key"``).
 """
 
 from __future__ import annotations
 
+import ast
+import re
 import struct
+from pathlib import Path
 
 import numpy as np
 
-# --- Stream constants (trace_format.h) ----------------------------------------------------
-MAGIC = b"KVTRACE\x00"  #: KVT_MAGIC, 8 bytes including the NUL
-VERSION = 1  #: KVT_VERSION
-FIXED_HEADER_LEN = 16  #: KVT_FIXED_HEADER_LEN: magic + u16 version + u16 record_size + u32 len
-CHUNK_MAGIC = 0x4B43564B  #: KVT_CHUNK_MAGIC, b"KVCK" read as a little-endian u32
-END_MAGIC = 0x4E45564B  #: KVT_END_MAGIC, b"KVEN" read as a little-endian u32
-DEFAULT_CHUNK_RECORDS = 65536  #: KVT_DEFAULT_CHUNK_RECORDS (records per chunk)
-MAX_CHUNK_RECORDS = 1 << 22  #: KVT_MAX_CHUNK_RECORDS; readers reject larger chunks
+HEADER_PATH = Path(__file__).with_name("trace_format.h")
+
+#: enum name in trace_format.h -> (C member prefix, Python constant prefix, names list)
+ENUMS = {
+    "kvtKind": ("KVT_", "KIND_", "KIND_NAMES"),
+    "kvtMarker": ("KVT_MARK_", "MARK_", "MARKER_NAMES"),
+    "kvtTag": ("KVT_TAG_", "TAG_", "TAG_NAMES"),
+    "kvtCodec": ("KVT_CODEC_", "CODEC_", "CODEC_NAMES"),
+}
+
+_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+_DEFINE = re.compile(r"^#define\s+(KVT_\w+)\s+(.+?)\s*$", re.M)
+_ENUM = re.compile(r"\benum\s+(\w+)\s*\{(.*?)\}\s*;", re.S)
+_INT_SUFFIX = re.compile(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]+\b")
+
+
+def _c_int(expr: str, where: str) -> int:
+    """Value of an integer constant expression of the header (literals, ( ), <<, |, +, -)."""
+    tree = ast.parse(_INT_SUFFIX.sub(r"\1", expr).strip(), mode="eval")
+    ops = {ast.LShift: lambda a, b: a << b, ast.BitOr: lambda a, b: a | b,
+           ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b}
+
+    def ev(node: ast.AST) -> int:
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return node.value
+        if isinstance(node, ast.BinOp) and type(node.op) in ops:
+            return ops[type(node.op)](ev(node.left), ev(node.right))
+        raise ValueError(f"{where}: unsupported constant expression {expr!r}")
+
+    return ev(tree.body)
+
+
+def parse_header(text: str) -> tuple[dict[str, int | bytes], dict[str, dict[str, int]]]:
+    """Parse trace_format.h: (``#define KVT_*`` values, ``{enum: {member: value}}``).
+
+    String defines become bytes (C escapes decoded, without the implicit NUL); enum members
+    without ``= value`` follow the previous one, as in C.
+    """
+    text = _COMMENT.sub(" ", text)
+    defines: dict[str, int | bytes] = {}
+    for name, value in _DEFINE.findall(text):
+        if value.startswith('"'):
+            defines[name] = ast.literal_eval("b" + value)
+        elif not name.endswith("_H"):
+            defines[name] = _c_int(value, name)
+    enums: dict[str, dict[str, int]] = {}
+    for name, body in _ENUM.findall(text):
+        members, value = {}, -1
+        for item in filter(None, (x.strip() for x in body.split(","))):
+            member, _, expr = (x.strip() for x in item.partition("="))
+            value = _c_int(expr, member) if expr else value + 1
+            members[member] = value
+        enums[name] = members
+    return defines, enums
+
+
+def constants_from_header(text: str) -> dict[str, object]:
+    """The module-level constants this module derives from a trace_format.h text."""
+    defines, enums = parse_header(text)
+    out: dict[str, object] = {}
+    for enum, (c_prefix, py_prefix, names_key) in ENUMS.items():
+        if enum not in enums:
+            raise ValueError(f"trace_format.h: enum {enum} not found")
+        names: dict[int, str] = {}
+        for member, value in enums[enum].items():
+            if member.startswith("KVT_NUM_"):
+                out[member.removeprefix("KVT_")] = value
+                continue
+            short = member.removeprefix(c_prefix)
+            out[py_prefix + short] = value
+            names[value] = short.lower()
+        if sorted(names) != list(range(len(names))):
+            raise ValueError(f"trace_format.h: enum {enum} values are not 0..{len(names) - 1}")
+        out[names_key] = [names[i] for i in range(len(names))]
+    for key in ("KVT_MAGIC", "KVT_MAGIC_LEN", "KVT_VERSION", "KVT_FIXED_HEADER_LEN",
+                "KVT_CHUNK_MAGIC", "KVT_END_MAGIC", "KVT_DEFAULT_CHUNK_RECORDS",
+                "KVT_MAX_CHUNK_RECORDS"):
+        if key not in defines:
+            raise ValueError(f"trace_format.h: #define {key} not found")
+        out[key.removeprefix("KVT_")] = defines[key]
+    magic_len = out.pop("MAGIC_LEN")  # the magic's bytes on disk: the literal's, NUL included
+    out["MAGIC"] = (bytes(out["MAGIC"]) + b"\x00")[:magic_len]
+    out["CODEC_NAMES"] = dict(enumerate(out["CODEC_NAMES"]))  # codec value -> name
+    return out
+
+
+try:
+    _CONSTANTS = constants_from_header(HEADER_PATH.read_text())
+except OSError as _e:
+    raise ImportError(f"kvsim.traces: cannot read {HEADER_PATH.name} beside {__name__} "
+                      f"(a broken install?): {_e.strerror}") from None
+globals().update(_CONSTANTS)
+
+# Names the rest of kvsim uses (all of them come from the header above):
+#   MAGIC (8 bytes, NUL included), VERSION, FIXED_HEADER_LEN, CHUNK_MAGIC, END_MAGIC,
+#   DEFAULT_CHUNK_RECORDS, MAX_CHUNK_RECORDS, KIND_*, MARK_*, TAG_*, CODEC_*, NUM_KINDS,
+#   NUM_MARKERS, NUM_TAGS, KIND_NAMES, MARKER_NAMES, TAG_NAMES, CODEC_NAMES (a dict by value).
+
 #: Reader sanity bound on the JSON header length in bytes (not a format constant: a
 #: corrupted length field must not make the reader allocate gigabytes).
 MAX_JSON_LEN = 64 << 20
@@ -29,54 +126,6 @@ MAX_JSON_LEN = 64 << 20
 #: zstd compression level used by the Python writer. Fixed so output bytes are deterministic
 #: for a given zstd library version (single-threaded, content size written in the frame).
 ZSTD_LEVEL = 3
-
-# --- Codecs (enum kvtCodec) -----------------------------------------------------------------
-CODEC_RAW = 0  #: payload = n_records * 24 bytes
-CODEC_ZSTD = 1  #: payload = one zstd frame of n_records * 24 bytes
-CODEC_NAMES = {CODEC_RAW: "raw", CODEC_ZSTD: "zstd"}
-
-# --- Record kinds (enum kvtKind) ------------------------------------------------------------
-KIND_LOAD = 0  #: demand load of `size` bytes at `addr`
-KIND_STORE = 1  #: demand store
-KIND_PREFETCH = 2  #: software prefetch of the line at addr (size 1)
-KIND_MARKER = 3  #: not a memory access: `flags` holds a MARK_*, addr a value
-NUM_KINDS = 4
-KIND_NAMES = ["load", "store", "prefetch", "marker"]
-
-# --- Marker types (enum kvtMarker) ----------------------------------------------------------
-MARK_NONE = 0
-MARK_COMMAND = 1  #: a command starts; addr = command index
-MARK_OP = 2  #: an operation (key) starts; addr = op index
-MARK_PHASE = 3  #: a phase starts; addr = phase id (header "phases")
-MARK_WARMUP_BEGIN = 4  #: records up to WARMUP_END are warm-up, not measured
-MARK_WARMUP_END = 5
-MARK_BATCH = 6  #: a prefetch batch starts; addr = batch size
-NUM_MARKERS = 7
-MARKER_NAMES = ["none", "command", "op", "phase", "warmup_begin", "warmup_end", "batch"]
-
-# --- Structure tags (enum kvtTag); the trace header's "tags" list is authoritative ---------
-TAG_OTHER = 0
-TAG_BUCKET = 1
-TAG_CHILD_BUCKET = 2
-TAG_DICT_TABLE = 3
-TAG_DICT_ENTRY = 4
-TAG_TABLE_META = 5
-TAG_KEY = 6
-TAG_OBJECT = 7
-TAG_VALUE = 8
-TAG_EXPIRE = 9
-TAG_SLOT_TABLE = 10
-TAG_QUERY_BUF = 11
-TAG_REPLY_BUF = 12
-TAG_SNAPSHOT_BUF = 13
-TAG_ARGV = 14
-TAG_STACK = 15
-NUM_TAGS = 16
-TAG_NAMES = [
-    "other", "bucket", "child_bucket", "dict_table", "dict_entry", "table_meta", "key",
-    "object", "value", "expire", "slot_table", "query_buf", "reply_buf", "snapshot_buf",
-    "argv", "stack",
-]  # fmt: skip
 
 # --- Layouts ----------------------------------------------------------------------------------
 #: One trace record (kvtRecord): 24 bytes, little-endian, naturally aligned.
@@ -98,7 +147,7 @@ assert RECORD_SIZE == 24
 FIXED_HEADER = struct.Struct("<8sHHI")  # magic, version, record_size, json_len
 CHUNK_HEADER = struct.Struct("<III B3s I")  # magic, n_records, stored_bytes, codec, rsvd, crc
 END_CHUNK = struct.Struct("<IIQ")  # magic, n_chunks, total_records
-assert FIXED_HEADER.size == FIXED_HEADER_LEN
+assert FIXED_HEADER.size == _CONSTANTS["FIXED_HEADER_LEN"]
 assert CHUNK_HEADER.size == 20
 assert END_CHUNK.size == 16
 

@@ -1,10 +1,14 @@
 /*
  * trace_format.h -- the one definition of the kvsim trace (.kvt) layout.
  *
- * Every producer (c_ref's emitter) and consumer (sim's engine, the Python
- * reader through a numpy dtype checked against this file) includes or mirrors
- * this header.  traces/FORMAT.md is the prose specification; this file is the
- * byte layout.  Change either only together, and bump KVT_VERSION.
+ * Every producer (c_ref's emitter) and consumer (sim's engine) includes this
+ * header; kvsim.traces (traces/format.py) parses it at import for every
+ * #define KVT_* and enum member, so Python repeats none of them (its numpy
+ * dtype is checked against the struct layout by traces/tests/test_format.py).
+ * Keep the #defines and enums in the plain forms that parser reads: integer
+ * literals, ( ), <<, |, +, -, and enum values 0..n-1 in order.
+ * traces/FORMAT.md is the prose specification; this file is the byte layout.
+ * Change either only together, and bump KVT_VERSION.
  *
  *  Stream
  *  ------

@@ -31,6 +31,11 @@ expect_err "unknown option" trace pipeline -o "$T/out.kvt" --frobnicate
 expect_err "unknown workload" trace frob -o "$T/out.kvt"
 expect_err "key size too small" trace pipeline -o "$T/out.kvt" --keys 1000 --key-size 2
 expect_err "missing output dir" trace pipeline -o "$T/nodir/out.kvt" --keys 10
+expect_err "options takes only --json" options --frob
+
+# the option table exported as JSON names every workload and option
+"$B" options --json >"$T/opts.json" && grep -q '"workloads":\["load","iterate","pipeline","mset","mget"\]}$' "$T/opts.json" \
+    && grep -q '"name":"keys-per-command"' "$T/opts.json" && ok "options --json" || bad "options --json"
 
 # determinism and stdout == file
 "$B" trace pipeline -o "$T/a.kvt" --keys 500 --ops 500 --variant lookahead --seed 5 && \

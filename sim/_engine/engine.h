@@ -37,22 +37,39 @@
 #define KVSIM_NMARKERS 8
 #define KVSIM_DEP_WINDOW 1024 /* dep distances beyond this are treated as satisfied */
 #define KVSIM_NAME_LEN 16
+/* Ways limit of a policy that needs a power-of-two way count (tree-PLRU: its
+ * ways - 1 tree bits live in one uint64_t set word). */
+#define KVSIM_POW2_POLICY_MAX_WAYS 64
 
-/* Access kinds as counted per level (the "kind" axis of the tag x kind stats). */
+/* Access kinds as counted per level (the "kind" axis of the tag x kind stats):
+ * X(id, name) gives KVSIM_K_<id> = its position and the name the statistics use
+ * (kvsimAccessKindName, read by sim/_binding.py). */
+#define KVSIM_KINDS(X)                                                              \
+    X(LOAD, "load")           /* demand load piece (or its fetch from an upper level) */ \
+    X(STORE, "store")         /* demand store piece (or its fetch) */                 \
+    X(SWPF, "swpf")           /* software prefetch from the trace */                  \
+    X(HWPF, "hwpf")           /* hardware prefetch */                                 \
+    X(WRITEBACK, "writeback") /* dirty line written back from the level above */      \
+    X(VICTIM, "victim")       /* clean victim inserted into an exclusive level */
+
 enum kvsimKind {
-    KVSIM_K_LOAD = 0,      /* demand load piece (or its fetch from an upper level) */
-    KVSIM_K_STORE = 1,     /* demand store piece (or its fetch) */
-    KVSIM_K_SWPF = 2,      /* software prefetch from the trace */
-    KVSIM_K_HWPF = 3,      /* hardware prefetch */
-    KVSIM_K_WRITEBACK = 4, /* dirty line written back from the level above */
-    KVSIM_K_VICTIM = 5,    /* clean victim inserted into an exclusive level */
+#define KVSIM_KIND_ENUM(id, name) KVSIM_K_##id,
+    KVSIM_KINDS(KVSIM_KIND_ENUM)
+#undef KVSIM_KIND_ENUM
     KVSIM_NKINDS
 };
 
+/* Inclusion of a level, with its configuration name (kvsimInclusionName). */
+#define KVSIM_INCLUSIONS(X)                                                      \
+    X(NON_INCLUSIVE, "non-inclusive")                                            \
+    X(INCLUSIVE, "inclusive") /* evictions back-invalidate every level above */  \
+    X(EXCLUSIVE, "exclusive") /* victim cache of the level above (last level only) */
+
 enum kvsimInclusion {
-    KVSIM_NON_INCLUSIVE = 0,
-    KVSIM_INCLUSIVE = 1, /* evictions back-invalidate every level above */
-    KVSIM_EXCLUSIVE = 2, /* victim cache of the level above (last level only) */
+#define KVSIM_INCLUSION_ENUM(id, name) KVSIM_##id,
+    KVSIM_INCLUSIONS(KVSIM_INCLUSION_ENUM)
+#undef KVSIM_INCLUSION_ENUM
+    KVSIM_NINCLUSIONS
 };
 
 typedef struct kvsimLevelConfig {
@@ -137,7 +154,7 @@ typedef struct kvsimStats {
     uint64_t records;        /* counted (non-warm-up) records, markers included */
     uint64_t warmup_records; /* records inside warm-up */
     uint64_t instructions;   /* sum of gaps + memory records */
-    uint64_t kind[4];        /* records by trace kind */
+    uint64_t kind[KVT_NUM_KINDS]; /* records by trace kind (enum kvtKind) */
     uint64_t pieces;         /* line-sized pieces of loads and stores */
     uint64_t multiline;      /* loads/stores spanning more than one line */
     uint64_t markers[KVSIM_NMARKERS];
@@ -196,5 +213,29 @@ uint32_t kvsimThreads(const kvsimSim *s);
 size_t kvsimStatsSize(void);
 size_t kvsimConfigSize(void);
 void kvsimFree(kvsimSim *s);
+
+/* --- Registries --------------------------------------------------------------
+ * The names the engine accepts, read by sim/_binding.py so that nothing in
+ * Python repeats them (policy_factory.c, prefetch_factory.c hold the tables).
+ * Index i runs over 0 .. count-1; past the end a name is NULL and a property 0.
+ *
+ *   kvsimPolicyName(i)      replacement policy name ("lru", ...); index 0 is the
+ *                           default, used for an empty kvsimLevelConfig.policy
+ *   kvsimPolicyPow2Ways(i)  1 if the policy needs a power-of-two way count
+ *   kvsimPolicyMaxWays(i)   largest way count it supports; 0 = no limit
+ *   kvsimPrefetcherName(i)  hardware prefetcher kind ("next_line", ...)
+ *   kvsimAccessKindName(i)  name of access kind i (enum kvsimKind: "load", ...)
+ *   kvsimInclusionName(i)   name of inclusion value i (enum kvsimInclusion)
+ */
+uint32_t kvsimPolicyCount(void);
+const char *kvsimPolicyName(uint32_t i);
+int kvsimPolicyPow2Ways(uint32_t i);
+uint32_t kvsimPolicyMaxWays(uint32_t i);
+uint32_t kvsimPrefetcherCount(void);
+const char *kvsimPrefetcherName(uint32_t i);
+uint32_t kvsimAccessKindCount(void);
+const char *kvsimAccessKindName(uint32_t i);
+uint32_t kvsimInclusionCount(void);
+const char *kvsimInclusionName(uint32_t i);
 
 #endif /* KVSIM_ENGINE_H */

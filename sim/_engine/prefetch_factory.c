@@ -1,4 +1,7 @@
-/* prefetch_factory.c -- maps a prefetcher name to its vtable. */
+/* prefetch_factory.c -- the one registry of hardware prefetchers: name -> vtable.
+ *
+ * PREFETCHERS is the only list of prefetcher names in kvsim; the exports below
+ * (declared in engine.h) let sim/_binding.py read it. */
 #include <string.h>
 
 #include "prefetch.h"
@@ -6,9 +9,18 @@
 static const kvsimPrefetcherOps *const PREFETCHERS[] = {
     &kvsimPrefetchNextLine, &kvsimPrefetchIpStride, &kvsimPrefetchStream,
 };
+#define NPREFETCHERS (sizeof PREFETCHERS / sizeof PREFETCHERS[0])
 
 const kvsimPrefetcherOps *kvsimPrefetcherByName(const char *name) {
-    for (size_t i = 0; i < sizeof PREFETCHERS / sizeof PREFETCHERS[0]; i++)
+    for (size_t i = 0; i < NPREFETCHERS; i++)
         if (strcmp(PREFETCHERS[i]->name, name) == 0) return PREFETCHERS[i];
     return NULL;
+}
+
+/* --- Exports (engine.h) ----------------------------------------------------- */
+
+uint32_t kvsimPrefetcherCount(void) { return (uint32_t)NPREFETCHERS; }
+
+const char *kvsimPrefetcherName(uint32_t i) {
+    return i < NPREFETCHERS ? PREFETCHERS[i]->name : NULL;
 }

@@ -14,10 +14,11 @@ GOLDEN = Path(__file__).resolve().parents[2] / "traces" / "tests" / "data"
 
 
 def records(rows) -> np.ndarray:
-    """Build a record array from (kind, addr, size[, gap, dep, tag, site, flags]) tuples."""
+    """Build a record array from (kind, addr, size[, gap, dep, tag, site, flags]) tuples;
+    kind is a name of ``traces.KIND_NAMES`` ("load", "store", "prefetch", "marker")."""
     out = np.zeros(len(rows), dtype=traces.RECORD_DTYPE)
     names = ("kind", "addr", "size", "gap", "dep", "tag", "site", "flags")
     for i, row in enumerate(rows):
         for name, v in zip(names, row, strict=False):
-            out[i][name] = v
+            out[i][name] = traces.KIND_NAMES.index(v) if name == "kind" else v
     return out

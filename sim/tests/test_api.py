@@ -24,7 +24,7 @@ def engine(request):
 
 
 def test_line_crossing_access_counts_twice(engine):
-    res = sim.simulate(records([(0, 60, 8)]), sim.parse_cpu(SMALL), engine=engine)
+    res = sim.simulate(records([("load", 60, 8)]), sim.parse_cpu(SMALL), engine=engine)
     assert res["levels"][0]["accesses"] == 2 and res["levels"][0]["misses"] == 2
     assert res["pieces"] == 2 and res["multiline_accesses"] == 1
     assert res["instructions"] == 1 and res["records"] == 1
@@ -32,10 +32,10 @@ def test_line_crossing_access_counts_twice(engine):
 
 def test_warmup_updates_state_but_is_not_counted(engine):
     recs = records([
-        (3, 0, 0, 0, 0, 0, 0, traces.MARK_WARMUP_BEGIN),
-        (0, 0x1000, 8, 5),
-        (3, 0, 0, 0, 0, 0, 0, traces.MARK_WARMUP_END),
-        (0, 0x1000, 8, 2),
+        ("marker", 0, 0, 0, 0, 0, 0, traces.MARK_WARMUP_BEGIN),
+        ("load", 0x1000, 8, 5),
+        ("marker", 0, 0, 0, 0, 0, 0, traces.MARK_WARMUP_END),
+        ("load", 0x1000, 8, 2),
     ])
     res = sim.simulate(recs, sim.parse_cpu(SMALL), engine=engine)
     l1 = res["levels"][0]
@@ -45,7 +45,8 @@ def test_warmup_updates_state_but_is_not_counted(engine):
 
 
 def test_store_covering_a_line_allocates_without_fetch(engine):
-    res = sim.simulate(records([(1, 0, 64), (1, 128, 8)]), sim.parse_cpu(SMALL), engine=engine)
+    res = sim.simulate(records([("store", 0, 64), ("store", 128, 8)]), sim.parse_cpu(SMALL),
+                       engine=engine)
     l1 = res["levels"][0]
     assert l1["misses"] == 2 and l1["fetches"] == 1
     assert l1["writebacks"] == 2  # both dirty lines flushed at the end
@@ -53,8 +54,9 @@ def test_store_covering_a_line_allocates_without_fetch(engine):
 
 def test_tags_and_phases_and_dataframe(engine):
     recs = records([
-        (3, 0, 0, 0, 0, 0, 0, traces.MARK_PHASE), (0, 0, 8, 0, 0, 1), (0, 4096, 8, 0, 0, 2),
-        (3, 1, 0, 0, 0, 0, 0, traces.MARK_PHASE), (1, 0, 8, 0, 0, 1),
+        ("marker", 0, 0, 0, 0, 0, 0, traces.MARK_PHASE), ("load", 0, 8, 0, 0, 1),
+        ("load", 4096, 8, 0, 0, 2),
+        ("marker", 1, 0, 0, 0, 0, 0, traces.MARK_PHASE), ("store", 0, 8, 0, 0, 1),
     ])
     res = sim.simulate(recs, sim.parse_cpu(SMALL), engine=engine,
                        tag_names=["other", "bucket", "key"])
@@ -70,7 +72,7 @@ def test_tags_and_phases_and_dataframe(engine):
 
 
 def test_reader_source_and_header_tags(tmp_path):
-    recs = records([(0, 64 * i, 8, 0, 0, 1) for i in range(100)])
+    recs = records([("load", 64 * i, 8, 0, 0, 1) for i in range(100)])
     header = {"tags": ["other", "bucket"], "phases": []}
     buf = io.BytesIO()
     with traces.Writer(buf, header) as w:
@@ -83,7 +85,7 @@ def test_reader_source_and_header_tags(tmp_path):
 
 
 def test_functional_flag_and_unknown_engine():
-    recs = records([(0, 0, 8)])
+    recs = records([("load", 0, 8)])
     assert sim.simulate(recs, "xeon-8255c", functional=True)["cycles"] is None
     with pytest.raises(ValueError):
         sim.simulate(recs, "xeon-8255c", engine="turbo")
@@ -93,8 +95,9 @@ def test_functional_flag_and_unknown_engine():
 
 def test_every_preset_runs(engine):
     rng = np.random.default_rng(3)
-    recs = records([(int(k), int(a), 8, 3) for k, a in
-                    zip(rng.choice([0, 1, 2], 400), rng.integers(0, 1 << 20, 400), strict=True)])
+    recs = records([(str(k), int(a), 8, 3) for k, a in
+                    zip(rng.choice(["load", "store", "prefetch"], 400),
+                        rng.integers(0, 1 << 20, 400), strict=True)])
     for name in sim.preset_names():
         res = sim.simulate(recs, name, engine=engine)
         assert res["cycles"] > 0
@@ -104,9 +107,9 @@ def test_every_preset_runs(engine):
 def test_commands_span_marker_to_marker(engine):
     c = traces.MARK_COMMAND
     recs = records([
-        (3, 0, 0, 0, 0, 0, 0, c), (0, 0, 8), (0, 4096, 8),   # command 0: 2 L1 misses
-        (3, 1, 0, 0, 0, 0, 0, c), (0, 0, 8),                 # command 1: a hit
-        (3, 2, 0, 0, 0, 0, 0, c), (0, 8192, 8), (0, 12288, 8), (0, 16384, 8),
+        ("marker", 0, 0, 0, 0, 0, 0, c), ("load", 0, 8), ("load", 4096, 8),  # command 0: 2 misses
+        ("marker", 1, 0, 0, 0, 0, 0, c), ("load", 0, 8),                     # command 1: a hit
+        ("marker", 2, 0, 0, 0, 0, 0, c), ("load", 8192, 8), ("load", 12288, 8), ("load", 16384, 8),
     ])
     res = sim.simulate(recs, "xeon-8255c", engine=engine, tlb=False, prefetchers=False)
     cmd = res["commands"]
@@ -128,7 +131,7 @@ def test_missing_engine_library_names_the_files(monkeypatch, tmp_path):
     monkeypatch.setattr(artifacts, "SOURCE_ROOT", tmp_path / "src")
     monkeypatch.setattr(artifacts, "NATIVE_DIR", tmp_path / "wheel")
     with pytest.raises(sim.EngineMissing, match="src/sim/_engine/build/.*wheel/libkvsim_sim.so"):
-        sim.simulate(records([(0, 0, 8)]), "xeon-8255c")
+        sim.simulate(records([("load", 0, 8)]), "xeon-8255c")
 
 
 def test_threads_change_nothing_but_the_speed():
@@ -139,11 +142,11 @@ def test_threads_change_nothing_but_the_speed():
     recs = np.zeros(n, dtype=traces.RECORD_DTYPE)
     recs["addr"] = rng.integers(0, 1 << 26, n)
     recs["size"] = rng.choice([8, 8, 8, 100], n)
-    recs["kind"] = rng.choice([0, 0, 1], n)
+    recs["kind"] = rng.choice([traces.KIND_LOAD, traces.KIND_LOAD, traces.KIND_STORE], n)
     recs["gap"] = rng.integers(0, 6, n)
     recs["dep"] = rng.integers(0, 3, n)
     marks = rng.choice(n, 30, replace=False)
-    recs["kind"][marks] = 3
+    recs["kind"][marks] = traces.KIND_MARKER
     recs["flags"][marks] = rng.choice([traces.MARK_COMMAND, traces.MARK_PHASE], 30)
     recs["addr"][marks] = rng.integers(0, 3, 30)
     cpu = sim.parse_cpu(kvsim.sim.bench.HIER)
@@ -159,4 +162,4 @@ def test_threads_change_nothing_but_the_speed():
 @pytest.mark.parametrize("threads", [0, 9, 1.5])
 def test_bad_thread_count(threads):
     with pytest.raises(sim.ConfigError, match="threads"):
-        sim.simulate(records([(0, 0, 8)]), sim.parse_cpu(SMALL), threads=threads)
+        sim.simulate(records([("load", 0, 8)]), sim.parse_cpu(SMALL), threads=threads)

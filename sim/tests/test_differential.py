@@ -12,6 +12,9 @@ from kvsim import sim, traces
 from kvsim.sim import _binding as B
 from kvsim.sim.reference import ReferenceSim
 
+LOAD, STORE, PF, MARKER = (traces.KIND_LOAD, traces.KIND_STORE, traces.KIND_PREFETCH,
+                           traces.KIND_MARKER)
+
 
 def assert_same(a, b, path="raw"):
     if isinstance(a, dict):
@@ -34,8 +37,8 @@ def cpu_docs(draw):
     line = draw(st.sampled_from([16, 32, 64]))
     caches = []
     for k in range(n):
-        pol = draw(st.sampled_from(["lru", "plru", "srrip", "brrip", "random"]))
-        ways = draw(st.sampled_from([1, 2, 4, 8])) if pol == "plru" else draw(st.integers(1, 5))
+        pol = draw(st.sampled_from(B.policies()))  # every policy the engine registers
+        ways = draw(st.sampled_from([1, 2, 4, 8])) if pol.pow2_ways else draw(st.integers(1, 5))
         sets = draw(st.sampled_from([1, 2, 4, 8, 16]))
         incl = "non-inclusive"
         if k > 0:
@@ -43,7 +46,7 @@ def cpu_docs(draw):
             incl = draw(st.sampled_from(choices))
         caches.append({
             "name": f"L{k + 1}", "size": sets * ways * line, "ways": ways, "line": line,
-            "latency": draw(st.integers(1, 20)) + 10 * k, "replacement": pol,
+            "latency": draw(st.integers(1, 20)) + 10 * k, "replacement": pol.name,
             "inclusion": incl, "mshrs": draw(st.integers(0, 4)), "seed": draw(st.integers(0, 99)),
         })
     doc = {"name": "hyp", "cache": caches}
@@ -66,7 +69,7 @@ def cpu_docs(draw):
                          "tlb_miss": draw(st.sampled_from(["walk", "drop"]))}
     doc["prefetcher"] = [
         {"level": draw(st.sampled_from(fillable)),
-         "kind": draw(st.sampled_from(["next_line", "ip_stride", "stream"])),
+         "kind": draw(st.sampled_from(B.prefetcher_names())),
          "degree": draw(st.integers(1, 3)), "table": draw(st.integers(1, 4))}
         for _ in range(draw(st.integers(0, 2)))
     ]
@@ -80,18 +83,20 @@ def traces_(draw):
     recs = np.zeros(n, dtype=traces.RECORD_DTYPE)
     base = draw(st.sampled_from([0, 0x7F0000000000]))
     for i in range(n):
-        kind = draw(st.sampled_from([0, 0, 0, 1, 1, 2, 3]))
+        kind = draw(st.sampled_from([LOAD, LOAD, LOAD, STORE, STORE, PF, MARKER]))
         recs[i]["kind"] = kind
         recs[i]["gap"] = draw(st.integers(0, 6))
         recs[i]["tag"] = draw(st.integers(0, 3))
         recs[i]["site"] = draw(st.integers(0, 3))
-        if kind == 3:
-            m = draw(st.sampled_from([1, 3, 4, 5, 6]))
+        if kind == MARKER:
+            m = draw(st.sampled_from([traces.MARK_COMMAND, traces.MARK_PHASE,
+                                      traces.MARK_WARMUP_BEGIN, traces.MARK_WARMUP_END,
+                                      traces.MARK_BATCH]))
             recs[i]["flags"] = m
             recs[i]["addr"] = draw(st.integers(0, 3))
         else:
             recs[i]["addr"] = base + draw(st.integers(0, span))
-            recs[i]["size"] = 1 if kind == 2 else draw(st.sampled_from([1, 4, 8, 16, 64, 100]))
+            recs[i]["size"] = 1 if kind == PF else draw(st.sampled_from([1, 4, 8, 16, 64, 100]))
             recs[i]["dep"] = draw(st.integers(0, 5))
     return recs
 
@@ -196,16 +201,17 @@ def test_lru_hot_path_long_trace(timing, qcap, fill, threads):
     recs = np.zeros(n, dtype=traces.RECORD_DTYPE)
     recs["addr"] = 0x7F0000000000 + rng.integers(0, 1 << 17, n)
     recs["size"] = rng.choice([1, 8, 64, 100], n)
-    recs["kind"] = rng.choice([0, 0, 1, 1, 1, 2], n, p=[.3, .2, .2, .1, .1, .1])
+    recs["kind"] = rng.choice([LOAD, LOAD, STORE, STORE, STORE, PF], n,
+                              p=[.3, .2, .2, .1, .1, .1])
     recs["addr"][recs["size"] == 64] &= ~np.uint64(63)  # whole-line stores
     recs["gap"] = rng.integers(0, 10, n)
     recs["dep"] = rng.integers(0, 3, n)
     recs["tag"] = rng.integers(0, 4, n)
     marks = rng.choice(n, 40, replace=False)
-    recs["kind"][marks] = 3
-    recs["flags"][marks] = rng.choice([1, 3], 40)
+    recs["kind"][marks] = MARKER
+    recs["flags"][marks] = rng.choice([traces.MARK_COMMAND, traces.MARK_PHASE], 40)
     recs["addr"][marks] = rng.integers(0, 3, 40)
-    recs["kind"][100], recs["size"][100] = 1, 64 * 300  # 300 lines: wider than any queue
+    recs["kind"][100], recs["size"][100] = STORE, 64 * 300  # 300 lines: wider than any queue
     caches = [{"name": f"L{k + 1}", "size": 64 * 16 * sets, "ways": 16, "line": 64,
                "latency": 4 + 10 * k, "replacement": "lru", "mshrs": 4 * (k < 2)}
               for k, sets in enumerate([2, 4, 8])]
@@ -222,7 +228,7 @@ def test_presets_engine_equals_reference():
     recs = np.zeros(n, dtype=traces.RECORD_DTYPE)
     recs["addr"] = 0x7F0000000000 + rng.integers(0, 1 << 22, n)
     recs["size"] = rng.choice([1, 8, 64, 100], n)
-    recs["kind"] = rng.choice([0, 0, 0, 1, 2], n)
+    recs["kind"] = rng.choice([LOAD, LOAD, LOAD, STORE, PF], n)
     recs["gap"] = rng.integers(0, 10, n)
     recs["dep"] = rng.integers(0, 3, n)
     recs["tag"] = rng.integers(0, 6, n)

@@ -35,7 +35,7 @@ def run_script(policy, script, ways=4, seed=1):
     for eng in engines(policy, ways, seed):
         for step, (label, want) in enumerate(script):
             i = names.setdefault(label, len(names))
-            eng.run(records([(0, addr(i), 8)]))
+            eng.run(records([("load", addr(i), 8)]))
             got = eng.peek_set(0, 1)
             exp = [None if x is None else line(names[x]) for x in want]
             assert got == exp, f"{type(eng).__name__} step {step} ({label}): {got} != {exp}"
@@ -105,11 +105,11 @@ def test_random_follows_seeded_xorshift():
     assert len(set(expected_victims)) == ways  # every way is reachable
     for eng in engines("random", ways, seed):
         for i in range(ways):
-            eng.run(records([(0, addr(i), 8)]))
+            eng.run(records([("load", addr(i), 8)]))
         contents = eng.peek_set(0, 1)
         for k, v in enumerate(expected_victims):
             new = line(ways + k)
-            eng.run(records([(0, addr(ways + k), 8)]))
+            eng.run(records([("load", addr(ways + k), 8)]))
             contents[v] = new
             assert eng.peek_set(0, 1) == contents, (type(eng).__name__, k)
 
@@ -119,7 +119,7 @@ def test_random_different_seeds_differ():
     for seed in (1, 2):
         eng = engines("random", 4, seed)[0]
         for i in range(40):
-            eng.run(records([(0, addr(i), 8)]))
+            eng.run(records([("load", addr(i), 8)]))
         outs.append(eng.peek_set(0, 1))
     assert outs[0] != outs[1]
 
@@ -137,8 +137,9 @@ def _two_level(incl: str):
 def test_inclusive_back_invalidates(which):
     eng = _two_level("inclusive")[which]
     A, Bb, Cc = 0, LINE, 2 * LINE
-    eng.run(records([(0, A, 8), (0, Bb, 8), (0, A, 8)]))  # L1 refreshes A; L2 does not see it
-    eng.run(records([(0, Cc, 8)]))  # L1 evicts B; L2 evicts A (its LRU) -> A leaves L1 too
+    # L1 refreshes A; L2 does not see it
+    eng.run(records([("load", A, 8), ("load", Bb, 8), ("load", A, 8)]))
+    eng.run(records([("load", Cc, 8)]))  # L1 evicts B; L2 evicts A (its LRU) -> A leaves L1 too
     assert sorted(x for x in eng.peek_set(0, 0) if x is not None) == [2]
     assert sorted(eng.peek_set(1, 0)) == [1, 2]
     raw = eng.finish()
@@ -149,11 +150,11 @@ def test_inclusive_back_invalidates(which):
 def test_exclusive_victim_cache(which):
     eng = _two_level("exclusive")[which]
     A, Bb, Cc = 0, LINE, 2 * LINE
-    eng.run(records([(0, A, 8), (0, Bb, 8)]))
+    eng.run(records([("load", A, 8), ("load", Bb, 8)]))
     assert eng.peek_set(1, 0) == [None, None]  # fills bypass the victim cache
-    eng.run(records([(0, Cc, 8)]))  # L1 evicts A (clean) into L2
+    eng.run(records([("load", Cc, 8)]))  # L1 evicts A (clean) into L2
     assert eng.peek_set(1, 0) == [0, None]
-    eng.run(records([(0, A, 8)]))  # L2 hit: A moves up, L1 evicts B into L2
+    eng.run(records([("load", A, 8)]))  # L2 hit: A moves up, L1 evicts B into L2
     assert sorted(x for x in eng.peek_set(0, 0)) == [0, 2]
     assert eng.peek_set(1, 0) == [1, None]  # A left way 0 before B was inserted
     raw = eng.finish()

@@ -32,7 +32,7 @@ def cpu(**changes):
 
 def misses(dep: int, gap: int = 0):
     """N loads to distinct lines far apart (all miss); dep=1 chains each to the previous."""
-    return records([(0, 4096 * i, 8, gap, dep if i else 0) for i in range(N)])
+    return records([("load", 4096 * i, 8, gap, dep if i else 0) for i in range(N)])
 
 
 @pytest.fixture(params=["fast", "reference"])
@@ -75,18 +75,18 @@ def test_dram_bandwidth_queue(engine):
 def test_sw_prefetch_useful_late_useless_dropped(engine):
     c = cpu()
     far = 1 << 20
-    late = records([(2, far, 1), (0, far, 8)])
+    late = records([("prefetch", far, 1), ("load", far, 8)])
     r = sim.simulate(late, c, engine=engine)["prefetch"]["software"]["L1"]
     assert (r["issued"], r["late"], r["useful"]) == (1, 1, 0)
-    useful = records([(2, far, 1), (0, far, 8, 1000)])
+    useful = records([("prefetch", far, 1), ("load", far, 8, 1000)])
     r = sim.simulate(useful, c, engine=engine)["prefetch"]["software"]["L1"]
     assert (r["useful"], r["late"]) == (1, 0)
     # evicted by two conflicting loads to the same set before any use
-    useless = records([(2, far, 1), (0, far + 512, 8), (0, far + 1024, 8)])
+    useless = records([("prefetch", far, 1), ("load", far + 512, 8), ("load", far + 1024, 8)])
     r = sim.simulate(useless, c, engine=engine)["prefetch"]["software"]["L1"]
     assert r["useless"] == 1 and r["useful"] == 0
     # 12 prefetches at once, 10 miss buffers: 2 dropped
-    burst = records([(2, far + 64 * i, 1) for i in range(12)])
+    burst = records([("prefetch", far + 64 * i, 1) for i in range(12)])
     r = sim.simulate(burst, c, engine=engine)["prefetch"]["software"]["L1"]
     assert (r["issued"], r["dropped"]) == (10, 2)
     assert r["unused_end"] == 10
@@ -98,10 +98,10 @@ def test_sw_prefetch_useful_late_useless_dropped(engine):
 def test_prefetch_hides_latency(engine):
     c = cpu()
     # a dependent walk over consecutive lines, with and without prefetching the next one
-    plain = records([(0, 64 * i, 8, 300, 1 if i else 0) for i in range(50)])
+    plain = records([("load", 64 * i, 8, 300, 1 if i else 0) for i in range(50)])
     pf = records([r for i in range(50) for r in
-                  ([(2, 64 * (i + 1), 1, 0)] if i < 49 else []) +
-                  [(0, 64 * i, 8, 300, 2 if 0 < i < 49 else (1 if i else 0))]])
+                  ([("prefetch", 64 * (i + 1), 1, 0)] if i < 49 else []) +
+                  [("load", 64 * i, 8, 300, 2 if 0 < i < 49 else (1 if i else 0))]])
     a = sim.simulate(plain, c, engine=engine)["cycles"]
     b = sim.simulate(pf, c, engine=engine)["cycles"]
     assert b < a * 0.8
@@ -111,14 +111,14 @@ def test_tlb_miss_policy(engine):
     doc = {"tlb": {"l1_entries": 1, "l1_ways": 1, "l2_entries": 0, "walk_latency": 50},
            "swprefetch": {"fill": "L1", "tlb_miss": "drop"}}
     drop = cpu(**doc)
-    recs = records([(2, 8192 * i, 1) for i in range(5)])
+    recs = records([("prefetch", 8192 * i, 1) for i in range(5)])
     res = sim.simulate(recs, drop, engine=engine)
     assert res["prefetch"]["software_dropped_tlb"] == 5
     doc["swprefetch"]["tlb_miss"] = "walk"
     res = sim.simulate(recs, cpu(**doc), engine=engine)
     assert res["prefetch"]["software_dropped_tlb"] == 0
     assert res["tlb"]["dtlb_misses"] == 5
-    loads = records([(0, 8192 * i, 8) for i in range(5)])
+    loads = records([("load", 8192 * i, 8) for i in range(5)])
     walked = sim.simulate(loads, cpu(**doc), engine=engine)
     assert walked["timing"]["stall_cycles"]["tlb"] == 5 * 50
     huge = sim.simulate(loads, cpu(**doc), engine=engine, page_size=2 * 1024 * 1024)
@@ -127,7 +127,7 @@ def test_tlb_miss_policy(engine):
 
 def test_hw_prefetchers_train(engine):
     doc = {"prefetcher": [{"level": "L1", "kind": "stream", "degree": 2}]}
-    seq = records([(0, 64 * i, 8) for i in range(64)])
+    seq = records([("load", 64 * i, 8) for i in range(64)])
     res = sim.simulate(seq, cpu(**doc), engine=engine, functional=True)
     hw = res["prefetch"]["hardware"]["L1"]
     assert hw["useful"] > 40
@@ -140,7 +140,7 @@ def test_hw_prefetchers_train(engine):
 def test_rob_stall_blamed_on_the_miss_that_holds_retirement(engine):
     # warm line 0, then one DRAM miss followed by many L1 hits: the hits cannot retire
     # before the miss, so the full ROB is the DRAM miss's fault, not the hits'
-    rows = [(0, 0, 8)] + [(0, 1 << 20, 8)] + [(0, 0, 8)] * 200
+    rows = [("load", 0, 8)] + [("load", 1 << 20, 8)] + [("load", 0, 8)] * 200
     res = sim.simulate(records(rows), cpu(rob=16), engine=engine)
     stalls = res["timing"]["stall_cycles"]
     assert stalls["rob_full:DRAM"] > 50

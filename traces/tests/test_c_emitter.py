@@ -87,3 +87,32 @@ def test_recompress_c_emitter_output(emitter_output: tuple[bytes, int], tmp_path
         list(tr)
         assert tr.codecs == {"zstd": 1}
         assert tr.header["chunk_records"] == 65536  # the C header did not name it
+
+
+NAMES_DRIVER = r"""
+#include <stdio.h>
+#include "emit.h"
+int main(void) {
+    for (int i = 0; i < KVT_NUM_TAGS; i++) printf("tag %s\n", ksTagName[i]);
+    for (int i = 0; i < KVT_NUM_MARKERS; i++) printf("marker %s\n", ksMarkerName[i]);
+    return 0;
+}
+"""
+
+
+def test_c_ref_names_its_tags_and_markers_as_the_header(tmp_path: Path) -> None:
+    """c_ref writes its tag and marker names into every trace header (emit.c); they are the
+    header enums' names, the ones kvsim.traces derives from trace_format.h."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None or not (CREF / "emit.c").exists():
+        pytest.skip("no C compiler or no c_ref/emit.c")
+    (tmp_path / "names.c").write_text(NAMES_DRIVER)
+    exe = tmp_path / "names"
+    subprocess.run([cc, "-std=c11", "-DKS_TRACE=1", "-I", str(CREF), str(tmp_path / "names.c"),
+                    str(CREF / "emit.c"), "-o", str(exe)], check=True)
+    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+    got: dict[str, list[str]] = {"tag": [], "marker": []}
+    for line in out.splitlines():
+        what, name = line.split()
+        got[what].append(name)
+    assert got == {"tag": traces.TAG_NAMES, "marker": traces.MARKER_NAMES}

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import re
+import fnmatch
 import shutil
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -84,36 +85,70 @@ def test_constants_match_c(c_layout: dict[str, list[int]]) -> None:
     assert fmt.END_MAGIC.to_bytes(4, "little") == b"KVEN"
 
 
-def _c_enum(name: str) -> dict[str, int]:
+def _compile_and_run(tmp_path: Path, program: str) -> str:
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        pytest.skip("no C compiler")
+    (tmp_path / "probe.c").write_text(program)
+    exe = tmp_path / "probe"
+    subprocess.run([cc, "-std=c11", "-Wall", "-Werror", "-I", str(HEADER_H.parent),
+                    str(tmp_path / "probe.c"), "-o", str(exe)], check=True)
+    return subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
+
+
+def test_header_parse_agrees_with_the_compiler(tmp_path: Path) -> None:
+    """Every #define and enum member format.py read from the header has the value the C
+    compiler gives it (a member the parse invented does not compile)."""
+    defines, enums = fmt.parse_header(HEADER_H.read_text())
+    ints = {k: v for k, v in defines.items() if isinstance(v, int)}
+    for members in enums.values():
+        ints.update(members)
+    assert len(ints) > 30 and "KVT_TAG_STACK" in ints and "KVT_MAX_CHUNK_RECORDS" in ints
+    body = "".join(f'    printf("{k} %llu\\n", (unsigned long long)({k}));\n' for k in ints)
+    out = _compile_and_run(tmp_path, "#include <stdio.h>\n#include \"trace_format.h\"\n"
+                           f"int main(void) {{\n{body}    return 0;\n}}\n")
+    assert dict((k, int(v)) for k, v in (ln.split() for ln in out.splitlines())) == ints
+    # the sentinels count the members, so a member the parse missed shows up here
+    for enum, num in (("kvtKind", "KVT_NUM_KINDS"), ("kvtMarker", "KVT_NUM_MARKERS"),
+                      ("kvtTag", "KVT_NUM_TAGS")):
+        assert len(enums[enum]) - 1 == ints[num], enum
+
+
+def test_module_constants_are_the_header_parse() -> None:
+    for name, value in fmt.constants_from_header(HEADER_H.read_text()).items():
+        assert getattr(fmt, name) == value, name
+        assert getattr(traces, name, value) == value, name
+    assert fmt.KIND_NAMES[fmt.KIND_MARKER] == "marker"
+    assert fmt.TAG_NAMES[fmt.TAG_KEY] == "key"
+    assert fmt.MARKER_NAMES[fmt.MARK_BATCH] == "batch"
+    assert fmt.MAGIC == b"KVTRACE\x00"
+
+
+def test_a_header_change_is_what_python_sees() -> None:
     text = HEADER_H.read_text()
-    body = re.search(r"enum " + name + r" \{(.*?)\};", text, re.S)
-    assert body, name
-    out, value = {}, -1
-    for m in re.finditer(r"^\s*(KVT_\w+)(?:\s*=\s*(\d+))?,", body.group(1), re.M):
-        value = int(m.group(2)) if m.group(2) else value + 1
-        out[m.group(1)] = value
-    return out
+    assert text.count("    KVT_NUM_TAGS") == 1 and text.count("#define KVT_VERSION 1") == 1
+    changed = (text.replace("    KVT_NUM_TAGS", "    KVT_TAG_NEW_THING, /* a new tag */\n"
+                                                "    KVT_NUM_TAGS")
+               .replace("#define KVT_VERSION 1", "#define KVT_VERSION 2"))
+    c = fmt.constants_from_header(changed)
+    assert c["TAG_NEW_THING"] == fmt.NUM_TAGS
+    assert c["NUM_TAGS"] == fmt.NUM_TAGS + 1
+    assert c["TAG_NAMES"] == fmt.TAG_NAMES + ["new_thing"]
+    assert c["VERSION"] == 2
+    gap = text.replace("KVT_MARK_BATCH = 6", "KVT_MARK_BATCH = 9")
+    with pytest.raises(ValueError, match="kvtMarker"):
+        fmt.constants_from_header(gap)
 
 
-@pytest.mark.parametrize(("enum", "c_prefix", "py_prefix"), [
-    ("kvtKind", "KVT_", "KIND_"),
-    ("kvtMarker", "KVT_MARK_", "MARK_"),
-    ("kvtTag", "KVT_TAG_", "TAG_"),
-    ("kvtCodec", "KVT_CODEC_", "CODEC_"),
-])
-def test_enums_mirror_c(enum: str, c_prefix: str, py_prefix: str) -> None:
-    c = _c_enum(enum)
-    assert c
-    for cname, value in c.items():
-        short = cname.removeprefix(c_prefix)
-        if short.startswith("NUM_"):
-            assert getattr(fmt, short) == value, cname
-        else:
-            assert getattr(fmt, py_prefix + short) == value, cname
-    names = {"kvtKind": fmt.KIND_NAMES, "kvtMarker": fmt.MARKER_NAMES, "kvtTag": fmt.TAG_NAMES}
-    if enum in names:
-        members = [k for k in c if "NUM_" not in k]
-        assert [k.removeprefix(c_prefix).lower() for k in members] == names[enum]
+def test_wheel_ships_the_header() -> None:
+    """format.py reads trace_format.h at import: the wheel must carry it as package data."""
+    root = HEADER_H.parents[1]
+    if not (root / "pyproject.toml").is_file():
+        pytest.skip("not a source checkout")
+    sk = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["scikit-build"]
+    assert sk["wheel"]["packages"]["kvsim/traces"] == "traces"
+    target = "kvsim/traces/trace_format.h"
+    assert not any(fnmatch.fnmatch(target, pat) for pat in sk["wheel"].get("exclude", []))
 
 
 def test_public_constants_exported() -> None:
