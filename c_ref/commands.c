@@ -150,45 +150,14 @@ static int nextBatchSize(int remaining) {
     return remaining >= 2 * PREFETCH_BATCH_SIZE ? PREFETCH_BATCH_SIZE : remaining;
 }
 
-/* Test-only broken variant (multikey=batch-stale-table, Redis #15043 before
- * its fix): a command resolves each slot's table once, in its first batch, and
- * later batches keep using that table.  A table freed (emptied by an expired
- * key) and re-created since is "dead": lookups through it miss and writes
- * through it are lost, as with a dangling dict.  Identity is pointer plus the
- * kvstore's creation generation, so a re-created table at a reused address is
- * still a different table. */
-typedef struct {
-    void *table;
-    uint64_t gen;
-    int valid;
-} staleEntry;
-
-static staleEntry *staleTables(ksKeyspace *ks) {
-    if (!ks->var.multikey_stale_table) return NULL;
-    return calloc((size_t)ks->nslots, sizeof(staleEntry));
-}
-
-static int staleDead(ksKeyspace *ks, staleEntry *st, const ksKeyInfo *ki) {
-    if (!st) return 0;
-    staleEntry *e = &st[ki->slot];
-    if (!e->valid || e->table == NULL) return 0; /* nothing cached: live lookups */
-    return e->table != ks->slots[ki->slot] || e->gen != ks->slot_gen[ki->slot];
-}
-
-/* Resolve keys argv[first + i*step] for i in [from, from+n) and prefetch them. */
+/* Resolve keys argv[first + i*step] for i in [from, from+n) and prefetch them.
+ * `tables` (a variant's ksMultikeyTableHooks, with its per-command state) sees
+ * every resolved key and may change the table the batch uses. */
 static void resolveBatch(ksKeyspace *ks, ksCommand *cmd, ksKeyInfo *ki, int first, int step, int from, int n,
-                         staleEntry *st) {
+                         void *tables) {
     for (int i = 0; i < n; i++) {
         ksKeyResolve(ks, cmd->argv[first + (from + i) * step], &ki[i]);
-        if (st) {
-            staleEntry *e = &st[ki[i].slot];
-            if (!e->valid) {
-                *e = (staleEntry){ki[i].table, ks->slot_gen[ki[i].slot], 1};
-            } else {
-                ki[i].table = e->table; /* the cached (maybe dangling) table */
-                if (staleDead(ks, st, &ki[i])) ki[i].table = NULL; /* never dereferenced here */
-            }
-        }
+        if (tables) ks->var.multikey_tables->resolved(ks, tables, &ki[i]);
     }
     if (ks->var.multikey && n > 1) {
         KS_MARK(KVT_MARK_BATCH, n);
@@ -196,8 +165,22 @@ static void resolveBatch(ksKeyspace *ks, ksCommand *cmd, ksKeyInfo *ki, int firs
     }
 }
 
-static void *findForBatch(ksKeyspace *ks, ksKeyInfo *ki, staleEntry *st) {
-    if (staleDead(ks, st, ki)) return NULL;
+/* Per-command state of the variant's table hooks, or NULL (every shipped variant). */
+static void *tablesBegin(ksKeyspace *ks) {
+    return ks->var.multikey_tables ? ks->var.multikey_tables->begin(ks) : NULL;
+}
+
+static void tablesEnd(ksKeyspace *ks, void *tables) {
+    if (tables) ks->var.multikey_tables->end(tables);
+}
+
+/* 1 if the hooks say the key's table is dead: a lookup misses, a write is lost. */
+static int tableLost(ksKeyspace *ks, void *tables, const ksKeyInfo *ki) {
+    return tables && ks->var.multikey_tables->lost(ks, tables, ki);
+}
+
+static void *findForBatch(ksKeyspace *ks, ksKeyInfo *ki, void *tables) {
+    if (tableLost(ks, tables, ki)) return NULL;
     return ksDbFind(ks, ki);
 }
 
@@ -206,18 +189,18 @@ static void mgetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     ksReplyArrayLen(ks, c, nkeys);
     ksKeyInfo ki[2 * PREFETCH_BATCH_SIZE];
     int batching = ks->var.multikey != NULL;
-    staleEntry *stale = staleTables(ks);
+    void *tables = tablesBegin(ks);
     for (int done = 0; done < nkeys;) {
         int n = batching ? nextBatchSize(nkeys - done) : 1;
-        resolveBatch(ks, cmd, ki, 1, 1, done, n, stale);
+        resolveBatch(ks, cmd, ki, 1, 1, done, n, tables);
         for (int i = 0; i < n; i++) {
-            void *e = findForBatch(ks, &ki[i], stale);
+            void *e = findForBatch(ks, &ki[i], tables);
             if (e) replyValue(ks, c, e, 0);
             else ksReplyNull(ks, c);
         }
         done += n;
     }
-    free(stale);
+    tablesEnd(ks, tables);
 }
 
 static int msetArity(ksKeyspace *ks, ksClient *c, ksCommand *cmd, const char *name) {
@@ -234,14 +217,14 @@ static void msetGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int nx) {
     int npairs = (cmd->argc - 1) / 2;
     ksKeyInfo ki[2 * PREFETCH_BATCH_SIZE];
     int batching = ks->var.multikey != NULL;
-    staleEntry *stale = staleTables(ks);
+    void *tables = tablesBegin(ks);
     if (nx) {
         for (int done = 0; done < npairs;) {
             int n = batching ? nextBatchSize(npairs - done) : 1;
-            resolveBatch(ks, cmd, ki, 1, 2, done, n, stale);
+            resolveBatch(ks, cmd, ki, 1, 2, done, n, tables);
             for (int i = 0; i < n; i++) {
-                if (findForBatch(ks, &ki[i], stale)) {
-                    free(stale);
+                if (findForBatch(ks, &ki[i], tables)) {
+                    tablesEnd(ks, tables);
                     ksReplyInt(ks, c, 0);
                     return;
                 }
@@ -251,15 +234,15 @@ static void msetGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int nx) {
     }
     for (int done = 0; done < npairs;) {
         int n = batching ? nextBatchSize(npairs - done) : 1;
-        resolveBatch(ks, cmd, ki, 1, 2, done, n, stale);
+        resolveBatch(ks, cmd, ki, 1, 2, done, n, tables);
         for (int i = 0; i < n; i++) {
             sds v = cmd->argv[2 + 2 * (done + i)];
-            if (staleDead(ks, stale, &ki[i])) continue; /* written into a dead table: lost */
+            if (tableLost(ks, tables, &ki[i])) continue; /* written into a dead table: lost */
             ksDbSet(ks, &ki[i], (const uint8_t *)v, sdslen(v), -1);
         }
         done += n;
     }
-    free(stale);
+    tablesEnd(ks, tables);
     if (nx) ksReplyInt(ks, c, 1);
     else ksReplyStatus(ks, c, "OK");
 }

@@ -47,13 +47,29 @@ typedef struct ksLoadVariant {
     int rehash_on_insert;   /* hash the key again at insert (#2311 regression) */
 } ksLoadVariant;
 
+/* Multi-key table hooks: optional callbacks around one MGET/MSET/MSETNX, for a
+ * variant that changes which slot table its batches use.  No variant of the
+ * product sets them (ksVariants.multikey_tables is NULL); the deliberately
+ * broken test variant of tests/broken_variants.c does, to show the tests catch
+ * a stale table.  When set, all four are required:
+ *   begin     per-command state, or NULL for no hook on this command;
+ *   resolved  after each key of a batch is resolved; may replace ki->table;
+ *   lost      1 if the key's table is dead: a lookup misses, a write is dropped;
+ *   end       frees the state. */
+typedef struct ksMultikeyTableHooks {
+    void *(*begin)(ksKeyspace *ks);
+    void (*resolved)(ksKeyspace *ks, void *state, ksKeyInfo *ki);
+    int (*lost)(ksKeyspace *ks, void *state, const ksKeyInfo *ki);
+    void (*end)(void *state);
+} ksMultikeyTableHooks;
+
 typedef struct ksVariants {
     ksPipelineFn pipeline;
     const char *pipeline_name;
     int batch;
     ksMultikeyPrefetchFn multikey;
     const char *multikey_name;
-    int multikey_stale_table; /* test-only broken variant: cache tables across batches */
+    const ksMultikeyTableHooks *multikey_tables; /* NULL but in tests (above) */
     ksLoadVariant load;
     const char *load_name;
     int iterate; /* KS_ITER_PREFETCH_* */
@@ -66,6 +82,15 @@ int ksParseVariants(ksKeyspace *ks, const char *spec, ksVariants *out);
 const char *ksVariantNames(const char *family);
 /* Resolve one name of a family into v; -1 if unknown. */
 int ksSetVariant(ksVariants *v, const char *family, const char *name);
+/* Sets one variant's fields in v (fn: the registry entry's function, may be NULL). */
+typedef void (*ksVariantApplyFn)(ksVariants *v, const void *fn);
+/* Add a variant to the registry at run time, for variants kept outside the core
+ * sources (tests/broken_variants.c registers its own from a constructor).
+ * `apply` may call ksSetVariant for a base variant first.  Strings are not
+ * copied.  0, or -1 if the family is unknown, the name is taken or the
+ * KS_MAX_EXTRA_VARIANTS slots are full. */
+#define KS_MAX_EXTRA_VARIANTS 8
+int ksRegisterVariant(const char *family, const char *name, ksVariantApplyFn apply, const void *fn);
 
 /* --- Keys ------------------------------------------------------------------ */
 

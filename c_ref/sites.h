@@ -62,7 +62,7 @@
     /* --- snapshot.c --- */                                                   \
     X(SNAP_READ, "snap.read", 68)                                              \
     X(SNAP_WRITE, "snap.write", 35)                                            \
-    /* --- dict.c (Redis dict; owned by the dict engineer) --- */              \
+    /* --- dict.c, dict_prefetch.c (Redis dict, table=dict) --- */            \
     X(DICT_META, "dict.meta", 6)                                               \
     X(DICT_BUCKET, "dict.bucket", 10)            /* ht_table[t][idx] cell */      \
     X(DICT_ENTRY, "dict.entry", 8)               /* dictEntry / NoValue node */   \

@@ -4,12 +4,18 @@
  *
  *   family     names                                      what it selects
  *   pipeline   naive, lookahead                           ksPipelineFn
- *   multikey   none, batch (+ batch-stale-table, tests)   ksMultikeyPrefetchFn
+ *   multikey   none, batch                                ksMultikeyPrefetchFn
  *   load       none, prefetch-after-key, prefetch-rehash  ksLoadVariant flags
  *   iterate    none, next-bucket, valkey                  iterator prefetch mode
  *
  * Variant strings ("pipeline=lookahead batch=16 multikey=batch") are parsed by
  * ksParseVariants over the defaults (naive, 16, none, none, none).
+ *
+ * Variants outside the core sources join the registry through
+ * ksRegisterVariant: the C tests and the test libraries
+ * (libkvsim_cref_testvariants.so, libkvsim_cref_asan.so) link
+ * tests/broken_variants.c, whose deliberately broken variants register
+ * themselves when the library loads.  The product never contains them.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,14 +52,8 @@ static void multikeyBatch(ksKeyspace *ks, ksKeyInfo *keys, int n) {
 static void setPipeline(ksVariants *v, const void *fn) { v->pipeline = (ksPipelineFn)fn; }
 static void setMultikey(ksVariants *v, const void *fn) {
     v->multikey = (ksMultikeyPrefetchFn)fn;
-    v->multikey_stale_table = 0;
+    v->multikey_tables = NULL;
 }
-#ifdef KS_TEST_VARIANTS
-static void setMultikeyStale(ksVariants *v, const void *fn) {
-    v->multikey = (ksMultikeyPrefetchFn)fn;
-    v->multikey_stale_table = 1;
-}
-#endif
 static void setLoadNone(ksVariants *v, const void *fn) {
     (void)fn;
     v->load = (ksLoadVariant){0, 0};
@@ -84,7 +84,7 @@ static void setIterValkey(ksVariants *v, const void *fn) {
 typedef struct {
     const char *family;
     const char *name;
-    void (*apply)(ksVariants *v, const void *fn);
+    ksVariantApplyFn apply;
     const void *fn;
 } variantEntry;
 
@@ -93,11 +93,6 @@ static const variantEntry registry[] = {
     {"pipeline", "lookahead", setPipeline, (const void *)ksPipelineLookahead},
     {"multikey", "none", setMultikey, NULL},
     {"multikey", "batch", setMultikey, (const void *)multikeyBatch},
-#ifdef KS_TEST_VARIANTS
-    /* Broken on purpose (Redis #15043 before its fix): slot tables resolved in
-     * the first batch are reused by later batches of the same command. */
-    {"multikey", "batch-stale-table", setMultikeyStale, (const void *)multikeyBatch},
-#endif
     {"load", "none", setLoadNone, NULL},
     {"load", "prefetch-after-key", setLoadAfterKey, NULL},
     {"load", "prefetch-rehash", setLoadRehash, NULL},
@@ -108,27 +103,51 @@ static const variantEntry registry[] = {
 
 #define NREG (sizeof(registry) / sizeof(registry[0]))
 
-int ksSetVariant(ksVariants *v, const char *family, const char *name) {
-    for (size_t i = 0; i < NREG; i++) {
-        if (strcmp(registry[i].family, family) == 0 && strcmp(registry[i].name, name) == 0) {
-            registry[i].apply(v, registry[i].fn);
-            if (!strcmp(family, "pipeline")) v->pipeline_name = registry[i].name;
-            else if (!strcmp(family, "multikey")) v->multikey_name = registry[i].name;
-            else if (!strcmp(family, "load")) v->load_name = registry[i].name;
-            else v->iterate_name = registry[i].name;
-            return 0;
-        }
+/* Variants added by ksRegisterVariant (zero-initialised: usable from a
+ * constructor that runs before any other code of the library). */
+static variantEntry extra[KS_MAX_EXTRA_VARIANTS];
+static size_t nextra;
+
+static const variantEntry *entryAt(size_t i) { return i < NREG ? &registry[i] : &extra[i - NREG]; }
+
+static int knownFamily(const char *family) {
+    return !strcmp(family, "pipeline") || !strcmp(family, "multikey") || !strcmp(family, "load") ||
+           !strcmp(family, "iterate");
+}
+
+static const variantEntry *findEntry(const char *family, const char *name) {
+    for (size_t i = 0; i < NREG + nextra; i++) {
+        const variantEntry *e = entryAt(i);
+        if (strcmp(e->family, family) == 0 && strcmp(e->name, name) == 0) return e;
     }
-    return -1;
+    return NULL;
+}
+
+int ksRegisterVariant(const char *family, const char *name, ksVariantApplyFn apply, const void *fn) {
+    if (!knownFamily(family) || !apply || findEntry(family, name) || nextra == KS_MAX_EXTRA_VARIANTS) return -1;
+    extra[nextra++] = (variantEntry){family, name, apply, fn};
+    return 0;
+}
+
+int ksSetVariant(ksVariants *v, const char *family, const char *name) {
+    const variantEntry *e = findEntry(family, name);
+    if (!e) return -1;
+    e->apply(v, e->fn);
+    if (!strcmp(family, "pipeline")) v->pipeline_name = e->name;
+    else if (!strcmp(family, "multikey")) v->multikey_name = e->name;
+    else if (!strcmp(family, "load")) v->load_name = e->name;
+    else v->iterate_name = e->name;
+    return 0;
 }
 
 const char *ksVariantNames(const char *family) {
     static char buf[512];
     buf[0] = '\0';
-    for (size_t i = 0; i < NREG; i++) {
-        if (strcmp(registry[i].family, family)) continue;
+    for (size_t i = 0; i < NREG + nextra; i++) {
+        const variantEntry *e = entryAt(i);
+        if (strcmp(e->family, family)) continue;
         if (buf[0]) strncat(buf, "|", sizeof(buf) - strlen(buf) - 1);
-        strncat(buf, registry[i].name, sizeof(buf) - strlen(buf) - 1);
+        strncat(buf, e->name, sizeof(buf) - strlen(buf) - 1);
     }
     return buf;
 }
@@ -161,7 +180,7 @@ int ksParseVariants(ksKeyspace *ks, const char *spec, ksVariants *out) {
             v.batch = (int)b;
             continue;
         }
-        if (strcmp(k, "pipeline") && strcmp(k, "multikey") && strcmp(k, "load") && strcmp(k, "iterate")) {
+        if (!knownFamily(k)) {
             snprintf(ks->err, sizeof(ks->err), "unknown variant family '%s'", k);
             return -1;
         }

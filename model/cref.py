@@ -60,9 +60,9 @@ TEST_LIB_NAME = artifacts.CREF_TEST_LIB
 
 
 def test_library_path() -> Path:
-    """The test-variant build (``-DKS_TEST_VARIANTS``: adds deliberately broken variants
-    such as ``multikey=batch-stale-table``), in a source checkout only; raises
-    LibraryMissing."""
+    """The library plus c_ref's deliberately broken variants (``c_ref/tests/
+    broken_variants.c``, e.g. ``multikey=batch-stale-table``), in a source checkout only;
+    raises LibraryMissing."""
     return artifacts.path(TEST_LIB_NAME)
 
 

@@ -55,15 +55,7 @@ __all__ = [
     "assert_variant_equivalent",
     "parse_options",
     "Mismatch",
-    "KNOWN_CREF_COMPAT",
 ]
-
-
-#: c_ref departures from Valkey that the model mimics by default in the harness, so that
-#: random runs stay exact elsewhere. Each one is reported to c_ref and pinned by a strict
-#: xfail in model/tests/test_lockstep_cref.py::KNOWN_DEVIATIONS; remove a flag when c_ref
-#: fixes it (the xfail then fails the run to remind you). Empty: all known ones are fixed.
-KNOWN_CREF_COMPAT: frozenset[str] = frozenset()
 
 
 class Mismatch(AssertionError):
@@ -92,12 +84,10 @@ def parse_options(options: str) -> dict[str, str]:
 class ModelBackend:
     """The semantic model (``model.keyspace.Keyspace``)."""
 
-    def __init__(self, options: str = "", crossslot: bool = False, name: str = "model",
-                 compat: frozenset[str] = frozenset()):
+    def __init__(self, options: str = "", crossslot: bool = False, name: str = "model"):
         opts = parse_options(options)
         self.name = name
-        self.ks = ModelKeyspace(cluster=opts.get("cluster", "0") == "1", crossslot=crossslot,
-                                compat=compat)
+        self.ks = ModelKeyspace(cluster=opts.get("cluster", "0") == "1", crossslot=crossslot)
 
     def execute(self, query: bytes, batch: int) -> tuple[bytes, int]:
         return self.ks.execute(query)
@@ -193,7 +183,6 @@ class LockstepConfig:
     seed: int = 0
     crossslot: bool | None = None  # None: probe c_ref
     model_factory: Callable[[str, bool], Backend] | None = None
-    compat: frozenset[str] = KNOWN_CREF_COMPAT  # model.keyspace.COMPAT flags (c_ref gaps)
     library: str | None = None  # c_ref library path (default: cref.library_path())
     pool: list[bytes] = field(default_factory=list)
 
@@ -212,7 +201,7 @@ def make_lockstep_machine(cfg: LockstepConfig) -> type[RuleBasedStateMachine]:
             super().__init__()
             self.backends: list[Backend] = []
             if cfg.with_model:
-                mk = cfg.model_factory or (lambda o, c: ModelBackend(o, c, compat=cfg.compat))
+                mk = cfg.model_factory or ModelBackend
                 self.backends.append(mk(cfg.options, crossslot))
             if cfg.with_cref_naive:
                 self.backends.append(CrefBackend(cfg.options, "", "cref-naive", cfg.library))

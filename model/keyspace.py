@@ -8,8 +8,7 @@ DBSIZE, FLUSHALL [SYNC|ASYNC]. Anything else is an unknown command. c_ref is a s
 node owning every slot, so there is no CROSSSLOT by default.
 
 SCAN's cursor is the model's own (a stable per-key hash order), not c_ref's: compare SCAN
-results by coverage, not bytes. ``compat`` flags (``COMPAT``) opt into known c_ref
-departures from Valkey; the default is Valkey's behaviour.
+results by coverage, not bytes.
 
 Expiry runs on a logical clock in milliseconds (``set_time_ms``) that the test controls. A
 key with absolute expire time ``when`` is logically expired once ``now > when``
@@ -32,7 +31,7 @@ from kvsim.model import resp
 from kvsim.model.glob import key_hash_slot, string_match_len
 from kvsim.model.resp import LLONG_MAX, LLONG_MIN, Command, ProtocolError, split_commands
 
-__all__ = ["COMPAT", "Keyspace", "ModelError", "scan_order_hash"]
+__all__ = ["Keyspace", "ModelError", "scan_order_hash"]
 
 
 class ModelError(AssertionError):
@@ -65,13 +64,7 @@ NOT_INT = resp.error("ERR value is not an integer or out of range")
 class Keyspace:
     """The semantic model. ``execute(query)`` behaves like ``ksExecute`` (naive variant)."""
 
-    def __init__(
-        self, cluster: bool = False, crossslot: bool = False, compat: frozenset[str] = frozenset()
-    ) -> None:
-        unknown = set(compat) - COMPAT
-        if unknown:
-            raise ValueError(f"unknown compat flags {sorted(unknown)}")
-        self.compat = frozenset(compat)
+    def __init__(self, cluster: bool = False, crossslot: bool = False) -> None:
         self.cluster = cluster
         self.crossslot = crossslot and cluster
         self.data: dict[bytes, bytes] = {}
@@ -187,8 +180,7 @@ class Keyspace:
         out = []
         for item in items:
             if isinstance(item, ProtocolError):
-                bare = "protocol_error_without_err" in self.compat
-                out.append(resp.error(("" if bare else "ERR ") + item.message))
+                out.append(resp.error("ERR " + item.message))
             else:
                 assert isinstance(item, Command)
                 out.append(self.call(list(item.argv)))
@@ -386,8 +378,7 @@ class Keyspace:
                     return SYNTAX_ERR
                 count = c
             elif opt == "match" and left >= 2:
-                star = argv[i + 1] == b"*" and "scan_match_star_is_a_pattern" not in self.compat
-                pat = None if star else argv[i + 1]
+                pat = None if argv[i + 1] == b"*" else argv[i + 1]
             elif opt == "type" and left >= 2:
                 typename = _cstr(argv[i + 1]).lower()
             else:
@@ -408,10 +399,7 @@ class Keyspace:
                 continue  # every value is a string: other types filter all, delete nothing
             if pat is not None and not string_match_len(pat, k):
                 continue
-            if "scan_keeps_expired" in self.compat:
-                if self.key_is_expired(k):
-                    continue
-            elif self.expire_if_needed(k):
+            if self.expire_if_needed(k):
                 continue
             out.append(resp.bulk(k))
         return resp.array([resp.bulk(str(nxt).encode()), resp.array(out)])
@@ -429,15 +417,6 @@ class Keyspace:
 
 
 _MULTIKEY = {"del", "exists", "mget", "mset", "msetnx"}
-
-#: Opt-in departures from Valkey, each matching a known c_ref deviation (see
-#: model/README.md "Known c_ref deviations"); the default model is Valkey's behaviour.
-COMPAT = frozenset({
-    "scan_keeps_expired",  # SCAN filters expired keys without deleting them
-    "scan_match_star_is_a_pattern",  # SCAN MATCH * runs the glob (so "" is not returned)
-    "protocol_error_without_err",  # "-Protocol error: ..." instead of "-ERR Protocol error: ..."
-})
-
 
 def _string2ull(b: bytes) -> int | None:
     """Valkey ``string2ull`` (SCAN cursor): string2ll, else strtoull leniency."""

@@ -44,15 +44,11 @@ cmp -s "$T/a.kvt" "$T/b.kvt" && ok "trace deterministic (file == stdout)" || bad
 KVSIM_GIT_COMMIT=abc123 "$B" trace pipeline -o "$T/c.kvt" --keys 50 --ops 50 && grep -q '"git_commit":"abc123"' "$T/c.kvt" \
     && ok "git commit from KVSIM_GIT_COMMIT" || bad "git commit from KVSIM_GIT_COMMIT"
 
-# every workload x variant, native and traced, tiny (table=dict only when built)
-DICT="--table dict"
-if "$B" native pipeline --keys 10 --ops 10 --table dict --json 2>&1 | grep -q "not built"; then
-    DICT=""; echo "[skip] --table dict (dict backend not built)"
-fi
+# every workload x variant, native and traced, tiny, on both tables
 for spec in "pipeline naive" "pipeline lookahead" "mget none" "mget batch" "mset none" "mset batch" \
             "iterate none" "iterate next-bucket" "iterate valkey" "load none" "load prefetch-after-key" "load prefetch-rehash"; do
     set -- $spec
-    for extra in "" "--cluster --layout legacy" ${DICT:+"$DICT"}; do
+    for extra in "" "--cluster --layout legacy" "--table dict"; do
         if "$B" native "$1" --keys 300 --ops 200 --variant "$2" --op save --keys-per-command 7 $extra --repeat 2 --json >"$T/n.json" 2>"$T/e" \
             && grep -q '"median_s"' "$T/n.json" && grep -q '"runs_s":\[' "$T/n.json" \
             && "$B" trace "$1" -o "$T/t.kvt" --keys 300 --ops 200 --variant "$2" --keys-per-command 7 $extra 2>"$T/e"; then

@@ -11,8 +11,8 @@
  *
  * Build: `make -C c_ref test` / `test-sanitize` (picked up as tests/test_*.c;
  * there it also runs the keyspace-level differential test table=dict vs
- * table=hashtable, and KS_TEST_VARIANTS the traced-build checks through the
- * renamed tr_* core).  Standalone, dict only:
+ * table=hashtable, and, with KS_TEST_TRACED_CORE, the traced-build checks
+ * through the renamed tr_* core).  Standalone, dict only:
  *   cc -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -fsanitize=address,undefined \
  *      c_ref/tests/test_dict.c c_ref/dict.c c_ref/dict_prefetch.c \
  *      c_ref/arena.c c_ref/emit.c c_ref/siphash.c -o test_dict
@@ -1305,7 +1305,7 @@ static void test_keyspace_table_dict(void) {
 
 /* --- The traced build, from the native test (Makefile: renamed tr_* core) ------------------- */
 
-#if defined(KS_TEST_VARIANTS) && !KS_TRACE
+#if defined(KS_TEST_TRACED_CORE) && !KS_TRACE
 ksArena *tr_ksArenaCreate(uint64_t base);
 void tr_ksArenaDestroy(ksArena *a);
 dict *tr_dictCreate(dictType *type, ksArena *arena);
@@ -1440,7 +1440,7 @@ int main(int argc, char **argv) {
     test_prefetcher_cursor();
     for (int t = 0; t < 3; t++) test_random_ops(t);
     test_mem_usage();
-#if defined(KS_TEST_VARIANTS) && !KS_TRACE
+#if defined(KS_TEST_TRACED_CORE) && !KS_TRACE
     test_traced();
 #endif
     test_keyspace_table_dict();

@@ -1,6 +1,6 @@
 """Deliberately broken (and matching correct) batched variants, for tests only.
 
-``StaleSlotTableMset`` is the first version of seed 001's MSET prefetch (redis#15043) in
+``StaleSlotTableMset`` is the first version of Redis PR #15043's MSET prefetch in
 Python: it looks up the slot table of the first key once and keeps using it for every
 16-key batch. In C that pointer dangles once a ``setKey`` in batch 1 deletes the slot's
 last (expired) key and the empty table is freed; here, so that the mistake has a visible

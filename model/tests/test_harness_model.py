@@ -1,5 +1,5 @@
 """The lockstep harness on Python backends: a correct batched variant passes, the broken
-one (seed 001's cached slot table) is caught. No C library needed."""
+one (Redis PR #15043's cached slot table) is caught. No C library needed."""
 
 import pytest
 from broken_variants import (

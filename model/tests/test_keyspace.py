@@ -158,23 +158,19 @@ def test_set_get_keepttl_exat_pttl():
         b"-ERR invalid expire time in 'set' command\r\n")
 
 
-def test_scan_star_and_expiry_semantics_and_compat_flags():
-    for compat, star_has_empty, scan_deletes in [
-        (frozenset(), True, True),
-        (frozenset({"scan_keeps_expired", "scan_match_star_is_a_pattern"}), False, False),
-    ]:
-        ks = Keyspace(compat=compat)
-        ex(ks, ["SET", "", "v"], ["SET", "e", "v", "PX", "1"])
-        (rep,) = parse_replies(ex(ks, ["SCAN", "0", "MATCH", "*"]))
-        assert (b"" in rep[1]) == star_has_empty
-        ks.set_time_ms(5)
-        assert ex(ks, ["KEYS", "*"], ["DBSIZE"]) == b"*1\r\n$0\r\n\r\n:2\r\n"  # no delete
-        ex(ks, ["SCAN", "0", "COUNT", "100"])
-        assert ks.dbsize() == (1 if scan_deletes else 2)
-    assert Keyspace(compat=frozenset({"protocol_error_without_err"})).execute(b"*x\r\n")[0] == (
-        b"-Protocol error: invalid multibulk length\r\n")
-    with pytest.raises(ValueError):
-        Keyspace(compat=frozenset({"nope"}))
+def test_scan_star_and_expiry_semantics():
+    """SCAN MATCH * returns the empty key (no glob run); KEYS filters expired keys without
+    deleting them, SCAN deletes the ones it visits; protocol errors carry "ERR "."""
+    ks = Keyspace()
+    ex(ks, ["SET", "", "v"], ["SET", "e", "v", "PX", "1"])
+    (rep,) = parse_replies(ex(ks, ["SCAN", "0", "MATCH", "*"]))
+    assert b"" in rep[1]
+    ks.set_time_ms(5)
+    assert ex(ks, ["KEYS", "*"], ["DBSIZE"]) == b"*1\r\n$0\r\n\r\n:2\r\n"  # no delete
+    ex(ks, ["SCAN", "0", "COUNT", "100"])
+    assert ks.dbsize() == 1
+    assert Keyspace().execute(b"*x\r\n")[0] == (
+        b"-ERR Protocol error: invalid multibulk length\r\n")
 
 
 def test_check_valid_detects_corruption():

@@ -10,7 +10,6 @@ from model_helpers import scale
 from kvsim import artifacts
 from kvsim.model import cref
 from kvsim.model.harness import (
-    KNOWN_CREF_COMPAT,
     CrefBackend,
     LockstepConfig,
     Mismatch,
@@ -31,42 +30,16 @@ VARIANTS = [
     "load=prefetch-rehash iterate=valkey pipeline=lookahead multikey=batch batch={batch}",
 ]
 
-#: Known c_ref departures from Valkey, reported to c_ref (see KNOWN_DEVIATIONS below);
-#: the model mimics them only in the lockstep runs, so the rest stays an exact comparison.
-CREF_COMPAT = KNOWN_CREF_COMPAT
-
 OPTIONS = [
     f"table={t} layout={lay} cluster={c}"
     for t in ("hashtable", "dict") for lay in ("unified", "legacy") for c in (0, 1)
 ]
 
 
-def _require(options: str) -> None:
-    try:
-        cref.Keyspace(options).close()
-    except cref.CrefError as e:
-        pytest.skip(f"c_ref built without these options ({e})")
-
-
-#: Variants with a known, reported bug under some options: (options substring, variant
-#: prefix) pairs excluded there from the matrix, each pinned by a strict xfail test until
-#: c_ref fixes it. Empty: every bug found so far is fixed (see the regression tests).
-KNOWN_VARIANT_BUGS: dict[str, tuple[str, str]] = {}
-
-
-def variants_for(options: str) -> list[str]:
-    out = VARIANTS
-    for opt, prefix in KNOWN_VARIANT_BUGS.values():
-        if opt in options:
-            out = [v for v in out if not v.startswith(prefix)]
-    return out
-
-
 @pytest.mark.parametrize("options", OPTIONS)
 def test_every_variant_equals_naive_and_model(cref_lib, options):
-    _require(options)
-    assert_variant_equivalent(variants_for(options), options, max_examples=scale(40),
-                              stateful_step_count=30, compat=CREF_COMPAT)
+    assert_variant_equivalent(VARIANTS, options, max_examples=scale(40),
+                              stateful_step_count=30)
 
 
 @pytest.mark.parametrize("variant", ["load=prefetch-after-key", "load=prefetch-rehash"])
@@ -86,22 +59,19 @@ def test_regression_load_prefetch_empty_slot_table(cref_lib, variant):
 @pytest.mark.parametrize("options", OPTIONS)
 def test_every_variant_long_run(cref_lib, options):
     """The matrix with 25x the examples and longer programs (``pytest -m slow``)."""
-    _require(options)
-    assert_variant_equivalent(variants_for(options), options, max_examples=1000,
+    assert_variant_equivalent(VARIANTS, options, max_examples=1000,
                               stateful_step_count=60)
 
 
 @pytest.mark.parametrize("options", ["hashtable_min_exp=0 seed=7", "cluster=1 seed=3"])
 def test_other_seeds_and_tiny_tables(cref_lib, options):
-    _require(options)
     assert_variant_equivalent(VARIANTS[:3], options, max_examples=scale(25),
-                              compat=CREF_COMPAT, seed=int(options.split("seed=")[1]))
+                              seed=int(options.split("seed=")[1]))
 
 
 def test_check_variant_fixture(check_variant):
     """The fixture a variant author uses (model/README.md)."""
-    check_variant("multikey=batch batch={batch}", "cluster=1", max_examples=10,
-                  compat=CREF_COMPAT)
+    check_variant("multikey=batch batch={batch}", "cluster=1", max_examples=10)
 
 
 def _pipeline() -> bytes:
@@ -119,7 +89,6 @@ def _pipeline() -> bytes:
 def test_pipeline_split_at_every_byte_boundary(cref_lib, options):
     """Deliver one pipeline in two reads cut at every byte; every variant, every batch
     size class, must reply and consume exactly like the model and naive c_ref."""
-    _require(options)
     buf = _pipeline()
     variants = ["", "pipeline=lookahead batch=1", "pipeline=lookahead batch=3",
                 "pipeline=lookahead multikey=batch batch=16", "pipeline=lookahead batch=128"]
@@ -146,15 +115,14 @@ def test_pipeline_split_at_every_byte_boundary(cref_lib, options):
 
 
 @pytest.fixture(scope="module")
-def cref_test_lib():
-    try:
-        return str(cref.test_library_path())
-    except cref.LibraryMissing as e:
-        pytest.skip(f"{e}; c_ref must build it (-DKS_TEST_VARIANTS) for this test")
+def cref_test_lib() -> str:
+    """libkvsim_cref_testvariants.so: c_ref plus c_ref/tests/broken_variants.c (built by
+    ``make build``; LibraryMissing, naming every path tried, fails the test)."""
+    return str(cref.test_library_path())
 
 
-def test_broken_variant_differs_on_seed_001_inputs(cref_test_lib):
-    """Seed 001's exact inputs: a cluster slot holding one expired key, then a 32-key MSET
+def test_broken_variant_differs_after_an_expired_key(cref_test_lib):
+    """The minimal failing case: a cluster slot holding one expired key, then a 32-key MSET
     in that slot. Batch 1 deletes the key (the slot table is freed and re-created, maybe
     at the same address); batch 2 of the broken variant still holds the old table."""
     keys = hashtag_keys(b"s", 32)
@@ -169,11 +137,18 @@ def test_broken_variant_differs_on_seed_001_inputs(cref_test_lib):
     assert out["multikey=batch-stale-table"] != out[""]
 
 
+def test_broken_variant_is_not_in_the_product(cref_lib):
+    """The product library (and so the CLI and the wheel) does not know the test variant."""
+    with cref.Keyspace("cluster=1") as ks, pytest.raises(
+            cref.CrefError, match=r"unknown multikey variant 'batch-stale-table' \(none\|batch\)"):
+        ks.execute(E("MGET", "a"), "multikey=batch-stale-table")
+
+
 def test_broken_variant_is_caught_by_the_harness(cref_test_lib):
     """Hypothesis must find the broken variant from the harness's generic strategies."""
     cfg = LockstepConfig(options="cluster=1", variants=["multikey=batch-stale-table "
                                                         "batch={batch}"],
-                         compat=CREF_COMPAT, library=cref_test_lib)
+                         library=cref_test_lib)
     machine = make_lockstep_machine(cfg)
     from hypothesis.stateful import run_state_machine_as_test
 
@@ -183,12 +158,7 @@ def test_broken_variant_is_caught_by_the_harness(cref_test_lib):
             database=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck)))
 
 
-# --- c_ref departures from Valkey found by these tests (all fixed; kept as regressions)
-
-#: A new deviation goes into KNOWN_DEVIATIONS (strict xfail: the run fails once c_ref
-#: fixes it) and, if the random tests hit it, a model.keyspace.COMPAT flag in
-#: harness.KNOWN_CREF_COMPAT. Once fixed, it moves to REGRESSIONS.
-KNOWN_DEVIATIONS: dict[str, list] = {}
+# --- c_ref departures from Valkey these tests found, kept as regressions -------------
 
 REGRESSIONS = {
     "protocol_error_has_err_prefix": [["@raw", b"*1\r\n$x\r\n"]],
@@ -247,7 +217,7 @@ def test_lockstep_under_address_sanitizer(cref_lib):
          f"{here}test_every_variant_equals_naive_and_model[{OPTIONS[1]}]",
          f"{here}test_every_variant_equals_naive_and_model[{OPTIONS[6]}]",
          f"{here}test_pipeline_split_at_every_byte_boundary",
-         f"{here}test_broken_variant_differs_on_seed_001_inputs"],
+         f"{here}test_broken_variant_differs_after_an_expired_key"],
         cwd=root, env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
