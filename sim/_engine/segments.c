@@ -50,9 +50,10 @@
 #include "timing.h"
 
 /* Segments of fewer than qcap / PAR_MIN_DIV records (functional) or segcap /
- * PAR_MIN_DIV_T records (timing) run on the calling thread alone (sim/README.md,
- * Speed: with every segment handed over, a trace of short ones ran 10-30 %
- * slower with two threads than with one, waiting for workers woken from sleep). */
+ * PAR_MIN_DIV_T records (timing) run on the calling thread alone: handing a short
+ * segment over costs more than its work (a worker woken from sleep takes tens of
+ * microseconds), so a trace cut into short segments would run slower with two
+ * threads than with one. */
 #define PAR_MIN_DIV 4
 #define PAR_MIN_DIV_T 8
 /* Functional: the calling thread's portion of the sets against a worker's, as
@@ -173,11 +174,11 @@ static void unqueued(kvsimSim *s, const kvtRecord *r, Batch *bt) {
     }
 }
 
-/* Functional: share the sets out again for the next segment, by
+/* Functional: divide the sets between the parts again for the next segment, by
  * the pieces per set seen so far (halved at every segment: recent ones count
- * most), so that the caller gets SHARE_CALLER parts of the pieces and each worker
- * SHARE_WORKER (a trace's accesses can crowd a few sets: c_ref's mget gave the
- * caller's range of sets more than twice the worker's pieces with fixed ranges).
+ * most), so that the caller gets SHARE_CALLER weights of the pieces and each
+ * worker SHARE_WORKER (a trace's accesses can crowd a few sets: with fixed
+ * ranges, one part of a c_ref mget trace can get twice another's pieces).
  * Safe between segments: every part of a segment is done before any part of the
  * next starts, and any sharing by set gives the same results. */
 static void rebalance(kvsimSim *s) {
@@ -489,8 +490,8 @@ void engSettle(kvsimSim *s) {
  * the index bits common to every level (the smallest level's, at most 16 bits)
  * to a part: each part takes a contiguous range of those sets, in proportion to
  * its share.  (Ranges, not alternate sets: two threads writing neighbouring set
- * blocks lose more to the host's cache-line traffic than they gain; measured in
- * sim/README.md.)  Functional: T parts, the calling thread's share smaller,
+ * blocks would lose more to the host's cache-line traffic than they gain.)
+ * Functional: T parts, the calling thread's share smaller,
  * rebalanced by the pieces per set at every segment; timing: T - 1 equal parts,
  * one per worker. */
 int engPartsInit(kvsimSim *s) {
