@@ -16,9 +16,10 @@
  *             place (SegMarker, markerInSegment).
  *   request   a line request to one level (QEnt): a piece at L1, or a fetch or
  *             a dirty victim that the level above sends down.
- *   queue     a level's requests in order (Part.q[k], at most qcap): a level
- *             pass takes its whole queue and appends its misses and victims
- *             to the next level's.
+ *   queue     a level's requests in order (Part.q[k], at most qcap; a
+ *             functional part's L1 queue is its share): a level pass takes its
+ *             whole queue and appends its misses and victims to the next
+ *             level's.
  *   level pass  one level taking its queue (levels.c, levelPass).
  *   fast      the common configuration (every level LRU with ranks and
  *             non-inclusive, no TLB, no hardware prefetchers; s->fast), which
@@ -56,6 +57,10 @@
  *             statistics (engMergeParts).
  *   batch     the counters a record loop adds up locally (Batch), flushed into
  *             the statistics at a marker and at the end of a call.
+ *   serving level  the level that held a piece's line (s->n: DRAM); it sets
+ *             the piece's latency (levelLatency).
+ *   miss buffer  an MSHR: a level's line fetch in flight, with its fill-ready
+ *             tick (Level.mline, mready); a miss waits for a free one.
  *   tick      the timing unit: one cycle is `width` ticks, one instruction one
  *             tick of dispatch or retirement.
  *   fingerprint  an 8-bit hash of a line kept per way, so that a lookup

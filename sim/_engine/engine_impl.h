@@ -197,7 +197,7 @@ struct kvsimSim {
     /* functional: pieces per set, this segment's (phist) and a decaying average
      * (pavg), for rebalance */
     uint32_t *phist, *pavg;
-    struct Workers *wk;
+    struct Workers *wk; /* the worker threads (threads > 1), or NULL */
     uint8_t *notes[2]; /* each: psv, ppfk, ppfl, SEGCAP bytes apiece */
     /* between kvsimRun calls (segments.c; engSettle ends both): functional, the
      * workers may still run shares 1 - fbuf (fbuf: the shares cut next);
