@@ -2,6 +2,72 @@
  * engine.c -- the kvsim cache-hierarchy engine: functional caches in program
  * order, with an out-of-order timing overlay.
  *
+ * Glossary (the one place the engine's terms are defined; the other files
+ * point here):
+ *
+ *   record    one kvtRecord of the trace: a load, store or software prefetch
+ *             of `size` bytes, or a marker.
+ *   piece     the part of a memory record that falls in one cache line: a
+ *             record spanning n lines is n pieces, and the caches see pieces.
+ *             pid: a piece's index in its segment.
+ *   marker    a record that is not an access: a command, phase or warm-up
+ *             boundary (kvtMarker).  Those that switch neither the phase nor
+ *             the counting stay inside a segment and are replayed at their
+ *             place (SegMarker, markerInSegment).
+ *   request   a line request to one level (QEnt): a piece at L1, or a fetch or
+ *             a dirty victim that the level above sends down.
+ *   queue     a level's requests in order (Part.q[k], at most qcap; a
+ *             functional part's L1 queue is its share): a level pass takes its
+ *             whole queue and appends its misses and victims to the next
+ *             level's.
+ *   level pass  one level taking its queue (levels.c, levelPass).
+ *   fast      the common configuration (every level LRU with ranks and
+ *             non-inclusive, no TLB, no hardware prefetchers; s->fast), which
+ *             runs level by level; every other one runs record by record.
+ *   segment   a run of records the level-by-level path takes at once: at most
+ *             segcap records and segcap pieces, ending before a record it does
+ *             not take (segments.c).  The unit of work the threads divide.
+ *   part      one thread's portion of the sets, and of the level work on them
+ *             (Part): the partition table ptab maps set-index bits to a part,
+ *             so no two parts share a set of any level.  Part 0 is the calling
+ *             thread's; parts 1.. run on workers.
+ *   worker    a thread that runs a part's jobs (workers.c).
+ *   job       what a part runs next (engRunPart): a share (functional), or a
+ *             range of records it scans for its own pieces (timing).
+ *   cut       the calling thread's walk over a functional segment that writes
+ *             each piece, as an L1 request, into the share of its set's part
+ *             (cutSegment).
+ *   share     the pieces of one functional segment that fall to one part, cut
+ *             by the calling thread (Part.sh).  Each part has two, so that the
+ *             caller cuts one while the part runs the other.  (SHARE_CALLER and
+ *             SHARE_WORKER weigh the parts' portions of the sets.)
+ *   rebalance dividing the sets between the parts again, by the pieces per set
+ *             seen, after each functional segment is cut (for the next one).
+ *   notes     per-piece bytes a level pass leaves for later, by pid: the
+ *             serving level and a first hit on a prefetched line (timing), or
+ *             an L1 miss (functional, for the markers' replay).
+ *   carry     a timing call's last segment, its levels run and its timing not:
+ *             its records are copied to s->carry and timed at the start of the
+ *             next kvsimRun call, overlapping that call's first levels.
+ *   settle    finishing what a kvsimRun call left in flight (the workers'
+ *             shares, the carry) and merging the workers' counters, before
+ *             anything reads the statistics (engSettle).
+ *   collect   adding a part's access, miss and DRAM totals to the levels'
+ *             (segments.c); merge: the workers' per-tag counters to the
+ *             statistics (engMergeParts).
+ *   batch     the counters a record loop adds up locally (Batch), flushed into
+ *             the statistics at a marker and at the end of a call.
+ *   serving level  the level that held a piece's line (s->n: DRAM); it sets
+ *             the piece's latency (levelLatency).
+ *   miss buffer  an MSHR: a level's line fetch in flight, with its fill-ready
+ *             tick (Level.mline, mready); a miss waits for a free one.
+ *   tick      the timing unit: one cycle is `width` ticks, one instruction one
+ *             tick of dispatch or retirement.
+ *   fingerprint  an 8-bit hash of a line kept per way, so that a lookup
+ *             compares 16 ways per SSE instruction (fingerprint()).
+ *   memo      the last line a level found or installed, so that repeated
+ *             accesses to one line skip the set scan.
+ *
  * Design (the full model, with every ordering rule, is in sim/MODEL.md):
  *
  *   record --> split into line pieces --> TLB --> L1 --> L2 --> ... --> DRAM

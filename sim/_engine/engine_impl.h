@@ -10,7 +10,9 @@
  * Here: the types, the set-block layout, and the small inline helpers both
  * paths use.  Internal functions called across files take the prefix `eng`;
  * everything else internal stays static.  Not part of the public API
- * (engine.h), and not seen by the Python binding.
+ * (engine.h), and not seen by the Python binding.  The engine's terms (piece,
+ * segment, part, share, queue, carry, settle, marker...) are defined once, in
+ * the glossary at the top of engine.c.
  */
 #ifndef KVSIM_ENGINE_IMPL_H
 #define KVSIM_ENGINE_IMPL_H
@@ -28,10 +30,10 @@
 #include "policy_lru.h"
 #include "prefetch.h"
 
-#define META_DIRTY 1u
-#define META_PF_SHIFT 1
-#define META_PF_MASK 6u
-#define MAX_DEGREE 16
+#define META_DIRTY 1u    /* meta byte: the line is dirty */
+#define META_PF_SHIFT 1  /* meta byte, bits 1-2: an unused prefetched line's */
+#define META_PF_MASK 6u  /* prefetch, 1 software, 2 hardware (0: none, or used) */
+#define MAX_DEGREE 16    /* lines one hardware prefetcher may issue per access */
 
 enum { OP_READ = 0, OP_WRITE = 1, OP_WFULL = 2, OP_VICTIM = 3 };
 
@@ -40,7 +42,7 @@ enum { OP_READ = 0, OP_WRITE = 1, OP_WFULL = 2, OP_VICTIM = 3 };
 typedef struct Level {
     /* hot: what every access reads, first */
     uint8_t *blk;    /* sets blocks of `stride` bytes, see SET_TAGS */
-    uint64_t set_mask;
+    uint64_t set_mask; /* sets - 1: the set of a line is line & set_mask */
     uint64_t stride; /* bytes per set block, a multiple of 64 */
     uint32_t ways, wmask; /* wmask: one bit per way (ways <= 32) */
     uint32_t hdr;    /* bytes before the tags: fingerprints, meta, stag, padding */
@@ -52,10 +54,10 @@ typedef struct Level {
      * (phaseSync), so the per-access path increments one local word each */
     uint64_t tot_acc, tot_miss, ph_acc, ph_miss;
     uint32_t nlines; /* host cache lines per set block */
-    uint32_t sets, latency, inclusion, mshrs;
+    uint32_t sets, latency, inclusion, mshrs; /* latency in cycles; mshrs: miss buffers */
     uint32_t fpw;    /* fingerprint bytes per block: ways rounded up to 16 */
-    const kvsimPolicyOps *pol;
-    kvsimPolicyCtx pc;
+    const kvsimPolicyOps *pol; /* the replacement policy */
+    kvsimPolicyCtx pc;         /* and its state (policy.h) */
     uint64_t *mline;  /* miss buffers: line, fill-ready tick, and an 8-bit hash of the */
     uint64_t *mready; /* line (timing.h's mhash), compared 16 per SSE instruction */
     uint8_t *mhash;
@@ -64,41 +66,44 @@ typedef struct Level {
      * on a tie).  Only the front is ever taken; its new ready tick is usually the
      * latest, so it goes back in at the end after one comparison. */
     uint32_t *mq;
-    uint32_t mqhead, mqmask;
+    uint32_t mqhead, mqmask; /* mqhead counts up, wrapped by mqmask (ring size - 1) */
     /* memo of the last line found or installed here (key = line + 1, 0 = none):
      * repeated accesses to one line skip the set scan */
-    uint64_t memo_key, memo_set;
-    uint32_t memo_way;
+    uint64_t memo_key, memo_set; /* memo_set: the line's set */
+    uint32_t memo_way;           /* and way */
     int is_lru; /* devirtualised LRU updates (policy_lru.h) */
 } Level;
 
 typedef struct Tlb {
     uint32_t sets, ways;
-    uint64_t *tags; /* page + 1 */
-    uint64_t *stamp;
-    uint64_t clock;
+    uint64_t *tags;  /* sets x ways: page + 1, 0 = invalid */
+    uint64_t *stamp; /* sets x ways: clock at the last use (LRU) */
+    uint64_t clock;  /* counts lookups that hit and fills */
 } Tlb;
 
 typedef struct Prefetcher {
-    const kvsimPrefetcherOps *ops;
+    const kvsimPrefetcherOps *ops; /* the kind's functions (prefetch.h) */
     kvsimPrefetcherConfig cfg;
-    uint64_t *state;
+    uint64_t *state; /* the kind's table, state_words(cfg) words */
 } Prefetcher;
 
 /* A line request to one level, for the level-by-level functional path. */
 typedef struct QEnt {
-    uint64_t line;
-    uint32_t pid; /* the piece's index in its segment (NOPID: a write-back) */
-    uint8_t op, kind, stag;
-    uint8_t fp;   /* fingerprint(line): L1 computes it for the levels below */
+    uint64_t line; /* line number (address >> line bits) */
+    uint32_t pid;  /* the piece's index in its segment (NOPID: a write-back) */
+    uint8_t op;    /* OP_READ, OP_WRITE, OP_WFULL or OP_VICTIM */
+    uint8_t kind;  /* KVSIM_K_*: load, store, software prefetch */
+    uint8_t stag;  /* the record's structure tag (kvtRecord.tag) */
+    uint8_t fp;    /* fingerprint(line): L1 computes it for the levels below */
 } QEnt;
 
 /*
- * One share of the level-by-level work (levels.c, segments.c, workers.c).  A
- * segment of records is cut into parts by the sets its pieces map to: part `id`
- * takes the pieces whose line has ptab[line & pmask] == id (or every piece:
- * `all`), scanning the records itself (timing) or from a bucket the calling
- * thread filled (functional; ptab may change between segments).  The
+ * A part: one thread's portion of the level-by-level work (levels.c,
+ * segments.c, workers.c; the glossary in engine.c).  A segment of records is
+ * divided between the parts by the sets its pieces map to: part `id` takes the
+ * pieces whose line has ptab[line & pmask] == id (or every piece: `all`),
+ * scanning the records itself (timing) or from the share the calling thread
+ * cut for it (functional; ptab may change between segments).  The
  * index bits under pmask are part of every level's set index, so each set of
  * every level is fed by one part only, and in trace order: the parts never share
  * a set, and the states and counts are those of one thread (the order between
@@ -108,17 +113,17 @@ typedef struct QEnt {
  */
 /* A marker inside a functional segment: replayed once its parts are done */
 typedef struct SegMarker {
-    kvtRecord r;
+    kvtRecord r;  /* the marker */
     uint32_t pos; /* pieces of the segment before it */
 } SegMarker;
 
 typedef struct __attribute__((aligned(64))) Part { /* one thread's: no shared host line */
-    uint32_t id;
-    QEnt *q[KVSIM_MAX_LEVELS];
-    uint32_t qn[KVSIM_MAX_LEVELS];
+    uint32_t id;                   /* the value of ptab[] that selects this part's sets */
+    QEnt *q[KVSIM_MAX_LEVELS];     /* the request queue of each level, QCAP entries */
+    uint32_t qn[KVSIM_MAX_LEVELS]; /* and its length */
     kvsimLevelStats *ls[KVSIM_MAX_LEVELS]; /* where the per-tag counters go */
     kvsimLevelStats *own;                  /* a worker's counters (nlevels), or NULL */
-    int own_dirty;
+    int own_dirty;                         /* own holds counts not yet merged */
     /* since the last collect (segments.c): accesses and misses per level, DRAM
      * reads and writes, and the levels that replaced a line (bit k) */
     uint64_t acc[KVSIM_MAX_LEVELS], miss[KVSIM_MAX_LEVELS], dram_r, dram_w;
@@ -126,14 +131,17 @@ typedef struct __attribute__((aligned(64))) Part { /* one thread's: no shared ho
     /* the job: records [a, b) of recs, every piece or this part's; the notes
      * of each piece (by its index in the segment) for the timing pass */
     const kvtRecord *recs;
-    size_t a, b;
-    int all;
-    uint8_t *psv, *ppfk, *ppfl;
-    /* functional: the job is bucket bk[bbuf] (bbuf >= 0), bkn[] pieces queued at
-     * L1 by the calling thread (segments.c), double-buffered */
-    QEnt *bk[2];
-    uint32_t bkn[2];
-    int bbuf;
+    size_t a, b; /* timing: b is set by the pass (the segment's end) */
+    int all;     /* take every piece, whatever its set */
+    uint8_t *psv;  /* per piece: the serving level (PSV_*); functional: L1 missed */
+    uint8_t *ppfk; /* per piece: the kind of a first demand hit on an unused */
+    uint8_t *ppfl; /* prefetched line (0 = none), and the level it was at */
+    /* functional: the job is share sh[sbuf] (sbuf >= 0): shn[sbuf] pieces queued
+     * at L1 by the calling thread (segments.c); two shares, so that the caller
+     * cuts one while the part runs the other */
+    QEnt *sh[2];     /* the shares' L1 requests, SEGCAP entries each */
+    uint32_t shn[2]; /* the shares' lengths */
+    int sbuf;        /* the share to run, or -1: a timing job */
 } Part;
 
 /* A segment (the unit of work the parts share) holds at most SEGQ queues'
@@ -148,26 +156,32 @@ struct Workers; /* workers.c */
 
 struct kvsimSim {
     kvsimConfig cfg;
-    uint32_t n;
+    uint32_t n; /* levels (cfg.nlevels) */
     Level lv[KVSIM_MAX_LEVELS];
     Prefetcher pf[KVSIM_MAX_PREFETCHERS];
     Tlb dtlb, stlb;
     kvsimStats stats;   /* what is reported */
     kvsimStats scratch; /* where warm-up counts go */
-    kvsimStats *st;
-    uint32_t phase;
-    int finished;
+    kvsimStats *st;     /* &stats, or &scratch during warm-up */
+    uint32_t phase;     /* the current phase's index */
+    int finished;       /* kvsimFinish ran */
     /* demand hit on an unused prefetched line, reported by cacheAccess */
     uint32_t pfh_kind, pfh_level;
     /* timing */
-    uint64_t W;
+    uint64_t W; /* ticks per cycle: the core width (an instruction is one tick) */
     uint64_t lat[KVSIM_MAX_LEVELS + 1]; /* levelLatency: ticks per serving level, DRAM last */
-    uint64_t t_disp, r_last, instr, recno;
+    uint64_t t_disp; /* the last record's dispatch tick */
+    uint64_t r_last; /* the last record's retire tick */
+    uint64_t instr;  /* instructions dispatched so far (the ROB's index) */
+    uint64_t recno;  /* records so far (dep_ring's index) */
+    /* the reorder buffer, a ring of the records in flight (rob_head and rob_tail
+     * count up, wrapped by rob_mask = ring size - 1): each one's last
+     * instruction's index (instr), retire tick and retire cause (a stall class) */
     uint64_t *rob_idx, *rob_ret;
     uint8_t *rob_cls;
     uint64_t rob_mask, rob_head, rob_tail;
-    uint64_t dep_ring[KVSIM_DEP_WINDOW];
-    uint64_t dram_free;
+    uint64_t dep_ring[KVSIM_DEP_WINDOW]; /* completion ticks of the last records */
+    uint64_t dram_free; /* the tick the DRAM channel is next free */
     uint8_t last_cause; /* stall class that set the last retire time */
     int fast; /* every level LRU with ranks and non-inclusive, no TLB or prefetchers */
     uint32_t qcap; /* request queue capacity: QCAP, or the test hook cfg.queue_cap */
@@ -178,25 +192,28 @@ struct kvsimSim {
      * kind, 0 = none, and level) */
     uint32_t threads, nlp; /* nlp: parts the level work is shared by */
     Part part[KVSIM_MAX_THREADS];
-    uint8_t *ptab;
-    uint64_t pmask;
-    uint32_t *phist, *pavg; /* functional: pieces per set (rebalance) */
-    struct Workers *wk;
+    uint8_t *ptab;  /* the partition table: set index bits -> part id */
+    uint64_t pmask; /* the index bits it maps: line & pmask (pmask + 1 entries) */
+    /* functional: pieces per set, this segment's (phist) and a decaying average
+     * (pavg), for rebalance */
+    uint32_t *phist, *pavg;
+    struct Workers *wk; /* the worker threads (threads > 1), or NULL */
     uint8_t *notes[2]; /* each: psv, ppfk, ppfl, SEGCAP bytes apiece */
     /* between kvsimRun calls (segments.c; engSettle ends both): functional, the
-     * workers may still run buckets 1 - fbuf; timing, a segment whose levels ran
-     * waits for its timing: its ncarry records copied to carry, notes[cbuf] */
+     * workers may still run shares 1 - fbuf (fbuf: the shares cut next);
+     * timing, a segment whose levels ran waits for its timing, the carry: its
+     * ncarry records copied to carry, its notes in notes[cbuf] */
     uint32_t fbuf, cbuf;
     kvtRecord *carry;
     size_t ncarry;
     uint64_t cbase; /* the carried segment's L1 misses before it */
-    /* functional: the markers of the segments in buckets 0 and 1, each with its
-     * piece position, and a note per piece: missed L1 */
+    /* functional: the markers of the segments in shares 0 and 1 (fmk[i], nfmk[i]
+     * of them), each with its piece position, and a note per piece: missed L1 */
     struct SegMarker *fmk[2];
     uint32_t nfmk[2];
     uint8_t *fnotes[2];
     /* the open command (COMMAND marker to COMMAND marker) */
-    int cmd_open, cmd_counted;
+    int cmd_open, cmd_counted; /* a command is open; and it counts (not in warm-up) */
     uint64_t cmd_t0, cmd_miss0; /* cmd_miss0: lv[0].tot_miss (every L1 miss) at its start */
 };
 
@@ -295,6 +312,8 @@ static inline void classifyPf(kvsimSim *s, int waited) {
  * up locally and adds to the statistics before anything can change where they
  * go (a marker) and at the end of each kvsimRun call. */
 typedef struct Batch {
+    /* kind: records per kind; multiline: records of more than one piece; ticks:
+     * retire time (timing) */
     uint64_t records, instructions, kind[KVT_MARKER], pieces, multiline, ticks;
 } Batch;
 

@@ -28,9 +28,10 @@
  * queues are drained before anything else touches the caches or changes where
  * counts go: a marker, a software prefetch, a full queue, the end of the call.
  *
- * The level passes and the jobs of a part (Part, engine_impl.h: a share of the
- * sets) are here; segments.c cuts the records into segments, shares them out
- * between threads and runs the timing pass.
+ * The level passes and the jobs of a part (Part, engine_impl.h: one thread's
+ * portion of the sets) are here; segments.c cuts the records into segments,
+ * divides them between threads and runs the timing pass.  Terms: the glossary
+ * at the top of engine.c.
  */
 #include <stdlib.h>
 
@@ -286,12 +287,12 @@ static inline __attribute__((always_inline)) void runPartT(kvsimSim *s, Part *P,
 static __attribute__((noinline)) void runPartAll(kvsimSim *s, Part *P) { runPartT(s, P, 1); }
 static __attribute__((noinline)) void runPartOwn(kvsimSim *s, Part *P) { runPartT(s, P, 0); }
 
-/* A functional part's job from a bucket: its pieces of a segment, queued at L1
+/* A functional part's job, its share: its pieces of a segment, queued at L1
  * by the calling thread (segments.c), go through every level. */
-static void runBucket(kvsimSim *s, Part *P) {
+static void runShare(kvsimSim *s, Part *P) {
     QEnt *const q0 = P->q[0];
-    P->q[0] = P->bk[P->bbuf];
-    P->qn[0] = P->bkn[P->bbuf];
+    P->q[0] = P->sh[P->sbuf];
+    P->qn[0] = P->shn[P->sbuf];
     if (P->qn[0]) levelPass(s, P, 0);
     P->q[0] = q0;
     for (uint32_t k = 1; k < s->n; k++)
@@ -299,8 +300,8 @@ static void runBucket(kvsimSim *s, Part *P) {
 }
 
 void engRunPart(kvsimSim *s, Part *P) {
-    if (P->bbuf >= 0)
-        runBucket(s, P);
+    if (P->sbuf >= 0)
+        runShare(s, P);
     else if (P->all) /* one thread's timing, a short segment, a lone worker */
         runPartAll(s, P);
     else /* timing with two or more workers */

@@ -36,7 +36,7 @@ typedef struct kvsimPolicyCtx {
     /* LRU with at most 16 ways keeps a recency rank per way instead of stamps: 16
      * bytes inside each set's block (`rank + set * rstride`), NULL otherwise */
     uint8_t *rank;
-    uint64_t rstride;
+    uint64_t rstride; /* bytes from one set's ranks to the next set's */
 } kvsimPolicyCtx;
 
 #define KVSIM_PLINE(p, set) ((p)->line + (uint64_t)(set) * (p)->stride)

@@ -5,18 +5,21 @@
  * The records go in segments: runs of records the level passes take, at most
  * segcap records and segcap pieces.  A segment also holds the markers that do
  * not switch the phase or the counting: the timing pass, or the replay after a
- * functional segment's parts (finishBuckets), takes them in order, each with
+ * functional segment's parts (finishShares), takes them in order, each with
  * the L1 misses before it counted from per-piece notes.  A record they do not
  * take (a phase or warm-up marker, a software prefetch with timing, a record of
  * qcap pieces or more) is handled by the record-by-record path once every level
  * pass has drained and every worker is idle.
  *
+ * Terms (segment, piece, part, share, cut, carry, settle...): the glossary at
+ * the top of engine.c.
+ *
  * Threads (cfg.threads = T).  A segment's pieces are shared out by set (Part,
  * engine_impl.h), so no two threads ever touch one set of any level, and the
  * states and counts are the same for any T:
  *
- *   functional: the calling thread cuts segment i+1's pieces into per-part
- *   buckets (one part when T = 1) while worker t runs its bucket of segment i,
+ *   functional: the calling thread cuts segment i+1's pieces into one share
+ *   per part (one part when T = 1) while worker t runs its share of segment i,
  *   then runs its own (smaller: it also does the cutting) share of segment i+1:
  *
  *       caller    | cut i+1 | part 0 of i+1 | cut i+2 | part 0 of i+2 |
@@ -33,7 +36,7 @@
  *       workers   | levels i | levels i+1 |
  *
  * Both pipelines run across kvsimRun calls: the workers keep running their
- * last buckets, and a timing call's last segment is timed at the start of the
+ * last shares, and a timing call's last segment is timed at the start of the
  * next call (its records copied to s->carry); engSettle finishes both before
  * anything reads the statistics.  Short segments (a trace cut up by software
  * prefetches or phase markers) run on the calling thread alone: below
@@ -47,20 +50,21 @@
 #include "timing.h"
 
 /* Segments of fewer than qcap / PAR_MIN_DIV records (functional) or segcap /
- * PAR_MIN_DIV_T records (timing) run on the calling thread alone (sim/README.md,
- * Speed: with every segment handed over, a trace of short ones ran 10-30 %
- * slower with two threads than with one, waiting for workers woken from sleep). */
+ * PAR_MIN_DIV_T records (timing) run on the calling thread alone: handing a short
+ * segment over costs more than its work (a worker woken from sleep takes tens of
+ * microseconds), so a trace cut into short segments would run slower with two
+ * threads than with one. */
 #define PAR_MIN_DIV 4
 #define PAR_MIN_DIV_T 8
-/* Functional: the calling thread's share of the sets against a worker's (it
- * also cuts the segments into buckets) */
+/* Functional: the calling thread's portion of the sets against a worker's, as
+ * weights (it also cuts the segments into shares, so it takes fewer pieces) */
 #define SHARE_CALLER 2
 #define SHARE_WORKER 3
 
 /* Does the level-by-level path take record r?  Loads and stores of fewer than
  * qcap pieces (so that a segment holds them), software prefetches that fill
  * L1 when there is no timing, and the markers a segment may hold: the timing pass, or the replay
- * after a functional segment's parts (finishBuckets), takes them in order, with
+ * after a functional segment's parts (finishShares), takes them in order, with
  * the L1 misses before them counted from the per-piece notes. */
 static inline int queued(const kvsimSim *s, const kvtRecord *r) {
     if (markerInSegment(r)) return 1;
@@ -120,7 +124,7 @@ static void setJob(kvsimSim *s, uint32_t t, const kvtRecord *recs, size_t a, siz
     P->a = a;
     P->b = b;
     P->all = all;
-    P->bbuf = -1;
+    P->sbuf = -1;
     P->psv = notes;
     P->ppfk = notes + SEGCAP;
     P->ppfl = notes + 2 * SEGCAP;
@@ -170,11 +174,11 @@ static void unqueued(kvsimSim *s, const kvtRecord *r, Batch *bt) {
     }
 }
 
-/* Functional: share the sets out again for the next segment, by
+/* Functional: divide the sets between the parts again for the next segment, by
  * the pieces per set seen so far (halved at every segment: recent ones count
- * most), so that the caller gets SHARE_CALLER parts of the pieces and each worker
- * SHARE_WORKER (a trace's accesses can crowd a few sets: c_ref's mget gave the
- * caller's range of sets more than twice the worker's pieces with fixed ranges).
+ * most), so that the caller gets SHARE_CALLER weights of the pieces and each
+ * worker SHARE_WORKER (a trace's accesses can crowd a few sets: with fixed
+ * ranges, one part of a c_ref mget trace can get twice another's pieces).
  * Safe between segments: every part of a segment is done before any part of the
  * next starts, and any sharing by set gives the same results. */
 static void rebalance(kvsimSim *s) {
@@ -200,10 +204,11 @@ static void rebalance(kvsimSim *s) {
 }
 
 /* Functional: the segment that starts at record a (at most segcap records and
- * pieces, ending before a record queued() refuses) goes, piece by piece, to the
- * buckets `buf` of the parts, as L1 requests; its records are counted in bt.
+ * pieces, ending before a record queued() refuses) goes, piece by piece, into
+ * share `buf` of the part its set belongs to, as L1 requests; its records are
+ * counted in bt.
  * Returns the segment's end. */
-static size_t bucketSegment(kvsimSim *s, const kvtRecord *recs, size_t a, size_t n, uint32_t buf,
+static size_t cutSegment(kvsimSim *s, const kvtRecord *recs, size_t a, size_t n, uint32_t buf,
                             Batch *bt) {
     /* locals, not fields: the stores through the write pointers may alias s */
     const uint32_t lb = s->cfg.line_bits;
@@ -213,7 +218,7 @@ static size_t bucketSegment(kvsimSim *s, const kvtRecord *recs, size_t a, size_t
     const int swpf_l1 = s->cfg.swpf_level == 0;
     const size_t lim = n - a > segcap ? a + segcap : n;
     QEnt *wp[KVSIM_MAX_THREADS]; /* each part's next entry */
-    for (uint32_t t = 0; t < s->threads; t++) wp[t] = s->part[t].bk[buf];
+    for (uint32_t t = 0; t < s->threads; t++) wp[t] = s->part[t].sh[buf];
     SegMarker *const mk = s->fmk[buf];
     uint32_t nmk = 0, pid = 0;
     /* a piece's request: op, kind and structure tag go in as one word (QEnt's
@@ -252,7 +257,7 @@ static size_t bucketSegment(kvsimSim *s, const kvtRecord *recs, size_t a, size_t
                 PUT(line, pieceOp(r, line, lb, size), is_store);
             continue;
         }
-        if (markerInSegment(r)) { /* replayed at its place (finishBuckets) */
+        if (markerInSegment(r)) { /* replayed at its place (finishShares) */
             mk[nmk].r = *r;
             mk[nmk++].pos = pid;
             continue;
@@ -265,7 +270,7 @@ static size_t bucketSegment(kvsimSim *s, const kvtRecord *recs, size_t a, size_t
     }
 #undef PUT
     for (uint32_t t = 0; t < s->threads; t++)
-        s->part[t].bkn[buf] = (uint32_t)(wp[t] - s->part[t].bk[buf]);
+        s->part[t].shn[buf] = (uint32_t)(wp[t] - s->part[t].sh[buf]);
     s->nfmk[buf] = nmk;
     const uint64_t nrec = i - a - nmk; /* the markers count themselves (engDoMarker) */
     bt->records += nrec;
@@ -279,15 +284,15 @@ static size_t bucketSegment(kvsimSim *s, const kvtRecord *recs, size_t a, size_t
     return i;
 }
 
-/* Functional: every part takes its bucket `buf`: on the workers, and this
+/* Functional: every part takes its share `buf`: on the workers, and this
  * thread's (part 0), or (`alone`: one thread, or a short segment) all on this
  * thread, which returns when its share is done. */
-static void runBuckets(kvsimSim *s, uint32_t buf, int alone) {
+static void runShares(kvsimSim *s, uint32_t buf, int alone) {
     uint8_t *const notes = s->nfmk[buf] ? s->fnotes[buf] : NULL; /* only markers need them */
     if (notes) memset(notes, 0, SEGCAP);
     for (uint32_t t = 0; t < s->threads; t++) {
         Part *P = &s->part[t];
-        P->bbuf = (int)buf;
+        P->sbuf = (int)buf;
         P->psv = notes;
         if (t == 0)
             for (uint32_t k = 0; k < s->n; k++) P->ls[k] = s->lv[k].ls; /* follows warm-up */
@@ -313,9 +318,9 @@ static void markerAt(kvsimSim *s, const kvtRecord *r, uint64_t l1) {
     L0->tot_miss = now;
 }
 
-/* Functional: wait for the buckets in flight (1 - fbuf), then
+/* Functional: wait for the shares in flight (1 - fbuf), then
  * replay their segment's markers in order, each with the L1 misses before it. */
-static void finishBuckets(kvsimSim *s) {
+static void finishShares(kvsimSim *s) {
     const uint64_t base = s->lv[0].tot_miss;
     finishLevels(s);
     const uint32_t fb = s->fbuf ^ 1, nm = s->nfmk[fb];
@@ -335,22 +340,22 @@ void engRunFastFunctional(kvsimSim *s, const kvtRecord *recs, size_t n) {
     memset(&bt, 0, sizeof bt);
     size_t a = 0;
     while (a < n) {
-        /* the workers may still run buckets 1 - fbuf, from the call before too */
-        const size_t b = bucketSegment(s, recs, a, n, s->fbuf, &bt);
+        /* the workers may still run shares 1 - fbuf, from the call before too */
+        const size_t b = cutSegment(s, recs, a, n, s->fbuf, &bt);
         if (b > a) {
-            finishBuckets(s);
-            runBuckets(s, s->fbuf, s->threads == 1 || b - a < s->qcap / PAR_MIN_DIV);
+            finishShares(s);
+            runShares(s, s->fbuf, s->threads == 1 || b - a < s->qcap / PAR_MIN_DIV);
             s->fbuf ^= 1;
         }
         if (b < n && !queued(s, &recs[b])) {
-            finishBuckets(s);
+            finishShares(s);
             unqueued(s, &recs[b], &bt);
             a = b + 1;
         } else {
             a = b;
         }
     }
-    engFlushBatch(s, &bt); /* the workers' last buckets may still run: engSettle */
+    engFlushBatch(s, &bt); /* the workers' last shares may still run: engSettle */
 }
 
 /* Timing: the records [a, b) of a segment whose levels have run, through the
@@ -461,14 +466,14 @@ void engRunFastTiming(kvsimSim *s, const kvtRecord *recs, size_t n) {
     engFlushBatch(s, &bt);
 }
 
-/* Whatever is still in flight after a kvsimRun call: the workers' buckets, a
+/* Whatever is still in flight after a kvsimRun call: the workers' shares, a
  * carried segment's timing, the workers' per-tag counters. */
 void engSettle(kvsimSim *s) {
     if (!s->fast) return;
     if (s->cfg.timing)
         finishLevels(s);
     else
-        finishBuckets(s);
+        finishShares(s);
     if (s->ncarry) {
         Batch bt;
         memset(&bt, 0, sizeof bt);
@@ -485,8 +490,8 @@ void engSettle(kvsimSim *s) {
  * the index bits common to every level (the smallest level's, at most 16 bits)
  * to a part: each part takes a contiguous range of those sets, in proportion to
  * its share.  (Ranges, not alternate sets: two threads writing neighbouring set
- * blocks lose more to the host's cache-line traffic than they gain; measured in
- * sim/README.md.)  Functional: T parts, the calling thread's share smaller,
+ * blocks would lose more to the host's cache-line traffic than they gain.)
+ * Functional: T parts, the calling thread's share smaller,
  * rebalanced by the pieces per set at every segment; timing: T - 1 equal parts,
  * one per worker. */
 int engPartsInit(kvsimSim *s) {
@@ -514,7 +519,7 @@ int engPartsInit(kvsimSim *s) {
     for (uint32_t t = 0; t < s->threads; t++) {
         Part *P = &s->part[t];
         P->id = timing ? (t ? t - 1 : 0) : t;
-        P->bbuf = -1;
+        P->sbuf = -1;
         for (uint32_t k = 0; k < s->n; k++)
             if (!(P->q[k] = calloc(QCAP, sizeof(QEnt)))) return 0;
         if (t && !(P->own = calloc(s->n, sizeof(kvsimLevelStats)))) return 0;
@@ -522,7 +527,7 @@ int engPartsInit(kvsimSim *s) {
             for (uint32_t k = 0; k < s->n; k++) P->ls[k] = &P->own[k];
         if (!timing)
             for (int i = 0; i < 2; i++)
-                if (!(P->bk[i] = calloc(SEGCAP, sizeof(QEnt)))) return 0;
+                if (!(P->sh[i] = calloc(SEGCAP, sizeof(QEnt)))) return 0;
     }
     if (!timing)
         for (int i = 0; i < 2; i++)
@@ -541,8 +546,8 @@ void engPartsFree(kvsimSim *s) {
     engWorkersStop(s);
     for (uint32_t t = 0; t < KVSIM_MAX_THREADS; t++) {
         for (uint32_t k = 0; k < KVSIM_MAX_LEVELS; k++) free(s->part[t].q[k]);
-        free(s->part[t].bk[0]);
-        free(s->part[t].bk[1]);
+        free(s->part[t].sh[0]);
+        free(s->part[t].sh[1]);
         free(s->part[t].own);
     }
     free(s->ptab);

@@ -1,6 +1,6 @@
 /*
  * workers.c -- the threads that run parts 1..threads-1 of the level-by-level
- * path (segments.c; Part in engine_impl.h).
+ * path (segments.c; Part in engine_impl.h; the terms in engine.c's glossary).
  *
  * One job at a time per worker, handed over through two counters:
  *
@@ -36,17 +36,17 @@
 typedef struct Worker {
     pthread_t th;
     kvsimSim *s;
-    uint32_t w;
-    int started;
-    _Atomic uint32_t posted, done;
+    uint32_t w;   /* the part it runs: s->part[w] */
+    int started;  /* th was created (engWorkersStop joins it) */
+    _Atomic uint32_t posted, done; /* jobs handed over; `posted` at the last job done */
 } Worker;
 
 struct Workers {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
+    pthread_mutex_t mu; /* guards the sleeps on cv */
+    pthread_cond_t cv;  /* wakes every sleeper: a job posted or done, or quit */
     _Atomic uint32_t quit;
-    atomic_int sleepers;
-    Worker w[KVSIM_MAX_THREADS];
+    atomic_int sleepers; /* threads asleep on cv, or about to be */
+    Worker w[KVSIM_MAX_THREADS]; /* w[0] unused: part 0 is the calling thread's */
 };
 
 static inline void cpuRelax(void) {

@@ -1,4 +1,4 @@
-"""External golden: DineroIV 7 on small_mixed_trace.din (copied from shared/golden), flush on."""
+"""External golden: DineroIV 7 on small_mixed_trace.din (traces/tests/data), flush on."""
 
 from __future__ import annotations
 

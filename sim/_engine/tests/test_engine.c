@@ -192,9 +192,9 @@ static void testThreads(void) {
                 CHECK(memcmp(&one, &many, sizeof one) == 0);
             }
     }
-    /* freed without kvsimFinish, right after a call whose last buckets a worker
-     * may still be running: nothing may touch freed memory (this caught
-     * kvsimFree freeing the caches before it stopped the workers) */
+    /* freed without kvsimFinish, right after a call whose last shares a worker
+     * may still be running: nothing may touch freed memory (a kvsimFree that
+     * freed the caches before it stopped the workers fails here) */
     for (int timing = 0; timing < 2; timing++) {
         const kvsimConfig c = lruConfig(timing, 2, 0);
         char err[200];
