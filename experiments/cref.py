@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from kvsim import artifacts, traces
+from kvsim import artifacts, provenance, traces
 from kvsim.model.cref import CrefError
 
 __all__ = ["CrefError", "binary", "git_commit", "native", "trace", "workload_args",
@@ -72,17 +72,7 @@ def _env() -> dict[str, str]:
 
 def git_commit() -> str | None:
     """The repository's HEAD commit when running from a checkout, else None."""
-    root = artifacts.source_root()
-    if root is None:
-        return None
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"],
-            capture_output=True, text=True, timeout=10, check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
+    return provenance.git_state()["commit"]
 
 
 def _fail(proc: subprocess.Popen | subprocess.CompletedProcess, stderr: bytes | str) -> CrefError:
