@@ -206,6 +206,9 @@ void *dictGetKey(const dictEntry *de) {
     (void)KS_LOAD(&de->key, 8, KVT_TAG_DICT_ENTRY, KS_SITE_DICT_KEY, 0);
     return de->key;
 }
+void *dictEntryStored(const dictEntry *de) {
+    return dictEntryIsKey(de) ? decodeItem(de) : de->key;
+}
 void *dictGetVal(const dictEntry *de) {
     assert(entryIsNode(de));
     (void)KS_LOAD(&de->v, 8, KVT_TAG_DICT_ENTRY, KS_SITE_DICT_ENTRY, 0);
@@ -1015,6 +1018,7 @@ static void scanBucket(dict *d, int t, unsigned long idx, dictScanFunction *fn, 
         dictEntry *next;
         ksLoadId idep, ndep;
         readEntry(d, de, dep, KS_SITE_DICT_SCAN, &next, &idep, &ndep);
+        KS_SET_ENTRY_DEP(idep); /* the callback's first read of the item */
         fn(privdata, de);
         de = next;
         dep = ndep;
