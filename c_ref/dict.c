@@ -1,8 +1,8 @@
 /*
  * dict.c -- Redis 8.4 chained dict, traced (the `table=dict` keyspace backend).
  *
- * A reference model of Redis `src/dict.c` as of 8.4 (brief: /work/shared/
- * design/keyspace-facts.md section 6.1): same layout, same resize policy, same
+ * A reference model of Redis `src/dict.c` as of 8.4 (upstream functions and
+ * the remaining differences: FIDELITY.md): same layout, same resize policy, same
  * incremental rehashing, same pointer tagging, so that the memory accesses it
  * records (emit.h) are the ones Redis makes.  The dictPrefetcher of Redis
  * PR #15133 lives in dict_prefetch.c.

@@ -1,8 +1,8 @@
 /*
  * dict.h -- Redis-style chained hash table (the `table=dict` keyspace backend).
  *
- * A model of Redis 8.4 `src/dict.c` (design brief: /work/shared/design/
- * keyspace-facts.md sections 6.1, 6.4 and 9), allocating from a ksArena and
+ * A model of Redis 8.4 `src/dict.c` and of the dictPrefetcher of Redis PR
+ * #15133 (`src/memory_prefetch.c`; see FIDELITY.md), allocating from a ksArena and
  * recording every touch of its own memory through the emitter (emit.h).  The
  * design essay, with diagrams, is at the top of dict.c.
  *

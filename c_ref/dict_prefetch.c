@@ -6,7 +6,7 @@
  * them: each key advances through a small state machine that issues at most
  * one software prefetch per turn, and the driver visits the keys round-robin
  * so the prefetches of different keys overlap (memory-level parallelism).
- * Brief: /work/shared/design/keyspace-facts.md section 6.4(b).
+ * Upstream: Redis `src/memory_prefetch.c` after PR #15133 (FIDELITY.md).
  *
  *            +-----------+  no (more) table               +------+
  *   init --->|  BUCKET   |------------------------------->| DONE |
