@@ -190,7 +190,7 @@ static int stepEntryValue(lookup *l) {
         uint8_t tag = KVT_TAG_VALUE;
         const void *addr = type->prefetchEntryValue(l->d, stored, idep, &adep, &tag);
         if (addr) {
-            KS_PREFETCH(addr, tag, KS_SITE_DICT_PREFETCH, adep);
+            KS_PREFETCH(addr, tag, KS_SITE_DICT_PREFETCH_VALUE, adep);
             issued = 1;
         }
     }

@@ -157,7 +157,7 @@ static int test_dict_batch_prefetches_raw_values(void) {
 /* Sites of the batch prefetch machines (a dict lookup's own bucket/next
  * prefetch, dictFindLinkInternal's, is not one). */
 static int batchSite(uint16_t site) {
-    return site == KS_SITE_DICT_PREFETCH || site == KS_SITE_HT_INCR_PREFETCH_BUCKET ||
+    return site == KS_SITE_DICT_PREFETCH || site == KS_SITE_DICT_PREFETCH_VALUE || site == KS_SITE_HT_INCR_PREFETCH_BUCKET ||
            site == KS_SITE_HT_INCR_PREFETCH_ENTRY || site == KS_SITE_OBJ_PREFETCH_VALUE;
 }
 
