@@ -92,7 +92,12 @@ def measure(build_env: dict[str, str], workload: str, variant: str, opts: list[s
         "native_options": nopts,
         "traced_options": topts,
         "simulated": {"cycles": sim["cycles"], "instructions": sim["instructions"],
-                      "ipc": sim["ipc"], "records": sim["records"]},
+                      "ipc": sim["ipc"], "records": sim["records"],
+                      # L1D misses per structure tag and access kind ("value load", ...)
+                      "l1d_misses": {f"{t['tag_name']} {t['kind']}": t["misses"]
+                                     for t in sim.get("by_tag", []) if t["level"] == "L1D"},
+                      "software_prefetch_l1d": sim.get("prefetch", {}).get("software", {})
+                      .get("L1D")},
     }
 
 
