@@ -33,13 +33,13 @@ WORKLOADS: dict[str, tuple[str, str, str, list[str], str]] = {
         "mget", "none", "batch",
         ["--table", "dict", "--keys", "1000000", "--keys-per-command", "50",
          "--value-size", "100"],
-        "dictPrefetcher now prefetches each RAW value (Redis #15133 dbDictPrefetchEntryValue)",
+        "the dictPrefetcher prefetches each RAW value (Redis #15133 dbDictPrefetchEntryValue)",
     ),
     "pipeline-dict": (
         "pipeline", "naive", "lookahead",
         ["--table", "dict", "--keys", "1000000", "--depth", "16", "--value-size", "256"],
-        "the value prefetch moves from the driver into the dictPrefetcher's ENTRY_VALUE "
-        "state; found nodes are no longer re-read without a dependency",
+        "the value prefetch is the dictPrefetcher's ENTRY_VALUE state, not the driver's; "
+        "a found node's key field is read once",
     ),
     "pipeline-hashtable": (
         "pipeline", "naive", "lookahead",

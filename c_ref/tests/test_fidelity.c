@@ -3,7 +3,7 @@
  * it models does (c_ref/FIDELITY.md): which lines a batch prefetches, which
  * passes prefetch, and that every load whose address came from a loaded
  * pointer records that dependency.  Each test counts records of a traced run
- * (the tr_* copy of the keyspace), so it fails on the behaviour it replaced:
+ * (the tr_* copy of the keyspace), so it fails on a build without the rule:
  *
  *   test_dict_batch_prefetches_raw_values    Redis PR #15133 dbDictPrefetchEntryValue
  *   test_msetnx_write_pass_not_prefetched    Redis PR #15133 `do_prefetch &&= !nx`
