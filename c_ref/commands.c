@@ -53,7 +53,7 @@ static void getCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     else ksKeyResolve(ks, cmd->argv[1], &ki);
     void *e = ksDbFind(ks, &ki);
     if (!e) ksReplyNull(ks, c);
-    else replyValue(ks, c, e, 0);
+    else replyValue(ks, c, e, ki.found_dep);
 }
 
 /* parseExtendedStringArgumentsOrReply: every option is parsed first (a
@@ -107,7 +107,7 @@ static void setCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     else ksKeyResolve(ks, cmd->argv[1], &ki);
     void *old = ksDbFind(ks, &ki);
     if (get) {
-        if (old) replyValue(ks, c, old, 0);
+        if (old) replyValue(ks, c, old, ki.found_dep);
         else ksReplyNull(ks, c);
     }
     if ((nx && old) || (xx && !old)) {
@@ -195,7 +195,7 @@ static void mgetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
         resolveBatch(ks, cmd, ki, 1, 1, done, n, tables);
         for (int i = 0; i < n; i++) {
             void *e = findForBatch(ks, &ki[i], tables);
-            if (e) replyValue(ks, c, e, 0);
+            if (e) replyValue(ks, c, e, ki[i].found_dep);
             else ksReplyNull(ks, c);
         }
         done += n;
@@ -232,8 +232,10 @@ static void msetGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int nx) {
             done += n;
         }
     }
+    /* MSETNX's write pass does not prefetch again: its check pass warmed
+     * every key (Redis #15133: do_prefetch &&= !nx). */
     for (int done = 0; done < npairs;) {
-        int n = batching ? nextBatchSize(npairs - done) : 1;
+        int n = batching && !nx ? nextBatchSize(npairs - done) : 1;
         resolveBatch(ks, cmd, ki, 1, 2, done, n, tables);
         for (int i = 0; i < n; i++) {
             sds v = cmd->argv[2 + 2 * (done + i)];
@@ -428,7 +430,7 @@ static void scanCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     for (size_t i = 0; i < d.n; i++) {
         void *entry = d.keys[i];
         sds k = ksEntryGetKey(ks, entry, 0, NULL);
-        ksKeyInfo ki;
+        ksKeyInfo ki = {0};
         ki.key = k;
         ki.slot = ks->cluster ? (int)ksKeyHashSlot(k, sdslen(k)) : 0;
         /* Valkey's order: pattern, type, then expiry (only unfiltered keys

@@ -247,6 +247,7 @@ void ksKeyResolve(ksKeyspace *ks, sds key, ksKeyInfo *ki) {
     ki->table = ks->slots[ki->slot];
     KS_SET_TABLE_DEP(ki->table ? ki->slot_load : 0); /* the table's next meta load */
     ki->found = NULL;
+    ki->found_dep = 0;
 }
 
 void *ksDbTableForWrite(ksKeyspace *ks, int slot) {
@@ -284,7 +285,9 @@ int64_t ksDbGetExpire(ksKeyspace *ks, ksKeyInfo *ki, void *entry) {
     if (ks->layout == KS_LAYOUT_UNIFIED) {
         const robj *o = entry;
         if (!o->hasexpire) return -1;
-        (void)KS_LOAD((const uint8_t *)o + sizeof(robj), 8, KVT_TAG_EXPIRE, KS_SITE_OBJ_EXPIRE, 0);
+        /* The entry pointer came from the table (ksDbFind's found_dep). */
+        (void)KS_LOAD((const uint8_t *)o + sizeof(robj), 8, KVT_TAG_EXPIRE, KS_SITE_OBJ_EXPIRE,
+                      entry == ki->found ? ki->found_dep : 0);
         return ksEntryGetExpireField(entry);
     }
     hashtable *et = expiresTable(ks, ki->slot, 0);
@@ -335,7 +338,11 @@ void *ksDbFindRaw(ksKeyspace *ks, ksKeyInfo *ki) {
     void *t = ks->slots[ki->slot];
     void *found = NULL;
     KS_SET_TABLE_DEP(t == ki->table ? ki->slot_load : 0);
+    ki->found = NULL;
+    ki->found_dep = 0;
     if (!t || !ks->ops->find(t, ki->key, ki->hash, &found)) return NULL;
+    ki->found = found;
+    ki->found_dep = KS_TAKE_ENTRY_DEP(); /* the bucket / cell / node that held it */
     return found;
 }
 

@@ -3,7 +3,8 @@
  *
  * A reference model of Redis `src/dict.c` as of 8.4 (with `dictFindLink` /
  * `dictSetKeyAtLink`, Redis PR #14264's entry order and the no_value
- * entry-is-key tagging): same layout, same resize policy, same
+ * entry-is-key tagging; upstream functions and the remaining differences:
+ * FIDELITY.md): same layout, same resize policy, same
  * incremental rehashing, same pointer tagging, so that the memory accesses it
  * records (emit.h) are the ones Redis makes.  The dictPrefetcher of Redis
  * PR #15133 lives in dict_prefetch.c.
@@ -206,6 +207,9 @@ void *dictGetKey(const dictEntry *de) {
     if (dictEntryIsKey(de)) return decodeItem(de);
     (void)KS_LOAD(&de->key, 8, KVT_TAG_DICT_ENTRY, KS_SITE_DICT_KEY, 0);
     return de->key;
+}
+void *dictEntryStored(const dictEntry *de) {
+    return dictEntryIsKey(de) ? decodeItem(de) : de->key;
 }
 void *dictGetVal(const dictEntry *de) {
     assert(entryIsNode(de));
@@ -1016,6 +1020,7 @@ static void scanBucket(dict *d, int t, unsigned long idx, dictScanFunction *fn, 
         dictEntry *next;
         ksLoadId idep, ndep;
         readEntry(d, de, dep, KS_SITE_DICT_SCAN, &next, &idep, &ndep);
+        KS_SET_ENTRY_DEP(idep); /* the callback's first read of the item */
         fn(privdata, de);
         de = next;
         dep = ndep;

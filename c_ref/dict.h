@@ -1,8 +1,8 @@
 /*
  * dict.h -- Redis-style chained hash table (the `table=dict` keyspace backend).
  *
- * A model of Redis 8.4 `src/dict.c` (and the dictPrefetcher of Redis PR
- * #15133), allocating from a ksArena and
+ * A model of Redis 8.4 `src/dict.c` and of the dictPrefetcher of Redis PR
+ * #15133 (`src/memory_prefetch.c`; see FIDELITY.md), allocating from a ksArena and
  * recording every touch of its own memory through the emitter (emit.h).  The
  * design essay, with diagrams, is at the top of dict.c.
  *
@@ -73,9 +73,13 @@ typedef struct dictType {
      * prefetch the stored item when the entry is a node, nothing for a direct
      * (tagged) item, whose line the ENTRY state already prefetched.
      * prefetchEntryValue: the address to prefetch on a (presumed) hit, e.g.
-     * kv->ptr of a RAW string; NULL callback or NULL result: none. */
+     * kv->ptr of a RAW string (Redis dbDictPrefetchEntryValue); NULL callback or
+     * NULL result: none.  `stored` is the entry's item, produced by load `dep`;
+     * the callback records the reads it makes to find the address and returns
+     * in *addr_dep the load that produced it, in *tag its structure tag. */
     const void *(*prefetchEntryKey)(const dict *d, const dictEntry *de);
-    const void *(*prefetchEntryValue)(const dict *d, const dictEntry *de);
+    const void *(*prefetchEntryValue)(const dict *d, const void *stored, ksLoadId dep,
+                                      ksLoadId *addr_dep, uint8_t *tag);
     /* Veto for a resize to `buckets` buckets (cf. dictTypeResizeAllowed). */
     int (*resizeAllowed)(size_t more_mem, double used_ratio);
     unsigned int no_value : 1;     /* keys only: 16-byte nodes + direct items */
@@ -133,6 +137,9 @@ size_t dictMemUsage(const dict *d);
 /* --- Entries ------------------------------------------------------------------- */
 /* The stored item of an entry (decodes a direct item; loads node->key). */
 void *dictGetKey(const dictEntry *de);
+/* The same without recording a load: for callers whose traced path has just
+ * read the entry (dictReadEntry, a lookup, an iterator step). */
+void *dictEntryStored(const dictEntry *de);
 void *dictGetVal(const dictEntry *de); /* value dicts only */
 void dictSetVal(dict *d, dictEntry *de, void *val);
 dictEntry *dictGetNext(const dictEntry *de); /* NULL for a direct item */
@@ -237,7 +244,7 @@ typedef enum {
 const char *dictPrefetchStateName(dictPrefetchState s); /* "BUCKET", ... "DONE" */
 
 /* One key's lookup state (caller stack). */
-typedef struct { uint64_t opaque[9]; } dictIncrementalFindState;
+typedef struct { uint64_t opaque[10]; } dictIncrementalFindState;
 /* Hashes the key now.  A NULL or empty dict gives DONE at once.  No dict
  * mutation is allowed between Init and the last GetResult. */
 void dictIncrementalFindInit(dictIncrementalFindState *s, dict *d, const void *key);

@@ -6,7 +6,7 @@
  * them: each key advances through a small state machine that issues at most
  * one software prefetch per turn, and the driver visits the keys round-robin
  * so the prefetches of different keys overlap (memory-level parallelism).
- * Upstream: the dictPrefetcher of Redis PR #15133, over Redis 8.4 `src/dict.c`.
+ * Upstream: Redis `src/memory_prefetch.c` after PR #15133 (FIDELITY.md).
  *
  *            +-----------+  no (more) table               +------+
  *   init --->|  BUCKET   |------------------------------->| DONE |
@@ -67,6 +67,7 @@ typedef struct {
     uint64_t bucket_idx;
     ksLoadId cur_dep; /* load that produced `current` (cell or previous node) */
     ksLoadId meta_dep;
+    ksLoadId found_dep; /* load that produced the (presumed) hit's item pointer */
     uint8_t state;  /* dictPrefetchState */
     int8_t ht_idx;  /* -1 before the first BUCKET, then 0 or 1 */
     uint8_t presumed; /* found by the last-node shortcut, not compared */
@@ -181,12 +182,15 @@ static int stepEntryValue(lookup *l) {
         return 0;
     }
     l->found = l->current;
+    l->found_dep = idep;
     const dictType *type = dictGetType(l->d);
     int issued = 0;
     if (type->prefetchEntryValue) {
-        const void *addr = type->prefetchEntryValue(l->d, l->current);
+        ksLoadId adep = idep;
+        uint8_t tag = KVT_TAG_VALUE;
+        const void *addr = type->prefetchEntryValue(l->d, stored, idep, &adep, &tag);
         if (addr) {
-            KS_PREFETCH(addr, KVT_TAG_VALUE, KS_SITE_DICT_PREFETCH, idep);
+            KS_PREFETCH(addr, tag, KS_SITE_DICT_PREFETCH_VALUE, adep);
             issued = 1;
         }
     }
@@ -230,6 +234,7 @@ int dictIncrementalFindGetResult(dictIncrementalFindState *st, dictEntry **found
         ksEmitResume();
     }
     if (found) *found = l->found;
+    if (l->found) KS_SET_ENTRY_DEP(l->found_dep);
     return l->found != NULL;
 }
 

@@ -72,6 +72,7 @@ typedef struct ksEmitter {
     kvtRecord *spare;       /* second chunk buffer (double buffering) */
     void *writer;           /* writer thread: CRC + fwrite of full chunks (emit.c) */
     uint64_t table_dep;     /* slot_table load the next table_meta load depends on (0 none) */
+    uint64_t entry_dep;     /* load that produced the entry a table last handed out (0 none) */
 } ksEmitter;
 
 extern ksEmitter *ksEmitterCurrent;
@@ -177,10 +178,28 @@ static inline uint64_t ksEmitTakeTableDep(void) {
     return id;
 }
 
+/* The pointer chase table -> entry across the table-dispatch layer: a backend
+ * that hands out an entry (find hit, iterator next, scan callback, incremental
+ * find result) records the load whose value was the entry pointer (a bucket or
+ * a dict cell/node load); the keyspace takes it (once) for its first read of
+ * the entry, so object, key and value loads depend on it. */
+static inline void ksEmitSetEntryDep(uint64_t id) {
+    if (ksEmitterCurrent) ksEmitterCurrent->entry_dep = id;
+}
+static inline uint64_t ksEmitTakeEntryDep(void) {
+    ksEmitter *e = ksEmitterCurrent;
+    if (e == NULL) return 0;
+    uint64_t id = e->entry_dep;
+    e->entry_dep = 0;
+    return id;
+}
+
 /* --- The macros used by instrumented code ---------------------------------- */
 #if KS_TRACE
 #define KS_SET_TABLE_DEP(id) ksEmitSetTableDep(id)
 #define KS_TAKE_TABLE_DEP() ((ksLoadId)ksEmitTakeTableDep())
+#define KS_SET_ENTRY_DEP(id) ksEmitSetEntryDep(id)
+#define KS_TAKE_ENTRY_DEP() ((ksLoadId)ksEmitTakeEntryDep())
 #define KS_LOAD(p, size, tag, site, dep) ksEmitAccess(KVT_LOAD, (p), (size), (tag), (site), (dep))
 #define KS_STORE(p, size, tag, site, dep)                                                   \
     ((void)ksEmitAccess(KVT_STORE, (p), (size), (tag), (site), (dep)))
@@ -195,6 +214,8 @@ static inline uint64_t ksEmitTakeTableDep(void) {
 #define KS_LOAD(p, size, tag, site, dep) ((void)(p), (void)(site), (void)(dep), (ksLoadId)0)
 #define KS_SET_TABLE_DEP(id) ((void)(id))
 #define KS_TAKE_TABLE_DEP() ((ksLoadId)0)
+#define KS_SET_ENTRY_DEP(id) ((void)(id))
+#define KS_TAKE_ENTRY_DEP() ((ksLoadId)0)
 #define KS_STORE(p, size, tag, site, dep) ((void)(p), (void)(site), (void)(dep))
 #define KS_PREFETCH(p, tag, site, dep) __builtin_prefetch((const void *)(p))
 #define KS_WORK(n) ((void)0)

@@ -480,6 +480,7 @@ static bucket *findBucket(hashtable *ht, uint64_t hash, const void *key, int *po
                     KS_ID_VAR(kd) = 0;
                     const void *ekey = entryGetKey(ht, b->entries[pos], lb, &kd);
                     if (compareKeys(ht, key, ekey, kd) == 0) {
+                        KS_SET_ENTRY_DEP(lb); /* the entry pointer came from this bucket */
                         *pos_out = pos;
                         *table_out = table;
                         return b;
@@ -722,7 +723,10 @@ static void scanChain(hashtable *ht, size_t idx, int table, hashtableScanFunctio
     while (b) {
         bucket *next = bucketNext(b);
         for (int pos = 0; pos < numBucketPositions(b); pos++) {
-            if (isPositionFilled(b, pos)) fn(privdata, b->entries[pos]);
+            if (isPositionFilled(b, pos)) {
+                KS_SET_ENTRY_DEP(lb);
+                fn(privdata, b->entries[pos]);
+            }
         }
         b = next;
         if (b) lb = KS_LOAD(b, BUCKET_SIZE, KVT_TAG_CHILD_BUCKET, KS_SITE_HT_SCAN_BUCKET, lb);
@@ -865,6 +869,7 @@ bool hashtableNext(hashtableIterator *it, void **elemptr) {
             int pos = i->pos_in_bucket++;
             if (isPositionFilled(b, pos)) {
                 *elemptr = b->entries[pos];
+                KS_SET_ENTRY_DEP(i->bucket_load);
                 KS_WORK(12); /* per-entry iterator work between bucket reads */
                 return true;
             }
@@ -988,6 +993,7 @@ bool hashtableIncrementalFindGetResult(hashtableIncrementalFindState *s, void **
     incrementalFind *f = (incrementalFind *)s;
     if (f->state != HASHTABLE_FOUND) return false;
     if (found) *found = f->bucket->entries[f->pos];
+    KS_SET_ENTRY_DEP(f->bucket_load);
     return true;
 }
 

@@ -127,7 +127,8 @@ void ksKeysCommand(ksKeyspace *ks, ksClient *c, const char *pattern, size_t plen
         ks->ops->iterInit(&it, t, KS_ITER_SAFE, ks->var.iterate);
         while (ks->ops->iterNext(&it, &entry)) {
             ksLoadId kd = 0;
-            sds k = ksEntryGetKey(ks, entry, 0, &kd);
+            /* The object pointer came from the bucket (cell, node) just read. */
+            sds k = ksEntryGetKey(ks, entry, KS_TAKE_ENTRY_DEP(), &kd);
             size_t klen = sdslen(k);
             if (!allkeys) {
                 (void)KS_LOAD(k - 1, klen + 1, KVT_TAG_KEY, KS_SITE_OBJ_KEY, kd);

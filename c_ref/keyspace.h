@@ -101,7 +101,8 @@ struct ksKeyInfo {
     int slot;
     void *table;     /* slot table at resolve time (may be NULL) */
     ksLoadId slot_load; /* the slot_table load that read `table` (0 untraced) */
-    void *found;     /* prefetch result, if any */
+    void *found;     /* prefetch or ksDbFind result, if any */
+    ksLoadId found_dep; /* load that produced the entry ksDbFind returned (0 untraced) */
     ksFindState fs;  /* step machine state */
     int state;       /* driver state */
 };

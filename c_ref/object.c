@@ -195,7 +195,8 @@ void *ksEntrySetExpireField(ksKeyspace *ks, void *entry, int64_t expire_ms) {
     return unifiedCreate(ks, key, sdslen(key), (const uint8_t *)v, sdslen(v), expire_ms);
 }
 
-void ksEntryPrefetchValue(const ksKeyspace *ks, const void *entry, ksLoadId dep) {
+const void *ksEntryValuePrefetchAddr(const ksKeyspace *ks, const void *entry, ksLoadId dep,
+                                     ksLoadId *addr_dep, uint8_t *tag) {
     const robj *o;
     KS_ID_VAR(lo) = dep;
     if (ks->layout == KS_LAYOUT_UNIFIED) {
@@ -206,8 +207,23 @@ void ksEntryPrefetchValue(const ksKeyspace *ks, const void *entry, ksLoadId dep)
         o = e->val;
     }
     lo = KS_LOAD(o, sizeof(robj), KVT_TAG_OBJECT, KS_SITE_OBJ_PREFETCH_VALUE, lo);
-    if (o->encoding == OBJ_ENCODING_RAW) KS_PREFETCH(o->ptr, KVT_TAG_VALUE, KS_SITE_OBJ_PREFETCH_VALUE, lo);
-    else if (ks->layout == KS_LAYOUT_LEGACY) KS_PREFETCH(o, KVT_TAG_OBJECT, KS_SITE_OBJ_PREFETCH_VALUE, lo);
+    if (addr_dep) *addr_dep = lo;
+    if (o->encoding == OBJ_ENCODING_RAW) {
+        if (tag) *tag = KVT_TAG_VALUE;
+        return o->ptr;
+    }
+    if (ks->layout == KS_LAYOUT_LEGACY) {
+        if (tag) *tag = KVT_TAG_OBJECT;
+        return o;
+    }
+    return NULL;
+}
+
+void ksEntryPrefetchValue(const ksKeyspace *ks, const void *entry, ksLoadId dep) {
+    KS_ID_VAR(lo) = 0;
+    uint8_t tag = KVT_TAG_VALUE;
+    const void *addr = ksEntryValuePrefetchAddr(ks, entry, dep, &lo, &tag);
+    if (addr) KS_PREFETCH(addr, tag, KS_SITE_OBJ_PREFETCH_VALUE, lo);
 }
 
 int ksKeyCompare(const char *a, const char *b, ksLoadId bdep) {

@@ -87,6 +87,13 @@ int64_t ksEntryGetExpireField(const void *entry);
 void *ksEntrySetExpireField(ksKeyspace *ks, void *entry, int64_t expire_ms);
 /* Prefetch the value if it is in a separate allocation (RAW). */
 void ksEntryPrefetchValue(const ksKeyspace *ks, const void *entry, ksLoadId dep);
+/* What ksEntryPrefetchValue prefetches: records the object header read (dep =
+ * the load that produced `entry`) and returns the value's separate allocation
+ * (RAW: the sds, tag value; legacy EMBSTR: the robj, tag object) or NULL when
+ * the value is embedded.  *addr_dep (optional) = the header load, *tag
+ * (optional) = the line's structure tag. */
+const void *ksEntryValuePrefetchAddr(const ksKeyspace *ks, const void *entry, ksLoadId dep,
+                                     ksLoadId *addr_dep, uint8_t *tag);
 /* Hash of a stored entry's key (rehashing); records the reads. */
 uint64_t ksEntryHash(const ksKeyspace *ks, const void *entry, ksLoadId dep);
 /* Compare lookup key a (sds) with stored key b (sds, address from load bdep): 0 if equal. */

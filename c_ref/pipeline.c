@@ -34,7 +34,9 @@
  *
  *   Per key: ENTRY (one hashtableIncrementalFindStep per turn) -> when the
  *   find is done, VALUE without yielding (prefetch the value if it is in a
- *   separate allocation) -> DONE.  A key whose table is missing or empty is
+ *   separate allocation) -> DONE.  With table=dict the dictPrefetcher's own
+ *   ENTRY_VALUE state prefetches the value (dbDictPrefetchEntryValue, Redis
+ *   #15133), so the driver's VALUE step issues nothing.  A key whose table is missing or empty is
  *   DONE at once; only batches of more than one key are prefetched.
  *
  * Prefetching is advisory: commands execute exactly as in the naive path,
@@ -83,7 +85,9 @@ void ksPrefetchKeys(ksKeyspace *ks, ksKeyInfo *keys, int n) {
         void *found;
         if (ops->findResult(&k->fs, &found)) {
             k->found = found;
-            ksEntryPrefetchValue(ks, found, 0);
+            /* The table's entry load produced `found` (the bucket line). */
+            KS_ID_VAR(fd) = KS_TAKE_ENTRY_DEP();
+            if (!ops->find_prefetches_value) ksEntryPrefetchValue(ks, found, fd);
         }
         k->state = PREFETCH_DONE;
         remaining--;

@@ -73,6 +73,8 @@
     X(DICT_SCAN, "dict.scan", 10)                                              \
     X(DICT_PREFETCH, "dict.prefetch", 81)        /* dictPrefetcher states; fit: */ \
     /* least squares over lookahead (x2), MGET and MSET batch on table=dict */ \
+    X(DICT_PREFETCH_VALUE, "dict.prefetch_value", 14) /* ENTRY_VALUE's value */ \
+    /* prefetch after the header read (obj.prefetch_value): native +58/key */  \
     /* --- misc --- */                                                         \
     X(STACK, "stack", 2)                                                       \
     X(OTHER, "other", 4)

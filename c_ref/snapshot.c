@@ -114,7 +114,9 @@ int ksSnapshotSave(ksKeyspace *ks, uint8_t **out, size_t *outlen) {
         ks->ops->iterInit(&it, t, KS_ITER_SAFE | KS_ITER_PREFETCH_VALUES, ks->var.iterate);
         while (ks->ops->iterNext(&it, &entry)) {
             ksLoadId kd = 0, vd = 0;
-            sds k = ksEntryGetKey(ks, entry, 0, &kd);
+            /* The object pointer came from the bucket (cell, node) just read. */
+            KS_ID_VAR(ed) = KS_TAKE_ENTRY_DEP();
+            sds k = ksEntryGetKey(ks, entry, ed, &kd);
             int64_t when;
             if (ks->layout == KS_LAYOUT_UNIFIED) {
                 when = ksEntryGetExpireField(entry);
@@ -135,7 +137,7 @@ int ksSnapshotSave(ksKeyspace *ks, uint8_t **out, size_t *outlen) {
             size_t klen = sdslen(k), vlen;
             wLen(&w, klen);
             wBytes(&w, k, klen, KVT_TAG_KEY, kd);
-            const uint8_t *v = ksEntryGetValue(ks, entry, 0, &vlen, &vd);
+            const uint8_t *v = ksEntryGetValue(ks, entry, ed, &vlen, &vd);
             wLen(&w, vlen);
             wBytes(&w, v, vlen, KVT_TAG_VALUE, vd);
         }

@@ -59,6 +59,10 @@ typedef struct ksTableOps {
     void (*findInit)(ksFindState *s, void *t, const void *key, uint64_t hash);
     bool (*findStep)(ksFindState *s);
     bool (*findResult)(ksFindState *s, void **found);
+    /* true if findStep itself prefetches a found entry's value (the Redis
+     * dictPrefetcher's ENTRY_VALUE state); false: the driver does it after
+     * findResult (Valkey memory_prefetch.c PREFETCH_VALUE). */
+    bool find_prefetches_value;
     /* Prefetch the bucket an insert with this hash goes to (load variants). */
     void (*prefetchBucket)(void *t, uint64_t hash);
     /* Iterator; prefetch is a KS_ITER_PREFETCH_* mode, flags KS_ITER_*. */

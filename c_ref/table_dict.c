@@ -12,8 +12,11 @@
  * Mapping notes:
  *   find/findRef/pop/findPositionForInsert use the keyspace's precomputed hash;
  *   findRef on a direct item gives it a node first (see dictFindStoredRef);
- *   findInit/Step/Result is the dictPrefetcher's per-key machine; the driver
- *     prefetches the value itself, so prefetchEntryValue stays NULL;
+ *   findInit/Step/Result is the dictPrefetcher's per-key machine; the type's
+ *     prefetchEntryValue is Redis's dbDictPrefetchEntryValue (PR #15133,
+ *     server.c): on a (presumed) hit, kv->ptr of a RAW string, so the machine
+ *     prefetches the value itself (ksDictTableOps.find_prefetches_value) and
+ *     MGET/MSET batches and the lookahead pipeline warm 100-byte values;
  *   iterators ignore the prefetch mode (Redis's dict iterator has none);
  *   hashtable_min_exp=N starts each table at 2^N buckets.
  */
@@ -28,12 +31,21 @@ static_assert(sizeof(dictIterator) <= sizeof(ksTableIter), "iterator fits");
 
 static dictType dict_type; /* callbacks are the keyspace's (they use ksCur) */
 
+/* dbDictPrefetchEntryValue: reads the object header (type, encoding, ptr) and
+ * returns kv->ptr for a RAW string, NULL for an embedded one. */
+static const void *dtPrefetchEntryValue(const dict *d, const void *stored, ksLoadId dep,
+                                        ksLoadId *addr_dep, uint8_t *tag) {
+    (void)d;
+    return ksEntryValuePrefetchAddr(ksCur, stored, dep, addr_dep, tag);
+}
+
 static void *dtCreate(ksKeyspace *ks) {
     dict_type.entryGetKey = ks->ht_type.entryGetKey;
     dict_type.hashFunction = ks->ht_type.hashFunction;
     dict_type.entryHash = ks->ht_type.entryHash;
     dict_type.keyCompare = ks->ht_type.keyCompare;
     dict_type.entryDestructor = ks->ht_type.entryDestructor;
+    dict_type.prefetchEntryValue = dtPrefetchEntryValue;
     dict_type.no_value = 1;
     dict_type.keys_are_odd = 0;
     dict *d = dictCreate(&dict_type, ks->arena);
@@ -53,7 +65,9 @@ static void dtRelease(ksKeyspace *ks, void *t, int free_entries) {
 static size_t dtSize(const void *t) { return dictSize(t); }
 
 static bool dtFind(void *t, const void *key, uint64_t hash, void **found) {
-    void *e = dictFetchStoredWithHash(t, key, hash, NULL);
+    ksLoadId dep = 0;
+    void *e = dictFetchStoredWithHash(t, key, hash, &dep);
+    if (e) KS_SET_ENTRY_DEP(dep);
     if (found) *found = e;
     return e != NULL;
 }
@@ -66,7 +80,7 @@ static bool dtFindPos(void *t, const void *key, uint64_t hash, ksInsertPos *pos,
     dictEntry *de = NULL;
     void *p = dictFindPositionForInsertWithHash(t, key, hash, &de);
     if (p == NULL) {
-        if (existing) *existing = dictGetKey(de);
+        if (existing) *existing = dictEntryStored(de); /* read by the lookup */
         return false;
     }
     memcpy(pos->opaque, &p, sizeof(p));
@@ -94,7 +108,7 @@ static bool dtFindStep(ksFindState *s) {
 static bool dtFindResult(ksFindState *s, void **found) {
     dictEntry *de = NULL;
     if (!dictIncrementalFindGetResult((dictIncrementalFindState *)s, &de)) return false;
-    if (found) *found = dictGetKey(de);
+    if (found) *found = dictEntryStored(de); /* read by the machine */
     return true;
 }
 
@@ -109,7 +123,10 @@ static void dtIterInit(ksTableIter *it, void *t, int flags, int prefetch) {
 }
 
 static bool dtIterNext(ksTableIter *it, void **entry) {
-    return dictNextStored((dictIterator *)it, entry, NULL);
+    ksLoadId dep = 0;
+    if (!dictNextStored((dictIterator *)it, entry, &dep)) return false;
+    KS_SET_ENTRY_DEP(dep);
+    return true;
 }
 
 static void dtIterReset(ksTableIter *it) { dictResetIterator((dictIterator *)it); }
@@ -121,7 +138,7 @@ typedef struct {
 
 static void dtScanCb(void *privdata, const dictEntry *de) {
     scanWrap *w = privdata;
-    w->fn(w->privdata, dictGetKey(de));
+    w->fn(w->privdata, dictEntryStored(de)); /* read by scanBucket */
 }
 
 static size_t dtScan(void *t, size_t cursor, ksScanFn fn, void *privdata) {
@@ -148,6 +165,7 @@ const ksTableOps ksDictTableOps = {
     .findStep = dtFindStep,
     .findResult = dtFindResult,
     .prefetchBucket = dtPrefetchBucket,
+    .find_prefetches_value = true,
     .iterInit = dtIterInit,
     .iterNext = dtIterNext,
     .iterReset = dtIterReset,

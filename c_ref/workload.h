@@ -40,7 +40,9 @@ typedef struct ksWorkloadResult {
     uint64_t memory_bytes; /* arena allocated bytes after the measured phase */
     uint64_t keys;         /* DBSIZE after the measured phase */
     uint64_t ops;          /* operations per run (commands, keys loaded, keys iterated) */
-    uint32_t reply_crc32;  /* iterate: CRC32 of the KEYS reply / snapshot; load: snapshot bytes */
+    uint32_t reply_crc32;  /* pipeline/mget: CRC32 of the replies of a replay of the queries;
+                            * mset: of GET of every key; iterate: of the KEYS reply /
+                            * snapshot; load: snapshot bytes (workload.c replyCheck) */
     uint64_t reply_bytes;  /* pipeline/mget/mset: reply bytes of the last run */
     uint64_t arena_base;
     uint64_t arena_allocated; /* every live arena byte incl. client/snapshot buffers */

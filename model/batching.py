@@ -22,6 +22,7 @@ __all__ = [
     "prefetch_next_batch_size",
     "next_batch_size",
     "multikey_batches",
+    "mset_prefetch_batches",
     "LookaheadBatch",
     "pipeline_lookahead",
     "first_key",
@@ -73,6 +74,24 @@ def multikey_batches(nkeys: int, batch_size: int = PREFETCH_BATCH_SIZE) -> list[
         out.append(range(start, start + n))
         start += n
     return out
+
+
+def mset_prefetch_batches(
+    npairs: int, nx: bool, batch_size: int = PREFETCH_BATCH_SIZE
+) -> list[tuple[str, range]]:
+    """The prefetched batches of one MSET / MSETNX under ``multikey=batch`` (Redis PR
+    #15133 ``msetGenericCommand``; c_ref ``commands.c``), as (pass, pair-index range).
+
+    MSET has one pass ("set") in ``multikey_batches`` chunks. MSETNX first checks every
+    key ("check" pass, same chunks, stopping at the first existing key), then sets them
+    with ``do_prefetch &&= !nx``: its "set" pass prefetches nothing, since the check pass
+    warmed every key. Only batches of more than one key are prefetched (c_ref emits a
+    BATCH marker for each). The check pass is listed whole (it ends early only when a
+    key exists, and then nothing is set)."""
+    chunks = [r for r in multikey_batches(npairs, batch_size) if len(r) > 1]
+    if nx:
+        return [("check", r) for r in chunks]
+    return [("set", r) for r in chunks]
 
 
 @dataclass

@@ -113,9 +113,13 @@ static int cmpSds(const void *a, const void *b, ksLoadId dep) {
     (void)KS_LOAD(b, lb ? lb : 1, KVT_TAG_KEY, KS_SITE_OBJ_KEY, dep);
     return !(la == lb && memcmp(a, b, la) == 0);
 }
-static const void *pfValue(const dict *d, const dictEntry *de) {
+static const void *pfValue(const dict *d, const void *stored, ksLoadId dep, ksLoadId *addr_dep,
+                           uint8_t *tag) {
     (void)d;
-    (void)de;
+    (void)stored;
+    (void)dep;
+    (void)addr_dep;
+    (void)tag;
     return NULL;
 }
 

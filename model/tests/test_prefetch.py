@@ -9,6 +9,7 @@ from kvsim.model.batching import (
     first_key,
     get_keys_from_command,
     load_prefetch_order,
+    mset_prefetch_batches,
     multikey_batches,
     pipeline_lookahead,
     prefetch_next_batch_size,
@@ -254,3 +255,32 @@ def test_iterator_prefetches_only_what_it_then_returns(oplist, values, mode):
     for i, a in enumerate(trace):
         if a.op == "prefetch" and a.what in ("entry", "value"):
             assert a.ref in reads[len([x for x in trace[:i] if x.op == "read"]):]
+
+
+@given(st.integers(0, 200), st.booleans())
+def test_mset_prefetches_every_key_once(npairs, nx):
+    """Redis #15133 ``do_prefetch &&= !nx``: MSETNX prefetches in its check pass only, so
+    no key is prefetched twice; MSET in its one pass. Either way every key of a batch of
+    more than one is prefetched exactly once."""
+    plan = mset_prefetch_batches(npairs, nx)
+    assert {p for p, _ in plan} <= ({"check"} if nx else {"set"})
+    keys = [i for _, r in plan for i in r]
+    assert len(keys) == len(set(keys))
+    assert set(keys) == set(range(npairs)) if npairs > 1 else keys == []
+
+
+@given(st.lists(st.sampled_from(UNIVERSE), min_size=2, max_size=40, unique=True),
+       st.booleans())
+def test_dict_prefetcher_one_value_line_per_raw_hit(batch, raw):
+    """Redis #15133 ``dbDictPrefetchEntryValue``: every key found prefetches its value
+    line when the value is RAW (c_ref test_fidelity.c counts the same in a trace)."""
+    d = Dict(hash_fn=keyspace_hash)
+    for k in batch:
+        d.add(k)
+    trace = dict_prefetch_keys([(d, k) for k in batch[:DICT_MAX]], lambda k: raw)
+    vals = [a for a in trace if a.op == "prefetch" and a.what == "value"]
+    assert len(vals) == (min(len(batch), DICT_MAX) if raw else 0)
+    assert all(a.ref == a.key for a in vals)  # present keys: the value is the key's own
+
+
+DICT_MAX = 64

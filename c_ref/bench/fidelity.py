@@ -1,0 +1,152 @@
+"""Native and predicted speedups of the workloads c_ref/FIDELITY.md's changes affect.
+
+For each workload: the baseline and the prefetching variant, run natively (``kvsim native
+... --repeat R --json``: process-CPU and wall medians) and traced then simulated
+(``kvsim trace`` + ``kvsim simulate --cpu CPU --json``: cycles of the measured phase), with
+the c_ref build of this checkout ("after") and, optionally, another build ("before",
+``--before-bin``, e.g. the parent commit's ``kvsim-cref``), run interleaved. Speedup =
+baseline / variant. Writes ``results/fidelity-<workload>.json`` (kvsim.provenance).
+
+Usage (from the repository root, after ``make build``):
+
+    .venv/bin/python c_ref/bench/fidelity.py --before-bin OLD/kvsim-cref \\
+        --before-commit SHA [--repeat 5] [--cpu local] [--only mget-dict]
+
+Runtime: a few minutes at the default sizes (the sizes are in WORKLOADS).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from kvsim import provenance
+
+#: name -> (workload, baseline, variant, options, what the change does to it)
+WORKLOADS: dict[str, tuple[str, str, str, list[str], str]] = {
+    "mget-dict": (
+        "mget", "none", "batch",
+        ["--table", "dict", "--keys", "1000000", "--keys-per-command", "50",
+         "--value-size", "100"],
+        "the dictPrefetcher prefetches each RAW value (Redis #15133 dbDictPrefetchEntryValue)",
+    ),
+    "pipeline-dict": (
+        "pipeline", "naive", "lookahead",
+        ["--table", "dict", "--keys", "1000000", "--depth", "16", "--value-size", "256"],
+        "the value prefetch is the dictPrefetcher's ENTRY_VALUE state, not the driver's; "
+        "a found node's key field is read once",
+    ),
+    "pipeline-hashtable": (
+        "pipeline", "naive", "lookahead",
+        ["--keys", "1000000", "--depth", "16", "--value-size", "256"],
+        "GET's object and expire reads and the lookahead value prefetch depend on the bucket "
+        "load that produced the object pointer",
+    ),
+    "iterate-keys": (
+        "iterate", "none", "valkey", ["--keys", "500000", "--op", "keys"],
+        "KEYS: each object-header load depends on its bucket load",
+    ),
+    "iterate-save": (
+        "iterate", "none", "valkey", ["--keys", "500000", "--op", "save"],
+        "SAVE: each object-header and value read depends on its bucket load",
+    ),
+}
+
+#: Measured operations per workload: native (timed), traced (simulated).
+OPS = {"mget": ("20000", "2000"), "pipeline": ("1000000", "100000")}
+
+
+def kvsim_bin() -> str:
+    return str(Path(sys.executable).with_name("kvsim"))
+
+
+def run_json(cmd: list[str], env: dict[str, str]) -> dict:
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    if r.returncode != 0:
+        raise SystemExit(f"fidelity.py: {' '.join(cmd)} failed: {r.stderr.strip()[:300]}")
+    return json.loads(r.stdout)
+
+
+def measure(build_env: dict[str, str], workload: str, variant: str, opts: list[str],
+            repeat: int, cpu: str, tmp: Path) -> dict:
+    """One (build, variant): native medians and simulated cycles."""
+    native_ops, traced_ops = OPS.get(workload, (None, None))
+    nopts = [*opts, *(["--ops", native_ops] if native_ops else [])]
+    topts = [*opts, *(["--ops", traced_ops] if traced_ops else [])]
+    k = kvsim_bin()
+    nat = run_json([k, "native", workload, "--variant", variant, "--repeat", str(repeat),
+                    "--json", *nopts], build_env)
+    trace = tmp / "t.kvt"
+    subprocess.run([k, "trace", workload, "--variant", variant, "-o", str(trace), *topts],
+                   env=build_env, check=True, capture_output=True)
+    sim = run_json([k, "simulate", str(trace), "--cpu", cpu, "--json"], build_env)
+    trace.unlink()
+    return {
+        "native": {key: nat.get(key) for key in ("cpu_median_s", "median_s", "cpu_runs_s",
+                                                   "runs_s", "ops", "reply_crc32")},
+        "native_options": nopts,
+        "traced_options": topts,
+        "simulated": {"cycles": sim["cycles"], "instructions": sim["instructions"],
+                      "ipc": sim["ipc"], "records": sim["records"],
+                      # L1D misses per structure tag and access kind ("value load", ...)
+                      "l1d_misses": {f"{t['tag_name']} {t['kind']}": t["misses"]
+                                     for t in sim.get("by_tag", []) if t["level"] == "L1D"},
+                      "software_prefetch_l1d": sim.get("prefetch", {}).get("software", {})
+                      .get("L1D")},
+    }
+
+
+def speedups(base: dict, var: dict) -> dict:
+    def ratio(a, b):
+        return round(a / b, 4) if a and b else None
+    return {
+        "native_cpu": ratio(base["native"]["cpu_median_s"], var["native"]["cpu_median_s"]),
+        "native_wall": ratio(base["native"]["median_s"], var["native"]["median_s"]),
+        "predicted": ratio(base["simulated"]["cycles"], var["simulated"]["cycles"]),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--before-bin", help="kvsim-cref of the build to compare with")
+    ap.add_argument("--before-commit", help="the commit --before-bin was built from")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--cpu", default="local")
+    ap.add_argument("--only", action="append", choices=sorted(WORKLOADS))
+    ap.add_argument("--out-dir", type=Path, default=None)
+    a = ap.parse_args(argv)
+    out_dir = a.out_dir or provenance.results_dir()
+    if out_dir is None:
+        ap.error("no results/ directory (not a checkout): pass --out-dir")
+    builds = {"after": dict(os.environ)}
+    if a.before_bin:
+        if not Path(a.before_bin).is_file():
+            ap.error(f"--before-bin {a.before_bin}: no such file")
+        builds = {"before": dict(os.environ, KVSIM_CREF_BIN=str(Path(a.before_bin).resolve())),
+                  **builds}
+    for name in a.only or sorted(WORKLOADS):
+        workload, baseline, variant, opts, why = WORKLOADS[name]
+        res: dict[str, dict] = {}
+        with tempfile.TemporaryDirectory() as td:
+            for label, env in builds.items():  # before and after back to back
+                b = measure(env, workload, baseline, opts, a.repeat, a.cpu, Path(td))
+                v = measure(env, workload, variant, opts, a.repeat, a.cpu, Path(td))
+                res[label] = {"baseline": b, "variant": v, "speedup": speedups(b, v)}
+        payload = {
+            "workload": workload, "baseline": baseline, "variant": variant, "options": opts,
+            "change": why, "cpu_preset": a.cpu, "repeat": a.repeat,
+            "before_commit": a.before_commit, **res,
+        }
+        path = provenance.write_result(out_dir / f"fidelity-{name}.json", payload)
+        line = {k: res[k]["speedup"] for k in res}
+        print(f"{name}: {json.dumps(line)} -> {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

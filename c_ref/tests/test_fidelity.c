@@ -1,0 +1,383 @@
+/*
+ * test_fidelity.c -- trace-level checks that c_ref does what the upstream code
+ * it models does (c_ref/FIDELITY.md): which lines a batch prefetches, which
+ * passes prefetch, and that every load whose address came from a loaded
+ * pointer records that dependency.  Each test counts records of a traced run
+ * (the tr_* copy of the keyspace), so it fails on a build without the rule:
+ *
+ *   test_dict_batch_prefetches_raw_values    Redis PR #15133 dbDictPrefetchEntryValue
+ *   test_msetnx_write_pass_not_prefetched    Redis PR #15133 `do_prefetch &&= !nx`
+ *   test_iterator_object_loads_depend_on_bucket   object header <- bucket (KEYS, SAVE)
+ *   test_every_pointer_load_has_its_dep      the same rule over every workload
+ *   test_reply_crc_compares_variants         `kvsim native`'s reply_crc32 check
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "../emit.h"
+#include "../kvsim_cref.h"
+#include "../workload.h"
+#include "testhelp.h"
+
+int tr_ksWorkloadRun(const ksWorkloadSpec *spec, ksWorkloadResult *res, char *err, size_t errlen);
+ksEmitter *tr_ksEmitterOpen(FILE *out, const char *json, uint32_t chunk_records);
+int tr_ksEmitterClose(ksEmitter *e);
+extern ksEmitter *tr_ksEmitterCurrent;
+ksKeyspace *tr_ksCreate(const char *options);
+void tr_ksDestroy(ksKeyspace *ks);
+int tr_ksExecute(ksKeyspace *ks, const char *variant, const uint8_t *query, size_t len, const uint8_t **reply,
+                 size_t *reply_len, size_t *consumed);
+
+#define MAXREC (1u << 20)
+
+/* --- Helpers ----------------------------------------------------------------- */
+
+/* Append one RESP command (argv of n strings) to buf. */
+static size_t resp(char *buf, size_t off, int n, const char *const *argv) {
+    off += (size_t)sprintf(buf + off, "*%d\r\n", n);
+    for (int i = 0; i < n; i++) off += (size_t)sprintf(buf + off, "$%zu\r\n%s\r\n", strlen(argv[i]), argv[i]);
+    return off;
+}
+
+/* "MGET k0 .. k<n-1>" / "MSET k0 v .. " / "MSETNX ..." with keys named prefix<i>. */
+static size_t multiCmd(char *buf, size_t off, const char *cmd, const char *prefix, int n, const char *val) {
+    static char names[64][32];
+    const char *argv[1 + 2 * 64];
+    int a = 0;
+    argv[a++] = cmd;
+    for (int i = 0; i < n; i++) {
+        snprintf(names[i], sizeof(names[i]), "%s%d", prefix, i);
+        argv[a++] = names[i];
+        if (val) argv[a++] = val;
+    }
+    return resp(buf, off, a, argv);
+}
+
+/* Run `setup` untraced, then `query` traced; copies the records into *out. */
+static int traceQuery(const char *options, const char *variant, const char *setup, size_t slen, const char *query,
+                      size_t qlen, kvtRecord **out, uint32_t *n) {
+    ksKeyspace *ks = tr_ksCreate(options);
+    TEST_ASSERT(ks != NULL);
+    const uint8_t *r;
+    size_t rl, used;
+    if (slen) TEST_ASSERT(tr_ksExecute(ks, variant, (const uint8_t *)setup, slen, &r, &rl, &used) == 0 && used == slen);
+    FILE *f = tmpfile();
+    ksEmitter *e = tr_ksEmitterOpen(f, "{\"format_version\":1}", MAXREC);
+    TEST_ASSERT(e != NULL);
+    TEST_ASSERT(tr_ksExecute(ks, variant, (const uint8_t *)query, qlen, &r, &rl, &used) == 0 && used == qlen);
+    TEST_ASSERT(e->total_records == 0); /* everything is still in the buffer */
+    *n = e->n;
+    *out = malloc(sizeof(kvtRecord) * (e->n ? e->n : 1));
+    memcpy(*out, e->buf, sizeof(kvtRecord) * e->n);
+    tr_ksEmitterClose(e);
+    fclose(f);
+    tr_ksDestroy(ks);
+    return 0;
+}
+
+static uint32_t countKindTag(const kvtRecord *r, uint32_t n, int kind, int tag) {
+    uint32_t c = 0;
+    for (uint32_t i = 0; i < n; i++) c += r[i].kind == kind && (tag < 0 || r[i].tag == tag);
+    return c;
+}
+
+static uint32_t countMarkers(const kvtRecord *r, uint32_t n, int marker) {
+    uint32_t c = 0;
+    for (uint32_t i = 0; i < n; i++) c += r[i].kind == KVT_MARKER && r[i].flags == marker;
+    return c;
+}
+
+static const char *const LAYOUTS[2] = {"table=dict layout=unified", "table=dict layout=legacy"};
+
+/* --- Deviation 1: dict batches prefetch the RAW value ---------------------------- */
+
+/* Redis PR #15133: dbDictPrefetchEntryValue returns kv->ptr for a RAW string,
+ * so `mget --table dict --variant batch` prefetches one value line per RAW
+ * value (none for embedded ones), each useful: the reply then reads that line,
+ * and the prefetch depends on the object-header load that produced its address. */
+static int test_dict_batch_prefetches_raw_values(void) {
+    static char setup[1 << 16], query[1 << 14];
+    char big[101], small[9];
+    memset(big, 'v', 100);
+    big[100] = '\0';
+    memset(small, 's', 8);
+    small[8] = '\0';
+    for (int l = 0; l < 2; l++) {
+        for (int raw = 0; raw <= 1; raw++) {
+            size_t sl = multiCmd(setup, 0, "MSET", "key", 20, raw ? big : small);
+            sl = multiCmd(setup, sl, "MSET", "other", 40, small); /* more keys in the dict */
+            size_t ql = multiCmd(query, 0, "MGET", "key", 20, NULL);
+            kvtRecord *r;
+            uint32_t n;
+            TEST_ASSERT(traceQuery(LAYOUTS[l], "multikey=batch", setup, sl, query, ql, &r, &n) == 0);
+            uint32_t vp = 0, useful = 0, after_header = 0;
+            for (uint32_t i = 0; i < n; i++) {
+                if (r[i].kind != KVT_PREFETCH || r[i].tag != KVT_TAG_VALUE) continue;
+                vp++;
+                if (r[i].dep && r[i].dep <= i && r[i - r[i].dep].kind == KVT_LOAD && r[i - r[i].dep].tag == KVT_TAG_OBJECT)
+                    after_header++;
+                for (uint32_t j = i + 1; j < n; j++) {
+                    if (r[j].kind == KVT_LOAD && r[j].tag == KVT_TAG_VALUE && (r[j].addr >> 6) == (r[i].addr >> 6)) {
+                        useful++;
+                        break;
+                    }
+                }
+            }
+            printf("    %s, %s values: %u value prefetches (%u read later, %u after the header load)\n",
+                   LAYOUTS[l], raw ? "100 B" : "8 B", vp, useful, after_header);
+            free(r);
+            TEST_ASSERT_MSG(vp == (raw ? 20u : 0u), "%u value prefetches for 20 %s values", vp, raw ? "RAW" : "embedded");
+            TEST_ASSERT(useful == vp && after_header == vp);
+        }
+    }
+    /* The lookahead pipeline runs the same machine: one value prefetch per key,
+     * not a second one from the driver. */
+    {
+        char q[4096];
+        size_t ql = 0;
+        for (int i = 0; i < 16; i++) {
+            char k[16];
+            snprintf(k, sizeof(k), "key%d", i);
+            const char *argv[2] = {"GET", k};
+            ql = resp(q, ql, 2, argv);
+        }
+        size_t sl = multiCmd(setup, 0, "MSET", "key", 20, big);
+        kvtRecord *r;
+        uint32_t n;
+        TEST_ASSERT(traceQuery("table=dict", "pipeline=lookahead batch=16", setup, sl, q, ql, &r, &n) == 0);
+        uint32_t vp = countKindTag(r, n, KVT_PREFETCH, KVT_TAG_VALUE);
+        free(r);
+        TEST_ASSERT_MSG(vp == 16, "lookahead on a dict: %u value prefetches for 16 GETs", vp);
+    }
+    return 0;
+}
+
+/* --- MSETNX: the write pass does not prefetch again --------------------------------- */
+
+/* Sites of the batch prefetch machines (a dict lookup's own bucket/next
+ * prefetch, dictFindLinkInternal's, is not one). */
+static int batchSite(uint16_t site) {
+    return site == KS_SITE_DICT_PREFETCH || site == KS_SITE_DICT_PREFETCH_VALUE || site == KS_SITE_HT_INCR_PREFETCH_BUCKET ||
+           site == KS_SITE_HT_INCR_PREFETCH_ENTRY || site == KS_SITE_OBJ_PREFETCH_VALUE;
+}
+
+/* Redis PR #15133 msetGenericCommand: the NX check pass prefetches (batches of
+ * 16 while >= 32 remain), then `do_prefetch &&= !nx`: the SET pass does not.
+ * 40 new keys: batches 16 + 24 in the check pass, none in the write pass; MSET
+ * (one pass) has the same two.  Both tables (the chunking is #15133's). */
+static int test_msetnx_write_pass_not_prefetched(void) {
+    static char setup[1 << 14], query[1 << 14];
+    const char *tables[2] = {"table=dict", "table=hashtable"};
+    for (int t = 0; t < 2; t++) {
+        size_t sl = multiCmd(setup, 0, "MSET", "old", 30, "x");
+        for (int nx = 0; nx <= 1; nx++) {
+            size_t ql = multiCmd(query, 0, nx ? "MSETNX" : "MSET", "new", 40, "y");
+            kvtRecord *r;
+            uint32_t n;
+            TEST_ASSERT(traceQuery(tables[t], "multikey=batch", setup, sl, query, ql, &r, &n) == 0);
+            uint32_t batches = countMarkers(r, n, KVT_MARK_BATCH);
+            /* no prefetch after the first store of the write pass */
+            uint32_t first_store = n, late = 0;
+            for (uint32_t i = 0; i < n; i++) {
+                if (r[i].kind == KVT_STORE && (r[i].tag == KVT_TAG_OBJECT || r[i].tag == KVT_TAG_VALUE) && first_store == n)
+                    first_store = i;
+                if (i > first_store && r[i].kind == KVT_PREFETCH && batchSite(r[i].site)) late++;
+            }
+            printf("    %-15s %-6s 40 new keys: %u prefetch batches, %u batch prefetches after the first write\n", tables[t],
+                   nx ? "MSETNX" : "MSET", batches, late);
+            free(r);
+            TEST_ASSERT_MSG(batches == 2, "%u batches", batches);
+            if (nx) TEST_ASSERT_MSG(late == 0, "the write pass prefetched %u lines", late);
+        }
+    }
+    return 0;
+}
+
+/* --- Deviation 4: dependencies of pointer loads ---------------------------------- */
+
+static uint8_t *traceWorkload(const ksWorkloadSpec *s, size_t *len) {
+    FILE *f = tmpfile();
+    ksEmitter *e = tr_ksEmitterOpen(f, "{\"format_version\":1}", 1u << 16);
+    ksWorkloadResult res;
+    char err[256];
+    if (e == NULL || tr_ksWorkloadRun(s, &res, err, sizeof(err))) {
+        fprintf(stderr, "workload failed: %s\n", err);
+        return NULL;
+    }
+    tr_ksEmitterClose(e);
+    long n = ftell(f);
+    rewind(f);
+    uint8_t *buf = malloc((size_t)n);
+    if (fread(buf, 1, (size_t)n, f) != (size_t)n) return NULL;
+    fclose(f);
+    *len = (size_t)n;
+    return buf;
+}
+
+/* The records of a raw trace (formats checked by test_emit.c). */
+static kvtRecord *records(const uint8_t *b, size_t len, uint64_t *n) {
+    uint32_t jl;
+    memcpy(&jl, b + 12, 4);
+    size_t off = 16 + jl + 4;
+    kvtRecord *out = NULL;
+    uint64_t total = 0;
+    while (off + 4 <= len) {
+        uint32_t magic;
+        memcpy(&magic, b + off, 4);
+        if (magic == KVT_END_MAGIC) break;
+        kvtChunkHeader h;
+        memcpy(&h, b + off, sizeof(h));
+        off += sizeof(h);
+        out = realloc(out, sizeof(kvtRecord) * (total + h.n_records));
+        memcpy(out + total, b + off, h.stored_bytes);
+        total += h.n_records;
+        off += h.stored_bytes;
+    }
+    *n = total;
+    return out;
+}
+
+static ksWorkloadSpec spec(const char *workload, const char *variant, const char *table, const char *layout) {
+    ksWorkloadSpec s = {.workload = workload, .keys = 3000, .ops = 400, .value_size = 100, .key_size = 16,
+                        .variant = variant, .batch = 16, .depth = 16, .set_ratio = 0.2, .keys_per_command = 20,
+                        .op = "keys", .layout = layout, .table = table, .cluster = 0, .seed = test_seed, .repeat = 1};
+    return s;
+}
+
+static int isStructure(uint8_t tag) {
+    return tag == KVT_TAG_BUCKET || tag == KVT_TAG_CHILD_BUCKET || tag == KVT_TAG_DICT_TABLE ||
+           tag == KVT_TAG_DICT_ENTRY;
+}
+
+/* Every object-header load of KEYS and SAVE depends on the load that produced
+ * the object's address: a bucket (hashtable) or a cell / node (dict), or, for
+ * the legacy robj, the legacy entry. */
+static int test_iterator_object_loads_depend_on_bucket(void) {
+    const char *tables[2] = {"hashtable", "dict"}, *layouts[2] = {"unified", "legacy"}, *ops[2] = {"keys", "save"};
+    const char *variants[3] = {"none", "next-bucket", "valkey"};
+    for (int t = 0; t < 2; t++)
+        for (int l = 0; l < 2; l++)
+            for (int o = 0; o < 2; o++)
+                for (int v = 0; v < 3; v += 2) {
+                    ksWorkloadSpec s = spec("iterate", variants[v], tables[t], layouts[l]);
+                    s.op = ops[o];
+                    size_t len;
+                    uint8_t *b = traceWorkload(&s, &len);
+                    TEST_ASSERT(b != NULL);
+                    uint64_t n;
+                    kvtRecord *r = records(b, len, &n);
+                    uint64_t obj = 0, no_dep = 0, on_structure = 0;
+                    for (uint64_t i = 0; i < n; i++) {
+                        if (r[i].kind != KVT_LOAD || r[i].tag != KVT_TAG_OBJECT) continue;
+                        obj++;
+                        if (r[i].dep == 0) {
+                            no_dep++;
+                            continue;
+                        }
+                        const kvtRecord *p = &r[i - r[i].dep];
+                        on_structure += p->kind == KVT_LOAD && isStructure(p->tag);
+                    }
+                    printf("    %-9s %-7s %-4s %-6s object loads %6llu, without dep %llu, on a bucket/cell/node "
+                           "%6llu\n",
+                           tables[t], layouts[l], ops[o], variants[v], (unsigned long long)obj,
+                           (unsigned long long)no_dep, (unsigned long long)on_structure);
+                    free(r);
+                    free(b);
+                    TEST_ASSERT(obj >= s.keys && no_dep == 0);
+                    TEST_ASSERT(on_structure >= s.keys); /* one first read per key at least */
+                }
+    return 0;
+}
+
+/* The rule over every workload: a load or prefetch of an object, key, value or
+ * expire line, or of a chained bucket or dict node, carries the id of an
+ * earlier load (its address came from memory).  The exceptions are reads of
+ * memory the code has just allocated (site obj.create: the address came from
+ * the allocator) and the lookup key itself (tag argv). */
+static int test_every_pointer_load_has_its_dep(void) {
+    const char *runs[][2] = {{"pipeline", "naive"}, {"pipeline", "lookahead"}, {"mget", "none"},
+                             {"mget", "batch"},     {"mset", "none"},         {"mset", "batch"},
+                             {"load", "none"},      {"load", "prefetch-after-key"}};
+    const char *tables[2] = {"hashtable", "dict"}, *layouts[2] = {"unified", "legacy"};
+    for (size_t w = 0; w < sizeof(runs) / sizeof(runs[0]); w++)
+        for (int t = 0; t < 2; t++)
+            for (int l = 0; l < 3; l++) { /* unified, legacy, unified + cluster */
+                ksWorkloadSpec s = spec(runs[w][0], runs[w][1], tables[t], layouts[l % 2]);
+                s.cluster = l == 2;
+                size_t len;
+                uint8_t *b = traceWorkload(&s, &len);
+                TEST_ASSERT(b != NULL);
+                uint64_t n, checked = 0, bad = 0, first_bad = 0;
+                kvtRecord *r = records(b, len, &n);
+                for (uint64_t i = 0; i < n; i++) {
+                    const kvtRecord *x = &r[i];
+                    if (x->kind != KVT_LOAD && x->kind != KVT_PREFETCH) continue;
+                    int pointer = x->tag == KVT_TAG_OBJECT || x->tag == KVT_TAG_KEY || x->tag == KVT_TAG_VALUE ||
+                                  x->tag == KVT_TAG_EXPIRE || x->tag == KVT_TAG_CHILD_BUCKET ||
+                                  x->tag == KVT_TAG_DICT_ENTRY;
+                    if (!pointer || x->site == KS_SITE_OBJ_CREATE_STORE) continue;
+                    checked++;
+                    if (x->dep == 0) {
+                        if (!bad) first_bad = i;
+                        bad++;
+                    }
+                }
+                if (bad)
+                    printf("    %s %s %s %s cluster=%d: %llu of %llu pointer loads without dep (first: record "
+                           "%llu, tag %u, site %u)\n",
+                           runs[w][0], runs[w][1], tables[t], layouts[l % 2], s.cluster, (unsigned long long)bad,
+                           (unsigned long long)checked, (unsigned long long)first_bad, r[first_bad].tag,
+                           r[first_bad].site);
+                free(r);
+                free(b);
+                /* (cluster: ~1 of the 3000 keys per slot, so inserts may read no chain) */
+                TEST_ASSERT_MSG(checked > 0 || s.cluster, "%s %s %s", runs[w][0], runs[w][1], tables[t]);
+                TEST_ASSERT_MSG(bad == 0, "%s %s %s %s", runs[w][0], runs[w][1], tables[t], layouts[l % 2]);
+            }
+    return 0;
+}
+
+/* --- reply_crc32 ----------------------------------------------------------------- */
+
+/* `kvsim native` reports reply_crc32 for every workload; for pipeline, mget
+ * and mset it must be a real check: non-zero, equal across the variants and
+ * both tables, traced == native, and different for different replies (another
+ * seed asks for other keys; a larger value changes every GET reply). */
+static int test_reply_crc_compares_variants(void) {
+    const char *runs[][3] = {{"pipeline", "naive", "lookahead"}, {"mget", "none", "batch"}, {"mset", "none", "batch"}};
+    const char *tables[2] = {"hashtable", "dict"};
+    for (size_t w = 0; w < 3; w++) {
+        uint32_t ref = 0;
+        for (int t = 0; t < 2; t++)
+            for (int v = 1; v <= 2; v++) {
+                ksWorkloadSpec s = spec(runs[w][0], runs[w][v], tables[t], "unified");
+                ksWorkloadResult a, b;
+                char err[256];
+                TEST_ASSERT(ksWorkloadRun(&s, &a, err, sizeof(err)) == 0);
+                TEST_ASSERT(tr_ksWorkloadRun(&s, &b, err, sizeof(err)) == 0); /* no emitter */
+                printf("    %-8s %-9s %-9s reply_crc32 %10u (traced %10u)\n", runs[w][0], runs[w][v], tables[t],
+                       a.reply_crc32, b.reply_crc32);
+                TEST_ASSERT(a.reply_crc32 != 0 && a.reply_crc32 == b.reply_crc32);
+                if (ref == 0) ref = a.reply_crc32;
+                TEST_ASSERT_MSG(a.reply_crc32 == ref, "%s %s %s differs", runs[w][0], runs[w][v], tables[t]);
+            }
+        ksWorkloadSpec s = spec(runs[w][0], runs[w][1], "hashtable", "unified");
+        if (strcmp(runs[w][0], "mset")) s.seed = test_seed + 1;
+        else s.value_size = 101;
+        ksWorkloadResult a;
+        char err[256];
+        TEST_ASSERT(ksWorkloadRun(&s, &a, err, sizeof(err)) == 0);
+        TEST_ASSERT_MSG(a.reply_crc32 != ref, "%s: other replies, same crc", runs[w][0]);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    TEST_INIT(argc, argv);
+    RUN(test_dict_batch_prefetches_raw_values);
+    RUN(test_msetnx_write_pass_not_prefetched);
+    RUN(test_iterator_object_loads_depend_on_bucket);
+    RUN(test_every_pointer_load_has_its_dep);
+    RUN(test_reply_crc_compares_variants);
+    return TEST_DONE();
+}

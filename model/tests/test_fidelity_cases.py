@@ -1,0 +1,44 @@
+"""Fixed lockstep cases for the batching rules c_ref/FIDELITY.md describes: a 50-key MGET
+against a 16-key batch, MSET over existing keys with RAW values (the dict batch prefetches
+their values), MSETNX that succeeds and one that fails after its check pass, and commands
+that overflow a lookahead batch. Every variant must reply, and leave the keyspace, exactly
+as naive c_ref and the model do, on both tables."""
+
+import pytest
+
+from kvsim.model import cref
+from kvsim.model.keyspace import Keyspace as Model
+from kvsim.model.resp import encode_command as E
+
+VARIANTS = ["multikey=batch", "pipeline=lookahead batch=16",
+            "pipeline=lookahead multikey=batch batch=16", "pipeline=lookahead batch=3"]
+
+RAW = b"v" * 100  # a separate value allocation in every layout
+
+
+def _program() -> list[bytes]:
+    keys = [b"k%02d" % i for i in range(50)]
+    return [
+        E("MSET", *[x for k in keys[:40] for x in (k, RAW)]),
+        E("MGET", *keys),  # 50 keys: 10 missing
+        E("MSET", *[x for k in keys[10:45] for x in (k, RAW + k)]),  # overwrites, 5 new
+        E("MSETNX", *[x for k in (b"n1", b"n2", b"n3") for x in (k, RAW)]),  # succeeds
+        E("MSETNX", b"n4", b"x", keys[0], b"y", b"n5", b"z"),  # fails: k00 exists
+        E("MGET", *keys[::-1], b"n1", b"n4"),
+        E("GET", keys[44]), E("MGET", *keys[:17]), E("GET", keys[1]),  # overflows batch=16
+        E("DBSIZE"),
+    ]
+
+
+@pytest.mark.parametrize("options", ["table=hashtable", "table=dict", "table=dict layout=legacy",
+                                     "table=dict cluster=1"])
+def test_batching_rules_keep_replies(cref_lib, options):
+    prog = _program()
+    model = Model(cluster="cluster=1" in options)
+    want = [model.execute(q)[0] for q in prog]
+    for variant in ["", *VARIANTS]:
+        with cref.Keyspace(options) as ks:
+            got = [ks.execute(q, variant)[0] for q in prog]
+            ks.check_valid()
+            assert got == want, variant
+            assert ks.dbsize() == model.dbsize()
