@@ -4,9 +4,19 @@
  * FLUSHALL, with Valkey's replies and error messages.
  *
  * Multi-key commands (MGET, MSET, MSETNX) run in batches when the multikey
- * variant asks for it (Redis #15133): batch = 16 keys while >= 32 remain, else
- * the whole remainder; each batch re-resolves its keys' slot tables (the
- * #15043 fix) and lets the variant prefetch them before executing in order.
+ * variant asks for it (batchLen):
+ *   table=dict, or multikey=chunk-15133 (Redis #15133): 16 keys while >= 32
+ *     remain, else the whole remainder; each batch re-resolves its keys' slot
+ *     tables (the #15043 fix) and lets the variant prefetch them before
+ *     executing in order;
+ *   table=hashtable, multikey=batch (Valkey memory_prefetch.c as of #2092,
+ *     the command alone in a prefetch batch): the first `batch`
+ *     (prefetch-batch-max-size) keys are prefetched together, the rest are
+ *     looked up cold; nothing more if the lookahead pipeline has already put
+ *     the command's keys into its batch (cmd->prefetched).
+ * A key a hashtable batch prefetched is hashed again by its lookup
+ * (ksKeyRehash; Valkey hashes in hashtableIncrementalFindInit and again in
+ * lookupKey), except under the study variant multikey=batch-hash-once.
  *
  * Conventions: public ks...; command procs are static xxxCommand().
  */
@@ -51,6 +61,7 @@ static void getCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     ksKeyInfo ki;
     if (cmd->prefetched) ki = cmd->key;
     else ksKeyResolve(ks, cmd->argv[1], &ki);
+    if (ki.rehash) ksKeyRehash(ks, &ki);
     void *e = ksDbFind(ks, &ki);
     if (!e) ksReplyNull(ks, c);
     else replyValue(ks, c, e, ki.found_dep);
@@ -105,6 +116,7 @@ static void setCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     ksKeyInfo ki;
     if (cmd->prefetched) ki = cmd->key;
     else ksKeyResolve(ks, cmd->argv[1], &ki);
+    if (ki.rehash) ksKeyRehash(ks, &ki);
     void *old = ksDbFind(ks, &ki);
     if (get) {
         if (old) replyValue(ks, c, old, ki.found_dep);
@@ -150,6 +162,17 @@ static int nextBatchSize(int remaining) {
     return remaining >= 2 * PREFETCH_BATCH_SIZE ? PREFETCH_BATCH_SIZE : remaining;
 }
 
+/* How many keys, from key `done` on (`remaining` left), form the next batch;
+ * 1 = no prefetch.  `prefetch`: this pass may prefetch (MSETNX's write pass
+ * may not: Redis #15133 `do_prefetch &&= !nx`; Valkey prefetches a command's
+ * keys once, before it runs). */
+static int batchLen(ksKeyspace *ks, ksCommand *cmd, int done, int remaining, int prefetch) {
+    if (!ks->var.multikey || !prefetch) return 1;
+    if (ks->var.multikey_chunked || ks->ops == &ksDictTableOps) return nextBatchSize(remaining);
+    if (done > 0 || cmd->prefetched) return 1; /* Valkey: one batch, the first keys */
+    return remaining < ks->var.batch ? remaining : ks->var.batch;
+}
+
 /* Resolve keys argv[first + i*step] for i in [from, from+n) and prefetch them.
  * `tables` (a variant's ksMultikeyTableHooks, with its per-command state) sees
  * every resolved key and may change the table the batch uses. */
@@ -181,17 +204,17 @@ static int tableLost(ksKeyspace *ks, void *tables, const ksKeyInfo *ki) {
 
 static void *findForBatch(ksKeyspace *ks, ksKeyInfo *ki, void *tables) {
     if (tableLost(ks, tables, ki)) return NULL;
+    if (ki->rehash) ksKeyRehash(ks, ki);
     return ksDbFind(ks, ki);
 }
 
 static void mgetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     int nkeys = cmd->argc - 1;
     ksReplyArrayLen(ks, c, nkeys);
-    ksKeyInfo ki[2 * PREFETCH_BATCH_SIZE];
-    int batching = ks->var.multikey != NULL;
+    ksKeyInfo ki[KS_MAX_BATCH];
     void *tables = tablesBegin(ks);
     for (int done = 0; done < nkeys;) {
-        int n = batching ? nextBatchSize(nkeys - done) : 1;
+        int n = batchLen(ks, cmd, done, nkeys - done, 1);
         resolveBatch(ks, cmd, ki, 1, 1, done, n, tables);
         for (int i = 0; i < n; i++) {
             void *e = findForBatch(ks, &ki[i], tables);
@@ -215,12 +238,11 @@ static int msetArity(ksKeyspace *ks, ksClient *c, ksCommand *cmd, const char *na
 
 static void msetGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int nx) {
     int npairs = (cmd->argc - 1) / 2;
-    ksKeyInfo ki[2 * PREFETCH_BATCH_SIZE];
-    int batching = ks->var.multikey != NULL;
+    ksKeyInfo ki[KS_MAX_BATCH];
     void *tables = tablesBegin(ks);
     if (nx) {
         for (int done = 0; done < npairs;) {
-            int n = batching ? nextBatchSize(npairs - done) : 1;
+            int n = batchLen(ks, cmd, done, npairs - done, 1);
             resolveBatch(ks, cmd, ki, 1, 2, done, n, tables);
             for (int i = 0; i < n; i++) {
                 if (findForBatch(ks, &ki[i], tables)) {
@@ -235,11 +257,12 @@ static void msetGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int nx) {
     /* MSETNX's write pass does not prefetch again: its check pass warmed
      * every key (Redis #15133: do_prefetch &&= !nx). */
     for (int done = 0; done < npairs;) {
-        int n = batching && !nx ? nextBatchSize(npairs - done) : 1;
+        int n = batchLen(ks, cmd, done, npairs - done, !nx);
         resolveBatch(ks, cmd, ki, 1, 2, done, n, tables);
         for (int i = 0; i < n; i++) {
             sds v = cmd->argv[2 + 2 * (done + i)];
             if (tableLost(ks, tables, &ki[i])) continue; /* written into a dead table: lost */
+            if (ki[i].rehash) ksKeyRehash(ks, &ki[i]);
             ksDbSet(ks, &ki[i], (const uint8_t *)v, sdslen(v), -1);
         }
         done += n;

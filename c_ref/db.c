@@ -248,6 +248,15 @@ void ksKeyResolve(ksKeyspace *ks, sds key, ksKeyInfo *ki) {
     KS_SET_TABLE_DEP(ki->table ? ki->slot_load : 0); /* the table's next meta load */
     ki->found = NULL;
     ki->found_dep = 0;
+    ki->rehash = 0;
+}
+
+void ksKeyRehash(ksKeyspace *ks, ksKeyInfo *ki) {
+    size_t len = sdslen(ki->key);
+    (void)KS_LOAD(ki->key - 1, len + 1, KVT_TAG_ARGV, KS_SITE_RESP_ARGV, 0);
+    KS_WORK(KS_SIPHASH_COST(len));
+    ki->hash = ksSiphash(ki->key, len, ks->sipkey);
+    ki->rehash = 0;
 }
 
 void *ksDbTableForWrite(ksKeyspace *ks, int slot) {

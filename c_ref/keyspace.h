@@ -69,6 +69,9 @@ typedef struct ksVariants {
     int batch;
     ksMultikeyPrefetchFn multikey;
     const char *multikey_name;
+    int multikey_chunked;    /* Redis #15133 chunking on every table (multikey=chunk-15133) */
+    int multikey_hash_once;  /* study: the lookup reuses the prefetch's hash (batch-hash-once) */
+    int pipeline_hash_once;  /* study: the same for the lookahead (lookahead-hash-once) */
     const ksMultikeyTableHooks *multikey_tables; /* NULL but in tests (above) */
     ksLoadVariant load;
     const char *load_name;
@@ -105,6 +108,7 @@ struct ksKeyInfo {
     ksLoadId found_dep; /* load that produced the entry ksDbFind returned (0 untraced) */
     ksFindState fs;  /* step machine state */
     int state;       /* driver state */
+    int rehash;      /* a prefetch used `hash`: the lookup hashes the key again (ksKeyRehash) */
 };
 
 /* --- Client ---------------------------------------------------------------- */
@@ -163,6 +167,10 @@ void ksKeyspaceFree(ksKeyspace *ks);
  * of the key bytes (tag argv).  Resolves the slot table pointer into ki->table. */
 void ksKeyResolve(ksKeyspace *ks, sds key, ksKeyInfo *ki);
 unsigned ksKeyHashSlot(const char *key, size_t len);
+/* The lookup's own hash of a key a prefetch has hashed (Valkey lookupKey ->
+ * hashtableFind after hashtableIncrementalFindInit): reads the key bytes and
+ * runs SipHash again; the slot and table stay resolved.  Clears ki->rehash. */
+void ksKeyRehash(ksKeyspace *ks, ksKeyInfo *ki);
 /* Lookup with lazy expiry: NULL if absent or expired (expired keys are deleted). */
 void *ksDbFind(ksKeyspace *ks, ksKeyInfo *ki);
 /* Like ksDbFind but without expiring (for EXISTS-style raw checks in tests). */

@@ -19,8 +19,9 @@
  *   hashtable_min_exp=N [0]             (tests: start tiny to force rehashing)
  *
  * Variant strings for ksExecute / ksLoadSnapshot / ksIterate (defaults in brackets):
- *   pipeline=naive|lookahead [naive]    batch=1..128 [16]
- *   multikey=none|batch [none]          load=none|prefetch-after-key|prefetch-rehash [none]
+ *   pipeline=naive|lookahead|lookahead-hash-once [naive]    batch=1..128 [16]
+ *   multikey=none|batch|chunk-15133|batch-hash-once [none]
+ *   load=none|prefetch-after-key|prefetch-rehash [none]
  *   iterate=none|next-bucket|valkey [none]
  *   plus any test-only variants registered in the variant registry (see c_ref/README.md).
  */

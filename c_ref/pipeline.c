@@ -5,26 +5,28 @@
  *   naive:      parse 1 -> execute 1 -> parse 1 -> execute 1 ...
  *
  *   lookahead:  parse commands into a batch of up to `batch` KEYS -> resolve
- *               their keys (hash and slot once) -> interleave the step
- *               machines -> execute in order
+ *               their keys -> interleave the step machines -> execute in order
  *
- *   Batch rule (Valkey #2092 / memory_prefetch.c; `batch` is
+ *   Batch rule (Valkey #2092, memory_prefetch.c addCommandToBatch; `batch` is
  *   prefetch-batch-max-size, counted in keys, not commands):
- *     - every key of a command is added (getKeysFromCommand, ksCommandKeys:
- *       GET/SET/EXPIRE/PEXPIRE/TTL/PTTL 1 key, MGET/DEL/EXISTS all arguments,
- *       MSET/MSETNX every other argument); a command that fails its arity
- *       check (incl. MSET's pair count) or is unknown has 0 keys but still
- *       runs in the batch;
- *     - commands are added whole, in order, while the keys fit: a command
- *       whose keys would overflow the batch is not added; the batch closes
- *       before it and it starts the next one (already parsed, not re-parsed);
- *     - the batch also closes when it holds exactly `batch` keys, when the
- *       query buffer has no further complete command, at a protocol error,
- *       or at KS_MAX_BATCH commands (zero-key commands);
- *     - a command with more keys than `batch` is never prefetched: it runs
- *       alone, as a batch of its own with no prefetch (its keys are not
- *       resolved ahead); commands before it form their own batch;
- *     - only a batch of more than one key is prefetched.
+ *     - every parsed command joins the batch, in order; its keys
+ *       (getKeysFromCommand, ksCommandKeys: GET/SET/EXPIRE/PEXPIRE/TTL/PTTL 1
+ *       key, MGET/DEL/EXISTS all arguments, MSET/MSETNX every other argument)
+ *       are added one by one while the batch holds fewer than `batch` keys
+ *       (`for (i < num_keys && key_count < max_prefetch_size)`): a 50-key
+ *       MGET in a 16-key batch has its first 16 keys prefetched, the rest
+ *       are looked up cold; a command that fails its arity check (incl.
+ *       MSET's pair count) or is unknown adds no key but still runs;
+ *     - the batch closes when it holds `batch` keys (after the command that
+ *       filled it), when the query buffer has no further complete command, at
+ *       a protocol error, or at KS_MAX_BATCH commands (zero-key commands);
+ *     - only a batch of more than one key is prefetched (`key_count > 1`).
+ *
+ *   Hashing (Valkey hashtableIncrementalFindInit, then lookupKey ->
+ *   hashtableFind): the prefetch hashes each key, and the command hashes it
+ *   again when it runs (ksKeyRehash); the slot and its table pointer are
+ *   resolved once (c->slot).  pipeline=lookahead-hash-once is the study
+ *   variant that reuses the prefetch's hash.
  *
  *   Interleaving (one prefetch per key per turn, round robin):
  *
@@ -41,9 +43,9 @@
  *
  * Prefetching is advisory: commands execute exactly as in the naive path,
  * re-reading slot tables (an earlier command may have created, rehashed or
- * freed them); only the hash and slot of each command's first key, computed
- * during lookahead, are reused (multi-key commands resolve their other keys
- * again when they run).
+ * freed them); only the slot of each command's first key, computed during
+ * lookahead, is reused, and its hash is computed again (multi-key commands
+ * resolve their keys again when they run).
  *
  * Conventions: public ks...; static internals without prefix.
  */
@@ -119,48 +121,32 @@ void ksPipelineNaive(ksKeyspace *ks, ksClient *c) {
 
 /* --- Lookahead ------------------------------------------------------------- */
 
-/* Add cmd's keys (getKeysFromCommand) to keys[*nk..]; returns how many it has
- * (0 for an unknown command or a failed arity check), adding them only if
- * add.  The first key's hash and slot are kept in cmd->key for execution. */
-static int commandKeys(ksKeyspace *ks, ksCommand *cmd, ksKeyInfo *keys, int *nk, int add) {
-    if (cmd->argc == 0) return 0;
+/* Add cmd's keys (getKeysFromCommand) to keys[*nk..] while fewer than
+ * `batch` are in the batch (memory_prefetch.c addCommandToBatch).  The first
+ * key's resolution is kept in cmd->key for execution. */
+static void commandKeys(ksKeyspace *ks, ksCommand *cmd, ksKeyInfo *keys, int *nk, int batch) {
+    if (cmd->argc == 0) return;
     if (!cmd->def) cmd->def = ksLookupCommand(cmd->argv[0], sdslen(cmd->argv[0]));
     int first, step;
     int kc = ksCommandKeys(cmd->def, cmd->argc, &first, &step);
-    if (!add || kc == 0) return kc;
-    for (int j = 0; j < kc; j++) ksKeyResolve(ks, cmd->argv[first + j * step], &keys[*nk + j]);
-    cmd->key = keys[*nk];
+    if (kc == 0 || *nk >= batch) return;
+    int start = *nk;
+    for (int j = 0; j < kc && *nk < batch; j++) ksKeyResolve(ks, cmd->argv[first + j * step], &keys[(*nk)++]);
+    cmd->key = keys[start];
     cmd->prefetched = 1;
-    *nk += kc;
-    return kc;
 }
 
 void ksPipelineLookahead(ksKeyspace *ks, ksClient *c) {
     int batch = ks->var.batch;
-    ksCommand cmds[KS_MAX_BATCH + 1]; /* +1: the parsed command that did not fit */
+    ksCommand cmds[KS_MAX_BATCH];
     ksKeyInfo keys[KS_MAX_BATCH];
-    int carry = 0; /* cmds[0] is a command parsed by the previous round */
     while (1) {
-        int n = 0, nk = 0, rc = 1, pending = 0; /* pending: cmds[n] parsed, not in this batch */
+        int n = 0, nk = 0, rc = 1;
         while (n < KS_MAX_BATCH) {
-            if (carry) {
-                carry = 0; /* already in cmds[0] */
-            } else {
-                cmds[n].argv = NULL; /* only what the parser needs is initialised */
-                cmds[n].argv_cap = 0;
-                if ((rc = ksParseCommand(ks, c, &cmds[n])) <= 0) break;
-            }
-            int kc = commandKeys(ks, &cmds[n], keys, &nk, 0);
-            if (kc > batch) {            /* more keys than a whole batch */
-                if (n == 0) n = 1;       /* alone, unprefetched */
-                else pending = 1;        /* next round, alone */
-                break;
-            }
-            if (nk + kc > batch) {       /* would overflow: stop before it */
-                pending = 1;
-                break;
-            }
-            commandKeys(ks, &cmds[n], keys, &nk, 1);
+            cmds[n].argv = NULL; /* only what the parser needs is initialised */
+            cmds[n].argv_cap = 0;
+            if ((rc = ksParseCommand(ks, c, &cmds[n])) <= 0) break;
+            commandKeys(ks, &cmds[n], keys, &nk, batch);
             n++;
             if (nk == batch) break;
         }
@@ -171,6 +157,8 @@ void ksPipelineLookahead(ksKeyspace *ks, ksClient *c) {
         if (nk > 1) {
             KS_MARK(KVT_MARK_BATCH, nk);
             ksPrefetchKeys(ks, keys, nk);
+            for (int i = 0; i < n; i++) /* the prefetch hashed it: the lookup hashes again */
+                if (cmds[i].prefetched) cmds[i].key.rehash = !ks->var.pipeline_hash_once;
         }
         for (int i = 0; i < n; i++) {
             ksExecuteCommand(ks, c, &cmds[i]);
@@ -183,9 +171,5 @@ void ksPipelineLookahead(ksKeyspace *ks, ksClient *c) {
             break;
         }
         if (rc == 0) break;
-        if (pending) {
-            cmds[0] = cmds[n]; /* parsed, not yet in a batch */
-            carry = 1;
-        }
     }
 }

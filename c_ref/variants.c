@@ -3,8 +3,8 @@
  * setting).  Adding a variant = write its function + add one line to `registry`.
  *
  *   family     names                                      what it selects
- *   pipeline   naive, lookahead                           ksPipelineFn
- *   multikey   none, batch                                ksMultikeyPrefetchFn
+ *   pipeline   naive, lookahead, lookahead-hash-once      ksPipelineFn
+ *   multikey   none, batch, chunk-15133, batch-hash-once  ksMultikeyPrefetchFn
  *   load       none, prefetch-after-key, prefetch-rehash  ksLoadVariant flags
  *   iterate    none, next-bucket, valkey                  iterator prefetch mode
  *
@@ -26,11 +26,12 @@
 
 /* --- Variant functions ----------------------------------------------------- */
 
-/* multikey=batch: interleaved prefetch of one batch of an MGET/MSET/MSETNX
- * (batches of 16 with the adaptive tail, slot tables re-resolved per batch:
- * commands.c).  table=hashtable: Valkey's hashtable step machine
- * (ksPrefetchKeys).  table=dict: Redis #15133's path, dictPrefetchKeys over the
- * batch's dicts and keys (the prefetcher hashes each key itself, as Redis). */
+/* multikey=batch: the interleaved prefetch of one batch of an MGET/MSET/MSETNX
+ * (which keys form a batch: commands.c).  table=hashtable: Valkey's
+ * hashtable step machine (ksPrefetchKeys), whose keys the lookup then hashes
+ * again (ksKeyInfo.rehash) unless the variant is batch-hash-once.
+ * table=dict: Redis #15133's path, dictPrefetchKeys over the batch's dicts and
+ * keys (the prefetcher hashes each key itself, as Redis). */
 static void multikeyBatch(ksKeyspace *ks, ksKeyInfo *keys, int n) {
     if (ks->ops == &ksDictTableOps) {
         dict *dicts[DICT_PREFETCH_MAX_SIZE] = {0};
@@ -47,12 +48,30 @@ static void multikeyBatch(ksKeyspace *ks, ksKeyInfo *keys, int n) {
         return;
     }
     ksPrefetchKeys(ks, keys, n);
+    for (int i = 0; i < n; i++) keys[i].rehash = !ks->var.multikey_hash_once;
 }
 
-static void setPipeline(ksVariants *v, const void *fn) { v->pipeline = (ksPipelineFn)fn; }
+static void setPipeline(ksVariants *v, const void *fn) {
+    v->pipeline = (ksPipelineFn)fn;
+    v->pipeline_hash_once = 0;
+}
+static void setPipelineHashOnce(ksVariants *v, const void *fn) {
+    v->pipeline = (ksPipelineFn)fn;
+    v->pipeline_hash_once = 1;
+}
 static void setMultikey(ksVariants *v, const void *fn) {
     v->multikey = (ksMultikeyPrefetchFn)fn;
     v->multikey_tables = NULL;
+    v->multikey_chunked = 0;
+    v->multikey_hash_once = 0;
+}
+static void setMultikeyChunked(ksVariants *v, const void *fn) {
+    setMultikey(v, fn);
+    v->multikey_chunked = 1;
+}
+static void setMultikeyHashOnce(ksVariants *v, const void *fn) {
+    setMultikey(v, fn);
+    v->multikey_hash_once = 1;
 }
 static void setLoadNone(ksVariants *v, const void *fn) {
     (void)fn;
@@ -91,8 +110,15 @@ typedef struct {
 static const variantEntry registry[] = {
     {"pipeline", "naive", setPipeline, (const void *)ksPipelineNaive},
     {"pipeline", "lookahead", setPipeline, (const void *)ksPipelineLookahead},
+    /* study: the lookup reuses the lookahead's hash (Valkey hashes twice) */
+    {"pipeline", "lookahead-hash-once", setPipelineHashOnce, (const void *)ksPipelineLookahead},
     {"multikey", "none", setMultikey, NULL},
+    /* hashtable: Valkey's first prefetch-batch-max-size keys; dict: Redis #15133 */
     {"multikey", "batch", setMultikey, (const void *)multikeyBatch},
+    /* study: Redis #15133's in-command chunking on every table */
+    {"multikey", "chunk-15133", setMultikeyChunked, (const void *)multikeyBatch},
+    /* study: batch, the lookup reusing the prefetch's hash (hashtable) */
+    {"multikey", "batch-hash-once", setMultikeyHashOnce, (const void *)multikeyBatch},
     {"load", "none", setLoadNone, NULL},
     {"load", "prefetch-after-key", setLoadAfterKey, NULL},
     {"load", "prefetch-rehash", setLoadRehash, NULL},

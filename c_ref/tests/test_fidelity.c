@@ -7,6 +7,8 @@
  *
  *   test_dict_batch_prefetches_raw_values    Redis PR #15133 dbDictPrefetchEntryValue
  *   test_msetnx_write_pass_not_prefetched    Redis PR #15133 `do_prefetch &&= !nx`
+ *   test_valkey_batch_fills_key_by_key       Valkey memory_prefetch.c batch rule (#2092)
+ *   test_prefetched_keys_hashed_twice        Valkey findInit + lookupKey hash twice
  *   test_iterator_object_loads_depend_on_bucket   object header <- bucket (KEYS, SAVE)
  *   test_every_pointer_load_has_its_dep      the same rule over every workload
  *   test_reply_crc_compares_variants         `kvsim native`'s reply_crc32 check
@@ -164,17 +166,24 @@ static int batchSite(uint16_t site) {
 /* Redis PR #15133 msetGenericCommand: the NX check pass prefetches (batches of
  * 16 while >= 32 remain), then `do_prefetch &&= !nx`: the SET pass does not.
  * 40 new keys: batches 16 + 24 in the check pass, none in the write pass; MSET
- * (one pass) has the same two.  Both tables (the chunking is #15133's). */
+ * (one pass) has the same two.  The chunking is #15133's (table=dict, and
+ * multikey=chunk-15133 on a hashtable); Valkey's rule on a hashtable
+ * (multikey=batch) prefetches one batch of the first 16 keys, once. */
 static int test_msetnx_write_pass_not_prefetched(void) {
     static char setup[1 << 14], query[1 << 14];
-    const char *tables[2] = {"table=dict", "table=hashtable"};
-    for (int t = 0; t < 2; t++) {
+    struct {
+        const char *table, *variant;
+        uint32_t batches;
+    } runs[3] = {{"table=dict", "multikey=batch", 2},
+                 {"table=hashtable", "multikey=chunk-15133", 2},
+                 {"table=hashtable", "multikey=batch", 1}};
+    for (int t = 0; t < 3; t++) {
         size_t sl = multiCmd(setup, 0, "MSET", "old", 30, "x");
         for (int nx = 0; nx <= 1; nx++) {
             size_t ql = multiCmd(query, 0, nx ? "MSETNX" : "MSET", "new", 40, "y");
             kvtRecord *r;
             uint32_t n;
-            TEST_ASSERT(traceQuery(tables[t], "multikey=batch", setup, sl, query, ql, &r, &n) == 0);
+            TEST_ASSERT(traceQuery(runs[t].table, runs[t].variant, setup, sl, query, ql, &r, &n) == 0);
             uint32_t batches = countMarkers(r, n, KVT_MARK_BATCH);
             /* no prefetch after the first store of the write pass */
             uint32_t first_store = n, late = 0;
@@ -183,12 +192,154 @@ static int test_msetnx_write_pass_not_prefetched(void) {
                     first_store = i;
                 if (i > first_store && r[i].kind == KVT_PREFETCH && batchSite(r[i].site)) late++;
             }
-            printf("    %-15s %-6s 40 new keys: %u prefetch batches, %u batch prefetches after the first write\n", tables[t],
-                   nx ? "MSETNX" : "MSET", batches, late);
+            printf("    %-15s %-20s %-6s 40 new keys: %u prefetch batches, %u batch prefetches after the first "
+                   "write\n",
+                   runs[t].table, runs[t].variant, nx ? "MSETNX" : "MSET", batches, late);
             free(r);
-            TEST_ASSERT_MSG(batches == 2, "%u batches", batches);
+            TEST_ASSERT_MSG(batches == runs[t].batches, "%u batches", batches);
             if (nx) TEST_ASSERT_MSG(late == 0, "the write pass prefetched %u lines", late);
         }
+    }
+    return 0;
+}
+
+/* --- Deviation 2: Valkey's batch rule on a hashtable ------------------------------ */
+
+typedef struct {
+    uint32_t batches, first_batch;   /* BATCH markers; keys of the first */
+    uint32_t buckets, before_exec;   /* bucket prefetches; those before the command runs */
+    uint32_t argv_reads;             /* reads of lookup-key bytes (each hash reads them) */
+} batchCounts;
+
+/* Counts of one traced query; `exec_cmd` is the 0-based COMMAND marker of the
+ * command whose execution "before_exec" stops at. */
+static batchCounts countBatch(const kvtRecord *r, uint32_t n, int exec_cmd) {
+    batchCounts c = {0};
+    int cmds = 0, executing = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (r[i].kind == KVT_MARKER && r[i].flags == KVT_MARK_BATCH) {
+            if (c.batches++ == 0) c.first_batch = (uint32_t)r[i].addr;
+        }
+        if (r[i].kind == KVT_MARKER && r[i].flags == KVT_MARK_COMMAND && cmds++ == exec_cmd) executing = 1;
+        if (r[i].kind == KVT_PREFETCH && r[i].site == KS_SITE_HT_INCR_PREFETCH_BUCKET) {
+            c.buckets++;
+            c.before_exec += !executing;
+        }
+        c.argv_reads += r[i].kind == KVT_LOAD && r[i].tag == KVT_TAG_ARGV && r[i].site == KS_SITE_RESP_ARGV;
+    }
+    return c;
+}
+
+/* Valkey memory_prefetch.c (as of #2092) fills the batch key by key up to
+ * prefetch-batch-max-size (`for (i < num_keys && key_count <
+ * max_prefetch_size)`) and has no in-command chunking:
+ *   - a 50-key MGET under `pipeline=lookahead batch=16` issues exactly 16
+ *     bucket prefetches, all before it runs (c_ref without the rule: none, the
+ *     command ran alone, unprefetched);
+ *   - GET + 50-key MGET: one batch of 16 keys, the GET's and the MGET's first
+ *     15 (without the rule: the batch closed before the MGET: no prefetch);
+ *   - `multikey=batch` on a hashtable prefetches the first 16 keys of a
+ *     50-key MGET in one batch (without the rule: all 50, in 16 + 34), and
+ *     nothing more when the lookahead has already batched them;
+ *     `multikey=chunk-15133` keeps Redis #15133's chunks (16 + 16 + 18; a key
+ *     whose table is rehashing has a bucket prefetched in each table). */
+static int test_valkey_batch_fills_key_by_key(void) {
+    static char setup[1 << 16], query[1 << 14];
+    char big[101];
+    memset(big, 'v', 100);
+    big[100] = '\0';
+    size_t sl = multiCmd(setup, 0, "MSET", "key", 50, big);
+    size_t ml = multiCmd(query, 0, "MGET", "key", 50, NULL);
+    static char getmget[1 << 14];
+    const char *get[2] = {"GET", "key7"};
+    size_t gl = resp(getmget, 0, 2, get);
+    memcpy(getmget + gl, query, ml);
+    gl += ml;
+    struct {
+        const char *variant;
+        const char *q;
+        size_t ql;
+        int exec_cmd;
+        uint32_t batches, first_batch, buckets;
+    } runs[] = {
+        {"pipeline=lookahead batch=16", query, ml, 0, 1, 16, 16},
+        {"pipeline=lookahead batch=16", getmget, gl, 1, 1, 16, 16},
+        {"pipeline=lookahead batch=4", query, ml, 0, 1, 4, 4},
+        {"multikey=batch", query, ml, -1, 1, 16, 16},
+        {"pipeline=lookahead multikey=batch batch=16", query, ml, 0, 1, 16, 16},
+        {"multikey=chunk-15133", query, ml, -1, 3, 16, 50},
+    };
+    for (size_t k = 0; k < sizeof(runs) / sizeof(runs[0]); k++) {
+        kvtRecord *r;
+        uint32_t n;
+        TEST_ASSERT(traceQuery("table=hashtable", runs[k].variant, setup, sl, runs[k].q, runs[k].ql, &r, &n) == 0);
+        batchCounts c = countBatch(r, n, runs[k].exec_cmd);
+        /* multikey: "before it runs" = before the MGET's first reply element */
+        if (runs[k].exec_cmd < 0) {
+            uint32_t first_reply = n;
+            for (uint32_t i = 0; i < n && first_reply == n; i++)
+                if (r[i].kind == KVT_LOAD && r[i].tag == KVT_TAG_VALUE) first_reply = i;
+            c.before_exec = 0;
+            for (uint32_t i = 0; i < first_reply; i++)
+                c.before_exec += r[i].kind == KVT_PREFETCH && r[i].site == KS_SITE_HT_INCR_PREFETCH_BUCKET;
+        }
+        printf("    %-44s %s: %u batches (first: %u keys), %u bucket prefetches, %u before execution\n",
+               runs[k].variant, runs[k].q == getmget ? "GET + MGET 50" : "MGET 50      ", c.batches, c.first_batch,
+               c.buckets, c.before_exec);
+        free(r);
+        TEST_ASSERT_MSG(c.batches == runs[k].batches && c.first_batch == runs[k].first_batch, "%s: %u batches of %u",
+                        runs[k].variant, c.batches, c.first_batch);
+        TEST_ASSERT_MSG(runs[k].batches == 1 ? c.buckets == runs[k].buckets : c.buckets >= runs[k].buckets,
+                        "%s: %u bucket prefetches", runs[k].variant, c.buckets);
+        if (runs[k].batches == 1) TEST_ASSERT_MSG(c.before_exec == c.buckets, "%s: late prefetches", runs[k].variant);
+    }
+    return 0;
+}
+
+/* --- Deviation 3: the lookup hashes a prefetched key again ----------------------- */
+
+/* Valkey hashes a key in hashtableIncrementalFindInit (the prefetch) and again
+ * in lookupKey -> hashtableFind: each prefetched key's bytes are read (and
+ * SipHash run) once more than in the unprefetched path.  16 GETs under
+ * `lookahead batch=16`: 16 more key reads than naive (c_ref without the rule:
+ * 0); a 50-key MGET under `multikey=batch` (16 prefetched): 16 more than
+ * `none`.  The study variants lookahead-hash-once and batch-hash-once: 0. */
+static int test_prefetched_keys_hashed_twice(void) {
+    static char setup[1 << 16], gets[1 << 12], mget[1 << 12];
+    size_t sl = multiCmd(setup, 0, "MSET", "key", 50, "value");
+    size_t gl = 0;
+    for (int i = 0; i < 16; i++) {
+        char k[16];
+        snprintf(k, sizeof(k), "key%d", i);
+        const char *argv[2] = {"GET", k};
+        gl = resp(gets, gl, 2, argv);
+    }
+    size_t ml = multiCmd(mget, 0, "MGET", "key", 50, NULL);
+    struct {
+        const char *base, *variant, *q;
+        size_t ql;
+        uint32_t extra;
+        uint64_t base_gap, gap;
+    } runs[] = {
+        {"", "pipeline=lookahead batch=16", gets, gl, 16, 0, 0},
+        {"", "pipeline=lookahead-hash-once batch=16", gets, gl, 0, 0, 0},
+        {"multikey=none", "multikey=batch", mget, ml, 16, 0, 0},
+        {"multikey=none", "multikey=batch-hash-once", mget, ml, 0, 0, 0},
+    };
+    for (size_t k = 0; k < sizeof(runs) / sizeof(runs[0]); k++) {
+        uint32_t reads[2];
+        for (int v = 0; v < 2; v++) {
+            kvtRecord *r;
+            uint32_t n;
+            TEST_ASSERT(traceQuery("table=hashtable", v ? runs[k].variant : runs[k].base, setup, sl, runs[k].q,
+                                   runs[k].ql, &r, &n) == 0);
+            reads[v] = countBatch(r, n, -1).argv_reads;
+            free(r);
+        }
+        printf("    %-40s key reads %u (%s: %u): +%d\n", runs[k].variant, reads[1],
+               runs[k].base[0] ? runs[k].base : "naive", reads[0], (int)(reads[1] - reads[0]));
+        TEST_ASSERT_MSG(reads[1] - reads[0] == runs[k].extra, "%s: %u extra key reads", runs[k].variant,
+                        reads[1] - reads[0]);
     }
     return 0;
 }
@@ -376,6 +527,8 @@ int main(int argc, char **argv) {
     TEST_INIT(argc, argv);
     RUN(test_dict_batch_prefetches_raw_values);
     RUN(test_msetnx_write_pass_not_prefetched);
+    RUN(test_valkey_batch_fills_key_by_key);
+    RUN(test_prefetched_keys_hashed_twice);
     RUN(test_iterator_object_loads_depend_on_bucket);
     RUN(test_every_pointer_load_has_its_dep);
     RUN(test_reply_crc_compares_variants);
