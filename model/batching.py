@@ -23,6 +23,7 @@ __all__ = [
     "next_batch_size",
     "multikey_batches",
     "mset_prefetch_batches",
+    "valkey_multikey_batch",
     "LookaheadBatch",
     "pipeline_lookahead",
     "first_key",
@@ -76,19 +77,38 @@ def multikey_batches(nkeys: int, batch_size: int = PREFETCH_BATCH_SIZE) -> list[
     return out
 
 
-def mset_prefetch_batches(
-    npairs: int, nx: bool, batch_size: int = PREFETCH_BATCH_SIZE
-) -> list[tuple[str, range]]:
-    """The prefetched batches of one MSET / MSETNX under ``multikey=batch`` (Redis PR
-    #15133 ``msetGenericCommand``; c_ref ``commands.c``), as (pass, pair-index range).
+def valkey_multikey_batch(nkeys: int, batch_size: int = PREFETCH_BATCH_SIZE) -> list[range]:
+    """The prefetched batch of one MGET/MSET/MSETNX under ``multikey=batch`` on a
+    hashtable (Valkey ``memory_prefetch.c`` as of #2092, the command alone in a batch):
+    its first ``batch_size`` keys (``prefetch-batch-max-size``), once; the rest are looked
+    up cold. [] when at most one key would be prefetched."""
+    n = min(nkeys, batch_size)
+    return [range(n)] if n > 1 else []
 
-    MSET has one pass ("set") in ``multikey_batches`` chunks. MSETNX first checks every
-    key ("check" pass, same chunks, stopping at the first existing key), then sets them
-    with ``do_prefetch &&= !nx``: its "set" pass prefetches nothing, since the check pass
-    warmed every key. Only batches of more than one key are prefetched (c_ref emits a
-    BATCH marker for each). The check pass is listed whole (it ends early only when a
-    key exists, and then nothing is set)."""
-    chunks = [r for r in multikey_batches(npairs, batch_size) if len(r) > 1]
+
+def mset_prefetch_batches(
+    npairs: int, nx: bool, batch_size: int = PREFETCH_BATCH_SIZE, rule: str = "redis"
+) -> list[tuple[str, range]]:
+    """The prefetched batches of one MSET / MSETNX under ``multikey=batch``, as (pass,
+    pair-index range).
+
+    ``rule="redis"`` (Redis PR #15133 ``msetGenericCommand``; c_ref ``commands.c`` on
+    ``table=dict`` and ``multikey=chunk-15133``): MSET has one pass ("set") in
+    ``multikey_batches`` chunks. MSETNX first checks every key ("check" pass, same
+    chunks, stopping at the first existing key), then sets them with ``do_prefetch &&=
+    !nx``: its "set" pass prefetches nothing, since the check pass warmed every key. Only
+    batches of more than one key are prefetched (c_ref emits a BATCH marker for each).
+    The check pass is listed whole (it ends early only when a key exists, and then
+    nothing is set).
+
+    ``rule="valkey"`` (``multikey=batch`` on a hashtable): the first pass prefetches the
+    first ``batch_size`` keys once (``valkey_multikey_batch``); nothing else."""
+    if rule not in ("redis", "valkey"):
+        raise ValueError(rule)
+    if rule == "valkey":
+        chunks = valkey_multikey_batch(npairs, batch_size)
+    else:
+        chunks = [r for r in multikey_batches(npairs, batch_size) if len(r) > 1]
     if nx:
         return [("check", r) for r in chunks]
     return [("set", r) for r in chunks]
@@ -119,29 +139,28 @@ def pipeline_lookahead(
 ) -> tuple[list[LookaheadBatch], ProtocolError | None, int]:
     """Split a query buffer into lookahead batches.
 
-    ``unit="keys"`` (the default) is c_ref's ``ksPipelineLookahead`` (Valkey #2092; the
-    rule is documented at the top of ``c_ref/pipeline.c``): ``batch_size`` counts KEYS.
-    Every key of a command (``get_keys_from_command``) joins the batch; commands are added
-    whole, in order, while their keys fit; a command whose keys would overflow the batch
-    closes it and starts the next one; a command with more keys than ``batch_size`` runs
-    alone, as a batch of its own whose keys are not prefetched. Unknown commands and
-    commands that fail their arity check add no keys but still run in their batch. A batch
-    also closes when it holds exactly ``batch_size`` keys or ``KS_MAX_BATCH`` (128)
-    commands. Only a batch of more than one key is prefetched (c_ref then emits a BATCH
-    marker whose addr is the key count): ``prefetch_keys`` is [] otherwise.
+    ``unit="keys"`` (the default) is c_ref's ``ksPipelineLookahead`` (Valkey #2092,
+    ``memory_prefetch.c`` ``addCommandToBatch``; the rule is documented at the top of
+    ``c_ref/pipeline.c``): ``batch_size`` counts KEYS. Every command joins the batch, in
+    order; its keys (``get_keys_from_command``) are added one by one while the batch
+    holds fewer than ``batch_size`` (a 50-key MGET in a 16-key batch: its first 16 keys),
+    and the batch closes when it holds ``batch_size`` keys (after the command that filled
+    it) or ``KS_MAX_BATCH`` (128) commands. Unknown commands and commands that fail their
+    arity check add no keys but still run in their batch. Only a batch of more than one
+    key is prefetched (c_ref then emits a BATCH marker whose addr is the key count):
+    ``prefetch_keys`` is [] otherwise.
 
     Alternatives (not what c_ref does; kept for comparison):
-    ``unit="commands"`` is c_ref's rule before the key-based batching: up to
-    ``batch_size`` commands per batch, the first key of each command whose arity is valid
-    (``first_key``) prefetched, only if more than one.
-    ``unit="key-budget"`` adds whole commands while fewer than ``batch_size`` keys are
-    collected and prefetches only the keys within the budget, i.e. part of the keys of a
-    command that overflows it (the batch is not closed before that command).
+    ``unit="whole-commands"`` adds commands whole while their keys fit: a command whose
+    keys would overflow the batch closes it and starts the next one, and a command with
+    more keys than ``batch_size`` runs alone, unprefetched (no Valkey version does this).
+    ``unit="commands"``: up to ``batch_size`` commands per batch, the first key of each
+    command whose arity is valid (``first_key``) prefetched, only if more than one.
 
     A protocol error closes the last batch (the commands before it still run). A command
     cut off at the end of the buffer is in no batch and is not consumed.
     Returns (batches, protocol error or None, bytes consumed)."""
-    if unit not in ("keys", "commands", "key-budget"):
+    if unit not in ("keys", "commands", "whole-commands"):
         raise ValueError(unit)
     items, consumed = split_commands(buf)
     batches: list[LookaheadBatch] = []
@@ -158,7 +177,7 @@ def pipeline_lookahead(
         if isinstance(it, ProtocolError):
             perr = it
             break
-        if unit == "keys":
+        if unit == "whole-commands":
             keys = get_keys_from_command(it.argv)
             if len(keys) > batch_size:  # oversize: alone, unprefetched
                 close()
@@ -177,15 +196,14 @@ def pipeline_lookahead(
             full = len(cur.commands) >= batch_size
         else:
             cur.commands.append(it)
-            for k in get_keys_from_command(it.argv):
-                if len(cur.prefetch_keys) < batch_size:
-                    cur.prefetch_keys.append(k)
-            full = len(cur.prefetch_keys) >= batch_size
+            room = batch_size - len(cur.prefetch_keys)
+            cur.prefetch_keys.extend(get_keys_from_command(it.argv)[:room])
+            full = len(cur.prefetch_keys) == batch_size or len(cur.commands) >= KS_MAX_BATCH
         if full:
             close()
     close()
     for b in batches:
-        if unit != "key-budget" and len(b.prefetch_keys) <= 1:
+        if len(b.prefetch_keys) <= 1:
             b.prefetch_keys = []  # a single key is not prefetched
     return batches, perr, consumed
 

@@ -1,7 +1,9 @@
 """Fixed lockstep cases for the batching rules c_ref/FIDELITY.md describes: a 50-key MGET
-against a 16-key batch, MSET over existing keys with RAW values (the dict batch prefetches
-their values), MSETNX that succeeds and one that fails after its check pass, and commands
-that overflow a lookahead batch. Every variant must reply, and leave the keyspace, exactly
+against a 16-key batch (alone, and after a GET that takes the batch's first key), MSET over
+existing keys with RAW values (the dict batch prefetches their values), MSETNX that
+succeeds and one that fails after its check pass, and commands that overflow a lookahead
+batch; under Valkey's rule, Redis #15133's chunking (chunk-15133) and the hash-once study
+variants. Every variant must reply, and leave the keyspace, exactly
 as naive c_ref and the model do, on both tables."""
 
 import pytest
@@ -11,7 +13,9 @@ from kvsim.model.keyspace import Keyspace as Model
 from kvsim.model.resp import encode_command as E
 
 VARIANTS = ["multikey=batch", "pipeline=lookahead batch=16",
-            "pipeline=lookahead multikey=batch batch=16", "pipeline=lookahead batch=3"]
+            "pipeline=lookahead multikey=batch batch=16", "pipeline=lookahead batch=3",
+            "multikey=chunk-15133", "multikey=batch batch=4",
+            "pipeline=lookahead-hash-once multikey=batch-hash-once batch=16"]
 
 RAW = b"v" * 100  # a separate value allocation in every layout
 
@@ -26,6 +30,9 @@ def _program() -> list[bytes]:
         E("MSETNX", b"n4", b"x", keys[0], b"y", b"n5", b"z"),  # fails: k00 exists
         E("MGET", *keys[::-1], b"n1", b"n4"),
         E("GET", keys[44]), E("MGET", *keys[:17]), E("GET", keys[1]),  # overflows batch=16
+        E("GET", keys[3]), E("MGET", *keys[5:55]), E("SET", keys[2], b"w"),  # 50 keys, 1 + 15
+        E("MSETNX", *[x for k in keys[45:50] + [b"n6"] for x in (k, RAW)]),  # 6 new: 16-batch
+        E("MGET", *keys[40:], b"n6"),
         E("DBSIZE"),
     ]
 

@@ -26,6 +26,8 @@ VARIANTS = [
     "pipeline=lookahead batch={batch}",
     "multikey=batch batch={batch}",
     "pipeline=lookahead multikey=batch batch={batch}",
+    "multikey=chunk-15133 batch={batch}",
+    "pipeline=lookahead-hash-once multikey=batch-hash-once batch={batch}",
     "load=prefetch-after-key iterate=next-bucket",
     "load=prefetch-rehash iterate=valkey pipeline=lookahead multikey=batch batch={batch}",
 ]
@@ -140,7 +142,8 @@ def test_broken_variant_differs_after_an_expired_key(cref_test_lib):
 def test_broken_variant_is_not_in_the_product(cref_lib):
     """The product library (and so the CLI and the wheel) does not know the test variant."""
     with cref.Keyspace("cluster=1") as ks, pytest.raises(
-            cref.CrefError, match=r"unknown multikey variant 'batch-stale-table' \(none\|batch\)"):
+            cref.CrefError, match=r"unknown multikey variant 'batch-stale-table' "
+                  r"\(none\|batch\|chunk-15133\|batch-hash-once\)"):
         ks.execute(E("MGET", "a"), "multikey=batch-stale-table")
 
 

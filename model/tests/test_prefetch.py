@@ -13,6 +13,7 @@ from kvsim.model.batching import (
     multikey_batches,
     pipeline_lookahead,
     prefetch_next_batch_size,
+    valkey_multikey_batch,
 )
 from kvsim.model.dictmodel import Dict, dict_prefetch_keys
 from kvsim.model.hashing import colliding_keys, keyspace_hash
@@ -164,7 +165,7 @@ POOL = key_pool()
 
 @settings(max_examples=60)
 @given(st.lists(command(POOL), min_size=1, max_size=6), st.integers(1, 128), st.data(),
-       st.sampled_from(["keys", "commands", "key-budget"]))
+       st.sampled_from(["keys", "commands", "whole-commands"]))
 def test_pipeline_lookahead_batches(cmds, bsize, data, unit):
     buf = b"".join(encode_command(*c) for c in cmds)
     cut = data.draw(st.integers(0, len(buf)))
@@ -175,7 +176,16 @@ def test_pipeline_lookahead_batches(cmds, bsize, data, unit):
     assert [c.argv for c in flat] == [i.argv for i in items]  # each command once, in order
     for i, b in enumerate(batches):
         demanded = [k for c in b.commands for k in get_keys_from_command(c.argv)]
-        if unit == "keys":  # c_ref: whole commands, up to bsize keys, oversize alone
+        if unit == "keys":  # c_ref (Valkey #2092): keys added while the batch has room
+            assert b.commands and len(b.commands) <= 128
+            want = demanded[:bsize]
+            assert b.prefetch_keys == (want if len(want) > 1 else [])
+            if i + 1 < len(batches):  # closed early only when full
+                assert len(demanded) >= bsize or len(b.commands) == 128
+                # full only after the last command: the one before it left room
+                before = [k for c in b.commands[:-1] for k in get_keys_from_command(c.argv)]
+                assert len(before) < bsize or len(b.commands) == 128
+        elif unit == "whole-commands":  # whole commands, up to bsize keys, oversize alone
             assert b.commands and len(b.commands) <= 128
             if len(demanded) > bsize:
                 assert len(b.commands) == 1 and b.prefetch_keys == []  # alone, unprefetched
@@ -185,32 +195,29 @@ def test_pipeline_lookahead_batches(cmds, bsize, data, unit):
                     # not full (bsize keys or 128 commands): the next command overflowed it
                     nxt = get_keys_from_command(batches[i + 1].commands[0].argv)
                     assert nxt and len(demanded) + len(nxt) > bsize
-        elif unit == "key-budget":
-            assert b.prefetch_keys == demanded[: len(b.prefetch_keys)]  # prefetched: demanded
-            assert len(b.prefetch_keys) <= bsize
-        else:
-            assert len(b.commands) <= bsize
-            firsts = [first_key(c.argv) for c in b.commands]
-            assert b.prefetch_keys in ([], [k for k in firsts if k is not None])
-            assert set(b.prefetch_keys) <= set(demanded) | {c.argv[1] for c in b.commands
-                                                             if len(c.argv) > 1}
     # a command cut off at the end is not in any batch and is not consumed
     assert used <= cut and all(c.end <= used for c in flat)
 
 
 def test_pipeline_lookahead_keys_rule():
-    """The rule at the top of c_ref/pipeline.c on c_ref's own example (test_emit.c)."""
+    """The rule at the top of c_ref/pipeline.c on c_ref's own example (test_emit.c):
+    keys join until the batch is full; the command that fills it closes it."""
     q = (b"SET a 1\r\nGET a\r\nMGET a b c\r\nDBSIZE\r\nMSET a 1 b\r\n"
          b"MGET a b c d e\r\nGET x\r\nGET y\r\nDEL a b c d\r\nGET z\r\n")
     batches, perr, used = pipeline_lookahead(q, 4)
     assert perr is None and used == len(q)
     assert [[c.argv[0] for c in b.commands] for b in batches] == [
-        [b"SET", b"GET"], [b"MGET", b"DBSIZE", b"MSET"], [b"MGET"], [b"GET", b"GET"],
-        [b"DEL"], [b"GET"]]
+        [b"SET", b"GET", b"MGET"], [b"DBSIZE", b"MSET", b"MGET"], [b"GET", b"GET", b"DEL"],
+        [b"GET"]]
     assert [b.prefetch_keys for b in batches] == [
-        [b"a", b"a"], [b"a", b"b", b"c"], [], [b"x", b"y"], [b"a", b"b", b"c", b"d"], []]
+        [b"a", b"a", b"a", b"b"], [b"a", b"b", b"c", b"d"], [b"x", b"y", b"a", b"b"], []]
     zero_key = b"DBSIZE\r\n" * 300  # no keys: the batch closes at 128 commands
     assert [len(b.commands) for b in pipeline_lookahead(zero_key, 4)[0]] == [128, 128, 44]
+    mget50 = encode_command(b"MGET", *[b"k%d" % i for i in range(50)])
+    (b,), _, _ = pipeline_lookahead(encode_command(b"GET", b"x") + mget50, 16)  # one batch of 16 keys
+    assert b.prefetch_keys == [b"x"] + [b"k%d" % i for i in range(15)]
+    old = pipeline_lookahead(mget50, 16, "whole-commands")[0]
+    assert [x.prefetch_keys for x in old] == [[]]  # the rule without the key budget
 
 
 @given(st.lists(st.sampled_from(UNIVERSE), min_size=1, max_size=60, unique=True),
@@ -255,6 +262,16 @@ def test_iterator_prefetches_only_what_it_then_returns(oplist, values, mode):
     for i, a in enumerate(trace):
         if a.op == "prefetch" and a.what in ("entry", "value"):
             assert a.ref in reads[len([x for x in trace[:i] if x.op == "read"]):]
+
+
+@given(st.integers(0, 200), st.booleans(), st.integers(1, 128))
+def test_valkey_mset_prefetches_the_first_batch_once(npairs, nx, b):
+    """Valkey (``multikey=batch`` on a hashtable): one batch of the first ``b`` keys, in
+    the first pass only, whatever the command's size."""
+    plan = mset_prefetch_batches(npairs, nx, b, rule="valkey")
+    want = [("check" if nx else "set", range(min(npairs, b)))] if min(npairs, b) > 1 else []
+    assert plan == want
+    assert valkey_multikey_batch(50, 16) == [range(16)]
 
 
 @given(st.integers(0, 200), st.booleans())
