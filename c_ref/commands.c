@@ -63,8 +63,12 @@ static void getCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     else ksKeyResolve(ks, cmd->argv[1], &ki);
     if (ki.rehash) ksKeyRehash(ks, &ki);
     void *e = ksDbFind(ks, &ki);
-    if (!e) ksReplyNull(ks, c);
-    else replyValue(ks, c, e, ki.found_dep);
+    if (!e) {
+        ksReplyNull(ks, c);
+        return;
+    }
+    ksDbTouch(ks, &ki, e);
+    replyValue(ks, c, e, ki.found_dep);
 }
 
 /* parseExtendedStringArgumentsOrReply: every option is parsed first (a
@@ -117,7 +121,8 @@ static void setCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     if (cmd->prefetched) ki = cmd->key;
     else ksKeyResolve(ks, cmd->argv[1], &ki);
     if (ki.rehash) ksKeyRehash(ks, &ki);
-    void *old = ksDbFind(ks, &ki);
+    void *old = ksDbFind(ks, &ki); /* lookupKeyWrite */
+    if (old) ksDbTouch(ks, &ki, old);
     if (get) {
         if (old) replyValue(ks, c, old, ki.found_dep);
         else ksReplyNull(ks, c);
@@ -205,7 +210,9 @@ static int tableLost(ksKeyspace *ks, void *tables, const ksKeyInfo *ki) {
 static void *findForBatch(ksKeyspace *ks, ksKeyInfo *ki, void *tables) {
     if (tableLost(ks, tables, ki)) return NULL;
     if (ki->rehash) ksKeyRehash(ks, ki);
-    return ksDbFind(ks, ki);
+    void *e = ksDbFind(ks, ki); /* MGET lookupKeyRead, MSETNX lookupKeyWrite */
+    if (e) ksDbTouch(ks, ki, e);
+    return e;
 }
 
 static void mgetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
@@ -323,11 +330,12 @@ static void expireGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int unit_
     long long when = ms + ks->now_ms;
     ksKeyInfo ki;
     ksKeyResolve(ks, cmd->argv[1], &ki);
-    void *e = ksDbFind(ks, &ki);
+    void *e = ksDbFind(ks, &ki); /* lookupKeyWrite */
     if (!e) {
         ksReplyInt(ks, c, 0);
         return;
     }
+    ksDbTouch(ks, &ki, e);
     long long cur = ksDbGetExpire(ks, &ki, e);
     if ((nx && cur >= 0) || (xx && cur < 0) || (gt && (cur < 0 || when <= cur)) || (lt && cur >= 0 && when >= cur)) {
         ksReplyInt(ks, c, 0);

@@ -148,6 +148,7 @@ ksKeyspace *ksKeyspaceNew(const char *options, char *err, size_t errlen) {
     ks->hashtable_min_exp = min_exp;
     ks->slots = ksArenaCalloc(arena, sizeof(void *) * (size_t)ks->nslots);
     ks->slot_gen = calloc((size_t)ks->nslots, sizeof(uint64_t));
+    if (cluster) ks->slot_bit = ksArenaCalloc(arena, sizeof(uint64_t) * ((size_t)ks->nslots + 1));
     ks->ht_type = (hashtableType){
         .entryGetKey = typeEntryGetKey,
         .hashFunction = typeHash,
@@ -181,6 +182,7 @@ static void releaseTables(ksKeyspace *ks) {
         }
     }
     ks->nkeys = 0;
+    if (ks->slot_bit) memset(ks->slot_bit, 0, sizeof(uint64_t) * ((size_t)ks->nslots + 1)); /* kvstoreEmpty */
 }
 
 void ksKeyspaceFree(ksKeyspace *ks) {
@@ -365,6 +367,36 @@ void *ksDbFind(ksKeyspace *ks, ksKeyInfo *ki) {
     return e;
 }
 
+/* kvstore.c cumulativeKeyCountAdd: with more than one table (cluster mode),
+ * every add and delete walks the Fenwick tree of per-slot key counts from
+ * slot + 1 upwards (idx += idx & -idx), a read-modify-write of one 8-byte
+ * counter per step (up to 14 for 16384 slots; the upper ones are shared by
+ * many slots and stay cached). */
+void ksDbKeyCountAdd(ksKeyspace *ks, int slot, int64_t delta) {
+    if (!ks->slot_bit) return;
+    for (int idx = slot + 1; idx <= ks->nslots; idx += idx & -idx) {
+        uint64_t *c = &ks->slot_bit[idx];
+        (void)KS_LOAD(c, 8, KVT_TAG_SLOT_TABLE, KS_SITE_KVS_KEY_COUNT, 0);
+        *c += (uint64_t)delta;
+        KS_STORE(c, 8, KVT_TAG_SLOT_TABLE, KS_SITE_KVS_KEY_COUNT, 0);
+    }
+}
+
+/* LRU_CLOCK(): seconds, 24 bits (LRU_CLOCK_RESOLUTION 1000 ms). */
+#define KS_LRU_CLOCK(ms) ((unsigned)(((uint64_t)(ms) / 1000u) & ((1u << 24) - 1u)))
+
+void ksDbTouch(ksKeyspace *ks, ksKeyInfo *ki, void *entry) {
+    KS_ID_VAR(d) = entry == ki->found ? ki->found_dep : 0;
+    robj *o = entry;
+    if (ks->layout == KS_LAYOUT_LEGACY) {
+        legacyEntry *le = entry;
+        d = KS_LOAD(&le->val, 8, KVT_TAG_OBJECT, KS_SITE_OBJ_ENTRY, d);
+        o = le->val;
+    }
+    o->lru = KS_LRU_CLOCK(ks->now_ms);
+    KS_STORE(o, 8, KVT_TAG_OBJECT, KS_SITE_OBJ_LRU, d);
+}
+
 void ksDbAddNew(ksKeyspace *ks, ksKeyInfo *ki, void *entry) {
     void *t = ksDbTableForWrite(ks, ki->slot);
     ksInsertPos pos;
@@ -372,6 +404,7 @@ void ksDbAddNew(ksKeyspace *ks, ksKeyInfo *ki, void *entry) {
     if (!ks->ops->findPositionForInsert(t, ki->key, ki->hash, &pos, &existing)) abort(); /* caller's contract */
     ks->ops->insertAtPosition(t, entry, &pos);
     ks->nkeys++;
+    ksDbKeyCountAdd(ks, ki->slot, 1);
 }
 
 int ksDbSet(ksKeyspace *ks, ksKeyInfo *ki, const uint8_t *val, size_t vlen, int64_t expire_ms) {
@@ -414,6 +447,7 @@ int ksDbDelete(ksKeyspace *ks, ksKeyInfo *ki) {
     if (!ks->ops->pop(t, ki->key, ki->hash, &entry)) return 0;
     ksEntryFree(ks, entry);
     ks->nkeys--;
+    ksDbKeyCountAdd(ks, ki->slot, -1);
     freeTableIfEmpty(ks, ki->slot);
     return 1;
 }
@@ -447,6 +481,19 @@ int ksDbCheckValid(ksKeyspace *ks, char *err, size_t errlen) {
             ks->ops->iterReset(&it);
         }
         if (ks->expires && ks->expires[s] && hashtableCheckValid(ks->expires[s], err, errlen)) return -1;
+    }
+    if (ks->slot_bit) { /* kvstore's Fenwick tree: prefix sums == table sizes */
+        uint64_t prefix = 0;
+        for (int s = 0; s < ks->nslots; s++) {
+            prefix += ks->slots[s] ? ks->ops->size(ks->slots[s]) : 0;
+            uint64_t sum = 0;
+            for (int idx = s + 1; idx > 0; idx -= idx & -idx) sum += ks->slot_bit[idx];
+            if (sum != prefix) {
+                snprintf(err, errlen, "kvstore: key-count tree says %llu keys up to slot %d, tables hold %llu",
+                         (unsigned long long)sum, s, (unsigned long long)prefix);
+                return -1;
+            }
+        }
     }
     if (total != ks->nkeys) {
         snprintf(err, errlen, "kvstore: %llu keys counted, %llu recorded", (unsigned long long)total,

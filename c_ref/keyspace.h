@@ -142,6 +142,8 @@ struct ksKeyspace {
     int nslots;           /* 1 or 16384 */
     void **slots;         /* per-slot tables (arena, tag slot_table); NULL = none yet */
     uint64_t *slot_gen;   /* per slot: tables created so far (bookkeeping, not traced) */
+    uint64_t *slot_bit;   /* cluster: kvstore hashtable_size_index, the per-slot key
+                             counts as a Fenwick tree (1-based, nslots + 1; arena) */
     hashtable **expires;  /* legacy layout: per-slot expires tables (lazy) */
     uint64_t seed;
     uint8_t sipkey[16];
@@ -173,6 +175,12 @@ unsigned ksKeyHashSlot(const char *key, size_t len);
 void ksKeyRehash(ksKeyspace *ks, ksKeyInfo *ki);
 /* Lookup with lazy expiry: NULL if absent or expired (expired keys are deleted). */
 void *ksDbFind(ksKeyspace *ks, ksKeyInfo *ki);
+/* lookupKey without LOOKUP_NOTOUCH, after a hit: val->lru = LRU_CLOCK(), a store
+ * into the object's header (the object line is dirtied by a read). */
+void ksDbTouch(ksKeyspace *ks, ksKeyInfo *ki, void *entry);
+/* kvstore cumulativeKeyCountAdd: a key added to (+1) or deleted from (-1) a
+ * slot's table updates the per-slot key-count Fenwick tree (cluster mode). */
+void ksDbKeyCountAdd(ksKeyspace *ks, int slot, int64_t delta);
 /* Like ksDbFind but without expiring (for EXISTS-style raw checks in tests). */
 void *ksDbFindRaw(ksKeyspace *ks, ksKeyInfo *ki);
 /* Set key to value; expire_ms < 0 = no expire.  Returns 1 if the key was new. */

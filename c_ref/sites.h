@@ -77,7 +77,10 @@
     /* prefetch after the header read (obj.prefetch_value): native +58/key */  \
     /* --- misc --- */                                                         \
     X(STACK, "stack", 2)                                                       \
-    X(OTHER, "other", 4)
+    X(OTHER, "other", 4)                                                       \
+    /* --- lookupKey's LRU store, kvstore's per-slot key counts --- */       \
+    X(OBJ_LRU, "obj.lru", 6)                      /* val->lru = LRU_CLOCK() */      \
+    X(KVS_KEY_COUNT, "kvs.key_count", 3)          /* cumulativeKeyCountAdd step */
 
 enum ksSite {
 #define KS_SITE_ENUM(id, name, cost) KS_SITE_##id,

@@ -345,6 +345,7 @@ static int loadRecords(ksKeyspace *ks, reader *r) {
         }
         ks->ops->insertAtPosition(t, entry, &pos);
         ks->nkeys++;
+        ksDbKeyCountAdd(ks, ki.slot, 1);
         if (expire >= 0 && ks->layout == KS_LAYOUT_LEGACY) ksDbSetExpire(ks, &ki, entry, expire);
         expire = -1;
         /* (7) free the key sds (the entry holds its own copy). */
@@ -387,6 +388,8 @@ int ksSnapshotLoad(ksKeyspace *ks, const uint8_t *buf, size_t len) {
     void **old_slots = ks->slots;
     hashtable **old_expires = ks->expires;
     uint64_t old_nkeys = ks->nkeys;
+    uint64_t *old_bit = ks->slot_bit; /* cluster: the key-count tree is swapped too */
+    if (old_bit) ks->slot_bit = ksArenaCalloc(ks->arena, sizeof(uint64_t) * ((size_t)ks->nslots + 1));
     ks->slots = ksArenaCalloc(ks->arena, sizeof(void *) * (size_t)ks->nslots);
     ks->expires = NULL;
     ks->nkeys = 0;
@@ -397,9 +400,12 @@ int ksSnapshotLoad(ksKeyspace *ks, const uint8_t *buf, size_t len) {
     int rc = loadRecords(ks, &r);
     void **new_slots = ks->slots;
     hashtable **new_expires = ks->expires;
+    uint64_t *new_bit = ks->slot_bit;
     if (rc) {
         ksDbFlush(ks);
         ksArenaFree(ks->arena, new_slots);
+        if (new_bit) ksArenaFree(ks->arena, new_bit);
+        ks->slot_bit = old_bit;
         ks->slots = old_slots;
         ks->expires = old_expires;
         ks->nkeys = old_nkeys;
@@ -410,8 +416,11 @@ int ksSnapshotLoad(ksKeyspace *ks, const uint8_t *buf, size_t len) {
     (void)new_expires;
     ks->slots = old_slots;
     ks->expires = old_expires;
+    ks->slot_bit = old_bit;
     ksDbFlush(ks);
     ksArenaFree(ks->arena, old_slots);
+    if (old_bit) ksArenaFree(ks->arena, old_bit);
+    ks->slot_bit = new_bit;
     ks->slots = new_slots;
     ks->expires = new_expires;
     uint64_t n = 0;

@@ -9,6 +9,8 @@
  *   test_msetnx_write_pass_not_prefetched    Redis PR #15133 `do_prefetch &&= !nx`
  *   test_valkey_batch_fills_key_by_key       Valkey memory_prefetch.c batch rule (#2092)
  *   test_prefetched_keys_hashed_twice        Valkey findInit + lookupKey hash twice
+ *   test_get_dirties_the_object              Valkey lookupKey's LRU store
+ *   test_cluster_key_count_tree              Valkey kvstore cumulativeKeyCountAdd
  *   test_iterator_object_loads_depend_on_bucket   object header <- bucket (KEYS, SAVE)
  *   test_every_pointer_load_has_its_dep      the same rule over every workload
  *   test_reply_crc_compares_variants         `kvsim native`'s reply_crc32 check
@@ -344,6 +346,83 @@ static int test_prefetched_keys_hashed_twice(void) {
     return 0;
 }
 
+/* --- Deviation 8: lookupKey's LRU store, cluster key counts -------------------- */
+
+/* Valkey lookupKey (without LOOKUP_NOTOUCH) stores LRU_CLOCK() into the found
+ * object: 16 GETs of present keys write 16 object headers (site obj.lru), each
+ * depending on the load that produced the object's address; EXISTS
+ * (LOOKUP_NOTOUCH) writes none.  c_ref without the rule: no store in a GET. */
+static int test_get_dirties_the_object(void) {
+    static char setup[1 << 14], gets[1 << 12], exists[1 << 12];
+    size_t sl = multiCmd(setup, 0, "MSET", "key", 16, "value");
+    size_t gl = 0;
+    for (int i = 0; i < 16; i++) {
+        char k[16];
+        snprintf(k, sizeof(k), "key%d", i);
+        const char *argv[2] = {"GET", k};
+        gl = resp(gets, gl, 2, argv);
+    }
+    size_t el = multiCmd(exists, 0, "EXISTS", "key", 16, NULL);
+    const char *opts[4] = {"table=hashtable", "table=hashtable layout=legacy", "table=dict",
+                           "table=dict layout=legacy"};
+    for (int o = 0; o < 4; o++)
+        for (int q = 0; q < 2; q++) {
+            kvtRecord *r;
+            uint32_t n;
+            TEST_ASSERT(traceQuery(opts[o], "", setup, sl, q ? exists : gets, q ? el : gl, &r, &n) == 0);
+            uint32_t lru = 0, with_dep = 0;
+            for (uint32_t i = 0; i < n; i++) {
+                if (r[i].kind != KVT_STORE || r[i].site != KS_SITE_OBJ_LRU) continue;
+                lru++;
+                with_dep += r[i].dep && r[i].dep <= i && r[i - r[i].dep].kind == KVT_LOAD;
+            }
+            printf("    %-30s %-6s x16: %u LRU stores (%u depend on a load)\n", opts[o], q ? "EXISTS" : "GET",
+                   lru, with_dep);
+            free(r);
+            TEST_ASSERT_MSG(lru == (q ? 0u : 16u) && with_dep == lru, "%s: %u LRU stores", opts[o], lru);
+        }
+    return 0;
+}
+
+unsigned ksKeyHashSlot(const char *key, size_t len);
+
+/* kvstore cumulativeKeyCountAdd: in cluster mode every add and delete walks
+ * the per-slot key-count Fenwick tree from slot + 1 (idx += idx & -idx up to
+ * 16384): SET of 20 new keys, then DEL of them, touch exactly the counters
+ * that walk names (one load and one store each); without cluster mode, none.
+ * c_ref without the rule: none. */
+static int test_cluster_key_count_tree(void) {
+    static char sets[1 << 14], dels[1 << 12];
+    size_t sl = 0;
+    uint32_t steps = 0;
+    for (int i = 0; i < 20; i++) {
+        char k[16];
+        snprintf(k, sizeof(k), "key%d", i);
+        const char *argv[3] = {"SET", k, "v"};
+        sl = resp(sets, sl, 3, argv);
+        for (unsigned idx = ksKeyHashSlot(k, strlen(k)) + 1; idx <= 16384; idx += idx & -idx) steps++;
+    }
+    size_t dl = multiCmd(dels, 0, "DEL", "key", 20, NULL);
+    for (int cluster = 0; cluster <= 1; cluster++)
+        for (int q = 0; q < 2; q++) {
+            kvtRecord *r;
+            uint32_t n;
+            const char *opt = cluster ? "cluster=1" : "cluster=0";
+            TEST_ASSERT(traceQuery(opt, "", q ? sets : NULL, q ? sl : 0, q ? dels : sets, q ? dl : sl, &r, &n) == 0);
+            uint32_t loads = 0, stores = 0;
+            for (uint32_t i = 0; i < n; i++) {
+                if (r[i].site != KS_SITE_KVS_KEY_COUNT) continue;
+                loads += r[i].kind == KVT_LOAD;
+                stores += r[i].kind == KVT_STORE;
+            }
+            printf("    %s %s of 20 keys: %u key-count loads, %u stores (tree walk: %u steps)\n", opt,
+                   q ? "DEL" : "SET", loads, stores, cluster ? steps : 0);
+            free(r);
+            TEST_ASSERT_MSG(loads == (cluster ? steps : 0) && stores == loads, "%s: %u counter updates", opt, stores);
+        }
+    return 0;
+}
+
 /* --- Deviation 4: dependencies of pointer loads ---------------------------------- */
 
 static uint8_t *traceWorkload(const ksWorkloadSpec *s, size_t *len) {
@@ -529,6 +608,8 @@ int main(int argc, char **argv) {
     RUN(test_msetnx_write_pass_not_prefetched);
     RUN(test_valkey_batch_fills_key_by_key);
     RUN(test_prefetched_keys_hashed_twice);
+    RUN(test_get_dirties_the_object);
+    RUN(test_cluster_key_count_tree);
     RUN(test_iterator_object_loads_depend_on_bucket);
     RUN(test_every_pointer_load_has_its_dep);
     RUN(test_reply_crc_compares_variants);
