@@ -35,6 +35,25 @@ WORKLOADS: dict[str, tuple[str, str, str, list[str], str]] = {
          "--value-size", "100"],
         "the dictPrefetcher prefetches each RAW value (Redis #15133 dbDictPrefetchEntryValue)",
     ),
+    "mget-hashtable": (
+        "mget", "none", "batch",
+        ["--keys", "1000000", "--keys-per-command", "50", "--value-size", "100"],
+        "Valkey's batch rule: the first 16 of the 50 keys are prefetched, not all 50 in "
+        "Redis #15133 chunks; each prefetched key is hashed again by its lookup; every hit "
+        "stores the LRU clock into its object",
+    ),
+    "mset-hashtable": (
+        "mset", "none", "batch",
+        ["--keys", "200000", "--keys-per-command", "50", "--value-size", "100"],
+        "Valkey's batch rule: the first 16 of the 50 keys are prefetched; each prefetched "
+        "key is hashed again by its lookup",
+    ),
+    "pipeline-get-hashtable": (
+        "pipeline", "naive", "lookahead",
+        ["--keys", "1000000", "--depth", "16", "--value-size", "256"],
+        "each prefetched GET key is hashed again by its lookup; every GET hit stores the LRU "
+        "clock into its object (dirtying the object line)",
+    ),
     "pipeline-dict": (
         "pipeline", "naive", "lookahead",
         ["--table", "dict", "--keys", "1000000", "--depth", "16", "--value-size", "256"],
