@@ -255,7 +255,7 @@ void ksKeyResolve(ksKeyspace *ks, sds key, ksKeyInfo *ki) {
 
 void ksKeyRehash(ksKeyspace *ks, ksKeyInfo *ki) {
     size_t len = sdslen(ki->key);
-    (void)KS_LOAD(ki->key - 1, len + 1, KVT_TAG_ARGV, KS_SITE_RESP_ARGV, 0);
+    (void)KS_LOAD(ki->key - 1, len + 1, KVT_TAG_ARGV, KS_SITE_KEY_REHASH, 0);
     KS_WORK(KS_SIPHASH_COST(len));
     ki->hash = ksSiphash(ki->key, len, ks->sipkey);
     ki->rehash = 0;

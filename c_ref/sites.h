@@ -78,9 +78,10 @@
     /* --- misc --- */                                                         \
     X(STACK, "stack", 2)                                                       \
     X(OTHER, "other", 4)                                                       \
-    /* --- lookupKey's LRU store, kvstore's per-slot key counts --- */       \
+    /* --- lookupKey's LRU store, kvstore's key counts, lookup re-hash --- */ \
     X(OBJ_LRU, "obj.lru", 6)                      /* val->lru = LRU_CLOCK() */      \
-    X(KVS_KEY_COUNT, "kvs.key_count", 3)          /* cumulativeKeyCountAdd step */
+    X(KVS_KEY_COUNT, "kvs.key_count", 3)          /* cumulativeKeyCountAdd step */ \
+    X(KEY_REHASH, "key.rehash", 10)               /* hashtableFind's hashKey call */
 
 enum ksSite {
 #define KS_SITE_ENUM(id, name, cost) KS_SITE_##id,

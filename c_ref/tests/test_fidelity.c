@@ -227,7 +227,8 @@ static batchCounts countBatch(const kvtRecord *r, uint32_t n, int exec_cmd) {
             c.buckets++;
             c.before_exec += !executing;
         }
-        c.argv_reads += r[i].kind == KVT_LOAD && r[i].tag == KVT_TAG_ARGV && r[i].site == KS_SITE_RESP_ARGV;
+        c.argv_reads += r[i].kind == KVT_LOAD && r[i].tag == KVT_TAG_ARGV &&
+                        (r[i].site == KS_SITE_RESP_ARGV || r[i].site == KS_SITE_KEY_REHASH);
     }
     return c;
 }
