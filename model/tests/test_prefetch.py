@@ -195,6 +195,12 @@ def test_pipeline_lookahead_batches(cmds, bsize, data, unit):
                     # not full (bsize keys or 128 commands): the next command overflowed it
                     nxt = get_keys_from_command(batches[i + 1].commands[0].argv)
                     assert nxt and len(demanded) + len(nxt) > bsize
+        else:
+            assert len(b.commands) <= bsize
+            firsts = [first_key(c.argv) for c in b.commands]
+            assert b.prefetch_keys in ([], [k for k in firsts if k is not None])
+            assert set(b.prefetch_keys) <= set(demanded) | {c.argv[1] for c in b.commands
+                                                             if len(c.argv) > 1}
     # a command cut off at the end is not in any batch and is not consumed
     assert used <= cut and all(c.end <= used for c in flat)
 
@@ -214,7 +220,8 @@ def test_pipeline_lookahead_keys_rule():
     zero_key = b"DBSIZE\r\n" * 300  # no keys: the batch closes at 128 commands
     assert [len(b.commands) for b in pipeline_lookahead(zero_key, 4)[0]] == [128, 128, 44]
     mget50 = encode_command(b"MGET", *[b"k%d" % i for i in range(50)])
-    (b,), _, _ = pipeline_lookahead(encode_command(b"GET", b"x") + mget50, 16)  # one batch of 16 keys
+    get_x = encode_command(b"GET", b"x")
+    (b,), _, _ = pipeline_lookahead(get_x + mget50, 16)  # one batch of 16 keys
     assert b.prefetch_keys == [b"x"] + [b"k%d" % i for i in range(15)]
     old = pipeline_lookahead(mget50, 16, "whole-commands")[0]
     assert [x.prefetch_keys for x in old] == [[]]  # the rule without the key budget
