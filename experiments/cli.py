@@ -171,9 +171,35 @@ def trace_info(trace_path, as_json):
               help="Engine threads (same results for any number; see sim/README.md).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def simulate(trace_path, cpu, functional, engine, threads, as_json):
-    """Simulate a trace on a CPU model."""
+    """Simulate a trace on a CPU model.
+
+    \b
+    The default text shows, per cache level (its preset name and its role:
+    L1, L2, ..., LLC for the last one):
+      demand accesses/misses/miss%   load and store accesses only: what the
+                                     program waits on
+      swpf misses    software prefetches (prefetch records) that missed
+      hwpf misses    hardware prefetches (the level's [[prefetcher]]) that missed
+      writeback in   dirty lines written back into the level from above
+      victim in      clean lines offered to an exclusive (victim) level; each
+                     counts as a miss there
+      all misses     every kind together (the JSON's "misses")
+      writebacks out dirty lines the level sent below
+    then IPC, MLP (average L1 misses in flight), the structures (trace tags)
+    with the most demand misses, ranked by the last level's, and the largest
+    stall causes (rob_full:LEVEL is dispatch time lost while the oldest
+    instruction waited on LEVEL; the waits are summed over accesses; they
+    overlap and do not add up to the cycles).
+
+    \b
+    --json prints everything: per level "name", "role", "accesses"/"misses"
+    (all kinds), "demand_accesses"/"demand_misses" and "by_kind" (load,
+    store, swpf, hwpf, writeback, victim); "by_tag" per level, tag and kind;
+    "prefetch" (issued, useful, late, useless per level); "timing" (ipc, mlp,
+    stall_cycles). The model is described in sim/MODEL.md.
+    """
     from kvsim import sim, traces
-    from kvsim.experiments import progress
+    from kvsim.experiments import progress, summary
 
     config = sim.load_cpu(cpu)
     src = sys.stdin.buffer if trace_path == "-" else trace_path
@@ -185,12 +211,7 @@ def simulate(trace_path, cpu, functional, engine, threads, as_json):
     if as_json:
         _echo_json(res)
         return
-    click.echo(f"records: {res['records']}  instructions: {res['instructions']}  "
-               f"cycles: {res.get('cycles')}")
-    click.echo(f"{'level':<6}{'accesses':>12}{'hits':>12}{'misses':>12}{'writebacks':>12}")
-    for lv in res["levels"]:
-        click.echo(f"{lv['name']:<6}{lv['accesses']:>12}{lv['hits']:>12}{lv['misses']:>12}"
-                   f"{lv['writebacks']:>12}")
+    click.echo(summary.simulate_text(res))
 
 
 @cli.command()

@@ -17,6 +17,13 @@ from .config import ConfigError, CpuConfig, load_cpu
 MARKER_NAMES = traces.MARKER_NAMES + [f"m{i}" for i in range(traces.NUM_MARKERS, B.NMARKERS)]
 
 
+def level_roles(n: int) -> list[str]:
+    """Stable role names of ``n`` cache levels, from the core outward: ``L1``, ``L2``, ...,
+    and ``LLC`` for the last of two or more (a single level is ``L1``). Preset names differ
+    by CPU (Graviton's last level is "SLC", EPYC's "L3"); roles do not."""
+    return [("LLC" if i == n - 1 and n > 1 else f"L{i + 1}") for i in range(n)]
+
+
 def _chunks(source: Any) -> tuple[Iterable[np.ndarray], list[str] | None, dict]:
     if isinstance(source, np.ndarray):
         if source.dtype != traces.RECORD_DTYPE:
@@ -114,6 +121,7 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
         return ticks / width
 
     levels = []
+    roles = level_roles(len(cpu.caches))
     kind_names = B.access_kind_names()
     by_tag = []
     for k, c in enumerate(cpu.caches):
@@ -127,7 +135,7 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
         demand_a = by_kind["load"]["accesses"] + by_kind["store"]["accesses"]
         demand_m = by_kind["load"]["misses"] + by_kind["store"]["misses"]
         levels.append({
-            "name": c.name, "size": c.size, "ways": c.ways, "line": c.line,
+            "name": c.name, "role": roles[k], "size": c.size, "ways": c.ways, "line": c.line,
             "replacement": c.replacement, "inclusion": c.inclusion,
             "accesses": a, "hits": h, "misses": m, "miss_rate": (m / a) if a else 0.0,
             "demand_accesses": demand_a, "demand_misses": demand_m,
@@ -137,7 +145,8 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
         })
         for t, j in zip(*np.nonzero(acc), strict=True):
             by_tag.append({
-                "level": c.name, "tag": int(t), "tag_name": tname(int(t)), "kind": kind_names[j],
+                "level": c.name, "role": roles[k], "tag": int(t), "tag_name": tname(int(t)),
+                "kind": kind_names[j],
                 "accesses": int(acc[t, j]), "hits": int(hit[t, j]), "misses": int(miss[t, j]),
             })
     pf: dict = {"software": {}, "hardware": {}, "software_dropped_tlb": raw["swpf_dropped_tlb"]}
@@ -230,18 +239,21 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
             "name": str(phase_names[p]) if p < len(phase_names) else f"phase{p}",
             "records": ph["records"], "instructions": ph["instructions"],
             "cycles": cyc(ph["ticks"]) if timing else None,
-            "levels": [{"name": cpu.caches[k].name, "accesses": ph["access"][k],
-                        "misses": ph["miss"][k]} for k in range(n)],
+            "levels": [{"name": cpu.caches[k].name, "role": roles[k],
+                        "accesses": ph["access"][k], "misses": ph["miss"][k]}
+                       for k in range(n)],
         })
     result["phases"] = phases
     return result
 
 
 def stats_dataframe(result: dict):
-    """One row per level x tag x kind with accesses, hits, misses and miss_rate."""
+    """One row per level x tag x kind with accesses, hits, misses and miss_rate; ``level`` is
+    the preset's name of the level, ``role`` its stable role (``L1``, ``L2``, ``LLC``)."""
     import pandas as pd
 
     df = pd.DataFrame(result["by_tag"],
-                      columns=["level", "tag", "tag_name", "kind", "accesses", "hits", "misses"])
+                      columns=["level", "role", "tag", "tag_name", "kind", "accesses", "hits",
+                               "misses"])
     df["miss_rate"] = (df["misses"] / df["accesses"]).where(df["accesses"] > 0, 0.0)
     return df
