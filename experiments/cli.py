@@ -314,10 +314,24 @@ def compare(workload, cpus_, trace_files, keep_traces, as_json, as_csv, structur
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def cpus(as_json):
-    """List the CPU presets."""
+@click.option("--show", "show", metavar="NAME", default=None,
+              help="Print preset NAME as a TOML file to copy, edit and pass to --cpu "
+                   "(schema: sim/PRESETS.md).")
+def cpus(as_json, show):
+    """List the CPU presets, or print one as TOML (--show).
+
+    \b
+    Your own CPU:
+      kvsim cpus --show graviton3 > my-cpu.toml    # edit name, sizes, latencies
+      kvsim simulate run.kvt --cpu my-cpu.toml
+    """
     from kvsim import sim
 
+    if show is not None:
+        from kvsim.experiments import cpufile
+
+        click.echo(cpufile.show(show), nl=False)
+        return
     presets = sim.list_presets()
     if as_json:
         _echo_json(presets)
