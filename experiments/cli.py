@@ -250,9 +250,11 @@ class CompareCommand(WorkloadCommand):
 @click.option("--csv", "as_csv", is_flag=True,
               help="Print CSV, one line per CPU and variant.")
 @click.option("--structures", type=click.IntRange(min=1), default=5, show_default=True,
-              help="Structures shown per level in the text table.")
-def compare(workload, cpus_, trace_files, keep_traces, as_json, as_csv, structures, variants,
-            **kwargs):
+              help="Structures shown per level in the text table and the plot.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="Also draw speedups and L1 demand misses by structure to this file (PNG).")
+def compare(workload, cpus_, trace_files, keep_traces, as_json, as_csv, structures, plot_path,
+            variants, **kwargs):
     """Compare variants of WORKLOAD on one or more CPUs.
 
     Traces WORKLOAD once per --variant, simulates every trace on every --cpu
@@ -304,6 +306,8 @@ def compare(workload, cpus_, trace_files, keep_traces, as_json, as_csv, structur
             rows = cmp.compare(workload, list(variants), list(cpus_), _pick(kwargs),
                                trace_dir=keep_traces,
                                step=lambda d: (bar.set_postfix_str(d), bar.update()))
+    if plot_path is not None:
+        cmp.plot(rows, plot_path, structures=structures)
     if as_json:
         _echo_json(rows)
     elif as_csv:

@@ -32,7 +32,7 @@ from typing import Any
 from kvsim import sim, traces
 from kvsim.experiments import cref, summary
 
-__all__ = ["compare", "rows_csv", "rows_text", "simulate_rows"]
+__all__ = ["compare", "flat_row", "plot", "rows_csv", "rows_text", "simulate_rows"]
 
 
 def simulate_rows(traced: Mapping[str, str | Path], cpus: Sequence[str],
@@ -210,3 +210,52 @@ def rows_csv(rows: list[dict[str, Any]]) -> str:
     w.writeheader()
     w.writerows(flat)
     return buf.getvalue()
+
+
+def plot(rows: list[dict[str, Any]], path: str | Path, structures: int = 5) -> Path:
+    """Draw the rows to ``path`` (PNG, or any format matplotlib knows by the suffix): the
+    speedup per CPU and variant, then per CPU the L1 demand misses of the structures that
+    miss most. The file is written whole or not at all."""
+    import os
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    cpus = list(dict.fromkeys(r["cpu"] for r in rows))
+    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    get = {(r["cpu"], r["variant"]): r for r in rows}
+    width = 0.8 / len(variants)
+    fig, axes = plt.subplots(1, 1 + len(cpus), figsize=(4.2 * (1 + len(cpus)), 4),
+                             squeeze=False)
+    ax = axes[0][0]
+    for j, v in enumerate(variants):
+        xs = [i + (j - (len(variants) - 1) / 2) * width for i in range(len(cpus))]
+        ax.bar(xs, [get[(c, v)]["speedup"] or 0.0 for c in cpus], width, label=v)
+    ax.set_xticks(range(len(cpus)), cpus, rotation=15)
+    ax.set_ylabel(f"predicted speedup over {variants[0]}")
+    ax.axhline(1.0, color="grey", linewidth=0.8)
+    ax.legend()
+    for k, cpu in enumerate(cpus):
+        ax = axes[0][k + 1]
+        rs = [get[(cpu, v)] for v in variants]
+        names = _structures(rs, 0, structures)
+        for j, r in enumerate(rs):
+            xs = [i + (j - (len(variants) - 1) / 2) * width for i in range(len(names))]
+            by = r["demand_misses_by_structure"]
+            ax.bar(xs, [by.get(t, [0])[0] for t in names], width, label=r["variant"])
+        ax.set_xticks(range(len(names)), names, rotation=30, ha="right")
+        ax.set_ylabel(f"L1 ({rs[0]['levels'][0]}) demand misses")
+        ax.set_title(cpu)
+    fig.tight_layout()
+    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
+    try:
+        fig.savefig(tmp, dpi=110, format=path.suffix.lstrip(".") or "png",
+                    metadata={"Software": None} if path.suffix in ("", ".png") else None)
+        tmp.replace(path)
+    finally:
+        plt.close(fig)
+        tmp.unlink(missing_ok=True)
+    return path

@@ -96,3 +96,13 @@ def test_bad_input_is_one_line(tmp_path):
                                     "--cpu", "graviton3"), "--trace")
     assert_one_line_error(run_kvsim("compare", "--trace", tmp_path / "missing.kvt",
                                     "--cpu", "graviton3"), "missing.kvt")
+
+
+def test_plot_is_written_whole(traced, tmp_path):
+    rows, _ = traced
+    path = cmp.plot(rows, tmp_path / "c.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["c.png"]
+    with pytest.raises(OSError):
+        cmp.plot(rows, tmp_path / "no-such-dir" / "c.png")
+    assert not (tmp_path / "no-such-dir").exists()
