@@ -171,9 +171,35 @@ def trace_info(trace_path, as_json):
               help="Engine threads (same results for any number; see sim/README.md).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def simulate(trace_path, cpu, functional, engine, threads, as_json):
-    """Simulate a trace on a CPU model."""
+    """Simulate a trace on a CPU model.
+
+    \b
+    The default text shows, per cache level (its preset name and its role:
+    L1, L2, ..., LLC for the last one):
+      demand accesses/misses/miss%   load and store accesses only: what the
+                                     program waits on
+      swpf misses    software prefetches (prefetch records) that missed
+      hwpf misses    hardware prefetches (the level's [[prefetcher]]) that missed
+      writeback in   dirty lines written back into the level from above
+      victim in      clean lines offered to an exclusive (victim) level; each
+                     counts as a miss there
+      all misses     every kind together (the JSON's "misses")
+      writebacks out dirty lines the level sent below
+    then IPC, MLP (average L1 misses in flight), the structures (trace tags)
+    with the most demand misses, ranked by the last level's, and the largest
+    stall causes (rob_full:LEVEL is dispatch time lost while the oldest
+    instruction waited on LEVEL; the waits are summed over accesses; they
+    overlap and do not add up to the cycles).
+
+    \b
+    --json prints everything: per level "name", "role", "accesses"/"misses"
+    (all kinds), "demand_accesses"/"demand_misses" and "by_kind" (load,
+    store, swpf, hwpf, writeback, victim); "by_tag" per level, tag and kind;
+    "prefetch" (issued, useful, late, useless per level); "timing" (ipc, mlp,
+    stall_cycles). The model is described in sim/MODEL.md.
+    """
     from kvsim import sim, traces
-    from kvsim.experiments import progress
+    from kvsim.experiments import progress, summary
 
     config = sim.load_cpu(cpu)
     src = sys.stdin.buffer if trace_path == "-" else trace_path
@@ -185,20 +211,131 @@ def simulate(trace_path, cpu, functional, engine, threads, as_json):
     if as_json:
         _echo_json(res)
         return
-    click.echo(f"records: {res['records']}  instructions: {res['instructions']}  "
-               f"cycles: {res.get('cycles')}")
-    click.echo(f"{'level':<6}{'accesses':>12}{'hits':>12}{'misses':>12}{'writebacks':>12}")
-    for lv in res["levels"]:
-        click.echo(f"{lv['name']:<6}{lv['accesses']:>12}{lv['hits']:>12}{lv['misses']:>12}"
-                   f"{lv['writebacks']:>12}")
+    click.echo(summary.simulate_text(res))
+
+
+class CompareCommand(WorkloadCommand):
+    """WorkloadCommand with WORKLOAD optional (traces may be given instead) and --variant
+    repeatable."""
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        if not self._loaded:
+            super().get_params(ctx)
+            ps = []
+            for p in self.params:
+                if isinstance(p, click.Argument) and p.name == "workload":
+                    p = click.Argument(["workload"], type=p.type, required=False)
+                elif isinstance(p, click.Option) and p.name == "variant":
+                    p = click.Option(
+                        ["--variant", "variants"], multiple=True,
+                        help=f"{p.help} Repeatable: two or more, the first is the baseline.")
+                ps.append(p)
+            self.params = ps
+        return super().get_params(ctx)
+
+    def workload_keys(self) -> list[str]:
+        return [k for k in super().workload_keys() if k != "variant"]
+
+
+@cli.command(cls=CompareCommand)
+@click.option("--cpu", "cpus_", multiple=True, required=True,
+              help="Preset name or .toml file (repeatable): one table per CPU.")
+@click.option("--trace", "trace_files", multiple=True, metavar="[LABEL=]PATH",
+              help="Compare these traces instead of tracing WORKLOAD (repeatable; the first "
+                   "is the baseline; the label defaults to the file name).")
+@click.option("--keep-traces", type=click.Path(file_okay=False), default=None,
+              help="Keep the traces in this directory as WORKLOAD-VARIANT.kvt.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print a JSON list of rows, one per CPU and variant.")
+@click.option("--csv", "as_csv", is_flag=True,
+              help="Print CSV, one line per CPU and variant.")
+@click.option("--structures", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Structures shown per level in the text table and the plot.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="Also draw speedups and L1 demand misses by structure to this file (PNG).")
+def compare(workload, cpus_, trace_files, keep_traces, as_json, as_csv, structures, plot_path,
+            variants, **kwargs):
+    """Compare variants of WORKLOAD on one or more CPUs.
+
+    Traces WORKLOAD once per --variant, simulates every trace on every --cpu
+    and prints one table per CPU, a column per variant: speedup over the first
+    variant, cycles per operation, IPC, MLP, demand misses (loads and stores:
+    no prefetch, write-back or victim traffic) per level and per structure at
+    L1 and the last level, software and hardware prefetches (issued, useful,
+    late, useless) and the top stall causes per operation.
+
+    \b
+    Example: how much does lookahead help pipelined GETs, on which CPU, and
+    which structure's misses does it hide?
+      kvsim compare pipeline --variant naive --variant lookahead \\
+          --cpu graviton3 --cpu xeon-8488c --cpu epyc-7713 --keys 100000 --ops 10000
+
+    \b
+    --json prints a list of rows, one per CPU and variant, with "cpu",
+    "variant", "speedup", "cycles_per_op", "ipc", "mlp", "demand_misses"
+    (from L1 outward), "levels" (preset names), "roles" (L1, L2, ..., LLC),
+    "demand_misses_by_structure", "prefetch" and "stall_cycles".
+    """
+    from kvsim.experiments import compare as cmp
+    from kvsim.experiments import progress
+
+    if as_json and as_csv:
+        raise click.UsageError("give --json or --csv, not both")
+    if trace_files:
+        if workload or variants:
+            raise click.UsageError("give either WORKLOAD with --variant, or --trace, not both")
+        paths = {}
+        for spec in trace_files:
+            label, sep, path = spec.partition("=")
+            if not sep:
+                label, path = Path(spec).stem, spec
+            if label in paths:
+                raise click.UsageError(f"--trace: label {label!r} given twice")
+            paths[label] = path
+        steps = len(paths) * len(cpus_)
+        with progress.bar("compare", total=steps, unit="step") as bar:
+            rows = cmp.simulate_rows(paths, list(cpus_), step=lambda d: (
+                bar.set_postfix_str(d), bar.update()))
+    else:
+        if not workload:
+            raise click.UsageError("missing WORKLOAD (or give --trace)")
+        if len(variants) < 2:
+            raise click.UsageError("give at least two --variant (the first is the baseline)")
+        steps = len(variants) * (1 + len(cpus_))
+        with progress.bar("compare", total=steps, unit="step") as bar:
+            rows = cmp.compare(workload, list(variants), list(cpus_), _pick(kwargs),
+                               trace_dir=keep_traces,
+                               step=lambda d: (bar.set_postfix_str(d), bar.update()))
+    if plot_path is not None:
+        cmp.plot(rows, plot_path, structures=structures)
+    if as_json:
+        _echo_json(rows)
+    elif as_csv:
+        click.echo(cmp.rows_csv(rows), nl=False)
+    else:
+        click.echo(cmp.rows_text(rows, structures=structures))
 
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def cpus(as_json):
-    """List the CPU presets."""
+@click.option("--show", "show", metavar="NAME", default=None,
+              help="Print preset NAME as a TOML file to copy, edit and pass to --cpu "
+                   "(schema: sim/PRESETS.md).")
+def cpus(as_json, show):
+    """List the CPU presets, or print one as TOML (--show).
+
+    \b
+    Your own CPU:
+      kvsim cpus --show graviton3 > my-cpu.toml    # edit name, sizes, latencies
+      kvsim simulate run.kvt --cpu my-cpu.toml
+    """
     from kvsim import sim
 
+    if show is not None:
+        from kvsim.experiments import cpufile
+
+        click.echo(cpufile.show(show), nl=False)
+        return
     presets = sim.list_presets()
     if as_json:
         _echo_json(presets)
