@@ -10,7 +10,8 @@ after the end chunk, to prove nothing follows), so it works on pipes and stdin::
 
 Validation follows FORMAT.md "Errors" and "Record rules" (the latter by
 :class:`traces.validate.RecordValidator`, vectorised per chunk). Every failure raises
-:class:`TraceError` with a one line message naming the file, the chunk number and the byte offset of that chunk's header.
+:class:`TraceError` with a one line message naming the file, the chunk number and the byte
+offset of that chunk's header.
 A chunk is yielded only after its CRC and size checks pass; the end-chunk checks run when
 iteration reaches the end, so a consumer that iterates to the end (or calls
 :meth:`TraceReader.read_all`) never sees a silently shortened trace.
