@@ -10,7 +10,9 @@ from __future__ import annotations
 import errno
 import json
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import click
@@ -297,6 +299,15 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     return tuple(errs)
 
 
+class _Terminated(BaseException):
+    """Raised in the main thread by SIGTERM, so that every ``with``/``finally`` on the way out
+    runs: writers remove their temporary files, c_ref children are reaped."""
+
+
+def _on_sigterm(signum, frame) -> None:
+    raise _Terminated()
+
+
 def _pipe_closed() -> int:
     """The reader of standard output went away: say so once, and keep Python's exit-time
     flush of stdout from printing a second complaint."""
@@ -312,6 +323,8 @@ def _pipe_closed() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: one-line errors, no tracebacks."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         cli.main(args=argv, prog_name="kvsim", standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -332,6 +345,9 @@ def main(argv: list[str] | None = None) -> int:
         raise exc
     except KeyboardInterrupt:
         return 130
+    except _Terminated:
+        click.echo("kvsim: error: terminated (SIGTERM)", err=True)
+        return 128 + signal.SIGTERM
     except Exception as exc:  # noqa: BLE001 - the contract is one line, never a traceback
         if isinstance(exc, OSError) and exc.errno == errno.EPIPE:
             return _pipe_closed()

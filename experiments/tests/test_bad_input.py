@@ -204,3 +204,32 @@ def test_broken_pipe_downstream(name, template, small_trace):
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("kvsim: error: "), err
     assert "pipe" in lines[0]
+
+
+@pytest.mark.parametrize("dst", ["out.din", "out.kvt"])
+def test_sigterm_leaves_no_temporary_file(dst, tmp_path, small_trace):
+    """``convert`` stopped by SIGTERM mid-way (its input, a FIFO, stalls after the first
+    bytes) exits 128 + 15 with one line and leaves nothing in the output directory."""
+    import signal
+    import time
+
+    fifo, out = tmp_path / "in.kvt", tmp_path / "out"
+    out.mkdir()
+    os.mkfifo(fifo)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "kvsim.experiments.cli", "convert", str(fifo),
+                             str(out / dst), "--to", dst.split(".")[1].replace("din", "dinero")],
+                            stderr=subprocess.PIPE, cwd=ROOT, env=env)
+    data = small_trace.read_bytes()
+    with open(fifo, "wb") as w:
+        w.write(data[: len(data) // 2])
+        w.flush()
+        deadline = time.monotonic() + 60
+        while not os.listdir(out) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert os.listdir(out), "convert never created its temporary file"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert err.decode().strip() == "kvsim: error: terminated (SIGTERM)"
+    assert os.listdir(out) == []
