@@ -77,9 +77,26 @@ class WorkloadCommand(click.Command):
 
 
 def _pick(kwargs: dict) -> dict:
-    """The workload options to forward to kvsim-cref (None: left to kvsim-cref)."""
-    keys = click.get_current_context().command.workload_keys()
-    return {k: kwargs[k] for k in keys if kwargs.get(k) is not None}
+    """The workload options to forward to kvsim-cref (None: left to kvsim-cref).
+
+    An option the workload does not use (c_ref's table says which do) is refused when given
+    on the command line, and its default is not forwarded."""
+    ctx = click.get_current_context()
+    cmd = ctx.command
+    workload = kwargs.get("workload") or ctx.params.get("workload")
+    out = {}
+    for o in cmd.workload_spec()["options"]:
+        k = o["name"].replace("-", "_")
+        if kwargs.get(k) is None:
+            continue
+        if workload not in o["workloads"]:
+            src = ctx.get_parameter_source(k)
+            if src not in (None, click.core.ParameterSource.DEFAULT):
+                raise click.UsageError(f"--{o['name']} does not apply to workload "
+                                       f"'{workload}' (used by {', '.join(o['workloads'])})")
+            continue
+        out[k] = kwargs[k]
+    return out
 
 
 def _check_output(path: str) -> None:

@@ -233,3 +233,39 @@ def test_sigterm_leaves_no_temporary_file(dst, tmp_path, small_trace):
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert err.decode().strip() == "kvsim: error: terminated (SIGTERM)"
     assert os.listdir(out) == []
+
+
+def _inapplicable():
+    """(option, a workload that does not use it, a value) from c_ref's option table."""
+    from kvsim.experiments import cref
+
+    spec = cref.workload_options()
+    for o in spec["options"]:
+        others = [w for w in spec["workloads"] if w not in o["workloads"]]
+        if others:
+            value = [] if o["type"] == "flag" else [str(o["default"] or o["min"])]
+            yield o["name"], others[0], value
+
+
+INAPPLICABLE = list(_inapplicable())
+
+
+def test_some_options_are_workload_specific():
+    assert {"op", "keys-per-command", "batch"} <= {name for name, _, _ in INAPPLICABLE}
+
+
+@pytest.mark.parametrize("name,workload,value", INAPPLICABLE,
+                         ids=[f"{n}-{w}" for n, w, _ in INAPPLICABLE])
+def test_option_not_for_this_workload_is_refused(name, workload, value, tmp_path):
+    from kvsim.experiments import cref
+
+    res = run_kvsim("trace", workload, f"--{name}", *value, "--keys", "100", "-o",
+                    tmp_path / "t.kvt")
+    assert_clean_failure(res, tmp_path, needle=f"--{name} does not apply to workload")
+    # kvsim-cref, c_ref's own command line, refuses it the same way
+    direct = subprocess.run([str(cref.binary()), "trace", workload, f"--{name}", *value,
+                             "--keys", "100", "-o", str(tmp_path / "t.kvt")],
+                            capture_output=True, timeout=120)
+    assert direct.returncode != 0
+    assert f"--{name} does not apply to workload '{workload}'" in direct.stderr.decode()
+    assert os.listdir(tmp_path) == []
