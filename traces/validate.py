@@ -70,10 +70,12 @@ class RecordValidator:
         n = int(rec.size)
         if n == 0:
             return
-        kind = rec["kind"]
-        size = rec["size"]
-        flags = rec["flags"]
-        dep = rec["dep"]
+        # contiguous copies: each field is tested several times, and numpy is several times
+        # faster on contiguous arrays than on the 24-byte-strided field views
+        kind = np.ascontiguousarray(rec["kind"])
+        size = np.ascontiguousarray(rec["size"])
+        flags = np.ascontiguousarray(rec["flags"])
+        dep = np.ascontiguousarray(rec["dep"])
         marker = kind == KIND_MARKER
         access = kind < KIND_MARKER
         # Each rule: (mask of bad records, field, problem). Cheap masks first; the dep rule
