@@ -179,6 +179,8 @@ int main(int argc, char **argv) {
         const char *o = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         const ksWorkloadOption *wo = !strncmp(o, "--", 2) ? ksWorkloadOptionFind(o + 2) : NULL;
+        if (wo && !ksWorkloadOptionApplies(wo, argv[2]))
+            die("%s does not apply to workload '%s' (used by %s)", o, argv[2], wo->workloads);
         if (wo && wo->type == KS_OPT_FLAG) {
             ksWorkloadOptionSet(&s, wo, NULL, err, sizeof(err));
         } else if (wo) {

@@ -266,6 +266,10 @@ const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS] = {
 #undef UINT_OPT
 #undef FIELD
 
+int ksWorkloadOptionApplies(const ksWorkloadOption *o, const char *workload) {
+    return !o->workloads || listIndex(o->workloads, workload) >= 0;
+}
+
 const ksWorkloadOption *ksWorkloadOptionFind(const char *name) {
     for (int i = 0; i < KS_NUM_WORKLOAD_OPTIONS; i++)
         if (!strcmp(ksWorkloadOptions[i].name, name)) return &ksWorkloadOptions[i];

@@ -76,7 +76,7 @@ typedef struct ksWorkloadOption {
     const char *dflt;              /* default, as its command-line text; NULL: none (flag off,
                                       or chosen by the workload: --variant) */
     const char *workloads;         /* "a|b": the workloads that use it; NULL = every one
-                                      (the others accept and ignore it) */
+                                      (the others refuse it: ksWorkloadOptionApplies) */
     const char *help;              /* one line */
 } ksWorkloadOption;
 
@@ -88,6 +88,9 @@ const char *ksWorkloadFamily(const char *workload);
 
 /* The option named `name` (without "--"), or NULL. */
 const ksWorkloadOption *ksWorkloadOptionFind(const char *name);
+
+/* 1 if option o is used by `workload` (o->workloads names it, or is NULL), else 0. */
+int ksWorkloadOptionApplies(const ksWorkloadOption *o, const char *workload);
 
 /* Parse `value` (NULL for a flag) as option o into spec.  0, or -1 with the
  * one-line message "--NAME: expected ..., got 'VALUE'" in err.  A string value

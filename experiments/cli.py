@@ -7,8 +7,12 @@ show no traceback and leave no partial output file.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import click
@@ -73,9 +77,42 @@ class WorkloadCommand(click.Command):
 
 
 def _pick(kwargs: dict) -> dict:
-    """The workload options to forward to kvsim-cref (None: left to kvsim-cref)."""
-    keys = click.get_current_context().command.workload_keys()
-    return {k: kwargs[k] for k in keys if kwargs.get(k) is not None}
+    """The workload options to forward to kvsim-cref (None: left to kvsim-cref).
+
+    An option the workload does not use (c_ref's table says which do) is refused when given
+    on the command line, and its default is not forwarded."""
+    ctx = click.get_current_context()
+    cmd = ctx.command
+    workload = kwargs.get("workload") or ctx.params.get("workload")
+    out = {}
+    for o in cmd.workload_spec()["options"]:
+        k = o["name"].replace("-", "_")
+        if kwargs.get(k) is None:
+            continue
+        if workload not in o["workloads"]:
+            src = ctx.get_parameter_source(k)
+            if src not in (None, click.core.ParameterSource.DEFAULT):
+                raise click.UsageError(f"--{o['name']} does not apply to workload "
+                                       f"'{workload}' (used by {', '.join(o['workloads'])})")
+            continue
+        out[k] = kwargs[k]
+    return out
+
+
+def _check_output(path: str) -> None:
+    """Refuse an output path whose directory cannot take a new file, naming the path given
+    (the writers go through a temporary file beside it, whose name is no use to a user)."""
+    if path == "-":
+        return
+    parent = Path(path).parent
+    if Path(path).is_dir():
+        raise ValueError(f"{path}: is a directory (expected an output file path)")
+    if not parent.exists():
+        raise ValueError(f"{path}: cannot write: directory {parent} does not exist")
+    if not parent.is_dir():
+        raise ValueError(f"{path}: cannot write: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"{path}: cannot write: directory {parent} is not writable")
 
 
 def _echo_json(obj) -> None:
@@ -110,6 +147,7 @@ def trace(workload, output, codec, **kwargs):
     """Trace WORKLOAD with the c_ref keyspace and write a .kvt trace."""
     from kvsim.experiments import cref, progress
 
+    _check_output(output)
     out = sys.stdout.buffer if output == "-" else output
     with progress.bar(f"trace {workload}", unit="B") as bar:
         cref.trace(workload, out, _pick(kwargs), codec=codec, progress=bar.update)
@@ -201,7 +239,7 @@ def simulate(trace_path, cpu, functional, engine, threads, as_json):
     from kvsim import sim, traces
     from kvsim.experiments import progress, summary
 
-    config = sim.load_cpu(cpu)
+    config = _load_cpu(cpu)
     src = sys.stdin.buffer if trace_path == "-" else trace_path
     total = progress.trace_total_records(trace_path)
     with traces.open(src) as reader, \
@@ -316,6 +354,23 @@ def compare(workload, cpus_, trace_files, keep_traces, as_json, as_csv, structur
         click.echo(cmp.rows_text(rows, structures=structures))
 
 
+def _load_cpu(cpu: str):
+    """sim.load_cpu, with the CPU file named in every error about its content."""
+    from kvsim import sim
+
+    try:
+        return sim.load_cpu(cpu)
+    except (ValueError, sim.ConfigError) as exc:
+        if not Path(cpu).is_file():
+            raise
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if isinstance(exc, UnicodeDecodeError):
+            msg = f"not a UTF-8 TOML file ({msg})"
+        if cpu in msg:
+            raise
+        raise ValueError(f"{cpu}: {msg}") from None
+
+
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--show", "show", metavar="NAME", default=None,
@@ -360,6 +415,7 @@ def convert(src, dst, src_format, dst_format):
     from kvsim.experiments import progress
     from kvsim.traces import convert as conv
 
+    _check_output(dst)
     total = Path(src).stat().st_size if src != "-" and Path(src).is_file() else None
     with progress.bar("convert", total=total, unit="B") as bar:
         conv.convert(src, dst, src_format=src_format, dst_format=dst_format,
@@ -397,8 +453,32 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     return tuple(errs)
 
 
+class _Terminated(BaseException):
+    """Raised in the main thread by SIGTERM, so that every ``with``/``finally`` on the way out
+    runs: writers remove their temporary files, c_ref children are reaped."""
+
+
+def _on_sigterm(signum, frame) -> None:
+    raise _Terminated()
+
+
+def _pipe_closed() -> int:
+    """The reader of standard output went away: say so once, and keep Python's exit-time
+    flush of stdout from printing a second complaint."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    click.echo("kvsim: error: standard output closed by its reader (broken pipe); output cut "
+               "short", err=True)
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: one-line errors, no tracebacks."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         cli.main(args=argv, prog_name="kvsim", standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -410,10 +490,21 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(f"kvsim: error: {exc.format_message()}", err=True)
         return exc.exit_code
     except BrokenPipeError:
-        return 1
+        return _pipe_closed()
+    except SystemExit as exc:
+        # click turns a broken pipe into a silent exit 1 after wrapping stdout in its
+        # _PacifyFlushWrapper; that wrapper is how it is recognised here
+        if type(sys.stdout).__name__ == "_PacifyFlushWrapper":
+            return _pipe_closed()
+        raise exc
     except KeyboardInterrupt:
         return 130
+    except _Terminated:
+        click.echo("kvsim: error: terminated (SIGTERM)", err=True)
+        return 128 + signal.SIGTERM
     except Exception as exc:  # noqa: BLE001 - the contract is one line, never a traceback
+        if isinstance(exc, OSError) and exc.errno == errno.EPIPE:
+            return _pipe_closed()
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         known = isinstance(exc, _known_errors())
         prefix = "" if known else "internal error: "
