@@ -16,8 +16,6 @@ from kvsim import traces
 
 from .conftest import ROOT, SMALL, run_kvsim
 
-IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
-
 
 def make_input(kind: str, tmp, small_trace, suffix: str = ".kvt"):
     """A bad input of ``kind`` under ``tmp``; returns its path."""
@@ -82,13 +80,11 @@ def _argv(template, inp, out):
 @pytest.mark.parametrize("kind", INPUT_KINDS)
 @pytest.mark.parametrize("name,template", TRACE_READERS, ids=[t[0] for t in TRACE_READERS])
 def test_bad_trace_input(kind, name, template, tmp_path, small_trace):
-    if kind == "unreadable" and IS_ROOT:
-        pytest.skip("running as root: permission bits do not stop root from reading a file")
     src, out = tmp_path / "src", tmp_path / "out"
     src.mkdir()
     out.mkdir()
     inp = make_input(kind, src, small_trace)
-    res = run_kvsim(*_argv(template, inp, out))
+    res = run_kvsim(*_argv(template, inp, out), honour_permissions=True)
     # the message names the file given (or, for a bad record, the record and the field)
     assert_clean_failure(res, out, needle="kind" if kind == "bad-record" else inp.name)
 
@@ -98,8 +94,6 @@ CPU_KINDS = ["missing", "directory", "unreadable", "empty", "truncated", "wrong-
 
 @pytest.mark.parametrize("kind", CPU_KINDS)
 def test_bad_cpu_file(kind, tmp_path, small_trace):
-    if kind == "unreadable" and IS_ROOT:
-        pytest.skip("running as root: permission bits do not stop root from reading a file")
     p = tmp_path / "cpu.toml"
     if kind == "missing":
         pass
@@ -114,7 +108,7 @@ def test_bad_cpu_file(kind, tmp_path, small_trace):
         p.write_text('name = "x"\n[[cache]]\nname = "L1"\nsize = "32K')
     elif kind == "wrong-format":
         p.write_bytes(small_trace.read_bytes()[:300])
-    res = run_kvsim("simulate", small_trace, "--cpu", p)
+    res = run_kvsim("simulate", small_trace, "--cpu", p, honour_permissions=True)
     assert_clean_failure(res, needle=p.name)
 
 
@@ -162,15 +156,13 @@ OUTPUTS = [
 @pytest.mark.parametrize("name,template", OUTPUTS, ids=[o[0] for o in OUTPUTS])
 def test_unwritable_output(where, name, template, tmp_path, small_trace):
     if where == "read-only":
-        if IS_ROOT:
-            pytest.skip("running as root: a read-only directory does not stop root")
         d = tmp_path / "ro"
         d.mkdir()
         d.chmod(0o500)
     else:
         d = dict(_unwritable_dirs(tmp_path))[where]
     args = [a.replace("{TRACE}", str(small_trace)).replace("{D}", str(d)) for a in template]
-    res = run_kvsim(*args)
+    res = run_kvsim(*args, honour_permissions=True)
     # the message names the path given, not an internal temporary name
     out_arg = next(a for a in args if a.startswith(str(d)))
     assert_clean_failure(res, needle=out_arg)
