@@ -50,7 +50,7 @@ def test_path_reader_and_array_agree(written):
     pd.testing.assert_frame_equal(a, b)
     pd.testing.assert_frame_equal(a, c)
     plain = traces.to_dataframe(recs)  # no header: the format's own tag names
-    assert str(plain["tag"][recs["tag"] == traces.TAG_KEY].iloc[0]) == "key"
+    assert [str(t) for t in plain["tag"]] == [traces.TAG_NAMES[t] for t in recs["tag"]]
 
 
 def test_counts_match_summarize(written):
