@@ -143,6 +143,7 @@ struct ksKeyspace {
     uint8_t sipkey[16];
     int64_t now_ms;
     int hashtable_min_exp;
+    int rdbchecksum;      /* Valkey's rdbchecksum: CRC-64 of snapshots on save and load */
     uint64_t nkeys;
     ksVariants var;
     ksClient client;
@@ -229,6 +230,9 @@ void ksPipelineLookahead(ksKeyspace *ks, ksClient *c);
 void ksPrefetchKeys(ksKeyspace *ks, ksKeyInfo *keys, int n);
 
 /* --- snapshot.c / iterate ------------------------------------------------- */
+
+/* CRC-64/Jones as Valkey's crc64.c (crc64.c): continues the sum crc over buf. */
+uint64_t ksCrc64(uint64_t crc, const void *buf, size_t len);
 
 int ksSnapshotSave(ksKeyspace *ks, uint8_t **buf, size_t *len);
 int ksSnapshotLoad(ksKeyspace *ks, const uint8_t *buf, size_t len);

@@ -9,12 +9,14 @@
  *   test_msetnx_write_pass_not_prefetched    Redis PR #15133 `do_prefetch &&= !nx`
  *   test_iterator_object_loads_depend_on_bucket   object header <- bucket (KEYS, SAVE)
  *   test_every_pointer_load_has_its_dep      the same rule over every workload
+ *   test_snapshot_crc64_and_rdbchecksum_no   Valkey crc64.c per rio write/read, rdbchecksum no
  *   test_reply_crc_compares_variants         `kvsim native`'s reply_crc32 check
  */
 #include <stdint.h>
 #include <string.h>
 
 #include "../emit.h"
+#include "../keyspace.h"
 #include "../kvsim_cref.h"
 #include "../workload.h"
 #include "testhelp.h"
@@ -337,6 +339,62 @@ static int test_every_pointer_load_has_its_dep(void) {
     return 0;
 }
 
+/* --- Deviation 6: the snapshot checksum ------------------------------------------- */
+
+static uint64_t sumGaps(const kvtRecord *r, uint64_t n) {
+    uint64_t g = 0;
+    for (uint64_t i = 0; i < n; i++) g += r[i].gap;
+    return g;
+}
+
+/* Valkey checksums snapshots with CRC-64/Jones (crc64.c), folded in per rio
+ * write and per rio read (rioGenericUpdateChecksum), and `rdbchecksum no`
+ * turns it off (Valkey PR #1501's SAVE benchmark).  The check value of
+ * "123456789" is 0xe9c6d914c4b8d9ca.  SAVE sums each write's source bytes as
+ * it writes them: nothing reads the snapshot buffer back after the EOF opcode
+ * (a whole-buffer checksum at the end did).  With rdbchecksum=no, SAVE and
+ * LOAD touch the same lines (same memory records) and run fewer instructions;
+ * the difference is the CRC-64's work, about 4 instructions per byte (31 per
+ * 8-byte word) plus the per-call part. */
+static int test_snapshot_crc64_and_rdbchecksum_no(void) {
+    TEST_ASSERT(ksCrc64(0, "123456789", 9) == 0xe9c6d914c4b8d9caULL);
+    TEST_ASSERT(ksCrc64(ksCrc64(0, "1234", 4), "56789", 5) == 0xe9c6d914c4b8d9caULL);
+    const char *ops[2] = {"save", "load"};
+    for (int o = 0; o < 2; o++) {
+        uint64_t n[2], gaps[2], mem[2], readback = 0;
+        for (int on = 0; on < 2; on++) {
+            ksWorkloadSpec s = spec(o ? "load" : "iterate", "none", "hashtable", "unified");
+            s.op = "save";
+            s.rdbchecksum = on ? "yes" : "no";
+            size_t len;
+            uint8_t *b = traceWorkload(&s, &len);
+            TEST_ASSERT(b != NULL);
+            kvtRecord *r = records(b, len, &n[on]);
+            gaps[on] = sumGaps(r, n[on]);
+            mem[on] = 0;
+            for (uint64_t i = 0; i < n[on]; i++) {
+                if (r[i].kind == KVT_LOAD || r[i].kind == KVT_STORE) mem[on]++;
+                /* save: nothing reads the snapshot buffer back */
+                readback += o == 0 && r[i].kind == KVT_LOAD && r[i].tag == KVT_TAG_SNAPSHOT_BUF;
+            }
+            free(r);
+            free(b);
+        }
+        /* 3000 records: type, key length, 16 B key, value length, 100 B value */
+        uint64_t snap_bytes = 3000u * (1 + 1 + 16 + 1 + 100);
+        double per_byte = (double)(gaps[1] - gaps[0]) / (double)snap_bytes;
+        printf("    %s: records %llu (rdbchecksum=no) / %llu (yes), instructions +%llu with the checksum "
+               "(%.2f per snapshot byte), snapshot-buffer read-backs %llu\n",
+               ops[o], (unsigned long long)n[0], (unsigned long long)n[1], (unsigned long long)(gaps[1] - gaps[0]),
+               per_byte, (unsigned long long)readback);
+        TEST_ASSERT(mem[0] == mem[1]);
+        TEST_ASSERT(gaps[1] > gaps[0]);
+        TEST_ASSERT_MSG(per_byte > 3.5 && per_byte < 9.0, "%.2f instructions per byte", per_byte);
+        TEST_ASSERT(readback == 0);
+    }
+    return 0;
+}
+
 /* --- reply_crc32 ----------------------------------------------------------------- */
 
 /* `kvsim native` reports reply_crc32 for every workload; for pipeline, mget
@@ -378,6 +436,7 @@ int main(int argc, char **argv) {
     RUN(test_msetnx_write_pass_not_prefetched);
     RUN(test_iterator_object_loads_depend_on_bucket);
     RUN(test_every_pointer_load_has_its_dep);
+    RUN(test_snapshot_crc64_and_rdbchecksum_no);
     RUN(test_reply_crc_compares_variants);
     return TEST_DONE();
 }
