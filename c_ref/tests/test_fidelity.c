@@ -7,6 +7,7 @@
  *
  *   test_dict_batch_prefetches_raw_values    Redis PR #15133 dbDictPrefetchEntryValue
  *   test_msetnx_write_pass_not_prefetched    Redis PR #15133 `do_prefetch &&= !nx`
+ *   test_redis_15043_prefetches_bucket_cells_only Redis PR #15043 msetPrefetchBatch
  *   test_iterator_object_loads_depend_on_bucket   object header <- bucket (KEYS, SAVE)
  *   test_every_pointer_load_has_its_dep      the same rule over every workload
  *   test_snapshot_crc64_and_rdbchecksum_no   Valkey crc64.c per rio write/read, rdbchecksum no
@@ -339,6 +340,73 @@ static int test_every_pointer_load_has_its_dep(void) {
     return 0;
 }
 
+/* --- Deviation 5: Redis PR #15043, the bucket-only MSET prefetch -------------------- */
+
+/* multikey=redis-15043 (msetPrefetchBatch): MSET/MSETNX in batches of 16 (the
+ * last shorter), each key's bucket cell prefetched in ht_table[0] and, while
+ * rehashing, in ht_table[1]; nothing else (no node, object or value line,
+ * unlike #15133's machine); MGET is not batched; both MSETNX passes prefetch.
+ * 40 keys: batches 16 + 16 + 8 (#15133: 16 + 24). */
+static int test_redis_15043_prefetches_bucket_cells_only(void) {
+    static char setup[1 << 14], query[1 << 14];
+    const char *layouts[2] = {"table=dict layout=unified", "table=dict layout=legacy cluster=1"};
+    for (int l = 0; l < 2; l++) {
+        size_t sl = multiCmd(setup, 0, "MSET", "old", 30, "x");
+        const char *cmds[3] = {"MSET", "MSETNX", "MGET"};
+        for (int c = 0; c < 3; c++) {
+            size_t ql = multiCmd(query, 0, cmds[c], "new", 40, c == 2 ? NULL : "y");
+            kvtRecord *r;
+            uint32_t n;
+            TEST_ASSERT(traceQuery(layouts[l], "multikey=redis-15043", setup, sl, query, ql, &r, &n) == 0);
+            uint32_t batches = countMarkers(r, n, KVT_MARK_BATCH), cells = 0, other = 0, sizes[8] = {0}, nb = 0;
+            for (uint32_t i = 0; i < n; i++) {
+                if (r[i].kind == KVT_PREFETCH && batchSite(r[i].site)) other++;
+                if (r[i].kind != KVT_MARKER || r[i].flags != KVT_MARK_BATCH) continue;
+                if (nb < 8) sizes[nb++] = (uint32_t)r[i].addr;
+                /* the batch's prefetch loop: key reads (hashing), dict meta
+                 * loads and cell prefetches, up to the first command step */
+                for (uint32_t j = i + 1; j < n; j++) {
+                    if (r[j].kind == KVT_PREFETCH && r[j].tag == KVT_TAG_DICT_TABLE && r[j].site == KS_SITE_DICT_BUCKET)
+                        cells++;
+                    else if (r[j].kind == KVT_PREFETCH) other++;
+                    else if (!(r[j].kind == KVT_LOAD && (r[j].tag == KVT_TAG_TABLE_META || r[j].tag == KVT_TAG_ARGV)))
+                        break;
+                }
+            }
+            printf("    %-35s %-6s 40 keys: %u batches (%u %u %u ...), %u bucket-cell prefetches, %u other batch "
+                   "prefetches\n",
+                   layouts[l], cmds[c], batches, sizes[0], sizes[1], sizes[2], cells, other);
+            free(r);
+            TEST_ASSERT(other == 0);
+            uint32_t want = c == 2 ? 0 : c == 1 ? 6 : 3;
+            TEST_ASSERT_MSG(batches == want, "%s: %u batches", cmds[c], batches);
+            if (c == 0) TEST_ASSERT(sizes[0] == 16 && sizes[1] == 16 && sizes[2] == 8);
+            /* one cell per key and pass, two while rehashing (cluster: new slot dicts have none) */
+            uint32_t keys = c == 2 ? 0 : c == 1 ? 80 : 40;
+            TEST_ASSERT_MSG(cells <= 2 * keys && (l == 1 || cells >= keys), "%u cells for %u keys", cells, keys);
+        }
+    }
+    /* The workload: MSETs of random keys over a half-filled range, new keys
+     * and overwrites mixed; every variant leaves the same keyspace. */
+    uint32_t ref = 0;
+    const char *variants[3] = {"none", "batch", "redis-15043"};
+    for (int v = 0; v < 3; v++) {
+        ksWorkloadSpec s = spec("mset", variants[v], "dict", "unified");
+        s.mset_keys = "random";
+        s.prefill = 0.5;
+        s.ops = 100;
+        ksWorkloadResult res;
+        char err[256];
+        TEST_ASSERT_MSG(ksWorkloadRun(&s, &res, err, sizeof(err)) == 0, "%s", err);
+        printf("    mset --mset-keys random --prefill 0.5, %-11s: %llu of %llu keys exist after, reply_crc32 %u\n",
+               variants[v], (unsigned long long)res.keys, (unsigned long long)s.keys, res.reply_crc32);
+        TEST_ASSERT(res.keys > s.keys / 2 && res.keys < s.keys);
+        if (!ref) ref = res.reply_crc32;
+        TEST_ASSERT(res.reply_crc32 == ref);
+    }
+    return 0;
+}
+
 /* --- Deviation 6: the snapshot checksum ------------------------------------------- */
 
 static uint64_t sumGaps(const kvtRecord *r, uint64_t n) {
@@ -434,6 +502,7 @@ int main(int argc, char **argv) {
     TEST_INIT(argc, argv);
     RUN(test_dict_batch_prefetches_raw_values);
     RUN(test_msetnx_write_pass_not_prefetched);
+    RUN(test_redis_15043_prefetches_bucket_cells_only);
     RUN(test_iterator_object_loads_depend_on_bucket);
     RUN(test_every_pointer_load_has_its_dep);
     RUN(test_snapshot_crc64_and_rdbchecksum_no);
