@@ -28,6 +28,7 @@ VARIANTS = [
     "pipeline=lookahead multikey=batch batch={batch}",
     "load=prefetch-after-key iterate=next-bucket",
     "load=prefetch-rehash iterate=valkey pipeline=lookahead multikey=batch batch={batch}",
+    "multikey=redis-15043",
 ]
 
 OPTIONS = [
