@@ -23,7 +23,8 @@
  *
  * Variant strings for ksExecute / ksLoadSnapshot / ksIterate (defaults in brackets):
  *   pipeline=naive|lookahead [naive]    batch=1..128 [16]
- *   multikey=none|batch [none]          load=none|prefetch-after-key|prefetch-rehash [none]
+ *   multikey=none|batch|redis-15043 [none]
+ *   load=none|prefetch-after-key|prefetch-rehash [none]
  *   iterate=none|next-bucket|valkey [none]
  *   plus any test-only variants registered in the variant registry (see c_ref/README.md).
  */
