@@ -7,6 +7,9 @@
  * variant asks for it (Redis #15133): batch = 16 keys while >= 32 remain, else
  * the whole remainder; each batch re-resolves its keys' slot tables (the
  * #15043 fix) and lets the variant prefetch them before executing in order.
+ * The variant multikey=redis-15043 follows Redis PR #15043's rule instead:
+ * MSET and MSETNX only, batches of 16 with a shorter last one, both MSETNX
+ * passes prefetched (ksVariants.multikey_rule).
  *
  * Conventions: public ks...; command procs are static xxxCommand().
  */
@@ -145,8 +148,12 @@ static void existsCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
 
 /* --- Multi-key batching ---------------------------------------------------- */
 
-/* prefetchNextBatchSize of Redis #15133: 16 while >= 32 remain, else all. */
-static int nextBatchSize(int remaining) {
+/* prefetchNextBatchSize of Redis #15133: 16 while >= 32 remain, else all.
+ * Redis #15043 (KS_MULTIKEY_RULE_15043): MSET_BATCH_SIZE = 16, the last
+ * batch shorter. */
+static int nextBatchSize(const ksKeyspace *ks, int remaining) {
+    if (ks->var.multikey_rule == KS_MULTIKEY_RULE_15043)
+        return remaining < PREFETCH_BATCH_SIZE ? remaining : PREFETCH_BATCH_SIZE;
     return remaining >= 2 * PREFETCH_BATCH_SIZE ? PREFETCH_BATCH_SIZE : remaining;
 }
 
@@ -188,10 +195,11 @@ static void mgetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     int nkeys = cmd->argc - 1;
     ksReplyArrayLen(ks, c, nkeys);
     ksKeyInfo ki[2 * PREFETCH_BATCH_SIZE];
-    int batching = ks->var.multikey != NULL;
+    /* #15043 batches MSET/MSETNX only */
+    int batching = ks->var.multikey != NULL && ks->var.multikey_rule != KS_MULTIKEY_RULE_15043;
     void *tables = tablesBegin(ks);
     for (int done = 0; done < nkeys;) {
-        int n = batching ? nextBatchSize(nkeys - done) : 1;
+        int n = batching ? nextBatchSize(ks, nkeys - done) : 1;
         resolveBatch(ks, cmd, ki, 1, 1, done, n, tables);
         for (int i = 0; i < n; i++) {
             void *e = findForBatch(ks, &ki[i], tables);
@@ -220,7 +228,7 @@ static void msetGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int nx) {
     void *tables = tablesBegin(ks);
     if (nx) {
         for (int done = 0; done < npairs;) {
-            int n = batching ? nextBatchSize(npairs - done) : 1;
+            int n = batching ? nextBatchSize(ks, npairs - done) : 1;
             resolveBatch(ks, cmd, ki, 1, 2, done, n, tables);
             for (int i = 0; i < n; i++) {
                 if (findForBatch(ks, &ki[i], tables)) {
@@ -233,9 +241,11 @@ static void msetGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int nx) {
         }
     }
     /* MSETNX's write pass does not prefetch again: its check pass warmed
-     * every key (Redis #15133: do_prefetch &&= !nx). */
+     * every key (Redis #15133: do_prefetch &&= !nx); #15043 prefetches in
+     * both passes. */
+    int write_batching = batching && (!nx || ks->var.multikey_rule == KS_MULTIKEY_RULE_15043);
     for (int done = 0; done < npairs;) {
-        int n = batching && !nx ? nextBatchSize(npairs - done) : 1;
+        int n = write_batching ? nextBatchSize(ks, npairs - done) : 1;
         resolveBatch(ks, cmd, ki, 1, 2, done, n, tables);
         for (int i = 0; i < n; i++) {
             sds v = cmd->argv[2 + 2 * (done + i)];

@@ -123,12 +123,15 @@ static void jworkload(jbuf *j, const ksWorkloadSpec *s) {
          s->cluster ? "true" : "false", s->depth, s->key_size, (unsigned long long)s->keys, s->keys_per_command);
     jput(j, "\"layout\":");
     jstr(j, s->layout);
+    jput(j, ",\"mset_keys\":");
+    jstr(j, s->mset_keys ? s->mset_keys : "new");
     jput(j, ",\"name\":");
     jstr(j, s->workload);
     jput(j, ",\"op\":");
     jstr(j, s->op);
-    jput(j, ",\"ops\":%llu,\"seed\":%llu,\"set_ratio\":%.17g,\"table\":", (unsigned long long)s->ops,
-         (unsigned long long)s->seed, s->set_ratio);
+    jput(j, ",\"ops\":%llu,\"prefill\":%.17g,\"rdbchecksum\":", (unsigned long long)s->ops, s->prefill);
+    jstr(j, s->rdbchecksum ? s->rdbchecksum : "yes");
+    jput(j, ",\"seed\":%llu,\"set_ratio\":%.17g,\"table\":", (unsigned long long)s->seed, s->set_ratio);
     jstr(j, s->table);
     jput(j, ",\"value_size\":%u,\"variant\":", s->value_size);
     jstr(j, s->variant);

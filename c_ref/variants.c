@@ -4,7 +4,7 @@
  *
  *   family     names                                      what it selects
  *   pipeline   naive, lookahead                           ksPipelineFn
- *   multikey   none, batch                                ksMultikeyPrefetchFn
+ *   multikey   none, batch, redis-15043                   ksMultikeyPrefetchFn + batch rule
  *   load       none, prefetch-after-key, prefetch-rehash  ksLoadVariant flags
  *   iterate    none, next-bucket, valkey                  iterator prefetch mode
  *
@@ -49,10 +49,30 @@ static void multikeyBatch(ksKeyspace *ks, ksKeyInfo *keys, int n) {
     ksPrefetchKeys(ks, keys, n);
 }
 
+/* multikey=redis-15043: Redis PR #15043 (msetPrefetchBatch), the bucket-only
+ * prefetch of MSET/MSETNX: per key of the batch, hash it and prefetch its
+ * bucket cell in ht_table[0] (and ht_table[1] while rehashing); nothing
+ * else.  commands.c applies the PR's batch rule (KS_MULTIKEY_RULE_15043).  On
+ * table=hashtable (a study, no upstream code) it prefetches the key's bucket
+ * through the backend's prefetchBucket. */
+static void multikeyBucketCells15043(ksKeyspace *ks, ksKeyInfo *keys, int n) {
+    for (int i = 0; i < n; i++) {
+        if (!keys[i].table) continue; /* no slot table yet: nothing to prefetch */
+        KS_SET_TABLE_DEP(keys[i].slot_load);
+        if (ks->ops == &ksDictTableOps) dictPrefetchBucketCells(keys[i].table, keys[i].key);
+        else ks->ops->prefetchBucket(keys[i].table, keys[i].hash);
+    }
+}
+
 static void setPipeline(ksVariants *v, const void *fn) { v->pipeline = (ksPipelineFn)fn; }
 static void setMultikey(ksVariants *v, const void *fn) {
     v->multikey = (ksMultikeyPrefetchFn)fn;
+    v->multikey_rule = KS_MULTIKEY_RULE_15133;
     v->multikey_tables = NULL;
+}
+static void setMultikey15043(ksVariants *v, const void *fn) {
+    setMultikey(v, fn);
+    v->multikey_rule = KS_MULTIKEY_RULE_15043;
 }
 static void setLoadNone(ksVariants *v, const void *fn) {
     (void)fn;
@@ -93,6 +113,7 @@ static const variantEntry registry[] = {
     {"pipeline", "lookahead", setPipeline, (const void *)ksPipelineLookahead},
     {"multikey", "none", setMultikey, NULL},
     {"multikey", "batch", setMultikey, (const void *)multikeyBatch},
+    {"multikey", "redis-15043", setMultikey15043, (const void *)multikeyBucketCells15043},
     {"load", "none", setLoadNone, NULL},
     {"load", "prefetch-after-key", setLoadAfterKey, NULL},
     {"load", "prefetch-rehash", setLoadRehash, NULL},

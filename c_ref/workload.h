@@ -31,6 +31,9 @@ typedef struct ksWorkloadSpec {
     int cluster;
     uint64_t seed;
     int repeat;
+    const char *rdbchecksum; /* yes | no (Valkey's rdbchecksum: SAVE and LOAD) */
+    const char *mset_keys;   /* mset: new (fill an empty keyspace) | random (over a range) */
+    double prefill;          /* mset random: fraction of the key range existing at the start */
 } ksWorkloadSpec;
 
 typedef struct ksWorkloadResult {
@@ -80,7 +83,7 @@ typedef struct ksWorkloadOption {
     const char *help;              /* one line */
 } ksWorkloadOption;
 
-#define KS_NUM_WORKLOAD_OPTIONS 14
+#define KS_NUM_WORKLOAD_OPTIONS 17
 extern const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS];
 
 /* The variant family a workload selects with --variant; NULL for an unknown workload. */

@@ -23,6 +23,7 @@ __all__ = [
     "next_batch_size",
     "multikey_batches",
     "mset_prefetch_batches",
+    "redis_15043_batches",
     "LookaheadBatch",
     "pipeline_lookahead",
     "first_key",
@@ -76,8 +77,14 @@ def multikey_batches(nkeys: int, batch_size: int = PREFETCH_BATCH_SIZE) -> list[
     return out
 
 
+def redis_15043_batches(nkeys: int, batch_size: int = PREFETCH_BATCH_SIZE) -> list[range]:
+    """Index ranges of Redis PR #15043's MSET batches (``MSET_BATCH_SIZE`` = 16): fixed
+    chunks, the last one shorter (no adaptive tail)."""
+    return [range(s, min(s + batch_size, nkeys)) for s in range(0, nkeys, batch_size)]
+
+
 def mset_prefetch_batches(
-    npairs: int, nx: bool, batch_size: int = PREFETCH_BATCH_SIZE
+    npairs: int, nx: bool, batch_size: int = PREFETCH_BATCH_SIZE, rule: str = "15133"
 ) -> list[tuple[str, range]]:
     """The prefetched batches of one MSET / MSETNX under ``multikey=batch`` (Redis PR
     #15133 ``msetGenericCommand``; c_ref ``commands.c``), as (pass, pair-index range).
@@ -87,7 +94,13 @@ def mset_prefetch_batches(
     with ``do_prefetch &&= !nx``: its "set" pass prefetches nothing, since the check pass
     warmed every key. Only batches of more than one key are prefetched (c_ref emits a
     BATCH marker for each). The check pass is listed whole (it ends early only when a
-    key exists, and then nothing is set)."""
+    key exists, and then nothing is set).
+
+    ``rule="15043"`` (c_ref ``multikey=redis-15043``, Redis PR #15043): fixed chunks
+    (``redis_15043_batches``), and MSETNX prefetches in both passes."""
+    if rule == "15043":
+        chunks = [r for r in redis_15043_batches(npairs, batch_size) if len(r) > 1]
+        return ([("check", r) for r in chunks] if nx else []) + [("set", r) for r in chunks]
     chunks = [r for r in multikey_batches(npairs, batch_size) if len(r) > 1]
     if nx:
         return [("check", r) for r in chunks]

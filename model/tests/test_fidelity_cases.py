@@ -1,7 +1,8 @@
 """Fixed lockstep cases for the batching rules c_ref/FIDELITY.md describes: a 50-key MGET
 against a 16-key batch, MSET over existing keys with RAW values (the dict batch prefetches
 their values), MSETNX that succeeds and one that fails after its check pass, and commands
-that overflow a lookahead batch. Every variant must reply, and leave the keyspace, exactly
+that overflow a lookahead batch, an MSET over a partly existing range and a 40-key
+MSETNX (Redis PR #15043's batch rule too). Every variant must reply, and leave the keyspace, exactly
 as naive c_ref and the model do, on both tables."""
 
 import pytest
@@ -11,7 +12,8 @@ from kvsim.model.keyspace import Keyspace as Model
 from kvsim.model.resp import encode_command as E
 
 VARIANTS = ["multikey=batch", "pipeline=lookahead batch=16",
-            "pipeline=lookahead multikey=batch batch=16", "pipeline=lookahead batch=3"]
+            "pipeline=lookahead multikey=batch batch=16", "pipeline=lookahead batch=3",
+            "multikey=redis-15043", "pipeline=lookahead multikey=redis-15043 batch=16"]
 
 RAW = b"v" * 100  # a separate value allocation in every layout
 
@@ -26,6 +28,10 @@ def _program() -> list[bytes]:
         E("MSETNX", b"n4", b"x", keys[0], b"y", b"n5", b"z"),  # fails: k00 exists
         E("MGET", *keys[::-1], b"n1", b"n4"),
         E("GET", keys[44]), E("MGET", *keys[:17]), E("GET", keys[1]),  # overflows batch=16
+        # MSET over a range that partly exists (#15043's workload): every other key new
+        E("MSET", *[x for i in range(0, 80, 2) for x in (b"k%02d" % i, RAW + b"%d" % i)]),
+        E("MSETNX", *[x for i in range(100, 140) for x in (b"n%d" % i, b"v")]),  # 40 new
+        E("MGET", *[b"k%02d" % i for i in range(0, 80, 3)]),
         E("DBSIZE"),
     ]
 

@@ -28,6 +28,7 @@ VARIANTS = [
     "pipeline=lookahead multikey=batch batch={batch}",
     "load=prefetch-after-key iterate=next-bucket",
     "load=prefetch-rehash iterate=valkey pipeline=lookahead multikey=batch batch={batch}",
+    "multikey=redis-15043",
 ]
 
 OPTIONS = [
@@ -140,7 +141,8 @@ def test_broken_variant_differs_after_an_expired_key(cref_test_lib):
 def test_broken_variant_is_not_in_the_product(cref_lib):
     """The product library (and so the CLI and the wheel) does not know the test variant."""
     with cref.Keyspace("cluster=1") as ks, pytest.raises(
-            cref.CrefError, match=r"unknown multikey variant 'batch-stale-table' \(none\|batch\)"):
+            cref.CrefError, match=r"unknown multikey variant 'batch-stale-table' "
+                                   r"\(none\|batch\|redis-15043\)"):
         ks.execute(E("MGET", "a"), "multikey=batch-stale-table")
 
 
