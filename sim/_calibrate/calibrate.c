@@ -84,6 +84,8 @@ typedef struct {
  * Exits with a one-line message when the memory is not there. */
 static region mapRegion(size_t len, int huge) {
     region r = {0};
+    /* with huge pages, whole 2 MiB pages: a small set then sits in one page (no TLB misses) */
+    if (huge) len = (len + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1);
     r.len = len;
     r.map_len = len + (huge ? HUGE_PAGE : 0);
     r.map = mmap(NULL, r.map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -106,10 +108,10 @@ static region mapRegion(size_t len, int huge) {
 
 static void unmapRegion(region *r) { munmap(r->map, r->map_len); }
 
-/* Links the lines of r into one random cycle (Sattolo's algorithm), each line holding the
+/* Links the first `size` bytes' lines of r into one random cycle (Sattolo's algorithm), each line holding the
  * address of the next; returns the first line. */
-static void **linkCycle(region *r) {
-    size_t n = r->len / LINE;
+static void **linkCycle(region *r, size_t size) {
+    size_t n = size / LINE;
     uint32_t *perm = malloc(n * sizeof *perm);
     if (!perm) {
         fprintf(stderr, "kvsim-calibrate: out of memory\n");
@@ -191,7 +193,7 @@ static int benchChase(int argc, char **argv) {
         size_t size = (size_t)numArg(argv[k], "SIZE");
         if (size < 2 * LINE) size = 2 * LINE;
         region r = mapRegion(size, huge);
-        void **p = linkCycle(&r), **q;
+        void **p = linkCycle(&r, size), **q;
         size_t lines = size / LINE;
         chaseOnce(p, lines < loads ? lines : loads, &q); /* warm caches and TLBs */
         printf("%s{\"size\": %zu, \"huge_fraction\": %.3f, \"ns\": [", k > 3 ? ", " : "", size,
@@ -213,7 +215,7 @@ static int benchMlp(int argc, char **argv) {
     size_t size = (size_t)numArg(argv[1], "SIZE");
     unsigned long long loads = numArg(argv[2], "LOADS"), reps = numArg(argv[3], "REPEATS");
     region r = mapRegion(size, huge);
-    void **first = linkCycle(&r);
+    void **first = linkCycle(&r, size);
     size_t lines = size / LINE;
     printf("{\"bench\": \"mlp\", \"page\": \"%s\", \"size\": %zu, \"huge_fraction\": %.3f, "
            "\"loads\": %llu, \"points\": [", argv[0], size, r.huge_fraction, loads);
@@ -253,7 +255,7 @@ static int benchBw(int argc, char **argv) {
     unsigned long long reps = numArg(argv[2], "REPEATS");
     region r = mapRegion(size, huge);
     const uint64_t *w = (const uint64_t *)r.buf;
-    size_t n = size / sizeof *w;
+    size_t n = size / sizeof *w; /* r.len may be larger (whole huge pages) */
     printf("{\"bench\": \"bw\", \"page\": \"%s\", \"size\": %zu, \"huge_fraction\": %.3f, "
            "\"gbs\": [", argv[0], size, r.huge_fraction);
     uint64_t total = 0;
