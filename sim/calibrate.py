@@ -284,7 +284,8 @@ def fit_levels(sizes: Sequence[float], ns: Sequence[float], levels: int,
 def mlp_ceiling(chains: Sequence[int], ns_per_load: Sequence[float]) -> float:
     """How many misses overlap at most: the speedup of N parallel chases over one
     (``lat(1) / ns_per_load(N)``), taken as the median of the three largest speedups so one
-    lucky sample does not set it. ``chains`` must include 1."""
+    lucky sample does not set it. ``chains`` must include 1, and at least three counts at or
+    above the ceiling for it to be resolved (below that it reads low)."""
     by = dict(zip(chains, ns_per_load, strict=True))
     if 1 not in by:
         raise ValueError("mlp_ceiling: the chains must include 1")
@@ -354,7 +355,7 @@ PLANS = {
 # cache under a random cycle loses hits sooner, so the fit reads a real private level as up
 # to about a third smaller than it is: a quarter of margin keeps such noise out.
 EFFECTIVE_BELOW = 0.75
-MLP_CHAINS = [1, 2, 3, 4, 6, 8, 10, 12, 16, 20, 24, 32]
+MLP_CHAINS = [1, 2, 3, 4, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48]
 
 
 def measure(plan: dict, log: Callable[[str], None] = lambda m: None) -> dict:
@@ -588,7 +589,7 @@ def calibrate(output: Path | None = None, *, quick: bool = False,
         plan["max_bytes"] = plan["bw_bytes"] = max_bytes
     if rounds is not None:
         plan["rounds"] = rounds
-    if len(sweep_sizes(plan["max_bytes"], plan["per_octave"])) < len(levels) + 2:
+    if len(sweep_sizes(plan["max_bytes"], plan["per_octave"])) < 2 * (len(levels) + 1):
         raise ConfigError(f"calibrate: {plan['max_bytes']} B is too small a largest working "
                           f"set for {len(levels)} cache levels")
     raw = measure(plan, log)
