@@ -115,7 +115,8 @@ def sysfs_cpu(levels: list[dict], ident: dict, path: Path) -> CpuConfig:
         return CpuConfig(name="local", caches=tuple(caches),
                          description="this machine, NOT calibrated: sysfs geometry only "
                                      "(run `kvsim calibrate`)",
-                         source=str(path), notes=tuple(notes))
+                         source=str(path), notes=tuple(notes),
+                         provenance={"calibrated": False, "table": None})
     t = table["tlb"]
     notes.append(f"core, latencies, miss buffers, TLBs and DRAM: table ({table['core']}): "
                  f"{table['sources']}")

@@ -190,7 +190,15 @@ def test_local_without_calibration_is_labelled_fallback(fake_sysfs, tmp_path):
     assert str(path) in cpu.notes[0] and str(path).startswith(str(tmp_path / "cache"))
     assert [c.size for c in cpu.caches][:2] == [48 * KIB, 2 * MIB]
     assert cpu.caches[2].size == 262144 * 16 * 64  # 491520 sets rounded down to a power of 2
-    assert cpu.provenance["calibrated"] is False or "table" not in cpu.provenance
+    assert cpu.provenance["calibrated"] is False
+
+
+def test_local_fallback_for_a_core_not_in_the_table(fake_sysfs, monkeypatch):
+    monkeypatch.setattr(cal, "cpu_identity", lambda: {**ZEN4, "vendor": "CentaurHauls"})
+    cpu = local.local_cpu(fake_sysfs)
+    assert not cpu.timing_capable and "sysfs geometry only" in cpu.description
+    assert any("no table entry" in n for n in cpu.notes)
+    assert [c.size for c in cpu.caches][:2] == [48 * KIB, 2 * MIB]
 
 
 def test_local_uses_the_calibrated_file(fake_sysfs):
