@@ -335,11 +335,18 @@ def run_bench(*args: object) -> dict:
     return json.loads(p.stdout)
 
 
-def sweep_sizes(max_bytes: int, per_octave: int, min_bytes: int = 4 * KIB) -> list[int]:
-    """Working-set sizes from ``min_bytes`` to ``max_bytes``, ``per_octave`` per octave,
+def sweep_sizes(max_bytes: int, per_octave: int, min_bytes: int = 4 * KIB,
+                coarse_above: int | None = None) -> list[int]:
+    """Working-set sizes from ``min_bytes`` to ``max_bytes``, ``per_octave`` per octave (2
+    per octave above ``coarse_above``, where only memory is left and each size costs most),
     rounded to whole lines."""
     n = int(round(math.log2(max_bytes / min_bytes) * per_octave))
     out = sorted({int(min_bytes * 2 ** (i / per_octave)) // LINE * LINE for i in range(n + 1)})
+    if coarse_above is not None:
+        step = max(1, per_octave // 2)
+        fine = [x for x in out if x <= coarse_above]
+        out = fine + [x for i, x in enumerate(out) if x > coarse_above and
+                      (i - len(fine) + 1) % step == 0]
     return [x for x in out if x <= max_bytes]
 
 
@@ -347,7 +354,8 @@ PLANS = {
     # rounds: the whole sweep repeated, spread over the run; loads: per chase sample
     "quick": {"max_bytes": 256 * MIB, "per_octave": 2, "rounds": 3, "loads": 300_000,
               "clock_iters": 30_000_000, "bw_bytes": 256 * MIB},
-    "full": {"max_bytes": 1 * GIB, "per_octave": 4, "rounds": 5, "loads": 1_000_000,
+    "full": {"max_bytes": 1 * GIB, "per_octave": 4, "coarse_above": 64 * MIB, "rounds": 5,
+             "loads": 1_000_000,
              "clock_iters": 100_000_000, "bw_bytes": 1 * GIB},
 }
 # A level whose fitted capacity is below this fraction of sysfs's is modelled at the fitted
@@ -360,7 +368,8 @@ MLP_CHAINS = [1, 2, 3, 4, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48]
 
 def measure(plan: dict, log: Callable[[str], None] = lambda m: None) -> dict:
     """Run every microbenchmark per ``plan`` (see :data:`PLANS`); the raw results."""
-    sizes = sweep_sizes(plan["max_bytes"], plan["per_octave"])
+    sizes = sweep_sizes(plan["max_bytes"], plan["per_octave"],
+                        coarse_above=plan.get("coarse_above"))
     top = sizes[-1]
     raw: dict = {"sizes": sizes, "clock_ghz": [], "chase": {}, "chase_top_4k": [],
                  "mlp": {}, "bw_gbs": [], "huge_fraction_top": None}

@@ -280,6 +280,12 @@ def test_sweep_sizes():
     assert s[0] == 4 * KIB and s[-1] == 1024 * MIB and len(s) == 4 * 18 + 1
     assert all(x % 64 == 0 for x in s) and s == sorted(set(s))
     assert math.isclose(s[1] / s[0], 2 ** 0.25, rel_tol=0.01)
+    c = cal.sweep_sizes(1024 * MIB, 4, coarse_above=64 * MIB)
+    assert c[-1] == 1024 * MIB and [x for x in c if x <= 64 * MIB] == [x for x in s
+                                                                       if x <= 64 * MIB]
+    above = [x for x in c if x > 64 * MIB]
+    assert len(above) == 8 and all(math.isclose(b / a, 2 ** 0.5, rel_tol=0.01)
+                                   for a, b in zip(above, above[1:], strict=False))
 
 
 def test_a_simulated_chase_costs_what_the_file_says():
