@@ -4,7 +4,8 @@ The measurements are small C programs (``sim/_calibrate/calibrate.c``, the ``kvs
 artifact) that print raw samples; this module runs them in rounds spread over the run, takes
 medians, and derives the model's numbers:
 
-* **clock**: a dependent chain of adds (one per cycle) against wall time;
+* **clock**: a dependent chain of adds (one per cycle) against the thread's CPU time (every
+  timing is CPU time, so the scheduler giving the CPU to other work does not count);
 * **cache levels**: load-to-use latency of a pointer chase (a random cycle through every line
   of the working set) over sizes from 4 KiB up, with 2 MiB pages where the kernel gives them
   (``madvise(MADV_HUGEPAGE)``; the file says which were used). Each level's latency and
@@ -430,7 +431,7 @@ def build_doc(raw: dict, levels: list[dict], ident: dict, *, quick: bool,
                  "description": f"this machine ({ident.get('model_name') or 'unknown CPU'}), "
                                 "calibrated",
                  "freq_ghz": round(ghz, 3),
-                 "src": {"freq_ghz": "measured: dependent add chain against wall time"}}
+                 "src": {"freq_ghz": "measured: dependent add chain against thread CPU time"}}
     if table:
         doc["core"] = {"width": table["width"], "rob": table["rob"],
                        "src": {"width": tname, "rob": tname}}

@@ -6,7 +6,7 @@
  * sim/calibrate.py. The program does no analysis, so that what it prints is the raw data.
  *
  *   clock ITERS REPEATS              a dependent chain of adds: one add per cycle, against
- *                                    CLOCK_MONOTONIC -> GHz, one figure per repeat
+ *                                    the thread's CPU time -> GHz, one figure per repeat
  *   chase PAGE LOADS REPEATS SIZE..  load-to-use latency by pointer chasing over a random
  *                                    cyclic permutation of SIZE bytes' cache lines (ns/load)
  *   mlp PAGE SIZE LOADS REPEATS N..  N independent chases through the same cycle at once:
@@ -44,9 +44,12 @@ _Static_assert(sizeof(void *) <= LINE, "a line holds one pointer");
 
 /* --- Helpers --- */
 
+/* The thread's CPU time, not wall time: on a machine shared with other work the scheduler
+ * takes the CPU away now and then, and that time is not the benchmark's. (A hypervisor's
+ * steal time still counts; the rounds' medians and the recorded load average cover it.) */
 static double nowNs(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
