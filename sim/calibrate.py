@@ -445,17 +445,15 @@ def build_doc(raw: dict, levels: list[dict], ident: dict, *, quick: bool,
         if sets * ways * line != x["size"]:
             size_src += f" ({x['size']} B); rounded down to {sets} sets x {ways} ways"
         if cap < EFFECTIVE_BELOW * x["size"]:
-            # fewer ways at the sysfs set count, as a way partition would give
-            eff_ways = max(1, min(ways, int(round(cap / (sets * line)))))
+            # sysfs's associativity, fewer sets: the nearest power of two to the capacity
+            eff_sets = 1 << max(0, round(math.log2(max(1.0, cap / (ways * line)))))
+            sets = min(sets, eff_sets)
             size_src = (f"measured: effective capacity {cap / KIB:.0f} KiB against sysfs "
-                        f"{x['size'] // KIB} KiB {x['ways']}-way; modelled as {eff_ways} of "
-                        f"{ways} ways")
-            ways = eff_ways
+                        f"{x['size'] // KIB} KiB; modelled as {sets} sets x {ways} ways")
         c = {"name": "L1D" if x["level"] == 1 else f"L{x['level']}",
              "size": sets * ways * line, "ways": ways, "line": line,
              "latency": max(1, int(round(lat_ns * ghz)))}
-        src = {"size": size_src, "ways": "sysfs" if ways == x["ways"] else "measured (see size)",
-               "line": "sysfs",
+        src = {"size": size_src, "ways": "sysfs", "line": "sysfs",
                "latency": f"measured: {lat_ns:.2f} ns (knee fit, capacity "
                           f"{cap / KIB:.0f} KiB) x clock"}
         if table and i < len(table["inclusion"]):

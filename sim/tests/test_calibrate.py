@@ -135,8 +135,9 @@ def test_build_doc_values_and_provenance():
     assert cpu.tlb.walk_latency == round(90.0 * 3.5)
     assert cpu.caches[0].mshrs == 18
     assert [c.latency for c in cpu.caches] == [round(x * 3.5) for x in (1.15, 4.0, 16.0)]
-    # L3: fitted 8 MiB of sysfs's 32 MiB -> 4 of 16 ways; L1 and L2 keep sysfs geometry
+    # L3: fitted 8 MiB of sysfs's 32 MiB -> 8192 sets x 16 ways; L1 and L2 keep sysfs's
     assert [c.size for c in cpu.caches] == [32 * KIB, 1 * MIB, 8 * MIB]
+    assert [c.ways for c in cpu.caches] == [x["ways"] for x in LEVELS]
     assert (cpu.rob, cpu.width) == (320, 6)
     for c in doc["cache"]:
         for key in ("size", "latency", "ways"):
