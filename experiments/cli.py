@@ -404,6 +404,30 @@ def cpus(as_json, show):
 
 
 @cli.command()
+@click.option("--quick", is_flag=True, help="Fewer sizes and rounds: under a minute.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Write the CPU file here instead of the user's cache directory (where "
+                   "`--cpu local` finds it).")
+@click.option("--max-size", default=None,
+              help="Largest working set (e.g. 64MiB; default 1GiB, 256MiB with --quick).")
+@click.option("--rounds", type=click.IntRange(1, 50), default=None,
+              help="Rounds of every measurement (default 5, 3 with --quick).")
+def calibrate(quick, output, max_size, rounds):
+    """Measure this machine and write its CPU file (the `local` preset)."""
+    from kvsim.sim import calibrate as cal
+    from kvsim.sim.config import parse_size
+
+    max_bytes = parse_size(max_size, "--max-size") if max_size is not None else None
+    path = cal.calibrate(Path(output) if output else None, quick=quick, max_bytes=max_bytes,
+                         rounds=rounds, log=lambda m: click.echo(f"calibrate: {m}", err=True))
+    from kvsim import sim
+
+    cpu = sim.load_cpu(str(path))
+    click.echo(f"wrote {path}")
+    click.echo(f"  {cpu.freq_ghz} GHz; {cpu.summary()}")
+
+
+@cli.command()
 @click.argument("src")
 @click.argument("dst")
 @click.option("--from", "src_format", default=None,
