@@ -22,6 +22,7 @@ $(STAMP): pyproject.toml
 build: setup
 	@$(MAKE) -s -C c_ref
 	@$(MAKE) -s -C sim/_engine
+	@$(MAKE) -s -C sim/_calibrate
 
 demo: build
 	$(VENV)/bin/kvsim experiment demo --out experiments/results/demo
@@ -29,6 +30,7 @@ demo: build
 test: build
 	$(MAKE) -s -C c_ref test-sanitize
 	$(MAKE) -s -C sim/_engine test-sanitize
+	$(MAKE) -s -C sim/_calibrate test-sanitize
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
 	$(PY) -m pytest -q -m slow kvsim/tests/test_dist.py
@@ -51,4 +53,5 @@ lint: setup
 clean:
 	$(MAKE) -C c_ref clean
 	$(MAKE) -C sim/_engine clean
+	$(MAKE) -C sim/_calibrate clean
 	rm -rf build dist *.egg-info

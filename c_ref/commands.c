@@ -9,6 +9,9 @@
  *     remain, else the whole remainder; each batch re-resolves its keys' slot
  *     tables (the #15043 fix) and lets the variant prefetch them before
  *     executing in order;
+ *   multikey=redis-15043 (Redis PR #15043), on every table: MSET and MSETNX
+ *     only, batches of 16 with a shorter last one, both MSETNX passes
+ *     prefetched (ksVariants.multikey_rule);
  *   table=hashtable, multikey=batch (Valkey memory_prefetch.c as of #2092,
  *     the command alone in a prefetch batch): the first `batch`
  *     (prefetch-batch-max-size) keys are prefetched together, the rest are
@@ -162,18 +165,23 @@ static void existsCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
 
 /* --- Multi-key batching ---------------------------------------------------- */
 
-/* prefetchNextBatchSize of Redis #15133: 16 while >= 32 remain, else all. */
-static int nextBatchSize(int remaining) {
+/* prefetchNextBatchSize of Redis #15133: 16 while >= 32 remain, else all.
+ * Redis #15043 (KS_MULTIKEY_RULE_15043): MSET_BATCH_SIZE = 16, the last
+ * batch shorter. */
+static int nextBatchSize(const ksKeyspace *ks, int remaining) {
+    if (ks->var.multikey_rule == KS_MULTIKEY_RULE_15043)
+        return remaining < PREFETCH_BATCH_SIZE ? remaining : PREFETCH_BATCH_SIZE;
     return remaining >= 2 * PREFETCH_BATCH_SIZE ? PREFETCH_BATCH_SIZE : remaining;
 }
 
 /* How many keys, from key `done` on (`remaining` left), form the next batch;
  * 1 = no prefetch.  `prefetch`: this pass may prefetch (MSETNX's write pass
  * may not: Redis #15133 `do_prefetch &&= !nx`; Valkey prefetches a command's
- * keys once, before it runs). */
+ * keys once, before it runs; #15043 does not batch MGET). */
 static int batchLen(ksKeyspace *ks, ksCommand *cmd, int done, int remaining, int prefetch) {
     if (!ks->var.multikey || !prefetch) return 1;
-    if (ks->var.multikey_chunked || ks->ops == &ksDictTableOps) return nextBatchSize(remaining);
+    if (ks->var.multikey_chunked || ks->var.multikey_rule == KS_MULTIKEY_RULE_15043 || ks->ops == &ksDictTableOps)
+        return nextBatchSize(ks, remaining);
     if (done > 0 || cmd->prefetched) return 1; /* Valkey: one batch, the first keys */
     return remaining < ks->var.batch ? remaining : ks->var.batch;
 }
@@ -219,9 +227,11 @@ static void mgetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     int nkeys = cmd->argc - 1;
     ksReplyArrayLen(ks, c, nkeys);
     ksKeyInfo ki[KS_MAX_BATCH];
+    /* #15043 batches MSET/MSETNX only */
+    int prefetch = ks->var.multikey_rule != KS_MULTIKEY_RULE_15043;
     void *tables = tablesBegin(ks);
     for (int done = 0; done < nkeys;) {
-        int n = batchLen(ks, cmd, done, nkeys - done, 1);
+        int n = batchLen(ks, cmd, done, nkeys - done, prefetch);
         resolveBatch(ks, cmd, ki, 1, 1, done, n, tables);
         for (int i = 0; i < n; i++) {
             void *e = findForBatch(ks, &ki[i], tables);
@@ -262,9 +272,11 @@ static void msetGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int nx) {
         }
     }
     /* MSETNX's write pass does not prefetch again: its check pass warmed
-     * every key (Redis #15133: do_prefetch &&= !nx). */
+     * every key (Redis #15133: do_prefetch &&= !nx); #15043 prefetches in
+     * both passes. */
+    int write_prefetch = !nx || ks->var.multikey_rule == KS_MULTIKEY_RULE_15043;
     for (int done = 0; done < npairs;) {
-        int n = batchLen(ks, cmd, done, npairs - done, !nx);
+        int n = batchLen(ks, cmd, done, npairs - done, write_prefetch);
         resolveBatch(ks, cmd, ki, 1, 2, done, n, tables);
         for (int i = 0; i < n; i++) {
             sds v = cmd->argv[2 + 2 * (done + i)];

@@ -78,7 +78,7 @@ static int parseLong(const char *v, long long lo, long long hi, long long *out) 
 
 ksKeyspace *ksKeyspaceNew(const char *options, char *err, size_t errlen) {
     const ksTableOps *ops = &ksHashtableTableOps;
-    int layout = KS_LAYOUT_UNIFIED, cluster = 0, min_exp = 0;
+    int layout = KS_LAYOUT_UNIFIED, cluster = 0, min_exp = 0, rdbchecksum = 1;
     long long seed = 0;
     char buf[1024];
     snprintf(buf, sizeof(buf), "%s", options ? options : "");
@@ -116,6 +116,13 @@ ksKeyspace *ksKeyspaceNew(const char *options, char *err, size_t errlen) {
                 snprintf(err, errlen, "bad seed '%s'", v);
                 return NULL;
             }
+        } else if (!strcmp(k, "rdbchecksum")) {
+            if (!strcmp(v, "yes")) rdbchecksum = 1;
+            else if (!strcmp(v, "no")) rdbchecksum = 0;
+            else {
+                snprintf(err, errlen, "bad rdbchecksum '%s' (yes|no)", v);
+                return NULL;
+            }
         } else if (!strcmp(k, "hashtable_min_exp")) {
             if (parseLong(v, 0, 30, &x)) {
                 snprintf(err, errlen, "bad hashtable_min_exp '%s' (0..30)", v);
@@ -146,6 +153,7 @@ ksKeyspace *ksKeyspaceNew(const char *options, char *err, size_t errlen) {
     ks->seed = (uint64_t)seed;
     ksSiphashSeed(ks->seed, ks->sipkey);
     ks->hashtable_min_exp = min_exp;
+    ks->rdbchecksum = rdbchecksum;
     ks->slots = ksArenaCalloc(arena, sizeof(void *) * (size_t)ks->nslots);
     ks->slot_gen = calloc((size_t)ks->nslots, sizeof(uint64_t));
     if (cluster) ks->slot_bit = ksArenaCalloc(arena, sizeof(uint64_t) * ((size_t)ks->nslots + 1));

@@ -684,6 +684,15 @@ void dictPrefetchBucket(dict *d, uint64_t hash) {
                 KS_SITE_DICT_BUCKET, meta);
 }
 
+void dictPrefetchBucketCells(dict *d, const void *key) {
+    uint64_t hash = hashKey(d, key);
+    KS_ID_VAR(meta) = metaLoad(d, KS_SITE_DICT_BUCKET);
+    if (d->ht_table[0] == NULL) return;
+    for (int t = 0; t <= (dictIsRehashing(d) ? 1 : 0); t++)
+        KS_PREFETCH(&d->ht_table[t][hash & DICTHT_SIZE_MASK(d->ht_size_exp[t])], KVT_TAG_DICT_TABLE,
+                    KS_SITE_DICT_BUCKET, meta);
+}
+
 /* --- Insert ------------------------------------------------------------------------ */
 
 /* Insert `stored` at the head of the chain in cell `bucket` (of the insert

@@ -165,6 +165,10 @@ void **dictFindStoredRef(dict *d, const void *key, uint64_t hash);
 /* Prefetch the bucket cell an insert with this hash goes to (table 1 while
  * rehashing): the snapshot-load variants' helper. */
 void dictPrefetchBucket(dict *d, uint64_t hash);
+/* Redis PR #15043 msetPrefetchBatch, for one key: hash it (dictGetHash) and
+ * prefetch its bucket cell in ht_table[0], and in ht_table[1] too while
+ * rehashing.  Nothing beyond the cells (no chain, no object). */
+void dictPrefetchBucketCells(dict *d, const void *key);
 
 /* Two-phase insert, link flavour (Redis dictFindLink / dictSetKeyAtLink).
  * dictFindLink returns the link of the matching entry or NULL; if `bucket` is

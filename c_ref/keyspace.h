@@ -63,11 +63,21 @@ typedef struct ksMultikeyTableHooks {
     void (*end)(void *state);
 } ksMultikeyTableHooks;
 
+/* How a multi-key command is cut into prefetch batches (commands.c):
+ *   KS_MULTIKEY_RULE_15133  Redis PR #15133: MGET, MSET and MSETNX; 16 keys while
+ *                           >= 32 remain, then the rest; MSETNX's write pass is
+ *                           not prefetched (do_prefetch &&= !nx)
+ *   KS_MULTIKEY_RULE_15043  Redis PR #15043: MSET and MSETNX only; batches of 16
+ *                           (MSET_BATCH_SIZE), the last one shorter; both MSETNX
+ *                           passes prefetch */
+enum { KS_MULTIKEY_RULE_15133 = 0, KS_MULTIKEY_RULE_15043 = 1 };
+
 typedef struct ksVariants {
     ksPipelineFn pipeline;
     const char *pipeline_name;
     int batch;
     ksMultikeyPrefetchFn multikey;
+    int multikey_rule; /* KS_MULTIKEY_RULE_* */
     const char *multikey_name;
     int multikey_chunked;    /* Redis #15133 chunking on every table (multikey=chunk-15133) */
     int multikey_hash_once;  /* study: the lookup reuses the prefetch's hash (batch-hash-once) */
@@ -149,6 +159,7 @@ struct ksKeyspace {
     uint8_t sipkey[16];
     int64_t now_ms;
     int hashtable_min_exp;
+    int rdbchecksum;      /* Valkey's rdbchecksum: CRC-64 of snapshots on save and load */
     uint64_t nkeys;
     ksVariants var;
     ksClient client;
@@ -245,6 +256,9 @@ void ksPipelineLookahead(ksKeyspace *ks, ksClient *c);
 void ksPrefetchKeys(ksKeyspace *ks, ksKeyInfo *keys, int n);
 
 /* --- snapshot.c / iterate ------------------------------------------------- */
+
+/* CRC-64/Jones as Valkey's crc64.c (crc64.c): continues the sum crc over buf. */
+uint64_t ksCrc64(uint64_t crc, const void *buf, size_t len);
 
 int ksSnapshotSave(ksKeyspace *ks, uint8_t **buf, size_t *len);
 int ksSnapshotLoad(ksKeyspace *ks, const uint8_t *buf, size_t len);

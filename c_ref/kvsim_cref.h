@@ -17,10 +17,13 @@
  *   table=hashtable|dict [hashtable]   layout=unified|legacy [unified]
  *   cluster=0|1 [0]                     seed=N [0]   (SipHash key derived from it)
  *   hashtable_min_exp=N [0]             (tests: start tiny to force rehashing)
+ *   rdbchecksum=yes|no [yes]            Valkey's rdbchecksum: CRC-64 of snapshots on save
+ *                                       and load (no: the checksum is written as 0, and a
+ *                                       stored 0 is not checked, as Valkey)
  *
  * Variant strings for ksExecute / ksLoadSnapshot / ksIterate (defaults in brackets):
  *   pipeline=naive|lookahead|lookahead-hash-once [naive]    batch=1..128 [16]
- *   multikey=none|batch|chunk-15133|batch-hash-once [none]
+ *   multikey=none|batch|chunk-15133|batch-hash-once|redis-15043 [none]
  *   load=none|prefetch-after-key|prefetch-rehash [none]
  *   iterate=none|next-bucket|valkey [none]
  *   plus any test-only variants registered in the variant registry (see c_ref/README.md).

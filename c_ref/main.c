@@ -123,12 +123,15 @@ static void jworkload(jbuf *j, const ksWorkloadSpec *s) {
          s->cluster ? "true" : "false", s->depth, s->key_size, (unsigned long long)s->keys, s->keys_per_command);
     jput(j, "\"layout\":");
     jstr(j, s->layout);
+    jput(j, ",\"mset_keys\":");
+    jstr(j, s->mset_keys ? s->mset_keys : "new");
     jput(j, ",\"name\":");
     jstr(j, s->workload);
     jput(j, ",\"op\":");
     jstr(j, s->op);
-    jput(j, ",\"ops\":%llu,\"seed\":%llu,\"set_ratio\":%.17g,\"table\":", (unsigned long long)s->ops,
-         (unsigned long long)s->seed, s->set_ratio);
+    jput(j, ",\"ops\":%llu,\"prefill\":%.17g,\"rdbchecksum\":", (unsigned long long)s->ops, s->prefill);
+    jstr(j, s->rdbchecksum ? s->rdbchecksum : "yes");
+    jput(j, ",\"seed\":%llu,\"set_ratio\":%.17g,\"table\":", (unsigned long long)s->seed, s->set_ratio);
     jstr(j, s->table);
     jput(j, ",\"value_size\":%u,\"variant\":", s->value_size);
     jstr(j, s->variant);
@@ -179,6 +182,8 @@ int main(int argc, char **argv) {
         const char *o = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         const ksWorkloadOption *wo = !strncmp(o, "--", 2) ? ksWorkloadOptionFind(o + 2) : NULL;
+        if (wo && !ksWorkloadOptionApplies(wo, argv[2]))
+            die("%s does not apply to workload '%s' (used by %s)", o, argv[2], wo->workloads);
         if (wo && wo->type == KS_OPT_FLAG) {
             ksWorkloadOptionSet(&s, wo, NULL, err, sizeof(err));
         } else if (wo) {

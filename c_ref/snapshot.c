@@ -1,19 +1,24 @@
 /*
  * snapshot.c -- SAVE and LOAD of an RDB-like snapshot (format: SNAPSHOT.md).
  *
- *   "KVSNAP" ver:u8x2 | RESIZEDB 0xFB len(n) | { [0xFC i64 ms] 0x00 key value }* | 0xFF crc32:u32
+ *   "KVSNAP" ver:u8x2 | RESIZEDB 0xFB len(n) | { [0xFC i64 ms] 0x00 key value }* | 0xFF crc64:u64
  *   key/value = RDB length encoding + bytes
  *
  * SAVE walks every slot table with a safe iterator that prefetches values,
  * using the `iterate=` variant (Valkey #1568/#1501), and writes records into a
- * snapshot buffer (arena, tag snapshot_buf).
+ * snapshot buffer (arena, tag snapshot_buf).  As Valkey's rio, every write
+ * folds the bytes it writes into the running checksum first
+ * (rioWrite -> rioGenericUpdateChecksum, CRC-64/Jones: crc64.c); with
+ * rdbchecksum=no there is no checksum work and the stored checksum is 0.
  *
  * LOAD parses into fresh tables and swaps them in only on success (no partial
  * keyspace).  As Valkey's rio, every read updates the running checksum over the
  * bytes it consumed (rioGenericUpdateChecksum: one update per rioRead call, so
  * the value bytes are checksummed between the key read and the insert); the
  * sum is compared with the stored one after the EOF opcode, and a mismatch
- * discards the fresh tables.  Per key, as rdbLoadRioWithLoadingCtx: read the
+ * discards the fresh tables.  With rdbchecksum=no nothing is summed or
+ * checked; a stored checksum of 0 (a file saved with rdbchecksum=no) is not
+ * checked either (rdbLoadRioWithLoadingCtx).  Per key, as rdbLoadRioWithLoadingCtx: read the
  * type (and a pending expire), read the key, read the value (rdbLoadObject
  * builds the value object), add the key with the two-phase insert
  * (dbAddRDBLoad: find the position, embed the key, insert).  Load variants
@@ -36,16 +41,26 @@
 #include "siphash.h"
 
 #define SNAP_MAGIC "KVSNAP"
-#define SNAP_VERSION 1
+#define SNAP_VERSION 2
 #define OP_STRING 0x00
 #define OP_RESIZEDB 0xFB
 #define OP_EXPIRETIME_MS 0xFC
 #define OP_EOF 0xFF
-/* Instructions of one ksCrc32 call (slice-by-8) over n bytes, measured with
- * callgrind (-O2, x86-64): ~24 per call, 28 per 8-byte word (3.5 per byte),
- * 8 per trailing byte.  The loader sums every read separately (1-byte type
- * and length reads included), so the per-call part matters. */
-#define KS_CRC32_COST(n) ((uint64_t)24 + ((uint64_t)(n) >> 3) * 28 + ((uint64_t)(n) & 7) * 8)
+/* Instructions of one ksCrc64 call (crcspeed's slice-by-8) over n bytes at p,
+ * measured with callgrind (-O2, x86-64): CRC64_CALL per call, CRC64_WORD per
+ * aligned 8-byte word, CRC64_BYTE per byte before the first aligned word and
+ * after the last.  The loader and the writer sum every read or write
+ * separately (1-byte type and length reads included), so the per-call part
+ * matters. */
+#define CRC64_CALL 26
+#define CRC64_WORD 31
+#define CRC64_BYTE 9
+static inline uint64_t crc64Cost(const void *p, size_t n) {
+    size_t head = (8 - ((uintptr_t)p & 7)) & 7;
+    if (head > n) head = n;
+    size_t words = (n - head) >> 3, tail = (n - head) & 7;
+    return CRC64_CALL + (uint64_t)words * CRC64_WORD + (uint64_t)(head + tail) * CRC64_BYTE;
+}
 
 /* --- Writer ---------------------------------------------------------------- */
 
@@ -53,6 +68,7 @@ typedef struct {
     ksKeyspace *ks;
     uint8_t *buf;
     size_t len, cap;
+    uint64_t crc; /* running checksum of every byte written (rdbchecksum=yes) */
 } writer;
 
 static void wReserve(writer *w, size_t n) {
@@ -69,6 +85,10 @@ static void wReserve(writer *w, size_t n) {
 static void wBytes(writer *w, const void *p, size_t n, uint8_t src_tag, ksLoadId dep) {
     wReserve(w, n);
     if (src_tag && n) (void)KS_LOAD(p, n, src_tag, KS_SITE_SNAP_WRITE, dep);
+    if (w->ks->rdbchecksum) { /* rioGenericUpdateChecksum over the source bytes */
+        KS_WORK_EXACT(crc64Cost(p, n));
+        w->crc = ksCrc64(w->crc, p, n);
+    }
     memcpy(w->buf + w->len, p, n);
     KS_STORE(w->buf + w->len, n, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_WRITE, 0);
     (void)src_tag;
@@ -99,7 +119,7 @@ static void wLen(writer *w, uint64_t len) {
 }
 
 int ksSnapshotSave(ksKeyspace *ks, uint8_t **out, size_t *outlen) {
-    writer w = {ks, ks->snap, 0, 0};
+    writer w = {ks, ks->snap, 0, 0, 0};
     if (ks->snap) w.cap = ksArenaUsableSize(ks->arena, ks->snap);
     uint8_t hdr[8] = {'K', 'V', 'S', 'N', 'A', 'P', 0, SNAP_VERSION};
     wBytes(&w, hdr, sizeof(hdr), 0, 0);
@@ -145,10 +165,14 @@ int ksSnapshotSave(ksKeyspace *ks, uint8_t **out, size_t *outlen) {
     }
     op = OP_EOF;
     wBytes(&w, &op, 1, 0, 0);
-    (void)KS_LOAD(w.buf, w.len, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_WRITE, 0);
-    KS_WORK_EXACT(KS_CRC32_COST(w.len));
-    uint32_t crc = ksCrc32(0, w.buf, w.len);
-    wBytes(&w, &crc, 4, 0, 0);
+    /* The checksum itself, little-endian (memrev64ifbe), is not summed:
+     * rdbSaveRio writes it with the update function still set, but the sum
+     * was taken before. */
+    uint64_t crc = w.crc;
+    int sum = ks->rdbchecksum;
+    ks->rdbchecksum = 0;
+    wBytes(&w, &crc, 8, 0, 0);
+    ks->rdbchecksum = sum;
     ks->snap = w.buf;
     ks->snap_len = w.len;
     *out = w.buf;
@@ -161,13 +185,15 @@ int ksSnapshotSave(ksKeyspace *ks, uint8_t **out, size_t *outlen) {
 typedef struct {
     const uint8_t *p, *end, *base;
     const char *err;
-    uint32_t crc; /* running checksum of every byte consumed so far */
+    uint64_t crc; /* running checksum of every byte consumed so far */
+    int sum;      /* rdbchecksum=yes */
 } reader;
 
 /* rioGenericUpdateChecksum: fold the n bytes one read consumed into the sum. */
 static inline void rSum(reader *r, const uint8_t *p, size_t n) {
-    KS_WORK_EXACT(KS_CRC32_COST(n));
-    r->crc = ksCrc32(r->crc, p, n);
+    if (!r->sum) return;
+    KS_WORK_EXACT(crc64Cost(p, n));
+    r->crc = ksCrc64(r->crc, p, n);
 }
 
 static int rByte(reader *r, uint8_t *b) {
@@ -353,15 +379,16 @@ static int loadRecords(ksKeyspace *ks, reader *r) {
         keybuf = NULL;
         if (rByte(r, &op)) goto done;
     }
-    if (r->end - r->p != 4) {
-        r->err = r->end - r->p < 4 ? "snapshot truncated" : "snapshot corrupt: bytes after the checksum";
+    if (r->end - r->p != 8) {
+        r->err = r->end - r->p < 8 ? "snapshot truncated" : "snapshot corrupt: bytes after the checksum";
         goto done;
     }
-    /* The sum of every byte read (header to EOF opcode) against the stored one. */
-    uint32_t crc;
-    (void)KS_LOAD(r->p, 4, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
-    memcpy(&crc, r->p, 4);
-    if (crc != r->crc) {
+    /* The sum of every byte read (header to EOF opcode) against the stored
+     * one; a stored 0 means "saved without a checksum" and is not checked. */
+    uint64_t crc;
+    (void)KS_LOAD(r->p, 8, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
+    memcpy(&crc, r->p, 8);
+    if (r->sum && crc != 0 && crc != r->crc) {
         r->err = "snapshot corrupt or truncated: checksum mismatch";
         goto done;
     }
@@ -374,8 +401,8 @@ done:
 }
 
 int ksSnapshotLoad(ksKeyspace *ks, const uint8_t *buf, size_t len) {
-    if (len < 8 + 1 + 4 || memcmp(buf, SNAP_MAGIC, 6) != 0) {
-        snprintf(ks->err, sizeof(ks->err), len < 13 ? "snapshot truncated" : "snapshot corrupt: bad magic");
+    if (len < 8 + 1 + 8 || memcmp(buf, SNAP_MAGIC, 6) != 0) {
+        snprintf(ks->err, sizeof(ks->err), len < 17 ? "snapshot truncated" : "snapshot corrupt: bad magic");
         if (len >= 6 && memcmp(buf, SNAP_MAGIC, 6) != 0) snprintf(ks->err, sizeof(ks->err), "snapshot corrupt: bad magic");
         return -1;
     }
@@ -393,8 +420,8 @@ int ksSnapshotLoad(ksKeyspace *ks, const uint8_t *buf, size_t len) {
     ks->slots = ksArenaCalloc(ks->arena, sizeof(void *) * (size_t)ks->nslots);
     ks->expires = NULL;
     ks->nkeys = 0;
-    /* The CRC is the last 4 bytes; loadRecords checks they are all that is left. */
-    reader r = {buf + 8, buf + len, buf, NULL, 0};
+    /* The CRC is the last 8 bytes; loadRecords checks they are all that is left. */
+    reader r = {buf + 8, buf + len, buf, NULL, 0, ks->rdbchecksum};
     (void)KS_LOAD(buf, 8, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
     rSum(&r, buf, 8); /* magic and version, read by the header check */
     int rc = loadRecords(ks, &r);

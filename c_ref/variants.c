@@ -4,7 +4,8 @@
  *
  *   family     names                                      what it selects
  *   pipeline   naive, lookahead, lookahead-hash-once      ksPipelineFn
- *   multikey   none, batch, chunk-15133, batch-hash-once  ksMultikeyPrefetchFn
+ *   multikey   none, batch, chunk-15133, batch-hash-once,  ksMultikeyPrefetchFn + batch rule
+ *              redis-15043
  *   load       none, prefetch-after-key, prefetch-rehash  ksLoadVariant flags
  *   iterate    none, next-bucket, valkey                  iterator prefetch mode
  *
@@ -51,6 +52,21 @@ static void multikeyBatch(ksKeyspace *ks, ksKeyInfo *keys, int n) {
     for (int i = 0; i < n; i++) keys[i].rehash = !ks->var.multikey_hash_once;
 }
 
+/* multikey=redis-15043: Redis PR #15043 (msetPrefetchBatch), the bucket-only
+ * prefetch of MSET/MSETNX: per key of the batch, hash it and prefetch its
+ * bucket cell in ht_table[0] (and ht_table[1] while rehashing); nothing
+ * else.  commands.c applies the PR's batch rule (KS_MULTIKEY_RULE_15043).  On
+ * table=hashtable (a study, no upstream code) it prefetches the key's bucket
+ * through the backend's prefetchBucket. */
+static void multikeyBucketCells15043(ksKeyspace *ks, ksKeyInfo *keys, int n) {
+    for (int i = 0; i < n; i++) {
+        if (!keys[i].table) continue; /* no slot table yet: nothing to prefetch */
+        KS_SET_TABLE_DEP(keys[i].slot_load);
+        if (ks->ops == &ksDictTableOps) dictPrefetchBucketCells(keys[i].table, keys[i].key);
+        else ks->ops->prefetchBucket(keys[i].table, keys[i].hash);
+    }
+}
+
 static void setPipeline(ksVariants *v, const void *fn) {
     v->pipeline = (ksPipelineFn)fn;
     v->pipeline_hash_once = 0;
@@ -61,6 +77,7 @@ static void setPipelineHashOnce(ksVariants *v, const void *fn) {
 }
 static void setMultikey(ksVariants *v, const void *fn) {
     v->multikey = (ksMultikeyPrefetchFn)fn;
+    v->multikey_rule = KS_MULTIKEY_RULE_15133;
     v->multikey_tables = NULL;
     v->multikey_chunked = 0;
     v->multikey_hash_once = 0;
@@ -72,6 +89,10 @@ static void setMultikeyChunked(ksVariants *v, const void *fn) {
 static void setMultikeyHashOnce(ksVariants *v, const void *fn) {
     setMultikey(v, fn);
     v->multikey_hash_once = 1;
+}
+static void setMultikey15043(ksVariants *v, const void *fn) {
+    setMultikey(v, fn);
+    v->multikey_rule = KS_MULTIKEY_RULE_15043;
 }
 static void setLoadNone(ksVariants *v, const void *fn) {
     (void)fn;
@@ -119,6 +140,8 @@ static const variantEntry registry[] = {
     {"multikey", "chunk-15133", setMultikeyChunked, (const void *)multikeyBatch},
     /* study: batch, the lookup reusing the prefetch's hash (hashtable) */
     {"multikey", "batch-hash-once", setMultikeyHashOnce, (const void *)multikeyBatch},
+    /* Redis PR #15043's bucket-cell MSET prefetch and its batch rule */
+    {"multikey", "redis-15043", setMultikey15043, (const void *)multikeyBucketCells15043},
     {"load", "none", setLoadNone, NULL},
     {"load", "prefetch-after-key", setLoadAfterKey, NULL},
     {"load", "prefetch-rehash", setLoadRehash, NULL},

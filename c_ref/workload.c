@@ -7,6 +7,8 @@
  *                                                   groups of --depth, run by the variant
  *   mget       populate --keys keys                 --ops MGET of --keys-per-command random keys
  *   mset       empty keyspace                       MSETs of K new keys until --keys exist
+ *     (--mset-keys random)  --prefill of the range  --ops MSETs of K random keys of the
+ *                                                   range (new keys and overwrites mixed)
  *   iterate    populate --keys keys                 KEYS * (--op keys) or SAVE (--op save)
  *   load       populate, SAVE, empty the keyspace   load the snapshot with the variant
  *
@@ -113,6 +115,23 @@ static void populate(wl *w) {
     char key[4096];
     uint8_t kb[4096 + 16];
     for (uint64_t i = 0; i < s->keys; i++) {
+        keyName(w, i, key);
+        sds k = sdsWriteAt(kb, SDS_TYPE_8, key, s->key_size, s->key_size);
+        ksKeyInfo ki;
+        ksKeyResolve(w->ks, k, &ki);
+        ksDbSet(w->ks, &ki, valueFor(w, i), s->value_size, -1);
+    }
+}
+
+/* mset --mset-keys random: the keys of the range that exist before the
+ * measured MSETs, a seeded subset of fraction --prefill (index order). */
+static void prefill(wl *w) {
+    const ksWorkloadSpec *s = w->spec;
+    char key[4096];
+    uint8_t kb[4096 + 16];
+    uint64_t sel = s->seed ^ 0x70726566696c6cULL;
+    for (uint64_t i = 0; i < s->keys; i++) {
+        if ((double)(splitmix64(&sel) >> 11) * 0x1.0p-53 >= s->prefill) continue;
         keyName(w, i, key);
         sds k = sdsWriteAt(kb, SDS_TYPE_8, key, s->key_size, s->key_size);
         ksKeyInfo ki;
@@ -246,7 +265,8 @@ static_assert(sizeof(int) == 4, "KS_OPT_UINT writes int fields as 4 bytes");
 
 const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS] = {
     UINT_OPT("keys", keys, 1, 1ULL << 32, "100000", NULL, "Keys in the keyspace."),
-    UINT_OPT("ops", ops, 1, 1ULL << 32, "100000", "pipeline|mget", "Measured operations."),
+    UINT_OPT("ops", ops, 1, 1ULL << 32, "100000", "pipeline|mget|mset",
+             "Measured operations (mset: MSETs with --mset-keys random)."),
     UINT_OPT("value-size", value_size, 0, 64u << 20, "100", NULL, "Value bytes."),
     UINT_OPT("key-size", key_size, 1, 4000, "16", NULL, "Key bytes."),
     {"variant", KS_OPT_STRING, FIELD(variant), 0, 0, 0, 0, NULL, NULL, NULL,
@@ -261,10 +281,22 @@ const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS] = {
     {"table", KS_OPT_CHOICE, FIELD(table), 0, 0, 0, 0, "hashtable|dict", "hashtable", NULL, "Table backend."},
     {"cluster", KS_OPT_FLAG, FIELD(cluster), 0, 0, 0, 0, NULL, NULL, NULL, "Cluster mode."},
     UINT_OPT("seed", seed, 0, UINT64_MAX, "1", NULL, "Workload seed."),
+    {"rdbchecksum", KS_OPT_CHOICE, FIELD(rdbchecksum), 0, 0, 0, 0, "yes|no", "yes", "iterate|load",
+     "Valkey's rdbchecksum: CRC-64 of the snapshot on SAVE and LOAD (no: none, as Valkey PR #1501's "
+     "SAVE benchmark)."},
+    {"mset-keys", KS_OPT_CHOICE, FIELD(mset_keys), 0, 0, 0, 0, "new|random", "new", "mset",
+     "mset: new = MSETs of new keys into an empty keyspace until --keys exist; random = --ops "
+     "MSETs of random keys of the --keys range, --prefill of it existing (overwrites mixed in)."},
+    {"prefill", KS_OPT_FLOAT, FIELD(prefill), 0, 0, 0.0, 1.0, NULL, "0.5", "mset",
+     "mset --mset-keys random: fraction of the key range that exists before the measured MSETs."},
 };
 
 #undef UINT_OPT
 #undef FIELD
+
+int ksWorkloadOptionApplies(const ksWorkloadOption *o, const char *workload) {
+    return !o->workloads || listIndex(o->workloads, workload) >= 0;
+}
 
 const ksWorkloadOption *ksWorkloadOptionFind(const char *name) {
     for (int i = 0; i < KS_NUM_WORKLOAD_OPTIONS; i++)
@@ -419,8 +451,8 @@ size_t ksWorkloadOptionsWriteJson(char *buf, size_t cap) {
 /* A fresh keyspace (new arena at the fixed base) with the workload's variant. */
 static ksKeyspace *newKeyspace(const ksWorkloadSpec *s, uint64_t hash_seed, char *err, size_t errlen) {
     char opts[256];
-    snprintf(opts, sizeof(opts), "table=%s layout=%s cluster=%d seed=%llu", s->table, s->layout, s->cluster,
-             (unsigned long long)hash_seed);
+    snprintf(opts, sizeof(opts), "table=%s layout=%s cluster=%d seed=%llu rdbchecksum=%s", s->table, s->layout,
+             s->cluster, (unsigned long long)hash_seed, s->rdbchecksum ? s->rdbchecksum : "yes");
     ksKeyspace *ks = ksKeyspaceNew(opts, err, errlen);
     if (!ks) return NULL;
     ksCur = ks;
@@ -499,6 +531,38 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
         ksEmitResume();
         for (int r = 0; r < repeat; r++) {
             if (r > 0) ksEmitPause(); /* only the first run is traced */
+            runCommands(&w, res, r);
+            if (r > 0) ksEmitResume();
+        }
+    } else if (!strcmp(s->workload, "mset") && s->mset_keys && !strcmp(s->mset_keys, "random")) {
+        /* --ops MSETs of K keys drawn uniformly from the --keys range, of which
+         * --prefill exists at the start (a seeded subset): new keys and
+         * overwrites mixed, as Redis PR #15043's benchmark. */
+        int kpc = s->keys_per_command;
+        prefill(&w);
+        groupsBegin(&w);
+        for (uint64_t op = 0; op < s->ops; op++) {
+            groupMark(&w, (size_t)s->ops);
+            qcmd(&w, 1 + 2 * kpc);
+            qarg(&w, "MSET", 4);
+            for (int k = 0; k < kpc; k++) {
+                uint64_t i = splitmix64(&w.rng) % s->keys;
+                keyName(&w, i, key);
+                qarg(&w, key, s->key_size);
+                qarg(&w, valueFor(&w, i + 1 + op), s->value_size);
+            }
+        }
+        w.group_off[w.ngroups] = w.qlen;
+        res->ops = s->ops;
+        ksEmitResume();
+        for (int r = 0; r < repeat; r++) {
+            if (r > 0) { /* a fresh server with the same keys for every run */
+                ksEmitPause();
+                ksKeyspaceFree(ks);
+                ks = w.ks = newKeyspace(s, s->seed, err, errlen);
+                if (!ks) abort(); /* created once already with the same options */
+                prefill(&w);
+            }
             runCommands(&w, res, r);
             if (r > 0) ksEmitResume();
         }

@@ -31,6 +31,9 @@ typedef struct ksWorkloadSpec {
     int cluster;
     uint64_t seed;
     int repeat;
+    const char *rdbchecksum; /* yes | no (Valkey's rdbchecksum: SAVE and LOAD) */
+    const char *mset_keys;   /* mset: new (fill an empty keyspace) | random (over a range) */
+    double prefill;          /* mset random: fraction of the key range existing at the start */
 } ksWorkloadSpec;
 
 typedef struct ksWorkloadResult {
@@ -76,11 +79,11 @@ typedef struct ksWorkloadOption {
     const char *dflt;              /* default, as its command-line text; NULL: none (flag off,
                                       or chosen by the workload: --variant) */
     const char *workloads;         /* "a|b": the workloads that use it; NULL = every one
-                                      (the others accept and ignore it) */
+                                      (the others refuse it: ksWorkloadOptionApplies) */
     const char *help;              /* one line */
 } ksWorkloadOption;
 
-#define KS_NUM_WORKLOAD_OPTIONS 14
+#define KS_NUM_WORKLOAD_OPTIONS 17
 extern const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS];
 
 /* The variant family a workload selects with --variant; NULL for an unknown workload. */
@@ -88,6 +91,9 @@ const char *ksWorkloadFamily(const char *workload);
 
 /* The option named `name` (without "--"), or NULL. */
 const ksWorkloadOption *ksWorkloadOptionFind(const char *name);
+
+/* 1 if option o is used by `workload` (o->workloads names it, or is NULL), else 0. */
+int ksWorkloadOptionApplies(const ksWorkloadOption *o, const char *workload);
 
 /* Parse `value` (NULL for a flag) as option o into spec.  0, or -1 with the
  * one-line message "--NAME: expected ..., got 'VALUE'" in err.  A string value

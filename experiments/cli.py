@@ -7,8 +7,12 @@ show no traceback and leave no partial output file.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import click
@@ -73,9 +77,42 @@ class WorkloadCommand(click.Command):
 
 
 def _pick(kwargs: dict) -> dict:
-    """The workload options to forward to kvsim-cref (None: left to kvsim-cref)."""
-    keys = click.get_current_context().command.workload_keys()
-    return {k: kwargs[k] for k in keys if kwargs.get(k) is not None}
+    """The workload options to forward to kvsim-cref (None: left to kvsim-cref).
+
+    An option the workload does not use (c_ref's table says which do) is refused when given
+    on the command line, and its default is not forwarded."""
+    ctx = click.get_current_context()
+    cmd = ctx.command
+    workload = kwargs.get("workload") or ctx.params.get("workload")
+    out = {}
+    for o in cmd.workload_spec()["options"]:
+        k = o["name"].replace("-", "_")
+        if kwargs.get(k) is None:
+            continue
+        if workload not in o["workloads"]:
+            src = ctx.get_parameter_source(k)
+            if src not in (None, click.core.ParameterSource.DEFAULT):
+                raise click.UsageError(f"--{o['name']} does not apply to workload "
+                                       f"'{workload}' (used by {', '.join(o['workloads'])})")
+            continue
+        out[k] = kwargs[k]
+    return out
+
+
+def _check_output(path: str) -> None:
+    """Refuse an output path whose directory cannot take a new file, naming the path given
+    (the writers go through a temporary file beside it, whose name is no use to a user)."""
+    if path == "-":
+        return
+    parent = Path(path).parent
+    if Path(path).is_dir():
+        raise ValueError(f"{path}: is a directory (expected an output file path)")
+    if not parent.exists():
+        raise ValueError(f"{path}: cannot write: directory {parent} does not exist")
+    if not parent.is_dir():
+        raise ValueError(f"{path}: cannot write: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"{path}: cannot write: directory {parent} is not writable")
 
 
 def _echo_json(obj) -> None:
@@ -110,6 +147,7 @@ def trace(workload, output, codec, **kwargs):
     """Trace WORKLOAD with the c_ref keyspace and write a .kvt trace."""
     from kvsim.experiments import cref, progress
 
+    _check_output(output)
     out = sys.stdout.buffer if output == "-" else output
     with progress.bar(f"trace {workload}", unit="B") as bar:
         cref.trace(workload, out, _pick(kwargs), codec=codec, progress=bar.update)
@@ -171,11 +209,37 @@ def trace_info(trace_path, as_json):
               help="Engine threads (same results for any number; see sim/README.md).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def simulate(trace_path, cpu, functional, engine, threads, as_json):
-    """Simulate a trace on a CPU model."""
-    from kvsim import sim, traces
-    from kvsim.experiments import progress
+    """Simulate a trace on a CPU model.
 
-    config = sim.load_cpu(cpu)
+    \b
+    The default text shows, per cache level (its preset name and its role:
+    L1, L2, ..., LLC for the last one):
+      demand accesses/misses/miss%   load and store accesses only: what the
+                                     program waits on
+      swpf misses    software prefetches (prefetch records) that missed
+      hwpf misses    hardware prefetches (the level's [[prefetcher]]) that missed
+      writeback in   dirty lines written back into the level from above
+      victim in      clean lines offered to an exclusive (victim) level; each
+                     counts as a miss there
+      all misses     every kind together (the JSON's "misses")
+      writebacks out dirty lines the level sent below
+    then IPC, MLP (average L1 misses in flight), the structures (trace tags)
+    with the most demand misses, ranked by the last level's, and the largest
+    stall causes (rob_full:LEVEL is dispatch time lost while the oldest
+    instruction waited on LEVEL; the waits are summed over accesses; they
+    overlap and do not add up to the cycles).
+
+    \b
+    --json prints everything: per level "name", "role", "accesses"/"misses"
+    (all kinds), "demand_accesses"/"demand_misses" and "by_kind" (load,
+    store, swpf, hwpf, writeback, victim); "by_tag" per level, tag and kind;
+    "prefetch" (issued, useful, late, useless per level); "timing" (ipc, mlp,
+    stall_cycles). The model is described in sim/MODEL.md.
+    """
+    from kvsim import sim, traces
+    from kvsim.experiments import progress, summary
+
+    config = _load_cpu(cpu)
     src = sys.stdin.buffer if trace_path == "-" else trace_path
     total = progress.trace_total_records(trace_path)
     with traces.open(src) as reader, \
@@ -185,20 +249,148 @@ def simulate(trace_path, cpu, functional, engine, threads, as_json):
     if as_json:
         _echo_json(res)
         return
-    click.echo(f"records: {res['records']}  instructions: {res['instructions']}  "
-               f"cycles: {res.get('cycles')}")
-    click.echo(f"{'level':<6}{'accesses':>12}{'hits':>12}{'misses':>12}{'writebacks':>12}")
-    for lv in res["levels"]:
-        click.echo(f"{lv['name']:<6}{lv['accesses']:>12}{lv['hits']:>12}{lv['misses']:>12}"
-                   f"{lv['writebacks']:>12}")
+    click.echo(summary.simulate_text(res))
+
+
+class CompareCommand(WorkloadCommand):
+    """WorkloadCommand with WORKLOAD optional (traces may be given instead) and --variant
+    repeatable."""
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        if not self._loaded:
+            super().get_params(ctx)
+            ps = []
+            for p in self.params:
+                if isinstance(p, click.Argument) and p.name == "workload":
+                    p = click.Argument(["workload"], type=p.type, required=False)
+                elif isinstance(p, click.Option) and p.name == "variant":
+                    p = click.Option(
+                        ["--variant", "variants"], multiple=True,
+                        help=f"{p.help} Repeatable: two or more, the first is the baseline.")
+                ps.append(p)
+            self.params = ps
+        return super().get_params(ctx)
+
+    def workload_keys(self) -> list[str]:
+        return [k for k in super().workload_keys() if k != "variant"]
+
+
+@cli.command(cls=CompareCommand)
+@click.option("--cpu", "cpus_", multiple=True, required=True,
+              help="Preset name or .toml file (repeatable): one table per CPU.")
+@click.option("--trace", "trace_files", multiple=True, metavar="[LABEL=]PATH",
+              help="Compare these traces instead of tracing WORKLOAD (repeatable; the first "
+                   "is the baseline; the label defaults to the file name).")
+@click.option("--keep-traces", type=click.Path(file_okay=False), default=None,
+              help="Keep the traces in this directory as WORKLOAD-VARIANT.kvt.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print a JSON list of rows, one per CPU and variant.")
+@click.option("--csv", "as_csv", is_flag=True,
+              help="Print CSV, one line per CPU and variant.")
+@click.option("--structures", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Structures shown per level in the text table and the plot.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="Also draw speedups and L1 demand misses by structure to this file (PNG).")
+def compare(workload, cpus_, trace_files, keep_traces, as_json, as_csv, structures, plot_path,
+            variants, **kwargs):
+    """Compare variants of WORKLOAD on one or more CPUs.
+
+    Traces WORKLOAD once per --variant, simulates every trace on every --cpu
+    and prints one table per CPU, a column per variant: speedup over the first
+    variant, cycles per operation, IPC, MLP, demand misses (loads and stores:
+    no prefetch, write-back or victim traffic) per level and per structure at
+    L1 and the last level, software and hardware prefetches (issued, useful,
+    late, useless) and the top stall causes per operation.
+
+    \b
+    Example: how much does lookahead help pipelined GETs, on which CPU, and
+    which structure's misses does it hide?
+      kvsim compare pipeline --variant naive --variant lookahead \\
+          --cpu graviton3 --cpu xeon-8488c --cpu epyc-7713 --keys 100000 --ops 10000
+
+    \b
+    --json prints a list of rows, one per CPU and variant, with "cpu",
+    "variant", "speedup", "cycles_per_op", "ipc", "mlp", "demand_misses"
+    (from L1 outward), "levels" (preset names), "roles" (L1, L2, ..., LLC),
+    "demand_misses_by_structure", "prefetch" and "stall_cycles".
+    """
+    from kvsim.experiments import compare as cmp
+    from kvsim.experiments import progress
+
+    if as_json and as_csv:
+        raise click.UsageError("give --json or --csv, not both")
+    if trace_files:
+        if workload or variants:
+            raise click.UsageError("give either WORKLOAD with --variant, or --trace, not both")
+        paths = {}
+        for spec in trace_files:
+            label, sep, path = spec.partition("=")
+            if not sep:
+                label, path = Path(spec).stem, spec
+            if label in paths:
+                raise click.UsageError(f"--trace: label {label!r} given twice")
+            paths[label] = path
+        steps = len(paths) * len(cpus_)
+        with progress.bar("compare", total=steps, unit="step") as bar:
+            rows = cmp.simulate_rows(paths, list(cpus_), step=lambda d: (
+                bar.set_postfix_str(d), bar.update()))
+    else:
+        if not workload:
+            raise click.UsageError("missing WORKLOAD (or give --trace)")
+        if len(variants) < 2:
+            raise click.UsageError("give at least two --variant (the first is the baseline)")
+        steps = len(variants) * (1 + len(cpus_))
+        with progress.bar("compare", total=steps, unit="step") as bar:
+            rows = cmp.compare(workload, list(variants), list(cpus_), _pick(kwargs),
+                               trace_dir=keep_traces,
+                               step=lambda d: (bar.set_postfix_str(d), bar.update()))
+    if plot_path is not None:
+        cmp.plot(rows, plot_path, structures=structures)
+    if as_json:
+        _echo_json(rows)
+    elif as_csv:
+        click.echo(cmp.rows_csv(rows), nl=False)
+    else:
+        click.echo(cmp.rows_text(rows, structures=structures))
+
+
+def _load_cpu(cpu: str):
+    """sim.load_cpu, with the CPU file named in every error about its content."""
+    from kvsim import sim
+
+    try:
+        return sim.load_cpu(cpu)
+    except (ValueError, sim.ConfigError) as exc:
+        if not Path(cpu).is_file():
+            raise
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if isinstance(exc, UnicodeDecodeError):
+            msg = f"not a UTF-8 TOML file ({msg})"
+        if cpu in msg:
+            raise
+        raise ValueError(f"{cpu}: {msg}") from None
 
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def cpus(as_json):
-    """List the CPU presets."""
+@click.option("--show", "show", metavar="NAME", default=None,
+              help="Print preset NAME as a TOML file to copy, edit and pass to --cpu "
+                   "(schema: sim/PRESETS.md).")
+def cpus(as_json, show):
+    """List the CPU presets, or print one as TOML (--show).
+
+    \b
+    Your own CPU:
+      kvsim cpus --show graviton3 > my-cpu.toml    # edit name, sizes, latencies
+      kvsim simulate run.kvt --cpu my-cpu.toml
+    """
     from kvsim import sim
 
+    if show is not None:
+        from kvsim.experiments import cpufile
+
+        click.echo(cpufile.show(show), nl=False)
+        return
     presets = sim.list_presets()
     if as_json:
         _echo_json(presets)
@@ -209,6 +401,30 @@ def cpus(as_json):
 
     click.echo(f"\nreplacement policies: {', '.join(_binding.policy_names())}")
     click.echo(f"hardware prefetchers: {', '.join(_binding.prefetcher_names())}")
+
+
+@cli.command()
+@click.option("--quick", is_flag=True, help="Fewer sizes and rounds: under a minute.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Write the CPU file here instead of the user's cache directory (where "
+                   "`--cpu local` finds it).")
+@click.option("--max-size", default=None,
+              help="Largest working set (e.g. 64MiB; default 1GiB, 256MiB with --quick).")
+@click.option("--rounds", type=click.IntRange(1, 50), default=None,
+              help="Rounds of every measurement (default 5, 3 with --quick).")
+def calibrate(quick, output, max_size, rounds):
+    """Measure this machine and write its CPU file (the `local` preset)."""
+    from kvsim.sim import calibrate as cal
+    from kvsim.sim.config import parse_size
+
+    max_bytes = parse_size(max_size, "--max-size") if max_size is not None else None
+    path = cal.calibrate(Path(output) if output else None, quick=quick, max_bytes=max_bytes,
+                         rounds=rounds, log=lambda m: click.echo(f"calibrate: {m}", err=True))
+    from kvsim import sim
+
+    cpu = sim.load_cpu(str(path))
+    click.echo(f"wrote {path}")
+    click.echo(f"  {cpu.freq_ghz} GHz; {cpu.summary()}")
 
 
 @cli.command()
@@ -223,6 +439,7 @@ def convert(src, dst, src_format, dst_format):
     from kvsim.experiments import progress
     from kvsim.traces import convert as conv
 
+    _check_output(dst)
     total = Path(src).stat().st_size if src != "-" and Path(src).is_file() else None
     with progress.bar("convert", total=total, unit="B") as bar:
         conv.convert(src, dst, src_format=src_format, dst_format=dst_format,
@@ -260,8 +477,32 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     return tuple(errs)
 
 
+class _Terminated(BaseException):
+    """Raised in the main thread by SIGTERM, so that every ``with``/``finally`` on the way out
+    runs: writers remove their temporary files, c_ref children are reaped."""
+
+
+def _on_sigterm(signum, frame) -> None:
+    raise _Terminated()
+
+
+def _pipe_closed() -> int:
+    """The reader of standard output went away: say so once, and keep Python's exit-time
+    flush of stdout from printing a second complaint."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    click.echo("kvsim: error: standard output closed by its reader (broken pipe); output cut "
+               "short", err=True)
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: one-line errors, no tracebacks."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         cli.main(args=argv, prog_name="kvsim", standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -273,10 +514,21 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(f"kvsim: error: {exc.format_message()}", err=True)
         return exc.exit_code
     except BrokenPipeError:
-        return 1
+        return _pipe_closed()
+    except SystemExit as exc:
+        # click turns a broken pipe into a silent exit 1 after wrapping stdout in its
+        # _PacifyFlushWrapper; that wrapper is how it is recognised here
+        if type(sys.stdout).__name__ == "_PacifyFlushWrapper":
+            return _pipe_closed()
+        raise exc
     except KeyboardInterrupt:
         return 130
+    except _Terminated:
+        click.echo("kvsim: error: terminated (SIGTERM)", err=True)
+        return 128 + signal.SIGTERM
     except Exception as exc:  # noqa: BLE001 - the contract is one line, never a traceback
+        if isinstance(exc, OSError) and exc.errno == errno.EPIPE:
+            return _pipe_closed()
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         known = isinstance(exc, _known_errors())
         prefix = "" if known else "internal error: "

@@ -2,14 +2,16 @@
 
 The artifacts are c_ref's CLI and library (``kvsim-cref``, ``libkvsim_cref.so``, built from
 ``c_ref/``), the library with c_ref's test-only variants and its ASan+UBSan build (source
-tree only, for the tests), and the simulator's engine (``libkvsim_sim.so``, built from
-``sim/_engine/``).
+tree only, for the tests), the simulator's engine (``libkvsim_sim.so``, built from
+``sim/_engine/``) and the calibration microbenchmarks (``kvsim-calibrate``, built from
+``sim/_calibrate/``).
 
 Each is looked up, in order:
 
 1. an environment variable naming the file (``ENV`` below), for a build kept elsewhere;
-2. the source tree's build folders (``c_ref/build/``, ``sim/_engine/build/``), when kvsim runs
-   from a checkout (an editable install): ``make build`` refreshes them;
+2. the source tree's build folders (``c_ref/build/``, ``sim/_engine/build/``,
+   ``sim/_calibrate/build/``), when kvsim runs from a checkout (an editable install):
+   ``make build`` refreshes them;
 3. ``kvsim/_native/`` inside the installed package, where a wheel puts them.
 
 :class:`ArtifactMissing` names every path tried.
@@ -31,6 +33,7 @@ CREF_LIB = "libkvsim_cref.so"
 CREF_TEST_LIB = "libkvsim_cref_testvariants.so"
 CREF_ASAN_LIB = "libkvsim_cref_asan.so"
 ENGINE_LIB = "libkvsim_sim.so"
+CALIBRATE_CLI = "kvsim-calibrate"
 
 # artifact -> (environment override, build folder in the source tree, shipped in the wheel)
 _TABLE: dict[str, tuple[str, str, bool]] = {
@@ -39,6 +42,7 @@ _TABLE: dict[str, tuple[str, str, bool]] = {
     CREF_TEST_LIB: ("KVSIM_CREF_TEST_LIB", "c_ref/build", False),
     CREF_ASAN_LIB: ("KVSIM_CREF_ASAN_LIB", "c_ref/build", False),
     ENGINE_LIB: ("KVSIM_ENGINE_LIB", "sim/_engine/build", True),
+    CALIBRATE_CLI: ("KVSIM_CALIBRATE_BIN", "sim/_calibrate/build", True),
 }
 ENV = {name: row[0] for name, row in _TABLE.items()}
 

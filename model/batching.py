@@ -24,6 +24,7 @@ __all__ = [
     "multikey_batches",
     "mset_prefetch_batches",
     "valkey_multikey_batch",
+    "redis_15043_batches",
     "LookaheadBatch",
     "pipeline_lookahead",
     "first_key",
@@ -86,13 +87,19 @@ def valkey_multikey_batch(nkeys: int, batch_size: int = PREFETCH_BATCH_SIZE) -> 
     return [range(n)] if n > 1 else []
 
 
+def redis_15043_batches(nkeys: int, batch_size: int = PREFETCH_BATCH_SIZE) -> list[range]:
+    """Index ranges of Redis PR #15043's MSET batches (``MSET_BATCH_SIZE`` = 16): fixed
+    chunks, the last one shorter (no adaptive tail)."""
+    return [range(s, min(s + batch_size, nkeys)) for s in range(0, nkeys, batch_size)]
+
+
 def mset_prefetch_batches(
-    npairs: int, nx: bool, batch_size: int = PREFETCH_BATCH_SIZE, rule: str = "redis"
+    npairs: int, nx: bool, batch_size: int = PREFETCH_BATCH_SIZE, rule: str = "15133"
 ) -> list[tuple[str, range]]:
     """The prefetched batches of one MSET / MSETNX under ``multikey=batch``, as (pass,
     pair-index range).
 
-    ``rule="redis"`` (Redis PR #15133 ``msetGenericCommand``; c_ref ``commands.c`` on
+    ``rule="15133"`` (Redis PR #15133 ``msetGenericCommand``; c_ref ``commands.c`` on
     ``table=dict`` and ``multikey=chunk-15133``): MSET has one pass ("set") in
     ``multikey_batches`` chunks. MSETNX first checks every key ("check" pass, same
     chunks, stopping at the first existing key), then sets them with ``do_prefetch &&=
@@ -101,10 +108,16 @@ def mset_prefetch_batches(
     The check pass is listed whole (it ends early only when a key exists, and then
     nothing is set).
 
+    ``rule="15043"`` (c_ref ``multikey=redis-15043``, Redis PR #15043): fixed chunks
+    (``redis_15043_batches``), and MSETNX prefetches in both passes.
+
     ``rule="valkey"`` (``multikey=batch`` on a hashtable): the first pass prefetches the
     first ``batch_size`` keys once (``valkey_multikey_batch``); nothing else."""
-    if rule not in ("redis", "valkey"):
+    if rule not in ("15133", "15043", "valkey"):
         raise ValueError(rule)
+    if rule == "15043":
+        chunks = [r for r in redis_15043_batches(npairs, batch_size) if len(r) > 1]
+        return ([("check", r) for r in chunks] if nx else []) + [("set", r) for r in chunks]
     if rule == "valkey":
         chunks = valkey_multikey_batch(npairs, batch_size)
     else:

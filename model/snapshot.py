@@ -5,7 +5,8 @@ Layout (all lengths in RDB length encoding)::
     "KVSNAP" 0x00 version(=1)
     0xFB len(number of keys)                          RESIZEDB hint
     { [0xFC expire_ms:i64 little-endian] 0x00 len(key) key len(value) value }*
-    0xFF crc32:u32 little-endian                       zlib CRC-32 of every byte before it
+    0xFF crc64:u64 little-endian                       CRC-64/Jones of every byte before it
+                                                       (0: saved without a checksum, unchecked)
 
 RDB length encoding: ``00xxxxxx`` (6 bits), ``01xxxxxx xxxxxxxx`` (14 bits, big endian),
 ``0x80`` + u32 big endian, ``0x81`` + u64 big endian.
@@ -19,7 +20,6 @@ not bytes, across implementations.
 from __future__ import annotations
 
 import struct
-import zlib
 
 from kvsim.model.keyspace import Keyspace
 
@@ -31,11 +31,36 @@ __all__ = [
     "parse_snapshot",
     "load_snapshot",
     "snapshot_contents",
+    "crc64",
 ]
 
 MAGIC = b"KVSNAP"
-VERSION = 1
+VERSION = 2
 OP_STRING, OP_RESIZEDB, OP_EXPIRETIME_MS, OP_EOF = 0x00, 0xFB, 0xFC, 0xFF
+
+_CRC64_REFLECTED_POLY = 0x95AC9329AC4BC9B5
+
+
+def _crc64_table() -> list[int]:
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ _CRC64_REFLECTED_POLY if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_CRC64_TABLE = _crc64_table()
+
+
+def crc64(data: bytes, crc: int = 0) -> int:
+    """CRC-64/Jones as Valkey's ``crc64.c`` (reflected, init 0, no final xor)."""
+    t = _CRC64_TABLE
+    for b in data:
+        crc = t[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc
+
 
 Record = tuple[bytes, bytes, int | None]  # key, value, absolute expire ms or None
 
@@ -63,7 +88,7 @@ def save_snapshot(records: list[Record]) -> bytes:
             out += bytes([OP_EXPIRETIME_MS]) + struct.pack("<q", exp)
         out += bytes([OP_STRING]) + encode_len(len(key)) + key + encode_len(len(val)) + val
     out.append(OP_EOF)
-    out += struct.pack("<I", zlib.crc32(bytes(out)))
+    out += struct.pack("<Q", crc64(bytes(out)))
     return bytes(out)
 
 
@@ -105,15 +130,15 @@ class _Reader:
 
 def parse_snapshot(buf: bytes) -> tuple[int | None, list[Record]]:
     """Return (RESIZEDB hint or None, records in file order); raise SnapshotError."""
-    if len(buf) < 13 or buf[:6] != MAGIC:
+    if len(buf) < 17 or buf[:6] != MAGIC:
         raise SnapshotError(
             "snapshot corrupt: bad magic" if len(buf) >= 6 and buf[:6] != MAGIC
             else "snapshot truncated"
         )
     if buf[6] != 0 or buf[7] != VERSION:
         raise SnapshotError(f"snapshot: unsupported version {buf[7]}")
-    (crc,) = struct.unpack("<I", buf[-4:])
-    if zlib.crc32(buf[:-4]) != crc:
+    (crc,) = struct.unpack("<Q", buf[-8:])
+    if crc != 0 and crc64(buf[:-8]) != crc:
         raise SnapshotError("snapshot corrupt or truncated: checksum mismatch")
     r = _Reader(buf, 8, len(buf))
     hint = None
@@ -144,9 +169,9 @@ def parse_snapshot(buf: bytes) -> tuple[int | None, list[Record]]:
         records.append((key, val, expire))
         expire = None
         op = r.byte()
-    if len(buf) - r.p != 4:
+    if len(buf) - r.p != 8:
         raise SnapshotError(
-            "snapshot truncated" if len(buf) - r.p < 4
+            "snapshot truncated" if len(buf) - r.p < 8
             else "snapshot corrupt: bytes after the checksum"
         )
     return hint, records

@@ -2,22 +2,23 @@
 
     from kvsim import sim, traces
     cpu = sim.load_cpu("graviton3")                   # or "local", or a path to a .toml
-    with traces.open("run.kvt") as tr:
-        result = sim.simulate(tr, cpu)                # JSON-ready dict
+    result = sim.simulate("run.kvt", cpu)             # JSON-ready dict; or a traces.open reader
     df = sim.stats_dataframe(result)                  # level x tag x kind
+    frames = sim.dataframes(result)                   # levels, by_tag, timing, phases
 
 The compiled engine (``sim/_engine``) and the pure-Python reference (``sim.reference``)
 implement the same model (sim/MODEL.md) and are tested to agree exactly.
 """
 
 from ._binding import EngineMissing
-from .api import simulate, stats_dataframe
+from .api import dataframes, simulate, stats_dataframe
 from .config import ConfigError, CpuConfig, list_presets, load_cpu, parse_cpu, preset_names
 
 __all__ = [
     "ConfigError",
     "CpuConfig",
     "EngineMissing",
+    "dataframes",
     "list_presets",
     "load_cpu",
     "parse_cpu",

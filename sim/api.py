@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,13 @@ from .config import ConfigError, CpuConfig, load_cpu
 #: Names of the engine's marker counters: the trace format's marker types (traces/
 #: trace_format.h), then "m<i>" for the counters past them.
 MARKER_NAMES = traces.MARKER_NAMES + [f"m{i}" for i in range(traces.NUM_MARKERS, B.NMARKERS)]
+
+
+def level_roles(n: int) -> list[str]:
+    """Stable role names of ``n`` cache levels, from the core outward: ``L1``, ``L2``, ...,
+    and ``LLC`` for the last of two or more (a single level is ``L1``). Preset names differ
+    by CPU (Graviton's last level is "SLC", EPYC's "L3"); roles do not."""
+    return [("LLC" if i == n - 1 and n > 1 else f"L{i + 1}") for i in range(n)]
 
 
 def _chunks(source: Any) -> tuple[Iterable[np.ndarray], list[str] | None, dict]:
@@ -46,8 +54,9 @@ def simulate(
 ) -> dict:
     """Simulate ``source`` on ``cpu`` and return a JSON-serialisable dict of statistics.
 
-    source: a ``traces.open(...)`` reader (its numpy chunks are fed in order; its header's
-    ``tags`` name the structure tags) or a numpy array of ``traces.RECORD_DTYPE``.
+    source: a trace path (``str`` or ``Path``; the result's ``trace`` key is set to it), a
+    ``traces.open(...)`` reader (its numpy chunks are fed in order; its header's ``tags``
+    name the structure tags) or a numpy array of ``traces.RECORD_DTYPE``.
     cpu: a :class:`CpuConfig` or anything :func:`sim.load_cpu` accepts.
     functional: count hits and misses only (``cycles`` is None). A CPU file without
     ``freq_ghz``/``[core]``/``[dram]`` is always functional.
@@ -64,7 +73,14 @@ def simulate(
     tqdm bar's ``update``); None by default.
     Counts are per cache line touched: an access spanning two lines counts twice.
     """
-    if isinstance(cpu, str):
+    if isinstance(source, str | Path):
+        with traces.open(source) as reader:
+            res = simulate(reader, cpu, functional, engine, tlb=tlb, prefetchers=prefetchers,
+                           flush=flush, page_size=page_size, tag_names=tag_names,
+                           threads=threads, progress=progress)
+        res["trace"] = str(source)
+        return res
+    if isinstance(cpu, str | Path):
         cpu = load_cpu(cpu)
     if page_size not in (None, 4096, 2 * 1024 * 1024):
         raise ConfigError(f"page_size: must be 4096 or 2097152, got {page_size}")
@@ -114,6 +130,7 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
         return ticks / width
 
     levels = []
+    roles = level_roles(len(cpu.caches))
     kind_names = B.access_kind_names()
     by_tag = []
     for k, c in enumerate(cpu.caches):
@@ -127,7 +144,7 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
         demand_a = by_kind["load"]["accesses"] + by_kind["store"]["accesses"]
         demand_m = by_kind["load"]["misses"] + by_kind["store"]["misses"]
         levels.append({
-            "name": c.name, "size": c.size, "ways": c.ways, "line": c.line,
+            "name": c.name, "role": roles[k], "size": c.size, "ways": c.ways, "line": c.line,
             "replacement": c.replacement, "inclusion": c.inclusion,
             "accesses": a, "hits": h, "misses": m, "miss_rate": (m / a) if a else 0.0,
             "demand_accesses": demand_a, "demand_misses": demand_m,
@@ -137,7 +154,8 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
         })
         for t, j in zip(*np.nonzero(acc), strict=True):
             by_tag.append({
-                "level": c.name, "tag": int(t), "tag_name": tname(int(t)), "kind": kind_names[j],
+                "level": c.name, "role": roles[k], "tag": int(t), "tag_name": tname(int(t)),
+                "kind": kind_names[j],
                 "accesses": int(acc[t, j]), "hits": int(hit[t, j]), "misses": int(miss[t, j]),
             })
     pf: dict = {"software": {}, "hardware": {}, "software_dropped_tlb": raw["swpf_dropped_tlb"]}
@@ -149,6 +167,7 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
                 pf[which][c.name] = d
     result: dict[str, Any] = {
         "cpu": cpu.name,
+        "trace": None,
         "engine": engine,
         "mode": "timing" if timing else "functional",
         "records": raw["records"],
@@ -230,18 +249,75 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
             "name": str(phase_names[p]) if p < len(phase_names) else f"phase{p}",
             "records": ph["records"], "instructions": ph["instructions"],
             "cycles": cyc(ph["ticks"]) if timing else None,
-            "levels": [{"name": cpu.caches[k].name, "accesses": ph["access"][k],
-                        "misses": ph["miss"][k]} for k in range(n)],
+            "levels": [{"name": cpu.caches[k].name, "role": roles[k],
+                        "accesses": ph["access"][k], "misses": ph["miss"][k]}
+                       for k in range(n)],
         })
     result["phases"] = phases
     return result
 
 
 def stats_dataframe(result: dict):
-    """One row per level x tag x kind with accesses, hits, misses and miss_rate."""
+    """One row per level x tag x kind with accesses, hits, misses and miss_rate; ``level`` is
+    the preset's name of the level, ``role`` its stable role (``L1``, ``L2``, ``LLC``)."""
     import pandas as pd
 
     df = pd.DataFrame(result["by_tag"],
-                      columns=["level", "tag", "tag_name", "kind", "accesses", "hits", "misses"])
+                      columns=["level", "role", "tag", "tag_name", "kind", "accesses", "hits",
+                               "misses"])
     df["miss_rate"] = (df["misses"] / df["accesses"]).where(df["accesses"] > 0, 0.0)
     return df
+
+
+def _frame(rows: list[dict], result: dict, trace: str | None):
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    df.insert(0, "trace", trace if trace is not None else result.get("trace"))
+    df.insert(0, "cpu", result["cpu"])
+    return df
+
+
+def dataframes(result: dict, trace: str | None = None) -> dict:
+    """``result`` as pandas DataFrames, each with ``cpu`` and ``trace`` columns first, so the
+    frames of a sweep concatenate (``pd.concat``):
+
+    * ``"levels"``: one row per level: ``level`` (preset name), ``role`` (``L1``, ``L2``,
+      ``LLC``), size and counters, and ``<kind>_accesses``/``<kind>_misses`` per access kind
+      (load, store, swpf, hwpf, writeback, victim);
+    * ``"by_tag"``: :func:`stats_dataframe` (level x tag x kind);
+    * ``"timing"``: one row: cycles, ipc, mlp, latencies and ``stall:<cause>`` columns
+      (empty without timing);
+    * ``"phases"``: one row per phase and level: records, instructions, cycles, accesses,
+      misses.
+
+    ``trace``: the trace column's value (default: the result's ``trace``, set when
+    :func:`simulate` was given a path).
+    """
+    levels = []
+    for lv in result["levels"]:
+        row = {"level": lv["name"]}
+        row.update({k: v for k, v in lv.items() if k not in ("name", "by_kind")})
+        for kind, d in lv["by_kind"].items():
+            row[f"{kind}_accesses"] = d["accesses"]
+            row[f"{kind}_misses"] = d["misses"]
+        levels.append(row)
+    timing = []
+    t = result.get("timing")
+    if t:
+        row = {k: v for k, v in t.items() if k != "stall_cycles"}
+        row.update({f"stall:{k}": v for k, v in t["stall_cycles"].items()})
+        timing.append(row)
+    phases = []
+    for ph in result.get("phases", []):
+        for lv in ph["levels"]:
+            phases.append({"phase": ph["name"], "records": ph["records"],
+                           "instructions": ph["instructions"], "cycles": ph["cycles"],
+                           "level": lv["name"], "role": lv.get("role"),
+                           "accesses": lv["accesses"], "misses": lv["misses"]})
+    by_tag = stats_dataframe(result)
+    tr = trace if trace is not None else result.get("trace")
+    by_tag.insert(0, "trace", tr)
+    by_tag.insert(0, "cpu", result["cpu"])
+    return {"levels": _frame(levels, result, trace), "by_tag": by_tag,
+            "timing": _frame(timing, result, trace), "phases": _frame(phases, result, trace)}

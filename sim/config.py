@@ -218,18 +218,42 @@ def _check_keys(t: Any, section: str, where: str) -> None:
         raise ConfigError(f"{where}: must be a table")
     unknown = sorted(set(t) - _KEYS[section])
     if unknown:
-        raise ConfigError(f"{where}.{unknown[0]}: unknown key")
+        table = f"[[{section}]]" if section in ("cache", "prefetcher") else f"[{section}]"
+        raise ConfigError(f"{where}.{unknown[0]}: unknown key (valid in {table}: "
+                          f"{', '.join(_ordered(_KEYS[section]))}; {SCHEMA})")
 
 
 _TOP_KEYS = {"name", "description", "freq_ghz", "core", "cache", "dram", "tlb", "swprefetch",
              "prefetcher", "src", "notes", "sources", "meta"}
+
+#: Where a CPU-file error points to.
+SCHEMA = "schema: sim/PRESETS.md; start from `kvsim cpus --show NAME`"
+
+_DOC_KEYS = ("src", "notes", "sources", "meta")
+
+
+def _ordered(keys: set[str]) -> list[str]:
+    """Keys sorted, the documentation-only ones last."""
+    return sorted(keys, key=lambda k: (k in _DOC_KEYS, k))
+
+
+def _unknown_top(doc: dict, key: str) -> str:
+    v = doc[key]
+    hint = ""
+    if isinstance(v, dict) and set(v) & (_KEYS["cache"] - set(_DOC_KEYS) - {"name"}):
+        hint = f" (a cache level is a [[cache]] table with name = \"{key}\")"
+    elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v) and \
+            set(v[0]) & (_KEYS["cache"] - set(_DOC_KEYS) - {"name"}):
+        hint = " (cache levels are [[cache]] tables)"
+    return (f"{key}: unknown top-level key{hint} (valid: {', '.join(_ordered(_TOP_KEYS))}; "
+            f"{SCHEMA})")
 
 
 def parse_cpu(doc: dict, source: str = "") -> CpuConfig:
     """Validate a parsed TOML document and build a CpuConfig."""
     unknown = set(doc) - _TOP_KEYS
     if unknown:
-        raise ConfigError(f"{sorted(unknown)[0]}: unknown top-level key")
+        raise ConfigError(_unknown_top(doc, sorted(unknown)[0]))
     name = _get(doc, "name", "cpu", str)
     if "cache" not in doc or not isinstance(doc["cache"], list) or not doc["cache"]:
         raise ConfigError("cache: at least one [[cache]] table is required")
@@ -396,7 +420,10 @@ def load_file(path: str | Path) -> CpuConfig:
         raise ConfigError(f"{path}: no such file") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: invalid TOML: {e}") from None
-    return parse_cpu(doc, str(p))
+    try:
+        return parse_cpu(doc, str(p))
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
 
 
 def preset_names() -> list[str]:

@@ -1,49 +1,39 @@
-"""The `local` preset: this machine's caches from sysfs, with documented corrections.
+"""The `local` preset: this machine, as `kvsim calibrate` measured it.
 
-Geometry (sizes, ways, line) comes from ``/sys/devices/system/cpu/cpu0/cache/index*`` at run
-time. What sysfs cannot give, or gives wrongly inside this KVM guest, is replaced by values
-measured here (``CORRECTIONS``; see sim/PRESETS.md and shared cpu-facts.md section 8):
+``load_cpu("local")`` reads this machine's calibrated CPU file from the user's cache
+directory (``$XDG_CACHE_HOME/kvsim/local-<key>.toml``, the key naming the CPU model and the
+sysfs cache geometry; see :mod:`kvsim.sim.calibrate`). `kvsim calibrate` writes it: every
+value there carries its provenance (measured, sysfs, cpuid, table) and the raw measurements.
 
-* the L3 a process actually gets is about 4-5 MiB (latency jumps at 5 MiB, DRAM-like from
-  6 MiB), not the sysfs size, so the simulated L3 is capped at ``l3_effective``;
-* latencies: L1 5 cycles, L2 16 cycles, L3 ~121 cycles (35 ns), DRAM 195 ns with 2 MiB
-  pages (174-214 ns measured; up to ~480 ns at 1 GiB with 4 KiB pages, from nested EPT walks);
-* clock 3.46 GHz (dependent imul chain), not the TSC;
-* a page walk costs ~170 ns (nested EPT walk: 1 GiB chase with 4 KiB pages minus 2 MiB
-  pages), and the default page size is 2 MiB (THP); ``simulate(page_size=4096)`` models
-  the 4 KiB-page case;
-* core (ROB 512, width 6) and TLB sizes: Golden Cove values; the guest hides them.
+Without a calibration, `local` is the **uncalibrated fallback**, labelled as such in its
+description and notes (and announced on stderr when that is a terminal): the cache geometry
+from ``/sys/devices/system/cpu/cpu0/cache/index*`` and, for a core in the table of known
+cores (:data:`kvsim.sim.calibrate.KNOWN_CORES`), that core's published latencies, core size,
+miss buffers and TLBs; for an unknown core, caches only (no timing). Nothing in this module
+was measured on any machine.
 
-Override any correction with a TOML file named by ``KVSIM_LOCAL_OVERRIDES`` holding the keys
-of ``CORRECTIONS`` (e.g. ``l3_effective = "8MiB"``, ``dram_latency_ns = 120``).
+Override any value with a TOML file named by ``KVSIM_LOCAL_OVERRIDES`` holding keys of
+:data:`OVERRIDE_KEYS` (e.g. ``l3_effective = "8MiB"``, ``dram_latency_ns = 120``), or from
+Python with ``local_cpu(overrides={...})``.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
-from .config import CacheLevel, ConfigError, CpuConfig, Tlb, parse_size
+from .config import CacheLevel, ConfigError, CpuConfig, Tlb, load_file, parse_size
 
 SYSFS = Path("/sys/devices/system/cpu/cpu0/cache")
 
-CORRECTIONS = {
-    "freq_ghz": 3.46,  # M: dependent imul chain
-    "l1_latency": 5,  # M: 1.45 ns
-    "l2_latency": 16,  # M: 4.6 ns
-    "l3_latency": 121,  # M: 35 ns at 2.5-4 MiB
-    "l3_effective": 4 * 1024 * 1024,  # M: effective capacity 4-5 MiB
-    "dram_latency_ns": 195.0,  # M: 174-214 ns, 2 MiB pages, 64-256 MiB working set
-    "dram_bandwidth_gbs": 14.3,  # M: one-thread streaming read
-    # M (derived): a 1 GiB pointer chase costs 272-296 ns with 2 MiB pages but 410-482 ns with
-    # 4 KiB pages; the ~170 ns difference is the nested (EPT) page walk of a TLB miss
-    "walk_latency_ns": 170.0,
-    "l1_mshrs": 16,  # E: Golden Cove fill buffers
-    "l2_mshrs": 48,  # E: Golden Cove L2
-    "width": 6,  # E: Golden Cove allocate width
-    "rob": 512,  # E: Golden Cove
-}
+# what an override may set: the clock, each level's latency and miss buffers, the last
+# level's size, DRAM, the page-walk cost and the core
+OVERRIDE_KEYS = ("freq_ghz", "l1_latency", "l2_latency", "l3_latency", "l3_effective",
+                 "dram_latency_ns", "dram_bandwidth_gbs", "walk_latency_ns", "l1_mshrs",
+                 "l2_mshrs", "width", "rob")
 
 
 def _read(p: Path) -> str:
@@ -51,7 +41,7 @@ def _read(p: Path) -> str:
 
 
 def read_sysfs(root: Path = SYSFS) -> list[dict]:
-    """Data/unified cache levels of cpu0 as dicts (level, size, ways, line, sets)."""
+    """Data/unified cache levels of cpu0 as dicts (level, size, ways, line)."""
     out = []
     for d in sorted(root.glob("index*")):
         try:
@@ -76,8 +66,88 @@ def _pow2_floor(n: int) -> int:
     return 1 << (n.bit_length() - 1) if n > 0 else 0
 
 
-def local_cpu(root: Path = SYSFS, overrides: dict | None = None) -> CpuConfig:
-    corr = dict(CORRECTIONS)
+def fallback_message(path: Path) -> str:
+    return (f"local: this machine is not calibrated (no {path}); run `kvsim calibrate` "
+            "(`--quick`: under a minute) to measure it; meanwhile `local` is sysfs geometry "
+            "with published figures for the core, not measured")
+
+
+_announced: set[str] = set()
+
+
+def _announce(msg: str) -> None:
+    """Say ``msg`` once per process on stderr, if that is a terminal (pipes and tests keep
+    clean stderr; the description and notes carry it too)."""
+    if msg in _announced:
+        return
+    _announced.add(msg)
+    try:
+        if sys.stderr.isatty():
+            sys.stderr.write(f"kvsim: note: {msg}\n")
+    except (AttributeError, ValueError):
+        pass
+
+
+def sysfs_cpu(levels: list[dict], ident: dict, path: Path) -> CpuConfig:
+    """The uncalibrated `local`: sysfs geometry plus the core table's published figures."""
+    from .calibrate import known_core, thp_mode
+
+    table = known_core(ident.get("vendor", ""), ident.get("family"), ident.get("model"))
+    caches = []
+    notes = [fallback_message(path)]
+    for i, x in enumerate(levels):
+        ways, line = x["ways"] or 8, x["line"]
+        sets = _pow2_floor(x["size"] // (ways * line))
+        if sets * ways * line != x["size"]:
+            notes.append(f"L{x['level']}: {x['size']} B rounded down to {sets} sets x {ways} ways")
+        lat, incl, mshrs = 1, "non-inclusive", 0
+        if table and i < len(table["latency"]):
+            lat = table["latency"][i]
+            incl = table["inclusion"][i]
+            if incl == "exclusive" and i != len(levels) - 1:
+                incl = "non-inclusive"
+            mshrs = (table["l1_mshrs"], table["l2_mshrs"], 0)[min(i, 2)]
+        caches.append(CacheLevel("L1D" if x["level"] == 1 else f"L{x['level']}",
+                                 sets * ways * line, ways, line, lat, "lru", incl, mshrs))
+    if table is None:
+        notes.append(f"no table entry for {ident.get('vendor')!r} family {ident.get('family')} "
+                     f"model {ident.get('model')}: caches only, no timing")
+        return CpuConfig(name="local", caches=tuple(caches),
+                         description="this machine, NOT calibrated: sysfs geometry only "
+                                     "(run `kvsim calibrate`)",
+                         source=str(path), notes=tuple(notes),
+                         provenance={"calibrated": False, "table": None})
+    t = table["tlb"]
+    notes.append(f"core, latencies, miss buffers, TLBs and DRAM: table ({table['core']}): "
+                 f"{table['sources']}")
+    notes.append("clock: /proc/cpuinfo 'cpu MHz' (in a guest often the TSC, not the core clock)")
+    return CpuConfig(
+        name="local",
+        description=f"this machine, NOT calibrated: sysfs geometry + published {table['core']} "
+                    "figures (run `kvsim calibrate`)",
+        caches=tuple(caches), freq_ghz=None, width=table["width"], rob=table["rob"],
+        dram_latency_ns=table["dram_latency_ns"], dram_bandwidth_gbs=None,
+        tlb=Tlb(page_size=2 * 1024 * 1024 if thp_mode() == "always" else 4096,
+                l1_entries=t["l1_entries"], l1_ways=t["l1_ways"], l2_entries=t["l2_entries"],
+                l2_ways=t["l2_ways"], l2_latency=t["l2_latency"]),
+        source=str(path), notes=tuple(notes),
+        provenance={"calibrated": False, "table": table["core"]},
+    ).with_changes(freq_ghz=_nominal_ghz())
+
+
+def _nominal_ghz() -> float | None:
+    """The clock /proc/cpuinfo reports (a guest's is often the TSC's), or None."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("cpu MHz"):
+                return float(line.split(":")[1]) / 1000.0
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _overrides(overrides: dict | None) -> dict:
+    corr: dict = {}
     env = os.environ.get("KVSIM_LOCAL_OVERRIDES")
     if env:
         try:
@@ -85,47 +155,59 @@ def local_cpu(root: Path = SYSFS, overrides: dict | None = None) -> CpuConfig:
         except (OSError, tomllib.TOMLDecodeError) as e:
             raise ConfigError(f"KVSIM_LOCAL_OVERRIDES: {e}") from None
     corr.update(overrides or {})
-    unknown = set(corr) - set(CORRECTIONS)
+    unknown = set(corr) - set(OVERRIDE_KEYS)
     if unknown:
         raise ConfigError(f"{sorted(unknown)[0]}: unknown local override")
-    if isinstance(corr["l3_effective"], str):
-        corr["l3_effective"] = parse_size(corr["l3_effective"], "l3_effective")
+    return corr
+
+
+def apply_overrides(cpu: CpuConfig, corr: dict) -> CpuConfig:
+    """``cpu`` with the :data:`OVERRIDE_KEYS` values of ``corr`` in place."""
+    if not corr:
+        return cpu
+    caches = list(cpu.caches)
+    for i, c in enumerate(caches):
+        lvl = i + 1
+        ch: dict = {}
+        if f"l{lvl}_latency" in corr:
+            ch["latency"] = int(corr[f"l{lvl}_latency"])
+        if f"l{lvl}_mshrs" in corr:
+            ch["mshrs"] = int(corr[f"l{lvl}_mshrs"])
+        if lvl >= 3 and "l3_effective" in corr:
+            size = parse_size(corr["l3_effective"], "l3_effective")
+            sets = _pow2_floor(size // (c.ways * c.line))
+            ch["size"] = sets * c.ways * c.line
+        caches[i] = replace(c, **ch)
+    kw: dict = {"caches": tuple(caches)}
+    for key in ("freq_ghz", "dram_latency_ns", "dram_bandwidth_gbs"):
+        if key in corr:
+            kw[key] = float(corr[key])
+    for key in ("width", "rob"):
+        if key in corr:
+            kw[key] = int(corr[key])
+    if "walk_latency_ns" in corr and cpu.tlb is not None:
+        ghz = float(kw.get("freq_ghz", cpu.freq_ghz or 1.0))
+        kw["tlb"] = replace(cpu.tlb,
+                            walk_latency=int(round(float(corr["walk_latency_ns"]) * ghz)))
+    notes = cpu.notes + (f"overridden: {', '.join(sorted(corr))}",)
+    return cpu.with_changes(**kw, notes=notes)
+
+
+def local_cpu(root: Path = SYSFS, overrides: dict | None = None) -> CpuConfig:
+    """This machine's CPU model: its calibrated file if there is one, else the labelled
+    sysfs fallback; then any overrides."""
+    from .calibrate import cache_path, cpu_identity
+
+    corr = _overrides(overrides)
     levels = read_sysfs(root)
-    notes = []
-    caches = []
-    for x in levels:
-        lvl, ways, line = x["level"], x["ways"] or 8, x["line"]
-        size = x["size"]
-        if lvl >= 3 and size > corr["l3_effective"]:
-            notes.append(
-                f"L{lvl}: sysfs says {size // 1024} KiB; simulated as the measured effective "
-                f"{corr['l3_effective'] // 1024} KiB (KVM guest)"
-            )
-            size = corr["l3_effective"]
-        sets = _pow2_floor(size // (ways * line))
-        if sets * ways * line != size:
-            notes.append(f"L{lvl}: {size} B rounded down to {sets} sets x {ways} ways")
-        lat = corr.get(f"l{lvl}_latency", corr["l3_latency"])
-        mshrs = corr.get(f"l{lvl}_mshrs", 0)
-        caches.append(CacheLevel(f"L{lvl}" + ("D" if lvl == 1 else ""), sets * ways * line, ways,
-                                 line, int(lat), "lru", "non-inclusive", int(mshrs)))
-    notes.append(
-        "latencies, clock and DRAM are corrections measured on this KVM guest "
-        "(sim/local.py CORRECTIONS); core and TLB are Golden Cove estimates"
-    )
-    return CpuConfig(
-        name="local",
-        description="this machine: sysfs geometry + measured KVM-guest corrections",
-        caches=tuple(caches),
-        freq_ghz=float(corr["freq_ghz"]),
-        width=int(corr["width"]),
-        rob=int(corr["rob"]),
-        dram_latency_ns=float(corr["dram_latency_ns"]),
-        dram_bandwidth_gbs=float(corr["dram_bandwidth_gbs"]),
-        tlb=Tlb(page_size=2 * 1024 * 1024, l1_entries=96, l1_ways=6, l2_entries=2048, l2_ways=8,
-                l2_latency=9,
-                walk_latency=int(round(float(corr["walk_latency_ns"]) * float(corr["freq_ghz"])))),
-        source=str(root),
-        notes=tuple(notes),
-        provenance={"corrections": corr},
-    )
+    ident = cpu_identity()
+    path = cache_path(levels, ident)
+    if path.is_file():
+        cpu = load_file(path)
+        cpu = cpu.with_changes(name="local", source=str(path),
+                               notes=cpu.notes + (f"calibrated file: {path}",),
+                               provenance={**cpu.provenance, "calibrated": True})
+    else:
+        _announce(fallback_message(path))
+        cpu = sysfs_cpu(levels, ident, path)
+    return apply_overrides(cpu, corr)

@@ -13,6 +13,7 @@ Typical use::
     with traces.Writer("out.kvt", header) as w: # zstd chunks by default
         w.write(records)
     traces.summarize("out.kvt")["footprint"]    # {"lines": ..., "pages_4k": ..., ...}
+    df = traces.to_dataframe("run.kvt")         # pandas; kind/tag/site/marker by name
 
 Converters to and from other simulators' formats are in :mod:`traces.convert`.
 """
@@ -64,6 +65,7 @@ from .format import (
     VERSION,
     TraceError,
 )
+from .frame import to_dataframe
 from .inspect import check_records, reuse_distance, summarize
 from .reader import ChunkInfo, TraceReader, read_all
 from .reader import open_trace as open  # noqa: A001 -- the documented entry point
@@ -81,7 +83,7 @@ __all__ = [
     "Header", "RECORD_DTYPE", "RECORD_SIZE", "VERSION", "DEFAULT_CHUNK_RECORDS",
     "MAX_CHUNK_RECORDS", "CODEC_RAW", "CODEC_ZSTD",
     # inspection
-    "summarize", "reuse_distance", "check_records",
+    "summarize", "reuse_distance", "check_records", "to_dataframe",
     # enums (read from trace_format.h at import)
     "KIND_LOAD", "KIND_STORE", "KIND_PREFETCH", "KIND_MARKER", "NUM_KINDS", "KIND_NAMES",
     "MARK_NONE", "MARK_COMMAND", "MARK_OP", "MARK_PHASE", "MARK_WARMUP_BEGIN",

@@ -8,8 +8,10 @@ after the end chunk, to prove nothing follows), so it works on pipes and stdin::
         for chunk in tr:                    # numpy arrays of RECORD_DTYPE, one per chunk
             ...
 
-Validation follows FORMAT.md "Errors". Every failure raises :class:`TraceError` with a one
-line message naming the file, the chunk number and the byte offset of that chunk's header.
+Validation follows FORMAT.md "Errors" and "Record rules" (the latter by
+:class:`traces.validate.RecordValidator`, vectorised per chunk). Every failure raises
+:class:`TraceError` with a one line message naming the file, the chunk number and the byte
+offset of that chunk's header.
 A chunk is yielded only after its CRC and size checks pass; the end-chunk checks run when
 iteration reaches the end, so a consumer that iterates to the end (or calls
 :meth:`TraceReader.read_all`) never sees a silently shortened trace.
@@ -48,6 +50,7 @@ from .format import (
     TraceError,
     zstd_compress_bound,
 )
+from .validate import RecordError, RecordValidator
 
 __all__ = ["ChunkInfo", "TraceReader", "open_trace", "read_all"]
 
@@ -87,7 +90,7 @@ class TraceReader:
     and ``complete`` (True once the end chunk and the end of stream were checked).
     """
 
-    def __init__(self, src: PathOrStream) -> None:
+    def __init__(self, src: PathOrStream, validate: bool = True) -> None:
         self.name = _stream_name(src)
         self._owns = False
         if isinstance(src, str | os.PathLike):
@@ -111,6 +114,7 @@ class TraceReader:
         except BaseException:
             self.close()
             raise
+        self._validator = RecordValidator(self.header) if validate else None
 
     # --- context manager / lifetime ---------------------------------------------------------
     def close(self) -> None:
@@ -287,6 +291,12 @@ class TraceReader:
             payload = self._decompress(payload, raw_len, index, start)
         records = np.frombuffer(payload, dtype=RECORD_DTYPE)
         records.flags.writeable = False  # same for every codec; copy to modify
+        if self._validator is not None:
+            try:
+                self._validator.check(records)
+            except RecordError as e:
+                raise self._err(f"record {e.index} (trace record {self.total_records + e.index})"
+                                f": {e.field}: {e.problem}", index, start) from None
         info = ChunkInfo(index, start, n, stored_bytes, codec)
         self.chunks.append(info)
         self.total_records += n
@@ -331,13 +341,15 @@ class TraceReader:
         return out
 
 
-def open_trace(path_or_stream: PathOrStream) -> TraceReader:
+def open_trace(path_or_stream: PathOrStream, validate: bool = True) -> TraceReader:
     """Open a trace for streaming: a path, ``"-"`` for stdin, or a binary file object.
 
     Reads and validates the file header immediately (raising :class:`TraceError`); the
-    chunks are read and validated as the returned reader is iterated.
+    chunks are read and validated as the returned reader is iterated. ``validate=False``
+    skips the record rules (FORMAT.md "Record rules") but never the stream checks; it is
+    for measuring their cost and for tools that inspect broken traces.
     """
-    return TraceReader(path_or_stream)
+    return TraceReader(path_or_stream, validate)
 
 
 def read_all(path_or_stream: PathOrStream) -> np.ndarray:

@@ -39,6 +39,7 @@ from .format import (
     ZSTD_LEVEL,
 )
 from .reader import PathOrStream, open_trace
+from .validate import RecordError, RecordValidator
 
 __all__ = ["Writer", "encode_header", "recompress"]
 
@@ -98,12 +99,15 @@ class Writer:
     binary file object (written in place; the caller closes it). ``header`` is the JSON header
     (see FORMAT.md); ``format_version`` and ``chunk_records`` are filled in. ``codec`` is
     ``"zstd"`` (default) or ``"raw"``; ``chunk_records`` is the records per chunk
-    (1 .. 2**22). Use as a context manager: an exception inside the ``with`` block aborts the
+    (1 .. 2**22). Every record is checked against FORMAT.md's record rules as its chunk is
+    written (``validate=False`` skips that, for tests that need a bad trace); a violation
+    raises ValueError naming the trace record and field, and aborts the write. Use as a
+    context manager: an exception inside the ``with`` block aborts the
     write and removes the temp file; normal exit closes (finishes) the trace.
     """
 
     def __init__(self, dst: PathOrStream, header: dict[str, Any], codec: str = "zstd",
-                 chunk_records: int = DEFAULT_CHUNK_RECORDS) -> None:
+                 chunk_records: int = DEFAULT_CHUNK_RECORDS, validate: bool = True) -> None:
         if codec not in _CODECS:
             raise ValueError(f"codec must be 'zstd' or 'raw', got {codec!r}")
         if not 1 <= chunk_records <= MAX_CHUNK_RECORDS:
@@ -114,6 +118,7 @@ class Writer:
         h["chunk_records"] = self.chunk_records
         head = encode_header(h)
         self.header = json.loads(head[FIXED_HEADER.size:-4])
+        self._validator = RecordValidator(self.header) if validate else None
         self._cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL, threads=0,
                                               write_content_size=True, write_checksum=False,
                                               write_dict_id=False)
@@ -186,6 +191,13 @@ class Writer:
         n = arr.size
         if not 1 <= n <= MAX_CHUNK_RECORDS:
             raise ValueError(f"a chunk holds 1..{MAX_CHUNK_RECORDS} records, got {n}")
+        if self._validator is not None:
+            try:
+                self._validator.check(arr)
+            except RecordError as e:
+                where = self._target if self._target is not None else "trace"
+                raise ValueError(f"{where}: record {self.total_records + e.index} would break "
+                                 f"the format: {e.field}: {e.problem}") from None
         codec = self.codec if codec is None else codec
         raw = arr.tobytes()
         payload = self._cctx.compress(raw) if codec == CODEC_ZSTD else raw
@@ -248,7 +260,9 @@ def recompress(src: PathOrStream, dst: PathOrStream, codec: str = "zstd",
             chunk_records = header.get("chunk_records", DEFAULT_CHUNK_RECORDS)
             if not isinstance(chunk_records, int) or not 1 <= chunk_records <= MAX_CHUNK_RECORDS:
                 chunk_records = DEFAULT_CHUNK_RECORDS
-        with Writer(dst, header, codec=codec, chunk_records=chunk_records) as w:
+        # the reader has checked every record already
+        with Writer(dst, header, codec=codec, chunk_records=chunk_records,
+                    validate=False) as w:
             for records in tr:
                 w.write(records)
             if not tr.complete:  # defensive: iteration only stops at a checked end chunk

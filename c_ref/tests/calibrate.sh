@@ -48,5 +48,9 @@ pipeline --keys 20000 --ops 20000 --variant lookahead --set-ratio 0.5 --cluster 
 mget --keys 20000 --ops 2000 --keys-per-command 20 --variant batch --table dict
 mset --keys 20000 --keys-per-command 50 --variant batch --table dict
 iterate --keys 20000 --op keys --variant none --table dict
+iterate --keys 20000 --op save --variant valkey --rdbchecksum no
+load --keys 20000 --variant none --value-size 100 --rdbchecksum no
+mset --keys 20000 --mset-keys random --ops 400 --keys-per-command 50 --variant redis-15043 --table dict
+mset --keys 20000 --mset-keys random --ops 400 --keys-per-command 50 --variant batch --table dict
 LIST
 exit $fail

@@ -11,14 +11,17 @@
  *   test_prefetched_keys_hashed_twice        Valkey findInit + lookupKey hash twice
  *   test_get_dirties_the_object              Valkey lookupKey's LRU store
  *   test_cluster_key_count_tree              Valkey kvstore cumulativeKeyCountAdd
+ *   test_redis_15043_prefetches_bucket_cells_only Redis PR #15043 msetPrefetchBatch
  *   test_iterator_object_loads_depend_on_bucket   object header <- bucket (KEYS, SAVE)
  *   test_every_pointer_load_has_its_dep      the same rule over every workload
+ *   test_snapshot_crc64_and_rdbchecksum_no   Valkey crc64.c per rio write/read, rdbchecksum no
  *   test_reply_crc_compares_variants         `kvsim native`'s reply_crc32 check
  */
 #include <stdint.h>
 #include <string.h>
 
 #include "../emit.h"
+#include "../keyspace.h"
 #include "../kvsim_cref.h"
 #include "../workload.h"
 #include "testhelp.h"
@@ -568,6 +571,129 @@ static int test_every_pointer_load_has_its_dep(void) {
     return 0;
 }
 
+/* --- Deviation 5: Redis PR #15043, the bucket-only MSET prefetch -------------------- */
+
+/* multikey=redis-15043 (msetPrefetchBatch): MSET/MSETNX in batches of 16 (the
+ * last shorter), each key's bucket cell prefetched in ht_table[0] and, while
+ * rehashing, in ht_table[1]; nothing else (no node, object or value line,
+ * unlike #15133's machine); MGET is not batched; both MSETNX passes prefetch.
+ * 40 keys: batches 16 + 16 + 8 (#15133: 16 + 24). */
+static int test_redis_15043_prefetches_bucket_cells_only(void) {
+    static char setup[1 << 14], query[1 << 14];
+    const char *layouts[2] = {"table=dict layout=unified", "table=dict layout=legacy cluster=1"};
+    for (int l = 0; l < 2; l++) {
+        size_t sl = multiCmd(setup, 0, "MSET", "old", 30, "x");
+        const char *cmds[3] = {"MSET", "MSETNX", "MGET"};
+        for (int c = 0; c < 3; c++) {
+            size_t ql = multiCmd(query, 0, cmds[c], "new", 40, c == 2 ? NULL : "y");
+            kvtRecord *r;
+            uint32_t n;
+            TEST_ASSERT(traceQuery(layouts[l], "multikey=redis-15043", setup, sl, query, ql, &r, &n) == 0);
+            uint32_t batches = countMarkers(r, n, KVT_MARK_BATCH), cells = 0, other = 0, sizes[8] = {0}, nb = 0;
+            for (uint32_t i = 0; i < n; i++) {
+                if (r[i].kind == KVT_PREFETCH && batchSite(r[i].site)) other++;
+                if (r[i].kind != KVT_MARKER || r[i].flags != KVT_MARK_BATCH) continue;
+                if (nb < 8) sizes[nb++] = (uint32_t)r[i].addr;
+                /* the batch's prefetch loop: key reads (hashing), dict meta
+                 * loads and cell prefetches, up to the first command step */
+                for (uint32_t j = i + 1; j < n; j++) {
+                    if (r[j].kind == KVT_PREFETCH && r[j].tag == KVT_TAG_DICT_TABLE && r[j].site == KS_SITE_DICT_BUCKET)
+                        cells++;
+                    else if (r[j].kind == KVT_PREFETCH) other++;
+                    else if (!(r[j].kind == KVT_LOAD && (r[j].tag == KVT_TAG_TABLE_META || r[j].tag == KVT_TAG_ARGV)))
+                        break;
+                }
+            }
+            printf("    %-35s %-6s 40 keys: %u batches (%u %u %u ...), %u bucket-cell prefetches, %u other batch "
+                   "prefetches\n",
+                   layouts[l], cmds[c], batches, sizes[0], sizes[1], sizes[2], cells, other);
+            free(r);
+            TEST_ASSERT(other == 0);
+            uint32_t want = c == 2 ? 0 : c == 1 ? 6 : 3;
+            TEST_ASSERT_MSG(batches == want, "%s: %u batches", cmds[c], batches);
+            if (c == 0) TEST_ASSERT(sizes[0] == 16 && sizes[1] == 16 && sizes[2] == 8);
+            /* one cell per key and pass, two while rehashing (cluster: new slot dicts have none) */
+            uint32_t keys = c == 2 ? 0 : c == 1 ? 80 : 40;
+            TEST_ASSERT_MSG(cells <= 2 * keys && (l == 1 || cells >= keys), "%u cells for %u keys", cells, keys);
+        }
+    }
+    /* The workload: MSETs of random keys over a half-filled range, new keys
+     * and overwrites mixed; every variant leaves the same keyspace. */
+    uint32_t ref = 0;
+    const char *variants[3] = {"none", "batch", "redis-15043"};
+    for (int v = 0; v < 3; v++) {
+        ksWorkloadSpec s = spec("mset", variants[v], "dict", "unified");
+        s.mset_keys = "random";
+        s.prefill = 0.5;
+        s.ops = 100;
+        ksWorkloadResult res;
+        char err[256];
+        TEST_ASSERT_MSG(ksWorkloadRun(&s, &res, err, sizeof(err)) == 0, "%s", err);
+        printf("    mset --mset-keys random --prefill 0.5, %-11s: %llu of %llu keys exist after, reply_crc32 %u\n",
+               variants[v], (unsigned long long)res.keys, (unsigned long long)s.keys, res.reply_crc32);
+        TEST_ASSERT(res.keys > s.keys / 2 && res.keys < s.keys);
+        if (!ref) ref = res.reply_crc32;
+        TEST_ASSERT(res.reply_crc32 == ref);
+    }
+    return 0;
+}
+
+/* --- Deviation 6: the snapshot checksum ------------------------------------------- */
+
+static uint64_t sumGaps(const kvtRecord *r, uint64_t n) {
+    uint64_t g = 0;
+    for (uint64_t i = 0; i < n; i++) g += r[i].gap;
+    return g;
+}
+
+/* Valkey checksums snapshots with CRC-64/Jones (crc64.c), folded in per rio
+ * write and per rio read (rioGenericUpdateChecksum), and `rdbchecksum no`
+ * turns it off (Valkey PR #1501's SAVE benchmark).  The check value of
+ * "123456789" is 0xe9c6d914c4b8d9ca.  SAVE sums each write's source bytes as
+ * it writes them: nothing reads the snapshot buffer back after the EOF opcode
+ * (a whole-buffer checksum at the end did).  With rdbchecksum=no, SAVE and
+ * LOAD touch the same lines (same memory records) and run fewer instructions;
+ * the difference is the CRC-64's work, about 4 instructions per byte (31 per
+ * 8-byte word) plus the per-call part. */
+static int test_snapshot_crc64_and_rdbchecksum_no(void) {
+    TEST_ASSERT(ksCrc64(0, "123456789", 9) == 0xe9c6d914c4b8d9caULL);
+    TEST_ASSERT(ksCrc64(ksCrc64(0, "1234", 4), "56789", 5) == 0xe9c6d914c4b8d9caULL);
+    const char *ops[2] = {"save", "load"};
+    for (int o = 0; o < 2; o++) {
+        uint64_t n[2], gaps[2], mem[2], readback = 0;
+        for (int on = 0; on < 2; on++) {
+            ksWorkloadSpec s = spec(o ? "load" : "iterate", "none", "hashtable", "unified");
+            s.op = "save";
+            s.rdbchecksum = on ? "yes" : "no";
+            size_t len;
+            uint8_t *b = traceWorkload(&s, &len);
+            TEST_ASSERT(b != NULL);
+            kvtRecord *r = records(b, len, &n[on]);
+            gaps[on] = sumGaps(r, n[on]);
+            mem[on] = 0;
+            for (uint64_t i = 0; i < n[on]; i++) {
+                if (r[i].kind == KVT_LOAD || r[i].kind == KVT_STORE) mem[on]++;
+                /* save: nothing reads the snapshot buffer back */
+                readback += o == 0 && r[i].kind == KVT_LOAD && r[i].tag == KVT_TAG_SNAPSHOT_BUF;
+            }
+            free(r);
+            free(b);
+        }
+        /* 3000 records: type, key length, 16 B key, value length, 100 B value */
+        uint64_t snap_bytes = 3000u * (1 + 1 + 16 + 1 + 100);
+        double per_byte = (double)(gaps[1] - gaps[0]) / (double)snap_bytes;
+        printf("    %s: records %llu (rdbchecksum=no) / %llu (yes), instructions +%llu with the checksum "
+               "(%.2f per snapshot byte), snapshot-buffer read-backs %llu\n",
+               ops[o], (unsigned long long)n[0], (unsigned long long)n[1], (unsigned long long)(gaps[1] - gaps[0]),
+               per_byte, (unsigned long long)readback);
+        TEST_ASSERT(mem[0] == mem[1]);
+        TEST_ASSERT(gaps[1] > gaps[0]);
+        TEST_ASSERT_MSG(per_byte > 3.5 && per_byte < 9.0, "%.2f instructions per byte", per_byte);
+        TEST_ASSERT(readback == 0);
+    }
+    return 0;
+}
+
 /* --- reply_crc32 ----------------------------------------------------------------- */
 
 /* `kvsim native` reports reply_crc32 for every workload; for pipeline, mget
@@ -611,8 +737,10 @@ int main(int argc, char **argv) {
     RUN(test_prefetched_keys_hashed_twice);
     RUN(test_get_dirties_the_object);
     RUN(test_cluster_key_count_tree);
+    RUN(test_redis_15043_prefetches_bucket_cells_only);
     RUN(test_iterator_object_loads_depend_on_bucket);
     RUN(test_every_pointer_load_has_its_dep);
+    RUN(test_snapshot_crc64_and_rdbchecksum_no);
     RUN(test_reply_crc_compares_variants);
     return TEST_DONE();
 }

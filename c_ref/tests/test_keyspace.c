@@ -380,9 +380,9 @@ static int test_snapshot_roundtrip(void) {
         }
         /* A structurally bad snapshot with a valid checksum: rolled back. */
         memcpy(bad, snap, l0);
-        bad[l0 - 5] = 0x42; /* EOF opcode replaced */
-        uint32_t crc = ksCrc32(0, bad, l0 - 4);
-        memcpy(bad + l0 - 4, &crc, 4);
+        bad[l0 - 9] = 0x42; /* EOF opcode replaced */
+        uint64_t crc = ksCrc64(0, bad, l0 - 8);
+        memcpy(bad + l0 - 8, &crc, 8);
         TEST_ASSERT(ksLoadSnapshot(dst, "", bad, l0) == -1);
         TEST_ASSERT(ksDbSize(dst) == 1 && ksMemoryBytes(dst) == mem);
         EXPECT(dst, "GET keep", "$2\r\nme\r\n");
@@ -412,15 +412,15 @@ static int test_snapshot_checksum_at_end(void) {
             uint8_t *bad = malloc(l0);
             memcpy(bad, s0, l0);
             /* The last value byte before the EOF opcode: a letter a..z. */
-            TEST_ASSERT(bad[l0 - 6] >= 'a' && bad[l0 - 6] <= 'z');
-            bad[l0 - 6] = bad[l0 - 6] == 'a' ? 'b' : 'a';
+            TEST_ASSERT(bad[l0 - 10] >= 'a' && bad[l0 - 10] <= 'z');
+            bad[l0 - 10] = bad[l0 - 10] == 'a' ? 'b' : 'a';
             for (int v = 0; v < 3; v++) {
                 ksKeyspace *dst = ksCreate(opts[o]);
                 EXPECT(dst, "SET keep me", "+OK\r\n");
                 uint64_t mem = ksMemoryBytes(dst);
                 TEST_ASSERT(ksLoadSnapshot(dst, loadv[v], bad, l0) == -1);
                 char want[128];
-                snprintf(want, sizeof(want), "snapshot corrupt or truncated: checksum mismatch (at byte %zu)", l0 - 4);
+                snprintf(want, sizeof(want), "snapshot corrupt or truncated: checksum mismatch (at byte %zu)", l0 - 8);
                 TEST_ASSERT_MSG(strcmp(ksLastError(dst), want) == 0, "%s", ksLastError(dst));
                 TEST_ASSERT(ksDbSize(dst) == 1 && ksMemoryBytes(dst) == mem);
                 EXPECT(dst, "GET keep", "$2\r\nme\r\n");
@@ -442,6 +442,47 @@ static int test_snapshot_checksum_at_end(void) {
             ksDestroy(src);
         }
     }
+    return 0;
+}
+
+/* rdbchecksum=no (Valkey's config): the stored checksum is 0 and nothing is
+ * summed; a loader with the checksum off does not notice a flipped value byte;
+ * a loader with it on does not check a stored 0 (a file saved without it), as
+ * rdbLoadRioWithLoadingCtx.  With it on, the stored sum is the CRC-64/Jones of
+ * every byte before it. */
+static int test_snapshot_rdbchecksum_no(void) {
+    ksKeyspace *on = ksCreate(""), *off = ksCreate("rdbchecksum=no");
+    TEST_ASSERT(ksCreate("rdbchecksum=maybe") == NULL);
+    if (fillKeyspace(on, 300, 100) || fillKeyspace(off, 300, 100)) return 1;
+    const uint8_t *s1, *s2;
+    size_t l1, l2;
+    TEST_ASSERT(ksSaveSnapshot(on, "", &s1, &l1) == 0);
+    uint8_t *a = malloc(l1);
+    memcpy(a, s1, l1);
+    TEST_ASSERT(ksSaveSnapshot(off, "", &s2, &l2) == 0);
+    TEST_ASSERT(l1 == l2 && memcmp(a, s2, l1 - 8) == 0);
+    uint64_t stored, zero = 0;
+    memcpy(&stored, a + l1 - 8, 8);
+    TEST_ASSERT(stored == ksCrc64(0, a, l1 - 8) && stored != 0);
+    TEST_ASSERT(memcmp(s2 + l2 - 8, &zero, 8) == 0);
+    uint8_t *b = malloc(l1);
+    memcpy(b, a, l1);
+    b[l1 - 10] ^= 0x01; /* a value byte */
+    ksKeyspace *dst = ksCreate("rdbchecksum=no");
+    TEST_ASSERT_MSG(ksLoadSnapshot(dst, "", b, l1) == 0, "%s", ksLastError(dst));
+    TEST_ASSERT(ksDbSize(dst) == 300);
+    ksDestroy(dst);
+    dst = ksCreate("");
+    TEST_ASSERT(ksLoadSnapshot(dst, "", b, l1) == -1); /* checked: mismatch */
+    memcpy(b + l1 - 8, &zero, 8);
+    TEST_ASSERT_MSG(ksLoadSnapshot(dst, "", b, l1) == 0, "%s", ksLastError(dst)); /* 0: unchecked */
+    TEST_ASSERT(ksDbSize(dst) == 300);
+    VALID(dst);
+    ksDestroy(dst);
+    free(a);
+    free(b);
+    ksDestroy(on);
+    ksDestroy(off);
     return 0;
 }
 
@@ -533,6 +574,7 @@ int main(int argc, char **argv) {
     RUN(test_variants_equal_naive);
     RUN(test_snapshot_roundtrip);
     RUN(test_snapshot_checksum_at_end);
+    RUN(test_snapshot_rdbchecksum_no);
     RUN(test_memory_layouts);
     RUN(test_cluster_tables);
     RUN(test_stale_table_variant);

@@ -1,4 +1,5 @@
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -8,10 +9,26 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_kvsim(*args, input=None, check=False, cwd=None):
-    """Run the kvsim CLI in a subprocess; returns CompletedProcess with bytes output."""
+IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+# Root reads and writes past permission bits through two capabilities; a subprocess started
+# without them (util-linux's setpriv) meets the bits like any user.
+NO_DAC_OVERRIDE = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--"]
+
+
+def run_kvsim(*args, input=None, check=False, cwd=None, honour_permissions=False):
+    """Run the kvsim CLI in a subprocess; returns CompletedProcess with bytes output.
+
+    ``honour_permissions``: when running as root, drop the capabilities that bypass file
+    permission bits, so an unreadable file or a read-only directory is one for the CLI."""
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "kvsim.experiments.cli", *map(str, args)],
+    prefix = []
+    if honour_permissions and IS_ROOT:
+        if shutil.which("setpriv") is None:
+            pytest.skip("running as root without util-linux's setpriv: cannot drop the "
+                        "capabilities that bypass permission bits")
+        prefix = NO_DAC_OVERRIDE
+    return subprocess.run([*prefix, sys.executable, "-m", "kvsim.experiments.cli",
+                           *map(str, args)],
                           input=input, capture_output=True, check=check, cwd=cwd or ROOT,
                           env=env, timeout=600)
 

@@ -8,7 +8,8 @@ import pytest
 
 from .conftest import ROOT, SMALL, run_kvsim
 
-SUBCOMMANDS = ["trace", "native", "simulate", "trace-info", "convert", "cpus", "experiment"]
+SUBCOMMANDS = ["trace", "native", "simulate", "trace-info", "convert", "cpus", "experiment",
+               "compare"]
 
 
 def assert_one_line_error(res, *needles):

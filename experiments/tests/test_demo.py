@@ -21,6 +21,12 @@ def test_demo_tiny(tmp_path):
     look = {r["cpu"]: r for r in rows if r["variant"] == "lookahead"}
     for cpu in naive:
         assert look[cpu]["records"] > naive[cpu]["records"], "lookahead adds prefetch records"
+    for r in rows:  # demand columns beside the all-kinds ones, from the kept traces
+        sim_res = json.loads(run_kvsim("simulate", out / f"pipeline-{r['variant']}.kvt",
+                                       "--cpu", r["cpu"], "--json", check=True).stdout)
+        for i, lv in enumerate(sim_res["levels"]):
+            assert r[f"L{i + 1}_demand_misses"] == lv["demand_misses"]
+            assert r[f"L{i + 1}_misses"] == lv["misses"]
     for key in ("commit", "dirty", "machine", "date_utc"):
         assert key in meta["provenance"]
     assert meta["params"]["rounds"] == 6

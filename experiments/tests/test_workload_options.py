@@ -96,21 +96,32 @@ def _other_value(o: dict):
     return "lookahead"  # --variant, for the pipeline workload
 
 
-def test_every_option_reaches_kvsim_cref(spec, tmp_path):
-    """Each option, set to a value other than its default through `kvsim trace`, arrives in
-    kvsim-cref (its trace header records the workload spec it ran)."""
-    given = {o["name"]: _other_value(o) for o in spec["options"]}
-    given["keys"], given["ops"], given["key-size"] = 64, 20, 12
+VARIANT = {"load": "prefetch-after-key", "iterate": "next-bucket", "pipeline": "lookahead",
+           "mset": "batch", "mget": "batch"}
+
+
+@pytest.mark.parametrize("workload", list(VARIANT))
+def test_every_option_reaches_kvsim_cref(spec, tmp_path, workload):
+    """Each option the workload uses, set to a value other than its default through `kvsim
+    trace`, arrives in kvsim-cref (its trace header records the workload spec it ran)."""
+    assert workload in spec["workloads"]
+    given = {o["name"]: _other_value(o) for o in spec["options"] if workload in o["workloads"]}
+    given.update({k: v for k, v in (("keys", 64), ("ops", 20), ("key-size", 12)) if k in given})
+    given["variant"] = VARIANT[workload]  # variants belong to each workload's family
     args = []
     for name, value in given.items():
         args += [f"--{name}"] if value is True else [f"--{name}", str(value)]
     out = tmp_path / "t.kvt"
-    res = run_kvsim("trace", "pipeline", "-o", out, *args)
+    res = run_kvsim("trace", workload, "-o", out, *args)
     assert res.returncode == 0, res.stderr.decode()
     with traces.open(out) as tr:
         wl = tr.header["workload"]
     for name, value in given.items():
         assert wl[name.replace("-", "_")] == value, name
+
+
+def test_every_option_is_used_by_some_workload(spec):
+    assert all(set(o["workloads"]) & set(spec["workloads"]) for o in spec["options"])
 
 
 FAKE = {
@@ -146,8 +157,13 @@ def test_cli_options_are_built_from_the_table_alone():
     assert "{alpha|beta}" in res.output and "--keys" not in res.output
     assert runner.invoke(cmd, ["beta", "--frob", "7", "--loud"]).exit_code == 0
     assert runner.invoke(cmd, ["alpha"]).exit_code == 0
+    # alpha does not use --frob: its default is not forwarded, and giving it is an error
     assert seen == [("beta", ["--frob", "7", "--mode", "x", "--loud"]),
-                    ("alpha", ["--frob", "3", "--mode", "x"])]
+                    ("alpha", ["--mode", "x"])]
+    res = runner.invoke(cmd, ["alpha", "--frob", "7"])
+    assert res.exit_code == 2
+    assert "--frob does not apply to workload 'alpha' (used by beta)" in res.output
+    assert len(seen) == 2
     for bad in (["gamma"], ["beta", "--frob", "10"], ["beta", "--mode", "z"], ["beta", "--keys"]):
         assert runner.invoke(cmd, bad).exit_code == 2, bad
 

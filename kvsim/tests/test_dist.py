@@ -59,7 +59,8 @@ def test_sdist_holds_every_source_the_build_needs(dist):
         names = {n.split("/", 1)[1] for n in t.getnames() if "/" in n}
     for need in ("pyproject.toml", "CMakeLists.txt", "c_ref/CMakeLists.txt", "c_ref/main.c",
                  "c_ref/dict.c", "c_ref/prefix_symbols.sh", "sim/_engine/CMakeLists.txt",
-                 "sim/_engine/engine.c", "traces/trace_format.h", "kvsim/artifacts.py"):
+                 "sim/_engine/engine.c", "sim/_calibrate/calibrate.c",
+                 "sim/_calibrate/CMakeLists.txt", "traces/trace_format.h", "kvsim/artifacts.py"):
         assert need in names, need
 
 
@@ -72,7 +73,8 @@ def test_wheel_is_a_platform_wheel_with_one_top_level_package(dist):
     assert "Root-Is-Purelib: false" in wheel_meta
     tops = {n.split("/", 1)[0] for n in names}
     assert tops == {"kvsim", name.split("-")[0] + "-" + name.split("-")[1] + ".dist-info"}
-    for art in (artifacts.CREF_CLI, artifacts.CREF_LIB, artifacts.ENGINE_LIB):
+    for art in (artifacts.CREF_CLI, artifacts.CREF_LIB, artifacts.ENGINE_LIB,
+                artifacts.CALIBRATE_CLI):
         assert f"kvsim/_native/{art}" in names, art
     assert not [n for n in names if "/tests/" in n or n.endswith(".c")]
 

@@ -5,7 +5,14 @@ import pytest
 from kvsim.model import cref
 from kvsim.model.keyspace import Keyspace as Model
 from kvsim.model.resp import encode_command as E
-from kvsim.model.snapshot import load_snapshot, parse_snapshot, save_snapshot, snapshot_contents
+from kvsim.model.snapshot import (
+    SnapshotError,
+    crc64,
+    load_snapshot,
+    parse_snapshot,
+    save_snapshot,
+    snapshot_contents,
+)
 
 
 def test_library_locations(cref_lib):
@@ -82,6 +89,23 @@ def test_snapshot_format_roundtrip(cref_lib):
         with pytest.raises(cref.CrefError):
             ks.load_snapshot(snap[:-1])
         assert ks.dbsize() == 4  # unchanged after a failed load
+
+
+def test_snapshot_checksum_is_valkey_crc64(cref_lib):
+    """The stored checksum is CRC-64/Jones (Valkey ``crc64.c``): the standard check value,
+    and c_ref's stored sum equals the model's over the same bytes; corrupting a byte is
+    caught, and a stored 0 (``rdbchecksum no``) is not checked."""
+    assert crc64(b"123456789") == 0xE9C6D914C4B8D9CA
+    with cref.Keyspace() as ks:
+        ks.execute(E("MSET", "a", "1", "b", "y" * 200))
+        snap = ks.save_snapshot()
+        assert int.from_bytes(snap[-8:], "little") == crc64(snap[:-8])
+        bad = bytearray(snap)
+        bad[-10] ^= 1
+        with pytest.raises(SnapshotError):
+            parse_snapshot(bytes(bad))
+        bad[-8:] = bytes(8)
+        assert parse_snapshot(bytes(bad))[0] == 2
 
 
 def test_binary_path_next_to_the_library(cref_lib):

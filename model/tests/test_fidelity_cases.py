@@ -1,9 +1,10 @@
 """Fixed lockstep cases for the batching rules c_ref/FIDELITY.md describes: a 50-key MGET
 against a 16-key batch (alone, and after a GET that takes the batch's first key), MSET over
 existing keys with RAW values (the dict batch prefetches their values), MSETNX that
-succeeds and one that fails after its check pass, and commands that overflow a lookahead
-batch; under Valkey's rule, Redis #15133's chunking (chunk-15133) and the hash-once study
-variants. Every variant must reply, and leave the keyspace, exactly
+succeeds and one that fails after its check pass, commands that overflow a lookahead
+batch, an MSET over a partly existing range and a 40-key MSETNX; under Valkey's rule,
+Redis #15133's chunking (chunk-15133), Redis PR #15043's batch rule (redis-15043) and the
+hash-once study variants. Every variant must reply, and leave the keyspace, exactly
 as naive c_ref and the model do, on both tables."""
 
 import pytest
@@ -15,7 +16,8 @@ from kvsim.model.resp import encode_command as E
 VARIANTS = ["multikey=batch", "pipeline=lookahead batch=16",
             "pipeline=lookahead multikey=batch batch=16", "pipeline=lookahead batch=3",
             "multikey=chunk-15133", "multikey=batch batch=4",
-            "pipeline=lookahead-hash-once multikey=batch-hash-once batch=16"]
+            "pipeline=lookahead-hash-once multikey=batch-hash-once batch=16",
+            "multikey=redis-15043", "pipeline=lookahead multikey=redis-15043 batch=16"]
 
 RAW = b"v" * 100  # a separate value allocation in every layout
 
@@ -33,6 +35,10 @@ def _program() -> list[bytes]:
         E("GET", keys[3]), E("MGET", *keys[5:55]), E("SET", keys[2], b"w"),  # 50 keys, 1 + 15
         E("MSETNX", *[x for k in keys[45:50] + [b"n6"] for x in (k, RAW)]),  # 6 new: 16-batch
         E("MGET", *keys[40:], b"n6"),
+        # MSET over a range that partly exists (#15043's workload): every other key new
+        E("MSET", *[x for i in range(0, 80, 2) for x in (b"k%02d" % i, RAW + b"%d" % i)]),
+        E("MSETNX", *[x for i in range(100, 140) for x in (b"n%d" % i, b"v")]),  # 40 new
+        E("MGET", *[b"k%02d" % i for i in range(0, 80, 3)]),
         E("DBSIZE"),
     ]
 

@@ -30,6 +30,7 @@ VARIANTS = [
     "pipeline=lookahead-hash-once multikey=batch-hash-once batch={batch}",
     "load=prefetch-after-key iterate=next-bucket",
     "load=prefetch-rehash iterate=valkey pipeline=lookahead multikey=batch batch={batch}",
+    "multikey=redis-15043",
 ]
 
 OPTIONS = [
@@ -143,7 +144,7 @@ def test_broken_variant_is_not_in_the_product(cref_lib):
     """The product library (and so the CLI and the wheel) does not know the test variant."""
     with cref.Keyspace("cluster=1") as ks, pytest.raises(
             cref.CrefError, match=r"unknown multikey variant 'batch-stale-table' "
-                  r"\(none\|batch\|chunk-15133\|batch-hash-once\)"):
+                  r"\(none\|batch\|chunk-15133\|batch-hash-once\|redis-15043\)"):
         ks.execute(E("MGET", "a"), "multikey=batch-stale-table")
 
 

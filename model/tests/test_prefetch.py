@@ -13,6 +13,7 @@ from kvsim.model.batching import (
     multikey_batches,
     pipeline_lookahead,
     prefetch_next_batch_size,
+    redis_15043_batches,
     valkey_multikey_batch,
 )
 from kvsim.model.dictmodel import Dict, dict_prefetch_keys
@@ -291,6 +292,28 @@ def test_mset_prefetches_every_key_once(npairs, nx):
     keys = [i for _, r in plan for i in r]
     assert len(keys) == len(set(keys))
     assert set(keys) == set(range(npairs)) if npairs > 1 else keys == []
+
+
+@given(st.integers(0, 200), st.booleans())
+def test_redis_15043_batches_cover_each_pass(npairs, nx):
+    """Redis PR #15043: fixed 16-key chunks in order, every chunk full but the last;
+    MSETNX prefetches each key once per pass (check and set), MSET once (a last chunk of
+    one key is not a batch: c_ref prefetches batches of more than one key)."""
+    chunks = redis_15043_batches(npairs)
+    assert [i for r in chunks for i in r] == list(range(npairs))
+    assert all(len(r) == 16 for r in chunks[:-1])
+    batched = [i for r in chunks if len(r) > 1 for i in r]
+    plan = mset_prefetch_batches(npairs, nx, rule="15043")
+    for p in ("check", "set"):
+        keys = [i for q, r in plan if q == p for i in r]
+        assert keys == (batched if p == "set" or nx else []), p
+
+
+def test_batch_rules_differ_on_40_keys():
+    """The rule c_ref test_fidelity.c counts in a trace: 40 keys are 16 + 16 + 8 under
+    #15043 and 16 + 24 under #15133."""
+    assert [len(r) for r in redis_15043_batches(40)] == [16, 16, 8]
+    assert [len(r) for r in multikey_batches(40)] == [16, 24]
 
 
 @given(st.lists(st.sampled_from(UNIVERSE), min_size=2, max_size=40, unique=True),

@@ -288,10 +288,14 @@ static inline uint32_t opOf(uint32_t is_store, uint64_t size, uint64_t line_size
  * store piece covering its whole line allocates without a fetch. */
 static inline int pieceOp(const kvtRecord *r, uint64_t line, uint32_t lb, uint64_t size) {
     if (r->kind != KVT_STORE) return OP_READ;
-    const uint64_t a0 = line << lb, a1 = a0 + (1ULL << lb);
+    /* Inclusive last bytes: the line's and the access's. Neither overflows for the
+     * last line below 2^64 (an access never wraps: traces/FORMAT.md "Record rules"),
+     * where an exclusive end (a0 + line size) would be 0. */
+    const uint64_t a0 = line << lb, a_last = a0 + ((1ULL << lb) - 1);
+    const uint64_t r_last = r->addr + (size - 1);
     const uint64_t p0 = r->addr > a0 ? r->addr : a0;
-    const uint64_t p1 = r->addr + size < a1 ? r->addr + size : a1;
-    return p1 - p0 == (1ULL << lb) ? OP_WFULL : OP_WRITE;
+    const uint64_t p_last = r_last < a_last ? r_last : a_last;
+    return p_last - p0 == (1ULL << lb) - 1 ? OP_WFULL : OP_WRITE;
 }
 
 /* --- Records ---------------------------------------------------------------- */

@@ -9,7 +9,6 @@ import pytest
 
 from kvsim import sim
 from kvsim.sim.config import PRESET_DIR
-from kvsim.sim.local import local_cpu
 
 GOOD = {
     "name": "my-cpu", "freq_ghz": 3.0, "core": {"width": 4, "rob": 224},
@@ -113,30 +112,6 @@ def test_list_presets():
     assert want <= set(names)
     for r in rows:
         assert {"name", "description", "freq_ghz", "levels"} <= set(r)
-
-
-def test_local_from_fake_sysfs(tmp_path):
-    for i, (lvl, typ, size, ways, sets) in enumerate([
-        (1, "Data", "48K", 12, 64), (1, "Instruction", "64K", 16, 64),
-        (2, "Unified", "2048K", 16, 2048), (3, "Unified", "491520K", 16, 491520),
-    ]):
-        d = tmp_path / f"index{i}"
-        d.mkdir()
-        for k, v in {"level": lvl, "type": typ, "size": size, "ways_of_associativity": ways,
-                     "number_of_sets": sets, "coherency_line_size": 64}.items():
-            (d / k).write_text(f"{v}\n")
-    cpu = local_cpu(tmp_path)
-    assert [c.name for c in cpu.caches] == ["L1D", "L2", "L3"]
-    assert cpu.caches[0].size == 48 * 1024 and cpu.caches[0].latency == 5
-    assert cpu.caches[1].latency == 16
-    assert cpu.caches[2].size == 4 * 1024 * 1024  # the measured effective L3, not 480 MiB
-    assert any("480" in n or "491520" in n for n in cpu.notes)
-    assert cpu.freq_ghz == pytest.approx(3.46)
-    assert cpu.tlb.page_size == 2 * 1024 * 1024 and cpu.tlb.walk_latency == round(170 * 3.46)
-    over = local_cpu(tmp_path, {"l3_effective": "8MiB", "dram_latency_ns": 120})
-    assert over.caches[2].size == 8 * 1024 * 1024 and over.dram_latency_ns == 120
-    with pytest.raises(sim.ConfigError, match="unknown local override"):
-        local_cpu(tmp_path, {"l4_latency": 3})
 
 
 def test_local_on_this_machine():

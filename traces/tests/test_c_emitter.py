@@ -101,8 +101,8 @@ def test_c_ref_names_its_tags_and_markers_as_the_header(tmp_path: Path) -> None:
     """c_ref writes its tag and marker names into every trace header (emit.c); they are the
     header enums' names, the ones kvsim.traces derives from trace_format.h."""
     cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None or not (CREF / "emit.c").exists():
-        pytest.skip("no C compiler or no c_ref/emit.c")
+    if cc is None:
+        pytest.skip("no C compiler: neither cc nor gcc is on the PATH")
     (tmp_path / "names.c").write_text(NAMES_DRIVER)
     exe = tmp_path / "names"
     subprocess.run([cc, "-std=c11", "-DKS_TRACE=1", "-I", str(CREF), str(tmp_path / "names.c"),

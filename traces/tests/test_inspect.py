@@ -19,10 +19,14 @@ def _records(seed: int, n: int, addr_space: int = 1 << 24) -> np.ndarray:
     r["addr"] = rng.integers(0, addr_space, n, dtype=np.uint64)
     r["size"] = rng.choice([1, 4, 8, 64, 100, 300], n)
     r["kind"] = rng.integers(0, 4, n)
-    r["tag"] = rng.integers(0, 4, n)
+    r["tag"] = rng.integers(0, len(HEADER["tags"]), n)
     r["gap"] = rng.integers(0, 10, n)
     r["flags"] = np.where(r["kind"] == traces.KIND_MARKER, rng.integers(1, 7, n), 0)
     r["size"][r["kind"] == traces.KIND_MARKER] = 0
+    r["size"][r["kind"] == traces.KIND_PREFETCH] = 1
+    warm = np.flatnonzero((r["kind"] == traces.KIND_MARKER)
+                          & np.isin(r["flags"], [traces.MARK_WARMUP_BEGIN, traces.MARK_WARMUP_END]))
+    r["flags"][warm] = np.resize([traces.MARK_WARMUP_BEGIN, traces.MARK_WARMUP_END], warm.size)
     return r
 
 

@@ -1,0 +1,78 @@
+"""``kvsim cpus --show NAME``: a CPU model as a TOML file to copy and edit (schema in
+sim/PRESETS.md).
+
+A preset kept as a file is shown as written, with its comments and source tables. A model
+built at run time (``local``, from sysfs and measured corrections) is written out by
+:func:`cpu_toml`, which gives the same model back when parsed (``sim.parse_cpu``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from kvsim import sim
+
+__all__ = ["cpu_toml", "show"]
+
+
+def _size(n: int) -> str:
+    for unit, f in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n % f == 0:
+            return f'"{n // f}{unit}"'
+    return str(n)
+
+
+def _val(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return json.dumps(v)  # a TOML basic string is a JSON string for these texts
+    return repr(v)
+
+
+def cpu_toml(cpu: sim.CpuConfig) -> str:
+    """``cpu`` as a TOML document in the schema of sim/PRESETS.md; every key is written, so
+    the file shows each knob there is to edit."""
+    out = [f"name = {_val(cpu.name)}"]
+    if cpu.description:
+        out.append(f"description = {_val(cpu.description)}")
+    if cpu.freq_ghz is not None:
+        out.append(f"freq_ghz = {_val(cpu.freq_ghz)}")
+    if cpu.notes:
+        out.append("notes = [" + ", ".join(_val(n) for n in cpu.notes) + "]")
+    if cpu.width is not None and cpu.rob is not None:
+        out += ["", "[core]", f"width = {cpu.width}", f"rob = {cpu.rob}"]
+    for c in cpu.caches:
+        out += ["", "[[cache]]", f"name = {_val(c.name)}", f"size = {_size(c.size)}",
+                f"ways = {c.ways}", f"line = {c.line}", f"latency = {c.latency}",
+                f"replacement = {_val(c.replacement)}", f"inclusion = {_val(c.inclusion)}",
+                f"mshrs = {c.mshrs}", f"seed = {c.seed}"]
+    if cpu.dram_latency_ns is not None:
+        out += ["", "[dram]", f"latency_ns = {_val(cpu.dram_latency_ns)}"]
+        if cpu.dram_bandwidth_gbs is not None:
+            out.append(f"bandwidth_gbs = {_val(cpu.dram_bandwidth_gbs)}")
+    if cpu.tlb is not None:
+        t = cpu.tlb
+        out += ["", "[tlb]", f"page_size = {_size(t.page_size)}",
+                f"l1_entries = {t.l1_entries}", f"l1_ways = {t.l1_ways}",
+                f"l2_entries = {t.l2_entries}", f"l2_ways = {t.l2_ways}",
+                f"l2_latency = {t.l2_latency}", f"walk_latency = {t.walk_latency}"]
+    out += ["", "[swprefetch]", f"fill = {_val(cpu.caches[cpu.swpf_fill].name)}",
+            f"tlb_miss = {_val('drop' if cpu.swpf_drop_on_tlb_miss else 'walk')}"]
+    for p in cpu.prefetchers:
+        out += ["", "[[prefetcher]]", f"level = {_val(cpu.caches[p.level].name)}",
+                f"kind = {_val(p.kind)}", f"degree = {p.degree}", f"table = {p.table}"]
+    return "\n".join(out) + "\n"
+
+
+def show(name: str) -> str:
+    """The TOML text of preset ``name`` (or of a .toml file): the file itself when the model
+    comes from one, else :func:`cpu_toml` of the model."""
+    cpu = sim.load_cpu(name)
+    src = Path(cpu.source) if cpu.source else None
+    if src is not None and src.suffix == ".toml" and src.is_file():
+        return src.read_text()
+    head = (f"# {cpu.name}: written out by `kvsim cpus --show {name}` "
+            "(schema: sim/PRESETS.md)\n")
+    return head + cpu_toml(cpu)

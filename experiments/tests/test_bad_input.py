@@ -1,0 +1,263 @@
+"""The CLI's bad-input matrix: every subcommand that reads a file, given each kind of bad file;
+every subcommand given invalid option values; output into a directory that cannot be written;
+a reader that closes the pipe early. Each cell: a non-zero exit, one line ``kvsim: error: ...``
+on stderr, no traceback, and no file left in the output directory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from kvsim import traces
+
+from .conftest import ROOT, SMALL, run_kvsim
+
+
+def make_input(kind: str, tmp, small_trace, suffix: str = ".kvt"):
+    """A bad input of ``kind`` under ``tmp``; returns its path."""
+    p = tmp / f"in{suffix}"
+    good = small_trace.read_bytes()
+    if kind == "missing":
+        return tmp / f"missing{suffix}"
+    if kind == "directory":
+        p.mkdir()
+    elif kind == "unreadable":
+        p.write_bytes(good)
+        p.chmod(0)
+    elif kind == "empty":
+        p.write_bytes(b"")
+    elif kind == "truncated":
+        p.write_bytes(good[: len(good) // 2])
+    elif kind == "corrupted":
+        data = bytearray(good)
+        data[len(data) // 2] ^= 0x40
+        p.write_bytes(bytes(data))
+    elif kind == "wrong-format":
+        p.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4)
+    elif kind == "bad-record":
+        rec = np.zeros(3, dtype=traces.RECORD_DTYPE)
+        rec["size"], rec["kind"][1] = 8, 9
+        with traces.Writer(p, {}, validate=False) as w:
+            w.write(rec)
+    else:
+        raise AssertionError(kind)
+    return p
+
+
+INPUT_KINDS = ["missing", "directory", "unreadable", "empty", "truncated", "corrupted",
+               "wrong-format", "bad-record"]
+# (name, argv with {IN} for the input and {OUT} for a path in the output directory)
+TRACE_READERS = [
+    ("trace-info", ["trace-info", "{IN}"]),
+    ("trace-info-json", ["trace-info", "{IN}", "--json"]),
+    ("simulate", ["simulate", "{IN}", "--cpu", "local", "--functional"]),
+    ("convert-din", ["convert", "{IN}", "{OUT}/out.din"]),
+    ("convert-kvt", ["convert", "{IN}", "{OUT}/out.kvt", "--to", "kvt"]),
+]
+
+
+def assert_clean_failure(res, out_dir=None, needle=None):
+    err = res.stderr.decode(errors="replace")
+    assert res.returncode != 0, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("kvsim: error: "), err
+    assert "Traceback" not in err
+    if needle is not None:
+        assert needle in lines[0], (needle, lines[0])
+    if out_dir is not None:
+        assert sorted(os.listdir(out_dir)) == [], "a partial output file was left"
+
+
+def _argv(template, inp, out):
+    return [a.replace("{IN}", str(inp)).replace("{OUT}", str(out)) for a in template]
+
+
+@pytest.mark.parametrize("kind", INPUT_KINDS)
+@pytest.mark.parametrize("name,template", TRACE_READERS, ids=[t[0] for t in TRACE_READERS])
+def test_bad_trace_input(kind, name, template, tmp_path, small_trace):
+    src, out = tmp_path / "src", tmp_path / "out"
+    src.mkdir()
+    out.mkdir()
+    inp = make_input(kind, src, small_trace)
+    res = run_kvsim(*_argv(template, inp, out), honour_permissions=True)
+    # the message names the file given (or, for a bad record, the record and the field)
+    assert_clean_failure(res, out, needle="kind" if kind == "bad-record" else inp.name)
+
+
+CPU_KINDS = ["missing", "directory", "unreadable", "empty", "truncated", "wrong-format"]
+
+
+@pytest.mark.parametrize("kind", CPU_KINDS)
+def test_bad_cpu_file(kind, tmp_path, small_trace):
+    p = tmp_path / "cpu.toml"
+    if kind == "missing":
+        pass
+    elif kind == "directory":
+        p.mkdir()
+    elif kind == "unreadable":
+        p.write_text('name = "x"\n[[cache]]\nname = "L1"\nsize = "32KiB"\nways = 8\nline = 64\n')
+        p.chmod(0)
+    elif kind == "empty":
+        p.write_text("")
+    elif kind == "truncated":
+        p.write_text('name = "x"\n[[cache]]\nname = "L1"\nsize = "32K')
+    elif kind == "wrong-format":
+        p.write_bytes(small_trace.read_bytes()[:300])
+    res = run_kvsim("simulate", small_trace, "--cpu", p, honour_permissions=True)
+    assert_clean_failure(res, needle=p.name)
+
+
+BAD_OPTIONS = [
+    ["simulate", "{TRACE}", "--cpu", "local", "--threads", "0"],
+    ["simulate", "{TRACE}", "--cpu", "local", "--engine", "turbo"],
+    ["simulate", "{TRACE}", "--cpu", "no-such-cpu"],
+    ["trace", "pipeline", "-o", "{OUT}/t.kvt", "--keys", "0"],
+    ["trace", "pipeline", "-o", "{OUT}/t.kvt", "--codec", "lz4"],
+    ["trace", "pipeline", "-o", "{OUT}/t.kvt", "--variant", "no-such-variant", *SMALL],
+    ["trace", "nosuchworkload", "-o", "{OUT}/t.kvt"],
+    ["native", "pipeline", "--repeat", "0"],
+    ["convert", "{TRACE}", "{OUT}/x.out", "--to", "bogus"],
+    ["convert", "{TRACE}", "{OUT}/x.kvt", "--from", "bogus"],
+    ["convert", "{TRACE}", "{OUT}/x.noext"],
+    ["experiment", "demo", "--keys", "0", "--out", "{OUT}/demo"],
+    ["experiment", "nosuch", "--out", "{OUT}/demo"],
+    ["trace-info"],
+    ["simulate", "{TRACE}"],
+]
+
+
+@pytest.mark.parametrize("template", BAD_OPTIONS, ids=[" ".join(t[:4]) for t in BAD_OPTIONS])
+def test_invalid_option_values(template, tmp_path, small_trace):
+    args = [a.replace("{TRACE}", str(small_trace)).replace("{OUT}", str(tmp_path))
+            for a in template]
+    assert_clean_failure(run_kvsim(*args), tmp_path)
+
+
+def _unwritable_dirs(tmp_path):
+    f = tmp_path / "a-file"
+    f.write_text("x")
+    yield "parent-is-a-file", f / "sub"
+    yield "missing-parent", tmp_path / "no" / "such" / "dir"
+
+
+OUTPUTS = [
+    ("trace", ["trace", "pipeline", *SMALL, "-o", "{D}/t.kvt"]),
+    ("convert", ["convert", "{TRACE}", "{D}/t.din"]),
+    ("convert-kvt", ["convert", "{TRACE}", "{D}/t.kvt", "--to", "kvt"]),
+]
+
+
+@pytest.mark.parametrize("where", ["parent-is-a-file", "missing-parent", "read-only"])
+@pytest.mark.parametrize("name,template", OUTPUTS, ids=[o[0] for o in OUTPUTS])
+def test_unwritable_output(where, name, template, tmp_path, small_trace):
+    if where == "read-only":
+        d = tmp_path / "ro"
+        d.mkdir()
+        d.chmod(0o500)
+    else:
+        d = dict(_unwritable_dirs(tmp_path))[where]
+    args = [a.replace("{TRACE}", str(small_trace)).replace("{D}", str(d)) for a in template]
+    res = run_kvsim(*args, honour_permissions=True)
+    # the message names the path given, not an internal temporary name
+    out_arg = next(a for a in args if a.startswith(str(d)))
+    assert_clean_failure(res, needle=out_arg)
+    assert ".tmp" not in res.stderr.decode(), "names an internal temporary file"
+    assert not any(p.name.endswith(".tmp") for p in tmp_path.rglob("*"))
+
+
+PIPES = [
+    ("trace", ["trace", "pipeline", *SMALL, "-o", "-"]),
+    ("convert", ["convert", "{TRACE}", "-", "--to", "dinero"]),
+    ("convert-kvt", ["convert", "{TRACE}", "-", "--to", "kvt"]),
+    ("trace-info", ["trace-info", "{TRACE}", "--json"]),
+    ("cpus", ["cpus", "--json"]),
+]
+
+
+@pytest.mark.parametrize("name,template", PIPES, ids=[p[0] for p in PIPES])
+def test_broken_pipe_downstream(name, template, small_trace):
+    """``kvsim ... | head -c 100``: kvsim stops with one line and a non-zero exit (the
+    output was cut short), never a traceback."""
+    args = " ".join(a.replace("{TRACE}", str(small_trace)) for a in template)
+    cmd = f"{sys.executable} -m kvsim.experiments.cli {args} | head -c 100 > /dev/null"
+    res = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, cwd=ROOT,
+                         timeout=600)
+    err = res.stderr.decode(errors="replace")
+    assert "Traceback" not in err
+    if res.returncode == 0:
+        # the whole output fitted in the pipe buffer before head exited: nothing was lost
+        assert err == ""
+        return
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("kvsim: error: "), err
+    assert "pipe" in lines[0]
+
+
+@pytest.mark.parametrize("dst", ["out.din", "out.kvt"])
+def test_sigterm_leaves_no_temporary_file(dst, tmp_path, small_trace):
+    """``convert`` stopped by SIGTERM mid-way (its input, a FIFO, stalls after the first
+    bytes) exits 128 + 15 with one line and leaves nothing in the output directory."""
+    import signal
+    import time
+
+    fifo, out = tmp_path / "in.kvt", tmp_path / "out"
+    out.mkdir()
+    os.mkfifo(fifo)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "kvsim.experiments.cli", "convert", str(fifo),
+                             str(out / dst), "--to", dst.split(".")[1].replace("din", "dinero")],
+                            stderr=subprocess.PIPE, cwd=ROOT, env=env)
+    data = small_trace.read_bytes()
+    with open(fifo, "wb") as w:
+        w.write(data[: len(data) // 2])
+        w.flush()
+        deadline = time.monotonic() + 60
+        while not os.listdir(out) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert os.listdir(out), "convert never created its temporary file"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert err.decode().strip() == "kvsim: error: terminated (SIGTERM)"
+    assert os.listdir(out) == []
+
+
+def _inapplicable():
+    """(option, a workload that does not use it, a value) from c_ref's option table."""
+    from kvsim.experiments import cref
+
+    spec = cref.workload_options()
+    for o in spec["options"]:
+        others = [w for w in spec["workloads"] if w not in o["workloads"]]
+        if others:
+            value = [] if o["type"] == "flag" else [str(o["default"] or o["min"])]
+            yield o["name"], others[0], value
+
+
+INAPPLICABLE = list(_inapplicable())
+
+
+def test_some_options_are_workload_specific():
+    assert {"op", "keys-per-command", "batch"} <= {name for name, _, _ in INAPPLICABLE}
+
+
+@pytest.mark.parametrize("name,workload,value", INAPPLICABLE,
+                         ids=[f"{n}-{w}" for n, w, _ in INAPPLICABLE])
+def test_option_not_for_this_workload_is_refused(name, workload, value, tmp_path):
+    from kvsim.experiments import cref
+
+    res = run_kvsim("trace", workload, f"--{name}", *value, "--keys", "100", "-o",
+                    tmp_path / "t.kvt")
+    assert_clean_failure(res, tmp_path, needle=f"--{name} does not apply to workload")
+    # kvsim-cref, c_ref's own command line, refuses it the same way
+    direct = subprocess.run([str(cref.binary()), "trace", workload, f"--{name}", *value,
+                             "--keys", "100", "-o", str(tmp_path / "t.kvt")],
+                            capture_output=True, timeout=120)
+    assert direct.returncode != 0
+    assert f"--{name} does not apply to workload '{workload}'" in direct.stderr.decode()
+    assert os.listdir(tmp_path) == []

@@ -1,0 +1,59 @@
+"""`kvsim cpus --show`: the printed TOML gives the same model back; a bad CPU file's error
+lists the valid keys at that place and points to the schema."""
+
+import dataclasses
+import tomllib
+
+import pytest
+
+from kvsim import sim
+from kvsim.experiments import cpufile
+
+from .conftest import run_kvsim
+from .test_cli import assert_one_line_error
+
+
+def _same(a: sim.CpuConfig, b: sim.CpuConfig) -> bool:
+    return dataclasses.replace(a, source=b.source) == b
+
+
+@pytest.mark.parametrize("name", sim.preset_names())
+def test_cpu_toml_round_trips(name):
+    cpu = sim.load_cpu(name)
+    back = sim.parse_cpu(tomllib.loads(cpufile.cpu_toml(cpu)))
+    assert _same(back, cpu)
+
+
+@pytest.mark.parametrize("name", ["graviton3", "local"])
+def test_show_prints_a_usable_file(name, tmp_path):
+    res = run_kvsim("cpus", "--show", name)
+    assert res.returncode == 0, res.stderr.decode()
+    path = tmp_path / "mine.toml"
+    path.write_bytes(res.stdout)
+    assert _same(sim.load_cpu(path), sim.load_cpu(name))
+
+
+def test_show_unknown_name_lists_presets():
+    assert_one_line_error(run_kvsim("cpus", "--show", "no-such-cpu"), "graviton3")
+
+
+def _broken(tmp_path, old: str, new: str):
+    text = (sim.config.PRESET_DIR / "graviton3.toml").read_text()
+    assert old in text
+    path = tmp_path / "bad.toml"
+    path.write_text(text.replace(old, new, 1))
+    return path
+
+
+def test_wrong_section_names_the_valid_keys(tmp_path, small_trace):
+    path = _broken(tmp_path, "[core]", '[L2]\nsize = "1MiB"\n\n[core]')
+    res = run_kvsim("simulate", small_trace, "--cpu", path)
+    assert_one_line_error(res, "bad.toml", "L2: unknown top-level key", "[[cache]]",
+                          "sim/PRESETS.md", *sorted(sim.config._TOP_KEYS))
+
+
+def test_wrong_key_names_the_valid_keys_there(tmp_path, small_trace):
+    path = _broken(tmp_path, "latency = 12", "latncy = 12")
+    res = run_kvsim("simulate", small_trace, "--cpu", path)
+    assert_one_line_error(res, "cache[1].latncy: unknown key", "sim/PRESETS.md",
+                          *sorted(sim.config._KEYS["cache"]))

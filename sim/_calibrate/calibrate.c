@@ -1,0 +1,313 @@
+/*
+ * kvsim-calibrate -- microbenchmarks of the machine at hand, for `kvsim calibrate`.
+ *
+ * Each subcommand runs one measurement and prints one JSON object on stdout; the analysis
+ * (medians over rounds, knees, the MLP ceiling, the CPU file) is Python's, in
+ * sim/calibrate.py. The program does no analysis, so that what it prints is the raw data.
+ *
+ *   clock ITERS REPEATS              a dependent chain of adds: one add per cycle, against
+ *                                    the thread's CPU time -> GHz, one figure per repeat
+ *   chase PAGE LOADS REPEATS SIZE..  load-to-use latency by pointer chasing over a random
+ *                                    cyclic permutation of SIZE bytes' cache lines (ns/load)
+ *   mlp PAGE SIZE LOADS REPEATS N..  N independent chases through the same cycle at once:
+ *                                    ns per load over all N chains (overlap = lat(1) / this)
+ *   bw PAGE SIZE REPEATS             one-thread streaming read bandwidth (GB/s)
+ *   cpuid                            the raw TLB leaves (AMD 0x80000005/6) where x86
+ *
+ * PAGE is "4k" (madvise MADV_NOHUGEPAGE) or "2m" (a 2 MiB-aligned region with
+ * MADV_HUGEPAGE). Whether the kernel gave huge pages is not assumed: every buffer's
+ * fraction backed by them (AnonHugePages of /proc/self/smaps_rollup, before and after
+ * touching it) is printed as "huge_fraction".
+ *
+ * Conventions: static helpers without prefix; every figure printed is a raw sample, never
+ * a summary. The permutation's generator is a fixed-seed xorshift, so runs are repeatable
+ * up to the machine's own noise.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+#define LINE 64
+#define HUGE_PAGE (2u * 1024 * 1024)
+#define MAX_CHAINS 64
+
+_Static_assert(sizeof(void *) <= LINE, "a line holds one pointer");
+
+/* --- Helpers --- */
+
+/* The thread's CPU time, not wall time: on a machine shared with other work the scheduler
+ * takes the CPU away now and then, and that time is not the benchmark's. (A hypervisor's
+ * steal time still counts; the rounds' medians and the recorded load average cover it.) */
+static double nowNs(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint64_t xorshift(void) {
+    uint64_t x = rng_state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return rng_state = x;
+}
+
+static long hugeKb(void) {
+    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+    if (!f) return -1;
+    char line[256];
+    long kb = -1;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "AnonHugePages: %ld kB", &kb) == 1) break;
+    }
+    fclose(f);
+    return kb;
+}
+
+typedef struct {
+    void *map; /* what munmap gets */
+    size_t map_len;
+    char *buf; /* the aligned buffer */
+    size_t len;
+    double huge_fraction; /* of buf backed by 2 MiB pages; -1 = unknown */
+} region;
+
+/* Maps and touches `len` bytes with 4 KiB (huge = 0) or 2 MiB pages asked for (huge = 1).
+ * Exits with a one-line message when the memory is not there. */
+static region mapRegion(size_t len, int huge) {
+    region r = {0};
+    /* with huge pages, whole 2 MiB pages: a small set then sits in one page (no TLB misses) */
+    if (huge) len = (len + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1);
+    r.len = len;
+    r.map_len = len + (huge ? HUGE_PAGE : 0);
+    r.map = mmap(NULL, r.map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (r.map == MAP_FAILED) {
+        fprintf(stderr, "kvsim-calibrate: cannot map %zu bytes\n", len);
+        exit(1);
+    }
+    uintptr_t p = (uintptr_t)r.map;
+    if (huge) p = (p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
+    r.buf = (char *)p;
+    (void)madvise(r.buf, len, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+    long before = hugeKb();
+    memset(r.buf, 1, len);
+    long after = hugeKb();
+    r.huge_fraction = before < 0 || after < 0 ? -1.0 : (double)(after - before) * 1024.0 / (double)len;
+    if (r.huge_fraction > 1.0) r.huge_fraction = 1.0;
+    if (r.huge_fraction < 0.0 && before >= 0) r.huge_fraction = 0.0;
+    return r;
+}
+
+static void unmapRegion(region *r) { munmap(r->map, r->map_len); }
+
+/* Links the first `size` bytes' lines of r into one random cycle (Sattolo's algorithm), each line holding the
+ * address of the next; returns the first line. */
+static void **linkCycle(region *r, size_t size) {
+    size_t n = size / LINE;
+    uint32_t *perm = malloc(n * sizeof *perm);
+    if (!perm) {
+        fprintf(stderr, "kvsim-calibrate: out of memory\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < n; i++) perm[i] = (uint32_t)i;
+    for (size_t i = n - 1; i > 0; i--) {
+        size_t j = xorshift() % i; /* j < i: one cycle through every line */
+        uint32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    for (size_t i = 0; i < n; i++) {
+        void **from = (void **)(r->buf + (size_t)perm[i] * LINE);
+        *from = r->buf + (size_t)perm[(i + 1) % n] * LINE;
+    }
+    void **first = (void **)(r->buf + (size_t)perm[0] * LINE);
+    free(perm);
+    return first;
+}
+
+static int pageArg(const char *s) {
+    if (!strcmp(s, "4k")) return 0;
+    if (!strcmp(s, "2m")) return 1;
+    fprintf(stderr, "kvsim-calibrate: page: expected 4k or 2m, got '%s'\n", s);
+    exit(2);
+}
+
+static unsigned long long numArg(const char *s, const char *what) {
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || v == 0) {
+        fprintf(stderr, "kvsim-calibrate: %s: expected a positive integer, got '%s'\n", what, s);
+        exit(2);
+    }
+    return v;
+}
+
+/* --- Benchmarks --- */
+
+/* 16 dependent adds per iteration; the empty asm keeps each add (and its dependency) without
+ * adding an instruction, and the loop's counter runs beside the chain. */
+#define ADD1 x += 1; __asm__ volatile("" : "+r"(x))
+#define ADD4 ADD1; ADD1; ADD1; ADD1
+static int benchClock(int argc, char **argv) {
+    if (argc < 2) return 2;
+    unsigned long long iters = numArg(argv[0], "ITERS"), reps = numArg(argv[1], "REPEATS");
+    printf("{\"bench\": \"clock\", \"adds_per_iteration\": 16, \"iterations\": %llu, \"ghz\": [",
+           iters);
+    for (unsigned long long r = 0; r < reps; r++) {
+        uint64_t x = 0;
+        double t0 = nowNs();
+        for (unsigned long long i = 0; i < iters; i++) {
+            ADD4; ADD4; ADD4; ADD4;
+        }
+        double t = nowNs() - t0;
+        if (x != 16 * iters) return 1;
+        printf("%s%.4f", r ? ", " : "", 16.0 * (double)iters / t);
+    }
+    printf("]}\n");
+    return 0;
+}
+
+static double chaseOnce(void **start, unsigned long long loads, void ***end) {
+    void **p = start;
+    double t0 = nowNs();
+    for (unsigned long long i = 0; i < loads; i++) p = (void **)*p;
+    double t = nowNs() - t0;
+    *end = p;
+    return t / (double)loads;
+}
+
+static int benchChase(int argc, char **argv) {
+    if (argc < 4) return 2;
+    int huge = pageArg(argv[0]);
+    unsigned long long loads = numArg(argv[1], "LOADS"), reps = numArg(argv[2], "REPEATS");
+    printf("{\"bench\": \"chase\", \"page\": \"%s\", \"loads\": %llu, \"points\": [", argv[0], loads);
+    for (int k = 3; k < argc; k++) {
+        size_t size = (size_t)numArg(argv[k], "SIZE");
+        if (size < 2 * LINE) size = 2 * LINE;
+        region r = mapRegion(size, huge);
+        void **p = linkCycle(&r, size), **q;
+        size_t lines = size / LINE;
+        chaseOnce(p, lines < loads ? lines : loads, &q); /* warm caches and TLBs */
+        printf("%s{\"size\": %zu, \"huge_fraction\": %.3f, \"ns\": [", k > 3 ? ", " : "", size,
+               r.huge_fraction);
+        for (unsigned long long i = 0; i < reps; i++) {
+            double ns = chaseOnce(q, loads, &q);
+            printf("%s%.4f", i ? ", " : "", ns);
+        }
+        printf("], \"end\": %d}", q != NULL);
+        unmapRegion(&r);
+    }
+    printf("]}\n");
+    return 0;
+}
+
+static int benchMlp(int argc, char **argv) {
+    if (argc < 5) return 2;
+    int huge = pageArg(argv[0]);
+    size_t size = (size_t)numArg(argv[1], "SIZE");
+    unsigned long long loads = numArg(argv[2], "LOADS"), reps = numArg(argv[3], "REPEATS");
+    region r = mapRegion(size, huge);
+    void **first = linkCycle(&r, size);
+    size_t lines = size / LINE;
+    printf("{\"bench\": \"mlp\", \"page\": \"%s\", \"size\": %zu, \"huge_fraction\": %.3f, "
+           "\"loads\": %llu, \"points\": [", argv[0], size, r.huge_fraction, loads);
+    for (int k = 4; k < argc; k++) {
+        unsigned long long n = numArg(argv[k], "N");
+        if (n > MAX_CHAINS) n = MAX_CHAINS;
+        void **chain[MAX_CHAINS];
+        /* starting points spread evenly along the one cycle: chains never meet */
+        void **p = first;
+        size_t gap = lines / n;
+        for (unsigned long long c = 0; c < n; c++) {
+            chain[c] = p;
+            for (size_t s = 0; s < gap; s++) p = (void **)*p;
+        }
+        unsigned long long steps = loads / n;
+        printf("%s{\"chains\": %llu, \"ns_per_load\": [", k > 4 ? ", " : "", n);
+        for (unsigned long long i = 0; i < reps; i++) {
+            double t0 = nowNs();
+            for (unsigned long long s = 0; s < steps; s++)
+                for (unsigned long long c = 0; c < n; c++) chain[c] = (void **)*chain[c];
+            double t = nowNs() - t0;
+            printf("%s%.4f", i ? ", " : "", t / (double)(steps * n));
+        }
+        int ok = 1;
+        for (unsigned long long c = 0; c < n; c++) ok &= chain[c] != NULL;
+        printf("], \"end\": %d}", ok);
+    }
+    printf("]}\n");
+    unmapRegion(&r);
+    return 0;
+}
+
+static int benchBw(int argc, char **argv) {
+    if (argc < 3) return 2;
+    int huge = pageArg(argv[0]);
+    size_t size = (size_t)numArg(argv[1], "SIZE") & ~(size_t)63;
+    unsigned long long reps = numArg(argv[2], "REPEATS");
+    region r = mapRegion(size, huge);
+    const uint64_t *w = (const uint64_t *)r.buf;
+    size_t n = size / sizeof *w; /* r.len may be larger (whole huge pages) */
+    printf("{\"bench\": \"bw\", \"page\": \"%s\", \"size\": %zu, \"huge_fraction\": %.3f, "
+           "\"gbs\": [", argv[0], size, r.huge_fraction);
+    uint64_t total = 0;
+    for (unsigned long long i = 0; i < reps; i++) {
+        uint64_t a = 0, b = 0, c = 0, d = 0;
+        double t0 = nowNs();
+        for (size_t j = 0; j < n; j += 4) {
+            a += w[j];
+            b += w[j + 1];
+            c += w[j + 2];
+            d += w[j + 3];
+        }
+        double t = nowNs() - t0;
+        total += a + b + c + d;
+        printf("%s%.4f", i ? ", " : "", (double)size / t);
+    }
+    printf("], \"checksum\": %llu}\n", (unsigned long long)total);
+    unmapRegion(&r);
+    return 0;
+}
+
+static int benchCpuid(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a5 = 0, b5 = 0, c5 = 0, d5 = 0, a6 = 0, b6 = 0, c6 = 0, d6 = 0, max = 0;
+    max = __get_cpuid_max(0x80000000u, NULL);
+    if (max >= 0x80000005u) __get_cpuid(0x80000005u, &a5, &b5, &c5, &d5);
+    if (max >= 0x80000006u) __get_cpuid(0x80000006u, &a6, &b6, &c6, &d6);
+    printf("{\"bench\": \"cpuid\", \"x86\": true, \"max_ext\": %u, "
+           "\"l1_tlb_eax\": %u, \"l1_tlb_ebx\": %u, \"l2_tlb_eax\": %u, \"l2_tlb_ebx\": %u}\n",
+           max, a5, b5, a6, b6);
+#else
+    printf("{\"bench\": \"cpuid\", \"x86\": false}\n");
+#endif
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const char *usage = "usage: kvsim-calibrate clock|chase|mlp|bw|cpuid ARGS (see calibrate.c)\n";
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    int rc = 2;
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "clock")) rc = benchClock(argc - 2, argv + 2);
+    else if (!strcmp(cmd, "chase")) rc = benchChase(argc - 2, argv + 2);
+    else if (!strcmp(cmd, "mlp")) rc = benchMlp(argc - 2, argv + 2);
+    else if (!strcmp(cmd, "bw")) rc = benchBw(argc - 2, argv + 2);
+    else if (!strcmp(cmd, "cpuid")) rc = benchCpuid();
+    if (rc == 2) fputs(usage, stderr);
+    return rc;
+}

@@ -1,0 +1,612 @@
+"""`kvsim calibrate`: measure the machine at hand and write its CPU file (the `local` preset).
+
+The measurements are small C programs (``sim/_calibrate/calibrate.c``, the ``kvsim-calibrate``
+artifact) that print raw samples; this module runs them in rounds spread over the run, takes
+medians, and derives the model's numbers:
+
+* **clock**: a dependent chain of adds (one per cycle) against the thread's CPU time (every
+  timing is CPU time, so the scheduler giving the CPU to other work does not count);
+* **cache levels**: load-to-use latency of a pointer chase (a random cycle through every line
+  of the working set) over sizes from 4 KiB up, with 2 MiB pages where the kernel gives them
+  (``madvise(MADV_HUGEPAGE)``; the file says which were used). Each level's latency and
+  *effective capacity* are those of the ideal hierarchy that best explains the curve
+  (:func:`fit_levels`): a working set of S bytes over a level of capacity C hits it with
+  probability min(1, C/S), so between two levels the latency rises smoothly from one plateau
+  to the next and the knee sits at C;
+* **DRAM**: the chase at the largest working set (1 GiB; 256 MiB with ``--quick``), with
+  2 MiB pages when available, and the **page walk**: the same chase with 4 KiB pages minus it;
+* **miss overlap**: N independent chases at once; the speedup over one chase levels off at the
+  number of misses the core keeps in flight (:func:`mlp_ceiling`), which bounds the L1 miss
+  buffers;
+* **bandwidth**: one thread streaming reads over a buffer far larger than the caches.
+
+Geometry (sizes, ways, line) comes from sysfs, the TLBs from cpuid where it answers (AMD
+leaves 0x80000005/6), and what no program can measure (ROB, width, L2 miss queues, STLB hit
+cost, inclusion, hardware prefetchers) from :data:`KNOWN_CORES`, a table of published
+figures keyed by vendor, family and model. Every value in the written file names its
+provenance (``measured``, ``sysfs``, ``cpuid``, ``table``) in the ``src`` table beside it,
+and ``[meta]`` holds the raw measurements, the machine and the load average.
+
+The file goes to the user's cache directory (``$XDG_CACHE_HOME/kvsim``, else
+``~/.cache/kvsim``) under a name keyed by the CPU model and cache geometry
+(:func:`cache_path`), where ``load_cpu("local")`` finds it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import statistics
+import subprocess
+import tomllib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from kvsim import artifacts
+
+from .config import ConfigError, parse_cpu
+
+LINE = 64
+KIB, MIB, GIB = 1024, 1024**2, 1024**3
+
+# --- the table of known cores -------------------------------------------------------------
+#
+# What a program cannot measure from user space. Each entry names its sources; a figure
+# marked E is an estimate (the same as the predecessor core, or a modelling choice). The
+# latencies and DRAM figure are used only when no calibration exists (the fallback `local`).
+
+_ZEN_PREFETCHERS = [
+    {"level": "L1D", "kind": "stream", "degree": 1, "table": 16},
+    {"level": "L1D", "kind": "ip_stride", "degree": 1, "table": 64},
+    {"level": "L2", "kind": "stream", "degree": 2, "table": 32},
+]
+_INTEL_PREFETCHERS = [
+    {"level": "L1D", "kind": "next_line", "degree": 1, "table": 16},
+    {"level": "L1D", "kind": "ip_stride", "degree": 1, "table": 64},
+    {"level": "L2", "kind": "stream", "degree": 2, "table": 32},
+]
+
+KNOWN_CORES: list[dict] = [
+    {
+        "core": "AMD Zen 3", "vendor": "AuthenticAMD", "family": 25,
+        "models": [*range(0x00, 0x10), *range(0x20, 0x30), *range(0x40, 0x60)],
+        "width": 6, "rob": 256, "l1_mshrs": 24, "l2_mshrs": 32,
+        "latency": [4, 12, 46], "dram_latency_ns": 115.0,
+        "inclusion": ["non-inclusive", "inclusive", "exclusive"],
+        "tlb": {"l1_entries": 64, "l1_ways": 0, "l2_entries": 2048, "l2_ways": 8,
+                "l2_latency": 7},
+        "prefetchers": _ZEN_PREFETCHERS,
+        "sources": "AMD Software Optimization Guide for AMD Family 19h Processors (#56665) "
+                   "via LLVM X86ScheduleZnver3.td (width, ROB, L1/L2 latency); 24 L1 misses "
+                   "in flight (same guide); L2 miss queue E; L3 46 cycles and 115 ns DRAM "
+                   "from AnandTech's Zen 3 review (R, E)",
+    },
+    {
+        "core": "AMD Zen 4", "vendor": "AuthenticAMD", "family": 25,
+        "models": [*range(0x10, 0x20), *range(0x60, 0x80), *range(0xA0, 0xB0)],
+        "width": 6, "rob": 320, "l1_mshrs": 24, "l2_mshrs": 64,
+        "latency": [4, 14, 50], "dram_latency_ns": 115.0,
+        "inclusion": ["non-inclusive", "inclusive", "exclusive"],
+        "tlb": {"l1_entries": 72, "l1_ways": 0, "l2_entries": 3072, "l2_ways": 12,
+                "l2_latency": 7},
+        "prefetchers": _ZEN_PREFETCHERS,
+        "sources": "Software Optimization Guide for the AMD Zen4 Microarchitecture (#57647) "
+                   "and LLVM X86ScheduleZnver4.td (width 6, ROB 320, L1 4 / L2 14 / L3 ~50 "
+                   "cycles, 72-entry L1 DTLB, 3072-entry L2 DTLB; R); miss buffers, STLB hit "
+                   "cost and prefetchers as Zen 3 (E); DRAM 115 ns (E)",
+    },
+    {
+        "core": "Intel Golden Cove / Raptor Cove / Redwood Cove", "vendor": "GenuineIntel",
+        "family": 6, "models": [0x97, 0x9A, 0xB7, 0xBA, 0xBF, 0x8F, 0xCF, 0xAD, 0xAE],
+        "width": 6, "rob": 512, "l1_mshrs": 16, "l2_mshrs": 48,
+        "latency": [5, 16, 106], "dram_latency_ns": 110.0,
+        "inclusion": ["non-inclusive", "non-inclusive", "non-inclusive"],
+        "tlb": {"l1_entries": 96, "l1_ways": 6, "l2_entries": 2048, "l2_ways": 8,
+                "l2_latency": 9},
+        "prefetchers": _INTEL_PREFETCHERS,
+        "sources": "Intel 64 and IA-32 Architectures Optimization Reference Manual (Golden "
+                   "Cove: 6-wide, 512-entry ROB, 16 fill buffers, 96-entry DTLB) and LLVM "
+                   "X86SchedSapphireRapids.td; L2 48 misses from Intel Architecture Day 2021 "
+                   "(R); L3 and DRAM latency from Chips and Cheese's Sapphire Rapids review (R, "
+                   "E); Redwood Cove (Granite Rapids) taken as Golden Cove (E)",
+    },
+    {
+        "core": "Intel Skylake-SP / Cascade Lake", "vendor": "GenuineIntel", "family": 6,
+        "models": [0x55], "width": 4, "rob": 224, "l1_mshrs": 12, "l2_mshrs": 16,
+        "latency": [5, 14, 70], "dram_latency_ns": 90.0,
+        "inclusion": ["non-inclusive", "non-inclusive", "non-inclusive"],
+        "tlb": {"l1_entries": 64, "l1_ways": 4, "l2_entries": 1536, "l2_ways": 12,
+                "l2_latency": 9},
+        "prefetchers": _INTEL_PREFETCHERS,
+        "sources": "Intel 64 and IA-32 Architectures Optimization Reference Manual (Skylake "
+                   "server: 4-wide allocation, 224-entry ROB, 12 fill buffers, 16-entry L2 "
+                   "superqueue, 64-entry DTLB, 1536-entry STLB); L3 and DRAM latency E",
+    },
+]
+
+
+def known_core(vendor: str, family: int | None, model: int | None) -> dict | None:
+    """The :data:`KNOWN_CORES` entry for this vendor/family/model, or None."""
+    for c in KNOWN_CORES:
+        if c["vendor"] == vendor and c["family"] == family and model in c["models"]:
+            return c
+    return None
+
+
+# --- the machine and its cache file --------------------------------------------------------
+
+def cpu_identity(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict:
+    """vendor, family, model (ints or None) and model name of the first CPU."""
+    out: dict = {"vendor": "", "family": None, "model": None, "model_name": ""}
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        if not line.strip():
+            break
+        k, _, v = (s.strip() for s in line.partition(":"))
+        if k == "vendor_id":
+            out["vendor"] = v
+        elif k == "cpu family" and v.isdigit():
+            out["family"] = int(v)
+        elif k == "model" and v.isdigit():
+            out["model"] = int(v)
+        elif k == "model name":
+            out["model_name"] = v
+    return out
+
+
+def machine_key(levels: list[dict], ident: dict) -> str:
+    """A file-name-safe key of CPU model and cache geometry (a calibration is per machine)."""
+    geometry = [(x["level"], x["size"], x["ways"], x["line"]) for x in levels]
+    blob = json.dumps([ident.get("vendor"), ident.get("family"), ident.get("model"),
+                       ident.get("model_name"), geometry])
+    slug = re.sub(r"[^a-z0-9]+", "-", (ident.get("model_name") or "cpu").lower()).strip("-")
+    return f"{slug[:40] or 'cpu'}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
+
+
+def cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/kvsim``, else ``~/.cache/kvsim``."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kvsim"
+
+
+def cache_path(levels: list[dict], ident: dict | None = None) -> Path:
+    """Where this machine's calibrated CPU file lives (it may not exist)."""
+    ident = ident if ident is not None else cpu_identity()
+    return cache_dir() / f"local-{machine_key(levels, ident)}.toml"
+
+
+# --- analysis ------------------------------------------------------------------------------
+
+def median(xs: Sequence[float]) -> float:
+    return float(statistics.median(xs))
+
+
+def hierarchy_weights(sizes: np.ndarray, caps: Sequence[float]) -> np.ndarray:
+    """Fraction of loads each level serves (columns: levels, then memory) for a random chase
+    over each working-set size, in the ideal hierarchy with these capacities (ascending):
+    level i holds min(1, C_i / S) of the set."""
+    cov = [np.minimum(1.0, c / sizes) for c in caps] + [np.ones_like(sizes)]
+    w = [cov[0]] + [cov[i] - cov[i - 1] for i in range(1, len(cov))]
+    return np.stack(w, axis=1)
+
+
+def model_latency(sizes: Sequence[float], caps: Sequence[float],
+                  lats: Sequence[float]) -> np.ndarray:
+    """The ideal hierarchy's mean load latency at each size (for tests and residuals)."""
+    s = np.asarray(sizes, dtype=float)
+    return hierarchy_weights(s, caps) @ np.asarray(lats, dtype=float)
+
+
+def _solve_lats(s: np.ndarray, y: np.ndarray, caps: Sequence[float]) -> tuple[float, np.ndarray]:
+    """Least-squares level latencies for fixed capacities, in relative error."""
+    a = hierarchy_weights(s, caps) / y[:, None]
+    lats, *_ = np.linalg.lstsq(a, np.ones_like(y), rcond=None)
+    if np.any(lats <= 0):
+        return math.inf, lats
+    r = a @ lats - 1.0
+    return float(r @ r), lats
+
+
+def _segments(logy: np.ndarray, k: int) -> list[int]:
+    """Start indices of the k pieces of the best piecewise-constant fit (least squares)."""
+    n = len(logy)
+    c1 = np.concatenate([[0.0], np.cumsum(logy)])
+    c2 = np.concatenate([[0.0], np.cumsum(logy * logy)])
+
+    def sse(i: int, j: int) -> float:  # points i..j-1
+        m = j - i
+        return float(c2[j] - c2[i] - (c1[j] - c1[i]) ** 2 / m)
+
+    cost = np.full((k + 1, n + 1), math.inf)
+    back = np.zeros((k + 1, n + 1), dtype=int)
+    cost[0, 0] = 0.0
+    for p in range(1, k + 1):
+        for j in range(p, n + 1):
+            for i in range(p - 1, j):
+                c = cost[p - 1, i] + sse(i, j)
+                if c < cost[p, j]:
+                    cost[p, j], back[p, j] = c, i
+    starts, j = [], n
+    for p in range(k, 0, -1):
+        j = back[p, j]
+        starts.append(j)
+    return starts[::-1]
+
+
+def fit_levels(sizes: Sequence[float], ns: Sequence[float], levels: int,
+               grid_per_octave: int = 16) -> dict:
+    """Latency (ns) of each of ``levels`` cache levels and of memory, and each level's
+    effective capacity (bytes), from a latency-against-working-set curve.
+
+    The fit is the ideal hierarchy of :func:`hierarchy_weights` minimising the relative
+    squared error: for fixed capacities the latencies are linear least squares, and each
+    capacity is searched over a grid (``grid_per_octave`` points per octave between the
+    smallest and largest size) one at a time, from a start given by the best
+    piecewise-constant split of the curve. Returns ``{"latency_ns": [...levels, memory],
+    "capacity": [...levels], "rms_rel_error": float}``.
+    """
+    s = np.asarray(sizes, dtype=float)
+    y = np.asarray(ns, dtype=float)
+    order = np.argsort(s)
+    s, y = s[order], y[order]
+    if len(s) < levels + 1 or levels < 1:
+        raise ValueError(f"fit_levels: {len(s)} points cannot give {levels} levels")
+    starts = _segments(np.log(y), levels + 1)
+    caps = [math.sqrt(s[i - 1] * s[i]) for i in starts[1:]]
+    lo, hi = math.log2(s[0]), math.log2(s[-1])
+    grid = 2.0 ** np.arange(lo, hi + 1e-9, 1.0 / grid_per_octave)
+    best, lats = _solve_lats(s, y, caps)
+    for _ in range(6):
+        improved = False
+        for i in range(levels):
+            lo_c = caps[i - 1] if i else 0.0
+            hi_c = caps[i + 1] if i + 1 < levels else math.inf
+            for g in grid:
+                if not lo_c < g < hi_c or g == caps[i]:
+                    continue
+                trial = caps[:i] + [float(g)] + caps[i + 1:]
+                c, ls = _solve_lats(s, y, trial)
+                if c < best - 1e-12:
+                    best, lats, caps, improved = c, ls, trial, True
+        if not improved:
+            break
+    return {"latency_ns": [float(x) for x in lats], "capacity": [float(c) for c in caps],
+            "rms_rel_error": math.sqrt(best / len(s)) if math.isfinite(best) else math.inf}
+
+
+def mlp_ceiling(chains: Sequence[int], ns_per_load: Sequence[float]) -> float:
+    """How many misses overlap at most: the speedup of N parallel chases over one
+    (``lat(1) / ns_per_load(N)``), taken as the median of the three largest speedups so one
+    lucky sample does not set it. ``chains`` must include 1, and at least three counts at or
+    above the ceiling for it to be resolved (below that it reads low)."""
+    by = dict(zip(chains, ns_per_load, strict=True))
+    if 1 not in by:
+        raise ValueError("mlp_ceiling: the chains must include 1")
+    speedups = sorted((by[1] / v for v in by.values()), reverse=True)
+    return median(speedups[:3])
+
+
+def _pow2_floor(n: int) -> int:
+    return 1 << (n.bit_length() - 1) if n > 0 else 0
+
+
+def _tlb_from_cpuid(raw: dict) -> dict | None:
+    """L1/L2 DTLB (4 KiB pages) from AMD's leaves 0x80000005/6, when they answer."""
+    if not raw.get("x86") or raw.get("max_ext", 0) < 0x80000006:
+        return None
+    l1, l2 = raw["l1_tlb_ebx"], raw["l2_tlb_ebx"]
+    l1_entries, l1_assoc = (l1 >> 16) & 0xFF, (l1 >> 24) & 0xFF
+    l2_entries, code = (l2 >> 16) & 0xFFF, (l2 >> 28) & 0xF
+    amd_ways = {1: 1, 2: 2, 3: 3, 4: 4, 5: 6, 6: 8, 8: 16, 0xA: 32, 0xB: 48, 0xC: 64, 0xD: 96,
+                0xE: 128, 0xF: 0}
+    if not l1_entries or not l2_entries or code not in amd_ways:
+        return None
+    return {"l1_entries": l1_entries, "l1_ways": 0 if l1_assoc == 0xFF else l1_assoc,
+            "l2_entries": l2_entries, "l2_ways": amd_ways[code]}
+
+
+def _pow2_sets_ways(entries: int, ways: int) -> int:
+    """The smallest way count >= ``ways`` giving a power-of-two set count (0 = full)."""
+    if ways == 0:
+        return 0
+    for w in range(ways, entries + 1):
+        if entries % w == 0 and (entries // w) & (entries // w - 1) == 0:
+            return w
+    return 0
+
+
+# --- running the microbenchmarks -----------------------------------------------------------
+
+def run_bench(*args: object) -> dict:
+    """One ``kvsim-calibrate`` run; its JSON. Raises OSError with its last stderr line."""
+    exe = artifacts.path(artifacts.CALIBRATE_CLI)
+    p = subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True,
+                       check=False)
+    if p.returncode != 0:
+        msg = (p.stderr.strip().splitlines() or [f"exit status {p.returncode}"])[-1]
+        raise OSError(f"kvsim-calibrate {args[0]}: {msg}")
+    return json.loads(p.stdout)
+
+
+def sweep_sizes(max_bytes: int, per_octave: int, min_bytes: int = 4 * KIB,
+                coarse_above: int | None = None) -> list[int]:
+    """Working-set sizes from ``min_bytes`` to ``max_bytes``, ``per_octave`` per octave (2
+    per octave above ``coarse_above``, where only memory is left and each size costs most),
+    rounded to whole lines."""
+    n = int(round(math.log2(max_bytes / min_bytes) * per_octave))
+    out = sorted({int(min_bytes * 2 ** (i / per_octave)) // LINE * LINE for i in range(n + 1)})
+    if coarse_above is not None:
+        step = max(1, per_octave // 2)
+        fine = [x for x in out if x <= coarse_above]
+        out = fine + [x for i, x in enumerate(out) if x > coarse_above and
+                      (i - len(fine) + 1) % step == 0]
+    return [x for x in out if x <= max_bytes]
+
+
+PLANS = {
+    # rounds: the whole sweep repeated, spread over the run; loads: per chase sample
+    "quick": {"max_bytes": 256 * MIB, "per_octave": 2, "rounds": 3, "loads": 300_000,
+              "clock_iters": 30_000_000, "bw_bytes": 256 * MIB},
+    "full": {"max_bytes": 1 * GIB, "per_octave": 4, "coarse_above": 64 * MIB, "rounds": 5,
+             "loads": 1_000_000,
+             "clock_iters": 100_000_000, "bw_bytes": 1 * GIB},
+}
+# A level whose fitted capacity is below this fraction of sysfs's is modelled at the fitted
+# size. The ideal hierarchy's min(1, C/S) hit curve is that of random replacement; an LRU-like
+# cache under a random cycle loses hits sooner, so the fit reads a real private level as up
+# to about a third smaller than it is: a quarter of margin keeps such noise out.
+EFFECTIVE_BELOW = 0.75
+MLP_CHAINS = [1, 2, 3, 4, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48]
+
+
+def measure(plan: dict, log: Callable[[str], None] = lambda m: None) -> dict:
+    """Run every microbenchmark per ``plan`` (see :data:`PLANS`); the raw results."""
+    sizes = sweep_sizes(plan["max_bytes"], plan["per_octave"],
+                        coarse_above=plan.get("coarse_above"))
+    top = sizes[-1]
+    raw: dict = {"sizes": sizes, "clock_ghz": [], "chase": {}, "chase_top_4k": [],
+                 "mlp": {}, "bw_gbs": [], "huge_fraction_top": None}
+    raw["cpuid"] = run_bench("cpuid")
+    for r in range(plan["rounds"]):
+        log(f"round {r + 1}/{plan['rounds']}: clock")
+        raw["clock_ghz"] += run_bench("clock", plan["clock_iters"], 1)["ghz"]
+        log(f"round {r + 1}/{plan['rounds']}: pointer chase over {len(sizes)} sizes")
+        ch = run_bench("chase", "2m", plan["loads"], 1, *sizes)
+        for pt in ch["points"]:
+            raw["chase"].setdefault(str(pt["size"]), []).extend(pt["ns"])
+            if pt["size"] == top:
+                raw["huge_fraction_top"] = pt["huge_fraction"]
+        raw["chase_top_4k"] += run_bench("chase", "4k", plan["loads"], 1, top)["points"][0]["ns"]
+        log(f"round {r + 1}/{plan['rounds']}: parallel chases, bandwidth")
+        m = run_bench("mlp", "2m", top, plan["loads"], 1, *MLP_CHAINS)
+        for pt in m["points"]:
+            raw["mlp"].setdefault(str(pt["chains"]), []).extend(pt["ns_per_load"])
+        raw["bw_gbs"] += run_bench("bw", "2m", plan["bw_bytes"], 1)["gbs"]
+    return raw
+
+
+# --- the CPU file --------------------------------------------------------------------------
+
+def thp_mode(path: Path = Path("/sys/kernel/mm/transparent_hugepage/enabled")) -> str:
+    """The kernel's transparent-huge-page mode (always, madvise, never), or "unknown"."""
+    try:
+        m = re.search(r"\[(\w+)\]", path.read_text())
+    except OSError:
+        return "unknown"
+    return m.group(1) if m else "unknown"
+
+
+def build_doc(raw: dict, levels: list[dict], ident: dict, *, quick: bool,
+              machine: dict | None = None) -> dict:
+    """The CPU file (as a TOML-ready dict in the preset schema) from raw measurements."""
+    table = known_core(ident.get("vendor", ""), ident.get("family"), ident.get("model"))
+    tname = f"table ({table['core']})" if table else None
+    sizes = raw["sizes"]
+    curve = [median(raw["chase"][str(x)]) for x in sizes]
+    huge = (raw.get("huge_fraction_top") or 0.0) >= 0.5
+    page_used = "2MiB" if huge else "4KiB"
+    fit = fit_levels(sizes, curve, len(levels))
+    ghz = median(raw["clock_ghz"])
+    top_ns = curve[-1]
+    top_4k = median(raw["chase_top_4k"])
+    walk_ns = max(0.0, top_4k - top_ns) if huge else None
+    chains = sorted(int(k) for k in raw["mlp"])
+    mlp = mlp_ceiling(chains, [median(raw["mlp"][str(n)]) for n in chains])
+    bw = median(raw["bw_gbs"])
+    notes = [
+        f"calibrated on this machine by `kvsim calibrate{' --quick' if quick else ''}`; "
+        f"pointer chases with {page_used} pages",
+        "src codes: measured (microbenchmark, median of rounds), sysfs, cpuid, "
+        f"table (published figures for the core: {table['sources'] if table else 'none'})",
+    ]
+    doc: dict = {"name": "local",
+                 "description": f"this machine ({ident.get('model_name') or 'unknown CPU'}), "
+                                "calibrated",
+                 "freq_ghz": round(ghz, 3),
+                 "src": {"freq_ghz": "measured: dependent add chain against thread CPU time"}}
+    if table:
+        doc["core"] = {"width": table["width"], "rob": table["rob"],
+                       "src": {"width": tname, "rob": tname}}
+    caches = []
+    for i, x in enumerate(levels):
+        lat_ns = fit["latency_ns"][i]
+        cap = fit["capacity"][i]
+        ways, line = x["ways"] or 8, x["line"]
+        sets = _pow2_floor(x["size"] // (ways * line))
+        size_src = "sysfs"
+        if sets * ways * line != x["size"]:
+            size_src += f" ({x['size']} B); rounded down to {sets} sets x {ways} ways"
+        if cap < EFFECTIVE_BELOW * x["size"]:
+            # sysfs's associativity, fewer sets: the nearest power of two to the capacity
+            eff_sets = 1 << max(0, round(math.log2(max(1.0, cap / (ways * line)))))
+            sets = min(sets, eff_sets)
+            size_src = (f"measured: effective capacity {cap / KIB:.0f} KiB against sysfs "
+                        f"{x['size'] // KIB} KiB; modelled as {sets} sets x {ways} ways")
+        c = {"name": "L1D" if x["level"] == 1 else f"L{x['level']}",
+             "size": sets * ways * line, "ways": ways, "line": line,
+             "latency": max(1, int(round(lat_ns * ghz)))}
+        src = {"size": size_src, "ways": "sysfs", "line": "sysfs",
+               "latency": f"measured: {lat_ns:.2f} ns (knee fit, capacity "
+                          f"{cap / KIB:.0f} KiB) x clock"}
+        if table and i < len(table["inclusion"]):
+            c["inclusion"] = table["inclusion"][i]
+            if c["inclusion"] == "exclusive" and i != len(levels) - 1:
+                c["inclusion"] = "non-inclusive"
+            src["inclusion"] = tname
+        if i == 0:
+            c["mshrs"] = max(1, int(round(mlp)))
+            src["mshrs"] = (f"measured: {mlp:.1f} misses overlap (N parallel chases), the "
+                            "ceiling the L1 miss buffers set"
+                            + (f"; table says {table['l1_mshrs']}" if table else ""))
+        elif i == 1 and table:
+            c["mshrs"] = max(table["l2_mshrs"], int(round(mlp)))
+            src["mshrs"] = tname
+        c["src"] = src
+        caches.append(c)
+    doc["cache"] = caches
+    doc["dram"] = {
+        "latency_ns": round(top_ns, 1), "bandwidth_gbs": round(bw, 2),
+        "src": {"latency_ns": f"measured: pointer chase at {sizes[-1] // MIB} MiB with "
+                              f"{page_used} pages",
+                "bandwidth_gbs": "measured: one-thread streaming read"},
+    }
+    mode = thp_mode()
+    cpuid_tlb = _tlb_from_cpuid(raw.get("cpuid", {}))
+    tlb_geo = cpuid_tlb or (table["tlb"] if table else None)
+    if tlb_geo is not None:
+        l2w = _pow2_sets_ways(tlb_geo["l2_entries"], tlb_geo["l2_ways"])
+        l1w = _pow2_sets_ways(tlb_geo["l1_entries"], tlb_geo["l1_ways"])
+        geo_src = "cpuid" if cpuid_tlb else tname
+        walk_cycles = int(round((walk_ns if walk_ns is not None else 0.0) * ghz))
+        doc["tlb"] = {
+            "page_size": "2MiB" if mode == "always" else "4KiB",
+            "l1_entries": tlb_geo["l1_entries"], "l1_ways": l1w,
+            "l2_entries": tlb_geo["l2_entries"], "l2_ways": l2w,
+            "l2_latency": table["tlb"]["l2_latency"] if table else 9,
+            "walk_latency": walk_cycles,
+            "src": {
+                "page_size": f"sysfs: transparent huge pages '{mode}' (an arena that does not "
+                             "ask for huge pages gets them only with 'always')",
+                "l1_entries": geo_src, "l2_entries": geo_src,
+                "l1_ways": geo_src + ("" if l1w == tlb_geo["l1_ways"] else
+                                      "; ways raised to a power-of-two set count"),
+                "l2_ways": geo_src + ("" if l2w == tlb_geo["l2_ways"] else
+                                      f" says {tlb_geo['l2_ways']}; raised to a power-of-two "
+                                      "set count"),
+                "l2_latency": tname or "default (no table entry)",
+                "walk_latency": (f"measured: chase at {sizes[-1] // MIB} MiB, 4 KiB pages "
+                                 f"({top_4k:.1f} ns) minus 2 MiB pages ({top_ns:.1f} ns)")
+                if walk_ns is not None else "no huge pages: walk cost not separable, 0",
+            },
+        }
+    if table:
+        doc["swprefetch"] = {"fill": "L1D", "tlb_miss": "walk", "src": {"fill": tname}}
+        doc["prefetcher"] = [dict(p, src={"kind": tname}) for p in table["prefetchers"]]
+    if not table:
+        notes.append("core (ROB, width) unknown: no table entry for vendor "
+                     f"{ident.get('vendor')!r} family {ident.get('family')} model "
+                     f"{ident.get('model')}; the file is caches-only (no timing)")
+    doc["notes"] = notes
+    doc["meta"] = {
+        "machine_key": machine_key(levels, ident),
+        "cpu": ident, "quick": quick, "thp": mode, "chase_pages": page_used,
+        "sysfs_levels": levels,
+        "fit": fit,
+        "raw": {"sizes": sizes, "chase_ns_median": [round(v, 3) for v in curve],
+                "chase_ns": raw["chase"], "chase_top_4k_ns": raw["chase_top_4k"],
+                "huge_fraction_top": raw.get("huge_fraction_top"),
+                "clock_ghz": raw["clock_ghz"], "mlp_ns_per_load": raw["mlp"],
+                "mlp_ceiling": mlp, "bandwidth_gbs": raw["bw_gbs"],
+                "cpuid": raw.get("cpuid", {})},
+        "provenance": machine or {},
+    }
+    return doc
+
+
+# --- TOML output ---------------------------------------------------------------------------
+
+def _key(k: str) -> str:
+    return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else json.dumps(k)
+
+
+def _val(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return repr(v) if math.isfinite(v) else '"nan"'
+    if isinstance(v, str):
+        return json.dumps(v)
+    if v is None:
+        return '""'
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{_key(str(k))} = {_val(x)}" for k, x in v.items()) + " }"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_val(x) for x in v) + "]"
+    raise TypeError(f"cannot write {type(v).__name__} to TOML")
+
+
+def to_toml(doc: dict) -> str:
+    """The document as TOML: scalars and inline tables, [section]s, [[array]]s."""
+    out = []
+    top = {k: v for k, v in doc.items() if not isinstance(v, dict) and not (
+        isinstance(v, list) and v and all(isinstance(x, dict) for x in v))}
+    for k, v in top.items():
+        out.append(f"{_key(k)} = {_val(v)}")
+    for k, v in doc.items():
+        if k in top:
+            continue
+        if isinstance(v, dict) and k != "src":
+            out.append(f"\n[{_key(k)}]")
+            out += [f"{_key(kk)} = {_val(vv)}" for kk, vv in v.items()]
+        elif isinstance(v, list):
+            for t in v:
+                out.append(f"\n[[{_key(k)}]]")
+                out += [f"{_key(kk)} = {_val(vv)}" for kk, vv in t.items()]
+    src = doc.get("src")
+    if src is not None:  # top-level src must precede the first table
+        out.insert(len(top), f"src = {_val(src)}")
+    header = ("# This machine's CPU file, written by `kvsim calibrate` (kvsim/sim/calibrate.py).\n"
+              "# Every value's provenance is in the `src` table beside it; [meta] holds the raw\n"
+              "# measurements. Schema: sim/PRESETS.md.\n")
+    return header + "\n".join(out) + "\n"
+
+
+def calibrate(output: Path | None = None, *, quick: bool = False,
+              max_bytes: int | None = None, rounds: int | None = None,
+              log: Callable[[str], None] = lambda m: None) -> Path:
+    """Measure this machine, write its CPU file (to ``output``, else the cache path) and
+    return the path. ``max_bytes``/``rounds`` shrink the plan (tests)."""
+    from kvsim import provenance
+
+    from .local import read_sysfs
+
+    levels = read_sysfs()
+    ident = cpu_identity()
+    plan = dict(PLANS["quick" if quick else "full"])
+    if max_bytes is not None:
+        plan["max_bytes"] = plan["bw_bytes"] = max_bytes
+    if rounds is not None:
+        plan["rounds"] = rounds
+    if len(sweep_sizes(plan["max_bytes"], plan["per_octave"])) < 2 * (len(levels) + 1):
+        raise ConfigError(f"calibrate: {plan['max_bytes']} B is too small a largest working "
+                          f"set for {len(levels)} cache levels")
+    raw = measure(plan, log)
+    doc = build_doc(raw, levels, ident, quick=quick, machine=provenance.provenance())
+    text = to_toml(doc)
+    parse_cpu(tomllib.loads(text), "calibrate")  # never write a file load_cpu refuses
+    path = Path(output) if output is not None else cache_path(levels, ident)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+    return path

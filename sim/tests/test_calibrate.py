@@ -1,0 +1,309 @@
+"""`kvsim calibrate`: the analysis on synthetic curves with known answers, the CPU file it
+writes, the cache lookup of `local` and its fallback, and the command end to end."""
+
+from __future__ import annotations
+
+import io
+import math
+import tomllib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvsim import sim
+from kvsim.sim import calibrate as cal
+from kvsim.sim import local
+
+KIB, MIB = 1024, 1024**2
+ZEN4 = {"vendor": "AuthenticAMD", "family": 25, "model": 17, "model_name": "Test EPYC"}
+LEVELS = [{"level": 1, "size": 32 * KIB, "ways": 8, "line": 64},
+          {"level": 2, "size": 1 * MIB, "ways": 8, "line": 64},
+          {"level": 3, "size": 32 * MIB, "ways": 16, "line": 64}]
+
+
+# --- analysis: known answers on synthetic curves -------------------------------------------
+
+@st.composite
+def hierarchies(draw):
+    """Capacities 16x-64x apart from 16 KiB up, latencies 2.5x-10x apart (real hierarchies:
+    32 KiB / 1 MiB / 32 MiB, about 1 / 4 / 16 / 120 ns), noise up to 3 %."""
+    n = draw(st.integers(1, 3))
+    caps = [2 ** draw(st.integers(14, 16))]
+    for _ in range(n - 1):
+        caps.append(caps[-1] * 2 ** draw(st.integers(4, 6)))
+    lats = [draw(st.floats(0.8, 2.0))]
+    for _ in range(n):
+        lats.append(lats[-1] * draw(st.floats(2.5, 10.0)))
+    return caps, lats, draw(st.floats(0.0, 0.03)), draw(st.integers(0, 2**32 - 1))
+
+
+@settings(max_examples=40, deadline=None)
+@given(hierarchies())
+def test_fit_levels_recovers_latencies_and_capacities(h):
+    caps, lats, noise, seed = h
+    sizes = cal.sweep_sizes(1024 * MIB, 4)
+    rng = np.random.default_rng(seed)
+    ns = cal.model_latency(sizes, caps, lats) * (1 + rng.uniform(-noise, noise, len(sizes)))
+    fit = cal.fit_levels(sizes, ns, len(caps))
+    for got, want in zip(fit["latency_ns"], lats, strict=True):
+        assert got == pytest.approx(want, rel=0.12)
+    for got, want in zip(fit["capacity"], caps, strict=True):
+        assert got == pytest.approx(want, rel=0.2)
+
+
+def test_fit_levels_is_exact_without_noise():
+    sizes = cal.sweep_sizes(512 * MIB, 4)
+    caps, lats = [32 * KIB, 1 * MIB, 32 * MIB], [1.1, 3.9, 16.0, 120.0]
+    fit = cal.fit_levels(sizes, cal.model_latency(sizes, caps, lats), 3)
+    assert fit["rms_rel_error"] < 1e-6
+    assert fit["latency_ns"] == pytest.approx(lats, rel=1e-6)
+    assert fit["capacity"] == pytest.approx(caps, rel=0.05)  # the search grid's step
+
+
+def test_segments_split_a_step_curve_at_its_steps():
+    y = np.log(np.array([1.0] * 5 + [4.0] * 7 + [20.0] * 3))
+    assert cal._segments(y, 3) == [0, 5, 12]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 70), st.floats(20.0, 400.0), st.floats(0.0, 0.03),
+       st.integers(0, 2**32 - 1))
+def test_mlp_ceiling_is_where_the_speedup_levels_off(m, lat1, noise, seed):
+    rng = np.random.default_rng(seed)
+    chains = cal.MLP_CHAINS
+    per_load = [lat1 / min(n, m) * (1 + rng.uniform(-noise, noise)) for n in chains]
+    per_load[0] = lat1
+    got = cal.mlp_ceiling(chains, per_load)
+    if sum(n >= m for n in chains) >= 3:  # resolved: three counts at or above it
+        assert got == pytest.approx(m, rel=0.08)
+    else:  # not reached: a lower bound, never more than the chains measured
+        assert got <= max(chains) * 1.04 and got <= m * 1.04
+
+
+def test_mlp_ceiling_needs_one_chain():
+    with pytest.raises(ValueError, match="include 1"):
+        cal.mlp_ceiling([2, 4], [50.0, 25.0])
+
+
+def test_amd_tlb_leaves_decode():
+    # AMD APM vol. 3, CPUID Fn8000_0005 EBX (L1 DTLB 4 KiB: assoc 31:24, entries 23:16) and
+    # Fn8000_0006 EBX (L2 DTLB 4 KiB: assoc code 31:28, entries 27:16): 72 entries fully
+    # associative, 3072 entries 8-way (code 6)
+    raw = {"x86": True, "max_ext": 0x80000021, "l1_tlb_ebx": (0xFF << 24) | (72 << 16),
+           "l2_tlb_ebx": (6 << 28) | (3072 << 16)}
+    assert cal._tlb_from_cpuid(raw) == {"l1_entries": 72, "l1_ways": 0, "l2_entries": 3072,
+                                        "l2_ways": 8}
+    assert cal._tlb_from_cpuid({"x86": False}) is None
+    w = cal._pow2_sets_ways(3072, 8)
+    assert w >= 8 and 3072 % w == 0 and (3072 // w) & (3072 // w - 1) == 0
+
+
+def test_known_core_table():
+    assert cal.known_core("AuthenticAMD", 25, 17)["core"] == "AMD Zen 4"
+    assert cal.known_core("AuthenticAMD", 25, 1)["core"] == "AMD Zen 3"
+    assert cal.known_core("GenuineIntel", 6, 0x8F)["rob"] == 512
+    assert cal.known_core("CentaurHauls", 6, 15) is None
+    for c in cal.KNOWN_CORES:
+        assert c["sources"] and len(c["latency"]) == len(c["inclusion"]) == 3
+
+
+# --- the CPU file from raw measurements ----------------------------------------------------
+
+def synthetic_raw(ghz=3.5, walk=90.0, huge=1.0):
+    sizes = cal.sweep_sizes(256 * MIB, 2)
+    caps, lats = [32 * KIB, 1 * MIB, 8 * MIB], [1.15, 4.0, 16.0, 140.0]
+    curve = cal.model_latency(sizes, caps, lats)
+    return {
+        "sizes": sizes, "clock_ghz": [ghz - 0.01, ghz, ghz + 0.02],
+        "chase": {str(s): [float(v)] * 3 for s, v in zip(sizes, curve, strict=True)},
+        "chase_top_4k": [float(curve[-1]) + walk] * 3, "huge_fraction_top": huge,
+        "mlp": {str(n): [float(curve[-1]) / min(n, 18)] for n in cal.MLP_CHAINS},
+        "bw_gbs": [20.0, 21.0, 22.0], "cpuid": {"x86": False},
+    }, curve
+
+
+def test_build_doc_values_and_provenance():
+    raw, curve = synthetic_raw()
+    doc = cal.build_doc(raw, LEVELS, ZEN4, quick=True)
+    cpu = sim.parse_cpu(tomllib.loads(cal.to_toml(doc)))
+    assert cpu.name == "local" and cpu.timing_capable
+    assert cpu.freq_ghz == pytest.approx(3.5)
+    assert cpu.dram_latency_ns == pytest.approx(curve[-1], abs=0.05)
+    assert cpu.dram_bandwidth_gbs == pytest.approx(21.0)
+    assert cpu.tlb.walk_latency == round(90.0 * 3.5)
+    assert cpu.caches[0].mshrs == 18
+    assert [c.latency for c in cpu.caches] == [round(x * 3.5) for x in (1.15, 4.0, 16.0)]
+    # L3: fitted 8 MiB of sysfs's 32 MiB -> 8192 sets x 16 ways; L1 and L2 keep sysfs's
+    assert [c.size for c in cpu.caches] == [32 * KIB, 1 * MIB, 8 * MIB]
+    assert [c.ways for c in cpu.caches] == [x["ways"] for x in LEVELS]
+    assert (cpu.rob, cpu.width) == (320, 6)
+    for c in doc["cache"]:
+        for key in ("size", "latency", "ways"):
+            assert c["src"][key].split(":")[0].split(" ")[0] in {"sysfs", "measured"}
+    assert doc["core"]["src"]["rob"].startswith("table")
+    assert doc["meta"]["raw"]["chase_ns"] == raw["chase"]
+    assert doc["meta"]["quick"] is True
+
+
+def test_build_doc_without_huge_pages_or_a_table_entry():
+    raw, _ = synthetic_raw(huge=0.0)
+    doc = cal.build_doc(raw, LEVELS, {**ZEN4, "vendor": "Unknown"}, quick=False)
+    cpu = sim.parse_cpu(tomllib.loads(cal.to_toml(doc)))
+    assert not cpu.timing_capable  # no ROB/width: caches only, and the file says so
+    assert any("no table entry" in n for n in cpu.notes)
+    assert cpu.tlb is None and doc["meta"]["chase_pages"] == "4KiB"
+
+
+def test_to_toml_round_trips():
+    doc = {"name": "x", "f": 1.5, "n": 3, "b": True, "s": 'a "q"', "xs": [1, 2.5],
+           "src": {"f": "measured"}, "core": {"rob": 1, "src": {"rob": "table"}},
+           "cache": [{"name": "L1D", "size": 4096, "src": {"size": "sysfs"}}],
+           "meta": {"nested": {"4096": [1.0, 2.0]}, "t": [{"a": 1}]}}
+    assert tomllib.loads(cal.to_toml(doc)) == doc
+
+
+# --- `local`: the cached file, else the labelled fallback ----------------------------------
+
+@pytest.fixture
+def fake_sysfs(tmp_path, monkeypatch):
+    root = tmp_path / "sysfs"
+    for i, (lvl, typ, size, ways) in enumerate([
+        (1, "Data", "48K", 12), (1, "Instruction", "64K", 16),
+        (2, "Unified", "2048K", 16), (3, "Unified", "491520K", 16),
+    ]):
+        d = root / f"index{i}"
+        d.mkdir(parents=True)
+        for k, v in {"level": lvl, "type": typ, "size": size, "ways_of_associativity": ways,
+                     "coherency_line_size": 64}.items():
+            (d / k).write_text(f"{v}\n")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("KVSIM_LOCAL_OVERRIDES", raising=False)
+    return root
+
+
+def test_local_without_calibration_is_labelled_fallback(fake_sysfs, tmp_path):
+    cpu = local.local_cpu(fake_sysfs)
+    assert "NOT calibrated" in cpu.description
+    assert "kvsim calibrate" in cpu.notes[0]
+    path = cal.cache_path(local.read_sysfs(fake_sysfs))
+    assert str(path) in cpu.notes[0] and str(path).startswith(str(tmp_path / "cache"))
+    assert [c.size for c in cpu.caches][:2] == [48 * KIB, 2 * MIB]
+    assert cpu.caches[2].size == 262144 * 16 * 64  # 491520 sets rounded down to a power of 2
+    assert cpu.provenance["calibrated"] is False
+
+
+def test_local_fallback_for_a_core_not_in_the_table(fake_sysfs, monkeypatch):
+    monkeypatch.setattr(cal, "cpu_identity", lambda: {**ZEN4, "vendor": "CentaurHauls"})
+    cpu = local.local_cpu(fake_sysfs)
+    assert not cpu.timing_capable and "sysfs geometry only" in cpu.description
+    assert any("no table entry" in n for n in cpu.notes)
+    assert [c.size for c in cpu.caches][:2] == [48 * KIB, 2 * MIB]
+
+
+def test_local_uses_the_calibrated_file(fake_sysfs):
+    levels = local.read_sysfs(fake_sysfs)
+    raw, _ = synthetic_raw()
+    path = cal.cache_path(levels)
+    path.parent.mkdir(parents=True)
+    path.write_text(cal.to_toml(cal.build_doc(raw, levels, cal.cpu_identity(), quick=True)))
+    cpu = local.local_cpu(fake_sysfs)
+    assert cpu.name == "local" and cpu.provenance["calibrated"] is True
+    assert cpu.freq_ghz == pytest.approx(3.5) and "calibrated" in cpu.description
+    assert cpu.source == str(path)
+    # another geometry is another machine: its key differs, so the file is not used
+    other = [dict(x, size=x["size"] * 2) for x in levels]
+    assert cal.cache_path(other) != path
+
+
+def test_fallback_message_on_a_terminal_only(fake_sysfs, monkeypatch):
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    local._announced.clear()
+    tty = Tty()
+    monkeypatch.setattr("sys.stderr", tty)
+    local.local_cpu(fake_sysfs)
+    local.local_cpu(fake_sysfs)
+    out = tty.getvalue()
+    assert out.count("\n") == 1 and "not calibrated" in out and "kvsim calibrate" in out
+    local._announced.clear()
+    pipe = io.StringIO()
+    monkeypatch.setattr("sys.stderr", pipe)
+    local.local_cpu(fake_sysfs)
+    assert pipe.getvalue() == ""
+
+
+def test_local_overrides(fake_sysfs):
+    over = local.local_cpu(fake_sysfs, {"l3_effective": "8MiB", "dram_latency_ns": 120,
+                                        "l2_latency": 30})
+    assert over.caches[2].size == 8 * MIB and over.dram_latency_ns == 120
+    assert over.caches[1].latency == 30
+    with pytest.raises(sim.ConfigError, match="unknown local override"):
+        local.local_cpu(fake_sysfs, {"l4_latency": 3})
+
+
+# --- the command, end to end at a tiny scale -----------------------------------------------
+
+def test_calibrate_cli_tiny(tmp_path, monkeypatch, capsys):
+    from kvsim.experiments.cli import main
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    out = tmp_path / "cpu.toml"
+    assert main(["calibrate", "--quick", "--max-size", "4MiB", "--rounds", "1",
+                 "-o", str(out)]) == 0
+    cpu = sim.load_cpu(str(out))
+    assert cpu.name == "local" and len(cpu.caches) == len(local.read_sysfs())
+    doc = tomllib.loads(out.read_text())
+    assert doc["meta"]["raw"]["sizes"][-1] == 4 * MIB
+    assert doc["meta"]["provenance"]["machine"]["load_average_1m"] is not None
+    assert not (tmp_path / "cache").exists(), "-o writes only there"
+    # without -o it goes to the cache, where `local` finds it
+    assert main(["calibrate", "--quick", "--max-size", "4MiB", "--rounds", "1"]) == 0
+    assert cal.cache_path(local.read_sysfs()).is_file()
+    assert sim.load_cpu("local").provenance["calibrated"] is True
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_calibrate_cli_refuses_a_tiny_sweep(tmp_path, capsys):
+    from kvsim.experiments.cli import main
+
+    out = tmp_path / "cpu.toml"
+    assert main(["calibrate", "--max-size", "8KiB", "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "too small" in err and not out.exists()
+
+
+def test_sweep_sizes():
+    s = cal.sweep_sizes(1024 * MIB, 4)
+    assert s[0] == 4 * KIB and s[-1] == 1024 * MIB and len(s) == 4 * 18 + 1
+    assert all(x % 64 == 0 for x in s) and s == sorted(set(s))
+    assert math.isclose(s[1] / s[0], 2 ** 0.25, rel_tol=0.01)
+    c = cal.sweep_sizes(1024 * MIB, 4, coarse_above=64 * MIB)
+    assert c[-1] == 1024 * MIB and [x for x in c if x <= 64 * MIB] == [x for x in s
+                                                                       if x <= 64 * MIB]
+    above = [x for x in c if x > 64 * MIB]
+    assert len(above) == 8 and all(math.isclose(b / a, 2 ** 0.5, rel_tol=0.01)
+                                   for a, b in zip(above, above[1:], strict=False))
+
+
+def test_a_simulated_chase_costs_what_the_file_says():
+    """A dependent chase over 1 GiB simulated on a calibrated file costs its DRAM latency
+    with 2 MiB pages, plus its measured walk with 4 KiB pages (what the chases measured)."""
+    from kvsim import traces
+
+    raw, curve = synthetic_raw(walk=90.0)
+    cpu = sim.parse_cpu(tomllib.loads(cal.to_toml(cal.build_doc(raw, LEVELS, ZEN4,
+                                                                quick=True))))
+    n = 50_000
+    rng = np.random.default_rng(3)
+    tr = np.zeros(n, dtype=traces.RECORD_DTYPE)
+    tr["kind"] = traces.KIND_NAMES.index("load")
+    tr["addr"] = 1 << 40 | rng.choice((1 << 30) // 64, size=n, replace=False) * 64
+    tr["size"] = 8
+    tr["dep"][1:] = 1
+    for page, want in ((2 * MIB, curve[-1]), (4096, curve[-1] + 90.0)):
+        res = sim.simulate(tr, cpu, page_size=page)
+        assert res["cycles"] / n / cpu.freq_ghz == pytest.approx(want, rel=0.05), page

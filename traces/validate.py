@@ -1,0 +1,189 @@
+"""Record validation for kvsim traces: every rule FORMAT.md "Record rules" states.
+
+:class:`RecordValidator` checks a trace's records chunk by chunk, in order, with vectorised
+numpy tests (one pass of a few array operations per rule), and keeps the little state the rules
+need across chunks: the kind of every earlier record as one bit (is it a load?), so a ``dep``
+reaching into an earlier chunk is checked, and the warm-up marker expected next. The first
+violation raises :class:`RecordError` naming the record (index in its chunk and in the trace)
+and the field; the reader turns it into its one-line ``TraceError``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .format import (
+    KIND_LOAD,
+    KIND_MARKER,
+    KIND_PREFETCH,
+    MARK_WARMUP_BEGIN,
+    MARK_WARMUP_END,
+    NUM_KINDS,
+    NUM_MARKERS,
+)
+
+__all__ = ["RecordError", "RecordValidator"]
+
+_U64_MAX = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
+
+
+class RecordError(ValueError):
+    """A record breaks a rule: ``index`` (in the array checked), ``field`` and a message."""
+
+    def __init__(self, index: int, field: str, problem: str) -> None:
+        super().__init__(f"record {index}: {field}: {problem}")
+        self.index = index
+        self.field = field
+        self.problem = problem
+
+
+def _table_len(header: dict[str, Any], key: str) -> int | None:
+    v = header.get(key)
+    return len(v) if isinstance(v, list) else None
+
+
+class RecordValidator:
+    """Check consecutive record arrays of one trace against FORMAT.md's record rules.
+
+    ``header`` is the trace's JSON header: its ``tags``/``sites``/``markers`` lists, when
+    present, bound the ``tag``/``site``/marker-type fields. Call :meth:`check` with each chunk
+    in stream order; it raises :class:`RecordError` (``index`` counted within that chunk) at the
+    first bad record and otherwise records what later chunks need. ``records_checked`` is the
+    number of records accepted so far (the trace index of the next chunk's first record).
+    """
+
+    def __init__(self, header: dict[str, Any] | None = None) -> None:
+        h = header or {}
+        self.n_tags = _table_len(h, "tags")
+        self.n_sites = _table_len(h, "sites")
+        n_markers = _table_len(h, "markers")
+        self.n_markers = NUM_MARKERS if n_markers is None else min(n_markers, NUM_MARKERS)
+        self.records_checked = 0
+        self._load_bits = np.zeros(1 << 10, dtype=np.uint8)  # bit g: record g is a load
+        self._warmup_next = MARK_WARMUP_BEGIN
+
+    # --- the rules ------------------------------------------------------------------------
+    def check(self, rec: np.ndarray) -> None:
+        """Validate ``rec`` (RECORD_DTYPE), the next records of the trace; see the class doc."""
+        n = int(rec.size)
+        if n == 0:
+            return
+        # contiguous copies: each field is tested several times, and numpy is several times
+        # faster on contiguous arrays than on the 24-byte-strided field views
+        kind = np.ascontiguousarray(rec["kind"])
+        size = np.ascontiguousarray(rec["size"])
+        flags = np.ascontiguousarray(rec["flags"])
+        dep = np.ascontiguousarray(rec["dep"])
+        marker = kind == KIND_MARKER
+        access = kind < KIND_MARKER
+        # Each rule: (mask of bad records, field, problem). Cheap masks first; the dep rule
+        # needs the kind rule to hold, so it is computed from records with a valid kind.
+        rules: list[tuple[np.ndarray, str, str]] = [
+            (kind >= NUM_KINDS, "kind", f"kind must be 0..{NUM_KINDS - 1}"),
+            ((kind < KIND_PREFETCH) & (size == 0), "size", "a load or store has size 0"),
+            ((kind == KIND_PREFETCH) & (size != 1), "size", "a prefetch must have size 1"),
+            (marker & (size != 0), "size", "a marker must have size 0"),
+            (access & (flags != 0), "flags", "a load, store or prefetch must have flags 0"),
+            (marker & (flags >= self.n_markers), "flags",
+             f"unknown marker type (known: 0..{self.n_markers - 1})"),
+            (marker & (dep != 0), "dep", "a marker must have dep 0"),
+        ]
+        # addr + size - 1 must not pass 2^64 - 1 (size >= 1 for accesses, by the rules above).
+        last = _U64_MAX - (np.maximum(size, 1).astype(np.uint64) - np.uint64(1))
+        rules.append((access & (rec["addr"] > last), "addr",
+                      "the access wraps past address 2^64 - 1"))
+        if self.n_tags is not None:
+            rules.append((rec["tag"] >= self.n_tags, "tag",
+                          f"tag not named in the header's tags (0..{self.n_tags - 1})"))
+        if self.n_sites is not None:
+            rules.append((rec["site"] >= self.n_sites, "site",
+                          f"site not named in the header's sites (0..{self.n_sites - 1})"))
+        first: tuple[int, str, str] | None = None
+        for mask, field, problem in rules:
+            if mask.any():
+                i = int(np.argmax(mask))
+                if first is None or i < first[0]:
+                    first = (i, field, problem)
+        is_load = kind == KIND_LOAD
+        dep_bad = self._dep_problem(dep, is_load, access)
+        if dep_bad is not None and (first is None or dep_bad[0] < first[0]):
+            first = dep_bad
+        warm_bad, warm_next = self._warmup_problem(flags, marker)
+        if warm_bad is not None and (first is None or warm_bad[0] < first[0]):
+            first = warm_bad
+        if first is not None:
+            raise RecordError(*first)
+        self._warmup_next = warm_next
+        self._append_loads(is_load)
+        self.records_checked += n
+
+    def _dep_problem(self, dep: np.ndarray, is_load: np.ndarray,
+                     access: np.ndarray) -> tuple[int, str, str] | None:
+        has = (dep != 0) & access
+        if not has.any():
+            return None
+        j = np.flatnonzero(has)
+        back = dep[j].astype(np.int64)
+        local = j - back  # index in this chunk; negative: an earlier chunk
+        glob = local + self.records_checked
+        before = glob < 0
+        ok = np.empty(j.size, dtype=bool)
+        inside = local >= 0
+        ok[inside] = is_load[local[inside]]
+        earlier = ~inside & ~before
+        if earlier.any():
+            g = glob[earlier]
+            ok[earlier] = ((self._load_bits[g >> 3] >> (g & 7).astype(np.uint8)) & 1) == 1
+        ok[before] = False
+        if ok.all():
+            return None
+        b = int(np.argmin(ok))
+        if before[b]:
+            return int(j[b]), "dep", f"dep {int(back[b])} points before the trace's first record"
+        return (int(j[b]), "dep",
+                f"dep {int(back[b])} names trace record {int(glob[b])}, which is not a load")
+
+    def _warmup_problem(self, flags: np.ndarray,
+                        marker: np.ndarray) -> tuple[tuple[int, str, str] | None, int]:
+        """The first warm-up marker out of turn (or None), and the one expected after
+        these records."""
+        w = marker & ((flags == MARK_WARMUP_BEGIN) | (flags == MARK_WARMUP_END))
+        if not w.any():
+            return None, self._warmup_next
+        idx = np.flatnonzero(w)
+        seq = flags[idx]
+        expect = np.resize(np.array([self._warmup_next, self._other(self._warmup_next)]),
+                           seq.size)
+        if (seq != expect).any():
+            b = int(np.argmax(seq != expect))
+            return ((int(idx[b]), "flags",
+                     "warm-up markers must alternate WARMUP_BEGIN, WARMUP_END"),
+                    self._warmup_next)
+        nxt = self._other(self._warmup_next) if seq.size % 2 else self._warmup_next
+        return None, nxt
+
+    @staticmethod
+    def _other(m: int) -> int:
+        return MARK_WARMUP_END if m == MARK_WARMUP_BEGIN else MARK_WARMUP_BEGIN
+
+    def _append_loads(self, is_load: np.ndarray) -> None:
+        """Append one bit per record (1 = load) at bit ``records_checked`` of the bitmap."""
+        k, n = self.records_checked, is_load.size
+        need = (k + n + 7) >> 3
+        if need > self._load_bits.size:
+            grown = np.zeros(max(need, 2 * self._load_bits.size), dtype=np.uint8)
+            grown[: self._load_bits.size] = self._load_bits
+            self._load_bits = grown
+        bits = is_load.view(np.uint8)
+        head = (-k) % 8  # bits that fill the partly used last byte
+        if head:
+            part = bits[:head]
+            self._load_bits[k >> 3] |= np.uint8(
+                int(np.packbits(part, bitorder="little")[0]) << (k & 7) & 0xFF)
+            bits = bits[head:]
+            k += part.size
+        if bits.size:
+            packed = np.packbits(bits, bitorder="little")
+            self._load_bits[k >> 3: (k >> 3) + packed.size] = packed
