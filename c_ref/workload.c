@@ -442,7 +442,20 @@ size_t ksWorkloadOptionsWriteJson(char *buf, size_t cap) {
         joList(&j, o->workloads ? o->workloads : ksWorkloadList);
         jo(&j, "}");
     }
-    jo(&j, "],\"workloads\":");
+    /* each workload's --variant names: its family's entries in the variant registry */
+    jo(&j, "],\"variants\":{");
+    for (const char *p = ksWorkloadList; p;) {
+        const char *bar = strchr(p, '|');
+        char name[32];
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        snprintf(name, sizeof(name), "%.*s", (int)len, p);
+        jo(&j, "%s", p != ksWorkloadList ? "," : "");
+        joStr(&j, name, strlen(name));
+        jo(&j, ":");
+        joList(&j, ksVariantNames(ksWorkloadFamily(name)));
+        p = bar ? bar + 1 : NULL;
+    }
+    jo(&j, "},\"workloads\":");
     joList(&j, ksWorkloadList);
     jo(&j, "}");
     return j.len;

@@ -41,6 +41,9 @@ def workload_params(spec: dict) -> list[click.Parameter]:
         elif t != "string":
             raise ValueError(f"kvsim-cref options: {o['name']}: unknown type {t!r}")
         help_ = o["help"]
+        if o["name"] == "variant" and spec.get("variants"):
+            help_ += " Variants: " + "; ".join(
+                f"{w}: {', '.join(spec['variants'][w])}" for w in o["workloads"]) + "."
         if sorted(o["workloads"]) != sorted(spec["workloads"]):
             help_ += f" (used by {', '.join(o['workloads'])})"
         params.append(click.Option([f"--{o['name']}"], help=help_, **kw))

@@ -23,10 +23,18 @@ __all__ = ["bar", "enabled", "set_quiet", "trace_total_records"]
 _quiet = False
 
 
+QUIET_ENV = "KVSIM_QUIET"
+
+
 def set_quiet(quiet: bool) -> None:
-    """Silence (True) or allow (False) every bar made afterwards."""
+    """Silence (True) or allow (False) every bar made afterwards, and the one-line notes that
+    library code says on a terminal (they read ``$KVSIM_QUIET``, set here)."""
     global _quiet
     _quiet = bool(quiet)
+    if _quiet:
+        os.environ[QUIET_ENV] = "1"
+    else:
+        os.environ.pop(QUIET_ENV, None)
 
 
 def enabled() -> bool:

@@ -76,9 +76,10 @@ _announced: set[str] = set()
 
 
 def _announce(msg: str) -> None:
-    """Say ``msg`` once per process on stderr, if that is a terminal (pipes and tests keep
-    clean stderr; the description and notes carry it too)."""
-    if msg in _announced:
+    """Say ``msg`` once per process on stderr, if that is a terminal and ``$KVSIM_QUIET`` is
+    unset (``kvsim --quiet`` sets it; pipes and tests keep clean stderr; the description and
+    notes carry the message too)."""
+    if msg in _announced or os.environ.get("KVSIM_QUIET"):
         return
     _announced.add(msg)
     try:

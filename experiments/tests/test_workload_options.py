@@ -180,3 +180,22 @@ def test_bad_option_values_fail_with_one_line(args, needle, tmp_path):
     lines = res.stderr.decode().strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("kvsim: error: ") and needle in lines[0]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_every_listed_variant_runs_and_no_other_does(spec, tmp_path):
+    """The variant names the table lists per workload (its family's entries in c_ref's
+    variant registry) are exactly the ones kvsim-cref accepts, and `--help` shows them."""
+    assert sorted(spec["variants"]) == sorted(spec["workloads"])
+    binary = str(artifacts.path(artifacts.CREF_CLI))
+    uses = {o["name"]: o["workloads"] for o in spec["options"]}
+    for workload, names in spec["variants"].items():
+        assert names and VARIANT[workload] in names, workload
+        small = ["--keys", "64"] + (["--ops", "20"] if workload in uses["ops"] else [])
+        for name in [*names, "no-such-variant"]:
+            r = subprocess.run([binary, "trace", workload, *small,
+                                "--variant", name, "-o", str(tmp_path / "t.kvt")],
+                               capture_output=True, text=True, timeout=120)
+            assert (r.returncode == 0) == (name in names), (workload, name, r.stderr)
+    help_text = "".join(run_kvsim("trace", "--help").stdout.decode().split())  # click wraps
+    for workload, names in spec["variants"].items():
+        assert f"{workload}:{','.join(names)}" in help_text, workload
