@@ -47,6 +47,18 @@ static size_t resp(char *buf, size_t off, int n, const char *const *argv) {
 }
 
 /* "MGET k0 .. k<n-1>" / "MSET k0 v .. " / "MSETNX ..." with keys named prefix<i>. */
+/* n pipelined `GET <prefix>i` commands (i = 0..n-1) into buf; returns the length. */
+static size_t getCmds(char *buf, const char *prefix, int n) {
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        char k[32];
+        snprintf(k, sizeof(k), "%s%d", prefix, i);
+        const char *argv[2] = {"GET", k};
+        off = resp(buf, off, 2, argv);
+    }
+    return off;
+}
+
 static size_t multiCmd(char *buf, size_t off, const char *cmd, const char *prefix, int n, const char *val) {
     static char names[64][32];
     const char *argv[1 + 2 * 64];
@@ -313,13 +325,7 @@ static int test_valkey_batch_fills_key_by_key(void) {
 static int test_prefetched_keys_hashed_twice(void) {
     static char setup[1 << 16], gets[1 << 12], mget[1 << 12];
     size_t sl = multiCmd(setup, 0, "MSET", "key", 50, "value");
-    size_t gl = 0;
-    for (int i = 0; i < 16; i++) {
-        char k[16];
-        snprintf(k, sizeof(k), "key%d", i);
-        const char *argv[2] = {"GET", k};
-        gl = resp(gets, gl, 2, argv);
-    }
+    size_t gl = getCmds(gets, "key", 16);
     size_t ml = multiCmd(mget, 0, "MGET", "key", 50, NULL);
     struct {
         const char *base, *variant, *q;
@@ -359,13 +365,7 @@ static int test_prefetched_keys_hashed_twice(void) {
 static int test_get_dirties_the_object(void) {
     static char setup[1 << 14], gets[1 << 12], exists[1 << 12];
     size_t sl = multiCmd(setup, 0, "MSET", "key", 16, "value");
-    size_t gl = 0;
-    for (int i = 0; i < 16; i++) {
-        char k[16];
-        snprintf(k, sizeof(k), "key%d", i);
-        const char *argv[2] = {"GET", k};
-        gl = resp(gets, gl, 2, argv);
-    }
+    size_t gl = getCmds(gets, "key", 16);
     size_t el = multiCmd(exists, 0, "EXISTS", "key", 16, NULL);
     const char *opts[4] = {"table=hashtable", "table=hashtable layout=legacy", "table=dict",
                            "table=dict layout=legacy"};
