@@ -13,34 +13,9 @@
 #include "../kvsim_cref.h"
 #include "../workload.h"
 #include "testhelp.h"
+#include "traced.h"
 
-int tr_ksWorkloadRun(const ksWorkloadSpec *spec, ksWorkloadResult *res, char *err, size_t errlen);
-ksEmitter *tr_ksEmitterOpen(FILE *out, const char *json, uint32_t chunk_records);
-int tr_ksEmitterClose(ksEmitter *e);
-extern ksEmitter *tr_ksEmitterCurrent;
-ksKeyspace *tr_ksCreate(const char *options);
-void tr_ksDestroy(ksKeyspace *ks);
-int tr_ksExecute(ksKeyspace *ks, const char *variant, const uint8_t *query, size_t len, const uint8_t **reply,
-                 size_t *reply_len, size_t *consumed);
 
-static uint8_t *traceTo(const ksWorkloadSpec *s, size_t *len, uint32_t chunk) {
-    FILE *f = tmpfile();
-    ksEmitter *e = tr_ksEmitterOpen(f, "{\"format_version\":1}", chunk);
-    ksWorkloadResult res;
-    char err[256];
-    if (tr_ksWorkloadRun(s, &res, err, sizeof(err))) {
-        fprintf(stderr, "workload failed: %s\n", err);
-        return NULL;
-    }
-    tr_ksEmitterClose(e);
-    long n = ftell(f);
-    rewind(f);
-    uint8_t *buf = malloc((size_t)n);
-    if (fread(buf, 1, (size_t)n, f) != (size_t)n) return NULL;
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
 
 typedef struct {
     uint64_t records, loads, stores, prefetches, markers, deps, gap;

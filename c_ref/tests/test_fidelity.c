@@ -25,15 +25,8 @@
 #include "../kvsim_cref.h"
 #include "../workload.h"
 #include "testhelp.h"
+#include "traced.h"
 
-int tr_ksWorkloadRun(const ksWorkloadSpec *spec, ksWorkloadResult *res, char *err, size_t errlen);
-ksEmitter *tr_ksEmitterOpen(FILE *out, const char *json, uint32_t chunk_records);
-int tr_ksEmitterClose(ksEmitter *e);
-extern ksEmitter *tr_ksEmitterCurrent;
-ksKeyspace *tr_ksCreate(const char *options);
-void tr_ksDestroy(ksKeyspace *ks);
-int tr_ksExecute(ksKeyspace *ks, const char *variant, const uint8_t *query, size_t len, const uint8_t **reply,
-                 size_t *reply_len, size_t *consumed);
 
 #define MAXREC (1u << 20)
 
@@ -429,24 +422,6 @@ static int test_cluster_key_count_tree(void) {
 
 /* --- Deviation 4: dependencies of pointer loads ---------------------------------- */
 
-static uint8_t *traceWorkload(const ksWorkloadSpec *s, size_t *len) {
-    FILE *f = tmpfile();
-    ksEmitter *e = tr_ksEmitterOpen(f, "{\"format_version\":1}", 1u << 16);
-    ksWorkloadResult res;
-    char err[256];
-    if (e == NULL || tr_ksWorkloadRun(s, &res, err, sizeof(err))) {
-        fprintf(stderr, "workload failed: %s\n", err);
-        return NULL;
-    }
-    tr_ksEmitterClose(e);
-    long n = ftell(f);
-    rewind(f);
-    uint8_t *buf = malloc((size_t)n);
-    if (fread(buf, 1, (size_t)n, f) != (size_t)n) return NULL;
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
 
 /* The records of a raw trace (formats checked by test_emit.c). */
 static kvtRecord *records(const uint8_t *b, size_t len, uint64_t *n) {
@@ -496,7 +471,7 @@ static int test_iterator_object_loads_depend_on_bucket(void) {
                     ksWorkloadSpec s = spec("iterate", variants[v], tables[t], layouts[l]);
                     s.op = ops[o];
                     size_t len;
-                    uint8_t *b = traceWorkload(&s, &len);
+                    uint8_t *b = traceTo(&s, &len, 1u << 16);
                     TEST_ASSERT(b != NULL);
                     uint64_t n;
                     kvtRecord *r = records(b, len, &n);
@@ -539,7 +514,7 @@ static int test_every_pointer_load_has_its_dep(void) {
                 ksWorkloadSpec s = spec(runs[w][0], runs[w][1], tables[t], layouts[l % 2]);
                 s.cluster = l == 2;
                 size_t len;
-                uint8_t *b = traceWorkload(&s, &len);
+                uint8_t *b = traceTo(&s, &len, 1u << 16);
                 TEST_ASSERT(b != NULL);
                 uint64_t n, checked = 0, bad = 0, first_bad = 0;
                 kvtRecord *r = records(b, len, &n);
@@ -666,7 +641,7 @@ static int test_snapshot_crc64_and_rdbchecksum_no(void) {
             s.op = "save";
             s.rdbchecksum = on ? "yes" : "no";
             size_t len;
-            uint8_t *b = traceWorkload(&s, &len);
+            uint8_t *b = traceTo(&s, &len, 1u << 16);
             TEST_ASSERT(b != NULL);
             kvtRecord *r = records(b, len, &n[on]);
             gaps[on] = sumGaps(r, n[on]);
