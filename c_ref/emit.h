@@ -170,12 +170,14 @@ static inline void ksEmitWork(uint64_t n) {
 static inline void ksEmitSetTableDep(uint64_t id) {
     if (ksEmitterCurrent) ksEmitterCurrent->table_dep = id;
 }
-static inline uint64_t ksEmitTakeTableDep(void) {
-    ksEmitter *e = ksEmitterCurrent;
-    if (e == NULL) return 0;
-    uint64_t id = e->table_dep;
-    e->table_dep = 0;
+/* A handed-over load id is taken once: read it and clear it. */
+static inline uint64_t ksEmitTakeOnce(uint64_t *slot) {
+    uint64_t id = *slot;
+    *slot = 0;
     return id;
+}
+static inline uint64_t ksEmitTakeTableDep(void) {
+    return ksEmitterCurrent ? ksEmitTakeOnce(&ksEmitterCurrent->table_dep) : 0;
 }
 
 /* The pointer chase table -> entry across the table-dispatch layer: a backend
@@ -187,11 +189,7 @@ static inline void ksEmitSetEntryDep(uint64_t id) {
     if (ksEmitterCurrent) ksEmitterCurrent->entry_dep = id;
 }
 static inline uint64_t ksEmitTakeEntryDep(void) {
-    ksEmitter *e = ksEmitterCurrent;
-    if (e == NULL) return 0;
-    uint64_t id = e->entry_dep;
-    e->entry_dep = 0;
-    return id;
+    return ksEmitterCurrent ? ksEmitTakeOnce(&ksEmitterCurrent->entry_dep) : 0;
 }
 
 /* --- The macros used by instrumented code ---------------------------------- */
