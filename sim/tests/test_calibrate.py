@@ -103,6 +103,13 @@ def test_amd_tlb_leaves_decode():
 def test_known_core_table():
     assert cal.known_core("AuthenticAMD", 25, 17)["core"] == "AMD Zen 4"
     assert cal.known_core("AuthenticAMD", 25, 1)["core"] == "AMD Zen 3"
+    # family 19h model ranges as Linux's amd.c sorts them (Zen 3: 00-0F, 20-5F; Zen 4: 10-1F,
+    # 60-AF); nothing past them
+    for model in range(0x100):
+        c = cal.known_core("AuthenticAMD", 25, model)
+        want = ("AMD Zen 4" if 0x10 <= model < 0x20 or 0x60 <= model < 0xB0
+                else "AMD Zen 3" if model < 0x60 else None)
+        assert (c["core"] if c else None) == want, hex(model)
     assert cal.known_core("GenuineIntel", 6, 0x8F)["rob"] == 512
     assert cal.known_core("CentaurHauls", 6, 15) is None
     for c in cal.KNOWN_CORES:
