@@ -42,6 +42,7 @@ import csv
 import io
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -210,6 +211,7 @@ def run_valkey_cell(spec: dict) -> dict[str, Any]:
     bench = benchmark_binary()
     client_tool = tool_version(bench)
     server_cpu, client_cpu = pick_cpus()
+    load_before = _load_average()
     rps: dict[str, list[float]] = {"a": [], "b": []}
     with ValkeyServer(binary, cpu=server_cpu, extra={"io-threads": spec["io_threads"]}) as srv:
         with srv.client() as c:
@@ -236,7 +238,13 @@ def run_valkey_cell(spec: dict) -> dict[str, Any]:
         "server_source": source, "server_malloc": memory.get("mem_allocator"),
         "client_tool": client_tool, "server_cpu": server_cpu, "client_cpu": client_cpu,
         "pinned": server_cpu is not None,
+        # other work on the machine (a shared guest's tenants, builds) around the runs
+        "load_average_1m_before": load_before, "load_average_1m_after": _load_average(),
     }
+
+
+def _load_average() -> float | None:
+    return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
 
 
 # --- Command line ----------------------------------------------------------------------------

@@ -83,6 +83,7 @@ def test_tiny_cell_checks_every_run_and_reports_sane_metrics(shape):
     for r, a, b in zip(m["round_ratios"], m["a_rps_runs"], m["b_rps_runs"], strict=True):
         assert r == pytest.approx(b / a, rel=1e-3)
     assert m["verdict"] == "within noise"  # fewer rounds than timing.MIN_ROUNDS
+    assert m["load_average_1m_before"] >= 0 and m["load_average_1m_after"] >= 0
     assert m["pinned"] == (len(os.sched_getaffinity(0)) >= 2)
     if m["pinned"]:
         assert m["server_cpu"] != m["client_cpu"]
