@@ -124,10 +124,13 @@ def pick_cpus() -> tuple[int | None, int | None]:
 def pinned_child(cpu: int | None, die_with_parent: bool = False):
     """A ``preexec_fn`` pinning the child to ``cpu`` (None: leave it) and, optionally,
     having the kernel SIGKILL it when the starting thread dies."""
+    # libc is opened here, in the parent: the forked child of a threaded parent must not
+    # take the dynamic loader's lock, which another thread may hold at the fork
+    libc = ctypes.CDLL(None, use_errno=True) if die_with_parent else None
+
     def setup() -> None:
-        if die_with_parent:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if libc is not None:
+            libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
         if cpu is not None:
             os.sched_setaffinity(0, {cpu})
     return setup

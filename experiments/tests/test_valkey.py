@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -129,6 +130,26 @@ def test_no_server_is_left_when_the_load_generator_fails(monkeypatch):
         valkey.run_valkey_cell(TINY)
     assert _servers_of(os.getpid()) == []
     assert _private_dirs() == dirs
+
+
+def test_a_cell_runs_in_a_worker_thread():
+    """As a thread-pool worker (a Dask worker's threads) runs it: no signal handler can be
+    installed there, and the server still stops."""
+    _tools()
+    out: dict = {}
+
+    def work() -> None:
+        try:
+            out["m"] = valkey.run_valkey_cell({**TINY, "op": "get", "pipeline": 4})
+        except BaseException as exc:  # reported below
+            out["exc"] = exc
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join(timeout=300)
+    assert "exc" not in out, out.get("exc")
+    assert out["m"]["requests"] == 2000 and out["m"]["dbsize"] == 2000
+    assert _servers_of(os.getpid()) == []
 
 
 def _start_cli(tmp_path: Path) -> tuple[subprocess.Popen, int, Path]:
