@@ -676,7 +676,7 @@ class ReferenceSim:
                     X = c
         C = D + W
         cls = self.n + 1
-        done, served = C, TIMELINE_DROPPED  # the timeline's completion and serving level
+        done, served = max(X, C), TIMELINE_DROPPED  # the timeline's completion, level
         if kind == PREFETCH:
             line = addr >> lb
             xp = X

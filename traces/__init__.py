@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .chains import chain_depths, chain_parents, command_chains
 from .format import (
     CODEC_RAW,
     CODEC_ZSTD,
@@ -67,7 +68,6 @@ from .format import (
     VERSION,
     TraceError,
 )
-from .chains import chain_depths, chain_parents, command_chains
 from .frame import to_dataframe
 from .inspect import check_records, reuse_distance, summarize
 from .reader import ChunkInfo, TraceReader, read_all

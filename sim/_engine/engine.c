@@ -621,7 +621,7 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
     if (timing) dispatchT(s, r, ninstr, &D, &X);
     uint64_t C = D + W;
     uint32_t cls = s->n + 1;
-    uint64_t done = C;                      /* timeline: completion */
+    uint64_t done = X > C ? X : C;          /* timeline: completion */
     uint32_t served = KVSIM_TIMELINE_DROPPED; /* timeline: serving level */
 
     if (r->kind == KVT_PREFETCH) {

@@ -250,8 +250,8 @@ const char *kvsimInclusionName(uint32_t i);
  *   dispatch  D, when the record enters the window (after any ROB stall)
  *   issue     X, D or later when its dep producer completes (before TLB costs)
  *   complete  a load: its data's arrival (all pieces); a prefetch: its fill's
- *             (dispatch + 1 cycle when it found the line or was dropped); a
- *             store: dispatch + 1 cycle
+ *             (when it found the line or was dropped: its issue, and at least
+ *             dispatch + 1 cycle); a store: dispatch + 1 cycle
  *   retire    in-order retirement
  * level is the serving level (0 = L1 ... nlevels-1, nlevels = DRAM; the deepest
  * of the pieces), or KVSIM_TIMELINE_DROPPED for a dropped prefetch.
