@@ -69,7 +69,7 @@ from .format import (
     TraceError,
 )
 from .frame import to_dataframe
-from .inspect import check_records, reuse_distance, summarize
+from .inspect import check_records, footprint_by_tag, reuse_distance, summarize
 from .reader import ChunkInfo, TraceReader, read_all
 from .reader import open_trace as open  # noqa: A001 -- the documented entry point
 from .reuse import reuse_distances, reuse_histogram
@@ -88,7 +88,8 @@ __all__ = [
     "MAX_CHUNK_RECORDS", "CODEC_RAW", "CODEC_ZSTD",
     # inspection
     "summarize", "reuse_distance", "check_records", "to_dataframe",
-    "reuse_histogram", "reuse_distances", "chain_depths", "chain_parents", "command_chains",
+    "footprint_by_tag", "reuse_histogram", "reuse_distances", "chain_depths", "chain_parents",
+    "command_chains",
     # enums (read from trace_format.h at import)
     "KIND_LOAD", "KIND_STORE", "KIND_PREFETCH", "KIND_MARKER", "NUM_KINDS", "KIND_NAMES",
     "MARK_NONE", "MARK_COMMAND", "MARK_OP", "MARK_PHASE", "MARK_WARMUP_BEGIN",

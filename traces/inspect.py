@@ -29,8 +29,8 @@ from .format import (
 )
 from .reader import PathOrStream, open_trace
 
-__all__ = ["LINE_BYTES", "LineSet", "access_lines", "check_records", "reuse_distance",
-           "sorted_unique", "summarize"]
+__all__ = ["LINE_BYTES", "LineSet", "access_lines", "check_records", "footprint_by_tag",
+           "reuse_distance", "sorted_unique", "summarize"]
 
 LINE_BYTES = 64  #: cache line size in bytes used for footprints and reuse distances
 _LINE_SHIFT = 6
@@ -164,6 +164,33 @@ def summarize(path_or_stream: PathOrStream) -> dict[str, Any]:
         "accessed_bytes": accessed,
         "instructions": gaps + mem_records,
     }
+
+
+def footprint_by_tag(source: PathOrStream | np.ndarray, header: dict[str, Any] | None = None):
+    """Footprint per structure tag as a pandas DataFrame, one row per tag that occurs:
+    ``tag`` (name from the trace header's ``tags``, or ``header`` for an array),
+    ``accesses`` (line accesses), ``lines`` (distinct 64 B lines), ``pages_4k``,
+    ``pages_2m`` (distinct pages touched) and ``bytes`` (64 * lines). A line shared by two
+    tags counts for each. The whole trace is read into memory.
+    """
+    import pandas as pd
+
+    if isinstance(source, np.ndarray):
+        records = source.astype(RECORD_DTYPE, copy=False)
+    else:
+        with open_trace(source) as tr:
+            records, header = tr.read_all(), header or tr.header
+    lines, tags = access_lines(records, with_tags=True)
+    names = _names(header or {}, "tags", TAG_NAMES, 256)
+    rows = []
+    for t in np.flatnonzero(np.bincount(tags, minlength=256)):
+        u = sorted_unique(lines[tags == t])
+        rows.append({"tag": names[t], "accesses": int((tags == t).sum()), "lines": int(u.size),
+                     "pages_4k": _count_sorted_distinct(u >> np.uint64(_PAGE4K_SHIFT)),
+                     "pages_2m": _count_sorted_distinct(u >> np.uint64(_PAGE2M_SHIFT)),
+                     "bytes": int(u.size) * LINE_BYTES})
+    return pd.DataFrame(rows, columns=["tag", "accesses", "lines", "pages_4k", "pages_2m",
+                                       "bytes"])
 
 
 def _count_sorted_distinct(a: np.ndarray) -> int:
