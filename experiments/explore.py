@@ -26,8 +26,8 @@ from kvsim import sim, traces
 from kvsim.experiments import cref
 
 __all__ = ["batch_timelines", "batching_sweep", "best_batch", "command_window",
-           "cpu_comparison", "demo_seed_table", "preset_table", "seed_presets", "seed_tables",
-           "workload_trace"]
+           "cpu_comparison", "demo_seed_table", "preset_table", "seed_presets",
+           "seed_reproduction", "seed_tables", "workload_trace"]
 
 
 def seed_presets() -> list[str]:
@@ -220,6 +220,19 @@ def seed_tables(results: str | Path, names: Sequence[str], scale: str = "small",
         for t in framework.get(name).tables(rows):
             out[f"{name}: {t.title}"] = t.frame
     return out
+
+
+def seed_reproduction(folder: str | Path, names: Sequence[str] = ("pipeline",),
+                      cpus: Sequence[str] | None = None) -> dict[str, pd.DataFrame]:
+    """The seed tables to show: :func:`seed_tables` of ``names`` (small scale, results in
+    ``folder/experiments``) when this kvsim has the experiments framework, else the demo
+    study's table (:func:`demo_seed_table`, in ``folder/demo``) under the key ``"demo:
+    pipelined GETs, lookahead against naive"``."""
+    folder = Path(folder)
+    if _framework() is not None:
+        return seed_tables(folder / "experiments", names, cpus=cpus)
+    return {"demo: pipelined GETs, lookahead against naive":
+            demo_seed_table(folder / "demo", cpus=cpus)}
 
 
 def demo_seed_table(folder: str | Path, cpus: Sequence[str] | None = None,
