@@ -26,7 +26,8 @@ from kvsim import sim, traces
 from kvsim.experiments import cref
 
 __all__ = ["batch_timelines", "batching_sweep", "best_batch", "command_window",
-           "cpu_comparison", "demo_seed_table", "preset_table", "seed_presets",
+           "cpu_comparison", "demo_seed_table", "prefetch_timeliness_by_tag", "preset_table",
+           "seed_presets",
            "seed_reproduction", "seed_tables", "workload_trace"]
 
 
@@ -182,6 +183,56 @@ def best_batch(speedup: pd.DataFrame) -> pd.DataFrame:
                         ascending=[True, True, False, True], kind="stable")
     best = la.groupby(["cpu", "depth"], sort=True).head(1)
     return best[["cpu", "depth", "batch", "speedup"]].reset_index(drop=True)
+
+
+def prefetch_timeliness_by_tag(trace: str | Path, cpu: str) -> pd.DataFrame:
+    """What became of each software prefetch of ``trace`` on ``cpu``, per structure tag, from
+    the timeline of the whole trace (:func:`kvsim.sim.simulate` with ``timeline``; the
+    engine's own counters are per level, not per tag). Outcomes, per prefetch record:
+
+    * ``dropped``: no free miss buffer (or dropped on a TLB miss);
+    * ``redundant``: the line was already in the level prefetches fill;
+    * ``timely``: the next demand access (load or store, in program order) to its line
+      issued at or after the fill completed;
+    * ``late``: that access issued before the fill completed;
+    * ``unused``: no later demand access to its line.
+
+    A demand access counts for the line of its first byte. The next access may find the line
+    evicted meanwhile (the engine's ``useless``); this view does not tell. Returns one row
+    per tag: ``tag``, ``prefetches`` and a count per outcome.
+    """
+    with traces.open(trace) as tr:
+        recs, tags = tr.read_all(), list(tr.header.get("tags") or [])
+    cfg = sim.load_cpu(cpu)
+    fill = cfg.caches[cfg.swpf_fill].name
+    res = sim.simulate(recs, cfg, tag_names=tags, timeline=(0, len(recs)))
+    tl = sim.dataframes(res)["timeline"]
+    shift = int(cfg.caches[0].line).bit_length() - 1
+    line = (tl["addr"].to_numpy(np.uint64) >> np.uint64(shift))
+    order = np.lexsort((tl["record"].to_numpy(), line))  # by line, then program order
+    ln = line[order]
+    kind = tl["kind"].to_numpy()[order]
+    issue = tl["issue"].to_numpy()[order]
+    n = len(order)
+    # the next demand access after each row, in the sorted order, and whether it is the
+    # same line's
+    pos = np.where(np.isin(kind, ["load", "store"]), np.arange(n), n)
+    nxt = np.r_[np.minimum.accumulate(pos[::-1])[::-1][1:], n] if n else pos
+    has = nxt < n
+    has[has] = ln[nxt[has]] == ln[has]
+    is_pf = kind == "prefetch"
+    level = tl["level"].to_numpy()[order]
+    complete = tl["complete"].to_numpy()[order]
+    nxt_issue = np.where(has, issue[np.minimum(nxt, n - 1)] if n else issue, np.nan)
+    outcome = np.select(
+        [level == "dropped", level == fill, ~has, nxt_issue >= complete],
+        ["dropped", "redundant", "unused", "timely"], "late")
+    df = pd.DataFrame({"tag": tl["tag"].to_numpy()[order][is_pf], "outcome": outcome[is_pf]})
+    cols = ["timely", "late", "unused", "dropped", "redundant"]
+    out = df.groupby(["tag", "outcome"]).size().unstack(fill_value=0)
+    out = out.reindex(columns=cols, fill_value=0)
+    out.insert(0, "prefetches", out.sum(axis=1))
+    return out.reset_index()
 
 
 # --- seed tables -----------------------------------------------------------------------------

@@ -93,8 +93,9 @@ share.round(3)
 # %%
 fig, ax = plt.subplots(figsize=(10, 5))
 order = share.index.get_level_values("label")
-for tag in share.columns:
-    ax.plot(range(len(order)), share[tag].to_numpy(), marker="o", label=tag)
+palette = plt.cm.tab20(range(len(share.columns)))
+for tag, color in zip(share.columns, palette, strict=True):
+    ax.plot(range(len(order)), share[tag].to_numpy(), marker="o", color=color, label=tag)
 ax.set_xticks(range(len(order)), order, rotation=60)
 ax.set_title("Reuse-distance histogram per structure tag")
 ax.set_xlabel("reuse distance (distinct 64 B lines; 'cold' = first touch)")

@@ -136,3 +136,30 @@ def test_seed_tables_need_the_framework_or_say_so(tmp_path):
         pytest.skip("the experiments framework is present: the notebooks test runs it")
     with pytest.raises(RuntimeError, match="no experiments framework"):
         explore.seed_tables(tmp_path, ["pipeline"])
+
+
+def test_prefetch_timeliness_by_tag_follows_the_timeline(folder):
+    path = explore.workload_trace(folder, "pipeline", variant="lookahead", batch=8, **SMALL)
+    got = explore.prefetch_timeliness_by_tag(path, "xeon-8255c")
+    cpu = sim.load_cpu("xeon-8255c")
+    recs = traces.read_all(path)
+    rows = sim.simulate(path, cpu, timeline=(0, len(recs)))["timeline"]
+    fill = cpu.caches[cpu.swpf_fill].name
+    want: dict[str, dict[str, int]] = {}
+    for i, r in enumerate(rows):  # a plain scan forward from each prefetch
+        if r["kind"] != "prefetch":
+            continue
+        line = r["addr"] // 64
+        nxt = next((q for q in rows[i + 1:] if q["kind"] in ("load", "store")
+                    and q["addr"] // 64 == line), None)
+        out = ("dropped" if r["level"] == "dropped" else "redundant" if r["level"] == fill
+               else "unused" if nxt is None else
+               "timely" if nxt["issue"] >= r["complete"] else "late")
+        d = want.setdefault(r["tag"], {})
+        d[out] = d.get(out, 0) + 1
+    assert sorted(got["tag"]) == sorted(want)
+    for _, row in got.iterrows():
+        w = want[row["tag"]]
+        assert {k: int(row[k]) for k in ("timely", "late", "unused", "dropped", "redundant")
+                if row[k]} == w
+        assert row["prefetches"] == sum(w.values())
