@@ -13,6 +13,7 @@ same line; bucket 0 holds distance 0 and bucket b >= 1 holds 2^(b-1) <= d < 2^b.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,19 +38,22 @@ def _reuse():
 
 def _chunks(source: Any):
     """(what to close or None, iterator of record arrays) of a trace path/stream, an open
-    reader (left open) or a record array."""
+    reader (left open), a record array, or any other iterable of record arrays."""
     if isinstance(source, np.ndarray):
         return None, iter([source.astype(RECORD_DTYPE, copy=False)])
     if isinstance(source, TraceReader):
         return None, source
+    if hasattr(source, "__iter__") and not hasattr(source, "read") \
+            and not isinstance(source, str | bytes | Path):
+        return None, (np.asarray(c).astype(RECORD_DTYPE, copy=False) for c in source)
     tr = open_trace(source)
     return tr, tr
 
 
 def reuse_counts(source: PathOrStream | TraceReader | np.ndarray, max_accesses: int | None = None,
                  by_tag: bool = True) -> tuple[np.ndarray, np.ndarray, int, bool]:
-    """Reuse-distance bucket counts of ``source`` (a trace path/stream or a RECORD_DTYPE
-    array), computed in compiled code.
+    """Reuse-distance bucket counts of ``source`` (a trace path/stream, an open reader, a
+    RECORD_DTYPE array or an iterable of them, in order), computed in compiled code.
 
     Returns ``(hist, cold, accesses, truncated)``: ``hist[tag, b]`` the line accesses of
     structure ``tag`` in bucket b (256 x REUSE_BUCKETS; one row, index 0, when not
