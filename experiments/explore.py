@@ -266,7 +266,9 @@ def seed_tables(results: str | Path, names: Sequence[str], scale: str = "small",
     for name in names:
         parquet = results / name / f"{name}.parquet"
         if not parquet.exists():
-            runner.run([name], results, scale=scale, cpus=list(cpus) if cpus else None)
+            # one worker: the simulations run in this process (a notebook's kernel)
+            runner.run([name], results, scale=scale, cpus=list(cpus) if cpus else None,
+                       workers=1)
         rows = pd.read_parquet(parquet)
         for t in framework.get(name).tables(rows):
             out[f"{name}: {t.title}"] = t.frame
