@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kvsim-installed
 
-.PHONY: all setup build demo test test-slow test-dist lint bench clean
+.PHONY: all setup build demo test test-slow test-dist lint bench clean notebooks
 
 all: build
 
@@ -46,6 +46,11 @@ test-dist: build
 # see c_ref/bench/bench.py).
 bench: build
 	$(MAKE) -C c_ref bench PYTHON=$(abspath $(PY)) BENCH_ARGS="$(BENCH_ARGS)"
+
+# JupyterLab on notebooks/ (installs the `notebooks` extra into the venv first).
+notebooks: build
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[test,notebooks]'
+	cd notebooks && ../$(VENV)/bin/jupyter lab
 
 lint: setup
 	$(VENV)/bin/ruff check .

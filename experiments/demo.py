@@ -198,17 +198,18 @@ def _copy(src: Path, dst: Path) -> Path:
 def _plot(path: Path, df: pd.DataFrame) -> bool:
     """Draw the plot; without matplotlib print a one-line note instead and return False."""
     try:
-        import matplotlib
+        import matplotlib  # noqa: F401 -- only whether it is installed
     except ImportError:
         print(f"plot skipped ({path.name}): matplotlib is not installed")
         return False
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # a Figure of its own, not pyplot: the process's backend (a notebook's) stays as it is
+    from matplotlib.figure import Figure
 
     cpus = list(dict.fromkeys(df.cpu))
     miss_cols = [c for c in df.columns if c.endswith("_demand_misses")]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    fig = Figure(figsize=(11, 4))
+    ax1, ax2 = fig.subplots(1, 2)
     width = 0.38
     for i, variant in enumerate(VARIANTS):
         sub = df[df.variant == variant].set_index("cpu").loc[cpus]
@@ -229,5 +230,4 @@ def _plot(path: Path, df: pd.DataFrame) -> bool:
     ax2.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110, metadata={"Software": None})  # same bytes for the same figures
-    plt.close(fig)
     return True

@@ -22,6 +22,9 @@ MAX_PHASES = 64
 NMARKERS = 8
 DEP_WINDOW = 1024
 NAME_LEN = 16
+TIMELINE_DROPPED = 0xFFFF  # kvsimTimelineRow.level of a dropped prefetch
+TIMELINE_CAPTURED = 1  # kvsimTimelineRow.flags: the row was written
+REUSE_BUCKETS = 65  # KVSIM_REUSE_BUCKETS
 
 
 u32, u64 = C.c_uint32, C.c_uint64
@@ -110,6 +113,15 @@ class Stats(C.Structure):
     )
 
 
+class TimelineRow(C.Structure):
+    _fields_ = [("dispatch", u64), ("issue", u64), ("complete", u64), ("retire", u64),
+                ("level", u32), ("flags", u32)]
+
+
+#: numpy view of an array of TimelineRow (same layout)
+TIMELINE_DTYPE = np.dtype([("dispatch", "<u8"), ("issue", "<u8"), ("complete", "<u8"),
+                           ("retire", "<u8"), ("level", "<u4"), ("flags", "<u4")])
+
 _LIB = None
 
 
@@ -141,6 +153,17 @@ def load_library() -> C.CDLL:
     lib.kvsimPeekSet.argtypes = [C.c_void_p, u32, u64, C.POINTER(u64)]
     lib.kvsimThreads.restype = u32
     lib.kvsimThreads.argtypes = [C.c_void_p]
+    lib.kvsimSetTimeline.restype = C.c_int
+    lib.kvsimSetTimeline.argtypes = [C.c_void_p, u64, u64, C.c_void_p]
+    lib.kvsimReuseCreate.restype = C.c_void_p
+    lib.kvsimReuseCreate.argtypes = []
+    lib.kvsimReuseAdd.restype = C.c_int
+    lib.kvsimReuseAdd.argtypes = [C.c_void_p, C.c_void_p, C.c_void_p, C.c_size_t, C.c_void_p,
+                                  C.c_void_p, C.c_void_p]
+    lib.kvsimReuseDistinct.restype = u64
+    lib.kvsimReuseDistinct.argtypes = [C.c_void_p]
+    lib.kvsimReuseFree.restype = None
+    lib.kvsimReuseFree.argtypes = [C.c_void_p]
     lib.kvsimStatsSize.restype = C.c_size_t
     lib.kvsimConfigSize.restype = C.c_size_t
     for fn, res in (("kvsimPolicyCount", u32), ("kvsimPolicyName", C.c_char_p),
@@ -280,6 +303,16 @@ class Engine:
         st = self._lib.kvsimGetStats(self._h).contents
         return stats_to_dict(st, self._cfg.nlevels)
 
+    def set_timeline(self, first: int, count: int) -> np.ndarray:
+        """Capture the times of records first .. first+count-1 (engine.h kvsimSetTimeline)
+        into the returned TIMELINE_DTYPE array (filled as the records run); before any
+        ``run``."""
+        rows = np.zeros(count, dtype=TIMELINE_DTYPE)
+        if self._lib.kvsimSetTimeline(self._h, first, count, rows.ctypes.data) != 0:
+            raise ValueError("a timeline needs a timing configuration, set before any record")
+        self._timeline = rows  # the engine writes into it: keep it alive
+        return rows
+
     def peek_set(self, level: int, set_index: int) -> list[int | None]:
         """Lines held by one set, way by way (None = invalid way); for tests."""
         buf = (u64 * 4096)()
@@ -290,6 +323,64 @@ class Engine:
         if self._h:
             self._lib.kvsimFree(self._h)
             self._h = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Reuse:
+    """Streaming LRU stack distances (sim/_engine/reuse.c): ``add(lines, cls)`` per chunk."""
+
+    def __init__(self) -> None:
+        self._lib = load_library()
+        self._h = self._lib.kvsimReuseCreate()
+        if not self._h:
+            raise MemoryError("reuse distances: out of memory")
+
+    def add(self, lines: np.ndarray, cls: np.ndarray | None = None,
+            dist: np.ndarray | None = None, hist: np.ndarray | None = None,
+            cold: np.ndarray | None = None) -> None:
+        """Feed ``lines`` (uint64 line ids, in access order) and optional ``cls`` (uint8 per
+        access). Adds to ``dist`` (int64 per access), ``hist`` (uint64, classes x
+        REUSE_BUCKETS, C order) and ``cold`` (uint64 per class) when given."""
+        lines = np.ascontiguousarray(lines, dtype=np.uint64)
+        n = lines.size
+        arrays = {"cls": (cls, np.uint8, n), "dist": (dist, np.int64, n)}
+        for name, (a, dt, size) in arrays.items():
+            if a is not None and (a.dtype != dt or a.size != size or not a.flags.c_contiguous):
+                raise ValueError(f"reuse: {name} must be a contiguous {np.dtype(dt)} array "
+                                 f"of {size}")
+        rows = 256 if cls is not None else 1
+        for name, a, size in (("hist", hist, rows * REUSE_BUCKETS), ("cold", cold, rows)):
+            if a is not None and (a.dtype != np.uint64 or a.size != size
+                                  or not a.flags.c_contiguous):
+                raise ValueError(f"reuse: {name} must be a contiguous uint64 array of {size}")
+
+        def ptr(a: np.ndarray | None):
+            return None if a is None else a.ctypes.data
+
+        if self._lib.kvsimReuseAdd(self._h, ptr(lines), ptr(cls), n, ptr(dist), ptr(hist),
+                                   ptr(cold)) != 0:
+            raise MemoryError("reuse distances: out of memory")
+
+    @property
+    def distinct(self) -> int:
+        """Distinct lines seen so far."""
+        return int(self._lib.kvsimReuseDistinct(self._h))
+
+    def close(self) -> None:
+        if self._h:
+            self._lib.kvsimReuseFree(self._h)
+            self._h = None
+
+    def __enter__(self) -> Reuse:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def __del__(self):
         try:

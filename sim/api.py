@@ -51,6 +51,7 @@ def simulate(
     tag_names: list[str] | None = None,
     threads: int = 1,
     progress: Callable[[int], object] | None = None,
+    timeline: tuple[int, int] | None = None,
 ) -> dict:
     """Simulate ``source`` on ``cpu`` and return a JSON-serialisable dict of statistics.
 
@@ -71,13 +72,19 @@ def simulate(
     ``engine_threads`` says how many ran.
     progress: called after each chunk with the number of records it held (for example a
     tqdm bar's ``update``); None by default.
+    timeline: ``(first, count)``: the result's ``"timeline"`` lists, for each load, store
+    and software prefetch among records first .. first+count-1 (indices in the trace,
+    markers included), its ``dispatch``, ``issue``, ``complete`` and ``retire`` cycle and
+    the ``level`` that served it (see :func:`timeline_rows`; :func:`dataframes` gives it as
+    a frame). Needs timing; the run then takes the engine's record-by-record path on one
+    thread (the same statistics).
     Counts are per cache line touched: an access spanning two lines counts twice.
     """
     if isinstance(source, str | Path):
         with traces.open(source) as reader:
             res = simulate(reader, cpu, functional, engine, tlb=tlb, prefetchers=prefetchers,
                            flush=flush, page_size=page_size, tag_names=tag_names,
-                           threads=threads, progress=progress)
+                           threads=threads, progress=progress, timeline=timeline)
         res["trace"] = str(source)
         return res
     if isinstance(cpu, str | Path):
@@ -87,6 +94,7 @@ def simulate(
     if not isinstance(threads, int) or not 1 <= threads <= 8:
         raise ConfigError(f"threads: must be 1..8, got {threads!r}")
     timing = (not functional) and cpu.timing_capable
+    window = _timeline_window(timeline, timing)
     cfg = cpu.to_engine(timing=timing, tlb=tlb, prefetchers=prefetchers, flush=flush,
                         page_size=page_size)
     cfg.threads = threads
@@ -100,7 +108,15 @@ def simulate(
     else:
         raise ValueError(f"engine must be 'fast' or 'reference', got {engine!r}")
     try:
+        if window is not None:
+            rows = eng.set_timeline(*window)
+            seen, picked = 0, []
         for chunk in chunks:
+            if window is not None:
+                lo, hi = window[0] - seen, window[0] + window[1] - seen
+                if hi > 0 and lo < len(chunk):
+                    picked.append(np.array(chunk[max(lo, 0):min(hi, len(chunk))]))
+                seen += len(chunk)
             eng.run(chunk)
             if progress is not None:
                 progress(len(chunk))
@@ -111,7 +127,73 @@ def simulate(
             eng.close()
     res = build_result(raw, cpu, cfg, tag_names or hdr_tags, engine, header)
     res["engine_threads"] = used
+    if window is not None:
+        recs = np.concatenate(picked) if picked else np.zeros(0, traces.RECORD_DTYPE)
+        if engine == "reference":
+            rows = _reference_rows(rows, window)
+        res["timeline"] = timeline_rows(rows[:len(recs)], recs, window[0], cpu, cfg,
+                                        tag_names or hdr_tags)
     return res
+
+
+def _timeline_window(timeline: Any, timing: bool) -> tuple[int, int] | None:
+    if timeline is None:
+        return None
+    ok = (isinstance(timeline, tuple | list) and len(timeline) == 2
+          and all(isinstance(v, int | np.integer) and v >= 0 for v in timeline))
+    if not ok:
+        raise ConfigError(f"timeline: must be (first, count) with integers >= 0, "
+                          f"got {timeline!r}")
+    if not timing:
+        raise ConfigError("timeline: needs a timing run (not functional, a CPU with [core])")
+    return int(timeline[0]), int(timeline[1])
+
+
+def _reference_rows(rows: dict, window: tuple[int, int]) -> np.ndarray:
+    """The reference simulator's captured rows as the engine's TIMELINE_DTYPE array."""
+    out = np.zeros(window[1], dtype=B.TIMELINE_DTYPE)
+    for rec, (d, x, c, r, lv) in rows.items():
+        out[rec - window[0]] = (d, x, c, r, lv, B.TIMELINE_CAPTURED)
+    return out
+
+
+def timeline_rows(rows: np.ndarray, records: np.ndarray, first: int, cpu: CpuConfig,
+                  cfg: B.EngineConfig, tag_names: list[str] | None) -> list[dict]:
+    """JSON-ready timeline rows, one per captured record (``rows``: the engine's
+    TIMELINE_DTYPE array over ``records``, the window starting at trace record ``first``).
+
+    Keys: ``record`` (index in the trace), ``kind``, ``tag`` (name), ``addr``, ``dep``;
+    ``dispatch``, ``issue``, ``complete``, ``retire`` in cycles from the start of the run
+    (ticks / width, so fractions occur): issue is when its producer's data had arrived,
+    complete when its data arrived (a prefetch: its fill, or its issue when it found the
+    line or was dropped; a store: one cycle after dispatch); ``latency`` = complete -
+    issue; ``level``: the preset's name of the level that served it, ``"DRAM"``, or
+    ``"dropped"`` (a prefetch without a free miss buffer or dropped on a TLB miss);
+    ``role`` likewise (``L1``, ``L2``, ``LLC``, ``DRAM``,
+    ``dropped``).
+    """
+    w = cfg.width or 1
+    n = len(cpu.caches)
+    roles = level_roles(n)
+    out = []
+    for i in np.flatnonzero(rows["flags"] & B.TIMELINE_CAPTURED):
+        row, rec = rows[i], records[i]
+        lv = int(row["level"])
+        name, role = ((cpu.caches[lv].name, roles[lv]) if lv < n else
+                      ("DRAM", "DRAM") if lv == n else ("dropped", "dropped"))
+        t = int(rec["tag"])
+        out.append({
+            "record": first + int(i),
+            "kind": traces.KIND_NAMES[int(rec["kind"])],
+            "tag": str(tag_names[t]) if tag_names and t < len(tag_names) else
+            (traces.TAG_NAMES[t] if t < len(traces.TAG_NAMES) else f"tag{t}"),
+            "addr": int(rec["addr"]), "dep": int(rec["dep"]),
+            "dispatch": int(row["dispatch"]) / w, "issue": int(row["issue"]) / w,
+            "complete": int(row["complete"]) / w, "retire": int(row["retire"]) / w,
+            "latency": (int(row["complete"]) - int(row["issue"])) / w,
+            "level": name, "role": role,
+        })
+    return out
 
 
 def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list[str] | None,
@@ -288,8 +370,17 @@ def dataframes(result: dict, trace: str | None = None) -> dict:
     * ``"by_tag"``: :func:`stats_dataframe` (level x tag x kind);
     * ``"timing"``: one row: cycles, ipc, mlp, latencies and ``stall:<cause>`` columns
       (empty without timing);
+    * ``"stalls"``: one row per stall cause: ``cause`` and ``cycles`` (they overlap; empty
+      without timing);
     * ``"phases"``: one row per phase and level: records, instructions, cycles, accesses,
-      misses.
+      misses;
+    * ``"prefetch"``: one row per prefetch source (``software``, ``hardware``) and level
+      that saw any: ``issued``, ``redundant``, ``useful``, ``late``, ``useless``,
+      ``unused_end``, ``dropped`` (sim/MODEL.md);
+    * ``"commands"``: one row: ``count``, ``mean_cycles``, ``max_cycles``,
+      ``mean_l1_misses``;
+    * ``"timeline"``: the rows of ``result["timeline"]`` (:func:`simulate`'s ``timeline``;
+      empty without it).
 
     ``trace``: the trace column's value (default: the result's ``trace``, set when
     :func:`simulate` was given a path).
@@ -302,12 +393,13 @@ def dataframes(result: dict, trace: str | None = None) -> dict:
             row[f"{kind}_accesses"] = d["accesses"]
             row[f"{kind}_misses"] = d["misses"]
         levels.append(row)
-    timing = []
+    timing, stalls = [], []
     t = result.get("timing")
     if t:
         row = {k: v for k, v in t.items() if k != "stall_cycles"}
         row.update({f"stall:{k}": v for k, v in t["stall_cycles"].items()})
         timing.append(row)
+        stalls = [{"cause": k, "cycles": v} for k, v in t["stall_cycles"].items()]
     phases = []
     for ph in result.get("phases", []):
         for lv in ph["levels"]:
@@ -315,9 +407,34 @@ def dataframes(result: dict, trace: str | None = None) -> dict:
                            "instructions": ph["instructions"], "cycles": ph["cycles"],
                            "level": lv["name"], "role": lv.get("role"),
                            "accesses": lv["accesses"], "misses": lv["misses"]})
+    roles = {lv["name"]: lv.get("role") for lv in result["levels"]}
+    prefetch = []
+    for which in ("software", "hardware"):
+        for level, d in result.get("prefetch", {}).get(which, {}).items():
+            prefetch.append({"source": which, "level": level, "role": roles.get(level), **d})
+    cmd = result.get("commands") or {}
+    commands = [{k: cmd.get(k) for k in ("count", "mean_cycles", "max_cycles",
+                                         "mean_l1_misses")}] if cmd else []
     by_tag = stats_dataframe(result)
     tr = trace if trace is not None else result.get("trace")
     by_tag.insert(0, "trace", tr)
     by_tag.insert(0, "cpu", result["cpu"])
     return {"levels": _frame(levels, result, trace), "by_tag": by_tag,
-            "timing": _frame(timing, result, trace), "phases": _frame(phases, result, trace)}
+            "timing": _frame(timing, result, trace), "stalls": _frame(stalls, result, trace),
+            "phases": _frame(phases, result, trace),
+            "prefetch": _frame(prefetch, result, trace),
+            "commands": _frame(commands, result, trace),
+            "timeline": _frame(result.get("timeline") or [], result, trace)}
+
+
+def concat_dataframes(frames: Iterable[dict]) -> dict:
+    """The frames of several runs (each a :func:`dataframes` dict) concatenated key by key
+    (``pd.concat``, fresh index); a key missing from a run is skipped for it."""
+    import pandas as pd
+
+    out: dict[str, list] = {}
+    for d in frames:
+        for k, df in d.items():
+            out.setdefault(k, []).append(df)
+    return {k: pd.concat([f for f in v if len(f)] or v[:1], ignore_index=True)
+            for k, v in out.items()}

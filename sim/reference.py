@@ -18,6 +18,8 @@ from kvsim.traces import MARK_COMMAND, MARK_PHASE, MARK_WARMUP_BEGIN, MARK_WARMU
 
 from . import _binding as B
 
+TIMELINE_DROPPED = B.TIMELINE_DROPPED
+
 
 def _engine_values(names: tuple[str, ...], wanted: tuple[str, ...], what: str) -> list[int]:
     """The engine's values of the named enum members (engine.h), by name from its registry."""
@@ -369,6 +371,17 @@ class ReferenceSim:
         self.finished = False
         self.command = None  # (counted, start tick, L1 misses at start) of the open command
         self.l1_misses_all = 0  # every L1 miss, warm-up included
+        # set_timeline: (first record, count, {record: (D, X, complete, retire, level)})
+        self.timeline: tuple[int, int, dict] | None = None
+
+    def set_timeline(self, first: int, count: int) -> dict:
+        """Capture the times of records first .. first+count-1 (engine.h kvsimSetTimeline);
+        returns the dict the rows go into, keyed by record index."""
+        if not self.timing or self.recno:
+            raise ValueError("a timeline needs a timing configuration, set before any record")
+        rows: dict = {}
+        self.timeline = (first, count, rows)
+        return rows
 
     # --- TLB ---
     def translate(self, addr, is_swpf):
@@ -663,6 +676,7 @@ class ReferenceSim:
                     X = c
         C = D + W
         cls = self.n + 1
+        done, served = max(X, C), TIMELINE_DROPPED  # the timeline's completion, level
         if kind == PREFETCH:
             line = addr >> lb
             xp = X
@@ -680,12 +694,14 @@ class ReferenceSim:
                 sp = self.probe(f, line)
                 if sp == f:
                     self.access(f, line, READ, tag, K_SWPF, 1)
+                    served = f
                 elif self.timing and not self.pools_free(f, sp, xp):
                     st["level"][f]["pf_dropped"][0] += 1
                 else:
                     sv, _ = self.access(f, line, READ, tag, K_SWPF, 1)
+                    served = sv
                     if self.timing:
-                        self.time_access(line, f, sv, xp, 1)
+                        done, _ = self.time_access(line, f, sv, xp, 1)
         else:
             is_store = kind == STORE
             size = r["size"] or 1
@@ -721,6 +737,7 @@ class ReferenceSim:
                         key = (tag << 16) | r["site"]
                         for cand in p.operate(line, sv == lvl, key):
                             self.hw_prefetch(lvl, cand, tag, xp)
+            served, done = svmax, C
             if not is_store:
                 cls = svmax
                 if self.timing:
@@ -737,6 +754,8 @@ class ReferenceSim:
             ph["ticks"] += R - self.r_last
             self.r_last = R
             self.dep_ring[self.recno % B.DEP_WINDOW] = C
+            if self.timeline and 0 <= self.recno - self.timeline[0] < self.timeline[1]:
+                self.timeline[2][self.recno] = (D, X, done, R, served)
         self.recno += 1
 
     def run(self, records: np.ndarray) -> None:

@@ -14,6 +14,8 @@ Typical use::
         w.write(records)
     traces.summarize("out.kvt")["footprint"]    # {"lines": ..., "pages_4k": ..., ...}
     df = traces.to_dataframe("run.kvt")         # pandas; kind/tag/site/marker by name
+    traces.reuse_histogram("run.kvt")           # reuse distances per tag (compiled, any length)
+    traces.command_chains(records)              # pointer-chase depth per command
 
 Converters to and from other simulators' formats are in :mod:`traces.convert`.
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .chains import chain_depths, chain_parents, command_chains
 from .format import (
     CODEC_RAW,
     CODEC_ZSTD,
@@ -66,9 +69,10 @@ from .format import (
     TraceError,
 )
 from .frame import to_dataframe
-from .inspect import check_records, reuse_distance, summarize
+from .inspect import check_records, footprint_by_tag, reuse_distance, summarize
 from .reader import ChunkInfo, TraceReader, read_all
 from .reader import open_trace as open  # noqa: A001 -- the documented entry point
+from .reuse import reuse_distances, reuse_histogram
 from .writer import Writer, recompress
 
 #: The JSON header as returned by ``reader.header``: a plain dict of the JSON keys plus
@@ -84,6 +88,8 @@ __all__ = [
     "MAX_CHUNK_RECORDS", "CODEC_RAW", "CODEC_ZSTD",
     # inspection
     "summarize", "reuse_distance", "check_records", "to_dataframe",
+    "footprint_by_tag", "reuse_histogram", "reuse_distances", "chain_depths", "chain_parents",
+    "command_chains",
     # enums (read from trace_format.h at import)
     "KIND_LOAD", "KIND_STORE", "KIND_PREFETCH", "KIND_MARKER", "NUM_KINDS", "KIND_NAMES",
     "MARK_NONE", "MARK_COMMAND", "MARK_OP", "MARK_PHASE", "MARK_WARMUP_BEGIN",

@@ -29,8 +29,8 @@ from .format import (
 )
 from .reader import PathOrStream, open_trace
 
-__all__ = ["LINE_BYTES", "LineSet", "access_lines", "check_records", "reuse_distance",
-           "sorted_unique", "summarize"]
+__all__ = ["LINE_BYTES", "LineSet", "access_lines", "check_records", "footprint_by_tag",
+           "reuse_distance", "sorted_unique", "summarize"]
 
 LINE_BYTES = 64  #: cache line size in bytes used for footprints and reuse distances
 _LINE_SHIFT = 6
@@ -38,11 +38,13 @@ _PAGE4K_SHIFT = 12 - _LINE_SHIFT  # line id -> 4 KiB page id
 _PAGE2M_SHIFT = 21 - _LINE_SHIFT  # line id -> 2 MiB page id
 
 
-def access_lines(records: np.ndarray) -> np.ndarray:
+def access_lines(records: np.ndarray, with_tags: bool = False
+                 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Line ids (addr // 64) touched by the memory records (load/store/prefetch), in order.
 
     An access spanning several lines contributes each line, in address order; a size of 0 on
-    a memory record is treated as 1 byte. Markers contribute nothing. Returns uint64.
+    a memory record is treated as 1 byte. Markers contribute nothing. Returns uint64; with
+    ``with_tags``, ``(lines, tags)`` where ``tags`` (uint8) is each line access's record tag.
     """
     mem = records[records["kind"] < KIND_MARKER]
     addr = mem["addr"].astype(np.uint64)
@@ -51,11 +53,12 @@ def access_lines(records: np.ndarray) -> np.ndarray:
     last = (addr + size - np.uint64(1)) >> np.uint64(_LINE_SHIFT)
     span = (last - first + np.uint64(1)).astype(np.int64)
     if span.size == 0 or int(span.max()) == 1:
-        return first
+        return (first, mem["tag"].astype(np.uint8)) if with_tags else first
     starts = np.repeat(first, span)
     idx = np.arange(starts.size, dtype=np.int64)
     offsets = idx - np.repeat(np.cumsum(span) - span, span)
-    return starts + offsets.astype(np.uint64)
+    lines = starts + offsets.astype(np.uint64)
+    return (lines, np.repeat(mem["tag"].astype(np.uint8), span)) if with_tags else lines
 
 
 def sorted_unique(x: np.ndarray) -> np.ndarray:
@@ -163,6 +166,33 @@ def summarize(path_or_stream: PathOrStream) -> dict[str, Any]:
     }
 
 
+def footprint_by_tag(source: PathOrStream | np.ndarray, header: dict[str, Any] | None = None):
+    """Footprint per structure tag as a pandas DataFrame, one row per tag that occurs:
+    ``tag`` (name from the trace header's ``tags``, or ``header`` for an array),
+    ``accesses`` (line accesses), ``lines`` (distinct 64 B lines), ``pages_4k``,
+    ``pages_2m`` (distinct pages touched) and ``bytes`` (64 * lines). A line shared by two
+    tags counts for each. The whole trace is read into memory.
+    """
+    import pandas as pd
+
+    if isinstance(source, np.ndarray):
+        records = source.astype(RECORD_DTYPE, copy=False)
+    else:
+        with open_trace(source) as tr:
+            records, header = tr.read_all(), header or tr.header
+    lines, tags = access_lines(records, with_tags=True)
+    names = _names(header or {}, "tags", TAG_NAMES, 256)
+    rows = []
+    for t in np.flatnonzero(np.bincount(tags, minlength=256)):
+        u = sorted_unique(lines[tags == t])
+        rows.append({"tag": names[t], "accesses": int((tags == t).sum()), "lines": int(u.size),
+                     "pages_4k": _count_sorted_distinct(u >> np.uint64(_PAGE4K_SHIFT)),
+                     "pages_2m": _count_sorted_distinct(u >> np.uint64(_PAGE2M_SHIFT)),
+                     "bytes": int(u.size) * LINE_BYTES})
+    return pd.DataFrame(rows, columns=["tag", "accesses", "lines", "pages_4k", "pages_2m",
+                                       "bytes"])
+
+
 def _count_sorted_distinct(a: np.ndarray) -> int:
     """Distinct values of an already sorted array."""
     return int(a.size and 1 + np.count_nonzero(a[1:] != a[:-1]))
@@ -175,15 +205,17 @@ def _codec_counts(tr: Any) -> dict[int, int]:
     return out
 
 
-def reuse_distance(source: PathOrStream | np.ndarray, max_accesses: int = 1 << 20
-                   ) -> dict[str, Any]:
+def reuse_distance(source: PathOrStream | np.ndarray, max_accesses: int | None = 1 << 20,
+                   method: str = "compiled") -> dict[str, Any]:
     """LRU stack-distance histogram over 64 B lines, bucketed by powers of two.
 
     ``source`` is a trace (path/stream) or a RECORD_DTYPE array. Memory records are expanded
     to line accesses (:func:`access_lines`); only the first ``max_accesses`` line accesses are
-    analysed (bounded work: O(n log n) time, O(n) memory; ``truncated`` says whether the cap
-    was hit; for a trace, reading stops once the cap is reached, so later corruption is not
-    detected by this function).
+    analysed (None: all; ``truncated`` says whether the cap was hit; for a trace, reading
+    stops once the cap is reached, so later corruption is not detected by this function).
+    ``method``: ``"compiled"`` (the engine library's O(n log d) streaming counter,
+    :func:`kvsim.traces.reuse.reuse_histogram`; memory O(distinct lines)) or ``"python"``
+    (the pure-Python reference, O(n) memory; same result).
 
     The distance of an access is the number of *distinct other* lines touched since the
     previous access to the same line (0 = immediate re-use). Returns ``{"edges": [0, 1, 2, 4,
@@ -191,10 +223,18 @@ def reuse_distance(source: PathOrStream | np.ndarray, max_accesses: int = 1 << 2
     "truncated": bool}``, where ``counts[i]`` counts distances d with ``edges[i] <= d <
     edges[i+1]`` (the last bucket is open-ended).
     """
+    if method == "compiled":
+        from .reuse import reuse_counts
+
+        counts, cold, accesses, truncated = reuse_counts(source, max_accesses, by_tag=False)
+        return _histogram_dict(counts[0], int(cold[0]), accesses, truncated)
+    if method != "python":
+        raise ValueError(f"method must be 'compiled' or 'python', got {method!r}")
+    cap = max_accesses if max_accesses is not None else np.iinfo(np.int64).max
     if isinstance(source, np.ndarray):
         lines = access_lines(source.astype(RECORD_DTYPE, copy=False))
-        truncated = lines.size > max_accesses
-        lines = lines[:max_accesses]
+        truncated = lines.size > cap
+        lines = lines[:cap]
     else:
         parts, got, truncated = [], 0, False
         with open_trace(source) as tr:
@@ -202,22 +242,31 @@ def reuse_distance(source: PathOrStream | np.ndarray, max_accesses: int = 1 << 2
                 ls = access_lines(records)
                 parts.append(ls)
                 got += ls.size
-                if got >= max_accesses:
-                    truncated = got > max_accesses
+                if got >= cap:
+                    truncated = got > cap
                     break
-        lines = np.concatenate(parts)[:max_accesses] if parts else np.empty(0, np.uint64)
+        lines = np.concatenate(parts)[:cap] if parts else np.empty(0, np.uint64)
     dist = _stack_distances(lines)
     cold = int((dist < 0).sum())
     d = dist[dist >= 0]
-    nb = max(1, int(d.max()).bit_length() + 1) if d.size else 1
     # bucket 0 holds d == 0; bucket b >= 1 holds 2**(b-1) <= d < 2**b
     buckets = np.zeros(d.size, dtype=np.int64)
     nz = d > 0
     buckets[nz] = np.floor(np.log2(d[nz])).astype(np.int64) + 1
-    counts = np.bincount(buckets, minlength=nb)
-    edges = [0] + [1 << i for i in range(counts.size - 1)]
+    return _histogram_dict(np.bincount(buckets, minlength=1), cold, int(lines.size),
+                           bool(truncated))
+
+
+def _histogram_dict(counts: np.ndarray, cold: int, accesses: int, truncated: bool
+                    ) -> dict[str, Any]:
+    """reuse_distance's result from per-bucket counts (trailing empty buckets dropped; at
+    least one bucket)."""
+    nz = np.flatnonzero(counts)
+    nb = int(nz[-1]) + 1 if nz.size else 1
+    counts = counts[:nb]
+    edges = [0] + [1 << i for i in range(nb - 1)]
     return {"edges": edges, "counts": [int(c) for c in counts], "cold": cold,
-            "accesses": int(lines.size), "truncated": bool(truncated)}
+            "accesses": accesses, "truncated": bool(truncated)}
 
 
 def _stack_distances(lines: np.ndarray) -> np.ndarray:

@@ -621,6 +621,8 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
     if (timing) dispatchT(s, r, ninstr, &D, &X);
     uint64_t C = D + W;
     uint32_t cls = s->n + 1;
+    uint64_t done = X > C ? X : C;          /* timeline: completion */
+    uint32_t served = KVSIM_TIMELINE_DROPPED; /* timeline: serving level */
 
     if (r->kind == KVT_PREFETCH) {
         uint64_t line = r->addr >> lb;
@@ -641,13 +643,15 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
             uint32_t sp = probe(s, f, line);
             if (sp == f) {
                 cacheAccess(s, f, line, OP_READ, r->tag, KVSIM_K_SWPF, 1, NULL);
+                served = f;
             } else if (timing && !poolsFree(s, f, sp, xp)) {
                 st->level[f].pf_dropped[0]++;
             } else {
                 uint32_t sv = cacheAccess(s, f, line, OP_READ, r->tag, KVSIM_K_SWPF, 1, NULL);
+                served = sv;
                 if (timing) {
                     int waited;
-                    timeAccess(s, line, f, sv, xp, &waited);
+                    done = timeAccess(s, line, f, sv, xp, &waited);
                 }
             }
         }
@@ -683,6 +687,8 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
             }
             if (extras && !is_store && s->cfg.nprefetchers) runPrefetchers(s, line, sv, r, xp);
         }
+        served = svmax;
+        done = C;
         if (!is_store) {
             cls = svmax;
             if (timing) {
@@ -693,6 +699,16 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
     }
 
     if (timing) retireT(s, ninstr, C, cls, 0, NULL);
+    if (timing && s->tl && s->recno - s->tl_first < s->tl_count) {
+        /* the timeline's capture hook (kvsimSetTimeline) */
+        kvsimTimelineRow *row = &s->tl[s->recno - s->tl_first];
+        row->dispatch = D;
+        row->issue = X;
+        row->complete = done;
+        row->retire = s->r_last;
+        row->level = served;
+        row->flags = KVSIM_TIMELINE_CAPTURED;
+    }
     s->recno++;
 }
 
@@ -771,7 +787,7 @@ void kvsimRun(kvsimSim *s, const kvtRecord *recs, size_t n) {
     if (s->cfg.timing) {
         if (extras)
             runLoop(s, recs, n, 1, 1);
-        else if (s->fast)
+        else if (s->fast && !s->tl)
             engRunFastTiming(s, recs, n);
         else
             runLoop(s, recs, n, 1, 0);
@@ -872,7 +888,15 @@ uint32_t kvsimPeekSet(const kvsimSim *cs, uint32_t level, uint64_t set, uint64_t
     memcpy(out, SET_TAGS(L, set), L->ways * sizeof(uint64_t));
     return L->ways;
 }
-uint32_t kvsimThreads(const kvsimSim *s) { return s->fast ? s->threads : 1; }
+uint32_t kvsimThreads(const kvsimSim *s) { return s->fast && !s->tl ? s->threads : 1; }
+
+int kvsimSetTimeline(kvsimSim *s, uint64_t first, uint64_t count, kvsimTimelineRow *rows) {
+    if (!s->cfg.timing || s->recno || s->finished || s->ncarry) return -1;
+    s->tl = rows;
+    s->tl_first = first;
+    s->tl_count = rows ? count : 0;
+    return 0;
+}
 size_t kvsimStatsSize(void) { return sizeof(kvsimStats); }
 size_t kvsimConfigSize(void) { return sizeof(kvsimConfig); }
 

@@ -238,4 +238,56 @@ const char *kvsimAccessKindName(uint32_t i);
 uint32_t kvsimInclusionCount(void);
 const char *kvsimInclusionName(uint32_t i);
 
+/* --- Timeline -------------------------------------------------------------------
+ * The times of each record of a window, for plots of one batch:
+ *
+ *     kvsimTimelineRow rows[count];           // zeroed by the caller
+ *     kvsimSetTimeline(s, first, count, rows);  // before the first kvsimRun
+ *
+ * Records first .. first+count-1 (indices in the whole trace, markers and warm-up
+ * included) that are loads, stores or software prefetches get their row; the
+ * others keep theirs.  Times are ticks (cycles = ticks / width):
+ *   dispatch  D, when the record enters the window (after any ROB stall)
+ *   issue     X, D or later when its dep producer completes (before TLB costs)
+ *   complete  a load: its data's arrival (all pieces); a prefetch: its fill's
+ *             (when it found the line or was dropped: its issue, and at least
+ *             dispatch + 1 cycle); a store: dispatch + 1 cycle
+ *   retire    in-order retirement
+ * level is the serving level (0 = L1 ... nlevels-1, nlevels = DRAM; the deepest
+ * of the pieces), or KVSIM_TIMELINE_DROPPED for a dropped prefetch.
+ * A timeline needs a timing configuration and makes every record take the
+ * record-by-record path (the same results, one thread).  Returns 0, or -1 when
+ * the configuration is not timing or records have already run. */
+#define KVSIM_TIMELINE_DROPPED 0xFFFFu
+#define KVSIM_TIMELINE_CAPTURED 1u /* kvsimTimelineRow.flags: the row was written */
+typedef struct kvsimTimelineRow {
+    uint64_t dispatch, issue, complete, retire;
+    uint32_t level;
+    uint32_t flags;
+} kvsimTimelineRow;
+int kvsimSetTimeline(kvsimSim *s, uint64_t first, uint64_t count, kvsimTimelineRow *rows);
+
+/* --- Reuse distances (reuse.c) -------------------------------------------------
+ * LRU stack distances of a stream of line accesses, fed in chunks:
+ *
+ *     kvsimReuse *r = kvsimReuseCreate();                 // NULL: out of memory
+ *     kvsimReuseAdd(r, lines, cls, n, dist, hist, cold);  ... for every chunk ...
+ *     kvsimReuseFree(r);
+ *
+ * kvsimReuseAdd: lines[0 .. n-1] are line ids in access order; cls (optional,
+ * NULL = class 0 for all) a class per access (a structure tag).  Optional
+ * outputs, each added to (never cleared): dist[i] the distance of access i (-1
+ * for a first touch), hist[cls * KVSIM_REUSE_BUCKETS + b] the count of bucket b
+ * (b = 0: distance 0; b >= 1: 2^(b-1) <= d < 2^b), cold[cls] the first touches.
+ * hist and cold need 256 classes' room when cls is given, one class's when not.
+ * Returns 0, or -1 when out of memory (the state then holds a prefix of the
+ * chunk).  Memory: O(distinct lines), whatever the number of accesses. */
+#define KVSIM_REUSE_BUCKETS 65
+typedef struct kvsimReuse kvsimReuse;
+kvsimReuse *kvsimReuseCreate(void);
+int kvsimReuseAdd(kvsimReuse *r, const uint64_t *lines, const uint8_t *cls, size_t n,
+                  int64_t *dist, uint64_t *hist, uint64_t *cold);
+uint64_t kvsimReuseDistinct(const kvsimReuse *r); /* distinct lines seen */
+void kvsimReuseFree(kvsimReuse *r);
+
 #endif /* KVSIM_ENGINE_H */

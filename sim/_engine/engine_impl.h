@@ -215,6 +215,9 @@ struct kvsimSim {
     /* the open command (COMMAND marker to COMMAND marker) */
     int cmd_open, cmd_counted; /* a command is open; and it counts (not in warm-up) */
     uint64_t cmd_t0, cmd_miss0; /* cmd_miss0: lv[0].tot_miss (every L1 miss) at its start */
+    /* kvsimSetTimeline: rows of records tl_first .. tl_first + tl_count - 1, or NULL */
+    kvsimTimelineRow *tl;
+    uint64_t tl_first, tl_count;
 };
 
 /* The level-by-level path's request queues: QCAP entries per level (levels.c). */

@@ -47,7 +47,8 @@ def test_path_gives_the_reader_result(trace_path):
 def test_frames_carry_the_result(trace_path):
     res = sim.simulate(trace_path, CPUS[0])
     f = sim.dataframes(res)
-    assert set(f) == {"levels", "by_tag", "timing", "phases"}
+    assert set(f) == {"levels", "by_tag", "timing", "stalls", "phases", "prefetch", "commands",
+                      "timeline"}
     for df in f.values():
         assert list(df.columns[:2]) == ["cpu", "trace"]
         assert (df["cpu"] == res["cpu"]).all() and (df["trace"] == str(trace_path)).all()
@@ -67,6 +68,18 @@ def test_frames_carry_the_result(trace_path):
         assert tm[f"stall:{k}"].iloc[0] == v
     ph = f["phases"]
     assert len(ph) == len(res["phases"]) * len(res["levels"])
+    st = f["stalls"]
+    assert dict(zip(st["cause"], st["cycles"], strict=True)) == res["timing"]["stall_cycles"]
+    pf = f["prefetch"]
+    want = {(w, lv): d for w in ("software", "hardware") for lv, d in res["prefetch"][w].items()}
+    assert len(pf) == len(want) > 0
+    for _, row in pf.iterrows():
+        d = want[(row["source"], row["level"])]
+        assert {k: row[k] for k in d} == d
+    cm = f["commands"]
+    assert cm["count"].iloc[0] == res["commands"]["count"] == 200
+    assert cm["mean_cycles"].iloc[0] == res["commands"]["mean_cycles"]
+    assert len(f["timeline"]) == 0  # no timeline asked for
 
 
 def test_a_sweep_concatenates(trace_path):
@@ -81,3 +94,14 @@ def test_a_sweep_concatenates(trace_path):
 def test_functional_result_has_an_empty_timing_frame(trace_path):
     f = sim.dataframes(sim.simulate(trace_path, CPUS[0], functional=True))
     assert f["timing"].empty and not f["levels"].empty
+
+
+def test_concat_dataframes_joins_every_frame(trace_path):
+    runs = [sim.dataframes(sim.simulate(trace_path, c), trace="rand") for c in CPUS]
+    joined = sim.concat_dataframes(runs)
+    assert set(joined) == set(runs[0])
+    for key, df in joined.items():
+        parts = [r[key] for r in runs if len(r[key])]
+        assert len(df) == sum(len(p) for p in parts), key
+        if parts:
+            assert list(df["cpu"].unique()) == [p["cpu"].iloc[0] for p in parts]

@@ -161,3 +161,28 @@ def test_check_records() -> None:
         "1 record(s) have dep naming a record that is not a load (first: record 2)",
         "warm-up markers do not alternate WARMUP_BEGIN, WARMUP_END",
     ]
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 300))
+def test_footprint_by_tag_matches_sets(seed: int, n: int) -> None:
+    rec = _records(seed, n)
+    df = traces.footprint_by_tag(rec, HEADER)
+    lines = _brute_lines(rec)
+    mem = rec[rec["kind"] < traces.KIND_MARKER]
+    per_tag: dict[int, set[int]] = {}
+    count: dict[int, int] = {}
+    for r in mem:
+        first, last = int(r["addr"]) // 64, (int(r["addr"]) + max(int(r["size"]), 1) - 1) // 64
+        per_tag.setdefault(int(r["tag"]), set()).update(range(first, last + 1))
+        count[int(r["tag"])] = count.get(int(r["tag"]), 0) + last - first + 1
+    assert sorted(df["tag"]) == sorted(HEADER["tags"][t] for t in per_tag)
+    for t, s in per_tag.items():
+        row = df[df["tag"] == HEADER["tags"][t]].iloc[0]
+        assert row["lines"] == len(s) and row["bytes"] == 64 * len(s)
+        assert row["accesses"] == count[t]
+        assert row["pages_4k"] == len({x >> 6 for x in s})
+        assert row["pages_2m"] == len({x >> 15 for x in s})
+    assert df["accesses"].sum() == len(lines)
+    if n:  # the same from a trace file, its header naming the tags
+        assert traces.footprint_by_tag(_kvt(rec)).equals(df)
