@@ -434,19 +434,52 @@ def calibrate(quick, output, max_size, rounds):
 @click.argument("src")
 @click.argument("dst")
 @click.option("--from", "src_format", default=None,
-              help="Input format (kvt, dinero, lackey, gem5); guessed from the name if omitted.")
+              help="Input format (kvt, dinero, lackey, gem5, champsim, drmemtrace); read "
+                   "from the file's content if omitted, else from its name.")
 @click.option("--to", "dst_format", default=None,
-              help="Output format (kvt, dinero, lackey, champsim, gem5); guessed if omitted.")
-def convert(src, dst, src_format, dst_format):
-    """Convert a trace between kvt and other simulators' formats."""
+              help="Output format (kvt, dinero, lackey, champsim, gem5, elastic); guessed "
+                   "from the name if omitted.")
+@click.option("--cpu", default=None,
+              help="Preset (or .toml) whose frequency converts gem5 ticks to instruction "
+                   "gaps and back (one instruction per cycle); default 4 GHz.")
+def convert(src, dst, src_format, dst_format, cpu):
+    """Convert a trace between kvt and other simulators' formats.
+
+    \b
+    Output endings to prefer (compressed as each tool reads them; gzip
+    and xz run on every core):
+      .champsimtrace.xz    ChampSim (.gz also works; a bare .champsimtrace
+                           is about 64 bytes per instruction, gaps included)
+      .trc.gz              gem5 packet trace (TrafficGen, MemTraceProbe)
+      .deptrace.proto.gz   gem5 elastic trace for TraceCPU (the fetch trace
+                           is written beside it as .fetchtrace.proto.gz)
+      .din.gz .lackey.gz   DineroIV, lackey text
+      .kvt                 kvsim (zstd chunks)
+    Inputs are read by content (gzip, xz and bzip2 too): .kvt, gem5
+    .trc[.gz], ChampSim traces, DynamoRIO drmemtrace .trace.zip/.trace.gz
+    (one thread per file), din and lackey text. A kvt has no ticks: gem5
+    ticks become instruction gaps at --cpu's frequency and are made again
+    from the gaps on export. Before writing more than 1 GiB uncompressed,
+    one warning line says so.
+    """
     from kvsim.experiments import progress
     from kvsim.traces import convert as conv
 
     _check_output(dst)
+    freq = None
+    if cpu is not None:
+        freq = _load_cpu(cpu).freq_ghz
+        if freq is None:
+            raise click.BadParameter(f"{cpu} has no freq_ghz", param_hint="--cpu")
     total = Path(src).stat().st_size if src != "-" and Path(src).is_file() else None
+
+    def warn(msg: str) -> None:
+        if not progress.quiet():
+            click.echo(f"kvsim: warning: {msg}", err=True)
+
     with progress.bar("convert", total=total, unit="B") as bar:
         conv.convert(src, dst, src_format=src_format, dst_format=dst_format,
-                     progress=bar.update)
+                     progress=bar.update, warn=warn, freq_ghz=freq)
 
 
 @cli.command()
