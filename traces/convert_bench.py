@@ -40,7 +40,7 @@ def _kvsim(*args: str) -> list[str]:
     return [sys.executable, "-m", "kvsim.experiments.cli", *args]
 
 
-def run_one(src: Path, dst: Path, timeout: float) -> dict[str, Any]:
+def run_one(src: Path, dst: Path, timeout: float, ending: str) -> dict[str, Any]:
     """Convert ``src`` to ``dst`` in a child process; wall time, peak RSS, output size."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(_kvsim("--quiet", "convert", str(src), str(dst)),
@@ -60,7 +60,7 @@ def run_one(src: Path, dst: Path, timeout: float) -> dict[str, Any]:
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
     err = proc.stderr.read().decode(errors="replace").strip() if proc.stderr else ""
-    row = {"ending": "".join(dst.suffixes[-2:]) if dst.name.count(".") > 1 else dst.suffix,
+    row = {"ending": ending,
            "seconds": round(wall, 3), "peak_rss_mib": round(ru.ru_maxrss / 1024, 1),
            "bytes": dst.stat().st_size if dst.exists() else None,
            "exit": proc.returncode, "timed_out": timed_out}
@@ -98,14 +98,15 @@ def main(argv: list[str] | None = None) -> int:
         n = json.loads(records)["records"]
         rows = []
         for ending in a.ending or ENDINGS:
-            row = run_one(src, Path(tmp) / f"out{ending}", a.timeout)
+            row = run_one(src, Path(tmp) / f"out{ending}", a.timeout, ending)
             rows.append(row)
             size = "-" if row["bytes"] is None else f"{row['bytes'] / 2**20:,.1f} MiB"
             note = " (timed out)" if row["timed_out"] else \
                 (f" exit {row['exit']}" if row["exit"] else "")
             print(f"{ending:<20} {row['seconds']:8.1f} s  {row['peak_rss_mib']:8.1f} MiB RSS"
                   f"  {size:>14}{note}", flush=True)
-    payload = {"benchmark": "convert", "input": a.trace or " ".join(["kvsim", *TRACE_ARGS]),
+    payload = {"benchmark": "convert",
+               "input": Path(a.trace).name if a.trace else " ".join(["kvsim", *TRACE_ARGS]),
                "input_records": n, "label": a.label, "timeout_s": a.timeout, "rows": rows}
     provenance.write_result(out, payload)
     print(f"# wrote {out}")

@@ -44,6 +44,7 @@ __all__ = ["LackeyError", "iter_lackey", "lackey_sites", "lackey_to_records",
 SITE_PC_BASE = 0x400000  #: instruction address written for site 0
 FILLER_PC = 0x3FFFFC  #: instruction address written for gap (non-memory) instructions
 _MAX_SITE = 0xFFFF
+_HOLD = 1 << 16  # filler lines the writer holds before writing them out
 
 
 class LackeyError(ValueError):
@@ -161,7 +162,8 @@ def records_to_lackey(records: np.ndarray | Iterable[np.ndarray],
     n = 0
     pending = 0  # gaps of dropped records carry over to the next written one
     for chunk in chunks:
-        lines = []
+        lines: list[str] = []
+        held = 0  # filler lines held in ``lines``
         for addr, gap, _dep, size, kind, _tag, site, _flags in chunk.tolist():
             pending += gap
             if kind == KIND_MARKER:
@@ -170,7 +172,14 @@ def records_to_lackey(records: np.ndarray | Iterable[np.ndarray],
                 pending += 1  # the prefetch instruction remains, as a non-memory one
                 continue
             if instructions:
+                if held + pending > _HOLD:  # bounded memory whatever the gaps
+                    out.write("".join(lines))
+                    lines, held = [], 0
+                    while pending > _HOLD:
+                        out.write(filler * _HOLD)
+                        pending -= _HOLD
                 lines.append(filler * pending)
+                held += pending
                 lines.append(f"I  {SITE_PC_BASE + 4 * site:08x},1\n")
             pending = 0
             op = "S" if kind == KIND_STORE else "L"
