@@ -206,12 +206,16 @@ def trace_info(trace_path, as_json):
 @click.argument("trace_path", metavar="TRACE|-")
 @click.option("--cpu", required=True, help="Preset name (see `kvsim cpus`) or a .toml file.")
 @click.option("--functional", is_flag=True, help="Counts only, no timing model.")
-@click.option("--engine", type=click.Choice(["fast", "reference"]), default="fast",
-              show_default=True, help="Compiled engine or the slow Python oracle.")
+@click.option("--engine", type=click.Choice(["fast", "reference", "gem5"]), default="fast",
+              show_default=True,
+              help="Compiled engine, the slow Python oracle, or gem5's classic caches "
+                   "(side by side with kvsim's counts; see sim/GEM5.md).")
+@click.option("--gem5", "gem5_path", default=None, metavar="PATH",
+              help="gem5 binary for --engine gem5 (default: $GEM5).")
 @click.option("--threads", type=click.IntRange(1, 8), default=1, show_default=True,
               help="Engine threads (same results for any number; see sim/README.md).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def simulate(trace_path, cpu, functional, engine, threads, as_json):
+def simulate(trace_path, cpu, functional, engine, gem5_path, threads, as_json):
     """Simulate a trace on a CPU model.
 
     \b
@@ -243,6 +247,9 @@ def simulate(trace_path, cpu, functional, engine, threads, as_json):
     from kvsim.experiments import progress, summary
 
     config = _load_cpu(cpu)
+    if engine == "gem5":
+        _simulate_gem5(trace_path, config, gem5_path, as_json)
+        return
     src = sys.stdin.buffer if trace_path == "-" else trace_path
     total = progress.trace_total_records(trace_path)
     with traces.open(src) as reader, \
@@ -253,6 +260,27 @@ def simulate(trace_path, cpu, functional, engine, threads, as_json):
         _echo_json(res)
         return
     click.echo(summary.simulate_text(res))
+
+
+def _simulate_gem5(trace_path, config, gem5_path, as_json):
+    """``simulate --engine gem5``: gem5 and kvsim on the same model, side by side."""
+    from kvsim import sim, traces
+    from kvsim.sim import gem5 as g5
+
+    if trace_path == "-":
+        raise click.BadParameter("--engine gem5 needs a trace file, not -",
+                                 param_hint="TRACE")
+    try:
+        res = g5.run(trace_path, config, gem5_path)
+    except g5.Gem5Error as exc:
+        raise click.ClickException(str(exc)) from None
+    with traces.open(trace_path) as reader:
+        native = sim.simulate(reader, config, functional=True, tlb=False, prefetchers=False,
+                              flush=False)
+    if as_json:
+        _echo_json({"gem5": res, "kvsim": native})
+    else:
+        click.echo(g5.compare_text(res, native))
 
 
 class CompareCommand(WorkloadCommand):
