@@ -6,7 +6,9 @@ Without ``--trace`` the input is made with ``kvsim trace pipeline --keys 30000 -
 (about 0.84 M records and 54 M instructions). Each output ending in :data:`ENDINGS` is written
 by a separate ``kvsim convert`` process, one after the other, with stdin and stderr detached
 from the terminal (so no progress bar is drawn); per ending the file records the wall time,
-the peak resident memory of the process (``ru_maxrss`` from ``wait4``), the output's size,
+the CPU time of the process and the programs it ran (user + system, from ``wait4``; less
+sensitive than wall time to the machine's other load), the peak resident memory of the
+process (``ru_maxrss``), the output's size,
 and ``timed_out`` when the process was stopped after ``--timeout`` seconds. Outputs are
 deleted after they are measured.
 
@@ -61,7 +63,8 @@ def run_one(src: Path, dst: Path, timeout: float, ending: str) -> dict[str, Any]
     proc.returncode = os.waitstatus_to_exitcode(status)
     err = proc.stderr.read().decode(errors="replace").strip() if proc.stderr else ""
     row = {"ending": ending,
-           "seconds": round(wall, 3), "peak_rss_mib": round(ru.ru_maxrss / 1024, 1),
+           "seconds": round(wall, 3), "cpu_seconds": round(ru.ru_utime + ru.ru_stime, 3),
+           "peak_rss_mib": round(ru.ru_maxrss / 1024, 1),
            "bytes": dst.stat().st_size if dst.exists() else None,
            "exit": proc.returncode, "timed_out": timed_out}
     if err and not timed_out:
@@ -103,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
             size = "-" if row["bytes"] is None else f"{row['bytes'] / 2**20:,.1f} MiB"
             note = " (timed out)" if row["timed_out"] else \
                 (f" exit {row['exit']}" if row["exit"] else "")
-            print(f"{ending:<20} {row['seconds']:8.1f} s  {row['peak_rss_mib']:8.1f} MiB RSS"
+            print(f"{ending:<20} {row['seconds']:8.1f} s  {row['cpu_seconds']:8.1f} s CPU"
+                  f"  {row['peak_rss_mib']:8.1f} MiB RSS"
                   f"  {size:>14}{note}", flush=True)
     payload = {"benchmark": "convert",
                "input": Path(a.trace).name if a.trace else " ".join(["kvsim", *TRACE_ARGS]),

@@ -620,12 +620,14 @@ def records_to_gem5(records: np.ndarray | Iterable[np.ndarray],
                     dst: str | os.PathLike[str] | IO[bytes], obj_id: str = "kvsim trace",
                     tick_freq: int = 10**12, line_size: int = 64,
                     ticks_per_instruction: int = 250, prefetch: str = "softpf",
-                    compress: bool | None = None, commands: Iterable[int] | None = None
-                    ) -> int:
+                    compress: bool | None = None, commands: Iterable[int] | None = None,
+                    packet_spacing: int = 0) -> int:
     """Export records as a gem5 packet trace, chunk by chunk; returns the number of packets
     written. ``compress=None`` gzips iff ``dst`` is a path ending in ``.gz``; gzip runs on
     every core (:class:`traces.convert._io.ParallelGzip`, level 6). A path is written via a
-    temp file and renamed when complete."""
+    temp file and renamed when complete. ``packet_spacing > 0`` replaces the instruction
+    ticks by ``packet_spacing * (packet number + 1)``: one packet at a time, each
+    ``packet_spacing`` ticks after the previous (pieces of a split access too)."""
     from ._io import open_output
 
     if compress is None:
@@ -646,6 +648,9 @@ def records_to_gem5(records: np.ndarray | Iterable[np.ndarray],
                 cols, instr = records_to_packet_columns(chunk, instr, line_size,
                                                         ticks_per_instruction, prefetch,
                                                         commands)
+                if packet_spacing > 0:
+                    k = np.arange(n + 1, n + 1 + cols["addr"].size, dtype=np.uint64)
+                    cols["tick"] = k * np.uint64(packet_spacing)
                 out.write(encode_packet_columns(cols))
                 n += cols["addr"].size
         finally:
