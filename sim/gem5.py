@@ -124,8 +124,7 @@ system.mem_mode = "timing"
 system.cache_line_size = {line}
 system.mem_ranges = [AddrRange(0, size={mem_bytes})]
 system.tgen = TrafficGen(config_file=tgen_cfg, elastic_req=False)
-system.mem = SimpleMemory(range=system.mem_ranges[0], null=True, latency="30ns",
-                          bandwidth="0GB/s")
+system.mem = SimpleMemory(range=system.mem_ranges[0], null=True, latency="30ns")
 system.mem.port = system.membus.mem_side_ports
 system.system_port = system.membus.cpu_side_ports
 
