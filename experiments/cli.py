@@ -206,12 +206,16 @@ def trace_info(trace_path, as_json):
 @click.argument("trace_path", metavar="TRACE|-")
 @click.option("--cpu", required=True, help="Preset name (see `kvsim cpus`) or a .toml file.")
 @click.option("--functional", is_flag=True, help="Counts only, no timing model.")
-@click.option("--engine", type=click.Choice(["fast", "reference"]), default="fast",
-              show_default=True, help="Compiled engine or the slow Python oracle.")
+@click.option("--engine", type=click.Choice(["fast", "reference", "gem5"]), default="fast",
+              show_default=True,
+              help="Compiled engine, the slow Python oracle, or gem5's classic caches "
+                   "(side by side with kvsim's counts; see sim/GEM5.md).")
+@click.option("--gem5", "gem5_path", default=None, metavar="PATH",
+              help="gem5 binary for --engine gem5 (default: $GEM5).")
 @click.option("--threads", type=click.IntRange(1, 8), default=1, show_default=True,
               help="Engine threads (same results for any number; see sim/README.md).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def simulate(trace_path, cpu, functional, engine, threads, as_json):
+def simulate(trace_path, cpu, functional, engine, gem5_path, threads, as_json):
     """Simulate a trace on a CPU model.
 
     \b
@@ -243,6 +247,9 @@ def simulate(trace_path, cpu, functional, engine, threads, as_json):
     from kvsim.experiments import progress, summary
 
     config = _load_cpu(cpu)
+    if engine == "gem5":
+        _simulate_gem5(trace_path, config, gem5_path, as_json)
+        return
     src = sys.stdin.buffer if trace_path == "-" else trace_path
     total = progress.trace_total_records(trace_path)
     with traces.open(src) as reader, \
@@ -253,6 +260,27 @@ def simulate(trace_path, cpu, functional, engine, threads, as_json):
         _echo_json(res)
         return
     click.echo(summary.simulate_text(res))
+
+
+def _simulate_gem5(trace_path, config, gem5_path, as_json):
+    """``simulate --engine gem5``: gem5 and kvsim on the same model, side by side."""
+    from kvsim import sim, traces
+    from kvsim.sim import gem5 as g5
+
+    if trace_path == "-":
+        raise click.BadParameter("--engine gem5 needs a trace file, not -",
+                                 param_hint="TRACE")
+    try:
+        res = g5.run(trace_path, config, gem5_path)
+    except g5.Gem5Error as exc:
+        raise click.ClickException(str(exc)) from None
+    with traces.open(trace_path) as reader:
+        native = sim.simulate(reader, config, functional=True, tlb=False, prefetchers=False,
+                              flush=False)
+    if as_json:
+        _echo_json({"gem5": res, "kvsim": native})
+    else:
+        click.echo(g5.compare_text(res, native))
 
 
 class CompareCommand(WorkloadCommand):
@@ -434,19 +462,52 @@ def calibrate(quick, output, max_size, rounds):
 @click.argument("src")
 @click.argument("dst")
 @click.option("--from", "src_format", default=None,
-              help="Input format (kvt, dinero, lackey, gem5); guessed from the name if omitted.")
+              help="Input format (kvt, dinero, lackey, gem5, champsim, drmemtrace); read "
+                   "from the file's content if omitted, else from its name.")
 @click.option("--to", "dst_format", default=None,
-              help="Output format (kvt, dinero, lackey, champsim, gem5); guessed if omitted.")
-def convert(src, dst, src_format, dst_format):
-    """Convert a trace between kvt and other simulators' formats."""
+              help="Output format (kvt, dinero, lackey, champsim, gem5, elastic); guessed "
+                   "from the name if omitted.")
+@click.option("--cpu", default=None,
+              help="Preset (or .toml) whose frequency converts gem5 ticks to instruction "
+                   "gaps and back (one instruction per cycle); default 4 GHz.")
+def convert(src, dst, src_format, dst_format, cpu):
+    """Convert a trace between kvt and other simulators' formats.
+
+    \b
+    Output endings to prefer (compressed as each tool reads them; gzip
+    and xz run on every core):
+      .champsimtrace.xz    ChampSim (.gz also works; a bare .champsimtrace
+                           is about 64 bytes per instruction, gaps included)
+      .trc.gz              gem5 packet trace (TrafficGen, MemTraceProbe)
+      .deptrace.proto.gz   gem5 elastic trace for TraceCPU (the fetch trace
+                           is written beside it as .fetchtrace.proto.gz)
+      .din.gz .lackey.gz   DineroIV, lackey text
+      .kvt                 kvsim (zstd chunks)
+    Inputs are read by content (gzip, xz and bzip2 too): .kvt, gem5
+    .trc[.gz], ChampSim traces, DynamoRIO drmemtrace .trace.zip/.trace.gz
+    (one thread per file), din and lackey text. A kvt has no ticks: gem5
+    ticks become instruction gaps at --cpu's frequency and are made again
+    from the gaps on export. Before writing more than 1 GiB uncompressed,
+    one warning line says so.
+    """
     from kvsim.experiments import progress
     from kvsim.traces import convert as conv
 
     _check_output(dst)
+    freq = None
+    if cpu is not None:
+        freq = _load_cpu(cpu).freq_ghz
+        if freq is None:
+            raise click.BadParameter(f"{cpu} has no freq_ghz", param_hint="--cpu")
     total = Path(src).stat().st_size if src != "-" and Path(src).is_file() else None
+
+    def warn(msg: str) -> None:
+        if not progress.quiet():
+            click.echo(f"kvsim: warning: {msg}", err=True)
+
     with progress.bar("convert", total=total, unit="B") as bar:
         conv.convert(src, dst, src_format=src_format, dst_format=dst_format,
-                     progress=bar.update)
+                     progress=bar.update, warn=warn, freq_ghz=freq)
 
 
 @cli.command()

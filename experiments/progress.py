@@ -18,7 +18,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-__all__ = ["bar", "enabled", "set_quiet", "trace_total_records"]
+__all__ = ["bar", "enabled", "quiet", "set_quiet", "trace_total_records"]
 
 _quiet = False
 
@@ -35,6 +35,11 @@ def set_quiet(quiet: bool) -> None:
         os.environ[QUIET_ENV] = "1"
     else:
         os.environ.pop(QUIET_ENV, None)
+
+
+def quiet() -> bool:
+    """True when ``--quiet`` was given (warnings and notes are silenced too)."""
+    return _quiet
 
 
 def enabled() -> bool:

@@ -57,6 +57,9 @@ TRACE_READERS = [
     ("simulate", ["simulate", "{IN}", "--cpu", "local", "--functional"]),
     ("convert-din", ["convert", "{IN}", "{OUT}/out.din"]),
     ("convert-kvt", ["convert", "{IN}", "{OUT}/out.kvt", "--to", "kvt"]),
+    ("convert-champsim", ["convert", "{IN}", "{OUT}/out.champsimtrace.xz"]),
+    ("convert-gem5", ["convert", "{IN}", "{OUT}/out.trc.gz"]),
+    ("convert-elastic", ["convert", "{IN}", "{OUT}/out.deptrace.proto.gz"]),
 ]
 
 
@@ -87,6 +90,64 @@ def test_bad_trace_input(kind, name, template, tmp_path, small_trace):
     res = run_kvsim(*_argv(template, inp, out), honour_permissions=True)
     # the message names the file given (or, for a bad record, the record and the field)
     assert_clean_failure(res, out, needle="kind" if kind == "bad-record" else inp.name)
+
+
+def _foreign(kind: str) -> tuple[str, bytes]:
+    """(file name, bytes) of a damaged trace in another tool's format."""
+    import gzip
+    import lzma
+    import struct
+    import zipfile
+
+    golden = ROOT / "traces" / "tests" / "data" / "gem5_packet_trace.trc"
+    instr = np.zeros(64, dtype=np.uint8)
+    instr[0] = 1  # a ChampSim instruction with ip 1
+    entries = struct.pack("<HHQ", 25, 0, 6) + struct.pack("<HHQ", 10, 3, 0x400000) * 500
+    if kind == "champsim-truncated":
+        return "t.champsimtrace", (instr.tobytes() * 3)[:-10]
+    if kind == "champsim-xz-corrupt":
+        data = bytearray(lzma.compress(bytes(range(256)) * 256))
+        data[len(data) // 2] ^= 0xFF
+        return "t.champsimtrace.xz", bytes(data)
+    if kind == "drmemtrace-truncated":
+        return "t.trace.gz", gzip.compress(entries[:-5])
+    if kind == "drmemtrace-zip-corrupt":
+        import io
+
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr("chunk.0000", entries)
+        data = bytearray(buf.getvalue())
+        data[60] ^= 0xFF
+        return "t.trace.zip", bytes(data)
+    if kind == "gem5-truncated":
+        return "t.trc", golden.read_bytes()[:-3]
+    if kind == "gem5-gz-corrupt":
+        data = bytearray(gzip.compress(golden.read_bytes()))
+        data[len(data) // 2] ^= 0xFF
+        return "t.trc.gz", bytes(data)
+    if kind == "din-bad-line":
+        return "t.din", b"r 10 8\nr zz 8\n"
+    if kind == "lackey-bad-line":
+        return "t.lackey", b"I  00400000,3\n L 1234\n"
+    raise AssertionError(kind)
+
+
+FOREIGN_KINDS = ["champsim-truncated", "champsim-xz-corrupt", "drmemtrace-truncated",
+                 "drmemtrace-zip-corrupt", "gem5-truncated", "gem5-gz-corrupt", "din-bad-line",
+                 "lackey-bad-line"]
+
+
+@pytest.mark.parametrize("kind", FOREIGN_KINDS)
+def test_bad_foreign_input(kind, tmp_path):
+    """Another tool's trace, damaged: one line naming the file, nothing left behind."""
+    src, out = tmp_path / "src", tmp_path / "out"
+    src.mkdir()
+    out.mkdir()
+    name, data = _foreign(kind)
+    (src / name).write_bytes(data)
+    res = run_kvsim("convert", src / name, out / "o.kvt")
+    assert_clean_failure(res, out, needle=name)
 
 
 CPU_KINDS = ["missing", "directory", "unreadable", "empty", "truncated", "wrong-format"]

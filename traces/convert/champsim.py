@@ -28,17 +28,18 @@ Mapping (:func:`records_to_champsim`), one instruction per memory record:
 
 from __future__ import annotations
 
-import bz2
 import gzip
 import lzma
 import os
-from collections.abc import Iterable
+import zlib
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
 
 from ..format import KIND_LOAD, KIND_PREFETCH, KIND_STORE, RECORD_DTYPE
+from ._io import compression_of, open_output
 
 __all__ = ["CHAMPSIM_DTYPE", "FILLER_IP", "SITE_IP_BASE", "read_champsim",
            "records_to_champsim", "records_to_instructions"]
@@ -57,29 +58,60 @@ REG_POOL = np.array([r for r in range(1, 64) if r not in (6, 25, 26)], dtype=np.
 _P = len(REG_POOL)
 
 
-def _compressor(name: str, raw: IO[bytes]) -> IO[bytes]:
-    """Wrap ``raw`` by ``name``'s suffix; deterministic (gzip: no name, mtime 0)."""
-    if name.endswith(".xz"):
-        return lzma.LZMAFile(raw, "wb", preset=6)  # type: ignore[return-value]
-    if name.endswith(".gz"):
-        return gzip.GzipFile(filename="", mode="wb", compresslevel=6, fileobj=raw, mtime=0)
-    if name.endswith(".bz2"):
-        return bz2.BZ2File(raw, "wb")  # type: ignore[return-value]
-    return raw
+class ChampSimError(ValueError):
+    """A ChampSim trace is malformed; the message names the file and the byte offset."""
+
+
+def iter_champsim(src: str | os.PathLike[str] | IO[bytes], chunk_instructions: int = 1 << 16
+                  ) -> Iterator[np.ndarray]:
+    """Yield a ChampSim trace's instructions as CHAMPSIM_DTYPE arrays of up to
+    ``chunk_instructions``, decompressing by content (xz, gzip, bzip2 or raw), so memory does
+    not grow with the trace. A trace whose length is not a multiple of 64 bytes raises
+    :class:`ChampSimError` when its end is reached."""
+    from ._io import open_input
+
+    name = os.fspath(src) if isinstance(src, str | os.PathLike) else \
+        str(getattr(src, "name", "<champsim>"))
+    f = open_input(src)
+    want = chunk_instructions * CHAMPSIM_DTYPE.itemsize
+    done = 0
+    try:
+        while True:
+            try:
+                data = f.read(want)
+                while 0 < len(data) < want:
+                    more = f.read(want - len(data))
+                    if not more:
+                        break
+                    data += more
+            except (EOFError, lzma.LZMAError, zlib.error, gzip.BadGzipFile) as e:
+                raise ChampSimError(f"{name}: bad compressed data after byte {done}: {e}"
+                                    ) from None
+            except OSError as e:
+                if e.errno:
+                    raise
+                raise ChampSimError(f"{name}: bad compressed data after byte {done}: {e}"
+                                    ) from None
+            if not data:
+                return
+            whole = len(data) - len(data) % CHAMPSIM_DTYPE.itemsize
+            if whole:
+                yield np.frombuffer(data[:whole], dtype=CHAMPSIM_DTYPE)
+            if whole < len(data):
+                raise ChampSimError(f"{name}: trace ends {len(data) - whole} bytes into an "
+                                    f"instruction at byte {done + whole} (ChampSim records "
+                                    f"are 64 bytes)")
+            done += len(data)
+    finally:
+        if f is not src:
+            f.close()
 
 
 def read_champsim(src: str | os.PathLike[str] | IO[bytes]) -> np.ndarray:
-    """Read a ChampSim trace (compression by file-name suffix) as a CHAMPSIM_DTYPE array."""
-    if isinstance(src, str | os.PathLike):
-        p = Path(src)
-        opener = {".xz": lzma.open, ".gz": gzip.open, ".bz2": bz2.open}.get(p.suffix, open)
-        with opener(p, "rb") as f:  # type: ignore[operator]
-            data = f.read()
-    else:
-        data = src.read()
-    if len(data) % CHAMPSIM_DTYPE.itemsize:
-        raise ValueError(f"ChampSim trace length {len(data)} is not a multiple of 64 bytes")
-    return np.frombuffer(data, dtype=CHAMPSIM_DTYPE)
+    """Read a whole ChampSim trace (compression detected by content) as a CHAMPSIM_DTYPE
+    array; :func:`iter_champsim` streams instead."""
+    parts = list(iter_champsim(src))
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=CHAMPSIM_DTYPE)
 
 
 class _State:
@@ -98,6 +130,46 @@ class _State:
 def records_to_instructions(chunk: np.ndarray, state: _State, prefetch: str = "load"
                             ) -> np.ndarray:
     """Convert one chunk of records to ChampSim instructions (CHAMPSIM_DTYPE)."""
+    parts = list(_expand(*_memory_instructions(chunk, state, prefetch)))
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=CHAMPSIM_DTYPE)
+
+
+_FILLER = np.zeros(1, dtype=CHAMPSIM_DTYPE)
+_FILLER["ip"] = FILLER_IP
+_PIECE = 1 << 16  #: instructions per array handed to the writer (4 MiB)
+
+
+def _expand(ins: np.ndarray, fill: np.ndarray, piece: int = _PIECE) -> Iterator[np.ndarray]:
+    """The instruction stream ``fill[0]`` fillers, ``ins[0]``, ``fill[1]`` fillers, ...
+    as arrays of about ``piece`` instructions: memory stays bounded whatever the gaps."""
+    i, n = 0, ins.size
+    while i < n:
+        # as many memory instructions as fit in one piece with their fillers (at least one)
+        cum = np.cumsum(fill[i:i + piece] + 1)
+        j = i + max(1, int(np.searchsorted(cum, piece, side="right")))
+        f = fill[i:j]
+        if j - i == 1 and f[0] >= piece:
+            left = int(f[0])
+            block = np.repeat(_FILLER, piece)
+            while left >= piece:
+                yield block
+                left -= piece
+            out = np.repeat(_FILLER, left + 1)
+            out[-1] = ins[i]
+            yield out
+        else:
+            total = int(f.sum()) + (j - i)
+            out = np.repeat(_FILLER, total)
+            out[np.cumsum(f + 1) - 1] = ins[i:j]
+            yield out
+        i = j
+    return
+
+
+def _memory_instructions(chunk: np.ndarray, state: _State, prefetch: str
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """(the chunk's memory instructions, the filler count before each); trailing fillers
+    stay in ``state.pending``."""
     n = chunk.size
     kind = chunk["kind"]
     glob = state.base + np.arange(n, dtype=np.int64)
@@ -141,18 +213,15 @@ def records_to_instructions(chunk: np.ndarray, state: _State, prefetch: str = "l
     st["zero_addr"] += int(zero.sum())
     st["deps_kept"] += int((ok & is_mem).sum())
     st["deps_lost"] += int((want & ~ok & is_mem).sum())
-    # --- build the instruction array ---
+    # --- build the memory instructions ---
     total = int(fill.sum()) + keep.size
-    out = np.zeros(total, dtype=CHAMPSIM_DTYPE)
-    out["ip"] = FILLER_IP
-    at = np.cumsum(fill + 1) - 1  # position of each memory instruction
     k = kind[keep]
     a = addr[keep]
     size = np.maximum(chunk["size"][keep], 1).astype(np.uint64)
     first = a >> np.uint64(6)
     span = ((a + size - np.uint64(1)) >> np.uint64(6)) - first + np.uint64(1)
     span = span.astype(np.int64)
-    ins = out[at]
+    ins = np.zeros(keep.size, dtype=CHAMPSIM_DTYPE)
     ins["ip"] = SITE_IP_BASE + 4 * chunk["site"][keep].astype(np.uint64)
     st_mask = k == KIND_STORE
     ld_mask = ~st_mask
@@ -174,11 +243,10 @@ def records_to_instructions(chunk: np.ndarray, state: _State, prefetch: str = "l
     has_dep = np.flatnonzero(ok[keep])
     src[has_dep, 0] = REG_POOL[o[keep][has_dep] % _P]
     ins["source_registers"] = src
-    out[at] = ins
     st["instructions"] += total
     st["memory_instructions"] += keep.size
     st["fillers"] += total - keep.size
-    return out
+    return ins, fill.astype(np.int64)
 
 
 def records_to_champsim(records: np.ndarray | Iterable[np.ndarray],
@@ -196,10 +264,12 @@ def records_to_champsim(records: np.ndarray | Iterable[np.ndarray],
         tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
         try:
             with open(tmp, "wb") as raw:
-                f = _compressor(target.name, raw)
-                _write_all(chunks, f, state, prefetch)
-                if f is not raw:
-                    f.close()
+                f = open_output(raw, compression_of(target.name))
+                try:
+                    _write_all(chunks, f, state, prefetch)
+                finally:
+                    if f is not raw:
+                        f.close()
             os.replace(tmp, target)
         finally:
             tmp.unlink(missing_ok=True)
@@ -213,11 +283,141 @@ def _write_all(chunks: Iterable[np.ndarray], f: IO[bytes], state: _State, prefet
     for chunk in chunks:
         if chunk.dtype != RECORD_DTYPE:
             raise TypeError("records must have dtype traces.RECORD_DTYPE")
-        f.write(records_to_instructions(chunk, state, prefetch).tobytes())
+        for piece in _expand(*_memory_instructions(chunk, state, prefetch)):
+            f.write(piece.data)
     if state.pending:  # trailing non-memory instructions
-        tail = np.zeros(state.pending, dtype=CHAMPSIM_DTYPE)
-        tail["ip"] = FILLER_IP
-        f.write(tail.tobytes())
+        left = state.pending
+        while left:
+            k = min(left, _PIECE)
+            f.write(np.repeat(_FILLER, k).data)
+            left -= k
         state.stats["instructions"] += state.pending
         state.stats["fillers"] += state.pending
         state.pending = 0
+
+
+# --- ChampSim -> kvsim records ---------------------------------------------------------------
+IMPORT_SIZE = 8  #: bytes of an imported access (clipped at its 64-byte line's end)
+
+
+class _ImportState:
+    """Carry-over between instruction chunks: indices, pending gap, register writers."""
+
+    def __init__(self) -> None:
+        self.instr = 0  # global index of the chunk's first instruction
+        self.rec = 0  # global index of the next record
+        self.pending = 0  # instructions since the last memory instruction
+        # per register: global record index of the last load of its last writer, or -1
+        self.reg_load = np.full(256, -1, dtype=np.int64)
+        self.stats = {"instructions": 0, "memory_instructions": 0, "loads": 0, "stores": 0,
+                      "records": 0, "deps": 0}
+
+
+def instructions_to_records(ins: np.ndarray, state: _ImportState, size: int = IMPORT_SIZE
+                            ) -> np.ndarray:
+    """Records for one chunk of ChampSim instructions (see :func:`champsim_to_records`)."""
+    n = ins.size
+    src_mem = ins["source_memory"]
+    dst_mem = ins["destination_memory"]
+    addrs = np.concatenate([src_mem, dst_mem], axis=1)  # loads first, then stores
+    present = addrs != 0
+    n_ld = (src_mem != 0).sum(axis=1)
+    n_rec = present.sum(axis=1)
+    is_mem = n_rec > 0
+    mem_idx = np.flatnonzero(is_mem)
+    # gap: instructions without memory operands since the previous memory instruction
+    prev = np.concatenate([[-1 - state.pending], mem_idx[:-1]])
+    gap_of_mem = mem_idx - prev - 1
+    state.pending = int(n - 1 - mem_idx[-1]) if mem_idx.size else state.pending + n
+    first_rec = state.rec + np.cumsum(n_rec) - n_rec  # global index of each instr's first
+    # dependencies: a source register whose last writer was a load instruction
+    dep_target = np.full(n, -1, dtype=np.int64)
+    dst_regs = ins["destination_registers"]
+    src_regs = ins["source_registers"]
+    w_row, w_col = np.nonzero(dst_regs)
+    w_reg = dst_regs[w_row, w_col]
+    last_load = np.where(n_ld > 0, first_rec + n_ld - 1, -1)
+    q_row, q_col = np.nonzero(src_regs[mem_idx])
+    q_row = mem_idx[q_row]
+    q_reg = src_regs[q_row, q_col]
+    order = np.lexsort((w_row, w_reg))  # writes grouped by register, in program order
+    w_row_s, w_reg_s = w_row[order], w_reg[order]
+    for r in np.unique(q_reg):
+        lo, hi = np.searchsorted(w_reg_s, [r, r + 1])
+        writers = w_row_s[lo:hi]
+        qs = np.flatnonzero(q_reg == r)
+        k = np.searchsorted(writers, q_row[qs], side="left") - 1
+        target = np.where(k >= 0, last_load[writers[np.maximum(k, 0)]] if writers.size
+                          else -1, state.reg_load[r])
+        np.maximum.at(dep_target, q_row[qs], target)
+    # register state after the chunk: each register's last writer
+    if w_row.size:
+        last_w = np.full(256, -1, dtype=np.int64)
+        np.maximum.at(last_w, w_reg, w_row)
+        regs = np.flatnonzero(last_w >= 0)
+        state.reg_load[regs] = last_load[last_w[regs]]
+    # records, in instruction order: each instruction's loads, then its stores
+    rows, cols = np.nonzero(present[mem_idx])
+    instr = mem_idx[rows]
+    out = np.zeros(rows.size, dtype=RECORD_DTYPE)
+    a = addrs[instr, cols]
+    out["addr"] = a
+    line_left = np.uint64(64) - (a & np.uint64(63))
+    out["size"] = np.minimum(line_left, np.uint64(size))
+    out["kind"] = np.where(cols < 4, KIND_LOAD, KIND_STORE)
+    first = np.concatenate([[True], instr[1:] != instr[:-1]]) if rows.size else rows == 0
+    gaps = np.zeros(n, dtype=np.int64)
+    gaps[mem_idx] = gap_of_mem
+    out["gap"][first] = np.minimum(gaps[instr[first]], 2**32 - 1)
+    gidx = state.rec + np.arange(rows.size)
+    tgt = dep_target[instr]
+    has = tgt >= 0
+    out["dep"][has] = np.minimum(gidx[has] - tgt[has], 2**32 - 1)
+    st = state.stats
+    st["instructions"] += n
+    st["memory_instructions"] += int(mem_idx.size)
+    st["loads"] += int((cols < 4).sum())
+    st["stores"] += int((cols >= 4).sum())
+    st["records"] += int(rows.size)
+    st["deps"] += int(has.sum())
+    state.instr += n
+    state.rec += rows.size
+    return out
+
+
+def champsim_to_records(src: str | os.PathLike[str] | IO[bytes] | Iterable[np.ndarray],
+                        size: int = IMPORT_SIZE, stats: dict[str, int] | None = None
+                        ) -> Iterator[np.ndarray]:
+    """Yield kvsim records (one array per chunk) for a ChampSim trace (a path or stream,
+    read with :func:`iter_champsim`, or an iterable of CHAMPSIM_DTYPE arrays).
+
+    * Each non-zero ``source_memory`` slot is a load and each non-zero
+      ``destination_memory`` slot a store; an instruction's loads come first (slot order),
+      then its stores.
+    * ChampSim records no access size: an imported access is ``size`` bytes (default
+      :data:`IMPORT_SIZE`, 8), clipped at the end of its 64-byte line, so it touches the one
+      line ChampSim's cache model would.
+    * ``gap``: instructions without memory operands since the previous memory instruction,
+      on the instruction's first record (its other records have gap 0).
+    * ``dep``: when one of an instruction's ``source_registers`` was last written by an
+      instruction with loads, each of its records depends on that instruction's last load
+      (the nearest such load over its source registers): the register dependency ChampSim
+      itself tracks, as :func:`records_to_instructions` encodes one.
+    * ``ip`` and branch fields are not kept (``site`` 0). ``stats`` receives the counts of
+      instructions, memory instructions, loads, stores, records and deps as the iterator
+      runs.
+
+    Round trip: :func:`records_to_champsim` then this keeps every load's and store's address
+    and kind, in order, and the gaps, for accesses that stay inside one 64-byte line at a
+    non-zero address (a line-crossing access comes back as one access per line; a
+    prefetch exports as a load).
+    """
+    chunks = iter_champsim(src) if isinstance(src, str | os.PathLike) or hasattr(src, "read") \
+        else src
+    state = _ImportState()
+    for ins in chunks:
+        out = instructions_to_records(ins, state, size)
+        if out.size:
+            yield out
+    if stats is not None:
+        stats.update(state.stats)

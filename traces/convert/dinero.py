@@ -43,7 +43,7 @@ import numpy as np
 
 from ..format import KIND_LOAD, KIND_MARKER, KIND_PREFETCH, KIND_STORE, RECORD_DTYPE
 
-__all__ = ["DinError", "din_to_records", "records_to_din"]
+__all__ = ["DinError", "din_to_records", "iter_din", "records_to_din"]
 
 _EXT_KIND = {"r": KIND_LOAD, "w": KIND_STORE, "m": KIND_PREFETCH}
 _OLD_KIND = {"0": KIND_LOAD, "1": KIND_STORE, "3": KIND_PREFETCH}
@@ -67,9 +67,11 @@ def _lines(src: str | os.PathLike[str] | Iterable[str] | IO[str]) -> tuple[str, 
     return str(getattr(src, "name", "<din>")), iter(src)
 
 
-def din_to_records(src: str | os.PathLike[str] | Iterable[str] | IO[str],
-                   ifetch: str = "skip", stats: dict[str, int] | None = None) -> np.ndarray:
-    """Parse DineroIV din text (``D`` or ``d`` format) into a RECORD_DTYPE array.
+def iter_din(src: str | os.PathLike[str] | Iterable[str] | IO[str], ifetch: str = "skip",
+             stats: dict[str, int] | None = None, chunk_records: int = 65536
+             ) -> Iterator[np.ndarray]:
+    """Parse DineroIV din text (``D`` or ``d`` format) into RECORD_DTYPE arrays of up to
+    ``chunk_records`` records, line by line: memory does not grow with the input.
 
     ``src`` is a path, an open text file or any iterable of lines. ``ifetch`` is ``"skip"``
     (instruction fetches are ignored) or ``"gap"`` (each one adds 1 to the next record's
@@ -84,7 +86,7 @@ def din_to_records(src: str | os.PathLike[str] | Iterable[str] | IO[str],
     sizes: list[int] = []
     kinds: list[int] = []
     gaps: list[int] = []
-    pending = n_lines = n_ifetch = n_dropped = 0
+    pending = n_lines = n_ifetch = n_dropped = n_records = 0
     for lineno, line in enumerate(lines, 1):
         parts = line.split()
         if not parts or parts[0].startswith("#"):
@@ -122,14 +124,32 @@ def din_to_records(src: str | os.PathLike[str] | Iterable[str] | IO[str],
         kinds.append(kind)
         gaps.append(pending)
         pending = 0
+        if len(addrs) == chunk_records:
+            n_records += len(addrs)
+            yield _din_chunk(addrs, sizes, kinds, gaps)
+            addrs, sizes, kinds, gaps = [], [], [], []
+    if addrs:
+        n_records += len(addrs)
+        yield _din_chunk(addrs, sizes, kinds, gaps)
+    if stats is not None:
+        stats.update(lines=n_lines, records=n_records, ifetch=n_ifetch, dropped=n_dropped)
+
+
+def _din_chunk(addrs: list[int], sizes: list[int], kinds: list[int], gaps: list[int]
+               ) -> np.ndarray:
     out = np.zeros(len(addrs), dtype=RECORD_DTYPE)
     out["addr"] = np.array(addrs, dtype=np.uint64)
     out["size"] = sizes
     out["kind"] = kinds
     out["gap"] = np.minimum(np.array(gaps, dtype=np.int64), 2**32 - 1)
-    if stats is not None:
-        stats.update(lines=n_lines, records=len(addrs), ifetch=n_ifetch, dropped=n_dropped)
     return out
+
+
+def din_to_records(src: str | os.PathLike[str] | Iterable[str] | IO[str],
+                   ifetch: str = "skip", stats: dict[str, int] | None = None) -> np.ndarray:
+    """The whole of :func:`iter_din`'s output as one RECORD_DTYPE array."""
+    parts = list(iter_din(src, ifetch, stats))
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=RECORD_DTYPE)
 
 
 def records_to_din(records: np.ndarray | Iterable[np.ndarray],

@@ -30,7 +30,7 @@ for its own instruction (address ``0x400000 + 4 * site``; fillers use ``0x3ffffc
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -38,11 +38,13 @@ import numpy as np
 
 from ..format import KIND_LOAD, KIND_MARKER, KIND_PREFETCH, KIND_STORE, RECORD_DTYPE
 
-__all__ = ["LackeyError", "lackey_to_records", "records_to_lackey"]
+__all__ = ["LackeyError", "iter_lackey", "lackey_sites", "lackey_to_records",
+           "records_to_lackey"]
 
 SITE_PC_BASE = 0x400000  #: instruction address written for site 0
 FILLER_PC = 0x3FFFFC  #: instruction address written for gap (non-memory) instructions
 _MAX_SITE = 0xFFFF
+_HOLD = 1 << 16  # filler lines the writer holds before writing them out
 
 
 class LackeyError(ValueError):
@@ -52,7 +54,26 @@ class LackeyError(ValueError):
 def lackey_to_records(src: str | os.PathLike[str] | Iterable[str] | IO[str],
                       instructions: str = "gap", sites: list[str] | None = None,
                       stats: dict[str, int] | None = None) -> np.ndarray:
-    """Parse lackey ``--trace-mem=yes`` output into a RECORD_DTYPE array.
+    """The whole of :func:`iter_lackey`'s output as one RECORD_DTYPE array."""
+    parts = list(iter_lackey(src, instructions, sites, stats))
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=RECORD_DTYPE)
+
+
+def lackey_sites(src: str | os.PathLike[str]) -> list[str]:
+    """The ``sites`` list :func:`iter_lackey` builds for the file at ``src``, from a first
+    pass (so a kvt header can name the sites before the records stream)."""
+    sites: list[str] = []
+    for _ in iter_lackey(src, sites=sites):
+        pass
+    return sites
+
+
+def iter_lackey(src: str | os.PathLike[str] | Iterable[str] | IO[str],
+                instructions: str = "gap", sites: list[str] | None = None,
+                stats: dict[str, int] | None = None, chunk_records: int = 65536
+                ) -> Iterator[np.ndarray]:
+    """Parse lackey ``--trace-mem=yes`` output into RECORD_DTYPE arrays of up to
+    ``chunk_records`` records, line by line (memory does not grow with the input).
 
     ``src``: path, text stream or iterable of lines. ``instructions``: ``"gap"`` or
     ``"ignore"`` (see module docstring). ``stats`` receives ``{"instructions", "loads",
@@ -62,12 +83,14 @@ def lackey_to_records(src: str | os.PathLike[str] | Iterable[str] | IO[str],
         raise ValueError("instructions must be 'gap' or 'ignore'")
     if isinstance(src, str | os.PathLike):
         with open(Path(src), encoding="ascii") as f:
-            return lackey_to_records(f, instructions, sites, stats)
+            yield from iter_lackey(f, instructions, sites, stats, chunk_records)
+        return
     name = str(getattr(src, "name", "<lackey>"))
     site_of: dict[int, int] = {}
     rows: list[tuple[int, int, int, int, int]] = []  # addr, gap, size, kind, site
     counts = {"instructions": 0, "loads": 0, "stores": 0, "modifies": 0}
     since = 0  # instructions since the last record
+    n_records = 0
     pc = -1  # address of the current instruction
     for lineno, line in enumerate(src, 1):
         s = line.strip()
@@ -99,16 +122,25 @@ def lackey_to_records(src: str | os.PathLike[str] | Iterable[str] | IO[str],
         if op in ("S", "M"):
             rows.append((addr, gap, size, KIND_STORE, site))
         counts[{"L": "loads", "S": "stores", "M": "modifies"}[op]] += 1
-    out = np.zeros(len(rows), dtype=RECORD_DTYPE)
+        if len(rows) >= chunk_records:
+            n_records += len(rows)
+            yield _lackey_chunk(rows)
+            rows = []
     if rows:
-        cols = list(zip(*rows, strict=True))
-        out["addr"] = np.array(cols[0], dtype=np.uint64)
-        out["gap"] = np.minimum(np.array(cols[1], dtype=np.int64), 2**32 - 1)
-        out["size"], out["kind"], out["site"] = cols[2], cols[3], cols[4]
+        n_records += len(rows)
+        yield _lackey_chunk(rows)
     if sites is not None:
         sites[:] = [f"0x{p:x}" if p >= 0 else "none" for p in list(site_of)[:_MAX_SITE + 1]]
     if stats is not None:
-        stats.update(counts, records=len(rows))
+        stats.update(counts, records=n_records)
+
+
+def _lackey_chunk(rows: list[tuple[int, int, int, int, int]]) -> np.ndarray:
+    out = np.zeros(len(rows), dtype=RECORD_DTYPE)
+    cols = list(zip(*rows, strict=True))
+    out["addr"] = np.array(cols[0], dtype=np.uint64)
+    out["gap"] = np.minimum(np.array(cols[1], dtype=np.int64), 2**32 - 1)
+    out["size"], out["kind"], out["site"] = cols[2], cols[3], cols[4]
     return out
 
 
@@ -130,7 +162,8 @@ def records_to_lackey(records: np.ndarray | Iterable[np.ndarray],
     n = 0
     pending = 0  # gaps of dropped records carry over to the next written one
     for chunk in chunks:
-        lines = []
+        lines: list[str] = []
+        held = 0  # filler lines held in ``lines``
         for addr, gap, _dep, size, kind, _tag, site, _flags in chunk.tolist():
             pending += gap
             if kind == KIND_MARKER:
@@ -139,7 +172,14 @@ def records_to_lackey(records: np.ndarray | Iterable[np.ndarray],
                 pending += 1  # the prefetch instruction remains, as a non-memory one
                 continue
             if instructions:
+                if held + pending > _HOLD:  # bounded memory whatever the gaps
+                    out.write("".join(lines))
+                    lines, held = [], 0
+                    while pending > _HOLD:
+                        out.write(filler * _HOLD)
+                        pending -= _HOLD
                 lines.append(filler * pending)
+                held += pending
                 lines.append(f"I  {SITE_PC_BASE + 4 * site:08x},1\n")
             pending = 0
             op = "S" if kind == KIND_STORE else "L"

@@ -126,3 +126,84 @@ def test_compressed_files_roundtrip(tmp_path: Path, suffix: str) -> None:
     again = tmp_path / f"u.champsimtrace{suffix}"
     records_to_champsim(rec, again)
     assert again.read_bytes() == p.read_bytes()  # deterministic, including compression
+
+
+# --- ChampSim -> kvt -------------------------------------------------------------------------
+def _c_ref_like(n: int, seed: int) -> np.ndarray:
+    """Loads and stores inside one line (as c_ref emits them), deps on recent loads."""
+    rng = np.random.default_rng(seed)
+    r = np.zeros(n, dtype=traces.RECORD_DTYPE)
+    r["kind"] = rng.choice([0, 0, 1], n)
+    r["size"] = rng.choice([1, 4, 8, 16], n)
+    line = rng.integers(1, 1 << 34, n, dtype=np.uint64) * np.uint64(64)
+    off = rng.integers(0, 64, n).astype(np.uint64) % (np.uint64(65) - r["size"])
+    r["addr"] = line + off
+    r["gap"] = rng.integers(0, 40, n)
+    back = rng.integers(1, 30, n)
+    src = np.arange(n) - back
+    ok = (src >= 0) & (rng.random(n) < 0.4)
+    ok[ok] = r["kind"][src[ok]] == 0
+    r["dep"] = np.where(ok, back, 0)
+    return r
+
+
+@pytest.mark.parametrize("suffix", [".champsimtrace", ".champsimtrace.gz",
+                                    ".champsimtrace.xz"])
+def test_kvt_champsim_kvt_keeps_loads_stores_in_order(suffix: str, tmp_path: Path) -> None:
+    from kvsim.traces.convert import convert
+
+    rec = _c_ref_like(20_000, 4)
+    src = tmp_path / "a.kvt"
+    with traces.Writer(src, {}, chunk_records=3001) as w:
+        w.write(rec)
+    convert(str(src), str(tmp_path / f"t{suffix}"))
+    convert(str(tmp_path / f"t{suffix}"), str(tmp_path / "b.kvt"))  # format from content
+    back = traces.read_all(tmp_path / "b.kvt")
+    for f in ("addr", "kind", "gap", "dep"):
+        np.testing.assert_array_equal(back[f], rec[f], err_msg=f)
+    # an imported access is 8 bytes, clipped at its line's end
+    expected = np.minimum(8, 64 - (rec["addr"] % 64))
+    np.testing.assert_array_equal(back["size"], expected)
+
+
+def test_import_orders_an_instructions_loads_before_stores() -> None:
+    from kvsim.traces.convert.champsim import champsim_to_records
+
+    ins = np.zeros(5, dtype=CHAMPSIM_DTYPE)
+    ins["ip"] = 0x1000
+    ins[1]["source_memory"] = [0x100, 0, 0x13C, 0]  # zeros are empty slots
+    ins[1]["destination_memory"] = [0x200, 0]
+    ins[1]["destination_registers"] = [9, 0]
+    ins[4]["source_memory"][0] = 0x300
+    ins[4]["source_registers"] = [9, 0, 0, 0]  # reads what instruction 1 loaded
+    stats: dict = {}
+    rec = np.concatenate(list(champsim_to_records([ins[:3], ins[3:]], stats=stats)))
+    assert rec["addr"].tolist() == [0x100, 0x13C, 0x200, 0x300]
+    assert rec["kind"].tolist() == [0, 0, 1, 0]
+    assert rec["gap"].tolist() == [1, 0, 0, 2]
+    assert rec["size"].tolist() == [8, 4, 8, 8]
+    assert rec["dep"].tolist() == [0, 0, 0, 2]  # the instruction's last load, 0x13C
+    assert stats == {"instructions": 5, "memory_instructions": 2, "loads": 3, "stores": 1,
+                     "records": 4, "deps": 1}
+
+
+def test_a_later_writer_breaks_the_register_dependency() -> None:
+    from kvsim.traces.convert.champsim import champsim_to_records
+
+    ins = np.zeros(3, dtype=CHAMPSIM_DTYPE)
+    ins[0]["source_memory"][0] = 0x100
+    ins[0]["destination_registers"][0] = 9
+    ins[1]["destination_registers"][0] = 9  # an add overwrites r9
+    ins[2]["source_memory"][0] = 0x200
+    ins[2]["source_registers"][0] = 9
+    rec = np.concatenate(list(champsim_to_records([ins])))
+    assert rec["dep"].tolist() == [0, 0]
+
+
+def test_truncated_champsim_trace_is_refused(tmp_path: Path) -> None:
+    from kvsim.traces.convert.champsim import ChampSimError
+
+    p = tmp_path / "t.champsimtrace"
+    p.write_bytes(np.zeros(3, dtype=CHAMPSIM_DTYPE).tobytes()[:-10])
+    with pytest.raises(ChampSimError, match="t.champsimtrace.*64 bytes"):
+        read_champsim(p)

@@ -150,3 +150,48 @@ def test_bad_files_raise() -> None:
         gem5.read_packets(golden + b"\x02\x08\x01")
     with pytest.raises(ValueError, match="lacks required"):
         gem5.encode(TXT_HEADER, [{"tick": 1}])
+
+
+# --- gem5 -> kvt -> gem5 ---------------------------------------------------------------------
+KEPT = set(gem5.IMPORTED_CMDS)
+
+
+@pytest.mark.parametrize("name", ["gem5_packet_trace.trc", "gem5_packet_trace.trc.gz",
+                                  "gem5_packet_trace_probe_style.trc.gz"])
+@pytest.mark.parametrize("freq", [None, 2.0])
+def test_gem5_kvt_gem5_keeps_address_size_command(name: str, freq: float | None,
+                                                  tmp_path: Path) -> None:
+    from kvsim.traces.convert import convert
+
+    _, before = gem5.read_packets(DATA / name)
+    convert(str(DATA / name), str(tmp_path / "t.kvt"), freq_ghz=freq)
+    convert(str(tmp_path / "t.kvt"), str(tmp_path / "back.trc.gz"), freq_ghz=freq)
+    header, after = gem5.read_packets(tmp_path / "back.trc.gz")
+    kept = [p for p in before if p["cmd"] in KEPT]
+    assert [(p["addr"], p["cmd"]) for p in after] == [(p["addr"], p["cmd"]) for p in kept]
+    # sizes: all kept, but a software prefetch is 1 byte in a kvt (traces/FORMAT.md)
+    assert [p["size"] for p in after] == [1 if p["cmd"] in (11, 12) else p["size"]
+                                          for p in kept]
+    assert header["tick_freq"] == 10**12
+    # ticks: regenerated from the gaps at the frequency, never earlier than the original
+    # instruction (a kvt has no ticks; packets that shared a tick get consecutive ones)
+    tpi = round(10**12 / ((freq or 4.0) * 1e9))
+    assert all(a["tick"] % tpi == 0 for a in after)
+    assert all(a["tick"] >= b["tick"] // tpi * tpi for a, b in zip(after, kept, strict=True))
+
+
+def test_ticks_become_gaps_at_the_frequency(tmp_path: Path) -> None:
+    from kvsim.traces.convert import convert
+
+    packets = [{"tick": t, "cmd": 1, "addr": 64 * i, "size": 8}
+               for i, t in enumerate([0, 250, 2500, 2500, 2750, 10_000])]
+    src = tmp_path / "p.trc"
+    gem5.write_packets(src, {"obj_id": "t", "tick_freq": 10**12}, packets)
+    convert(str(src), str(tmp_path / "t.kvt"))  # 4 GHz: 250 ticks per instruction
+    rec = traces.read_all(tmp_path / "t.kvt")
+    assert rec["gap"].tolist() == [0, 0, 8, 0, 0, 28]
+    convert(str(src), str(tmp_path / "u.kvt"), freq_ghz=1.0)  # 1000 ticks
+    assert traces.read_all(tmp_path / "u.kvt")["gap"].tolist() == [0, 0, 1, 0, 0, 7]
+    convert(str(tmp_path / "t.kvt"), str(tmp_path / "back.trc"))
+    _, back = gem5.read_packets(tmp_path / "back.trc")
+    assert [p["tick"] for p in back] == [0, 250, 2500, 2750, 3000, 10_250]

@@ -1,0 +1,265 @@
+"""The gem5 backend: simulate a kvt trace with gem5's classic caches, next to kvsim's engine.
+
+``kvsim simulate TRACE --engine gem5 --cpu PRESET [--gem5 PATH]`` runs :func:`run`:
+
+1. the trace is exported as a gem5 packet trace (:func:`kvsim.traces.convert.gem5.
+   records_to_gem5`: loads ``ReadReq``, stores ``WriteReq``, software prefetches
+   ``SoftPFReq``, accesses split at line boundaries);
+2. :func:`config_script` writes a gem5 configuration script: a ``System`` clocked at the
+   preset's frequency, one classic ``Cache`` per preset level (size, ways, line size as
+   ``cache_line_size``, latency as tag/data/response latency, miss buffers as ``mshrs``,
+   replacement policy, clusivity), joined by ``L2XBar``\\ s, the last on a ``SystemXBar`` to a
+   ``SimpleMemory`` with no backing store (``null=True``: only addresses matter), and a
+   ``TrafficGen`` whose one TRACE state replays the packet trace, then an EXIT state;
+3. the gem5 binary (``--gem5`` or ``$GEM5``; a NULL-ISA build such as
+   ``build/NULL/gem5.opt``, compiled with protobuf) runs it with ``--outdir`` in a temporary
+   directory;
+4. :func:`parse_stats` reads ``stats.txt`` into the result dict kvsim's engine returns
+   (``levels`` with ``demand_accesses``, ``demand_misses``, ``accesses``, ``hits``,
+   ``misses``, ``writebacks`` per level), and the same trace runs on kvsim's engine with the
+   same model: functional, no TLB, no hardware prefetchers, no final flush.
+
+What the two models share, and what they do not:
+
+* Replay is serial: packets are :data:`SPACING_TICKS` apart, so every access completes
+  before the next is sent. gem5 counts an access to a line whose miss is still in flight as
+  a miss (an MSHR hit); kvsim's functional counts have no time, so spacing the packets is
+  what makes the counts comparable.
+* Replacement: ``lru`` -> ``LRURP``, ``plru`` -> ``TreePLRURP``, ``srrip`` -> ``RRIPRP``,
+  ``brrip`` -> ``BRRIPRP``, ``random`` -> ``RandomRP`` (random streams differ, so only
+  ``lru`` and ``plru`` can agree access for access).
+* Clusivity: ``non-inclusive`` -> ``mostly_incl`` (gem5's classic caches never
+  back-invalidate, which is kvsim's non-inclusive); ``exclusive`` -> ``mostly_excl`` with
+  ``writeback_clean`` on the level above; ``inclusive`` has no gem5 classic equivalent and
+  is run as ``mostly_incl`` (noted in the result).
+* gem5 caches are write-back, write-allocate, and a store miss fetches the line
+  (``ReadExReq``), as kvsim's do.
+
+Terms: *packet* is a gem5 memory request in the trace; *level* a preset cache level.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .config import CpuConfig
+
+__all__ = ["GEM5_ENV", "REPLACEMENT", "SPACING_TICKS", "Gem5Error", "compare_text",
+           "config_script", "find_binary", "parse_stats", "run"]
+
+GEM5_ENV = "GEM5"
+SPACING_TICKS = 1_000_000  #: ticks (1 us at gem5's 1 ps tick) between replayed packets
+REPLACEMENT = {"lru": "LRURP", "plru": "TreePLRURP", "srrip": "RRIPRP", "brrip": "BRRIPRP",
+               "random": "RandomRP"}
+CLUSIVITY = {"non-inclusive": "mostly_incl", "inclusive": "mostly_incl",
+             "exclusive": "mostly_excl"}
+HOW_TO = (f"no gem5 binary: pass --gem5 PATH or set {GEM5_ENV}=PATH to a gem5 NULL-ISA build "
+          "with protobuf (scons build/NULL/gem5.opt in a gem5 checkout)")
+
+
+class Gem5Error(RuntimeError):
+    """gem5 is missing, failed, or wrote statistics that cannot be read."""
+
+
+def find_binary(path: str | None = None) -> str:
+    """The gem5 binary: ``path``, else ``$GEM5``; :class:`Gem5Error` with :data:`HOW_TO`
+    when neither names an executable file."""
+    cand = path or os.environ.get(GEM5_ENV)
+    if not cand:
+        raise Gem5Error(HOW_TO)
+    resolved = shutil.which(cand) or cand
+    if not (os.path.isfile(resolved) and os.access(resolved, os.X_OK)):
+        raise Gem5Error(f"{cand}: not an executable file; {HOW_TO}")
+    return resolved
+
+
+def _cache_name(i: int) -> str:
+    return f"cache{i}"
+
+
+def config_script(cpu: CpuConfig, trace_file: str, last_tick: int, mem_bytes: int = 1 << 48
+                  ) -> str:
+    """The gem5 configuration script (Python run by gem5) for ``cpu`` replaying the packet
+    trace ``trace_file`` (a path gem5 can open) whose last packet is at ``last_tick``."""
+    levels = []
+    for i, c in enumerate(cpu.caches):
+        nxt = cpu.caches[i + 1] if i + 1 < len(cpu.caches) else None
+        levels.append({
+            "name": _cache_name(i), "preset_name": c.name, "size": c.size, "assoc": c.ways,
+            "latency": max(1, int(c.latency)), "mshrs": c.mshrs or 256,
+            "replacement": REPLACEMENT.get(c.replacement, "LRURP"),
+            "clusivity": CLUSIVITY.get(c.inclusion, "mostly_incl"),
+            "writeback_clean": bool(nxt is not None and nxt.inclusion == "exclusive"),
+        })
+    line = cpu.caches[0].line
+    freq = cpu.freq_ghz or 4.0
+    duration = last_tick + 10 * SPACING_TICKS
+    return f'''# gem5 configuration written by kvsim (kvsim.sim.gem5.config_script) for the
+# preset {cpu.name!r}: classic caches, a TrafficGen replaying a packet trace.
+import os
+
+import m5
+from m5.objects import *  # noqa: F403 -- gem5's configuration idiom
+
+LEVELS = {levels!r}
+TRACE = {trace_file!r}
+here = os.path.dirname(os.path.abspath(__file__))
+tgen_cfg = os.path.join(here, "tgen.cfg")
+with open(tgen_cfg, "w") as f:
+    f.write("STATE 0 {duration} TRACE %s 0\\n" % TRACE)
+    f.write("STATE 1 0 EXIT\\n")
+    f.write("INIT 0\\n")
+    f.write("TRANSITION 0 1 1\\n")
+    f.write("TRANSITION 1 1 1\\n")
+
+system = System(membus=SystemXBar(width=64))
+system.clk_domain = SrcClockDomain(clock="{freq}GHz", voltage_domain=VoltageDomain())
+system.mem_mode = "timing"
+system.cache_line_size = {line}
+system.mem_ranges = [AddrRange(0, size={mem_bytes})]
+system.tgen = TrafficGen(config_file=tgen_cfg, elastic_req=False)
+system.mem = SimpleMemory(range=system.mem_ranges[0], null=True, latency="30ns")
+system.mem.port = system.membus.mem_side_ports
+system.system_port = system.membus.cpu_side_ports
+
+upstream = system.tgen.port
+for i, lv in enumerate(LEVELS):
+    cache = Cache(size="%dB" % lv["size"], assoc=lv["assoc"], tag_latency=lv["latency"],
+                  data_latency=lv["latency"], response_latency=lv["latency"],
+                  mshrs=lv["mshrs"], tgts_per_mshr=16, write_buffers=lv["mshrs"],
+                  clusivity=lv["clusivity"], writeback_clean=lv["writeback_clean"])
+    cache.replacement_policy = globals()[lv["replacement"]]()
+    setattr(system, lv["name"], cache)
+    cache.cpu_side = upstream
+    if i + 1 < len(LEVELS):
+        xbar = L2XBar(width=64)
+        setattr(system, "xbar%d" % i, xbar)
+        cache.mem_side = xbar.cpu_side_ports
+        upstream = xbar.mem_side_ports
+    else:
+        cache.mem_side = system.membus.cpu_side_ports
+
+root = Root(full_system=False, system=system)
+m5.instantiate()
+event = m5.simulate()
+print("kvsim-gem5: exit at tick %d: %s" % (m5.curTick(), event.getCause()))
+'''
+
+
+_STAT = re.compile(r"^(\S+)\s+(-?[0-9.eE+]+|nan|inf)\b")
+
+
+def read_stats(text: str) -> dict[str, float]:
+    """Name -> value of the last statistics block of a gem5 ``stats.txt``."""
+    blocks = text.split("---------- Begin Simulation Statistics ----------")
+    if len(blocks) < 2:
+        raise Gem5Error("stats.txt has no 'Begin Simulation Statistics' block")
+    out: dict[str, float] = {}
+    for line in blocks[-1].splitlines():
+        m = _STAT.match(line)
+        if m:
+            try:
+                out[m.group(1)] = float(m.group(2))
+            except ValueError:
+                continue
+    return out
+
+
+def parse_stats(text: str, cpu: CpuConfig, records: int | None = None) -> dict[str, Any]:
+    """kvsim's result dict from gem5's ``stats.txt`` text for a run of :func:`config_script`:
+    per level (named and in the order of ``cpu.caches``) ``demand_accesses``,
+    ``demand_misses`` (gem5's ``demandAccesses``/``demandMisses``: reads and writes from
+    above), ``accesses``, ``hits``, ``misses`` (``overall*``: plus prefetches),
+    ``writebacks`` and ``miss_rate``. A statistic gem5 omits (it drops zero counts) is 0."""
+    stats = read_stats(text)
+    levels = []
+    n = len(cpu.caches)
+    for i, c in enumerate(cpu.caches):
+        p = f"system.{_cache_name(i)}."
+        if not any(k.startswith(p) for k in stats):
+            raise Gem5Error(f"stats.txt has no statistics for {p[:-1]} ({c.name})")
+
+        def get(name: str, p: str = p) -> int:
+            return int(stats.get(f"{p}{name}::total", stats.get(f"{p}{name}", 0.0)))
+
+        acc, miss = get("overallAccesses"), get("overallMisses")
+        levels.append({
+            "name": c.name, "role": "LLC" if i == n - 1 and n > 1 else f"L{i + 1}",
+            "size": c.size, "ways": c.ways, "line": c.line, "replacement": c.replacement,
+            "inclusion": c.inclusion, "accesses": acc, "hits": get("overallHits"),
+            "misses": miss, "miss_rate": miss / acc if acc else 0.0,
+            "demand_accesses": get("demandAccesses"), "demand_misses": get("demandMisses"),
+            "writebacks": get("writebacks"),
+        })
+    return {"cpu": cpu.name, "trace": None, "engine": "gem5", "mode": "functional",
+            "records": records, "levels": levels,
+            "sim_ticks": int(stats.get("simTicks", 0))}
+
+
+def run(trace: str | os.PathLike[str], cpu: CpuConfig, gem5: str | None = None,
+        keep: str | os.PathLike[str] | None = None, timeout: float | None = None
+        ) -> dict[str, Any]:
+    """Run ``trace`` (a .kvt path) through gem5 with ``cpu``'s caches; returns the result
+    dict of :func:`parse_stats` plus ``gem5`` (binary, exit line, notes). ``keep``: a
+    directory to keep the packet trace, script and gem5's output in (else a temporary one)."""
+    from kvsim import traces
+    from kvsim.traces.convert.gem5 import records_to_gem5
+
+    binary = find_binary(gem5)
+    with tempfile.TemporaryDirectory(prefix="kvsim-gem5-") as tmp:
+        work = Path(keep) if keep else Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        trc = work / "trace.trc.gz"
+        count = [0]
+
+        def counted(reader: Any) -> Any:
+            for chunk in reader:
+                count[0] += chunk.size
+                yield chunk
+
+        with traces.open(trace) as reader:
+            n_packets = records_to_gem5(counted(reader), trc, line_size=cpu.caches[0].line,
+                                        prefetch="softpf", packet_spacing=SPACING_TICKS)
+        records = count[0]
+        last_tick = n_packets * SPACING_TICKS
+        script = work / "kvsim_gem5_config.py"
+        script.write_text(config_script(cpu, str(trc), last_tick))
+        out = work / "m5out"
+        proc = subprocess.run([binary, f"--outdir={out}", str(script)], capture_output=True,
+                              text=True, timeout=timeout, check=False)
+        stats_file = out / "stats.txt"
+        if proc.returncode != 0 or not stats_file.is_file():
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise Gem5Error(f"{binary} exited with status {proc.returncode}: {tail[0]}")
+        res = parse_stats(stats_file.read_text(), cpu, records)
+        exit_line = next((ln for ln in proc.stdout.splitlines()
+                          if ln.startswith("kvsim-gem5:")), "")
+    notes = [f"{c.name}: inclusive has no gem5 classic equivalent (run as mostly_incl)"
+             for c in cpu.caches if c.inclusion == "inclusive"]
+    notes += [f"{c.name}: {c.replacement} draws different random numbers in gem5"
+              for c in cpu.caches if c.replacement in ("random", "brrip")]
+    res["gem5"] = {"binary": os.path.basename(binary), "packets": n_packets,
+                   "exit": exit_line, "notes": notes}
+    return res
+
+
+def compare_text(gem5_res: dict[str, Any], native: dict[str, Any]) -> str:
+    """The two results side by side: demand misses per level and their difference."""
+    rows = [f"{'level':<8} {'kvsim demand misses':>20} {'gem5 demand misses':>20} "
+            f"{'diff':>8}   {'kvsim accesses':>15} {'gem5 accesses':>15}"]
+    for k, g in zip(native["levels"], gem5_res["levels"], strict=True):
+        km, gm = k["demand_misses"], g["demand_misses"]
+        diff = f"{(gm - km) / km * 100:+.2f}%" if km else ("0" if gm == km else "n/a")
+        rows.append(f"{k['name']:<8} {km:>20,d} {gm:>20,d} {diff:>8}   "
+                    f"{k['demand_accesses']:>15,d} {g['demand_accesses']:>15,d}")
+    head = (f"{gem5_res['cpu']}: gem5 ({gem5_res['gem5']['binary']}, "
+            f"{gem5_res['gem5']['packets']:,d} packets) vs kvsim (functional, no TLB, "
+            f"no hardware prefetchers, no final flush)")
+    notes = [f"note: {n}" for n in gem5_res["gem5"]["notes"]]
+    return "\n".join([head, *rows, *notes])

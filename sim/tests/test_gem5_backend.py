@@ -1,0 +1,296 @@
+"""The gem5 backend without gem5: the generated configuration script run against a stub
+``m5`` package written here, the stats parser on a ``stats.txt`` built from the stat names
+gem5's classic caches define (``src/mem/cache/base.cc``: ``demandMisses``, ``overallHits``,
+...), the plumbing through a stand-in binary, and the message without a binary. The real
+run needs ``GEM5`` (a gem5 NULL build) and is skipped without it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kvsim import sim, traces
+from kvsim.sim import gem5 as g5
+
+STUB_OBJECTS = '''
+import json, os
+
+_objects = []
+
+
+class _Port:
+    def __init__(self, owner, name):
+        self.owner, self.name = owner, name
+
+    def ref(self):
+        return self.owner._path + "." + self.name
+
+
+class SimObject:
+    def __init__(self, **kw):
+        object.__setattr__(self, "_params", {})
+        object.__setattr__(self, "_path", "?")
+        _objects.append(self)
+        for k, v in kw.items():
+            setattr(self, k, v)
+
+    def __setattr__(self, k, v):
+        self._params[k] = v
+
+    def name_children(self):
+        for k, v in self._params.items():
+            if isinstance(v, SimObject) and v._path == "?":
+                object.__setattr__(v, "_path", k if self._path == "root" else
+                                   self._path + "." + k)
+                v.name_children()
+
+    def __getattr__(self, k):
+        if k.startswith("_"):
+            raise AttributeError(k)
+        if k in self._params:
+            return self._params[k]
+        return _Port(self, k)
+
+    def dump(self):
+        out = {"class": type(self).__name__, "params": {}, "ports": {}}
+        for k, v in self._params.items():
+            if isinstance(v, _Port):
+                out["ports"][k] = v.ref()
+            elif isinstance(v, SimObject):
+                out["params"][k] = v._path
+            elif isinstance(v, list):
+                out["params"][k] = [x.dump() if isinstance(x, SimObject) else x for x in v]
+            else:
+                out["params"][k] = v
+        return out
+
+
+def _cls(name):
+    return type(name, (SimObject,), {})
+
+
+for _n in ("System SystemXBar L2XBar SrcClockDomain VoltageDomain TrafficGen SimpleMemory "
+           "Cache LRURP TreePLRURP RRIPRP BRRIPRP RandomRP").split():
+    globals()[_n] = _cls(_n)
+
+
+def AddrRange(start, size):
+    return [start, size]
+
+
+class Root(SimObject):
+    def __init__(self, **kw):
+        object.__setattr__(self, "_params", {})
+        object.__setattr__(self, "_path", "root")
+        _objects.append(self)
+        for k, v in kw.items():
+            setattr(self, k, v)
+'''
+
+STUB_INIT = '''
+from . import objects
+
+
+class _Event:
+    def getCause(self):
+        return "stub: simulate() called"
+
+
+def instantiate():
+    for o in objects._objects:
+        if o._path == "root":
+            o.name_children()
+    out = {o._path: o.dump() for o in objects._objects if o._path != "?"}
+    with open(__import__("os").environ["STUB_DUMP"], "w") as f:
+        __import__("json").dump(out, f, default=str)
+
+
+def simulate(*a):
+    return _Event()
+
+
+def curTick():
+    return 0
+'''
+
+
+@pytest.fixture
+def stub_m5(tmp_path: Path) -> Path:
+    d = tmp_path / "stub"
+    (d / "m5").mkdir(parents=True)
+    (d / "m5" / "__init__.py").write_text(STUB_INIT)
+    (d / "m5" / "objects.py").write_text(STUB_OBJECTS)
+    return d
+
+
+def _run_script(script: str, stub: Path, tmp: Path) -> dict:
+    path = tmp / "run" / "config.py"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(script)
+    env = dict(os.environ, PYTHONPATH=str(stub), STUB_DUMP=str(tmp / "dump.json"))
+    res = subprocess.run([sys.executable, str(path)], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "kvsim-gem5: exit at tick 0: stub" in res.stdout
+    return json.loads((tmp / "dump.json").read_text())
+
+
+PRESETS = sorted(p.stem for p in (Path(sim.__file__).parent / "presets").glob("*.toml"))
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_script_builds_the_presets_caches(preset: str, stub_m5: Path, tmp_path: Path) -> None:
+    cpu = sim.load_cpu(preset)
+    graph = _run_script(g5.config_script(cpu, "/data/t.trc.gz", 5_000_000), stub_m5, tmp_path)
+    system = graph["system"]["params"]
+    assert system["cache_line_size"] == cpu.caches[0].line
+    assert graph["system.clk_domain"]["params"]["clock"] == f"{cpu.freq_ghz}GHz"
+    assert graph["system.mem"]["params"]["null"] is True
+    assert graph["system.tgen"]["class"] == "TrafficGen"
+    upstream = "system.tgen.port"
+    for i, c in enumerate(cpu.caches):
+        node = graph[f"system.cache{i}"]
+        p = node["params"]
+        assert node["class"] == "Cache"
+        assert (p["size"], p["assoc"]) == (f"{c.size}B", c.ways)
+        assert p["tag_latency"] == p["data_latency"] == p["response_latency"] == c.latency
+        assert p["mshrs"] == (c.mshrs or 256)
+        assert p["clusivity"] == g5.CLUSIVITY[c.inclusion]
+        assert graph[p["replacement_policy"]]["class"] == g5.REPLACEMENT[c.replacement]
+        assert node["ports"]["cpu_side"] == upstream
+        if i + 1 < len(cpu.caches):
+            assert node["ports"]["mem_side"] == f"system.xbar{i}.cpu_side_ports"
+            upstream = f"system.xbar{i}.mem_side_ports"
+        else:
+            assert node["ports"]["mem_side"] == "system.membus.cpu_side_ports"
+    assert graph["system.mem"]["ports"]["port"] == "system.membus.mem_side_ports"
+    cfg = (tmp_path / "run" / "tgen.cfg").read_text().splitlines()
+    duration = 5_000_000 + 10 * g5.SPACING_TICKS
+    assert cfg == [f"STATE 0 {duration} TRACE /data/t.trc.gz 0", "STATE 1 0 EXIT", "INIT 0",
+                   "TRANSITION 0 1 1", "TRANSITION 1 1 1"]
+
+
+def test_exclusive_level_gets_clean_writebacks_from_above(stub_m5: Path, tmp_path: Path
+                                                          ) -> None:
+    cpu = sim.load_cpu(PRESETS[0])
+    caches = list(cpu.caches)
+    caches[-1] = caches[-1].__class__(**{**caches[-1].__dict__, "inclusion": "exclusive"})
+    cpu = cpu.with_changes(caches=tuple(caches))
+    graph = _run_script(g5.config_script(cpu, "t.trc.gz", 0), stub_m5, tmp_path)
+    n = len(caches)
+    assert graph[f"system.cache{n - 1}"]["params"]["clusivity"] == "mostly_excl"
+    assert graph[f"system.cache{n - 2}"]["params"]["writeback_clean"] is True
+    assert graph["system.cache0"]["params"]["writeback_clean"] is (n == 2)
+
+
+def stats_txt(levels: list[dict[str, int]], sim_ticks: int = 123) -> str:
+    """A stats.txt in gem5's layout with its classic-cache stat names."""
+    lines = ["", "---------- Begin Simulation Statistics ----------",
+             f"simTicks {sim_ticks:>30}                       # Number of ticks simulated (Tick)"]
+    for i, lv in enumerate(levels):
+        p = f"system.cache{i}"
+        for name, v in lv.items():
+            lines.append(f"{p}.{name}::system.tgen {v:>20}   # per requestor (Count)")
+            lines.append(f"{p}.{name}::total {v:>20}   # {name} (Count)")
+        lines.append(f"{p}.ReadSharedReq.misses::total {lv.get('demandMisses', 0):>10}  # x")
+        lines.append(f"{p}.overallMissRate::total 0.5   # Ratio")
+    lines += ["", "---------- End Simulation Statistics   ----------", ""]
+    return "\n".join(lines)
+
+
+def test_stats_parser_reads_gem5_names() -> None:
+    cpu = sim.load_cpu(PRESETS[0])
+    levels = [{"demandAccesses": 1000 - 100 * i, "demandMisses": 400 - 100 * i,
+               "overallAccesses": 1100 - 100 * i, "overallHits": 650 - i,
+               "overallMisses": 450 - 100 * i, "writebacks": 30 + i}
+              for i in range(len(cpu.caches))]
+    levels[-1].pop("writebacks")  # gem5 leaves zero counts out (nozero)
+    text = stats_txt(levels, 7) + stats_txt(levels, 99)  # two dumps: the last one counts
+    res = g5.parse_stats(text, cpu, records=5)
+    assert res["engine"] == "gem5" and res["records"] == 5 and res["sim_ticks"] == 99
+    for i, (lv, out) in enumerate(zip(levels, res["levels"], strict=True)):
+        assert out["name"] == cpu.caches[i].name
+        assert (out["demand_accesses"], out["demand_misses"]) == (lv["demandAccesses"],
+                                                                  lv["demandMisses"])
+        assert (out["accesses"], out["hits"], out["misses"]) == (
+            lv["overallAccesses"], lv["overallHits"], lv["overallMisses"])
+        assert out["writebacks"] == lv.get("writebacks", 0)
+    with pytest.raises(g5.Gem5Error, match="cache"):
+        g5.parse_stats(stats_txt(levels[:1]), cpu)
+    with pytest.raises(g5.Gem5Error, match="Begin Simulation"):
+        g5.parse_stats("nothing here\n", cpu)
+
+
+def _trace(tmp: Path) -> Path:
+    rng = np.random.default_rng(5)
+    r = np.zeros(3000, dtype=traces.RECORD_DTYPE)
+    r["addr"] = rng.integers(1, 1 << 16, 3000).astype(np.uint64) * np.uint64(64)
+    r["size"], r["kind"], r["gap"] = 8, rng.choice([0, 1], 3000), 3
+    p = tmp / "t.kvt"
+    with traces.Writer(p, {}) as w:
+        w.write(r)
+    return p
+
+
+def test_plumbing_through_a_stand_in_binary(stub_m5: Path, tmp_path: Path) -> None:
+    """A stand-in "gem5" runs the script on the stub m5 and writes a stats.txt whose
+    figures are fixed: the result must be those figures, the packet trace gem5's."""
+    cpu = sim.load_cpu(PRESETS[0])
+    levels = [{"demandAccesses": 10 + i, "demandMisses": 5 + i, "overallAccesses": 11 + i,
+               "overallHits": 6, "overallMisses": 5 + i} for i in range(len(cpu.caches))]
+    (tmp_path / "stats.txt").write_text(stats_txt(levels))
+    fake = tmp_path / "gem5.opt"
+    fake.write_text(textwrap.dedent(f"""\
+        #!{sys.executable}
+        import os, runpy, shutil, sys
+        out = sys.argv[1].split("=", 1)[1]
+        os.makedirs(out)
+        sys.path.insert(0, {str(stub_m5)!r})
+        os.environ["STUB_DUMP"] = os.path.join(out, "dump.json")
+        runpy.run_path(sys.argv[2], run_name="__main__")
+        shutil.copy({str(tmp_path / "stats.txt")!r}, os.path.join(out, "stats.txt"))
+        """))
+    fake.chmod(0o755)
+    keep = tmp_path / "keep"
+    res = g5.run(_trace(tmp_path), cpu, str(fake), keep=keep)
+    assert [lv["demand_misses"] for lv in res["levels"]] == [5 + i for i in range(len(levels))]
+    assert res["records"] == 3000 and res["gem5"]["packets"] == 3000
+    assert res["gem5"]["exit"].startswith("kvsim-gem5: exit at tick 0")
+    from kvsim.traces.convert.gem5 import read_packets
+
+    _, packets = read_packets(keep / "trace.trc.gz")
+    assert [p["tick"] for p in packets[:3]] == [g5.SPACING_TICKS * k for k in (1, 2, 3)]
+    graph = json.loads((keep / "m5out" / "dump.json").read_text())
+    assert graph["system.cache0"]["params"]["assoc"] == cpu.caches[0].ways
+
+
+def test_cli_without_a_binary_says_how_to_point_at_one(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != g5.GEM5_ENV}
+    res = subprocess.run([sys.executable, "-m", "kvsim.experiments.cli", "simulate",
+                          str(_trace(tmp_path)), "--engine", "gem5", "--cpu", PRESETS[0]],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode != 0
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kvsim: error: no gem5 binary")
+    assert "--gem5 PATH" in lines[0] and "GEM5=" in lines[0]
+
+
+@pytest.mark.skipif(not os.environ.get(g5.GEM5_ENV),
+                    reason="GEM5 is not set: no gem5 binary to run (point GEM5 at a gem5 "
+                           "NULL build, build/NULL/gem5.opt, to run this test)")
+def test_real_gem5_agrees_with_kvsim_on_lru(tmp_path: Path) -> None:
+    cpu = sim.load_cpu(PRESETS[0])
+    trace = _trace(tmp_path)
+    res = g5.run(trace, cpu, timeout=1800)
+    native = sim.simulate(traces.open(trace), cpu, functional=True, tlb=False,
+                          prefetchers=False, flush=False)
+    for k, g in zip(native["levels"], res["levels"], strict=True):
+        if cpu.caches[0].replacement == "lru" and k["demand_misses"] > 100:
+            assert abs(g["demand_misses"] - k["demand_misses"]) <= 0.02 * k["demand_misses"]
