@@ -95,7 +95,7 @@ def test_functional_flag_and_unknown_engine():
 
 def test_every_preset_runs(engine):
     rng = np.random.default_rng(3)
-    recs = records([(str(k), int(a), 8, 3) for k, a in
+    recs = records([(str(k), int(a), 1 if k == "prefetch" else 8, 3) for k, a in
                     zip(rng.choice(["load", "store", "prefetch"], 400),
                         rng.integers(0, 1 << 20, 400), strict=True)])
     for name in sim.preset_names():
@@ -147,8 +147,13 @@ def test_threads_change_nothing_but_the_speed():
     recs["dep"] = rng.integers(0, 3, n)
     marks = rng.choice(n, 30, replace=False)
     recs["kind"][marks] = traces.KIND_MARKER
+    recs["size"][marks] = 0
     recs["flags"][marks] = rng.choice([traces.MARK_COMMAND, traces.MARK_PHASE], 30)
     recs["addr"][marks] = rng.integers(0, 3, 30)
+    # a dep names a load (FORMAT.md "Record rules"); markers have none
+    src = np.arange(n) - recs["dep"].astype(np.int64)
+    named = np.where(src >= 0, recs["kind"][np.maximum(src, 0)], traces.KIND_MARKER)
+    recs["dep"][(named != traces.KIND_LOAD) | (recs["kind"] == traces.KIND_MARKER)] = 0
     cpu = sim.parse_cpu(kvsim.sim.bench.HIER)
     for functional in (True, False):
         runs = [sim.simulate(recs, cpu, functional=functional, threads=t) for t in (1, 2, 3)]
