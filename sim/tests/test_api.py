@@ -168,3 +168,23 @@ def test_threads_change_nothing_but_the_speed():
 def test_bad_thread_count(threads):
     with pytest.raises(sim.ConfigError, match="threads"):
         sim.simulate(records([("load", 0, 8)]), sim.parse_cpu(SMALL), threads=threads)
+
+
+@pytest.mark.parametrize("field,value", [("kind", 9), ("size", 0), ("dep", 0xFFFFFFFF),
+                                         ("flags", 3), ("addr", 2**64 - 4)])
+def test_a_record_array_is_checked_as_a_trace_is(field, value):
+    """simulate(ndarray) refuses what the reader refuses, with the reader's words."""
+    recs = records([("load", 0, 8), ("load", 64, 8), ("store", 128, 8)])
+    recs[1][field] = value
+    buf = io.BytesIO()
+    with traces.Writer(buf, {}, validate=False) as w:
+        w.write(recs)
+    buf.seek(0)
+    with pytest.raises(traces.TraceError) as from_reader:
+        traces.read_all(buf)
+    with pytest.raises(traces.TraceError) as from_array:
+        sim.simulate(recs, "graviton3", functional=True)
+    said = str(from_reader.value).split("(trace record 1): ", 1)[1]
+    assert str(from_array.value) == f"record array: record 1: {said}"
+    assert said.startswith(f"{field}: ")
+    sim.simulate(recs, "graviton3", functional=True, validate=False)  # the engine is safe
