@@ -243,16 +243,41 @@ def simulate(trace_path, cpu, functional, engine, threads, as_json):
     from kvsim.experiments import progress, summary
 
     config = _load_cpu(cpu)
+    if not functional and not config.timing_capable:
+        _warn(_counts_only_warning(cpu, config))
     src = sys.stdin.buffer if trace_path == "-" else trace_path
     total = progress.trace_total_records(trace_path)
     with traces.open(src) as reader, \
             progress.bar("simulate", total=total, unit="rec", unit_scale=True) as bar:
         res = sim.simulate(reader, config, functional=functional, engine=engine,
                            threads=threads, progress=bar.update)
+    if res.get("engine_threads", 1) < threads:
+        _warn(f"--threads {threads}: ran on {res['engine_threads']} (more than one thread "
+              "applies only to the compiled engine with every level LRU and non-inclusive, "
+              "no TLB and no hardware prefetchers; see sim/README.md)")
     if as_json:
         _echo_json(res)
         return
     click.echo(summary.simulate_text(res))
+
+
+# --- warnings: one line on stderr where the run goes on (not silenced by --quiet, which
+# is about progress bars) ---------------------------------------------------------------
+def _warn(msg: str) -> None:
+    click.echo(f"kvsim: warning: {msg}", err=True)
+
+
+def _counts_only_warning(cpu: str, config) -> str:
+    """A CPU without a timing model runs counts-only: say so, and what it ignores."""
+    missing = [k for k, v in (("freq_ghz", config.freq_ghz), ("[core] width", config.width),
+                              ("[core] rob", config.rob),
+                              ("[dram] latency_ns", config.dram_latency_ns)) if v is None]
+    msg = (f"{cpu}: no timing model (missing {', '.join(missing)}): counting hits and "
+           "misses only, cycles: None")
+    ignored = [c.name for c in config.caches if c.mshrs]
+    if ignored:
+        msg += f"; the mshrs of {', '.join(ignored)} are not used"
+    return msg
 
 
 class CompareCommand(WorkloadCommand):
