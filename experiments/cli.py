@@ -7,6 +7,7 @@ show no traceback and leave no partial output file.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -119,7 +120,47 @@ def _check_output(path: str) -> None:
 
 
 def _echo_json(obj) -> None:
-    click.echo(json.dumps(obj, indent=2, sort_keys=False, default=_json_default))
+    _out(json.dumps(obj, indent=2, sort_keys=False, default=_json_default))
+
+
+# --- writing where space may run out ----------------------------------------------------
+# A full disk (ENOSPC) or a file-size limit (EFBIG) must stop a run with one line naming
+# the output, never leave a short file behind an exit status of 0: Python's buffered
+# standard output drops what a short write() leaves (BufferedWriter.write returns the count,
+# TextIOWrapper ignores it), and an OSError from deep inside a writer names no file.
+_NO_SPACE = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
+
+
+def _out(text: str) -> None:
+    """Print ``text`` and a newline to standard output, every byte or an OSError."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # replaced by a test runner: no fd
+        click.echo(text)
+        return
+    sys.stdout.flush()
+    data = memoryview((text + "\n").encode())
+    with _writing("standard output"):
+        while data:
+            data = data[os.write(fd, data):]
+
+
+class _NoSpace(OSError):
+    """Out of space writing an output: ``str()`` is "<output>: <reason>"."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+@contextlib.contextmanager
+def _writing(name: str):
+    """Name ``name`` in an out-of-space error raised inside (which names no file)."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno in _NO_SPACE and not exc.filename:
+            raise _NoSpace(exc.errno, f"{name}: {exc.strerror}") from None
+        raise
 
 
 def _json_default(o):
@@ -152,7 +193,8 @@ def trace(workload, output, codec, **kwargs):
 
     _check_output(output)
     out = sys.stdout.buffer if output == "-" else output
-    with progress.bar(f"trace {workload}", unit="B") as bar:
+    with progress.bar(f"trace {workload}", unit="B") as bar, \
+            _writing("standard output" if output == "-" else output):
         cref.trace(workload, out, _pick(kwargs), codec=codec, progress=bar.update)
 
 
@@ -258,7 +300,7 @@ def simulate(trace_path, cpu, functional, engine, threads, as_json):
     if as_json:
         _echo_json(res)
         return
-    click.echo(summary.simulate_text(res))
+    _out(summary.simulate_text(res))
 
 
 # --- warnings: one line on stderr where the run goes on (not silenced by --quiet, which
@@ -469,7 +511,8 @@ def convert(src, dst, src_format, dst_format):
 
     _check_output(dst)
     total = Path(src).stat().st_size if src != "-" and Path(src).is_file() else None
-    with progress.bar("convert", total=total, unit="B") as bar:
+    with progress.bar("convert", total=total, unit="B") as bar, \
+            _writing("standard output" if dst == "-" else dst):
         conv.convert(src, dst, src_format=src_format, dst_format=dst_format,
                      progress=bar.update)
 
