@@ -61,6 +61,12 @@ def kvt(records: np.ndarray, header: dict, codec: str, chunk: int) -> bytes:
     return out.getvalue()
 
 
+def toml_seed(path: Path) -> bytes:
+    """A CPU file without its comment lines (only what the loader reads)."""
+    lines = path.read_bytes().splitlines(keepends=True)
+    return b"".join(ln for ln in lines if not ln.lstrip().startswith(b"#"))
+
+
 def resp(*args: bytes) -> bytes:
     return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
 
@@ -102,10 +108,9 @@ def seeds() -> dict[str, dict[str, bytes]]:
         },
         "champsim_reader": {"seed-records": cs.getvalue()[: 64 * 16]},
         "cpu_toml": {
-            "seed-graviton3": (presets / "graviton3.toml").read_bytes(),
-            "seed-xeon-8488c": (presets / "xeon-8488c.toml").read_bytes(),
-            "seed-dinero-small": (ROOT / "sim" / "tests" / "data" / "dinero_small.toml")
-            .read_bytes(),
+            "seed-graviton3": toml_seed(presets / "graviton3.toml"),
+            "seed-xeon-8488c": toml_seed(presets / "xeon-8488c.toml"),
+            "seed-dinero-small": toml_seed(ROOT / "sim" / "tests" / "data" / "dinero_small.toml"),
         },
     }
     # c_ref: byte 0 selects options/variants (see each fuzz/c/fuzz_cref_*.c)
