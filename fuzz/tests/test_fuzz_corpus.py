@@ -47,3 +47,17 @@ def test_driver_refuses_an_unknown_target() -> None:
     assert r.stderr.strip().splitlines() == [
         r.stderr.strip()] and "unknown target 'nope'" in r.stderr
     assert r.stdout == ""
+
+
+def test_the_driver_runs_every_target() -> None:
+    """A target added to fuzz_targets.TARGETS or as fuzz/c/fuzz_*.c is one run.py runs."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fuzz_run", FUZZ / "run.py")
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
+    assert sorted(run.PY_TARGETS) == sorted(TARGETS)
+    c_files = sorted(p.stem.removeprefix("fuzz_") for p in (FUZZ / "c").glob("fuzz_*.c"))
+    assert sorted(run.C_TARGETS) == c_files
+    for t in run.C_TARGETS + run.PY_TARGETS:
+        assert (FUZZ / "corpus" / t).is_dir(), t
