@@ -34,6 +34,7 @@ C_TARGETS = ["cref_resp", "cref_snapshot", "cref_options", "engine_records"]
 PY_TARGETS = ["trace_reader", "trace_records", "dinero_reader", "lackey_reader", "gem5_reader",
               "champsim_reader", "cpu_toml"]
 _EXECS = re.compile(rb"stat::number_of_executed_units:\s*(\d+)")
+_COV = re.compile(rb"\bcov: (\d+) ft: (\d+)")
 _FAILS = ("crash-", "leak-", "timeout-", "oom-", "slow-unit-")
 
 
@@ -96,10 +97,14 @@ def fuzz_one(target: str, seconds: int, log) -> dict:
     wall = time.monotonic() - t0
     log.write(f"=== {target}: {' '.join(cmd)}\n".encode() + r.stdout + r.stderr)
     m = _EXECS.findall(r.stderr + r.stdout)
+    cov = _COV.findall(r.stderr + r.stdout)
     new = sorted(f for f in set(os.listdir(arts)) - before if f.startswith(_FAILS))
     crashes = len(new) or (1 if r.returncode else 0)
     return {"target": target, "execs": int(m[-1]) if m else 0, "crashes": crashes,
             "seconds": round(wall, 1), "exit_code": r.returncode,
+            # libFuzzer's last report: code edges reached, and features (edge x hit count)
+            "coverage_edges": int(cov[-1][0]) if cov else None,
+            "coverage_features": int(cov[-1][1]) if cov else None,
             "artifacts": [str((arts / f).relative_to(ROOT)) for f in new],
             "corpus_seeds": len(list((CORPUS / target).iterdir())),
             "corpus_after": len(list(work.iterdir()))}
