@@ -108,6 +108,8 @@ def din_to_records(src: str | os.PathLike[str] | Iterable[str] | IO[str],
                 raise ValueError("address out of 64-bit range")
             if kind is not None and not 1 <= size <= 0xFFFF:
                 raise ValueError(f"size {size} outside 1..65535")
+            if kind is not None and addr + size > 1 << 64:
+                raise ValueError("the access wraps past address 2^64 - 1")
         except ValueError as e:
             raise DinError(f"{name}: line {lineno}: {e}: {line.rstrip()!r}") from None
         if label in _IFETCH:

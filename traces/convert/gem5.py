@@ -371,17 +371,25 @@ def packets_to_records(packets: Iterable[dict[str, Any]], ticks_per_instruction:
     for the first packet at a new tick, 0 for packets sharing a tick).
     """
     rows, dropped, last = [], 0, None
-    for p in packets:
+    for i, p in enumerate(packets):
         kind = _CMD_KIND.get(p["cmd"])
         if kind is None:
             dropped += 1
             continue
+        # FORMAT.md "Record rules": a prefetch names one address (size 1); a load or store
+        # is 1..65535 bytes; no access wraps past 2^64 - 1
+        size, addr = (1 if kind == KIND_PREFETCH else p["size"]), p["addr"]
+        if not 1 <= size <= 0xFFFF:
+            raise Gem5TraceError(f"packet {i}: size {size} outside 1..65535")
+        if not 0 <= addr <= (1 << 64) - size:
+            raise Gem5TraceError(f"packet {i}: the access at 0x{addr:x} of {size} bytes "
+                                 "wraps past address 2^64 - 1")
         gap = 0
         if ticks_per_instruction > 0:
             instr = p["tick"] // ticks_per_instruction
             gap = instr if last is None else max(0, instr - last - 1)
             last = instr
-        rows.append((p["addr"], gap, 0, p["size"], kind, 0, 0, 0))
+        rows.append((addr, gap, 0, size, kind, 0, 0, 0))
     if stats is not None:
         stats.update(records=len(rows), dropped=dropped)
     return np.array(rows, dtype=RECORD_DTYPE)
@@ -403,4 +411,9 @@ def gem5_to_records(src: str | os.PathLike[str] | IO[bytes] | bytes,
                     ) -> tuple[dict[str, Any], np.ndarray]:
     """Read a gem5 packet trace into (gem5 header, records); see :func:`packets_to_records`."""
     header, packets = read_packets(src)
-    return header, packets_to_records(packets, ticks_per_instruction, stats)
+    try:
+        return header, packets_to_records(packets, ticks_per_instruction, stats)
+    except Gem5TraceError as e:
+        name = "<gem5>" if isinstance(src, bytes | bytearray) else \
+            str(src if isinstance(src, str | os.PathLike) else getattr(src, "name", "<gem5>"))
+        raise Gem5TraceError(f"{name}: {e}") from None
