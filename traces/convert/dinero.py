@@ -20,7 +20,7 @@ din                        kvsim
 ========================  =========================================================
 ``r`` / ``0``              KIND_LOAD, size from the line (``d``: 4)
 ``w`` / ``1``              KIND_STORE
-``m`` / ``3``              KIND_PREFETCH of size 1 (the writer emits prefetches as ``m``)
+``m`` / ``3``              KIND_PREFETCH, size 1 (the writer emits prefetches as ``m``)
 ``i`` / ``2``              not a record; ``ifetch="gap"`` adds 1 to the next record's gap
 ``c``, ``v``, ``4``, ``5``  dropped (no kvsim equivalent); counted in ``stats``
 ========================  =========================================================
