@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kvsim-installed
 
-.PHONY: all setup build demo test test-slow test-dist lint bench clean notebooks
+.PHONY: all setup build demo test test-slow test-dist lint bench clean notebooks fuzz
 
 all: build
 
@@ -34,6 +34,8 @@ test: build
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
 	$(PY) -m pytest -q -m slow kvsim/tests/test_dist.py
+	$(PY) fuzz/run.py --replay
+	$(PY) fuzz/run.py --seconds $(FUZZ_SMOKE_SECONDS)
 
 test-slow: build
 	$(PY) -m pytest -q -m slow
@@ -51,6 +53,13 @@ bench: build
 notebooks: build
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[test,notebooks]'
 	cd notebooks && ../$(VENV)/bin/jupyter lab
+# Coverage-guided fuzzing of every parser of untrusted input (fuzz/README.md): each target
+# for FUZZ_SECONDS, one line per target, the summary in results/fuzz.json.  `make test` replays
+# the committed corpora and fuzzes each target for FUZZ_SMOKE_SECONDS.
+FUZZ_SECONDS ?= 60
+FUZZ_SMOKE_SECONDS ?= 3
+fuzz: build
+	$(PY) fuzz/run.py --seconds $(FUZZ_SECONDS) --result results/fuzz.json
 
 lint: setup
 	$(VENV)/bin/ruff check .
@@ -59,4 +68,5 @@ clean:
 	$(MAKE) -C c_ref clean
 	$(MAKE) -C sim/_engine clean
 	$(MAKE) -C sim/_calibrate clean
+	$(MAKE) -C fuzz clean
 	rm -rf build dist *.egg-info

@@ -82,7 +82,7 @@ ksKeyspace *ksKeyspaceNew(const char *options, char *err, size_t errlen) {
     long long seed = 0;
     char buf[1024];
     snprintf(buf, sizeof(buf), "%s", options ? options : "");
-    for (char *save = NULL, *tok = strtok_r(buf, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
+    for (char *save = NULL, *tok = strtok_r(buf, KS_OPTION_SPACE, &save); tok; tok = strtok_r(NULL, KS_OPTION_SPACE, &save)) {
         char *eq = strchr(tok, '=');
         if (!eq) {
             snprintf(err, errlen, "option '%s' is not key=value", tok);

@@ -30,6 +30,9 @@
 #define KS_CLUSTER_SLOTS 16384
 #define KS_MAX_BATCH 128
 #define KS_DEFAULT_BATCH 16
+/* What separates the key=value words of an option or variant string: any white
+ * space, so that no word (echoed in an error message) holds a line break. */
+#define KS_OPTION_SPACE " \t\r\n\v\f"
 
 /* --- Variants (variants.c) ------------------------------------------------- */
 

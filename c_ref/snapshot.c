@@ -275,6 +275,10 @@ static int loadRecords(ksKeyspace *ks, reader *r) {
     if (op == OP_RESIZEDB) {
         uint64_t n;
         if (rLen(r, &n)) goto done;
+        /* A size hint, bounded by the keys the rest of the snapshot can hold (each takes
+         * at least 3 bytes: opcode, key length, value length), so that a corrupt hint
+         * cannot make the load allocate a table of any size. */
+        if (n > (uint64_t)(r->end - r->p) / 3) n = (uint64_t)(r->end - r->p) / 3;
         if (!ks->cluster && n > 0 && n < (1ULL << 40)) ks->ops->expand(ksDbTableForWrite(ks, 0), (size_t)n);
         if (rByte(r, &op)) goto done;
     }

@@ -211,7 +211,7 @@ int ksParseVariants(ksKeyspace *ks, const char *spec, ksVariants *out) {
     v.batch = KS_DEFAULT_BATCH;
     char buf[512];
     snprintf(buf, sizeof(buf), "%s", spec ? spec : "");
-    for (char *save = NULL, *tok = strtok_r(buf, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
+    for (char *save = NULL, *tok = strtok_r(buf, KS_OPTION_SPACE, &save); tok; tok = strtok_r(NULL, KS_OPTION_SPACE, &save)) {
         char *eq = strchr(tok, '=');
         if (!eq) {
             snprintf(ks->err, sizeof(ks->err), "variant '%s' is not family=name", tok);

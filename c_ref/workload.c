@@ -304,10 +304,20 @@ const ksWorkloadOption *ksWorkloadOptionFind(const char *name) {
     return NULL;
 }
 
+/* `v` as an error message shows it: at most cap - 1 bytes, control characters as '?' (the
+ * message stays one line whatever the value). */
+static const char *shown(const char *v, char *buf, size_t cap) {
+    size_t i = 0;
+    for (; v[i] && i + 1 < cap; i++) buf[i] = (unsigned char)v[i] < 0x20 || v[i] == 0x7f ? '?' : v[i];
+    buf[i] = '\0';
+    return buf;
+}
+
 int ksWorkloadOptionSet(ksWorkloadSpec *spec, const ksWorkloadOption *o, const char *value, char *err,
                         size_t errlen) {
     char *field = (char *)spec + o->offset;
     const char *v = value ? value : "";
+    char sv[80];
     switch (o->type) {
     case KS_OPT_UINT: {
         char *end;
@@ -316,7 +326,8 @@ int ksWorkloadOptionSet(ksWorkloadSpec *spec, const ksWorkloadOption *o, const c
         int ok = *v && *v != '-' && *v != '+';
         if (ok) x = strtoull(v, &end, 10);
         if (!ok || errno || *end || x < o->min || x > o->max) {
-            snprintf(err, errlen, "--%s: expected an integer in %llu..%llu, got '%s'", o->name, o->min, o->max, v);
+            snprintf(err, errlen, "--%s: expected an integer in %llu..%llu, got '%s'", o->name, o->min, o->max,
+                     shown(v, sv, sizeof sv));
             return -1;
         }
         if (o->size == sizeof(uint64_t)) {
@@ -333,7 +344,8 @@ int ksWorkloadOptionSet(ksWorkloadSpec *spec, const ksWorkloadOption *o, const c
         errno = 0;
         double d = strtod(v, &end);
         if (errno || *end || !*v || !(d >= o->fmin && d <= o->fmax)) {
-            snprintf(err, errlen, "--%s: expected a number in %g..%g, got '%s'", o->name, o->fmin, o->fmax, v);
+            snprintf(err, errlen, "--%s: expected a number in %g..%g, got '%s'", o->name, o->fmin, o->fmax,
+                     shown(v, sv, sizeof sv));
             return -1;
         }
         memcpy(field, &d, sizeof d);
@@ -341,7 +353,7 @@ int ksWorkloadOptionSet(ksWorkloadSpec *spec, const ksWorkloadOption *o, const c
     }
     case KS_OPT_CHOICE:
         if (listIndex(o->choices, v) < 0) {
-            snprintf(err, errlen, "--%s: expected %s, got '%s'", o->name, o->choices, v);
+            snprintf(err, errlen, "--%s: expected %s, got '%s'", o->name, o->choices, shown(v, sv, sizeof sv));
             return -1;
         }
         memcpy(field, &value, sizeof value);

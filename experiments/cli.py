@@ -7,6 +7,7 @@ show no traceback and leave no partial output file.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -119,7 +120,47 @@ def _check_output(path: str) -> None:
 
 
 def _echo_json(obj) -> None:
-    click.echo(json.dumps(obj, indent=2, sort_keys=False, default=_json_default))
+    _out(json.dumps(obj, indent=2, sort_keys=False, default=_json_default))
+
+
+# --- writing where space may run out ----------------------------------------------------
+# A full disk (ENOSPC) or a file-size limit (EFBIG) must stop a run with one line naming
+# the output, never leave a short file behind an exit status of 0: Python's buffered
+# standard output drops what a short write() leaves (BufferedWriter.write returns the count,
+# TextIOWrapper ignores it), and an OSError from deep inside a writer names no file.
+_NO_SPACE = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
+
+
+def _out(text: str) -> None:
+    """Print ``text`` and a newline to standard output, every byte or an OSError."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # replaced by a test runner: no fd
+        click.echo(text)
+        return
+    sys.stdout.flush()
+    data = memoryview((text + "\n").encode())
+    with _writing("standard output"):
+        while data:
+            data = data[os.write(fd, data):]
+
+
+class _NoSpace(OSError):
+    """Out of space writing an output: ``str()`` is "<output>: <reason>"."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+@contextlib.contextmanager
+def _writing(name: str):
+    """Name ``name`` in an out-of-space error raised inside (which names no file)."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno in _NO_SPACE and not exc.filename:
+            raise _NoSpace(exc.errno, f"{name}: {exc.strerror}") from None
+        raise
 
 
 def _json_default(o):
@@ -152,7 +193,8 @@ def trace(workload, output, codec, **kwargs):
 
     _check_output(output)
     out = sys.stdout.buffer if output == "-" else output
-    with progress.bar(f"trace {workload}", unit="B") as bar:
+    with progress.bar(f"trace {workload}", unit="B") as bar, \
+            _writing("standard output" if output == "-" else output):
         cref.trace(workload, out, _pick(kwargs), codec=codec, progress=bar.update)
 
 
@@ -250,16 +292,41 @@ def simulate(trace_path, cpu, functional, engine, gem5_path, threads, as_json):
     if engine == "gem5":
         _simulate_gem5(trace_path, config, gem5_path, as_json)
         return
+    if not functional and not config.timing_capable:
+        _warn(_counts_only_warning(cpu, config))
     src = sys.stdin.buffer if trace_path == "-" else trace_path
     total = progress.trace_total_records(trace_path)
     with traces.open(src) as reader, \
             progress.bar("simulate", total=total, unit="rec", unit_scale=True) as bar:
         res = sim.simulate(reader, config, functional=functional, engine=engine,
                            threads=threads, progress=bar.update)
+    if res.get("engine_threads", 1) < threads:
+        _warn(f"--threads {threads}: ran on {res['engine_threads']} (more than one thread "
+              "applies only to the compiled engine with every level LRU and non-inclusive, "
+              "no TLB and no hardware prefetchers; see sim/README.md)")
     if as_json:
         _echo_json(res)
         return
-    click.echo(summary.simulate_text(res))
+    _out(summary.simulate_text(res))
+
+
+# --- warnings: one line on stderr where the run goes on (not silenced by --quiet, which
+# is about progress bars) ---------------------------------------------------------------
+def _warn(msg: str) -> None:
+    click.echo(f"kvsim: warning: {msg}", err=True)
+
+
+def _counts_only_warning(cpu: str, config) -> str:
+    """A CPU without a timing model runs counts-only: say so, and what it ignores."""
+    missing = [k for k, v in (("freq_ghz", config.freq_ghz), ("[core] width", config.width),
+                              ("[core] rob", config.rob),
+                              ("[dram] latency_ns", config.dram_latency_ns)) if v is None]
+    msg = (f"{cpu}: no timing model (missing {', '.join(missing)}): counting hits and "
+           "misses only, cycles: None")
+    ignored = [c.name for c in config.caches if c.mshrs]
+    if ignored:
+        msg += f"; the mshrs of {', '.join(ignored)} are not used"
+    return msg
 
 
 def _simulate_gem5(trace_path, config, gem5_path, as_json):
@@ -505,7 +572,8 @@ def convert(src, dst, src_format, dst_format, cpu):
         if not progress.quiet():
             click.echo(f"kvsim: warning: {msg}", err=True)
 
-    with progress.bar("convert", total=total, unit="B") as bar:
+    with progress.bar("convert", total=total, unit="B") as bar, \
+            _writing("standard output" if dst == "-" else dst):
         conv.convert(src, dst, src_format=src_format, dst_format=dst_format,
                      progress=bar.update, warn=warn, freq_ghz=freq)
 

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from kvsim import traces
+from kvsim.traces.validate import RecordError, RecordValidator
 
 from . import _binding as B
 from .config import ConfigError, CpuConfig, load_cpu
@@ -25,11 +26,26 @@ def level_roles(n: int) -> list[str]:
     return [("LLC" if i == n - 1 and n > 1 else f"L{i + 1}") for i in range(n)]
 
 
-def _chunks(source: Any) -> tuple[Iterable[np.ndarray], list[str] | None, dict]:
+def check_array(records: np.ndarray) -> None:
+    """Refuse a record array that breaks FORMAT.md's record rules, as the trace reader refuses
+    such a trace (the same rules, ``traces.validate.RecordValidator``, and the same message
+    after the location): ``TraceError("record array: record <i>: <field>: <problem>")``. The
+    array is a whole trace: a ``dep`` must name a load within it."""
+    try:
+        RecordValidator().check(records)
+    except RecordError as e:
+        raise traces.TraceError(f"record array: record {e.index}: {e.field}: {e.problem}") \
+            from None
+
+
+def _chunks(source: Any, validate: bool) -> tuple[Iterable[np.ndarray], list[str] | None,
+                                                   dict]:
     if isinstance(source, np.ndarray):
         if source.dtype != traces.RECORD_DTYPE:
             raise TypeError(f"a record array must have dtype traces.RECORD_DTYPE, "
                             f"got {source.dtype}")
+        if validate:
+            check_array(source)
         return [source], None, {}
     header = getattr(source, "header", None)
     if header is None:
@@ -52,6 +68,7 @@ def simulate(
     threads: int = 1,
     progress: Callable[[int], object] | None = None,
     timeline: tuple[int, int] | None = None,
+    validate: bool = True,
 ) -> dict:
     """Simulate ``source`` on ``cpu`` and return a JSON-serialisable dict of statistics.
 
@@ -78,13 +95,17 @@ def simulate(
     the ``level`` that served it (see :func:`timeline_rows`; :func:`dataframes` gives it as
     a frame). Needs timing; the run then takes the engine's record-by-record path on one
     thread (the same statistics).
+    validate: check a record array against FORMAT.md's record rules first (``check_array``:
+    a bad record raises ``traces.TraceError`` naming it, before anything runs). A reader
+    checks its own records (``traces.open(path, validate=...)``), so this applies to arrays.
     Counts are per cache line touched: an access spanning two lines counts twice.
     """
     if isinstance(source, str | Path):
         with traces.open(source) as reader:
             res = simulate(reader, cpu, functional, engine, tlb=tlb, prefetchers=prefetchers,
                            flush=flush, page_size=page_size, tag_names=tag_names,
-                           threads=threads, progress=progress, timeline=timeline)
+                           threads=threads, progress=progress, timeline=timeline,
+                           validate=validate)
         res["trace"] = str(source)
         return res
     if isinstance(cpu, str | Path):
@@ -98,7 +119,7 @@ def simulate(
     cfg = cpu.to_engine(timing=timing, tlb=tlb, prefetchers=prefetchers, flush=flush,
                         page_size=page_size)
     cfg.threads = threads
-    chunks, hdr_tags, header = _chunks(source)
+    chunks, hdr_tags, header = _chunks(source, validate)
     if engine == "fast":
         eng: Any = B.Engine(cfg)
     elif engine == "reference":

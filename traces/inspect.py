@@ -16,18 +16,15 @@ import numpy as np
 
 from .format import (
     CODEC_NAMES,
-    KIND_LOAD,
     KIND_MARKER,
     KIND_NAMES,
-    KIND_PREFETCH,
-    MARK_WARMUP_BEGIN,
-    MARK_WARMUP_END,
     MARKER_NAMES,
     NUM_KINDS,
     RECORD_DTYPE,
     TAG_NAMES,
 )
 from .reader import PathOrStream, open_trace
+from .validate import RecordValidator
 
 __all__ = ["LINE_BYTES", "LineSet", "access_lines", "check_records", "footprint_by_tag",
            "reuse_distance", "sorted_unique", "summarize"]
@@ -311,46 +308,22 @@ def _stack_distances(lines: np.ndarray) -> np.ndarray:
 
 
 def check_records(records: np.ndarray, header: dict[str, Any] | None = None) -> list[str]:
-    """Semantic checks of a record array against FORMAT.md; returns problems (empty = valid).
+    """Check a record array against FORMAT.md "Record rules"; returns problems (empty =
+    valid).
 
-    Checks: kind in range; non-marker ``flags`` 0; marker ``size`` 0 and a known marker type;
-    prefetch ``size`` 1; load/store ``size`` >= 1; ``dep`` names an earlier load in the
-    array; ``tag``/``site``/marker type index into the header's ``tags``/``sites``/
-    ``markers`` lists when the header has them; warm-up markers alternate BEGIN, END. Each
-    problem is one line: ``"<n> record(s) <problem> (first: record <i>)"``.
+    The rules are those the reader and ``traces.Writer`` enforce (one definition:
+    :meth:`traces.validate.RecordValidator.violations`), with ``records`` taken as a whole
+    trace (a ``dep`` may only name a load in the array) and ``header``'s ``tags``/``sites``/
+    ``markers`` lists bounding those fields. Unlike the reader, which stops at the first bad
+    record, every rule broken is reported, each as one line:
+    ``"<n> record(s): <field>: <problem> (first: record <i>)"``.
     """
     r = np.asarray(records)
-    h = header or {}
-    k, n = r["kind"], r.size
     problems: list[str] = []
-
-    def report(mask: np.ndarray, what: str) -> None:
+    if r.size == 0:
+        return problems
+    for mask, field, problem in RecordValidator(header).violations(r):
         idx = np.flatnonzero(mask)
         if idx.size:
-            problems.append(f"{idx.size} record(s) {what} (first: record {idx[0]})")
-
-    is_marker = k == KIND_MARKER
-    n_markers = len(h["markers"]) if isinstance(h.get("markers"), list) else len(MARKER_NAMES)
-    report(k >= NUM_KINDS, f"have kind >= {NUM_KINDS}")
-    report(~is_marker & (k < NUM_KINDS) & (r["flags"] != 0), "are accesses with flags != 0")
-    report(is_marker & (r["size"] != 0), "are markers with size != 0")
-    report(is_marker & (r["flags"] >= n_markers), "are markers of an unknown type")
-    report((k == KIND_PREFETCH) & (r["size"] != 1), "are prefetches with size != 1")
-    report((k < KIND_PREFETCH) & (r["size"] == 0), "are loads/stores with size 0")
-    dep = r["dep"].astype(np.int64)
-    src = np.arange(n, dtype=np.int64) - dep
-    has = dep > 0
-    report(has & (src < 0), "have dep pointing before the first record")
-    ok = has & (src >= 0)
-    bad = np.zeros(n, dtype=bool)
-    bad[ok] = k[src[ok]] != KIND_LOAD
-    report(bad, "have dep naming a record that is not a load")
-    for key, field in (("tags", "tag"), ("sites", "site")):
-        if isinstance(h.get(key), list):
-            report(~is_marker & (r[field] >= len(h[key])), f"have {field} not named in {key}")
-    w = r["flags"][is_marker]
-    w = w[(w == MARK_WARMUP_BEGIN) | (w == MARK_WARMUP_END)]
-    expect = np.resize(np.array([MARK_WARMUP_BEGIN, MARK_WARMUP_END]), w.size)
-    if (w != expect).any():
-        problems.append("warm-up markers do not alternate WARMUP_BEGIN, WARMUP_END")
+            problems.append(f"{idx.size} record(s): {field}: {problem} (first: record {idx[0]})")
     return problems

@@ -65,11 +65,13 @@ class RecordValidator:
         self._warmup_next = MARK_WARMUP_BEGIN
 
     # --- the rules ------------------------------------------------------------------------
-    def check(self, rec: np.ndarray) -> None:
-        """Validate ``rec`` (RECORD_DTYPE), the next records of the trace; see the class doc."""
+    def violations(self, rec: np.ndarray) -> list[tuple[np.ndarray, str, str]]:
+        """Every rule as ``(mask of the records of rec breaking it, field, problem)``, in
+        FORMAT.md's order, for ``rec`` following the records already accepted. The one
+        definition of the rules: :meth:`check` and ``traces.check_records`` both read it.
+        Changes no state. (The warm-up rule marks only the first marker out of turn: after
+        it, which marker is due is undefined.)"""
         n = int(rec.size)
-        if n == 0:
-            return
         # contiguous copies: each field is tested several times, and numpy is several times
         # faster on contiguous arrays than on the 24-byte-strided field views
         kind = np.ascontiguousarray(rec["kind"])
@@ -78,8 +80,6 @@ class RecordValidator:
         dep = np.ascontiguousarray(rec["dep"])
         marker = kind == KIND_MARKER
         access = kind < KIND_MARKER
-        # Each rule: (mask of bad records, field, problem). Cheap masks first; the dep rule
-        # needs the kind rule to hold, so it is computed from records with a valid kind.
         rules: list[tuple[np.ndarray, str, str]] = [
             (kind >= NUM_KINDS, "kind", f"kind must be 0..{NUM_KINDS - 1}"),
             ((kind < KIND_PREFETCH) & (size == 0), "size", "a load or store has size 0"),
@@ -100,30 +100,50 @@ class RecordValidator:
         if self.n_sites is not None:
             rules.append((rec["site"] >= self.n_sites, "site",
                           f"site not named in the header's sites (0..{self.n_sites - 1})"))
+        before, not_load = self._dep_masks(dep, kind == KIND_LOAD, access)
+        rules.append((before, "dep", "dep points before the trace's first record"))
+        rules.append((not_load, "dep", "dep names a record that is not a load"))
+        warm_bad, _ = self._warmup_problem(flags, marker)
+        wmask = np.zeros(n, dtype=bool)
+        if warm_bad is not None:
+            wmask[warm_bad[0]] = True
+        rules.append((wmask, "flags", "warm-up markers must alternate WARMUP_BEGIN, WARMUP_END"))
+        return rules
+
+    def check(self, rec: np.ndarray) -> None:
+        """Validate ``rec`` (RECORD_DTYPE), the next records of the trace; see the class doc."""
+        n = int(rec.size)
+        if n == 0:
+            return
         first: tuple[int, str, str] | None = None
-        for mask, field, problem in rules:
+        for mask, field, problem in self.violations(rec):
             if mask.any():
                 i = int(np.argmax(mask))
                 if first is None or i < first[0]:
                     first = (i, field, problem)
-        is_load = kind == KIND_LOAD
-        dep_bad = self._dep_problem(dep, is_load, access)
-        if dep_bad is not None and (first is None or dep_bad[0] < first[0]):
-            first = dep_bad
-        warm_bad, warm_next = self._warmup_problem(flags, marker)
-        if warm_bad is not None and (first is None or warm_bad[0] < first[0]):
-            first = warm_bad
         if first is not None:
-            raise RecordError(*first)
-        self._warmup_next = warm_next
-        self._append_loads(is_load)
+            i, field, problem = first
+            if field == "dep" and rec["kind"][i] != KIND_MARKER:
+                back = int(rec["dep"][i])
+                g = self.records_checked + i - back
+                problem = (f"dep {back} points before the trace's first record" if g < 0 else
+                           f"dep {back} names trace record {g}, which is not a load")
+            raise RecordError(i, field, problem)
+        flags = np.ascontiguousarray(rec["flags"])
+        _, self._warmup_next = self._warmup_problem(flags, rec["kind"] == KIND_MARKER)
+        self._append_loads(rec["kind"] == KIND_LOAD)
         self.records_checked += n
 
-    def _dep_problem(self, dep: np.ndarray, is_load: np.ndarray,
-                     access: np.ndarray) -> tuple[int, str, str] | None:
+    def _dep_masks(self, dep: np.ndarray, is_load: np.ndarray,
+                   access: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Masks of the accesses whose ``dep`` points before the trace, and of those whose
+        ``dep`` names a record that is not a load (in this array or an earlier one)."""
+        n = dep.size
+        before_m = np.zeros(n, dtype=bool)
+        bad_m = np.zeros(n, dtype=bool)
         has = (dep != 0) & access
         if not has.any():
-            return None
+            return before_m, bad_m
         j = np.flatnonzero(has)
         back = dep[j].astype(np.int64)
         local = j - back  # index in this chunk; negative: an earlier chunk
@@ -136,14 +156,10 @@ class RecordValidator:
         if earlier.any():
             g = glob[earlier]
             ok[earlier] = ((self._load_bits[g >> 3] >> (g & 7).astype(np.uint8)) & 1) == 1
-        ok[before] = False
-        if ok.all():
-            return None
-        b = int(np.argmin(ok))
-        if before[b]:
-            return int(j[b]), "dep", f"dep {int(back[b])} points before the trace's first record"
-        return (int(j[b]), "dep",
-                f"dep {int(back[b])} names trace record {int(glob[b])}, which is not a load")
+        ok[before] = True
+        before_m[j[before]] = True
+        bad_m[j[~ok]] = True
+        return before_m, bad_m
 
     def _warmup_problem(self, flags: np.ndarray,
                         marker: np.ndarray) -> tuple[tuple[int, str, str] | None, int]:

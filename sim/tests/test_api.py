@@ -95,7 +95,7 @@ def test_functional_flag_and_unknown_engine():
 
 def test_every_preset_runs(engine):
     rng = np.random.default_rng(3)
-    recs = records([(str(k), int(a), 8, 3) for k, a in
+    recs = records([(str(k), int(a), 1 if k == "prefetch" else 8, 3) for k, a in
                     zip(rng.choice(["load", "store", "prefetch"], 400),
                         rng.integers(0, 1 << 20, 400), strict=True)])
     for name in sim.preset_names():
@@ -147,8 +147,13 @@ def test_threads_change_nothing_but_the_speed():
     recs["dep"] = rng.integers(0, 3, n)
     marks = rng.choice(n, 30, replace=False)
     recs["kind"][marks] = traces.KIND_MARKER
+    recs["size"][marks] = 0
     recs["flags"][marks] = rng.choice([traces.MARK_COMMAND, traces.MARK_PHASE], 30)
     recs["addr"][marks] = rng.integers(0, 3, 30)
+    # a dep names a load (FORMAT.md "Record rules"); markers have none
+    src = np.arange(n) - recs["dep"].astype(np.int64)
+    named = np.where(src >= 0, recs["kind"][np.maximum(src, 0)], traces.KIND_MARKER)
+    recs["dep"][(named != traces.KIND_LOAD) | (recs["kind"] == traces.KIND_MARKER)] = 0
     cpu = sim.parse_cpu(kvsim.sim.bench.HIER)
     for functional in (True, False):
         runs = [sim.simulate(recs, cpu, functional=functional, threads=t) for t in (1, 2, 3)]
@@ -163,3 +168,23 @@ def test_threads_change_nothing_but_the_speed():
 def test_bad_thread_count(threads):
     with pytest.raises(sim.ConfigError, match="threads"):
         sim.simulate(records([("load", 0, 8)]), sim.parse_cpu(SMALL), threads=threads)
+
+
+@pytest.mark.parametrize("field,value", [("kind", 9), ("size", 0), ("dep", 0xFFFFFFFF),
+                                         ("flags", 3), ("addr", 2**64 - 4)])
+def test_a_record_array_is_checked_as_a_trace_is(field, value):
+    """simulate(ndarray) refuses what the reader refuses, with the reader's words."""
+    recs = records([("load", 0, 8), ("load", 64, 8), ("store", 128, 8)])
+    recs[1][field] = value
+    buf = io.BytesIO()
+    with traces.Writer(buf, {}, validate=False) as w:
+        w.write(recs)
+    buf.seek(0)
+    with pytest.raises(traces.TraceError) as from_reader:
+        traces.read_all(buf)
+    with pytest.raises(traces.TraceError) as from_array:
+        sim.simulate(recs, "graviton3", functional=True)
+    said = str(from_reader.value).split("(trace record 1): ", 1)[1]
+    assert str(from_array.value) == f"record array: record 1: {said}"
+    assert said.startswith(f"{field}: ")
+    sim.simulate(recs, "graviton3", functional=True, validate=False)  # the engine is safe

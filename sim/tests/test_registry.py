@@ -94,7 +94,8 @@ def test_ways_rule_agrees_with_the_engine(policy):
 def test_access_kinds_and_inclusions_come_from_the_engine():
     assert len(B.access_kind_names()) == B.NKINDS
     cpu = sim.parse_cpu(one_level("lru"))
-    res = sim.simulate(np.zeros(1, dtype=traces.RECORD_DTYPE), cpu, functional=True)
+    res = sim.simulate(np.array([(0, 0, 0, 8, 0, 0, 0, 0)], dtype=traces.RECORD_DTYPE), cpu,
+                       functional=True)
     assert list(res["levels"][0]["by_kind"]) == list(B.access_kind_names())
     for incl in B.inclusion_names():
         ec = sim.parse_cpu({"name": "t", "cache": [
@@ -126,7 +127,8 @@ doc = {"name": "t", "cache": [{"name": "L1", "size": 1024, "ways": 4, "replaceme
        "prefetcher": [{"level": "L1", "kind": "streamer"}]}
 cpu = sim.parse_cpu(doc)
 out["accepted"] = cpu.caches[0].replacement
-res = sim.simulate(np.zeros(1, dtype=traces.RECORD_DTYPE), cpu, functional=True)
+res = sim.simulate(np.array([(0, 0, 0, 8, 0, 0, 0, 0)], dtype=traces.RECORD_DTYPE), cpu,
+                       functional=True)
 out["by_kind"] = list(res["levels"][0]["by_kind"])
 doc["cache"][0]["replacement"] = "random"
 try:

@@ -20,7 +20,7 @@ din                        kvsim
 ========================  =========================================================
 ``r`` / ``0``              KIND_LOAD, size from the line (``d``: 4)
 ``w`` / ``1``              KIND_STORE
-``m`` / ``3``              KIND_PREFETCH (the writer emits prefetches as ``m``)
+``m`` / ``3``              KIND_PREFETCH, size 1 (the writer emits prefetches as ``m``)
 ``i`` / ``2``              not a record; ``ifetch="gap"`` adds 1 to the next record's gap
 ``c``, ``v``, ``4``, ``5``  dropped (no kvsim equivalent); counted in ``stats``
 ========================  =========================================================
@@ -110,6 +110,10 @@ def iter_din(src: str | os.PathLike[str] | Iterable[str] | IO[str], ifetch: str 
                 raise ValueError("address out of 64-bit range")
             if kind is not None and not 1 <= size <= 0xFFFF:
                 raise ValueError(f"size {size} outside 1..65535")
+            if kind == KIND_PREFETCH:
+                size = 1  # FORMAT.md: a prefetch names one address
+            if kind is not None and addr + size > 1 << 64:
+                raise ValueError("the access wraps past address 2^64 - 1")
         except ValueError as e:
             raise DinError(f"{name}: line {lineno}: {e}: {line.rstrip()!r}") from None
         if label in _IFETCH:

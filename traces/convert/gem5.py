@@ -557,6 +557,9 @@ class _Importer:
             elif not 1 <= size <= 0xFFFF:
                 raise Gem5TraceError(f"{self.name}: packet at tick {p['tick']}: size {size} "
                                      f"outside a kvt record's 1..65535")
+            if not 0 <= p["addr"] <= (1 << 64) - size:  # FORMAT.md: no access wraps
+                raise Gem5TraceError(f"{self.name}: packet at tick {p['tick']}: the access at "
+                                     f"0x{p['addr']:x} of {size} bytes wraps past 2^64 - 1")
             gap = 0
             if self.tpi > 0:
                 instr = p["tick"] // self.tpi

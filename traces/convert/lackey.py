@@ -104,6 +104,8 @@ def iter_lackey(src: str | os.PathLike[str] | Iterable[str] | IO[str],
                 raise ValueError("expected 'I|L|S|M <hex addr>,<size>'")
             if op != "I" and not 1 <= size <= 0xFFFF:
                 raise ValueError(f"size {size} outside 1..65535")
+            if op != "I" and addr + size > 1 << 64:
+                raise ValueError("the access wraps past address 2^64 - 1")
         except ValueError as e:
             raise LackeyError(f"{name}: line {lineno}: {e}: {line.rstrip()!r}") from None
         if op == "I":

@@ -74,7 +74,7 @@ def test_old_format_and_ifetch_gap() -> None:
     stats: dict[str, int] = {}
     rec = din_to_records(io.StringIO(text), ifetch="gap", stats=stats)
     assert rec["addr"].tolist() == [0x1000, 0x2000, 0x10]
-    assert rec["size"].tolist() == [4, 4, 4]
+    assert rec["size"].tolist() == [4, 4, 1]  # a prefetch names one address (FORMAT.md)
     assert rec["kind"].tolist() == [0, 1, 2]
     assert rec["gap"].tolist() == [2, 0, 0]
     assert stats == {"lines": 7, "records": 3, "ifetch": 2, "dropped": 2}

@@ -143,23 +143,29 @@ def test_check_records() -> None:
     bad["size"][2] = 0
     bad["dep"][4] = 2  # names record 2, a load: fine
     bad["dep"][3] = 2  # names record 1, a load: fine
-    bad["dep"][5] = 9  # before the first record
+    bad["dep"][5] = 9  # on a marker
     bad["tag"][3] = 200
     assert traces.check_records(bad, HEADER) == [
-        "1 record(s) have kind >= 4 (first: record 0)",
-        "1 record(s) are accesses with flags != 0 (first: record 1)",
-        "1 record(s) are prefetches with size != 1 (first: record 4)",
-        "1 record(s) are loads/stores with size 0 (first: record 2)",
-        "1 record(s) have dep pointing before the first record (first: record 5)",
-        "1 record(s) have tag not named in tags (first: record 3)",
-        "warm-up markers do not alternate WARMUP_BEGIN, WARMUP_END",  # record 0 is no marker
+        "1 record(s): kind: kind must be 0..3 (first: record 0)",
+        "1 record(s): size: a load or store has size 0 (first: record 2)",
+        "1 record(s): size: a prefetch must have size 1 (first: record 4)",
+        "1 record(s): flags: a load, store or prefetch must have flags 0 (first: record 1)",
+        "1 record(s): dep: a marker must have dep 0 (first: record 5)",
+        f"1 record(s): tag: tag not named in the header's tags (0..{len(HEADER['tags']) - 1})"
+        " (first: record 3)",
+        # record 0 is no marker: the END at record 5 comes before any BEGIN
+        "1 record(s): flags: warm-up markers must alternate WARMUP_BEGIN, WARMUP_END"
+        " (first: record 5)",
     ]
     r2 = r.copy()
     r2["dep"][2] = 2  # names the marker
+    r2["dep"][4] = 9  # before the first record
     r2["flags"][5] = traces.MARK_WARMUP_BEGIN
     assert traces.check_records(r2) == [
-        "1 record(s) have dep naming a record that is not a load (first: record 2)",
-        "warm-up markers do not alternate WARMUP_BEGIN, WARMUP_END",
+        "1 record(s): dep: dep points before the trace's first record (first: record 4)",
+        "1 record(s): dep: dep names a record that is not a load (first: record 2)",
+        "1 record(s): flags: warm-up markers must alternate WARMUP_BEGIN, WARMUP_END"
+        " (first: record 5)",
     ]
 
 

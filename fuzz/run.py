@@ -1,0 +1,185 @@
+"""The fuzz driver: build, run and replay every fuzz target; ``make fuzz`` calls it.
+
+    python fuzz/run.py [--seconds S] [--targets a,b] [--result results/fuzz.json]
+    python fuzz/run.py --replay            # every corpus input once, no fuzzing
+
+Targets: the libFuzzer programs of ``fuzz/c/`` (built by ``fuzz/Makefile`` with clang under
+ASan + UBSan) and the Python targets of ``fuzz/py/fuzz_targets.py`` (run by atheris). Each
+one starts from its seed corpus ``fuzz/corpus/<target>/`` (read only: the inputs a run adds
+go to ``fuzz/build/work/<target>/``) for ``--seconds`` and prints
+``fuzz TARGET: N execs, K crashes``. A crash's input is kept as
+``fuzz/build/artifacts/<target>/crash-*``; copied into the corpus folder as ``crash-<what>``,
+it becomes a regression test that ``--replay`` (and so ``make test``) runs. With
+``--result`` the summary, with the machine's load and the seconds per target, is written
+through ``kvsim.provenance.write_result``. Exit status: 1 if any target crashed (or a
+replayed input failed), else 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+FUZZ = Path(__file__).resolve().parent
+ROOT = FUZZ.parent
+BUILD = FUZZ / "build"
+CORPUS = FUZZ / "corpus"
+C_TARGETS = ["cref_resp", "cref_snapshot", "cref_options", "engine_records"]
+PY_TARGETS = ["trace_reader", "trace_records", "dinero_reader", "lackey_reader", "gem5_reader",
+              "champsim_reader", "cpu_toml"]
+_EXECS = re.compile(rb"stat::number_of_executed_units:\s*(\d+)")
+_COV = re.compile(rb"\bcov: (\d+) ft: (\d+)")
+_FAILS = ("crash-", "leak-", "timeout-", "oom-", "slow-unit-")
+
+
+class FuzzError(Exception):
+    """A setup problem, reported as one line."""
+
+
+def _command(target: str) -> list[str]:
+    if target in C_TARGETS:
+        return [str(BUILD / f"fuzz_{target}")]
+    return [sys.executable, str(FUZZ / "py" / "atheris_main.py"), target]
+
+
+def build(targets: list[str]) -> None:
+    if not any(t in C_TARGETS for t in targets):
+        return
+    clang = os.environ.get("CLANG", "clang")
+    if shutil.which(clang) is None:
+        raise FuzzError(f"{clang} not found: the C targets need clang and libFuzzer "
+                        "(Debian: apt-get install clang libclang-rt-14-dev)")
+    jobs = str(min(2, os.cpu_count() or 1))
+    r = subprocess.run(["make", "-s", "-C", str(FUZZ), f"-j{jobs}", f"CLANG={clang}"],
+                       capture_output=True, text=True, check=False)
+    if r.returncode:
+        tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["(no output)"]
+        raise FuzzError(f"building the C targets failed: {tail[0]}")
+
+
+def _check_python(targets: list[str]) -> None:
+    if not any(t in PY_TARGETS for t in targets):
+        return
+    try:
+        import atheris  # noqa: F401
+    except ImportError:
+        raise FuzzError("atheris is not installed: the Python targets need it "
+                        "(pip install atheris, or make setup)") from None
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(FUZZ / "py"), env.get("PYTHONPATH", "")])
+    # the sanitizers stop at the first error; leaks count as crashes (libFuzzer's default)
+    env.setdefault("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
+    return env
+
+
+def fuzz_one(target: str, seconds: int, log) -> dict:
+    """Fuzz ``target`` for ``seconds``; its execs, crashes and the new artifacts."""
+    work = BUILD / "work" / target
+    arts = BUILD / "artifacts" / target
+    work.mkdir(parents=True, exist_ok=True)
+    arts.mkdir(parents=True, exist_ok=True)
+    before = set(os.listdir(arts))
+    cmd = [*_command(target), f"-max_total_time={seconds}", "-print_final_stats=1",
+           "-timeout=20", "-rss_limit_mb=4096", "-max_len=8192",
+           f"-artifact_prefix={arts}/", str(work), str(CORPUS / target)]
+    t0 = time.monotonic()
+    r = subprocess.run(cmd, capture_output=True, env=_env(), check=False,
+                       timeout=seconds + 600)
+    wall = time.monotonic() - t0
+    log.write(f"=== {target}: {' '.join(cmd)}\n".encode() + r.stdout + r.stderr)
+    m = _EXECS.findall(r.stderr + r.stdout)
+    cov = _COV.findall(r.stderr + r.stdout)
+    new = sorted(f for f in set(os.listdir(arts)) - before if f.startswith(_FAILS))
+    crashes = len(new) or (1 if r.returncode else 0)
+    return {"target": target, "execs": int(m[-1]) if m else 0, "crashes": crashes,
+            "seconds": round(wall, 1), "exit_code": r.returncode,
+            # libFuzzer's last report: code edges reached, and features (edge x hit count)
+            "coverage_edges": int(cov[-1][0]) if cov else None,
+            "coverage_features": int(cov[-1][1]) if cov else None,
+            "artifacts": [str((arts / f).relative_to(ROOT)) for f in new],
+            "corpus_seeds": len(list((CORPUS / target).iterdir())),
+            "corpus_after": len(list(work.iterdir()))}
+
+
+def replay_one(target: str, log) -> dict:
+    """Run every input of ``target``'s committed corpus once (no mutation)."""
+    files = sorted(p for p in (CORPUS / target).iterdir() if p.is_file())
+    cmd = [*_command(target), *map(str, files)]  # libFuzzer runs files given by name once
+    r = subprocess.run(cmd, capture_output=True, env=_env(), check=False, timeout=600)
+    log.write(f"=== replay {target}: {len(files)} inputs\n".encode() + r.stdout + r.stderr)
+    return {"target": target, "inputs": len(files), "failed": r.returncode != 0}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=int, default=int(os.environ.get("FUZZ_SECONDS", 60)),
+                    help="fuzzing time per target (default: $FUZZ_SECONDS or 60)")
+    ap.add_argument("--targets", default=",".join(C_TARGETS + PY_TARGETS),
+                    help="comma-separated targets (default: all)")
+    ap.add_argument("--replay", action="store_true",
+                    help="run every committed corpus input once instead of fuzzing")
+    ap.add_argument("--result", help="write the summary here (kvsim.provenance.write_result)")
+    a = ap.parse_args(argv)
+    targets = [t for t in a.targets.split(",") if t]
+    unknown = [t for t in targets if t not in C_TARGETS + PY_TARGETS]
+    try:
+        if unknown:
+            raise FuzzError(f"unknown target {unknown[0]!r} "
+                            f"(known: {', '.join(C_TARGETS + PY_TARGETS)})")
+        if a.seconds < 1:
+            raise FuzzError(f"--seconds: must be >= 1, got {a.seconds}")
+        build(targets)
+        _check_python(targets)
+    except FuzzError as exc:
+        print(f"fuzz: error: {exc}", file=sys.stderr)
+        return 2
+    BUILD.mkdir(exist_ok=True)
+    log_path = BUILD / ("replay.log" if a.replay else "fuzz.log")
+    bad = 0
+    rows = []
+    load_before = os.getloadavg()[0]
+    with open(log_path, "wb") as log:
+        for t in targets:
+            if a.replay:
+                row = replay_one(t, log)
+                print(f"fuzz replay {t}: {row['inputs']} inputs, "
+                      f"{'FAILED' if row['failed'] else 'ok'}", flush=True)
+                bad += row["failed"]
+            else:
+                row = fuzz_one(t, a.seconds, log)
+                print(f"fuzz {t}: {row['execs']} execs, {row['crashes']} crashes", flush=True)
+                bad += row["crashes"] > 0
+                for art in row["artifacts"]:
+                    print(f"  crash input: {art}", flush=True)
+            rows.append(row)
+    if bad:
+        print(f"fuzz: {bad} target(s) failed; output in {log_path.relative_to(ROOT)}",
+              file=sys.stderr)
+    if a.result and not a.replay:
+        sys.path.insert(0, str(ROOT))
+        from kvsim.provenance import write_result
+
+        write_result(a.result, {
+            "benchmark": "fuzz",
+            "command": f"make fuzz FUZZ_SECONDS={a.seconds}",
+            "seconds_per_target": a.seconds,
+            "load_average_1m_before": load_before,
+            "load_average_1m_after": os.getloadavg()[0],
+            "goal_execs_per_target": 100_000,
+            "targets": rows,
+        })
+        print(f"fuzz: summary written to {a.result}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
