@@ -10,6 +10,7 @@ left alone.
 from __future__ import annotations
 
 import io
+import struct
 import sys
 from pathlib import Path
 
@@ -71,6 +72,15 @@ def resp(*args: bytes) -> bytes:
     return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
 
 
+def drmemtrace_seed() -> bytes:
+    """One thread of ``trace_entry_t`` (type u16, size u16, addr u64; DynamoRIO
+    ``clients/drcachesim/common/trace_entry.h``): HEADER (version 6), THREAD, instructions,
+    a load, a store, a data prefetch, FOOTER."""
+    entries = [(25, 0, 6), (22, 4, 7), (10, 3, 0x400000), (10, 2, 0x400003), (0, 8, 0x1000),
+               (10, 4, 0x400005), (1, 4, 0x1040), (2, 1, 0x1080), (26, 0, 0)]
+    return b"".join(struct.pack("<HHQ", t, size, addr) for t, size, addr in entries)
+
+
 def seeds() -> dict[str, dict[str, bytes]]:
     rec = sample_records()
     text = io.StringIO()
@@ -107,6 +117,8 @@ def seeds() -> dict[str, dict[str, bytes]]:
             "seed-sample-gz": (data / "gem5_packet_trace.trc.gz").read_bytes(),
         },
         "champsim_reader": {"seed-records": cs.getvalue()[: 64 * 16]},
+        "champsim_import": {"seed-records": cs.getvalue()[: 64 * 16]},
+        "drmemtrace_reader": {"seed-thread": drmemtrace_seed()},
         "cpu_toml": {
             "seed-graviton3": toml_seed(presets / "graviton3.toml"),
             "seed-xeon-8488c": toml_seed(presets / "xeon-8488c.toml"),

@@ -25,7 +25,7 @@ import numpy as np
 from kvsim import sim, traces
 from kvsim.sim import _binding as B
 from kvsim.sim.config import parse_cpu
-from kvsim.traces.convert import champsim, dinero, gem5, lackey
+from kvsim.traces.convert import champsim, dinero, drmemtrace, gem5, lackey
 from kvsim.traces.validate import RecordError, RecordValidator
 
 __all__ = ["TARGETS", "FuzzFinding"]
@@ -164,6 +164,27 @@ def champsim_reader(data: bytes) -> None:
         raise FuzzFinding("read_champsim lost bytes")
 
 
+def champsim_import(data: bytes) -> None:
+    """A ChampSim trace imported as records (``traces.convert.champsim.champsim_to_records``,
+    as ``kvsim convert`` does). Accepted: every record keeps the record rules."""
+    try:
+        for rec in champsim.champsim_to_records(io.BytesIO(data)):
+            _rules_hold(rec, CONVERTED_HEADER)
+    except champsim.ChampSimError as exc:
+        _one_line(exc)
+
+
+def drmemtrace_reader(data: bytes) -> None:
+    """A DynamoRIO drmemtrace stream of ``trace_entry_t`` (raw or gzip) imported as records
+    (``traces.convert.drmemtrace.drmemtrace_to_records``). Accepted: every record keeps the
+    record rules."""
+    try:
+        for rec in drmemtrace.drmemtrace_to_records(io.BytesIO(data)):
+            _rules_hold(rec, CONVERTED_HEADER)
+    except drmemtrace.DrmemtraceError as exc:
+        _one_line(exc)
+
+
 #: Largest cache (bytes per level) the CPU target builds an engine for: bigger ones are
 #: checked up to ``to_engine`` only (allocating them is slow, not a finding).
 _ENGINE_BYTES = 1 << 22
@@ -199,5 +220,7 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "lackey_reader": lackey_reader,
     "gem5_reader": gem5_reader,
     "champsim_reader": champsim_reader,
+    "champsim_import": champsim_import,
+    "drmemtrace_reader": drmemtrace_reader,
     "cpu_toml": cpu_toml,
 }

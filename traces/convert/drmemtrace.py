@@ -118,6 +118,8 @@ def iter_entries(src: str | os.PathLike[str] | IO[bytes], chunk_entries: int = 1
                  ) -> Iterator[np.ndarray]:
     """Yield a drmemtrace file's entries as ENTRY_DTYPE arrays of up to ``chunk_entries``
     (zip members in chunk order, gzip or raw streams), memory bounded by the chunk."""
+    import gzip
+    import lzma
     import zlib
 
     name = os.fspath(src) if isinstance(src, str | os.PathLike) else \
@@ -131,7 +133,8 @@ def iter_entries(src: str | os.PathLike[str] | IO[bytes], chunk_entries: int = 1
                 data = f.read(want)
                 while 0 < len(data) < want and (more := f.read(want - len(data))):
                     data += more
-            except (EOFError, zlib.error, zipfile.BadZipFile) as e:
+            except (EOFError, lzma.LZMAError, zlib.error, gzip.BadGzipFile,
+                    zipfile.BadZipFile) as e:
                 raise DrmemtraceError(f"{name}: bad compressed data after entry "
                                       f"{done // 12}: {e}") from None
             except OSError as e:
@@ -202,9 +205,10 @@ def entries_to_records(e: np.ndarray, st: _State, name: str = "<drmemtrace>") ->
     out["size"] = np.where(k == KIND_PREFETCH, 1, np.maximum(e["size"][idx], 1))
     out["gap"] = np.minimum(gap, 2**32 - 1)
     # an access never wraps past 2^64 (FORMAT.md): clip the size instead
+    # (top + 1 overflows to 0 at address 0, so it is formed only where it clips)
     top = np.uint64(2**64 - 1) - out["addr"]
-    out["size"] = np.minimum(out["size"].astype(np.uint64), top + np.uint64(1)).astype(
-        np.uint16) if idx.size else out["size"]
+    clip = top < out["size"].astype(np.uint64)
+    out["size"][clip] = (top[clip] + np.uint64(1)).astype(np.uint16)
     st.entries += e.size
     c = st.counts
     c["entries"] += e.size
