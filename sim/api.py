@@ -25,7 +25,13 @@ def level_roles(n: int) -> list[str]:
     return [("LLC" if i == n - 1 and n > 1 else f"L{i + 1}") for i in range(n)]
 
 
-def _chunks(source: Any) -> tuple[Iterable[np.ndarray], list[str] | None, dict]:
+DECODERS = ("compiled", "python")
+
+
+def _chunks(source: Any, decode: str = "compiled") -> tuple[Iterable[np.ndarray],
+                                                             list[str] | None, dict]:
+    if decode not in DECODERS:
+        raise ValueError(f"decode must be one of {', '.join(DECODERS)}, got {decode!r}")
     if isinstance(source, np.ndarray):
         if source.dtype != traces.RECORD_DTYPE:
             raise TypeError(f"a record array must have dtype traces.RECORD_DTYPE, "
@@ -35,7 +41,12 @@ def _chunks(source: Any) -> tuple[Iterable[np.ndarray], list[str] | None, dict]:
     if header is None:
         raise TypeError("source must be a traces reader (traces.open) or a numpy record array")
     tags = header.get("tags")
-    return source, list(tags) if tags else None, header
+    chunks: Iterable[np.ndarray] = source
+    if decode == "compiled" and isinstance(source, traces.TraceReader) and not source._started:
+        from . import _intake
+
+        chunks = _intake.chunks(source, reuse=True)
+    return chunks, list(tags) if tags else None, header
 
 
 def simulate(
@@ -51,6 +62,7 @@ def simulate(
     tag_names: list[str] | None = None,
     threads: int = 1,
     progress: Callable[[int], object] | None = None,
+    decode: str = "compiled",
 ) -> dict:
     """Simulate ``source`` on ``cpu`` and return a JSON-serialisable dict of statistics.
 
@@ -71,13 +83,16 @@ def simulate(
     ``engine_threads`` says how many ran.
     progress: called after each chunk with the number of records it held (for example a
     tqdm bar's ``update``); None by default.
+    decode: ``"compiled"`` (default): a trace reader's chunks are checked and decoded in
+    compiled code on other threads, ahead of the simulation (sim/_intake.py); ``"python"``:
+    by the reader itself (the reference). Same records, same errors.
     Counts are per cache line touched: an access spanning two lines counts twice.
     """
     if isinstance(source, str | Path):
         with traces.open(source) as reader:
             res = simulate(reader, cpu, functional, engine, tlb=tlb, prefetchers=prefetchers,
                            flush=flush, page_size=page_size, tag_names=tag_names,
-                           threads=threads, progress=progress)
+                           threads=threads, progress=progress, decode=decode)
         res["trace"] = str(source)
         return res
     if isinstance(cpu, str | Path):
@@ -90,7 +105,7 @@ def simulate(
     cfg = cpu.to_engine(timing=timing, tlb=tlb, prefetchers=prefetchers, flush=flush,
                         page_size=page_size)
     cfg.threads = threads
-    chunks, hdr_tags, header = _chunks(source)
+    chunks, hdr_tags, header = _chunks(source, decode)
     if engine == "fast":
         eng: Any = B.Engine(cfg)
     elif engine == "reference":
