@@ -204,14 +204,16 @@ def trace_info(trace_path, as_json):
 
 @cli.command()
 @click.argument("trace_path", metavar="TRACE|-")
-@click.option("--cpu", required=True, help="Preset name (see `kvsim cpus`) or a .toml file.")
+@click.option("--cpu", "cpus_", required=True, multiple=True,
+              help="Preset name (see `kvsim cpus`) or a .toml file; repeat it to simulate "
+                   "several CPUs in one pass over the trace.")
 @click.option("--functional", is_flag=True, help="Counts only, no timing model.")
 @click.option("--engine", type=click.Choice(["fast", "reference"]), default="fast",
               show_default=True, help="Compiled engine or the slow Python oracle.")
 @click.option("--threads", type=click.IntRange(1, 8), default=1, show_default=True,
               help="Engine threads (same results for any number; see sim/README.md).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def simulate(trace_path, cpu, functional, engine, threads, as_json):
+def simulate(trace_path, cpus_, functional, engine, threads, as_json):
     """Simulate a trace on a CPU model.
 
     \b
@@ -238,21 +240,34 @@ def simulate(trace_path, cpu, functional, engine, threads, as_json):
     store, swpf, hwpf, writeback, victim); "by_tag" per level, tag and kind;
     "prefetch" (issued, useful, late, useless per level); "timing" (ipc, mlp,
     stall_cycles). The model is described in sim/MODEL.md.
+
+    \b
+    With several --cpu, the trace is read and decoded once and every CPU
+    simulated side by side (one thread per core); the text shows each CPU's
+    summary in turn, --json a list with one result per --cpu, in order.
     """
     from kvsim import sim, traces
     from kvsim.experiments import progress, summary
 
-    config = _load_cpu(cpu)
+    configs = [_load_cpu(c) for c in cpus_]
     src = sys.stdin.buffer if trace_path == "-" else trace_path
     total = progress.trace_total_records(trace_path)
     with traces.open(src) as reader, \
             progress.bar("simulate", total=total, unit="rec", unit_scale=True) as bar:
-        res = sim.simulate(reader, config, functional=functional, engine=engine,
-                           threads=threads, progress=bar.update)
-    if as_json:
-        _echo_json(res)
+        results = sim.simulate_many(reader, configs, functional=functional, engine=engine,
+                                    threads=threads, progress=bar.update)
+    if len(results) == 1:  # one --cpu: one result, as it always was
+        res = results[0]
+        if as_json:
+            _echo_json(res)
+            return
+        click.echo(summary.simulate_text(res))
         return
-    click.echo(summary.simulate_text(res))
+    if as_json:
+        _echo_json(results)
+        return
+    click.echo("\n\n".join(f"== {cpu} ==\n{summary.simulate_text(res)}"
+                           for cpu, res in zip(cpus_, results, strict=True)))
 
 
 class CompareCommand(WorkloadCommand):

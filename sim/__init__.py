@@ -3,6 +3,7 @@
     from kvsim import sim, traces
     cpu = sim.load_cpu("graviton3")                   # or "local", or a path to a .toml
     result = sim.simulate("run.kvt", cpu)             # JSON-ready dict; or a traces.open reader
+    results = sim.simulate_many("run.kvt", ["graviton3", "epyc-7713"])  # one pass, many CPUs
     df = sim.stats_dataframe(result)                  # level x tag x kind
     frames = sim.dataframes(result)                   # levels, by_tag, timing, phases
 
@@ -11,7 +12,7 @@ implement the same model (sim/MODEL.md) and are tested to agree exactly.
 """
 
 from ._binding import EngineMissing
-from .api import dataframes, simulate, stats_dataframe
+from .api import dataframes, simulate, simulate_many, stats_dataframe
 from .config import ConfigError, CpuConfig, list_presets, load_cpu, parse_cpu, preset_names
 
 __all__ = [
@@ -24,5 +25,6 @@ __all__ = [
     "parse_cpu",
     "preset_names",
     "simulate",
+    "simulate_many",
     "stats_dataframe",
 ]

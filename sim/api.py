@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import os
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -88,45 +90,97 @@ def simulate(
     by the reader itself (the reference). Same records, same errors.
     Counts are per cache line touched: an access spanning two lines counts twice.
     """
+    return simulate_many(source, [cpu], functional, engine, tlb=tlb, prefetchers=prefetchers,
+                         flush=flush, page_size=page_size, tag_names=tag_names,
+                         threads=threads, progress=progress, decode=decode)[0]
+
+
+def simulate_many(
+    source: Any,
+    cpus: Sequence[CpuConfig | str],
+    functional: bool = False,
+    engine: str = "fast",
+    *,
+    tlb: bool = True,
+    prefetchers: bool = True,
+    flush: bool = True,
+    page_size: int | None = None,
+    tag_names: list[str] | None = None,
+    threads: int = 1,
+    progress: Callable[[int], object] | None = None,
+    decode: str = "compiled",
+    workers: int | None = None,
+) -> list[dict]:
+    """Simulate ``source`` on every CPU of ``cpus`` in one pass over the trace: each chunk is
+    read and decoded once and fed to every CPU's engine; the engines run side by side on
+    ``workers`` threads (default: one per core, at most one per CPU). Returns one result per
+    CPU, in order, each equal to what :func:`simulate` returns for that CPU (the same
+    parameters apply to all; ``threads`` is each engine's own, see :func:`simulate`).
+    """
     if isinstance(source, str | Path):
         with traces.open(source) as reader:
-            res = simulate(reader, cpu, functional, engine, tlb=tlb, prefetchers=prefetchers,
-                           flush=flush, page_size=page_size, tag_names=tag_names,
-                           threads=threads, progress=progress, decode=decode)
-        res["trace"] = str(source)
-        return res
-    if isinstance(cpu, str | Path):
-        cpu = load_cpu(cpu)
+            out = simulate_many(reader, cpus, functional, engine, tlb=tlb,
+                                prefetchers=prefetchers, flush=flush, page_size=page_size,
+                                tag_names=tag_names, threads=threads, progress=progress,
+                                decode=decode, workers=workers)
+        for res in out:
+            res["trace"] = str(source)
+        return out
+    if isinstance(cpus, str | Path | CpuConfig):
+        raise TypeError("cpus must be a list of CPUs (for one CPU use sim.simulate)")
+    cpus = [load_cpu(c) if isinstance(c, str | Path) else c for c in cpus]
+    if not cpus:
+        raise ValueError("cpus: at least one CPU is needed")
     if page_size not in (None, 4096, 2 * 1024 * 1024):
         raise ConfigError(f"page_size: must be 4096 or 2097152, got {page_size}")
     if not isinstance(threads, int) or not 1 <= threads <= 8:
         raise ConfigError(f"threads: must be 1..8, got {threads!r}")
-    timing = (not functional) and cpu.timing_capable
-    cfg = cpu.to_engine(timing=timing, tlb=tlb, prefetchers=prefetchers, flush=flush,
-                        page_size=page_size)
-    cfg.threads = threads
-    chunks, hdr_tags, header = _chunks(source, decode)
-    if engine == "fast":
-        eng: Any = B.Engine(cfg)
-    elif engine == "reference":
-        from .reference import ReferenceSim
-
-        eng = ReferenceSim(cfg)
-    else:
+    if engine not in ("fast", "reference"):
         raise ValueError(f"engine must be 'fast' or 'reference', got {engine!r}")
+    cfgs = []
+    for cpu in cpus:
+        timing = (not functional) and cpu.timing_capable
+        cfg = cpu.to_engine(timing=timing, tlb=tlb, prefetchers=prefetchers, flush=flush,
+                            page_size=page_size)
+        cfg.threads = threads
+        cfgs.append(cfg)
+    chunks, hdr_tags, header = _chunks(source, decode)
+    engines: list[Any] = []
+    pool = None
     try:
+        for cfg in cfgs:
+            if engine == "fast":
+                engines.append(B.Engine(cfg))
+            else:
+                from .reference import ReferenceSim
+
+                engines.append(ReferenceSim(cfg))
+        nw = min(len(engines), workers or os.cpu_count() or 1)
+        if nw > 1:  # the engines' runs release the GIL: they run side by side
+            pool = ThreadPoolExecutor(max_workers=nw, thread_name_prefix="kvsim-engine")
         for chunk in chunks:
-            eng.run(chunk)
+            if pool is None:
+                for eng in engines:
+                    eng.run(chunk)
+            else:  # every engine is done with a chunk before the next one is taken
+                for f in [pool.submit(eng.run, chunk) for eng in engines]:
+                    f.result()
             if progress is not None:
                 progress(len(chunk))
-        raw = eng.finish()
-        used = eng.threads if engine == "fast" else 1
+        raws = [eng.finish() for eng in engines]
+        used = [eng.threads if engine == "fast" else 1 for eng in engines]
     finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
         if engine == "fast":
-            eng.close()
-    res = build_result(raw, cpu, cfg, tag_names or hdr_tags, engine, header)
-    res["engine_threads"] = used
-    return res
+            for eng in engines:
+                eng.close()
+    out = []
+    for cpu, cfg, raw, u in zip(cpus, cfgs, raws, used, strict=True):
+        res = build_result(raw, cpu, cfg, tag_names or hdr_tags, engine, header)
+        res["engine_threads"] = u
+        out.append(res)
+    return out
 
 
 def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list[str] | None,
