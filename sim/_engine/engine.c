@@ -168,38 +168,85 @@ static int tlbInit(Tlb *t, uint32_t sets, uint32_t ways) {
     t->sets = sets;
     t->ways = ways;
     t->clock = 0;
+    t->fpw = (ways + 15) & ~15u;
+    t->fp = xcalloc((size_t)sets * t->fpw, 1);
     t->tags = xcalloc((size_t)sets * ways, sizeof(uint64_t));
     t->stamp = xcalloc((size_t)sets * ways, sizeof(uint64_t));
-    return t->tags != NULL && t->stamp != NULL;
+    return t->fp != NULL && t->tags != NULL && t->stamp != NULL;
 }
 
-/* Look up `page`; on a hit refresh its stamp.  Returns 1 on a hit. */
-static int tlbLookup(Tlb *t, uint64_t page) {
-    uint64_t base = (page & (t->sets - 1)) * t->ways;
-    for (uint32_t w = 0; w < t->ways; w++)
-        if (t->tags[base + w] == page + 1) {
-            t->stamp[base + w] = ++t->clock;
-            return 1;
+/* Look up `page`; on a hit refresh its stamp and return 1.  On a miss return 0
+ * and set *victim to the entry a fill of `page` takes (tlbFill): the lowest
+ * invalid way, else the least recently used.  Entries are never invalidated, so
+ * a set's valid ways are a prefix and it is full when its last way is valid. */
+/* The way of `page` in its set (tags tg, fingerprints fp), or -1. */
+static inline int64_t tlbFind(const Tlb *t, const uint64_t *tg, const uint8_t *fp,
+                              uint64_t page) {
+    const uint64_t key = page + 1;
+    const uint32_t ways = t->ways;
+    if (ways <= 8) { /* a few ways: the tags themselves */
+        for (uint32_t w = 0; w < ways; w++)
+            if (tg[w] == key) return w;
+        return -1;
+    }
+    const uint8_t f = fingerprint(page);
+    for (uint32_t g = 0; g < ways; g += 16) {
+#if defined(__SSE4_2__)
+        uint32_t m = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(
+            _mm_loadu_si128((const __m128i *)(fp + g)), _mm_set1_epi8((char)f)));
+#else
+        uint32_t m = 0;
+        for (uint32_t j = 0; j < 16; j++) m |= (uint32_t)(fp[g + j] == f) << j;
+#endif
+        if (ways - g < 16) m &= (1u << (ways - g)) - 1;
+        for (; m; m &= m - 1) {
+            const uint32_t w = g + (uint32_t)__builtin_ctz(m);
+            if (tg[w] == key) return w;
         }
+    }
+    return -1;
+}
+
+static inline int tlbLookup(Tlb *t, uint64_t page, uint64_t *victim) {
+    const uint64_t key = page + 1;
+    if (t->memo_key == key) {
+        t->stamp[t->memo_idx] = ++t->clock;
+        return 1;
+    }
+    const uint64_t set = page & (t->sets - 1);
+    const uint64_t base = set * t->ways;
+    const uint64_t *tg = t->tags + base;
+    const uint32_t ways = t->ways;
+    const int64_t hit = tlbFind(t, tg, t->fp + set * t->fpw, page);
+    if (hit >= 0) {
+        t->stamp[base + hit] = ++t->clock;
+        t->memo_key = key;
+        t->memo_idx = base + hit;
+        return 1;
+    }
+    uint32_t v = 0;
+    if (tg[ways - 1] == 0) {
+        while (tg[v] != 0) v++;
+    } else {
+        const uint64_t *sp = t->stamp + base;
+        uint64_t best = sp[0];
+        for (uint32_t w = 1; w < ways; w++)
+            if (sp[w] < best) {
+                best = sp[w];
+                v = w;
+            }
+    }
+    *victim = base + v;
     return 0;
 }
 
-/* Install `page`: the lowest invalid way, else the least recently used. */
-static void tlbFill(Tlb *t, uint64_t page) {
-    uint64_t base = (page & (t->sets - 1)) * t->ways;
-    uint32_t v = 0;
-    int found = 0;
-    for (uint32_t w = 0; w < t->ways; w++)
-        if (t->tags[base + w] == 0) {
-            v = w;
-            found = 1;
-            break;
-        }
-    if (!found)
-        for (uint32_t w = 1; w < t->ways; w++)
-            if (t->stamp[base + w] < t->stamp[base + v]) v = w;
-    t->tags[base + v] = page + 1;
-    t->stamp[base + v] = ++t->clock;
+/* Install `page` in the entry tlbLookup chose. */
+static inline void tlbFill(Tlb *t, uint64_t page, uint64_t victim) {
+    t->fp[victim / t->ways * t->fpw + victim % t->ways] = fingerprint(page);
+    t->tags[victim] = page + 1;
+    t->stamp[victim] = ++t->clock;
+    t->memo_key = page + 1;
+    t->memo_idx = victim;
 }
 
 /* Translate the page of `addr`.  Returns the added cycles, or -1 if the
@@ -208,23 +255,24 @@ static int64_t translate(kvsimSim *s, uint64_t addr, int is_swpf) {
     kvsimStats *st = s->st;
     uint64_t page = addr >> s->cfg.page_bits;
     st->dtlb_access++;
-    if (tlbLookup(&s->dtlb, page)) return 0;
+    uint64_t dv, sv;
+    if (tlbLookup(&s->dtlb, page, &dv)) return 0;
     st->dtlb_miss++;
     if (is_swpf && s->cfg.swpf_drop_on_tlb_miss) return -1;
     int64_t cost;
     if (s->cfg.stlb_sets) {
         st->stlb_access++;
-        if (tlbLookup(&s->stlb, page)) {
+        if (tlbLookup(&s->stlb, page, &sv)) {
             cost = s->cfg.stlb_latency;
         } else {
             st->stlb_miss++;
-            tlbFill(&s->stlb, page);
+            tlbFill(&s->stlb, page, sv);
             cost = s->cfg.walk_latency;
         }
     } else {
         cost = s->cfg.walk_latency;
     }
-    tlbFill(&s->dtlb, page);
+    tlbFill(&s->dtlb, page, dv); /* the STLB's fill left the DTLB as its lookup saw it */
     return cost;
 }
 
@@ -889,8 +937,10 @@ void kvsimFree(kvsimSim *s) {
         free(L->mq);
     }
     for (uint32_t p = 0; p < KVSIM_MAX_PREFETCHERS; p++) free(s->pf[p].state);
+    free(s->dtlb.fp);
     free(s->dtlb.tags);
     free(s->dtlb.stamp);
+    free(s->stlb.fp);
     free(s->stlb.tags);
     free(s->stlb.stamp);
     free(s->rob_idx);

@@ -76,9 +76,16 @@ typedef struct Level {
 
 typedef struct Tlb {
     uint32_t sets, ways;
+    uint32_t fpw;    /* fingerprint bytes per set: ways rounded up to 16 */
+    uint8_t *fp;     /* sets x fpw: fingerprint(page) of each valid entry, 0 = invalid:
+                        a lookup compares 16 entries per SSE instruction, as the caches do */
     uint64_t *tags;  /* sets x ways: page + 1, 0 = invalid */
     uint64_t *stamp; /* sets x ways: clock at the last use (LRU) */
     uint64_t clock;  /* counts lookups that hit and fills */
+    /* memo of the entry last hit or filled (key = page + 1, 0 = none; idx its place
+     * in tags): repeated lookups of one page skip the set scan.  Entries change only
+     * by a fill, which resets the memo, so it never names a stale entry. */
+    uint64_t memo_key, memo_idx;
 } Tlb;
 
 typedef struct Prefetcher {
