@@ -445,6 +445,18 @@ def calibrate(quick, output, max_size, rounds):
     click.echo(f"  {cpu.freq_ghz} GHz; {cpu.summary()}")
 
 
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+                               "help_option_names": []}, add_help_option=False)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def bench(args):
+    """Whole-process speed of `kvsim simulate` on every preset (kvsim bench --help)."""
+    from kvsim.sim import bench_presets
+
+    rc = bench_presets.main(list(args), prog="kvsim bench")
+    if rc:
+        raise SystemExit(rc)  # its one-line error is printed
+
+
 @cli.command()
 @click.argument("src")
 @click.argument("dst")
