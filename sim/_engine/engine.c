@@ -327,9 +327,12 @@ static inline int64_t findWay(const Level *L, uint64_t set, uint64_t line) {
     return h;
 }
 
-/* First level at or below `from` holding `line` (s->n = memory).  No side effects. */
+/* First level at or below `from` holding `line` (s->n = memory).  No side effects.
+ * Without timing a prefetch only asks whether `from` holds it (the level below
+ * decides nothing but miss buffers): then a miss there answers s->n at once. */
 static uint32_t probe(const kvsimSim *s, uint32_t from, uint64_t line) {
-    for (uint32_t k = from; k < s->n; k++)
+    const uint32_t last = s->cfg.timing ? s->n : from + 1;
+    for (uint32_t k = from; k < last; k++)
         if (findWay(&s->lv[k], line & s->lv[k].set_mask, line) >= 0) return k;
     return s->n;
 }
