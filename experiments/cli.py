@@ -246,7 +246,9 @@ def trace_info(trace_path, as_json):
 
 @cli.command()
 @click.argument("trace_path", metavar="TRACE|-")
-@click.option("--cpu", required=True, help="Preset name (see `kvsim cpus`) or a .toml file.")
+@click.option("--cpu", "cpus_", required=True, multiple=True,
+              help="Preset name (see `kvsim cpus`) or a .toml file; repeat it to simulate "
+                   "several CPUs in one pass over the trace.")
 @click.option("--functional", is_flag=True, help="Counts only, no timing model.")
 @click.option("--engine", type=click.Choice(["fast", "reference", "gem5"]), default="fast",
               show_default=True,
@@ -257,7 +259,7 @@ def trace_info(trace_path, as_json):
 @click.option("--threads", type=click.IntRange(1, 8), default=1, show_default=True,
               help="Engine threads (same results for any number; see sim/README.md).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def simulate(trace_path, cpu, functional, engine, gem5_path, threads, as_json):
+def simulate(trace_path, cpus_, functional, engine, gem5_path, threads, as_json):
     """Simulate a trace on a CPU model.
 
     \b
@@ -284,30 +286,47 @@ def simulate(trace_path, cpu, functional, engine, gem5_path, threads, as_json):
     store, swpf, hwpf, writeback, victim); "by_tag" per level, tag and kind;
     "prefetch" (issued, useful, late, useless per level); "timing" (ipc, mlp,
     stall_cycles). The model is described in sim/MODEL.md.
+
+    \b
+    With several --cpu, the trace is read and decoded once and every CPU
+    simulated side by side (one thread per core); the text shows each CPU's
+    summary in turn, --json a list with one result per --cpu, in order.
     """
     from kvsim import sim, traces
     from kvsim.experiments import progress, summary
 
-    config = _load_cpu(cpu)
+    configs = [_load_cpu(c) for c in cpus_]
     if engine == "gem5":
-        _simulate_gem5(trace_path, config, gem5_path, as_json)
+        if len(configs) != 1:
+            raise click.BadParameter("--engine gem5 takes one --cpu", param_hint="--cpu")
+        _simulate_gem5(trace_path, configs[0], gem5_path, as_json)
         return
-    if not functional and not config.timing_capable:
-        _warn(_counts_only_warning(cpu, config))
+    for cpu, config in zip(cpus_, configs, strict=True):
+        if not functional and not config.timing_capable:
+            _warn(_counts_only_warning(cpu, config))
     src = sys.stdin.buffer if trace_path == "-" else trace_path
     total = progress.trace_total_records(trace_path)
     with traces.open(src) as reader, \
             progress.bar("simulate", total=total, unit="rec", unit_scale=True) as bar:
-        res = sim.simulate(reader, config, functional=functional, engine=engine,
-                           threads=threads, progress=bar.update)
-    if res.get("engine_threads", 1) < threads:
-        _warn(f"--threads {threads}: ran on {res['engine_threads']} (more than one thread "
-              "applies only to the compiled engine with every level LRU and non-inclusive, "
-              "no TLB and no hardware prefetchers; see sim/README.md)")
-    if as_json:
-        _echo_json(res)
+        results = sim.simulate_many(reader, configs, functional=functional, engine=engine,
+                                    threads=threads, progress=bar.update)
+    for cpu, res in zip(cpus_, results, strict=True):
+        if res.get("engine_threads", 1) < threads:
+            _warn(f"{cpu}: --threads {threads}: ran on {res['engine_threads']} (more than one "
+                  "thread applies only to the compiled engine with every level LRU and "
+                  "non-inclusive, no TLB and no hardware prefetchers; see sim/README.md)")
+    if len(results) == 1:  # one --cpu: one result, as it always was
+        res = results[0]
+        if as_json:
+            _echo_json(res)
+            return
+        _out(summary.simulate_text(res))
         return
-    _out(summary.simulate_text(res))
+    if as_json:
+        _echo_json(results)
+        return
+    _out("\n\n".join(f"== {cpu} ==\n{summary.simulate_text(res)}"
+                      for cpu, res in zip(cpus_, results, strict=True)))
 
 
 # --- warnings: one line on stderr where the run goes on (not silenced by --quiet, which
@@ -523,6 +542,18 @@ def calibrate(quick, output, max_size, rounds):
     cpu = sim.load_cpu(str(path))
     click.echo(f"wrote {path}")
     click.echo(f"  {cpu.freq_ghz} GHz; {cpu.summary()}")
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+                               "help_option_names": []}, add_help_option=False)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def bench(args):
+    """Whole-process speed of `kvsim simulate` on every preset (kvsim bench --help)."""
+    from kvsim.sim import bench_presets
+
+    rc = bench_presets.main(list(args), prog="kvsim bench")
+    if rc:
+        raise SystemExit(rc)  # its one-line error is printed
 
 
 @cli.command()

@@ -14,9 +14,10 @@ from __future__ import annotations
 import os
 import struct
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tqdm import tqdm
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 __all__ = ["bar", "enabled", "quiet", "set_quiet", "trace_total_records"]
 
@@ -58,11 +59,39 @@ def bar(desc: str, total: float | None = None, unit: str = "it", **kwargs: Any) 
     ``unit="B"`` shows bytes with binary prefixes. Use it as a context manager; pass its
     ``update`` method where a library function takes a ``progress`` callable.
     """
+    if not enabled():
+        # tqdm costs tens of milliseconds to import (a large part of a short `kvsim
+        # simulate`); a disabled bar does nothing, so none is made
+        return _NullBar()  # type: ignore[return-value]
+    from tqdm import tqdm
+
     if unit == "B":
         kwargs.setdefault("unit_scale", True)
         kwargs.setdefault("unit_divisor", 1024)
     return tqdm(desc=desc, total=total, unit=unit, file=sys.stderr, disable=not enabled(),
                 dynamic_ncols=True, leave=False, **kwargs)
+
+
+class _NullBar:
+    """What :func:`bar` returns when bars are off: the methods kvsim calls, doing nothing."""
+
+    def __enter__(self) -> _NullBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def update(self, n: float = 1) -> None:
+        return None
+
+    def refresh(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    def set_postfix_str(self, s: str = "", refresh: bool = True) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
 
 
 # The end chunk closes every .kvt file (traces/FORMAT.md): magic "KVEN", u32 n_chunks,

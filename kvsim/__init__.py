@@ -17,19 +17,28 @@ The compiled parts (c_ref's library and CLI, the simulator's engine) are found b
 from __future__ import annotations
 
 import importlib
-from importlib import metadata
-
-try:
-    __version__ = metadata.version("kvsim")
-except metadata.PackageNotFoundError:  # imported from a source tree that is not installed
-    __version__ = "0+unknown"
 
 SUBPACKAGES = ("traces", "sim", "model", "experiments")
 
 __all__ = ["SUBPACKAGES", "__version__", *SUBPACKAGES]
 
 
+def _version() -> str:
+    # importlib.metadata costs tens of milliseconds at import (it pulls in the email
+    # package), a large part of a short `kvsim simulate`: looked up on first use only
+    from importlib import metadata
+
+    try:
+        return metadata.version("kvsim")
+    except metadata.PackageNotFoundError:  # imported from a source tree that is not installed
+        return "0+unknown"
+
+
 def __getattr__(name: str):
     if name in SUBPACKAGES:
         return importlib.import_module(f"{__name__}.{name}")
+    if name == "__version__":
+        v = _version()
+        globals()["__version__"] = v
+        return v
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import os
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +40,13 @@ def check_array(records: np.ndarray) -> None:
             from None
 
 
-def _chunks(source: Any, validate: bool) -> tuple[Iterable[np.ndarray], list[str] | None,
-                                                   dict]:
+DECODERS = ("compiled", "python")
+
+
+def _chunks(source: Any, decode: str = "compiled", validate: bool = True
+            ) -> tuple[Iterable[np.ndarray], list[str] | None, dict]:
+    if decode not in DECODERS:
+        raise ValueError(f"decode must be one of {', '.join(DECODERS)}, got {decode!r}")
     if isinstance(source, np.ndarray):
         if source.dtype != traces.RECORD_DTYPE:
             raise TypeError(f"a record array must have dtype traces.RECORD_DTYPE, "
@@ -51,7 +58,12 @@ def _chunks(source: Any, validate: bool) -> tuple[Iterable[np.ndarray], list[str
     if header is None:
         raise TypeError("source must be a traces reader (traces.open) or a numpy record array")
     tags = header.get("tags")
-    return source, list(tags) if tags else None, header
+    chunks: Iterable[np.ndarray] = source
+    if decode == "compiled" and isinstance(source, traces.TraceReader) and not source._started:
+        from . import _intake
+
+        chunks = _intake.chunks(source, reuse=True)
+    return chunks, list(tags) if tags else None, header
 
 
 def simulate(
@@ -67,6 +79,7 @@ def simulate(
     tag_names: list[str] | None = None,
     threads: int = 1,
     progress: Callable[[int], object] | None = None,
+    decode: str = "compiled",
     timeline: tuple[int, int] | None = None,
     validate: bool = True,
 ) -> dict:
@@ -89,6 +102,9 @@ def simulate(
     ``engine_threads`` says how many ran.
     progress: called after each chunk with the number of records it held (for example a
     tqdm bar's ``update``); None by default.
+    decode: ``"compiled"`` (default): a trace reader's chunks are checked and decoded in
+    compiled code on other threads, ahead of the simulation (sim/_intake.py); ``"python"``:
+    by the reader itself (the reference). Same records, same errors.
     timeline: ``(first, count)``: the result's ``"timeline"`` lists, for each load, store
     and software prefetch among records first .. first+count-1 (indices in the trace,
     markers included), its ``dispatch``, ``issue``, ``complete`` and ``retire`` cycle and
@@ -100,61 +116,121 @@ def simulate(
     checks its own records (``traces.open(path, validate=...)``), so this applies to arrays.
     Counts are per cache line touched: an access spanning two lines counts twice.
     """
+    return simulate_many(source, [cpu], functional, engine, tlb=tlb, prefetchers=prefetchers,
+                         flush=flush, page_size=page_size, tag_names=tag_names,
+                         threads=threads, progress=progress, decode=decode,
+                         timeline=timeline, validate=validate)[0]
+
+
+def simulate_many(
+    source: Any,
+    cpus: Sequence[CpuConfig | str],
+    functional: bool = False,
+    engine: str = "fast",
+    *,
+    tlb: bool = True,
+    prefetchers: bool = True,
+    flush: bool = True,
+    page_size: int | None = None,
+    tag_names: list[str] | None = None,
+    threads: int = 1,
+    progress: Callable[[int], object] | None = None,
+    decode: str = "compiled",
+    workers: int | None = None,
+    timeline: tuple[int, int] | None = None,
+    validate: bool = True,
+) -> list[dict]:
+    """Simulate ``source`` on every CPU of ``cpus`` in one pass over the trace: each chunk is
+    read and decoded once and fed to every CPU's engine; the engines run side by side on
+    ``workers`` threads (default: one per core, at most one per CPU). Returns one result per
+    CPU, in order, each equal to what :func:`simulate` returns for that CPU (the same
+    parameters apply to all; ``threads`` is each engine's own, see :func:`simulate`).
+    """
     if isinstance(source, str | Path):
         with traces.open(source) as reader:
-            res = simulate(reader, cpu, functional, engine, tlb=tlb, prefetchers=prefetchers,
-                           flush=flush, page_size=page_size, tag_names=tag_names,
-                           threads=threads, progress=progress, timeline=timeline,
-                           validate=validate)
-        res["trace"] = str(source)
-        return res
-    if isinstance(cpu, str | Path):
-        cpu = load_cpu(cpu)
+            out = simulate_many(reader, cpus, functional, engine, tlb=tlb,
+                                prefetchers=prefetchers, flush=flush, page_size=page_size,
+                                tag_names=tag_names, threads=threads, progress=progress,
+                                decode=decode, workers=workers, timeline=timeline,
+                                validate=validate)
+        for res in out:
+            res["trace"] = str(source)
+        return out
+    if isinstance(cpus, str | Path | CpuConfig):
+        raise TypeError("cpus must be a list of CPUs (for one CPU use sim.simulate)")
+    cpus = [load_cpu(c) if isinstance(c, str | Path) else c for c in cpus]
+    if not cpus:
+        raise ValueError("cpus: at least one CPU is needed")
     if page_size not in (None, 4096, 2 * 1024 * 1024):
         raise ConfigError(f"page_size: must be 4096 or 2097152, got {page_size}")
     if not isinstance(threads, int) or not 1 <= threads <= 8:
         raise ConfigError(f"threads: must be 1..8, got {threads!r}")
-    timing = (not functional) and cpu.timing_capable
-    window = _timeline_window(timeline, timing)
-    cfg = cpu.to_engine(timing=timing, tlb=tlb, prefetchers=prefetchers, flush=flush,
-                        page_size=page_size)
-    cfg.threads = threads
-    chunks, hdr_tags, header = _chunks(source, validate)
-    if engine == "fast":
-        eng: Any = B.Engine(cfg)
-    elif engine == "reference":
-        from .reference import ReferenceSim
-
-        eng = ReferenceSim(cfg)
-    else:
+    if engine not in ("fast", "reference"):
         raise ValueError(f"engine must be 'fast' or 'reference', got {engine!r}")
+    cfgs = []
+    windows = []
+    for cpu in cpus:
+        timing = (not functional) and cpu.timing_capable
+        windows.append(_timeline_window(timeline, timing))
+        cfg = cpu.to_engine(timing=timing, tlb=tlb, prefetchers=prefetchers, flush=flush,
+                            page_size=page_size)
+        cfg.threads = threads
+        cfgs.append(cfg)
+    chunks, hdr_tags, header = _chunks(source, decode, validate)
+    window = windows[0]
+    rows_of: list[Any] = []
+    seen, picked = 0, []
+    engines: list[Any] = []
+    pool = None
     try:
+        for cfg in cfgs:
+            if engine == "fast":
+                engines.append(B.Engine(cfg))
+            else:
+                from .reference import ReferenceSim
+
+                engines.append(ReferenceSim(cfg))
         if window is not None:
-            rows = eng.set_timeline(*window)
-            seen, picked = 0, []
+            rows_of = [eng.set_timeline(*window) for eng in engines]
+        nw = min(len(engines), workers or os.cpu_count() or 1)
+        if nw > 1:  # the engines' runs release the GIL: they run side by side
+            pool = ThreadPoolExecutor(max_workers=nw, thread_name_prefix="kvsim-engine")
         for chunk in chunks:
             if window is not None:
                 lo, hi = window[0] - seen, window[0] + window[1] - seen
                 if hi > 0 and lo < len(chunk):
                     picked.append(np.array(chunk[max(lo, 0):min(hi, len(chunk))]))
                 seen += len(chunk)
-            eng.run(chunk)
+            if pool is None:
+                for eng in engines:
+                    eng.run(chunk)
+            else:  # every engine is done with a chunk before the next one is taken
+                for f in [pool.submit(eng.run, chunk) for eng in engines]:
+                    f.result()
             if progress is not None:
                 progress(len(chunk))
-        raw = eng.finish()
-        used = eng.threads if engine == "fast" else 1
+        raws = [eng.finish() for eng in engines]
+        used = [eng.threads if engine == "fast" else 1 for eng in engines]
     finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
         if engine == "fast":
-            eng.close()
-    res = build_result(raw, cpu, cfg, tag_names or hdr_tags, engine, header)
-    res["engine_threads"] = used
+            for eng in engines:
+                eng.close()
+    out = []
+    for cpu, cfg, raw, u in zip(cpus, cfgs, raws, used, strict=True):
+        res = build_result(raw, cpu, cfg, tag_names or hdr_tags, engine, header)
+        res["engine_threads"] = u
+        out.append(res)
     if window is not None:
         recs = np.concatenate(picked) if picked else np.zeros(0, traces.RECORD_DTYPE)
-        if engine == "reference":
-            rows = _reference_rows(rows, window)
-        res["timeline"] = timeline_rows(rows[:len(recs)], recs, window[0], cpu, cfg,
-                                        tag_names or hdr_tags)
-    return res
+        for i, (cpu, cfg, res) in enumerate(zip(cpus, cfgs, out, strict=True)):
+            rows = rows_of[i]
+            if engine == "reference":
+                rows = _reference_rows(rows, window)
+            res["timeline"] = timeline_rows(rows[:len(recs)], recs, window[0], cpu, cfg,
+                                            tag_names or hdr_tags)
+    return out
 
 
 def _timeline_window(timeline: Any, timing: bool) -> tuple[int, int] | None:

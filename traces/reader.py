@@ -242,6 +242,47 @@ class TraceReader:
         return np.concatenate(parts)
 
     def _next_chunk(self) -> tuple[ChunkInfo | None, np.ndarray]:
+        info, payload, crc = self._read_frame()
+        if info is None:
+            return None, np.empty(0, dtype=RECORD_DTYPE)
+        index, start = info.index, info.offset
+        computed = zlib.crc32(payload)
+        if computed != crc:
+            raise self.crc_error(info, crc, computed)
+        if info.codec == CODEC_ZSTD:
+            payload = self._decompress(payload, info.n_records * RECORD_SIZE, index, start)
+        records = np.frombuffer(payload, dtype=RECORD_DTYPE)
+        records.flags.writeable = False  # same for every codec; copy to modify
+        if self._validator is not None:
+            try:
+                self._validator.check(records)
+            except RecordError as e:
+                raise self.record_error(info, self.total_records, e.index, e.field,
+                                        e.problem) from None
+        self._accept(info)
+        return info, records
+
+    def crc_error(self, info: ChunkInfo, stored: int, computed: int) -> TraceError:
+        """The error of a data chunk whose payload's CRC32 differs from its header's."""
+        return self._err(f"crc32 mismatch (stored 0x{stored:08x}, computed 0x{computed:08x})",
+                         info.index, info.offset)
+
+    def record_error(self, info: ChunkInfo, first: int, index: int, field: str,
+                     problem: str) -> TraceError:
+        """The error of record ``index`` of a data chunk whose first record is trace record
+        ``first`` (FORMAT.md "Record rules")."""
+        return self._err(f"record {index} (trace record {first + index}): {field}: {problem}",
+                         info.index, info.offset)
+
+    def _accept(self, info: ChunkInfo) -> None:
+        self.chunks.append(info)
+        self.total_records += info.n_records
+
+    def _read_frame(self) -> tuple[ChunkInfo | None, bytes | bytearray, int]:
+        """Read the next data chunk's header and stored payload, checking the framing (not the
+        CRC, codec payload or records): ``(info, payload, crc)``; ``(None, b"", 0)`` after
+        the end chunk and the end of the stream were checked. The chunk counts as read only
+        once :meth:`_accept` took it (the end chunk's counts are checked against those)."""
         index = len(self.chunks)
         start = self._pos
         magic_b = self._read(4)
@@ -255,7 +296,7 @@ class TraceReader:
         magic = int.from_bytes(magic_b, "little")
         if magic == END_MAGIC:
             self._read_end(start)
-            return None, np.empty(0, dtype=RECORD_DTYPE)
+            return None, b"", 0
         if magic != CHUNK_MAGIC:
             raise self._err(f"bad chunk magic {magic_b!r} (expected b'KVCK' or b'KVEN')",
                             index, start)
@@ -283,24 +324,7 @@ class TraceReader:
         payload = self._read(stored_bytes)
         if len(payload) < stored_bytes:
             raise self._truncated(f"chunk {index} payload", index, start)
-        computed = zlib.crc32(payload)
-        if computed != crc:
-            raise self._err(f"crc32 mismatch (stored 0x{crc:08x}, computed 0x{computed:08x})",
-                            index, start)
-        if codec == CODEC_ZSTD:
-            payload = self._decompress(payload, raw_len, index, start)
-        records = np.frombuffer(payload, dtype=RECORD_DTYPE)
-        records.flags.writeable = False  # same for every codec; copy to modify
-        if self._validator is not None:
-            try:
-                self._validator.check(records)
-            except RecordError as e:
-                raise self._err(f"record {e.index} (trace record {self.total_records + e.index})"
-                                f": {e.field}: {e.problem}", index, start) from None
-        info = ChunkInfo(index, start, n, stored_bytes, codec)
-        self.chunks.append(info)
-        self.total_records += n
-        return info, records
+        return ChunkInfo(index, start, n, stored_bytes, codec), payload, crc
 
     def _decompress(self, payload: bytes | bytearray, raw_len: int, index: int,
                     start: int) -> bytes:

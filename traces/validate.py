@@ -24,7 +24,16 @@ from .format import (
     NUM_MARKERS,
 )
 
-__all__ = ["RecordError", "RecordValidator"]
+__all__ = ["RULES", "RecordError", "RecordValidator"]
+
+#: The record rules in the order they are checked: of the first bad record, the first rule
+#: it breaks is reported. The compiled checker (sim/_engine/decode.h, ``KVSIM_RULE_*``)
+#: numbers them alike.
+RULES = ("kind", "size_access", "size_prefetch", "size_marker", "flags_access", "flags_marker",
+         "dep_marker", "addr_wrap", "tag", "site", "dep_before", "dep_not_load", "warmup")
+(RULE_KIND, RULE_SIZE_ACCESS, RULE_SIZE_PREFETCH, RULE_SIZE_MARKER, RULE_FLAGS_ACCESS,
+ RULE_FLAGS_MARKER, RULE_DEP_MARKER, RULE_ADDR_WRAP, RULE_TAG, RULE_SITE, RULE_DEP_BEFORE,
+ RULE_DEP_NOT_LOAD, RULE_WARMUP) = range(len(RULES))
 
 _U64_MAX = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 
@@ -65,6 +74,28 @@ class RecordValidator:
         self._warmup_next = MARK_WARMUP_BEGIN
 
     # --- the rules ------------------------------------------------------------------------
+    def describe(self, rule: int, dep: int = 0, named: int = 0) -> tuple[str, str]:
+        """(field, problem) of rule ``rule`` (a ``RULE_*``) for this header; ``dep`` and
+        ``named`` (the trace index a dep names) word the dep rules."""
+        texts = {
+            RULE_KIND: ("kind", f"kind must be 0..{NUM_KINDS - 1}"),
+            RULE_SIZE_ACCESS: ("size", "a load or store has size 0"),
+            RULE_SIZE_PREFETCH: ("size", "a prefetch must have size 1"),
+            RULE_SIZE_MARKER: ("size", "a marker must have size 0"),
+            RULE_FLAGS_ACCESS: ("flags", "a load, store or prefetch must have flags 0"),
+            RULE_FLAGS_MARKER: ("flags", f"unknown marker type (known: 0..{self.n_markers - 1})"),
+            RULE_DEP_MARKER: ("dep", "a marker must have dep 0"),
+            RULE_ADDR_WRAP: ("addr", "the access wraps past address 2^64 - 1"),
+            RULE_TAG: ("tag", f"tag not named in the header's tags (0..{(self.n_tags or 0) - 1})"),
+            RULE_SITE: ("site",
+                        f"site not named in the header's sites (0..{(self.n_sites or 0) - 1})"),
+            RULE_DEP_BEFORE: ("dep", f"dep {dep} points before the trace's first record"),
+            RULE_DEP_NOT_LOAD: ("dep",
+                                f"dep {dep} names trace record {named}, which is not a load"),
+            RULE_WARMUP: ("flags", "warm-up markers must alternate WARMUP_BEGIN, WARMUP_END"),
+        }
+        return texts[rule]
+
     def violations(self, rec: np.ndarray) -> list[tuple[np.ndarray, str, str]]:
         """Every rule as ``(mask of the records of rec breaking it, field, problem)``, in
         FORMAT.md's order, for ``rec`` following the records already accepted. The one
@@ -80,26 +111,23 @@ class RecordValidator:
         dep = np.ascontiguousarray(rec["dep"])
         marker = kind == KIND_MARKER
         access = kind < KIND_MARKER
+        d = self.describe
         rules: list[tuple[np.ndarray, str, str]] = [
-            (kind >= NUM_KINDS, "kind", f"kind must be 0..{NUM_KINDS - 1}"),
-            ((kind < KIND_PREFETCH) & (size == 0), "size", "a load or store has size 0"),
-            ((kind == KIND_PREFETCH) & (size != 1), "size", "a prefetch must have size 1"),
-            (marker & (size != 0), "size", "a marker must have size 0"),
-            (access & (flags != 0), "flags", "a load, store or prefetch must have flags 0"),
-            (marker & (flags >= self.n_markers), "flags",
-             f"unknown marker type (known: 0..{self.n_markers - 1})"),
-            (marker & (dep != 0), "dep", "a marker must have dep 0"),
+            (kind >= NUM_KINDS, *d(RULE_KIND)),
+            ((kind < KIND_PREFETCH) & (size == 0), *d(RULE_SIZE_ACCESS)),
+            ((kind == KIND_PREFETCH) & (size != 1), *d(RULE_SIZE_PREFETCH)),
+            (marker & (size != 0), *d(RULE_SIZE_MARKER)),
+            (access & (flags != 0), *d(RULE_FLAGS_ACCESS)),
+            (marker & (flags >= self.n_markers), *d(RULE_FLAGS_MARKER)),
+            (marker & (dep != 0), *d(RULE_DEP_MARKER)),
         ]
         # addr + size - 1 must not pass 2^64 - 1 (size >= 1 for accesses, by the rules above).
         last = _U64_MAX - (np.maximum(size, 1).astype(np.uint64) - np.uint64(1))
-        rules.append((access & (rec["addr"] > last), "addr",
-                      "the access wraps past address 2^64 - 1"))
+        rules.append((access & (rec["addr"] > last), *d(RULE_ADDR_WRAP)))
         if self.n_tags is not None:
-            rules.append((rec["tag"] >= self.n_tags, "tag",
-                          f"tag not named in the header's tags (0..{self.n_tags - 1})"))
+            rules.append((rec["tag"] >= self.n_tags, *d(RULE_TAG)))
         if self.n_sites is not None:
-            rules.append((rec["site"] >= self.n_sites, "site",
-                          f"site not named in the header's sites (0..{self.n_sites - 1})"))
+            rules.append((rec["site"] >= self.n_sites, *d(RULE_SITE)))
         before, not_load = self._dep_masks(dep, kind == KIND_LOAD, access)
         rules.append((before, "dep", "dep points before the trace's first record"))
         rules.append((not_load, "dep", "dep names a record that is not a load"))
@@ -107,7 +135,7 @@ class RecordValidator:
         wmask = np.zeros(n, dtype=bool)
         if warm_bad is not None:
             wmask[warm_bad[0]] = True
-        rules.append((wmask, "flags", "warm-up markers must alternate WARMUP_BEGIN, WARMUP_END"))
+        rules.append((wmask, *d(RULE_WARMUP)))
         return rules
 
     def check(self, rec: np.ndarray) -> None:
@@ -126,8 +154,8 @@ class RecordValidator:
             if field == "dep" and rec["kind"][i] != KIND_MARKER:
                 back = int(rec["dep"][i])
                 g = self.records_checked + i - back
-                problem = (f"dep {back} points before the trace's first record" if g < 0 else
-                           f"dep {back} names trace record {g}, which is not a load")
+                field, problem = (self.describe(RULE_DEP_BEFORE, back) if g < 0 else
+                                  self.describe(RULE_DEP_NOT_LOAD, back, g))
             raise RecordError(i, field, problem)
         flags = np.ascontiguousarray(rec["flags"])
         _, self._warmup_next = self._warmup_problem(flags, rec["kind"] == KIND_MARKER)

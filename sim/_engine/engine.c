@@ -168,38 +168,141 @@ static int tlbInit(Tlb *t, uint32_t sets, uint32_t ways) {
     t->sets = sets;
     t->ways = ways;
     t->clock = 0;
+    t->fpw = (ways + 15) & ~15u;
+    t->fp = xcalloc((size_t)sets * t->fpw, 1);
     t->tags = xcalloc((size_t)sets * ways, sizeof(uint64_t));
+    if (ways > 8 && ways <= TLB_RANK_MAX_WAYS) {
+        t->rk = malloc((size_t)sets * t->fpw);
+        if (t->rk) memset(t->rk, -1, (size_t)sets * t->fpw);
+        return t->fp != NULL && t->tags != NULL && t->rk != NULL;
+    }
     t->stamp = xcalloc((size_t)sets * ways, sizeof(uint64_t));
-    return t->tags != NULL && t->stamp != NULL;
+    return t->fp != NULL && t->tags != NULL && t->stamp != NULL;
 }
 
-/* Look up `page`; on a hit refresh its stamp.  Returns 1 on a hit. */
-static int tlbLookup(Tlb *t, uint64_t page) {
-    uint64_t base = (page & (t->sets - 1)) * t->ways;
-    for (uint32_t w = 0; w < t->ways; w++)
-        if (t->tags[base + w] == page + 1) {
-            t->stamp[base + w] = ++t->clock;
-            return 1;
+/* The way of `page` in its set (tags tg, fingerprints fp), or -1. */
+static inline int64_t tlbFind(const Tlb *t, const uint64_t *tg, const uint8_t *fp,
+                              uint64_t page) {
+    const uint64_t key = page + 1;
+    const uint32_t ways = t->ways;
+    if (ways <= 8) { /* a few ways: the tags themselves */
+        for (uint32_t w = 0; w < ways; w++)
+            if (tg[w] == key) return w;
+        return -1;
+    }
+    const uint8_t f = fingerprint(page);
+    for (uint32_t g = 0; g < ways; g += 16) {
+#if defined(__SSE4_2__)
+        uint32_t m = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(
+            _mm_loadu_si128((const __m128i *)(fp + g)), _mm_set1_epi8((char)f)));
+#else
+        uint32_t m = 0;
+        for (uint32_t j = 0; j < 16; j++) m |= (uint32_t)(fp[g + j] == f) << j;
+#endif
+        if (ways - g < 16) m &= (1u << (ways - g)) - 1;
+        for (; m; m &= m - 1) {
+            const uint32_t w = g + (uint32_t)__builtin_ctz(m);
+            if (tg[w] == key) return w;
         }
+    }
+    return -1;
+}
+
+/* Make (set, w) the most recently used entry of its set.  Ranks: an invalid
+ * way being filled ranks after every valid one; a valid way of rank r takes the
+ * top rank and the ways above r move down one. */
+static inline void tlbTouch(Tlb *t, uint64_t set, uint32_t w) {
+    if (t->rk == NULL) {
+        t->stamp[set * t->ways + w] = ++t->clock;
+        return;
+    }
+    int8_t *rk = t->rk + set * t->fpw;
+    const int8_t r = rk[w];
+    uint32_t above = 0;
+#if defined(__SSE4_2__)
+    const __m128i rv = _mm_set1_epi8(r);
+    for (uint32_t g = 0; g < t->fpw; g += 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(rk + g));
+        __m128i gt = _mm_cmpgt_epi8(v, rv); /* padding and invalid ways are -1 */
+        above += (uint32_t)__builtin_popcount((uint32_t)_mm_movemask_epi8(gt));
+        if (r >= 0) _mm_storeu_si128((__m128i *)(rk + g), _mm_add_epi8(v, gt));
+    }
+#else
+    for (uint32_t j = 0; j < t->fpw; j++)
+        if (rk[j] > r) {
+            above++;
+            if (r >= 0) rk[j]--;
+        }
+#endif
+    rk[w] = (int8_t)(r >= 0 ? r + (int)above : (int)above);
+}
+
+/* The least recently used way of a full set. */
+static inline uint32_t tlbLru(const Tlb *t, uint64_t set) {
+    if (t->rk == NULL) {
+        const uint64_t *sp = t->stamp + set * t->ways;
+        uint32_t v = 0;
+        uint64_t best = sp[0];
+        for (uint32_t w = 1; w < t->ways; w++)
+            if (sp[w] < best) {
+                best = sp[w];
+                v = w;
+            }
+        return v;
+    }
+    const int8_t *rk = t->rk + set * t->fpw;
+#if defined(__SSE4_2__)
+    for (uint32_t g = 0; g < t->fpw; g += 16) {
+        uint32_t m = (uint32_t)_mm_movemask_epi8(
+            _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(rk + g)), _mm_setzero_si128()));
+        if (m) return g + (uint32_t)__builtin_ctz(m);
+    }
+#else
+    for (uint32_t w = 0; w < t->ways; w++)
+        if (rk[w] == 0) return w;
+#endif
+    return 0; /* not reached: a full set has a rank 0 */
+}
+
+/* Look up `page`; on a hit make it the most recent and return 1.  On a miss
+ * return 0 and set *victim to the way a fill of `page` takes (tlbFill), in set
+ * page & (sets - 1): the lowest invalid way, else the least recently used.
+ * Entries are never invalidated, so a set's valid ways are a prefix and it is
+ * full when its last way is valid. */
+static inline int tlbLookup(Tlb *t, uint64_t page, uint32_t *victim) {
+    const uint64_t key = page + 1;
+    if (t->memo_key == key) /* the last entry touched: the most recent already */
+        return 1;
+    const uint64_t set = page & (t->sets - 1);
+    const uint64_t *tg = t->tags + set * t->ways;
+    const uint32_t ways = t->ways;
+    const int64_t hit = tlbFind(t, tg, t->fp + set * t->fpw, page);
+    if (hit >= 0) {
+        tlbTouch(t, set, (uint32_t)hit);
+        t->memo_key = key;
+        t->memo_set = set;
+        t->memo_way = (uint32_t)hit;
+        return 1;
+    }
+    uint32_t v = 0;
+    if (tg[ways - 1] == 0) {
+        while (tg[v] != 0) v++;
+    } else {
+        v = tlbLru(t, set);
+    }
+    *victim = v;
     return 0;
 }
 
-/* Install `page`: the lowest invalid way, else the least recently used. */
-static void tlbFill(Tlb *t, uint64_t page) {
-    uint64_t base = (page & (t->sets - 1)) * t->ways;
-    uint32_t v = 0;
-    int found = 0;
-    for (uint32_t w = 0; w < t->ways; w++)
-        if (t->tags[base + w] == 0) {
-            v = w;
-            found = 1;
-            break;
-        }
-    if (!found)
-        for (uint32_t w = 1; w < t->ways; w++)
-            if (t->stamp[base + w] < t->stamp[base + v]) v = w;
-    t->tags[base + v] = page + 1;
-    t->stamp[base + v] = ++t->clock;
+/* Install `page` in the way tlbLookup chose. */
+static inline void tlbFill(Tlb *t, uint64_t page, uint32_t victim) {
+    const uint64_t set = page & (t->sets - 1);
+    t->fp[set * t->fpw + victim] = fingerprint(page);
+    t->tags[set * t->ways + victim] = page + 1;
+    tlbTouch(t, set, victim);
+    t->memo_key = page + 1;
+    t->memo_set = set;
+    t->memo_way = victim;
 }
 
 /* Translate the page of `addr`.  Returns the added cycles, or -1 if the
@@ -208,23 +311,24 @@ static int64_t translate(kvsimSim *s, uint64_t addr, int is_swpf) {
     kvsimStats *st = s->st;
     uint64_t page = addr >> s->cfg.page_bits;
     st->dtlb_access++;
-    if (tlbLookup(&s->dtlb, page)) return 0;
+    uint32_t dv, sv;
+    if (tlbLookup(&s->dtlb, page, &dv)) return 0;
     st->dtlb_miss++;
     if (is_swpf && s->cfg.swpf_drop_on_tlb_miss) return -1;
     int64_t cost;
     if (s->cfg.stlb_sets) {
         st->stlb_access++;
-        if (tlbLookup(&s->stlb, page)) {
+        if (tlbLookup(&s->stlb, page, &sv)) {
             cost = s->cfg.stlb_latency;
         } else {
             st->stlb_miss++;
-            tlbFill(&s->stlb, page);
+            tlbFill(&s->stlb, page, sv);
             cost = s->cfg.walk_latency;
         }
     } else {
         cost = s->cfg.walk_latency;
     }
-    tlbFill(&s->dtlb, page);
+    tlbFill(&s->dtlb, page, dv); /* the STLB's fill left the DTLB as its lookup saw it */
     return cost;
 }
 
@@ -279,9 +383,12 @@ static inline int64_t findWay(const Level *L, uint64_t set, uint64_t line) {
     return h;
 }
 
-/* First level at or below `from` holding `line` (s->n = memory).  No side effects. */
+/* First level at or below `from` holding `line` (s->n = memory).  No side effects.
+ * Without timing a prefetch only asks whether `from` holds it (the level below
+ * decides nothing but miss buffers): then a miss there answers s->n at once. */
 static uint32_t probe(const kvsimSim *s, uint32_t from, uint64_t line) {
-    for (uint32_t k = from; k < s->n; k++)
+    const uint32_t last = s->cfg.timing ? s->n : from + 1;
+    for (uint32_t k = from; k < last; k++)
         if (findWay(&s->lv[k], line & s->lv[k].set_mask, line) >= 0) return k;
     return s->n;
 }
@@ -913,9 +1020,13 @@ void kvsimFree(kvsimSim *s) {
         free(L->mq);
     }
     for (uint32_t p = 0; p < KVSIM_MAX_PREFETCHERS; p++) free(s->pf[p].state);
+    free(s->dtlb.fp);
     free(s->dtlb.tags);
+    free(s->dtlb.rk);
     free(s->dtlb.stamp);
+    free(s->stlb.fp);
     free(s->stlb.tags);
+    free(s->stlb.rk);
     free(s->stlb.stamp);
     free(s->rob_idx);
     free(s->rob_ret);

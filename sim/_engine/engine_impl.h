@@ -76,10 +76,26 @@ typedef struct Level {
 
 typedef struct Tlb {
     uint32_t sets, ways;
+    uint32_t fpw;    /* fingerprint bytes per set: ways rounded up to 16 */
+    uint8_t *fp;     /* sets x fpw: fingerprint(page) of each valid entry, 0 = invalid:
+                        a lookup compares 16 entries per SSE instruction, as the caches do */
     uint64_t *tags;  /* sets x ways: page + 1, 0 = invalid */
-    uint64_t *stamp; /* sets x ways: clock at the last use (LRU) */
-    uint64_t clock;  /* counts lookups that hit and fills */
+    /* LRU order.  Sets of 9..TLB_RANK_MAX_WAYS ways keep recency ranks (rk, sets x
+     * fpw signed bytes: 0 = least recent, -1 = invalid or padding), updated and
+     * searched 16 entries per SSE instruction; smaller or larger sets keep stamps
+     * (stamp, sets x ways: clock at the last use, rk NULL).  Both give the same
+     * order: the least recent entry has rank 0, or the smallest stamp. */
+    int8_t *rk;
+    uint64_t *stamp;
+    uint64_t clock;  /* counts lookups that hit and fills (stamps) */
+    /* memo of the entry last hit or filled (key = page + 1, 0 = none; its set and
+     * way): repeated lookups of one page skip the set scan, and the LRU update, as
+     * the entry touched last is the most recent of its set already.  Entries change
+     * only by a fill, which resets the memo, so it never names a stale entry. */
+    uint64_t memo_key, memo_set;
+    uint32_t memo_way;
 } Tlb;
+#define TLB_RANK_MAX_WAYS 127 /* ranks fit a signed byte */
 
 typedef struct Prefetcher {
     const kvsimPrefetcherOps *ops; /* the kind's functions (prefetch.h) */

@@ -58,11 +58,16 @@ def cpu_docs(draw):
         if draw(st.booleans()):
             doc["dram"]["bandwidth_gbs"] = float(draw(st.sampled_from([2, 8, 32])))
     if draw(st.booleans()):
+        # set-associative or fully associative (ways = entries: the presets' 48- and
+        # 64-entry DTLBs keep recency ranks from 9 ways up, with more pages than entries
+        # so that victims are chosen); STLB sets of 2 or 12 ways
+        l1_ways = draw(st.sampled_from([0, 1]))
+        l2_entries, l2_ways = draw(st.sampled_from([(0, 2), (8, 2), (12, 12), (24, 12)]))
         doc["tlb"] = {
-            "page_size": 4096, "l1_entries": draw(st.sampled_from([1, 2, 4])),
-            "l1_ways": draw(st.sampled_from([0, 1])), "l2_entries": draw(st.sampled_from([0, 8])),
-            "l2_ways": 2, "l2_latency": draw(st.integers(1, 10)),
-            "walk_latency": draw(st.integers(1, 50)),
+            "page_size": 4096,
+            "l1_entries": draw(st.sampled_from([1, 2, 4] + ([12, 20] if l1_ways == 0 else []))),
+            "l1_ways": l1_ways, "l2_entries": l2_entries, "l2_ways": l2_ways,
+            "l2_latency": draw(st.integers(1, 10)), "walk_latency": draw(st.integers(1, 50)),
         }
     fillable = [c["name"] for c in caches if c["inclusion"] != "exclusive"]
     doc["swprefetch"] = {"fill": draw(st.sampled_from(fillable)),
@@ -70,7 +75,8 @@ def cpu_docs(draw):
     doc["prefetcher"] = [
         {"level": draw(st.sampled_from(fillable)),
          "kind": draw(st.sampled_from(B.prefetcher_names())),
-         "degree": draw(st.integers(1, 3)), "table": draw(st.integers(1, 4))}
+         "degree": draw(st.integers(1, 3)),
+         "table": draw(st.sampled_from([1, 2, 3, 4, 17]))}  # 17: two fingerprint groups
         for _ in range(draw(st.integers(0, 2)))
     ]
     return doc
@@ -79,7 +85,7 @@ def cpu_docs(draw):
 @st.composite
 def traces_(draw):
     n = draw(st.integers(1, 250))
-    span = draw(st.sampled_from([1 << 10, 1 << 13, 1 << 16]))
+    span = draw(st.sampled_from([1 << 10, 1 << 13, 1 << 16, 1 << 18]))
     recs = np.zeros(n, dtype=traces.RECORD_DTYPE)
     base = draw(st.sampled_from([0, 0x7F0000000000]))
     for i in range(n):

@@ -10,6 +10,10 @@
  *                                                  e.g. numpy's recs.tofile(path))
  *   KVSIM_THREADS=N build/bench_engine ...        (the engine's threads, default 1)
  *   KVSIM_CHUNK=R build/bench_engine ...          (records per kvsimRun call, default 65536)
+ *   KVSIM_CONFIG=F build/bench_engine FILE.raw     (the hierarchy from F, a kvsimConfig's
+ *                                                  bytes, e.g. a preset's from sim/bench.py's
+ *                                                  engine_config_bytes; its timing flag holds
+ *                                                  and the timing argument is ignored)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +51,16 @@ int main(int argc, char **argv) {
     c.width = 6;
     c.rob = 512;
     c.dram_latency = 300;
+    const char *cfg_path = getenv("KVSIM_CONFIG");
+    if (cfg_path) {
+        FILE *cf = fopen(cfg_path, "rb");
+        if (!cf || fread(&c, 1, sizeof c, cf) != sizeof c || fgetc(cf) != EOF) {
+            fprintf(stderr, "%s: not a kvsimConfig of %zu bytes\n", cfg_path, sizeof c);
+            return 1;
+        }
+        fclose(cf);
+        timing = (int)c.timing;
+    }
     char err[200];
     kvsimSim *s = kvsimCreate(&c, err, sizeof err);
     if (!s) {

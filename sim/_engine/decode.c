@@ -1,0 +1,211 @@
+/*
+ * decode.c -- a .kvt chunk's payload checked and decoded in compiled code:
+ * CRC32, zstd (the system's libzstd.so.1, opened at first use), and the
+ * record rules of traces/FORMAT.md.  The API and the division of work with
+ * the Python reader are in decode.h.
+ */
+#include "decode.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* --- CRC32 ------------------------------------------------------------------------ */
+
+/* Slicing by 8 (eight bytes per step through eight 256-entry tables), the
+ * reflected IEEE polynomial of zlib's crc32. */
+static uint32_t crc_tab[8][256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void crcInit(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_tab[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++)
+            crc_tab[t][i] = (crc_tab[t - 1][i] >> 8) ^ crc_tab[0][crc_tab[t - 1][i] & 0xff];
+}
+
+uint32_t kvsimCrc32(uint32_t crc, const void *buf, size_t len) {
+    pthread_once(&crc_once, crcInit);
+    const uint8_t *p = buf;
+    uint32_t c = ~crc;
+    while (len && ((uintptr_t)p & 7)) {
+        c = crc_tab[0][(c ^ *p++) & 0xff] ^ (c >> 8);
+        len--;
+    }
+    while (len >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8); /* little-endian hosts (the format's byte order) */
+        uint32_t lo = (uint32_t)w ^ c, hi = (uint32_t)(w >> 32);
+        c = crc_tab[7][lo & 0xff] ^ crc_tab[6][(lo >> 8) & 0xff] ^ crc_tab[5][(lo >> 16) & 0xff] ^
+            crc_tab[4][lo >> 24] ^ crc_tab[3][hi & 0xff] ^ crc_tab[2][(hi >> 8) & 0xff] ^
+            crc_tab[1][(hi >> 16) & 0xff] ^ crc_tab[0][hi >> 24];
+        p += 8;
+        len -= 8;
+    }
+    while (len--) c = crc_tab[0][(c ^ *p++) & 0xff] ^ (c >> 8);
+    return ~c;
+}
+
+/* --- zstd, opened at first use --------------------------------------------------- */
+
+/* The few functions of zstd's stable API (zstd.h) used here. */
+typedef size_t (*ZstdDecompressFn)(void *dst, size_t cap, const void *src, size_t len);
+typedef unsigned (*ZstdIsErrorFn)(size_t code);
+typedef size_t (*ZstdFrameSizeFn)(const void *src, size_t len);
+typedef unsigned long long (*ZstdContentSizeFn)(const void *src, size_t len);
+
+static struct {
+    ZstdDecompressFn decompress;      /* ZSTD_decompress */
+    ZstdIsErrorFn is_error;           /* ZSTD_isError */
+    ZstdFrameSizeFn frame_size;       /* ZSTD_findFrameCompressedSize */
+    ZstdContentSizeFn content_size;   /* ZSTD_getFrameContentSize */
+    int ok;
+} zstd;
+static pthread_once_t zstd_once = PTHREAD_ONCE_INIT;
+
+static void zstdOpen(void) {
+    void *h = dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL) return;
+    zstd.decompress = (ZstdDecompressFn)dlsym(h, "ZSTD_decompress");
+    zstd.is_error = (ZstdIsErrorFn)dlsym(h, "ZSTD_isError");
+    zstd.frame_size = (ZstdFrameSizeFn)dlsym(h, "ZSTD_findFrameCompressedSize");
+    zstd.content_size = (ZstdContentSizeFn)dlsym(h, "ZSTD_getFrameContentSize");
+    zstd.ok = zstd.decompress && zstd.is_error && zstd.frame_size && zstd.content_size;
+}
+
+int kvsimDecodeHasZstd(void) {
+    pthread_once(&zstd_once, zstdOpen);
+    return zstd.ok;
+}
+
+int kvsimDecodePayload(const void *payload, size_t stored, uint32_t codec, uint32_t crc,
+                       void *out, size_t raw_len, uint32_t *crc_out) {
+    uint32_t c = kvsimCrc32(0, payload, stored);
+    if (crc_out) *crc_out = c;
+    if (c != crc) return KVSIM_DEC_CRC;
+    if (codec == KVT_CODEC_RAW) {
+        if (stored != raw_len) return KVSIM_DEC_CODEC;
+        memcpy(out, payload, raw_len);
+        return KVSIM_DEC_OK;
+    }
+    if (codec != KVT_CODEC_ZSTD) return KVSIM_DEC_CODEC;
+    if (!kvsimDecodeHasZstd()) return KVSIM_DEC_NO_ZSTD;
+    /* exactly one frame, covering the whole payload, that states its content size
+     * as raw_len (the Python reader's decompressobj accepts nothing else either; any
+     * doubt goes back to it for the wording) */
+    size_t fs = zstd.frame_size(payload, stored);
+    if (zstd.is_error(fs) || fs != stored) return KVSIM_DEC_ZSTD;
+    if (zstd.content_size(payload, stored) != (unsigned long long)raw_len) return KVSIM_DEC_ZSTD;
+    size_t got = zstd.decompress(out, raw_len, payload, stored);
+    if (zstd.is_error(got) || got != raw_len) return KVSIM_DEC_ZSTD;
+    return KVSIM_DEC_OK;
+}
+
+/* --- Record rules ------------------------------------------------------------------ */
+
+struct kvsimValidator {
+    int64_t n_tags, n_sites; /* -1: the header names none */
+    uint32_t n_markers;
+    uint16_t warmup_next;  /* the warm-up marker expected next */
+    uint64_t records;      /* accepted so far */
+    uint64_t *loads;       /* bit g: trace record g is a load (for dep) */
+    uint64_t words;        /* allocated words of loads */
+};
+
+kvsimValidator *kvsimValidatorCreate(int64_t n_tags, int64_t n_sites, uint32_t n_markers) {
+    kvsimValidator *v = calloc(1, sizeof *v);
+    if (v == NULL) return NULL;
+    v->n_tags = n_tags;
+    v->n_sites = n_sites;
+    v->n_markers = n_markers < KVT_NUM_MARKERS ? n_markers : KVT_NUM_MARKERS;
+    v->warmup_next = KVT_MARK_WARMUP_BEGIN;
+    v->words = 1024;
+    v->loads = calloc(v->words, sizeof(uint64_t));
+    if (v->loads == NULL) {
+        free(v);
+        return NULL;
+    }
+    return v;
+}
+
+void kvsimValidatorFree(kvsimValidator *v) {
+    if (v == NULL) return;
+    free(v->loads);
+    free(v);
+}
+
+uint64_t kvsimValidatorRecords(const kvsimValidator *v) { return v->records; }
+
+/* The first rule record r (trace index g) breaks, or KVSIM_NRULES; warm-up aside. */
+static inline uint32_t brokenRule(const kvsimValidator *v, const kvtRecord *r, uint64_t g) {
+    const uint32_t kind = r->kind;
+    if (kind >= KVT_NUM_KINDS) return KVSIM_RULE_KIND;
+    const int access = kind < KVT_MARKER, marker = kind == KVT_MARKER;
+    if (kind < KVT_PREFETCH && r->size == 0) return KVSIM_RULE_SIZE_ACCESS;
+    if (kind == KVT_PREFETCH && r->size != 1) return KVSIM_RULE_SIZE_PREFETCH;
+    if (marker && r->size != 0) return KVSIM_RULE_SIZE_MARKER;
+    if (access && r->flags != 0) return KVSIM_RULE_FLAGS_ACCESS;
+    if (marker && r->flags >= v->n_markers) return KVSIM_RULE_FLAGS_MARKER;
+    if (marker && r->dep != 0) return KVSIM_RULE_DEP_MARKER;
+    if (access && r->addr > UINT64_MAX - ((uint64_t)(r->size ? r->size : 1) - 1))
+        return KVSIM_RULE_ADDR_WRAP;
+    if (v->n_tags >= 0 && (int64_t)r->tag >= v->n_tags) return KVSIM_RULE_TAG;
+    if (v->n_sites >= 0 && (int64_t)r->site >= v->n_sites) return KVSIM_RULE_SITE;
+    if (access && r->dep != 0) {
+        if (r->dep > g) return KVSIM_RULE_DEP_BEFORE;
+        uint64_t p = g - r->dep;
+        if (!((v->loads[p >> 6] >> (p & 63)) & 1)) return KVSIM_RULE_DEP_NOT_LOAD;
+    }
+    return KVSIM_NRULES;
+}
+
+int kvsimValidate(kvsimValidator *v, const kvtRecord *recs, size_t n, kvsimRecordError *err) {
+    const uint64_t base = v->records;
+    uint64_t need = (base + n + 63) / 64;
+    if (need > v->words) {
+        uint64_t w = v->words;
+        while (w < need) w *= 2;
+        uint64_t *p = realloc(v->loads, w * sizeof(uint64_t));
+        if (p == NULL) return -1;
+        memset(p + v->words, 0, (w - v->words) * sizeof(uint64_t));
+        v->loads = p;
+        v->words = w;
+    }
+    uint16_t wnext = v->warmup_next;
+    for (size_t i = 0; i < n; i++) {
+        const kvtRecord *r = &recs[i];
+        const uint64_t g = base + i;
+        uint32_t rule = brokenRule(v, r, g);
+        if (rule == KVSIM_NRULES && r->kind == KVT_MARKER &&
+            (r->flags == KVT_MARK_WARMUP_BEGIN || r->flags == KVT_MARK_WARMUP_END)) {
+            if (r->flags != wnext)
+                rule = KVSIM_RULE_WARMUP;
+            else
+                wnext = wnext == KVT_MARK_WARMUP_BEGIN ? KVT_MARK_WARMUP_END
+                                                       : KVT_MARK_WARMUP_BEGIN;
+        }
+        if (rule != KVSIM_NRULES) {
+            err->index = i;
+            err->rule = rule;
+            err->pad = 0;
+            err->dep = r->dep;
+            err->named = rule == KVSIM_RULE_DEP_NOT_LOAD ? g - r->dep : 0;
+            return 1;
+        }
+        /* the bit of record g, set or cleared (a chunk refused earlier may have
+         * left bits past v->records) */
+        const uint64_t bit = 1ULL << (g & 63);
+        if (r->kind == KVT_LOAD)
+            v->loads[g >> 6] |= bit;
+        else
+            v->loads[g >> 6] &= ~bit;
+    }
+    v->warmup_next = wnext;
+    v->records = base + n;
+    return 0;
+}

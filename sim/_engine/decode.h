@@ -1,0 +1,90 @@
+/*
+ * decode.h -- the engine's trace intake: a .kvt chunk's payload checked and
+ * decoded in compiled code (traces/FORMAT.md), for sim/_intake.py.
+ *
+ * The Python reader (traces/reader.py, traces/validate.py) is the reference:
+ * it reads the stream's framing (headers, lengths, the end chunk) and these
+ * functions do the per-byte work of each data chunk: the CRC32 of the stored
+ * payload, zstd decompression, and the record rules (FORMAT.md "Record
+ * rules").  sim/tests/test_intake.py requires the same records and the same
+ * one-line errors as the Python reader on valid and corrupted traces.
+ *
+ * zstd comes from the system's libzstd.so.1, opened at the first use
+ * (dlopen: no build-time dependency); without it kvsimDecodePayload returns
+ * KVSIM_DEC_NO_ZSTD and the caller decompresses in Python.  Every function
+ * here is thread-safe; a validator is used by one thread at a time.
+ */
+#ifndef KVSIM_DECODE_H
+#define KVSIM_DECODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../traces/trace_format.h"
+
+/* CRC-32 (IEEE 802.3, zlib's crc32): crc of the bytes so far (0 to start). */
+uint32_t kvsimCrc32(uint32_t crc, const void *buf, size_t len);
+
+enum {
+    KVSIM_DEC_OK = 0,
+    KVSIM_DEC_CRC = 1,     /* the payload's CRC32 differs; *crc_out = the computed one */
+    KVSIM_DEC_ZSTD = 2,    /* zstd refused the payload, or it is not one frame of raw_len
+                              bytes: the caller words the error (the reference's message) */
+    KVSIM_DEC_NO_ZSTD = 3, /* libzstd.so.1 could not be opened (CRC checked) */
+    KVSIM_DEC_CODEC = 4    /* unknown codec, or a raw payload of the wrong size */
+};
+
+/* Check and decode one data chunk's payload (`stored` bytes as stored, with
+ * the header's codec and crc) into out (raw_len = n_records * 24 bytes).
+ * Returns KVSIM_DEC_*; *crc_out gets the computed CRC32. */
+int kvsimDecodePayload(const void *payload, size_t stored, uint32_t codec, uint32_t crc,
+                       void *out, size_t raw_len, uint32_t *crc_out);
+
+/* 1 if libzstd.so.1 is usable. */
+int kvsimDecodeHasZstd(void);
+
+/* The record rules, in the order traces/validate.py checks them (the first
+ * broken one of the first bad record is reported); ids shared with
+ * validate.py's RULE_* constants. */
+enum {
+    KVSIM_RULE_KIND = 0,       /* kind >= KVT_NUM_KINDS */
+    KVSIM_RULE_SIZE_ACCESS,    /* a load or store of size 0 */
+    KVSIM_RULE_SIZE_PREFETCH,  /* a prefetch of size != 1 */
+    KVSIM_RULE_SIZE_MARKER,    /* a marker of size != 0 */
+    KVSIM_RULE_FLAGS_ACCESS,   /* an access with flags != 0 */
+    KVSIM_RULE_FLAGS_MARKER,   /* a marker type >= the known ones */
+    KVSIM_RULE_DEP_MARKER,     /* a marker with dep != 0 */
+    KVSIM_RULE_ADDR_WRAP,      /* addr + size - 1 passes 2^64 - 1 */
+    KVSIM_RULE_TAG,            /* tag >= the header's tags */
+    KVSIM_RULE_SITE,           /* site >= the header's sites */
+    KVSIM_RULE_DEP_BEFORE,     /* dep reaches before the first record */
+    KVSIM_RULE_DEP_NOT_LOAD,   /* dep names a record that is not a load */
+    KVSIM_RULE_WARMUP,         /* warm-up markers out of turn */
+    KVSIM_NRULES
+};
+
+typedef struct kvsimRecordError {
+    uint64_t index; /* the record's index in the array checked */
+    uint32_t rule;  /* KVSIM_RULE_* */
+    uint32_t pad;
+    uint64_t dep;   /* DEP_*: the record's dep */
+    uint64_t named; /* DEP_NOT_LOAD: the trace index of the record it names */
+} kvsimRecordError;
+
+typedef struct kvsimValidator kvsimValidator;
+
+/* n_tags / n_sites: the header's list lengths, or -1 where it has none;
+ * n_markers: the known marker types (min(header markers, KVT_NUM_MARKERS)).
+ * NULL when out of memory. */
+kvsimValidator *kvsimValidatorCreate(int64_t n_tags, int64_t n_sites, uint32_t n_markers);
+
+/* Check the next n records of the trace.  0: all keep the rules (the
+ * validator moves past them); 1: *err names the first bad record (the
+ * validator does not move); -1: out of memory. */
+int kvsimValidate(kvsimValidator *v, const kvtRecord *recs, size_t n, kvsimRecordError *err);
+
+/* Records accepted so far. */
+uint64_t kvsimValidatorRecords(const kvsimValidator *v);
+void kvsimValidatorFree(kvsimValidator *v);
+
+#endif /* KVSIM_DECODE_H */

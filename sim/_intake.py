@@ -1,0 +1,239 @@
+"""The engine's trace intake: a trace's chunks checked and decoded in compiled code, ahead of
+the simulation, on other cores.
+
+:func:`chunks` takes a :class:`traces.TraceReader` that has not been iterated and yields the
+same record arrays as iterating it, raising the same one-line :class:`traces.TraceError` at the
+same place. The split of the work: the reader's own Python code reads the framing (chunk
+headers, lengths, the end chunk: a few bytes per chunk) on a background thread; each data
+chunk's payload then goes to a small pool of threads that check its CRC32 and decompress it
+in ``sim/_engine/decode.c`` (outside the GIL, so chunks decompress in parallel and beside the
+engine); the calling thread checks the record rules in order (compiled, ``kvsimValidate``)
+as it takes each chunk. At most ``ahead`` chunks are decoded ahead of the consumer, so memory
+does not grow with the trace (the record rules keep one bit per record read, for ``dep``).
+
+Errors keep the reference's wording: a CRC or record-rule failure is worded by the reader's
+own functions (``crc_error``, ``record_error``, ``RecordValidator.describe``), and a zstd
+payload the compiled decoder refuses is handed back to the reader's Python decompressor, which
+raises its message (or, should it accept the payload, decodes it). Without libzstd.so.1 the
+zstd chunks are decompressed in Python, by the same pool.
+"""
+
+from __future__ import annotations
+
+import ctypes as C
+import os
+import queue
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import numpy as np
+
+from kvsim import traces
+
+from . import _binding as B
+
+u32, u64 = C.c_uint32, C.c_uint64
+
+DEC_OK, DEC_CRC, DEC_ZSTD, DEC_NO_ZSTD, DEC_CODEC = range(5)  # decode.h KVSIM_DEC_*
+
+
+class RecordErrorC(C.Structure):
+    """decode.h kvsimRecordError."""
+
+    _fields_ = [("index", u64), ("rule", u32), ("pad", u32), ("dep", u64), ("named", u64)]
+
+
+_READY = False
+
+
+def _lib() -> C.CDLL:
+    global _READY
+    lib = B.load_library()
+    if not _READY:
+        lib.kvsimDecodePayload.restype = C.c_int
+        lib.kvsimDecodePayload.argtypes = [C.c_void_p, C.c_size_t, u32, u32, C.c_void_p,
+                                           C.c_size_t, C.POINTER(u32)]
+        lib.kvsimDecodeHasZstd.restype = C.c_int
+        lib.kvsimDecodeHasZstd.argtypes = []
+        lib.kvsimCrc32.restype = u32
+        lib.kvsimCrc32.argtypes = [u32, C.c_void_p, C.c_size_t]
+        lib.kvsimValidatorCreate.restype = C.c_void_p
+        lib.kvsimValidatorCreate.argtypes = [C.c_int64, C.c_int64, u32]
+        lib.kvsimValidate.restype = C.c_int
+        lib.kvsimValidate.argtypes = [C.c_void_p, C.c_void_p, C.c_size_t,
+                                      C.POINTER(RecordErrorC)]
+        lib.kvsimValidatorFree.restype = None
+        lib.kvsimValidatorFree.argtypes = [C.c_void_p]
+        _READY = True
+    return lib
+
+
+def has_zstd() -> bool:
+    """True when the compiled decoder found libzstd.so.1 (else zstd chunks decode in Python)."""
+    return bool(_lib().kvsimDecodeHasZstd())
+
+
+def crc32(data: bytes, crc: int = 0) -> int:
+    """The compiled CRC32 (zlib's polynomial), for tests."""
+    buf = np.frombuffer(data, dtype=np.uint8)
+    return int(_lib().kvsimCrc32(crc, buf.ctypes.data, buf.size))
+
+
+def default_workers() -> int:
+    """Decoding threads: one per core, at most 2 (one chunk decodes several times faster than
+    the engine simulates it)."""
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+class _Decoder:
+    """Decodes one data chunk's payload (CRC32, codec) into a record array, on any thread."""
+
+    def __init__(self, reader: traces.TraceReader) -> None:
+        self.reader = reader
+        self.lib = _lib()
+        self._py_lock = threading.Lock()  # the reader's zstd decompressor is not thread-safe
+
+    def __call__(self, info: traces.ChunkInfo, payload: bytes | bytearray, crc: int,
+                 buffers: queue.Queue | None = None) -> np.ndarray:
+        raw_len = info.n_records * traces.RECORD_SIZE
+        out = None
+        if buffers is not None:  # a recycled array: no fresh pages to fault in
+            buf = buffers.get()
+            if len(buf) >= info.n_records:
+                out = buf[:info.n_records]
+        if out is None:
+            out = np.empty(info.n_records, dtype=traces.RECORD_DTYPE)
+        src = np.frombuffer(payload, dtype=np.uint8)
+        computed = u32(0)
+        code = self.lib.kvsimDecodePayload(src.ctypes.data, src.size, info.codec, crc,
+                                           out.ctypes.data, raw_len, C.byref(computed))
+        if code == DEC_OK:
+            return out
+        if code == DEC_CRC:
+            raise self.reader.crc_error(info, crc, int(computed.value))
+        if code in (DEC_ZSTD, DEC_NO_ZSTD):
+            with self._py_lock:  # the reference words the error, or decodes what it accepts
+                raw = self.reader._decompress(payload, raw_len, info.index, info.offset)
+            out[:] = np.frombuffer(raw, dtype=traces.RECORD_DTYPE)
+            return out
+        raise self.reader._err(f"codec {info.codec} payload of {len(payload)} bytes refused",
+                               info.index, info.offset)
+
+
+class _Validator:
+    """The compiled record rules, with the reference's wording of a failure."""
+
+    def __init__(self, reader: traces.TraceReader) -> None:
+        self.lib = _lib()
+        self.ref = reader._validator
+        assert self.ref is not None
+        n_tags = -1 if self.ref.n_tags is None else self.ref.n_tags
+        n_sites = -1 if self.ref.n_sites is None else self.ref.n_sites
+        self.h = self.lib.kvsimValidatorCreate(n_tags, n_sites, self.ref.n_markers)
+        if not self.h:
+            raise MemoryError("kvsimValidatorCreate")
+        self.records = 0
+        self.err = RecordErrorC()
+
+    def check(self, reader: traces.TraceReader, info: traces.ChunkInfo,
+              recs: np.ndarray) -> None:
+        rc = self.lib.kvsimValidate(self.h, recs.ctypes.data, len(recs), C.byref(self.err))
+        if rc < 0:
+            raise MemoryError("kvsimValidate")
+        if rc:
+            e = self.err
+            field, problem = self.ref.describe(int(e.rule), int(e.dep), int(e.named))
+            raise reader.record_error(info, self.records, int(e.index), field, problem)
+        self.records += len(recs)
+
+    def close(self) -> None:
+        if self.h:
+            self.lib.kvsimValidatorFree(self.h)
+            self.h = None
+
+
+_END = object()
+
+
+def chunks(reader: traces.TraceReader, workers: int | None = None, ahead: int = 4,
+           reuse: bool = False) -> Iterator[np.ndarray]:
+    """Yield the record arrays of ``reader`` (not yet iterated), decoded as described above
+    by ``workers`` threads (default :func:`default_workers`), at most ``ahead`` chunks ahead
+    of the consumer. The arrays are read-only, as the reader's. ``reuse``: the consumer is
+    done with each array when it asks for the next one (as :func:`sim.simulate` is), so the
+    arrays' memory is recycled."""
+    if reader._started:
+        raise RuntimeError(f"{reader.name}: a trace reader can be iterated only once")
+    reader._started = True
+    decode = _Decoder(reader)
+    validator = _Validator(reader) if reader._validator is not None else None
+    q: queue.Queue = queue.Queue(maxsize=max(1, ahead))
+    stop = threading.Event()
+    pool = ThreadPoolExecutor(max_workers=workers or default_workers(),
+                              thread_name_prefix="kvsim-decode")
+    # With reuse, one array per chunk that can be alive at once: `ahead` queued, one the
+    # producer waits to queue, one being yielded, one spare; each decode takes one (a chunk
+    # larger than an array gets a fresh one, which then joins the pool).
+    buffers: queue.Queue | None = None
+    if reuse:
+        buffers = queue.Queue()
+        for _ in range(max(1, ahead) + 3):
+            buffers.put(np.empty(traces.DEFAULT_CHUNK_RECORDS, dtype=traces.RECORD_DTYPE))
+
+    def put(item: object) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            while not stop.is_set():
+                info, payload, crc = reader._read_frame()
+                if info is None:
+                    put(_END)
+                    return
+                reader._accept(info)
+                if not put((info, pool.submit(decode, info, payload, crc, buffers))):
+                    return
+        except BaseException as exc:  # handed to the consumer, in stream order
+            put(exc)
+
+    thread = threading.Thread(target=produce, name="kvsim-frames", daemon=True)
+    thread.start()
+    held: np.ndarray | None = None  # the array yielded last (reuse)
+    try:
+        while True:
+            item = q.get()
+            if held is not None and buffers is not None:
+                buffers.put(held)
+                held = None
+            if item is _END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            info, fut = item
+            recs = _result(fut)
+            if validator is not None:
+                validator.check(reader, info, recs)
+            recs.flags.writeable = False
+            if buffers is not None:
+                held = recs.base if isinstance(recs.base, np.ndarray) else recs
+            yield recs
+    finally:
+        stop.set()
+        thread.join(timeout=5)  # a pipe may block a read; the thread is a daemon
+        pool.shutdown(wait=True, cancel_futures=True)
+        if validator is not None:
+            validator.close()
+
+
+def _result(fut: Future) -> np.ndarray:
+    try:
+        return fut.result()
+    except traces.TraceError as exc:
+        raise exc.with_traceback(None) from None

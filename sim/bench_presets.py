@@ -1,0 +1,390 @@
+"""The speed a user sees: whole-process ``kvsim simulate`` on the shipped presets.
+
+    kvsim bench [--scale S] [--repeat R] [--no-callgrind] [--out FILE] [--workdir DIR]
+    python -m kvsim.sim.bench_presets ...   (the same)
+
+For four traces it makes itself (deterministic, under ``--workdir``): random 8-byte loads over
+1 GiB; c_ref ``iterate``; c_ref ``pipeline --variant lookahead`` (software prefetches); and
+random reads and writes written as DineroIV text and converted with ``kvsim convert``. Per
+trace it measures, in records per second of wall time (best of ``--repeat``):
+
+* **whole process**, per preset, functional and timed: ``kvsim simulate TRACE --cpu P
+  [--functional] --json`` in a fresh process, start-up, reading, decoding and printing
+  included, as a user runs it;
+* **one pass, all presets**: ``kvsim simulate TRACE --cpu P1 ... --cpu P6``, the trace's
+  records times the presets per second;
+* **beside pycachesim**: the 3-level LRU hierarchy of :mod:`kvsim.sim.bench` (pycachesim
+  models no TLB, prefetcher or inclusion), ``kvsim simulate --functional`` against a process
+  that reads the same trace (``traces.read_all``) and runs pycachesim's batched
+  ``load(list, length=8)`` on its loads and stores;
+* **engine only**: the compiled engine on the records already in memory, in this process;
+* **instructions per record** (callgrind, deterministic where timings are not): the engine
+  alone (``sim/_engine/build/bench_engine`` with ``KVSIM_CONFIG``, the preset's engine
+  configuration) on the first ``--callgrind-records`` records, the setup subtracted;
+* **peak memory**: the peak RSS of ``kvsim simulate`` (timed, first preset) on the pipeline
+  trace and on one 10 times longer, which must stay close (memory does not grow with the
+  trace).
+
+Every figure, with each trace's parameters and the 1-minute load average beside each trace's
+runs, goes to ``--out`` (default ``results/sim-bench-presets.json`` in a checkout) through
+:func:`kvsim.provenance.write_result`; :func:`render_table` turns it into sim/README.md's table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kvsim import artifacts, provenance, sim, traces
+from kvsim.sim import _binding as B
+from kvsim.sim import bench as engine_bench
+
+RESULT_NAME = "sim-bench-presets.json"
+SEED = 12345
+CHUNK = 1 << 16
+
+
+class BenchError(Exception):
+    """Bad input or a failed step: a one-line message naming what and where."""
+
+
+# --- traces ---------------------------------------------------------------------------------
+
+def _kvsim(*args: str) -> list[str]:
+    return [sys.executable, "-m", "kvsim.experiments.cli", *args]
+
+
+def _run(cmd: list[str], what: str) -> None:
+    res = subprocess.run(cmd, capture_output=True, timeout=3600)
+    if res.returncode != 0:
+        msg = (res.stderr.decode(errors="replace").strip().splitlines() or ["failed"])[-1]
+        raise BenchError(f"{what}: {msg}")
+
+
+def make_traces(workdir: Path, scale: float) -> list[dict[str, Any]]:
+    """The four traces (made once per parameter set; reused when present) and the long one."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    n_rand = max(1000, int(2_000_000 * scale))
+    it_keys = max(1000, int(500_000 * scale))
+    pl_ops = max(100, int(20_000 * scale))
+    din_lines = max(1000, int(1_000_000 * scale))
+    out = []
+
+    p = workdir / f"random-{n_rand}.kvt"
+    if not p.exists():
+        recs = engine_bench.random_loads(n_rand, SEED)
+        with traces.Writer(p, {"workload": {"name": "random_loads", "records": n_rand,
+                                            "seed": SEED, "span_bytes": 1 << 30}}) as w:
+            w.write(recs)
+    out.append({"name": "random 8 B loads over 1 GiB", "path": p,
+                "source": {"kind": "random_loads", "records": n_rand, "seed": SEED}})
+
+    p = workdir / f"iterate-{it_keys}.kvt"
+    if not p.exists():
+        _run(_kvsim("trace", "iterate", "--keys", str(it_keys), "-o", str(p)), "c_ref iterate")
+    out.append({"name": "c_ref iterate", "path": p,
+                "source": {"kind": "c_ref", "args": ["iterate", "--keys", str(it_keys)]}})
+
+    for ops, key in ((pl_ops, "pipeline"), (10 * pl_ops, "long")):
+        p = workdir / f"pipeline-la-{ops}.kvt"
+        args = ["pipeline", "--variant", "lookahead", "--keys", "200000", "--ops", str(ops)]
+        if not p.exists():
+            _run(_kvsim("trace", *args, "-o", str(p)), "c_ref pipeline")
+        entry = {"name": "c_ref pipeline lookahead", "path": p,
+                 "source": {"kind": "c_ref", "args": args}}
+        if key == "long":
+            long_entry = entry
+        else:
+            out.append(entry)
+
+    p = workdir / f"dinero-{din_lines}.kvt"
+    if not p.exists():
+        rng = np.random.default_rng(SEED)
+        addr = rng.integers(0, 1 << 28, din_lines, dtype=np.uint64) & ~np.uint64(7)
+        label = np.where(rng.random(din_lines) < 0.3, "w", "r")
+        din = workdir / f"dinero-{din_lines}.din"
+        din.write_text("".join(f"{lb} {a:x} 8\n" for lb, a in zip(label, addr.tolist(),
+                                                                    strict=True)))
+        _run(_kvsim("convert", str(din), str(p)), "kvsim convert")
+        din.unlink()
+    out.append({"name": "DineroIV text, converted", "path": p,
+                "source": {"kind": "dinero", "lines": din_lines, "seed": SEED,
+                           "reads": 0.7, "span_bytes": 1 << 28}})
+    for t in [*out, long_entry]:
+        with traces.open(t["path"]) as tr:
+            t["records"] = sum(len(c) for c in tr)
+    return [*out, long_entry]
+
+
+# --- measurements ---------------------------------------------------------------------------
+
+def whole_process(cmd: list[str]) -> tuple[float, int]:
+    """(wall seconds, peak RSS in KiB) of one process running ``cmd``."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, ru = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    if proc.returncode != 0:
+        raise BenchError(f"{' '.join(cmd[3:])}: {(err.strip().splitlines() or ['failed'])[-1]}")
+    return wall, int(ru.ru_maxrss)
+
+
+def best_rate(cmd: list[str], records: int, repeat: int) -> tuple[float, int]:
+    """(best M records/s over ``repeat`` runs, peak RSS KiB of the fastest)."""
+    best = (float("inf"), 0)
+    for _ in range(repeat):
+        best = min(best, whole_process(cmd))
+    return round(records / best[0] / 1e6, 3), best[1]
+
+
+PYCACHESIM_SCRIPT = """
+import sys
+import numpy as np
+from cachesim import Cache, CacheSimulator, MainMemory
+from kvsim import traces
+recs = traces.read_all(sys.argv[1])
+addrs = recs["addr"][recs["kind"] <= 1].astype(np.int64).tolist()
+m = MainMemory()
+l3 = Cache("L3", 32768, 16, 64, "LRU")
+m.load_to(l3)
+m.store_from(l3)
+l2 = Cache("L2", 2048, 16, 64, "LRU", store_to=l3, load_from=l3)
+l1 = Cache("L1", 64, 12, 64, "LRU", store_to=l2, load_from=l2)
+CacheSimulator(l1, m).load(addrs, length=8)
+"""
+
+
+def hier_toml() -> str:
+    """kvsim.sim.bench's hierarchy as a CPU file."""
+    h = engine_bench.HIER
+    lines = [f'name = "{h["name"]}"', f'freq_ghz = {h["freq_ghz"]}', "", "[core]"]
+    lines += [f"{k} = {v}" for k, v in h["core"].items()]
+    for c in h["cache"]:
+        lines += ["", "[[cache]]"]
+        lines += [f'{k} = {json.dumps(v)}' for k, v in c.items()]
+    lines += ["", "[dram]"] + [f"{k} = {v}" for k, v in h["dram"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def engine_only(recs: np.ndarray, cpu: sim.CpuConfig, timing: bool, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        cfg = cpu.to_engine(timing=timing, tlb=True, prefetchers=True, flush=True)
+        eng = B.Engine(cfg)
+        t0 = time.perf_counter()
+        for i in range(0, len(recs), CHUNK):
+            eng.run(recs[i:i + CHUNK])
+        eng.finish()
+        best = min(best, time.perf_counter() - t0)
+        eng.close()
+    return round(len(recs) / best / 1e6, 3)
+
+
+def bench_engine_path() -> Path | None:
+    root = artifacts.source_root()
+    p = root / "sim" / "_engine" / "build" / "bench_engine" if root else None
+    return p if p is not None and p.exists() and shutil.which("valgrind") else None
+
+
+def _callgrind_refs(binary: Path, cfg_file: Path, raw: Path) -> int:
+    env = dict(os.environ, KVSIM_CONFIG=str(cfg_file))
+    res = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+                          str(binary), str(raw)], capture_output=True, env=env, timeout=3600)
+    for line in res.stderr.decode(errors="replace").splitlines():
+        if "I   refs:" in line or "I refs:" in line:
+            return int(line.split(":")[-1].replace(",", ""))
+    raise BenchError(f"callgrind of {binary.name} on {raw.name}: no instruction count")
+
+
+def instructions(binary: Path, recs: np.ndarray, cpu: sim.CpuConfig, tmp: Path) -> dict:
+    """Engine instructions per record (setup subtracted), functional and timed."""
+    raw, setup = tmp / "recs.raw", tmp / "setup.raw"
+    recs.tofile(raw)
+    recs[:10].tofile(setup)
+    out = {}
+    for timing in (False, True):
+        cfg = cpu.to_engine(timing=timing, tlb=True, prefetchers=True, flush=True)
+        cf = tmp / "cfg.bin"
+        cf.write_bytes(bytes(cfg))
+        full, base = _callgrind_refs(binary, cf, raw), _callgrind_refs(binary, cf, setup)
+        out["timed" if timing else "functional"] = round((full - base) / (len(recs) - 10), 1)
+    return out
+
+
+def measure_trace(t: dict, presets: list[str], repeat: int, cg_records: int,
+                  cg_binary: Path | None, tmp: Path, echo) -> dict[str, Any]:
+    path, n = str(t["path"]), t["records"]
+    row: dict[str, Any] = {"name": t["name"], "file": Path(path).name, "records": n,
+                           "source": t["source"], "load_average_1m_before": os.getloadavg()[0]}
+    recs = traces.read_all(path)
+    cg_recs = recs[:cg_records]
+    per = []
+    for p in presets:
+        cpu = sim.load_cpu(p)
+        entry: dict[str, Any] = {"preset": p}
+        for mode, extra in (("functional", ["--functional"]), ("timed", [])):
+            entry[f"{mode}_mrec_s"], _ = best_rate(
+                _kvsim("simulate", path, "--cpu", p, "--json", *extra), n, repeat)
+            entry[f"{mode}_engine_mrec_s"] = engine_only(recs, cpu, mode == "timed", repeat)
+        if cg_binary is not None and len(cg_recs) > 10:
+            ins = instructions(cg_binary, cg_recs, cpu, tmp)
+            entry["functional_instructions"] = ins["functional"]
+            entry["timed_instructions"] = ins["timed"]
+        echo(f"{t['name']:28s} {p:12s} functional {entry['functional_mrec_s']:7.2f} "
+             f"(engine {entry['functional_engine_mrec_s']:7.2f}) timed "
+             f"{entry['timed_mrec_s']:7.2f} (engine {entry['timed_engine_mrec_s']:7.2f}) "
+             f"M rec/s; instr/rec {entry.get('functional_instructions', '-')} / "
+             f"{entry.get('timed_instructions', '-')}")
+        per.append(entry)
+    row["presets"] = per
+    many = ["--cpu"] * (2 * len(presets))
+    many[1::2] = presets
+    for mode, extra in (("functional", ["--functional"]), ("timed", [])):
+        rate, _ = best_rate(_kvsim("simulate", path, *many, "--json", *extra),
+                            n * len(presets), repeat)
+        row[f"all_presets_one_pass_{mode}_mrec_s"] = rate
+    echo(f"{t['name']:28s} one pass, {len(presets)} presets: functional "
+         f"{row['all_presets_one_pass_functional_mrec_s']:.2f}, timed "
+         f"{row['all_presets_one_pass_timed_mrec_s']:.2f} M rec/s (records x presets)")
+    hier = tmp / "lru3.toml"
+    hier.write_text(hier_toml())
+    row["lru3_functional_mrec_s"], _ = best_rate(
+        _kvsim("simulate", path, "--cpu", str(hier), "--json", "--functional"), n, repeat)
+    row["pycachesim_records"] = int(np.count_nonzero(recs["kind"] <= 1))
+    row["pycachesim_mrec_s"] = None
+    if engine_bench.pycachesim_version() is not None:
+        row["pycachesim_mrec_s"], _ = best_rate(
+            [sys.executable, "-c", PYCACHESIM_SCRIPT, path], n, repeat)
+    pyc = row["pycachesim_mrec_s"]
+    row["lru3_over_pycachesim"] = round(row["lru3_functional_mrec_s"] / pyc, 2) if pyc else None
+    echo(f"{t['name']:28s} 3-level LRU, functional: kvsim {row['lru3_functional_mrec_s']:.2f}, "
+         f"pycachesim {pyc if pyc else '-'} M rec/s (whole process)")
+    row["load_average_1m_after"] = os.getloadavg()[0]
+    return row
+
+
+def run(workdir: Path, scale: float, repeat: int, cg_records: int, callgrind: bool,
+        presets: list[str] | None = None, echo=print) -> dict[str, Any]:
+    if scale <= 0:
+        raise BenchError(f"--scale {scale}: must be > 0")
+    if repeat < 1:
+        raise BenchError(f"--repeat {repeat}: must be >= 1")
+    presets = presets or sim.preset_names()
+    cg_binary = bench_engine_path() if callgrind else None
+    if callgrind and cg_binary is None:
+        echo("# no sim/_engine/build/bench_engine or valgrind: instruction counts skipped "
+             "(make -C sim/_engine bench-c)")
+    all_traces = make_traces(workdir, scale)
+    short, long_t = all_traces[:-1], all_traces[-1]
+    rows = []
+    with tempfile.TemporaryDirectory() as td:
+        for t in short:
+            rows.append(measure_trace(t, presets, repeat, cg_records, cg_binary, Path(td), echo))
+    pipe = short[2]
+    mem = {}
+    for key, t in (("trace", pipe), ("trace_x10", long_t)):
+        _, rss = whole_process(_kvsim("simulate", str(t["path"]), "--cpu", presets[0],
+                                      "--json"))
+        mem[key] = {"file": Path(t["path"]).name, "records": t["records"], "peak_rss_kib": rss}
+    mem["ratio"] = round(mem["trace_x10"]["peak_rss_kib"] / mem["trace"]["peak_rss_kib"], 3)
+    echo(f"peak RSS, kvsim simulate --cpu {presets[0]}: {mem['trace']['records']:,} records "
+         f"{mem['trace']['peak_rss_kib']} KiB, {mem['trace_x10']['records']:,} records "
+         f"{mem['trace_x10']['peak_rss_kib']} KiB (x{mem['ratio']})")
+    return {
+        "benchmark": "kvsim.sim.bench_presets",
+        "units": "M records/s of wall time, whole process unless named engine; best of "
+                 "`repeat`; instructions per record from callgrind (engine only)",
+        "parameters": {"scale": scale, "repeat": repeat, "presets": presets,
+                       "callgrind_records": cg_records if cg_binary else None,
+                       "lru3_hierarchy": engine_bench.HIER,
+                       "pycachesim": engine_bench.pycachesim_version(),
+                       "decode_threads": os.cpu_count()},
+        "traces": rows,
+        "memory": {"preset": presets[0], "mode": "timed", **mem},
+    }
+
+
+def render_table(doc: dict[str, Any]) -> str:
+    """sim/README.md's table of whole-process speeds, from a result file."""
+    lines = ["| trace | records | preset | functional | timed | engine only (f / t) | "
+             "instructions per record (f / t) |", "|---|---|---|---|---|---|---|"]
+    for t in doc["traces"]:
+        for e in t["presets"]:
+            ins = (f"{e['functional_instructions']:.0f} / {e['timed_instructions']:.0f}"
+                   if "functional_instructions" in e else "-")
+            lines.append(f"| {t['name']} | {t['records']:,} | {e['preset']} | "
+                         f"{e['functional_mrec_s']:.2f} | {e['timed_mrec_s']:.2f} | "
+                         f"{e['functional_engine_mrec_s']:.2f} / "
+                         f"{e['timed_engine_mrec_s']:.2f} | {ins} |")
+    lines += ["", "| trace | all presets in one pass (f / t) | 3-level LRU, kvsim functional "
+              "| pycachesim | kvsim / pycachesim |", "|---|---|---|---|---|"]
+    for t in doc["traces"]:
+        pyc = t["pycachesim_mrec_s"]
+        ratio = t["lru3_over_pycachesim"]
+        lines.append(f"| {t['name']} | {t['all_presets_one_pass_functional_mrec_s']:.2f} / "
+                     f"{t['all_presets_one_pass_timed_mrec_s']:.2f} | "
+                     f"{t['lru3_functional_mrec_s']:.2f} | "
+                     f"{'-' if pyc is None else f'{pyc:.2f}'} | "
+                     f"{'-' if ratio is None else f'{ratio:.2f}x'} |")
+    m = doc["memory"]
+    lines += ["", f"Peak RSS of `kvsim simulate --cpu {m['preset']}` ({m['mode']}): "
+              f"{m['trace']['records']:,} records {m['trace']['peak_rss_kib']:,} KiB, "
+              f"{m['trace_x10']['records']:,} records {m['trace_x10']['peak_rss_kib']:,} KiB "
+              f"(ratio {m['ratio']:.3f})."]
+    return "\n".join(lines) + "\n"
+
+
+def default_out() -> Path:
+    d = provenance.results_dir()
+    return (d if d is not None else Path(provenance.RESULTS_DIR_NAME)) / RESULT_NAME
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m kvsim.sim.bench_presets") -> int:
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    ap.add_argument("--scale", type=float, default=1.0,
+                    help="trace sizes relative to the defaults (2 M random loads, iterate of "
+                         "500 k keys, pipeline of 20 k ops, 1 M DineroIV lines)")
+    ap.add_argument("--repeat", type=int, default=2, help="runs of each measurement (best)")
+    ap.add_argument("--callgrind-records", type=int, default=200_000,
+                    help="records of each trace counted under callgrind (default 200000)")
+    ap.add_argument("--no-callgrind", action="store_true", help="skip instruction counts")
+    ap.add_argument("--preset", action="append", default=None,
+                    help="a preset to measure (repeatable; default every preset)")
+    ap.add_argument("--workdir", default="build/bench-presets",
+                    help="where the traces are made and kept (default build/bench-presets)")
+    ap.add_argument("--out", default=None,
+                    help=f"result file (default results/{RESULT_NAME} in a checkout)")
+    a = ap.parse_args(argv)
+    out = Path(a.out) if a.out else default_out()
+    try:
+        for p in a.preset or []:
+            if p not in sim.preset_names():
+                raise BenchError(f"--preset {p}: not a preset ({', '.join(sim.preset_names())})")
+        payload = run(Path(a.workdir), a.scale, a.repeat, a.callgrind_records,
+                      not a.no_callgrind, a.preset)
+    except BenchError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        provenance.write_result(out, payload)
+    except OSError as exc:
+        print(f"{prog}: error: --out {out}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    print(f"# wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""`kvsim bench` (sim/bench_presets.py): what it prints is what it writes, bad input is one line
+and no file, and sim/README.md's whole-process table is rendered from the committed file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kvsim.sim import bench_presets as bp
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_small_run_writes_every_figure(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    rc = bp.main(["--scale", "0.004", "--repeat", "1", "--no-callgrind", "--preset", "graviton3",
+                  "--workdir", str(tmp_path / "w"), "--out", str(out)])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    doc = json.loads(out.read_text())
+    assert doc["benchmark"] == "kvsim.sim.bench_presets"
+    assert {"commit", "machine", "date_utc"} <= doc["provenance"].keys()
+    names = [t["name"] for t in doc["traces"]]
+    assert names == ["random 8 B loads over 1 GiB", "c_ref iterate", "c_ref pipeline lookahead",
+                     "DineroIV text, converted"]
+    for t in doc["traces"]:
+        assert t["records"] > 0 and t["name"] in printed
+        (e,) = t["presets"]
+        rates = [e[k] for k in ("functional_mrec_s", "timed_mrec_s", "functional_engine_mrec_s",
+                                "timed_engine_mrec_s")]
+        rates += [t["all_presets_one_pass_functional_mrec_s"], t["lru3_functional_mrec_s"]]
+        assert all(np.isfinite(x) and x > 0 for x in rates)
+        assert f"{e['functional_mrec_s']:7.2f}" in printed
+    m = doc["memory"]
+    assert m["trace_x10"]["records"] > 5 * m["trace"]["records"]
+    assert m["trace"]["peak_rss_kib"] > 0
+    assert "| c_ref iterate |" in bp.render_table(doc)
+
+
+@pytest.mark.parametrize("args, what", [
+    (["--scale", "0"], "--scale"),
+    (["--repeat", "0"], "--repeat"),
+    (["--preset", "no-such-cpu"], "--preset no-such-cpu"),
+])
+def test_bad_input_one_line_no_file(tmp_path, capsys, args, what):
+    out = tmp_path / "r.json"
+    rc = bp.main([*args, "--workdir", str(tmp_path / "w"), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc != 0
+    assert len(err.strip().splitlines()) == 1 and what in err
+    assert not out.exists()
+
+
+def test_hierarchy_file_is_the_engine_benchs():
+    from kvsim import sim
+    from kvsim.sim import bench
+
+    assert sim.parse_cpu(__import__("tomllib").loads(bp.hier_toml())) == sim.parse_cpu(bench.HIER)
+
+
+def test_readme_table_is_the_result_file():
+    doc = json.loads((ROOT / "results" / bp.RESULT_NAME).read_text())
+    assert doc["benchmark"] == "kvsim.sim.bench_presets"
+    assert bp.render_table(doc) in (ROOT / "sim" / "README.md").read_text()
