@@ -312,7 +312,8 @@ def simulate(trace_path, cpus_, functional, engine, gem5_path, threads, as_json)
                                     threads=threads, progress=bar.update)
     for cpu, res in zip(cpus_, results, strict=True):
         if res.get("engine_threads", 1) < threads:
-            _warn(f"{cpu}: --threads {threads}: ran on {res['engine_threads']} (more than one "
+            who = f"{cpu}: " if len(results) > 1 else ""
+            _warn(f"{who}--threads {threads}: ran on {res['engine_threads']} (more than one "
                   "thread applies only to the compiled engine with every level LRU and "
                   "non-inclusive, no TLB and no hardware prefetchers; see sim/README.md)")
     if len(results) == 1:  # one --cpu: one result, as it always was
