@@ -509,9 +509,15 @@ def experiment_list(scale):
               help="Run the simulated cells on this dask.distributed scheduler.")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Local worker processes for the simulated cells (default: one per core).")
+@click.option("--only", "kinds", multiple=True, type=click.Choice(["sim", "native", "valkey"]),
+              help="Run only cells of this kind (repeatable; default: every kind).")
 @click.option("-o", "--output", required=True, type=click.Path(file_okay=False),
               help="Results directory (one subfolder per experiment); rerun to resume.")
-def experiment_run(names, scale, cpus_, scheduler, workers, output):
+@click.option("--publish", is_flag=True,
+              help="Also copy each complete experiment's NAME.json and plots to "
+                   "results/experiments/ of the checkout (README.md renders its results "
+                   "section from them).")
+def experiment_run(names, scale, cpus_, scheduler, workers, kinds, output, publish):
     """Run experiments NAME ... (or all) into -o DIR, resuming what a previous run did.
 
     Simulated cells run in parallel (local processes, or a Dask cluster with
@@ -523,7 +529,8 @@ def experiment_run(names, scale, cpus_, scheduler, workers, output):
 
     res = runner.run(list(names), output, scale=scale, cpus=list(cpus_) or None,
                      scheduler=scheduler, workers=workers,
-                     log=lambda m: click.echo(m, err=True))
+                     log=lambda m: click.echo(m, err=True), kinds=kinds or None,
+                     publish=publish)
     click.echo(f"computed {res['computed']} cells ({res['already_done']} of {res['total']} "
                f"already done); results in {output}")
     if res["failed"]:

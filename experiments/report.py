@@ -10,10 +10,12 @@ beside kvsim's figures and the commit, machine and date of the rows.
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from kvsim.experiments import framework
@@ -24,16 +26,17 @@ __all__ = ["markdown_table", "plot_table", "report", "write_experiment"]
 def _cell(v: Any) -> str:
     if v is None:
         return ""
-    if isinstance(v, float):
+    if isinstance(v, bool | np.bool_):
+        return "yes" if v else "no"
+    if isinstance(v, numbers.Integral):
+        return f"{v:,}" if abs(v) >= 10000 else str(v)
+    if isinstance(v, numbers.Real):
+        v = float(v)
         if math.isnan(v):
             return ""
         if v == int(v) and abs(v) >= 1000:
             return f"{int(v):,}"
         return f"{v:.3g}" if abs(v) < 10 else f"{v:,.1f}"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, int):
-        return f"{v:,}" if abs(v) >= 10000 else str(v)
     return str(v).replace("|", "\\|")
 
 
@@ -137,9 +140,43 @@ def experiment_markdown(name: str, rows: pd.DataFrame, plots: bool = True) -> st
     return "\n".join(out)
 
 
+def tables_json(name: str, rows: pd.DataFrame) -> dict[str, Any]:
+    """The experiment's tables as JSON (the result file ``NAME.json``; README renderings
+    read it): ``{"experiment", "title", "seed", "cells", "commits", "machine", "tables":
+    [{"name", "title", "unit", "note", "columns", "rows"}]}``."""
+    exp = framework.get(name)
+
+    def plain(v: Any) -> Any:
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return None
+        if isinstance(v, np.generic):
+            return plain(v.item())
+        return v
+
+    tabs = []
+    for t in exp.tables(rows):
+        f = t.frame.drop(columns=[c for c in ("value",) if c in t.frame.columns])
+        tabs.append({"name": t.name, "title": t.title, "unit": t.unit, "note": t.note,
+                     "columns": list(f.columns),
+                     "rows": [[plain(v) for v in r] for r in f.itertuples(index=False)]})
+    first = rows.iloc[0]
+    return {"experiment": name, "title": exp.title, "seed": exp.seed, "cells": len(rows),
+            "commits": sorted({str(c) for c in rows["commit"].dropna()}) if "commit" in rows
+            else [],
+            "machine": {k: plain(first[k]) for k in rows.columns if k.startswith("machine_")},
+            "load_1m_range": [plain(rows["machine_load_1m"].min()),
+                              plain(rows["machine_load_1m"].max())]
+            if "machine_load_1m" in rows else None,
+            "tables": tabs}
+
+
 def write_experiment(out: Path, name: str, rows: pd.DataFrame) -> None:
-    """Write the experiment's plots and NAME.md into ``out/name``."""
+    """Write the experiment's plots, NAME.md and NAME.json (a result file with provenance)
+    into ``out/name``."""
+    from kvsim import provenance
+
     d = Path(out) / name
+    provenance.write_result(d / f"{name}.json", tables_json(name, rows))
     for t in framework.get(name).tables(rows):
         if t.plot is not None and len(t.frame):
             plot_table(t, d / f"{t.name}.png")

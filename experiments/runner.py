@@ -76,8 +76,17 @@ def default_cpus() -> list[str]:
     return [p["name"] for p in sim.list_presets()]
 
 
-def plan(names: Iterable[str], scale: str, cpus: list[str] | None) -> dict[str, list[dict]]:
-    """``{experiment: [spec, ...]}``; ValueError on an unknown name, scale or CPU."""
+KINDS = ("sim", "native", "valkey")
+
+
+def plan(names: Iterable[str], scale: str, cpus: list[str] | None,
+         kinds: Iterable[str] | None = None) -> dict[str, list[dict]]:
+    """``{experiment: [spec, ...]}`` (only cells of ``kinds``, default every kind);
+    ValueError on an unknown name, scale, kind or CPU."""
+    kinds = set(kinds or KINDS)
+    if kinds - set(KINDS):
+        raise ValueError(f"unknown cell kind {sorted(kinds - set(KINDS))[0]!r} (known: "
+                         f"{', '.join(KINDS)})")
     if scale not in framework.SCALES:
         raise ValueError(f"--scale: unknown scale {scale!r} (known: "
                          f"{', '.join(framework.SCALES)})")
@@ -91,7 +100,7 @@ def plan(names: Iterable[str], scale: str, cpus: list[str] | None) -> dict[str, 
         for c in cpus:
             sim.load_cpu(c)  # a bad CPU fails before any work
     cpus = list(cpus) if cpus else default_cpus()
-    return {e.name: e.cells(scale, cpus) for e in exps}
+    return {e.name: [c for c in e.cells(scale, cpus) if c["kind"] in kinds] for e in exps}
 
 
 def _cell_key(spec: dict, commit: str | None) -> str:
@@ -100,11 +109,21 @@ def _cell_key(spec: dict, commit: str | None) -> str:
 
 def run(names: Iterable[str], out: str | Path, scale: str = "small",
         cpus: list[str] | None = None, scheduler: str | None = None,
-        workers: int | None = None, log: Callable[[str], Any] = print) -> dict[str, Any]:
-    """Run the experiments ``names`` (or ``["all"]``) into ``out``; return ``{"total",
-    "already_done", "computed", "failed": [(cell id, message)], "skipped": [...]}``."""
+        workers: int | None = None, log: Callable[[str], Any] = print,
+        kinds: Iterable[str] | None = None, publish: bool = False) -> dict[str, Any]:
+    """Run the experiments ``names`` (or ``["all"]``) into ``out``, only cells of ``kinds``
+    if given; return ``{"total", "already_done", "computed", "failed": [(cell id,
+    message)], "skipped": [...]}``. ``publish``: also copy each complete experiment's
+    NAME.json and plots to ``results/experiments/`` of the checkout (where README renderings
+    read)."""
     out = Path(out)
-    grids = plan(names, scale, cpus)
+    published = provenance.results_dir() if publish else None
+    if published is not None:
+        published = published / "experiments"
+        published.mkdir(parents=True, exist_ok=True)
+    if publish and published is None:
+        raise ValueError("--publish: results/ exists only in a kvsim source checkout")
+    grids = plan(names, scale, cpus, kinds)
     if scheduler is not None:
         try:
             import distributed  # noqa: F401
@@ -173,6 +192,12 @@ def run(names: Iterable[str], out: str | Path, scale: str = "small",
         planned = len({_cell_key(s, commit) for s in grids[name]})
         if n == planned:
             shutil.rmtree(out / name / ".traces", ignore_errors=True)
+            if published is not None:
+                for src in [out / name / f"{name}.json", *sorted((out / name).glob("*.png"))]:
+                    dst = published / (src.name if src.stem.startswith(name)
+                                       else f"{name}-{src.name}")
+                    _atomic_write(dst, src.read_bytes())
+                    log(f"published {dst}")
     for _, msg in result["skipped"]:
         log(f"skipped: {msg}")
     return result

@@ -1,7 +1,8 @@
 """The seed experiments: each upstream study as a grid of cells and the tables it is read by.
 
 Sizes. ``--scale small`` runs every experiment together in a few minutes on two cores (for
-the tests and ``make demo``): 10^5 keys, 10^4 traced operations, 6 native rounds.
+the tests and ``make demo``): 2*10^4 - 10^5 keys, 500 - 5,000 traced commands, 6 native
+rounds.
 ``--scale full`` uses the seeds' sizes where this machine's memory (24 GiB) allows them:
 the natively timed datasets stay near the seeds' 1-2 GB (Valkey PR #2311 loaded 134M-268M
 8-byte values, about 16 GB in Valkey; here 16M keys, about 1.5 GB of arena), and the
@@ -86,7 +87,7 @@ def _rdb_cells(scale: str, cpus: list[str]) -> list[dict]:
     """Snapshot load of values 8 B - 16 KB (4 MB at full scale), cluster mode off and on;
     none against prefetch-after-key and prefetch-rehash."""
     if scale == "small":
-        sizes = {8: 100_000, 4096: 5_000}
+        sizes = {8: 20_000, 4096: 2_000}
         sim_cap = 10**9
     else:
         # ~1-1.5 GB of values per size (the seed's 1-2 GB); 4 MB values: 256 of them
@@ -132,7 +133,7 @@ register(Experiment("rdb_load", "RDB load prefetching", "Valkey PR #2311", _rdb_
 
 def _iterate_cells(scale: str, cpus: list[str]) -> list[dict]:
     """KEYS * and SAVE over 100 B values: none against next-bucket and valkey."""
-    keys = 100_000 if scale == "small" else 20_000_000
+    keys = 20_000 if scale == "small" else 20_000_000
     sim_keys = keys if scale == "small" else 2_000_000
     variants = _v("none", "next-bucket", "valkey")
     out = []
@@ -168,10 +169,10 @@ def _mset_cells(scale: str, cpus: list[str]) -> list[dict]:
     none against redis-15043 (MSET only) and chunk-15133; 10/50 keys per MSET, 30/100 per
     MGET, 10/100/1000 B values (EMBSTR up to 44 B, RAW above)."""
     if scale == "small":
-        keysets, values, ops = [100_000], [10, 1000], 10_000
-        mset_kpc, mget_kpc = [10, 50], [30, 100]
+        keysets, values, cmds = [20_000], [10, 1000], 500
+        mset_kpc, mget_kpc = [10], [100]
     else:
-        keysets, values, ops = [1_000_000, 10_000_000], [10, 100, 1000], 200_000
+        keysets, values, cmds = [1_000_000, 10_000_000], [10, 100, 1000], 20_000
         mset_kpc, mget_kpc = [10, 50, 100], [30, 100]
     out = []
     for keys in keysets:
@@ -181,7 +182,7 @@ def _mset_cells(scale: str, cpus: list[str]) -> list[dict]:
                 for kpc in mset_kpc:
                     base = dict(common, keys_per_command=kpc, mset_keys=mode)
                     if mode == "random":
-                        base["ops"] = ops // kpc * 10
+                        base["ops"] = cmds
                     elif scale == "full":
                         base["keys"] = min(keys, 2_000_000)  # the traced fill
                     params = {"command": f"MSET {mode}", "keys": keys, "value_size": value,
@@ -193,7 +194,7 @@ def _mset_cells(scale: str, cpus: list[str]) -> list[dict]:
                         out += _natives("mset_batch", "mset", nat, variants,
                                         _rounds(scale, 0.03), params)
             for kpc in mget_kpc:
-                base = dict(common, keys_per_command=kpc, ops=ops // kpc * 10)
+                base = dict(common, keys_per_command=kpc, ops=cmds)
                 params = {"command": "MGET", "keys": keys, "value_size": value,
                           "keys_per_command": kpc}
                 variants = _v("none", "chunk-15133")
@@ -239,7 +240,7 @@ def _pipeline_cells(scale: str, cpus: list[str]) -> list[dict]:
     """Pipelined GET, 256 B values: depth 1-32, lookahead batch sizes against naive, for
     two key counts."""
     if scale == "small":
-        keysets, depths, batches, ops = [100_000], [1, 4, 10, 32], [16], 10_000
+        keysets, depths, batches, ops = [100_000], [1, 4, 10, 32], [16], 5_000
     else:
         keysets, depths, batches, ops = ([1_000_000, 3_000_000], [1, 2, 4, 8, 10, 16, 32],
                                          [4, 16, 64, 128], 200_000)
@@ -283,7 +284,7 @@ def _kvobj_cells(scale: str, cpus: list[str]) -> list[dict]:
     strings), with and without an expire time: arena bytes per key (native), and demand
     misses and time per GET (simulated; native CPU time)."""
     if scale == "small":
-        keysets, ops = [100_000], 10_000
+        keysets, ops = [100_000], 5_000
     else:
         keysets, ops = [1_000_000, 2_000_000, 5_000_000, 10_000_000], 200_000
     out = []
@@ -365,7 +366,7 @@ def _batch_cells(scale: str, cpus: list[str]) -> list[dict]:
     misses in flight: miss-buffer occupancy) and the late share of software prefetches.
     c_ref's ``--batch`` is the pipeline's; MGET's batch is not a CLI option."""
     if scale == "small":
-        keys, ops, batches = 100_000, 10_000, [1, 4, 16, 64]
+        keys, ops, batches = 100_000, 5_000, [1, 4, 16, 64]
     else:
         keys, ops, batches = 3_000_000, 200_000, [1, 2, 4, 8, 16, 32, 64, 128]
     base = {"keys": keys, "ops": ops, "value_size": 256, "depth": 128, "seed": 1}
@@ -462,3 +463,73 @@ def _valkey_tables(rows: pd.DataFrame) -> list[Table]:
 register(Experiment("real_valkey", "The real Valkey server as a reference",
                     "Valkey PR #2092; Redis #15133", _valkey_cells, _valkey_tables,
                     doc=_valkey_cells.__doc__ or "", needs=("valkey",)))
+
+
+# --- headline: a few key rows of every seed (``make demo``) ------------------------------------
+
+def _headline_rows(scale: str) -> list[dict]:
+    """The key rows: (label, workload, common options, baseline, variant, seed speedup)."""
+    small = scale == "small"
+    k = 1 if small else 10
+    rows = [
+        ("pipelined GET, depth 10 (Valkey #2092)", "pipeline",
+         {"keys": 100_000 * k * 3, "ops": 5_000 * k, "value_size": 256, "depth": 10},
+         {"variant": "naive"}, {"variant": "lookahead", "batch": 16}, seeds.PIPELINE_2092),
+        ("KEYS * (Valkey #1501)", "iterate",
+         {"keys": 20_000 * k * 10, "value_size": 100, "op": "keys"},
+         {"variant": "none"}, {"variant": "valkey"}, seeds.ITERATE[("keys", "valkey")]),
+        ("RDB load, 8 B values (Valkey #2311)", "load",
+         {"keys": 20_000 * k * 10, "value_size": 8},
+         {"variant": "none"}, {"variant": "prefetch-after-key"},
+         1 / (1 - seeds.rdb_load("prefetch-after-key", False, 8) / 100)),
+        ("MSET 10 keys over existing (Redis #15043)", "mset",
+         {"keys": 20_000 * k * 50, "value_size": 100, "table": "dict", "mset_keys": "random",
+          "keys_per_command": 10, "ops": 500 * k * 4},
+         {"variant": "none"}, {"variant": "redis-15043"},
+         1 + seeds.mset_15043(10, 100, 1_000_000) / 100),
+        ("MGET 100 keys (Redis #15133)", "mget",
+         {"keys": 20_000 * k * 50, "value_size": 100, "table": "dict",
+          "keys_per_command": 100, "ops": 500 * k * 4},
+         {"variant": "none"}, {"variant": "chunk-15133"}, 1 + seeds.MGET_15133[(100, 100)] / 100),
+    ]
+    return [{"row": r[0], "workload": r[1], "options": dict(r[2], seed=1), "a": r[3], "b": r[4],
+             "seed": r[5]} for r in rows]
+
+
+def _headline_cells(scale: str, cpus: list[str]) -> list[dict]:
+    """One key row of each seed study: the upstream speedup, the simulated one per preset
+    and the native one on this machine."""
+    out = []
+    for r in _headline_rows(scale):
+        variants = [dict(r["a"], label="baseline"), dict(r["b"], label="variant")]
+        params = {"row": r["row"]}
+        out += _sims("headline", r["workload"], r["options"], variants, cpus, params)
+        nat = dict(r["options"])
+        if r["workload"] in ("pipeline", "mget", "mset") and "ops" in nat:
+            nat["ops"] = nat["ops"] * 10
+        out += _natives("headline", r["workload"], nat, variants,
+                        _rounds(scale, 0.05), params,
+                        env={"KVSIM_CREF_LOAD_WARM": "1"} if r["workload"] == "load" else None)
+    return out
+
+
+def _headline_tables(rows: pd.DataFrame) -> list[Table]:
+    order = [r["row"] for r in _headline_rows("small")]
+    seed = {r["row"]: r["seed"] for r in _headline_rows("small")}
+    t = speedup_table(rows[rows.variant == "variant"], ["row"], lambda s: seed.get(s["row"]))
+    t["order"] = t.row.map({r: i for i, r in enumerate(order)})
+    t = t.sort_values("order").drop(columns="order").reset_index(drop=True)
+    t["value"] = t.row
+    return [Table("headline", "Seed speedups: upstream, simulated per preset, native here", t,
+                  "speedup (x: time before / time after, or throughput after / before)",
+                  Plot(x="value", xlabel="key row (upstream PR)", ylabel="speedup (x)"),
+                  note="seed: the upstream PR's figure on its author's machine; sim: c_ref's "
+                       "trace of the same configuration on each preset; native: c_ref on this "
+                       "machine, median of interleaved rounds [bootstrap 95 % interval]. "
+                       "Sizes are small (the trend, not the seed's dataset): see "
+                       "`kvsim experiment run all --scale full`")]
+
+
+register(Experiment("headline", "Headline: one key row of every seed study",
+                    "Valkey #2092, #1501, #2311; Redis #15043, #15133", _headline_cells,
+                    _headline_tables, doc=_headline_cells.__doc__ or ""))
