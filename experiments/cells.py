@@ -157,7 +157,8 @@ def _native(spec: dict) -> dict[str, Any]:
         "speedup_sign_ci95_high": sp["ci95"][1] if sp["ci95"] else None,
         "speedup_from_minimums": sp["from_minimums"],
         "verdict": verdict,
-        "round_ratios": json.dumps([round(x, 5) for x in sp["ratios"]]),
+        "round_ratios": json.dumps(sp["ratios"]),
+        "a_cpu_runs_s": json.dumps(cpu["a"]), "b_cpu_runs_s": json.dumps(cpu["b"]),
     }
     for s in ("a", "b"):
         last = runs[s][-1]

@@ -128,13 +128,19 @@ def valkey_cell(experiment: str, valkey: dict[str, Any], params: dict[str, Any])
 
 # --- tables ------------------------------------------------------------------------------------
 
-def _fmt_native(r: pd.Series) -> str:
+def _fmt_native(r: pd.Series, convert: Callable[[float], float] | None = None) -> str:
+    """``1.23x [1.10, 1.31]`` (or, with ``convert``, the same in the table's unit:
+    ``+18.7 [+9.1, +23.7]``), then "within noise" when the interval includes 1.0."""
     if pd.isna(r.get("speedup")):
         return ""
     lo, hi = r.get("speedup_ci95_low"), r.get("speedup_ci95_high")
-    span = f" [{lo:.2f}, {hi:.2f}]" if pd.notna(lo) and pd.notna(hi) else ""
-    note = " within noise" if r.get("verdict") == "within noise" else ""
-    return f"{r['speedup']:.2f}x{span}{note}"
+    have = pd.notna(lo) and pd.notna(hi)
+    if convert is None:
+        text = f"{r['speedup']:.2f}x" + (f" [{lo:.2f}, {hi:.2f}]" if have else "")
+    else:
+        text = f"{convert(r['speedup']):+.1f}" + (
+            f" [{convert(lo):+.1f}, {convert(hi):+.1f}]" if have else "")
+    return text + (" within noise" if r.get("verdict") == "within noise" else "")
 
 
 def speedup_table(rows: pd.DataFrame, coords: Sequence[str],
@@ -144,10 +150,11 @@ def speedup_table(rows: pd.DataFrame, coords: Sequence[str],
     """The usual table shape: one line per ``coords`` combination (the variant among them)
     with ``seed`` (the upstream number, from ``seed(coords)``), ``native`` (this machine:
     median [bootstrap 95 % interval], "within noise" when it includes 1.0), ``native_value``
-    (the median alone, for plots) and one ``sim:<cpu>`` column per preset.
+    (the median alone, for plots; left out of printed tables) and one ``sim:<cpu>`` column
+    per preset.
 
-    ``convert`` maps a speedup to the table's unit (for example to a percent change) for
-    the numeric columns; the ``native`` text column always shows the speedup.
+    ``convert`` maps a speedup to the table's unit (for example to a percent change), for
+    every column.
     """
     conv = convert or (lambda v: v)
     sim = rows[(rows.kind == "sim")] if "kind" in rows else rows.iloc[0:0]
@@ -156,8 +163,9 @@ def speedup_table(rows: pd.DataFrame, coords: Sequence[str],
     for df in (sim, nat):
         for _, r in df.iterrows():
             k = tuple(r.get(c) for c in coords)
-            if k not in keys:
-                keys.append(k)
+            base = r.get("baseline")
+            if k not in keys and not (df is sim and pd.notna(base) and bool(base)):
+                keys.append(k)  # a baseline's line would be all 1.0 (or 0 %): left out
     out = []
     for k in keys:
         sel = dict(zip(coords, k, strict=True))
@@ -168,7 +176,7 @@ def speedup_table(rows: pd.DataFrame, coords: Sequence[str],
             n = n[n[c] == v] if c in n else n.iloc[0:0]
         if len(n):
             r = n.iloc[0]
-            line["native"] = _fmt_native(r)
+            line["native"] = _fmt_native(r, convert)
             line["native_value"] = conv(r[native_value]) if pd.notna(r[native_value]) else None
         else:
             line["native"], line["native_value"] = "", None

@@ -34,18 +34,23 @@ def _cell(v: Any) -> str:
         v = float(v)
         if math.isnan(v):
             return ""
-        if v == int(v) and abs(v) >= 1000:
-            return f"{int(v):,}"
+        if v == int(v) and abs(v) < 1e15:
+            return f"{int(v):,}" if abs(v) >= 10000 else str(int(v))
         return f"{v:.3g}" if abs(v) < 10 else f"{v:,.1f}"
     return str(v).replace("|", "\\|")
 
 
+#: Columns kept for plots only: the plot labels and the native median (the ``native`` column
+#: prints it with its interval).
+PLOT_ONLY = ("value", "native_value")
+
+
 def markdown_table(frame: pd.DataFrame) -> str:
-    """``frame`` as a GitHub Markdown table (the ``value`` plot-label column left out)."""
-    cols = [c for c in frame.columns if c != "value"]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for _, r in frame.iterrows():
-        lines.append("| " + " | ".join(_cell(r[c]) for c in cols) + " |")
+    """``frame`` as a GitHub Markdown table (the :data:`PLOT_ONLY` columns left out)."""
+    f = frame[[c for c in frame.columns if c not in PLOT_ONLY]]
+    lines = ["| " + " | ".join(f.columns) + " |", "|" + "---|" * len(f.columns)]
+    for r in f.itertuples(index=False):  # per-column types (iterrows would upcast ints)
+        lines.append("| " + " | ".join(_cell(v) for v in r) + " |")
     return "\n".join(lines)
 
 
@@ -155,7 +160,7 @@ def tables_json(name: str, rows: pd.DataFrame) -> dict[str, Any]:
 
     tabs = []
     for t in exp.tables(rows):
-        f = t.frame.drop(columns=[c for c in ("value",) if c in t.frame.columns])
+        f = t.frame.drop(columns=[c for c in PLOT_ONLY if c in t.frame.columns])
         tabs.append({"name": t.name, "title": t.title, "unit": t.unit, "note": t.note,
                      "columns": list(f.columns),
                      "rows": [[plain(v) for v in r] for r in f.itertuples(index=False)]})

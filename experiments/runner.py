@@ -292,6 +292,9 @@ def assemble(out: Path, name: str, commit: str | None) -> int:
 def _parquet_bytes(df: pd.DataFrame) -> bytes:
     import io
 
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     buf = io.BytesIO()
     clean = df.copy()
     for c in clean.columns:  # mixed-type object columns become strings (Parquet is typed)
@@ -299,5 +302,5 @@ def _parquet_bytes(df: pd.DataFrame) -> bytes:
             types = {type(v) for v in clean[c] if v is not None and v == v}
             if len(types) > 1:
                 clean[c] = [None if v is None or v != v else str(v) for v in clean[c]]
-    clean.to_parquet(buf, engine="pyarrow", index=False)
+    pq.write_table(pa.Table.from_pandas(clean, preserve_index=False), buf)
     return buf.getvalue()

@@ -8,6 +8,7 @@ for the Dask comparison, their simulated cells only), so the suite stays within 
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -48,12 +49,12 @@ def test_sweep_writes_tidy_rows_plots_and_tables(pipeline_run):
         assert r.speedup == pytest.approx(base.cycles.iloc[0] / r.cycles)
     nat = rows[rows.kind == "native"]
     for _, r in nat.iterrows():
+        a, b = json.loads(r.a_cpu_runs_s), json.loads(r.b_cpu_runs_s)
         ratios = json.loads(r.round_ratios)
-        assert len(ratios) == r.rounds >= 6
-        assert r.speedup == pytest.approx(sorted(ratios)[len(ratios) // 2]
-                                          if len(ratios) % 2 else
-                                          sum(sorted(ratios)[len(ratios) // 2 - 1:
-                                                             len(ratios) // 2 + 1]) / 2)
+        assert len(ratios) == len(a) == len(b) == r.rounds >= 6
+        assert ratios == pytest.approx([x / y for x, y in zip(a, b, strict=True)], rel=1e-12)
+        assert r.speedup == pytest.approx(statistics.median(ratios), rel=1e-12)
+        assert r.a_cpu_median_s == pytest.approx(statistics.median(a), rel=1e-12)
         assert r.speedup_ci95_low <= r.speedup <= r.speedup_ci95_high
         within = r.speedup_ci95_low <= 1.0 <= r.speedup_ci95_high
         assert (r.verdict == "within noise") == within

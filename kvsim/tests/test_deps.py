@@ -88,7 +88,10 @@ def _commands(tmp: Path) -> dict[str, list[list[str]]]:
         "native": [["native", "pipeline", *SMALL, "--repeat", "1", "--json"]],
         "cpus": [["cpus", "--json"]],
         "experiment": [["experiment", "demo", "--out", str(tmp / "demo"), "--keys", "2000",
-                        "--ops", "200", "--cpu", "local", "--rounds", "2"]],
+                        "--ops", "200", "--cpu", "local", "--rounds", "2"],
+                       ["experiment", "run", "kvobj_memory", "--cpu", "local", "--only", "sim",
+                        "--workers", "1", "-o", str(tmp / "exp")],
+                       ["experiment", "report", str(tmp / "exp")]],
     }
 
 
