@@ -185,6 +185,10 @@ def _valkey(spec: dict) -> dict[str, Any]:
                           ) from None
     try:
         out = valkey.run_valkey_cell(dict(spec["valkey"]))
-    except (FileNotFoundError, ImportError) as exc:  # no server binary or load generator
-        raise CellSkipped(str(exc)) from None
+    except Exception as exc:
+        # no server binary or load generator: kvsim.experiments.valkey_server.ToolMissing,
+        # whose message says what to install
+        if type(exc).__name__ == "ToolMissing" or isinstance(exc, FileNotFoundError):
+            raise CellSkipped(str(exc)) from None
+        raise
     return {k: (json.dumps(v) if isinstance(v, list | dict) else v) for k, v in out.items()}

@@ -102,7 +102,7 @@ def plot_table(t: framework.Table, path: Path) -> Path | None:
     ax.set_title(t.title, fontsize=10)
     ax.set_xlabel(p.xlabel)
     ax.set_ylabel(p.ylabel)
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.tight_layout()
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
@@ -181,7 +181,20 @@ def write_experiment(out: Path, name: str, rows: pd.DataFrame) -> None:
     from kvsim import provenance
 
     d = Path(out) / name
-    provenance.write_result(d / f"{name}.json", tables_json(name, rows))
+    # the provenance of the figures is that of the cells: the commit and tree state they
+    # were computed at, the last cell's date, the highest load while they ran
+    prov = provenance.provenance()
+    commits = sorted({str(c) for c in rows["commit"].dropna()}) if "commit" in rows else []
+    if len(commits) == 1:
+        prov["commit"] = commits[0]
+    if "dirty" in rows:
+        prov["dirty"] = bool(rows["dirty"].fillna(False).astype(bool).any())
+    if "date_utc" in rows and rows["date_utc"].notna().any():
+        prov["date_utc"] = str(rows["date_utc"].dropna().max())
+    if "machine_load_1m" in rows and rows["machine_load_1m"].notna().any():
+        prov["machine"]["load_average_1m"] = float(rows["machine_load_1m"].max())
+    provenance.write_result(d / f"{name}.json", {"provenance": prov,
+                                                  **tables_json(name, rows)})
     for t in framework.get(name).tables(rows):
         if t.plot is not None and len(t.frame):
             plot_table(t, d / f"{t.name}.png")

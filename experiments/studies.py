@@ -434,14 +434,15 @@ def _valkey_cells(scale: str, cpus: list[str]) -> list[dict]:
     prefetch-batch-max-size 16 against 0: 20-key MGET and pipelined GET at depth 10, a
     reference column for pipeline and mset_batch."""
     small = scale == "small"
-    common = {"keys": 100_000 if small else 3_000_000, "seed": 1, "batch_sizes": [0, 16],
-              "rounds": 3 if small else 9, "requests": 20_000 if small else 1_000_000}
+    common = {"keys": 100_000 if small else 3_000_000, "seed": 1, "batch_a": 0, "batch_b": 16,
+              "rounds": 3 if small else 9, "warmup_rounds": 1}
     return [
         valkey_cell("real_valkey", dict(common, op="mget", value_size=100,
-                                        keys_per_command=20, pipeline=1),
+                                        keys_per_command=20, pipeline=1,
+                                        requests=5_000 if small else 200_000),
                     {"command": "MGET", "keys_per_command": 20, "depth": 1}),
         valkey_cell("real_valkey", dict(common, op="get", value_size=256, keys_per_command=1,
-                                        pipeline=10),
+                                        pipeline=10, requests=50_000 if small else 2_000_000),
                     {"command": "GET", "keys_per_command": 1, "depth": 10}),
     ]
 
@@ -450,10 +451,10 @@ def _valkey_tables(rows: pd.DataFrame) -> list[Table]:
     t = rows.copy()
     t["seed"] = [seeds.PIPELINE_2092 if c == "GET" else None for c in t["command"]]
     keep = [c for c in ["command", "keys_per_command", "depth", "seed", "speedup",
-                        "speedup_median", "ci95", "verdict"] if c in t.columns]
-    t = t[keep]
-    val = "speedup" if "speedup" in t.columns else ("speedup_median" if "speedup_median" in
-                                                     t.columns else None)
+                        "speedup_ci95_low", "speedup_ci95_high", "verdict", "rounds",
+                        "server_version", "client_tool"] if c in t.columns]
+    t = t[keep].copy()
+    val = "speedup" if "speedup" in t.columns else None
     t["value"] = t["command"] + " d" + t["depth"].astype(str)
     return [Table("real_valkey", "Real Valkey: prefetch-batch-max-size 16 against 0", t,
                   "requests/s speedup (x)",
