@@ -196,3 +196,22 @@ def test_experiment_demo_keeps_its_invocation():
     for opt in ("--out", "--keys", "--ops", "--cpu", "--rounds", "--publish"):
         assert opt in res.stdout.decode()
 
+
+
+def test_expire_option_costs_memory_and_changes_no_reply():
+    """kvobj_memory's with-expire case: --expire gives every populated key an expire time;
+    the legacy layout pays an expires-table entry per key, the unified one at most its
+    embedded 8 bytes, and no GET reply changes (no key expires during the run)."""
+    def native(layout, expire):
+        args = ["native", "pipeline", "--keys", "3000", "--ops", "500", "--value-size", "32",
+                "--layout", layout, "--repeat", "1", "--json"] + (["--expire"] if expire else [])
+        res = run_kvsim(*args)
+        assert res.returncode == 0, res.stderr.decode()
+        return json.loads(res.stdout)
+
+    for layout, most in (("legacy", None), ("unified", 8)):
+        plain, exp = native(layout, False), native(layout, True)
+        assert exp["workload"]["expire"] is True and plain["workload"]["expire"] is False
+        assert exp["reply_crc32"] == plain["reply_crc32"]
+        extra = (exp["memory_bytes"] - plain["memory_bytes"]) / 3000
+        assert extra > 0 if most is None else 0 <= extra <= most, (layout, extra)
