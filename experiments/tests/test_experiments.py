@@ -215,3 +215,50 @@ def test_expire_option_costs_memory_and_changes_no_reply():
         assert exp["reply_crc32"] == plain["reply_crc32"]
         extra = (exp["memory_bytes"] - plain["memory_bytes"]) / 3000
         assert extra > 0 if most is None else 0 <= extra <= most, (layout, extra)
+
+
+def _fake_valkey(monkeypatch, run):
+    import types
+
+    mod = types.ModuleType("kvsim.experiments.valkey")
+    mod.run_valkey_cell = run
+    monkeypatch.setitem(sys.modules, "kvsim.experiments.valkey", mod)
+
+
+def test_real_valkey_cells_call_the_valkey_module_and_reach_the_table(tmp_path, monkeypatch):
+    """The framework's side of the real-Valkey cells, with a stand-in for
+    kvsim.experiments.valkey (its own tests run the real server)."""
+    seen = []
+
+    def run(spec):
+        seen.append(spec)
+        ratio = 1.0 + spec["batch_b"] / 100 + spec["pipeline"] / 1000
+        return {**spec, "speedup": ratio, "speedup_ci95_low": ratio - 0.01,
+                "speedup_ci95_high": ratio + 0.01, "verdict": "faster",
+                "round_ratios": [ratio] * spec["rounds"]}
+
+    _fake_valkey(monkeypatch, run)
+    res = runner.run(["real_valkey"], tmp_path, log=lambda m: None)
+    assert not res["failed"] and res["computed"] == len(seen) == 2
+    assert {s["op"] for s in seen} == {"mget", "get"}
+    rows = pd.read_parquet(tmp_path / "real_valkey" / "real_valkey.parquet")
+    assert sorted(rows.speedup) == sorted(1.0 + s["batch_b"] / 100 + s["pipeline"] / 1000
+                                          for s in seen)
+    md = (tmp_path / "real_valkey" / "real_valkey.md").read_text()
+    header = next(ln for ln in md.splitlines() if ln.startswith("| command |"))
+    assert " seed " in header and " speedup " in header
+
+
+def test_a_missing_valkey_tool_skips_the_cell_and_stores_nothing(tmp_path, monkeypatch):
+    class ToolMissing(RuntimeError):
+        pass
+
+    def run(spec):
+        raise ToolMissing("redis-benchmark not found: apt-get install redis-tools")
+
+    _fake_valkey(monkeypatch, run)
+    lines = []
+    res = runner.run(["real_valkey"], tmp_path, log=lines.append)
+    assert not res["failed"] and res["computed"] == 0 and len(res["skipped"]) == 2
+    assert any("apt-get install redis-tools" in ln for ln in lines)
+    assert not list((tmp_path / "real_valkey" / "cells").glob("*.json"))
