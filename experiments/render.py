@@ -183,6 +183,12 @@ def render_headline(doc: dict[str, Any]) -> str:
     return render_experiment(doc, RENDERINGS["headline"].result)
 
 
+@rendering("batch_size", "results/experiments/batch_size.json")
+def render_batch_size(doc: dict[str, Any]) -> str:
+    """The batch-size study (``kvsim experiment run batch_size --scale full --publish``)."""
+    return render_experiment(doc, RENDERINGS["batch_size"].result)
+
+
 # --- command line ----------------------------------------------------------------------------
 
 

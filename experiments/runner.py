@@ -4,7 +4,8 @@ results resumable, tables assembled at the end.
 Layout of ``-o DIR`` (what :mod:`kvsim.experiments.report` and notebooks read)::
 
     DIR/NAME/cells/<cell id>.json    one finished cell: {"id", "spec", "metrics", "seconds",
-                                     "commit", "dirty", "date_utc", "machine_*"}; written
+                                     "commit", "dirty", "command", "date_utc", "machine_*"};
+                                     written
                                      to a temporary name and renamed, so a file that exists
                                      is whole
     DIR/NAME/NAME.parquet            the tidy table: one row per cell (columns below)
@@ -151,7 +152,8 @@ def run(names: Iterable[str], out: str | Path, scale: str = "small",
             else:
                 todo.append((name, cid, spec))
     log(f"{done} of {total} cells already done; computing {len(todo)}")
-    stamp = {"commit": commit, "dirty": dirty, **machine.describe()}
+    stamp = {"commit": commit, "dirty": dirty, "command": provenance.provenance()["command"],
+             **machine.describe()}
     result: dict[str, Any] = {"total": total, "already_done": done, "computed": 0,
                               "failed": [], "skipped": []}
 
