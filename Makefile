@@ -24,8 +24,11 @@ build: setup
 	@$(MAKE) -s -C sim/_engine
 	@$(MAKE) -s -C sim/_calibrate
 
+# The headline study at small scale: one key row of every seed (upstream PR figure, simulated
+# speedup per preset, native speedup here); table in experiments/results/headline/headline.md.
 demo: build
-	$(VENV)/bin/kvsim experiment demo --out experiments/results/demo
+	$(VENV)/bin/kvsim experiment run headline --scale small -o experiments/results
+	@cat experiments/results/headline/headline.md
 
 test: build
 	$(MAKE) -s -C c_ref test-sanitize

@@ -119,8 +119,9 @@ static void jstrlist(jbuf *j, const char *const *names, int n) {
 
 static void jworkload(jbuf *j, const ksWorkloadSpec *s) {
     /* keys sorted */
-    jput(j, "{\"batch\":%d,\"cluster\":%s,\"depth\":%d,\"key_size\":%u,\"keys\":%llu,\"keys_per_command\":%d,", s->batch,
-         s->cluster ? "true" : "false", s->depth, s->key_size, (unsigned long long)s->keys, s->keys_per_command);
+    jput(j, "{\"batch\":%d,\"cluster\":%s,\"depth\":%d,\"expire\":%s,\"key_size\":%u,\"keys\":%llu,", s->batch,
+         s->cluster ? "true" : "false", s->depth, s->expire ? "true" : "false", s->key_size, (unsigned long long)s->keys);
+    jput(j, "\"keys_per_command\":%d,", s->keys_per_command);
     jput(j, "\"layout\":");
     jstr(j, s->layout);
     jput(j, ",\"mset_keys\":");

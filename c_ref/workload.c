@@ -119,7 +119,8 @@ static void populate(wl *w) {
         sds k = sdsWriteAt(kb, SDS_TYPE_8, key, s->key_size, s->key_size);
         ksKeyInfo ki;
         ksKeyResolve(w->ks, k, &ki);
-        ksDbSet(w->ks, &ki, valueFor(w, i), s->value_size, -1);
+        /* --expire: one day past the logical clock, so no key expires during the run */
+        ksDbSet(w->ks, &ki, valueFor(w, i), s->value_size, s->expire ? w->ks->now_ms + 86400000LL : -1);
     }
 }
 
@@ -280,6 +281,10 @@ const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS] = {
     {"layout", KS_OPT_CHOICE, FIELD(layout), 0, 0, 0, 0, "unified|legacy", "unified", NULL, "Object layout."},
     {"table", KS_OPT_CHOICE, FIELD(table), 0, 0, 0, 0, "hashtable|dict", "hashtable", NULL, "Table backend."},
     {"cluster", KS_OPT_FLAG, FIELD(cluster), 0, 0, 0, 0, NULL, NULL, NULL, "Cluster mode."},
+    {"expire", KS_OPT_FLAG, FIELD(expire), 0, 0, 0, 0, NULL, NULL, "pipeline|mget",
+     "Every populated key gets an expire time far in the future (SET ... PX; the unified "
+     "layout embeds it, the legacy one adds an expires-table entry), as Redis PR #13806's "
+     "string_ex case."},
     UINT_OPT("seed", seed, 0, UINT64_MAX, "1", NULL, "Workload seed."),
     {"rdbchecksum", KS_OPT_CHOICE, FIELD(rdbchecksum), 0, 0, 0, 0, "yes|no", "yes", "iterate|load",
      "Valkey's rdbchecksum: CRC-64 of the snapshot on SAVE and LOAD (no: none, as Valkey PR #1501's "

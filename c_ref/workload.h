@@ -34,6 +34,7 @@ typedef struct ksWorkloadSpec {
     const char *rdbchecksum; /* yes | no (Valkey's rdbchecksum: SAVE and LOAD) */
     const char *mset_keys;   /* mset: new (fill an empty keyspace) | random (over a range) */
     double prefill;          /* mset random: fraction of the key range existing at the start */
+    int expire;              /* pipeline/mget: every populated key gets an expire time */
 } ksWorkloadSpec;
 
 typedef struct ksWorkloadResult {
@@ -83,7 +84,7 @@ typedef struct ksWorkloadOption {
     const char *help;              /* one line */
 } ksWorkloadOption;
 
-#define KS_NUM_WORKLOAD_OPTIONS 17
+#define KS_NUM_WORKLOAD_OPTIONS 18
 extern const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS];
 
 /* The variant family a workload selects with --variant; NULL for an unknown workload. */

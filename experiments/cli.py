@@ -610,8 +610,19 @@ def convert(src, dst, src_format, dst_format, cpu):
                      progress=bar.update, warn=warn, freq_ghz=freq)
 
 
-@cli.command()
-@click.argument("name", type=click.Choice(["demo"]))
+@cli.group()
+def experiment():
+    """Experiments: the seed studies (list, run, report) and the demo.
+
+    \b
+      kvsim experiment list
+      kvsim experiment run all --scale small -o results-dir
+      kvsim experiment run pipeline --cpu graviton3 --cpu local -o results-dir
+      kvsim experiment report results-dir
+    """
+
+
+@experiment.command("demo")
 @click.option("--out", type=click.Path(file_okay=False), default="experiments/results/demo",
               show_default=True, help="Directory for tables and plots.")
 @click.option("--keys", type=click.IntRange(min=1), default=200_000, show_default=True)
@@ -622,12 +633,88 @@ def convert(src, dst, src_format, dst_format, cpu):
 @click.option("--publish", is_flag=True,
               help="Also copy demo.json and demo.png to results/ of the checkout "
                    "(README.md's figures; render with python -m kvsim.experiments.render).")
-def experiment(name, out, keys, ops, cpus_, rounds, publish):
-    """Run a named experiment (for now: the demo study)."""
+def experiment_demo(out, keys, ops, cpus_, rounds, publish):
+    """The demo study: lookahead against naive pipelined GETs, simulated and native."""
     from kvsim.experiments import demo
 
     demo.run(Path(out), keys=keys, ops=ops, cpus=list(cpus_) or None, rounds=rounds,
              publish=publish)
+
+
+@experiment.command("list")
+@click.option("--scale", type=click.Choice(["small", "full"]), default="small",
+              show_default=True, help="Scale whose cell counts are shown.")
+def experiment_list(scale):
+    """List the experiments: name, upstream seed, cells at --scale (every preset)."""
+    from kvsim.experiments import framework, runner
+
+    grids = runner.plan(["all"], scale, None)
+    for name in framework.names():
+        e = framework.get(name)
+        kinds: dict[str, int] = {}
+        for spec in grids[name]:
+            kinds[spec["kind"]] = kinds.get(spec["kind"], 0) + 1
+        counts = ", ".join(f"{n} {k}" for k, n in kinds.items())
+        click.echo(f"{name:<14} {e.title} ({e.seed}; {counts} cells)")
+
+
+@experiment.command("run")
+@click.argument("names", nargs=-1, required=True, metavar="NAME|all ...")
+@click.option("--scale", type=click.Choice(["small", "full"]), default="small",
+              show_default=True,
+              help="small: every experiment in a few minutes; full: the seeds' sizes where "
+                   "this machine's memory allows.")
+@click.option("--cpu", "cpus_", multiple=True,
+              help="Presets to simulate (repeatable; default: every preset).")
+@click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
+              help="Run the simulated cells on this dask.distributed scheduler.")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Local worker processes for the simulated cells (default: one per core).")
+@click.option("--only", "kinds", multiple=True, type=click.Choice(["sim", "native", "valkey"]),
+              help="Run only cells of this kind (repeatable; default: every kind).")
+@click.option("-o", "--output", required=True, type=click.Path(file_okay=False),
+              help="Results directory (one subfolder per experiment); rerun to resume.")
+@click.option("--publish", is_flag=True,
+              help="Also copy each complete experiment's NAME.json and plots to "
+                   "results/experiments/ of the checkout (README.md renders its results "
+                   "section from them).")
+def experiment_run(names, scale, cpus_, scheduler, workers, kinds, output, publish):
+    """Run experiments NAME ... (or all) into -o DIR, resuming what a previous run did.
+
+    Simulated cells run in parallel (local processes, or a Dask cluster with
+    --scheduler); native timing cells run afterwards, one at a time, alone.
+    Writes DIR/NAME/NAME.parquet (one row per cell), a PNG per table and
+    DIR/NAME/NAME.md; see `kvsim experiment report`.
+    """
+    from kvsim.experiments import runner
+
+    res = runner.run(list(names), output, scale=scale, cpus=list(cpus_) or None,
+                     scheduler=scheduler, workers=workers,
+                     log=lambda m: click.echo(m, err=True), kinds=kinds or None,
+                     publish=publish)
+    click.echo(f"computed {res['computed']} cells ({res['already_done']} of {res['total']} "
+               f"already done); results in {output}")
+    if res["failed"]:
+        n = len(res["failed"])
+        raise click.ClickException(f"{n} cell{'s' if n > 1 else ''} failed; first: "
+                                   f"{res['failed'][0][1]}")
+
+
+@experiment.command("report")
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Also write the report to this file.")
+def experiment_report(directory, output):
+    """Print one Markdown summary of every experiment result in DIRECTORY."""
+    from kvsim.experiments import report
+
+    text = report.report(directory)
+    if output:
+        _check_output(output)
+        tmp = Path(output).with_name(Path(output).name + ".tmp")
+        tmp.write_text(text)
+        tmp.replace(output)
+    click.echo(text)
 
 
 def _known_errors() -> tuple[type[BaseException], ...]:

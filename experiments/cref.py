@@ -135,16 +135,18 @@ def trace(workload: str, out, options: Mapping[str, object], codec: str = "zstd"
 
 
 def native(workload: str, options: Mapping[str, object], repeat: int = 3,
-           waiting: Callable[[], object] | None = None) -> dict:
+           waiting: Callable[[], object] | None = None,
+           env: Mapping[str, str] | None = None) -> dict:
     """Run ``kvsim-cref native WORKLOAD ... --repeat R --json`` and return its JSON.
 
     c_ref reports nothing until all runs are done; ``waiting``, if given, is called about
     twice a second meanwhile (for example to refresh a progress bar's elapsed time).
+    ``env``: variables added to the child's environment (``KVSIM_CREF_LOAD_WARM=1``, ...).
     """
     cmd = [str(binary()), "native", workload, *workload_args(options),
            "--repeat", str(repeat), "--json"]
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          env=_env()) as proc:
+                          env=_env() | dict(env or {})) as proc:
         while True:
             try:
                 stdout, stderr = proc.communicate(timeout=None if waiting is None else 0.5)

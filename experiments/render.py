@@ -156,6 +156,39 @@ def render_demo(doc: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def render_experiment(doc: dict[str, Any], result: str) -> str:
+    """An experiment's result file (``kvsim experiment run NAME --publish``): each table
+    with its seed column, note and plot, then the command, commit and machine."""
+    from kvsim.experiments.report import _cell
+
+    base = result.rsplit("/", 1)[0]
+    out: list[str] = []
+    for t in doc["tables"]:
+        out += [f"**{t['title']}** ({t['unit']})", "",
+                "| " + " | ".join(t["columns"]) + " |", "|" + "---|" * len(t["columns"])]
+        out += ["| " + " | ".join(_cell(v) for v in r) + " |" for r in t["rows"]]
+        if t["note"]:
+            out += ["", t["note"][0].upper() + t["note"][1:].rstrip(".") + "."]
+        name = t["name"] if t["name"].startswith(doc["experiment"]) else \
+            f"{doc['experiment']}-{t['name']}"
+        out += ["", f"![{t['title']}]({base}/{name}.png)", ""]
+    command = doc["provenance"].get("command") or f"kvsim experiment run {doc['experiment']}"
+    out.append(_provenance_line(doc, result, command.replace("__main__.py", "kvsim")))
+    return "\n".join(out)
+
+
+@rendering("headline", "results/experiments/headline.json")
+def render_headline(doc: dict[str, Any]) -> str:
+    """The headline study (``make demo``): one key row of every seed."""
+    return render_experiment(doc, RENDERINGS["headline"].result)
+
+
+@rendering("batch_size", "results/experiments/batch_size.json")
+def render_batch_size(doc: dict[str, Any]) -> str:
+    """The batch-size study (``kvsim experiment run batch_size --scale full --publish``)."""
+    return render_experiment(doc, RENDERINGS["batch_size"].result)
+
+
 # --- command line ----------------------------------------------------------------------------
 
 

@@ -34,7 +34,13 @@ def test_every_rendering_reads_a_committed_result_file():
 
 
 def demo_copy(tmp_path):
+    """The demo's result file (returned for the test to change and write), with every other
+    registered rendering's result file copied under ``tmp_path`` as committed."""
     (tmp_path / "results").mkdir()
+    for r in render.RENDERINGS.values():
+        if r.name != "demo":
+            (tmp_path / r.result).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / r.result).write_text((ROOT / r.result).read_text())
     doc = json.loads((ROOT / "results/demo.json").read_text())
     return doc
 

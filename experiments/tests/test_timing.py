@@ -58,3 +58,36 @@ def test_clear_speedup_and_noise():
         "faster"
     noisy = timing.paired_speedup([1.0] * 9, [0.8, 1.2, 0.9, 1.1, 1.0, 0.95, 1.05, 0.85, 1.15])
     assert noisy["verdict"] == "within noise"
+
+
+@given(st.lists(st.floats(0.01, 100.0), min_size=2, max_size=40))
+def test_bootstrap_interval_brackets_the_median_and_is_reproducible(xs):
+    low, high = timing.bootstrap_ci95(xs)
+    assert min(xs) <= low <= high <= max(xs)
+    assert timing.bootstrap_ci95(xs) == (low, high), "fixed seed: the same interval"
+
+
+def test_bootstrap_interval_narrows_with_more_rounds():
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    few = rng.normal(1.1, 0.05, 8)
+    many = rng.normal(1.1, 0.05, 200)
+    w_few = np.subtract(*reversed(timing.bootstrap_ci95(few)))
+    w_many = np.subtract(*reversed(timing.bootstrap_ci95(many)))
+    assert w_many < w_few
+    lo, hi = timing.bootstrap_ci95(many)
+    assert lo < 1.1 < hi
+
+
+def test_bootstrap_needs_two_values():
+    assert timing.bootstrap_ci95([1.0]) is None
+    assert timing.paired_speedup([1.0], [2.0])["bootstrap_ci95"] is None
+
+
+@given(st.floats(0.001, 2.0), st.floats(0.001, 0.5))
+def test_rounds_for_effect_grows_as_the_effect_shrinks(effect, spread):
+    n = timing.rounds_for_effect(effect, spread)
+    assert timing.MIN_ROUNDS <= n <= 60
+    assert timing.rounds_for_effect(effect / 2, spread) >= n
+    assert timing.rounds_for_effect(effect, spread * 2) >= n

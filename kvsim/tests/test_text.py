@@ -30,7 +30,7 @@ FORBIDDEN = {
     "narration of trees": re.compile(r"\b(?:final|old|new)\s+" + "tree" + r"\b", re.I),
     "dated run": re.compile(r"\b20\d\d-[01]\d-[0-3]\d(?:[ T,]|\s+\d\d:\d\d)", re.I),
 }
-RESULT_CITATION = re.compile(r"\bresults/[\w.-]+\.(?:json|csv|parquet)\b")
+RESULT_CITATION = re.compile(r"\bresults/(?:[\w.-]+/)*[\w.-]+\.(?:json|csv|parquet)\b")
 EXEMPT_PREFIXES = ("results/",)
 EXEMPT_PARTS = ("/tests/data/",)
 
@@ -65,6 +65,8 @@ def test_patterns_catch_what_they_are_for():
     assert not any(p.search('@pytest.fixture(scope="session")') for p in FORBIDDEN.values())
     assert not any(p.search("a path under sim/_engine/ or ./traces/") for p in FORBIDDEN.values())
     assert RESULT_CITATION.search("Source: `results/demo.json`, at commit abc on " + "2026-11-23")
+    assert RESULT_CITATION.search("Source: `results/experiments/headline.json`, on " + "2026-11-23")
+    assert not RESULT_CITATION.search("results/ on " + "2026-11-23")
 
 
 @pytest.mark.parametrize("what", sorted(FORBIDDEN))

@@ -1,0 +1,208 @@
+"""Experiments: named grids of cells, and the tables they are read through.
+
+An :class:`Experiment` has a name, the upstream study it reproduces (``seed``), and two
+functions: ``cells(scale, cpus)`` lists its cell specs (:mod:`kvsim.experiments.cells`)
+for ``scale`` ``"small"`` or ``"full"`` and the CPU presets to simulate, and
+``tables(rows)`` turns the assembled rows (one per cell, a pandas DataFrame) into
+:class:`Table` objects: a frame with a ``seed`` column beside kvsim's figures, a title, a
+unit and a :class:`Plot`. Experiments register themselves with :func:`register`
+(:mod:`kvsim.experiments.studies` holds them); :func:`get` and :func:`names` find them.
+
+Every cell spec carries ``experiment`` (the name), ``kind``, and ``params`` (the grid
+coordinates the tables group by). A sim cell also carries ``group`` (the comparison it
+belongs to: the same configuration but for the variant) and ``baseline`` (True for the
+group's reference variant); the runner derives each sim row's ``speedup`` from those.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["SCALES", "Experiment", "Plot", "Table", "get", "names", "native_cell", "register",
+           "sim_cell", "speedup_table", "valkey_cell"]
+
+SCALES = ("small", "full")
+
+
+@dataclass(frozen=True)
+class Plot:
+    """How a table is drawn: ``x`` (a column; categories, or numbers with ``kind="line"``),
+    the series (columns; default every column but ``x``, the label columns and ``seed``),
+    axis labels with units, and an optional reference line (1.0 for a speedup)."""
+
+    x: str
+    ylabel: str
+    xlabel: str
+    kind: str = "bar"
+    series: Sequence[str] | None = None
+    ref: float | None = 1.0
+    logx: bool = False
+
+
+@dataclass
+class Table:
+    """One table of an experiment: ``frame`` (with a ``seed`` column), its title, the unit
+    of its figures, an explanatory note and the plot."""
+
+    name: str
+    title: str
+    frame: pd.DataFrame
+    unit: str
+    plot: Plot | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    title: str
+    seed: str  #: the upstream study reproduced (PR numbers)
+    cells: Callable[[str, list[str]], list[dict[str, Any]]]
+    tables: Callable[[pd.DataFrame], list[Table]]
+    doc: str = ""
+    needs: Sequence[str] = field(default_factory=tuple)  #: cell kinds beyond sim/native
+
+
+_REGISTRY: dict[str, Experiment] = {}
+
+
+def register(exp: Experiment) -> Experiment:
+    if exp.name in _REGISTRY:
+        raise ValueError(f"experiment {exp.name!r} is registered twice")
+    _REGISTRY[exp.name] = exp
+    return exp
+
+
+def _load() -> None:
+    from kvsim.experiments import studies  # noqa: F401 - registers the experiments
+
+
+def names() -> list[str]:
+    """Registered experiment names, in registration order."""
+    _load()
+    return list(_REGISTRY)
+
+
+def get(name: str) -> Experiment:
+    """The experiment ``name``; ValueError naming the known ones otherwise."""
+    _load()
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown experiment {name!r} (known: {', '.join(_REGISTRY)}, all)")
+    return _REGISTRY[name]
+
+
+# --- cell builders -----------------------------------------------------------------------------
+
+def _clean(opts: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in opts.items() if v is not None and v is not False}
+
+
+def sim_cell(experiment: str, workload: str, options: dict[str, Any], cpu: str,
+             params: dict[str, Any], group: str, baseline: bool) -> dict[str, Any]:
+    """A traced-and-simulated cell (``options`` include the variant)."""
+    return {"experiment": experiment, "kind": "sim", "workload": workload,
+            "options": _clean(options), "cpu": cpu, "params": params, "group": group,
+            "baseline": baseline}
+
+
+def native_cell(experiment: str, workload: str, a: dict[str, Any], b: dict[str, Any],
+                rounds: int, params: dict[str, Any], env: dict[str, str] | None = None,
+                warmup_rounds: int = 1) -> dict[str, Any]:
+    """A native timing pair: ``a`` the baseline's options, ``b`` the variant's."""
+    spec = {"experiment": experiment, "kind": "native", "workload": workload, "a": _clean(a),
+            "b": _clean(b), "rounds": rounds, "warmup_rounds": warmup_rounds,
+            "params": params}
+    if env:
+        spec["env"] = env
+    return spec
+
+
+def valkey_cell(experiment: str, valkey: dict[str, Any], params: dict[str, Any]) -> dict:
+    """A real-Valkey cell: ``valkey`` is passed to ``run_valkey_cell``."""
+    return {"experiment": experiment, "kind": "valkey", "valkey": valkey, "params": params}
+
+
+# --- tables ------------------------------------------------------------------------------------
+
+def _fmt_native(r: pd.Series, convert: Callable[[float], float] | None = None) -> str:
+    """``1.23x [1.10, 1.31]`` (or, with ``convert``, the same in the table's unit:
+    ``+18.7 [+9.1, +23.7]``), then "within noise" when the interval includes 1.0."""
+    if pd.isna(r.get("speedup")):
+        return ""
+    lo, hi = r.get("speedup_ci95_low"), r.get("speedup_ci95_high")
+    have = pd.notna(lo) and pd.notna(hi)
+    if convert is None:
+        text = f"{r['speedup']:.2f}x" + (f" [{lo:.2f}, {hi:.2f}]" if have else "")
+    else:
+        text = f"{convert(r['speedup']):+.1f}" + (
+            f" [{convert(lo):+.1f}, {convert(hi):+.1f}]" if have else "")
+    return text + (" within noise" if r.get("verdict") == "within noise" else "")
+
+
+def speedup_table(rows: pd.DataFrame, coords: Sequence[str],
+                  seed: Callable[[dict[str, Any]], float | None],
+                  value: str = "speedup", native_value: str = "speedup",
+                  convert: Callable[[float], float] | None = None) -> pd.DataFrame:
+    """The usual table shape: one line per ``coords`` combination (the variant among them)
+    with ``seed`` (the upstream number, from ``seed(coords)``), ``native`` (this machine:
+    median [bootstrap 95 % interval], "within noise" when it includes 1.0), ``native_value``
+    (the median alone, for plots; left out of printed tables) and one ``sim:<cpu>`` column
+    per preset.
+
+    ``convert`` maps a speedup to the table's unit (for example to a percent change), for
+    every column.
+    """
+    conv = convert or (lambda v: v)
+    sim = rows[(rows.kind == "sim")] if "kind" in rows else rows.iloc[0:0]
+    nat = rows[(rows.kind == "native")] if "kind" in rows else rows.iloc[0:0]
+    keys = []
+    for df in (sim, nat):
+        for _, r in df.iterrows():
+            k = tuple(r.get(c) for c in coords)
+            base = r.get("baseline")
+            if k not in keys and not (df is sim and pd.notna(base) and bool(base)):
+                keys.append(k)  # a baseline's line would be all 1.0 (or 0 %): left out
+    out = []
+    for k in keys:
+        sel = dict(zip(coords, k, strict=True))
+        line: dict[str, Any] = dict(sel)
+        line["seed"] = seed(sel)
+        n = nat
+        for c, v in sel.items():
+            n = n[n[c] == v] if c in n else n.iloc[0:0]
+        if len(n):
+            r = n.iloc[0]
+            line["native"] = _fmt_native(r, convert)
+            line["native_value"] = conv(r[native_value]) if pd.notna(r[native_value]) else None
+        else:
+            line["native"], line["native_value"] = "", None
+        s = sim
+        for c, v in sel.items():
+            s = s[s[c] == v] if c in s else s.iloc[0:0]
+        for _, r in s.iterrows():
+            v = r.get(value)
+            line[f"sim:{r['cpu']}"] = conv(v) if v is not None and pd.notna(v) else None
+        out.append(line)
+    frame = pd.DataFrame(out)
+    try:
+        frame = frame.sort_values(list(coords), kind="stable").reset_index(drop=True)
+    except TypeError:  # coordinates of mixed types keep the grid's order
+        pass
+    sims = sorted(c for c in frame.columns if c.startswith("sim:"))
+    front = [c for c in frame.columns if not c.startswith("sim:")]
+    return frame[front + sims]
+
+
+def change_pct(speedup: float) -> float:
+    """A speedup as the percent change of a time (seed 000's and 001's unit):
+    ``(t_base - t_variant) / t_base * 100``."""
+    return (1.0 - 1.0 / speedup) * 100.0
+
+
+def throughput_change_pct(speedup: float) -> float:
+    """A speedup as the percent change of a throughput: ``(speedup - 1) * 100``."""
+    return (speedup - 1.0) * 100.0

@@ -1,0 +1,308 @@
+"""Run experiments: cells in parallel (local processes or a Dask cluster), natives alone,
+results resumable, tables assembled at the end.
+
+Layout of ``-o DIR`` (what :mod:`kvsim.experiments.report` and notebooks read)::
+
+    DIR/NAME/cells/<cell id>.json    one finished cell: {"id", "spec", "metrics", "seconds",
+                                     "commit", "dirty", "command", "date_utc", "machine_*"};
+                                     written
+                                     to a temporary name and renamed, so a file that exists
+                                     is whole
+    DIR/NAME/NAME.parquet            the tidy table: one row per cell (columns below)
+    DIR/NAME/<table>.png             a plot per table
+    DIR/NAME/NAME.md                 the tables in Markdown, a ``seed`` column in each
+    DIR/NAME/.traces/                traces shared by the sim cells of one configuration,
+                                     removed when the experiment is complete
+
+A Parquet row holds ``experiment``, ``cell_id``, ``kind`` (sim, native, valkey),
+``workload``, ``cpu`` (sim cells), ``group`` and ``baseline`` (sim cells), ``spec`` (the
+cell's spec as JSON), every ``params`` coordinate as its own column (``variant``,
+``keys``, ``value_size``, ...), every metric (:mod:`kvsim.experiments.cells`),
+``speedup`` (sim: the group baseline's cycles over the cell's, on the same CPU; native:
+the median of the rounds' ratios), ``commit``, ``dirty``, ``date_utc``, ``seconds`` and
+the ``machine_*`` columns of :func:`kvsim.experiments.machine.describe`.
+
+Resuming: a cell's id hashes its spec and the commit computing it, so the same command run
+again skips every cell whose file exists ("N of M cells already done") and computes only
+the rest; a new commit recomputes everything.
+
+Parallelism: sim cells run on ``workers`` local processes (default: one per core), or as
+Dask tasks on ``--scheduler tcp://HOST:PORT`` (the same :func:`kvsim.experiments.cells.
+run_cell` per task; results come back to this process, which writes them). Native and
+real-Valkey cells run afterwards in this process, one at a time, with nothing else
+running, since concurrent work would disturb their timings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from kvsim import provenance
+from kvsim.experiments import cells as C
+from kvsim.experiments import framework, machine, progress
+
+__all__ = ["assemble", "plan", "run"]
+
+PARALLEL_KINDS = ("sim",)
+
+
+def _commit() -> tuple[str | None, bool | None]:
+    g = provenance.git_state()
+    return g["commit"], g["dirty"]
+
+
+def _atomic_write(path: Path, text: str | bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        if isinstance(text, bytes):
+            tmp.write_bytes(text)
+        else:
+            tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def default_cpus() -> list[str]:
+    from kvsim import sim
+
+    return [p["name"] for p in sim.list_presets()]
+
+
+KINDS = ("sim", "native", "valkey")
+
+
+def plan(names: Iterable[str], scale: str, cpus: list[str] | None,
+         kinds: Iterable[str] | None = None) -> dict[str, list[dict]]:
+    """``{experiment: [spec, ...]}`` (only cells of ``kinds``, default every kind);
+    ValueError on an unknown name, scale, kind or CPU."""
+    kinds = set(kinds or KINDS)
+    if kinds - set(KINDS):
+        raise ValueError(f"unknown cell kind {sorted(kinds - set(KINDS))[0]!r} (known: "
+                         f"{', '.join(KINDS)})")
+    if scale not in framework.SCALES:
+        raise ValueError(f"--scale: unknown scale {scale!r} (known: "
+                         f"{', '.join(framework.SCALES)})")
+    names = list(names)
+    if "all" in names:
+        names = framework.names()
+    exps = [framework.get(n) for n in names]
+    if cpus:
+        from kvsim import sim
+
+        for c in cpus:
+            sim.load_cpu(c)  # a bad CPU fails before any work
+    cpus = list(cpus) if cpus else default_cpus()
+    return {e.name: [c for c in e.cells(scale, cpus) if c["kind"] in kinds] for e in exps}
+
+
+def _cell_key(spec: dict, commit: str | None) -> str:
+    return C.cell_id({"spec": spec, "commit": commit})
+
+
+def run(names: Iterable[str], out: str | Path, scale: str = "small",
+        cpus: list[str] | None = None, scheduler: str | None = None,
+        workers: int | None = None, log: Callable[[str], Any] = print,
+        kinds: Iterable[str] | None = None, publish: bool = False) -> dict[str, Any]:
+    """Run the experiments ``names`` (or ``["all"]``) into ``out``, only cells of ``kinds``
+    if given; return ``{"total", "already_done", "computed", "failed": [(cell id,
+    message)], "skipped": [...]}``. ``publish``: also copy each complete experiment's
+    NAME.json and plots to ``results/experiments/`` of the checkout (where README renderings
+    read)."""
+    out = Path(out)
+    published = provenance.results_dir() if publish else None
+    if published is not None:
+        published = published / "experiments"
+        published.mkdir(parents=True, exist_ok=True)
+    if publish and published is None:
+        raise ValueError("--publish: results/ exists only in a kvsim source checkout")
+    grids = plan(names, scale, cpus, kinds)
+    if scheduler is not None:
+        try:
+            import distributed  # noqa: F401
+        except ImportError:
+            raise ValueError("--scheduler needs dask.distributed: pip install 'kvsim[dask]'"
+                             ) from None
+    if workers is not None and workers < 1:
+        raise ValueError(f"--workers: must be at least 1, got {workers}")
+    out.mkdir(parents=True, exist_ok=True)
+    commit, dirty = _commit()
+    todo: list[tuple[str, str, dict]] = []  # (experiment, cell id, spec)
+    total = done = 0
+    for name, specs in grids.items():
+        cdir = out / name / "cells"
+        cdir.mkdir(parents=True, exist_ok=True)
+        seen = set()
+        for spec in specs:
+            cid = _cell_key(spec, commit)
+            if cid in seen:
+                continue
+            seen.add(cid)
+            total += 1
+            if (cdir / f"{cid}.json").exists():
+                done += 1
+            else:
+                todo.append((name, cid, spec))
+    log(f"{done} of {total} cells already done; computing {len(todo)}")
+    stamp = {"commit": commit, "dirty": dirty, "command": provenance.provenance()["command"],
+             **machine.describe()}
+    result: dict[str, Any] = {"total": total, "already_done": done, "computed": 0,
+                              "failed": [], "skipped": []}
+
+    def finish(name: str, cid: str, spec: dict, res: dict) -> None:
+        doc = {"id": cid, "spec": spec, "metrics": res["metrics"], "seconds": res["seconds"],
+               **stamp, "machine_load_1m": machine.describe()["machine_load_1m"],
+               "date_utc": provenance.provenance()["date_utc"]}
+        _atomic_write(out / name / "cells" / f"{cid}.json",
+                      json.dumps(doc, sort_keys=True, default=str) + "\n")
+        result["computed"] += 1
+
+    def failed(name: str, cid: str, spec: dict, exc: BaseException) -> None:
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if isinstance(exc, C.CellSkipped):
+            result["skipped"].append((cid, f"{name}: {msg}"))
+        else:
+            result["failed"].append((cid, f"{name} cell {cid}: {msg}"))
+
+    par = [t for t in todo if t[2]["kind"] in PARALLEL_KINDS]
+    ser = [t for t in todo if t[2]["kind"] not in PARALLEL_KINDS]
+    # cpu-major order: the first wave traces distinct configurations, later cells reuse them
+    par.sort(key=lambda t: (t[2].get("cpu", ""),))
+    with progress.bar("experiments", total=total, initial=done, unit="cell") as bar:
+        if par:
+            if scheduler is not None:
+                _run_dask(par, scheduler, finish, failed, bar)
+            else:
+                _run_local(par, out, workers, finish, failed, bar)
+        for name, cid, spec in ser:  # alone: nothing else runs meanwhile
+            bar.set_postfix_str(f"{name} {spec['kind']}")
+            try:
+                finish(name, cid, spec, C.run_cell(spec))
+            except Exception as exc:  # noqa: BLE001 - reported per cell, the sweep goes on
+                failed(name, cid, spec, exc)
+            bar.update()
+    for name in grids:
+        n = assemble(out, name, commit)
+        planned = len({_cell_key(s, commit) for s in grids[name]})
+        if n == planned:
+            shutil.rmtree(out / name / ".traces", ignore_errors=True)
+            if published is not None:
+                for src in [out / name / f"{name}.json", *sorted((out / name).glob("*.png"))]:
+                    dst = published / (src.name if src.stem.startswith(name)
+                                       else f"{name}-{src.name}")
+                    _atomic_write(dst, src.read_bytes())
+                    log(f"published {dst}")
+    for _, msg in result["skipped"]:
+        log(f"skipped: {msg}")
+    return result
+
+
+def _run_local(par: list, out: Path, workers: int | None, finish, failed, bar) -> None:
+    import multiprocessing
+
+    n = workers or os.cpu_count() or 1
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+        pending = {}
+        for name, cid, spec in par:
+            f = pool.submit(C.run_cell, spec, str(out / name / ".traces"))
+            pending[f] = (name, cid, spec)
+        while pending:
+            ready, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for f in ready:
+                name, cid, spec = pending.pop(f)
+                exc = f.exception()
+                if exc is None:
+                    finish(name, cid, spec, f.result())
+                else:
+                    failed(name, cid, spec, exc)
+                bar.update()
+
+
+def _run_dask(par: list, scheduler: str, finish, failed, bar) -> None:
+    from distributed import Client, as_completed
+
+    with Client(scheduler, timeout="30s") as client:
+        futures = {}
+        for name, cid, spec in par:
+            f = client.submit(C.run_cell, spec, None, key=f"kvsim-cell-{cid}", pure=False)
+            futures[f] = (name, cid, spec)
+        for f in as_completed(list(futures)):
+            name, cid, spec = futures[f]
+            if f.status == "finished":
+                finish(name, cid, spec, f.result())
+            else:
+                failed(name, cid, spec, f.exception())
+            bar.update()
+
+
+# --- assembling the rows --------------------------------------------------------------------
+
+def load_rows(out: Path, name: str, commit: str | None = None) -> pd.DataFrame:
+    """The experiment's cell files as tidy rows (every commit's, or ``commit``'s only)."""
+    rows = []
+    for path in sorted((out / name / "cells").glob("*.json")):
+        doc = json.loads(path.read_text())
+        if commit is not None and doc.get("commit") != commit:
+            continue
+        spec = doc["spec"]
+        row: dict[str, Any] = {"experiment": name, "cell_id": doc["id"], "kind": spec["kind"],
+                               "workload": spec.get("workload"), "cpu": spec.get("cpu"),
+                               "group": spec.get("group"), "baseline": spec.get("baseline"),
+                               "spec": json.dumps(spec, sort_keys=True)}
+        row.update(spec.get("params", {}))
+        row.update(doc["metrics"])
+        row.update({k: v for k, v in doc.items() if k not in ("id", "spec", "metrics")})
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    if not len(df):
+        return df
+    if "speedup" not in df:
+        df["speedup"] = None
+    sim = df.kind == "sim"
+    if sim.any():
+        base = (df[sim & (df.baseline == True)]  # noqa: E712 - a column of booleans
+                .set_index(["group", "cpu"])["cycles"])
+        idx = list(zip(df.loc[sim, "group"], df.loc[sim, "cpu"], strict=True))
+        df.loc[sim, "speedup"] = [base.get(k) / c if base.get(k) and c else None
+                                  for k, c in zip(idx, df.loc[sim, "cycles"], strict=True)]
+    df["speedup"] = pd.to_numeric(df["speedup"], errors="coerce")
+    return df
+
+
+def assemble(out: Path, name: str, commit: str | None) -> int:
+    """Write NAME.parquet, the plots and NAME.md from the cells of ``commit``; return how
+    many cells there were."""
+    from kvsim.experiments import report
+
+    df = load_rows(out, name, commit)
+    if not len(df):
+        return 0
+    _atomic_write(out / name / f"{name}.parquet", _parquet_bytes(df))
+    report.write_experiment(out, name, df)
+    return len(df)
+
+
+def _parquet_bytes(df: pd.DataFrame) -> bytes:
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    buf = io.BytesIO()
+    clean = df.copy()
+    for c in clean.columns:  # mixed-type object columns become strings (Parquet is typed)
+        if clean[c].dtype == object:
+            types = {type(v) for v in clean[c] if v is not None and v == v}
+            if len(types) > 1:
+                clean[c] = [None if v is None or v != v else str(v) for v in clean[c]]
+    pq.write_table(pa.Table.from_pandas(clean, preserve_index=False), buf)
+    return buf.getvalue()

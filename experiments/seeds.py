@@ -1,0 +1,111 @@
+"""The upstream figures each experiment is read against (the "seed" column of its tables).
+
+Every number here is the one reported on the upstream pull request named beside it, in
+the unit it was reported in; the experiments convert kvsim's figures to that unit (a time
+change in percent, a speedup, bytes per key). A seed row's machine is the PR author's, not
+this one and not a preset: a simulated figure that disagrees is a finding to explain (which
+structure misses, which latency differs), never a reason to fit a parameter.
+
+* Valkey PR #2311 (RDB load prefetch, Intel Xeon Platinum 8255C): load time change in
+  percent, ``(t_before - t_after) / t_before * 100``, per value size and cluster mode, at
+  the largest key count the PR measured for that size. The PR's final version (hash
+  computed once, the reviewer's caching) is c_ref's ``prefetch-after-key``; its second
+  version (the key hashed again at insert) is ``prefetch-rehash``, measured for 4 KB values
+  and up only.
+* Valkey PR #1501 (iterator prefetch, AWS Graviton 3, 50M keys, 100 B values): ``KEYS *``
+  11.11 s -> 3.14 s merged (c_ref ``valkey``), 3.71 s with next-bucket prefetching only
+  (``next-bucket``); ``SAVE`` 28.0 s -> 19.6 s merged.
+* Redis PR #15043 (MSET bucket prefetch, batch 16, Intel Xeon Platinum 8488C; c_ref
+  ``redis-15043`` with ``--mset-keys random``): throughput change in percent per keys per
+  MSET, value size and key count (the mean of the PR's runs of one configuration).
+* Redis PR #15133 (``dictPrefetchKeys`` for multi-key commands; c_ref ``chunk-15133`` on
+  ``--table dict``): MGET throughput change in percent, 5M keys, x86 benchmark runner.
+* Valkey PR #2092 (pipeline lookahead, AMD EPYC 7713, 3M keys, 256 B values, depth 10,
+  ``prefetch-batch-max-size`` 16, one I/O thread): 352,796 -> 604,376 GET/s.
+* Redis PR #13806 (unified key-value object, memtier short strings: 16 B keys, 32 B values):
+  ``used_memory`` per key before (legacy) and after (unified); 100k and 500k keys on AWS
+  c6i.2xlarge, without (``string``) and with expire (``string_ex``); 1M-10M keys on a
+  laptop, reported as ``used_memory_human`` in MB (read as MiB, Redis's unit there). The
+  figures include the server's fixed baseline (about 1 MB), so the small key counts read
+  high.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ITERATE", "KVOBJ", "MGET_15133", "MSET_15043", "PIPELINE_2092", "RDB_LOAD",
+           "rdb_load", "mset_15043"]
+
+# (variant, cluster, value bytes) -> (keys, percent change of the load time)
+RDB_LOAD: dict[tuple[str, bool, int], tuple[int, float]] = {
+    ("prefetch-after-key", False, 8): (268435456, 10.0),
+    ("prefetch-after-key", False, 32): (67108864, 9.2),
+    ("prefetch-after-key", False, 256): (8388608, 7.0),
+    ("prefetch-after-key", False, 4096): (4194304, 1.4),
+    ("prefetch-after-key", False, 16384): (1048576, 0.0),
+    ("prefetch-after-key", True, 8): (268435456, 9.6),
+    ("prefetch-after-key", True, 32): (67108864, 9.0),
+    ("prefetch-after-key", True, 256): (8388608, 5.8),
+    ("prefetch-after-key", True, 4096): (4194304, 1.0),
+    ("prefetch-after-key", True, 16384): (1048576, 0.0),
+    ("prefetch-rehash", False, 4096): (4194304, -1.3),
+    ("prefetch-rehash", False, 16384): (1048576, -0.6),
+    ("prefetch-rehash", True, 4096): (4194304, -1.8),
+    ("prefetch-rehash", True, 16384): (1048576, -1.5),
+}
+
+
+def rdb_load(variant: str, cluster: bool, value_size: int) -> float | None:
+    row = RDB_LOAD.get((variant, bool(cluster), int(value_size)))
+    return row[1] if row else None
+
+
+# (op, variant) -> speedup (time before / time after)
+ITERATE: dict[tuple[str, str], float] = {
+    ("keys", "valkey"): 11.112279 / 3.141916,
+    ("keys", "next-bucket"): 11.112279 / 3.712602,
+    ("save", "valkey"): 28.0 / 19.6,
+}
+
+# (keys per MSET, value bytes, keys) -> throughput change in percent, one per reported run
+MSET_15043: dict[tuple[int, int, int], list[float]] = {
+    (10, 1000, 10_000_000): [4.3, 1.4],
+    (10, 100, 10_000_000): [3.7, 4.0],
+    (10, 10, 10_000_000): [1.3, 2.7],
+    (50, 10, 10_000_000): [5.2, 8.2],
+    (50, 100, 10_000_000): [4.3, 6.9],
+    (10, 10, 1_000_000): [1.5, 2.0],
+    (10, 100, 1_000_000): [3.2],
+}
+
+
+def mset_15043(keys_per_command: int, value_size: int, keys: int) -> float | None:
+    """The mean reported change for the configuration, or for the nearest key count the PR
+    measured with the same keys per MSET and value size."""
+    runs = MSET_15043.get((keys_per_command, value_size, keys))
+    if runs is None:
+        near = [k for (kpc, v, k) in MSET_15043 if kpc == keys_per_command and v == value_size]
+        if not near:
+            return None
+        runs = MSET_15043[(keys_per_command, value_size,
+                           min(near, key=lambda k: abs(k - keys)))]
+    return sum(runs) / len(runs)
+
+
+# (keys per MGET, value bytes) -> throughput change in percent (x86, 5M keys, no pipelining)
+MGET_15133: dict[tuple[int, int], float] = {(100, 100): 37.33, (30, 100): 22.4}
+
+#: GET throughput speedup at depth 10, batch 16 (io-threads 1)
+PIPELINE_2092 = 604375.69 / 352795.91
+
+# (keys, expire) -> (legacy bytes per key, unified bytes per key)
+KVOBJ: dict[tuple[int, bool], tuple[float, float]] = {
+    (100_000, False): (8285848 / 100_000, 6364712 / 100_000),
+    (100_000, True): (11783864 / 100_000, 8742168 / 100_000),
+    (500_000, False): (37278912 / 500_000, 28121544 / 500_000),
+    (500_000, True): (53473280 / 500_000, 39159272 / 500_000),
+    **{(n * 1_000_000, False): (before * 2**20 / (n * 1e6), after * 2**20 / (n * 1e6))
+       for n, before, after in [(1, 77.34, 59.87), (2, 161.63, 119.07), (3, 253.93, 183.08),
+                                (4, 330.22, 237.47), (5, 438.51, 312.37),
+                                (6, 514.81, 365.47), (7, 591.1, 419.46), (8, 667.39, 474.25),
+                                (9, 807.69, 571.71), (10, 883.98, 624.07)]},
+}
