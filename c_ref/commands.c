@@ -136,7 +136,8 @@ static void setCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     }
     if (keepttl && old) expire = ksDbGetExpire(ks, &ki, old);
     sds v = cmd->argv[2];
-    ksDbSet(ks, &ki, (const uint8_t *)v, sdslen(v), expire);
+    /* setKey with SETKEY_ALREADY_EXIST / SETKEY_DOESNT_EXIST: no second lookup */
+    ksDbSetFound(ks, &ki, old, (const uint8_t *)v, sdslen(v), expire);
     if (!get) ksReplyStatus(ks, c, "OK");
 }
 

@@ -259,6 +259,7 @@ void ksKeyResolve(ksKeyspace *ks, sds key, ksKeyInfo *ki) {
     ki->found = NULL;
     ki->found_dep = 0;
     ki->rehash = 0;
+    ki->link_set = 0;
 }
 
 void ksKeyRehash(ksKeyspace *ks, ksKeyInfo *ki) {
@@ -285,6 +286,22 @@ static void freeTableIfEmpty(ksKeyspace *ks, int slot) {
     ks->ops->release(ks, t, 0);
     ks->slots[slot] = NULL;
     KS_STORE(&ks->slots[slot], 8, KVT_TAG_SLOT_TABLE, KS_SITE_KVS_SLOT, 0);
+}
+
+/* Put `n` where the table holds ki's entry: Valkey hashtableFindRef and a
+ * store; Redis kvstoreDictSetAtLink(newItem=0) through the lookup's link
+ * (found again if a table change made it stale), which keeps a direct item
+ * direct. */
+static void replaceEntry(ksKeyspace *ks, ksKeyInfo *ki, void *t, void *n) {
+    if (ks->ops->setAtLink) {
+        if (!ki->link_set) ks->ops->findLink(t, ki->key, ki->hash, NULL, &ki->link);
+        ks->ops->setAtLink(t, n, &ki->link, false);
+        ki->link_set = 1;
+        return;
+    }
+    void **ref = ks->ops->findRef(t, ki->key, ki->hash);
+    KS_STORE(ref, 8, KVT_TAG_BUCKET, KS_SITE_HT_INSERT_STORE, 0);
+    *ref = n;
 }
 
 /* --- Expiry ---------------------------------------------------------------- */
@@ -326,9 +343,7 @@ void *ksDbSetExpire(ksKeyspace *ks, ksKeyInfo *ki, void *entry, int64_t when) {
     if (ks->layout == KS_LAYOUT_UNIFIED) {
         void *n = ksEntrySetExpireField(ks, entry, when);
         if (n != entry) {
-            void **ref = ks->ops->findRef(t, ki->key, ki->hash);
-            KS_STORE(ref, 8, KVT_TAG_BUCKET, KS_SITE_HT_INSERT_STORE, 0);
-            *ref = n;
+            replaceEntry(ks, ki, t, n);
             ksEntryFree(ks, entry);
         }
         return n;
@@ -359,7 +374,14 @@ void *ksDbFindRaw(ksKeyspace *ks, ksKeyInfo *ki) {
     KS_SET_TABLE_DEP(t == ki->table ? ki->slot_load : 0);
     ki->found = NULL;
     ki->found_dep = 0;
-    if (!t || !ks->ops->find(t, ki->key, ki->hash, &found)) return NULL;
+    ki->link_set = 0;
+    if (!t) return NULL;
+    if (ks->ops->findLink) {
+        ki->link_set = 1;
+        if (!ks->ops->findLink(t, ki->key, ki->hash, &found, &ki->link)) return NULL;
+    } else if (!ks->ops->find(t, ki->key, ki->hash, &found)) {
+        return NULL;
+    }
     ki->found = found;
     ki->found_dep = KS_TAKE_ENTRY_DEP(); /* the bucket / cell / node that held it */
     return found;
@@ -370,6 +392,7 @@ void *ksDbFind(ksKeyspace *ks, ksKeyInfo *ki) {
     if (!e) return NULL;
     if (ksEntryIsExpired(ks, ksDbGetExpire(ks, ki, e))) {
         ksDbDelete(ks, ki);
+        ki->link_set = 0; /* Redis lookupKey: *link = NULL */
         return NULL;
     }
     return e;
@@ -406,18 +429,32 @@ void ksDbTouch(ksKeyspace *ks, ksKeyInfo *ki, void *entry) {
 }
 
 void ksDbAddNew(ksKeyspace *ks, ksKeyInfo *ki, void *entry) {
+    int have_link = ki->link_set && ks->slots[ki->slot] != NULL;
     void *t = ksDbTableForWrite(ks, ki->slot);
-    ksInsertPos pos;
-    void *existing;
-    if (!ks->ops->findPositionForInsert(t, ki->key, ki->hash, &pos, &existing)) abort(); /* caller's contract */
-    ks->ops->insertAtPosition(t, entry, &pos);
+    if (ks->ops->setAtLink) {
+        /* Redis dbAddByLink: the missed lookup's bucket, or none (re-found) */
+        if (!have_link) memset(&ki->link, 0, sizeof(ki->link));
+        ks->ops->setAtLink(t, entry, &ki->link, true);
+    } else {
+        ksInsertPos pos;
+        void *existing;
+        if (!ks->ops->findPositionForInsert(t, ki->key, ki->hash, &pos, &existing)) abort(); /* caller's contract */
+        ks->ops->insertAtPosition(t, entry, &pos);
+    }
+    ki->link_set = 0;
     ks->nkeys++;
     ksDbKeyCountAdd(ks, ki->slot, 1);
 }
 
 int ksDbSet(ksKeyspace *ks, ksKeyInfo *ki, const uint8_t *val, size_t vlen, int64_t expire_ms) {
+    void *old = ksDbFind(ks, ki); /* setKey's lookupKeyWrite */
+    if (old) ksDbTouch(ks, ki, old);
+    return ksDbSetFound(ks, ki, old, val, vlen, expire_ms);
+}
+
+int ksDbSetFound(ksKeyspace *ks, ksKeyInfo *ki, void *old, const uint8_t *val, size_t vlen,
+                 int64_t expire_ms) {
     size_t klen = sdslen(ki->key);
-    void *old = ksDbFind(ks, ki);
     if (!old) {
         void *e = ksEntryCreate(ks, ki->key, klen, val, vlen, expire_ms);
         ksDbAddNew(ks, ki, e);
@@ -427,9 +464,7 @@ int ksDbSet(ksKeyspace *ks, ksKeyInfo *ki, const uint8_t *val, size_t vlen, int6
     void *t = ks->slots[ki->slot];
     if (ks->layout == KS_LAYOUT_UNIFIED) {
         void *e = ksEntryCreate(ks, ki->key, klen, val, vlen, expire_ms);
-        void **ref = ks->ops->findRef(t, ki->key, ki->hash);
-        KS_STORE(ref, 8, KVT_TAG_BUCKET, KS_SITE_HT_INSERT_STORE, 0);
-        *ref = e;
+        replaceEntry(ks, ki, t, e);
         ksEntryFree(ks, old);
     } else {
         /* dbOverwrite: keep the entry and key, replace the value object. */
@@ -452,6 +487,7 @@ int ksDbDelete(ksKeyspace *ks, ksKeyInfo *ki) {
     void *entry;
     if (!t) return 0;
     if (ks->layout == KS_LAYOUT_LEGACY) legacyRemoveExpire(ks, ki);
+    ki->link_set = 0;
     if (!ks->ops->pop(t, ki->key, ki->hash, &entry)) return 0;
     ksEntryFree(ks, entry);
     ks->nkeys--;

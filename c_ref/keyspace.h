@@ -119,6 +119,9 @@ struct ksKeyInfo {
     ksFindState fs;  /* step machine state */
     int state;       /* driver state */
     int rehash;      /* a prefetch used `hash`: the lookup hashes the key again (ksKeyRehash) */
+    int link_set;    /* `link` holds ksDbFind's link (ksTableOps findLink), valid until
+                      * the table changes */
+    ksInsertPos link;
 };
 
 /* --- Client ---------------------------------------------------------------- */
@@ -194,8 +197,15 @@ void ksDbTouch(ksKeyspace *ks, ksKeyInfo *ki, void *entry);
 void ksDbKeyCountAdd(ksKeyspace *ks, int slot, int64_t delta);
 /* Like ksDbFind but without expiring (for EXISTS-style raw checks in tests). */
 void *ksDbFindRaw(ksKeyspace *ks, ksKeyInfo *ki);
-/* Set key to value; expire_ms < 0 = no expire.  Returns 1 if the key was new. */
+/* setKey: set key to value (expire_ms < 0 = no expire) after its own
+ * lookupKeyWrite (ksDbFind, and ksDbTouch on a hit: MSET, and SET's callers
+ * that have not looked up).  Returns 1 if the key was new. */
 int ksDbSet(ksKeyspace *ks, ksKeyInfo *ki, const uint8_t *val, size_t vlen, int64_t expire_ms);
+/* setKey with SETKEY_ALREADY_EXIST / SETKEY_DOESNT_EXIST: `old` is what the
+ * caller's ksDbFind on the same ki returned, with no table change since (SET);
+ * on table=dict the write goes through that lookup's link. */
+int ksDbSetFound(ksKeyspace *ks, ksKeyInfo *ki, void *old, const uint8_t *val, size_t vlen,
+                 int64_t expire_ms);
 /* Add a key known to be absent (snapshot load / tests), two-phase insert. */
 void ksDbAddNew(ksKeyspace *ks, ksKeyInfo *ki, void *entry);
 int ksDbDelete(ksKeyspace *ks, ksKeyInfo *ki);
