@@ -21,6 +21,7 @@
  *   test_dict_legacy_entry_is_the_node       Redis 7 dictEntry{key, v, next}
  *   test_dict_find_does_not_prefetch         Redis PR #14700 (no find-time prefetch)
  *   test_mset_touches_replaced_objects       setKey's lookupKeyWrite LRU store (MSET)
+ *   test_load_reads_through_stdio_buffer     Valkey rioFileRead: fread's 4 KiB buffer
  */
 #include <stdint.h>
 #include <string.h>
@@ -867,6 +868,68 @@ static int test_mset_touches_replaced_objects(void) {
     return 0;
 }
 
+/* --- Deviation 6: the load reads through rio's stdio buffer ------------------------- */
+
+/* Valkey's rdbLoad reads the file with fread (rioFileRead) through a 4 KiB
+ * stdio buffer: the file's pages are touched only by the buffer's refills and
+ * by reads of whole blocks straight into their destination (site snap.refill,
+ * every snapshot byte exactly once); every other read (type bytes, lengths,
+ * keys, values) comes from the small buffer.  100 B values (every read from
+ * the buffer) and 10000 B values (whole blocks read directly); both load
+ * variants.  c_ref reading the snapshot image itself for every read has no
+ * refill and reads the image's every line at snap.read. */
+static int test_load_reads_through_stdio_buffer(void) {
+    const char *variants[2] = {"none", "prefetch-after-key"};
+    uint32_t sizes[2] = {100, 10000};
+    for (int z = 0; z < 2; z++)
+        for (int v = 0; v < 2; v++) {
+            ksWorkloadSpec s = spec("load", variants[v], "hashtable", "unified");
+            s.value_size = sizes[z];
+            s.keys = sizes[z] > 1000 ? 300 : 3000;
+            ksWorkloadResult res;
+            char err[256];
+            TEST_ASSERT(ksWorkloadRun(&s, &res, err, sizeof(err)) == 0);
+            uint64_t snap_len = res.reply_crc32; /* load: the snapshot's length */
+            size_t len;
+            uint8_t *b = traceTo(&s, &len, 1u << 16);
+            TEST_ASSERT(b != NULL);
+            uint64_t n, refill_loaded = 0, refill_stored = 0;
+            kvtRecord *r = records(b, len, &n);
+            /* distinct lines read at snap.read (a small open-addressed set) */
+            static uint64_t lines[1 << 16];
+            memset(lines, 0, sizeof(lines));
+            uint64_t distinct = 0;
+            for (uint64_t i = 0; i < n; i++) {
+                const kvtRecord *x = &r[i];
+                if (x->site == KS_SITE_SNAP_REFILL) {
+                    if (x->kind == KVT_LOAD) refill_loaded += x->size;
+                    if (x->kind == KVT_STORE) refill_stored += x->size;
+                }
+                if (x->kind != KVT_LOAD || x->site != KS_SITE_SNAP_READ) continue;
+                uint64_t line = (x->addr >> 6) + 1, h = (line * 0x9E3779B97F4A7C15ULL) >> 48;
+                while (lines[h] && lines[h] != line) h = (h + 1) & 0xffff;
+                if (!lines[h]) {
+                    lines[h] = line;
+                    distinct++;
+                }
+            }
+            printf("    load %-18s %5u B values: snapshot %llu B, refilled or read direct %llu B "
+                   "(stored %llu), %llu distinct lines read at snap.read\n",
+                   variants[v], sizes[z], (unsigned long long)snap_len,
+                   (unsigned long long)refill_loaded, (unsigned long long)refill_stored,
+                   (unsigned long long)distinct);
+            free(r);
+            free(b);
+            TEST_ASSERT_MSG(refill_loaded == snap_len && refill_stored == snap_len,
+                            "%llu of %llu snapshot bytes read from the file",
+                            (unsigned long long)refill_loaded, (unsigned long long)snap_len);
+            /* the 64-line buffer plus the lines of the scratch block for spanning reads */
+            TEST_ASSERT_MSG(distinct <= 64 + 2 * (sizes[z] / 64 + 2), "%llu lines",
+                            (unsigned long long)distinct);
+        }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     TEST_INIT(argc, argv);
     RUN(test_dict_batch_prefetches_raw_values);
@@ -885,5 +948,6 @@ int main(int argc, char **argv) {
     RUN(test_dict_legacy_entry_is_the_node);
     RUN(test_dict_find_does_not_prefetch);
     RUN(test_mset_touches_replaced_objects);
+    RUN(test_load_reads_through_stdio_buffer);
     return TEST_DONE();
 }
