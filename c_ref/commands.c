@@ -557,6 +557,7 @@ static void replyErrorSanitized(ksKeyspace *ks, ksClient *c, char *msg) {
 void ksExecuteCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     KS_MARK(KVT_MARK_COMMAND, c->ncommands);
     c->ncommands++;
+    ks->cron_clock_ns += ks->command_ns;
     if (cmd->argc == 0) return;
     const ksCommandDef *def = cmd->def ? cmd->def : ksLookupCommand(cmd->argv[0], sdslen(cmd->argv[0]));
     if (!def) {

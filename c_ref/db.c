@@ -79,6 +79,8 @@ static int parseLong(const char *v, long long lo, long long hi, long long *out) 
 ksKeyspace *ksKeyspaceNew(const char *options, char *err, size_t errlen) {
     const ksTableOps *ops = &ksHashtableTableOps;
     int layout = KS_LAYOUT_UNIFIED, cluster = 0, min_exp = 0, rdbchecksum = 1;
+    int activerehashing = 1, hz = 10; /* Valkey's defaults */
+    long long command_ns = KS_CRON_COMMAND_NS;
     long long seed = 0;
     char buf[1024];
     snprintf(buf, sizeof(buf), "%s", options ? options : "");
@@ -123,6 +125,24 @@ ksKeyspace *ksKeyspaceNew(const char *options, char *err, size_t errlen) {
                 snprintf(err, errlen, "bad rdbchecksum '%s' (yes|no)", v);
                 return NULL;
             }
+        } else if (!strcmp(k, "activerehashing")) {
+            if (!strcmp(v, "yes")) activerehashing = 1;
+            else if (!strcmp(v, "no")) activerehashing = 0;
+            else {
+                snprintf(err, errlen, "bad activerehashing '%s' (yes|no)", v);
+                return NULL;
+            }
+        } else if (!strcmp(k, "hz")) {
+            if (parseLong(v, 0, 500, &x)) {
+                snprintf(err, errlen, "bad hz '%s' (0..500)", v);
+                return NULL;
+            }
+            hz = (int)x;
+        } else if (!strcmp(k, "command_ns")) {
+            if (parseLong(v, 1, 1000000000, &command_ns)) {
+                snprintf(err, errlen, "bad command_ns '%s' (1..1000000000)", v);
+                return NULL;
+            }
         } else if (!strcmp(k, "hashtable_min_exp")) {
             if (parseLong(v, 0, 30, &x)) {
                 snprintf(err, errlen, "bad hashtable_min_exp '%s' (0..30)", v);
@@ -154,6 +174,10 @@ ksKeyspace *ksKeyspaceNew(const char *options, char *err, size_t errlen) {
     ksSiphashSeed(ks->seed, ks->sipkey);
     ks->hashtable_min_exp = min_exp;
     ks->rdbchecksum = rdbchecksum;
+    ks->activerehashing = activerehashing;
+    ks->hz = hz;
+    ks->command_ns = (uint64_t)command_ns;
+    ks->cron_next_ns = hz ? 1000000000ull / (uint64_t)hz : 0;
     ks->slots = ksArenaCalloc(arena, sizeof(void *) * (size_t)ks->nslots);
     ks->slot_gen = calloc((size_t)ks->nslots, sizeof(uint64_t));
     if (cluster) ks->slot_bit = ksArenaCalloc(arena, sizeof(uint64_t) * ((size_t)ks->nslots + 1));
@@ -209,6 +233,34 @@ void ksDbFlush(ksKeyspace *ks) {
         ksArenaFree(ks->arena, ks->expires);
         ks->expires = NULL;
     }
+}
+
+/* --- The rehash cron ------------------------------------------------------- */
+
+void ksDbCron(ksKeyspace *ks) {
+    if (!ks->activerehashing || ks->hz == 0) return;
+    if (ks->cron_clock_ns < ks->cron_next_ns) return;
+    uint64_t period = 1000000000ull / (uint64_t)ks->hz;
+    while (ks->cron_next_ns <= ks->cron_clock_ns) ks->cron_next_ns += period; /* one tick */
+    /* kvstoreIncrementallyRehash(db->keys, 1000): the tables on the rehashing
+     * list, in order, until the budget is spent. */
+    size_t budget = KS_CRON_REHASH_STEPS;
+    for (int s = 0; s < ks->nslots && budget > 0; s++) {
+        void *t = ks->slots[s];
+        if (!t) continue;
+        while (budget > 0) {
+            size_t n = budget < 100 ? budget : 100;
+            budget -= n;
+            if (!ks->ops->rehashSteps(t, n)) break;
+        }
+    }
+}
+
+void ksDbRehashAll(ksKeyspace *ks) {
+    for (int s = 0; s < ks->nslots; s++)
+        if (ks->slots[s])
+            while (ks->ops->rehashSteps(ks->slots[s], 1000)) {
+            }
 }
 
 /* --- Key resolution -------------------------------------------------------- */

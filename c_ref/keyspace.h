@@ -163,6 +163,12 @@ struct ksKeyspace {
     int64_t now_ms;
     int hashtable_min_exp;
     int rdbchecksum;      /* Valkey's rdbchecksum: CRC-64 of snapshots on save and load */
+    /* The rehash cron (db.c ksDbCron): Valkey's activerehashing and hz, and
+     * the logical clock it runs on (command_ns per executed command). */
+    int activerehashing;
+    int hz;
+    uint64_t command_ns;
+    uint64_t cron_clock_ns, cron_next_ns;
     uint64_t nkeys;
     ksVariants var;
     ksClient client;
@@ -214,6 +220,21 @@ int64_t ksDbGetExpire(ksKeyspace *ks, ksKeyInfo *ki, void *entry);
 /* Set the expire of an existing key; returns the (possibly moved) entry. */
 void *ksDbSetExpire(ksKeyspace *ks, ksKeyInfo *ki, void *entry, int64_t when);
 void ksDbFlush(ksKeyspace *ks);
+/* Between two query buffers (the event loop): if the cron clock (command_ns per
+ * command executed) has crossed a 1/hz boundary, serverCron -> databasesCron ->
+ * kvstoreIncrementallyRehash: the rehashing tables, in slot order, get rehash
+ * steps for 1 ms (KS_CRON_REHASH_STEPS buckets).  Nothing with
+ * activerehashing=no or hz=0. */
+void ksDbCron(ksKeyspace *ks);
+/* The cron's modelled time: each executed command advances its clock by
+ * command_ns (option; default 1 us), and 1 ms of rehashing is
+ * KS_CRON_REHASH_STEPS bucket steps (100 ns each).  At hz 10: a tick per
+ * 100,000 commands, 10,000 buckets per tick. */
+#define KS_CRON_COMMAND_NS 1000
+#define KS_CRON_REHASH_STEPS 10000
+/* Finish every rehash in progress (a server idle long enough for its cron:
+ * the workloads' setup ends with it when activerehashing is on). */
+void ksDbRehashAll(ksKeyspace *ks);
 /* The slot table, creating it if needed. */
 void *ksDbTableForWrite(ksKeyspace *ks, int slot);
 int ksDbCheckValid(ksKeyspace *ks, char *err, size_t errlen);

@@ -84,6 +84,9 @@ typedef struct ksTableOps {
     bool (*iterNext)(ksTableIter *it, void **entry);
     void (*iterReset)(ksTableIter *it);
     size_t (*scan)(void *t, size_t cursor, ksScanFn fn, void *privdata);
+    /* Up to n rehash steps (one bucket each; Valkey rehashStep, Redis
+     * dictRehash(d, 1)); returns true while rehashing remains.  The cron's. */
+    bool (*rehashSteps)(void *t, size_t n);
     /* Grow to hold n entries (snapshot RESIZEDB hint); optional. */
     void (*expand)(void *t, size_t n);
     /* Bytes of table structure (not entries). */

@@ -172,6 +172,15 @@ static size_t dtScan(void *t, size_t cursor, ksScanFn fn, void *privdata) {
 }
 
 static void dtExpand(void *t, size_t n) { dictExpand(t, n); }
+/* dictRehashMicroseconds' loop: dictRehash(d, 100) per round. */
+static bool dtRehashSteps(void *t, size_t n) {
+    while (n > 0 && dictIsRehashing(t) && !dictIsRehashingPaused(t)) {
+        int k = n < 100 ? (int)n : 100;
+        if (!dictRehash(t, k)) break;
+        n -= (size_t)k;
+    }
+    return dictIsRehashing(t);
+}
 static size_t dtMemUsage(const void *t) { return dictMemUsage(t); }
 static bool dtPaused(const void *t) { return dictIsRehashingPaused(t); }
 static int dtCheck(void *t, char *err, size_t errlen) { return dictCheckValid(t, err, errlen); }
@@ -198,6 +207,7 @@ const ksTableOps ksDictTableOps = {
     .iterReset = dtIterReset,
     .scan = dtScan,
     .expand = dtExpand,
+    .rehashSteps = dtRehashSteps,
     .memUsage = dtMemUsage,
     .isRehashingPaused = dtPaused,
     .checkValid = dtCheck,

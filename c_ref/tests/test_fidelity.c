@@ -22,6 +22,7 @@
  *   test_dict_find_does_not_prefetch         Redis PR #14700 (no find-time prefetch)
  *   test_mset_touches_replaced_objects       setKey's lookupKeyWrite LRU store (MSET)
  *   test_load_reads_through_stdio_buffer     Valkey rioFileRead: fread's 4 KiB buffer
+ *   test_rehash_cron_between_commands        Valkey databasesCron's incremental rehash
  */
 #include <stdint.h>
 #include <string.h>
@@ -429,28 +430,6 @@ static int test_cluster_key_count_tree(void) {
 /* --- Deviation 4: dependencies of pointer loads ---------------------------------- */
 
 
-/* The records of a raw trace (formats checked by test_emit.c). */
-static kvtRecord *records(const uint8_t *b, size_t len, uint64_t *n) {
-    uint32_t jl;
-    memcpy(&jl, b + 12, 4);
-    size_t off = 16 + jl + 4;
-    kvtRecord *out = NULL;
-    uint64_t total = 0;
-    while (off + 4 <= len) {
-        uint32_t magic;
-        memcpy(&magic, b + off, 4);
-        if (magic == KVT_END_MAGIC) break;
-        kvtChunkHeader h;
-        memcpy(&h, b + off, sizeof(h));
-        off += sizeof(h);
-        out = realloc(out, sizeof(kvtRecord) * (total + h.n_records));
-        memcpy(out + total, b + off, h.stored_bytes);
-        total += h.n_records;
-        off += h.stored_bytes;
-    }
-    *n = total;
-    return out;
-}
 
 static ksWorkloadSpec spec(const char *workload, const char *variant, const char *table, const char *layout) {
     ksWorkloadSpec s = {.workload = workload, .keys = 3000, .ops = 400, .value_size = 100, .key_size = 16,
@@ -930,6 +909,59 @@ static int test_load_reads_through_stdio_buffer(void) {
     return 0;
 }
 
+/* --- Deviation 8: the rehash cron --------------------------------------------------- */
+
+/* Valkey serverCron -> databasesCron -> kvstoreIncrementallyRehash (Redis
+ * activeRehashing): with activerehashing (the default), once the cron clock
+ * (command_ns per command) crosses a 1/hz boundary, the event loop gives the
+ * rehashing tables 1 ms of rehash steps between two query buffers.  A setup
+ * buffer of SETs leaves a rehash in progress (the table has just doubled); one traced GET that takes
+ * the cron clock across a tick then shows the cron's rehash records after the
+ * GET's reply, and none with activerehashing=no (c_ref without the cron:
+ * none). */
+static int test_rehash_cron_between_commands(void) {
+    static char setup[1 << 17], get[64];
+    const char *g[2] = {"GET", "key7"};
+    size_t gl = resp(get, 0, 2, g);
+    const char *tables[2] = {"table=hashtable", "table=dict"};
+    /* Keys just past a doubling (the hashtable's at 3585 keys, the dict's at
+     * 2048), and a cron clock (hz 1, ns per command) that the setup buffer
+     * leaves just below the first tick (1 s) and the GET takes across it. */
+    int nkeys[2] = {3700, 2200};
+    long command_ns[2] = {270200, 454400};
+    for (int t = 0; t < 2; t++) {
+        size_t sl = 0;
+        for (int i = 0; i < nkeys[t]; i++) {
+            char k[16];
+            snprintf(k, sizeof(k), "key%d", i);
+            const char *argv[3] = {"SET", k, "v"};
+            sl = resp(setup, sl, 3, argv);
+        }
+        uint32_t after[2];
+        for (int on = 0; on < 2; on++) {
+            char opts[160];
+            snprintf(opts, sizeof(opts), "%s hz=1 command_ns=%ld activerehashing=%s", tables[t],
+                     command_ns[t], on ? "yes" : "no");
+            kvtRecord *r;
+            uint32_t n;
+            TEST_ASSERT(traceQuery(opts, "", setup, sl, get, gl, &r, &n) == 0);
+            uint32_t last_reply = 0;
+            for (uint32_t i = 0; i < n; i++)
+                if (r[i].tag == KVT_TAG_REPLY_BUF) last_reply = i;
+            after[on] = 0;
+            for (uint32_t i = last_reply + 1; i < n; i++)
+                after[on] += r[i].site == KS_SITE_HT_REHASH_BUCKET || r[i].site == KS_SITE_HT_REHASH_STORE ||
+                             r[i].site == KS_SITE_DICT_REHASH;
+            free(r);
+        }
+        printf("    %-16s GET after a %d-SET buffer: %u rehash records after the reply with "
+               "activerehashing, %u without\n",
+               tables[t], nkeys[t], after[1], after[0]);
+        TEST_ASSERT_MSG(after[1] > 100 && after[0] == 0, "%s: %u / %u", tables[t], after[1], after[0]);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     TEST_INIT(argc, argv);
     RUN(test_dict_batch_prefetches_raw_values);
@@ -949,5 +981,6 @@ int main(int argc, char **argv) {
     RUN(test_dict_find_does_not_prefetch);
     RUN(test_mset_touches_replaced_objects);
     RUN(test_load_reads_through_stdio_buffer);
+    RUN(test_rehash_cron_between_commands);
     return TEST_DONE();
 }
