@@ -210,8 +210,13 @@ def trace_info(trace_path, as_json):
               show_default=True, help="Compiled engine or the slow Python oracle.")
 @click.option("--threads", type=click.IntRange(1, 8), default=1, show_default=True,
               help="Engine threads (same results for any number; see sim/README.md).")
+@click.option("--warmup", default=None, metavar="N|FRACTION",
+              help="For a trace without warm-up markers: its first N records (or the first "
+                   "FRACTION, 0-1, of them) warm the caches and are not counted. Default: "
+                   "none. Traces with their own warm-up (`kvsim trace ... --warmup-ops N`) "
+                   "refuse it.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def simulate(trace_path, cpu, functional, engine, threads, as_json):
+def simulate(trace_path, cpu, functional, engine, threads, warmup, as_json):
     """Simulate a trace on a CPU model.
 
     \b
@@ -241,14 +246,24 @@ def simulate(trace_path, cpu, functional, engine, threads, as_json):
     """
     from kvsim import sim, traces
     from kvsim.experiments import progress, summary
+    from kvsim.sim import warmup as wu
 
     config = _load_cpu(cpu)
     src = sys.stdin.buffer if trace_path == "-" else trace_path
     total = progress.trace_total_records(trace_path)
+    try:
+        rule = wu.parse_warmup(warmup) if warmup is not None else None
+        nwarm = wu.warmup_records(rule, total) if rule is not None else None
+    except wu.WarmupError as e:
+        raise click.BadParameter(str(e), param_hint="'--warmup'") from None
     with traces.open(src) as reader, \
             progress.bar("simulate", total=total, unit="rec", unit_scale=True) as bar:
-        res = sim.simulate(reader, config, functional=functional, engine=engine,
-                           threads=threads, progress=bar.update)
+        try:
+            feed = wu.WarmupPrefix(reader, nwarm) if nwarm is not None else reader
+            res = sim.simulate(feed, config, functional=functional, engine=engine,
+                               threads=threads, progress=bar.update)
+        except wu.WarmupError as e:
+            raise click.ClickException(str(e)) from None
     if as_json:
         _echo_json(res)
         return
