@@ -136,7 +136,8 @@ static void setCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     }
     if (keepttl && old) expire = ksDbGetExpire(ks, &ki, old);
     sds v = cmd->argv[2];
-    ksDbSet(ks, &ki, (const uint8_t *)v, sdslen(v), expire);
+    /* setKey with SETKEY_ALREADY_EXIST / SETKEY_DOESNT_EXIST: no second lookup */
+    ksDbSetFound(ks, &ki, old, (const uint8_t *)v, sdslen(v), expire);
     if (!get) ksReplyStatus(ks, c, "OK");
 }
 
@@ -556,6 +557,7 @@ static void replyErrorSanitized(ksKeyspace *ks, ksClient *c, char *msg) {
 void ksExecuteCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     KS_MARK(KVT_MARK_COMMAND, c->ncommands);
     c->ncommands++;
+    ks->cron_clock_ns += ks->command_ns;
     if (cmd->argc == 0) return;
     const ksCommandDef *def = cmd->def ? cmd->def : ksLookupCommand(cmd->argv[0], sdslen(cmd->argv[0]));
     if (!def) {

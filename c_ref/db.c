@@ -79,6 +79,8 @@ static int parseLong(const char *v, long long lo, long long hi, long long *out) 
 ksKeyspace *ksKeyspaceNew(const char *options, char *err, size_t errlen) {
     const ksTableOps *ops = &ksHashtableTableOps;
     int layout = KS_LAYOUT_UNIFIED, cluster = 0, min_exp = 0, rdbchecksum = 1;
+    int activerehashing = 1, hz = 10; /* Valkey's defaults */
+    long long command_ns = KS_CRON_COMMAND_NS;
     long long seed = 0;
     char buf[1024];
     snprintf(buf, sizeof(buf), "%s", options ? options : "");
@@ -123,6 +125,24 @@ ksKeyspace *ksKeyspaceNew(const char *options, char *err, size_t errlen) {
                 snprintf(err, errlen, "bad rdbchecksum '%s' (yes|no)", v);
                 return NULL;
             }
+        } else if (!strcmp(k, "activerehashing")) {
+            if (!strcmp(v, "yes")) activerehashing = 1;
+            else if (!strcmp(v, "no")) activerehashing = 0;
+            else {
+                snprintf(err, errlen, "bad activerehashing '%s' (yes|no)", v);
+                return NULL;
+            }
+        } else if (!strcmp(k, "hz")) {
+            if (parseLong(v, 0, 500, &x)) {
+                snprintf(err, errlen, "bad hz '%s' (0..500)", v);
+                return NULL;
+            }
+            hz = (int)x;
+        } else if (!strcmp(k, "command_ns")) {
+            if (parseLong(v, 1, 1000000000, &command_ns)) {
+                snprintf(err, errlen, "bad command_ns '%s' (1..1000000000)", v);
+                return NULL;
+            }
         } else if (!strcmp(k, "hashtable_min_exp")) {
             if (parseLong(v, 0, 30, &x)) {
                 snprintf(err, errlen, "bad hashtable_min_exp '%s' (0..30)", v);
@@ -154,6 +174,10 @@ ksKeyspace *ksKeyspaceNew(const char *options, char *err, size_t errlen) {
     ksSiphashSeed(ks->seed, ks->sipkey);
     ks->hashtable_min_exp = min_exp;
     ks->rdbchecksum = rdbchecksum;
+    ks->activerehashing = activerehashing;
+    ks->hz = hz;
+    ks->command_ns = (uint64_t)command_ns;
+    ks->cron_next_ns = hz ? 1000000000ull / (uint64_t)hz : 0;
     ks->slots = ksArenaCalloc(arena, sizeof(void *) * (size_t)ks->nslots);
     ks->slot_gen = calloc((size_t)ks->nslots, sizeof(uint64_t));
     if (cluster) ks->slot_bit = ksArenaCalloc(arena, sizeof(uint64_t) * ((size_t)ks->nslots + 1));
@@ -211,6 +235,34 @@ void ksDbFlush(ksKeyspace *ks) {
     }
 }
 
+/* --- The rehash cron ------------------------------------------------------- */
+
+void ksDbCron(ksKeyspace *ks) {
+    if (!ks->activerehashing || ks->hz == 0) return;
+    if (ks->cron_clock_ns < ks->cron_next_ns) return;
+    uint64_t period = 1000000000ull / (uint64_t)ks->hz;
+    while (ks->cron_next_ns <= ks->cron_clock_ns) ks->cron_next_ns += period; /* one tick */
+    /* kvstoreIncrementallyRehash(db->keys, 1000): the tables on the rehashing
+     * list, in order, until the budget is spent. */
+    size_t budget = KS_CRON_REHASH_STEPS;
+    for (int s = 0; s < ks->nslots && budget > 0; s++) {
+        void *t = ks->slots[s];
+        if (!t) continue;
+        while (budget > 0) {
+            size_t n = budget < 100 ? budget : 100;
+            budget -= n;
+            if (!ks->ops->rehashSteps(t, n)) break;
+        }
+    }
+}
+
+void ksDbRehashAll(ksKeyspace *ks) {
+    for (int s = 0; s < ks->nslots; s++)
+        if (ks->slots[s])
+            while (ks->ops->rehashSteps(ks->slots[s], 1000)) {
+            }
+}
+
 /* --- Key resolution -------------------------------------------------------- */
 
 static uint16_t crc16tab[256];
@@ -259,6 +311,7 @@ void ksKeyResolve(ksKeyspace *ks, sds key, ksKeyInfo *ki) {
     ki->found = NULL;
     ki->found_dep = 0;
     ki->rehash = 0;
+    ki->link_set = 0;
 }
 
 void ksKeyRehash(ksKeyspace *ks, ksKeyInfo *ki) {
@@ -285,6 +338,22 @@ static void freeTableIfEmpty(ksKeyspace *ks, int slot) {
     ks->ops->release(ks, t, 0);
     ks->slots[slot] = NULL;
     KS_STORE(&ks->slots[slot], 8, KVT_TAG_SLOT_TABLE, KS_SITE_KVS_SLOT, 0);
+}
+
+/* Put `n` where the table holds ki's entry: Valkey hashtableFindRef and a
+ * store; Redis kvstoreDictSetAtLink(newItem=0) through the lookup's link
+ * (found again if a table change made it stale), which keeps a direct item
+ * direct. */
+static void replaceEntry(ksKeyspace *ks, ksKeyInfo *ki, void *t, void *n) {
+    if (ks->ops->setAtLink) {
+        if (!ki->link_set) ks->ops->findLink(t, ki->key, ki->hash, NULL, &ki->link);
+        ks->ops->setAtLink(t, n, &ki->link, false);
+        ki->link_set = 1;
+        return;
+    }
+    void **ref = ks->ops->findRef(t, ki->key, ki->hash);
+    KS_STORE(ref, 8, KVT_TAG_BUCKET, KS_SITE_HT_INSERT_STORE, 0);
+    *ref = n;
 }
 
 /* --- Expiry ---------------------------------------------------------------- */
@@ -326,9 +395,7 @@ void *ksDbSetExpire(ksKeyspace *ks, ksKeyInfo *ki, void *entry, int64_t when) {
     if (ks->layout == KS_LAYOUT_UNIFIED) {
         void *n = ksEntrySetExpireField(ks, entry, when);
         if (n != entry) {
-            void **ref = ks->ops->findRef(t, ki->key, ki->hash);
-            KS_STORE(ref, 8, KVT_TAG_BUCKET, KS_SITE_HT_INSERT_STORE, 0);
-            *ref = n;
+            replaceEntry(ks, ki, t, n);
             ksEntryFree(ks, entry);
         }
         return n;
@@ -359,7 +426,14 @@ void *ksDbFindRaw(ksKeyspace *ks, ksKeyInfo *ki) {
     KS_SET_TABLE_DEP(t == ki->table ? ki->slot_load : 0);
     ki->found = NULL;
     ki->found_dep = 0;
-    if (!t || !ks->ops->find(t, ki->key, ki->hash, &found)) return NULL;
+    ki->link_set = 0;
+    if (!t) return NULL;
+    if (ks->ops->findLink) {
+        ki->link_set = 1;
+        if (!ks->ops->findLink(t, ki->key, ki->hash, &found, &ki->link)) return NULL;
+    } else if (!ks->ops->find(t, ki->key, ki->hash, &found)) {
+        return NULL;
+    }
     ki->found = found;
     ki->found_dep = KS_TAKE_ENTRY_DEP(); /* the bucket / cell / node that held it */
     return found;
@@ -370,6 +444,7 @@ void *ksDbFind(ksKeyspace *ks, ksKeyInfo *ki) {
     if (!e) return NULL;
     if (ksEntryIsExpired(ks, ksDbGetExpire(ks, ki, e))) {
         ksDbDelete(ks, ki);
+        ki->link_set = 0; /* Redis lookupKey: *link = NULL */
         return NULL;
     }
     return e;
@@ -406,18 +481,32 @@ void ksDbTouch(ksKeyspace *ks, ksKeyInfo *ki, void *entry) {
 }
 
 void ksDbAddNew(ksKeyspace *ks, ksKeyInfo *ki, void *entry) {
+    int have_link = ki->link_set && ks->slots[ki->slot] != NULL;
     void *t = ksDbTableForWrite(ks, ki->slot);
-    ksInsertPos pos;
-    void *existing;
-    if (!ks->ops->findPositionForInsert(t, ki->key, ki->hash, &pos, &existing)) abort(); /* caller's contract */
-    ks->ops->insertAtPosition(t, entry, &pos);
+    if (ks->ops->setAtLink) {
+        /* Redis dbAddByLink: the missed lookup's bucket, or none (re-found) */
+        if (!have_link) memset(&ki->link, 0, sizeof(ki->link));
+        ks->ops->setAtLink(t, entry, &ki->link, true);
+    } else {
+        ksInsertPos pos;
+        void *existing;
+        if (!ks->ops->findPositionForInsert(t, ki->key, ki->hash, &pos, &existing)) abort(); /* caller's contract */
+        ks->ops->insertAtPosition(t, entry, &pos);
+    }
+    ki->link_set = 0;
     ks->nkeys++;
     ksDbKeyCountAdd(ks, ki->slot, 1);
 }
 
 int ksDbSet(ksKeyspace *ks, ksKeyInfo *ki, const uint8_t *val, size_t vlen, int64_t expire_ms) {
+    void *old = ksDbFind(ks, ki); /* setKey's lookupKeyWrite */
+    if (old) ksDbTouch(ks, ki, old);
+    return ksDbSetFound(ks, ki, old, val, vlen, expire_ms);
+}
+
+int ksDbSetFound(ksKeyspace *ks, ksKeyInfo *ki, void *old, const uint8_t *val, size_t vlen,
+                 int64_t expire_ms) {
     size_t klen = sdslen(ki->key);
-    void *old = ksDbFind(ks, ki);
     if (!old) {
         void *e = ksEntryCreate(ks, ki->key, klen, val, vlen, expire_ms);
         ksDbAddNew(ks, ki, e);
@@ -427,9 +516,7 @@ int ksDbSet(ksKeyspace *ks, ksKeyInfo *ki, const uint8_t *val, size_t vlen, int6
     void *t = ks->slots[ki->slot];
     if (ks->layout == KS_LAYOUT_UNIFIED) {
         void *e = ksEntryCreate(ks, ki->key, klen, val, vlen, expire_ms);
-        void **ref = ks->ops->findRef(t, ki->key, ki->hash);
-        KS_STORE(ref, 8, KVT_TAG_BUCKET, KS_SITE_HT_INSERT_STORE, 0);
-        *ref = e;
+        replaceEntry(ks, ki, t, e);
         ksEntryFree(ks, old);
     } else {
         /* dbOverwrite: keep the entry and key, replace the value object. */
@@ -452,6 +539,7 @@ int ksDbDelete(ksKeyspace *ks, ksKeyInfo *ki) {
     void *entry;
     if (!t) return 0;
     if (ks->layout == KS_LAYOUT_LEGACY) legacyRemoveExpire(ks, ki);
+    ki->link_set = 0;
     if (!ks->ops->pop(t, ki->key, ki->hash, &entry)) return 0;
     ksEntryFree(ks, entry);
     ks->nkeys--;

@@ -37,7 +37,10 @@
  *
  * Pointer tagging (no_value dicts only), low 3 bits of a cell or `next`:
  *     000  a node                    xx1  odd stored item (keys_are_odd: sds)
- *     010  8-aligned stored item|2   100  unused
+ *     010  8-aligned stored item|2   100  embeds_next item (its own node)
+ * The 100 tag is c_ref's: Redis 7's dictEntry{key, v, next} needs no tag, as
+ * every chain element is a node; here it lets dictEntryStored tell the item
+ * kinds apart without the dict (it costs no memory access).
  * A direct item has no `next`.  It is stored only into an *empty* bucket (on
  * insert or when rehashing moves it); inserting in front of it allocates a
  * NoValue node, so a chain may end in a direct item.  Unlinking the head node
@@ -62,11 +65,13 @@
  *   - the dict struct: one 56-byte TABLE_META load per operation (the fields
  *     Redis reads: type, tables, used, rehashidx, exps), stores of the fields
  *     written;
- *   - bucket cells (DICT_TABLE), with the software prefetch Redis issues
- *     before walking a bucket, dependent on the meta load (table pointer);
- *   - nodes (DICT_ENTRY): one 16-byte load per node visited (next + key), its
- *     `next` prefetch, node writes; dependent on the load that produced the
- *     node pointer (a cell or the previous node);
+ *   - bucket cells (DICT_TABLE), dependent on the meta load (table pointer);
+ *     a lookup issues no software prefetch (Redis PR #14700 removed the
+ *     bucket and `next` prefetches of PR #13646 from dictFindLinkInternal);
+ *   - nodes (DICT_ENTRY): one 16-byte load per node visited (next + key),
+ *     node writes; dependent on the load that produced the node pointer (a
+ *     cell or the previous node); an embeds_next item's `next` field is one
+ *     8-byte load in the item's own line (tag of the item);
  *   - the stored item and its key are read by the type's callbacks, which
  *     receive the producing load id (kvobj -> embedded key chains onto it).
  *   Zeroing of a new table is recorded as stores only below 4 KiB (a memset
@@ -76,8 +81,6 @@
  *   - Safe iterators and dictScan pause auto-resize as well as rehashing (as
  *     Valkey's hashtable does), so deletes inside them never swap tables.
  *   - The first table is made even when auto-resize is paused.
- *   - dictFindStoredRef (the ksTableOps findRef) gives a direct item a node;
- *     Redis keeps the tag (dictSetKeyAtLink newItem=0, also provided here).
  *   - Callbacks carry load ids for the trace; keyCompare returns 0 on equal
  *     (Valkey's convention, shared with hashtable.c's callbacks).
  *   - The dict struct load has no dependency on whatever produced `d`.
@@ -155,6 +158,7 @@ static_assert(sizeof(struct dict) == 64, "the dict struct is one cache line");
 #define ENTRY_PTR_NORMAL 0
 #define ENTRY_PTR_IS_ODD_KEY 1
 #define ENTRY_PTR_IS_EVEN_KEY 2
+#define ENTRY_PTR_EMBEDDED 4 /* an item that carries its own `next` (embeds_next) */
 
 #define DICTHT_SIZE(exp) ((exp) == -1 ? 0UL : 1UL << (exp))
 #define DICTHT_SIZE_MASK(exp) ((exp) == -1 ? 0UL : DICTHT_SIZE(exp) - 1)
@@ -184,6 +188,10 @@ int dictEntryIsKey(const dictEntry *de) {
 static inline int entryIsNode(const dictEntry *de) {
     return de != NULL && ((uintptr_t)de & ENTRY_PTR_MASK) == ENTRY_PTR_NORMAL;
 }
+static inline int entryIsEmbedded(const dictEntry *de) {
+    return ((uintptr_t)de & ENTRY_PTR_MASK) == ENTRY_PTR_EMBEDDED;
+}
+int dictEntryIsNode(const dictEntry *de) { return entryIsNode(de); }
 static inline void *decodeItem(const dictEntry *de) {
     uintptr_t p = (uintptr_t)de;
     if (p & ENTRY_PTR_IS_ODD_KEY) return (void *)p;
@@ -191,6 +199,10 @@ static inline void *decodeItem(const dictEntry *de) {
 }
 static inline dictEntry *encodeItem(const dict *d, void *stored) {
     uintptr_t p = (uintptr_t)stored;
+    if (d->type->embeds_next) {
+        assert((p & ENTRY_PTR_MASK) == 0 && "stored items must be 8-aligned");
+        return (dictEntry *)(p | ENTRY_PTR_EMBEDDED);
+    }
     if (d->type->keys_are_odd) {
         assert((p & 1) && "keys_are_odd dict given an even stored item");
         return (dictEntry *)p;
@@ -202,14 +214,35 @@ static inline dictEntry *encodeItem(const dict *d, void *stored) {
 static inline uint8_t itemTag(const dict *d) {
     return d->type->keys_are_odd ? KVT_TAG_KEY : KVT_TAG_OBJECT;
 }
+/* The link after `de`: a node's `next`, an embedded item's own `next` field,
+ * NULL after a direct item (it has none). */
+static inline dictEntryLink nextLink(const dict *d, dictEntry *de) {
+    if (entryIsNode(de)) return &de->next;
+    if (entryIsEmbedded(de))
+        return (dictEntryLink)((char *)decodeItem(de) + d->type->embedded_next_offset);
+    return NULL;
+}
+static inline dictEntry *nextOf(const dict *d, dictEntry *de) {
+    dictEntryLink l = nextLink(d, de);
+    return l ? *l : NULL;
+}
+/* Structure tag of the memory holding a link: a bucket cell, a node's `next`
+ * or an embedded item's `next`. */
+static inline uint8_t linkTag(const dict *d, const dictEntryLink link) {
+    for (int t = 0; t <= 1; t++)
+        if (d->ht_table[t] && link >= d->ht_table[t] &&
+            link < d->ht_table[t] + DICTHT_SIZE(d->ht_size_exp[t]))
+            return KVT_TAG_DICT_TABLE;
+    return d->type->embeds_next ? itemTag(d) : KVT_TAG_DICT_ENTRY;
+}
 
 void *dictGetKey(const dictEntry *de) {
-    if (dictEntryIsKey(de)) return decodeItem(de);
+    if (!entryIsNode(de)) return decodeItem(de);
     (void)KS_LOAD(&de->key, 8, KVT_TAG_DICT_ENTRY, KS_SITE_DICT_KEY, 0);
     return de->key;
 }
 void *dictEntryStored(const dictEntry *de) {
-    return dictEntryIsKey(de) ? decodeItem(de) : de->key;
+    return entryIsNode(de) ? de->key : decodeItem(de);
 }
 void *dictGetVal(const dictEntry *de) {
     assert(entryIsNode(de));
@@ -231,11 +264,19 @@ dictEntry *dictGetNext(const dictEntry *de) {
  * load that produced the stored item pointer.  `dep` produced `de`. */
 static inline void *readEntry(const dict *d, const dictEntry *de, ksLoadId dep, uint16_t site,
                               dictEntry **next, ksLoadId *item_dep, ksLoadId *next_dep) {
-    (void)d;
     if (dictEntryIsKey(de)) {
         *next = NULL;
         *item_dep = dep;
         *next_dep = 0;
+        return decodeItem(de);
+    }
+    if (entryIsEmbedded(de)) {
+        /* Redis 7's dictEntry{key, v, next}: the item is its own node; the
+         * walk reads its `next` field, the type's callbacks read its key. */
+        dictEntryLink l = nextLink(d, (dictEntry *)de);
+        *next = *l;
+        *item_dep = dep;
+        *next_dep = KS_LOAD(l, 8, itemTag(d), site, dep);
         return decodeItem(de);
     }
     ksLoadId id = KS_LOAD(de, NODE_LOAD_BYTES, KVT_TAG_DICT_ENTRY, site, dep);
@@ -477,7 +518,10 @@ static void rehashEntriesInBucketAtIndex(dict *d, unsigned long idx, ksLoadId ce
         unsigned long h = expanding ? hashStored(d, stored, item_dep) & mask1 : idx & mask1;
         dictEntry **cell1 = &d->ht_table[1][h];
         (void)KS_LOAD(cell1, 8, KVT_TAG_DICT_TABLE, KS_SITE_DICT_REHASH, 0);
-        if (d->type->no_value) {
+        if (entryIsEmbedded(de)) {
+            *nextLink(d, de) = *cell1;
+            KS_STORE(nextLink(d, de), 8, itemTag(d), KS_SITE_DICT_REHASH, 0);
+        } else if (d->type->no_value) {
             if (*cell1 == NULL) {
                 /* Empty destination: the item goes in directly, the node (if
                  * any) is freed. */
@@ -583,11 +627,10 @@ int dictRehashRounds(dict *d, int rounds) {
  * searched (table 1 while rehashing: where an insert goes), *table = the table
  * of the match, *item_dep = the load that produced the matching stored item.
  * Works on an empty dict with a table (dictSetKeyAtLink needs the bucket).
- * `prefetch`: issue the bucket and `next` prefetches of dictFindLinkInternal;
- * the delete and two-phase-unlink walks of Redis have none. */
+ * No software prefetch: Redis PR #14700 removed the bucket and `next`
+ * prefetches that PR #13646 had put into dictFindLinkInternal. */
 static dictEntryLink findLinkInternal(dict *d, const void *key, uint64_t hash,
-                                      dictEntryLink *bucket, int *table, ksLoadId *item_dep,
-                                      int prefetch) {
+                                      dictEntryLink *bucket, int *table, ksLoadId *item_dep) {
     if (bucket) *bucket = NULL;
     if (d->ht_table[0] == NULL) return NULL;
     ksLoadId meta = metaLoad(d, KS_SITE_DICT_META);
@@ -598,21 +641,19 @@ static dictEntryLink findLinkInternal(dict *d, const void *key, uint64_t hash,
         if (t == 0 && (long)idx < d->rehashidx) continue;
         idx = hash & DICTHT_SIZE_MASK(d->ht_size_exp[t]);
         dictEntryLink link = &d->ht_table[t][idx];
-        if (prefetch) KS_PREFETCH(link, KVT_TAG_DICT_TABLE, KS_SITE_DICT_BUCKET, meta);
         if (bucket) *bucket = link;
         ksLoadId dep = KS_LOAD(link, 8, KVT_TAG_DICT_TABLE, KS_SITE_DICT_BUCKET, meta);
         while (*link) {
             dictEntry *de = *link, *next;
             ksLoadId idep, ndep;
             void *stored = readEntry(d, de, dep, KS_SITE_DICT_ENTRY, &next, &idep, &ndep);
-            if (next && prefetch) KS_PREFETCH(next, KVT_TAG_DICT_ENTRY, KS_SITE_DICT_ENTRY, ndep);
             if (compareKeys(d, key, stored, idep)) {
                 if (table) *table = t;
                 if (item_dep) *item_dep = idep;
                 return link;
             }
-            if (!entryIsNode(de)) break;
-            link = &de->next;
+            link = nextLink(d, de);
+            if (link == NULL) break;
             dep = ndep;
         }
         if (!dictIsRehashing(d)) break;
@@ -623,12 +664,20 @@ static dictEntryLink findLinkInternal(dict *d, const void *key, uint64_t hash,
 dictEntryLink dictFindLink(dict *d, const void *key, dictEntryLink *bucket) {
     if (bucket) *bucket = NULL;
     if (dictSize(d) == 0) return NULL;
-    return findLinkInternal(d, key, hashKey(d, key), bucket, NULL, NULL, 1);
+    return findLinkInternal(d, key, hashKey(d, key), bucket, NULL, NULL);
+}
+
+dictEntryLink dictFindLinkWithHash(dict *d, const void *key, uint64_t hash,
+                                   dictEntryLink *bucket, ksLoadId *item_dep) {
+    if (bucket) *bucket = NULL;
+    if (item_dep) *item_dep = 0;
+    if (dictSize(d) == 0) return NULL;
+    return findLinkInternal(d, key, hash, bucket, NULL, item_dep);
 }
 
 dictEntry *dictFindWithHash(dict *d, const void *key, uint64_t hash) {
     if (dictSize(d) == 0) return NULL;
-    dictEntryLink link = findLinkInternal(d, key, hash, NULL, NULL, NULL, 1);
+    dictEntryLink link = findLinkInternal(d, key, hash, NULL, NULL, NULL);
     return link ? *link : NULL;
 }
 
@@ -641,37 +690,20 @@ void *dictFetchStored(dict *d, const void *key, ksLoadId *dep) {
     if (dep) *dep = 0;
     if (dictSize(d) == 0) return NULL;
     ksLoadId idep = 0;
-    dictEntryLink link = findLinkInternal(d, key, hashKey(d, key), NULL, NULL, &idep, 1);
+    dictEntryLink link = findLinkInternal(d, key, hashKey(d, key), NULL, NULL, &idep);
     if (link == NULL) return NULL;
     if (dep) *dep = idep;
-    dictEntry *de = *link;
-    return dictEntryIsKey(de) ? decodeItem(de) : de->key; /* read by the walk */
+    return dictEntryStored(*link); /* read by the walk */
 }
 
 void *dictFetchStoredWithHash(dict *d, const void *key, uint64_t hash, ksLoadId *dep) {
     if (dep) *dep = 0;
     if (dictSize(d) == 0) return NULL;
     ksLoadId idep = 0;
-    dictEntryLink link = findLinkInternal(d, key, hash, NULL, NULL, &idep, 1);
+    dictEntryLink link = findLinkInternal(d, key, hash, NULL, NULL, &idep);
     if (link == NULL) return NULL;
     if (dep) *dep = idep;
-    dictEntry *de = *link;
-    return dictEntryIsKey(de) ? decodeItem(de) : de->key; /* read by the walk */
-}
-
-void **dictFindStoredRef(dict *d, const void *key, uint64_t hash) {
-    if (dictSize(d) == 0) return NULL;
-    dictEntryLink link = findLinkInternal(d, key, hash, NULL, NULL, NULL, 1);
-    if (link == NULL) return NULL;
-    dictEntry *de = *link;
-    if (dictEntryIsKey(de)) {
-        /* A tagged direct item cannot be overwritten through a plain void**:
-         * give it a node (legal: a node may sit alone or end a chain). */
-        de = newNode(d, decodeItem(de), NULL);
-        *link = de;
-        KS_STORE(link, 8, KVT_TAG_DICT_TABLE, KS_SITE_DICT_STORE, 0);
-    }
-    return &de->key;
+    return dictEntryStored(*link); /* read by the walk */
 }
 
 int dictIsRehashingPaused(const dict *d) { return d->pauserehash > 0; }
@@ -699,10 +731,15 @@ void dictPrefetchBucketCells(dict *d, const void *key) {
  * table: 1 while rehashing). */
 static dictEntry *insertAtBucket(dict *d, void *stored, dictEntryLink bucket) {
     dictEntry *head = *bucket, *de;
-    if (d->type->no_value && head == NULL)
+    if (d->type->embeds_next) {
         de = encodeItem(d, stored);
-    else
+        *nextLink(d, de) = head;
+        KS_STORE(nextLink(d, de), 8, itemTag(d), KS_SITE_DICT_STORE, 0);
+    } else if (d->type->no_value && head == NULL) {
+        de = encodeItem(d, stored);
+    } else {
         de = newNode(d, stored, head);
+    }
     *bucket = de;
     KS_STORE(bucket, 8, KVT_TAG_DICT_TABLE, KS_SITE_DICT_STORE, 0);
     d->ht_used[dictIsRehashing(d) ? 1 : 0]++;
@@ -778,7 +815,7 @@ void dictSetKeyAtLink(dict *d, void *stored, dictEntryLink *link, int newItem) {
             ksLoadId kdep;
             const void *key = keyOfStored(d, stored, 0, &kdep);
             dictEntryLink found =
-                findLinkInternal(d, key, hashKey(d, key), &bucket, NULL, NULL, 1);
+                findLinkInternal(d, key, hashKey(d, key), &bucket, NULL, NULL);
             assert(bucket != NULL);
             assert(found == NULL && "dictSetKeyAtLink(newItem) on an existing key");
             (void)found;
@@ -790,9 +827,16 @@ void dictSetKeyAtLink(dict *d, void *stored, dictEntryLink *link, int newItem) {
     /* Existing item: swap the stored pointer, keeping the tag kind. */
     dictEntry *de = **link;
     assert(de != NULL);
-    if (dictEntryIsKey(de)) {
+    if (entryIsEmbedded(de)) {
+        /* The new item takes the old one's place in the chain. */
+        dictEntry *ne = encodeItem(d, stored);
+        *nextLink(d, ne) = *nextLink(d, de); /* read by the walk */
+        KS_STORE(nextLink(d, ne), 8, itemTag(d), KS_SITE_DICT_STORE, 0);
+        **link = ne;
+        KS_STORE(*link, 8, linkTag(d, *link), KS_SITE_DICT_STORE, 0);
+    } else if (dictEntryIsKey(de)) {
         **link = encodeItem(d, stored);
-        KS_STORE(*link, 8, KVT_TAG_DICT_TABLE, KS_SITE_DICT_STORE, 0);
+        KS_STORE(*link, 8, linkTag(d, *link), KS_SITE_DICT_STORE, 0);
     } else {
         de->key = stored;
         KS_STORE(&de->key, 8, KVT_TAG_DICT_ENTRY, KS_SITE_DICT_STORE, 0);
@@ -802,7 +846,7 @@ void dictSetKeyAtLink(dict *d, void *stored, dictEntryLink *link, int newItem) {
 /* --- Delete ------------------------------------------------------------------------ */
 
 static void freeUnlinkedEntry(dict *d, dictEntry *de) {
-    void *stored = dictEntryIsKey(de) ? decodeItem(de) : de->key;
+    void *stored = dictEntryStored(de);
     if (d->type->entryDestructor) d->type->entryDestructor(stored);
     if (!d->type->no_value && d->type->valDestructor) d->type->valDestructor(de->v.val);
     freeNode(d, de);
@@ -811,11 +855,10 @@ static void freeUnlinkedEntry(dict *d, dictEntry *de) {
 /* Unlink the entry at `link` (already read by the walk) from table t. */
 static dictEntry *unlinkAt(dict *d, dictEntryLink link, int t) {
     dictEntry *de = *link;
-    dictEntry *next = entryIsNode(de) ? de->next : NULL; /* node loaded by the walk */
-    int in_table = link >= d->ht_table[t] && link < d->ht_table[t] + DICTHT_SIZE(d->ht_size_exp[t]);
-    (void)in_table; /* only the traced build records the tag */
+    dictEntry *next = nextOf(d, de); /* read by the walk */
+    (void)t;
     *link = next;
-    KS_STORE(link, 8, in_table ? KVT_TAG_DICT_TABLE : KVT_TAG_DICT_ENTRY, KS_SITE_DICT_STORE, 0);
+    KS_STORE(link, 8, linkTag(d, link), KS_SITE_DICT_STORE, 0);
     d->ht_used[t]--;
     META_STORE(d, ht_used);
     return de;
@@ -824,7 +867,7 @@ static dictEntry *unlinkAt(dict *d, dictEntryLink link, int t) {
 int dictDelete(dict *d, const void *key) {
     if (dictSize(d) == 0) return DICT_ERR;
     int t = 0;
-    dictEntryLink link = findLinkInternal(d, key, hashKey(d, key), NULL, &t, NULL, 0);
+    dictEntryLink link = findLinkInternal(d, key, hashKey(d, key), NULL, &t, NULL);
     if (link == NULL) return DICT_ERR;
     dictEntry *de = unlinkAt(d, link, t);
     freeUnlinkedEntry(d, de);
@@ -835,10 +878,10 @@ int dictDelete(dict *d, const void *key) {
 int dictPop(dict *d, const void *key, uint64_t hash, void **stored) {
     if (dictSize(d) == 0) return DICT_ERR;
     int t = 0;
-    dictEntryLink link = findLinkInternal(d, key, hash, NULL, &t, NULL, 0);
+    dictEntryLink link = findLinkInternal(d, key, hash, NULL, &t, NULL);
     if (link == NULL) return DICT_ERR;
     dictEntry *de = unlinkAt(d, link, t);
-    if (stored) *stored = dictEntryIsKey(de) ? decodeItem(de) : de->key;
+    if (stored) *stored = dictEntryStored(de);
     if (!d->type->no_value && d->type->valDestructor) d->type->valDestructor(de->v.val);
     freeNode(d, de);
     _dictShrinkIfNeeded(d);
@@ -848,7 +891,7 @@ int dictPop(dict *d, const void *key, uint64_t hash, void **stored) {
 dictEntryLink dictTwoPhaseUnlinkFind(dict *d, const void *key, int *table_index) {
     if (dictSize(d) == 0) return NULL;
     int t = 0;
-    dictEntryLink link = findLinkInternal(d, key, hashKey(d, key), NULL, &t, NULL, 0);
+    dictEntryLink link = findLinkInternal(d, key, hashKey(d, key), NULL, &t, NULL);
     if (link == NULL) return NULL;
     *table_index = t;
     dictPauseRehashing(d);
@@ -987,7 +1030,7 @@ int dictNextStored(dictIterator *it, void **stored, ksLoadId *dep) {
     ksLoadId idep = 0;
     dictEntry *de = iterNext((iter *)it, &idep);
     if (de == NULL) return 0;
-    *stored = dictEntryIsKey(de) ? decodeItem(de) : de->key; /* read by readEntry */
+    *stored = dictEntryStored(de); /* read by readEntry */
     if (dep) *dep = idep;
     return 1;
 }
@@ -1148,8 +1191,14 @@ int dictCheckValid(dict *d, char *err, size_t errlen) {
                                     (void *)de);
                     stored = de->key;
                     next = de->next;
+                } else if (entryIsEmbedded(de)) {
+                    if (!d->type->embeds_next)
+                        return fail(err, errlen, "t%d b%lu: embedded item %p in a dict of nodes",
+                                    t, i, (void *)de);
+                    stored = decodeItem(de);
+                    next = nextOf(d, de);
                 } else {
-                    if (!d->type->no_value)
+                    if (!d->type->no_value || d->type->embeds_next)
                         return fail(err, errlen, "t%d b%lu: tagged pointer %p in a value dict", t,
                                     i, (void *)de);
                     if (d->type->keys_are_odd ? !(p & 1) : (p & ENTRY_PTR_MASK) != ENTRY_PTR_IS_EVEN_KEY)
@@ -1164,15 +1213,15 @@ int dictCheckValid(dict *d, char *err, size_t errlen) {
                                 (unsigned long)(h & mask));
                 /* Duplicates: the rest of this chain, and table 1 when in table 0. */
                 const void *key = keyOfStored(d, stored, 0, &kd);
-                for (dictEntry *o = next; o; o = entryIsNode(o) ? o->next : NULL) {
-                    void *os = entryIsNode(o) ? o->key : decodeItem(o);
+                for (dictEntry *o = next; o; o = nextOf(d, o)) {
+                    void *os = dictEntryStored(o);
                     if (compareKeys(d, key, os, 0))
                         return fail(err, errlen, "t%d b%lu: key stored twice", t, i);
                 }
                 if (t == 0 && d->ht_table[1]) {
                     unsigned long j = h & DICTHT_SIZE_MASK(d->ht_size_exp[1]);
-                    for (dictEntry *o = d->ht_table[1][j]; o; o = entryIsNode(o) ? o->next : NULL) {
-                        void *os = entryIsNode(o) ? o->key : decodeItem(o);
+                    for (dictEntry *o = d->ht_table[1][j]; o; o = nextOf(d, o)) {
+                        void *os = dictEntryStored(o);
                         if (compareKeys(d, key, os, 0))
                             return fail(err, errlen, "key in both tables");
                     }
@@ -1197,10 +1246,12 @@ void dictGetStats(const dict *d, dictStats *out) {
         out->used[t] = d->ht_used[t];
         for (unsigned long i = 0; i < size; i++) {
             size_t len = 0;
-            for (dictEntry *de = d->ht_table[t][i]; de; de = entryIsNode(de) ? de->next : NULL) {
+            for (dictEntry *de = d->ht_table[t][i]; de; de = nextOf(d, de)) {
                 len++;
                 if (entryIsNode(de))
                     out->nodes++;
+                else if (entryIsEmbedded(de))
+                    out->embedded_items++;
                 else
                     out->direct_items++;
             }

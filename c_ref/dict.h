@@ -15,7 +15,9 @@
  *                entryGetKey() maps a stored item to its key; NULL = identity.
  *   entry        a dictEntry *: a pointer to a 16-byte NoValue node or a 24-byte
  *                node with a value, or (no_value dicts) a *tagged* stored item
- *                sitting directly in a bucket cell or at the end of a chain.
+ *                sitting directly in a bucket cell or at the end of a chain, or
+ *                (embeds_next dicts) a tagged stored item that carries its own
+ *                `next` field, Redis 7's dictEntry{key, v, next}.
  *                Read it only through dictGetKey / dictGetVal / dictGetNext.
  *   link         a dictEntry ** : a bucket cell or the `next` field of a node.
  *
@@ -85,6 +87,11 @@ typedef struct dictType {
     unsigned int no_value : 1;     /* keys only: 16-byte nodes + direct items */
     unsigned int keys_are_odd : 1; /* stored items have odd addresses (sds) */
     unsigned int force_full_rehash : 1; /* rehash at once on resize */
+    /* Redis 7's dictEntry{key, v, next}: each stored item is its own chain
+     * node, with its `next` pointer at byte embedded_next_offset (no_value,
+     * 8-aligned items; no node is ever allocated). */
+    unsigned int embeds_next : 1;
+    uint8_t embedded_next_offset;
 } dictType;
 
 /* --- Resize policy (global, as in Redis) ------------------------------------ */
@@ -142,8 +149,9 @@ void *dictGetKey(const dictEntry *de);
 void *dictEntryStored(const dictEntry *de);
 void *dictGetVal(const dictEntry *de); /* value dicts only */
 void dictSetVal(dict *d, dictEntry *de, void *val);
-dictEntry *dictGetNext(const dictEntry *de); /* NULL for a direct item */
+dictEntry *dictGetNext(const dictEntry *de); /* nodes only; NULL for an item */
 int dictEntryIsKey(const dictEntry *de);     /* 1 if a tagged direct item */
+int dictEntryIsNode(const dictEntry *de);    /* 1 if a (NoValue) node */
 
 /* --- Lookup and insert ----------------------------------------------------------- */
 /* The entry holding `key`, or NULL.  Runs one rehash step first (bucket-targeted
@@ -156,12 +164,6 @@ dictEntry *dictFindWithHash(dict *d, const void *key, uint64_t hash);
 void *dictFetchStored(dict *d, const void *key, ksLoadId *dep);
 
 void *dictFetchStoredWithHash(dict *d, const void *key, uint64_t hash, ksLoadId *dep);
-/* The address holding the stored item of `key` (NULL if absent), so the caller
- * can swap in a reallocated item with `*ref = new` (the ksTableOps findRef
- * contract).  A tagged direct item first gets a NoValue node, since a plain
- * pointer cannot be written into a tagged cell; Redis itself keeps the tag
- * (dictSetKeyAtLink newItem=0), which the link API here does too. */
-void **dictFindStoredRef(dict *d, const void *key, uint64_t hash);
 /* Prefetch the bucket cell an insert with this hash goes to (table 1 while
  * rehashing): the snapshot-load variants' helper. */
 void dictPrefetchBucket(dict *d, uint64_t hash);
@@ -181,6 +183,10 @@ void dictPrefetchBucketCells(dict *d, const void *key);
  *     after the object was reallocated.
  * Nothing may touch the dict between the two calls. */
 dictEntryLink dictFindLink(dict *d, const void *key, dictEntryLink *bucket);
+/* dictFindLink with a precomputed hash; *item_dep (optional) = the load that
+ * produced the matching stored item. */
+dictEntryLink dictFindLinkWithHash(dict *d, const void *key, uint64_t hash,
+                                   dictEntryLink *bucket, ksLoadId *item_dep);
 void dictSetKeyAtLink(dict *d, void *stored, dictEntryLink *link, int newItem);
 
 /* Two-phase insert, position flavour (Redis dictFindPositionForInsert /
@@ -295,6 +301,7 @@ typedef struct dictStats {
     size_t nonempty_buckets[2];
     size_t max_chain[2];
     size_t direct_items; /* tagged items stored in a cell or chain end */
+    size_t embedded_items; /* embeds_next items (their own nodes) */
     size_t nodes;        /* allocated dictEntry / NoValue nodes */
     long rehashidx;
 } dictStats;

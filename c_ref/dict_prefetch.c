@@ -141,7 +141,7 @@ static int stepEntry(lookup *l) {
     if (l->current) {
         /* The tagged value: for a direct item, the object's first line. */
         KS_PREFETCH(l->current,
-                    dictEntryIsKey(l->current) ? dictItemTag(l->d) : KVT_TAG_DICT_ENTRY,
+                    dictEntryIsNode(l->current) ? KVT_TAG_DICT_ENTRY : dictItemTag(l->d),
                     KS_SITE_DICT_PREFETCH, l->cur_dep);
         l->state = DICT_PREFETCH_ENTRY_KEY;
         return 1;
@@ -157,7 +157,7 @@ static int stepEntryKey(lookup *l) {
     ksLoadId dep = l->cur_dep;
     if (type->prefetchEntryKey) {
         addr = type->prefetchEntryKey(l->d, l->current);
-    } else if (!dictEntryIsKey(l->current)) {
+    } else if (dictEntryIsNode(l->current)) {
         dictEntry *next;
         ksLoadId ndep;
         addr = dictReadEntry(l->d, l->current, l->cur_dep, KS_SITE_DICT_PREFETCH, &next, &dep,

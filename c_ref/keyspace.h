@@ -122,6 +122,9 @@ struct ksKeyInfo {
     ksFindState fs;  /* step machine state */
     int state;       /* driver state */
     int rehash;      /* a prefetch used `hash`: the lookup hashes the key again (ksKeyRehash) */
+    int link_set;    /* `link` holds ksDbFind's link (ksTableOps findLink), valid until
+                      * the table changes */
+    ksInsertPos link;
 };
 
 /* --- Client ---------------------------------------------------------------- */
@@ -163,6 +166,12 @@ struct ksKeyspace {
     int64_t now_ms;
     int hashtable_min_exp;
     int rdbchecksum;      /* Valkey's rdbchecksum: CRC-64 of snapshots on save and load */
+    /* The rehash cron (db.c ksDbCron): Valkey's activerehashing and hz, and
+     * the logical clock it runs on (command_ns per executed command). */
+    int activerehashing;
+    int hz;
+    uint64_t command_ns;
+    uint64_t cron_clock_ns, cron_next_ns;
     uint64_t nkeys;
     ksVariants var;
     ksClient client;
@@ -197,8 +206,15 @@ void ksDbTouch(ksKeyspace *ks, ksKeyInfo *ki, void *entry);
 void ksDbKeyCountAdd(ksKeyspace *ks, int slot, int64_t delta);
 /* Like ksDbFind but without expiring (for EXISTS-style raw checks in tests). */
 void *ksDbFindRaw(ksKeyspace *ks, ksKeyInfo *ki);
-/* Set key to value; expire_ms < 0 = no expire.  Returns 1 if the key was new. */
+/* setKey: set key to value (expire_ms < 0 = no expire) after its own
+ * lookupKeyWrite (ksDbFind, and ksDbTouch on a hit: MSET, and SET's callers
+ * that have not looked up).  Returns 1 if the key was new. */
 int ksDbSet(ksKeyspace *ks, ksKeyInfo *ki, const uint8_t *val, size_t vlen, int64_t expire_ms);
+/* setKey with SETKEY_ALREADY_EXIST / SETKEY_DOESNT_EXIST: `old` is what the
+ * caller's ksDbFind on the same ki returned, with no table change since (SET);
+ * on table=dict the write goes through that lookup's link. */
+int ksDbSetFound(ksKeyspace *ks, ksKeyInfo *ki, void *old, const uint8_t *val, size_t vlen,
+                 int64_t expire_ms);
 /* Add a key known to be absent (snapshot load / tests), two-phase insert. */
 void ksDbAddNew(ksKeyspace *ks, ksKeyInfo *ki, void *entry);
 int ksDbDelete(ksKeyspace *ks, ksKeyInfo *ki);
@@ -207,6 +223,21 @@ int64_t ksDbGetExpire(ksKeyspace *ks, ksKeyInfo *ki, void *entry);
 /* Set the expire of an existing key; returns the (possibly moved) entry. */
 void *ksDbSetExpire(ksKeyspace *ks, ksKeyInfo *ki, void *entry, int64_t when);
 void ksDbFlush(ksKeyspace *ks);
+/* Between two query buffers (the event loop): if the cron clock (command_ns per
+ * command executed) has crossed a 1/hz boundary, serverCron -> databasesCron ->
+ * kvstoreIncrementallyRehash: the rehashing tables, in slot order, get rehash
+ * steps for 1 ms (KS_CRON_REHASH_STEPS buckets).  Nothing with
+ * activerehashing=no or hz=0. */
+void ksDbCron(ksKeyspace *ks);
+/* The cron's modelled time: each executed command advances its clock by
+ * command_ns (option; default 1 us), and 1 ms of rehashing is
+ * KS_CRON_REHASH_STEPS bucket steps (100 ns each).  At hz 10: a tick per
+ * 100,000 commands, 10,000 buckets per tick. */
+#define KS_CRON_COMMAND_NS 1000
+#define KS_CRON_REHASH_STEPS 10000
+/* Finish every rehash in progress (a server idle long enough for its cron:
+ * the workloads' setup ends with it when activerehashing is on). */
+void ksDbRehashAll(ksKeyspace *ks);
 /* The slot table, creating it if needed. */
 void *ksDbTableForWrite(ksKeyspace *ks, int slot);
 int ksDbCheckValid(ksKeyspace *ks, char *err, size_t errlen);

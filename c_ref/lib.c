@@ -36,6 +36,7 @@ KS_API int ksExecute(ksKeyspace *ks, const char *variant, const uint8_t *query, 
     ksClientSetQuery(ks, c, query, len);
     c->rlen = 0;
     v.pipeline(ks, c);
+    ksDbCron(ks); /* the event loop: between two reads of the client */
     if (reply) *reply = c->rbuf;
     if (reply_len) *reply_len = c->rlen;
     if (consumed) *consumed = c->closed ? len : c->qpos;

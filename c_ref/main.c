@@ -119,7 +119,9 @@ static void jstrlist(jbuf *j, const char *const *names, int n) {
 
 static void jworkload(jbuf *j, const ksWorkloadSpec *s) {
     /* keys sorted */
-    jput(j, "{\"batch\":%d,\"cluster\":%s,\"depth\":%d,\"expire\":%s,\"key_size\":%u,\"keys\":%llu,", s->batch,
+    jput(j, "{\"activerehashing\":");
+    jstr(j, s->activerehashing ? s->activerehashing : "yes");
+    jput(j, ",\"batch\":%d,\"cluster\":%s,\"depth\":%d,\"expire\":%s,\"key_size\":%u,\"keys\":%llu,", s->batch,
          s->cluster ? "true" : "false", s->depth, s->expire ? "true" : "false", s->key_size, (unsigned long long)s->keys);
     jput(j, "\"keys_per_command\":%d,", s->keys_per_command);
     jput(j, "\"layout\":");
@@ -136,7 +138,7 @@ static void jworkload(jbuf *j, const ksWorkloadSpec *s) {
     jstr(j, s->table);
     jput(j, ",\"value_size\":%u,\"variant\":", s->value_size);
     jstr(j, s->variant);
-    jput(j, "}");
+    jput(j, ",\"warmup_ops\":%llu}", (unsigned long long)s->warmup_ops);
 }
 
 static void jproducer(jbuf *j) {
@@ -263,7 +265,9 @@ int main(int argc, char **argv) {
     jstrlist(&j, ksSiteName, KS_NUM_SITES);
     jput(&j, ",\"tags\":");
     jstrlist(&j, ksTagName, KVT_NUM_TAGS);
-    jput(&j, ",\"warmup\":\"skipped\",\"workload\":");
+    /* "skipped": setup is not recorded; "prefix": so is it, but --warmup-ops
+     * operations precede the measured ones between warm-up markers */
+    jput(&j, ",\"warmup\":\"%s\",\"workload\":", s.warmup_ops ? "prefix" : "skipped");
     jworkload(&j, &s);
     jput(&j, "}");
 

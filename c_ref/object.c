@@ -108,10 +108,12 @@ robj *ksStringObjectCreate(ksKeyspace *ks, const uint8_t *val, size_t vlen) {
 }
 
 static void *legacyCreate(ksKeyspace *ks, const char *key, size_t klen, const uint8_t *val, size_t vlen) {
-    legacyEntry *e = ksArenaAlloc(ks->arena, sizeof(*e));
+    size_t sz = ks->ops->legacy_entry_is_node ? sizeof(legacyEntry) : KS_LEGACY_ENTRY_KV_BYTES;
+    legacyEntry *e = ksArenaAlloc(ks->arena, sz);
     e->key = legacyNewSds(ks, key, klen, KVT_TAG_KEY);
     e->val = ksStringObjectCreate(ks, val, vlen);
-    KS_STORE(e, sizeof(*e), KVT_TAG_OBJECT, KS_SITE_OBJ_CREATE_STORE, 0);
+    if (ks->ops->legacy_entry_is_node) e->next = NULL; /* the table sets it */
+    KS_STORE(e, KS_LEGACY_ENTRY_KV_BYTES, KVT_TAG_OBJECT, KS_SITE_OBJ_CREATE_STORE, 0);
     return e;
 }
 
@@ -145,7 +147,7 @@ sds ksEntryGetKey(const ksKeyspace *ks, const void *entry, ksLoadId dep, ksLoadI
         return unifiedKey(o);
     }
     const legacyEntry *e = entry;
-    KS_ID_VAR(le) = KS_LOAD(e, sizeof(*e), KVT_TAG_OBJECT, KS_SITE_OBJ_ENTRY, dep);
+    KS_ID_VAR(le) = KS_LOAD(e, KS_LEGACY_ENTRY_KV_BYTES, KVT_TAG_OBJECT, KS_SITE_OBJ_ENTRY, dep);
     if (key_dep) *key_dep = le;
     return e->key;
 }

@@ -52,10 +52,15 @@ typedef struct robj {
     void *ptr;
 } robj;
 
+/* The legacy layout's entry: {key, val}; on a table that chains through its
+ * entries (ksTableOps legacy_entry_is_node: table=dict) also `next`, which
+ * makes it Redis 7's 24-byte dictEntry{key, v, next}. */
 typedef struct legacyEntry {
     sds key;
     robj *val;
+    struct legacyEntry *next;
 } legacyEntry;
+#define KS_LEGACY_ENTRY_KV_BYTES offsetof(legacyEntry, next) /* {key, val}: 16 */
 
 typedef struct legacyExpire {
     sds key; /* shared with the main entry */

@@ -62,6 +62,7 @@
     /* --- snapshot.c --- */                                                   \
     X(SNAP_READ, "snap.read", 68)                                              \
     X(SNAP_WRITE, "snap.write", 35)                                            \
+    X(SNAP_REFILL, "snap.refill", 180)  /* fread's refill of its 4 KiB buffer */ \
     /* --- dict.c, dict_prefetch.c (Redis dict, table=dict) --- */            \
     X(DICT_META, "dict.meta", 6)                                               \
     X(DICT_BUCKET, "dict.bucket", 10)            /* ht_table[t][idx] cell */      \

@@ -182,11 +182,28 @@ int ksSnapshotSave(ksKeyspace *ks, uint8_t **out, size_t *outlen) {
 
 /* --- Reader ---------------------------------------------------------------- */
 
+/* Valkey loads through rio's file backend (rioInitWithFile): every rioRead is
+ * an fread on a stdio FILE, whose buffer of st_blksize bytes (RIO_STDIO_BUF)
+ * glibc refills with one read() when a request finds it empty; a request of a
+ * whole block or more beyond what is buffered is read straight into the
+ * destination.  The reader follows that: the snapshot image (ks->snap, tag
+ * snapshot_buf) stands for the file's page-cache pages, touched only by
+ * refills (load of the block, store into the stdio buffer: site snap.refill)
+ * and by such direct reads; every other read is served from the stdio buffer
+ * (an arena block, tag snapshot_buf), which stays cache-resident. */
+#define RIO_STDIO_BUF 4096
+
 typedef struct {
-    const uint8_t *p, *end, *base;
+    const uint8_t *p, *end, *base; /* position in the file image, its end and start */
     const char *err;
     uint64_t crc; /* running checksum of every byte consumed so far */
     int sum;      /* rdbchecksum=yes */
+    ksArena *arena;
+    uint8_t *sb;        /* the stdio buffer: file bytes [win, win + wlen) */
+    const uint8_t *win; /* file position of sb[0] */
+    size_t wlen;
+    uint8_t *tmp; /* a read spanning a refill, assembled (see rGet) */
+    size_t tcap;
 } reader;
 
 /* rioGenericUpdateChecksum: fold the n bytes one read consumed into the sum. */
@@ -196,14 +213,77 @@ static inline void rSum(reader *r, const uint8_t *p, size_t n) {
     r->crc = ksCrc64(r->crc, p, n);
 }
 
-static int rByte(reader *r, uint8_t *b) {
-    if (r->p >= r->end) {
+/* glibc's refill: read() the next block of the file into the stdio buffer. */
+static void rRefill(reader *r) {
+    size_t n = (size_t)(r->end - r->p) < RIO_STDIO_BUF ? (size_t)(r->end - r->p) : RIO_STDIO_BUF;
+    (void)KS_LOAD(r->p, n, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_REFILL, 0);
+    memcpy(r->sb, r->p, n);
+    KS_STORE(r->sb, n, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_REFILL, 0);
+    r->win = r->p;
+    r->wlen = n;
+}
+
+/* fread(n bytes): a pointer to them, valid until the next call (-1 if the
+ * file has fewer).  Inside the buffered window: into the stdio buffer, no
+ * copy (the caller's read of it is fread's copy).  Otherwise the request is
+ * assembled in `tmp`, as fread fills its destination: the buffered part, then
+ * whole blocks straight from the file, then a refill for the tail (the
+ * caller then reads `tmp`: one more copy than Valkey, which reads into the
+ * object, for the requests that span a refill). */
+static int rGet(reader *r, size_t n, const uint8_t **out) {
+    if ((size_t)(r->end - r->p) < n) {
         r->err = "snapshot truncated";
         return -1;
     }
-    (void)KS_LOAD(r->p, 1, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
-    rSum(r, r->p, 1);
-    *b = *r->p++;
+    if (r->wlen == 0 || r->p >= r->win + r->wlen) {
+        if (n < RIO_STDIO_BUF) rRefill(r); /* empty buffer, small request: refill */
+    }
+    if (r->wlen && r->p >= r->win && r->p + n <= r->win + r->wlen) {
+        *out = r->sb + (r->p - r->win);
+        r->p += n;
+        return 0;
+    }
+    if (r->tcap < n) {
+        if (r->tmp) ksArenaFree(r->arena, r->tmp);
+        r->tcap = n < 64 ? 64 : n;
+        r->tmp = ksArenaAlloc(r->arena, r->tcap);
+    }
+    size_t got = 0;
+    if (r->wlen && r->p >= r->win && r->p < r->win + r->wlen) { /* the buffered part */
+        got = (size_t)(r->win + r->wlen - r->p);
+        const uint8_t *src = r->sb + (r->p - r->win);
+        (void)KS_LOAD(src, got, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
+        memcpy(r->tmp, src, got);
+        KS_STORE(r->tmp, got, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
+        r->p += got;
+    }
+    size_t direct = (n - got) / RIO_STDIO_BUF * RIO_STDIO_BUF; /* whole blocks: no buffer */
+    if (direct) {
+        (void)KS_LOAD(r->p, direct, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_REFILL, 0);
+        memcpy(r->tmp + got, r->p, direct);
+        KS_STORE(r->tmp + got, direct, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_REFILL, 0);
+        r->p += direct;
+        got += direct;
+        r->wlen = 0;
+    }
+    if (got < n) { /* the tail: refill, copy */
+        rRefill(r);
+        size_t k = n - got;
+        (void)KS_LOAD(r->sb, k, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
+        memcpy(r->tmp + got, r->sb, k);
+        KS_STORE(r->tmp + got, k, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
+        r->p += k;
+    }
+    *out = r->tmp;
+    return 0;
+}
+
+static int rByte(reader *r, uint8_t *b) {
+    const uint8_t *p;
+    if (rGet(r, 1, &p)) return -1;
+    (void)KS_LOAD(p, 1, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
+    rSum(r, p, 1);
+    *b = *p;
     return 0;
 }
 
@@ -226,31 +306,26 @@ static int rLen(reader *r, uint64_t *len) {
         r->err = "snapshot corrupt: bad length encoding";
         return -1;
     }
-    if (r->end - r->p < n) {
-        r->err = "snapshot truncated";
-        return -1;
-    }
-    (void)KS_LOAD(r->p, (size_t)n, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
-    rSum(r, r->p, (size_t)n);
+    const uint8_t *p;
+    if (rGet(r, (size_t)n, &p)) return -1;
+    (void)KS_LOAD(p, (size_t)n, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
+    rSum(r, p, (size_t)n);
     uint64_t v = 0;
-    for (int i = 0; i < n; i++) v = (v << 8) | r->p[i];
-    r->p += n;
+    for (int i = 0; i < n; i++) v = (v << 8) | p[i];
     *len = v;
     return 0;
 }
 
-/* A length-prefixed string: *s points into the buffer.  The caller records
- * the read of the bytes (KS_LOAD) and then sums them (rSum), as rioRead
- * copies and then updates the checksum. */
+/* A length-prefixed string: *s points at its bytes (rGet: valid until the
+ * next read).  The caller records the read of the bytes (KS_LOAD) and then
+ * sums them (rSum), as rioRead copies and then updates the checksum. */
 static int rString(reader *r, const uint8_t **s, uint64_t *len) {
     if (rLen(r, len)) return -1;
     if ((uint64_t)(r->end - r->p) < *len) {
         r->err = "snapshot truncated";
         return -1;
     }
-    *s = r->p;
-    r->p += *len;
-    return 0;
+    return rGet(r, (size_t)*len, s);
 }
 
 /* Parse and insert every key into ks's (fresh) tables; -1 with r->err.
@@ -285,14 +360,11 @@ static int loadRecords(ksKeyspace *ks, reader *r) {
     for (;; ) {
         if (op == OP_EOF) break;
         if (op == OP_EXPIRETIME_MS) {
-            if (r->end - r->p < 8) {
-                r->err = "snapshot truncated";
-                goto done;
-            }
-            (void)KS_LOAD(r->p, 8, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
-            memcpy(&expire, r->p, 8);
-            rSum(r, r->p, 8);
-            r->p += 8;
+            const uint8_t *p;
+            if (rGet(r, 8, &p)) goto done;
+            (void)KS_LOAD(p, 8, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
+            memcpy(&expire, p, 8);
+            rSum(r, p, 8);
             if (rByte(r, &op)) goto done;
             if (op != OP_STRING) {
                 r->err = "snapshot corrupt: expire not followed by a key";
@@ -390,9 +462,12 @@ static int loadRecords(ksKeyspace *ks, reader *r) {
     /* The sum of every byte read (header to EOF opcode) against the stored
      * one; a stored 0 means "saved without a checksum" and is not checked. */
     uint64_t crc;
-    (void)KS_LOAD(r->p, 8, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
-    memcpy(&crc, r->p, 8);
+    const uint8_t *cp, *crc_at = r->p; /* a mismatch names the checksum's offset */
+    if (rGet(r, 8, &cp)) goto done;
+    (void)KS_LOAD(cp, 8, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
+    memcpy(&crc, cp, 8);
     if (r->sum && crc != 0 && crc != r->crc) {
+        r->p = crc_at;
         r->err = "snapshot corrupt or truncated: checksum mismatch";
         goto done;
     }
@@ -425,10 +500,15 @@ int ksSnapshotLoad(ksKeyspace *ks, const uint8_t *buf, size_t len) {
     ks->expires = NULL;
     ks->nkeys = 0;
     /* The CRC is the last 8 bytes; loadRecords checks they are all that is left. */
-    reader r = {buf + 8, buf + len, buf, NULL, 0, ks->rdbchecksum};
-    (void)KS_LOAD(buf, 8, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
-    rSum(&r, buf, 8); /* magic and version, read by the header check */
+    reader r = {buf, buf + len, buf, NULL, 0, ks->rdbchecksum, ks->arena, NULL, NULL, 0, NULL, 0};
+    r.sb = ksArenaAlloc(ks->arena, RIO_STDIO_BUF);
+    const uint8_t *hp;
+    rGet(&r, 8, &hp); /* len >= 17 */
+    (void)KS_LOAD(hp, 8, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
+    rSum(&r, hp, 8); /* magic and version, read by the header check */
     int rc = loadRecords(ks, &r);
+    ksArenaFree(ks->arena, r.sb);
+    if (r.tmp) ksArenaFree(ks->arena, r.tmp);
     void **new_slots = ks->slots;
     hashtable **new_expires = ks->expires;
     uint64_t *new_bit = ks->slot_bit;

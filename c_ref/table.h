@@ -48,8 +48,22 @@ typedef struct ksTableOps {
     size_t (*size)(const void *t);
     /* Lookup with a precomputed hash; runs rehash steps as the backend does. */
     bool (*find)(void *t, const void *key, uint64_t hash, void **found);
-    /* Address of the slot holding the entry (to replace it); NULL if absent. */
+    /* Address of the slot holding the entry (to replace it); NULL if absent.
+     * Optional when findLink and setAtLink are given (the keyspace then
+     * replaces through them). */
     void **(*findRef)(void *t, const void *key, uint64_t hash);
+    /* Optional pair, Redis's link API (dict.c dictFindLink / dictSetKeyAtLink):
+     * findLink is `find` that also keeps in *link the link of the match or, on
+     * a miss, of the bucket an insert goes to (unset if the table is empty);
+     * setAtLink writes through it, with no other call on t in between:
+     * new_item inserts (finding the bucket again if the table resized or the
+     * link is unset), else replaces the matched entry in place.  The keyspace
+     * uses them for every lookup and write when present: one walk per SET. */
+    bool (*findLink)(void *t, const void *key, uint64_t hash, void **found, ksInsertPos *link);
+    void (*setAtLink)(void *t, void *entry, ksInsertPos *link, bool new_item);
+    /* Optional: legacy entries carry a `next` field the table chains through
+     * (Redis 7's dictEntry{key, v, next}); the keyspace allocates it. */
+    bool legacy_entry_is_node;
     /* Two-phase insert (no other call on t in between). */
     bool (*findPositionForInsert)(void *t, const void *key, uint64_t hash, ksInsertPos *pos, void **existing);
     void (*insertAtPosition)(void *t, void *entry, ksInsertPos *pos);
@@ -70,6 +84,9 @@ typedef struct ksTableOps {
     bool (*iterNext)(ksTableIter *it, void **entry);
     void (*iterReset)(ksTableIter *it);
     size_t (*scan)(void *t, size_t cursor, ksScanFn fn, void *privdata);
+    /* Up to n rehash steps (one bucket each; Valkey rehashStep, Redis
+     * dictRehash(d, 1)); returns true while rehashing remains.  The cron's. */
+    bool (*rehashSteps)(void *t, size_t n);
     /* Grow to hold n entries (snapshot RESIZEDB hint); optional. */
     void (*expand)(void *t, size_t n);
     /* Bytes of table structure (not entries). */

@@ -4,14 +4,19 @@
  * A thin adapter, like table_hashtable.c: the keyspace's callbacks (db.c, in
  * ks->ht_type) have the same shapes as dictType's, so the dict type copies
  * them.  The keyspace stores unified kvobj-style objects or legacy entries,
- * both 8-aligned, so the dict is no_value with even (010) tagging: an object
- * alone in its bucket sits in the cell itself, otherwise behind a 16-byte
- * NoValue node (Redis 8 dbDictType).  With layout=legacy this models Redis 7's
- * {key, val} dictEntry as a NoValue node -> 16-byte legacy entry.
+ * both 8-aligned.  layout=unified: the dict is no_value with even (010)
+ * tagging: an object alone in its bucket sits in the cell itself, otherwise
+ * behind a 16-byte NoValue node (Redis 8 dbDictType).  layout=legacy: Redis
+ * 7's dictEntry{key, v, next}: the 24-byte legacy entry is its own chain node
+ * (dictType embeds_next; ksDictTableOps.legacy_entry_is_node), one hop from
+ * the bucket cell to the entry, none allocated by the dict.
  *
  * Mapping notes:
- *   find/findRef/pop/findPositionForInsert use the keyspace's precomputed hash;
- *   findRef on a direct item gives it a node first (see dictFindStoredRef);
+ *   find/findLink/pop/findPositionForInsert use the keyspace's precomputed
+ *     hash; the keyspace looks keys up with findLink and writes through
+ *     setAtLink (Redis setKey: dbFindByLink, then dictSetKeyAtLink: an insert
+ *     walks the chain once with one rehash step; an overwrite keeps a direct
+ *     item direct);
  *   findInit/Step/Result is the dictPrefetcher's per-key machine; the type's
  *     prefetchEntryValue is Redis's dbDictPrefetchEntryValue (PR #15133,
  *     server.c): on a (presumed) hit, kv->ptr of a RAW string, so the machine
@@ -29,7 +34,8 @@ static_assert(sizeof(dictIncrementalFindState) <= sizeof(ksFindState), "find sta
 static_assert(sizeof(void *) <= sizeof(ksInsertPos), "position fits");
 static_assert(sizeof(dictIterator) <= sizeof(ksTableIter), "iterator fits");
 
-static dictType dict_type; /* callbacks are the keyspace's (they use ksCur) */
+/* Callbacks are the keyspace's (they use ksCur); one type per layout. */
+static dictType dict_type_unified, dict_type_legacy;
 
 /* dbDictPrefetchEntryValue: reads the object header (type, encoding, ptr) and
  * returns kv->ptr for a RAW string, NULL for an embedded one. */
@@ -40,15 +46,19 @@ static const void *dtPrefetchEntryValue(const dict *d, const void *stored, ksLoa
 }
 
 static void *dtCreate(ksKeyspace *ks) {
-    dict_type.entryGetKey = ks->ht_type.entryGetKey;
-    dict_type.hashFunction = ks->ht_type.hashFunction;
-    dict_type.entryHash = ks->ht_type.entryHash;
-    dict_type.keyCompare = ks->ht_type.keyCompare;
-    dict_type.entryDestructor = ks->ht_type.entryDestructor;
-    dict_type.prefetchEntryValue = dtPrefetchEntryValue;
-    dict_type.no_value = 1;
-    dict_type.keys_are_odd = 0;
-    dict *d = dictCreate(&dict_type, ks->arena);
+    int legacy = ks->layout == KS_LAYOUT_LEGACY;
+    dictType *type = legacy ? &dict_type_legacy : &dict_type_unified;
+    type->entryGetKey = ks->ht_type.entryGetKey;
+    type->hashFunction = ks->ht_type.hashFunction;
+    type->entryHash = ks->ht_type.entryHash;
+    type->keyCompare = ks->ht_type.keyCompare;
+    type->entryDestructor = ks->ht_type.entryDestructor;
+    type->prefetchEntryValue = dtPrefetchEntryValue;
+    type->no_value = 1;
+    type->keys_are_odd = 0;
+    type->embeds_next = legacy;
+    type->embedded_next_offset = legacy ? offsetof(legacyEntry, next) : 0;
+    dict *d = dictCreate(type, ks->arena);
     if (ks->hashtable_min_exp > 0) dictExpand(d, (size_t)1 << ks->hashtable_min_exp);
     return d;
 }
@@ -72,8 +82,23 @@ static bool dtFind(void *t, const void *key, uint64_t hash, void **found) {
     return e != NULL;
 }
 
-static void **dtFindRef(void *t, const void *key, uint64_t hash) {
-    return dictFindStoredRef(t, key, hash);
+static bool dtFindLink(void *t, const void *key, uint64_t hash, void **found, ksInsertPos *pos) {
+    dictEntryLink bucket = NULL;
+    ksLoadId dep = 0;
+    dictEntryLink link = dictFindLinkWithHash(t, key, hash, &bucket, &dep);
+    dictEntryLink keep = link ? link : bucket;
+    memcpy(pos->opaque, &keep, sizeof(keep));
+    if (found) *found = link ? dictEntryStored(*link) : NULL; /* read by the walk */
+    if (link == NULL) return false;
+    KS_SET_ENTRY_DEP(dep);
+    return true;
+}
+
+static void dtSetAtLink(void *t, void *entry, ksInsertPos *pos, bool new_item) {
+    dictEntryLink link;
+    memcpy(&link, pos->opaque, sizeof(link));
+    dictSetKeyAtLink(t, entry, &link, new_item);
+    memcpy(pos->opaque, &link, sizeof(link));
 }
 
 static bool dtFindPos(void *t, const void *key, uint64_t hash, ksInsertPos *pos, void **existing) {
@@ -147,6 +172,15 @@ static size_t dtScan(void *t, size_t cursor, ksScanFn fn, void *privdata) {
 }
 
 static void dtExpand(void *t, size_t n) { dictExpand(t, n); }
+/* dictRehashMicroseconds' loop: dictRehash(d, 100) per round. */
+static bool dtRehashSteps(void *t, size_t n) {
+    while (n > 0 && dictIsRehashing(t) && !dictIsRehashingPaused(t)) {
+        int k = n < 100 ? (int)n : 100;
+        if (!dictRehash(t, k)) break;
+        n -= (size_t)k;
+    }
+    return dictIsRehashing(t);
+}
 static size_t dtMemUsage(const void *t) { return dictMemUsage(t); }
 static bool dtPaused(const void *t) { return dictIsRehashingPaused(t); }
 static int dtCheck(void *t, char *err, size_t errlen) { return dictCheckValid(t, err, errlen); }
@@ -157,7 +191,9 @@ const ksTableOps ksDictTableOps = {
     .release = dtRelease,
     .size = dtSize,
     .find = dtFind,
-    .findRef = dtFindRef,
+    .findLink = dtFindLink,
+    .setAtLink = dtSetAtLink,
+    .legacy_entry_is_node = true,
     .findPositionForInsert = dtFindPos,
     .insertAtPosition = dtInsertAt,
     .pop = dtPop,
@@ -171,6 +207,7 @@ const ksTableOps ksDictTableOps = {
     .iterReset = dtIterReset,
     .scan = dtScan,
     .expand = dtExpand,
+    .rehashSteps = dtRehashSteps,
     .memUsage = dtMemUsage,
     .isRehashingPaused = dtPaused,
     .checkValid = dtCheck,

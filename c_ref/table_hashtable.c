@@ -77,6 +77,11 @@ static size_t htScan(void *t, size_t cursor, ksScanFn fn, void *privdata) {
 }
 
 static void htExpand(void *t, size_t n) { hashtableExpand(t, n); }
+/* hashtableRehashMicroseconds' loop: one rehashStep per bucket. */
+static bool htRehashSteps(void *t, size_t n) {
+    hashtableRehashSteps(t, n);
+    return hashtableIsRehashing(t);
+}
 static size_t htMemUsage(const void *t) { return hashtableMemUsage(t); }
 static bool htPaused(const void *t) { return hashtableIsRehashingPaused(t); }
 static int htCheck(void *t, char *err, size_t errlen) { return hashtableCheckValid(t, err, errlen); }
@@ -100,6 +105,7 @@ const ksTableOps ksHashtableTableOps = {
     .iterReset = htIterReset,
     .scan = htScan,
     .expand = htExpand,
+    .rehashSteps = htRehashSteps,
     .memUsage = htMemUsage,
     .isRehashingPaused = htPaused,
     .checkValid = htCheck,

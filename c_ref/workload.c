@@ -18,6 +18,15 @@
  * setup is not recorded (ksEmitPause); the measured phase starts with a PHASE
  * marker and every command with a COMMAND marker.
  *
+ * Warm-up (--warmup-ops N, pipeline and mget): setup leaves the caches and
+ * TLBs cold for the measured phase, which a long-running server never sees.
+ * N operations of the same workload (the same mix and command shape, keys
+ * drawn from a separate seeded stream, so the measured queries are the ones
+ * without warm-up) run after setup and before the first measured run, untimed;
+ * the trace records them between WARMUP_BEGIN and WARMUP_END markers
+ * (traces/FORMAT.md), which simulators run through their caches without
+ * counting.
+ *
  * Conventions: public ks...; static internals without prefix.
  */
 
@@ -71,7 +80,8 @@ typedef struct {
     uint8_t *q;
     size_t qlen, qcap;
     size_t *group_off; /* query offsets of groups */
-    size_t ngroups;
+    size_t ngroups;    /* measured groups: [0, ngroups); warm-up: [ngroups, ngroups + nwarm) */
+    size_t nwarm;
     uint32_t crc;
     uint64_t reply_bytes;
 } wl;
@@ -110,6 +120,13 @@ static void qcmd(wl *w, int argc) {
 
 /* --- Setup ----------------------------------------------------------------- */
 
+/* A server idles between its setup and the measured commands, long enough for
+ * the rehash cron (activerehashing, the default) to finish every rehash the
+ * setup's inserts started. */
+static void setupIdle(wl *w) {
+    if (w->ks->activerehashing && w->ks->hz) ksDbRehashAll(w->ks);
+}
+
 static void populate(wl *w) {
     const ksWorkloadSpec *s = w->spec;
     char key[4096];
@@ -122,6 +139,7 @@ static void populate(wl *w) {
         /* --expire: one day past the logical clock, so no key expires during the run */
         ksDbSet(w->ks, &ki, valueFor(w, i), s->value_size, s->expire ? w->ks->now_ms + 86400000LL : -1);
     }
+    setupIdle(w);
 }
 
 /* mset --mset-keys random: the keys of the range that exist before the
@@ -139,6 +157,7 @@ static void prefill(wl *w) {
         ksKeyResolve(w->ks, k, &ki);
         ksDbSet(w->ks, &ki, valueFor(w, i), s->value_size, -1);
     }
+    setupIdle(w);
 }
 
 /* The measured phases are separate non-inlined functions named measured*, so
@@ -148,14 +167,26 @@ static void prefill(wl *w) {
 
 /* Replies go out (the reply buffer is reused per group, as a socket write);
  * only their total size is kept as a cheap cross-variant check. */
-static MEASURED void measuredPipeline(ksKeyspace *ks, ksClient *c, wl *w, uint64_t *reply_bytes) {
-    for (size_t g = 0; g < w->ngroups; g++) {
+static void runGroups(ksKeyspace *ks, ksClient *c, wl *w, size_t g0, size_t g1, uint64_t *reply_bytes) {
+    for (size_t g = g0; g < g1; g++) {
         size_t off = w->group_off[g], end = w->group_off[g + 1];
         ksClientSetQuery(ks, c, w->q + off, end - off);
         c->rlen = 0;
         ks->var.pipeline(ks, c);
         *reply_bytes += c->rlen;
+        ksDbCron(ks); /* the event loop: between two reads of the client */
     }
+}
+
+static MEASURED void measuredPipeline(ksKeyspace *ks, ksClient *c, wl *w, uint64_t *reply_bytes) {
+    runGroups(ks, c, w, 0, w->ngroups, reply_bytes);
+}
+
+/* Not measured* (callgrind's toggle leaves it out). */
+static __attribute__((noinline)) void warmupPipeline(ksKeyspace *ks, ksClient *c, wl *w) {
+    uint64_t bytes = 0;
+    runGroups(ks, c, w, w->ngroups, w->ngroups + w->nwarm, &bytes);
+    c->ncommands = 0; /* the measured commands are numbered from 0, as without warm-up */
 }
 
 static MEASURED void measuredSave(ksKeyspace *ks, uint8_t **b, size_t *l) { ksSnapshotSave(ks, b, l); }
@@ -172,6 +203,11 @@ static int runCommands(wl *w, ksWorkloadResult *res, int r) {
     ksKeyspace *ks = w->ks;
     ksClient *c = &ks->client;
     uint64_t bytes = 0;
+    if (r == 0 && w->nwarm) {
+        KS_MARK(KVT_MARK_WARMUP_BEGIN, 0);
+        warmupPipeline(ks, c, w);
+        KS_MARK(KVT_MARK_WARMUP_END, 0);
+    }
     KS_MARK(KVT_MARK_PHASE, 1);
     stopwatch t0 = swStart();
     measuredPipeline(ks, c, w, &bytes);
@@ -294,6 +330,13 @@ const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS] = {
      "MSETs of random keys of the --keys range, --prefill of it existing (overwrites mixed in)."},
     {"prefill", KS_OPT_FLOAT, FIELD(prefill), 0, 0, 0.0, 1.0, NULL, "0.5", "mset",
      "mset --mset-keys random: fraction of the key range that exists before the measured MSETs."},
+    UINT_OPT("warmup-ops", warmup_ops, 0, 1ULL << 32, "0", "pipeline|mget",
+             "Operations of the same workload run after setup and before the measured ones, "
+             "untimed (keys from a separate seeded stream); traced between WARMUP_BEGIN and "
+             "WARMUP_END markers, which simulators do not count."),
+    {"activerehashing", KS_OPT_CHOICE, FIELD(activerehashing), 0, 0, 0, 0, "yes|no", "yes", NULL,
+     "Valkey's activerehashing: the cron's rehash steps between query buffers (hz 10, 1 ms), "
+     "and a setup that ends with no rehash in progress (c_ref/FIDELITY.md)."},
 };
 
 #undef UINT_OPT
@@ -481,8 +524,9 @@ size_t ksWorkloadOptionsWriteJson(char *buf, size_t cap) {
 /* A fresh keyspace (new arena at the fixed base) with the workload's variant. */
 static ksKeyspace *newKeyspace(const ksWorkloadSpec *s, uint64_t hash_seed, char *err, size_t errlen) {
     char opts[256];
-    snprintf(opts, sizeof(opts), "table=%s layout=%s cluster=%d seed=%llu rdbchecksum=%s", s->table, s->layout,
-             s->cluster, (unsigned long long)hash_seed, s->rdbchecksum ? s->rdbchecksum : "yes");
+    snprintf(opts, sizeof(opts), "table=%s layout=%s cluster=%d seed=%llu rdbchecksum=%s activerehashing=%s",
+             s->table, s->layout, s->cluster, (unsigned long long)hash_seed, s->rdbchecksum ? s->rdbchecksum : "yes",
+             s->activerehashing ? s->activerehashing : "yes");
     ksKeyspace *ks = ksKeyspaceNew(opts, err, errlen);
     if (!ks) return NULL;
     ksCur = ks;
@@ -505,6 +549,10 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
     const char *family = ksWorkloadFamily(s->workload);
     if (!family) {
         snprintf(err, errlen, "unknown workload '%s' (%s)", s->workload, ksWorkloadList);
+        return -1;
+    }
+    if (s->warmup_ops && strcmp(s->workload, "pipeline") && strcmp(s->workload, "mget")) {
+        snprintf(err, errlen, "--warmup-ops: only pipeline and mget have a warm-up, not %s", s->workload);
         return -1;
     }
     /* KVSIM_CREF_THP=1: back the arena with transparent huge pages (an
@@ -534,29 +582,39 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
         int mget = !strcmp(s->workload, "mget");
         int depth = mget ? 1 : s->depth;
         int kpc = s->keys_per_command;
+        size_t cap = (size_t)(s->ops / (uint64_t)depth + s->warmup_ops / (uint64_t)depth + 2);
         groupsBegin(&w);
-        uint64_t cmds_in_group = 0;
-        for (uint64_t op = 0; op < s->ops; op++) {
-            if (cmds_in_group == 0) groupMark(&w, (size_t)(s->ops / (uint64_t)depth + 1));
-            if (mget) {
-                qcmd(&w, 1 + kpc);
-                qarg(&w, "MGET", 4);
-                for (int k = 0; k < kpc; k++) {
-                    keyName(&w, splitmix64(&w.rng) % s->keys, key);
+        /* The measured operations, then the warm-up ones (own key stream). */
+        uint64_t warm_rng = s->seed ^ 0x7761726d7570ULL;
+        for (int part = 0; part < 2; part++) {
+            uint64_t *rng = part ? &warm_rng : &w.rng, nops = part ? s->warmup_ops : s->ops;
+            uint64_t cmds_in_group = 0;
+            size_t first = w.ngroups;
+            for (uint64_t op = 0; op < nops; op++) {
+                if (cmds_in_group == 0) groupMark(&w, cap);
+                if (mget) {
+                    qcmd(&w, 1 + kpc);
+                    qarg(&w, "MGET", 4);
+                    for (int k = 0; k < kpc; k++) {
+                        keyName(&w, splitmix64(rng) % s->keys, key);
+                        qarg(&w, key, s->key_size);
+                    }
+                } else {
+                    uint64_t i = splitmix64(rng) % s->keys;
+                    keyName(&w, i, key);
+                    int set = s->set_ratio > 0 && (double)(splitmix64(rng) >> 11) * 0x1.0p-53 < s->set_ratio;
+                    qcmd(&w, set ? 3 : 2);
+                    qarg(&w, set ? "SET" : "GET", 3);
                     qarg(&w, key, s->key_size);
+                    if (set) qarg(&w, valueFor(&w, i + 1), s->value_size);
                 }
-            } else {
-                uint64_t i = splitmix64(&w.rng) % s->keys;
-                keyName(&w, i, key);
-                int set = s->set_ratio > 0 && (double)(splitmix64(&w.rng) >> 11) * 0x1.0p-53 < s->set_ratio;
-                qcmd(&w, set ? 3 : 2);
-                qarg(&w, set ? "SET" : "GET", 3);
-                qarg(&w, key, s->key_size);
-                if (set) qarg(&w, valueFor(&w, i + 1), s->value_size);
+                if (++cmds_in_group == (uint64_t)depth) cmds_in_group = 0;
             }
-            if (++cmds_in_group == (uint64_t)depth) cmds_in_group = 0;
+            if (part == 0) w.group_off[w.ngroups] = w.qlen;
+            else w.nwarm = w.ngroups - first;
         }
-        w.group_off[w.ngroups] = w.qlen;
+        w.ngroups -= w.nwarm;
+        w.group_off[w.ngroups + w.nwarm] = w.qlen;
         res->ops = s->ops;
         ksEmitResume();
         for (int r = 0; r < repeat; r++) {

@@ -35,6 +35,8 @@ typedef struct ksWorkloadSpec {
     const char *mset_keys;   /* mset: new (fill an empty keyspace) | random (over a range) */
     double prefill;          /* mset random: fraction of the key range existing at the start */
     int expire;              /* pipeline/mget: every populated key gets an expire time */
+    uint64_t warmup_ops;     /* pipeline/mget: operations run before the measured ones */
+    const char *activerehashing; /* yes | no: the rehash cron (keyspace option) */
 } ksWorkloadSpec;
 
 typedef struct ksWorkloadResult {
@@ -84,7 +86,7 @@ typedef struct ksWorkloadOption {
     const char *help;              /* one line */
 } ksWorkloadOption;
 
-#define KS_NUM_WORKLOAD_OPTIONS 18
+#define KS_NUM_WORKLOAD_OPTIONS 20
 extern const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS];
 
 /* The variant family a workload selects with --variant; NULL for an unknown workload. */

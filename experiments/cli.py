@@ -258,8 +258,13 @@ def trace_info(trace_path, as_json):
               help="gem5 binary for --engine gem5 (default: $GEM5).")
 @click.option("--threads", type=click.IntRange(1, 8), default=1, show_default=True,
               help="Engine threads (same results for any number; see sim/README.md).")
+@click.option("--warmup", default=None, metavar="N|FRACTION",
+              help="For a trace without warm-up markers: its first N records (or the first "
+                   "FRACTION, 0-1, of them) warm the caches and are not counted. Default: "
+                   "none. Traces with their own warm-up (`kvsim trace ... --warmup-ops N`) "
+                   "refuse it.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def simulate(trace_path, cpus_, functional, engine, gem5_path, threads, as_json):
+def simulate(trace_path, cpus_, functional, engine, gem5_path, threads, warmup, as_json):
     """Simulate a trace on a CPU model.
 
     \b
@@ -294,6 +299,7 @@ def simulate(trace_path, cpus_, functional, engine, gem5_path, threads, as_json)
     """
     from kvsim import sim, traces
     from kvsim.experiments import progress, summary
+    from kvsim.sim import warmup as wu
 
     configs = [_load_cpu(c) for c in cpus_]
     if engine == "gem5":
@@ -306,10 +312,19 @@ def simulate(trace_path, cpus_, functional, engine, gem5_path, threads, as_json)
             _warn(_counts_only_warning(cpu, config))
     src = sys.stdin.buffer if trace_path == "-" else trace_path
     total = progress.trace_total_records(trace_path)
+    try:
+        rule = wu.parse_warmup(warmup) if warmup is not None else None
+        nwarm = wu.warmup_records(rule, total) if rule is not None else None
+    except wu.WarmupError as e:
+        raise click.BadParameter(str(e), param_hint="'--warmup'") from None
     with traces.open(src) as reader, \
             progress.bar("simulate", total=total, unit="rec", unit_scale=True) as bar:
-        results = sim.simulate_many(reader, configs, functional=functional, engine=engine,
-                                    threads=threads, progress=bar.update)
+        try:
+            feed = wu.WarmupPrefix(reader, nwarm) if nwarm is not None else reader
+            results = sim.simulate_many(feed, configs, functional=functional, engine=engine,
+                                        threads=threads, progress=bar.update)
+        except wu.WarmupError as e:
+            raise click.ClickException(str(e)) from None
     for cpu, res in zip(cpus_, results, strict=True):
         if res.get("engine_threads", 1) < threads:
             who = f"{cpu}: " if len(results) > 1 else ""

@@ -130,6 +130,9 @@ class Dict:
         return out
 
     def add(self, key: bytes) -> bool:
+        """Redis ``setKey`` of a new key: ``dbFindByLink`` (one walk, one rehash step), then
+        ``dictSetKeyAtLink(newItem=1)``: expand if needed and insert at the chain head, with
+        no second rehash step."""
         if self.find(key):
             return False
         self.expand_if_needed()

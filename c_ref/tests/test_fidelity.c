@@ -16,6 +16,13 @@
  *   test_every_pointer_load_has_its_dep      the same rule over every workload
  *   test_snapshot_crc64_and_rdbchecksum_no   Valkey crc64.c per rio write/read, rdbchecksum no
  *   test_reply_crc_compares_variants         `kvsim native`'s reply_crc32 check
+ *   test_dict_overwrite_keeps_direct_item    Redis dictSetKeyAtLink(newItem=0)
+ *   test_dict_set_walks_once                 Redis setKey: dbFindByLink -> dictSetKeyAtLink
+ *   test_dict_legacy_entry_is_the_node       Redis 7 dictEntry{key, v, next}
+ *   test_dict_find_does_not_prefetch         Redis PR #14700 (no find-time prefetch)
+ *   test_mset_touches_replaced_objects       setKey's lookupKeyWrite LRU store (MSET)
+ *   test_load_reads_through_stdio_buffer     Valkey rioFileRead: fread's 4 KiB buffer
+ *   test_rehash_cron_between_commands        Valkey databasesCron's incremental rehash
  */
 #include <stdint.h>
 #include <string.h>
@@ -423,28 +430,6 @@ static int test_cluster_key_count_tree(void) {
 /* --- Deviation 4: dependencies of pointer loads ---------------------------------- */
 
 
-/* The records of a raw trace (formats checked by test_emit.c). */
-static kvtRecord *records(const uint8_t *b, size_t len, uint64_t *n) {
-    uint32_t jl;
-    memcpy(&jl, b + 12, 4);
-    size_t off = 16 + jl + 4;
-    kvtRecord *out = NULL;
-    uint64_t total = 0;
-    while (off + 4 <= len) {
-        uint32_t magic;
-        memcpy(&magic, b + off, 4);
-        if (magic == KVT_END_MAGIC) break;
-        kvtChunkHeader h;
-        memcpy(&h, b + off, sizeof(h));
-        off += sizeof(h);
-        out = realloc(out, sizeof(kvtRecord) * (total + h.n_records));
-        memcpy(out + total, b + off, h.stored_bytes);
-        total += h.n_records;
-        off += h.stored_bytes;
-    }
-    *n = total;
-    return out;
-}
 
 static ksWorkloadSpec spec(const char *workload, const char *variant, const char *table, const char *layout) {
     ksWorkloadSpec s = {.workload = workload, .keys = 3000, .ops = 400, .value_size = 100, .key_size = 16,
@@ -518,9 +503,19 @@ static int test_every_pointer_load_has_its_dep(void) {
                 TEST_ASSERT(b != NULL);
                 uint64_t n, checked = 0, bad = 0, first_bad = 0;
                 kvtRecord *r = records(b, len, &n);
+                /* objects just written at obj.create: a read of one (Redis
+                 * dictSetKeyAtLink finding the bucket again with the new
+                 * item's own key) has its address from the allocator */
+                uint64_t created[64] = {0};
+                unsigned ncreated = 0;
                 for (uint64_t i = 0; i < n; i++) {
                     const kvtRecord *x = &r[i];
+                    if (x->kind == KVT_STORE && x->site == KS_SITE_OBJ_CREATE_STORE)
+                        created[ncreated++ % 64] = x->addr;
                     if (x->kind != KVT_LOAD && x->kind != KVT_PREFETCH) continue;
+                    int fresh = 0;
+                    for (unsigned c = 0; c < 64 && c < ncreated; c++) fresh |= created[c] == x->addr;
+                    if (fresh && x->dep == 0) continue;
                     int pointer = x->tag == KVT_TAG_OBJECT || x->tag == KVT_TAG_KEY || x->tag == KVT_TAG_VALUE ||
                                   x->tag == KVT_TAG_EXPIRE || x->tag == KVT_TAG_CHILD_BUCKET ||
                                   x->tag == KVT_TAG_DICT_ENTRY;
@@ -704,6 +699,269 @@ static int test_reply_crc_compares_variants(void) {
     return 0;
 }
 
+/* --- Deviation 7: Redis dict details ---------------------------------------------- */
+
+static uint32_t countSite(const kvtRecord *r, uint32_t n, int kind, int tag, int site) {
+    uint32_t c = 0;
+    for (uint32_t i = 0; i < n; i++) c += r[i].kind == kind && r[i].tag == tag && r[i].site == site;
+    return c;
+}
+
+/* Redis dictSetKeyAtLink(newItem=0): an overwrite replaces the stored pointer
+ * and keeps a direct (tagged) item direct.  One key alone in its bucket,
+ * overwritten by SET and by MSET, then read: no dict node is written or read
+ * (c_ref giving the item a 16-byte NoValue node writes one, and every later
+ * lookup reads it). */
+static int test_dict_overwrite_keeps_direct_item(void) {
+    static char setup[256], query[512];
+    const char *set1[3] = {"SET", "k0", "v1"};
+    size_t sl = resp(setup, 0, 3, set1);
+    const char *set2[3] = {"SET", "k0", "v2"}, *mset[3] = {"MSET", "k0", "v3"}, *get[2] = {"GET", "k0"};
+    size_t ql = resp(query, 0, 3, set2);
+    ql = resp(query, ql, 2, get);
+    ql = resp(query, ql, 3, mset);
+    ql = resp(query, ql, 2, get);
+    kvtRecord *r;
+    uint32_t n;
+    TEST_ASSERT(traceQuery("table=dict", "", setup, sl, query, ql, &r, &n) == 0);
+    uint32_t nodes = countKindTag(r, n, KVT_STORE, KVT_TAG_DICT_ENTRY) +
+                     countKindTag(r, n, KVT_LOAD, KVT_TAG_DICT_ENTRY);
+    uint32_t cell_stores = countKindTag(r, n, KVT_STORE, KVT_TAG_DICT_TABLE);
+    printf("    SET, GET, MSET, GET of a direct item: %u node records, %u cell stores\n", nodes,
+           cell_stores);
+    free(r);
+    TEST_ASSERT_MSG(nodes == 0, "%u dict-node records", nodes);
+    TEST_ASSERT_MSG(cell_stores == 2, "%u cell stores (one per overwrite)", cell_stores);
+    return 0;
+}
+
+/* Redis setKey: dbFindByLink, then dictSetKeyAtLink through the lookup's link:
+ * a SET or MSET of a new key, and an overwrite, walk the chain once, so one
+ * dict-struct read (each walk starts with one, then its rehash step) and one
+ * bucket-cell read per key.  c_ref walking again for the insert (position
+ * flavour) or the overwrite (findRef) reads both twice. */
+static int test_dict_set_walks_once(void) {
+    static char setup[256], query[1024];
+    const char *set1[3] = {"SET", "old", "v"};
+    size_t sl = resp(setup, 0, 3, set1);
+    const char *q[4][5] = {{"SET", "new1", "v"}, {"MSET", "new2", "v", "new3", "v"},
+                           {"SET", "old", "w"}, {"MSET", "old", "x"}};
+    int argc[4] = {3, 5, 3, 3}, keys[4] = {1, 2, 1, 1};
+    for (int l = 0; l < 2; l++)
+        for (int c = 0; c < 4; c++) {
+            size_t ql = resp(query, 0, argc[c], q[c]);
+            kvtRecord *r;
+            uint32_t n;
+            TEST_ASSERT(traceQuery(LAYOUTS[l], "", setup, sl, query, ql, &r, &n) == 0);
+            uint32_t meta = countSite(r, n, KVT_LOAD, KVT_TAG_TABLE_META, KS_SITE_DICT_META);
+            uint32_t cells = countSite(r, n, KVT_LOAD, KVT_TAG_DICT_TABLE, KS_SITE_DICT_BUCKET);
+            printf("    %-25s %-4s %s: %u dict reads, %u cell reads\n", LAYOUTS[l], q[c][0], q[c][1],
+                   meta, cells);
+            free(r);
+            TEST_ASSERT_MSG(meta == (uint32_t)keys[c] && cells == (uint32_t)keys[c],
+                            "%s %s: %u dict reads, %u cell reads", q[c][0], q[c][1], meta, cells);
+        }
+    return 0;
+}
+
+/* Redis 7's dictEntry{key, v, next}: with layout=legacy the 24-byte entry is
+ * its own chain node.  GETs of 64 keys: no dict-node record at all; each
+ * entry read (key field) depends on the cell or on the previous entry's
+ * `next` field, one hop; chains exist (some `next` reads).  c_ref's NoValue
+ * node -> {key, val} entry reads a node first on every chained key. */
+static int test_dict_legacy_entry_is_the_node(void) {
+    static char setup[1 << 14], gets[1 << 13];
+    size_t sl = multiCmd(setup, 0, "MSET", "key", 64, "value");
+    size_t gl = getCmds(gets, "key", 64);
+    kvtRecord *r;
+    uint32_t n;
+    TEST_ASSERT(traceQuery("table=dict layout=legacy", "", setup, sl, gets, gl, &r, &n) == 0);
+    uint32_t nodes = countKindTag(r, n, KVT_LOAD, KVT_TAG_DICT_ENTRY);
+    uint32_t next_reads = countSite(r, n, KVT_LOAD, KVT_TAG_OBJECT, KS_SITE_DICT_ENTRY);
+    uint32_t entry_reads = 0, one_hop = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (r[i].kind != KVT_LOAD || r[i].site != KS_SITE_OBJ_ENTRY || r[i].tag != KVT_TAG_OBJECT)
+            continue;
+        if (r[i].dep == 0 || r[i].dep > i) continue;
+        const kvtRecord *p = &r[i - r[i].dep];
+        entry_reads++;
+        one_hop += p->kind == KVT_LOAD && (p->tag == KVT_TAG_DICT_TABLE ||
+                                           (p->tag == KVT_TAG_OBJECT && p->site == KS_SITE_DICT_ENTRY));
+    }
+    printf("    64 GETs, legacy dict: %u node loads, %u next-field reads, %u of %u entry reads "
+           "one hop from a cell or a next field\n",
+           nodes, next_reads, one_hop, entry_reads);
+    free(r);
+    TEST_ASSERT(nodes == 0);
+    TEST_ASSERT(next_reads > 0);
+    TEST_ASSERT(entry_reads >= 64 && one_hop == entry_reads);
+    return 0;
+}
+
+/* Redis PR #14700 removed the bucket and `next` prefetches that PR #13646 had
+ * put into dictFindLinkInternal: a plain lookup (no batch variant) issues no
+ * software prefetch, both layouts. */
+static int test_dict_find_does_not_prefetch(void) {
+    static char setup[1 << 14], gets[1 << 13];
+    size_t sl = multiCmd(setup, 0, "MSET", "key", 64, "value");
+    size_t gl = getCmds(gets, "key", 64);
+    for (int l = 0; l < 2; l++) {
+        kvtRecord *r;
+        uint32_t n;
+        TEST_ASSERT(traceQuery(LAYOUTS[l], "", setup, sl, gets, gl, &r, &n) == 0);
+        uint32_t pf = countKindTag(r, n, KVT_PREFETCH, -1);
+        printf("    64 GETs, %s: %u prefetches\n", LAYOUTS[l], pf);
+        free(r);
+        TEST_ASSERT_MSG(pf == 0, "%s: %u prefetches", LAYOUTS[l], pf);
+    }
+    return 0;
+}
+
+/* Redis/Valkey setKey: MSET's lookupKeyWrite touches the object it is about to
+ * replace (val->lru = LRU_CLOCK(), rule 7's store), once per existing key;
+ * new keys have nothing to touch.  SET looks up once (its own lookupKeyWrite,
+ * then setKey with SETKEY_ALREADY_EXIST): one store. */
+static int test_mset_touches_replaced_objects(void) {
+    static char setup[1 << 14], over[1 << 14], fresh[1 << 14], set[256];
+    size_t sl = multiCmd(setup, 0, "MSET", "key", 16, "value");
+    size_t ol = multiCmd(over, 0, "MSET", "key", 16, "other");
+    size_t fl = multiCmd(fresh, 0, "MSET", "new", 16, "other");
+    const char *set1[3] = {"SET", "key3", "v"};
+    size_t tl = resp(set, 0, 3, set1);
+    const char *opts[4] = {"table=hashtable", "table=hashtable layout=legacy", "table=dict",
+                           "table=dict layout=legacy"};
+    for (int o = 0; o < 4; o++)
+        for (int q = 0; q < 3; q++) {
+            kvtRecord *r;
+            uint32_t n;
+            const char *query = q == 0 ? over : q == 1 ? fresh : set;
+            size_t ql = q == 0 ? ol : q == 1 ? fl : tl;
+            TEST_ASSERT(traceQuery(opts[o], "", setup, sl, query, ql, &r, &n) == 0);
+            uint32_t lru = countSite(r, n, KVT_STORE, KVT_TAG_OBJECT, KS_SITE_OBJ_LRU);
+            printf("    %-30s %-16s: %u LRU stores\n", opts[o],
+                   q == 0 ? "MSET 16 existing" : q == 1 ? "MSET 16 new" : "SET existing", lru);
+            free(r);
+            uint32_t want = q == 0 ? 16 : q == 1 ? 0 : 1;
+            TEST_ASSERT_MSG(lru == want, "%s: %u LRU stores, want %u", opts[o], lru, want);
+        }
+    return 0;
+}
+
+/* --- Deviation 6: the load reads through rio's stdio buffer ------------------------- */
+
+/* Valkey's rdbLoad reads the file with fread (rioFileRead) through a 4 KiB
+ * stdio buffer: the file's pages are touched only by the buffer's refills and
+ * by reads of whole blocks straight into their destination (site snap.refill,
+ * every snapshot byte exactly once); every other read (type bytes, lengths,
+ * keys, values) comes from the small buffer.  100 B values (every read from
+ * the buffer) and 10000 B values (whole blocks read directly); both load
+ * variants.  c_ref reading the snapshot image itself for every read has no
+ * refill and reads the image's every line at snap.read. */
+static int test_load_reads_through_stdio_buffer(void) {
+    const char *variants[2] = {"none", "prefetch-after-key"};
+    uint32_t sizes[2] = {100, 10000};
+    for (int z = 0; z < 2; z++)
+        for (int v = 0; v < 2; v++) {
+            ksWorkloadSpec s = spec("load", variants[v], "hashtable", "unified");
+            s.value_size = sizes[z];
+            s.keys = sizes[z] > 1000 ? 300 : 3000;
+            ksWorkloadResult res;
+            char err[256];
+            TEST_ASSERT(ksWorkloadRun(&s, &res, err, sizeof(err)) == 0);
+            uint64_t snap_len = res.reply_crc32; /* load: the snapshot's length */
+            size_t len;
+            uint8_t *b = traceTo(&s, &len, 1u << 16);
+            TEST_ASSERT(b != NULL);
+            uint64_t n, refill_loaded = 0, refill_stored = 0;
+            kvtRecord *r = records(b, len, &n);
+            /* distinct lines read at snap.read (a small open-addressed set) */
+            static uint64_t lines[1 << 16];
+            memset(lines, 0, sizeof(lines));
+            uint64_t distinct = 0;
+            for (uint64_t i = 0; i < n; i++) {
+                const kvtRecord *x = &r[i];
+                if (x->site == KS_SITE_SNAP_REFILL) {
+                    if (x->kind == KVT_LOAD) refill_loaded += x->size;
+                    if (x->kind == KVT_STORE) refill_stored += x->size;
+                }
+                if (x->kind != KVT_LOAD || x->site != KS_SITE_SNAP_READ) continue;
+                uint64_t line = (x->addr >> 6) + 1, h = (line * 0x9E3779B97F4A7C15ULL) >> 48;
+                while (lines[h] && lines[h] != line) h = (h + 1) & 0xffff;
+                if (!lines[h]) {
+                    lines[h] = line;
+                    distinct++;
+                }
+            }
+            printf("    load %-18s %5u B values: snapshot %llu B, refilled or read direct %llu B "
+                   "(stored %llu), %llu distinct lines read at snap.read\n",
+                   variants[v], sizes[z], (unsigned long long)snap_len,
+                   (unsigned long long)refill_loaded, (unsigned long long)refill_stored,
+                   (unsigned long long)distinct);
+            free(r);
+            free(b);
+            TEST_ASSERT_MSG(refill_loaded == snap_len && refill_stored == snap_len,
+                            "%llu of %llu snapshot bytes read from the file",
+                            (unsigned long long)refill_loaded, (unsigned long long)snap_len);
+            /* the 64-line buffer plus the lines of the scratch block for spanning reads */
+            TEST_ASSERT_MSG(distinct <= 64 + 2 * (sizes[z] / 64 + 2), "%llu lines",
+                            (unsigned long long)distinct);
+        }
+    return 0;
+}
+
+/* --- Deviation 8: the rehash cron --------------------------------------------------- */
+
+/* Valkey serverCron -> databasesCron -> kvstoreIncrementallyRehash (Redis
+ * activeRehashing): with activerehashing (the default), once the cron clock
+ * (command_ns per command) crosses a 1/hz boundary, the event loop gives the
+ * rehashing tables 1 ms of rehash steps between two query buffers.  A setup
+ * buffer of SETs leaves a rehash in progress (the table has just doubled); one traced GET that takes
+ * the cron clock across a tick then shows the cron's rehash records after the
+ * GET's reply, and none with activerehashing=no (c_ref without the cron:
+ * none). */
+static int test_rehash_cron_between_commands(void) {
+    static char setup[1 << 17], get[64];
+    const char *g[2] = {"GET", "key7"};
+    size_t gl = resp(get, 0, 2, g);
+    const char *tables[2] = {"table=hashtable", "table=dict"};
+    /* Keys just past a doubling (the hashtable's at 3585 keys, the dict's at
+     * 2048), and a cron clock (hz 1, ns per command) that the setup buffer
+     * leaves just below the first tick (1 s) and the GET takes across it. */
+    int nkeys[2] = {3700, 2200};
+    long command_ns[2] = {270200, 454400};
+    for (int t = 0; t < 2; t++) {
+        size_t sl = 0;
+        for (int i = 0; i < nkeys[t]; i++) {
+            char k[16];
+            snprintf(k, sizeof(k), "key%d", i);
+            const char *argv[3] = {"SET", k, "v"};
+            sl = resp(setup, sl, 3, argv);
+        }
+        uint32_t after[2];
+        for (int on = 0; on < 2; on++) {
+            char opts[160];
+            snprintf(opts, sizeof(opts), "%s hz=1 command_ns=%ld activerehashing=%s", tables[t],
+                     command_ns[t], on ? "yes" : "no");
+            kvtRecord *r;
+            uint32_t n;
+            TEST_ASSERT(traceQuery(opts, "", setup, sl, get, gl, &r, &n) == 0);
+            uint32_t last_reply = 0;
+            for (uint32_t i = 0; i < n; i++)
+                if (r[i].tag == KVT_TAG_REPLY_BUF) last_reply = i;
+            after[on] = 0;
+            for (uint32_t i = last_reply + 1; i < n; i++)
+                after[on] += r[i].site == KS_SITE_HT_REHASH_BUCKET || r[i].site == KS_SITE_HT_REHASH_STORE ||
+                             r[i].site == KS_SITE_DICT_REHASH;
+            free(r);
+        }
+        printf("    %-16s GET after a %d-SET buffer: %u rehash records after the reply with "
+               "activerehashing, %u without\n",
+               tables[t], nkeys[t], after[1], after[0]);
+        TEST_ASSERT_MSG(after[1] > 100 && after[0] == 0, "%s: %u / %u", tables[t], after[1], after[0]);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     TEST_INIT(argc, argv);
     RUN(test_dict_batch_prefetches_raw_values);
@@ -717,5 +975,12 @@ int main(int argc, char **argv) {
     RUN(test_every_pointer_load_has_its_dep);
     RUN(test_snapshot_crc64_and_rdbchecksum_no);
     RUN(test_reply_crc_compares_variants);
+    RUN(test_dict_overwrite_keeps_direct_item);
+    RUN(test_dict_set_walks_once);
+    RUN(test_dict_legacy_entry_is_the_node);
+    RUN(test_dict_find_does_not_prefetch);
+    RUN(test_mset_touches_replaced_objects);
+    RUN(test_load_reads_through_stdio_buffer);
+    RUN(test_rehash_cron_between_commands);
     return TEST_DONE();
 }

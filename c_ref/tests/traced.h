@@ -1,7 +1,7 @@
 /*
  * traced.h -- the traced build of c_ref as the C tests call it: the renamed tr_*
- * entry points of build/traced/core.o (prefix_symbols.sh), and a helper that
- * traces one workload into memory.  Test-only; include after emit.h,
+ * entry points of build/traced/core.o (prefix_symbols.sh), a helper that
+ * traces one workload into memory, and one that decodes its records.  Test-only; include after emit.h,
  * kvsim_cref.h and workload.h.
  */
 #ifndef KS_TESTS_TRACED_H
@@ -41,6 +41,29 @@ static inline uint8_t *traceTo(const ksWorkloadSpec *s, size_t *len, uint32_t ch
     fclose(f);
     *len = (size_t)n;
     return buf;
+}
+
+/* The records of a raw trace (formats checked by test_emit.c). */
+static inline kvtRecord *records(const uint8_t *b, size_t len, uint64_t *n) {
+    uint32_t jl;
+    memcpy(&jl, b + 12, 4);
+    size_t off = 16 + jl + 4;
+    kvtRecord *out = NULL;
+    uint64_t total = 0;
+    while (off + 4 <= len) {
+        uint32_t magic;
+        memcpy(&magic, b + off, 4);
+        if (magic == KVT_END_MAGIC) break;
+        kvtChunkHeader h;
+        memcpy(&h, b + off, sizeof(h));
+        off += sizeof(h);
+        out = realloc(out, sizeof(kvtRecord) * (total + h.n_records));
+        memcpy(out + total, b + off, h.stored_bytes);
+        total += h.n_records;
+        off += h.stored_bytes;
+    }
+    *n = total;
+    return out;
 }
 
 #endif /* KS_TESTS_TRACED_H */

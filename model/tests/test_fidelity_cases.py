@@ -9,7 +9,7 @@ as naive c_ref and the model do, on both tables."""
 
 import pytest
 
-from kvsim.model import cref
+from kvsim.model import cref, snapshot
 from kvsim.model.keyspace import Keyspace as Model
 from kvsim.model.resp import encode_command as E
 
@@ -55,3 +55,53 @@ def test_batching_rules_keep_replies(cref_lib, options):
             ks.check_valid()
             assert got == want, variant
             assert ks.dbsize() == model.dbsize()
+
+
+def _dict_link_program() -> list[tuple[int | None, bytes]]:
+    """Writes through the lookup's link (Redis setKey: dbFindByLink -> dictSetKeyAtLink):
+    overwrites of direct items and of chained ones (SET, MSET, SET with EX, KEEPTTL, GET),
+    EXPIRE reallocating an object in its chain, a SET over an expired key (the link is
+    dropped with the key), inserts that resize the dict, DELs from chains; each query
+    with the logical time (ms) to set first, or None."""
+    keys = [b"c%03d" % i for i in range(120)]
+    return [
+        (None, E("SET", b"solo", b"a")),  # alone: a direct item
+        (None, E("SET", b"solo", b"b")),  # overwrite keeps it direct
+        (None, E("MSET", b"solo", RAW, b"solo2", b"x")),
+        (None, E("SET", b"solo", b"c", b"GET")),
+        (None, E("MSET", *[x for k in keys[:60] for x in (k, b"v")])),  # resizes, chains
+        (None, E("MSET", *[x for k in keys[::2] for x in (k, RAW + k)])),  # overwrites, 30 new
+        (None, E("SET", keys[7], b"w", b"EX", b"10")),  # overwrite with an expire
+        (None, E("EXPIRE", keys[9], b"5")),  # reallocates the object in its chain
+        (None, E("SET", keys[9], b"k", b"KEEPTTL")),
+        (None, E("DEL", *keys[20:40:3])),
+        (6000, E("SET", keys[9], b"after")),  # the old key expired: deleted, then added
+        (6000, E("MGET", *keys[:12])),
+        (12000, E("MSET", keys[7], b"again", b"solo", b"d")),
+        (12000, E("MGET", *keys[::5], b"solo", b"solo2")),
+        (12000, E("DBSIZE")),
+    ]
+
+
+@pytest.mark.parametrize("options", ["table=dict", "table=dict layout=legacy",
+                                     "table=dict cluster=1", "table=dict layout=legacy cluster=1",
+                                     "table=hashtable", "table=hashtable layout=legacy"])
+def test_dict_link_writes_keep_replies(cref_lib, options):
+    prog = _dict_link_program()
+    model = Model(cluster="cluster=1" in options)
+    want = []
+    for t, q in prog:
+        if t is not None:
+            model.set_time_ms(t)
+        want.append(model.execute(q)[0])
+    for variant in ["", *VARIANTS]:
+        with cref.Keyspace(options) as ks:
+            got = []
+            for t, q in prog:
+                if t is not None:
+                    ks.set_time_ms(t)
+                got.append(ks.execute(q, variant)[0])
+                ks.check_valid()
+            assert got == want, variant
+            assert ks.dbsize() == model.dbsize()
+            assert snapshot.snapshot_contents(ks.save_snapshot()) == model.items(), variant

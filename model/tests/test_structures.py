@@ -81,3 +81,24 @@ def test_check_valid_detects_corruption():
     ht.used[0] += 1
     with pytest.raises(AssertionError, match="used"):
         ht.check_valid()
+
+
+def test_dict_add_runs_one_rehash_step():
+    """Redis setKey: the lookup's walk runs the insert's only rehash step (dbFindByLink ->
+    dictSetKeyAtLink), for a new key and for an existing one."""
+    from kvsim.model.dictmodel import Dict
+
+    d = Dict()
+    calls = []
+    step = d.rehash_step_if_needed
+    d.rehash_step_if_needed = lambda idx: (calls.append(idx), step(idx))[1]
+    d.add(b"k0")  # an empty dict: no walk, no step (dictFindLink returns at once)
+    assert calls == []
+    for i in range(1, 3000):  # through doublings, rehashing most of the way
+        before = len(calls)
+        d.add(b"k%d" % i)
+        assert len(calls) - before == 1
+    before = len(calls)
+    assert not d.add(b"k7")
+    assert len(calls) - before == 1
+    d.check_valid()
