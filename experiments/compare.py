@@ -218,18 +218,16 @@ def plot(rows: list[dict[str, Any]], path: str | Path, structures: int = 5) -> P
     miss most. The file is written whole or not at all."""
     import os
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # a Figure of its own, not pyplot: the process's backend (a notebook's) stays as it is
+    from matplotlib.figure import Figure
 
     path = Path(path)
     cpus = list(dict.fromkeys(r["cpu"] for r in rows))
     variants = list(dict.fromkeys(r["variant"] for r in rows))
     get = {(r["cpu"], r["variant"]): r for r in rows}
     width = 0.8 / len(variants)
-    fig, axes = plt.subplots(1, 1 + len(cpus), figsize=(4.2 * (1 + len(cpus)), 4),
-                             squeeze=False)
+    fig = Figure(figsize=(4.2 * (1 + len(cpus)), 4))
+    axes = fig.subplots(1, 1 + len(cpus), squeeze=False)
     ax = axes[0][0]
     for j, v in enumerate(variants):
         xs = [i + (j - (len(variants) - 1) / 2) * width for i in range(len(cpus))]
@@ -256,6 +254,5 @@ def plot(rows: list[dict[str, Any]], path: str | Path, structures: int = 5) -> P
                     metadata={"Software": None} if path.suffix in ("", ".png") else None)
         tmp.replace(path)
     finally:
-        plt.close(fig)
         tmp.unlink(missing_ok=True)
     return path

@@ -66,16 +66,15 @@ def _series(t: framework.Table) -> list[str]:
 def plot_table(t: framework.Table, path: Path) -> Path | None:
     """Draw ``t`` to ``path`` (PNG) with its title, axis labels and a legend; the seed's
     numbers, where numeric, as black markers. Written whole or not at all."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # a Figure of its own, not pyplot: the process's backend (a notebook's) stays as it is
+    from matplotlib.figure import Figure
 
     p, f = t.plot, t.frame
     series = _series(t)
     if p is None or not len(f) or not series:
         return None
-    fig, ax = plt.subplots(figsize=(max(6.0, min(16.0, 0.45 * len(f) + 4)), 4.5))
+    fig = Figure(figsize=(max(6.0, min(16.0, 0.45 * len(f) + 4)), 4.5))
+    ax = fig.subplots()
     label = {"native_value": "native (this machine)"}
     if p.kind == "line":
         for c in series:
@@ -109,7 +108,6 @@ def plot_table(t: framework.Table, path: Path) -> Path | None:
         fig.savefig(tmp, dpi=100, format="png", metadata={"Software": None})
         os.replace(tmp, path)
     finally:
-        plt.close(fig)
         tmp.unlink(missing_ok=True)
     return path
 

@@ -326,13 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValkeyError, OSError) as exc:
         print(f"{ap.prog}: error: {exc}", file=sys.stderr)
         return 1
-    try:
-        provenance.write_result(out, {"experiment": "real_valkey", "cells": cells})
-    except OSError as exc:
-        print(f"{ap.prog}: error: --out {out}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
-    print(f"# wrote {out}")
-    return 0
+    return provenance.publish(ap.prog, out, {"experiment": "real_valkey", "cells": cells})
 
 
 def load(path: str | Path) -> dict[str, Any]:

@@ -105,6 +105,19 @@ def write_result(path: str | os.PathLike, payload: dict[str, Any]) -> Path:
     return path
 
 
+def publish(prog: str, path: str | os.PathLike, payload: dict[str, Any]) -> int:
+    """A benchmark command's last step: :func:`write_result`, then ``# wrote PATH`` on
+    stdout; return the exit status (0, or 1 with one line ``PROG: error: --out PATH: why`` on
+    stderr when the file cannot be written)."""
+    try:
+        write_result(path, payload)
+    except OSError as exc:
+        print(f"{prog}: error: --out {path}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    print(f"# wrote {path}")
+    return 0
+
+
 def results_dir() -> Path | None:
     """``results/`` of the checkout (where published result files live), or None."""
     root = artifacts.source_root()

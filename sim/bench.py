@@ -285,13 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as exc:
         print(f"kvsim.sim.bench: error: {exc}", file=sys.stderr)
         return 2
-    try:
-        provenance.write_result(out, payload)
-    except OSError as exc:
-        print(f"kvsim.sim.bench: error: --out {out}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
-    print(f"# wrote {out}")
-    return 0
+    return provenance.publish("kvsim.sim.bench", out, payload)
 
 
 def load(path: str | Path) -> dict[str, Any]:

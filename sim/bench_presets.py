@@ -377,13 +377,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m kvsim.sim.bench_p
     except BenchError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
-    try:
-        provenance.write_result(out, payload)
-    except OSError as exc:
-        print(f"{prog}: error: --out {out}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
-    print(f"# wrote {out}")
-    return 0
+    return provenance.publish(prog, out, payload)
 
 
 if __name__ == "__main__":

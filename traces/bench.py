@@ -113,13 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     payload = {"benchmark": "trace-read", "seed": SEED, "repeat": a.repeat,
                "chunk_records": traces.DEFAULT_CHUNK_RECORDS, "rows": rows}
-    try:
-        provenance.write_result(out, payload)
-    except OSError as exc:
-        print(f"kvsim.traces.bench: error: --out {out}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
-    print(f"# wrote {out}")
-    return 0
+    return provenance.publish("kvsim.traces.bench", out, payload)
 
 
 if __name__ == "__main__":

@@ -112,9 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     payload = {"benchmark": "convert",
                "input": Path(a.trace).name if a.trace else " ".join(["kvsim", *TRACE_ARGS]),
                "input_records": n, "label": a.label, "timeout_s": a.timeout, "rows": rows}
-    provenance.write_result(out, payload)
-    print(f"# wrote {out}")
-    return 0
+    return provenance.publish("kvsim.traces.convert_bench", out, payload)
 
 
 if __name__ == "__main__":

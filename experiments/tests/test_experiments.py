@@ -16,6 +16,7 @@ import time
 import pandas as pd
 import pytest
 
+import kvsim.experiments
 from kvsim.experiments import cells, framework, runner
 
 from .conftest import ROOT, run_kvsim
@@ -223,6 +224,9 @@ def _fake_valkey(monkeypatch, run):
     mod = types.ModuleType("kvsim.experiments.valkey")
     mod.run_valkey_cell = run
     monkeypatch.setitem(sys.modules, "kvsim.experiments.valkey", mod)
+    # `from kvsim.experiments import valkey` reads the package's attribute first, set once
+    # the real module has been imported
+    monkeypatch.setattr(kvsim.experiments, "valkey", mod, raising=False)
 
 
 def test_real_valkey_cells_call_the_valkey_module_and_reach_the_table(tmp_path, monkeypatch):
