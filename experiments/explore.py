@@ -13,7 +13,6 @@ trace or a simulation takes a fraction of a second each.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -26,8 +25,7 @@ from kvsim import sim, traces
 from kvsim.experiments import cref
 
 __all__ = ["batch_timelines", "batching_sweep", "best_batch", "command_window",
-           "cpu_comparison", "demo_seed_table", "prefetch_timeliness_by_tag", "preset_table",
-           "seed_presets",
+           "cpu_comparison", "prefetch_timeliness_by_tag", "preset_table", "seed_presets",
            "seed_reproduction", "seed_tables", "workload_trace"]
 
 
@@ -237,16 +235,6 @@ def prefetch_timeliness_by_tag(trace: str | Path, cpu: str) -> pd.DataFrame:
 
 # --- seed tables -----------------------------------------------------------------------------
 
-def _framework() -> tuple[Any, Any] | None:
-    """The experiments framework's modules (framework, runner) when this kvsim has it."""
-    if importlib.util.find_spec("kvsim.experiments.framework") is None or \
-            importlib.util.find_spec("kvsim.experiments.runner") is None:
-        return None
-    from kvsim.experiments import framework, runner
-
-    return framework, runner
-
-
 def seed_tables(results: str | Path, names: Sequence[str], scale: str = "small",
                 cpus: Sequence[str] | None = None) -> dict[str, pd.DataFrame]:
     """The seed tables of experiments ``names`` from the experiments framework's results in
@@ -254,13 +242,10 @@ def seed_tables(results: str | Path, names: Sequence[str], scale: str = "small",
     running the experiments at ``scale`` first when their Parquet file does not exist.
     Returns ``{"NAME: table title": frame}``; each frame has the grid coordinates, ``seed``
     (the upstream figure), ``native`` (this machine, with its 95 % interval) and one
-    ``sim:<cpu>`` column per preset. Raises RuntimeError when this kvsim has no experiments
-    framework (see :func:`demo_seed_table`).
+    ``sim:<cpu>`` column per preset.
     """
-    fw = _framework()
-    if fw is None:
-        raise RuntimeError("this kvsim has no experiments framework (kvsim experiment run)")
-    framework, runner = fw
+    from kvsim.experiments import framework, runner
+
     results = Path(results)
     out = {}
     for name in names:
@@ -277,45 +262,6 @@ def seed_tables(results: str | Path, names: Sequence[str], scale: str = "small",
 
 def seed_reproduction(folder: str | Path, names: Sequence[str] = ("pipeline",),
                       cpus: Sequence[str] | None = None) -> dict[str, pd.DataFrame]:
-    """The seed tables to show: :func:`seed_tables` of ``names`` (small scale, results in
-    ``folder/experiments``) when this kvsim has the experiments framework, else the demo
-    study's table (:func:`demo_seed_table`, in ``folder/demo``) under the key ``"demo:
-    pipelined GETs, lookahead against naive"``."""
-    folder = Path(folder)
-    if _framework() is not None:
-        return seed_tables(folder / "experiments", names, cpus=cpus)
-    return {"demo: pipelined GETs, lookahead against naive":
-            demo_seed_table(folder / "demo", cpus=cpus)}
-
-
-def demo_seed_table(folder: str | Path, cpus: Sequence[str] | None = None,
-                    keys: int = 20_000, ops: int = 2_000, rounds: int = 6,
-                    native_ops: int = 100_000) -> pd.DataFrame:
-    """The demo study (:mod:`kvsim.experiments.demo`: pipelined GETs, naive against
-    lookahead) as one table, run in ``folder`` unless its ``demo.json`` exists: one row per
-    variant with ``seed`` (None: the demo reproduces no upstream table), ``native`` (this
-    machine's speedup), ``native_low``/``native_high`` (its 95 % interval, None for the
-    baseline or too few rounds) and one ``sim:<cpu>`` column per CPU (the predicted speedup).
-    """
-    from kvsim.experiments import demo
-
-    folder = Path(folder)
-    path = folder / "demo.json"
-    if not path.exists():
-        demo.run(folder, keys=keys, ops=ops, cpus=list(cpus or seed_presets()[:2]),
-                 rounds=rounds, native_ops=native_ops)
-    doc = json.loads(path.read_text())
-    rows = pd.DataFrame(doc["rows"])
-    nat = doc["native"]
-    ci = nat.get("speedup_ci95") or [None, None]
-    out = []
-    for variant in dict.fromkeys(rows["variant"]):
-        base = variant == rows["variant"].iloc[0]
-        line: dict[str, Any] = {"variant": variant, "seed": None,
-                                "native": 1.0 if base else nat["speedup"],
-                                "native_low": None if base else ci[0],
-                                "native_high": None if base else ci[1]}
-        for _, r in rows[rows["variant"] == variant].iterrows():
-            line[f"sim:{r['cpu']}"] = r["speedup"]
-        out.append(line)
-    return pd.DataFrame(out)
+    """The seed tables to show: :func:`seed_tables` of ``names`` at small scale, with the
+    results in ``folder/experiments``."""
+    return seed_tables(Path(folder) / "experiments", names, cpus=cpus)

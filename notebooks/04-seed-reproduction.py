@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -18,8 +20,7 @@
 # speedup per CPU preset and the speedup measured natively on this machine, with its 95 %
 # interval. The tables come from the experiments framework's Parquet results
 # (`kvsim experiment run NAME -o DIR`: `DIR/NAME/NAME.parquet`), run at small scale when
-# none exist yet; a kvsim without that framework shows the demo study's result file
-# instead (pipelined GETs, which reproduces no upstream table: its seed column is empty).
+# none exist yet.
 #
 # Computed by `kvsim.experiments.explore.seed_reproduction` (tested there).
 

@@ -3,8 +3,6 @@ simulate() runs and hand-made frames."""
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -115,27 +113,6 @@ def test_best_batch_prefers_the_smaller_on_a_tie():
                        "batch": [0, 2, 4, 8, 2, 4], "speedup": [1.0, 1.3, 1.5, 1.5, 1.2, 1.1]})
     best = explore.best_batch(sp)
     assert best[["cpu", "batch"]].values.tolist() == [["a", 4], ["b", 2]]
-
-
-def test_demo_seed_table_reads_the_demo_result(folder, tmp_path):
-    doc = {"rows": [{"cpu": "x", "variant": "naive", "speedup": 1.0},
-                    {"cpu": "x", "variant": "lookahead", "speedup": 1.4},
-                    {"cpu": "y", "variant": "naive", "speedup": 1.0},
-                    {"cpu": "y", "variant": "lookahead", "speedup": 1.2}],
-           "native": {"speedup": 1.7, "speedup_ci95": [1.5, 1.9]}}
-    (tmp_path / "demo.json").write_text(json.dumps(doc))
-    df = explore.demo_seed_table(tmp_path)
-    assert df["variant"].tolist() == ["naive", "lookahead"]
-    assert df["sim:x"].tolist() == [1.0, 1.4] and df["sim:y"].tolist() == [1.0, 1.2]
-    assert df["native"].tolist() == [1.0, 1.7]
-    assert df["native_low"].tolist()[1] == 1.5 and df["native_high"].tolist()[1] == 1.9
-
-
-def test_seed_tables_need_the_framework_or_say_so(tmp_path):
-    if explore._framework() is not None:
-        pytest.skip("the experiments framework is present: the notebooks test runs it")
-    with pytest.raises(RuntimeError, match="no experiments framework"):
-        explore.seed_tables(tmp_path, ["pipeline"])
 
 
 def test_prefetch_timeliness_by_tag_follows_the_timeline(folder):
