@@ -101,7 +101,11 @@
  * and the markers; levels.c the level passes of the common configuration;
  * segments.c its record loops (segments, threads, the timing pass); workers.c
  * the worker threads; timing.h the timing model's inline pieces;
- * engine_impl.h the types and the set-block layout they share.
+ * engine_impl.h the types and the set-block layout they share; fpmatch.h the
+ * 16-way fingerprint compare of the TLB's large sets and the stream
+ * prefetcher's table.  Beside the engine, in the same library: decode.c (the
+ * trace intake: CRC32, decompression and record checks off the GIL) and
+ * reuse.c (reuse distances for the traces package).
  *
  * Speed.  The common configuration (every level LRU with ranks and
  * non-inclusive, no TLB, no hardware prefetchers: s->fast) runs level by level
@@ -129,6 +133,7 @@
 #include <sys/mman.h>
 
 #include "engine_impl.h"
+#include "fpmatch.h"
 #include "timing.h"
 
 #ifndef PREFETCH_DISTANCE
@@ -192,13 +197,7 @@ static inline int64_t tlbFind(const Tlb *t, const uint64_t *tg, const uint8_t *f
     }
     const uint8_t f = fingerprint(page);
     for (uint32_t g = 0; g < ways; g += 16) {
-#if defined(__SSE4_2__)
-        uint32_t m = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(
-            _mm_loadu_si128((const __m128i *)(fp + g)), _mm_set1_epi8((char)f)));
-#else
-        uint32_t m = 0;
-        for (uint32_t j = 0; j < 16; j++) m |= (uint32_t)(fp[g + j] == f) << j;
-#endif
+        uint32_t m = kvsimFpMatch16(fp + g, f);
         if (ways - g < 16) m &= (1u << (ways - g)) - 1;
         for (; m; m &= m - 1) {
             const uint32_t w = g + (uint32_t)__builtin_ctz(m);

@@ -21,10 +21,7 @@
  * fingerprint of each entry's region (0 = empty), padded to 16 bytes, so that a
  * lookup compares 16 entries per SSE instruction before reading a region.
  */
-#if defined(__SSE4_2__)
-#include <nmmintrin.h>
-#endif
-
+#include "fpmatch.h"
 #include "prefetch.h"
 
 #define REGION_SHIFT 6 /* 64 lines of 64 B = 4 KiB */
@@ -75,13 +72,7 @@ static uint32_t stOperate(uint64_t *state, const kvsimPrefetcherConfig *cfg, uin
     const uint8_t f = regionFp(region);
     size_t e = t;
     for (size_t g = 0; g < t && e == t; g += 16) { /* regions are distinct: one match */
-#if defined(__SSE4_2__)
-        uint32_t m = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(
-            _mm_loadu_si128((const __m128i *)(fp + g)), _mm_set1_epi8((char)f)));
-#else
-        uint32_t m = 0;
-        for (uint32_t j = 0; j < 16; j++) m |= (uint32_t)(fp[g + j] == f) << j;
-#endif
+        uint32_t m = kvsimFpMatch16(fp + g, f);
         for (; m; m &= m - 1) {
             const size_t i = g + (size_t)__builtin_ctz(m);
             if (i < t && reg[i] == region + 1) {
