@@ -38,23 +38,24 @@ __all__ = ["compare", "flat_row", "plot", "rows_csv", "rows_text", "simulate_row
 def simulate_rows(traced: Mapping[str, str | Path], cpus: Sequence[str],
                   step: Callable[[str], object] | None = None) -> list[dict[str, Any]]:
     """Simulate each ``{variant: trace path}`` on each CPU (preset name or .toml path) and
-    return the rows, CPU by CPU, variants in the given order (the first is the baseline)."""
+    return the rows, CPU by CPU, variants in the given order (the first is the baseline).
+    Each trace is read once and fed to every CPU side by side (:func:`sim.simulate_many`)."""
     if len(traced) < 1:
         raise ValueError("compare: at least one variant is needed")
     configs = {c: sim.load_cpu(c) for c in cpus}  # fail on a bad CPU before any work
-    loaded = {}
+    results: dict[str, dict[str, dict]] = {}
     for variant, path in traced.items():
         with traces.open(path) as tr:
-            tags = list(tr.header.get("tags") or [])
-            loaded[variant] = (tr.read_all(), tags)
-    rows = []
-    for cpu, cfg in configs.items():
-        base_cycles = None
-        for i, (variant, (recs, tags)) in enumerate(loaded.items()):
-            if step is not None:
+            got = sim.simulate_many(tr, list(configs.values()))
+        results[variant] = dict(zip(configs, got, strict=True))
+        if step is not None:
+            for cpu in configs:
                 step(f"simulate {variant} on {cpu}")
-            res = sim.simulate(recs, cfg, tag_names=tags)
-            row = _row(cpu, variant, res)
+    rows = []
+    for cpu in configs:
+        base_cycles = None
+        for i, variant in enumerate(traced):
+            row = _row(cpu, variant, results[variant][cpu])
             if i == 0:
                 base_cycles = row["cycles"]
             row["speedup"] = (base_cycles / row["cycles"]
