@@ -7,7 +7,7 @@ import io
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from trace_helpers import HEADER
+from trace_helpers import HEADER, brute_reuse_distances
 
 from kvsim import traces
 from kvsim.traces.inspect import LineSet, access_lines
@@ -87,25 +87,11 @@ def test_access_lines_order_and_spans() -> None:
     assert access_lines(rec).tolist() == _brute_lines(rec)
 
 
-def _brute_reuse(lines: list[int]) -> list[int]:
-    stack: list[int] = []
-    out = []
-    for x in lines:
-        if x in stack:
-            d = len(stack) - 1 - stack.index(x)
-            stack.remove(x)
-            out.append(d)
-        else:
-            out.append(-1)
-        stack.append(x)
-    return out
-
-
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 400))
 def test_reuse_distance_matches_lru_stack(seed: int, n: int) -> None:
     rec = _records(seed, n, addr_space=64 * 40)
-    ref = _brute_reuse(_brute_lines(rec))
+    ref = brute_reuse_distances(_brute_lines(rec))
     h = traces.reuse_distance(rec)
     assert h["cold"] == ref.count(-1)
     assert h["accesses"] == len(ref) and not h["truncated"]

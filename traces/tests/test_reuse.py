@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from trace_helpers import HEADER
+from trace_helpers import HEADER, brute_reuse_distances
 
 from kvsim import traces
 from kvsim.traces.inspect import _stack_distances, access_lines
@@ -30,25 +30,12 @@ def _records(rng: np.random.Generator, n: int, lines: int) -> np.ndarray:
     return r
 
 
-def _brute(lines) -> list[int]:
-    stack: list[int] = []
-    out = []
-    for x in lines:
-        if x in stack:
-            out.append(len(stack) - 1 - stack.index(x))
-            stack.remove(x)
-        else:
-            out.append(-1)
-        stack.append(x)
-    return out
-
-
 @settings(max_examples=60, deadline=None)
 @given(lines=st.lists(st.integers(0, 40), max_size=300), cut=st.integers(0, 300))
 def test_distances_match_brute_force_and_reference(lines: list[int], cut: int) -> None:
     a = np.array(lines, dtype=np.uint64)
     got = traces.reuse_distances(a)
-    assert got.tolist() == _brute(lines)
+    assert got.tolist() == brute_reuse_distances(lines)
     assert got.tolist() == _stack_distances(a).tolist()
 
 

@@ -49,3 +49,18 @@ def random_records(n: int, seed: int = 0) -> np.ndarray:
     r["site"] = rng.integers(0, len(HEADER["sites"]), n)
     r["flags"] = flags
     return r
+
+
+def brute_reuse_distances(lines) -> list[int]:
+    """Reuse distance of each access by an explicit LRU stack (-1: first use): the
+    brute-force reference the reuse-distance tests compare against."""
+    stack: list[int] = []
+    out = []
+    for x in lines:
+        if x in stack:
+            out.append(len(stack) - 1 - stack.index(x))
+            stack.remove(x)
+        else:
+            out.append(-1)
+        stack.append(x)
+    return out
