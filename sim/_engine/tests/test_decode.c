@@ -11,15 +11,7 @@
 #include <string.h>
 
 #include "../decode.h"
-
-static int failures = 0;
-#define CHECK(cond)                                                                       \
-    do {                                                                                  \
-        if (!(cond)) {                                                                    \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);      \
-            failures++;                                                                   \
-        }                                                                                 \
-    } while (0)
+#include "check.h"
 
 static kvtRecord rec(uint8_t kind, uint64_t addr, uint16_t size, uint32_t dep, uint16_t flags) {
     kvtRecord r;

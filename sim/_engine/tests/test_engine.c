@@ -11,15 +11,7 @@
 #include <string.h>
 
 #include "../engine.h"
-
-static int failures = 0;
-#define CHECK(cond)                                                        \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                    \
-        }                                                                  \
-    } while (0)
+#include "check.h"
 
 static uint64_t rng = 88172645463325252ULL;
 static uint64_t next(void) {
