@@ -124,5 +124,12 @@ def results_dir() -> Path | None:
     return root / RESULTS_DIR_NAME if root is not None else None
 
 
+def default_result_path(name: str) -> Path:
+    """Where a benchmark writes result file ``name`` without ``--out``: the checkout's
+    ``results/``, else ``results/`` under the current directory."""
+    d = results_dir()
+    return (d if d is not None else Path(RESULTS_DIR_NAME)) / name
+
+
 if __name__ == "__main__":  # pragma: no cover - used by shell benchmarks
     print(json.dumps(provenance(), indent=2))

@@ -201,11 +201,6 @@ def render_threads_table(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def default_out() -> Path:
-    d = provenance.results_dir()
-    return (d if d is not None else Path(provenance.RESULTS_DIR_NAME)) / RESULT_NAME
-
-
 def _thread_counts(text: str) -> list[int]:
     try:
         counts = [int(t) for t in text.split(",")]
@@ -279,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None,
                     help=f"result file (default results/{RESULT_NAME} in a checkout)")
     a = ap.parse_args(argv)
-    out = Path(a.out) if a.out else default_out()
+    out = Path(a.out) if a.out else provenance.default_result_path(RESULT_NAME)
     try:
         payload = run(a.records, a.trace, a.repeat, _thread_counts(a.threads))
     except BenchError as exc:

@@ -346,11 +346,6 @@ def render_table(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def default_out() -> Path:
-    d = provenance.results_dir()
-    return (d if d is not None else Path(provenance.RESULTS_DIR_NAME)) / RESULT_NAME
-
-
 def main(argv: list[str] | None = None, prog: str = "python -m kvsim.sim.bench_presets") -> int:
     ap = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     ap.add_argument("--scale", type=float, default=1.0,
@@ -367,7 +362,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m kvsim.sim.bench_p
     ap.add_argument("--out", default=None,
                     help=f"result file (default results/{RESULT_NAME} in a checkout)")
     a = ap.parse_args(argv)
-    out = Path(a.out) if a.out else default_out()
+    out = Path(a.out) if a.out else provenance.default_result_path(RESULT_NAME)
     try:
         for p in a.preset or []:
             if p not in sim.preset_names():

@@ -98,9 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.records < 1 or a.repeat < 1:
         print("kvsim.traces.bench: error: --records and --repeat must be >= 1", file=sys.stderr)
         return 2
-    d = provenance.results_dir()
-    out = Path(a.out) if a.out else (d if d is not None
-                                     else Path(provenance.RESULTS_DIR_NAME)) / RESULT_NAME
+    out = Path(a.out) if a.out else provenance.default_result_path(RESULT_NAME)
     rows = []
     try:
         rec = synthetic(a.records)

@@ -87,9 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None,
                     help=f"result file (default results/{RESULT_NAME} in a checkout)")
     a = ap.parse_args(argv)
-    d = provenance.results_dir()
-    out = Path(a.out) if a.out else (d if d is not None
-                                     else Path(provenance.RESULTS_DIR_NAME)) / RESULT_NAME
+    out = Path(a.out) if a.out else provenance.default_result_path(RESULT_NAME)
     with tempfile.TemporaryDirectory(prefix="kvsim-convert-bench-") as tmp:
         src = Path(a.trace) if a.trace else Path(tmp) / "in.kvt"
         if not a.trace:
