@@ -331,6 +331,16 @@ static int64_t translate(kvsimSim *s, uint64_t addr, int is_swpf) {
     return cost;
 }
 
+/* translate, with the DTLB's memo (the page touched last) checked inline: most
+ * pieces are on the page of the one before. */
+static inline int64_t translateMemo(kvsimSim *s, uint64_t addr, int is_swpf) {
+    if ((addr >> s->cfg.page_bits) + 1 == s->dtlb.memo_key) {
+        s->st->dtlb_access++;
+        return 0;
+    }
+    return translate(s, addr, is_swpf);
+}
+
 /* --- Caches ----------------------------------------------------------------- */
 
 /* Scan a set: the way holding `line` (-1 if none) and the lowest invalid way (-1
@@ -344,6 +354,25 @@ static inline void scanSet(const Level *L, uint64_t set, uint64_t line, int64_t 
     const uint8_t f = fingerprint(line);
     const uint32_t ways = L->ways;
     int64_t h = -1, v = -1;
+#if defined(__SSE4_2__)
+    if (L->fpw == 16) { /* <= 16 ways (every level of the presets): one compare each */
+        const __m128i x = _mm_loadu_si128((const __m128i *)fp);
+        /* padding fingerprints are 0 and f never is: no mask for the candidates */
+        uint32_t cand = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8((char)f)));
+        const uint32_t empty =
+            (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_setzero_si128())) & L->wmask;
+        for (; cand; cand &= cand - 1) {
+            const uint32_t c = (uint32_t)__builtin_ctz(cand);
+            if (tg[c] == key) {
+                h = c;
+                break;
+            }
+        }
+        *hit = h;
+        *inv = empty ? (int64_t)__builtin_ctz(empty) : -1;
+        return;
+    }
+#endif
     for (uint32_t base = 0; base < ways; base += 64) {
         uint64_t cand = 0, empty = 0;
         uint32_t n = ways - base < 64 ? ways - base : 64;
@@ -735,7 +764,7 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
         uint64_t xp = X;
         int ok = 1;
         if (extras && s->cfg.tlb) {
-            int64_t t = translate(s, r->addr, 1);
+            int64_t t = translateMemo(s, r->addr, 1);
             if (t < 0) {
                 st->swpf_dropped_tlb++;
                 ok = 0;
@@ -772,7 +801,7 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
             const uint64_t a0 = line << lb;
             uint64_t xp = X;
             if (extras && s->cfg.tlb) {
-                int64_t t = translate(s, r->addr > a0 ? r->addr : a0, 0);
+                int64_t t = translateMemo(s, r->addr > a0 ? r->addr : a0, 0);
                 if (timing && !is_store) {
                     st->wait_tlb += (uint64_t)t * W;
                     xp += (uint64_t)t * W;
