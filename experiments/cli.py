@@ -328,9 +328,10 @@ def simulate(trace_path, cpus_, functional, engine, gem5_path, threads, warmup, 
     for cpu, res in zip(cpus_, results, strict=True):
         if res.get("engine_threads", 1) < threads:
             who = f"{cpu}: " if len(results) > 1 else ""
-            _warn(f"{who}--threads {threads}: ran on {res['engine_threads']} (more than one "
-                  "thread applies only to the compiled engine with every level LRU and "
-                  "non-inclusive, no TLB and no hardware prefetchers; see sim/README.md)")
+            _warn(f"{who}--threads {threads}: ran on {res['engine_threads']} (the compiled "
+                  "engine shares its work between threads only with every level LRU and "
+                  "non-inclusive, no TLB and no hardware prefetchers; otherwise a TLB runs on "
+                  "a second thread; see sim/README.md)")
     if len(results) == 1:  # one --cpu: one result, as it always was
         res = results[0]
         if as_json:

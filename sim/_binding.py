@@ -295,7 +295,8 @@ class Engine:
 
     @property
     def threads(self) -> int:
-        """Threads the engine actually runs on (1 outside its common configuration)."""
+        """Threads the engine actually runs on: up to cfg.threads in its common
+        configuration, 2 with the TLB thread (a TLB elsewhere and cfg.threads > 1), else 1."""
         return int(self._lib.kvsimThreads(self._h))
 
     def finish(self) -> dict:

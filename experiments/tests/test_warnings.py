@@ -37,11 +37,12 @@ def test_counts_only_cpu_file_says_so(tmp_path, small_trace):
 
 
 def test_threads_the_configuration_cannot_use(small_trace):
-    res = run_kvsim("simulate", small_trace, "--cpu", "graviton3", "--threads", "2", "--json")
+    # a preset's caches run on one thread, its TLB on a second one
+    res = run_kvsim("simulate", small_trace, "--cpu", "graviton3", "--threads", "3", "--json")
     assert res.returncode == 0, res.stderr.decode()
-    assert json.loads(res.stdout)["engine_threads"] == 1
+    assert json.loads(res.stdout)["engine_threads"] == 2
     (w,) = _warnings(res.stderr)
-    assert w.startswith("kvsim: warning: --threads 2: ran on 1 ")
+    assert w.startswith("kvsim: warning: --threads 3: ran on 2 ")
     # a preset run as asked (one thread) warns of nothing
     res = run_kvsim("simulate", small_trace, "--cpu", "graviton3", "--json")
     assert res.returncode == 0 and _warnings(res.stderr) == []

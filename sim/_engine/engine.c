@@ -100,7 +100,9 @@
  * Files: this one holds the API, the record-by-record path (any configuration)
  * and the markers; levels.c the level passes of the common configuration;
  * segments.c its record loops (segments, threads, the timing pass); workers.c
- * the worker threads; timing.h the timing model's inline pieces;
+ * the worker threads; tlb.c the TLBs and the TLB thread that translates a block
+ * of records ahead of the record-by-record path (cfg.threads > 1); timing.h the
+ * timing model's inline pieces;
  * engine_impl.h the types and the set-block layout they share; fpmatch.h the
  * 16-way fingerprint compare of the TLB's large sets and the stream
  * prefetcher's table.  Beside the engine, in the same library: decode.c (the
@@ -167,178 +169,35 @@ static void *bigAlloc(size_t n, size_t sz) {
     return p;
 }
 
-/* --- TLB -------------------------------------------------------------------- */
+/* --- TLB ------------------------------------------------------------------- */
 
-static int tlbInit(Tlb *t, uint32_t sets, uint32_t ways) {
-    t->sets = sets;
-    t->ways = ways;
-    t->clock = 0;
-    t->fpw = (ways + 15) & ~15u;
-    t->fp = xcalloc((size_t)sets * t->fpw, 1);
-    t->tags = xcalloc((size_t)sets * ways, sizeof(uint64_t));
-    if (ways > 8 && ways <= TLB_RANK_MAX_WAYS) {
-        t->rk = malloc((size_t)sets * t->fpw);
-        if (t->rk) memset(t->rk, -1, (size_t)sets * t->fpw);
-        return t->fp != NULL && t->tags != NULL && t->rk != NULL;
-    }
-    t->stamp = xcalloc((size_t)sets * ways, sizeof(uint64_t));
-    return t->fp != NULL && t->tags != NULL && t->stamp != NULL;
-}
-
-/* The way of `page` in its set (tags tg, fingerprints fp), or -1. */
-static inline int64_t tlbFind(const Tlb *t, const uint64_t *tg, const uint8_t *fp,
-                              uint64_t page) {
-    const uint64_t key = page + 1;
-    const uint32_t ways = t->ways;
-    if (ways <= 8) { /* a few ways: the tags themselves */
-        for (uint32_t w = 0; w < ways; w++)
-            if (tg[w] == key) return w;
-        return -1;
-    }
-    const uint8_t f = fingerprint(page);
-    for (uint32_t g = 0; g < ways; g += 16) {
-        uint32_t m = kvsimFpMatch16(fp + g, f);
-        if (ways - g < 16) m &= (1u << (ways - g)) - 1;
-        for (; m; m &= m - 1) {
-            const uint32_t w = g + (uint32_t)__builtin_ctz(m);
-            if (tg[w] == key) return w;
-        }
-    }
-    return -1;
-}
-
-/* Make (set, w) the most recently used entry of its set.  Ranks: an invalid
- * way being filled ranks after every valid one; a valid way of rank r takes the
- * top rank and the ways above r move down one. */
-static inline void tlbTouch(Tlb *t, uint64_t set, uint32_t w) {
-    if (t->rk == NULL) {
-        t->stamp[set * t->ways + w] = ++t->clock;
-        return;
-    }
-    int8_t *rk = t->rk + set * t->fpw;
-    const int8_t r = rk[w];
-    uint32_t above = 0;
-#if defined(__SSE4_2__)
-    const __m128i rv = _mm_set1_epi8(r);
-    for (uint32_t g = 0; g < t->fpw; g += 16) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(rk + g));
-        __m128i gt = _mm_cmpgt_epi8(v, rv); /* padding and invalid ways are -1 */
-        above += (uint32_t)__builtin_popcount((uint32_t)_mm_movemask_epi8(gt));
-        if (r >= 0) _mm_storeu_si128((__m128i *)(rk + g), _mm_add_epi8(v, gt));
-    }
-#else
-    for (uint32_t j = 0; j < t->fpw; j++)
-        if (rk[j] > r) {
-            above++;
-            if (r >= 0) rk[j]--;
-        }
-#endif
-    rk[w] = (int8_t)(r >= 0 ? r + (int)above : (int)above);
-}
-
-/* The least recently used way of a full set. */
-static inline uint32_t tlbLru(const Tlb *t, uint64_t set) {
-    if (t->rk == NULL) {
-        const uint64_t *sp = t->stamp + set * t->ways;
-        uint32_t v = 0;
-        uint64_t best = sp[0];
-        for (uint32_t w = 1; w < t->ways; w++)
-            if (sp[w] < best) {
-                best = sp[w];
-                v = w;
-            }
-        return v;
-    }
-    const int8_t *rk = t->rk + set * t->fpw;
-#if defined(__SSE4_2__)
-    for (uint32_t g = 0; g < t->fpw; g += 16) {
-        uint32_t m = (uint32_t)_mm_movemask_epi8(
-            _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(rk + g)), _mm_setzero_si128()));
-        if (m) return g + (uint32_t)__builtin_ctz(m);
-    }
-#else
-    for (uint32_t w = 0; w < t->ways; w++)
-        if (rk[w] == 0) return w;
-#endif
-    return 0; /* not reached: a full set has a rank 0 */
-}
-
-/* Look up `page`; on a hit make it the most recent and return 1.  On a miss
- * return 0 and set *victim to the way a fill of `page` takes (tlbFill), in set
- * page & (sets - 1): the lowest invalid way, else the least recently used.
- * Entries are never invalidated, so a set's valid ways are a prefix and it is
- * full when its last way is valid. */
-static inline int tlbLookup(Tlb *t, uint64_t page, uint32_t *victim) {
-    const uint64_t key = page + 1;
-    if (t->memo_key == key) /* the last entry touched: the most recent already */
-        return 1;
-    const uint64_t set = page & (t->sets - 1);
-    const uint64_t *tg = t->tags + set * t->ways;
-    const uint32_t ways = t->ways;
-    const int64_t hit = tlbFind(t, tg, t->fp + set * t->fpw, page);
-    if (hit >= 0) {
-        tlbTouch(t, set, (uint32_t)hit);
-        t->memo_key = key;
-        t->memo_set = set;
-        t->memo_way = (uint32_t)hit;
-        return 1;
-    }
-    uint32_t v = 0;
-    if (tg[ways - 1] == 0) {
-        while (tg[v] != 0) v++;
-    } else {
-        v = tlbLru(t, set);
-    }
-    *victim = v;
-    return 0;
-}
-
-/* Install `page` in the way tlbLookup chose. */
-static inline void tlbFill(Tlb *t, uint64_t page, uint32_t victim) {
-    const uint64_t set = page & (t->sets - 1);
-    t->fp[set * t->fpw + victim] = fingerprint(page);
-    t->tags[set * t->ways + victim] = page + 1;
-    tlbTouch(t, set, victim);
-    t->memo_key = page + 1;
-    t->memo_set = set;
-    t->memo_way = victim;
-}
-
-/* Translate the page of `addr`.  Returns the added cycles, or -1 if the
- * access is a software prefetch that the configuration drops on a DTLB miss. */
-static int64_t translate(kvsimSim *s, uint64_t addr, int is_swpf) {
+/* Count a translation by its outcome (engTlbCode; tlb.c) and return the added
+ * cycles, or -1 for a software prefetch dropped on a DTLB miss. */
+static inline int64_t tlbApply(kvsimSim *s, uint32_t code) {
     kvsimStats *st = s->st;
-    uint64_t page = addr >> s->cfg.page_bits;
     st->dtlb_access++;
-    uint32_t dv, sv;
-    if (tlbLookup(&s->dtlb, page, &dv)) return 0;
+    if (code == TLB_HIT) return 0;
     st->dtlb_miss++;
-    if (is_swpf && s->cfg.swpf_drop_on_tlb_miss) return -1;
-    int64_t cost;
-    if (s->cfg.stlb_sets) {
-        st->stlb_access++;
-        if (tlbLookup(&s->stlb, page, &sv)) {
-            cost = s->cfg.stlb_latency;
-        } else {
-            st->stlb_miss++;
-            tlbFill(&s->stlb, page, sv);
-            cost = s->cfg.walk_latency;
-        }
-    } else {
-        cost = s->cfg.walk_latency;
-    }
-    tlbFill(&s->dtlb, page, dv); /* the STLB's fill left the DTLB as its lookup saw it */
-    return cost;
+    if (code == TLB_DROP) return -1;
+    if (!s->cfg.stlb_sets) return s->cfg.walk_latency;
+    st->stlb_access++;
+    if (code == TLB_STLB_HIT) return s->cfg.stlb_latency;
+    st->stlb_miss++;
+    return s->cfg.walk_latency;
 }
 
-/* translate, with the DTLB's memo (the page touched last) checked inline: most
- * pieces are on the page of the one before. */
-static inline int64_t translateMemo(kvsimSim *s, uint64_t addr, int is_swpf) {
+/* Translate the page of `addr` (a piece's first byte, or a software prefetch's
+ * address).  Returns the added cycles, or -1 if the access is a software
+ * prefetch that the configuration drops on a DTLB miss.  With the TLB thread
+ * (tlb.c) the outcome is the next of the codes it left; else the DTLB's memo
+ * (the page touched last, where most pieces are) is checked inline. */
+static inline int64_t translate(kvsimSim *s, uint64_t addr, int is_swpf) {
+    if (s->tcode) return tlbApply(s, *s->tcode++);
     if ((addr >> s->cfg.page_bits) + 1 == s->dtlb.memo_key) {
         s->st->dtlb_access++;
         return 0;
     }
-    return translate(s, addr, is_swpf);
+    return tlbApply(s, engTlbCode(s, addr, is_swpf));
 }
 
 /* --- Caches ----------------------------------------------------------------- */
@@ -764,7 +623,7 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
         uint64_t xp = X;
         int ok = 1;
         if (extras && s->cfg.tlb) {
-            int64_t t = translateMemo(s, r->addr, 1);
+            int64_t t = translate(s, r->addr, 1);
             if (t < 0) {
                 st->swpf_dropped_tlb++;
                 ok = 0;
@@ -801,7 +660,7 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
             const uint64_t a0 = line << lb;
             uint64_t xp = X;
             if (extras && s->cfg.tlb) {
-                int64_t t = translateMemo(s, r->addr > a0 ? r->addr : a0, 0);
+                int64_t t = translate(s, r->addr > a0 ? r->addr : a0, 0);
                 if (timing && !is_store) {
                     st->wait_tlb += (uint64_t)t * W;
                     xp += (uint64_t)t * W;
@@ -916,8 +775,20 @@ static inline __attribute__((always_inline)) void runLoop(kvsimSim *s, const kvt
     }
 }
 
+/* The record-by-record path for records the TLB thread has coded (tlb.c). */
+void engRunRecords(kvsimSim *s, const kvtRecord *recs, size_t n) {
+    if (s->cfg.timing)
+        runLoop(s, recs, n, 1, 1);
+    else
+        runLoop(s, recs, n, 0, 1);
+}
+
 void kvsimRun(kvsimSim *s, const kvtRecord *recs, size_t n) {
     if (s->finished) return;
+    if (s->tp) {
+        engTlbPipeRun(s, recs, n);
+        return;
+    }
     const int extras = s->cfg.tlb || s->cfg.nprefetchers;
     if (s->cfg.timing) {
         if (extras)
@@ -1023,7 +894,9 @@ uint32_t kvsimPeekSet(const kvsimSim *cs, uint32_t level, uint64_t set, uint64_t
     memcpy(out, SET_TAGS(L, set), L->ways * sizeof(uint64_t));
     return L->ways;
 }
-uint32_t kvsimThreads(const kvsimSim *s) { return s->fast && !s->tl ? s->threads : 1; }
+uint32_t kvsimThreads(const kvsimSim *s) {
+    return s->tp ? 2 : s->fast && !s->tl ? s->threads : 1;
+}
 
 int kvsimSetTimeline(kvsimSim *s, uint64_t first, uint64_t count, kvsimTimelineRow *rows) {
     if (!s->cfg.timing || s->recno || s->finished || s->ncarry) return -1;
@@ -1038,6 +911,7 @@ size_t kvsimConfigSize(void) { return sizeof(kvsimConfig); }
 void kvsimFree(kvsimSim *s) {
     if (s == NULL) return;
     engPartsFree(s); /* first: it stops the workers, which may still be running a job */
+    engTlbPipeStop(s);
     for (uint32_t k = 0; k < KVSIM_MAX_LEVELS; k++) {
         Level *L = &s->lv[k];
         free(L->blk);
@@ -1176,9 +1050,11 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
         if (!isPow2(cfg->dtlb_sets) || cfg->dtlb_ways < 1) FAIL("tlb: bad L1 DTLB geometry");
         if (cfg->stlb_sets && (!isPow2(cfg->stlb_sets) || cfg->stlb_ways < 1))
             FAIL("tlb: bad STLB geometry");
-        if (!tlbInit(&s->dtlb, cfg->dtlb_sets, cfg->dtlb_ways)) FAIL("out of memory");
-        if (cfg->stlb_sets && !tlbInit(&s->stlb, cfg->stlb_sets, cfg->stlb_ways))
+        if (!engTlbInit(&s->dtlb, cfg->dtlb_sets, cfg->dtlb_ways)) FAIL("out of memory");
+        if (cfg->stlb_sets && !engTlbInit(&s->stlb, cfg->stlb_sets, cfg->stlb_ways))
             FAIL("out of memory");
+        if (cfg->threads > 1 && !s->fast && !engTlbPipeStart(s))
+            FAIL("out of memory or threads");
     }
     if (cfg->timing) {
         if (cfg->width < 1) FAIL("core.width: must be >= 1");

@@ -116,10 +116,13 @@ typedef struct kvsimConfig {
     uint32_t swpf_drop_on_tlb_miss; /* 1: dropped on a DTLB miss; 0: walks */
     uint32_t flush_at_end;         /* write every dirty line back at kvsimFinish */
     uint32_t queue_cap;            /* test hook: the common configuration's request queues
-                                      (engine.c, QCAP); 0 = the default, else 2..QCAP */
+                                      (engine.c, QCAP), and the records per block of the
+                                      TLB thread (tlb.c); 0 = the default, else 2..QCAP */
     uint32_t threads;              /* threads of the common configuration (levels.c): 0 or 1
-                                      = the calling thread only, up to 8; any number gives
-                                      the same results */
+                                      = the calling thread only, up to 8; with a TLB, off
+                                      the common configuration, > 1 = a TLB thread beside
+                                      the calling one (tlb.c); any number gives the same
+                                      results */
     uint32_t pad1;
 } kvsimConfig;
 
@@ -208,7 +211,8 @@ const kvsimStats *kvsimGetStats(const kvsimSim *s);
  * 0 = invalid way), to out[0 .. ways-1].  Returns ways, or 0 for a bad level/set. */
 uint32_t kvsimPeekSet(const kvsimSim *s, uint32_t level, uint64_t set, uint64_t *out);
 /* Threads the engine runs on: cfg.threads where the common configuration can
- * share its work (at most one per set of the smallest level), else 1. */
+ * share its work (at most one per set of the smallest level), 2 with the TLB
+ * thread, else 1. */
 uint32_t kvsimThreads(const kvsimSim *s);
 size_t kvsimStatsSize(void);
 size_t kvsimConfigSize(void);

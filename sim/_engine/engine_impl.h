@@ -169,6 +169,12 @@ typedef struct __attribute__((aligned(64))) Part { /* one thread's: no shared ho
 #define KVSIM_MAX_THREADS 8
 
 struct Workers; /* workers.c */
+struct TlbPipe; /* tlb.c */
+
+/* The outcome of a translation (tlb.c, engTlbCode): the DTLB held the page; the
+ * STLB did; neither (or there is no STLB): a walk; a software prefetch dropped
+ * on a DTLB miss. */
+enum { TLB_HIT, TLB_STLB_HIT, TLB_WALK, TLB_DROP };
 
 struct kvsimSim {
     kvsimConfig cfg;
@@ -234,6 +240,10 @@ struct kvsimSim {
     /* kvsimSetTimeline: rows of records tl_first .. tl_first + tl_count - 1, or NULL */
     kvsimTimelineRow *tl;
     uint64_t tl_first, tl_count;
+    /* the TLB thread (tlb.c; cfg.threads > 1 with a TLB, off the fast path), or
+     * NULL; while a block runs, tcode points at its next translation's code */
+    struct TlbPipe *tp;
+    const uint8_t *tcode;
 };
 
 /* The level-by-level path's request queues: QCAP entries per level (levels.c). */
@@ -353,6 +363,13 @@ void engMergeParts(kvsimSim *s); /* workers idle: their per-tag counters join s-
 void engSettle(kvsimSim *s); /* finish what a kvsimRun call left in flight */
 void engRunFastFunctional(kvsimSim *s, const kvtRecord *recs, size_t n);
 void engRunFastTiming(kvsimSim *s, const kvtRecord *recs, size_t n);
+void engRunRecords(kvsimSim *s, const kvtRecord *recs, size_t n); /* record by record */
+/* tlb.c */
+int engTlbInit(Tlb *t, uint32_t sets, uint32_t ways); /* 0: out of memory */
+uint32_t engTlbCode(kvsimSim *s, uint64_t addr, int is_swpf); /* TLB_* */
+int engTlbPipeStart(kvsimSim *s); /* 0: out of memory or no thread */
+void engTlbPipeRun(kvsimSim *s, const kvtRecord *recs, size_t n); /* kvsimRun's, threaded */
+void engTlbPipeStop(kvsimSim *s);
 /* workers.c: threads that run parts 1..threads-1 */
 int engWorkersStart(kvsimSim *s); /* 0: could not start them */
 void engWorkersPost(kvsimSim *s, uint32_t w); /* part[w]'s job is set: run it */

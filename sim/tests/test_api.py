@@ -160,8 +160,12 @@ def test_threads_change_nothing_but_the_speed():
         assert [r.pop("engine_threads") for r in runs] == [1, 2, 3]
         assert runs[0]["levels"][2]["misses"] > 0
         assert runs[0] == runs[1] == runs[2]
-    # a preset with a TLB and hardware prefetchers takes the record-by-record path
-    assert sim.simulate(recs[:1000], "graviton3", threads=2)["engine_threads"] == 1
+    # a preset with a TLB and hardware prefetchers takes the record-by-record path, with the
+    # TLB on a second thread
+    runs = [sim.simulate(recs, "graviton3", functional=functional, threads=t)
+            for t in (1, 2, 3) for functional in (True, False)]
+    assert [r.pop("engine_threads") for r in runs] == [1, 1, 2, 2, 2, 2]
+    assert runs[0] == runs[2] == runs[4] and runs[1] == runs[3] == runs[5]
 
 
 @pytest.mark.parametrize("threads", [0, 9, 1.5])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from kvsim import sim, traces
@@ -227,8 +227,10 @@ def test_lru_hot_path_long_trace(timing, qcap, fill, threads):
                 "dram": {"latency_ns": 80.0, "bandwidth_gbs": 8.0}}
     check_hot_path(doc, recs, True, 1000, qcap, threads)
 
-def test_presets_engine_equals_reference():
-    """Every shipped preset with all its features on, on one mixed random trace."""
+@pytest.mark.parametrize("threads", [1, 2])
+def test_presets_engine_equals_reference(threads):
+    """Every shipped preset with all its features on, on one mixed random trace; with two
+    threads, the TLB thread (_engine/tlb.c) codes blocks of 7 records ahead."""
     rng = np.random.default_rng(7)
     n = 3000
     recs = np.zeros(n, dtype=traces.RECORD_DTYPE)
@@ -242,12 +244,26 @@ def test_presets_engine_equals_reference():
     for name in sim.preset_names():
         cpu = sim.load_cpu(name)
         cfg = cpu.to_engine(timing=True)
+        cfg.threads = threads
+        cfg.queue_cap = 7 if threads > 1 else 0
         eng = B.Engine(cfg)
+        assert eng.threads == threads
         eng.run(recs)
         ref = ReferenceSim(cfg)
         ref.run(recs)
         assert_same(eng.finish(), ref.finish(), name)
         eng.close()
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@given(doc=cpu_docs(), recs=traces_(), flush=st.booleans(), chunk=st.integers(1, 300),
+       qcap=QCAPS)
+def test_tlb_thread_equals_reference(doc, recs, flush, chunk, qcap):
+    """A TLB off the common configuration with two threads: the TLB thread translates
+    blocks of records (`qcap` each; 0 = 8192) ahead of the simulation (_engine/tlb.c), and
+    every count is still the reference's."""
+    assume("tlb" in doc)
+    run_both(doc, recs, flush, chunk, qcap, threads=2)
 
 
 @pytest.mark.slow

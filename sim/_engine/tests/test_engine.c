@@ -3,7 +3,8 @@
  * `make test-sanitize`.  Exercises every policy, prefetcher, inclusion mode,
  * the TLB and the timing model on a pseudo-random trace, and checks a few
  * invariants that must hold for any trace; and the common configuration with 1
- * to 4 threads, whose statistics must be identical (`make test-sanitize` also
+ * to 4 threads, and a preset-like one with and without the TLB thread, whose
+ * statistics must be identical (`make test-sanitize` also
  * runs it under ThreadSanitizer).  Usage: test_engine_san [--seed N]
  */
 #include <stdio.h>
@@ -106,8 +107,11 @@ static void run(const char *policy, uint32_t inclusion, int timing, int tlb, int
 }
 
 /* The common configuration (LRU, non-inclusive, no TLB or prefetchers) with
- * `threads` threads and queue capacity `qcap` (0: the default). */
-static kvsimConfig lruConfig(int timing, uint32_t threads, uint32_t qcap) {
+ * `threads` threads and queue capacity `qcap` (0: the default); with `general`,
+ * a preset's shape instead (an inclusive L2, a fully associative DTLB and an
+ * STLB, ip_stride and stream prefetchers), whose threads > 1 mean a TLB thread
+ * (qcap: its records per block). */
+static kvsimConfig lruConfig(int timing, uint32_t threads, uint32_t qcap, int general) {
     kvsimConfig c;
     memset(&c, 0, sizeof c);
     c.nlevels = 3;
@@ -128,14 +132,31 @@ static kvsimConfig lruConfig(int timing, uint32_t threads, uint32_t qcap) {
     c.flush_at_end = 1;
     c.threads = threads;
     c.queue_cap = qcap;
+    if (general) {
+        c.level[1].inclusion = KVSIM_INCLUSIVE;
+        c.tlb = 1;
+        c.page_bits = 12;
+        c.dtlb_sets = 1;
+        c.dtlb_ways = 48;
+        c.stlb_sets = 32;
+        c.stlb_ways = 8;
+        c.stlb_latency = 7;
+        c.walk_latency = 30;
+        c.swpf_drop_on_tlb_miss = 1;
+        c.nprefetchers = 2;
+        c.prefetcher[0] = (kvsimPrefetcherConfig){.level = 0, .degree = 1, .table = 64};
+        snprintf(c.prefetcher[0].kind, KVSIM_NAME_LEN, "ip_stride");
+        c.prefetcher[1] = (kvsimPrefetcherConfig){.level = 1, .degree = 2, .table = 32};
+        snprintf(c.prefetcher[1].kind, KVSIM_NAME_LEN, "stream");
+    }
     return c;
 }
 
 /* That configuration on a trace with markers (warm-up, phases, commands),
  * software prefetches, stores and multi-line accesses, fed in uneven chunks. */
 static kvsimStats runThreads(const kvtRecord *r, size_t n, int timing, uint32_t threads,
-                             uint32_t qcap) {
-    const kvsimConfig c = lruConfig(timing, threads, qcap);
+                             uint32_t qcap, int general) {
+    const kvsimConfig c = lruConfig(timing, threads, qcap, general);
     char err[200];
     kvsimStats out;
     memset(&out, 0, sizeof out);
@@ -145,6 +166,7 @@ static kvsimStats runThreads(const kvtRecord *r, size_t n, int timing, uint32_t 
         failures++;
         return out;
     }
+    if (general) CHECK(kvsimThreads(s) == (threads > 1 ? 2u : 1u));
     for (size_t off = 0, step = 1; off < n; off += step, step = step * 7 % 30011 + 1)
         kvsimRun(s, r + off, n - off < step ? n - off : step);
     kvsimFinish(s);
@@ -175,20 +197,22 @@ static void testThreads(void) {
     }
     /* segments of up to 8192 records, and (queue capacity 8) of 256 */
     const uint32_t qcaps[2] = {0, 8};
-    for (int timing = 0; timing < 2; timing++) {
-        const kvsimStats one = runThreads(r, N, timing, 1, 0);
-        CHECK(one.records + one.warmup_records == N);
-        for (int q = 0; q < 2; q++)
-            for (uint32_t t = 1; t <= 4; t++) {
-                const kvsimStats many = runThreads(r, N, timing, t, qcaps[q]);
-                CHECK(memcmp(&one, &many, sizeof one) == 0);
-            }
-    }
+    for (int general = 0; general < 2; general++)
+        for (int timing = 0; timing < 2; timing++) {
+            const kvsimStats one = runThreads(r, N, timing, 1, 0, general);
+            CHECK(one.records + one.warmup_records == N);
+            CHECK(!general || (one.dtlb_miss > 0 && one.stlb_miss > 0));
+            for (int q = 0; q < 2; q++)
+                for (uint32_t t = 1; t <= 4; t++) {
+                    const kvsimStats many = runThreads(r, N, timing, t, qcaps[q], general);
+                    CHECK(memcmp(&one, &many, sizeof one) == 0);
+                }
+        }
     /* freed without kvsimFinish, right after a call whose last shares a worker
      * may still be running: nothing may touch freed memory (a kvsimFree that
      * freed the caches before it stopped the workers fails here) */
-    for (int timing = 0; timing < 2; timing++) {
-        const kvsimConfig c = lruConfig(timing, 2, 0);
+    for (int timing = 0; timing < 4; timing++) {
+        const kvsimConfig c = lruConfig(timing % 2, 2, 0, timing / 2);
         char err[200];
         kvsimSim *s = kvsimCreate(&c, err, sizeof err);
         CHECK(s != NULL);
