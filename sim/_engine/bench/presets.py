@@ -1,0 +1,94 @@
+"""Engine instructions per record on every shipped preset (callgrind: deterministic).
+
+    .venv/bin/python sim/_engine/bench/presets.py [--baseline OLD_BENCH_ENGINE]
+        [--records N] [--scale S] [--workdir DIR] [--out RESULT.json]
+
+For the four traces of ``kvsim bench`` (kvsim.sim.bench_presets.make_traces: random 8 B
+loads, c_ref iterate, c_ref pipeline lookahead, DineroIV text converted), it counts the
+instructions the engine alone (``sim/_engine/build/bench_engine``, ``make -C sim/_engine
+bench-c``) spends per record on the first ``--records`` records of each, with each preset's
+full engine configuration (TLB, prefetchers, flush), functional and timed, the setup
+subtracted (kvsim.sim.bench_presets.instructions).  With ``--baseline`` it counts the same
+with another build of bench_engine (e.g. from an earlier commit's tree) beside it.  The
+figures do not depend on the machine's load, unlike timings; ``--out`` writes them with
+kvsim.provenance.write_result (commit, machine, date).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from kvsim import provenance, sim, traces
+from kvsim.sim import bench_presets as bp
+
+
+def count(binary: Path, trace_list: list[dict], presets: list[str], records: int,
+          tmp: Path) -> dict[str, dict[str, dict[str, float]]]:
+    """{trace file: {preset: {"functional": i/rec, "timed": i/rec}}}."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for t in trace_list:
+        recs = traces.read_all(t["path"])[:records]
+        out[Path(t["path"]).name] = {
+            p: bp.instructions(binary, recs, sim.load_cpu(p), tmp) for p in presets}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--baseline", help="another bench_engine build to count beside this one")
+    ap.add_argument("--records", type=int, default=100_000, help="records per trace")
+    ap.add_argument("--scale", type=float, default=0.1, help="kvsim bench's trace scale")
+    ap.add_argument("--workdir", default="build/bench-presets", help="where the traces are")
+    ap.add_argument("--out", help="result file")
+    a = ap.parse_args(argv)
+    binary = bp.bench_engine_path()
+    if binary is None:
+        print("presets.py: no sim/_engine/build/bench_engine or valgrind "
+              "(make -C sim/_engine bench-c)", file=sys.stderr)
+        return 1
+    base = Path(a.baseline) if a.baseline else None
+    if base is not None and not base.is_file():
+        print(f"presets.py: --baseline {base}: no such file", file=sys.stderr)
+        return 1
+    if a.records <= 10:
+        print(f"presets.py: --records {a.records}: must be > 10", file=sys.stderr)
+        return 1
+    try:
+        trace_list = bp.make_traces(Path(a.workdir), a.scale)[:-1]  # not the long one
+    except bp.BenchError as e:
+        print(f"presets.py: {e}", file=sys.stderr)
+        return 1
+    presets = sim.preset_names()
+    with tempfile.TemporaryDirectory() as td:
+        now = count(binary, trace_list, presets, a.records, Path(td))
+        old = count(base, trace_list, presets, a.records, Path(td)) if base else None
+    rows = []
+    for name, per in now.items():
+        for p, v in per.items():
+            row = {"trace": name, "preset": p, "functional": v["functional"],
+                   "timed": v["timed"]}
+            if old is not None:
+                row["baseline_functional"] = old[name][p]["functional"]
+                row["baseline_timed"] = old[name][p]["timed"]
+            rows.append(row)
+            b = (f"  (baseline {row['baseline_functional']:7.1f} {row['baseline_timed']:7.1f})"
+                 if old is not None else "")
+            print(f"{name:24s} {p:12s} functional {v['functional']:7.1f} "
+                  f"timed {v['timed']:7.1f}{b}")
+    if a.out:
+        return provenance.publish("presets.py", a.out, {
+            "benchmark": "sim/_engine/bench/presets.py",
+            "units": "engine instructions per record (callgrind I refs, setup subtracted), "
+                     "one thread, each preset's full configuration",
+            "parameters": {"records": a.records, "scale": a.scale,
+                           "baseline": base.name if base else None},
+            "rows": rows,
+        })
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
