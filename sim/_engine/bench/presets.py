@@ -8,7 +8,8 @@ loads, c_ref iterate, c_ref pipeline lookahead, DineroIV text converted), it cou
 instructions the engine alone (``sim/_engine/build/bench_engine``, ``make -C sim/_engine
 bench-c``) spends per record on the first ``--records`` records of each, with each preset's
 full engine configuration (TLB, prefetchers, flush), functional and timed, the setup
-subtracted (kvsim.sim.bench_presets.instructions).  With ``--baseline`` it counts the same
+subtracted (kvsim.sim.bench_presets.instructions), and the calling thread's alone with two
+threads (the TLB thread translating ahead: _engine/tlb.c).  With ``--baseline`` it counts the same
 with another build of bench_engine (e.g. from an earlier commit's tree) beside it.  The
 figures do not depend on the machine's load, unlike timings; ``--out`` writes them with
 kvsim.provenance.write_result (commit, machine, date).
@@ -17,22 +18,72 @@ kvsim.provenance.write_result (commit, machine, date).
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import numpy as np
 
 from kvsim import provenance, sim, traces
 from kvsim.sim import bench_presets as bp
 
 
+def thread_refs(binary: Path, cfg_file: Path, raw: Path, tmp: Path) -> list[int]:
+    """Callgrind instruction counts of each thread of one bench_engine run, in thread
+    order (the calling thread first)."""
+    out = tmp / "cg"
+    for old in tmp.glob("cg*"):
+        old.unlink()
+    env = dict(os.environ, KVSIM_CONFIG=str(cfg_file))
+    subprocess.run(["valgrind", "--tool=callgrind", "--separate-threads=yes",
+                    f"--callgrind-out-file={out}", str(binary), str(raw)],
+                   capture_output=True, env=env, timeout=3600, check=False)
+    refs = []
+    for f in sorted(tmp.glob("cg-*")):
+        for line in f.read_text(errors="replace").splitlines():
+            if line.startswith(("totals:", "summary:")):
+                refs.append(int(line.split()[1]))
+                break
+    if not refs:
+        raise bp.BenchError(f"callgrind of {binary.name} on {raw.name}: no thread counts")
+    return refs
+
+
+def calling_thread(binary: Path, recs: np.ndarray, cpu: sim.CpuConfig, tmp: Path) -> dict:
+    """The calling thread's instructions per record with the TLB thread (threads = 2),
+    the setup subtracted, functional and timed."""
+    raw, setup = tmp / "recs.raw", tmp / "setup.raw"
+    recs.tofile(raw)
+    recs[:10].tofile(setup)
+    out = {}
+    for timing in (False, True):
+        cfg = cpu.to_engine(timing=timing, tlb=True, prefetchers=True, flush=True)
+        cfg.threads = 2
+        cf = tmp / "cfg.bin"
+        cf.write_bytes(bytes(cfg))
+        full = thread_refs(binary, cf, raw, tmp)[0]
+        base = thread_refs(binary, cf, setup, tmp)[0]
+        out["timed" if timing else "functional"] = round((full - base) / (len(recs) - 10), 1)
+    return out
+
+
 def count(binary: Path, trace_list: list[dict], presets: list[str], records: int,
-          tmp: Path) -> dict[str, dict[str, dict[str, float]]]:
-    """{trace file: {preset: {"functional": i/rec, "timed": i/rec}}}."""
+          tmp: Path, threads: bool = False) -> dict[str, dict[str, dict[str, float]]]:
+    """{trace file: {preset: {"functional": i/rec, "timed": i/rec}}}; with `threads`, also
+    "functional_calling_thread" and "timed_calling_thread" (the TLB thread on)."""
     out: dict[str, dict[str, dict[str, float]]] = {}
     for t in trace_list:
         recs = traces.read_all(t["path"])[:records]
-        out[Path(t["path"]).name] = {
-            p: bp.instructions(binary, recs, sim.load_cpu(p), tmp) for p in presets}
+        per = {}
+        for p in presets:
+            cpu = sim.load_cpu(p)
+            per[p] = bp.instructions(binary, recs, cpu, tmp)
+            if threads:
+                ct = calling_thread(binary, recs, cpu, tmp)
+                per[p] |= {f"{k}_calling_thread": v for k, v in ct.items()}
+        out[Path(t["path"]).name] = per
     return out
 
 
@@ -63,13 +114,15 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     presets = sim.preset_names()
     with tempfile.TemporaryDirectory() as td:
-        now = count(binary, trace_list, presets, a.records, Path(td))
+        now = count(binary, trace_list, presets, a.records, Path(td), threads=True)
         old = count(base, trace_list, presets, a.records, Path(td)) if base else None
     rows = []
     for name, per in now.items():
         for p, v in per.items():
             row = {"trace": name, "preset": p, "functional": v["functional"],
-                   "timed": v["timed"]}
+                   "timed": v["timed"],
+                   "functional_calling_thread": v["functional_calling_thread"],
+                   "timed_calling_thread": v["timed_calling_thread"]}
             if old is not None:
                 row["baseline_functional"] = old[name][p]["functional"]
                 row["baseline_timed"] = old[name][p]["timed"]
@@ -77,12 +130,14 @@ def main(argv: list[str] | None = None) -> int:
             b = (f"  (baseline {row['baseline_functional']:7.1f} {row['baseline_timed']:7.1f})"
                  if old is not None else "")
             print(f"{name:24s} {p:12s} functional {v['functional']:7.1f} "
-                  f"timed {v['timed']:7.1f}{b}")
+                  f"timed {v['timed']:7.1f}  calling thread with the TLB thread "
+                  f"{v['functional_calling_thread']:7.1f} {v['timed_calling_thread']:7.1f}{b}")
     if a.out:
         return provenance.publish("presets.py", a.out, {
             "benchmark": "sim/_engine/bench/presets.py",
             "units": "engine instructions per record (callgrind I refs, setup subtracted), "
-                     "one thread, each preset's full configuration",
+                     "one thread, each preset's full configuration; *_calling_thread: the "
+                     "calling thread's alone with threads = 2 (the TLB thread on)",
             "parameters": {"records": a.records, "scale": a.scale,
                            "baseline": base.name if base else None},
             "rows": rows,
