@@ -398,7 +398,7 @@ def test_warmup_windows_are_the_packets_kvsim_does_not_count(seed: int, tmp_path
                             packet_spacing=g5.SPACING_TICKS)
     assert windows and windows[-1][1] == n  # the last window is open: to the end
     assert all(a <= b for a, b in windows)
-    assert all(b < a for (_, b), (a, _) in zip(windows, windows[1:]))
+    assert all(b < a for (_, b), (a, _) in zip(windows, windows[1:], strict=False))
     native = sim.simulate(traces.open(path), cpu, functional=True, tlb=False,
                           prefetchers=False, flush=False)
     counted, _ = g5.kvsim_requests(native["levels"][0])
