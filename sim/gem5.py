@@ -26,14 +26,17 @@ What the two models share, and what they do not:
   a miss (an MSHR hit); kvsim's functional counts have no time, so spacing the packets is
   what makes the counts comparable.
 * Replacement: ``lru`` -> ``LRURP``, ``plru`` -> ``TreePLRURP``, ``srrip`` -> ``RRIPRP``,
-  ``brrip`` -> ``BRRIPRP``, ``random`` -> ``RandomRP`` (random streams differ, so only
-  ``lru`` and ``plru`` can agree access for access).
+  ``brrip`` -> ``BRRIPRP``, ``random`` -> ``RandomRP``; only ``lru`` is the same model
+  access for access (:func:`model_differences` says why the others are not).
 * Clusivity: ``non-inclusive`` -> ``mostly_incl`` (gem5's classic caches never
   back-invalidate, which is kvsim's non-inclusive); ``exclusive`` -> ``mostly_excl`` with
   ``writeback_clean`` on the level above; ``inclusive`` has no gem5 classic equivalent and
   is run as ``mostly_incl`` (noted in the result).
-* gem5 caches are write-back, write-allocate, and a store miss fetches the line
-  (``ReadExReq``), as kvsim's do.
+* gem5 caches are write-back, write-allocate, and a partial store miss fetches the line
+  (``ReadExReq``), as kvsim's do. Two rules of gem5's that kvsim's non-inclusive model
+  lacks (sim/GEM5.md): a clean line evicted above is looked up below (``CleanEvict``),
+  which refreshes its recency there, and a whole-line store miss invalidates the line
+  below (``InvalidateReq``).
 
 Terms: *packet* is a gem5 memory request in the trace; *level* a preset cache level.
 """
@@ -348,6 +351,9 @@ def model_differences(cpu: CpuConfig) -> list[list[str]]:
                        "differently")
         elif c.replacement == "random":
             why.append("random: gem5 draws other random numbers")
+        elif c.replacement == "plru":
+            why.append("plru: gem5's TreePLRURP takes the tree's victim even when a way is "
+                       "invalid (kvsim fills the lowest invalid way first)")
         if c.inclusion == "inclusive":
             why.append("inclusive: gem5's classic caches do not back-invalidate "
                        "(run as mostly_incl)")
