@@ -358,8 +358,8 @@ def model_differences(cpu: CpuConfig) -> list[list[str]]:
             why.append("inclusive: gem5's classic caches do not back-invalidate "
                        "(run as mostly_incl)")
         elif c.inclusion == "exclusive":
-            why.append("exclusive: gem5's mostly_excl keeps a dirty line on a hit "
-                       "(kvsim moves it up)")
+            why.append("exclusive: gem5 drops a clean victim that a level above still "
+                       "holds (Cache::doWritebacks); kvsim puts every clean victim here")
         if i == 0 and cpu.swpf_fill != 0:
             why.append(f"software prefetches fill {cpu.caches[cpu.swpf_fill].name} in kvsim, "
                        "L1 in gem5")
