@@ -94,10 +94,15 @@ def _cache_name(i: int) -> str:
 def config_script(cpu: CpuConfig, trace_file: str, last_tick: int, mem_bytes: int = 1 << 48,
                   warmup: Sequence[tuple[int, int]] = ()) -> str:
     """The gem5 configuration script (Python run by gem5) for ``cpu`` replaying the packet
-    trace ``trace_file`` (a path gem5 can open) whose last packet is at ``last_tick``.
+    trace ``trace_file`` whose last packet is at ``last_tick``. The script writes the
+    TrafficGen's configuration next to itself; gem5 reads ``trace_file`` relative to that
+    (then to its working directory), and the name must hold no white space (the
+    configuration is split at white space).
     ``warmup``: (first, last) packet tick of each warm-up window, in order; the script dumps
     the statistics before each window and resets them after it, so the blocks of
     ``stats.txt`` add up to the measured packets only (:func:`parse_stats` sums them)."""
+    if not trace_file or any(ch.isspace() for ch in trace_file):
+        raise ValueError(f"gem5 trace file name {trace_file!r}: empty or holds white space")
     levels = []
     for i, c in enumerate(cpu.caches):
         nxt = cpu.caches[i + 1] if i + 1 < len(cpu.caches) else None
@@ -311,7 +316,7 @@ def run(trace: str | os.PathLike[str], cpu: CpuConfig, gem5: str | None = None,
         last_tick = n_packets * SPACING_TICKS
         script = work / "kvsim_gem5_config.py"
         script.write_text(config_script(
-            cpu, str(trc), last_tick,
+            cpu, trc.name, last_tick,
             warmup=[(a * SPACING_TICKS, b * SPACING_TICKS) for a, b in windows]))
         out = work / "m5out"
         proc = subprocess.run([binary, f"--outdir={out}", str(script)], capture_output=True,

@@ -220,6 +220,13 @@ def test_script_builds_the_presets_caches(preset: str, stub_m5: Path, tmp_path: 
                    "TRANSITION 0 1 1", "TRANSITION 1 1 1"]
 
 
+def test_trace_name_with_white_space_is_refused() -> None:
+    cpu = sim.load_cpu(PRESETS[0])
+    for bad in ("my trace.trc.gz", "", "t.trc.gz\n"):
+        with pytest.raises(ValueError, match="white space"):
+            g5.config_script(cpu, bad, 0)
+
+
 def test_exclusive_level_gets_clean_writebacks_from_above(stub_m5: Path, tmp_path: Path
                                                           ) -> None:
     cpu = sim.load_cpu(PRESETS[0])
@@ -317,8 +324,9 @@ def test_plumbing_through_a_stand_in_binary(stub_m5: Path, tmp_path: Path) -> No
         shutil.copy({str(tmp_path / "stats.txt")!r}, os.path.join(out, "stats.txt"))
         """))
     fake.chmod(0o755)
-    keep = tmp_path / "keep"
+    keep = tmp_path / "keep dir"  # white space in the directory: the trace is named relatively
     res = g5.run(_trace(tmp_path), cpu, str(fake), keep=keep)
+    assert (keep / "tgen.cfg").read_text().splitlines()[0].split()[4] == "trace.trc.gz"
     assert [lv["demand_misses"] for lv in res["levels"]] == [5 + i for i in range(len(levels))]
     assert res["records"] == 3000 and res["gem5"]["packets"] == 3000
     assert res["gem5"]["exit"].startswith("kvsim-gem5: exit at tick 0")

@@ -49,8 +49,10 @@ while "system.cache%d" % i in graph:
         latency=p["tag_latency"], replacement=repl[graph[p["replacement_policy"]]["class"]],
         inclusion="exclusive" if p["clusivity"] == "mostly_excl" else "non-inclusive"))
     i += 1
-cfg = open(graph["system.tgen"]["params"]["config_file"]).read().split()
-_, records = gem5_to_records(cfg[cfg.index("TRACE") + 1])
+cfg_file = graph["system.tgen"]["params"]["config_file"]
+cfg = open(cfg_file).read().split()
+trc = os.path.join(os.path.dirname(cfg_file), cfg[cfg.index("TRACE") + 1])
+_, records = gem5_to_records(trc)
 res = sim.simulate(records, sim.CpuConfig(name="stand-in", caches=tuple(caches)),
                    functional=True, flush=False)
 extra = float(os.environ.get("STAND_IN_EXTRA_MISSES", "0"))
