@@ -4,7 +4,7 @@
 
 Needs a gem5 NULL-ISA build with protobuf (``--gem5`` or ``$GEM5``; see sim/GEM5.md). For
 each trace of :data:`TRACES` (c_ref's pipeline GET without and with software prefetches,
-iterate KEYS and MGET, made with ``kvsim trace``, and random loads and stores over 256 MiB)
+iterate KEYS and MGET, made with ``kvsim trace``, and random loads and stores over 16 MiB)
 and each preset of :data:`PRESETS` (shipped presets, some with a level's inclusion changed
 so that gem5's classic caches can build the same model), it runs the gem5 backend
 (:func:`kvsim.sim.gem5.run`) and kvsim's engine on the same model (functional, no TLB, no
@@ -50,9 +50,9 @@ TRACES: dict[str, tuple[str, list[str] | None]] = {
         "iterate", "--keys", "{k}", "--op", "keys"]),
     "mget": ("c_ref MGET, 10 keys per command", [
         "mget", "--keys", "{k}", "--ops", "{m}"]),
-    "random": ("random 8-byte loads (75 %) and stores over 256 MiB", None),
+    "random": ("random 8-byte loads (75 %) and stores over 16 MiB", None),
 }
-RANDOM_SPAN = 256 << 20
+RANDOM_SPAN = 16 << 20
 
 #: label -> (shipped preset, {level name: inclusion}) the comparison runs
 PRESETS: dict[str, tuple[str, dict[str, str]]] = {
@@ -84,7 +84,7 @@ def make_trace(name: str, workdir: Path, scale: float) -> tuple[Path, str]:
     k, n, m = (max(1000, int(v * scale)) for v in (100_000, 10_000, 2_000))
     path = workdir / f"{name}-{scale:g}.kvt"
     if args is None:
-        count = max(1000, int(200_000 * scale))
+        count = max(1000, int(300_000 * scale))
         cmd = (f"numpy default_rng({SEED}): {count} records, 8-byte aligned addresses "
                f"uniform over {RANDOM_SPAN >> 20} MiB, 25 % stores, gap 3")
         if not path.exists():
@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m kvsim.sim.gem5_co
                     help=f"gem5 binary (default ${g5.GEM5_ENV})")
     ap.add_argument("--scale", type=float, default=1.0,
                     help="trace sizes relative to the defaults (100 k keys, 10 k pipeline "
-                         "ops, 2 k MGETs, 200 k random records)")
+                         "ops, 2 k MGETs, 300 k random records)")
     ap.add_argument("--trace", action="append", default=None, choices=list(TRACES),
                     help="a trace to run (repeatable; default all)")
     ap.add_argument("--preset", action="append", default=None, choices=list(PRESETS),
