@@ -1,12 +1,14 @@
 """The speed a user sees: whole-process ``kvsim simulate`` on the shipped presets.
 
     kvsim bench [--scale S] [--repeat R] [--no-callgrind] [--out FILE] [--workdir DIR]
+    kvsim bench --moonshot [--moonshot-records N] [--functional]
     python -m kvsim.sim.bench_presets ...   (the same)
 
-For four traces it makes itself (deterministic, under ``--workdir``): random 8-byte loads over
-1 GiB; c_ref ``iterate``; c_ref ``pipeline --variant lookahead`` (software prefetches); and
-random reads and writes written as DineroIV text and converted with ``kvsim convert``. Per
-trace it measures, in records per second of wall time (best of ``--repeat``):
+For four traces it makes itself (deterministic, under ``--workdir``; 10-16 M records each at
+``--scale 1``): random 8-byte loads over 1 GiB; c_ref ``iterate``; c_ref ``pipeline
+--variant lookahead`` (software prefetches); and random reads and writes written as
+DineroIV text and converted with ``kvsim convert``. Per trace it measures, in records per
+second of wall time (best of ``--repeat``):
 
 * **whole process**, per preset, functional and timed: ``kvsim simulate TRACE --cpu P
   [--functional] --json`` in a fresh process, start-up, reading, decoding and printing
@@ -15,19 +17,27 @@ trace it measures, in records per second of wall time (best of ``--repeat``):
   records times the presets per second;
 * **beside pycachesim**: the 3-level LRU hierarchy of :mod:`kvsim.sim.bench` (pycachesim
   models no TLB, prefetcher or inclusion), ``kvsim simulate --functional`` against a process
-  that reads the same trace (``traces.read_all``) and runs pycachesim's batched
+  that reads the same trace chunk by chunk (``traces.open``) and runs pycachesim's batched
   ``load(list, length=8)`` on its loads and stores;
 * **engine only**: the compiled engine on the records already in memory, in this process;
 * **instructions per record** (callgrind, deterministic where timings are not): the engine
   alone (``sim/_engine/build/bench_engine`` with ``KVSIM_CONFIG``, the preset's engine
   configuration) on the first ``--callgrind-records`` records, the setup subtracted;
-* **peak memory**: the peak RSS of ``kvsim simulate`` (timed, first preset) on the pipeline
-  trace and on one 10 times longer, which must stay close (memory does not grow with the
-  trace).
+
+and, once: **start-up** (a bare interpreter, and ``kvsim simulate`` of a 1000-record trace:
+the part of every whole-process figure that does not depend on the records), and **peak
+memory**: the peak RSS of ``kvsim simulate`` (timed, first preset) on a pipeline trace and on
+one 10 times longer, which must stay close (memory does not grow with the trace).
 
 Every figure, with each trace's parameters and the 1-minute load average beside each trace's
 runs, goes to ``--out`` (default ``results/sim-bench-presets.json`` in a checkout) through
-:func:`kvsim.provenance.write_result`; :func:`render_table` turns it into sim/README.md's table.
+:func:`kvsim.provenance.write_result`; :func:`render_table` turns it into sim/README.md's
+table, :func:`render_user_table` into the root README's.
+
+``--moonshot`` measures instead every preset in one pass (one whole process) over a c_ref
+pipeline trace of about ``--moonshot-records`` records (default 10^9) and writes the wall
+time, its linear scaling to 10^9 records and the goal (300 s) to
+``results/sim-bench-moonshot.json``.
 """
 
 from __future__ import annotations
