@@ -173,7 +173,10 @@ def trace_records(path: Path) -> int:
 # --- measurements ---------------------------------------------------------------------------
 
 def whole_process(cmd: list[str]) -> tuple[float, int]:
-    """(wall seconds, peak RSS in KiB) of one process running ``cmd``."""
+    """(wall seconds, peak RSS in KiB) of one process running ``cmd``. The peak RSS is the
+    process's own high-water mark when it reports one (:func:`_kvsim_hwm` commands print
+    it), else its ``ru_maxrss``, which on Linux also counts this process's RSS when it
+    started the child."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, ru = os.wait4(proc.pid, 0)
@@ -181,8 +184,33 @@ def whole_process(cmd: list[str]) -> tuple[float, int]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if proc.returncode != 0:
-        raise BenchError(f"{' '.join(cmd[3:])}: {(err.strip().splitlines() or ['failed'])[-1]}")
-    return wall, int(ru.ru_maxrss)
+        lines = [ln for ln in err.strip().splitlines() if not ln.startswith(HWM_TAG)]
+        raise BenchError(f"{' '.join(cmd[3:])}: {(lines or ['failed'])[-1]}")
+    hwm = [ln.split()[1] for ln in err.splitlines() if ln.startswith(HWM_TAG)]
+    return wall, int(hwm[-1]) if hwm else int(ru.ru_maxrss)
+
+
+HWM_TAG = "kvsim-bench-vmhwm-kib"
+#: Runs the kvsim CLI and, at exit, prints its own peak RSS (VmHWM of /proc/self/status:
+#: the high-water mark of this process's memory since its exec, nothing inherited).
+HWM_SCRIPT = f"""
+import atexit, runpy, sys
+def hwm():
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                sys.stderr.write("\\n{HWM_TAG} " + line.split()[1] + "\\n")
+    except OSError:
+        pass
+atexit.register(hwm)
+sys.argv = ["kvsim", *sys.argv[1:]]
+runpy.run_module("kvsim.experiments.cli", run_name="__main__")
+"""
+
+
+def _kvsim_hwm(*args: str) -> list[str]:
+    """:func:`_kvsim`'s command, reporting its peak RSS for :func:`whole_process`."""
+    return [sys.executable, "-c", HWM_SCRIPT, *args]
 
 
 def best_rate(cmd: list[str], records: int, repeat: int) -> tuple[float, int]:
@@ -358,8 +386,8 @@ def run(workdir: Path, scale: float, repeat: int, cg_records: int, callgrind: bo
             rows.append(measure_trace(t, presets, repeat, cg_records, cg_binary, Path(td), echo))
     mem = {}
     for key, t in zip(("trace", "trace_x10"), mem_pair, strict=True):
-        _, rss = whole_process(_kvsim("simulate", str(t["path"]), "--cpu", presets[0],
-                                      "--json"))
+        _, rss = whole_process(_kvsim_hwm("simulate", str(t["path"]), "--cpu", presets[0],
+                                          "--json"))
         mem[key] = {"file": Path(t["path"]).name, "records": t["records"], "peak_rss_kib": rss}
     mem["ratio"] = round(mem["trace_x10"]["peak_rss_kib"] / mem["trace"]["peak_rss_kib"], 3)
     echo(f"peak RSS, kvsim simulate --cpu {presets[0]}: {mem['trace']['records']:,} records "
@@ -404,8 +432,8 @@ def moonshot(workdir: Path, records: int, presets: list[str] | None = None,
     many = ["--cpu"] * (2 * len(presets))
     many[1::2] = presets
     load_before = os.getloadavg()[0]
-    wall, rss = whole_process(_kvsim("simulate", str(t["path"]), *many, "--json",
-                                     *(["--functional"] if functional else [])))
+    wall, rss = whole_process(_kvsim_hwm("simulate", str(t["path"]), *many, "--json",
+                                         *(["--functional"] if functional else [])))
     rate = n * len(presets) / wall / 1e6
     scaled = wall * MOONSHOT_GOAL["records"] / n
     echo(f"moonshot: {n:,} records x {len(presets)} presets "

@@ -84,3 +84,19 @@ def test_readme_table_is_the_result_file():
     doc = json.loads((ROOT / "results" / bp.RESULT_NAME).read_text())
     assert doc["benchmark"] == "kvsim.sim.bench_presets"
     assert bp.render_table(doc) in (ROOT / "sim" / "README.md").read_text()
+
+
+def test_peak_rss_is_the_childs_own(tmp_path):
+    """The memory figure is the simulating process's own peak: not raised by the memory of
+    the process that started it (Linux's ru_maxrss of a child counts the parent's RSS at
+    the fork)."""
+    from kvsim import traces
+    from kvsim.sim import bench
+
+    p = tmp_path / "t.kvt"
+    with traces.Writer(p, {"workload": {"name": "test"}}) as w:
+        w.write(bench.random_loads(2000, 1))
+    held = np.ones(256 << 17)  # 256 MiB in this process, every page touched
+    _, rss = bp.whole_process(bp._kvsim_hwm("simulate", str(p), "--cpu", "graviton3", "--json"))
+    assert 0 < rss < 200 << 10, rss
+    assert held.sum() == 256 << 17
