@@ -5,10 +5,13 @@ so a result is identified by its spec and the commit that computed it. Three kin
 
 ``sim``
     Trace one c_ref workload configuration (``workload``, ``options``, the variant among
-    them) and simulate it on one CPU preset (``cpu``). Metrics: cycles, instructions,
-    operations (COMMAND markers), cycles and demand misses per operation, demand misses per
-    level role (L1, L2, LLC), MLP (average L1 misses in flight: the miss-buffer occupancy),
-    software prefetches issued / useful / late and the late share, the top stall cause.
+    them) and simulate it on one CPU preset (``cpu``). Cells that differ only in their CPU
+    share one trace (:func:`trace_key`): :func:`run_sim_group` traces it once and simulates
+    it on all their CPUs in one pass over its records (``sim.simulate_many``). Metrics:
+    cycles, instructions, operations (COMMAND markers), cycles and demand misses per
+    operation, demand misses per level role (L1, L2, LLC), MLP (average L1 misses in
+    flight: the miss-buffer occupancy), software prefetches issued / useful / late and the
+    late share, the top stall cause.
     The speedup over the comparison group's baseline is derived when the experiment's rows
     are assembled (:mod:`kvsim.experiments.runner`), from the baseline cell's cycles.
 ``native``
@@ -37,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CellSkipped", "cell_id", "run_cell", "trace_key"]
+__all__ = ["CellSkipped", "cell_id", "run_cell", "run_sim_group", "trace_key"]
 
 
 class CellSkipped(RuntimeError):
@@ -80,26 +83,52 @@ def run_cell(spec: dict, trace_dir: str | None = None) -> dict[str, Any]:
 # --- sim ---------------------------------------------------------------------------------------
 
 def _sim(spec: dict, trace_dir: str | None) -> dict[str, Any]:
+    return run_sim_group([spec], trace_dir)[0]["metrics"]
+
+
+def run_sim_group(specs: list[dict], trace_dir: str | None = None) -> list[dict[str, Any]]:
+    """Compute sim cells that share one trace (the same :func:`trace_key`; ValueError
+    otherwise): the workload is traced once (reused from ``trace_dir`` when it is there;
+    None: a temporary directory) and simulated on every cell's CPU in one pass
+    (``sim.simulate_many``: each chunk decoded once, the CPUs side by side on the cores).
+    Returns one ``{"metrics", "seconds"}`` per spec, in order, each the same as
+    :func:`run_cell` gives for that spec alone; ``seconds`` is the group's wall time shared
+    equally among its cells."""
     from kvsim.experiments import cref
 
+    if not specs:
+        return []
+    key = trace_key(specs[0])
+    if any(s.get("kind") != "sim" or trace_key(s) != key for s in specs):
+        raise ValueError("run_sim_group: the cells must be sim cells of one trace")
+    t0 = time.perf_counter()
+    cpus = list(dict.fromkeys(s["cpu"] for s in specs))  # each CPU simulated once
     if trace_dir is not None:
         Path(trace_dir).mkdir(parents=True, exist_ok=True)
-        path = Path(trace_dir) / f"{trace_key(spec)}.kvt"
+        path = Path(trace_dir) / f"{key}.kvt"
         if not path.exists():
-            cref.trace(spec["workload"], path, spec["options"])  # written atomically
-        return _simulate(path, spec["cpu"])
-    with tempfile.TemporaryDirectory(prefix="kvsim-cell-") as tmp:
-        path = Path(tmp) / "t.kvt"
-        cref.trace(spec["workload"], path, spec["options"])
-        return _simulate(path, spec["cpu"])
+            cref.trace(specs[0]["workload"], path, specs[0]["options"])  # written atomically
+        by_cpu = _simulate_many(path, cpus)
+    else:
+        with tempfile.TemporaryDirectory(prefix="kvsim-cell-") as tmp:
+            path = Path(tmp) / "t.kvt"
+            cref.trace(specs[0]["workload"], path, specs[0]["options"])
+            by_cpu = _simulate_many(path, cpus)
+    share = (time.perf_counter() - t0) / len(specs)
+    return [{"metrics": by_cpu[s["cpu"]], "seconds": share} for s in specs]
 
 
-def _simulate(path: Path, cpu: str) -> dict[str, Any]:
+def _simulate_many(path: Path, cpus: list[str]) -> dict[str, dict[str, Any]]:
     from kvsim import sim, traces
-    from kvsim.experiments import summary
 
     with traces.open(path) as reader:
-        res = sim.simulate(reader, cpu)
+        results = sim.simulate_many(reader, cpus)
+    return {cpu: _metrics(res) for cpu, res in zip(cpus, results, strict=True)}
+
+
+def _metrics(res: dict) -> dict[str, Any]:
+    from kvsim.experiments import summary
+
     ops = res["commands"]["count"] or 0
     t = res.get("timing") or {}
     m: dict[str, Any] = {

@@ -189,6 +189,16 @@ def render_batch_size(doc: dict[str, Any]) -> str:
     return render_experiment(doc, RENDERINGS["batch_size"].result)
 
 
+@rendering("speed", "results/sim-bench-presets.json")
+def render_speed(doc: dict[str, Any]) -> str:
+    """What a user sees of the simulator's speed: whole-process ``kvsim simulate`` per
+    preset (``kvsim bench``)."""
+    from kvsim.sim.bench_presets import render_user_table
+
+    return (render_user_table(doc) + "\n"
+            + _provenance_line(doc, RENDERINGS["speed"].result, "kvsim bench"))
+
+
 # --- command line ----------------------------------------------------------------------------
 
 

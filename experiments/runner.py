@@ -26,9 +26,13 @@ Resuming: a cell's id hashes its spec and the commit computing it, so the same c
 again skips every cell whose file exists ("N of M cells already done") and computes only
 the rest; a new commit recomputes everything.
 
-Parallelism: sim cells run on ``workers`` local processes (default: one per core), or as
-Dask tasks on ``--scheduler tcp://HOST:PORT`` (the same :func:`kvsim.experiments.cells.
-run_cell` per task; results come back to this process, which writes them). Native and
+Parallelism: the sim cells to compute are grouped by trace (the cells of one experiment
+that differ only in their CPU: :func:`kvsim.experiments.cells.trace_key`); each group is one
+task, which traces the workload once and simulates it on all the group's CPUs in one pass
+(:func:`kvsim.experiments.cells.run_sim_group`), and its results are split back into the
+cells' files (cell ids and resuming are per cell, as above). The tasks run on ``workers``
+local processes (default: one per core), or as Dask tasks on ``--scheduler
+tcp://HOST:PORT`` (results come back to this process, which writes them). Native and
 real-Valkey cells run afterwards in this process, one at a time, with nothing else
 running, since concurrent work would disturb their timings.
 """
@@ -172,10 +176,11 @@ def run(names: Iterable[str], out: str | Path, scale: str = "small",
         else:
             result["failed"].append((cid, f"{name} cell {cid}: {msg}"))
 
-    par = [t for t in todo if t[2]["kind"] in PARALLEL_KINDS]
+    par = _groups([t for t in todo if t[2]["kind"] in PARALLEL_KINDS])
     ser = [t for t in todo if t[2]["kind"] not in PARALLEL_KINDS]
-    # cpu-major order: the first wave traces distinct configurations, later cells reuse them
-    par.sort(key=lambda t: (t[2].get("cpu", ""),))
+    if par:
+        log(f"{sum(len(g) for g in par)} sim cells: {len(par)} traces, each simulated on "
+            "its cells' CPUs in one pass")
     with progress.bar("experiments", total=total, initial=done, unit="cell") as bar:
         if par:
             if scheduler is not None:
@@ -205,6 +210,24 @@ def run(names: Iterable[str], out: str | Path, scale: str = "small",
     return result
 
 
+def _groups(todo: list[tuple[str, str, dict]]) -> list[list[tuple[str, str, dict]]]:
+    """The sim cells grouped by experiment and trace, in plan order."""
+    groups: dict[tuple[str, str], list] = {}
+    for name, cid, spec in todo:
+        groups.setdefault((name, C.trace_key(spec)), []).append((name, cid, spec))
+    return list(groups.values())
+
+
+def _finish_group(group: list, results: list[dict] | None, exc: BaseException | None,
+                  finish, failed, bar) -> None:
+    for i, (name, cid, spec) in enumerate(group):
+        if exc is None:
+            finish(name, cid, spec, results[i])
+        else:
+            failed(name, cid, spec, exc)
+    bar.update(len(group))
+
+
 def _run_local(par: list, out: Path, workers: int | None, finish, failed, bar) -> None:
     import multiprocessing
 
@@ -212,19 +235,18 @@ def _run_local(par: list, out: Path, workers: int | None, finish, failed, bar) -
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
         pending = {}
-        for name, cid, spec in par:
-            f = pool.submit(C.run_cell, spec, str(out / name / ".traces"))
-            pending[f] = (name, cid, spec)
+        for group in par:
+            name = group[0][0]
+            f = pool.submit(C.run_sim_group, [spec for _, _, spec in group],
+                            str(out / name / ".traces"))
+            pending[f] = group
         while pending:
             ready, _ = wait(pending, return_when=FIRST_COMPLETED)
             for f in ready:
-                name, cid, spec = pending.pop(f)
+                group = pending.pop(f)
                 exc = f.exception()
-                if exc is None:
-                    finish(name, cid, spec, f.result())
-                else:
-                    failed(name, cid, spec, exc)
-                bar.update()
+                _finish_group(group, f.result() if exc is None else None, exc, finish,
+                              failed, bar)
 
 
 def _run_dask(par: list, scheduler: str, finish, failed, bar) -> None:
@@ -232,16 +254,15 @@ def _run_dask(par: list, scheduler: str, finish, failed, bar) -> None:
 
     with Client(scheduler, timeout="30s") as client:
         futures = {}
-        for name, cid, spec in par:
-            f = client.submit(C.run_cell, spec, None, key=f"kvsim-cell-{cid}", pure=False)
-            futures[f] = (name, cid, spec)
+        for group in par:
+            f = client.submit(C.run_sim_group, [spec for _, _, spec in group], None,
+                              key=f"kvsim-cells-{group[0][1]}", pure=False)
+            futures[f] = group
         for f in as_completed(list(futures)):
-            name, cid, spec = futures[f]
-            if f.status == "finished":
-                finish(name, cid, spec, f.result())
-            else:
-                failed(name, cid, spec, f.exception())
-            bar.update()
+            group = futures[f]
+            ok = f.status == "finished"
+            _finish_group(group, f.result() if ok else None, None if ok else f.exception(),
+                          finish, failed, bar)
 
 
 # --- assembling the rows --------------------------------------------------------------------

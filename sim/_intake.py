@@ -9,7 +9,8 @@ chunk's payload then goes to a small pool of threads that check its CRC32 and de
 in ``sim/_engine/decode.c`` (outside the GIL, so chunks decompress in parallel and beside the
 engine); the calling thread checks the record rules in order (compiled, ``kvsimValidate``)
 as it takes each chunk. At most ``ahead`` chunks are decoded ahead of the consumer, so memory
-does not grow with the trace (the record rules keep one bit per record read, for ``dep``).
+does not grow with the trace (the record rules keep one bit for each of the last
+``traces.DEP_CHECK_WINDOW`` records, for ``dep``).
 
 Errors keep the reference's wording: a CRC or record-rule failure is worded by the reader's
 own functions (``crc_error``, ``record_error``, ``RecordValidator.describe``), and a zstd

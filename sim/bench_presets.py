@@ -1,12 +1,14 @@
 """The speed a user sees: whole-process ``kvsim simulate`` on the shipped presets.
 
     kvsim bench [--scale S] [--repeat R] [--no-callgrind] [--out FILE] [--workdir DIR]
+    kvsim bench --moonshot [--moonshot-records N] [--functional]
     python -m kvsim.sim.bench_presets ...   (the same)
 
-For four traces it makes itself (deterministic, under ``--workdir``): random 8-byte loads over
-1 GiB; c_ref ``iterate``; c_ref ``pipeline --variant lookahead`` (software prefetches); and
-random reads and writes written as DineroIV text and converted with ``kvsim convert``. Per
-trace it measures, in records per second of wall time (best of ``--repeat``):
+For four traces it makes itself (deterministic, under ``--workdir``; 10-16 M records each at
+``--scale 1``): random 8-byte loads over 1 GiB; c_ref ``iterate``; c_ref ``pipeline
+--variant lookahead`` (software prefetches); and random reads and writes written as
+DineroIV text and converted with ``kvsim convert``. Per trace it measures, in records per
+second of wall time (best of ``--repeat``):
 
 * **whole process**, per preset, functional and timed: ``kvsim simulate TRACE --cpu P
   [--functional] --json`` in a fresh process, start-up, reading, decoding and printing
@@ -15,19 +17,27 @@ trace it measures, in records per second of wall time (best of ``--repeat``):
   records times the presets per second;
 * **beside pycachesim**: the 3-level LRU hierarchy of :mod:`kvsim.sim.bench` (pycachesim
   models no TLB, prefetcher or inclusion), ``kvsim simulate --functional`` against a process
-  that reads the same trace (``traces.read_all``) and runs pycachesim's batched
+  that reads the same trace chunk by chunk (``traces.open``) and runs pycachesim's batched
   ``load(list, length=8)`` on its loads and stores;
 * **engine only**: the compiled engine on the records already in memory, in this process;
 * **instructions per record** (callgrind, deterministic where timings are not): the engine
   alone (``sim/_engine/build/bench_engine`` with ``KVSIM_CONFIG``, the preset's engine
   configuration) on the first ``--callgrind-records`` records, the setup subtracted;
-* **peak memory**: the peak RSS of ``kvsim simulate`` (timed, first preset) on the pipeline
-  trace and on one 10 times longer, which must stay close (memory does not grow with the
-  trace).
+
+and, once: **start-up** (a bare interpreter, and ``kvsim simulate`` of a 1000-record trace:
+the part of every whole-process figure that does not depend on the records), and **peak
+memory**: the peak RSS of ``kvsim simulate`` (timed, first preset) on a pipeline trace and on
+one 10 times longer, which must stay close (memory does not grow with the trace).
 
 Every figure, with each trace's parameters and the 1-minute load average beside each trace's
 runs, goes to ``--out`` (default ``results/sim-bench-presets.json`` in a checkout) through
-:func:`kvsim.provenance.write_result`; :func:`render_table` turns it into sim/README.md's table.
+:func:`kvsim.provenance.write_result`; :func:`render_table` turns it into sim/README.md's
+table, :func:`render_user_table` into the root README's.
+
+``--moonshot`` measures instead every preset in one pass (one whole process) over a c_ref
+pipeline trace of about ``--moonshot-records`` records (default 10^9) and writes the wall
+time, its linear scaling to 10^9 records and the goal (300 s) to
+``results/sim-bench-moonshot.json``.
 """
 
 from __future__ import annotations
@@ -71,13 +81,49 @@ def _run(cmd: list[str], what: str) -> None:
         raise BenchError(f"{what}: {msg}")
 
 
+#: Trace sizes at ``--scale 1``: each trace holds 10-16 M records, so the start-up of a
+#: process (reported apart, ``startup``) is a small part of a whole-process run.
+RANDOM_LOADS = 16_000_000
+ITERATE_KEYS = 3_000_000
+PIPELINE_OPS = 300_000
+DINERO_LINES = 10_000_000
+#: The peak-memory pair: a pipeline trace of this many operations and one 10 times longer
+#: (both past the record rules' dep window, traces.DEP_CHECK_WINDOW, at scale 1).
+MEMORY_OPS = 50_000
+PIPELINE_ARGS = ["pipeline", "--variant", "lookahead", "--keys", "200000"]
+
+
+def _pipeline(workdir: Path, ops: int) -> dict[str, Any]:
+    p = workdir / f"pipeline-la-{ops}.kvt"
+    args = [*PIPELINE_ARGS, "--ops", str(ops)]
+    if not p.exists():
+        _run(_kvsim("trace", *args, "-o", str(p)), "c_ref pipeline")
+    return {"name": "c_ref pipeline lookahead", "path": p,
+            "source": {"kind": "c_ref", "args": args}}
+
+
+def _dinero(path: Path, lines: int) -> None:
+    """``lines`` random reads (70 %) and writes of 8 bytes as DineroIV text (written in
+    batches, so memory does not grow with ``lines``)."""
+    rng = np.random.default_rng(SEED)
+    with open(path, "w") as f:
+        for lo in range(0, lines, 1 << 20):
+            n = min(1 << 20, lines - lo)
+            addr = rng.integers(0, 1 << 28, n, dtype=np.uint64) & ~np.uint64(7)
+            label = np.where(rng.random(n) < 0.3, "w", "r")
+            f.write("".join(f"{lb} {a:x} 8\n" for lb, a in zip(label, addr.tolist(),
+                                                                 strict=True)))
+
+
 def make_traces(workdir: Path, scale: float) -> list[dict[str, Any]]:
-    """The four traces (made once per parameter set; reused when present) and the long one."""
+    """The four traces, then the memory pair (made once per parameter set; reused when
+    present)."""
     workdir.mkdir(parents=True, exist_ok=True)
-    n_rand = max(1000, int(2_000_000 * scale))
-    it_keys = max(1000, int(500_000 * scale))
-    pl_ops = max(100, int(20_000 * scale))
-    din_lines = max(1000, int(1_000_000 * scale))
+    n_rand = max(1000, int(RANDOM_LOADS * scale))
+    it_keys = max(1000, int(ITERATE_KEYS * scale))
+    pl_ops = max(100, int(PIPELINE_OPS * scale))
+    din_lines = max(1000, int(DINERO_LINES * scale))
+    mem_ops = max(100, int(MEMORY_OPS * scale))
     out = []
 
     p = workdir / f"random-{n_rand}.kvt"
@@ -86,6 +132,7 @@ def make_traces(workdir: Path, scale: float) -> list[dict[str, Any]]:
         with traces.Writer(p, {"workload": {"name": "random_loads", "records": n_rand,
                                             "seed": SEED, "span_bytes": 1 << 30}}) as w:
             w.write(recs)
+        del recs
     out.append({"name": "random 8 B loads over 1 GiB", "path": p,
                 "source": {"kind": "random_loads", "records": n_rand, "seed": SEED}})
 
@@ -95,41 +142,41 @@ def make_traces(workdir: Path, scale: float) -> list[dict[str, Any]]:
     out.append({"name": "c_ref iterate", "path": p,
                 "source": {"kind": "c_ref", "args": ["iterate", "--keys", str(it_keys)]}})
 
-    for ops, key in ((pl_ops, "pipeline"), (10 * pl_ops, "long")):
-        p = workdir / f"pipeline-la-{ops}.kvt"
-        args = ["pipeline", "--variant", "lookahead", "--keys", "200000", "--ops", str(ops)]
-        if not p.exists():
-            _run(_kvsim("trace", *args, "-o", str(p)), "c_ref pipeline")
-        entry = {"name": "c_ref pipeline lookahead", "path": p,
-                 "source": {"kind": "c_ref", "args": args}}
-        if key == "long":
-            long_entry = entry
-        else:
-            out.append(entry)
+    out.append(_pipeline(workdir, pl_ops))
 
     p = workdir / f"dinero-{din_lines}.kvt"
     if not p.exists():
-        rng = np.random.default_rng(SEED)
-        addr = rng.integers(0, 1 << 28, din_lines, dtype=np.uint64) & ~np.uint64(7)
-        label = np.where(rng.random(din_lines) < 0.3, "w", "r")
         din = workdir / f"dinero-{din_lines}.din"
-        din.write_text("".join(f"{lb} {a:x} 8\n" for lb, a in zip(label, addr.tolist(),
-                                                                    strict=True)))
+        _dinero(din, din_lines)
         _run(_kvsim("convert", str(din), str(p)), "kvsim convert")
         din.unlink()
     out.append({"name": "DineroIV text, converted", "path": p,
                 "source": {"kind": "dinero", "lines": din_lines, "seed": SEED,
                            "reads": 0.7, "span_bytes": 1 << 28}})
-    for t in [*out, long_entry]:
-        with traces.open(t["path"]) as tr:
-            t["records"] = sum(len(c) for c in tr)
-    return [*out, long_entry]
+    mem = [_pipeline(workdir, mem_ops), _pipeline(workdir, 10 * mem_ops)]
+    for t in [*out, *mem]:
+        t["records"] = trace_records(t["path"])
+    return [*out, *mem]
+
+
+def trace_records(path: Path) -> int:
+    """A trace's record count, from its chunk headers (no payload decoded)."""
+    from kvsim.experiments import progress
+
+    n = progress.trace_total_records(str(path))
+    if n is None:
+        with traces.open(path) as tr:
+            n = sum(len(c) for c in tr)
+    return int(n)
 
 
 # --- measurements ---------------------------------------------------------------------------
 
 def whole_process(cmd: list[str]) -> tuple[float, int]:
-    """(wall seconds, peak RSS in KiB) of one process running ``cmd``."""
+    """(wall seconds, peak RSS in KiB) of one process running ``cmd``. The peak RSS is the
+    process's own high-water mark when it reports one (:func:`_kvsim_hwm` commands print
+    it), else its ``ru_maxrss``, which on Linux also counts this process's RSS when it
+    started the child."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, ru = os.wait4(proc.pid, 0)
@@ -137,8 +184,33 @@ def whole_process(cmd: list[str]) -> tuple[float, int]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if proc.returncode != 0:
-        raise BenchError(f"{' '.join(cmd[3:])}: {(err.strip().splitlines() or ['failed'])[-1]}")
-    return wall, int(ru.ru_maxrss)
+        lines = [ln for ln in err.strip().splitlines() if not ln.startswith(HWM_TAG)]
+        raise BenchError(f"{' '.join(cmd[3:])}: {(lines or ['failed'])[-1]}")
+    hwm = [ln.split()[1] for ln in err.splitlines() if ln.startswith(HWM_TAG)]
+    return wall, int(hwm[-1]) if hwm else int(ru.ru_maxrss)
+
+
+HWM_TAG = "kvsim-bench-vmhwm-kib"
+#: Runs the kvsim CLI and, at exit, prints its own peak RSS (VmHWM of /proc/self/status:
+#: the high-water mark of this process's memory since its exec, nothing inherited).
+HWM_SCRIPT = f"""
+import atexit, runpy, sys
+def hwm():
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                sys.stderr.write("\\n{HWM_TAG} " + line.split()[1] + "\\n")
+    except OSError:
+        pass
+atexit.register(hwm)
+sys.argv = ["kvsim", *sys.argv[1:]]
+runpy.run_module("kvsim.experiments.cli", run_name="__main__")
+"""
+
+
+def _kvsim_hwm(*args: str) -> list[str]:
+    """:func:`_kvsim`'s command, reporting its peak RSS for :func:`whole_process`."""
+    return [sys.executable, "-c", HWM_SCRIPT, *args]
 
 
 def best_rate(cmd: list[str], records: int, repeat: int) -> tuple[float, int]:
@@ -154,15 +226,16 @@ import sys
 import numpy as np
 from cachesim import Cache, CacheSimulator, MainMemory
 from kvsim import traces
-recs = traces.read_all(sys.argv[1])
-addrs = recs["addr"][recs["kind"] <= 1].astype(np.int64).tolist()
 m = MainMemory()
 l3 = Cache("L3", 32768, 16, 64, "LRU")
 m.load_to(l3)
 m.store_from(l3)
 l2 = Cache("L2", 2048, 16, 64, "LRU", store_to=l3, load_from=l3)
 l1 = Cache("L1", 64, 12, 64, "LRU", store_to=l2, load_from=l2)
-CacheSimulator(l1, m).load(addrs, length=8)
+cs = CacheSimulator(l1, m)
+with traces.open(sys.argv[1]) as tr:  # chunk by chunk: memory does not grow with the trace
+    for recs in tr:
+        cs.load(recs["addr"][recs["kind"] <= 1].astype(np.int64).tolist(), length=8)
 """
 
 
@@ -275,6 +348,22 @@ def measure_trace(t: dict, presets: list[str], repeat: int, cg_records: int,
     return row
 
 
+def startup(preset: str, workdir: Path, repeat: int) -> dict[str, Any]:
+    """Start-up, apart from the records: the best wall seconds of a bare interpreter
+    (``python -c pass``) and of ``kvsim simulate`` on a 1000-record trace (the interpreter,
+    numpy, the CLI and kvsim's imports, the engine's creation, the JSON printed)."""
+    tiny = workdir / "tiny-1000.kvt"
+    if not tiny.exists():
+        with traces.Writer(tiny, {"workload": {"name": "random_loads", "records": 1000,
+                                               "seed": SEED}}) as w:
+            w.write(engine_bench.random_loads(1000, SEED))
+    bare = min(whole_process([sys.executable, "-c", "pass"])[0] for _ in range(repeat))
+    sim_s = min(whole_process(_kvsim("simulate", str(tiny), "--cpu", preset, "--json"))[0]
+                for _ in range(max(repeat, 3)))
+    return {"python_s": round(bare, 4), "simulate_1000_records_s": round(sim_s, 4),
+            "preset": preset}
+
+
 def run(workdir: Path, scale: float, repeat: int, cg_records: int, callgrind: bool,
         presets: list[str] | None = None, echo=print) -> dict[str, Any]:
     if scale <= 0:
@@ -287,16 +376,18 @@ def run(workdir: Path, scale: float, repeat: int, cg_records: int, callgrind: bo
         echo("# no sim/_engine/build/bench_engine or valgrind: instruction counts skipped "
              "(make -C sim/_engine bench-c)")
     all_traces = make_traces(workdir, scale)
-    short, long_t = all_traces[:-1], all_traces[-1]
+    short, mem_pair = all_traces[:-2], all_traces[-2:]
+    up = startup(presets[0], workdir, repeat)
+    echo(f"start-up: python {up['python_s']:.3f} s; kvsim simulate of 1000 records on "
+         f"{presets[0]} {up['simulate_1000_records_s']:.3f} s (in every whole-process figure)")
     rows = []
     with tempfile.TemporaryDirectory() as td:
         for t in short:
             rows.append(measure_trace(t, presets, repeat, cg_records, cg_binary, Path(td), echo))
-    pipe = short[2]
     mem = {}
-    for key, t in (("trace", pipe), ("trace_x10", long_t)):
-        _, rss = whole_process(_kvsim("simulate", str(t["path"]), "--cpu", presets[0],
-                                      "--json"))
+    for key, t in zip(("trace", "trace_x10"), mem_pair, strict=True):
+        _, rss = whole_process(_kvsim_hwm("simulate", str(t["path"]), "--cpu", presets[0],
+                                          "--json"))
         mem[key] = {"file": Path(t["path"]).name, "records": t["records"], "peak_rss_kib": rss}
     mem["ratio"] = round(mem["trace_x10"]["peak_rss_kib"] / mem["trace"]["peak_rss_kib"], 3)
     echo(f"peak RSS, kvsim simulate --cpu {presets[0]}: {mem['trace']['records']:,} records "
@@ -305,14 +396,66 @@ def run(workdir: Path, scale: float, repeat: int, cg_records: int, callgrind: bo
     return {
         "benchmark": "kvsim.sim.bench_presets",
         "units": "M records/s of wall time, whole process unless named engine; best of "
-                 "`repeat`; instructions per record from callgrind (engine only)",
+                 "`repeat`; instructions per record from callgrind (engine only); "
+                 "start-up in seconds",
         "parameters": {"scale": scale, "repeat": repeat, "presets": presets,
                        "callgrind_records": cg_records if cg_binary else None,
                        "lru3_hierarchy": engine_bench.HIER,
                        "pycachesim": engine_bench.pycachesim_version(),
                        "decode_threads": os.cpu_count()},
+        "startup": up,
         "traces": rows,
         "memory": {"preset": presets[0], "mode": "timed", **mem},
+    }
+
+
+# --- the moonshot: 10^9 records on every preset in one pass ----------------------------------
+
+MOONSHOT_NAME = "sim-bench-moonshot.json"
+MOONSHOT_GOAL = {"records": 10**9, "seconds": 300}
+
+
+def moonshot(workdir: Path, records: int, presets: list[str] | None = None,
+             functional: bool = False, echo=print) -> dict[str, Any]:
+    """``kvsim simulate TRACE --cpu P1 ... --cpu P6 --json`` (every preset in one pass) on
+    a c_ref pipeline-lookahead trace of about ``records`` records, whole process, once; the
+    wall time scaled to 10^9 records (linear: the run's memory does not grow with the
+    trace) beside the goal of 300 s."""
+    if records < 10_000:
+        raise BenchError(f"--moonshot-records {records}: must be >= 10000")
+    presets = presets or sim.preset_names()
+    workdir.mkdir(parents=True, exist_ok=True)
+    probe = _pipeline(workdir, 2000)
+    per_op = trace_records(probe["path"]) / 2000
+    t = _pipeline(workdir, max(100, round(records / per_op)))
+    n = trace_records(t["path"])
+    many = ["--cpu"] * (2 * len(presets))
+    many[1::2] = presets
+    load_before = os.getloadavg()[0]
+    wall, rss = whole_process(_kvsim_hwm("simulate", str(t["path"]), *many, "--json",
+                                         *(["--functional"] if functional else [])))
+    rate = n * len(presets) / wall / 1e6
+    scaled = wall * MOONSHOT_GOAL["records"] / n
+    echo(f"moonshot: {n:,} records x {len(presets)} presets "
+         f"({'functional' if functional else 'timed'}) in {wall:.1f} s "
+         f"({rate:.2f} M records x presets /s), peak RSS {rss} KiB; 10^9 records: "
+         f"{scaled:.0f} s by linear scaling (goal {MOONSHOT_GOAL['seconds']} s)")
+    return {
+        "benchmark": "kvsim.sim.bench_presets --moonshot",
+        "units": "seconds of wall time, whole process; M records x presets per second",
+        "parameters": {"records_asked": records, "presets": presets,
+                       "mode": "functional" if functional else "timed"},
+        "trace": {"file": Path(t["path"]).name, "records": n, "source": t["source"]},
+        "load_average_1m_before": load_before,
+        "load_average_1m_after": os.getloadavg()[0],
+        "wall_s": round(wall, 2),
+        "records_x_presets_mrec_s": round(rate, 3),
+        "peak_rss_kib": rss,
+        "goal": MOONSHOT_GOAL,
+        "extrapolated_10e9_s": round(scaled, 1),
+        "extrapolation": "wall time x 10^9 / records: one pass is linear in the records and "
+                         "its memory does not grow with the trace; not measured at 10^9",
+        "goal_met_by_extrapolation": scaled <= MOONSHOT_GOAL["seconds"],
     }
 
 
@@ -338,6 +481,11 @@ def render_table(doc: dict[str, Any]) -> str:
                      f"{t['lru3_functional_mrec_s']:.2f} | "
                      f"{'-' if pyc is None else f'{pyc:.2f}'} | "
                      f"{'-' if ratio is None else f'{ratio:.2f}x'} |")
+    up = doc.get("startup")
+    if up:
+        lines += ["", f"Start-up, in every whole-process figure: `kvsim simulate` of 1,000 "
+                  f"records on {up['preset']} takes {up['simulate_1000_records_s']:.3f} s "
+                  f"(a bare `python -c pass`: {up['python_s']:.3f} s)."]
     m = doc["memory"]
     lines += ["", f"Peak RSS of `kvsim simulate --cpu {m['preset']}` ({m['mode']}): "
               f"{m['trace']['records']:,} records {m['trace']['peak_rss_kib']:,} KiB, "
@@ -346,11 +494,48 @@ def render_table(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_user_table(doc: dict[str, Any]) -> str:
+    """The README's speed table: whole-process M records/s per preset (rows) and trace
+    (columns: functional / timed), then all presets in one pass, kvsim against pycachesim,
+    start-up and peak memory, with the machine's load."""
+    ts = doc["traces"]
+    presets = [e["preset"] for e in ts[0]["presets"]]
+    head = "| preset | " + " | ".join(f"{t['name']} ({t['records'] / 1e6:.1f} M)"
+                                      for t in ts) + " |"
+    lines = [head, "|---|" + "---|" * len(ts)]
+    for i, p in enumerate(presets):
+        cells = [f"{t['presets'][i]['functional_mrec_s']:.1f} / "
+                 f"{t['presets'][i]['timed_mrec_s']:.1f}" for t in ts]
+        lines.append(f"| {p} | " + " | ".join(cells) + " |")
+    lines.append(f"| all {len(presets)} in one pass (records x presets) | " + " | ".join(
+        f"{t['all_presets_one_pass_functional_mrec_s']:.1f} / "
+        f"{t['all_presets_one_pass_timed_mrec_s']:.1f}" for t in ts) + " |")
+    pyc = [f"{t['lru3_over_pycachesim']:.1f}x" if t.get("lru3_over_pycachesim") else "-"
+           for t in ts]
+    lines.append("| 3-level LRU, kvsim functional over pycachesim | " + " | ".join(pyc) + " |")
+    loads = [t.get("load_average_1m_before") for t in ts]
+    loads = [x for x in loads if x is not None]
+    notes = []
+    up = doc.get("startup")
+    if up:
+        notes.append(f"start-up (in every figure): {up['simulate_1000_records_s']:.2f} s for "
+                     f"1,000 records")
+    m = doc["memory"]
+    notes.append(f"peak RSS {m['trace']['peak_rss_kib'] / 1024:.0f} MiB at "
+                 f"{m['trace']['records'] / 1e6:.1f} M records, "
+                 f"{m['trace_x10']['peak_rss_kib'] / 1024:.0f} MiB at "
+                 f"{m['trace_x10']['records'] / 1e6:.1f} M (x{m['ratio']:.2f})")
+    if loads:
+        notes.append(f"1-minute load average {min(loads):.1f}-{max(loads):.1f} on "
+                     f"{doc['parameters']['decode_threads']} cores")
+    return "\n".join(lines) + "\n\nM records/s, functional / timed; " + "; ".join(notes) + ".\n"
+
+
 def main(argv: list[str] | None = None, prog: str = "python -m kvsim.sim.bench_presets") -> int:
     ap = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     ap.add_argument("--scale", type=float, default=1.0,
-                    help="trace sizes relative to the defaults (2 M random loads, iterate of "
-                         "500 k keys, pipeline of 20 k ops, 1 M DineroIV lines)")
+                    help="trace sizes relative to the defaults (16 M random loads, iterate of "
+                         "3 M keys, pipeline of 300 k ops, 10 M DineroIV lines)")
     ap.add_argument("--repeat", type=int, default=2, help="runs of each measurement (best)")
     ap.add_argument("--callgrind-records", type=int, default=200_000,
                     help="records of each trace counted under callgrind (default 200000)")
@@ -359,16 +544,31 @@ def main(argv: list[str] | None = None, prog: str = "python -m kvsim.sim.bench_p
                     help="a preset to measure (repeatable; default every preset)")
     ap.add_argument("--workdir", default="build/bench-presets",
                     help="where the traces are made and kept (default build/bench-presets)")
+    ap.add_argument("--moonshot", action="store_true",
+                    help=f"instead: every preset in one pass over a c_ref trace of "
+                         f"--moonshot-records records, scaled to 10^9 (writes "
+                         f"results/{MOONSHOT_NAME})")
+    ap.add_argument("--moonshot-records", type=float, default=1e9,
+                    help="the moonshot trace's records (default 1e9; about 24 bytes each "
+                         "before compression)")
+    ap.add_argument("--functional", action="store_true",
+                    help="the moonshot without the timing model")
     ap.add_argument("--out", default=None,
-                    help=f"result file (default results/{RESULT_NAME} in a checkout)")
+                    help=f"result file (default results/{RESULT_NAME} in a checkout, or "
+                         f"results/{MOONSHOT_NAME} with --moonshot)")
     a = ap.parse_args(argv)
-    out = Path(a.out) if a.out else provenance.default_result_path(RESULT_NAME)
+    name = MOONSHOT_NAME if a.moonshot else RESULT_NAME
+    out = Path(a.out) if a.out else provenance.default_result_path(name)
     try:
         for p in a.preset or []:
             if p not in sim.preset_names():
                 raise BenchError(f"--preset {p}: not a preset ({', '.join(sim.preset_names())})")
-        payload = run(Path(a.workdir), a.scale, a.repeat, a.callgrind_records,
-                      not a.no_callgrind, a.preset)
+        if a.moonshot:
+            payload = moonshot(Path(a.workdir), int(a.moonshot_records), a.preset,
+                               a.functional)
+        else:
+            payload = run(Path(a.workdir), a.scale, a.repeat, a.callgrind_records,
+                          not a.no_callgrind, a.preset)
     except BenchError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .chains import chain_depths, chain_parents, command_chains
 from .format import (
     CODEC_RAW,
     CODEC_ZSTD,
     DEFAULT_CHUNK_RECORDS,
+    DEP_CHECK_WINDOW,
     KIND_LOAD,
     KIND_MARKER,
     KIND_NAMES,
@@ -68,12 +68,33 @@ from .format import (
     VERSION,
     TraceError,
 )
-from .frame import to_dataframe
-from .inspect import check_records, footprint_by_tag, reuse_distance, summarize
 from .reader import ChunkInfo, TraceReader, read_all
 from .reader import open_trace as open  # noqa: A001 -- the documented entry point
-from .reuse import reuse_distances, reuse_histogram
-from .writer import Writer, recompress
+
+# Imported at first use, so reading a trace (``kvsim simulate``) does not pay for them.
+_LAZY = {
+    "chain_depths": "chains", "chain_parents": "chains", "command_chains": "chains",
+    "to_dataframe": "frame",
+    "check_records": "inspect", "footprint_by_tag": "inspect", "reuse_distance": "inspect",
+    "summarize": "inspect",
+    "reuse_distances": "reuse", "reuse_histogram": "reuse",
+    "Writer": "writer", "recompress": "writer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{mod}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 #: The JSON header as returned by ``reader.header``: a plain dict of the JSON keys plus
 #: ``"format_version"``.
@@ -85,7 +106,7 @@ __all__ = [
     # reading / writing
     "open", "read_all", "Writer", "recompress", "TraceReader", "ChunkInfo", "TraceError",
     "Header", "RECORD_DTYPE", "RECORD_SIZE", "VERSION", "DEFAULT_CHUNK_RECORDS",
-    "MAX_CHUNK_RECORDS", "CODEC_RAW", "CODEC_ZSTD",
+    "MAX_CHUNK_RECORDS", "DEP_CHECK_WINDOW", "CODEC_RAW", "CODEC_ZSTD",
     # inspection
     "summarize", "reuse_distance", "check_records", "to_dataframe",
     "footprint_by_tag", "reuse_histogram", "reuse_distances", "chain_depths", "chain_parents",

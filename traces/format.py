@@ -97,7 +97,7 @@ def constants_from_header(text: str) -> dict[str, object]:
         out[names_key] = [names[i] for i in range(len(names))]
     for key in ("KVT_MAGIC", "KVT_MAGIC_LEN", "KVT_VERSION", "KVT_FIXED_HEADER_LEN",
                 "KVT_CHUNK_MAGIC", "KVT_END_MAGIC", "KVT_DEFAULT_CHUNK_RECORDS",
-                "KVT_MAX_CHUNK_RECORDS"):
+                "KVT_MAX_CHUNK_RECORDS", "KVT_DEP_CHECK_WINDOW"):
         if key not in defines:
             raise ValueError(f"trace_format.h: #define {key} not found")
         out[key.removeprefix("KVT_")] = defines[key]
@@ -116,8 +116,9 @@ globals().update(_CONSTANTS)
 
 # Names the rest of kvsim uses (all of them come from the header above):
 #   MAGIC (8 bytes, NUL included), VERSION, FIXED_HEADER_LEN, CHUNK_MAGIC, END_MAGIC,
-#   DEFAULT_CHUNK_RECORDS, MAX_CHUNK_RECORDS, KIND_*, MARK_*, TAG_*, CODEC_*, NUM_KINDS,
-#   NUM_MARKERS, NUM_TAGS, KIND_NAMES, MARKER_NAMES, TAG_NAMES, CODEC_NAMES (a dict by value).
+#   DEFAULT_CHUNK_RECORDS, MAX_CHUNK_RECORDS, DEP_CHECK_WINDOW, KIND_*, MARK_*, TAG_*,
+#   CODEC_*, NUM_KINDS, NUM_MARKERS, NUM_TAGS, KIND_NAMES, MARKER_NAMES, TAG_NAMES,
+#   CODEC_NAMES (a dict by value).
 
 #: Reader sanity bound on the JSON header length in bytes (not a format constant: a
 #: corrupted length field must not make the reader allocate gigabytes).

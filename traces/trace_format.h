@@ -52,6 +52,10 @@
 #define KVT_END_MAGIC 0x4E45564Bu   /* "KVEN" read as little-endian u32 */
 #define KVT_DEFAULT_CHUNK_RECORDS 65536u
 #define KVT_MAX_CHUNK_RECORDS (1u << 22) /* readers reject larger chunks */
+/* A dep of at most this many records names a load (checked by readers); one
+ * reaching further back is not checked (FORMAT.md, "Record rules"), so a
+ * reader keeps the kinds of this many records, whatever the trace's length. */
+#define KVT_DEP_CHECK_WINDOW (1u << 20)
 
 /* --- Record kinds --------------------------------------------------------- */
 enum kvtKind {

@@ -2,8 +2,9 @@
 
 :class:`RecordValidator` checks a trace's records chunk by chunk, in order, with vectorised
 numpy tests (one pass of a few array operations per rule), and keeps the little state the rules
-need across chunks: the kind of every earlier record as one bit (is it a load?), so a ``dep``
-reaching into an earlier chunk is checked, and the warm-up marker expected next. The first
+need across chunks: whether each of the last ``DEP_CHECK_WINDOW`` records is a load (a ring of
+that many flags, so memory does not grow with the trace), so a ``dep`` reaching into an
+earlier chunk is checked, and the warm-up marker expected next. The first
 violation raises :class:`RecordError` naming the record (index in its chunk and in the trace)
 and the field; the reader turns it into its one-line ``TraceError``.
 """
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .format import (
+    DEP_CHECK_WINDOW,
     KIND_LOAD,
     KIND_MARKER,
     KIND_PREFETCH,
@@ -70,7 +72,8 @@ class RecordValidator:
         n_markers = _table_len(h, "markers")
         self.n_markers = NUM_MARKERS if n_markers is None else min(n_markers, NUM_MARKERS)
         self.records_checked = 0
-        self._load_bits = np.zeros(1 << 10, dtype=np.uint8)  # bit g: record g is a load
+        # flag g mod DEP_CHECK_WINDOW: record g is a load (the last DEP_CHECK_WINDOW records)
+        self._loads = np.zeros(DEP_CHECK_WINDOW, dtype=bool)
         self._warmup_next = MARK_WARMUP_BEGIN
 
     # --- the rules ------------------------------------------------------------------------
@@ -165,7 +168,8 @@ class RecordValidator:
     def _dep_masks(self, dep: np.ndarray, is_load: np.ndarray,
                    access: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Masks of the accesses whose ``dep`` points before the trace, and of those whose
-        ``dep`` names a record that is not a load (in this array or an earlier one)."""
+        ``dep`` (at most ``DEP_CHECK_WINDOW``) names a record that is not a load (in this
+        array or an earlier one)."""
         n = dep.size
         before_m = np.zeros(n, dtype=bool)
         bad_m = np.zeros(n, dtype=bool)
@@ -180,11 +184,11 @@ class RecordValidator:
         ok = np.empty(j.size, dtype=bool)
         inside = local >= 0
         ok[inside] = is_load[local[inside]]
-        earlier = ~inside & ~before
+        earlier = ~inside & ~before & (back <= DEP_CHECK_WINDOW)
         if earlier.any():
-            g = glob[earlier]
-            ok[earlier] = ((self._load_bits[g >> 3] >> (g & 7).astype(np.uint8)) & 1) == 1
+            ok[earlier] = self._loads[glob[earlier] & (DEP_CHECK_WINDOW - 1)]
         ok[before] = True
+        ok[~inside & (back > DEP_CHECK_WINDOW)] = True  # beyond the window: not checked
         before_m[j[before]] = True
         bad_m[j[~ok]] = True
         return before_m, bad_m
@@ -213,21 +217,13 @@ class RecordValidator:
         return MARK_WARMUP_END if m == MARK_WARMUP_BEGIN else MARK_WARMUP_BEGIN
 
     def _append_loads(self, is_load: np.ndarray) -> None:
-        """Append one bit per record (1 = load) at bit ``records_checked`` of the bitmap."""
+        """Record the kinds of the records at ``records_checked`` onwards in the ring (the
+        last ``DEP_CHECK_WINDOW`` of them)."""
+        w = DEP_CHECK_WINDOW
         k, n = self.records_checked, is_load.size
-        need = (k + n + 7) >> 3
-        if need > self._load_bits.size:
-            grown = np.zeros(max(need, 2 * self._load_bits.size), dtype=np.uint8)
-            grown[: self._load_bits.size] = self._load_bits
-            self._load_bits = grown
-        bits = is_load.view(np.uint8)
-        head = (-k) % 8  # bits that fill the partly used last byte
-        if head:
-            part = bits[:head]
-            self._load_bits[k >> 3] |= np.uint8(
-                int(np.packbits(part, bitorder="little")[0]) << (k & 7) & 0xFF)
-            bits = bits[head:]
-            k += part.size
-        if bits.size:
-            packed = np.packbits(bits, bitorder="little")
-            self._load_bits[k >> 3: (k >> 3) + packed.size] = packed
+        if n > w:
+            k, is_load, n = k + n - w, is_load[n - w:], w
+        at = k & (w - 1)
+        head = min(n, w - at)
+        self._loads[at:at + head] = is_load[:head]
+        self._loads[:n - head] = is_load[head:]

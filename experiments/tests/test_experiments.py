@@ -266,3 +266,24 @@ def test_a_missing_valkey_tool_skips_the_cell_and_stores_nothing(tmp_path, monke
     assert not res["failed"] and res["computed"] == 0 and len(res["skipped"]) == 2
     assert any("apt-get install redis-tools" in ln for ln in lines)
     assert not list((tmp_path / "real_valkey" / "cells").glob("*.json"))
+
+
+def test_a_trace_group_is_traced_once_and_equals_its_cells(tmp_path, monkeypatch):
+    """The cells that share a trace: one trace, one pass on all their CPUs, and each cell's
+    metrics what the cell computes alone."""
+    from kvsim.experiments import cref
+
+    specs = runner.plan(["kvobj_memory"], "small", ["local", "graviton3"], ["sim"])
+    specs = specs["kvobj_memory"]
+    key = cells.trace_key(specs[0])
+    group = [s for s in specs if cells.trace_key(s) == key]
+    assert {s["cpu"] for s in group} == {"local", "graviton3"}
+    made = []
+    real = cref.trace
+    monkeypatch.setattr(cref, "trace", lambda *a, **k: made.append(a) or real(*a, **k))
+    together = cells.run_sim_group(group)
+    assert len(made) == 1
+    alone = [cells.run_cell(s, str(tmp_path))["metrics"] for s in group]
+    assert [r["metrics"] for r in together] == alone
+    with pytest.raises(ValueError, match="one trace"):
+        cells.run_sim_group([group[0], next(s for s in specs if cells.trace_key(s) != key)])

@@ -108,13 +108,23 @@ int kvsimDecodePayload(const void *payload, size_t stored, uint32_t codec, uint3
 
 /* --- Record rules ------------------------------------------------------------------ */
 
+/* The kinds of the last KVT_DEP_CHECK_WINDOW records accepted, one bit each
+ * (1: a load), in a ring indexed by trace index mod the window, so the memory
+ * is fixed whatever the trace's length.  A dep naming a record of the array
+ * being checked reads that record's kind; one naming an earlier record reads
+ * the ring, which still holds it (it is at most W back); the ring takes an
+ * array's bits only once the whole array is accepted. */
+#define DEP_WORDS (KVT_DEP_CHECK_WINDOW / 64)
+static_assert(KVT_DEP_CHECK_WINDOW % 64 == 0 &&
+                  (KVT_DEP_CHECK_WINDOW & (KVT_DEP_CHECK_WINDOW - 1)) == 0,
+              "the dep window is a power of two of whole words");
+
 struct kvsimValidator {
     int64_t n_tags, n_sites; /* -1: the header names none */
     uint32_t n_markers;
     uint16_t warmup_next;  /* the warm-up marker expected next */
     uint64_t records;      /* accepted so far */
-    uint64_t *loads;       /* bit g: trace record g is a load (for dep) */
-    uint64_t words;        /* allocated words of loads */
+    uint64_t loads[DEP_WORDS]; /* bit g mod W: trace record g is a load (for dep) */
 };
 
 kvsimValidator *kvsimValidatorCreate(int64_t n_tags, int64_t n_sites, uint32_t n_markers) {
@@ -124,25 +134,21 @@ kvsimValidator *kvsimValidatorCreate(int64_t n_tags, int64_t n_sites, uint32_t n
     v->n_sites = n_sites;
     v->n_markers = n_markers < KVT_NUM_MARKERS ? n_markers : KVT_NUM_MARKERS;
     v->warmup_next = KVT_MARK_WARMUP_BEGIN;
-    v->words = 1024;
-    v->loads = calloc(v->words, sizeof(uint64_t));
-    if (v->loads == NULL) {
-        free(v);
-        return NULL;
-    }
     return v;
 }
 
-void kvsimValidatorFree(kvsimValidator *v) {
-    if (v == NULL) return;
-    free(v->loads);
-    free(v);
-}
+void kvsimValidatorFree(kvsimValidator *v) { free(v); }
 
 uint64_t kvsimValidatorRecords(const kvsimValidator *v) { return v->records; }
 
-/* The first rule record r (trace index g) breaks, or KVSIM_NRULES; warm-up aside. */
-static inline uint32_t brokenRule(const kvsimValidator *v, const kvtRecord *r, uint64_t g) {
+size_t kvsimValidatorBytes(const kvsimValidator *v) { return v ? sizeof *v : 0; }
+
+/* The first rule record recs[i] (trace index base + i) breaks, or
+ * KVSIM_NRULES; warm-up aside. */
+static inline uint32_t brokenRule(const kvsimValidator *v, const kvtRecord *recs, size_t i,
+                                  uint64_t base) {
+    const kvtRecord *r = &recs[i];
+    const uint64_t g = base + i;
     const uint32_t kind = r->kind;
     if (kind >= KVT_NUM_KINDS) return KVSIM_RULE_KIND;
     const int access = kind < KVT_MARKER, marker = kind == KVT_MARKER;
@@ -158,29 +164,24 @@ static inline uint32_t brokenRule(const kvsimValidator *v, const kvtRecord *r, u
     if (v->n_sites >= 0 && (int64_t)r->site >= v->n_sites) return KVSIM_RULE_SITE;
     if (access && r->dep != 0) {
         if (r->dep > g) return KVSIM_RULE_DEP_BEFORE;
-        uint64_t p = g - r->dep;
-        if (!((v->loads[p >> 6] >> (p & 63)) & 1)) return KVSIM_RULE_DEP_NOT_LOAD;
+        if (r->dep <= KVT_DEP_CHECK_WINDOW) {
+            const uint64_t p = g - r->dep;
+            const int load = p >= base ? recs[p - base].kind == KVT_LOAD
+                                       : (int)((v->loads[(p & (KVT_DEP_CHECK_WINDOW - 1)) >> 6] >>
+                                                (p & 63)) & 1);
+            if (!load) return KVSIM_RULE_DEP_NOT_LOAD;
+        }
     }
     return KVSIM_NRULES;
 }
 
 int kvsimValidate(kvsimValidator *v, const kvtRecord *recs, size_t n, kvsimRecordError *err) {
     const uint64_t base = v->records;
-    uint64_t need = (base + n + 63) / 64;
-    if (need > v->words) {
-        uint64_t w = v->words;
-        while (w < need) w *= 2;
-        uint64_t *p = realloc(v->loads, w * sizeof(uint64_t));
-        if (p == NULL) return -1;
-        memset(p + v->words, 0, (w - v->words) * sizeof(uint64_t));
-        v->loads = p;
-        v->words = w;
-    }
     uint16_t wnext = v->warmup_next;
     for (size_t i = 0; i < n; i++) {
         const kvtRecord *r = &recs[i];
         const uint64_t g = base + i;
-        uint32_t rule = brokenRule(v, r, g);
+        uint32_t rule = brokenRule(v, recs, i, base);
         if (rule == KVSIM_NRULES && r->kind == KVT_MARKER &&
             (r->flags == KVT_MARK_WARMUP_BEGIN || r->flags == KVT_MARK_WARMUP_END)) {
             if (r->flags != wnext)
@@ -197,13 +198,14 @@ int kvsimValidate(kvsimValidator *v, const kvtRecord *recs, size_t n, kvsimRecor
             err->named = rule == KVSIM_RULE_DEP_NOT_LOAD ? g - r->dep : 0;
             return 1;
         }
-        /* the bit of record g, set or cleared (a chunk refused earlier may have
-         * left bits past v->records) */
-        const uint64_t bit = 1ULL << (g & 63);
-        if (r->kind == KVT_LOAD)
-            v->loads[g >> 6] |= bit;
+    }
+    /* accepted: the ring takes the kinds of the array's last W records */
+    for (size_t i = n > KVT_DEP_CHECK_WINDOW ? n - KVT_DEP_CHECK_WINDOW : 0; i < n; i++) {
+        const uint64_t slot = (base + i) & (KVT_DEP_CHECK_WINDOW - 1), bit = 1ULL << (slot & 63);
+        if (recs[i].kind == KVT_LOAD)
+            v->loads[slot >> 6] |= bit;
         else
-            v->loads[g >> 6] &= ~bit;
+            v->loads[slot >> 6] &= ~bit;
     }
     v->warmup_next = wnext;
     v->records = base + n;

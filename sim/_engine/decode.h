@@ -58,7 +58,7 @@ enum {
     KVSIM_RULE_TAG,            /* tag >= the header's tags */
     KVSIM_RULE_SITE,           /* site >= the header's sites */
     KVSIM_RULE_DEP_BEFORE,     /* dep reaches before the first record */
-    KVSIM_RULE_DEP_NOT_LOAD,   /* dep names a record that is not a load */
+    KVSIM_RULE_DEP_NOT_LOAD,   /* dep <= KVT_DEP_CHECK_WINDOW names a record that is not a load */
     KVSIM_RULE_WARMUP,         /* warm-up markers out of turn */
     KVSIM_NRULES
 };
@@ -80,11 +80,15 @@ kvsimValidator *kvsimValidatorCreate(int64_t n_tags, int64_t n_sites, uint32_t n
 
 /* Check the next n records of the trace.  0: all keep the rules (the
  * validator moves past them); 1: *err names the first bad record (the
- * validator does not move); -1: out of memory. */
+ * validator does not move).  Nothing is allocated here: the validator's
+ * memory is fixed when it is created. */
 int kvsimValidate(kvsimValidator *v, const kvtRecord *recs, size_t n, kvsimRecordError *err);
 
 /* Records accepted so far. */
 uint64_t kvsimValidatorRecords(const kvsimValidator *v);
+/* Bytes the validator holds: fixed (the kinds of the last KVT_DEP_CHECK_WINDOW
+ * records, one bit each), whatever the number of records checked. */
+size_t kvsimValidatorBytes(const kvsimValidator *v);
 void kvsimValidatorFree(kvsimValidator *v);
 
 #endif /* KVSIM_DECODE_H */

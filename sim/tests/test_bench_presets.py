@@ -38,12 +38,18 @@ def test_small_run_writes_every_figure(tmp_path, capsys):
     assert m["trace_x10"]["records"] > 5 * m["trace"]["records"]
     assert m["trace"]["peak_rss_kib"] > 0
     assert "| c_ref iterate |" in bp.render_table(doc)
+    up = doc["startup"]
+    assert 0 < up["python_s"] and 0 < up["simulate_1000_records_s"]
+    assert f"{up['simulate_1000_records_s']:.3f}" in printed
+    user = bp.render_user_table(doc)
+    assert "| graviton3 | " in user and "(x" in user
 
 
 @pytest.mark.parametrize("args, what", [
     (["--scale", "0"], "--scale"),
     (["--repeat", "0"], "--repeat"),
     (["--preset", "no-such-cpu"], "--preset no-such-cpu"),
+    (["--moonshot", "--moonshot-records", "10"], "--moonshot-records 10"),
 ])
 def test_bad_input_one_line_no_file(tmp_path, capsys, args, what):
     out = tmp_path / "r.json"
@@ -52,6 +58,19 @@ def test_bad_input_one_line_no_file(tmp_path, capsys, args, what):
     assert rc != 0
     assert len(err.strip().splitlines()) == 1 and what in err
     assert not out.exists()
+
+
+def test_moonshot_scales_what_it_measured(tmp_path, capsys):
+    out = tmp_path / "m.json"
+    rc = bp.main(["--moonshot", "--moonshot-records", "20000", "--preset", "graviton3",
+                  "--preset", "local", "--workdir", str(tmp_path / "w"), "--out", str(out)])
+    assert rc == 0
+    doc = json.loads(out.read_text())
+    n = doc["trace"]["records"]
+    assert 10_000 < n < 40_000 and doc["parameters"]["presets"] == ["graviton3", "local"]
+    assert doc["extrapolated_10e9_s"] == pytest.approx(doc["wall_s"] * 1e9 / n, rel=0.01)
+    assert doc["goal_met_by_extrapolation"] == (doc["extrapolated_10e9_s"] <= 300)
+    assert f"{n:,} records x 2 presets" in capsys.readouterr().out
 
 
 def test_hierarchy_file_is_the_engine_benchs():
@@ -65,3 +84,19 @@ def test_readme_table_is_the_result_file():
     doc = json.loads((ROOT / "results" / bp.RESULT_NAME).read_text())
     assert doc["benchmark"] == "kvsim.sim.bench_presets"
     assert bp.render_table(doc) in (ROOT / "sim" / "README.md").read_text()
+
+
+def test_peak_rss_is_the_childs_own(tmp_path):
+    """The memory figure is the simulating process's own peak: not raised by the memory of
+    the process that started it (Linux's ru_maxrss of a child counts the parent's RSS at
+    the fork)."""
+    from kvsim import traces
+    from kvsim.sim import bench
+
+    p = tmp_path / "t.kvt"
+    with traces.Writer(p, {"workload": {"name": "test"}}) as w:
+        w.write(bench.random_loads(2000, 1))
+    held = np.ones(256 << 17)  # 256 MiB in this process, every page touched
+    _, rss = bp.whole_process(bp._kvsim_hwm("simulate", str(p), "--cpu", "graviton3", "--json"))
+    assert 0 < rss < 200 << 10, rss
+    assert held.sum() == 256 << 17

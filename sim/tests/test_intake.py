@@ -149,3 +149,17 @@ def test_simulate_through_both_decoders(tmp_path) -> None:
         a = sim.simulate(str(p), "graviton3", functional=functional, decode="python")
         b = sim.simulate(str(p), "graviton3", functional=functional, decode="compiled")
         assert a == b
+
+
+def test_dep_window_as_the_reader() -> None:
+    """A dep of exactly traces.DEP_CHECK_WINDOW naming a store is refused, one reaching
+    further back is not checked (FORMAT.md), across chunks, in both decoders."""
+    w = traces.DEP_CHECK_WINDOW
+    rec = np.zeros(w + 2, dtype=traces.RECORD_DTYPE)
+    rec["size"], rec["kind"] = 8, traces.KIND_LOAD
+    rec["kind"][0] = traces.KIND_STORE
+    rec["dep"][w + 1] = w + 1
+    assert _same(_trace(rec, "raw", 1 << 16))[0] == "ok"
+    rec["dep"][w] = w
+    kind, msg = _same(_trace(rec, "raw", 1 << 16))
+    assert kind == "error" and f"dep {w} names trace record 0, which is not a load" in msg

@@ -32,6 +32,7 @@ int main(void) {
     printf("const.KVT_CHUNK_MAGIC %u\nconst.KVT_END_MAGIC %u\n", KVT_CHUNK_MAGIC, KVT_END_MAGIC);
     printf("const.KVT_DEFAULT_CHUNK_RECORDS %u\nconst.KVT_MAX_CHUNK_RECORDS %u\n",
            KVT_DEFAULT_CHUNK_RECORDS, KVT_MAX_CHUNK_RECORDS);
+    printf("const.KVT_DEP_CHECK_WINDOW %u\n", KVT_DEP_CHECK_WINDOW);
     printf("const.KVT_MAGIC_LEN %d\nmagic.ok %d\n", KVT_MAGIC_LEN,
            sizeof(KVT_MAGIC) == 9 && KVT_MAGIC[0] == 'K' && KVT_MAGIC[7] == 0);
     return 0;
@@ -79,6 +80,7 @@ def test_constants_match_c(c_layout: dict[str, list[int]]) -> None:
     assert c_layout["const.KVT_END_MAGIC"] == [fmt.END_MAGIC]
     assert c_layout["const.KVT_DEFAULT_CHUNK_RECORDS"] == [fmt.DEFAULT_CHUNK_RECORDS]
     assert c_layout["const.KVT_MAX_CHUNK_RECORDS"] == [fmt.MAX_CHUNK_RECORDS]
+    assert c_layout["const.KVT_DEP_CHECK_WINDOW"] == [fmt.DEP_CHECK_WINDOW]
     assert c_layout["const.KVT_MAGIC_LEN"] == [len(fmt.MAGIC)]
     assert c_layout["magic.ok"] == [1]
     assert fmt.CHUNK_MAGIC.to_bytes(4, "little") == b"KVCK"

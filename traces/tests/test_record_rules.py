@@ -8,6 +8,7 @@ chunks, so a dep that reaches into an earlier chunk is covered too.
 from __future__ import annotations
 
 import io
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -50,7 +51,8 @@ def oracle(rec: np.ndarray, header: dict) -> tuple[int, str] | None:
             bad.append("tag")
         if n_sites is not None and site >= n_sites:
             bad.append("site")
-        if kind < M and dep and (dep > i or rec["kind"][i - dep] != L):
+        if kind < M and dep and (dep > i or (dep <= traces.DEP_CHECK_WINDOW
+                                             and rec["kind"][i - dep] != L)):
             bad.append("dep")
         if bad:
             return i, bad[0]
@@ -166,3 +168,46 @@ def test_writer_leaves_no_file_on_a_bad_record(tmp_path) -> None:
         with traces.Writer(p, HEADER) as w:
             w.write(_one(9, 8))
     assert list(tmp_path.iterdir()) == []
+
+
+def window_trace() -> np.ndarray:
+    """Record 0 a store, then loads: a dep of exactly DEP_CHECK_WINDOW from record W names
+    the store (refused); one of W + 1 from record W + 1 reaches past the window (accepted)."""
+    w = traces.DEP_CHECK_WINDOW
+    rec = np.zeros(w + 2, dtype=traces.RECORD_DTYPE)
+    rec["size"], rec["kind"] = 8, L
+    rec["kind"][0] = S
+    rec["dep"][w + 1] = w + 1
+    return rec
+
+
+def test_dep_window() -> None:
+    w = traces.DEP_CHECK_WINDOW
+    rec = window_trace()
+    np.testing.assert_array_equal(traces.read_all(_bad_trace(rec, chunk=65536)), rec)
+    rec["dep"][w] = w
+    with pytest.raises(traces.TraceError, match=rf"\(trace record {w}\): dep: dep {w} names "
+                                                r"trace record 0, which is not a load"):
+        traces.read_all(_bad_trace(rec, chunk=65536))
+    assert oracle(rec, HEADER) == (w, "dep")
+
+
+def test_validator_memory_does_not_grow() -> None:
+    """The validator's memory after 10x more records is the same (a bit per record checked
+    would be about 1.2 MiB more here)."""
+    chunk = np.zeros(1 << 16, dtype=traces.RECORD_DTYPE)
+    chunk["size"], chunk["dep"] = 8, 1
+    chunk["dep"][0] = 0
+    v = RecordValidator(HEADER)
+    tracemalloc.start()
+    try:
+        for _ in range(16):
+            v.check(chunk)
+        short = tracemalloc.get_traced_memory()[0]
+        for _ in range(144):
+            v.check(chunk)
+        long = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert v.records_checked == 160 << 16
+    assert long - short < 64 << 10, (short, long)

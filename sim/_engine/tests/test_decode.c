@@ -98,6 +98,29 @@ int main(void) {
     free(r);
     kvsimValidatorFree(v);
 
+    /* the dep window: a dep of exactly KVT_DEP_CHECK_WINDOW is checked, a longer
+     * one is not; the memory stays as created; a refused array leaves no trace */
+    enum { W = KVT_DEP_CHECK_WINDOW };
+    v = kvsimValidatorCreate(-1, -1, KVT_NUM_MARKERS);
+    const size_t bytes = kvsimValidatorBytes(v);
+    r = calloc(W + 2, sizeof *r);
+    r[0] = rec(KVT_STORE, 0, 8, 0, 0); /* trace record 0: a store */
+    for (uint32_t i = 1; i < W + 2; i++) r[i] = rec(KVT_LOAD, 64 * (uint64_t)i, 8, 0, 0);
+    CHECK(kvsimValidate(v, r, W, &e) == 0); /* records 0 .. W-1 */
+    kvtRecord far[1] = {rec(KVT_LOAD, 0, 8, W, 0)}; /* record W names record 0 */
+    CHECK(kvsimValidate(v, far, 1, &e) == 1 && e.rule == KVSIM_RULE_DEP_NOT_LOAD && e.named == 0);
+    /* a refused array whose first records would overwrite record 0's bit */
+    kvtRecord refused[2] = {rec(KVT_LOAD, 0, 8, 0, 0), rec(7, 0, 8, 0, 0)};
+    CHECK(kvsimValidate(v, refused, 2, &e) == 1 && e.rule == KVSIM_RULE_KIND);
+    CHECK(kvsimValidate(v, far, 1, &e) == 1 && e.rule == KVSIM_RULE_DEP_NOT_LOAD);
+    kvtRecord past[2] = {rec(KVT_LOAD, 0, 8, 0, 0), rec(KVT_LOAD, 0, 8, W + 1, 0)};
+    CHECK(kvsimValidate(v, past, 2, &e) == 0); /* record W+1 names record 0: not checked */
+    for (int k = 0; k < 8; k++) CHECK(kvsimValidate(v, r + 1, W + 1, &e) == 0);
+    CHECK(kvsimValidatorRecords(v) == (uint64_t)W + 2 + 8ull * (W + 1));
+    CHECK(kvsimValidatorBytes(v) == bytes && bytes < W / 8 + 256);
+    free(r);
+    kvsimValidatorFree(v);
+
     if (failures) fprintf(stderr, "test_decode: %d failures\n", failures);
     else printf("test_decode: ok\n");
     return failures != 0;
