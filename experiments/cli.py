@@ -256,8 +256,10 @@ def trace_info(trace_path, as_json):
                    "(side by side with kvsim's counts; see sim/GEM5.md).")
 @click.option("--gem5", "gem5_path", default=None, metavar="PATH",
               help="gem5 binary for --engine gem5 (default: $GEM5).")
-@click.option("--threads", type=click.IntRange(1, 8), default=1, show_default=True,
-              help="Engine threads (same results for any number; see sim/README.md).")
+@click.option("--threads", type=click.IntRange(1, 8), default=None,
+              help="Engine threads (same results for any number; see sim/README.md). "
+                   "Default: one per core, at most 2, with one --cpu; 1 with several "
+                   "(the CPUs then share the cores).")
 @click.option("--warmup", default=None, metavar="N|FRACTION",
               help="For a trace without warm-up markers: its first N records (or the first "
                    "FRACTION, 0-1, of them) warm the caches and are not counted. Default: "
@@ -307,6 +309,9 @@ def simulate(trace_path, cpus_, functional, engine, gem5_path, threads, warmup, 
             raise click.BadParameter("--engine gem5 takes one --cpu", param_hint="--cpu")
         _simulate_gem5(trace_path, configs[0], gem5_path, as_json)
         return
+    asked = threads
+    if threads is None:
+        threads = min(2, os.cpu_count() or 1) if len(configs) == 1 else 1
     for cpu, config in zip(cpus_, configs, strict=True):
         if not functional and not config.timing_capable:
             _warn(_counts_only_warning(cpu, config))
@@ -326,7 +331,7 @@ def simulate(trace_path, cpus_, functional, engine, gem5_path, threads, warmup, 
         except wu.WarmupError as e:
             raise click.ClickException(str(e)) from None
     for cpu, res in zip(cpus_, results, strict=True):
-        if res.get("engine_threads", 1) < threads:
+        if asked is not None and res.get("engine_threads", 1) < asked:
             who = f"{cpu}: " if len(results) > 1 else ""
             _warn(f"{who}--threads {threads}: ran on {res['engine_threads']} (the compiled "
                   "engine shares its work between threads only with every level LRU and "
