@@ -82,7 +82,7 @@ def _pairs(scale: str) -> list[dict[str, Any]]:
     operations), ``warmup_ops`` the trace's warm-up prefix (pipeline, mget) or None (the
     fraction rule)."""
     small = scale == "small"
-    keys = 50_000 if small else 1_000_000
+    keys = 50_000 if small else 500_000
     out: list[dict[str, Any]] = []
 
     def add(row: str, workload: str, common: dict, a: dict, b: dict, sim: dict | None = None,
@@ -95,7 +95,7 @@ def _pairs(scale: str) -> list[dict[str, Any]]:
             add(f"{op.upper()} none -> {v}", "iterate",
                 {"keys": keys, "value_size": 100, "op": op, "rdbchecksum": "no"},
                 {"variant": "none"}, {"variant": v})
-    gops, gsim = (200_000, 20_000) if small else (2_000_000, 100_000)
+    gops, gsim = (200_000, 20_000) if small else (500_000, 100_000)
     for depth, batch in ((1, 16), (10, 16), (32, 16), (10, 4), (10, 64)):
         add(f"GET d{depth} naive -> lookahead {batch}", "pipeline",
             {"keys": keys, "ops": gops, "value_size": 256, "depth": depth},
@@ -104,20 +104,20 @@ def _pairs(scale: str) -> list[dict[str, Any]]:
     add("GET legacy -> unified", "pipeline",
         {"keys": keys, "ops": gops, "value_size": 32, "key_size": 16, "depth": 1},
         {"layout": "legacy"}, {"layout": "unified"}, {"ops": gsim}, warmup_ops=gsim)
-    mops, msim = (2_000, 400) if small else (20_000, 2_000)
+    mops, msim = (2_000, 400) if small else (5_000, 1_000)
     for table, v in (("hashtable", "batch"), ("dict", "chunk-15133")):
         add(f"MGET {table} none -> {v}", "mget",
             {"keys": keys, "ops": mops, "value_size": 100, "table": table,
              "keys_per_command": 50},
             {"variant": "none"}, {"variant": v}, {"ops": msim}, warmup_ops=msim)
-    sops, ssim = (5_000, 1_000) if small else (50_000, 5_000)
+    sops, ssim = (5_000, 1_000) if small else (20_000, 4_000)
     for table, v in (("hashtable", "batch"), ("dict", "redis-15043"), ("dict", "chunk-15133")):
         add(f"MSET {table} none -> {v}", "mset",
             {"keys": keys, "ops": sops, "value_size": 100, "table": table,
              "keys_per_command": 10, "mset_keys": "random"},
             {"variant": "none"}, {"variant": v}, {"ops": ssim})
     loads = ({8: 50_000, 256: 20_000, 4096: 4_000, 16384: 1_000} if small else
-             {8: 500_000, 256: 250_000, 4096: 50_000, 16384: 16_000})
+             {8: 500_000, 256: 200_000, 4096: 40_000, 16384: 12_000})
     for value, n in loads.items():
         add(f"load {value} B none -> prefetch-after-key", "load",
             {"keys": n, "value_size": value}, {"variant": "none"},
@@ -141,7 +141,7 @@ def _sim_opts(p: dict, side: str) -> dict:
 
 def _runs(scale: str) -> tuple[int, int]:
     """(runs, rounds per run): the rounds pooled give the interval, the runs the spread."""
-    return (2, 3) if scale == "small" else (3, 4)
+    return (2, 3) if scale == "small" else (2, 4)
 
 
 def _cells(scale: str, cpus: list[str]) -> list[dict]:
