@@ -425,7 +425,7 @@ def _summary_frame(sp: pd.DataFrame) -> pd.DataFrame:
 
 def _calibration_frame(calib: dict | None, lines: list[dict]) -> pd.DataFrame:
     if calib is None:
-        return pd.DataFrame(columns=["field", "value"])
+        return pd.DataFrame(columns=["field", "setting"])
     used = sorted({ln["cpu_file_sha256"] for ln in lines if ln.get("cpu_file_sha256")})
     same = used == [calib.get("cpu_file_sha256")]
     items = [
@@ -443,7 +443,8 @@ def _calibration_frame(calib: dict | None, lines: list[dict]) -> pd.DataFrame:
         ("predictions used this file", "yes" if same else
          f"no: {len(used)} file(s) by SHA-256 {', '.join(u[:12] for u in used)}"),
     ]
-    return pd.DataFrame([{"field": k, "value": "" if v is None else str(v)} for k, v in items])
+    return pd.DataFrame([{"field": k, "setting": "" if v is None else str(v)}
+                         for k, v in items])
 
 
 def _draw_scatter(x: str, y: str, xlabel: str, ylabel: str, log: bool,
