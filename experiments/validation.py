@@ -22,12 +22,13 @@ Cells, in the order they run (all in the serial phase, alone on the machine):
     machine's speed hits every row alike instead of one pair's block. The first round is a
     discarded warm-up. Metrics: the CPU seconds and operation counts of every run, as JSON.
 ``predict``
-    Trace one side of a pair with c_ref and simulate it on ``local`` (the cached calibrated
-    file), warmed: pipeline and MGET traces carry c_ref's own warm-up prefix
-    (``--warmup-ops``), the others are warmed by the ``kvsim simulate --warmup`` rule
-    (:class:`kvsim.sim.warmup.WarmupPrefix`, the first :data:`WARMUP_FRACTION` of the
-    records). Metrics: cycles, counted operations, cycles and nanoseconds per operation, the
-    CPU file's path and SHA-256.
+    Trace one side of a pair with c_ref and simulate it on ``local``: the calibration the
+    ``calibrate`` cell took (its copy :data:`PINNED`; the cached file when no validation
+    calibrated on this machine yet), warmed: pipeline and MGET traces carry c_ref's own
+    warm-up prefix (``--warmup-ops``), the others are warmed by the ``kvsim simulate
+    --warmup`` rule (:class:`kvsim.sim.warmup.WarmupPrefix`, the first
+    :data:`WARMUP_FRACTION` of the records). Metrics: cycles, counted operations, cycles
+    and nanoseconds per operation, the CPU file's path and SHA-256.
 
 Per pair the table reports the native speedup (median of the rounds' ratios, bootstrap 95 %
 interval, "within noise" when it holds 1.0, the ratio of the minimums beside it, and the
@@ -60,6 +61,9 @@ from kvsim.experiments.framework import Experiment, Plot, Table, register
 NAME = "validation"
 #: A cached calibration younger than this (seconds) is reused instead of measuring again.
 FRESH_S = 3600
+#: The calibration a validation run took, copied beside the cache (``cache_dir()``) so the
+#: predictions use it even if another `kvsim calibrate` rewrites the cached file meanwhile.
+PINNED = "validation-local.toml"
 #: Share of the records of a trace without its own warm-up that warm the caches uncounted.
 WARMUP_FRACTION = 0.2
 #: The band a predicted / native ratio should fall in.
@@ -226,6 +230,10 @@ def _calibrate(spec: dict) -> dict[str, Any]:
     t0 = time.perf_counter()
     if not reused:
         cal.calibrate(path, quick=spec["quick"])
+    pinned = cal.cache_dir() / PINNED
+    tmp = pinned.with_name(pinned.name + ".tmp")
+    tmp.write_text(path.read_text())
+    tmp.replace(pinned)
     meta = _cpu_file_meta(path)
     return {**meta, "reused": reused, "calibrate_seconds": time.perf_counter() - t0,
             "age_s": _age_s(meta["calibrated_utc"])}
@@ -249,10 +257,15 @@ def _predict(spec: dict) -> dict[str, Any]:
     """Trace and simulate one side on ``local``, warmed."""
     from kvsim import sim, traces
     from kvsim.experiments import cref, progress
+    from kvsim.sim import calibrate as cal
     from kvsim.sim import warmup as wu
 
-    cpu = sim.load_cpu(spec["cpu"])
-    path = Path(cpu.source) if getattr(cpu, "source", None) else None
+    pinned = cal.cache_dir() / PINNED
+    if spec["cpu"] == "local" and pinned.is_file():
+        cpu, path = sim.load_cpu(str(pinned)), pinned
+    else:
+        cpu = sim.load_cpu(spec["cpu"])
+        path = Path(cpu.source) if getattr(cpu, "source", None) else None
     with tempfile.TemporaryDirectory(prefix="kvsim-validation-") as tmp:
         t = Path(tmp) / "t.kvt"
         cref.trace(spec["workload"], t, spec["options"])
@@ -309,10 +322,11 @@ def _band_verdict(ratio: float | None, lo: float | None, hi: float | None) -> st
 
 def pair_rows(rows: pd.DataFrame) -> tuple[list[dict], dict | None]:
     """The per-pair statistics from the experiment's rows, and the calibration row."""
-    scale_pairs = {}
+    scale_pairs, scale_of = {}, {}
     for scale in ("small", "full"):
         for p in _pairs(scale):
             scale_pairs[_pair_id(p)] = p
+            scale_of[_pair_id(p)] = scale
     kind = rows["kind"] if "kind" in rows else pd.Series(dtype=str)
     cal = rows[kind == "calibrate"]
     calib = cal.sort_values("date_utc").iloc[-1].to_dict() if len(cal) else None
@@ -334,7 +348,8 @@ def pair_rows(rows: pd.DataFrame) -> tuple[list[dict], dict | None]:
                                            sort_keys=True) not in pred:
             continue
         line: dict[str, Any] = {"row": p["row"], "set": "held back" if p["held_back"]
-                                else "tuning", "workload": p["workload"]}
+                                else "tuning", "workload": p["workload"],
+                                "scale": scale_of[pid]}
         ts = sorted(times.get(pid, []), key=lambda x: x[1])
         if ts:
             a = [x[2][0] for x in ts]
@@ -429,6 +444,7 @@ def _calibration_frame(calib: dict | None, lines: list[dict]) -> pd.DataFrame:
     used = sorted({ln["cpu_file_sha256"] for ln in lines if ln.get("cpu_file_sha256")})
     same = used == [calib.get("cpu_file_sha256")]
     items = [
+        ("scale", ", ".join(sorted({ln["scale"] for ln in lines}))),
         ("CPU file", calib.get("cpu_file")),
         ("CPU file SHA-256", calib.get("cpu_file_sha256")),
         ("calibrated (UTC)", calib.get("calibrated_utc")),
