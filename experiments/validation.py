@@ -438,6 +438,16 @@ def _summary_frame(sp: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(recs)
 
 
+def shown_path(path: str | None) -> str | None:
+    """``path`` as the tables show it: under the home directory as ``~/...``."""
+    if not path:
+        return path
+    try:
+        return "~/" + str(Path(path).relative_to(Path.home()))
+    except ValueError:
+        return path
+
+
 def _calibration_frame(calib: dict | None, lines: list[dict]) -> pd.DataFrame:
     if calib is None:
         return pd.DataFrame(columns=["field", "setting"])
@@ -445,7 +455,7 @@ def _calibration_frame(calib: dict | None, lines: list[dict]) -> pd.DataFrame:
     same = used == [calib.get("cpu_file_sha256")]
     items = [
         ("scale", ", ".join(sorted({ln["scale"] for ln in lines}))),
-        ("CPU file", calib.get("cpu_file")),
+        ("CPU file", shown_path(calib.get("cpu_file"))),
         ("CPU file SHA-256", calib.get("cpu_file_sha256")),
         ("calibrated (UTC)", calib.get("calibrated_utc")),
         ("calibration reused (younger than "
@@ -505,7 +515,7 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
     sp = _speedup_frame(lines)
     tm = _time_frame(lines)
     cal = calib or {}
-    where = (f"predicted with the CPU file {cal.get('cpu_file')} (calibrated "
+    where = (f"predicted with the CPU file {shown_path(cal.get('cpu_file'))} (calibrated "
              f"{cal.get('calibrated_utc')}, SHA-256 {str(cal.get('cpu_file_sha256'))[:12]})"
              if calib else "no calibration cell ran")
     return [
