@@ -194,7 +194,7 @@ _VALIDATION_COLUMNS = {
     "validation": ["row", "set", "predicted", "native [95 % CI]", "native (minimums)",
                    "run medians", "ratio [interval]", "within 0.85-1.15"],
     "validation_time": ["row", "side", "set", "predicted_ns_per_op", "native_ns_per_op",
-                        "ratio"],
+                        "ratio", "predicted_mlp"],
 }
 
 
@@ -211,6 +211,9 @@ def render_validation(doc: dict[str, Any]) -> str:
             t = dict(t, columns=keep, rows=[[r[i] for i in idx] for r in t["rows"]])
         tables.append(t)
     shown["tables"] = tables
+    prov = dict(doc["provenance"])  # the results directory is the user's: shown as DIR
+    prov["command"] = re.sub(r"(-o|--output)(=| )\S+", r"\1\2DIR", prov.get("command") or "")
+    shown["provenance"] = prov
     text = render_experiment(shown, RENDERINGS["validation"].result)
     plotted = ("validation.png", "validation_time.png")
     return "\n".join(ln for ln in text.splitlines()

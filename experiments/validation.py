@@ -379,6 +379,7 @@ def pair_rows(rows: pd.DataFrame) -> tuple[list[dict], dict | None]:
             line["predicted_speedup"] = pa["cycles_per_op"] / pb["cycles_per_op"]
             line["predicted_ns_per_op_a"] = pa["ns_per_op"]
             line["predicted_ns_per_op_b"] = pb["ns_per_op"]
+            line["predicted_mlp_a"], line["predicted_mlp_b"] = pa["mlp"], pb["mlp"]
             line["cpu_file_sha256"] = pa["cpu_file_sha256"]
         out.append(line)
     return out, calib
@@ -420,7 +421,8 @@ def _time_frame(lines: list[dict]) -> pd.DataFrame:
             n = ln.get(f"native_ns_per_op_{side}")
             recs.append({"row": ln["row"], "side": label, "set": ln["set"],
                          "predicted_ns_per_op": p, "native_ns_per_op": n,
-                         "ratio": p / n if p and n else None})
+                         "ratio": p / n if p and n else None,
+                         "predicted_mlp": ln.get(f"predicted_mlp_{side}")})
     return pd.DataFrame(recs)
 
 
@@ -433,7 +435,7 @@ def _summary_frame(sp: pd.DataFrame) -> pd.DataFrame:
         inside = ((g["ratio"] >= BAND[0]) & (g["ratio"] <= BAND[1])).sum()
         recs.append({"set": s, "rows": len(g), "within 0.85-1.15": int(inside),
                      "median ratio": float(g["ratio"].median()),
-                     "geometric mean |log ratio|": float(
+                     "geometric mean of max(ratio, 1/ratio)": float(
                          math.exp(g["ratio"].map(lambda v: abs(math.log(v))).mean()))})
     return pd.DataFrame(recs)
 
@@ -515,7 +517,7 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
     sp = _speedup_frame(lines)
     tm = _time_frame(lines)
     cal = calib or {}
-    where = (f"predicted with the CPU file {shown_path(cal.get('cpu_file'))} (calibrated "
+    where = (f"Predicted with the CPU file {shown_path(cal.get('cpu_file'))} (calibrated "
              f"{cal.get('calibrated_utc')}, SHA-256 {str(cal.get('cpu_file_sha256'))[:12]})"
              if calib else "no calibration cell ran")
     return [
@@ -542,12 +544,14 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
                                       "native time per operation (ns)",
                                       "predicted time per operation (ns)", log=True)),
               note="an operation is a command (GET, MGET, MSET) or a key (KEYS, SAVE, load); "
-                   "the predicted figure counts only the simulated phase after the warm-up."),
+                   "the predicted figure counts only the simulated phase after the warm-up; "
+                   "predicted_mlp: the simulated L1 misses in flight on average (the "
+                   "miss-buffer occupancy)."),
         Table("validation_summary", "Rows within 0.85-1.15, tuning and held-back sets",
               _summary_frame(sp), "rows; ratio predicted / native",
               note="held back: " + ", ".join(sorted(HELD_BACK)) + "."),
         Table("validation_calibration", "The calibration the predictions used",
-              _calibration_frame(calib, lines), "",
+              _calibration_frame(calib, lines), "the CPU file and its provenance",
               note="the experiment calibrates first (kvsim calibrate --quick), or reuses "
                    "this machine's cached calibration when it is fresh."),
     ]

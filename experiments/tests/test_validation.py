@@ -164,6 +164,7 @@ def test_time_per_operation_follows_the_cells(run):
                                 sort_keys=True)]
             assert r["predicted_ns_per_op"] == pytest.approx(
                 m["cycles"] / m["operations"] / m["freq_ghz"])
+            assert r["predicted_mlp"] == pytest.approx(m["mlp"])
             assert 0 < r["native_ns_per_op"] and r["ratio"] == pytest.approx(
                 r["predicted_ns_per_op"] / r["native_ns_per_op"])
 
