@@ -56,7 +56,7 @@ from typing import Any
 import pandas as pd
 
 from kvsim.experiments import cells as C
-from kvsim.experiments import timing
+from kvsim.experiments import studies, timing  # noqa: F401 - studies: the seeds register first
 from kvsim.experiments.framework import Experiment, Plot, Table, register
 
 NAME = "validation"
@@ -331,6 +331,10 @@ def pair_rows(rows: pd.DataFrame) -> tuple[list[dict], dict | None]:
     kind = rows["kind"] if "kind" in rows else pd.Series(dtype=str)
     cal = rows[kind == "calibrate"]
     calib = cal.sort_values("date_utc").iloc[-1].to_dict() if len(cal) else None
+    nat_dates = rows.loc[kind == "native-round", "date_utc"] if "date_utc" in rows else []
+    if calib is not None and len(nat_dates):
+        first = min(nat_dates)  # the first round's end: rounds of one size, minus one round
+        calib["minutes_before_natives"] = _minutes(calib.get("calibrated_utc"), first)
     nat = rows[kind == "native-round"]
     times: dict[str, list[tuple[int, int, list, list]]] = {}
     for _, r in nat.iterrows():
@@ -451,6 +455,16 @@ def shown_path(path: str | None) -> str | None:
         return path
 
 
+def _minutes(earlier: str | None, later: str | None) -> float | None:
+    import datetime as dt
+
+    if not earlier or not later:
+        return None
+    f = "%Y-%m-%dT%H:%M:%SZ"
+    return round((dt.datetime.strptime(later, f) - dt.datetime.strptime(earlier, f))
+                 .total_seconds() / 60, 1)
+
+
 def _calibration_frame(calib: dict | None, lines: list[dict]) -> pd.DataFrame:
     if calib is None:
         return pd.DataFrame(columns=["field", "setting"])
@@ -460,7 +474,8 @@ def _calibration_frame(calib: dict | None, lines: list[dict]) -> pd.DataFrame:
         ("scale", ", ".join(sorted({ln["scale"] for ln in lines}))),
         ("CPU file", shown_path(calib.get("cpu_file"))),
         ("CPU file SHA-256", calib.get("cpu_file_sha256")),
-        ("calibrated (UTC)", calib.get("calibrated_utc")),
+        ("calibrated, minutes before the first native round ended",
+         calib.get("minutes_before_natives")),
         ("calibration reused (younger than "
          f"{FRESH_S // 60} min) or measured here", "reused" if calib.get("reused")
          else "measured by this run"),
@@ -518,8 +533,8 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
     sp = _speedup_frame(lines)
     tm = _time_frame(lines)
     cal = calib or {}
-    where = (f"Predicted with the CPU file {shown_path(cal.get('cpu_file'))} (calibrated "
-             f"{cal.get('calibrated_utc')}, SHA-256 {str(cal.get('cpu_file_sha256'))[:12]})"
+    where = (f"Predicted with the CPU file {shown_path(cal.get('cpu_file'))} (SHA-256 "
+             f"{str(cal.get('cpu_file_sha256'))[:12]})"
              if calib else "no calibration cell ran")
     return [
         Table("validation", "Predicted (calibrated local) against native speedup on this "

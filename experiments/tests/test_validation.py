@@ -176,6 +176,7 @@ def test_the_calibration_used_is_recorded(run):
     assert t["CPU file"] == str(path) and t["CPU file SHA-256"] == sha
     assert t["predictions used this file"] == "yes"
     assert t["scale"] == "small"
+    assert 0 <= float(t["calibrated, minutes before the first native round ended"]) < 60
     cal_cell = _cells(out)["calibrate"][0]["metrics"]
     assert cal_cell["reused"] is True, "a fresh calibration of this machine is reused"
     assert cal_cell["cpu_file_text"] == path.read_text()
