@@ -40,7 +40,24 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CellSkipped", "cell_id", "run_cell", "run_sim_group", "trace_key"]
+__all__ = ["CellSkipped", "KIND_BASE", "cell_id", "register_kind", "run_cell", "run_sim_group",
+           "trace_key"]
+
+#: Cell kinds an experiment module adds (:func:`register_kind`): kind -> function(spec)
+#: returning the metrics.
+_EXTRA_KINDS: dict[str, Any] = {}
+#: Every kind -> the built-in kind it counts as for ``kvsim experiment run --only``.
+KIND_BASE: dict[str, str] = {"sim": "sim", "native": "native", "valkey": "valkey"}
+
+
+def register_kind(kind: str, run: Any, counts_as: str) -> None:
+    """Add cell kind ``kind`` computed by ``run(spec) -> metrics``; it runs in the serial
+    phase (after the parallel sim cells, in the order the experiment lists it) and is
+    selected by ``--only counts_as``."""
+    if kind in KIND_BASE:
+        raise ValueError(f"cell kind {kind!r} is registered twice")
+    _EXTRA_KINDS[kind] = run
+    KIND_BASE[kind] = counts_as
 
 
 class CellSkipped(RuntimeError):
@@ -75,9 +92,18 @@ def run_cell(spec: dict, trace_dir: str | None = None) -> dict[str, Any]:
         metrics = _native(spec)
     elif kind == "valkey":
         metrics = _valkey(spec)
+    elif kind in _EXTRA_KINDS or _load_kinds(kind):
+        metrics = _EXTRA_KINDS[kind](spec)
     else:
         raise ValueError(f"cell {cell_id(spec)}: unknown kind {kind!r}")
     return {"metrics": metrics, "seconds": time.perf_counter() - t0}
+
+
+def _load_kinds(kind: str) -> bool:
+    from kvsim.experiments import framework
+
+    framework.names()  # imports the experiment modules, which register their kinds
+    return kind in _EXTRA_KINDS
 
 
 # --- sim ---------------------------------------------------------------------------------------

@@ -41,6 +41,8 @@ class Plot:
     series: Sequence[str] | None = None
     ref: float | None = 1.0
     logx: bool = False
+    #: draws the whole plot instead: ``draw(table, ax)`` (for example a scatter against y = x)
+    draw: Callable[[Any, Any], None] | None = None
 
 
 @dataclass
@@ -78,7 +80,7 @@ def register(exp: Experiment) -> Experiment:
 
 
 def _load() -> None:
-    from kvsim.experiments import studies  # noqa: F401 - registers the experiments
+    from kvsim.experiments import studies, validation  # noqa: F401 - register experiments
 
 
 def names() -> list[str]:

@@ -199,6 +199,38 @@ def render_speed(doc: dict[str, Any]) -> str:
             + _provenance_line(doc, RENDERINGS["speed"].result, "kvsim bench"))
 
 
+#: The columns of each validation table the README shows (the JSON holds more).
+_VALIDATION_COLUMNS = {
+    "validation": ["row", "set", "predicted", "native [95 % CI]", "native (minimums)",
+                   "run medians", "ratio [interval]", "within 0.85-1.15"],
+    "validation_time": ["row", "side", "set", "predicted_ns_per_op", "native_ns_per_op",
+                        "ratio", "predicted_mlp"],
+}
+
+
+@rendering("validation", "results/experiments/validation.json")
+def render_validation(doc: dict[str, Any]) -> str:
+    """The validation experiment (``kvsim experiment run validation --scale full
+    --publish``): predicted against native on this machine, the printed columns only."""
+    shown = dict(doc)
+    tables = []
+    for t in doc["tables"]:
+        keep = _VALIDATION_COLUMNS.get(t["name"])
+        if keep:
+            idx = [t["columns"].index(c) for c in keep]
+            t = dict(t, columns=keep, rows=[[r[i] for i in idx] for r in t["rows"]])
+        tables.append(t)
+    shown["tables"] = tables
+    prov = dict(doc["provenance"])  # the results directory is the user's: shown as DIR
+    prov["command"] = re.sub(r"(-o|--output)(=| )\S+", r"\1\2DIR", prov.get("command") or "")
+    shown["provenance"] = prov
+    text = render_experiment(shown, RENDERINGS["validation"].result)
+    plotted = ("validation.png", "validation_time.png")
+    return "\n".join(ln for ln in text.splitlines()
+                     if not ln.startswith("![") or ln.endswith(plotted)).replace("\n\n\n",
+                                                                                  "\n\n")
+
+
 # --- command line ----------------------------------------------------------------------------
 
 

@@ -71,6 +71,11 @@ def plot_table(t: framework.Table, path: Path) -> Path | None:
 
     p, f = t.plot, t.frame
     series = _series(t)
+    if p is not None and p.draw is not None and len(f):
+        fig = Figure(figsize=(7.5, 6.0))
+        p.draw(t, fig.subplots())
+        fig.tight_layout()
+        return _save(fig, path)
     if p is None or not len(f) or not series:
         return None
     fig = Figure(figsize=(max(6.0, min(16.0, 0.45 * len(f) + 4)), 4.5))
@@ -103,6 +108,10 @@ def plot_table(t: framework.Table, path: Path) -> Path | None:
     ax.set_ylabel(p.ylabel)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.tight_layout()
+    return _save(fig, path)
+
+
+def _save(fig: Any, path: Path) -> Path:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         fig.savefig(tmp, dpi=100, format="png", metadata={"Software": None})

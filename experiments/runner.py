@@ -105,7 +105,8 @@ def plan(names: Iterable[str], scale: str, cpus: list[str] | None,
         for c in cpus:
             sim.load_cpu(c)  # a bad CPU fails before any work
     cpus = list(cpus) if cpus else default_cpus()
-    return {e.name: [c for c in e.cells(scale, cpus) if c["kind"] in kinds] for e in exps}
+    return {e.name: [c for c in e.cells(scale, cpus) if C.KIND_BASE.get(c["kind"]) in kinds]
+            for e in exps}
 
 
 def _cell_key(spec: dict, commit: str | None) -> str:
