@@ -122,7 +122,38 @@ def _rdb_tables(rows: pd.DataFrame) -> list[Table]:
                        ylabel="load time change (%)", ref=0.0),
                   note="seed: Intel Xeon Platinum 8255C at the PR's largest key count per "
                        "value size; prefetch-rehash was measured upstream for 4 KB and up "
-                       "only.")]
+                       "only."),
+            *_rdb_per_key_tables(rows)]
+
+
+def _rdb_per_key_tables(rows: pd.DataFrame) -> list[Table]:
+    """Simulated cycles and demand misses per key loaded (the load trace's OP markers),
+    per value size, cluster mode and variant: one ``sim:<cpu>`` column per preset."""
+    if not {"kind", "cycles_per_op", "operation_unit"} <= set(rows.columns):
+        return []
+    sim = rows[(rows.kind == "sim") & (rows.operation_unit == "key loaded")]
+    if not len(sim):
+        return []
+    out = []
+    for metric, name, title, unit in [
+            ("cycles_per_op", "rdb_load_cycles", "Snapshot load: simulated cycles per key "
+             "loaded", "cycles per key"),
+            ("demand_misses_per_op_LLC", "rdb_load_misses", "Snapshot load: simulated "
+             "last-level-cache demand misses per key loaded", "LLC demand misses per key")]:
+        t = sim.pivot_table(index=["value_size", "cluster", "variant"], columns="cpu",
+                            values=metric, aggfunc="first").reset_index()
+        t.columns = [c if c in ("value_size", "cluster", "variant") else f"sim:{c}"
+                     for c in t.columns]
+        t.insert(3, "seed", None)
+        t["value"] = t.apply(lambda r: f"{r['value_size']} B{' cl' if r['cluster'] else ''} "
+                                       f"{r['variant']}", axis=1)
+        out.append(Table(name, title, t, unit,
+                         Plot(x="value", xlabel="value size, cluster mode, variant",
+                              ylabel=unit, ref=None),
+                         note="seed: Valkey #2311 reports load times only. A key's cost "
+                              "is the simulated cycles (or misses) of the load phase over "
+                              "the keys it loaded (one OP marker each)."))
+    return out
 
 
 register(Experiment("rdb_load", "RDB load prefetching", "Valkey PR #2311", _rdb_cells,
