@@ -13,7 +13,9 @@ every id; one that changes c_ref or the simulator changes them. Three kinds:
     operations (COMMAND markers; in a trace without them, OP markers: a load's keys, with
     ``operation_unit`` saying which), cycles and demand misses per operation, demand misses per
     level role (L1, L2, LLC), MLP (average L1 misses in flight: the miss-buffer occupancy),
-    software prefetches issued / useful / late and the late share, the top stall cause.
+    software prefetches issued / useful / late and the late share, the top stall cause,
+    demand misses per structure (``l1_misses_<tag>``, ``llc_misses_<tag>``: the trace's tags,
+    ``object``, ``bucket``, ``reply_buf``, ...) and the average load and L1-miss latency.
     The speedup over the comparison group's baseline is derived when the experiment's rows
     are assembled (:mod:`kvsim.experiments.runner`), from the baseline cell's cycles.
 ``native``
@@ -185,6 +187,8 @@ def _simulate(path: Path, cpu: str) -> dict[str, Any]:
         "cycles": res["cycles"], "ipc": res["ipc"], "mlp": t.get("mlp"),
         "cycles_per_op": res["cycles"] / ops if ops and res["cycles"] is not None else None,
         "avg_l1_miss_cycles": t.get("avg_l1_miss_cycles"),
+        "avg_load_latency_cycles": t.get("avg_load_latency_cycles"),
+        "dram_latency_cycles": t.get("dram_latency_cycles"),
     }
     for lv in summary.level_rows(res):
         m[f"demand_misses_{lv['role']}"] = lv["demand_misses"]
@@ -199,6 +203,10 @@ def _simulate(path: Path, cpu: str) -> dict[str, Any]:
     m["rob_full_cycles"] = sum(rob.values()) if rob else 0.0
     m["top_rob_stall"] = max(rob, key=rob.get) if rob else None
     by_tag = summary.demand_misses_by_tag(res)
+    for tag, counts in sorted(by_tag.items()):  # which structure misses, L1 and last level
+        if any(counts):
+            m[f"l1_misses_{tag}"] = counts[0]
+            m[f"llc_misses_{tag}"] = counts[-1]
     if by_tag:
         top = max(by_tag, key=lambda tag: (by_tag[tag][-1], tag))
         m["top_llc_miss_structure"] = top

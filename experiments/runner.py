@@ -277,7 +277,12 @@ def load_rows(out: Path, name: str, commit: str | None = None,
                                "spec": json.dumps(spec, sort_keys=True)}
         row.update(spec.get("params", {}))
         row.update(doc["metrics"])
-        row.update({k: v for k, v in doc.items() if k not in ("id", "spec", "metrics")})
+        # the sweep's stamps (commit, machine, ...) never hide a grid coordinate or metric:
+        # mset_batch's and real_valkey's ``command`` is the Redis command, the invocation
+        # that computed the cell is ``sweep_command``
+        row["sweep_command"] = doc.get("command")
+        row.update({k: v for k, v in doc.items()
+                    if k not in ("id", "spec", "metrics") and k not in row})
         rows.append(row)
     df = pd.DataFrame(rows)
     if not len(df):
