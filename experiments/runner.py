@@ -203,9 +203,14 @@ def run(names: Iterable[str], out: str | Path, scale: str = "small",
             except Exception as exc:  # noqa: BLE001 - reported per cell, the sweep goes on
                 failed(name, cid, spec, exc)
             bar.update()
+    # the tables hold every kind's finished cells of the grid (a run with --only native
+    # after one with --only sim assembles both); complete = every cell of this run's kinds
+    full = grids if kinds is None else plan(grids, scale, cpus)
+    every_inputs = {**_fingerprints(full), **inputs}
     for name in grids:
-        n = assemble(out, name, ids=ids[name])
-        if n == len(ids[name]):
+        n = assemble(out, name, ids={_cell_key(s, every_inputs) for s in full[name]})
+        cdir = out / name / "cells"
+        if n and all((cdir / f"{cid}.json").exists() for cid in ids[name]):
             shutil.rmtree(out / name / ".traces", ignore_errors=True)
             if published is not None:
                 for src in [out / name / f"{name}.json", *sorted((out / name).glob("*.png"))]:

@@ -85,3 +85,19 @@ def test_ids_survive_an_unrelated_commit_and_follow_c_ref_and_the_engine(tiny, t
     cref = runner.run(["tiny_ids"], out, **quiet)
     assert not cref["failed"] and (cref["computed"], cref["already_done"]) == (3, 0)
     assert len(_ids(out)) == 3 + 2 + 3
+
+
+def test_a_run_of_one_kind_assembles_the_others_already_done(tiny, tmp_path):
+    """``--only sim`` then ``--only native`` into one folder: the table holds both."""
+    import pandas as pd
+
+    out = tmp_path / "res"
+    quiet = {"log": lambda m: None, "workers": 1}
+    sim = runner.run(["tiny_ids"], out, kinds=["sim"], **quiet)
+    assert (sim["computed"], sim["total"]) == (2, 2)
+    rows = pd.read_parquet(out / "tiny_ids" / "tiny_ids.parquet")
+    assert sorted(rows.kind) == ["sim", "sim"]
+    nat = runner.run(["tiny_ids"], out, kinds=["native"], **quiet)
+    assert (nat["computed"], nat["total"]) == (1, 1)
+    rows = pd.read_parquet(out / "tiny_ids" / "tiny_ids.parquet")
+    assert sorted(rows.kind) == ["native", "sim", "sim"]
