@@ -21,6 +21,7 @@ dimension of the seed, the experiment says so in its table note instead of inven
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pandas as pd
@@ -635,14 +636,22 @@ def _headline_tables(rows: pd.DataFrame) -> list[Table]:
     t["order"] = t.row.map({r: i for i, r in enumerate(order)})
     t = t.sort_values("order").drop(columns="order").reset_index(drop=True)
     t["value"] = t.row
+    full = _headline_rows("full")[0]["options"]["keys"]
+    keys = [(sp.get("options") or sp.get("a") or {}).get("keys", 0)
+            for sp in map(json.loads, rows["spec"])] if "spec" in rows else []
+    if keys and max(keys) >= full:
+        size = ("Sizes are the full scale's (10^6 - 3*10^6 keys; "
+                "`kvsim experiment run headline --scale full`)")
+    else:
+        size = ("Sizes are small (the trend, not the seed's dataset): see `kvsim experiment "
+                "run all --scale full`")
     return [Table("headline", "Seed speedups: upstream, simulated per preset, native here", t,
                   "speedup (x: time before / time after, or throughput after / before)",
                   Plot(x="value", xlabel="key row (upstream PR)", ylabel="speedup (x)"),
                   note="seed: the upstream PR's figure on its author's machine; sim: c_ref's "
                        "trace of the same configuration on each preset; native: c_ref on this "
                        "machine, median of interleaved rounds [bootstrap 95 % interval]. "
-                       "Sizes are small (the trend, not the seed's dataset): see "
-                       "`kvsim experiment run all --scale full`")]
+                       + size)]
 
 
 register(Experiment("headline", "Headline: one key row of every seed study",
