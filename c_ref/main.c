@@ -132,7 +132,10 @@ static void jworkload(jbuf *j, const ksWorkloadSpec *s) {
     jstr(j, s->workload);
     jput(j, ",\"op\":");
     jstr(j, s->op);
-    jput(j, ",\"ops\":%llu,\"prefill\":%.17g,\"rdbchecksum\":", (unsigned long long)s->ops, s->prefill);
+    jput(j, ",\"ops\":%llu,\"pipeline\":", (unsigned long long)s->ops);
+    jstr(j, s->pipeline ? s->pipeline : "naive");
+    jput(j, ",\"pipeline_depth\":%d,\"prefill\":%.17g,\"rdbchecksum\":",
+         s->pipeline_depth > 1 ? s->pipeline_depth : 1, s->prefill);
     jstr(j, s->rdbchecksum ? s->rdbchecksum : "yes");
     jput(j, ",\"seed\":%llu,\"set_ratio\":%.17g,\"table\":", (unsigned long long)s->seed, s->set_ratio);
     jstr(j, s->table);

@@ -9,6 +9,11 @@
  *   mset       empty keyspace                       MSETs of K new keys until --keys exist
  *     (--mset-keys random)  --prefill of the range  --ops MSETs of K random keys of the
  *                                                   range (new keys and overwrites mixed)
+ *
+ * mget and mset send --pipeline-depth commands per query buffer (default 1),
+ * run by the pipeline variant --pipeline (naive, or Valkey PR #2092's
+ * lookahead, whose batches of --batch keys span the buffered commands;
+ * pipeline.c); --variant picks the in-command prefetch as before.
  *   iterate    populate --keys keys                 KEYS * (--op keys) or SAVE (--op save)
  *   load       populate, SAVE, empty the keyspace   load the snapshot with the variant
  *
@@ -309,7 +314,9 @@ const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS] = {
     {"variant", KS_OPT_STRING, FIELD(variant), 0, 0, 0, 0, NULL, NULL, NULL,
      "Prefetch variant of the workload's family (see c_ref/README.md); default: naive for "
      "pipeline, none for the others."},
-    UINT_OPT("batch", batch, 1, 128, "16", "pipeline", "Lookahead batch size."),
+    UINT_OPT("batch", batch, 1, 128, "16", "pipeline|mget|mset",
+             "Lookahead batch size in keys (Valkey's prefetch-batch-max-size; mget/mset: also "
+             "the first-keys batch of --variant batch on a hashtable)."),
     UINT_OPT("depth", depth, 1, 1 << 20, "16", "pipeline", "Pipeline depth."),
     {"set-ratio", KS_OPT_FLOAT, FIELD(set_ratio), 0, 0, 0.0, 1.0, NULL, "0", "pipeline", "Fraction of SETs."},
     UINT_OPT("keys-per-command", keys_per_command, 1, 1 << 20, "10", "mset|mget", "Keys per MSET/MGET."),
@@ -337,6 +344,13 @@ const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS] = {
     {"activerehashing", KS_OPT_CHOICE, FIELD(activerehashing), 0, 0, 0, 0, "yes|no", "yes", NULL,
      "Valkey's activerehashing: the cron's rehash steps between query buffers (hz 10, 1 ms), "
      "and a setup that ends with no rehash in progress (c_ref/FIDELITY.md)."},
+    UINT_OPT("pipeline-depth", pipeline_depth, 1, 1 << 20, "1", "mget|mset",
+             "MGET/MSET commands per query buffer: a pipeline of them, run by --pipeline (the "
+             "pipeline workload's --depth)."),
+    {"pipeline", KS_OPT_STRING, FIELD(pipeline), 0, 0, 0, 0, NULL, "naive", "mget|mset",
+     "mget/mset: the pipeline variant that runs each query buffer: naive (one command after "
+     "the other) or lookahead (Valkey PR #2092: the keys of the buffered commands prefetched "
+     "in batches of --batch keys)."},
 };
 
 #undef UINT_OPT
@@ -521,6 +535,10 @@ size_t ksWorkloadOptionsWriteJson(char *buf, size_t cap) {
     return j.len;
 }
 
+/* mget/mset: commands per query buffer (--pipeline-depth; 0, a spec built
+ * without the option table, reads as 1). */
+static int pipelineDepth(const ksWorkloadSpec *s) { return s->pipeline_depth > 1 ? s->pipeline_depth : 1; }
+
 /* A fresh keyspace (new arena at the fixed base) with the workload's variant. */
 static ksKeyspace *newKeyspace(const ksWorkloadSpec *s, uint64_t hash_seed, char *err, size_t errlen) {
     char opts[256];
@@ -530,8 +548,12 @@ static ksKeyspace *newKeyspace(const ksWorkloadSpec *s, uint64_t hash_seed, char
     ksKeyspace *ks = ksKeyspaceNew(opts, err, errlen);
     if (!ks) return NULL;
     ksCur = ks;
-    char vspec[128];
-    snprintf(vspec, sizeof(vspec), "%s=%s batch=%d", ksWorkloadFamily(s->workload), s->variant, s->batch);
+    char vspec[256];
+    const char *family = ksWorkloadFamily(s->workload);
+    int n = snprintf(vspec, sizeof(vspec), "%s=%s batch=%d", family, s->variant, s->batch);
+    /* mget/mset: the pipeline variant that runs their query buffers (naive by default) */
+    if (!strcmp(family, "multikey") && s->pipeline && n > 0 && (size_t)n < sizeof(vspec))
+        snprintf(vspec + n, sizeof(vspec) - (size_t)n, " pipeline=%s", s->pipeline);
     if (ksParseVariants(ks, vspec, &ks->var)) {
         snprintf(err, errlen, "%s", ks->err);
         ksKeyspaceFree(ks);
@@ -553,6 +575,10 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
     }
     if (s->warmup_ops && strcmp(s->workload, "pipeline") && strcmp(s->workload, "mget")) {
         snprintf(err, errlen, "--warmup-ops: only pipeline and mget have a warm-up, not %s", s->workload);
+        return -1;
+    }
+    if (!strcmp(family, "multikey") && s->pipeline && listIndex(ksVariantNames("pipeline"), s->pipeline) < 0) {
+        snprintf(err, errlen, "--pipeline: unknown pipeline variant '%s' (%s)", s->pipeline, ksVariantNames("pipeline"));
         return -1;
     }
     /* KVSIM_CREF_THP=1: back the arena with transparent huge pages (an
@@ -580,7 +606,7 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
     if (!strcmp(s->workload, "pipeline") || !strcmp(s->workload, "mget")) {
         populate(&w);
         int mget = !strcmp(s->workload, "mget");
-        int depth = mget ? 1 : s->depth;
+        int depth = mget ? pipelineDepth(s) : s->depth;
         int kpc = s->keys_per_command;
         size_t cap = (size_t)(s->ops / (uint64_t)depth + s->warmup_ops / (uint64_t)depth + 2);
         groupsBegin(&w);
@@ -626,11 +652,11 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
         /* --ops MSETs of K keys drawn uniformly from the --keys range, of which
          * --prefill exists at the start (a seeded subset): new keys and
          * overwrites mixed, as Redis PR #15043's benchmark. */
-        int kpc = s->keys_per_command;
+        int kpc = s->keys_per_command, depth = pipelineDepth(s);
         prefill(&w);
         groupsBegin(&w);
         for (uint64_t op = 0; op < s->ops; op++) {
-            groupMark(&w, (size_t)s->ops);
+            if (op % (uint64_t)depth == 0) groupMark(&w, (size_t)s->ops);
             qcmd(&w, 1 + 2 * kpc);
             qarg(&w, "MSET", 4);
             for (int k = 0; k < kpc; k++) {
@@ -655,9 +681,11 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
             if (r > 0) ksEmitResume();
         }
     } else if (!strcmp(s->workload, "mset")) {
-        int kpc = s->keys_per_command;
+        int kpc = s->keys_per_command, depth = pipelineDepth(s);
+        uint64_t ncmds = 0;
         groupsBegin(&w);
-        /* A seeded permutation of the key indexes, K per MSET. */
+        /* A seeded permutation of the key indexes, K per MSET, --pipeline-depth MSETs per
+         * query buffer. */
         uint64_t *perm = malloc(sizeof(uint64_t) * (s->keys ? s->keys : 1));
         for (uint64_t i = 0; i < s->keys; i++) perm[i] = i;
         for (uint64_t i = s->keys; i > 1; i--) {
@@ -667,7 +695,7 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
         }
         for (uint64_t i = 0; i < s->keys; i += (uint64_t)kpc) {
             uint64_t n = s->keys - i < (uint64_t)kpc ? s->keys - i : (uint64_t)kpc;
-            groupMark(&w, (size_t)(s->keys / (uint64_t)kpc + 1));
+            if (ncmds++ % (uint64_t)depth == 0) groupMark(&w, (size_t)(s->keys / (uint64_t)kpc + 1));
             qcmd(&w, (int)(1 + 2 * n));
             qarg(&w, "MSET", 4);
             for (uint64_t k = 0; k < n; k++) {
@@ -678,7 +706,7 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
         }
         free(perm);
         w.group_off[w.ngroups] = w.qlen;
-        res->ops = w.ngroups;
+        res->ops = ncmds;
         ksEmitResume();
         for (int r = 0; r < repeat; r++) {
             if (r > 0) { /* a fresh server for every run */

@@ -37,6 +37,9 @@ typedef struct ksWorkloadSpec {
     int expire;              /* pipeline/mget: every populated key gets an expire time */
     uint64_t warmup_ops;     /* pipeline/mget: operations run before the measured ones */
     const char *activerehashing; /* yes | no: the rehash cron (keyspace option) */
+    int pipeline_depth;          /* mget/mset: commands per query buffer (0 reads as 1) */
+    const char *pipeline;        /* mget/mset: the pipeline variant running a query buffer
+                                    (naive | lookahead | ...; NULL reads as naive) */
 } ksWorkloadSpec;
 
 typedef struct ksWorkloadResult {
@@ -86,7 +89,7 @@ typedef struct ksWorkloadOption {
     const char *help;              /* one line */
 } ksWorkloadOption;
 
-#define KS_NUM_WORKLOAD_OPTIONS 20
+#define KS_NUM_WORKLOAD_OPTIONS 22
 extern const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS];
 
 /* The variant family a workload selects with --variant; NULL for an unknown workload. */

@@ -1,17 +1,24 @@
 """Cells: the unit of work of an experiment, each a pure function of its spec.
 
-A cell's spec is a JSON-able dict; its identity is the hash of that dict (:func:`cell_id`),
-so a result is identified by its spec and the commit that computed it. Three kinds:
+A cell's spec is a JSON-able dict; its identity is the hash of that dict (:func:`cell_id`).
+A sweep keys each result by its spec and :func:`inputs_fingerprint`, the hash of what the
+kind's result is computed by (the c_ref CLI's and the simulator engine's bytes, the Python
+modules that trace, simulate, time and summarise); the commit is recorded beside it. A
+commit that changes none of those (documentation, tests, other experiments' tables) keeps
+every id; one that changes c_ref or the simulator changes them. Three kinds:
 
 ``sim``
     Trace one c_ref workload configuration (``workload``, ``options``, the variant among
     them) and simulate it on one CPU preset (``cpu``). Cells that differ only in their CPU
     share one trace (:func:`trace_key`): :func:`run_sim_group` traces it once and simulates
     it on all their CPUs in one pass over its records (``sim.simulate_many``). Metrics:
-    cycles, instructions, operations (COMMAND markers), cycles and demand misses per
-    operation, demand misses per level role (L1, L2, LLC), MLP (average L1 misses in
-    flight: the miss-buffer occupancy), software prefetches issued / useful / late and the
-    late share, the top stall cause.
+    cycles, instructions, operations (COMMAND markers; in a trace without them, OP markers: a
+    load's keys, with ``operation_unit`` saying which), cycles and demand misses per
+    operation, demand misses per level role (L1, L2, LLC), MLP (average L1 misses in flight:
+    the miss-buffer occupancy), software prefetches issued / useful / late and the late
+    share, the top stall cause, demand misses per structure (``l1_misses_<tag>``,
+    ``llc_misses_<tag>``: the trace's tags, ``object``, ``bucket``, ``reply_buf``, ...) and
+    the average load and L1-miss latency.
     The speedup over the comparison group's baseline is derived when the experiment's rows
     are assembled (:mod:`kvsim.experiments.runner`), from the baseline cell's cycles.
 ``native``
@@ -40,8 +47,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CellSkipped", "KIND_BASE", "cell_id", "register_kind", "run_cell", "run_sim_group",
-           "trace_key"]
+__all__ = ["CellSkipped", "KIND_BASE", "cell_id", "cell_inputs", "inputs_fingerprint",
+           "register_kind", "run_cell", "run_sim_group", "trace_key"]
 
 #: Cell kinds an experiment module adds (:func:`register_kind`): kind -> function(spec)
 #: returning the metrics.
@@ -75,9 +82,76 @@ def cell_id(spec: dict) -> str:
 
 
 def trace_key(spec: dict) -> str:
-    """Identity of a sim cell's trace: the workload and options (not the CPU)."""
-    return hashlib.sha256(_canonical([spec["workload"], spec["options"]]).encode()
+    """Identity of a sim cell's trace: the workload and options (not the CPU), and the
+    c_ref CLI that writes it."""
+    return hashlib.sha256(_canonical([spec["workload"], spec["options"],
+                                      _digest_artifact("kvsim-cref")]).encode()
                           ).hexdigest()[:16]
+
+
+# --- what a cell's result depends on -----------------------------------------------------------
+
+#: per kind: compiled artifacts (kvsim.artifacts names), kvsim subpackages whose every source
+#: and data file counts, and the kvsim.experiments modules that compute the cell
+_INPUTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
+    "sim": (("kvsim-cref", "libkvsim_sim.so"), ("kvsim.sim", "kvsim.traces"),
+            ("cells", "cref", "summary")),
+    "native": (("kvsim-cref",), (), ("cells", "cref", "timing")),
+    "valkey": ((), (), ("cells", "timing", "valkey", "valkey_server")),
+}
+_SOURCE_SUFFIXES = (".py", ".toml", ".json")  # compiled code counts by its artifact
+
+
+def cell_inputs(kind: str) -> list[tuple[str, Path | None]]:
+    """What a cell of ``kind`` is computed by, as ``(label, path)`` pairs sorted by label:
+    ``artifact:NAME`` (None when the artifact is missing), then every source and data file
+    of the kind's subpackages (tests and documentation excluded) and its kvsim.experiments
+    modules. Labels are relative to the package, so the list does not depend on where kvsim
+    is installed."""
+    import importlib
+
+    from kvsim import artifacts
+
+    arts, packages, modules = _INPUTS[kind]
+    out: list[tuple[str, Path | None]] = []
+    for name in arts:
+        try:
+            out.append((f"artifact:{name}", artifacts.path(name)))
+        except artifacts.ArtifactMissing:
+            out.append((f"artifact:{name}", None))
+    for pkg in packages:
+        root = Path(importlib.import_module(pkg).__file__).parent
+        for f in sorted(root.rglob("*")):
+            rel = f.relative_to(root)
+            if (f.is_file() and f.suffix in _SOURCE_SUFFIXES and "tests" not in rel.parts
+                    and not any(p.startswith((".", "build")) for p in rel.parts)
+                    and "__pycache__" not in rel.parts):
+                out.append((f"{pkg}/{rel.as_posix()}", f))
+    here = Path(__file__).parent
+    out += [(f"kvsim.experiments/{m}.py", here / f"{m}.py") for m in modules]
+    return sorted(out, key=lambda t: t[0])
+
+
+def _digest_artifact(name: str) -> str | None:
+    from kvsim import artifacts
+
+    try:
+        return hashlib.sha256(artifacts.path(name).read_bytes()).hexdigest()
+    except (artifacts.ArtifactMissing, OSError):
+        return None
+
+
+def inputs_fingerprint(kind: str) -> str:
+    """16 hex digits: the SHA-256 of :func:`cell_inputs` (each label and its file's bytes;
+    a missing artifact counts as missing). ValueError on an unknown kind."""
+    if kind not in _INPUTS:
+        raise ValueError(f"unknown cell kind {kind!r} (known: {', '.join(_INPUTS)})")
+    h = hashlib.sha256()
+    for label, path in cell_inputs(kind):
+        h.update(label.encode() + b"\0")
+        data = path.read_bytes() if path is not None else b"<missing>"
+        h.update(len(data).to_bytes(8, "little") + data)
+    return h.hexdigest()[:16]
 
 
 def run_cell(spec: dict, trace_dir: str | None = None) -> dict[str, Any]:
@@ -156,12 +230,19 @@ def _metrics(res: dict) -> dict[str, Any]:
     from kvsim.experiments import summary
 
     ops = res["commands"]["count"] or 0
+    unit = "command"
+    if not ops and (res.get("markers") or {}).get("op"):
+        # a load's trace marks each key loaded with an OP marker, not a COMMAND marker
+        ops, unit = res["markers"]["op"], "key loaded"
     t = res.get("timing") or {}
     m: dict[str, Any] = {
         "records": res["records"], "instructions": res["instructions"], "operations": ops,
+        "operation_unit": unit,
         "cycles": res["cycles"], "ipc": res["ipc"], "mlp": t.get("mlp"),
         "cycles_per_op": res["cycles"] / ops if ops and res["cycles"] is not None else None,
         "avg_l1_miss_cycles": t.get("avg_l1_miss_cycles"),
+        "avg_load_latency_cycles": t.get("avg_load_latency_cycles"),
+        "dram_latency_cycles": t.get("dram_latency_cycles"),
     }
     for lv in summary.level_rows(res):
         m[f"demand_misses_{lv['role']}"] = lv["demand_misses"]
@@ -176,6 +257,10 @@ def _metrics(res: dict) -> dict[str, Any]:
     m["rob_full_cycles"] = sum(rob.values()) if rob else 0.0
     m["top_rob_stall"] = max(rob, key=rob.get) if rob else None
     by_tag = summary.demand_misses_by_tag(res)
+    for tag, counts in sorted(by_tag.items()):  # which structure misses, L1 and last level
+        if any(counts):
+            m[f"l1_misses_{tag}"] = counts[0]
+            m[f"llc_misses_{tag}"] = counts[-1]
     if by_tag:
         top = max(by_tag, key=lambda tag: (by_tag[tag][-1], tag))
         m["top_llc_miss_structure"] = top

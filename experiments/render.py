@@ -173,7 +173,9 @@ def render_experiment(doc: dict[str, Any], result: str) -> str:
             f"{doc['experiment']}-{t['name']}"
         out += ["", f"![{t['title']}]({base}/{name}.png)", ""]
     command = doc["provenance"].get("command") or f"kvsim experiment run {doc['experiment']}"
-    out.append(_provenance_line(doc, result, command.replace("__main__.py", "kvsim")))
+    # the output folder is the machine's, not the figures': an absolute one reads DIR
+    command = re.sub(r"(-o|--output)\s+/\S+", r"\1 DIR", command.replace("__main__.py", "kvsim"))
+    out.append(_provenance_line(doc, result, command))
     return "\n".join(out)
 
 
@@ -229,6 +231,17 @@ def render_validation(doc: dict[str, Any]) -> str:
     return "\n".join(ln for ln in text.splitlines()
                      if not ln.startswith("![") or ln.endswith(plotted)).replace("\n\n\n",
                                                                                   "\n\n")
+
+
+def _register_experiment(name: str) -> None:
+    rendering(name, f"results/experiments/{name}.json")(
+        lambda doc, _r=f"results/experiments/{name}.json": render_experiment(doc, _r))
+
+
+# the other seed studies' full-scale runs
+# (``kvsim experiment run NAME --scale full --publish -o DIR``)
+for _name in ("iterate",):
+    _register_experiment(_name)
 
 
 # --- command line ----------------------------------------------------------------------------

@@ -196,8 +196,9 @@ def write_experiment(out: Path, name: str, rows: pd.DataFrame) -> None:
         prov["commit"] = commits[0]
     if "dirty" in rows:
         prov["dirty"] = bool(rows["dirty"].fillna(False).astype(bool).any())
-    if "command" in rows and rows["command"].nunique() == 1:
-        prov["command"] = str(rows["command"].dropna().iloc[0])
+    cmd = "sweep_command" if "sweep_command" in rows else "command"
+    if cmd in rows and rows[cmd].nunique() == 1:
+        prov["command"] = str(rows[cmd].dropna().iloc[0])
     if "date_utc" in rows and rows["date_utc"].notna().any():
         prov["date_utc"] = str(rows["date_utc"].dropna().max())
     if "machine_load_1m" in rows and rows["machine_load_1m"].notna().any():

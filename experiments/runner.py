@@ -22,9 +22,13 @@ cell's spec as JSON), every ``params`` coordinate as its own column (``variant``
 the median of the rounds' ratios), ``commit``, ``dirty``, ``date_utc``, ``seconds`` and
 the ``machine_*`` columns of :func:`kvsim.experiments.machine.describe`.
 
-Resuming: a cell's id hashes its spec and the commit computing it, so the same command run
-again skips every cell whose file exists ("N of M cells already done") and computes only
-the rest; a new commit recomputes everything.
+Resuming: a cell's id hashes its spec and the fingerprint of what computes its kind
+(:func:`kvsim.experiments.cells.inputs_fingerprint`: the c_ref CLI's and the engine's bytes,
+the Python modules that trace, simulate and time), so the same command run again skips
+every cell whose file exists ("N of M cells already done") and computes only the rest. A
+commit that leaves those inputs alone (documentation, tests, another experiment's tables)
+keeps every id; a change to c_ref or the simulator recomputes the cells it affects. Each
+cell file records the commit that computed it and the fingerprint (``inputs``).
 
 Parallelism: the sim cells to compute are grouped by trace (the cells of one experiment
 that differ only in their CPU: :func:`kvsim.experiments.cells.trace_key`); each group is one
@@ -109,8 +113,14 @@ def plan(names: Iterable[str], scale: str, cpus: list[str] | None,
             for e in exps}
 
 
-def _cell_key(spec: dict, commit: str | None) -> str:
-    return C.cell_id({"spec": spec, "commit": commit})
+def _cell_key(spec: dict, inputs: dict[str, str]) -> str:
+    """A cell's id: its spec and the fingerprint of its kind's inputs (``inputs[kind]``)."""
+    return C.cell_id({"spec": spec, "inputs": inputs[spec["kind"]]})
+
+
+def _fingerprints(grids: dict[str, list[dict]]) -> dict[str, str]:
+    return {k: C.inputs_fingerprint(k)
+            for k in sorted({s["kind"] for specs in grids.values() for s in specs})}
 
 
 def run(names: Iterable[str], out: str | Path, scale: str = "small",
@@ -140,6 +150,8 @@ def run(names: Iterable[str], out: str | Path, scale: str = "small",
         raise ValueError(f"--workers: must be at least 1, got {workers}")
     out.mkdir(parents=True, exist_ok=True)
     commit, dirty = _commit()
+    inputs = _fingerprints(grids)
+    ids: dict[str, set[str]] = {name: set() for name in grids}
     todo: list[tuple[str, str, dict]] = []  # (experiment, cell id, spec)
     total = done = 0
     for name, specs in grids.items():
@@ -147,10 +159,11 @@ def run(names: Iterable[str], out: str | Path, scale: str = "small",
         cdir.mkdir(parents=True, exist_ok=True)
         seen = set()
         for spec in specs:
-            cid = _cell_key(spec, commit)
+            cid = _cell_key(spec, inputs)
             if cid in seen:
                 continue
             seen.add(cid)
+            ids[name].add(cid)
             total += 1
             if (cdir / f"{cid}.json").exists():
                 done += 1
@@ -164,7 +177,8 @@ def run(names: Iterable[str], out: str | Path, scale: str = "small",
 
     def finish(name: str, cid: str, spec: dict, res: dict) -> None:
         doc = {"id": cid, "spec": spec, "metrics": res["metrics"], "seconds": res["seconds"],
-               **stamp, "machine_load_1m": machine.describe()["machine_load_1m"],
+               "inputs": inputs[spec["kind"]], **stamp,
+               "machine_load_1m": machine.describe()["machine_load_1m"],
                "date_utc": provenance.provenance()["date_utc"]}
         _atomic_write(out / name / "cells" / f"{cid}.json",
                       json.dumps(doc, sort_keys=True, default=str) + "\n")
@@ -195,10 +209,14 @@ def run(names: Iterable[str], out: str | Path, scale: str = "small",
             except Exception as exc:  # noqa: BLE001 - reported per cell, the sweep goes on
                 failed(name, cid, spec, exc)
             bar.update()
+    # the tables hold every kind's finished cells of the grid (a run with --only native
+    # after one with --only sim assembles both); complete = every cell of this run's kinds
+    full = grids if kinds is None else plan(grids, scale, cpus)
+    every_inputs = {**_fingerprints(full), **inputs}
     for name in grids:
-        n = assemble(out, name, commit)
-        planned = len({_cell_key(s, commit) for s in grids[name]})
-        if n == planned:
+        n = assemble(out, name, ids={_cell_key(s, every_inputs) for s in full[name]})
+        cdir = out / name / "cells"
+        if n and all((cdir / f"{cid}.json").exists() for cid in ids[name]):
             shutil.rmtree(out / name / ".traces", ignore_errors=True)
             if published is not None:
                 for src in [out / name / f"{name}.json", *sorted((out / name).glob("*.png"))]:
@@ -268,12 +286,16 @@ def _run_dask(par: list, scheduler: str, finish, failed, bar) -> None:
 
 # --- assembling the rows --------------------------------------------------------------------
 
-def load_rows(out: Path, name: str, commit: str | None = None) -> pd.DataFrame:
-    """The experiment's cell files as tidy rows (every commit's, or ``commit``'s only)."""
+def load_rows(out: Path, name: str, commit: str | None = None,
+              ids: set[str] | None = None) -> pd.DataFrame:
+    """The experiment's cell files as tidy rows: every one, or those computed at ``commit``,
+    or those whose id is in ``ids`` (a sweep's planned cells)."""
     rows = []
     for path in sorted((out / name / "cells").glob("*.json")):
         doc = json.loads(path.read_text())
         if commit is not None and doc.get("commit") != commit:
+            continue
+        if ids is not None and doc.get("id") not in ids:
             continue
         spec = doc["spec"]
         row: dict[str, Any] = {"experiment": name, "cell_id": doc["id"], "kind": spec["kind"],
@@ -282,7 +304,12 @@ def load_rows(out: Path, name: str, commit: str | None = None) -> pd.DataFrame:
                                "spec": json.dumps(spec, sort_keys=True)}
         row.update(spec.get("params", {}))
         row.update(doc["metrics"])
-        row.update({k: v for k, v in doc.items() if k not in ("id", "spec", "metrics")})
+        # the sweep's stamps (commit, machine, ...) never hide a grid coordinate or metric:
+        # mset_batch's and real_valkey's ``command`` is the Redis command, the invocation
+        # that computed the cell is ``sweep_command``
+        row["sweep_command"] = doc.get("command")
+        row.update({k: v for k, v in doc.items()
+                    if k not in ("id", "spec", "metrics") and k not in row})
         rows.append(row)
     df = pd.DataFrame(rows)
     if not len(df):
@@ -300,12 +327,13 @@ def load_rows(out: Path, name: str, commit: str | None = None) -> pd.DataFrame:
     return df
 
 
-def assemble(out: Path, name: str, commit: str | None) -> int:
-    """Write NAME.parquet, the plots and NAME.md from the cells of ``commit``; return how
-    many cells there were."""
+def assemble(out: Path, name: str, commit: str | None = None,
+             ids: set[str] | None = None) -> int:
+    """Write NAME.parquet, the plots and NAME.md from the cells of ``commit`` or with an id
+    in ``ids`` (see :func:`load_rows`); return how many cells there were."""
     from kvsim.experiments import report
 
-    df = load_rows(out, name, commit)
+    df = load_rows(out, name, commit, ids)
     if not len(df):
         return 0
     _atomic_write(out / name / f"{name}.parquet", _parquet_bytes(df))

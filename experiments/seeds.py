@@ -19,7 +19,8 @@ structure misses, which latency differs), never a reason to fit a parameter.
   ``redis-15043`` with ``--mset-keys random``): throughput change in percent per keys per
   MSET, value size and key count (the mean of the PR's runs of one configuration).
 * Redis PR #15133 (``dictPrefetchKeys`` for multi-key commands; c_ref ``chunk-15133`` on
-  ``--table dict``): MGET throughput change in percent, 5M keys, x86 benchmark runner.
+  ``--table dict``): MGET throughput change in percent, 5M keys, x86 benchmark runner; at
+  pipeline depth 10 (c_ref ``--pipeline-depth 10``) also on AWS Graviton 4.
 * Valkey PR #2092 (pipeline lookahead, AMD EPYC 7713, 3M keys, 256 B values, depth 10,
   ``prefetch-batch-max-size`` 16, one I/O thread): 352,796 -> 604,376 GET/s.
 * Redis PR #13806 (unified key-value object, memtier short strings: 16 B keys, 32 B values):
@@ -32,7 +33,8 @@ structure misses, which latency differs), never a reason to fit a parameter.
 
 from __future__ import annotations
 
-__all__ = ["ITERATE", "KVOBJ", "MGET_15133", "MSET_15043", "PIPELINE_2092", "RDB_LOAD",
+__all__ = ["ITERATE", "KVOBJ", "MGET_15133", "MGET_15133_PIPELINE10",
+           "MGET_15133_PIPELINE10_GRAVITON4", "MSET_15043", "PIPELINE_2092", "RDB_LOAD",
            "rdb_load", "mset_15043"]
 
 # (variant, cluster, value bytes) -> (keys, percent change of the load time)
@@ -93,6 +95,11 @@ def mset_15043(keys_per_command: int, value_size: int, keys: int) -> float | Non
 
 # (keys per MGET, value bytes) -> throughput change in percent (x86, 5M keys, no pipelining)
 MGET_15133: dict[tuple[int, int], float] = {(100, 100): 37.33, (30, 100): 22.4}
+
+# the same at pipeline depth 10 (10 MGETs per read): x86 runner, and AWS Graviton 4
+MGET_15133_PIPELINE10: dict[tuple[int, int], float] = {(100, 10): 89.44}
+MGET_15133_PIPELINE10_GRAVITON4: dict[tuple[int, int], float] = {(100, 10): 128.34,
+                                                                 (100, 100): 46.76}
 
 #: GET throughput speedup at depth 10, batch 16 (io-threads 1)
 PIPELINE_2092 = 604375.69 / 352795.91

@@ -16,13 +16,12 @@ load and MSET studies look for 1-10 % and get 20-40 rounds at full scale; pipeli
 iterate and batch-size effects are 1.5-3x and get the minimum, 6.
 
 Variants are c_ref's registry names (``kvsim-cref options --json``). Where c_ref lacks a
-dimension of the seed (MGET/MSET pipelining: c_ref's ``mget``/``mset`` workloads send
-one command per group; a prefetch batch size for multi-key commands: ``--batch`` is the
-pipeline's), the experiment says so in its table note instead of inventing it.
+dimension of the seed, the experiment says so in its table note instead of inventing it.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pandas as pd
@@ -122,7 +121,38 @@ def _rdb_tables(rows: pd.DataFrame) -> list[Table]:
                        ylabel="load time change (%)", ref=0.0),
                   note="seed: Intel Xeon Platinum 8255C at the PR's largest key count per "
                        "value size; prefetch-rehash was measured upstream for 4 KB and up "
-                       "only.")]
+                       "only."),
+            *_rdb_per_key_tables(rows)]
+
+
+def _rdb_per_key_tables(rows: pd.DataFrame) -> list[Table]:
+    """Simulated cycles and demand misses per key loaded (the load trace's OP markers),
+    per value size, cluster mode and variant: one ``sim:<cpu>`` column per preset."""
+    if not {"kind", "cycles_per_op", "operation_unit"} <= set(rows.columns):
+        return []
+    sim = rows[(rows.kind == "sim") & (rows.operation_unit == "key loaded")]
+    if not len(sim):
+        return []
+    out = []
+    for metric, name, title, unit in [
+            ("cycles_per_op", "rdb_load_cycles", "Snapshot load: simulated cycles per key "
+             "loaded", "cycles per key"),
+            ("demand_misses_per_op_LLC", "rdb_load_misses", "Snapshot load: simulated "
+             "last-level-cache demand misses per key loaded", "LLC demand misses per key")]:
+        t = sim.pivot_table(index=["value_size", "cluster", "variant"], columns="cpu",
+                            values=metric, aggfunc="first").reset_index()
+        t.columns = [c if c in ("value_size", "cluster", "variant") else f"sim:{c}"
+                     for c in t.columns]
+        t.insert(3, "seed", None)
+        t["value"] = t.apply(lambda r: f"{r['value_size']} B{' cl' if r['cluster'] else ''} "
+                                       f"{r['variant']}", axis=1)
+        out.append(Table(name, title, t, unit,
+                         Plot(x="value", xlabel="value size, cluster mode, variant",
+                              ylabel=unit, ref=None),
+                         note="seed: Valkey #2311 reports load times only. A key's cost "
+                              "is the simulated cycles (or misses) of the load phase over "
+                              "the keys it loaded (one OP marker each)."))
+    return out
 
 
 register(Experiment("rdb_load", "RDB load prefetching", "Valkey PR #2311", _rdb_cells,
@@ -154,7 +184,41 @@ def _iterate_tables(rows: pd.DataFrame) -> list[Table]:
                   t, "speedup (time without / time with)",
                   Plot(x="value", xlabel="command and variant", ylabel="speedup (x)"),
                   note="seed: AWS Graviton 3, 50M keys, 100 B values; SAVE without the "
-                       "checksum (rdbchecksum no), as the PR's benchmark.")]
+                       "checksum (rdbchecksum no), as the PR's benchmark."),
+            *_iterate_miss_tables(rows)]
+
+
+def _iterate_miss_tables(rows: pd.DataFrame) -> list[Table]:
+    """Why a simulated speedup is what it is: per key iterated, the cycles, the last-level
+    demand misses of each structure, MLP and the average L1-miss latency, per preset."""
+    if "kind" not in rows:
+        return []
+    sim = rows[rows.kind == "sim"]
+    tags = [c for c in sim.columns if c.startswith("llc_misses_") and sim[c].fillna(0).any()]
+    if not len(sim) or not tags:
+        return []
+    out = []
+    for _, r in sim.sort_values(["op", "cpu", "variant"]).iterrows():
+        line = {"op": r["op"], "cpu": r["cpu"], "variant": r["variant"], "seed": None,
+                "speedup": r["speedup"], "cycles_per_key": r["cycles"] / r["keys"],
+                "mlp": r["mlp"], "avg_l1_miss_cycles": r["avg_l1_miss_cycles"]}
+        for c in tags:
+            line[c.replace("llc_misses_", "llc_per_key_")] = (r[c] if pd.notna(r[c]) else 0
+                                                              ) / r["keys"]
+        out.append(line)
+    t = pd.DataFrame(out)
+    t["value"] = t.op.str.upper() + " " + t.cpu + " " + t.variant
+    return [Table("iterate_misses", "KEYS * and SAVE: what each key costs, by structure "
+                                    "(simulated)", t,
+                  "cycles, and last-level demand misses, per key iterated; MLP in L1 misses "
+                  "in flight; latency in cycles",
+                  Plot(x="value", xlabel="command, CPU preset, variant",
+                       ylabel="LLC demand misses per key",
+                       series=[c.replace("llc_misses_", "llc_per_key_") for c in tags],
+                       ref=None),
+                  note="seed: #1501 reports times only. A structure's column counts its "
+                       "demand misses in the last-level cache (stores included: the reply "
+                       "buffer is written) over the keys iterated.")]
 
 
 register(Experiment("iterate", "Iterator prefetching (KEYS, SAVE)", "Valkey PR #1501",
@@ -167,17 +231,24 @@ def _mset_cells(scale: str, cpus: list[str]) -> list[dict]:
     """Redis dict (``--table dict``): MSET into an empty keyspace and over existing keys
     (half the range prefilled, new keys and overwrites mixed: #15043's workload), and MGET;
     none against redis-15043 (MSET only) and chunk-15133; 10/50 keys per MSET, 30/100 per
-    MGET, 10/100/1000 B values (EMBSTR up to 44 B, RAW above)."""
+    MGET, 10/100/1000 B values (EMBSTR up to 44 B, RAW above). With pipelining (depth 10:
+    ten commands per read, ``--pipeline-depth``): MGET of 100 keys and MSET of 10 random
+    keys, none and the in-command prefetches run one command after the other (Redis), and
+    ``lookahead``: Valkey PR #2092's pipeline, whose 16-key batches span the pipelined
+    commands' keys (``--pipeline lookahead``), without in-command prefetching."""
     if scale == "small":
         keysets, values, cmds = [20_000], [10, 1000], 500
         mset_kpc, mget_kpc = [10], [100]
     else:
         keysets, values, cmds = [1_000_000, 10_000_000], [10, 100, 1000], 20_000
         mset_kpc, mget_kpc = [10, 50, 100], [30, 100]
+    depth = PIPELINED_DEPTH
+    lookahead = {"variant": "none", "pipeline": "lookahead", "batch": 16, "label": "lookahead"}
     out = []
     for keys in keysets:
         for value in values:
             common = {"keys": keys, "value_size": value, "table": "dict", "seed": 1}
+            native_here = scale == "full" or value == values[-1]
             for mode in ("new", "random"):
                 for kpc in mset_kpc:
                     base = dict(common, keys_per_command=kpc, mset_keys=mode)
@@ -186,47 +257,83 @@ def _mset_cells(scale: str, cpus: list[str]) -> list[dict]:
                     elif scale == "full":
                         base["keys"] = min(keys, 2_000_000)  # the traced fill
                     params = {"command": f"MSET {mode}", "keys": keys, "value_size": value,
-                              "keys_per_command": kpc}
+                              "keys_per_command": kpc, "depth": 1}
                     variants = _v("none", "redis-15043", "chunk-15133")
                     out += _sims("mset_batch", "mset", base, variants, cpus, params)
-                    nat = dict(base, keys=keys)
-                    if scale == "full" or value == values[-1]:
-                        out += _natives("mset_batch", "mset", nat, variants,
+                    if native_here:
+                        out += _natives("mset_batch", "mset", dict(base, keys=keys), variants,
                                         _rounds(scale, 0.03), params)
+            # pipelined MSET over existing keys
+            kpc = mset_kpc[0]
+            base = dict(common, keys_per_command=kpc, mset_keys="random", ops=cmds,
+                        pipeline_depth=depth)
+            params = {"command": "MSET random", "keys": keys, "value_size": value,
+                      "keys_per_command": kpc, "depth": depth}
+            variants = [*_v("none", "redis-15043", "chunk-15133"), lookahead]
+            out += _sims("mset_batch", "mset", base, variants, cpus, params)
+            if native_here:
+                out += _natives("mset_batch", "mset", base, variants, _rounds(scale, 0.03),
+                                params)
             for kpc in mget_kpc:
                 base = dict(common, keys_per_command=kpc, ops=cmds)
                 params = {"command": "MGET", "keys": keys, "value_size": value,
-                          "keys_per_command": kpc}
+                          "keys_per_command": kpc, "depth": 1}
                 variants = _v("none", "chunk-15133")
                 out += _sims("mset_batch", "mget", base, variants, cpus, params)
-                if scale == "full" or value == values[-1]:
+                if native_here:
                     out += _natives("mset_batch", "mget", base, variants,
                                     _rounds(scale, 0.1), params)
+            # pipelined MGET (Redis #15133's pipeline-10 rows)
+            kpc = 100
+            base = dict(common, keys_per_command=kpc, ops=cmds, pipeline_depth=depth)
+            params = {"command": "MGET", "keys": keys, "value_size": value,
+                      "keys_per_command": kpc, "depth": depth}
+            variants = [*_v("none", "chunk-15133"), lookahead]
+            out += _sims("mset_batch", "mget", base, variants, cpus, params)
+            if native_here:
+                out += _natives("mset_batch", "mget", base, variants, _rounds(scale, 0.1),
+                                params)
     return out
 
 
+#: the pipeline depth of mset_batch's pipelined rows (Redis #15133's "pipeline10")
+PIPELINED_DEPTH = 10
+
+
 def _mset_seed(s: dict) -> float | None:
-    if s["command"] == "MSET random" and s["variant"] == "redis-15043":
+    if s["command"] == "MSET random" and s["variant"] == "redis-15043" and s["depth"] == 1:
         return seeds.mset_15043(s["keys_per_command"], s["value_size"], s["keys"])
     if s["command"] == "MGET" and s["variant"] == "chunk-15133":
-        return seeds.MGET_15133.get((s["keys_per_command"], 100))
+        table = seeds.MGET_15133 if s["depth"] == 1 else seeds.MGET_15133_PIPELINE10
+        return table.get((s["keys_per_command"], 100 if s["depth"] == 1 else s["value_size"]))
     return None
 
 
 def _mset_tables(rows: pd.DataFrame) -> list[Table]:
-    coords = ["command", "keys", "value_size", "keys_per_command", "variant"]
+    rows = rows.copy()
+    if "depth" not in rows:
+        rows["depth"] = 1
+    rows["depth"] = rows["depth"].fillna(1).astype(int)
+    coords = ["command", "depth", "keys", "value_size", "keys_per_command", "variant"]
     t = speedup_table(rows, coords, _mset_seed, convert=throughput_change_pct)
-    t["value"] = t.apply(lambda r: f"{r['command']} {r['keys_per_command']}x{r['value_size']}B "
+    t["value"] = t.apply(lambda r: f"{r['command']}"
+                                   f"{' p' + str(r['depth']) if r['depth'] > 1 else ''} "
+                                   f"{r['keys_per_command']}x{r['value_size']}B "
                                    f"{r['variant']}", axis=1)
+    g4 = ", ".join(f"{k}x{v} B {x:+.1f} %" for (k, v), x in
+                   seeds.MGET_15133_PIPELINE10_GRAVITON4.items())
     return [Table("mset_batch", "MSET and MGET key prefetching: throughput change "
                                 "(Redis #15043, #15133)", t,
                   "% change of throughput (positive: faster)",
-                  Plot(x="value", xlabel="command, keys x value size, variant",
+                  Plot(x="value", xlabel="command (p: pipeline depth), keys x value size, "
+                                         "variant",
                        ylabel="throughput change (%)", ref=0.0),
                   note="seed: #15043 on Intel Xeon Platinum 8488C, mean of the PR's runs "
-                       "(nearest key count); #15133 MGET on the x86 runner at 5M keys, 100 B "
-                       "(its 10 B pipelined row has no c_ref counterpart: the mget workload "
-                       "sends one command per group).")]
+                       "(nearest key count); #15133 MGET on the x86 runner at 5M keys, 100 B, "
+                       "and pipelined (depth 10) at 10 B; on AWS Graviton 4 the pipelined "
+                       f"MGET rows were {g4}. Pipelined rows (depth {PIPELINED_DEPTH}) run "
+                       "the commands of a read one after the other, except lookahead "
+                       "(Valkey #2092: 16-key batches across the pipelined commands).")]
 
 
 register(Experiment("mset_batch", "Multi-key command prefetching (Redis dict)",
@@ -529,14 +636,22 @@ def _headline_tables(rows: pd.DataFrame) -> list[Table]:
     t["order"] = t.row.map({r: i for i, r in enumerate(order)})
     t = t.sort_values("order").drop(columns="order").reset_index(drop=True)
     t["value"] = t.row
+    full = _headline_rows("full")[0]["options"]["keys"]
+    keys = [(sp.get("options") or sp.get("a") or {}).get("keys", 0)
+            for sp in map(json.loads, rows["spec"])] if "spec" in rows else []
+    if keys and max(keys) >= full:
+        size = ("Sizes are the full scale's (10^6 - 3*10^6 keys; "
+                "`kvsim experiment run headline --scale full`)")
+    else:
+        size = ("Sizes are small (the trend, not the seed's dataset): see `kvsim experiment "
+                "run all --scale full`")
     return [Table("headline", "Seed speedups: upstream, simulated per preset, native here", t,
                   "speedup (x: time before / time after, or throughput after / before)",
                   Plot(x="value", xlabel="key row (upstream PR)", ylabel="speedup (x)"),
                   note="seed: the upstream PR's figure on its author's machine; sim: c_ref's "
                        "trace of the same configuration on each preset; native: c_ref on this "
                        "machine, median of interleaved rounds [bootstrap 95 % interval]. "
-                       "Sizes are small (the trend, not the seed's dataset): see "
-                       "`kvsim experiment run all --scale full`")]
+                       + size)]
 
 
 register(Experiment("headline", "Headline: one key row of every seed study",

@@ -162,3 +162,59 @@ def test_lookahead_batches_match_a_cref_trace(cref_lib, batch, depth):
                     got.append("C")
     assert got.count("C") == ops
     assert got == _model_markers(depth, ops, batch)
+
+
+def _model_multikey_markers(workload: str, depth: int, ops: int, batch: int,
+                            kpc: int) -> list[str]:
+    """BATCH/COMMAND markers the model predicts for ``kvsim-cref trace mget|mset
+    --pipeline-depth depth --pipeline lookahead --variant none``: each group of ``depth``
+    MGETs (MSETs) of ``kpc`` keys (pairs) is one query buffer. Key names do not matter to
+    the batch rule, only each command's key count."""
+    from kvsim.model.batching import pipeline_lookahead
+
+    out = []
+    for start in range(0, ops, depth):
+        n = min(depth, ops - start)
+        if workload == "mget":
+            cmds = [E(b"MGET", *[b"k%d" % j for j in range(kpc)]) for _ in range(n)]
+        else:
+            cmds = [E(b"MSET", *[x for j in range(kpc) for x in (b"k%d" % j, b"v")])
+                    for _ in range(n)]
+        batches, perr, used = pipeline_lookahead(b"".join(cmds), batch)
+        assert perr is None and used == sum(map(len, cmds))
+        for b in batches:
+            if b.prefetch_keys:
+                out.append(f"B{len(b.prefetch_keys)}")
+            out += ["C"] * len(b.commands)
+    return out
+
+
+@pytest.mark.parametrize("workload,batch,depth,kpc", [
+    ("mget", 16, 10, 6), ("mget", 16, 10, 100), ("mget", 4, 3, 3), ("mget", 128, 7, 20),
+    ("mset", 16, 10, 10), ("mset", 8, 5, 3), ("mset", 2, 4, 1)])
+def test_multikey_pipelines_batch_like_the_model(cref_lib, workload, batch, depth, kpc):
+    """c_ref's pipelined MGET/MSET (``--pipeline-depth``, ``--pipeline lookahead``) split
+    their query buffers into the lookahead batches model.batching.pipeline_lookahead
+    predicts (Valkey #2092's key-counted batches spanning the pipelined commands)."""
+    import io
+    import subprocess
+
+    from kvsim import traces
+
+    ops = 45
+    extra = ["--mset-keys", "random"] if workload == "mset" else []
+    r = subprocess.run(
+        [str(cref.binary_path()), "trace", workload, "-o", "-", "--keys", "500",
+         "--ops", str(ops), "--keys-per-command", str(kpc), "--pipeline-depth", str(depth),
+         "--pipeline", "lookahead", "--batch", str(batch), "--variant", "none", *extra],
+        capture_output=True, check=True)
+    got = []
+    with traces.open(io.BytesIO(r.stdout)) as tr:
+        for chunk in tr:
+            for rec in chunk[chunk["kind"] == traces.KIND_MARKER]:
+                if rec["flags"] == traces.MARK_BATCH:
+                    got.append(f"B{int(rec['addr'])}")
+                elif rec["flags"] == traces.MARK_COMMAND:
+                    got.append("C")
+    assert got.count("C") == ops
+    assert got == _model_multikey_markers(workload, depth, ops, batch, kpc)

@@ -1,0 +1,103 @@
+"""Cell ids: a result is keyed by its spec and what computes it, not by the commit.
+
+A sweep of a tiny experiment is run, then run again as if HEAD had moved by a commit that
+touches none of the cells' inputs (documentation: no such file is an input), then with a
+changed c_ref CLI and a changed simulator engine (copies with a byte appended, found through
+kvsim.artifacts' environment overrides): the first rerun computes nothing, the c_ref change
+recomputes every cell, the engine change only the simulated ones.
+"""
+
+import json
+import shutil
+
+import pytest
+
+from kvsim import artifacts
+from kvsim.experiments import cells, framework, runner
+from kvsim.experiments.framework import Experiment, native_cell, sim_cell
+
+
+def _tiny_cells(scale, cpus):
+    opts = {"keys": 2000, "ops": 200, "value_size": 64, "depth": 8, "seed": 3}
+    out = [sim_cell("tiny_ids", "pipeline", dict(opts, variant=v), "epyc-7713",
+                    {"variant": v}, "g", v == "naive") for v in ("naive", "lookahead")]
+    out.append(native_cell("tiny_ids", "pipeline", dict(opts, variant="naive"),
+                           dict(opts, variant="lookahead"), 2, {"variant": "lookahead"},
+                           warmup_rounds=0))
+    return out
+
+
+@pytest.fixture
+def tiny(monkeypatch):
+    framework._load()
+    monkeypatch.setitem(framework._REGISTRY, "tiny_ids",
+                        Experiment("tiny_ids", "ids", "none", _tiny_cells, lambda rows: []))
+
+
+def _changed_copy(name, tmp_path):
+    src = artifacts.path(name)
+    dst = tmp_path / name
+    shutil.copy2(src, dst)
+    with open(dst, "ab") as f:
+        f.write(b"\0changed")
+    return dst
+
+
+def _ids(out):
+    return {p.stem for p in (out / "tiny_ids" / "cells").glob("*.json")}
+
+
+def test_no_documentation_or_test_file_is_an_input():
+    for kind in ("sim", "native", "valkey"):
+        for label, path in cells.cell_inputs(kind):
+            assert not label.endswith((".md", ".ipynb")), label
+            assert "/tests/" not in label, label
+            assert path is None or path.is_file(), label
+
+
+def test_ids_survive_an_unrelated_commit_and_follow_c_ref_and_the_engine(tiny, tmp_path,
+                                                                         monkeypatch):
+    out = tmp_path / "res"
+    quiet = {"log": lambda m: None, "workers": 1}
+    first = runner.run(["tiny_ids"], out, **quiet)
+    assert not first["failed"] and first["computed"] == first["total"] == 3
+    ids = _ids(out)
+    docs = [json.loads(p.read_text()) for p in (out / "tiny_ids" / "cells").glob("*.json")]
+    assert {d["inputs"] for d in docs if d["spec"]["kind"] == "sim"} == {
+        cells.inputs_fingerprint("sim")}
+    assert all("commit" in d for d in docs)
+
+    # HEAD moved by a commit that changes no input: every cell is already done
+    monkeypatch.setattr(runner, "_commit", lambda: ("d" * 40, False))
+    again = runner.run(["tiny_ids"], out, **quiet)
+    assert (again["computed"], again["already_done"]) == (0, 3)
+    assert _ids(out) == ids
+
+    # a different simulator engine: the two sim cells again, the native pair kept
+    monkeypatch.setenv(artifacts.ENV[artifacts.ENGINE_LIB],
+                       str(_changed_copy(artifacts.ENGINE_LIB, tmp_path)))
+    eng = runner.run(["tiny_ids"], out, **quiet)
+    assert not eng["failed"] and (eng["computed"], eng["already_done"]) == (2, 1)
+
+    # a different c_ref CLI: every cell again (it traces and it is timed)
+    monkeypatch.setenv(artifacts.ENV[artifacts.CREF_CLI],
+                       str(_changed_copy(artifacts.CREF_CLI, tmp_path)))
+    cref = runner.run(["tiny_ids"], out, **quiet)
+    assert not cref["failed"] and (cref["computed"], cref["already_done"]) == (3, 0)
+    assert len(_ids(out)) == 3 + 2 + 3
+
+
+def test_a_run_of_one_kind_assembles_the_others_already_done(tiny, tmp_path):
+    """``--only sim`` then ``--only native`` into one folder: the table holds both."""
+    import pandas as pd
+
+    out = tmp_path / "res"
+    quiet = {"log": lambda m: None, "workers": 1}
+    sim = runner.run(["tiny_ids"], out, kinds=["sim"], **quiet)
+    assert (sim["computed"], sim["total"]) == (2, 2)
+    rows = pd.read_parquet(out / "tiny_ids" / "tiny_ids.parquet")
+    assert sorted(rows.kind) == ["sim", "sim"]
+    nat = runner.run(["tiny_ids"], out, kinds=["native"], **quiet)
+    assert (nat["computed"], nat["total"]) == (1, 1)
+    rows = pd.read_parquet(out / "tiny_ids" / "tiny_ids.parquet")
+    assert sorted(rows.kind) == ["native", "sim", "sim"]
