@@ -57,14 +57,20 @@ _EXTRA_KINDS: dict[str, Any] = {}
 KIND_BASE: dict[str, str] = {"sim": "sim", "native": "native", "valkey": "valkey"}
 
 
-def register_kind(kind: str, run: Any, counts_as: str) -> None:
+def register_kind(kind: str, run: Any, counts_as: str, *, module: str,
+                  artifacts: tuple[str, ...] = ()) -> None:
     """Add cell kind ``kind`` computed by ``run(spec) -> metrics``; it runs in the serial
     phase (after the parallel sim cells, in the order the experiment lists it) and is
-    selected by ``--only counts_as``."""
+    selected by ``--only counts_as``. Its result depends on what ``counts_as`` depends on
+    (:func:`cell_inputs`), the kvsim.experiments ``module`` that defines it and the compiled
+    ``artifacts`` named."""
     if kind in KIND_BASE:
         raise ValueError(f"cell kind {kind!r} is registered twice")
     _EXTRA_KINDS[kind] = run
     KIND_BASE[kind] = counts_as
+    arts, packages, modules = _INPUTS[counts_as]
+    _INPUTS[kind] = (tuple(dict.fromkeys(arts + artifacts)), packages,
+                     tuple(dict.fromkeys(modules + (module,))))
 
 
 class CellSkipped(RuntimeError):

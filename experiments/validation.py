@@ -294,9 +294,10 @@ def _predict(spec: dict) -> dict[str, Any]:
     return m
 
 
-C.register_kind("calibrate", _calibrate, counts_as="native")
-C.register_kind("native-round", _native_round, counts_as="native")
-C.register_kind("predict", _predict, counts_as="sim")
+C.register_kind("calibrate", _calibrate, counts_as="native", module="validation",
+                artifacts=("kvsim-calibrate",))
+C.register_kind("native-round", _native_round, counts_as="native", module="validation")
+C.register_kind("predict", _predict, counts_as="sim", module="validation")
 
 
 # --- the tables ------------------------------------------------------------------------------
