@@ -572,6 +572,30 @@ def bench(args):
         raise SystemExit(rc)  # its one-line error is printed
 
 
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+                               "help_option_names": []}, add_help_option=False)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def micro(args):
+    """Calibrate's pointer chases as traces, predicted against native (kvsim micro --help)."""
+    from kvsim.sim import micro as m
+
+    rc = m.main(list(args), prog="kvsim micro")
+    if rc:
+        raise SystemExit(rc)  # its one-line error is printed
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+                               "help_option_names": []}, add_help_option=False)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def ablate(args):
+    """One model parameter at a time over seed workload pairs, beside native (--help)."""
+    from kvsim.sim import ablation
+
+    rc = ablation.main(list(args), prog="kvsim ablate")
+    if rc:
+        raise SystemExit(rc)  # its one-line error is printed
+
+
 @cli.command()
 @click.argument("src")
 @click.argument("dst")
