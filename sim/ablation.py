@@ -59,7 +59,7 @@ PAIRS: dict[str, dict[str, Any]] = {
             "seed": "Valkey PR #2092 pipelined GET"},
     "mset": {"workload": "mset", "base": "none", "variant": "batch",
              "options": {"keys_per_command": 50, "value_size": 100}, "trace_ops": 2000,
-             "native_ops": 20000, "warmup_ops": 500, "role": "held-back",
+             "native_ops": 20000, "warmup_ops": None, "role": "held-back",
              "seed": "MSET batch (hashtable)"},
     "load": {"workload": "load", "base": "none", "variant": "prefetch-after-key",
              "options": {"value_size": 32}, "trace_ops": None, "native_ops": None,

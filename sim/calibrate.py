@@ -382,6 +382,7 @@ def measure(plan: dict, log: Callable[[str], None] = lambda m: None) -> dict:
     raw: dict = {"sizes": sizes, "clock_ghz": [], "chase": {}, "chase_top_4k": [],
                  "mlp": {}, "bw_gbs": [], "huge_fraction_top": None}
     raw["cpuid"] = run_bench("cpuid")
+    raw["hypervisor"] = hypervisor()
     for r in range(plan["rounds"]):
         log(f"round {r + 1}/{plan['rounds']}: clock")
         raw["clock_ghz"] += run_bench("clock", plan["clock_iters"], 1)["ghz"]
@@ -391,13 +392,84 @@ def measure(plan: dict, log: Callable[[str], None] = lambda m: None) -> dict:
             raw["chase"].setdefault(str(pt["size"]), []).extend(pt["ns"])
             if pt["size"] == top:
                 raw["huge_fraction_top"] = pt["huge_fraction"]
-        raw["chase_top_4k"] += run_bench("chase", "4k", plan["loads"], 1, top)["points"][0]["ns"]
+        mid = translation_sizes(top)
+        pts = run_bench("chase", "4k", plan["loads"], 1, *mid)["points"]
+        for pt in pts:
+            raw.setdefault("chase_4k", {}).setdefault(str(pt["size"]), []).extend(pt["ns"])
+        raw["chase_top_4k"] += pts[-1]["ns"]
         log(f"round {r + 1}/{plan['rounds']}: parallel chases, bandwidth")
         m = run_bench("mlp", "2m", top, plan["loads"], 1, *MLP_CHAINS)
         for pt in m["points"]:
             raw["mlp"].setdefault(str(pt["chains"]), []).extend(pt["ns_per_load"])
         raw["bw_gbs"] += run_bench("bw", "2m", plan["bw_bytes"], 1)["gbs"]
     return raw
+
+
+# --- address translation: DRAM latency and walk cost from 4 KiB-page chases ---------------
+
+def translation_sizes(top: int) -> list[int]:
+    """Working sets of the 4 KiB-page chases that fix the DRAM latency and the walk: the
+    largest one and one 16 times smaller (its page table is 16 times smaller, so more of it
+    stays in the caches), ascending."""
+    return [max(top // 16, 2 * LINE), top]
+
+
+def hypervisor(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether the kernel runs as a guest (the ``hypervisor`` cpuinfo flag)."""
+    try:
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("flags"):
+                return "hypervisor" in line.split(":", 1)[1].split()
+    except OSError:
+        pass
+    return False
+
+
+def fit_translation(cpu, chase_4k: dict[int, float], walk_reads: int,
+                    steps: int = 20_000) -> dict:
+    """The DRAM latency (ns) and the walk's fixed part (cycles) for which the model's own
+    prediction of the 4 KiB-page chases (:mod:`kvsim.sim.micro`'s trace of calibrate.c's
+    loop, walks reading ``walk_reads`` page-table lines through the caches) costs what they
+    measured (``chase_4k``: working set -> ns per load).
+
+    A chase is one dependent load after another, so its simulated time per load is linear
+    in both unknowns: a fraction of loads (and of page-table reads) served by DRAM times the
+    DRAM latency, plus the walks per load times the fixed part, plus the cache hits. Three
+    simulations per size give the coefficients; the two unknowns are then the least-squares
+    solution (exact for two sizes), with the fixed part kept >= 0. Which level serves an
+    access does not depend on latencies (the caches are updated in program order), so the
+    coefficients are exact."""
+    from dataclasses import replace
+
+    from . import api, micro
+
+    tlb = replace(cpu.tlb, page_size=4096, walk_reads=walk_reads)
+    sizes = sorted(chase_4k)
+    d0, w0, dd, dw = 100.0, 0, 100.0, 1000
+
+    def at(dram_ns: float, walk: int):
+        return cpu.with_changes(dram_latency_ns=dram_ns,
+                                tlb=replace(tlb, walk_latency=walk))
+
+    rows, ys = [], []
+    for size in sizes:
+        rec = micro.chase_records(size, 1, steps, mlp_loop=False)
+        res = api.simulate_many(rec, [at(d0, w0), at(d0 + dd, w0), at(d0, w0 + dw)],
+                                page_size=4096, validate=False)
+        p0, pd, pw = (r["cycles"] / cpu.freq_ghz / steps for r in res)
+        b_d, b_w = (pd - p0) / dd, (pw - p0) / dw  # per ns of DRAM, per cycle of walk
+        rows.append((b_d, b_w))
+        ys.append(chase_4k[size] - (p0 - d0 * b_d))
+    a = np.array(rows)
+    y = np.array(ys)
+    (dram, walk), *_ = np.linalg.lstsq(a, y, rcond=None)
+    if walk < 0:  # the walks cost no more than their page-table reads
+        walk = 0.0
+        dram = float(a[:, 0] @ y / (a[:, 0] @ a[:, 0]))
+    return {"dram_latency_ns": float(dram), "walk_latency": int(round(walk)),
+            "walk_reads": walk_reads, "sizes": sizes,
+            "measured_ns": [chase_4k[s] for s in sizes],
+            "coefficients": [[float(u), float(v)] for u, v in rows]}
 
 
 # --- the CPU file --------------------------------------------------------------------------
@@ -517,6 +589,30 @@ def build_doc(raw: dict, levels: list[dict], ident: dict, *, quick: bool,
     if table:
         doc["swprefetch"] = {"fill": "L1D", "tlb_miss": "walk", "src": {"fill": tname}}
         doc["prefetcher"] = [dict(p, src={"kind": tname}) for p in table["prefetchers"]]
+    translation = None
+    chase_4k = {int(k): median(v) for k, v in raw.get("chase_4k", {}).items()}
+    if table and "tlb" in doc and len(chase_4k) >= 2:
+        # the model's own prediction of the 4 KiB-page chases fixes DRAM and the walk
+        guest = raw.get("hypervisor", False)
+        reads = 2 if guest else 1
+        translation = fit_translation(parse_cpu(doc, "calibrate"), chase_4k, reads)
+        doc["dram"]["latency_ns"] = round(translation["dram_latency_ns"], 1)
+        doc["dram"]["src"]["latency_ns"] = (
+            "measured: the DRAM latency for which the model's prediction of pointer chases "
+            "with 4 KiB pages at " + ", ".join(f"{x // MIB} MiB" for x in sorted(chase_4k))
+            + " (" + ", ".join(f"{chase_4k[x]:.1f}" for x in sorted(chase_4k)) + " ns) "
+            "equals them (sim.calibrate.fit_translation); the 2 MiB-page chase at "
+            f"{sizes[-1] // MIB} MiB measured {top_ns:.1f} ns")
+        doc["tlb"]["walk_latency"] = translation["walk_latency"]
+        doc["tlb"]["walk_reads"] = reads
+        doc["tlb"]["src"]["walk_latency"] = (
+            "measured: the walk's fixed part fitted with the DRAM latency (see "
+            "dram.src.latency_ns)")
+        doc["tlb"]["src"]["walk_reads"] = (
+            "cpuinfo: 'hypervisor' flag: nested paging, a walk reads the guest's and the "
+            "host's leaf page-table entries" if guest else
+            "a walk reads the leaf page-table entry (the upper levels stay in the walker's "
+            "caches)")
     if not table:
         notes.append("core (ROB, width) unknown: no table entry for vendor "
                      f"{ident.get('vendor')!r} family {ident.get('family')} model "
@@ -530,6 +626,7 @@ def build_doc(raw: dict, levels: list[dict], ident: dict, *, quick: bool,
         "raw": {"sizes": sizes, "chase_ns_median": [round(v, 3) for v in curve],
                 "chase_ns": raw["chase"], "chase_top_4k_ns": raw["chase_top_4k"],
                 "huge_fraction_top": raw.get("huge_fraction_top"),
+                "chase_4k_ns": raw.get("chase_4k"), "translation_fit": translation,
                 "clock_ghz": raw["clock_ghz"], "mlp_ns_per_load": raw["mlp"],
                 "mlp_ceiling": mlp, "bandwidth_gbs": raw["bw_gbs"],
                 "cpuid": raw.get("cpuid", {})},

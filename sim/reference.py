@@ -37,6 +37,8 @@ NON_INCLUSIVE, INCLUSIVE, EXCLUSIVE = _engine_values(
     B.inclusion_names(), ("non-inclusive", "inclusive", "exclusive"), "inclusion")
 READ, WRITE, WFULL, VICTIM = range(4)
 MASK64 = (1 << 64) - 1
+# page-table reads of a walk (engine.h KVSIM_WALK_BASE, KVSIM_WALK_STRIDE)
+WALK_BASE, WALK_STRIDE = 0xFFFF800000000000, 1 << 44
 
 
 def xorshift64s(state: int) -> tuple[int, int]:
@@ -400,10 +402,19 @@ class ReferenceSim:
             else:
                 st["stlb_miss"] += 1
                 self.stlb.fill(page)
-                cost = cfg.walk_latency
+                cost = self.walk_cost(page)
         else:
-            cost = cfg.walk_latency
+            cost = self.walk_cost(page)
         self.dtlb.fill(page)
+        return cost
+
+    def walk_cost(self, page):
+        """The walk's fixed part plus its page-table reads through the caches (MODEL.md §3)."""
+        cost = self.cfg.walk_latency
+        for j in range(self.cfg.walk_reads):
+            a = (WALK_BASE + j * WALK_STRIDE + page * 8) & MASK64
+            sv = self.access(0, a >> self.lb, READ, 0, K_LOAD, 0)[0]
+            cost += self.levels[sv].latency if sv < self.n else self.cfg.dram_latency
         return cost
 
     # --- caches ---

@@ -304,6 +304,25 @@ static inline void tlbFill(Tlb *t, uint64_t page, uint32_t victim) {
     t->memo_way = victim;
 }
 
+static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag,
+                            int kind, uint32_t pfk, int *dirty_up);
+
+/* A page walk: its fixed part plus, for each of the cfg.walk_reads page-table
+ * lines (KVSIM_WALK_BASE), one load of tag 0 through the caches from L1, in
+ * turn, each costing the load-to-use latency of the level that served it.
+ * The reads change the caches (and are counted) like loads; they hold no
+ * miss buffer and use no DRAM bandwidth. */
+static int64_t walkCost(kvsimSim *s, uint64_t page) {
+    int64_t cost = s->cfg.walk_latency;
+    for (uint32_t j = 0; j < s->cfg.walk_reads; j++) {
+        const uint64_t a = KVSIM_WALK_BASE + j * KVSIM_WALK_STRIDE + page * 8;
+        const uint32_t sv = cacheAccess(s, 0, a >> s->cfg.line_bits, OP_READ, 0, KVSIM_K_LOAD,
+                                        0, NULL);
+        cost += (int64_t)(sv < s->n ? s->lv[sv].latency : s->cfg.dram_latency);
+    }
+    return cost;
+}
+
 /* Translate the page of `addr`.  Returns the added cycles, or -1 if the
  * access is a software prefetch that the configuration drops on a DTLB miss. */
 static int64_t translate(kvsimSim *s, uint64_t addr, int is_swpf) {
@@ -322,10 +341,10 @@ static int64_t translate(kvsimSim *s, uint64_t addr, int is_swpf) {
         } else {
             st->stlb_miss++;
             tlbFill(&s->stlb, page, sv);
-            cost = s->cfg.walk_latency;
+            cost = walkCost(s, page);
         }
     } else {
-        cost = s->cfg.walk_latency;
+        cost = walkCost(s, page);
     }
     tlbFill(&s->dtlb, page, dv); /* the STLB's fill left the DTLB as its lookup saw it */
     return cost;
@@ -1122,6 +1141,8 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
     s->segcap = SEGQ * s->qcap;
     if (cfg->threads > KVSIM_MAX_THREADS)
         FAIL("threads: must be 1..%d (0 = 1)", KVSIM_MAX_THREADS);
+    if (cfg->walk_reads > KVSIM_MAX_WALK_READS)
+        FAIL("walk_reads: at most %d", KVSIM_MAX_WALK_READS);
     if (s->fast && !engPartsInit(s)) FAIL("out of memory or threads");
     if (cfg->nprefetchers > KVSIM_MAX_PREFETCHERS) FAIL("prefetcher: at most %d", KVSIM_MAX_PREFETCHERS);
     for (uint32_t p = 0; p < cfg->nprefetchers; p++) {
