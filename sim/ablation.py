@@ -6,9 +6,9 @@
 For each workload pair (a baseline and its prefetching variant, :data:`PAIRS`) it traces
 both with c_ref (``kvsim trace``, with a warm-up prefix where the workload has one), and
 simulates each trace on ``--cpu`` and on copies of it that change one thing
-(:data:`SETTINGS`): the L1 miss buffers, the ROB, the DRAM latency, the page size, the
-page-walk cost, the hardware prefetchers, the instruction-gap model (every record's gap
-scaled). All CPUs of one trace run in one pass (``sim.simulate_many``). Per setting it
+(:data:`SETTINGS`): the L1 miss buffers, the ROB, the DRAM latency and bandwidth, the page
+size, the page-walk cost and its page-table reads, the hardware prefetchers, the
+instruction-gap model (every record's gap scaled). All CPUs of one trace run in one pass (``sim.simulate_many``). Per setting it
 gives the predicted time per operation of each side and the predicted speedup.
 
 Natively, the same pair runs in interleaved rounds (baseline, variant, baseline, ...), each
@@ -106,6 +106,10 @@ SETTINGS: dict[str, tuple[str, Callable[[CpuConfig], CpuConfig], float]] = {
     "walk_0": ("free page walks", lambda c: _tlb(c, walk_latency=0), 1.0),
     "walk_x2": ("page walks cost twice",
                 lambda c: _tlb(c, walk_latency=2 * c.tlb.walk_latency if c.tlb else 0), 1.0),
+    "walk_reads_0": ("walks of the fixed part alone (no page-table reads through the caches)",
+                     lambda c: _tlb(c, walk_reads=0), 1.0),
+    "dram_bw_unlimited": ("no DRAM bandwidth limit",
+                          lambda c: c.with_changes(dram_bandwidth_gbs=None), 1.0),
     "no_hw_prefetch": ("no hardware prefetchers", lambda c: c.with_changes(prefetchers=()),
                        1.0),
     "gap_x0.5": ("every record's instruction gap halved", lambda c: c, 0.5),
