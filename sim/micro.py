@@ -249,13 +249,15 @@ def compare(cpu: CpuConfig, *, sizes: Sequence[int], chains: Sequence[int], mlp_
 
 def _cpu_figures(cpu: CpuConfig) -> dict[str, Any]:
     t = cpu.tlb
-    return {"name": cpu.name, "source": cpu.source, "freq_ghz": cpu.freq_ghz,
+    return {"name": cpu.name, "file": Path(cpu.source).name if cpu.source else None,
+            "freq_ghz": cpu.freq_ghz,
             "dram_latency_ns": cpu.dram_latency_ns, "dram_bandwidth_gbs": cpu.dram_bandwidth_gbs,
             "rob": cpu.rob, "width": cpu.width,
             "caches": [{"name": c.name, "size": c.size, "latency": c.latency,
                         "mshrs": c.mshrs} for c in cpu.caches],
             "tlb": None if t is None else {"page_size": t.page_size,
                                            "walk_latency": t.walk_latency,
+                                           "walk_reads": t.walk_reads,
                                            "l2_latency": t.l2_latency}}
 
 
@@ -280,7 +282,7 @@ def main(argv: list[str] | None = None, prog: str = "kvsim micro") -> int:
     c.add_argument("--sizes", default="16KiB,256KiB,2MiB,16MiB,128MiB,1GiB",
                    help="working sets of the single chase (comma-separated)")
     c.add_argument("--mlp-size", default="1GiB", help="working set of the parallel chases")
-    c.add_argument("--chains", default="1,2,4,8,12,16,24,32,48")
+    c.add_argument("--chains", default="1,2,4,8,16,24,32")
     c.add_argument("--pages", default="2m,4k")
     c.add_argument("--rounds", type=int, default=3)
     c.add_argument("--loads", type=int, default=300_000, help="native loads per sample")
