@@ -545,14 +545,18 @@ def cpus(as_json, show):
               help="Largest working set (e.g. 64MiB; default 1GiB, 256MiB with --quick).")
 @click.option("--rounds", type=click.IntRange(1, 50), default=None,
               help="Rounds of every measurement (default 5, 3 with --quick).")
-def calibrate(quick, output, max_size, rounds):
+@click.option("--from-raw", "from_raw", type=click.Path(dir_okay=False), default=None,
+              help="Derive the CPU file again from the raw measurements kept in a CPU file "
+                   "written before (its [meta.raw]); measures nothing.")
+def calibrate(quick, output, max_size, rounds, from_raw):
     """Measure this machine and write its CPU file (the `local` preset)."""
     from kvsim.sim import calibrate as cal
     from kvsim.sim.config import parse_size
 
     max_bytes = parse_size(max_size, "--max-size") if max_size is not None else None
     path = cal.calibrate(Path(output) if output else None, quick=quick, max_bytes=max_bytes,
-                         rounds=rounds, log=lambda m: click.echo(f"calibrate: {m}", err=True))
+                         rounds=rounds, log=lambda m: click.echo(f"calibrate: {m}", err=True),
+                         from_raw=Path(from_raw) if from_raw else None)
     from kvsim import sim
 
     cpu = sim.load_cpu(str(path))

@@ -372,6 +372,9 @@ PLANS = {
 # to about a third smaller than it is: a quarter of margin keeps such noise out.
 EFFECTIVE_BELOW = 0.75
 MLP_CHAINS = [1, 2, 3, 4, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48]
+# Working sets up to this many times the last level's sysfs size give the knee fit (where
+# the 4 KiB-page chases fix DRAM and the walk, see build_doc).
+FIT_SPAN = 4
 
 
 def measure(plan: dict, log: Callable[[str], None] = lambda m: None) -> dict:
@@ -492,7 +495,13 @@ def build_doc(raw: dict, levels: list[dict], ident: dict, *, quick: bool,
     curve = [median(raw["chase"][str(x)]) for x in sizes]
     huge = (raw.get("huge_fraction_top") or 0.0) >= 0.5
     page_used = "2MiB" if huge else "4KiB"
-    fit = fit_levels(sizes, curve, len(levels))
+    # the knees are fitted up to FIT_SPAN x the last level's sysfs size: beyond it the
+    # curve rises with the working set's address translation (a guest's nested walks reach
+    # the host's page table even with 2 MiB guest pages), which fit_translation models
+    span = [i for i, x in enumerate(sizes) if x <= FIT_SPAN * levels[-1]["size"]]
+    if len(span) < len(levels) + 2 or "chase_4k" not in raw:
+        span = list(range(len(sizes)))
+    fit = fit_levels([sizes[i] for i in span], [curve[i] for i in span], len(levels))
     ghz = median(raw["clock_ghz"])
     top_ns = curve[-1]
     top_4k = median(raw["chase_top_4k"])
@@ -627,6 +636,7 @@ def build_doc(raw: dict, levels: list[dict], ident: dict, *, quick: bool,
                 "chase_ns": raw["chase"], "chase_top_4k_ns": raw["chase_top_4k"],
                 "huge_fraction_top": raw.get("huge_fraction_top"),
                 "chase_4k_ns": raw.get("chase_4k"), "translation_fit": translation,
+                "hypervisor": raw.get("hypervisor", False),
                 "clock_ghz": raw["clock_ghz"], "mlp_ns_per_load": raw["mlp"],
                 "mlp_ceiling": mlp, "bandwidth_gbs": raw["bw_gbs"],
                 "cpuid": raw.get("cpuid", {})},
@@ -685,11 +695,31 @@ def to_toml(doc: dict) -> str:
     return header + "\n".join(out) + "\n"
 
 
+def raw_from_doc(doc: dict) -> dict:
+    """The raw measurements a written CPU file keeps in ``[meta.raw]``, as :func:`measure`
+    returns them (to derive the file again without measuring: ``--from-raw``)."""
+    try:
+        r = doc["meta"]["raw"]
+        raw = {"sizes": [int(x) for x in r["sizes"]], "chase": r["chase_ns"],
+               "chase_top_4k": r["chase_top_4k_ns"],
+               "huge_fraction_top": r.get("huge_fraction_top"),
+               "clock_ghz": r["clock_ghz"], "mlp": r["mlp_ns_per_load"],
+               "bw_gbs": r["bandwidth_gbs"], "cpuid": r.get("cpuid", {}),
+               "hypervisor": r.get("hypervisor", hypervisor())}
+    except (KeyError, TypeError) as e:
+        raise ConfigError(f"--from-raw: no raw measurement {e} in its [meta.raw]") from None
+    if r.get("chase_4k_ns"):
+        raw["chase_4k"] = r["chase_4k_ns"]
+    return raw
+
+
 def calibrate(output: Path | None = None, *, quick: bool = False,
               max_bytes: int | None = None, rounds: int | None = None,
-              log: Callable[[str], None] = lambda m: None) -> Path:
+              log: Callable[[str], None] = lambda m: None,
+              from_raw: Path | None = None) -> Path:
     """Measure this machine, write its CPU file (to ``output``, else the cache path) and
-    return the path. ``max_bytes``/``rounds`` shrink the plan (tests)."""
+    return the path. ``max_bytes``/``rounds`` shrink the plan (tests). ``from_raw``: derive
+    the file from the raw measurements of a CPU file written before, measuring nothing."""
     from kvsim import provenance
 
     from .local import read_sysfs
@@ -704,7 +734,15 @@ def calibrate(output: Path | None = None, *, quick: bool = False,
     if len(sweep_sizes(plan["max_bytes"], plan["per_octave"])) < 2 * (len(levels) + 1):
         raise ConfigError(f"calibrate: {plan['max_bytes']} B is too small a largest working "
                           f"set for {len(levels)} cache levels")
-    raw = measure(plan, log)
+    if from_raw is not None:
+        try:
+            old = tomllib.loads(Path(from_raw).read_text())
+        except (OSError, tomllib.TOMLDecodeError) as e:
+            raise ConfigError(f"--from-raw {from_raw}: {e}") from None
+        raw = raw_from_doc(old)
+        quick = bool(old.get("meta", {}).get("quick", quick))
+    else:
+        raw = measure(plan, log)
     doc = build_doc(raw, levels, ident, quick=quick, machine=provenance.provenance())
     text = to_toml(doc)
     parse_cpu(tomllib.loads(text), "calibrate")  # never write a file load_cpu refuses
