@@ -8,8 +8,9 @@ both with c_ref (``kvsim trace``, with a warm-up prefix where the workload has o
 simulates each trace on ``--cpu`` and on copies of it that change one thing
 (:data:`SETTINGS`): the L1 miss buffers, the ROB, the DRAM latency and bandwidth, the page
 size, the page-walk cost and its page-table reads, the hardware prefetchers, the
-instruction-gap model (every record's gap scaled). All CPUs of one trace run in one pass (``sim.simulate_many``). Per setting it
-gives the predicted time per operation of each side and the predicted speedup.
+instruction-gap model (every record's gap scaled). All CPUs of one trace run in one pass
+(``sim.simulate_many``). Per setting it gives the predicted time per operation of each side
+and the predicted speedup.
 
 Natively, the same pair runs in interleaved rounds (baseline, variant, baseline, ...), each
 one ``kvsim native ... --repeat 1`` timed by process CPU time (``experiments.timing``, as

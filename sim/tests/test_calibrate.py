@@ -343,3 +343,20 @@ def test_fit_translation_recovers_dram_and_walk():
     assert got.tlb.walk_reads == 2 and got.tlb.walk_latency == pytest.approx(200, abs=4)
     assert "nested paging" in doc["tlb"]["src"]["walk_reads"]
     assert doc["meta"]["raw"]["translation_fit"]["sizes"] == sizes
+
+
+def test_from_raw_derives_the_same_file(tmp_path, monkeypatch):
+    """--from-raw: a file written from raw measurements, derived again from its [meta.raw]
+    without measuring, gives the same CPU."""
+    from kvsim.sim import local
+
+    raw, _ = synthetic_raw()
+    monkeypatch.setattr(cal, "cpu_identity", lambda: ZEN4)
+    monkeypatch.setattr(local, "read_sysfs", lambda: LEVELS)
+    monkeypatch.setattr(cal, "measure", lambda *a, **k: pytest.fail("measured"))
+    src = tmp_path / "first.toml"
+    src.write_text(cal.to_toml(cal.build_doc(raw, LEVELS, ZEN4, quick=True)))
+    out = cal.calibrate(tmp_path / "again.toml", from_raw=src)
+    a, b = sim.load_cpu(str(src)), sim.load_cpu(str(out))
+    assert (a.caches, a.dram_latency_ns, a.tlb, a.freq_ghz) == \
+        (b.caches, b.dram_latency_ns, b.tlb, b.freq_ghz)
