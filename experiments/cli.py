@@ -551,14 +551,18 @@ def cpus(as_json, show):
               help="Largest working set (e.g. 64MiB; default 1GiB, 256MiB with --quick).")
 @click.option("--rounds", type=click.IntRange(1, 50), default=None,
               help="Rounds of every measurement (default 5, 3 with --quick).")
-def calibrate(quick, output, max_size, rounds):
+@click.option("--from-raw", "from_raw", type=click.Path(dir_okay=False), default=None,
+              help="Derive the CPU file again from the raw measurements kept in a CPU file "
+                   "written before (its [meta.raw]); measures nothing.")
+def calibrate(quick, output, max_size, rounds, from_raw):
     """Measure this machine and write its CPU file (the `local` preset)."""
     from kvsim.sim import calibrate as cal
     from kvsim.sim.config import parse_size
 
     max_bytes = parse_size(max_size, "--max-size") if max_size is not None else None
     path = cal.calibrate(Path(output) if output else None, quick=quick, max_bytes=max_bytes,
-                         rounds=rounds, log=lambda m: click.echo(f"calibrate: {m}", err=True))
+                         rounds=rounds, log=lambda m: click.echo(f"calibrate: {m}", err=True),
+                         from_raw=Path(from_raw) if from_raw else None)
     from kvsim import sim
 
     cpu = sim.load_cpu(str(path))
@@ -574,6 +578,30 @@ def bench(args):
     from kvsim.sim import bench_presets
 
     rc = bench_presets.main(list(args), prog="kvsim bench")
+    if rc:
+        raise SystemExit(rc)  # its one-line error is printed
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+                               "help_option_names": []}, add_help_option=False)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def micro(args):
+    """Calibrate's pointer chases as traces, predicted against native (kvsim micro --help)."""
+    from kvsim.sim import micro as m
+
+    rc = m.main(list(args), prog="kvsim micro")
+    if rc:
+        raise SystemExit(rc)  # its one-line error is printed
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+                               "help_option_names": []}, add_help_option=False)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def ablate(args):
+    """One model parameter at a time over seed workload pairs, beside native (--help)."""
+    from kvsim.sim import ablation
+
+    rc = ablation.main(list(args), prog="kvsim ablate")
     if rc:
         raise SystemExit(rc)  # its one-line error is printed
 

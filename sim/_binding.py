@@ -21,6 +21,7 @@ NKINDS = 6
 MAX_PHASES = 64
 NMARKERS = 8
 DEP_WINDOW = 1024
+MAX_WALK_READS = 4  # engine.h KVSIM_MAX_WALK_READS
 NAME_LEN = 16
 TIMELINE_DROPPED = 0xFFFF  # kvsimTimelineRow.level of a dropped prefetch
 TIMELINE_CAPTURED = 1  # kvsimTimelineRow.flags: the row was written
@@ -53,7 +54,7 @@ class EngineConfig(C.Structure):
         ("dtlb_sets", u32), ("dtlb_ways", u32), ("stlb_sets", u32), ("stlb_ways", u32),
         ("stlb_latency", u32), ("walk_latency", u32), ("swpf_level", u32),
         ("swpf_drop_on_tlb_miss", u32), ("flush_at_end", u32), ("queue_cap", u32),
-        ("threads", u32), ("pad1", u32),
+        ("threads", u32), ("walk_reads", u32),
     ]
 
 

@@ -373,7 +373,11 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
             "page_size": 1 << cfg.page_bits,
             "dtlb_accesses": raw["dtlb_access"], "dtlb_misses": raw["dtlb_miss"],
             "stlb_accesses": raw["stlb_access"], "stlb_misses": raw["stlb_miss"],
-            "walk": "fixed latency (walks do not access the simulated caches)",
+            "walk": "fixed latency (walks do not access the simulated caches)"
+            if not cfg.walk_reads else
+            f"fixed part + {cfg.walk_reads} page-table read(s) through the caches (loads of "
+            "tag 0)",
+            "walk_reads": cfg.walk_reads,
         }
     if timing:
         cycles = -(-raw["ticks"] // width)

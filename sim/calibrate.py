@@ -372,6 +372,9 @@ PLANS = {
 # to about a third smaller than it is: a quarter of margin keeps such noise out.
 EFFECTIVE_BELOW = 0.75
 MLP_CHAINS = [1, 2, 3, 4, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48]
+# Working sets up to this many times the last level's sysfs size give the knee fit (where
+# the 4 KiB-page chases fix DRAM and the walk, see build_doc).
+FIT_SPAN = 4
 
 
 def measure(plan: dict, log: Callable[[str], None] = lambda m: None) -> dict:
@@ -382,6 +385,7 @@ def measure(plan: dict, log: Callable[[str], None] = lambda m: None) -> dict:
     raw: dict = {"sizes": sizes, "clock_ghz": [], "chase": {}, "chase_top_4k": [],
                  "mlp": {}, "bw_gbs": [], "huge_fraction_top": None}
     raw["cpuid"] = run_bench("cpuid")
+    raw["hypervisor"] = hypervisor()
     for r in range(plan["rounds"]):
         log(f"round {r + 1}/{plan['rounds']}: clock")
         raw["clock_ghz"] += run_bench("clock", plan["clock_iters"], 1)["ghz"]
@@ -391,13 +395,84 @@ def measure(plan: dict, log: Callable[[str], None] = lambda m: None) -> dict:
             raw["chase"].setdefault(str(pt["size"]), []).extend(pt["ns"])
             if pt["size"] == top:
                 raw["huge_fraction_top"] = pt["huge_fraction"]
-        raw["chase_top_4k"] += run_bench("chase", "4k", plan["loads"], 1, top)["points"][0]["ns"]
+        mid = translation_sizes(top)
+        pts = run_bench("chase", "4k", plan["loads"], 1, *mid)["points"]
+        for pt in pts:
+            raw.setdefault("chase_4k", {}).setdefault(str(pt["size"]), []).extend(pt["ns"])
+        raw["chase_top_4k"] += pts[-1]["ns"]
         log(f"round {r + 1}/{plan['rounds']}: parallel chases, bandwidth")
         m = run_bench("mlp", "2m", top, plan["loads"], 1, *MLP_CHAINS)
         for pt in m["points"]:
             raw["mlp"].setdefault(str(pt["chains"]), []).extend(pt["ns_per_load"])
         raw["bw_gbs"] += run_bench("bw", "2m", plan["bw_bytes"], 1)["gbs"]
     return raw
+
+
+# --- address translation: DRAM latency and walk cost from 4 KiB-page chases ---------------
+
+def translation_sizes(top: int) -> list[int]:
+    """Working sets of the 4 KiB-page chases that fix the DRAM latency and the walk: the
+    largest one and one 16 times smaller (its page table is 16 times smaller, so more of it
+    stays in the caches), ascending."""
+    return [max(top // 16, 2 * LINE), top]
+
+
+def hypervisor(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether the kernel runs as a guest (the ``hypervisor`` cpuinfo flag)."""
+    try:
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("flags"):
+                return "hypervisor" in line.split(":", 1)[1].split()
+    except OSError:
+        pass
+    return False
+
+
+def fit_translation(cpu, chase_4k: dict[int, float], walk_reads: int,
+                    steps: int = 20_000) -> dict:
+    """The DRAM latency (ns) and the walk's fixed part (cycles) for which the model's own
+    prediction of the 4 KiB-page chases (:mod:`kvsim.sim.micro`'s trace of calibrate.c's
+    loop, walks reading ``walk_reads`` page-table lines through the caches) costs what they
+    measured (``chase_4k``: working set -> ns per load).
+
+    A chase is one dependent load after another, so its simulated time per load is linear
+    in both unknowns: a fraction of loads (and of page-table reads) served by DRAM times the
+    DRAM latency, plus the walks per load times the fixed part, plus the cache hits. Three
+    simulations per size give the coefficients; the two unknowns are then the least-squares
+    solution (exact for two sizes), with the fixed part kept >= 0. Which level serves an
+    access does not depend on latencies (the caches are updated in program order), so the
+    coefficients are exact."""
+    from dataclasses import replace
+
+    from . import api, micro
+
+    tlb = replace(cpu.tlb, page_size=4096, walk_reads=walk_reads)
+    sizes = sorted(chase_4k)
+    d0, w0, dd, dw = 100.0, 0, 100.0, 1000
+
+    def at(dram_ns: float, walk: int):
+        return cpu.with_changes(dram_latency_ns=dram_ns,
+                                tlb=replace(tlb, walk_latency=walk))
+
+    rows, ys = [], []
+    for size in sizes:
+        rec = micro.chase_records(size, 1, steps, mlp_loop=False)
+        res = api.simulate_many(rec, [at(d0, w0), at(d0 + dd, w0), at(d0, w0 + dw)],
+                                page_size=4096, validate=False)
+        p0, pd, pw = (r["cycles"] / cpu.freq_ghz / steps for r in res)
+        b_d, b_w = (pd - p0) / dd, (pw - p0) / dw  # per ns of DRAM, per cycle of walk
+        rows.append((b_d, b_w))
+        ys.append(chase_4k[size] - (p0 - d0 * b_d))
+    a = np.array(rows)
+    y = np.array(ys)
+    (dram, walk), *_ = np.linalg.lstsq(a, y, rcond=None)
+    if walk < 0:  # the walks cost no more than their page-table reads
+        walk = 0.0
+        dram = float(a[:, 0] @ y / (a[:, 0] @ a[:, 0]))
+    return {"dram_latency_ns": float(dram), "walk_latency": int(round(walk)),
+            "walk_reads": walk_reads, "sizes": sizes,
+            "measured_ns": [chase_4k[s] for s in sizes],
+            "coefficients": [[float(u), float(v)] for u, v in rows]}
 
 
 # --- the CPU file --------------------------------------------------------------------------
@@ -420,7 +495,13 @@ def build_doc(raw: dict, levels: list[dict], ident: dict, *, quick: bool,
     curve = [median(raw["chase"][str(x)]) for x in sizes]
     huge = (raw.get("huge_fraction_top") or 0.0) >= 0.5
     page_used = "2MiB" if huge else "4KiB"
-    fit = fit_levels(sizes, curve, len(levels))
+    # the knees are fitted up to FIT_SPAN x the last level's sysfs size: beyond it the
+    # curve rises with the working set's address translation (a guest's nested walks reach
+    # the host's page table even with 2 MiB guest pages), which fit_translation models
+    span = [i for i, x in enumerate(sizes) if x <= FIT_SPAN * levels[-1]["size"]]
+    if len(span) < len(levels) + 2 or "chase_4k" not in raw:
+        span = list(range(len(sizes)))
+    fit = fit_levels([sizes[i] for i in span], [curve[i] for i in span], len(levels))
     ghz = median(raw["clock_ghz"])
     top_ns = curve[-1]
     top_4k = median(raw["chase_top_4k"])
@@ -517,6 +598,30 @@ def build_doc(raw: dict, levels: list[dict], ident: dict, *, quick: bool,
     if table:
         doc["swprefetch"] = {"fill": "L1D", "tlb_miss": "walk", "src": {"fill": tname}}
         doc["prefetcher"] = [dict(p, src={"kind": tname}) for p in table["prefetchers"]]
+    translation = None
+    chase_4k = {int(k): median(v) for k, v in raw.get("chase_4k", {}).items()}
+    if table and "tlb" in doc and len(chase_4k) >= 2:
+        # the model's own prediction of the 4 KiB-page chases fixes DRAM and the walk
+        guest = raw.get("hypervisor", False)
+        reads = 2 if guest else 1
+        translation = fit_translation(parse_cpu(doc, "calibrate"), chase_4k, reads)
+        doc["dram"]["latency_ns"] = round(translation["dram_latency_ns"], 1)
+        doc["dram"]["src"]["latency_ns"] = (
+            "measured: the DRAM latency for which the model's prediction of pointer chases "
+            "with 4 KiB pages at " + ", ".join(f"{x // MIB} MiB" for x in sorted(chase_4k))
+            + " (" + ", ".join(f"{chase_4k[x]:.1f}" for x in sorted(chase_4k)) + " ns) "
+            "equals them (sim.calibrate.fit_translation); the 2 MiB-page chase at "
+            f"{sizes[-1] // MIB} MiB measured {top_ns:.1f} ns")
+        doc["tlb"]["walk_latency"] = translation["walk_latency"]
+        doc["tlb"]["walk_reads"] = reads
+        doc["tlb"]["src"]["walk_latency"] = (
+            "measured: the walk's fixed part fitted with the DRAM latency (see "
+            "dram.src.latency_ns)")
+        doc["tlb"]["src"]["walk_reads"] = (
+            "cpuinfo: 'hypervisor' flag: nested paging, a walk reads the guest's and the "
+            "host's leaf page-table entries" if guest else
+            "a walk reads the leaf page-table entry (the upper levels stay in the walker's "
+            "caches)")
     if not table:
         notes.append("core (ROB, width) unknown: no table entry for vendor "
                      f"{ident.get('vendor')!r} family {ident.get('family')} model "
@@ -530,6 +635,8 @@ def build_doc(raw: dict, levels: list[dict], ident: dict, *, quick: bool,
         "raw": {"sizes": sizes, "chase_ns_median": [round(v, 3) for v in curve],
                 "chase_ns": raw["chase"], "chase_top_4k_ns": raw["chase_top_4k"],
                 "huge_fraction_top": raw.get("huge_fraction_top"),
+                "chase_4k_ns": raw.get("chase_4k"), "translation_fit": translation,
+                "hypervisor": raw.get("hypervisor", False),
                 "clock_ghz": raw["clock_ghz"], "mlp_ns_per_load": raw["mlp"],
                 "mlp_ceiling": mlp, "bandwidth_gbs": raw["bw_gbs"],
                 "cpuid": raw.get("cpuid", {})},
@@ -588,11 +695,31 @@ def to_toml(doc: dict) -> str:
     return header + "\n".join(out) + "\n"
 
 
+def raw_from_doc(doc: dict) -> dict:
+    """The raw measurements a written CPU file keeps in ``[meta.raw]``, as :func:`measure`
+    returns them (to derive the file again without measuring: ``--from-raw``)."""
+    try:
+        r = doc["meta"]["raw"]
+        raw = {"sizes": [int(x) for x in r["sizes"]], "chase": r["chase_ns"],
+               "chase_top_4k": r["chase_top_4k_ns"],
+               "huge_fraction_top": r.get("huge_fraction_top"),
+               "clock_ghz": r["clock_ghz"], "mlp": r["mlp_ns_per_load"],
+               "bw_gbs": r["bandwidth_gbs"], "cpuid": r.get("cpuid", {}),
+               "hypervisor": r.get("hypervisor", hypervisor())}
+    except (KeyError, TypeError) as e:
+        raise ConfigError(f"--from-raw: no raw measurement {e} in its [meta.raw]") from None
+    if r.get("chase_4k_ns"):
+        raw["chase_4k"] = r["chase_4k_ns"]
+    return raw
+
+
 def calibrate(output: Path | None = None, *, quick: bool = False,
               max_bytes: int | None = None, rounds: int | None = None,
-              log: Callable[[str], None] = lambda m: None) -> Path:
+              log: Callable[[str], None] = lambda m: None,
+              from_raw: Path | None = None) -> Path:
     """Measure this machine, write its CPU file (to ``output``, else the cache path) and
-    return the path. ``max_bytes``/``rounds`` shrink the plan (tests)."""
+    return the path. ``max_bytes``/``rounds`` shrink the plan (tests). ``from_raw``: derive
+    the file from the raw measurements of a CPU file written before, measuring nothing."""
     from kvsim import provenance
 
     from .local import read_sysfs
@@ -607,7 +734,15 @@ def calibrate(output: Path | None = None, *, quick: bool = False,
     if len(sweep_sizes(plan["max_bytes"], plan["per_octave"])) < 2 * (len(levels) + 1):
         raise ConfigError(f"calibrate: {plan['max_bytes']} B is too small a largest working "
                           f"set for {len(levels)} cache levels")
-    raw = measure(plan, log)
+    if from_raw is not None:
+        try:
+            old = tomllib.loads(Path(from_raw).read_text())
+        except (OSError, tomllib.TOMLDecodeError) as e:
+            raise ConfigError(f"--from-raw {from_raw}: {e}") from None
+        raw = raw_from_doc(old)
+        quick = bool(old.get("meta", {}).get("quick", quick))
+    else:
+        raw = measure(plan, log)
     doc = build_doc(raw, levels, ident, quick=quick, machine=provenance.provenance())
     text = to_toml(doc)
     parse_cpu(tomllib.loads(text), "calibrate")  # never write a file load_cpu refuses

@@ -37,6 +37,9 @@ NON_INCLUSIVE, INCLUSIVE, EXCLUSIVE = _engine_values(
     B.inclusion_names(), ("non-inclusive", "inclusive", "exclusive"), "inclusion")
 READ, WRITE, WFULL, VICTIM = range(4)
 MASK64 = (1 << 64) - 1
+# page-table reads of a walk (engine.h KVSIM_WALK_BASE, KVSIM_WALK_STRIDE)
+WALK_BASE, WALK_STRIDE = 0xFFFF800000000000, 1 << 44
+DRAM_SLOTS = 4096  # the DRAM channel's calendar (engine_impl.h KVSIM_DRAM_SLOTS)
 
 
 def xorshift64s(state: int) -> tuple[int, int]:
@@ -366,7 +369,8 @@ class ReferenceSim:
         self.rob: list[tuple[int, int, int]] = []  # (instruction index, retire tick, class)
         self.blk = None
         self.dep_ring = [0] * B.DEP_WINDOW
-        self.dram_free = 0
+        self.dram_base = 0  # the DRAM calendar's first slot (MODEL.md §6)
+        self.dram_busy: set[int] = set()  # its slots that carry a fill
         self.last_cause = self.n + 1
         self.finished = False
         self.command = None  # (counted, start tick, L1 misses at start) of the open command
@@ -400,10 +404,19 @@ class ReferenceSim:
             else:
                 st["stlb_miss"] += 1
                 self.stlb.fill(page)
-                cost = cfg.walk_latency
+                cost = self.walk_cost(page)
         else:
-            cost = cfg.walk_latency
+            cost = self.walk_cost(page)
         self.dtlb.fill(page)
+        return cost
+
+    def walk_cost(self, page):
+        """The walk's fixed part plus its page-table reads through the caches (MODEL.md §3)."""
+        cost = self.cfg.walk_latency
+        for j in range(self.cfg.walk_reads):
+            a = (WALK_BASE + j * WALK_STRIDE + page * 8) & MASK64
+            sv = self.access(0, a >> self.lb, READ, 0, K_LOAD, 0)[0]
+            cost += self.levels[sv].latency if sv < self.n else self.cfg.dram_latency
         return cost
 
     # --- caches ---
@@ -505,6 +518,22 @@ class ReferenceSim:
         return served, False
 
     # --- timing ---
+    def dram_slot(self, start, xfer):
+        """Start tick of a DRAM fill ready at ``start``: the earliest free channel slot at or
+        after start's own (timing.h dramSlot)."""
+        k = start // xfer
+        if k < self.dram_base:
+            return start
+        while True:
+            if k >= self.dram_base + DRAM_SLOTS:
+                nb = k - DRAM_SLOTS + 1
+                self.dram_busy = {j for j in self.dram_busy if j >= nb}
+                self.dram_base = nb
+            if k not in self.dram_busy:
+                self.dram_busy.add(k)
+                return max(start, k * xfer)
+            k += 1
+
     def latency(self, sv):
         return (self.levels[sv].latency if sv < self.n else self.cfg.dram_latency) * self.W
 
@@ -548,9 +577,8 @@ class ReferenceSim:
         st["wait_mshr"] += start - x
         if sv == self.n:
             if self.cfg.dram_xfer_ticks:
-                ds = max(start, self.dram_free)
+                ds = self.dram_slot(start, self.cfg.dram_xfer_ticks)
                 st["wait_dram_bw"] += ds - start
-                self.dram_free = ds + self.cfg.dram_xfer_ticks
             else:
                 ds = start
             c = ds + lat

@@ -171,19 +171,39 @@ static void *bigAlloc(size_t n, size_t sz) {
 
 /* --- TLB ------------------------------------------------------------------- */
 
-/* Count a translation by its outcome (engTlbCode; tlb.c) and return the added
- * cycles, or -1 for a software prefetch dropped on a DTLB miss. */
-static inline int64_t tlbApply(kvsimSim *s, uint32_t code) {
+static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag,
+                            int kind, uint32_t pfk, int *dirty_up);
+
+/* A page walk: its fixed part plus, for each of the cfg.walk_reads page-table
+ * lines (KVSIM_WALK_BASE), one load of tag 0 through the caches from L1, in
+ * turn, each costing the load-to-use latency of the level that served it.
+ * The reads change the caches (and are counted) like loads; they hold no
+ * miss buffer and use no DRAM bandwidth.  They run on the simulating thread,
+ * in program order, also when the TLB thread found the walk (tlb.c). */
+static int64_t walkCost(kvsimSim *s, uint64_t page) {
+    int64_t cost = s->cfg.walk_latency;
+    for (uint32_t j = 0; j < s->cfg.walk_reads; j++) {
+        const uint64_t a = KVSIM_WALK_BASE + j * KVSIM_WALK_STRIDE + page * 8;
+        const uint32_t sv = cacheAccess(s, 0, a >> s->cfg.line_bits, OP_READ, 0, KVSIM_K_LOAD,
+                                        0, NULL);
+        cost += (int64_t)(sv < s->n ? s->lv[sv].latency : s->cfg.dram_latency);
+    }
+    return cost;
+}
+
+/* Count a translation of `addr` by its outcome (engTlbCode; tlb.c) and return
+ * the added cycles, or -1 for a software prefetch dropped on a DTLB miss. */
+static inline int64_t tlbApply(kvsimSim *s, uint32_t code, uint64_t addr) {
     kvsimStats *st = s->st;
     st->dtlb_access++;
     if (code == TLB_HIT) return 0;
     st->dtlb_miss++;
     if (code == TLB_DROP) return -1;
-    if (!s->cfg.stlb_sets) return s->cfg.walk_latency;
+    if (!s->cfg.stlb_sets) return walkCost(s, addr >> s->cfg.page_bits);
     st->stlb_access++;
     if (code == TLB_STLB_HIT) return s->cfg.stlb_latency;
     st->stlb_miss++;
-    return s->cfg.walk_latency;
+    return walkCost(s, addr >> s->cfg.page_bits);
 }
 
 /* Translate the page of `addr` (a piece's first byte, or a software prefetch's
@@ -192,12 +212,12 @@ static inline int64_t tlbApply(kvsimSim *s, uint32_t code) {
  * (tlb.c) the outcome is the next of the codes it left; else the DTLB's memo
  * (the page touched last, where most pieces are) is checked inline. */
 static inline int64_t translate(kvsimSim *s, uint64_t addr, int is_swpf) {
-    if (s->tcode) return tlbApply(s, *s->tcode++);
+    if (s->tcode) return tlbApply(s, *s->tcode++, addr);
     if ((addr >> s->cfg.page_bits) + 1 == s->dtlb.memo_key) {
         s->st->dtlb_access++;
         return 0;
     }
-    return tlbApply(s, engTlbCode(s, addr, is_swpf));
+    return tlbApply(s, engTlbCode(s, addr, is_swpf), addr);
 }
 
 /* --- Caches ----------------------------------------------------------------- */
@@ -1025,6 +1045,8 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
     s->segcap = SEGQ * s->qcap;
     if (cfg->threads > KVSIM_MAX_THREADS)
         FAIL("threads: must be 1..%d (0 = 1)", KVSIM_MAX_THREADS);
+    if (cfg->walk_reads > KVSIM_MAX_WALK_READS)
+        FAIL("walk_reads: at most %d", KVSIM_MAX_WALK_READS);
     if (s->fast && !engPartsInit(s)) FAIL("out of memory or threads");
     if (cfg->nprefetchers > KVSIM_MAX_PREFETCHERS) FAIL("prefetcher: at most %d", KVSIM_MAX_PREFETCHERS);
     for (uint32_t p = 0; p < cfg->nprefetchers; p++) {

@@ -41,6 +41,13 @@
  * ways - 1 tree bits live in one uint64_t set word). */
 #define KVSIM_POW2_POLICY_MAX_WAYS 64
 
+/* Page-table reads of a walk (kvsimConfig.walk_reads): read j of the walk for
+ * page p reads the line of KVSIM_WALK_BASE + j * KVSIM_WALK_STRIDE + 8 p (the
+ * upper half of the address space, which no user-space trace touches). */
+#define KVSIM_MAX_WALK_READS 4
+#define KVSIM_WALK_BASE 0xFFFF800000000000ULL
+#define KVSIM_WALK_STRIDE (1ULL << 44)
+
 /* Access kinds as counted per level (the "kind" axis of the tag x kind stats):
  * X(id, name) gives KVSIM_K_<id> = its position and the name the statistics use
  * (kvsimAccessKindName, read by sim/_binding.py). */
@@ -110,7 +117,7 @@ typedef struct kvsimConfig {
     uint32_t dtlb_sets, dtlb_ways;
     uint32_t stlb_sets, stlb_ways; /* stlb_sets == 0: no STLB */
     uint32_t stlb_latency;    /* cycles added on a DTLB miss that hits the STLB */
-    uint32_t walk_latency;    /* cycles added on an STLB miss (fixed-latency walk) */
+    uint32_t walk_latency;    /* cycles added on an STLB miss (the walk's fixed part) */
     /* software prefetch */
     uint32_t swpf_level;           /* level a software prefetch fills (0 = L1) */
     uint32_t swpf_drop_on_tlb_miss; /* 1: dropped on a DTLB miss; 0: walks */
@@ -123,7 +130,9 @@ typedef struct kvsimConfig {
                                       the common configuration, > 1 = a TLB thread beside
                                       the calling one (tlb.c); any number gives the same
                                       results */
-    uint32_t pad1;
+    uint32_t walk_reads;           /* page-table lines a walk reads through the caches (0:
+                                      the walk is walk_latency alone), at most
+                                      KVSIM_MAX_WALK_READS; see walkCost() in engine.c */
 } kvsimConfig;
 
 /* Counters of one cache level.  Index [tag][kind] is tag * KVSIM_NKINDS + kind. */

@@ -35,6 +35,11 @@
 #define META_PF_MASK 6u  /* prefetch, 1 software, 2 hardware (0: none, or used) */
 #define MAX_DEGREE 16    /* lines one hardware prefetcher may issue per access */
 
+/* Slots of the DRAM channel's calendar (timing.h dramSlot): 4096 slots of one
+ * line's transfer each, some tens of thousands of cycles at the presets' rates. */
+#define KVSIM_DRAM_SLOTS 4096
+_Static_assert(KVSIM_DRAM_SLOTS % 64 == 0, "whole words of slots");
+
 enum { OP_READ = 0, OP_WRITE = 1, OP_WFULL = 2, OP_VICTIM = 3 };
 
 /* --- Types ---------------------------------------------------------------- */
@@ -203,7 +208,11 @@ struct kvsimSim {
     uint8_t *rob_cls;
     uint64_t rob_mask, rob_head, rob_tail;
     uint64_t dep_ring[KVSIM_DEP_WINDOW]; /* completion ticks of the last records */
-    uint64_t dram_free; /* the tick the DRAM channel is next free */
+    /* the DRAM channel's calendar (timing.h dramSlot): bit k % KVSIM_DRAM_SLOTS of
+     * dram_cal is set when slot k (of cfg.dram_xfer_ticks ticks) carries a fill,
+     * for the slots dram_base .. dram_base + KVSIM_DRAM_SLOTS - 1 */
+    uint64_t dram_base;
+    uint64_t dram_cal[KVSIM_DRAM_SLOTS / 64];
     uint8_t last_cause; /* stall class that set the last retire time */
     int fast; /* every level LRU with ranks and non-inclusive, no TLB or prefetchers */
     uint32_t qcap; /* request queue capacity: QCAP, or the test hook cfg.queue_cap */

@@ -131,6 +131,38 @@ static inline uint64_t inflight(const kvsimSim *s, uint32_t sv, uint64_t line, u
     return any ? inflightScan(L, line, x) : 0;
 }
 
+/* The DRAM channel moves one line per slot of xfer ticks (slot k: ticks k xfer ..
+ * (k + 1) xfer - 1).  A fill ready to start at `start` takes the earliest free
+ * slot at or after start's own and begins at the later of start and that
+ * slot's first tick.  Records are timed in program order but their fills start
+ * out of time order (a later record's independent miss often starts before an
+ * earlier record's dependent one), so a calendar rather than a "next free
+ * tick": a fill waits only for fills that really use the channel at its time.
+ * The calendar covers KVSIM_DRAM_SLOTS slots from dram_base and moves forward
+ * with the latest fill; a fill before it does not wait.  Returns the start. */
+static __attribute__((noinline)) uint64_t dramSlot(kvsimSim *s, uint64_t start,
+                                                   uint64_t xfer) {
+    uint64_t k = start / xfer;
+    if (k < s->dram_base) return start;
+    for (;; k++) {
+        if (k >= s->dram_base + KVSIM_DRAM_SLOTS) { /* move the calendar forward */
+            const uint64_t nb = k - KVSIM_DRAM_SLOTS + 1;
+            if (nb - s->dram_base >= KVSIM_DRAM_SLOTS)
+                memset(s->dram_cal, 0, sizeof s->dram_cal);
+            else
+                for (uint64_t j = s->dram_base; j < nb; j++)
+                    s->dram_cal[(j / 64) % (KVSIM_DRAM_SLOTS / 64)] &= ~(1ULL << (j % 64));
+            s->dram_base = nb;
+        }
+        uint64_t *w = &s->dram_cal[(k / 64) % (KVSIM_DRAM_SLOTS / 64)];
+        const uint64_t bit = 1ULL << (k % 64);
+        if (!(*w & bit)) {
+            *w |= bit;
+            return k * xfer > start ? k * xfer : start;
+        }
+    }
+}
+
 /* The miss part of timeAccessBody (sv > f): out of line, so that the record
  * loops around it keep their own values in registers. */
 static __attribute__((noinline)) uint64_t timeMiss(kvsimSim *s, uint64_t line, uint32_t f,
@@ -155,9 +187,7 @@ static __attribute__((noinline)) uint64_t timeMiss(kvsimSim *s, uint64_t line, u
         const uint64_t xfer = s->cfg.dram_xfer_ticks;
         uint64_t ds = start;
         if (xfer) {
-            const uint64_t fr = s->dram_free;
-            ds = start > fr ? start : fr;
-            s->dram_free = ds + xfer;
+            ds = dramSlot(s, start, xfer);
             st->wait_dram_bw += ds - start;
         }
         *waited = 0;

@@ -314,3 +314,49 @@ def test_a_simulated_chase_costs_what_the_file_says():
     for page, want in ((2 * MIB, curve[-1]), (4096, curve[-1] + 90.0)):
         res = sim.simulate(tr, cpu, page_size=page)
         assert res["cycles"] / n / cpu.freq_ghz == pytest.approx(want, rel=0.05), page
+
+
+def test_fit_translation_recovers_dram_and_walk():
+    """4 KiB-page chases simulated on a known DRAM latency and walk give them back: the fit
+    inverts the model's own prediction of calibrate.c's chase."""
+    from dataclasses import replace
+
+    from kvsim.sim import micro
+
+    raw, _ = synthetic_raw()
+    cpu = sim.parse_cpu(cal.build_doc(raw, LEVELS, ZEN4, quick=True))
+    truth = cpu.with_changes(dram_latency_ns=150.0,
+                             tlb=replace(cpu.tlb, walk_latency=200, walk_reads=2))
+    sizes = cal.translation_sizes(256 * MIB)
+    meas = {s: micro.predict(truth, s, 1, 20_000, 4096, False)["ns_per_load"] for s in sizes}
+    # the smaller set's page table is better cached: its walks cost less
+    assert meas[sizes[0]] < meas[sizes[1]] - 20
+    fit = cal.fit_translation(cpu, meas, 2)
+    assert fit["dram_latency_ns"] == pytest.approx(150.0, rel=0.01)
+    assert fit["walk_latency"] == pytest.approx(200, abs=4)
+    # ... and the CPU file carries them, with their provenance
+    raw["chase_4k"] = {str(s): [v] * 3 for s, v in meas.items()}
+    raw["hypervisor"] = True
+    doc = cal.build_doc(raw, LEVELS, ZEN4, quick=True)
+    got = sim.parse_cpu(tomllib.loads(cal.to_toml(doc)))
+    assert got.dram_latency_ns == pytest.approx(150.0, rel=0.01)
+    assert got.tlb.walk_reads == 2 and got.tlb.walk_latency == pytest.approx(200, abs=4)
+    assert "nested paging" in doc["tlb"]["src"]["walk_reads"]
+    assert doc["meta"]["raw"]["translation_fit"]["sizes"] == sizes
+
+
+def test_from_raw_derives_the_same_file(tmp_path, monkeypatch):
+    """--from-raw: a file written from raw measurements, derived again from its [meta.raw]
+    without measuring, gives the same CPU."""
+    from kvsim.sim import local
+
+    raw, _ = synthetic_raw()
+    monkeypatch.setattr(cal, "cpu_identity", lambda: ZEN4)
+    monkeypatch.setattr(local, "read_sysfs", lambda: LEVELS)
+    monkeypatch.setattr(cal, "measure", lambda *a, **k: pytest.fail("measured"))
+    src = tmp_path / "first.toml"
+    src.write_text(cal.to_toml(cal.build_doc(raw, LEVELS, ZEN4, quick=True)))
+    out = cal.calibrate(tmp_path / "again.toml", from_raw=src)
+    a, b = sim.load_cpu(str(src)), sim.load_cpu(str(out))
+    assert (a.caches, a.dram_latency_ns, a.tlb, a.freq_ghz) == \
+        (b.caches, b.dram_latency_ns, b.tlb, b.freq_ghz)

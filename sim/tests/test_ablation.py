@@ -1,0 +1,47 @@
+"""kvsim ablate (kvsim.sim.ablation): each setting changes one thing of the CPU or the trace,
+and bad input is one line."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvsim import sim
+from kvsim.sim import ablation
+
+
+def test_each_setting_changes_what_it_names():
+    from dataclasses import replace
+
+    cpu = sim.load_cpu("epyc-7713")
+    cpu = cpu.with_changes(tlb=replace(cpu.tlb, walk_reads=1), dram_bandwidth_gbs=20.0)
+    for name, (_, change, gap) in ablation.SETTINGS.items():
+        c = change(cpu)
+        if name == "base" or name.startswith("gap_"):
+            assert c == cpu, name
+        else:
+            assert c != cpu, name
+        assert (gap == 1.0) != name.startswith("gap_"), name
+
+
+def test_predict_pair_small(tmp_path):
+    cpu = sim.load_cpu("epyc-7713")
+    out = ablation.predict_pair("keys", 3000, cpu, tmp_path,
+                                ["base", "gap_x0.5", "rob_x2", "page_2m"])
+    base = out["base"]["settings"]
+    assert out["base"]["ops"] == 3000
+    # halving every gap leaves the memory records and halves the rest
+    assert base["gap_x0.5"]["instructions_per_op"] < 0.75 * base["base"]["instructions_per_op"]
+    assert base["rob_x2"]["instructions_per_op"] == base["base"]["instructions_per_op"]
+    assert set(out["speedup"]) == {"base", "gap_x0.5", "rob_x2", "page_2m"}
+    assert all(v > 0 for v in out["speedup"].values())
+    assert not list(tmp_path.iterdir())  # traces are removed
+
+
+@pytest.mark.parametrize("argv, what", [(["--pairs", "bogus"], "bogus"),
+                                        (["--settings", "rob_x3"], "rob_x3"),
+                                        (["--rounds", "1"], "--rounds")])
+def test_bad_input_is_one_line(argv, what, capsys, tmp_path):
+    assert ablation.main([*argv, "--out", str(tmp_path / "a.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and what in err[0]
+    assert not (tmp_path / "a.json").exists()

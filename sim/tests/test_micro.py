@@ -1,0 +1,111 @@
+"""The microbenchmark traces (kvsim.sim.micro): they are calibrate.c's loops record for
+record, and the model prices them as the calibration does (a chase far beyond the caches
+costs the DRAM latency; N chases overlap up to the miss buffers)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvsim import sim, traces
+from kvsim.sim import micro
+
+
+def _measured(rec: np.ndarray) -> np.ndarray:
+    """The records after the warm-up prefix."""
+    ends = np.flatnonzero((rec["kind"] == traces.KIND_MARKER)
+                          & (rec["flags"] == traces.MARK_WARMUP_END))
+    return rec[ends[-1] + 1:] if len(ends) else rec
+
+
+@given(lines=st.integers(2, 300), steps=st.integers(1, 400), seed=st.integers(0, 9))
+@settings(max_examples=40, deadline=None)
+def test_chase_is_one_cycle_through_every_line(lines, steps, seed):
+    rec = micro.chase_records(lines * micro.LINE, 1, steps, seed)
+    assert not traces.check_records(rec)
+    m = _measured(rec)
+    assert len(m) == steps
+    assert (m["kind"] == traces.KIND_LOAD).all()
+    assert (m["gap"] == micro.CHASE_GAP).all()
+    assert (m["dep"][1:] == 1).all() and m["dep"][0] == 0
+    off = (m["addr"] - micro.BASE) // micro.LINE
+    assert off.max() < lines
+    # a cycle: any `lines` consecutive steps visit every line once
+    if steps >= lines:
+        assert len(np.unique(off[:lines])) == lines
+        assert (off[lines:] == off[:steps - lines]).all()
+
+
+@given(chains=st.integers(1, 12), steps=st.integers(1, 30))
+@settings(max_examples=40, deadline=None)
+def test_mlp_chains_are_independent_dependent_chains(chains, steps):
+    lines = 64 * chains
+    rec = micro.chase_records(lines * micro.LINE, chains, steps, warmup=0, mlp_loop=True)
+    assert not traces.check_records(rec)
+    assert len(rec) == 3 * chains * steps
+    parents = traces.chain_parents(rec)
+    data = np.flatnonzero((rec["kind"] == traces.KIND_LOAD) & (rec["addr"] < micro.STACK))
+    assert len(data) == chains * steps
+    for k, i in enumerate(data):
+        c, s = k % chains, k // chains
+        stack = parents[i]
+        assert rec["addr"][stack] == micro.STACK + 8 * c  # chain[c], loaded from the stack
+        if s == 0:
+            assert parents[stack] < 0
+        else:  # ... whose value is the same chain's previous chase load
+            assert parents[stack] == data[k - chains]
+    # chains start evenly spaced along the one cycle, so no two chains share a line
+    assert len(np.unique(rec["addr"][data])) == chains * steps
+
+
+def _cpu(mshrs: int, dram_ns: float = 100.0, page_walk: int = 0):
+    return sim.parse_cpu({
+        "name": "t", "freq_ghz": 2.0, "core": {"width": 4, "rob": 512},
+        "cache": [{"name": "L1D", "size": 32768, "ways": 8, "line": 64, "latency": 4,
+                   "mshrs": mshrs},
+                  {"name": "L2", "size": 262144, "ways": 8, "line": 64, "latency": 12}],
+        "dram": {"latency_ns": dram_ns},
+        "tlb": {"page_size": "4KiB", "l1_entries": 64, "l1_ways": 4, "l2_entries": 1024,
+                "l2_ways": 8, "l2_latency": 7, "walk_latency": page_walk}})
+
+
+def test_pure_chase_costs_the_dram_latency():
+    """Beyond every cache (2 MiB pages: 64 of them, all in the DTLB), one chase load costs
+    the DRAM latency: the loop's other instructions run in its shadow."""
+    cpu = _cpu(16)
+    p = micro.predict(cpu, 128 << 20, 1, 4000, 2 << 20, mlp_loop=False)
+    assert p["ns_per_load"] == pytest.approx(100.0, rel=0.01)
+
+
+def test_pure_chase_with_small_pages_adds_the_walk():
+    cpu = _cpu(16, page_walk=200)
+    p2m = micro.predict(cpu, 128 << 20, 1, 4000, 2 << 20, mlp_loop=False)["ns_per_load"]
+    p4k = micro.predict(cpu, 128 << 20, 1, 4000, 4096, mlp_loop=False)["ns_per_load"]
+    assert p4k - p2m == pytest.approx(200 / 2.0, rel=0.05)  # 32768 pages: nearly all walk
+
+
+@pytest.mark.parametrize("mshrs", [4, 10])
+def test_parallel_chases_overlap_up_to_the_miss_buffers(mshrs):
+    cpu = _cpu(mshrs)
+    one = micro.predict(cpu, 256 << 20, 1, 2000, 2 << 20, mlp_loop=True)["ns_per_load"]
+    for n in (2, mshrs, 2 * mshrs):
+        p = micro.predict(cpu, 256 << 20, n, 2000 // n + 50, 2 << 20, mlp_loop=True)
+        overlap = one / p["ns_per_load"]
+        assert overlap == pytest.approx(min(n, mshrs), rel=0.1)
+
+
+def test_trace_command_writes_a_readable_trace(tmp_path):
+    out = tmp_path / "c.kvt"
+    assert micro.main(["trace", str(out), "--working-set", "64KiB", "--chains", "3",
+                       "--steps", "50"]) == 0
+    rec = traces.read_all(str(out))
+    assert (rec["kind"] == traces.KIND_LOAD).sum() == 1024 + 2 * 3 * 50
+
+
+def test_bad_working_set_is_one_line(tmp_path, capsys):
+    assert micro.main(["trace", str(tmp_path / "x.kvt"), "--working-set", "lots"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--working-set" in err[0]
+    assert not (tmp_path / "x.kvt").exists()
