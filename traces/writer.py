@@ -119,9 +119,7 @@ class Writer:
         head = encode_header(h)
         self.header = json.loads(head[FIXED_HEADER.size:-4])
         self._validator = RecordValidator(self.header) if validate else None
-        self._cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL, threads=0,
-                                              write_content_size=True, write_checksum=False,
-                                              write_dict_id=False)
+        self._cctx: zstandard.ZstdCompressor | None = None  # made at the first zstd chunk
         self._pending: list[np.ndarray] = []
         self._pending_n = 0
         self.n_chunks = 0
@@ -200,6 +198,10 @@ class Writer:
                                  f"the format: {e.field}: {e.problem}") from None
         codec = self.codec if codec is None else codec
         raw = arr.tobytes()
+        if codec == CODEC_ZSTD and self._cctx is None:
+            self._cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL, threads=0,
+                                                  write_content_size=True,
+                                                  write_checksum=False, write_dict_id=False)
         payload = self._cctx.compress(raw) if codec == CODEC_ZSTD else raw
         crc = zlib.crc32(payload)
         self._f.write(CHUNK_HEADER.pack(CHUNK_MAGIC, n, len(payload), codec, b"\0\0\0", crc))
