@@ -153,8 +153,18 @@ def test_bad_foreign_input(kind, tmp_path):
 CPU_KINDS = ["missing", "directory", "unreadable", "empty", "truncated", "wrong-format"]
 
 
+# every subcommand that reads a CPU file ({CPU})
+CPU_READERS = [
+    ("simulate", ["simulate", "{TRACE}", "--cpu", "{CPU}"]),
+    ("compare", ["compare", "pipeline", "--variant", "naive", "--variant", "lookahead",
+                 "--cpu", "{CPU}", *SMALL]),
+    ("cpus-show", ["cpus", "--show", "{CPU}"]),
+]
+
+
 @pytest.mark.parametrize("kind", CPU_KINDS)
-def test_bad_cpu_file(kind, tmp_path, small_trace):
+@pytest.mark.parametrize("name,template", CPU_READERS, ids=[c[0] for c in CPU_READERS])
+def test_bad_cpu_file(kind, name, template, tmp_path, small_trace):
     p = tmp_path / "cpu.toml"
     if kind == "missing":
         pass
@@ -169,8 +179,31 @@ def test_bad_cpu_file(kind, tmp_path, small_trace):
         p.write_text('name = "x"\n[[cache]]\nname = "L1"\nsize = "32K')
     elif kind == "wrong-format":
         p.write_bytes(small_trace.read_bytes()[:300])
-    res = run_kvsim("simulate", small_trace, "--cpu", p, honour_permissions=True)
+    args = [a.replace("{TRACE}", str(small_trace)).replace("{CPU}", str(p)) for a in template]
+    res = run_kvsim(*args, honour_permissions=True)
     assert_clean_failure(res, needle=p.name)
+
+
+RESULT_KINDS = ["missing", "a-file", "empty", "corrupted", "unreadable"]
+
+
+@pytest.mark.parametrize("kind", RESULT_KINDS)
+def test_bad_results_directory(kind, tmp_path):
+    """``kvsim experiment report DIR`` on a directory that holds no readable results."""
+    d = tmp_path / "results"
+    if kind == "a-file":
+        d.write_text("x")
+    elif kind != "missing":
+        d.mkdir()
+    if kind in ("corrupted", "unreadable"):
+        f = d / "pipeline" / "pipeline.parquet"
+        f.parent.mkdir()
+        f.write_bytes(b"PAR1" + bytes(range(256)))
+        if kind == "unreadable":
+            f.write_bytes(b"")
+            f.chmod(0)
+    res = run_kvsim("experiment", "report", d, honour_permissions=True)
+    assert_clean_failure(res)
 
 
 BAD_OPTIONS = [
@@ -210,6 +243,9 @@ OUTPUTS = [
     ("trace", ["trace", "pipeline", *SMALL, "-o", "{D}/t.kvt"]),
     ("convert", ["convert", "{TRACE}", "{D}/t.din"]),
     ("convert-kvt", ["convert", "{TRACE}", "{D}/t.kvt", "--to", "kvt"]),
+    # refused before any measuring (calibrate) or reading (report)
+    ("calibrate", ["calibrate", "--quick", "-o", "{D}/cpu.toml"]),
+    ("report", ["experiment", "report", "{TRACE}.d", "-o", "{D}/report.md"]),
 ]
 
 
@@ -229,6 +265,28 @@ def test_unwritable_output(where, name, template, tmp_path, small_trace):
     assert_clean_failure(res, needle=out_arg)
     assert ".tmp" not in res.stderr.decode(), "names an internal temporary file"
     assert not any(p.name.endswith(".tmp") for p in tmp_path.rglob("*"))
+
+
+# subcommands writing into an output directory (made with its missing parents)
+OUTPUT_DIRS = [
+    ("experiment-run", ["experiment", "run", "pipeline", "--only", "sim", "-o", "{D}/res"]),
+    ("experiment-demo", ["experiment", "demo", "--out", "{D}/demo"]),
+]
+
+
+@pytest.mark.parametrize("where", ["parent-is-a-file", "read-only"])
+@pytest.mark.parametrize("name,template", OUTPUT_DIRS, ids=[o[0] for o in OUTPUT_DIRS])
+def test_unwritable_output_directory(where, name, template, tmp_path):
+    if where == "read-only":
+        d = tmp_path / "ro"
+        d.mkdir()
+        d.chmod(0o500)
+    else:
+        d = dict(_unwritable_dirs(tmp_path))[where]
+    args = [a.replace("{D}", str(d)) for a in template]
+    res = run_kvsim(*args, honour_permissions=True)
+    out_arg = next(a for a in args if a.startswith(str(d)))
+    assert_clean_failure(res, needle=out_arg)
 
 
 PIPES = [
