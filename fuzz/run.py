@@ -2,6 +2,7 @@
 
     python fuzz/run.py [--seconds S] [--min-execs N] [--targets a,b] [--result FILE]
     python fuzz/run.py --replay            # every corpus input once, no fuzzing
+    python fuzz/run.py --render results/fuzz.json   # a result file as a Markdown table
 
 Targets: the libFuzzer programs of ``fuzz/c/`` (built by ``fuzz/Makefile`` with clang under
 ASan + UBSan) and the Python targets of ``fuzz/py/fuzz_targets.py`` (run by atheris). Each
@@ -148,6 +149,27 @@ def replay_one(target: str, log) -> dict:
     return {"target": target, "inputs": len(files), "failed": r.returncode != 0}
 
 
+def render(path: str) -> str:
+    """A result file of ``--result`` as Markdown: the run, then one row per target."""
+    import json
+
+    d = json.loads(Path(path).read_text())
+    p, m = d["provenance"], d["provenance"]["machine"]
+    rows = ["| target | execs | crashes | in the first "
+            f"{d['seconds_per_target']} s | seconds | coverage edges |",
+            "|---|---:|---:|---:|---:|---:|"]
+    for t in d["targets"]:
+        rows.append(f"| `{t['target']}` | {t['execs']:,} | {t['crashes']} | "
+                    f"{t.get('timed_execs', t['execs']):,} | {t['seconds']} | "
+                    f"{t['coverage_edges'] if t['coverage_edges'] is not None else '-'} |")
+    head = (f"`{d['command']}` at commit {p['commit'][:10]}, {p['date_utc']}, on "
+            f"{m['cpu_model']} ({m['cores']} cores{', a VM' if m.get('hypervisor') else ''}), "
+            f"1-minute load average {d['load_average_1m_before']:.1f} before and "
+            f"{d['load_average_1m_after']:.1f} after; goal {d['goal_execs_per_target']:,} "
+            "executions per target.")
+    return head + "\n\n" + "\n".join(rows) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=int, default=int(os.environ.get("FUZZ_SECONDS", 60)),
@@ -163,7 +185,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replay", action="store_true",
                     help="run every committed corpus input once instead of fuzzing")
     ap.add_argument("--result", help="write the summary here (kvsim.provenance.write_result)")
+    ap.add_argument("--render", metavar="FILE",
+                    help="print a --result file as a Markdown table (fuzz/README.md) and exit")
     a = ap.parse_args(argv)
+    if a.render:
+        try:
+            print(render(a.render), end="")
+        except (OSError, ValueError, KeyError) as exc:
+            print(f"fuzz: error: {a.render}: cannot render: {exc}", file=sys.stderr)
+            return 2
+        return 0
     targets = [t for t in a.targets.split(",") if t]
     unknown = [t for t in targets if t not in C_TARGETS + PY_TARGETS]
     try:
