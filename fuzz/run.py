@@ -162,7 +162,7 @@ def render(path: str) -> str:
         rows.append(f"| `{t['target']}` | {t['execs']:,} | {t['crashes']} | "
                     f"{t.get('timed_execs', t['execs']):,} | {t['seconds']} | "
                     f"{t['coverage_edges'] if t['coverage_edges'] is not None else '-'} |")
-    head = (f"`{d['command']}` at commit {p['commit'][:10]}, {p['date_utc']}, on "
+    head = (f"`{d['command']}` at commit {p['commit'][:10]} (its date: `provenance`), on "
             f"{m['cpu_model']} ({m['cores']} cores{', a VM' if m.get('hypervisor') else ''}), "
             f"1-minute load average {d['load_average_1m_before']:.1f} before and "
             f"{d['load_average_1m_after']:.1f} after; goal {d['goal_execs_per_target']:,} "

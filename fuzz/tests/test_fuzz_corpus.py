@@ -86,7 +86,7 @@ def test_render_has_one_row_per_target(tmp_path) -> None:
     targets = [{"target": f"t{i}", "execs": 1000 * i + 7, "crashes": i % 2, "seconds": 60.5,
                 "timed_execs": 500 + i, "coverage_edges": None if i == 0 else 10 * i}
                for i in range(3)]
-    doc = {"provenance": {"commit": "0123456789abcdef", "date_utc": "D",
+    doc = {"provenance": {"commit": "0123456789abcdef",
                           "machine": {"cpu_model": "CPU", "cores": 2}},
            "command": "make fuzz", "seconds_per_target": 60, "load_average_1m_before": 1.0,
            "load_average_1m_after": 2.0, "goal_execs_per_target": 100_000, "targets": targets}
