@@ -38,7 +38,7 @@ test: build
 	$(PY) -m pytest -q
 	$(PY) -m pytest -q -m slow kvsim/tests/test_dist.py
 	$(PY) fuzz/run.py --replay
-	$(PY) fuzz/run.py --seconds $(FUZZ_SMOKE_SECONDS)
+	$(PY) fuzz/run.py --seconds $(FUZZ_SMOKE_SECONDS) --min-execs 0
 
 test-slow: build
 	$(PY) -m pytest -q -m slow
@@ -57,12 +57,15 @@ notebooks: build
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[test,notebooks]'
 	cd notebooks && ../$(VENV)/bin/jupyter lab
 # Coverage-guided fuzzing of every parser of untrusted input (fuzz/README.md): each target
-# for FUZZ_SECONDS, one line per target, the summary in results/fuzz.json.  `make test` replays
-# the committed corpora and fuzzes each target for FUZZ_SMOKE_SECONDS.
+# for FUZZ_SECONDS, and on until it has run FUZZ_MIN_EXECS inputs; one line per target, the
+# summary in results/fuzz.json.  `make test` replays the committed corpora and fuzzes each
+# target for FUZZ_SMOKE_SECONDS.
 FUZZ_SECONDS ?= 60
+FUZZ_MIN_EXECS ?= 100000
 FUZZ_SMOKE_SECONDS ?= 3
 fuzz: build
-	$(PY) fuzz/run.py --seconds $(FUZZ_SECONDS) --result results/fuzz.json
+	$(PY) fuzz/run.py --seconds $(FUZZ_SECONDS) --min-execs $(FUZZ_MIN_EXECS) \
+	    --result results/fuzz.json
 
 lint: setup
 	$(VENV)/bin/ruff check .

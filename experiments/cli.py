@@ -119,6 +119,26 @@ def _check_output(path: str) -> None:
         raise ValueError(f"{path}: cannot write: directory {parent} is not writable")
 
 
+def _check_output_dir(path: str) -> None:
+    """Refuse an output directory that cannot be made or written, before any work: an
+    existing non-directory, or a nearest existing ancestor that is no writable directory
+    (missing parents are made)."""
+    p = Path(path)
+    if p.exists():
+        if not p.is_dir():
+            raise ValueError(f"{path}: is not a directory (expected an output directory)")
+        if not os.access(p, os.W_OK | os.X_OK):
+            raise ValueError(f"{path}: cannot write: directory {path} is not writable")
+        return
+    parent = p.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ValueError(f"{path}: cannot create: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"{path}: cannot create: directory {parent} is not writable")
+
+
 def _echo_json(obj) -> None:
     _out(json.dumps(obj, indent=2, sort_keys=False, default=_json_default))
 
@@ -560,6 +580,8 @@ def calibrate(quick, output, max_size, rounds, from_raw):
     from kvsim.sim.config import parse_size
 
     max_bytes = parse_size(max_size, "--max-size") if max_size is not None else None
+    if output:
+        _check_output(output)  # before minutes of measuring
     path = cal.calibrate(Path(output) if output else None, quick=quick, max_bytes=max_bytes,
                          rounds=rounds, log=lambda m: click.echo(f"calibrate: {m}", err=True),
                          from_raw=Path(from_raw) if from_raw else None)
@@ -686,6 +708,7 @@ def experiment_demo(out, keys, ops, cpus_, rounds, publish):
     """The demo study: lookahead against naive pipelined GETs, simulated and native."""
     from kvsim.experiments import demo
 
+    _check_output_dir(out)
     demo.run(Path(out), keys=keys, ops=ops, cpus=list(cpus_) or None, rounds=rounds,
              publish=publish)
 
@@ -737,6 +760,7 @@ def experiment_run(names, scale, cpus_, scheduler, workers, kinds, output, publi
     """
     from kvsim.experiments import runner
 
+    _check_output_dir(output)
     res = runner.run(list(names), output, scale=scale, cpus=list(cpus_) or None,
                      scheduler=scheduler, workers=workers,
                      log=lambda m: click.echo(m, err=True), kinds=kinds or None,
@@ -757,9 +781,10 @@ def experiment_report(directory, output):
     """Print one Markdown summary of every experiment result in DIRECTORY."""
     from kvsim.experiments import report
 
-    text = report.report(directory)
     if output:
         _check_output(output)
+    text = report.report(directory)
+    if output:
         tmp = Path(output).with_name(Path(output).name + ".tmp")
         tmp.write_text(text)
         tmp.replace(output)

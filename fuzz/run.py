@@ -1,13 +1,19 @@
 """The fuzz driver: build, run and replay every fuzz target; ``make fuzz`` calls it.
 
-    python fuzz/run.py [--seconds S] [--targets a,b] [--result results/fuzz.json]
+    python fuzz/run.py [--seconds S] [--min-execs N] [--targets a,b] [--result FILE]
     python fuzz/run.py --replay            # every corpus input once, no fuzzing
+    python fuzz/run.py --render results/fuzz.json   # a result file as a Markdown table
 
 Targets: the libFuzzer programs of ``fuzz/c/`` (built by ``fuzz/Makefile`` with clang under
 ASan + UBSan) and the Python targets of ``fuzz/py/fuzz_targets.py`` (run by atheris). Each
 one starts from its seed corpus ``fuzz/corpus/<target>/`` (read only: the inputs a run adds
 go to ``fuzz/build/work/<target>/``) for ``--seconds`` and prints
-``fuzz TARGET: N execs, K crashes``. A crash's input is kept as
+``fuzz TARGET: N execs, K crashes``. With ``--min-execs N`` (``make fuzz``: 10^5, the
+issue's bar) a target that ran fewer than N inputs in its ``--seconds`` goes on fuzzing the
+corpus it grew until it has run N (``-runs``), for at most ``--max-seconds`` more: the bar is
+executions, and how many fit in a minute depends on the target (one that builds a simulator
+per input under ASan runs a few thousand a second on a core of its own) and on the machine's
+load. A crash's input is kept as
 ``fuzz/build/artifacts/<target>/crash-*``; copied into the corpus folder as ``crash-<what>``,
 it becomes a regression test that ``--replay`` (and so ``make test``) runs. With
 ``--result`` the summary, with the machine's load and the seconds per target, is written
@@ -81,30 +87,54 @@ def _env() -> dict[str, str]:
     return env
 
 
-def fuzz_one(target: str, seconds: int, log) -> dict:
-    """Fuzz ``target`` for ``seconds``; its execs, crashes and the new artifacts."""
+def _libfuzzer(target: str, limits: list[str], work: Path, arts: Path, log) -> tuple:
+    """One libFuzzer run of ``target`` over its work and seed corpora under ``limits``:
+    (execs, libFuzzer's last coverage report, exit code, seconds)."""
+    cmd = [*_command(target), *limits, "-print_final_stats=1",
+           "-timeout=20", "-rss_limit_mb=4096", "-max_len=8192",
+           f"-artifact_prefix={arts}/", str(work), str(CORPUS / target)]
+    t0 = time.monotonic()
+    r = subprocess.run(cmd, capture_output=True, env=_env(), check=False,
+                       timeout=_seconds_of(limits) + 600)
+    wall = time.monotonic() - t0
+    log.write(f"=== {target}: {' '.join(cmd)}\n".encode() + r.stdout + r.stderr)
+    m = _EXECS.findall(r.stderr + r.stdout)
+    cov = _COV.findall(r.stderr + r.stdout)
+    return (int(m[-1]) if m else 0), (cov[-1] if cov else None), r.returncode, wall
+
+
+def _seconds_of(limits: list[str]) -> int:
+    return next(int(a.split("=")[1]) for a in limits if a.startswith("-max_total_time="))
+
+
+def fuzz_one(target: str, seconds: int, log, min_execs: int = 0,
+             max_seconds: int = 0) -> dict:
+    """Fuzz ``target`` for ``seconds``, then, if it ran fewer than ``min_execs`` inputs, on
+    until it has (for at most ``max_seconds`` more); its execs, crashes and new artifacts."""
     work = BUILD / "work" / target
     arts = BUILD / "artifacts" / target
     work.mkdir(parents=True, exist_ok=True)
     arts.mkdir(parents=True, exist_ok=True)
     before = set(os.listdir(arts))
-    cmd = [*_command(target), f"-max_total_time={seconds}", "-print_final_stats=1",
-           "-timeout=20", "-rss_limit_mb=4096", "-max_len=8192",
-           f"-artifact_prefix={arts}/", str(work), str(CORPUS / target)]
-    t0 = time.monotonic()
-    r = subprocess.run(cmd, capture_output=True, env=_env(), check=False,
-                       timeout=seconds + 600)
-    wall = time.monotonic() - t0
-    log.write(f"=== {target}: {' '.join(cmd)}\n".encode() + r.stdout + r.stderr)
-    m = _EXECS.findall(r.stderr + r.stdout)
-    cov = _COV.findall(r.stderr + r.stdout)
+    execs, cov, code, wall = _libfuzzer(target, [f"-max_total_time={seconds}"], work, arts,
+                                        log)
+    timed_execs, timed_wall = execs, wall
+    if code == 0 and execs < min_execs and max_seconds > 0:
+        # libFuzzer's -runs counts every input it runs, the corpus it reloads included
+        more, cov2, code, wall2 = _libfuzzer(
+            target, [f"-runs={min_execs - execs}", f"-max_total_time={max_seconds}"],
+            work, arts, log)
+        execs, wall = execs + more, wall + wall2
+        cov = cov2 or cov
     new = sorted(f for f in set(os.listdir(arts)) - before if f.startswith(_FAILS))
-    crashes = len(new) or (1 if r.returncode else 0)
-    return {"target": target, "execs": int(m[-1]) if m else 0, "crashes": crashes,
-            "seconds": round(wall, 1), "exit_code": r.returncode,
+    crashes = len(new) or (1 if code else 0)
+    return {"target": target, "execs": execs, "crashes": crashes,
+            "seconds": round(wall, 1), "exit_code": code,
+            # the first, timed run alone (--seconds); execs - timed_execs came after it
+            "timed_execs": timed_execs, "timed_seconds": round(timed_wall, 1),
             # libFuzzer's last report: code edges reached, and features (edge x hit count)
-            "coverage_edges": int(cov[-1][0]) if cov else None,
-            "coverage_features": int(cov[-1][1]) if cov else None,
+            "coverage_edges": int(cov[0]) if cov else None,
+            "coverage_features": int(cov[1]) if cov else None,
             "artifacts": [str((arts / f).relative_to(ROOT)) for f in new],
             "corpus_seeds": len(list((CORPUS / target).iterdir())),
             "corpus_after": len(list(work.iterdir()))}
@@ -119,16 +149,52 @@ def replay_one(target: str, log) -> dict:
     return {"target": target, "inputs": len(files), "failed": r.returncode != 0}
 
 
+def render(path: str) -> str:
+    """A result file of ``--result`` as Markdown: the run, then one row per target."""
+    import json
+
+    d = json.loads(Path(path).read_text())
+    p, m = d["provenance"], d["provenance"]["machine"]
+    rows = ["| target | execs | crashes | in the first "
+            f"{d['seconds_per_target']} s | seconds | coverage edges |",
+            "|---|---:|---:|---:|---:|---:|"]
+    for t in d["targets"]:
+        rows.append(f"| `{t['target']}` | {t['execs']:,} | {t['crashes']} | "
+                    f"{t.get('timed_execs', t['execs']):,} | {t['seconds']} | "
+                    f"{t['coverage_edges'] if t['coverage_edges'] is not None else '-'} |")
+    head = (f"`{d['command']}` at commit {p['commit'][:10]} (its date: `provenance`), on "
+            f"{m['cpu_model']} ({m['cores']} cores{', a VM' if m.get('hypervisor') else ''}), "
+            f"1-minute load average {d['load_average_1m_before']:.1f} before and "
+            f"{d['load_average_1m_after']:.1f} after; goal {d['goal_execs_per_target']:,} "
+            "executions per target.")
+    return head + "\n\n" + "\n".join(rows) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=int, default=int(os.environ.get("FUZZ_SECONDS", 60)),
                     help="fuzzing time per target (default: $FUZZ_SECONDS or 60)")
+    ap.add_argument("--min-execs", type=int, default=int(os.environ.get("FUZZ_MIN_EXECS", 0)),
+                    help="a target that ran fewer inputs in --seconds fuzzes on until it has "
+                         "(default: $FUZZ_MIN_EXECS or 0, none)")
+    ap.add_argument("--max-seconds", type=int, default=None,
+                    help="at most this much more time per target for --min-execs "
+                         "(default: 15 x --seconds)")
     ap.add_argument("--targets", default=",".join(C_TARGETS + PY_TARGETS),
                     help="comma-separated targets (default: all)")
     ap.add_argument("--replay", action="store_true",
                     help="run every committed corpus input once instead of fuzzing")
     ap.add_argument("--result", help="write the summary here (kvsim.provenance.write_result)")
+    ap.add_argument("--render", metavar="FILE",
+                    help="print a --result file as a Markdown table (fuzz/README.md) and exit")
     a = ap.parse_args(argv)
+    if a.render:
+        try:
+            print(render(a.render), end="")
+        except (OSError, ValueError, KeyError) as exc:
+            print(f"fuzz: error: {a.render}: cannot render: {exc}", file=sys.stderr)
+            return 2
+        return 0
     targets = [t for t in a.targets.split(",") if t]
     unknown = [t for t in targets if t not in C_TARGETS + PY_TARGETS]
     try:
@@ -137,6 +203,12 @@ def main(argv: list[str] | None = None) -> int:
                             f"(known: {', '.join(C_TARGETS + PY_TARGETS)})")
         if a.seconds < 1:
             raise FuzzError(f"--seconds: must be >= 1, got {a.seconds}")
+        if a.min_execs < 0:
+            raise FuzzError(f"--min-execs: must be >= 0, got {a.min_execs}")
+        if a.max_seconds is None:
+            a.max_seconds = 15 * a.seconds
+        if a.max_seconds < 0:
+            raise FuzzError(f"--max-seconds: must be >= 0, got {a.max_seconds}")
         build(targets)
         _check_python(targets)
     except FuzzError as exc:
@@ -155,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{'FAILED' if row['failed'] else 'ok'}", flush=True)
                 bad += row["failed"]
             else:
-                row = fuzz_one(t, a.seconds, log)
+                row = fuzz_one(t, a.seconds, log, a.min_execs, a.max_seconds)
                 print(f"fuzz {t}: {row['execs']} execs, {row['crashes']} crashes", flush=True)
                 bad += row["crashes"] > 0
                 for art in row["artifacts"]:
@@ -170,8 +242,10 @@ def main(argv: list[str] | None = None) -> int:
 
         write_result(a.result, {
             "benchmark": "fuzz",
-            "command": f"make fuzz FUZZ_SECONDS={a.seconds}",
+            "command": f"make fuzz FUZZ_SECONDS={a.seconds} FUZZ_MIN_EXECS={a.min_execs}",
             "seconds_per_target": a.seconds,
+            "min_execs_per_target": a.min_execs,
+            "max_extra_seconds_per_target": a.max_seconds,
             "load_average_1m_before": load_before,
             "load_average_1m_after": os.getloadavg()[0],
             "goal_execs_per_target": 100_000,

@@ -108,7 +108,7 @@ class TraceReader:
         self.chunks: list[ChunkInfo] = []
         self.total_records = 0
         self.complete = False
-        self._dctx = zstandard.ZstdDecompressor()
+        self._dctx: zstandard.ZstdDecompressor | None = None  # made at the first zstd chunk
         try:
             self.header: dict[str, Any] = self._read_header()
         except BaseException:
@@ -328,6 +328,8 @@ class TraceReader:
 
     def _decompress(self, payload: bytes | bytearray, raw_len: int, index: int,
                     start: int) -> bytes:
+        if self._dctx is None:
+            self._dctx = zstandard.ZstdDecompressor()
         dobj = self._dctx.decompressobj()
         try:
             out = dobj.decompress(payload)

@@ -75,12 +75,13 @@ class RecordValidator:
         # flag g mod DEP_CHECK_WINDOW: record g is a load (the last DEP_CHECK_WINDOW records)
         self._loads = np.zeros(DEP_CHECK_WINDOW, dtype=bool)
         self._warmup_next = MARK_WARMUP_BEGIN
+        self._texts = self._rule_texts()
 
     # --- the rules ------------------------------------------------------------------------
-    def describe(self, rule: int, dep: int = 0, named: int = 0) -> tuple[str, str]:
-        """(field, problem) of rule ``rule`` (a ``RULE_*``) for this header; ``dep`` and
-        ``named`` (the trace index a dep names) word the dep rules."""
-        texts = {
+    def _rule_texts(self) -> dict[int, tuple[str, str]]:
+        """(field, problem) of every rule but the two worded per record (the dep rules),
+        for this header: built once, as every chunk checked reads them."""
+        return {
             RULE_KIND: ("kind", f"kind must be 0..{NUM_KINDS - 1}"),
             RULE_SIZE_ACCESS: ("size", "a load or store has size 0"),
             RULE_SIZE_PREFETCH: ("size", "a prefetch must have size 1"),
@@ -92,12 +93,17 @@ class RecordValidator:
             RULE_TAG: ("tag", f"tag not named in the header's tags (0..{(self.n_tags or 0) - 1})"),
             RULE_SITE: ("site",
                         f"site not named in the header's sites (0..{(self.n_sites or 0) - 1})"),
-            RULE_DEP_BEFORE: ("dep", f"dep {dep} points before the trace's first record"),
-            RULE_DEP_NOT_LOAD: ("dep",
-                                f"dep {dep} names trace record {named}, which is not a load"),
             RULE_WARMUP: ("flags", "warm-up markers must alternate WARMUP_BEGIN, WARMUP_END"),
         }
-        return texts[rule]
+
+    def describe(self, rule: int, dep: int = 0, named: int = 0) -> tuple[str, str]:
+        """(field, problem) of rule ``rule`` (a ``RULE_*``) for this header; ``dep`` and
+        ``named`` (the trace index a dep names) word the dep rules."""
+        if rule == RULE_DEP_BEFORE:
+            return "dep", f"dep {dep} points before the trace's first record"
+        if rule == RULE_DEP_NOT_LOAD:
+            return "dep", f"dep {dep} names trace record {named}, which is not a load"
+        return self._texts[rule]
 
     def violations(self, rec: np.ndarray) -> list[tuple[np.ndarray, str, str]]:
         """Every rule as ``(mask of the records of rec breaking it, field, problem)``, in
@@ -146,14 +152,12 @@ class RecordValidator:
         n = int(rec.size)
         if n == 0:
             return
-        first: tuple[int, str, str] | None = None
-        for mask, field, problem in self.violations(rec):
-            if mask.any():
-                i = int(np.argmax(mask))
-                if first is None or i < first[0]:
-                    first = (i, field, problem)
-        if first is not None:
-            i, field, problem = first
+        rules = self.violations(rec)
+        # one pass over all the masks: the first bad record, then the first rule it breaks
+        bad = np.logical_or.reduce([mask for mask, _, _ in rules])
+        if bad.any():
+            i = int(np.argmax(bad))
+            field, problem = next((f, p) for mask, f, p in rules if mask[i])
             if field == "dep" and rec["kind"][i] != KIND_MARKER:
                 back = int(rec["dep"][i])
                 g = self.records_checked + i - back

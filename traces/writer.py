@@ -92,6 +92,21 @@ def as_records(records: Any) -> np.ndarray:
     return out
 
 
+
+def write_all(f: IO[bytes], data: Any) -> None:
+    """Write every byte of ``data`` to ``f``. A buffered stream whose file fails partway
+    through a large write (its reader closed the pipe) returns the short count instead of
+    raising; writing the rest raises the error, so nothing is lost without one."""
+    view = memoryview(data).cast("B")
+    while view.nbytes:
+        k = f.write(view)
+        if k is None or k >= view.nbytes:  # None: a stream that does not count (all taken)
+            return
+        if k <= 0:
+            raise OSError(f"short write: {view.nbytes} bytes not taken")
+        view = view[k:]
+
+
 class Writer:
     """Write a trace chunk by chunk.
 
@@ -119,9 +134,7 @@ class Writer:
         head = encode_header(h)
         self.header = json.loads(head[FIXED_HEADER.size:-4])
         self._validator = RecordValidator(self.header) if validate else None
-        self._cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL, threads=0,
-                                              write_content_size=True, write_checksum=False,
-                                              write_dict_id=False)
+        self._cctx: zstandard.ZstdCompressor | None = None  # made at the first zstd chunk
         self._pending: list[np.ndarray] = []
         self._pending_n = 0
         self.n_chunks = 0
@@ -142,7 +155,7 @@ class Writer:
         else:
             self._f = dst
         try:
-            self._f.write(head)
+            write_all(self._f, head)
         except BaseException:
             self.abort()
             raise
@@ -200,10 +213,15 @@ class Writer:
                                  f"the format: {e.field}: {e.problem}") from None
         codec = self.codec if codec is None else codec
         raw = arr.tobytes()
+        if codec == CODEC_ZSTD and self._cctx is None:
+            self._cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL, threads=0,
+                                                  write_content_size=True,
+                                                  write_checksum=False, write_dict_id=False)
         payload = self._cctx.compress(raw) if codec == CODEC_ZSTD else raw
         crc = zlib.crc32(payload)
-        self._f.write(CHUNK_HEADER.pack(CHUNK_MAGIC, n, len(payload), codec, b"\0\0\0", crc))
-        self._f.write(payload)
+        write_all(self._f, CHUNK_HEADER.pack(CHUNK_MAGIC, n, len(payload), codec, b"\0\0\0",
+                                             crc))
+        write_all(self._f, payload)
         self.n_chunks += 1
         self.total_records += n
 
@@ -217,7 +235,7 @@ class Writer:
                 buf = np.concatenate(self._pending)
                 self._pending, self._pending_n = [], 0
                 self.write_chunk(buf)
-            self._f.write(END_CHUNK.pack(END_MAGIC, self.n_chunks, self.total_records))
+            write_all(self._f, END_CHUNK.pack(END_MAGIC, self.n_chunks, self.total_records))
             self._f.flush()
             if self._owns:
                 self._f.close()

@@ -153,8 +153,18 @@ def test_bad_foreign_input(kind, tmp_path):
 CPU_KINDS = ["missing", "directory", "unreadable", "empty", "truncated", "wrong-format"]
 
 
+# every subcommand that reads a CPU file ({CPU})
+CPU_READERS = [
+    ("simulate", ["simulate", "{TRACE}", "--cpu", "{CPU}"]),
+    ("compare", ["compare", "pipeline", "--variant", "naive", "--variant", "lookahead",
+                 "--cpu", "{CPU}", *SMALL]),
+    ("cpus-show", ["cpus", "--show", "{CPU}"]),
+]
+
+
 @pytest.mark.parametrize("kind", CPU_KINDS)
-def test_bad_cpu_file(kind, tmp_path, small_trace):
+@pytest.mark.parametrize("name,template", CPU_READERS, ids=[c[0] for c in CPU_READERS])
+def test_bad_cpu_file(kind, name, template, tmp_path, small_trace):
     p = tmp_path / "cpu.toml"
     if kind == "missing":
         pass
@@ -169,8 +179,31 @@ def test_bad_cpu_file(kind, tmp_path, small_trace):
         p.write_text('name = "x"\n[[cache]]\nname = "L1"\nsize = "32K')
     elif kind == "wrong-format":
         p.write_bytes(small_trace.read_bytes()[:300])
-    res = run_kvsim("simulate", small_trace, "--cpu", p, honour_permissions=True)
+    args = [a.replace("{TRACE}", str(small_trace)).replace("{CPU}", str(p)) for a in template]
+    res = run_kvsim(*args, honour_permissions=True)
     assert_clean_failure(res, needle=p.name)
+
+
+RESULT_KINDS = ["missing", "a-file", "empty", "corrupted", "unreadable"]
+
+
+@pytest.mark.parametrize("kind", RESULT_KINDS)
+def test_bad_results_directory(kind, tmp_path):
+    """``kvsim experiment report DIR`` on a directory that holds no readable results."""
+    d = tmp_path / "results"
+    if kind == "a-file":
+        d.write_text("x")
+    elif kind != "missing":
+        d.mkdir()
+    if kind in ("corrupted", "unreadable"):
+        f = d / "pipeline" / "pipeline.parquet"
+        f.parent.mkdir()
+        f.write_bytes(b"PAR1" + bytes(range(256)))
+        if kind == "unreadable":
+            f.write_bytes(b"")
+            f.chmod(0)
+    res = run_kvsim("experiment", "report", d, honour_permissions=True)
+    assert_clean_failure(res)
 
 
 BAD_OPTIONS = [
@@ -210,6 +243,9 @@ OUTPUTS = [
     ("trace", ["trace", "pipeline", *SMALL, "-o", "{D}/t.kvt"]),
     ("convert", ["convert", "{TRACE}", "{D}/t.din"]),
     ("convert-kvt", ["convert", "{TRACE}", "{D}/t.kvt", "--to", "kvt"]),
+    # refused before any measuring (calibrate) or reading (report)
+    ("calibrate", ["calibrate", "--quick", "-o", "{D}/cpu.toml"]),
+    ("report", ["experiment", "report", "{TRACE}.d", "-o", "{D}/report.md"]),
 ]
 
 
@@ -231,32 +267,100 @@ def test_unwritable_output(where, name, template, tmp_path, small_trace):
     assert not any(p.name.endswith(".tmp") for p in tmp_path.rglob("*"))
 
 
+# subcommands writing into an output directory (made with its missing parents)
+OUTPUT_DIRS = [
+    ("experiment-run", ["experiment", "run", "pipeline", "--only", "sim", "-o", "{D}/res"]),
+    ("experiment-demo", ["experiment", "demo", "--out", "{D}/demo"]),
+]
+
+
+@pytest.mark.parametrize("where", ["parent-is-a-file", "read-only"])
+@pytest.mark.parametrize("name,template", OUTPUT_DIRS, ids=[o[0] for o in OUTPUT_DIRS])
+def test_unwritable_output_directory(where, name, template, tmp_path):
+    if where == "read-only":
+        d = tmp_path / "ro"
+        d.mkdir()
+        d.chmod(0o500)
+    else:
+        d = dict(_unwritable_dirs(tmp_path))[where]
+    args = [a.replace("{D}", str(d)) for a in template]
+    res = run_kvsim(*args, honour_permissions=True)
+    out_arg = next(a for a in args if a.startswith(str(d)))
+    assert_clean_failure(res, needle=out_arg)
+
+
 PIPES = [
     ("trace", ["trace", "pipeline", *SMALL, "-o", "-"]),
     ("convert", ["convert", "{TRACE}", "-", "--to", "dinero"]),
+    ("convert-lackey", ["convert", "{TRACE}", "-", "--to", "lackey"]),
+    ("convert-champsim", ["convert", "{TRACE}", "-", "--to", "champsim"]),
+    ("convert-gem5", ["convert", "{TRACE}", "-", "--to", "gem5"]),
     ("convert-kvt", ["convert", "{TRACE}", "-", "--to", "kvt"]),
     ("trace-info", ["trace-info", "{TRACE}", "--json"]),
     ("cpus", ["cpus", "--json"]),
 ]
+#: Bytes a pipe holds before its writer blocks (Linux's default pipe size).
+PIPE_BUFFER = 65536
 
 
 @pytest.mark.parametrize("name,template", PIPES, ids=[p[0] for p in PIPES])
 def test_broken_pipe_downstream(name, template, small_trace):
     """``kvsim ... | head -c 100``: kvsim stops with one line and a non-zero exit (the
-    output was cut short), never a traceback."""
+    output was cut short), never a traceback. Only an output that fits in the pipe before
+    ``head`` exits may end in success."""
     args = " ".join(a.replace("{TRACE}", str(small_trace)) for a in template)
+    full = run_kvsim(*(a.replace("{TRACE}", str(small_trace)) for a in template))
+    assert full.returncode == 0, full.stderr.decode()
     cmd = f"{sys.executable} -m kvsim.experiments.cli {args} | head -c 100 > /dev/null"
     res = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, cwd=ROOT,
                          timeout=600)
     err = res.stderr.decode(errors="replace")
     assert "Traceback" not in err
     if res.returncode == 0:
-        # the whole output fitted in the pipe buffer before head exited: nothing was lost
+        # nothing lost only if the whole output fitted in the pipe before head exited
+        assert len(full.stdout) <= 100 + PIPE_BUFFER, (
+            f"{len(full.stdout)} bytes of output, cut at 100, yet a success")
         assert err == ""
         return
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("kvsim: error: "), err
     assert "pipe" in lines[0]
+
+
+STDOUT_FORMATS = [("dinero", "out.din"), ("lackey", "out.lackey"),
+                  ("champsim", "out.champsimtrace"), ("gem5", "out.trc"), ("kvt", "out.kvt")]
+
+
+@pytest.mark.parametrize("fmt,name", STDOUT_FORMATS, ids=[f[0] for f in STDOUT_FORMATS])
+def test_convert_to_stdout_writes_everything(fmt, name, tmp_path, small_trace):
+    """``kvsim convert T - --to FMT`` writes to standard output exactly the bytes it writes
+    to an (uncompressed) file of that format."""
+    res = run_kvsim("convert", small_trace, "-", "--to", fmt)
+    assert res.returncode == 0 and res.stderr == b"", res.stderr.decode()
+    assert run_kvsim("convert", small_trace, tmp_path / name, "--to", fmt).returncode == 0
+    assert res.stdout == (tmp_path / name).read_bytes()
+
+
+def test_write_all_surfaces_a_short_write():
+    """A buffered stream that takes only part of a write (its pipe closed mid-write) reports
+    the short count, not an error; ``write_all`` writes the rest, which raises."""
+    from kvsim.traces.writer import write_all
+
+    class Short:
+        def __init__(self):
+            self.got = b""
+
+        def write(self, b):
+            if self.got:
+                raise BrokenPipeError(32, "Broken pipe")
+            self.got = bytes(b[:10])
+            return 10
+
+    with pytest.raises(BrokenPipeError):
+        write_all(Short(), b"x" * 100)
+    whole = Short()
+    whole.write = lambda b: len(b)
+    write_all(whole, b"x" * 100)
 
 
 @pytest.mark.parametrize("dst", ["out.din", "out.kvt"])

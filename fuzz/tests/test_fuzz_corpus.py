@@ -61,3 +61,42 @@ def test_the_driver_runs_every_target() -> None:
     assert sorted(run.C_TARGETS) == c_files
     for t in run.C_TARGETS + run.PY_TARGETS:
         assert (FUZZ / "corpus" / t).is_dir(), t
+
+
+def _run_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fuzz_run", FUZZ / "run.py")
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
+    return run
+
+
+def test_driver_refuses_a_negative_execution_floor() -> None:
+    r = subprocess.run([sys.executable, str(FUZZ / "run.py"), "--min-execs", "-1"],
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip().splitlines() == ["fuzz: error: --min-execs: must be >= 0, got -1"]
+
+
+def test_render_has_one_row_per_target(tmp_path) -> None:
+    """``run.py --render`` prints what the result file holds, one row per target."""
+    import json
+
+    targets = [{"target": f"t{i}", "execs": 1000 * i + 7, "crashes": i % 2, "seconds": 60.5,
+                "timed_execs": 500 + i, "coverage_edges": None if i == 0 else 10 * i}
+               for i in range(3)]
+    doc = {"provenance": {"commit": "0123456789abcdef",
+                          "machine": {"cpu_model": "CPU", "cores": 2}},
+           "command": "make fuzz", "seconds_per_target": 60, "load_average_1m_before": 1.0,
+           "load_average_1m_after": 2.0, "goal_execs_per_target": 100_000, "targets": targets}
+    f = tmp_path / "fuzz.json"
+    f.write_text(json.dumps(doc))
+    rows = [ln for ln in _run_module().render(str(f)).splitlines() if ln.startswith("| `")]
+    assert len(rows) == len(targets)
+    for row, t in zip(rows, targets, strict=True):
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[0] == f"`{t['target']}`"
+        assert cells[1].replace(",", "") == str(t["execs"])
+        assert cells[2] == str(t["crashes"])
+        assert cells[3].replace(",", "") == str(t["timed_execs"])

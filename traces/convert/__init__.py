@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ..writer import write_all
+
 __all__ = ["DEFAULT_FREQ_GHZ", "FORMATS_IN", "FORMATS_OUT", "HUGE_OUTPUT", "PREFERRED",
            "convert", "detect_format", "guess_format"]
 
@@ -258,7 +260,7 @@ class _Meter(io.RawIOBase):
         n = len(b) if not isinstance(b, memoryview) else b.nbytes
         if self._check is not None:
             self._check(self.written + n)
-        self._raw.write(b)
+        write_all(self._raw, b)  # all of it, or the error (sys.stdout.buffer may take less)
         self.written += n
         return n
 
