@@ -428,6 +428,8 @@ def load_file(path: str | Path) -> CpuConfig:
         raise ConfigError(f"{path}: no such file") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: invalid TOML: {e}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not a UTF-8 TOML file (byte {e.start}: {e.reason})") from None
     try:
         return parse_cpu(doc, str(p))
     except ConfigError as e:
