@@ -592,40 +592,29 @@ def calibrate(quick, output, max_size, rounds, from_raw):
     click.echo(f"  {cpu.freq_ghz} GHz; {cpu.summary()}")
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
-                               "help_option_names": []}, add_help_option=False)
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def bench(args):
-    """Whole-process speed of `kvsim simulate` on every preset (kvsim bench --help)."""
-    from kvsim.sim import bench_presets
+def _argparse_command(name: str, module: str, summary: str) -> None:
+    """Register ``kvsim NAME``: every argument goes to ``kvsim.sim.MODULE.main`` (an
+    argparse program with its own --help and one-line errors)."""
 
-    rc = bench_presets.main(list(args), prog="kvsim bench")
-    if rc:
-        raise SystemExit(rc)  # its one-line error is printed
+    @cli.command(name=name, help=summary, add_help_option=False,
+                 context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+                                   "help_option_names": []})
+    @click.argument("args", nargs=-1, type=click.UNPROCESSED)
+    def run(args):
+        import importlib
 
-
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
-                               "help_option_names": []}, add_help_option=False)
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def micro(args):
-    """Calibrate's pointer chases as traces, predicted against native (kvsim micro --help)."""
-    from kvsim.sim import micro as m
-
-    rc = m.main(list(args), prog="kvsim micro")
-    if rc:
-        raise SystemExit(rc)  # its one-line error is printed
+        rc = importlib.import_module(f"kvsim.sim.{module}").main(list(args),
+                                                                 prog=f"kvsim {name}")
+        if rc:
+            raise SystemExit(rc)  # its one-line error is printed
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
-                               "help_option_names": []}, add_help_option=False)
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def ablate(args):
-    """One model parameter at a time over seed workload pairs, beside native (--help)."""
-    from kvsim.sim import ablation
-
-    rc = ablation.main(list(args), prog="kvsim ablate")
-    if rc:
-        raise SystemExit(rc)  # its one-line error is printed
+_argparse_command("bench", "bench_presets",
+                  "Whole-process speed of `kvsim simulate` on every preset (kvsim bench --help).")
+_argparse_command("micro", "micro", "Calibrate's pointer chases as traces, predicted against "
+                  "native (kvsim micro --help).")
+_argparse_command("ablate", "ablation", "One model parameter at a time over seed workload "
+                  "pairs, beside native (--help).")
 
 
 @cli.command()
