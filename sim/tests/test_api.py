@@ -192,3 +192,16 @@ def test_a_record_array_is_checked_as_a_trace_is(field, value):
     assert str(from_array.value) == f"record array: record 1: {said}"
     assert said.startswith(f"{field}: ")
     sim.simulate(recs, "graviton3", functional=True, validate=False)  # the engine is safe
+
+
+def test_tlb_thread_with_a_wrapping_access():
+    """An access wrapping past 2^64 (the reader refuses it; an unchecked array may hold one)
+    has no pieces; the TLB thread must code it as none too, not stall the run (found by
+    fuzz/ engine_records, corpus crash-tlb-thread-wrapping-access)."""
+    recs = np.zeros(4, dtype=traces.RECORD_DTYPE)
+    recs["addr"] = [0x1000, 0xFFFFFFFFFFFFFFF0, 0x2000, 0x3000]
+    recs["size"] = [8, 64, 8, 8]
+    recs["kind"] = traces.KIND_LOAD
+    one, two = (sim.simulate(recs, "graviton3", threads=t, validate=False) for t in (1, 2))
+    assert two.pop("engine_threads") == 2 and one.pop("engine_threads") == 1
+    assert one == two
