@@ -281,17 +281,23 @@ def _callgrind_refs(binary: Path, cfg_file: Path, raw: Path) -> int:
     raise BenchError(f"callgrind of {binary.name} on {raw.name}: no instruction count")
 
 
-def instructions(binary: Path, recs: np.ndarray, cpu: sim.CpuConfig, tmp: Path) -> dict:
-    """Engine instructions per record (setup subtracted), functional and timed."""
+def instructions(binary: Path, recs: np.ndarray, cpu: sim.CpuConfig, tmp: Path,
+                 threads: int = 1, refs=None) -> dict:
+    """Engine instructions per record (setup subtracted), functional and timed, with the
+    engine's ``threads``; ``refs(binary, cfg_file, raw)`` counts a run (default: every
+    thread's instructions, :func:`_callgrind_refs`)."""
+    refs = refs or _callgrind_refs
     raw, setup = tmp / "recs.raw", tmp / "setup.raw"
     recs.tofile(raw)
     recs[:10].tofile(setup)
     out = {}
     for timing in (False, True):
         cfg = cpu.to_engine(timing=timing, tlb=True, prefetchers=True, flush=True)
+        if threads > 1:
+            cfg.threads = threads
         cf = tmp / "cfg.bin"
         cf.write_bytes(bytes(cfg))
-        full, base = _callgrind_refs(binary, cf, raw), _callgrind_refs(binary, cf, setup)
+        full, base = refs(binary, cf, raw), refs(binary, cf, setup)
         out["timed" if timing else "functional"] = round((full - base) / (len(recs) - 10), 1)
     return out
 

@@ -54,19 +54,8 @@ def thread_refs(binary: Path, cfg_file: Path, raw: Path, tmp: Path) -> list[int]
 def calling_thread(binary: Path, recs: np.ndarray, cpu: sim.CpuConfig, tmp: Path) -> dict:
     """The calling thread's instructions per record with the TLB thread (threads = 2),
     the setup subtracted, functional and timed."""
-    raw, setup = tmp / "recs.raw", tmp / "setup.raw"
-    recs.tofile(raw)
-    recs[:10].tofile(setup)
-    out = {}
-    for timing in (False, True):
-        cfg = cpu.to_engine(timing=timing, tlb=True, prefetchers=True, flush=True)
-        cfg.threads = 2
-        cf = tmp / "cfg.bin"
-        cf.write_bytes(bytes(cfg))
-        full = thread_refs(binary, cf, raw, tmp)[0]
-        base = thread_refs(binary, cf, setup, tmp)[0]
-        out["timed" if timing else "functional"] = round((full - base) / (len(recs) - 10), 1)
-    return out
+    return bp.instructions(binary, recs, cpu, tmp, threads=2,
+                           refs=lambda b, cf, raw: thread_refs(b, cf, raw, tmp)[0])
 
 
 def count(binary: Path, trace_list: list[dict], presets: list[str], records: int,
