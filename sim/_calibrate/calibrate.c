@@ -12,6 +12,8 @@
  *   mlp PAGE SIZE LOADS REPEATS N..  N independent chases through the same cycle at once:
  *                                    ns per load over all N chains (overlap = lat(1) / this)
  *   bw PAGE SIZE REPEATS             one-thread streaming read bandwidth (GB/s)
+ *   work KIND CHUNK CALLS REPEATS    c_ref's CRC-64 or SipHash over CHUNK-byte pieces of a
+ *                                    cache-resident buffer (ns per call): non-memory work
  *   cpuid                            the raw TLB leaves (AMD 0x80000005/6) where x86
  *
  * PAGE is "4k" (madvise MADV_NOHUGEPAGE) or "2m" (a 2 MiB-aligned region with
@@ -35,6 +37,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+
+#include "siphash.h" /* c_ref's, built beside this file with c_ref/crc64.c and siphash.c */
+
+uint64_t ksCrc64(uint64_t crc, const void *buf, size_t len); /* c_ref/crc64.c */
 
 #define LINE 64
 #define HUGE_PAGE (2u * 1024 * 1024)
@@ -112,8 +118,10 @@ static region mapRegion(size_t len, int huge) {
 static void unmapRegion(region *r) { munmap(r->map, r->map_len); }
 
 /* Links the first `size` bytes' lines of r into one random cycle (Sattolo's algorithm), each line holding the
- * address of the next; returns the first line. */
-static void **linkCycle(region *r, size_t size) {
+ * address of the next; returns the first line.  With order != NULL, *order gets the cycle's
+ * line indices in cycle order (the caller frees it): the i-th line along the cycle is
+ * r->buf + (*order)[i] * LINE. */
+static void **linkCycle(region *r, size_t size, uint32_t **order) {
     size_t n = size / LINE;
     uint32_t *perm = malloc(n * sizeof *perm);
     if (!perm) {
@@ -132,7 +140,8 @@ static void **linkCycle(region *r, size_t size) {
         *from = r->buf + (size_t)perm[(i + 1) % n] * LINE;
     }
     void **first = (void **)(r->buf + (size_t)perm[0] * LINE);
-    free(perm);
+    if (order) *order = perm;
+    else free(perm);
     return first;
 }
 
@@ -196,7 +205,7 @@ static int benchChase(int argc, char **argv) {
         size_t size = (size_t)numArg(argv[k], "SIZE");
         if (size < 2 * LINE) size = 2 * LINE;
         region r = mapRegion(size, huge);
-        void **p = linkCycle(&r, size), **q;
+        void **p = linkCycle(&r, size, NULL), **q;
         size_t lines = size / LINE;
         chaseOnce(p, lines < loads ? lines : loads, &q); /* warm caches and TLBs */
         printf("%s{\"size\": %zu, \"huge_fraction\": %.3f, \"ns\": [", k > 3 ? ", " : "", size,
@@ -218,7 +227,8 @@ static int benchMlp(int argc, char **argv) {
     size_t size = (size_t)numArg(argv[1], "SIZE");
     unsigned long long loads = numArg(argv[2], "LOADS"), reps = numArg(argv[3], "REPEATS");
     region r = mapRegion(size, huge);
-    void **first = linkCycle(&r, size);
+    uint32_t *order = NULL;
+    (void)linkCycle(&r, size, &order);
     size_t lines = size / LINE;
     printf("{\"bench\": \"mlp\", \"page\": \"%s\", \"size\": %zu, \"huge_fraction\": %.3f, "
            "\"loads\": %llu, \"points\": [", argv[0], size, r.huge_fraction, loads);
@@ -227,12 +237,9 @@ static int benchMlp(int argc, char **argv) {
         if (n > MAX_CHAINS) n = MAX_CHAINS;
         void **chain[MAX_CHAINS];
         /* starting points spread evenly along the one cycle: chains never meet */
-        void **p = first;
         size_t gap = lines / n;
-        for (unsigned long long c = 0; c < n; c++) {
-            chain[c] = p;
-            for (size_t s = 0; s < gap; s++) p = (void **)*p;
-        }
+        for (unsigned long long c = 0; c < n; c++)
+            chain[c] = (void **)(r.buf + (size_t)order[c * gap] * LINE);
         unsigned long long steps = loads / n;
         printf("%s{\"chains\": %llu, \"ns_per_load\": [", k > 4 ? ", " : "", n);
         for (unsigned long long i = 0; i < reps; i++) {
@@ -247,6 +254,7 @@ static int benchMlp(int argc, char **argv) {
         printf("], \"end\": %d}", ok);
     }
     printf("]}\n");
+    free(order);
     unmapRegion(&r);
     return 0;
 }
@@ -280,6 +288,56 @@ static int benchBw(int argc, char **argv) {
     return 0;
 }
 
+/* c_ref's own non-memory kernels, to time the work the traces count as instruction gaps:
+ * "crc64" is the RDB checksum (c_ref/crc64.c, ksCrc64), each call continuing the sum of the
+ * one before, as the snapshot loader and writer call it once per field; "siphash" is the key
+ * hash (c_ref/siphash.c, ksSiphash), calls independent of each other, as one per key.  Each
+ * call takes the next CHUNK bytes of a WORK_BUF-byte buffer (back to its start when the
+ * next piece does not fit), so buffer and tables stay in the L1/L2 caches and the time is
+ * the kernels' own.  Prints ns per call, one figure per repeat; the instructions per call
+ * are the traces' (sim/calibrate.py work_instructions), the cycles the clock's. */
+#define WORK_BUF (16u * 1024)
+static int benchWork(int argc, char **argv) {
+    if (argc < 4) return 2;
+    int crc = !strcmp(argv[0], "crc64");
+    if (!crc && strcmp(argv[0], "siphash")) {
+        fprintf(stderr, "kvsim-calibrate: work: expected crc64 or siphash, got '%s'\n", argv[0]);
+        exit(2);
+    }
+    size_t chunk = (size_t)numArg(argv[1], "CHUNK");
+    unsigned long long calls = numArg(argv[2], "CALLS"), reps = numArg(argv[3], "REPEATS");
+    if (chunk > WORK_BUF) {
+        fprintf(stderr, "kvsim-calibrate: work: CHUNK above %u bytes\n", WORK_BUF);
+        exit(2);
+    }
+    uint8_t *buf = aligned_alloc(LINE, WORK_BUF);
+    if (!buf) {
+        fprintf(stderr, "kvsim-calibrate: out of memory\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < WORK_BUF; i++) buf[i] = (uint8_t)xorshift();
+    uint8_t key[16];
+    ksSiphashSeed(1, key);
+    uint64_t sum = 0;
+    printf("{\"bench\": \"work\", \"kind\": \"%s\", \"chunk\": %zu, \"buffer\": %u, "
+           "\"calls\": %llu, \"ns_per_call\": [", argv[0], chunk, WORK_BUF, calls);
+    for (unsigned long long r = 0; r <= reps; r++) { /* repeat 0 warms the caches */
+        size_t pos = 0;
+        double t0 = nowNs();
+        for (unsigned long long i = 0; i < calls; i++) {
+            if (pos + chunk > WORK_BUF) pos = 0;
+            if (crc) sum = ksCrc64(sum, buf + pos, chunk);
+            else sum += ksSiphash(buf + pos, chunk, key);
+            pos += chunk;
+        }
+        double t = nowNs() - t0;
+        if (r) printf("%s%.4f", r > 1 ? ", " : "", t / (double)calls);
+    }
+    printf("], \"checksum\": %llu}\n", (unsigned long long)sum);
+    free(buf);
+    return 0;
+}
+
 static int benchCpuid(void) {
 #if defined(__x86_64__) || defined(__i386__)
     unsigned a5 = 0, b5 = 0, c5 = 0, d5 = 0, a6 = 0, b6 = 0, c6 = 0, d6 = 0, max = 0;
@@ -296,7 +354,7 @@ static int benchCpuid(void) {
 }
 
 int main(int argc, char **argv) {
-    const char *usage = "usage: kvsim-calibrate clock|chase|mlp|bw|cpuid ARGS (see calibrate.c)\n";
+    const char *usage = "usage: kvsim-calibrate clock|chase|mlp|bw|work|cpuid ARGS (see calibrate.c)\n";
     if (argc < 2) {
         fputs(usage, stderr);
         return 2;
@@ -307,6 +365,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(cmd, "chase")) rc = benchChase(argc - 2, argv + 2);
     else if (!strcmp(cmd, "mlp")) rc = benchMlp(argc - 2, argv + 2);
     else if (!strcmp(cmd, "bw")) rc = benchBw(argc - 2, argv + 2);
+    else if (!strcmp(cmd, "work")) rc = benchWork(argc - 2, argv + 2);
     else if (!strcmp(cmd, "cpuid")) rc = benchCpuid();
     if (rc == 2) fputs(usage, stderr);
     return rc;
