@@ -406,7 +406,8 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
             "avg_load_latency_cycles": cyc(raw["load_latency"]) / raw["loads_timed"]
             if raw["loads_timed"] else 0.0,
             "stall_cycles": stalls,
-            "width": cfg.width,
+            "width": cpu.width,
+            "sustained_ipc": cpu.sustained_ipc if cpu.sustained_ipc is not None else cpu.width,
             "rob": cfg.rob,
             "dram_latency_cycles": cfg.dram_latency,
         }

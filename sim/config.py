@@ -21,6 +21,11 @@ _UNITS = {"b": 1, "kib": 1024, "kb": 1024, "mib": 1024**2, "mb": 1024**2, "gib":
           "gb": 1024**3}
 
 
+#: Ticks of one instruction when the core sustains fewer instructions per cycle than its
+#: width (CpuConfig.timing_ticks): the sustained IPC is modelled to 1/IPC_TICKS.
+IPC_TICKS = 16
+
+
 class ConfigError(ValueError):
     """An invalid CPU configuration; the message is one line naming the key and the reason."""
 
@@ -76,6 +81,9 @@ class CpuConfig:
     freq_ghz: float | None = None
     width: int | None = None
     rob: int | None = None
+    # instructions per cycle the core sustains on the trace's work when no miss holds it up
+    # (the instruction gaps of dependent non-memory work); None = width
+    sustained_ipc: float | None = None
     dram_latency_ns: float | None = None
     dram_bandwidth_gbs: float | None = None  # per core; None = no bandwidth limit
     tlb: Tlb | None = None
@@ -93,6 +101,15 @@ class CpuConfig:
     @property
     def dram_latency_cycles(self) -> int:
         return int(round(self.dram_latency_ns * self.freq_ghz))
+
+    def timing_ticks(self) -> tuple[int, int]:
+        """(ticks per cycle, ticks per instruction) for the engine: (width, 1) when the core
+        sustains its width, else an instruction is IPC_TICKS ticks and a cycle the nearest
+        whole number of ticks to sustained_ipc of them."""
+        ipc = self.sustained_ipc
+        if ipc is None or ipc == self.width:
+            return self.width, 1
+        return max(1, round(ipc * IPC_TICKS)), IPC_TICKS
 
     def with_changes(self, **kw: Any) -> CpuConfig:
         return replace(self, **kw)
@@ -131,12 +148,12 @@ class CpuConfig:
                     "(use functional mode)"
                 )
             ec.timing = 1
-            ec.width, ec.rob = self.width, self.rob
+            (ec.width, ec.instr_ticks), ec.rob = self.timing_ticks(), self.rob
             ec.dram_latency = self.dram_latency_cycles
             if self.dram_bandwidth_gbs:
                 bytes_per_cycle = self.dram_bandwidth_gbs / self.freq_ghz
                 ec.dram_xfer_ticks = max(1, round(self.caches[0].line / bytes_per_cycle
-                                                  * self.width))
+                                                  * ec.width))
         t = self.tlb
         if tlb and t is not None:
             ps = page_size or t.page_size
@@ -209,7 +226,7 @@ def _check_ways(p: B.PolicyInfo, ways: int, where: str) -> None:
 _KEYS = {
     "cache": {"name", "size", "ways", "line", "latency", "replacement", "inclusion", "mshrs",
               "seed", "src", "notes"},
-    "core": {"width", "rob", "src", "notes"},
+    "core": {"width", "rob", "sustained_ipc", "src", "notes"},
     "dram": {"latency_ns", "bandwidth_gbs", "src", "notes"},
     "tlb": {"page_size", "l1_entries", "l1_ways", "l2_entries", "l2_ways", "l2_latency",
             "walk_latency", "walk_reads", "src", "notes"},
@@ -339,6 +356,12 @@ def parse_cpu(doc: dict, source: str = "") -> CpuConfig:
         core = doc["core"]
         kw["width"] = _get(core, "width", "core", int, pos=True)
         kw["rob"] = _get(core, "rob", "core", int, pos=True)
+        ipc = _get(core, "sustained_ipc", "core", (int, float), None, pos=True)
+        if ipc is not None:
+            if ipc > kw["width"]:
+                raise ConfigError(f"core.sustained_ipc: at most the width ({kw['width']}), "
+                                  f"got {ipc!r}")
+            kw["sustained_ipc"] = float(ipc)
         if "src" in core:
             prov["core"] = core["src"]
     if "dram" in doc:

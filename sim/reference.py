@@ -351,6 +351,7 @@ class ReferenceSim:
         self.lb = cfg.line_bits
         self.timing = bool(cfg.timing)
         self.W = cfg.width or 1
+        self.ipt = cfg.instr_ticks or 1  # ticks per instruction
         self.levels = [Cache(cfg.level[k], self.timing) for k in range(self.n)]
         self.prefetchers = []
         for p in range(cfg.nprefetchers):
@@ -658,11 +659,11 @@ class ReferenceSim:
         ph["instructions"] += gap
         self.instr += gap
         if self.timing:
-            self.t_disp += gap
-            self.r_last += gap
+            self.t_disp += gap * self.ipt
+            self.r_last += gap * self.ipt
             self.dep_ring[self.recno % B.DEP_WINDOW] = self.t_disp
-            st["ticks"] += gap
-            ph["ticks"] += gap
+            st["ticks"] += gap * self.ipt
+            ph["ticks"] += gap * self.ipt
         self.recno += 1
         if m == MARK_COMMAND:
             self.close_command()
@@ -685,13 +686,13 @@ class ReferenceSim:
         self.instr += ninstr
         D = X = 0
         if self.timing:
-            D = self.t_disp + ninstr
+            D = self.t_disp + ninstr * self.ipt
             if self.instr > cfg.rob:
                 lim = self.instr - cfg.rob
                 while self.rob and self.rob[0][0] <= lim:
                     self.blk = self.rob.pop(0)
                 if self.blk is not None:
-                    b = self.blk[1] + (lim - self.blk[0])
+                    b = self.blk[1] + (lim - self.blk[0]) * self.ipt
                     if b > D:
                         st["stall_rob"][self.blk[2]] += b - D
                         D = b
@@ -774,9 +775,9 @@ class ReferenceSim:
         if self.timing:
             # cause of the retire time: this op's level if its completion set it, else
             # whatever held up the op before it (in-order retirement)
-            cause = cls if C > self.r_last + ninstr else self.last_cause
+            cause = cls if C > self.r_last + ninstr * self.ipt else self.last_cause
             self.last_cause = cause
-            R = max(self.r_last + ninstr, C)
+            R = max(self.r_last + ninstr * self.ipt, C)
             self.rob.append((self.instr, R, cause))
             st["ticks"] += R - self.r_last
             ph["ticks"] += R - self.r_last

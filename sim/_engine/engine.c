@@ -80,7 +80,9 @@
  *   the fetch goes below, then the dirty victim is written below.  A store
  *   piece covering a whole line allocates without a fetch.
  *
- *   Timing overlays it, in integer ticks (1 cycle = width ticks):
+ *   Timing overlays it, in integer ticks (1 cycle = width ticks; an
+ *   instruction takes cfg.instr_ticks ticks, 1 unless the core sustains fewer
+ *   instructions per cycle than its width, see sim/MODEL.md):
  *     dispatch D_i = max(D_{i-1} + instructions_i, ROB limit)
  *     issue    X_i = max(D_i, completion of the dep producer) + TLB cost
  *     a miss takes a free miss buffer (MSHR) at every level it misses,
@@ -579,8 +581,8 @@ void engDoMarker(kvsimSim *s, const kvtRecord *r) {
     s->instr += r->gap;
     if (s->cfg.timing) {
         uint64_t r0 = s->r_last;
-        s->t_disp += r->gap;
-        s->r_last += r->gap;
+        s->t_disp += r->gap * s->ipt;
+        s->r_last += r->gap * s->ipt;
         s->dep_ring[s->recno % KVSIM_DEP_WINDOW] = s->t_disp;
         st->ticks += s->r_last - r0;
         st->phase[s->phase].ticks += s->r_last - r0;
@@ -973,6 +975,7 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
     s->n = cfg->nlevels;
     s->st = &s->stats;
     s->W = cfg->width ? cfg->width : 1;
+    s->ipt = cfg->instr_ticks ? cfg->instr_ticks : 1;
     if (s->n < 1 || s->n > KVSIM_MAX_LEVELS) FAIL("nlevels: must be 1..%d", KVSIM_MAX_LEVELS);
     if (cfg->line_bits < 2 || cfg->line_bits > 12) FAIL("line: must be 4..4096 bytes");
     for (uint32_t k = 0; k < s->n; k++) {

@@ -107,7 +107,8 @@ typedef struct kvsimConfig {
     kvsimPrefetcherConfig prefetcher[KVSIM_MAX_PREFETCHERS];
     /* timing (ignored unless timing != 0) */
     uint32_t timing;
-    uint32_t width;           /* dispatch = retire width, instructions per cycle */
+    uint32_t width;           /* ticks per cycle: the dispatch = retire width in
+                                 instructions per cycle when instr_ticks <= 1 */
     uint32_t rob;             /* ROB entries (instructions) */
     uint32_t dram_latency;    /* cycles, load-to-use from DRAM */
     uint32_t dram_xfer_ticks; /* ticks the DRAM channel is busy per line fill; 0 = no limit */
@@ -133,6 +134,9 @@ typedef struct kvsimConfig {
     uint32_t walk_reads;           /* page-table lines a walk reads through the caches (0:
                                       the walk is walk_latency alone), at most
                                       KVSIM_MAX_WALK_READS; see walkCost() in engine.c */
+    uint32_t instr_ticks;          /* ticks one instruction takes to dispatch and to retire
+                                      (0 = 1): `width` ticks make a cycle, so the core
+                                      sustains width / instr_ticks instructions per cycle */
 } kvsimConfig;
 
 /* Counters of one cache level.  Index [tag][kind] is tag * KVSIM_NKINDS + kind. */

@@ -196,6 +196,7 @@ struct kvsimSim {
     uint32_t pfh_kind, pfh_level;
     /* timing */
     uint64_t W; /* ticks per cycle: the core width (an instruction is one tick) */
+    uint64_t ipt; /* ticks per instruction (cfg.instr_ticks, at least 1) */
     uint64_t lat[KVSIM_MAX_LEVELS + 1]; /* levelLatency: ticks per serving level, DRAM last */
     uint64_t t_disp; /* the last record's dispatch tick */
     uint64_t r_last; /* the last record's retire tick */

@@ -235,8 +235,8 @@ timeAccessBody(kvsimSim *s, uint64_t line, uint32_t f, uint32_t sv, uint64_t x, 
 static inline __attribute__((always_inline)) void dispatchT(kvsimSim *s, const kvtRecord *r,
                                                             uint64_t ninstr, uint64_t *Dp,
                                                             uint64_t *Xp) {
-    const uint64_t instr = s->instr, rob = s->cfg.rob, recno = s->recno;
-    uint64_t D = s->t_disp + ninstr;
+    const uint64_t instr = s->instr, rob = s->cfg.rob, recno = s->recno, ipt = s->ipt;
+    uint64_t D = s->t_disp + ninstr * ipt;
     if (instr > rob) {
         /* retire every entry at or before instruction lim; the last one retired
          * (the entry before the head) bounds this dispatch.  It stays in the ring
@@ -249,7 +249,7 @@ static inline __attribute__((always_inline)) void dispatchT(kvsimSim *s, const k
         while (head != tail && idx[head & mask] <= lim) head++;
         if (head) {
             const uint64_t h = (head - 1) & mask;
-            const uint64_t b = s->rob_ret[h] + (lim - idx[h]);
+            const uint64_t b = s->rob_ret[h] + (lim - idx[h]) * ipt;
             const uint64_t stall = b > D ? b - D : 0; /* no branch to mispredict */
             const uint8_t cls = s->rob_cls[h];
             s->rob_head = head;
@@ -282,7 +282,7 @@ static inline __attribute__((always_inline)) void retireT(kvsimSim *s, uint64_t 
     uint8_t *const rcls = s->rob_cls;
     kvsimStats *const st = s->st;
     const uint32_t phase = s->phase;
-    uint64_t R = r0 + ninstr;
+    uint64_t R = r0 + ninstr * s->ipt;
     /* the cause of a retire time: this op's own service level if its completion
      * set it, else whatever held up the op before it (in-order retirement) */
     const uint8_t cause = C > R ? (uint8_t)cls : s->last_cause;

@@ -54,6 +54,8 @@ def cpu_docs(draw):
     if timing:
         doc["freq_ghz"] = 2.0
         doc["core"] = {"width": draw(st.integers(1, 4)), "rob": draw(st.integers(1, 40))}
+        if draw(st.booleans()):  # a core sustaining less than its width (1/16 steps)
+            doc["core"]["sustained_ipc"] = draw(st.integers(4, 16 * doc["core"]["width"])) / 16
         doc["dram"] = {"latency_ns": float(draw(st.integers(20, 100)))}
         if draw(st.booleans()):
             doc["dram"]["bandwidth_gbs"] = float(draw(st.sampled_from([2, 8, 32])))
@@ -159,6 +161,8 @@ def lru_docs(draw):
     if draw(st.booleans()):
         doc["freq_ghz"] = 2.0
         doc["core"] = {"width": draw(st.integers(1, 4)), "rob": draw(st.integers(1, 40))}
+        if draw(st.booleans()):  # a core sustaining less than its width (1/16 steps)
+            doc["core"]["sustained_ipc"] = draw(st.integers(4, 16 * doc["core"]["width"])) / 16
         doc["dram"] = {"latency_ns": float(draw(st.integers(20, 100)))}
         if draw(st.booleans()):
             doc["dram"]["bandwidth_gbs"] = float(draw(st.sampled_from([2, 8, 32])))

@@ -21,7 +21,7 @@ N = 200
 def cpu(**changes):
     doc = copy.deepcopy(BASE)
     for k, v in changes.items():
-        if k in ("rob", "width"):
+        if k in ("rob", "width", "sustained_ipc"):
             doc["core"][k] = v
         elif k in ("mshrs",):
             doc["cache"][0][k] = v
@@ -53,6 +53,24 @@ def test_independent_misses_overlap_up_to_mshrs(engine):
     one = sim.simulate(misses(dep=0), cpu(mshrs=1), engine=engine)
     assert one["cycles"] >= N * 100
     assert one["timing"]["stall_cycles"]["mshr_wait"] > 0
+
+
+def test_sustained_ipc_sets_the_rate_of_work_without_misses(engine):
+    """With no miss to wait for, a record's instructions retire at the sustained IPC, not
+    at the width: 200 L1 hits with 99 instructions of work each take 20000 / ipc cycles."""
+    hits = records([("load", 64 * (i % 4), 8, 99, 0) for i in range(N)])
+    wide = sim.simulate(hits, cpu(), engine=engine)
+    slow = sim.simulate(hits, cpu(sustained_ipc=1.5), engine=engine)
+    same = sim.simulate(hits, cpu(sustained_ipc=4), engine=engine)
+    assert wide["cycles"] == pytest.approx(N * 100 / 4, abs=200)  # + 4 cold misses
+    assert slow["cycles"] == pytest.approx(N * 100 / 1.5, abs=200)
+    assert same["cycles"] == wide["cycles"]  # = width: the model without the field
+    assert slow["timing"]["sustained_ipc"] == 1.5 and slow["timing"]["width"] == 4
+
+
+def test_sustained_ipc_beyond_the_width_is_refused():
+    with pytest.raises(sim.ConfigError, match="sustained_ipc: at most the width"):
+        cpu(sustained_ipc=5)
 
 
 def test_rob_limits_overlap(engine):
