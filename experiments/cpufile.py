@@ -43,6 +43,8 @@ def cpu_toml(cpu: sim.CpuConfig) -> str:
         out.append("notes = [" + ", ".join(_val(n) for n in cpu.notes) + "]")
     if cpu.width is not None and cpu.rob is not None:
         out += ["", "[core]", f"width = {cpu.width}", f"rob = {cpu.rob}"]
+        if cpu.sustained_ipc is not None:
+            out.append(f"sustained_ipc = {_val(cpu.sustained_ipc)}")
     for c in cpu.caches:
         out += ["", "[[cache]]", f"name = {_val(c.name)}", f"size = {_size(c.size)}",
                 f"ways = {c.ways}", f"line = {c.line}", f"latency = {c.latency}",

@@ -113,6 +113,8 @@ SETTINGS: dict[str, tuple[str, Callable[[CpuConfig], CpuConfig], float]] = {
                           lambda c: c.with_changes(dram_bandwidth_gbs=None), 1.0),
     "no_hw_prefetch": ("no hardware prefetchers", lambda c: c.with_changes(prefetchers=()),
                        1.0),
+    "ipc_width": ("the core sustaining its width on work without misses (no [core] "
+                  "sustained_ipc)", lambda c: c.with_changes(sustained_ipc=None), 1.0),
     "gap_x0.5": ("every record's instruction gap halved", lambda c: c, 0.5),
     "gap_x1.5": ("every record's instruction gap x 1.5", lambda c: c, 1.5),
 }

@@ -59,3 +59,9 @@ def test_wrong_key_names_the_valid_keys_there(tmp_path, small_trace):
     res = run_kvsim("simulate", small_trace, "--cpu", path)
     assert_one_line_error(res, "cache[1].latncy: unknown key", "sim/PRESETS.md",
                           *sorted(sim.config._KEYS["cache"]))
+
+
+def test_cpu_toml_keeps_a_sustained_ipc():
+    cpu = sim.load_cpu("graviton3")
+    cpu = cpu.with_changes(sustained_ipc=cpu.width / 2)
+    assert _same(sim.parse_cpu(tomllib.loads(cpufile.cpu_toml(cpu))), cpu)
