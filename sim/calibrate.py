@@ -723,7 +723,8 @@ def build_doc(raw: dict, levels: list[dict], ident: dict, *, quick: bool,
             "measured: the DRAM latency for which the model's prediction of pointer chases "
             "with 4 KiB pages at " + ", ".join(f"{x // MIB} MiB" for x in sorted(chase_4k))
             + " (" + ", ".join(f"{chase_4k[x]:.1f}" for x in sorted(chase_4k)) + " ns) "
-            "equals them (sim.calibrate.fit_translation); the 2 MiB-page chase at "
+            "best matches them (least squares, sim.calibrate.fit_translation; each size's "
+            "residual in [meta.raw] translation_fit); the 2 MiB-page chase at "
             f"{sizes[-1] // MIB} MiB measured {top_ns:.1f} ns")
         doc["tlb"]["walk_latency"] = translation["walk_latency"]
         doc["tlb"]["walk_reads"] = reads
