@@ -570,7 +570,9 @@ def cpus(as_json, show):
 @click.option("--max-size", default=None,
               help="Largest working set (e.g. 64MiB; default 1GiB, 256MiB with --quick).")
 @click.option("--rounds", type=click.IntRange(1, 50), default=None,
-              help="Rounds of every measurement (default 5, 3 with --quick).")
+              help="Rounds of every measurement, at most (default 5, 3 with --quick; fewer "
+                   "when the next round would pass the time budget: 240 s, 40 s with "
+                   "--quick).")
 @click.option("--from-raw", "from_raw", type=click.Path(dir_okay=False), default=None,
               help="Derive the CPU file again from the raw measurements kept in a CPU file "
                    "written before (its [meta.raw]); measures nothing.")
