@@ -24,8 +24,10 @@ work on the machine only ever adds time), and derives the model's numbers:
 * **bandwidth**: one thread streaming reads over a buffer far larger than the caches;
 * **sustained IPC**: c_ref's own CRC-64 and SipHash over cache-resident data, the traces'
   instruction counts of those calls over their measured cycles (:func:`sustained_ipc`):
-  how many instructions per cycle the core retires on dependent non-memory work, which
-  the model otherwise takes to be the width (``[core] sustained_ipc``).
+  how many instructions per cycle the core retires on dependent non-memory work. Kept in
+  ``[meta.raw] work_ipc`` and the notes, not written to ``[core] sustained_ipc``: the model
+  has one rate for every instruction gap, and these kernels' rate applied to all of them
+  is refuted by the seed pairs (sim/VALIDATION.md, finding 4).
 
 Geometry (sizes, ways, line) comes from sysfs, the TLBs from cpuid where it answers (AMD
 leaves 0x80000005/6), and what no program can measure (ROB, width, L2 miss queues, STLB hit
@@ -629,13 +631,13 @@ def build_doc(raw: dict, levels: list[dict], ident: dict, *, quick: bool,
         doc["core"] = {"width": table["width"], "rob": table["rob"],
                        "src": {"width": tname, "rob": tname}}
         if work is not None:
-            ipc = round(min(float(table["width"]), work["ipc"]), 2)
-            doc["core"]["sustained_ipc"] = ipc
-            doc["core"]["src"]["sustained_ipc"] = (
-                "measured: median instructions per cycle of c_ref's CRC-64 and SipHash "
-                "(kvsim-calibrate work; instructions as the traces count them, cycles from "
-                "the clock): " + ", ".join(f"{k} {v['ipc']:.2f}"
-                                           for k, v in work["points"].items()))
+            # measured, not applied: one rate for every gap instruction is refuted by the
+            # seed pairs (sim/VALIDATION.md, finding 4); [core] sustained_ipc stays unset
+            notes.append(
+                f"sustained IPC of c_ref's CRC-64 and SipHash measured at {work['ipc']:.2f} "
+                "([meta.raw] work_ipc) and not applied: the model retires every gap "
+                "instruction at one rate, and the kernels' rate for all of them is refuted "
+                "by the seed pairs (sim/VALIDATION.md); [core] sustained_ipc sets it by hand")
     caches = []
     for i, x in enumerate(levels):
         lat_ns = fit["latency_ns"][i]
