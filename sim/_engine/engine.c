@@ -234,12 +234,32 @@ static inline void scanSet(const Level *L, uint64_t set, uint64_t line, int64_t 
     const uint32_t ways = L->ways;
     int64_t h = -1, v = -1;
 #if defined(__SSE4_2__)
-    if (L->fpw == 16) { /* <= 16 ways (every level of the presets): one compare each */
+    if (L->fpw == 16) { /* <= 16 ways (most levels of the presets): one compare */
         const __m128i x = _mm_loadu_si128((const __m128i *)fp);
         /* padding fingerprints are 0 and f never is: no mask for the candidates */
         uint32_t cand = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8((char)f)));
         const uint32_t empty =
             (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_setzero_si128())) & L->wmask;
+        for (; cand; cand &= cand - 1) {
+            const uint32_t c = (uint32_t)__builtin_ctz(cand);
+            if (tg[c] == key) {
+                h = c;
+                break;
+            }
+        }
+        *hit = h;
+        *inv = empty ? (int64_t)__builtin_ctz(empty) : -1;
+        return;
+    }
+    if (L->fpw == 32) { /* 17..32 ways (the 18- and 26-way last levels): two compares */
+        const __m128i fv = _mm_set1_epi8((char)f), z = _mm_setzero_si128();
+        const __m128i x0 = _mm_loadu_si128((const __m128i *)fp);
+        const __m128i x1 = _mm_loadu_si128((const __m128i *)(fp + 16));
+        uint32_t cand = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x0, fv)) |
+                        (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x1, fv)) << 16;
+        const uint32_t empty = ((uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x0, z)) |
+                                (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x1, z)) << 16) &
+                               L->wmask;
         for (; cand; cand &= cand - 1) {
             const uint32_t c = (uint32_t)__builtin_ctz(cand);
             if (tg[c] == key) {
@@ -513,7 +533,7 @@ static void runPrefetchers(kvsimSim *s, uint64_t line, uint32_t sv, const kvtRec
     for (uint32_t p = 0; p < s->cfg.nprefetchers; p++) {
         Prefetcher *P = &s->pf[p];
         uint32_t k = P->cfg.level;
-        if (sv < k) continue;
+        if (sv < k || (sv == k && P->ops->hits_idle)) continue;
         uint32_t key = ((uint32_t)r->tag << 16) | r->site;
         uint32_t nc = P->ops->operate(P->state, &P->cfg, line, sv == k, key, cand);
         for (uint32_t c = 0; c < nc; c++) issueHwPrefetch(s, k, cand[c], r->tag, x);
