@@ -77,7 +77,12 @@ typedef struct Level {
     uint64_t memo_key, memo_set; /* memo_set: the line's set */
     uint32_t memo_way;           /* and way */
     int is_lru; /* devirtualised LRU updates (policy_lru.h) */
+    int shape;  /* SHAPE_*: which copy of the record-by-record access path (engine.c) */
 } Level;
+
+/* Level shapes: LRU with recency ranks (<= 16 ways, the RK_* layout) and each
+ * inclusion mode, or any other level. */
+enum { SHAPE_ANY, SHAPE_RANK_NONINCL, SHAPE_RANK_INCL, SHAPE_RANK_EXCL };
 
 typedef struct Tlb {
     uint32_t sets, ways;
