@@ -211,7 +211,8 @@ static inline int64_t tlbApply(kvsimSim *s, uint32_t code, uint64_t addr) {
  * prefetch that the configuration drops on a DTLB miss.  With the TLB thread
  * (tlb.c) the outcome is the next of the codes it left; else the DTLB's memo
  * (the page touched last, where most pieces are) is checked inline. */
-static inline int64_t translate(kvsimSim *s, uint64_t addr, int is_swpf) {
+static inline __attribute__((always_inline)) int64_t translate(kvsimSim *s, uint64_t addr,
+                                                               int is_swpf) {
     if (s->tcode) return tlbApply(s, *s->tcode++, addr);
     if ((addr >> s->cfg.page_bits) + 1 == s->dtlb.memo_key) {
         s->st->dtlb_access++;
