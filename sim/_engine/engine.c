@@ -67,6 +67,9 @@
  *             compares 16 ways per SSE instruction (fingerprint()).
  *   memo      the last line a level found or installed, so that repeated
  *             accesses to one line skip the set scan.
+ *   shape     what the record-by-record path's level access is compiled for
+ *             (Level.shape): LRU with recency ranks and one inclusion mode, or
+ *             any level; cacheAccess dispatches on it.
  *
  * Design (the full model, with every ordering rule, is in sim/MODEL.md):
  *
