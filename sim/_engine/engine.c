@@ -67,6 +67,9 @@
  *             compares 16 ways per SSE instruction (fingerprint()).
  *   memo      the last line a level found or installed, so that repeated
  *             accesses to one line skip the set scan.
+ *   shape     what the record-by-record path's level access is compiled for
+ *             (Level.shape): LRU with recency ranks and one inclusion mode, or
+ *             any level; cacheAccess dispatches on it.
  *
  * Design (the full model, with every ordering rule, is in sim/MODEL.md):
  *
@@ -213,7 +216,8 @@ static inline int64_t tlbApply(kvsimSim *s, uint32_t code, uint64_t addr) {
  * prefetch that the configuration drops on a DTLB miss.  With the TLB thread
  * (tlb.c) the outcome is the next of the codes it left; else the DTLB's memo
  * (the page touched last, where most pieces are) is checked inline. */
-static inline int64_t translate(kvsimSim *s, uint64_t addr, int is_swpf) {
+static inline __attribute__((always_inline)) int64_t translate(kvsimSim *s, uint64_t addr,
+                                                               int is_swpf) {
     if (s->tcode) return tlbApply(s, *s->tcode++, addr);
     if ((addr >> s->cfg.page_bits) + 1 == s->dtlb.memo_key) {
         s->st->dtlb_access++;
@@ -227,8 +231,9 @@ static inline int64_t translate(kvsimSim *s, uint64_t addr, int is_swpf) {
 /* Scan a set: the way holding `line` (-1 if none) and the lowest invalid way (-1
  * if the set is full), from the fingerprints (16 ways per SSE compare; scalar
  * fallback), checking full tags only where a fingerprint matches. */
-static inline void scanSet(const Level *L, uint64_t set, uint64_t line, int64_t *hit,
-                           int64_t *inv) {
+static inline __attribute__((always_inline)) void scanSet(const Level *L, uint64_t set,
+                                                          uint64_t line, int64_t *hit,
+                                                          int64_t *inv, const int rk) {
     const uint8_t *fp = SET_FP(L, set);
     const uint64_t *tg = SET_TAGS(L, set);
     const uint64_t key = line + 1;
@@ -236,12 +241,32 @@ static inline void scanSet(const Level *L, uint64_t set, uint64_t line, int64_t 
     const uint32_t ways = L->ways;
     int64_t h = -1, v = -1;
 #if defined(__SSE4_2__)
-    if (L->fpw == 16) { /* <= 16 ways (every level of the presets): one compare each */
+    if (rk || L->fpw == 16) { /* <= 16 ways (most levels of the presets): one compare */
         const __m128i x = _mm_loadu_si128((const __m128i *)fp);
         /* padding fingerprints are 0 and f never is: no mask for the candidates */
         uint32_t cand = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8((char)f)));
         const uint32_t empty =
             (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_setzero_si128())) & L->wmask;
+        for (; cand; cand &= cand - 1) {
+            const uint32_t c = (uint32_t)__builtin_ctz(cand);
+            if (tg[c] == key) {
+                h = c;
+                break;
+            }
+        }
+        *hit = h;
+        *inv = empty ? (int64_t)__builtin_ctz(empty) : -1;
+        return;
+    }
+    if (L->fpw == 32) { /* 17..32 ways (the 18- and 26-way last levels): two compares */
+        const __m128i fv = _mm_set1_epi8((char)f), z = _mm_setzero_si128();
+        const __m128i x0 = _mm_loadu_si128((const __m128i *)fp);
+        const __m128i x1 = _mm_loadu_si128((const __m128i *)(fp + 16));
+        uint32_t cand = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x0, fv)) |
+                        (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x1, fv)) << 16;
+        const uint32_t empty = ((uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x0, z)) |
+                                (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x1, z)) << 16) &
+                               L->wmask;
         for (; cand; cand &= cand - 1) {
             const uint32_t c = (uint32_t)__builtin_ctz(cand);
             if (tg[c] == key) {
@@ -288,7 +313,7 @@ static inline void scanSet(const Level *L, uint64_t set, uint64_t line, int64_t 
 
 static inline int64_t findWay(const Level *L, uint64_t set, uint64_t line) {
     int64_t h, v;
-    scanSet(L, set, line, &h, &v);
+    scanSet(L, set, line, &h, &v, 0);
     return h;
 }
 
@@ -317,16 +342,44 @@ typedef struct Victim {
     uint8_t stag;
 } Victim;
 
-/* Remove the line in (k, set, way) by replacement; apply inclusion. */
-static inline Victim evict(kvsimSim *s, uint32_t k, uint64_t set, uint32_t way) {
+/*
+ * The access path is compiled once per level shape (Level.shape): `rk` says
+ * the level is LRU with recency ranks (at most 16 ways, the fixed RK_* block
+ * layout), `incl` its inclusion mode; both are constants in each copy, so a
+ * copy carries neither the layout's offsets nor the policy and inclusion
+ * branches it does not need.  SHAPE_ANY (rk 0, incl -1) reads them all from
+ * the level, for any configuration.
+ */
+#define INCL(L, incl) ((incl) >= 0 ? (uint32_t)(incl) : (L)->inclusion)
+#define B_META(L, b, rk) ((b) + ((rk) ? RK_META : (L)->fpw))
+#define B_STAG(L, b, rk) ((b) + ((rk) ? RK_STAG : (L)->soff))
+#define B_TAGS(L, b, rk) ((uint64_t *)((b) + ((rk) ? RK_TAGS : (L)->hdr)))
+
+/* Make way w of (L, set), block b, the most recent (a hit or a fill). */
+static inline __attribute__((always_inline)) void touchWay(Level *L, uint8_t *b, uint64_t set,
+                                                           uint32_t w, int fill, const int rk) {
+    if (rk)
+        kvsimLruRankTouch(b + RK_RANK, L->ways, w);
+    else if (L->is_lru)
+        kvsimLruTouch(&L->pc, (uint32_t)set, w);
+    else if (fill)
+        L->pol->on_fill(&L->pc, (uint32_t)set, w);
+    else
+        L->pol->on_hit(&L->pc, (uint32_t)set, w);
+}
+
+/* Remove the line in (k, set, way), block b, by replacement; apply inclusion. */
+static inline __attribute__((always_inline)) Victim evictT(kvsimSim *s, uint32_t k, uint64_t set,
+                                                           uint8_t *b, uint32_t way, const int rk,
+                                                           const int incl) {
     Level *L = &s->lv[k];
-    uint8_t vm = SET_META(L, set)[way];
-    Victim v = {1, SET_TAGS(L, set)[way] - 1, (vm & META_DIRTY) != 0, SET_STAG(L, set)[way]};
+    uint8_t vm = B_META(L, b, rk)[way];
+    Victim v = {1, B_TAGS(L, b, rk)[way] - 1, (vm & META_DIRTY) != 0, B_STAG(L, b, rk)[way]};
     uint32_t pfk = (vm & META_PF_MASK) >> META_PF_SHIFT;
     kvsimLevelStats *ls = &s->st->level[k];
     ls->evictions++;
     if (pfk) ls->pf_useless[pfk - 1]++;
-    if (L->inclusion == KVSIM_INCLUSIVE) {
+    if (INCL(L, incl) == KVSIM_INCLUSIVE) {
         for (uint32_t j = 0; j < k; j++) {
             Level *U = &s->lv[j];
             uint64_t us = v.line & U->set_mask;
@@ -373,39 +426,22 @@ static inline void sendVictim(kvsimSim *s, uint32_t k, const Victim *v) {
     }
 }
 
-/* Choose a way for a new line in (k, set): the lowest invalid way, else the
- * policy's victim, which is evicted into *v. */
-static inline uint32_t allocWay(kvsimSim *s, uint32_t k, uint64_t set, int64_t inv, Victim *v) {
-    Level *L = &s->lv[k];
-    v->valid = 0;
-    if (inv >= 0) return (uint32_t)inv;
-    uint32_t w = L->is_lru ? kvsimLruVictim(&L->pc, (uint32_t)set)
-                           : L->pol->victim(&L->pc, (uint32_t)set);
-    *v = evict(s, k, set, w);
-    return w;
-}
-
 /*
- * One access of one line at level k (k == s->n is memory).  Returns the level
- * that served it (k on a hit; for writes that allocate without a fetch, k).
- * pfk != 0 marks a prefetch's first level: the line is installed as an unused
- * prefetch of that kind (1 software, 2 hardware).  For a READ that hits an
- * exclusive level the line moves up: *dirty_up receives its dirty bit.
+ * One access of one line at level k < s->n.  Returns the level that served it
+ * (k on a hit; for writes that allocate without a fetch, k).  pfk != 0 marks a
+ * prefetch's first level: the line is installed as an unused prefetch of that
+ * kind (1 software, 2 hardware).  For a READ that hits an exclusive level the
+ * line moves up: *dirty_up receives its dirty bit.  `rk` and `incl`: the
+ * level's shape, constants in each copy (above).
  */
 static inline __attribute__((always_inline)) uint32_t
 cacheAccessBody(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, int kind,
-                uint32_t pfk, int *dirty_up) {
+                uint32_t pfk, int *dirty_up, const int rk, const int incl) {
     kvsimStats *st = s->st;
-    if (k == s->n) {
-        if (op == OP_READ)
-            st->dram_reads++;
-        else
-            st->dram_writes++;
-        return k;
-    }
     Level *L = &s->lv[k];
     kvsimLevelStats *ls = &st->level[k];
     uint64_t set = line & L->set_mask;
+    uint8_t *const b = SET_BASE(L, set);
     size_t idx = (size_t)stag * KVSIM_NKINDS + (size_t)kind;
     ls->access[idx]++;
     L->tot_acc++;
@@ -413,16 +449,13 @@ cacheAccessBody(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, in
     if (line + 1 == L->memo_key)
         w = L->memo_way;
     else
-        scanSet(L, set, line, &w, &inv);
+        scanSet(L, set, line, &w, &inv, rk);
     if (w >= 0) {
-        uint8_t *mp = SET_META(L, set) + w;
+        uint8_t *mp = B_META(L, b, rk) + w;
         L->memo_key = line + 1;
         L->memo_set = set;
         L->memo_way = (uint32_t)w;
-        if (L->is_lru)
-            kvsimLruTouch(&L->pc, (uint32_t)set, (uint32_t)w);
-        else
-            L->pol->on_hit(&L->pc, (uint32_t)set, (uint32_t)w);
+        touchWay(L, b, set, (uint32_t)w, 0, rk);
         uint8_t m = *mp;
         if ((kind == KVSIM_K_LOAD || kind == KVSIM_K_STORE) && (m & META_PF_MASK)) {
             s->pfh_kind = (m & META_PF_MASK) >> META_PF_SHIFT;
@@ -432,7 +465,7 @@ cacheAccessBody(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, in
         if (pfk) ls->pf_redundant[pfk - 1]++;
         if (op != OP_READ && op != OP_VICTIM) m |= META_DIRTY;
         *mp = m;
-        if (L->inclusion == KVSIM_EXCLUSIVE && op == OP_READ) {
+        if (INCL(L, incl) == KVSIM_EXCLUSIVE && op == OP_READ) {
             if (dirty_up) *dirty_up = (m & META_DIRTY) != 0;
             invalidateWay(L, set, (uint32_t)w);
         }
@@ -440,26 +473,33 @@ cacheAccessBody(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, in
     }
     ls->miss[idx]++;
     L->tot_miss++;
-    if (L->inclusion == KVSIM_EXCLUSIVE && op == OP_READ) {
+    if (INCL(L, incl) == KVSIM_EXCLUSIVE && op == OP_READ) {
         ls->fetches++;
         return accessBelow(s, k, line, OP_READ, stag, kind, NULL);
     }
+    /* choose a way: the lowest invalid one, else the policy's victim (evicted) */
     Victim v;
-    uint32_t way = allocWay(s, k, set, inv, &v);
-    uint64_t *tp = SET_TAGS(L, set) + way;
-    uint8_t *mp = SET_META(L, set) + way;
+    uint32_t way;
+    v.valid = 0;
+    if (inv >= 0) {
+        way = (uint32_t)inv;
+    } else {
+        way = rk ? kvsimLruRankVictim(b + RK_RANK, L->ways)
+              : L->is_lru ? kvsimLruVictim(&L->pc, (uint32_t)set)
+                          : L->pol->victim(&L->pc, (uint32_t)set);
+        v = evictT(s, k, set, b, way, rk, incl);
+    }
+    uint64_t *tp = B_TAGS(L, b, rk) + way;
+    uint8_t *mp = B_META(L, b, rk) + way;
     *tp = line + 1;
-    SET_FP(L, set)[way] = fingerprint(line);
+    b[way] = fingerprint(line); /* SET_FP */
     *mp = (uint8_t)(((op == OP_WRITE || op == OP_WFULL) ? META_DIRTY : 0) |
                     (pfk << META_PF_SHIFT));
-    SET_STAG(L, set)[way] = stag;
+    B_STAG(L, b, rk)[way] = stag;
     L->memo_key = line + 1;
     L->memo_set = set;
     L->memo_way = way;
-    if (L->is_lru)
-        kvsimLruTouch(&L->pc, (uint32_t)set, way);
-    else
-        L->pol->on_fill(&L->pc, (uint32_t)set, way);
+    touchWay(L, b, set, way, 1, rk);
     if (pfk) ls->pf_issued[pfk - 1]++;
     uint32_t served = k;
     if (op == OP_READ || op == OP_WRITE) {
@@ -475,12 +515,39 @@ cacheAccessBody(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, in
     return served;
 }
 
+/* The copies by shape (Level.shape), out of line: the levels below L1 and the
+ * prefetches; doMemory inlines the body for the L1 access of every piece. */
+#define ACCESS_COPY(name, rk, incl)                                                          \
+    static __attribute__((noinline)) uint32_t name(kvsimSim *s, uint32_t k, uint64_t line,  \
+                                                   int op, uint8_t stag, int kind,           \
+                                                   uint32_t pfk, int *dirty_up) {            \
+        return cacheAccessBody(s, k, line, op, stag, kind, pfk, dirty_up, rk, incl);         \
+    }
+ACCESS_COPY(accessAny, 0, -1)
+ACCESS_COPY(accessRankNonIncl, 1, KVSIM_NON_INCLUSIVE)
+ACCESS_COPY(accessRankIncl, 1, KVSIM_INCLUSIVE)
+ACCESS_COPY(accessRankExcl, 1, KVSIM_EXCLUSIVE)
 
-/* The out-of-line entry used for the levels below L1 (the body recurses through
- * it); doMemory inlines the body for the L1 access of every piece. */
+/* One access of one line at level k (k == s->n is memory: counted). */
 static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag,
                             int kind, uint32_t pfk, int *dirty_up) {
-    return cacheAccessBody(s, k, line, op, stag, kind, pfk, dirty_up);
+    if (k == s->n) {
+        if (op == OP_READ)
+            s->st->dram_reads++;
+        else
+            s->st->dram_writes++;
+        return k;
+    }
+    switch (s->lv[k].shape) {
+    case SHAPE_RANK_NONINCL:
+        return accessRankNonIncl(s, k, line, op, stag, kind, pfk, dirty_up);
+    case SHAPE_RANK_INCL:
+        return accessRankIncl(s, k, line, op, stag, kind, pfk, dirty_up);
+    case SHAPE_RANK_EXCL:
+        return accessRankExcl(s, k, line, op, stag, kind, pfk, dirty_up);
+    default:
+        return accessAny(s, k, line, op, stag, kind, pfk, dirty_up);
+    }
 }
 
 /* The out-of-line copy (prefetches); demand pieces inline the body with f = 0. */
@@ -515,7 +582,7 @@ static void runPrefetchers(kvsimSim *s, uint64_t line, uint32_t sv, const kvtRec
     for (uint32_t p = 0; p < s->cfg.nprefetchers; p++) {
         Prefetcher *P = &s->pf[p];
         uint32_t k = P->cfg.level;
-        if (sv < k) continue;
+        if (sv < k || (sv == k && P->ops->hits_idle)) continue;
         uint32_t key = ((uint32_t)r->tag << 16) | r->site;
         uint32_t nc = P->ops->operate(P->state, &P->cfg, line, sv == k, key, cand);
         for (uint32_t c = 0; c < nc; c++) issueHwPrefetch(s, k, cand[c], r->tag, x);
@@ -690,8 +757,11 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
             }
             s->pfh_kind = 0;
             const int op = pieceOp(r, line, lb, size);
-            const uint32_t sv = cacheAccessBody(s, 0, line, op, r->tag,
-                                                is_store ? KVSIM_K_STORE : KVSIM_K_LOAD, 0, NULL);
+            const int dk = is_store ? KVSIM_K_STORE : KVSIM_K_LOAD;
+            const uint32_t sv =
+                s->lv[0].shape == SHAPE_RANK_NONINCL
+                    ? cacheAccessBody(s, 0, line, op, r->tag, dk, 0, NULL, 1, KVSIM_NON_INCLUSIVE)
+                    : cacheAccess(s, 0, line, op, r->tag, dk, 0, NULL);
             if (sv > svmax) svmax = sv;
             if (timing && !is_store) {
                 int waited = 0;
@@ -1003,6 +1073,11 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
         L->wmask = c->ways >= 32 ? ~0u : (1u << c->ways) - 1;
         L->ls = &s->stats.level[k];
         L->fpw = (c->ways + 15) & ~15u;
+        L->shape = SHAPE_ANY;
+        if (L->is_lru && c->ways <= KVSIM_LRU_RANK_MAX_WAYS)
+            L->shape = c->inclusion == KVSIM_INCLUSIVE   ? SHAPE_RANK_INCL
+                       : c->inclusion == KVSIM_EXCLUSIVE ? SHAPE_RANK_EXCL
+                                                         : SHAPE_RANK_NONINCL;
         if (L->is_lru && c->ways <= KVSIM_LRU_RANK_MAX_WAYS) {
             /* the fixed layout of RK_*: no per-line policy words */
             L->roff = RK_RANK;

@@ -77,7 +77,12 @@ typedef struct Level {
     uint64_t memo_key, memo_set; /* memo_set: the line's set */
     uint32_t memo_way;           /* and way */
     int is_lru; /* devirtualised LRU updates (policy_lru.h) */
+    int shape;  /* SHAPE_*: which copy of the record-by-record access path (engine.c) */
 } Level;
+
+/* Level shapes: LRU with recency ranks (<= 16 ways, the RK_* layout) and each
+ * inclusion mode, or any other level. */
+enum { SHAPE_ANY, SHAPE_RANK_NONINCL, SHAPE_RANK_INCL, SHAPE_RANK_EXCL };
 
 typedef struct Tlb {
     uint32_t sets, ways;
@@ -85,9 +90,9 @@ typedef struct Tlb {
     uint8_t *fp;     /* sets x fpw: fingerprint(page) of each valid entry, 0 = invalid:
                         a lookup compares 16 entries per SSE instruction, as the caches do */
     uint64_t *tags;  /* sets x ways: page + 1, 0 = invalid */
-    /* LRU order.  Sets of 9..TLB_RANK_MAX_WAYS ways keep recency ranks (rk, sets x
+    /* LRU order.  Sets of 2..TLB_RANK_MAX_WAYS ways keep recency ranks (rk, sets x
      * fpw signed bytes: 0 = least recent, -1 = invalid or padding), updated and
-     * searched 16 entries per SSE instruction; smaller or larger sets keep stamps
+     * searched 16 entries per SSE instruction; other sets keep stamps
      * (stamp, sets x ways: clock at the last use, rk NULL).  Both give the same
      * order: the least recent entry has rank 0, or the smallest stamp. */
     int8_t *rk;

@@ -25,6 +25,9 @@ typedef struct kvsimPrefetcherOps {
     size_t (*state_words)(const kvsimPrefetcherConfig *cfg);
     uint32_t (*operate)(uint64_t *state, const kvsimPrefetcherConfig *cfg, uint64_t line,
                         int hit, uint32_t key, uint64_t *out);
+    /* 1: operate() on a hit changes no state and returns 0 (the kind trains on
+     * misses only), so the engine need not call it for hits */
+    int hits_idle;
 } kvsimPrefetcherOps;
 
 /* The factory: "next_line", "ip_stride", "stream"; NULL if unknown. */

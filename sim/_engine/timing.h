@@ -144,22 +144,37 @@ static __attribute__((noinline)) uint64_t dramSlot(kvsimSim *s, uint64_t start,
                                                    uint64_t xfer) {
     uint64_t k = start / xfer;
     if (k < s->dram_base) return start;
-    for (;; k++) {
-        if (k >= s->dram_base + KVSIM_DRAM_SLOTS) { /* move the calendar forward */
-            const uint64_t nb = k - KVSIM_DRAM_SLOTS + 1;
-            if (nb - s->dram_base >= KVSIM_DRAM_SLOTS)
-                memset(s->dram_cal, 0, sizeof s->dram_cal);
-            else
-                for (uint64_t j = s->dram_base; j < nb; j++)
-                    s->dram_cal[(j / 64) % (KVSIM_DRAM_SLOTS / 64)] &= ~(1ULL << (j % 64));
-            s->dram_base = nb;
+    /* the first free slot at or after k, a calendar word (64 slots) at a time;
+     * a word's bits past the calendar's end stand for the slots at its start,
+     * so a free bit counts only below the end */
+    for (;;) {
+        const uint64_t end = s->dram_base + KVSIM_DRAM_SLOTS;
+        if (k < end) {
+            uint64_t *w = &s->dram_cal[(k / 64) % (KVSIM_DRAM_SLOTS / 64)];
+            const uint64_t freeb = ~*w & (~0ULL << (k % 64));
+            const uint64_t f = (k & ~63ULL) + (uint64_t)__builtin_ctzll(freeb | (1ULL << 63));
+            if (freeb && f < end) {
+                *w |= 1ULL << (f % 64);
+                return f * xfer > start ? f * xfer : start;
+            }
+            k = (k | 63) + 1; /* slots k .. the word's end, or the calendar's, are taken */
+            if (k < end) continue;
+            k = end;
         }
-        uint64_t *w = &s->dram_cal[(k / 64) % (KVSIM_DRAM_SLOTS / 64)];
-        const uint64_t bit = 1ULL << (k % 64);
-        if (!(*w & bit)) {
-            *w |= bit;
-            return k * xfer > start ? k * xfer : start;
-        }
+        /* k is past the calendar (its slot is free): move the calendar forward */
+        const uint64_t nb = k - KVSIM_DRAM_SLOTS + 1;
+        if (nb - s->dram_base >= KVSIM_DRAM_SLOTS)
+            memset(s->dram_cal, 0, sizeof s->dram_cal);
+        else /* clear slots dram_base .. nb - 1, a word's run of them at a time */
+            for (uint64_t j = s->dram_base; j < nb;) {
+                const uint64_t lo = j % 64, run = nb - j < 64 - lo ? nb - j : 64 - lo;
+                const uint64_t m = (run == 64 ? ~0ULL : (1ULL << run) - 1) << lo;
+                s->dram_cal[(j / 64) % (KVSIM_DRAM_SLOTS / 64)] &= ~m;
+                j += run;
+            }
+        s->dram_base = nb;
+        s->dram_cal[(k / 64) % (KVSIM_DRAM_SLOTS / 64)] |= 1ULL << (k % 64);
+        return k * xfer > start ? k * xfer : start;
     }
 }
 

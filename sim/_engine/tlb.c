@@ -43,7 +43,7 @@ int engTlbInit(Tlb *t, uint32_t sets, uint32_t ways) {
     t->fpw = (ways + 15) & ~15u;
     t->fp = xcalloc((size_t)sets * t->fpw, 1);
     t->tags = xcalloc((size_t)sets * ways, sizeof(uint64_t));
-    if (ways > 8 && ways <= TLB_RANK_MAX_WAYS) {
+    if (ways > 1 && ways <= TLB_RANK_MAX_WAYS) {
         t->rk = malloc((size_t)sets * t->fpw);
         if (t->rk) memset(t->rk, -1, (size_t)sets * t->fpw);
         return t->fp != NULL && t->tags != NULL && t->rk != NULL;

@@ -1,0 +1,148 @@
+"""Where the record-by-record path's instructions go, per preset (callgrind, by function).
+
+    .venv/bin/python sim/_engine/bench/profile.py [--presets P,...] [--records N]
+        [--scale S] [--workdir DIR] [--out RESULT.json]
+
+For each of ``kvsim bench``'s first three traces (random 8 B loads, c_ref iterate, c_ref
+pipeline lookahead; kvsim.sim.bench_presets.make_traces) and each preset, it runs the engine
+alone (``sim/_engine/build/bench_engine``, ``make -C sim/_engine bench-c``) on the first
+``--records`` records under callgrind (``--dump-instr=no``, one thread), functional and timed,
+and sums each function's own instructions (callgrind_annotate's exclusive costs, inlined code
+attributed to the file it comes from) into the parts of the model (``PARTS``), per record.
+The engine's setup (creating the caches) is its own part, not divided by the records.  The
+trace intake (``decode.c``) is not in these counts: ``kvsim simulate`` runs it on other
+threads.  ``--out`` writes the figures with kvsim.provenance (commit, machine, date).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from kvsim import provenance, sim, traces
+from kvsim.sim import bench_presets as bp
+
+# part -> the source files (of inlined code too) and the functions it is made of; a
+# callgrind_annotate "file:function" goes to the first part whose file pattern matches its
+# file, else to the first whose function pattern matches its function
+PARTS = [
+    ("setup", None, re.compile(r"^(kvsimCreate|lruInit|kvsimFree|engTlbInit|bigAlloc|"
+                               r"__memset\w*|_dl_\w+|calloc|malloc|free)$")),
+    ("tlb", re.compile(r"/tlb\.c$"),
+     re.compile(r"^(engTlbCode|translate|tlbApply|walkCost|tlb\w+)$")),
+    ("timing model", re.compile(r"/timing\.h$"),
+     re.compile(r"^(timeMiss|dramSlot|inflightScan|timeAccess\w*|poolsFree)$")),
+    ("hardware prefetchers", re.compile(r"/prefetch_\w+\.c$"),
+     re.compile(r"^(runPrefetchers|issueHwPrefetch|stOperate|ipsOperate|nlOperate)$")),
+    ("caches below L1 and prefetch fills", None,
+     re.compile(r"^(access(Any|Rank\w+)|cacheAccess\w*|allocWay|evict\w*|sendVictim|probe|"
+                r"invalidateWay|scanSet|findWay)$")),
+    ("record loop and L1", None,
+     re.compile(r"^(kvsimRun|engRunRecords|runLoop|doMemoryT|engDoMarker|engFlushBatch)$")),
+]
+ANNOTATE_LINE = re.compile(r"^\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S.*?)\s*(?:\[[^]]*\])?\s*$")
+
+
+def part_of(name: str) -> str:
+    """The part of "file:function" (callgrind_annotate's name; a function's "'2" suffix
+    and GCC's ".constprop.0"-style clone suffixes are ignored)."""
+    file, _, func = name.rpartition(":")
+    func = func.split("'")[0].split(".")[0]
+    for part, frx, _ in PARTS:
+        if frx is not None and frx.search(file):
+            return part
+    for part, _, rx in PARTS:
+        if rx.search(func):
+            return part
+    return "other"
+
+
+def self_costs(out_file: Path) -> dict[str, int]:
+    """{"file:function": exclusive instructions} from a callgrind output file."""
+    txt = subprocess.run(["callgrind_annotate", "--auto=no", "--threshold=100", str(out_file)],
+                         capture_output=True, text=True, check=True).stdout
+    costs: dict[str, int] = {}
+    body = txt.split("file:function", 1)[-1]
+    for line in body.splitlines()[2:]:
+        m = ANNOTATE_LINE.match(line)
+        if m:
+            costs[m.group(2)] = costs.get(m.group(2), 0) + int(m.group(1).replace(",", ""))
+    return costs
+
+
+def profile(binary: Path, recs, cpu: sim.CpuConfig, timing: bool, tmp: Path) -> dict:
+    raw, cfg_file, out = tmp / "recs.raw", tmp / "cfg.bin", tmp / "cg.out"
+    recs.tofile(raw)
+    cfg = cpu.to_engine(timing=timing, tlb=True, prefetchers=True, flush=True)
+    cfg_file.write_bytes(bytes(cfg))
+    env = dict(os.environ, KVSIM_CONFIG=str(cfg_file))
+    subprocess.run(["valgrind", "--tool=callgrind", "--dump-instr=no",
+                    f"--callgrind-out-file={out}", str(binary), str(raw)],
+                   capture_output=True, env=env, timeout=3600, check=True)
+    parts: dict[str, float] = {p: 0.0 for p, _, _ in PARTS} | {"other": 0.0}
+    for name, n in self_costs(out).items():
+        parts[part_of(name)] += n
+    setup = parts.pop("setup")
+    per = {p: round(v / len(recs), 1) for p, v in parts.items()}
+    return {"per_record": per, "total_per_record": round(sum(per.values()), 1),
+            "setup_instructions": int(setup)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--presets", help="comma-separated presets (default: every preset)")
+    ap.add_argument("--records", type=int, default=100_000, help="records per trace")
+    ap.add_argument("--scale", type=float, default=0.1, help="kvsim bench's trace scale")
+    ap.add_argument("--workdir", default="build/bench-presets", help="where the traces are")
+    ap.add_argument("--out", help="result file")
+    a = ap.parse_args(argv)
+    binary = bp.bench_engine_path()
+    if binary is None:
+        print("profile.py: no sim/_engine/build/bench_engine or valgrind "
+              "(make -C sim/_engine bench-c)", file=sys.stderr)
+        return 1
+    presets = a.presets.split(",") if a.presets else sim.preset_names()
+    unknown = [p for p in presets if p not in sim.preset_names()]
+    if unknown:
+        print(f"profile.py: --presets: no preset {unknown[0]!r}", file=sys.stderr)
+        return 1
+    if a.records <= 0:
+        print(f"profile.py: --records {a.records}: must be > 0", file=sys.stderr)
+        return 1
+    try:
+        trace_list = bp.make_traces(Path(a.workdir), a.scale)[:3]
+    except bp.BenchError as e:
+        print(f"profile.py: {e}", file=sys.stderr)
+        return 1
+    rows = []
+    with tempfile.TemporaryDirectory() as td:
+        for t in trace_list:
+            recs = traces.read_all(t["path"])[:a.records]
+            for p in presets:
+                cpu = sim.load_cpu(p)
+                for timing in (False, True):
+                    r = profile(binary, recs, cpu, timing, Path(td))
+                    rows.append({"trace": Path(t["path"]).name, "preset": p,
+                                 "mode": "timed" if timing else "functional", **r})
+                    print(f"{rows[-1]['trace']:24s} {p:12s} {rows[-1]['mode']:10s} "
+                          f"{r['total_per_record']:7.1f}  " + "  ".join(
+                              f"{k} {v:.0f}" for k, v in r["per_record"].items()))
+    if a.out:
+        return provenance.publish("profile.py", a.out, {
+            "benchmark": "sim/_engine/bench/profile.py",
+            "units": "engine instructions per record by part of the model (callgrind "
+                     "exclusive costs per function, grouped), one thread; setup apart",
+            "parameters": {"records": a.records, "scale": a.scale,
+                           "parts": [p for p, _, _ in PARTS[1:]] + ["other"]},
+            "rows": rows,
+        })
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
