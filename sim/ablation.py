@@ -109,6 +109,8 @@ SETTINGS: dict[str, tuple[str, Callable[[CpuConfig], CpuConfig], float]] = {
                 lambda c: _tlb(c, walk_latency=2 * c.tlb.walk_latency if c.tlb else 0), 1.0),
     "walk_reads_0": ("walks of the fixed part alone (no page-table reads through the caches)",
                      lambda c: _tlb(c, walk_reads=0), 1.0),
+    "walkers_unlimited": ("any number of page walks in flight (no walker limit)",
+                          lambda c: _tlb(c, walkers=0), 1.0),
     "dram_bw_unlimited": ("no DRAM bandwidth limit",
                           lambda c: c.with_changes(dram_bandwidth_gbs=None), 1.0),
     "no_hw_prefetch": ("no hardware prefetchers", lambda c: c.with_changes(prefetchers=()),

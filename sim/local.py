@@ -130,7 +130,7 @@ def sysfs_cpu(levels: list[dict], ident: dict, path: Path) -> CpuConfig:
         dram_latency_ns=table["dram_latency_ns"], dram_bandwidth_gbs=None,
         tlb=Tlb(page_size=2 * 1024 * 1024 if thp_mode() == "always" else 4096,
                 l1_entries=t["l1_entries"], l1_ways=t["l1_ways"], l2_entries=t["l2_entries"],
-                l2_ways=t["l2_ways"], l2_latency=t["l2_latency"]),
+                l2_ways=t["l2_ways"], l2_latency=t["l2_latency"], walkers=t["walkers"]),
         source=str(path), notes=tuple(notes),
         provenance={"calibrated": False, "table": table["core"]},
     ).with_changes(freq_ghz=_nominal_ghz())

@@ -114,6 +114,7 @@ def test_known_core_table():
     assert cal.known_core("CentaurHauls", 6, 15) is None
     for c in cal.KNOWN_CORES:
         assert c["sources"] and len(c["latency"]) == len(c["inclusion"]) == 3
+        assert 1 <= c["tlb"]["walkers"] <= 64
 
 
 # --- the CPU file from raw measurements ----------------------------------------------------
@@ -150,6 +151,9 @@ def test_build_doc_values_and_provenance():
         for key in ("size", "latency", "ways"):
             assert c["src"][key].split(":")[0].split(" ")[0] in {"sysfs", "measured"}
     assert doc["core"]["src"]["rob"].startswith("table")
+    # walks in flight: the known core's figure, said to come from the table
+    assert cpu.tlb.walkers == cal.known_core("AuthenticAMD", 25, 17)["tlb"]["walkers"] > 0
+    assert doc["tlb"]["src"]["walkers"].startswith("table (AMD Zen 4)")
     assert doc["meta"]["raw"]["chase_ns"] == raw["chase"]
     assert doc["meta"]["quick"] is True
 
