@@ -83,6 +83,7 @@
  *   Timing overlays it, in integer ticks (1 cycle = width ticks):
  *     dispatch D_i = max(D_{i-1} + instructions_i, ROB limit)
  *     issue    X_i = max(D_i, completion of the dep producer) + TLB cost
+ *     a walk waits for a free page walker (cfg.walkers > 0) and holds it
  *     a miss takes a free miss buffer (MSHR) at every level it misses,
  *     waiting for the earliest one; a DRAM fill also waits for the channel;
  *     a hit on a line still in flight waits for its fill (a late prefetch
