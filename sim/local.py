@@ -33,7 +33,7 @@ SYSFS = Path("/sys/devices/system/cpu/cpu0/cache")
 # level's size, DRAM, the page-walk cost and the core
 OVERRIDE_KEYS = ("freq_ghz", "l1_latency", "l2_latency", "l3_latency", "l3_effective",
                  "dram_latency_ns", "dram_bandwidth_gbs", "walk_latency_ns", "l1_mshrs",
-                 "l2_mshrs", "width", "rob")
+                 "l2_mshrs", "width", "rob", "walkers")
 
 
 def _read(p: Path) -> str:
@@ -190,6 +190,8 @@ def apply_overrides(cpu: CpuConfig, corr: dict) -> CpuConfig:
         ghz = float(kw.get("freq_ghz", cpu.freq_ghz or 1.0))
         kw["tlb"] = replace(cpu.tlb,
                             walk_latency=int(round(float(corr["walk_latency_ns"]) * ghz)))
+    if "walkers" in corr and cpu.tlb is not None:
+        kw["tlb"] = replace(kw.get("tlb", cpu.tlb), walkers=int(corr["walkers"]))
     notes = cpu.notes + (f"overridden: {', '.join(sorted(corr))}",)
     return cpu.with_changes(**kw, notes=notes)
 

@@ -180,7 +180,7 @@ def predict(cpu: CpuConfig, size: int, chains: int, steps: int, page_size: int,
     t = res.get("timing", {})
     return {"ns_per_load": ns, "cycles": res["cycles"], "mlp": t.get("mlp"),
             "avg_l1_miss_cycles": t.get("avg_l1_miss_cycles"),
-            "walker_wait_cycles": t.get("stalls", {}).get("walker_wait"),
+            "walker_wait_cycles": t.get("stall_cycles", {}).get("walker_wait"),
             "tlb": res.get("tlb")}
 
 

@@ -252,6 +252,8 @@ def test_local_overrides(fake_sysfs):
                                         "l2_latency": 30})
     assert over.caches[2].size == 8 * MIB and over.dram_latency_ns == 120
     assert over.caches[1].latency == 30
+    both = local.apply_overrides(sim.load_cpu("epyc-7713"), {"walkers": 3, "walk_latency_ns": 50})
+    assert both.tlb.walkers == 3 and both.tlb.walk_latency == round(50 * both.freq_ghz)
     with pytest.raises(sim.ConfigError, match="unknown local override"):
         local.local_cpu(fake_sysfs, {"l4_latency": 3})
 
