@@ -7,10 +7,10 @@ For each workload pair (a baseline and its prefetching variant, :data:`PAIRS`) i
 both with c_ref (``kvsim trace``, with a warm-up prefix where the workload has one), and
 simulates each trace on ``--cpu`` and on copies of it that change one thing
 (:data:`SETTINGS`): the L1 miss buffers, the ROB, the DRAM latency and bandwidth, the page
-size, the page-walk cost and its page-table reads, the hardware prefetchers, the
-instruction-gap model (every record's gap scaled). All CPUs of one trace run in one pass
-(``sim.simulate_many``). Per setting it gives the predicted time per operation of each side
-and the predicted speedup.
+size, the page-walk cost, its page-table reads and the walks in flight, the hardware
+prefetchers, the instruction-gap model (every record's gap scaled). All CPUs of one trace
+run in one pass (``sim.simulate_many``). Per setting it gives the predicted time per
+operation of each side and the predicted speedup.
 
 Natively, the same pair runs in interleaved rounds (baseline, variant, baseline, ...), each
 one ``kvsim native ... --repeat 1`` timed by process CPU time (``experiments.timing``, as
