@@ -59,7 +59,8 @@ def cpu_toml(cpu: sim.CpuConfig) -> str:
         out += ["", "[tlb]", f"page_size = {_size(t.page_size)}",
                 f"l1_entries = {t.l1_entries}", f"l1_ways = {t.l1_ways}",
                 f"l2_entries = {t.l2_entries}", f"l2_ways = {t.l2_ways}",
-                f"l2_latency = {t.l2_latency}", f"walk_latency = {t.walk_latency}"]
+                f"l2_latency = {t.l2_latency}", f"walk_latency = {t.walk_latency}",
+                f"walk_reads = {t.walk_reads}", f"walkers = {t.walkers}"]
     out += ["", "[swprefetch]", f"fill = {_val(cpu.caches[cpu.swpf_fill].name)}",
             f"tlb_miss = {_val('drop' if cpu.swpf_drop_on_tlb_miss else 'walk')}"]
     for p in cpu.prefetchers:

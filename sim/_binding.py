@@ -22,6 +22,7 @@ MAX_PHASES = 64
 NMARKERS = 8
 DEP_WINDOW = 1024
 MAX_WALK_READS = 4  # engine.h KVSIM_MAX_WALK_READS
+MAX_WALKERS = 64  # engine.h KVSIM_MAX_WALKERS
 NAME_LEN = 16
 TIMELINE_DROPPED = 0xFFFF  # kvsimTimelineRow.level of a dropped prefetch
 TIMELINE_CAPTURED = 1  # kvsimTimelineRow.flags: the row was written
@@ -54,7 +55,7 @@ class EngineConfig(C.Structure):
         ("dtlb_sets", u32), ("dtlb_ways", u32), ("stlb_sets", u32), ("stlb_ways", u32),
         ("stlb_latency", u32), ("walk_latency", u32), ("swpf_level", u32),
         ("swpf_drop_on_tlb_miss", u32), ("flush_at_end", u32), ("queue_cap", u32),
-        ("threads", u32), ("walk_reads", u32), ("instr_ticks", u32),
+        ("threads", u32), ("walk_reads", u32), ("instr_ticks", u32), ("walkers", u32),
     ]
 
 
@@ -93,8 +94,8 @@ GLOBAL_SCALARS3 = [
     "swpf_dropped_tlb", "ticks",
 ]
 TIMING_SCALARS = [
-    "wait_dep", "wait_mshr", "wait_tlb", "wait_dram_bw", "wait_inflight", "miss_ticks",
-    "l1_misses_timed", "load_latency", "loads_timed", "nphases_seen",
+    "wait_dep", "wait_mshr", "wait_tlb", "wait_walker", "wait_dram_bw", "wait_inflight",
+    "miss_ticks", "l1_misses_timed", "load_latency", "loads_timed", "nphases_seen",
 ]
 COMMAND_SCALARS = ["commands", "command_ticks", "command_ticks_max", "command_l1_misses"]
 

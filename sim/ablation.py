@@ -7,10 +7,10 @@ For each workload pair (a baseline and its prefetching variant, :data:`PAIRS`) i
 both with c_ref (``kvsim trace``, with a warm-up prefix where the workload has one), and
 simulates each trace on ``--cpu`` and on copies of it that change one thing
 (:data:`SETTINGS`): the L1 miss buffers, the ROB, the DRAM latency and bandwidth, the page
-size, the page-walk cost and its page-table reads, the hardware prefetchers, the
-instruction-gap model (every record's gap scaled). All CPUs of one trace run in one pass
-(``sim.simulate_many``). Per setting it gives the predicted time per operation of each side
-and the predicted speedup.
+size, the page-walk cost, its page-table reads and the walks in flight, the hardware
+prefetchers, the instruction-gap model (every record's gap scaled). All CPUs of one trace
+run in one pass (``sim.simulate_many``). Per setting it gives the predicted time per
+operation of each side and the predicted speedup.
 
 Natively, the same pair runs in interleaved rounds (baseline, variant, baseline, ...), each
 one ``kvsim native ... --repeat 1`` timed by process CPU time (``experiments.timing``, as
@@ -109,6 +109,8 @@ SETTINGS: dict[str, tuple[str, Callable[[CpuConfig], CpuConfig], float]] = {
                 lambda c: _tlb(c, walk_latency=2 * c.tlb.walk_latency if c.tlb else 0), 1.0),
     "walk_reads_0": ("walks of the fixed part alone (no page-table reads through the caches)",
                      lambda c: _tlb(c, walk_reads=0), 1.0),
+    "walkers_unlimited": ("any number of page walks in flight (no walker limit)",
+                          lambda c: _tlb(c, walkers=0), 1.0),
     "dram_bw_unlimited": ("no DRAM bandwidth limit",
                           lambda c: c.with_changes(dram_bandwidth_gbs=None), 1.0),
     "no_hw_prefetch": ("no hardware prefetchers", lambda c: c.with_changes(prefetchers=()),

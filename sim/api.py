@@ -378,6 +378,7 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
             f"fixed part + {cfg.walk_reads} page-table read(s) through the caches (loads of "
             "tag 0)",
             "walk_reads": cfg.walk_reads,
+            "walkers": cfg.walkers or "unlimited",
         }
     if timing:
         cycles = -(-raw["ticks"] // width)
@@ -390,6 +391,7 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
         stalls["dependency_wait"] = cyc(raw["wait_dep"])
         stalls["mshr_wait"] = cyc(raw["wait_mshr"])
         stalls["tlb"] = cyc(raw["wait_tlb"])
+        stalls["walker_wait"] = cyc(raw["wait_walker"])
         stalls["dram_bandwidth_wait"] = cyc(raw["wait_dram_bw"])
         stalls["inflight_wait"] = cyc(raw["wait_inflight"])
         result["cycles"] = cycles

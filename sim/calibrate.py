@@ -92,12 +92,13 @@ KNOWN_CORES: list[dict] = [
         "latency": [4, 12, 46], "dram_latency_ns": 115.0,
         "inclusion": ["non-inclusive", "inclusive", "exclusive"],
         "tlb": {"l1_entries": 64, "l1_ways": 0, "l2_entries": 2048, "l2_ways": 8,
-                "l2_latency": 7},
+                "l2_latency": 7, "walkers": 6},
         "prefetchers": _ZEN_PREFETCHERS,
         "sources": "AMD Software Optimization Guide for AMD Family 19h Processors (#56665) "
                    "via LLVM X86ScheduleZnver3.td (width, ROB, L1/L2 latency); 24 L1 misses "
                    "in flight (same guide); L2 miss queue E; L3 46 cycles and 115 ns DRAM "
-                   "from AnandTech's Zen 3 review (R, E)",
+                   "from AnandTech's Zen 3 review (R, E); 6 page-table walkers from "
+                   "AnandTech's Zen 3 review, article 16214 p.4 (V)",
     },
     {
         "core": "AMD Zen 4", "vendor": "AuthenticAMD", "family": 25,
@@ -106,7 +107,7 @@ KNOWN_CORES: list[dict] = [
         "latency": [4, 14, 50], "dram_latency_ns": 115.0,
         "inclusion": ["non-inclusive", "inclusive", "exclusive"],
         "tlb": {"l1_entries": 72, "l1_ways": 0, "l2_entries": 3072, "l2_ways": 12,
-                "l2_latency": 7},
+                "l2_latency": 7, "walkers": 6},
         "prefetchers": _ZEN_PREFETCHERS,
         "sources": "Software Optimization Guide for the AMD Zen4 Microarchitecture (#57647) "
                    "as LLVM X86ScheduleZnver4.td quotes it: dispatch 6 macro ops per cycle "
@@ -114,7 +115,8 @@ KNOWN_CORES: list[dict] = [
                    "(2.10.3), 4-cycle integer load-to-use L1 (2.12) (V); L2 14 and L3 ~50 "
                    "cycles, 72-entry L1 DTLB, 3072-entry 12-way L2 DTLB and 64 L2 misses in "
                    "flight from the same guide, whose text was not retrieved (R); 24 L1 "
-                   "misses, STLB hit cost and prefetchers as Zen 3 (E); DRAM 115 ns (E); "
+                   "misses, STLB hit cost, 6 page-table walkers and prefetchers as Zen 3 (E); "
+                   "DRAM 115 ns (E); "
                    "models 10h-1Fh and 60h-AFh as Linux's amd.c (V)",
     },
     {
@@ -124,11 +126,13 @@ KNOWN_CORES: list[dict] = [
         "latency": [5, 16, 106], "dram_latency_ns": 110.0,
         "inclusion": ["non-inclusive", "non-inclusive", "non-inclusive"],
         "tlb": {"l1_entries": 96, "l1_ways": 6, "l2_entries": 2048, "l2_ways": 8,
-                "l2_latency": 9},
+                "l2_latency": 9, "walkers": 4},
         "prefetchers": _INTEL_PREFETCHERS,
         "sources": "Intel 64 and IA-32 Architectures Optimization Reference Manual (Golden "
                    "Cove: 6-wide, 512-entry ROB, 16 fill buffers, 96-entry DTLB) and LLVM "
-                   "X86SchedSapphireRapids.td; L2 48 misses from Intel Architecture Day 2021 "
+                   "X86SchedSapphireRapids.td; 4 page walkers (2 -> 4) from cpunews.net's "
+                   "Alder Lake/Golden Cove analysis p.5 (V); "
+                   "L2 48 misses from Intel Architecture Day 2021 "
                    "(R); L3 and DRAM latency from Chips and Cheese's Sapphire Rapids review (R, "
                    "E); Redwood Cove (Granite Rapids) taken as Golden Cove (E)",
     },
@@ -138,11 +142,12 @@ KNOWN_CORES: list[dict] = [
         "latency": [5, 14, 70], "dram_latency_ns": 90.0,
         "inclusion": ["non-inclusive", "non-inclusive", "non-inclusive"],
         "tlb": {"l1_entries": 64, "l1_ways": 4, "l2_entries": 1536, "l2_ways": 12,
-                "l2_latency": 9},
+                "l2_latency": 9, "walkers": 2},
         "prefetchers": _INTEL_PREFETCHERS,
         "sources": "Intel 64 and IA-32 Architectures Optimization Reference Manual (Skylake "
                    "server: 4-wide allocation, 224-entry ROB, 12 fill buffers, 16-entry L2 "
-                   "superqueue, 64-entry DTLB, 1536-entry STLB); L3 and DRAM latency E",
+                   "superqueue, 64-entry DTLB, 1536-entry STLB, 2 page walkers); L3 and DRAM "
+                   "latency E",
     },
 ]
 
@@ -695,6 +700,7 @@ def build_doc(raw: dict, levels: list[dict], ident: dict, *, quick: bool,
             "l2_entries": tlb_geo["l2_entries"], "l2_ways": l2w,
             "l2_latency": table["tlb"]["l2_latency"] if table else 9,
             "walk_latency": walk_cycles,
+            "walkers": table["tlb"]["walkers"] if table else 0,
             "src": {
                 "page_size": f"sysfs: transparent huge pages '{mode}' (an arena that does not "
                              "ask for huge pages gets them only with 'always')",
@@ -708,6 +714,8 @@ def build_doc(raw: dict, levels: list[dict], ident: dict, *, quick: bool,
                 "walk_latency": (f"measured: chase at {sizes[-1] // MIB} MiB, 4 KiB pages "
                                  f"({top_4k:.1f} ns) minus 2 MiB pages ({top_ns:.1f} ns)")
                 if walk_ns is not None else "no huge pages: walk cost not separable, 0",
+                "walkers": (f"{tname}: page walks in flight at once" if table else
+                            "no table entry: 0 (unlimited)"),
             },
         }
     if table:

@@ -61,6 +61,9 @@ class Tlb:
     # that served it): 0 = the fixed part alone; 1 = the leaf PTE; 2 = nested paging (the
     # guest's leaf PTE and the host's)
     walk_reads: int = 0
+    # page walks in flight at once: a walk holds a walker from its start to its end, and a
+    # TLB miss that finds none free waits for the earliest to free (0 = unlimited)
+    walkers: int = 0
 
 
 @dataclass(frozen=True)
@@ -166,6 +169,7 @@ class CpuConfig:
                 ec.stlb_sets, ec.stlb_ways = t.l2_entries // l2w, l2w
             ec.stlb_latency, ec.walk_latency = t.l2_latency, t.walk_latency
             ec.walk_reads = t.walk_reads
+            ec.walkers = t.walkers
         ec.swpf_level = self.swpf_fill
         ec.swpf_drop_on_tlb_miss = int(self.swpf_drop_on_tlb_miss)
         ec.flush_at_end = int(flush)
@@ -229,7 +233,7 @@ _KEYS = {
     "core": {"width", "rob", "sustained_ipc", "src", "notes"},
     "dram": {"latency_ns", "bandwidth_gbs", "src", "notes"},
     "tlb": {"page_size", "l1_entries", "l1_ways", "l2_entries", "l2_ways", "l2_latency",
-            "walk_latency", "walk_reads", "src", "notes"},
+            "walk_latency", "walk_reads", "walkers", "src", "notes"},
     "swprefetch": {"fill", "tlb_miss", "src", "notes"},
     "prefetcher": {"level", "kind", "degree", "table", "src", "notes"},
 }
@@ -380,7 +384,8 @@ def parse_cpu(doc: dict, source: str = "") -> CpuConfig:
             raise ConfigError(f"tlb.page_size: must be 4KiB or 2MiB, got {ps}")
         vals = {}
         for key, dflt in (("l1_entries", 64), ("l1_ways", 4), ("l2_entries", 0), ("l2_ways", 8),
-                          ("l2_latency", 9), ("walk_latency", 30), ("walk_reads", 0)):
+                          ("l2_latency", 9), ("walk_latency", 30), ("walk_reads", 0),
+                          ("walkers", 0)):
             v = _get(t, key, "tlb", int, dflt)
             if v < 0:
                 raise ConfigError(f"tlb.{key}: must be >= 0, got {v}")
@@ -388,6 +393,9 @@ def parse_cpu(doc: dict, source: str = "") -> CpuConfig:
         if vals["walk_reads"] > B.MAX_WALK_READS:
             raise ConfigError(f"tlb.walk_reads: at most {B.MAX_WALK_READS}, got "
                               f"{vals['walk_reads']}")
+        if vals["walkers"] > B.MAX_WALKERS:
+            raise ConfigError(f"tlb.walkers: at most {B.MAX_WALKERS} (0 = unlimited), got "
+                              f"{vals['walkers']}")
         for lvl in ("l1", "l2"):
             e, w = vals[f"{lvl}_entries"], vals[f"{lvl}_ways"]
             if lvl == "l1" and e < 1:

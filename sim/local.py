@@ -33,7 +33,7 @@ SYSFS = Path("/sys/devices/system/cpu/cpu0/cache")
 # level's size, DRAM, the page-walk cost and the core
 OVERRIDE_KEYS = ("freq_ghz", "l1_latency", "l2_latency", "l3_latency", "l3_effective",
                  "dram_latency_ns", "dram_bandwidth_gbs", "walk_latency_ns", "l1_mshrs",
-                 "l2_mshrs", "width", "rob")
+                 "l2_mshrs", "width", "rob", "walkers")
 
 
 def _read(p: Path) -> str:
@@ -130,7 +130,7 @@ def sysfs_cpu(levels: list[dict], ident: dict, path: Path) -> CpuConfig:
         dram_latency_ns=table["dram_latency_ns"], dram_bandwidth_gbs=None,
         tlb=Tlb(page_size=2 * 1024 * 1024 if thp_mode() == "always" else 4096,
                 l1_entries=t["l1_entries"], l1_ways=t["l1_ways"], l2_entries=t["l2_entries"],
-                l2_ways=t["l2_ways"], l2_latency=t["l2_latency"]),
+                l2_ways=t["l2_ways"], l2_latency=t["l2_latency"], walkers=t["walkers"]),
         source=str(path), notes=tuple(notes),
         provenance={"calibrated": False, "table": table["core"]},
     ).with_changes(freq_ghz=_nominal_ghz())
@@ -190,6 +190,8 @@ def apply_overrides(cpu: CpuConfig, corr: dict) -> CpuConfig:
         ghz = float(kw.get("freq_ghz", cpu.freq_ghz or 1.0))
         kw["tlb"] = replace(cpu.tlb,
                             walk_latency=int(round(float(corr["walk_latency_ns"]) * ghz)))
+    if "walkers" in corr and cpu.tlb is not None:
+        kw["tlb"] = replace(kw.get("tlb", cpu.tlb), walkers=int(corr["walkers"]))
     notes = cpu.notes + (f"overridden: {', '.join(sorted(corr))}",)
     return cpu.with_changes(**kw, notes=notes)
 

@@ -180,6 +180,7 @@ def predict(cpu: CpuConfig, size: int, chains: int, steps: int, page_size: int,
     t = res.get("timing", {})
     return {"ns_per_load": ns, "cycles": res["cycles"], "mlp": t.get("mlp"),
             "avg_l1_miss_cycles": t.get("avg_l1_miss_cycles"),
+            "walker_wait_cycles": t.get("stall_cycles", {}).get("walker_wait"),
             "tlb": res.get("tlb")}
 
 
@@ -258,6 +259,7 @@ def _cpu_figures(cpu: CpuConfig) -> dict[str, Any]:
             "tlb": None if t is None else {"page_size": t.page_size,
                                            "walk_latency": t.walk_latency,
                                            "walk_reads": t.walk_reads,
+                                           "walkers": t.walkers,
                                            "l2_latency": t.l2_latency}}
 
 

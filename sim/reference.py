@@ -319,7 +319,8 @@ def _new_stats(nlevels):
         "dram_reads": 0, "dram_writes": 0, "dtlb_access": 0, "dtlb_miss": 0,
         "stlb_access": 0, "stlb_miss": 0, "swpf_dropped_tlb": 0, "ticks": 0,
         "stall_rob": z(B.MAX_LEVELS + 2, np.uint64),
-        "wait_dep": 0, "wait_mshr": 0, "wait_tlb": 0, "wait_dram_bw": 0, "wait_inflight": 0,
+        "wait_dep": 0, "wait_mshr": 0, "wait_tlb": 0, "wait_walker": 0, "wait_dram_bw": 0,
+        "wait_inflight": 0,
         "miss_ticks": 0, "l1_misses_timed": 0, "load_latency": 0, "loads_timed": 0,
         "nphases_seen": 0,
         "commands": 0, "command_ticks": 0, "command_ticks_max": 0, "command_l1_misses": 0,
@@ -372,6 +373,7 @@ class ReferenceSim:
         self.dep_ring = [0] * B.DEP_WINDOW
         self.dram_base = 0  # the DRAM calendar's first slot (MODEL.md §6)
         self.dram_busy: set[int] = set()  # its slots that carry a fill
+        self.walker_free = [0] * cfg.walkers  # tick each page walker is free (MODEL.md §3)
         self.last_cause = self.n + 1
         self.finished = False
         self.command = None  # (counted, start tick, L1 misses at start) of the open command
@@ -390,18 +392,21 @@ class ReferenceSim:
 
     # --- TLB ---
     def translate(self, addr, is_swpf):
+        """(added cycles, walked), or (None, False) for a software prefetch dropped on a
+        DTLB miss."""
         st, cfg = self.st, self.cfg
         page = addr >> cfg.page_bits
         st["dtlb_access"] += 1
         if self.dtlb.lookup(page):
-            return 0
+            return 0, False
         st["dtlb_miss"] += 1
         if is_swpf and cfg.swpf_drop_on_tlb_miss:
-            return None
+            return None, False
+        walked = True
         if self.stlb is not None:
             st["stlb_access"] += 1
             if self.stlb.lookup(page):
-                cost = cfg.stlb_latency
+                cost, walked = cfg.stlb_latency, False
             else:
                 st["stlb_miss"] += 1
                 self.stlb.fill(page)
@@ -409,7 +414,19 @@ class ReferenceSim:
         else:
             cost = self.walk_cost(page)
         self.dtlb.fill(page)
-        return cost
+        return cost, walked
+
+    def walk_time(self, x, dur):
+        """End tick of a walk of ``dur`` ticks wanted at tick ``x``: with walkers, it takes
+        the earliest-free one (lowest index on a tie) and holds it to its end (timing.h
+        walkTime)."""
+        if not self.walker_free:
+            return x + dur
+        e = min(range(len(self.walker_free)), key=lambda i: (self.walker_free[i], i))
+        start = max(x, self.walker_free[e])
+        self.st["wait_walker"] += start - x
+        self.walker_free[e] = start + dur
+        return start + dur
 
     def walk_cost(self, page):
         """The walk's fixed part plus its page-table reads through the caches (MODEL.md §3)."""
@@ -711,13 +728,13 @@ class ReferenceSim:
             xp = X
             ok = True
             if cfg.tlb:
-                t = self.translate(addr, True)
+                t, walked = self.translate(addr, True)
                 if t is None:
                     st["swpf_dropped_tlb"] += 1
                     ok = False
                 elif self.timing:
                     st["wait_tlb"] += t * W
-                    xp += t * W
+                    xp = self.walk_time(xp, t * W) if walked else xp + t * W
             if ok:
                 f = cfg.swpf_level
                 sp = self.probe(f, line)
@@ -745,10 +762,10 @@ class ReferenceSim:
                 p0, p1 = max(addr, a0), min(addr + size, a0 + lsize)
                 xp = X
                 if cfg.tlb:
-                    t = self.translate(p0, False)
+                    t, walked = self.translate(p0, False)
                     if self.timing and not is_store:
                         st["wait_tlb"] += t * W
-                        xp += t * W
+                        xp = self.walk_time(xp, t * W) if walked else xp + t * W
                 self.pfh = None
                 op = (WFULL if p1 - p0 == lsize else WRITE) if is_store else READ
                 sv, _ = self.access(0, line, op, tag, K_STORE if is_store else K_LOAD, 0)

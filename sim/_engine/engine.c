@@ -88,6 +88,7 @@
  *   instructions per cycle than its width, see sim/MODEL.md):
  *     dispatch D_i = max(D_{i-1} + instructions_i, ROB limit)
  *     issue    X_i = max(D_i, completion of the dep producer) + TLB cost
+ *     a walk waits for a free page walker (cfg.walkers > 0) and holds it
  *     a miss takes a free miss buffer (MSHR) at every level it misses,
  *     waiting for the earliest one; a DRAM fill also waits for the channel;
  *     a hit on a line still in flight waits for its fill (a late prefetch
@@ -197,33 +198,38 @@ static int64_t walkCost(kvsimSim *s, uint64_t page) {
 }
 
 /* Count a translation of `addr` by its outcome (engTlbCode; tlb.c) and return
- * the added cycles, or -1 for a software prefetch dropped on a DTLB miss. */
-static inline int64_t tlbApply(kvsimSim *s, uint32_t code, uint64_t addr) {
+ * the added cycles, or -1 for a software prefetch dropped on a DTLB miss;
+ * *walk is set when the translation walks (timing.h walkTime times it). */
+static inline int64_t tlbApply(kvsimSim *s, uint32_t code, uint64_t addr, int *walk) {
     kvsimStats *st = s->st;
     st->dtlb_access++;
     if (code == TLB_HIT) return 0;
     st->dtlb_miss++;
     if (code == TLB_DROP) return -1;
-    if (!s->cfg.stlb_sets) return walkCost(s, addr >> s->cfg.page_bits);
-    st->stlb_access++;
-    if (code == TLB_STLB_HIT) return s->cfg.stlb_latency;
-    st->stlb_miss++;
+    if (s->cfg.stlb_sets) {
+        st->stlb_access++;
+        if (code == TLB_STLB_HIT) return s->cfg.stlb_latency;
+        st->stlb_miss++;
+    }
+    *walk = 1;
     return walkCost(s, addr >> s->cfg.page_bits);
 }
 
 /* Translate the page of `addr` (a piece's first byte, or a software prefetch's
  * address).  Returns the added cycles, or -1 if the access is a software
- * prefetch that the configuration drops on a DTLB miss.  With the TLB thread
- * (tlb.c) the outcome is the next of the codes it left; else the DTLB's memo
- * (the page touched last, where most pieces are) is checked inline. */
+ * prefetch that the configuration drops on a DTLB miss; *walk (cleared here)
+ * is set when it walks.  With the TLB thread (tlb.c) the outcome is the next
+ * of the codes it left; else the DTLB's memo (the page touched last, where
+ * most pieces are) is checked inline. */
 static inline __attribute__((always_inline)) int64_t translate(kvsimSim *s, uint64_t addr,
-                                                               int is_swpf) {
-    if (s->tcode) return tlbApply(s, *s->tcode++, addr);
+                                                               int is_swpf, int *walk) {
+    *walk = 0;
+    if (s->tcode) return tlbApply(s, *s->tcode++, addr, walk);
     if ((addr >> s->cfg.page_bits) + 1 == s->dtlb.memo_key) {
         s->st->dtlb_access++;
         return 0;
     }
-    return tlbApply(s, engTlbCode(s, addr, is_swpf), addr);
+    return tlbApply(s, engTlbCode(s, addr, is_swpf), addr, walk);
 }
 
 /* --- Caches ----------------------------------------------------------------- */
@@ -712,13 +718,14 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
         uint64_t xp = X;
         int ok = 1;
         if (extras && s->cfg.tlb) {
-            int64_t t = translate(s, r->addr, 1);
+            int walk;
+            int64_t t = translate(s, r->addr, 1, &walk);
             if (t < 0) {
                 st->swpf_dropped_tlb++;
                 ok = 0;
             } else if (timing) {
                 st->wait_tlb += (uint64_t)t * W;
-                xp += (uint64_t)t * W;
+                xp = walk ? walkTime(s, xp, (uint64_t)t * W) : xp + (uint64_t)t * W;
             }
         }
         if (ok) {
@@ -749,10 +756,11 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
             const uint64_t a0 = line << lb;
             uint64_t xp = X;
             if (extras && s->cfg.tlb) {
-                int64_t t = translate(s, r->addr > a0 ? r->addr : a0, 0);
+                int walk;
+                int64_t t = translate(s, r->addr > a0 ? r->addr : a0, 0, &walk);
                 if (timing && !is_store) {
                     st->wait_tlb += (uint64_t)t * W;
-                    xp += (uint64_t)t * W;
+                    xp = walk ? walkTime(s, xp, (uint64_t)t * W) : xp + (uint64_t)t * W;
                 }
             }
             s->pfh_kind = 0;
@@ -1125,6 +1133,8 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
         FAIL("threads: must be 1..%d (0 = 1)", KVSIM_MAX_THREADS);
     if (cfg->walk_reads > KVSIM_MAX_WALK_READS)
         FAIL("walk_reads: at most %d", KVSIM_MAX_WALK_READS);
+    if (cfg->walkers > KVSIM_MAX_WALKERS)
+        FAIL("walkers: at most %d (0 = unlimited)", KVSIM_MAX_WALKERS);
     if (s->fast && !engPartsInit(s)) FAIL("out of memory or threads");
     if (cfg->nprefetchers > KVSIM_MAX_PREFETCHERS) FAIL("prefetcher: at most %d", KVSIM_MAX_PREFETCHERS);
     for (uint32_t p = 0; p < cfg->nprefetchers; p++) {

@@ -48,6 +48,9 @@
 #define KVSIM_WALK_BASE 0xFFFF800000000000ULL
 #define KVSIM_WALK_STRIDE (1ULL << 44)
 
+/* Page walks in flight at once (kvsimConfig.walkers): at most this many. */
+#define KVSIM_MAX_WALKERS 64
+
 /* Access kinds as counted per level (the "kind" axis of the tag x kind stats):
  * X(id, name) gives KVSIM_K_<id> = its position and the name the statistics use
  * (kvsimAccessKindName, read by sim/_binding.py). */
@@ -137,6 +140,11 @@ typedef struct kvsimConfig {
     uint32_t instr_ticks;          /* ticks one instruction takes to dispatch and to retire
                                       (0 = 1): `width` ticks make a cycle, so the core
                                       sustains width / instr_ticks instructions per cycle */
+    uint32_t walkers;              /* page walks in flight at once (timing): a walk holds
+                                      a walker from its start to its end, and one that
+                                      finds none free waits for the earliest to free;
+                                      0 = unlimited, at most KVSIM_MAX_WALKERS; see
+                                      walkTime() in timing.h */
 } kvsimConfig;
 
 /* Counters of one cache level.  Index [tag][kind] is tag * KVSIM_NKINDS + kind. */
@@ -186,6 +194,7 @@ typedef struct kvsimStats {
     uint64_t wait_dep;       /* ticks loads waited for their producer */
     uint64_t wait_mshr;      /* ticks misses waited for a free miss buffer */
     uint64_t wait_tlb;       /* ticks added by STLB hits and walks */
+    uint64_t wait_walker;    /* ticks walks waited for a free walker (cfg.walkers) */
     uint64_t wait_dram_bw;   /* ticks fills waited for the DRAM channel */
     uint64_t wait_inflight;  /* ticks demand accesses waited for a line in flight */
     uint64_t miss_ticks;     /* sum over L1 misses (loads, prefetches) of their duration */

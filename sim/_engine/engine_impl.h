@@ -219,6 +219,9 @@ struct kvsimSim {
      * for the slots dram_base .. dram_base + KVSIM_DRAM_SLOTS - 1 */
     uint64_t dram_base;
     uint64_t dram_cal[KVSIM_DRAM_SLOTS / 64];
+    /* the page walkers (cfg.walkers > 0; timing.h walkTime): the tick at which
+     * each one is free */
+    uint64_t walker_free[KVSIM_MAX_WALKERS];
     uint8_t last_cause; /* stall class that set the last retire time */
     int fast; /* every level LRU with ranks and non-inclusive, no TLB or prefetchers */
     uint32_t qcap; /* request queue capacity: QCAP, or the test hook cfg.queue_cap */

@@ -178,6 +178,26 @@ static __attribute__((noinline)) uint64_t dramSlot(kvsimSim *s, uint64_t start,
     }
 }
 
+/* A page walk of `dur` ticks wanted at tick x: returns the tick it ends (when
+ * the piece that needed it accesses the caches).  With cfg.walkers = w > 0 the
+ * walk takes the earliest-free of w walkers (lowest index on a tie), starts
+ * when both x and that walker are ready, and holds it until it ends: the miss
+ * buffers' discipline (timeMiss), so walks of records timed in program order
+ * but started out of time order wait only for walks timed before them.  The
+ * wait is counted in wait_walker.  w = 0: any number of walks at once. */
+static inline uint64_t walkTime(kvsimSim *s, uint64_t x, uint64_t dur) {
+    const uint32_t w = s->cfg.walkers;
+    if (!w) return x + dur;
+    uint64_t *const wf = s->walker_free;
+    uint32_t e = 0;
+    for (uint32_t j = 1; j < w; j++)
+        if (wf[j] < wf[e]) e = j;
+    const uint64_t start = wf[e] > x ? wf[e] : x;
+    s->st->wait_walker += start - x;
+    wf[e] = start + dur;
+    return start + dur;
+}
+
 /* The miss part of timeAccessBody (sv > f): out of line, so that the record
  * loops around it keep their own values in registers. */
 static __attribute__((noinline)) uint64_t timeMiss(kvsimSim *s, uint64_t line, uint32_t f,

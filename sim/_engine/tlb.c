@@ -7,9 +7,11 @@
  * configuration drops on a DTLB miss is dropped before the STLB and fills
  * nothing, whatever else happens).  So engTlbCode reduces a translation to its
  * outcome, a code (TLB_*), and the engine counts the outcome where the record
- * is simulated (engine.c, tlbApply).  With cfg.threads > 1 and a TLB, on the
- * record-by-record path, the TLB belongs to a thread of its own, which runs one
- * block of records ahead of the calling thread:
+ * is simulated (engine.c, tlbApply), where a walk is also costed and timed on
+ * the walkers (timing.h walkTime): the limit on walks in flight is applied in
+ * record order whichever thread found the walk.  With cfg.threads > 1 and a
+ * TLB, on the record-by-record path, the TLB belongs to a thread of its own,
+ * which runs one block of records ahead of the calling thread:
  *
  *     TLB thread                           calling thread (kvsimRun)
  *     codes of block j -> code[j % 2]      wait for block j's codes

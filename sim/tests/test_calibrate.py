@@ -114,6 +114,7 @@ def test_known_core_table():
     assert cal.known_core("CentaurHauls", 6, 15) is None
     for c in cal.KNOWN_CORES:
         assert c["sources"] and len(c["latency"]) == len(c["inclusion"]) == 3
+        assert 1 <= c["tlb"]["walkers"] <= 64
 
 
 # --- the CPU file from raw measurements ----------------------------------------------------
@@ -153,6 +154,9 @@ def test_build_doc_values_and_provenance():
         for key in ("size", "latency", "ways"):
             assert c["src"][key].split(":")[0].split(" ")[0] in {"sysfs", "measured"}
     assert doc["core"]["src"]["rob"].startswith("table")
+    # walks in flight: the known core's figure, said to come from the table
+    assert cpu.tlb.walkers == cal.known_core("AuthenticAMD", 25, 17)["tlb"]["walkers"] > 0
+    assert doc["tlb"]["src"]["walkers"].startswith("table (AMD Zen 4)")
     assert doc["meta"]["raw"]["chase_ns"] == raw["chase"]
     assert doc["meta"]["quick"] is True
 
@@ -251,6 +255,8 @@ def test_local_overrides(fake_sysfs):
                                         "l2_latency": 30})
     assert over.caches[2].size == 8 * MIB and over.dram_latency_ns == 120
     assert over.caches[1].latency == 30
+    both = local.apply_overrides(sim.load_cpu("epyc-7713"), {"walkers": 3, "walk_latency_ns": 50})
+    assert both.tlb.walkers == 3 and both.tlb.walk_latency == round(50 * both.freq_ghz)
     with pytest.raises(sim.ConfigError, match="unknown local override"):
         local.local_cpu(fake_sysfs, {"l4_latency": 3})
 

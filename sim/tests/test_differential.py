@@ -71,6 +71,7 @@ def cpu_docs(draw):
             "l1_ways": l1_ways, "l2_entries": l2_entries, "l2_ways": l2_ways,
             "l2_latency": draw(st.integers(1, 10)), "walk_latency": draw(st.integers(1, 50)),
             "walk_reads": draw(st.integers(0, 2)),
+            "walkers": draw(st.integers(0, 3)),  # 0: unlimited
         }
     fillable = [c["name"] for c in caches if c["inclusion"] != "exclusive"]
     doc["swprefetch"] = {"fill": draw(st.sampled_from(fillable)),

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sim_helpers import records
 
 from kvsim import sim
@@ -79,3 +81,109 @@ def test_walk_reads_engine_equals_reference():
 def test_walk_reads_bounds():
     with pytest.raises(sim.ConfigError, match="walk_reads"):
         _cpu(5)
+
+
+# --- walks in flight (``[tlb] walkers``) -------------------------------------------------------
+
+def _walker_cpu(walkers: int, walk: int):
+    """One-entry DTLB, no STLB: every load to a new page walks (`walk` cycles, no page-table
+    reads); unlimited miss buffers and a ROB that holds every chain's loads."""
+    return sim.parse_cpu({
+        "name": "t", "freq_ghz": 1.0, "core": {"width": 4, "rob": 512},
+        "cache": [{"name": "L1D", "size": 4096, "ways": 4, "line": 64, "latency": 4}],
+        "dram": {"latency_ns": 50.0},
+        "tlb": {"page_size": "4KiB", "l1_entries": 1, "l1_ways": 0, "l2_entries": 0,
+                "walk_latency": walk, "walkers": walkers}})
+
+
+def _chases(n: int, steps: int, prefetch: bool = False):
+    """`n` independent pointer chases, interleaved: step k of chain c loads page k n + c
+    (every load a new page) and depends on step k - 1 of the same chain (n records back).
+    `prefetch`: each step is a software prefetch instead (no dependency)."""
+    kind = "prefetch" if prefetch else "load"
+    return records([(kind, 0x10000000 + (k * n + c) * 4096, 8, 0,
+                     n if (k and not prefetch) else 0)
+                    for k in range(steps) for c in range(n)])
+
+
+def _run(cpu, rec, engine):
+    cfg = cpu.to_engine(timing=True)
+    from kvsim.sim import _binding as B
+
+    if engine == "reference":
+        ref = ReferenceSim(cfg)
+        ref.run(rec)
+        return ref.finish()
+    eng = B.Engine(cfg)
+    eng.run(rec)
+    raw = eng.finish()
+    eng.close()
+    return raw
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 8), walkers=st.integers(1, 5), walk=st.integers(20, 200),
+       engine=st.sampled_from(["fast", "reference"]))
+def test_walks_in_flight_are_at_most_walkers(n, walkers, walk, engine):
+    # every load walks: the walks' total duration (wait_tlb) fits in walkers x the run's
+    # time only if no more than `walkers` walk at once; with unlimited walkers n chains
+    # overlap n walks, which breaks the bound as soon as n > walkers and walks dominate
+    rec = _chases(n, 12)
+    limited = _run(_walker_cpu(walkers, walk), rec, engine)
+    free = _run(_walker_cpu(0, walk), rec, engine)
+    assert limited["wait_tlb"] == free["wait_tlb"] == len(rec) * walk * 4
+    assert limited["wait_tlb"] <= walkers * limited["ticks"]
+    if n <= walkers:  # never more walks wanted than walkers: the limit changes nothing
+        assert limited["ticks"] == free["ticks"] and limited["wait_walker"] == 0
+    else:
+        assert limited["ticks"] > free["ticks"] and limited["wait_walker"] > 0
+
+
+@settings(max_examples=15, deadline=None)
+@given(n=st.integers(2, 8), walkers=st.integers(1, 4))
+def test_software_prefetches_that_walk_take_walkers(n, walkers):
+    # `tlb_miss = "walk"` (the default): each prefetch to a new page walks, holding a walker
+    rec = _chases(n, 6, prefetch=True)
+    raw = _run(_walker_cpu(walkers, 100), rec, "fast")
+    ref = _run(_walker_cpu(walkers, 100), rec, "reference")
+    assert raw["swpf_dropped_tlb"] == 0 and raw["wait_tlb"] == len(rec) * 400
+    # dispatched a tick apart, each wants a walker while the first `walkers` walk
+    assert raw["wait_walker"] == ref["wait_walker"] > 0
+    assert raw["miss_ticks"] == ref["miss_ticks"]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_walkers_engine_equals_reference(threads):
+    # a random chase through a small STLB with page-table reads: the TLB thread (threads=2)
+    # codes the translations, the simulating thread times their walks on the walkers
+    cpu = sim.parse_cpu({
+        "name": "t", "freq_ghz": 2.0, "core": {"width": 4, "rob": 64},
+        "cache": [{"name": "L1D", "size": 8192, "ways": 4, "line": 64, "latency": 4,
+                   "mshrs": 6},
+                  {"name": "L2", "size": 65536, "ways": 8, "line": 64, "latency": 12,
+                   "mshrs": 12}],
+        "dram": {"latency_ns": 60.0, "bandwidth_gbs": 8.0},
+        "tlb": {"page_size": "4KiB", "l1_entries": 8, "l1_ways": 0, "l2_entries": 16,
+                "l2_ways": 4, "l2_latency": 5, "walk_latency": 40, "walk_reads": 1,
+                "walkers": 2}})
+    rec = micro.chase_records(4 << 20, 8, 200, seed=5)
+    from kvsim.sim import _binding as B
+
+    cfg = cpu.to_engine(timing=True)
+    cfg.threads = threads
+    cfg.queue_cap = 7 if threads > 1 else 0
+    eng = B.Engine(cfg)
+    eng.run(rec)
+    a = eng.finish()
+    eng.close()
+    ref = ReferenceSim(cfg)
+    ref.run(rec)
+    b = ref.finish()
+    assert b["wait_walker"] > 0
+    for k in ("ticks", "wait_walker", "wait_tlb", "stlb_miss", "dram_reads"):
+        assert np.array_equal(np.asarray(a[k]), np.asarray(b[k])), k
+
+
+def test_walkers_bounds():
+    with pytest.raises(sim.ConfigError, match="walkers"):
+        _walker_cpu(65, 20)
