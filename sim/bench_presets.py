@@ -271,6 +271,23 @@ def bench_engine_path() -> Path | None:
     return p if p is not None and p.exists() and shutil.which("valgrind") else None
 
 
+def add_callgrind_args(ap: argparse.ArgumentParser) -> None:
+    """The options sim/_engine/bench/presets.py and profile.py share (an argparse parser)."""
+    ap.add_argument("--records", type=int, default=100_000, help="records per trace")
+    ap.add_argument("--scale", type=float, default=0.1, help="kvsim bench's trace scale")
+    ap.add_argument("--workdir", default="build/bench-presets", help="where the traces are")
+    ap.add_argument("--out", help="result file")
+
+
+def bench_engine_or_say(prog: str) -> Path | None:
+    """:func:`bench_engine_path`, or None after saying on stderr how to build it."""
+    binary = bench_engine_path()
+    if binary is None:
+        print(f"{prog}: no sim/_engine/build/bench_engine or valgrind "
+              "(make -C sim/_engine bench-c)", file=sys.stderr)
+    return binary
+
+
 def _callgrind_refs(binary: Path, cfg_file: Path, raw: Path) -> int:
     env = dict(os.environ, KVSIM_CONFIG=str(cfg_file))
     res = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",

@@ -234,6 +234,18 @@ static inline __attribute__((always_inline)) int64_t translate(kvsimSim *s, uint
 
 /* --- Caches ----------------------------------------------------------------- */
 
+/* The first candidate way (a fingerprint match, bit c of `cand`) whose full tag
+ * is `key`, or -1. */
+static inline __attribute__((always_inline)) int64_t matchWay(uint32_t cand,
+                                                              const uint64_t *tg,
+                                                              uint64_t key) {
+    for (; cand; cand &= cand - 1) {
+        const uint32_t c = (uint32_t)__builtin_ctz(cand);
+        if (tg[c] == key) return c;
+    }
+    return -1;
+}
+
 /* Scan a set: the way holding `line` (-1 if none) and the lowest invalid way (-1
  * if the set is full), from the fingerprints (16 ways per SSE compare; scalar
  * fallback), checking full tags only where a fingerprint matches. */
@@ -253,14 +265,7 @@ static inline __attribute__((always_inline)) void scanSet(const Level *L, uint64
         uint32_t cand = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8((char)f)));
         const uint32_t empty =
             (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_setzero_si128())) & L->wmask;
-        for (; cand; cand &= cand - 1) {
-            const uint32_t c = (uint32_t)__builtin_ctz(cand);
-            if (tg[c] == key) {
-                h = c;
-                break;
-            }
-        }
-        *hit = h;
+        *hit = matchWay(cand, tg, key);
         *inv = empty ? (int64_t)__builtin_ctz(empty) : -1;
         return;
     }
@@ -273,14 +278,7 @@ static inline __attribute__((always_inline)) void scanSet(const Level *L, uint64
         const uint32_t empty = ((uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x0, z)) |
                                 (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x1, z)) << 16) &
                                L->wmask;
-        for (; cand; cand &= cand - 1) {
-            const uint32_t c = (uint32_t)__builtin_ctz(cand);
-            if (tg[c] == key) {
-                h = c;
-                break;
-            }
-        }
-        *hit = h;
+        *hit = matchWay(cand, tg, key);
         *inv = empty ? (int64_t)__builtin_ctz(empty) : -1;
         return;
     }

@@ -79,15 +79,10 @@ def count(binary: Path, trace_list: list[dict], presets: list[str], records: int
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--baseline", help="another bench_engine build to count beside this one")
-    ap.add_argument("--records", type=int, default=100_000, help="records per trace")
-    ap.add_argument("--scale", type=float, default=0.1, help="kvsim bench's trace scale")
-    ap.add_argument("--workdir", default="build/bench-presets", help="where the traces are")
-    ap.add_argument("--out", help="result file")
+    bp.add_callgrind_args(ap)
     a = ap.parse_args(argv)
-    binary = bp.bench_engine_path()
+    binary = bp.bench_engine_or_say("presets.py")
     if binary is None:
-        print("presets.py: no sim/_engine/build/bench_engine or valgrind "
-              "(make -C sim/_engine bench-c)", file=sys.stderr)
         return 1
     base = Path(a.baseline) if a.baseline else None
     if base is not None and not base.is_file():

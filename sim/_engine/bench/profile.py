@@ -96,15 +96,10 @@ def profile(binary: Path, recs, cpu: sim.CpuConfig, timing: bool, tmp: Path) -> 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--presets", help="comma-separated presets (default: every preset)")
-    ap.add_argument("--records", type=int, default=100_000, help="records per trace")
-    ap.add_argument("--scale", type=float, default=0.1, help="kvsim bench's trace scale")
-    ap.add_argument("--workdir", default="build/bench-presets", help="where the traces are")
-    ap.add_argument("--out", help="result file")
+    bp.add_callgrind_args(ap)
     a = ap.parse_args(argv)
-    binary = bp.bench_engine_path()
+    binary = bp.bench_engine_or_say("profile.py")
     if binary is None:
-        print("profile.py: no sim/_engine/build/bench_engine or valgrind "
-              "(make -C sim/_engine bench-c)", file=sys.stderr)
         return 1
     presets = a.presets.split(",") if a.presets else sim.preset_names()
     unknown = [p for p in presets if p not in sim.preset_names()]
