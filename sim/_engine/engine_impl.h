@@ -80,9 +80,17 @@ typedef struct Level {
     int shape;  /* SHAPE_*: which copy of the record-by-record access path (engine.c) */
 } Level;
 
-/* Level shapes: LRU with recency ranks (<= 16 ways, the RK_* layout) and each
- * inclusion mode, or any other level. */
-enum { SHAPE_ANY, SHAPE_RANK_NONINCL, SHAPE_RANK_INCL, SHAPE_RANK_EXCL };
+/* Level shapes: LRU with recency ranks (<= 16 ways, the RK_* layout) or with
+ * stamps (17 to 32 ways), each with each inclusion mode, or any other level. */
+enum {
+    SHAPE_ANY,
+    SHAPE_RANK_NONINCL,
+    SHAPE_RANK_INCL,
+    SHAPE_RANK_EXCL,
+    SHAPE_STAMP_NONINCL,
+    SHAPE_STAMP_INCL,
+    SHAPE_STAMP_EXCL
+};
 
 typedef struct Tlb {
     uint32_t sets, ways;
