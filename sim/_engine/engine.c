@@ -566,6 +566,20 @@ ACCESS_COPY(accessStampNonIncl, LAY_STAMP, KVSIM_NON_INCLUSIVE)
 ACCESS_COPY(accessStampIncl, LAY_STAMP, KVSIM_INCLUSIVE)
 ACCESS_COPY(accessStampExcl, LAY_STAMP, KVSIM_EXCLUSIVE)
 
+/* The stamp shapes' dispatch (cacheAccess). */
+static __attribute__((noinline)) uint32_t accessStamp(kvsimSim *s, uint32_t k, uint64_t line,
+                                                      int op, uint8_t stag, int kind,
+                                                      uint32_t pfk, int *dirty_up) {
+    switch (s->lv[k].shape) {
+    case SHAPE_STAMP_INCL:
+        return accessStampIncl(s, k, line, op, stag, kind, pfk, dirty_up);
+    case SHAPE_STAMP_EXCL:
+        return accessStampExcl(s, k, line, op, stag, kind, pfk, dirty_up);
+    default:
+        return accessStampNonIncl(s, k, line, op, stag, kind, pfk, dirty_up);
+    }
+}
+
 /* One access of one line at level k (k == s->n is memory: counted). */
 static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag,
                             int kind, uint32_t pfk, int *dirty_up) {
@@ -576,22 +590,21 @@ static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint
             s->st->dram_writes++;
         return k;
     }
-    switch (s->lv[k].shape) {
+    /* the rank shapes first, a short chain of compares (not a jump table), then any
+     * level or the stamp shapes */
+    const int shape = s->lv[k].shape;
+    switch (shape) {
     case SHAPE_RANK_NONINCL:
         return accessRankNonIncl(s, k, line, op, stag, kind, pfk, dirty_up);
     case SHAPE_RANK_INCL:
         return accessRankIncl(s, k, line, op, stag, kind, pfk, dirty_up);
     case SHAPE_RANK_EXCL:
         return accessRankExcl(s, k, line, op, stag, kind, pfk, dirty_up);
-    case SHAPE_STAMP_NONINCL:
-        return accessStampNonIncl(s, k, line, op, stag, kind, pfk, dirty_up);
-    case SHAPE_STAMP_INCL:
-        return accessStampIncl(s, k, line, op, stag, kind, pfk, dirty_up);
-    case SHAPE_STAMP_EXCL:
-        return accessStampExcl(s, k, line, op, stag, kind, pfk, dirty_up);
     default:
-        return accessAny(s, k, line, op, stag, kind, pfk, dirty_up);
+        break;
     }
+    if (shape == SHAPE_ANY) return accessAny(s, k, line, op, stag, kind, pfk, dirty_up);
+    return accessStamp(s, k, line, op, stag, kind, pfk, dirty_up);
 }
 
 /* The out-of-line copy (prefetches); demand pieces inline the body with f = 0. */
