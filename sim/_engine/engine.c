@@ -70,7 +70,7 @@
  *   shape     what the record-by-record path's level access is compiled for
  *             (Level.shape): LRU with recency ranks (<= 16 ways) or with stamps
  *             (17 to 32 ways) and one inclusion mode, or any level; cacheAccess
- *             dispatches on it.
+ *             calls its copy (Level.access).
  *
  * Design (the full model, with every ordering rule, is in sim/MODEL.md):
  *
@@ -566,20 +566,6 @@ ACCESS_COPY(accessStampNonIncl, LAY_STAMP, KVSIM_NON_INCLUSIVE)
 ACCESS_COPY(accessStampIncl, LAY_STAMP, KVSIM_INCLUSIVE)
 ACCESS_COPY(accessStampExcl, LAY_STAMP, KVSIM_EXCLUSIVE)
 
-/* The stamp shapes' dispatch (cacheAccess). */
-static __attribute__((noinline)) uint32_t accessStamp(kvsimSim *s, uint32_t k, uint64_t line,
-                                                      int op, uint8_t stag, int kind,
-                                                      uint32_t pfk, int *dirty_up) {
-    switch (s->lv[k].shape) {
-    case SHAPE_STAMP_INCL:
-        return accessStampIncl(s, k, line, op, stag, kind, pfk, dirty_up);
-    case SHAPE_STAMP_EXCL:
-        return accessStampExcl(s, k, line, op, stag, kind, pfk, dirty_up);
-    default:
-        return accessStampNonIncl(s, k, line, op, stag, kind, pfk, dirty_up);
-    }
-}
-
 /* One access of one line at level k (k == s->n is memory: counted). */
 static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag,
                             int kind, uint32_t pfk, int *dirty_up) {
@@ -590,21 +576,7 @@ static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint
             s->st->dram_writes++;
         return k;
     }
-    /* the rank shapes first, a short chain of compares (not a jump table), then any
-     * level or the stamp shapes */
-    const int shape = s->lv[k].shape;
-    switch (shape) {
-    case SHAPE_RANK_NONINCL:
-        return accessRankNonIncl(s, k, line, op, stag, kind, pfk, dirty_up);
-    case SHAPE_RANK_INCL:
-        return accessRankIncl(s, k, line, op, stag, kind, pfk, dirty_up);
-    case SHAPE_RANK_EXCL:
-        return accessRankExcl(s, k, line, op, stag, kind, pfk, dirty_up);
-    default:
-        break;
-    }
-    if (shape == SHAPE_ANY) return accessAny(s, k, line, op, stag, kind, pfk, dirty_up);
-    return accessStamp(s, k, line, op, stag, kind, pfk, dirty_up);
+    return s->lv[k].access(s, k, line, op, stag, kind, pfk, dirty_up);
 }
 
 /* The out-of-line copy (prefetches); demand pieces inline the body with f = 0. */
@@ -1141,6 +1113,19 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
             L->shape = c->inclusion == KVSIM_INCLUSIVE   ? SHAPE_STAMP_INCL
                        : c->inclusion == KVSIM_EXCLUSIVE ? SHAPE_STAMP_EXCL
                                                          : SHAPE_STAMP_NONINCL;
+        {
+            static uint32_t (*const copy[])(kvsimSim *, uint32_t, uint64_t, int, uint8_t, int,
+                                            uint32_t, int *) = {
+                [SHAPE_ANY] = accessAny,
+                [SHAPE_RANK_NONINCL] = accessRankNonIncl,
+                [SHAPE_RANK_INCL] = accessRankIncl,
+                [SHAPE_RANK_EXCL] = accessRankExcl,
+                [SHAPE_STAMP_NONINCL] = accessStampNonIncl,
+                [SHAPE_STAMP_INCL] = accessStampIncl,
+                [SHAPE_STAMP_EXCL] = accessStampExcl,
+            };
+            L->access = copy[L->shape];
+        }
         if (L->is_lru && c->ways <= KVSIM_LRU_RANK_MAX_WAYS) {
             /* the fixed layout of RK_*: no per-line policy words */
             L->roff = RK_RANK;

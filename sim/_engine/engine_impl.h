@@ -78,6 +78,9 @@ typedef struct Level {
     uint32_t memo_way;           /* and way */
     int is_lru; /* devirtualised LRU updates (policy_lru.h) */
     int shape;  /* SHAPE_*: which copy of the record-by-record access path (engine.c) */
+    /* that copy (engine.c cacheAccess calls it: one indirect call, no dispatch) */
+    uint32_t (*access)(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, int kind,
+                       uint32_t pfk, int *dirty_up);
 } Level;
 
 /* Level shapes: LRU with recency ranks (<= 16 ways, the RK_* layout) or with
