@@ -68,8 +68,9 @@
  *   memo      the last line a level found or installed, so that repeated
  *             accesses to one line skip the set scan.
  *   shape     what the record-by-record path's level access is compiled for
- *             (Level.shape): LRU with recency ranks and one inclusion mode, or
- *             any level; cacheAccess dispatches on it.
+ *             (Level.shape): LRU with recency ranks (<= 16 ways) or with stamps
+ *             (17 to 32 ways) and one inclusion mode, or any level; cacheAccess
+ *             calls its copy (Level.access).
  *
  * Design (the full model, with every ordering rule, is in sim/MODEL.md):
  *
@@ -234,6 +235,9 @@ static inline __attribute__((always_inline)) int64_t translate(kvsimSim *s, uint
 
 /* --- Caches ----------------------------------------------------------------- */
 
+/* A level's set layout, as the access copies see it (Level.shape, below) */
+enum { LAY_ANY, LAY_RANK, LAY_STAMP };
+
 /* The first candidate way (a fingerprint match, bit c of `cand`) whose full tag
  * is `key`, or -1. */
 static inline __attribute__((always_inline)) int64_t matchWay(uint32_t cand,
@@ -251,7 +255,7 @@ static inline __attribute__((always_inline)) int64_t matchWay(uint32_t cand,
  * fallback), checking full tags only where a fingerprint matches. */
 static inline __attribute__((always_inline)) void scanSet(const Level *L, uint64_t set,
                                                           uint64_t line, int64_t *hit,
-                                                          int64_t *inv, const int rk) {
+                                                          int64_t *inv, const int lay) {
     const uint8_t *fp = SET_FP(L, set);
     const uint64_t *tg = SET_TAGS(L, set);
     const uint64_t key = line + 1;
@@ -259,7 +263,8 @@ static inline __attribute__((always_inline)) void scanSet(const Level *L, uint64
     const uint32_t ways = L->ways;
     int64_t h = -1, v = -1;
 #if defined(__SSE4_2__)
-    if (rk || L->fpw == 16) { /* <= 16 ways (most levels of the presets): one compare */
+    if (lay == LAY_RANK || (lay == LAY_ANY && L->fpw == 16)) {
+        /* <= 16 ways (most levels of the presets): one compare */
         const __m128i x = _mm_loadu_si128((const __m128i *)fp);
         /* padding fingerprints are 0 and f never is: no mask for the candidates */
         uint32_t cand = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8((char)f)));
@@ -269,7 +274,8 @@ static inline __attribute__((always_inline)) void scanSet(const Level *L, uint64
         *inv = empty ? (int64_t)__builtin_ctz(empty) : -1;
         return;
     }
-    if (L->fpw == 32) { /* 17..32 ways (the 18- and 26-way last levels): two compares */
+    if (lay == LAY_STAMP || L->fpw == 32) {
+        /* 17..32 ways (the 18- and 26-way last levels): two compares */
         const __m128i fv = _mm_set1_epi8((char)f), z = _mm_setzero_si128();
         const __m128i x0 = _mm_loadu_si128((const __m128i *)fp);
         const __m128i x1 = _mm_loadu_si128((const __m128i *)(fp + 16));
@@ -347,23 +353,30 @@ typedef struct Victim {
 } Victim;
 
 /*
- * The access path is compiled once per level shape (Level.shape): `rk` says
- * the level is LRU with recency ranks (at most 16 ways, the fixed RK_* block
- * layout), `incl` its inclusion mode; both are constants in each copy, so a
- * copy carries neither the layout's offsets nor the policy and inclusion
- * branches it does not need.  SHAPE_ANY (rk 0, incl -1) reads them all from
- * the level, for any configuration.
+ * The access path is compiled once per level shape (Level.shape): `lay` says
+ * the level is LRU with recency ranks (LAY_RANK: at most 16 ways, the fixed
+ * RK_* block layout) or LRU with stamps (LAY_STAMP: 17 to 32 ways, two rows of
+ * 16 fingerprints, the stamps after the tags), `incl` its inclusion mode; both
+ * are constants in each copy, so a copy carries neither the layout's offsets it
+ * can compute nor the policy and inclusion branches it does not need.
+ * SHAPE_ANY (LAY_ANY, incl -1) reads them all from the level, for any
+ * configuration.
  */
 #define INCL(L, incl) ((incl) >= 0 ? (uint32_t)(incl) : (L)->inclusion)
-#define B_META(L, b, rk) ((b) + ((rk) ? RK_META : (L)->fpw))
-#define B_STAG(L, b, rk) ((b) + ((rk) ? RK_STAG : (L)->soff))
-#define B_TAGS(L, b, rk) ((uint64_t *)((b) + ((rk) ? RK_TAGS : (L)->hdr)))
+#define B_META(L, b, lay) \
+    ((b) + ((lay) == LAY_RANK ? RK_META : (lay) == LAY_STAMP ? 32 : (L)->fpw))
+#define B_STAG(L, b, lay) ((b) + ((lay) == LAY_RANK ? RK_STAG : (L)->soff))
+#define B_TAGS(L, b, lay) ((uint64_t *)((b) + ((lay) == LAY_RANK ? RK_TAGS : (L)->hdr)))
+/* LAY_STAMP: the LRU stamps (policy words) follow the tags */
+#define B_STAMPS(L, b) (B_TAGS(L, b, LAY_STAMP) + (L)->ways)
 
 /* Make way w of (L, set), block b, the most recent (a hit or a fill). */
 static inline __attribute__((always_inline)) void touchWay(Level *L, uint8_t *b, uint64_t set,
-                                                           uint32_t w, int fill, const int rk) {
-    if (rk)
+                                                           uint32_t w, int fill, const int lay) {
+    if (lay == LAY_RANK)
         kvsimLruRankTouch(b + RK_RANK, L->ways, w);
+    else if (lay == LAY_STAMP)
+        B_STAMPS(L, b)[w] = ++L->pc.clock; /* kvsimLruTouch, stamps */
     else if (L->is_lru)
         kvsimLruTouch(&L->pc, (uint32_t)set, w);
     else if (fill)
@@ -372,13 +385,28 @@ static inline __attribute__((always_inline)) void touchWay(Level *L, uint8_t *b,
         L->pol->on_hit(&L->pc, (uint32_t)set, w);
 }
 
+/* invalidateWay in the level's own copy (block b): the policy's on_invalidate
+ * inline for LRU (ranks: nothing; stamps: the stamp is zeroed, policy_lru.c). */
+static inline __attribute__((always_inline)) void invalidateWayT(Level *L, uint8_t *b,
+                                                                 uint64_t set, uint32_t way,
+                                                                 const int lay) {
+    if (L->memo_key && L->memo_set == set && L->memo_way == way) L->memo_key = 0;
+    B_TAGS(L, b, lay)[way] = 0;
+    b[way] = 0; /* SET_FP */
+    B_META(L, b, lay)[way] = 0;
+    if (lay == LAY_STAMP)
+        B_STAMPS(L, b)[way] = 0;
+    else if (lay == LAY_ANY)
+        L->pol->on_invalidate(&L->pc, (uint32_t)set, way);
+}
+
 /* Remove the line in (k, set, way), block b, by replacement; apply inclusion. */
 static inline __attribute__((always_inline)) Victim evictT(kvsimSim *s, uint32_t k, uint64_t set,
-                                                           uint8_t *b, uint32_t way, const int rk,
+                                                           uint8_t *b, uint32_t way, const int lay,
                                                            const int incl) {
     Level *L = &s->lv[k];
-    uint8_t vm = B_META(L, b, rk)[way];
-    Victim v = {1, B_TAGS(L, b, rk)[way] - 1, (vm & META_DIRTY) != 0, B_STAG(L, b, rk)[way]};
+    uint8_t vm = B_META(L, b, lay)[way];
+    Victim v = {1, B_TAGS(L, b, lay)[way] - 1, (vm & META_DIRTY) != 0, B_STAG(L, b, lay)[way]};
     uint32_t pfk = (vm & META_PF_MASK) >> META_PF_SHIFT;
     kvsimLevelStats *ls = &s->st->level[k];
     ls->evictions++;
@@ -435,12 +463,12 @@ static inline void sendVictim(kvsimSim *s, uint32_t k, const Victim *v) {
  * (k on a hit; for writes that allocate without a fetch, k).  pfk != 0 marks a
  * prefetch's first level: the line is installed as an unused prefetch of that
  * kind (1 software, 2 hardware).  For a READ that hits an exclusive level the
- * line moves up: *dirty_up receives its dirty bit.  `rk` and `incl`: the
+ * line moves up: *dirty_up receives its dirty bit.  `lay` and `incl`: the
  * level's shape, constants in each copy (above).
  */
 static inline __attribute__((always_inline)) uint32_t
 cacheAccessBody(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, int kind,
-                uint32_t pfk, int *dirty_up, const int rk, const int incl) {
+                uint32_t pfk, int *dirty_up, const int lay, const int incl) {
     kvsimStats *st = s->st;
     Level *L = &s->lv[k];
     kvsimLevelStats *ls = &st->level[k];
@@ -453,13 +481,13 @@ cacheAccessBody(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, in
     if (line + 1 == L->memo_key)
         w = L->memo_way;
     else
-        scanSet(L, set, line, &w, &inv, rk);
+        scanSet(L, set, line, &w, &inv, lay);
     if (w >= 0) {
-        uint8_t *mp = B_META(L, b, rk) + w;
+        uint8_t *mp = B_META(L, b, lay) + w;
         L->memo_key = line + 1;
         L->memo_set = set;
         L->memo_way = (uint32_t)w;
-        touchWay(L, b, set, (uint32_t)w, 0, rk);
+        touchWay(L, b, set, (uint32_t)w, 0, lay);
         uint8_t m = *mp;
         if ((kind == KVSIM_K_LOAD || kind == KVSIM_K_STORE) && (m & META_PF_MASK)) {
             s->pfh_kind = (m & META_PF_MASK) >> META_PF_SHIFT;
@@ -471,7 +499,7 @@ cacheAccessBody(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, in
         *mp = m;
         if (INCL(L, incl) == KVSIM_EXCLUSIVE && op == OP_READ) {
             if (dirty_up) *dirty_up = (m & META_DIRTY) != 0;
-            invalidateWay(L, set, (uint32_t)w);
+            invalidateWayT(L, b, set, (uint32_t)w, lay);
         }
         return k;
     }
@@ -488,22 +516,23 @@ cacheAccessBody(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, in
     if (inv >= 0) {
         way = (uint32_t)inv;
     } else {
-        way = rk ? kvsimLruRankVictim(b + RK_RANK, L->ways)
+        way = lay == LAY_RANK    ? kvsimLruRankVictim(b + RK_RANK, L->ways)
+              : lay == LAY_STAMP ? kvsimLruStampVictim(B_STAMPS(L, b), L->ways)
               : L->is_lru ? kvsimLruVictim(&L->pc, (uint32_t)set)
                           : L->pol->victim(&L->pc, (uint32_t)set);
-        v = evictT(s, k, set, b, way, rk, incl);
+        v = evictT(s, k, set, b, way, lay, incl);
     }
-    uint64_t *tp = B_TAGS(L, b, rk) + way;
-    uint8_t *mp = B_META(L, b, rk) + way;
+    uint64_t *tp = B_TAGS(L, b, lay) + way;
+    uint8_t *mp = B_META(L, b, lay) + way;
     *tp = line + 1;
     b[way] = fingerprint(line); /* SET_FP */
     *mp = (uint8_t)(((op == OP_WRITE || op == OP_WFULL) ? META_DIRTY : 0) |
                     (pfk << META_PF_SHIFT));
-    B_STAG(L, b, rk)[way] = stag;
+    B_STAG(L, b, lay)[way] = stag;
     L->memo_key = line + 1;
     L->memo_set = set;
     L->memo_way = way;
-    touchWay(L, b, set, way, 1, rk);
+    touchWay(L, b, set, way, 1, lay);
     if (pfk) ls->pf_issued[pfk - 1]++;
     uint32_t served = k;
     if (op == OP_READ || op == OP_WRITE) {
@@ -521,16 +550,19 @@ cacheAccessBody(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, in
 
 /* The copies by shape (Level.shape), out of line: the levels below L1 and the
  * prefetches; doMemory inlines the body for the L1 access of every piece. */
-#define ACCESS_COPY(name, rk, incl)                                                          \
+#define ACCESS_COPY(name, lay, incl)                                                         \
     static __attribute__((noinline)) uint32_t name(kvsimSim *s, uint32_t k, uint64_t line,  \
                                                    int op, uint8_t stag, int kind,           \
                                                    uint32_t pfk, int *dirty_up) {            \
-        return cacheAccessBody(s, k, line, op, stag, kind, pfk, dirty_up, rk, incl);         \
+        return cacheAccessBody(s, k, line, op, stag, kind, pfk, dirty_up, lay, incl);        \
     }
-ACCESS_COPY(accessAny, 0, -1)
-ACCESS_COPY(accessRankNonIncl, 1, KVSIM_NON_INCLUSIVE)
-ACCESS_COPY(accessRankIncl, 1, KVSIM_INCLUSIVE)
-ACCESS_COPY(accessRankExcl, 1, KVSIM_EXCLUSIVE)
+ACCESS_COPY(accessAny, LAY_ANY, -1)
+ACCESS_COPY(accessRankNonIncl, LAY_RANK, KVSIM_NON_INCLUSIVE)
+ACCESS_COPY(accessRankIncl, LAY_RANK, KVSIM_INCLUSIVE)
+ACCESS_COPY(accessRankExcl, LAY_RANK, KVSIM_EXCLUSIVE)
+ACCESS_COPY(accessStampNonIncl, LAY_STAMP, KVSIM_NON_INCLUSIVE)
+ACCESS_COPY(accessStampIncl, LAY_STAMP, KVSIM_INCLUSIVE)
+ACCESS_COPY(accessStampExcl, LAY_STAMP, KVSIM_EXCLUSIVE)
 
 /* One access of one line at level k (k == s->n is memory: counted). */
 static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag,
@@ -542,16 +574,7 @@ static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint
             s->st->dram_writes++;
         return k;
     }
-    switch (s->lv[k].shape) {
-    case SHAPE_RANK_NONINCL:
-        return accessRankNonIncl(s, k, line, op, stag, kind, pfk, dirty_up);
-    case SHAPE_RANK_INCL:
-        return accessRankIncl(s, k, line, op, stag, kind, pfk, dirty_up);
-    case SHAPE_RANK_EXCL:
-        return accessRankExcl(s, k, line, op, stag, kind, pfk, dirty_up);
-    default:
-        return accessAny(s, k, line, op, stag, kind, pfk, dirty_up);
-    }
+    return s->lv[k].access(s, k, line, op, stag, kind, pfk, dirty_up);
 }
 
 /* The out-of-line copy (prefetches); demand pieces inline the body with f = 0. */
@@ -1084,6 +1107,23 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
             L->shape = c->inclusion == KVSIM_INCLUSIVE   ? SHAPE_RANK_INCL
                        : c->inclusion == KVSIM_EXCLUSIVE ? SHAPE_RANK_EXCL
                                                          : SHAPE_RANK_NONINCL;
+        else if (L->is_lru && c->ways <= 32) /* stamps, two rows of fingerprints */
+            L->shape = c->inclusion == KVSIM_INCLUSIVE   ? SHAPE_STAMP_INCL
+                       : c->inclusion == KVSIM_EXCLUSIVE ? SHAPE_STAMP_EXCL
+                                                         : SHAPE_STAMP_NONINCL;
+        {
+            static uint32_t (*const copy[])(kvsimSim *, uint32_t, uint64_t, int, uint8_t, int,
+                                            uint32_t, int *) = {
+                [SHAPE_ANY] = accessAny,
+                [SHAPE_RANK_NONINCL] = accessRankNonIncl,
+                [SHAPE_RANK_INCL] = accessRankIncl,
+                [SHAPE_RANK_EXCL] = accessRankExcl,
+                [SHAPE_STAMP_NONINCL] = accessStampNonIncl,
+                [SHAPE_STAMP_INCL] = accessStampIncl,
+                [SHAPE_STAMP_EXCL] = accessStampExcl,
+            };
+            L->access = copy[L->shape];
+        }
         if (L->is_lru && c->ways <= KVSIM_LRU_RANK_MAX_WAYS) {
             /* the fixed layout of RK_*: no per-line policy words */
             L->roff = RK_RANK;

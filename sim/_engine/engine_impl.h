@@ -78,11 +78,22 @@ typedef struct Level {
     uint32_t memo_way;           /* and way */
     int is_lru; /* devirtualised LRU updates (policy_lru.h) */
     int shape;  /* SHAPE_*: which copy of the record-by-record access path (engine.c) */
+    /* that copy (engine.c cacheAccess calls it: one indirect call, no dispatch) */
+    uint32_t (*access)(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, int kind,
+                       uint32_t pfk, int *dirty_up);
 } Level;
 
-/* Level shapes: LRU with recency ranks (<= 16 ways, the RK_* layout) and each
- * inclusion mode, or any other level. */
-enum { SHAPE_ANY, SHAPE_RANK_NONINCL, SHAPE_RANK_INCL, SHAPE_RANK_EXCL };
+/* Level shapes: LRU with recency ranks (<= 16 ways, the RK_* layout) or with
+ * stamps (17 to 32 ways), each with each inclusion mode, or any other level. */
+enum {
+    SHAPE_ANY,
+    SHAPE_RANK_NONINCL,
+    SHAPE_RANK_INCL,
+    SHAPE_RANK_EXCL,
+    SHAPE_STAMP_NONINCL,
+    SHAPE_STAMP_INCL,
+    SHAPE_STAMP_EXCL
+};
 
 typedef struct Tlb {
     uint32_t sets, ways;

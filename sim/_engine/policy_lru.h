@@ -85,10 +85,9 @@ static inline void kvsimLruTouch(kvsimPolicyCtx *p, uint32_t set, uint32_t way) 
     KVSIM_PLINE(p, set)[way] = ++p->clock;
 }
 
-static inline uint32_t kvsimLruVictim(kvsimPolicyCtx *p, uint32_t set) {
-    if (p->rank) return kvsimLruRankVictim(KVSIM_RANK(p, set), p->ways);
-    const uint64_t *st = KVSIM_PLINE(p, set);
-    const uint32_t n = p->ways;
+/* Stamp representation (p->rank == NULL): the way with the smallest stamp. */
+static inline __attribute__((always_inline)) uint32_t kvsimLruStampVictim(const uint64_t *st,
+                                                                        uint32_t n) {
     uint64_t m = UINT64_MAX;
     uint32_t v = 0, w = 0;
 #if defined(__SSE4_2__)
@@ -115,6 +114,11 @@ static inline uint32_t kvsimLruVictim(kvsimPolicyCtx *p, uint32_t set) {
         m = st[w] < m ? st[w] : m;
     }
     return v;
+}
+
+static inline uint32_t kvsimLruVictim(kvsimPolicyCtx *p, uint32_t set) {
+    if (p->rank) return kvsimLruRankVictim(KVSIM_RANK(p, set), p->ways);
+    return kvsimLruStampVictim(KVSIM_PLINE(p, set), p->ways);
 }
 
 #endif /* KVSIM_POLICY_LRU_H */

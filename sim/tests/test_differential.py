@@ -38,7 +38,14 @@ def cpu_docs(draw):
     caches = []
     for k in range(n):
         pol = draw(st.sampled_from(B.policies()))  # every policy the engine registers
-        ways = draw(st.sampled_from([1, 2, 4, 8])) if pol.pow2_ways else draw(st.integers(1, 5))
+        if pol.pow2_ways:
+            ways = draw(st.sampled_from([1, 2, 4, 8]))
+        elif pol.name == "lru" and draw(st.integers(0, 3)) == 0:
+            # 17 to 32 ways: LRU with stamps, the access copies of the 18- and 26-way
+            # last levels (engine.c, Level.shape)
+            ways = draw(st.sampled_from([17, 18, 26, 32]))
+        else:
+            ways = draw(st.integers(1, 5))
         sets = draw(st.sampled_from([1, 2, 4, 8, 16]))
         incl = "non-inclusive"
         if k > 0:
@@ -232,6 +239,42 @@ def test_lru_hot_path_long_trace(timing, qcap, fill, threads):
         doc |= {"freq_ghz": 2.0, "core": {"width": 4, "rob": 64},
                 "dram": {"latency_ns": 80.0, "bandwidth_gbs": 8.0}}
     check_hot_path(doc, recs, True, 1000, qcap, threads)
+
+@pytest.mark.parametrize("timing", [False, True])
+@pytest.mark.parametrize("incl", ["non-inclusive", "inclusive", "exclusive"])
+@pytest.mark.parametrize("ways", [17, 26, 32])
+def test_stamp_lru_level_equals_reference(ways, incl, timing):
+    """An LRU last level of 17 to 32 ways (stamps: the record path's copies for the 18- and
+    26-way last levels) in each inclusion mode, below an LRU L1 with a next-line prefetcher
+    (so the record-by-record path runs), on a trace that fills its sets: victims are chosen
+    by the smallest stamp, inclusive evictions invalidate L1, exclusive hits move lines up
+    with their dirty bit."""
+    rng = np.random.default_rng(ways)
+    n = 5000
+    recs = np.zeros(n, dtype=traces.RECORD_DTYPE)
+    # most accesses to 4 lines that stay in L1 (so they age below it), the rest spread
+    # over three times the last level
+    hot = rng.random(n) < 0.8
+    recs["addr"] = 0x7F0000000000 + np.where(hot, rng.integers(0, 256, n),
+                                             rng.integers(0, 64 * 4 * ways * 3, n))
+    recs["size"] = rng.choice([1, 8, 64], n)
+    recs["kind"] = rng.choice([LOAD, LOAD, STORE], n)
+    recs["gap"] = rng.integers(0, 10, n)
+    recs["dep"] = rng.integers(0, 3, n)
+    caches = [{"name": "L1", "size": 64 * 16, "ways": 16, "line": 64, "latency": 4,
+               "replacement": "lru", "mshrs": 4},
+              {"name": "L2", "size": 64 * ways * 4, "ways": ways, "line": 64, "latency": 30,
+               "replacement": "lru", "inclusion": incl, "mshrs": 4}]
+    doc = {"name": "stamps", "cache": caches, "swprefetch": {"fill": "L1"},
+           "prefetcher": [{"level": "L1", "kind": "next_line", "degree": 1}]}
+    if timing:
+        doc |= {"freq_ghz": 2.0, "core": {"width": 4, "rob": 64},
+                "dram": {"latency_ns": 80.0, "bandwidth_gbs": 8.0}}
+    _, _, a, _ = run_both(doc, recs, True, 700)
+    assert a["level"][1]["evictions"] > 0  # the stamp victim choice was taken
+    if incl == "inclusive":
+        assert a["level"][1]["back_invalidations"] > 0
+
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_presets_engine_equals_reference(threads):

@@ -26,6 +26,7 @@ _spec.loader.exec_module(profile)
     ("sim/_engine/engine.c:accessRankIncl.constprop.0", "caches below L1 and prefetch fills"),
     ("sim/_engine/engine.c:cacheAccess'2", "caches below L1 and prefetch fills"),
     ("sim/_engine/policy_lru.h:accessRankExcl", "caches below L1 and prefetch fills"),
+    ("sim/_engine/policy_lru.h:accessStampNonIncl", "caches below L1 and prefetch fills"),
     ("sim/_engine/engine.c:kvsimRun", "record loop and L1"),
     ("sim/_engine/engine_impl.h:kvsimRun", "record loop and L1"),
     ("sim/_engine/engine.c:kvsimCreate", "setup"),

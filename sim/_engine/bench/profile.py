@@ -40,7 +40,7 @@ PARTS = [
     ("hardware prefetchers", re.compile(r"/prefetch_\w+\.c$"),
      re.compile(r"^(runPrefetchers|issueHwPrefetch|stOperate|ipsOperate|nlOperate)$")),
     ("caches below L1 and prefetch fills", None,
-     re.compile(r"^(access(Any|Rank\w+)|cacheAccess\w*|allocWay|evict\w*|sendVictim|probe|"
+     re.compile(r"^(access(Any|Rank\w+|Stamp\w+)|cacheAccess\w*|allocWay|evict\w*|sendVictim|probe|"
                 r"invalidateWay|scanSet|findWay)$")),
     ("record loop and L1", None,
      re.compile(r"^(kvsimRun|engRunRecords|runLoop|doMemoryT|engDoMarker|engFlushBatch)$")),
