@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kvsim import provenance
+
 __all__ = ["RENDERINGS", "RenderError", "Rendering", "render_text", "rendering"]
 
 
@@ -173,8 +175,7 @@ def render_experiment(doc: dict[str, Any], result: str) -> str:
             f"{doc['experiment']}-{t['name']}"
         out += ["", f"![{t['title']}]({base}/{name}.png)", ""]
     command = doc["provenance"].get("command") or f"kvsim experiment run {doc['experiment']}"
-    # the output folder is the machine's, not the figures': an absolute one reads DIR
-    command = re.sub(r"(-o|--output)\s+/\S+", r"\1 DIR", command.replace("__main__.py", "kvsim"))
+    command = provenance.scrub_line(command)  # the output folder is the machine's: DIR
     out.append(_provenance_line(doc, result, command))
     return "\n".join(out)
 
@@ -223,9 +224,6 @@ def render_validation(doc: dict[str, Any]) -> str:
             t = dict(t, columns=keep, rows=[[r[i] for i in idx] for r in t["rows"]])
         tables.append(t)
     shown["tables"] = tables
-    prov = dict(doc["provenance"])  # the results directory is the user's: shown as DIR
-    prov["command"] = re.sub(r"(-o|--output)(=| )\S+", r"\1\2DIR", prov.get("command") or "")
-    shown["provenance"] = prov
     text = render_experiment(shown, RENDERINGS["validation"].result)
     plotted = ("validation.png", "validation_time.png")
     return "\n".join(ln for ln in text.splitlines()

@@ -90,8 +90,49 @@ def provenance() -> dict[str, Any]:
         **git_state(),
         "machine": machine(),
         "date_utc": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv else None,
+        "command": scrub_command([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv else None,
     }
+
+
+#: what an absolute path outside the checkout reads as, by the option it is the value of
+_PATH_ROLES = {"-o": "DIR", "--output": "DIR", "--out": "FILE"}
+
+
+def scrub_word(word: str, option: str | None = None, root: Path | None = None) -> str:
+    """One word of a recorded command without the machine's paths: an absolute path inside
+    the checkout ``root`` becomes relative to it, one under the home directory ``~/...``,
+    any other absolute path the role of its option (``DIR`` for ``-o``/``--output``,
+    ``FILE`` for ``--out``, else ``PATH``). ``--opt=/abs`` is scrubbed after its ``=``;
+    other words are kept."""
+    if word.startswith("--") and "=" in word:
+        opt, _, value = word.partition("=")
+        return f"{opt}={scrub_word(value, opt, root)}"
+    if not word.startswith("/"):
+        return word
+    path = Path(word)
+    for base, show in ((root, None), (Path.home(), "~")):
+        if base is not None and base != Path("/") and path.is_relative_to(base):
+            rel = path.relative_to(base).as_posix()
+            return rel if show is None else f"{show}/{rel}".rstrip("/.")
+    return _PATH_ROLES.get(option or "", "PATH")
+
+
+def scrub_command(argv: list[str], root: Path | None = None) -> str:
+    """``argv`` as one line a result file can publish: the program's name (``kvsim`` for
+    ``python -m kvsim``), then each argument through :func:`scrub_word`."""
+    root = root or artifacts.source_root()
+    prog = "kvsim" if argv and argv[0] == "__main__.py" else (argv[0] if argv else "")
+    words, prev = [prog], None
+    for word in argv[1:]:
+        words.append(scrub_word(word, prev, root))
+        prev = word
+    return " ".join(words)
+
+
+def scrub_line(command: str) -> str:
+    """A command already recorded as one line, through :func:`scrub_command` (idempotent:
+    result files written before the scrub existed render the same way)."""
+    return scrub_command(command.split())
 
 
 def write_result(path: str | os.PathLike, payload: dict[str, Any]) -> Path:

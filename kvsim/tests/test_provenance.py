@@ -1,0 +1,63 @@
+"""Recorded commands name no machine paths; every published result file's command is clean."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kvsim import artifacts, provenance
+
+ROOT = artifacts.source_root()
+
+
+@pytest.mark.parametrize(("argv", "want"), [
+    (["kvsim", "run", "x", "-o", "/tmp/a/b"], "kvsim run x -o DIR"),
+    (["kvsim", "run", "--output", "/scratch/r"], "kvsim run --output DIR"),
+    (["bench.py", "--out", "/tmp/r.json"], "bench.py --out FILE"),
+    (["bench.py", "--out=/tmp/r.json"], "bench.py --out=FILE"),
+    (["fidelity.py", "--before-bin", "/opt/b/kvsim-cref"], "fidelity.py --before-bin PATH"),
+    (["__main__.py", "simulate", "t.kvt"], "kvsim simulate t.kvt"),
+    (["kvsim", "-o", "DIR", "--cpu", "local"], "kvsim -o DIR --cpu local"),
+])
+def test_scrub_command(argv, want):
+    assert provenance.scrub_command(argv, root=Path("/srv/checkout")) == want
+
+
+def test_scrub_keeps_checkout_and_home_relative():
+    root = Path("/srv/checkout")
+    assert provenance.scrub_word("/srv/checkout/results/a.json", None, root) == "results/a.json"
+    home = Path.home()
+    if home != Path("/"):
+        assert provenance.scrub_word(str(home / "t.kvt"), "--trace", root) == "~/t.kvt"
+
+
+def test_scrub_is_idempotent():
+    line = "kvsim experiment run all -o /tmp/x --out=/var/y.json --before-bin /usr/b"
+    once = provenance.scrub_line(line)
+    assert "/" not in once.replace("--out=FILE", "")
+    assert provenance.scrub_line(once) == once
+
+
+def test_provenance_records_a_scrubbed_command(monkeypatch):
+    monkeypatch.setattr("sys.argv", ["/usr/bin/kvsim", "bench", "-o", "/tmp/out"])
+    assert provenance.provenance()["command"] == "kvsim bench -o DIR"
+
+
+def _result_commands():
+    if ROOT is None:
+        return []
+    out = []
+    for path in sorted((ROOT / "results").rglob("*.json")):
+        doc = json.loads(path.read_text())
+        cmd = (doc.get("provenance") or {}).get("command") if isinstance(doc, dict) else None
+        if cmd:
+            out.append((path.relative_to(ROOT).as_posix(), cmd))
+    return out
+
+
+@pytest.mark.skipif(ROOT is None, reason="needs a checkout")
+@pytest.mark.parametrize(("name", "command"), _result_commands())
+def test_published_commands_name_no_machine_paths(name, command):
+    assert provenance.scrub_line(command) == command, name
