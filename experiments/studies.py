@@ -387,9 +387,11 @@ register(Experiment("pipeline", "Pipeline lookahead prefetching", "Valkey PR #20
 # --- 5. kvobj_memory (Redis PR #13806) ---------------------------------------------------------
 
 def _kvobj_cells(scale: str, cpus: list[str]) -> list[dict]:
-    """Unified against legacy object layout, 16 B keys and 32 B values (memtier's short
-    strings), with and without an expire time: arena bytes per key (native), and demand
-    misses and time per GET (simulated; native CPU time)."""
+    """Unified against legacy object layout on Redis's chained dict (the keyspace #13806
+    changed: ``dictEntry`` plus key sds plus robj, against the kvobj in a ``no_value`` dict),
+    16 B keys and 32 B values (memtier's short strings), with and without an expire time:
+    arena bytes per key (native), and demand misses and time per GET (simulated; native CPU
+    time)."""
     if scale == "small":
         keysets, ops = [100_000], 5_000
     else:
@@ -398,7 +400,7 @@ def _kvobj_cells(scale: str, cpus: list[str]) -> list[dict]:
     for keys in keysets:
         for expire in (False, True):
             base = {"keys": keys, "ops": ops, "value_size": 32, "key_size": 16, "depth": 1,
-                    "expire": expire, "seed": 1}
+                    "expire": expire, "table": "dict", "seed": 1}
             variants = [{"layout": "legacy", "label": "legacy"},
                         {"layout": "unified", "label": "unified"}]
             params = {"keys": keys, "expire": expire}
@@ -424,6 +426,7 @@ def _kvobj_tables(rows: pd.DataFrame) -> list[Table]:
                     "native_speedup": r["speedup"], "verdict": r["verdict"]})
     mem_t = pd.DataFrame(mem)
     if len(mem_t):
+        mem_t = mem_t.sort_values(["keys", "expire"]).reset_index(drop=True)
         mem_t["value"] = mem_t.apply(lambda r: f"{r['keys'] // 1000}k"
                                                f"{' +expire' if r['expire'] else ''}", axis=1)
     sim = rows[rows.kind == "sim"]

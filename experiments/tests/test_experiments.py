@@ -287,3 +287,18 @@ def test_a_trace_group_is_traced_once_and_equals_its_cells(tmp_path, monkeypatch
     assert [r["metrics"] for r in together] == alone
     with pytest.raises(ValueError, match="one trace"):
         cells.run_sim_group([group[0], next(s for s in specs if cells.trace_key(s) != key)])
+
+
+@pytest.mark.parametrize("scale", ["small", "full"])
+def test_kvobj_cells_compare_layouts_on_redis_dict(scale):
+    """Redis #13806 changed Redis's chained dict: every kvobj_memory cell runs on
+    ``table=dict``, and a native pair differs in the layout alone."""
+    specs = runner.plan(["kvobj_memory"], scale, ["local"])["kvobj_memory"]
+    sims = [s for s in specs if s["kind"] == "sim"]
+    pairs = [s for s in specs if s["kind"] == "native"]
+    assert sims and pairs
+    assert all(s["options"]["table"] == "dict" for s in sims)
+    for p in pairs:
+        a, b = dict(p["a"]), dict(p["b"])
+        assert (a.pop("layout"), b.pop("layout")) == ("legacy", "unified")
+        assert a == b and a["table"] == "dict"
