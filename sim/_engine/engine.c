@@ -108,7 +108,8 @@
  * and the markers; levels.c the level passes of the common configuration;
  * segments.c its record loops (segments, threads, the timing pass); workers.c
  * the worker threads; tlb.c the TLBs and the TLB thread that translates a block
- * of records ahead of the record-by-record path (cfg.threads > 1); timing.h the
+ * of records ahead of the record-by-record path (cfg.threads > 1), and trains
+ * the L1 prefetcher whose training ignores the caches; timing.h the
  * timing model's inline pieces;
  * engine_impl.h the types and the set-block layout they share; fpmatch.h the
  * 16-way fingerprint compare of the TLB's large sets and the stream
