@@ -14,7 +14,7 @@ ROOT = artifacts.source_root()
 
 @pytest.mark.parametrize(("argv", "want"), [
     (["kvsim", "run", "x", "-o", "/tmp/a/b"], "kvsim run x -o DIR"),
-    (["kvsim", "run", "--output", "/scratch/r"], "kvsim run --output DIR"),
+    (["kvsim", "run", "--output", "/data/r"], "kvsim run --output DIR"),
     (["bench.py", "--out", "/tmp/r.json"], "bench.py --out FILE"),
     (["bench.py", "--out=/tmp/r.json"], "bench.py --out=FILE"),
     (["fidelity.py", "--before-bin", "/opt/b/kvsim-cref"], "fidelity.py --before-bin PATH"),
