@@ -108,7 +108,8 @@
  * and the markers; levels.c the level passes of the common configuration;
  * segments.c its record loops (segments, threads, the timing pass); workers.c
  * the worker threads; tlb.c the TLBs and the TLB thread that translates a block
- * of records ahead of the record-by-record path (cfg.threads > 1); timing.h the
+ * of records ahead of the record-by-record path (cfg.threads > 1), and trains
+ * the L1 prefetcher whose training ignores the caches; timing.h the
  * timing model's inline pieces;
  * engine_impl.h the types and the set-block layout they share; fpmatch.h the
  * 16-way fingerprint compare of the TLB's large sets and the stream
@@ -603,16 +604,30 @@ static void issueHwPrefetch(kvsimSim *s, uint32_t k, uint64_t line, uint8_t stag
     }
 }
 
+/* Train, in configuration order, every prefetcher that a demand load piece
+ * served by level sv reaches (sv >= P->from: its level, hit or miss there, or
+ * for a kind that trains on misses only, a miss there), and issue each one's
+ * candidates before the next prefetcher trains.  The caller has checked sv >=
+ * s->pf_from, so a hit above every prefetcher's level costs no call. */
 static void runPrefetchers(kvsimSim *s, uint64_t line, uint32_t sv, const kvtRecord *r,
                            uint64_t x) {
     uint64_t cand[MAX_DEGREE];
-    for (uint32_t p = 0; p < s->cfg.nprefetchers; p++) {
+    const uint32_t key = ((uint32_t)r->tag << 16) | r->site;
+    const uint32_t np = s->cfg.nprefetchers;
+    for (uint32_t p = 0; p < np; p++) {
         Prefetcher *P = &s->pf[p];
-        uint32_t k = P->cfg.level;
-        if (sv < k || (sv == k && P->ops->hits_idle)) continue;
-        uint32_t key = ((uint32_t)r->tag << 16) | r->site;
-        uint32_t nc = P->ops->operate(P->state, &P->cfg, line, sv == k, key, cand);
-        for (uint32_t c = 0; c < nc; c++) issueHwPrefetch(s, k, cand[c], r->tag, x);
+        if (sv < P->from) continue;
+        const uint32_t k = P->level;
+        const uint64_t *cs = cand;
+        uint32_t nc;
+        if ((int)p == s->ahead_pf && s->tpn) { /* trained by the TLB thread (tlb.c) */
+            nc = *s->tpn++;
+            cs = s->tpc;
+            s->tpc += nc;
+        } else {
+            nc = P->operate(P->state, &P->cfg, line, sv == k, key, cand);
+        }
+        for (uint32_t c = 0; c < nc; c++) issueHwPrefetch(s, k, cs[c], r->tag, x);
     }
 }
 
@@ -800,7 +815,7 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
             } else {
                 classifyPf(s, 0);
             }
-            if (extras && !is_store && s->cfg.nprefetchers) runPrefetchers(s, line, sv, r, xp);
+            if (extras && !is_store && sv >= s->pf_from) runPrefetchers(s, line, sv, r, xp);
         }
         served = svmax;
         done = C;
@@ -1073,6 +1088,8 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
     s->cfg = *cfg;
     s->n = cfg->nlevels;
     s->st = &s->stats;
+    s->pf_from = UINT32_MAX; /* no prefetcher (yet) */
+    s->ahead_pf = -1;
     s->W = cfg->width ? cfg->width : 1;
     s->ipt = cfg->instr_ticks ? cfg->instr_ticks : 1;
     if (s->n < 1 || s->n > KVSIM_MAX_LEVELS) FAIL("nlevels: must be 1..%d", KVSIM_MAX_LEVELS);
@@ -1190,6 +1207,10 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
         s->pf[p].cfg = *c;
         s->pf[p].state = xcalloc(s->pf[p].ops->state_words(c), sizeof(uint64_t));
         if (!s->pf[p].state) FAIL("out of memory");
+        s->pf[p].operate = s->pf[p].ops->operate;
+        s->pf[p].level = c->level;
+        s->pf[p].from = c->level + (s->pf[p].ops->hits_idle ? 1u : 0u);
+        if (s->pf[p].from < s->pf_from) s->pf_from = s->pf[p].from;
     }
     if (cfg->swpf_level >= s->n) FAIL("swprefetch.fill: no such cache level");
     if (s->lv[cfg->swpf_level].inclusion == KVSIM_EXCLUSIVE)

@@ -119,9 +119,16 @@ typedef struct Tlb {
 #define TLB_RANK_MAX_WAYS 127 /* ranks fit a signed byte */
 
 typedef struct Prefetcher {
+    /* hot: what runPrefetchers reads for every demand load piece, first */
+    uint32_t (*operate)(uint64_t *state, const kvsimPrefetcherConfig *cfg, uint64_t line,
+                        int hit, uint32_t key, uint64_t *out); /* ops->operate */
+    uint64_t *state; /* the kind's table, state_words(cfg) words */
+    uint32_t level;  /* cfg.level */
+    /* the least serving level of a piece that trains it: its level, or the one
+     * below for a kind that trains on misses only (ops->hits_idle) */
+    uint32_t from;
     const kvsimPrefetcherOps *ops; /* the kind's functions (prefetch.h) */
     kvsimPrefetcherConfig cfg;
-    uint64_t *state; /* the kind's table, state_words(cfg) words */
 } Prefetcher;
 
 /* A line request to one level, for the level-by-level functional path. */
@@ -202,6 +209,9 @@ struct kvsimSim {
     uint32_t n; /* levels (cfg.nlevels) */
     Level lv[KVSIM_MAX_LEVELS];
     Prefetcher pf[KVSIM_MAX_PREFETCHERS];
+    /* the least Prefetcher.from of all (UINT32_MAX: none): a piece served
+     * above it trains no prefetcher, and runPrefetchers is not called */
+    uint32_t pf_from;
     Tlb dtlb, stlb;
     kvsimStats stats;   /* what is reported */
     kvsimStats scratch; /* where warm-up counts go */
@@ -273,6 +283,12 @@ struct kvsimSim {
      * NULL; while a block runs, tcode points at its next translation's code */
     struct TlbPipe *tp;
     const uint8_t *tcode;
+    /* with the TLB thread: the prefetcher it trains ahead (the first blind one at
+     * L1, prefetch.h), or -1; while a block runs, tpn points at its next load
+     * piece's count of candidates and tpc at their lines (runPrefetchers) */
+    int ahead_pf;
+    const uint8_t *tpn;
+    const uint64_t *tpc;
 };
 
 /* The level-by-level path's request queues: QCAP entries per level (levels.c). */

@@ -28,6 +28,11 @@ typedef struct kvsimPrefetcherOps {
     /* 1: operate() on a hit changes no state and returns 0 (the kind trains on
      * misses only), so the engine need not call it for hits */
     int hits_idle;
+    /* 1: operate() ignores `hit`, so its candidates depend on nothing but the
+     * lines and keys it is given.  Such a prefetcher at L1, which every demand
+     * load reaches, trains on the loads alone, whatever the caches hold: the
+     * TLB thread (tlb.c) runs it ahead of the simulation. */
+    int blind;
 } kvsimPrefetcherOps;
 
 /* The factory: "next_line", "ip_stride", "stream"; NULL if unknown. */

@@ -43,4 +43,4 @@ static uint32_t ipsOperate(uint64_t *state, const kvsimPrefetcherConfig *cfg, ui
     return cfg->degree;
 }
 
-const kvsimPrefetcherOps kvsimPrefetchIpStride = {"ip_stride", ipsWords, ipsOperate, 0};
+const kvsimPrefetcherOps kvsimPrefetchIpStride = {"ip_stride", ipsWords, ipsOperate, 0, 1};

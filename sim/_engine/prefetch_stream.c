@@ -111,4 +111,4 @@ static uint32_t stOperate(uint64_t *state, const kvsimPrefetcherConfig *cfg, uin
     return n;
 }
 
-const kvsimPrefetcherOps kvsimPrefetchStream = {"stream", stWords, stOperate, 1};
+const kvsimPrefetcherOps kvsimPrefetchStream = {"stream", stWords, stOperate, 1, 0};

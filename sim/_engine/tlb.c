@@ -20,7 +20,16 @@
  *
  * Each piece of a load or store and each software prefetch takes one code, in
  * record order, as engine.c's doMemoryT asks for them; so the counts and times
- * are those of one thread.  A block is at most TLB_BLOCK records (or the test
+ * are those of one thread.
+ *
+ * The TLB thread also trains, ahead, the first L1 prefetcher whose training
+ * ignores the caches (a `blind` kind, prefetch.h: the IP-stride prefetcher).
+ * Every demand load piece reaches L1, so that prefetcher sees the load pieces
+ * in record order, hit or miss, and its candidates depend on them alone: the
+ * thread leaves, per load piece, their count and lines, and engine.c's
+ * runPrefetchers issues them at the prefetcher's place among the others, as
+ * if it had called it.  Only the TLB thread touches that prefetcher's state
+ * while the thread exists.  A block is at most TLB_BLOCK records (or the test
  * hook cfg.queue_cap's count, so that small test traces cross blocks) and ends
  * before a record whose codes would overflow its buffer (TLB_CODES).  The two
  * threads hand blocks over under one mutex: a block is thousands of records, so
@@ -213,14 +222,24 @@ struct TlbPipe {
     uint64_t produced, consumed; /* blocks of the job coded and simulated */
     size_t end[2];        /* block j ends before record end[j % 2] */
     uint8_t *code[2];     /* its codes */
+    /* s->ahead_pf >= 0: per load piece of the block, the count of that
+     * prefetcher's candidates (pn) and their lines, in order (pc) */
+    uint8_t *pn[2];
+    uint64_t *pc[2];
 };
 
 /* The codes of records [a, ...) into buf: up to TLB_BLOCK records, stopping
- * before one whose codes would not fit.  Returns the block's end. */
-static size_t codeBlock(kvsimSim *s, const kvtRecord *recs, size_t a, size_t n, uint8_t *buf) {
+ * before one whose codes would not fit.  With s->ahead_pf >= 0, also that
+ * prefetcher's training on each load piece (engine.c runPrefetchers would
+ * call it for every one: it is at L1), its candidate counts into pn and lines
+ * into pc (at most TLB_CODES counts, as many as the codes, of at most the
+ * prefetcher's degree each).  Returns the block's end. */
+static size_t codeBlock(kvsimSim *s, const kvtRecord *recs, size_t a, size_t n, uint8_t *buf,
+                        uint8_t *pn, uint64_t *pc) {
     const uint32_t lb = s->cfg.line_bits, pb = s->cfg.page_bits;
     const size_t blk = s->cfg.queue_cap ? s->cfg.queue_cap : TLB_BLOCK; /* the test hook */
     const size_t b = n - a > blk ? a + blk : n;
+    Prefetcher *const A = s->ahead_pf >= 0 ? &s->pf[s->ahead_pf] : NULL;
     size_t nc = 0, i = a;
     for (; i < b; i++) {
         const kvtRecord *r = &recs[i];
@@ -234,8 +253,15 @@ static size_t codeBlock(kvsimSim *s, const kvtRecord *recs, size_t a, size_t n, 
              * may not) has no pieces in engine.c's loop, so no codes here */
             const uint64_t pieces = last >= first ? last - first + 1 : 0;
             if (nc + pieces > TLB_CODES) break;
+            const int train = A != NULL && r->kind == KVT_LOAD;
+            const uint32_t key = ((uint32_t)r->tag << 16) | r->site;
             for (uint64_t line = first; line <= last; line++) {
                 const uint64_t a0 = line << lb, x = r->addr > a0 ? r->addr : a0;
+                if (train) { /* pn has a count for each code, pc room for each's degree */
+                    const uint32_t np = A->operate(A->state, &A->cfg, line, 0, key, pc);
+                    *pn++ = (uint8_t)np;
+                    pc += np;
+                }
                 buf[nc++] = (x >> pb) + 1 == s->dtlb.memo_key ? TLB_HIT
                                                                 : (uint8_t)engTlbCode(s, x, 0);
             }
@@ -259,9 +285,10 @@ static void *tlbMain(void *arg) {
         for (uint64_t j = 0; a < n; j++) {
             while (!P->quit && j - P->consumed >= 2) pthread_cond_wait(&P->cv, &P->mu);
             if (P->quit) break;
-            uint8_t *buf = P->code[j % 2];
+            uint8_t *buf = P->code[j % 2], *pn = P->pn[j % 2];
+            uint64_t *pc = P->pc[j % 2];
             pthread_mutex_unlock(&P->mu);
-            a = codeBlock(s, recs, a, n, buf);
+            a = codeBlock(s, recs, a, n, buf, pn, pc);
             pthread_mutex_lock(&P->mu);
             P->end[j % 2] = a;
             P->produced = j + 1;
@@ -281,6 +308,16 @@ int engTlbPipeStart(kvsimSim *s) {
     P->code[0] = xcalloc(TLB_CODES, 1);
     P->code[1] = xcalloc(TLB_CODES, 1);
     if (!P->code[0] || !P->code[1]) return 0;
+    for (uint32_t p = 0; p < s->cfg.nprefetchers && s->ahead_pf < 0; p++)
+        if (s->pf[p].level == 0 && s->pf[p].ops->blind) s->ahead_pf = (int)p;
+    if (s->ahead_pf >= 0) {
+        const size_t deg = s->pf[s->ahead_pf].cfg.degree;
+        for (int h = 0; h < 2; h++) {
+            P->pn[h] = xcalloc(TLB_CODES, 1);
+            P->pc[h] = xcalloc(TLB_CODES * deg, sizeof(uint64_t));
+            if (!P->pn[h] || !P->pc[h]) return 0;
+        }
+    }
     if (pthread_create(&P->th, NULL, tlbMain, s) != 0) return 0;
     P->started = 1;
     return 1;
@@ -301,8 +338,12 @@ void engTlbPipeRun(kvsimSim *s, const kvtRecord *recs, size_t n) {
         const size_t b = P->end[j % 2];
         pthread_mutex_unlock(&P->mu);
         s->tcode = P->code[j % 2];
+        s->tpn = P->pn[j % 2]; /* NULL without s->ahead_pf */
+        s->tpc = P->pc[j % 2];
         engRunRecords(s, recs + a, b - a);
         s->tcode = NULL;
+        s->tpn = NULL;
+        s->tpc = NULL;
         a = b;
         pthread_mutex_lock(&P->mu);
         P->consumed = j + 1;
@@ -323,8 +364,11 @@ void engTlbPipeStop(kvsimSim *s) {
     }
     pthread_mutex_destroy(&P->mu);
     pthread_cond_destroy(&P->cv);
-    free(P->code[0]);
-    free(P->code[1]);
+    for (int h = 0; h < 2; h++) {
+        free(P->code[h]);
+        free(P->pn[h]);
+        free(P->pc[h]);
+    }
     free(P);
     s->tp = NULL;
 }

@@ -8,9 +8,10 @@ loads, c_ref iterate, c_ref pipeline lookahead, DineroIV text converted), it cou
 instructions the engine alone (``sim/_engine/build/bench_engine``, ``make -C sim/_engine
 bench-c``) spends per record on the first ``--records`` records of each, with each preset's
 full engine configuration (TLB, prefetchers, flush), functional and timed, the setup
-subtracted (kvsim.sim.bench_presets.instructions), and the calling thread's alone with two
-threads (the TLB thread translating ahead: _engine/tlb.c).  With ``--baseline`` it counts the same
-with another build of bench_engine (e.g. from an earlier commit's tree) beside it.  The
+subtracted (kvsim.sim.bench_presets.instructions), and with two threads (the TLB thread
+translating ahead: _engine/tlb.c) the calling thread's and the TLB thread's apart.  With
+``--baseline`` it counts the same with another build of bench_engine (e.g. from an earlier
+commit's tree) beside it.  The
 figures do not depend on the machine's load, unlike timings; ``--out`` writes them with
 kvsim.provenance.write_result (commit, machine, date).
 """
@@ -52,16 +53,31 @@ def thread_refs(binary: Path, cfg_file: Path, raw: Path, tmp: Path) -> list[int]
 
 
 def calling_thread(binary: Path, recs: np.ndarray, cpu: sim.CpuConfig, tmp: Path) -> dict:
-    """The calling thread's instructions per record with the TLB thread (threads = 2),
-    the setup subtracted, functional and timed."""
-    return bp.instructions(binary, recs, cpu, tmp, threads=2,
-                           refs=lambda b, cf, raw: thread_refs(b, cf, raw, tmp)[0])
+    """With the TLB thread (threads = 2), functional and timed, the setup subtracted: the
+    calling thread's instructions per record ("functional", "timed") and the TLB thread's
+    ("functional_tlb_thread", "timed_tlb_thread"), each pair from the same runs."""
+    raw, setup = tmp / "recs.raw", tmp / "setup.raw"
+    recs.tofile(raw)
+    recs[:10].tofile(setup)
+    out = {}
+    for timing in (False, True):
+        cfg = cpu.to_engine(timing=timing, tlb=True, prefetchers=True, flush=True)
+        cfg.threads = 2
+        cf = tmp / "cfg.bin"
+        cf.write_bytes(bytes(cfg))
+        full, base = thread_refs(binary, cf, raw, tmp), thread_refs(binary, cf, setup, tmp)
+        mode = "timed" if timing else "functional"
+        n = len(recs) - 10
+        out[mode] = round((full[0] - base[0]) / n, 1)
+        out[f"{mode}_tlb_thread"] = round((sum(full[1:]) - sum(base[1:])) / n, 1)
+    return out
 
 
 def count(binary: Path, trace_list: list[dict], presets: list[str], records: int,
           tmp: Path, threads: bool = False) -> dict[str, dict[str, dict[str, float]]]:
     """{trace file: {preset: {"functional": i/rec, "timed": i/rec}}}; with `threads`, also
-    "functional_calling_thread" and "timed_calling_thread" (the TLB thread on)."""
+    "functional_calling_thread" and "timed_calling_thread" (the TLB thread on) and
+    "functional_tlb_thread" and "timed_tlb_thread" (the TLB thread's own)."""
     out: dict[str, dict[str, dict[str, float]]] = {}
     for t in trace_list:
         recs = traces.read_all(t["path"])[:records]
@@ -71,7 +87,8 @@ def count(binary: Path, trace_list: list[dict], presets: list[str], records: int
             per[p] = bp.instructions(binary, recs, cpu, tmp)
             if threads:
                 ct = calling_thread(binary, recs, cpu, tmp)
-                per[p] |= {f"{k}_calling_thread": v for k, v in ct.items()}
+                per[p] |= {(k if k.endswith("_tlb_thread") else f"{k}_calling_thread"): v
+                           for k, v in ct.items()}
         out[Path(t["path"]).name] = per
     return out
 
@@ -99,17 +116,21 @@ def main(argv: list[str] | None = None) -> int:
     presets = sim.preset_names()
     with tempfile.TemporaryDirectory() as td:
         now = count(binary, trace_list, presets, a.records, Path(td), threads=True)
-        old = count(base, trace_list, presets, a.records, Path(td)) if base else None
+        old = count(base, trace_list, presets, a.records, Path(td), threads=True) if base \
+            else None
     rows = []
     for name, per in now.items():
         for p, v in per.items():
             row = {"trace": name, "preset": p, "functional": v["functional"],
                    "timed": v["timed"],
                    "functional_calling_thread": v["functional_calling_thread"],
-                   "timed_calling_thread": v["timed_calling_thread"]}
+                   "timed_calling_thread": v["timed_calling_thread"],
+                   "functional_tlb_thread": v["functional_tlb_thread"],
+                   "timed_tlb_thread": v["timed_tlb_thread"]}
             if old is not None:
-                row["baseline_functional"] = old[name][p]["functional"]
-                row["baseline_timed"] = old[name][p]["timed"]
+                row |= {f"baseline_{k}": old[name][p][k] for k in
+                        ("functional", "timed", "functional_calling_thread",
+                         "timed_calling_thread", "functional_tlb_thread", "timed_tlb_thread")}
             rows.append(row)
             b = (f"  (baseline {row['baseline_functional']:7.1f} {row['baseline_timed']:7.1f})"
                  if old is not None else "")
@@ -121,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
             "benchmark": "sim/_engine/bench/presets.py",
             "units": "engine instructions per record (callgrind I refs, setup subtracted), "
                      "one thread, each preset's full configuration; *_calling_thread: the "
-                     "calling thread's alone with threads = 2 (the TLB thread on)",
+                     "calling thread's alone with threads = 2 (the TLB thread on); "
+                     "*_tlb_thread: the TLB thread's in those runs",
             "parameters": {"records": a.records, "scale": a.scale,
                            "baseline": base.name if base else None},
             "rows": rows,
