@@ -302,7 +302,8 @@ def instructions(binary: Path, recs: np.ndarray, cpu: sim.CpuConfig, tmp: Path,
                  threads: int = 1, refs=None) -> dict:
     """Engine instructions per record (setup subtracted), functional and timed, with the
     engine's ``threads``; ``refs(binary, cfg_file, raw)`` counts a run (default: every
-    thread's instructions, :func:`_callgrind_refs`)."""
+    thread's instructions, :func:`_callgrind_refs`). A ``refs`` that returns one count per
+    thread gives one unrounded figure per thread."""
     refs = refs or _callgrind_refs
     raw, setup = tmp / "recs.raw", tmp / "setup.raw"
     recs.tofile(raw)
@@ -315,7 +316,10 @@ def instructions(binary: Path, recs: np.ndarray, cpu: sim.CpuConfig, tmp: Path,
         cf = tmp / "cfg.bin"
         cf.write_bytes(bytes(cfg))
         full, base = refs(binary, cf, raw), refs(binary, cf, setup)
-        out["timed" if timing else "functional"] = round((full - base) / (len(recs) - 10), 1)
+        n = len(recs) - 10
+        out["timed" if timing else "functional"] = (
+            round((full - base) / n, 1) if isinstance(full, int)
+            else [(f - b) / n for f, b in zip(full, base, strict=True)])
     return out
 
 

@@ -56,20 +56,12 @@ def calling_thread(binary: Path, recs: np.ndarray, cpu: sim.CpuConfig, tmp: Path
     """With the TLB thread (threads = 2), functional and timed, the setup subtracted: the
     calling thread's instructions per record ("functional", "timed") and the TLB thread's
     ("functional_tlb_thread", "timed_tlb_thread"), each pair from the same runs."""
-    raw, setup = tmp / "recs.raw", tmp / "setup.raw"
-    recs.tofile(raw)
-    recs[:10].tofile(setup)
+    per_thread = bp.instructions(binary, recs, cpu, tmp, threads=2,
+                                 refs=lambda b, cf, raw: thread_refs(b, cf, raw, tmp))
     out = {}
-    for timing in (False, True):
-        cfg = cpu.to_engine(timing=timing, tlb=True, prefetchers=True, flush=True)
-        cfg.threads = 2
-        cf = tmp / "cfg.bin"
-        cf.write_bytes(bytes(cfg))
-        full, base = thread_refs(binary, cf, raw, tmp), thread_refs(binary, cf, setup, tmp)
-        mode = "timed" if timing else "functional"
-        n = len(recs) - 10
-        out[mode] = round((full[0] - base[0]) / n, 1)
-        out[f"{mode}_tlb_thread"] = round((sum(full[1:]) - sum(base[1:])) / n, 1)
+    for mode, counts in per_thread.items():
+        out[mode] = round(counts[0], 1)
+        out[f"{mode}_tlb_thread"] = round(sum(counts[1:]), 1)
     return out
 
 
