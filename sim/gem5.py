@@ -132,9 +132,11 @@ SPACING = {SPACING_TICKS}
 WARMUP = {windows!r}  # (first, last) tick of each warm-up window's packets
 here = os.path.dirname(os.path.abspath(__file__))
 tgen_cfg = os.path.join(here, "tgen.cfg")
+# the EXIT state lasts a packet spacing: with no duration its self-transition fires again at
+# the same tick ahead of the exit event it scheduled, forever (each one allocating)
 with open(tgen_cfg, "w") as f:
     f.write("STATE 0 {duration} TRACE %s 0\\n" % TRACE)
-    f.write("STATE 1 0 EXIT\\n")
+    f.write("STATE 1 %d EXIT\\n" % SPACING)
     f.write("INIT 0\\n")
     f.write("TRANSITION 0 1 1\\n")
     f.write("TRANSITION 1 1 1\\n")
