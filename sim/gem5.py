@@ -222,7 +222,11 @@ def parse_stats(text: str, cpu: CpuConfig, records: int | None = None) -> dict[s
     per level (named and in the order of ``cpu.caches``) ``demand_accesses``,
     ``demand_misses`` (gem5's ``demandAccesses``/``demandMisses``: reads and writes from
     above), ``accesses``, ``hits``, ``misses`` (``overall*``: plus prefetches),
-    ``writebacks`` and ``miss_rate``. A statistic gem5 omits (it drops zero counts) is 0."""
+    ``writebacks`` and ``miss_rate``; ``upgrade_misses``, the stores that found their line
+    present but read-only (gem5 counts them as misses and sends an ``UpgradeReq`` down: the
+    crossbar below counts those), and ``data_misses``, ``misses`` without them: the misses
+    whose line was absent, what kvsim counts. A statistic gem5 omits (it drops zero counts)
+    is 0."""
     stats = read_stats(text)
     levels = []
     n = len(cpu.caches)
@@ -235,13 +239,16 @@ def parse_stats(text: str, cpu: CpuConfig, records: int | None = None) -> dict[s
             return int(stats.get(f"{p}{name}::total", stats.get(f"{p}{name}", 0.0)))
 
         acc, miss = get("overallAccesses"), get("overallMisses")
+        below = f"system.xbar{i}." if i + 1 < n else "system.membus."
+        upgrades = int(stats.get(f"{below}transDist::UpgradeReq", 0.0))
         levels.append({
             "name": c.name, "role": "LLC" if i == n - 1 and n > 1 else f"L{i + 1}",
             "size": c.size, "ways": c.ways, "line": c.line, "replacement": c.replacement,
             "inclusion": c.inclusion, "accesses": acc, "hits": get("overallHits"),
             "misses": miss, "miss_rate": miss / acc if acc else 0.0,
             "demand_accesses": get("demandAccesses"), "demand_misses": get("demandMisses"),
-            "writebacks": get("writebacks"),
+            "writebacks": get("writebacks"), "upgrade_misses": upgrades,
+            "data_misses": miss - upgrades,
         })
     return {"cpu": cpu.name, "trace": None, "engine": "gem5", "mode": "functional",
             "records": records, "levels": levels,
@@ -401,7 +408,7 @@ def compare_text(gem5_res: dict[str, Any], native: dict[str, Any]) -> str:
             f"{'kvsim accesses':>15} {'gem5 accesses':>15}"]
     for k, g in zip(native["levels"], gem5_res["levels"], strict=True):
         ka, km = kvsim_requests(k)
-        gm = g["misses"]
+        gm = g["data_misses"]
         d = rel_diff(gm, km)
         diff = "n/a" if d is None else f"{d * 100:+.2f}%"
         rows.append(f"{k['name']:<8} {km:>14,d} {gm:>14,d} {diff:>8}   "

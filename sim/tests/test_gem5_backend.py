@@ -296,6 +296,27 @@ def test_stats_parser_adds_the_dumped_blocks() -> None:
         assert out["writebacks"] == sum(b[i].get("writebacks", 0) for b in blocks)
 
 
+def test_stats_parser_sets_upgrade_misses_apart() -> None:
+    """A store to a line its cache holds read-only is a miss in gem5's counts, sent down as
+    an ``UpgradeReq`` (the crossbar below counts it): ``data_misses`` leaves those out."""
+    cpu = sim.load_cpu(PRESETS[0])
+    n = len(cpu.caches)
+    levels = [{"overallAccesses": 900, "overallHits": 500, "overallMisses": 400 - i}
+              for i in range(n)]
+    below = [f"system.xbar{i}" for i in range(n - 1)] + ["system.membus"]
+    ups = [7 * (i + 1) for i in range(n)]
+    text = stats_txt(levels).replace(
+        "---------- End", "\n".join(f"{b}.transDist::UpgradeReq {u:>10}  # (Count)"
+                                    for b, u in zip(below, ups, strict=True)) + "\n---------- End")
+    res = g5.parse_stats(text, cpu)
+    for i, out in enumerate(res["levels"]):
+        assert (out["misses"], out["upgrade_misses"]) == (400 - i, ups[i])
+        assert out["data_misses"] == 400 - i - ups[i]
+    plain = g5.parse_stats(stats_txt(levels), cpu)
+    assert all(lv["upgrade_misses"] == 0 and lv["data_misses"] == lv["misses"]
+               for lv in plain["levels"])
+
+
 def _trace(tmp: Path) -> Path:
     rng = np.random.default_rng(5)
     r = np.zeros(3000, dtype=traces.RECORD_DTYPE)
