@@ -3,9 +3,11 @@ message classes) and, independently, field by field with the plain varint decode
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from kvsim import traces
 from kvsim.traces.convert import convert, elastic, gem5
@@ -75,3 +77,62 @@ def test_convert_cli_path_writes_both_files(tmp_path: Path) -> None:
     assert res["records"] == 5
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "a.kvt", "o.deptrace.proto.gz", "o.fetchtrace.proto.gz"]
+
+
+_TRACECPU_SCRIPT = """\
+import m5
+from m5.objects import *  # noqa: F403 -- gem5's configuration idiom
+
+system = System(membus=SystemXBar())
+system.clk_domain = SrcClockDomain(clock="2GHz", voltage_domain=VoltageDomain())
+system.mem_mode = "timing"
+system.mem_ranges = [AddrRange(0, size=1 << 48)]
+system.cpu = TraceCPU(instTraceFile="t.fetchtrace.proto.gz", dataTraceFile="t.deptrace.proto.gz")
+for side in ("icache", "dcache"):
+    cache = Cache(size="32kB", assoc=8, tag_latency=2, data_latency=2, response_latency=2,
+                  mshrs=16, tgts_per_mshr=8)
+    setattr(system.cpu, side, cache)
+    setattr(system.cpu, side + "_port", cache.cpu_side)
+    cache.mem_side = system.membus.cpu_side_ports
+system.mem = SimpleMemory(range=system.mem_ranges[0], null=True, latency="50ns")
+system.mem.port = system.membus.mem_side_ports
+system.system_port = system.membus.cpu_side_ports
+root = Root(full_system=False, system=system)
+m5.instantiate()
+print("kvsim-exit:", m5.simulate().getCause())
+"""
+
+
+@pytest.mark.skipif(not os.environ.get("GEM5"),
+                    reason="needs GEM5=path of a gem5 build (build/NULL/gem5.opt) to replay")
+def test_real_gem5_tracecpu_replays_a_c_ref_trace(tmp_path: Path) -> None:
+    """gem5's TraceCPU replays an exported c_ref trace to its end: its data cache sees every
+    load and store of the trace, and its op count is the trace's instructions (to 0.01 %)."""
+    import subprocess
+    import sys
+
+    from kvsim import sim
+
+    kvt = tmp_path / "t.kvt"
+    kvsim = [sys.executable, "-c", "from kvsim.experiments.cli import main; main()"]
+    subprocess.run([*kvsim, "trace", "pipeline", "--keys", "2000",
+                    "--ops", "300", "--seed", "3", "-o", str(kvt)], check=True,
+                   capture_output=True, timeout=300)
+    convert(str(kvt), str(tmp_path / "t.deptrace.proto.gz"))
+    (tmp_path / "replay.py").write_text(_TRACECPU_SCRIPT)
+    proc = subprocess.run([os.environ["GEM5"], "--outdir=m5out", "replay.py"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "kvsim-exit: end of all traces reached" in proc.stdout
+    stats = {}
+    for line in (tmp_path / "m5out" / "stats.txt").read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0].startswith("system.cpu."):
+            stats[parts[0]] = parts[1]
+    with traces.open(kvt) as reader:
+        res = sim.simulate(reader, "local", functional=True)
+    kinds = res["record_kinds"]
+    assert int(stats["system.cpu.dcache.overallAccesses::total"]) == (kinds["load"]
+                                                                     + kinds["store"])
+    assert abs(int(stats["system.cpu.numOps"]) - res["instructions"]) <= (
+        1e-4 * res["instructions"])
