@@ -137,7 +137,10 @@ static void jworkload(jbuf *j, const ksWorkloadSpec *s) {
     jput(j, ",\"pipeline_depth\":%d,\"prefill\":%.17g,\"rdbchecksum\":",
          s->pipeline_depth > 1 ? s->pipeline_depth : 1, s->prefill);
     jstr(j, s->rdbchecksum ? s->rdbchecksum : "yes");
-    jput(j, ",\"seed\":%llu,\"set_ratio\":%.17g,\"table\":", (unsigned long long)s->seed, s->set_ratio);
+    jput(j, ",\"seed\":%llu,\"set_ratio\":%.17g,\"snapshot_from\":", (unsigned long long)s->seed,
+         s->set_ratio);
+    jstr(j, s->snapshot_from ? s->snapshot_from : "standalone");
+    jput(j, ",\"table\":");
     jstr(j, s->table);
     jput(j, ",\"value_size\":%u,\"variant\":", s->value_size);
     jstr(j, s->variant);

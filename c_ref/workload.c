@@ -324,6 +324,12 @@ const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS] = {
     {"layout", KS_OPT_CHOICE, FIELD(layout), 0, 0, 0, 0, "unified|legacy", "unified", NULL, "Object layout."},
     {"table", KS_OPT_CHOICE, FIELD(table), 0, 0, 0, 0, "hashtable|dict", "hashtable", NULL, "Table backend."},
     {"cluster", KS_OPT_FLAG, FIELD(cluster), 0, 0, 0, 0, NULL, NULL, NULL, "Cluster mode."},
+    {"snapshot-from", KS_OPT_CHOICE, FIELD(snapshot_from), 0, 0, 0, 0, "standalone|cluster",
+     "standalone", "load",
+     "load: the server that wrote the snapshot. standalone: cluster mode off, keys in its one "
+     "table's order, as Valkey PR #2311's script (valkey-benchmark into a standalone server, "
+     "SAVE, then a --cluster-enabled server loads the file: consecutive keys fall in random "
+     "slots); cluster: a cluster-mode server, keys slot by slot."},
     {"expire", KS_OPT_FLAG, FIELD(expire), 0, 0, 0, 0, NULL, NULL, "pipeline|mget",
      "Every populated key gets an expire time far in the future (SET ... PX; the unified "
      "layout embeds it, the legacy one adds an expires-table entry), as Redis PR #13806's "
@@ -742,6 +748,20 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
             if (r > 0) ksEmitResume();
         }
     } else { /* load */
+        /* The snapshot's writer: a cluster-mode load of a standalone server's
+         * snapshot (--snapshot-from standalone, the default) populates a
+         * keyspace with cluster mode off, whose SAVE walks its one table, so
+         * the loading server meets the keys in random slot order; with
+         * cluster, SAVE walks the slot tables in order (kvstore iteration)
+         * and consecutive keys fill one small slot table.  The loading
+         * keyspaces below are the spec's (cluster mode as given). */
+        if (s->cluster && (!s->snapshot_from || !strcmp(s->snapshot_from, "standalone"))) {
+            ksWorkloadSpec writer = *s;
+            writer.cluster = 0;
+            ksKeyspaceFree(ks);
+            ks = w.ks = newKeyspace(&writer, s->seed, err, errlen);
+            if (!ks) abort(); /* created once already with the same options but cluster */
+        }
         populate(&w);
         uint8_t *b;
         size_t l;

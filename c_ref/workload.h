@@ -34,6 +34,7 @@ typedef struct ksWorkloadSpec {
     const char *rdbchecksum; /* yes | no (Valkey's rdbchecksum: SAVE and LOAD) */
     const char *mset_keys;   /* mset: new (fill an empty keyspace) | random (over a range) */
     double prefill;          /* mset random: fraction of the key range existing at the start */
+    const char *snapshot_from; /* load: standalone | cluster (the server that wrote the snapshot) */
     int expire;              /* pipeline/mget: every populated key gets an expire time */
     uint64_t warmup_ops;     /* pipeline/mget: operations run before the measured ones */
     const char *activerehashing; /* yes | no: the rehash cron (keyspace option) */
@@ -89,7 +90,7 @@ typedef struct ksWorkloadOption {
     const char *help;              /* one line */
 } ksWorkloadOption;
 
-#define KS_NUM_WORKLOAD_OPTIONS 22
+#define KS_NUM_WORKLOAD_OPTIONS 23
 extern const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS];
 
 /* The variant family a workload selects with --variant; NULL for an unknown workload. */

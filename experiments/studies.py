@@ -84,7 +84,9 @@ def _v(*names: str) -> list[dict]:
 
 def _rdb_cells(scale: str, cpus: list[str]) -> list[dict]:
     """Snapshot load of values 8 B - 16 KB (4 MB at full scale), cluster mode off and on;
-    none against prefetch-after-key and prefetch-rehash."""
+    none against prefetch-after-key and prefetch-rehash. With cluster mode on, a standalone
+    server wrote the snapshot (``--snapshot-from standalone``, as Valkey PR #2311's script:
+    the loading server meets the keys in random slot order)."""
     if scale == "small":
         sizes = {8: 20_000, 4096: 2_000}
         sim_cap = 10**9
