@@ -43,6 +43,16 @@ static void *unifiedCreate(ksKeyspace *ks, const char *key, size_t klen, const u
         hasexpire = 1;
         need += 8;
     }
+    /* A RAW value is allocated before the object, as Redis 8 `kvobjSet` does
+     * (`kvobjCreate(..., sdsnewlen(...))`) and Valkey's `objectSetKeyAndExpire`
+     * (the value exists before the object that embeds the key): consecutive
+     * keys of one size class then lie value, object, value, object. */
+    void *v = NULL;
+    int vtype = SDS_TYPE_8;
+    if (!embed) {
+        vtype = sdsReqType(vlen);
+        v = ksArenaAlloc(ks->arena, sdsSize(vtype, vlen));
+    }
     robj *o = ksArenaAlloc(ks->arena, need);
     size_t room = ksArenaUsableSize(ks->arena, o);
     o->type = OBJ_STRING;
@@ -65,8 +75,6 @@ static void *unifiedCreate(ksKeyspace *ks, const char *key, size_t klen, const u
         o->ptr = sdsWriteAt(p, SDS_TYPE_8, val, vlen, vroom);
     } else {
         o->encoding = OBJ_ENCODING_RAW;
-        int vtype = sdsReqType(vlen);
-        void *v = ksArenaAlloc(ks->arena, sdsSize(vtype, vlen));
         o->ptr = sdsWriteAt(v, vtype, val, vlen, vlen);
         KS_STORE(v, sdsSize(vtype, vlen), KVT_TAG_VALUE, KS_SITE_OBJ_CREATE_STORE, 0);
     }

@@ -43,8 +43,8 @@
     X(OBJ_VALUE, "obj.value", 0)                 /* value bytes */                \
     X(OBJ_VALUE_PTR, "obj.value_ptr", 46)         /* robj->ptr */                  \
     X(OBJ_EXPIRE, "obj.expire", 55)                                             \
-    X(OBJ_CREATE_STORE, "obj.create", 134)        /* writing a new object */       \
-    X(OBJ_ENTRY, "obj.legacy_entry", 55)          /* legacy entry {key,val} */     \
+    X(OBJ_CREATE_STORE, "obj.create", 143)        /* writing a new object */       \
+    X(OBJ_ENTRY, "obj.legacy_entry", 82)          /* legacy entry {key,val} */     \
     X(OBJ_PREFETCH_VALUE, "obj.prefetch_value", 42)                             \
     /* --- kvstore.c (per-slot tables) --- */                                  \
     X(KVS_SLOT, "kvs.slot_table", 71)                                           \

@@ -456,13 +456,38 @@ def _kvobj_tables(rows: pd.DataFrame) -> list[Table]:
                    series=["legacy_bytes_per_key", "unified_bytes_per_key"], ref=None),
               note="seed: Redis used_memory per key, legacy -> unified (AWS c6i.2xlarge at "
                    "100k/500k keys, a laptop at 1M-10M); it includes the server's fixed "
-                   "baseline, c_ref's arena bytes do not."),
+                   "baseline, c_ref's arena bytes do not. The seed stored 3 B values, these "
+                   "cells 32 B ones. Layout arithmetic at 2^20 buckets for 1M keys (8.4 B of "
+                   "bucket cell per key): legacy = 32 (24 B dictEntry) + 32 (18 B key sds) + "
+                   "64 (robj with the 36 B value embedded; 32 with a 3 B value) + 8.4; "
+                   "unified = 48 (kvobj: 16 B header, 8 B expire field the 48 B class's slack "
+                   "holds anyway, 19 B key) + 48 (the 36 B value sds, RAW: 16 + 19 + 36 "
+                   "exceeds the 64 B embedding limit) + 5.7 (16 B NoValue nodes, for the "
+                   "keys not alone in their bucket) + 8.4; with a 3 B value the value embeds "
+                   "and one 48 B block remains. Unified bytes do not change with an expire: "
+                   "the field was already there, and c_ref models no Redis 8 expires dict "
+                   "(its cells and nodes would add about 14 B per key; c_ref/FIDELITY.md)."),
         Table("kvobj_gets", "GET misses and cycles: legacy against unified (simulated)",
               miss_t, "demand misses and cycles per GET",
               Plot(x="value", xlabel="CPU preset, keys", ylabel="predicted speedup (x)",
                    series=["speedup"]),
               note="seed: #13806 reports no change in GET throughput (memtier, pipeline "
-                   "1000); no per-GET miss counts."),
+                   "1000); no per-GET miss counts. Where the unified layout's extra misses "
+                   "come from: its kvobj and RAW value are 48 B blocks allocated one after the "
+                   "other (the value first, as Redis 8 kvobjSet), so a GET reads two lines of "
+                   "them, the object's line and the one above (the key) or below (the value), "
+                   "where the legacy GET reads one line for dictEntry and key and one for the "
+                   "robj; the unified layout's other misses are the bucket cell and, for keys "
+                   "not alone in their bucket, a NoValue node and each kvobj before the match. "
+                   "Without a prefetcher that fetches the neighbouring line, the unified GET's "
+                   "chain of dependent line fetches is longer than the legacy one; when the "
+                   "neighbour line comes with the object's line it is shorter, which is how the "
+                   "native CPU time can favour the unified layout. The presets model that with "
+                   "Intel's L2 adjacent-line and AMD's L2 up/down prefetchers "
+                   "(sim/MODEL.md); the up/down model goes up for a line without history, so "
+                   "it covers the key above the object but not a value below it, and the "
+                   "predicted speedup stays below the native one: that remains a "
+                   "disagreement, not a finding about Redis 8."),
     ]
 
 

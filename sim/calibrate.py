@@ -75,11 +75,13 @@ _ZEN_PREFETCHERS = [
     {"level": "L1D", "kind": "stream", "degree": 1, "table": 16},
     {"level": "L1D", "kind": "ip_stride", "degree": 1, "table": 64},
     {"level": "L2", "kind": "stream", "degree": 2, "table": 32},
+    {"level": "L2", "kind": "up_down", "degree": 1, "table": 16},
 ]
 _INTEL_PREFETCHERS = [
     {"level": "L1D", "kind": "next_line", "degree": 1, "table": 16},
     {"level": "L1D", "kind": "ip_stride", "degree": 1, "table": 64},
     {"level": "L2", "kind": "stream", "degree": 2, "table": 32},
+    {"level": "L2", "kind": "adjacent_line", "degree": 1, "table": 16},
 ]
 
 KNOWN_CORES: list[dict] = [

@@ -243,7 +243,41 @@ class Stream:
         return out
 
 
-PREFETCHER_CLASSES = {"next_line": NextLine, "ip_stride": IpStride, "stream": Stream}
+class AdjacentLine:
+    def __init__(self, degree, table):
+        pass
+
+    def operate(self, line, hit, key):
+        return [] if hit else [line ^ 1]
+
+
+class UpDown:
+    def __init__(self, degree, table):
+        self.degree, self.table = degree, table
+        self.e = [[0, 0, 0] for _ in range(table)]
+
+    def operate(self, line, hit, key):
+        region = line >> 6
+        e = self.e[region % self.table]
+        if e[0] != region + 1:
+            e[:] = [region + 1, line, 1]
+        else:
+            if line > e[1]:
+                e[2] = 1
+            elif line < e[1]:
+                e[2] = 2
+            e[1] = line
+        out = []
+        for i in range(1, self.degree + 1):
+            c = line + i if e[2] == 1 else line - i
+            if c >> 6 != region:
+                break
+            out.append(c)
+        return out
+
+
+PREFETCHER_CLASSES = {"next_line": NextLine, "ip_stride": IpStride, "stream": Stream,
+                      "adjacent_line": AdjacentLine, "up_down": UpDown}
 
 
 def _implementation(classes: dict, name: str, what: str):

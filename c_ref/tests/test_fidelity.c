@@ -962,6 +962,52 @@ static int test_rehash_cron_between_commands(void) {
     return 0;
 }
 
+/* --- Redis 8 kvobj: a RAW value is allocated before its object ---------------- */
+
+/* Redis 8 `kvobjSet` builds a kvobj whose value does not fit the 64-byte
+ * embedding as `kvobjCreate(..., sdsnewlen(value))`: the value sds first, then
+ * the object (Valkey's `objectSetKeyAndExpire` likewise finds the value already
+ * allocated).  16-byte keys and 32-byte values share one size class, so SETs
+ * into a fresh keyspace lay them out value, object, value, object: a GET reads
+ * its value just below its object, and half the values start in the line below
+ * the object's.  SET 32 keys, GET them: every value's sds header lies below
+ * its object header and within 64 bytes of it (c_ref allocating the object
+ * first puts every value above). */
+static int test_unified_raw_value_below_object(void) {
+    static char setup[1 << 13], gets[1 << 12];
+    const char *val = "vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv"; /* 32 B: RAW beside a 16 B key */
+    const char *tables[2] = {"table=dict", "table=hashtable"};
+    for (int t = 0; t < 2; t++) {
+        size_t sl = 0, gl = 0;
+        for (int i = 0; i < 32; i++) {
+            char k[32];
+            snprintf(k, sizeof(k), "key-%012d", i);
+            const char *set[3] = {"SET", k, val}, *get[2] = {"GET", k};
+            sl = resp(setup, sl, 3, set);
+            gl = resp(gets, gl, 2, get);
+        }
+        kvtRecord *r;
+        uint32_t n;
+        TEST_ASSERT(traceQuery(tables[t], "", setup, sl, gets, gl, &r, &n) == 0);
+        uint32_t pairs = 0, below = 0;
+        uint64_t obj = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            if (r[i].kind != KVT_LOAD) continue;
+            if (r[i].tag == KVT_TAG_OBJECT && r[i].site == KS_SITE_OBJ_VALUE_PTR) obj = r[i].addr;
+            if (r[i].tag == KVT_TAG_VALUE && r[i].site == KS_SITE_OBJ_VALUE && obj) {
+                pairs++;
+                below += r[i].addr < obj && obj - r[i].addr <= 64;
+                obj = 0;
+            }
+        }
+        printf("    %-16s 32 GETs of RAW values: %u of %u values just below their object\n",
+               tables[t], below, pairs);
+        free(r);
+        TEST_ASSERT_MSG(pairs == 32 && below == 32, "%s: %u of %u", tables[t], below, pairs);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     TEST_INIT(argc, argv);
     RUN(test_dict_batch_prefetches_raw_values);
@@ -982,5 +1028,6 @@ int main(int argc, char **argv) {
     RUN(test_mset_touches_replaced_objects);
     RUN(test_load_reads_through_stdio_buffer);
     RUN(test_rehash_cron_between_commands);
+    RUN(test_unified_raw_value_below_object);
     return TEST_DONE();
 }

@@ -96,9 +96,9 @@ typedef struct kvsimLevelConfig {
 typedef struct kvsimPrefetcherConfig {
     uint32_t level;  /* level index the prefetcher watches and fills */
     uint32_t degree; /* lines issued per trigger */
-    uint32_t table;  /* table entries (ip_stride, stream) */
+    uint32_t table;  /* table entries (ip_stride, stream, up_down) */
     uint32_t pad;
-    char kind[KVSIM_NAME_LEN]; /* "next_line", "ip_stride", "stream" */
+    char kind[KVSIM_NAME_LEN]; /* a prefetch_factory.c name: "next_line", ... */
 } kvsimPrefetcherConfig;
 
 typedef struct kvsimConfig {

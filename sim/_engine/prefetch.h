@@ -35,11 +35,14 @@ typedef struct kvsimPrefetcherOps {
     int blind;
 } kvsimPrefetcherOps;
 
-/* The factory: "next_line", "ip_stride", "stream"; NULL if unknown. */
+/* The factory: "next_line", "ip_stride", "stream", "adjacent_line", "up_down";
+ * NULL if unknown. */
 const kvsimPrefetcherOps *kvsimPrefetcherByName(const char *name);
 
 extern const kvsimPrefetcherOps kvsimPrefetchNextLine;
 extern const kvsimPrefetcherOps kvsimPrefetchIpStride;
 extern const kvsimPrefetcherOps kvsimPrefetchStream;
+extern const kvsimPrefetcherOps kvsimPrefetchAdjacentLine;
+extern const kvsimPrefetcherOps kvsimPrefetchUpDown;
 
 #endif /* KVSIM_PREFETCH_H */

@@ -8,6 +8,7 @@
 
 static const kvsimPrefetcherOps *const PREFETCHERS[] = {
     &kvsimPrefetchNextLine, &kvsimPrefetchIpStride, &kvsimPrefetchStream,
+    &kvsimPrefetchAdjacentLine, &kvsimPrefetchUpDown,
 };
 #define NPREFETCHERS (sizeof PREFETCHERS / sizeof PREFETCHERS[0])
 
