@@ -1166,7 +1166,7 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
         L->mqmask = ring - 1;
         L->mline = xcalloc(c->mshrs, sizeof(uint64_t));
         L->mready = xcalloc(c->mshrs, sizeof(uint64_t));
-        L->mhash = xcalloc(c->mshrs, 1);
+        L->mhash = xcalloc((c->mshrs + 15) & ~15u, 1); /* whole SSE groups (timing.h) */
         L->mq = xcalloc(ring, sizeof(uint32_t));
         if (!L->blk || !L->pc.set || !L->mline || !L->mready || !L->mhash || !L->mq)
             FAIL("out of memory for cache[%u]", k);
