@@ -328,14 +328,34 @@ static inline int64_t findWay(const Level *L, uint64_t set, uint64_t line) {
     return h;
 }
 
-/* First level at or below `from` holding `line` (s->n = memory).  No side effects.
- * Without timing a prefetch only asks whether `from` holds it (the level below
- * decides nothing but miss buffers): then a miss there answers s->n at once. */
-static uint32_t probe(const kvsimSim *s, uint32_t from, uint64_t line) {
-    const uint32_t last = s->cfg.timing ? s->n : from + 1;
-    for (uint32_t k = from; k < last; k++)
-        if (findWay(&s->lv[k], line & s->lv[k].set_mask, line) >= 0) return k;
-    return s->n;
+/* 1 if some level of [from, to] holds `line`.  No side effects. */
+static inline int heldIn(const kvsimSim *s, uint32_t from, uint32_t to, uint64_t line) {
+    for (uint32_t k = from; k <= to; k++)
+        if (findWay(&s->lv[k], line & s->lv[k].set_mask, line) >= 0) return 1;
+    return 0;
+}
+
+/* 1 if level k holds `line`.  Out of line: the prefetchers' loop
+ * (runPrefetchers, where issueHwPrefetch is inlined) keeps its registers. */
+static __attribute__((noinline)) int heldAt(const kvsimSim *s, uint32_t k, uint64_t line) {
+    return findWay(&s->lv[k], line & s->lv[k].set_mask, line) >= 0;
+}
+
+/*
+ * Whether a prefetch of `line` into level f at tick x is dropped: some level
+ * between f and the one that serves it (exclusive) has no free miss buffer
+ * at x (timing only; sim/MODEL.md).  With b the first level at or below f
+ * whose buffers are all busy (timing.h firstBusy), that is: b exists and no
+ * level of [f, b] holds the line (the serving level is below b).  So the
+ * levels are searched only when a busy one is found, and only down to it;
+ * `f_missed`: the caller knows f does not hold the line.  Out of line: the
+ * record loop keeps its registers.
+ */
+static __attribute__((noinline)) int prefetchDropped(const kvsimSim *s, uint32_t f,
+                                                     uint64_t line, uint64_t x, int f_missed) {
+    const uint32_t b = firstBusy(s, f, x);
+    if (b == s->n) return 0;
+    return !heldIn(s, f + (uint32_t)f_missed, b, line);
 }
 
 static void invalidateWay(Level *L, uint64_t set, uint32_t way) {
@@ -587,13 +607,12 @@ static uint64_t timeAccess(kvsimSim *s, uint64_t line, uint32_t f, uint32_t sv, 
 /* --- Prefetch issue ------------------------------------------------------------ */
 
 static void issueHwPrefetch(kvsimSim *s, uint32_t k, uint64_t line, uint8_t stag, uint64_t x) {
-    uint32_t sp = probe(s, k, line);
     kvsimLevelStats *ls = &s->st->level[k];
-    if (sp == k) {
+    if (heldAt(s, k, line)) {
         ls->pf_redundant[1]++;
         return;
     }
-    if (s->cfg.timing && !poolsFree(s, k, sp, x)) {
+    if (s->cfg.timing && prefetchDropped(s, k, line, x, 1)) {
         ls->pf_dropped[1]++;
         return;
     }
@@ -765,17 +784,15 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
             }
         }
         if (ok) {
-            uint32_t f = s->cfg.swpf_level;
-            uint32_t sp = probe(s, f, line);
-            if (sp == f) {
-                cacheAccess(s, f, line, OP_READ, r->tag, KVSIM_K_SWPF, 1, NULL);
-                served = f;
-            } else if (timing && !poolsFree(s, f, sp, xp)) {
+            /* a prefetch of a line that f holds is never dropped, and takes no
+             * time of its own (the access counts it redundant) */
+            const uint32_t f = s->cfg.swpf_level;
+            if (timing && prefetchDropped(s, f, line, xp, 0)) {
                 st->level[f].pf_dropped[0]++;
             } else {
-                uint32_t sv = cacheAccess(s, f, line, OP_READ, r->tag, KVSIM_K_SWPF, 1, NULL);
+                const uint32_t sv = cacheAccess(s, f, line, OP_READ, r->tag, KVSIM_K_SWPF, 1, NULL);
                 served = sv;
-                if (timing) {
+                if (timing && sv != f) {
                     int waited;
                     done = timeAccess(s, line, f, sv, xp, &waited);
                 }

@@ -76,13 +76,14 @@ static inline void poolPut(Level *L, uint32_t e, uint64_t ready) {
         poolInsert(mq, mr, mask, h, j, q, e, ready);
 }
 
-/* 1 if every tracked level in [from, to) has a free miss buffer at tick x. */
-static inline int poolsFree(const kvsimSim *s, uint32_t from, uint32_t to, uint64_t x) {
-    for (uint32_t j = from; j < to; j++) {
+/* The first tracked level at or below `from` with no free miss buffer at tick
+ * x, or s->n if every one has a free buffer. */
+static inline uint32_t firstBusy(const kvsimSim *s, uint32_t from, uint64_t x) {
+    for (uint32_t j = from; j < s->n; j++) {
         const Level *L = &s->lv[j];
-        if (L->mshrs && L->mready[poolEarliest(L)] > x) return 0;
+        if (L->mshrs && L->mready[poolEarliest(L)] > x) return j;
     }
-    return 1;
+    return s->n;
 }
 
 /* The latest fill-ready tick after x of the buffers of L holding `line`, or 0:
