@@ -144,6 +144,7 @@
 
 #include "engine_impl.h"
 #include "fpmatch.h"
+#include "prefetch_stream.h"
 #include "timing.h"
 
 #ifndef PREFETCH_DISTANCE
@@ -587,6 +588,8 @@ static void runPrefetchers(kvsimSim *s, uint64_t line, uint32_t sv, const kvtRec
             nc = *s->tpn++;
             cs = s->tpc;
             s->tpc += nc;
+        } else if (P->ops == &kvsimPrefetchStream) { /* inline: prefetch_stream.h */
+            nc = kvsimStreamOperate(P->state, &P->cfg, line, sv == k, key, cand);
         } else {
             nc = P->operate(P->state, &P->cfg, line, sv == k, key, cand);
         }
