@@ -500,9 +500,9 @@ ACCESS_COPY(accessStampIncl, LAY_STAMP, KVSIM_INCLUSIVE)
 ACCESS_COPY(accessStampExcl, LAY_STAMP, KVSIM_EXCLUSIVE)
 
 /* The L2 of a three-level hierarchy, with its last level compiled in (nx):
- * the pairs of shapes of the presets (an inclusive L2 above an exclusive or a
- * 17-to-32-way last level, a non-inclusive one above the latter), and of the
- * common configuration.  The level indices are constants too.  kvsimCreate
+ * the pairs of shapes of the presets (an inclusive L2 above an exclusive last
+ * level of either layout or a non-inclusive one of 17 to 32 ways, a
+ * non-inclusive L2 above the latter), and of the common configuration.  The level indices are constants too.  kvsimCreate
  * picks one when the shapes match (accessPair), else the levels keep their
  * own copies. */
 #define ACCESS_PAIR(name, sh2, sh3)                                                          \
@@ -514,6 +514,7 @@ ACCESS_COPY(accessStampExcl, LAY_STAMP, KVSIM_EXCLUSIVE)
     }
 ACCESS_PAIR(accessRankInclRankExcl, SHAPE_RANK_INCL, SHAPE_RANK_EXCL)
 ACCESS_PAIR(accessRankInclStampNonIncl, SHAPE_RANK_INCL, SHAPE_STAMP_NONINCL)
+ACCESS_PAIR(accessRankInclStampExcl, SHAPE_RANK_INCL, SHAPE_STAMP_EXCL)
 ACCESS_PAIR(accessRankNonInclStampNonIncl, SHAPE_RANK_NONINCL, SHAPE_STAMP_NONINCL)
 ACCESS_PAIR(accessRankNonInclRankNonIncl, SHAPE_RANK_NONINCL, SHAPE_RANK_NONINCL)
 
@@ -523,6 +524,7 @@ static uint32_t (*accessPair(int sh2, int sh3))(kvsimSim *, uint32_t, uint64_t, 
                                                  int, uint32_t, int *) {
     if (sh2 == SHAPE_RANK_INCL && sh3 == SHAPE_RANK_EXCL) return accessRankInclRankExcl;
     if (sh2 == SHAPE_RANK_INCL && sh3 == SHAPE_STAMP_NONINCL) return accessRankInclStampNonIncl;
+    if (sh2 == SHAPE_RANK_INCL && sh3 == SHAPE_STAMP_EXCL) return accessRankInclStampExcl;
     if (sh2 == SHAPE_RANK_NONINCL && sh3 == SHAPE_STAMP_NONINCL)
         return accessRankNonInclStampNonIncl;
     if (sh2 == SHAPE_RANK_NONINCL && sh3 == SHAPE_RANK_NONINCL)

@@ -278,8 +278,9 @@ def test_stamp_lru_level_equals_reference(ways, incl, timing):
 
 @pytest.mark.parametrize("timing", [False, True])
 @pytest.mark.parametrize("l2_incl,l3_ways,l3_incl", [
-    ("inclusive", 16, "exclusive"), ("inclusive", 18, "non-inclusive"),
-    ("non-inclusive", 26, "non-inclusive"), ("non-inclusive", 16, "non-inclusive"),
+    ("inclusive", 16, "exclusive"), ("inclusive", 18, "exclusive"),
+    ("inclusive", 18, "non-inclusive"), ("non-inclusive", 26, "non-inclusive"),
+    ("non-inclusive", 16, "non-inclusive"),
     ("inclusive", 16, "inclusive"), ("non-inclusive", 18, "exclusive")])
 def test_three_levels_with_last_compiled_in(l2_incl, l3_ways, l3_incl, timing):
     """Three LRU levels on the record-by-record path (an L1 next-line and an L2 stream
