@@ -70,7 +70,9 @@
  *   shape     what the record-by-record path's level access is compiled for
  *             (Level.shape): LRU with recency ranks (<= 16 ways) or with stamps
  *             (17 to 32 ways) and one inclusion mode, or any level; cacheAccess
- *             calls its copy (Level.access).
+ *             calls its copy (Level.access).  The L2 of three levels of the
+ *             presets' shapes has a copy with the last level's access compiled
+ *             in (ACCESS_PAIR).
  *
  * Design (the full model, with every ordering rule, is in sim/MODEL.md):
  *
@@ -110,10 +112,12 @@
  * the worker threads; tlb.c the TLBs and the TLB thread that translates a block
  * of records ahead of the record-by-record path (cfg.threads > 1), and trains
  * the L1 prefetcher whose training ignores the caches; timing.h the
- * timing model's inline pieces;
- * engine_impl.h the types and the set-block layout they share; fpmatch.h the
- * 16-way fingerprint compare of the TLB's large sets and the stream
- * prefetcher's table.  Beside the engine, in the same library: decode.c (the
+ * timing model's inline pieces; access_body.h the body of one level's access
+ * on the record-by-record path (included twice: a last level's copy and any
+ * level's); engine_impl.h the types and the set-block layout they share;
+ * fpmatch.h the 16-way fingerprint compare of the TLB's sets and the stream
+ * prefetcher's table; prefetch_stream.h that prefetcher's training, inline.
+ * Beside the engine, in the same library: decode.c (the
  * trace intake: CRC32, decompression and record checks off the GIL) and
  * reuse.c (reuse distances for the traces package).
  *
@@ -502,9 +506,9 @@ ACCESS_COPY(accessStampExcl, LAY_STAMP, KVSIM_EXCLUSIVE)
 /* The L2 of a three-level hierarchy, with its last level compiled in (nx):
  * the pairs of shapes of the presets (an inclusive L2 above an exclusive last
  * level of either layout or a non-inclusive one of 17 to 32 ways, a
- * non-inclusive L2 above the latter), and of the common configuration.  The level indices are constants too.  kvsimCreate
- * picks one when the shapes match (accessPair), else the levels keep their
- * own copies. */
+ * non-inclusive L2 above the latter), and of the common configuration.  The
+ * level indices are constants too.  kvsimCreate picks one when the shapes
+ * match (accessPair), else the levels keep their own copies. */
 #define ACCESS_PAIR(name, sh2, sh3)                                                          \
     static __attribute__((noinline)) uint32_t name(kvsimSim *s, uint32_t k, uint64_t line,  \
                                                    int op, uint8_t stag, int kind,           \
