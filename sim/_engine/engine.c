@@ -70,7 +70,9 @@
  *   shape     what the record-by-record path's level access is compiled for
  *             (Level.shape): LRU with recency ranks (<= 16 ways) or with stamps
  *             (17 to 32 ways) and one inclusion mode, or any level; cacheAccess
- *             calls its copy (Level.access).
+ *             calls its copy (Level.access).  The L2 of three levels of the
+ *             presets' shapes has a copy with the last level's access compiled
+ *             in (ACCESS_PAIR).
  *
  * Design (the full model, with every ordering rule, is in sim/MODEL.md):
  *
@@ -110,10 +112,12 @@
  * the worker threads; tlb.c the TLBs and the TLB thread that translates a block
  * of records ahead of the record-by-record path (cfg.threads > 1), and trains
  * the L1 prefetcher whose training ignores the caches; timing.h the
- * timing model's inline pieces;
- * engine_impl.h the types and the set-block layout they share; fpmatch.h the
- * 16-way fingerprint compare of the TLB's large sets and the stream
- * prefetcher's table.  Beside the engine, in the same library: decode.c (the
+ * timing model's inline pieces; access_body.h the body of one level's access
+ * on the record-by-record path (included twice: a last level's copy and any
+ * level's); engine_impl.h the types and the set-block layout they share;
+ * fpmatch.h the 16-way fingerprint compare of the TLB's sets and the stream
+ * prefetcher's table; prefetch_stream.h that prefetcher's training, inline.
+ * Beside the engine, in the same library: decode.c (the
  * trace intake: CRC32, decompression and record checks off the GIL) and
  * reuse.c (reuse distances for the traces package).
  *
@@ -144,6 +148,7 @@
 
 #include "engine_impl.h"
 #include "fpmatch.h"
+#include "prefetch_stream.h"
 #include "timing.h"
 
 #ifndef PREFETCH_DISTANCE
@@ -328,14 +333,34 @@ static inline int64_t findWay(const Level *L, uint64_t set, uint64_t line) {
     return h;
 }
 
-/* First level at or below `from` holding `line` (s->n = memory).  No side effects.
- * Without timing a prefetch only asks whether `from` holds it (the level below
- * decides nothing but miss buffers): then a miss there answers s->n at once. */
-static uint32_t probe(const kvsimSim *s, uint32_t from, uint64_t line) {
-    const uint32_t last = s->cfg.timing ? s->n : from + 1;
-    for (uint32_t k = from; k < last; k++)
-        if (findWay(&s->lv[k], line & s->lv[k].set_mask, line) >= 0) return k;
-    return s->n;
+/* 1 if some level of [from, to] holds `line`.  No side effects. */
+static inline int heldIn(const kvsimSim *s, uint32_t from, uint32_t to, uint64_t line) {
+    for (uint32_t k = from; k <= to; k++)
+        if (findWay(&s->lv[k], line & s->lv[k].set_mask, line) >= 0) return 1;
+    return 0;
+}
+
+/* 1 if level k holds `line`.  Out of line: the prefetchers' loop
+ * (runPrefetchers, where issueHwPrefetch is inlined) keeps its registers. */
+static __attribute__((noinline)) int heldAt(const kvsimSim *s, uint32_t k, uint64_t line) {
+    return findWay(&s->lv[k], line & s->lv[k].set_mask, line) >= 0;
+}
+
+/*
+ * Whether a prefetch of `line` into level f at tick x is dropped: some level
+ * between f and the one that serves it (exclusive) has no free miss buffer
+ * at x (timing only; sim/MODEL.md).  With b the first level at or below f
+ * whose buffers are all busy (timing.h firstBusy), that is: b exists and no
+ * level of [f, b] holds the line (the serving level is below b).  So the
+ * levels are searched only when a busy one is found, and only down to it;
+ * `f_missed`: the caller knows f does not hold the line.  Out of line: the
+ * record loop keeps its registers.
+ */
+static __attribute__((noinline)) int prefetchDropped(const kvsimSim *s, uint32_t f,
+                                                     uint64_t line, uint64_t x, int f_missed) {
+    const uint32_t b = firstBusy(s, f, x);
+    if (b == s->n) return 0;
+    return !heldIn(s, f + (uint32_t)f_missed, b, line);
 }
 
 static void invalidateWay(Level *L, uint64_t set, uint32_t way) {
@@ -435,119 +460,31 @@ static inline __attribute__((always_inline)) Victim evictT(kvsimSim *s, uint32_t
 static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag,
                             int kind, uint32_t pfk, int *dirty_up);
 
-/* An access one level below k: memory is counted inline (no call). */
-static inline uint32_t accessBelow(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag,
-                                   int kind, int *dirty_up) {
-    if (k + 1 == s->n) {
-        if (op == OP_READ)
-            s->st->dram_reads++;
-        else
-            s->st->dram_writes++;
-        return s->n;
-    }
-    return cacheAccess(s, k + 1, line, op, stag, kind, 0, dirty_up);
-}
-
-/* Send a removed victim of level k below it. */
-static inline void sendVictim(kvsimSim *s, uint32_t k, const Victim *v) {
-    if (!v->valid) return;
-    if (v->dirty) {
-        s->st->level[k].writebacks++;
-        accessBelow(s, k, v->line, OP_WFULL, v->stag, KVSIM_K_WRITEBACK, NULL);
-    } else if (k + 1 < s->n && s->lv[k + 1].inclusion == KVSIM_EXCLUSIVE) {
-        cacheAccess(s, k + 1, v->line, OP_VICTIM, v->stag, KVSIM_K_VICTIM, 0, NULL);
-    }
-}
-
 /*
- * One access of one line at level k < s->n.  Returns the level that served it
- * (k on a hit; for writes that allocate without a fetch, k).  pfk != 0 marks a
- * prefetch's first level: the line is installed as an unused prefetch of that
- * kind (1 software, 2 hardware).  For a READ that hits an exclusive level the
- * line moves up: *dirty_up receives its dirty bit.  `lay` and `incl`: the
- * level's shape, constants in each copy (above).
+ * What lies below a copy's level (`nx`, a constant in each copy): NX_ANY, the
+ * level below is reached through its own copy (cacheAccess: one indirect
+ * call), or memory if the level is the last; NX_DRAM, the level is the last;
+ * or a shape (SHAPE_*): the level below is the last and of that shape, and
+ * its access is compiled into this copy (no call).  The pairs of shapes so
+ * compiled are those of the presets (ACCESS_PAIR, below).
  */
-static inline __attribute__((always_inline)) uint32_t
-cacheAccessBody(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, int kind,
-                uint32_t pfk, int *dirty_up, const int lay, const int incl) {
-    kvsimStats *st = s->st;
-    Level *L = &s->lv[k];
-    kvsimLevelStats *ls = &st->level[k];
-    uint64_t set = line & L->set_mask;
-    uint8_t *const b = SET_BASE(L, set);
-    size_t idx = (size_t)stag * KVSIM_NKINDS + (size_t)kind;
-    ls->access[idx]++;
-    L->tot_acc++;
-    int64_t w, inv = -1;
-    if (line + 1 == L->memo_key)
-        w = L->memo_way;
-    else
-        scanSet(L, set, line, &w, &inv, lay);
-    if (w >= 0) {
-        uint8_t *mp = B_META(L, b, lay) + w;
-        L->memo_key = line + 1;
-        L->memo_set = set;
-        L->memo_way = (uint32_t)w;
-        touchWay(L, b, set, (uint32_t)w, 0, lay);
-        uint8_t m = *mp;
-        if ((kind == KVSIM_K_LOAD || kind == KVSIM_K_STORE) && (m & META_PF_MASK)) {
-            s->pfh_kind = (m & META_PF_MASK) >> META_PF_SHIFT;
-            s->pfh_level = k;
-            m &= (uint8_t)~META_PF_MASK;
-        }
-        if (pfk) ls->pf_redundant[pfk - 1]++;
-        if (op != OP_READ && op != OP_VICTIM) m |= META_DIRTY;
-        *mp = m;
-        if (INCL(L, incl) == KVSIM_EXCLUSIVE && op == OP_READ) {
-            if (dirty_up) *dirty_up = (m & META_DIRTY) != 0;
-            invalidateWayT(L, b, set, (uint32_t)w, lay);
-        }
-        return k;
-    }
-    ls->miss[idx]++;
-    L->tot_miss++;
-    if (INCL(L, incl) == KVSIM_EXCLUSIVE && op == OP_READ) {
-        ls->fetches++;
-        return accessBelow(s, k, line, OP_READ, stag, kind, NULL);
-    }
-    /* choose a way: the lowest invalid one, else the policy's victim (evicted) */
-    Victim v;
-    uint32_t way;
-    v.valid = 0;
-    if (inv >= 0) {
-        way = (uint32_t)inv;
-    } else {
-        way = lay == LAY_RANK    ? kvsimLruRankVictim(b + RK_RANK, L->ways)
-              : lay == LAY_STAMP ? kvsimLruStampVictim(B_STAMPS(L, b), L->ways)
-              : L->is_lru ? kvsimLruVictim(&L->pc, (uint32_t)set)
-                          : L->pol->victim(&L->pc, (uint32_t)set);
-        v = evictT(s, k, set, b, way, lay, incl);
-    }
-    uint64_t *tp = B_TAGS(L, b, lay) + way;
-    uint8_t *mp = B_META(L, b, lay) + way;
-    *tp = line + 1;
-    b[way] = fingerprint(line); /* SET_FP */
-    *mp = (uint8_t)(((op == OP_WRITE || op == OP_WFULL) ? META_DIRTY : 0) |
-                    (pfk << META_PF_SHIFT));
-    B_STAG(L, b, lay)[way] = stag;
-    L->memo_key = line + 1;
-    L->memo_set = set;
-    L->memo_way = way;
-    touchWay(L, b, set, way, 1, lay);
-    if (pfk) ls->pf_issued[pfk - 1]++;
-    uint32_t served = k;
-    if (op == OP_READ || op == OP_WRITE) {
-        int du = 0;
-        ls->fetches++;
-        served = accessBelow(s, k, line, OP_READ, stag, kind, &du);
-        if (du) {
-            /* the installed way may have been back-invalidated meanwhile */
-            if (*tp == line + 1) *mp |= META_DIRTY;
-        }
-    }
-    sendVictim(s, k, &v);
-    return served;
-}
+#define NX_ANY (-1)
+#define NX_DRAM (-2)
+/* a shape's layout and inclusion (the constants of its copy) */
+#define LAY_OF(sh) \
+    ((sh) >= SHAPE_STAMP_NONINCL ? LAY_STAMP : (sh) >= SHAPE_RANK_NONINCL ? LAY_RANK : LAY_ANY)
+#define INCL_OF(sh)                                                                       \
+    ((sh) == SHAPE_RANK_INCL || (sh) == SHAPE_STAMP_INCL   ? KVSIM_INCLUSIVE              \
+     : (sh) == SHAPE_RANK_EXCL || (sh) == SHAPE_STAMP_EXCL ? KVSIM_EXCLUSIVE              \
+     : (sh) == SHAPE_ANY                                   ? -1                           \
+                                                           : KVSIM_NON_INCLUSIVE)
+
+#define ACC_LAST 1
+#include "access_body.h" /* lastAccessBody: the copy of a last level */
+#undef ACC_LAST
+#define ACC_LAST 0
+#include "access_body.h" /* cacheAccessBody: any level */
+#undef ACC_LAST
 
 /* The copies by shape (Level.shape), out of line: the levels below L1 and the
  * prefetches; doMemory inlines the body for the L1 access of every piece. */
@@ -555,7 +492,8 @@ cacheAccessBody(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, in
     static __attribute__((noinline)) uint32_t name(kvsimSim *s, uint32_t k, uint64_t line,  \
                                                    int op, uint8_t stag, int kind,           \
                                                    uint32_t pfk, int *dirty_up) {            \
-        return cacheAccessBody(s, k, line, op, stag, kind, pfk, dirty_up, lay, incl);        \
+        return cacheAccessBody(s, k, line, op, stag, kind, pfk, dirty_up, lay, incl, -1,     \
+                               NX_ANY);                                                      \
     }
 ACCESS_COPY(accessAny, LAY_ANY, -1)
 ACCESS_COPY(accessRankNonIncl, LAY_RANK, KVSIM_NON_INCLUSIVE)
@@ -564,6 +502,39 @@ ACCESS_COPY(accessRankExcl, LAY_RANK, KVSIM_EXCLUSIVE)
 ACCESS_COPY(accessStampNonIncl, LAY_STAMP, KVSIM_NON_INCLUSIVE)
 ACCESS_COPY(accessStampIncl, LAY_STAMP, KVSIM_INCLUSIVE)
 ACCESS_COPY(accessStampExcl, LAY_STAMP, KVSIM_EXCLUSIVE)
+
+/* The L2 of a three-level hierarchy, with its last level compiled in (nx):
+ * the pairs of shapes of the presets (an inclusive L2 above an exclusive last
+ * level of either layout or a non-inclusive one of 17 to 32 ways, a
+ * non-inclusive L2 above the latter), and of the common configuration.  The
+ * level indices are constants too.  kvsimCreate picks one when the shapes
+ * match (accessPair), else the levels keep their own copies. */
+#define ACCESS_PAIR(name, sh2, sh3)                                                          \
+    static __attribute__((noinline)) uint32_t name(kvsimSim *s, uint32_t k, uint64_t line,  \
+                                                   int op, uint8_t stag, int kind,           \
+                                                   uint32_t pfk, int *dirty_up) {            \
+        return cacheAccessBody(s, k, line, op, stag, kind, pfk, dirty_up, LAY_OF(sh2),       \
+                               INCL_OF(sh2), 1, sh3);                                        \
+    }
+ACCESS_PAIR(accessRankInclRankExcl, SHAPE_RANK_INCL, SHAPE_RANK_EXCL)
+ACCESS_PAIR(accessRankInclStampNonIncl, SHAPE_RANK_INCL, SHAPE_STAMP_NONINCL)
+ACCESS_PAIR(accessRankInclStampExcl, SHAPE_RANK_INCL, SHAPE_STAMP_EXCL)
+ACCESS_PAIR(accessRankNonInclStampNonIncl, SHAPE_RANK_NONINCL, SHAPE_STAMP_NONINCL)
+ACCESS_PAIR(accessRankNonInclRankNonIncl, SHAPE_RANK_NONINCL, SHAPE_RANK_NONINCL)
+
+/* The copy of level 1 with level 2, the last, compiled in, for these shapes
+ * (ACCESS_PAIR), or NULL. */
+static uint32_t (*accessPair(int sh2, int sh3))(kvsimSim *, uint32_t, uint64_t, int, uint8_t,
+                                                 int, uint32_t, int *) {
+    if (sh2 == SHAPE_RANK_INCL && sh3 == SHAPE_RANK_EXCL) return accessRankInclRankExcl;
+    if (sh2 == SHAPE_RANK_INCL && sh3 == SHAPE_STAMP_NONINCL) return accessRankInclStampNonIncl;
+    if (sh2 == SHAPE_RANK_INCL && sh3 == SHAPE_STAMP_EXCL) return accessRankInclStampExcl;
+    if (sh2 == SHAPE_RANK_NONINCL && sh3 == SHAPE_STAMP_NONINCL)
+        return accessRankNonInclStampNonIncl;
+    if (sh2 == SHAPE_RANK_NONINCL && sh3 == SHAPE_RANK_NONINCL)
+        return accessRankNonInclRankNonIncl;
+    return NULL;
+}
 
 /* One access of one line at level k (k == s->n is memory: counted). */
 static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag,
@@ -587,13 +558,12 @@ static uint64_t timeAccess(kvsimSim *s, uint64_t line, uint32_t f, uint32_t sv, 
 /* --- Prefetch issue ------------------------------------------------------------ */
 
 static void issueHwPrefetch(kvsimSim *s, uint32_t k, uint64_t line, uint8_t stag, uint64_t x) {
-    uint32_t sp = probe(s, k, line);
     kvsimLevelStats *ls = &s->st->level[k];
-    if (sp == k) {
+    if (heldAt(s, k, line)) {
         ls->pf_redundant[1]++;
         return;
     }
-    if (s->cfg.timing && !poolsFree(s, k, sp, x)) {
+    if (s->cfg.timing && prefetchDropped(s, k, line, x, 1)) {
         ls->pf_dropped[1]++;
         return;
     }
@@ -624,6 +594,8 @@ static void runPrefetchers(kvsimSim *s, uint64_t line, uint32_t sv, const kvtRec
             nc = *s->tpn++;
             cs = s->tpc;
             s->tpc += nc;
+        } else if (P->ops == &kvsimPrefetchStream) { /* inline: prefetch_stream.h */
+            nc = kvsimStreamOperate(P->state, &P->cfg, line, sv == k, key, cand);
         } else {
             nc = P->operate(P->state, &P->cfg, line, sv == k, key, cand);
         }
@@ -765,17 +737,15 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
             }
         }
         if (ok) {
-            uint32_t f = s->cfg.swpf_level;
-            uint32_t sp = probe(s, f, line);
-            if (sp == f) {
-                cacheAccess(s, f, line, OP_READ, r->tag, KVSIM_K_SWPF, 1, NULL);
-                served = f;
-            } else if (timing && !poolsFree(s, f, sp, xp)) {
+            /* a prefetch of a line that f holds is never dropped, and takes no
+             * time of its own (the access counts it redundant) */
+            const uint32_t f = s->cfg.swpf_level;
+            if (timing && prefetchDropped(s, f, line, xp, 0)) {
                 st->level[f].pf_dropped[0]++;
             } else {
-                uint32_t sv = cacheAccess(s, f, line, OP_READ, r->tag, KVSIM_K_SWPF, 1, NULL);
+                const uint32_t sv = cacheAccess(s, f, line, OP_READ, r->tag, KVSIM_K_SWPF, 1, NULL);
                 served = sv;
-                if (timing) {
+                if (timing && sv != f) {
                     int waited;
                     done = timeAccess(s, line, f, sv, xp, &waited);
                 }
@@ -804,7 +774,8 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
             const int dk = is_store ? KVSIM_K_STORE : KVSIM_K_LOAD;
             const uint32_t sv =
                 s->lv[0].shape == SHAPE_RANK_NONINCL
-                    ? cacheAccessBody(s, 0, line, op, r->tag, dk, 0, NULL, 1, KVSIM_NON_INCLUSIVE)
+                    ? cacheAccessBody(s, 0, line, op, r->tag, dk, 0, NULL, LAY_RANK,
+                                      KVSIM_NON_INCLUSIVE, 0, NX_ANY)
                     : cacheAccess(s, 0, line, op, r->tag, dk, 0, NULL);
             if (sv > svmax) svmax = sv;
             if (timing && !is_store) {
@@ -1166,7 +1137,7 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
         L->mqmask = ring - 1;
         L->mline = xcalloc(c->mshrs, sizeof(uint64_t));
         L->mready = xcalloc(c->mshrs, sizeof(uint64_t));
-        L->mhash = xcalloc(c->mshrs, 1);
+        L->mhash = xcalloc((c->mshrs + 15) & ~15u, 1); /* whole SSE groups (timing.h) */
         L->mq = xcalloc(ring, sizeof(uint32_t));
         if (!L->blk || !L->pc.set || !L->mline || !L->mready || !L->mhash || !L->mq)
             FAIL("out of memory for cache[%u]", k);
@@ -1174,6 +1145,11 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
         for (uint32_t i = 0; i < c->mshrs; i++) L->mhash[i] = (uint8_t)mhash(0);
         if (L->pol->on_init)
             for (uint64_t set = 0; set < c->sets; set++) L->pol->on_init(&L->pc, (uint32_t)set);
+    }
+    if (s->n == 3) { /* the L2 with the last level compiled in, if there is a copy */
+        uint32_t (*pair)(kvsimSim *, uint32_t, uint64_t, int, uint8_t, int, uint32_t, int *) =
+            accessPair(s->lv[1].shape, s->lv[2].shape);
+        if (pair) s->lv[1].access = pair;
     }
     for (uint32_t k = 0; k < s->n; k++) s->lat[k] = (uint64_t)s->lv[k].latency * s->W;
     s->lat[s->n] = (uint64_t)cfg->dram_latency * s->W;

@@ -78,7 +78,8 @@ typedef struct Level {
     uint32_t memo_way;           /* and way */
     int is_lru; /* devirtualised LRU updates (policy_lru.h) */
     int shape;  /* SHAPE_*: which copy of the record-by-record access path (engine.c) */
-    /* that copy (engine.c cacheAccess calls it: one indirect call, no dispatch) */
+    /* that copy (engine.c cacheAccess calls it: one indirect call, no dispatch);
+     * for the L2 of three levels, possibly one with the last level compiled in */
     uint32_t (*access)(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, int kind,
                        uint32_t pfk, int *dirty_up);
 } Level;

@@ -1,6 +1,6 @@
 /* fpmatch.h: which of 16 one-byte fingerprints equal a key's.
  *
- * The TLB's large sets (engine.c) and the stream prefetcher's table
+ * The TLB's sets (tlb.c) and the stream prefetcher's table
  * (prefetch_stream.c) keep an 8-bit fingerprint per entry beside the full
  * tags, padded to a multiple of 16 bytes, so that a lookup compares 16 entries
  * in one SSE instruction and reads a full tag only where the fingerprint

@@ -76,13 +76,14 @@ static inline void poolPut(Level *L, uint32_t e, uint64_t ready) {
         poolInsert(mq, mr, mask, h, j, q, e, ready);
 }
 
-/* 1 if every tracked level in [from, to) has a free miss buffer at tick x. */
-static inline int poolsFree(const kvsimSim *s, uint32_t from, uint32_t to, uint64_t x) {
-    for (uint32_t j = from; j < to; j++) {
+/* The first tracked level at or below `from` with no free miss buffer at tick
+ * x, or s->n if every one has a free buffer. */
+static inline uint32_t firstBusy(const kvsimSim *s, uint32_t from, uint64_t x) {
+    for (uint32_t j = from; j < s->n; j++) {
         const Level *L = &s->lv[j];
-        if (L->mshrs && L->mready[poolEarliest(L)] > x) return 0;
+        if (L->mshrs && L->mready[poolEarliest(L)] > x) return j;
     }
-    return 1;
+    return s->n;
 }
 
 /* The latest fill-ready tick after x of the buffers of L holding `line`, or 0:
@@ -97,9 +98,10 @@ static __attribute__((noinline)) uint64_t inflightScan(const Level *L, uint64_t 
     uint32_t j = 0;
 #if defined(__SSE4_2__)
     const __m128i hv = _mm_set1_epi8((char)hb);
-    for (; j + 16 <= m; j += 16) {
+    for (; j < m; j += 16) { /* mhash is padded to whole groups of 16 */
         uint32_t cand = (uint32_t)_mm_movemask_epi8(
             _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(mh + j)), hv));
+        if (m - j < 16) cand &= (1u << (m - j)) - 1;
         for (; cand; cand &= cand - 1) {
             const uint32_t i = j + (uint32_t)__builtin_ctz(cand);
             if (ml[i] == line && mr[i] > x && mr[i] > r) r = mr[i];
@@ -120,14 +122,20 @@ static inline uint64_t inflight(const kvsimSim *s, uint32_t sv, uint64_t line, u
     if (!m) return 0;
     const uint8_t *const mh = L->mhash;
     const uint32_t hb = mhash(line);
-    uint32_t j = 0;
-    int any = 0;
+    uint32_t any = 0;
 #if defined(__SSE4_2__)
+    /* mhash is padded to whole groups of 16 (kvsimCreate): the last group's
+     * bytes past m are masked off, not compared one by one */
     const __m128i hv = _mm_set1_epi8((char)hb);
-    for (; j + 16 <= m; j += 16)
-        any |= _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(mh + j)), hv));
+    for (uint32_t j = 0; j < m; j += 16) {
+        uint32_t eq = (uint32_t)_mm_movemask_epi8(
+            _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(mh + j)), hv));
+        if (m - j < 16) eq &= (1u << (m - j)) - 1;
+        any |= eq;
+    }
+#else
+    for (uint32_t j = 0; j < m; j++) any |= mh[j] == hb;
 #endif
-    for (; j < m; j++) any |= mh[j] == hb;
     return any ? inflightScan(L, line, x) : 0;
 }
 

@@ -63,25 +63,18 @@ int engTlbInit(Tlb *t, uint32_t sets, uint32_t ways) {
     return t->fp != NULL && t->tags != NULL && t->stamp != NULL;
 }
 
-/* The way of `page` in its set (tags tg, fingerprints fp), or -1. */
+/* The way of `page` in its set (tags tg, fingerprints fp), or -1: 16
+ * fingerprints per compare, whatever the ways.  An invalid way's fingerprint
+ * and the padding's are 0, which no page's is, so no mask is needed for them. */
 static inline int64_t tlbFind(const Tlb *t, const uint64_t *tg, const uint8_t *fp,
                               uint64_t page) {
     const uint64_t key = page + 1;
-    const uint32_t ways = t->ways;
-    if (ways <= 8) { /* a few ways: the tags themselves */
-        for (uint32_t w = 0; w < ways; w++)
-            if (tg[w] == key) return w;
-        return -1;
-    }
     const uint8_t f = fingerprint(page);
-    for (uint32_t g = 0; g < ways; g += 16) {
-        uint32_t m = kvsimFpMatch16(fp + g, f);
-        if (ways - g < 16) m &= (1u << (ways - g)) - 1;
-        for (; m; m &= m - 1) {
+    for (uint32_t g = 0; g < t->fpw; g += 16)
+        for (uint32_t m = kvsimFpMatch16(fp + g, f); m; m &= m - 1) {
             const uint32_t w = g + (uint32_t)__builtin_ctz(m);
             if (tg[w] == key) return w;
         }
-    }
     return -1;
 }
 
@@ -114,38 +107,29 @@ static inline void tlbTouch(Tlb *t, uint64_t set, uint32_t w) {
     rk[w] = (int8_t)(r >= 0 ? r + (int)above : (int)above);
 }
 
-/* The least recently used way of a full set. */
-static inline uint32_t tlbLru(const Tlb *t, uint64_t set) {
-    if (t->rk == NULL) {
-        const uint64_t *sp = t->stamp + set * t->ways;
-        uint32_t v = 0;
-        uint64_t best = sp[0];
-        for (uint32_t w = 1; w < t->ways; w++)
-            if (sp[w] < best) {
-                best = sp[w];
-                v = w;
-            }
-        return v;
-    }
-    const int8_t *rk = t->rk + set * t->fpw;
-#if defined(__SSE4_2__)
-    for (uint32_t g = 0; g < t->fpw; g += 16) {
-        uint32_t m = (uint32_t)_mm_movemask_epi8(
-            _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(rk + g)), _mm_setzero_si128()));
-        if (m) return g + (uint32_t)__builtin_ctz(m);
-    }
-#else
-    for (uint32_t w = 0; w < t->ways; w++)
-        if (rk[w] == 0) return w;
-#endif
-    return 0; /* not reached: a full set has a rank 0 */
+/* The least recently used way of a full set of stamps (a set of ranks finds
+ * it as it fills: tlbFillLru). */
+static inline uint32_t tlbLruStamp(const Tlb *t, uint64_t set) {
+    const uint64_t *sp = t->stamp + set * t->ways;
+    uint32_t v = 0;
+    uint64_t best = sp[0];
+    for (uint32_t w = 1; w < t->ways; w++)
+        if (sp[w] < best) {
+            best = sp[w];
+            v = w;
+        }
+    return v;
 }
+
+/* tlbLookup's *victim for a full set of ranks: the least recent way, which
+ * tlbFill finds as it ranks the ways (tlbFillLru). */
+#define TLB_LRU_WAY UINT32_MAX
 
 /* Look up `page`; on a hit make it the most recent and return 1.  On a miss
  * return 0 and set *victim to the way a fill of `page` takes (tlbFill), in set
- * page & (sets - 1): the lowest invalid way, else the least recently used.
- * Entries are never invalidated, so a set's valid ways are a prefix and it is
- * full when its last way is valid. */
+ * page & (sets - 1): the lowest invalid way, else the least recently used
+ * (TLB_LRU_WAY for a set of ranks).  Entries are never invalidated, so a
+ * set's valid ways are a prefix and it is full when its last way is valid. */
 static inline int tlbLookup(Tlb *t, uint64_t page, uint32_t *victim) {
     const uint64_t key = page + 1;
     if (t->memo_key == key) /* the last entry touched: the most recent already */
@@ -165,18 +149,49 @@ static inline int tlbLookup(Tlb *t, uint64_t page, uint32_t *victim) {
     if (tg[ways - 1] == 0) {
         while (tg[v] != 0) v++;
     } else {
-        v = tlbLru(t, set);
+        v = t->rk ? TLB_LRU_WAY : tlbLruStamp(t, set);
     }
     *victim = v;
     return 0;
 }
 
+/* Fill the least recent way (rank 0) of a full set of ranks, in one pass over
+ * them: the victim's search and tlbTouch at once (every other rank moves down one, the way
+ * filled takes the top rank, ways - 1).  Returns the way. */
+static inline uint32_t tlbFillLru(Tlb *t, uint64_t set) {
+    int8_t *rk = t->rk + set * t->fpw;
+    uint32_t w = 0;
+#if defined(__SSE4_2__)
+    uint32_t found = 0;
+    const __m128i z = _mm_setzero_si128();
+    for (uint32_t g = 0; g < t->fpw; g += 16) {
+        const __m128i v = _mm_loadu_si128((const __m128i *)(rk + g));
+        const uint32_t m = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, z));
+        if (m && !found) {
+            w = g + (uint32_t)__builtin_ctz(m);
+            found = 1;
+        }
+        /* ranks above 0 move down one; 0 and the padding's -1 stay */
+        _mm_storeu_si128((__m128i *)(rk + g), _mm_add_epi8(v, _mm_cmpgt_epi8(v, z)));
+    }
+#else
+    while (rk[w] != 0) w++;
+    for (uint32_t j = 0; j < t->fpw; j++)
+        if (rk[j] > 0) rk[j]--;
+#endif
+    rk[w] = (int8_t)(t->ways - 1);
+    return w;
+}
+
 /* Install `page` in the way tlbLookup chose. */
 static inline void tlbFill(Tlb *t, uint64_t page, uint32_t victim) {
     const uint64_t set = page & (t->sets - 1);
+    if (victim == TLB_LRU_WAY)
+        victim = tlbFillLru(t, set);
+    else
+        tlbTouch(t, set, victim);
     t->fp[set * t->fpw + victim] = fingerprint(page);
     t->tags[set * t->ways + victim] = page + 1;
-    tlbTouch(t, set, victim);
     t->memo_key = page + 1;
     t->memo_set = set;
     t->memo_way = victim;

@@ -276,6 +276,49 @@ def test_stamp_lru_level_equals_reference(ways, incl, timing):
         assert a["level"][1]["back_invalidations"] > 0
 
 
+@pytest.mark.parametrize("timing", [False, True])
+@pytest.mark.parametrize("l2_incl,l3_ways,l3_incl", [
+    ("inclusive", 16, "exclusive"), ("inclusive", 18, "exclusive"),
+    ("inclusive", 18, "non-inclusive"), ("non-inclusive", 26, "non-inclusive"),
+    ("non-inclusive", 16, "non-inclusive"),
+    ("inclusive", 16, "inclusive"), ("non-inclusive", 18, "exclusive")])
+def test_three_levels_with_last_compiled_in(l2_incl, l3_ways, l3_incl, timing):
+    """Three LRU levels on the record-by-record path (an L1 next-line and an L2 stream
+    prefetcher, a TLB whose walks read through the caches), the L2 and last-level shapes of
+    the presets and of the common configuration, whose L2 copy has the last level's access
+    compiled in (engine.c ACCESS_PAIR), and two shapes without such a copy: a trace that
+    fills the sets of every level, with stores, prefetches and wide accesses."""
+    rng = np.random.default_rng(l3_ways)
+    n = 6000
+    recs = np.zeros(n, dtype=traces.RECORD_DTYPE)
+    hot = rng.random(n) < 0.6
+    recs["addr"] = 0x7F0000000000 + np.where(hot, rng.integers(0, 2048, n),
+                                             rng.integers(0, 64 * 8 * l3_ways * 6, n))
+    recs["size"] = rng.choice([1, 8, 64, 100], n)
+    recs["kind"] = rng.choice([LOAD, LOAD, STORE, PF], n)
+    recs["gap"] = rng.integers(0, 10, n)
+    recs["dep"] = rng.integers(0, 3, n)
+    recs["tag"] = rng.integers(0, 4, n)
+    caches = [{"name": "L1", "size": 64 * 4 * 4, "ways": 4, "line": 64, "latency": 4,
+               "replacement": "lru", "mshrs": 4},
+              {"name": "L2", "size": 64 * 8 * 8, "ways": 8, "line": 64, "latency": 12,
+               "replacement": "lru", "inclusion": l2_incl, "mshrs": 6},
+              {"name": "L3", "size": 64 * 8 * l3_ways, "ways": l3_ways, "line": 64,
+               "latency": 30, "replacement": "lru", "inclusion": l3_incl, "mshrs": 0}]
+    doc = {"name": "pair", "cache": caches, "swprefetch": {"fill": "L1"},
+           "prefetcher": [{"level": "L1", "kind": "next_line", "degree": 1},
+                          {"level": "L2", "kind": "stream", "degree": 2, "table": 4}],
+           "tlb": {"page_size": "4KiB", "l1_entries": 4, "l1_ways": 0, "l2_entries": 0,
+                   "l2_ways": 2, "walk_latency": 20, "walk_reads": 2}}
+    if timing:
+        doc |= {"freq_ghz": 2.0, "core": {"width": 4, "rob": 64},
+                "dram": {"latency_ns": 80.0, "bandwidth_gbs": 8.0}}
+    _, _, a, _ = run_both(doc, recs, True, 900)
+    assert a["level"][2]["evictions"] > 0  # the last level's victims were chosen
+    if l2_incl == "inclusive":
+        assert a["level"][1]["back_invalidations"] > 0
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_presets_engine_equals_reference(threads):
     """Every shipped preset with all its features on, on one mixed random trace; with two

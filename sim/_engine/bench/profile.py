@@ -37,11 +37,11 @@ PARTS = [
      re.compile(r"^(engTlbCode|translate|tlbApply|walkCost|tlb\w+)$")),
     ("timing model", re.compile(r"/timing\.h$"),
      re.compile(r"^(timeMiss|dramSlot|inflightScan|timeAccess\w*|poolsFree)$")),
-    ("hardware prefetchers", re.compile(r"/prefetch_\w+\.c$"),
+    ("hardware prefetchers", re.compile(r"/prefetch_\w+\.[ch]$"),
      re.compile(r"^(runPrefetchers|issueHwPrefetch|stOperate|ipsOperate|nlOperate)$")),
     ("caches below L1 and prefetch fills", None,
      re.compile(r"^(access(Any|Rank\w+|Stamp\w+)|cacheAccess\w*|allocWay|evict\w*|sendVictim|probe|"
-                r"invalidateWay|scanSet|findWay)$")),
+                r"heldAt|prefetchDropped|invalidateWay|scanSet|findWay)$")),
     ("record loop and L1", None,
      re.compile(r"^(kvsimRun|engRunRecords|runLoop|doMemoryT|engDoMarker|engFlushBatch)$")),
 ]
