@@ -240,6 +240,21 @@ def test_lru_hot_path_long_trace(timing, qcap, fill, threads):
                 "dram": {"latency_ns": 80.0, "bandwidth_gbs": 8.0}}
     check_hot_path(doc, recs, True, 1000, qcap, threads)
 
+
+def hot_and_spread(rng, n, hot_share, hot_bytes, spread_bytes, sizes, kinds):
+    """``n`` records: a ``hot_share`` of them within ``hot_bytes``, the rest spread over
+    ``spread_bytes``; sizes and kinds drawn from the lists, small gaps and dependencies."""
+    recs = np.zeros(n, dtype=traces.RECORD_DTYPE)
+    hot = rng.random(n) < hot_share
+    recs["addr"] = 0x7F0000000000 + np.where(hot, rng.integers(0, hot_bytes, n),
+                                             rng.integers(0, spread_bytes, n))
+    recs["size"] = rng.choice(sizes, n)
+    recs["kind"] = rng.choice(kinds, n)
+    recs["gap"] = rng.integers(0, 10, n)
+    recs["dep"] = rng.integers(0, 3, n)
+    return recs
+
+
 @pytest.mark.parametrize("timing", [False, True])
 @pytest.mark.parametrize("incl", ["non-inclusive", "inclusive", "exclusive"])
 @pytest.mark.parametrize("ways", [17, 26, 32])
@@ -249,18 +264,10 @@ def test_stamp_lru_level_equals_reference(ways, incl, timing):
     (so the record-by-record path runs), on a trace that fills its sets: victims are chosen
     by the smallest stamp, inclusive evictions invalidate L1, exclusive hits move lines up
     with their dirty bit."""
-    rng = np.random.default_rng(ways)
-    n = 5000
-    recs = np.zeros(n, dtype=traces.RECORD_DTYPE)
     # most accesses to 4 lines that stay in L1 (so they age below it), the rest spread
     # over three times the last level
-    hot = rng.random(n) < 0.8
-    recs["addr"] = 0x7F0000000000 + np.where(hot, rng.integers(0, 256, n),
-                                             rng.integers(0, 64 * 4 * ways * 3, n))
-    recs["size"] = rng.choice([1, 8, 64], n)
-    recs["kind"] = rng.choice([LOAD, LOAD, STORE], n)
-    recs["gap"] = rng.integers(0, 10, n)
-    recs["dep"] = rng.integers(0, 3, n)
+    recs = hot_and_spread(np.random.default_rng(ways), 5000, 0.8, 256, 64 * 4 * ways * 3,
+                          [1, 8, 64], [LOAD, LOAD, STORE])
     caches = [{"name": "L1", "size": 64 * 16, "ways": 16, "line": 64, "latency": 4,
                "replacement": "lru", "mshrs": 4},
               {"name": "L2", "size": 64 * ways * 4, "ways": ways, "line": 64, "latency": 30,
@@ -289,16 +296,9 @@ def test_three_levels_with_last_compiled_in(l2_incl, l3_ways, l3_incl, timing):
     compiled in (engine.c ACCESS_PAIR), and two shapes without such a copy: a trace that
     fills the sets of every level, with stores, prefetches and wide accesses."""
     rng = np.random.default_rng(l3_ways)
-    n = 6000
-    recs = np.zeros(n, dtype=traces.RECORD_DTYPE)
-    hot = rng.random(n) < 0.6
-    recs["addr"] = 0x7F0000000000 + np.where(hot, rng.integers(0, 2048, n),
-                                             rng.integers(0, 64 * 8 * l3_ways * 6, n))
-    recs["size"] = rng.choice([1, 8, 64, 100], n)
-    recs["kind"] = rng.choice([LOAD, LOAD, STORE, PF], n)
-    recs["gap"] = rng.integers(0, 10, n)
-    recs["dep"] = rng.integers(0, 3, n)
-    recs["tag"] = rng.integers(0, 4, n)
+    recs = hot_and_spread(rng, 6000, 0.6, 2048, 64 * 8 * l3_ways * 6, [1, 8, 64, 100],
+                          [LOAD, LOAD, STORE, PF])
+    recs["tag"] = rng.integers(0, 4, len(recs))
     caches = [{"name": "L1", "size": 64 * 4 * 4, "ways": 4, "line": 64, "latency": 4,
                "replacement": "lru", "mshrs": 4},
               {"name": "L2", "size": 64 * 8 * 8, "ways": 8, "line": 64, "latency": 12,
