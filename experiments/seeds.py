@@ -11,7 +11,7 @@ structure misses, which latency differs), never a reason to fit a parameter.
   the largest key count the PR measured for that size. The PR's final version (hash
   computed once, the reviewer's caching) is c_ref's ``prefetch-after-key``; its second
   version (the key hashed again at insert) is ``prefetch-rehash``, measured for 4 KB values
-  and up only.
+  and up only. The load times before the change, per key, give what cluster mode adds.
 * Valkey PR #1501 (iterator prefetch, AWS Graviton 3, 50M keys, 100 B values): ``KEYS *``
   11.11 s -> 3.14 s merged (c_ref ``valkey``), 3.71 s with next-bucket prefetching only
   (``next-bucket``); ``SAVE`` 28.0 s -> 19.6 s merged.
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 __all__ = ["ITERATE", "KVOBJ", "MGET_15133", "MGET_15133_PIPELINE10",
            "MGET_15133_PIPELINE10_GRAVITON4", "MSET_15043", "PIPELINE_2092", "RDB_LOAD",
-           "rdb_load", "mset_15043"]
+           "RDB_LOAD_SECONDS", "rdb_load", "rdb_load_ns_per_key", "mset_15043"]
 
 # (variant, cluster, value bytes) -> (keys, percent change of the load time)
 RDB_LOAD: dict[tuple[str, bool, int], tuple[int, float]] = {
@@ -59,6 +59,28 @@ RDB_LOAD: dict[tuple[str, bool, int], tuple[int, float]] = {
 def rdb_load(variant: str, cluster: bool, value_size: int) -> float | None:
     row = RDB_LOAD.get((variant, bool(cluster), int(value_size)))
     return row[1] if row else None
+
+
+# (cluster, value bytes) -> (keys, load seconds before the change): the PR's final tables,
+# at the largest key count per value size, cluster mode off and on measured together
+RDB_LOAD_SECONDS: dict[tuple[bool, int], tuple[int, float]] = {
+    (False, 8): (268435456, 163.619),
+    (False, 32): (67108864, 46.513),
+    (False, 256): (8388608, 8.955),
+    (False, 4096): (4194304, 28.029),
+    (False, 16384): (1048576, 20.588),
+    (True, 8): (268435456, 195.051),
+    (True, 32): (67108864, 54.820),
+    (True, 256): (8388608, 10.083),
+    (True, 4096): (4194304, 28.806),
+    (True, 16384): (1048576, 20.873),
+}
+
+
+def rdb_load_ns_per_key(cluster: bool, value_size: int) -> float | None:
+    """Load time per key in ns before the change (the unstable branch)."""
+    row = RDB_LOAD_SECONDS.get((bool(cluster), int(value_size)))
+    return row[1] / row[0] * 1e9 if row else None
 
 
 # (op, variant) -> speedup (time before / time after)

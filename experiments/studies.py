@@ -124,7 +124,67 @@ def _rdb_tables(rows: pd.DataFrame) -> list[Table]:
                   note="seed: Intel Xeon Platinum 8255C at the PR's largest key count per "
                        "value size; prefetch-rehash was measured upstream for 4 KB and up "
                        "only."),
-            *_rdb_per_key_tables(rows)]
+            *_rdb_per_key_tables(rows), *_rdb_cluster_cost_table(rows)]
+
+
+def _freq_ghz(cpu: str) -> float | None:
+    from kvsim import sim
+
+    try:
+        return sim.load_cpu(cpu).freq_ghz
+    except Exception:  # noqa: BLE001 - a CPU this machine cannot load has no column
+        return None
+
+
+def _rdb_cluster_cost_table(rows: pd.DataFrame) -> list[Table]:
+    """Time per key loaded without prefetching, in ns: cluster mode off, and what cluster
+    mode adds. The seed's are its load times before the change over its key counts; the
+    presets' are simulated cycles at the preset's clock (``freq_ghz``); the native column
+    is c_ref's measured time per key (the ``none`` side of the native pairs), filled where
+    both modes have been measured."""
+    if not {"kind", "cycles_per_op", "variant"} <= set(rows.columns):
+        return []
+    sim = rows[(rows.kind == "sim") & (rows.variant == "none")]
+    if not len(sim):
+        return []
+    cyc = sim.pivot_table(index="value_size", columns=["cpu", "cluster"],
+                          values="cycles_per_op", aggfunc="first")
+    nat = rows[rows.kind == "native"] if "a_ns_per_op" in rows else rows.iloc[:0]
+    nat_ns = nat.groupby(["value_size", "cluster"])["a_ns_per_op"].median().to_dict()
+
+    def cost(added: bool, off: float | None, on: float | None) -> float | None:
+        if off is None or off != off:
+            return None
+        if not added:
+            return off
+        return None if on is None or on != on else on - off
+
+    out = []
+    for value in sorted(sim.value_size.unique()):
+        for added, label in ((False, "cluster off, per key"), (True, "added by cluster mode")):
+            row: dict[str, Any] = {
+                "value_size": int(value), "time": label,
+                "seed": cost(added, seeds.rdb_load_ns_per_key(False, value),
+                             seeds.rdb_load_ns_per_key(True, value)),
+                "native": cost(added, nat_ns.get((value, False)), nat_ns.get((value, True)))}
+            for cpu in sorted(sim.cpu.unique()):
+                f = _freq_ghz(cpu)
+                off, on = (cyc.get((cpu, c), {}).get(value) for c in (False, True))
+                ns = cost(added, off, on)
+                row[f"sim:{cpu}"] = ns / f if ns is not None and f else None
+            out.append(row)
+    t = pd.DataFrame(out)
+    t = t[t.value_size <= 16384].reset_index(drop=True)
+    t["value"] = [f"{v} B {'off' if 'off' in s else '+cluster'}"
+                  for v, s in zip(t.value_size, t.time, strict=True)]
+    return [Table("rdb_load_cluster", "Snapshot load: time per key, cluster mode off and what "
+                  "cluster mode adds (no prefetching)", t, "ns per key",
+                  Plot(x="value", xlabel="value size; cluster off, or added by cluster mode",
+                       ylabel="ns per key", ref=None),
+                  note="seed: Valkey #2311's load times before the change over its key counts "
+                       "(134M-268M keys at 8 B, 1M at 16 KB); native: c_ref on this machine "
+                       "at the native key counts; sim: cycles per key at the preset's clock "
+                       "(at most 2M keys loaded).")]
 
 
 def _rdb_per_key_tables(rows: pd.DataFrame) -> list[Table]:
