@@ -22,6 +22,7 @@ dimension of the seed, the experiment says so in its table note instead of inven
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -124,7 +125,7 @@ def _rdb_tables(rows: pd.DataFrame) -> list[Table]:
                   note="seed: Intel Xeon Platinum 8255C at the PR's largest key count per "
                        "value size; prefetch-rehash was measured upstream for 4 KB and up "
                        "only."),
-            *_rdb_per_key_tables(rows), *_rdb_cluster_cost_table(rows)]
+            *_rdb_per_key_tables(rows), *_rdb_ns_table(rows)]
 
 
 def _freq_ghz(cpu: str) -> float | None:
@@ -136,55 +137,82 @@ def _freq_ghz(cpu: str) -> float | None:
         return None
 
 
-def _rdb_cluster_cost_table(rows: pd.DataFrame) -> list[Table]:
-    """Time per key loaded without prefetching, in ns: cluster mode off, and what cluster
-    mode adds. The seed's are its load times before the change over its key counts; the
-    presets' are simulated cycles at the preset's clock (``freq_ghz``); the native column
-    is c_ref's measured time per key (the ``none`` side of the native pairs), filled where
-    both modes have been measured."""
+#: the rows of rdb_load's time table: (label, what each column's figures are)
+_RDB_NS_ROWS = ("without prefetching", "saved by prefetch-after-key", "added by cluster mode")
+
+
+def _rdb_ns_table(rows: pd.DataFrame) -> list[Table]:
+    """Time per key loaded in ns, per value size: without prefetching (cluster mode off),
+    what prefetch-after-key saves of it, and what cluster mode adds to it. The seed's are
+    its load times before the change over its key counts (and the reported change); the
+    presets' are simulated cycles at the preset's clock (``freq_ghz``); the native column is
+    c_ref's measured time per key (the native pairs' sides), filled where the pairs needed
+    have been measured."""
     if not {"kind", "cycles_per_op", "variant"} <= set(rows.columns):
         return []
-    sim = rows[(rows.kind == "sim") & (rows.variant == "none")]
+    sim = rows[rows.kind == "sim"]
     if not len(sim):
         return []
-    cyc = sim.pivot_table(index="value_size", columns=["cpu", "cluster"],
+    cyc = sim.pivot_table(index=["value_size", "variant"], columns=["cpu", "cluster"],
                           values="cycles_per_op", aggfunc="first")
     nat = rows[rows.kind == "native"] if "a_ns_per_op" in rows else rows.iloc[:0]
-    nat_ns = nat.groupby(["value_size", "cluster"])["a_ns_per_op"].median().to_dict()
+    # native: (value, cluster, variant) -> ns per key (the pairs' baseline side is "none")
+    nat_ns: dict[tuple, float] = {}
+    for (v, c), g in nat.groupby(["value_size", "cluster"]):
+        nat_ns[(v, bool(c), "none")] = float(g["a_ns_per_op"].median())
+        for _, r in g.iterrows():
+            nat_ns[(v, bool(c), r["variant"])] = float(r["b_ns_per_op"])
 
-    def cost(added: bool, off: float | None, on: float | None) -> float | None:
-        if off is None or off != off:
+    def figure(label: str, ns: Callable[[bool, str], float | None]) -> float | None:
+        base = ns(False, "none")
+        other = {_RDB_NS_ROWS[1]: (False, "prefetch-after-key"),
+                 _RDB_NS_ROWS[2]: (True, "none")}.get(label)
+        if base is None or base != base or other is None:
+            return base if other is None else None
+        x = ns(*other)
+        if x is None or x != x:
             return None
-        if not added:
-            return off
-        return None if on is None or on != on else on - off
+        return base - x if label == _RDB_NS_ROWS[1] else x - base
+
+    def seed_ns(cluster: bool, variant: str, value: int) -> float | None:
+        before = seeds.rdb_load_ns_per_key(cluster, value)
+        if variant == "none" or before is None:
+            return before
+        pct = seeds.rdb_load(variant, cluster, value)
+        return None if pct is None else before * (1 - pct / 100)
+
+    def sim_ns(cpu: str, value: int) -> Callable[[bool, str], float | None]:
+        f = _freq_ghz(cpu)
+
+        def ns(cluster: bool, variant: str) -> float | None:
+            c = cyc.get((cpu, cluster))
+            x = None if c is None else c.get((value, variant))
+            return x / f if x is not None and x == x and f else None
+        return ns
 
     out = []
-    for value in sorted(sim.value_size.unique()):
-        for added, label in ((False, "cluster off, per key"), (True, "added by cluster mode")):
+    for value in sorted(int(v) for v in sim.value_size.unique()):
+        for label in _RDB_NS_ROWS:
             row: dict[str, Any] = {
-                "value_size": int(value), "time": label,
-                "seed": cost(added, seeds.rdb_load_ns_per_key(False, value),
-                             seeds.rdb_load_ns_per_key(True, value)),
-                "native": cost(added, nat_ns.get((value, False)), nat_ns.get((value, True)))}
+                "value_size": value, "time": label,
+                "seed": figure(label, lambda c, var, v=value: seed_ns(c, var, v)),
+                "native": figure(label, lambda c, var, v=value: nat_ns.get((v, c, var)))}
             for cpu in sorted(sim.cpu.unique()):
-                f = _freq_ghz(cpu)
-                off, on = (cyc.get((cpu, c), {}).get(value) for c in (False, True))
-                ns = cost(added, off, on)
-                row[f"sim:{cpu}"] = ns / f if ns is not None and f else None
+                row[f"sim:{cpu}"] = figure(label, sim_ns(cpu, value))
             out.append(row)
     t = pd.DataFrame(out)
     t = t[t.value_size <= 16384].reset_index(drop=True)
-    t["value"] = [f"{v} B {'off' if 'off' in s else '+cluster'}"
-                  for v, s in zip(t.value_size, t.time, strict=True)]
-    return [Table("rdb_load_cluster", "Snapshot load: time per key, cluster mode off and what "
-                  "cluster mode adds (no prefetching)", t, "ns per key",
-                  Plot(x="value", xlabel="value size; cluster off, or added by cluster mode",
-                       ylabel="ns per key", ref=None),
+    short = dict(zip(_RDB_NS_ROWS, ("base", "-prefetch", "+cluster"), strict=True))
+    t["value"] = [f"{v} B {short[s]}" for v, s in zip(t.value_size, t.time, strict=True)]
+    return [Table("rdb_load_ns", "Snapshot load: time per key without prefetching, what "
+                  "prefetch-after-key saves and what cluster mode adds", t, "ns per key",
+                  Plot(x="value", xlabel="value size; base time, saved by prefetching, "
+                       "added by cluster mode", ylabel="ns per key", ref=None),
                   note="seed: Valkey #2311's load times before the change over its key counts "
-                       "(134M-268M keys at 8 B, 1M at 16 KB); native: c_ref on this machine "
-                       "at the native key counts; sim: cycles per key at the preset's clock "
-                       "(at most 2M keys loaded).")]
+                       "(134M-268M keys at 8 B, 1M at 16 KB) and its reported change; "
+                       "native: c_ref on this machine at the native key counts; sim: cycles "
+                       "per key at the preset's clock (at most 2M keys loaded). Prefetching "
+                       "and its saving with cluster mode off.")]
 
 
 def _rdb_per_key_tables(rows: pd.DataFrame) -> list[Table]:
