@@ -423,7 +423,64 @@ def _mset_tables(rows: pd.DataFrame) -> list[Table]:
                        "and pipelined (depth 10) at 10 B; on AWS Graviton 4 the pipelined "
                        f"MGET rows were {g4}. Pipelined rows (depth {PIPELINED_DEPTH}) run "
                        "the commands of a read one after the other, except lookahead "
-                       "(Valkey #2092: 16-key batches across the pipelined commands).")]
+                       "(Valkey #2092: 16-key batches across the pipelined commands)."),
+            *_mset_ns_table(rows)]
+
+
+def _mset_ns_table(rows: pd.DataFrame) -> list[Table]:
+    """MSET over existing keys without pipelining (#15043's workload), in ns per key:
+    without prefetching, and what each variant saves of it. The seed's are the server's time
+    per MSET (the inverse of its throughput) over the MSET's keys; the presets' simulated
+    cycles per MSET at the preset's clock; the native column c_ref's measured time."""
+    if not {"kind", "cycles_per_op", "command"} <= set(rows.columns):
+        return []
+    sel = (rows.command == "MSET random") & (rows.depth == 1)
+    sim = rows[sel & (rows.kind == "sim")]
+    if not len(sim):
+        return []
+    nat = rows[sel & (rows.kind == "native")] if "a_ns_per_op" in rows else rows.iloc[:0]
+    coords = ["keys", "value_size", "keys_per_command"]
+    out = []
+    for (keys, value, kpc), g in sim.groupby(coords):
+        n = nat[(nat["keys"] == keys) & (nat.value_size == value)
+                & (nat.keys_per_command == kpc)]
+        sd = seeds.mset_15043_ns_per_key(int(kpc), int(value), int(keys))
+        base = {"keys": int(keys), "value_size": int(value), "keys_per_command": int(kpc)}
+        row = dict(base, time="without prefetching", seed=sd[0] if sd else None,
+                   native=float(n["a_ns_per_op"].median()) / kpc if len(n) else None)
+        cyc = g.pivot_table(index="variant", columns="cpu", values="cycles_per_op",
+                            aggfunc="first")
+        for cpu in cyc.columns:
+            f = _freq_ghz(cpu)
+            row[f"sim:{cpu}"] = cyc.at["none", cpu] / f / kpc if f and "none" in cyc.index \
+                else None
+        out.append(row)
+        for variant in ("redis-15043", "chunk-15133"):
+            nv = n[n.variant == variant]
+            row = dict(base, time=f"saved by {variant}",
+                       seed=sd[1] if sd and variant == "redis-15043" else None,
+                       native=float((nv["a_ns_per_op"] - nv["b_ns_per_op"]).iloc[0]) / kpc
+                       if len(nv) else None)
+            for cpu in cyc.columns:
+                f = _freq_ghz(cpu)
+                ok = f and {"none", variant} <= set(cyc.index)
+                row[f"sim:{cpu}"] = ((cyc.at["none", cpu] - cyc.at[variant, cpu]) / f / kpc
+                                     if ok else None)
+            out.append(row)
+    t = pd.DataFrame(out)
+    short = {"without prefetching": "base", "saved by redis-15043": "-15043",
+             "saved by chunk-15133": "-15133"}
+    t["value"] = [f"{k // 1_000_000}M {kpc}x{v}B {short[x]}" for k, v, kpc, x in
+                  zip(t["keys"], t.value_size, t.keys_per_command, t.time, strict=True)]
+    return [Table("mset_batch_ns", "MSET over existing keys: time per key without prefetching "
+                  "and what each prefetch saves", t, "ns per key",
+                  Plot(x="value", xlabel="keys, keys per MSET x value size; base time or "
+                       "saved by a variant", ylabel="ns per key", ref=None),
+                  note="seed: Redis #15043's MSET throughput on Intel Xeon Platinum 8488C "
+                       "(many clients, the server's time per MSET including its network "
+                       "work) over the keys of an MSET, mean of the PR's runs, where the PR "
+                       "measured the configuration; native: c_ref on this machine; sim: "
+                       "cycles per MSET at the preset's clock over its keys.")]
 
 
 register(Experiment("mset_batch", "Multi-key command prefetching (Redis dict)",

@@ -1,6 +1,9 @@
-"""rdb_load's time table: time per key without prefetching, what prefetch-after-key saves
-and what cluster mode adds, for the seed (its load times before the change and its reported
-change), the native pairs' sides and each preset (simulated cycles at the preset's clock)."""
+"""The experiments' tables in ns per key, each side converted from its own unit.
+
+rdb_load: time per key without prefetching, what prefetch-after-key saves and what cluster
+mode adds. mset_batch: MSET over existing keys, time per key and what each prefetch saves.
+The seed's from its load times or throughputs, the native pairs' sides, and each preset's
+simulated cycles at the preset's clock."""
 
 from __future__ import annotations
 
@@ -66,3 +69,35 @@ def test_native_added_time_needs_both_modes():
     on = rows.iloc[[-1]].assign(cluster=True, a_ns_per_op=1000.0)
     t = _cluster_table(pd.concat([rows, on], ignore_index=True))
     assert t.loc["added by cluster mode", "native"] == pytest.approx(600.0)
+
+
+def _mset_rows() -> pd.DataFrame:
+    rows = []
+    for variant, cyc in (("none", 9000.0), ("redis-15043", 8000.0), ("chunk-15133", 8500.0)):
+        rows.append({"kind": "sim", "cpu": "xeon-8488c", "command": "MSET random", "depth": 1,
+                     "keys": 1_000_000, "value_size": 10, "keys_per_command": 10,
+                     "variant": variant, "cycles_per_op": cyc, "cycles": cyc * 100,
+                     "group": "g", "baseline": variant == "none", "speedup": 9000.0 / cyc})
+    rows.append({"kind": "native", "command": "MSET random", "depth": 1, "keys": 1_000_000,
+                 "value_size": 10, "keys_per_command": 10, "variant": "redis-15043",
+                 "a_ns_per_op": 5000.0, "b_ns_per_op": 4500.0, "speedup": 5000 / 4500})
+    return pd.DataFrame(rows)
+
+
+def test_mset_time_table_converts_each_side_to_ns_per_key():
+    tables = {t.name: t for t in framework.get("mset_batch").tables(_mset_rows())}
+    t = tables["mset_batch_ns"].frame.set_index("time")
+    f = sim.load_cpu("xeon-8488c").freq_ghz
+    assert t.loc["without prefetching", "sim:xeon-8488c"] == pytest.approx(9000 / f / 10)
+    assert t.loc["saved by redis-15043", "sim:xeon-8488c"] == pytest.approx(1000 / f / 10)
+    assert t.loc["saved by chunk-15133", "sim:xeon-8488c"] == pytest.approx(500 / f / 10)
+    assert t.loc["without prefetching", "native"] == pytest.approx(500.0)
+    assert t.loc["saved by redis-15043", "native"] == pytest.approx(50.0)
+    assert pd.isna(t.loc["saved by chunk-15133", "native"])
+    base, saved = seeds.mset_15043_ns_per_key(10, 10, 1_000_000)
+    assert t.loc["without prefetching", "seed"] == pytest.approx(base)
+    assert t.loc["saved by redis-15043", "seed"] == pytest.approx(saved)
+    # the seed's throughputs give back its reported percentages
+    for (kpc, v, k), runs in seeds.MSET_15043_OPS.items():
+        pct = sum((b / a - 1) * 100 for a, b in runs) / len(runs)
+        assert pct == pytest.approx(seeds.mset_15043(kpc, v, k), abs=0.15)
