@@ -41,6 +41,9 @@ class Plot:
     series: Sequence[str] | None = None
     ref: float | None = 1.0
     logx: bool = False
+    #: a symmetric-log y axis (linear near 0, logarithmic beyond 10 in either sign): for
+    #: figures of several magnitudes in one plot
+    logy: bool = False
     #: draws the whole plot instead: ``draw(table, ax)`` (for example a scatter against y = x)
     draw: Callable[[Any, Any], None] | None = None
 

@@ -103,6 +103,8 @@ def plot_table(t: framework.Table, path: Path) -> Path | None:
                 [s for s in seed if pd.notna(s)], "k*", markersize=11, label="seed (upstream)")
     if p.ref is not None:
         ax.axhline(p.ref, color="grey", linewidth=0.8)
+    if p.logy:
+        ax.set_yscale("symlog", linthresh=10)
     ax.set_title(t.title, fontsize=10)
     ax.set_xlabel(p.xlabel)
     ax.set_ylabel(p.ylabel)

@@ -207,12 +207,13 @@ def _rdb_ns_table(rows: pd.DataFrame) -> list[Table]:
     return [Table("rdb_load_ns", "Snapshot load: time per key without prefetching, what "
                   "prefetch-after-key saves and what cluster mode adds", t, "ns per key",
                   Plot(x="value", xlabel="value size; base time, saved by prefetching, "
-                       "added by cluster mode", ylabel="ns per key", ref=None),
+                       "added by cluster mode", ylabel="ns per key (symmetric log scale)",
+                       ref=None, logy=True),
                   note="seed: Valkey #2311's load times before the change over its key counts "
                        "(134M-268M keys at 8 B, 1M at 16 KB) and its reported change; "
                        "native: c_ref on this machine at the native key counts; sim: cycles "
-                       "per key at the preset's clock (at most 2M keys loaded). Prefetching "
-                       "and its saving with cluster mode off.")]
+                       "per key at the preset's clock (at most 2M keys loaded). The saving is "
+                       "with cluster mode off.")]
 
 
 def _rdb_per_key_tables(rows: pd.DataFrame) -> list[Table]:
@@ -319,7 +320,8 @@ register(Experiment("iterate", "Iterator prefetching (KEYS, SAVE)", "Valkey PR #
 
 def _mset_cells(scale: str, cpus: list[str]) -> list[dict]:
     """Redis dict (``--table dict``): MSET into an empty keyspace and over existing keys
-    (half the range prefilled, new keys and overwrites mixed: #15043's workload), and MGET;
+    (the whole range prefilled, keys drawn uniformly: #15043's workload, see
+    :data:`MSET_15043_PREFILL`), and MGET;
     none against redis-15043 (MSET only) and chunk-15133; 10/50 keys per MSET, 30/100 per
     MGET, 10/100/1000 B values (EMBSTR up to 44 B, RAW above). With pipelining (depth 10:
     ten commands per read, ``--pipeline-depth``): MGET of 100 keys and MSET of 10 random
@@ -343,7 +345,7 @@ def _mset_cells(scale: str, cpus: list[str]) -> list[dict]:
                 for kpc in mset_kpc:
                     base = dict(common, keys_per_command=kpc, mset_keys=mode)
                     if mode == "random":
-                        base["ops"] = cmds
+                        base.update(ops=cmds, prefill=MSET_15043_PREFILL)
                     elif scale == "full":
                         base["keys"] = min(keys, 2_000_000)  # the traced fill
                     params = {"command": f"MSET {mode}", "keys": keys, "value_size": value,
@@ -356,6 +358,7 @@ def _mset_cells(scale: str, cpus: list[str]) -> list[dict]:
             # pipelined MSET over existing keys
             kpc = mset_kpc[0]
             base = dict(common, keys_per_command=kpc, mset_keys="random", ops=cmds,
+                        prefill=MSET_15043_PREFILL,
                         pipeline_depth=depth)
             params = {"command": "MSET random", "keys": keys, "value_size": value,
                       "keys_per_command": kpc, "depth": depth}
@@ -385,6 +388,13 @@ def _mset_cells(scale: str, cpus: list[str]) -> list[dict]:
                                 params)
     return out
 
+
+#: the share of the key range that exists before mset_batch's MSETs over existing keys. Redis
+#: #15043's benchmarks (redis-benchmarks-specification ``memtier_benchmark-10Mkeys-load-string-
+#: mset-*``) preload every key of the range (the dataset's check: ``keyspacelen`` 10M) and
+#: MSET keys drawn uniformly from it (memtier's default command key pattern, R): every MSET
+#: key exists, none is new.
+MSET_15043_PREFILL = 1.0
 
 #: the pipeline depth of mset_batch's pipelined rows (Redis #15133's "pipeline10")
 PIPELINED_DEPTH = 10
@@ -475,7 +485,8 @@ def _mset_ns_table(rows: pd.DataFrame) -> list[Table]:
     return [Table("mset_batch_ns", "MSET over existing keys: time per key without prefetching "
                   "and what each prefetch saves", t, "ns per key",
                   Plot(x="value", xlabel="keys, keys per MSET x value size; base time or "
-                       "saved by a variant", ylabel="ns per key", ref=None),
+                       "saved by a variant", ylabel="ns per key (symmetric log scale)",
+                       ref=None, logy=True),
                   note="seed: Redis #15043's MSET throughput on Intel Xeon Platinum 8488C "
                        "(many clients, the server's time per MSET including its network "
                        "work) over the keys of an MSET, mean of the PR's runs, where the PR "

@@ -302,3 +302,17 @@ def test_kvobj_cells_compare_layouts_on_redis_dict(scale):
         a, b = dict(p["a"]), dict(p["b"])
         assert (a.pop("layout"), b.pop("layout")) == ("legacy", "unified")
         assert a == b and a["table"] == "dict"
+
+
+@pytest.mark.parametrize("scale", ["small", "full"])
+def test_mset_over_existing_keys_preloads_the_whole_range(scale):
+    """Redis #15043's benchmarks preload every key of the range before the MSETs (their
+    dataset check: keyspacelen = the range), so every MSET over existing keys, simulated or
+    native, prefills the whole range; the fill of an empty keyspace prefills nothing."""
+    specs = runner.plan(["mset_batch"], scale, ["local"])["mset_batch"]
+    sims = [s["options"] for s in specs if s["kind"] == "sim" and s["workload"] == "mset"]
+    natives = [s[side] for s in specs if s["kind"] == "native" and s["workload"] == "mset"
+               for side in ("a", "b")]
+    over = [o for o in sims + natives if o["mset_keys"] == "random"]
+    assert over and all(o["prefill"] == 1.0 for o in over)
+    assert all("prefill" not in o for o in sims + natives if o["mset_keys"] == "new")
