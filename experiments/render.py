@@ -238,7 +238,7 @@ def _register_experiment(name: str) -> None:
 
 # the other seed studies' full-scale runs
 # (``kvsim experiment run NAME --scale full --publish -o DIR``)
-for _name in ("iterate", "pipeline", "real_valkey", "rdb_load", "kvobj_memory"):
+for _name in ("iterate", "pipeline", "real_valkey", "rdb_load", "kvobj_memory", "mset_batch"):
     _register_experiment(_name)
 
 
