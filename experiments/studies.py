@@ -128,6 +128,14 @@ def _rdb_tables(rows: pd.DataFrame) -> list[Table]:
             *_rdb_per_key_tables(rows), *_rdb_ns_table(rows)]
 
 
+def _ns_table(name: str, title: str, frame: pd.DataFrame, xlabel: str, note: str) -> Table:
+    """A table in ns per key, plotted on a symmetric log axis (base times and savings differ
+    by orders of magnitude)."""
+    return Table(name, title, frame, "ns per key",
+                 Plot(x="value", xlabel=xlabel, ylabel="ns per key (symmetric log scale)",
+                      ref=None, logy=True), note=note)
+
+
 def _freq_ghz(cpu: str) -> float | None:
     from kvsim import sim
 
@@ -204,16 +212,14 @@ def _rdb_ns_table(rows: pd.DataFrame) -> list[Table]:
     t = t[t.value_size <= 16384].reset_index(drop=True)
     short = dict(zip(_RDB_NS_ROWS, ("base", "-prefetch", "+cluster"), strict=True))
     t["value"] = [f"{v} B {short[s]}" for v, s in zip(t.value_size, t.time, strict=True)]
-    return [Table("rdb_load_ns", "Snapshot load: time per key without prefetching, what "
-                  "prefetch-after-key saves and what cluster mode adds", t, "ns per key",
-                  Plot(x="value", xlabel="value size; base time, saved by prefetching, "
-                       "added by cluster mode", ylabel="ns per key (symmetric log scale)",
-                       ref=None, logy=True),
-                  note="seed: Valkey #2311's load times before the change over its key counts "
-                       "(134M-268M keys at 8 B, 1M at 16 KB) and its reported change; "
-                       "native: c_ref on this machine at the native key counts; sim: cycles "
-                       "per key at the preset's clock (at most 2M keys loaded). The saving is "
-                       "with cluster mode off.")]
+    return [_ns_table("rdb_load_ns", "Snapshot load: time per key without prefetching, what "
+                      "prefetch-after-key saves and what cluster mode adds", t,
+                      "value size; base time, saved by prefetching, added by cluster mode",
+                      "seed: Valkey #2311's load times before the change over its key counts "
+                      "(134M-268M keys at 8 B, 1M at 16 KB) and its reported change; "
+                      "native: c_ref on this machine at the native key counts; sim: cycles "
+                      "per key at the preset's clock (at most 2M keys loaded). The saving is "
+                      "with cluster mode off.")]
 
 
 def _rdb_per_key_tables(rows: pd.DataFrame) -> list[Table]:
@@ -482,16 +488,14 @@ def _mset_ns_table(rows: pd.DataFrame) -> list[Table]:
              "saved by chunk-15133": "-15133"}
     t["value"] = [f"{k // 1_000_000}M {kpc}x{v}B {short[x]}" for k, v, kpc, x in
                   zip(t["keys"], t.value_size, t.keys_per_command, t.time, strict=True)]
-    return [Table("mset_batch_ns", "MSET over existing keys: time per key without prefetching "
-                  "and what each prefetch saves", t, "ns per key",
-                  Plot(x="value", xlabel="keys, keys per MSET x value size; base time or "
-                       "saved by a variant", ylabel="ns per key (symmetric log scale)",
-                       ref=None, logy=True),
-                  note="seed: Redis #15043's MSET throughput on Intel Xeon Platinum 8488C "
-                       "(many clients, the server's time per MSET including its network "
-                       "work) over the keys of an MSET, mean of the PR's runs, where the PR "
-                       "measured the configuration; native: c_ref on this machine; sim: "
-                       "cycles per MSET at the preset's clock over its keys.")]
+    return [_ns_table("mset_batch_ns", "MSET over existing keys: time per key without "
+                      "prefetching and what each prefetch saves", t,
+                      "keys, keys per MSET x value size; base time or saved by a variant",
+                      "seed: Redis #15043's MSET throughput on Intel Xeon Platinum 8488C "
+                      "(many clients, the server's time per MSET including its network "
+                      "work) over the keys of an MSET, mean of the PR's runs, where the PR "
+                      "measured the configuration; native: c_ref on this machine; sim: "
+                      "cycles per MSET at the preset's clock over its keys.")]
 
 
 register(Experiment("mset_batch", "Multi-key command prefetching (Redis dict)",
