@@ -145,8 +145,13 @@ def _freq_ghz(cpu: str) -> float | None:
         return None
 
 
-#: the rows of rdb_load's time table: (label, what each column's figures are)
-_RDB_NS_ROWS = ("without prefetching", "saved by prefetch-after-key", "added by cluster mode")
+#: the rows of rdb_load's time table: (label, the other point, its sign). A row's figure is
+#: sign * (other - base), base being the load without prefetching, cluster mode off; the
+#: first row is the base itself.
+_RDB_NS_ROWS: tuple[tuple[str, tuple[bool, str] | None, int], ...] = (
+    ("without prefetching", None, 1),
+    ("saved by prefetch-after-key", (False, "prefetch-after-key"), -1),
+    ("added by cluster mode", (True, "none"), 1))
 
 
 def _rdb_ns_table(rows: pd.DataFrame) -> list[Table]:
@@ -163,6 +168,7 @@ def _rdb_ns_table(rows: pd.DataFrame) -> list[Table]:
         return []
     cyc = sim.pivot_table(index=["value_size", "variant"], columns=["cpu", "cluster"],
                           values="cycles_per_op", aggfunc="first")
+    freq = {cpu: _freq_ghz(cpu) for cpu in sim.cpu.unique()}
     nat = rows[rows.kind == "native"] if "a_ns_per_op" in rows else rows.iloc[:0]
     # native: (value, cluster, variant) -> ns per key (the pairs' baseline side is "none")
     nat_ns: dict[tuple, float] = {}
@@ -171,16 +177,13 @@ def _rdb_ns_table(rows: pd.DataFrame) -> list[Table]:
         for _, r in g.iterrows():
             nat_ns[(v, bool(c), r["variant"])] = float(r["b_ns_per_op"])
 
-    def figure(label: str, ns: Callable[[bool, str], float | None]) -> float | None:
+    def figure(other: tuple[bool, str] | None, sign: int,
+               ns: Callable[[bool, str], float | None]) -> float | None:
         base = ns(False, "none")
-        other = {_RDB_NS_ROWS[1]: (False, "prefetch-after-key"),
-                 _RDB_NS_ROWS[2]: (True, "none")}.get(label)
-        if base is None or base != base or other is None:
-            return base if other is None else None
-        x = ns(*other)
-        if x is None or x != x:
+        x = base if other is None else ns(*other)
+        if base is None or base != base or x is None or x != x:
             return None
-        return base - x if label == _RDB_NS_ROWS[1] else x - base
+        return base if other is None else sign * (x - base)
 
     def seed_ns(cluster: bool, variant: str, value: int) -> float | None:
         before = seeds.rdb_load_ns_per_key(cluster, value)
@@ -190,7 +193,7 @@ def _rdb_ns_table(rows: pd.DataFrame) -> list[Table]:
         return None if pct is None else before * (1 - pct / 100)
 
     def sim_ns(cpu: str, value: int) -> Callable[[bool, str], float | None]:
-        f = _freq_ghz(cpu)
+        f = freq[cpu]
 
         def ns(cluster: bool, variant: str) -> float | None:
             c = cyc.get((cpu, cluster))
@@ -200,17 +203,19 @@ def _rdb_ns_table(rows: pd.DataFrame) -> list[Table]:
 
     out = []
     for value in sorted(int(v) for v in sim.value_size.unique()):
-        for label in _RDB_NS_ROWS:
+        for label, other, sign in _RDB_NS_ROWS:
             row: dict[str, Any] = {
                 "value_size": value, "time": label,
-                "seed": figure(label, lambda c, var, v=value: seed_ns(c, var, v)),
-                "native": figure(label, lambda c, var, v=value: nat_ns.get((v, c, var)))}
-            for cpu in sorted(sim.cpu.unique()):
-                row[f"sim:{cpu}"] = figure(label, sim_ns(cpu, value))
+                "seed": figure(other, sign, lambda c, var, v=value: seed_ns(c, var, v)),
+                "native": figure(other, sign,
+                                 lambda c, var, v=value: nat_ns.get((v, c, var)))}
+            for cpu in sorted(freq):
+                row[f"sim:{cpu}"] = figure(other, sign, sim_ns(cpu, value))
             out.append(row)
     t = pd.DataFrame(out)
     t = t[t.value_size <= 16384].reset_index(drop=True)
-    short = dict(zip(_RDB_NS_ROWS, ("base", "-prefetch", "+cluster"), strict=True))
+    short = dict(zip((r[0] for r in _RDB_NS_ROWS), ("base", "-prefetch", "+cluster"),
+                     strict=True))
     t["value"] = [f"{v} B {short[s]}" for v, s in zip(t.value_size, t.time, strict=True)]
     return [_ns_table("rdb_load_ns", "Snapshot load: time per key without prefetching, what "
                       "prefetch-after-key saves and what cluster mode adds", t,
@@ -455,6 +460,7 @@ def _mset_ns_table(rows: pd.DataFrame) -> list[Table]:
     if not len(sim):
         return []
     nat = rows[sel & (rows.kind == "native")] if "a_ns_per_op" in rows else rows.iloc[:0]
+    freq = {cpu: _freq_ghz(cpu) for cpu in sim.cpu.unique()}
     coords = ["keys", "value_size", "keys_per_command"]
     out = []
     for (keys, value, kpc), g in sim.groupby(coords):
@@ -467,7 +473,7 @@ def _mset_ns_table(rows: pd.DataFrame) -> list[Table]:
         cyc = g.pivot_table(index="variant", columns="cpu", values="cycles_per_op",
                             aggfunc="first")
         for cpu in cyc.columns:
-            f = _freq_ghz(cpu)
+            f = freq[cpu]
             row[f"sim:{cpu}"] = cyc.at["none", cpu] / f / kpc if f and "none" in cyc.index \
                 else None
         out.append(row)
@@ -478,7 +484,7 @@ def _mset_ns_table(rows: pd.DataFrame) -> list[Table]:
                        native=float((nv["a_ns_per_op"] - nv["b_ns_per_op"]).iloc[0]) / kpc
                        if len(nv) else None)
             for cpu in cyc.columns:
-                f = _freq_ghz(cpu)
+                f = freq[cpu]
                 ok = f and {"none", variant} <= set(cyc.index)
                 row[f"sim:{cpu}"] = ((cyc.at["none", cpu] - cyc.at[variant, cpu]) / f / kpc
                                      if ok else None)
