@@ -796,7 +796,7 @@ def _headline_rows(scale: str) -> list[dict]:
          1 / (1 - seeds.rdb_load("prefetch-after-key", False, 8) / 100)),
         ("MSET 10 keys over existing (Redis #15043)", "mset",
          {"keys": 300_000 * k, "value_size": 100, "table": "dict", "mset_keys": "random",
-          "keys_per_command": 10, "ops": 500 * k},
+          "prefill": MSET_15043_PREFILL, "keys_per_command": 10, "ops": 500 * k},
          {"variant": "none"}, {"variant": "redis-15043"},
          1 + seeds.mset_15043(10, 100, 1_000_000) / 100),
         ("MGET 100 keys (Redis #15133)", "mget",
