@@ -35,7 +35,9 @@ from __future__ import annotations
 
 __all__ = ["ITERATE", "KVOBJ", "MGET_15133", "MGET_15133_PIPELINE10",
            "MGET_15133_PIPELINE10_GRAVITON4", "MSET_15043", "PIPELINE_2092", "RDB_LOAD",
-           "MSET_15043_OPS", "RDB_LOAD_SECONDS", "mset_15043", "mset_15043_ns_per_key",
+           "MSET_15043_OPS", "MSET_15043_PROFILE", "RDB_LOAD_SECONDS", "mset_15043",
+           "mset_15043_command_ns_per_key", "mset_15043_command_speedup",
+           "mset_15043_ns_per_key",
            "rdb_load", "rdb_load_ns_per_key"]
 
 # (variant, cluster, value bytes) -> (keys, percent change of the load time)
@@ -113,6 +115,38 @@ MSET_15043_OPS: dict[tuple[int, int, int], list[tuple[int, int]]] = {
     (10, 10, 1_000_000): [(123191, 124979), (122092, 124487)],
     (10, 100, 1_000_000): [(113461, 117142)],
 }
+
+
+#: Redis #15043's CPU profile of ``memtier_benchmark-10Mkeys-load-string-mset-50-keys-with-
+#: 100B-values`` (parca-agent on the Intel Xeon Platinum 8488C profiler runner), without and
+#: with the prefetch: msetGenericCommand's cumulative samples and their share of all the
+#: server's samples, and the runner's throughput (MSETs per second). The two runs' samples
+#: total the same (59.9 billion), so their windows are of one length.
+MSET_15043_PROFILE: dict = {
+    "keys_per_command": 50, "value_size": 100, "keys": 10_000_000,
+    "samples": (45.8e9, 20.2e9), "share": (0.765, 0.337), "ops": (66_949, 68_850)}
+
+
+def mset_15043_command_ns_per_key(keys_per_command: int, value_size: int,
+                                  keys: int) -> tuple[float, float] | None:
+    """``(ns per key in msetGenericCommand before, ns per key it saves)`` from the PR's
+    profile (:data:`MSET_15043_PROFILE`): the command's share of the server's time per MSET
+    (the inverse of its throughput) over the MSET's keys. It reads the samples as the time of
+    one server thread busy throughout; None for any other configuration."""
+    p = MSET_15043_PROFILE
+    if (keys_per_command, value_size, keys) != (p["keys_per_command"], p["value_size"],
+                                                p["keys"]):
+        return None
+    per_key = [share * 1e9 / ops / keys_per_command
+               for share, ops in zip(p["share"], p["ops"], strict=True)]
+    return per_key[0], per_key[0] - per_key[1]
+
+
+def mset_15043_command_speedup() -> float:
+    """How many times less CPU msetGenericCommand takes per MSET with the prefetch, by the
+    PR's profile: its samples per MSET before over after (the windows are of one length)."""
+    p = MSET_15043_PROFILE
+    return (p["samples"][0] / p["ops"][0]) / (p["samples"][1] / p["ops"][1])
 
 
 def mset_15043_ns_per_key(keys_per_command: int, value_size: int,

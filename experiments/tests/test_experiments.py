@@ -309,7 +309,9 @@ def test_mset_over_existing_keys_preloads_the_whole_range(scale):
     """Redis #15043's benchmarks preload every key of the range before the MSETs (their
     dataset check: keyspacelen = the range), so every MSET over existing keys, simulated or
     native, prefills the whole range; the fill of an empty keyspace prefills nothing."""
-    specs = runner.plan(["mset_batch"], scale, ["local"])["mset_batch"]
+    plan = runner.plan(["mset_batch", "headline"], scale, ["local"])
+    specs = plan["mset_batch"] + plan["headline"]
+    assert any(s["experiment"] == "headline" and s["workload"] == "mset" for s in specs)
     sims = [s["options"] for s in specs if s["kind"] == "sim" and s["workload"] == "mset"]
     natives = [s[side] for s in specs if s["kind"] == "native" and s["workload"] == "mset"
                for side in ("a", "b")]

@@ -101,3 +101,29 @@ def test_mset_time_table_converts_each_side_to_ns_per_key():
     for (kpc, v, k), runs in seeds.MSET_15043_OPS.items():
         pct = sum((b / a - 1) * 100 for a, b in runs) / len(runs)
         assert pct == pytest.approx(seeds.mset_15043(kpc, v, k), abs=0.15)
+
+
+def test_mset_command_column_comes_from_the_pr_profile():
+    """The 50-key, 100 B, 10M-key rows carry msetGenericCommand's part of the seed's time per
+    key (its share of the profiled samples); no other configuration has one."""
+    rows = _mset_rows()
+    rows[["keys", "value_size", "keys_per_command"]] = (10_000_000, 100, 50)
+    t = {x.name: x for x in framework.get("mset_batch").tables(rows)}["mset_batch_ns"]
+    t = t.frame.set_index("time")
+    p = seeds.MSET_15043_PROFILE
+    before = p["share"][0] * 1e9 / p["ops"][0] / 50
+    after = p["share"][1] * 1e9 / p["ops"][1] / 50
+    assert t.loc["without prefetching", "seed_command"] == pytest.approx(before)
+    assert t.loc["saved by redis-15043", "seed_command"] == pytest.approx(before - after)
+    assert pd.isna(t.loc["saved by chunk-15133", "seed_command"])
+    # the command's part is below the whole time per key; it saves more than the throughput
+    assert before < t.loc["without prefetching", "seed"]
+    assert before - after > t.loc["saved by redis-15043", "seed"]
+    # the shares and the samples agree: both runs' windows hold the same samples
+    total = [s / sh for s, sh in zip(p["samples"], p["share"], strict=True)]
+    assert total[0] == pytest.approx(total[1], rel=0.005)
+    assert seeds.mset_15043_command_speedup() == pytest.approx(
+        (0.765 / 66_949) / (0.337 / 68_850), rel=0.005)
+    other = {x.name: x for x in framework.get("mset_batch").tables(_mset_rows())}
+    assert pd.isna(other["mset_batch_ns"].frame.set_index("time")
+                   .loc["without prefetching", "seed_command"])
