@@ -700,17 +700,17 @@ void engFlushBatch(kvsimSim *s, Batch *bt) {
  * configured) are compile-time constants in each of the four copies that
  * kvsimRun calls, so the common configurations carry no dead branches. */
 static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const kvtRecord *r,
-                                                            const int timing, const int extras) {
+                                                            Batch *bt, const int timing,
+                                                            const int extras) {
     kvsimStats *st = s->st;
     const uint64_t W = s->W;
     const uint32_t lb = s->cfg.line_bits;
     const uint64_t ninstr = (uint64_t)r->gap + 1;
-    if (st != &s->stats) s->stats.warmup_records++;
-    st->records++;
-    st->kind[r->kind]++;
-    st->instructions += ninstr;
-    st->phase[s->phase].records++;
-    st->phase[s->phase].instructions += ninstr;
+    /* the record, instruction, kind, piece and tick counts go to the caller's
+     * batch (engFlushBatch adds them before a marker and at the end) */
+    bt->records++;
+    bt->kind[r->kind]++;
+    bt->instructions += ninstr;
     s->instr += ninstr;
 
     /* dispatch */
@@ -755,10 +755,10 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
         const int is_store = r->kind == KVT_STORE;
         const uint64_t size = r->size ? r->size : 1;
         const uint64_t first = r->addr >> lb, last = (r->addr + size - 1) >> lb;
-        if (last != first) st->multiline++;
+        if (last != first) bt->multiline++;
         uint32_t svmax = 0;
         for (uint64_t line = first; line <= last; line++) {
-            st->pieces++;
+            bt->pieces++;
             const uint64_t a0 = line << lb;
             uint64_t xp = X;
             if (extras && s->cfg.tlb) {
@@ -786,7 +786,12 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
             } else {
                 classifyPf(s, 0);
             }
-            if (extras && !is_store && sv >= s->pf_from) runPrefetchers(s, line, sv, r, xp);
+            if (extras && !is_store && sv >= s->pf_from) {
+                if (sv < s->pf_from_rest && s->tpn && !*s->tpn)
+                    s->tpn++; /* only ahead_pf trains here, and it has no candidates */
+                else
+                    runPrefetchers(s, line, sv, r, xp);
+            }
         }
         served = svmax;
         done = C;
@@ -799,7 +804,7 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
         }
     }
 
-    if (timing) retireT(s, ninstr, C, cls, 0, NULL);
+    if (timing) retireT(s, ninstr, C, cls, 1, bt);
     if (timing && s->tl && s->recno - s->tl_first < s->tl_count) {
         /* the timeline's capture hook (kvsimSetTimeline) */
         kvsimTimelineRow *row = &s->tl[s->recno - s->tl_first];
@@ -816,10 +821,13 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
 /* One non-marker record by the record-by-record path (levels.c sends it the
  * records its queues do not take). */
 void engGeneralRecord(kvsimSim *s, const kvtRecord *r) {
+    Batch bt;
+    memset(&bt, 0, sizeof bt);
     if (s->cfg.timing) /* s->fast: no TLB, no hardware prefetchers */
-        doMemoryT(s, r, 1, 0);
+        doMemoryT(s, r, &bt, 1, 0);
     else
-        doMemoryT(s, r, 0, 0);
+        doMemoryT(s, r, &bt, 0, 0);
+    engFlushBatch(s, &bt);
 }
 
 /* A cheap guess for the look-ahead: does L1 hold a line with this line's
@@ -850,6 +858,8 @@ static inline __attribute__((always_inline)) void runLoop(kvsimSim *s, const kvt
                                                           const int extras) {
     const uint32_t lb = s->cfg.line_bits;
     const uint32_t nl = s->n;
+    Batch bt;
+    memset(&bt, 0, sizeof bt);
     for (size_t i = 0; i < n; i++) {
         /* Look ahead: prefetch the simulated sets (one block per level below L1,
          * which stays in the host caches anyway) that the record
@@ -872,14 +882,16 @@ static inline __attribute__((always_inline)) void runLoop(kvsimSim *s, const kvt
         }
         const kvtRecord *r = &recs[i];
         if (r->kind < KVT_MARKER) {
-            doMemoryT(s, r, timing, extras);
+            doMemoryT(s, r, &bt, timing, extras);
         } else if (r->kind == KVT_MARKER) {
+            engFlushBatch(s, &bt); /* a marker may change where the counts go */
             engDoMarker(s, r);
         } else { /* unknown kind: counted as a record, otherwise ignored */
             s->st->records++;
             s->recno++;
         }
     }
+    engFlushBatch(s, &bt);
 }
 
 /* The record-by-record path for records the TLB thread has coded (tlb.c). */
@@ -1188,6 +1200,7 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
         s->pf[p].from = c->level + (s->pf[p].ops->hits_idle ? 1u : 0u);
         if (s->pf[p].from < s->pf_from) s->pf_from = s->pf[p].from;
     }
+    s->pf_from_rest = s->pf_from;
     if (cfg->swpf_level >= s->n) FAIL("swprefetch.fill: no such cache level");
     if (s->lv[cfg->swpf_level].inclusion == KVSIM_EXCLUSIVE)
         FAIL("swprefetch.fill: cannot prefetch into an exclusive level");

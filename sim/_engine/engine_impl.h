@@ -213,6 +213,10 @@ struct kvsimSim {
     /* the least Prefetcher.from of all (UINT32_MAX: none): a piece served
      * above it trains no prefetcher, and runPrefetchers is not called */
     uint32_t pf_from;
+    /* with the TLB thread training ahead_pf: the least from of the others (UINT32_MAX:
+     * none), so a piece served above it whose ahead_pf count is 0 trains and issues
+     * nothing (doMemoryT skips the call); else pf_from */
+    uint32_t pf_from_rest;
     Tlb dtlb, stlb;
     kvsimStats stats;   /* what is reported */
     kvsimStats scratch; /* where warm-up counts go */
