@@ -818,16 +818,14 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
     s->recno++;
 }
 
-/* One non-marker record by the record-by-record path (levels.c sends it the
- * records its queues do not take). */
-void engGeneralRecord(kvsimSim *s, const kvtRecord *r) {
-    Batch bt;
-    memset(&bt, 0, sizeof bt);
+/* One non-marker record by the record-by-record path (segments.c sends it the
+ * records its queues do not take); its counts go into the caller's batch, which
+ * the caller flushes before a marker and at the end. */
+void engGeneralRecord(kvsimSim *s, const kvtRecord *r, Batch *bt) {
     if (s->cfg.timing) /* s->fast: no TLB, no hardware prefetchers */
-        doMemoryT(s, r, &bt, 1, 0);
+        doMemoryT(s, r, bt, 1, 0);
     else
-        doMemoryT(s, r, &bt, 0, 0);
-    engFlushBatch(s, &bt);
+        doMemoryT(s, r, bt, 0, 0);
 }
 
 /* A cheap guess for the look-ahead: does L1 hold a line with this line's

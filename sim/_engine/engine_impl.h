@@ -403,7 +403,7 @@ typedef struct Batch {
 /* engine.c, for levels.c */
 void engFlushBatch(kvsimSim *s, Batch *bt);
 void engDoMarker(kvsimSim *s, const kvtRecord *r);
-void engGeneralRecord(kvsimSim *s, const kvtRecord *r); /* the record-by-record path */
+void engGeneralRecord(kvsimSim *s, const kvtRecord *r, Batch *bt); /* record by record */
 /* levels.c, for segments.c and workers.c */
 void engRunPart(kvsimSim *s, Part *P); /* a part's job */
 /* segments.c, for engine.c */

@@ -164,7 +164,7 @@ static void finishLevels(kvsimSim *s) {
  * or the counting, an unknown kind is counted and otherwise ignored. */
 static void unqueued(kvsimSim *s, const kvtRecord *r, Batch *bt) {
     if (r->kind < KVT_MARKER) {
-        engGeneralRecord(s, r);
+        engGeneralRecord(s, r, bt);
     } else if (r->kind == KVT_MARKER) {
         engFlushBatch(s, bt);
         engDoMarker(s, r);
