@@ -741,7 +741,12 @@ def experiment_list(scale):
               help="Also copy each complete experiment's NAME.json and plots to "
                    "results/experiments/ of the checkout (README.md renders its results "
                    "section from them).")
-def experiment_run(names, scale, cpus_, scheduler, workers, kinds, output, publish):
+@click.option("--publish-as", "publish_as", default=None, metavar="RESULT",
+              help="Publish the one experiment run as results/experiments/RESULT.json (and "
+                   "RESULT*.png) instead of its own name, e.g. one machine's validation "
+                   "beside another's; implies --publish.")
+def experiment_run(names, scale, cpus_, scheduler, workers, kinds, output, publish,
+                   publish_as):
     """Run experiments NAME ... (or all) into -o DIR, resuming what a previous run did.
 
     Simulated cells run in parallel (local processes, or a Dask cluster with
@@ -755,7 +760,7 @@ def experiment_run(names, scale, cpus_, scheduler, workers, kinds, output, publi
     res = runner.run(list(names), output, scale=scale, cpus=list(cpus_) or None,
                      scheduler=scheduler, workers=workers,
                      log=lambda m: click.echo(m, err=True), kinds=kinds or None,
-                     publish=publish)
+                     publish=publish, publish_as=publish_as)
     click.echo(f"computed {res['computed']} cells ({res['already_done']} of {res['total']} "
                f"already done); results in {output}")
     if res["failed"]:

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -126,13 +127,23 @@ def _fingerprints(grids: dict[str, list[dict]]) -> dict[str, str]:
 def run(names: Iterable[str], out: str | Path, scale: str = "small",
         cpus: list[str] | None = None, scheduler: str | None = None,
         workers: int | None = None, log: Callable[[str], Any] = print,
-        kinds: Iterable[str] | None = None, publish: bool = False) -> dict[str, Any]:
+        kinds: Iterable[str] | None = None, publish: bool = False,
+        publish_as: str | None = None) -> dict[str, Any]:
     """Run the experiments ``names`` (or ``["all"]``) into ``out``, only cells of ``kinds``
     if given; return ``{"total", "already_done", "computed", "failed": [(cell id,
     message)], "skipped": [...]}``. ``publish``: also copy each complete experiment's
     NAME.json and plots to ``results/experiments/`` of the checkout (where README renderings
-    read)."""
-    out = Path(out)
+    read). ``publish_as``: publish the one experiment run under this name instead (NAME.json
+    as PUBLISH_AS.json, each plot NAME*.png as PUBLISH_AS*.png), e.g. a machine's own
+    validation beside another's; implies ``publish``."""
+    out, names = Path(out), list(names)
+    if publish_as is not None:
+        if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", publish_as):
+            raise ValueError(f"--publish-as: {publish_as!r} is not a result name (lower-case "
+                             "letters, digits, '_', '-', '.')")
+        if len(names) != 1 or "all" in names:
+            raise ValueError("--publish-as: names the result of one experiment; run one")
+        publish = True
     published = provenance.results_dir() if publish else None
     if published is not None:
         published = published / "experiments"
@@ -219,9 +230,10 @@ def run(names: Iterable[str], out: str | Path, scale: str = "small",
         if n and all((cdir / f"{cid}.json").exists() for cid in ids[name]):
             shutil.rmtree(out / name / ".traces", ignore_errors=True)
             if published is not None:
+                stem = publish_as or name
                 for src in [out / name / f"{name}.json", *sorted((out / name).glob("*.png"))]:
-                    dst = published / (src.name if src.stem.startswith(name)
-                                       else f"{name}-{src.name}")
+                    dst = published / (stem + src.name[len(name):] if src.stem.startswith(name)
+                                       else f"{stem}-{src.name}")
                     _atomic_write(dst, src.read_bytes())
                     log(f"published {dst}")
     for _, msg in result["skipped"]:

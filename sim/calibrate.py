@@ -122,6 +122,28 @@ KNOWN_CORES: list[dict] = [
                    "models 10h-1Fh and 60h-AFh as Linux's amd.c (V)",
     },
     {
+        "core": "AMD Zen 5", "vendor": "AuthenticAMD", "family": 26,
+        # family 1Ah models Linux's amd.c (bsp_init_amd) marks X86_FEATURE_ZEN5 (V)
+        "models": [*range(0x00, 0x30), *range(0x40, 0x50), *range(0x60, 0x80)],
+        "width": 8, "rob": 448, "l1_mshrs": 24, "l2_mshrs": 64,
+        "latency": [4, 14, 50], "dram_latency_ns": 115.0,
+        "inclusion": ["non-inclusive", "inclusive", "exclusive"],
+        "tlb": {"l1_entries": 96, "l1_ways": 0, "l2_entries": 4096, "l2_ways": 16,
+                "l2_latency": 7, "walkers": 6},
+        "prefetchers": _ZEN_PREFETCHERS,
+        "sources": "Software Optimization Guide for the AMD Zen5 Microarchitecture (#58455) "
+                   "as LLVM X86ScheduleZnver5.td quotes it: dispatch 8 macro ops per cycle, "
+                   "448 macro ops in flight in the retire control unit, 4-cycle integer "
+                   "load-to-use L1 (V); 48 KiB 12-way L1D, 1 MiB 16-way L2, 96-entry L1 "
+                   "DTLB and 4096-entry L2 DTLB from AMD's Hot Chips 2024 Zen 5 slides (V); "
+                   "L2 14 cycles, L2 inclusive and L3 a victim cache, L1 DTLB fully "
+                   "associative, L2 DTLB 16-way and an L2 DTLB hit 7 cycles later, from a "
+                   "published summary of the same guide with measurements on a Ryzen 9 9950X "
+                   "(R); L3 ~50 cycles, 24 L1 and 64 L2 misses in flight, 6 page-table "
+                   "walkers, DRAM 115 ns and prefetchers as Zen 4 (E); "
+                   "models 00h-2Fh, 40h-4Fh and 60h-7Fh as Linux's amd.c (V)",
+    },
+    {
         "core": "Intel Golden Cove / Raptor Cove / Redwood Cove", "vendor": "GenuineIntel",
         "family": 6, "models": [0x97, 0x9A, 0xB7, 0xBA, 0xBF, 0x8F, 0xCF, 0xAD, 0xAE],
         "width": 6, "rob": 512, "l1_mshrs": 16, "l2_mshrs": 48,

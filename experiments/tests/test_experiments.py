@@ -127,6 +127,20 @@ def test_dask_cluster_gives_the_same_simulated_rows(tmp_path):
     pd.testing.assert_frame_equal(a.drop(columns=varying), b.drop(columns=varying))
 
 
+def test_publish_as_names_the_published_files(tmp_path, monkeypatch):
+    results = tmp_path / "results"
+    monkeypatch.setattr(runner.provenance, "results_dir", lambda: results)
+    res = runner.run(["iterate"], tmp_path / "r", cpus=["local"], kinds=["sim"], workers=1,
+                     log=lambda m: None, publish_as="iterate-other")
+    assert not res["failed"]
+    got = sorted(p.name for p in (results / "experiments").iterdir())
+    made = sorted(p.name for p in (tmp_path / "r" / "iterate").glob("*.png"))
+    assert made and got == sorted(["iterate-other.json"]
+                                  + [n.replace("iterate", "iterate-other", 1) for n in made])
+    assert (json.loads((results / "experiments" / "iterate-other.json").read_text())
+            == json.loads((tmp_path / "r" / "iterate" / "iterate.json").read_text()))
+
+
 def test_scheduler_without_dask_says_what_to_install(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)  # import fails as if absent
     with pytest.raises(ValueError, match=r"pip install 'kvsim\[dask\]'"):
@@ -139,6 +153,8 @@ def test_scheduler_without_dask_says_what_to_install(tmp_path, monkeypatch):
     (["run", "pipeline", "--scale", "huge"], "--scale"),
     (["run", "pipeline", "--cpu", "no-such-cpu"], "no-such-cpu"),
     (["report"], "no experiment results"),
+    (["run", "all", "--publish-as", "validation-b"], "--publish-as"),
+    (["run", "iterate", "--publish-as", "../iterate"], "--publish-as"),
 ])
 def test_bad_input_is_one_line_and_no_output(tmp_path, args, needle):
     out = tmp_path / "res"
