@@ -5,7 +5,12 @@ A sweep keys each result by its spec and :func:`inputs_fingerprint`, the hash of
 kind's result is computed by (the c_ref CLI's and the simulator engine's bytes, the Python
 modules that trace, simulate, time and summarise); the commit is recorded beside it. A
 commit that changes none of those (documentation, tests, other experiments' tables) keeps
-every id; one that changes c_ref or the simulator changes them. Three kinds:
+every id; one that changes c_ref or the simulator changes them. What a result depends on
+outside the code is named too (:func:`context_key`): a timed cell's (``native``,
+``valkey`` and the kinds counted as them) the machine it ran on, a ``sim`` cell's on the
+``local`` CPU that CPU's configuration, so a results folder resumed on another machine, or
+after `kvsim calibrate`, recomputes those cells instead of mixing two machines in a table.
+Three kinds:
 
 ``sim``
     Trace one c_ref workload configuration (``workload``, ``options``, the variant among
@@ -39,16 +44,19 @@ every id; one that changes c_ref or the simulator changes them. Three kinds:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import os
 import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CellSkipped", "KIND_BASE", "cell_id", "cell_inputs", "inputs_fingerprint",
-           "register_kind", "run_cell", "run_sim_group", "trace_key"]
+__all__ = ["CellSkipped", "KIND_BASE", "cell_id", "cell_inputs", "context_key",
+           "inputs_fingerprint", "machine_identity", "register_kind", "run_cell",
+           "run_sim_group", "trace_key"]
 
 #: Cell kinds an experiment module adds (:func:`register_kind`): kind -> function(spec)
 #: returning the metrics.
@@ -158,6 +166,42 @@ def inputs_fingerprint(kind: str) -> str:
         data = path.read_bytes() if path is not None else b"<missing>"
         h.update(len(data).to_bytes(8, "little") + data)
     return h.hexdigest()[:16]
+
+
+@functools.cache
+def machine_identity() -> str:
+    """16 hex digits naming what a timing on this machine depends on: the CPU (vendor,
+    family, model, model name), the cache sizes the kernel reports, the transparent huge
+    page mode and the number of CPUs. Not the host name, load or date."""
+    from kvsim.experiments import machine
+    from kvsim.sim.calibrate import cpu_identity
+
+    blob = [cpu_identity(), machine.caches(), machine.thp(), os.cpu_count()]
+    return hashlib.sha256(_canonical(blob).encode()).hexdigest()[:16]
+
+
+def _local_cpu_digest() -> str:
+    """16 hex digits of the ``local`` CPU's configuration as this machine loads it now
+    (calibrated or not), or of the reason it cannot be loaded."""
+    from kvsim.sim.config import ConfigError, load_cpu
+
+    try:
+        text = repr(load_cpu("local"))
+    except ConfigError as exc:
+        text = f"unavailable: {exc}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def context_key(spec: dict) -> dict[str, str]:
+    """What ``spec``'s result depends on besides its spec and code: ``{"machine": ...}`` for
+    a kind counted as ``native`` or ``valkey``, ``{"local": ...}`` for a ``sim`` cell on the
+    ``local`` CPU, else nothing (a preset's cell is the same on every machine)."""
+    out: dict[str, str] = {}
+    if KIND_BASE.get(spec.get("kind", "")) in ("native", "valkey"):
+        out["machine"] = machine_identity()
+    if spec.get("kind") == "sim" and spec.get("cpu") == "local":
+        out["local"] = _local_cpu_digest()
+    return out
 
 
 def run_cell(spec: dict, trace_dir: str | None = None) -> dict[str, Any]:

@@ -171,8 +171,10 @@ def render_experiment(doc: dict[str, Any], result: str) -> str:
         out += ["| " + " | ".join(_cell(v) for v in r) + " |" for r in t["rows"]]
         if t["note"]:
             out += ["", t["note"][0].upper() + t["note"][1:].rstrip(".") + "."]
-        name = t["name"] if t["name"].startswith(doc["experiment"]) else \
-            f"{doc['experiment']}-{t['name']}"
+        # the plot as published: named by the result file (--publish-as), like the runner
+        exp, stem = doc["experiment"], Path(result).stem
+        name = stem + t["name"][len(exp):] if t["name"].startswith(exp) else \
+            f"{stem}-{t['name']}"
         out += ["", f"![{t['title']}]({base}/{name}.png)", ""]
     command = doc["provenance"].get("command") or f"kvsim experiment run {doc['experiment']}"
     command = provenance.scrub_line(command)  # the output folder is the machine's: DIR
@@ -211,10 +213,10 @@ _VALIDATION_COLUMNS = {
 }
 
 
-@rendering("validation", "results/experiments/validation.json")
-def render_validation(doc: dict[str, Any]) -> str:
+def render_validation(doc: dict[str, Any], result: str) -> str:
     """The validation experiment (``kvsim experiment run validation --scale full
-    --publish``): predicted against native on this machine, the printed columns only."""
+    --publish``, or ``--publish-as validation-MACHINE``): predicted against native on the
+    machine it ran on, the printed columns only."""
     shown = dict(doc)
     tables = []
     for t in doc["tables"]:
@@ -224,11 +226,18 @@ def render_validation(doc: dict[str, Any]) -> str:
             t = dict(t, columns=keep, rows=[[r[i] for i in idx] for r in t["rows"]])
         tables.append(t)
     shown["tables"] = tables
-    text = render_experiment(shown, RENDERINGS["validation"].result)
-    plotted = ("validation.png", "validation_time.png")
+    text = render_experiment(shown, result)
+    stem = Path(result).stem
+    plotted = (f"{stem}.png", f"{stem}_time.png")
     return "\n".join(ln for ln in text.splitlines()
                      if not ln.startswith("![") or ln.endswith(plotted)).replace("\n\n\n",
                                                                                   "\n\n")
+
+
+#: the validation's runs, one per machine it was published from (``--publish-as``)
+for _name in ("validation", "validation-zen5"):
+    rendering(_name, f"results/experiments/{_name}.json")(
+        lambda doc, _r=f"results/experiments/{_name}.json": render_validation(doc, _r))
 
 
 def _register_experiment(name: str) -> None:

@@ -115,8 +115,14 @@ def plan(names: Iterable[str], scale: str, cpus: list[str] | None,
 
 
 def _cell_key(spec: dict, inputs: dict[str, str]) -> str:
-    """A cell's id: its spec and the fingerprint of its kind's inputs (``inputs[kind]``)."""
-    return C.cell_id({"spec": spec, "inputs": inputs[spec["kind"]]})
+    """A cell's id: its spec, the fingerprint of its kind's inputs (``inputs[kind]``) and,
+    where it has one, its context (:func:`kvsim.experiments.cells.context_key`: the machine
+    of a timed cell, the ``local`` CPU of a simulated one)."""
+    key: dict[str, Any] = {"spec": spec, "inputs": inputs[spec["kind"]]}
+    context = C.context_key(spec)
+    if context:
+        key["context"] = context
+    return C.cell_id(key)
 
 
 def _fingerprints(grids: dict[str, list[dict]]) -> dict[str, str]:

@@ -198,6 +198,29 @@ def test_cell_specs_are_json_and_ids_are_stable():
     assert cells.cell_id(spec) != cells.cell_id(dict(spec, cpu="graviton3"))
 
 
+def test_cell_ids_name_the_machine_of_timed_cells_and_the_local_cpu(monkeypatch):
+    opts = {"keys": 10, "variant": "naive"}
+    local = framework.sim_cell("x", "pipeline", opts, "local", {}, "g", True)
+    preset = dict(local, cpu="graviton3")
+    native = framework.native_cell("x", "pipeline", opts, dict(opts, variant="lookahead"),
+                                   5, {})
+    valkey = framework.valkey_cell("x", {"mode": "get"}, {})
+    inputs = {k: "f" for k in cells.KIND_BASE}
+
+    def keys():
+        return {n: runner._cell_key(s, inputs)
+                for n, s in (("local", local), ("preset", preset), ("native", native),
+                             ("valkey", valkey))}
+
+    before = keys()
+    assert cells.context_key(preset) == {} and set(cells.context_key(native)) == {"machine"}
+    monkeypatch.setattr(cells, "machine_identity", lambda: "another-machine")
+    moved = keys()
+    assert [n for n in before if before[n] != moved[n]] == ["native", "valkey"]
+    monkeypatch.setattr(cells, "_local_cpu_digest", lambda: "recalibrated")
+    assert [n for n in before if moved[n] != keys()[n]] == ["local"]
+
+
 def test_list_names_every_experiment():
     res = run_kvsim("experiment", "list")
     assert res.returncode == 0, res.stderr.decode()

@@ -100,7 +100,11 @@ def test_every_preset_runs(engine):
                         rng.integers(0, 1 << 20, 400), strict=True)])
     for name in sim.preset_names():
         res = sim.simulate(recs, name, engine=engine)
-        assert res["cycles"] > 0
+        # `local` on a core outside the table of known cores, uncalibrated, has no timing
+        if sim.load_cpu(name).timing_capable:
+            assert res["cycles"] > 0
+        else:
+            assert name == "local" and res["cycles"] is None
         assert res["levels"][0]["accesses"] >= 400 - res["record_kinds"]["prefetch"]
 
 
