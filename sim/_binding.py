@@ -15,7 +15,7 @@ import numpy as np
 from kvsim import artifacts, traces
 
 MAX_LEVELS = 8
-MAX_PREFETCHERS = 4
+MAX_PREFETCHERS = 8
 NTAGS = 256
 NKINDS = 6
 MAX_PHASES = 64

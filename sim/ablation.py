@@ -8,7 +8,8 @@ both with c_ref (``kvsim trace``, with a warm-up prefix where the workload has o
 simulates each trace on ``--cpu`` and on copies of it that change one thing
 (:data:`SETTINGS`): the L1 miss buffers, the ROB, the DRAM latency and bandwidth, the page
 size, the page-walk cost, its page-table reads and the walks in flight, the hardware
-prefetchers, the instruction-gap model (every record's gap scaled). All CPUs of one trace
+prefetchers (none, or one more: an L1 region prefetcher), the instruction-gap model (every
+record's gap scaled). All CPUs of one trace
 run in one pass (``sim.simulate_many``). Per setting it gives the predicted time per
 operation of each side and the predicted speedup.
 
@@ -41,10 +42,11 @@ import numpy as np
 
 from kvsim import provenance, traces
 
-from .config import ConfigError, CpuConfig, load_cpu
+from .config import ConfigError, CpuConfig, Prefetcher, load_cpu
 
 #: name -> workload, baseline, variant, options, traced ops, native ops, warm-up ops, role,
 #: what it stands for. Ops None: the workload's own (a whole keyspace for iterate/load).
+#: A side is a variant name, or a dict of options (a layout against another).
 PAIRS: dict[str, dict[str, Any]] = {
     "keys": {"workload": "iterate", "base": "none", "variant": "valkey",
              "options": {"op": "keys", "value_size": 100}, "trace_ops": None,
@@ -65,6 +67,11 @@ PAIRS: dict[str, dict[str, Any]] = {
     "load": {"workload": "load", "base": "none", "variant": "prefetch-after-key",
              "options": {"value_size": 32}, "trace_ops": None, "native_ops": None,
              "warmup_ops": None, "role": "held-back", "seed": "Valkey PR #2311 RDB load"},
+    "unified": {"workload": "pipeline", "base": {"layout": "legacy"},
+                "variant": {"layout": "unified"},
+                "options": {"depth": 1, "value_size": 32, "key_size": 16},
+                "trace_ops": 50000, "native_ops": 500000, "warmup_ops": 20000,
+                "role": "tuning", "seed": "Redis PR #13806 unified key-value object (GET)"},
     "save": {"workload": "iterate", "base": "none", "variant": "valkey",
              "options": {"op": "save", "value_size": 100}, "trace_ops": None,
              "native_ops": None, "warmup_ops": None, "role": "held-back",
@@ -73,9 +80,9 @@ PAIRS: dict[str, dict[str, Any]] = {
 
 #: keys per pair at each scale
 SCALES = {"small": {"keys": 300_000, "mget": 1_000_000, "get": 1_000_000, "mset": 200_000,
-                    "load": 300_000, "save": 300_000},
+                    "load": 300_000, "save": 300_000, "unified": 500_000},
           "full": {"keys": 2_000_000, "mget": 3_000_000, "get": 3_000_000, "mset": 1_000_000,
-                   "load": 2_000_000, "save": 2_000_000}}
+                   "load": 2_000_000, "save": 2_000_000, "unified": 3_000_000}}
 
 
 def _scale(x: float, f: float) -> int:
@@ -117,6 +124,11 @@ SETTINGS: dict[str, tuple[str, Callable[[CpuConfig], CpuConfig], float]] = {
                        1.0),
     "ipc_width": ("the core sustaining its width on work without misses (no [core] "
                   "sustained_ipc)", lambda c: c.with_changes(sustained_ipc=None), 1.0),
+    "region_prefetch": ("an L1 region prefetcher added (AMD's fifth, no preset has it: a "
+                        "footprint of nearby lines per PC, prefetch_region.c, degree 2, "
+                        "64 keys)", lambda c: c.with_changes(
+                            prefetchers=c.prefetchers + (Prefetcher(0, "region", 2, 64),)),
+                        1.0),
     "gap_x0.5": ("every record's instruction gap halved", lambda c: c, 0.5),
     "gap_x1.5": ("every record's instruction gap x 1.5", lambda c: c, 1.5),
 }
@@ -127,9 +139,13 @@ class AblationError(Exception):
 
 
 def _options(name: str, keys: int, ops: int | None, warmup: int | None,
-             variant: str) -> dict[str, Any]:
+             variant: str | dict) -> dict[str, Any]:
     p = PAIRS[name]
-    o = {"keys": keys, **p["options"], "variant": variant}
+    o = {"keys": keys, **p["options"]}
+    if isinstance(variant, dict):
+        o.update(variant)
+    else:
+        o["variant"] = variant
     if ops is not None:
         o["ops"] = ops
     if warmup:
@@ -154,7 +170,8 @@ def predict_pair(name: str, keys: int, cpu: CpuConfig, workdir: Path,
     out: dict[str, Any] = {}
     for side in ("base", "variant"):
         v = p[side]
-        path = workdir / f"{name}-{v}.kvt"
+        slug = "-".join(f"{k}-{x}" for k, x in v.items()) if isinstance(v, dict) else v
+        path = workdir / f"{name}-{slug}.kvt"
         log(f"{name}: trace {v}")
         cref.trace(p["workload"], str(path), _options(name, keys, p["trace_ops"],
                                                       p["warmup_ops"], v))

@@ -276,8 +276,48 @@ class UpDown:
         return out
 
 
+class RegionFootprint:
+    """prefetch_region.c: per key, the lines within WINDOW of its last trigger that the
+    following loads touched, prefetched at its next trigger."""
+
+    GENS, WINDOW = 4, 8
+
+    def __init__(self, degree, table):
+        self.degree, self.table = degree, table
+        self.gens = [[0, 0, 0] for _ in range(self.GENS)]  # trigger + 1, key, footprint
+        self.ring = 0
+        self.patterns = [[0, 0] for _ in range(table)]  # key + 1, footprint
+
+    def _bit(self, d):
+        return d + self.WINDOW if d < 0 else d + self.WINDOW - 1
+
+    def operate(self, line, hit, key):
+        for g in self.gens:
+            if g[0] and -self.WINDOW <= line - (g[0] - 1) <= self.WINDOW:
+                d = line - (g[0] - 1)
+                if d:
+                    g[2] |= 1 << self._bit(d)
+                return []
+        slot = self.gens[self.ring]
+        if slot[0]:
+            self.patterns[slot[1] % self.table] = [slot[1] + 1, slot[2]]
+        slot[:] = [line + 1, key, 0]
+        self.ring = (self.ring + 1) % self.GENS
+        p = self.patterns[key % self.table]
+        if p[0] != key + 1 or not p[1]:
+            return []
+        out = []
+        for k in range(1, self.WINDOW + 1):
+            for d in (-k, k):
+                if len(out) < self.degree and p[1] >> self._bit(d) & 1 \
+                        and (line + d) >> 6 == line >> 6:
+                    out.append(line + d)
+        return out
+
+
 PREFETCHER_CLASSES = {"next_line": NextLine, "ip_stride": IpStride, "stream": Stream,
-                      "adjacent_line": AdjacentLine, "up_down": UpDown}
+                      "adjacent_line": AdjacentLine, "up_down": UpDown,
+                      "region": RegionFootprint}
 
 
 def _implementation(classes: dict, name: str, what: str):

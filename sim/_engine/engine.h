@@ -31,7 +31,7 @@
 #include "../../traces/trace_format.h"
 
 #define KVSIM_MAX_LEVELS 8
-#define KVSIM_MAX_PREFETCHERS 4
+#define KVSIM_MAX_PREFETCHERS 8
 #define KVSIM_NTAGS 256
 #define KVSIM_MAX_PHASES 64
 #define KVSIM_NMARKERS 8
@@ -96,7 +96,7 @@ typedef struct kvsimLevelConfig {
 typedef struct kvsimPrefetcherConfig {
     uint32_t level;  /* level index the prefetcher watches and fills */
     uint32_t degree; /* lines issued per trigger */
-    uint32_t table;  /* table entries (ip_stride, stream, up_down) */
+    uint32_t table;  /* table entries (ip_stride, stream, up_down, region) */
     uint32_t pad;
     char kind[KVSIM_NAME_LEN]; /* a prefetch_factory.c name: "next_line", ... */
 } kvsimPrefetcherConfig;

@@ -35,8 +35,8 @@ typedef struct kvsimPrefetcherOps {
     int blind;
 } kvsimPrefetcherOps;
 
-/* The factory: "next_line", "ip_stride", "stream", "adjacent_line", "up_down";
- * NULL if unknown. */
+/* The factory: "next_line", "ip_stride", "stream", "adjacent_line", "up_down",
+ * "region"; NULL if unknown. */
 const kvsimPrefetcherOps *kvsimPrefetcherByName(const char *name);
 
 extern const kvsimPrefetcherOps kvsimPrefetchNextLine;
@@ -44,5 +44,6 @@ extern const kvsimPrefetcherOps kvsimPrefetchIpStride;
 extern const kvsimPrefetcherOps kvsimPrefetchStream;
 extern const kvsimPrefetcherOps kvsimPrefetchAdjacentLine;
 extern const kvsimPrefetcherOps kvsimPrefetchUpDown;
+extern const kvsimPrefetcherOps kvsimPrefetchRegion;
 
 #endif /* KVSIM_PREFETCH_H */

@@ -8,7 +8,7 @@
 
 static const kvsimPrefetcherOps *const PREFETCHERS[] = {
     &kvsimPrefetchNextLine, &kvsimPrefetchIpStride, &kvsimPrefetchStream,
-    &kvsimPrefetchAdjacentLine, &kvsimPrefetchUpDown,
+    &kvsimPrefetchAdjacentLine, &kvsimPrefetchUpDown, &kvsimPrefetchRegion,
 };
 #define NPREFETCHERS (sizeof PREFETCHERS / sizeof PREFETCHERS[0])
 

@@ -46,3 +46,14 @@ def test_bad_input_is_one_line(argv, what, capsys, tmp_path):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and what in err[0]
     assert not (tmp_path / "a.json").exists()
+
+
+def test_a_pair_of_layouts_traces_each_side_with_its_options(tmp_path):
+    cpu = sim.load_cpu("epyc-7713")
+    out = ablation.predict_pair("unified", 3000, cpu, tmp_path, ["base", "region_prefetch"])
+    assert out["base"]["variant"] == {"layout": "legacy"}
+    assert out["variant"]["variant"] == {"layout": "unified"}
+    # one layout's trace is not the other's: the unified object holds its key
+    assert out["base"]["records"] != out["variant"]["records"]
+    assert set(out["speedup"]) == {"base", "region_prefetch"}
+    assert not list(tmp_path.iterdir())

@@ -67,5 +67,40 @@ def test_up_down_degree_and_table():
         assert got == {10, 11, 100, 101, 7, 6}
 
 
+def held_after_keyed(kind: str, loads: list[tuple[int, int]], **kw) -> list[set[int]]:
+    """As held_after, with each load's site (the prefetchers' key) given: (line, site)."""
+    out = []
+    for eng in engines(kind, **kw):
+        eng.run(records([("load", ln * LINE, 8, 0, 0, 0, site) for ln, site in loads]))
+        out.append({x for x in eng.peek_set(0, 0) if x is not None})
+    return out
+
+
+# one key's trigger at line t is followed by a load of t - 1 (an object and the line
+# before it); at the key's later triggers the region prefetcher brings t - 1 along
+_FOLLOWED = [(100, 1), (99, 2), (300, 3), (500, 3), (700, 3), (900, 3), (200, 1)]
+
+
+def test_region_learns_a_keys_footprint_and_replays_it():
+    for got in held_after_keyed("region", _FOLLOWED, degree=2, table=8):
+        assert got == {100, 99, 300, 500, 700, 900, 200, 199}
+    # before the footprint is stored (its generation is still open): nothing
+    for got in held_after_keyed("region", _FOLLOWED[:2] + [(200, 1)], degree=2, table=8):
+        assert got == {100, 99, 200}
+    # another key's trigger replays nothing; nor across the 4 KiB page (line 128 = 2 x 64)
+    for got in held_after_keyed("region", _FOLLOWED[:-1] + [(200, 4), (128, 1)], table=8):
+        assert got == {100, 99, 300, 500, 700, 900, 200, 128}
+
+
+def test_region_degree_nearest_first_and_table():
+    # footprint {-1, +2, +3}; degree 2 gives -1 and +2
+    loads = [(100, 1), (99, 2), (102, 2), (103, 2)] + [(300 + 200 * i, 3) for i in range(4)]
+    for got in held_after_keyed("region", loads + [(1000, 1)], degree=2, table=8):
+        assert {999, 1002} <= got and 1003 not in got
+    # table 1: key 3's triggers overwrite key 1's pattern
+    for got in held_after_keyed("region", loads + [(1000, 1)], degree=2, table=1):
+        assert not {999, 1002} & got
+
+
 def test_new_kinds_are_registered():
-    assert {"adjacent_line", "up_down"} <= set(B.prefetcher_names())
+    assert {"adjacent_line", "up_down", "region"} <= set(B.prefetcher_names())
