@@ -230,7 +230,8 @@ def render_validation(doc: dict[str, Any], result: str) -> str:
     stem = Path(result).stem
     plotted = (f"{stem}.png", f"{stem}_time.png")
     return "\n".join(ln for ln in text.splitlines()
-                     if not ln.startswith("![") or ln.endswith(plotted)).replace("\n\n\n",
+                     if not ln.startswith("![") or ln.rstrip(")").endswith(plotted)
+                     ).replace("\n\n\n",
                                                                                   "\n\n")
 
 
