@@ -44,7 +44,7 @@ CLOCK = "process CPU time of the measured phase (CLOCK_PROCESS_CPUTIME_ID), one 
 
 
 def _default_cpus() -> list[str]:
-    names = [p["name"] for p in sim.list_presets()]
+    names = [p["name"] for p in sim.list_presets() if p["timing"]]  # `local` where timed
     chosen = [c for c in DEFAULT_CPUS if c in names]
     return chosen if len(chosen) >= 2 else names[:3]
 

@@ -81,9 +81,11 @@ def _atomic_write(path: Path, text: str | bytes) -> None:
 
 
 def default_cpus() -> list[str]:
+    """Every preset with a timing model: all the shipped ones, and `local` where this
+    machine's core is in the table of known cores or has been calibrated."""
     from kvsim import sim
 
-    return [p["name"] for p in sim.list_presets()]
+    return [p["name"] for p in sim.list_presets() if p["timing"]]
 
 
 KINDS = ("sim", "native", "valkey")
@@ -107,8 +109,11 @@ def plan(names: Iterable[str], scale: str, cpus: list[str] | None,
     if cpus:
         from kvsim import sim
 
-        for c in cpus:
-            sim.load_cpu(c)  # a bad CPU fails before any work
+        for c in cpus:  # a bad CPU fails before any work
+            if not sim.load_cpu(c).timing_capable:
+                raise ValueError(f"--cpu {c}: no timing model (the experiments compare "
+                                 "cycles): choose a preset, or a CPU file with [core], "
+                                 "[dram] and a clock")
     cpus = list(cpus) if cpus else default_cpus()
     return {e.name: [c for c in e.cells(scale, cpus) if C.KIND_BASE.get(c["kind"]) in kinds]
             for e in exps}

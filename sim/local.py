@@ -214,3 +214,13 @@ def local_cpu(root: Path = SYSFS, overrides: dict | None = None) -> CpuConfig:
         _announce(fallback_message(path))
         cpu = sysfs_cpu(levels, ident, path)
     return apply_overrides(cpu, corr)
+
+
+def core_is_known() -> bool:
+    """Whether this machine's core is in the table of known cores, which gives `local` (and
+    a calibration) its core size, miss buffers and TLBs: without it `local` has caches only
+    and no timing model, calibrated or not."""
+    from .calibrate import cpu_identity, known_core
+
+    ident = cpu_identity()
+    return known_core(ident.get("vendor", ""), ident.get("family"), ident.get("model")) is not None

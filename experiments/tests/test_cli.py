@@ -55,7 +55,7 @@ def test_trace_info_json(kvsim, small_trace):
 def test_pipe_trace_into_simulate():
     kv = f"{sys.executable} -m kvsim.experiments.cli"
     cmd = (f"{kv} trace pipeline {' '.join(SMALL)} --variant lookahead -o - "
-           f"| {kv} simulate - --cpu local --json")
+           f"| {kv} simulate - --cpu graviton3 --json")
     res = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, cwd=ROOT,
                          timeout=600)
     assert res.returncode == 0, res.stderr.decode()
@@ -145,7 +145,7 @@ def test_missing_trace(kvsim, tmp_path):
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate"])
-@pytest.mark.parametrize("cmd", [["trace-info"], ["simulate", "--cpu", "local"]])
+@pytest.mark.parametrize("cmd", [["trace-info"], ["simulate", "--cpu", "graviton3"]])
 def test_damaged_trace(kvsim, small_trace, tmp_path, damage, cmd):
     data = bytearray(small_trace.read_bytes())
     if damage == "flip":

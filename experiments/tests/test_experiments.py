@@ -18,15 +18,19 @@ import pytest
 
 import kvsim.experiments
 from kvsim.experiments import cells, framework, runner
+from kvsim.sim.local import core_is_known
 
 from .conftest import ROOT, run_kvsim
+
+# the sweeps' CPU: `local` where this machine's core has a timing model, else a preset
+CPU = "local" if core_is_known() else "epyc-7713"
 
 
 @pytest.fixture(scope="module")
 def pipeline_run(tmp_path_factory):
     """`kvsim experiment run pipeline --cpu local` at small scale, every cell kind."""
     out = tmp_path_factory.mktemp("exp") / "res"
-    res = run_kvsim("--quiet", "experiment", "run", "pipeline", "--cpu", "local", "-o", out)
+    res = run_kvsim("--quiet", "experiment", "run", "pipeline", "--cpu", CPU, "-o", out)
     assert res.returncode == 0, res.stderr.decode()
     return out, res
 
@@ -35,7 +39,7 @@ def test_sweep_writes_tidy_rows_plots_and_tables(pipeline_run):
     out, res = pipeline_run
     d = out / "pipeline"
     rows = pd.read_parquet(d / "pipeline.parquet")
-    planned = runner.plan(["pipeline"], "small", ["local"])["pipeline"]
+    planned = runner.plan(["pipeline"], "small", [CPU])["pipeline"]
     assert len(rows) == len(planned) == len(list((d / "cells").glob("*.json")))
     assert set(rows.kind) == {"sim", "native"}
     for col in ("spec", "commit", "date_utc", "machine_cpu", "machine_caches", "machine_kernel",
@@ -63,7 +67,7 @@ def test_sweep_writes_tidy_rows_plots_and_tables(pipeline_run):
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     md = (d / "pipeline.md").read_text()
     header = next(ln for ln in md.splitlines() if ln.startswith("| keys |"))
-    assert " seed " in header and " sim:local " in header
+    assert " seed " in header and f" sim:{CPU} " in header
 
 
 def test_report_has_a_seed_column_beside_ours(pipeline_run):
@@ -73,7 +77,7 @@ def test_report_has_a_seed_column_beside_ours(pipeline_run):
     text = res.stdout.decode()
     header = next(ln for ln in text.splitlines() if ln.startswith("| keys |"))
     cols = [c.strip() for c in header.strip("|").split("|")]
-    assert "seed" in cols and "sim:local" in cols and "native" in cols
+    assert "seed" in cols and f"sim:{CPU}" in cols and "native" in cols
     # the seed's number (Valkey #2092, depth 10, batch 16) sits in the seed column
     line = next(ln for ln in text.splitlines() if ln.startswith("| 100,000 | 10 | batch 16"))
     seed = line.strip("|").split("|")[cols.index("seed")].strip()
@@ -83,7 +87,7 @@ def test_report_has_a_seed_column_beside_ours(pipeline_run):
 def test_resume_after_sigkill_recomputes_nothing(tmp_path):
     out = tmp_path / "res"
     cmd = [sys.executable, "-m", "kvsim.experiments.cli", "--quiet", "experiment", "run",
-           "iterate", "--cpu", "local", "--only", "sim", "--workers", "1", "-o", str(out)]
+           "iterate", "--cpu", CPU, "--only", "sim", "--workers", "1", "-o", str(out)]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                             start_new_session=True)
@@ -97,7 +101,7 @@ def test_resume_after_sigkill_recomputes_nothing(tmp_path):
     os.killpg(proc.pid, signal.SIGKILL)  # the CLI and its worker processes, mid-sweep
     proc.wait()
     done = {p.name: p.stat().st_mtime_ns for p in cdir.glob("*.json")}
-    total = len(runner.plan(["iterate"], "small", ["local"], ["sim"])["iterate"])
+    total = len(runner.plan(["iterate"], "small", [CPU], ["sim"])["iterate"])
     assert 2 <= len(done) < total
     for p in cdir.glob("*.json"):
         json.loads(p.read_text())  # every cell file there is whole
@@ -112,12 +116,12 @@ def test_resume_after_sigkill_recomputes_nothing(tmp_path):
 
 def test_dask_cluster_gives_the_same_simulated_rows(tmp_path):
     distributed = pytest.importorskip("distributed")
-    local = runner.run(["kvobj_memory"], tmp_path / "local", cpus=["local"], kinds=["sim"],
+    local = runner.run(["kvobj_memory"], tmp_path / "local", cpus=[CPU], kinds=["sim"],
                        workers=2, log=lambda m: None)
     assert not local["failed"]
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as cluster:
-        res = runner.run(["kvobj_memory"], tmp_path / "dask", cpus=["local"], kinds=["sim"],
+        res = runner.run(["kvobj_memory"], tmp_path / "dask", cpus=[CPU], kinds=["sim"],
                          scheduler=cluster.scheduler_address, log=lambda m: None)
     assert not res["failed"] and res["computed"] == local["computed"] > 0
     a, b = (pd.read_parquet(tmp_path / d / "kvobj_memory" / "kvobj_memory.parquet")
@@ -130,7 +134,7 @@ def test_dask_cluster_gives_the_same_simulated_rows(tmp_path):
 def test_publish_as_names_the_published_files(tmp_path, monkeypatch):
     results = tmp_path / "results"
     monkeypatch.setattr(runner.provenance, "results_dir", lambda: results)
-    res = runner.run(["iterate"], tmp_path / "r", cpus=["local"], kinds=["sim"], workers=1,
+    res = runner.run(["iterate"], tmp_path / "r", cpus=[CPU], kinds=["sim"], workers=1,
                      log=lambda m: None, publish_as="iterate-other")
     assert not res["failed"]
     got = sorted(p.name for p in (results / "experiments").iterdir())
@@ -144,7 +148,7 @@ def test_publish_as_names_the_published_files(tmp_path, monkeypatch):
 def test_scheduler_without_dask_says_what_to_install(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)  # import fails as if absent
     with pytest.raises(ValueError, match=r"pip install 'kvsim\[dask\]'"):
-        runner.run(["pipeline"], tmp_path / "r", cpus=["local"], scheduler="tcp://x:1")
+        runner.run(["pipeline"], tmp_path / "r", cpus=[CPU], scheduler="tcp://x:1")
     assert not (tmp_path / "r").exists()
 
 
@@ -172,11 +176,26 @@ def test_bad_input_is_one_line_and_no_output(tmp_path, args, needle):
         assert not out.exists()
 
 
+def test_a_cpu_without_timing_is_refused_before_any_work(tmp_path):
+    untimed = tmp_path / "caches-only.toml"
+    untimed.write_text('name = "c"\n[[cache]]\nname = "L1D"\nsize = "32KiB"\nways = 8\n'
+                       'line = 64\n')
+    out = tmp_path / "res"
+    res = run_kvsim("experiment", "run", "pipeline", "--cpu", untimed, "-o", out)
+    err = res.stderr.decode()
+    assert res.returncode != 0 and len(err.strip().splitlines()) == 1, err
+    assert "no timing model" in err and "caches-only.toml" in err
+    assert not out.exists()
+    from kvsim import sim
+
+    assert all(sim.load_cpu(c).timing_capable for c in runner.default_cpus())
+
+
 def test_every_experiment_plans_both_scales_with_valid_specs():
     kinds = set()
     for name in framework.names():
         for scale in framework.SCALES:
-            specs = runner.plan([name], scale, ["local"])[name]
+            specs = runner.plan([name], scale, [CPU])[name]
             assert specs, (name, scale)
             ids = [cells.cell_id(s) for s in specs]
             assert len(set(ids)) == len(ids), f"{name} {scale}: duplicate cells"
@@ -312,11 +331,11 @@ def test_a_trace_group_is_traced_once_and_equals_its_cells(tmp_path, monkeypatch
     metrics what the cell computes alone."""
     from kvsim.experiments import cref
 
-    specs = runner.plan(["kvobj_memory"], "small", ["local", "graviton3"], ["sim"])
+    specs = runner.plan(["kvobj_memory"], "small", [CPU, "graviton3"], ["sim"])
     specs = specs["kvobj_memory"]
     key = cells.trace_key(specs[0])
     group = [s for s in specs if cells.trace_key(s) == key]
-    assert {s["cpu"] for s in group} == {"local", "graviton3"}
+    assert {s["cpu"] for s in group} == {CPU, "graviton3"}
     made = []
     real = cref.trace
     monkeypatch.setattr(cref, "trace", lambda *a, **k: made.append(a) or real(*a, **k))
@@ -332,7 +351,7 @@ def test_a_trace_group_is_traced_once_and_equals_its_cells(tmp_path, monkeypatch
 def test_kvobj_cells_compare_layouts_on_redis_dict(scale):
     """Redis #13806 changed Redis's chained dict: every kvobj_memory cell runs on
     ``table=dict``, and a native pair differs in the layout alone."""
-    specs = runner.plan(["kvobj_memory"], scale, ["local"])["kvobj_memory"]
+    specs = runner.plan(["kvobj_memory"], scale, [CPU])["kvobj_memory"]
     sims = [s for s in specs if s["kind"] == "sim"]
     pairs = [s for s in specs if s["kind"] == "native"]
     assert sims and pairs
@@ -348,7 +367,7 @@ def test_mset_over_existing_keys_preloads_the_whole_range(scale):
     """Redis #15043's benchmarks preload every key of the range before the MSETs (their
     dataset check: keyspacelen = the range), so every MSET over existing keys, simulated or
     native, prefills the whole range; the fill of an empty keyspace prefills nothing."""
-    plan = runner.plan(["mset_batch", "headline"], scale, ["local"])
+    plan = runner.plan(["mset_batch", "headline"], scale, [CPU])
     specs = plan["mset_batch"] + plan["headline"]
     assert any(s["experiment"] == "headline" and s["workload"] == "mset" for s in specs)
     sims = [s["options"] for s in specs if s["kind"] == "sim" and s["workload"] == "mset"]

@@ -47,7 +47,7 @@ def run_with_tty_stderr(*args):
 
 def commands(tmp_path, small_trace):
     return {
-        "simulate": ["simulate", small_trace, "--cpu", "local", "--json"],
+        "simulate": ["simulate", small_trace, "--cpu", "graviton3", "--json"],
         "trace": ["trace", "pipeline", "-o", "-", *SMALL],
         "convert": ["convert", small_trace, "-"],
         "native": ["native", "pipeline", *SMALL, "--repeat", "2", "--json"],
@@ -85,7 +85,7 @@ def test_simulate_bar_knows_the_total(small_trace):
     with traces.open(small_trace) as r:
         n = sum(len(c) for c in r)
     assert progress.trace_total_records(small_trace) == n
-    rc, _, err = run_with_tty_stderr("simulate", small_trace, "--cpu", "local", "--json")
+    rc, _, err = run_with_tty_stderr("simulate", small_trace, "--cpu", "graviton3", "--json")
     assert rc == 0
     assert f"/{n}".encode() in err or f"/{n / 1000:.1f}k".encode() in err, err
 

@@ -11,7 +11,7 @@ from .test_cli import assert_one_line_error
 
 
 def _sim(kvsim, path, *extra):
-    res = kvsim("simulate", path, "--cpu", "local", "--json", *extra)
+    res = kvsim("simulate", path, "--cpu", "graviton3", "--json", *extra)
     assert res.returncode == 0, res.stderr.decode()
     return json.loads(res.stdout)
 
@@ -44,14 +44,14 @@ def test_simulate_warmup_rule(kvsim, small_trace):
 
 @pytest.mark.parametrize("value", ["-3", "1.5", "abc"])
 def test_simulate_warmup_bad_values(kvsim, small_trace, value):
-    assert_one_line_error(kvsim("simulate", small_trace, "--cpu", "local", "--warmup", value),
+    assert_one_line_error(kvsim("simulate", small_trace, "--cpu", "graviton3", "--warmup", value),
                           "--warmup")
 
 
 def test_simulate_warmup_refuses_a_prefixed_trace(kvsim, tmp_path):
     warm = tmp_path / "warm.kvt"
     kvsim("trace", "mget", "-o", warm, *SMALL, "--warmup-ops", "10", check=True)
-    assert_one_line_error(kvsim("simulate", warm, "--cpu", "local", "--warmup", "10"),
+    assert_one_line_error(kvsim("simulate", warm, "--cpu", "graviton3", "--warmup", "10"),
                           "own warm-up")
 
 

@@ -113,7 +113,7 @@ def _commands(tmp: Path) -> dict[str, list[list[str]]]:
         "cpus": [["cpus", "--json"]],
         "experiment": [["experiment", "demo", "--out", str(tmp / "demo"), "--keys", "2000",
                         "--ops", "200", "--cpu", "local", "--rounds", "2"],
-                       ["experiment", "run", "kvobj_memory", "--cpu", "local", "--only", "sim",
+                       ["experiment", "run", "kvobj_memory", "--cpu", "graviton3", "--only", "sim",
                         "--workers", "1", "-o", str(tmp / "exp")],
                        ["experiment", "report", str(tmp / "exp")]],
     }

@@ -335,7 +335,7 @@ def test_presets_engine_equals_reference(threads):
     recs["site"] = rng.integers(0, 6, n)
     for name in sim.preset_names():
         cpu = sim.load_cpu(name)
-        cfg = cpu.to_engine(timing=True)
+        cfg = cpu.to_engine(timing=cpu.timing_capable)  # `local` on an unknown core: untimed
         cfg.threads = threads
         cfg.queue_cap = 7 if threads > 1 else 0
         eng = B.Engine(cfg)
