@@ -149,10 +149,28 @@ def _runs(scale: str) -> tuple[int, int]:
     return (2, 3) if scale == "small" else (2, 4)
 
 
+def _predict_cpu(cpus: list[str]) -> tuple[str, str | None]:
+    """The CPU the predictions use and its file's SHA-256: `local` (the calibration this
+    experiment pins), or the one CPU file (a ``.toml`` path) among ``cpus``, e.g. the pinned
+    calibration with a model change to test on the same native rounds. Preset names among
+    ``cpus`` (the default list) are ignored."""
+    files = [c for c in cpus if c.endswith(".toml")]
+    if len(files) > 1:
+        raise ValueError(f"validation: predicts with one CPU file, got {len(files)}")
+    if not files:
+        return "local", None
+    path = Path(files[0]).resolve()
+    try:
+        return str(path), _sha(path.read_text())
+    except OSError as exc:
+        raise ValueError(f"--cpu {files[0]}: {exc.strerror}") from None
+
+
 def _cells(scale: str, cpus: list[str]) -> list[dict]:
     """Every seed workload and its variants natively on this machine and simulated on the
-    calibrated `local` (calibrated first, in the same window), one row per pair. ``cpus``
-    is not used: the validation predicts with `local` only."""
+    calibrated `local` (calibrated first, in the same window), one row per pair; with a
+    CPU file among ``cpus``, simulated on that file instead (:func:`_predict_cpu`)."""
+    cpu, cpu_sha = _predict_cpu(cpus)
     pairs = _pairs(scale)
     out: list[dict] = [{"experiment": NAME, "kind": "calibrate", "quick": True,
                         "fresh_s": FRESH_S, "params": {}}]
@@ -176,10 +194,12 @@ def _cells(scale: str, cpus: list[str]) -> list[dict]:
             if key in seen:
                 continue
             seen.add(key)
-            out.append({"experiment": NAME, "kind": "predict", "workload": p["workload"],
-                        "options": opts, "cpu": "local",
-                        "warmup": None if p["warmup_ops"] else WARMUP_FRACTION,
-                        "params": {}})
+            spec = {"experiment": NAME, "kind": "predict", "workload": p["workload"],
+                    "options": opts, "cpu": cpu,
+                    "warmup": None if p["warmup_ops"] else WARMUP_FRACTION, "params": {}}
+            if cpu_sha is not None:  # the file's content is part of the cell's identity
+                spec["cpu_sha256"] = cpu_sha
+            out.append(spec)
     return out
 
 
@@ -267,6 +287,8 @@ def _predict(spec: dict) -> dict[str, Any]:
     else:
         cpu = sim.load_cpu(spec["cpu"])
         path = Path(cpu.source) if getattr(cpu, "source", None) else None
+        if spec.get("cpu_sha256") and _sha(Path(spec["cpu"]).read_text()) != spec["cpu_sha256"]:
+            raise ValueError(f"{spec['cpu']}: changed since the sweep was planned")
     with tempfile.TemporaryDirectory(prefix="kvsim-validation-") as tmp:
         t = Path(tmp) / "t.kvt"
         cref.trace(spec["workload"], t, spec["options"])

@@ -238,3 +238,22 @@ def test_a_stale_calibration_is_measured_again(tmp_path, monkeypatch):
     m = cells.run_cell({"kind": "calibrate", "quick": True, "fresh_s": 3600, "params": {},
                         "experiment": "validation"})["metrics"]
     assert calls == [True] and m["reused"] is True
+
+
+def test_a_cpu_file_replaces_local_in_the_predictions(tmp_path):
+    from kvsim.sim.config import PRESET_DIR
+
+    f = tmp_path / "variant.toml"
+    f.write_text((PRESET_DIR / "graviton3.toml").read_text())
+    specs = validation._cells("small", ["graviton3", str(f)])
+    preds = [s for s in specs if s["kind"] == "predict"]
+    sha = hashlib.sha256(f.read_text().encode()).hexdigest()
+    assert preds and all(s["cpu"] == str(f.resolve()) and s["cpu_sha256"] == sha for s in preds)
+    base = validation._cells("small", ["graviton3"])  # presets alone: `local`
+    assert all(s["cpu"] == "local" and "cpu_sha256" not in s for s in base
+               if s["kind"] == "predict")
+    # the calibration and the native rounds are the same cells either way
+    assert [s for s in base if s["kind"] != "predict"] == [s for s in specs
+                                                          if s["kind"] != "predict"]
+    with pytest.raises(ValueError, match="one CPU file"):
+        validation._cells("small", [str(f), str(tmp_path / "other.toml")])
