@@ -43,14 +43,14 @@ static void run(const char *policy, uint32_t inclusion, int timing, int tlb, int
         snprintf(c.level[k].policy, KVSIM_NAME_LEN, "%s", policy);
     }
     c.level[2].inclusion = inclusion;
-    if (pf) {
-        c.nprefetchers = 3;
-        const char *kinds[3] = {"next_line", "ip_stride", "stream"};
-        for (int p = 0; p < 3; p++) {
-            c.prefetcher[p].level = (uint32_t)(p == 2);
+    if (pf) { /* every registered kind, alternately at L1 and L2 */
+        c.nprefetchers = kvsimPrefetcherCount();
+        CHECK(c.nprefetchers <= KVSIM_MAX_PREFETCHERS);
+        for (uint32_t p = 0; p < c.nprefetchers; p++) {
+            c.prefetcher[p].level = p % 2;
             c.prefetcher[p].degree = 2;
             c.prefetcher[p].table = 16;
-            snprintf(c.prefetcher[p].kind, KVSIM_NAME_LEN, "%s", kinds[p]);
+            snprintf(c.prefetcher[p].kind, KVSIM_NAME_LEN, "%s", kvsimPrefetcherName(p));
         }
     }
     c.timing = (uint32_t)timing;
