@@ -113,9 +113,12 @@ def _provenance_line(doc: dict[str, Any], result: str, command: str) -> str:
     commit = (p.get("commit") or "unknown")[:12] + (" with local changes" if p.get("dirty")
                                                      else "")
     vm = ", a virtual machine" if m.get("hypervisor") else ""
+    # the model name alone ("AMD EPYC" in a guest) does not tell one CPU from another
+    fam = (f", family {m['cpu_family']} model {m['cpu_model_number']}"
+           if m.get("cpu_family") and m.get("cpu_model_number") else "")
     return (f"Source: [`{result}`]({result}), written by `{command}` at commit {commit} on "
-            f"{p['date_utc'][:10]}, on {m['cpu_model']} ({m['cores']} cores{vm}; 1-minute "
-            f"load average {m.get('load_average_1m')}).")
+            f"{p['date_utc'][:10]}, on {m['cpu_model']}{fam} ({m['cores']} cores{vm}; "
+            f"1-minute load average {m.get('load_average_1m')}).")
 
 
 @rendering("demo", "results/demo.json")
