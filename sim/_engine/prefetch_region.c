@@ -38,8 +38,8 @@
 #define GENS 4
 #define WINDOW 8
 #define PAGE_SHIFT 6 /* 64 lines of 64 B = 4 KiB */
-#define RING GENS * 3
-#define PATTERNS (RING + 1)
+#define RING (GENS * 3) /* the ring word, after the slots */
+#define PATTERNS (RING + 1) /* the first pattern word */
 
 static_assert(2 * WINDOW <= 64, "a footprint is one 64-bit word");
 
