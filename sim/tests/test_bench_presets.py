@@ -70,6 +70,9 @@ def test_moonshot_scales_what_it_measured(tmp_path, capsys):
     assert 10_000 < n < 40_000 and doc["parameters"]["presets"] == ["graviton3", "local"]
     assert doc["extrapolated_10e9_s"] == pytest.approx(doc["wall_s"] * 1e9 / n, rel=0.01)
     assert doc["goal_met_by_extrapolation"] == (doc["extrapolated_10e9_s"] <= 300)
+    # a short trace is not the goal's size: the goal is not said to be met by measurement
+    assert doc["measured_at_goal_size"] is False and doc["goal_met"] is False
+    assert "not measured at 10^9" in doc["extrapolation"]
     assert f"{n:,} records x 2 presets" in capsys.readouterr().out
 
 
