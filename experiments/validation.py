@@ -408,7 +408,7 @@ def pair_rows(rows: pd.DataFrame) -> tuple[list[dict], dict | None]:
             line["predicted_ns_per_op_a"] = pa["ns_per_op"]
             line["predicted_ns_per_op_b"] = pb["ns_per_op"]
             line["predicted_mlp_a"], line["predicted_mlp_b"] = pa["mlp"], pb["mlp"]
-            line["cpu_file_sha256"] = pa["cpu_file_sha256"]
+            line["cpu_file"], line["cpu_file_sha256"] = pa["cpu_file"], pa["cpu_file_sha256"]
         out.append(line)
     return out, calib
 
@@ -555,18 +555,22 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
     lines, calib = pair_rows(rows)
     sp = _speedup_frame(lines)
     tm = _time_frame(lines)
-    cal = calib or {}
-    where = (f"Predicted with the CPU file {shown_path(cal.get('cpu_file'))} (SHA-256 "
-             f"{str(cal.get('cpu_file_sha256'))[:12]})"
-             if calib else "no calibration cell ran")
+    # the CPU file(s) the predictions used: the calibration's, or one given by --cpu
+    used = sorted({(ln.get("cpu_file"), ln["cpu_file_sha256"]) for ln in lines
+                   if ln.get("cpu_file_sha256")}, key=str)
+    where = ("; ".join(f"Predicted with the CPU file {shown_path(f)} (SHA-256 {h[:12]})"
+                       for f, h in used) or "no prediction ran")
+    local = not used or [h for _, h in used] == [(calib or {}).get("cpu_file_sha256")]
+    cpu = "calibrated local" if local else \
+        ", ".join(Path(f).name for f, _ in used if f) or "a CPU file"
     return [
-        Table("validation", "Predicted (calibrated local) against native speedup on this "
-                            "machine", sp, "speedup (x: baseline time / variant time)",
+        Table("validation", f"Predicted ({cpu}) against native speedup on this machine", sp,
+              "speedup (x: baseline time / variant time)",
               Plot(x="native_speedup", xlabel="native speedup on this machine (x)",
-                   ylabel="predicted speedup, calibrated local (x)",
+                   ylabel=f"predicted speedup, {cpu} (x)",
                    draw=_draw_scatter("native_speedup", "predicted_speedup",
                                       "native speedup on this machine (x)",
-                                      "predicted speedup, calibrated local (x)", log=False,
+                                      f"predicted speedup, {cpu} (x)", log=False,
                                       xerr=("native_ci95_low", "native_ci95_high"))),
               note=f"native: median of interleaved rounds (A B per pair, every pair in each "
                    f"round, the pairs' order rotating), process CPU time, bootstrap 95 % "
