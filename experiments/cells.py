@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["CellSkipped", "KIND_BASE", "cell_id", "cell_inputs", "context_key",
-           "inputs_fingerprint", "machine_identity", "register_kind", "run_cell",
+           "forget_context", "inputs_fingerprint", "machine_identity", "register_kind", "run_cell",
            "run_sim_group", "trace_key"]
 
 #: Cell kinds an experiment module adds (:func:`register_kind`): kind -> function(spec)
@@ -180,9 +180,12 @@ def machine_identity() -> str:
     return hashlib.sha256(_canonical(blob).encode()).hexdigest()[:16]
 
 
+@functools.cache
 def _local_cpu_digest() -> str:
-    """16 hex digits of the ``local`` CPU's configuration as this machine loads it now
-    (calibrated or not), or of the reason it cannot be loaded."""
+    """16 hex digits of the ``local`` CPU's configuration as this machine loaded it when the
+    sweep began (calibrated or not), or of the reason it could not be loaded. Kept for the
+    sweep (:func:`forget_context`): a calibration during it (the validation's) must not
+    change the ids of the cells it already planned, only those of the next sweep."""
     from kvsim.sim.config import ConfigError, load_cpu
 
     try:
@@ -190,6 +193,11 @@ def _local_cpu_digest() -> str:
     except ConfigError as exc:
         text = f"unavailable: {exc}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def forget_context() -> None:
+    """Read the ``local`` CPU again for the next :func:`context_key` (a new sweep)."""
+    _local_cpu_digest.cache_clear()
 
 
 def context_key(spec: dict) -> dict[str, str]:

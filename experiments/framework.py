@@ -22,10 +22,17 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["SCALES", "Experiment", "Plot", "Table", "get", "names", "native_cell", "register",
-           "sim_cell", "speedup_table", "valkey_cell"]
+__all__ = ["SCALES", "Experiment", "Plot", "Table", "get", "names", "native_cell",
+           "published_name", "register", "sim_cell", "speedup_table", "valkey_cell"]
 
 SCALES = ("small", "full")
+
+
+def published_name(experiment: str, stem: str, name: str) -> str:
+    """File or table ``name`` of ``experiment`` as published under the result name ``stem``
+    (the experiment's own, or ``--publish-as``): a name that starts with the experiment's
+    has that part replaced by ``stem``, any other is prefixed with ``stem-``."""
+    return stem + name[len(experiment):] if name.startswith(experiment) else f"{stem}-{name}"
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from kvsim import provenance
+from kvsim.experiments.framework import published_name
 
 __all__ = ["RENDERINGS", "RenderError", "Rendering", "render_text", "rendering"]
 
@@ -174,10 +175,8 @@ def render_experiment(doc: dict[str, Any], result: str) -> str:
         out += ["| " + " | ".join(_cell(v) for v in r) + " |" for r in t["rows"]]
         if t["note"]:
             out += ["", t["note"][0].upper() + t["note"][1:].rstrip(".") + "."]
-        # the plot as published: named by the result file (--publish-as), like the runner
-        exp, stem = doc["experiment"], Path(result).stem
-        name = stem + t["name"][len(exp):] if t["name"].startswith(exp) else \
-            f"{stem}-{t['name']}"
+        # the plot as the runner published it, named by the result file (--publish-as)
+        name = published_name(doc["experiment"], Path(result).stem, t["name"])
         out += ["", f"![{t['title']}]({base}/{name}.png)", ""]
     command = doc["provenance"].get("command") or f"kvsim experiment run {doc['experiment']}"
     command = provenance.scrub_line(command)  # the output folder is the machine's: DIR

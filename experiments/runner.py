@@ -148,6 +148,7 @@ def run(names: Iterable[str], out: str | Path, scale: str = "small",
     as PUBLISH_AS.json, each plot NAME*.png as PUBLISH_AS*.png), e.g. a machine's own
     validation beside another's; implies ``publish``."""
     out, names = Path(out), list(names)
+    C.forget_context()  # this sweep's ids name the local CPU as it is now
     if publish_as is not None:
         if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", publish_as):
             raise ValueError(f"--publish-as: {publish_as!r} is not a result name (lower-case "
@@ -243,8 +244,7 @@ def run(names: Iterable[str], out: str | Path, scale: str = "small",
             if published is not None:
                 stem = publish_as or name
                 for src in [out / name / f"{name}.json", *sorted((out / name).glob("*.png"))]:
-                    dst = published / (stem + src.name[len(name):] if src.stem.startswith(name)
-                                       else f"{stem}-{src.name}")
+                    dst = published / framework.published_name(name, stem, src.name)
                     _atomic_write(dst, src.read_bytes())
                     log(f"published {dst}")
     for _, msg in result["skipped"]:

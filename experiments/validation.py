@@ -469,13 +469,17 @@ def _summary_frame(sp: pd.DataFrame) -> pd.DataFrame:
 
 
 def shown_path(path: str | None) -> str | None:
-    """``path`` as the tables show it: under the home directory as ``~/...``."""
+    """``path`` as the tables show it: in the checkout relative to it, under the home
+    directory as ``~/...``, else as it is."""
     if not path:
         return path
-    try:
-        return "~/" + str(Path(path).relative_to(Path.home()))
-    except ValueError:
-        return path
+    from kvsim import artifacts
+
+    root = artifacts.source_root()
+    for base, prefix in ((root, ""), (Path.home(), "~/")):
+        if base is not None and Path(path).is_relative_to(base):
+            return prefix + str(Path(path).relative_to(base))
+    return path
 
 
 def _minutes(earlier: str | None, later: str | None) -> float | None:

@@ -257,3 +257,12 @@ def test_a_cpu_file_replaces_local_in_the_predictions(tmp_path):
                                                           if s["kind"] != "predict"]
     with pytest.raises(ValueError, match="one CPU file"):
         validation._cells("small", [str(f), str(tmp_path / "other.toml")])
+
+
+def test_shown_paths_name_no_machine_folder():
+    from kvsim import artifacts
+
+    root = artifacts.source_root()
+    if root is not None:  # a checkout: its files relative to it
+        assert validation.shown_path(str(root / "results" / "x.toml")) == "results/x.toml"
+    assert validation.shown_path(str(Path.home() / ".cache" / "x.toml")) == "~/.cache/x.toml"
