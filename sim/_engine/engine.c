@@ -134,7 +134,8 @@
  * one segment overlap the timing of the one before (segments.c); the results
  * do not depend on the thread count.  Other configurations take the record-by-record path
  * (runLoop), which prefetches the lower levels' set blocks of the record
- * PREFETCH_DISTANCE ahead.  Lookups compare 16 fingerprints per SSE
+ * PREFETCH_DISTANCE ahead, and with a next-line or adjacent-line prefetcher
+ * those of the neighbour line it will fetch (lookNeighbours).  Lookups compare 16 fingerprints per SSE
  * instruction; hits are not counted (hit = access - miss) and the phases'
  * access and miss counts come from per-level totals (phaseSync).  Miss buffers
  * are kept sorted by ready tick, so the earliest free one is at hand.
@@ -563,8 +564,10 @@ static void issueHwPrefetch(kvsimSim *s, uint32_t k, uint64_t line, uint8_t stag
         ls->pf_redundant[1]++;
         return;
     }
+    s->look.tried++;
     if (s->cfg.timing && prefetchDropped(s, k, line, x, 1)) {
         ls->pf_dropped[1]++;
+        s->look.dropped++;
         return;
     }
     uint32_t sv = cacheAccess(s, k, line, OP_READ, stag, KVSIM_K_HWPF, 2, NULL);
@@ -846,6 +849,36 @@ static inline int likelyInL1(const kvsimSim *s, uint64_t line) {
 #endif
 }
 
+/* Prefetch into the host's caches the set blocks that line `ln` maps to in every
+ * level from PF_FIRST_LEVEL down (L1's sets stay in the host caches anyway).
+ * A macro, not a function: GCC's pure/const analysis deletes calls to a helper
+ * whose only effect is a prefetch. */
+#define LOOK_AHEAD(ln)                                                                  \
+    do {                                                                                \
+        const uint64_t ln_ = (ln);                                                      \
+        for (uint32_t k_ = PF_FIRST_LEVEL; k_ < nl; k_++) {                             \
+            const Level *L_ = &s->lv[k_];                                               \
+            const uint8_t *b_ = L_->blk + (ln_ & L_->set_mask) * L_->stride;            \
+            __builtin_prefetch(b_, 1, 3);                                               \
+            if (L_->nlines > 1) __builtin_prefetch(b_ + 64, 1, 3);                      \
+            if (L_->nlines > 2) __builtin_prefetch(b_ + 128, 1, 3);                     \
+            for (uint32_t j_ = 3; j_ < L_->nlines; j_++) __builtin_prefetch(b_ + 64 * j_, 1, 3); \
+        }                                                                               \
+    } while (0)
+
+/* The look-ahead's second part (engine_impl.h, kvsimSim.look): the set blocks
+ * of the lines that an L1 miss of line `la` makes a next-line or adjacent-line
+ * prefetcher fetch, which without it miss in the host's caches as often as the
+ * line's own sets (the functional mode issues every candidate).  Out of line:
+ * only the configurations with such a prefetcher pay for it.  The empty asm
+ * statement tells the compiler the call has an effect, so it is not deleted. */
+static __attribute__((noinline)) void lookNeighbours(const kvsimSim *s, uint64_t la) {
+    const uint32_t nl = s->n;
+    if (s->look.next) LOOK_AHEAD(la + 1);
+    if (s->look.adjacent && !(s->look.next && !(la & 1))) LOOK_AHEAD(la ^ 1);
+    __asm__ volatile("" ::: "memory");
+}
+
 /* --- Public API ------------------------------------------------------------------ */
 
 /* The record-by-record loop, one copy per (timing, extras) combination (both are
@@ -858,6 +891,11 @@ static inline __attribute__((always_inline)) void runLoop(kvsimSim *s, const kvt
     const uint32_t nl = s->n;
     Batch bt;
     memset(&bt, 0, sizeof bt);
+    /* look at the neighbours' sets unless most hardware prefetches since the
+     * last call were dropped (timing: miss buffers full), so that the lines
+     * looked at were never accessed */
+    const int look = extras && s->look.any && s->look.dropped * 2 <= s->look.tried;
+    s->look.tried = s->look.dropped = 0;
     for (size_t i = 0; i < n; i++) {
         /* Look ahead: prefetch the simulated sets (one block per level below L1,
          * which stays in the host caches anyway) that the record
@@ -868,14 +906,8 @@ static inline __attribute__((always_inline)) void runLoop(kvsimSim *s, const kvt
             const kvtRecord *q = &recs[i + PREFETCH_DISTANCE];
             const uint64_t la = q->addr >> lb;
             if (q->kind != KVT_MARKER && nl > 1 && !likelyInL1(s, la)) {
-                for (uint32_t k = PF_FIRST_LEVEL; k < nl; k++) {
-                    const Level *L = &s->lv[k];
-                    const uint8_t *b = L->blk + (la & L->set_mask) * L->stride;
-                    __builtin_prefetch(b, 1, 3);
-                    if (L->nlines > 1) __builtin_prefetch(b + 64, 1, 3);
-                    if (L->nlines > 2) __builtin_prefetch(b + 128, 1, 3);
-                    for (uint32_t j = 3; j < L->nlines; j++) __builtin_prefetch(b + 64 * j, 1, 3);
-                }
+                LOOK_AHEAD(la);
+                if (extras && look) lookNeighbours(s, la);
             }
         }
         const kvtRecord *r = &recs[i];
@@ -1199,6 +1231,11 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
         if (s->pf[p].from < s->pf_from) s->pf_from = s->pf[p].from;
     }
     s->pf_from_rest = s->pf_from;
+    for (uint32_t p = 0; p < cfg->nprefetchers; p++) {
+        if (s->pf[p].ops == &kvsimPrefetchNextLine) s->look.next = 1;
+        if (s->pf[p].ops == &kvsimPrefetchAdjacentLine) s->look.adjacent = 1;
+    }
+    s->look.any = s->look.next | s->look.adjacent;
     if (cfg->swpf_level >= s->n) FAIL("swprefetch.fill: no such cache level");
     if (s->lv[cfg->swpf_level].inclusion == KVSIM_EXCLUSIVE)
         FAIL("swprefetch.fill: cannot prefetch into an exclusive level");
