@@ -9,6 +9,8 @@ Time is in ticks (one cycle = ``width`` ticks) so everything stays integer.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from kvsim.traces import KIND_MARKER as MARKER
@@ -278,12 +280,13 @@ class UpDown:
 
 class RegionFootprint:
     """prefetch_region.c: per key, the lines within WINDOW of its last trigger that the
-    following loads touched, prefetched at its next trigger."""
+    following loads touched, prefetched at its next trigger; ``miss_only`` (region_miss):
+    only a load that misses the level is a trigger."""
 
     GENS, WINDOW = 4, 8
 
-    def __init__(self, degree, table):
-        self.degree, self.table = degree, table
+    def __init__(self, degree, table, miss_only=False):
+        self.degree, self.table, self.miss_only = degree, table, miss_only
         self.gens = [[0, 0, 0] for _ in range(self.GENS)]  # trigger + 1, key, footprint
         self.ring = 0
         self.patterns = [[0, 0] for _ in range(table)]  # key + 1, footprint
@@ -298,6 +301,8 @@ class RegionFootprint:
                 if d:
                     g[2] |= 1 << self._bit(d)
                 return []
+        if self.miss_only and hit:
+            return []
         slot = self.gens[self.ring]
         if slot[0]:
             self.patterns[slot[1] % self.table] = [slot[1] + 1, slot[2]]
@@ -317,7 +322,8 @@ class RegionFootprint:
 
 PREFETCHER_CLASSES = {"next_line": NextLine, "ip_stride": IpStride, "stream": Stream,
                       "adjacent_line": AdjacentLine, "up_down": UpDown,
-                      "region": RegionFootprint}
+                      "region": RegionFootprint,
+                      "region_miss": functools.partial(RegionFootprint, miss_only=True)}
 
 
 def _implementation(classes: dict, name: str, what: str):

@@ -36,7 +36,7 @@ typedef struct kvsimPrefetcherOps {
 } kvsimPrefetcherOps;
 
 /* The factory: "next_line", "ip_stride", "stream", "adjacent_line", "up_down",
- * "region"; NULL if unknown. */
+ * "region", "region_miss"; NULL if unknown. */
 const kvsimPrefetcherOps *kvsimPrefetcherByName(const char *name);
 
 extern const kvsimPrefetcherOps kvsimPrefetchNextLine;
@@ -45,5 +45,6 @@ extern const kvsimPrefetcherOps kvsimPrefetchStream;
 extern const kvsimPrefetcherOps kvsimPrefetchAdjacentLine;
 extern const kvsimPrefetcherOps kvsimPrefetchUpDown;
 extern const kvsimPrefetcherOps kvsimPrefetchRegion;
+extern const kvsimPrefetcherOps kvsimPrefetchRegionMiss;
 
 #endif /* KVSIM_PREFETCH_H */

@@ -9,6 +9,7 @@
 static const kvsimPrefetcherOps *const PREFETCHERS[] = {
     &kvsimPrefetchNextLine, &kvsimPrefetchIpStride, &kvsimPrefetchStream,
     &kvsimPrefetchAdjacentLine, &kvsimPrefetchUpDown, &kvsimPrefetchRegion,
+    &kvsimPrefetchRegionMiss,
 };
 #define NPREFETCHERS (sizeof PREFETCHERS / sizeof PREFETCHERS[0])
 

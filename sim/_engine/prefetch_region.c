@@ -27,9 +27,16 @@
  *   the ring moves on; with a pattern for this key, prefetch its lines nearest
  *   first (-1, +1, -2, +2, ...), up to `degree`, never across the 4 KiB page.
  *
- * Its candidates do not depend on `hit`, but it is not marked blind: the TLB
- * thread runs ahead only the IP-stride kind's simple state.
- * sim/reference.py RegionFootprint mirrors it.
+ * `region_miss`, the same but for the trigger: a load outside every open
+ * slot's window that hits the level is not a trigger (it changes nothing and
+ * issues nothing); only a miss opens a slot.  A hit inside a window still sets
+ * its bit.  (Spatial memory streaming's trigger is the first access to a
+ * region, which misses when the region is not cached; on a hit the region's
+ * lines are likely cached already.)
+ *
+ * Their candidates depend on `hit` (region_miss) or not (region), but neither
+ * is marked blind: the TLB thread runs ahead only the IP-stride kind's simple
+ * state.  sim/reference.py RegionFootprint mirrors both.
  */
 #include <assert.h>
 
@@ -49,9 +56,8 @@ static size_t rgWords(const kvsimPrefetcherConfig *cfg) {
 
 static int bitOf(int64_t d) { return d < 0 ? (int)(d + WINDOW) : (int)(d + WINDOW - 1); }
 
-static uint32_t rgOperate(uint64_t *state, const kvsimPrefetcherConfig *cfg, uint64_t line,
-                          int hit, uint32_t key, uint64_t *out) {
-    (void)hit;
+static inline uint32_t rgStep(uint64_t *state, const kvsimPrefetcherConfig *cfg, uint64_t line,
+                              int hit, uint32_t key, uint64_t *out, const int miss_only) {
     for (int g = 0; g < GENS; g++) {
         uint64_t *s = state + 3 * g;
         if (s[0] == 0) continue;
@@ -61,6 +67,7 @@ static uint32_t rgOperate(uint64_t *state, const kvsimPrefetcherConfig *cfg, uin
             return 0;
         }
     }
+    if (miss_only && hit) return 0;
     uint64_t *slot = state + 3 * state[RING];
     if (slot[0] != 0) {
         uint64_t *p = state + PATTERNS + 2 * (size_t)(slot[1] % cfg->table);
@@ -84,4 +91,15 @@ static uint32_t rgOperate(uint64_t *state, const kvsimPrefetcherConfig *cfg, uin
     return n;
 }
 
+static uint32_t rgOperate(uint64_t *state, const kvsimPrefetcherConfig *cfg, uint64_t line,
+                          int hit, uint32_t key, uint64_t *out) {
+    return rgStep(state, cfg, line, hit, key, out, 0);
+}
+
+static uint32_t rgOperateMiss(uint64_t *state, const kvsimPrefetcherConfig *cfg, uint64_t line,
+                              int hit, uint32_t key, uint64_t *out) {
+    return rgStep(state, cfg, line, hit, key, out, 1);
+}
+
 const kvsimPrefetcherOps kvsimPrefetchRegion = {"region", rgWords, rgOperate, 0, 0};
+const kvsimPrefetcherOps kvsimPrefetchRegionMiss = {"region_miss", rgWords, rgOperateMiss, 0, 0};

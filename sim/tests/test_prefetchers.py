@@ -102,5 +102,22 @@ def test_region_degree_nearest_first_and_table():
         assert not {999, 1002} & got
 
 
+def test_region_miss_triggers_on_misses_only():
+    # key 1's footprint {-1} is stored; line 2000 is loaded (a miss, key 5) and its window
+    # closed by four other triggers; then key 1 loads 2000 again, a hit outside every window:
+    # region takes it as key 1's trigger and brings 1999, region_miss does not
+    far = [(1100 + 200 * i, 6) for i in range(4)]
+    loads = _FOLLOWED[:-1] + [(2000, 5)] + far + [(2000, 1)]
+    lines = {ln for ln, _ in loads}
+    for got in held_after_keyed("region", loads, table=8):
+        assert got == lines | {1999}
+    for got in held_after_keyed("region_miss", loads, table=8):
+        assert got == lines
+    # a miss is a trigger for both: the first replay of the footprint
+    for kind in ("region", "region_miss"):
+        for got in held_after_keyed(kind, _FOLLOWED, degree=2, table=8):
+            assert got == {100, 99, 300, 500, 700, 900, 200, 199}
+
+
 def test_new_kinds_are_registered():
-    assert {"adjacent_line", "up_down", "region"} <= set(B.prefetcher_names())
+    assert {"adjacent_line", "up_down", "region", "region_miss"} <= set(B.prefetcher_names())
