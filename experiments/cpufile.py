@@ -63,6 +63,8 @@ def cpu_toml(cpu: sim.CpuConfig) -> str:
                 f"walk_reads = {t.walk_reads}", f"walkers = {t.walkers}"]
     out += ["", "[swprefetch]", f"fill = {_val(cpu.caches[cpu.swpf_fill].name)}",
             f"tlb_miss = {_val('drop' if cpu.swpf_drop_on_tlb_miss else 'walk')}"]
+    if cpu.swpf_trains:
+        out.append("trains_prefetchers = true")
     for p in cpu.prefetchers:
         out += ["", "[[prefetcher]]", f"level = {_val(cpu.caches[p.level].name)}",
                 f"kind = {_val(p.kind)}", f"degree = {p.degree}", f"table = {p.table}"]

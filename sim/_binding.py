@@ -49,7 +49,8 @@ class PrefetcherConfig(C.Structure):
 class EngineConfig(C.Structure):
     _fields_ = [
         ("nlevels", u32), ("line_bits", u32), ("level", LevelConfig * MAX_LEVELS),
-        ("nprefetchers", u32), ("pad0", u32), ("prefetcher", PrefetcherConfig * MAX_PREFETCHERS),
+        ("nprefetchers", u32), ("swpf_trains", u32),
+        ("prefetcher", PrefetcherConfig * MAX_PREFETCHERS),
         ("timing", u32), ("width", u32), ("rob", u32), ("dram_latency", u32),
         ("dram_xfer_ticks", u32), ("tlb", u32), ("page_bits", u32),
         ("dtlb_sets", u32), ("dtlb_ways", u32), ("stlb_sets", u32), ("stlb_ways", u32),

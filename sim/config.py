@@ -92,6 +92,8 @@ class CpuConfig:
     tlb: Tlb | None = None
     swpf_fill: int = 0
     swpf_drop_on_tlb_miss: bool = False
+    # a software prefetch that misses its fill level trains the hardware prefetchers below it
+    swpf_trains: bool = False
     prefetchers: tuple[Prefetcher, ...] = ()
     source: str = ""
     notes: tuple[str, ...] = ()
@@ -172,6 +174,7 @@ class CpuConfig:
             ec.walkers = t.walkers
         ec.swpf_level = self.swpf_fill
         ec.swpf_drop_on_tlb_miss = int(self.swpf_drop_on_tlb_miss)
+        ec.swpf_trains = int(self.swpf_trains)
         ec.flush_at_end = int(flush)
         return ec
 
@@ -234,7 +237,7 @@ _KEYS = {
     "dram": {"latency_ns", "bandwidth_gbs", "src", "notes"},
     "tlb": {"page_size", "l1_entries", "l1_ways", "l2_entries", "l2_ways", "l2_latency",
             "walk_latency", "walk_reads", "walkers", "src", "notes"},
-    "swprefetch": {"fill", "tlb_miss", "src", "notes"},
+    "swprefetch": {"fill", "tlb_miss", "trains_prefetchers", "src", "notes"},
     "prefetcher": {"level", "kind", "degree", "table", "src", "notes"},
 }
 
@@ -420,6 +423,7 @@ def parse_cpu(doc: dict, source: str = "") -> CpuConfig:
         if pol not in ("walk", "drop"):
             raise ConfigError(f"swprefetch.tlb_miss: must be \"walk\" or \"drop\", got {pol!r}")
         kw["swpf_drop_on_tlb_miss"] = pol == "drop"
+        kw["swpf_trains"] = _get(sp, "trains_prefetchers", "swprefetch", bool, False)
         if "src" in sp:
             prov["swprefetch"] = sp["src"]
     pfs = []

@@ -828,6 +828,13 @@ class ReferenceSim:
                     served = sv
                     if self.timing:
                         done, _ = self.time_access(line, f, sv, xp, 1)
+                    if cfg.swpf_trains and sv > f:  # engine.c runPrefetchersSw
+                        for lvl, p in self.prefetchers:
+                            if lvl <= f or sv < lvl:
+                                continue
+                            key = (tag << 16) | r["site"]
+                            for cand in p.operate(line, sv == lvl, key):
+                                self.hw_prefetch(lvl, cand, tag, xp)
         else:
             is_store = kind == STORE
             size = r["size"] or 1

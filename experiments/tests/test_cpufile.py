@@ -65,3 +65,9 @@ def test_cpu_toml_keeps_a_sustained_ipc():
     cpu = sim.load_cpu("graviton3")
     cpu = cpu.with_changes(sustained_ipc=cpu.width / 2)
     assert _same(sim.parse_cpu(tomllib.loads(cpufile.cpu_toml(cpu))), cpu)
+
+
+def test_cpu_toml_keeps_software_prefetch_training():
+    cpu = dataclasses.replace(sim.load_cpu("epyc-7713"), swpf_trains=True)
+    assert "trains_prefetchers = true" in cpufile.cpu_toml(cpu)
+    assert _same(sim.parse_cpu(tomllib.loads(cpufile.cpu_toml(cpu))), cpu)

@@ -606,6 +606,24 @@ static void runPrefetchers(kvsimSim *s, uint64_t line, uint32_t sv, const kvtRec
     }
 }
 
+/* With cfg.swpf_trains: a software prefetch of `line` that started at level f
+ * and was served by level sv > f reached the levels f+1..sv as a request, so it
+ * trains, in configuration order, the prefetchers of those levels that it
+ * reaches (sv >= P->from), as a demand load would (runPrefetchers); the
+ * prefetchers at or above f never see it (the TLB thread's ahead-trained L1
+ * prefetcher among them). */
+static void runPrefetchersSw(kvsimSim *s, uint64_t line, uint32_t f, uint32_t sv,
+                             const kvtRecord *r, uint64_t x) {
+    uint64_t cand[MAX_DEGREE];
+    const uint32_t key = ((uint32_t)r->tag << 16) | r->site;
+    for (uint32_t p = 0; p < s->cfg.nprefetchers; p++) {
+        Prefetcher *P = &s->pf[p];
+        if (P->level <= f || sv < P->from) continue;
+        const uint32_t nc = P->operate(P->state, &P->cfg, line, sv == P->level, key, cand);
+        for (uint32_t c = 0; c < nc; c++) issueHwPrefetch(s, P->level, cand[c], r->tag, x);
+    }
+}
+
 /* --- Records -------------------------------------------------------------------- */
 
 /* Attribute the accesses and misses since the last call to the current phase of
@@ -752,6 +770,7 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
                     int waited;
                     done = timeAccess(s, line, f, sv, xp, &waited);
                 }
+                if (extras && sv > f && s->cfg.swpf_trains) runPrefetchersSw(s, line, f, sv, r, xp);
             }
         }
     } else {

@@ -106,7 +106,8 @@ typedef struct kvsimConfig {
     uint32_t line_bits; /* log2 line size, same for every level */
     kvsimLevelConfig level[KVSIM_MAX_LEVELS];
     uint32_t nprefetchers;
-    uint32_t pad0;
+    uint32_t swpf_trains; /* 1: a software prefetch that misses its fill level trains the
+                             hardware prefetchers of the levels below it (engine.c) */
     kvsimPrefetcherConfig prefetcher[KVSIM_MAX_PREFETCHERS];
     /* timing (ignored unless timing != 0) */
     uint32_t timing;

@@ -82,7 +82,8 @@ def cpu_docs(draw):
         }
     fillable = [c["name"] for c in caches if c["inclusion"] != "exclusive"]
     doc["swprefetch"] = {"fill": draw(st.sampled_from(fillable)),
-                         "tlb_miss": draw(st.sampled_from(["walk", "drop"]))}
+                         "tlb_miss": draw(st.sampled_from(["walk", "drop"])),
+                         "trains_prefetchers": draw(st.booleans())}
     doc["prefetcher"] = [
         {"level": draw(st.sampled_from(fillable)),
          "kind": draw(st.sampled_from(B.prefetcher_names())),

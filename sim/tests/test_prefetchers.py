@@ -121,3 +121,20 @@ def test_region_miss_triggers_on_misses_only():
 
 def test_new_kinds_are_registered():
     assert {"adjacent_line", "up_down", "region", "region_miss"} <= set(B.prefetcher_names())
+
+
+@pytest.mark.parametrize("trains", [False, True])
+def test_software_prefetch_trains_the_levels_below_when_asked(trains):
+    # L1 without prefetchers above an L2 with a next-line prefetcher: a software prefetch
+    # of line 40 misses both; with swprefetch.trains_prefetchers the L2 prefetcher sees the
+    # request and brings line 41 into L2, without it nothing does
+    doc = {"name": "t",
+           "cache": [{"name": "L1", "size": 4 * LINE, "ways": 4, "line": LINE},
+                     {"name": "L2", "size": WAYS * LINE, "ways": WAYS, "line": LINE}],
+           "swprefetch": {"fill": "L1", "trains_prefetchers": trains},
+           "prefetcher": [{"level": "L2", "kind": "next_line"}]}
+    cfg = sim.parse_cpu(doc).to_engine(timing=False)
+    for eng in (B.Engine(cfg), ReferenceSim(cfg)):
+        eng.run(records([("prefetch", 40 * LINE, 8)]))
+        held = {x for x in eng.peek_set(1, 0) if x is not None}
+        assert held == ({40, 41} if trains else {40})
