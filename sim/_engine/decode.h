@@ -22,8 +22,12 @@
 
 #include "../../traces/trace_format.h"
 
-/* CRC-32 (IEEE 802.3, zlib's crc32): crc of the bytes so far (0 to start). */
+/* CRC-32 (IEEE 802.3, zlib's crc32): crc of the bytes so far (0 to start).
+ * Computed by the system's zlib (libz.so.1, opened at first use) when it has
+ * crc32, else by kvsimCrc32Tables. */
 uint32_t kvsimCrc32(uint32_t crc, const void *buf, size_t len);
+/* The same CRC by eight 256-entry tables, eight bytes per step: the fallback. */
+uint32_t kvsimCrc32Tables(uint32_t crc, const void *buf, size_t len);
 
 enum {
     KVSIM_DEC_OK = 0,
