@@ -129,6 +129,12 @@ SETTINGS: dict[str, tuple[str, Callable[[CpuConfig], CpuConfig], float]] = {
                         "64 keys)", lambda c: c.with_changes(
                             prefetchers=c.prefetchers + (Prefetcher(0, "region", 2, 64),)),
                         1.0),
+    "region_miss_prefetch": ("the same, its trigger an L1 miss (region_miss)",
+                             lambda c: c.with_changes(prefetchers=c.prefetchers + (
+                                 Prefetcher(0, "region_miss", 2, 64),)), 1.0),
+    "swpf_trains": ("software prefetches that miss their fill level train the hardware "
+                    "prefetchers below it ([swprefetch] trains_prefetchers)",
+                    lambda c: c.with_changes(swpf_trains=True), 1.0),
     "gap_x0.5": ("every record's instruction gap halved", lambda c: c, 0.5),
     "gap_x1.5": ("every record's instruction gap x 1.5", lambda c: c, 1.5),
 }

@@ -57,3 +57,11 @@ def test_a_pair_of_layouts_traces_each_side_with_its_options(tmp_path):
     assert out["base"]["records"] != out["variant"]["records"]
     assert set(out["speedup"]) == {"base", "region_prefetch"}
     assert not list(tmp_path.iterdir())
+
+
+def test_prefetch_settings_change_what_they_name():
+    cpu = sim.load_cpu("epyc-7713")
+    miss = ablation.SETTINGS["region_miss_prefetch"][1](cpu)
+    assert miss.prefetchers[:-1] == cpu.prefetchers
+    assert miss.prefetchers[-1].kind == "region_miss" and miss.prefetchers[-1].level == 0
+    assert not cpu.swpf_trains and ablation.SETTINGS["swpf_trains"][1](cpu).swpf_trains
