@@ -310,9 +310,10 @@ def main(argv: list[str] | None = None, prog: str = "kvsim ablate") -> int:
                          f"{nat['speedup']['median']:.2f}x (min-based "
                          f"{nat['speedup']['from_minimums']:.2f}x)")
             print(head)
+            width = max(map(len, pr["speedup"]))
             for s in pr["speedup"]:
                 b, v = pr["base"]["settings"][s], pr["variant"]["settings"][s]
-                print(f"  {s:<16} {b['ns_per_op']:8.1f} -> {v['ns_per_op']:8.1f} ns/op  "
+                print(f"  {s:<{width}} {b['ns_per_op']:8.1f} -> {v['ns_per_op']:8.1f} ns/op  "
                       f"{pr['speedup'][s]:.2f}x  mlp {b['mlp']:.2f} -> {v['mlp']:.2f}")
     out = a.out or provenance.default_result_path(f"ablation-{a.scale}.json")
     return provenance.publish(prog, out, payload)
