@@ -231,10 +231,9 @@ def render_validation(doc: dict[str, Any], result: str) -> str:
     text = render_experiment(shown, result)
     stem = Path(result).stem
     plotted = (f"{stem}.png", f"{stem}_time.png")
-    return "\n".join(ln for ln in text.splitlines()
-                     if not ln.startswith("![") or ln.rstrip(")").endswith(plotted)
-                     ).replace("\n\n\n",
-                                                                                  "\n\n")
+    kept = (ln for ln in text.splitlines()
+            if not ln.startswith("![") or ln.rstrip(")").endswith(plotted))
+    return "\n".join(kept).replace("\n\n\n", "\n\n")
 
 
 #: the validation's runs, one per machine it was published from (``--publish-as``)

@@ -694,6 +694,17 @@ class ReferenceSim:
             st["l1_misses_timed"] += 1
         return c, waited
 
+    def train(self, line, sv, stag, site, x, lo):
+        """engine.c runPrefetchers: every prefetcher at level ``lo`` or below that a request
+        served by level ``sv`` reaches trains, in order, and its candidates are issued (a demand
+        load piece: lo 0; a software prefetch that missed its fill level f: lo f + 1)."""
+        key = (stag << 16) | site
+        for lvl, p in self.prefetchers:
+            if sv < lvl or lvl < lo:
+                continue
+            for cand in p.operate(line, sv == lvl, key):
+                self.hw_prefetch(lvl, cand, stag, x)
+
     def hw_prefetch(self, k, line, stag, x):
         sp = self.probe(k, line)
         ls = self.st["level"][k]
@@ -828,13 +839,8 @@ class ReferenceSim:
                     served = sv
                     if self.timing:
                         done, _ = self.time_access(line, f, sv, xp, 1)
-                    if cfg.swpf_trains and sv > f:  # engine.c runPrefetchersSw
-                        for lvl, p in self.prefetchers:
-                            if lvl <= f or sv < lvl:
-                                continue
-                            key = (tag << 16) | r["site"]
-                            for cand in p.operate(line, sv == lvl, key):
-                                self.hw_prefetch(lvl, cand, tag, xp)
+                    if cfg.swpf_trains and sv > f:
+                        self.train(line, sv, tag, r["site"], xp, f + 1)
         else:
             is_store = kind == STORE
             size = r["size"] or 1
@@ -864,12 +870,7 @@ class ReferenceSim:
                 else:
                     self.classify(False)
                 if not is_store:
-                    for lvl, p in self.prefetchers:
-                        if sv < lvl:
-                            continue
-                        key = (tag << 16) | r["site"]
-                        for cand in p.operate(line, sv == lvl, key):
-                            self.hw_prefetch(lvl, cand, tag, xp)
+                    self.train(line, sv, tag, r["site"], xp, 0)
             served, done = svmax, C
             if not is_store:
                 cls = svmax

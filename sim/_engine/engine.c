@@ -135,8 +135,8 @@
  * do not depend on the thread count.  Other configurations take the record-by-record path
  * (runLoop), which prefetches the lower levels' set blocks of the record
  * PREFETCH_DISTANCE ahead, and with a next-line or adjacent-line prefetcher
- * those of the neighbour line it will fetch (lookNeighbours).  Lookups compare 16 fingerprints per SSE
- * instruction; hits are not counted (hit = access - miss) and the phases'
+ * those of the neighbour line it will fetch (lookNeighbours).  Lookups compare
+ * 16 fingerprints per SSE instruction; hits are not counted (hit = access - miss) and the phases'
  * access and miss counts come from per-level totals (phaseSync).  Miss buffers
  * are kept sorted by ready tick, so the earliest free one is at hand.
  *
@@ -577,19 +577,23 @@ static void issueHwPrefetch(kvsimSim *s, uint32_t k, uint64_t line, uint8_t stag
     }
 }
 
-/* Train, in configuration order, every prefetcher that a demand load piece
- * served by level sv reaches (sv >= P->from: its level, hit or miss there, or
- * for a kind that trains on misses only, a miss there), and issue each one's
- * candidates before the next prefetcher trains.  The caller has checked sv >=
- * s->pf_from, so a hit above every prefetcher's level costs no call. */
+/* Train, in configuration order, every prefetcher at level lo or below that a
+ * request served by level sv reaches (sv >= P->from: its level, hit or miss
+ * there, or for a kind that trains on misses only, a miss there), and issue
+ * each one's candidates before the next prefetcher trains.  A demand load
+ * piece starts at L1 (lo 0); the caller has checked sv >= s->pf_from, so a hit
+ * above every prefetcher's level costs no call.  With cfg.swpf_trains a
+ * software prefetch that started at level f and missed it reached the levels
+ * below f as a request (lo f + 1): the prefetchers at or above f never see it,
+ * the TLB thread's ahead-trained L1 prefetcher among them. */
 static void runPrefetchers(kvsimSim *s, uint64_t line, uint32_t sv, const kvtRecord *r,
-                           uint64_t x) {
+                           uint64_t x, uint32_t lo) {
     uint64_t cand[MAX_DEGREE];
     const uint32_t key = ((uint32_t)r->tag << 16) | r->site;
     const uint32_t np = s->cfg.nprefetchers;
     for (uint32_t p = 0; p < np; p++) {
         Prefetcher *P = &s->pf[p];
-        if (sv < P->from) continue;
+        if (sv < P->from || P->level < lo) continue;
         const uint32_t k = P->level;
         const uint64_t *cs = cand;
         uint32_t nc;
@@ -603,24 +607,6 @@ static void runPrefetchers(kvsimSim *s, uint64_t line, uint32_t sv, const kvtRec
             nc = P->operate(P->state, &P->cfg, line, sv == k, key, cand);
         }
         for (uint32_t c = 0; c < nc; c++) issueHwPrefetch(s, k, cs[c], r->tag, x);
-    }
-}
-
-/* With cfg.swpf_trains: a software prefetch of `line` that started at level f
- * and was served by level sv > f reached the levels f+1..sv as a request, so it
- * trains, in configuration order, the prefetchers of those levels that it
- * reaches (sv >= P->from), as a demand load would (runPrefetchers); the
- * prefetchers at or above f never see it (the TLB thread's ahead-trained L1
- * prefetcher among them). */
-static void runPrefetchersSw(kvsimSim *s, uint64_t line, uint32_t f, uint32_t sv,
-                             const kvtRecord *r, uint64_t x) {
-    uint64_t cand[MAX_DEGREE];
-    const uint32_t key = ((uint32_t)r->tag << 16) | r->site;
-    for (uint32_t p = 0; p < s->cfg.nprefetchers; p++) {
-        Prefetcher *P = &s->pf[p];
-        if (P->level <= f || sv < P->from) continue;
-        const uint32_t nc = P->operate(P->state, &P->cfg, line, sv == P->level, key, cand);
-        for (uint32_t c = 0; c < nc; c++) issueHwPrefetch(s, P->level, cand[c], r->tag, x);
     }
 }
 
@@ -770,7 +756,8 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
                     int waited;
                     done = timeAccess(s, line, f, sv, xp, &waited);
                 }
-                if (extras && sv > f && s->cfg.swpf_trains) runPrefetchersSw(s, line, f, sv, r, xp);
+                if (extras && sv > f && s->cfg.swpf_trains)
+                    runPrefetchers(s, line, sv, r, xp, f + 1);
             }
         }
     } else {
@@ -812,7 +799,7 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
                 if (sv < s->pf_from_rest && s->tpn && !*s->tpn)
                     s->tpn++; /* only ahead_pf trains here, and it has no candidates */
                 else
-                    runPrefetchers(s, line, sv, r, xp);
+                    runPrefetchers(s, line, sv, r, xp, 0);
             }
         }
         served = svmax;
@@ -913,7 +900,8 @@ static inline __attribute__((always_inline)) void runLoop(kvsimSim *s, const kvt
     /* look at the neighbours' sets unless most hardware prefetches since the
      * last call were dropped (timing: miss buffers full), so that the lines
      * looked at were never accessed */
-    const int look = extras && s->look.any && s->look.dropped * 2 <= s->look.tried;
+    const int look = extras && (s->look.next || s->look.adjacent) &&
+                     s->look.dropped * 2 <= s->look.tried;
     s->look.tried = s->look.dropped = 0;
     for (size_t i = 0; i < n; i++) {
         /* Look ahead: prefetch the simulated sets (one block per level below L1,
@@ -1248,13 +1236,10 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
         s->pf[p].level = c->level;
         s->pf[p].from = c->level + (s->pf[p].ops->hits_idle ? 1u : 0u);
         if (s->pf[p].from < s->pf_from) s->pf_from = s->pf[p].from;
-    }
-    s->pf_from_rest = s->pf_from;
-    for (uint32_t p = 0; p < cfg->nprefetchers; p++) {
         if (s->pf[p].ops == &kvsimPrefetchNextLine) s->look.next = 1;
         if (s->pf[p].ops == &kvsimPrefetchAdjacentLine) s->look.adjacent = 1;
     }
-    s->look.any = s->look.next | s->look.adjacent;
+    s->pf_from_rest = s->pf_from;
     if (cfg->swpf_level >= s->n) FAIL("swprefetch.fill: no such cache level");
     if (s->lv[cfg->swpf_level].inclusion == KVSIM_EXCLUSIVE)
         FAIL("swprefetch.fill: cannot prefetch into an exclusive level");

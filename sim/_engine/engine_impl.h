@@ -220,14 +220,13 @@ struct kvsimSim {
     /* What the record-by-record loop's look-ahead (runLoop) prefetches into the
      * host's caches beyond the sets of the record's own line: the next line's
      * (a next_line prefetcher fetches it on every L1 miss) and the adjacent
-     * line's (adjacent_line); `any`: either.  `tried` and `dropped` count the
+     * line's (adjacent_line).  `tried` and `dropped` count the
      * hardware prefetches since the loop last started and those of them dropped
      * (it does not look when most were: their lines are not accessed). */
     struct {
-        uint32_t next, adjacent, any;
+        uint32_t next, adjacent;
         uint64_t tried, dropped;
     } look;
-    uint32_t pf_near; /* a next-line or adjacent-line prefetcher: look ahead at line + 1 */
     Tlb dtlb, stlb;
     kvsimStats stats;   /* what is reported */
     kvsimStats scratch; /* where warm-up counts go */
