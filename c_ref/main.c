@@ -240,8 +240,10 @@ int main(int argc, char **argv) {
         jput(&j, "\"ops\":%llu,\"ops_per_s\":%.1f,\"producer\":", (unsigned long long)res.ops,
              median > 0 ? (double)res.ops / median : 0.0);
         jproducer(&j);
-        jput(&j, ",\"reply_bytes\":%llu,\"reply_crc32\":%u,\"runs_s\":[", (unsigned long long)res.reply_bytes,
-             res.reply_crc32);
+        jput(&j, ",\"reply_bytes\":%llu,\"reply_crc32\":", (unsigned long long)res.reply_bytes);
+        if (res.reply_checked) jput(&j, "%u", res.reply_crc32);
+        else jput(&j, "null");
+        jput(&j, ",\"runs_s\":[");
         for (int i = 0; i < res.nruns; i++) jput(&j, "%s%.9f", i ? "," : "", res.runs_s[i]);
         jput(&j, "],\"workload\":");
         jworkload(&j, &s);

@@ -53,6 +53,7 @@ typedef struct ksWorkloadResult {
     uint32_t reply_crc32;  /* pipeline/mget: CRC32 of the replies of a replay of the queries;
                             * mset: of GET of every key; iterate: of the KEYS reply /
                             * snapshot; load: snapshot bytes (workload.c replyCheck) */
+    int reply_checked;     /* 0: reply_crc32 not computed (KVSIM_CREF_REPLY_CHECK=0) */
     uint64_t reply_bytes;  /* pipeline/mget/mset: reply bytes of the last run */
     uint64_t arena_base;
     uint64_t arena_allocated; /* every live arena byte incl. client/snapshot buffers */

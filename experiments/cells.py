@@ -30,6 +30,14 @@ Three kinds:
     Time two configurations ``a`` (baseline) and ``b`` of one workload on this machine:
     ``warmup_rounds`` discarded rounds, then ``rounds`` interleaved rounds (A B, A B, ...),
     one ``kvsim-cref native --repeat 1`` process per run, timed by its process CPU time.
+    With ``halfwidth`` in the spec, ``rounds`` is a ceiling: from ``min_rounds`` on, the
+    pair stops once the bootstrap 95 % interval of the speedup is within ``halfwidth`` of
+    it either side (a fixed-width sequential interval, Chow and Robbins, *Ann. Math.
+    Statist.* 36, 1965: the stopping rule looks at the interval's width, never at whether
+    it excludes 1.0). Only the first round's runs compute c_ref's untimed reply check
+    (``KVSIM_CREF_REPLY_CHECK``), and a load pair builds its snapshot once
+    (``KVSIM_CREF_SNAPSHOT_CACHE``, c_ref/snapcache.c), so the timed runs are most of a
+    pair's wall time.
     Metrics: the median of the rounds' ratios A/B with its bootstrap and sign-test 95 %
     intervals, the ratio of the minimums, ``verdict`` ("faster", "slower" or "within
     noise": the bootstrap interval includes 1.0, or fewer than ``timing.MIN_ROUNDS``
@@ -327,18 +335,51 @@ def _metrics(res: dict) -> dict[str, Any]:
 
 # --- native ------------------------------------------------------------------------------------
 
-def _native(spec: dict) -> dict[str, Any]:
+def _snapshot_cache(tmp: str, opts: dict) -> str:
+    """The snapshot cache file of one side of a load pair: sides whose options differ only
+    in the loading variant share it (c_ref refuses a file written for other options)."""
+    writer = {k: v for k, v in opts.items() if k not in ("variant", "batch")}
+    digest = hashlib.sha256(json.dumps(writer, sort_keys=True).encode()).hexdigest()[:16]
+    return os.path.join(tmp, f"snapshot-{digest}")
+
+
+def _native_rounds(spec: dict, tmp: str) -> tuple[dict[str, list[dict]], dict[str, Any]]:
+    """Run the pair's warm-up and timed rounds; returns the timed runs per side and the
+    first run's result per side (the one whose replies were checked)."""
     from kvsim.experiments import cref, timing
 
-    workload = spec["workload"]
+    workload, warm = spec["workload"], spec.get("warmup_rounds", 1)
     sides = {"a": spec["a"], "b": spec["b"]}
     env = spec.get("env") or {}
     runs: dict[str, list[dict]] = {"a": [], "b": []}
-    for r in range(spec.get("warmup_rounds", 1) + spec["rounds"]):
+    first: dict[str, Any] = {}
+    halfwidth, least = spec.get("halfwidth"), spec.get("min_rounds", spec["rounds"])
+    for r in range(warm + spec["rounds"]):
         for side, opts in sides.items():
-            res = cref.native(workload, opts, repeat=1, env=env)
-            if r >= spec.get("warmup_rounds", 1):
+            # The first round checks the replies (reply_crc32); later rounds skip that
+            # untimed pass. A load's snapshot is built once per configuration.
+            run_env = dict(env, KVSIM_CREF_REPLY_CHECK="1" if r == 0 else "0")
+            if workload == "load":
+                run_env["KVSIM_CREF_SNAPSHOT_CACHE"] = _snapshot_cache(tmp, opts)
+            res = cref.native(workload, opts, repeat=1, env=run_env)
+            first.setdefault(side, res)
+            if r >= warm:
                 runs[side].append(res)
+        n = len(runs["a"])
+        if halfwidth is not None and n >= least:
+            ratios = [x["cpu_runs_s"][0] / y["cpu_runs_s"][0]
+                      for x, y in zip(runs["a"], runs["b"], strict=True)]
+            boot = timing.bootstrap_ci95(ratios)
+            if boot and (boot[1] - boot[0]) / 2 <= halfwidth * statistics.median(ratios):
+                break
+    return runs, first
+
+
+def _native(spec: dict) -> dict[str, Any]:
+    from kvsim.experiments import timing
+
+    with tempfile.TemporaryDirectory(prefix="kvsim-native-") as tmp:
+        runs, first = _native_rounds(spec, tmp)
     cpu = {s: [x["cpu_runs_s"][0] for x in runs[s]] for s in runs}
     sp = timing.paired_speedup(cpu["a"], cpu["b"])
     boot = sp["bootstrap_ci95"]
@@ -369,7 +410,7 @@ def _native(spec: dict) -> dict[str, Any]:
                                    if last.get("keys") and last.get("memory_bytes") else None)
         m[f"{s}_ns_per_op"] = (1e9 * m[f"{s}_cpu_median_s"] / last["ops"]
                                if last.get("ops") else None)
-        m[f"{s}_reply_crc32"] = last.get("reply_crc32")
+        m[f"{s}_reply_crc32"] = first[s].get("reply_crc32")
     return m
 
 

@@ -123,11 +123,19 @@ def sim_cell(experiment: str, workload: str, options: dict[str, Any], cpu: str,
 
 def native_cell(experiment: str, workload: str, a: dict[str, Any], b: dict[str, Any],
                 rounds: int, params: dict[str, Any], env: dict[str, str] | None = None,
-                warmup_rounds: int = 1) -> dict[str, Any]:
-    """A native timing pair: ``a`` the baseline's options, ``b`` the variant's."""
+                warmup_rounds: int = 1, halfwidth: float | None = None,
+                min_rounds: int | None = None) -> dict[str, Any]:
+    """A native timing pair: ``a`` the baseline's options, ``b`` the variant's.
+
+    ``rounds`` interleaved rounds; with ``halfwidth``, at most ``rounds``: the cell stops
+    after ``min_rounds`` or more once the speedup's bootstrap 95 % interval is no wider than
+    ``halfwidth`` (a fraction of the speedup) either side (:mod:`kvsim.experiments.cells`)."""
     spec = {"experiment": experiment, "kind": "native", "workload": workload, "a": _clean(a),
             "b": _clean(b), "rounds": rounds, "warmup_rounds": warmup_rounds,
             "params": params}
+    if halfwidth is not None:
+        spec["halfwidth"] = halfwidth
+        spec["min_rounds"] = min(rounds, min_rounds or rounds)
     if env:
         spec["env"] = env
     return spec

@@ -12,8 +12,10 @@ and simulation time grows with it. Each experiment's docstring says what it vari
 
 Rounds. A native cell's rounds follow the effect it must resolve
 (:func:`kvsim.experiments.timing.rounds_for_effect`, assuming rounds scatter by 5 %): the
-load and MSET studies look for 1-10 % and get 20-40 rounds at full scale; pipeline,
-iterate and batch-size effects are 1.5-3x and get the minimum, 6.
+load and MSET studies look for 1-10 % and get up to 17 rounds at full scale, stopping
+after 8 or more once the interval is within 3 % of the speedup either side (each row's
+``rounds`` says how many ran); pipeline, iterate and batch-size effects are 1.5-3x and
+get the minimum, 6.
 
 Variants are c_ref's registry names (``kvsim-cref options --json``). Where c_ref lacks a
 dimension of the seed, the experiment says so in its table note instead of inventing it.
@@ -44,8 +46,21 @@ from kvsim.experiments.framework import (
 SMALL_ROUNDS = timing.MIN_ROUNDS
 
 
-def _rounds(scale: str, effect: float) -> int:
-    return SMALL_ROUNDS if scale == "small" else timing.rounds_for_effect(effect)
+#: Fewest rounds of a full-scale pair that stops early (``halfwidth``): the bootstrap
+#: interval of fewer values is too narrow to trust as a stopping signal.
+FULL_MIN_ROUNDS = 8
+
+
+def _plan(scale: str, effect: float) -> dict[str, Any]:
+    """A native pair's rounds: the minimum at small scale; at full scale at most
+    :func:`timing.rounds_for_effect` (which assumes rounds scatter by 5 %), stopping from
+    :data:`FULL_MIN_ROUNDS` on once the interval's half-width is ``effect``."""
+    if scale == "small":
+        return {"rounds": SMALL_ROUNDS}
+    n = timing.rounds_for_effect(effect)
+    if n <= FULL_MIN_ROUNDS:
+        return {"rounds": n}
+    return {"rounds": n, "halfwidth": effect, "min_rounds": FULL_MIN_ROUNDS}
 
 
 def _group(d: dict[str, Any]) -> str:
@@ -67,13 +82,15 @@ def _sims(exp: str, workload: str, base: dict, variants: list[dict], cpus: list[
     return out
 
 
-def _natives(exp: str, workload: str, base: dict, variants: list[dict], rounds: int,
+def _natives(exp: str, workload: str, base: dict, variants: list[dict], plan: dict,
              params: dict, env: dict | None = None) -> list[dict]:
-    """Native pairs: the first variant against each other one."""
+    """Native pairs: the first variant against each other one; ``plan`` from
+    :func:`_plan`."""
     a = {**base, **{k: x for k, x in variants[0].items() if k != "label"}}
     return [native_cell(exp, workload, a,
-                        {**base, **{k: x for k, x in v.items() if k != "label"}}, rounds,
-                        {**params, "variant": v["label"]}, env)
+                        {**base, **{k: x for k, x in v.items() if k != "label"}},
+                        plan["rounds"], {**params, "variant": v["label"]}, env,
+                        halfwidth=plan.get("halfwidth"), min_rounds=plan.get("min_rounds"))
             for v in variants[1:]]
 
 
@@ -107,7 +124,7 @@ def _rdb_cells(scale: str, cpus: list[str]) -> list[dict]:
                          dict(params, keys=sim_base["keys"]))
             if scale == "full" or not cluster:
                 out += _natives("rdb_load", "load", base, variants,
-                                _rounds(scale, 0.03), dict(params, keys=keys),
+                                _plan(scale, 0.03), dict(params, keys=keys),
                                 env={"KVSIM_CREF_LOAD_WARM": "1"})
     return out
 
@@ -273,7 +290,7 @@ def _iterate_cells(scale: str, cpus: list[str]) -> list[dict]:
         base = {"keys": keys, "value_size": 100, "op": op, "seed": 1, "rdbchecksum": "no"}
         out += _sims("iterate", "iterate", dict(base, keys=sim_keys), variants, cpus,
                      {"op": op, "keys": sim_keys})
-        out += _natives("iterate", "iterate", base, variants, _rounds(scale, 0.3),
+        out += _natives("iterate", "iterate", base, variants, _plan(scale, 0.3),
                         {"op": op, "keys": keys})
     return out
 
@@ -365,7 +382,7 @@ def _mset_cells(scale: str, cpus: list[str]) -> list[dict]:
                     out += _sims("mset_batch", "mset", base, variants, cpus, params)
                     if native_here:
                         out += _natives("mset_batch", "mset", dict(base, keys=keys), variants,
-                                        _rounds(scale, 0.03), params)
+                                        _plan(scale, 0.03), params)
             # pipelined MSET over existing keys
             kpc = mset_kpc[0]
             base = dict(common, keys_per_command=kpc, mset_keys="random", ops=cmds,
@@ -376,7 +393,7 @@ def _mset_cells(scale: str, cpus: list[str]) -> list[dict]:
             variants = [*_v("none", "redis-15043", "chunk-15133"), lookahead]
             out += _sims("mset_batch", "mset", base, variants, cpus, params)
             if native_here:
-                out += _natives("mset_batch", "mset", base, variants, _rounds(scale, 0.03),
+                out += _natives("mset_batch", "mset", base, variants, _plan(scale, 0.03),
                                 params)
             for kpc in mget_kpc:
                 base = dict(common, keys_per_command=kpc, ops=cmds)
@@ -386,7 +403,7 @@ def _mset_cells(scale: str, cpus: list[str]) -> list[dict]:
                 out += _sims("mset_batch", "mget", base, variants, cpus, params)
                 if native_here:
                     out += _natives("mset_batch", "mget", base, variants,
-                                    _rounds(scale, 0.1), params)
+                                    _plan(scale, 0.1), params)
             # pipelined MGET (Redis #15133's pipeline-10 rows)
             kpc = 100
             base = dict(common, keys_per_command=kpc, ops=cmds, pipeline_depth=depth)
@@ -395,7 +412,7 @@ def _mset_cells(scale: str, cpus: list[str]) -> list[dict]:
             variants = [*_v("none", "chunk-15133"), lookahead]
             out += _sims("mset_batch", "mget", base, variants, cpus, params)
             if native_here:
-                out += _natives("mset_batch", "mget", base, variants, _rounds(scale, 0.1),
+                out += _natives("mset_batch", "mget", base, variants, _plan(scale, 0.1),
                                 params)
     return out
 
@@ -537,7 +554,7 @@ def _pipeline_cells(scale: str, cpus: list[str]) -> list[dict]:
             if depth in (1, 10) or scale == "full":
                 out += _natives("pipeline", "pipeline", dict(base, ops=ops * 20),
                                 [variants[0], *[v for v in variants if v.get("batch") == 16]],
-                                _rounds(scale, 0.2), params)
+                                _plan(scale, 0.2), params)
     return out
 
 
@@ -581,7 +598,7 @@ def _kvobj_cells(scale: str, cpus: list[str]) -> list[dict]:
             params = {"keys": keys, "expire": expire}
             out += _sims("kvobj_memory", "pipeline", base, variants, cpus, params)
             out += _natives("kvobj_memory", "pipeline", dict(base, ops=ops * 20), variants,
-                            _rounds(scale, 0.1), params)
+                            _plan(scale, 0.1), params)
     return out
 
 
@@ -686,7 +703,7 @@ def _batch_cells(scale: str, cpus: list[str]) -> list[dict]:
     out = _sims("batch_size", "pipeline", base, variants, cpus, {"keys": keys})
     out += _natives("batch_size", "pipeline", dict(base, ops=ops * 20),
                     [variants[0], *[v for v in variants if v.get("batch") in (4, 16, 64)]],
-                    _rounds(scale, 0.2), {"keys": keys})
+                    _plan(scale, 0.2), {"keys": keys})
     return out
 
 
@@ -827,7 +844,7 @@ def _headline_cells(scale: str, cpus: list[str]) -> list[dict]:
         if r["workload"] in ("pipeline", "mget", "mset") and "ops" in nat:
             nat["ops"] = nat["ops"] * 10
         out += _natives("headline", r["workload"], nat, variants,
-                        _rounds(scale, 0.05), params,
+                        _plan(scale, 0.05), params,
                         env={"KVSIM_CREF_LOAD_WARM": "1"} if r["workload"] == "load" else None)
     return out
 

@@ -44,6 +44,46 @@ cmp -s "$T/a.kvt" "$T/b.kvt" && ok "trace deterministic (file == stdout)" || bad
 KVSIM_GIT_COMMIT=abc123 "$B" trace pipeline -o "$T/c.kvt" --keys 50 --ops 50 && grep -q '"git_commit":"abc123"' "$T/c.kvt" \
     && ok "git commit from KVSIM_GIT_COMMIT" || bad "git commit from KVSIM_GIT_COMMIT"
 
+# KVSIM_CREF_SNAPSHOT_CACHE: a load that builds the cache, one that reads it and one
+# without it report the same dataset; a cache of other options or no cache at all is
+# refused with one line and exit 2
+C=$(mktemp -d)
+field() { sed -n "s/.*\"$1\":\([0-9a-z]*\).*/\1/p" "$2"; }
+for run in build read none; do
+    case $run in none) env_c="" ;; *) env_c="KVSIM_CREF_SNAPSHOT_CACHE=$C/snap" ;; esac
+    env $env_c "$B" native load --keys 2000 --value-size 40 --cluster --variant prefetch-rehash \
+        --json >"$C/$run.json" 2>"$C/e" || bad "snapshot cache $run: $(cat "$C/e")"
+done
+same=1
+for k in keys memory_bytes reply_crc32; do
+    v=$(field $k "$C/read.json")
+    [ -n "$v" ] && [ "$(field $k "$C/build.json")" = "$v" ] && [ "$(field $k "$C/none.json")" = "$v" ] \
+        || same=0
+done
+if [ -s "$C/snap" ] && [ -z "$(ls "$C" | grep tmp)" ] && [ $same -eq 1 ]; then
+    ok "snapshot cache: built, read, same dataset as without"
+else
+    bad "snapshot cache: $(cat "$C/build.json" "$C/read.json" "$C/none.json")"
+fi
+cp "$C/snap" "$C/snap0"
+for bad_case in "other options" "not a cache"; do
+    [ "$bad_case" = "not a cache" ] && printf 'garbage\n' >"$C/snap"
+    KVSIM_CREF_SNAPSHOT_CACHE=$C/snap "$B" native load --keys 2001 --value-size 40 --cluster \
+        --json >"$C/o" 2>"$C/e"
+    rc=$?
+    if [ $rc -eq 2 ] && [ "$(wc -l <"$C/e")" -eq 1 ] && grep -q '^kvsim-cref: KVSIM_CREF_SNAPSHOT_CACHE: ' "$C/e" \
+        && [ ! -s "$C/o" ]; then ok "snapshot cache refused: $bad_case"; else bad "snapshot cache $bad_case: rc=$rc $(cat "$C/e")"; fi
+done
+# KVSIM_CREF_REPLY_CHECK=0: no reply pass, reply_crc32 null; the default computes it
+KVSIM_CREF_REPLY_CHECK=0 "$B" native mset --keys 500 --json >"$C/r0.json" 2>"$C/e"
+"$B" native mset --keys 500 --json >"$C/r1.json" 2>>"$C/e"
+if grep -q '"reply_crc32":null' "$C/r0.json" && grep -q '"reply_crc32":[0-9]' "$C/r1.json"; then
+    ok "KVSIM_CREF_REPLY_CHECK=0 skips the reply check"
+else
+    bad "KVSIM_CREF_REPLY_CHECK: $(cat "$C/e")"
+fi
+rm -rf "$C"
+
 # every workload x variant, native and traced, tiny, on both tables
 for spec in "pipeline naive" "pipeline lookahead" "mget none" "mget batch" "mset none" "mset batch" \
             "iterate none" "iterate next-bucket" "iterate valkey" "load none" "load prefetch-after-key" "load prefetch-rehash"; do

@@ -1,0 +1,66 @@
+"""A native pair's rounds: the fixed-width stopping rule, the first round's reply check and
+the load pair's shared snapshot, on real kvsim-cref runs at a tiny size."""
+
+import json
+import os
+
+import pytest
+
+from kvsim.experiments import cells, cref, framework, studies, timing
+
+
+def _pair(workload, a, b, rounds, **kw):
+    return framework.native_cell("t", workload, a, b, rounds, {}, **kw)
+
+
+def test_wide_halfwidth_stops_at_the_minimum_and_a_zero_one_runs_every_round():
+    a = {"keys": 3000, "ops": 300, "value_size": 32, "seed": 1, "variant": "naive"}
+    b = dict(a, variant="lookahead")
+    loose = cells.run_cell(_pair("pipeline", a, b, 9, halfwidth=1e9, min_rounds=6))["metrics"]
+    tight = cells.run_cell(_pair("pipeline", a, b, 7, halfwidth=0.0, min_rounds=6))["metrics"]
+    fixed = cells.run_cell(_pair("pipeline", a, b, 6))["metrics"]
+    assert (loose["rounds"], tight["rounds"], fixed["rounds"]) == (6, 7, 6)
+    for m in (loose, tight, fixed):
+        assert len(json.loads(m["round_ratios"])) == m["rounds"]
+
+
+def test_reply_check_runs_in_the_first_round_and_both_sides_agree():
+    opts = {"keys": 2000, "ops": 200, "value_size": 32, "keys_per_command": 10, "seed": 1,
+            "table": "dict", "mset_keys": "random", "variant": "none"}
+    m = cells.run_cell(_pair("mset", opts, dict(opts, variant="redis-15043"), 6))["metrics"]
+    assert isinstance(m["a_reply_crc32"], int)
+    assert m["a_reply_crc32"] == m["b_reply_crc32"]
+    # a later round's run skips the pass: its crc is null
+    later = cref.native("mset", opts, env={"KVSIM_CREF_REPLY_CHECK": "0"})
+    assert later["reply_crc32"] is None
+
+
+def test_load_pair_builds_its_snapshot_once(tmp_path, monkeypatch):
+    a = {"keys": 3000, "value_size": 64, "seed": 1, "variant": "none"}
+    b = dict(a, variant="prefetch-after-key")
+    seen = []
+    real = cref.native
+
+    def spy(workload, options, repeat=3, waiting=None, env=None):
+        path = (env or {}).get("KVSIM_CREF_SNAPSHOT_CACHE")
+        seen.append((path, path is not None and os.path.exists(path)))
+        return real(workload, options, repeat=repeat, waiting=waiting, env=env)
+
+    monkeypatch.setattr(cref, "native", spy)
+    m = cells.run_cell(_pair("load", a, b, 6, env={"KVSIM_CREF_LOAD_WARM": "1"}))["metrics"]
+    assert len({p for p, _ in seen}) == 1          # one file for both sides
+    assert [exists for _, exists in seen].count(False) == 1  # built by the first run only
+    assert m["a_keys"] == m["b_keys"] == 3000
+    assert m["a_reply_crc32"] == m["b_reply_crc32"]
+    assert not os.path.exists(seen[0][0])  # removed with the cell
+
+
+@pytest.mark.parametrize("effect", [0.03, 0.1, 0.3])
+def test_full_scale_plan_stops_early_only_for_small_effects(effect):
+    plan = studies._plan("full", effect)
+    assert plan["rounds"] == timing.rounds_for_effect(effect)
+    if plan["rounds"] > studies.FULL_MIN_ROUNDS:
+        assert plan["halfwidth"] == effect and plan["min_rounds"] == studies.FULL_MIN_ROUNDS
+    else:
+        assert "halfwidth" not in plan
+    assert studies._plan("small", effect) == {"rounds": studies.SMALL_ROUNDS}
