@@ -37,8 +37,8 @@ with the interval the native interval gives it, and whether the ratio lies withi
 0.85-1.15.
 
 Held back. Rows marked ``held back`` (:data:`HELD_BACK_FAMILIES`: SAVE, MSET, snapshot
-load) are not used to tune the model (issue 12's rule: fixes to the timing model or the
-traces are judged on the other rows, then checked on these); the tables report them in
+load) are not used to tune the model (the validation's rule: fixes to the timing model or
+the traces are judged on the other rows, then checked on these); the tables report them in
 their own ``set`` column and summary.
 """
 
@@ -604,5 +604,6 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
     ]
 
 
-register(Experiment(NAME, "Predicted against native on this machine", "issue 12",
+register(Experiment(NAME, "Predicted against native on this machine",
+                    "native rounds on this machine",
                     _cells, _tables, doc=" ".join((_cells.__doc__ or "").split())))
