@@ -28,7 +28,9 @@ Three kinds:
     are assembled (:mod:`kvsim.experiments.runner`), from the baseline cell's cycles.
 ``native``
     Time two configurations ``a`` (baseline) and ``b`` of one workload on this machine:
-    ``warmup_rounds`` discarded rounds, then ``rounds`` interleaved rounds (A B, A B, ...),
+    ``warmup_rounds`` discarded rounds, then ``rounds`` interleaved rounds (A B, B A, A B,
+    ...: the order alternates, so a drift or the previous run's after-effects favour
+    neither side),
     one ``kvsim-cref native --repeat 1`` process per run, timed by its process CPU time.
     With ``halfwidth`` in the spec, ``rounds`` is a ceiling: from ``min_rounds`` on, the
     pair stops once the bootstrap 95 % interval of the speedup is within ``halfwidth`` of
@@ -355,7 +357,10 @@ def _native_rounds(spec: dict, tmp: str) -> tuple[dict[str, list[dict]], dict[st
     first: dict[str, Any] = {}
     halfwidth, least = spec.get("halfwidth"), spec.get("min_rounds", spec["rounds"])
     for r in range(warm + spec["rounds"]):
-        for side, opts in sides.items():
+        # counterbalanced: A B in even rounds, B A in odd ones, so that a drift or an
+        # after-effect of the run before cannot favour one side
+        for side in ("a", "b") if r % 2 == 0 else ("b", "a"):
+            opts = sides[side]
             # The first round checks the replies (reply_crc32); later rounds skip that
             # untimed pass. A load's snapshot is built once per configuration.
             run_env = dict(env, KVSIM_CREF_REPLY_CHECK="1" if r == 0 else "0")

@@ -1,7 +1,7 @@
 """Statistics of native timings: medians with distribution-free 95 % intervals.
 
 Native runs on a shared machine are noisy, so a speedup is never one ratio of two runs. Two
-variants A and B are run in interleaved rounds (A B, A B, ...), each run timed by its
+variants A and B are run in interleaved rounds (A B, B A, ...), each run timed by its
 process CPU time; a round gives one paired ratio A / B. The speedup reported is the median
 of those ratios with a 95 % confidence interval for the median, and the ratio of the two
 minimum times beside it. An interval that includes 1.0 is reported as "within noise".

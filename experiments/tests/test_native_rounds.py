@@ -64,3 +64,20 @@ def test_full_scale_plan_stops_early_only_for_small_effects(effect):
     else:
         assert "halfwidth" not in plan
     assert studies._plan("small", effect) == {"rounds": studies.SMALL_ROUNDS}
+
+
+def test_rounds_alternate_the_order_of_the_sides(monkeypatch):
+    seen = []
+    real = cref.native
+
+    def spy(workload, options, repeat=3, waiting=None, env=None):
+        seen.append(options["variant"])
+        return real(workload, options, repeat=repeat, waiting=waiting, env=env)
+
+    monkeypatch.setattr(cref, "native", spy)
+    a = {"keys": 2000, "ops": 200, "value_size": 32, "seed": 1, "variant": "naive"}
+    cells.run_cell(_pair("pipeline", a, dict(a, variant="lookahead"), 6))
+    rounds = [tuple(seen[i:i + 2]) for i in range(0, len(seen), 2)]
+    assert len(rounds) == 7  # the warm-up round and six timed ones
+    assert rounds == [("naive", "lookahead") if r % 2 == 0 else ("lookahead", "naive")
+                      for r in range(7)]
