@@ -31,6 +31,7 @@
 
 #include "snapcache.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,38 +49,37 @@ void ksSnapCacheKey(const ksWorkloadSpec *s, char *buf, size_t cap) {
              s->expire);
 }
 
+/* The one way a read gives up: err names the variable and what is wrong with
+ * the file; whatever was opened or allocated is released. */
+static int refuse(FILE *f, uint8_t *b, char *err, size_t errlen, const char *fmt, ...) {
+    int n = snprintf(err, errlen, "KVSIM_CREF_SNAPSHOT_CACHE: ");
+    va_list ap;
+    va_start(ap, fmt);
+    if (n >= 0 && (size_t)n < errlen) vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+    free(b);
+    fclose(f);
+    return -1;
+}
+
 int ksSnapCacheRead(const char *path, const char *key, uint8_t **out, size_t *outlen, char *err,
                     size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (!f) return 0;
     char line[512];
-    size_t want = strlen(MAGIC) + strlen(key);
-    if (!fgets(line, sizeof(line), f) || strncmp(line, MAGIC, strlen(MAGIC)) ||
-        strlen(line) != want + 1 || line[want] != '\n') {
-        snprintf(err, errlen, "KVSIM_CREF_SNAPSHOT_CACHE: %s is not a snapshot cache", path);
-        fclose(f);
-        return -1;
-    }
-    if (strncmp(line + strlen(MAGIC), key, strlen(key))) {
-        snprintf(err, errlen, "KVSIM_CREF_SNAPSHOT_CACHE: %s was written for other options (%.*s)", path,
-                 (int)(want - strlen(MAGIC)), line + strlen(MAGIC));
-        fclose(f);
-        return -1;
-    }
-    long start = ftell(f);
-    if (start < 0 || fseek(f, 0, SEEK_END) || ftell(f) <= start) {
-        snprintf(err, errlen, "KVSIM_CREF_SNAPSHOT_CACHE: %s has no snapshot after its header", path);
-        fclose(f);
-        return -1;
-    }
-    size_t len = (size_t)(ftell(f) - start);
+    const size_t magic = strlen(MAGIC), want = magic + strlen(key);
+    if (!fgets(line, sizeof(line), f) || strncmp(line, MAGIC, magic) || strlen(line) != want + 1 ||
+        line[want] != '\n')
+        return refuse(f, NULL, err, errlen, "%s is not a snapshot cache", path);
+    if (strncmp(line + magic, key, want - magic))
+        return refuse(f, NULL, err, errlen, "%s was written for other options (%.*s)", path,
+                      (int)(want - magic), line + magic);
+    long start = ftell(f), end = start < 0 || fseek(f, 0, SEEK_END) ? -1 : ftell(f);
+    if (end <= start) return refuse(f, NULL, err, errlen, "%s has no snapshot after its header", path);
+    size_t len = (size_t)(end - start);
     uint8_t *b = malloc(len);
-    if (!b || fseek(f, start, SEEK_SET) || fread(b, 1, len, f) != len) {
-        snprintf(err, errlen, "KVSIM_CREF_SNAPSHOT_CACHE: cannot read %s", path);
-        free(b);
-        fclose(f);
-        return -1;
-    }
+    if (!b || fseek(f, start, SEEK_SET) || fread(b, 1, len, f) != len)
+        return refuse(f, b, err, errlen, "cannot read %s", path);
     fclose(f);
     *out = b;
     *outlen = len;

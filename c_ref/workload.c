@@ -766,14 +766,8 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
         if (cache && *cache) {
             ksSnapCacheKey(s, cache_key, sizeof(cache_key));
             cached = ksSnapCacheRead(cache, cache_key, &snap, &l, err, errlen);
-            if (cached < 0) {
-                ksKeyspaceFree(ks);
-                ksEmitResume();
-                free(w.valpool);
-                return -1;
-            }
         }
-        if (!cached) {
+        if (cached == 0) {
             if (s->cluster && (!s->snapshot_from || !strcmp(s->snapshot_from, "standalone"))) {
                 ksWorkloadSpec writer = *s;
                 writer.cluster = 0;
@@ -786,13 +780,14 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
             ksSnapshotSave(ks, &b, &l);
             snap = malloc(l);
             memcpy(snap, b, l);
-            if (cache && *cache && ksSnapCacheWrite(cache, cache_key, snap, l, err, errlen)) {
-                free(snap);
-                ksKeyspaceFree(ks);
-                ksEmitResume();
-                free(w.valpool);
-                return -1;
-            }
+            if (cache && *cache && ksSnapCacheWrite(cache, cache_key, snap, l, err, errlen)) cached = -1;
+        }
+        if (cached < 0) { /* a cache that could not be read or written: err says which */
+            free(snap);
+            ksKeyspaceFree(ks);
+            ksEmitResume();
+            free(w.valpool);
+            return -1;
         }
         res->ops = s->keys;
         /* KVSIM_CREF_LOAD_WARM=1 (native only): every restart reuses the
