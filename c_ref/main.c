@@ -3,6 +3,8 @@
  *
  *   kvsim-cref trace  WORKLOAD -o OUT|- [options]          write a .kvt trace (raw chunks)
  *   kvsim-cref native WORKLOAD [options] --repeat R --json  time the native build
+ *        [--versus-variant V] [--versus-pipeline P] [--versus-batch N] [--versus-first a|b]
+ *                                     time configuration B against A in one process
  *   kvsim-cref options [--json]                            the workloads and options as JSON
  *
  * The workloads and their options (--keys, --ops, --variant, ...) are the
@@ -53,6 +55,9 @@ static void usage(void) {
     fprintf(stderr,
             "usage: kvsim-cref trace WORKLOAD -o OUT|- [options]\n"
             "       kvsim-cref native WORKLOAD [options] [--repeat R] [--json]\n"
+            "              [--versus-variant V] [--versus-pipeline P] [--versus-batch N] [--versus-first a|b]\n"
+            "              (pipeline, mget, mset --mset-keys random: R rounds of A and B in one process,\n"
+            "               B the options with these replaced; A B then B A alternately)\n"
             "       kvsim-cref options [--json]\n"
             "WORKLOAD: %s\noptions:\n", ksWorkloadList);
     for (int i = 0; i < KS_NUM_WORKLOAD_OPTIONS; i++) {
@@ -160,6 +165,19 @@ static int cmpDouble(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+static double medianOf(const double *runs, int n) {
+    double sorted[KS_MAX_REPEAT];
+    memcpy(sorted, runs, sizeof(double) * (size_t)n);
+    qsort(sorted, (size_t)n, sizeof(double), cmpDouble);
+    return n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+}
+
+static void jruns(jbuf *j, const double *runs, int n) {
+    jput(j, "[");
+    for (int i = 0; i < n; i++) jput(j, "%s%.9f", i ? "," : "", runs[i]);
+    jput(j, "]");
+}
+
 /* --- Main ------------------------------------------------------------------ */
 
 int main(int argc, char **argv) {
@@ -185,6 +203,7 @@ int main(int argc, char **argv) {
     ksWorkloadSpec s;
     ksWorkloadSpecInit(&s, argv[2]);
     const char *out = NULL;
+    const char *versus_first = NULL;
     int json = 0;
     char err[512] = "";
     for (int i = 3; i < argc; i++) {
@@ -209,6 +228,21 @@ int main(int argc, char **argv) {
             s.repeat = (int)parseUint(o, v, 1, KS_MAX_REPEAT);
         } else if (!strcmp(o, "--json") && !trace) {
             json = 1;
+        } else if (!trace && (!strcmp(o, "--versus-variant") || !strcmp(o, "--versus-pipeline"))) {
+            if (!v || !*v) die("%s: missing value", o);
+            i++;
+            if (!strcmp(o, "--versus-variant")) s.versus_variant = v;
+            else s.versus_pipeline = v;
+            s.versus = 1;
+        } else if (!strcmp(o, "--versus-batch") && !trace) {
+            if (!v) die("%s: missing value", o);
+            i++;
+            s.versus_batch = (int)parseUint(o, v, 1, 128);
+            s.versus = 1;
+        } else if (!strcmp(o, "--versus-first") && !trace) {
+            if (!v || (strcmp(v, "a") && strcmp(v, "b"))) die("%s: expected a or b, got '%s'", o, v ? v : "");
+            i++;
+            versus_first = v;
         } else {
             die("unknown option '%s'", o);
         }
@@ -219,23 +253,18 @@ int main(int argc, char **argv) {
         if (s.keys > max) die("--key-size %u is too small for --keys %llu", s.key_size, (unsigned long long)s.keys);
     }
     if (trace && !out) die("trace: missing -o OUT|-");
+    if (versus_first && !s.versus) die("--versus-first: needs --versus-variant, --versus-pipeline or --versus-batch");
+    s.versus_first_b = versus_first && !strcmp(versus_first, "b");
 
     if (!trace) {
         ksWorkloadResult res;
         if (ksWorkloadRun(&s, &res, err, sizeof(err))) die("%s", err);
-        double sorted[KS_MAX_REPEAT];
-        memcpy(sorted, res.runs_s, sizeof(double) * (size_t)res.nruns);
-        qsort(sorted, (size_t)res.nruns, sizeof(double), cmpDouble);
-        double median = res.nruns % 2 ? sorted[res.nruns / 2] : (sorted[res.nruns / 2 - 1] + sorted[res.nruns / 2]) / 2;
-        memcpy(sorted, res.cpu_runs_s, sizeof(double) * (size_t)res.nruns);
-        qsort(sorted, (size_t)res.nruns, sizeof(double), cmpDouble);
-        double cpu_median =
-            res.nruns % 2 ? sorted[res.nruns / 2] : (sorted[res.nruns / 2 - 1] + sorted[res.nruns / 2]) / 2;
+        double median = medianOf(res.runs_s, res.nruns), cpu_median = medianOf(res.cpu_runs_s, res.nruns);
         jbuf j = {0};
-        jput(&j, "{\"arena_allocated_bytes\":%llu,\"cpu_median_s\":%.9f,\"cpu_runs_s\":[",
+        jput(&j, "{\"arena_allocated_bytes\":%llu,\"cpu_median_s\":%.9f,\"cpu_runs_s\":",
              (unsigned long long)res.arena_allocated, cpu_median);
-        for (int i = 0; i < res.nruns; i++) jput(&j, "%s%.9f", i ? "," : "", res.cpu_runs_s[i]);
-        jput(&j, "],\"keys\":%llu,\"median_s\":%.9f,\"memory_bytes\":%llu,", (unsigned long long)res.keys, median,
+        jruns(&j, res.cpu_runs_s, res.nruns);
+        jput(&j, ",\"keys\":%llu,\"median_s\":%.9f,\"memory_bytes\":%llu,", (unsigned long long)res.keys, median,
              (unsigned long long)res.memory_bytes);
         jput(&j, "\"ops\":%llu,\"ops_per_s\":%.1f,\"producer\":", (unsigned long long)res.ops,
              median > 0 ? (double)res.ops / median : 0.0);
@@ -243,9 +272,25 @@ int main(int argc, char **argv) {
         jput(&j, ",\"reply_bytes\":%llu,\"reply_crc32\":", (unsigned long long)res.reply_bytes);
         if (res.reply_checked) jput(&j, "%u", res.reply_crc32);
         else jput(&j, "null");
-        jput(&j, ",\"runs_s\":[");
-        for (int i = 0; i < res.nruns; i++) jput(&j, "%s%.9f", i ? "," : "", res.runs_s[i]);
-        jput(&j, "],\"workload\":");
+        jput(&j, ",\"runs_s\":");
+        jruns(&j, res.runs_s, res.nruns);
+        if (s.versus) { /* configuration B: its options and runs (keys sorted) */
+            jput(&j, ",\"versus\":{\"batch\":%d,\"cpu_median_s\":%.9f,\"cpu_runs_s\":",
+                 s.versus_batch ? s.versus_batch : s.batch, medianOf(res.versus_cpu_runs_s, res.nruns));
+            jruns(&j, res.versus_cpu_runs_s, res.nruns);
+            jput(&j, ",\"first\":\"%s\",\"median_s\":%.9f,\"pipeline\":", s.versus_first_b ? "b" : "a",
+                 medianOf(res.versus_runs_s, res.nruns));
+            jstr(&j, s.versus_pipeline ? s.versus_pipeline : s.pipeline ? s.pipeline : "naive");
+            jput(&j, ",\"reply_crc32\":");
+            if (res.reply_checked) jput(&j, "%u", res.versus_reply_crc32);
+            else jput(&j, "null");
+            jput(&j, ",\"runs_s\":");
+            jruns(&j, res.versus_runs_s, res.nruns);
+            jput(&j, ",\"variant\":");
+            jstr(&j, s.versus_variant ? s.versus_variant : s.variant);
+            jput(&j, "}");
+        }
+        jput(&j, ",\"workload\":");
         jworkload(&j, &s);
         jput(&j, "}");
         if (json) {

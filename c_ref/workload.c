@@ -72,9 +72,10 @@ typedef struct {
 
 static stopwatch swStart(void) { return (stopwatch){clockS(CLOCK_MONOTONIC), clockS(CLOCK_PROCESS_CPUTIME_ID)}; }
 
-static void swStop(stopwatch t0, ksWorkloadResult *res, int r) {
-    res->runs_s[r] = clockS(CLOCK_MONOTONIC) - t0.wall;
-    res->cpu_runs_s[r] = clockS(CLOCK_PROCESS_CPUTIME_ID) - t0.cpu;
+/* side 0: configuration A (the spec's), 1: --versus's B */
+static void swStop(stopwatch t0, ksWorkloadResult *res, int side, int r) {
+    (side ? res->versus_runs_s : res->runs_s)[r] = clockS(CLOCK_MONOTONIC) - t0.wall;
+    (side ? res->versus_cpu_runs_s : res->cpu_runs_s)[r] = clockS(CLOCK_PROCESS_CPUTIME_ID) - t0.cpu;
 }
 
 typedef struct {
@@ -88,6 +89,7 @@ typedef struct {
     size_t *group_off; /* query offsets of groups */
     size_t ngroups;    /* measured groups: [0, ngroups); warm-up: [ngroups, ngroups + nwarm) */
     size_t nwarm;
+    int warmed; /* the warm-up operations ran (before the first measured run) */
     uint32_t crc;
     uint64_t reply_bytes;
 } wl;
@@ -205,19 +207,20 @@ static MEASURED void measuredKeys(ksKeyspace *ks, ksClient *c) {
 
 static MEASURED int measuredLoad(ksKeyspace *ks, size_t l) { return ksSnapshotLoad(ks, ks->snap, l); }
 
-static int runCommands(wl *w, ksWorkloadResult *res, int r) {
+static int runCommands(wl *w, ksWorkloadResult *res, int side, int r) {
     ksKeyspace *ks = w->ks;
     ksClient *c = &ks->client;
     uint64_t bytes = 0;
-    if (r == 0 && w->nwarm) {
+    if (!w->warmed && w->nwarm) {
         KS_MARK(KVT_MARK_WARMUP_BEGIN, 0);
         warmupPipeline(ks, c, w);
         KS_MARK(KVT_MARK_WARMUP_END, 0);
     }
+    w->warmed = 1;
     KS_MARK(KVT_MARK_PHASE, 1);
     stopwatch t0 = swStart();
     measuredPipeline(ks, c, w, &bytes);
-    swStop(t0, res, r);
+    swStop(t0, res, side, r);
     w->reply_bytes = bytes;
     return 0;
 }
@@ -228,8 +231,9 @@ static int runCommands(wl *w, ksWorkloadResult *res, int r) {
  * pipeline/mget replay the measured query groups on the keyspace the runs left
  * (every variant must leave the same one); mset replies are all +OK, so the
  * pass reads every key back (GET in key-index order, 16 per group). */
-static uint32_t replyCheck(wl *w) {
+static uint32_t replyCheck(wl *w, const ksVariants *var) {
     ksKeyspace *ks = w->ks;
+    ks->var = *var;
     ksClient *c = &ks->client;
     const ksWorkloadSpec *s = w->spec;
     uint32_t crc = 0;
@@ -260,6 +264,15 @@ static uint32_t replyCheck(wl *w) {
     }
     ksEmitResume();
     return crc;
+}
+
+/* The measured query groups once more with variants var, neither timed nor traced. */
+static void rerunCommands(wl *w, const ksVariants *var) {
+    uint64_t bytes = 0;
+    ksEmitPause();
+    w->ks->var = *var;
+    runGroups(w->ks, &w->ks->client, w, 0, w->ngroups, &bytes);
+    ksEmitResume();
 }
 
 static void groupsBegin(wl *w) {
@@ -546,6 +559,30 @@ size_t ksWorkloadOptionsWriteJson(char *buf, size_t cap) {
  * without the option table, reads as 1). */
 static int pipelineDepth(const ksWorkloadSpec *s) { return s->pipeline_depth > 1 ? s->pipeline_depth : 1; }
 
+/* The variant spec ksParseVariants reads for a workload spec's options. */
+static void variantSpec(const ksWorkloadSpec *s, char *vspec, size_t cap) {
+    const char *family = ksWorkloadFamily(s->workload);
+    int n = snprintf(vspec, cap, "%s=%s batch=%d", family, s->variant, s->batch);
+    /* mget/mset: the pipeline variant that runs their query buffers (naive by default) */
+    if (!strcmp(family, "multikey") && s->pipeline && n > 0 && (size_t)n < cap)
+        snprintf(vspec + n, cap - (size_t)n, " pipeline=%s", s->pipeline);
+}
+
+/* --versus: configuration B, the spec with B's variant, pipeline and batch. */
+static ksWorkloadSpec versusSpec(const ksWorkloadSpec *s) {
+    ksWorkloadSpec b = *s;
+    if (s->versus_variant) b.variant = s->versus_variant;
+    if (s->versus_pipeline) b.pipeline = s->versus_pipeline;
+    if (s->versus_batch) b.batch = s->versus_batch;
+    b.versus = 0;
+    return b;
+}
+
+/* --versus: the configuration (0 A, 1 B) of run i (0, 1) of round r: A B in
+ * even rounds and B A in odd ones (the other way round with versus_first_b),
+ * so a drift or an after-effect of the run before favours neither. */
+static int versusSide(const ksWorkloadSpec *s, int r, int i) { return (r + s->versus_first_b) % 2 ? 1 - i : i; }
+
 /* A fresh keyspace (new arena at the fixed base) with the workload's variant. */
 static ksKeyspace *newKeyspace(const ksWorkloadSpec *s, uint64_t hash_seed, char *err, size_t errlen) {
     char opts[256];
@@ -556,11 +593,7 @@ static ksKeyspace *newKeyspace(const ksWorkloadSpec *s, uint64_t hash_seed, char
     if (!ks) return NULL;
     ksCur = ks;
     char vspec[256];
-    const char *family = ksWorkloadFamily(s->workload);
-    int n = snprintf(vspec, sizeof(vspec), "%s=%s batch=%d", family, s->variant, s->batch);
-    /* mget/mset: the pipeline variant that runs their query buffers (naive by default) */
-    if (!strcmp(family, "multikey") && s->pipeline && n > 0 && (size_t)n < sizeof(vspec))
-        snprintf(vspec + n, sizeof(vspec) - (size_t)n, " pipeline=%s", s->pipeline);
+    variantSpec(s, vspec, sizeof(vspec));
     if (ksParseVariants(ks, vspec, &ks->var)) {
         snprintf(err, errlen, "%s", ks->err);
         ksKeyspaceFree(ks);
@@ -588,6 +621,23 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
         snprintf(err, errlen, "--pipeline: unknown pipeline variant '%s' (%s)", s->pipeline, ksVariantNames("pipeline"));
         return -1;
     }
+    int mset_random = !strcmp(s->workload, "mset") && s->mset_keys && !strcmp(s->mset_keys, "random");
+    if (s->versus && strcmp(s->workload, "pipeline") && strcmp(s->workload, "mget") && !mset_random) {
+        snprintf(err, errlen,
+                 "--versus-*: only pipeline, mget and mset --mset-keys random time two configurations in one "
+                 "process, not %s",
+                 s->workload);
+        return -1;
+    }
+    if (s->versus_pipeline && strcmp(family, "multikey")) {
+        snprintf(err, errlen, "--versus-pipeline: only mget and mset have a pipeline variant, not %s", s->workload);
+        return -1;
+    }
+    if (s->versus_pipeline && listIndex(ksVariantNames("pipeline"), s->versus_pipeline) < 0) {
+        snprintf(err, errlen, "--versus-pipeline: unknown pipeline variant '%s' (%s)", s->versus_pipeline,
+                 ksVariantNames("pipeline"));
+        return -1;
+    }
     /* KVSIM_CREF_THP=1: back the arena with transparent huge pages (an
      * experiment; Valkey runs with THP disabled by default). */
     const char *thp = getenv("KVSIM_CREF_THP");
@@ -597,6 +647,20 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
     if (!ks) {
         ksEmitResume();
         return -1;
+    }
+    /* The variants of configuration A (the spec's) and, with --versus, B. */
+    ksVariants var[2] = {ks->var, ks->var};
+    int sides = s->versus ? 2 : 1;
+    if (s->versus) {
+        ksWorkloadSpec b = versusSpec(s);
+        char vspec[256];
+        variantSpec(&b, vspec, sizeof(vspec));
+        if (ksParseVariants(ks, vspec, &var[1])) {
+            snprintf(err, errlen, "--versus-*: %s", ks->err);
+            ksKeyspaceFree(ks);
+            ksEmitResume();
+            return -1;
+        }
     }
     wl w;
     memset(&w, 0, sizeof(w));
@@ -652,7 +716,11 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
         ksEmitResume();
         for (int r = 0; r < repeat; r++) {
             if (r > 0) ksEmitPause(); /* only the first run is traced */
-            runCommands(&w, res, r);
+            for (int i = 0; i < sides; i++) {
+                int side = s->versus ? versusSide(s, r, i) : 0;
+                ks->var = var[side];
+                runCommands(&w, res, side, r);
+            }
             if (r > 0) ksEmitResume();
         }
     } else if (!strcmp(s->workload, "mset") && s->mset_keys && !strcmp(s->mset_keys, "random")) {
@@ -677,14 +745,21 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
         res->ops = s->ops;
         ksEmitResume();
         for (int r = 0; r < repeat; r++) {
-            if (r > 0) { /* a fresh server with the same keys for every run */
-                ksEmitPause();
+            if (r > 0) ksEmitPause(); /* only the first run is traced */
+            /* A fresh server with the same keys for every run; with --versus the
+             * runs follow one another on one server, each over the keys the
+             * runs before it wrote (the same keys and values every run). */
+            if (r > 0 && !s->versus) {
                 ksKeyspaceFree(ks);
                 ks = w.ks = newKeyspace(s, s->seed, err, errlen);
                 if (!ks) abort(); /* created once already with the same options */
                 prefill(&w);
             }
-            runCommands(&w, res, r);
+            for (int i = 0; i < sides; i++) {
+                int side = s->versus ? versusSide(s, r, i) : 0;
+                ks->var = var[side];
+                runCommands(&w, res, side, r);
+            }
             if (r > 0) ksEmitResume();
         }
     } else if (!strcmp(s->workload, "mset")) {
@@ -722,7 +797,7 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
                 ks = w.ks = newKeyspace(s, s->seed, err, errlen);
                 if (!ks) abort(); /* created once already with the same options */
             }
-            runCommands(&w, res, r);
+            runCommands(&w, res, 0, r);
             if (r > 0) ksEmitResume();
         }
     } else if (!strcmp(s->workload, "iterate")) {
@@ -739,11 +814,11 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
                 uint8_t *b;
                 size_t l;
                 measuredSave(ks, &b, &l);
-                swStop(t0, res, r);
+                swStop(t0, res, 0, r);
                 w.crc = ksCrc32(0, b, l);
             } else {
                 measuredKeys(ks, c);
-                swStop(t0, res, r);
+                swStop(t0, res, 0, r);
                 w.crc = ksCrc32(0, c->rbuf, c->rlen);
             }
             if (r > 0) ksEmitResume();
@@ -816,7 +891,7 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
                 rc = -1;
                 break;
             }
-            if (r >= 0) swStop(t0, res, r);
+            if (r >= 0) swStop(t0, res, 0, r);
             if (r == 0) ksEmitPause();
         }
         if (warm) ksArenaSetRetain(0);
@@ -839,7 +914,15 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
     const char *rcv = KS_TRACE ? NULL : getenv("KVSIM_CREF_REPLY_CHECK");
     res->reply_checked = !(rcv && !strcmp(rcv, "0"));
     if (rc == 0 && strcmp(family, "iterate") && strcmp(family, "load")) {
-        if (res->reply_checked) w.crc = replyCheck(&w);
+        for (int side = 0; side < sides && res->reply_checked; side++) {
+            /* mset random with --versus: the runs left one server that both
+             * configurations wrote; one more run of each, untimed, just before
+             * its check, so that each side's CRC reads back what it wrote */
+            if (s->versus && mset_random) rerunCommands(&w, &var[side]);
+            uint32_t crc = replyCheck(&w, &var[side]);
+            if (side) res->versus_reply_crc32 = crc;
+            else w.crc = crc;
+        }
     } else {
         res->reply_checked = 1;
     }

@@ -41,12 +41,26 @@ typedef struct ksWorkloadSpec {
     int pipeline_depth;          /* mget/mset: commands per query buffer (0 reads as 1) */
     const char *pipeline;        /* mget/mset: the pipeline variant running a query buffer
                                     (naive | lookahead | ...; NULL reads as naive) */
+    /* Native only (kvsim-cref native --versus-*): a second configuration B of the
+     * same workload, differing in the variant, the pipeline variant or the batch
+     * (NULL / 0: A's), timed against this one (A) in the same process on the
+     * same setup: `repeat` rounds of one run each, A B then B A alternately
+     * (versus_first_b: B A first).  pipeline, mget and mset --mset-keys random
+     * only: their runs follow one another on one server. */
+    int versus;
+    const char *versus_variant;
+    const char *versus_pipeline;
+    int versus_batch;
+    int versus_first_b;
 } ksWorkloadSpec;
 
 typedef struct ksWorkloadResult {
     double runs_s[KS_MAX_REPEAT];     /* wall seconds per measured run */
     double cpu_runs_s[KS_MAX_REPEAT]; /* process CPU seconds per measured run */
     int nruns;
+    double versus_runs_s[KS_MAX_REPEAT];     /* --versus: B's runs (the arrays above: A's) */
+    double versus_cpu_runs_s[KS_MAX_REPEAT];
+    uint32_t versus_reply_crc32;             /* --versus: reply_crc32 with B's variants */
     uint64_t memory_bytes; /* arena allocated bytes after the measured phase */
     uint64_t keys;         /* DBSIZE after the measured phase */
     uint64_t ops;          /* operations per run (commands, keys loaded, keys iterated) */

@@ -40,6 +40,15 @@ Three kinds:
     (``KVSIM_CREF_REPLY_CHECK``), and a load pair builds its snapshot once
     (``KVSIM_CREF_SNAPSHOT_CACHE``, c_ref/snapcache.c), so the timed runs are most of a
     pair's wall time.
+    With ``rounds_per_process`` in the spec (set by ``framework.native_cell`` where
+    :func:`versus_options` allows it: pipeline, mget and MSET over existing keys, whose
+    setup is a populated server, sides differing only in their variants), the two sides
+    alternate inside one c_ref process (``kvsim-cref native --versus-*``) on one
+    populated server: each process runs ``warmup_rounds`` discarded rounds then up to
+    ``rounds_per_process`` timed ones, the order still alternating from round to round
+    across processes, and only the first process checks the replies (each side's own).
+    A pair then pays the setup, populating millions of keys, once per process instead of
+    once per run.
     Metrics: the median of the rounds' ratios A/B with its bootstrap and sign-test 95 %
     intervals, the ratio of the minimums, ``verdict`` ("faster", "slower" or "within
     noise": the bootstrap interval includes 1.0, or fewer than ``timing.MIN_ROUNDS``
@@ -345,17 +354,87 @@ def _snapshot_cache(tmp: str, opts: dict) -> str:
     return os.path.join(tmp, f"snapshot-{digest}")
 
 
+#: what the two sides of a pair alternating in one c_ref process may differ in: c_ref's
+#: ``--versus-variant``, ``--versus-pipeline`` and ``--versus-batch``
+VERSUS_OPTIONS = ("variant", "pipeline", "batch")
+#: timed rounds per c_ref process of a pair alternating in one process
+IN_PROCESS_ROUNDS = 8
+
+
+def versus_options(workload: str, a: dict, b: dict) -> dict | None:
+    """B's ``--versus-*`` options when the pair ``a``, ``b`` of ``workload`` can alternate
+    in one c_ref process: a workload whose runs share one populated server (pipeline,
+    mget, mset over existing keys) and sides that differ only in :data:`VERSUS_OPTIONS`,
+    each of them given in ``b`` where ``a`` gives it. None otherwise."""
+    if workload not in ("pipeline", "mget") and not (
+            workload == "mset" and a.get("mset_keys") == "random"):
+        return None
+    if any(a.get(k) != b.get(k) for k in (set(a) | set(b)) - set(VERSUS_OPTIONS)):
+        return None
+    if any(k in a and k not in b for k in VERSUS_OPTIONS):
+        return None  # B would inherit A's value where c_ref's default was meant
+    versus = {k: b[k] for k in VERSUS_OPTIONS if k in b}
+    return versus or None
+
+
+def _converged(spec: dict, runs: dict[str, list[dict]]) -> bool:
+    """The pair's fixed-width stopping rule (module docstring) after the rounds so far."""
+    from kvsim.experiments import timing
+
+    halfwidth, least = spec.get("halfwidth"), spec.get("min_rounds", spec["rounds"])
+    if halfwidth is None or len(runs["a"]) < least:
+        return False
+    ratios = [x["cpu_runs_s"][0] / y["cpu_runs_s"][0]
+              for x, y in zip(runs["a"], runs["b"], strict=True)]
+    boot = timing.bootstrap_ci95(ratios)
+    return bool(boot) and (boot[1] - boot[0]) / 2 <= halfwidth * statistics.median(ratios)
+
+
+def _native_rounds_in_process(spec: dict) -> tuple[dict[str, list[dict]], dict[str, Any]]:
+    """:func:`_native_rounds` for a pair with ``rounds_per_process``: the sides alternate
+    inside c_ref processes of ``warmup_rounds`` + up to ``rounds_per_process`` rounds."""
+    from kvsim.experiments import cref
+
+    workload, warm = spec["workload"], spec.get("warmup_rounds", 1)
+    versus = versus_options(workload, spec["a"], spec["b"])
+    if versus is None:
+        raise ValueError(f"cell {cell_id(spec)}: its sides cannot alternate in one process")
+    env = spec.get("env") or {}
+    runs: dict[str, list[dict]] = {"a": [], "b": []}
+    first: dict[str, Any] = {}
+    order = 0  # rounds run so far, warm-up included: the next round is A B when even
+    least = spec.get("min_rounds", spec["rounds"]) if spec.get("halfwidth") else 0
+    while len(runs["a"]) < spec["rounds"]:
+        n = len(runs["a"])
+        k = min(spec["rounds_per_process"], spec["rounds"] - n)
+        if n < least:  # a process ends at min_rounds, where the stopping rule first looks
+            k = min(k, least - n)
+        run_env = dict(env, KVSIM_CREF_REPLY_CHECK="0" if first else "1")
+        res = cref.native(workload, spec["a"], repeat=warm + k, env=run_env, versus=versus,
+                          versus_first="a" if order % 2 == 0 else "b")
+        b = res["versus"]
+        if not first:
+            first = {"a": res, "b": dict(res, reply_crc32=b["reply_crc32"])}
+        runs["a"] += [dict(res, cpu_runs_s=[x]) for x in res["cpu_runs_s"][warm:]]
+        runs["b"] += [dict(res, cpu_runs_s=[y]) for y in b["cpu_runs_s"][warm:]]
+        order += warm + k
+        if _converged(spec, runs):
+            break
+    return runs, first
+
+
 def _native_rounds(spec: dict, tmp: str) -> tuple[dict[str, list[dict]], dict[str, Any]]:
     """Run the pair's warm-up and timed rounds; returns the timed runs per side and the
     first run's result per side (the one whose replies were checked)."""
-    from kvsim.experiments import cref, timing
+    from kvsim.experiments import cref
 
+    if spec.get("rounds_per_process"):
+        return _native_rounds_in_process(spec)
     workload, warm = spec["workload"], spec.get("warmup_rounds", 1)
     sides = {"a": spec["a"], "b": spec["b"]}
     env = spec.get("env") or {}
     runs: dict[str, list[dict]] = {"a": [], "b": []}
     first: dict[str, Any] = {}
-    halfwidth, least = spec.get("halfwidth"), spec.get("min_rounds", spec["rounds"])
     for r in range(warm + spec["rounds"]):
         # counterbalanced: A B in even rounds, B A in odd ones, so that a drift or an
         # after-effect of the run before cannot favour one side
@@ -370,13 +449,8 @@ def _native_rounds(spec: dict, tmp: str) -> tuple[dict[str, list[dict]], dict[st
             first.setdefault(side, res)
             if r >= warm:
                 runs[side].append(res)
-        n = len(runs["a"])
-        if halfwidth is not None and n >= least:
-            ratios = [x["cpu_runs_s"][0] / y["cpu_runs_s"][0]
-                      for x, y in zip(runs["a"], runs["b"], strict=True)]
-            boot = timing.bootstrap_ci95(ratios)
-            if boot and (boot[1] - boot[0]) / 2 <= halfwidth * statistics.median(ratios):
-                break
+        if _converged(spec, runs):
+            break
     return runs, first
 
 

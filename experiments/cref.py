@@ -136,15 +136,23 @@ def trace(workload: str, out, options: Mapping[str, object], codec: str = "zstd"
 
 def native(workload: str, options: Mapping[str, object], repeat: int = 3,
            waiting: Callable[[], object] | None = None,
-           env: Mapping[str, str] | None = None) -> dict:
+           env: Mapping[str, str] | None = None,
+           versus: Mapping[str, object] | None = None, versus_first: str = "a") -> dict:
     """Run ``kvsim-cref native WORKLOAD ... --repeat R --json`` and return its JSON.
 
     c_ref reports nothing until all runs are done; ``waiting``, if given, is called about
     twice a second meanwhile (for example to refresh a progress bar's elapsed time).
     ``env``: variables added to the child's environment (``KVSIM_CREF_LOAD_WARM=1``, ...).
+    ``versus``: a second configuration B (``variant``, ``pipeline``, ``batch``: c_ref's
+    ``--versus-*``) timed against ``options`` in the same process, ``repeat`` rounds of A B
+    and B A alternately (``versus_first="b"``: B A first); B's runs are under the JSON's
+    ``versus`` key.
     """
     cmd = [str(binary()), "native", workload, *workload_args(options),
            "--repeat", str(repeat), "--json"]
+    if versus:
+        cmd += [*workload_args({f"versus_{k}": v for k, v in versus.items()}),
+                "--versus-first", versus_first]
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           env=_env() | dict(env or {})) as proc:
         while True:

@@ -22,6 +22,8 @@ from typing import Any
 
 import pandas as pd
 
+from kvsim.experiments import cells
+
 __all__ = ["SCALES", "Experiment", "Plot", "Table", "get", "names", "native_cell",
            "published_name", "register", "sim_cell", "speedup_table", "valkey_cell"]
 
@@ -129,10 +131,14 @@ def native_cell(experiment: str, workload: str, a: dict[str, Any], b: dict[str, 
 
     ``rounds`` interleaved rounds; with ``halfwidth``, at most ``rounds``: the cell stops
     after ``min_rounds`` or more once the speedup's bootstrap 95 % interval is no wider than
-    ``halfwidth`` (a fraction of the speedup) either side (:mod:`kvsim.experiments.cells`)."""
+    ``halfwidth`` (a fraction of the speedup) either side (:mod:`kvsim.experiments.cells`).
+    A pair whose sides can alternate in one c_ref process (``cells.versus_options``) does,
+    ``cells.IN_PROCESS_ROUNDS`` timed rounds per process."""
     spec = {"experiment": experiment, "kind": "native", "workload": workload, "a": _clean(a),
             "b": _clean(b), "rounds": rounds, "warmup_rounds": warmup_rounds,
             "params": params}
+    if cells.versus_options(workload, spec["a"], spec["b"]) is not None:
+        spec["rounds_per_process"] = cells.IN_PROCESS_ROUNDS
     if halfwidth is not None:
         spec["halfwidth"] = halfwidth
         spec["min_rounds"] = min(rounds, min_rounds or rounds)

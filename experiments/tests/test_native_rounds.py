@@ -41,7 +41,7 @@ def test_load_pair_builds_its_snapshot_once(tmp_path, monkeypatch):
     seen = []
     real = cref.native
 
-    def spy(workload, options, repeat=3, waiting=None, env=None):
+    def spy(workload, options, repeat=3, waiting=None, env=None, **kw):
         path = (env or {}).get("KVSIM_CREF_SNAPSHOT_CACHE")
         seen.append((path, path is not None and os.path.exists(path)))
         return real(workload, options, repeat=repeat, waiting=waiting, env=env)
@@ -70,14 +70,65 @@ def test_rounds_alternate_the_order_of_the_sides(monkeypatch):
     seen = []
     real = cref.native
 
-    def spy(workload, options, repeat=3, waiting=None, env=None):
+    def spy(workload, options, repeat=3, waiting=None, env=None, **kw):
+        assert not kw  # a pair of mset new keys runs one process per run
         seen.append(options["variant"])
         return real(workload, options, repeat=repeat, waiting=waiting, env=env)
 
     monkeypatch.setattr(cref, "native", spy)
-    a = {"keys": 2000, "ops": 200, "value_size": 32, "seed": 1, "variant": "naive"}
-    cells.run_cell(_pair("pipeline", a, dict(a, variant="lookahead"), 6))
+    a = {"keys": 2000, "keys_per_command": 10, "value_size": 32, "seed": 1, "variant": "none"}
+    cells.run_cell(_pair("mset", a, dict(a, variant="batch"), 6))
     rounds = [tuple(seen[i:i + 2]) for i in range(0, len(seen), 2)]
     assert len(rounds) == 7  # the warm-up round and six timed ones
-    assert rounds == [("naive", "lookahead") if r % 2 == 0 else ("lookahead", "naive")
+    assert rounds == [("none", "batch") if r % 2 == 0 else ("batch", "none")
                       for r in range(7)]
+
+
+@pytest.mark.parametrize("workload,a,b,versus", [
+    ("pipeline", {"variant": "naive"}, {"variant": "lookahead", "batch": 8},
+     {"variant": "lookahead", "batch": 8}),
+    ("mget", {"variant": "none"}, {"variant": "none", "pipeline": "lookahead"},
+     {"variant": "none", "pipeline": "lookahead"}),
+    ("mset", {"mset_keys": "random", "variant": "none"},
+     {"mset_keys": "random", "variant": "redis-15043"}, {"variant": "redis-15043"}),
+    ("mset", {"variant": "none"}, {"variant": "batch"}, None),  # new keys: a fresh server
+    ("load", {"variant": "none"}, {"variant": "prefetch-rehash"}, None),
+    ("pipeline", {"variant": "naive", "layout": "legacy"}, {"variant": "lookahead"}, None),
+    ("pipeline", {"variant": "naive", "batch": 8}, {"variant": "lookahead"}, None),
+])
+def test_which_pairs_alternate_in_one_process(workload, a, b, versus):
+    assert cells.versus_options(workload, a, b) == versus
+    spec = _pair(workload, a, b, 6)
+    assert ("rounds_per_process" in spec) == (versus is not None)
+
+
+def test_in_process_rounds_continue_the_alternation_across_processes(monkeypatch):
+    calls = []
+    real = cref.native
+
+    def spy(workload, options, repeat=3, waiting=None, env=None, versus=None,
+            versus_first="a"):
+        calls.append((repeat, versus_first, env["KVSIM_CREF_REPLY_CHECK"], dict(versus)))
+        return real(workload, options, repeat=repeat, waiting=waiting, env=env, versus=versus,
+                    versus_first=versus_first)
+
+    monkeypatch.setattr(cref, "native", spy)
+    monkeypatch.setattr(cells, "IN_PROCESS_ROUNDS", 2)
+    a = {"keys": 2000, "ops": 100, "keys_per_command": 10, "value_size": 32, "seed": 1,
+         "table": "dict", "variant": "none"}
+    m = cells.run_cell(_pair("mget", a, dict(a, variant="chunk-15133"), 5))["metrics"]
+    # one warm-up round per process, then up to two timed ones; the order of the sides
+    # goes on alternating from one process to the next (3 rounds run: the next is B A)
+    assert calls == [(3, "a", "1", {"variant": "chunk-15133"}),
+                     (3, "b", "0", {"variant": "chunk-15133"}),
+                     (2, "a", "0", {"variant": "chunk-15133"})]
+    assert m["rounds"] == 5 and len(json.loads(m["b_cpu_runs_s"])) == 5
+    assert isinstance(m["a_reply_crc32"], int) and m["a_reply_crc32"] == m["b_reply_crc32"]
+    assert m["a_keys"] == m["b_keys"] == 2000
+
+
+def test_in_process_pair_stops_at_min_rounds_once_narrow_enough():
+    a = {"keys": 3000, "ops": 300, "value_size": 32, "seed": 1, "variant": "naive"}
+    b = dict(a, variant="lookahead")
+    loose = cells.run_cell(_pair("pipeline", a, b, 20, halfwidth=1e9, min_rounds=6))["metrics"]
+    assert loose["rounds"] == 6
