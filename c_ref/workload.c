@@ -23,6 +23,18 @@
  * setup is not recorded (ksEmitPause); the measured phase starts with a PHASE
  * marker and every command with a COMMAND marker.
  *
+ * Two configurations in one process (native --versus-*, ksWorkloadSpec.versus):
+ * for pipeline, mget and mset random, whose setup is a populated server, a
+ * timing pair need not pay that setup once per run.  Configuration B (A's
+ * options with another variant, pipeline variant or batch) is a second
+ * ksVariants swapped into ks->var between runs; the rounds alternate A B and
+ * B A (versusSide), on the one server the setup built.  Everything a run
+ * leaves behind is the same for both sides (MGET and GET change nothing; a
+ * SET or MSET run rewrites the same keys with the same values), so no run
+ * sees a state only the other side made, but in the first round when
+ * --prefill < 1 leaves keys for the MSETs to create (the experiments drop
+ * each process's first round).
+ *
  * Warm-up (--warmup-ops N, pipeline and mget): setup leaves the caches and
  * TLBs cold for the measured phase, which a long-running server never sees.
  * N operations of the same workload (the same mix and command shape, keys
