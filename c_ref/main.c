@@ -56,7 +56,7 @@ static void usage(void) {
             "usage: kvsim-cref trace WORKLOAD -o OUT|- [options]\n"
             "       kvsim-cref native WORKLOAD [options] [--repeat R] [--json]\n"
             "              [--versus-variant V] [--versus-pipeline P] [--versus-batch N] [--versus-first a|b]\n"
-            "              (pipeline, mget, mset --mset-keys random: R rounds of A and B in one process,\n"
+            "              (pipeline, mget, mset: R rounds of A and B in one process,\n"
             "               B the options with these replaced; A B then B A alternately)\n"
             "       kvsim-cref options [--json]\n"
             "WORKLOAD: %s\noptions:\n", ksWorkloadList);

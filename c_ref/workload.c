@@ -25,7 +25,8 @@
  *
  * Two configurations in one process (native --versus-*, ksWorkloadSpec.versus):
  * for pipeline, mget and mset random, whose setup is a populated server, a
- * timing pair need not pay that setup once per run.  Configuration B (A's
+ * timing pair need not pay that setup once per run (mset into an empty
+ * keyspace fills a fresh server per run, as without --versus).  Configuration B (A's
  * options with another variant, pipeline variant or batch) is a second
  * ksVariants swapped into ks->var between runs; the rounds alternate A B and
  * B A (versusSide), on the one server the setup built.  Everything a run
@@ -259,6 +260,12 @@ static uint32_t replyCheck(wl *w, const ksVariants *var) {
             crc = ksCrc32(crc, c->rbuf, c->rlen);
         }
     } else {
+        /* the GETs go to a buffer of their own: the measured queries stay for a
+         * rerun (rerunCommands) after this check */
+        uint8_t *mq = w->q;
+        size_t mlen = w->qlen, mcap = w->qcap;
+        w->q = NULL;
+        w->qlen = w->qcap = 0;
         char key[4096];
         for (uint64_t i = 0; i < s->keys;) {
             w->qlen = 0;
@@ -273,9 +280,21 @@ static uint32_t replyCheck(wl *w, const ksVariants *var) {
             ks->var.pipeline(ks, c);
             crc = ksCrc32(crc, c->rbuf, c->rlen);
         }
+        free(w->q);
+        w->q = mq;
+        w->qlen = mlen;
+        w->qcap = mcap;
     }
     ksEmitResume();
     return crc;
+}
+
+/* KVSIM_CREF_ARENA_WARM=1 (native only; for load, also its first name
+ * KVSIM_CREF_LOAD_WARM=1): the fresh servers of a run reuse the previous
+ * arena's pages, after one unmeasured run (the load and mset new branches). */
+static int arenaWarm(int load) {
+    const char *v = getenv("KVSIM_CREF_ARENA_WARM"), *lv = load ? getenv("KVSIM_CREF_LOAD_WARM") : NULL;
+    return !KS_TRACE && ((v && !strcmp(v, "1")) || (lv && !strcmp(lv, "1")));
 }
 
 /* The measured query groups once more with variants var, neither timed nor traced. */
@@ -634,10 +653,11 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
         return -1;
     }
     int mset_random = !strcmp(s->workload, "mset") && s->mset_keys && !strcmp(s->mset_keys, "random");
-    if (s->versus && strcmp(s->workload, "pipeline") && strcmp(s->workload, "mget") && !mset_random) {
+    int mset_new = !strcmp(s->workload, "mset") && !mset_random;
+    if (s->versus && strcmp(s->workload, "pipeline") && strcmp(s->workload, "mget") &&
+        strcmp(s->workload, "mset")) {
         snprintf(err, errlen,
-                 "--versus-*: only pipeline, mget and mset --mset-keys random time two configurations in one "
-                 "process, not %s",
+                 "--versus-*: only pipeline, mget and mset time two configurations in one process, not %s",
                  s->workload);
         return -1;
     }
@@ -802,16 +822,35 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
         w.group_off[w.ngroups] = w.qlen;
         res->ops = ncmds;
         ksEmitResume();
-        for (int r = 0; r < repeat; r++) {
-            if (r > 0) { /* a fresh server for every run */
-                ksEmitPause();
-                ksKeyspaceFree(ks);
-                ks = w.ks = newKeyspace(s, s->seed, err, errlen);
-                if (!ks) abort(); /* created once already with the same options */
+        /* KVSIM_CREF_ARENA_WARM=1 (native only): every fresh server reuses the
+         * previous one's arena pages (ksArenaSetRetain) and one unmeasured fill
+         * runs first, so the measured fills write to memory already faulted in
+         * and time the MSETs, not the kernel's first touch of every page (on a
+         * virtual machine that returns freed memory to its host, that cost
+         * depends on how long ago the memory was freed). */
+        int warm = arenaWarm(0);
+        if (warm) ksArenaSetRetain(1);
+        int used = 0; /* the keyspace created above has served a run */
+        for (int r = warm ? -1 : 0; r < repeat; r++) {
+            if (r > 0) ksEmitPause(); /* only the first run is traced */
+            for (int i = 0; i < (r < 0 ? 1 : sides); i++) {
+                if (used) { /* a fresh server for every run */
+                    ksKeyspaceFree(ks);
+                    ks = w.ks = newKeyspace(s, s->seed, err, errlen);
+                    if (!ks) abort(); /* created once already with the same options */
+                }
+                used = 1;
+                if (r < 0) {
+                    rerunCommands(&w, &var[0]);
+                } else {
+                    int side = s->versus ? versusSide(s, r, i) : 0;
+                    ks->var = var[side];
+                    runCommands(&w, res, side, r);
+                }
             }
-            runCommands(&w, res, 0, r);
             if (r > 0) ksEmitResume();
         }
+        if (warm) ksArenaSetRetain(0);
     } else if (!strcmp(s->workload, "iterate")) {
         int save = !strcmp(s->op, "save");
         populate(&w);
@@ -883,8 +922,7 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
          * faulted in (a server reloading into the heap it freed) and time the
          * load itself, without the kernel's page faults.  Default: cold, a
          * fresh arena per run (a restarted process). */
-        const char *wv = getenv("KVSIM_CREF_LOAD_WARM");
-        int warm = !KS_TRACE && wv && !strcmp(wv, "1");
+        int warm = arenaWarm(1);
         if (warm) ksArenaSetRetain(1);
         for (int r = warm ? -1 : 0; r < repeat; r++) {
             /* Restart: a fresh keyspace with a new hash seed; the snapshot
@@ -931,6 +969,12 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
              * configurations wrote; one more run of each, untimed, just before
              * its check, so that each side's CRC reads back what it wrote */
             if (s->versus && mset_random) rerunCommands(&w, &var[side]);
+            if (s->versus && mset_new) { /* each side's own fill of a fresh server */
+                ksKeyspaceFree(ks);
+                ks = w.ks = newKeyspace(s, s->seed, err, errlen);
+                if (!ks) abort(); /* created once already with the same options */
+                rerunCommands(&w, &var[side]);
+            }
             uint32_t crc = replyCheck(&w, &var[side]);
             if (side) res->versus_reply_crc32 = crc;
             else w.crc = crc;

@@ -45,8 +45,9 @@ typedef struct ksWorkloadSpec {
      * same workload, differing in the variant, the pipeline variant or the batch
      * (NULL / 0: A's), timed against this one (A) in the same process on the
      * same setup: `repeat` rounds of one run each, A B then B A alternately
-     * (versus_first_b: B A first).  pipeline, mget and mset --mset-keys random
-     * only: their runs follow one another on one server. */
+     * (versus_first_b: B A first).  pipeline, mget and mset only: their runs
+     * follow one another on one server (mset into an empty keyspace: a fresh
+     * server per run). */
     int versus;
     const char *versus_variant;
     const char *versus_pipeline;

@@ -41,11 +41,12 @@ Three kinds:
     (``KVSIM_CREF_SNAPSHOT_CACHE``, c_ref/snapcache.c), so the timed runs are most of a
     pair's wall time.
     With ``rounds_per_process`` in the spec (set by ``framework.native_cell`` where
-    :func:`versus_options` allows it: pipeline, mget and MSET over existing keys, whose
-    setup is a populated server, sides differing only in their variants), the two sides
-    alternate inside one c_ref process (``kvsim-cref native --versus-*``) on one
-    populated server: each process runs ``warmup_rounds`` discarded rounds then up to
-    ``rounds_per_process`` timed ones, the order still alternating from round to round
+    :func:`versus_options` allows it: pipeline, mget and mset, sides differing only in
+    their variants), the two sides alternate inside one c_ref process (``kvsim-cref
+    native --versus-*``) on one populated server (MSET into an empty keyspace: a fresh
+    server per run, on the previous one's pages with ``KVSIM_CREF_ARENA_WARM``): each
+    process runs ``warmup_rounds`` discarded rounds then up to ``rounds_per_process`` timed
+    ones, the order still alternating from round to round
     across processes, and only the first process checks the replies (each side's own).
     A pair then pays the setup, populating millions of keys, once per process instead of
     once per run.
@@ -363,11 +364,11 @@ IN_PROCESS_ROUNDS = 8
 
 def versus_options(workload: str, a: dict, b: dict) -> dict | None:
     """B's ``--versus-*`` options when the pair ``a``, ``b`` of ``workload`` can alternate
-    in one c_ref process: a workload whose runs share one populated server (pipeline,
-    mget, mset over existing keys) and sides that differ only in :data:`VERSUS_OPTIONS`,
-    each of them given in ``b`` where ``a`` gives it. None otherwise."""
-    if workload not in ("pipeline", "mget") and not (
-            workload == "mset" and a.get("mset_keys") == "random"):
+    in one c_ref process: pipeline, mget and mset (whose runs share one populated server,
+    or, MSET into an empty keyspace, one setup) and sides that differ only in
+    :data:`VERSUS_OPTIONS`, each of them given in ``b`` where ``a`` gives it. None
+    otherwise."""
+    if workload not in ("pipeline", "mget", "mset"):
         return None
     if any(a.get(k) != b.get(k) for k in (set(a) | set(b)) - set(VERSUS_OPTIONS)):
         return None
