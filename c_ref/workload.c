@@ -26,10 +26,11 @@
  * Two configurations in one process (native --versus-*, ksWorkloadSpec.versus):
  * for pipeline, mget and mset random, whose setup is a populated server, a
  * timing pair need not pay that setup once per run (mset into an empty
- * keyspace fills a fresh server per run, as without --versus).  Configuration B (A's
- * options with another variant, pipeline variant or batch) is a second
- * ksVariants swapped into ks->var between runs; the rounds alternate A B and
- * B A (versusSide), on the one server the setup built.  Everything a run
+ * keyspace fills a fresh server per run, as without --versus).
+ * Configuration B (A's options with another variant, pipeline variant or
+ * batch) is a second ksVariants swapped into ks->var between runs (runSide);
+ * the rounds alternate A B and B A (versusSide), on the one server the setup
+ * built.  Everything a run
  * leaves behind is the same for both sides (MGET and GET change nothing; a
  * SET or MSET run rewrites the same keys with the same values), so no run
  * sees a state only the other side made, but in the first round when
@@ -614,6 +615,14 @@ static ksWorkloadSpec versusSpec(const ksWorkloadSpec *s) {
  * so a drift or an after-effect of the run before favours neither. */
 static int versusSide(const ksWorkloadSpec *s, int r, int i) { return (r + s->versus_first_b) % 2 ? 1 - i : i; }
 
+/* Measured run i of round r on the keyspace w->ks: configuration A, or with
+ * --versus the side versusSide picks, its variants var[side] swapped in. */
+static void runSide(wl *w, ksWorkloadResult *res, const ksVariants *var, int r, int i) {
+    int side = w->spec->versus ? versusSide(w->spec, r, i) : 0;
+    w->ks->var = var[side];
+    runCommands(w, res, side, r);
+}
+
 /* A fresh keyspace (new arena at the fixed base) with the workload's variant. */
 static ksKeyspace *newKeyspace(const ksWorkloadSpec *s, uint64_t hash_seed, char *err, size_t errlen) {
     char opts[256];
@@ -748,14 +757,10 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
         ksEmitResume();
         for (int r = 0; r < repeat; r++) {
             if (r > 0) ksEmitPause(); /* only the first run is traced */
-            for (int i = 0; i < sides; i++) {
-                int side = s->versus ? versusSide(s, r, i) : 0;
-                ks->var = var[side];
-                runCommands(&w, res, side, r);
-            }
+            for (int i = 0; i < sides; i++) runSide(&w, res, var, r, i);
             if (r > 0) ksEmitResume();
         }
-    } else if (!strcmp(s->workload, "mset") && s->mset_keys && !strcmp(s->mset_keys, "random")) {
+    } else if (mset_random) {
         /* --ops MSETs of K keys drawn uniformly from the --keys range, of which
          * --prefill exists at the start (a seeded subset): new keys and
          * overwrites mixed, as Redis PR #15043's benchmark. */
@@ -787,11 +792,7 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
                 if (!ks) abort(); /* created once already with the same options */
                 prefill(&w);
             }
-            for (int i = 0; i < sides; i++) {
-                int side = s->versus ? versusSide(s, r, i) : 0;
-                ks->var = var[side];
-                runCommands(&w, res, side, r);
-            }
+            for (int i = 0; i < sides; i++) runSide(&w, res, var, r, i);
             if (r > 0) ksEmitResume();
         }
     } else if (!strcmp(s->workload, "mset")) {
@@ -840,13 +841,8 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
                     if (!ks) abort(); /* created once already with the same options */
                 }
                 used = 1;
-                if (r < 0) {
-                    rerunCommands(&w, &var[0]);
-                } else {
-                    int side = s->versus ? versusSide(s, r, i) : 0;
-                    ks->var = var[side];
-                    runCommands(&w, res, side, r);
-                }
+                if (r < 0) rerunCommands(&w, &var[0]);
+                else runSide(&w, res, var, r, i);
             }
             if (r > 0) ksEmitResume();
         }

@@ -46,8 +46,8 @@ Three kinds:
     native --versus-*``) on one populated server (MSET into an empty keyspace: a fresh
     server per run, on the previous one's pages with ``KVSIM_CREF_ARENA_WARM``): each
     process runs ``warmup_rounds`` discarded rounds then up to ``rounds_per_process`` timed
-    ones, the order still alternating from round to round
-    across processes, and only the first process checks the replies (each side's own).
+    ones, the order still alternating from round to round across processes, and only the
+    first process checks the replies (each side's own).
     A pair then pays the setup, populating millions of keys, once per process instead of
     once per run.
     Metrics: the median of the rounds' ratios A/B with its bootstrap and sign-test 95 %
