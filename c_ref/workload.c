@@ -24,14 +24,16 @@
  * marker and every command with a COMMAND marker.
  *
  * Two configurations in one process (native --versus-*, ksWorkloadSpec.versus):
- * for pipeline, mget and mset random, whose setup is a populated server, a
- * timing pair need not pay that setup once per run (mset into an empty
- * keyspace fills a fresh server per run, as without --versus).
+ * for pipeline, mget, mset random and iterate, whose setup is a populated
+ * server, a timing pair need not pay that setup once per run (mset into an
+ * empty keyspace fills a fresh server per run, as without --versus; load has
+ * no --versus).
  * Configuration B (A's options with another variant, pipeline variant or
  * batch) is a second ksVariants swapped into ks->var between runs (runSide);
  * the rounds alternate A B and B A (versusSide), on the one server the setup
  * built.  Everything a run
- * leaves behind is the same for both sides (MGET and GET change nothing; a
+ * leaves behind is the same for both sides (MGET, GET, KEYS and SAVE change
+ * nothing in the keyspace; a
  * SET or MSET run rewrites the same keys with the same values), so no run
  * sees a state only the other side made, but in the first round when
  * --prefill < 1 leaves keys for the MSETs to create (the experiments drop
@@ -663,10 +665,10 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
     }
     int mset_random = !strcmp(s->workload, "mset") && s->mset_keys && !strcmp(s->mset_keys, "random");
     int mset_new = !strcmp(s->workload, "mset") && !mset_random;
-    if (s->versus && strcmp(s->workload, "pipeline") && strcmp(s->workload, "mget") &&
-        strcmp(s->workload, "mset")) {
+    if (s->versus && !strcmp(s->workload, "load")) {
         snprintf(err, errlen,
-                 "--versus-*: only pipeline, mget and mset time two configurations in one process, not %s",
+                 "--versus-*: only pipeline, mget, mset and iterate time two configurations in one process, "
+                 "not %s",
                  s->workload);
         return -1;
     }
@@ -848,28 +850,42 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
         }
         if (warm) ksArenaSetRetain(0);
     } else if (!strcmp(s->workload, "iterate")) {
+        /* Every run walks the one populated keyspace and writes its reply
+         * (KEYS) or snapshot (SAVE) into the buffer the runs before it grew:
+         * the first run of a process also pays the kernel's first touch of
+         * that buffer (hundreds of MB at 10^7 keys), later runs do not.
+         * With --versus the sides alternate on that keyspace (runSide's
+         * order); each side's output is its CRC (the same for every variant:
+         * a prefetch changes no byte). */
         int save = !strcmp(s->op, "save");
         populate(&w);
         res->ops = s->keys;
         ksEmitResume();
+        uint32_t crc[2] = {0, 0};
         for (int r = 0; r < repeat; r++) {
             if (r > 0) ksEmitPause();
-            ksClient *c = &ks->client;
-            KS_MARK(KVT_MARK_PHASE, 1);
-            stopwatch t0 = swStart();
-            if (save) {
-                uint8_t *b;
-                size_t l;
-                measuredSave(ks, &b, &l);
-                swStop(t0, res, 0, r);
-                w.crc = ksCrc32(0, b, l);
-            } else {
-                measuredKeys(ks, c);
-                swStop(t0, res, 0, r);
-                w.crc = ksCrc32(0, c->rbuf, c->rlen);
+            for (int i = 0; i < sides; i++) {
+                int side = s->versus ? versusSide(s, r, i) : 0;
+                ks->var = var[side];
+                ksClient *c = &ks->client;
+                KS_MARK(KVT_MARK_PHASE, 1);
+                stopwatch t0 = swStart();
+                if (save) {
+                    uint8_t *b;
+                    size_t l;
+                    measuredSave(ks, &b, &l);
+                    swStop(t0, res, side, r);
+                    crc[side] = ksCrc32(0, b, l);
+                } else {
+                    measuredKeys(ks, c);
+                    swStop(t0, res, side, r);
+                    crc[side] = ksCrc32(0, c->rbuf, c->rlen);
+                }
             }
             if (r > 0) ksEmitResume();
         }
+        w.crc = crc[0];
+        res->versus_reply_crc32 = crc[1];
     } else { /* load */
         /* The snapshot's writer: a cluster-mode load of a standalone server's
          * snapshot (--snapshot-from standalone, the default) populates a
@@ -912,7 +928,7 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
             return -1;
         }
         res->ops = s->keys;
-        /* KVSIM_CREF_LOAD_WARM=1 (native only): every restart reuses the
+        /* KVSIM_CREF_ARENA_WARM=1 (native only): every restart reuses the
          * previous arena's pages (ksArenaSetRetain), and one unmeasured load
          * runs first, so the measured loads write to memory that is already
          * faulted in (a server reloading into the heap it freed) and time the

@@ -41,8 +41,8 @@ Three kinds:
     (``KVSIM_CREF_SNAPSHOT_CACHE``, c_ref/snapcache.c), so the timed runs are most of a
     pair's wall time.
     With ``rounds_per_process`` in the spec (set by ``framework.native_cell`` where
-    :func:`versus_options` allows it: pipeline, mget and mset, sides differing only in
-    their variants), the two sides alternate inside one c_ref process (``kvsim-cref
+    :func:`versus_options` allows it: pipeline, mget, mset and iterate, sides differing
+    only in their variants), the two sides alternate inside one c_ref process (``kvsim-cref
     native --versus-*``) on one populated server (MSET into an empty keyspace: a fresh
     server per run, on the previous one's pages with ``KVSIM_CREF_ARENA_WARM``): each
     process runs ``warmup_rounds`` discarded rounds then up to ``rounds_per_process`` timed
@@ -358,6 +358,10 @@ def _snapshot_cache(tmp: str, opts: dict) -> str:
 #: what the two sides of a pair alternating in one c_ref process may differ in: c_ref's
 #: ``--versus-variant``, ``--versus-pipeline`` and ``--versus-batch``
 VERSUS_OPTIONS = ("variant", "pipeline", "batch")
+#: the workloads whose pairs may alternate in one c_ref process, and what their sides may
+#: differ in (c_ref refuses --versus-* on load)
+_VERSUS_BY_WORKLOAD = {"pipeline": VERSUS_OPTIONS, "mget": VERSUS_OPTIONS,
+                       "mset": VERSUS_OPTIONS, "iterate": ("variant",)}
 #: timed rounds per c_ref process of a pair alternating in one process
 IN_PROCESS_ROUNDS = 8
 
@@ -365,16 +369,18 @@ IN_PROCESS_ROUNDS = 8
 def versus_options(workload: str, a: dict, b: dict) -> dict | None:
     """B's ``--versus-*`` options when the pair ``a``, ``b`` of ``workload`` can alternate
     in one c_ref process: pipeline, mget and mset (whose runs share one populated server,
-    or, MSET into an empty keyspace, one setup) and sides that differ only in
-    :data:`VERSUS_OPTIONS`, each of them given in ``b`` where ``a`` gives it. None
+    or, MSET into an empty keyspace, one setup) and iterate (KEYS and SAVE walk one
+    populated server, sides differing in the variant only), with sides that differ only
+    in :data:`VERSUS_OPTIONS`, each of them given in ``b`` where ``a`` gives it. None
     otherwise."""
-    if workload not in ("pipeline", "mget", "mset"):
+    allowed = _VERSUS_BY_WORKLOAD.get(workload)
+    if allowed is None:
         return None
-    if any(a.get(k) != b.get(k) for k in (set(a) | set(b)) - set(VERSUS_OPTIONS)):
+    if any(a.get(k) != b.get(k) for k in (set(a) | set(b)) - set(allowed)):
         return None
-    if any(k in a and k not in b for k in VERSUS_OPTIONS):
+    if any(k in a and k not in b for k in allowed):
         return None  # B would inherit A's value where c_ref's default was meant
-    versus = {k: b[k] for k in VERSUS_OPTIONS if k in b}
+    versus = {k: b[k] for k in allowed if k in b}
     return versus or None
 
 

@@ -134,6 +134,15 @@ def trace(workload: str, out, options: Mapping[str, object], codec: str = "zstd"
             raise _fail(proc, errfile.read())
 
 
+#: a native run's environment for the workloads that fill fresh servers (load, MSET into an
+#: empty keyspace): they do so on memory the process already has (c_ref's
+#: ``KVSIM_CREF_ARENA_WARM``). On a virtual machine whose host takes freed memory back (free
+#: page reporting), the system time of a first touch of a page varies several-fold with how
+#: long ago it was freed, which would swamp a prefetch's effect and depend on the order of
+#: the runs.
+ARENA_WARM = {"KVSIM_CREF_ARENA_WARM": "1"}
+
+
 def native(workload: str, options: Mapping[str, object], repeat: int = 3,
            waiting: Callable[[], object] | None = None,
            env: Mapping[str, str] | None = None,
@@ -142,7 +151,7 @@ def native(workload: str, options: Mapping[str, object], repeat: int = 3,
 
     c_ref reports nothing until all runs are done; ``waiting``, if given, is called about
     twice a second meanwhile (for example to refresh a progress bar's elapsed time).
-    ``env``: variables added to the child's environment (``KVSIM_CREF_LOAD_WARM=1``, ...).
+    ``env``: variables added to the child's environment (:data:`ARENA_WARM`, ...).
     ``versus``: a second configuration B (``variant``, ``pipeline``, ``batch``: c_ref's
     ``--versus-*``) timed against ``options`` in the same process, ``repeat`` rounds of A B
     and B A alternately (``versus_first="b"``: B A first); B's runs are under the JSON's

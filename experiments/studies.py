@@ -29,7 +29,7 @@ from typing import Any
 
 import pandas as pd
 
-from kvsim.experiments import seeds, timing
+from kvsim.experiments import cref, seeds, timing
 from kvsim.experiments.framework import (
     Experiment,
     Plot,
@@ -125,7 +125,7 @@ def _rdb_cells(scale: str, cpus: list[str]) -> list[dict]:
             if scale == "full" or not cluster:
                 out += _natives("rdb_load", "load", base, variants,
                                 _plan(scale, 0.03), dict(params, keys=keys),
-                                env={"KVSIM_CREF_LOAD_WARM": "1"})
+                                env=cref.ARENA_WARM)
     return out
 
 
@@ -387,7 +387,7 @@ def _mset_cells(scale: str, cpus: list[str]) -> list[dict]:
                         # (KVSIM_CREF_ARENA_WARM; c_ref/README.md), as rdb_load's loads
                         pairs = _natives("mset_batch", "mset", dict(base, keys=keys), variants,
                                          _plan(scale, 0.03), params,
-                                         env=_ARENA_WARM if mode == "new" else None)
+                                         env=cref.ARENA_WARM if mode == "new" else None)
                         (last if mode == "new" and keys >= 10_000_000 else out).extend(pairs)
             # pipelined MSET over existing keys
             kpc = mset_kpc[0]
@@ -422,12 +422,6 @@ def _mset_cells(scale: str, cpus: list[str]) -> list[dict]:
                                 params)
     return out + last
 
-
-#: native runs that fill fresh servers do so on memory the process already has: on a virtual
-#: machine whose host takes freed memory back (free page reporting), the system time of a
-#: first touch of a page varies several-fold with how long ago it was freed, which would
-#: swamp the prefetch's effect and depend on the order of the runs
-_ARENA_WARM = {"KVSIM_CREF_ARENA_WARM": "1"}
 
 #: the share of the key range that exists before mset_batch's MSETs over existing keys. Redis
 #: #15043's benchmarks (redis-benchmarks-specification ``memtier_benchmark-10Mkeys-load-string-
@@ -857,7 +851,7 @@ def _headline_cells(scale: str, cpus: list[str]) -> list[dict]:
             nat["ops"] = nat["ops"] * 10
         out += _natives("headline", r["workload"], nat, variants,
                         _plan(scale, 0.05), params,
-                        env={"KVSIM_CREF_LOAD_WARM": "1"} if r["workload"] == "load" else None)
+                        env=cref.ARENA_WARM if r["workload"] == "load" else None)
     return out
 
 

@@ -56,7 +56,7 @@ from typing import Any
 import pandas as pd
 
 from kvsim.experiments import cells as C
-from kvsim.experiments import studies, timing  # noqa: F401 - studies: the seeds register first
+from kvsim.experiments import cref, studies, timing  # noqa: F401 - studies: the seeds register first
 from kvsim.experiments.framework import Experiment, Plot, Table, register
 
 NAME = "validation"
@@ -122,7 +122,7 @@ def _pairs(scale: str) -> list[dict[str, Any]]:
     for value, n in loads.items():
         add(f"load {value} B none -> prefetch-after-key", "load",
             {"keys": n, "value_size": value}, {"variant": "none"},
-            {"variant": "prefetch-after-key"}, env={"KVSIM_CREF_LOAD_WARM": "1"})
+            {"variant": "prefetch-after-key"}, env=cref.ARENA_WARM)
     for r in out:
         r["held_back"] = r["row"].split()[0] in HELD_BACK_FAMILIES
     return out

@@ -13,7 +13,7 @@ bootstrap interval ``speedup_ci95`` (the two samples resampled independently, 2,
 times, fixed seed), ``speedup_min`` (fastest baseline run / fastest variant run) beside
 it, the per-round ratios, the raw runs, and ``verdict``: ``faster`` or ``slower`` when the
 interval excludes 1.0, else ``within noise``. Snapshot loads are timed warm
-(``KVSIM_CREF_LOAD_WARM=1``: no page faults in the timed loads) unless ``--load-cold``.
+(``KVSIM_CREF_ARENA_WARM=1``: no page faults in the timed loads) unless ``--load-cold``.
 
 Also measured: arena bytes of the unified and legacy layouts (deterministic) and the
 traced build's throughput (records per CPU second of the measured phase).
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
                  "baseline / variant; ci95: bootstrap of the ratio of medians",
                  "load_mode": "cold" if a.load_cold else "warm", "comparisons": {}}
     for g in groups:
-        genv = dict(env, KVSIM_CREF_LOAD_WARM="0" if a.load_cold else "1")
+        genv = dict(env, KVSIM_CREF_ARENA_WARM="0" if a.load_cold else "1")
         c = _compare(a.cli, g, a.rounds, a.repeat, genv if g["name"].startswith("load") else env)
         res["comparisons"][g["name"]] = c
         for v, row in c["variants"].items():

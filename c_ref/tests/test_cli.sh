@@ -32,7 +32,6 @@ expect_err "unknown workload" trace frob -o "$T/out.kvt"
 expect_err "key size too small" trace pipeline -o "$T/out.kvt" --keys 1000 --key-size 2
 expect_err "missing output dir" trace pipeline -o "$T/nodir/out.kvt" --keys 10
 expect_err "options takes only --json" options --frob
-expect_err "versus on iterate" native iterate --keys 10 --versus-variant valkey
 expect_err "versus on load" native load --keys 10 --versus-variant prefetch-rehash
 expect_err "versus unknown variant" native mget --keys 10 --versus-variant bogus
 expect_err "versus unknown pipeline" native mget --keys 10 --versus-pipeline bogus
@@ -94,14 +93,17 @@ rm -rf "$C"
 # --versus: R rounds of A and B in one process, in alternating order; each side's
 # reply CRC equals that of a process running that side alone (mset random: every run
 # writes the same keys and values, so R runs on one server leave what one run leaves;
-# mset new: a fresh server per run, with KVSIM_CREF_ARENA_WARM on the previous one's pages)
+# mset new: a fresh server per run, with KVSIM_CREF_ARENA_WARM on the previous one's pages;
+# iterate: KEYS and SAVE change nothing, so every run's output is the same)
 V=$(mktemp -d)
 jget() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
 for spec in "mget --ops 60 --keys-per-command 9 --table dict|--variant none|--variant chunk-15133" \
             "mset --mset-keys random --ops 60 --keys-per-command 9|--variant none|--variant redis-15043" \
             "mget --ops 60 --pipeline-depth 4|--pipeline naive|--pipeline lookahead" \
             "pipeline --ops 300 --set-ratio 0.3|--variant naive|--variant lookahead" \
-            "mset --keys-per-command 9 --table dict|--variant none|--variant redis-15043"; do
+            "mset --keys-per-command 9 --table dict|--variant none|--variant redis-15043" \
+            "iterate --op keys|--variant none|--variant valkey" \
+            "iterate --op save --table dict|--variant none|--variant next-bucket"; do
     own=${spec%%|*}; rest=${spec#*|}; a=${rest%%|*}; b=${rest#*|}
     set -- $b
     KVSIM_CREF_ARENA_WARM=1 "$B" native $own --keys 700 $a --versus-${1#--} "$2" --versus-first b --repeat 3 --json \

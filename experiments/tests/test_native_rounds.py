@@ -47,7 +47,7 @@ def test_load_pair_builds_its_snapshot_once(tmp_path, monkeypatch):
         return real(workload, options, repeat=repeat, waiting=waiting, env=env)
 
     monkeypatch.setattr(cref, "native", spy)
-    m = cells.run_cell(_pair("load", a, b, 6, env={"KVSIM_CREF_LOAD_WARM": "1"}))["metrics"]
+    m = cells.run_cell(_pair("load", a, b, 6, env=cref.ARENA_WARM))["metrics"]
     assert len({p for p, _ in seen}) == 1          # one file for both sides
     assert [exists for _, exists in seen].count(False) == 1  # built by the first run only
     assert m["a_keys"] == m["b_keys"] == 3000
@@ -71,24 +71,36 @@ def test_rounds_alternate_the_order_of_the_sides(monkeypatch):
     real = cref.native
 
     def spy(workload, options, repeat=3, waiting=None, env=None, **kw):
-        assert not kw  # an iterate pair runs one process per run
+        assert not kw  # a load pair runs one process per run
         seen.append(options["variant"])
         return real(workload, options, repeat=repeat, waiting=waiting, env=env)
 
     monkeypatch.setattr(cref, "native", spy)
-    a = {"keys": 2000, "op": "keys", "value_size": 32, "seed": 1, "variant": "none"}
-    cells.run_cell(_pair("iterate", a, dict(a, variant="next-bucket"), 6))
+    a = {"keys": 2000, "value_size": 32, "seed": 1, "variant": "none"}
+    cells.run_cell(_pair("load", a, dict(a, variant="prefetch-rehash"), 6))
     rounds = [tuple(seen[i:i + 2]) for i in range(0, len(seen), 2)]
     assert len(rounds) == 7  # the warm-up round and six timed ones
-    assert rounds == [("none", "next-bucket") if r % 2 == 0 else ("next-bucket", "none")
-                      for r in range(7)]
+    assert rounds == [("none", "prefetch-rehash") if r % 2 == 0
+                      else ("prefetch-rehash", "none") for r in range(7)]
+
+
+def test_iterate_pair_alternates_in_process():
+    a = {"keys": 3000, "op": "save", "value_size": 32, "seed": 1, "rdbchecksum": "no",
+         "variant": "none"}
+    spec = _pair("iterate", a, dict(a, variant="valkey"), 6)
+    assert spec["rounds_per_process"] == cells.IN_PROCESS_ROUNDS
+    m = cells.run_cell(spec)["metrics"]
+    assert m["rounds"] == 6
+    # a prefetch changes no byte of the snapshot: both sides' CRCs equal a process's alone
+    alone = cref.native("iterate", dict(a, variant="valkey"), repeat=1)
+    assert m["a_reply_crc32"] == m["b_reply_crc32"] == alone["reply_crc32"]
 
 
 def test_mset_new_pair_alternates_in_process_on_warm_memory():
     a = {"keys": 3000, "keys_per_command": 10, "value_size": 32, "seed": 1, "table": "dict",
          "variant": "none"}
     spec = _pair("mset", a, dict(a, variant="redis-15043"), 6,
-                 env=studies._ARENA_WARM)
+                 env=cref.ARENA_WARM)
     assert spec["rounds_per_process"] == cells.IN_PROCESS_ROUNDS
     m = cells.run_cell(spec)["metrics"]
     assert m["rounds"] == 6 and m["a_keys"] == m["b_keys"] == 3000
@@ -106,6 +118,10 @@ def test_mset_new_pair_alternates_in_process_on_warm_memory():
      {"mset_keys": "random", "variant": "redis-15043"}, {"variant": "redis-15043"}),
     ("mset", {"variant": "none"}, {"variant": "batch"}, {"variant": "batch"}),
     ("load", {"variant": "none"}, {"variant": "prefetch-rehash"}, None),
+    ("iterate", {"op": "save", "variant": "none"}, {"op": "save", "variant": "valkey"},
+     {"variant": "valkey"}),
+    ("iterate", {"op": "keys", "variant": "none"}, {"op": "save", "variant": "none"}, None),
+    ("iterate", {"variant": "none"}, {"variant": "valkey", "batch": 8}, None),
     ("pipeline", {"variant": "naive", "layout": "legacy"}, {"variant": "lookahead"}, None),
     ("pipeline", {"variant": "naive", "batch": 8}, {"variant": "lookahead"}, None),
 ])
