@@ -26,8 +26,8 @@
  * Two configurations in one process (native --versus-*, ksWorkloadSpec.versus):
  * for pipeline, mget, mset random and iterate, whose setup is a populated
  * server, a timing pair need not pay that setup once per run (mset into an
- * empty keyspace fills a fresh server per run, as without --versus; load has
- * no --versus).
+ * empty keyspace fills a fresh server per run, as without --versus, and a
+ * load pair restarts a server per run from the one snapshot it built).
  * Configuration B (A's options with another variant, pipeline variant or
  * batch) is a second ksVariants swapped into ks->var between runs (runSide);
  * the rounds alternate A B and B A (versusSide), on the one server the setup
@@ -665,13 +665,6 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
     }
     int mset_random = !strcmp(s->workload, "mset") && s->mset_keys && !strcmp(s->mset_keys, "random");
     int mset_new = !strcmp(s->workload, "mset") && !mset_random;
-    if (s->versus && !strcmp(s->workload, "load")) {
-        snprintf(err, errlen,
-                 "--versus-*: only pipeline, mget, mset and iterate time two configurations in one process, "
-                 "not %s",
-                 s->workload);
-        return -1;
-    }
     if (s->versus_pipeline && strcmp(family, "multikey")) {
         snprintf(err, errlen, "--versus-pipeline: only mget and mset have a pipeline variant, not %s", s->workload);
         return -1;
@@ -936,30 +929,36 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
          * fresh arena per run (a restarted process). */
         int warm = arenaWarm(1);
         if (warm) ksArenaSetRetain(1);
-        for (int r = warm ? -1 : 0; r < repeat; r++) {
-            /* Restart: a fresh keyspace with a new hash seed; the snapshot
-             * buffer (tag snapshot_buf) is filled before the measured load. */
-            ksKeyspaceFree(ks); /* emitter paused here: setup is not traced */
-            ks = w.ks = newKeyspace(s, RESTART_SEED(s->seed), err, errlen);
-            if (!ks) abort();
-            ks->snap = ksArenaAlloc(ks->arena, l);
-            memcpy(ks->snap, snap, l);
-            ks->snap_len = l;
-            if (r == 0) ksEmitResume();
-            KS_MARK(KVT_MARK_PHASE, 1);
-            stopwatch t0 = swStart();
-            if (measuredLoad(ks, l)) {
-                snprintf(err, errlen, "%s", ks->err);
-                rc = -1;
-                break;
+        for (int r = warm ? -1 : 0; r < repeat && rc == 0; r++) {
+            /* with --versus, each round restarts once per side (runSide's
+             * order); the unmeasured warm-up load is A's */
+            for (int i = 0; i < (r < 0 ? 1 : sides) && rc == 0; i++) {
+                int side = s->versus && r >= 0 ? versusSide(s, r, i) : 0;
+                /* Restart: a fresh keyspace with a new hash seed; the snapshot
+                 * buffer (tag snapshot_buf) is filled before the measured load. */
+                ksKeyspaceFree(ks); /* emitter paused here: setup is not traced */
+                ks = w.ks = newKeyspace(s, RESTART_SEED(s->seed), err, errlen);
+                if (!ks) abort();
+                ks->var = var[side];
+                ks->snap = ksArenaAlloc(ks->arena, l);
+                memcpy(ks->snap, snap, l);
+                ks->snap_len = l;
+                if (r == 0) ksEmitResume();
+                KS_MARK(KVT_MARK_PHASE, 1);
+                stopwatch t0 = swStart();
+                if (measuredLoad(ks, l)) {
+                    snprintf(err, errlen, "%s", ks->err);
+                    rc = -1;
+                }
+                if (r >= 0 && rc == 0) swStop(t0, res, side, r);
+                if (r == 0) ksEmitPause();
             }
-            if (r >= 0) swStop(t0, res, 0, r);
-            if (r == 0) ksEmitPause();
         }
         if (warm) ksArenaSetRetain(0);
         ksEmitResume();
         free(snap);
         w.crc = (uint32_t)l;
+        res->versus_reply_crc32 = w.crc; /* both sides load the one snapshot */
     }
     ksEmitPause();
     res->nruns = rc ? 0 : repeat;

@@ -41,10 +41,11 @@ Three kinds:
     (``KVSIM_CREF_SNAPSHOT_CACHE``, c_ref/snapcache.c), so the timed runs are most of a
     pair's wall time.
     With ``rounds_per_process`` in the spec (set by ``framework.native_cell`` where
-    :func:`versus_options` allows it: pipeline, mget, mset and iterate, sides differing
-    only in their variants), the two sides alternate inside one c_ref process (``kvsim-cref
-    native --versus-*``) on one populated server (MSET into an empty keyspace: a fresh
-    server per run, on the previous one's pages with ``KVSIM_CREF_ARENA_WARM``): each
+    :func:`versus_options` allows it: every workload, sides differing only in their
+    variants), the two sides alternate inside one c_ref process (``kvsim-cref
+    native --versus-*``) on one populated server (MSET into an empty keyspace, and a load's
+    restarts: a fresh server per run, on the previous one's pages with
+    ``KVSIM_CREF_ARENA_WARM``): each
     process runs ``warmup_rounds`` discarded rounds then up to ``rounds_per_process`` timed
     ones, the order still alternating from round to round across processes, and only the
     first process checks the replies (each side's own).
@@ -359,9 +360,9 @@ def _snapshot_cache(tmp: str, opts: dict) -> str:
 #: ``--versus-variant``, ``--versus-pipeline`` and ``--versus-batch``
 VERSUS_OPTIONS = ("variant", "pipeline", "batch")
 #: the workloads whose pairs may alternate in one c_ref process, and what their sides may
-#: differ in (c_ref refuses --versus-* on load)
+#: differ in (iterate and load have no pipeline variant or batch)
 _VERSUS_BY_WORKLOAD = {"pipeline": VERSUS_OPTIONS, "mget": VERSUS_OPTIONS,
-                       "mset": VERSUS_OPTIONS, "iterate": ("variant",)}
+                       "mset": VERSUS_OPTIONS, "iterate": ("variant",), "load": ("variant",)}
 #: timed rounds per c_ref process of a pair alternating in one process
 IN_PROCESS_ROUNDS = 8
 
@@ -369,10 +370,10 @@ IN_PROCESS_ROUNDS = 8
 def versus_options(workload: str, a: dict, b: dict) -> dict | None:
     """B's ``--versus-*`` options when the pair ``a``, ``b`` of ``workload`` can alternate
     in one c_ref process: pipeline, mget and mset (whose runs share one populated server,
-    or, MSET into an empty keyspace, one setup) and iterate (KEYS and SAVE walk one
-    populated server, sides differing in the variant only), with sides that differ only
-    in :data:`VERSUS_OPTIONS`, each of them given in ``b`` where ``a`` gives it. None
-    otherwise."""
+    or, MSET into an empty keyspace, one setup), iterate (KEYS and SAVE walk one populated
+    server) and load (a restart per run from one snapshot), with sides that differ only in
+    :data:`VERSUS_OPTIONS` (iterate and load: the variant), each of them given in ``b``
+    where ``a`` gives it. None otherwise."""
     allowed = _VERSUS_BY_WORKLOAD.get(workload)
     if allowed is None:
         return None
@@ -397,16 +398,20 @@ def _converged(spec: dict, runs: dict[str, list[dict]]) -> bool:
     return bool(boot) and (boot[1] - boot[0]) / 2 <= halfwidth * statistics.median(ratios)
 
 
-def _native_rounds_in_process(spec: dict) -> tuple[dict[str, list[dict]], dict[str, Any]]:
+def _native_rounds_in_process(spec: dict, tmp: str) -> tuple[dict[str, list[dict]],
+                                                             dict[str, Any]]:
     """:func:`_native_rounds` for a pair with ``rounds_per_process``: the sides alternate
-    inside c_ref processes of ``warmup_rounds`` + up to ``rounds_per_process`` rounds."""
+    inside c_ref processes of ``warmup_rounds`` + up to ``rounds_per_process`` rounds (a
+    load pair's processes share one snapshot cache)."""
     from kvsim.experiments import cref
 
     workload, warm = spec["workload"], spec.get("warmup_rounds", 1)
     versus = versus_options(workload, spec["a"], spec["b"])
     if versus is None:
         raise ValueError(f"cell {cell_id(spec)}: its sides cannot alternate in one process")
-    env = spec.get("env") or {}
+    env = dict(spec.get("env") or {})
+    if workload == "load":
+        env["KVSIM_CREF_SNAPSHOT_CACHE"] = _snapshot_cache(tmp, spec["a"])
     runs: dict[str, list[dict]] = {"a": [], "b": []}
     first: dict[str, Any] = {}
     order = 0  # rounds run so far, warm-up included: the next round is A B when even
@@ -436,7 +441,7 @@ def _native_rounds(spec: dict, tmp: str) -> tuple[dict[str, list[dict]], dict[st
     from kvsim.experiments import cref
 
     if spec.get("rounds_per_process"):
-        return _native_rounds_in_process(spec)
+        return _native_rounds_in_process(spec, tmp)
     workload, warm = spec["workload"], spec.get("warmup_rounds", 1)
     sides = {"a": spec["a"], "b": spec["b"]}
     env = spec.get("env") or {}

@@ -32,7 +32,6 @@ expect_err "unknown workload" trace frob -o "$T/out.kvt"
 expect_err "key size too small" trace pipeline -o "$T/out.kvt" --keys 1000 --key-size 2
 expect_err "missing output dir" trace pipeline -o "$T/nodir/out.kvt" --keys 10
 expect_err "options takes only --json" options --frob
-expect_err "versus on load" native load --keys 10 --versus-variant prefetch-rehash
 expect_err "versus unknown variant" native mget --keys 10 --versus-variant bogus
 expect_err "versus unknown pipeline" native mget --keys 10 --versus-pipeline bogus
 expect_err "versus pipeline on pipeline" native pipeline --keys 10 --versus-pipeline lookahead
@@ -103,7 +102,8 @@ for spec in "mget --ops 60 --keys-per-command 9 --table dict|--variant none|--va
             "pipeline --ops 300 --set-ratio 0.3|--variant naive|--variant lookahead" \
             "mset --keys-per-command 9 --table dict|--variant none|--variant redis-15043" \
             "iterate --op keys|--variant none|--variant valkey" \
-            "iterate --op save --table dict|--variant none|--variant next-bucket"; do
+            "iterate --op save --table dict|--variant none|--variant next-bucket" \
+            "load --value-size 300|--variant none|--variant prefetch-rehash"; do
     own=${spec%%|*}; rest=${spec#*|}; a=${rest%%|*}; b=${rest#*|}
     set -- $b
     KVSIM_CREF_ARENA_WARM=1 "$B" native $own --keys 700 $a --versus-${1#--} "$2" --versus-first b --repeat 3 --json \

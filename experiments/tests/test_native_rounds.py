@@ -44,12 +44,14 @@ def test_load_pair_builds_its_snapshot_once(tmp_path, monkeypatch):
     def spy(workload, options, repeat=3, waiting=None, env=None, **kw):
         path = (env or {}).get("KVSIM_CREF_SNAPSHOT_CACHE")
         seen.append((path, path is not None and os.path.exists(path)))
-        return real(workload, options, repeat=repeat, waiting=waiting, env=env)
+        return real(workload, options, repeat=repeat, waiting=waiting, env=env, **kw)
 
     monkeypatch.setattr(cref, "native", spy)
+    monkeypatch.setattr(cells, "IN_PROCESS_ROUNDS", 3)  # two processes (the sides alternate)
     m = cells.run_cell(_pair("load", a, b, 6, env=cref.ARENA_WARM))["metrics"]
+    assert m["rounds"] == 6 and len(seen) == 2
     assert len({p for p, _ in seen}) == 1          # one file for both sides
-    assert [exists for _, exists in seen].count(False) == 1  # built by the first run only
+    assert [exists for _, exists in seen].count(False) == 1  # built by the first process only
     assert m["a_keys"] == m["b_keys"] == 3000
     assert m["a_reply_crc32"] == m["b_reply_crc32"]
     assert not os.path.exists(seen[0][0])  # removed with the cell
@@ -71,17 +73,17 @@ def test_rounds_alternate_the_order_of_the_sides(monkeypatch):
     real = cref.native
 
     def spy(workload, options, repeat=3, waiting=None, env=None, **kw):
-        assert not kw  # a load pair runs one process per run
-        seen.append(options["variant"])
+        assert not kw  # a pair of layouts runs one process per run
+        seen.append(options["layout"])
         return real(workload, options, repeat=repeat, waiting=waiting, env=env)
 
     monkeypatch.setattr(cref, "native", spy)
-    a = {"keys": 2000, "value_size": 32, "seed": 1, "variant": "none"}
-    cells.run_cell(_pair("load", a, dict(a, variant="prefetch-rehash"), 6))
+    a = {"keys": 2000, "ops": 300, "value_size": 32, "seed": 1, "layout": "legacy"}
+    cells.run_cell(_pair("pipeline", a, dict(a, layout="unified"), 6))
     rounds = [tuple(seen[i:i + 2]) for i in range(0, len(seen), 2)]
     assert len(rounds) == 7  # the warm-up round and six timed ones
-    assert rounds == [("none", "prefetch-rehash") if r % 2 == 0
-                      else ("prefetch-rehash", "none") for r in range(7)]
+    assert rounds == [("legacy", "unified") if r % 2 == 0 else ("unified", "legacy")
+                      for r in range(7)]
 
 
 def test_iterate_pair_alternates_in_process():
@@ -117,7 +119,9 @@ def test_mset_new_pair_alternates_in_process_on_warm_memory():
     ("mset", {"mset_keys": "random", "variant": "none"},
      {"mset_keys": "random", "variant": "redis-15043"}, {"variant": "redis-15043"}),
     ("mset", {"variant": "none"}, {"variant": "batch"}, {"variant": "batch"}),
-    ("load", {"variant": "none"}, {"variant": "prefetch-rehash"}, None),
+    ("load", {"variant": "none"}, {"variant": "prefetch-rehash"},
+     {"variant": "prefetch-rehash"}),
+    ("load", {"variant": "none", "keys": 10}, {"variant": "none", "keys": 20}, None),
     ("iterate", {"op": "save", "variant": "none"}, {"op": "save", "variant": "valkey"},
      {"variant": "valkey"}),
     ("iterate", {"op": "keys", "variant": "none"}, {"op": "save", "variant": "none"}, None),
