@@ -612,15 +612,18 @@ static ksWorkloadSpec versusSpec(const ksWorkloadSpec *s) {
     return b;
 }
 
-/* --versus: the configuration (0 A, 1 B) of run i (0, 1) of round r: A B in
- * even rounds and B A in odd ones (the other way round with versus_first_b),
- * so a drift or an after-effect of the run before favours neither. */
-static int versusSide(const ksWorkloadSpec *s, int r, int i) { return (r + s->versus_first_b) % 2 ? 1 - i : i; }
+/* The configuration (0 A, 1 B) of run i (0, 1) of round r: A without
+ * --versus; with it A B in even rounds and B A in odd ones (the other way
+ * round with versus_first_b), so a drift or an after-effect of the run before
+ * favours neither. */
+static int versusSide(const ksWorkloadSpec *s, int r, int i) {
+    return !s->versus ? 0 : (r + s->versus_first_b) % 2 ? 1 - i : i;
+}
 
 /* Measured run i of round r on the keyspace w->ks: configuration A, or with
  * --versus the side versusSide picks, its variants var[side] swapped in. */
 static void runSide(wl *w, ksWorkloadResult *res, const ksVariants *var, int r, int i) {
-    int side = w->spec->versus ? versusSide(w->spec, r, i) : 0;
+    int side = versusSide(w->spec, r, i);
     w->ks->var = var[side];
     runCommands(w, res, side, r);
 }
@@ -642,6 +645,17 @@ static ksKeyspace *newKeyspace(const ksWorkloadSpec *s, uint64_t hash_seed, char
         return NULL;
     }
     return ks;
+}
+
+/* Replace w's server by a fresh one with the spec's options (hash seed
+ * hash_seed).  The spec's options made a keyspace once already, so a failure
+ * here is a bug. */
+static ksKeyspace *freshServer(wl *w, uint64_t hash_seed) {
+    char err[256];
+    ksKeyspaceFree(w->ks);
+    w->ks = newKeyspace(w->spec, hash_seed, err, sizeof(err));
+    if (!w->ks) abort();
+    return w->ks;
 }
 
 /* A restarted server hashes with a new random SipHash key, so a snapshot
@@ -782,9 +796,7 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
              * runs follow one another on one server, each over the keys the
              * runs before it wrote (the same keys and values every run). */
             if (r > 0 && !s->versus) {
-                ksKeyspaceFree(ks);
-                ks = w.ks = newKeyspace(s, s->seed, err, errlen);
-                if (!ks) abort(); /* created once already with the same options */
+                ks = freshServer(&w, s->seed);
                 prefill(&w);
             }
             for (int i = 0; i < sides; i++) runSide(&w, res, var, r, i);
@@ -830,11 +842,7 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
         for (int r = warm ? -1 : 0; r < repeat; r++) {
             if (r > 0) ksEmitPause(); /* only the first run is traced */
             for (int i = 0; i < (r < 0 ? 1 : sides); i++) {
-                if (used) { /* a fresh server for every run */
-                    ksKeyspaceFree(ks);
-                    ks = w.ks = newKeyspace(s, s->seed, err, errlen);
-                    if (!ks) abort(); /* created once already with the same options */
-                }
+                if (used) ks = freshServer(&w, s->seed); /* a fresh server for every run */
                 used = 1;
                 if (r < 0) rerunCommands(&w, &var[0]);
                 else runSide(&w, res, var, r, i);
@@ -858,7 +866,7 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
         for (int r = 0; r < repeat; r++) {
             if (r > 0) ksEmitPause();
             for (int i = 0; i < sides; i++) {
-                int side = s->versus ? versusSide(s, r, i) : 0;
+                int side = versusSide(s, r, i);
                 ks->var = var[side];
                 ksClient *c = &ks->client;
                 KS_MARK(KVT_MARK_PHASE, 1);
@@ -933,12 +941,10 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
             /* with --versus, each round restarts once per side (runSide's
              * order); the unmeasured warm-up load is A's */
             for (int i = 0; i < (r < 0 ? 1 : sides) && rc == 0; i++) {
-                int side = s->versus && r >= 0 ? versusSide(s, r, i) : 0;
+                int side = r >= 0 ? versusSide(s, r, i) : 0;
                 /* Restart: a fresh keyspace with a new hash seed; the snapshot
                  * buffer (tag snapshot_buf) is filled before the measured load. */
-                ksKeyspaceFree(ks); /* emitter paused here: setup is not traced */
-                ks = w.ks = newKeyspace(s, RESTART_SEED(s->seed), err, errlen);
-                if (!ks) abort();
+                ks = freshServer(&w, RESTART_SEED(s->seed)); /* emitter paused: not traced */
                 ks->var = var[side];
                 ks->snap = ksArenaAlloc(ks->arena, l);
                 memcpy(ks->snap, snap, l);
@@ -981,9 +987,7 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
              * its check, so that each side's CRC reads back what it wrote */
             if (s->versus && mset_random) rerunCommands(&w, &var[side]);
             if (s->versus && mset_new) { /* each side's own fill of a fresh server */
-                ksKeyspaceFree(ks);
-                ks = w.ks = newKeyspace(s, s->seed, err, errlen);
-                if (!ks) abort(); /* created once already with the same options */
+                ks = freshServer(&w, s->seed);
                 rerunCommands(&w, &var[side]);
             }
             uint32_t crc = replyCheck(&w, &var[side]);
