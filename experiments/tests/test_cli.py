@@ -179,3 +179,18 @@ def test_native_json(kvsim):
     for key in ("runs_s", "median_s", "ops_per_s", "memory_bytes", "keys"):
         assert key in out
     assert len(out["runs_s"]) == 2 and out["keys"] == 5000
+
+
+@pytest.mark.parametrize("preset, expect", [(None, "1"), ("3", "3")])
+def test_blas_threads_default_to_one(preset, expect):
+    """The command keeps numpy's OpenBLAS to one thread unless the user chose a count."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if preset is not None:
+        env["OPENBLAS_NUM_THREADS"] = preset
+    code = ("import os; from kvsim.experiments import cli; cli.main(['--version']); "
+            "print(os.environ.get('OPENBLAS_NUM_THREADS'))")
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         check=True)
+    assert res.stdout.decode().split()[-1] == expect
