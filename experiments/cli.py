@@ -820,17 +820,14 @@ def _pipe_closed() -> int:
     return 1
 
 
-#: Set for the command's process (and the worker processes it starts) unless the user set it:
-#: kvsim does no linear algebra worth a thread, and numpy's OpenBLAS otherwise starts one
-#: busy-waiting thread per core at import, CPU taken from the engine and the decoder threads.
-BLAS_THREADS_ENV = ("OPENBLAS_NUM_THREADS",)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: one-line errors, no tracebacks."""
-    if "numpy" not in sys.modules:  # read at numpy's import, so too late once it is loaded
-        for name in BLAS_THREADS_ENV:
-            os.environ.setdefault(name, "1")
+    # One OpenBLAS thread for this process and the workers it starts, unless the user chose:
+    # kvsim does no linear algebra worth a thread, and numpy's OpenBLAS otherwise starts a
+    # busy-waiting thread per core at import, CPU taken from the engine and decoder threads.
+    # numpy reads the variable at its import: once numpy is loaded it is too late to set.
+    if "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _on_sigterm)
     try:

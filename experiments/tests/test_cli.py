@@ -1,6 +1,7 @@
 """Contracts of the kvsim CLI: options, JSON keys, determinism, pipes and bad input."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -184,8 +185,6 @@ def test_native_json(kvsim):
 @pytest.mark.parametrize("preset, expect", [(None, "1"), ("3", "3")])
 def test_blas_threads_default_to_one(preset, expect):
     """The command keeps numpy's OpenBLAS to one thread unless the user chose a count."""
-    import os
-
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     if preset is not None:
         env["OPENBLAS_NUM_THREADS"] = preset
