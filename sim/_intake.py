@@ -7,8 +7,10 @@ same place. The split of the work: the reader's own Python code reads the framin
 headers, lengths, the end chunk: a few bytes per chunk) on a background thread; each data
 chunk's payload then goes to a small pool of threads that check its CRC32 and decompress it
 in ``sim/_engine/decode.c`` (outside the GIL, so chunks decompress in parallel and beside the
-engine); the calling thread checks the record rules in order (compiled, ``kvsimValidate``)
-as it takes each chunk. At most ``ahead`` chunks are decoded ahead of the consumer, so memory
+engine), and check the record rules each chunk settles alone (``kvsimValidateLocal``); the
+calling thread finishes the check in order as it takes each chunk (``kvsimValidateJoin``: the
+warm-up markers' turn, and deps naming a record of an earlier chunk), so only those few
+records wait on it. At most ``ahead`` chunks are decoded ahead of the consumer, so memory
 does not grow with the trace (the record rules keep one bit for each of the last
 ``traces.DEP_CHECK_WINDOW`` records, for ``dep``).
 
@@ -45,6 +47,13 @@ class RecordErrorC(C.Structure):
     _fields_ = [("index", u64), ("rule", u32), ("pad", u32), ("dep", u64), ("named", u64)]
 
 
+class ChunkCheckC(C.Structure):
+    """decode.h kvsimChunkCheck."""
+
+    _fields_ = [("base", u64), ("n", u64), ("bad", u64), ("rule", u32), ("pad", u32),
+                ("join_end", u64)]
+
+
 _READY = False
 
 
@@ -61,9 +70,12 @@ def _lib() -> C.CDLL:
         lib.kvsimCrc32.argtypes = [u32, C.c_void_p, C.c_size_t]
         lib.kvsimValidatorCreate.restype = C.c_void_p
         lib.kvsimValidatorCreate.argtypes = [C.c_int64, C.c_int64, u32]
-        lib.kvsimValidate.restype = C.c_int
-        lib.kvsimValidate.argtypes = [C.c_void_p, C.c_void_p, C.c_size_t,
-                                      C.POINTER(RecordErrorC)]
+        lib.kvsimValidateLocal.restype = None
+        lib.kvsimValidateLocal.argtypes = [C.c_void_p, C.c_void_p, C.c_size_t, u64, C.c_void_p,
+                                           C.POINTER(ChunkCheckC)]
+        lib.kvsimValidateJoin.restype = C.c_int
+        lib.kvsimValidateJoin.argtypes = [C.c_void_p, C.c_void_p, C.c_void_p,
+                                          C.POINTER(ChunkCheckC), C.POINTER(RecordErrorC)]
         lib.kvsimValidatorFree.restype = None
         lib.kvsimValidatorFree.argtypes = [C.c_void_p]
         _READY = True
@@ -137,11 +149,21 @@ class _Validator:
         self.records = 0
         self.err = RecordErrorC()
 
-    def check(self, reader: traces.TraceReader, info: traces.ChunkInfo,
-              recs: np.ndarray) -> None:
-        rc = self.lib.kvsimValidate(self.h, recs.ctypes.data, len(recs), C.byref(self.err))
+    def local(self, recs: np.ndarray, base: int) -> tuple[ChunkCheckC, np.ndarray]:
+        """The rules ``recs`` (trace records ``base`` on) settle alone; any thread."""
+        chk = ChunkCheckC()
+        loads = np.empty((len(recs) + 63) // 64 + 1, dtype=np.uint64)
+        self.lib.kvsimValidateLocal(self.h, recs.ctypes.data, len(recs), base,
+                                    loads.ctypes.data, C.byref(chk))
+        return chk, loads
+
+    def join(self, reader: traces.TraceReader, info: traces.ChunkInfo, recs: np.ndarray,
+             chk: ChunkCheckC, loads: np.ndarray) -> None:
+        """The rest of the check, in trace order (the calling thread)."""
+        rc = self.lib.kvsimValidateJoin(self.h, recs.ctypes.data, loads.ctypes.data,
+                                        C.byref(chk), C.byref(self.err))
         if rc < 0:
-            raise MemoryError("kvsimValidate")
+            raise RuntimeError(f"kvsimValidateJoin: chunk {info.index} out of turn")
         if rc:
             e = self.err
             field, problem = self.ref.describe(int(e.rule), int(e.dep), int(e.named))
@@ -191,7 +213,12 @@ def chunks(reader: traces.TraceReader, workers: int | None = None, ahead: int = 
                 continue
         return False
 
+    def job(info: traces.ChunkInfo, payload: bytes | bytearray, crc: int, base: int):
+        recs = decode(info, payload, crc, buffers)
+        return recs, validator.local(recs, base) if validator is not None else None
+
     def produce() -> None:
+        base = 0  # trace index of the chunk's first record
         try:
             while not stop.is_set():
                 info, payload, crc = reader._read_frame()
@@ -199,8 +226,9 @@ def chunks(reader: traces.TraceReader, workers: int | None = None, ahead: int = 
                     put(_END)
                     return
                 reader._accept(info)
-                if not put((info, pool.submit(decode, info, payload, crc, buffers))):
+                if not put((info, pool.submit(job, info, payload, crc, base))):
                     return
+                base += info.n_records
         except BaseException as exc:  # handed to the consumer, in stream order
             put(exc)
 
@@ -218,9 +246,9 @@ def chunks(reader: traces.TraceReader, workers: int | None = None, ahead: int = 
             if isinstance(item, BaseException):
                 raise item
             info, fut = item
-            recs = _result(fut)
+            recs, chk = _result(fut)
             if validator is not None:
-                validator.check(reader, info, recs)
+                validator.join(reader, info, recs, *chk)
             recs.flags.writeable = False
             if buffers is not None:
                 held = recs.base if isinstance(recs.base, np.ndarray) else recs
@@ -233,7 +261,7 @@ def chunks(reader: traces.TraceReader, workers: int | None = None, ahead: int = 
             validator.close()
 
 
-def _result(fut: Future) -> np.ndarray:
+def _result(fut: Future) -> tuple[np.ndarray, tuple | None]:
     try:
         return fut.result()
     except traces.TraceError as exc:

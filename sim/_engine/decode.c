@@ -169,10 +169,18 @@ uint64_t kvsimValidatorRecords(const kvsimValidator *v) { return v->records; }
 
 size_t kvsimValidatorBytes(const kvsimValidator *v) { return v ? sizeof *v : 0; }
 
+/* Was trace record p (one of the last KVT_DEP_CHECK_WINDOW accepted) a load? */
+static inline int ringLoad(const kvsimValidator *v, uint64_t p) {
+    return (int)((v->loads[(p & (KVT_DEP_CHECK_WINDOW - 1)) >> 6] >> (p & 63)) & 1);
+}
+
 /* The first rule record recs[i] (trace index base + i) breaks, or
- * KVSIM_NRULES; warm-up aside. */
-static inline uint32_t brokenRule(const kvsimValidator *v, const kvtRecord *recs, size_t i,
-                                  uint64_t base) {
+ * KVSIM_NRULES; warm-up aside.  A dep naming a record before the array is
+ * looked up in v's ring, or, when `defer` (a constant in each copy), left to
+ * the ordered part: *cross is set and the record passes here. */
+static inline __attribute__((always_inline)) uint32_t
+brokenRule(const kvsimValidator *v, const kvtRecord *recs, size_t i, uint64_t base,
+           const int defer, int *cross) {
     const kvtRecord *r = &recs[i];
     const uint64_t g = base + i;
     const uint32_t kind = r->kind;
@@ -192,48 +200,137 @@ static inline uint32_t brokenRule(const kvsimValidator *v, const kvtRecord *recs
         if (r->dep > g) return KVSIM_RULE_DEP_BEFORE;
         if (r->dep <= KVT_DEP_CHECK_WINDOW) {
             const uint64_t p = g - r->dep;
-            const int load = p >= base ? recs[p - base].kind == KVT_LOAD
-                                       : (int)((v->loads[(p & (KVT_DEP_CHECK_WINDOW - 1)) >> 6] >>
-                                                (p & 63)) & 1);
+            if (p < base && defer) {
+                *cross = 1;
+                return KVSIM_NRULES;
+            }
+            const int load = p >= base ? recs[p - base].kind == KVT_LOAD : ringLoad(v, p);
             if (!load) return KVSIM_RULE_DEP_NOT_LOAD;
         }
     }
     return KVSIM_NRULES;
 }
 
+static void setError(kvsimRecordError *err, const kvtRecord *r, size_t i, uint64_t g,
+                     uint32_t rule) {
+    err->index = i;
+    err->rule = rule;
+    err->pad = 0;
+    err->dep = r->dep;
+    err->named = rule == KVSIM_RULE_DEP_NOT_LOAD ? g - r->dep : 0;
+}
+
+/* The warm-up rule: *wnext is the warm-up marker expected next. */
+static inline int warmupOutOfTurn(const kvtRecord *r, uint16_t *wnext) {
+    if (r->kind != KVT_MARKER ||
+        (r->flags != KVT_MARK_WARMUP_BEGIN && r->flags != KVT_MARK_WARMUP_END))
+        return 0;
+    if (r->flags != *wnext) return 1;
+    *wnext = *wnext == KVT_MARK_WARMUP_BEGIN ? KVT_MARK_WARMUP_END : KVT_MARK_WARMUP_BEGIN;
+    return 0;
+}
+
+/* The ring takes the kinds of an accepted array's last W records (trace
+ * indices base .. base + n - 1), from `loads` (bit i: record i is a load). */
+static void ringTake(kvsimValidator *v, uint64_t base, size_t n, const uint64_t *loads) {
+    for (size_t i = n > KVT_DEP_CHECK_WINDOW ? n - KVT_DEP_CHECK_WINDOW : 0; i < n;) {
+        const uint64_t slot = (base + i) & (KVT_DEP_CHECK_WINDOW - 1);
+        const uint32_t off = (uint32_t)(slot & 63);
+        size_t len = 64 - off; /* to the end of the ring's word */
+        if (len > n - i) len = n - i;
+        const uint32_t s = (uint32_t)(i & 63);
+        uint64_t bits = loads[i >> 6] >> s;
+        if (s && s + len > 64) bits |= loads[(i >> 6) + 1] << (64 - s);
+        const uint64_t mask = len == 64 ? ~0ULL : ((1ULL << len) - 1) << off;
+        v->loads[slot >> 6] = (v->loads[slot >> 6] & ~mask) | ((bits << off) & mask);
+        i += len;
+    }
+}
+
+/* Bit i of loads[]: recs[i] is a load. */
+static void loadBits(const kvtRecord *recs, size_t n, uint64_t *loads) {
+    for (size_t w = 0; w * 64 < n; w++) {
+        const size_t lim = n - w * 64 < 64 ? n - w * 64 : 64;
+        uint64_t bits = 0;
+        for (size_t b = 0; b < lim; b++)
+            bits |= (uint64_t)(recs[w * 64 + b].kind == KVT_LOAD) << b;
+        loads[w] = bits;
+    }
+}
+
 int kvsimValidate(kvsimValidator *v, const kvtRecord *recs, size_t n, kvsimRecordError *err) {
     const uint64_t base = v->records;
     uint16_t wnext = v->warmup_next;
     for (size_t i = 0; i < n; i++) {
-        const kvtRecord *r = &recs[i];
-        const uint64_t g = base + i;
-        uint32_t rule = brokenRule(v, recs, i, base);
-        if (rule == KVSIM_NRULES && r->kind == KVT_MARKER &&
-            (r->flags == KVT_MARK_WARMUP_BEGIN || r->flags == KVT_MARK_WARMUP_END)) {
-            if (r->flags != wnext)
-                rule = KVSIM_RULE_WARMUP;
-            else
-                wnext = wnext == KVT_MARK_WARMUP_BEGIN ? KVT_MARK_WARMUP_END
-                                                       : KVT_MARK_WARMUP_BEGIN;
-        }
+        int cross = 0;
+        uint32_t rule = brokenRule(v, recs, i, base, 0, &cross);
+        if (rule == KVSIM_NRULES && warmupOutOfTurn(&recs[i], &wnext)) rule = KVSIM_RULE_WARMUP;
         if (rule != KVSIM_NRULES) {
-            err->index = i;
-            err->rule = rule;
-            err->pad = 0;
-            err->dep = r->dep;
-            err->named = rule == KVSIM_RULE_DEP_NOT_LOAD ? g - r->dep : 0;
+            setError(err, &recs[i], i, base + i, rule);
             return 1;
         }
     }
     /* accepted: the ring takes the kinds of the array's last W records */
-    for (size_t i = n > KVT_DEP_CHECK_WINDOW ? n - KVT_DEP_CHECK_WINDOW : 0; i < n; i++) {
-        const uint64_t slot = (base + i) & (KVT_DEP_CHECK_WINDOW - 1), bit = 1ULL << (slot & 63);
-        if (recs[i].kind == KVT_LOAD)
-            v->loads[slot >> 6] |= bit;
-        else
-            v->loads[slot >> 6] &= ~bit;
+    uint64_t word[1];
+    for (size_t i = n > KVT_DEP_CHECK_WINDOW ? n - KVT_DEP_CHECK_WINDOW : 0; i < n; i += 64) {
+        const size_t len = n - i < 64 ? n - i : 64;
+        loadBits(recs + i, len, word);
+        ringTake(v, base + i, len, word);
     }
     v->warmup_next = wnext;
     v->records = base + n;
+    return 0;
+}
+
+void kvsimValidateLocal(const kvsimValidator *v, const kvtRecord *recs, size_t n, uint64_t base,
+                        uint64_t *loads, kvsimChunkCheck *c) {
+    c->base = base;
+    c->n = n;
+    c->bad = n;
+    c->rule = KVSIM_NRULES;
+    c->pad = 0;
+    c->join_end = 0;
+    for (size_t i = 0; i < n; i++) {
+        int cross = 0;
+        const uint32_t rule = brokenRule(v, recs, i, base, 1, &cross);
+        if (rule != KVSIM_NRULES) {
+            c->bad = i;
+            c->rule = rule;
+            break;
+        }
+        if (cross || (recs[i].kind == KVT_MARKER && (recs[i].flags == KVT_MARK_WARMUP_BEGIN ||
+                                                     recs[i].flags == KVT_MARK_WARMUP_END)))
+            c->join_end = i + 1;
+    }
+    loadBits(recs, n, loads);
+}
+
+int kvsimValidateJoin(kvsimValidator *v, const kvtRecord *recs, const uint64_t *loads,
+                      const kvsimChunkCheck *c, kvsimRecordError *err) {
+    const uint64_t base = v->records;
+    if (c->base != base || c->join_end > c->bad || c->bad > c->n) return -1;
+    uint16_t wnext = v->warmup_next;
+    for (size_t i = 0; i < c->join_end; i++) {
+        /* every rule but these two held on the local pass (i < bad) */
+        const kvtRecord *r = &recs[i];
+        uint32_t rule = KVSIM_NRULES;
+        if (r->kind < KVT_MARKER && r->dep != 0 && r->dep <= KVT_DEP_CHECK_WINDOW &&
+            r->dep > i && !ringLoad(v, base + i - r->dep))
+            rule = KVSIM_RULE_DEP_NOT_LOAD;
+        else if (warmupOutOfTurn(r, &wnext))
+            rule = KVSIM_RULE_WARMUP;
+        if (rule != KVSIM_NRULES) {
+            setError(err, r, i, base + i, rule);
+            return 1;
+        }
+    }
+    if (c->bad < c->n) {
+        setError(err, &recs[c->bad], c->bad, base + c->bad, c->rule);
+        return 1;
+    }
+    /* a warm-up marker after join_end: none (join_end covers the last one) */
+    ringTake(v, base, c->n, loads);
+    v->warmup_next = wnext;
+    v->records = base + c->n;
     return 0;
 }

@@ -88,6 +88,33 @@ kvsimValidator *kvsimValidatorCreate(int64_t n_tags, int64_t n_sites, uint32_t n
  * memory is fixed when it is created. */
 int kvsimValidate(kvsimValidator *v, const kvtRecord *recs, size_t n, kvsimRecordError *err);
 
+/* The same check in two parts, so that the per-record work runs beside the
+ * decoding, on any thread, and only a few records wait for the arrays before:
+ *
+ *   kvsimValidateLocal (any thread, v read-only): the rules an array settles
+ *     alone, for records with trace indices base .. base + n - 1; notes the
+ *     first record breaking one, how far the ordered part must look (warm-up
+ *     markers, deps naming a record before the array), and one bit per record
+ *     (a load) in loads[(n + 63) / 64];
+ *   kvsimValidateJoin (in trace order, one thread): the rest, against the
+ *     warm-up turn and the last KVT_DEP_CHECK_WINDOW kinds; 0: accepted (the
+ *     validator moves past the array), 1: *err names the first bad record, the
+ *     same one kvsimValidate would name, -1: c is not the next array's.
+ */
+typedef struct kvsimChunkCheck {
+    uint64_t base;     /* trace index of the array's first record */
+    uint64_t n;        /* records */
+    uint64_t bad;      /* the first record breaking a rule the array settles alone; n: none */
+    uint32_t rule;     /* its KVSIM_RULE_* */
+    uint32_t pad;
+    uint64_t join_end; /* the ordered part looks at records [0, join_end) */
+} kvsimChunkCheck;
+
+void kvsimValidateLocal(const kvsimValidator *v, const kvtRecord *recs, size_t n, uint64_t base,
+                        uint64_t *loads, kvsimChunkCheck *c);
+int kvsimValidateJoin(kvsimValidator *v, const kvtRecord *recs, const uint64_t *loads,
+                      const kvsimChunkCheck *c, kvsimRecordError *err);
+
 /* Records accepted so far. */
 uint64_t kvsimValidatorRecords(const kvsimValidator *v);
 /* Bytes the validator holds: fixed (the kinds of the last KVT_DEP_CHECK_WINDOW

@@ -29,9 +29,15 @@
 
 #include "engine_impl.h"
 
+#ifndef SPIN_WORKER_NS
 #define SPIN_WORKER_NS 2000000
+#endif
+#ifndef SPIN_CALLER_NS
 #define SPIN_CALLER_NS 200000
+#endif
+#ifndef SPIN_YIELD
 #define SPIN_YIELD 256 /* pauses between yields (and clock reads) */
+#endif
 
 typedef struct Worker {
     pthread_t th;

@@ -3,7 +3,9 @@
  * under ASan+UBSan by `make test-sanitize`: the CRC32 check value, the raw
  * codec and its failures, and the record rules on hand-made records, across
  * calls (a dep into an earlier call, warm-up alternation) and past the first
- * growth of the load bitmap.  sim/tests/test_intake.py compares the whole
+ * growth of the load bitmap, and the check in two parts (kvsimValidateLocal on
+ * every array first, then kvsimValidateJoin in order) against the one-part
+ * check on random streams cut into random arrays.  sim/tests/test_intake.py compares the whole
  * intake with the Python reader; this checks the C under the sanitizers.
  */
 #include <stdio.h>
@@ -37,6 +39,96 @@ static int ruleOf(kvtRecord bad, uint32_t good, int64_t n_tags) {
     free(r);
     kvsimValidatorFree(v);
     return out;
+}
+
+
+/* xorshift64*: the streams of the two-part test */
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint64_t rnd(uint64_t n) {
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return (rng_state * 2685821657736338717ull >> 11) % n;
+}
+
+/* A random stream of n records: loads, stores, prefetches and markers with
+ * deps near and far, warm-up markers, and about `bad_per_mille` records that
+ * break a rule. */
+static void randomStream(kvtRecord *r, size_t n, unsigned bad_per_mille) {
+    uint16_t wnext = KVT_MARK_WARMUP_BEGIN;
+    for (size_t i = 0; i < n; i++) {
+        const uint64_t k = rnd(100);
+        if (k < 5) {
+            uint16_t f = (uint16_t)rnd(KVT_NUM_MARKERS);
+            if (rnd(2)) { /* a warm-up marker, in turn */
+                f = wnext;
+                wnext = wnext == KVT_MARK_WARMUP_BEGIN ? KVT_MARK_WARMUP_END
+                                                       : KVT_MARK_WARMUP_BEGIN;
+            } else if (f == KVT_MARK_WARMUP_BEGIN || f == KVT_MARK_WARMUP_END) {
+                f = KVT_MARK_OP;
+            }
+            r[i] = rec(KVT_MARKER, rnd(1000), 0, 0, f);
+        } else {
+            const uint8_t kind = k < 60 ? KVT_LOAD : k < 90 ? KVT_STORE : KVT_PREFETCH;
+            uint32_t dep = 0;
+            if (rnd(3) == 0 && i > 0) /* some name a load, some do not */
+                dep = (uint32_t)(1 + rnd(i < 300 ? i : 300));
+            r[i] = rec(kind, 64 * rnd(1 << 20), kind == KVT_PREFETCH ? 1 : 8, dep, 0);
+        }
+        if (rnd(1000) < bad_per_mille) { /* one broken rule of several kinds */
+            switch (rnd(4)) {
+            case 0: r[i].kind = 9; break;
+            case 1: r[i] = rec(KVT_LOAD, 0, 0, 0, 0); break;
+            case 2: r[i] = rec(KVT_MARKER, 0, 0, 0, KVT_MARK_WARMUP_END); break;
+            default: r[i] = rec(KVT_STORE, 0, 8, (uint32_t)(i + 1), 0); break;
+            }
+        }
+    }
+}
+
+/* Both checks on the stream cut into arrays of random lengths (1..maxlen):
+ * the same array refused, the same record, rule and named record, or both
+ * accepting the whole stream. */
+static void twoParts(const kvtRecord *r, size_t n, size_t maxlen) {
+    kvsimValidator *a = kvsimValidatorCreate(-1, -1, KVT_NUM_MARKERS);
+    kvsimValidator *b = kvsimValidatorCreate(-1, -1, KVT_NUM_MARKERS);
+    size_t cuts[4096], ncut = 0;
+    for (size_t at = 0; at < n && ncut < 4095; ncut++) {
+        cuts[ncut] = at;
+        at += 1 + rnd(maxlen);
+        if (at > n) at = n;
+    }
+    cuts[ncut] = n;
+    kvsimChunkCheck *cc = calloc(ncut, sizeof *cc);
+    uint64_t **loads = calloc(ncut, sizeof *loads);
+    for (size_t c = 0; c < ncut; c++) { /* every local part first: any order is allowed */
+        const size_t len = cuts[c + 1] - cuts[c];
+        loads[c] = calloc((len + 63) / 64 + 1, sizeof **loads);
+        kvsimValidateLocal(b, r + cuts[c], len, cuts[c], loads[c], &cc[c]);
+    }
+    for (size_t c = 0; c < ncut; c++) {
+        kvsimRecordError ea, eb;
+        memset(&ea, 0, sizeof ea);
+        memset(&eb, 0, sizeof eb);
+        const int ra = kvsimValidate(a, r + cuts[c], cuts[c + 1] - cuts[c], &ea);
+        const int rb = kvsimValidateJoin(b, r + cuts[c], loads[c], &cc[c], &eb);
+        CHECK(ra == rb);
+        if (ra != 0 || rb != 0) {
+            CHECK(ea.index == eb.index && ea.rule == eb.rule && ea.dep == eb.dep &&
+                  ea.named == eb.named);
+            break;
+        }
+        CHECK(kvsimValidatorRecords(a) == kvsimValidatorRecords(b));
+    }
+    if (kvsimValidatorRecords(b) == n) { /* an array out of turn is refused */
+        kvsimRecordError e;
+        CHECK(kvsimValidateJoin(b, r, loads[0], &cc[0], &e) == -1);
+    }
+    for (size_t c = 0; c < ncut; c++) free(loads[c]);
+    free(loads);
+    free(cc);
+    kvsimValidatorFree(a);
+    kvsimValidatorFree(b);
 }
 
 int main(void) {
@@ -128,6 +220,27 @@ int main(void) {
     CHECK(kvsimValidatorBytes(v) == bytes && bytes < W / 8 + 256);
     free(r);
     kvsimValidatorFree(v);
+
+    /* the check in two parts names the same first bad record as the one-part
+     * check, on clean and broken streams, arrays short and long */
+    {
+        enum { SN = 20000 };
+        kvtRecord *sr = calloc(SN, sizeof *sr);
+        for (int t = 0; t < 300; t++) {
+            randomStream(sr, SN, t % 3 == 0 ? 0 : (unsigned)(t % 7));
+            twoParts(sr, SN, t % 2 ? 70 : 5000);
+        }
+        free(sr);
+        /* deps at the window's edge, across arrays */
+        sr = calloc(W + 300, sizeof *sr);
+        for (size_t i = 0; i < W + 300; i++)
+            sr[i] = rec(i % 3 ? KVT_LOAD : KVT_STORE, 64 * (uint64_t)i, 8, 0, 0);
+        for (size_t i = W; i < W + 300; i++) sr[i].dep = (uint32_t)(W - 150 + i % 301);
+        for (int t = 0; t < 4; t++) twoParts(sr, W + 300, (size_t)W / 3);
+        sr[W + 200].dep = W; /* names record 200: a store */
+        for (int t = 0; t < 4; t++) twoParts(sr, W + 300, (size_t)W / 3);
+        free(sr);
+    }
 
     if (failures) fprintf(stderr, "test_decode: %d failures\n", failures);
     else printf("test_decode: ok\n");
