@@ -18,6 +18,12 @@ from pathlib import Path
 
 import click
 
+#: ``kvsim trace``'s codecs (the default first) and format versions, as traces/FORMAT.md
+#: names them; spelled here so that the CLI starts without importing kvsim.traces
+#: (experiments/tests/test_cli.py checks them against traces.CODEC_NAMES and VERSION)
+TRACE_CODECS = ["zstd_planes", "zstd", "raw"]
+TRACE_VERSIONS = [1, 2]
+
 # --- workload options: c_ref's table (c_ref/workload.c), read through `kvsim-cref options` ---
 
 def workload_params(spec: dict) -> list[click.Parameter]:
@@ -205,9 +211,15 @@ def cli(quiet):
 @cli.command(cls=WorkloadCommand)
 @click.option("-o", "--output", "output", required=True,
               help="Output trace path, or - for stdout.")
-@click.option("--codec", type=click.Choice(["zstd", "raw"]), default="zstd", show_default=True,
-              help="Chunk payload encoding.")
-def trace(workload, output, codec, **kwargs):
+@click.option("--codec", type=click.Choice(TRACE_CODECS), default=TRACE_CODECS[0],
+              show_default=True,
+              help="Chunk payload encoding: zstd of the records' byte planes (smaller, "
+                   "decodes fastest), zstd of the records, or raw.")
+@click.option("--format-version", type=click.IntRange(1, TRACE_VERSIONS[-1]),
+              default=TRACE_VERSIONS[-1], show_default=True,
+              help="Trace format version to write (1 for readers older than version 2; it "
+                   "has no zstd_planes).")
+def trace(workload, output, codec, format_version, **kwargs):
     """Trace WORKLOAD with the c_ref keyspace and write a .kvt trace."""
     from kvsim.experiments import cref, progress
 
@@ -215,7 +227,8 @@ def trace(workload, output, codec, **kwargs):
     out = sys.stdout.buffer if output == "-" else output
     with progress.bar(f"trace {workload}", unit="B") as bar, \
             _writing("standard output" if output == "-" else output):
-        cref.trace(workload, out, _pick(kwargs), codec=codec, progress=bar.update)
+        cref.trace(workload, out, _pick(kwargs), codec=codec, version=format_version,
+                   progress=bar.update)
 
 
 @cli.command(cls=WorkloadCommand)
@@ -643,7 +656,7 @@ def convert(src, dst, src_format, dst_format, cpu):
       .deptrace.proto.gz   gem5 elastic trace for TraceCPU (the fetch trace
                            is written beside it as .fetchtrace.proto.gz)
       .din.gz .lackey.gz   DineroIV, lackey text
-      .kvt                 kvsim (zstd chunks)
+      .kvt                 kvsim (zstd of byte planes)
     Inputs are read by content (gzip, xz and bzip2 too): .kvt, gem5
     .trc[.gz], ChampSim traces, DynamoRIO drmemtrace .trace.zip/.trace.gz
     (one thread per file), din and lackey text. A kvt has no ticks: gem5

@@ -99,10 +99,11 @@ class _Counted(io.RawIOBase):
         return n
 
 
-def trace(workload: str, out, options: Mapping[str, object], codec: str = "zstd",
-          progress: Callable[[int], object] | None = None) -> None:
+def trace(workload: str, out, options: Mapping[str, object], codec: str | None = None,
+          progress: Callable[[int], object] | None = None, version: int | None = None) -> None:
     """Trace ``workload`` with c_ref and write the trace to ``out`` (a path, or a binary
-    stream such as stdout), recompressing c_ref's raw chunks with ``codec``.
+    stream such as stdout), recompressing c_ref's raw chunks with ``codec`` as format
+    ``version`` (defaults: ``traces.Writer``'s, byte planes and the newest version).
 
     ``progress``, if given, is called with the number of trace bytes received from c_ref
     since its previous call. On any failure no output file is left behind.
@@ -115,7 +116,8 @@ def trace(workload: str, out, options: Mapping[str, object], codec: str = "zstd"
         try:
             src = proc.stdout if progress is None else \
                 io.BufferedReader(_Counted(proc.stdout, progress))
-            traces.recompress(src, out, codec=codec)
+            traces.recompress(src, out, codec=codec or traces.DEFAULT_CODEC,
+                              version=version or traces.VERSION)
         except traces.TraceError:
             proc.stdout.close()
             proc.wait()

@@ -38,7 +38,7 @@ from . import _binding as B
 
 u32, u64 = C.c_uint32, C.c_uint64
 
-DEC_OK, DEC_CRC, DEC_ZSTD, DEC_NO_ZSTD, DEC_CODEC = range(5)  # decode.h KVSIM_DEC_*
+DEC_OK, DEC_CRC, DEC_ZSTD, DEC_NO_ZSTD, DEC_CODEC, DEC_MEMORY = range(6)  # decode.h KVSIM_DEC_*
 
 
 class RecordErrorC(C.Structure):
@@ -127,9 +127,10 @@ class _Decoder:
             raise self.reader.crc_error(info, crc, int(computed.value))
         if code in (DEC_ZSTD, DEC_NO_ZSTD):
             with self._py_lock:  # the reference words the error, or decodes what it accepts
-                raw = self.reader._decompress(payload, raw_len, info.index, info.offset)
-            out[:] = np.frombuffer(raw, dtype=traces.RECORD_DTYPE)
+                out[:] = self.reader.payload_records(info, payload)
             return out
+        if code == DEC_MEMORY:
+            raise MemoryError(f"chunk {info.index}: byte planes of {raw_len} bytes")
         raise self.reader._err(f"codec {info.codec} payload of {len(payload)} bytes refused",
                                info.index, info.offset)
 

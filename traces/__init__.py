@@ -10,7 +10,7 @@ Typical use::
         for chunk in tr:                        # numpy arrays of traces.RECORD_DTYPE
             loads = chunk[chunk["kind"] == traces.KIND_LOAD]
     records = traces.read_all("run.kvt")        # one array; raises TraceError if damaged
-    with traces.Writer("out.kvt", header) as w: # zstd chunks by default
+    with traces.Writer("out.kvt", header) as w: # zstd of byte planes by default
         w.write(records)
     traces.summarize("out.kvt")["footprint"]    # {"lines": ..., "pages_4k": ..., ...}
     df = traces.to_dataframe("run.kvt")         # pandas; kind/tag/site/marker by name
@@ -27,6 +27,7 @@ from typing import Any
 from .format import (
     CODEC_RAW,
     CODEC_ZSTD,
+    CODEC_ZSTD_PLANES,
     DEFAULT_CHUNK_RECORDS,
     DEP_CHECK_WINDOW,
     KIND_LOAD,
@@ -43,6 +44,7 @@ from .format import (
     MARK_WARMUP_END,
     MARKER_NAMES,
     MAX_CHUNK_RECORDS,
+    MIN_VERSION,
     NUM_KINDS,
     NUM_MARKERS,
     NUM_TAGS,
@@ -78,7 +80,7 @@ _LAZY = {
     "check_records": "inspect", "footprint_by_tag": "inspect", "reuse_distance": "inspect",
     "summarize": "inspect",
     "reuse_distances": "reuse", "reuse_histogram": "reuse",
-    "Writer": "writer", "recompress": "writer",
+    "Writer": "writer", "recompress": "writer", "DEFAULT_CODEC": "writer",
 }
 
 
@@ -104,9 +106,11 @@ __version__ = "0.1.0"
 
 __all__ = [
     # reading / writing
-    "open", "read_all", "Writer", "recompress", "TraceReader", "ChunkInfo", "TraceError",
+    "open", "read_all", "Writer", "recompress", "DEFAULT_CODEC", "TraceReader", "ChunkInfo",
+    "TraceError",
     "Header", "RECORD_DTYPE", "RECORD_SIZE", "VERSION", "DEFAULT_CHUNK_RECORDS",
-    "MAX_CHUNK_RECORDS", "DEP_CHECK_WINDOW", "CODEC_RAW", "CODEC_ZSTD",
+    "MAX_CHUNK_RECORDS", "DEP_CHECK_WINDOW", "CODEC_RAW", "CODEC_ZSTD", "CODEC_ZSTD_PLANES",
+    "MIN_VERSION",
     # inspection
     "summarize", "reuse_distance", "check_records", "to_dataframe",
     "footprint_by_tag", "reuse_histogram", "reuse_distances", "chain_depths", "chain_parents",

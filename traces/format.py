@@ -95,7 +95,8 @@ def constants_from_header(text: str) -> dict[str, object]:
         if sorted(names) != list(range(len(names))):
             raise ValueError(f"trace_format.h: enum {enum} values are not 0..{len(names) - 1}")
         out[names_key] = [names[i] for i in range(len(names))]
-    for key in ("KVT_MAGIC", "KVT_MAGIC_LEN", "KVT_VERSION", "KVT_FIXED_HEADER_LEN",
+    for key in ("KVT_MAGIC", "KVT_MAGIC_LEN", "KVT_VERSION", "KVT_MIN_VERSION",
+                "KVT_PLANES_VERSION", "KVT_FIXED_HEADER_LEN",
                 "KVT_CHUNK_MAGIC", "KVT_END_MAGIC", "KVT_DEFAULT_CHUNK_RECORDS",
                 "KVT_MAX_CHUNK_RECORDS", "KVT_DEP_CHECK_WINDOW"):
         if key not in defines:
@@ -115,7 +116,8 @@ except OSError as _e:
 globals().update(_CONSTANTS)
 
 # Names the rest of kvsim uses (all of them come from the header above):
-#   MAGIC (8 bytes, NUL included), VERSION, FIXED_HEADER_LEN, CHUNK_MAGIC, END_MAGIC,
+#   MAGIC (8 bytes, NUL included), VERSION (written), MIN_VERSION (the oldest read),
+#   PLANES_VERSION (the first with CODEC_ZSTD_PLANES), FIXED_HEADER_LEN, CHUNK_MAGIC, END_MAGIC,
 #   DEFAULT_CHUNK_RECORDS, MAX_CHUNK_RECORDS, DEP_CHECK_WINDOW, KIND_*, MARK_*, TAG_*,
 #   CODEC_*, NUM_KINDS, NUM_MARKERS, NUM_TAGS, KIND_NAMES, MARKER_NAMES, TAG_NAMES,
 #   CODEC_NAMES (a dict by value).

@@ -32,18 +32,22 @@ from typing import IO, Any, BinaryIO
 import numpy as np
 import zstandard
 
+from . import planes
 from .format import (
     CHUNK_HEADER,
     CHUNK_MAGIC,
     CODEC_NAMES,
     CODEC_RAW,
     CODEC_ZSTD,
+    CODEC_ZSTD_PLANES,
     END_CHUNK,
     END_MAGIC,
     FIXED_HEADER,
     MAGIC,
     MAX_CHUNK_RECORDS,
     MAX_JSON_LEN,
+    MIN_VERSION,
+    PLANES_VERSION,
     RECORD_DTYPE,
     RECORD_SIZE,
     VERSION,
@@ -67,7 +71,7 @@ class ChunkInfo:
     offset: int  #: byte offset of the chunk header in the stream
     n_records: int  #: records in the chunk
     stored_bytes: int  #: payload bytes as stored (compressed size for zstd)
-    codec: int  #: CODEC_RAW or CODEC_ZSTD
+    codec: int  #: CODEC_RAW, CODEC_ZSTD or CODEC_ZSTD_PLANES
 
 
 def _stream_name(src: Any) -> str:
@@ -182,9 +186,9 @@ class TraceReader:
         magic, version, record_size, json_len = FIXED_HEADER.unpack(fixed)
         if magic != MAGIC:
             raise self._err(f"bad magic {magic!r} (not a kvsim trace)", None, 0)
-        if version != VERSION:
+        if not MIN_VERSION <= version <= VERSION:
             raise self._err(f"unsupported format version {version} (this reader knows "
-                            f"{VERSION})", None, 0)
+                            f"{MIN_VERSION}..{VERSION})", None, 0)
         if record_size != RECORD_SIZE:
             raise self._err(f"record size {record_size} unknown for version {version} "
                             f"(expected {RECORD_SIZE})", None, 0)
@@ -245,13 +249,10 @@ class TraceReader:
         info, payload, crc = self._read_frame()
         if info is None:
             return None, np.empty(0, dtype=RECORD_DTYPE)
-        index, start = info.index, info.offset
         computed = zlib.crc32(payload)
         if computed != crc:
             raise self.crc_error(info, crc, computed)
-        if info.codec == CODEC_ZSTD:
-            payload = self._decompress(payload, info.n_records * RECORD_SIZE, index, start)
-        records = np.frombuffer(payload, dtype=RECORD_DTYPE)
+        records = self.payload_records(info, payload)
         records.flags.writeable = False  # same for every codec; copy to modify
         if self._validator is not None:
             try:
@@ -315,7 +316,10 @@ class TraceReader:
             if stored_bytes != raw_len:
                 raise self._err(f"raw chunk of {n} records stores {stored_bytes} bytes "
                                 f"(expected {raw_len})", index, start)
-        elif codec == CODEC_ZSTD:
+        elif codec == CODEC_ZSTD_PLANES and self.version < PLANES_VERSION:
+            raise self._err(f"codec {codec} ({CODEC_NAMES[codec]}) in a version {self.version} "
+                            f"trace (it needs version {PLANES_VERSION} or later)", index, start)
+        elif codec in (CODEC_ZSTD, CODEC_ZSTD_PLANES):
             if stored_bytes > zstd_compress_bound(raw_len):
                 raise self._err(f"zstd chunk of {n} records stores {stored_bytes} bytes, more "
                                 f"than zstd can produce", index, start)
@@ -325,6 +329,15 @@ class TraceReader:
         if len(payload) < stored_bytes:
             raise self._truncated(f"chunk {index} payload", index, start)
         return ChunkInfo(index, start, n, stored_bytes, codec), payload, crc
+
+    def payload_records(self, info: ChunkInfo, payload: bytes | bytearray) -> np.ndarray:
+        """The records of a data chunk's stored payload (its CRC already checked)."""
+        if info.codec == CODEC_RAW:
+            return np.frombuffer(payload, dtype=RECORD_DTYPE)
+        raw = self._decompress(payload, info.n_records * RECORD_SIZE, info.index, info.offset)
+        if info.codec == CODEC_ZSTD_PLANES:
+            return planes.join(raw, info.n_records)
+        return np.frombuffer(raw, dtype=RECORD_DTYPE)
 
     def _decompress(self, payload: bytes | bytearray, raw_len: int, index: int,
                     start: int) -> bytes:

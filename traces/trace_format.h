@@ -20,7 +20,7 @@
  *    | json_len bytes JSON  |  producer, workload spec, tag/site/marker tables,
  *    | u32 crc32(all above) |  arena base, gap model
  *    +----------------------+
- *    | chunk 0              |  kvtChunkHeader + payload (raw or zstd)
+ *    | chunk 0              |  kvtChunkHeader + payload (raw, zstd, zstd of byte planes)
  *    | chunk 1 ...          |
  *    +----------------------+
  *    | end chunk "KVEN"     |  kvtEndChunk: chunk count, total records
@@ -45,7 +45,9 @@
 
 #define KVT_MAGIC "KVTRACE\0" /* 8 bytes, NUL included */
 #define KVT_MAGIC_LEN 8
-#define KVT_VERSION 1
+#define KVT_VERSION 2      /* the version writers write */
+#define KVT_MIN_VERSION 1  /* the oldest version readers read */
+#define KVT_PLANES_VERSION 2 /* the first version with KVT_CODEC_ZSTD_PLANES */
 #define KVT_FIXED_HEADER_LEN 16 /* magic + version + record_size + json_len */
 
 #define KVT_CHUNK_MAGIC 0x4B43564Bu /* "KVCK" read as little-endian u32 */
@@ -124,6 +126,9 @@ static_assert(offsetof(kvtRecord, flags) == 22, "layout");
 enum kvtCodec {
     KVT_CODEC_RAW = 0,  /* payload = n_records * 24 bytes */
     KVT_CODEC_ZSTD = 1, /* payload = one zstd frame of n_records * 24 bytes */
+    /* payload = one zstd frame of the same bytes in byte planes: byte 0 of
+     * every record, then byte 1 of every record, ... byte 23 (version 2 on) */
+    KVT_CODEC_ZSTD_PLANES = 2,
 };
 
 typedef struct kvtChunkHeader {

@@ -22,17 +22,21 @@ from typing import IO, Any
 import numpy as np
 import zstandard
 
+from . import planes
 from .format import (
     CHUNK_HEADER,
     CHUNK_MAGIC,
+    CODEC_NAMES,
     CODEC_RAW,
-    CODEC_ZSTD,
+    CODEC_ZSTD_PLANES,
     DEFAULT_CHUNK_RECORDS,
     END_CHUNK,
     END_MAGIC,
     FIXED_HEADER,
     MAGIC,
     MAX_CHUNK_RECORDS,
+    MIN_VERSION,
+    PLANES_VERSION,
     RECORD_DTYPE,
     RECORD_SIZE,
     VERSION,
@@ -43,7 +47,9 @@ from .validate import RecordError, RecordValidator
 
 __all__ = ["Writer", "encode_header", "recompress"]
 
-_CODECS = {"raw": CODEC_RAW, "zstd": CODEC_ZSTD}
+#: codec name -> value; a writer's default is DEFAULT_CODEC
+_CODECS = {name: value for value, name in CODEC_NAMES.items()}
+DEFAULT_CODEC = "zstd_planes"
 
 
 def _json_default(obj: Any) -> Any:
@@ -59,17 +65,20 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"header value of type {type(obj).__name__} is not JSON serializable")
 
 
-def encode_header(header: dict[str, Any]) -> bytes:
-    """Return the file header bytes (fixed part, canonical JSON, crc32) for ``header``.
+def encode_header(header: dict[str, Any], version: int = VERSION) -> bytes:
+    """Return the file header bytes (fixed part, canonical JSON, crc32) for ``header``, of
+    format ``version`` (MIN_VERSION .. VERSION).
 
     ``format_version`` is set to the binary version; a different value raises ValueError.
     """
+    if not MIN_VERSION <= version <= VERSION:
+        raise ValueError(f"format version {version}: writers write {MIN_VERSION}..{VERSION}")
     h = dict(header)
-    if h.setdefault("format_version", VERSION) != VERSION:
-        raise ValueError(f"header format_version {h['format_version']!r} != {VERSION}")
+    if h.setdefault("format_version", version) != version:
+        raise ValueError(f"header format_version {h['format_version']!r} != {version}")
     body = json.dumps(h, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       allow_nan=False, default=_json_default).encode("utf-8")
-    fixed = FIXED_HEADER.pack(MAGIC, VERSION, RECORD_SIZE, len(body))
+    fixed = FIXED_HEADER.pack(MAGIC, version, RECORD_SIZE, len(body))
     crc = zlib.crc32(body, zlib.crc32(fixed))
     return fixed + body + crc.to_bytes(4, "little")
 
@@ -113,25 +122,30 @@ class Writer:
     ``dst`` is a path (written via a temp file, renamed on close), ``"-"`` for stdout, or a
     binary file object (written in place; the caller closes it). ``header`` is the JSON header
     (see FORMAT.md); ``format_version`` and ``chunk_records`` are filled in. ``codec`` is
-    ``"zstd"`` (default) or ``"raw"``; ``chunk_records`` is the records per chunk
-    (1 .. 2**22). Every record is checked against FORMAT.md's record rules as its chunk is
+    ``"zstd_planes"`` (default: zstd of the records' byte planes), ``"zstd"`` or ``"raw"``;
+    ``version`` the format version written (default the newest, VERSION; 1 for readers that
+    predate version 2, which has no ``zstd_planes``); ``chunk_records`` is the records per
+    chunk (1 .. 2**22). Every record is checked against FORMAT.md's record rules as its chunk is
     written (``validate=False`` skips that, for tests that need a bad trace); a violation
     raises ValueError naming the trace record and field, and aborts the write. Use as a
     context manager: an exception inside the ``with`` block aborts the
     write and removes the temp file; normal exit closes (finishes) the trace.
     """
 
-    def __init__(self, dst: PathOrStream, header: dict[str, Any], codec: str = "zstd",
-                 chunk_records: int = DEFAULT_CHUNK_RECORDS, validate: bool = True) -> None:
+    def __init__(self, dst: PathOrStream, header: dict[str, Any], codec: str = DEFAULT_CODEC,
+                 chunk_records: int = DEFAULT_CHUNK_RECORDS, validate: bool = True,
+                 version: int = VERSION) -> None:
         if codec not in _CODECS:
-            raise ValueError(f"codec must be 'zstd' or 'raw', got {codec!r}")
+            raise ValueError(f"codec must be one of {', '.join(map(repr, _CODECS))}, "
+                             f"got {codec!r}")
         if not 1 <= chunk_records <= MAX_CHUNK_RECORDS:
             raise ValueError(f"chunk_records must be in 1..{MAX_CHUNK_RECORDS}")
-        self.codec = _CODECS[codec]
+        self.version = int(version)
+        self.codec = self._check_codec(_CODECS[codec])
         self.chunk_records = int(chunk_records)
         h = dict(header)
         h["chunk_records"] = self.chunk_records
-        head = encode_header(h)
+        head = encode_header(h, self.version)
         self.header = json.loads(head[FIXED_HEADER.size:-4])
         self._validator = RecordValidator(self.header) if validate else None
         self._cctx: zstandard.ZstdCompressor | None = None  # made at the first zstd chunk
@@ -175,6 +189,14 @@ class Writer:
                           f"output discarded", ResourceWarning, stacklevel=2)
             self.abort()
 
+    def _check_codec(self, codec: int) -> int:
+        if codec not in CODEC_NAMES:
+            raise ValueError(f"unknown codec {codec}")
+        if codec == CODEC_ZSTD_PLANES and self.version < PLANES_VERSION:
+            raise ValueError(f"codec zstd_planes needs format version {PLANES_VERSION} or "
+                             f"later (writing version {self.version})")
+        return codec
+
     def write(self, records: Any) -> None:
         """Append records (an array of RECORD_DTYPE, or same field names) to the trace."""
         if self._closed:
@@ -211,13 +233,16 @@ class Writer:
                 where = self._target if self._target is not None else "trace"
                 raise ValueError(f"{where}: record {self.total_records + e.index} would break "
                                  f"the format: {e.field}: {e.problem}") from None
-        codec = self.codec if codec is None else codec
-        raw = arr.tobytes()
-        if codec == CODEC_ZSTD and self._cctx is None:
-            self._cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL, threads=0,
-                                                  write_content_size=True,
-                                                  write_checksum=False, write_dict_id=False)
-        payload = self._cctx.compress(raw) if codec == CODEC_ZSTD else raw
+        codec = self.codec if codec is None else self._check_codec(codec)
+        if codec == CODEC_RAW:
+            payload = arr.tobytes()
+        else:
+            if self._cctx is None:
+                self._cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL, threads=0,
+                                                      write_content_size=True,
+                                                      write_checksum=False, write_dict_id=False)
+            raw = planes.split(arr) if codec == CODEC_ZSTD_PLANES else arr.tobytes()
+            payload = self._cctx.compress(raw)
         crc = zlib.crc32(payload)
         write_all(self._f, CHUNK_HEADER.pack(CHUNK_MAGIC, n, len(payload), codec, b"\0\0\0",
                                              crc))
@@ -261,9 +286,10 @@ class Writer:
             self._tmp = None
 
 
-def recompress(src: PathOrStream, dst: PathOrStream, codec: str = "zstd",
-               chunk_records: int | None = None) -> dict[str, int]:
-    """Copy trace ``src`` to ``dst`` re-encoding it with ``codec``.
+def recompress(src: PathOrStream, dst: PathOrStream, codec: str = DEFAULT_CODEC,
+               chunk_records: int | None = None, version: int = VERSION) -> dict[str, int]:
+    """Copy trace ``src`` to ``dst`` re-encoding it with ``codec``, as format ``version``
+    (Writer's defaults: byte planes, the newest version).
 
     Records are re-chunked to ``chunk_records`` per chunk (default: the source header's
     ``chunk_records`` if valid, else 65536), so the output header's ``chunk_records`` is
@@ -274,13 +300,14 @@ def recompress(src: PathOrStream, dst: PathOrStream, codec: str = "zstd",
     """
     with open_trace(src) as tr:
         header = dict(tr.header)
+        header.pop("format_version", None)  # the output's own
         if chunk_records is None:
             chunk_records = header.get("chunk_records", DEFAULT_CHUNK_RECORDS)
             if not isinstance(chunk_records, int) or not 1 <= chunk_records <= MAX_CHUNK_RECORDS:
                 chunk_records = DEFAULT_CHUNK_RECORDS
         # the reader has checked every record already
         with Writer(dst, header, codec=codec, chunk_records=chunk_records,
-                    validate=False) as w:
+                    validate=False, version=version) as w:
             for records in tr:
                 w.write(records)
             if not tr.complete:  # defensive: iteration only stops at a checked end chunk

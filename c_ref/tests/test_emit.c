@@ -15,6 +15,10 @@
 #include "testhelp.h"
 #include "traced.h"
 
+/* the format version c_ref writes, for the JSON headers of the test traces */
+#define VERSION_STR_(v) #v
+#define VERSION_STR VERSION_STR_(KVT_VERSION)
+
 
 
 typedef struct {
@@ -203,7 +207,7 @@ static int test_lookahead_key_batches(void) {
     ksKeyspace *ks = tr_ksCreate("");
     TEST_ASSERT(ks != NULL);
     FILE *f = tmpfile();
-    ksEmitter *e = tr_ksEmitterOpen(f, "{\"format_version\":1}", 1u << 16);
+    ksEmitter *e = tr_ksEmitterOpen(f, "{\"format_version\":" VERSION_STR "}", 1u << 16);
     TEST_ASSERT(e != NULL && tr_ksEmitterCurrent == e);
     const uint8_t *r;
     size_t rl, used;

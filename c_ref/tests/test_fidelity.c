@@ -34,6 +34,10 @@
 #include "testhelp.h"
 #include "traced.h"
 
+/* the format version c_ref writes, for the JSON headers of the test traces */
+#define VERSION_STR_(v) #v
+#define VERSION_STR VERSION_STR_(KVT_VERSION)
+
 
 #define MAXREC (1u << 20)
 
@@ -81,7 +85,7 @@ static int traceQuery(const char *options, const char *variant, const char *setu
     size_t rl, used;
     if (slen) TEST_ASSERT(tr_ksExecute(ks, variant, (const uint8_t *)setup, slen, &r, &rl, &used) == 0 && used == slen);
     FILE *f = tmpfile();
-    ksEmitter *e = tr_ksEmitterOpen(f, "{\"format_version\":1}", MAXREC);
+    ksEmitter *e = tr_ksEmitterOpen(f, "{\"format_version\":" VERSION_STR "}", MAXREC);
     TEST_ASSERT(e != NULL);
     TEST_ASSERT(tr_ksExecute(ks, variant, (const uint8_t *)query, qlen, &r, &rl, &used) == 0 && used == qlen);
     TEST_ASSERT(e->total_records == 0); /* everything is still in the buffer */

@@ -42,6 +42,36 @@ def test_trace_is_deterministic(tmp_path):
     assert c.read_bytes() != a.read_bytes(), "the seed must matter"
 
 
+def test_trace_codecs_and_versions_are_the_formats():
+    from kvsim import traces
+    from kvsim.experiments import cli
+
+    assert sorted(cli.TRACE_CODECS) == sorted(traces.format.CODEC_NAMES.values())
+    assert cli.TRACE_CODECS[0] == traces.DEFAULT_CODEC
+    assert cli.TRACE_VERSIONS == list(range(traces.MIN_VERSION, traces.VERSION + 1))
+
+
+def test_trace_codec_and_format_version(tmp_path):
+    from kvsim import traces
+
+    got = {}
+    for name, args in {"planes": [], "zstd1": ["--codec", "zstd", "--format-version", "1"],
+                       "raw": ["--codec", "raw"]}.items():
+        path = tmp_path / f"{name}.kvt"
+        run_kvsim("trace", "pipeline", "-o", path, "--variant", "naive", *SMALL, *args,
+                  check=True)
+        with traces.open(path) as tr:
+            got[name] = (tr.read_all(), tr.version, set(tr.codecs))
+    assert got["planes"][1:] == (traces.VERSION, {"zstd_planes"})
+    assert got["zstd1"][1:] == (1, {"zstd"})
+    assert got["raw"][1:] == (traces.VERSION, {"raw"})
+    assert got["planes"][0].tobytes() == got["zstd1"][0].tobytes() == got["raw"][0].tobytes()
+    res = run_kvsim("trace", "pipeline", "-o", tmp_path / "x.kvt", "--format-version", "1",
+                    *SMALL)
+    assert_one_line_error(res, "needs format version 2")
+    assert not (tmp_path / "x.kvt").exists()
+
+
 def test_trace_info_json(kvsim, small_trace):
     res = kvsim("trace-info", small_trace, "--json")
     assert res.returncode == 0, res.stderr.decode()

@@ -10,6 +10,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 /* --- CRC32 ------------------------------------------------------------------------ */
 
@@ -77,6 +80,107 @@ uint32_t kvsimCrc32(uint32_t crc, const void *buf, size_t len) {
     return (uint32_t)c;
 }
 
+/* --- Byte planes (KVT_CODEC_ZSTD_PLANES) ------------------------------------------ */
+
+/* A chunk's records as 24 byte planes: planes[j * n + i] is byte j of record
+ * i.  Most planes of a trace are nearly constant (a kind, a tag, the high
+ * bytes of nearby addresses, zero flags), so zstd turns them into long
+ * matches and stores only the varying planes as literals: a smaller payload
+ * that decompresses several times faster than the records' own bytes. */
+#define PLANE_BYTES ((size_t)sizeof(kvtRecord))
+static_assert(sizeof(kvtRecord) == 24, "24 byte planes");
+
+void kvsimPlanesSplit(const kvtRecord *recs, size_t n, uint8_t *planes) {
+    const uint8_t *src = (const uint8_t *)recs;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < PLANE_BYTES; j++) planes[j * n + i] = src[i * PLANE_BYTES + j];
+}
+
+#if defined(__SSE2__)
+/* Eight planes of 16 records (p[0..7], each 16 bytes: plane k's bytes of the
+ * records) into the records' 8-byte columns at byte offset `col`: three rounds
+ * of interleaving take bytes to pairs, quads and eights, each holding two
+ * records' eight bytes. */
+static inline void joinEight(const uint8_t *const *p, size_t i, uint8_t *dst, size_t col) {
+    __m128i a[8], b[8], c[8];
+    for (int k = 0; k < 8; k += 2) {
+        const __m128i x = _mm_loadu_si128((const __m128i *)(p[k] + i));
+        const __m128i y = _mm_loadu_si128((const __m128i *)(p[k + 1] + i));
+        a[k] = _mm_unpacklo_epi8(x, y); /* records 0..7: bytes k, k+1 */
+        a[k + 1] = _mm_unpackhi_epi8(x, y); /* records 8..15 */
+    }
+    for (int h = 0; h < 2; h++) { /* h: records 0..7 or 8..15 */
+        b[4 * h + 0] = _mm_unpacklo_epi16(a[0 + h], a[2 + h]); /* 4 records, bytes 0..3 */
+        b[4 * h + 1] = _mm_unpackhi_epi16(a[0 + h], a[2 + h]);
+        b[4 * h + 2] = _mm_unpacklo_epi16(a[4 + h], a[6 + h]); /* bytes 4..7 */
+        b[4 * h + 3] = _mm_unpackhi_epi16(a[4 + h], a[6 + h]);
+    }
+    for (int q = 0; q < 4; q++) { /* q: records 4q .. 4q+3 */
+        const int h = q / 2, lohi = q % 2;
+        c[2 * q] = _mm_unpacklo_epi32(b[4 * h + lohi], b[4 * h + 2 + lohi]);
+        c[2 * q + 1] = _mm_unpackhi_epi32(b[4 * h + lohi], b[4 * h + 2 + lohi]);
+    }
+    for (int r = 0; r < 8; r++) { /* c[r]: records 2r and 2r+1 */
+        _mm_storel_epi64((__m128i *)(dst + (2 * r) * PLANE_BYTES + col), c[r]);
+        _mm_storel_epi64((__m128i *)(dst + (2 * r + 1) * PLANE_BYTES + col),
+                         _mm_unpackhi_epi64(c[r], c[r]));
+    }
+}
+#endif
+
+void kvsimPlanesJoin(const uint8_t *planes, size_t n, kvtRecord *recs) {
+    uint8_t *dst = (uint8_t *)recs;
+    size_t i = 0;
+#if defined(__SSE2__)
+    const uint8_t *p[PLANE_BYTES];
+    for (size_t j = 0; j < PLANE_BYTES; j++) p[j] = planes + j * n;
+    for (; i + 16 <= n; i += 16) {
+        uint8_t *d = dst + i * PLANE_BYTES;
+        joinEight(p, i, d, 0);
+        joinEight(p + 8, i, d, 8);
+        joinEight(p + 16, i, d, 16);
+    }
+#endif
+    for (; i < n; i++)
+        for (size_t j = 0; j < PLANE_BYTES; j++) dst[i * PLANE_BYTES + j] = planes[j * n + i];
+}
+
+/* Each decoding thread's buffer for a chunk's planes, grown as needed and
+ * freed when the thread ends. */
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+typedef struct Scratch {
+    size_t cap;
+    uint8_t *buf;
+} Scratch;
+
+static void scratchFree(void *p) {
+    Scratch *sc = p;
+    free(sc->buf);
+    free(sc);
+}
+
+static void scratchInit(void) { (void)pthread_key_create(&scratch_key, scratchFree); }
+
+static uint8_t *scratch(size_t len) {
+    pthread_once(&scratch_once, scratchInit);
+    Scratch *sc = pthread_getspecific(scratch_key);
+    if (sc == NULL) {
+        sc = calloc(1, sizeof *sc);
+        if (sc == NULL || pthread_setspecific(scratch_key, sc) != 0) {
+            free(sc);
+            return NULL;
+        }
+    }
+    if (sc->cap < len) {
+        uint8_t *b = realloc(sc->buf, len);
+        if (b == NULL) return NULL;
+        sc->buf = b;
+        sc->cap = len;
+    }
+    return sc->buf;
+}
+
 /* --- zstd, opened at first use --------------------------------------------------- */
 
 /* The few functions of zstd's stable API (zstd.h) used here. */
@@ -119,7 +223,7 @@ int kvsimDecodePayload(const void *payload, size_t stored, uint32_t codec, uint3
         memcpy(out, payload, raw_len);
         return KVSIM_DEC_OK;
     }
-    if (codec != KVT_CODEC_ZSTD) return KVSIM_DEC_CODEC;
+    if (codec != KVT_CODEC_ZSTD && codec != KVT_CODEC_ZSTD_PLANES) return KVSIM_DEC_CODEC;
     if (!kvsimDecodeHasZstd()) return KVSIM_DEC_NO_ZSTD;
     /* exactly one frame, covering the whole payload, that states its content size
      * as raw_len (the Python reader's decompressobj accepts nothing else either; any
@@ -127,8 +231,13 @@ int kvsimDecodePayload(const void *payload, size_t stored, uint32_t codec, uint3
     size_t fs = zstd.frame_size(payload, stored);
     if (zstd.is_error(fs) || fs != stored) return KVSIM_DEC_ZSTD;
     if (zstd.content_size(payload, stored) != (unsigned long long)raw_len) return KVSIM_DEC_ZSTD;
-    size_t got = zstd.decompress(out, raw_len, payload, stored);
+    uint8_t *dst = out;
+    if (codec == KVT_CODEC_ZSTD_PLANES && (dst = scratch(raw_len)) == NULL)
+        return KVSIM_DEC_MEMORY;
+    size_t got = zstd.decompress(dst, raw_len, payload, stored);
     if (zstd.is_error(got) || got != raw_len) return KVSIM_DEC_ZSTD;
+    if (codec == KVT_CODEC_ZSTD_PLANES)
+        kvsimPlanesJoin(dst, raw_len / sizeof(kvtRecord), (kvtRecord *)out);
     return KVSIM_DEC_OK;
 }
 

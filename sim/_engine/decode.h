@@ -5,7 +5,8 @@
  * The Python reader (traces/reader.py, traces/validate.py) is the reference:
  * it reads the stream's framing (headers, lengths, the end chunk) and these
  * functions do the per-byte work of each data chunk: the CRC32 of the stored
- * payload, zstd decompression, and the record rules (FORMAT.md "Record
+ * payload, zstd decompression (of the records, or of their byte planes), and
+ * the record rules (FORMAT.md "Record
  * rules").  sim/tests/test_intake.py requires the same records and the same
  * one-line errors as the Python reader on valid and corrupted traces.
  *
@@ -35,7 +36,8 @@ enum {
     KVSIM_DEC_ZSTD = 2,    /* zstd refused the payload, or it is not one frame of raw_len
                               bytes: the caller words the error (the reference's message) */
     KVSIM_DEC_NO_ZSTD = 3, /* libzstd.so.1 could not be opened (CRC checked) */
-    KVSIM_DEC_CODEC = 4    /* unknown codec, or a raw payload of the wrong size */
+    KVSIM_DEC_CODEC = 4,   /* unknown codec, or a raw payload of the wrong size */
+    KVSIM_DEC_MEMORY = 5   /* no memory for a chunk's byte planes */
 };
 
 /* Check and decode one data chunk's payload (`stored` bytes as stored, with
@@ -43,6 +45,11 @@ enum {
  * Returns KVSIM_DEC_*; *crc_out gets the computed CRC32. */
 int kvsimDecodePayload(const void *payload, size_t stored, uint32_t codec, uint32_t crc,
                        void *out, size_t raw_len, uint32_t *crc_out);
+
+/* Records <-> byte planes (KVT_CODEC_ZSTD_PLANES): planes[j * n + i] is byte
+ * j of recs[i]; planes holds n * 24 bytes. */
+void kvsimPlanesSplit(const kvtRecord *recs, size_t n, uint8_t *planes);
+void kvsimPlanesJoin(const uint8_t *planes, size_t n, kvtRecord *recs);
 
 /* 1 if libzstd.so.1 is usable. */
 int kvsimDecodeHasZstd(void);

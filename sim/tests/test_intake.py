@@ -19,6 +19,7 @@ from trace_helpers import HEADER, random_records
 
 from kvsim import sim, traces
 from kvsim.sim import _intake
+from kvsim.traces import planes
 
 EDGE = {"addr": [0, 2**64 - 1, 2**64 - 16], "dep": [1, 2, 5, 2**32 - 1],
         "size": [0, 1, 2, 64], "kind": [0, 1, 2, 3, 4, 255], "tag": [0, 2, 3, 255],
@@ -62,7 +63,7 @@ def test_crc32_is_zlibs() -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(n=st.integers(1, 700), seed=st.integers(0, 2**32 - 1),
-       codec=st.sampled_from(["raw", "zstd"]), chunk=st.integers(1, 300),
+       codec=st.sampled_from(["raw", "zstd", "zstd_planes"]), chunk=st.integers(1, 300),
        workers=st.integers(1, 3), reuse=st.booleans())
 def test_valid_traces_decode_alike(n, seed, codec, chunk, workers, reuse) -> None:
     kind, _ = _same(_trace(random_records(n, seed), codec, chunk), workers, reuse)
@@ -73,7 +74,8 @@ def test_valid_traces_decode_alike(n, seed, codec, chunk, workers, reuse) -> Non
 @given(n=st.integers(1, 400), seed=st.integers(0, 2**32 - 1),
        damage=st.lists(st.tuples(st.integers(0, 399), st.sampled_from(sorted(EDGE)),
                                  st.integers(0, 6)), min_size=1, max_size=3),
-       chunk=st.integers(1, 150), no_tables=st.booleans(), codec=st.sampled_from(["raw", "zstd"]))
+       chunk=st.integers(1, 150), no_tables=st.booleans(),
+       codec=st.sampled_from(["raw", "zstd", "zstd_planes"]))
 def test_broken_records_same_error(n, seed, damage, chunk, no_tables, codec) -> None:
     rec = random_records(n, seed)
     for i, field, e in damage:
@@ -83,11 +85,11 @@ def test_broken_records_same_error(n, seed, damage, chunk, no_tables, codec) -> 
     _same(_trace(rec, codec, chunk, header))
 
 
-GOOD = {c: _trace(random_records(250, 3), c, 100) for c in ("raw", "zstd")}
+GOOD = {c: _trace(random_records(250, 3), c, 100) for c in ("raw", "zstd", "zstd_planes")}
 
 
 @settings(max_examples=200, deadline=None)
-@given(codec=st.sampled_from(["raw", "zstd"]), pos=st.integers(0, 10**9),
+@given(codec=st.sampled_from(["raw", "zstd", "zstd_planes"]), pos=st.integers(0, 10**9),
        xor=st.integers(1, 255))
 def test_any_byte_flip_same_error(codec: str, pos: int, xor: int) -> None:
     data = bytearray(GOOD[codec])
@@ -96,26 +98,27 @@ def test_any_byte_flip_same_error(codec: str, pos: int, xor: int) -> None:
     assert kind == "error"
 
 
-@pytest.mark.parametrize("codec", ["raw", "zstd"])
+@pytest.mark.parametrize("codec", ["raw", "zstd", "zstd_planes"])
 def test_truncation_same_error(codec: str) -> None:
     data = _trace(random_records(5, 1), codec, 2)
     for cut in range(len(data)):
         _same(data[:cut])
 
 
-def _one_zstd_chunk(payload: bytes, n: int) -> bytes:
+def _one_zstd_chunk(payload: bytes, n: int, codec: int = traces.CODEC_ZSTD) -> bytes:
     """A trace whose single chunk claims n records and stores ``payload`` (a valid CRC)."""
     good = _trace(random_records(n, 2), "zstd", n)
     hlen = 16 + int.from_bytes(good[12:16], "little") + 4
-    head = struct.pack("<IIIB3sI", traces.format.CHUNK_MAGIC, n, len(payload), traces.CODEC_ZSTD,
+    head = struct.pack("<IIIB3sI", traces.format.CHUNK_MAGIC, n, len(payload), codec,
                        b"\0\0\0", zlib.crc32(payload))
     end = struct.pack("<IIQ", traces.format.END_MAGIC, 1, n)
     return good[:hlen] + head + payload + end
 
 
-def test_zstd_payloads_the_decoder_refuses() -> None:
+@pytest.mark.parametrize("codec", [traces.CODEC_ZSTD, traces.CODEC_ZSTD_PLANES])
+def test_zstd_payloads_the_decoder_refuses(codec: int) -> None:
     rec = random_records(10, 4)
-    raw = rec.tobytes()
+    raw = rec.tobytes() if codec == traces.CODEC_ZSTD else planes.split(rec)
     cctx = zstandard.ZstdCompressor()
     cases = {
         "shorter content": cctx.compress(raw[:-24]),
@@ -125,9 +128,11 @@ def test_zstd_payloads_the_decoder_refuses() -> None:
         "not zstd": b"\0" * 40,
     }
     for name, payload in cases.items():
-        kind, _ = _same(_one_zstd_chunk(payload, 10))
+        kind, got = _same(_one_zstd_chunk(payload, 10, codec))
         # the reader accepts a frame without its content size; the rest are refused
         assert kind == ("ok" if name == "no content size" else "error"), name
+        if kind == "ok":
+            assert got == rec.tobytes()
 
 
 def test_stdin_like_stream_and_decoder_without_validation() -> None:

@@ -128,15 +128,16 @@ def test_module_constants_are_the_header_parse() -> None:
 
 def test_a_header_change_is_what_python_sees() -> None:
     text = HEADER_H.read_text()
-    assert text.count("    KVT_NUM_TAGS") == 1 and text.count("#define KVT_VERSION 1") == 1
+    version = f"#define KVT_VERSION {fmt.VERSION} "
+    assert text.count("    KVT_NUM_TAGS") == 1 and text.count(version) == 1
     changed = (text.replace("    KVT_NUM_TAGS", "    KVT_TAG_NEW_THING, /* a new tag */\n"
                                                 "    KVT_NUM_TAGS")
-               .replace("#define KVT_VERSION 1", "#define KVT_VERSION 2"))
+               .replace(version, f"#define KVT_VERSION {fmt.VERSION + 1} "))
     c = fmt.constants_from_header(changed)
     assert c["TAG_NEW_THING"] == fmt.NUM_TAGS
     assert c["NUM_TAGS"] == fmt.NUM_TAGS + 1
     assert c["TAG_NAMES"] == fmt.TAG_NAMES + ["new_thing"]
-    assert c["VERSION"] == 2
+    assert c["VERSION"] == fmt.VERSION + 1
     gap = text.replace("KVT_MARK_BATCH = 6", "KVT_MARK_BATCH = 9")
     with pytest.raises(ValueError, match="kvtMarker"):
         fmt.constants_from_header(gap)

@@ -26,14 +26,14 @@ def _write_bytes(records: np.ndarray, codec: str = "zstd", chunk_records: int = 
 
 @settings(max_examples=60, deadline=None)
 @given(n=st.integers(0, 3000), seed=st.integers(0, 2**32 - 1),
-       codec=st.sampled_from(["raw", "zstd"]), chunk=st.integers(1, 1200),
+       codec=st.sampled_from(["raw", "zstd", "zstd_planes"]), chunk=st.integers(1, 1200),
        splits=st.lists(st.integers(0, 3000), max_size=4))
 def test_roundtrip_hypothesis(n: int, seed: int, codec: str, chunk: int,
                               splits: list[int]) -> None:
     records = random_records(n, seed)
     data = _write_bytes(records, codec, chunk, [s for s in splits if s <= n])
     with traces.open(io.BytesIO(data)) as tr:
-        assert tr.header == {**HEADER, "format_version": 1, "chunk_records": chunk}
+        assert tr.header == {**HEADER, "format_version": traces.VERSION, "chunk_records": chunk}
         chunks = list(tr)
         assert tr.complete
         assert [c.size for c in chunks] == [min(chunk, n - i) for i in range(0, n, chunk)]
@@ -66,12 +66,53 @@ def test_header_is_canonical_json() -> None:
     data = _write_bytes(random_records(3), header={"z": 1, "a": {"y": [1, 2], "b": None}})
     json_len = int.from_bytes(data[12:16], "little")
     assert data[16:16 + json_len] == \
-        b'{"a":{"b":null,"y":[1,2]},"chunk_records":65536,"format_version":1,"z":1}'
+        b'{"a":{"b":null,"y":[1,2]},"chunk_records":65536,"format_version":2,"z":1}'
 
 
 def test_header_format_version_mismatch_rejected() -> None:
     with pytest.raises(ValueError):
-        traces.Writer(io.BytesIO(), {"format_version": 2})
+        traces.Writer(io.BytesIO(), {"format_version": 1})
+    with pytest.raises(ValueError, match="format_version"):
+        traces.Writer(io.BytesIO(), {"format_version": 2}, codec="zstd", version=1)
+    with pytest.raises(ValueError, match="writers write 1..2"):
+        traces.Writer(io.BytesIO(), {}, version=3)
+    with pytest.raises(ValueError, match="needs format version 2"):
+        traces.Writer(io.BytesIO(), {}, version=1)  # the default codec is zstd_planes
+    w = traces.Writer(io.BytesIO(), {}, codec="zstd", version=1)
+    with pytest.raises(ValueError, match="needs format version 2"):
+        w.write_chunk(random_records(3), traces.CODEC_ZSTD_PLANES)
+    w.close()
+
+
+@pytest.mark.parametrize("codec", ["raw", "zstd"])
+def test_version_1_written_and_read(codec: str) -> None:
+    records = random_records(300, 4)
+    buf = io.BytesIO()
+    with traces.Writer(buf, HEADER, codec=codec, chunk_records=100, version=1) as w:
+        w.write(records)
+    data = buf.getvalue()
+    assert data[8:10] == (1).to_bytes(2, "little")
+    with traces.open(io.BytesIO(data)) as tr:
+        np.testing.assert_array_equal(tr.read_all(), records)
+        assert tr.version == 1 and tr.header["format_version"] == 1
+    # recompressed: the newest version, planes by default, the same records
+    out = io.BytesIO()
+    traces.recompress(io.BytesIO(data), out)
+    with traces.open(io.BytesIO(out.getvalue())) as tr:
+        np.testing.assert_array_equal(tr.read_all(), records)
+        assert tr.version == traces.VERSION and tr.codecs == {"zstd_planes": 3}
+
+
+def test_planes_codec_in_a_version_1_trace_is_refused() -> None:
+    buf = io.BytesIO()
+    with traces.Writer(buf, HEADER, codec="zstd", version=1) as w:
+        w.write(random_records(10))
+    data = bytearray(buf.getvalue())
+    head = 16 + int.from_bytes(data[12:16], "little") + 4
+    data[head + 12] = traces.CODEC_ZSTD_PLANES  # the first chunk's codec byte
+    with pytest.raises(traces.TraceError,
+                       match=r"chunk 0 at byte \d+: codec 2 \(zstd_planes\) in a version 1"):
+        traces.read_all(io.BytesIO(bytes(data)))
 
 
 def test_write_accepts_reordered_fields_by_name() -> None:
@@ -110,8 +151,8 @@ def test_write_after_close_raises() -> None:
         w.write(random_records(1))
 
 
-@pytest.mark.parametrize("src_codec", ["raw", "zstd"])
-@pytest.mark.parametrize("dst_codec", ["raw", "zstd"])
+@pytest.mark.parametrize("src_codec", ["raw", "zstd", "zstd_planes"])
+@pytest.mark.parametrize("dst_codec", ["raw", "zstd", "zstd_planes"])
 def test_recompress(tmp_path: Path, src_codec: str, dst_codec: str) -> None:
     records = random_records(2500, 11)
     src = tmp_path / "src.kvt"
@@ -157,10 +198,11 @@ def test_mixed_codec_chunks_readable() -> None:
     with traces.Writer(buf, HEADER) as w:
         w.write_chunk(records[:10], traces.CODEC_RAW)
         w.write_chunk(records[10:20], traces.CODEC_ZSTD)
-        w.write_chunk(records[20:], traces.CODEC_RAW)
+        w.write_chunk(records[20:25], traces.CODEC_ZSTD_PLANES)
+        w.write_chunk(records[25:], traces.CODEC_RAW)
     with traces.open(io.BytesIO(buf.getvalue())) as tr:
         np.testing.assert_array_equal(tr.read_all(), records)
-        assert tr.codecs == {"raw": 2, "zstd": 1}
+        assert tr.codecs == {"raw": 2, "zstd": 1, "zstd_planes": 1}
 
 
 def test_chunks_are_read_only_and_read_all_is_writable() -> None:
@@ -173,7 +215,7 @@ def test_chunks_are_read_only_and_read_all_is_writable() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("codec", ["raw", "zstd"])
+@pytest.mark.parametrize("codec", ["raw", "zstd", "zstd_planes"])
 def test_largest_chunk_roundtrip(tmp_path: Path, codec: str) -> None:
     n = traces.MAX_CHUNK_RECORDS
     records = random_records(n + 5, 9)
