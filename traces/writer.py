@@ -14,8 +14,12 @@ import json
 import os
 import sys
 import tempfile
+import threading
 import warnings
 import zlib
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
@@ -42,7 +46,7 @@ from .format import (
     VERSION,
     ZSTD_LEVEL,
 )
-from .reader import PathOrStream, open_trace
+from .reader import PathOrStream, TraceReader, open_trace
 from .validate import RecordError, RecordValidator
 
 __all__ = ["Writer", "encode_header", "recompress"]
@@ -125,16 +129,19 @@ class Writer:
     ``"zstd_planes"`` (default: zstd of the records' byte planes), ``"zstd"`` or ``"raw"``;
     ``version`` the format version written (default the newest, VERSION; 1 for readers that
     predate version 2, which has no ``zstd_planes``); ``chunk_records`` is the records per
-    chunk (1 .. 2**22). Every record is checked against FORMAT.md's record rules as its chunk is
-    written (``validate=False`` skips that, for tests that need a bad trace); a violation
-    raises ValueError naming the trace record and field, and aborts the write. Use as a
-    context manager: an exception inside the ``with`` block aborts the
-    write and removes the temp file; normal exit closes (finishes) the trace.
+    chunk (1 .. 2**22); ``threads`` how many chunks are compressed at once (default: one per
+    core, at most 4; the output bytes are the same for any number, each chunk being
+    compressed alone with the same parameters, and are written in order). Every record is
+    checked against FORMAT.md's record rules as its chunk is written (``validate=False``
+    skips that, for tests that need a bad trace); a violation raises ValueError naming the
+    trace record and field, and aborts the write. Use as a context manager: an exception
+    inside the ``with`` block aborts the write and removes the temp file; normal exit closes
+    (finishes) the trace.
     """
 
     def __init__(self, dst: PathOrStream, header: dict[str, Any], codec: str = DEFAULT_CODEC,
                  chunk_records: int = DEFAULT_CHUNK_RECORDS, validate: bool = True,
-                 version: int = VERSION) -> None:
+                 version: int = VERSION, threads: int | None = None) -> None:
         if codec not in _CODECS:
             raise ValueError(f"codec must be one of {', '.join(map(repr, _CODECS))}, "
                              f"got {codec!r}")
@@ -148,7 +155,12 @@ class Writer:
         head = encode_header(h, self.version)
         self.header = json.loads(head[FIXED_HEADER.size:-4])
         self._validator = RecordValidator(self.header) if validate else None
-        self._cctx: zstandard.ZstdCompressor | None = None  # made at the first zstd chunk
+        self._local = threading.local()  # each compressing thread's zstd compressor
+        self._threads = max(1, min(4, os.cpu_count() or 1)) if threads is None else int(threads)
+        if self._threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        self._pool: ThreadPoolExecutor | None = None  # made at the first compressed chunk
+        self._inflight: deque[Future] = deque()  # chunks being compressed, in file order
         self._pending: list[np.ndarray] = []
         self._pending_n = 0
         self.n_chunks = 0
@@ -234,21 +246,40 @@ class Writer:
                 raise ValueError(f"{where}: record {self.total_records + e.index} would break "
                                  f"the format: {e.field}: {e.problem}") from None
         codec = self.codec if codec is None else self._check_codec(codec)
-        if codec == CODEC_RAW:
-            payload = arr.tobytes()
-        else:
-            if self._cctx is None:
-                self._cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL, threads=0,
-                                                      write_content_size=True,
-                                                      write_checksum=False, write_dict_id=False)
-            raw = planes.split(arr) if codec == CODEC_ZSTD_PLANES else arr.tobytes()
-            payload = self._cctx.compress(raw)
-        crc = zlib.crc32(payload)
-        write_all(self._f, CHUNK_HEADER.pack(CHUNK_MAGIC, n, len(payload), codec, b"\0\0\0",
-                                             crc))
-        write_all(self._f, payload)
+        # the bytes to store, taken now (the caller may reuse its array); compressed on the
+        # pool when there is one
+        raw = planes.split(arr) if codec == CODEC_ZSTD_PLANES else arr.tobytes()
         self.n_chunks += 1
         self.total_records += n
+        if codec == CODEC_RAW or self._threads == 1:
+            self._drain()  # the chunks before it first
+            self._write_framed(self._encode(n, codec, raw))
+            return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="kvsim-zstd")
+        self._inflight.append(self._pool.submit(self._encode, n, codec, raw))
+        while len(self._inflight) > 2 * self._threads:  # memory stays bounded
+            self._write_framed(self._inflight.popleft().result())
+
+    def _encode(self, n: int, codec: int, raw: bytes) -> tuple[bytes, bytes]:
+        """A chunk's header and stored payload (any thread)."""
+        if codec != CODEC_RAW:
+            cctx = getattr(self._local, "cctx", None)
+            if cctx is None:
+                cctx = self._local.cctx = zstandard.ZstdCompressor(
+                    level=ZSTD_LEVEL, threads=0, write_content_size=True, write_checksum=False,
+                    write_dict_id=False)
+            raw = cctx.compress(raw)
+        head = CHUNK_HEADER.pack(CHUNK_MAGIC, n, len(raw), codec, b"\0\0\0", zlib.crc32(raw))
+        return head, raw
+
+    def _write_framed(self, framed: tuple[bytes, bytes]) -> None:
+        write_all(self._f, framed[0])
+        write_all(self._f, framed[1])
+
+    def _drain(self) -> None:
+        while self._inflight:
+            self._write_framed(self._inflight.popleft().result())
 
     def close(self) -> None:
         """Flush the last partial chunk, write the end chunk and, for a path, rename the
@@ -260,6 +291,8 @@ class Writer:
                 buf = np.concatenate(self._pending)
                 self._pending, self._pending_n = [], 0
                 self.write_chunk(buf)
+            self._drain()
+            self._stop_pool()
             write_all(self._f, END_CHUNK.pack(END_MAGIC, self.n_chunks, self.total_records))
             self._f.flush()
             if self._owns:
@@ -272,10 +305,19 @@ class Writer:
             self.abort()
             raise
 
+    def _stop_pool(self) -> None:
+        if getattr(self, "_pool", None) is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
     def abort(self) -> None:
         """Stop writing; remove the temp file (path output). The target is left untouched."""
         self._closed = True
         self._pending, self._pending_n = [], 0
+        for fut in self._inflight:
+            fut.cancel()
+        self._inflight.clear()
+        self._stop_pool()
         if self._owns and not self._f.closed:
             self._f.close()
         if self._tmp is not None:
@@ -308,11 +350,26 @@ def recompress(src: PathOrStream, dst: PathOrStream, codec: str = DEFAULT_CODEC,
         # the reader has checked every record already
         with Writer(dst, header, codec=codec, chunk_records=chunk_records,
                     validate=False, version=version) as w:
-            for records in tr:
+            for records in _checked_chunks(tr):
                 w.write(records)
             if not tr.complete:  # defensive: iteration only stops at a checked end chunk
                 raise RuntimeError("trace reader stopped before the end chunk")
         return {"chunks": w.n_chunks, "records": w.total_records}
+
+
+def _checked_chunks(tr: TraceReader) -> Iterator[np.ndarray]:
+    """The reader's chunks, checked and decoded by the simulator's compiled intake on other
+    threads when the engine library is built (the same records and errors,
+    sim/tests/test_intake.py), else by the reader itself."""
+    from kvsim import artifacts
+
+    try:
+        from kvsim.sim import _intake
+
+        _intake._lib()
+    except (ImportError, OSError, artifacts.ArtifactMissing):  # the reader decodes
+        return iter(tr)
+    return _intake.chunks(tr)
 
 
 def _umask() -> int:

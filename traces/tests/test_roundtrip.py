@@ -237,3 +237,36 @@ def test_unclosed_writer_leaves_nothing(tmp_path: Path) -> None:
 
         gc.collect()
     assert os.listdir(tmp_path) == []
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(2, 3000), chunk=st.integers(1, 400), threads=st.integers(2, 5),
+       mixed=st.booleans())
+def test_threads_write_the_same_bytes(n: int, chunk: int, threads: int, mixed: bool) -> None:
+    """Chunks compressed on several threads are those of one thread, in the same order."""
+    records = random_records(n, 7)
+
+    def write(t: int) -> bytes:
+        buf = io.BytesIO()
+        with traces.Writer(buf, HEADER, chunk_records=chunk, threads=t, validate=not mixed) as w:
+            if mixed:  # a raw chunk between compressed ones, written in its turn
+                w.write_chunk(records[: n // 2], traces.CODEC_ZSTD)
+                w.write_chunk(records[n // 2: n // 2 + 1], traces.CODEC_RAW)
+            w.write(records)
+        return buf.getvalue()
+
+    one = write(1)
+    assert write(threads) == one
+    with traces.open(io.BytesIO(one), validate=False) as tr:
+        np.testing.assert_array_equal(tr.read_all()[-n:], records)
+
+
+def test_threads_abort_leaves_nothing(tmp_path: Path) -> None:
+    dst = tmp_path / "t.kvt"
+    with pytest.raises(RuntimeError), traces.Writer(dst, HEADER, chunk_records=10,
+                                                    threads=3) as w:
+        w.write(random_records(500, 1))
+        raise RuntimeError("stop")
+    assert not dst.exists() and os.listdir(tmp_path) == []
+    with pytest.raises(ValueError, match="threads must be >= 1"):
+        traces.Writer(io.BytesIO(), HEADER, threads=0)
