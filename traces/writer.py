@@ -261,7 +261,7 @@ class Writer:
         while len(self._inflight) > 2 * self._threads:  # memory stays bounded
             self._write_framed(self._inflight.popleft().result())
 
-    def _encode(self, n: int, codec: int, raw: bytes) -> tuple[bytes, bytes]:
+    def _encode(self, n: int, codec: int, raw: bytes | np.ndarray) -> tuple[bytes, bytes]:
         """A chunk's header and stored payload (any thread)."""
         if codec != CODEC_RAW:
             cctx = getattr(self._local, "cctx", None)

@@ -90,9 +90,58 @@ uint32_t kvsimCrc32(uint32_t crc, const void *buf, size_t len) {
 #define PLANE_BYTES ((size_t)sizeof(kvtRecord))
 static_assert(sizeof(kvtRecord) == 24, "24 byte planes");
 
+#if defined(__SSE2__)
+/* Eight records' 8-byte columns at byte offset `col` (src: the first of them)
+ * into four vectors, each two columns of the eight records (the 8x8 byte
+ * transpose: interleaving bytes, pairs and quads). */
+static inline void splitEightRecords(const uint8_t *src, size_t col, __m128i c[4]) {
+    __m128i r[8], a[4], b[4];
+    for (int k = 0; k < 8; k++) r[k] = _mm_loadl_epi64((const __m128i *)(src + k * PLANE_BYTES + col));
+    for (int k = 0; k < 4; k++) a[k] = _mm_unpacklo_epi8(r[2 * k], r[2 * k + 1]);
+    b[0] = _mm_unpacklo_epi16(a[0], a[1]); /* records 0..3, columns 0..3 */
+    b[1] = _mm_unpackhi_epi16(a[0], a[1]); /* records 0..3, columns 4..7 */
+    b[2] = _mm_unpacklo_epi16(a[2], a[3]); /* records 4..7, columns 0..3 */
+    b[3] = _mm_unpackhi_epi16(a[2], a[3]);
+    c[0] = _mm_unpacklo_epi32(b[0], b[2]); /* columns 0, 1 */
+    c[1] = _mm_unpackhi_epi32(b[0], b[2]); /* columns 2, 3 */
+    c[2] = _mm_unpacklo_epi32(b[1], b[3]); /* columns 4, 5 */
+    c[3] = _mm_unpackhi_epi32(b[1], b[3]); /* columns 6, 7 */
+}
+#endif
+
+/* Records per block of the vector split: a block's records stay in the host's
+ * L1 while its eight planes of one column group are written, so at most eight
+ * store streams are open at once (the planes lie n bytes apart, so with n a
+ * multiple of 4 KiB every plane's line maps to the same L1 set, and 24 open
+ * streams would evict one another). */
+#define SPLIT_BLOCK 256
+
 void kvsimPlanesSplit(const kvtRecord *recs, size_t n, uint8_t *planes) {
     const uint8_t *src = (const uint8_t *)recs;
-    for (size_t i = 0; i < n; i++)
+    size_t i = 0;
+#if defined(__SSE2__)
+    for (; i + 16 <= n; i += SPLIT_BLOCK) {
+        const size_t end = i + SPLIT_BLOCK <= n ? i + SPLIT_BLOCK : n & ~(size_t)15;
+        for (size_t col = 0; col < PLANE_BYTES; col += 8)
+            for (size_t k = i; k < end; k += 16) {
+                const uint8_t *s0 = src + k * PLANE_BYTES;
+                __m128i lo[4], hi[4]; /* records k..k+7 and k+8..k+15 */
+                splitEightRecords(s0, col, lo);
+                splitEightRecords(s0 + 8 * PLANE_BYTES, col, hi);
+                for (int q = 0; q < 4; q++) {
+                    _mm_storeu_si128((__m128i *)(planes + (col + 2 * q) * n + k),
+                                     _mm_unpacklo_epi64(lo[q], hi[q]));
+                    _mm_storeu_si128((__m128i *)(planes + (col + 2 * q + 1) * n + k),
+                                     _mm_unpackhi_epi64(lo[q], hi[q]));
+                }
+            }
+        if (end < i + SPLIT_BLOCK) {
+            i = end;
+            break;
+        }
+    }
+#endif
+    for (; i < n; i++)
         for (size_t j = 0; j < PLANE_BYTES; j++) planes[j * n + i] = src[i * PLANE_BYTES + j];
 }
 
