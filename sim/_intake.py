@@ -256,7 +256,11 @@ def chunks(reader: traces.TraceReader, workers: int | None = None, ahead: int = 
             yield recs
     finally:
         stop.set()
-        thread.join(timeout=5)  # a pipe may block a read; the thread is a daemon
+        thread.join(timeout=1)
+        if thread.is_alive():
+            # blocked reading a pipe that stalls (the thread is a daemon): closing the file
+            # would wait for that read, so the reader leaves it open
+            reader._abandon()
         pool.shutdown(wait=True, cancel_futures=True)
         if validator is not None:
             validator.close()

@@ -126,6 +126,11 @@ class TraceReader:
         if self._owns and not self._f.closed:
             self._f.close()
 
+    def _abandon(self) -> None:
+        """Leave the file open for good: a thread is blocked reading it (a pipe that stalls),
+        and closing it would wait for that read to return (the buffered file's lock)."""
+        self._owns = False
+
     def __enter__(self) -> TraceReader:
         return self
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 import tempfile
 import threading
@@ -359,10 +360,14 @@ def recompress(src: PathOrStream, dst: PathOrStream, codec: str = DEFAULT_CODEC,
 
 def _checked_chunks(tr: TraceReader) -> Iterator[np.ndarray]:
     """The reader's chunks, checked and decoded by the simulator's compiled intake on other
-    threads when the engine library is built (the same records and errors,
-    sim/tests/test_intake.py), else by the reader itself."""
+    threads when the engine library is built and the trace is a regular file (the same
+    records and errors, sim/tests/test_intake.py), else by the reader itself: a read of a
+    pipe may stall, and a stalled read on another thread would keep the caller from closing
+    the stream on its way out (SIGTERM), where the reading thread itself is interrupted."""
     from kvsim import artifacts
 
+    if not _regular_file(tr):
+        return iter(tr)
     try:
         from kvsim.sim import _intake
 
@@ -370,6 +375,13 @@ def _checked_chunks(tr: TraceReader) -> Iterator[np.ndarray]:
     except (ImportError, OSError, artifacts.ArtifactMissing):  # the reader decodes
         return iter(tr)
     return _intake.chunks(tr)
+
+
+def _regular_file(tr: TraceReader) -> bool:
+    try:
+        return stat.S_ISREG(os.fstat(tr._f.fileno()).st_mode)
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+        return False
 
 
 def _umask() -> int:

@@ -163,6 +163,9 @@ class _CountingFile(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
+    def fileno(self) -> int:
+        return self._f.fileno()
+
     def readinto(self, b: Any) -> int:
         n = self._f.readinto(b)
         if n:
