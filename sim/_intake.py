@@ -27,6 +27,7 @@ import ctypes as C
 import os
 import queue
 import threading
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -181,12 +182,12 @@ _END = object()
 
 
 def chunks(reader: traces.TraceReader, workers: int | None = None, ahead: int = 4,
-           reuse: bool = False) -> Iterator[np.ndarray]:
+           reuse: bool = False, hold: int = 0) -> Iterator[np.ndarray]:
     """Yield the record arrays of ``reader`` (not yet iterated), decoded as described above
     by ``workers`` threads (default :func:`default_workers`), at most ``ahead`` chunks ahead
     of the consumer. The arrays are read-only, as the reader's. ``reuse``: the consumer is
-    done with each array when it asks for the next one (as :func:`sim.simulate` is), so the
-    arrays' memory is recycled."""
+    done with each array when it asks for the ``hold`` + 1-th after it (with ``hold`` 0, the
+    next one, as :func:`sim.simulate` is), so the arrays' memory is recycled."""
     if reader._started:
         raise RuntimeError(f"{reader.name}: a trace reader can be iterated only once")
     reader._started = True
@@ -197,12 +198,13 @@ def chunks(reader: traces.TraceReader, workers: int | None = None, ahead: int = 
     pool = ThreadPoolExecutor(max_workers=workers or default_workers(),
                               thread_name_prefix="kvsim-decode")
     # With reuse, one array per chunk that can be alive at once: `ahead` queued, one the
-    # producer waits to queue, one being yielded, one spare; each decode takes one (a chunk
-    # larger than an array gets a fresh one, which then joins the pool).
+    # producer waits to queue, one being yielded, `hold` the consumer keeps, one spare; each
+    # decode takes one (a chunk larger than an array gets a fresh one, which then joins the
+    # pool).
     buffers: queue.Queue | None = None
     if reuse:
         buffers = queue.Queue()
-        for _ in range(max(1, ahead) + 3):
+        for _ in range(max(1, ahead) + 3 + hold):
             buffers.put(np.empty(traces.DEFAULT_CHUNK_RECORDS, dtype=traces.RECORD_DTYPE))
 
     def put(item: object) -> bool:
@@ -235,13 +237,12 @@ def chunks(reader: traces.TraceReader, workers: int | None = None, ahead: int = 
 
     thread = threading.Thread(target=produce, name="kvsim-frames", daemon=True)
     thread.start()
-    held: np.ndarray | None = None  # the array yielded last (reuse)
+    held: deque[np.ndarray] = deque()  # the arrays yielded last (reuse)
     try:
         while True:
             item = q.get()
-            if held is not None and buffers is not None:
-                buffers.put(held)
-                held = None
+            while len(held) > hold:
+                buffers.put(held.popleft())
             if item is _END:
                 return
             if isinstance(item, BaseException):
@@ -252,7 +253,7 @@ def chunks(reader: traces.TraceReader, workers: int | None = None, ahead: int = 
                 validator.join(reader, info, recs, *chk)
             recs.flags.writeable = False
             if buffers is not None:
-                held = recs.base if isinstance(recs.base, np.ndarray) else recs
+                held.append(recs.base if isinstance(recs.base, np.ndarray) else recs)
             yield recs
     finally:
         stop.set()

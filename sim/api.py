@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from kvsim import traces
 from kvsim.traces.validate import RecordError, RecordValidator
 
 from . import _binding as B
+from . import _feed
 from .config import ConfigError, CpuConfig, load_cpu
 
 #: Names of the engine's marker counters: the trace format's marker types (traces/
@@ -43,7 +43,7 @@ def check_array(records: np.ndarray) -> None:
 DECODERS = ("compiled", "python")
 
 
-def _chunks(source: Any, decode: str = "compiled", validate: bool = True
+def _chunks(source: Any, decode: str = "compiled", validate: bool = True, hold: int = 0
             ) -> tuple[Iterable[np.ndarray], list[str] | None, dict]:
     if decode not in DECODERS:
         raise ValueError(f"decode must be one of {', '.join(DECODERS)}, got {decode!r}")
@@ -62,7 +62,7 @@ def _chunks(source: Any, decode: str = "compiled", validate: bool = True
     if decode == "compiled" and isinstance(source, traces.TraceReader) and not source._started:
         from . import _intake
 
-        chunks = _intake.chunks(source, reuse=True)
+        chunks = _intake.chunks(source, reuse=True, hold=hold)
     return chunks, list(tags) if tags else None, header
 
 
@@ -177,12 +177,13 @@ def simulate_many(
                             page_size=page_size)
         cfg.threads = threads
         cfgs.append(cfg)
-    chunks, hdr_tags, header = _chunks(source, decode, validate)
+    nw = min(len(cfgs), workers or os.cpu_count() or 1)
+    chunks, hdr_tags, header = _chunks(source, decode, validate,
+                                       hold=_feed.WINDOW - 1 if nw > 1 else 0)
     window = windows[0]
     rows_of: list[Any] = []
     seen, picked = 0, []
     engines: list[Any] = []
-    pool = None
     try:
         for cfg in cfgs:
             if engine == "fast":
@@ -193,28 +194,28 @@ def simulate_many(
                 engines.append(ReferenceSim(cfg))
         if window is not None:
             rows_of = [eng.set_timeline(*window) for eng in engines]
-        nw = min(len(engines), workers or os.cpu_count() or 1)
+
+        def pick(chunk: np.ndarray) -> None:
+            nonlocal seen
+            lo, hi = window[0] - seen, window[0] + window[1] - seen
+            if hi > 0 and lo < len(chunk):
+                picked.append(np.array(chunk[max(lo, 0):min(hi, len(chunk))]))
+            seen += len(chunk)
+
+        on_chunk = pick if window is not None else None
         if nw > 1:  # the engines' runs release the GIL: they run side by side
-            pool = ThreadPoolExecutor(max_workers=nw, thread_name_prefix="kvsim-engine")
-        for chunk in chunks:
-            if window is not None:
-                lo, hi = window[0] - seen, window[0] + window[1] - seen
-                if hi > 0 and lo < len(chunk):
-                    picked.append(np.array(chunk[max(lo, 0):min(hi, len(chunk))]))
-                seen += len(chunk)
-            if pool is None:
+            _feed.feed(chunks, engines, nw, on_chunk, progress)
+        else:
+            for chunk in chunks:
+                if on_chunk is not None:
+                    on_chunk(chunk)
                 for eng in engines:
                     eng.run(chunk)
-            else:  # every engine is done with a chunk before the next one is taken
-                for f in [pool.submit(eng.run, chunk) for eng in engines]:
-                    f.result()
-            if progress is not None:
-                progress(len(chunk))
+                if progress is not None:
+                    progress(len(chunk))
         raws = [eng.finish() for eng in engines]
         used = [eng.threads if engine == "fast" else 1 for eng in engines]
     finally:
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
         if engine == "fast":
             for eng in engines:
                 eng.close()

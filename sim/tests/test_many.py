@@ -41,6 +41,23 @@ def test_many_equals_one_by_one(trace_file, functional, workers) -> None:
     assert many == alone
 
 
+def test_many_over_many_chunks(tmp_path) -> None:
+    """More chunks than the feeder's window, engines of unequal speed on two threads: each
+    engine's chunks are the right ones, though the faster run ahead of the slower while the
+    compiled intake recycles the arrays the slowest is done with."""
+    rec = random_records(30000, 5)
+    rec = rec[rec["kind"] != traces.KIND_MARKER]
+    rec["dep"] = 0
+    rec["addr"] &= np.uint64((1 << 30) - 1)
+    rec["size"] = np.where(rec["kind"] == traces.KIND_PREFETCH, 1, 8)
+    p = tmp_path / "t.kvt"
+    with traces.Writer(p, HEADER, chunk_records=500) as w:
+        w.write(rec)
+    cpus = ["xeon-8488c", "graviton3", "local"]
+    many = sim.simulate_many(str(p), cpus, functional=True, workers=2)
+    assert many == [sim.simulate(str(p), c, functional=True) for c in cpus]
+
+
 def test_many_from_an_array_and_a_reader(trace_file) -> None:
     rec = traces.read_all(trace_file)
     a = sim.simulate_many(rec, PRESETS[:2])
