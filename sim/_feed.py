@@ -3,8 +3,10 @@
 Each engine must see the chunks in trace order, and nothing else: its results then do not
 depend on how the engines share the threads. So the engines need not wait for each other.
 The calling thread reads the chunks and keeps those that some engine has not yet run; each
-of ``nw`` worker threads repeatedly takes, among the engines not running and having a chunk
-ready, the one furthest behind, and runs its next chunk (an engine's run releases the GIL).
+of ``nw`` worker threads runs the next chunk of an engine that is not running and has one
+ready (an engine's run releases the GIL): the engine it ran last while it can, so that the
+engine's hot state (its upper levels, TLBs, prefetcher tables) stays in that core's caches,
+else the one furthest behind.
 A fast engine runs ahead of a slow one by up to ``window`` chunks; then the reading waits,
 so memory stays bounded. A barrier per chunk (every engine done with chunk j before any
 starts j + 1) would leave a thread idle at the end of every chunk while the other finishes
@@ -47,20 +49,24 @@ def feed(chunks: Iterable[np.ndarray], engines: Sequence[Any], nw: int,
     pos = [0] * len(engines)  # each engine's next chunk
     busy = [False] * len(engines)
 
-    def pick() -> int:  # with cv held: the engine to run next, or -1
+    def pick(last: int) -> int:  # with cv held: the engine to run next, or -1
         end, best = st["base"] + len(held), -1
+        if last >= 0 and not busy[last] and pos[last] < end:
+            return last
         for e, p in enumerate(pos):
             if not busy[e] and p < end and (best < 0 or p < pos[best]):
                 best = e
         return best
 
     def worker() -> None:
+        last = -1  # a thread keeps to its engine while it can: that engine's state stays in
+        # the core's caches
         while True:
             with cv:
                 while True:
                     if st["error"] is not None:
                         return
-                    e = pick()
+                    e = pick(last)
                     if e >= 0:
                         break
                     if st["done"] and not any(busy) and all(
@@ -78,6 +84,7 @@ def feed(chunks: Iterable[np.ndarray], engines: Sequence[Any], nw: int,
                     busy[e] = False
                     cv.notify_all()
                 return
+            last = e
             with cv:
                 busy[e] = False
                 pos[e] += 1
