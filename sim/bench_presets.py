@@ -172,13 +172,25 @@ def trace_records(path: Path) -> int:
 
 # --- measurements ---------------------------------------------------------------------------
 
+def measured_env() -> dict[str, str]:
+    """The environment of a measured process: this one's, with Python's bytecode cache on.
+    A PYTHONDONTWRITEBYTECODE set where the benchmark runs would make every measured
+    process compile kvsim's modules from source again (tens of milliseconds of start-up),
+    which an installed kvsim never does (pip compiles them at install); the first run of
+    each measurement writes the cache, and the best of ``repeat`` runs is kept."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
 def whole_process(cmd: list[str]) -> tuple[float, int]:
-    """(wall seconds, peak RSS in KiB) of one process running ``cmd``. The peak RSS is the
-    process's own high-water mark when it reports one (:func:`_kvsim_hwm` commands print
-    it), else its ``ru_maxrss``, which on Linux also counts this process's RSS when it
-    started the child."""
+    """(wall seconds, peak RSS in KiB) of one process running ``cmd`` in
+    :func:`measured_env`. The peak RSS is the process's own high-water mark when it reports
+    one (:func:`_kvsim_hwm` commands print it), else its ``ru_maxrss``, which on Linux also
+    counts this process's RSS when it started the child."""
+    env = measured_env()
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     _, status, ru = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -429,7 +441,8 @@ def run(workdir: Path, scale: float, repeat: int, cg_records: int, callgrind: bo
                        "callgrind_records": cg_records if cg_binary else None,
                        "lru3_hierarchy": engine_bench.HIER,
                        "pycachesim": engine_bench.pycachesim_version(),
-                       "decode_threads": os.cpu_count()},
+                       "decode_threads": os.cpu_count(),
+                       "local": local_description() if "local" in presets else None},
         "startup": up,
         "traces": rows,
         "memory": {"preset": presets[0], "mode": "timed", **mem},
@@ -492,6 +505,17 @@ def moonshot(workdir: Path, records: int, presets: list[str] | None = None,
     }
 
 
+def local_description() -> str:
+    """What ``local`` is where the benchmark runs: a calibrated file, or sysfs geometry
+    with the table's figures (sim/local.py); its figures depend on which."""
+    return sim.load_cpu("local").description
+
+
+def _local_note(doc: dict[str, Any]) -> str | None:
+    desc = doc["parameters"].get("local")
+    return f"`local` is {desc}" if desc else None
+
+
 def render_table(doc: dict[str, Any]) -> str:
     """sim/README.md's table of whole-process speeds, from a result file."""
     lines = ["| trace | records | preset | functional | timed | engine only (f / t) | "
@@ -524,6 +548,8 @@ def render_table(doc: dict[str, Any]) -> str:
               f"{m['trace']['records']:,} records {m['trace']['peak_rss_kib']:,} KiB, "
               f"{m['trace_x10']['records']:,} records {m['trace_x10']['peak_rss_kib']:,} KiB "
               f"(ratio {m['ratio']:.3f})."]
+    if _local_note(doc):
+        lines += ["", _local_note(doc) + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -561,6 +587,8 @@ def render_user_table(doc: dict[str, Any]) -> str:
     if loads:
         notes.append(f"1-minute load average {min(loads):.1f}-{max(loads):.1f} on "
                      f"{doc['parameters']['decode_threads']} cores")
+    if _local_note(doc):
+        notes.append(_local_note(doc))
     return "\n".join(lines) + "\n\nM records/s, functional / timed; " + "; ".join(notes) + ".\n"
 
 

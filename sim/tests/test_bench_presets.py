@@ -4,6 +4,7 @@ and no file, and sim/README.md's whole-process table is rendered from the commit
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +44,26 @@ def test_small_run_writes_every_figure(tmp_path, capsys):
     assert f"{up['simulate_1000_records_s']:.3f}" in printed
     user = bp.render_user_table(doc)
     assert "| graviton3 | " in user and "(x" in user
+    assert doc["parameters"]["local"] is None  # not measured: not described
+
+
+def test_measured_processes_keep_their_bytecode(tmp_path, monkeypatch):
+    """A measured process runs with Python's bytecode cache on, as an installed kvsim does,
+    even where the benchmark's own environment turns it off; the rest is inherited."""
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.setenv("KVSIM_BENCH_PROBE", "kept")
+    f = tmp_path / "flags"
+    code = (f"import os, sys; open({str(f)!r}, 'w').write("
+            f"f'{{sys.flags.dont_write_bytecode}} {{os.environ[\"KVSIM_BENCH_PROBE\"]}}')")
+    wall, _ = bp.whole_process([sys.executable, "-c", code])
+    assert wall > 0 and f.read_text() == "0 kept"
+
+
+def test_local_is_described_where_measured():
+    doc = json.loads((ROOT / "results" / bp.RESULT_NAME).read_text())
+    doc["parameters"]["local"] = "this machine, calibrated by the test"
+    assert "`local` is this machine, calibrated by the test" in bp.render_user_table(doc)
+    assert "`local` is this machine, calibrated by the test." in bp.render_table(doc)
 
 
 @pytest.mark.parametrize("args, what", [
