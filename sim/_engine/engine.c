@@ -149,6 +149,7 @@
 
 #include "engine_impl.h"
 #include "fpmatch.h"
+#include "prefetch_ip_stride.h"
 #include "prefetch_stream.h"
 #include "timing.h"
 
@@ -610,6 +611,19 @@ static void runPrefetchers(kvsimSim *s, uint64_t line, uint32_t sv, const kvtRec
     }
 }
 
+/* runPrefetchers where the L1 IP-stride prefetcher is the only one that trains on
+ * the piece (served above every other's `from`): its training inline, its
+ * candidates issued as runPrefetchers issues them. */
+static inline __attribute__((always_inline)) void trainL1IpStride(kvsimSim *s, uint64_t line,
+                                                                  const kvtRecord *r,
+                                                                  uint64_t x) {
+    Prefetcher *P = &s->pf[s->l1_ips];
+    uint64_t cand[MAX_DEGREE];
+    const uint32_t nc = kvsimIpStrideOperate(P->state, &P->cfg, line,
+                                             ((uint32_t)r->tag << 16) | r->site, cand);
+    for (uint32_t c = 0; c < nc; c++) issueHwPrefetch(s, 0, cand[c], r->tag, x);
+}
+
 /* --- Records -------------------------------------------------------------------- */
 
 /* Attribute the accesses and misses since the last call to the current phase of
@@ -798,6 +812,8 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
             if (extras && !is_store && sv >= s->pf_from) {
                 if (sv < s->pf_from_rest && s->tpn && !*s->tpn)
                     s->tpn++; /* only ahead_pf trains here, and it has no candidates */
+                else if (sv < s->l1_ips_alone_below && !s->tpn)
+                    trainL1IpStride(s, line, r, xp); /* runPrefetchers for it alone */
                 else
                     runPrefetchers(s, line, sv, r, xp, 0);
             }
@@ -1240,6 +1256,16 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
         if (s->pf[p].ops == &kvsimPrefetchAdjacentLine) s->look.adjacent = 1;
     }
     s->pf_from_rest = s->pf_from;
+    s->l1_ips = -1;
+    for (uint32_t p = 0; p < cfg->nprefetchers && s->l1_ips < 0; p++)
+        if (s->pf[p].ops == &kvsimPrefetchIpStride && s->pf[p].level == 0) s->l1_ips = (int)p;
+    s->l1_ips_alone_below = 0;
+    if (s->l1_ips >= 0) {
+        s->l1_ips_alone_below = UINT32_MAX;
+        for (uint32_t p = 0; p < cfg->nprefetchers; p++)
+            if ((int)p != s->l1_ips && s->pf[p].from < s->l1_ips_alone_below)
+                s->l1_ips_alone_below = s->pf[p].from;
+    }
     if (cfg->swpf_level >= s->n) FAIL("swprefetch.fill: no such cache level");
     if (s->lv[cfg->swpf_level].inclusion == KVSIM_EXCLUSIVE)
         FAIL("swprefetch.fill: cannot prefetch into an exclusive level");

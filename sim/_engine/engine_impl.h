@@ -217,6 +217,11 @@ struct kvsimSim {
      * none), so a piece served above it whose ahead_pf count is 0 trains and issues
      * nothing (doMemoryT skips the call); else pf_from */
     uint32_t pf_from_rest;
+    /* one thread: the first IP-stride prefetcher at L1 (-1: none), and the least from
+     * of the others, below which it is the only one a piece trains (doMemoryT trains
+     * it inline there) */
+    int l1_ips;
+    uint32_t l1_ips_alone_below;
     /* What the record-by-record loop's look-ahead (runLoop) prefetches into the
      * host's caches beyond the sets of the record's own line: the next line's
      * (a next_line prefetcher fetches it on every L1 miss) and the adjacent

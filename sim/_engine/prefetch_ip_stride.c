@@ -12,7 +12,7 @@
  *     d == stride -> confidence + 1 (saturating at 3), else stride = d, conf = 0
  *     last = line; if confidence >= 1: prefetch line + stride * 1..degree
  */
-#include "prefetch.h"
+#include "prefetch_ip_stride.h"
 
 static size_t ipsWords(const kvsimPrefetcherConfig *cfg) {
     return 4 * (size_t)cfg->table;
@@ -21,26 +21,7 @@ static size_t ipsWords(const kvsimPrefetcherConfig *cfg) {
 static uint32_t ipsOperate(uint64_t *state, const kvsimPrefetcherConfig *cfg, uint64_t line,
                            int hit, uint32_t key, uint64_t *out) {
     (void)hit;
-    uint64_t *e = state + 4 * (size_t)(key % cfg->table);
-    if (e[0] != (uint64_t)key + 1) {
-        e[0] = (uint64_t)key + 1;
-        e[1] = line;
-        e[2] = 0;
-        e[3] = 0;
-        return 0;
-    }
-    uint64_t d = line - e[1];
-    if (d == 0) return 0;
-    if (d == e[2]) {
-        if (e[3] < 3) e[3]++;
-    } else {
-        e[2] = d;
-        e[3] = 0;
-    }
-    e[1] = line;
-    if (e[3] < 1) return 0;
-    for (uint32_t i = 0; i < cfg->degree; i++) out[i] = line + d * (uint64_t)(i + 1);
-    return cfg->degree;
+    return kvsimIpStrideOperate(state, cfg, line, key, out);
 }
 
 const kvsimPrefetcherOps kvsimPrefetchIpStride = {"ip_stride", ipsWords, ipsOperate, 0, 1};
