@@ -59,8 +59,9 @@ def feed(chunks: Iterable[np.ndarray], engines: Sequence[Any], nw: int,
         return best
 
     def worker() -> None:
-        last = -1  # a thread keeps to its engine while it can: that engine's state stays in
-        # the core's caches
+        # a thread keeps to its engine while it can: that engine's state stays in the core's
+        # caches
+        last = -1
         while True:
             with cv:
                 while True:

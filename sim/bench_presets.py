@@ -548,8 +548,9 @@ def render_table(doc: dict[str, Any]) -> str:
               f"{m['trace']['records']:,} records {m['trace']['peak_rss_kib']:,} KiB, "
               f"{m['trace_x10']['records']:,} records {m['trace_x10']['peak_rss_kib']:,} KiB "
               f"(ratio {m['ratio']:.3f})."]
-    if _local_note(doc):
-        lines += ["", _local_note(doc) + "."]
+    local = _local_note(doc)
+    if local:
+        lines += ["", local + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -587,8 +588,9 @@ def render_user_table(doc: dict[str, Any]) -> str:
     if loads:
         notes.append(f"1-minute load average {min(loads):.1f}-{max(loads):.1f} on "
                      f"{doc['parameters']['decode_threads']} cores")
-    if _local_note(doc):
-        notes.append(_local_note(doc))
+    local = _local_note(doc)
+    if local:
+        notes.append(local)
     return "\n".join(lines) + "\n\nM records/s, functional / timed; " + "; ".join(notes) + ".\n"
 
 

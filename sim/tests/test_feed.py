@@ -62,7 +62,7 @@ def test_a_fast_engine_runs_ahead_up_to_the_window() -> None:
     finally:
         stop.set()
         t.join()
-    # a barrier at each chunk would keep the lead at most 1; the window bounds it
+    # engines in lock-step would never lead by more than 1; the window bounds the lead
     assert 2 <= max(lead) <= 5
 
 
