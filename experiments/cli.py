@@ -369,7 +369,7 @@ def simulate(trace_path, cpus_, functional, engine, gem5_path, threads, warmup, 
             _warn(f"{who}--threads {threads}: ran on {res['engine_threads']} (the compiled "
                   "engine shares its work between threads only with every level LRU and "
                   "non-inclusive, no TLB and no hardware prefetchers; otherwise a TLB runs on "
-                  "a second thread; see sim/README.md)")
+                  "a second thread where most records miss the DTLB; see sim/README.md)")
     if len(results) == 1:  # one --cpu: one result, as it always was
         res = results[0]
         if as_json:

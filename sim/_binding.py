@@ -299,7 +299,8 @@ class Engine:
     @property
     def threads(self) -> int:
         """Threads the engine actually runs on: up to cfg.threads in its common
-        configuration, 2 with the TLB thread (a TLB elsewhere and cfg.threads > 1), else 1."""
+        configuration, 2 once the TLB thread (a TLB elsewhere and cfg.threads > 1) has taken
+        a slice of records (_engine/tlb.c engTlbRun), else 1."""
         return int(self._lib.kvsimThreads(self._h))
 
     def finish(self) -> dict:

@@ -958,7 +958,7 @@ void engRunRecords(kvsimSim *s, const kvtRecord *recs, size_t n) {
 void kvsimRun(kvsimSim *s, const kvtRecord *recs, size_t n) {
     if (s->finished) return;
     if (s->tp) {
-        engTlbPipeRun(s, recs, n);
+        engTlbRun(s, recs, n);
         return;
     }
     const int extras = s->cfg.tlb || s->cfg.nprefetchers;
@@ -1067,7 +1067,7 @@ uint32_t kvsimPeekSet(const kvsimSim *cs, uint32_t level, uint64_t set, uint64_t
     return L->ways;
 }
 uint32_t kvsimThreads(const kvsimSim *s) {
-    return s->tp ? 2 : s->fast && !s->tl ? s->threads : 1;
+    return s->tp ? 1 + (uint32_t)s->tp_ran : s->fast && !s->tl ? s->threads : 1;
 }
 
 int kvsimSetTimeline(kvsimSim *s, uint64_t first, uint64_t count, kvsimTimelineRow *rows) {

@@ -116,6 +116,7 @@ typedef struct Tlb {
      * only by a fill, which resets the memo, so it never names a stale entry. */
     uint64_t memo_key, memo_set;
     uint32_t memo_way;
+    uint64_t misses; /* lookups that missed (engTlbCode; the TLB thread's choice, tlb.c) */
 } Tlb;
 #define TLB_RANK_MAX_WAYS 127 /* ranks fit a signed byte */
 
@@ -303,6 +304,11 @@ struct kvsimSim {
      * NULL; while a block runs, tcode points at its next translation's code */
     struct TlbPipe *tp;
     const uint8_t *tcode;
+    /* with the TLB thread (tlb.c engTlbRun): whether it takes the records of
+     * this slice, whether it has taken any (kvsimThreads), and the slice's
+     * records so far and their DTLB misses */
+    int tp_next, tp_ran;
+    uint64_t tp_seen, tp_missed;
     /* with the TLB thread: the prefetcher it trains ahead (the first blind one at
      * L1, prefetch.h), or -1; while a block runs, tpn points at its next load
      * piece's count of candidates and tpc at their lines (runPrefetchers) */
@@ -433,7 +439,7 @@ void engRunRecords(kvsimSim *s, const kvtRecord *recs, size_t n); /* record by r
 int engTlbInit(Tlb *t, uint32_t sets, uint32_t ways); /* 0: out of memory */
 uint32_t engTlbCode(kvsimSim *s, uint64_t addr, int is_swpf); /* TLB_* */
 int engTlbPipeStart(kvsimSim *s); /* 0: out of memory or no thread */
-void engTlbPipeRun(kvsimSim *s, const kvtRecord *recs, size_t n); /* kvsimRun's, threaded */
+void engTlbRun(kvsimSim *s, const kvtRecord *recs, size_t n); /* kvsimRun's, with a TLB thread */
 void engTlbPipeStop(kvsimSim *s);
 /* workers.c: threads that run parts 1..threads-1 */
 int engWorkersStart(kvsimSim *s); /* 0: could not start them */

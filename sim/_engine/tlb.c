@@ -20,7 +20,9 @@
  *
  * Each piece of a load or store and each software prefetch takes one code, in
  * record order, as engine.c's doMemoryT asks for them; so the counts and times
- * are those of one thread.
+ * are those of one thread.  The thread codes only the slices of records it
+ * pays for (engTlbRun, at the end of this file); the calling thread translates
+ * the others itself, in the same TLBs.
  *
  * The TLB thread also trains, ahead, the first L1 prefetcher whose training
  * ignores the caches (a `blind` kind, prefetch.h: the IP-stride prefetcher).
@@ -29,7 +31,7 @@
  * thread leaves, per load piece, their count and lines, and engine.c's
  * runPrefetchers issues them at the prefetcher's place among the others, as
  * if it had called it.  Only the TLB thread touches that prefetcher's state
- * while the thread exists.  A block is at most TLB_BLOCK records (or the test
+ * while it codes a slice.  A block is at most TLB_BLOCK records (or the test
  * hook cfg.queue_cap's count, so that small test traces cross blocks) and ends
  * before a record whose codes would overflow its buffer (TLB_CODES).  The two
  * threads hand blocks over under one mutex: a block is thousands of records, so
@@ -205,6 +207,7 @@ uint32_t engTlbCode(kvsimSim *s, uint64_t addr, int is_swpf) {
     const uint64_t page = addr >> s->cfg.page_bits;
     uint32_t dv, sv;
     if (tlbLookup(&s->dtlb, page, &dv)) return TLB_HIT;
+    s->dtlb.misses++;
     if (is_swpf && s->cfg.swpf_drop_on_tlb_miss) return TLB_DROP;
     uint32_t code = TLB_WALK;
     if (s->cfg.stlb_sets) {
@@ -342,7 +345,7 @@ int engTlbPipeStart(kvsimSim *s) {
     return 1;
 }
 
-void engTlbPipeRun(kvsimSim *s, const kvtRecord *recs, size_t n) {
+static void engTlbPipeRun(kvsimSim *s, const kvtRecord *recs, size_t n) {
     struct TlbPipe *P = s->tp;
     if (n == 0) return;
     pthread_mutex_lock(&P->mu);
@@ -390,4 +393,44 @@ void engTlbPipeStop(kvsimSim *s) {
     }
     free(P);
     s->tp = NULL;
+}
+
+/* kvsimRun with a TLB thread: slice by slice, the thread codes the slice ahead
+ * (engTlbPipeRun) or the calling thread translates as it simulates (the
+ * record-by-record loop without codes), as the last TLB_SLICE records chose:
+ * the thread, when they missed the DTLB at least once in every
+ * TLB_THREAD_RECORDS_PER_MISS.  A DTLB miss is most of a translation's work
+ * (the STLB lookup, the fills); below that rate the work the thread takes
+ * off is smaller than what it costs: the hand-overs, and the core it takes
+ * from the trace's decoding (sim/_intake.py), which `kvsim simulate` runs
+ * beside the engine.  Measured whole-process (`kvsim simulate --threads 1`
+ * against 2, sim/README.md "Speed"): the c_ref traces (0.1-0.3 DTLB misses
+ * per record) ran faster without the thread, random addresses (one miss per
+ * record) with it or alike.  The first TLB_SLICE records run without it.
+ * Either way the translations, so every count and time, are the same: only
+ * the wall time differs. */
+#define TLB_SLICE 65536 /* records per choice (4 blocks of the test hook cfg.queue_cap) */
+#define TLB_THREAD_RECORDS_PER_MISS 2
+
+void engTlbRun(kvsimSim *s, const kvtRecord *recs, size_t n) {
+    const uint64_t slice = s->cfg.queue_cap ? 4 * (uint64_t)s->cfg.queue_cap : TLB_SLICE;
+    for (size_t a = 0; a < n;) {
+        /* to the end of the slice the choice holds for */
+        const uint64_t left = slice - s->tp_seen;
+        const size_t b = n - a > left ? a + left : n;
+        const uint64_t m0 = s->dtlb.misses;
+        if (s->tp_next) {
+            engTlbPipeRun(s, recs + a, b - a);
+            s->tp_ran = 1;
+        } else {
+            engRunRecords(s, recs + a, b - a);
+        }
+        s->tp_seen += b - a;
+        s->tp_missed += s->dtlb.misses - m0;
+        if (s->tp_seen == slice) {
+            s->tp_next = s->tp_missed * TLB_THREAD_RECORDS_PER_MISS >= slice;
+            s->tp_seen = s->tp_missed = 0;
+        }
+        a = b;
+    }
 }

@@ -8,9 +8,11 @@ import json
 import numpy as np
 import pytest
 from sim_helpers import records
+from test_differential import assert_same
 
 import kvsim.sim.bench
 from kvsim import sim, traces
+from kvsim.sim import _binding as B
 
 SMALL = {"name": "small", "cache": [
     {"name": "L1", "size": "1KiB", "ways": 2, "line": 64},
@@ -164,12 +166,36 @@ def test_threads_change_nothing_but_the_speed():
         assert [r.pop("engine_threads") for r in runs] == [1, 2, 3]
         assert runs[0]["levels"][2]["misses"] > 0
         assert runs[0] == runs[1] == runs[2]
-    # a preset with a TLB and hardware prefetchers takes the record-by-record path, with the
-    # TLB on a second thread
+    # a preset with a TLB and hardware prefetchers takes the record-by-record path; its TLB
+    # thread takes slices of 65,536 records, none of them in a trace this short
     runs = [sim.simulate(recs, "graviton3", functional=functional, threads=t)
             for t in (1, 2, 3) for functional in (True, False)]
-    assert [r.pop("engine_threads") for r in runs] == [1, 1, 2, 2, 2, 2]
+    assert [r.pop("engine_threads") for r in runs] == [1] * 6
     assert runs[0] == runs[2] == runs[4] and runs[1] == runs[3] == runs[5]
+
+
+@pytest.mark.parametrize("functional", [True, False])
+def test_tlb_thread_takes_the_scattered_slices(functional):
+    """With threads >= 2 a preset's TLB thread (_engine/tlb.c engTlbRun) takes a slice of
+    65,536 records when the slice before missed the DTLB on at least every other record:
+    addresses scattered over 1 GiB start it after the first slice, addresses on four pages
+    never do, and a trace alternating between the two hands the TLB back and forth; every
+    result is that of one thread."""
+    n, slice_ = 4 * 65536, 65536
+    rng = np.random.default_rng(9)
+    scattered = rng.integers(0, 1 << 30, n, dtype=np.uint64) & ~np.uint64(7)
+    local = (np.arange(n, dtype=np.uint64) * np.uint64(8)) % np.uint64(16384)
+    mixed = np.where((np.arange(n) // slice_) % 2 == 1, scattered, local)
+    for addr, ran in ((scattered, 2), (local, 1), (mixed, 2)):
+        recs = np.zeros(n, dtype=traces.RECORD_DTYPE)
+        recs["addr"] = addr
+        recs["size"] = 8
+        recs["kind"] = np.where(rng.random(n) < 0.3, traces.KIND_STORE, traces.KIND_LOAD)
+        recs["gap"] = rng.integers(0, 6, n)
+        one, two = (sim.simulate(recs, "graviton3", functional=functional, threads=t)
+                    for t in (1, 2))
+        assert (one.pop("engine_threads"), two.pop("engine_threads")) == (1, ran)
+        assert one == two
 
 
 @pytest.mark.parametrize("threads", [0, 9, 1.5])
@@ -201,11 +227,25 @@ def test_a_record_array_is_checked_as_a_trace_is(field, value):
 def test_tlb_thread_with_a_wrapping_access():
     """An access wrapping past 2^64 (the reader refuses it; an unchecked array may hold one)
     has no pieces; the TLB thread must code it as none too, not stall the run (found by
-    fuzz/ engine_records, corpus crash-tlb-thread-wrapping-access)."""
-    recs = np.zeros(4, dtype=traces.RECORD_DTYPE)
-    recs["addr"] = [0x1000, 0xFFFFFFFFFFFFFFF0, 0x2000, 0x3000]
-    recs["size"] = [8, 64, 8, 8]
+    fuzz/ engine_records, corpus crash-tlb-thread-wrapping-access). With the test hook
+    queue_cap 2 the thread takes slices of 8 records, here from the second on (the first
+    eight miss the DTLB), so it codes the wrapping access."""
+    recs = np.zeros(20, dtype=traces.RECORD_DTYPE)
+    recs["addr"] = [0x1000 * (i + 1) for i in range(20)]
+    recs["addr"][12] = 0xFFFFFFFFFFFFFFF0
+    recs["size"] = 8
+    recs["size"][12] = 64
     recs["kind"] = traces.KIND_LOAD
-    one, two = (sim.simulate(recs, "graviton3", threads=t, validate=False) for t in (1, 2))
-    assert two.pop("engine_threads") == 2 and one.pop("engine_threads") == 1
-    assert one == two
+    cpu = sim.load_cpu("graviton3")
+    out = []
+    for threads in (1, 2):
+        cfg = cpu.to_engine(timing=True)
+        cfg.threads, cfg.queue_cap = threads, 2
+        eng = B.Engine(cfg)
+        try:
+            eng.run(recs)
+            assert eng.threads == threads
+            out.append(eng.finish())
+        finally:
+            eng.close()
+    assert_same(out[0], out[1])

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import subprocess
 import sys
 
@@ -85,11 +84,12 @@ def test_cli_repeated_cpu(trace_file) -> None:
     both = _cli("simulate", str(trace_file), "--cpu", PRESETS[0], "--cpu", PRESETS[1],
                 "--json")
     assert both.returncode == 0, both.stderr.decode()
-    # alone, a CPU runs its engine on one thread per core; side by side, on one each:
-    # the same results (sim/README.md), only engine_threads differs
+    # alone, a CPU's engine may take a second core (its TLB thread takes slices of 65,536
+    # records, none in a trace this short); side by side, one each: the same results
+    # (sim/README.md), only engine_threads could differ
     many = json.loads(both.stdout)
     assert [r.pop("engine_threads") for r in many] == [1, 1]
-    assert [r.pop("engine_threads") for r in one] == [min(2, os.cpu_count() or 1)] * 2
+    assert [r.pop("engine_threads") for r in one] == [1, 1]
     assert many == one
     text = _cli("simulate", str(trace_file), "--cpu", PRESETS[0], "--cpu", PRESETS[1],
                 "--functional")

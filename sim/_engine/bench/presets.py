@@ -9,7 +9,10 @@ instructions the engine alone (``sim/_engine/build/bench_engine``, ``make -C sim
 bench-c``) spends per record on the first ``--records`` records of each, with each preset's
 full engine configuration (TLB, prefetchers, flush), functional and timed, the setup
 subtracted (kvsim.sim.bench_presets.instructions), and with two threads (the TLB thread
-translating ahead: _engine/tlb.c) the calling thread's and the TLB thread's apart.  With
+translating ahead: _engine/tlb.c) the calling thread's and the TLB thread's apart.  The
+TLB thread takes only the slices of 65,536 records that follow one with a DTLB miss per two
+records or more (tlb.c engTlbRun), so on a trace that stays on fewer pages its count is
+0 and the calling thread's is the one-thread count.  With
 ``--baseline`` it counts the same with another build of bench_engine (e.g. from an earlier
 commit's tree) beside it.  The
 figures do not depend on the machine's load, unlike timings; ``--out`` writes them with

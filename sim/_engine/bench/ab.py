@@ -1,0 +1,187 @@
+"""Whole-process A B A B of ``kvsim simulate`` between two engine builds or two option sets.
+
+    .venv/bin/python sim/_engine/bench/ab.py [--base REV | --a-lib LIB] [--b-lib LIB]
+        [--a-args ARGS] [--b-args ARGS] [--traces NAME,...] [--presets P,...]
+        [--modes functional,timed] [--rounds N] [--scale S] [--workdir DIR]
+        [--out RESULT.json]
+
+Side A runs ``kvsim simulate TRACE --cpu PRESET --json [--functional] A_ARGS`` with engine
+library A (``KVSIM_ENGINE_LIB``), side B the same with B_ARGS and library B (default: this
+tree's build). Rounds alternate the order (A B, then B A, ...), each run a fresh process in
+the environment of ``kvsim bench`` (kvsim.sim.bench_presets.measured_env), timed by its wall
+time (what a user waits) and by its CPU time (every thread's: ``ru_utime + ru_stime`` of
+``wait4``). Per trace, preset and mode it reports each side's median and minimum and the
+speedup of B over A, of wall and of CPU time: kvsim.experiments.timing.paired_speedup (the
+median of the rounds' ratios A / B, its sign-test and bootstrap 95 % intervals, "within
+noise" when the sign-test interval includes 1.0; at least 6 rounds for an interval).
+
+The traces are ``kvsim bench``'s (kvsim.sim.bench_presets.make_traces; ``--traces`` picks
+among random, iterate, pipeline, dinero; ``--scale`` as there). ``--base REV`` builds the
+engine of git revision REV for side A (``git archive`` of sim/_engine and traces into a
+temporary folder, then ``make``); its engine.h layouts must be this tree's (the binding
+refuses a library whose kvsimConfigSize or kvsimStatsSize differ). ``--out`` writes the
+figures with kvsim.provenance (commit, machine, date).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from kvsim import provenance, sim
+from kvsim.experiments import timing
+from kvsim.sim import bench_presets as bp
+
+TRACES = ("random", "iterate", "pipeline", "dinero")  # make_traces' first four, in order
+MODES = ("functional", "timed")
+ROOT = Path(__file__).resolve().parents[3]
+
+
+class AbError(Exception):
+    """One line for the user: what failed."""
+
+
+def build_revision(rev: str, into: Path) -> Path:
+    """The engine library of git revision ``rev``, built under ``into``."""
+    tar = into / "src.tar"
+    with open(tar, "wb") as f:
+        res = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "sim/_engine", "traces"],
+                             stdout=f, stderr=subprocess.PIPE)
+    if res.returncode != 0:
+        why = res.stderr.decode(errors="replace").strip().splitlines() or ["git archive failed"]
+        raise AbError(f"--base {rev}: {why[-1]}")
+    subprocess.run(["tar", "-x", "-f", str(tar), "-C", str(into)], check=True)
+    res = subprocess.run(["make", "-s", "-C", str(into / "sim" / "_engine")],
+                         capture_output=True)
+    lib = into / "sim" / "_engine" / "build" / "libkvsim_sim.so"
+    if res.returncode != 0 or not lib.is_file():
+        raise AbError(f"--base {rev}: the engine does not build: "
+                      f"{(res.stderr.decode(errors='replace').strip().splitlines() or ['?'])[-1]}")
+    return lib
+
+
+def run_once(cmd: list[str], lib: Path | None) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one process running ``cmd`` with engine ``lib``."""
+    env = bp.measured_env()
+    if lib is not None:
+        env["KVSIM_ENGINE_LIB"] = str(lib)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    _, status, ru = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise AbError(f"{shlex.join(cmd[1:])}: {(err.strip().splitlines() or ['failed'])[-1]}")
+    return wall, ru.ru_utime + ru.ru_stime
+
+
+def measure(path: Path, preset: str, mode: str, sides: list[tuple[Path | None, list[str]]],
+            rounds: int) -> dict:
+    """Interleaved rounds of both sides on one trace, preset and mode."""
+    cmds = [[*bp._kvsim("simulate", str(path), "--cpu", preset, "--json"),
+             *(["--functional"] if mode == "functional" else []), *args]
+            for _, args in sides]
+    wall: list[list[float]] = [[], []]
+    cpu: list[list[float]] = [[], []]
+    for r in range(rounds):
+        for s in ((0, 1) if r % 2 == 0 else (1, 0)):
+            w, c = run_once(cmds[s], sides[s][0])
+            wall[s].append(w)
+            cpu[s].append(c)
+    out: dict = {}
+    for what, v in (("wall", wall), ("cpu", cpu)):
+        for s, name in ((0, "a"), (1, "b")):
+            out[f"{name}_{what}_median"] = statistics.median(v[s])
+            out[f"{name}_{what}_min"] = min(v[s])
+        out[f"{what}_speedup"] = timing.paired_speedup(v[0], v[1])
+    return out
+
+
+def _ci(sp: dict) -> str:
+    ci = sp["ci95"]
+    return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "[-]"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="ab.py", description=__doc__.splitlines()[0])
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--base", help="side A: the engine of this git revision")
+    g.add_argument("--a-lib", help="side A: this engine library (default: this tree's)")
+    ap.add_argument("--b-lib", help="side B: this engine library (default: this tree's)")
+    ap.add_argument("--a-args", default="", help="side A: more kvsim simulate options")
+    ap.add_argument("--b-args", default="", help="side B: more kvsim simulate options")
+    ap.add_argument("--traces", default=",".join(TRACES), help=f"among {', '.join(TRACES)}")
+    ap.add_argument("--presets", default=",".join(sim.preset_names()))
+    ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--rounds", type=int, default=8, help="rounds (A and B once each)")
+    ap.add_argument("--scale", type=float, default=1.0, help="kvsim bench's trace scale")
+    ap.add_argument("--workdir", default="build/bench-presets", help="where the traces are")
+    ap.add_argument("--out", help="result file")
+    a = ap.parse_args(argv)
+    names = [t for t in a.traces.split(",") if t]
+    modes = [m for m in a.modes.split(",") if m]
+    presets = [p for p in a.presets.split(",") if p]
+    for what, got, known in (("--traces", names, TRACES), ("--modes", modes, MODES),
+                             ("--presets", presets, sim.preset_names())):
+        bad = [x for x in got if x not in known]
+        if bad or not got:
+            print(f"ab.py: error: {what}: {bad[0] if bad else 'none given'}: not one of "
+                  f"{', '.join(known)}", file=sys.stderr)
+            return 2
+    if a.rounds < 1:
+        print(f"ab.py: error: --rounds {a.rounds}: must be >= 1", file=sys.stderr)
+        return 2
+    for opt in ("a_lib", "b_lib"):
+        p = getattr(a, opt)
+        if p and not Path(p).is_file():
+            print(f"ab.py: error: --{opt.replace('_', '-')} {p}: no such file", file=sys.stderr)
+            return 2
+    rows = []
+    try:
+        with tempfile.TemporaryDirectory() as td:
+            lib_a = build_revision(a.base, Path(td)) if a.base else \
+                (Path(a.a_lib) if a.a_lib else None)
+            sides = [(lib_a, shlex.split(a.a_args)),
+                     (Path(a.b_lib) if a.b_lib else None, shlex.split(a.b_args))]
+            found = bp.make_traces(Path(a.workdir), a.scale)[:len(TRACES)]
+            paths = dict(zip(TRACES, (t["path"] for t in found), strict=True))
+            for name in names:
+                for p in presets:
+                    for mode in modes:
+                        row = {"trace": name, "file": paths[name].name, "preset": p,
+                               "mode": mode} | measure(paths[name], p, mode, sides, a.rounds)
+                        rows.append(row)
+                        w, c = row["wall_speedup"], row["cpu_speedup"]
+                        print(f"{name:9s} {p:11s} {mode:10s} wall A {row['a_wall_median']:.3f} "
+                              f"B {row['b_wall_median']:.3f} s: A/B {w['median']:.3f} {_ci(w)} "
+                              f"{w['verdict']}; cpu A/B {c['median']:.3f} {_ci(c)}", flush=True)
+    except (AbError, bp.BenchError) as e:
+        print(f"ab.py: error: {e}", file=sys.stderr)
+        return 1
+    if not a.out:
+        return 0
+    return provenance.publish("ab.py", a.out, {
+        "benchmark": "sim/_engine/bench/ab.py",
+        "command": provenance.scrub_command(["sim/_engine/bench/ab.py",
+                                             *(argv if argv is not None else sys.argv[1:])]),
+        "sides": {"a": {"engine": f"git revision {a.base}" if a.base else a.a_lib or "this tree",
+                        "args": a.a_args},
+                  "b": {"engine": a.b_lib or "this tree", "args": a.b_args}},
+        "rounds": a.rounds,
+        "units": "seconds per whole kvsim simulate process (wall; cpu: every thread's); "
+                 "*_speedup: A / B per round, median, sign-test 95 % interval (ci95), "
+                 "bootstrap 95 % interval",
+        "local": bp.local_description(),
+        "rows": rows,
+    })
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""sim/_engine/bench/ab.py: interleaved rounds of two sides, what it prints is what it
+writes, a side's options and engine reach its processes, and bad input is one line."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+_PATH = Path(__file__).resolve().parents[1] / "_engine" / "bench" / "ab.py"
+_spec = importlib.util.spec_from_file_location("engine_ab", _PATH)
+ab = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ab)
+
+
+def test_rounds_alternate_and_each_side_runs_as_told(tmp_path, monkeypatch):
+    """Side A's options and library reach A's processes, B's reach B's, and the order of
+    the two alternates from round to round."""
+    seen = []
+
+    def fake(cmd, lib):
+        seen.append((cmd, lib))
+        return (2.0, 3.0) if "--threads" in cmd else (1.0, 1.5)  # A twice B's time
+
+    monkeypatch.setattr(ab, "run_once", fake)
+    lib = tmp_path / "a.so"
+    row = ab.measure(Path("t.kvt"), "graviton3", "timed", [(lib, ["--threads", "1"]), (None, [])],
+                     rounds=6)
+    order = ["a" if "--threads" in c else "b" for c, _ in seen]
+    assert order == ["a", "b", "b", "a"] * 3
+    assert all((lb == lib) == ("--threads" in c) for c, lb in seen)
+    tails = {tuple(c[-5:]) if "--threads" in c else tuple(c[-3:]) for c, _ in seen}
+    assert tails == {("--cpu", "graviton3", "--json", "--threads", "1"),
+                     ("--cpu", "graviton3", "--json")}
+    assert row["wall_speedup"]["median"] == 2.0 and row["cpu_speedup"]["median"] == 2.0
+    assert row["wall_speedup"]["verdict"] == "faster"
+    assert row["a_wall_median"] == 2.0 and row["b_cpu_min"] == 1.5
+
+
+def test_small_run_writes_what_it_prints(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    rc = ab.main(["--a-args", "--threads 1", "--traces", "pipeline", "--presets", "graviton3",
+                  "--modes", "functional", "--rounds", "2", "--scale", "0.002",
+                  "--workdir", str(tmp_path / "w"), "--out", str(out)])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    doc = json.loads(out.read_text())
+    assert {"commit", "machine", "date_utc"} <= doc["provenance"].keys()
+    assert doc["sides"]["a"]["args"] == "--threads 1" and doc["rounds"] == 2
+    (row,) = doc["rows"]
+    assert (row["trace"], row["preset"], row["mode"]) == ("pipeline", "graviton3", "functional")
+    assert row["a_wall_min"] > 0 and row["b_cpu_median"] > 0
+    assert row["wall_speedup"]["ci95"] is None  # two rounds: no interval, "within noise"
+    assert row["wall_speedup"]["verdict"] == "within noise"
+    assert f"A/B {row['wall_speedup']['median']:.3f}" in printed
+
+
+@pytest.mark.parametrize("args, what", [
+    (["--traces", "nope"], "--traces: nope"),
+    (["--presets", "no-such-cpu"], "--presets: no-such-cpu"),
+    (["--modes", "fast"], "--modes: fast"),
+    (["--rounds", "0"], "--rounds 0"),
+    (["--a-lib", "/no/such.so"], "--a-lib /no/such.so"),
+    (["--base", "no-such-revision"], "--base no-such-revision"),
+])
+def test_bad_input_one_line_no_file(tmp_path, capsys, args, what):
+    out = tmp_path / "r.json"
+    rest = {"--traces": "pipeline", "--presets": "graviton3", "--rounds": "1",
+            "--scale": "0.002"}
+    for opt in args[::2]:
+        rest.pop(opt, None)
+    rc = ab.main([*args, *(w for kv in rest.items() for w in kv),
+                  "--workdir", str(tmp_path / "w"), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc != 0
+    assert len(err.strip().splitlines()) == 1 and what in err
+    assert not out.exists()
