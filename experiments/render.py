@@ -206,6 +206,39 @@ def render_speed(doc: dict[str, Any]) -> str:
             + _provenance_line(doc, RENDERINGS["speed"].result, "kvsim bench"))
 
 
+@rendering("tlb_thread_choice", "results/sim-tlb-thread-choice.json")
+def render_ab(doc: dict[str, Any]) -> str:
+    """A whole-process A B A B of ``kvsim simulate`` (``sim/_engine/bench/ab.py``), for
+    sim/README.md: per trace and preset, each mode's median wall seconds of both sides and
+    the speedup of B over A, median of the rounds' ratios with its sign-test 95 % interval."""
+    def cell(r: dict[str, Any] | None) -> list[str]:
+        if r is None:
+            return ["-", "-"]
+        sp = r["wall_speedup"]
+        ci = sp["ci95"]
+        said = f"{sp['median']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+        if sp["verdict"] != "faster":
+            said += f", {sp['verdict']}"
+        return [f"{r['a_wall_median']:.2f} → {r['b_wall_median']:.2f}", said]
+
+    by = {(r["trace"], r["preset"], r["mode"]): r for r in doc["rows"]}
+    pairs = list(dict.fromkeys((r["trace"], r["preset"]) for r in doc["rows"]))
+    head = ["trace", "preset", "functional: s, A → B", "speedup [95 % CI]",
+            "timed: s, A → B", "speedup [95 % CI]"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for t, p in pairs:
+        row = [t, p, *cell(by.get((t, p, "functional"))), *cell(by.get((t, p, "timed")))]
+        out.append("| " + " | ".join(row) + " |")
+    a, b = doc["sides"]["a"], doc["sides"]["b"]
+    sides = (f"A: {a['engine']}{' ' + a['args'] if a['args'] else ''}; "
+             f"B: {b['engine']}{' ' + b['args'] if b['args'] else ''}; "
+             f"{doc['rounds']} rounds of each, interleaved, wall time of the whole process.")
+    # shown in sim/README.md: the link goes up to the repository root
+    return "\n".join([*out, "", sides,
+                      _provenance_line(doc, "../" + RENDERINGS["tlb_thread_choice"].result,
+                                       doc.get("command", "sim/_engine/bench/ab.py"))])
+
+
 #: The columns of each validation table the README shows (the JSON holds more).
 _VALIDATION_COLUMNS = {
     "validation": ["row", "set", "predicted", "native [95 % CI]", "native (minimums)",

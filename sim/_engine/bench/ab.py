@@ -1,7 +1,7 @@
 """Whole-process A B A B of ``kvsim simulate`` between two engine builds or two option sets.
 
     .venv/bin/python sim/_engine/bench/ab.py [--base REV | --a-lib LIB] [--b-lib LIB]
-        [--a-args ARGS] [--b-args ARGS] [--traces NAME,...] [--presets P,...]
+        [--a-args ARGS] [--b-args ARGS] [--traces NAME,...] [--presets CPU,...]
         [--modes functional,timed] [--rounds N] [--scale S] [--workdir DIR]
         [--out RESULT.json]
 
@@ -118,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--a-args", default="", help="side A: more kvsim simulate options")
     ap.add_argument("--b-args", default="", help="side B: more kvsim simulate options")
     ap.add_argument("--traces", default=",".join(TRACES), help=f"among {', '.join(TRACES)}")
-    ap.add_argument("--presets", default=",".join(sim.preset_names()))
+    ap.add_argument("--presets", default=",".join(sim.preset_names()),
+                    help="presets, local or CPU files (sim.load_cpu)")
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--rounds", type=int, default=8, help="rounds (A and B once each)")
     ap.add_argument("--scale", type=float, default=1.0, help="kvsim bench's trace scale")
@@ -128,12 +129,18 @@ def main(argv: list[str] | None = None) -> int:
     names = [t for t in a.traces.split(",") if t]
     modes = [m for m in a.modes.split(",") if m]
     presets = [p for p in a.presets.split(",") if p]
-    for what, got, known in (("--traces", names, TRACES), ("--modes", modes, MODES),
-                             ("--presets", presets, sim.preset_names())):
+    for what, got, known in (("--traces", names, TRACES), ("--modes", modes, MODES)):
         bad = [x for x in got if x not in known]
         if bad or not got:
             print(f"ab.py: error: {what}: {bad[0] if bad else 'none given'}: not one of "
                   f"{', '.join(known)}", file=sys.stderr)
+            return 2
+    for p in presets or [""]:
+        try:
+            sim.load_cpu(p)
+        except (sim.ConfigError, OSError, ValueError) as e:
+            print(f"ab.py: error: --presets: {p}: {str(e).splitlines()[0] if str(e) else e}",
+                  file=sys.stderr)
             return 2
     if a.rounds < 1:
         print(f"ab.py: error: --rounds {a.rounds}: must be >= 1", file=sys.stderr)
