@@ -350,12 +350,19 @@ def test_presets_engine_equals_reference(threads):
 
 @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
 @given(doc=cpu_docs(), recs=traces_(), flush=st.booleans(), chunk=st.integers(1, 300),
-       qcap=QCAPS)
-def test_tlb_thread_equals_reference(doc, recs, flush, chunk, qcap):
+       qcap=QCAPS, scatter=st.tuples(st.integers(0, 250), st.integers(0, 250)))
+def test_tlb_thread_equals_reference(doc, recs, flush, chunk, qcap, scatter):
     """A TLB off the common configuration with two threads: the TLB thread translates
-    blocks of records (`qcap` each; 0 = 8192) ahead of the simulation (_engine/tlb.c), and
-    every count is still the reference's."""
+    blocks of records (`qcap` each; 0 = 8192) ahead of the simulation (_engine/tlb.c) for
+    the slices (4 blocks) that follow one missing the DTLB on every other record or more,
+    and every count is still the reference's. The records of one stretch (`scatter`) move
+    each to a page of its own, so that the thread takes slices there and hands the TLB back
+    after it."""
     assume("tlb" in doc)
+    lo, hi = sorted(scatter)
+    idx = np.arange(lo, max(lo, min(hi, len(recs))))
+    idx = idx[recs["kind"][idx] != MARKER]
+    recs["addr"][idx] += (idx.astype(np.uint64) + np.uint64(1)) << np.uint64(20)
     run_both(doc, recs, flush, chunk, qcap, threads=2)
 
 

@@ -174,6 +174,7 @@ def test_walkers_engine_equals_reference(threads):
     cfg.queue_cap = 7 if threads > 1 else 0
     eng = B.Engine(cfg)
     eng.run(rec)
+    assert eng.threads == threads  # the chase misses the DTLB: the thread took its slices
     a = eng.finish()
     eng.close()
     ref = ReferenceSim(cfg)
