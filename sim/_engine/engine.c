@@ -1259,13 +1259,7 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
     s->l1_ips = -1;
     for (uint32_t p = 0; p < cfg->nprefetchers && s->l1_ips < 0; p++)
         if (s->pf[p].ops == &kvsimPrefetchIpStride && s->pf[p].level == 0) s->l1_ips = (int)p;
-    s->l1_ips_alone_below = 0;
-    if (s->l1_ips >= 0) {
-        s->l1_ips_alone_below = UINT32_MAX;
-        for (uint32_t p = 0; p < cfg->nprefetchers; p++)
-            if ((int)p != s->l1_ips && s->pf[p].from < s->l1_ips_alone_below)
-                s->l1_ips_alone_below = s->pf[p].from;
-    }
+    s->l1_ips_alone_below = s->l1_ips >= 0 ? leastFromBut(s, s->l1_ips) : 0;
     if (cfg->swpf_level >= s->n) FAIL("swprefetch.fill: no such cache level");
     if (s->lv[cfg->swpf_level].inclusion == KVSIM_EXCLUSIVE)
         FAIL("swprefetch.fill: cannot prefetch into an exclusive level");

@@ -357,6 +357,16 @@ _Static_assert(QCAP <= SEGCAP && SEGCAP < NOPID, "a record the queues take fits 
 _Static_assert(RK_META == KVSIM_LRU_RANK_MAX_WAYS, "the fingerprint row holds every way");
 _Static_assert(RK_TAGS % 64 == 0 && RK_TAGS - RK_RANK == 16, "one host line of header");
 
+/* The least `from` of the hardware prefetchers but prefetcher p (UINT32_MAX:
+ * none): below it, p is the only one a piece trains (pf_from_rest,
+ * l1_ips_alone_below). */
+static inline uint32_t leastFromBut(const kvsimSim *s, int p) {
+    uint32_t least = UINT32_MAX;
+    for (uint32_t q = 0; q < s->cfg.nprefetchers; q++)
+        if ((int)q != p && s->pf[q].from < least) least = s->pf[q].from;
+    return least;
+}
+
 static inline uint8_t fingerprint(uint64_t line) {
     uint8_t f = (uint8_t)((line * 0x9E3779B97F4A7C15ULL) >> 56);
     return (uint8_t)(f + (f == 0)); /* 1..255; 0 marks an invalid way */

@@ -330,10 +330,7 @@ int engTlbPipeStart(kvsimSim *s) {
         if (s->pf[p].level == 0 && s->pf[p].ops->blind) s->ahead_pf = (int)p;
     if (s->ahead_pf >= 0) {
         const size_t deg = s->pf[s->ahead_pf].cfg.degree;
-        s->pf_from_rest = UINT32_MAX;
-        for (uint32_t p = 0; p < s->cfg.nprefetchers; p++)
-            if ((int)p != s->ahead_pf && s->pf[p].from < s->pf_from_rest)
-                s->pf_from_rest = s->pf[p].from;
+        s->pf_from_rest = leastFromBut(s, s->ahead_pf);
         for (int h = 0; h < 2; h++) {
             P->pn[h] = xcalloc(TLB_CODES, 1);
             P->pc[h] = xcalloc(TLB_CODES * deg, sizeof(uint64_t));
