@@ -183,14 +183,14 @@ def measured_env() -> dict[str, str]:
     return env
 
 
-def whole_process(cmd: list[str]) -> tuple[float, int]:
-    """(wall seconds, peak RSS in KiB) of one process running ``cmd`` in
-    :func:`measured_env`. The peak RSS is the process's own high-water mark when it reports
-    one (:func:`_kvsim_hwm` commands print it), else its ``ru_maxrss``, which on Linux also
-    counts this process's RSS when it started the child."""
-    env = measured_env()
+def run_measured(cmd: list[str], env: dict[str, str] | None = None
+                 ) -> tuple[float, Any, str]:
+    """(wall seconds, resource usage as ``os.wait4`` gives it, stderr) of one process
+    running ``cmd`` in :func:`measured_env` with ``env`` added; a failing process raises
+    :class:`BenchError` with its command and its last line on stderr."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=measured_env() | (env or {}))
     _, status, ru = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -198,6 +198,15 @@ def whole_process(cmd: list[str]) -> tuple[float, int]:
     if proc.returncode != 0:
         lines = [ln for ln in err.strip().splitlines() if not ln.startswith(HWM_TAG)]
         raise BenchError(f"{' '.join(cmd[3:])}: {(lines or ['failed'])[-1]}")
+    return wall, ru, err
+
+
+def whole_process(cmd: list[str]) -> tuple[float, int]:
+    """(wall seconds, peak RSS in KiB) of one process running ``cmd`` in
+    :func:`measured_env`. The peak RSS is the process's own high-water mark when it reports
+    one (:func:`_kvsim_hwm` commands print it), else its ``ru_maxrss``, which on Linux also
+    counts this process's RSS when it started the child."""
+    wall, ru, err = run_measured(cmd)
     hwm = [ln.split()[1] for ln in err.splitlines() if ln.startswith(HWM_TAG)]
     return wall, int(hwm[-1]) if hwm else int(ru.ru_maxrss)
 

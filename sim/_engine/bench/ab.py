@@ -26,13 +26,11 @@ figures with kvsim.provenance (commit, machine, date).
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from kvsim import provenance, sim
@@ -69,16 +67,7 @@ def build_revision(rev: str, into: Path) -> Path:
 
 def run_once(cmd: list[str], lib: Path | None) -> tuple[float, float]:
     """(wall seconds, CPU seconds) of one process running ``cmd`` with engine ``lib``."""
-    env = bp.measured_env()
-    if lib is not None:
-        env["KVSIM_ENGINE_LIB"] = str(lib)
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    _, status, ru = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise AbError(f"{shlex.join(cmd[1:])}: {(err.strip().splitlines() or ['failed'])[-1]}")
+    wall, ru, _ = bp.run_measured(cmd, {"KVSIM_ENGINE_LIB": str(lib)} if lib else None)
     return wall, ru.ru_utime + ru.ru_stime
 
 
