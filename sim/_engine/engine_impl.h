@@ -228,9 +228,11 @@ struct kvsimSim {
      * (a next_line prefetcher fetches it on every L1 miss) and the adjacent
      * line's (adjacent_line).  `tried` and `dropped` count the
      * hardware prefetches since the loop last started and those of them dropped
-     * (it does not look when most were: their lines are not accessed). */
+     * (it does not look when most were: their lines are not accessed); and
+     * above an exclusive level of LRU stamps, the sets victims go to (victims,
+     * engine.c lookVictims). */
     struct {
-        uint32_t next, adjacent;
+        uint32_t next, adjacent, victims;
         uint64_t tried, dropped;
     } look;
     Tlb dtlb, stlb;
@@ -261,6 +263,7 @@ struct kvsimSim {
      * for the slots dram_base .. dram_base + KVSIM_DRAM_SLOTS - 1 */
     uint64_t dram_base;
     uint64_t dram_cal[KVSIM_DRAM_SLOTS / 64];
+    uint64_t dram_recip; /* UINT64_MAX / cfg.dram_xfer_ticks (dramSlot's division) */
     /* the page walkers (cfg.walkers > 0; timing.h walkTime): the tick at which
      * each one is free */
     uint64_t walker_free[KVSIM_MAX_WALKERS];

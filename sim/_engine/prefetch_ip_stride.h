@@ -11,7 +11,7 @@
 
 static inline uint32_t kvsimIpStrideOperate(uint64_t *state, const kvsimPrefetcherConfig *cfg,
                                             uint64_t line, uint32_t key, uint64_t *out) {
-    uint64_t *e = state + 4 * (size_t)(key % cfg->table);
+    uint64_t *e = state + 4 * kvsimTableSlot(key, cfg->table);
     if (e[0] != (uint64_t)key + 1) {
         e[0] = (uint64_t)key + 1;
         e[1] = line;

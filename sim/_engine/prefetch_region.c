@@ -70,7 +70,7 @@ static inline uint32_t rgStep(uint64_t *state, const kvsimPrefetcherConfig *cfg,
     if (miss_only && hit) return 0;
     uint64_t *slot = state + 3 * state[RING];
     if (slot[0] != 0) {
-        uint64_t *p = state + PATTERNS + 2 * (size_t)(slot[1] % cfg->table);
+        uint64_t *p = state + PATTERNS + 2 * kvsimTableSlot(slot[1], cfg->table);
         p[0] = slot[1] + 1;
         p[1] = slot[2];
     }
@@ -78,7 +78,7 @@ static inline uint32_t rgStep(uint64_t *state, const kvsimPrefetcherConfig *cfg,
     slot[1] = key;
     slot[2] = 0;
     state[RING] = (state[RING] + 1) % GENS;
-    const uint64_t *p = state + PATTERNS + 2 * (size_t)(key % cfg->table);
+    const uint64_t *p = state + PATTERNS + 2 * kvsimTableSlot(key, cfg->table);
     if (p[0] != (uint64_t)key + 1 || p[1] == 0) return 0;
     uint32_t n = 0;
     for (int64_t k = 1; k <= WINDOW && n < cfg->degree; k++) {

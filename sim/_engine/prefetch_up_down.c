@@ -30,7 +30,7 @@ static uint32_t udOperate(uint64_t *state, const kvsimPrefetcherConfig *cfg, uin
                           int hit, uint32_t key, uint64_t *out) {
     (void)hit, (void)key;
     const uint64_t region = line >> REGION_SHIFT;
-    uint64_t *e = state + 3 * (size_t)(region % cfg->table);
+    uint64_t *e = state + 3 * kvsimTableSlot(region, cfg->table);
     if (e[0] != region + 1) {
         e[0] = region + 1;
         e[1] = line;

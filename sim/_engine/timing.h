@@ -15,6 +15,7 @@
 #define KVSIM_TIMING_H
 
 #include "engine_impl.h"
+#include "fpmatch.h"
 
 /* --- Timing ------------------------------------------------------------------- */
 
@@ -97,7 +98,7 @@ static __attribute__((noinline)) uint64_t inflightScan(const Level *L, uint64_t 
     uint64_t r = 0;
     uint32_t j = 0;
 #if defined(__SSE4_2__)
-    const __m128i hv = _mm_set1_epi8((char)hb);
+    const __m128i hv = kvsimSplat8((uint8_t)hb);
     for (; j < m; j += 16) { /* mhash is padded to whole groups of 16 */
         uint32_t cand = (uint32_t)_mm_movemask_epi8(
             _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(mh + j)), hv));
@@ -126,7 +127,7 @@ static inline uint64_t inflight(const kvsimSim *s, uint32_t sv, uint64_t line, u
 #if defined(__SSE4_2__)
     /* mhash is padded to whole groups of 16 (kvsimCreate): the last group's
      * bytes past m are masked off, not compared one by one */
-    const __m128i hv = _mm_set1_epi8((char)hb);
+    const __m128i hv = kvsimSplat8((uint8_t)hb);
     for (uint32_t j = 0; j < m; j += 16) {
         uint32_t eq = (uint32_t)_mm_movemask_epi8(
             _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(mh + j)), hv));
@@ -150,7 +151,10 @@ static inline uint64_t inflight(const kvsimSim *s, uint32_t sv, uint64_t line, u
  * with the latest fill; a fill before it does not wait.  Returns the start. */
 static __attribute__((noinline)) uint64_t dramSlot(kvsimSim *s, uint64_t start,
                                                    uint64_t xfer) {
-    uint64_t k = start / xfer;
+    /* k = start / xfer by the reciprocal r = floor((2^64 - 1) / xfer): start r / 2^64
+     * falls short of the quotient by at most one, which the remainder shows */
+    uint64_t k = (uint64_t)(((unsigned __int128)start * s->dram_recip) >> 64);
+    if (start - k * xfer >= xfer) k++;
     if (k < s->dram_base) return start;
     /* the first free slot at or after k, a calendar word (64 slots) at a time;
      * a word's bits past the calendar's end stand for the slots at its start,

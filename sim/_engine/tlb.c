@@ -92,7 +92,7 @@ static inline void tlbTouch(Tlb *t, uint64_t set, uint32_t w) {
     const int8_t r = rk[w];
     uint32_t above = 0;
 #if defined(__SSE4_2__)
-    const __m128i rv = _mm_set1_epi8(r);
+    const __m128i rv = kvsimSplat8((uint8_t)r);
     for (uint32_t g = 0; g < t->fpw; g += 16) {
         __m128i v = _mm_loadu_si128((const __m128i *)(rk + g));
         __m128i gt = _mm_cmpgt_epi8(v, rv); /* padding and invalid ways are -1 */
