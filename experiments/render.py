@@ -206,11 +206,11 @@ def render_speed(doc: dict[str, Any]) -> str:
             + _provenance_line(doc, RENDERINGS["speed"].result, "kvsim bench"))
 
 
-@rendering("tlb_thread_choice", "results/sim-tlb-thread-choice.json")
-def render_ab(doc: dict[str, Any]) -> str:
-    """A whole-process A B A B of ``kvsim simulate`` (``sim/_engine/bench/ab.py``), for
-    sim/README.md: per trace and preset, each mode's median wall seconds of both sides and
-    the speedup of B over A, median of the rounds' ratios with its sign-test 95 % interval."""
+def render_ab(doc: dict[str, Any], result: str) -> str:
+    """A whole-process A B A B of ``kvsim simulate`` (``sim/_engine/bench/ab.py``) written to
+    ``result``, for sim/README.md: per trace and preset, each mode's median wall seconds of
+    both sides and the speedup of B over A, median of the rounds' ratios with its sign-test
+    95 % interval."""
     def cell(r: dict[str, Any] | None) -> list[str]:
         if r is None:
             return ["-", "-"]
@@ -219,12 +219,14 @@ def render_ab(doc: dict[str, Any]) -> str:
         said = f"{sp['median']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
         if sp["verdict"] != "faster":
             said += f", {sp['verdict']}"
+        if sp.get("from_minimums") is not None:
+            said += f"; minimums {sp['from_minimums']:.2f}"
         return [f"{r['a_wall_median']:.2f} → {r['b_wall_median']:.2f}", said]
 
     by = {(r["trace"], r["preset"], r["mode"]): r for r in doc["rows"]}
     pairs = list(dict.fromkeys((r["trace"], r["preset"]) for r in doc["rows"]))
-    head = ["trace", "preset", "functional: s, A → B", "speedup [95 % CI]",
-            "timed: s, A → B", "speedup [95 % CI]"]
+    head = ["trace", "preset", "functional: s, A → B", "speedup [95 % CI]; of minimums",
+            "timed: s, A → B", "speedup [95 % CI]; of minimums"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for t, p in pairs:
         row = [t, p, *cell(by.get((t, p, "functional"))), *cell(by.get((t, p, "timed")))]
@@ -235,8 +237,21 @@ def render_ab(doc: dict[str, Any]) -> str:
              f"{doc['rounds']} rounds of each, interleaved, wall time of the whole process.")
     # shown in sim/README.md: the link goes up to the repository root
     return "\n".join([*out, "", sides,
-                      _provenance_line(doc, "../" + RENDERINGS["tlb_thread_choice"].result,
+                      _provenance_line(doc, "../" + result,
                                        doc.get("command", "sim/_engine/bench/ab.py"))])
+
+
+@rendering("tlb_thread_choice", "results/sim-tlb-thread-choice.json")
+def render_tlb_thread_choice(doc: dict[str, Any]) -> str:
+    """The TLB thread's choice of slices against a thread that takes them all."""
+    return render_ab(doc, RENDERINGS["tlb_thread_choice"].result)
+
+
+@rendering("engine_stalls", "results/sim-engine-stalls.json")
+def render_engine_stalls(doc: dict[str, Any]) -> str:
+    """The engine without its store-forwarding and division stalls, with the victim
+    look-ahead, against the commit before."""
+    return render_ab(doc, RENDERINGS["engine_stalls"].result)
 
 
 #: The columns of each validation table the README shows (the JSON holds more).
