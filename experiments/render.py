@@ -254,6 +254,12 @@ def render_engine_stalls(doc: dict[str, Any]) -> str:
     return render_ab(doc, RENDERINGS["engine_stalls"].result)
 
 
+@rendering("engine_wide_ranks", "results/sim-engine-wide-ranks.json")
+def render_engine_wide_ranks(doc: dict[str, Any]) -> str:
+    """LRU ranks for levels of 17 to 32 ways against their stamps."""
+    return render_ab(doc, RENDERINGS["engine_wide_ranks"].result)
+
+
 #: The columns of each validation table the README shows (the JSON holds more).
 _VALIDATION_COLUMNS = {
     "validation": ["row", "set", "predicted", "native [95 % CI]", "native (minimums)",

@@ -121,7 +121,7 @@ ACC_BODY(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, int kind,
         way = (uint32_t)inv;
     } else {
         way = lay == LAY_RANK    ? kvsimLruRankVictim(b + RK_RANK, L->ways)
-              : lay == LAY_STAMP ? kvsimLruStampVictim(B_STAMPS(L, b), L->ways)
+              : lay == LAY_WIDE ? kvsimLruRank32Victim(B_RANKS32(L, b), L->wmask)
               : L->is_lru ? kvsimLruVictim(&L->pc, (uint32_t)set)
                           : L->pol->victim(&L->pc, (uint32_t)set);
         v = evictT(s, k, set, b, way, lay, incl);

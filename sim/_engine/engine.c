@@ -68,8 +68,9 @@
  *   memo      the last line a level found or installed, so that repeated
  *             accesses to one line skip the set scan.
  *   shape     what the record-by-record path's level access is compiled for
- *             (Level.shape): LRU with recency ranks (<= 16 ways) or with stamps
- *             (17 to 32 ways) and one inclusion mode, or any level; cacheAccess
+ *             (Level.shape): LRU with recency ranks in the fixed RK_* layout
+ *             (<= 16 ways) or after the tags (17 to 32 ways, "wide"), and
+ *             one inclusion mode, or any level; cacheAccess
  *             calls its copy (Level.access).  The L2 of three levels of the
  *             presets' shapes has a copy with the last level's access compiled
  *             in (ACCESS_PAIR).
@@ -136,7 +137,7 @@
  * (runLoop), which prefetches the lower levels' set blocks of the record
  * PREFETCH_DISTANCE ahead, with a next-line or adjacent-line prefetcher
  * those of the neighbour line it will fetch (lookNeighbours), and above an
- * exclusive level of LRU stamps those its victims will go to (lookVictims).  Lookups compare
+ * exclusive wide level those its victims will go to (lookVictims).  Lookups compare
  * 16 fingerprints per SSE instruction; hits are not counted (hit = access - miss) and the phases'
  * access and miss counts come from per-level totals (phaseSync).  Miss buffers
  * are kept sorted by ready tick, so the earliest free one is at hand.
@@ -248,7 +249,7 @@ static inline __attribute__((always_inline)) int64_t translate(kvsimSim *s, uint
 /* --- Caches ----------------------------------------------------------------- */
 
 /* A level's set layout, as the access copies see it (Level.shape, below) */
-enum { LAY_ANY, LAY_RANK, LAY_STAMP };
+enum { LAY_ANY, LAY_RANK, LAY_WIDE };
 
 /* The first candidate way (a fingerprint match, bit c of `cand`) whose full tag
  * is `key`, or -1. */
@@ -286,7 +287,7 @@ static inline __attribute__((always_inline)) void scanSet(const Level *L, uint64
         *inv = empty ? (int64_t)__builtin_ctz(empty) : -1;
         return;
     }
-    if (lay == LAY_STAMP || L->fpw == 32) {
+    if (lay == LAY_WIDE || L->fpw == 32) {
         /* 17..32 ways (the 18- and 26-way last levels): two compares */
         const __m128i fv = kvsimSplat8(f), z = _mm_setzero_si128();
         const __m128i x0 = _mm_loadu_si128((const __m128i *)fp);
@@ -387,8 +388,8 @@ typedef struct Victim {
 /*
  * The access path is compiled once per level shape (Level.shape): `lay` says
  * the level is LRU with recency ranks (LAY_RANK: at most 16 ways, the fixed
- * RK_* block layout) or LRU with stamps (LAY_STAMP: 17 to 32 ways, two rows of
- * 16 fingerprints, the stamps after the tags), `incl` its inclusion mode; both
+ * RK_* block layout) or wide LRU (LAY_WIDE: 17 to 32 ways, two rows of 16
+ * fingerprints, 32 ranks after the tags), `incl` its inclusion mode; both
  * are constants in each copy, so a copy carries neither the layout's offsets it
  * can compute nor the policy and inclusion branches it does not need.
  * SHAPE_ANY (LAY_ANY, incl -1) reads them all from the level, for any
@@ -396,19 +397,19 @@ typedef struct Victim {
  */
 #define INCL(L, incl) ((incl) >= 0 ? (uint32_t)(incl) : (L)->inclusion)
 #define B_META(L, b, lay) \
-    ((b) + ((lay) == LAY_RANK ? RK_META : (lay) == LAY_STAMP ? 32 : (L)->fpw))
+    ((b) + ((lay) == LAY_RANK ? RK_META : (lay) == LAY_WIDE ? 32 : (L)->fpw))
 #define B_STAG(L, b, lay) ((b) + ((lay) == LAY_RANK ? RK_STAG : (L)->soff))
 #define B_TAGS(L, b, lay) ((uint64_t *)((b) + ((lay) == LAY_RANK ? RK_TAGS : (L)->hdr)))
-/* LAY_STAMP: the LRU stamps (policy words) follow the tags */
-#define B_STAMPS(L, b) (B_TAGS(L, b, LAY_STAMP) + (L)->ways)
+/* LAY_WIDE: the 32 LRU ranks follow the tags (Level.roff) */
+#define B_RANKS32(L, b) ((uint8_t *)(B_TAGS(L, b, LAY_WIDE) + (L)->ways))
 
 /* Make way w of (L, set), block b, the most recent (a hit or a fill). */
 static inline __attribute__((always_inline)) void touchWay(Level *L, uint8_t *b, uint64_t set,
                                                            uint32_t w, int fill, const int lay) {
     if (lay == LAY_RANK)
         kvsimLruRankTouch(b + RK_RANK, L->ways, w);
-    else if (lay == LAY_STAMP)
-        B_STAMPS(L, b)[w] = ++L->pc.clock; /* kvsimLruTouch, stamps */
+    else if (lay == LAY_WIDE)
+        kvsimLruRank32Touch(B_RANKS32(L, b), L->ways, w);
     else if (L->is_lru)
         kvsimLruTouch(&L->pc, (uint32_t)set, w);
     else if (fill)
@@ -418,7 +419,7 @@ static inline __attribute__((always_inline)) void touchWay(Level *L, uint8_t *b,
 }
 
 /* invalidateWay in the level's own copy (block b): the policy's on_invalidate
- * inline for LRU (ranks: nothing; stamps: the stamp is zeroed, policy_lru.c). */
+ * inline for LRU (ranks: nothing, policy_lru.c). */
 static inline __attribute__((always_inline)) void invalidateWayT(Level *L, uint8_t *b,
                                                                  uint64_t set, uint32_t way,
                                                                  const int lay) {
@@ -426,9 +427,7 @@ static inline __attribute__((always_inline)) void invalidateWayT(Level *L, uint8
     B_TAGS(L, b, lay)[way] = 0;
     b[way] = 0; /* SET_FP */
     B_META(L, b, lay)[way] = 0;
-    if (lay == LAY_STAMP)
-        B_STAMPS(L, b)[way] = 0;
-    else if (lay == LAY_ANY)
+    if (lay == LAY_ANY)
         L->pol->on_invalidate(&L->pc, (uint32_t)set, way);
 }
 
@@ -478,10 +477,10 @@ static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint
 #define NX_DRAM (-2)
 /* a shape's layout and inclusion (the constants of its copy) */
 #define LAY_OF(sh) \
-    ((sh) >= SHAPE_STAMP_NONINCL ? LAY_STAMP : (sh) >= SHAPE_RANK_NONINCL ? LAY_RANK : LAY_ANY)
+    ((sh) >= SHAPE_WIDE_NONINCL ? LAY_WIDE : (sh) >= SHAPE_RANK_NONINCL ? LAY_RANK : LAY_ANY)
 #define INCL_OF(sh)                                                                       \
-    ((sh) == SHAPE_RANK_INCL || (sh) == SHAPE_STAMP_INCL   ? KVSIM_INCLUSIVE              \
-     : (sh) == SHAPE_RANK_EXCL || (sh) == SHAPE_STAMP_EXCL ? KVSIM_EXCLUSIVE              \
+    ((sh) == SHAPE_RANK_INCL || (sh) == SHAPE_WIDE_INCL   ? KVSIM_INCLUSIVE              \
+     : (sh) == SHAPE_RANK_EXCL || (sh) == SHAPE_WIDE_EXCL ? KVSIM_EXCLUSIVE              \
      : (sh) == SHAPE_ANY                                   ? -1                           \
                                                            : KVSIM_NON_INCLUSIVE)
 
@@ -505,9 +504,9 @@ ACCESS_COPY(accessAny, LAY_ANY, -1)
 ACCESS_COPY(accessRankNonIncl, LAY_RANK, KVSIM_NON_INCLUSIVE)
 ACCESS_COPY(accessRankIncl, LAY_RANK, KVSIM_INCLUSIVE)
 ACCESS_COPY(accessRankExcl, LAY_RANK, KVSIM_EXCLUSIVE)
-ACCESS_COPY(accessStampNonIncl, LAY_STAMP, KVSIM_NON_INCLUSIVE)
-ACCESS_COPY(accessStampIncl, LAY_STAMP, KVSIM_INCLUSIVE)
-ACCESS_COPY(accessStampExcl, LAY_STAMP, KVSIM_EXCLUSIVE)
+ACCESS_COPY(accessWideNonIncl, LAY_WIDE, KVSIM_NON_INCLUSIVE)
+ACCESS_COPY(accessWideIncl, LAY_WIDE, KVSIM_INCLUSIVE)
+ACCESS_COPY(accessWideExcl, LAY_WIDE, KVSIM_EXCLUSIVE)
 
 /* The L2 of a three-level hierarchy, with its last level compiled in (nx):
  * the pairs of shapes of the presets (an inclusive L2 above an exclusive last
@@ -523,9 +522,9 @@ ACCESS_COPY(accessStampExcl, LAY_STAMP, KVSIM_EXCLUSIVE)
                                INCL_OF(sh2), 1, sh3);                                        \
     }
 ACCESS_PAIR(accessRankInclRankExcl, SHAPE_RANK_INCL, SHAPE_RANK_EXCL)
-ACCESS_PAIR(accessRankInclStampNonIncl, SHAPE_RANK_INCL, SHAPE_STAMP_NONINCL)
-ACCESS_PAIR(accessRankInclStampExcl, SHAPE_RANK_INCL, SHAPE_STAMP_EXCL)
-ACCESS_PAIR(accessRankNonInclStampNonIncl, SHAPE_RANK_NONINCL, SHAPE_STAMP_NONINCL)
+ACCESS_PAIR(accessRankInclWideNonIncl, SHAPE_RANK_INCL, SHAPE_WIDE_NONINCL)
+ACCESS_PAIR(accessRankInclWideExcl, SHAPE_RANK_INCL, SHAPE_WIDE_EXCL)
+ACCESS_PAIR(accessRankNonInclWideNonIncl, SHAPE_RANK_NONINCL, SHAPE_WIDE_NONINCL)
 ACCESS_PAIR(accessRankNonInclRankNonIncl, SHAPE_RANK_NONINCL, SHAPE_RANK_NONINCL)
 
 /* The copy of level 1 with level 2, the last, compiled in, for these shapes
@@ -533,10 +532,10 @@ ACCESS_PAIR(accessRankNonInclRankNonIncl, SHAPE_RANK_NONINCL, SHAPE_RANK_NONINCL
 static uint32_t (*accessPair(int sh2, int sh3))(kvsimSim *, uint32_t, uint64_t, int, uint8_t,
                                                  int, uint32_t, int *) {
     if (sh2 == SHAPE_RANK_INCL && sh3 == SHAPE_RANK_EXCL) return accessRankInclRankExcl;
-    if (sh2 == SHAPE_RANK_INCL && sh3 == SHAPE_STAMP_NONINCL) return accessRankInclStampNonIncl;
-    if (sh2 == SHAPE_RANK_INCL && sh3 == SHAPE_STAMP_EXCL) return accessRankInclStampExcl;
-    if (sh2 == SHAPE_RANK_NONINCL && sh3 == SHAPE_STAMP_NONINCL)
-        return accessRankNonInclStampNonIncl;
+    if (sh2 == SHAPE_RANK_INCL && sh3 == SHAPE_WIDE_NONINCL) return accessRankInclWideNonIncl;
+    if (sh2 == SHAPE_RANK_INCL && sh3 == SHAPE_WIDE_EXCL) return accessRankInclWideExcl;
+    if (sh2 == SHAPE_RANK_NONINCL && sh3 == SHAPE_WIDE_NONINCL)
+        return accessRankNonInclWideNonIncl;
     if (sh2 == SHAPE_RANK_NONINCL && sh3 == SHAPE_RANK_NONINCL)
         return accessRankNonInclRankNonIncl;
     return NULL;
@@ -911,11 +910,11 @@ static __attribute__((noinline)) void lookNeighbours(const kvsimSim *s, uint64_t
  * the dirty ones).  From L1 down, while the line is not (by its fingerprint) in
  * level k and k's set is full: k's least recent way is the victim; where it goes
  * below, its set block there is prefetched.  Only for levels of LRU ranks, and
- * only above an exclusive level of LRU stamps (s->look.victims), which takes
- * every victim into a block of up to six host lines: measured A B A B on the
- * presets, the look gains 8-25 % there (graviton4's SLC) and costs up to 8 %
- * above an exclusive level of ranks (three lines, which the host's caches
- * hold more often) or a level that takes dirty victims alone; a guess (the set may change before the record's turn), never a change of state.
+ * only above an exclusive wide level (s->look.victims), which takes every
+ * victim: measured A B A B on the presets, the look gains 8-25 % there
+ * (graviton4's 18-way SLC) and costs up to 8 % above an exclusive level of at
+ * most 16 ways (graviton3, epyc-7713) or a level that takes dirty victims
+ * alone; a guess (the set may change before the record's turn), never a change of state.
  * Called VICTIM_DISTANCE records ahead, after the record's own set blocks were
  * prefetched PREFETCH_DISTANCE ahead, so that level k's block is at hand. */
 static __attribute__((noinline)) void lookVictims(const kvsimSim *s, uint64_t la) {
@@ -1203,10 +1202,10 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
             L->shape = c->inclusion == KVSIM_INCLUSIVE   ? SHAPE_RANK_INCL
                        : c->inclusion == KVSIM_EXCLUSIVE ? SHAPE_RANK_EXCL
                                                          : SHAPE_RANK_NONINCL;
-        else if (L->is_lru && c->ways <= 32) /* stamps, two rows of fingerprints */
-            L->shape = c->inclusion == KVSIM_INCLUSIVE   ? SHAPE_STAMP_INCL
-                       : c->inclusion == KVSIM_EXCLUSIVE ? SHAPE_STAMP_EXCL
-                                                         : SHAPE_STAMP_NONINCL;
+        else if (L->is_lru && c->ways <= KVSIM_LRU_RANK32_MAX_WAYS) /* two rows of each */
+            L->shape = c->inclusion == KVSIM_INCLUSIVE   ? SHAPE_WIDE_INCL
+                       : c->inclusion == KVSIM_EXCLUSIVE ? SHAPE_WIDE_EXCL
+                                                         : SHAPE_WIDE_NONINCL;
         {
             static uint32_t (*const copy[])(kvsimSim *, uint32_t, uint64_t, int, uint8_t, int,
                                             uint32_t, int *) = {
@@ -1214,9 +1213,9 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
                 [SHAPE_RANK_NONINCL] = accessRankNonIncl,
                 [SHAPE_RANK_INCL] = accessRankIncl,
                 [SHAPE_RANK_EXCL] = accessRankExcl,
-                [SHAPE_STAMP_NONINCL] = accessStampNonIncl,
-                [SHAPE_STAMP_INCL] = accessStampIncl,
-                [SHAPE_STAMP_EXCL] = accessStampExcl,
+                [SHAPE_WIDE_NONINCL] = accessWideNonIncl,
+                [SHAPE_WIDE_INCL] = accessWideIncl,
+                [SHAPE_WIDE_EXCL] = accessWideExcl,
             };
             L->access = copy[L->shape];
         }
@@ -1226,6 +1225,12 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
             L->soff = RK_STAG;
             L->hdr = RK_TAGS;
             L->stride = (L->hdr + (uint64_t)c->ways * 8 + 63) & ~(uint64_t)63;
+        } else if (L->is_lru && c->ways <= KVSIM_LRU_RANK32_MAX_WAYS) {
+            /* wide: the generic layout with 32 rank bytes for the policy words */
+            L->soff = L->fpw + c->ways;
+            L->hdr = (L->fpw + 2 * c->ways + 7) & ~7u;
+            L->roff = L->hdr + c->ways * 8;
+            L->stride = (L->roff + 32 + 63) & ~(uint64_t)63;
         } else {
             L->soff = L->fpw + c->ways;
             L->hdr = (L->fpw + 2 * c->ways + 7) & ~7u;
@@ -1264,7 +1269,7 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
     s->dram_recip = cfg->dram_xfer_ticks ? UINT64_MAX / cfg->dram_xfer_ticks : 0;
     s->fast = !cfg->tlb && cfg->nprefetchers == 0;
     for (uint32_t k = 0; k < s->n; k++)
-        if (!s->lv[k].roff || s->lv[k].inclusion != KVSIM_NON_INCLUSIVE) s->fast = 0;
+        if (s->lv[k].roff != RK_RANK || s->lv[k].inclusion != KVSIM_NON_INCLUSIVE) s->fast = 0;
     if (cfg->queue_cap && (cfg->queue_cap < 2 || cfg->queue_cap > QCAP))
         FAIL("queue_cap: must be 2..%d (0 = default)", QCAP);
     s->qcap = cfg->queue_cap ? cfg->queue_cap : QCAP;
@@ -1300,7 +1305,7 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
         if (s->pf[p].ops == &kvsimPrefetchAdjacentLine) s->look.adjacent = 1;
     }
     for (uint32_t k = 1; k < s->n; k++) {
-        if (s->lv[k].shape == SHAPE_STAMP_EXCL && s->lv[k - 1].roff == RK_RANK)
+        if (s->lv[k].shape == SHAPE_WIDE_EXCL && s->lv[k - 1].roff == RK_RANK)
             s->look.victims = 1;
     }
     s->pf_from_rest = s->pf_from;

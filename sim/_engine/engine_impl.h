@@ -51,7 +51,8 @@ typedef struct Level {
     uint64_t stride; /* bytes per set block, a multiple of 64 */
     uint32_t ways, wmask; /* wmask: one bit per way (ways <= 32) */
     uint32_t hdr;    /* bytes before the tags: fingerprints, meta, stag, padding */
-    uint32_t roff;   /* LRU ranks (<= 16 ways): their offset (RK_RANK), else 0 */
+    uint32_t roff;   /* LRU ranks: their offset (RK_RANK up to 16 ways; after the tags up
+                      * to 32), else 0 */
     uint32_t soff;   /* offset of the structure tags in the set block */
     kvsimLevelStats *ls; /* this level's counters in s->st (follows warm-up switches) */
     /* every access and miss here, warm-up included; the phase statistics get the
@@ -85,15 +86,16 @@ typedef struct Level {
 } Level;
 
 /* Level shapes: LRU with recency ranks (<= 16 ways, the RK_* layout) or with
- * stamps (17 to 32 ways), each with each inclusion mode, or any other level. */
+ * ranks after the tags (17 to 32 ways, "wide"), each with each inclusion mode, or any
+ * other level. */
 enum {
     SHAPE_ANY,
     SHAPE_RANK_NONINCL,
     SHAPE_RANK_INCL,
     SHAPE_RANK_EXCL,
-    SHAPE_STAMP_NONINCL,
-    SHAPE_STAMP_INCL,
-    SHAPE_STAMP_EXCL
+    SHAPE_WIDE_NONINCL,
+    SHAPE_WIDE_INCL,
+    SHAPE_WIDE_EXCL
 };
 
 typedef struct Tlb {
@@ -229,7 +231,7 @@ struct kvsimSim {
      * line's (adjacent_line).  `tried` and `dropped` count the
      * hardware prefetches since the loop last started and those of them dropped
      * (it does not look when most were: their lines are not accessed); and
-     * above an exclusive level of LRU stamps, the sets victims go to (victims,
+     * above an exclusive wide level, the sets victims go to (victims,
      * engine.c lookVictims). */
     struct {
         uint32_t next, adjacent, victims;

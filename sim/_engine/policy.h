@@ -33,8 +33,9 @@ typedef struct kvsimPolicyCtx {
     uint64_t clock;  /* monotonically increasing access counter */
     uint64_t fills;  /* fills so far (BRRIP's bimodal throttle) */
     uint64_t rng;    /* xorshift64* state (random policy) */
-    /* LRU with at most 16 ways keeps a recency rank per way instead of stamps: 16
-     * bytes inside each set's block (`rank + set * rstride`), NULL otherwise */
+    /* LRU with at most 32 ways keeps a recency rank per way instead of stamps: 16
+     * bytes (up to 16 ways) or 32 inside each set's block (`rank + set * rstride`),
+     * NULL otherwise */
     uint8_t *rank;
     uint64_t rstride; /* bytes from one set's ranks to the next set's */
 } kvsimPolicyCtx;

@@ -5,15 +5,16 @@
  *
  * True LRU, in one of two representations chosen at creation:
  *
- *  * ways <= 16 (p->rank != NULL): a recency rank per way, one byte each, 16
- *    bytes per set inside the set's block.  The ranks are a permutation of
+ *  * ways <= 32 (p->rank != NULL): a recency rank per way, one byte each, 16
+ *    bytes per set inside the set's block for up to 16 ways, 32 for 17 to 32
+ *    (touched and searched in two halves of 16).  The ranks are a permutation of
  *    0..ways-1 (initially rank[w] = w); touching way w lowers by one every rank
  *    above w's and gives w the top rank ways-1 (one SSE compare, add and blend);
  *    the victim is the way of rank 0 (one compare).  A valid line has been
  *    touched since it became valid, so among the valid ways the ranks order the
  *    lines by their last access: the same order as the stamps below, which is
  *    what the victim choice and the final flush's age order depend on.
- *  * more ways: per-line timestamps: every access (hit or fill) stamps the line
+ *  * more ways (p->rank == NULL): per-line timestamps: every access (hit or fill) stamps the line
  *    with ++clock; the victim is the way with the smallest stamp.  Stamps are
  *    unique, so the order is total and equals DineroIV's LRU stack (where a hit,
  *    read or write, moves the block to the top).  O(1) per access, O(ways) per
@@ -29,13 +30,15 @@
 #include <nmmintrin.h>
 #endif
 
-#define KVSIM_LRU_RANK_MAX_WAYS 16
+#define KVSIM_LRU_RANK_MAX_WAYS 16   /* one row of 16 ranks */
+#define KVSIM_LRU_RANK32_MAX_WAYS 32 /* two rows */
 #define KVSIM_RANK(p, set) ((p)->rank + (uint64_t)(set) * (p)->rstride)
 
-/* Rank representation (p->rank != NULL, ways <= 16). */
+/* Rank representation (p->rank != NULL, ways <= 32): the rows' padding is 0. */
 static inline void kvsimLruRankInit(kvsimPolicyCtx *p, uint32_t set) {
     uint8_t *rk = KVSIM_RANK(p, set);
-    for (uint32_t w = 0; w < 16; w++) rk[w] = (uint8_t)(w < p->ways ? w : 0);
+    const uint32_t row = p->ways <= KVSIM_LRU_RANK_MAX_WAYS ? 16 : 32;
+    for (uint32_t w = 0; w < row; w++) rk[w] = (uint8_t)(w < p->ways ? w : 0);
 }
 
 static inline __attribute__((always_inline)) void kvsimLruRankTouch(uint8_t *rk, uint32_t ways,
@@ -77,9 +80,55 @@ static inline uint32_t kvsimLruRankVictim(const uint8_t *rk, uint32_t ways) {
     return kvsimLruRankVictimMask(rk, (1u << ways) - 1);
 }
 
+/* 17 to 32 ways: the same two operations on two rows of 16 ranks (ranks stay
+ * below 32, so the signed byte compare is exact). */
+static inline __attribute__((always_inline)) void kvsimLruRank32Touch(uint8_t *rk, uint32_t ways,
+                                                                      uint32_t way) {
+#if defined(__SSE4_2__)
+    const __m128i z = _mm_setzero_si128();
+    const __m128i old = _mm_shuffle_epi8(_mm_cvtsi32_si128(rk[way]), z);
+    const __m128i top = _mm_shuffle_epi8(_mm_cvtsi32_si128((int)(ways - 1)), z);
+    const __m128i iota = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m128i wv = _mm_shuffle_epi8(_mm_cvtsi32_si128((int)way), z);
+    for (uint32_t h = 0; h < 32; h += 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(rk + h));
+        x = _mm_add_epi8(x, _mm_cmpgt_epi8(x, old)); /* ranks above old: -1 */
+        const __m128i at = _mm_cmpeq_epi8(_mm_add_epi8(iota, _mm_set1_epi8((char)h)), wv);
+        _mm_storeu_si128((__m128i *)(rk + h), _mm_blendv_epi8(x, top, at));
+    }
+#else
+    const uint8_t old = rk[way];
+    for (uint32_t w = 0; w < ways; w++) rk[w] = (uint8_t)(rk[w] - (rk[w] > old));
+    rk[way] = (uint8_t)(ways - 1);
+#endif
+}
+
+static inline __attribute__((always_inline)) uint32_t kvsimLruRank32Victim(const uint8_t *rk,
+                                                                           uint32_t wmask) {
+#if defined(__SSE4_2__)
+    const __m128i z = _mm_setzero_si128();
+    const uint32_t m =
+        (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)rk), z)) |
+        (uint32_t)_mm_movemask_epi8(
+            _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(rk + 16)), z)) << 16;
+    return (uint32_t)__builtin_ctz(m & wmask);
+#else
+    for (uint32_t w = 0; w < 32; w++)
+        if (((wmask >> w) & 1) && rk[w] == 0) return w;
+    return 0;
+#endif
+}
+
+static inline uint32_t kvsimWaysMask(uint32_t ways) {
+    return ways >= 32 ? ~0u : (1u << ways) - 1;
+}
+
 static inline void kvsimLruTouch(kvsimPolicyCtx *p, uint32_t set, uint32_t way) {
     if (p->rank) {
-        kvsimLruRankTouch(KVSIM_RANK(p, set), p->ways, way);
+        if (p->ways <= KVSIM_LRU_RANK_MAX_WAYS)
+            kvsimLruRankTouch(KVSIM_RANK(p, set), p->ways, way);
+        else
+            kvsimLruRank32Touch(KVSIM_RANK(p, set), p->ways, way);
         return;
     }
     KVSIM_PLINE(p, set)[way] = ++p->clock;
@@ -117,7 +166,10 @@ static inline __attribute__((always_inline)) uint32_t kvsimLruStampVictim(const 
 }
 
 static inline uint32_t kvsimLruVictim(kvsimPolicyCtx *p, uint32_t set) {
-    if (p->rank) return kvsimLruRankVictim(KVSIM_RANK(p, set), p->ways);
+    if (p->rank)
+        return p->ways <= KVSIM_LRU_RANK_MAX_WAYS
+                   ? kvsimLruRankVictim(KVSIM_RANK(p, set), p->ways)
+                   : kvsimLruRank32Victim(KVSIM_RANK(p, set), kvsimWaysMask(p->ways));
     return kvsimLruStampVictim(KVSIM_PLINE(p, set), p->ways);
 }
 

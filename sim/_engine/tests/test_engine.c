@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../engine.h"
+#include "../policy_lru.h"
 #include "check.h"
 
 static uint64_t rng = 88172645463325252ULL;
@@ -26,6 +27,39 @@ static uint64_t sum(const uint64_t *a, size_t n) {
     uint64_t t = 0;
     for (size_t i = 0; i < n; i++) t += a[i];
     return t;
+}
+
+/* LRU ranks of 17 to 32 ways (policy_lru.h) against a recency list: after
+ * every touch the victim is the least recently touched way (the ways start in
+ * order 0, 1, ... from the least recent, as the initial ranks say), the ranks
+ * stay a permutation and the row's padding stays 0. */
+static void testRank32(void) {
+    const uint32_t wayss[] = {17, 18, 26, 31, 32};
+    for (size_t t = 0; t < sizeof wayss / sizeof wayss[0]; t++) {
+        const uint32_t ways = wayss[t];
+        uint8_t row[32];
+        uint32_t order[32]; /* order[0]: the least recent way */
+        kvsimPolicyCtx p;
+        memset(&p, 0, sizeof p);
+        p.ways = ways;
+        p.rank = row;
+        p.rstride = sizeof row;
+        kvsimLruRankInit(&p, 0);
+        for (uint32_t w = 0; w < ways; w++) order[w] = w;
+        for (int i = 0; i < 20000; i++) {
+            const uint32_t way = (uint32_t)(next() % ways);
+            kvsimLruTouch(&p, 0, way);
+            uint32_t j = 0;
+            while (order[j] != way) j++;
+            memmove(order + j, order + j + 1, (ways - 1 - j) * sizeof order[0]);
+            order[ways - 1] = way;
+            CHECK(kvsimLruVictim(&p, 0) == order[0]);
+            uint32_t seen = 0;
+            for (uint32_t w = 0; w < ways; w++) seen |= 1u << row[w];
+            CHECK(seen == kvsimWaysMask(ways));
+            for (uint32_t w = ways; w < 32; w++) CHECK(row[w] == 0);
+        }
+    }
 }
 
 static void run(const char *policy, uint32_t inclusion, int timing, int tlb, int pf) {
@@ -271,6 +305,7 @@ static void testThreads(void) {
 
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--seed") == 0) rng = strtoull(argv[2], NULL, 10) | 1;
+    testRank32();
     testThreads();
     testTlbThreadChoice();
     if (argc == 2 && strcmp(argv[1], "--threads-only") == 0) {
