@@ -1194,7 +1194,7 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
         L->inclusion = c->inclusion;
         L->mshrs = cfg->timing ? c->mshrs : 0;
         L->set_mask = c->sets - 1;
-        L->wmask = c->ways >= 32 ? ~0u : (1u << c->ways) - 1;
+        L->wmask = kvsimWaysMask(c->ways);
         L->ls = &s->stats.level[k];
         L->fpw = (c->ways + 15) & ~15u;
         L->shape = SHAPE_ANY;
@@ -1219,22 +1219,19 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
             };
             L->access = copy[L->shape];
         }
-        if (L->is_lru && c->ways <= KVSIM_LRU_RANK_MAX_WAYS) {
+        if (LAY_OF(L->shape) == LAY_RANK) {
             /* the fixed layout of RK_*: no per-line policy words */
             L->roff = RK_RANK;
             L->soff = RK_STAG;
             L->hdr = RK_TAGS;
             L->stride = (L->hdr + (uint64_t)c->ways * 8 + 63) & ~(uint64_t)63;
-        } else if (L->is_lru && c->ways <= KVSIM_LRU_RANK32_MAX_WAYS) {
-            /* wide: the generic layout with 32 rank bytes for the policy words */
-            L->soff = L->fpw + c->ways;
-            L->hdr = (L->fpw + 2 * c->ways + 7) & ~7u;
-            L->roff = L->hdr + c->ways * 8;
-            L->stride = (L->roff + 32 + 63) & ~(uint64_t)63;
         } else {
             L->soff = L->fpw + c->ways;
             L->hdr = (L->fpw + 2 * c->ways + 7) & ~7u;
-            L->stride = (L->hdr + (uint64_t)c->ways * 16 + 63) & ~(uint64_t)63;
+            /* the policy words after the tags: a wide level's 32 ranks, or a word per way */
+            if (LAY_OF(L->shape) == LAY_WIDE) L->roff = L->hdr + c->ways * 8;
+            const uint64_t pol = L->roff ? 32 : (uint64_t)c->ways * 8;
+            L->stride = (L->hdr + (uint64_t)c->ways * 8 + pol + 63) & ~(uint64_t)63;
         }
         L->blk = bigAlloc(c->sets, L->stride);
         L->nlines = (uint32_t)(L->stride / 64);

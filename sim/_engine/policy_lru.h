@@ -34,11 +34,30 @@
 #define KVSIM_LRU_RANK32_MAX_WAYS 32 /* two rows */
 #define KVSIM_RANK(p, set) ((p)->rank + (uint64_t)(set) * (p)->rstride)
 
+/* One bit per way, for ways <= 32. */
+static inline uint32_t kvsimWaysMask(uint32_t ways) {
+    return ways >= 32 ? ~0u : (1u << ways) - 1;
+}
+
 /* Rank representation (p->rank != NULL, ways <= 32): the rows' padding is 0. */
 static inline void kvsimLruRankInit(kvsimPolicyCtx *p, uint32_t set) {
     uint8_t *rk = KVSIM_RANK(p, set);
     const uint32_t row = p->ways <= KVSIM_LRU_RANK_MAX_WAYS ? 16 : 32;
     for (uint32_t w = 0; w < row; w++) rk[w] = (uint8_t)(w < p->ways ? w : 0);
+}
+
+/* The portable touch and victim search, for any row width (the SSE paths below
+ * take one row or two). */
+static inline void kvsimLruRankTouchScalar(uint8_t *rk, uint32_t ways, uint32_t way) {
+    const uint8_t old = rk[way];
+    for (uint32_t w = 0; w < ways; w++) rk[w] = (uint8_t)(rk[w] - (rk[w] > old));
+    rk[way] = (uint8_t)(ways - 1);
+}
+
+static inline uint32_t kvsimLruRankVictimScalar(const uint8_t *rk, uint32_t wmask) {
+    for (uint32_t w = 0; wmask >> w; w++)
+        if (((wmask >> w) & 1) && rk[w] == 0) return w;
+    return 0;
 }
 
 static inline __attribute__((always_inline)) void kvsimLruRankTouch(uint8_t *rk, uint32_t ways,
@@ -56,9 +75,7 @@ static inline __attribute__((always_inline)) void kvsimLruRankTouch(uint8_t *rk,
     x = _mm_blendv_epi8(x, top, _mm_cmpeq_epi8(iota, wv));
     _mm_storeu_si128((__m128i *)rk, x);
 #else
-    const uint8_t old = rk[way];
-    for (uint32_t w = 0; w < ways; w++) rk[w] = (uint8_t)(rk[w] - (rk[w] > old));
-    rk[way] = (uint8_t)(ways - 1);
+    kvsimLruRankTouchScalar(rk, ways, way);
 #endif
 }
 
@@ -70,9 +87,7 @@ static inline __attribute__((always_inline)) uint32_t kvsimLruRankVictimMask(con
     uint32_t m = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_setzero_si128()));
     return (uint32_t)__builtin_ctz(m & wmask);
 #else
-    for (uint32_t w = 0; wmask >> w; w++)
-        if (((wmask >> w) & 1) && rk[w] == 0) return w;
-    return 0;
+    return kvsimLruRankVictimScalar(rk, wmask);
 #endif
 }
 
@@ -97,9 +112,7 @@ static inline __attribute__((always_inline)) void kvsimLruRank32Touch(uint8_t *r
         _mm_storeu_si128((__m128i *)(rk + h), _mm_blendv_epi8(x, top, at));
     }
 #else
-    const uint8_t old = rk[way];
-    for (uint32_t w = 0; w < ways; w++) rk[w] = (uint8_t)(rk[w] - (rk[w] > old));
-    rk[way] = (uint8_t)(ways - 1);
+    kvsimLruRankTouchScalar(rk, ways, way);
 #endif
 }
 
@@ -113,14 +126,8 @@ static inline __attribute__((always_inline)) uint32_t kvsimLruRank32Victim(const
             _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(rk + 16)), z)) << 16;
     return (uint32_t)__builtin_ctz(m & wmask);
 #else
-    for (uint32_t w = 0; w < 32; w++)
-        if (((wmask >> w) & 1) && rk[w] == 0) return w;
-    return 0;
+    return kvsimLruRankVictimScalar(rk, wmask);
 #endif
-}
-
-static inline uint32_t kvsimWaysMask(uint32_t ways) {
-    return ways >= 32 ? ~0u : (1u << ways) - 1;
 }
 
 static inline void kvsimLruTouch(kvsimPolicyCtx *p, uint32_t set, uint32_t way) {
