@@ -479,10 +479,10 @@ static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint
 #define LAY_OF(sh) \
     ((sh) >= SHAPE_WIDE_NONINCL ? LAY_WIDE : (sh) >= SHAPE_RANK_NONINCL ? LAY_RANK : LAY_ANY)
 #define INCL_OF(sh)                                                                       \
-    ((sh) == SHAPE_RANK_INCL || (sh) == SHAPE_WIDE_INCL   ? KVSIM_INCLUSIVE              \
-     : (sh) == SHAPE_RANK_EXCL || (sh) == SHAPE_WIDE_EXCL ? KVSIM_EXCLUSIVE              \
-     : (sh) == SHAPE_ANY                                   ? -1                           \
-                                                           : KVSIM_NON_INCLUSIVE)
+    ((sh) == SHAPE_RANK_INCL || (sh) == SHAPE_WIDE_INCL   ? KVSIM_INCLUSIVE               \
+     : (sh) == SHAPE_RANK_EXCL || (sh) == SHAPE_WIDE_EXCL ? KVSIM_EXCLUSIVE               \
+     : (sh) == SHAPE_ANY                                  ? -1                            \
+                                                          : KVSIM_NON_INCLUSIVE)
 
 #define ACC_LAST 1
 #include "access_body.h" /* lastAccessBody: the copy of a last level */

@@ -1,5 +1,5 @@
 /*
- * policy_lru.c -- true LRU (ranks for <= 16 ways, else timestamps); the
+ * policy_lru.c -- true LRU (ranks for <= 32 ways, else timestamps); the
  * operations are in policy_lru.h so that the engine can inline them.
  * Invalidation zeroes a stamp (ranks stay: an invalid way is refilled, and so
  * touched, before the engine asks for a victim).
