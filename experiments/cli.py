@@ -368,8 +368,10 @@ def simulate(trace_path, cpus_, functional, engine, gem5_path, threads, warmup, 
             who = f"{cpu}: " if len(results) > 1 else ""
             _warn(f"{who}--threads {threads}: ran on {res['engine_threads']} (the compiled "
                   "engine shares its work between threads only with every level LRU and "
-                  "non-inclusive, no TLB and no hardware prefetchers; otherwise a TLB runs on "
-                  "a second thread where most records miss the DTLB; see sim/README.md)")
+                  "non-inclusive, no TLB and no hardware prefetchers; otherwise, counting "
+                  "only (--functional), a last level that is not inclusive runs on a second "
+                  "thread, and a TLB runs on another where most records miss the DTLB; see "
+                  "sim/README.md)")
     if len(results) == 1:  # one --cpu: one result, as it always was
         res = results[0]
         if as_json:

@@ -97,11 +97,12 @@ def simulate(
     DineroIV does (the write-back counts include it; ``writebacks_flush`` says how many).
     page_size: 4096 or 2 MiB, overriding the preset's ``[tlb] page_size`` for this run.
     threads: 1-8 threads for the compiled engine's common configuration (every level LRU
-    and non-inclusive, no TLB or hardware prefetchers); other configurations with a TLB (the
-    presets) run it on a second thread when threads >= 2, for the slices of records whose
-    translations are costly (sim/README.md), the rest use one; the results are identical
-    for any number, only the wall time changes. The result's ``engine_threads`` says how
-    many ran.
+    and non-inclusive, no TLB or hardware prefetchers). Other configurations (the presets):
+    counting only (``functional``), a last of three levels that is not inclusive runs on a
+    second thread when threads >= 2; a TLB runs on a thread of its own when threads >= 2
+    (>= 3 beside the last level's), for the slices of records whose translations are costly
+    (sim/README.md). The results are identical for any number, only the wall time changes.
+    The result's ``engine_threads`` says how many ran.
     progress: called after each chunk with the number of records it held (for example a
     tqdm bar's ``update``); None by default.
     decode: ``"compiled"`` (default): a trace reader's chunks are checked and decoded in

@@ -29,14 +29,19 @@
 static inline __attribute__((always_inline)) uint32_t
 ACC_BELOW(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, int kind,
             int *dirty_up, const int nx) {
-    if (nx == NX_DRAM || (nx == NX_ANY && k + 1 == s->n)) {
+    if (nx == NX_DRAM || nx == NX_OWN || (nx == NX_ANY && k + 1 == s->n)) {
+        kvsimStats *const st = nx == NX_OWN ? s->lv[k].wst : s->st;
         if (op == OP_READ)
-            s->st->dram_reads++;
+            st->dram_reads++;
         else
-            s->st->dram_writes++;
+            st->dram_writes++;
         return s->n;
     }
     if (nx == NX_ANY) return cacheAccess(s, k + 1, line, op, stag, kind, 0, dirty_up);
+    if (nx == NX_QUEUE) { /* to the last level's thread (lower.c): served below k */
+        lowerPush(s, line, op, stag, kind, 0);
+        return k + 1;
+    }
 #if ACC_LAST
     return s->n; /* not reached: the last level's copy has nx == NX_DRAM */
 #else
@@ -49,11 +54,21 @@ ACC_BELOW(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, int kind
 static inline __attribute__((always_inline)) void ACC_SEND(kvsimSim *s, uint32_t k,
                                                            const Victim *v, const int nx) {
     if (!v->valid) return;
+    if (nx == NX_QUEUE) { /* the last level's thread settles a pending line's bit */
+        const uint32_t fl = v->pending ? LOW_PENDING : 0;
+        if (v->dirty) {
+            s->st->level[k].writebacks++;
+            lowerPush(s, v->line, OP_WFULL, v->stag, KVSIM_K_WRITEBACK, fl);
+        } else if (s->lower->excl) {
+            lowerPush(s, v->line, OP_VICTIM, v->stag, KVSIM_K_VICTIM, fl);
+        }
+        return;
+    }
     if (v->dirty) {
-        s->st->level[k].writebacks++;
+        (nx == NX_OWN ? s->lv[k].wst : s->st)->level[k].writebacks++;
         ACC_BELOW(s, k, v->line, OP_WFULL, v->stag, KVSIM_K_WRITEBACK, NULL, nx);
     } else if (nx == NX_ANY ? k + 1 < s->n && s->lv[k + 1].inclusion == KVSIM_EXCLUSIVE
-                            : nx != NX_DRAM && INCL_OF(nx) == KVSIM_EXCLUSIVE) {
+                            : nx != NX_DRAM && nx != NX_OWN && INCL_OF(nx) == KVSIM_EXCLUSIVE) {
         ACC_BELOW(s, k, v->line, OP_VICTIM, v->stag, KVSIM_K_VICTIM, NULL, nx);
     }
 }
@@ -62,7 +77,8 @@ static inline __attribute__((always_inline)) void ACC_SEND(kvsimSim *s, uint32_t
  * One access of one line at level k < s->n.  Returns the level that served it
  * (k on a hit; for writes that allocate without a fetch, k).  pfk != 0 marks a
  * prefetch's first level: the line is installed as an unused prefetch of that
- * kind (1 software, 2 hardware).  For a READ that hits an exclusive level the
+ * kind (PFK_SW, PFK_HW); a hardware prefetch of a line the level holds does
+ * nothing but count itself redundant.  For a READ that hits an exclusive level the
  * line moves up: *dirty_up receives its dirty bit.  `lay` and `incl`: the
  * level's shape, `nx` what lies below it (NX_*), constants in each copy
  * (above); `kc` the level's index where the copy is compiled for one level
@@ -73,19 +89,23 @@ ACC_BODY(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, int kind,
                 uint32_t pfk, int *dirty_up, const int lay, const int incl, const int kc,
                 const int nx) {
     if (kc >= 0) k = (uint32_t)kc;
-    kvsimStats *st = s->st;
     Level *L = &s->lv[k];
+    kvsimStats *st = nx == NX_OWN ? L->wst : s->st;
     kvsimLevelStats *ls = &st->level[k];
     uint64_t set = line & L->set_mask;
     uint8_t *const b = SET_BASE(L, set);
     size_t idx = (size_t)stag * KVSIM_NKINDS + (size_t)kind;
-    ls->access[idx]++;
-    L->tot_acc++;
     int64_t w, inv = -1;
     if (line + 1 == L->memo_key)
         w = L->memo_way;
     else
         scanSet(L, set, line, &w, &inv, lay);
+    if (w >= 0 && pfk == PFK_HW) { /* a hardware prefetch of a line held here: redundant, */
+        ls->pf_redundant[PFK_HW - 1]++; /* no access, no change (issueHwPrefetch) */
+        return k;
+    }
+    ls->access[idx]++;
+    L->tot_acc++;
     if (w >= 0) {
         uint8_t *mp = B_META(L, b, lay) + w;
         L->memo_key = line + 1;
@@ -124,7 +144,7 @@ ACC_BODY(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, int kind,
               : lay == LAY_WIDE ? kvsimLruRank32Victim(B_RANKS32(L, b), L->wmask)
               : L->is_lru ? kvsimLruVictim(&L->pc, (uint32_t)set)
                           : L->pol->victim(&L->pc, (uint32_t)set);
-        v = evictT(s, k, set, b, way, lay, incl);
+        v = evictT(s, k, set, b, way, lay, incl, ls);
     }
     uint64_t *tp = B_TAGS(L, b, lay) + way;
     uint8_t *mp = B_META(L, b, lay) + way;
@@ -143,6 +163,7 @@ ACC_BODY(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, int kind,
         int du = 0;
         ls->fetches++;
         served = ACC_BELOW(s, k, line, OP_READ, stag, kind, &du, nx);
+        if (nx == NX_QUEUE && s->lower->excl) *mp |= META_PENDING; /* lower.c */
         if (du) {
             /* the installed way may have been back-invalidated meanwhile */
             if (*tp == line + 1) *mp |= META_DIRTY;

@@ -359,15 +359,15 @@ static __attribute__((noinline)) int heldAt(const kvsimSim *s, uint32_t k, uint6
  * at x (timing only; sim/MODEL.md).  With b the first level at or below f
  * whose buffers are all busy (timing.h firstBusy), that is: b exists and no
  * level of [f, b] holds the line (the serving level is below b).  So the
- * levels are searched only when a busy one is found, and only down to it;
- * `f_missed`: the caller knows f does not hold the line.  Out of line: the
- * record loop keeps its registers.
+ * levels are searched only when a busy one is found, and only down to it
+ * (issueHwPrefetch applies the same rule).  Out of line: the record loop
+ * keeps its registers.
  */
 static __attribute__((noinline)) int prefetchDropped(const kvsimSim *s, uint32_t f,
-                                                     uint64_t line, uint64_t x, int f_missed) {
+                                                     uint64_t line, uint64_t x) {
     const uint32_t b = firstBusy(s, f, x);
     if (b == s->n) return 0;
-    return !heldIn(s, f + (uint32_t)f_missed, b, line);
+    return !heldIn(s, f, b, line);
 }
 
 static void invalidateWay(Level *L, uint64_t set, uint32_t way) {
@@ -383,6 +383,7 @@ typedef struct Victim {
     uint64_t line;
     int dirty;
     uint8_t stag;
+    uint8_t pending; /* META_PENDING: its dirty bit from below is lower.c's */
 } Victim;
 
 /*
@@ -434,12 +435,12 @@ static inline __attribute__((always_inline)) void invalidateWayT(Level *L, uint8
 /* Remove the line in (k, set, way), block b, by replacement; apply inclusion. */
 static inline __attribute__((always_inline)) Victim evictT(kvsimSim *s, uint32_t k, uint64_t set,
                                                            uint8_t *b, uint32_t way, const int lay,
-                                                           const int incl) {
+                                                           const int incl, kvsimLevelStats *ls) {
     Level *L = &s->lv[k];
     uint8_t vm = B_META(L, b, lay)[way];
-    Victim v = {1, B_TAGS(L, b, lay)[way] - 1, (vm & META_DIRTY) != 0, B_STAG(L, b, lay)[way]};
+    Victim v = {1, B_TAGS(L, b, lay)[way] - 1, (vm & META_DIRTY) != 0, B_STAG(L, b, lay)[way],
+                (uint8_t)(vm & META_PENDING)};
     uint32_t pfk = (vm & META_PF_MASK) >> META_PF_SHIFT;
-    kvsimLevelStats *ls = &s->st->level[k];
     ls->evictions++;
     if (pfk) ls->pf_useless[pfk - 1]++;
     if (INCL(L, incl) == KVSIM_INCLUSIVE) {
@@ -475,6 +476,8 @@ static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint
  */
 #define NX_ANY (-1)
 #define NX_DRAM (-2)
+#define NX_QUEUE (-3) /* the last level runs on its own thread: a buffer (lower.c) */
+#define NX_OWN (-4)   /* the last level, on its own thread: memory below, counts in L->wst */
 /* a shape's layout and inclusion (the constants of its copy) */
 #define LAY_OF(sh) \
     ((sh) >= SHAPE_WIDE_NONINCL ? LAY_WIDE : (sh) >= SHAPE_RANK_NONINCL ? LAY_RANK : LAY_ANY)
@@ -527,6 +530,58 @@ ACCESS_PAIR(accessRankInclWideExcl, SHAPE_RANK_INCL, SHAPE_WIDE_EXCL)
 ACCESS_PAIR(accessRankNonInclWideNonIncl, SHAPE_RANK_NONINCL, SHAPE_WIDE_NONINCL)
 ACCESS_PAIR(accessRankNonInclRankNonIncl, SHAPE_RANK_NONINCL, SHAPE_RANK_NONINCL)
 
+/* The L2 of three levels whose last level runs on its own thread (lower.c):
+ * its requests below go into a buffer. */
+#define ACCESS_QUEUE(name, sh2)                                                              \
+    static __attribute__((noinline)) uint32_t name(kvsimSim *s, uint32_t k, uint64_t line,  \
+                                                   int op, uint8_t stag, int kind,           \
+                                                   uint32_t pfk, int *dirty_up) {            \
+        return cacheAccessBody(s, k, line, op, stag, kind, pfk, dirty_up, LAY_OF(sh2),       \
+                               INCL_OF(sh2), 1, NX_QUEUE);                                   \
+    }
+ACCESS_QUEUE(accessRankNonInclQueue, SHAPE_RANK_NONINCL)
+ACCESS_QUEUE(accessRankInclQueue, SHAPE_RANK_INCL)
+
+/* The last level's copies for its own thread (lower.c), by shape: the
+ * counts go to the level's wst, not to s->st, whose neighbours the calling
+ * thread writes. */
+#define ACCESS_OWN(name, sh3)                                                                \
+    static __attribute__((noinline)) uint32_t name(kvsimSim *s, uint32_t k, uint64_t line,  \
+                                                   int op, uint8_t stag, int kind,           \
+                                                   uint32_t pfk, int *dirty_up) {            \
+        return lastAccessBody(s, k, line, op, stag, kind, pfk, dirty_up, LAY_OF(sh3),        \
+                              INCL_OF(sh3), 2, NX_OWN);                                      \
+    }
+ACCESS_OWN(accessOwnAny, SHAPE_ANY)
+ACCESS_OWN(accessOwnRankNonIncl, SHAPE_RANK_NONINCL)
+ACCESS_OWN(accessOwnRankExcl, SHAPE_RANK_EXCL)
+ACCESS_OWN(accessOwnWideNonIncl, SHAPE_WIDE_NONINCL)
+ACCESS_OWN(accessOwnWideExcl, SHAPE_WIDE_EXCL)
+
+static AccessFn accessOwn(int sh3) {
+    switch (sh3) {
+    case SHAPE_RANK_NONINCL: return accessOwnRankNonIncl;
+    case SHAPE_RANK_EXCL: return accessOwnRankExcl;
+    case SHAPE_WIDE_NONINCL: return accessOwnWideNonIncl;
+    case SHAPE_WIDE_EXCL: return accessOwnWideExcl;
+    default: return accessOwnAny;
+    }
+}
+
+/* Whether the last level can run on its own thread (lower.c): counting only,
+ * off the fast path, three levels, an L2 of LRU ranks that is not exclusive
+ * (its copy ACCESS_QUEUE), a last level that is not inclusive (it never
+ * removes lines from above), and nothing that reaches the last level but the
+ * L2's requests (no prefetcher there, software prefetches fill above it). */
+static int lowerFits(const kvsimSim *s) {
+    if (s->cfg.timing || s->fast || s->n != 3 || s->cfg.swpf_level >= 2) return 0;
+    if (s->lv[1].shape != SHAPE_RANK_NONINCL && s->lv[1].shape != SHAPE_RANK_INCL) return 0;
+    if (s->lv[2].inclusion == KVSIM_INCLUSIVE) return 0;
+    for (uint32_t p = 0; p < s->cfg.nprefetchers; p++)
+        if (s->pf[p].level >= 2) return 0;
+    return 1;
+}
+
 /* The copy of level 1 with level 2, the last, compiled in, for these shapes
  * (ACCESS_PAIR), or NULL. */
 static uint32_t (*accessPair(int sh2, int sh3))(kvsimSim *, uint32_t, uint64_t, int, uint8_t,
@@ -562,19 +617,31 @@ static uint64_t timeAccess(kvsimSim *s, uint64_t line, uint32_t f, uint32_t sv, 
 
 /* --- Prefetch issue ------------------------------------------------------------ */
 
-static void issueHwPrefetch(kvsimSim *s, uint32_t k, uint64_t line, uint8_t stag, uint64_t x) {
+/* A hardware prefetch of `line` into level k: redundant if k holds the line,
+ * else dropped if no miss buffer is free at x (timing: prefetchDropped), else
+ * an access.  Where it cannot be dropped (functional, or no level at or below
+ * k busy at x) the access itself finds whether k holds the line (a held line
+ * is left as it was, access_body.h), so k's set is scanned once. */
+static inline __attribute__((always_inline)) void issueHwPrefetch(kvsimSim *s, uint32_t k,
+                                                                uint64_t line, uint8_t stag,
+                                                                uint64_t x) {
     kvsimLevelStats *ls = &s->st->level[k];
-    if (heldAt(s, k, line)) {
-        ls->pf_redundant[1]++;
-        return;
+    const uint32_t b = s->cfg.timing ? firstBusy(s, k, x) : s->n;
+    if (b < s->n) {
+        if (heldAt(s, k, line)) {
+            ls->pf_redundant[PFK_HW - 1]++;
+            return;
+        }
+        s->look.tried++;
+        if (!heldIn(s, k + 1, b, line)) { /* served below the busy level */
+            ls->pf_dropped[PFK_HW - 1]++;
+            s->look.dropped++;
+            return;
+        }
     }
-    s->look.tried++;
-    if (s->cfg.timing && prefetchDropped(s, k, line, x, 1)) {
-        ls->pf_dropped[1]++;
-        s->look.dropped++;
-        return;
-    }
-    uint32_t sv = cacheAccess(s, k, line, OP_READ, stag, KVSIM_K_HWPF, 2, NULL);
+    const uint32_t sv = cacheAccess(s, k, line, OP_READ, stag, KVSIM_K_HWPF, PFK_HW, NULL);
+    if (sv == k && b == s->n) return; /* held: redundant (a READ served at k is a hit) */
+    if (b == s->n) s->look.tried++;
     if (s->cfg.timing) {
         int waited;
         timeAccess(s, line, k, sv, x, &waited);
@@ -632,6 +699,7 @@ static inline __attribute__((always_inline)) void trainL1IpStride(kvsimSim *s, u
 /* Attribute the accesses and misses since the last call to the current phase of
  * the current statistics: called before either changes, and before reading. */
 static void phaseSync(kvsimSim *s) {
+    engLowerDrain(s); /* the last level's totals, if it has a thread (lower.c) */
     kvsimPhaseStats *ph = &s->st->phase[s->phase];
     for (uint32_t k = 0; k < s->n; k++) {
         Level *L = &s->lv[k];
@@ -764,7 +832,7 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
             /* a prefetch of a line that f holds is never dropped, and takes no
              * time of its own (the access counts it redundant) */
             const uint32_t f = s->cfg.swpf_level;
-            if (timing && prefetchDropped(s, f, line, xp, 0)) {
+            if (timing && prefetchDropped(s, f, line, xp)) {
                 st->level[f].pf_dropped[0]++;
             } else {
                 const uint32_t sv = cacheAccess(s, f, line, OP_READ, r->tag, KVSIM_K_SWPF, 1, NULL);
@@ -898,7 +966,7 @@ static inline int likelyInL1(const kvsimSim *s, uint64_t line) {
  * only the configurations with such a prefetcher pay for it.  The empty asm
  * statement tells the compiler the call has an effect, so it is not deleted. */
 static __attribute__((noinline)) void lookNeighbours(const kvsimSim *s, uint64_t la) {
-    const uint32_t nl = s->n;
+    const uint32_t nl = s->n - (s->lower != NULL); /* lower.c looks at its own level */
     if (s->look.next) LOOK_AHEAD(la + 1);
     if (s->look.adjacent && !(s->look.next && !(la & 1))) LOOK_AHEAD(la ^ 1);
     __asm__ volatile("" ::: "memory");
@@ -947,7 +1015,7 @@ static inline __attribute__((always_inline)) void runLoop(kvsimSim *s, const kvt
                                                           size_t n, const int timing,
                                                           const int extras) {
     const uint32_t lb = s->cfg.line_bits;
-    const uint32_t nl = s->n;
+    const uint32_t nl = s->n - (s->lower != NULL); /* lower.c looks at its own level */
     Batch bt;
     memset(&bt, 0, sizeof bt);
     /* look at the neighbours' sets unless most hardware prefetches since the
@@ -1024,6 +1092,7 @@ void kvsimRun(kvsimSim *s, const kvtRecord *recs, size_t n) {
 void kvsimFinish(kvsimSim *s) {
     if (s->finished) return;
     engSettle(s);
+    engLowerEnd(s);
     s->finished = 1;
     closeCommand(s);
     setCounting(s, 1);
@@ -1109,7 +1178,8 @@ uint32_t kvsimPeekSet(const kvsimSim *cs, uint32_t level, uint64_t set, uint64_t
     return L->ways;
 }
 uint32_t kvsimThreads(const kvsimSim *s) {
-    return s->tp ? 1 + (uint32_t)s->tp_ran : s->fast && !s->tl ? s->threads : 1;
+    const uint32_t t = s->tp ? 1 + (uint32_t)s->tp_ran : s->fast && !s->tl ? s->threads : 1;
+    return t + (uint32_t)(s->lower && s->lower->ran);
 }
 
 int kvsimSetTimeline(kvsimSim *s, uint64_t first, uint64_t count, kvsimTimelineRow *rows) {
@@ -1125,6 +1195,7 @@ size_t kvsimConfigSize(void) { return sizeof(kvsimConfig); }
 void kvsimFree(kvsimSim *s) {
     if (s == NULL) return;
     engPartsFree(s); /* first: it stops the workers, which may still be running a job */
+    engLowerFree(s);
     engTlbPipeStop(s);
     for (uint32_t k = 0; k < KVSIM_MAX_LEVELS; k++) {
         Level *L = &s->lv[k];
@@ -1320,8 +1391,14 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
         if (!engTlbInit(&s->dtlb, cfg->dtlb_sets, cfg->dtlb_ways)) FAIL("out of memory");
         if (cfg->stlb_sets && !engTlbInit(&s->stlb, cfg->stlb_sets, cfg->stlb_ways))
             FAIL("out of memory");
-        if (cfg->threads > 1 && !s->fast && !engTlbPipeStart(s))
+        if (cfg->threads > (lowerFits(s) ? 2u : 1u) && !s->fast && !engTlbPipeStart(s))
             FAIL("out of memory or threads");
+    }
+    if (cfg->threads > 1 && lowerFits(s)) {
+        if (!engLowerStart(s)) FAIL("out of memory or threads");
+        s->lower->access = accessOwn(s->lv[2].shape);
+        s->lv[1].access = s->lv[1].shape == SHAPE_RANK_INCL ? accessRankInclQueue
+                                                             : accessRankNonInclQueue;
     }
     if (cfg->timing) {
         if (cfg->width < 1) FAIL("core.width: must be >= 1");

@@ -128,15 +128,18 @@ typedef struct kvsimConfig {
     uint32_t swpf_drop_on_tlb_miss; /* 1: dropped on a DTLB miss; 0: walks */
     uint32_t flush_at_end;         /* write every dirty line back at kvsimFinish */
     uint32_t queue_cap;            /* test hook: the common configuration's request queues
-                                      (engine.c, QCAP), and the records per block of the
-                                      TLB thread (tlb.c; 4 blocks per slice); 0 = the
-                                      default, else 2..QCAP */
+                                      (engine.c, QCAP), the records per block of the
+                                      TLB thread (tlb.c; 4 blocks per slice) and the
+                                      requests per buffer of the last level's thread
+                                      (lower.c); 0 = the default, else 2..QCAP */
     uint32_t threads;              /* threads of the common configuration (levels.c): 0 or 1
-                                      = the calling thread only, up to 8; with a TLB, off
-                                      the common configuration, > 1 = a TLB thread beside
-                                      the calling one for the slices whose translations
-                                      are costly (tlb.c); any number gives the same
-                                      results */
+                                      = the calling thread only, up to 8.  Off the common
+                                      configuration, > 1: without timing, a last of three
+                                      levels that is not inclusive on a thread of its own
+                                      (lower.c); with a TLB, a TLB thread beside the
+                                      calling one for the slices whose translations are
+                                      costly (tlb.c; > 2 beside the last level's).  Any
+                                      number gives the same results */
     uint32_t walk_reads;           /* page-table lines a walk reads through the caches (0:
                                       the walk is walk_latency alone), at most
                                       KVSIM_MAX_WALK_READS; see walkCost() in engine.c */
@@ -236,8 +239,9 @@ const kvsimStats *kvsimGetStats(const kvsimSim *s);
  * 0 = invalid way), to out[0 .. ways-1].  Returns ways, or 0 for a bad level/set. */
 uint32_t kvsimPeekSet(const kvsimSim *s, uint32_t level, uint64_t set, uint64_t *out);
 /* Threads the engine runs on: cfg.threads where the common configuration can
- * share its work (at most one per set of the smallest level), 2 once the TLB
- * thread has taken a slice of records (tlb.c engTlbRun), else 1. */
+ * share its work (at most one per set of the smallest level); else 1, plus 1 once
+ * the TLB thread has taken a slice of records (tlb.c engTlbRun) and 1 once the
+ * last level's thread has taken requests (lower.c). */
 uint32_t kvsimThreads(const kvsimSim *s);
 size_t kvsimStatsSize(void);
 size_t kvsimConfigSize(void);

@@ -33,6 +33,10 @@
 #define META_DIRTY 1u    /* meta byte: the line is dirty */
 #define META_PF_SHIFT 1  /* meta byte, bits 1-2: an unused prefetched line's */
 #define META_PF_MASK 6u  /* prefetch, 1 software, 2 hardware (0: none, or used) */
+#define PFK_SW 1u        /* the prefetch kinds (an access's pfk, the meta bits) */
+#define PFK_HW 2u
+#define META_PENDING 8u  /* meta byte: an L2 line fetched from an exclusive last level
+                            on its own thread, whose dirty bit is the thread's (lower.c) */
 #define MAX_DEGREE 16    /* lines one hardware prefetcher may issue per access */
 
 /* Slots of the DRAM channel's calendar (timing.h dramSlot): 4096 slots of one
@@ -83,7 +87,9 @@ typedef struct Level {
      * for the L2 of three levels, possibly one with the last level compiled in */
     uint32_t (*access)(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, int kind,
                        uint32_t pfk, int *dirty_up);
-} Level;
+    /* the last level on its own thread (lower.c): where that thread's counts go */
+    kvsimStats *wst;
+} __attribute__((aligned(64))) Level; /* own host lines: lower.c's thread has lv[last] */
 
 /* Level shapes: LRU with recency ranks (<= 16 ways, the RK_* layout) or with
  * ranks after the tags (17 to 32 ways, "wide"), each with each inclusion mode, or any
@@ -320,7 +326,55 @@ struct kvsimSim {
     int ahead_pf;
     const uint8_t *tpn;
     const uint64_t *tpc;
+    /* the last level on a thread of its own (lower.c; functional, three levels,
+     * cfg.threads > 1, off the fast path), or NULL */
+    struct Lower *lower;
 };
+
+/* The last level on a thread of its own (lower.c): the requests the L2 sends
+ * it, in order, in one of two buffers (the calling thread fills buf[cur] while
+ * the worker runs the last level over buf[job]). */
+typedef struct LowEnt {
+    uint64_t line;
+    uint8_t op, kind, stag; /* as the L2 would pass them to the last level's access */
+    uint8_t flags;          /* LOW_PENDING: a victim or write-back of a pending line */
+} LowEnt;
+#define LOW_PENDING 1u
+#define LOW_CAP 16384 /* entries per buffer */
+
+typedef uint32_t (*AccessFn)(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag,
+                            int kind, uint32_t pfk, int *dirty_up);
+typedef struct Lower {
+    /* the calling thread's: its buffer, the entries in it, the capacity */
+    LowEnt *buf[2];
+    uint32_t cur, n, cap;
+    int busy, ran; /* a job posted and not waited for; any job posted */
+    int excl;      /* the last level is exclusive: lines come up pending */
+    AccessFn l2_access; /* the L2's own copy (no buffer), for the final flush */
+    /* the worker's job, set before it is posted: buf[job], njob entries; its
+     * copy of the last level's access (counts in lv[last].wst: `st`, merged
+     * into the statistics when drained); and the lines that came up dirty and
+     * are pending in the L2 (line + 1, open addressing, pmask + 1 slots) */
+    _Alignas(64) uint32_t job, njob;
+    AccessFn access;
+    kvsimStats *st;
+    uint64_t *pend, pmask;
+} Lower;
+
+void engLowerHandOver(kvsimSim *s); /* lower.c: buf[cur] to the worker */
+
+/* Append a request to the last level (the L2's access copy with NX_QUEUE). */
+static inline void lowerPush(kvsimSim *s, uint64_t line, int op, uint8_t stag, int kind,
+                             uint32_t flags) {
+    Lower *lw = s->lower;
+    LowEnt *e = &lw->buf[lw->cur][lw->n];
+    e->line = line;
+    e->op = (uint8_t)op;
+    e->kind = (uint8_t)kind;
+    e->stag = stag;
+    e->flags = (uint8_t)flags;
+    if (++lw->n == lw->cap) engLowerHandOver(s);
+}
 
 /* The level-by-level path's request queues: QCAP entries per level (levels.c). */
 #define QCAP 256
@@ -456,7 +510,13 @@ uint32_t engTlbCode(kvsimSim *s, uint64_t addr, int is_swpf); /* TLB_* */
 int engTlbPipeStart(kvsimSim *s); /* 0: out of memory or no thread */
 void engTlbRun(kvsimSim *s, const kvtRecord *recs, size_t n); /* kvsimRun's, with a TLB thread */
 void engTlbPipeStop(kvsimSim *s);
-/* workers.c: threads that run parts 1..threads-1 */
+/* lower.c */
+int engLowerStart(kvsimSim *s); /* 0: out of memory or no thread */
+void engLowerJob(kvsimSim *s);   /* the worker's: the last level over buf[job] */
+void engLowerDrain(kvsimSim *s); /* every request done; the worker idle */
+void engLowerEnd(kvsimSim *s);   /* drained, pending bits settled, the buffer bypassed */
+void engLowerFree(kvsimSim *s);
+/* workers.c: threads that run parts 1..threads-1 (or the last level, lower.c) */
 int engWorkersStart(kvsimSim *s); /* 0: could not start them */
 void engWorkersPost(kvsimSim *s, uint32_t w); /* part[w]'s job is set: run it */
 void engWorkersWait(kvsimSim *s, uint32_t w); /* until part[w]'s job is done */

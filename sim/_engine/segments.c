@@ -469,6 +469,7 @@ void engRunFastTiming(kvsimSim *s, const kvtRecord *recs, size_t n) {
 /* Whatever is still in flight after a kvsimRun call: the workers' shares, a
  * carried segment's timing, the workers' per-tag counters. */
 void engSettle(kvsimSim *s) {
+    engLowerDrain(s); /* the last level's thread (lower.c), off the fast path */
     if (!s->fast) return;
     if (s->cfg.timing)
         finishLevels(s);

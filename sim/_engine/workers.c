@@ -1,6 +1,7 @@
 /*
  * workers.c -- the threads that run parts 1..threads-1 of the level-by-level
- * path (segments.c; Part in engine_impl.h; the terms in engine.c's glossary).
+ * path (segments.c; Part in engine_impl.h; the terms in engine.c's glossary),
+ * or the last level of the record-by-record path (lower.c: one worker).
  *
  * One job at a time per worker, handed over through two counters:
  *
@@ -106,7 +107,10 @@ static void *workerMain(void *arg) {
         awaitChange(W, &me->posted, seen, SPIN_WORKER_NS, 1);
         if (atomic_load(&W->quit)) return NULL;
         seen = atomic_load(&me->posted);
-        engRunPart(me->s, &me->s->part[me->w]);
+        if (me->s->lower)
+            engLowerJob(me->s);
+        else
+            engRunPart(me->s, &me->s->part[me->w]);
         atomic_store(&me->done, seen);
         wake(W);
     }

@@ -143,7 +143,9 @@ static void run(const char *policy, uint32_t inclusion, int timing, int tlb, int
 /* The common configuration (LRU, non-inclusive, no TLB or prefetchers) with
  * `threads` threads and queue capacity `qcap` (0: the default); with `general`,
  * a preset's shape instead (an inclusive L2, a fully associative DTLB and an
- * STLB, ip_stride and stream prefetchers), whose threads > 1 mean a TLB thread
+ * STLB, ip_stride and stream prefetchers; general 2: an exclusive last level),
+ * whose threads > 1 mean, functional, a thread for the last level (lower.c;
+ * qcap: its requests per buffer) and, timed or with threads > 2, a TLB thread
  * (qcap: its records per block). */
 static kvsimConfig lruConfig(int timing, uint32_t threads, uint32_t qcap, int general) {
     kvsimConfig c;
@@ -168,6 +170,7 @@ static kvsimConfig lruConfig(int timing, uint32_t threads, uint32_t qcap, int ge
     c.queue_cap = qcap;
     if (general) {
         c.level[1].inclusion = KVSIM_INCLUSIVE;
+        if (general == 2) c.level[2].inclusion = KVSIM_EXCLUSIVE;
         c.tlb = 1;
         c.page_bits = 12;
         c.dtlb_sets = 1;
@@ -203,8 +206,8 @@ static kvsimStats runThreadsRan(const kvtRecord *r, size_t n, int timing, uint32
     CHECK(kvsimThreads(s) == 1u || !general); /* the TLB thread: none has run yet */
     for (size_t off = 0, step = 1; off < n; off += step, step = step * 7 % 30011 + 1)
         kvsimRun(s, r + off, n - off < step ? n - off : step);
-    if (ran) *ran = kvsimThreads(s);
     kvsimFinish(s);
+    if (ran) *ran = kvsimThreads(s); /* the last level's thread has run by the end */
     memcpy(&out, kvsimGetStats(s), sizeof out);
     kvsimFree(s);
     return out;
@@ -216,8 +219,9 @@ static kvsimStats runThreads(const kvtRecord *r, size_t n, int timing, uint32_t 
     const kvsimStats st = runThreadsRan(r, n, timing, threads, qcap, general, &ran);
     /* the trace below misses the DTLB on most records: the TLB thread takes them
      * after the first slice (4 blocks of qcap; 65536 records, more than the trace,
-     * without it) */
-    if (general) CHECK(ran == (threads > 1 && qcap ? 2u : 1u));
+     * without it); functional, the last level's thread takes the L2's requests */
+    const uint32_t lower = !timing && threads > 1, tlb = threads > 1 + lower && qcap;
+    if (general) CHECK(ran == 1 + lower + tlb);
     return st;
 }
 
@@ -242,12 +246,14 @@ static void testTlbThreadChoice(void) {
         for (int timing = 0; timing < 2; timing++) {
             const kvsimStats one = runThreads(r, N, timing, 1, 0, 1);
             for (uint32_t q = 0; q <= 8; q += 8) {
+                /* functional: a third thread, beside the last level's */
                 uint32_t ran = 0;
-                const kvsimStats two = runThreadsRan(r, N, timing, 2, q, 1, &ran);
+                const uint32_t th = timing ? 2 : 3, lower = !timing;
+                const kvsimStats two = runThreadsRan(r, N, timing, th, q, 1, &ran);
                 CHECK(memcmp(&one, &two, sizeof one) == 0);
                 /* sequential only: never; mixed, in slices of 32: it takes some */
-                if (!mixed) CHECK(ran == 1u);
-                if (mixed && q) CHECK(ran == 2u);
+                if (!mixed) CHECK(ran == 1u + lower);
+                if (mixed && q) CHECK(ran == 2u + lower);
             }
         }
     }
@@ -276,7 +282,7 @@ static void testThreads(void) {
     }
     /* segments of up to 8192 records, and (queue capacity 8) of 256 */
     const uint32_t qcaps[2] = {0, 8};
-    for (int general = 0; general < 2; general++)
+    for (int general = 0; general < 3; general++)
         for (int timing = 0; timing < 2; timing++) {
             const kvsimStats one = runThreads(r, N, timing, 1, 0, general);
             CHECK(one.records + one.warmup_records == N);
@@ -290,7 +296,7 @@ static void testThreads(void) {
     /* freed without kvsimFinish, right after a call whose last shares a worker
      * may still be running: nothing may touch freed memory (a kvsimFree that
      * freed the caches before it stopped the workers fails here) */
-    for (int timing = 0; timing < 4; timing++) {
+    for (int timing = 0; timing < 6; timing++) {
         const kvsimConfig c = lruConfig(timing % 2, 2, 0, timing / 2);
         char err[200];
         kvsimSim *s = kvsimCreate(&c, err, sizeof err);
