@@ -99,9 +99,8 @@ def simulate(
     threads: 1-8 threads for the compiled engine's common configuration (every level LRU
     and non-inclusive, no TLB or hardware prefetchers). Other configurations (the presets):
     counting only (``functional``), a last of three levels that is not inclusive runs on a
-    second thread when threads >= 2; a TLB runs on a thread of its own when threads >= 2
-    (>= 3 beside the last level's), for the slices of records whose translations are costly
-    (sim/README.md). The results are identical for any number, only the wall time changes.
+    second thread when threads >= 2; a TLB runs on a thread of its own when threads >= 2,
+    for the slices of records whose translations are costly (sim/README.md). The results are identical for any number, only the wall time changes.
     The result's ``engine_threads`` says how many ran.
     progress: called after each chunk with the number of records it held (for example a
     tqdm bar's ``update``); None by default.

@@ -77,8 +77,7 @@ static inline __attribute__((always_inline)) void ACC_SEND(kvsimSim *s, uint32_t
  * One access of one line at level k < s->n.  Returns the level that served it
  * (k on a hit; for writes that allocate without a fetch, k).  pfk != 0 marks a
  * prefetch's first level: the line is installed as an unused prefetch of that
- * kind (PFK_SW, PFK_HW); a hardware prefetch of a line the level holds does
- * nothing but count itself redundant.  For a READ that hits an exclusive level the
+ * kind (1 software, 2 hardware).  For a READ that hits an exclusive level the
  * line moves up: *dirty_up receives its dirty bit.  `lay` and `incl`: the
  * level's shape, `nx` what lies below it (NX_*), constants in each copy
  * (above); `kc` the level's index where the copy is compiled for one level
@@ -95,17 +94,13 @@ ACC_BODY(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag, int kind,
     uint64_t set = line & L->set_mask;
     uint8_t *const b = SET_BASE(L, set);
     size_t idx = (size_t)stag * KVSIM_NKINDS + (size_t)kind;
+    ls->access[idx]++;
+    L->tot_acc++;
     int64_t w, inv = -1;
     if (line + 1 == L->memo_key)
         w = L->memo_way;
     else
         scanSet(L, set, line, &w, &inv, lay);
-    if (w >= 0 && pfk == PFK_HW) { /* a hardware prefetch of a line held here: redundant, */
-        ls->pf_redundant[PFK_HW - 1]++; /* no access, no change (issueHwPrefetch) */
-        return k;
-    }
-    ls->access[idx]++;
-    L->tot_acc++;
     if (w >= 0) {
         uint8_t *mp = B_META(L, b, lay) + w;
         L->memo_key = line + 1;

@@ -359,15 +359,15 @@ static __attribute__((noinline)) int heldAt(const kvsimSim *s, uint32_t k, uint6
  * at x (timing only; sim/MODEL.md).  With b the first level at or below f
  * whose buffers are all busy (timing.h firstBusy), that is: b exists and no
  * level of [f, b] holds the line (the serving level is below b).  So the
- * levels are searched only when a busy one is found, and only down to it
- * (issueHwPrefetch applies the same rule).  Out of line: the record loop
- * keeps its registers.
+ * levels are searched only when a busy one is found, and only down to it;
+ * `f_missed`: the caller knows f does not hold the line.  Out of line: the
+ * record loop keeps its registers.
  */
 static __attribute__((noinline)) int prefetchDropped(const kvsimSim *s, uint32_t f,
-                                                     uint64_t line, uint64_t x) {
+                                                     uint64_t line, uint64_t x, int f_missed) {
     const uint32_t b = firstBusy(s, f, x);
     if (b == s->n) return 0;
-    return !heldIn(s, f, b, line);
+    return !heldIn(s, f + (uint32_t)f_missed, b, line);
 }
 
 static void invalidateWay(Level *L, uint64_t set, uint32_t way) {
@@ -617,31 +617,19 @@ static uint64_t timeAccess(kvsimSim *s, uint64_t line, uint32_t f, uint32_t sv, 
 
 /* --- Prefetch issue ------------------------------------------------------------ */
 
-/* A hardware prefetch of `line` into level k: redundant if k holds the line,
- * else dropped if no miss buffer is free at x (timing: prefetchDropped), else
- * an access.  Where it cannot be dropped (functional, or no level at or below
- * k busy at x) the access itself finds whether k holds the line (a held line
- * is left as it was, access_body.h), so k's set is scanned once. */
-static inline __attribute__((always_inline)) void issueHwPrefetch(kvsimSim *s, uint32_t k,
-                                                                uint64_t line, uint8_t stag,
-                                                                uint64_t x) {
+static void issueHwPrefetch(kvsimSim *s, uint32_t k, uint64_t line, uint8_t stag, uint64_t x) {
     kvsimLevelStats *ls = &s->st->level[k];
-    const uint32_t b = s->cfg.timing ? firstBusy(s, k, x) : s->n;
-    if (b < s->n) {
-        if (heldAt(s, k, line)) {
-            ls->pf_redundant[PFK_HW - 1]++;
-            return;
-        }
-        s->look.tried++;
-        if (!heldIn(s, k + 1, b, line)) { /* served below the busy level */
-            ls->pf_dropped[PFK_HW - 1]++;
-            s->look.dropped++;
-            return;
-        }
+    if (heldAt(s, k, line)) {
+        ls->pf_redundant[1]++;
+        return;
     }
-    const uint32_t sv = cacheAccess(s, k, line, OP_READ, stag, KVSIM_K_HWPF, PFK_HW, NULL);
-    if (sv == k && b == s->n) return; /* held: redundant (a READ served at k is a hit) */
-    if (b == s->n) s->look.tried++;
+    s->look.tried++;
+    if (s->cfg.timing && prefetchDropped(s, k, line, x, 1)) {
+        ls->pf_dropped[1]++;
+        s->look.dropped++;
+        return;
+    }
+    uint32_t sv = cacheAccess(s, k, line, OP_READ, stag, KVSIM_K_HWPF, 2, NULL);
     if (s->cfg.timing) {
         int waited;
         timeAccess(s, line, k, sv, x, &waited);
@@ -832,7 +820,7 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
             /* a prefetch of a line that f holds is never dropped, and takes no
              * time of its own (the access counts it redundant) */
             const uint32_t f = s->cfg.swpf_level;
-            if (timing && prefetchDropped(s, f, line, xp)) {
+            if (timing && prefetchDropped(s, f, line, xp, 0)) {
                 st->level[f].pf_dropped[0]++;
             } else {
                 const uint32_t sv = cacheAccess(s, f, line, OP_READ, r->tag, KVSIM_K_SWPF, 1, NULL);
@@ -1391,12 +1379,13 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
         if (!engTlbInit(&s->dtlb, cfg->dtlb_sets, cfg->dtlb_ways)) FAIL("out of memory");
         if (cfg->stlb_sets && !engTlbInit(&s->stlb, cfg->stlb_sets, cfg->stlb_ways))
             FAIL("out of memory");
-        if (cfg->threads > (lowerFits(s) ? 2u : 1u) && !s->fast && !engTlbPipeStart(s))
+        if (cfg->threads > 1 && !s->fast && !engTlbPipeStart(s))
             FAIL("out of memory or threads");
     }
     if (cfg->threads > 1 && lowerFits(s)) {
         if (!engLowerStart(s)) FAIL("out of memory or threads");
         s->lower->access = accessOwn(s->lv[2].shape);
+        s->look.victims = 0; /* the only wide exclusive level is the last: lower.c looks */
         s->lv[1].access = s->lv[1].shape == SHAPE_RANK_INCL ? accessRankInclQueue
                                                              : accessRankNonInclQueue;
     }

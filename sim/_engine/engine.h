@@ -138,8 +138,8 @@ typedef struct kvsimConfig {
                                       levels that is not inclusive on a thread of its own
                                       (lower.c); with a TLB, a TLB thread beside the
                                       calling one for the slices whose translations are
-                                      costly (tlb.c; > 2 beside the last level's).  Any
-                                      number gives the same results */
+                                      costly (tlb.c).  Any number gives the same
+                                      results */
     uint32_t walk_reads;           /* page-table lines a walk reads through the caches (0:
                                       the walk is walk_latency alone), at most
                                       KVSIM_MAX_WALK_READS; see walkCost() in engine.c */

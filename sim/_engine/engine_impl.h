@@ -33,8 +33,6 @@
 #define META_DIRTY 1u    /* meta byte: the line is dirty */
 #define META_PF_SHIFT 1  /* meta byte, bits 1-2: an unused prefetched line's */
 #define META_PF_MASK 6u  /* prefetch, 1 software, 2 hardware (0: none, or used) */
-#define PFK_SW 1u        /* the prefetch kinds (an access's pfk, the meta bits) */
-#define PFK_HW 2u
 #define META_PENDING 8u  /* meta byte: an L2 line fetched from an exclusive last level
                             on its own thread, whose dirty bit is the thread's (lower.c) */
 #define MAX_DEGREE 16    /* lines one hardware prefetcher may issue per access */
@@ -340,7 +338,7 @@ typedef struct LowEnt {
     uint8_t flags;          /* LOW_PENDING: a victim or write-back of a pending line */
 } LowEnt;
 #define LOW_PENDING 1u
-#define LOW_CAP 16384 /* entries per buffer */
+#define LOW_CAP 65536 /* entries per buffer (1 MiB): a hand-over every millisecond or so */
 
 typedef uint32_t (*AccessFn)(kvsimSim *s, uint32_t k, uint64_t line, int op, uint8_t stag,
                             int kind, uint32_t pfk, int *dirty_up);

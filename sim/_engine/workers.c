@@ -14,8 +14,10 @@
  * A job is a segment (thousands of records), so the hand-over is paid rarely.
  * Either side waits by spinning for a while (a worker for SPIN_WORKER_NS: the
  * next job usually comes within microseconds, and waking a sleeping thread
- * costs tens of microseconds, more in a VM whose idle vCPU has halted; the
- * caller for SPIN_CALLER_NS) and then sleeping on the condition variable.  A
+ * costs tens of microseconds, more in a VM whose idle vCPU has halted; lower.c's
+ * worker for SPIN_LOWER_NS, as its buffers come a millisecond or so apart and
+ * its spinning would take a core from the TLB thread and the trace's decoding;
+ * the caller for SPIN_CALLER_NS) and then sleeping on the condition variable.  A
  * spinner yields the CPU every SPIN_YIELD pauses, so that on an oversubscribed
  * machine the thread it waits for can run.  The counters and the sleeper
  * count are sequentially consistent atomics: a side that publishes a change
@@ -35,6 +37,9 @@
 #endif
 #ifndef SPIN_CALLER_NS
 #define SPIN_CALLER_NS 200000
+#endif
+#ifndef SPIN_LOWER_NS
+#define SPIN_LOWER_NS 50000 /* lower.c's worker: its jobs come milliseconds apart */
 #endif
 #ifndef SPIN_YIELD
 #define SPIN_YIELD 256 /* pauses between yields (and clock reads) */
@@ -104,7 +109,7 @@ static void *workerMain(void *arg) {
     struct Workers *W = me->s->wk;
     uint32_t seen = 0;
     for (;;) {
-        awaitChange(W, &me->posted, seen, SPIN_WORKER_NS, 1);
+        awaitChange(W, &me->posted, seen, me->s->lower ? SPIN_LOWER_NS : SPIN_WORKER_NS, 1);
         if (atomic_load(&W->quit)) return NULL;
         seen = atomic_load(&me->posted);
         if (me->s->lower)
