@@ -100,8 +100,9 @@ def simulate(
     and non-inclusive, no TLB or hardware prefetchers). Other configurations (the presets):
     counting only (``functional``), a last of three levels that is not inclusive runs on a
     second thread when threads >= 2; a TLB runs on a thread of its own when threads >= 2,
-    for the slices of records whose translations are costly (sim/README.md). The results are identical for any number, only the wall time changes.
-    The result's ``engine_threads`` says how many ran.
+    for the slices of records whose translations are costly (sim/README.md). The results
+    are identical for any number, only the wall time changes. The result's
+    ``engine_threads`` says how many ran.
     progress: called after each chunk with the number of records it held (for example a
     tqdm bar's ``update``); None by default.
     decode: ``"compiled"`` (default): a trace reader's chunks are checked and decoded in

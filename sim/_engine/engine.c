@@ -494,15 +494,19 @@ static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint
 #include "access_body.h" /* cacheAccessBody: any level */
 #undef ACC_LAST
 
-/* The copies by shape (Level.shape), out of line: the levels below L1 and the
- * prefetches; doMemory inlines the body for the L1 access of every piece. */
-#define ACCESS_COPY(name, lay, incl)                                                         \
+/* One out-of-line copy of an access body (cacheAccessBody or lastAccessBody)
+ * with the constants of its shape (lay, incl), level (kc, -1: any) and what
+ * lies below (nx); every copy below is one of these. */
+#define ACCESS_FN(name, body, lay, incl, kc, nx)                                            \
     static __attribute__((noinline)) uint32_t name(kvsimSim *s, uint32_t k, uint64_t line,  \
                                                    int op, uint8_t stag, int kind,           \
                                                    uint32_t pfk, int *dirty_up) {            \
-        return cacheAccessBody(s, k, line, op, stag, kind, pfk, dirty_up, lay, incl, -1,     \
-                               NX_ANY);                                                      \
+        return body(s, k, line, op, stag, kind, pfk, dirty_up, lay, incl, kc, nx);           \
     }
+
+/* The copies by shape (Level.shape), out of line: the levels below L1 and the
+ * prefetches; doMemory inlines the body for the L1 access of every piece. */
+#define ACCESS_COPY(name, lay, incl) ACCESS_FN(name, cacheAccessBody, lay, incl, -1, NX_ANY)
 ACCESS_COPY(accessAny, LAY_ANY, -1)
 ACCESS_COPY(accessRankNonIncl, LAY_RANK, KVSIM_NON_INCLUSIVE)
 ACCESS_COPY(accessRankIncl, LAY_RANK, KVSIM_INCLUSIVE)
@@ -517,13 +521,8 @@ ACCESS_COPY(accessWideExcl, LAY_WIDE, KVSIM_EXCLUSIVE)
  * non-inclusive L2 above the latter), and of the common configuration.  The
  * level indices are constants too.  kvsimCreate picks one when the shapes
  * match (accessPair), else the levels keep their own copies. */
-#define ACCESS_PAIR(name, sh2, sh3)                                                          \
-    static __attribute__((noinline)) uint32_t name(kvsimSim *s, uint32_t k, uint64_t line,  \
-                                                   int op, uint8_t stag, int kind,           \
-                                                   uint32_t pfk, int *dirty_up) {            \
-        return cacheAccessBody(s, k, line, op, stag, kind, pfk, dirty_up, LAY_OF(sh2),       \
-                               INCL_OF(sh2), 1, sh3);                                        \
-    }
+#define ACCESS_PAIR(name, sh2, sh3) \
+    ACCESS_FN(name, cacheAccessBody, LAY_OF(sh2), INCL_OF(sh2), 1, sh3)
 ACCESS_PAIR(accessRankInclRankExcl, SHAPE_RANK_INCL, SHAPE_RANK_EXCL)
 ACCESS_PAIR(accessRankInclWideNonIncl, SHAPE_RANK_INCL, SHAPE_WIDE_NONINCL)
 ACCESS_PAIR(accessRankInclWideExcl, SHAPE_RANK_INCL, SHAPE_WIDE_EXCL)
@@ -532,26 +531,15 @@ ACCESS_PAIR(accessRankNonInclRankNonIncl, SHAPE_RANK_NONINCL, SHAPE_RANK_NONINCL
 
 /* The L2 of three levels whose last level runs on its own thread (lower.c):
  * its requests below go into a buffer. */
-#define ACCESS_QUEUE(name, sh2)                                                              \
-    static __attribute__((noinline)) uint32_t name(kvsimSim *s, uint32_t k, uint64_t line,  \
-                                                   int op, uint8_t stag, int kind,           \
-                                                   uint32_t pfk, int *dirty_up) {            \
-        return cacheAccessBody(s, k, line, op, stag, kind, pfk, dirty_up, LAY_OF(sh2),       \
-                               INCL_OF(sh2), 1, NX_QUEUE);                                   \
-    }
+#define ACCESS_QUEUE(name, sh2) \
+    ACCESS_FN(name, cacheAccessBody, LAY_OF(sh2), INCL_OF(sh2), 1, NX_QUEUE)
 ACCESS_QUEUE(accessRankNonInclQueue, SHAPE_RANK_NONINCL)
 ACCESS_QUEUE(accessRankInclQueue, SHAPE_RANK_INCL)
 
 /* The last level's copies for its own thread (lower.c), by shape: the
  * counts go to the level's wst, not to s->st, whose neighbours the calling
  * thread writes. */
-#define ACCESS_OWN(name, sh3)                                                                \
-    static __attribute__((noinline)) uint32_t name(kvsimSim *s, uint32_t k, uint64_t line,  \
-                                                   int op, uint8_t stag, int kind,           \
-                                                   uint32_t pfk, int *dirty_up) {            \
-        return lastAccessBody(s, k, line, op, stag, kind, pfk, dirty_up, LAY_OF(sh3),        \
-                              INCL_OF(sh3), 2, NX_OWN);                                      \
-    }
+#define ACCESS_OWN(name, sh3) ACCESS_FN(name, lastAccessBody, LAY_OF(sh3), INCL_OF(sh3), 2, NX_OWN)
 ACCESS_OWN(accessOwnAny, SHAPE_ANY)
 ACCESS_OWN(accessOwnRankNonIncl, SHAPE_RANK_NONINCL)
 ACCESS_OWN(accessOwnRankExcl, SHAPE_RANK_EXCL)
