@@ -260,6 +260,12 @@ def render_engine_wide_ranks(doc: dict[str, Any]) -> str:
     return render_ab(doc, RENDERINGS["engine_wide_ranks"].result)
 
 
+@rendering("engine_lower_thread", "results/sim-engine-lower-thread.json")
+def render_engine_lower_thread(doc: dict[str, Any]) -> str:
+    """The last level on a thread of its own (counting only) against the commit before."""
+    return render_ab(doc, RENDERINGS["engine_lower_thread"].result)
+
+
 #: The columns of each validation table the README shows (the JSON holds more).
 _VALIDATION_COLUMNS = {
     "validation": ["row", "set", "predicted", "native [95 % CI]", "native (minimums)",

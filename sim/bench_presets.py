@@ -19,7 +19,8 @@ second of wall time (best of ``--repeat``):
   models no TLB, prefetcher or inclusion), ``kvsim simulate --functional`` against a process
   that reads the same trace chunk by chunk (``traces.open``) and runs pycachesim's batched
   ``load(list, length=8)`` on its loads and stores;
-* **engine only**: the compiled engine on the records already in memory, in this process;
+* **engine only**: the compiled engine on the records already in memory, in this process,
+  with the threads ``kvsim simulate`` gives one CPU (one per core, at most 2);
 * **instructions per record** (callgrind, deterministic where timings are not): the engine
   alone (``sim/_engine/build/bench_engine`` with ``KVSIM_CONFIG``, the preset's engine
   configuration) on the first ``--callgrind-records`` records, the setup subtracted;
@@ -276,6 +277,7 @@ def engine_only(recs: np.ndarray, cpu: sim.CpuConfig, timing: bool, repeat: int)
     best = float("inf")
     for _ in range(repeat):
         cfg = cpu.to_engine(timing=timing, tlb=True, prefetchers=True, flush=True)
+        cfg.threads = min(2, os.cpu_count() or 1)  # as `kvsim simulate` with one --cpu
         eng = B.Engine(cfg)
         t0 = time.perf_counter()
         for i in range(0, len(recs), CHUNK):

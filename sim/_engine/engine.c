@@ -110,7 +110,8 @@
  * Files: this one holds the API, the record-by-record path (any configuration)
  * and the markers; levels.c the level passes of the common configuration;
  * segments.c its record loops (segments, threads, the timing pass); workers.c
- * the worker threads; tlb.c the TLBs and the TLB thread that translates a block
+ * the worker threads; lower.c the last level's thread of counting-only runs
+ * on the record-by-record path; tlb.c the TLBs and the TLB thread that translates a block
  * of records ahead of the record-by-record path (cfg.threads > 1), and trains
  * the L1 prefetcher whose training ignores the caches; timing.h the
  * timing model's inline pieces; access_body.h the body of one level's access
@@ -137,7 +138,9 @@
  * (runLoop), which prefetches the lower levels' set blocks of the record
  * PREFETCH_DISTANCE ahead, with a next-line or adjacent-line prefetcher
  * those of the neighbour line it will fetch (lookNeighbours), and above an
- * exclusive wide level those its victims will go to (lookVictims).  Lookups compare
+ * exclusive wide level those its victims will go to (lookVictims); counting
+ * only, with cfg.threads > 1, its last level runs on a worker fed by the L2's
+ * requests (lower.c).  Lookups compare
  * 16 fingerprints per SSE instruction; hits are not counted (hit = access - miss) and the phases'
  * access and miss counts come from per-level totals (phaseSync).  Miss buffers
  * are kept sorted by ready tick, so the earliest free one is at hand.
