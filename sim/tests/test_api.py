@@ -252,3 +252,33 @@ def test_tlb_thread_with_a_wrapping_access():
         finally:
             eng.close()
     assert_same(out[0], out[1])
+
+
+@pytest.mark.parametrize("preset", ["graviton3", "xeon-8488c"])
+def test_last_level_thread_settles_before_a_peek(preset):
+    """Counting only with threads=2 the last level runs on its own thread (_engine/lower.c):
+    a look at its sets between two runs sees every request sent so far (the buffers are
+    drained first), and the run goes on to the one-thread result; an exclusive last level
+    (graviton3) hands dirty lines up, a non-inclusive one (xeon-8488c) does not."""
+    rng = np.random.default_rng(3)
+    n = 120_000
+    recs = np.zeros(n, dtype=traces.RECORD_DTYPE)
+    recs["addr"] = rng.integers(0, 1 << 26, n, dtype=np.uint64) & ~np.uint64(7)
+    recs["size"] = 8
+    recs["kind"] = np.where(rng.random(n) < 0.3, traces.KIND_STORE, traces.KIND_LOAD)
+    engines = []
+    for threads in (1, 2):
+        cfg = sim.load_cpu(preset).to_engine(timing=False, tlb=True, prefetchers=True,
+                                             flush=True)
+        cfg.threads = threads
+        engines.append(B.Engine(cfg))
+    for eng in engines:
+        eng.run(recs[: n // 2])
+    one, two = ([eng.peek_set(2, s) for s in range(0, 2048, 61)] for eng in engines)
+    assert one == two and any(way is not None for ways in one for way in ways)
+    for eng in engines:
+        eng.run(recs[n // 2:])
+    assert engines[1].threads >= 2
+    assert_same(*(eng.finish() for eng in engines))
+    for eng in engines:
+        eng.close()
