@@ -945,7 +945,7 @@ static inline int likelyInL1(const kvsimSim *s, uint64_t line) {
  * only the configurations with such a prefetcher pay for it.  The empty asm
  * statement tells the compiler the call has an effect, so it is not deleted. */
 static __attribute__((noinline)) void lookNeighbours(const kvsimSim *s, uint64_t la) {
-    const uint32_t nl = s->n - (s->lower != NULL); /* lower.c looks at its own level */
+    const uint32_t nl = lookLevels(s);
     if (s->look.next) LOOK_AHEAD(la + 1);
     if (s->look.adjacent && !(s->look.next && !(la & 1))) LOOK_AHEAD(la ^ 1);
     __asm__ volatile("" ::: "memory");
@@ -994,7 +994,7 @@ static inline __attribute__((always_inline)) void runLoop(kvsimSim *s, const kvt
                                                           size_t n, const int timing,
                                                           const int extras) {
     const uint32_t lb = s->cfg.line_bits;
-    const uint32_t nl = s->n - (s->lower != NULL); /* lower.c looks at its own level */
+    const uint32_t nl = lookLevels(s);
     Batch bt;
     memset(&bt, 0, sizeof bt);
     /* look at the neighbours' sets unless most hardware prefetches since the

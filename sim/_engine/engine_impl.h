@@ -467,6 +467,20 @@ static inline int pieceOp(const kvtRecord *r, uint64_t line, uint32_t lb, uint64
 
 /* --- Records ---------------------------------------------------------------- */
 
+/* Add a worker's own counters of one level to `dst` and clear them (segments.c
+ * engMergeParts, lower.c engLowerDrain). */
+static inline void levelStatsMove(kvsimLevelStats *dst, kvsimLevelStats *src) {
+    uint64_t *d = (uint64_t *)dst;
+    const uint64_t *x = (const uint64_t *)src;
+    for (size_t i = 0; i < sizeof(kvsimLevelStats) / sizeof(uint64_t); i++) d[i] += x[i];
+    memset(src, 0, sizeof *src);
+}
+
+/* The levels whose set blocks the calling thread's look-ahead prefetches (engine.c
+ * runLoop, lookNeighbours): all but a last level with a thread of its own (lower.c),
+ * which looks ahead at its own requests. */
+static inline uint32_t lookLevels(const kvsimSim *s) { return s->n - (s->lower != NULL); }
+
 /* A demand piece found an unused prefetched line (s->pfh_*): useful, or late if
  * it waited for the fill. */
 static inline void classifyPf(kvsimSim *s, int waited) {

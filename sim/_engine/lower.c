@@ -45,7 +45,6 @@
  * kvsimPeekSet), the end.
  */
 #include <stdlib.h>
-#include <string.h>
 
 #include "engine_impl.h"
 
@@ -160,11 +159,7 @@ void engLowerDrain(kvsimSim *s) {
     if (lw->busy) engWorkersWait(s, 1);
     lw->busy = 0;
     /* the worker's counts: the last level's, the L2's write-backs it found, DRAM's */
-    for (uint32_t k = s->n - 2; k < s->n; k++) {
-        uint64_t *dst = (uint64_t *)&s->st->level[k], *src = (uint64_t *)&lw->st->level[k];
-        for (size_t i = 0; i < sizeof(kvsimLevelStats) / sizeof(uint64_t); i++) dst[i] += src[i];
-        memset(src, 0, sizeof(kvsimLevelStats));
-    }
+    for (uint32_t k = s->n - 2; k < s->n; k++) levelStatsMove(&s->st->level[k], &lw->st->level[k]);
     s->st->dram_reads += lw->st->dram_reads;
     s->st->dram_writes += lw->st->dram_writes;
     lw->st->dram_reads = lw->st->dram_writes = 0;

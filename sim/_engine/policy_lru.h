@@ -60,6 +60,17 @@ static inline uint32_t kvsimLruRankVictimScalar(const uint8_t *rk, uint32_t wmas
     return 0;
 }
 
+#if defined(__SSE4_2__)
+/* One row of 16 ranks: every rank above `old` down by one, `top` in the lanes of
+ * `at` (the touched way's; all-zero lanes in a row without it). */
+static inline __attribute__((always_inline)) void kvsimLruRankRowTouch(uint8_t *row, __m128i old,
+                                                                       __m128i top, __m128i at) {
+    __m128i x = _mm_loadu_si128((const __m128i *)row);
+    x = _mm_add_epi8(x, _mm_cmpgt_epi8(x, old)); /* ranks above old: -1 */
+    _mm_storeu_si128((__m128i *)row, _mm_blendv_epi8(x, top, at));
+}
+#endif
+
 static inline __attribute__((always_inline)) void kvsimLruRankTouch(uint8_t *rk, uint32_t ways,
                                                                     uint32_t way) {
 #if defined(__SSE4_2__)
@@ -67,13 +78,10 @@ static inline __attribute__((always_inline)) void kvsimLruRankTouch(uint8_t *rk,
      * the broadcasts are one byte shuffle each */
     const __m128i z = _mm_setzero_si128();
     const __m128i wv = _mm_shuffle_epi8(_mm_cvtsi32_si128((int)way), z);
-    __m128i x = _mm_loadu_si128((const __m128i *)rk);
-    const __m128i old = _mm_shuffle_epi8(x, wv);
-    x = _mm_add_epi8(x, _mm_cmpgt_epi8(x, old)); /* ranks above old: -1 */
+    const __m128i old = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)rk), wv);
     const __m128i iota = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     const __m128i top = _mm_shuffle_epi8(_mm_cvtsi32_si128((int)(ways - 1)), z);
-    x = _mm_blendv_epi8(x, top, _mm_cmpeq_epi8(iota, wv));
-    _mm_storeu_si128((__m128i *)rk, x);
+    kvsimLruRankRowTouch(rk, old, top, _mm_cmpeq_epi8(iota, wv));
 #else
     kvsimLruRankTouchScalar(rk, ways, way);
 #endif
@@ -105,12 +113,9 @@ static inline __attribute__((always_inline)) void kvsimLruRank32Touch(uint8_t *r
     const __m128i top = _mm_shuffle_epi8(_mm_cvtsi32_si128((int)(ways - 1)), z);
     const __m128i iota = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     const __m128i wv = _mm_shuffle_epi8(_mm_cvtsi32_si128((int)way), z);
-    for (uint32_t h = 0; h < 32; h += 16) {
-        __m128i x = _mm_loadu_si128((const __m128i *)(rk + h));
-        x = _mm_add_epi8(x, _mm_cmpgt_epi8(x, old)); /* ranks above old: -1 */
-        const __m128i at = _mm_cmpeq_epi8(_mm_add_epi8(iota, _mm_set1_epi8((char)h)), wv);
-        _mm_storeu_si128((__m128i *)(rk + h), _mm_blendv_epi8(x, top, at));
-    }
+    for (uint32_t h = 0; h < 32; h += 16)
+        kvsimLruRankRowTouch(rk + h, old, top,
+                             _mm_cmpeq_epi8(_mm_add_epi8(iota, _mm_set1_epi8((char)h)), wv));
 #else
     kvsimLruRankTouchScalar(rk, ways, way);
 #endif

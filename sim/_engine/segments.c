@@ -106,12 +106,7 @@ void engMergeParts(kvsimSim *s) {
     for (uint32_t t = 1; t < s->threads; t++) {
         Part *P = &s->part[t];
         if (!P->own_dirty) continue;
-        for (uint32_t k = 0; k < s->n; k++) {
-            uint64_t *dst = (uint64_t *)s->lv[k].ls, *src = (uint64_t *)&P->own[k];
-            for (size_t i = 0; i < sizeof(kvsimLevelStats) / sizeof(uint64_t); i++)
-                dst[i] += src[i];
-            memset(&P->own[k], 0, sizeof P->own[k]);
-        }
+        for (uint32_t k = 0; k < s->n; k++) levelStatsMove(s->lv[k].ls, &P->own[k]);
         P->own_dirty = 0;
     }
 }
