@@ -184,16 +184,16 @@ def render_experiment(doc: dict[str, Any], result: str) -> str:
     return "\n".join(out)
 
 
-@rendering("headline", "results/experiments/headline.json")
-def render_headline(doc: dict[str, Any]) -> str:
-    """The headline study (``make demo``): one key row of every seed."""
-    return render_experiment(doc, RENDERINGS["headline"].result)
+def register_each(render: Callable[[dict[str, Any], str], str], results: dict[str, str]) -> None:
+    """Register ``render(doc, result)`` as the rendering of each ``name: result``."""
+    for name, result in results.items():
+        rendering(name, result)(lambda doc, result=result: render(doc, result))
 
 
-@rendering("batch_size", "results/experiments/batch_size.json")
-def render_batch_size(doc: dict[str, Any]) -> str:
-    """The batch-size study (``kvsim experiment run batch_size --scale full --publish``)."""
-    return render_experiment(doc, RENDERINGS["batch_size"].result)
+# the studies' published results: the headline study (``make demo``: one key row of every
+# seed) and the batch-size one (``kvsim experiment run batch_size --scale full --publish``)
+register_each(render_experiment, {"headline": "results/experiments/headline.json",
+                                  "batch_size": "results/experiments/batch_size.json"})
 
 
 @rendering("speed", "results/sim-bench-presets.json")
@@ -241,29 +241,14 @@ def render_ab(doc: dict[str, Any], result: str) -> str:
                                        doc.get("command", "sim/_engine/bench/ab.py"))])
 
 
-@rendering("tlb_thread_choice", "results/sim-tlb-thread-choice.json")
-def render_tlb_thread_choice(doc: dict[str, Any]) -> str:
-    """The TLB thread's choice of slices against a thread that takes them all."""
-    return render_ab(doc, RENDERINGS["tlb_thread_choice"].result)
-
-
-@rendering("engine_stalls", "results/sim-engine-stalls.json")
-def render_engine_stalls(doc: dict[str, Any]) -> str:
-    """The engine without its store-forwarding and division stalls, with the victim
-    look-ahead, against the commit before."""
-    return render_ab(doc, RENDERINGS["engine_stalls"].result)
-
-
-@rendering("engine_wide_ranks", "results/sim-engine-wide-ranks.json")
-def render_engine_wide_ranks(doc: dict[str, Any]) -> str:
-    """LRU ranks for levels of 17 to 32 ways against their stamps."""
-    return render_ab(doc, RENDERINGS["engine_wide_ranks"].result)
-
-
-@rendering("engine_lower_thread", "results/sim-engine-lower-thread.json")
-def render_engine_lower_thread(doc: dict[str, Any]) -> str:
-    """The last level on a thread of its own (counting only) against the commit before."""
-    return render_ab(doc, RENDERINGS["engine_lower_thread"].result)
+# the A B A B files sim/README.md shows: the TLB thread's choice of slices against a thread
+# that takes them all; the engine without its store-forwarding and division stalls, with the
+# victim look-ahead; LRU ranks for levels of 17 to 32 ways against their stamps; the last
+# level on a thread of its own (counting only); each against the commit before
+register_each(render_ab, {"tlb_thread_choice": "results/sim-tlb-thread-choice.json",
+                          "engine_stalls": "results/sim-engine-stalls.json",
+                          "engine_wide_ranks": "results/sim-engine-wide-ranks.json",
+                          "engine_lower_thread": "results/sim-engine-lower-thread.json"})
 
 
 #: The columns of each validation table the README shows (the JSON holds more).
