@@ -127,16 +127,16 @@ void engLowerJob(kvsimSim *s) {
             int du = 0;
             access(s, k, e.line, OP_READ, e.stag, e.kind, 0, excl ? &du : NULL);
             if (du) pendAdd(lw, e.line);
-        } else if (e.flags & LOW_PENDING) {
-            const int below = pendTake(lw, e.line); /* came up dirty */
-            if (e.op == OP_VICTIM && below) {       /* the L2's write-back after all */
-                lw->st->level[k - 1].writebacks++;
-                access(s, k, e.line, OP_WFULL, e.stag, KVSIM_K_WRITEBACK, 0, NULL);
-            } else {
-                access(s, k, e.line, e.op, e.stag, e.kind, 0, NULL);
-            }
         } else {
-            access(s, k, e.line, e.op, e.stag, e.kind, 0, NULL);
+            int op = e.op, kind = e.kind;
+            /* a pending line leaves pend; a clean victim of one that came up dirty
+             * is the L2's write-back after all */
+            if ((e.flags & LOW_PENDING) && pendTake(lw, e.line) && op == OP_VICTIM) {
+                lw->st->level[k - 1].writebacks++;
+                op = OP_WFULL;
+                kind = KVSIM_K_WRITEBACK;
+            }
+            access(s, k, e.line, op, e.stag, kind, 0, NULL);
         }
     }
 }
