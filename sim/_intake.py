@@ -7,12 +7,14 @@ same place. The split of the work: the reader's own Python code reads the framin
 headers, lengths, the end chunk: a few bytes per chunk) on a background thread; each data
 chunk's payload then goes to a small pool of threads that check its CRC32 and decompress it
 in ``sim/_engine/decode.c`` (outside the GIL, so chunks decompress in parallel and beside the
-engine), and check the record rules each chunk settles alone (``kvsimValidateLocal``); the
-calling thread finishes the check in order as it takes each chunk (``kvsimValidateJoin``: the
-warm-up markers' turn, and deps naming a record of an earlier chunk), so only those few
-records wait on it. At most ``ahead`` chunks are decoded ahead of the consumer, so memory
-does not grow with the trace (the record rules keep one bit for each of the last
-``traces.DEP_CHECK_WINDOW`` records, for ``dep``).
+engine), and check the record rules each chunk settles alone in the same call, while its
+records are at hand (``kvsimDecodeChecked``: for byte planes, a vector screen of 16 records
+at a time before the join, ``kvsimValidatePlanes``); the calling thread finishes the check in
+order as it takes each chunk (``kvsimValidateJoin``: the warm-up markers' turn, and deps
+naming a record of an earlier chunk), so only those few records wait on it. At most
+``ahead`` chunks are decoded ahead of the consumer, so memory does not grow with the trace
+(the record rules keep one bit for each of the last ``traces.DEP_CHECK_WINDOW`` records, for
+``dep``).
 
 Errors keep the reference's wording: a CRC or record-rule failure is worded by the reader's
 own functions (``crc_error``, ``record_error``, ``RecordValidator.describe``), and a zstd
@@ -65,6 +67,11 @@ def _lib() -> C.CDLL:
         lib.kvsimDecodePayload.restype = C.c_int
         lib.kvsimDecodePayload.argtypes = [C.c_void_p, C.c_size_t, u32, u32, C.c_void_p,
                                            C.c_size_t, C.POINTER(u32)]
+        if hasattr(lib, "kvsimDecodeChecked"):  # not in a library built before it (ab.py --base)
+            lib.kvsimDecodeChecked.restype = C.c_int
+            lib.kvsimDecodeChecked.argtypes = [C.c_void_p, C.c_size_t, u32, u32, C.c_void_p,
+                                               C.c_size_t, C.POINTER(u32), C.c_void_p, u64,
+                                               C.c_void_p, C.c_void_p]
         lib.kvsimDecodeHasZstd.restype = C.c_int
         lib.kvsimDecodeHasZstd.argtypes = []
         lib.kvsimCrc32.restype = u32
@@ -107,9 +114,13 @@ class _Decoder:
         self.reader = reader
         self.lib = _lib()
         self._py_lock = threading.Lock()  # the reader's zstd decompressor is not thread-safe
+        self._checked = hasattr(self.lib, "kvsimDecodeChecked")
 
     def __call__(self, info: traces.ChunkInfo, payload: bytes | bytearray, crc: int,
-                 buffers: queue.Queue | None = None) -> np.ndarray:
+                 buffers: queue.Queue | None = None, validator: _Validator | None = None,
+                 base: int = 0) -> tuple[np.ndarray, tuple | None]:
+        """The chunk's records and, with a validator, their local check (``base``: the trace
+        index of the first), made in the same compiled call while the records are at hand."""
         raw_len = info.n_records * traces.RECORD_SIZE
         out = None
         if buffers is not None:  # a recycled array: no fresh pages to fault in
@@ -120,16 +131,25 @@ class _Decoder:
             out = np.empty(info.n_records, dtype=traces.RECORD_DTYPE)
         src = np.frombuffer(payload, dtype=np.uint8)
         computed = u32(0)
-        code = self.lib.kvsimDecodePayload(src.ctypes.data, src.size, info.codec, crc,
-                                           out.ctypes.data, raw_len, C.byref(computed))
+        if validator is None or not self._checked:
+            code = self.lib.kvsimDecodePayload(src.ctypes.data, src.size, info.codec, crc,
+                                               out.ctypes.data, raw_len, C.byref(computed))
+        else:
+            chk, loads = validator.buffers(info.n_records)
+            code = self.lib.kvsimDecodeChecked(src.ctypes.data, src.size, info.codec, crc,
+                                               out.ctypes.data, raw_len, C.byref(computed),
+                                               validator.h, base, loads.ctypes.data,
+                                               C.byref(chk))
         if code == DEC_OK:
-            return out
+            if validator is None:
+                return out, None
+            return out, (chk, loads) if self._checked else validator.local(out, base)
         if code == DEC_CRC:
             raise self.reader.crc_error(info, crc, int(computed.value))
         if code in (DEC_ZSTD, DEC_NO_ZSTD):
             with self._py_lock:  # the reference words the error, or decodes what it accepts
                 out[:] = self.reader.payload_records(info, payload)
-            return out
+            return out, None if validator is None else validator.local(out, base)
         if code == DEC_MEMORY:
             raise MemoryError(f"chunk {info.index}: byte planes of {raw_len} bytes")
         raise self.reader._err(f"codec {info.codec} payload of {len(payload)} bytes refused",
@@ -151,10 +171,14 @@ class _Validator:
         self.records = 0
         self.err = RecordErrorC()
 
+    @staticmethod
+    def buffers(n: int) -> tuple[ChunkCheckC, np.ndarray]:
+        """What the local check of ``n`` records fills: the outcome and a load bit each."""
+        return ChunkCheckC(), np.empty((n + 63) // 64 + 1, dtype=np.uint64)
+
     def local(self, recs: np.ndarray, base: int) -> tuple[ChunkCheckC, np.ndarray]:
         """The rules ``recs`` (trace records ``base`` on) settle alone; any thread."""
-        chk = ChunkCheckC()
-        loads = np.empty((len(recs) + 63) // 64 + 1, dtype=np.uint64)
+        chk, loads = self.buffers(len(recs))
         self.lib.kvsimValidateLocal(self.h, recs.ctypes.data, len(recs), base,
                                     loads.ctypes.data, C.byref(chk))
         return chk, loads
@@ -217,8 +241,7 @@ def chunks(reader: traces.TraceReader, workers: int | None = None, ahead: int = 
         return False
 
     def job(info: traces.ChunkInfo, payload: bytes | bytearray, crc: int, base: int):
-        recs = decode(info, payload, crc, buffers)
-        return recs, validator.local(recs, base) if validator is not None else None
+        return decode(info, payload, crc, buffers, validator, base)
 
     def produce() -> None:
         base = 0  # trace index of the chunk's first record

@@ -262,14 +262,18 @@ int kvsimDecodeHasZstd(void) {
     return zstd.ok;
 }
 
-int kvsimDecodePayload(const void *payload, size_t stored, uint32_t codec, uint32_t crc,
-                       void *out, size_t raw_len, uint32_t *crc_out) {
+/* kvsimDecodePayload, and kvsimDecodeChecked's local check when v is set. */
+static int decodeChunk(const void *payload, size_t stored, uint32_t codec, uint32_t crc, void *out,
+                       size_t raw_len, uint32_t *crc_out, const kvsimValidator *v, uint64_t base,
+                       uint64_t *loads, kvsimChunkCheck *chk) {
+    const size_t n = raw_len / sizeof(kvtRecord);
     uint32_t c = kvsimCrc32(0, payload, stored);
     if (crc_out) *crc_out = c;
     if (c != crc) return KVSIM_DEC_CRC;
     if (codec == KVT_CODEC_RAW) {
         if (stored != raw_len) return KVSIM_DEC_CODEC;
         memcpy(out, payload, raw_len);
+        if (v) kvsimValidateLocal(v, out, n, base, loads, chk);
         return KVSIM_DEC_OK;
     }
     if (codec != KVT_CODEC_ZSTD && codec != KVT_CODEC_ZSTD_PLANES) return KVSIM_DEC_CODEC;
@@ -281,13 +285,31 @@ int kvsimDecodePayload(const void *payload, size_t stored, uint32_t codec, uint3
     if (zstd.is_error(fs) || fs != stored) return KVSIM_DEC_ZSTD;
     if (zstd.content_size(payload, stored) != (unsigned long long)raw_len) return KVSIM_DEC_ZSTD;
     uint8_t *dst = out;
-    if (codec == KVT_CODEC_ZSTD_PLANES && (dst = scratch(raw_len)) == NULL)
+    /* planes: the planes, then the screen's two bits per record */
+    const size_t bits = v ? 2 * ((n + 63) / 64) * sizeof(uint64_t) : 0;
+    if (codec == KVT_CODEC_ZSTD_PLANES && (dst = scratch(raw_len + bits)) == NULL)
         return KVSIM_DEC_MEMORY;
     size_t got = zstd.decompress(dst, raw_len, payload, stored);
     if (zstd.is_error(got) || got != raw_len) return KVSIM_DEC_ZSTD;
-    if (codec == KVT_CODEC_ZSTD_PLANES)
-        kvsimPlanesJoin(dst, raw_len / sizeof(kvtRecord), (kvtRecord *)out);
+    if (codec != KVT_CODEC_ZSTD_PLANES) {
+        if (v) kvsimValidateLocal(v, out, n, base, loads, chk);
+    } else if (v) {
+        kvsimValidatePlanes(v, dst, n, base, out, loads, chk, (uint64_t *)(dst + raw_len));
+    } else {
+        kvsimPlanesJoin(dst, n, (kvtRecord *)out);
+    }
     return KVSIM_DEC_OK;
+}
+
+int kvsimDecodePayload(const void *payload, size_t stored, uint32_t codec, uint32_t crc,
+                       void *out, size_t raw_len, uint32_t *crc_out) {
+    return decodeChunk(payload, stored, codec, crc, out, raw_len, crc_out, NULL, 0, NULL, NULL);
+}
+
+int kvsimDecodeChecked(const void *payload, size_t stored, uint32_t codec, uint32_t crc,
+                       void *out, size_t raw_len, uint32_t *crc_out, const kvsimValidator *v,
+                       uint64_t base, uint64_t *loads, kvsimChunkCheck *c) {
+    return decodeChunk(payload, stored, codec, crc, out, raw_len, crc_out, v, base, loads, c);
 }
 
 /* --- Record rules ------------------------------------------------------------------ */
@@ -440,27 +462,141 @@ int kvsimValidate(kvsimValidator *v, const kvtRecord *recs, size_t n, kvsimRecor
     return 0;
 }
 
-void kvsimValidateLocal(const kvsimValidator *v, const kvtRecord *recs, size_t n, uint64_t base,
-                        uint64_t *loads, kvsimChunkCheck *c) {
+static void checkInit(kvsimChunkCheck *c, size_t n, uint64_t base) {
     c->base = base;
     c->n = n;
     c->bad = n;
     c->rule = KVSIM_NRULES;
     c->pad = 0;
     c->join_end = 0;
-    for (size_t i = 0; i < n; i++) {
-        int cross = 0;
-        const uint32_t rule = brokenRule(v, recs, i, base, 1, &cross);
-        if (rule != KVSIM_NRULES) {
-            c->bad = i;
-            c->rule = rule;
-            break;
-        }
-        if (cross || (recs[i].kind == KVT_MARKER && (recs[i].flags == KVT_MARK_WARMUP_BEGIN ||
-                                                     recs[i].flags == KVT_MARK_WARMUP_END)))
-            c->join_end = i + 1;
+}
+
+/* The local part of the check for recs[i], exactly: 1 if it breaks a rule
+ * (noted in c), else 0, with c->join_end moved past it if the ordered part
+ * must look at it. */
+static inline int settleLocal(const kvsimValidator *v, const kvtRecord *recs, size_t i,
+                              uint64_t base, kvsimChunkCheck *c) {
+    int cross = 0;
+    const uint32_t rule = brokenRule(v, recs, i, base, 1, &cross);
+    if (rule != KVSIM_NRULES) {
+        c->bad = i;
+        c->rule = rule;
+        return 1;
     }
+    if (cross || (recs[i].kind == KVT_MARKER && (recs[i].flags == KVT_MARK_WARMUP_BEGIN ||
+                                                 recs[i].flags == KVT_MARK_WARMUP_END)))
+        c->join_end = i + 1;
+    return 0;
+}
+
+void kvsimValidateLocal(const kvsimValidator *v, const kvtRecord *recs, size_t n, uint64_t base,
+                        uint64_t *loads, kvsimChunkCheck *c) {
+    checkInit(c, n, base);
+    for (size_t i = 0; i < n; i++)
+        if (settleLocal(v, recs, i, base, c)) break;
     loadBits(recs, n, loads);
+}
+
+/*
+ * The local check of a chunk stored as byte planes, 16 records per step
+ * before the join.  A branch per record costs more than the zstd
+ * decompression of the record; the planes give each field of 16 records in
+ * one vector.  The screen marks a record `odd` unless it is a load or store
+ * of a non-zero size or a prefetch of size 1, with zero flags, a tag and a
+ * site the header names, and an address below 2^64 - 2^16 (no access of at
+ * most 65535 bytes wraps from there): so every marker and every record that
+ * could break a rule is odd, and the screen never passes a bad one.  A record
+ * with a dep is marked `named`.  After the join, the odd records go through
+ * brokenRule, in order; a named one passes at once if its dep names a load of
+ * the array (the common case), else through brokenRule too.  The outcome is
+ * kvsimValidateLocal's, to the bit (tests/test_decode.c compares them).
+ */
+#if defined(__SSE2__)
+/* bit i of odd/named/loads (words of 64 records) for records [0, n - n % 16);
+ * the rest are left odd.  0 when no record can pass (a header naming no tag
+ * or no site): then every record goes through brokenRule. */
+static int planesScreen(const kvsimValidator *v, const uint8_t *pl, size_t n, uint64_t *odd,
+                        uint64_t *named, uint64_t *loads) {
+    if (v->n_tags == 0 || v->n_sites == 0) return 0;
+    const int tags = v->n_tags > 0 && v->n_tags < 256, sites = v->n_sites > 0 && v->n_sites < 65536;
+    const __m128i z = _mm_setzero_si128(), ff = _mm_set1_epi8(-1), one = _mm_set1_epi8(1);
+    const __m128i two = _mm_set1_epi8(2), tmax = _mm_set1_epi8((char)(v->n_tags - 1));
+    const __m128i shi = _mm_set1_epi8((char)((v->n_sites - 1) >> 8));
+    const __m128i slo = _mm_set1_epi8((char)((v->n_sites - 1) & 0xff));
+    memset(odd, 0xff, (n + 63) / 64 * 8); /* the last n % 16 stay odd */
+    memset(named, 0, (n + 63) / 64 * 8);
+    memset(loads, 0, (n + 63) / 64 * 8);
+#define PL(j) _mm_loadu_si128((const __m128i *)(pl + (j) * n + i))
+#define LEU8(a, b) _mm_cmpeq_epi8(_mm_max_epu8(a, b), b) /* a <= b, unsigned bytes */
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m128i k = PL(offsetof(kvtRecord, kind));
+        const __m128i s0 = PL(offsetof(kvtRecord, size)), s1 = PL(offsetof(kvtRecord, size) + 1);
+        const __m128i sz0 = _mm_cmpeq_epi8(_mm_or_si128(s0, s1), z);
+        const __m128i sz1 = _mm_and_si128(_mm_cmpeq_epi8(s0, one), _mm_cmpeq_epi8(s1, z));
+        __m128i ok = _mm_or_si128(_mm_andnot_si128(sz0, LEU8(k, one)), /* load, store */
+                                  _mm_and_si128(_mm_cmpeq_epi8(k, two), sz1)); /* prefetch */
+        const size_t fl = offsetof(kvtRecord, flags);
+        ok = _mm_and_si128(ok, _mm_cmpeq_epi8(_mm_or_si128(PL(fl), PL(fl + 1)), z));
+        __m128i top = PL(2); /* the address's six high bytes: all ones near 2^64 */
+        for (size_t j = 3; j < 8; j++) top = _mm_min_epu8(top, PL(j));
+        ok = _mm_andnot_si128(_mm_cmpeq_epi8(top, ff), ok);
+        if (tags) ok = _mm_and_si128(ok, LEU8(PL(offsetof(kvtRecord, tag)), tmax));
+        if (sites) { /* site <= n_sites - 1, as two unsigned bytes */
+            const size_t st = offsetof(kvtRecord, site);
+            const __m128i lo = PL(st), hi = PL(st + 1), heq = _mm_cmpeq_epi8(hi, shi);
+            const __m128i below = _mm_andnot_si128(heq, LEU8(hi, shi));
+            ok = _mm_and_si128(ok, _mm_or_si128(below, _mm_and_si128(heq, LEU8(lo, slo))));
+        }
+        const size_t dp = offsetof(kvtRecord, dep);
+        const __m128i d = _mm_or_si128(_mm_or_si128(PL(dp), PL(dp + 1)),
+                                       _mm_or_si128(PL(dp + 2), PL(dp + 3)));
+        const uint32_t sh = (uint32_t)(i & 63);
+        const uint64_t okb = (uint64_t)_mm_movemask_epi8(ok);
+        odd[i / 64] &= ~(okb << sh);
+        named[i / 64] |= (uint64_t)(~_mm_movemask_epi8(_mm_cmpeq_epi8(d, z)) & 0xffff) << sh;
+        loads[i / 64] |= (uint64_t)_mm_movemask_epi8(_mm_cmpeq_epi8(k, z)) << sh;
+    }
+#undef PL
+#undef LEU8
+    for (; i < n; i++) loads[i / 64] |= (uint64_t)(pl[offsetof(kvtRecord, kind) * n + i] ==
+                                                   KVT_LOAD) << (i & 63);
+    return 1;
+}
+#endif
+
+void kvsimValidatePlanes(const kvsimValidator *v, const uint8_t *planes, size_t n, uint64_t base,
+                         kvtRecord *recs, uint64_t *loads, kvsimChunkCheck *c, uint64_t *bits) {
+#if defined(__SSE2__)
+    uint64_t *odd = bits, *named = bits + (n + 63) / 64;
+    const int screened = planesScreen(v, planes, n, odd, named, loads);
+#else
+    const int screened = 0;
+#endif
+    kvsimPlanesJoin(planes, n, recs);
+    if (!screened) {
+        kvsimValidateLocal(v, recs, n, base, loads, c);
+        return;
+    }
+#if defined(__SSE2__)
+    checkInit(c, n, base);
+    const uint8_t *kind = planes + offsetof(kvtRecord, kind) * n;
+    for (size_t w = 0; w * 64 < n; w++) {
+        /* a named record passes at once if its dep names a load of the array */
+        uint64_t also = 0;
+        for (uint64_t m = named[w] & ~odd[w]; m; m &= m - 1) {
+            const size_t i = w * 64 + (size_t)__builtin_ctzll(m);
+            const uint32_t dep = recs[i].dep;
+            const int load = kind[dep <= i ? i - dep : i] == KVT_LOAD;
+            also |= (uint64_t)!((dep <= i) & (dep <= KVT_DEP_CHECK_WINDOW) & load) << (i & 63);
+        }
+        for (uint64_t m = odd[w] | also; m; m &= m - 1) { /* in record order */
+            const size_t i = w * 64 + (size_t)__builtin_ctzll(m);
+            if (i >= n) break;
+            if (settleLocal(v, recs, i, base, c)) return;
+        }
+    }
+#endif
 }
 
 int kvsimValidateJoin(kvsimValidator *v, const kvtRecord *recs, const uint64_t *loads,

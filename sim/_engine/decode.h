@@ -122,6 +122,20 @@ void kvsimValidateLocal(const kvsimValidator *v, const kvtRecord *recs, size_t n
 int kvsimValidateJoin(kvsimValidator *v, const kvtRecord *recs, const uint64_t *loads,
                       const kvsimChunkCheck *c, kvsimRecordError *err);
 
+/* kvsimDecodePayload and kvsimValidateLocal in one call, on any thread: the
+ * decoded records checked while they are at hand (with v, base, loads and c
+ * as kvsimValidateLocal takes them); c is set only when KVSIM_DEC_OK is
+ * returned. */
+int kvsimDecodeChecked(const void *payload, size_t stored, uint32_t codec, uint32_t crc,
+                       void *out, size_t raw_len, uint32_t *crc_out, const kvsimValidator *v,
+                       uint64_t base, uint64_t *loads, kvsimChunkCheck *c);
+
+/* kvsimPlanesJoin of n records into recs, and kvsimValidateLocal of them
+ * (the same loads and c, to the bit), screened on the planes 16 records at a
+ * time (decode.c); bits: scratch of 2 * ((n + 63) / 64) words. */
+void kvsimValidatePlanes(const kvsimValidator *v, const uint8_t *planes, size_t n, uint64_t base,
+                         kvtRecord *recs, uint64_t *loads, kvsimChunkCheck *c, uint64_t *bits);
+
 /* Records accepted so far. */
 uint64_t kvsimValidatorRecords(const kvsimValidator *v);
 /* Bytes the validator holds: fixed (the kinds of the last KVT_DEP_CHECK_WINDOW

@@ -85,6 +85,24 @@ def test_broken_records_same_error(n, seed, damage, chunk, no_tables, codec) -> 
     _same(_trace(rec, codec, chunk, header))
 
 
+def test_decode_then_check_as_a_library_without_the_fused_call(monkeypatch) -> None:
+    """An engine library without kvsimDecodeChecked (ab.py --base) checks in a second call:
+    the same records and the same errors."""
+    real = _intake._Decoder.__init__
+
+    def init(self, reader):
+        real(self, reader)
+        self._checked = False
+
+    monkeypatch.setattr(_intake._Decoder, "__init__", init)
+    for seed in range(4):
+        rec = random_records(300, seed)
+        rec["flags"][37 * seed + 5] = 1
+        for codec in ("raw", "zstd_planes"):
+            assert _same(_trace(rec, codec, 64))[0] == "error"
+            assert _same(_trace(random_records(300, seed), codec, 64))[0] == "ok"
+
+
 GOOD = {c: _trace(random_records(250, 3), c, 100) for c in ("raw", "zstd", "zstd_planes")}
 
 

@@ -5,8 +5,10 @@
  * calls (a dep into an earlier call, warm-up alternation) and past the first
  * growth of the load bitmap, and the check in two parts (kvsimValidateLocal on
  * every array first, then kvsimValidateJoin in order) against the one-part
- * check on random streams cut into random arrays, and the byte planes.  sim/tests/test_intake.py compares the whole
- * intake with the Python reader; this checks the C under the sanitizers.
+ * check on random streams cut into random arrays, the byte planes, and the
+ * check screened on the planes against the local check.  sim/tests/test_intake.py
+ * compares the whole intake with the Python reader; this checks the C under the
+ * sanitizers.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,6 +133,68 @@ static void twoParts(const kvtRecord *r, size_t n, size_t maxlen) {
     kvsimValidatorFree(b);
 }
 
+/* kvsimValidatePlanes against kvsimValidateLocal on the same array: the same
+ * records joined, the same load bits and the same check, to the bit. */
+static void planesAgree(const kvsimValidator *v, const kvtRecord *r, size_t n, uint64_t base) {
+    const size_t words = (n + 63) / 64 + 1;
+    uint8_t *pl = calloc(n * 24 + 1, 1);
+    kvtRecord *out = calloc(n + 1, sizeof *out);
+    uint64_t *la = calloc(words, 8), *lb = calloc(words, 8), *bits = calloc(2 * words, 8);
+    kvsimChunkCheck ca, cb;
+    memset(&ca, 0xa5, sizeof ca);
+    memset(&cb, 0x5a, sizeof cb);
+    kvsimPlanesSplit(r, n, pl);
+    kvsimValidateLocal(v, r, n, base, la, &ca);
+    kvsimValidatePlanes(v, pl, n, base, out, lb, &cb, bits);
+    CHECK(n == 0 || memcmp(r, out, n * sizeof *r) == 0);
+    CHECK(memcmp(la, lb, (n + 63) / 64 * 8) == 0);
+    CHECK(ca.base == cb.base && ca.n == cb.n && ca.bad == cb.bad && ca.join_end == cb.join_end);
+    CHECK(ca.bad == n || ca.rule == cb.rule);
+    free(pl);
+    free(out);
+    free(la);
+    free(lb);
+    free(bits);
+}
+
+/* A stream that keeps every rule: randomStream's records, each dep naming a
+ * load of the array or, at times, reaching before it. */
+static void cleanStream(kvtRecord *r, size_t n) {
+    randomStream(r, n, 0);
+    for (size_t i = 0; i < n; i++) {
+        if (r[i].kind == KVT_MARKER || r[i].dep == 0) continue;
+        r[i].dep = 0;
+        for (size_t d = 1; d <= i && d < 300; d++)
+            if (r[i - d].kind == KVT_LOAD && rnd(4) == 0) {
+                r[i].dep = (uint32_t)d;
+                break;
+            }
+        if (r[i].dep == 0 && rnd(64) == 0) r[i].dep = (uint32_t)(i + 1 + rnd(5)); /* before */
+    }
+}
+
+/* Records that each screen of the planes must turn away or let through: every
+ * field at the edge of its rule, at `count` random places. */
+static void planesEdges(kvtRecord *r, size_t n, size_t count) {
+    for (size_t e = 0; e < count; e++) {
+        kvtRecord *x = &r[rnd(n)];
+        switch (rnd(12)) {
+        case 0: x->addr = UINT64_MAX - rnd(x->size + 2u); break; /* wraps, or just does not */
+        case 1: x->addr = (UINT64_MAX << 16) - rnd(3); break;
+        case 2: x->tag = (uint8_t)rnd(256); break;
+        case 3: x->site = (uint16_t)rnd(65536); break;
+        case 4: x->site = (uint16_t)(0x14e + rnd(3) + (rnd(2) ? 0x50 : 0)); break; /* by 0x150 */
+        case 5: x->flags = (uint16_t)(rnd(2) << (8 * rnd(2))); break;
+        case 6: x->size = (uint16_t)(rnd(3) << (8 * rnd(2))); break;
+        case 7: x->kind = (uint8_t)rnd(6); break;
+        case 8: x->dep = (uint32_t)rnd(2) << (8 * rnd(4)); break;
+        case 9: x->addr = UINT64_MAX - 65535 - rnd(70000); break; /* near 2^64 */
+        case 10: x->tag = (uint8_t)(rnd(2) ? 5 : 4); break;
+        default: x->size = (uint16_t)(0xffff - rnd(2)); break;
+        }
+    }
+}
+
 int main(void) {
     CHECK(kvsimCrc32(0, "123456789", 9) == 0xCBF43926u); /* the CRC-32 check value */
     CHECK(kvsimCrc32(kvsimCrc32(0, "1234", 4), "56789", 5) == 0xCBF43926u);
@@ -235,6 +299,30 @@ int main(void) {
         free(a);
         free(b);
         free(pl);
+    }
+
+    /* the planes' screened check is the local check: arrays of every length
+     * around the vector steps, headers naming tags and sites or not, bases that
+     * let deps reach before the array or not, streams clean and broken */
+    {
+        enum { PN = 3000 };
+        kvtRecord *pr = calloc(PN, sizeof *pr);
+        const int64_t bounds[][2] = {{-1, -1}, {5, 0x150}, {256, 65536}, {1, 1}, {0, -1}, {-1, 0},
+                                     {255, 65535}};
+        for (int t = 0; t < 3000; t++) {
+            const size_t n = t < 80 ? (size_t)t : 1 + rnd(PN);
+            if (t % 4 == 3) {
+                randomStream(pr, n, (unsigned)(t % 9));
+            } else { /* clean, then none, one or a few records at the edge of a rule */
+                cleanStream(pr, n);
+                if (n) planesEdges(pr, n, t % 4 == 0 ? 0 : t % 4 == 1 ? 1 : 1 + rnd(4));
+            }
+            const int64_t *bd = bounds[t % (sizeof bounds / sizeof *bounds)];
+            kvsimValidator *pv = kvsimValidatorCreate(bd[0], bd[1], KVT_NUM_MARKERS);
+            planesAgree(pv, pr, n, t % 4 ? 0 : rnd(1 << 21));
+            kvsimValidatorFree(pv);
+        }
+        free(pr);
     }
 
     /* the check in two parts names the same first bad record as the one-part
