@@ -5,12 +5,15 @@
 Each trace's first ``--records`` records (default 4,000,000) are written in memory once per
 codec (``raw``, ``zstd``, ``zstd_planes``: traces/FORMAT.md "Codecs"), in chunks of 65536
 records, as ``traces.Writer`` writes them. Per codec it reports the stored bytes per record
-and two decoding speeds, best of ``--repeat`` rounds that alternate the codecs (so a slow
+and its decoding speeds, best of ``--repeat`` rounds that alternate the codecs (so a slow
 spell on a shared machine hits each):
 
 * **compiled**, the simulator's intake on one thread: every chunk's CRC32, decompression and,
   for ``zstd_planes``, the join of its byte planes (``kvsimDecodePayload``, sim/_engine/decode.c),
-  from payloads already in memory; records per second of CPU time;
+  from payloads already in memory; records per second of CPU time; and the same with the
+  record rules each chunk settles alone (the local check), in the decoding call as the
+  simulator's intake makes it (``kvsimDecodeChecked``: for byte planes, screened 16 records at
+  a time before the join) and in a second call (``kvsimValidateLocal``, one record at a time);
 * **reader**, ``traces.open(..., validate=False)`` read to the end (the pure-Python reader that
   notebooks and converters use; it joins byte planes in compiled code when the engine library
   is built, with numpy otherwise); records per second of wall time.
@@ -70,22 +73,44 @@ def payloads(data: bytes) -> list[tuple[traces.ChunkInfo, bytes, int]]:
             out.append((info, bytes(payload), crc))
 
 
-def compiled_seconds(chunks: list[tuple[traces.ChunkInfo, bytes, int]]) -> float:
-    """CPU seconds of kvsimDecodePayload over every chunk, on this thread."""
+def compiled_seconds(data: bytes, chunks: list[tuple[traces.ChunkInfo, bytes, int]],
+                     check: str = "none") -> float:
+    """CPU seconds of the compiled intake over every chunk, on this thread: decoding alone
+    (``check`` "none": kvsimDecodePayload), decoding and the local record check in one call
+    ("checked": kvsimDecodeChecked, as sim/_intake.py does), or in two ("two calls":
+    kvsimDecodePayload, then kvsimValidateLocal)."""
     from kvsim.sim import _intake
 
     lib = _intake._lib()
     out = np.empty(traces.DEFAULT_CHUNK_RECORDS, dtype=traces.RECORD_DTYPE)
+    loads = np.empty(traces.DEFAULT_CHUNK_RECORDS // 64 + 2, dtype=np.uint64)
+    chk = _intake.ChunkCheckC()
     got = C.c_uint32(0)
     srcs = [(info, np.frombuffer(p, dtype=np.uint8), crc) for info, p, crc in chunks]
-    t0 = time.process_time()
-    for info, src, crc in srcs:
-        code = lib.kvsimDecodePayload(src.ctypes.data, src.size, info.codec, crc,
-                                      out.ctypes.data, info.n_records * traces.RECORD_SIZE,
-                                      C.byref(got))
-        if code != 0:
-            raise traces.TraceError(f"chunk {info.index}: kvsimDecodePayload returned {code}")
-    return time.process_time() - t0
+    with traces.open(io.BytesIO(data)) as tr:
+        v = _intake._Validator(tr)
+    try:
+        base = 0
+        t0 = time.process_time()
+        for info, src, crc in srcs:
+            n, raw = info.n_records, info.n_records * traces.RECORD_SIZE
+            if check == "checked":
+                code = lib.kvsimDecodeChecked(src.ctypes.data, src.size, info.codec, crc,
+                                              out.ctypes.data, raw, C.byref(got), v.h, base,
+                                              loads.ctypes.data, C.byref(chk))
+            else:
+                code = lib.kvsimDecodePayload(src.ctypes.data, src.size, info.codec, crc,
+                                              out.ctypes.data, raw, C.byref(got))
+                if check == "two calls":
+                    lib.kvsimValidateLocal(v.h, out.ctypes.data, n, base, loads.ctypes.data,
+                                           C.byref(chk))
+            if code != 0:
+                raise traces.TraceError(f"chunk {info.index}: the compiled decoder returned "
+                                        f"{code}")
+            base += n
+        return time.process_time() - t0
+    finally:
+        v.close()
 
 
 def reader_seconds(data: bytes) -> float:
@@ -101,10 +126,13 @@ def measure(path: Path, records: int, repeat: int) -> dict[str, Any]:
     n = recs.size
     data = {c: encode(recs, header, c) for c in CODECS}
     chunks = {c: payloads(data[c]) for c in CODECS}
-    best = {(c, k): float("inf") for c in CODECS for k in ("compiled", "reader")}
+    kinds = ("compiled", "checked", "two calls", "reader")
+    best = {(c, k): float("inf") for c in CODECS for k in kinds}
     for _ in range(repeat):
         for c in CODECS:
-            best[c, "compiled"] = min(best[c, "compiled"], compiled_seconds(chunks[c]))
+            best[c, "compiled"] = min(best[c, "compiled"], compiled_seconds(data[c], chunks[c]))
+            for k in ("checked", "two calls"):
+                best[c, k] = min(best[c, k], compiled_seconds(data[c], chunks[c], k))
             best[c, "reader"] = min(best[c, "reader"], reader_seconds(data[c]))
     row: dict[str, Any] = {"trace": path.name, "records": int(n), "codecs": {}}
     for c in CODECS:
@@ -112,11 +140,16 @@ def measure(path: Path, records: int, repeat: int) -> dict[str, Any]:
             "bytes_per_record": round(len(data[c]) / n, 3),
             "compiled_mrec_per_cpu_s": round(n / best[c, "compiled"] / 1e6, 1),
             "compiled_ns_per_record": round(best[c, "compiled"] / n * 1e9, 2),
+            "checked_ns_per_record": round(best[c, "checked"] / n * 1e9, 2),
+            "decode_then_check_ns_per_record": round(best[c, "two calls"] / n * 1e9, 2),
             "reader_mrec_s": round(n / best[c, "reader"] / 1e6, 1),
         }
         r = row["codecs"][c]
         print(f"{path.name:<28} {c:<12} {r['bytes_per_record']:6.2f} B/rec  compiled "
-              f"{r['compiled_ns_per_record']:6.2f} ns/rec  reader {r['reader_mrec_s']:6.1f} M/s")
+              f"{r['compiled_ns_per_record']:6.2f} ns/rec, checked "
+              f"{r['checked_ns_per_record']:6.2f} (in two calls "
+              f"{r['decode_then_check_ns_per_record']:6.2f})  reader "
+              f"{r['reader_mrec_s']:6.1f} M/s")
     return row
 
 

@@ -79,4 +79,8 @@ def test_codec_bench_writes_every_codec(tmp_path) -> None:
     row = json.loads(out.read_text())["rows"][0]
     assert row["records"] == 2000 and set(row["codecs"]) == set(codec_bench.CODECS)
     assert row["codecs"]["raw"]["bytes_per_record"] > 24  # the framing on top
+    for c in codec_bench.CODECS:  # the three compiled timings of each codec
+        r = row["codecs"][c]
+        assert 0 < r["compiled_ns_per_record"] and 0 < r["checked_ns_per_record"]
+        assert 0 < r["decode_then_check_ns_per_record"]
     assert codec_bench.main([str(tmp_path / "missing.kvt"), "--out", str(out)]) == 1
