@@ -248,7 +248,8 @@ def render_ab(doc: dict[str, Any], result: str) -> str:
 register_each(render_ab, {"tlb_thread_choice": "results/sim-tlb-thread-choice.json",
                           "engine_stalls": "results/sim-engine-stalls.json",
                           "engine_wide_ranks": "results/sim-engine-wide-ranks.json",
-                          "engine_lower_thread": "results/sim-engine-lower-thread.json"})
+                          "engine_lower_thread": "results/sim-engine-lower-thread.json",
+                          "intake_screened_check": "results/intake-screened-check.json"})
 
 
 #: The columns of each validation table the README shows (the JSON holds more).
