@@ -922,7 +922,10 @@ static inline int likelyInL1(const kvsimSim *s, uint64_t line) {
 }
 
 /* Prefetch into the host's caches the set blocks that line `ln` maps to in every
- * level from PF_FIRST_LEVEL down (L1's sets stay in the host caches anyway).
+ * level from PF_FIRST_LEVEL down (L1's sets stay in the host caches anyway),
+ * every line of each block: fetching the header line first and, a few records
+ * later, only the tag line its fingerprints or ranks point to ran slower on
+ * the presets, interleaved A B A B, with timing and without.
  * A macro, not a function: GCC's pure/const analysis deletes calls to a helper
  * whose only effect is a prefetch. */
 #define LOOK_AHEAD(ln)                                                                  \
