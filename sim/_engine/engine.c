@@ -174,22 +174,43 @@ static int isPow2(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
 static void *xcalloc(size_t n, size_t sz) { return calloc(n ? n : 1, sz ? sz : 1); }
 
-/* Zeroed memory for the big per-line arrays.  Arrays of 1 MiB or more are 2 MiB
- * aligned and advised as transparent huge pages: a simulated L3 spread over 4 KiB
- * host pages costs a host TLB miss (a nested walk in a VM) on nearly every access. */
+/* Zeroed memory for the set blocks.  Arrays of 1 MiB or more are mapped from the
+ * system (bigFree unmaps them), 2 MiB aligned and advised as transparent huge
+ * pages: a simulated L3 spread over 4 KiB host pages costs a host TLB miss (a
+ * nested walk in a VM) on nearly every access.  The mapping's pages are zero
+ * until written, and a set's zero bytes are its start state (policy_lru.h), so
+ * nothing is written here: a page costs its fault only when the run first
+ * reaches one of its sets, and a short trace on a large last level creates
+ * the engine in a fraction of a millisecond instead of populating every page. */
 #define HUGE_THRESHOLD (1u << 20)
-#define HUGE_ALIGN (2u << 20)
+#define HUGE_ALIGN ((size_t)2 << 20)
+static size_t bigBytes(size_t n, size_t sz) {
+    const size_t bytes = (n ? n : 1) * (sz ? sz : 1);
+    return bytes < HUGE_THRESHOLD ? bytes : (bytes + HUGE_ALIGN - 1) & ~(HUGE_ALIGN - 1);
+}
+
 static void *bigAlloc(size_t n, size_t sz) {
-    size_t bytes = (n ? n : 1) * (sz ? sz : 1);
+    const size_t bytes = bigBytes(n, sz);
     if (bytes < HUGE_THRESHOLD) return calloc(1, bytes);
-    size_t rounded = (bytes + HUGE_ALIGN - 1) & ~(size_t)(HUGE_ALIGN - 1);
-    void *p = NULL;
-    if (posix_memalign(&p, HUGE_ALIGN, rounded) != 0) return NULL;
+    uint8_t *m = mmap(NULL, bytes + HUGE_ALIGN, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return NULL;
+    const size_t head = (HUGE_ALIGN - ((uintptr_t)m & (HUGE_ALIGN - 1))) & (HUGE_ALIGN - 1);
+    if (head) munmap(m, head); /* keep the aligned `bytes` */
+    if (HUGE_ALIGN - head) munmap(m + head + bytes, HUGE_ALIGN - head);
 #ifdef MADV_HUGEPAGE
-    madvise(p, rounded, MADV_HUGEPAGE);
+    madvise(m + head, bytes, MADV_HUGEPAGE);
 #endif
-    memset(p, 0, rounded);
-    return p;
+    return m + head;
+}
+
+static void bigFree(void *p, size_t n, size_t sz) {
+    if (p == NULL) return;
+    const size_t bytes = bigBytes(n, sz);
+    if (bytes < HUGE_THRESHOLD)
+        free(p);
+    else
+        munmap(p, bytes);
 }
 
 /* --- TLB ------------------------------------------------------------------- */
@@ -1096,9 +1117,13 @@ void kvsimFinish(kvsimSim *s) {
                 if (!dirty) continue;
                 uint32_t *ord = nw <= 256 ? order : malloc(nw * sizeof(uint32_t));
                 if (L->roff) {
-                    /* LRU ranks: the ages are distinct, oldest = rank 0 */
+                    /* LRU ranks, oldest = rank 0: distinct among the ways touched,
+                     * and every valid way has been; the others share rank 0 (an
+                     * empty way, or one emptied by an invalidation, is skipped below) */
                     const uint8_t *rk = SET_BASE(L, set) + L->roff;
-                    for (uint32_t w = 0; w < nw; w++) ord[rk[w]] = w;
+                    for (uint32_t q = 0; q < nw; q++) ord[q] = UINT32_MAX;
+                    for (uint32_t w = 0; w < nw; w++)
+                        if (SET_TAGS(L, set)[w] != 0) ord[rk[w]] = w;
                 } else {
                     for (uint32_t w = 0; w < nw; w++) ord[w] = nw - 1 - w;
                     /* stable insertion sort by age, descending */
@@ -1114,6 +1139,7 @@ void kvsimFinish(kvsimSim *s) {
                     }
                 }
                 for (uint32_t q = 0; q < nw; q++) {
+                    if (ord[q] == UINT32_MAX) continue;
                     uint64_t *tp = SET_TAGS(L, set) + ord[q];
                     uint8_t *mp = SET_META(L, set) + ord[q];
                     if (*tp == 0 || !(*mp & META_DIRTY)) continue;
@@ -1181,7 +1207,7 @@ void kvsimFree(kvsimSim *s) {
     engTlbPipeStop(s);
     for (uint32_t k = 0; k < KVSIM_MAX_LEVELS; k++) {
         Level *L = &s->lv[k];
-        free(L->blk);
+        bigFree(L->blk, L->sets, L->stride);
         free(L->pc.set);
         free(L->mline);
         free(L->mready);

@@ -6,10 +6,6 @@
  */
 #include "policy_lru.h"
 
-static void lruInit(kvsimPolicyCtx *p, uint32_t set) {
-    if (p->rank) kvsimLruRankInit(p, set);
-}
-
 static void lruTouch(kvsimPolicyCtx *p, uint32_t set, uint32_t way) {
     kvsimLruTouch(p, set, way);
 }
@@ -27,7 +23,7 @@ static uint64_t lruAge(const kvsimPolicyCtx *p, uint32_t set, uint32_t way) {
 
 const kvsimPolicyOps kvsimPolicyLru = {
     .name = "lru",
-    .on_init = lruInit,
+    .on_init = NULL, /* ranks and stamps start at 0 */
     .on_hit = lruTouch,
     .on_fill = lruTouch,
     .victim = lruVictim,

@@ -7,13 +7,19 @@
  *
  *  * ways <= 32 (p->rank != NULL): a recency rank per way, one byte each, 16
  *    bytes per set inside the set's block for up to 16 ways, 32 for 17 to 32
- *    (touched and searched in two halves of 16).  The ranks are a permutation of
- *    0..ways-1 (initially rank[w] = w); touching way w lowers by one every rank
- *    above w's and gives w the top rank ways-1 (one SSE compare, add and blend);
- *    the victim is the way of rank 0 (one compare).  A valid line has been
- *    touched since it became valid, so among the valid ways the ranks order the
- *    lines by their last access: the same order as the stamps below, which is
- *    what the victim choice and the final flush's age order depend on.
+ *    (touched and searched in two halves of 16).  Every rank starts at 0, so a
+ *    set block needs no initialisation (its zeroed memory is the start state,
+ *    and a block the run never reaches is never written); touching way w lowers
+ *    by one every rank above w's and gives w the top rank ways-1 (one SSE
+ *    compare, add and blend); the victim is the way of rank 0 (one compare).
+ *    The ways touched so far hold the top ranks, distinct, in the order of
+ *    their last access, and the others rank 0; once every way has been touched
+ *    the ranks are a permutation of 0..ways-1.  A victim is asked for only when
+ *    no way is empty, so after every way was touched; and a valid line has
+ *    been touched since it became valid, so among the valid ways the ranks
+ *    order the lines by their last access: the same order as the stamps
+ *    below, which is what the victim choice and the final flush's age order
+ *    depend on.
  *  * more ways (p->rank == NULL): per-line timestamps: every access (hit or fill) stamps the line
  *    with ++clock; the victim is the way with the smallest stamp.  Stamps are
  *    unique, so the order is total and equals DineroIV's LRU stack (where a hit,
@@ -40,11 +46,6 @@ static inline uint32_t kvsimWaysMask(uint32_t ways) {
 }
 
 /* Rank representation (p->rank != NULL, ways <= 32): the rows' padding is 0. */
-static inline void kvsimLruRankInit(kvsimPolicyCtx *p, uint32_t set) {
-    uint8_t *rk = KVSIM_RANK(p, set);
-    const uint32_t row = p->ways <= KVSIM_LRU_RANK_MAX_WAYS ? 16 : 32;
-    for (uint32_t w = 0; w < row; w++) rk[w] = (uint8_t)(w < p->ways ? w : 0);
-}
 
 /* The portable touch and victim search, for any row width (the SSE paths below
  * take one row or two). */

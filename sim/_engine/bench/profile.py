@@ -31,7 +31,7 @@ from kvsim.sim import bench_presets as bp
 # callgrind_annotate "file:function" goes to the first part whose file pattern matches its
 # file, else to the first whose function pattern matches its function
 PARTS = [
-    ("setup", None, re.compile(r"^(kvsimCreate|lruInit|kvsimFree|engTlbInit|bigAlloc|"
+    ("setup", None, re.compile(r"^(kvsimCreate|kvsimFree|engTlbInit|bigAlloc|bigFree|"
                                r"__memset\w*|_dl_\w+|calloc|malloc|free)$")),
     ("tlb", re.compile(r"/tlb\.c$"),
      re.compile(r"^(engTlbCode|translate|tlbApply|walkCost|tlb\w+)$")),
