@@ -249,7 +249,8 @@ register_each(render_ab, {"tlb_thread_choice": "results/sim-tlb-thread-choice.js
                           "engine_stalls": "results/sim-engine-stalls.json",
                           "engine_wide_ranks": "results/sim-engine-wide-ranks.json",
                           "engine_lower_thread": "results/sim-engine-lower-thread.json",
-                          "intake_screened_check": "results/intake-screened-check.json"})
+                          "intake_screened_check": "results/intake-screened-check.json",
+                          "engine_lazy_sets": "results/sim-engine-lazy-sets.json"})
 
 
 #: The columns of each validation table the README shows (the JSON holds more).
