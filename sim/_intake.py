@@ -131,6 +131,7 @@ class _Decoder:
             out = np.empty(info.n_records, dtype=traces.RECORD_DTYPE)
         src = np.frombuffer(payload, dtype=np.uint8)
         computed = u32(0)
+        check = None  # the local check, when the compiled call made it
         if validator is None or not self._checked:
             code = self.lib.kvsimDecodePayload(src.ctypes.data, src.size, info.codec, crc,
                                                out.ctypes.data, raw_len, C.byref(computed))
@@ -140,20 +141,21 @@ class _Decoder:
                                                out.ctypes.data, raw_len, C.byref(computed),
                                                validator.h, base, loads.ctypes.data,
                                                C.byref(chk))
-        if code == DEC_OK:
-            if validator is None:
-                return out, None
-            return out, (chk, loads) if self._checked else validator.local(out, base)
+            check = chk, loads
         if code == DEC_CRC:
             raise self.reader.crc_error(info, crc, int(computed.value))
+        if code == DEC_MEMORY:
+            raise MemoryError(f"chunk {info.index}: byte planes of {raw_len} bytes")
         if code in (DEC_ZSTD, DEC_NO_ZSTD):
             with self._py_lock:  # the reference words the error, or decodes what it accepts
                 out[:] = self.reader.payload_records(info, payload)
-            return out, None if validator is None else validator.local(out, base)
-        if code == DEC_MEMORY:
-            raise MemoryError(f"chunk {info.index}: byte planes of {raw_len} bytes")
-        raise self.reader._err(f"codec {info.codec} payload of {len(payload)} bytes refused",
-                               info.index, info.offset)
+            check = None  # the compiled call checked nothing
+        elif code != DEC_OK:
+            raise self.reader._err(f"codec {info.codec} payload of {len(payload)} bytes refused",
+                                   info.index, info.offset)
+        if validator is not None and check is None:
+            check = validator.local(out, base)
+        return out, check
 
 
 class _Validator:

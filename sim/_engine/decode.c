@@ -270,34 +270,33 @@ static int decodeChunk(const void *payload, size_t stored, uint32_t codec, uint3
     uint32_t c = kvsimCrc32(0, payload, stored);
     if (crc_out) *crc_out = c;
     if (c != crc) return KVSIM_DEC_CRC;
+    uint8_t *dst = out;
     if (codec == KVT_CODEC_RAW) {
         if (stored != raw_len) return KVSIM_DEC_CODEC;
         memcpy(out, payload, raw_len);
-        if (v) kvsimValidateLocal(v, out, n, base, loads, chk);
-        return KVSIM_DEC_OK;
-    }
-    if (codec != KVT_CODEC_ZSTD && codec != KVT_CODEC_ZSTD_PLANES) return KVSIM_DEC_CODEC;
-    if (!kvsimDecodeHasZstd()) return KVSIM_DEC_NO_ZSTD;
-    /* exactly one frame, covering the whole payload, that states its content size
-     * as raw_len (the Python reader's decompressobj accepts nothing else either; any
-     * doubt goes back to it for the wording) */
-    size_t fs = zstd.frame_size(payload, stored);
-    if (zstd.is_error(fs) || fs != stored) return KVSIM_DEC_ZSTD;
-    if (zstd.content_size(payload, stored) != (unsigned long long)raw_len) return KVSIM_DEC_ZSTD;
-    uint8_t *dst = out;
-    /* planes: the planes, then the screen's two bits per record */
-    const size_t bits = v ? 2 * ((n + 63) / 64) * sizeof(uint64_t) : 0;
-    if (codec == KVT_CODEC_ZSTD_PLANES && (dst = scratch(raw_len + bits)) == NULL)
-        return KVSIM_DEC_MEMORY;
-    size_t got = zstd.decompress(dst, raw_len, payload, stored);
-    if (zstd.is_error(got) || got != raw_len) return KVSIM_DEC_ZSTD;
-    if (codec != KVT_CODEC_ZSTD_PLANES) {
-        if (v) kvsimValidateLocal(v, out, n, base, loads, chk);
-    } else if (v) {
-        kvsimValidatePlanes(v, dst, n, base, out, loads, chk, (uint64_t *)(dst + raw_len));
     } else {
-        kvsimPlanesJoin(dst, n, (kvtRecord *)out);
+        if (codec != KVT_CODEC_ZSTD && codec != KVT_CODEC_ZSTD_PLANES) return KVSIM_DEC_CODEC;
+        if (!kvsimDecodeHasZstd()) return KVSIM_DEC_NO_ZSTD;
+        /* exactly one frame, covering the whole payload, that states its content size
+         * as raw_len (the Python reader's decompressobj accepts nothing else either; any
+         * doubt goes back to it for the wording) */
+        size_t fs = zstd.frame_size(payload, stored);
+        if (zstd.is_error(fs) || fs != stored) return KVSIM_DEC_ZSTD;
+        if (zstd.content_size(payload, stored) != (unsigned long long)raw_len)
+            return KVSIM_DEC_ZSTD;
+        /* planes: the planes, then the screen's two bits per record */
+        const size_t bits = v ? 2 * ((n + 63) / 64) * sizeof(uint64_t) : 0;
+        if (codec == KVT_CODEC_ZSTD_PLANES && (dst = scratch(raw_len + bits)) == NULL)
+            return KVSIM_DEC_MEMORY;
+        size_t got = zstd.decompress(dst, raw_len, payload, stored);
+        if (zstd.is_error(got) || got != raw_len) return KVSIM_DEC_ZSTD;
     }
+    if (codec == KVT_CODEC_ZSTD_PLANES && v)
+        kvsimValidatePlanes(v, dst, n, base, out, loads, chk, (uint64_t *)(dst + raw_len));
+    else if (codec == KVT_CODEC_ZSTD_PLANES)
+        kvsimPlanesJoin(dst, n, (kvtRecord *)out);
+    else if (v)
+        kvsimValidateLocal(v, out, n, base, loads, chk);
     return KVSIM_DEC_OK;
 }
 

@@ -45,9 +45,8 @@ static inline uint32_t kvsimWaysMask(uint32_t ways) {
     return ways >= 32 ? ~0u : (1u << ways) - 1;
 }
 
-/* Rank representation (p->rank != NULL, ways <= 32): the rows' padding is 0. */
-
-/* The portable touch and victim search, for any row width (the SSE paths below
+/* Rank representation (p->rank != NULL, ways <= 32): the rows' padding is 0.
+ * The portable touch and victim search, for any row width (the SSE paths below
  * take one row or two). */
 static inline void kvsimLruRankTouchScalar(uint8_t *rk, uint32_t ways, uint32_t way) {
     const uint8_t old = rk[way];
