@@ -157,6 +157,11 @@ def lower_docs(draw):
     for p in doc["prefetcher"]:
         if p["level"] == "L3":
             p["level"] = "L2"
+    if "tlb" not in doc and not doc["prefetcher"] and all(
+            c["replacement"] == "lru" and c["inclusion"] == "non-inclusive"
+            for c in doc["cache"]):
+        # the common configuration, which runs level by level (_engine/levels.c) instead
+        l3["inclusion"] = "exclusive"
     return doc
 
 
