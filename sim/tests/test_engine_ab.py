@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,16 +23,16 @@ def test_rounds_alternate_and_each_side_runs_as_told(tmp_path, monkeypatch):
     the two alternates from round to round."""
     seen = []
 
-    def fake(cmd, lib):
-        seen.append((cmd, lib))
+    def fake(cmd, side):
+        seen.append((cmd, side[0]))
         return (2.0, 3.0) if "--threads" in cmd else (1.0, 1.5)  # A twice B's time
 
     monkeypatch.setattr(ab, "run_once", fake)
     lib = tmp_path / "a.so"
-    row = ab.measure(Path("t.kvt"), "graviton3", "timed", [(lib, ["--threads", "1"]), (None, [])],
-                     rounds=6)
+    row = ab.measure(Path("t.kvt"), "graviton3", "timed",
+                     [(lib, ["--threads", "1"], {}), (None, [], {})], rounds=6)
     order = ["a" if "--threads" in c else "b" for c, _ in seen]
-    assert order == ["a", "b", "b", "a"] * 3
+    assert order == ["a", "b"] + ["a", "b", "b", "a"] * 3  # an untimed run of each first
     assert all((lb == lib) == ("--threads" in c) for c, lb in seen)
     tails = {tuple(c[-5:]) if "--threads" in c else tuple(c[-3:]) for c, _ in seen}
     assert tails == {("--cpu", "graviton3", "--json", "--threads", "1"),
@@ -37,6 +40,27 @@ def test_rounds_alternate_and_each_side_runs_as_told(tmp_path, monkeypatch):
     assert row["wall_speedup"]["median"] == 2.0 and row["cpu_speedup"]["median"] == 2.0
     assert row["wall_speedup"]["verdict"] == "faster"
     assert row["a_wall_median"] == 2.0 and row["b_cpu_min"] == 1.5
+
+
+def test_a_tree_is_imported_from_where_it_is_staged(tmp_path):
+    """--base-tree: a process started with BOOT's import lines in package_env's environment
+    imports kvsim from the staged revision (here HEAD, extracted as --base-tree does), not
+    from this checkout."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    tar = tmp_path / "src.tar"
+    with open(tar, "wb") as f:
+        subprocess.run(["git", "-C", str(ab.ROOT), "archive", "HEAD"], stdout=f, check=True)
+    subprocess.run(["tar", "-x", "-f", str(tar), "-C", str(tree)], check=True)
+    env = dict(os.environ, **ab.package_env(tree))
+    code = ab.IMPORT_FROM_TREE + "import kvsim.sim.api, kvsim.artifacts as a\n" \
+        "print(kvsim.sim.api.__file__)\nprint(a.SOURCE_ROOT)\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, check=True).stdout.split()
+    assert out == [str(tree / "stage" / "kvsim" / "sim" / "api.py"), str(tree)]
+    mine = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.split()
+    assert mine[1] == str(ab.ROOT)
 
 
 def test_small_run_writes_what_it_prints(tmp_path, capsys):

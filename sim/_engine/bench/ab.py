@@ -1,6 +1,7 @@
 """Whole-process A B A B of ``kvsim simulate`` between two engine builds or two option sets.
 
-    .venv/bin/python sim/_engine/bench/ab.py [--base REV | --a-lib LIB] [--b-lib LIB]
+    .venv/bin/python sim/_engine/bench/ab.py [--base REV | --base-tree REV | --a-lib LIB]
+        [--b-lib LIB]
         [--a-args ARGS] [--b-args ARGS] [--traces NAME,...] [--presets CPU,...]
         [--modes functional,timed] [--rounds N] [--scale S] [--workdir DIR]
         [--out RESULT.json]
@@ -19,8 +20,14 @@ The traces are ``kvsim bench``'s (kvsim.sim.bench_presets.make_traces; ``--trace
 among random, iterate, pipeline, dinero; ``--scale`` as there). ``--base REV`` builds the
 engine of git revision REV for side A (``git archive`` of sim/_engine and traces into a
 temporary folder, then ``make``); its engine.h layouts must be this tree's (the binding
-refuses a library whose kvsimConfigSize or kvsimStatsSize differ). ``--out`` writes the
-figures with kvsim.provenance (commit, machine, date).
+refuses a library whose kvsimConfigSize or kvsimStatsSize differ). ``--base-tree REV``
+makes side A the whole of revision REV, its Python package as well as its engine (for a
+change outside the engine): ``git archive`` of the revision, its engine built, and its
+folders assembled into a ``kvsim`` package that side A imports instead of this tree's (both
+sides start through ``BOOT``, which for side A takes an editable install's import finder
+away and puts that package first on the path). Each side runs once,
+untimed, before the rounds (bytecode caches, page cache). ``--out`` writes the figures with
+kvsim.provenance (commit, machine, date).
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import kvsim
 from kvsim import provenance, sim
 from kvsim.experiments import timing
 from kvsim.sim import bench_presets as bp
@@ -46,11 +54,13 @@ class AbError(Exception):
     """One line for the user: what failed."""
 
 
-def build_revision(rev: str, into: Path) -> Path:
-    """The engine library of git revision ``rev``, built under ``into``."""
+def build_revision(rev: str, into: Path, whole: bool = False) -> Path:
+    """The engine library of git revision ``rev``, built under ``into`` (``whole``: the
+    revision's every file is extracted there, not only the engine's)."""
     tar = into / "src.tar"
     with open(tar, "wb") as f:
-        res = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "sim/_engine", "traces"],
+        paths = [] if whole else ["sim/_engine", "traces"]
+        res = subprocess.run(["git", "-C", str(ROOT), "archive", rev, *paths],
                              stdout=f, stderr=subprocess.PIPE)
     if res.returncode != 0:
         why = res.stderr.decode(errors="replace").strip().splitlines() or ["git archive failed"]
@@ -65,23 +75,66 @@ def build_revision(rev: str, into: Path) -> Path:
     return lib
 
 
-def run_once(cmd: list[str], lib: Path | None) -> tuple[float, float]:
-    """(wall seconds, CPU seconds) of one process running ``cmd`` with engine ``lib``."""
-    wall, ru, _ = bp.run_measured(cmd, {"KVSIM_ENGINE_LIB": str(lib)} if lib else None)
+def stage_revision(rev: str, into: Path) -> tuple[Path, dict[str, str]]:
+    """Side A of ``--base-tree``: (engine library, environment) of the whole of git revision
+    ``rev``, extracted and its engine built under ``into`` (:func:`package_env`)."""
+    lib = build_revision(rev, into, whole=True)
+    return lib, package_env(into)
+
+
+def package_env(tree: Path) -> dict[str, str]:
+    """The environment in which :data:`BOOT` imports kvsim from the source tree ``tree``:
+    its folders assembled (by symbolic links, under ``tree/stage``) into a ``kvsim`` package
+    as the wheel maps them (pyproject.toml ``wheel.packages``: kvsim/, then one folder per
+    subpackage)."""
+    pkg = tree / "stage" / "kvsim"
+    pkg.mkdir(parents=True)
+    for f in (tree / "kvsim").iterdir():
+        (pkg / f.name).symlink_to(f)
+    for sub in kvsim.SUBPACKAGES:
+        (pkg / sub).symlink_to(tree / sub)
+    return {"KVSIM_AB_TREE": str(pkg.parent)}
+
+
+#: How a side imports kvsim: from KVSIM_AB_TREE when it is set, with an editable install's
+#: finder (a meta path finder of an ``_editable_*`` module, which would map kvsim to this
+#: checkout) removed first; else as installed.
+IMPORT_FROM_TREE = """import os, sys
+tree = os.environ.pop("KVSIM_AB_TREE", None)
+if tree:
+    sys.meta_path[:] = [f for f in sys.meta_path
+                        if not type(f).__module__.startswith("_editable_")]
+    sys.path.insert(0, tree)
+"""
+#: How both sides start ``kvsim`` (``python -c BOOT ARGS``), as ``python -m
+#: kvsim.experiments.cli`` does once kvsim is imported.
+BOOT = IMPORT_FROM_TREE + """from kvsim.experiments.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+Side = tuple[Path | None, list[str], dict[str, str]]  # engine library, options, environment
+
+
+def run_once(cmd: list[str], side: Side) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one process running ``cmd`` as ``side``."""
+    lib, _, env = side
+    wall, ru, _ = bp.run_measured(cmd, env | ({"KVSIM_ENGINE_LIB": str(lib)} if lib else {}))
     return wall, ru.ru_utime + ru.ru_stime
 
 
-def measure(path: Path, preset: str, mode: str, sides: list[tuple[Path | None, list[str]]],
-            rounds: int) -> dict:
+def measure(path: Path, preset: str, mode: str, sides: list[Side], rounds: int) -> dict:
     """Interleaved rounds of both sides on one trace, preset and mode."""
-    cmds = [[*bp._kvsim("simulate", str(path), "--cpu", preset, "--json"),
+    cmds = [[sys.executable, "-c", BOOT, "simulate", str(path), "--cpu", preset, "--json",
              *(["--functional"] if mode == "functional" else []), *args]
-            for _, args in sides]
+            for _, args, _ in sides]
+    for s in (0, 1):  # untimed: bytecode caches, page cache
+        run_once(cmds[s], sides[s])
     wall: list[list[float]] = [[], []]
     cpu: list[list[float]] = [[], []]
     for r in range(rounds):
         for s in ((0, 1) if r % 2 == 0 else (1, 0)):
-            w, c = run_once(cmds[s], sides[s][0])
+            w, c = run_once(cmds[s], sides[s])
             wall[s].append(w)
             cpu[s].append(c)
     out: dict = {}
@@ -102,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="ab.py", description=__doc__.splitlines()[0])
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--base", help="side A: the engine of this git revision")
+    g.add_argument("--base-tree", help="side A: this git revision whole (Python and engine)")
     g.add_argument("--a-lib", help="side A: this engine library (default: this tree's)")
     ap.add_argument("--b-lib", help="side B: this engine library (default: this tree's)")
     ap.add_argument("--a-args", default="", help="side A: more kvsim simulate options")
@@ -142,10 +196,14 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     try:
         with tempfile.TemporaryDirectory() as td:
-            lib_a = build_revision(a.base, Path(td)) if a.base else \
-                (Path(a.a_lib) if a.a_lib else None)
-            sides = [(lib_a, shlex.split(a.a_args)),
-                     (Path(a.b_lib) if a.b_lib else None, shlex.split(a.b_args))]
+            env_a: dict[str, str] = {}
+            if a.base_tree:
+                lib_a, env_a = stage_revision(a.base_tree, Path(td))
+            else:
+                lib_a = build_revision(a.base, Path(td)) if a.base else \
+                    (Path(a.a_lib) if a.a_lib else None)
+            sides: list[Side] = [(lib_a, shlex.split(a.a_args), env_a),
+                                 (Path(a.b_lib) if a.b_lib else None, shlex.split(a.b_args), {})]
             found = bp.make_traces(Path(a.workdir), a.scale)[:len(TRACES)]
             paths = dict(zip(TRACES, (t["path"] for t in found), strict=True))
             for name in names:
@@ -168,7 +226,9 @@ def main(argv: list[str] | None = None) -> int:
         "command": provenance.scrub_command(["sim/_engine/bench/ab.py",
                                              *(argv if argv is not None else sys.argv[1:])]),
         "sides": {"a": {"engine": f"git revision {a.base}" if a.base else a.a_lib or "this tree",
-                        "args": a.a_args},
+                        "args": a.a_args} if not a.base_tree else
+                  {"tree": f"git revision {a.base_tree} (Python package and engine)",
+                   "args": a.a_args},
                   "b": {"engine": a.b_lib or "this tree", "args": a.b_args}},
         "rounds": a.rounds,
         "units": "seconds per whole kvsim simulate process (wall; cpu: every thread's); "
