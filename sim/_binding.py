@@ -2,17 +2,22 @@
 
 The structs below mirror ``sim/_engine/engine.h`` field by field; ``load_library`` checks
 ``sizeof`` of both structs against the library so a stale build is refused loudly.
-Records cross the boundary as whole numpy chunks (``kvsimRun(sim, ptr, n)``).
+Records cross the boundary as whole chunks (``kvsimRun(sim, ptr, n)``): numpy arrays of
+``traces.RECORD_DTYPE``, or :class:`Records`, the memory the compiled intake decodes into (so
+that ``kvsim simulate`` runs a trace without importing numpy, a large part of its start-up).
 """
 
 from __future__ import annotations
 
 import ctypes as C
+import mmap
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from kvsim import artifacts, traces
+
+if TYPE_CHECKING:
+    import numpy as np
 
 MAX_LEVELS = 8
 MAX_PREFETCHERS = 8
@@ -121,9 +126,91 @@ class TimelineRow(C.Structure):
                 ("level", u32), ("flags", u32)]
 
 
-#: numpy view of an array of TimelineRow (same layout)
-TIMELINE_DTYPE = np.dtype([("dispatch", "<u8"), ("issue", "<u8"), ("complete", "<u8"),
-                           ("retire", "<u8"), ("level", "<u4"), ("flags", "<u4")])
+#: the fields of TimelineRow, as the numpy dtype TIMELINE_DTYPE has them (same layout)
+TIMELINE_FIELDS = (("dispatch", "<u8"), ("issue", "<u8"), ("complete", "<u8"),
+                   ("retire", "<u8"), ("level", "<u4"), ("flags", "<u4"))
+
+
+def _timeline_dtype() -> np.dtype:
+    dtype = globals().get("TIMELINE_DTYPE")
+    if dtype is None:
+        import numpy as np
+
+        dtype = np.dtype(list(TIMELINE_FIELDS))
+        assert dtype.itemsize == C.sizeof(TimelineRow)
+        globals()["TIMELINE_DTYPE"] = dtype
+    return dtype
+
+
+def __getattr__(name: str) -> Any:
+    """``TIMELINE_DTYPE``, the numpy view of an array of TimelineRow, made at its first use."""
+    if name != "TIMELINE_DTYPE":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _timeline_dtype()
+
+
+class Records:
+    """``n`` trace records (``traces.RECORD_DTYPE``'s layout, ``traces.RECORD_SIZE`` bytes
+    each) in memory that ctypes owns: what the compiled intake decodes into and
+    :meth:`Engine.run` takes, with no numpy. ``Records(n)`` allocates room for ``n``;
+    :meth:`head` is a view of the first records; :meth:`array` a read-only numpy view."""
+
+    __slots__ = ("_mem", "_n")
+
+    def __init__(self, n: int, mem: C.Array | None = None) -> None:
+        if mem is None:
+            size = n * traces.RECORD_SIZE
+            # anonymous pages, as a large np.empty gets: no page is touched before a decode
+            # writes it (a ctypes array of its own would be zeroed, every page faulted in)
+            mem = (C.c_char * size).from_buffer(mmap.mmap(-1, max(size, 1)))
+        self._mem = mem
+        self._n = n
+
+    def __len__(self) -> int:
+        return self._n
+
+    @property
+    def capacity(self) -> int:
+        """Records the memory has room for."""
+        return len(self._mem) // traces.RECORD_SIZE
+
+    @property
+    def address(self) -> int:
+        """Address of the first record."""
+        return C.addressof(self._mem)
+
+    def head(self, n: int) -> Records:
+        """The first ``n`` records (a view of the same memory)."""
+        if not 0 <= n <= self.capacity:
+            raise ValueError(f"{n} records of a buffer for {self.capacity}")
+        return Records(n, self._mem)
+
+    def whole(self) -> Records:
+        """The whole buffer (a view of the same memory)."""
+        return Records(self.capacity, self._mem)
+
+    def array(self) -> np.ndarray:
+        """The records as a read-only numpy array of traces.RECORD_DTYPE (a view: valid while
+        the memory is not reused)."""
+        import numpy as np
+
+        a = np.frombuffer(self._mem, dtype=traces.RECORD_DTYPE, count=self._n)
+        a.flags.writeable = False
+        return a
+
+
+def records_address(records: Any) -> tuple[int, int]:
+    """``(address, count)`` of contiguous trace records: :class:`Records` or a numpy array
+    of the 24-byte record dtype (an array it must copy to make contiguous is refused)."""
+    if isinstance(records, Records):
+        return records.address, len(records)
+    import numpy as np
+
+    if not isinstance(records, np.ndarray) or records.dtype.itemsize != traces.RECORD_SIZE:
+        raise TypeError("records must have the 24-byte trace record dtype (or be Records)")
+    if not records.flags.c_contiguous:
+        raise TypeError("records must be a contiguous array")
+    return records.ctypes.data, len(records)
 
 _LIB = None
 
@@ -245,19 +332,21 @@ def inclusion_names() -> tuple[str, ...]:
 
 
 def stats_to_dict(st: Stats, nlevels: int) -> dict:
-    """Flatten a Stats struct into plain ints and numpy arrays (the 'raw' stats)."""
+    """Flatten a Stats struct into plain ints and lists (the 'raw' stats); a level's
+    ``access``/``hit``/``miss`` are NTAGS lists of NKINDS counts."""
     out: dict = {}
     for name, _ in Stats._fields_:
         if name in ("level", "phase"):
             continue
         v = getattr(st, name)
-        out[name] = np.array(v[:], dtype=np.uint64) if isinstance(v, C.Array) else int(v)
+        out[name] = v[:] if isinstance(v, C.Array) else int(v)
     levels = []
     for k in range(nlevels):
         ls = st.level[k]
         d = {}
         for name in ("access", "hit", "miss"):
-            d[name] = np.ctypeslib.as_array(getattr(ls, name)).reshape(NTAGS, NKINDS).copy()
+            flat = getattr(ls, name)[:]
+            d[name] = [flat[t:t + NKINDS] for t in range(0, NTAGS * NKINDS, NKINDS)]
         for name in LEVEL_SCALARS:
             d[name] = int(getattr(ls, name))
         for name in LEVEL_PF:
@@ -289,12 +378,16 @@ class Engine:
         if not self._h:
             raise ValueError(err.value.decode())
 
-    def run(self, records: np.ndarray) -> None:
-        arr = np.ascontiguousarray(records)
-        if arr.dtype.itemsize != 24:
-            raise TypeError("records must have the 24-byte trace record dtype")
-        if len(arr):
-            self._lib.kvsimRun(self._h, arr.ctypes.data, len(arr))
+    def run(self, records: Records | np.ndarray) -> None:
+        """Simulate the next records: :class:`Records` or a numpy array of the 24-byte
+        record dtype (copied first if not contiguous)."""
+        if not isinstance(records, Records):
+            import numpy as np
+
+            records = np.ascontiguousarray(records)
+        addr, n = records_address(records)
+        if n:
+            self._lib.kvsimRun(self._h, addr, n)
 
     @property
     def threads(self) -> int:
@@ -312,7 +405,9 @@ class Engine:
         """Capture the times of records first .. first+count-1 (engine.h kvsimSetTimeline)
         into the returned TIMELINE_DTYPE array (filled as the records run); before any
         ``run``."""
-        rows = np.zeros(count, dtype=TIMELINE_DTYPE)
+        import numpy as np
+
+        rows = np.zeros(count, dtype=_timeline_dtype())
         if self._lib.kvsimSetTimeline(self._h, first, count, rows.ctypes.data) != 0:
             raise ValueError("a timeline needs a timing configuration, set before any record")
         self._timeline = rows  # the engine writes into it: keep it alive
@@ -351,6 +446,8 @@ class Reuse:
         """Feed ``lines`` (uint64 line ids, in access order) and optional ``cls`` (uint8 per
         access). Adds to ``dist`` (int64 per access), ``hist`` (uint64, classes x
         REUSE_BUCKETS, C order) and ``cold`` (uint64 per class) when given."""
+        import numpy as np
+
         lines = np.ascontiguousarray(lines, dtype=np.uint64)
         n = lines.size
         arrays = {"cls": (cls, np.uint8, n), "dist": (dist, np.int64, n)}

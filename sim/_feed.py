@@ -24,9 +24,10 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 #: chunks a fast engine may run ahead of the slowest (at 65536 records of 24 bytes, 1.5 MiB
 #: each); the compiled intake keeps WINDOW - 1 of them alive when asked for the next

@@ -32,12 +32,14 @@ import threading
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from kvsim import traces
 
 from . import _binding as B
+
+if TYPE_CHECKING:
+    import numpy as np
 
 u32, u64 = C.c_uint32, C.c_uint64
 
@@ -97,8 +99,15 @@ def has_zstd() -> bool:
 
 def crc32(data: bytes, crc: int = 0) -> int:
     """The compiled CRC32 (zlib's polynomial), for tests."""
-    buf = np.frombuffer(data, dtype=np.uint8)
-    return int(_lib().kvsimCrc32(crc, buf.ctypes.data, buf.size))
+    return int(_lib().kvsimCrc32(crc, _pointer(data), len(data)))
+
+
+def _pointer(payload: bytes | bytearray) -> bytes | C.Array:
+    """What a ``c_void_p`` parameter takes to point at ``payload``'s bytes, without a copy
+    (a bytearray is viewed by a ctypes array, to keep alive for the call)."""
+    if isinstance(payload, bytes):
+        return payload
+    return (C.c_char * len(payload)).from_buffer(payload)
 
 
 def default_workers() -> int:
@@ -118,37 +127,38 @@ class _Decoder:
 
     def __call__(self, info: traces.ChunkInfo, payload: bytes | bytearray, crc: int,
                  buffers: queue.Queue | None = None, validator: _Validator | None = None,
-                 base: int = 0) -> tuple[np.ndarray, tuple | None]:
+                 base: int = 0) -> tuple[B.Records, tuple | None]:
         """The chunk's records and, with a validator, their local check (``base``: the trace
         index of the first), made in the same compiled call while the records are at hand."""
         raw_len = info.n_records * traces.RECORD_SIZE
         out = None
-        if buffers is not None:  # a recycled array: no fresh pages to fault in
+        if buffers is not None:  # a recycled buffer: no fresh pages to fault in
             buf = buffers.get()
-            if len(buf) >= info.n_records:
-                out = buf[:info.n_records]
+            if buf.capacity >= info.n_records:
+                out = buf.head(info.n_records)
         if out is None:
-            out = np.empty(info.n_records, dtype=traces.RECORD_DTYPE)
-        src = np.frombuffer(payload, dtype=np.uint8)
+            out = B.Records(info.n_records)
+        src = _pointer(payload)
         computed = u32(0)
         check = None  # the local check, when the compiled call made it
         if validator is None or not self._checked:
-            code = self.lib.kvsimDecodePayload(src.ctypes.data, src.size, info.codec, crc,
-                                               out.ctypes.data, raw_len, C.byref(computed))
+            code = self.lib.kvsimDecodePayload(src, len(payload), info.codec, crc, out.address,
+                                               raw_len, C.byref(computed))
         else:
             chk, loads = validator.buffers(info.n_records)
-            code = self.lib.kvsimDecodeChecked(src.ctypes.data, src.size, info.codec, crc,
-                                               out.ctypes.data, raw_len, C.byref(computed),
-                                               validator.h, base, loads.ctypes.data,
-                                               C.byref(chk))
+            code = self.lib.kvsimDecodeChecked(src, len(payload), info.codec, crc, out.address,
+                                               raw_len, C.byref(computed), validator.h, base,
+                                               loads, C.byref(chk))
             check = chk, loads
+        del src  # a bytearray's view ends here
         if code == DEC_CRC:
             raise self.reader.crc_error(info, crc, int(computed.value))
         if code == DEC_MEMORY:
             raise MemoryError(f"chunk {info.index}: byte planes of {raw_len} bytes")
         if code in (DEC_ZSTD, DEC_NO_ZSTD):
             with self._py_lock:  # the reference words the error, or decodes what it accepts
-                out[:] = self.reader.payload_records(info, payload)
+                recs = self.reader.payload_records(info, payload)
+            C.memmove(out.address, recs.ctypes.data, raw_len)
             check = None  # the compiled call checked nothing
         elif code != DEC_OK:
             raise self.reader._err(f"codec {info.codec} payload of {len(payload)} bytes refused",
@@ -174,21 +184,21 @@ class _Validator:
         self.err = RecordErrorC()
 
     @staticmethod
-    def buffers(n: int) -> tuple[ChunkCheckC, np.ndarray]:
+    def buffers(n: int) -> tuple[ChunkCheckC, C.Array]:
         """What the local check of ``n`` records fills: the outcome and a load bit each."""
-        return ChunkCheckC(), np.empty((n + 63) // 64 + 1, dtype=np.uint64)
+        return ChunkCheckC(), (u64 * ((n + 63) // 64 + 1))()
 
-    def local(self, recs: np.ndarray, base: int) -> tuple[ChunkCheckC, np.ndarray]:
+    def local(self, recs: B.Records | np.ndarray, base: int) -> tuple[ChunkCheckC, C.Array]:
         """The rules ``recs`` (trace records ``base`` on) settle alone; any thread."""
-        chk, loads = self.buffers(len(recs))
-        self.lib.kvsimValidateLocal(self.h, recs.ctypes.data, len(recs), base,
-                                    loads.ctypes.data, C.byref(chk))
+        addr, n = B.records_address(recs)
+        chk, loads = self.buffers(n)
+        self.lib.kvsimValidateLocal(self.h, addr, n, base, loads, C.byref(chk))
         return chk, loads
 
-    def join(self, reader: traces.TraceReader, info: traces.ChunkInfo, recs: np.ndarray,
-             chk: ChunkCheckC, loads: np.ndarray) -> None:
+    def join(self, reader: traces.TraceReader, info: traces.ChunkInfo,
+             recs: B.Records | np.ndarray, chk: ChunkCheckC, loads: C.Array) -> None:
         """The rest of the check, in trace order (the calling thread)."""
-        rc = self.lib.kvsimValidateJoin(self.h, recs.ctypes.data, loads.ctypes.data,
+        rc = self.lib.kvsimValidateJoin(self.h, B.records_address(recs)[0], loads,
                                         C.byref(chk), C.byref(self.err))
         if rc < 0:
             raise RuntimeError(f"kvsimValidateJoin: chunk {info.index} out of turn")
@@ -208,12 +218,15 @@ _END = object()
 
 
 def chunks(reader: traces.TraceReader, workers: int | None = None, ahead: int = 4,
-           reuse: bool = False, hold: int = 0) -> Iterator[np.ndarray]:
+           reuse: bool = False, hold: int = 0, arrays: bool = True
+           ) -> Iterator[np.ndarray | B.Records]:
     """Yield the record arrays of ``reader`` (not yet iterated), decoded as described above
     by ``workers`` threads (default :func:`default_workers`), at most ``ahead`` chunks ahead
     of the consumer. The arrays are read-only, as the reader's. ``reuse``: the consumer is
     done with each array when it asks for the ``hold`` + 1-th after it (with ``hold`` 0, the
-    next one, as :func:`sim.simulate` is), so the arrays' memory is recycled."""
+    next one, as :func:`sim.simulate` is), so the arrays' memory is recycled. ``arrays``
+    False: yield the :class:`_binding.Records` themselves (what the engine runs; numpy is
+    then never imported)."""
     if reader._started:
         raise RuntimeError(f"{reader.name}: a trace reader can be iterated only once")
     reader._started = True
@@ -231,7 +244,7 @@ def chunks(reader: traces.TraceReader, workers: int | None = None, ahead: int = 
     if reuse:
         buffers = queue.Queue()
         for _ in range(max(1, ahead) + 3 + hold):
-            buffers.put(np.empty(traces.DEFAULT_CHUNK_RECORDS, dtype=traces.RECORD_DTYPE))
+            buffers.put(B.Records(traces.DEFAULT_CHUNK_RECORDS))
 
     def put(item: object) -> bool:
         while not stop.is_set():
@@ -262,7 +275,7 @@ def chunks(reader: traces.TraceReader, workers: int | None = None, ahead: int = 
 
     thread = threading.Thread(target=produce, name="kvsim-frames", daemon=True)
     thread.start()
-    held: deque[np.ndarray] = deque()  # the arrays yielded last (reuse)
+    held: deque[B.Records] = deque()  # the buffers of the chunks yielded last (reuse)
     try:
         while True:
             item = q.get()
@@ -276,10 +289,9 @@ def chunks(reader: traces.TraceReader, workers: int | None = None, ahead: int = 
             recs, chk = _result(fut)
             if validator is not None:
                 validator.join(reader, info, recs, *chk)
-            recs.flags.writeable = False
             if buffers is not None:
-                held.append(recs.base if isinstance(recs.base, np.ndarray) else recs)
-            yield recs
+                held.append(recs.whole())
+            yield recs.array() if arrays else recs
     finally:
         stop.set()
         thread.join(timeout=1)
@@ -292,7 +304,7 @@ def chunks(reader: traces.TraceReader, workers: int | None = None, ahead: int = 
             validator.close()
 
 
-def _result(fut: Future) -> tuple[np.ndarray, tuple | None]:
+def _result(fut: Future) -> tuple[B.Records, tuple | None]:
     try:
         return fut.result()
     except traces.TraceError as exc:

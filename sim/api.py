@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from kvsim import traces
 from kvsim.traces.validate import RecordError, RecordValidator
@@ -15,6 +14,9 @@ from kvsim.traces.validate import RecordError, RecordValidator
 from . import _binding as B
 from . import _feed
 from .config import ConfigError, CpuConfig, load_cpu
+
+if TYPE_CHECKING:  # imported where arrays are made: a trace file simulates without numpy
+    import numpy as np
 
 #: Names of the engine's marker counters: the trace format's marker types (traces/
 #: trace_format.h), then "m<i>" for the counters past them.
@@ -43,11 +45,18 @@ def check_array(records: np.ndarray) -> None:
 DECODERS = ("compiled", "python")
 
 
-def _chunks(source: Any, decode: str = "compiled", validate: bool = True, hold: int = 0
-            ) -> tuple[Iterable[np.ndarray], list[str] | None, dict]:
+def _is_array(x: Any) -> bool:
+    """``x`` is a numpy array (numpy is not imported to tell: without it, none exists)."""
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(x, np.ndarray)
+
+
+def _chunks(source: Any, decode: str = "compiled", validate: bool = True, hold: int = 0,
+            arrays: bool = False
+            ) -> tuple[Iterable[np.ndarray | B.Records], list[str] | None, dict]:
     if decode not in DECODERS:
         raise ValueError(f"decode must be one of {', '.join(DECODERS)}, got {decode!r}")
-    if isinstance(source, np.ndarray):
+    if _is_array(source):
         if source.dtype != traces.RECORD_DTYPE:
             raise TypeError(f"a record array must have dtype traces.RECORD_DTYPE, "
                             f"got {source.dtype}")
@@ -58,11 +67,11 @@ def _chunks(source: Any, decode: str = "compiled", validate: bool = True, hold: 
     if header is None:
         raise TypeError("source must be a traces reader (traces.open) or a numpy record array")
     tags = header.get("tags")
-    chunks: Iterable[np.ndarray] = source
+    chunks: Iterable[np.ndarray | B.Records] = source
     if decode == "compiled" and isinstance(source, traces.TraceReader) and not source._started:
         from . import _intake
 
-        chunks = _intake.chunks(source, reuse=True, hold=hold)
+        chunks = _intake.chunks(source, reuse=True, hold=hold, arrays=arrays)
     return chunks, list(tags) if tags else None, header
 
 
@@ -181,7 +190,8 @@ def simulate_many(
         cfgs.append(cfg)
     nw = min(len(cfgs), workers or os.cpu_count() or 1)
     chunks, hdr_tags, header = _chunks(source, decode, validate,
-                                       hold=_feed.WINDOW - 1 if nw > 1 else 0)
+                                       hold=_feed.WINDOW - 1 if nw > 1 else 0,
+                                       arrays=engine != "fast")
     window = windows[0]
     rows_of: list[Any] = []
     seen, picked = 0, []
@@ -197,11 +207,12 @@ def simulate_many(
         if window is not None:
             rows_of = [eng.set_timeline(*window) for eng in engines]
 
-        def pick(chunk: np.ndarray) -> None:
+        def pick(chunk: np.ndarray | B.Records) -> None:
             nonlocal seen
             lo, hi = window[0] - seen, window[0] + window[1] - seen
             if hi > 0 and lo < len(chunk):
-                picked.append(np.array(chunk[max(lo, 0):min(hi, len(chunk))]))
+                arr = chunk.array() if isinstance(chunk, B.Records) else chunk
+                picked.append(arr[max(lo, 0):min(hi, len(chunk))].copy())
             seen += len(chunk)
 
         on_chunk = pick if window is not None else None
@@ -227,6 +238,8 @@ def simulate_many(
         res["engine_threads"] = u
         out.append(res)
     if window is not None:
+        import numpy as np
+
         recs = np.concatenate(picked) if picked else np.zeros(0, traces.RECORD_DTYPE)
         for i, (cpu, cfg, res) in enumerate(zip(cpus, cfgs, out, strict=True)):
             rows = rows_of[i]
@@ -240,6 +253,8 @@ def simulate_many(
 def _timeline_window(timeline: Any, timing: bool) -> tuple[int, int] | None:
     if timeline is None:
         return None
+    import numpy as np
+
     ok = (isinstance(timeline, tuple | list) and len(timeline) == 2
           and all(isinstance(v, int | np.integer) and v >= 0 for v in timeline))
     if not ok:
@@ -252,6 +267,8 @@ def _timeline_window(timeline: Any, timing: bool) -> tuple[int, int] | None:
 
 def _reference_rows(rows: dict, window: tuple[int, int]) -> np.ndarray:
     """The reference simulator's captured rows as the engine's TIMELINE_DTYPE array."""
+    import numpy as np
+
     out = np.zeros(window[1], dtype=B.TIMELINE_DTYPE)
     for rec, (d, x, c, r, lv) in rows.items():
         out[rec - window[0]] = (d, x, c, r, lv, B.TIMELINE_CAPTURED)
@@ -273,6 +290,8 @@ def timeline_rows(rows: np.ndarray, records: np.ndarray, first: int, cpu: CpuCon
     ``role`` likewise (``L1``, ``L2``, ``LLC``, ``DRAM``,
     ``dropped``).
     """
+    import numpy as np
+
     w = cfg.width or 1
     n = len(cpu.caches)
     roles = level_roles(n)
@@ -318,12 +337,14 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
     by_tag = []
     for k, c in enumerate(cpu.caches):
         ls = raw["level"][k]
-        acc, hit, miss = ls["access"], ls["hit"], ls["miss"]
+        # tag x kind counts: lists from the engine, numpy arrays from the reference
+        acc, hit, miss = ([[int(x) for x in row] for row in ls[name]]
+                          for name in ("access", "hit", "miss"))
         by_kind = {}
         for j, kn in enumerate(kind_names):
-            by_kind[kn] = {"accesses": int(acc[:, j].sum()), "hits": int(hit[:, j].sum()),
-                           "misses": int(miss[:, j].sum())}
-        a, h, m = int(acc.sum()), int(hit.sum()), int(miss.sum())
+            by_kind[kn] = {"accesses": sum(r[j] for r in acc), "hits": sum(r[j] for r in hit),
+                           "misses": sum(r[j] for r in miss)}
+        a, h, m = (sum(map(sum, x)) for x in (acc, hit, miss))
         demand_a = by_kind["load"]["accesses"] + by_kind["store"]["accesses"]
         demand_m = by_kind["load"]["misses"] + by_kind["store"]["misses"]
         levels.append({
@@ -335,12 +356,14 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
             "writebacks_flush": ls["writebacks_flush"], "evictions": ls["evictions"],
             "back_invalidations": ls["back_invalidations"], "by_kind": by_kind,
         })
-        for t, j in zip(*np.nonzero(acc), strict=True):
-            by_tag.append({
-                "level": c.name, "role": roles[k], "tag": int(t), "tag_name": tname(int(t)),
-                "kind": kind_names[j],
-                "accesses": int(acc[t, j]), "hits": int(hit[t, j]), "misses": int(miss[t, j]),
-            })
+        for t, row in enumerate(acc):
+            for j, x in enumerate(row):
+                if x:
+                    by_tag.append({
+                        "level": c.name, "role": roles[k], "tag": t, "tag_name": tname(t),
+                        "kind": kind_names[j],
+                        "accesses": x, "hits": hit[t][j], "misses": miss[t][j],
+                    })
     pf: dict = {"software": {}, "hardware": {}, "software_dropped_tlb": raw["swpf_dropped_tlb"]}
     for k, c in enumerate(cpu.caches):
         ls = raw["level"][k]

@@ -54,12 +54,14 @@ import time
 import tomllib
 from collections.abc import Callable, Sequence
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from kvsim import artifacts
 
 from .config import ConfigError, parse_cpu
+
+if TYPE_CHECKING:  # imported by the fits: the `local` preset reads the tables without it
+    import numpy as np
 
 LINE = 64
 KIB, MIB, GIB = 1024, 1024**2, 1024**3
@@ -246,6 +248,8 @@ def monotone(ns: Sequence[float]) -> np.ndarray:
     """A latency-against-working-set curve made non-decreasing from above: each point is
     the minimum of itself and every larger set's. A larger set never costs less per load,
     so a point above a larger set's is interference, not the machine."""
+    import numpy as np
+
     y = np.asarray(ns, dtype=float)
     return np.minimum.accumulate(y[::-1])[::-1]
 
@@ -254,6 +258,8 @@ def hierarchy_weights(sizes: np.ndarray, caps: Sequence[float]) -> np.ndarray:
     """Fraction of loads each level serves (columns: levels, then memory) for a random chase
     over each working-set size, in the ideal hierarchy with these capacities (ascending):
     level i holds min(1, C_i / S) of the set."""
+    import numpy as np
+
     cov = [np.minimum(1.0, c / sizes) for c in caps] + [np.ones_like(sizes)]
     w = [cov[0]] + [cov[i] - cov[i - 1] for i in range(1, len(cov))]
     return np.stack(w, axis=1)
@@ -262,12 +268,16 @@ def hierarchy_weights(sizes: np.ndarray, caps: Sequence[float]) -> np.ndarray:
 def model_latency(sizes: Sequence[float], caps: Sequence[float],
                   lats: Sequence[float]) -> np.ndarray:
     """The ideal hierarchy's mean load latency at each size (for tests and residuals)."""
+    import numpy as np
+
     s = np.asarray(sizes, dtype=float)
     return hierarchy_weights(s, caps) @ np.asarray(lats, dtype=float)
 
 
 def _solve_lats(s: np.ndarray, y: np.ndarray, caps: Sequence[float]) -> tuple[float, np.ndarray]:
     """Least-squares level latencies for fixed capacities, in relative error."""
+    import numpy as np
+
     a = hierarchy_weights(s, caps) / y[:, None]
     lats, *_ = np.linalg.lstsq(a, np.ones_like(y), rcond=None)
     if np.any(lats <= 0):
@@ -278,6 +288,8 @@ def _solve_lats(s: np.ndarray, y: np.ndarray, caps: Sequence[float]) -> tuple[fl
 
 def _segments(logy: np.ndarray, k: int) -> list[int]:
     """Start indices of the k pieces of the best piecewise-constant fit (least squares)."""
+    import numpy as np
+
     n = len(logy)
     c1 = np.concatenate([[0.0], np.cumsum(logy)])
     c2 = np.concatenate([[0.0], np.cumsum(logy * logy)])
@@ -315,6 +327,8 @@ def fit_levels(sizes: Sequence[float], ns: Sequence[float], levels: int,
     (:func:`monotone`), so an upward spike from interference moves no knee. Returns
     ``{"latency_ns": [...levels, memory], "capacity": [...levels], "rms_rel_error": float}``.
     """
+    import numpy as np
+
     s = np.asarray(sizes, dtype=float)
     y = np.asarray(ns, dtype=float)
     order = np.argsort(s)
@@ -571,6 +585,8 @@ def fit_translation(cpu, chase_4k: dict[int, float], walk_reads: int,
     level serves an access does not depend on latencies (the caches are updated in program
     order), so the coefficients are exact."""
     from dataclasses import replace
+
+    import numpy as np
 
     from . import api, micro
 

@@ -10,8 +10,7 @@ Time is in ticks (one cycle = ``width`` ticks) so everything stays integer.
 from __future__ import annotations
 
 import functools
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from kvsim.traces import KIND_MARKER as MARKER
 from kvsim.traces import KIND_PREFETCH as PREFETCH
@@ -19,6 +18,9 @@ from kvsim.traces import KIND_STORE as STORE
 from kvsim.traces import MARK_COMMAND, MARK_PHASE, MARK_WARMUP_BEGIN, MARK_WARMUP_END, NUM_KINDS
 
 from . import _binding as B
+
+if TYPE_CHECKING:
+    import numpy as np
 
 TIMELINE_DROPPED = B.TIMELINE_DROPPED
 
@@ -391,25 +393,30 @@ class Tlb:
 
 
 def _new_stats(nlevels):
-    z = np.zeros
+    """Zeroed raw counters, as ``_binding.stats_to_dict`` shapes the engine's: ints and lists
+    (a level's ``access``/``hit``/``miss``: NTAGS lists of NKINDS counts)."""
+    def z(n):
+        return [0] * n
+
+    def tag_kind():
+        return [[0] * B.NKINDS for _ in range(B.NTAGS)]
+
     return {
         "records": 0, "warmup_records": 0, "instructions": 0,
-        "kind": z(NUM_KINDS, np.uint64), "pieces": 0, "multiline": 0,
-        "markers": z(B.NMARKERS, np.uint64),
+        "kind": z(NUM_KINDS), "pieces": 0, "multiline": 0,
+        "markers": z(B.NMARKERS),
         "dram_reads": 0, "dram_writes": 0, "dtlb_access": 0, "dtlb_miss": 0,
         "stlb_access": 0, "stlb_miss": 0, "swpf_dropped_tlb": 0, "ticks": 0,
-        "stall_rob": z(B.MAX_LEVELS + 2, np.uint64),
+        "stall_rob": z(B.MAX_LEVELS + 2),
         "wait_dep": 0, "wait_mshr": 0, "wait_tlb": 0, "wait_walker": 0, "wait_dram_bw": 0,
         "wait_inflight": 0,
         "miss_ticks": 0, "l1_misses_timed": 0, "load_latency": 0, "loads_timed": 0,
         "nphases_seen": 0,
         "commands": 0, "command_ticks": 0, "command_ticks_max": 0, "command_l1_misses": 0,
-        "command_ticks_hist": z(64, np.uint64), "command_l1_miss_hist": z(64, np.uint64),
+        "command_ticks_hist": z(64), "command_l1_miss_hist": z(64),
         "level": [
             {
-                "access": z((B.NTAGS, B.NKINDS), np.uint64),
-                "hit": z((B.NTAGS, B.NKINDS), np.uint64),
-                "miss": z((B.NTAGS, B.NKINDS), np.uint64),
+                "access": tag_kind(), "hit": tag_kind(), "miss": tag_kind(),
                 **{n: 0 for n in B.LEVEL_SCALARS},
                 **{n: [0, 0] for n in B.LEVEL_PF},
             }
@@ -569,12 +576,12 @@ class ReferenceSim:
             return k, False
         c = self.levels[k]
         ls = st["level"][k]
-        ls["access"][stag, kind] += 1
+        ls["access"][stag][kind] += 1
         st["phase"][self.phase]["access"][k] += 1
         s, w = c.find(line)
         if w is not None:
             x = c.sets[s][w]
-            ls["hit"][stag, kind] += 1
+            ls["hit"][stag][kind] += 1
             c.policy.on_hit(s, w)
             if kind in (K_LOAD, K_STORE) and x.pf:
                 self.pfh = (x.pf, k)
@@ -587,7 +594,7 @@ class ReferenceSim:
                 self.invalidate(c, s, w)
                 return k, x.dirty
             return k, False
-        ls["miss"][stag, kind] += 1
+        ls["miss"][stag][kind] += 1
         st["phase"][self.phase]["miss"][k] += 1
         if k == 0:
             self.l1_misses_all += 1

@@ -18,11 +18,12 @@ warm-up is the documented one.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from kvsim import traces
+
+if TYPE_CHECKING:  # imported once records are wrapped: parsing --warmup needs none
+    import numpy as np
 
 __all__ = ["WarmupError", "WarmupPrefix", "parse_warmup", "warmup_records"]
 
@@ -74,19 +75,31 @@ class WarmupPrefix:
 
     @staticmethod
     def _marker(kind: int) -> np.ndarray:
+        import numpy as np
+
         m = np.zeros(1, dtype=traces.RECORD_DTYPE)
         m["kind"] = traces.KIND_MARKER
         m["flags"] = kind
         return m
 
+    def _chunks(self) -> Iterator[np.ndarray]:
+        """The wrapped reader's record arrays, decoded by the compiled intake when it can."""
+        if isinstance(self.reader, traces.TraceReader) and not self.reader._started:
+            from . import _intake
+
+            return _intake.chunks(self.reader)
+        return iter(self.reader)
+
     def __iter__(self) -> Iterator[np.ndarray]:
+        import numpy as np
+
         if self.n == 0:
-            yield from self.reader
+            yield from self._chunks()
             return
         base = 0  # original index of the chunk's first record
         ended = False
         yield self._marker(traces.MARK_WARMUP_BEGIN)
-        for chunk in self.reader:
+        for chunk in self._chunks():
             marks = chunk["kind"] == traces.KIND_MARKER
             warm = marks & ((chunk["flags"] == traces.MARK_WARMUP_BEGIN) |
                             (chunk["flags"] == traces.MARK_WARMUP_END))
@@ -112,6 +125,8 @@ class WarmupPrefix:
         """``recs`` hold the original records ``first, first + 1, ...`` (all at or after
         record n): a dep reaching a record before n crosses WARMUP_END and grows by one.
         Returns ``recs``, or a copy when a dep changes."""
+        import numpy as np
+
         if len(recs) == 0 or first - self.n >= int(recs["dep"].max(initial=0)):
             return recs
         idx = first + np.arange(len(recs), dtype=np.int64)

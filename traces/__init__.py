@@ -48,7 +48,6 @@ from .format import (
     NUM_KINDS,
     NUM_MARKERS,
     NUM_TAGS,
-    RECORD_DTYPE,
     RECORD_SIZE,
     TAG_ARGV,
     TAG_BUCKET,
@@ -73,8 +72,10 @@ from .format import (
 from .reader import ChunkInfo, TraceReader, read_all
 from .reader import open_trace as open  # noqa: A001 -- the documented entry point
 
-# Imported at first use, so reading a trace (``kvsim simulate``) does not pay for them.
+# Imported at first use, so reading a trace (``kvsim simulate``) does not pay for them (nor
+# import numpy, which RECORD_DTYPE is made of).
 _LAZY = {
+    "RECORD_DTYPE": "format",
     "chain_depths": "chains", "chain_parents": "chains", "command_chains": "chains",
     "to_dataframe": "frame",
     "check_records": "inspect", "footprint_by_tag": "inspect", "reuse_distance": "inspect",

@@ -18,8 +18,7 @@ import ast
 import re
 import struct
 from pathlib import Path
-
-import numpy as np
+from typing import Any
 
 HEADER_PATH = Path(__file__).with_name("trace_format.h")
 
@@ -131,21 +130,31 @@ MAX_JSON_LEN = 64 << 20
 ZSTD_LEVEL = 3
 
 # --- Layouts ----------------------------------------------------------------------------------
-#: One trace record (kvtRecord): 24 bytes, little-endian, naturally aligned.
-RECORD_DTYPE = np.dtype(
-    [
-        ("addr", "<u8"),  # virtual byte address (marker: marker value)
-        ("gap", "<u4"),  # non-memory instructions since the previous record
-        ("dep", "<u4"),  # records back to the producing load; 0 = none
-        ("size", "<u2"),  # bytes accessed (prefetch 1, marker 0)
-        ("kind", "u1"),  # KIND_*
-        ("tag", "u1"),  # TAG_* (named by header["tags"])
-        ("site", "<u2"),  # code site id (named by header["sites"])
-        ("flags", "<u2"),  # marker: MARK_*; otherwise 0
-    ]
-)
-RECORD_SIZE = RECORD_DTYPE.itemsize
+#: One trace record (kvtRecord): 24 bytes, little-endian, naturally aligned. The fields, in
+#: order: addr (virtual byte address; a marker's value), gap (non-memory instructions since the
+#: previous record), dep (records back to the producing load; 0 = none), size (bytes accessed;
+#: prefetch 1, marker 0), kind (KIND_*), tag (TAG_*, named by header["tags"]), site (code site
+#: id, named by header["sites"]), flags (a marker's MARK_*; otherwise 0).
+RECORD_FIELDS = (("addr", "<u8"), ("gap", "<u4"), ("dep", "<u4"), ("size", "<u2"),
+                 ("kind", "u1"), ("tag", "u1"), ("site", "<u2"), ("flags", "<u2"))
+#: The same layout as a struct format (no padding): what code without numpy reads.
+RECORD_STRUCT = struct.Struct("<QIIHBBHH")
+RECORD_SIZE = RECORD_STRUCT.size
 assert RECORD_SIZE == 24
+
+
+def __getattr__(name: str) -> Any:
+    """``RECORD_DTYPE``, the numpy dtype of RECORD_FIELDS, made at its first use: reading a
+    trace into the compiled engine (``kvsim simulate``) never imports numpy."""
+    if name != "RECORD_DTYPE":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import numpy as np
+
+    dtype = np.dtype(list(RECORD_FIELDS))
+    assert dtype.itemsize == RECORD_SIZE
+    globals()["RECORD_DTYPE"] = dtype
+    return dtype
+
 
 FIXED_HEADER = struct.Struct("<8sHHI")  # magic, version, record_size, json_len
 CHUNK_HEADER = struct.Struct("<III B3s I")  # magic, n_records, stored_bytes, codec, rsvd, crc
@@ -180,5 +189,5 @@ def zstd_compress_bound(n: int) -> int:
 
 __all__ = sorted(
     [n for n in dir() if n.isupper() and not n.startswith("_")]
-    + ["TraceError", "zstd_compress_bound"]
+    + ["RECORD_DTYPE", "TraceError", "zstd_compress_bound"]
 )

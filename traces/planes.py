@@ -15,10 +15,12 @@ give the same bytes (``traces/tests/test_planes.py``).
 from __future__ import annotations
 
 import ctypes as C
+from typing import TYPE_CHECKING
 
-import numpy as np
+from .format import RECORD_SIZE
 
-from .format import RECORD_DTYPE, RECORD_SIZE
+if TYPE_CHECKING:
+    import numpy as np
 
 _LIB: C.CDLL | None | bool = None  # None: not looked for yet; False: not built
 
@@ -42,6 +44,10 @@ def _lib() -> C.CDLL | None:
 def split(records: np.ndarray, compiled: bool = True) -> np.ndarray:
     """The byte planes of ``records`` (a RECORD_DTYPE array): a new uint8 array of
     ``n * 24`` bytes (a buffer zstd takes as it is; no second copy as ``bytes``)."""
+    import numpy as np
+
+    from .format import RECORD_DTYPE
+
     recs = np.ascontiguousarray(records, dtype=RECORD_DTYPE)
     n = recs.size
     lib = _lib() if compiled else None
@@ -54,6 +60,10 @@ def split(records: np.ndarray, compiled: bool = True) -> np.ndarray:
 
 def join(planes: bytes | bytearray | memoryview, n: int, compiled: bool = True) -> np.ndarray:
     """The ``n`` records whose byte planes are ``planes`` (``n * 24`` bytes)."""
+    import numpy as np
+
+    from .format import RECORD_DTYPE
+
     src = np.frombuffer(planes, dtype=np.uint8)
     if src.size != n * RECORD_SIZE:
         raise ValueError(f"{src.size} bytes of planes for {n} records (expected "

@@ -27,10 +27,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, BinaryIO
-
-import numpy as np
-import zstandard
+from typing import IO, TYPE_CHECKING, Any, BinaryIO
 
 from . import planes
 from .format import (
@@ -48,13 +45,16 @@ from .format import (
     MAX_JSON_LEN,
     MIN_VERSION,
     PLANES_VERSION,
-    RECORD_DTYPE,
     RECORD_SIZE,
     VERSION,
     TraceError,
     zstd_compress_bound,
 )
 from .validate import RecordError, RecordValidator
+
+if TYPE_CHECKING:  # numpy and zstandard are imported where records are made in Python
+    import numpy as np
+    import zstandard
 
 __all__ = ["ChunkInfo", "TraceReader", "open_trace", "read_all"]
 
@@ -245,6 +245,10 @@ class TraceReader:
 
     def read_all(self) -> np.ndarray:
         """Read every remaining chunk and return one array (copy); raises on any error."""
+        import numpy as np
+
+        from .format import RECORD_DTYPE
+
         parts = list(self)
         if not parts:
             return np.empty(0, dtype=RECORD_DTYPE)
@@ -253,6 +257,10 @@ class TraceReader:
     def _next_chunk(self) -> tuple[ChunkInfo | None, np.ndarray]:
         info, payload, crc = self._read_frame()
         if info is None:
+            import numpy as np
+
+            from .format import RECORD_DTYPE
+
             return None, np.empty(0, dtype=RECORD_DTYPE)
         computed = zlib.crc32(payload)
         if computed != crc:
@@ -337,6 +345,10 @@ class TraceReader:
 
     def payload_records(self, info: ChunkInfo, payload: bytes | bytearray) -> np.ndarray:
         """The records of a data chunk's stored payload (its CRC already checked)."""
+        import numpy as np
+
+        from .format import RECORD_DTYPE
+
         if info.codec == CODEC_RAW:
             return np.frombuffer(payload, dtype=RECORD_DTYPE)
         raw = self._decompress(payload, info.n_records * RECORD_SIZE, info.index, info.offset)
@@ -346,6 +358,8 @@ class TraceReader:
 
     def _decompress(self, payload: bytes | bytearray, raw_len: int, index: int,
                     start: int) -> bytes:
+        import zstandard
+
         if self._dctx is None:
             self._dctx = zstandard.ZstdDecompressor()
         dobj = self._dctx.decompressobj()

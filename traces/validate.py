@@ -11,9 +11,7 @@ and the field; the reader turns it into its one-line ``TraceError``.
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from .format import (
     DEP_CHECK_WINDOW,
@@ -26,6 +24,9 @@ from .format import (
     NUM_MARKERS,
 )
 
+if TYPE_CHECKING:
+    import numpy as np
+
 __all__ = ["RULES", "RecordError", "RecordValidator"]
 
 #: The record rules in the order they are checked: of the first bad record, the first rule
@@ -36,9 +37,6 @@ RULES = ("kind", "size_access", "size_prefetch", "size_marker", "flags_access", 
 (RULE_KIND, RULE_SIZE_ACCESS, RULE_SIZE_PREFETCH, RULE_SIZE_MARKER, RULE_FLAGS_ACCESS,
  RULE_FLAGS_MARKER, RULE_DEP_MARKER, RULE_ADDR_WRAP, RULE_TAG, RULE_SITE, RULE_DEP_BEFORE,
  RULE_DEP_NOT_LOAD, RULE_WARMUP) = range(len(RULES))
-
-_U64_MAX = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
-
 
 class RecordError(ValueError):
     """A record breaks a rule: ``index`` (in the array checked), ``field`` and a message."""
@@ -72,10 +70,20 @@ class RecordValidator:
         n_markers = _table_len(h, "markers")
         self.n_markers = NUM_MARKERS if n_markers is None else min(n_markers, NUM_MARKERS)
         self.records_checked = 0
-        # flag g mod DEP_CHECK_WINDOW: record g is a load (the last DEP_CHECK_WINDOW records)
-        self._loads = np.zeros(DEP_CHECK_WINDOW, dtype=bool)
+        # flag g mod DEP_CHECK_WINDOW: record g is a load (the last DEP_CHECK_WINDOW records);
+        # made at the first check (numpy is imported only by a validator that checks records:
+        # the compiled intake keeps the ring itself and uses this one for its wording)
+        self._ring: np.ndarray | None = None
         self._warmup_next = MARK_WARMUP_BEGIN
         self._texts = self._rule_texts()
+
+    @property
+    def _loads(self) -> np.ndarray:
+        if self._ring is None:
+            import numpy as np
+
+            self._ring = np.zeros(DEP_CHECK_WINDOW, dtype=bool)
+        return self._ring
 
     # --- the rules ------------------------------------------------------------------------
     def _rule_texts(self) -> dict[int, tuple[str, str]]:
@@ -111,6 +119,8 @@ class RecordValidator:
         definition of the rules: :meth:`check` and ``traces.check_records`` both read it.
         Changes no state. (The warm-up rule marks only the first marker out of turn: after
         it, which marker is due is undefined.)"""
+        import numpy as np
+
         n = int(rec.size)
         # contiguous copies: each field is tested several times, and numpy is several times
         # faster on contiguous arrays than on the 24-byte-strided field views
@@ -131,7 +141,8 @@ class RecordValidator:
             (marker & (dep != 0), *d(RULE_DEP_MARKER)),
         ]
         # addr + size - 1 must not pass 2^64 - 1 (size >= 1 for accesses, by the rules above).
-        last = _U64_MAX - (np.maximum(size, 1).astype(np.uint64) - np.uint64(1))
+        u64_max = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
+        last = u64_max - (np.maximum(size, 1).astype(np.uint64) - np.uint64(1))
         rules.append((access & (rec["addr"] > last), *d(RULE_ADDR_WRAP)))
         if self.n_tags is not None:
             rules.append((rec["tag"] >= self.n_tags, *d(RULE_TAG)))
@@ -149,6 +160,8 @@ class RecordValidator:
 
     def check(self, rec: np.ndarray) -> None:
         """Validate ``rec`` (RECORD_DTYPE), the next records of the trace; see the class doc."""
+        import numpy as np
+
         n = int(rec.size)
         if n == 0:
             return
@@ -174,6 +187,8 @@ class RecordValidator:
         """Masks of the accesses whose ``dep`` points before the trace, and of those whose
         ``dep`` (at most ``DEP_CHECK_WINDOW``) names a record that is not a load (in this
         array or an earlier one)."""
+        import numpy as np
+
         n = dep.size
         before_m = np.zeros(n, dtype=bool)
         bad_m = np.zeros(n, dtype=bool)
@@ -201,6 +216,8 @@ class RecordValidator:
                         marker: np.ndarray) -> tuple[tuple[int, str, str] | None, int]:
         """The first warm-up marker out of turn (or None), and the one expected after
         these records."""
+        import numpy as np
+
         w = marker & ((flags == MARK_WARMUP_BEGIN) | (flags == MARK_WARMUP_END))
         if not w.any():
             return None, self._warmup_next

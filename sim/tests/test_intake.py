@@ -35,12 +35,15 @@ def _trace(records: np.ndarray, codec: str = "zstd", chunk: int = 100,
     return buf.getvalue()
 
 
-def _outcome(data: bytes, compiled: bool, workers: int = 2, reuse: bool = False):
-    """("ok", records) or ("error", message) of reading ``data`` to the end."""
+def _outcome(data: bytes, compiled: bool, workers: int = 2, reuse: bool = False,
+             arrays: bool = True):
+    """("ok", records) or ("error", message) of reading ``data`` to the end (``arrays``
+    False: the intake's own buffers, what the engine runs, viewed as arrays here)."""
     try:
         with traces.open(io.BytesIO(data)) as tr:
-            it = _intake.chunks(tr, workers=workers, ahead=2, reuse=reuse) if compiled else tr
-            parts = [c.copy() for c in it]
+            it = _intake.chunks(tr, workers=workers, ahead=2, reuse=reuse, arrays=arrays) \
+                if compiled else tr
+            parts = [(c if arrays else c.array()).copy() for c in it]
     except traces.TraceError as e:
         return "error", str(e)
     recs = np.concatenate(parts) if parts else np.empty(0, traces.RECORD_DTYPE)
@@ -50,6 +53,7 @@ def _outcome(data: bytes, compiled: bool, workers: int = 2, reuse: bool = False)
 def _same(data: bytes, workers: int = 2, reuse: bool = False) -> tuple[str, object]:
     ref = _outcome(data, compiled=False)
     assert _outcome(data, compiled=True, workers=workers, reuse=reuse) == ref
+    assert _outcome(data, compiled=True, workers=workers, reuse=reuse, arrays=False) == ref
     return ref
 
 
