@@ -86,3 +86,24 @@ def test_rule_parsing_and_refusals():
     marked["dep"][4:] = 0
     with pytest.raises(wu.WarmupError, match="record 4"):
         _flat(wu.WarmupPrefix(_Reader([marked]), 2))
+
+
+@pytest.mark.parametrize("n", [0, 150, 1000])
+def test_a_trace_file_is_decoded_by_the_compiled_intake(tmp_path, monkeypatch, n):
+    """Around a trace reader, the prefix takes the records from the compiled intake (the
+    decoding `kvsim simulate` uses without --warmup), and gives what it gives around the
+    reader's own Python decoding."""
+    from kvsim.sim import _intake
+
+    p = tmp_path / "t.kvt"
+    with traces.Writer(p, {"workload": {"name": "test"}}, chunk_records=64) as w:
+        w.write(_trace(300))
+    calls = []
+    real = _intake.chunks
+    monkeypatch.setattr(_intake, "chunks", lambda *a, **k: calls.append(1) or real(*a, **k))
+    with traces.open(p) as tr:
+        got = _flat(wu.WarmupPrefix(tr, n))
+    assert calls == [1]
+    with traces.open(p) as tr:
+        want = _flat(wu.WarmupPrefix(_Reader(list(tr)), n))
+    assert got.tobytes() == want.tobytes()
