@@ -232,7 +232,8 @@ def render_ab(doc: dict[str, Any], result: str) -> str:
         row = [t, p, *cell(by.get((t, p, "functional"))), *cell(by.get((t, p, "timed")))]
         out.append("| " + " | ".join(row) + " |")
     a, b = doc["sides"]["a"], doc["sides"]["b"]
-    sides = (f"A: {a['engine']}{' ' + a['args'] if a['args'] else ''}; "
+    a_is = a["tree"] if "tree" in a else a["engine"]  # ab.py --base-tree: a whole revision
+    sides = (f"A: {a_is}{' ' + a['args'] if a['args'] else ''}; "
              f"B: {b['engine']}{' ' + b['args'] if b['args'] else ''}; "
              f"{doc['rounds']} rounds of each, interleaved, wall time of the whole process.")
     # shown in sim/README.md: the link goes up to the repository root
@@ -244,13 +245,18 @@ def render_ab(doc: dict[str, Any], result: str) -> str:
 # the A B A B files sim/README.md shows: the TLB thread's choice of slices against a thread
 # that takes them all; the engine without its store-forwarding and division stalls, with the
 # victim look-ahead; LRU ranks for levels of 17 to 32 ways against their stamps; the last
-# level on a thread of its own (counting only); each against the commit before
+# level on a thread of its own (counting only); the intake's screened check; set blocks mapped
+# lazily; each against the commit before; and `kvsim simulate` without numpy, a whole
+# revision against this one, on traces of about a thousand records and on the bench's
 register_each(render_ab, {"tlb_thread_choice": "results/sim-tlb-thread-choice.json",
                           "engine_stalls": "results/sim-engine-stalls.json",
                           "engine_wide_ranks": "results/sim-engine-wide-ranks.json",
                           "engine_lower_thread": "results/sim-engine-lower-thread.json",
                           "intake_screened_check": "results/intake-screened-check.json",
-                          "engine_lazy_sets": "results/sim-engine-lazy-sets.json"})
+                          "engine_lazy_sets": "results/sim-engine-lazy-sets.json",
+                          "simulate_startup_numpy_free":
+                              "results/simulate-startup-numpy-free.json",
+                          "simulate_numpy_free": "results/simulate-numpy-free.json"})
 
 
 #: The columns of each validation table the README shows (the JSON holds more).
