@@ -86,6 +86,21 @@ def test_reader_source_and_header_tags(tmp_path):
     assert {r["tag_name"] for r in res["by_tag"]} == {"bucket"}
 
 
+def test_a_trace_file_on_both_engines(tmp_path):
+    """From a file, the compiled intake feeds the fast engine its own buffers and the
+    reference numpy arrays; both give the same result, with the file as the trace."""
+    recs = records([(("load", "store")[i % 2], 4096 * (i % 37) + 8 * i, 8, i % 5, 0, 1)
+                    for i in range(300)])
+    p = tmp_path / "t.kvt"
+    with traces.Writer(p, {"tags": ["other", "bucket"]}, chunk_records=64) as w:
+        w.write(recs)
+    fast, ref = (sim.simulate(str(p), "graviton3", engine=e) for e in ("fast", "reference"))
+    assert fast["trace"] == ref["trace"] == str(p)
+    for key in ("engine", "engine_threads"):
+        fast.pop(key), ref.pop(key)
+    assert fast == ref and fast["records"] == 300
+
+
 def test_functional_flag_and_unknown_engine():
     recs = records([("load", 0, 8)])
     assert sim.simulate(recs, "xeon-8255c", functional=True)["cycles"] is None
