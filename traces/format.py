@@ -137,8 +137,9 @@ ZSTD_LEVEL = 3
 #: id, named by header["sites"]), flags (a marker's MARK_*; otherwise 0).
 RECORD_FIELDS = (("addr", "<u8"), ("gap", "<u4"), ("dep", "<u4"), ("size", "<u2"),
                  ("kind", "u1"), ("tag", "u1"), ("site", "<u2"), ("flags", "<u2"))
-#: The same layout as a struct format (no padding): what code without numpy reads.
-RECORD_STRUCT = struct.Struct("<QIIHBBHH")
+#: The same layout as a struct (no padding): what code without numpy reads.
+RECORD_STRUCT = struct.Struct("<" + "".join({"<u8": "Q", "<u4": "I", "<u2": "H", "u1": "B"}[t]
+                                            for _, t in RECORD_FIELDS))
 RECORD_SIZE = RECORD_STRUCT.size
 assert RECORD_SIZE == 24
 

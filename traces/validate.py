@@ -38,6 +38,7 @@ RULES = ("kind", "size_access", "size_prefetch", "size_marker", "flags_access", 
  RULE_FLAGS_MARKER, RULE_DEP_MARKER, RULE_ADDR_WRAP, RULE_TAG, RULE_SITE, RULE_DEP_BEFORE,
  RULE_DEP_NOT_LOAD, RULE_WARMUP) = range(len(RULES))
 
+
 class RecordError(ValueError):
     """A record breaks a rule: ``index`` (in the array checked), ``field`` and a message."""
 

@@ -62,6 +62,19 @@ def test_record_dtype_matches_c(c_layout: dict[str, list[int]]) -> None:
         assert dt.str[0] in "<|", name  # little-endian on every host
 
 
+def test_record_struct_is_the_dtype() -> None:
+    """RECORD_STRUCT (what code without numpy reads) reads a record's fields, in order, as
+    RECORD_DTYPE lays them out."""
+    import numpy as np
+
+    rec = np.zeros(1, dtype=traces.RECORD_DTYPE)
+    values = (2**64 - 3, 2**32 - 5, 7, 65535, 3, 200, 513, 6)
+    for name, v in zip(traces.RECORD_DTYPE.names, values, strict=True):
+        rec[name] = v
+    assert fmt.RECORD_STRUCT.unpack(rec.tobytes()) == values
+    assert fmt.RECORD_STRUCT.size == traces.RECORD_DTYPE.itemsize == traces.RECORD_SIZE
+
+
 def test_chunk_and_end_layout_matches_c(c_layout: dict[str, list[int]]) -> None:
     assert c_layout["sizeof.kvtChunkHeader"] == [fmt.CHUNK_HEADER.size]
     assert c_layout["sizeof.kvtEndChunk"] == [fmt.END_CHUNK.size]
