@@ -337,9 +337,7 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
     by_tag = []
     for k, c in enumerate(cpu.caches):
         ls = raw["level"][k]
-        # tag x kind counts: lists from the engine, numpy arrays from the reference
-        acc, hit, miss = ([[int(x) for x in row] for row in ls[name]]
-                          for name in ("access", "hit", "miss"))
+        acc, hit, miss = ls["access"], ls["hit"], ls["miss"]  # NTAGS lists of NKINDS ints
         by_kind = {}
         for j, kn in enumerate(kind_names):
             by_kind[kn] = {"accesses": sum(r[j] for r in acc), "hits": sum(r[j] for r in hit),

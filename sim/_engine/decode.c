@@ -500,15 +500,16 @@ void kvsimValidateLocal(const kvsimValidator *v, const kvtRecord *recs, size_t n
  * The local check of a chunk stored as byte planes, 16 records per step
  * before the join.  Record by record, with a branch per rule, the check costs
  * a quarter to a half of the chunk's decoding (traces/README.md); the planes
- * give one field of 16 records in one vector.  The screen marks a record `odd` unless it is a load or store
- * of a non-zero size or a prefetch of size 1, with zero flags, a tag and a
- * site the header names, and an address below 2^64 - 2^16 (no access of at
- * most 65535 bytes wraps from there): so every marker and every record that
- * could break a rule is odd, and the screen never passes a bad one.  A record
- * with a dep is marked `named`.  After the join, the odd records go through
- * brokenRule, in order; a named one passes at once if its dep names a load of
- * the array (the common case), else through brokenRule too.  The outcome is
- * kvsimValidateLocal's, to the bit (tests/test_decode.c compares them).
+ * give one field of 16 records in one vector.  The screen marks a record `odd`
+ * unless it is a load or store of a non-zero size or a prefetch of size 1, with
+ * zero flags, a tag and a site the header names, and an address below
+ * 2^64 - 2^16 (no access of at most 65535 bytes wraps from there): so every
+ * marker and every record that could break a rule is odd, and the screen
+ * never passes a bad one.  A record with a dep is marked `named`.  After the
+ * join, the odd records go through brokenRule, in order; a named one passes at
+ * once if its dep names a load of the array (the common case), else through
+ * brokenRule too.  The outcome is kvsimValidateLocal's, to the bit
+ * (tests/test_decode.c compares them).
  */
 #if defined(__SSE2__)
 /* bit i of odd/named/loads (words of 64 records) for records [0, n - n % 16);
