@@ -193,7 +193,7 @@ def run(names: Iterable[str], out: str | Path, scale: str = "small",
             else:
                 todo.append((name, cid, spec))
     log(f"{done} of {total} cells already done; computing {len(todo)}")
-    stamp = {"commit": commit, "dirty": dirty, "command": provenance.provenance()["command"],
+    stamp = {"commit": commit, "dirty": dirty, "command": provenance.command(),
              **machine.describe()}
     result: dict[str, Any] = {"total": total, "already_done": done, "computed": 0,
                               "failed": [], "skipped": []}
@@ -201,8 +201,8 @@ def run(names: Iterable[str], out: str | Path, scale: str = "small",
     def finish(name: str, cid: str, spec: dict, res: dict) -> None:
         doc = {"id": cid, "spec": spec, "metrics": res["metrics"], "seconds": res["seconds"],
                "inputs": inputs[spec["kind"]], **stamp,
-               "machine_load_1m": machine.describe()["machine_load_1m"],
-               "date_utc": provenance.provenance()["date_utc"]}
+               "machine_load_1m": provenance.load_average_1m(),
+               "date_utc": provenance.date_utc()}
         _atomic_write(out / name / "cells" / f"{cid}.json",
                       json.dumps(doc, sort_keys=True, default=str) + "\n")
         result["computed"] += 1

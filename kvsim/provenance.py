@@ -56,6 +56,11 @@ def _cpuinfo() -> dict[str, str]:
     return out
 
 
+def load_average_1m() -> float | None:
+    """The 1-minute load average now: other work on the machine (other tenants, builds)."""
+    return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
+
+
 def machine() -> dict[str, Any]:
     """What the figures were measured on; read fresh on every call (never assumed)."""
     info = _cpuinfo()
@@ -77,10 +82,20 @@ def machine() -> dict[str, Any]:
         "memory_gib": round(mem_kib / 2**20, 1) if mem_kib else None,
         "kernel": platform.release(),
         # other work on the machine while measuring (shared guests: other tenants, builds)
-        "load_average_1m": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
+        "load_average_1m": load_average_1m(),
         "hostname": platform.node(),
         "python": platform.python_version(),
     }
+
+
+def date_utc() -> str:
+    """Now, as a result file's ``date_utc``."""
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def command() -> str | None:
+    """This process's command line, as a result file's ``command`` (:func:`scrub_command`)."""
+    return scrub_command([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv else None
 
 
 def provenance() -> dict[str, Any]:
@@ -89,8 +104,8 @@ def provenance() -> dict[str, Any]:
         "kvsim_version": __version__,
         **git_state(),
         "machine": machine(),
-        "date_utc": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "command": scrub_command([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv else None,
+        "date_utc": date_utc(),
+        "command": command(),
     }
 
 
