@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 _PATH = Path(__file__).resolve().parents[1] / "_engine" / "bench" / "ab.py"
@@ -29,11 +30,13 @@ def test_rounds_alternate_and_each_side_runs_as_told(tmp_path, monkeypatch):
 
     monkeypatch.setattr(ab, "run_once", fake)
     lib = tmp_path / "a.so"
-    row = ab.measure(Path("t.kvt"), "graviton3", "timed",
+    row = ab.measure([Path("a.kvt"), Path("b.kvt")], "graviton3", "timed",
                      [(lib, ["--threads", "1"], {}), (None, [], {})], rounds=6)
     order = ["a" if "--threads" in c else "b" for c, _ in seen]
     assert order == ["a", "b"] + ["a", "b", "b", "a"] * 3  # an untimed run of each first
     assert all((lb == lib) == ("--threads" in c) for c, lb in seen)
+    assert all(c[c.index("simulate") + 1] == ("a.kvt" if "--threads" in c else "b.kvt")
+               for c, _ in seen)  # each side its own file of the trace
     tails = {tuple(c[-5:]) if "--threads" in c else tuple(c[-3:]) for c, _ in seen}
     assert tails == {("--cpu", "graviton3", "--json", "--threads", "1"),
                      ("--cpu", "graviton3", "--json")}
@@ -63,16 +66,40 @@ def test_a_tree_is_imported_from_where_it_is_staged(tmp_path):
     assert mine[1] == str(ab.ROOT)
 
 
+@pytest.mark.parametrize("codec", ["raw", "zstd"])
+def test_recode_keeps_header_and_records_in_another_codec(tmp_path, codec):
+    """--a-codec/--b-codec: a side's copy of a trace holds the same header fields and
+    records, chunk for chunk, every chunk stored with the codec asked for."""
+    from kvsim import traces
+
+    src = tmp_path / "t.kvt"
+    recs = np.zeros(5000, dtype=traces.RECORD_DTYPE)
+    recs["addr"] = np.arange(5000, dtype=np.uint64) * 72
+    recs["size"], recs["kind"] = 8, traces.KIND_LOAD
+    with traces.Writer(src, {"workload": {"name": "t"}}, chunk_records=1024) as w:
+        w.write(recs)
+    out = ab.recode(src, codec, tmp_path / "copies")
+    assert out == tmp_path / "copies" / codec / "t.kvt"
+    assert ab.recode(src, codec, tmp_path / "copies") == out  # made once
+    with traces.TraceReader(src) as a, traces.TraceReader(out) as b:
+        chunks_a, chunks_b = list(a), list(b)
+        assert [len(c) for c in chunks_a] == [len(c) for c in chunks_b] == [1024] * 4 + [904]
+        assert np.array_equal(np.concatenate(chunks_a), np.concatenate(chunks_b))
+        assert b.codecs == {codec: 5} and a.codecs == {"zstd_planes": 5}
+        assert b.header["workload"] == a.header["workload"]
+
+
 def test_small_run_writes_what_it_prints(tmp_path, capsys):
     out = tmp_path / "r.json"
-    rc = ab.main(["--a-args", "--threads 1", "--traces", "pipeline", "--presets", "graviton3",
-                  "--modes", "functional", "--rounds", "2", "--scale", "0.002",
-                  "--workdir", str(tmp_path / "w"), "--out", str(out)])
+    rc = ab.main(["--a-args", "--threads 1", "--b-codec", "raw", "--traces", "pipeline",
+                  "--presets", "graviton3", "--modes", "functional", "--rounds", "2",
+                  "--scale", "0.002", "--workdir", str(tmp_path / "w"), "--out", str(out)])
     assert rc == 0
     printed = capsys.readouterr().out
     doc = json.loads(out.read_text())
     assert {"commit", "machine", "date_utc"} <= doc["provenance"].keys()
     assert doc["sides"]["a"]["args"] == "--threads 1" and doc["rounds"] == 2
+    assert doc["codecs"] == {"a": None, "b": "raw"}
     (row,) = doc["rows"]
     assert (row["trace"], row["preset"], row["mode"]) == ("pipeline", "graviton3", "functional")
     assert row["a_wall_min"] > 0 and row["b_cpu_median"] > 0
@@ -88,6 +115,7 @@ def test_small_run_writes_what_it_prints(tmp_path, capsys):
     (["--rounds", "0"], "--rounds 0"),
     (["--a-lib", "/no/such.so"], "--a-lib /no/such.so"),
     (["--base", "no-such-revision"], "--base no-such-revision"),
+    (["--b-codec", "lz4"], "--b-codec lz4"),
 ])
 def test_bad_input_one_line_no_file(tmp_path, capsys, args, what):
     out = tmp_path / "r.json"

@@ -2,7 +2,8 @@
 
     .venv/bin/python sim/_engine/bench/ab.py [--base REV | --base-tree REV | --a-lib LIB]
         [--b-lib LIB]
-        [--a-args ARGS] [--b-args ARGS] [--traces NAME,...] [--presets CPU,...]
+        [--a-args ARGS] [--b-args ARGS] [--a-codec CODEC] [--b-codec CODEC]
+        [--traces NAME,...] [--presets CPU,...]
         [--modes functional,timed] [--rounds N] [--scale S] [--workdir DIR]
         [--out RESULT.json]
 
@@ -28,6 +29,12 @@ sides start through ``BOOT``, which for side A takes an editable install's impor
 away and puts that package first on the path). Each side runs once,
 untimed, before the rounds (bytecode caches, page cache). ``--out`` writes the figures with
 kvsim.provenance (commit, machine, date).
+
+``--a-codec`` / ``--b-codec`` (raw, zstd, zstd_planes: traces/FORMAT.md's codecs) give a
+side the same records stored with that codec: each trace is rewritten once, chunk for
+chunk, into a temporary folder (:func:`recode`). What the trace's storage costs the whole
+process then shows against the same engine: ``--b-codec raw`` is a reader with nothing to
+decompress.
 """
 
 from __future__ import annotations
@@ -41,9 +48,10 @@ import tempfile
 from pathlib import Path
 
 import kvsim
-from kvsim import provenance, sim
+from kvsim import provenance, sim, traces
 from kvsim.experiments import timing
 from kvsim.sim import bench_presets as bp
+from kvsim.traces.format import CODEC_NAMES
 
 TRACES = ("random", "iterate", "pipeline", "dinero")  # make_traces' first four, in order
 MODES = ("functional", "timed")
@@ -116,6 +124,23 @@ sys.exit(main(sys.argv[1:]))
 Side = tuple[Path | None, list[str], dict[str, str]]  # engine library, options, environment
 
 
+def recode(path: Path, codec: str, into: Path) -> Path:
+    """``path``'s header and records, chunk for chunk, in a trace of codec ``codec`` (at the
+    format version that has it) under ``into``; the file is made once per run."""
+    out = into / codec / path.name
+    if out.exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with traces.TraceReader(path) as r:
+        header = dict(r.header)
+        version = 2 if codec == "zstd_planes" else r.version
+        with traces.Writer(out, header, codec=codec, version=version,
+                           chunk_records=header["chunk_records"]) as w:
+            for chunk in r:
+                w.write_chunk(chunk)
+    return out
+
+
 def run_once(cmd: list[str], side: Side) -> tuple[float, float]:
     """(wall seconds, CPU seconds) of one process running ``cmd`` as ``side``."""
     lib, _, env = side
@@ -123,11 +148,12 @@ def run_once(cmd: list[str], side: Side) -> tuple[float, float]:
     return wall, ru.ru_utime + ru.ru_stime
 
 
-def measure(path: Path, preset: str, mode: str, sides: list[Side], rounds: int) -> dict:
-    """Interleaved rounds of both sides on one trace, preset and mode."""
+def measure(paths: list[Path], preset: str, mode: str, sides: list[Side], rounds: int) -> dict:
+    """Interleaved rounds of both sides on one trace (``paths``: each side's file of it),
+    preset and mode."""
     cmds = [[sys.executable, "-c", BOOT, "simulate", str(path), "--cpu", preset, "--json",
              *(["--functional"] if mode == "functional" else []), *args]
-            for _, args, _ in sides]
+            for path, (_, args, _) in zip(paths, sides, strict=True)]
     for s in (0, 1):  # untimed: bytecode caches, page cache
         run_once(cmds[s], sides[s])
     wall: list[list[float]] = [[], []]
@@ -160,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--b-lib", help="side B: this engine library (default: this tree's)")
     ap.add_argument("--a-args", default="", help="side A: more kvsim simulate options")
     ap.add_argument("--b-args", default="", help="side B: more kvsim simulate options")
+    for side in ("a", "b"):
+        ap.add_argument(f"--{side}-codec", help=f"side {side.upper()}: the traces rewritten "
+                        f"with this codec ({', '.join(sorted(CODEC_NAMES.values()))})")
     ap.add_argument("--traces", default=",".join(TRACES), help=f"among {', '.join(TRACES)}")
     ap.add_argument("--presets", default=",".join(sim.preset_names()),
                     help="presets, local or CPU files (sim.load_cpu)")
@@ -185,6 +214,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"ab.py: error: --presets: {p}: {str(e).splitlines()[0] if str(e) else e}",
                   file=sys.stderr)
             return 2
+    for side in ("a", "b"):
+        codec = getattr(a, f"{side}_codec")
+        if codec is not None and codec not in CODEC_NAMES.values():
+            print(f"ab.py: error: --{side}-codec {codec}: not one of "
+                  f"{', '.join(sorted(CODEC_NAMES.values()))}", file=sys.stderr)
+            return 2
     if a.rounds < 1:
         print(f"ab.py: error: --rounds {a.rounds}: must be >= 1", file=sys.stderr)
         return 2
@@ -207,10 +242,12 @@ def main(argv: list[str] | None = None) -> int:
             found = bp.make_traces(Path(a.workdir), a.scale)[:len(TRACES)]
             paths = dict(zip(TRACES, (t["path"] for t in found), strict=True))
             for name in names:
+                files = [recode(paths[name], codec, Path(td)) if codec else paths[name]
+                         for codec in (a.a_codec, a.b_codec)]
                 for p in presets:
                     for mode in modes:
                         row = {"trace": name, "file": paths[name].name, "preset": p,
-                               "mode": mode} | measure(paths[name], p, mode, sides, a.rounds)
+                               "mode": mode} | measure(files, p, mode, sides, a.rounds)
                         rows.append(row)
                         w, c = row["wall_speedup"], row["cpu_speedup"]
                         print(f"{name:9s} {p:11s} {mode:10s} wall A {row['a_wall_median']:.3f} "
@@ -230,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
                   {"tree": f"git revision {a.base_tree} (Python package and engine)",
                    "args": a.a_args},
                   "b": {"engine": a.b_lib or "this tree", "args": a.b_args}},
+        "codecs": {"a": a.a_codec, "b": a.b_codec},
         "rounds": a.rounds,
         "units": "seconds per whole kvsim simulate process (wall; cpu: every thread's); "
                  "*_speedup: A / B per round, median, sign-test 95 % interval (ci95), "
