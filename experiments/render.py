@@ -233,8 +233,15 @@ def render_ab(doc: dict[str, Any], result: str) -> str:
         out.append("| " + " | ".join(row) + " |")
     a, b = doc["sides"]["a"], doc["sides"]["b"]
     a_is = a["tree"] if "tree" in a else a["engine"]  # ab.py --base-tree: a whole revision
-    sides = (f"A: {a_is}{' ' + a['args'] if a['args'] else ''}; "
-             f"B: {b['engine']}{' ' + b['args'] if b['args'] else ''}; "
+    codecs = doc.get("codecs") or {}  # ab.py --a-codec / --b-codec: the traces rewritten
+
+    def stored(side: str) -> str:
+        c = codecs.get(side)
+        return f", the traces stored {c}" if c else ", the traces as written" if any(
+            codecs.values()) else ""
+
+    sides = (f"A: {a_is}{' ' + a['args'] if a['args'] else ''}{stored('a')}; "
+             f"B: {b['engine']}{' ' + b['args'] if b['args'] else ''}{stored('b')}; "
              f"{doc['rounds']} rounds of each, interleaved, wall time of the whole process.")
     # shown in sim/README.md: the link goes up to the repository root
     return "\n".join([*out, "", sides,
@@ -248,6 +255,8 @@ def render_ab(doc: dict[str, Any], result: str) -> str:
 # level on a thread of its own (counting only); the intake's screened check; set blocks mapped
 # lazily; each against the commit before; and `kvsim simulate` without numpy, a whole
 # revision against this one, on traces of about a thousand records and on the bench's
+# traces; and the bench's traces stored raw against their zstd_planes copies (what decoding
+# the trace costs the whole process)
 register_each(render_ab, {"tlb_thread_choice": "results/sim-tlb-thread-choice.json",
                           "engine_stalls": "results/sim-engine-stalls.json",
                           "engine_wide_ranks": "results/sim-engine-wide-ranks.json",
@@ -256,7 +265,8 @@ register_each(render_ab, {"tlb_thread_choice": "results/sim-tlb-thread-choice.js
                           "engine_lazy_sets": "results/sim-engine-lazy-sets.json",
                           "simulate_startup_numpy_free":
                               "results/simulate-startup-numpy-free.json",
-                          "simulate_numpy_free": "results/simulate-numpy-free.json"})
+                          "simulate_numpy_free": "results/simulate-numpy-free.json",
+                          "simulate_raw_traces": "results/simulate-raw-traces.json"})
 
 
 #: The columns of each validation table the README shows (the JSON holds more).

@@ -100,3 +100,14 @@ def test_command_check_and_rewrite(tmp_path):
     res = subprocess.run([*cmd, bad], capture_output=True, text=True)
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_an_ab_file_names_each_sides_trace_storage():
+    """ab.py --b-codec: the sides line says which traces each side read; a file without
+    codecs (every earlier A B A B) says nothing of them."""
+    doc = json.loads((ROOT / "results/simulate-raw-traces.json").read_text())
+    assert doc["codecs"] == {"a": None, "b": "raw"}
+    text = render.render_ab(doc, "results/simulate-raw-traces.json")
+    assert "A: this tree, the traces as written; B: this tree, the traces stored raw;" in text
+    del doc["codecs"]
+    assert "A: this tree; B: this tree; 6 rounds" in render.render_ab(doc, "x.json")
