@@ -129,3 +129,21 @@ def test_bad_input_one_line_no_file(tmp_path, capsys, args, what):
     assert rc != 0
     assert len(err.strip().splitlines()) == 1 and what in err
     assert not out.exists()
+
+
+def test_a_damaged_trace_to_recode_is_one_line(tmp_path, capsys):
+    """--b-codec rewrites the bench's trace: a damaged one is the reader's one line, and no
+    result file is written."""
+    work, out = tmp_path / "w", tmp_path / "r.json"
+    common = ["--traces", "pipeline", "--presets", "graviton3", "--modes", "functional",
+              "--rounds", "1", "--scale", "0.002", "--workdir", str(work)]
+    assert ab.main(common) == 0  # makes the traces
+    trace = ab.bp.make_traces(work, 0.002)[ab.TRACES.index("pipeline")]["path"]
+    data = bytearray(trace.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    trace.write_bytes(bytes(data))
+    capsys.readouterr()
+    assert ab.main(["--b-codec", "raw", *common, "--out", str(out)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and trace.name in err[0] and "crc32" in err[0]
+    assert not out.exists()

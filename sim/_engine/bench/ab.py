@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"{name:9s} {p:11s} {mode:10s} wall A {row['a_wall_median']:.3f} "
                               f"B {row['b_wall_median']:.3f} s: A/B {w['median']:.3f} {_ci(w)} "
                               f"{w['verdict']}; cpu A/B {c['median']:.3f} {_ci(c)}", flush=True)
-    except (AbError, bp.BenchError) as e:
+    except (AbError, bp.BenchError, traces.TraceError) as e:
         print(f"ab.py: error: {e}", file=sys.stderr)
         return 1
     if not a.out:
