@@ -236,9 +236,10 @@ def render_ab(doc: dict[str, Any], result: str) -> str:
     codecs = doc.get("codecs") or {}  # ab.py --a-codec / --b-codec: the traces rewritten
 
     def stored(side: str) -> str:
+        if not any(codecs.values()):
+            return ""
         c = codecs.get(side)
-        return f", the traces stored {c}" if c else ", the traces as written" if any(
-            codecs.values()) else ""
+        return f", the traces stored {c}" if c else ", the traces as written"
 
     sides = (f"A: {a_is}{' ' + a['args'] if a['args'] else ''}{stored('a')}; "
              f"B: {b['engine']}{' ' + b['args'] if b['args'] else ''}{stored('b')}; "
@@ -255,7 +256,7 @@ def render_ab(doc: dict[str, Any], result: str) -> str:
 # level on a thread of its own (counting only); the intake's screened check; set blocks mapped
 # lazily; each against the commit before; and `kvsim simulate` without numpy, a whole
 # revision against this one, on traces of about a thousand records and on the bench's
-# traces; and the bench's traces stored raw against their zstd_planes copies (what decoding
+# traces; and the bench's traces as written against raw copies of them (what decompressing
 # the trace costs the whole process)
 register_each(render_ab, {"tlb_thread_choice": "results/sim-tlb-thread-choice.json",
                           "engine_stalls": "results/sim-engine-stalls.json",
