@@ -66,7 +66,7 @@ def test_a_tree_is_imported_from_where_it_is_staged(tmp_path):
     assert mine[1] == str(ab.ROOT)
 
 
-@pytest.mark.parametrize("codec", ["raw", "zstd"])
+@pytest.mark.parametrize("codec", ["raw", "zstd", "zstd_planes"])
 def test_recode_keeps_header_and_records_in_another_codec(tmp_path, codec):
     """--a-codec/--b-codec: a side's copy of a trace holds the same header fields and
     records, chunk for chunk, every chunk stored with the codec asked for."""

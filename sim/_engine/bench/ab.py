@@ -51,7 +51,7 @@ import kvsim
 from kvsim import provenance, sim, traces
 from kvsim.experiments import timing
 from kvsim.sim import bench_presets as bp
-from kvsim.traces.format import CODEC_NAMES
+from kvsim.traces.format import CODEC_NAMES, PLANES_VERSION
 
 TRACES = ("random", "iterate", "pipeline", "dinero")  # make_traces' first four, in order
 MODES = ("functional", "timed")
@@ -133,7 +133,7 @@ def recode(path: Path, codec: str, into: Path) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     with traces.TraceReader(path) as r:
         header = dict(r.header)
-        version = 2 if codec == "zstd_planes" else r.version
+        version = max(r.version, PLANES_VERSION) if codec == "zstd_planes" else r.version
         with traces.Writer(out, header, codec=codec, version=version,
                            chunk_records=header["chunk_records"]) as w:
             for chunk in r:
