@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kvsim-installed
 
-.PHONY: all setup build demo test test-slow test-dist lint bench clean notebooks fuzz
+.PHONY: all setup sysdeps build demo test test-slow test-dist lint bench clean notebooks fuzz
 
 all: build
 
@@ -18,6 +18,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
 	@touch $@
+
+# The system packages the tests need (clang and libFuzzer for fuzz/, redis-tools): installed
+# with apt-get as root, else one line saying what to install (tools/sysdeps.sh).
+sysdeps:
+	@tools/sysdeps.sh
 
 build: setup
 	@$(MAKE) -s -C c_ref
@@ -30,7 +35,8 @@ demo: build
 	$(VENV)/bin/kvsim experiment run headline --scale small -o experiments/results
 	@cat experiments/results/headline/headline.md
 
-test: build
+# Deterministic: the `ci` Hypothesis profile (conftest.py) draws the same examples every run.
+test: sysdeps build
 	$(MAKE) -s -C c_ref test-sanitize
 	$(MAKE) -s -C sim/_engine test-sanitize
 	$(MAKE) -s -C sim/_calibrate test-sanitize
@@ -38,10 +44,14 @@ test: build
 	$(PY) -m pytest -q
 	$(PY) -m pytest -q -m slow kvsim/tests/test_dist.py
 	$(PY) fuzz/run.py --replay
-	$(PY) fuzz/run.py --seconds $(FUZZ_SMOKE_SECONDS) --min-execs 0
+	$(PY) fuzz/run.py --runs $(FUZZ_SMOKE_RUNS) --seed 1 --seconds 120
 
-test-slow: build
-	$(PY) -m pytest -q -m slow
+# Every test, the long runs too, with Hypothesis exploring from a fresh seed; the seed is
+# printed first, and `make test-slow HYPOTHESIS_SEED=N` replays a run.
+HYPOTHESIS_SEED ?= $(shell od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+test-slow: sysdeps build
+	@echo "hypothesis seed $(HYPOTHESIS_SEED) (replay: make test-slow HYPOTHESIS_SEED=$(HYPOTHESIS_SEED))"
+	KVSIM_HYPOTHESIS_PROFILE=explore $(PY) -m pytest -q -m "slow or not slow" --hypothesis-seed=$(HYPOTHESIS_SEED)
 
 # The distribution as a user gets it: sdist -> wheel -> fresh venv -> kvsim outside the clone.
 test-dist: build
@@ -58,11 +68,11 @@ notebooks: build
 	cd notebooks && ../$(VENV)/bin/jupyter lab
 # Coverage-guided fuzzing of every parser of untrusted input (fuzz/README.md): each target
 # for FUZZ_SECONDS, and on until it has run FUZZ_MIN_EXECS inputs; one line per target, the
-# summary in results/fuzz.json.  `make test` replays the committed corpora and fuzzes each
-# target for FUZZ_SMOKE_SECONDS.
+# summary in results/fuzz.json.  `make test` replays the committed corpora and runs
+# FUZZ_SMOKE_RUNS inputs of each target from a fixed seed (the same inputs every run).
 FUZZ_SECONDS ?= 60
 FUZZ_MIN_EXECS ?= 100000
-FUZZ_SMOKE_SECONDS ?= 3
+FUZZ_SMOKE_RUNS ?= 1000
 fuzz: build
 	$(PY) fuzz/run.py --seconds $(FUZZ_SECONDS) --min-execs $(FUZZ_MIN_EXECS) \
 	    --result results/fuzz.json

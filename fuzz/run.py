@@ -2,6 +2,7 @@
 
     python fuzz/run.py [--seconds S] [--min-execs N] [--targets a,b] [--result FILE]
     python fuzz/run.py --replay            # every corpus input once, no fuzzing
+    python fuzz/run.py --runs N --seed S   # N inputs per target from seed S (make test)
     python fuzz/run.py --render results/fuzz.json   # a result file as a Markdown table
 
 Targets: the libFuzzer programs of ``fuzz/c/`` (built by ``fuzz/Makefile`` with clang under
@@ -19,6 +20,10 @@ it becomes a regression test that ``--replay`` (and so ``make test``) runs. With
 ``--result`` the summary, with the machine's load and the seconds per target, is written
 through ``kvsim.provenance.write_result``. Exit status: 1 if any target crashed (or a
 replayed input failed), else 0.
+
+With ``--runs N --seed S`` (``make test``'s smoke run) each target runs exactly N inputs from
+libFuzzer's seed S, starting from its committed corpus in a fresh work folder: the inputs are
+the same on every run, so the suite draws nothing new at random.
 """
 
 from __future__ import annotations
@@ -88,8 +93,9 @@ def _env() -> dict[str, str]:
 
 
 def _libfuzzer(target: str, limits: list[str], work: Path, arts: Path, log) -> tuple:
-    """One libFuzzer run of ``target`` over its work and seed corpora under ``limits``:
-    (execs, libFuzzer's last coverage report, exit code, seconds)."""
+    """One libFuzzer run of ``target`` over its work and seed corpora under ``limits`` (which
+    hold a ``-max_total_time``): (execs, libFuzzer's last coverage report, exit code,
+    seconds)."""
     cmd = [*_command(target), *limits, "-print_final_stats=1",
            "-timeout=20", "-rss_limit_mb=4096", "-max_len=8192",
            f"-artifact_prefix={arts}/", str(work), str(CORPUS / target)]
@@ -108,16 +114,21 @@ def _seconds_of(limits: list[str]) -> int:
 
 
 def fuzz_one(target: str, seconds: int, log, min_execs: int = 0,
-             max_seconds: int = 0) -> dict:
+             max_seconds: int = 0, runs: int = 0, seed: int = 0) -> dict:
     """Fuzz ``target`` for ``seconds``, then, if it ran fewer than ``min_execs`` inputs, on
-    until it has (for at most ``max_seconds`` more); its execs, crashes and new artifacts."""
-    work = BUILD / "work" / target
+    until it has (for at most ``max_seconds`` more); or, with ``runs``, exactly that many
+    inputs from libFuzzer's ``seed`` in a fresh work folder. Its execs, crashes and new
+    artifacts."""
+    work = BUILD / ("smoke" if runs else "work") / target
     arts = BUILD / "artifacts" / target
+    if runs:
+        shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)
     arts.mkdir(parents=True, exist_ok=True)
     before = set(os.listdir(arts))
-    execs, cov, code, wall = _libfuzzer(target, [f"-max_total_time={seconds}"], work, arts,
-                                        log)
+    limits = ([f"-runs={runs}", f"-seed={seed}", f"-max_total_time={seconds}"] if runs
+              else [f"-max_total_time={seconds}"])
+    execs, cov, code, wall = _libfuzzer(target, limits, work, arts, log)
     timed_execs, timed_wall = execs, wall
     if code == 0 and execs < min_execs and max_seconds > 0:
         # libFuzzer's -runs counts every input it runs, the corpus it reloads included
@@ -182,6 +193,11 @@ def main(argv: list[str] | None = None) -> int:
                          "(default: 15 x --seconds)")
     ap.add_argument("--targets", default=",".join(C_TARGETS + PY_TARGETS),
                     help="comma-separated targets (default: all)")
+    ap.add_argument("--runs", type=int, default=0,
+                    help="run exactly this many inputs per target from --seed, in a fresh work "
+                         "folder (a reproducible smoke run; --seconds is then only a bound)")
+    ap.add_argument("--seed", type=int, default=1,
+                    help="libFuzzer's random seed for --runs (default 1; must be >= 1)")
     ap.add_argument("--replay", action="store_true",
                     help="run every committed corpus input once instead of fuzzing")
     ap.add_argument("--result", help="write the summary here (kvsim.provenance.write_result)")
@@ -203,6 +219,10 @@ def main(argv: list[str] | None = None) -> int:
                             f"(known: {', '.join(C_TARGETS + PY_TARGETS)})")
         if a.seconds < 1:
             raise FuzzError(f"--seconds: must be >= 1, got {a.seconds}")
+        if a.runs < 0:
+            raise FuzzError(f"--runs: must be >= 0, got {a.runs}")
+        if a.seed < 1:
+            raise FuzzError(f"--seed: must be >= 1, got {a.seed}")
         if a.min_execs < 0:
             raise FuzzError(f"--min-execs: must be >= 0, got {a.min_execs}")
         if a.max_seconds is None:
@@ -227,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{'FAILED' if row['failed'] else 'ok'}", flush=True)
                 bad += row["failed"]
             else:
-                row = fuzz_one(t, a.seconds, log, a.min_execs, a.max_seconds)
+                row = fuzz_one(t, a.seconds, log, a.min_execs, a.max_seconds, a.runs, a.seed)
                 print(f"fuzz {t}: {row['execs']} execs, {row['crashes']} crashes", flush=True)
                 bad += row["crashes"] > 0
                 for art in row["artifacts"]:

@@ -1,20 +1,10 @@
-"""Helpers shared by the model tests: the Hypothesis profiles and the example-count scale
-(imported by name: pytest puts each tests folder on the path)."""
+"""Helpers shared by the model tests: the example-count scale (imported by name: pytest puts
+each tests folder on the path). The Hypothesis profiles are the suite's, in the top-level
+conftest.py."""
 
 from __future__ import annotations
 
 import os
-
-from hypothesis import HealthCheck, settings
-
-settings.register_profile(
-    "default", deadline=None, suppress_health_check=list(HealthCheck), print_blob=True
-)
-settings.register_profile(
-    "slow", max_examples=2000, deadline=None, suppress_health_check=list(HealthCheck),
-    print_blob=True,
-)
-settings.load_profile(os.environ.get("KVSIM_HYPOTHESIS_PROFILE", "default"))
 
 SLOW = os.environ.get("KVSIM_HYPOTHESIS_PROFILE") == "slow"
 
