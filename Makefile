@@ -7,7 +7,8 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kvsim-installed
 
-.PHONY: all setup build demo test test-slow test-dist lint bench clean notebooks fuzz
+.PHONY: all setup build demo test test-slow test-dist lint bench clean notebooks \
+        notebooks-run docs fuzz
 
 all: build
 
@@ -25,10 +26,11 @@ build: setup
 	@$(MAKE) -s -C sim/_calibrate
 
 # The headline study at small scale: one key row of every seed (upstream PR figure, simulated
-# speedup per preset, native speedup here); table in experiments/results/headline/headline.md.
+# speedup per preset, native speedup here); `experiment run` prints the table (also in
+# experiments/results/headline/headline.md), with a line above it on how to calibrate when
+# this machine's `local` is not calibrated.
 demo: build
 	$(VENV)/bin/kvsim experiment run headline --scale small -o experiments/results
-	@cat experiments/results/headline/headline.md
 
 test: build
 	$(MAKE) -s -C c_ref test-sanitize

@@ -776,6 +776,15 @@ def experiment_run(names, scale, cpus_, scheduler, workers, kinds, output, publi
                      scheduler=scheduler, workers=workers,
                      log=lambda m: click.echo(m, err=True), kinds=kinds or None,
                      publish=publish, publish_as=publish_as)
+    from kvsim.experiments import progress
+
+    if not progress.quiet():  # the result tables, as DIR/NAME/NAME.md holds them
+        for name in res.get("names", ()):
+            md = Path(output) / name / f"{name}.md"
+            if md.is_file():
+                click.echo(md.read_text().rstrip("\n") + "\n")
+    for line in res.get("where", ()):
+        click.echo(f"ran {line}")
     click.echo(f"computed {res['computed']} cells ({res['already_done']} of {res['total']} "
                f"already done); results in {output}")
     if res["failed"]:
