@@ -58,6 +58,18 @@ bench: build
 notebooks: build
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[test,notebooks]'
 	cd notebooks && ../$(VENV)/bin/jupyter lab
+# Every notebook executed headless into NOTEBOOKS_OUT (the executed copies and their data;
+# nothing is written outside it): `kvsim notebooks run`.
+NOTEBOOKS_OUT ?= experiments/results/notebooks-run
+notebooks-run: build
+	$(VENV)/bin/kvsim notebooks run -o $(NOTEBOOKS_OUT)
+
+# The documentation site (docs/, mkdocs.yml) on http://127.0.0.1:8000 (installs the `docs`
+# extra); `make test` builds it with --strict (docs/tests).
+docs: build
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[test,docs]'
+	$(VENV)/bin/mkdocs serve -a 127.0.0.1:8000
+
 # Coverage-guided fuzzing of every parser of untrusted input (fuzz/README.md): each target
 # for FUZZ_SECONDS, and on until it has run FUZZ_MIN_EXECS inputs; one line per target, the
 # summary in results/fuzz.json.  `make test` replays the committed corpora and fuzzes each

@@ -811,6 +811,34 @@ def experiment_report(directory, output):
     click.echo(text)
 
 
+@cli.group()
+def notebooks():
+    """The notebooks of notebooks/, run headless.
+
+    \b
+      kvsim notebooks run -o DIR              # every notebook, executed into DIR
+      kvsim notebooks run -o DIR --only 01    # one of them
+    """
+
+
+@notebooks.command("run")
+@click.option("-o", "--output", required=True, type=click.Path(file_okay=False),
+              help="Folder for the executed notebooks (NN-topic.ipynb) and their data "
+                   "(DIR/data); nothing is written outside it.")
+@click.option("--only", multiple=True, metavar="NAME",
+              help="Run only this notebook (its name, such as 01-trace-anatomy, or number; "
+                   "repeatable).")
+@click.option("--timeout", type=click.IntRange(min=1), default=600, show_default=True,
+              help="Seconds a cell may take.")
+def notebooks_run(output, only, timeout):
+    """Execute every notebook top to bottom in a fresh kernel, into -o DIR."""
+    from kvsim.experiments import notebooks_run as nr
+
+    _check_output_dir(output)
+    written = nr.run(output, only, timeout, log=lambda m: click.echo(m, err=True))
+    click.echo(f"ran {len(written)} notebook{'s' if len(written) != 1 else ''} into {output}")
+
+
 def _known_errors() -> tuple[type[BaseException], ...]:
     errs: list[type[BaseException]] = [OSError, ValueError]
     for mod, name in (("kvsim.traces", "TraceError"), ("kvsim.sim", "ConfigError"),
