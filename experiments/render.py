@@ -76,11 +76,28 @@ def _load(root: Path, rel: str) -> dict[str, Any]:
         raise RenderError(f"{rel}: not JSON ({exc.msg} at line {exc.lineno})") from None
 
 
-def render_text(text: str, root: Path, where: str = "<text>") -> tuple[str, list[str]]:
+_RESULT_LINK = re.compile(r"\]\((?=results/)")
+
+
+def link_prefix(path: Path, root: Path) -> str:
+    """What a rendering's links (written from the repository root: ``results/...``) need in
+    front of them in the document ``path``: nothing in a README, ``../`` per folder level in
+    a page of the documentation site (``docs/``), where ``results/`` is mounted at the top
+    of the site (``docs/hooks.py``)."""
+    try:
+        rel = path.resolve().relative_to((root / "docs").resolve())
+    except ValueError:
+        return ""
+    return "../" * (len(rel.parts) - 1)
+
+
+def render_text(text: str, root: Path, where: str = "<text>",
+                prefix: str = "") -> tuple[str, list[str]]:
     """Return ``(text with every region re-rendered, names of the regions that changed)``.
 
     ``root`` is the repository root the result paths are relative to; ``where`` names the
-    document in error messages.
+    document in error messages; ``prefix`` goes in front of every ``results/`` link of a
+    rendering (:func:`link_prefix`).
     """
     if len(_OPEN.findall(text)) != len(_REGION.findall(text)):
         raise RenderError(f"{where}: a '<!-- kvsim:results NAME -->' marker has no "
@@ -98,6 +115,8 @@ def render_text(text: str, root: Path, where: str = "<text>") -> tuple[str, list
         except (KeyError, TypeError, IndexError) as exc:
             raise RenderError(f"{r.result}: lacks what rendering {name!r} needs "
                               f"({type(exc).__name__}: {exc})") from None
+        if prefix:
+            body = _RESULT_LINK.sub("](" + prefix, body)
         if body != m["body"]:
             changed.append(name)
         return m.group(1) + body + m.group(4)
@@ -317,6 +336,64 @@ for _name in ("iterate", "pipeline", "real_valkey", "rdb_load", "kvobj_memory", 
     _register_experiment(_name)
 
 
+# the simulator's speed tables (docs/performance.md): whole process per preset, and the
+# engine alone on a plain LRU hierarchy (records per second, instructions per record)
+def _sim_table(module: str, fn: str) -> Callable[[dict[str, Any]], str]:
+    def render(doc: dict[str, Any]) -> str:
+        import importlib
+
+        return getattr(importlib.import_module(module), fn)(doc)
+    return render
+
+
+for _name, _result, _module, _fn in (
+        ("sim_bench_presets_table", "results/sim-bench-presets.json", "kvsim.sim.bench_presets",
+         "render_table"),
+        ("sim_bench", "results/sim-bench.json", "kvsim.sim.bench", "render_table"),
+        ("sim_bench_instructions", "results/sim-bench-instructions.json", "kvsim.sim.bench",
+         "render_instructions_table"),
+        ("sim_bench_threads", "results/sim-bench-threads.json", "kvsim.sim.bench",
+         "render_threads_table")):
+    rendering(_name, _result)(_sim_table(_module, _fn))
+
+
+def render_ab_summary(doc: dict[str, Any], result: str) -> str:
+    """An A B A B file (``sim/_engine/bench/ab.py``) in a few lines: what the two sides
+    were, the range of B's speedups over A per mode and how many intervals exclude 1.0
+    either way; the full table is in the file."""
+    out = []
+    for mode in ("functional", "timed"):
+        sp = [r["wall_speedup"] for r in doc["rows"] if r["mode"] == mode]
+        if not sp:
+            continue
+        med = [x["median"] for x in sp]
+        faster = sum(x["verdict"] == "faster" for x in sp)
+        slower = sum(x["verdict"] == "slower" for x in sp)
+        out.append(f"{mode}: B over A {min(med):.2f}-{max(med):.2f} (medians of "
+                   f"{len(sp)} trace x preset rows); {faster} faster, {slower} slower, "
+                   f"{len(sp) - faster - slower} within noise")
+    a, b = doc["sides"]["a"], doc["sides"]["b"]
+    a_is = a["tree"] if "tree" in a else a["engine"]
+    sides = (f"A: {a_is}{' ' + a['args'] if a['args'] else ''}; "
+             f"B: {b['engine']}{' ' + b['args'] if b['args'] else ''}; "
+             f"{doc['rounds']} interleaved rounds, wall time of the whole process")
+    return ("; ".join(out) + f". {sides}. "
+            + _provenance_line(doc, result, doc.get("command", "sim/_engine/bench/ab.py")))
+
+
+for _name, _result in {"tlb_thread_choice": "results/sim-tlb-thread-choice.json",
+                       "engine_stalls": "results/sim-engine-stalls.json",
+                       "engine_wide_ranks": "results/sim-engine-wide-ranks.json",
+                       "engine_lower_thread": "results/sim-engine-lower-thread.json",
+                       "intake_screened_check": "results/intake-screened-check.json",
+                       "engine_lazy_sets": "results/sim-engine-lazy-sets.json",
+                       "simulate_startup_numpy_free": "results/simulate-startup-numpy-free.json",
+                       "simulate_numpy_free": "results/simulate-numpy-free.json",
+                       "simulate_raw_traces": "results/simulate-raw-traces.json"}.items():
+    rendering(f"{_name}_summary", _result)(
+        lambda doc, _r=_result: render_ab_summary(doc, _r))
+
+
 # --- command line ----------------------------------------------------------------------------
 
 
@@ -341,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
                 text = path.read_text()
             except OSError as exc:
                 raise RenderError(f"{path}: {exc.strerror}") from None
-            new, changed = render_text(text, root, str(path))
+            new, changed = render_text(text, root, str(path), link_prefix(path, root))
             stale += [f"{path}: region {name!r}" for name in changed]
             if changed and not args.check:
                 tmp = path.with_name(path.name + ".tmp")
