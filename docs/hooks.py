@@ -40,7 +40,7 @@ def repository_files() -> list[str]:
         paths = [p for p in out.split("\0") if p]
     except (OSError, subprocess.CalledProcessError):
         paths = []
-        for d, dirs, names in os.walk(ROOT):
+        for d, dirs, names in os.walk(ROOT, followlinks=True):
             dirs[:] = [x for x in dirs if x not in SKIP_PARTS and not x.endswith(".egg-info")]
             paths += [os.path.relpath(os.path.join(d, n), ROOT) for n in names]
     return sorted(p for p in paths
@@ -62,6 +62,8 @@ def package_layout() -> None:
         "wheel"]["packages"]
     shutil.rmtree(API_DIR, ignore_errors=True)
     for dst, src in sorted(packages.items()):  # "kvsim" before "kvsim/sim"
+        if not (ROOT / src).is_dir():
+            continue
         target = API_DIR / dst
         target.mkdir(parents=True, exist_ok=True)
         for item in (ROOT / src).iterdir():
@@ -71,9 +73,9 @@ def package_layout() -> None:
                 (target / item.name).symlink_to(item)
 
 
-def on_config(config):
-    package_layout()
-    return config
+# made when MkDocs loads this file, before the plugins' on_config: mkdocstrings keeps only
+# the search paths that exist when it starts
+package_layout()
 
 
 def on_files(files: Files, config) -> Files:
@@ -84,9 +86,9 @@ def on_files(files: Files, config) -> Files:
     return files
 
 
-def _mounted(page) -> bool:
-    return Path(page.file.abs_src_path).resolve().is_relative_to(ROOT) and not \
-        Path(page.file.abs_src_path).resolve().is_relative_to(ROOT / "docs")
+def _mounted(page, config) -> bool:
+    """A file of the repository outside docs/ (on_files), not a page of docs/."""
+    return not Path(page.file.abs_src_path).is_relative_to(Path(config["docs_dir"]))
 
 
 def _unlink_missing(markdown: str, src_uri: str, files: Files) -> str:
@@ -124,6 +126,6 @@ def on_page_markdown(markdown: str, page, config, files: Files) -> str:
     if changed:
         raise PluginError(f"{where}: regions {', '.join(changed)} disagree with their result "
                           f"files; run python -m kvsim.experiments.render {where}")
-    if _mounted(page):
+    if _mounted(page, config):
         markdown = _unlink_missing(markdown, page.file.src_uri, files)
     return markdown
