@@ -46,17 +46,20 @@ class Rendering:
     name: str
     result: str  #: path of the result file, from the repository root
     render: Callable[[dict[str, Any]], str]
+    #: other result files it reads, passed in the document as ``doc["_also"][path]``
+    also: tuple[str, ...] = ()
 
 
 RENDERINGS: dict[str, Rendering] = {}
 
 
-def rendering(name: str, result: str):
-    """Decorator registering ``fn(doc) -> markdown`` as rendering ``name`` of ``result``."""
+def rendering(name: str, result: str, also: tuple[str, ...] = ()):
+    """Decorator registering ``fn(doc) -> markdown`` as rendering ``name`` of ``result``
+    (and of the files ``also``, found in ``doc["_also"]``)."""
     def register(fn: Callable[[dict[str, Any]], str]) -> Callable[[dict[str, Any]], str]:
         if name in RENDERINGS:
             raise ValueError(f"rendering {name!r} is registered twice")
-        RENDERINGS[name] = Rendering(name, result, fn)
+        RENDERINGS[name] = Rendering(name, result, fn, tuple(also))
         return fn
     return register
 
@@ -111,7 +114,10 @@ def render_text(text: str, root: Path, where: str = "<text>",
             raise RenderError(f"{where}: unknown rendering {name!r} (known: {known})")
         r = RENDERINGS[name]
         try:
-            body = r.render(_load(root, r.result)).rstrip("\n") + "\n"
+            doc = _load(root, r.result)
+            if r.also:
+                doc = dict(doc, _also={p: _load(root, p) for p in r.also})
+            body = r.render(doc).rstrip("\n") + "\n"
         except (KeyError, TypeError, IndexError) as exc:
             raise RenderError(f"{r.result}: lacks what rendering {name!r} needs "
                               f"({type(exc).__name__}: {exc})") from None
@@ -328,6 +334,47 @@ for _name in ("validation", "validation-zen5"):
 def _register_experiment(name: str) -> None:
     rendering(name, f"results/experiments/{name}.json")(
         lambda doc, _r=f"results/experiments/{name}.json": render_experiment(doc, _r))
+
+
+#: the validations the trust table (README.md) summarises, one per machine
+TRUST = {"results/experiments/validation.json": "Zen 4 guest",
+         "results/experiments/validation-zen5.json": "Zen 5 guest"}
+
+
+@rendering("trust", next(iter(TRUST)), also=tuple(TRUST)[1:])
+def render_trust(doc: dict[str, Any]) -> str:
+    """How far to trust a prediction: per machine the validation ran on, its CPU, the rows
+    whose predicted speedup is within 0.85-1.15 of native, the range of predicted / native
+    time per operation; then what no run has checked."""
+    from kvsim import sim
+
+    docs = {next(iter(TRUST)): doc, **doc.get("_also", {})}
+    head = ["machine", "CPU", "speedup rows within 0.85-1.15 (tuning, held back)",
+            "predicted / native time per operation", "result file"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for path, label in TRUST.items():
+        d = docs[path]
+        m = d["provenance"]["machine"]
+        t = {x["name"]: x for x in d["tables"]}
+        v = t["validation"]
+        col = v["columns"].index("within 0.85-1.15")
+        sets = v["columns"].index("set")
+        inside = {k: sum(1 for r in v["rows"] if r[sets] == k and r[col] in (True, "yes"))
+                  for k in ("tuning", "held back")}
+        total = {k: sum(1 for r in v["rows"] if r[sets] == k) for k in inside}
+        tt = t["validation_time"]
+        ratios = [r[tt["columns"].index("ratio")] for r in tt["rows"]]
+        out.append(f"| {label} | {m['cpu_model']}, family {m.get('cpu_family')} model "
+                   f"{m.get('cpu_model_number')} | {sum(inside.values())} of "
+                   f"{sum(total.values())} ({inside['tuning']} of {total['tuning']}, "
+                   f"{inside['held back']} of {total['held back']}) | "
+                   f"{min(ratios):.2f}-{max(ratios):.2f} | [`{path}`]({path}) |")
+    presets = [p for p in sim.preset_names() if p != "local"]
+    out += ["", "Never checked: the presets " + ", ".join(f"`{p}`" for p in presets)
+            + " against the hardware they describe (no native run on those CPUs); the "
+            "only native check of a prediction is the calibrated `local` on the machine "
+            "that runs it, and an uncalibrated `local` has none."]
+    return "\n".join(out)
 
 
 # the other seed studies' full-scale runs
