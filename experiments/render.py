@@ -377,6 +377,41 @@ def render_trust(doc: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+#: c_ref's fidelity changes (c_ref/bench/fidelity.py): each file times and predicts one pair
+#: before and after one change that brought c_ref closer to upstream
+FIDELITY = ("results/fidelity-iterate-keys.json", "results/fidelity-iterate-save.json",
+            "results/fidelity-iterate-save-nochecksum.json", "results/fidelity-load.json",
+            "results/fidelity-mget-dict.json", "results/fidelity-mget-hashtable.json",
+            "results/fidelity-mset-dict-15043.json",
+            "results/fidelity-mset-dict-random-batch.json",
+            "results/fidelity-mset-hashtable.json", "results/fidelity-pipeline-dict.json",
+            "results/fidelity-pipeline-get-hashtable.json",
+            "results/fidelity-pipeline-hashtable.json")
+
+
+@rendering("fidelity", FIDELITY[0], also=FIDELITY[1:])
+def render_fidelity(doc: dict[str, Any]) -> str:
+    """Each fidelity change: the pair, what changed in c_ref, and the predicted and native
+    speedups before and after it."""
+    docs = {FIDELITY[0]: doc, **doc.get("_also", {})}
+    head = ["pair", "change to c_ref", "predicted before → after", "native (CPU time) "
+            "before → after", "preset", "result file"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for path in FIDELITY:
+        d = docs[path]
+        a = d["after"]["speedup"]
+        b = (d.get("before") or {}).get("speedup")  # a file may hold the new pair only
+
+        def pair(key: str) -> str:
+            return (f"{b[key]:.2f} → " if b else "(new) ") + f"{a[key]:.2f}"
+
+        change = d["change"].replace("|", "/")
+        out.append(f"| {d['workload']} {d['baseline']} → {d['variant']} | {change} | "
+                   f"{pair('predicted')} | {pair('native_cpu')} | {d['cpu_preset']} | "
+                   f"[`{Path(path).name}`]({path}) |")
+    return "\n".join(out)
+
+
 # the other seed studies' full-scale runs
 # (``kvsim experiment run NAME --scale full --publish -o DIR``)
 for _name in ("iterate", "pipeline", "real_valkey", "rdb_load", "kvobj_memory", "mset_batch"):
