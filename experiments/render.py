@@ -402,7 +402,7 @@ def render_fidelity(doc: dict[str, Any]) -> str:
         a = d["after"]["speedup"]
         b = (d.get("before") or {}).get("speedup")  # a file may hold the new pair only
 
-        def pair(key: str) -> str:
+        def pair(key: str, a: dict = a, b: dict | None = b) -> str:
             return (f"{b[key]:.2f} → " if b else "(new) ") + f"{a[key]:.2f}"
 
         change = d["change"].replace("|", "/")
