@@ -103,6 +103,10 @@ def _unlink_missing(markdown: str, src_uri: str, files: Files) -> str:
         rel = posixpath.normpath(posixpath.join(base, path))
         if files.get_file_from_path(rel) is not None:
             return m.group(0)
+        if rel.startswith("docs/") and files.get_file_from_path(rel[5:]) is not None:
+            # a component document's link to a page of the site (docs/ is the site's top)
+            to = posixpath.relpath(rel[5:], base or ".")
+            return f"[{text}]({to}{target[len(path):]})"
         return text if text.startswith("`") else f"`{text}`" if text == path else text
 
     markdown = _LINK.sub(sub, markdown)
