@@ -363,6 +363,10 @@ def simulate(trace_path, cpus_, functional, engine, gem5_path, threads, warmup, 
                                         threads=threads, progress=bar.update)
         except wu.WarmupError as e:
             raise click.ClickException(str(e)) from None
+    from kvsim.sim import local as sim_local
+
+    for res, config in zip(results, configs, strict=True):
+        res["cpu_label"] = sim_local.label(config)  # `local (uncalibrated)` where so
     for cpu, res in zip(cpus_, results, strict=True):
         if asked is not None and res.get("engine_threads", 1) < asked:
             who = f"{cpu}: " if len(results) > 1 else ""
@@ -382,8 +386,8 @@ def simulate(trace_path, cpus_, functional, engine, gem5_path, threads, warmup, 
     if as_json:
         _echo_json(results)
         return
-    _out("\n\n".join(f"== {cpu} ==\n{summary.simulate_text(res)}"
-                      for cpu, res in zip(cpus_, results, strict=True)))
+    _out("\n\n".join(f"== {res['cpu_label']} ==\n{summary.simulate_text(res)}"
+                      for res in results))
 
 
 # --- warnings: one line on stderr where the run goes on (not silenced by --quiet, which

@@ -20,7 +20,7 @@ Two kinds of batched path take part:
 
 Any other object with the :class:`kvsim.model.harness.Backend` methods joins through
 ``extra_backends``. In pytest, the ``check_batched`` and ``check_variant`` fixtures
-(:mod:`kvsim.model.pytest_plugin`, loaded in every project that installs kvsim) call
+(:mod:`kvsim.model._pytest_plugin`, loaded in every project that installs kvsim) call
 :func:`check_batched` with the run's example count.
 """
 

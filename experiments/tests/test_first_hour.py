@@ -30,6 +30,16 @@ def test_uncalibrated_local_is_marked_in_compare_rows_tables_and_csv(no_calibrat
     assert UNCAL in compare.rows_csv(rows)
 
 
+def test_uncalibrated_local_is_marked_by_kvsim_simulate(no_calibration, small_trace):
+    res = run_kvsim("simulate", small_trace, "--cpu", "local", "--functional", "--json")
+    assert res.returncode == 0, res.stderr.decode()
+    doc = json.loads(res.stdout)
+    assert doc["cpu"] == "local" and doc["cpu_label"] == UNCAL
+    text = run_kvsim("simulate", small_trace, "--cpu", "local", "--cpu", "graviton3",
+                     "--functional").stdout.decode()
+    assert f"== {UNCAL} ==" in text and f"{UNCAL} (functional)" in text
+
+
 def test_a_calibrated_file_drops_the_mark(tmp_path):
     cpu = local.local_cpu()
     calibrated = cpu.with_changes(provenance={**cpu.provenance, "calibrated": True})

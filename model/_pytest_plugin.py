@@ -8,7 +8,8 @@ Installing kvsim registers this module as a pytest plugin (the ``pytest11`` entr
 ``check_variant(variant, options="", **kw)``
     the same for one or more c_ref variant strings.
 
-``pytest --kvsim-max-examples N`` sets the example count (default 30); an explicit
+The module is private (it imports pytest, which a base install of kvsim does not need);
+its fixtures are the public part. ``pytest --kvsim-max-examples N`` sets the example count (default 30); an explicit
 ``max_examples=`` in a call wins. ``pytest -p no:kvsim`` turns the plugin off.
 """
 
