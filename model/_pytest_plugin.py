@@ -9,8 +9,9 @@ Installing kvsim registers this module as a pytest plugin (the ``pytest11`` entr
     the same for one or more c_ref variant strings.
 
 The module is private (it imports pytest, which a base install of kvsim does not need);
-its fixtures are the public part. ``pytest --kvsim-max-examples N`` sets the example count (default 30); an explicit
-``max_examples=`` in a call wins. ``pytest -p no:kvsim`` turns the plugin off.
+its fixtures are the public part. ``pytest --kvsim-max-examples N`` sets the example count
+(default 30); an explicit ``max_examples=`` in a call wins. ``pytest -p no:kvsim`` turns
+the plugin off.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The throughput benchmark's result file: what it prints is what it writes, and docs/performance.md's
-Speed table is rendered from the committed file."""
+"""The throughput benchmark's result file: what it prints is what it writes, and
+docs/performance.md's Speed table is rendered from the committed file."""
 
 from __future__ import annotations
 
