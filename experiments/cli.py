@@ -783,6 +783,11 @@ def experiment_run(names, scale, cpus_, scheduler, workers, kinds, output, publi
     from kvsim.experiments import progress
 
     if not progress.quiet():  # the result tables, as DIR/NAME/NAME.md holds them
+        from kvsim.experiments import report
+
+        note = report.calibrate_note(list(cpus_) or None)
+        if note and res.get("names"):
+            click.echo(note + "\n")
         for name in res.get("names", ()):
             md = Path(output) / name / f"{name}.md"
             if md.is_file():

@@ -146,6 +146,22 @@ CALIBRATE_HINT = (f"`{sim_local.UNCALIBRATED_LABEL}`: this machine's cache sizes
                   "measures it in a few minutes, then rerun for a calibrated `local`.")
 
 
+#: The line above the tables of a run without `local` on a machine that cannot model itself.
+LOCAL_ABSENT_HINT = ("`local` is not in these tables: this machine is not calibrated and its "
+                     "core has no published figures; `kvsim calibrate --quick` measures it in "
+                     "a few minutes, then rerun for a `local` column.")
+
+
+def calibrate_note(cpus: list[str] | None) -> str | None:
+    """The line to print above a run's tables about this machine's `local`: none when it
+    is calibrated, or when the tables carry the mark themselves (`local (uncalibrated)`,
+    with :data:`CALIBRATE_HINT` above them); :data:`LOCAL_ABSENT_HINT` when a run on the
+    default CPUs leaves `local` out because it has no timing model."""
+    if sim_local.is_calibrated() or (cpus and "local" not in cpus):
+        return None
+    return None if sim_local.core_is_known() else LOCAL_ABSENT_HINT
+
+
 def experiment_markdown(name: str, rows: pd.DataFrame, plots: bool = True) -> str:
     exp = framework.get(name)
     out = [f"## {name}: {exp.title}", "", f"Seed: {exp.seed}. {' '.join(exp.doc.split())}",

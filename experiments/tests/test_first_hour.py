@@ -84,6 +84,17 @@ def test_a_table_with_an_uncalibrated_column_says_how_to_calibrate_above_it(monk
     assert "kvsim calibrate" in report.CALIBRATE_HINT
 
 
+def test_a_run_without_local_says_how_to_calibrate(monkeypatch):
+    monkeypatch.setattr(local, "is_calibrated", lambda: False)
+    monkeypatch.setattr(local, "core_is_known", lambda: False)
+    assert report.calibrate_note(None) == report.LOCAL_ABSENT_HINT
+    assert report.calibrate_note(["graviton3"]) is None  # local was not asked for
+    monkeypatch.setattr(local, "core_is_known", lambda: True)
+    assert report.calibrate_note(None) is None  # the column carries the mark and the hint
+    monkeypatch.setattr(local, "is_calibrated", lambda: True)
+    assert report.calibrate_note(None) is None
+
+
 def test_experiment_run_says_where_its_cells_ran_and_prints_its_tables(tmp_path):
     out = tmp_path / "res"
     res = run_kvsim("experiment", "run", "kvobj_memory", "--only", "sim", "--cpu",
