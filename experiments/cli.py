@@ -713,7 +713,7 @@ def experiment():
               help="Interleaved native rounds (6 or more give a 95 % interval).")
 @click.option("--publish", is_flag=True,
               help="Also copy demo.json and demo.png to results/ of the checkout "
-                   "(README.md's figures; render with python -m kvsim.experiments.render).")
+                   "(docs/studies/demo.md's figures; render with python -m kvsim.experiments.render).")
 def experiment_demo(out, keys, ops, cpus_, rounds, publish):
     """The demo study: lookahead against naive pipelined GETs, simulated and native."""
     from kvsim.experiments import demo
@@ -758,8 +758,8 @@ def experiment_list(scale):
               help="Results directory (one subfolder per experiment); rerun to resume.")
 @click.option("--publish", is_flag=True,
               help="Also copy each complete experiment's NAME.json and plots to "
-                   "results/experiments/ of the checkout (README.md renders its results "
-                   "section from them).")
+                   "results/experiments/ of the checkout (the documentation's study pages "
+                   "render from them).")
 @click.option("--publish-as", "publish_as", default=None, metavar="RESULT",
               help="Publish the one experiment run as results/experiments/RESULT.json (and "
                    "RESULT*.png) instead of its own name, e.g. one machine's validation "
