@@ -713,7 +713,8 @@ def experiment():
               help="Interleaved native rounds (6 or more give a 95 % interval).")
 @click.option("--publish", is_flag=True,
               help="Also copy demo.json and demo.png to results/ of the checkout "
-                   "(docs/studies/demo.md's figures; render with python -m kvsim.experiments.render).")
+                   "(docs/studies/demo.md's figures; render with python -m "
+                   "kvsim.experiments.render).")
 def experiment_demo(out, keys, ops, cpus_, rounds, publish):
     """The demo study: lookahead against naive pipelined GETs, simulated and native."""
     from kvsim.experiments import demo
