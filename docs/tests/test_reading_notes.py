@@ -19,6 +19,7 @@ from kvsim.experiments import seeds
 ROOT = Path(__file__).resolve().parents[2]
 REGION = re.compile(r"<!-- kvsim:results [\w.-]+ -->\n.*?<!-- /kvsim:results -->", re.S)
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+CODE_SPAN = re.compile(r"`[^`\n]+`")  # an example in the text, not a figure
 FIGURE = re.compile(r"(?<![\w.\[-])(\d+\.\d+)x\b")
 CITED = re.compile(r"results/[\w./-]+\.json")
 
@@ -61,7 +62,7 @@ def unsupported(text: str, root: Path, extra: list[float]) -> list[str]:
         if path.is_file():
             numbers(json.loads(path.read_text()), cited)
     regions = "".join(REGION.findall(text))
-    prose = FENCE.sub("", REGION.sub("", text))
+    prose = CODE_SPAN.sub("", FENCE.sub("", REGION.sub("", text)))
     bad = []
     for m in FIGURE.finditer(prose):
         shown = m.group(1)
