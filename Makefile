@@ -7,7 +7,8 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kvsim-installed
 
-.PHONY: all setup sysdeps build demo test test-slow test-dist lint bench clean notebooks fuzz
+.PHONY: all setup sysdeps build demo test test-slow test-dist lint bench clean notebooks \
+        notebooks-run docs fuzz
 
 all: build
 
@@ -30,10 +31,11 @@ build: setup
 	@$(MAKE) -s -C sim/_calibrate
 
 # The headline study at small scale: one key row of every seed (upstream PR figure, simulated
-# speedup per preset, native speedup here); table in experiments/results/headline/headline.md.
+# speedup per preset, native speedup here); `experiment run` prints the table (also in
+# experiments/results/headline/headline.md), with a line above it on how to calibrate when
+# this machine's `local` is not calibrated.
 demo: build
 	$(VENV)/bin/kvsim experiment run headline --scale small -o experiments/results
-	@cat experiments/results/headline/headline.md
 
 # Deterministic: the `ci` Hypothesis profile (conftest.py) draws the same examples every run.
 test: sysdeps build
@@ -66,6 +68,18 @@ bench: build
 notebooks: build
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[test,notebooks]'
 	cd notebooks && ../$(VENV)/bin/jupyter lab
+# Every notebook executed headless into NOTEBOOKS_OUT (the executed copies and their data;
+# nothing is written outside it): `kvsim notebooks run`.
+NOTEBOOKS_OUT ?= experiments/results/notebooks-run
+notebooks-run: build
+	$(VENV)/bin/kvsim notebooks run -o $(NOTEBOOKS_OUT)
+
+# The documentation site (docs/, mkdocs.yml) on http://127.0.0.1:8000 (installs the `docs`
+# extra); `make test` builds it with --strict (docs/tests).
+docs: build
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[test,docs]'
+	$(VENV)/bin/mkdocs serve -a 127.0.0.1:8000
+
 # Coverage-guided fuzzing of every parser of untrusted input (fuzz/README.md): each target
 # for FUZZ_SECONDS, and on until it has run FUZZ_MIN_EXECS inputs; one line per target, the
 # summary in results/fuzz.json.  `make test` replays the committed corpora and runs

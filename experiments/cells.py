@@ -299,10 +299,14 @@ def run_sim_group(specs: list[dict], trace_dir: str | None = None) -> list[dict[
 
 def _simulate_many(path: Path, cpus: list[str]) -> dict[str, dict[str, Any]]:
     from kvsim import sim, traces
+    from kvsim.sim import local as sim_local
 
     with traces.open(path) as reader:
         results = sim.simulate_many(reader, cpus)
-    return {cpu: _metrics(res) for cpu, res in zip(cpus, results, strict=True)}
+    out = {cpu: _metrics(res) for cpu, res in zip(cpus, results, strict=True)}
+    for cpu in cpus:  # how tables and plots name it: `local (uncalibrated)` where so
+        out[cpu]["cpu_label"] = sim_local.label(cpu)
+    return out
 
 
 def _metrics(res: dict) -> dict[str, Any]:

@@ -363,6 +363,10 @@ def simulate(trace_path, cpus_, functional, engine, gem5_path, threads, warmup, 
                                         threads=threads, progress=bar.update)
         except wu.WarmupError as e:
             raise click.ClickException(str(e)) from None
+    from kvsim.sim import local as sim_local
+
+    for res, config in zip(results, configs, strict=True):
+        res["cpu_label"] = sim_local.label(config)  # `local (uncalibrated)` where so
     for cpu, res in zip(cpus_, results, strict=True):
         if asked is not None and res.get("engine_threads", 1) < asked:
             who = f"{cpu}: " if len(results) > 1 else ""
@@ -382,8 +386,8 @@ def simulate(trace_path, cpus_, functional, engine, gem5_path, threads, warmup, 
     if as_json:
         _echo_json(results)
         return
-    _out("\n\n".join(f"== {cpu} ==\n{summary.simulate_text(res)}"
-                      for cpu, res in zip(cpus_, results, strict=True)))
+    _out("\n\n".join(f"== {res['cpu_label']} ==\n{summary.simulate_text(res)}"
+                      for res in results))
 
 
 # --- warnings: one line on stderr where the run goes on (not silenced by --quiet, which
@@ -709,7 +713,8 @@ def experiment():
               help="Interleaved native rounds (6 or more give a 95 % interval).")
 @click.option("--publish", is_flag=True,
               help="Also copy demo.json and demo.png to results/ of the checkout "
-                   "(README.md's figures; render with python -m kvsim.experiments.render).")
+                   "(docs/studies/demo.md's figures; render with python -m "
+                   "kvsim.experiments.render).")
 def experiment_demo(out, keys, ops, cpus_, rounds, publish):
     """The demo study: lookahead against naive pipelined GETs, simulated and native."""
     from kvsim.experiments import demo
@@ -754,8 +759,8 @@ def experiment_list(scale):
               help="Results directory (one subfolder per experiment); rerun to resume.")
 @click.option("--publish", is_flag=True,
               help="Also copy each complete experiment's NAME.json and plots to "
-                   "results/experiments/ of the checkout (README.md renders its results "
-                   "section from them).")
+                   "results/experiments/ of the checkout (the documentation's study pages "
+                   "render from them).")
 @click.option("--publish-as", "publish_as", default=None, metavar="RESULT",
               help="Publish the one experiment run as results/experiments/RESULT.json (and "
                    "RESULT*.png) instead of its own name, e.g. one machine's validation "
@@ -776,6 +781,20 @@ def experiment_run(names, scale, cpus_, scheduler, workers, kinds, output, publi
                      scheduler=scheduler, workers=workers,
                      log=lambda m: click.echo(m, err=True), kinds=kinds or None,
                      publish=publish, publish_as=publish_as)
+    from kvsim.experiments import progress
+
+    if not progress.quiet():  # the result tables, as DIR/NAME/NAME.md holds them
+        from kvsim.experiments import report
+
+        note = report.calibrate_note(list(cpus_) or None)
+        if note and res.get("names"):
+            click.echo(note + "\n")
+        for name in res.get("names", ()):
+            md = Path(output) / name / f"{name}.md"
+            if md.is_file():
+                click.echo(md.read_text().rstrip("\n") + "\n")
+    for line in res.get("where", ()):
+        click.echo(f"ran {line}")
     click.echo(f"computed {res['computed']} cells ({res['already_done']} of {res['total']} "
                f"already done); results in {output}")
     if res["failed"]:
@@ -800,6 +819,34 @@ def experiment_report(directory, output):
         tmp.write_text(text)
         tmp.replace(output)
     click.echo(text)
+
+
+@cli.group()
+def notebooks():
+    """The notebooks of notebooks/, run headless.
+
+    \b
+      kvsim notebooks run -o DIR              # every notebook, executed into DIR
+      kvsim notebooks run -o DIR --only 01    # one of them
+    """
+
+
+@notebooks.command("run")
+@click.option("-o", "--output", required=True, type=click.Path(file_okay=False),
+              help="Folder for the executed notebooks (NN-topic.ipynb) and their data "
+                   "(DIR/data); nothing is written outside it.")
+@click.option("--only", multiple=True, metavar="NAME",
+              help="Run only this notebook (its name, such as 01-trace-anatomy, or number; "
+                   "repeatable).")
+@click.option("--timeout", type=click.IntRange(min=1), default=600, show_default=True,
+              help="Seconds a cell may take.")
+def notebooks_run(output, only, timeout):
+    """Execute every notebook top to bottom in a fresh kernel, into -o DIR."""
+    from kvsim.experiments import notebooks_run as nr
+
+    _check_output_dir(output)
+    written = nr.run(output, only, timeout, log=lambda m: click.echo(m, err=True))
+    click.echo(f"ran {len(written)} notebook{'s' if len(written) != 1 else ''} into {output}")
 
 
 def _known_errors() -> tuple[type[BaseException], ...]:

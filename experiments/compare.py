@@ -31,6 +31,7 @@ from typing import Any
 
 from kvsim import sim, traces
 from kvsim.experiments import cref, summary
+from kvsim.sim import local as sim_local
 
 __all__ = ["compare", "flat_row", "plot", "rows_csv", "rows_text", "simulate_rows"]
 
@@ -56,6 +57,7 @@ def simulate_rows(traced: Mapping[str, str | Path], cpus: Sequence[str],
         base_cycles = None
         for i, variant in enumerate(traced):
             row = _row(cpu, variant, results[variant][cpu])
+            row["cpu_label"] = sim_local.label(configs[cpu])  # local (uncalibrated)
             if i == 0:
                 base_cycles = row["cycles"]
             row["speedup"] = (base_cycles / row["cycles"]
@@ -173,7 +175,8 @@ def rows_text(rows: list[dict[str, Any]], structures: int = 5, stalls: int = 3) 
                 add(f"  {k}", [r["stall_cycles"].get(k, 0.0) / r["operations"]
                                if r["operations"] else None for r in rs], 1)
         lw = max(len(label) for label, _ in lines) + 2
-        out.append(f"== {cpu}: {' / '.join(names)}; baseline {variants[0]}, "
+        shown = rs[0].get("cpu_label", cpu)
+        out.append(f"== {shown}: {' / '.join(names)}; baseline {variants[0]}, "
                    f"{rs[0]['operations']:,} operations ==")
         out.append(" " * lw + "".join(f"{v:>{w}}" for v in variants))
         for label, vals in lines:
@@ -187,6 +190,7 @@ def flat_row(r: dict[str, Any]) -> dict[str, Any]:
     ``swpf_<class>``/``hwpf_<class>`` and ``stall:<cause>``."""
     f = {k: r[k] for k in ("cpu", "variant", "records", "instructions", "operations", "cycles",
                            "cycles_per_op", "speedup", "ipc", "mlp")}
+    f["cpu_label"] = r.get("cpu_label", r["cpu"])
     for i, role in enumerate(r["roles"]):
         f[f"demand_misses_{role}"] = r["demand_misses"][i]
         f[f"level_{role}"] = r["levels"][i]
@@ -233,7 +237,8 @@ def plot(rows: list[dict[str, Any]], path: str | Path, structures: int = 5) -> P
     for j, v in enumerate(variants):
         xs = [i + (j - (len(variants) - 1) / 2) * width for i in range(len(cpus))]
         ax.bar(xs, [get[(c, v)]["speedup"] or 0.0 for c in cpus], width, label=v)
-    ax.set_xticks(range(len(cpus)), cpus, rotation=15)
+    shown = {r["cpu"]: r.get("cpu_label", r["cpu"]) for r in rows}
+    ax.set_xticks(range(len(cpus)), [shown[c] for c in cpus], rotation=15)
     ax.set_ylabel(f"predicted speedup over {variants[0]}")
     ax.axhline(1.0, color="grey", linewidth=0.8)
     ax.legend()
@@ -247,7 +252,7 @@ def plot(rows: list[dict[str, Any]], path: str | Path, structures: int = 5) -> P
             ax.bar(xs, [by.get(t, [0])[0] for t in names], width, label=r["variant"])
         ax.set_xticks(range(len(names)), names, rotation=30, ha="right")
         ax.set_ylabel(f"L1 ({rs[0]['levels'][0]}) demand misses")
-        ax.set_title(cpu)
+        ax.set_title(shown[cpu])
     fig.tight_layout()
     tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
     try:

@@ -36,6 +36,7 @@ import pandas as pd
 
 from kvsim import provenance, sim
 from kvsim.experiments import cref, progress, timing
+from kvsim.sim import local as sim_local
 
 VARIANTS = ("naive", "lookahead")
 DEFAULT_CPUS = ("xeon-8255c", "graviton3", "local")
@@ -92,8 +93,10 @@ def run(out: Path, keys: int = 200_000, ops: int = 20_000, cpus: list[str] | Non
             stages["simulate_passes"] += 1
             bar.update(len(configs))
             for name, res in zip(configs, results, strict=True):
-                row = {"cpu": name, "variant": variant, "records": res["records"],
-                       "instructions": res["instructions"], "cycles": res["cycles"]}
+                # an uncalibrated `local` is shown, and stored, as `local (uncalibrated)`
+                row = {"cpu": sim_local.label(configs[name]), "variant": variant,
+                       "records": res["records"], "instructions": res["instructions"],
+                       "cycles": res["cycles"]}
                 for i, lv in enumerate(res["levels"]):  # by position: LLC names differ
                     row[f"L{i + 1}_misses"] = lv["misses"]  # every kind, victim offers too
                 for i, lv in enumerate(res["levels"]):  # loads and stores only
@@ -145,7 +148,7 @@ def _native(params: dict, batch: int, ops: int, rounds: int, bar) -> dict:
     }
 
 
-def native_line(native: dict, predicted: float | None) -> str:
+def native_line(native: dict, predicted: float | None, local_name: str = "local") -> str:
     """The printed summary of the native timings."""
     def span(ci, digits: int) -> str:
         return f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]" if ci else "[no interval]"
@@ -163,14 +166,14 @@ def native_line(native: dict, predicted: float | None) -> str:
             f"{native['speedup']:.2f}x {span(native['speedup_ci95'], 2)}, from minimums "
             f"{native['speedup_from_minimums']:.2f}x: {verdict}")
     if predicted is not None:
-        text += f"; the local preset predicts {predicted:.2f}x"
+        text += f"; the {local_name} preset predicts {predicted:.2f}x"
     return text
 
 
 def predicted_local(rows: list[dict]) -> float | None:
     """The ``local`` preset's predicted lookahead speedup, if it was simulated."""
     for r in rows:
-        if r["cpu"] == "local" and r["variant"] == "lookahead":
+        if r["cpu"] in ("local", sim_local.UNCALIBRATED_LABEL) and r["variant"] == "lookahead":
             return r["speedup"]
     return None
 
@@ -180,7 +183,9 @@ def _write(out: Path, df: pd.DataFrame, params: dict, native: dict,
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         print(df.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     rows = df.to_dict(orient="records")
-    print(native_line(native, predicted_local(rows)))
+    local_name = next((r["cpu"] for r in rows if r["cpu"] == sim_local.UNCALIBRATED_LABEL),
+                      "local")
+    print(native_line(native, predicted_local(rows), local_name))
     df.to_csv(out / "demo.csv", index=False)
     payload = {"experiment": "demo", "git_commit": cref.git_commit(), "params": params,
                "config_hash": hashlib.sha256(json.dumps(params, sort_keys=True).encode())

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,30 @@ import pandas as pd
 from kvsim import sim, traces
 from kvsim.experiments import cref
 
-__all__ = ["batch_timelines", "batching_sweep", "best_batch", "command_window",
-           "cpu_comparison", "prefetch_timeliness_by_tag", "preset_table", "seed_presets",
-           "seed_reproduction", "seed_tables", "workload_trace"]
+__all__ = ["DATA_ENV", "batch_timelines", "batching_sweep", "best_batch", "command_window",
+           "cpu_comparison", "data_dir", "prefetch_timeliness_by_tag", "preset_table",
+           "seed_presets", "seed_reproduction", "seed_tables", "workload_trace"]
+
+
+#: The folder a notebook keeps its traces and results in, when set (`kvsim notebooks run`
+#: sets it to a folder inside the one it is given).
+DATA_ENV = "KVSIM_NOTEBOOK_DATA"
+
+
+def data_dir() -> Path:
+    """Where the notebooks keep their traces and results, whatever the current directory:
+    ``$KVSIM_NOTEBOOK_DATA`` if set; else ``experiments/results/notebooks`` of the checkout
+    kvsim runs from (git-ignored); else ``$XDG_CACHE_HOME/kvsim/notebooks`` (an installed
+    kvsim)."""
+    from kvsim import artifacts
+
+    if os.environ.get(DATA_ENV):
+        return Path(os.environ[DATA_ENV])
+    root = artifacts.source_root()
+    if root is not None:
+        return root / "experiments" / "results" / "notebooks"
+    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache) / "kvsim" / "notebooks"
 
 
 def seed_presets() -> list[str]:

@@ -46,17 +46,20 @@ class Rendering:
     name: str
     result: str  #: path of the result file, from the repository root
     render: Callable[[dict[str, Any]], str]
+    #: other result files it reads, passed in the document as ``doc["_also"][path]``
+    also: tuple[str, ...] = ()
 
 
 RENDERINGS: dict[str, Rendering] = {}
 
 
-def rendering(name: str, result: str):
-    """Decorator registering ``fn(doc) -> markdown`` as rendering ``name`` of ``result``."""
+def rendering(name: str, result: str, also: tuple[str, ...] = ()):
+    """Decorator registering ``fn(doc) -> markdown`` as rendering ``name`` of ``result``
+    (and of the files ``also``, found in ``doc["_also"]``)."""
     def register(fn: Callable[[dict[str, Any]], str]) -> Callable[[dict[str, Any]], str]:
         if name in RENDERINGS:
             raise ValueError(f"rendering {name!r} is registered twice")
-        RENDERINGS[name] = Rendering(name, result, fn)
+        RENDERINGS[name] = Rendering(name, result, fn, tuple(also))
         return fn
     return register
 
@@ -76,11 +79,28 @@ def _load(root: Path, rel: str) -> dict[str, Any]:
         raise RenderError(f"{rel}: not JSON ({exc.msg} at line {exc.lineno})") from None
 
 
-def render_text(text: str, root: Path, where: str = "<text>") -> tuple[str, list[str]]:
+_RESULT_LINK = re.compile(r"\]\((?=results/)")
+
+
+def link_prefix(path: Path, root: Path) -> str:
+    """What a rendering's links (written from the repository root: ``results/...``) need in
+    front of them in the document ``path``: nothing in a README, ``../`` per folder level in
+    a page of the documentation site (``docs/``), where ``results/`` is mounted at the top
+    of the site (``docs/hooks.py``)."""
+    try:
+        rel = path.resolve().relative_to((root / "docs").resolve())
+    except ValueError:
+        return ""
+    return "../" * (len(rel.parts) - 1)
+
+
+def render_text(text: str, root: Path, where: str = "<text>",
+                prefix: str = "") -> tuple[str, list[str]]:
     """Return ``(text with every region re-rendered, names of the regions that changed)``.
 
     ``root`` is the repository root the result paths are relative to; ``where`` names the
-    document in error messages.
+    document in error messages; ``prefix`` goes in front of every ``results/`` link of a
+    rendering (:func:`link_prefix`).
     """
     if len(_OPEN.findall(text)) != len(_REGION.findall(text)):
         raise RenderError(f"{where}: a '<!-- kvsim:results NAME -->' marker has no "
@@ -94,10 +114,15 @@ def render_text(text: str, root: Path, where: str = "<text>") -> tuple[str, list
             raise RenderError(f"{where}: unknown rendering {name!r} (known: {known})")
         r = RENDERINGS[name]
         try:
-            body = r.render(_load(root, r.result)).rstrip("\n") + "\n"
+            doc = _load(root, r.result)
+            if r.also:
+                doc = dict(doc, _also={p: _load(root, p) for p in r.also})
+            body = r.render(doc).rstrip("\n") + "\n"
         except (KeyError, TypeError, IndexError) as exc:
             raise RenderError(f"{r.result}: lacks what rendering {name!r} needs "
                               f"({type(exc).__name__}: {exc})") from None
+        if prefix:
+            body = _RESULT_LINK.sub("](" + prefix, body)
         if body != m["body"]:
             changed.append(name)
         return m.group(1) + body + m.group(4)
@@ -311,10 +336,144 @@ def _register_experiment(name: str) -> None:
         lambda doc, _r=f"results/experiments/{name}.json": render_experiment(doc, _r))
 
 
+#: the validations the trust table (README.md) summarises, one per machine
+TRUST = {"results/experiments/validation.json": "Zen 4 guest",
+         "results/experiments/validation-zen5.json": "Zen 5 guest"}
+
+
+@rendering("trust", next(iter(TRUST)), also=tuple(TRUST)[1:])
+def render_trust(doc: dict[str, Any]) -> str:
+    """How far to trust a prediction: per machine the validation ran on, its CPU, the rows
+    whose predicted speedup is within 0.85-1.15 of native, the range of predicted / native
+    time per operation; then what no run has checked."""
+    from kvsim import sim
+
+    docs = {next(iter(TRUST)): doc, **doc.get("_also", {})}
+    head = ["machine", "CPU", "speedup rows within 0.85-1.15 (tuning, held back)",
+            "predicted / native time per operation", "result file"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for path, label in TRUST.items():
+        d = docs[path]
+        m = d["provenance"]["machine"]
+        t = {x["name"]: x for x in d["tables"]}
+        v = t["validation"]
+        col = v["columns"].index("within 0.85-1.15")
+        sets = v["columns"].index("set")
+        inside = {k: sum(1 for r in v["rows"] if r[sets] == k and r[col] in (True, "yes"))
+                  for k in ("tuning", "held back")}
+        total = {k: sum(1 for r in v["rows"] if r[sets] == k) for k in inside}
+        tt = t["validation_time"]
+        ratios = [r[tt["columns"].index("ratio")] for r in tt["rows"]]
+        out.append(f"| {label} | {m['cpu_model']}, family {m.get('cpu_family')} model "
+                   f"{m.get('cpu_model_number')} | {sum(inside.values())} of "
+                   f"{sum(total.values())} ({inside['tuning']} of {total['tuning']}, "
+                   f"{inside['held back']} of {total['held back']}) | "
+                   f"{min(ratios):.2f}-{max(ratios):.2f} | [`{path}`]({path}) |")
+    presets = [p for p in sim.preset_names() if p != "local"]
+    out += ["", "Never checked: the presets " + ", ".join(f"`{p}`" for p in presets)
+            + " against the hardware they describe (no native run on those CPUs); the "
+            "only native check of a prediction is the calibrated `local` on the machine "
+            "that runs it, and an uncalibrated `local` has none."]
+    return "\n".join(out)
+
+
+#: c_ref's fidelity changes (c_ref/bench/fidelity.py): each file times and predicts one pair
+#: before and after one change that brought c_ref closer to upstream
+FIDELITY = ("results/fidelity-iterate-keys.json", "results/fidelity-iterate-save.json",
+            "results/fidelity-iterate-save-nochecksum.json", "results/fidelity-load.json",
+            "results/fidelity-mget-dict.json", "results/fidelity-mget-hashtable.json",
+            "results/fidelity-mset-dict-15043.json",
+            "results/fidelity-mset-dict-random-batch.json",
+            "results/fidelity-mset-hashtable.json", "results/fidelity-pipeline-dict.json",
+            "results/fidelity-pipeline-get-hashtable.json",
+            "results/fidelity-pipeline-hashtable.json")
+
+
+@rendering("fidelity", FIDELITY[0], also=FIDELITY[1:])
+def render_fidelity(doc: dict[str, Any]) -> str:
+    """Each fidelity change: the pair, what changed in c_ref, and the predicted and native
+    speedups before and after it."""
+    docs = {FIDELITY[0]: doc, **doc.get("_also", {})}
+    head = ["pair", "change to c_ref", "predicted before → after", "native (CPU time) "
+            "before → after", "preset", "result file"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for path in FIDELITY:
+        d = docs[path]
+        a = d["after"]["speedup"]
+        b = (d.get("before") or {}).get("speedup")  # a file may hold the new pair only
+
+        def pair(key: str, a: dict = a, b: dict | None = b) -> str:
+            return (f"{b[key]:.2f} → " if b else "(new) ") + f"{a[key]:.2f}"
+
+        change = d["change"].replace("|", "/")
+        out.append(f"| {d['workload']} {d['baseline']} → {d['variant']} | {change} | "
+                   f"{pair('predicted')} | {pair('native_cpu')} | {d['cpu_preset']} | "
+                   f"[`{Path(path).name}`]({path}) |")
+    return "\n".join(out)
+
+
 # the other seed studies' full-scale runs
 # (``kvsim experiment run NAME --scale full --publish -o DIR``)
 for _name in ("iterate", "pipeline", "real_valkey", "rdb_load", "kvobj_memory", "mset_batch"):
     _register_experiment(_name)
+
+
+# the simulator's speed tables (docs/performance.md): whole process per preset, and the
+# engine alone on a plain LRU hierarchy (records per second, instructions per record)
+def _sim_table(module: str, fn: str) -> Callable[[dict[str, Any]], str]:
+    def render(doc: dict[str, Any]) -> str:
+        import importlib
+
+        return getattr(importlib.import_module(module), fn)(doc)
+    return render
+
+
+for _name, _result, _module, _fn in (
+        ("sim_bench_presets_table", "results/sim-bench-presets.json", "kvsim.sim.bench_presets",
+         "render_table"),
+        ("sim_bench", "results/sim-bench.json", "kvsim.sim.bench", "render_table"),
+        ("sim_bench_instructions", "results/sim-bench-instructions.json", "kvsim.sim.bench",
+         "render_instructions_table"),
+        ("sim_bench_threads", "results/sim-bench-threads.json", "kvsim.sim.bench",
+         "render_threads_table")):
+    rendering(_name, _result)(_sim_table(_module, _fn))
+
+
+def render_ab_summary(doc: dict[str, Any], result: str) -> str:
+    """An A B A B file (``sim/_engine/bench/ab.py``) in a few lines: what the two sides
+    were, the range of B's speedups over A per mode and how many intervals exclude 1.0
+    either way; the full table is in the file."""
+    out = []
+    for mode in ("functional", "timed"):
+        sp = [r["wall_speedup"] for r in doc["rows"] if r["mode"] == mode]
+        if not sp:
+            continue
+        med = [x["median"] for x in sp]
+        faster = sum(x["verdict"] == "faster" for x in sp)
+        slower = sum(x["verdict"] == "slower" for x in sp)
+        out.append(f"{mode}: B over A {min(med):.2f}-{max(med):.2f} (medians of "
+                   f"{len(sp)} trace x preset rows); {faster} faster, {slower} slower, "
+                   f"{len(sp) - faster - slower} within noise")
+    a, b = doc["sides"]["a"], doc["sides"]["b"]
+    a_is = a["tree"] if "tree" in a else a["engine"]
+    sides = (f"A: {a_is}{' ' + a['args'] if a['args'] else ''}; "
+             f"B: {b['engine']}{' ' + b['args'] if b['args'] else ''}; "
+             f"{doc['rounds']} interleaved rounds, wall time of the whole process")
+    return ("; ".join(out) + f". {sides}. "
+            + _provenance_line(doc, result, doc.get("command", "sim/_engine/bench/ab.py")))
+
+
+for _name, _result in {"tlb_thread_choice": "results/sim-tlb-thread-choice.json",
+                       "engine_stalls": "results/sim-engine-stalls.json",
+                       "engine_wide_ranks": "results/sim-engine-wide-ranks.json",
+                       "engine_lower_thread": "results/sim-engine-lower-thread.json",
+                       "intake_screened_check": "results/intake-screened-check.json",
+                       "engine_lazy_sets": "results/sim-engine-lazy-sets.json",
+                       "simulate_startup_numpy_free": "results/simulate-startup-numpy-free.json",
+                       "simulate_numpy_free": "results/simulate-numpy-free.json",
+                       "simulate_raw_traces": "results/simulate-raw-traces.json"}.items():
+    rendering(f"{_name}_summary", _result)(
+        lambda doc, _r=_result: render_ab_summary(doc, _r))
 
 
 # --- command line ----------------------------------------------------------------------------
@@ -341,7 +500,7 @@ def main(argv: list[str] | None = None) -> int:
                 text = path.read_text()
             except OSError as exc:
                 raise RenderError(f"{path}: {exc.strerror}") from None
-            new, changed = render_text(text, root, str(path))
+            new, changed = render_text(text, root, str(path), link_prefix(path, root))
             stale += [f"{path}: region {name!r}" for name in changed]
             if changed and not args.check:
                 tmp = path.with_name(path.name + ".tmp")

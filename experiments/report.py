@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from kvsim.experiments import framework
+from kvsim.sim import local as sim_local
 
 __all__ = ["markdown_table", "plot_table", "report", "write_experiment"]
 
@@ -139,12 +140,36 @@ def _provenance(rows: pd.DataFrame) -> str:
             if "machine_load_1m" in rows else f"{len(rows)} cells.")
 
 
+#: The line above a table with an uncalibrated `local` column: how to calibrate.
+CALIBRATE_HINT = (f"`{sim_local.UNCALIBRATED_LABEL}`: this machine's cache sizes with "
+                  "published core figures, not measured here; `kvsim calibrate --quick` "
+                  "measures it in a few minutes, then rerun for a calibrated `local`.")
+
+
+#: The line above the tables of a run without `local` on a machine that cannot model itself.
+LOCAL_ABSENT_HINT = ("`local` is not in these tables: this machine is not calibrated and its "
+                     "core has no published figures; `kvsim calibrate --quick` measures it in "
+                     "a few minutes, then rerun for a `local` column.")
+
+
+def calibrate_note(cpus: list[str] | None) -> str | None:
+    """The line to print above a run's tables about this machine's `local`: none when it
+    is calibrated, or when the tables carry the mark themselves (`local (uncalibrated)`,
+    with :data:`CALIBRATE_HINT` above them); :data:`LOCAL_ABSENT_HINT` when a run on the
+    default CPUs leaves `local` out because it has no timing model."""
+    if sim_local.is_calibrated() or (cpus and "local" not in cpus):
+        return None
+    return None if sim_local.core_is_known() else LOCAL_ABSENT_HINT
+
+
 def experiment_markdown(name: str, rows: pd.DataFrame, plots: bool = True) -> str:
     exp = framework.get(name)
     out = [f"## {name}: {exp.title}", "", f"Seed: {exp.seed}. {' '.join(exp.doc.split())}",
            "", _provenance(rows), ""]
     for t in exp.tables(rows):
         out += [f"### {t.title}", "", f"Unit: {t.unit}.", ""]
+        if any(str(c).endswith(sim_local.UNCALIBRATED_LABEL) for c in t.frame.columns):
+            out += [CALIBRATE_HINT, ""]
         out.append(markdown_table(t.frame) if len(t.frame) else "(no rows)")
         if t.note:
             out += ["", t.note[0].upper() + t.note[1:] + ("" if t.note.endswith(".") else ".")]

@@ -142,7 +142,9 @@ def run(names: Iterable[str], out: str | Path, scale: str = "small",
         publish_as: str | None = None) -> dict[str, Any]:
     """Run the experiments ``names`` (or ``["all"]``) into ``out``, only cells of ``kinds``
     if given; return ``{"total", "already_done", "computed", "failed": [(cell id,
-    message)], "skipped": [...]}``. ``publish``: also copy each complete experiment's
+    message)], "skipped": [...], "where": [a line per kind of cell saying where it ran:
+    local processes, or the Dask scheduler's address and its workers], "names": [the
+    experiments run]}``. ``publish``: also copy each complete experiment's
     NAME.json and plots to ``results/experiments/`` of the checkout (where README renderings
     read). ``publish_as``: publish the one experiment run under this name instead (NAME.json
     as PUBLISH_AS.json, each plot NAME*.png as PUBLISH_AS*.png), e.g. a machine's own
@@ -196,7 +198,13 @@ def run(names: Iterable[str], out: str | Path, scale: str = "small",
     stamp = {"commit": commit, "dirty": dirty, "command": provenance.command(),
              **machine.describe()}
     result: dict[str, Any] = {"total": total, "already_done": done, "computed": 0,
-                              "failed": [], "skipped": []}
+                              "failed": [], "skipped": [], "where": [],
+                              "names": list(grids)}
+
+    def where(line: str) -> None:
+        """Say where a kind of cell runs; kept in the result's ``where``."""
+        result["where"].append(line)
+        log(line)
 
     def finish(name: str, cid: str, spec: dict, res: dict) -> None:
         doc = {"id": cid, "spec": spec, "metrics": res["metrics"], "seconds": res["seconds"],
@@ -222,9 +230,15 @@ def run(names: Iterable[str], out: str | Path, scale: str = "small",
     with progress.bar("experiments", total=total, initial=done, unit="cell") as bar:
         if par:
             if scheduler is not None:
-                _run_dask(par, scheduler, finish, failed, bar)
+                _run_dask(par, scheduler, finish, failed, bar, where)
             else:
+                n = min(workers or os.cpu_count() or 1, len(par))
+                where(f"sim cells: {n} local worker process{'es' if n > 1 else ''} on "
+                      f"this machine")
                 _run_local(par, out, workers, finish, failed, bar)
+        if ser:
+            where(f"{len(ser)} native/valkey cell{'s' if len(ser) > 1 else ''}: in this "
+                  "process on this machine, one at a time")
         for name, cid, spec in ser:  # alone: nothing else runs meanwhile
             bar.set_postfix_str(f"{name} {spec['kind']}")
             try:
@@ -291,10 +305,15 @@ def _run_local(par: list, out: Path, workers: int | None, finish, failed, bar) -
                               failed, bar)
 
 
-def _run_dask(par: list, scheduler: str, finish, failed, bar) -> None:
+def _run_dask(par: list, scheduler: str, finish, failed, bar,
+              where: Callable[[str], Any] = lambda m: None) -> None:
     from distributed import Client, as_completed
 
     with Client(scheduler, timeout="30s") as client:
+        workers = sorted(client.scheduler_info().get("workers", {}))
+        where(f"sim cells: on the Dask scheduler {client.scheduler.address}, "
+              f"{len(workers)} worker{'s' if len(workers) != 1 else ''}: "
+              f"{', '.join(workers) or 'none yet'}")
         futures = {}
         for group in par:
             f = client.submit(C.run_sim_group, [spec for _, _, spec in group], None,
@@ -327,6 +346,8 @@ def load_rows(out: Path, name: str, commit: str | None = None,
                                "spec": json.dumps(spec, sort_keys=True)}
         row.update(spec.get("params", {}))
         row.update(doc["metrics"])
+        if row.get("cpu_label"):  # `local (uncalibrated)`: every table and plot says so
+            row["cpu"] = row["cpu_label"]
         # the sweep's stamps (commit, machine, ...) never hide a grid coordinate or metric:
         # mset_batch's and real_valkey's ``command`` is the Redis command, the invocation
         # that computed the cell is ``sweep_command``

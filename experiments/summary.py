@@ -117,7 +117,8 @@ def simulate_text(result: dict, structures: int = 5, stalls: int = 3) -> str:
     """``kvsim simulate``'s default text for one result."""
     lines = []
     cyc = result.get("cycles")
-    head = (f"{result['cpu']} ({result['mode']}): {_int(result['records'])} records, "
+    name = result.get("cpu_label", result["cpu"])  # `local (uncalibrated)` where so
+    head = (f"{name} ({result['mode']}): {_int(result['records'])} records, "
             f"{_int(result['instructions'])} instructions")
     if cyc is not None:
         head += f", {_int(cyc)} cycles"

@@ -23,20 +23,17 @@
 #
 # Everything computed here comes from `kvsim.traces`, `kvsim.sim` and
 # `kvsim.experiments.explore` (tested there); this notebook only makes tables and plots.
-# The traces are made on first use in `KVSIM_NOTEBOOK_DATA` (default
-# `experiments/results/notebooks`, git-ignored).
+# The traces are made on first use in `explore.data_dir()`: `KVSIM_NOTEBOOK_DATA` if set, else
+# the checkout's `experiments/results/notebooks` (git-ignored), from any current directory.
 
 # %%
-import os
-from pathlib import Path
-
 import matplotlib.pyplot as plt
 import pandas as pd
 
 from kvsim import traces
 from kvsim.experiments import explore
 
-DATA = Path(os.environ.get("KVSIM_NOTEBOOK_DATA", "../experiments/results/notebooks"))
+DATA = explore.data_dir()  # $KVSIM_NOTEBOOK_DATA, else the checkout's results/
 SCALE = dict(keys=50_000, ops=5_000, value_size=64, depth=16, seed=1)
 CPU = "graviton3"
 

@@ -22,14 +22,11 @@
 # Computed by `kvsim.experiments.explore` and `kvsim.sim.dataframes` (tested there).
 
 # %%
-import os
-from pathlib import Path
-
 import matplotlib.pyplot as plt
 
 from kvsim.experiments import explore
 
-DATA = Path(os.environ.get("KVSIM_NOTEBOOK_DATA", "../experiments/results/notebooks"))
+DATA = explore.data_dir()  # $KVSIM_NOTEBOOK_DATA, else the checkout's results/
 SCALE = dict(keys=50_000, ops=5_000, value_size=64, depth=16, seed=1)
 CPUS = explore.seed_presets()
 

@@ -24,14 +24,11 @@
 # Computed by `kvsim.experiments.explore.batching_sweep` and `best_batch` (tested there).
 
 # %%
-import os
-from pathlib import Path
-
 import matplotlib.pyplot as plt
 
 from kvsim.experiments import explore
 
-DATA = Path(os.environ.get("KVSIM_NOTEBOOK_DATA", "../experiments/results/notebooks"))
+DATA = explore.data_dir()  # $KVSIM_NOTEBOOK_DATA, else the checkout's results/
 SCALE = dict(keys=50_000, ops=3_000, value_size=64, seed=1)
 CPUS = explore.seed_presets()
 DEPTHS = [4, 16]

@@ -25,15 +25,12 @@
 # Computed by `kvsim.experiments.explore.seed_reproduction` (tested there).
 
 # %%
-import os
-from pathlib import Path
-
 import matplotlib.pyplot as plt
 import numpy as np
 
 from kvsim.experiments import explore
 
-DATA = Path(os.environ.get("KVSIM_NOTEBOOK_DATA", "../experiments/results/notebooks"))
+DATA = explore.data_dir()  # $KVSIM_NOTEBOOK_DATA, else the checkout's results/
 CPUS = explore.seed_presets()[:2]
 
 tables = explore.seed_reproduction(DATA, ["pipeline"], cpus=CPUS)

@@ -32,8 +32,8 @@ one 10 times longer, which must stay close (memory does not grow with the trace)
 
 Every figure, with each trace's parameters and the 1-minute load average beside each trace's
 runs, goes to ``--out`` (default ``results/sim-bench-presets.json`` in a checkout) through
-:func:`kvsim.provenance.write_result`; :func:`render_table` turns it into sim/README.md's
-table, :func:`render_user_table` into the root README's.
+:func:`kvsim.provenance.write_result`; :func:`render_table` turns it into docs/performance.md's
+table, :func:`render_user_table` into docs/performance.md's first one.
 
 ``--moonshot`` measures instead every preset in one pass (one whole process) over a c_ref
 pipeline trace of about ``--moonshot-records`` records (default 10^9) and writes the wall
@@ -528,7 +528,7 @@ def _local_note(doc: dict[str, Any]) -> str | None:
 
 
 def render_table(doc: dict[str, Any]) -> str:
-    """sim/README.md's table of whole-process speeds, from a result file."""
+    """docs/performance.md's table of whole-process speeds, from a result file."""
     lines = ["| trace | records | preset | functional | timed | engine only (f / t) | "
              "instructions per record (f / t) |", "|---|---|---|---|---|---|---|"]
     for t in doc["traces"]:
@@ -566,7 +566,7 @@ def render_table(doc: dict[str, Any]) -> str:
 
 
 def render_user_table(doc: dict[str, Any]) -> str:
-    """The README's speed table: whole-process M records/s per preset (rows) and trace
+    """docs/performance.md's speed table: whole-process M records/s per preset (rows) and trace
     (columns: functional / timed), then all presets in one pass, kvsim against pycachesim,
     start-up and peak memory, with the machine's load."""
     ts = doc["traces"]

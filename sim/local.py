@@ -224,3 +224,29 @@ def core_is_known() -> bool:
 
     ident = cpu_identity()
     return known_core(ident.get("vendor", ""), ident.get("family"), ident.get("model")) is not None
+
+
+#: How tables, plots and JSON rows name the `local` preset when this machine has no
+#: calibrated file (the fallback above).
+UNCALIBRATED_LABEL = "local (uncalibrated)"
+
+
+def is_calibrated(root: Path = SYSFS) -> bool:
+    """Whether this machine has a calibrated CPU file (what ``load_cpu("local")`` reads)."""
+    from .calibrate import cache_path, cpu_identity
+
+    try:
+        return cache_path(read_sysfs(root), cpu_identity()).is_file()
+    except ConfigError:
+        return False
+
+
+def label(cpu: str | CpuConfig) -> str:
+    """The name a table, plot or JSON row shows for ``cpu`` (a preset name, a path or a
+    loaded :class:`CpuConfig`): :data:`UNCALIBRATED_LABEL` for an uncalibrated `local`,
+    else the name itself."""
+    if isinstance(cpu, CpuConfig):
+        if cpu.name == "local" and cpu.provenance.get("calibrated") is False:
+            return UNCALIBRATED_LABEL
+        return cpu.name
+    return UNCALIBRATED_LABEL if cpu == "local" and not is_calibrated() else cpu

@@ -14,12 +14,16 @@ READMES = sorted(p for p in ROOT.rglob("README.md")
                  if not {".venv", "build", "node_modules"} & set(p.relative_to(ROOT).parts))
 
 
-def test_every_readme_agrees_with_its_result_files():
+DOCS = sorted(p for p in (ROOT / "docs").rglob("*.md") if "tests" not in p.parts)
+
+
+def test_every_readme_and_page_agrees_with_its_result_files():
     regions = 0
-    for path in READMES:
+    for path in READMES + DOCS:
         text = path.read_text()
         regions += text.count("<!-- kvsim:results ")
-        new, changed = render.render_text(text, ROOT, str(path))
+        new, changed = render.render_text(text, ROOT, str(path),
+                                          render.link_prefix(path, ROOT))
         assert not changed, (f"{path.relative_to(ROOT)}: regions {changed} disagree with their "
                              f"result files; run python -m kvsim.experiments.render "
                              f"{path.relative_to(ROOT)}")
@@ -46,13 +50,15 @@ def demo_copy(tmp_path):
 
 
 def test_a_changed_figure_makes_the_region_stale(tmp_path):
-    readme = (ROOT / "README.md").read_text()
+    page = ROOT / "docs" / "studies" / "demo.md"
+    readme, prefix = page.read_text(), render.link_prefix(page, ROOT)
+    assert prefix == "../"
     doc = demo_copy(tmp_path)
     (tmp_path / "results/demo.json").write_text(json.dumps(doc))
-    assert render.render_text(readme, tmp_path)[1] == []
+    assert render.render_text(readme, tmp_path, prefix=prefix)[1] == []
     doc["rows"][0]["cycles"] += 1
     (tmp_path / "results/demo.json").write_text(json.dumps(doc))
-    new, changed = render.render_text(readme, tmp_path)
+    new, changed = render.render_text(readme, tmp_path, prefix=prefix)
     assert changed == ["demo"]
     assert f"{doc['rows'][0]['cycles']:,}" in new
 

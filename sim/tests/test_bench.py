@@ -1,5 +1,5 @@
-"""The throughput benchmark's result file: what it prints is what it writes, and sim/README.md's
-Speed table is rendered from the committed file."""
+"""The throughput benchmark's result file: what it prints is what it writes, and
+docs/performance.md's Speed table is rendered from the committed file."""
 
 from __future__ import annotations
 
@@ -72,5 +72,5 @@ def test_bad_input_one_line_no_file(tmp_path, capsys, args, what):
 def test_readme_speed_tables_are_the_result_files(name, render, benchmark):
     doc = json.loads((ROOT / "results" / name).read_text())
     assert doc["benchmark"] == benchmark
-    readme = (ROOT / "sim" / "README.md").read_text()
+    readme = (ROOT / "docs" / "performance.md").read_text()
     assert render(doc) in readme

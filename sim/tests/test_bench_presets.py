@@ -1,5 +1,5 @@
 """`kvsim bench` (sim/bench_presets.py): what it prints is what it writes, bad input is one line
-and no file, and sim/README.md's whole-process table is rendered from the committed file."""
+and no file, and docs/performance.md's whole-process table is rendered from the committed file."""
 
 from __future__ import annotations
 
@@ -107,7 +107,7 @@ def test_hierarchy_file_is_the_engine_benchs():
 def test_readme_table_is_the_result_file():
     doc = json.loads((ROOT / "results" / bp.RESULT_NAME).read_text())
     assert doc["benchmark"] == "kvsim.sim.bench_presets"
-    assert bp.render_table(doc) in (ROOT / "sim" / "README.md").read_text()
+    assert bp.render_table(doc) in (ROOT / "docs" / "performance.md").read_text()
 
 
 def test_peak_rss_is_the_childs_own(tmp_path):
