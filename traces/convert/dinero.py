@@ -192,3 +192,14 @@ def _write_din(chunks: Iterable[np.ndarray], f: IO[str], kind_label: dict[int, A
                         zip(lab.tolist(), sel["addr"].tolist(), size.tolist(), strict=True)))
         n += sel.size
     return n
+
+
+def convert_read(src: IO[str], opts: Any) -> tuple[Iterator[np.ndarray], dict[str, Any]]:
+    """The converters' table reader (:mod:`traces.convert.formats`): din text, streamed."""
+    return iter_din(src), {}
+
+
+def convert_write(chunks: Iterable[np.ndarray], header: dict[str, Any], out: IO[str],
+                  opts: Any) -> int:
+    """The converters' table writer: din lines to the text stream ``out``."""
+    return records_to_din(chunks, out)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import numpy as np
 
@@ -189,3 +189,16 @@ def records_to_lackey(records: np.ndarray | Iterable[np.ndarray],
             n += 1
         out.write("".join(lines))
     return n
+
+
+def convert_read(src: IO[str], opts: Any) -> tuple[Iterator[np.ndarray], dict[str, Any]]:
+    """The converters' table reader (:mod:`traces.convert.formats`): lackey text, streamed;
+    the header names the sites (a first pass over the file) when ``opts.need_sites``."""
+    extra = {"sites": lackey_sites(opts.path)} if opts.need_sites and opts.path != "-" else {}
+    return iter_lackey(src), extra
+
+
+def convert_write(chunks: Iterable[np.ndarray], header: dict[str, Any], out: IO[str],
+                  opts: Any) -> int:
+    """The converters' table writer: lackey lines, with ``I`` lines for the gaps."""
+    return records_to_lackey(chunks, out, instructions=True)
