@@ -31,7 +31,8 @@ from ..writer import write_all
 from . import formats
 
 __all__ = ["DEFAULT_FREQ_GHZ", "FORMATS_IN", "FORMATS_OUT", "HUGE_OUTPUT", "PREFERRED",
-           "convert", "detect_format", "formats", "guess_format", "open_records"]
+           "convert", "detect_format", "formats", "guess_format", "input_format",
+           "open_records"]
 
 HUGE_OUTPUT = 1 << 30  #: an uncompressed output projected past this many bytes gets a warning
 DEFAULT_FREQ_GHZ = 4.0  #: instructions per ns when ticks meet instructions, without a preset
@@ -331,7 +332,14 @@ def convert(src: str, dst: str, src_format: str | None = None,
     return {"from": fin, "to": fout, "records": n}
 
 
-def _detect(src: str) -> str:
+def input_format(src: str) -> str:
+    """The format of the trace at ``src`` (a path, or ``-`` for stdin): by content, else by
+    name (see :func:`detect_format`); a missing file is FileNotFoundError, a format neither
+    tells a ValueError naming the file and the readable formats."""
+    return _detect(src, hint=f"readable: {', '.join(formats.readable())}")
+
+
+def _detect(src: str, hint: str | None = None) -> str:
     """The input format by content, else by name (see :func:`detect_format`)."""
     head = b""
     if src == "-":
@@ -350,8 +358,9 @@ def _detect(src: str) -> str:
     try:
         return guess_format(src)
     except ValueError:
+        hint = hint or f"pass --from (one of {', '.join(formats.readable())})"
         raise ValueError(f"{src}: cannot tell the trace format from its content or name; "
-                         f"pass --from (one of {', '.join(formats.readable())})") from None
+                         f"{hint}") from None
 
 
 def _write(records: Any, header: dict[str, Any], out: Any, row: formats.Format,

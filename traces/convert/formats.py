@@ -178,7 +178,7 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
            fuzz=("champsim_reader", "champsim_import")),
     Format("drmemtrace", "DynamoRIO drmemtrace (`trace_entry_t`)", (".trace.zip", ".trace"),
            None, _drmemtrace, module="drmemtrace", writable=False,
-           fuzz=("drmemtrace_reader",), notes="`.trace.zip`, `.trace.gz`; one thread a file"),
+           fuzz=("drmemtrace_reader",), notes="also gzip; one thread a file"),
     Format("dinero", "DineroIV din", (".din", ".dinero"), ".din.gz", _lines_match(_DIN_LINE),
            module="dinero", text=True, fuzz=("dinero_reader",)),
     Format("lackey", "lackey `--trace-mem=yes`", (".lackey", ".lackey.txt"), ".lackey.gz",
@@ -214,12 +214,15 @@ def writable() -> tuple[str, ...]:
 
 
 def by_name(name: str, want: str = "read") -> Format:
-    """The row of ``name`` (any case) that can ``want`` ("read" or "write"); else a
-    ValueError listing the formats that can."""
+    """The row of ``name`` (any case, or one of its endings without the dot) that can
+    ``want`` ("read" or "write"); else a ValueError listing the formats that can."""
     fmt = FORMATS.get(name.lower())
+    if fmt is None:  # an ending names its format too: --from din, --to champsimtrace
+        fmt = next((f for f in FORMATS.values() if f".{name.lower()}" in f.suffixes), None)
     names = readable() if want == "read" else writable()
     if fmt is None or fmt.name not in names:
-        raise ValueError(f"cannot {want} format {name!r} ({want}able: {', '.join(names)})")
+        able = "readable" if want == "read" else "writable"
+        raise ValueError(f"cannot {want} format {name!r} ({able}: {', '.join(names)})")
     return fmt
 
 
@@ -276,7 +279,3 @@ def markdown_table() -> str:
                     f"{'yes' if f.writable else 'no'} | {'yes' if f.streaming else 'no'} | "
                     f"{mod} | {ends} |")
     return "\n".join(rows) + "\n"
-
-
-if __name__ == "__main__":
-    print(markdown_table(), end="")
