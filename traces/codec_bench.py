@@ -77,9 +77,9 @@ def compiled_seconds(data: bytes, chunks: list[tuple[traces.ChunkInfo, bytes, in
                      check: str = "none") -> float:
     """CPU seconds of the compiled intake over every chunk, on this thread: decoding alone
     (``check`` "none": kvsimDecodePayload), decoding and the local record check in one call
-    ("checked": kvsimDecodeChecked, as sim/_intake.py does), or in two ("two calls":
+    ("checked": kvsimDecodeChecked, as traces/_intake.py does), or in two ("two calls":
     kvsimDecodePayload, then kvsimValidateLocal)."""
-    from kvsim.sim import _intake
+    from kvsim.traces import _intake
 
     lib = _intake._lib()
     out = np.empty(traces.DEFAULT_CHUNK_RECORDS, dtype=traces.RECORD_DTYPE)

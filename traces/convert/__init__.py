@@ -27,7 +27,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..writer import write_all
 from . import formats
 
 __all__ = ["DEFAULT_FREQ_GHZ", "FORMATS_IN", "FORMATS_OUT", "HUGE_OUTPUT", "PREFERRED",
@@ -230,6 +229,8 @@ class _Meter(io.RawIOBase):
         n = len(b) if not isinstance(b, memoryview) else b.nbytes
         if self._check is not None:
             self._check(self.written + n)
+        from ..writer import write_all
+
         write_all(self._raw, b)  # all of it, or the error (sys.stdout.buffer may take less)
         self.written += n
         return n
