@@ -647,8 +647,8 @@ def calibrate(quick, output, max_size, rounds, from_raw):
 
 
 def _argparse_command(name: str, module: str, summary: str) -> None:
-    """Register ``kvsim NAME``: every argument goes to ``kvsim.sim.MODULE.main`` (an
-    argparse program with its own --help and one-line errors)."""
+    """Register ``kvsim NAME``: every argument goes to ``MODULE.main`` (``kvsim.sim.MODULE``
+    for a bare name; an argparse program with its own --help and one-line errors)."""
 
     @cli.command(name=name, help=summary, add_help_option=False,
                  context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
@@ -657,8 +657,8 @@ def _argparse_command(name: str, module: str, summary: str) -> None:
     def run(args):
         import importlib
 
-        rc = importlib.import_module(f"kvsim.sim.{module}").main(list(args),
-                                                                 prog=f"kvsim {name}")
+        path = module if "." in module else f"kvsim.sim.{module}"
+        rc = importlib.import_module(path).main(list(args), prog=f"kvsim {name}")
         if rc:
             raise SystemExit(rc)  # its one-line error is printed
 
@@ -667,8 +667,8 @@ _argparse_command("bench", "bench_presets",
                   "Whole-process speed of `kvsim simulate` on every preset (kvsim bench --help).")
 _argparse_command("micro", "micro", "Calibrate's pointer chases as traces, predicted against "
                   "native (kvsim micro --help).")
-_argparse_command("ablate", "ablation", "One model parameter at a time over seed workload "
-                  "pairs, beside native (--help).")
+_argparse_command("ablate", "kvsim.experiments.ablation", "One model parameter at a time "
+                  "over seed workload pairs, beside native (--help).")
 
 
 class ConvertCommand(click.Command):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kvsim import sim
-from kvsim.sim import ablation
+from kvsim.experiments import ablation
 
 
 def test_each_setting_changes_what_it_names():
