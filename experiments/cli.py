@@ -658,12 +658,27 @@ def _argparse_command(name: str, module: str, summary: str) -> None:
         import importlib
 
         path = module if "." in module else f"kvsim.sim.{module}"
+        if path.startswith("bench."):
+            _checkout_on_path(name)
         rc = importlib.import_module(path).main(list(args), prog=f"kvsim {name}")
         if rc:
             raise SystemExit(rc)  # its one-line error is printed
 
 
-_argparse_command("bench", "bench_presets",
+def _checkout_on_path(name: str) -> None:
+    """Make the checkout's bench/ importable (it is not installed with the package)."""
+    from kvsim import artifacts
+
+    root = artifacts.source_root()
+    if root is None or not (root / "bench" / "__main__.py").is_file():
+        raise click.ClickException(
+            f"kvsim {name} runs the benchmarks of a kvsim checkout (bench/, which the "
+            "package does not install): run it in a clone of the repository")
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+
+
+_argparse_command("bench", "bench.presets",
                   "Whole-process speed of `kvsim simulate` on every preset (kvsim bench --help).")
 _argparse_command("micro", "micro", "Calibrate's pointer chases as traces, predicted against "
                   "native (kvsim micro --help).")

@@ -10,6 +10,8 @@ Each NAME is registered in :data:`RENDERINGS` with the result file it reads (a p
 repository root, written by :func:`kvsim.provenance.write_result`) and a function turning
 that file's JSON into Markdown. Another README gets its figures the same way: write a
 function, decorate it with ``@rendering("name", "results/file.json")`` and add the markers.
+The benchmarks' renderings (bench/renderings.py, in the checkout) register here too;
+``python -m bench render FILE.md`` renders with both.
 
     python -m kvsim.experiments.render README.md [c_ref/README.md ...]          # rewrite
     python -m kvsim.experiments.render --check README.md                         # verify
@@ -32,7 +34,8 @@ from typing import Any
 from kvsim import provenance
 from kvsim.experiments.framework import published_name
 
-__all__ = ["RENDERINGS", "RenderError", "Rendering", "render_text", "rendering"]
+__all__ = ["RENDERINGS", "RenderError", "Rendering", "provenance_line", "register_each",
+           "render_text", "rendering"]
 
 
 class RenderError(ValueError):
@@ -108,7 +111,9 @@ def render_text(text: str, root: Path, where: str = "<text>") -> tuple[str, list
 # --- renderings ------------------------------------------------------------------------------
 
 
-def _provenance_line(doc: dict[str, Any], result: str, command: str) -> str:
+def provenance_line(doc: dict[str, Any], result: str, command: str) -> str:
+    """The line under a rendered table: the result file, the command, commit, date and
+    machine that wrote it."""
     p = doc["provenance"]
     m = p["machine"]
     commit = (p.get("commit") or "unknown")[:12] + (" with local changes" if p.get("dirty")
@@ -157,7 +162,7 @@ def render_demo(doc: dict[str, Any]) -> str:
                 f"average number of outstanding misses (MLP) rises from {a['mlp']:.1f} to "
                 f"{b['mlp']:.1f} and the cycles the core stalls on a full ROB fall from "
                 f"{a['rob_full_cycles'] / 1e6:.1f} M to {b['rob_full_cycles'] / 1e6:.1f} M."]
-    out += ["", _provenance_line(doc, RENDERINGS["demo"].result,
+    out += ["", provenance_line(doc, RENDERINGS["demo"].result,
                                  "kvsim experiment demo --publish")]
     return "\n".join(out)
 
@@ -180,7 +185,7 @@ def render_experiment(doc: dict[str, Any], result: str) -> str:
         out += ["", f"![{t['title']}]({base}/{name}.png)", ""]
     command = doc["provenance"].get("command") or f"kvsim experiment run {doc['experiment']}"
     command = provenance.scrub_line(command)  # the output folder is the machine's: DIR
-    out.append(_provenance_line(doc, result, command))
+    out.append(provenance_line(doc, result, command))
     return "\n".join(out)
 
 
@@ -194,80 +199,6 @@ def register_each(render: Callable[[dict[str, Any], str], str], results: dict[st
 # seed) and the batch-size one (``kvsim experiment run batch_size --scale full --publish``)
 register_each(render_experiment, {"headline": "results/experiments/headline.json",
                                   "batch_size": "results/experiments/batch_size.json"})
-
-
-@rendering("speed", "results/sim-bench-presets.json")
-def render_speed(doc: dict[str, Any]) -> str:
-    """What a user sees of the simulator's speed: whole-process ``kvsim simulate`` per
-    preset (``kvsim bench``)."""
-    from kvsim.sim.bench_presets import render_user_table
-
-    return (render_user_table(doc) + "\n"
-            + _provenance_line(doc, RENDERINGS["speed"].result, "kvsim bench"))
-
-
-def render_ab(doc: dict[str, Any], result: str) -> str:
-    """A whole-process A B A B of ``kvsim simulate`` (``sim/_engine/bench/ab.py``) written to
-    ``result``, for sim/README.md: per trace and preset, each mode's median wall seconds of
-    both sides and the speedup of B over A, median of the rounds' ratios with its sign-test
-    95 % interval."""
-    def cell(r: dict[str, Any] | None) -> list[str]:
-        if r is None:
-            return ["-", "-"]
-        sp = r["wall_speedup"]
-        ci = sp["ci95"]
-        said = f"{sp['median']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
-        if sp["verdict"] != "faster":
-            said += f", {sp['verdict']}"
-        if sp.get("from_minimums") is not None:
-            said += f"; minimums {sp['from_minimums']:.2f}"
-        return [f"{r['a_wall_median']:.2f} → {r['b_wall_median']:.2f}", said]
-
-    by = {(r["trace"], r["preset"], r["mode"]): r for r in doc["rows"]}
-    pairs = list(dict.fromkeys((r["trace"], r["preset"]) for r in doc["rows"]))
-    head = ["trace", "preset", "functional: s, A → B", "speedup [95 % CI]; of minimums",
-            "timed: s, A → B", "speedup [95 % CI]; of minimums"]
-    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for t, p in pairs:
-        row = [t, p, *cell(by.get((t, p, "functional"))), *cell(by.get((t, p, "timed")))]
-        out.append("| " + " | ".join(row) + " |")
-    a, b = doc["sides"]["a"], doc["sides"]["b"]
-    a_is = a["tree"] if "tree" in a else a["engine"]  # ab.py --base-tree: a whole revision
-    codecs = doc.get("codecs") or {}  # ab.py --a-codec / --b-codec: the traces rewritten
-
-    def stored(side: str) -> str:
-        if not any(codecs.values()):
-            return ""
-        c = codecs.get(side)
-        return f", the traces stored {c}" if c else ", the traces as written"
-
-    sides = (f"A: {a_is}{' ' + a['args'] if a['args'] else ''}{stored('a')}; "
-             f"B: {b['engine']}{' ' + b['args'] if b['args'] else ''}{stored('b')}; "
-             f"{doc['rounds']} rounds of each, interleaved, wall time of the whole process.")
-    # shown in sim/README.md: the link goes up to the repository root
-    return "\n".join([*out, "", sides,
-                      _provenance_line(doc, "../" + result,
-                                       doc.get("command", "sim/_engine/bench/ab.py"))])
-
-
-# the A B A B files sim/README.md shows: the TLB thread's choice of slices against a thread
-# that takes them all; the engine without its store-forwarding and division stalls, with the
-# victim look-ahead; LRU ranks for levels of 17 to 32 ways against their stamps; the last
-# level on a thread of its own (counting only); the intake's screened check; set blocks mapped
-# lazily; each against the commit before; and `kvsim simulate` without numpy, a whole
-# revision against this one, on traces of about a thousand records and on the bench's
-# traces; and the bench's traces as written against raw copies of them (what decompressing
-# the trace costs the whole process)
-register_each(render_ab, {"tlb_thread_choice": "results/sim-tlb-thread-choice.json",
-                          "engine_stalls": "results/sim-engine-stalls.json",
-                          "engine_wide_ranks": "results/sim-engine-wide-ranks.json",
-                          "engine_lower_thread": "results/sim-engine-lower-thread.json",
-                          "intake_screened_check": "results/intake-screened-check.json",
-                          "engine_lazy_sets": "results/sim-engine-lazy-sets.json",
-                          "simulate_startup_numpy_free":
-                              "results/simulate-startup-numpy-free.json",
-                          "simulate_numpy_free": "results/simulate-numpy-free.json",
-                          "simulate_raw_traces": "results/simulate-raw-traces.json"})
 
 
 #: The columns of each validation table the README shows (the JSON holds more).

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+import bench.renderings  # noqa: F401 -- the benchmarks' renderings register in the one registry
 from kvsim.experiments import render
 
 from .conftest import ROOT
@@ -21,7 +22,7 @@ def test_every_readme_agrees_with_its_result_files():
         regions += text.count("<!-- kvsim:results ")
         new, changed = render.render_text(text, ROOT, str(path))
         assert not changed, (f"{path.relative_to(ROOT)}: regions {changed} disagree with their "
-                             f"result files; run python -m kvsim.experiments.render "
+                             f"result files; run python -m bench render "
                              f"{path.relative_to(ROOT)}")
         assert new == text
     assert regions >= 1, "README.md renders the demo figures"
@@ -100,14 +101,3 @@ def test_command_check_and_rewrite(tmp_path):
     res = subprocess.run([*cmd, bad], capture_output=True, text=True)
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
-
-
-def test_an_ab_file_names_each_sides_trace_storage():
-    """ab.py --b-codec: the sides line says which traces each side read; a file without
-    codecs (every earlier A B A B) says nothing of them."""
-    doc = json.loads((ROOT / "results/simulate-raw-traces.json").read_text())
-    assert doc["codecs"] == {"a": None, "b": "raw"}
-    text = render.render_ab(doc, "results/simulate-raw-traces.json")
-    assert "A: this tree, the traces as written; B: this tree, the traces stored raw;" in text
-    del doc["codecs"]
-    assert "A: this tree; B: this tree; 6 rounds" in render.render_ab(doc, "x.json")

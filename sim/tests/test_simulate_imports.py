@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
+from bench import sim as bench
 from kvsim import sim, traces
-from kvsim.sim import bench
 
 NOT_FOR_SIMULATE = ("numpy", "zstandard", "pandas", "pyarrow", "matplotlib", "tqdm",
                     "kvsim.traces.inspect", "kvsim.traces.writer", "kvsim.traces.frame",

@@ -2,7 +2,7 @@
 
     kvsim bench [--scale S] [--repeat R] [--no-callgrind] [--out FILE] [--workdir DIR]
     kvsim bench --moonshot [--moonshot-records N] [--functional]
-    python -m kvsim.sim.bench_presets ...   (the same)
+    python -m bench presets ...   (the same)
 
 For four traces it makes itself (deterministic, under ``--workdir``; 10-16 M records each at
 ``--scale 1``): random 8-byte loads over 1 GiB; c_ref ``iterate``; c_ref ``pipeline
@@ -15,7 +15,7 @@ second of wall time (best of ``--repeat``):
   included, as a user runs it;
 * **one pass, all presets**: ``kvsim simulate TRACE --cpu P1 ... --cpu P6``, the trace's
   records times the presets per second;
-* **beside pycachesim**: the 3-level LRU hierarchy of :mod:`kvsim.sim.bench` (pycachesim
+* **beside pycachesim**: the 3-level LRU hierarchy of :mod:`bench.sim` (pycachesim
   models no TLB, prefetcher or inclusion), ``kvsim simulate --functional`` against a process
   that reads the same trace chunk by chunk (``traces.open``) and runs pycachesim's batched
   ``load(list, length=8)`` on its loads and stores;
@@ -56,9 +56,9 @@ from typing import Any
 
 import numpy as np
 
+from bench import sim as engine_bench
 from kvsim import artifacts, provenance, sim, traces
 from kvsim.sim import _binding as B
-from kvsim.sim import bench as engine_bench
 
 RESULT_NAME = "sim-bench-presets.json"
 SEED = 12345
@@ -262,7 +262,7 @@ with traces.open(sys.argv[1]) as tr:  # chunk by chunk: memory does not grow wit
 
 
 def hier_toml() -> str:
-    """kvsim.sim.bench's hierarchy as a CPU file."""
+    """bench.sim's hierarchy as a CPU file."""
     h = engine_bench.HIER
     lines = [f'name = "{h["name"]}"', f'freq_ghz = {h["freq_ghz"]}', "", "[core]"]
     lines += [f"{k} = {v}" for k, v in h["core"].items()]
@@ -605,7 +605,7 @@ def render_user_table(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n\nM records/s, functional / timed; " + "; ".join(notes) + ".\n"
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m kvsim.sim.bench_presets") -> int:
+def main(argv: list[str] | None = None, prog: str = "python -m bench presets") -> int:
     ap = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     ap.add_argument("--scale", type=float, default=1.0,
                     help="trace sizes relative to the defaults (16 M random loads, iterate of "

@@ -48,14 +48,14 @@ import tempfile
 from pathlib import Path
 
 import kvsim
+from bench import presets as bp
 from kvsim import provenance, sim, traces
 from kvsim.experiments import timing
-from kvsim.sim import bench_presets as bp
 from kvsim.traces.format import CODEC_NAMES, PLANES_VERSION
 
 TRACES = ("random", "iterate", "pipeline", "dinero")  # make_traces' first four, in order
 MODES = ("functional", "timed")
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class AbError(Exception):

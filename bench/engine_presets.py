@@ -30,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bench import presets as bp
 from kvsim import provenance, sim, traces
-from kvsim.sim import bench_presets as bp
 
 
 def thread_refs(binary: Path, cfg_file: Path, raw: Path, tmp: Path) -> list[int]:

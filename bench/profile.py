@@ -24,8 +24,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench import presets as bp
 from kvsim import provenance, sim, traces
-from kvsim.sim import bench_presets as bp
 
 # part -> the source files (of inlined code too) and the functions it is made of; a
 # callgrind_annotate "file:function" goes to the first part whose file pattern matches its
