@@ -314,6 +314,11 @@ def trace_info(trace_path, as_json):
 def simulate(trace_path, cpus_, functional, engine, gem5_path, threads, warmup, as_json):
     """Simulate a trace on a CPU model.
 
+    TRACE is a .kvt or any trace `kvsim convert` reads (DineroIV, lackey,
+    gem5, ChampSim, drmemtrace; see `kvsim convert --help`), told apart by
+    its content and read as it streams; a gem5 trace's ticks become gaps at
+    the --cpu's frequency.
+
     \b
     The default text shows, per cache level (its preset name and its role:
     L1, L2, ..., LLC for the last one):

@@ -201,6 +201,15 @@ register_each(render_experiment, {"headline": "results/experiments/headline.json
                                   "batch_size": "results/experiments/batch_size.json"})
 
 
+@rendering("gem5_vs_kvsim", "results/gem5-vs-kvsim.json")
+def render_gem5(doc: dict[str, Any]) -> str:
+    """sim/GEM5.md's table: gem5 against kvsim per trace, preset and level
+    (``python -m kvsim.sim.gem5_compare``)."""
+    from kvsim.sim import gem5_compare
+
+    return gem5_compare.render_table(doc)
+
+
 #: The columns of each validation table the README shows (the JSON holds more).
 _VALIDATION_COLUMNS = {
     "validation": ["row", "set", "predicted", "native [95 % CI]", "native (minimums)",
