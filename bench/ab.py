@@ -178,7 +178,7 @@ def _ci(sp: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="ab.py", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m bench ab", description=__doc__.splitlines()[0])
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--base", help="side A: the engine of this git revision")
     g.add_argument("--base-tree", help="side A: this git revision whole (Python and engine)")

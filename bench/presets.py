@@ -56,6 +56,7 @@ from typing import Any
 
 import numpy as np
 
+from bench import _callgrind
 from bench import sim as engine_bench
 from kvsim import artifacts, provenance, sim, traces
 from kvsim.sim import _binding as B
@@ -295,7 +296,7 @@ def bench_engine_path() -> Path | None:
 
 
 def add_callgrind_args(ap: argparse.ArgumentParser) -> None:
-    """The options sim/_engine/bench/presets.py and profile.py share (an argparse parser)."""
+    """The options bench/engine_presets.py and profile.py share (an argparse parser)."""
     ap.add_argument("--records", type=int, default=100_000, help="records per trace")
     ap.add_argument("--scale", type=float, default=0.1, help="kvsim bench's trace scale")
     ap.add_argument("--workdir", default="build/bench-presets", help="where the traces are")
@@ -311,23 +312,13 @@ def bench_engine_or_say(prog: str) -> Path | None:
     return binary
 
 
-def _callgrind_refs(binary: Path, cfg_file: Path, raw: Path) -> int:
-    env = dict(os.environ, KVSIM_CONFIG=str(cfg_file))
-    res = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-                          str(binary), str(raw)], capture_output=True, env=env, timeout=3600)
-    for line in res.stderr.decode(errors="replace").splitlines():
-        if "I   refs:" in line or "I refs:" in line:
-            return int(line.split(":")[-1].replace(",", ""))
-    raise BenchError(f"callgrind of {binary.name} on {raw.name}: no instruction count")
-
-
 def instructions(binary: Path, recs: np.ndarray, cpu: sim.CpuConfig, tmp: Path,
                  threads: int = 1, refs=None) -> dict:
     """Engine instructions per record (setup subtracted), functional and timed, with the
     engine's ``threads``; ``refs(binary, cfg_file, raw)`` counts a run (default: every
-    thread's instructions, :func:`_callgrind_refs`). A ``refs`` that returns one count per
-    thread gives one unrounded figure per thread."""
-    refs = refs or _callgrind_refs
+    thread's instructions, :func:`bench._callgrind.total`). A ``refs`` that returns one count
+    per thread gives one unrounded figure per thread."""
+    refs = refs or _callgrind.total
     raw, setup = tmp / "recs.raw", tmp / "setup.raw"
     recs.tofile(raw)
     recs[:10].tofile(setup)
@@ -643,7 +634,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench presets") -
         else:
             payload = run(Path(a.workdir), a.scale, a.repeat, a.callgrind_records,
                           not a.no_callgrind, a.preset)
-    except BenchError as exc:
+    except (BenchError, _callgrind.CallgrindError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     return provenance.publish(prog, out, payload)
