@@ -864,6 +864,7 @@ def experiment_report(directory, output):
     """Print one Markdown summary of every experiment result in DIRECTORY."""
     from kvsim.experiments import report
 
+    _must_exist(directory)
     if output:
         _check_output(output)
     text = report.report(directory)

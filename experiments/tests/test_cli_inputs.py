@@ -149,6 +149,7 @@ def test_missing_files_read_the_same_in_every_subcommand(kvsim, small_trace: Pat
         (["compare", "--trace", f"a={gone}", "--trace", f"b={small_trace}", "--cpu", CPU],
          gone),
         (["calibrate", "--from-raw", toml, "-o", tmp_path / "cpu.toml"], toml),
+        (["experiment", "report", tmp_path / "nosuch"], tmp_path / "nosuch"),
     ]
     for args, path in cases:
         res = kvsim(*args)
