@@ -134,8 +134,8 @@ _INPUTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
              "kvsim.experiments.cells", "kvsim.experiments.cref",
              "kvsim.experiments.summary"),
             ("cells", "cref", "summary")),
-    "native": (("kvsim-cref",), (), ("cells", "cref", "timing")),
-    "valkey": ((), (), ("cells", "timing", "valkey", "valkey_server")),
+    "native": (("kvsim-cref",), (), ("cells", "cref", "kvsim.stats")),
+    "valkey": ((), (), ("cells", "kvsim.stats", "valkey", "valkey_server")),
 }
 #: The model: a root's closure stays inside these packages, and their data files (the CPU
 #: presets) count whenever a root does. Benchmarks and other programs beside the model are
@@ -196,9 +196,11 @@ def cell_inputs(kind: str) -> list[tuple[str, Path | None]]:
     ``artifact:NAME`` (None when the artifact is missing); the model's Python, every module
     of :data:`_MODEL_PACKAGES` in the import closure (:func:`import_closure`) of the kind's
     roots, and those packages' data files (the CPU presets), tests excluded; and the kind's
-    kvsim.experiments modules. Labels are relative to the package, so the list does not
-    depend on where kvsim is installed."""
+    kvsim.experiments modules (or other kvsim modules, by full name: the statistics,
+    kvsim.stats). Labels are relative to the package, so the list does not depend on where
+    kvsim is installed."""
     import importlib
+    import importlib.util
 
     from kvsim import artifacts
 
@@ -225,7 +227,11 @@ def cell_inputs(kind: str) -> list[tuple[str, Path | None]]:
                     and not any(p.startswith((".", "build")) for p in rel.parts)):
                 out.append((f"{pkg}/{rel.as_posix()}", f))
     here = Path(__file__).parent
-    out += [(f"kvsim.experiments/{m}.py", here / f"{m}.py") for m in modules]
+    for m in modules:  # a kvsim.experiments module, or another kvsim module by full name
+        if "." in m:
+            out.append((f"{m.replace('.', '/')}.py", Path(importlib.util.find_spec(m).origin)))
+        else:
+            out.append((f"kvsim.experiments/{m}.py", here / f"{m}.py"))
     return sorted(out, key=lambda t: t[0])
 
 

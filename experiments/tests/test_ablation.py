@@ -1,5 +1,5 @@
-"""kvsim ablate (kvsim.sim.ablation): each setting changes one thing of the CPU or the trace,
-and bad input is one line."""
+"""kvsim ablate (kvsim.experiments.ablation): each setting changes one thing of the CPU or the
+trace, and bad input is one line."""
 
 from __future__ import annotations
 

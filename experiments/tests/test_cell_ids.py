@@ -139,3 +139,12 @@ def test_benchmarks_and_other_programs_are_not_inputs_of_a_sim_cell():
                  "kvsim.traces/convert/__init__.py", "kvsim.traces/convert/gem5.py"):
         assert prog not in labels, prog
     assert not [label for label in labels if "bench" in label]
+
+
+def test_the_statistics_are_an_input_of_the_timed_cells():
+    """kvsim.stats (moved from kvsim.experiments.timing, now an alias) computes the native
+    and valkey cells' figures: its file, not the alias, is their input."""
+    for kind in ("native", "valkey"):
+        inputs = dict(cells.cell_inputs(kind))
+        assert inputs["kvsim/stats.py"].read_text().startswith('"""Statistics of native')
+        assert "kvsim.experiments/timing.py" not in inputs
