@@ -10,8 +10,9 @@ Each NAME is registered in :data:`RENDERINGS` with the result file it reads (a p
 repository root, written by :func:`kvsim.provenance.write_result`) and a function turning
 that file's JSON into Markdown. Another README gets its figures the same way: write a
 function, decorate it with ``@rendering("name", "results/file.json")`` and add the markers.
-The benchmarks' renderings (bench/renderings.py, in the checkout) register here too;
-``python -m bench render FILE.md`` renders with both.
+The benchmarks' renderings (bench/renderings.py, in the checkout) register here too: the
+command loads them when it runs in a checkout, and ``python -m bench render FILE.md`` is
+the same command.
 
     python -m kvsim.experiments.render README.md [c_ref/README.md ...]          # rewrite
     python -m kvsim.experiments.render --check README.md                         # verify
@@ -266,6 +267,24 @@ def _root() -> Path:
     return artifacts.source_root() or Path.cwd()
 
 
+def _load_benchmark_renderings() -> None:
+    """In a checkout, the command renders the benchmarks' regions too: bench/renderings.py
+    (outside the package, as the benchmarks are) registers them here when imported."""
+    from kvsim import artifacts
+
+    root = artifacts.source_root()
+    if root is None or not (root / "bench" / "renderings.py").is_file():
+        return
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    import importlib
+
+    importlib.import_module("bench.renderings")
+    # run as ``python -m``, this module is __main__ and the package's copy got them
+    for name, r in importlib.import_module("kvsim.experiments.render").RENDERINGS.items():
+        RENDERINGS.setdefault(name, r)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m kvsim.experiments.render",
                                  description="Render result files into README regions.")
@@ -274,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="change nothing; exit 1 if a region disagrees with its result file")
     args = ap.parse_args(argv)
     root = _root()
+    _load_benchmark_renderings()
     stale = []
     try:
         for path in args.files:

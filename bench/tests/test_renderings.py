@@ -3,6 +3,8 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from bench import renderings
 from kvsim.experiments import render
 
@@ -31,3 +33,15 @@ def test_an_ab_file_names_each_sides_trace_storage():
     assert "A: this tree, the traces as written; B: this tree, the traces stored raw;" in text
     del doc["codecs"]
     assert "A: this tree; B: this tree; 6 rounds" in renderings.render_ab(doc, "x.json")
+
+
+@pytest.mark.parametrize("command", [["-m", "kvsim.experiments.render"], ["-m", "bench", "render"]])
+def test_both_commands_render_every_region(command, tmp_path) -> None:
+    """In a checkout, the experiments' command renders the benchmarks' regions too."""
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, *command, "--check", "README.md", "sim/README.md",
+                          "sim/GEM5.md"], capture_output=True, text=True, cwd=ROOT,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
