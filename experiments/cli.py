@@ -864,9 +864,9 @@ def experiment_report(directory, output):
     """Print one Markdown summary of every experiment result in DIRECTORY."""
     from kvsim.experiments import report
 
-    _must_exist(directory)
     if output:
         _check_output(output)
+    _must_exist(directory)
     text = report.report(directory)
     if output:
         tmp = Path(output).with_name(Path(output).name + ".tmp")
