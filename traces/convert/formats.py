@@ -129,9 +129,10 @@ def text_lines(head: bytes) -> list[str] | None:
 
 
 def _lines_match(pattern: re.Pattern[str]) -> Callable[[bytes, bool], bool]:
+    """A text format's test: ``head`` is ASCII and each of its first lines matches."""
     def detect(head: bytes, compressed: bool) -> bool:
         lines = text_lines(head)
-        return bool(lines) and all(pattern.match(ln) for ln in lines)  # type: ignore[union-attr]
+        return lines is not None and bool(lines) and all(pattern.match(ln) for ln in lines)
     return detect
 
 
@@ -231,7 +232,7 @@ def detect(head: bytes, compressed: bool) -> str | None:
     rows = sorted((f for f in FORMATS.values() if f.readable and f.detect is not None),
                   key=lambda f: f.rank)
     for f in rows:
-        if f.detect(head, compressed):  # type: ignore[misc]
+        if f.detect is not None and f.detect(head, compressed):
             return f.name
     return None
 
