@@ -120,6 +120,7 @@ def _unlink_missing(markdown: str, src_uri: str, files: Files) -> str:
 def on_page_markdown(markdown: str, page, config, files: Files) -> str:
     from kvsim.experiments import render
 
+    render.load_benchmark_renderings()  # docs/performance.md's regions are bench/'s
     path = Path(page.file.abs_src_path)
     prefix = render.link_prefix(path, ROOT)
     where = os.path.relpath(path, ROOT)

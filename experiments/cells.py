@@ -126,44 +126,112 @@ def trace_key(spec: dict) -> str:
 
 # --- what a cell's result depends on -----------------------------------------------------------
 
-#: per kind: compiled artifacts (kvsim.artifacts names), kvsim subpackages whose every source
-#: and data file counts, and the kvsim.experiments modules that compute the cell
+#: per kind: compiled artifacts (kvsim.artifacts names), the modules whose import closure in
+#: the model counts (below), and the kvsim.experiments modules that compute the cell
 _INPUTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
-    "sim": (("kvsim-cref", "libkvsim_sim.so"), ("kvsim.sim", "kvsim.traces"),
+    "sim": (("kvsim-cref", "libkvsim_sim.so"),
+            ("kvsim.sim", "kvsim.sim.api", "kvsim.sim.config", "kvsim.traces",
+             "kvsim.experiments.cells", "kvsim.experiments.cref",
+             "kvsim.experiments.summary"),
             ("cells", "cref", "summary")),
-    "native": (("kvsim-cref",), (), ("cells", "cref", "timing")),
-    "valkey": ((), (), ("cells", "timing", "valkey", "valkey_server")),
+    "native": (("kvsim-cref",), (), ("cells", "cref", "kvsim.stats")),
+    "valkey": ((), (), ("cells", "kvsim.stats", "valkey", "valkey_server")),
 }
-_SOURCE_SUFFIXES = (".py", ".toml", ".json")  # compiled code counts by its artifact
+#: The model: a root's closure stays inside these packages, and their data files (the CPU
+#: presets) count whenever a root does. Benchmarks and other programs beside the model are
+#: not imported by it, so editing them changes no cell.
+_MODEL_PACKAGES = ("kvsim.sim", "kvsim.traces")
+_DATA_SUFFIXES = (".toml", ".json")  # compiled code counts by its artifact
+
+
+def import_closure(roots: tuple[str, ...], within: tuple[str, ...] = _MODEL_PACKAGES
+                   ) -> dict[str, Path]:
+    """Module name -> source file of ``roots`` and every module of the ``within`` packages
+    they import, directly or not: every ``import`` statement of each source, those inside
+    functions (imported at first use) included, and in a package's ``__init__`` every
+    string that names one of its submodules (a module ``__getattr__``'s table of what it
+    imports at first use); read with :mod:`ast` (nothing is run)."""
+    import ast
+    import importlib.util
+
+    def inside(name: str) -> bool:
+        return any(name == w or name.startswith(w + ".") for w in within)
+
+    seen: dict[str, Path] = {}
+    todo = list(roots)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        spec = importlib.util.find_spec(name)
+        if spec is None or not (spec.origin or "").endswith(".py"):
+            continue
+        seen[name] = Path(spec.origin)
+        package = name if spec.submodule_search_locations else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(seen[name].read_bytes())):
+            if isinstance(node, ast.Import):
+                found = [a.name for a in node.names]
+            elif (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                  and spec.submodule_search_locations and node.value.isidentifier()):
+                found = [f"{name}.{node.value}"]  # a package's table of lazy submodules
+            elif isinstance(node, ast.ImportFrom):
+                base = package.split(".")[:len(package.split(".")) - node.level + 1] \
+                    if node.level else []
+                mod = ".".join(base + ([node.module] if node.module else []))
+                found = [mod] + [f"{mod}.{a.name}" for a in node.names]
+            else:
+                continue
+            for n in found:
+                if inside(n) and n not in seen:
+                    try:
+                        if importlib.util.find_spec(n) is not None:
+                            todo.append(n)
+                    except (ImportError, ValueError):  # a name imported from a module
+                        pass
+    return seen
 
 
 def cell_inputs(kind: str) -> list[tuple[str, Path | None]]:
     """What a cell of ``kind`` is computed by, as ``(label, path)`` pairs sorted by label:
-    ``artifact:NAME`` (None when the artifact is missing), then every source and data file
-    of the kind's subpackages (tests and documentation excluded) and its kvsim.experiments
-    modules. Labels are relative to the package, so the list does not depend on where kvsim
-    is installed."""
+    ``artifact:NAME`` (None when the artifact is missing); the model's Python, every module
+    of :data:`_MODEL_PACKAGES` in the import closure (:func:`import_closure`) of the kind's
+    roots, and those packages' data files (the CPU presets), tests excluded; and the kind's
+    kvsim.experiments modules (or other kvsim modules, by full name: the statistics,
+    kvsim.stats). Labels are relative to the package, so the list does not depend on where
+    kvsim is installed."""
     import importlib
+    import importlib.util
 
     from kvsim import artifacts
 
-    arts, packages, modules = _INPUTS[kind]
+    arts, roots, modules = _INPUTS[kind]
     out: list[tuple[str, Path | None]] = []
     for name in arts:
         try:
             out.append((f"artifact:{name}", artifacts.path(name)))
         except artifacts.ArtifactMissing:
             out.append((f"artifact:{name}", None))
-    for pkg in packages:
-        root = Path(importlib.import_module(pkg).__file__).parent
-        for f in sorted(root.rglob("*")):
+    if roots:
+        where = {pkg: Path(importlib.import_module(pkg).__file__).parent
+                 for pkg in _MODEL_PACKAGES}
+        files = set(import_closure(roots).values())
+        for root in where.values():
+            files |= {f for f in root.rglob("*") if f.is_file() and f.suffix in _DATA_SUFFIXES}
+        for f in files:
+            pkg, root = next(((p, r) for p, r in where.items() if f.is_relative_to(r)),
+                             (None, None))
+            if root is None:  # a root outside the model: listed below if it counts
+                continue
             rel = f.relative_to(root)
-            if (f.is_file() and f.suffix in _SOURCE_SUFFIXES and "tests" not in rel.parts
-                    and not any(p.startswith((".", "build")) for p in rel.parts)
-                    and "__pycache__" not in rel.parts):
+            if ("tests" not in rel.parts and "__pycache__" not in rel.parts
+                    and not any(p.startswith((".", "build")) for p in rel.parts)):
                 out.append((f"{pkg}/{rel.as_posix()}", f))
     here = Path(__file__).parent
-    out += [(f"kvsim.experiments/{m}.py", here / f"{m}.py") for m in modules]
+    for m in modules:  # a kvsim.experiments module, or another kvsim module by full name
+        if "." in m:
+            out.append((f"{m.replace('.', '/')}.py", Path(importlib.util.find_spec(m).origin)))
+        else:
+            out.append((f"kvsim.experiments/{m}.py", here / f"{m}.py"))
     return sorted(out, key=lambda t: t[0])
 
 

@@ -145,6 +145,18 @@ def _check_output_dir(path: str) -> None:
         raise ValueError(f"{path}: cannot create: directory {parent} is not writable")
 
 
+def missing_file(path) -> str:
+    """How every subcommand says that a file it was given does not exist (the CPU file
+    loader, sim.config.load_file, says it the same way)."""
+    return f"{os.fspath(path)}: no such file"
+
+
+def _must_exist(path: str) -> None:
+    """FileNotFoundError for a missing ``path``, before work that would name it less well."""
+    if path != "-" and not os.path.lexists(path):
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+
+
 def _echo_json(obj) -> None:
     _out(json.dumps(obj, indent=2, sort_keys=False, default=_json_default))
 
@@ -302,6 +314,11 @@ def trace_info(trace_path, as_json):
 def simulate(trace_path, cpus_, functional, engine, gem5_path, threads, warmup, as_json):
     """Simulate a trace on a CPU model.
 
+    TRACE is a .kvt or any trace `kvsim convert` reads (DineroIV, lackey,
+    gem5, ChampSim, drmemtrace; see `kvsim convert --help`), told apart by
+    its content and read as it streams; a gem5 trace's ticks become gaps at
+    the --cpu's frequency.
+
     \b
     The default text shows, per cache level (its preset name and its role:
     L1, L2, ..., LLC for the last one):
@@ -332,9 +349,10 @@ def simulate(trace_path, cpus_, functional, engine, gem5_path, threads, warmup, 
     simulated side by side (one thread per core); the text shows each CPU's
     summary in turn, --json a list with one result per --cpu, in order.
     """
-    from kvsim import sim, traces
+    from kvsim import sim
     from kvsim.experiments import progress, summary
     from kvsim.sim import warmup as wu
+    from kvsim.traces import convert as conv
 
     configs = [_load_cpu(c) for c in cpus_]
     if engine == "gem5":
@@ -348,14 +366,14 @@ def simulate(trace_path, cpus_, functional, engine, gem5_path, threads, warmup, 
     for cpu, config in zip(cpus_, configs, strict=True):
         if not functional and not config.timing_capable:
             _warn(_counts_only_warning(cpu, config))
-    src = sys.stdin.buffer if trace_path == "-" else trace_path
+    fmt, freq = _trace_format(trace_path, configs)
     total = progress.trace_total_records(trace_path)
     try:
         rule = wu.parse_warmup(warmup) if warmup is not None else None
         nwarm = wu.warmup_records(rule, total) if rule is not None else None
     except wu.WarmupError as e:
         raise click.BadParameter(str(e), param_hint="'--warmup'") from None
-    with traces.open(src) as reader, \
+    with conv.open_records(trace_path, fmt, freq_ghz=freq) as reader, \
             progress.bar("simulate", total=total, unit="rec", unit_scale=True) as bar:
         try:
             feed = wu.WarmupPrefix(reader, nwarm) if nwarm is not None else reader
@@ -390,6 +408,23 @@ def simulate(trace_path, cpus_, functional, engine, gem5_path, threads, warmup, 
                       for res in results))
 
 
+def _trace_format(trace_path: str, configs: list) -> tuple[str, float | None]:
+    """(the trace's format, detected from its content as `kvsim convert` does, and the
+    frequency that turns gem5 ticks into instruction gaps: the --cpu's)."""
+    from kvsim.traces import convert as conv
+
+    fmt = conv.input_format(trace_path)
+    if fmt != "gem5":
+        return fmt, None
+    freqs = sorted({c.freq_ghz for c in configs if c.freq_ghz})
+    if len(freqs) > 1:
+        raise click.UsageError(
+            f"{trace_path}: a gem5 packet trace's ticks become instruction gaps at one "
+            f"frequency, and the --cpu's differ ({', '.join(map(str, freqs))} GHz): convert "
+            f"it first (kvsim convert {trace_path} OUT.kvt --cpu CPU)")
+    return fmt, freqs[0] if freqs else None
+
+
 # --- warnings: one line on stderr where the run goes on (not silenced by --quiet, which
 # is about progress bars) ---------------------------------------------------------------
 def _warn(msg: str) -> None:
@@ -417,6 +452,11 @@ def _simulate_gem5(trace_path, config, gem5_path, as_json):
     if trace_path == "-":
         raise click.BadParameter("--engine gem5 needs a trace file, not -",
                                  param_hint="TRACE")
+    fmt = _trace_format(trace_path, [config])[0]
+    if fmt != "kvt":
+        raise click.ClickException(
+            f"{trace_path}: a {fmt} trace; --engine gem5 replays a .kvt: convert it first "
+            f"(kvsim convert {trace_path} OUT.kvt)")
     try:
         res = g5.run(trace_path, config, gem5_path)
     except g5.Gem5Error as exc:
@@ -601,6 +641,8 @@ def calibrate(quick, output, max_size, rounds, from_raw):
     from kvsim.sim.config import parse_size
 
     max_bytes = parse_size(max_size, "--max-size") if max_size is not None else None
+    if from_raw:
+        _must_exist(from_raw)
     if output:
         _check_output(output)  # before minutes of measuring
     path = cal.calibrate(Path(output) if output else None, quick=quick, max_bytes=max_bytes,
@@ -614,8 +656,8 @@ def calibrate(quick, output, max_size, rounds, from_raw):
 
 
 def _argparse_command(name: str, module: str, summary: str) -> None:
-    """Register ``kvsim NAME``: every argument goes to ``kvsim.sim.MODULE.main`` (an
-    argparse program with its own --help and one-line errors)."""
+    """Register ``kvsim NAME``: every argument goes to ``MODULE.main`` (``kvsim.sim.MODULE``
+    for a bare name; an argparse program with its own --help and one-line errors)."""
 
     @cli.command(name=name, help=summary, add_help_option=False,
                  context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
@@ -624,29 +666,66 @@ def _argparse_command(name: str, module: str, summary: str) -> None:
     def run(args):
         import importlib
 
-        rc = importlib.import_module(f"kvsim.sim.{module}").main(list(args),
-                                                                 prog=f"kvsim {name}")
+        path = module if "." in module else f"kvsim.sim.{module}"
+        if path.startswith("bench."):
+            _checkout_on_path(name)
+        rc = importlib.import_module(path).main(list(args), prog=f"kvsim {name}")
         if rc:
             raise SystemExit(rc)  # its one-line error is printed
 
 
-_argparse_command("bench", "bench_presets",
+def _checkout_on_path(name: str) -> None:
+    """Make the checkout's bench/ importable (it is not installed with the package)."""
+    from kvsim import artifacts
+
+    root = artifacts.source_root()
+    if root is None or not (root / "bench" / "__main__.py").is_file():
+        raise click.ClickException(
+            f"kvsim {name} runs the benchmarks of a kvsim checkout (bench/, which the "
+            "package does not install): run it in a clone of the repository")
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+
+
+_argparse_command("bench", "bench.presets",
                   "Whole-process speed of `kvsim simulate` on every preset (kvsim bench --help).")
 _argparse_command("micro", "micro", "Calibrate's pointer chases as traces, predicted against "
                   "native (kvsim micro --help).")
-_argparse_command("ablate", "ablation", "One model parameter at a time over seed workload "
-                  "pairs, beside native (--help).")
+_argparse_command("ablate", "kvsim.experiments.ablation", "One model parameter at a time "
+                  "over seed workload pairs, beside native (--help).")
 
 
-@cli.command()
+class ConvertCommand(click.Command):
+    """``kvsim convert``: the formats in its help come from the converters' table
+    (kvsim.traces.convert.formats), read when the help is shown."""
+
+    def format_help_text(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        super().format_help_text(ctx, formatter)
+        from kvsim.traces.convert import formats
+
+        with formatter.indentation():
+            formatter.write_paragraph()
+            formatter.write_text("\b\nFormats (name, what kvsim does with it, ending to prefer):\n"
+                                 + "\n".join(formats.help_lines()))
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        from kvsim.traces.convert import formats
+
+        for p in self.params:
+            if p.name == "src_format":
+                p.help = (f"Input format ({', '.join(formats.readable())}); read from the "
+                          "file's content if omitted, else from its name.")
+            elif p.name == "dst_format":
+                p.help = (f"Output format ({', '.join(formats.writable())}); guessed from "
+                          "the name if omitted.")
+        return super().get_params(ctx)
+
+
+@cli.command(cls=ConvertCommand)
 @click.argument("src")
 @click.argument("dst")
-@click.option("--from", "src_format", default=None,
-              help="Input format (kvt, dinero, lackey, gem5, champsim, drmemtrace); read "
-                   "from the file's content if omitted, else from its name.")
-@click.option("--to", "dst_format", default=None,
-              help="Output format (kvt, dinero, lackey, champsim, gem5, elastic); guessed "
-                   "from the name if omitted.")
+@click.option("--from", "src_format", default=None, help="Input format (see below).")
+@click.option("--to", "dst_format", default=None, help="Output format (see below).")
 @click.option("--cpu", default=None,
               help="Preset (or .toml) whose frequency converts gem5 ticks to instruction "
                    "gaps and back (one instruction per cycle); default 4 GHz.")
@@ -654,21 +733,14 @@ def convert(src, dst, src_format, dst_format, cpu):
     """Convert a trace between kvt and other simulators' formats.
 
     \b
-    Output endings to prefer (compressed as each tool reads them; gzip
-    and xz run on every core):
-      .champsimtrace.xz    ChampSim (.gz also works; a bare .champsimtrace
-                           is about 64 bytes per instruction, gaps included)
-      .trc.gz              gem5 packet trace (TrafficGen, MemTraceProbe)
-      .deptrace.proto.gz   gem5 elastic trace for TraceCPU (the fetch trace
-                           is written beside it as .fetchtrace.proto.gz)
-      .din.gz .lackey.gz   DineroIV, lackey text
-      .kvt                 kvsim (zstd of byte planes)
-    Inputs are read by content (gzip, xz and bzip2 too): .kvt, gem5
-    .trc[.gz], ChampSim traces, DynamoRIO drmemtrace .trace.zip/.trace.gz
-    (one thread per file), din and lackey text. A kvt has no ticks: gem5
-    ticks become instruction gaps at --cpu's frequency and are made again
-    from the gaps on export. Before writing more than 1 GiB uncompressed,
-    one warning line says so.
+    Inputs are read by content (gzip, xz and bzip2 too), outputs written
+    by name; an output ending in .gz, .xz or .bz2 is compressed as the
+    tools read it (gzip and xz run on every core; a bare .champsimtrace
+    is about 64 bytes per instruction, gaps included). A gem5 elastic
+    trace's fetch trace is written beside it. A drmemtrace file holds one
+    thread. A kvt has no ticks: gem5 ticks become instruction gaps at
+    --cpu's frequency and are made again from the gaps on export. Before
+    writing more than 1 GiB uncompressed, one warning line says so.
     """
     from kvsim.experiments import progress
     from kvsim.traces import convert as conv
@@ -813,6 +885,7 @@ def experiment_report(directory, output):
 
     if output:
         _check_output(output)
+    _must_exist(directory)
     text = report.report(directory)
     if output:
         tmp = Path(output).with_name(Path(output).name + ".tmp")
@@ -919,6 +992,9 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, OSError) and exc.errno == errno.EPIPE:
             return _pipe_closed()
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+            first = missing_file(exc.filename) if isinstance(exc, FileNotFoundError) else \
+                f"{exc.filename}: {exc.strerror[:1].lower()}{exc.strerror[1:]}"
         known = isinstance(exc, _known_errors())
         prefix = "" if known else "internal error: "
         click.echo(f"kvsim: error: {prefix}{first}", err=True)

@@ -10,6 +10,9 @@ Each NAME is registered in :data:`RENDERINGS` with the result file it reads (a p
 repository root, written by :func:`kvsim.provenance.write_result`) and a function turning
 that file's JSON into Markdown. Another README gets its figures the same way: write a
 function, decorate it with ``@rendering("name", "results/file.json")`` and add the markers.
+The benchmarks' renderings (bench/renderings.py, in the checkout) register here too: the
+command loads them when it runs in a checkout, and ``python -m bench render FILE.md`` is
+the same command.
 
     python -m kvsim.experiments.render README.md [c_ref/README.md ...]          # rewrite
     python -m kvsim.experiments.render --check README.md                         # verify
@@ -32,7 +35,8 @@ from typing import Any
 from kvsim import provenance
 from kvsim.experiments.framework import published_name
 
-__all__ = ["RENDERINGS", "RenderError", "Rendering", "render_text", "rendering"]
+__all__ = ["RENDERINGS", "RenderError", "Rendering", "provenance_line", "register_each",
+           "render_text", "rendering"]
 
 
 class RenderError(ValueError):
@@ -133,7 +137,9 @@ def render_text(text: str, root: Path, where: str = "<text>",
 # --- renderings ------------------------------------------------------------------------------
 
 
-def _provenance_line(doc: dict[str, Any], result: str, command: str) -> str:
+def provenance_line(doc: dict[str, Any], result: str, command: str) -> str:
+    """The line under a rendered table: the result file, the command, commit, date and
+    machine that wrote it."""
     p = doc["provenance"]
     m = p["machine"]
     commit = (p.get("commit") or "unknown")[:12] + (" with local changes" if p.get("dirty")
@@ -182,7 +188,7 @@ def render_demo(doc: dict[str, Any]) -> str:
                 f"average number of outstanding misses (MLP) rises from {a['mlp']:.1f} to "
                 f"{b['mlp']:.1f} and the cycles the core stalls on a full ROB fall from "
                 f"{a['rob_full_cycles'] / 1e6:.1f} M to {b['rob_full_cycles'] / 1e6:.1f} M."]
-    out += ["", _provenance_line(doc, RENDERINGS["demo"].result,
+    out += ["", provenance_line(doc, RENDERINGS["demo"].result,
                                  "kvsim experiment demo --publish")]
     return "\n".join(out)
 
@@ -205,7 +211,7 @@ def render_experiment(doc: dict[str, Any], result: str) -> str:
         out += ["", f"![{t['title']}]({base}/{name}.png)", ""]
     command = doc["provenance"].get("command") or f"kvsim experiment run {doc['experiment']}"
     command = provenance.scrub_line(command)  # the output folder is the machine's: DIR
-    out.append(_provenance_line(doc, result, command))
+    out.append(provenance_line(doc, result, command))
     return "\n".join(out)
 
 
@@ -221,78 +227,13 @@ register_each(render_experiment, {"headline": "results/experiments/headline.json
                                   "batch_size": "results/experiments/batch_size.json"})
 
 
-@rendering("speed", "results/sim-bench-presets.json")
-def render_speed(doc: dict[str, Any]) -> str:
-    """What a user sees of the simulator's speed: whole-process ``kvsim simulate`` per
-    preset (``kvsim bench``)."""
-    from kvsim.sim.bench_presets import render_user_table
+@rendering("gem5_vs_kvsim", "results/gem5-vs-kvsim.json")
+def render_gem5(doc: dict[str, Any]) -> str:
+    """sim/GEM5.md's table: gem5 against kvsim per trace, preset and level
+    (``python -m kvsim.sim.gem5_compare``)."""
+    from kvsim.sim import gem5_compare
 
-    return (render_user_table(doc) + "\n"
-            + _provenance_line(doc, RENDERINGS["speed"].result, "kvsim bench"))
-
-
-def render_ab(doc: dict[str, Any], result: str) -> str:
-    """A whole-process A B A B of ``kvsim simulate`` (``sim/_engine/bench/ab.py``) written to
-    ``result``, for sim/README.md: per trace and preset, each mode's median wall seconds of
-    both sides and the speedup of B over A, median of the rounds' ratios with its sign-test
-    95 % interval."""
-    def cell(r: dict[str, Any] | None) -> list[str]:
-        if r is None:
-            return ["-", "-"]
-        sp = r["wall_speedup"]
-        ci = sp["ci95"]
-        said = f"{sp['median']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
-        if sp["verdict"] != "faster":
-            said += f", {sp['verdict']}"
-        if sp.get("from_minimums") is not None:
-            said += f"; minimums {sp['from_minimums']:.2f}"
-        return [f"{r['a_wall_median']:.2f} → {r['b_wall_median']:.2f}", said]
-
-    by = {(r["trace"], r["preset"], r["mode"]): r for r in doc["rows"]}
-    pairs = list(dict.fromkeys((r["trace"], r["preset"]) for r in doc["rows"]))
-    head = ["trace", "preset", "functional: s, A → B", "speedup [95 % CI]; of minimums",
-            "timed: s, A → B", "speedup [95 % CI]; of minimums"]
-    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for t, p in pairs:
-        row = [t, p, *cell(by.get((t, p, "functional"))), *cell(by.get((t, p, "timed")))]
-        out.append("| " + " | ".join(row) + " |")
-    a, b = doc["sides"]["a"], doc["sides"]["b"]
-    a_is = a["tree"] if "tree" in a else a["engine"]  # ab.py --base-tree: a whole revision
-    codecs = doc.get("codecs") or {}  # ab.py --a-codec / --b-codec: the traces rewritten
-
-    def stored(side: str) -> str:
-        if not any(codecs.values()):
-            return ""
-        c = codecs.get(side)
-        return f", the traces stored {c}" if c else ", the traces as written"
-
-    sides = (f"A: {a_is}{' ' + a['args'] if a['args'] else ''}{stored('a')}; "
-             f"B: {b['engine']}{' ' + b['args'] if b['args'] else ''}{stored('b')}; "
-             f"{doc['rounds']} rounds of each, interleaved, wall time of the whole process.")
-    # shown in sim/README.md: the link goes up to the repository root
-    return "\n".join([*out, "", sides,
-                      _provenance_line(doc, "../" + result,
-                                       doc.get("command", "sim/_engine/bench/ab.py"))])
-
-
-# the A B A B files sim/README.md shows: the TLB thread's choice of slices against a thread
-# that takes them all; the engine without its store-forwarding and division stalls, with the
-# victim look-ahead; LRU ranks for levels of 17 to 32 ways against their stamps; the last
-# level on a thread of its own (counting only); the intake's screened check; set blocks mapped
-# lazily; each against the commit before; and `kvsim simulate` without numpy, a whole
-# revision against this one, on traces of about a thousand records and on the bench's
-# traces; and the bench's traces as written against raw copies of them (what decompressing
-# the trace costs the whole process)
-register_each(render_ab, {"tlb_thread_choice": "results/sim-tlb-thread-choice.json",
-                          "engine_stalls": "results/sim-engine-stalls.json",
-                          "engine_wide_ranks": "results/sim-engine-wide-ranks.json",
-                          "engine_lower_thread": "results/sim-engine-lower-thread.json",
-                          "intake_screened_check": "results/intake-screened-check.json",
-                          "engine_lazy_sets": "results/sim-engine-lazy-sets.json",
-                          "simulate_startup_numpy_free":
-                              "results/simulate-startup-numpy-free.json",
-                          "simulate_numpy_free": "results/simulate-numpy-free.json",
-                          "simulate_raw_traces": "results/simulate-raw-traces.json"})
+    return gem5_compare.render_table(doc)
 
 
 #: The columns of each validation table the README shows (the JSON holds more).
@@ -418,64 +359,6 @@ for _name in ("iterate", "pipeline", "real_valkey", "rdb_load", "kvobj_memory", 
     _register_experiment(_name)
 
 
-# the simulator's speed tables (docs/performance.md): whole process per preset, and the
-# engine alone on a plain LRU hierarchy (records per second, instructions per record)
-def _sim_table(module: str, fn: str) -> Callable[[dict[str, Any]], str]:
-    def render(doc: dict[str, Any]) -> str:
-        import importlib
-
-        return getattr(importlib.import_module(module), fn)(doc)
-    return render
-
-
-for _name, _result, _module, _fn in (
-        ("sim_bench_presets_table", "results/sim-bench-presets.json", "kvsim.sim.bench_presets",
-         "render_table"),
-        ("sim_bench", "results/sim-bench.json", "kvsim.sim.bench", "render_table"),
-        ("sim_bench_instructions", "results/sim-bench-instructions.json", "kvsim.sim.bench",
-         "render_instructions_table"),
-        ("sim_bench_threads", "results/sim-bench-threads.json", "kvsim.sim.bench",
-         "render_threads_table")):
-    rendering(_name, _result)(_sim_table(_module, _fn))
-
-
-def render_ab_summary(doc: dict[str, Any], result: str) -> str:
-    """An A B A B file (``sim/_engine/bench/ab.py``) in a few lines: what the two sides
-    were, the range of B's speedups over A per mode and how many intervals exclude 1.0
-    either way; the full table is in the file."""
-    out = []
-    for mode in ("functional", "timed"):
-        sp = [r["wall_speedup"] for r in doc["rows"] if r["mode"] == mode]
-        if not sp:
-            continue
-        med = [x["median"] for x in sp]
-        faster = sum(x["verdict"] == "faster" for x in sp)
-        slower = sum(x["verdict"] == "slower" for x in sp)
-        out.append(f"{mode}: B over A {min(med):.2f}-{max(med):.2f} (medians of "
-                   f"{len(sp)} trace x preset rows); {faster} faster, {slower} slower, "
-                   f"{len(sp) - faster - slower} within noise")
-    a, b = doc["sides"]["a"], doc["sides"]["b"]
-    a_is = a["tree"] if "tree" in a else a["engine"]
-    sides = (f"A: {a_is}{' ' + a['args'] if a['args'] else ''}; "
-             f"B: {b['engine']}{' ' + b['args'] if b['args'] else ''}; "
-             f"{doc['rounds']} interleaved rounds, wall time of the whole process")
-    return ("; ".join(out) + f". {sides}. "
-            + _provenance_line(doc, result, doc.get("command", "sim/_engine/bench/ab.py")))
-
-
-for _name, _result in {"tlb_thread_choice": "results/sim-tlb-thread-choice.json",
-                       "engine_stalls": "results/sim-engine-stalls.json",
-                       "engine_wide_ranks": "results/sim-engine-wide-ranks.json",
-                       "engine_lower_thread": "results/sim-engine-lower-thread.json",
-                       "intake_screened_check": "results/intake-screened-check.json",
-                       "engine_lazy_sets": "results/sim-engine-lazy-sets.json",
-                       "simulate_startup_numpy_free": "results/simulate-startup-numpy-free.json",
-                       "simulate_numpy_free": "results/simulate-numpy-free.json",
-                       "simulate_raw_traces": "results/simulate-raw-traces.json"}.items():
-    rendering(f"{_name}_summary", _result)(
-        lambda doc, _r=_result: render_ab_summary(doc, _r))
-
-
 # --- command line ----------------------------------------------------------------------------
 
 
@@ -483,6 +366,24 @@ def _root() -> Path:
     from kvsim import artifacts
 
     return artifacts.source_root() or Path.cwd()
+
+
+def load_benchmark_renderings() -> None:
+    """In a checkout, the command renders the benchmarks' regions too: bench/renderings.py
+    (outside the package, as the benchmarks are) registers them here when imported."""
+    from kvsim import artifacts
+
+    root = artifacts.source_root()
+    if root is None or not (root / "bench" / "renderings.py").is_file():
+        return
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    import importlib
+
+    importlib.import_module("bench.renderings")
+    # run as ``python -m``, this module is __main__ and the package's copy got them
+    for name, r in importlib.import_module("kvsim.experiments.render").RENDERINGS.items():
+        RENDERINGS.setdefault(name, r)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -493,6 +394,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="change nothing; exit 1 if a region disagrees with its result file")
     args = ap.parse_args(argv)
     root = _root()
+    load_benchmark_renderings()
     stale = []
     try:
         for path in args.files:

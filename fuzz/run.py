@@ -42,8 +42,10 @@ ROOT = FUZZ.parent
 BUILD = FUZZ / "build"
 CORPUS = FUZZ / "corpus"
 C_TARGETS = ["cref_resp", "cref_snapshot", "cref_options", "engine_records"]
-PY_TARGETS = ["trace_reader", "trace_records", "dinero_reader", "lackey_reader", "gem5_reader",
-              "champsim_reader", "champsim_import", "drmemtrace_reader", "cpu_toml"]
+sys.path.insert(0, str(FUZZ / "py"))
+from fuzz_targets import TARGETS as _PY  # noqa: E402 -- the one list of Python targets
+
+PY_TARGETS = list(_PY)
 _EXECS = re.compile(rb"stat::number_of_executed_units:\s*(\d+)")
 _COV = re.compile(rb"\bcov: (\d+) ft: (\d+)")
 _FAILS = ("crash-", "leak-", "timeout-", "oom-", "slow-unit-")

@@ -10,11 +10,11 @@ that ``kvsim simulate`` runs a trace without importing numpy, a large part of it
 from __future__ import annotations
 
 import ctypes as C
-import mmap
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kvsim import artifacts, traces
+from kvsim.traces._native import Records, Reuse, records_address  # noqa: F401 -- re-exported
 
 if TYPE_CHECKING:
     import numpy as np
@@ -31,7 +31,6 @@ MAX_WALKERS = 64  # engine.h KVSIM_MAX_WALKERS
 NAME_LEN = 16
 TIMELINE_DROPPED = 0xFFFF  # kvsimTimelineRow.level of a dropped prefetch
 TIMELINE_CAPTURED = 1  # kvsimTimelineRow.flags: the row was written
-REUSE_BUCKETS = 65  # KVSIM_REUSE_BUCKETS
 
 
 u32, u64 = C.c_uint32, C.c_uint64
@@ -149,69 +148,6 @@ def __getattr__(name: str) -> Any:
     return _timeline_dtype()
 
 
-class Records:
-    """``n`` trace records (``traces.RECORD_DTYPE``'s layout, ``traces.RECORD_SIZE`` bytes
-    each) in memory that ctypes owns: what the compiled intake decodes into and
-    :meth:`Engine.run` takes, with no numpy. ``Records(n)`` allocates room for ``n``;
-    :meth:`head` is a view of the first records; :meth:`array` a read-only numpy view."""
-
-    __slots__ = ("_mem", "_n")
-
-    def __init__(self, n: int, mem: C.Array | None = None) -> None:
-        if mem is None:
-            size = n * traces.RECORD_SIZE
-            # anonymous pages, as a large np.empty gets: no page is touched before a decode
-            # writes it (a ctypes array of its own would be zeroed, every page faulted in)
-            mem = (C.c_char * size).from_buffer(mmap.mmap(-1, max(size, 1)))
-        self._mem = mem
-        self._n = n
-
-    def __len__(self) -> int:
-        return self._n
-
-    @property
-    def capacity(self) -> int:
-        """Records the memory has room for."""
-        return len(self._mem) // traces.RECORD_SIZE
-
-    @property
-    def address(self) -> int:
-        """Address of the first record."""
-        return C.addressof(self._mem)
-
-    def head(self, n: int) -> Records:
-        """The first ``n`` records (a view of the same memory)."""
-        if not 0 <= n <= self.capacity:
-            raise ValueError(f"{n} records of a buffer for {self.capacity}")
-        return Records(n, self._mem)
-
-    def whole(self) -> Records:
-        """The whole buffer (a view of the same memory)."""
-        return Records(self.capacity, self._mem)
-
-    def array(self) -> np.ndarray:
-        """The records as a read-only numpy array of traces.RECORD_DTYPE (a view: valid while
-        the memory is not reused)."""
-        import numpy as np
-
-        a = np.frombuffer(self._mem, dtype=traces.RECORD_DTYPE, count=self._n)
-        a.flags.writeable = False
-        return a
-
-
-def records_address(records: Any) -> tuple[int, int]:
-    """``(address, count)`` of contiguous trace records: :class:`Records` or a numpy array
-    of the 24-byte record dtype (an array it must copy to make contiguous is refused)."""
-    if isinstance(records, Records):
-        return records.address, len(records)
-    import numpy as np
-
-    if not isinstance(records, np.ndarray) or records.dtype.itemsize != traces.RECORD_SIZE:
-        raise TypeError("records must have the 24-byte trace record dtype (or be Records)")
-    if not records.flags.c_contiguous:
-        raise TypeError("records must be a contiguous array")
-    return records.ctypes.data, len(records)
-
 _LIB = None
 
 
@@ -245,15 +181,6 @@ def load_library() -> C.CDLL:
     lib.kvsimThreads.argtypes = [C.c_void_p]
     lib.kvsimSetTimeline.restype = C.c_int
     lib.kvsimSetTimeline.argtypes = [C.c_void_p, u64, u64, C.c_void_p]
-    lib.kvsimReuseCreate.restype = C.c_void_p
-    lib.kvsimReuseCreate.argtypes = []
-    lib.kvsimReuseAdd.restype = C.c_int
-    lib.kvsimReuseAdd.argtypes = [C.c_void_p, C.c_void_p, C.c_void_p, C.c_size_t, C.c_void_p,
-                                  C.c_void_p, C.c_void_p]
-    lib.kvsimReuseDistinct.restype = u64
-    lib.kvsimReuseDistinct.argtypes = [C.c_void_p]
-    lib.kvsimReuseFree.restype = None
-    lib.kvsimReuseFree.argtypes = [C.c_void_p]
     lib.kvsimStatsSize.restype = C.c_size_t
     lib.kvsimConfigSize.restype = C.c_size_t
     for fn, res in (("kvsimPolicyCount", u32), ("kvsimPolicyName", C.c_char_p),
@@ -423,66 +350,6 @@ class Engine:
         if self._h:
             self._lib.kvsimFree(self._h)
             self._h = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
-
-class Reuse:
-    """Streaming LRU stack distances (sim/_engine/reuse.c): ``add(lines, cls)`` per chunk."""
-
-    def __init__(self) -> None:
-        self._lib = load_library()
-        self._h = self._lib.kvsimReuseCreate()
-        if not self._h:
-            raise MemoryError("reuse distances: out of memory")
-
-    def add(self, lines: np.ndarray, cls: np.ndarray | None = None,
-            dist: np.ndarray | None = None, hist: np.ndarray | None = None,
-            cold: np.ndarray | None = None) -> None:
-        """Feed ``lines`` (uint64 line ids, in access order) and optional ``cls`` (uint8 per
-        access). Adds to ``dist`` (int64 per access), ``hist`` (uint64, classes x
-        REUSE_BUCKETS, C order) and ``cold`` (uint64 per class) when given."""
-        import numpy as np
-
-        lines = np.ascontiguousarray(lines, dtype=np.uint64)
-        n = lines.size
-        arrays = {"cls": (cls, np.uint8, n), "dist": (dist, np.int64, n)}
-        for name, (a, dt, size) in arrays.items():
-            if a is not None and (a.dtype != dt or a.size != size or not a.flags.c_contiguous):
-                raise ValueError(f"reuse: {name} must be a contiguous {np.dtype(dt)} array "
-                                 f"of {size}")
-        rows = 256 if cls is not None else 1
-        for name, a, size in (("hist", hist, rows * REUSE_BUCKETS), ("cold", cold, rows)):
-            if a is not None and (a.dtype != np.uint64 or a.size != size
-                                  or not a.flags.c_contiguous):
-                raise ValueError(f"reuse: {name} must be a contiguous uint64 array of {size}")
-
-        def ptr(a: np.ndarray | None):
-            return None if a is None else a.ctypes.data
-
-        if self._lib.kvsimReuseAdd(self._h, ptr(lines), ptr(cls), n, ptr(dist), ptr(hist),
-                                   ptr(cold)) != 0:
-            raise MemoryError("reuse distances: out of memory")
-
-    @property
-    def distinct(self) -> int:
-        """Distinct lines seen so far."""
-        return int(self._lib.kvsimReuseDistinct(self._h))
-
-    def close(self) -> None:
-        if self._h:
-            self._lib.kvsimReuseFree(self._h)
-            self._h = None
-
-    def __enter__(self) -> Reuse:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __del__(self):
         try:

@@ -512,10 +512,6 @@ def list_presets() -> list[dict]:
     return out
 
 
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 __all__ = [
     "CacheLevel", "ConfigError", "CpuConfig", "Prefetcher", "Tlb", "list_presets", "load_cpu",
     "load_file", "parse_cpu", "parse_size", "preset_names",

@@ -87,6 +87,16 @@ def find_binary(path: str | None = None) -> str:
     return resolved
 
 
+def _counterpart(table: dict[str, str], name: str, level: str, what: str) -> str:
+    """gem5's name for the engine's ``name`` (a policy or an inclusion mode); a name the
+    engine's registry has and ``table`` does not is an error, never a silent stand-in."""
+    try:
+        return table[name]
+    except KeyError:
+        raise Gem5Error(f"{level}: {what} {name!r} has no gem5 counterpart (mapped: "
+                        f"{', '.join(table)})") from None
+
+
 def _cache_name(i: int) -> str:
     return f"cache{i}"
 
@@ -109,8 +119,8 @@ def config_script(cpu: CpuConfig, trace_file: str, last_tick: int, mem_bytes: in
         levels.append({
             "name": _cache_name(i), "preset_name": c.name, "size": c.size, "assoc": c.ways,
             "latency": max(1, int(c.latency)), "mshrs": c.mshrs or 256,
-            "replacement": REPLACEMENT.get(c.replacement, "LRURP"),
-            "clusivity": CLUSIVITY.get(c.inclusion, "mostly_incl"),
+            "replacement": _counterpart(REPLACEMENT, c.replacement, c.name, "replacement"),
+            "clusivity": _counterpart(CLUSIVITY, c.inclusion, c.name, "inclusion"),
             "writeback_clean": bool(nxt is not None and nxt.inclusion == "exclusive"),
         })
     line = cpu.caches[0].line

@@ -194,9 +194,9 @@ def _native(cmd: Sequence[object]) -> dict[str, Any]:
 
 
 def _stats(xs: list[float]) -> dict[str, Any]:
-    from kvsim.experiments import timing
+    from kvsim import stats
 
-    ci = timing.bootstrap_ci95(xs)
+    ci = stats.bootstrap_ci95(xs)
     return {"median": statistics.median(xs), "min": min(xs),
             "bootstrap_ci95": list(ci) if ci else None, "samples": xs}
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _native
 from .format import RECORD_DTYPE, TAG_NAMES
 from .inspect import access_lines
 from .reader import PathOrStream, TraceReader, open_trace
@@ -25,15 +26,14 @@ from .reader import PathOrStream, TraceReader, open_trace
 __all__ = ["REUSE_BUCKETS", "bucket_label", "reuse_counts", "reuse_distances",
            "reuse_histogram"]
 
-REUSE_BUCKETS = 65  #: histogram buckets: distance 0, then [2^(b-1), 2^b) for b = 1..64
+#: histogram buckets: distance 0, then [2^(b-1), 2^b) for b = 1..64 (reuse.c's)
+REUSE_BUCKETS = _native.REUSE_BUCKETS
 
 
 def _reuse():
-    # The counter lives in the simulator's engine library (sim/_engine/reuse.c); the import
-    # is deferred so that reading traces never loads it.
-    from kvsim.sim._binding import Reuse
-
-    return Reuse()
+    # The counter is compiled code (sim/_engine/reuse.c, bound in traces/_native.py), loaded
+    # at its first use so that reading traces never loads it.
+    return _native.Reuse()
 
 
 def _chunks(source: Any):

@@ -359,9 +359,9 @@ def recompress(src: PathOrStream, dst: PathOrStream, codec: str = DEFAULT_CODEC,
 
 
 def _checked_chunks(tr: TraceReader) -> Iterator[np.ndarray]:
-    """The reader's chunks, checked and decoded by the simulator's compiled intake on other
-    threads when the engine library is built and the trace is a regular file (the same
-    records and errors, sim/tests/test_intake.py), else by the reader itself: a read of a
+    """The reader's chunks, checked and decoded by the compiled intake (traces/_intake.py)
+    on other threads when the native library is built and the trace is a regular file (the
+    same records and errors, sim/tests/test_intake.py), else by the reader itself: a read of a
     pipe may stall, and a stalled read on another thread would keep the caller from closing
     the stream on its way out (SIGTERM), where the reading thread itself is interrupted."""
     from kvsim import artifacts
@@ -369,7 +369,7 @@ def _checked_chunks(tr: TraceReader) -> Iterator[np.ndarray]:
     if not _regular_file(tr):
         return iter(tr)
     try:
-        from kvsim.sim import _intake
+        from . import _intake
 
         _intake._lib()
     except (ImportError, OSError, artifacts.ArtifactMissing):  # the reader decodes

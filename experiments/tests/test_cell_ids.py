@@ -101,3 +101,50 @@ def test_a_run_of_one_kind_assembles_the_others_already_done(tiny, tmp_path):
     assert (nat["computed"], nat["total"]) == (1, 1)
     rows = pd.read_parquet(out / "tiny_ids" / "tiny_ids.parquet")
     assert sorted(rows.kind) == ["native", "sim", "sim"]
+
+
+SIM_CELL_MODULES = """
+import json, sys
+from kvsim.experiments import cells
+from kvsim.experiments.framework import sim_cell
+opts = {"keys": 2000, "ops": 200, "value_size": 64, "depth": 8, "seed": 3,
+        "variant": "lookahead"}
+for cpu in ("epyc-7713", "local"):
+    cells.run_cell(sim_cell("x", "pipeline", opts, cpu, {}, "g", False))
+print(json.dumps({m: getattr(sys.modules[m], "__file__", None) for m in sys.modules
+                  if m.startswith(("kvsim.sim", "kvsim.traces"))}))
+"""
+
+
+def test_every_model_module_a_sim_cell_runs_is_an_input(tmp_path):
+    """The inputs of a sim cell are its import closure: every kvsim.sim and kvsim.traces
+    module loaded while sim cells run (on a preset and on `local`) is one of them."""
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-c", SIM_CELL_MODULES], capture_output=True,
+                         text=True, timeout=300, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    loaded = json.loads(res.stdout.strip().splitlines()[-1])
+    inputs = {str(p) for _, p in cells.cell_inputs("sim") if p is not None}
+    missing = [m for m, f in loaded.items() if f is not None and f not in inputs]
+    assert not missing
+
+
+def test_benchmarks_and_other_programs_are_not_inputs_of_a_sim_cell():
+    labels = {label for label, _ in cells.cell_inputs("sim")}
+    assert "kvsim.sim/api.py" in labels and "kvsim.traces/reader.py" in labels
+    assert any(label.startswith("kvsim.sim/presets/") for label in labels)
+    for prog in ("kvsim.sim/gem5_compare.py", "kvsim.sim/gem5.py",
+                 "kvsim.traces/convert/__init__.py", "kvsim.traces/convert/gem5.py"):
+        assert prog not in labels, prog
+    assert not [label for label in labels if "bench" in label]
+
+
+def test_the_statistics_are_an_input_of_the_timed_cells():
+    """kvsim.stats (moved from kvsim.experiments.timing, now an alias) computes the native
+    and valkey cells' figures: its file, not the alias, is their input."""
+    for kind in ("native", "valkey"):
+        inputs = dict(cells.cell_inputs(kind))
+        assert inputs["kvsim/stats.py"].read_text().startswith('"""Statistics of native')
+        assert "kvsim.experiments/timing.py" not in inputs

@@ -28,7 +28,7 @@ from kvsim.sim.config import parse_cpu
 from kvsim.traces.convert import champsim, dinero, drmemtrace, gem5, lackey
 from kvsim.traces.validate import RecordError, RecordValidator
 
-__all__ = ["TARGETS", "FuzzFinding"]
+__all__ = ["TARGETS", "FuzzFinding", "table_reader", "targets"]
 
 #: The header ``traces.convert`` gives a converted trace (tags and markers named), whose
 #: record rules the converters' output must keep.
@@ -213,14 +213,40 @@ def cpu_toml(data: bytes) -> None:
                 raise FuzzFinding(f"parse_cpu accepted what the engine refuses: {exc}") from exc
 
 
-TARGETS: dict[str, Callable[[bytes], None]] = {
-    "trace_reader": trace_reader,
-    "trace_records": trace_records,
-    "dinero_reader": dinero_reader,
-    "lackey_reader": lackey_reader,
-    "gem5_reader": gem5_reader,
-    "champsim_reader": champsim_reader,
-    "champsim_import": champsim_import,
-    "drmemtrace_reader": drmemtrace_reader,
-    "cpu_toml": cpu_toml,
-}
+def table_reader(name: str) -> Callable[[bytes], None]:
+    """The target of a format that has no hand-written one: the table's reader
+    (``traces.convert.formats``) on ``data`` as ``kvsim convert`` opens it (ASCII text for a
+    text format). Accepted: every record keeps the record rules."""
+    from kvsim.traces.convert import formats
+
+    def target(data: bytes) -> None:
+        row = formats.FORMATS[name]
+        src = _text(data) if row.text else io.BytesIO(data)
+        try:
+            records, _ = row.reader()(src, formats.ReadOptions("<fuzz>", 4.0))
+            for rec in records:
+                _rules_hold(rec, CONVERTED_HEADER)
+        except (ValueError, UnicodeDecodeError) as exc:
+            _one_line(exc)
+
+    target.__name__ = target.__qualname__ = f"{name}_reader"
+    return target
+
+
+def targets() -> dict[str, Callable[[bytes], None]]:
+    """Every target: per readable row of the converters' table, the targets its ``fuzz``
+    names (a hand-written function here, else :func:`table_reader`; ``<name>_reader`` when
+    it names none), then the CPU file's."""
+    from kvsim.traces.convert import formats
+
+    out: dict[str, Callable[[bytes], None]] = {}
+    for row in formats.FORMATS.values():
+        if row.readable:
+            for t in row.fuzz or (f"{row.name}_reader",):
+                out[t] = globals().get(t) or table_reader(row.name)
+    out["cpu_toml"] = cpu_toml
+    return out
+
+
+#: target name -> function, as :func:`targets` gives them when this module is imported
+TARGETS: dict[str, Callable[[bytes], None]] = targets()

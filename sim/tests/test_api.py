@@ -10,7 +10,7 @@ import pytest
 from sim_helpers import records
 from test_differential import assert_same
 
-import kvsim.sim.bench
+from bench import sim as engine_bench
 from kvsim import sim, traces
 from kvsim.sim import _binding as B
 
@@ -175,7 +175,7 @@ def test_threads_change_nothing_but_the_speed():
     src = np.arange(n) - recs["dep"].astype(np.int64)
     named = np.where(src >= 0, recs["kind"][np.maximum(src, 0)], traces.KIND_MARKER)
     recs["dep"][(named != traces.KIND_LOAD) | (recs["kind"] == traces.KIND_MARKER)] = 0
-    cpu = sim.parse_cpu(kvsim.sim.bench.HIER)
+    cpu = sim.parse_cpu(engine_bench.HIER)
     for functional in (True, False):
         runs = [sim.simulate(recs, cpu, functional=functional, threads=t) for t in (1, 2, 3)]
         assert [r.pop("engine_threads") for r in runs] == [1, 2, 3]

@@ -229,6 +229,26 @@ def test_trace_name_with_white_space_is_refused() -> None:
             g5.config_script(cpu, bad, 0)
 
 
+def test_every_engine_policy_and_inclusion_has_a_gem5_counterpart() -> None:
+    from kvsim.sim import _binding as B
+
+    assert sorted(g5.REPLACEMENT) == sorted(B.policy_names())
+    assert sorted(g5.CLUSIVITY) == sorted(B.inclusion_names())
+
+
+@pytest.mark.parametrize("field", ["replacement", "inclusion"])
+def test_a_name_gem5_cannot_map_is_an_error_not_lru(field: str) -> None:
+    """A policy the engine registers and gem5.py does not map (here: one named after a
+    policy yet to come) is refused with the level and the name, never run as LRU."""
+    import dataclasses
+
+    cpu = sim.load_cpu(PRESETS[0])
+    odd = dataclasses.replace(cpu.caches[-1], **{field: "not-in-gem5"})
+    cpu = dataclasses.replace(cpu, caches=(*cpu.caches[:-1], odd))
+    with pytest.raises(g5.Gem5Error, match=f"{odd.name}: {field} 'not-in-gem5' has no gem5"):
+        g5.config_script(cpu, "t.trc.gz", 0)
+
+
 def test_exclusive_level_gets_clean_writebacks_from_above(stub_m5: Path, tmp_path: Path
                                                           ) -> None:
     cpu = sim.load_cpu(PRESETS[0])

@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
+from bench import sim as bench
 from kvsim import sim, traces
-from kvsim.sim import bench
 
 NOT_FOR_SIMULATE = ("numpy", "zstandard", "pandas", "pyarrow", "matplotlib", "tqdm",
                     "kvsim.traces.inspect", "kvsim.traces.writer", "kvsim.traces.frame",
@@ -43,7 +43,7 @@ def test_simulate_loads_no_module_of_other_commands(trace, cpus, functional) -> 
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     loaded = set(json.loads(res.stderr.strip().splitlines()[-1]))
-    assert "kvsim.sim._intake" in loaded  # the run went through the compiled intake
+    assert "kvsim.traces._intake" in loaded  # the run went through the compiled intake
     # the local preset reads calibrate's table of known cores (not its numpy fits)
     unwanted = [m for m in NOT_FOR_SIMULATE
                 if not (m == "kvsim.sim.calibrate" and "local" in cpus)]

@@ -1,6 +1,7 @@
 """Converters between kvsim traces and other simulators' trace formats.
 
-One module per foreign format, each documenting its mapping and what is lost:
+One module per format, each documenting its mapping and what is lost, and one row per format
+in the table of :mod:`traces.convert.formats` (which everything below reads):
 
 * :mod:`traces.convert.dinero`     DineroIV din text (read and write)
 * :mod:`traces.convert.gem5`       gem5 protobuf packet traces (read and write, byte-exact)
@@ -21,92 +22,52 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..writer import write_all
+from . import formats
 
 __all__ = ["DEFAULT_FREQ_GHZ", "FORMATS_IN", "FORMATS_OUT", "HUGE_OUTPUT", "PREFERRED",
-           "convert", "detect_format", "guess_format"]
+           "convert", "detect_format", "formats", "guess_format", "input_format",
+           "open_records"]
 
-FORMATS_IN = ("kvt", "dinero", "lackey", "gem5", "champsim", "drmemtrace")
-FORMATS_OUT = ("kvt", "dinero", "lackey", "champsim", "gem5", "elastic")
-#: the output ending to prefer per format: compressed, as the tools read them
-PREFERRED = {"kvt": ".kvt", "dinero": ".din.gz", "lackey": ".lackey.gz",
-             "champsim": ".champsimtrace.xz", "gem5": ".trc.gz",
-             "elastic": ".deptrace.proto.gz"}
 HUGE_OUTPUT = 1 << 30  #: an uncompressed output projected past this many bytes gets a warning
 DEFAULT_FREQ_GHZ = 4.0  #: instructions per ns when ticks meet instructions, without a preset
 
-_SUFFIXES = [  # (name ending, format); first match wins; a .gz/.xz/.bz2 ending is peeled off
-    (".kvt", "kvt"), (".din", "dinero"), (".dinero", "dinero"), (".trc", "gem5"),
-    (".deptrace.proto", "elastic"), (".champsimtrace", "champsim"),
-    (".champsim", "champsim"), (".lackey", "lackey"), (".lackey.txt", "lackey"),
-    (".trace.zip", "drmemtrace"), (".trace", "drmemtrace"),
-]
+
+def __getattr__(name: str) -> Any:
+    """FORMATS_IN, FORMATS_OUT and PREFERRED, read from the table
+    (:mod:`traces.convert.formats`) when asked, so a format registered later is in them."""
+    if name == "FORMATS_IN":
+        return formats.readable()
+    if name == "FORMATS_OUT":
+        return formats.writable()
+    if name == "PREFERRED":  #: the output ending to prefer per format
+        return {n: f.preferred for n, f in formats.FORMATS.items() if f.preferred}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def guess_format(name: str) -> str:
     """Format name for a file name (``-`` is kvt); raises ValueError when unknown. A
     compression ending (``.gz``, ``.xz``, ``.bz2``) is looked through."""
-    if name == "-":
-        return "kvt"
-    low = name.lower()
-    bare = re.sub(r"\.(gz|xz|bz2)$", "", low)
-    for ending, fmt in _SUFFIXES:
-        if low.endswith(ending) or bare.endswith(ending):
-            return fmt
-    known = ", ".join(e for e, _ in _SUFFIXES)
-    raise ValueError(f"cannot tell the trace format of {name!r} (known endings: {known}, "
-                     f"each optionally followed by .gz, .xz or .bz2); pass it explicitly")
-
-
-_LACKEY_LINE = re.compile(r"^(I  [0-9a-fA-F]+,\d+| [LSM] [0-9a-fA-F]+,\d+|==\d+==|--\d+--)")
-_DIN_LINE = re.compile(r"^\s*([rwimcv]\s+(0x)?[0-9a-fA-F]+\s+(0x)?[0-9a-fA-F]+"
-                       r"|[0-5]\s+(0x)?[0-9a-fA-F]+)(\s|$)")
+    return formats.guess(name)
 
 
 def detect_format(head: bytes) -> str | None:
     """The input format ``head`` (a file's first bytes, compressed or not; 4 KiB is plenty)
-    shows, or None: kvt, gem5 and zip archives by their magic; inside gzip, xz or bzip2, a
-    gem5 magic or a drmemtrace HEADER entry; text lines shaped like lackey's or din's; and
-    otherwise ChampSim when the bytes are whole 64-byte instructions whose branch flags are
-    0 or 1."""
+    shows, or None: inside gzip, xz or bzip2 the decompressed bytes are asked; each row of
+    the table (:mod:`traces.convert.formats`) tests them in turn: the kvt and gem5 magics,
+    a zip archive or a drmemtrace HEADER entry, text lines shaped like lackey's or din's,
+    and last, whole 64-byte ChampSim instructions whose branch flags are 0 or 1."""
     from ._io import sniff
-    from .drmemtrace import looks_like_entries
 
-    if head.startswith(b"KVTRACE\0"):
-        return "kvt"
-    if head.startswith(b"gem5"):
-        return "gem5"
-    if head.startswith(b"PK\x03\x04"):
-        return "drmemtrace"
     comp = sniff(head)
-    if comp is not None:
-        inner = _peek_decompressed(head, comp)
-        if inner.startswith(b"gem5"):
-            return "gem5"
-        if looks_like_entries(inner):
-            return "drmemtrace"
-        return "champsim" if _champsim_like(inner, partial=True) else None
-    if looks_like_entries(head):
-        return "drmemtrace"
-    try:
-        text = head.decode("ascii")
-    except UnicodeDecodeError:
-        text = None
-    if text is not None:
-        lines = [ln for ln in text.splitlines()[:-1] or text.splitlines()
-                 if ln.strip() and not ln.startswith("#")][:20]
-        if lines and all(_LACKEY_LINE.match(ln) for ln in lines):
-            return "lackey"
-        if lines and all(_DIN_LINE.match(ln) for ln in lines):
-            return "dinero"
-        return None
-    return "champsim" if _champsim_like(head, partial=False) else None
+    if comp is None:
+        return formats.detect(head, compressed=False)
+    inner = _peek_decompressed(head, comp)
+    return formats.detect(inner, compressed=True) if inner else None
 
 
 def _peek_decompressed(head: bytes, comp: str) -> bytes:
@@ -122,19 +83,6 @@ def _peek_decompressed(head: bytes, comp: str) -> bytes:
         return bz2.BZ2Decompressor().decompress(head)[:4096]
     except (OSError, EOFError, lzma.LZMAError, zlib.error, ValueError):
         return b""
-
-
-def _champsim_like(data: bytes, partial: bool) -> bool:
-    import numpy as np
-
-    from .champsim import CHAMPSIM_DTYPE
-
-    n = len(data) // 64
-    if n == 0 or (not partial and len(data) % 64 and len(data) < 4096):
-        return False
-    ins = np.frombuffer(data[:n * 64], dtype=CHAMPSIM_DTYPE)
-    return bool((ins["is_branch"] <= 1).all() and (ins["branch_taken"] <= 1).all()
-                and (ins["ip"] != 0).any())
 
 
 @contextlib.contextmanager
@@ -181,14 +129,8 @@ class _CountingFile(io.RawIOBase):
 def _open_counted(src: str, fmt: str, progress: Callable[[int], object],
                   stack: contextlib.ExitStack) -> Any:
     """An open stream of ``src`` that reports every byte read to ``progress``: binary, or
-    ASCII text for the text formats; ``src`` itself for a zip archive (read by member) and
-    for text from stdin."""
-    if fmt == "drmemtrace" and src != "-":
-        import zipfile
-
-        if zipfile.is_zipfile(src):
-            return src
-    text = fmt in ("dinero", "lackey")
+    ASCII text (decompressed) for a text format; ``sys.stdin`` for text from stdin."""
+    text = formats.FORMATS[fmt].text
     if src == "-" and text:
         return sys.stdin
     raw = stack.enter_context(_CountingFile(sys.stdin.buffer if src == "-" else src, progress))
@@ -211,40 +153,64 @@ def _header(fmt: str, source: str, **extra: Any) -> dict[str, Any]:
 
 def _read(src: Any, fmt: str, path: str, freq_ghz: float, need_sites: bool
           ) -> tuple[Any, dict[str, Any]]:
-    """(records or iterable of record chunks, kvt header) for ``src`` (``-``, a path or an
-    open stream from :func:`_open_counted`); ``path`` is what the user named."""
-    from kvsim import traces
-
+    """(iterable of record chunks, kvt header) for ``src`` (an open stream from
+    :func:`_open_counted`), by the table's reader of ``fmt``; ``path`` is what the user
+    named."""
+    row = formats.by_name(fmt, "read")
+    records, extra = row.reader()(src, formats.ReadOptions(path, freq_ghz, need_sites))
     if fmt == "kvt":
-        reader = traces.open(src)
-        return reader, reader.header
-    source = os.path.basename(path)
-    if fmt == "dinero":
-        from .dinero import iter_din
+        return records, extra  # the trace's own header
+    return records, _header(fmt, os.path.basename(path), **extra)
 
-        return iter_din(src), _header(fmt, source)
-    if fmt == "lackey":
-        from .lackey import iter_lackey, lackey_sites
 
-        extra = {"sites": lackey_sites(path)} if need_sites and path != "-" else {}
-        return iter_lackey(src), _header(fmt, source, **extra)
-    if fmt == "gem5":
-        from .gem5 import GEM5_TAGS, iter_gem5_records
+class _Records:
+    """A trace of any readable format as a stream of record chunks with a kvt ``header``,
+    as :func:`kvsim.traces.open` gives a .kvt (see :func:`open_records`)."""
 
-        g5, rec = iter_gem5_records(src, freq_ghz=freq_ghz)
-        return rec, _header(fmt, source, tags=GEM5_TAGS,
-                            gem5={"obj_id": g5["obj_id"], "tick_freq": g5["tick_freq"],
-                                  "freq_ghz": freq_ghz})
-    if fmt == "champsim":
-        from .champsim import IMPORT_SIZE, champsim_to_records
+    def __init__(self, records: Any, header: dict[str, Any], fmt: str,
+                 stack: contextlib.ExitStack) -> None:
+        self._records, self.header, self.format, self._stack = records, header, fmt, stack
 
-        return champsim_to_records(src), _header(fmt, source,
-                                                 champsim={"access_size": IMPORT_SIZE})
-    if fmt == "drmemtrace":
-        from .drmemtrace import drmemtrace_to_records
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._records)
 
-        return drmemtrace_to_records(src), _header(fmt, source)
-    raise ValueError(f"cannot read format {fmt!r} (readable: {', '.join(FORMATS_IN)})")
+    def close(self) -> None:
+        self._stack.close()
+
+    def __enter__(self) -> _Records:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_records(src: str, fmt: str | None = None, freq_ghz: float | None = None,
+                 progress: Callable[[int], object] | None = None) -> Any:
+    """Open the trace ``src`` (a path or ``-``) of any readable format, detected from its
+    content (then its name) unless ``fmt`` is given: a ``.kvt`` is :func:`kvsim.traces.open`'s
+    reader, any other a streaming reader of record chunks with the kvt header
+    :func:`convert` would write (iterable, ``header``, ``format``, ``close``, usable in
+    ``with``). ``freq_ghz`` converts gem5 ticks (default :data:`DEFAULT_FREQ_GHZ`);
+    ``progress`` is called with the input bytes read (not for a .kvt, whose reader counts
+    records)."""
+    name = (fmt or _detect(src)).lower()
+    formats.by_name(name, "read")
+    if name == "kvt":  # the reader itself, which the engine decodes natively
+        from kvsim import traces
+
+        return traces.open(sys.stdin.buffer if src == "-" else src)
+    stack = contextlib.ExitStack()
+    try:
+        inp = _open_counted(src, name, progress or (lambda n: None), stack)
+        records, header = _read(inp, name, src,
+                                DEFAULT_FREQ_GHZ if freq_ghz is None else freq_ghz,
+                                need_sites=False)
+        if hasattr(records, "close"):
+            stack.callback(records.close)
+    except BaseException:
+        stack.close()
+        raise
+    return _Records(records, header, name, stack)
 
 
 class _Meter(io.RawIOBase):
@@ -263,6 +229,8 @@ class _Meter(io.RawIOBase):
         n = len(b) if not isinstance(b, memoryview) else b.nbytes
         if self._check is not None:
             self._check(self.written + n)
+        from ..writer import write_all
+
         write_all(self._raw, b)  # all of it, or the error (sys.stdout.buffer may take less)
         self.written += n
         return n
@@ -289,13 +257,13 @@ def convert(src: str, dst: str, src_format: str | None = None,
             freq_ghz: float | None = None) -> dict[str, Any]:
     """Convert trace ``src`` to ``dst``.
 
-    Readable: kvt, dinero, lackey, gem5, champsim, drmemtrace. Writable: kvt, dinero,
-    lackey, champsim, gem5, elastic. Without ``src_format`` the input's content decides
-    (:func:`detect_format`), then its name; without ``dst_format`` the output's name
-    (:func:`guess_format`). ``-`` means stdin / stdout. An output name ending in ``.gz``,
-    ``.xz`` or ``.bz2`` is compressed. A ``.kvt`` input is validated as it streams; on any
-    error nothing is left at ``dst``. Returns ``{"from", "to", "records"}`` where ``records``
-    counts records (kvt output) or lines/packets/instructions/nodes written.
+    Readable and writable: the rows of :mod:`traces.convert.formats`. Without ``src_format``
+    the input's content decides (:func:`detect_format`), then its name; without
+    ``dst_format`` the output's name (:func:`guess_format`). ``-`` means stdin / stdout. An
+    output name ending in ``.gz``, ``.xz`` or ``.bz2`` is compressed. A ``.kvt`` input is
+    validated as it streams; on any error nothing is left at ``dst``. Returns ``{"from",
+    "to", "records"}`` where ``records`` counts records (kvt output) or
+    lines/packets/instructions/nodes written.
 
     ``progress``, if given, is called with the number of input bytes read since its previous
     call (for example a tqdm bar's ``update``). ``warn`` is called once with a one-line
@@ -303,15 +271,9 @@ def convert(src: str, dst: str, src_format: str | None = None,
     ``freq_ghz`` (default :data:`DEFAULT_FREQ_GHZ`) converts between gem5 ticks and
     instructions: one instruction per cycle at that frequency.
     """
-    fin = (src_format or _detect(src)).lower()
-    fout = (dst_format or guess_format(dst)).lower()
-    if fin not in FORMATS_IN:
-        raise ValueError(f"cannot read format {fin!r} (readable: {', '.join(FORMATS_IN)})")
-    if fout not in FORMATS_OUT:
-        raise ValueError(f"cannot write format {fout!r} (writable: {', '.join(FORMATS_OUT)})")
-    if fout == "elastic" and dst == "-":
-        raise ValueError("an elastic trace is two files (dependency and fetch traces): "
-                         "give a file name, not -")
+    fin = formats.by_name(src_format or _detect(src), "read").name
+    row_out = formats.by_name(dst_format or guess_format(dst), "write")
+    fout = row_out.name
     freq = DEFAULT_FREQ_GHZ if freq_ghz is None else freq_ghz
     if not freq > 0:
         raise ValueError(f"frequency must be positive, not {freq}")
@@ -345,18 +307,16 @@ def convert(src: str, dst: str, src_format: str | None = None,
             warned[0] = True
             size = _human(projected) if projected else f"over {_human(written)}"
             warn(f"{dst}: writing about {size} uncompressed; a name ending in "
-                 f"{PREFERRED[fout]} writes it compressed")
+                 f"{row_out.preferred} writes it compressed")
 
     with contextlib.ExitStack() as stack:
         records, header = _read(_open_counted(src, fin, count, stack), fin, src, freq,
                                 need_sites=fout == "kvt")
         if hasattr(records, "close"):
             stack.callback(records.close)
-        if fout == "elastic":
-            from .elastic import records_to_elastic
-
-            tpi = round(10**12 / (freq * 1e9)) or 1
-            n = records_to_elastic(records, dst, ticks_per_instruction=tpi)["nodes"]
+        if row_out.writes_path:  # more than one file: the writer takes the name
+            n = row_out.writer()(iter(records), header, dst,
+                                 formats.WriteOptions(dst, freq))
             return {"from": fin, "to": fout, "records": n}
         if dst == "-":
             raw: Any = sys.stdout.buffer
@@ -365,7 +325,7 @@ def convert(src: str, dst: str, src_format: str | None = None,
         meter = _Meter(raw, check)
         out = open_output(meter, comp)
         try:
-            n = _write(records, header, out, fout, freq)
+            n = _write(records, header, out, row_out, formats.WriteOptions(dst, freq))
         finally:
             if out is not meter:
                 out.close()
@@ -373,7 +333,14 @@ def convert(src: str, dst: str, src_format: str | None = None,
     return {"from": fin, "to": fout, "records": n}
 
 
-def _detect(src: str) -> str:
+def input_format(src: str) -> str:
+    """The format of the trace at ``src`` (a path, or ``-`` for stdin): by content, else by
+    name (see :func:`detect_format`); a missing file is FileNotFoundError, a format neither
+    tells a ValueError naming the file and the readable formats."""
+    return _detect(src, hint=f"readable: {', '.join(formats.readable())}")
+
+
+def _detect(src: str, hint: str | None = None) -> str:
     """The input format by content, else by name (see :func:`detect_format`)."""
     head = b""
     if src == "-":
@@ -392,42 +359,21 @@ def _detect(src: str) -> str:
     try:
         return guess_format(src)
     except ValueError:
+        hint = hint or f"pass --from (one of {', '.join(formats.readable())})"
         raise ValueError(f"{src}: cannot tell the trace format from its content or name; "
-                         f"pass --from (one of {', '.join(FORMATS_IN)})") from None
+                         f"{hint}") from None
 
 
-def _write(records: Any, header: dict[str, Any], out: Any, fmt: str, freq: float) -> int:
-    from kvsim import traces
-
+def _write(records: Any, header: dict[str, Any], out: Any, row: formats.Format,
+           opts: formats.WriteOptions) -> int:
+    """Write ``records`` to the binary stream ``out`` with ``row``'s writer (through an
+    ASCII text layer for a text format)."""
     chunks: Iterator[Any] = iter([records] if hasattr(records, "dtype") else records)
-    if fmt == "kvt":
-        with traces.Writer(out, header) as w:
-            for chunk in chunks:
-                w.write(chunk)
-        return w.total_records
-    if fmt in ("dinero", "lackey"):
-        text = io.TextIOWrapper(out, encoding="ascii", newline="\n", write_through=False)
-        try:
-            if fmt == "dinero":
-                from .dinero import records_to_din
-
-                return records_to_din(chunks, text)
-            from .lackey import records_to_lackey
-
-            return records_to_lackey(chunks, text, instructions=True)
-        finally:
-            text.flush()
-            text.detach()
-    if fmt == "champsim":
-        from .champsim import records_to_champsim
-
-        return int(records_to_champsim(chunks, out)["instructions"])
-    from .gem5 import GEM5_TAGS, IMPORTED_CMDS, records_to_gem5
-
-    g5 = header.get("gem5") or {}
-    tick_freq = int(g5.get("tick_freq") or 10**12)
-    commands = IMPORTED_CMDS if header.get("tags") == GEM5_TAGS else None
-    return records_to_gem5(chunks, out, obj_id=str(g5.get("obj_id") or "kvsim trace"),
-                           tick_freq=tick_freq,
-                           ticks_per_instruction=max(1, round(tick_freq / (freq * 1e9))),
-                           compress=False, commands=commands)
+    if not row.text:
+        return row.writer()(chunks, header, out, opts)
+    text = io.TextIOWrapper(out, encoding="ascii", newline="\n", write_through=False)
+    try:
+        return row.writer()(chunks, header, text, opts)
+    finally:
+        text.flush()
+        text.detach()

@@ -20,6 +20,7 @@ Output (:func:`open_output`), chosen by the name's ending as the foreign tools d
 from __future__ import annotations
 
 import bz2
+import contextlib
 import gzip
 import io
 import lzma
@@ -29,6 +30,7 @@ import struct
 import subprocess
 import zlib
 from collections import deque
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Any
 
@@ -73,6 +75,32 @@ def open_input(src: str | os.PathLike[str] | IO[bytes]) -> IO[bytes]:
     if kind == "bz2":
         return bz2.BZ2File(buf, "rb")  # type: ignore[return-value]
     return buf
+
+
+class _NamedText(io.TextIOWrapper):
+    """A text stream named by the path it was opened from, whatever the layers under it."""
+
+    path = ""
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return self.path
+
+
+@contextlib.contextmanager
+def open_text(path: str | os.PathLike[str]) -> Iterator[IO[str]]:
+    """The ASCII text of the file at ``path``, decompressed when compressed (as
+    :func:`open_input`), named ``path`` in the readers' messages; closed on exit."""
+    with open(path, "rb") as raw:
+        inner = open_input(raw)
+        text = _NamedText(inner, encoding="ascii")
+        text.path = os.fspath(path)
+        try:
+            yield text
+        finally:
+            text.detach()
+            if inner is not raw:
+                inner.close()
 
 
 class ParallelGzip(io.RawIOBase):
@@ -184,3 +212,19 @@ def open_output(raw: IO[bytes], kind: str | None, level: int | None = None,
     if kind == "bz2":
         return bz2.BZ2File(raw, "wb", compresslevel=9 if level is None else level)  # type: ignore[return-value]
     raise ValueError(f"unknown compression {kind!r}")
+
+
+_DIGITS = {10: frozenset("0123456789"), 16: frozenset("0123456789abcdefABCDEF")}
+
+
+def number(text: str, base: int, what: str) -> int:
+    """``text`` (surrounding blanks aside; ``0x`` allowed in base 16) as an unsigned integer,
+    else a ValueError saying that ``what`` is missing or is not a number (never Python's
+    "invalid literal for int()"): the text readers' one way to read a field."""
+    t = text.strip()
+    digits = t[2:] if base == 16 and t[:2].lower() == "0x" else t
+    if not digits:
+        raise ValueError(f"{what} is missing")
+    if not set(digits) <= _DIGITS[base]:
+        raise ValueError(f"{what} is not a number: {t!r}")
+    return int(digits, base)

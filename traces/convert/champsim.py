@@ -421,3 +421,14 @@ def champsim_to_records(src: str | os.PathLike[str] | IO[bytes] | Iterable[np.nd
             yield out
     if stats is not None:
         stats.update(state.stats)
+
+
+def convert_read(src: IO[bytes], opts: Any) -> tuple[Iterator[np.ndarray], dict[str, Any]]:
+    """The converters' table reader (:mod:`traces.convert.formats`)."""
+    return champsim_to_records(src), {"champsim": {"access_size": IMPORT_SIZE}}
+
+
+def convert_write(chunks: Iterable[np.ndarray], header: dict[str, Any], out: IO[bytes],
+                  opts: Any) -> int:
+    """The converters' table writer; returns the instructions written."""
+    return int(records_to_champsim(chunks, out)["instructions"])

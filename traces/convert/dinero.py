@@ -42,6 +42,7 @@ from typing import IO, Any
 import numpy as np
 
 from ..format import KIND_LOAD, KIND_MARKER, KIND_PREFETCH, KIND_STORE, RECORD_DTYPE
+from ._io import number, open_text
 
 __all__ = ["DinError", "din_to_records", "iter_din", "records_to_din"]
 
@@ -60,7 +61,7 @@ def _lines(src: str | os.PathLike[str] | Iterable[str] | IO[str]) -> tuple[str, 
         path = Path(src)
 
         def gen() -> Iterator[str]:
-            with open(path, encoding="ascii") as f:
+            with open_text(path) as f:  # compressed or not
                 yield from f
 
         return str(path), gen()
@@ -95,17 +96,20 @@ def iter_din(src: str | os.PathLike[str] | Iterable[str] | IO[str], ifetch: str 
         label = parts[0].lower()
         try:
             if label in _EXT_KIND or label in ("i", "c", "v"):
-                if len(parts) < 3:
-                    raise ValueError("expected '<label> <hex address> <hex size>'")
-                addr, size = int(parts[1], 16), int(parts[2], 16)
+                want = "expected '<label> <hex address> <hex size>'"
+                parts += [""] * (3 - len(parts))
+                addr = number(parts[1], 16, f"{want}: the hex address")
+                size = number(parts[2], 16, f"{want}: the hex size")
                 kind = _EXT_KIND.get(label)
             elif label in _OLD_KIND or label in ("2", "4", "5"):
-                if len(parts) < 2:
-                    raise ValueError("expected '<label> <hex address>'")
-                addr, size = int(parts[1], 16) & ~3, 4
+                parts += [""] * (2 - len(parts))
+                addr = number(parts[1], 16, "expected '<label> <hex address>': the hex "
+                              "address") & ~3
+                size = 4
                 kind = _OLD_KIND.get(label)
             else:
-                raise ValueError(f"unknown label {parts[0]!r}")
+                raise ValueError(f"unknown label {parts[0]!r} (expected one of r w i m c v "
+                                 f"or 0-5)")
             if not 0 <= addr < 1 << 64:
                 raise ValueError("address out of 64-bit range")
             if kind is not None and not 1 <= size <= 0xFFFF:
@@ -192,3 +196,14 @@ def _write_din(chunks: Iterable[np.ndarray], f: IO[str], kind_label: dict[int, A
                         zip(lab.tolist(), sel["addr"].tolist(), size.tolist(), strict=True)))
         n += sel.size
     return n
+
+
+def convert_read(src: IO[str], opts: Any) -> tuple[Iterator[np.ndarray], dict[str, Any]]:
+    """The converters' table reader (:mod:`traces.convert.formats`): din text, streamed."""
+    return iter_din(src), {}
+
+
+def convert_write(chunks: Iterable[np.ndarray], header: dict[str, Any], out: IO[str],
+                  opts: Any) -> int:
+    """The converters' table writer: din lines to the text stream ``out``."""
+    return records_to_din(chunks, out)

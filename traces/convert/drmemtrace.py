@@ -288,3 +288,11 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def convert_read(src: Any, opts: Any) -> tuple[Iterator[np.ndarray], dict[str, Any]]:
+    """The converters' table reader (:mod:`traces.convert.formats`): the stream, or for a
+    zip archive its path (read member by member)."""
+    if opts.path != "-" and zipfile.is_zipfile(opts.path):
+        return drmemtrace_to_records(opts.path), {}
+    return drmemtrace_to_records(src), {}

@@ -253,3 +253,14 @@ def read_elastic(src: str | os.PathLike[str] | IO[bytes]
     if header is None:
         raise ValueError(f"{src}: no InstDepRecordHeader")
     return header, out
+
+
+def convert_write(chunks: Iterable[np.ndarray], header: dict[str, Any], out: str,
+                  opts: Any) -> int:
+    """The converters' table writer (a ``writes_path`` format: the dependency trace at
+    ``out`` and the fetch trace beside it); returns the nodes written."""
+    if out == "-":
+        raise ValueError("an elastic trace is two files (dependency and fetch traces): "
+                         "give a file name, not -")
+    tpi = round(10**12 / (opts.freq_ghz * 1e9)) or 1
+    return records_to_elastic(chunks, out, ticks_per_instruction=tpi)["nodes"]

@@ -683,3 +683,26 @@ def gem5_to_records(src: str | os.PathLike[str] | IO[bytes] | bytes,
     header, chunks = iter_gem5_records(src, ticks_per_instruction, stats)
     parts = list(chunks)
     return header, np.concatenate(parts) if parts else np.zeros(0, dtype=RECORD_DTYPE)
+
+
+def convert_read(src: IO[bytes], opts: Any) -> tuple[Iterator[np.ndarray], dict[str, Any]]:
+    """The converters' table reader (:mod:`traces.convert.formats`): packets become records
+    at ``opts.freq_ghz`` instructions per ns; the header keeps gem5's command names as
+    tags and the trace's object id and tick frequency."""
+    g5, rec = iter_gem5_records(src, freq_ghz=opts.freq_ghz)
+    return rec, {"tags": GEM5_TAGS, "gem5": {"obj_id": g5["obj_id"],
+                                             "tick_freq": g5["tick_freq"],
+                                             "freq_ghz": opts.freq_ghz}}
+
+
+def convert_write(chunks: Iterable[np.ndarray], header: dict[str, Any], out: IO[bytes],
+                  opts: Any) -> int:
+    """The converters' table writer: ticks made from the gaps at ``opts.freq_ghz``; a
+    trace imported from gem5 keeps its commands, object id and tick frequency."""
+    g5 = header.get("gem5") or {}
+    tick_freq = int(g5.get("tick_freq") or 10**12)
+    commands = IMPORTED_CMDS if header.get("tags") == GEM5_TAGS else None
+    return records_to_gem5(chunks, out, obj_id=str(g5.get("obj_id") or "kvsim trace"),
+                           tick_freq=tick_freq,
+                           ticks_per_instruction=max(1, round(tick_freq / (opts.freq_ghz * 1e9))),
+                           compress=False, commands=commands)

@@ -31,12 +31,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
-from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import numpy as np
 
 from ..format import KIND_LOAD, KIND_MARKER, KIND_PREFETCH, KIND_STORE, RECORD_DTYPE
+from ._io import number, open_text
 
 __all__ = ["LackeyError", "iter_lackey", "lackey_sites", "lackey_to_records",
            "records_to_lackey"]
@@ -48,7 +48,11 @@ _HOLD = 1 << 16  # filler lines the writer holds before writing them out
 
 
 class LackeyError(ValueError):
-    """A lackey line does not parse; the message names the source and line number."""
+    """A lackey line does not parse; the message names the source, the line number and
+    what was expected."""
+
+
+_EXPECTED = "expected 'I|L|S|M <hex addr>,<size>'"
 
 
 def lackey_to_records(src: str | os.PathLike[str] | Iterable[str] | IO[str],
@@ -82,7 +86,7 @@ def iter_lackey(src: str | os.PathLike[str] | Iterable[str] | IO[str],
     if instructions not in ("gap", "ignore"):
         raise ValueError("instructions must be 'gap' or 'ignore'")
     if isinstance(src, str | os.PathLike):
-        with open(Path(src), encoding="ascii") as f:
+        with open_text(src) as f:  # compressed or not
             yield from iter_lackey(f, instructions, sites, stats, chunk_records)
         return
     name = str(getattr(src, "name", "<lackey>"))
@@ -98,10 +102,13 @@ def iter_lackey(src: str | os.PathLike[str] | Iterable[str] | IO[str],
             continue
         op, _, rest = s.partition(" ")
         try:
-            a, _, sz = rest.strip().partition(",")
-            addr, size = int(a, 16), int(sz)
-            if op not in ("I", "L", "S", "M") or not 0 <= addr < 1 << 64:
-                raise ValueError("expected 'I|L|S|M <hex addr>,<size>'")
+            a, comma, sz = rest.strip().partition(",")
+            if op not in ("I", "L", "S", "M") or not comma:
+                raise ValueError(_EXPECTED)
+            addr = number(a, 16, f"{_EXPECTED}: the hex address")
+            size = number(sz, 10, f"{_EXPECTED}: the decimal size")
+            if not 0 <= addr < 1 << 64:
+                raise ValueError(f"address {a} outside 64 bits")
             if op != "I" and not 1 <= size <= 0xFFFF:
                 raise ValueError(f"size {size} outside 1..65535")
             if op != "I" and addr + size > 1 << 64:
@@ -189,3 +196,16 @@ def records_to_lackey(records: np.ndarray | Iterable[np.ndarray],
             n += 1
         out.write("".join(lines))
     return n
+
+
+def convert_read(src: IO[str], opts: Any) -> tuple[Iterator[np.ndarray], dict[str, Any]]:
+    """The converters' table reader (:mod:`traces.convert.formats`): lackey text, streamed;
+    the header names the sites (a first pass over the file) when ``opts.need_sites``."""
+    extra = {"sites": lackey_sites(opts.path)} if opts.need_sites and opts.path != "-" else {}
+    return iter_lackey(src), extra
+
+
+def convert_write(chunks: Iterable[np.ndarray], header: dict[str, Any], out: IO[str],
+                  opts: Any) -> int:
+    """The converters' table writer: lackey lines, with ``I`` lines for the gaps."""
+    return records_to_lackey(chunks, out, instructions=True)

@@ -114,6 +114,30 @@ def test_convert_detects_content_and_writes_kvt(tmp_path: Path) -> None:
         "converted from drmemtrace"
 
 
+@pytest.mark.parametrize("container", ["zip", "gz"])
+def test_open_records_streams_what_convert_writes(container: str, tmp_path: Path) -> None:
+    """`kvsim simulate`'s reader (traces.convert.open_records) of a drmemtrace file, a zip
+    archive (read by member) or a gzip stream, named without an ending: the records and
+    header convert writes to a kvt."""
+    from kvsim.traces.convert import open_records
+
+    data = b"".join(thread_vector())
+    p = tmp_path / "no-name"
+    if container == "zip":
+        with zipfile.ZipFile(p, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr("chunk.0000", data)
+    else:
+        p.write_bytes(gzip.compress(data))
+    convert(str(p), str(tmp_path / "o.kvt"))
+    with open_records(str(p)) as r:
+        assert r.format == "drmemtrace"
+        got = np.concatenate(list(r))
+        header = r.header
+    np.testing.assert_array_equal(got, traces.read_all(tmp_path / "o.kvt"))
+    with traces.open(tmp_path / "o.kvt") as kvt:
+        assert header["workload"] == kvt.header["workload"]
+
+
 @pytest.mark.parametrize("damage", ["no-header", "unknown-type", "truncated", "empty"])
 def test_bad_files(damage: str, tmp_path: Path) -> None:
     data = b"".join(thread_vector())

@@ -325,10 +325,11 @@ int main(int argc, char **argv) {
         printf("test_engine (threads): %s\n", failures ? "FAILED" : "ok");
         return failures != 0;
     }
-    const char *pols[] = {"lru", "plru", "srrip", "brrip", "random"};
-    for (int p = 0; p < 5; p++)
-        for (uint32_t inc = 0; inc < 3; inc++)
-            for (int t = 0; t < 2; t++) run(pols[p], inc, t, t, t);
+    /* every registered policy (policy_factory.c's table, not a list of its own) */
+    CHECK(kvsimPolicyCount() > 0 && kvsimPolicyName(kvsimPolicyCount()) == NULL);
+    for (uint32_t p = 0; p < kvsimPolicyCount(); p++)
+        for (uint32_t inc = 0; inc < kvsimInclusionCount(); inc++)
+            for (int t = 0; t < 2; t++) run(kvsimPolicyName(p), inc, t, t, t);
     /* invalid configurations are refused with a message */
     kvsimConfig c;
     memset(&c, 0, sizeof c);

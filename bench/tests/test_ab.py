@@ -1,4 +1,4 @@
-"""sim/_engine/bench/ab.py: interleaved rounds of two sides, what it prints is what it
+"""bench/ab.py (python -m bench ab): interleaved rounds of two sides, what it prints is what it
 writes, a side's options and engine reach its processes, and bad input is one line."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "_engine" / "bench" / "ab.py"
+_PATH = Path(__file__).resolve().parents[1] / "ab.py"
 _spec = importlib.util.spec_from_file_location("engine_ab", _PATH)
 ab = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(ab)

@@ -22,37 +22,21 @@ kvsim.provenance.write_result (commit, machine, date).
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from bench import _callgrind
+from bench import presets as bp
 from kvsim import provenance, sim, traces
-from kvsim.sim import bench_presets as bp
 
 
 def thread_refs(binary: Path, cfg_file: Path, raw: Path, tmp: Path) -> list[int]:
     """Callgrind instruction counts of each thread of one bench_engine run, in thread
     order (the calling thread first)."""
-    out = tmp / "cg"
-    for old in tmp.glob("cg*"):
-        old.unlink()
-    env = dict(os.environ, KVSIM_CONFIG=str(cfg_file))
-    subprocess.run(["valgrind", "--tool=callgrind", "--separate-threads=yes",
-                    f"--callgrind-out-file={out}", str(binary), str(raw)],
-                   capture_output=True, env=env, timeout=3600, check=False)
-    refs = []
-    for f in sorted(tmp.glob("cg-*")):
-        for line in f.read_text(errors="replace").splitlines():
-            if line.startswith(("totals:", "summary:")):
-                refs.append(int(line.split()[1]))
-                break
-    if not refs:
-        raise bp.BenchError(f"callgrind of {binary.name} on {raw.name}: no thread counts")
-    return refs
+    return _callgrind.per_thread(binary, cfg_file, raw, tmp)
 
 
 def calling_thread(binary: Path, recs: np.ndarray, cpu: sim.CpuConfig, tmp: Path) -> dict:
@@ -89,7 +73,8 @@ def count(binary: Path, trace_list: list[dict], presets: list[str], records: int
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m bench engine-presets",
+                                 description=__doc__.splitlines()[0])
     ap.add_argument("--baseline", help="another bench_engine build to count beside this one")
     bp.add_callgrind_args(ap)
     a = ap.parse_args(argv)
@@ -105,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         trace_list = bp.make_traces(Path(a.workdir), a.scale)[:-1]  # not the long one
-    except bp.BenchError as e:
+    except (bp.BenchError, _callgrind.CallgrindError) as e:
         print(f"presets.py: {e}", file=sys.stderr)
         return 1
     presets = sim.preset_names()

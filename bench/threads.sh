@@ -3,7 +3,7 @@
 # (callgrind, deterministic, unlike the machine's timings): the busiest thread
 # bounds the wall-clock speed, the sum is the work.
 #
-#   sh sim/_engine/bench/threads.sh [-o RESULT.json] BENCH_ENGINE THREADS FILE.raw...
+#   python -m bench threads [-o RESULT.json] BENCH_ENGINE THREADS FILE.raw...
 #
 # BENCH_ENGINE is a build of tests/bench_engine.c (`make -C sim/_engine bench-c`).  For
 # each file, functional and timing: the calling thread's instructions per record (the

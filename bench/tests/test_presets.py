@@ -1,4 +1,4 @@
-"""`kvsim bench` (sim/bench_presets.py): what it prints is what it writes, bad input is one line
+"""`kvsim bench` (bench/presets.py): what it prints is what it writes, bad input is one line
 and no file, and docs/performance.md's whole-process table is rendered from the committed file."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kvsim.sim import bench_presets as bp
+from bench import presets as bp
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -98,8 +98,8 @@ def test_moonshot_scales_what_it_measured(tmp_path, capsys):
 
 
 def test_hierarchy_file_is_the_engine_benchs():
+    from bench import sim as bench
     from kvsim import sim
-    from kvsim.sim import bench
 
     assert sim.parse_cpu(__import__("tomllib").loads(bp.hier_toml())) == sim.parse_cpu(bench.HIER)
 
@@ -114,8 +114,8 @@ def test_peak_rss_is_the_childs_own(tmp_path):
     """The memory figure is the simulating process's own peak: not raised by the memory of
     the process that started it (Linux's ru_maxrss of a child counts the parent's RSS at
     the fork)."""
+    from bench import sim as bench
     from kvsim import traces
-    from kvsim.sim import bench
 
     p = tmp_path / "t.kvt"
     with traces.Writer(p, {"workload": {"name": "test"}}) as w:

@@ -2,7 +2,7 @@
 # instructions.sh -- engine instructions per record (callgrind: deterministic, unlike
 # the machine's timings), functional and with timing, for raw record files.
 #
-#   sh sim/_engine/bench/instructions.sh [-o RESULT.json] BENCH_ENGINE FILE.raw...
+#   python -m bench instructions [-o RESULT.json] BENCH_ENGINE FILE.raw...
 #
 # BENCH_ENGINE is a build of tests/bench_engine.c (`make -C sim/_engine bench-c`, or the
 # same from another commit's tree to compare).  FILE.raw is a kvtRecord array, e.g.

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench import sim as bench
 from kvsim import traces
-from kvsim.sim import bench
 
 ROOT = Path(__file__).resolve().parents[2]
 

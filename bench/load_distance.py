@@ -4,11 +4,12 @@ For every bucket prefetch, the number of instructions (the trace's gaps plus one
 memory record) until the first access to the same line, and the instructions per loaded
 key (between OP markers).  Usage (from the repository root):
 
-    .venv/bin/python c_ref/bench/load_distance.py x.kvt
+    .venv/bin/python -m bench load-distance x.kvt
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -19,7 +20,11 @@ from kvsim.traces.reader import open_trace
 KIND_LOAD, KIND_STORE, KIND_PREFETCH, KIND_MARKER = 0, 1, 2, 3
 
 
-def main(path: str) -> None:
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench load-distance",
+                                 description=__doc__.split("\n")[0])
+    ap.add_argument("trace", help="a .kvt of `kvsim-cref trace load ...`")
+    path = ap.parse_args(argv).trace
     with open_trace(path) as tr:
         tags = tr.header["tags"]
         markers = tr.header["markers"]
@@ -50,7 +55,8 @@ def main(path: str) -> None:
             "p90": float(np.percentile(dist, 90)),
         }
     print(json.dumps(out, indent=1))
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    sys.exit(main())

@@ -1,6 +1,6 @@
 """Throughput benchmark of the engine: prints records/s figures and writes them to a result file.
 
-    python -m kvsim.sim.bench [--records N] [--trace PATH ...] [--repeat R] [--threads 1,2]
+    python -m bench sim [--records N] [--trace PATH ...] [--repeat R] [--threads 1,2]
                               [--out FILE]
 
 Workloads: (a) N random 8-byte loads uniform over 1 GiB (numpy seed 12345), (b) a real c_ref
@@ -262,7 +262,7 @@ def run(records: int, trace_paths: list[str], repeat: int, counts: list[int],
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m kvsim.sim.bench",
+    ap = argparse.ArgumentParser(prog="python -m bench sim",
                                  description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=5_000_000,
                     help="random loads in workload (a) (default 5000000)")
@@ -278,9 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         payload = run(a.records, a.trace, a.repeat, _thread_counts(a.threads))
     except BenchError as exc:
-        print(f"kvsim.sim.bench: error: {exc}", file=sys.stderr)
+        print(f"python -m bench sim: error: {exc}", file=sys.stderr)
         return 2
-    return provenance.publish("kvsim.sim.bench", out, payload)
+    return provenance.publish("python -m bench sim", out, payload)
 
 
 def load(path: str | Path) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""sim/_engine/bench/profile.py: callgrind's function names go to the parts of the model, and
-bad input is one line."""
+"""bench/profile.py (python -m bench profile): callgrind's function names go to the parts of the
+model, and bad input is one line."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "_engine" / "bench" / "profile.py"
+_PATH = Path(__file__).resolve().parents[1] / "profile.py"
 _spec = importlib.util.spec_from_file_location("engine_profile", _PATH)
 profile = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(profile)

@@ -2,7 +2,7 @@
 
     kvsim bench [--scale S] [--repeat R] [--no-callgrind] [--out FILE] [--workdir DIR]
     kvsim bench --moonshot [--moonshot-records N] [--functional]
-    python -m kvsim.sim.bench_presets ...   (the same)
+    python -m bench presets ...   (the same)
 
 For four traces it makes itself (deterministic, under ``--workdir``; 10-16 M records each at
 ``--scale 1``): random 8-byte loads over 1 GiB; c_ref ``iterate``; c_ref ``pipeline
@@ -15,7 +15,7 @@ second of wall time (best of ``--repeat``):
   included, as a user runs it;
 * **one pass, all presets**: ``kvsim simulate TRACE --cpu P1 ... --cpu P6``, the trace's
   records times the presets per second;
-* **beside pycachesim**: the 3-level LRU hierarchy of :mod:`kvsim.sim.bench` (pycachesim
+* **beside pycachesim**: the 3-level LRU hierarchy of :mod:`bench.sim` (pycachesim
   models no TLB, prefetcher or inclusion), ``kvsim simulate --functional`` against a process
   that reads the same trace chunk by chunk (``traces.open``) and runs pycachesim's batched
   ``load(list, length=8)`` on its loads and stores;
@@ -56,9 +56,10 @@ from typing import Any
 
 import numpy as np
 
+from bench import _callgrind
+from bench import sim as engine_bench
 from kvsim import artifacts, provenance, sim, traces
 from kvsim.sim import _binding as B
-from kvsim.sim import bench as engine_bench
 
 RESULT_NAME = "sim-bench-presets.json"
 SEED = 12345
@@ -262,7 +263,7 @@ with traces.open(sys.argv[1]) as tr:  # chunk by chunk: memory does not grow wit
 
 
 def hier_toml() -> str:
-    """kvsim.sim.bench's hierarchy as a CPU file."""
+    """bench.sim's hierarchy as a CPU file."""
     h = engine_bench.HIER
     lines = [f'name = "{h["name"]}"', f'freq_ghz = {h["freq_ghz"]}', "", "[core]"]
     lines += [f"{k} = {v}" for k, v in h["core"].items()]
@@ -295,7 +296,7 @@ def bench_engine_path() -> Path | None:
 
 
 def add_callgrind_args(ap: argparse.ArgumentParser) -> None:
-    """The options sim/_engine/bench/presets.py and profile.py share (an argparse parser)."""
+    """The options bench/engine_presets.py and profile.py share (an argparse parser)."""
     ap.add_argument("--records", type=int, default=100_000, help="records per trace")
     ap.add_argument("--scale", type=float, default=0.1, help="kvsim bench's trace scale")
     ap.add_argument("--workdir", default="build/bench-presets", help="where the traces are")
@@ -311,23 +312,13 @@ def bench_engine_or_say(prog: str) -> Path | None:
     return binary
 
 
-def _callgrind_refs(binary: Path, cfg_file: Path, raw: Path) -> int:
-    env = dict(os.environ, KVSIM_CONFIG=str(cfg_file))
-    res = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-                          str(binary), str(raw)], capture_output=True, env=env, timeout=3600)
-    for line in res.stderr.decode(errors="replace").splitlines():
-        if "I   refs:" in line or "I refs:" in line:
-            return int(line.split(":")[-1].replace(",", ""))
-    raise BenchError(f"callgrind of {binary.name} on {raw.name}: no instruction count")
-
-
 def instructions(binary: Path, recs: np.ndarray, cpu: sim.CpuConfig, tmp: Path,
                  threads: int = 1, refs=None) -> dict:
     """Engine instructions per record (setup subtracted), functional and timed, with the
     engine's ``threads``; ``refs(binary, cfg_file, raw)`` counts a run (default: every
-    thread's instructions, :func:`_callgrind_refs`). A ``refs`` that returns one count per
-    thread gives one unrounded figure per thread."""
-    refs = refs or _callgrind_refs
+    thread's instructions, :func:`bench._callgrind.total`). A ``refs`` that returns one count
+    per thread gives one unrounded figure per thread."""
+    refs = refs or _callgrind.total
     raw, setup = tmp / "recs.raw", tmp / "setup.raw"
     recs.tofile(raw)
     recs[:10].tofile(setup)
@@ -605,7 +596,7 @@ def render_user_table(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n\nM records/s, functional / timed; " + "; ".join(notes) + ".\n"
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m kvsim.sim.bench_presets") -> int:
+def main(argv: list[str] | None = None, prog: str = "python -m bench presets") -> int:
     ap = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     ap.add_argument("--scale", type=float, default=1.0,
                     help="trace sizes relative to the defaults (16 M random loads, iterate of "
@@ -643,7 +634,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m kvsim.sim.bench_p
         else:
             payload = run(Path(a.workdir), a.scale, a.repeat, a.callgrind_records,
                           not a.no_callgrind, a.preset)
-    except BenchError as exc:
+    except (BenchError, _callgrind.CallgrindError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     return provenance.publish(prog, out, payload)

@@ -48,14 +48,14 @@ import tempfile
 from pathlib import Path
 
 import kvsim
+from bench import presets as bp
 from kvsim import provenance, sim, traces
 from kvsim.experiments import timing
-from kvsim.sim import bench_presets as bp
 from kvsim.traces.format import CODEC_NAMES, PLANES_VERSION
 
 TRACES = ("random", "iterate", "pipeline", "dinero")  # make_traces' first four, in order
 MODES = ("functional", "timed")
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class AbError(Exception):
@@ -178,7 +178,7 @@ def _ci(sp: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="ab.py", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m bench ab", description=__doc__.splitlines()[0])
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--base", help="side A: the engine of this git revision")
     g.add_argument("--base-tree", help="side A: this git revision whole (Python and engine)")

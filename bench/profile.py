@@ -17,15 +17,15 @@ threads.  ``--out`` writes the figures with kvsim.provenance (commit, machine, d
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from bench import _callgrind
+from bench import presets as bp
 from kvsim import provenance, sim, traces
-from kvsim.sim import bench_presets as bp
 
 # part -> the source files (of inlined code too) and the functions it is made of; a
 # callgrind_annotate "file:function" goes to the first part whose file pattern matches its
@@ -80,10 +80,7 @@ def profile(binary: Path, recs, cpu: sim.CpuConfig, timing: bool, tmp: Path) -> 
     recs.tofile(raw)
     cfg = cpu.to_engine(timing=timing, tlb=True, prefetchers=True, flush=True)
     cfg_file.write_bytes(bytes(cfg))
-    env = dict(os.environ, KVSIM_CONFIG=str(cfg_file))
-    subprocess.run(["valgrind", "--tool=callgrind", "--dump-instr=no",
-                    f"--callgrind-out-file={out}", str(binary), str(raw)],
-                   capture_output=True, env=env, timeout=3600, check=True)
+    _callgrind.by_function(binary, cfg_file, raw, out)
     parts: dict[str, float] = {p: 0.0 for p, _, _ in PARTS} | {"other": 0.0}
     for name, n in self_costs(out).items():
         parts[part_of(name)] += n
@@ -94,7 +91,8 @@ def profile(binary: Path, recs, cpu: sim.CpuConfig, timing: bool, tmp: Path) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m bench profile",
+                                 description=__doc__.splitlines()[0])
     ap.add_argument("--presets", help="comma-separated presets (default: every preset)")
     bp.add_callgrind_args(ap)
     a = ap.parse_args(argv)
@@ -111,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         trace_list = bp.make_traces(Path(a.workdir), a.scale)[:3]
-    except bp.BenchError as e:
+    except (bp.BenchError, _callgrind.CallgrindError) as e:
         print(f"profile.py: {e}", file=sys.stderr)
         return 1
     rows = []

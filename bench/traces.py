@@ -1,6 +1,6 @@
 """Reader throughput with and without the record checks: prints records/s, writes a result file.
 
-    python -m kvsim.traces.bench [--records N] [--trace PATH ...] [--repeat R] [--out FILE]
+    python -m bench traces [--records N] [--trace PATH ...] [--repeat R] [--out FILE]
 
 Inputs: (a) a synthetic trace of N records (numpy seed 12345: loads, stores, prefetches and
 markers, a third of the memory records with a dep on an earlier load), written to memory in
@@ -86,7 +86,7 @@ def measure(name: str, data: bytes | Path, repeat: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m kvsim.traces.bench",
+    ap = argparse.ArgumentParser(prog="python -m bench traces",
                                  description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--records", type=int, default=4_000_000,
                     help="records in the synthetic trace (default 4000000)")
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"result file (default results/{RESULT_NAME} in a checkout)")
     a = ap.parse_args(argv)
     if a.records < 1 or a.repeat < 1:
-        print("kvsim.traces.bench: error: --records and --repeat must be >= 1", file=sys.stderr)
+        print("python -m bench traces: error: --records and --repeat must be >= 1", file=sys.stderr)
         return 2
     out = Path(a.out) if a.out else provenance.default_result_path(RESULT_NAME)
     rows = []
@@ -107,11 +107,11 @@ def main(argv: list[str] | None = None) -> int:
         for t in a.trace:
             rows.append(measure(Path(t).name, Path(t), a.repeat))
     except (OSError, traces.TraceError) as exc:
-        print(f"kvsim.traces.bench: error: {exc}", file=sys.stderr)
+        print(f"python -m bench traces: error: {exc}", file=sys.stderr)
         return 1
     payload = {"benchmark": "trace-read", "seed": SEED, "repeat": a.repeat,
                "chunk_records": traces.DEFAULT_CHUNK_RECORDS, "rows": rows}
-    return provenance.publish("kvsim.traces.bench", out, payload)
+    return provenance.publish("python -m bench traces", out, payload)
 
 
 if __name__ == "__main__":

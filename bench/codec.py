@@ -1,6 +1,6 @@
 """Chunk codecs side by side: bytes per record and decoding speed, writes a result file.
 
-    python -m kvsim.traces.codec_bench TRACE [TRACE ...] [--records N] [--repeat R] [--out FILE]
+    python -m bench codec TRACE [TRACE ...] [--records N] [--repeat R] [--out FILE]
 
 Each trace's first ``--records`` records (default 4,000,000) are written in memory once per
 codec (``raw``, ``zstd``, ``zstd_planes``: traces/FORMAT.md "Codecs"), in chunks of 65536
@@ -77,9 +77,9 @@ def compiled_seconds(data: bytes, chunks: list[tuple[traces.ChunkInfo, bytes, in
                      check: str = "none") -> float:
     """CPU seconds of the compiled intake over every chunk, on this thread: decoding alone
     (``check`` "none": kvsimDecodePayload), decoding and the local record check in one call
-    ("checked": kvsimDecodeChecked, as sim/_intake.py does), or in two ("two calls":
+    ("checked": kvsimDecodeChecked, as traces/_intake.py does), or in two ("two calls":
     kvsimDecodePayload, then kvsimValidateLocal)."""
-    from kvsim.sim import _intake
+    from kvsim.traces import _intake
 
     lib = _intake._lib()
     out = np.empty(traces.DEFAULT_CHUNK_RECORDS, dtype=traces.RECORD_DTYPE)
@@ -154,7 +154,7 @@ def measure(path: Path, records: int, repeat: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m kvsim.traces.codec_bench",
+    ap = argparse.ArgumentParser(prog="python -m bench codec",
                                  description=(__doc__ or "").splitlines()[0])
     ap.add_argument("trace", nargs="+", help="a .kvt trace")
     ap.add_argument("--records", type=int, default=4_000_000,
@@ -164,18 +164,18 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"result file (default results/{RESULT_NAME} in a checkout)")
     a = ap.parse_args(argv)
     if a.records < 1 or a.repeat < 1:
-        print("kvsim.traces.codec_bench: error: --records and --repeat must be >= 1",
+        print("python -m bench codec: error: --records and --repeat must be >= 1",
               file=sys.stderr)
         return 2
     out = Path(a.out) if a.out else provenance.default_result_path(RESULT_NAME)
     try:
         rows = [measure(Path(t), a.records, a.repeat) for t in a.trace]
     except (OSError, traces.TraceError) as exc:
-        print(f"kvsim.traces.codec_bench: error: {exc}", file=sys.stderr)
+        print(f"python -m bench codec: error: {exc}", file=sys.stderr)
         return 1
     payload = {"benchmark": "trace-codecs", "repeat": a.repeat, "records": a.records,
                "chunk_records": traces.DEFAULT_CHUNK_RECORDS, "rows": rows}
-    return provenance.publish("kvsim.traces.codec_bench", out, payload)
+    return provenance.publish("python -m bench codec", out, payload)
 
 
 if __name__ == "__main__":

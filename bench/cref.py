@@ -1,26 +1,27 @@
 """Native benchmarks of c_ref's prefetch variants; writes ``results/c_ref-bench.json``.
 
-``make -C c_ref bench`` (or ``make bench`` at the repository root, which passes the venv's
-Python) runs this with the CLI it built. Each comparison times a baseline variant and
+``make bench`` at the repository root (or ``make -C c_ref bench``) runs this, ``python -m
+bench cref``, with the CLI it built. Each comparison times a baseline variant and
 one or more variants of the same workload with ``kvsim-cref native ... --json``,
 interleaved: every round runs one invocation of each variant in turn (A B A B ..., or
 A B C for the snapshot load), each timing ``--repeat`` runs. The statistic is process CPU
 time (``cpu_runs_s``), which other work on a shared machine disturbs less than wall time.
 
-Per variant against its baseline the result file gives ``speedup_median`` (median
-baseline CPU seconds / median variant CPU seconds, over every timed run), its 95 %
-bootstrap interval ``speedup_ci95`` (the two samples resampled independently, 2,000
-times, fixed seed), ``speedup_min`` (fastest baseline run / fastest variant run) beside
-it, the per-round ratios, the raw runs, and ``verdict``: ``faster`` or ``slower`` when the
-interval excludes 1.0, else ``within noise``. Snapshot loads are timed warm
-(``KVSIM_CREF_ARENA_WARM=1``: no page faults in the timed loads) unless ``--load-cold``.
+Per variant against its baseline the result file gives ``speedup_median`` (median baseline
+CPU seconds / median variant CPU seconds, over every timed run), its 95 % bootstrap interval
+``speedup_ci95`` (:func:`kvsim.stats.independent_speedup`: the two samples resampled
+independently, 2,000 times, fixed seed), ``speedup_min`` (fastest baseline run / fastest
+variant run) beside it, the per-round ratios, the raw runs, and ``verdict``: ``faster`` or
+``slower`` when the interval excludes 1.0, else ``within noise``. Snapshot loads are timed
+warm (``KVSIM_CREF_ARENA_WARM=1``: no page faults in the timed loads) unless
+``--load-cold``.
 
 Also measured: arena bytes of the unified and legacy layouts (deterministic) and the
 traced build's throughput (records per CPU second of the measured phase).
 
 Usage (from the repository root; sizes are the full ones times ``--scale``):
 
-    .venv/bin/python c_ref/bench/bench.py --cli c_ref/build/kvsim-cref [--scale 0.25]
+    .venv/bin/python -m bench cref --cli c_ref/build/kvsim-cref [--scale 0.25]
         [--rounds 5] [--repeat 3] [--only keys-valkey,load-8] [--out results/c_ref-bench.json]
 """
 
@@ -33,12 +34,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+PROG = "python -m bench cref"
+
 try:
     import numpy as np
 
-    from kvsim import provenance
+    from kvsim import provenance, stats
 except ImportError as e:  # run with the venv's python (make bench passes it)
-    sys.exit(f"bench.py: {e.name} not importable: run with the venv's python (`make bench`)")
+    sys.exit(f"{PROG}: {e.name} not importable: run with the venv's python (`make bench`)")
 
 BOOTSTRAP = 2000
 
@@ -76,19 +79,8 @@ def _run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[dict, str]:
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         line = (r.stderr.strip().splitlines() or ["no message"])[-1]
-        raise SystemExit(f"bench.py: `{' '.join(cmd)}` failed: {line}")
+        raise SystemExit(f"{PROG}: `{' '.join(cmd)}` failed: {line}")
     return (json.loads(r.stdout) if r.stdout.strip() else {}), r.stderr
-
-
-def _speedup(base: np.ndarray, var: np.ndarray, rng: np.random.Generator) -> dict:
-    point = float(np.median(base) / np.median(var))
-    bi = rng.integers(0, base.size, (BOOTSTRAP, base.size))
-    vi = rng.integers(0, var.size, (BOOTSTRAP, var.size))
-    boot = np.median(base[bi], axis=1) / np.median(var[vi], axis=1)
-    lo, hi = (float(x) for x in np.percentile(boot, [2.5, 97.5]))
-    verdict = "within noise" if lo <= 1.0 <= hi else ("faster" if lo > 1.0 else "slower")
-    return {"speedup_median": round(point, 4), "speedup_ci95": [round(lo, 4), round(hi, 4)],
-            "speedup_min": round(float(base.min() / var.min()), 4), "verdict": verdict}
 
 
 def _compare(cli: str, g: dict, rounds: int, repeat: int, env: dict[str, str]) -> dict:
@@ -117,7 +109,7 @@ def _compare(cli: str, g: dict, rounds: int, repeat: int, env: dict[str, str]) -
                "wall_median_s": round(float(np.median(wall[v])), 6),
                "cpu_runs_s": runs[v], "reply_bytes_crc32": replies[v]}
         if v != base:
-            row.update(_speedup(b, x, rng))
+            row.update(stats.independent_speedup(b, x, rng, resamples=BOOTSTRAP))
             row["round_ratios"] = [round(float(np.median(rb) / np.median(rv)), 4)
                                    for rb, rv in zip(runs[base], runs[v], strict=True)]
             row["same_replies_as_baseline"] = replies[v] == replies[base]
@@ -126,7 +118,7 @@ def _compare(cli: str, g: dict, rounds: int, repeat: int, env: dict[str, str]) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
     ap.add_argument("--cli", default="c_ref/build/kvsim-cref", help="the kvsim-cref binary")
     ap.add_argument("--scale", type=float, default=1.0, help="key and op counts times this")
     ap.add_argument("--rounds", type=int, default=5)
@@ -137,10 +129,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="default: results/c_ref-bench.json")
     a = ap.parse_args(argv)
     if a.scale <= 0 or a.rounds < 2 or a.repeat < 1:
-        print("bench.py: --scale must be > 0, --rounds >= 2, --repeat >= 1", file=sys.stderr)
+        print(f"{PROG}: --scale must be > 0, --rounds >= 2, --repeat >= 1", file=sys.stderr)
         return 2
     if not os.access(a.cli, os.X_OK):
-        print(f"bench.py: {a.cli}: not an executable (run `make -C c_ref`)", file=sys.stderr)
+        print(f"{PROG}: {a.cli}: not an executable (run `make -C c_ref`)", file=sys.stderr)
         return 2
     groups = _groups(a.scale)
     if a.only:
@@ -148,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         want = a.only.split(",")
         bad = [w for w in want if w not in names]
         if bad:
-            print(f"bench.py: --only: unknown {', '.join(bad)} (known: {', '.join(sorted(names))})",
+            print(f"{PROG}: --only: unknown {', '.join(bad)} (known: {', '.join(sorted(names))})",
                   file=sys.stderr)
             return 2
         groups = [g for g in groups if g["name"] in want]

@@ -1,12 +1,12 @@
-"""kvsim ablate (kvsim.sim.ablation): each setting changes one thing of the CPU or the trace,
-and bad input is one line."""
+"""kvsim ablate (kvsim.experiments.ablation): each setting changes one thing of the CPU or the
+trace, and bad input is one line."""
 
 from __future__ import annotations
 
 import pytest
 
 from kvsim import sim
-from kvsim.sim import ablation
+from kvsim.experiments import ablation
 
 
 def test_each_setting_changes_what_it_names():

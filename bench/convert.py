@@ -1,6 +1,6 @@
 """Time ``kvsim convert`` from one .kvt trace to every output format; writes a result file.
 
-    python -m kvsim.traces.convert_bench [--trace PATH] [--timeout S] [--label L] [--out FILE]
+    python -m bench convert [--trace PATH] [--timeout S] [--label L] [--out FILE]
 
 Without ``--trace`` the input is made with ``kvsim trace pipeline --keys 30000 --ops 30000``
 (about 0.84 M records and 54 M instructions). Each output ending in :data:`ENDINGS` is written
@@ -77,7 +77,7 @@ def run_one(src: Path, dst: Path, timeout: float, ending: str) -> dict[str, Any]
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m kvsim.traces.convert_bench",
+    ap = argparse.ArgumentParser(prog="python -m bench convert",
                                  description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--trace", default=None, help="input .kvt (default: made, see above)")
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds per conversion")
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     payload = {"benchmark": "convert",
                "input": Path(a.trace).name if a.trace else " ".join(["kvsim", *TRACE_ARGS]),
                "input_records": n, "label": a.label, "timeout_s": a.timeout, "rows": rows}
-    return provenance.publish("kvsim.traces.convert_bench", out, payload)
+    return provenance.publish("python -m bench convert", out, payload)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Reuse-distance throughput of the compiled counter: prints accesses/s, writes a result file.
 
-    python -m kvsim.traces.reuse_bench [--records N] [--lines L] [--python-records M]
+    python -m bench reuse [--records N] [--lines L] [--python-records M]
                                        [--out FILE]
 
 Input: N synthetic records (numpy seed 12345) in chunks of 2^20, each one 64 B load of a line
@@ -27,8 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from kvsim import provenance, traces
-
-from .reuse import reuse_counts
+from kvsim.traces.reuse import reuse_counts
 
 RESULT_NAME = "reuse-bench.json"
 SEED = 12345
@@ -59,7 +58,7 @@ class _Chunks:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m kvsim.traces.reuse_bench",
+    ap = argparse.ArgumentParser(prog="python -m bench reuse",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=10_000_000)
     ap.add_argument("--lines", type=int, default=1 << 20)
@@ -67,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
     if a.records < 1 or a.lines < 1 or a.python_records < 0:
-        print("reuse_bench: --records and --lines must be >= 1, --python-records >= 0",
+        print("python -m bench reuse: --records and --lines must be >= 1, --python-records >= 0",
               file=sys.stderr)
         return 2
     out = Path(a.out) if a.out else (provenance.results_dir() or Path(".")) / RESULT_NAME
@@ -94,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['accesses_per_s'] / 1e6:8.2f} M accesses/s")
     provenance.write_result(out, {
         "benchmark": "reuse distances (traces.reuse_counts, sim/_engine/reuse.c)",
-        "command": "python -m kvsim.traces.reuse_bench " + " ".join(argv or sys.argv[1:]),
+        "command": "python -m bench reuse " + " ".join(argv or sys.argv[1:]),
         "params": {"records": a.records, "lines": a.lines, "python_records": a.python_records,
                    "chunk_records": CHUNK, "seed": SEED},
         "rows": rows,

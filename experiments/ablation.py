@@ -1,0 +1,323 @@
+"""Ablation: one model parameter at a time over the seed workload pairs, beside native.
+
+    kvsim ablate [--scale small|full] [--pairs keys,mget,...] [--rounds R] [--cpu local]
+                 [--no-native] [--out FILE]
+
+For each workload pair (a baseline and its prefetching variant, :data:`PAIRS`) it traces
+both with c_ref (``kvsim trace``, with a warm-up prefix where the workload has one), and
+simulates each trace on ``--cpu`` and on copies of it that change one thing
+(:data:`SETTINGS`): the L1 miss buffers, the ROB, the DRAM latency and bandwidth, the page
+size, the page-walk cost, its page-table reads and the walks in flight, the hardware
+prefetchers (none, or one more: an L1 region prefetcher), the instruction-gap model (every
+record's gap scaled). All CPUs of one trace
+run in one pass (``sim.simulate_many``). Per setting it gives the predicted time per
+operation of each side and the predicted speedup.
+
+Natively, the same pair runs in interleaved rounds (baseline, variant, baseline, ...), each
+one ``kvsim native ... --repeat 1`` timed by process CPU time (:mod:`kvsim.stats`, as
+``c_ref/bench/paired.py``): the native time per operation of each side (median, minimum,
+bootstrap 95 % interval) and the paired speedup (median of the rounds' ratios with its
+intervals, and the ratio of the minimums). The 1-minute load average is recorded per round.
+
+Pairs carry a role: ``tuning`` pairs are the ones a model change may be judged on;
+``held-back`` pairs are never used to choose a change and are reported apart, as the test
+of whether a change generalises.
+
+Writes ``results/ablation-<scale>.json`` (kvsim.provenance).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kvsim import provenance, traces
+from kvsim.sim.config import ConfigError, CpuConfig, Prefetcher, load_cpu
+
+#: name -> workload, baseline, variant, options, traced ops, native ops, warm-up ops, role,
+#: what it stands for. Ops None: the workload's own (a whole keyspace for iterate/load).
+#: A side is a variant name, or a dict of options (a layout against another).
+PAIRS: dict[str, dict[str, Any]] = {
+    "keys": {"workload": "iterate", "base": "none", "variant": "valkey",
+             "options": {"op": "keys", "value_size": 100}, "trace_ops": None,
+             "native_ops": None, "warmup_ops": None, "role": "tuning",
+             "seed": "Valkey PR #1501 KEYS"},
+    "mget": {"workload": "mget", "base": "none", "variant": "batch",
+             "options": {"keys_per_command": 50, "value_size": 100}, "trace_ops": 2000,
+             "native_ops": 20000, "warmup_ops": 500, "role": "tuning",
+             "seed": "Redis PR #15133 MGET (hashtable)"},
+    "get": {"workload": "pipeline", "base": "naive", "variant": "lookahead",
+            "options": {"depth": 10, "batch": 16, "value_size": 256}, "trace_ops": 50000,
+            "native_ops": 500000, "warmup_ops": 20000, "role": "tuning",
+            "seed": "Valkey PR #2092 pipelined GET"},
+    "mset": {"workload": "mset", "base": "none", "variant": "batch",
+             "options": {"keys_per_command": 50, "value_size": 100}, "trace_ops": 2000,
+             "native_ops": 20000, "warmup_ops": None, "role": "held-back",
+             "seed": "MSET batch (hashtable)"},
+    "load": {"workload": "load", "base": "none", "variant": "prefetch-after-key",
+             "options": {"value_size": 32}, "trace_ops": None, "native_ops": None,
+             "warmup_ops": None, "role": "held-back", "seed": "Valkey PR #2311 RDB load"},
+    "unified": {"workload": "pipeline", "base": {"layout": "legacy"},
+                "variant": {"layout": "unified"},
+                "options": {"depth": 1, "value_size": 32, "key_size": 16},
+                "trace_ops": 50000, "native_ops": 500000, "warmup_ops": 20000,
+                "role": "tuning", "seed": "Redis PR #13806 unified key-value object (GET)"},
+    "save": {"workload": "iterate", "base": "none", "variant": "valkey",
+             "options": {"op": "save", "value_size": 100}, "trace_ops": None,
+             "native_ops": None, "warmup_ops": None, "role": "held-back",
+             "seed": "Valkey PR #1501 SAVE"},
+}
+
+#: keys per pair at each scale
+SCALES = {"small": {"keys": 300_000, "mget": 1_000_000, "get": 1_000_000, "mset": 200_000,
+                    "load": 300_000, "save": 300_000, "unified": 500_000},
+          "full": {"keys": 2_000_000, "mget": 3_000_000, "get": 3_000_000, "mset": 1_000_000,
+                   "load": 2_000_000, "save": 2_000_000, "unified": 3_000_000}}
+
+
+def _scale(x: float, f: float) -> int:
+    return max(1, int(round(x * f)))
+
+
+def _tlb(cpu: CpuConfig, **kw: Any) -> CpuConfig:
+    return cpu.with_changes(tlb=replace(cpu.tlb, **kw)) if cpu.tlb is not None else cpu
+
+
+def _l1(cpu: CpuConfig, **kw: Any) -> CpuConfig:
+    return cpu.with_changes(caches=(replace(cpu.caches[0], **kw), *cpu.caches[1:]))
+
+
+#: setting -> (what it changes, CPU change, gap scale of the trace)
+SETTINGS: dict[str, tuple[str, Callable[[CpuConfig], CpuConfig], float]] = {
+    "base": ("the CPU as given", lambda c: c, 1.0),
+    "l1_mshrs_x0.5": ("half the L1 miss buffers",
+                      lambda c: _l1(c, mshrs=_scale(c.caches[0].mshrs, 0.5)), 1.0),
+    "l1_mshrs_x2": ("twice the L1 miss buffers",
+                    lambda c: _l1(c, mshrs=_scale(c.caches[0].mshrs, 2)), 1.0),
+    "rob_x0.5": ("half the ROB", lambda c: c.with_changes(rob=_scale(c.rob, 0.5)), 1.0),
+    "rob_x2": ("twice the ROB", lambda c: c.with_changes(rob=_scale(c.rob, 2)), 1.0),
+    "dram_x0.75": ("DRAM latency x 0.75",
+                   lambda c: c.with_changes(dram_latency_ns=c.dram_latency_ns * 0.75), 1.0),
+    "dram_x1.25": ("DRAM latency x 1.25",
+                   lambda c: c.with_changes(dram_latency_ns=c.dram_latency_ns * 1.25), 1.0),
+    "page_2m": ("2 MiB pages", lambda c: _tlb(c, page_size=2 * 1024 * 1024), 1.0),
+    "walk_0": ("free page walks", lambda c: _tlb(c, walk_latency=0), 1.0),
+    "walk_x2": ("page walks cost twice",
+                lambda c: _tlb(c, walk_latency=2 * c.tlb.walk_latency if c.tlb else 0), 1.0),
+    "walk_reads_0": ("walks of the fixed part alone (no page-table reads through the caches)",
+                     lambda c: _tlb(c, walk_reads=0), 1.0),
+    "walkers_unlimited": ("any number of page walks in flight (no walker limit)",
+                          lambda c: _tlb(c, walkers=0), 1.0),
+    "dram_bw_unlimited": ("no DRAM bandwidth limit",
+                          lambda c: c.with_changes(dram_bandwidth_gbs=None), 1.0),
+    "no_hw_prefetch": ("no hardware prefetchers", lambda c: c.with_changes(prefetchers=()),
+                       1.0),
+    "ipc_width": ("the core sustaining its width on work without misses (no [core] "
+                  "sustained_ipc)", lambda c: c.with_changes(sustained_ipc=None), 1.0),
+    "region_prefetch": ("an L1 region prefetcher added (AMD's fifth, no preset has it: a "
+                        "footprint of nearby lines per PC, prefetch_region.c, degree 2, "
+                        "64 keys)", lambda c: c.with_changes(
+                            prefetchers=c.prefetchers + (Prefetcher(0, "region", 2, 64),)),
+                        1.0),
+    "region_miss_prefetch": ("the same, its trigger an L1 miss (region_miss)",
+                             lambda c: c.with_changes(prefetchers=c.prefetchers + (
+                                 Prefetcher(0, "region_miss", 2, 64),)), 1.0),
+    "swpf_trains": ("software prefetches that miss their fill level train the hardware "
+                    "prefetchers below it ([swprefetch] trains_prefetchers)",
+                    lambda c: c.with_changes(swpf_trains=True), 1.0),
+    "gap_x0.5": ("every record's instruction gap halved", lambda c: c, 0.5),
+    "gap_x1.5": ("every record's instruction gap x 1.5", lambda c: c, 1.5),
+}
+
+
+class AblationError(Exception):
+    """Bad input or a failed step: one line naming what and where."""
+
+
+def _options(name: str, keys: int, ops: int | None, warmup: int | None,
+             variant: str | dict) -> dict[str, Any]:
+    p = PAIRS[name]
+    o = {"keys": keys, **p["options"]}
+    if isinstance(variant, dict):
+        o.update(variant)
+    else:
+        o["variant"] = variant
+    if ops is not None:
+        o["ops"] = ops
+    if warmup:
+        o["warmup_ops"] = warmup
+    return o
+
+
+def _ops_of(header: dict, workload: str) -> int:
+    w = header.get("workload", {})
+    if workload in ("iterate", "load"):
+        return int(w["keys"])
+    return int(w["ops"])
+
+
+def predict_pair(name: str, keys: int, cpu: CpuConfig, workdir: Path,
+                 settings: list[str], log=lambda m: None) -> dict[str, Any]:
+    """Predicted ns per operation of both sides of pair ``name`` under every setting."""
+    from kvsim import sim
+    from kvsim.experiments import cref
+
+    p = PAIRS[name]
+    out: dict[str, Any] = {}
+    for side in ("base", "variant"):
+        v = p[side]
+        slug = "-".join(f"{k}-{x}" for k, x in v.items()) if isinstance(v, dict) else v
+        path = workdir / f"{name}-{slug}.kvt"
+        log(f"{name}: trace {v}")
+        cref.trace(p["workload"], str(path), _options(name, keys, p["trace_ops"],
+                                                      p["warmup_ops"], v))
+        with traces.open(str(path)) as r:
+            header = r.header
+        ops = _ops_of(header, p["workload"])
+        rec = traces.read_all(str(path))
+        by_gap: dict[float, list[str]] = {}
+        for s in settings:
+            by_gap.setdefault(SETTINGS[s][2], []).append(s)
+        res: dict[str, dict] = {}
+        for g, names in by_gap.items():
+            r2 = rec
+            if g != 1.0:
+                r2 = rec.copy()
+                r2["gap"] = np.round(rec["gap"].astype(np.float64) * g).astype(np.uint32)
+            cpus = [SETTINGS[s][1](cpu) for s in names]
+            log(f"{name}: simulate {v} on {len(cpus)} setting(s)")
+            for s, rs in zip(names, sim.simulate_many(r2, cpus, validate=False), strict=True):
+                t = rs["timing"]
+                res[s] = {"ns_per_op": t["time_ns"] / ops, "mlp": t["mlp"],
+                          "ipc": t["ipc"], "avg_l1_miss_cycles": t["avg_l1_miss_cycles"],
+                          "instructions_per_op": rs["instructions"] / ops,
+                          "stall_cycles_per_op": {k: x / ops for k, x in
+                                                  t["stall_cycles"].items()},
+                          "walks_per_op": (rs["tlb"] or {}).get("stlb_misses", 0) / ops,
+                          "dram_reads_per_op": rs["dram"]["reads"] / ops}
+        out[side] = {"variant": v, "ops": ops, "records": int(len(rec)), "settings": res}
+        path.unlink()
+    out["speedup"] = {s: out["base"]["settings"][s]["ns_per_op"]
+                      / out["variant"]["settings"][s]["ns_per_op"] for s in settings}
+    return out
+
+
+def native_pair(name: str, keys: int, rounds: int, log=lambda m: None) -> dict[str, Any]:
+    """Interleaved native rounds of both sides: ns per operation and the paired speedup."""
+    from kvsim import stats
+    from kvsim.experiments import cref
+
+    p = PAIRS[name]
+    t: dict[str, list[float]] = {"base": [], "variant": []}
+    ops: dict[str, int] = {}
+    load = []
+    for r in range(rounds):
+        for side in ("base", "variant"):
+            res = cref.native(p["workload"], _options(name, keys, p["native_ops"], None,
+                                                      p[side]), repeat=1)
+            ops[side] = int(res["ops"])
+            t[side].append(res["cpu_median_s"])
+        load.append(os.getloadavg()[0])
+        log(f"{name}: native round {r + 1}/{rounds}")
+    out: dict[str, Any] = {"rounds": rounds, "load_average_1m": load}
+    for side in ("base", "variant"):
+        ns = [x * 1e9 / ops[side] for x in t[side]]
+        ci = stats.bootstrap_ci95(ns)
+        out[side] = {"variant": p[side], "ops": ops[side], "cpu_s": t[side],
+                     "ns_per_op": {"median": statistics.median(ns), "min": min(ns),
+                                   "bootstrap_ci95": list(ci) if ci else None}}
+    out["speedup"] = stats.paired_speedup(t["base"], t["variant"])
+    return out
+
+
+def run(cpu: CpuConfig, pairs: list[str], scale: str, rounds: int, native: bool,
+        settings: list[str], log=lambda m: None) -> dict[str, Any]:
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="kvsim-ablate-") as td:
+        for name in pairs:
+            keys = SCALES[scale][name]
+            row: dict[str, Any] = {"pair": name, "role": PAIRS[name]["role"],
+                                   "seed": PAIRS[name]["seed"], "workload":
+                                   PAIRS[name]["workload"], "keys": keys,
+                                   "options": PAIRS[name]["options"]}
+            if native:
+                row["native"] = native_pair(name, keys, rounds, log)
+            row["predicted"] = predict_pair(name, keys, cpu, Path(td), settings, log)
+            if native:
+                nat = row["native"]["speedup"]["median"]
+                row["predicted_over_native"] = {s: v / nat for s, v in
+                                                row["predicted"]["speedup"].items()}
+            rows.append(row)
+    return {"rows": rows}
+
+
+def main(argv: list[str] | None = None, prog: str = "kvsim ablate") -> int:
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    ap.add_argument("--cpu", default="local")
+    ap.add_argument("--scale", choices=sorted(SCALES), default="small")
+    ap.add_argument("--pairs", default=",".join(PAIRS))
+    ap.add_argument("--settings", default=",".join(SETTINGS))
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--no-native", action="store_true", help="predictions only")
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args(argv)
+    pairs = [x.strip() for x in a.pairs.split(",") if x.strip()]
+    settings = [x.strip() for x in a.settings.split(",") if x.strip()]
+    try:
+        bad = [x for x in pairs if x not in PAIRS] + [x for x in settings if x not in SETTINGS]
+        if bad:
+            raise AblationError(f"unknown pair or setting {bad[0]!r} (pairs: {', '.join(PAIRS)};"
+                                f" settings: {', '.join(SETTINGS)})")
+        if "base" not in settings:
+            settings.insert(0, "base")
+        if a.rounds < 2:
+            raise AblationError("--rounds: at least 2")
+        cpu = load_cpu(a.cpu)
+        if not cpu.timing_capable:
+            raise AblationError(f"--cpu {a.cpu}: no timing (freq, core or DRAM missing)")
+        res = run(cpu, pairs, a.scale, a.rounds, not a.no_native, settings,
+                  log=lambda m: print(f"ablate: {m}", file=sys.stderr, flush=True))
+    except (AblationError, ConfigError, OSError) as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # c_ref's one-line errors (CrefError) and trace errors
+        if type(e).__name__ not in ("CrefError", "TraceError", "ArtifactMissing"):
+            raise
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
+    from kvsim.sim.micro import _cpu_figures
+
+    payload = {"command": f"{prog} " + " ".join(argv if argv is not None else sys.argv[1:]),
+               "scale": a.scale, "settings": {s: SETTINGS[s][0] for s in settings},
+               "cpu": _cpu_figures(cpu), **res}
+    for role in ("tuning", "held-back"):
+        for row in (x for x in res["rows"] if x["role"] == role):
+            pr = row["predicted"]
+            nat = row.get("native")
+            head = f"[{role}] {row['pair']}:"
+            if nat:
+                head += (f" native {nat['base']['ns_per_op']['median']:.1f} -> "
+                         f"{nat['variant']['ns_per_op']['median']:.1f} ns/op, speedup "
+                         f"{nat['speedup']['median']:.2f}x (min-based "
+                         f"{nat['speedup']['from_minimums']:.2f}x)")
+            print(head)
+            width = max(map(len, pr["speedup"]))
+            for s in pr["speedup"]:
+                b, v = pr["base"]["settings"][s], pr["variant"]["settings"][s]
+                print(f"  {s:<{width}} {b['ns_per_op']:8.1f} -> {v['ns_per_op']:8.1f} ns/op  "
+                      f"{pr['speedup'][s]:.2f}x  mlp {b['mlp']:.2f} -> {v['mlp']:.2f}")
+    out = a.out or provenance.default_result_path(f"ablation-{a.scale}.json")
+    return provenance.publish(prog, out, payload)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
