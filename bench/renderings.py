@@ -22,34 +22,13 @@ def render_speed(doc: dict[str, Any]) -> str:
             + render.provenance_line(doc, render.RENDERINGS["speed"].result, "kvsim bench"))
 
 
-def render_ab(doc: dict[str, Any], result: str) -> str:
-    """A whole-process A B A B of ``kvsim simulate`` (``python -m bench ab``) written to
-    ``result``, for sim/README.md: per trace and preset, each mode's median wall seconds of
-    both sides and the speedup of B over A, median of the rounds' ratios with its sign-test
-    95 % interval."""
-    def cell(r: dict[str, Any] | None) -> list[str]:
-        if r is None:
-            return ["-", "-"]
-        sp = r["wall_speedup"]
-        ci = sp["ci95"]
-        said = f"{sp['median']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
-        if sp["verdict"] != "faster":
-            said += f", {sp['verdict']}"
-        if sp.get("from_minimums") is not None:
-            said += f"; minimums {sp['from_minimums']:.2f}"
-        return [f"{r['a_wall_median']:.2f} → {r['b_wall_median']:.2f}", said]
-
-    by = {(r["trace"], r["preset"], r["mode"]): r for r in doc["rows"]}
-    pairs = list(dict.fromkeys((r["trace"], r["preset"]) for r in doc["rows"]))
-    head = ["trace", "preset", "functional: s, A → B", "speedup [95 % CI]; of minimums",
-            "timed: s, A → B", "speedup [95 % CI]; of minimums"]
-    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for t, p in pairs:
-        row = [t, p, *cell(by.get((t, p, "functional"))), *cell(by.get((t, p, "timed")))]
-        out.append("| " + " | ".join(row) + " |")
+def _sides(doc: dict[str, Any]) -> str:
+    """What the two sides of an A B A B file (``python -m bench ab``) were: the engine build
+    or whole revision, its arguments, and the traces' storage where ``--a-codec`` /
+    ``--b-codec`` rewrote them."""
     a, b = doc["sides"]["a"], doc["sides"]["b"]
     a_is = a["tree"] if "tree" in a else a["engine"]  # ab.py --base-tree: a whole revision
-    codecs = doc.get("codecs") or {}  # ab.py --a-codec / --b-codec: the traces rewritten
+    codecs = doc.get("codecs") or {}
 
     def stored(side: str) -> str:
         if not any(codecs.values()):
@@ -57,16 +36,32 @@ def render_ab(doc: dict[str, Any], result: str) -> str:
         c = codecs.get(side)
         return f", the traces stored {c}" if c else ", the traces as written"
 
-    sides = (f"A: {a_is}{' ' + a['args'] if a['args'] else ''}{stored('a')}; "
-             f"B: {b['engine']}{' ' + b['args'] if b['args'] else ''}{stored('b')}; "
-             f"{doc['rounds']} rounds of each, interleaved, wall time of the whole process.")
-    # shown in sim/README.md: the link goes up to the repository root
-    return "\n".join([*out, "", sides,
-                      render.provenance_line(doc, "../" + result,
-                                       doc.get("command", "python -m bench ab"))])
+    return (f"A: {a_is}{' ' + a['args'] if a['args'] else ''}{stored('a')}; "
+            f"B: {b['engine']}{' ' + b['args'] if b['args'] else ''}{stored('b')}; "
+            f"{doc['rounds']} rounds of each, interleaved, wall time of the whole process")
 
 
-# the A B A B files sim/README.md shows: the TLB thread's choice of slices against a thread
+def render_ab_summary(doc: dict[str, Any], result: str) -> str:
+    """An A B A B file (``python -m bench ab``) in a few lines, for docs/performance.md: what
+    the two sides were, the range of B's speedups over A per mode (medians of the rounds'
+    ratios) and how many sign-test 95 % intervals exclude 1.0 either way; the full table, per
+    trace and preset, is in the file."""
+    out = []
+    for mode in ("functional", "timed"):
+        sp = [r["wall_speedup"] for r in doc["rows"] if r["mode"] == mode]
+        if not sp:
+            continue
+        med = [x["median"] for x in sp]
+        faster = sum(x["verdict"] == "faster" for x in sp)
+        slower = sum(x["verdict"] == "slower" for x in sp)
+        out.append(f"{mode}: B over A {min(med):.2f}-{max(med):.2f} (medians of "
+                   f"{len(sp)} trace x preset rows); {faster} faster, {slower} slower, "
+                   f"{len(sp) - faster - slower} within noise")
+    return ("; ".join(out) + f". {_sides(doc)}. "
+            + render.provenance_line(doc, result, doc.get("command", "python -m bench ab")))
+
+
+# the A B A B files docs/performance.md summarises (region NAME_summary): the TLB thread's choice of slices against a thread
 # that takes them all; the engine without its store-forwarding and division stalls, with the
 # victim look-ahead; LRU ranks for levels of 17 to 32 ways against their stamps; the last
 # level on a thread of its own (counting only); the intake's screened check; set blocks mapped
@@ -85,38 +80,10 @@ AB_FILES = {
     "simulate_numpy_free": "results/simulate-numpy-free.json",
     "simulate_raw_traces": "results/simulate-raw-traces.json",
 }
-render.register_each(render_ab, AB_FILES)
-
-
-def render_ab_summary(doc: dict[str, Any], result: str) -> str:
-    """An A B A B file (``python -m bench ab``) in a few lines, for docs/performance.md: what
-    the two sides were, the range of B's speedups over A per mode and how many intervals
-    exclude 1.0 either way; the full table is :func:`render_ab`'s."""
-    out = []
-    for mode in ("functional", "timed"):
-        sp = [r["wall_speedup"] for r in doc["rows"] if r["mode"] == mode]
-        if not sp:
-            continue
-        med = [x["median"] for x in sp]
-        faster = sum(x["verdict"] == "faster" for x in sp)
-        slower = sum(x["verdict"] == "slower" for x in sp)
-        out.append(f"{mode}: B over A {min(med):.2f}-{max(med):.2f} (medians of "
-                   f"{len(sp)} trace x preset rows); {faster} faster, {slower} slower, "
-                   f"{len(sp) - faster - slower} within noise")
-    a, b = doc["sides"]["a"], doc["sides"]["b"]
-    a_is = a["tree"] if "tree" in a else a["engine"]
-    sides = (f"A: {a_is}{' ' + a['args'] if a['args'] else ''}; "
-             f"B: {b['engine']}{' ' + b['args'] if b['args'] else ''}; "
-             f"{doc['rounds']} interleaved rounds, wall time of the whole process")
-    return ("; ".join(out) + f". {sides}. "
-            + render.provenance_line(doc, result, doc.get("command", "python -m bench ab")))
-
-
-# docs/performance.md's summaries of the same files: NAME_summary
 render.register_each(render_ab_summary, {f"{k}_summary": v for k, v in AB_FILES.items()})
 
 
-# sim/README.md's tables of the engine's and the whole process's speed
+# docs/performance.md's tables of the engine's and the whole process's speed
 render.rendering("bench_sim", f"results/{engine_bench.RESULT_NAME}")(engine_bench.render_table)
 render.rendering("bench_instructions", "results/sim-bench-instructions.json")(
     engine_bench.render_instructions_table)
