@@ -61,14 +61,14 @@ def render_ab_summary(doc: dict[str, Any], result: str) -> str:
             + render.provenance_line(doc, result, doc.get("command", "python -m bench ab")))
 
 
-# the A B A B files docs/performance.md summarises (region NAME_summary): the TLB thread's choice of slices against a thread
-# that takes them all; the engine without its store-forwarding and division stalls, with the
-# victim look-ahead; LRU ranks for levels of 17 to 32 ways against their stamps; the last
-# level on a thread of its own (counting only); the intake's screened check; set blocks mapped
-# lazily; each against the commit before; and `kvsim simulate` without numpy, a whole
-# revision against this one, on traces of about a thousand records and on the bench's
-# traces; and the bench's traces as written against raw copies of them (what decompressing
-# the trace costs the whole process)
+# the A B A B files docs/performance.md summarises (region NAME_summary): the TLB thread's choice
+# of slices against a thread that takes them all; the engine without its store-forwarding and
+# division stalls, with the victim look-ahead; LRU ranks for levels of 17 to 32 ways against their
+# stamps; the last level on a thread of its own (counting only); the intake's screened check; set
+# blocks mapped lazily; each against the commit before; and `kvsim simulate` without numpy, a
+# whole revision against this one, on traces of about a thousand records and on the bench's
+# traces; and the bench's traces as written against raw copies of them (what decompressing the
+# trace costs the whole process)
 AB_FILES = {
     "tlb_thread_choice": "results/sim-tlb-thread-choice.json",
     "engine_stalls": "results/sim-engine-stalls.json",

@@ -45,6 +45,6 @@ def test_both_commands_render_every_region(command, tmp_path) -> None:
     import sys
 
     res = subprocess.run([sys.executable, *command, "--check", "README.md",
-                          "docs/performance.md", "sim/GEM5.md"], capture_output=True, text=True, cwd=ROOT,
-                         timeout=120)
+                          "docs/performance.md", "sim/GEM5.md"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert res.returncode == 0, res.stderr
