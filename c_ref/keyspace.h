@@ -96,6 +96,9 @@ typedef struct ksVariants {
 int ksParseVariants(ksKeyspace *ks, const char *spec, ksVariants *out);
 /* Names known for a family ("pipeline", "multikey", "load", "iterate"), comma separated. */
 const char *ksVariantNames(const char *family);
+/* The default variant of a family ("naive" for pipeline, "none" for the others);
+ * NULL for an unknown family. */
+const char *ksVariantFamilyDefault(const char *family);
 /* Resolve one name of a family into v; -1 if unknown. */
 int ksSetVariant(ksVariants *v, const char *family, const char *name);
 /* Sets one variant's fields in v (fn: the registry entry's function, may be NULL). */

@@ -18,6 +18,7 @@
  * tests/broken_variants.c, whose deliberately broken variants register
  * themselves when the library loads.  The product never contains them.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,9 +160,31 @@ static size_t nextra;
 
 static const variantEntry *entryAt(size_t i) { return i < NREG ? &registry[i] : &extra[i - NREG]; }
 
-static int knownFamily(const char *family) {
-    return !strcmp(family, "pipeline") || !strcmp(family, "multikey") || !strcmp(family, "load") ||
-           !strcmp(family, "iterate");
+/* The families: name, the default variant, where ksVariants keeps the chosen name. */
+typedef struct {
+    const char *name;
+    const char *dflt;
+    size_t name_field; /* offsetof(ksVariants, <family>_name) */
+} familyEntry;
+
+static const familyEntry families[] = {
+    {"pipeline", "naive", offsetof(ksVariants, pipeline_name)},
+    {"multikey", "none", offsetof(ksVariants, multikey_name)},
+    {"load", "none", offsetof(ksVariants, load_name)},
+    {"iterate", "none", offsetof(ksVariants, iterate_name)},
+};
+
+static const familyEntry *findFamily(const char *family) {
+    for (size_t i = 0; family && i < sizeof(families) / sizeof(families[0]); i++)
+        if (!strcmp(families[i].name, family)) return &families[i];
+    return NULL;
+}
+
+static int knownFamily(const char *family) { return findFamily(family) != NULL; }
+
+const char *ksVariantFamilyDefault(const char *family) {
+    const familyEntry *f = findFamily(family);
+    return f ? f->dflt : NULL;
 }
 
 static const variantEntry *findEntry(const char *family, const char *name) {
@@ -182,10 +205,7 @@ int ksSetVariant(ksVariants *v, const char *family, const char *name) {
     const variantEntry *e = findEntry(family, name);
     if (!e) return -1;
     e->apply(v, e->fn);
-    if (!strcmp(family, "pipeline")) v->pipeline_name = e->name;
-    else if (!strcmp(family, "multikey")) v->multikey_name = e->name;
-    else if (!strcmp(family, "load")) v->load_name = e->name;
-    else v->iterate_name = e->name;
+    memcpy((char *)v + findFamily(family)->name_field, &e->name, sizeof(e->name));
     return 0;
 }
 
@@ -204,10 +224,8 @@ const char *ksVariantNames(const char *family) {
 int ksParseVariants(ksKeyspace *ks, const char *spec, ksVariants *out) {
     ksVariants v;
     memset(&v, 0, sizeof(v));
-    ksSetVariant(&v, "pipeline", "naive");
-    ksSetVariant(&v, "multikey", "none");
-    ksSetVariant(&v, "load", "none");
-    ksSetVariant(&v, "iterate", "none");
+    for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++)
+        ksSetVariant(&v, families[i].name, families[i].dflt);
     v.batch = KS_DEFAULT_BATCH;
     char buf[512];
     snprintf(buf, sizeof(buf), "%s", spec ? spec : "");

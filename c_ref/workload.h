@@ -15,7 +15,7 @@
 #define KS_MAX_REPEAT 100
 
 typedef struct ksWorkloadSpec {
-    const char *workload; /* load | iterate | pipeline | mset | mget */
+    const char *workload; /* a name of the workload table (ksWorkloadNames) */
     uint64_t keys;
     uint64_t ops;
     uint32_t value_size;
@@ -81,8 +81,9 @@ typedef struct ksWorkloadResult {
  * the kvsim CLI (experiments/cli.py) builds its `trace` and `native` options
  * from that export.  Adding an option here adds it everywhere. */
 
-#define KS_NUM_WORKLOADS 5
-extern const char ksWorkloadList[]; /* "load|iterate|pipeline|mset|mget" */
+/* The workloads' names, '|'-separated, in the table's order
+ * ("load|iterate|pipeline|mset|mget|..."; workload.c, workload_ctx.h). */
+const char *ksWorkloadNames(void);
 
 typedef enum ksOptType {
     KS_OPT_UINT,   /* unsigned integer in min..max, into a 4- or 8-byte field */
@@ -101,8 +102,9 @@ typedef struct ksWorkloadOption {
     const char *choices;           /* KS_OPT_CHOICE: "a|b|c" */
     const char *dflt;              /* default, as its command-line text; NULL: none (flag off,
                                       or chosen by the workload: --variant) */
-    const char *workloads;         /* "a|b": the workloads that use it; NULL = every one
-                                      (the others refuse it: ksWorkloadOptionApplies) */
+    int every;                     /* 1: every workload takes it; 0: the workloads whose
+                                      table row lists it (the others refuse it:
+                                      ksWorkloadOptionApplies) */
     const char *help;              /* one line */
 } ksWorkloadOption;
 
@@ -115,8 +117,10 @@ const char *ksWorkloadFamily(const char *workload);
 /* The option named `name` (without "--"), or NULL. */
 const ksWorkloadOption *ksWorkloadOptionFind(const char *name);
 
-/* 1 if option o is used by `workload` (o->workloads names it, or is NULL), else 0. */
+/* 1 if option o is used by `workload` (o->every, or the workload's row lists it), else 0. */
 int ksWorkloadOptionApplies(const ksWorkloadOption *o, const char *workload);
+/* The workloads that use option o, '|'-separated (a static buffer). */
+const char *ksWorkloadOptionUsers(const ksWorkloadOption *o);
 
 /* Parse `value` (NULL for a flag) as option o into spec.  0, or -1 with the
  * one-line message "--NAME: expected ..., got 'VALUE'" in err.  A string value
