@@ -32,6 +32,7 @@
 
 #include "keyspace.h"
 #include "siphash.h"
+#include "t_hash.h"
 
 #define PREFETCH_BATCH_SIZE 16
 
@@ -71,6 +72,10 @@ static void getCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
         return;
     }
     ksDbTouch(ks, &ki, e);
+    if (ksEntryType(ks, e) != OBJ_STRING) { /* checkType */
+        ksReplyError(ks, c, "WRONGTYPE Operation against a key holding the wrong kind of value");
+        return;
+    }
     replyValue(ks, c, e, ki.found_dep);
 }
 
@@ -126,6 +131,10 @@ static void setCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     if (ki.rehash) ksKeyRehash(ks, &ki);
     void *old = ksDbFind(ks, &ki); /* lookupKeyWrite */
     if (old) ksDbTouch(ks, &ki, old);
+    if (get && old && ksEntryType(ks, old) != OBJ_STRING) { /* getGenericCommand's checkType */
+        ksReplyError(ks, c, "WRONGTYPE Operation against a key holding the wrong kind of value");
+        return;
+    }
     if (get) {
         if (old) replyValue(ks, c, old, ki.found_dep);
         else ksReplyNull(ks, c);
@@ -236,7 +245,7 @@ static void mgetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
         resolveBatch(ks, cmd, ki, 1, 1, done, n, tables);
         for (int i = 0; i < n; i++) {
             void *e = findForBatch(ks, &ki[i], tables);
-            if (e) replyValue(ks, c, e, ki[i].found_dep);
+            if (e && ksEntryType(ks, e) == OBJ_STRING) replyValue(ks, c, e, ki[i].found_dep);
             else ksReplyNull(ks, c);
         }
         done += n;
@@ -425,6 +434,7 @@ static void scanCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
         return;
     }
     long long count = 10;
+    const char *typename = NULL;
     const char *pat = NULL;
     size_t plen = 0;
     for (int j = 2; j < cmd->argc; j++) {
@@ -444,15 +454,12 @@ static void scanCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
             if (plen == 1 && pat[0] == '*') pat = NULL; /* use_pattern = 0 */
             j++;
         } else if (argEq(cmd->argv[j], "TYPE") && j + 1 < cmd->argc) {
-            j++; /* every key is a string here; filtered below */
-            if (!argEq(cmd->argv[j], "string")) count = -count;
+            typename = cmd->argv[++j]; /* filtered below */
         } else {
             ksReplyError(ks, c, "ERR syntax error");
             return;
         }
     }
-    int type_mismatch = count < 0;
-    if (count < 0) count = -count;
     /* kvstoreScan: the low bits of the cursor select the slot table. */
     int bits = ks->cluster ? 14 : 0;
     unsigned long long slot = cursor & ((1ULL << bits) - 1);
@@ -480,7 +487,7 @@ static void scanCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
         /* Valkey's order: pattern, type, then expiry (only unfiltered keys
          * are checked, and deleted, when expired). */
         if (pat && !ksStringMatch(pat, plen, k, sdslen(k))) continue;
-        if (type_mismatch) continue;
+        if (typename && !argEq((sds)typename, ksEntryType(ks, entry) == OBJ_HASH ? "hash" : "string")) continue;
         ki.hash = ksSiphash(k, sdslen(k), ks->sipkey);
         if (ksEntryIsExpired(ks, ksDbGetExpire(ks, &ki, entry))) {
             ksDbDelete(ks, &ki); /* expireIfNeeded: the scan deletes it */
@@ -526,6 +533,10 @@ static const ksCommandDef commandTable[] = {
     {"pttl", 2, 1, pttlCommand},        {"keys", 2, 0, keysCommand},
     {"scan", -2, 0, scanCommand},       {"dbsize", 1, 0, dbsizeCommand},
     {"flushall", -1, 0, flushallCommand},
+    /* the hash type: commands_hash.c */
+    {"hset", -4, 1, ksHsetCommand},     {"hget", 3, 1, ksHgetCommand},
+    {"hmget", -3, 1, ksHmgetCommand},   {"hgetall", 2, 1, ksHgetallCommand},
+    {"hdel", -3, 1, ksHdelCommand},
 };
 
 const ksCommandDef *ksLookupCommand(const char *name, size_t len) {

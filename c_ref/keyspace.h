@@ -75,6 +75,13 @@ typedef struct ksMultikeyTableHooks {
  *                           passes prefetch */
 enum { KS_MULTIKEY_RULE_15133 = 0, KS_MULTIKEY_RULE_15043 = 1 };
 
+/* Hash: the nested prefetch of the fields a command looks up in hash o (HGET
+ * one, HMGET all; dep = o's header load), before the lookups; may be NULL. */
+typedef void (*ksHashFieldsFn)(ksKeyspace *ks, robj *o, ksLoadId dep, sds *fields, int n);
+/* Hash: HGETALL's reply of every field and value of o (after the array
+ * header), replacing the plain iteration; may be NULL. */
+typedef void (*ksHashGetallFn)(ksKeyspace *ks, ksClient *c, robj *o, ksLoadId dep);
+
 typedef struct ksVariants {
     ksPipelineFn pipeline;
     const char *pipeline_name;
@@ -90,6 +97,10 @@ typedef struct ksVariants {
     const char *load_name;
     int iterate; /* KS_ITER_PREFETCH_* */
     const char *iterate_name;
+    ksHashFieldsFn hash_fields;   /* the `hash` family (variants_hash.c) */
+    ksHashGetallFn hash_getall;
+    int hash_value_prefetch;      /* the field prefetch also prefetches the value (#2180) */
+    const char *hash_name;
 } ksVariants;
 
 /* Parse "pipeline=lookahead batch=16 ..." over defaults; -1 and ks->err on error. */
@@ -283,6 +294,13 @@ const ksCommandDef *ksLookupCommand(const char *name, size_t len);
  * it has none or fails an arity check, incl. MSET's pair count); keys are
  * argv[*first + i * *step]. */
 int ksCommandKeys(const ksCommandDef *d, int argc, int *first, int *step);
+
+/* commands_hash.c (rows in commands.c's table) */
+void ksHsetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
+void ksHgetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
+void ksHmgetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
+void ksHgetallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
+void ksHdelCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
 
 /* --- pipeline.c ------------------------------------------------------------ */
 

@@ -126,8 +126,12 @@ static void jworkload(jbuf *j, const ksWorkloadSpec *s) {
     /* keys sorted */
     jput(j, "{\"activerehashing\":");
     jstr(j, s->activerehashing ? s->activerehashing : "yes");
-    jput(j, ",\"batch\":%d,\"cluster\":%s,\"depth\":%d,\"expire\":%s,\"key_size\":%u,\"keys\":%llu,", s->batch,
-         s->cluster ? "true" : "false", s->depth, s->expire ? "true" : "false", s->key_size, (unsigned long long)s->keys);
+    jput(j, ",\"batch\":%d,\"cluster\":%s,\"depth\":%d,\"expire\":%s,", s->batch, s->cluster ? "true" : "false",
+         s->depth, s->expire ? "true" : "false");
+    jput(j, "\"fields_per_command\":%d,\"hash_fields\":%llu,\"hash_op\":", s->fields_per_command,
+         (unsigned long long)s->hash_fields);
+    jstr(j, s->hash_op ? s->hash_op : "hget");
+    jput(j, ",\"key_size\":%u,\"keys\":%llu,", s->key_size, (unsigned long long)s->keys);
     jput(j, "\"keys_per_command\":%d,", s->keys_per_command);
     jput(j, "\"layout\":");
     jstr(j, s->layout);

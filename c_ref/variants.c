@@ -8,6 +8,7 @@
  *              redis-15043
  *   load       none, prefetch-after-key, prefetch-rehash  ksLoadVariant flags
  *   iterate    none, next-bucket, valkey                  iterator prefetch mode
+ *   hash       none, ... (variants_hash.c)                nested field prefetch, HGETALL
  *
  * Variant strings ("pipeline=lookahead batch=16 multikey=batch") are parsed by
  * ksParseVariants over the defaults (naive, 16, none, none, none).
@@ -119,6 +120,12 @@ static void setIterValkey(ksVariants *v, const void *fn) {
     (void)fn;
     v->iterate = KS_ITER_PREFETCH_VALKEY;
 }
+static void setHashNone(ksVariants *v, const void *fn) {
+    (void)fn;
+    v->hash_fields = NULL;
+    v->hash_getall = NULL;
+    v->hash_value_prefetch = 0;
+}
 
 /* --- Registry -------------------------------------------------------------- */
 
@@ -149,6 +156,7 @@ static const variantEntry registry[] = {
     {"iterate", "none", setIterNone, NULL},
     {"iterate", "next-bucket", setIterNext, NULL},
     {"iterate", "valkey", setIterValkey, NULL},
+    {"hash", "none", setHashNone, NULL},
 };
 
 #define NREG (sizeof(registry) / sizeof(registry[0]))
@@ -172,6 +180,7 @@ static const familyEntry families[] = {
     {"multikey", "none", offsetof(ksVariants, multikey_name)},
     {"load", "none", offsetof(ksVariants, load_name)},
     {"iterate", "none", offsetof(ksVariants, iterate_name)},
+    {"hash", "none", offsetof(ksVariants, hash_name)},
 };
 
 static const familyEntry *findFamily(const char *family) {

@@ -327,6 +327,7 @@ static int iterateSetup(wl *w);
 static int iterateRun(wl *w, ksWorkloadResult *res);
 static int loadSetup(wl *w);
 static int loadRun(wl *w, ksWorkloadResult *res);
+int ksHashWorkloadSetup(wl *w); /* workload_hash.c */
 
 static const ksWorkloadDef WORKLOADS[] = {
     {"load", "load", "rdbchecksum|snapshot-from", loadSetup, loadRun},
@@ -334,6 +335,8 @@ static const ksWorkloadDef WORKLOADS[] = {
     {"pipeline", "pipeline", "ops|batch|depth|set-ratio|expire|warmup-ops", pipelineSetup, ksWlRunGroups},
     {"mset", "multikey", "ops|batch|keys-per-command|mset-keys|prefill|pipeline-depth|pipeline", msetSetup, msetRun},
     {"mget", "multikey", "ops|batch|keys-per-command|expire|warmup-ops|pipeline-depth|pipeline", pipelineSetup,
+     ksWlRunGroups},
+    {"hash", "hash", "ops|batch|hash-fields|hash-op|fields-per-command|pipeline-depth|pipeline", ksHashWorkloadSetup,
      ksWlRunGroups},
 };
 #define NWORKLOADS (sizeof(WORKLOADS) / sizeof(WORKLOADS[0]))
@@ -451,6 +454,11 @@ const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS] = {
      "mget/mset: the pipeline variant that runs each query buffer: naive (one command after "
      "the other) or lookahead (Valkey PR #2092: the keys of the buffered commands prefetched "
      "in batches of --batch keys)."},
+    UINT_OPT("hash-fields", hash_fields, 1, 1ULL << 32, "100", LISTED,
+             "hash: fields per hash key (a listpack up to 512 fields of <= 64 bytes, else a table)."),
+    {"hash-op", KS_OPT_CHOICE, FIELD(hash_op), 0, 0, 0, 0, "hget|hmget|hgetall|hset", "hget", LISTED,
+     "hash: the measured command (hset overwrites an existing field)."},
+    UINT_OPT("fields-per-command", fields_per_command, 1, 1 << 20, "10", LISTED, "hash: fields per HMGET."),
 };
 
 #undef UINT_OPT

@@ -41,6 +41,9 @@ typedef struct ksWorkloadSpec {
     int pipeline_depth;          /* mget/mset: commands per query buffer (0 reads as 1) */
     const char *pipeline;        /* mget/mset: the pipeline variant running a query buffer
                                     (naive | lookahead | ...; NULL reads as naive) */
+    uint64_t hash_fields;        /* hash: fields per hash key */
+    const char *hash_op;         /* hash: hget | hmget | hgetall | hset */
+    int fields_per_command;      /* hash: fields per HMGET */
     /* Native only (kvsim-cref native --versus-*): a second configuration B of the
      * same workload, differing in the variant, the pipeline variant or the batch
      * (NULL / 0: A's), timed against this one (A) in the same process on the
@@ -108,7 +111,7 @@ typedef struct ksWorkloadOption {
     const char *help;              /* one line */
 } ksWorkloadOption;
 
-#define KS_NUM_WORKLOAD_OPTIONS 23
+#define KS_NUM_WORKLOAD_OPTIONS 26
 extern const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS];
 
 /* The variant family a workload selects with --variant; NULL for an unknown workload. */

@@ -1,0 +1,451 @@
+/*
+ * test_hash.c -- the hash type (t_hash.c, commands_hash.c): the layouts
+ * pinned (listpack bytes, field-value entries embedded up to 128 bytes), the
+ * conversions at upstream's thresholds, a differential test of HSET HGET
+ * HMGET HGETALL HDEL (and their meeting with GET, SET, DEL) against a plain
+ * reference on every table, layout and hash variant, with ksCheckValid after
+ * each step, and the traced reads of a lookup.
+ */
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../dict.h"
+#include "../emit.h"
+#include "../keyspace.h"
+#include "../kvsim_cref.h"
+#include "../t_hash.h"
+#include "../workload.h"
+#include "testhelp.h"
+#include "traced.h"
+
+/* --- Commands -------------------------------------------------------------------- */
+
+typedef struct {
+    char *buf;
+    size_t len, cap;
+} sbuf;
+
+static void sput(sbuf *b, const void *p, size_t n) {
+    if (b->len + n + 1 > b->cap) {
+        b->cap = (b->len + n + 1) * 2;
+        b->buf = realloc(b->buf, b->cap);
+    }
+    memcpy(b->buf + b->len, p, n);
+    b->len += n;
+    b->buf[b->len] = 0;
+}
+
+static void sfmt(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sfmt(sbuf *b, const char *fmt, ...) {
+    char t[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(t, sizeof(t), fmt, ap);
+    va_end(ap);
+    sput(b, t, (size_t)n);
+}
+
+static void sbulk(sbuf *b, const char *s) {
+    sfmt(b, "$%zu\r\n", strlen(s));
+    sput(b, s, strlen(s));
+    sput(b, "\r\n", 2);
+}
+
+/* Run one command (argv strings) and return its reply (static buffer copy). */
+static const char *run(ksKeyspace *ks, const char *variant, int argc, const char **argv, size_t *rlen) {
+    static sbuf q, r;
+    q.len = 0;
+    sfmt(&q, "*%d\r\n", argc);
+    for (int i = 0; i < argc; i++) sbulk(&q, argv[i]);
+    const uint8_t *reply;
+    size_t len, consumed;
+    if (ksExecute(ks, variant, (const uint8_t *)q.buf, q.len, &reply, &len, &consumed)) return NULL;
+    r.len = 0;
+    sput(&r, reply, len);
+    if (rlen) *rlen = len;
+    return r.buf;
+}
+
+/* --- Reference ----------------------------------------------------------------------- */
+
+#define NKEYS 3
+#define MAXF 1400
+typedef struct {
+    int exists, converted, n;
+    char *f[MAXF], *v[MAXF]; /* insertion order */
+} refHash;
+
+static int refFind(const refHash *h, const char *f) {
+    for (int i = 0; i < h->n; i++)
+        if (!strcmp(h->f[i], f)) return i;
+    return -1;
+}
+
+static void refClear(refHash *h) {
+    for (int i = 0; i < h->n; i++) {
+        free(h->f[i]);
+        free(h->v[i]);
+    }
+    memset(h, 0, sizeof(*h));
+}
+
+static int cmpPair(const void *a, const void *b) {
+    const char *const *x = a, *const *y = b;
+    int c = strcmp(x[0], y[0]);
+    return c ? c : strcmp(x[1], y[1]);
+}
+
+/* HGETALL reply -> pairs sorted (the table's order is not the reference's). */
+static char *sortedPairs(const char *reply) {
+    long n = strtol(reply + 1, NULL, 10);
+    const char *p = strchr(reply, '\n') + 1;
+    char **items = calloc((size_t)n + 1, sizeof(char *));
+    for (long i = 0; i < n; i++) {
+        long l = strtol(p + 1, NULL, 10);
+        p = strchr(p, '\n') + 1;
+        items[i] = strndup(p, (size_t)l);
+        p += l + 2;
+    }
+    qsort(items, (size_t)n / 2, 2 * sizeof(char *), cmpPair);
+    sbuf b = {0};
+    for (long i = 0; i < n; i++) {
+        sfmt(&b, "%s|", items[i]);
+        free(items[i]);
+    }
+    free(items);
+    if (!b.buf) sput(&b, "", 0);
+    return b.buf;
+}
+
+static const char *WRONG = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+
+static void randString(unsigned long long *rng, char *out, int minlen, int maxlen) {
+    int len = minlen + (int)(test_rand(rng) % (unsigned long long)(maxlen - minlen + 1));
+    for (int i = 0; i < len; i++) out[i] = (char)('a' + test_rand(rng) % 26);
+    out[len] = 0;
+}
+
+/* One random session of hash commands against the reference. */
+static int differential(const char *options, const char *variant, unsigned long long seed, int steps) {
+    ksKeyspace *ks = ksCreate(options);
+    TEST_ASSERT_MSG(ks, "%s", ksLastError(NULL));
+    refHash ref[NKEYS];
+    memset(ref, 0, sizeof(ref));
+    int string_key = 0; /* "s" holds a string */
+    unsigned long long rng = seed;
+    char keys[NKEYS][8];
+    for (int i = 0; i < NKEYS; i++) snprintf(keys[i], sizeof(keys[i]), "h%d", i);
+    const char *argv[2 * MAXF + 4];
+    static char fbuf[2 * MAXF + 4][96];
+    sbuf want = {0};
+    for (int step = 0; step < steps; step++) {
+        int k = (int)(test_rand(&rng) % NKEYS);
+        refHash *h = &ref[k];
+        /* fields: a pool of 1300, so big hashes cross 512 and small ones repeat */
+        int pool = test_rand(&rng) % 4 == 0 ? 1300 : 40;
+        int op = (int)(test_rand(&rng) % 100);
+        want.len = 0;
+        int argc = 0, unordered = 0;
+        if (op < 40) { /* HSET */
+            int pairs = test_rand(&rng) % 50 == 0 ? 520 + (int)(test_rand(&rng) % 200) : 1 + (int)(test_rand(&rng) % 4);
+            argv[argc++] = "HSET";
+            argv[argc++] = keys[k];
+            int longval = test_rand(&rng) % 30 == 0;
+            int created = 0, tooLong = 0;
+            for (int p = 0; p < pairs; p++) {
+                snprintf(fbuf[argc], sizeof(fbuf[argc]), "f:%llu", test_rand(&rng) % (unsigned long long)pool);
+                argv[argc] = fbuf[argc];
+                argc++;
+                randString(&rng, fbuf[argc], 0, longval ? 90 : 20);
+                argv[argc] = fbuf[argc];
+                if (strlen(fbuf[argc]) > KS_HASH_MAX_LISTPACK_VALUE) tooLong = 1;
+                argc++;
+            }
+            if (!h->exists) {
+                refClear(h);
+                h->exists = 1;
+            }
+            for (int a = 2; a < argc; a += 2) {
+                int i = refFind(h, argv[a]);
+                if (i < 0) {
+                    h->f[h->n] = strdup(argv[a]);
+                    h->v[h->n++] = strdup(argv[a + 1]);
+                    created++;
+                } else {
+                    free(h->v[i]);
+                    h->v[i] = strdup(argv[a + 1]);
+                }
+            }
+            if (pairs > KS_HASH_MAX_LISTPACK_ENTRIES || tooLong || h->n > KS_HASH_MAX_LISTPACK_ENTRIES) h->converted = 1;
+            sfmt(&want, ":%d\r\n", created);
+        } else if (op < 60) { /* HGET */
+            snprintf(fbuf[2], sizeof(fbuf[2]), "f:%llu", test_rand(&rng) % (unsigned long long)pool);
+            argv[argc++] = "HGET";
+            argv[argc++] = keys[k];
+            argv[argc++] = fbuf[2];
+            int i = h->exists ? refFind(h, fbuf[2]) : -1;
+            if (i >= 0) sbulk(&want, h->v[i]);
+            else sfmt(&want, "$-1\r\n");
+        } else if (op < 72) { /* HMGET */
+            int nf = 1 + (int)(test_rand(&rng) % 6);
+            argv[argc++] = "HMGET";
+            argv[argc++] = keys[k];
+            sfmt(&want, "*%d\r\n", nf);
+            for (int j = 0; j < nf; j++) {
+                snprintf(fbuf[argc], sizeof(fbuf[argc]), "f:%llu", test_rand(&rng) % (unsigned long long)pool);
+                argv[argc] = fbuf[argc];
+                int i = h->exists ? refFind(h, fbuf[argc]) : -1;
+                if (i >= 0) sbulk(&want, h->v[i]);
+                else sfmt(&want, "$-1\r\n");
+                argc++;
+            }
+        } else if (op < 80) { /* HGETALL */
+            argv[argc++] = "HGETALL";
+            argv[argc++] = keys[k];
+            sfmt(&want, "*%d\r\n", h->exists ? 2 * h->n : 0);
+            for (int i = 0; h->exists && i < h->n; i++) {
+                sbulk(&want, h->f[i]);
+                sbulk(&want, h->v[i]);
+            }
+            unordered = h->exists && h->converted;
+        } else if (op < 92) { /* HDEL */
+            int nf = 1 + (int)(test_rand(&rng) % 3);
+            argv[argc++] = "HDEL";
+            argv[argc++] = keys[k];
+            int deleted = 0;
+            for (int j = 0; j < nf; j++) {
+                snprintf(fbuf[argc], sizeof(fbuf[argc]), "f:%llu", test_rand(&rng) % (unsigned long long)pool);
+                argv[argc] = fbuf[argc];
+                argc++;
+                if (!h->exists) continue;
+                int i = refFind(h, argv[argc - 1]);
+                if (i < 0) continue;
+                free(h->f[i]);
+                free(h->v[i]);
+                memmove(&h->f[i], &h->f[i + 1], sizeof(char *) * (size_t)(h->n - i - 1));
+                memmove(&h->v[i], &h->v[i + 1], sizeof(char *) * (size_t)(h->n - i - 1));
+                h->n--;
+                deleted++;
+                if (h->n == 0) {
+                    refClear(h);
+                    break;
+                }
+            }
+            sfmt(&want, ":%d\r\n", deleted);
+        } else if (op < 95) { /* DEL */
+            argv[argc++] = "DEL";
+            argv[argc++] = keys[k];
+            sfmt(&want, ":%d\r\n", h->exists);
+            refClear(h);
+        } else if (op < 97) { /* the other type, both ways */
+            argv[argc++] = "GET";
+            argv[argc++] = h->exists ? keys[k] : "s";
+            if (h->exists) sfmt(&want, "%s", WRONG);
+            else if (string_key) sbulk(&want, "str");
+            else sfmt(&want, "$-1\r\n");
+        } else if (op < 99) {
+            argv[argc++] = "HGET";
+            argv[argc++] = "s";
+            argv[argc++] = "f:1";
+            sfmt(&want, "%s", string_key ? WRONG : "$-1\r\n");
+        } else { /* SET over a hash */
+            argv[argc++] = "SET";
+            argv[argc++] = string_key ? "s" : keys[k];
+            argv[argc++] = "str";
+            sfmt(&want, "+OK\r\n");
+            if (!string_key) {
+                refClear(h);
+                TEST_ASSERT(!strcmp(run(ks, variant, 3, (const char *[]){"SET", "s", "str"}, NULL), "+OK\r\n"));
+                string_key = 1;
+                /* keys[k] now holds a string: delete it again so the reference stays simple */
+                argv[0] = "DEL";
+                argc = 2;
+                want.len = 0;
+                sfmt(&want, ":1\r\n");
+                TEST_ASSERT(!strcmp(run(ks, variant, 3, (const char *[]){"SET", keys[k], "str"}, NULL), "+OK\r\n"));
+            }
+        }
+        size_t rlen;
+        const char *got = run(ks, variant, argc, argv, &rlen);
+        TEST_ASSERT(got != NULL);
+        if (unordered) {
+            char *a = sortedPairs(got), *b = sortedPairs(want.buf);
+            TEST_ASSERT_MSG(!strcmp(a, b), "%s %s step %d: HGETALL differs", options, variant, step);
+            free(a);
+            free(b);
+        } else {
+            TEST_ASSERT_MSG(rlen == want.len && !memcmp(got, want.buf, rlen), "%s %s step %d %s %s: got %.80s want %.80s",
+                            options, variant, step, argv[0], argv[1], got, want.buf);
+        }
+        TEST_ASSERT_MSG(ksCheckValid(ks) == 0, "%s %s step %d: %s", options, variant, step, ksLastError(ks));
+    }
+    for (int i = 0; i < NKEYS; i++) refClear(&ref[i]);
+    free(want.buf);
+    ksDestroy(ks);
+    return 0;
+}
+
+static const char *const OPTIONS[] = {
+    "table=hashtable layout=unified", "table=hashtable layout=legacy", "table=dict layout=unified",
+    "table=dict layout=legacy", "table=hashtable layout=unified cluster=1", "table=dict layout=legacy cluster=1",
+};
+
+static int test_differential(void) {
+    const char *names = ksVariantNames("hash");
+    char vs[256];
+    snprintf(vs, sizeof(vs), "%s", names);
+    for (size_t o = 0; o < sizeof(OPTIONS) / sizeof(OPTIONS[0]); o++) {
+        for (char *save = NULL, *v = strtok_r(vs, "|", &save); v; v = strtok_r(NULL, "|", &save)) {
+            char variant[64];
+            snprintf(variant, sizeof(variant), "hash=%s", v);
+            if (differential(OPTIONS[o], variant, test_seed + o, test_accurate ? 3000 : 700)) return 1;
+        }
+        snprintf(vs, sizeof(vs), "%s", names);
+    }
+    return 0;
+}
+
+/* --- Layouts and thresholds --------------------------------------------------------- */
+
+static robj *hashObject(ksKeyspace *ks, const char *key) {
+    ksCur = ks;
+    ksKeyInfo ki;
+    uint8_t kb[64];
+    sds k = sdsWriteAt(kb, SDS_TYPE_8, key, strlen(key), strlen(key));
+    ksKeyResolve(ks, k, &ki);
+    void *e = ksDbFind(ks, &ki);
+    return e ? ksEntryObject(ks, e, 0, NULL) : NULL;
+}
+
+static int test_layouts(void) {
+    for (int t = 0; t < 2; t++) {
+        ksKeyspace *ks = ksCreate(t ? "table=dict" : "table=hashtable");
+        /* listpack: 6-byte header, "f:1" = 1 + 3 + 1 bytes, "abc" = 1 + 3 + 1, 0xFF */
+        TEST_ASSERT(!strcmp(run(ks, "", 4, (const char *[]){"HSET", "h", "f:1", "abc"}, NULL), ":1\r\n"));
+        robj *o = hashObject(ks, "h");
+        TEST_ASSERT(o && o->type == OBJ_HASH && o->encoding == OBJ_ENCODING_LISTPACK);
+        const uint8_t *lp = o->ptr;
+        uint32_t total;
+        memcpy(&total, lp, 4);
+        TEST_ASSERT(total == 6 + 5 + 5 + 1 && lp[4] == 2 && lp[5] == 0);
+        TEST_ASSERT(lp[6] == (0x80 | 3) && !memcmp(lp + 7, "f:1", 3) && lp[10] == 4 && lp[16] == 0xFF);
+        /* a 64-byte value stays in the listpack (2-byte header), a 65-byte one converts */
+        char v64[66];
+        memset(v64, 'x', 65);
+        v64[64] = 0;
+        run(ks, "", 4, (const char *[]){"HSET", "h", "f:2", v64}, NULL);
+        TEST_ASSERT(hashObject(ks, "h")->encoding == OBJ_ENCODING_LISTPACK);
+        v64[64] = 'x';
+        v64[65] = 0;
+        run(ks, "", 4, (const char *[]){"HSET", "h", "f:3", v64}, NULL);
+        o = hashObject(ks, "h");
+        TEST_ASSERT(o->encoding == OBJ_ENCODING_HT && ksHashLength(ks, o) == 3);
+        /* field-value entries: the entry pointer is the field; embedded iff both sds fit 128 bytes */
+        ksCur = ks;
+        void *tab = ksHashTable(o);
+        void *e = NULL;
+        sds f1 = "f:1";
+        uint8_t fb[16];
+        f1 = sdsWriteAt(fb, SDS_TYPE_8, "f:1", 3, 3);
+        if (t) e = dictFetchStored(tab, f1, NULL);
+        else TEST_ASSERT(hashtableFind(tab, f1, &e));
+        TEST_ASSERT(e && !strcmp(e, "f:1") && ((uintptr_t)e & 1)); /* an sds: odd */
+        size_t vl;
+        const uint8_t *v = ksHashEntryValue(e, 0, &vl, NULL);
+        TEST_ASSERT(vl == 3 && !memcmp(v, "abc", 3) && v == (const uint8_t *)e + 3 + 1 + 3); /* sdshdr5 field + hdr8 */
+        TEST_ASSERT(ksHashEntryValuePrefetchAddr(e, 0, NULL) == NULL);
+        sds f3 = sdsWriteAt(fb, SDS_TYPE_8, "f:3", 3, 3);
+        if (t) e = dictFetchStored(tab, f3, NULL);
+        else TEST_ASSERT(hashtableFind(tab, f3, &e));
+        v = ksHashEntryValue(e, 0, &vl, NULL);
+        /* 1 + 3 + 1 (field) + 3 + 65 + 1 (value) = 74 <= 128: still embedded */
+        TEST_ASSERT(vl == 65 && v == (const uint8_t *)e + 3 + 1 + 3);
+        char v200[201];
+        memset(v200, 'y', 200);
+        v200[200] = 0;
+        run(ks, "", 4, (const char *[]){"HSET", "h", "f:4", v200}, NULL);
+        sds f4 = sdsWriteAt(fb, SDS_TYPE_8, "f:4", 3, 3);
+        if (t) e = dictFetchStored(ksHashTable(hashObject(ks, "h")), f4, NULL);
+        else TEST_ASSERT(hashtableFind(ksHashTable(hashObject(ks, "h")), f4, &e));
+        v = ksHashEntryValue(e, 0, &vl, NULL);
+        /* by pointer: the field is an sdshdr8 after the 8-byte value pointer */
+        TEST_ASSERT(vl == 200 && ksHashEntryValuePrefetchAddr(e, 0, NULL) == v - 3 - 0 && ((const char *)e)[-1] & 16);
+        TEST_ASSERT(*(const char *const *)((const char *)e - 3 - 8) == (const char *)v);
+        /* 513 fields convert a listpack; 512 do not */
+        for (int n = 512; n <= 513; n++) {
+            const char **argv = malloc(sizeof(char *) * (size_t)(2 + 2 * n));
+            char(*fs)[16] = malloc(16 * (size_t)n);
+            argv[0] = "HSET";
+            argv[1] = n == 512 ? "a" : "b";
+            for (int i = 0; i < n; i++) {
+                snprintf(fs[i], 16, "f:%d", i);
+                argv[2 + 2 * i] = fs[i];
+                argv[3 + 2 * i] = "v";
+            }
+            run(ks, "", 2 + 2 * n, argv, NULL);
+            TEST_ASSERT(hashObject(ks, argv[1])->encoding == (n == 512 ? OBJ_ENCODING_LISTPACK : OBJ_ENCODING_HT));
+            free(argv);
+            free(fs);
+        }
+        /* one more field converts "a" (hashTypeSet's length check) */
+        run(ks, "", 4, (const char *[]){"HSET", "a", "new", "v"}, NULL);
+        TEST_ASSERT(hashObject(ks, "a")->encoding == OBJ_ENCODING_HT && ksHashLength(ks, hashObject(ks, "a")) == 513);
+        /* never back: deleting down to one field keeps the table */
+        for (int i = 0; i < 512; i++) {
+            char f[16];
+            snprintf(f, sizeof(f), "f:%d", i);
+            run(ks, "", 3, (const char *[]){"HDEL", "a", f}, NULL);
+        }
+        TEST_ASSERT(hashObject(ks, "a")->encoding == OBJ_ENCODING_HT && ksHashLength(ks, hashObject(ks, "a")) == 1);
+        TEST_ASSERT(!strcmp(run(ks, "", 3, (const char *[]){"HDEL", "a", "new"}, NULL), ":1\r\n"));
+        TEST_ASSERT(hashObject(ks, "a") == NULL && ksCheckValid(ks) == 0);
+        /* snapshots model strings only: a SAVE with a hash is refused */
+        const uint8_t *buf;
+        size_t len;
+        TEST_ASSERT(ksSaveSnapshot(ks, "", &buf, &len) == -1 && strstr(ksLastError(ks), "hash"));
+        /* EXPIRE moves a unified hash into an object with an expire field */
+        TEST_ASSERT(!strcmp(run(ks, "", 3, (const char *[]){"PEXPIRE", "h", "100000"}, NULL), ":1\r\n"));
+        TEST_ASSERT(!strcmp(run(ks, "", 3, (const char *[]){"HGET", "h", "f:1"}, NULL), "$3\r\nabc\r\n"));
+        TEST_ASSERT(ksCheckValid(ks) == 0);
+        /* SCAN TYPE sees the types */
+        const char *r = run(ks, "", 6, (const char *[]){"SCAN", "0", "TYPE", "hash", "COUNT", "100"}, NULL);
+        TEST_ASSERT(strstr(r, "$1\r\nh\r\n") && strstr(r, "$1\r\nb\r\n"));
+        r = run(ks, "", 6, (const char *[]){"SCAN", "0", "TYPE", "string", "COUNT", "100"}, NULL);
+        TEST_ASSERT(strstr(r, "*0\r\n") != NULL);
+        ksDestroy(ks);
+    }
+    return 0;
+}
+
+static int test_arity_and_errors(void) {
+    ksKeyspace *ks = ksCreate("");
+    TEST_ASSERT(!strcmp(run(ks, "", 3, (const char *[]){"HSET", "h", "f"}, NULL),
+                        "-ERR wrong number of arguments for 'hset' command\r\n"));
+    TEST_ASSERT(!strcmp(run(ks, "", 5, (const char *[]){"HSET", "h", "f", "v", "g"}, NULL),
+                        "-ERR wrong number of arguments for 'hset' command\r\n"));
+    TEST_ASSERT(!strcmp(run(ks, "", 2, (const char *[]){"HGET", "h"}, NULL),
+                        "-ERR wrong number of arguments for 'hget' command\r\n"));
+    TEST_ASSERT(!strcmp(run(ks, "", 2, (const char *[]){"HGETALL", "nope"}, NULL), "*0\r\n"));
+    TEST_ASSERT(!strcmp(run(ks, "", 4, (const char *[]){"HMGET", "nope", "a", "b"}, NULL), "*2\r\n$-1\r\n$-1\r\n"));
+    TEST_ASSERT(!strcmp(run(ks, "", 3, (const char *[]){"HDEL", "nope", "a"}, NULL), ":0\r\n"));
+    run(ks, "", 3, (const char *[]){"SET", "s", "v"}, NULL);
+    TEST_ASSERT(!strcmp(run(ks, "", 4, (const char *[]){"HSET", "s", "f", "v"}, NULL), WRONG));
+    TEST_ASSERT(!strcmp(run(ks, "", 2, (const char *[]){"HGETALL", "s"}, NULL), WRONG));
+    run(ks, "", 4, (const char *[]){"HSET", "h", "f", "v"}, NULL);
+    TEST_ASSERT(!strcmp(run(ks, "", 3, (const char *[]){"MGET", "h", "s"}, NULL), "*2\r\n$-1\r\n$1\r\nv\r\n"));
+    TEST_ASSERT(!strcmp(run(ks, "", 4, (const char *[]){"SET", "h", "x", "GET"}, NULL), WRONG));
+    TEST_ASSERT(!strcmp(run(ks, "", 2, (const char *[]){"EXISTS", "h"}, NULL), ":1\r\n"));
+    ksDestroy(ks);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    TEST_INIT(argc, argv);
+    RUN(test_layouts);
+    RUN(test_arity_and_errors);
+    RUN(test_differential);
+    return TEST_DONE();
+}
