@@ -534,9 +534,9 @@ static const ksCommandDef commandTable[] = {
     {"scan", -2, 0, scanCommand},       {"dbsize", 1, 0, dbsizeCommand},
     {"flushall", -1, 0, flushallCommand},
     /* the hash type: commands_hash.c */
-    {"hset", -4, 1, ksHsetCommand},     {"hget", 3, 1, ksHgetCommand},
-    {"hmget", -3, 1, ksHmgetCommand},   {"hgetall", 2, 1, ksHgetallCommand},
-    {"hdel", -3, 1, ksHdelCommand},
+    {"hset", -4, 1, ksHsetCommand, 0, 0, 2},     {"hget", 3, 1, ksHgetCommand, 0, 0, 2},
+    {"hmget", -3, 1, ksHmgetCommand, 0, 0, 2},   {"hgetall", 2, 1, ksHgetallCommand},
+    {"hdel", -3, 1, ksHdelCommand, 0, 0, 2},
 };
 
 const ksCommandDef *ksLookupCommand(const char *name, size_t len) {

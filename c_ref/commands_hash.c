@@ -83,6 +83,18 @@ static void replyField(ksKeyspace *ks, ksClient *c, robj *o, ksLoadId od, sds f)
     else ksReplyNull(ks, c);
 }
 
+/* A field-value entry's value, or a null for none (a variant's own lookup). */
+static void replyEntry(ksKeyspace *ks, ksClient *c, void *entry, ksLoadId dep) {
+    if (!entry) {
+        ksReplyNull(ks, c);
+        return;
+    }
+    size_t vlen;
+    ksLoadId vd = 0;
+    const uint8_t *v = ksHashEntryValue(entry, dep, &vlen, &vd);
+    ksReplyBulk(ks, c, v, vlen, vd);
+}
+
 void ksHgetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     ksKeyInfo ki;
     ksLoadId od = 0;
@@ -92,7 +104,12 @@ void ksHgetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
         ksReplyError(ks, c, WRONGTYPE);
         return;
     }
-    if (o && ks->var.hash_fields) ks->var.hash_fields(ks, o, od, cmd->argv + 2, 1);
+    void *found;
+    ksLoadId fd;
+    if (o && ks->var.hash_fields && ks->var.hash_fields(ks, o, od, cmd->argv + 2, 1, &found, &fd)) {
+        replyEntry(ks, c, found, fd);
+        return;
+    }
     replyField(ks, c, o, od, cmd->argv[2]);
 }
 
@@ -105,9 +122,18 @@ void ksHmgetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
         ksReplyError(ks, c, WRONGTYPE);
         return;
     }
-    if (o && ks->var.hash_fields) ks->var.hash_fields(ks, o, od, cmd->argv + 2, cmd->argc - 2);
-    ksReplyArrayLen(ks, c, cmd->argc - 2);
-    for (int j = 2; j < cmd->argc; j++) replyField(ks, c, o, od, cmd->argv[j]);
+    int n = cmd->argc - 2;
+    void *found[KS_HASH_BATCH_MAX];
+    ksLoadId fd[KS_HASH_BATCH_MAX];
+    ksReplyArrayLen(ks, c, n);
+    for (int j = 0; j < n; j += KS_HASH_BATCH_MAX) { /* the variant sees the fields in chunks */
+        int m = n - j < KS_HASH_BATCH_MAX ? n - j : KS_HASH_BATCH_MAX;
+        if (o && ks->var.hash_fields && ks->var.hash_fields(ks, o, od, cmd->argv + 2 + j, m, found, fd)) {
+            for (int i = 0; i < m; i++) replyEntry(ks, c, found[i], fd[i]);
+            continue;
+        }
+        for (int i = 0; i < m; i++) replyField(ks, c, o, od, cmd->argv[2 + j + i]);
+    }
 }
 
 void ksHgetallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {

@@ -75,12 +75,24 @@ typedef struct ksMultikeyTableHooks {
  *                           passes prefetch */
 enum { KS_MULTIKEY_RULE_15133 = 0, KS_MULTIKEY_RULE_15043 = 1 };
 
-/* Hash: the nested prefetch of the fields a command looks up in hash o (HGET
- * one, HMGET all; dep = o's header load), before the lookups; may be NULL. */
-typedef void (*ksHashFieldsFn)(ksKeyspace *ks, robj *o, ksLoadId dep, sds *fields, int n);
+/* Hash: the fields a command looks up in hash o (HGET one, HMGET all; dep =
+ * o's header load), before the lookups; may be NULL.  Returns 1 if it looked
+ * them up itself (found[i]: the entry or NULL, found_dep[i] its load; the
+ * command uses them directly), 0 if the command looks them up. */
+typedef int (*ksHashFieldsFn)(ksKeyspace *ks, robj *o, ksLoadId dep, sds *fields, int n, void **found,
+                              ksLoadId *found_dep);
 /* Hash: HGETALL's reply of every field and value of o (after the array
  * header), replacing the plain iteration; may be NULL. */
 typedef void (*ksHashGetallFn)(ksKeyspace *ks, ksClient *c, robj *o, ksLoadId dep);
+
+/* The lookahead pipeline's nested field prefetch (pipeline.c), table=hashtable:
+ *   KS_HASH_NESTED_3940   Valkey PR #3940: a command with a field argument (HGET,
+ *                         HMGET, HSET, HDEL: the first field) adds that field to
+ *                         the batch, counted against `batch`; after its key's
+ *                         lookup finds a hash table, the field's bucket and entry
+ *   KS_HASH_NESTED_2180   Valkey PR #2180: HGET and HSET only, not counted; the
+ *                         field's bucket and entry, then its value if by pointer */
+enum { KS_HASH_NESTED_NONE = 0, KS_HASH_NESTED_3940 = 1, KS_HASH_NESTED_2180 = 2 };
 
 typedef struct ksVariants {
     ksPipelineFn pipeline;
@@ -99,7 +111,7 @@ typedef struct ksVariants {
     const char *iterate_name;
     ksHashFieldsFn hash_fields;   /* the `hash` family (variants_hash.c) */
     ksHashGetallFn hash_getall;
-    int hash_value_prefetch;      /* the field prefetch also prefetches the value (#2180) */
+    int hash_nested;              /* KS_HASH_NESTED_*: the lookahead's field prefetch (pipeline.c) */
     const char *hash_name;
 } ksVariants;
 
@@ -122,6 +134,13 @@ typedef void (*ksVariantApplyFn)(ksVariants *v, const void *fn);
 #define KS_MAX_EXTRA_VARIANTS 8
 int ksRegisterVariant(const char *family, const char *name, ksVariantApplyFn apply, const void *fn);
 
+/* The `hash` family's apply functions (variants_hash.c). */
+void ksSetHashNone(ksVariants *v, const void *fn);
+void ksSetHashNested3940(ksVariants *v, const void *fn);
+void ksSetHashValue2180(ksVariants *v, const void *fn);
+void ksSetHashFindBatch4017(ksVariants *v, const void *fn);
+void ksSetHashGetall14988(ksVariants *v, const void *fn);
+
 /* --- Keys ------------------------------------------------------------------ */
 
 /* A lookup key with its hash and slot computed once. */
@@ -139,6 +158,8 @@ struct ksKeyInfo {
     int link_set;    /* `link` holds ksDbFind's link (ksTableOps findLink), valid until
                       * the table changes */
     ksInsertPos link;
+    sds field;       /* the lookahead's nested prefetch: the command's field, or NULL */
+    ksFindState ffs; /* its step machine in the hash's table */
 };
 
 /* --- Client ---------------------------------------------------------------- */
@@ -285,6 +306,7 @@ typedef struct ksCommandDef {
     void (*proc)(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
     int last_key;     /* legacy key spec: 0 = first_key only, -1 = last argument */
     int key_step;     /* 0 = 1 */
+    int field_arg;    /* hash commands: the argument of the (first) field, 0 = none */
 } ksCommandDef;
 
 /* Look up the command, check arity, run it, write its reply. */

@@ -52,8 +52,42 @@
 #include <string.h>
 
 #include "keyspace.h"
+#include "siphash.h"
+#include "t_hash.h"
 
-enum { PREFETCH_ENTRY = 0, PREFETCH_VALUE, PREFETCH_DONE };
+enum { PREFETCH_ENTRY = 0, PREFETCH_VALUE, PREFETCH_FIELD, PREFETCH_DONE };
+
+/* The nested field prefetch (variants_hash.c, hash=nested-3940 / value-2180):
+ * after a key's lookup found a hash kept as a Valkey hashtable, the
+ * command's field gets a step machine of its own in that table (hashing the
+ * field, the table struct's read); 1 if it did, else 0 (the key is done). */
+static int fieldFindInit(ksKeyspace *ks, ksKeyInfo *k, void *found, ksLoadId fd) {
+    if (!k->field || ks->ops != &ksHashtableTableOps || ksEntryType(ks, found) != OBJ_HASH) return 0;
+    KS_ID_VAR(od) = 0;
+    robj *o = ksEntryObject(ks, found, fd, &od);
+    if (o->encoding != OBJ_ENCODING_HT) return 0;
+    size_t len = sdslen(k->field);
+    (void)len;
+    (void)KS_LOAD(k->field - 1, len + 1, KVT_TAG_ARGV, KS_SITE_PF_HASH, 0);
+    KS_WORK(KS_SIPHASH_COST(len));
+    hashtable *ht = ksHashTable(o);
+    KS_SET_TABLE_DEP(od);
+    hashtableIncrementalFindInitWithHash((hashtableIncrementalFindState *)&k->ffs, ht, k->field,
+                                         hashtableHashKey(ht, k->field));
+    return 1;
+}
+
+/* The field's find is done: #2180 prefetches its value when kept by pointer. */
+static void fieldFindDone(ksKeyspace *ks, ksKeyInfo *k) {
+    void *e;
+    if (ks->var.hash_nested != KS_HASH_NESTED_2180 ||
+        !hashtableIncrementalFindGetResult((hashtableIncrementalFindState *)&k->ffs, &e))
+        return;
+    KS_ID_VAR(ed) = KS_TAKE_ENTRY_DEP();
+    ksLoadId ad = 0;
+    const void *va = ksHashEntryValuePrefetchAddr(e, ed, &ad);
+    if (va) KS_PREFETCH(va, KVT_TAG_VALUE, KS_SITE_PF_HASH, ad);
+}
 
 /* --- Interleaved prefetch (memory_prefetch.c hashtablePrefetch) ------------ */
 
@@ -80,6 +114,13 @@ void ksPrefetchKeys(ksKeyspace *ks, ksKeyInfo *keys, int n) {
         cur = cur + 1 == n ? 0 : cur + 1;
         if (k->state == PREFETCH_DONE) continue;
         KS_WORK(6);
+        if (k->state == PREFETCH_FIELD) { /* the nested field: one step per turn */
+            if (hashtableIncrementalFindStep((hashtableIncrementalFindState *)&k->ffs)) continue;
+            fieldFindDone(ks, k);
+            k->state = PREFETCH_DONE;
+            remaining--;
+            continue;
+        }
         if (k->state == PREFETCH_ENTRY) {
             if (ops->findStep(&k->fs)) continue; /* more work: next key */
             k->state = PREFETCH_VALUE;           /* done: value without yielding */
@@ -90,6 +131,10 @@ void ksPrefetchKeys(ksKeyspace *ks, ksKeyInfo *keys, int n) {
             /* The table's entry load produced `found` (the bucket line). */
             KS_ID_VAR(fd) = KS_TAKE_ENTRY_DEP();
             if (!ops->find_prefetches_value) ksEntryPrefetchValue(ks, found, fd);
+            if (fieldFindInit(ks, k, found, fd)) {
+                k->state = PREFETCH_FIELD;
+                continue;
+            }
         }
         k->state = PREFETCH_DONE;
         remaining--;
@@ -124,14 +169,25 @@ void ksPipelineNaive(ksKeyspace *ks, ksClient *c) {
 /* Add cmd's keys (getKeysFromCommand) to keys[*nk..] while fewer than
  * `batch` are in the batch (memory_prefetch.c addCommandToBatch).  The first
  * key's resolution is kept in cmd->key for execution. */
-static void commandKeys(ksKeyspace *ks, ksCommand *cmd, ksKeyInfo *keys, int *nk, int batch) {
+static void commandKeys(ksKeyspace *ks, ksCommand *cmd, ksKeyInfo *keys, int *nk, int *nf, int batch) {
     if (cmd->argc == 0) return;
     if (!cmd->def) cmd->def = ksLookupCommand(cmd->argv[0], sdslen(cmd->argv[0]));
     int first, step;
     int kc = ksCommandKeys(cmd->def, cmd->argc, &first, &step);
-    if (kc == 0 || *nk >= batch) return;
+    if (kc == 0 || *nk + *nf >= batch) return;
     int start = *nk;
-    for (int j = 0; j < kc && *nk < batch; j++) ksKeyResolve(ks, cmd->argv[first + j * step], &keys[(*nk)++]);
+    for (int j = 0; j < kc && *nk + *nf < batch; j++) ksKeyResolve(ks, cmd->argv[first + j * step], &keys[(*nk)++]);
+    /* The nested field (variants_hash.c): #3940 the first field of any field
+     * command, in the batch while there is room; #2180 HGET's and HSET's,
+     * outside the count. */
+    int nested = ks->var.hash_nested, fa = cmd->def->field_arg;
+    if (nested == KS_HASH_NESTED_3940 && fa && *nk + *nf < batch) {
+        keys[start].field = cmd->argv[fa];
+        (*nf)++;
+    } else if (nested == KS_HASH_NESTED_2180 && fa &&
+               (cmd->def->proc == ksHgetCommand || cmd->def->proc == ksHsetCommand)) {
+        keys[start].field = cmd->argv[fa];
+    }
     cmd->key = keys[start];
     cmd->prefetched = 1;
 }
@@ -141,21 +197,21 @@ void ksPipelineLookahead(ksKeyspace *ks, ksClient *c) {
     ksCommand cmds[KS_MAX_BATCH];
     ksKeyInfo keys[KS_MAX_BATCH];
     while (1) {
-        int n = 0, nk = 0, rc = 1;
+        int n = 0, nk = 0, nf = 0, rc = 1;
         while (n < KS_MAX_BATCH) {
             cmds[n].argv = NULL; /* only what the parser needs is initialised */
             cmds[n].argv_cap = 0;
             if ((rc = ksParseCommand(ks, c, &cmds[n])) <= 0) break;
-            commandKeys(ks, &cmds[n], keys, &nk, batch);
+            commandKeys(ks, &cmds[n], keys, &nk, &nf, batch);
             n++;
-            if (nk == batch) break;
+            if (nk + nf == batch) break;
         }
         if (n == 0 && rc <= 0) {
             if (rc < 0) parseNext(ks, c, &cmds[0]); /* re-parse to reply the error */
             break;
         }
-        if (nk > 1) {
-            KS_MARK(KVT_MARK_BATCH, nk);
+        if (nk + nf > 1) {
+            KS_MARK(KVT_MARK_BATCH, nk + nf);
             ksPrefetchKeys(ks, keys, nk);
             for (int i = 0; i < n; i++) /* the prefetch hashed it: the lookup hashes again */
                 if (cmds[i].prefetched) cmds[i].key.rehash = !ks->var.pipeline_hash_once;

@@ -34,6 +34,9 @@
  * share one allocation when their two sds fit in this many bytes. */
 #define KS_HASH_EMBED_VALUE_MAX 128
 #define KS_LISTPACK_HDR 6 /* total bytes u32 + element count u16 */
+/* The most fields a hash variant handles at once (HMGET hands them over in
+ * chunks of this many; Redis #14988's HGETALL_BATCH is 16). */
+#define KS_HASH_BATCH_MAX 16
 
 /* A new empty hash (createHashObject: a listpack holding nothing), as the value
  * robj of a new key: the keyspace entry for `key` (object.h's layouts). */

@@ -8,7 +8,8 @@
  *              redis-15043
  *   load       none, prefetch-after-key, prefetch-rehash  ksLoadVariant flags
  *   iterate    none, next-bucket, valkey                  iterator prefetch mode
- *   hash       none, ... (variants_hash.c)                nested field prefetch, HGETALL
+ *   hash       none, nested-3940, value-2180,             variants_hash.c: nested field
+ *              find-batch-4017, getall-14988              prefetch, HMGET batch, HGETALL
  *
  * Variant strings ("pipeline=lookahead batch=16 multikey=batch") are parsed by
  * ksParseVariants over the defaults (naive, 16, none, none, none).
@@ -120,12 +121,7 @@ static void setIterValkey(ksVariants *v, const void *fn) {
     (void)fn;
     v->iterate = KS_ITER_PREFETCH_VALKEY;
 }
-static void setHashNone(ksVariants *v, const void *fn) {
-    (void)fn;
-    v->hash_fields = NULL;
-    v->hash_getall = NULL;
-    v->hash_value_prefetch = 0;
-}
+
 
 /* --- Registry -------------------------------------------------------------- */
 
@@ -156,7 +152,12 @@ static const variantEntry registry[] = {
     {"iterate", "none", setIterNone, NULL},
     {"iterate", "next-bucket", setIterNext, NULL},
     {"iterate", "valkey", setIterValkey, NULL},
-    {"hash", "none", setHashNone, NULL},
+    {"hash", "none", ksSetHashNone, NULL},
+    /* variants_hash.c: Valkey #3940, #2180, #4017; Redis #14988 */
+    {"hash", "nested-3940", ksSetHashNested3940, NULL},
+    {"hash", "value-2180", ksSetHashValue2180, NULL},
+    {"hash", "find-batch-4017", ksSetHashFindBatch4017, NULL},
+    {"hash", "getall-14988", ksSetHashGetall14988, NULL},
 };
 
 #define NREG (sizeof(registry) / sizeof(registry[0]))
