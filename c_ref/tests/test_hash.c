@@ -442,9 +442,186 @@ static int test_arity_and_errors(void) {
     return 0;
 }
 
+/* --- Trace-level rules of the hash variants ------------------------------------------- */
+
+static ksWorkloadSpec hashSpec(const char *op, const char *variant, const char *table, uint64_t fields, uint32_t vsize,
+                               uint64_t ops, int depth) {
+    ksWorkloadSpec s;
+    ksWorkloadSpecInit(&s, "hash");
+    s.keys = 1;
+    s.hash_fields = fields;
+    s.value_size = vsize;
+    s.ops = ops;
+    s.hash_op = op;
+    s.variant = variant;
+    s.table = table;
+    s.pipeline_depth = depth;
+    s.pipeline = depth > 1 ? "lookahead" : "naive";
+    s.fields_per_command = 40;
+    return s;
+}
+
+/* What a measured phase did: batches (sizes), commands per batch, prefetches. */
+typedef struct {
+    int batches, batch_sizes[256], cmds_in_batch[256];
+    int bucket_prefetches, entry_prefetches, pf_key, pf_value, find_bucket_loads;
+    int prefetch_after_command; /* a prefetch after a batch's first command */
+    int order_bad;              /* 14988: entries, values, replies out of order */
+} hashTraceStats;
+
+static int traceStats(const ksWorkloadSpec *s, hashTraceStats *st) {
+    memset(st, 0, sizeof(*st));
+    size_t len;
+    uint8_t *b = traceTo(s, &len, 4096);
+    TEST_ASSERT(b != NULL);
+    uint64_t n;
+    kvtRecord *r = records(b, len, &n);
+    int measured = 0, cmd_seen = 0, phase = 0; /* 14988 phases: 1 entries, 2 values, 3 replies */
+    for (uint64_t i = 0; i < n; i++) {
+        if (r[i].kind == KVT_MARKER) {
+            if (r[i].flags == KVT_MARK_PHASE) measured = 1;
+            if (!measured) continue;
+            if (r[i].flags == KVT_MARK_BATCH && st->batches < 256) {
+                st->batch_sizes[st->batches++] = (int)r[i].addr;
+                cmd_seen = 0;
+            }
+            if (r[i].flags == KVT_MARK_COMMAND) {
+                cmd_seen = 1;
+                if (st->batches) st->cmds_in_batch[st->batches - 1]++;
+            }
+            continue;
+        }
+        if (!measured) continue;
+        if (r[i].kind == KVT_PREFETCH) {
+            if (r[i].site == KS_SITE_HT_INCR_PREFETCH_BUCKET) st->bucket_prefetches++;
+            if (r[i].site == KS_SITE_HT_INCR_PREFETCH_ENTRY) st->entry_prefetches++;
+            if (r[i].site == KS_SITE_PF_HASH && r[i].tag == KVT_TAG_KEY) {
+                st->pf_key++;
+                if (phase == 2) st->order_bad++; /* a value prefetch and then no reply */
+                phase = 1;
+            }
+            if (r[i].site == KS_SITE_PF_HASH && r[i].tag == KVT_TAG_VALUE) {
+                st->pf_value++;
+                if (phase != 1 && phase != 2) st->order_bad++; /* not after its batch's entries */
+                phase = 2;
+            }
+            if (cmd_seen && s->pipeline_depth > 1) st->prefetch_after_command++;
+        }
+        if (r[i].kind == KVT_LOAD && r[i].site == KS_SITE_HT_FIND_BUCKET) st->find_bucket_loads++;
+        if (r[i].kind == KVT_STORE && r[i].tag == KVT_TAG_REPLY_BUF && phase) phase = 3; /* replies */
+    }
+    free(r);
+    free(b);
+    return 0;
+}
+
+/* Valkey #3940: one field per command, counted against the batch: 16 slots hold
+ * 8 HGETs (key + field); every field's bucket and entry are prefetched in the
+ * batch, before its commands run; no value prefetch.  #2180: HGET's field
+ * outside the count (16 commands a batch), and the value when kept by pointer. */
+static int test_nested_prefetch_rules(void) {
+    for (int big = 0; big < 2; big++) {
+        uint32_t vsize = big ? 200 : 100; /* 100: embedded in the entry; 200: by pointer */
+        hashTraceStats none, n3940, n2180;
+        ksWorkloadSpec s = hashSpec("hget", "none", "hashtable", 5000, vsize, 64, 16);
+        TEST_ASSERT(traceStats(&s, &none) == 0);
+        s.variant = "nested-3940";
+        TEST_ASSERT(traceStats(&s, &n3940) == 0);
+        s.variant = "value-2180";
+        TEST_ASSERT(traceStats(&s, &n2180) == 0);
+        TEST_ASSERT_MSG(none.batches == 4 && n2180.batches == 4 && n3940.batches == 8, "%d %d %d", none.batches,
+                        n2180.batches, n3940.batches);
+        for (int i = 0; i < 8; i++) {
+            TEST_ASSERT(n3940.batch_sizes[i] == 16 && n3940.cmds_in_batch[i] == 8);
+            if (i < 4) TEST_ASSERT(none.batch_sizes[i] == 16 && n2180.batch_sizes[i] == 16 && n2180.cmds_in_batch[i] == 16);
+        }
+        /* the key's bucket and entry each command; the field's too with the nested variants
+         * (a field in a chained bucket may take more than one bucket prefetch) */
+        TEST_ASSERT(none.bucket_prefetches == 64 && none.entry_prefetches == 64);
+        TEST_ASSERT_MSG(n3940.bucket_prefetches >= 128 && n3940.entry_prefetches >= 128 && n3940.entry_prefetches <= 132,
+                        "%d %d", n3940.bucket_prefetches, n3940.entry_prefetches);
+        TEST_ASSERT(n2180.bucket_prefetches == n3940.bucket_prefetches && n2180.entry_prefetches == n3940.entry_prefetches);
+        TEST_ASSERT(n3940.pf_value == 0 && none.pf_value == 0);
+        TEST_ASSERT_MSG(n2180.pf_value == (big ? 64 : 0), "%d", n2180.pf_value);
+        TEST_ASSERT(n3940.prefetch_after_command == 0 && n2180.prefetch_after_command == 0);
+        /* on a listpack hash nothing nested happens */
+        s = hashSpec("hget", "nested-3940", "hashtable", 50, 10, 64, 16);
+        TEST_ASSERT(traceStats(&s, &n3940) == 0);
+        TEST_ASSERT(n3940.bucket_prefetches == 64 && n3940.batches == 8);
+    }
+    return 0;
+}
+
+/* Valkey #4017: HMGET's fields looked up together, 16 at a time (40 fields: 16,
+ * 16, 8), one bucket prefetch each, and no second lookup of any field. */
+static int test_find_batch_rule(void) {
+    hashTraceStats none, fb;
+    ksWorkloadSpec s = hashSpec("hmget", "none", "hashtable", 5000, 100, 10, 1);
+    TEST_ASSERT(traceStats(&s, &none) == 0);
+    s.variant = "find-batch-4017";
+    TEST_ASSERT(traceStats(&s, &fb) == 0);
+    TEST_ASSERT(none.batches == 0 && none.bucket_prefetches == 0);
+    TEST_ASSERT_MSG(fb.batches == 30, "%d", fb.batches);
+    for (int i = 0; i < 30; i++) TEST_ASSERT(fb.batch_sizes[i] == (i % 3 == 2 ? 8 : 16));
+    TEST_ASSERT(fb.bucket_prefetches >= 400 && fb.entry_prefetches >= 400);
+    /* none: the key's and 40 fields' find per command; 4017: the key's only */
+    TEST_ASSERT_MSG(none.find_bucket_loads == 410 && fb.find_bucket_loads == 10, "%d %d", none.find_bucket_loads,
+                    fb.find_bucket_loads);
+    return 0;
+}
+
+/* Redis #14988: HGETALL in batches of 16 (100 fields: 6 x 16 + 4): each batch
+ * prefetches its 16 entries, then the values kept by pointer, then replies. */
+static int test_getall_rule(void) {
+    for (int t = 0; t < 2; t++) {
+        for (int big = 0; big < 2; big++) {
+            hashTraceStats none, g;
+            ksWorkloadSpec s = hashSpec("hgetall", "none", t ? "dict" : "hashtable", 100, big ? 200 : 100, 3, 1);
+            TEST_ASSERT(traceStats(&s, &none) == 0);
+            s.variant = "getall-14988";
+            TEST_ASSERT(traceStats(&s, &g) == 0);
+            TEST_ASSERT(none.batches == 0 && none.pf_key == 0);
+            TEST_ASSERT_MSG(g.batches == 21, "%d", g.batches);
+            for (int i = 0; i < 21; i++) TEST_ASSERT(g.batch_sizes[i] == (i % 7 == 6 ? 4 : 16));
+            TEST_ASSERT_MSG(g.pf_key == 300 && g.pf_value == (big ? 300 : 0) && g.order_bad == 0, "t%d big%d %d %d %d", t, big, g.pf_key, g.pf_value, g.order_bad);
+        }
+    }
+    return 0;
+}
+
+/* batched == naive on the workload: the same replies under every hash variant,
+ * pipelined or not, on both tables, small and large hashes, every command. */
+static int test_variants_same_replies(void) {
+    const char *ops[] = {"hget", "hmget", "hgetall", "hset"};
+    const char *variants[] = {"none", "nested-3940", "value-2180", "find-batch-4017", "getall-14988"};
+    for (int t = 0; t < 2; t++) {
+        for (int o = 0; o < 4; o++) {
+            for (int shape = 0; shape < 3; shape++) {
+                uint32_t crc = 0;
+                for (int v = 0; v < 5; v++) {
+                    ksWorkloadSpec s = hashSpec(ops[o], variants[v], t ? "dict" : "hashtable",
+                                                shape == 0 ? 20 : 1500, shape == 2 ? 200 : 30, 200, 1 + 7 * (shape != 1));
+                    s.keys = shape == 0 ? 300 : 3;
+                    s.fields_per_command = 19;
+                    ksWorkloadResult r;
+                    char err[256];
+                    TEST_ASSERT_MSG(ksWorkloadRun(&s, &r, err, sizeof(err)) == 0, "%s", err);
+                    if (v == 0) crc = r.reply_crc32;
+                    TEST_ASSERT_MSG(r.reply_crc32 == crc, "%s %s %s shape %d", s.table, ops[o], variants[v], shape);
+                }
+            }
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     TEST_INIT(argc, argv);
     RUN(test_layouts);
+    RUN(test_nested_prefetch_rules);
+    RUN(test_find_batch_rule);
+    RUN(test_getall_rule);
+    RUN(test_variants_same_replies);
     RUN(test_arity_and_errors);
     RUN(test_differential);
     return TEST_DONE();
