@@ -438,7 +438,7 @@ void ksHashTryConversion(ksKeyspace *ks, robj *o, ksLoadId dep, sds *argv, int s
     }
 }
 
-int ksHashSet(ksKeyspace *ks, robj *o, ksLoadId dep, const char *field, size_t flen, const uint8_t *val,
+int ksHashSet(ksKeyspace *ks, robj *o, ksLoadId dep, sds field, size_t flen, const uint8_t *val,
               size_t vlen) {
     if (o->encoding == OBJ_ENCODING_LISTPACK &&
         (flen > KS_HASH_MAX_LISTPACK_VALUE || vlen > KS_HASH_MAX_LISTPACK_VALUE))

@@ -52,9 +52,9 @@ int ksEntryType(const ksKeyspace *ks, const void *entry);
  * pairs): convert to HT if a string is longer than the listpack value limit or
  * the pairs outnumber the entry limit (then pre-sized for them). */
 void ksHashTryConversion(ksKeyspace *ks, robj *o, ksLoadId dep, sds *argv, int start, int end);
-/* hashTypeSet: 1 if the field was new, 0 if its value was replaced.  A
- * listpack that grows past the entry limit converts. */
-int ksHashSet(ksKeyspace *ks, robj *o, ksLoadId dep, const char *field, size_t flen, const uint8_t *val,
+/* hashTypeSet: 1 if the field (an sds of flen bytes) was new, 0 if its value
+ * was replaced.  A listpack that grows past the entry limit converts. */
+int ksHashSet(ksKeyspace *ks, robj *o, ksLoadId dep, sds field, size_t flen, const uint8_t *val,
               size_t vlen);
 /* hashTypeGetValue: 0 and the value bytes (*vdep: the load of their address),
  * or -1 if the field is absent. */

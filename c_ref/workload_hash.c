@@ -32,7 +32,7 @@ int ksHashWorkloadSetup(wl *w) {
     const ksWorkloadSpec *s = w->spec;
     ksKeyspace *ks = w->ks;
     char key[4096], field[32];
-    uint8_t kb[4096 + 16];
+    uint8_t kb[4096 + 16], fb[48];
     for (uint64_t i = 0; i < s->keys; i++) {
         ksWlKeyName(w, i, key);
         sds k = sdsWriteAt(kb, SDS_TYPE_8, key, s->key_size, s->key_size);
@@ -44,7 +44,7 @@ int ksHashWorkloadSetup(wl *w) {
         robj *o = ksEntryObject(ks, e, 0, NULL);
         for (uint64_t f = 0; f < s->hash_fields; f++) {
             size_t fl = fieldName(f, field, sizeof(field));
-            ksHashSet(ks, o, 0, field, fl, ksWlValue(w, i + f), s->value_size);
+            ksHashSet(ks, o, 0, sdsWriteAt(fb, SDS_TYPE_8, field, fl, fl), fl, ksWlValue(w, i + f), s->value_size);
         }
     }
     ksWlSetupIdle(w);
