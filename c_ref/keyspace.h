@@ -73,7 +73,16 @@ typedef struct ksMultikeyTableHooks {
  *   KS_MULTIKEY_RULE_15043  Redis PR #15043: MSET and MSETNX only; batches of 16
  *                           (MSET_BATCH_SIZE), the last one shorter; both MSETNX
  *                           passes prefetch */
-enum { KS_MULTIKEY_RULE_15133 = 0, KS_MULTIKEY_RULE_15043 = 1 };
+enum { KS_MULTIKEY_RULE_15133 = 0, KS_MULTIKEY_RULE_15043 = 1, KS_MULTIKEY_RULE_3389 = 2, KS_MULTIKEY_RULE_14899 = 3 };
+/*   KS_MULTIKEY_RULE_3389   Valkey PR #3389's sliding window (commands.c windowStart/
+ *                           windowAhead): MGET, MSET, MSETNX (both passes), DEL and
+ *                           EXISTS prefetch their first `batch` keys together, then,
+ *                           before running key j, key j + `batch`'s bucket: a fixed
+ *                           offset (`batch`, prefetch-batch-max-size) ahead
+ *   KS_MULTIKEY_RULE_14899  Redis PR #14899: MGET only, its keys in chunks of
+ *                           DICT_PREFETCH_MAX_SIZE (64) through the variant's
+ *                           prefetcher; with multikey_guard not when the command's keys
+ *                           are in a lookahead batch or a pipeline is active */
 
 /* Hash: the fields a command looks up in hash o (HGET one, HMGET all; dep =
  * o's header load), before the lookups; may be NULL.  Returns 1 if it looked
@@ -103,6 +112,7 @@ typedef struct ksVariants {
     const char *multikey_name;
     int multikey_chunked;    /* Redis #15133 chunking on every table (multikey=chunk-15133) */
     int multikey_hash_once;  /* study: the lookup reuses the prefetch's hash (batch-hash-once) */
+    int multikey_guard;      /* redis-14899-guard: no in-command prefetch while pipelined */
     int pipeline_hash_once;  /* study: the same for the lookahead (lookahead-hash-once) */
     const ksMultikeyTableHooks *multikey_tables; /* NULL but in tests (above) */
     ksLoadVariant load;
@@ -171,6 +181,8 @@ typedef struct ksCommand {
     const struct ksCommandDef *def;
     ksKeyInfo key;    /* first key, resolved during lookahead */
     int prefetched;
+    int pipelined;    /* more commands of the query buffer are parsed or pending (Redis's
+                         pending_cmds.ready_len > 1): set by the pipeline variant */
     const char *proto_err; /* protocol error message (complete command = error) */
 } ksCommand;
 

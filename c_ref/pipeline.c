@@ -158,6 +158,7 @@ void ksPipelineNaive(ksKeyspace *ks, ksClient *c) {
     cmd.argv = NULL;
     cmd.argv_cap = 0;
     while (parseNext(ks, c, &cmd) > 0) {
+        cmd.pipelined = c->qpos < c->qlen; /* more of the query buffer is pending */
         ksExecuteCommand(ks, c, &cmd);
         ksCommandFree(ks, &cmd);
     }
@@ -217,6 +218,7 @@ void ksPipelineLookahead(ksKeyspace *ks, ksClient *c) {
                 if (cmds[i].prefetched) cmds[i].key.rehash = !ks->var.pipeline_hash_once;
         }
         for (int i = 0; i < n; i++) {
+            cmds[i].pipelined = n > 1 || c->qpos < c->qlen;
             ksExecuteCommand(ks, c, &cmds[i]);
             ksCommandFree(ks, &cmds[i]);
         }

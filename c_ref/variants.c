@@ -5,7 +5,8 @@
  *   family     names                                      what it selects
  *   pipeline   naive, lookahead, lookahead-hash-once      ksPipelineFn
  *   multikey   none, batch, chunk-15133, batch-hash-once,  ksMultikeyPrefetchFn + batch rule
- *              redis-15043
+ *              redis-15043, window-3389, redis-14899,
+ *              redis-14899-guard
  *   load       none, prefetch-after-key, prefetch-rehash  ksLoadVariant flags
  *   iterate    none, next-bucket, valkey                  iterator prefetch mode
  *   hash       none, nested-3940, value-2180,             variants_hash.c: nested field
@@ -84,6 +85,7 @@ static void setMultikey(ksVariants *v, const void *fn) {
     v->multikey_tables = NULL;
     v->multikey_chunked = 0;
     v->multikey_hash_once = 0;
+    v->multikey_guard = 0;
 }
 static void setMultikeyChunked(ksVariants *v, const void *fn) {
     setMultikey(v, fn);
@@ -96,6 +98,18 @@ static void setMultikeyHashOnce(ksVariants *v, const void *fn) {
 static void setMultikey15043(ksVariants *v, const void *fn) {
     setMultikey(v, fn);
     v->multikey_rule = KS_MULTIKEY_RULE_15043;
+}
+static void setMultikey3389(ksVariants *v, const void *fn) {
+    setMultikey(v, fn);
+    v->multikey_rule = KS_MULTIKEY_RULE_3389;
+}
+static void setMultikey14899(ksVariants *v, const void *fn) {
+    setMultikey(v, fn);
+    v->multikey_rule = KS_MULTIKEY_RULE_14899;
+}
+static void setMultikey14899Guard(ksVariants *v, const void *fn) {
+    setMultikey14899(v, fn);
+    v->multikey_guard = 1;
 }
 static void setLoadNone(ksVariants *v, const void *fn) {
     (void)fn;
@@ -146,6 +160,11 @@ static const variantEntry registry[] = {
     {"multikey", "batch-hash-once", setMultikeyHashOnce, (const void *)multikeyBatch},
     /* Redis PR #15043's bucket-cell MSET prefetch and its batch rule */
     {"multikey", "redis-15043", setMultikey15043, (const void *)multikeyBucketCells15043},
+    /* Valkey PR #3389's sliding window, offset = batch (commands.c) */
+    {"multikey", "window-3389", setMultikey3389, (const void *)multikeyBatch},
+    /* Redis PR #14899's in-command MGET prefetch, without and with its pipeline guard */
+    {"multikey", "redis-14899", setMultikey14899, (const void *)multikeyBatch},
+    {"multikey", "redis-14899-guard", setMultikey14899Guard, (const void *)multikeyBatch},
     {"load", "none", setLoadNone, NULL},
     {"load", "prefetch-after-key", setLoadAfterKey, NULL},
     {"load", "prefetch-rehash", setLoadRehash, NULL},
