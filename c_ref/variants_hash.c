@@ -81,6 +81,7 @@ static void getall14988(ksKeyspace *ks, ksClient *c, robj *o, ksLoadId dep) {
         ksHashIter it;
         ksHashIterInit(ks, &it, o, dep);
         while (ksHashIterNext(&it, &f, &fl, &fd, &v, &vl, &vd)) {
+            KS_WORK(300);
             ksReplyBulk(ks, c, f, fl, fd);
             ksReplyBulk(ks, c, v, vl, vd);
         }
@@ -112,6 +113,7 @@ static void getall14988(ksKeyspace *ks, ksClient *c, robj *o, ksLoadId dep) {
         }
         for (int i = 0; i < n; i++) { /* phase 3 */
             const char *field = e[i];
+            KS_WORK(300); /* as HGETALL's loop (commands_hash.c KS_HGETALL_PAIR_WORK) */
             ksReplyBulkTagged(ks, c, (const uint8_t *)field, sdslen(field), ed[i], KVT_TAG_KEY);
             v = ksHashEntryValue(e[i], ed[i], &vl, &vd);
             ksReplyBulk(ks, c, v, vl, vd);
