@@ -313,7 +313,6 @@ void ksKeyResolve(ksKeyspace *ks, sds key, ksKeyInfo *ki) {
     ki->found_dep = 0;
     ki->rehash = 0;
     ki->link_set = 0;
-    ki->field = NULL;
 }
 
 void ksKeyRehash(ksKeyspace *ks, ksKeyInfo *ki) {

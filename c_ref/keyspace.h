@@ -168,8 +168,6 @@ struct ksKeyInfo {
     int link_set;    /* `link` holds ksDbFind's link (ksTableOps findLink), valid until
                       * the table changes */
     ksInsertPos link;
-    sds field;       /* the lookahead's nested prefetch: the command's field, or NULL */
-    ksFindState ffs; /* its step machine in the hash's table */
 };
 
 /* --- Client ---------------------------------------------------------------- */
@@ -230,6 +228,14 @@ struct ksKeyspace {
 };
 
 extern ksKeyspace *ksCur;
+
+/* The type of an entry's value (object.h OBJ_STRING, t_hash.h OBJ_HASH), read from
+ * the object header that the lookup which returned the entry has already loaded
+ * (no record). */
+static inline int ksEntryType(const ksKeyspace *ks, const void *entry) {
+    const robj *o = ks->layout == KS_LAYOUT_LEGACY ? ((const legacyEntry *)entry)->val : entry;
+    return o->type;
+}
 
 /* --- db.c ------------------------------------------------------------------ */
 
@@ -343,6 +349,9 @@ void ksPipelineLookahead(ksKeyspace *ks, ksClient *c);
 /* Interleave the backend step machines over keys[0..n): one prefetch per key
  * per turn, then the value (memory_prefetch.c's hashtablePrefetch). */
 void ksPrefetchKeys(ksKeyspace *ks, ksKeyInfo *keys, int n);
+/* The same with the nested field prefetch (variants_hash.c): fields[i] (or NULL)
+ * is looked up in key i's hash once the key's lookup found one. */
+void ksPrefetchKeysNested(ksKeyspace *ks, ksKeyInfo *keys, sds *fields, int n);
 
 /* --- snapshot.c / iterate ------------------------------------------------- */
 

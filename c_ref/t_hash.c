@@ -372,10 +372,6 @@ robj *ksEntryObject(const ksKeyspace *ks, void *entry, ksLoadId dep, ksLoadId *o
     return o;
 }
 
-int ksEntryType(const ksKeyspace *ks, const void *entry) {
-    const robj *o = ks->layout == KS_LAYOUT_LEGACY ? ((const legacyEntry *)entry)->val : entry;
-    return o->type;
-}
 
 void *ksHashEntryCreate(ksKeyspace *ks, const char *key, size_t klen, int64_t expire_ms) {
     return ksEntryCreateObject(ks, key, klen, OBJ_HASH, OBJ_ENCODING_LISTPACK, lpNew(ks), expire_ms);

@@ -44,9 +44,7 @@ void *ksHashEntryCreate(ksKeyspace *ks, const char *key, size_t klen, int64_t ex
 /* The value robj of a keyspace entry, recording the reads that reach its header
  * (unified: the entry itself; legacy: entry -> val); *odep = the header load. */
 robj *ksEntryObject(const ksKeyspace *ks, void *entry, ksLoadId dep, ksLoadId *odep);
-/* The type of the entry's value (OBJ_STRING or OBJ_HASH), read from the object
- * header that the lookup which returned the entry has already loaded (no record). */
-int ksEntryType(const ksKeyspace *ks, const void *entry);
+/* ksEntryType (keyspace.h): the type of an entry's value, OBJ_STRING or OBJ_HASH. */
 
 /* hashTypeTryConversion: before writing fields argv[start..end] (field, value
  * pairs): convert to HT if a string is longer than the listpack value limit or
