@@ -448,10 +448,10 @@ const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS] = {
      "Valkey's activerehashing: the cron's rehash steps between query buffers (hz 10, 1 ms), "
      "and a setup that ends with no rehash in progress (c_ref/FIDELITY.md)."},
     UINT_OPT("pipeline-depth", pipeline_depth, 1, 1 << 20, "1", LISTED,
-             "MGET/MSET commands per query buffer: a pipeline of them, run by --pipeline (the "
-             "pipeline workload's --depth)."),
+             "MGET/MSET (hash: hash) commands per query buffer: a pipeline of them, run by "
+             "--pipeline (the pipeline workload's --depth)."),
     {"pipeline", KS_OPT_STRING, FIELD(pipeline), 0, 0, 0, 0, NULL, "naive", LISTED,
-     "mget/mset: the pipeline variant that runs each query buffer: naive (one command after "
+     "mget/mset/hash: the pipeline variant that runs each query buffer: naive (one command after "
      "the other) or lookahead (Valkey PR #2092: the keys of the buffered commands prefetched "
      "in batches of --batch keys)."},
     UINT_OPT("hash-fields", hash_fields, 1, 1ULL << 32, "100", LISTED,

@@ -38,8 +38,8 @@ typedef struct ksWorkloadSpec {
     int expire;              /* pipeline/mget: every populated key gets an expire time */
     uint64_t warmup_ops;     /* pipeline/mget: operations run before the measured ones */
     const char *activerehashing; /* yes | no: the rehash cron (keyspace option) */
-    int pipeline_depth;          /* mget/mset: commands per query buffer (0 reads as 1) */
-    const char *pipeline;        /* mget/mset: the pipeline variant running a query buffer
+    int pipeline_depth;          /* mget/mset/hash: commands per query buffer (0 reads as 1) */
+    const char *pipeline;        /* mget/mset/hash: the pipeline variant running a query buffer
                                     (naive | lookahead | ...; NULL reads as naive) */
     uint64_t hash_fields;        /* hash: fields per hash key */
     const char *hash_op;         /* hash: hget | hmget | hgetall | hset */
