@@ -615,9 +615,50 @@ static int test_variants_same_replies(void) {
     return 0;
 }
 
+/* A hash workload's trace is deterministic; every dependency points back at a load; the
+ * nested chain is recorded: the inner table's struct read depends on the hash
+ * object's header load (object -> table_meta), once per HGET at least, on every
+ * table and layout, with and without the nested variants. */
+static int test_trace_dependencies(void) {
+    const char *tables[] = {"hashtable", "dict"}, *layouts[] = {"unified", "legacy"};
+    const char *variants[] = {"none", "nested-3940", "value-2180"};
+    for (int t = 0; t < 2; t++) {
+        for (int l = 0; l < 2; l++) {
+            for (int v = 0; v < 3; v++) {
+                ksWorkloadSpec s = hashSpec("hget", variants[v], tables[t], 3000, 200, 200, 16);
+                s.layout = layouts[l];
+                size_t len;
+                uint8_t *b = traceTo(&s, &len, 1000);
+                TEST_ASSERT(b != NULL);
+                size_t len2; /* the same options twice: the same bytes */
+                uint8_t *b2 = traceTo(&s, &len2, 1000);
+                TEST_ASSERT(b2 && len2 == len && !memcmp(b, b2, len));
+                free(b2);
+                uint64_t n;
+                kvtRecord *r = records(b, len, &n);
+                uint64_t chained = 0;
+                for (uint64_t i = 0; i < n; i++) {
+                    if (!r[i].dep) continue;
+                    TEST_ASSERT_MSG(r[i].dep <= i && r[i - r[i].dep].kind == KVT_LOAD, "%s %s %s: record %llu",
+                                    tables[t], layouts[l], variants[v], (unsigned long long)i);
+                    if (r[i].kind == KVT_LOAD && r[i].tag == KVT_TAG_TABLE_META &&
+                        r[i - r[i].dep].tag == KVT_TAG_OBJECT)
+                        chained++;
+                }
+                TEST_ASSERT_MSG(chained >= 200, "%s %s %s: %llu inner table reads after the object's", tables[t],
+                                layouts[l], variants[v], (unsigned long long)chained);
+                free(r);
+                free(b);
+            }
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     TEST_INIT(argc, argv);
     RUN(test_layouts);
+    RUN(test_trace_dependencies);
     RUN(test_nested_prefetch_rules);
     RUN(test_find_batch_rule);
     RUN(test_getall_rule);
