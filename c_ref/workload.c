@@ -327,7 +327,6 @@ static int iterateSetup(wl *w);
 static int iterateRun(wl *w, ksWorkloadResult *res);
 static int loadSetup(wl *w);
 static int loadRun(wl *w, ksWorkloadResult *res);
-int ksHashWorkloadSetup(wl *w); /* workload_hash.c */
 
 static const ksWorkloadDef WORKLOADS[] = {
     {"load", "load", "rdbchecksum|snapshot-from", loadSetup, loadRun},

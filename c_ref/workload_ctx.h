@@ -64,6 +64,9 @@ int ksWorkloadRegister(const ksWorkloadDef *def);
 /* The row of `name`, or NULL. */
 const ksWorkloadDef *ksWorkloadFind(const char *name);
 
+/* Workloads kept in files of their own (rows in workload.c's table). */
+int ksHashWorkloadSetup(wl *w); /* workload_hash.c: the `hash` workload */
+
 /* --- Helpers ----------------------------------------------------------------- */
 
 uint64_t ksWlRand(uint64_t *state);                 /* splitmix64 */

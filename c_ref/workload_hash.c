@@ -27,7 +27,6 @@ static size_t fieldName(uint64_t i, char *buf, size_t cap) {
     return (size_t)snprintf(buf, cap, "field:%llu", (unsigned long long)i);
 }
 
-int ksHashWorkloadSetup(wl *w);
 int ksHashWorkloadSetup(wl *w) {
     const ksWorkloadSpec *s = w->spec;
     ksKeyspace *ks = w->ks;
