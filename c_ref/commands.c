@@ -17,6 +17,13 @@
  *     (prefetch-batch-max-size) keys are prefetched together, the rest are
  *     looked up cold; nothing more if the lookahead pipeline has already put
  *     the command's keys into its batch (cmd->prefetched).
+ *   multikey=window-3389 (Valkey PR #3389), on every table: MGET, MSET,
+ *     MSETNX, DEL and EXISTS prefetch their first `batch` keys together, then
+ *     before running key j the bucket of key j + `batch` (windowStart,
+ *     windowAhead: the offset is `batch`, prefetch-batch-max-size);
+ *   multikey=redis-14899[-guard] (Redis PR #14899): MGET's keys in chunks of
+ *     64 (DICT_PREFETCH_MAX_SIZE); the guard skips it when the lookahead batch
+ *     holds the command or a pipeline is active (cmd->pipelined).
  * A key a hashtable batch prefetched is hashed again by its lookup
  * (ksKeyRehash; Valkey hashes in hashtableIncrementalFindInit and again in
  * lookupKey), except under the study variant multikey=batch-hash-once.
@@ -30,8 +37,10 @@
 #include <strings.h>
 #include <string.h>
 
+#include "dict.h"
 #include "keyspace.h"
 #include "siphash.h"
+#include "t_hash.h"
 
 #define PREFETCH_BATCH_SIZE 16
 
@@ -71,6 +80,10 @@ static void getCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
         return;
     }
     ksDbTouch(ks, &ki, e);
+    if (ksEntryType(ks, e) != OBJ_STRING) { /* checkType */
+        ksReplyError(ks, c, "WRONGTYPE Operation against a key holding the wrong kind of value");
+        return;
+    }
     replyValue(ks, c, e, ki.found_dep);
 }
 
@@ -126,6 +139,10 @@ static void setCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     if (ki.rehash) ksKeyRehash(ks, &ki);
     void *old = ksDbFind(ks, &ki); /* lookupKeyWrite */
     if (old) ksDbTouch(ks, &ki, old);
+    if (get && old && ksEntryType(ks, old) != OBJ_STRING) { /* getGenericCommand's checkType */
+        ksReplyError(ks, c, "WRONGTYPE Operation against a key holding the wrong kind of value");
+        return;
+    }
     if (get) {
         if (old) replyValue(ks, c, old, ki.found_dep);
         else ksReplyNull(ks, c);
@@ -143,9 +160,16 @@ static void setCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
 
 /* --- DEL / EXISTS ---------------------------------------------------------- */
 
+/* Valkey PR #3389's sliding window (multikey=window-3389): below. */
+static void windowStart(ksKeyspace *ks, ksCommand *cmd, int first, int step, int n);
+static void windowAhead(ksKeyspace *ks, ksCommand *cmd, int first, int step, int n, int j);
+
 static void delCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     long long n = 0;
+    int window = ks->var.multikey_rule == KS_MULTIKEY_RULE_3389; /* Valkey #3389 (below) */
+    if (window) windowStart(ks, cmd, 1, 1, cmd->argc - 1);
     for (int j = 1; j < cmd->argc; j++) {
+        if (window) windowAhead(ks, cmd, 1, 1, cmd->argc - 1, j - 1);
         ksKeyInfo ki;
         ksKeyResolve(ks, cmd->argv[j], &ki);
         void *e = ksDbFind(ks, &ki); /* expired keys do not count */
@@ -156,7 +180,10 @@ static void delCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
 
 static void existsCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     long long n = 0;
+    int window = ks->var.multikey_rule == KS_MULTIKEY_RULE_3389;
+    if (window) windowStart(ks, cmd, 1, 1, cmd->argc - 1);
     for (int j = 1; j < cmd->argc; j++) {
+        if (window) windowAhead(ks, cmd, 1, 1, cmd->argc - 1, j - 1);
         ksKeyInfo ki;
         ksKeyResolve(ks, cmd->argv[j], &ki);
         if (ksDbFind(ks, &ki)) n++;
@@ -181,6 +208,8 @@ static int nextBatchSize(const ksKeyspace *ks, int remaining) {
  * keys once, before it runs; #15043 does not batch MGET). */
 static int batchLen(ksKeyspace *ks, ksCommand *cmd, int done, int remaining, int prefetch) {
     if (!ks->var.multikey || !prefetch) return 1;
+    if (ks->var.multikey_rule == KS_MULTIKEY_RULE_14899) /* chunks of DICT_PREFETCH_MAX_SIZE */
+        return remaining < DICT_PREFETCH_MAX_SIZE ? remaining : DICT_PREFETCH_MAX_SIZE;
     if (ks->var.multikey_chunked || ks->var.multikey_rule == KS_MULTIKEY_RULE_15043 || ks->ops == &ksDictTableOps)
         return nextBatchSize(ks, remaining);
     if (done > 0 || cmd->prefetched) return 1; /* Valkey: one batch, the first keys */
@@ -224,19 +253,66 @@ static void *findForBatch(ksKeyspace *ks, ksKeyInfo *ki, void *tables) {
     return e;
 }
 
+/* --- Valkey PR #3389: the sliding window -------------------------------------
+ * prefetchKeyRange: the first `batch` keys (argv[first + i*step]) prefetched
+ * together (memory_prefetch.c's interleaved step machines); then, before key
+ * j runs, prefetchStringKey of key j + `batch`: its hash, slot table and
+ * bucket line.  Every key is looked up by its command as without the window
+ * (hashed again). */
+static int windowOn(const ksKeyspace *ks) { return ks->var.multikey_rule == KS_MULTIKEY_RULE_3389; }
+
+static void windowStart(ksKeyspace *ks, ksCommand *cmd, int first, int step, int n) {
+    int m = n < ks->var.batch ? n : ks->var.batch;
+    if (m < 2) return;
+    ksKeyInfo ki[KS_MAX_BATCH];
+    for (int i = 0; i < m; i++) ksKeyResolve(ks, cmd->argv[first + i * step], &ki[i]);
+    KS_MARK(KVT_MARK_BATCH, m);
+    ksPrefetchKeys(ks, ki, m);
+}
+
+static void windowAhead(ksKeyspace *ks, ksCommand *cmd, int first, int step, int n, int j) {
+    int a = j + ks->var.batch;
+    if (a >= n) return;
+    ksKeyInfo ki;
+    ksKeyResolve(ks, cmd->argv[first + a * step], &ki);
+    if (!ki.table || ks->ops->size(ki.table) == 0) return;
+    KS_SET_TABLE_DEP(ki.slot_load);
+    ks->ops->prefetchBucket(ki.table, ki.hash);
+}
+
+static void mgetWindow(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
+    int n = cmd->argc - 1;
+    windowStart(ks, cmd, 1, 1, n);
+    for (int j = 0; j < n; j++) {
+        windowAhead(ks, cmd, 1, 1, n, j);
+        ksKeyInfo ki;
+        ksKeyResolve(ks, cmd->argv[1 + j], &ki);
+        void *e = ksDbFind(ks, &ki);
+        if (e) ksDbTouch(ks, &ki, e);
+        if (e && ksEntryType(ks, e) == OBJ_STRING) replyValue(ks, c, e, ki.found_dep);
+        else ksReplyNull(ks, c);
+    }
+}
+
 static void mgetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     int nkeys = cmd->argc - 1;
     ksReplyArrayLen(ks, c, nkeys);
+    if (windowOn(ks)) {
+        mgetWindow(ks, c, cmd);
+        return;
+    }
     ksKeyInfo ki[KS_MAX_BATCH];
-    /* #15043 batches MSET/MSETNX only */
+    /* #15043 batches MSET/MSETNX only; #14899 MGET only, and with its guard not
+     * when the cross-command batch holds the command or a pipeline is active */
     int prefetch = ks->var.multikey_rule != KS_MULTIKEY_RULE_15043;
+    if (ks->var.multikey_guard && (cmd->prefetched || cmd->pipelined)) prefetch = 0;
     void *tables = tablesBegin(ks);
     for (int done = 0; done < nkeys;) {
         int n = batchLen(ks, cmd, done, nkeys - done, prefetch);
         resolveBatch(ks, cmd, ki, 1, 1, done, n, tables);
         for (int i = 0; i < n; i++) {
             void *e = findForBatch(ks, &ki[i], tables);
-            if (e) replyValue(ks, c, e, ki[i].found_dep);
+            if (e && ksEntryType(ks, e) == OBJ_STRING) replyValue(ks, c, e, ki[i].found_dep);
             else ksReplyNull(ks, c);
         }
         done += n;
@@ -254,13 +330,46 @@ static int msetArity(ksKeyspace *ks, ksClient *c, ksCommand *cmd, const char *na
     return 0;
 }
 
+/* MSET/MSETNX under the #3389 window: both passes slide it over the keys. */
+static void msetWindow(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int nx) {
+    int n = (cmd->argc - 1) / 2;
+    if (nx) {
+        windowStart(ks, cmd, 1, 2, n);
+        for (int j = 0; j < n; j++) {
+            windowAhead(ks, cmd, 1, 2, n, j);
+            ksKeyInfo ki;
+            ksKeyResolve(ks, cmd->argv[1 + 2 * j], &ki);
+            void *e = ksDbFind(ks, &ki);
+            if (e) {
+                ksDbTouch(ks, &ki, e);
+                ksReplyInt(ks, c, 0);
+                return;
+            }
+        }
+    }
+    windowStart(ks, cmd, 1, 2, n);
+    for (int j = 0; j < n; j++) {
+        windowAhead(ks, cmd, 1, 2, n, j);
+        ksKeyInfo ki;
+        ksKeyResolve(ks, cmd->argv[1 + 2 * j], &ki);
+        sds v = cmd->argv[2 + 2 * j];
+        ksDbSet(ks, &ki, (const uint8_t *)v, sdslen(v), -1);
+    }
+    if (nx) ksReplyInt(ks, c, 1);
+    else ksReplyStatus(ks, c, "OK");
+}
+
 static void msetGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int nx) {
     int npairs = (cmd->argc - 1) / 2;
+    if (windowOn(ks)) {
+        msetWindow(ks, c, cmd, nx);
+        return;
+    }
     ksKeyInfo ki[KS_MAX_BATCH];
     void *tables = tablesBegin(ks);
     if (nx) {
         for (int done = 0; done < npairs;) {
-            int n = batchLen(ks, cmd, done, npairs - done, 1);
+            int n = batchLen(ks, cmd, done, npairs - done, ks->var.multikey_rule != KS_MULTIKEY_RULE_14899);
             resolveBatch(ks, cmd, ki, 1, 2, done, n, tables);
             for (int i = 0; i < n; i++) {
                 if (findForBatch(ks, &ki[i], tables)) {
@@ -276,6 +385,7 @@ static void msetGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int nx) {
      * every key (Redis #15133: do_prefetch &&= !nx); #15043 prefetches in
      * both passes. */
     int write_prefetch = !nx || ks->var.multikey_rule == KS_MULTIKEY_RULE_15043;
+    if (ks->var.multikey_rule == KS_MULTIKEY_RULE_14899) write_prefetch = 0; /* #14899: MGET only */
     for (int done = 0; done < npairs;) {
         int n = batchLen(ks, cmd, done, npairs - done, write_prefetch);
         resolveBatch(ks, cmd, ki, 1, 2, done, n, tables);
@@ -425,6 +535,7 @@ static void scanCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
         return;
     }
     long long count = 10;
+    const char *typename = NULL;
     const char *pat = NULL;
     size_t plen = 0;
     for (int j = 2; j < cmd->argc; j++) {
@@ -444,15 +555,12 @@ static void scanCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
             if (plen == 1 && pat[0] == '*') pat = NULL; /* use_pattern = 0 */
             j++;
         } else if (argEq(cmd->argv[j], "TYPE") && j + 1 < cmd->argc) {
-            j++; /* every key is a string here; filtered below */
-            if (!argEq(cmd->argv[j], "string")) count = -count;
+            typename = cmd->argv[++j]; /* filtered below */
         } else {
             ksReplyError(ks, c, "ERR syntax error");
             return;
         }
     }
-    int type_mismatch = count < 0;
-    if (count < 0) count = -count;
     /* kvstoreScan: the low bits of the cursor select the slot table. */
     int bits = ks->cluster ? 14 : 0;
     unsigned long long slot = cursor & ((1ULL << bits) - 1);
@@ -480,7 +588,7 @@ static void scanCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
         /* Valkey's order: pattern, type, then expiry (only unfiltered keys
          * are checked, and deleted, when expired). */
         if (pat && !ksStringMatch(pat, plen, k, sdslen(k))) continue;
-        if (type_mismatch) continue;
+        if (typename && !argEq((sds)typename, ksEntryType(ks, entry) == OBJ_HASH ? "hash" : "string")) continue;
         ki.hash = ksSiphash(k, sdslen(k), ks->sipkey);
         if (ksEntryIsExpired(ks, ksDbGetExpire(ks, &ki, entry))) {
             ksDbDelete(ks, &ki); /* expireIfNeeded: the scan deletes it */
@@ -526,10 +634,18 @@ static const ksCommandDef commandTable[] = {
     {"pttl", 2, 1, pttlCommand},        {"keys", 2, 0, keysCommand},
     {"scan", -2, 0, scanCommand},       {"dbsize", 1, 0, dbsizeCommand},
     {"flushall", -1, 0, flushallCommand},
+    /* the hash type: commands_hash.c */
+    {"hset", -4, 1, ksHsetCommand, 0, 0, 2},     {"hget", 3, 1, ksHgetCommand, 0, 0, 2},
+    {"hmget", -3, 1, ksHmgetCommand, 0, 0, 2},   {"hgetall", 2, 1, ksHgetallCommand},
+    {"hdel", -3, 1, ksHdelCommand, 0, 0, 2},
 };
 
 const ksCommandDef *ksLookupCommand(const char *name, size_t len) {
+    /* Valkey looks commands up in a dict (constant cost, the site cmd.dispatch); the
+     * first letter skips most rows of this linear table cheaply. */
+    int first = len ? (name[0] | 0x20) : 0;
     for (size_t i = 0; i < sizeof(commandTable) / sizeof(commandTable[0]); i++) {
+        if (commandTable[i].name[0] != first) continue;
         if (strlen(commandTable[i].name) == len && strncasecmp(commandTable[i].name, name, len) == 0)
             return &commandTable[i];
     }

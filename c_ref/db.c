@@ -25,6 +25,7 @@
 
 #include "keyspace.h"
 #include "siphash.h"
+#include "t_hash.h"
 
 ksKeyspace *ksCur = NULL;
 
@@ -527,7 +528,8 @@ int ksDbSetFound(ksKeyspace *ks, ksKeyInfo *ki, void *old, const uint8_t *val, s
         KS_STORE(&le->val, 8, KVT_TAG_OBJECT, KS_SITE_OBJ_ENTRY, 0);
         ksArenaFree(ks->arena, sdsAllocPtr(tmp->key));
         ksArenaFree(ks->arena, tmp);
-        if (oldval->encoding == OBJ_ENCODING_RAW) ksArenaFree(ks->arena, sdsAllocPtr(oldval->ptr));
+        if (oldval->type == OBJ_HASH) ksHashFree(ks, oldval);
+        else if (oldval->encoding == OBJ_ENCODING_RAW) ksArenaFree(ks->arena, sdsAllocPtr(oldval->ptr));
         ksArenaFree(ks->arena, oldval);
         ksDbSetExpire(ks, ki, le, expire_ms);
     }
@@ -577,6 +579,18 @@ int ksDbCheckValid(ksKeyspace *ks, char *err, size_t errlen) {
             ks->ops->iterReset(&it);
         }
         if (ks->expires && ks->expires[s] && hashtableCheckValid(ks->expires[s], err, errlen)) return -1;
+        ksTableIter it; /* every hash value (t_hash.c) */
+        void *e;
+        ks->ops->iterInit(&it, t, KS_ITER_SAFE, 0);
+        while (ks->ops->iterNext(&it, &e)) {
+            if (ksEntryType(ks, e) != OBJ_HASH) continue;
+            const robj *o = ks->layout == KS_LAYOUT_LEGACY ? ((legacyEntry *)e)->val : e;
+            if (ksHashCheckValid(ks, o, err, errlen)) {
+                ks->ops->iterReset(&it);
+                return -1;
+            }
+        }
+        ks->ops->iterReset(&it);
     }
     if (ks->slot_bit) { /* kvstore's Fenwick tree: prefix sums == table sizes */
         uint64_t prefix = 0;

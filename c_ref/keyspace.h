@@ -73,7 +73,35 @@ typedef struct ksMultikeyTableHooks {
  *   KS_MULTIKEY_RULE_15043  Redis PR #15043: MSET and MSETNX only; batches of 16
  *                           (MSET_BATCH_SIZE), the last one shorter; both MSETNX
  *                           passes prefetch */
-enum { KS_MULTIKEY_RULE_15133 = 0, KS_MULTIKEY_RULE_15043 = 1 };
+enum { KS_MULTIKEY_RULE_15133 = 0, KS_MULTIKEY_RULE_15043 = 1, KS_MULTIKEY_RULE_3389 = 2, KS_MULTIKEY_RULE_14899 = 3 };
+/*   KS_MULTIKEY_RULE_3389   Valkey PR #3389's sliding window (commands.c windowStart/
+ *                           windowAhead): MGET, MSET, MSETNX (both passes), DEL and
+ *                           EXISTS prefetch their first `batch` keys together, then,
+ *                           before running key j, key j + `batch`'s bucket: a fixed
+ *                           offset (`batch`, prefetch-batch-max-size) ahead
+ *   KS_MULTIKEY_RULE_14899  Redis PR #14899: MGET only, its keys in chunks of
+ *                           DICT_PREFETCH_MAX_SIZE (64) through the variant's
+ *                           prefetcher; with multikey_guard not when the command's keys
+ *                           are in a lookahead batch or a pipeline is active */
+
+/* Hash: the fields a command looks up in hash o (HGET one, HMGET all; dep =
+ * o's header load), before the lookups; may be NULL.  Returns 1 if it looked
+ * them up itself (found[i]: the entry or NULL, found_dep[i] its load; the
+ * command uses them directly), 0 if the command looks them up. */
+typedef int (*ksHashFieldsFn)(ksKeyspace *ks, robj *o, ksLoadId dep, sds *fields, int n, void **found,
+                              ksLoadId *found_dep);
+/* Hash: HGETALL's reply of every field and value of o (after the array
+ * header), replacing the plain iteration; may be NULL. */
+typedef void (*ksHashGetallFn)(ksKeyspace *ks, ksClient *c, robj *o, ksLoadId dep);
+
+/* The lookahead pipeline's nested field prefetch (pipeline.c), table=hashtable:
+ *   KS_HASH_NESTED_3940   Valkey PR #3940: a command with a field argument (HGET,
+ *                         HMGET, HSET, HDEL: the first field) adds that field to
+ *                         the batch, counted against `batch`; after its key's
+ *                         lookup finds a hash table, the field's bucket and entry
+ *   KS_HASH_NESTED_2180   Valkey PR #2180: HGET and HSET only, not counted; the
+ *                         field's bucket and entry, then its value if by pointer */
+enum { KS_HASH_NESTED_NONE = 0, KS_HASH_NESTED_3940 = 1, KS_HASH_NESTED_2180 = 2 };
 
 typedef struct ksVariants {
     ksPipelineFn pipeline;
@@ -84,18 +112,26 @@ typedef struct ksVariants {
     const char *multikey_name;
     int multikey_chunked;    /* Redis #15133 chunking on every table (multikey=chunk-15133) */
     int multikey_hash_once;  /* study: the lookup reuses the prefetch's hash (batch-hash-once) */
+    int multikey_guard;      /* redis-14899-guard: no in-command prefetch while pipelined */
     int pipeline_hash_once;  /* study: the same for the lookahead (lookahead-hash-once) */
     const ksMultikeyTableHooks *multikey_tables; /* NULL but in tests (above) */
     ksLoadVariant load;
     const char *load_name;
     int iterate; /* KS_ITER_PREFETCH_* */
     const char *iterate_name;
+    ksHashFieldsFn hash_fields;   /* the `hash` family (variants_hash.c) */
+    ksHashGetallFn hash_getall;
+    int hash_nested;              /* KS_HASH_NESTED_*: the lookahead's field prefetch (pipeline.c) */
+    const char *hash_name;
 } ksVariants;
 
 /* Parse "pipeline=lookahead batch=16 ..." over defaults; -1 and ks->err on error. */
 int ksParseVariants(ksKeyspace *ks, const char *spec, ksVariants *out);
 /* Names known for a family ("pipeline", "multikey", "load", "iterate"), comma separated. */
 const char *ksVariantNames(const char *family);
+/* The default variant of a family ("naive" for pipeline, "none" for the others);
+ * NULL for an unknown family. */
+const char *ksVariantFamilyDefault(const char *family);
 /* Resolve one name of a family into v; -1 if unknown. */
 int ksSetVariant(ksVariants *v, const char *family, const char *name);
 /* Sets one variant's fields in v (fn: the registry entry's function, may be NULL). */
@@ -107,6 +143,13 @@ typedef void (*ksVariantApplyFn)(ksVariants *v, const void *fn);
  * KS_MAX_EXTRA_VARIANTS slots are full. */
 #define KS_MAX_EXTRA_VARIANTS 8
 int ksRegisterVariant(const char *family, const char *name, ksVariantApplyFn apply, const void *fn);
+
+/* The `hash` family's apply functions (variants_hash.c). */
+void ksSetHashNone(ksVariants *v, const void *fn);
+void ksSetHashNested3940(ksVariants *v, const void *fn);
+void ksSetHashValue2180(ksVariants *v, const void *fn);
+void ksSetHashFindBatch4017(ksVariants *v, const void *fn);
+void ksSetHashGetall14988(ksVariants *v, const void *fn);
 
 /* --- Keys ------------------------------------------------------------------ */
 
@@ -136,6 +179,8 @@ typedef struct ksCommand {
     const struct ksCommandDef *def;
     ksKeyInfo key;    /* first key, resolved during lookahead */
     int prefetched;
+    int pipelined;    /* more commands of the query buffer are parsed or pending (Redis's
+                         pending_cmds.ready_len > 1): set by the pipeline variant */
     const char *proto_err; /* protocol error message (complete command = error) */
 } ksCommand;
 
@@ -183,6 +228,14 @@ struct ksKeyspace {
 };
 
 extern ksKeyspace *ksCur;
+
+/* The type of an entry's value (object.h OBJ_STRING, t_hash.h OBJ_HASH), read from
+ * the object header that the lookup which returned the entry has already loaded
+ * (no record). */
+static inline int ksEntryType(const ksKeyspace *ks, const void *entry) {
+    const robj *o = ks->layout == KS_LAYOUT_LEGACY ? ((const legacyEntry *)entry)->val : entry;
+    return o->type;
+}
 
 /* --- db.c ------------------------------------------------------------------ */
 
@@ -271,6 +324,7 @@ typedef struct ksCommandDef {
     void (*proc)(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
     int last_key;     /* legacy key spec: 0 = first_key only, -1 = last argument */
     int key_step;     /* 0 = 1 */
+    int field_arg;    /* hash commands: the argument of the (first) field, 0 = none */
 } ksCommandDef;
 
 /* Look up the command, check arity, run it, write its reply. */
@@ -281,6 +335,13 @@ const ksCommandDef *ksLookupCommand(const char *name, size_t len);
  * argv[*first + i * *step]. */
 int ksCommandKeys(const ksCommandDef *d, int argc, int *first, int *step);
 
+/* commands_hash.c (rows in commands.c's table) */
+void ksHsetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
+void ksHgetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
+void ksHmgetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
+void ksHgetallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
+void ksHdelCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
+
 /* --- pipeline.c ------------------------------------------------------------ */
 
 void ksPipelineNaive(ksKeyspace *ks, ksClient *c);
@@ -288,6 +349,9 @@ void ksPipelineLookahead(ksKeyspace *ks, ksClient *c);
 /* Interleave the backend step machines over keys[0..n): one prefetch per key
  * per turn, then the value (memory_prefetch.c's hashtablePrefetch). */
 void ksPrefetchKeys(ksKeyspace *ks, ksKeyInfo *keys, int n);
+/* The same with the nested field prefetch (variants_hash.c): fields[i] (or NULL)
+ * is looked up in key i's hash once the key's lookup found one. */
+void ksPrefetchKeysNested(ksKeyspace *ks, ksKeyInfo *keys, sds *fields, int n);
 
 /* --- snapshot.c / iterate ------------------------------------------------- */
 

@@ -59,7 +59,7 @@ static void usage(void) {
             "              (pipeline, mget, mset: R rounds of A and B in one process,\n"
             "               B the options with these replaced; A B then B A alternately)\n"
             "       kvsim-cref options [--json]\n"
-            "WORKLOAD: %s\noptions:\n", ksWorkloadList);
+            "WORKLOAD: %s\noptions:\n", ksWorkloadNames());
     for (int i = 0; i < KS_NUM_WORKLOAD_OPTIONS; i++) {
         const ksWorkloadOption *o = &ksWorkloadOptions[i];
         char arg[64] = "";
@@ -126,8 +126,12 @@ static void jworkload(jbuf *j, const ksWorkloadSpec *s) {
     /* keys sorted */
     jput(j, "{\"activerehashing\":");
     jstr(j, s->activerehashing ? s->activerehashing : "yes");
-    jput(j, ",\"batch\":%d,\"cluster\":%s,\"depth\":%d,\"expire\":%s,\"key_size\":%u,\"keys\":%llu,", s->batch,
-         s->cluster ? "true" : "false", s->depth, s->expire ? "true" : "false", s->key_size, (unsigned long long)s->keys);
+    jput(j, ",\"batch\":%d,\"cluster\":%s,\"depth\":%d,\"expire\":%s,", s->batch, s->cluster ? "true" : "false",
+         s->depth, s->expire ? "true" : "false");
+    jput(j, "\"fields_per_command\":%d,\"hash_fields\":%llu,\"hash_op\":", s->fields_per_command,
+         (unsigned long long)s->hash_fields);
+    jstr(j, s->hash_op ? s->hash_op : "hget");
+    jput(j, ",\"key_size\":%u,\"keys\":%llu,", s->key_size, (unsigned long long)s->keys);
     jput(j, "\"keys_per_command\":%d,", s->keys_per_command);
     jput(j, "\"layout\":");
     jstr(j, s->layout);
@@ -198,8 +202,8 @@ int main(int argc, char **argv) {
     }
     if (strcmp(mode, "trace") && strcmp(mode, "native")) die("unknown command '%s' (trace|native|options)", mode);
     int trace = !strcmp(mode, "trace");
-    if (argc < 3 || argv[2][0] == '-') die("missing WORKLOAD (%s)", ksWorkloadList);
-    if (!ksWorkloadFamily(argv[2])) die("unknown workload '%s' (%s)", argv[2], ksWorkloadList);
+    if (argc < 3 || argv[2][0] == '-') die("missing WORKLOAD (%s)", ksWorkloadNames());
+    if (!ksWorkloadFamily(argv[2])) die("unknown workload '%s' (%s)", argv[2], ksWorkloadNames());
     ksWorkloadSpec s;
     ksWorkloadSpecInit(&s, argv[2]);
     const char *out = NULL;
@@ -211,7 +215,7 @@ int main(int argc, char **argv) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         const ksWorkloadOption *wo = !strncmp(o, "--", 2) ? ksWorkloadOptionFind(o + 2) : NULL;
         if (wo && !ksWorkloadOptionApplies(wo, argv[2]))
-            die("%s does not apply to workload '%s' (used by %s)", o, argv[2], wo->workloads);
+            die("%s does not apply to workload '%s' (used by %s)", o, argv[2], ksWorkloadOptionUsers(wo));
         if (wo && wo->type == KS_OPT_FLAG) {
             ksWorkloadOptionSet(&s, wo, NULL, err, sizeof(err));
         } else if (wo) {

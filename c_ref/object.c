@@ -19,6 +19,7 @@
 
 #include "keyspace.h"
 #include "siphash.h"
+#include "t_hash.h"
 
 /* --- Unified layout -------------------------------------------------------- */
 
@@ -83,6 +84,40 @@ static void *unifiedCreate(ksKeyspace *ks, const char *key, size_t klen, const u
     return o;
 }
 
+/* A value robj other than a string (a hash) as a unified object: robj, the
+ * optional expire field, the embedded key; o->ptr is the value's structure
+ * (Valkey objectSetKeyAndExpire on a non-string: nothing else is embedded). */
+static void *unifiedCreateObject(ksKeyspace *ks, const char *key, size_t klen, int type, int encoding, void *ptr,
+                                 int64_t expire_ms) {
+    int ktype = sdsReqType(klen);
+    size_t ksize = 1 + sdsSize(ktype, klen);
+    int hasexpire = expire_ms >= 0 || klen >= KS_KEY_SIZE_TO_INCLUDE_EXPIRE;
+    size_t need = sizeof(robj) + (hasexpire ? 8 : 0) + ksize;
+    size_t cls = ksArenaSizeClass(need);
+    if (!hasexpire && cls - need >= 8) { /* room for the expire field anyway */
+        hasexpire = 1;
+        need += 8;
+    }
+    robj *o = ksArenaAlloc(ks->arena, need);
+    o->type = (unsigned)type;
+    o->encoding = (unsigned)encoding;
+    o->lru = 0;
+    o->refcount = 1;
+    o->hasembkey = 1;
+    o->hasexpire = (unsigned)hasexpire;
+    o->ptr = ptr;
+    uint8_t *p = (uint8_t *)o + sizeof(robj);
+    if (hasexpire) {
+        int64_t e = expire_ms >= 0 ? expire_ms : -1;
+        memcpy(p, &e, 8);
+        p += 8;
+    }
+    p[0] = (uint8_t)sdsHdrSize(ktype);
+    sdsWriteAt(p + 1, ktype, key, klen, klen);
+    KS_STORE(o, need, KVT_TAG_OBJECT, KS_SITE_OBJ_CREATE_STORE, 0);
+    return o;
+}
+
 /* --- Legacy layout --------------------------------------------------------- */
 
 static sds legacyNewSds(ksKeyspace *ks, const void *p, size_t len, uint8_t tag) {
@@ -127,6 +162,21 @@ static void *legacyCreate(ksKeyspace *ks, const char *key, size_t klen, const ui
 
 /* --- Public ---------------------------------------------------------------- */
 
+void *ksEntryCreateObject(ksKeyspace *ks, const char *key, size_t klen, int type, int encoding, void *ptr,
+                          int64_t expire_ms) {
+    if (ks->layout == KS_LAYOUT_UNIFIED) return unifiedCreateObject(ks, key, klen, type, encoding, ptr, expire_ms);
+    size_t sz = ks->ops->legacy_entry_is_node ? sizeof(legacyEntry) : KS_LEGACY_ENTRY_KV_BYTES;
+    legacyEntry *e = ksArenaAlloc(ks->arena, sz);
+    e->key = legacyNewSds(ks, key, klen, KVT_TAG_KEY);
+    robj *o = ksArenaAlloc(ks->arena, sizeof(robj));
+    *o = (robj){.type = (unsigned)type, .encoding = (unsigned)encoding, .refcount = 1, .ptr = ptr};
+    KS_STORE(o, sizeof(robj), KVT_TAG_OBJECT, KS_SITE_OBJ_CREATE_STORE, 0);
+    e->val = o;
+    if (ks->ops->legacy_entry_is_node) e->next = NULL; /* the table sets it */
+    KS_STORE(e, KS_LEGACY_ENTRY_KV_BYTES, KVT_TAG_OBJECT, KS_SITE_OBJ_CREATE_STORE, 0);
+    return e;
+}
+
 void *ksEntryCreate(ksKeyspace *ks, const char *key, size_t klen, const uint8_t *val, size_t vlen,
                     int64_t expire_ms) {
     if (ks->layout == KS_LAYOUT_UNIFIED) return unifiedCreate(ks, key, klen, val, vlen, expire_ms);
@@ -136,13 +186,15 @@ void *ksEntryCreate(ksKeyspace *ks, const char *key, size_t klen, const uint8_t 
 void ksEntryFree(ksKeyspace *ks, void *entry) {
     if (ks->layout == KS_LAYOUT_UNIFIED) {
         robj *o = entry;
-        if (o->encoding == OBJ_ENCODING_RAW) ksArenaFree(ks->arena, sdsAllocPtr(o->ptr));
+        if (o->type == OBJ_HASH) ksHashFree(ks, o);
+        else if (o->encoding == OBJ_ENCODING_RAW) ksArenaFree(ks->arena, sdsAllocPtr(o->ptr));
         ksArenaFree(ks->arena, o);
         return;
     }
     legacyEntry *e = entry;
     ksArenaFree(ks->arena, sdsAllocPtr(e->key));
-    if (e->val->encoding == OBJ_ENCODING_RAW) ksArenaFree(ks->arena, sdsAllocPtr(e->val->ptr));
+    if (e->val->type == OBJ_HASH) ksHashFree(ks, e->val);
+    else if (e->val->encoding == OBJ_ENCODING_RAW) ksArenaFree(ks->arena, sdsAllocPtr(e->val->ptr));
     ksArenaFree(ks->arena, e->val);
     ksArenaFree(ks->arena, e);
 }
@@ -201,6 +253,11 @@ void *ksEntrySetExpireField(ksKeyspace *ks, void *entry, int64_t expire_ms) {
     /* A copy with room for the expire (objectSetKeyAndExpire); the caller
      * replaces the table's pointer and then frees the old entry. */
     sds key = unifiedKey(o);
+    if (o->type != OBJ_STRING) { /* the value's structure moves to the copy */
+        void *n = unifiedCreateObject(ks, key, sdslen(key), o->type, o->encoding, o->ptr, expire_ms);
+        o->ptr = NULL;
+        return n;
+    }
     const char *v = o->ptr;
     return unifiedCreate(ks, key, sdslen(key), (const uint8_t *)v, sdslen(v), expire_ms);
 }
@@ -259,11 +316,13 @@ size_t ksEntryAllocBytes(const ksKeyspace *ks, const void *entry) {
     if (ks->layout == KS_LAYOUT_UNIFIED) {
         const robj *o = entry;
         size_t n = ksArenaUsableSize(a, o);
-        if (o->encoding == OBJ_ENCODING_RAW) n += ksArenaUsableSize(a, sdsAllocPtr(o->ptr));
+        if (o->type == OBJ_HASH) n += ksHashAllocBytes(ks, o);
+        else if (o->encoding == OBJ_ENCODING_RAW) n += ksArenaUsableSize(a, sdsAllocPtr(o->ptr));
         return n;
     }
     const legacyEntry *e = entry;
     size_t n = ksArenaUsableSize(a, e) + ksArenaUsableSize(a, sdsAllocPtr(e->key)) + ksArenaUsableSize(a, e->val);
-    if (e->val->encoding == OBJ_ENCODING_RAW) n += ksArenaUsableSize(a, sdsAllocPtr(e->val->ptr));
+    if (e->val->type == OBJ_HASH) n += ksHashAllocBytes(ks, e->val);
+    else if (e->val->encoding == OBJ_ENCODING_RAW) n += ksArenaUsableSize(a, sdsAllocPtr(e->val->ptr));
     return n;
 }

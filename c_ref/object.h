@@ -74,6 +74,10 @@ typedef struct legacyExpire {
 /* Create an entry holding key/value (expire_ms < 0: none). */
 void *ksEntryCreate(ksKeyspace *ks, const char *key, size_t klen, const uint8_t *val, size_t vlen,
                     int64_t expire_ms);
+/* An entry for `key` whose value robj has another type (t_hash.h: OBJ_HASH)
+ * and `encoding`, its structure at ptr (owned by the entry from now on). */
+void *ksEntryCreateObject(ksKeyspace *ks, const char *key, size_t klen, int type, int encoding, void *ptr,
+                          int64_t expire_ms);
 /* createStringObject: a value robj, EMBSTR (robj + sdshdr8 in one allocation) up
  * to KS_EMBSTR_LIMIT bytes, else RAW (robj -> sds).  The legacy layout's values,
  * and the unified snapshot loader's value object before the key is embedded. */

@@ -52,13 +52,48 @@
 #include <string.h>
 
 #include "keyspace.h"
+#include "siphash.h"
+#include "t_hash.h"
 
-enum { PREFETCH_ENTRY = 0, PREFETCH_VALUE, PREFETCH_DONE };
+enum { PREFETCH_ENTRY = 0, PREFETCH_VALUE, PREFETCH_FIELD, PREFETCH_DONE };
+
+/* The nested field prefetch (variants_hash.c, hash=nested-3940 / value-2180):
+ * after a key's lookup found a hash kept as a Valkey hashtable, the
+ * command's field gets a step machine of its own in that table (hashing the
+ * field, the table struct's read); 1 if it did, else 0 (the key is done). */
+static int fieldFindInit(ksKeyspace *ks, sds field, hashtableIncrementalFindState *ffs, void *found,
+                         ksLoadId fd) {
+    if (!field || ks->ops != &ksHashtableTableOps || ksEntryType(ks, found) != OBJ_HASH) return 0;
+    KS_ID_VAR(od) = 0;
+    robj *o = ksEntryObject(ks, found, fd, &od);
+    if (o->encoding != OBJ_ENCODING_HT) return 0;
+    size_t len = sdslen(field);
+    (void)len;
+    (void)KS_LOAD(field - 1, len + 1, KVT_TAG_ARGV, KS_SITE_PF_HASH, 0);
+    KS_WORK(KS_SIPHASH_COST(len));
+    hashtable *ht = ksHashTable(o);
+    KS_SET_TABLE_DEP(od);
+    hashtableIncrementalFindInitWithHash(ffs, ht, field, hashtableHashKey(ht, field));
+    return 1;
+}
+
+/* The field's find is done: #2180 prefetches its value when kept by pointer. */
+static void fieldFindDone(ksKeyspace *ks, hashtableIncrementalFindState *ffs) {
+    void *e;
+    if (ks->var.hash_nested != KS_HASH_NESTED_2180 || !hashtableIncrementalFindGetResult(ffs, &e))
+        return;
+    KS_ID_VAR(ed) = KS_TAKE_ENTRY_DEP();
+    ksLoadId ad = 0;
+    const void *va = ksHashEntryValuePrefetchAddr(e, ed, &ad);
+    if (va) KS_PREFETCH(va, KVT_TAG_VALUE, KS_SITE_PF_HASH, ad);
+}
 
 /* --- Interleaved prefetch (memory_prefetch.c hashtablePrefetch) ------------ */
 
-void ksPrefetchKeys(ksKeyspace *ks, ksKeyInfo *keys, int n) {
-    if (n <= 1) return;
+/* The round robin, compiled twice: `nested` (a constant) adds the nested
+ * field states, so the loop without them stays as lean as before them. */
+static inline __attribute__((always_inline)) void prefetchKeys(ksKeyspace *ks, ksKeyInfo *keys, sds *fields,
+                                                               int n, const int nested) {
     const ksTableOps *ops = ks->ops;
     int remaining = 0;
     for (int i = 0; i < n; i++) {
@@ -83,6 +118,13 @@ void ksPrefetchKeys(ksKeyspace *ks, ksKeyInfo *keys, int n) {
         if (k->state == PREFETCH_ENTRY) {
             if (ops->findStep(&k->fs)) continue; /* more work: next key */
             k->state = PREFETCH_VALUE;           /* done: value without yielding */
+        } else if (nested && k->state == PREFETCH_FIELD) { /* the nested field: one step per turn */
+            hashtableIncrementalFindState *ffs = (hashtableIncrementalFindState *)&k->fs;
+            if (hashtableIncrementalFindStep(ffs)) continue;
+            fieldFindDone(ks, ffs);
+            k->state = PREFETCH_DONE;
+            remaining--;
+            continue;
         }
         void *found;
         if (ops->findResult(&k->fs, &found)) {
@@ -90,10 +132,23 @@ void ksPrefetchKeys(ksKeyspace *ks, ksKeyInfo *keys, int n) {
             /* The table's entry load produced `found` (the bucket line). */
             KS_ID_VAR(fd) = KS_TAKE_ENTRY_DEP();
             if (!ops->find_prefetches_value) ksEntryPrefetchValue(ks, found, fd);
+            /* the key's find is over: its state now holds the field's (nested variants) */
+            if (nested && fieldFindInit(ks, fields[k - keys], (hashtableIncrementalFindState *)&k->fs, found, fd)) {
+                k->state = PREFETCH_FIELD;
+                continue;
+            }
         }
         k->state = PREFETCH_DONE;
         remaining--;
     }
+}
+
+void ksPrefetchKeys(ksKeyspace *ks, ksKeyInfo *keys, int n) {
+    if (n > 1) prefetchKeys(ks, keys, NULL, n, 0);
+}
+
+void ksPrefetchKeysNested(ksKeyspace *ks, ksKeyInfo *keys, sds *fields, int n) {
+    if (n > 1 || (n == 1 && fields[0])) prefetchKeys(ks, keys, fields, n, 1);
 }
 
 /* --- Naive ----------------------------------------------------------------- */
@@ -113,6 +168,7 @@ void ksPipelineNaive(ksKeyspace *ks, ksClient *c) {
     cmd.argv = NULL;
     cmd.argv_cap = 0;
     while (parseNext(ks, c, &cmd) > 0) {
+        if (ks->var.multikey_guard) cmd.pipelined = c->qpos < c->qlen; /* more of the buffer pending */
         ksExecuteCommand(ks, c, &cmd);
         ksCommandFree(ks, &cmd);
     }
@@ -124,43 +180,64 @@ void ksPipelineNaive(ksKeyspace *ks, ksClient *c) {
 /* Add cmd's keys (getKeysFromCommand) to keys[*nk..] while fewer than
  * `batch` are in the batch (memory_prefetch.c addCommandToBatch).  The first
  * key's resolution is kept in cmd->key for execution. */
-static void commandKeys(ksKeyspace *ks, ksCommand *cmd, ksKeyInfo *keys, int *nk, int batch) {
+static inline __attribute__((always_inline)) void commandKeys(ksKeyspace *ks, ksCommand *cmd, ksKeyInfo *keys,
+                                                              sds *fields, int *nk, int *nf, int batch,
+                                                              const int nested) {
     if (cmd->argc == 0) return;
     if (!cmd->def) cmd->def = ksLookupCommand(cmd->argv[0], sdslen(cmd->argv[0]));
     int first, step;
     int kc = ksCommandKeys(cmd->def, cmd->argc, &first, &step);
-    if (kc == 0 || *nk >= batch) return;
+    if (kc == 0 || *nk + *nf >= batch) return;
     int start = *nk;
-    for (int j = 0; j < kc && *nk < batch; j++) ksKeyResolve(ks, cmd->argv[first + j * step], &keys[(*nk)++]);
+    for (int j = 0; j < kc && *nk + *nf < batch; j++) ksKeyResolve(ks, cmd->argv[first + j * step], &keys[(*nk)++]);
+    /* The nested field (variants_hash.c): #3940 the first field of any field
+     * command, in the batch while there is room; #2180 HGET's and HSET's,
+     * outside the count. */
+    if (nested) {
+        for (int j = start; j < *nk; j++) fields[j] = NULL;
+        int fa = cmd->def->field_arg;
+        if (fa && ks->var.hash_nested == KS_HASH_NESTED_3940 && *nk + *nf < batch) {
+            fields[start] = cmd->argv[fa];
+            (*nf)++;
+        } else if (fa && ks->var.hash_nested == KS_HASH_NESTED_2180 &&
+                   (cmd->def->proc == ksHgetCommand || cmd->def->proc == ksHsetCommand)) {
+            fields[start] = cmd->argv[fa];
+        }
+    }
     cmd->key = keys[start];
     cmd->prefetched = 1;
 }
 
-void ksPipelineLookahead(ksKeyspace *ks, ksClient *c) {
+/* The lookahead, compiled twice: `nested` (a constant) adds the nested fields. */
+static inline __attribute__((always_inline)) void lookahead(ksKeyspace *ks, ksClient *c, const int nested) {
     int batch = ks->var.batch;
     ksCommand cmds[KS_MAX_BATCH];
     ksKeyInfo keys[KS_MAX_BATCH];
+    sds fields[KS_MAX_BATCH]; /* the nested variants' fields (set when one is on) */
     while (1) {
-        int n = 0, nk = 0, rc = 1;
+        int n = 0, nk = 0, nf = 0, rc = 1;
         while (n < KS_MAX_BATCH) {
             cmds[n].argv = NULL; /* only what the parser needs is initialised */
             cmds[n].argv_cap = 0;
             if ((rc = ksParseCommand(ks, c, &cmds[n])) <= 0) break;
-            commandKeys(ks, &cmds[n], keys, &nk, batch);
+            commandKeys(ks, &cmds[n], keys, fields, &nk, &nf, batch, nested);
             n++;
-            if (nk == batch) break;
+            if (nk + nf == batch) break;
         }
         if (n == 0 && rc <= 0) {
             if (rc < 0) parseNext(ks, c, &cmds[0]); /* re-parse to reply the error */
             break;
         }
-        if (nk > 1) {
-            KS_MARK(KVT_MARK_BATCH, nk);
-            ksPrefetchKeys(ks, keys, nk);
+        if (nk + nf > 1) {
+            KS_MARK(KVT_MARK_BATCH, nk + nf);
+            if (nested) ksPrefetchKeysNested(ks, keys, fields, nk);
+            else ksPrefetchKeys(ks, keys, nk);
             for (int i = 0; i < n; i++) /* the prefetch hashed it: the lookup hashes again */
                 if (cmds[i].prefetched) cmds[i].key.rehash = !ks->var.pipeline_hash_once;
         }
         for (int i = 0; i < n; i++) {
+            /* Redis's pending_cmds.ready_len > 1: more commands parsed or pending */
+            if (ks->var.multikey_guard) cmds[i].pipelined = i + 1 < n || c->qpos < c->qlen;
             ksExecuteCommand(ks, c, &cmds[i]);
             ksCommandFree(ks, &cmds[i]);
         }
@@ -172,4 +249,9 @@ void ksPipelineLookahead(ksKeyspace *ks, ksClient *c) {
         }
         if (rc == 0) break;
     }
+}
+
+void ksPipelineLookahead(ksKeyspace *ks, ksClient *c) {
+    if (ks->var.hash_nested != KS_HASH_NESTED_NONE) lookahead(ks, c, 1);
+    else lookahead(ks, c, 0);
 }

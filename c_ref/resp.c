@@ -379,6 +379,7 @@ int ksParseCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     cmd->proto_err = NULL;
     cmd->def = NULL;
     cmd->prefetched = 0;
+    cmd->pipelined = 0;
     if (c->closed || c->qpos >= c->qlen) return 0;
     (void)KS_LOAD(c->qbuf + c->qpos, 1, KVT_TAG_QUERY_BUF, KS_SITE_RESP_PARSE, 0);
     if (c->qbuf[c->qpos] == '*') return parseMultibulk(ks, c, cmd);

@@ -82,7 +82,12 @@
     /* --- lookupKey's LRU store, kvstore's key counts, lookup re-hash --- */ \
     X(OBJ_LRU, "obj.lru", 6)                      /* val->lru = LRU_CLOCK() */      \
     X(KVS_KEY_COUNT, "kvs.key_count", 3)          /* cumulativeKeyCountAdd step */ \
-    X(KEY_REHASH, "key.rehash", 10)               /* hashtableFind's hashKey call */
+    X(KEY_REHASH, "key.rehash", 10)               /* hashtableFind's hashKey call */ \
+    /* --- t_hash.c (the hash type; calibrated by tests/calibrate.sh) --- */           \
+    X(HASH_LP, "hash.lp", 8)                     /* a listpack element's header/bytes */ \
+    X(HASH_ENTRY, "hash.entry", 12)              /* a field-value entry's value / pointer */ \
+    X(HASH_STORE, "hash.store", 20)              /* writing a listpack, entry or value */ \
+    X(PF_HASH, "pf.hash", 12)                    /* nested field prefetch (variants) */
 
 enum ksSite {
 #define KS_SITE_ENUM(id, name, cost) KS_SITE_##id,

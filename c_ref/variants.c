@@ -5,9 +5,12 @@
  *   family     names                                      what it selects
  *   pipeline   naive, lookahead, lookahead-hash-once      ksPipelineFn
  *   multikey   none, batch, chunk-15133, batch-hash-once,  ksMultikeyPrefetchFn + batch rule
- *              redis-15043
+ *              redis-15043, window-3389, redis-14899,
+ *              redis-14899-guard
  *   load       none, prefetch-after-key, prefetch-rehash  ksLoadVariant flags
  *   iterate    none, next-bucket, valkey                  iterator prefetch mode
+ *   hash       none, nested-3940, value-2180,             variants_hash.c: nested field
+ *              find-batch-4017, getall-14988              prefetch, HMGET batch, HGETALL
  *
  * Variant strings ("pipeline=lookahead batch=16 multikey=batch") are parsed by
  * ksParseVariants over the defaults (naive, 16, none, none, none).
@@ -18,6 +21,7 @@
  * tests/broken_variants.c, whose deliberately broken variants register
  * themselves when the library loads.  The product never contains them.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +85,7 @@ static void setMultikey(ksVariants *v, const void *fn) {
     v->multikey_tables = NULL;
     v->multikey_chunked = 0;
     v->multikey_hash_once = 0;
+    v->multikey_guard = 0;
 }
 static void setMultikeyChunked(ksVariants *v, const void *fn) {
     setMultikey(v, fn);
@@ -93,6 +98,18 @@ static void setMultikeyHashOnce(ksVariants *v, const void *fn) {
 static void setMultikey15043(ksVariants *v, const void *fn) {
     setMultikey(v, fn);
     v->multikey_rule = KS_MULTIKEY_RULE_15043;
+}
+static void setMultikey3389(ksVariants *v, const void *fn) {
+    setMultikey(v, fn);
+    v->multikey_rule = KS_MULTIKEY_RULE_3389;
+}
+static void setMultikey14899(ksVariants *v, const void *fn) {
+    setMultikey(v, fn);
+    v->multikey_rule = KS_MULTIKEY_RULE_14899;
+}
+static void setMultikey14899Guard(ksVariants *v, const void *fn) {
+    setMultikey14899(v, fn);
+    v->multikey_guard = 1;
 }
 static void setLoadNone(ksVariants *v, const void *fn) {
     (void)fn;
@@ -119,6 +136,7 @@ static void setIterValkey(ksVariants *v, const void *fn) {
     v->iterate = KS_ITER_PREFETCH_VALKEY;
 }
 
+
 /* --- Registry -------------------------------------------------------------- */
 
 typedef struct {
@@ -142,12 +160,23 @@ static const variantEntry registry[] = {
     {"multikey", "batch-hash-once", setMultikeyHashOnce, (const void *)multikeyBatch},
     /* Redis PR #15043's bucket-cell MSET prefetch and its batch rule */
     {"multikey", "redis-15043", setMultikey15043, (const void *)multikeyBucketCells15043},
+    /* Valkey PR #3389's sliding window, offset = batch (commands.c) */
+    {"multikey", "window-3389", setMultikey3389, (const void *)multikeyBatch},
+    /* Redis PR #14899's in-command MGET prefetch, without and with its pipeline guard */
+    {"multikey", "redis-14899", setMultikey14899, (const void *)multikeyBatch},
+    {"multikey", "redis-14899-guard", setMultikey14899Guard, (const void *)multikeyBatch},
     {"load", "none", setLoadNone, NULL},
     {"load", "prefetch-after-key", setLoadAfterKey, NULL},
     {"load", "prefetch-rehash", setLoadRehash, NULL},
     {"iterate", "none", setIterNone, NULL},
     {"iterate", "next-bucket", setIterNext, NULL},
     {"iterate", "valkey", setIterValkey, NULL},
+    {"hash", "none", ksSetHashNone, NULL},
+    /* variants_hash.c: Valkey #3940, #2180, #4017; Redis #14988 */
+    {"hash", "nested-3940", ksSetHashNested3940, NULL},
+    {"hash", "value-2180", ksSetHashValue2180, NULL},
+    {"hash", "find-batch-4017", ksSetHashFindBatch4017, NULL},
+    {"hash", "getall-14988", ksSetHashGetall14988, NULL},
 };
 
 #define NREG (sizeof(registry) / sizeof(registry[0]))
@@ -159,9 +188,32 @@ static size_t nextra;
 
 static const variantEntry *entryAt(size_t i) { return i < NREG ? &registry[i] : &extra[i - NREG]; }
 
-static int knownFamily(const char *family) {
-    return !strcmp(family, "pipeline") || !strcmp(family, "multikey") || !strcmp(family, "load") ||
-           !strcmp(family, "iterate");
+/* The families: name, the default variant, where ksVariants keeps the chosen name. */
+typedef struct {
+    const char *name;
+    const char *dflt;
+    size_t name_field; /* offsetof(ksVariants, <family>_name) */
+} familyEntry;
+
+static const familyEntry families[] = {
+    {"pipeline", "naive", offsetof(ksVariants, pipeline_name)},
+    {"multikey", "none", offsetof(ksVariants, multikey_name)},
+    {"load", "none", offsetof(ksVariants, load_name)},
+    {"iterate", "none", offsetof(ksVariants, iterate_name)},
+    {"hash", "none", offsetof(ksVariants, hash_name)},
+};
+
+static const familyEntry *findFamily(const char *family) {
+    for (size_t i = 0; family && i < sizeof(families) / sizeof(families[0]); i++)
+        if (!strcmp(families[i].name, family)) return &families[i];
+    return NULL;
+}
+
+static int knownFamily(const char *family) { return findFamily(family) != NULL; }
+
+const char *ksVariantFamilyDefault(const char *family) {
+    const familyEntry *f = findFamily(family);
+    return f ? f->dflt : NULL;
 }
 
 static const variantEntry *findEntry(const char *family, const char *name) {
@@ -182,10 +234,7 @@ int ksSetVariant(ksVariants *v, const char *family, const char *name) {
     const variantEntry *e = findEntry(family, name);
     if (!e) return -1;
     e->apply(v, e->fn);
-    if (!strcmp(family, "pipeline")) v->pipeline_name = e->name;
-    else if (!strcmp(family, "multikey")) v->multikey_name = e->name;
-    else if (!strcmp(family, "load")) v->load_name = e->name;
-    else v->iterate_name = e->name;
+    memcpy((char *)v + findFamily(family)->name_field, &e->name, sizeof(e->name));
     return 0;
 }
 
@@ -204,10 +253,8 @@ const char *ksVariantNames(const char *family) {
 int ksParseVariants(ksKeyspace *ks, const char *spec, ksVariants *out) {
     ksVariants v;
     memset(&v, 0, sizeof(v));
-    ksSetVariant(&v, "pipeline", "naive");
-    ksSetVariant(&v, "multikey", "none");
-    ksSetVariant(&v, "load", "none");
-    ksSetVariant(&v, "iterate", "none");
+    for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++)
+        ksSetVariant(&v, families[i].name, families[i].dflt);
     v.batch = KS_DEFAULT_BATCH;
     char buf[512];
     snprintf(buf, sizeof(buf), "%s", spec ? spec : "");

@@ -1,5 +1,15 @@
 /*
- * workload.c -- the five CLI workloads (load, iterate, pipeline, mset, mget).
+ * workload.c -- the CLI workloads: the workload table, the option table, the
+ * run that both share (ksWorkloadRun), and the five built-in workloads (load,
+ * iterate, pipeline, mset, mget).
+ *
+ * A workload is one row of WORKLOADS ({name, family, options, setup, run},
+ * workload_ctx.h) and its functions; ksWorkloadRun creates the keyspace and
+ * the variants of both --versus sides, calls setup (not measured) and run
+ * (the measured runs and the reply check), then checks the keyspace.  The
+ * workload names, the variant family of each, and which options each takes
+ * (ksWorkloadOptionApplies) are read from the table; c_ref/README.md,
+ * "Adding a workload".
  *
  *   workload   setup (not measured)                 measured phase (x repeat)
  *   --------   ---------------------------------    -------------------------------------
@@ -64,10 +74,11 @@
 
 #include "keyspace.h"
 #include "snapcache.h"
+#include "workload_ctx.h"
 
 /* --- PRNG and data --------------------------------------------------------- */
 
-static uint64_t splitmix64(uint64_t *s) {
+uint64_t ksWlRand(uint64_t *s) {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
@@ -94,27 +105,12 @@ static void swStop(stopwatch t0, ksWorkloadResult *res, int side, int r) {
     (side ? res->versus_cpu_runs_s : res->cpu_runs_s)[r] = clockS(CLOCK_PROCESS_CPUTIME_ID) - t0.cpu;
 }
 
-typedef struct {
-    const ksWorkloadSpec *spec;
-    ksKeyspace *ks;
-    uint8_t *valpool; /* value_size + 64 bytes of pattern */
-    uint64_t rng;
-    /* growing byte buffer for queries (system memory: it plays the socket) */
-    uint8_t *q;
-    size_t qlen, qcap;
-    size_t *group_off; /* query offsets of groups */
-    size_t ngroups;    /* measured groups: [0, ngroups); warm-up: [ngroups, ngroups + nwarm) */
-    size_t nwarm;
-    int warmed; /* the warm-up operations ran (before the first measured run) */
-    uint32_t crc;
-    uint64_t reply_bytes;
-} wl;
 
-static void keyName(const wl *w, uint64_t i, char *buf) {
+void ksWlKeyName(const wl *w, uint64_t i, char *buf) {
     snprintf(buf, (size_t)w->spec->key_size + 1, "%0*llu", (int)w->spec->key_size, (unsigned long long)i);
 }
 
-static const uint8_t *valueFor(const wl *w, uint64_t i) { return w->valpool + (i * 7) % 64; }
+const uint8_t *ksWlValue(const wl *w, uint64_t i) { return w->valpool + (i * 7) % 64; }
 
 static void qput(wl *w, const void *p, size_t n) {
     if (w->qlen + n > w->qcap) {
@@ -128,7 +124,7 @@ static void qput(wl *w, const void *p, size_t n) {
     w->qlen += n;
 }
 
-static void qarg(wl *w, const void *p, size_t n) {
+void ksWlArg(wl *w, const void *p, size_t n) {
     char hdr[32];
     int hl = snprintf(hdr, sizeof(hdr), "$%zu\r\n", n);
     qput(w, hdr, (size_t)hl);
@@ -136,7 +132,7 @@ static void qarg(wl *w, const void *p, size_t n) {
     qput(w, "\r\n", 2);
 }
 
-static void qcmd(wl *w, int argc) {
+void ksWlCmd(wl *w, int argc) {
     char hdr[32];
     int hl = snprintf(hdr, sizeof(hdr), "*%d\r\n", argc);
     qput(w, hdr, (size_t)hl);
@@ -147,23 +143,23 @@ static void qcmd(wl *w, int argc) {
 /* A server idles between its setup and the measured commands, long enough for
  * the rehash cron (activerehashing, the default) to finish every rehash the
  * setup's inserts started. */
-static void setupIdle(wl *w) {
+void ksWlSetupIdle(wl *w) {
     if (w->ks->activerehashing && w->ks->hz) ksDbRehashAll(w->ks);
 }
 
-static void populate(wl *w) {
+void ksWlPopulate(wl *w) {
     const ksWorkloadSpec *s = w->spec;
     char key[4096];
     uint8_t kb[4096 + 16];
     for (uint64_t i = 0; i < s->keys; i++) {
-        keyName(w, i, key);
+        ksWlKeyName(w, i, key);
         sds k = sdsWriteAt(kb, SDS_TYPE_8, key, s->key_size, s->key_size);
         ksKeyInfo ki;
         ksKeyResolve(w->ks, k, &ki);
         /* --expire: one day past the logical clock, so no key expires during the run */
-        ksDbSet(w->ks, &ki, valueFor(w, i), s->value_size, s->expire ? w->ks->now_ms + 86400000LL : -1);
+        ksDbSet(w->ks, &ki, ksWlValue(w, i), s->value_size, s->expire ? w->ks->now_ms + 86400000LL : -1);
     }
-    setupIdle(w);
+    ksWlSetupIdle(w);
 }
 
 /* mset --mset-keys random: the keys of the range that exist before the
@@ -174,14 +170,14 @@ static void prefill(wl *w) {
     uint8_t kb[4096 + 16];
     uint64_t sel = s->seed ^ 0x70726566696c6cULL;
     for (uint64_t i = 0; i < s->keys; i++) {
-        if ((double)(splitmix64(&sel) >> 11) * 0x1.0p-53 >= s->prefill) continue;
-        keyName(w, i, key);
+        if ((double)(ksWlRand(&sel) >> 11) * 0x1.0p-53 >= s->prefill) continue;
+        ksWlKeyName(w, i, key);
         sds k = sdsWriteAt(kb, SDS_TYPE_8, key, s->key_size, s->key_size);
         ksKeyInfo ki;
         ksKeyResolve(w->ks, k, &ki);
-        ksDbSet(w->ks, &ki, valueFor(w, i), s->value_size, -1);
+        ksDbSet(w->ks, &ki, ksWlValue(w, i), s->value_size, -1);
     }
-    setupIdle(w);
+    ksWlSetupIdle(w);
 }
 
 /* The measured phases are separate non-inlined functions named measured*, so
@@ -247,14 +243,14 @@ static int runCommands(wl *w, ksWorkloadResult *res, int side, int r) {
  * pipeline/mget replay the measured query groups on the keyspace the runs left
  * (every variant must leave the same one); mset replies are all +OK, so the
  * pass reads every key back (GET in key-index order, 16 per group). */
-static uint32_t replyCheck(wl *w, const ksVariants *var) {
+static uint32_t replyCheck(wl *w, const ksVariants *var, int readback) {
     ksKeyspace *ks = w->ks;
     ks->var = *var;
     ksClient *c = &ks->client;
     const ksWorkloadSpec *s = w->spec;
     uint32_t crc = 0;
     ksEmitPause();
-    if (strcmp(s->workload, "mset")) {
+    if (!readback) {
         for (size_t g = 0; g < w->ngroups; g++) {
             size_t off = w->group_off[g], end = w->group_off[g + 1];
             ksClientSetQuery(ks, c, w->q + off, end - off);
@@ -273,10 +269,10 @@ static uint32_t replyCheck(wl *w, const ksVariants *var) {
         for (uint64_t i = 0; i < s->keys;) {
             w->qlen = 0;
             for (int k = 0; k < 16 && i < s->keys; k++, i++) {
-                keyName(w, i, key);
-                qcmd(w, 2);
-                qarg(w, "GET", 3);
-                qarg(w, key, s->key_size);
+                ksWlKeyName(w, i, key);
+                ksWlCmd(w, 2);
+                ksWlArg(w, "GET", 3);
+                ksWlArg(w, key, s->key_size);
             }
             ksClientSetQuery(ks, c, w->q, w->qlen);
             c->rlen = 0;
@@ -309,23 +305,48 @@ static void rerunCommands(wl *w, const ksVariants *var) {
     ksEmitResume();
 }
 
-static void groupsBegin(wl *w) {
+void ksWlGroupsBegin(wl *w) {
     w->qlen = 0;
     w->ngroups = 0;
 }
 
-static void groupMark(wl *w, size_t cap) {
+void ksWlGroupMark(wl *w, size_t cap) {
     w->group_off = realloc(w->group_off, sizeof(size_t) * (cap + 2));
     if (!w->group_off) abort();
     w->group_off[w->ngroups++] = w->qlen;
 }
 
-/* --- Public ---------------------------------------------------------------- */
+/* --- The workload table ------------------------------------------------------
+ * One row per workload (workload_ctx.h ksWorkloadDef); the order is the CLI's.
+ * Their functions are below ksWorkloadRun. */
 
-/* The workloads, in the order of FAMILY: the variant family each one's
- * --variant names (variants.c). */
-const char ksWorkloadList[] = "load|iterate|pipeline|mset|mget";
-static const char *const FAMILY[KS_NUM_WORKLOADS] = {"load", "iterate", "pipeline", "multikey", "multikey"};
+static int pipelineSetup(wl *w);
+static int msetSetup(wl *w);
+static int msetRun(wl *w, ksWorkloadResult *res);
+static int iterateSetup(wl *w);
+static int iterateRun(wl *w, ksWorkloadResult *res);
+static int loadSetup(wl *w);
+static int loadRun(wl *w, ksWorkloadResult *res);
+
+static const ksWorkloadDef WORKLOADS[] = {
+    {"load", "load", "rdbchecksum|snapshot-from", loadSetup, loadRun},
+    {"iterate", "iterate", "op|rdbchecksum", iterateSetup, iterateRun},
+    {"pipeline", "pipeline", "ops|batch|depth|set-ratio|expire|warmup-ops", pipelineSetup, ksWlRunGroups},
+    {"mset", "multikey", "ops|batch|keys-per-command|mset-keys|prefill|pipeline-depth|pipeline", msetSetup, msetRun},
+    {"mget", "multikey", "ops|batch|keys-per-command|expire|warmup-ops|pipeline-depth|pipeline", pipelineSetup,
+     ksWlRunGroups},
+    {"hash", "hash", "ops|batch|hash-fields|hash-op|fields-per-command|pipeline-depth|pipeline", ksHashWorkloadSetup,
+     ksWlRunGroups},
+};
+#define NWORKLOADS (sizeof(WORKLOADS) / sizeof(WORKLOADS[0]))
+
+/* Workloads added by ksWorkloadRegister (a test's toy workload). */
+static ksWorkloadDef extraWorkloads[KS_MAX_EXTRA_WORKLOADS];
+static size_t nextraWorkloads;
+
+static const ksWorkloadDef *workloadAt(size_t i) {
+    return i < NWORKLOADS ? &WORKLOADS[i] : i < NWORKLOADS + nextraWorkloads ? &extraWorkloads[i - NWORKLOADS] : NULL;
+}
 
 /* Index of `v` among the '|'-separated words of `list`, or -1. */
 static int listIndex(const char *list, const char *v) {
@@ -340,9 +361,33 @@ static int listIndex(const char *list, const char *v) {
     return -1;
 }
 
+const ksWorkloadDef *ksWorkloadFind(const char *name) {
+    for (size_t i = 0; workloadAt(i); i++)
+        if (!strcmp(workloadAt(i)->name, name)) return workloadAt(i);
+    return NULL;
+}
+
+int ksWorkloadRegister(const ksWorkloadDef *def) {
+    if (!def || !def->name || !def->setup || !def->run || ksWorkloadFind(def->name) ||
+        !ksVariantFamilyDefault(def->family) || nextraWorkloads == KS_MAX_EXTRA_WORKLOADS)
+        return -1;
+    extraWorkloads[nextraWorkloads++] = *def;
+    return 0;
+}
+
+const char *ksWorkloadNames(void) {
+    static char buf[256];
+    buf[0] = '\0';
+    for (size_t i = 0; workloadAt(i); i++) {
+        if (i) strncat(buf, "|", sizeof(buf) - strlen(buf) - 1);
+        strncat(buf, workloadAt(i)->name, sizeof(buf) - strlen(buf) - 1);
+    }
+    return buf;
+}
+
 const char *ksWorkloadFamily(const char *workload) {
-    int i = listIndex(ksWorkloadList, workload);
-    return i >= 0 && i < KS_NUM_WORKLOADS ? FAMILY[i] : NULL;
+    const ksWorkloadDef *d = ksWorkloadFind(workload);
+    return d ? d->family : NULL;
 }
 
 /* --- Options ----------------------------------------------------------------
@@ -351,67 +396,89 @@ const char *ksWorkloadFamily(const char *workload) {
 static_assert(sizeof(int) == 4, "KS_OPT_UINT writes int fields as 4 bytes");
 
 #define FIELD(f) offsetof(ksWorkloadSpec, f), sizeof(((ksWorkloadSpec *)0)->f)
-#define UINT_OPT(name, f, lo, hi, dflt, wl, help) {name, KS_OPT_UINT, FIELD(f), lo, hi, 0, 0, NULL, dflt, wl, help}
+#define UINT_OPT(name, f, lo, hi, dflt, every, help) {name, KS_OPT_UINT, FIELD(f), lo, hi, 0, 0, NULL, dflt, every, help}
+/* every workload takes the option, or those whose table row lists it */
+#define EVERY 1
+#define LISTED 0
 
 const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS] = {
-    UINT_OPT("keys", keys, 1, 1ULL << 32, "100000", NULL, "Keys in the keyspace."),
-    UINT_OPT("ops", ops, 1, 1ULL << 32, "100000", "pipeline|mget|mset",
+    UINT_OPT("keys", keys, 1, 1ULL << 32, "100000", EVERY, "Keys in the keyspace."),
+    UINT_OPT("ops", ops, 1, 1ULL << 32, "100000", LISTED,
              "Measured operations (mset: MSETs with --mset-keys random)."),
-    UINT_OPT("value-size", value_size, 0, 64u << 20, "100", NULL, "Value bytes."),
-    UINT_OPT("key-size", key_size, 1, 4000, "16", NULL, "Key bytes."),
-    {"variant", KS_OPT_STRING, FIELD(variant), 0, 0, 0, 0, NULL, NULL, NULL,
+    UINT_OPT("value-size", value_size, 0, 64u << 20, "100", EVERY, "Value bytes."),
+    UINT_OPT("key-size", key_size, 1, 4000, "16", EVERY, "Key bytes."),
+    {"variant", KS_OPT_STRING, FIELD(variant), 0, 0, 0, 0, NULL, NULL, EVERY,
      "Prefetch variant of the workload's family (see c_ref/README.md); default: naive for "
      "pipeline, none for the others."},
-    UINT_OPT("batch", batch, 1, 128, "16", "pipeline|mget|mset",
+    UINT_OPT("batch", batch, 1, 128, "16", LISTED,
              "Lookahead batch size in keys (Valkey's prefetch-batch-max-size; mget/mset: also "
              "the first-keys batch of --variant batch on a hashtable)."),
-    UINT_OPT("depth", depth, 1, 1 << 20, "16", "pipeline", "Pipeline depth."),
-    {"set-ratio", KS_OPT_FLOAT, FIELD(set_ratio), 0, 0, 0.0, 1.0, NULL, "0", "pipeline", "Fraction of SETs."},
-    UINT_OPT("keys-per-command", keys_per_command, 1, 1 << 20, "10", "mset|mget", "Keys per MSET/MGET."),
-    {"op", KS_OPT_CHOICE, FIELD(op), 0, 0, 0, 0, "keys|save", "keys", "iterate", "Iterate operation."},
-    {"layout", KS_OPT_CHOICE, FIELD(layout), 0, 0, 0, 0, "unified|legacy", "unified", NULL, "Object layout."},
-    {"table", KS_OPT_CHOICE, FIELD(table), 0, 0, 0, 0, "hashtable|dict", "hashtable", NULL, "Table backend."},
-    {"cluster", KS_OPT_FLAG, FIELD(cluster), 0, 0, 0, 0, NULL, NULL, NULL, "Cluster mode."},
+    UINT_OPT("depth", depth, 1, 1 << 20, "16", LISTED, "Pipeline depth."),
+    {"set-ratio", KS_OPT_FLOAT, FIELD(set_ratio), 0, 0, 0.0, 1.0, NULL, "0", LISTED, "Fraction of SETs."},
+    UINT_OPT("keys-per-command", keys_per_command, 1, 1 << 20, "10", LISTED, "Keys per MSET/MGET."),
+    {"op", KS_OPT_CHOICE, FIELD(op), 0, 0, 0, 0, "keys|save", "keys", LISTED, "Iterate operation."},
+    {"layout", KS_OPT_CHOICE, FIELD(layout), 0, 0, 0, 0, "unified|legacy", "unified", EVERY, "Object layout."},
+    {"table", KS_OPT_CHOICE, FIELD(table), 0, 0, 0, 0, "hashtable|dict", "hashtable", EVERY, "Table backend."},
+    {"cluster", KS_OPT_FLAG, FIELD(cluster), 0, 0, 0, 0, NULL, NULL, EVERY, "Cluster mode."},
     {"snapshot-from", KS_OPT_CHOICE, FIELD(snapshot_from), 0, 0, 0, 0, "standalone|cluster",
-     "standalone", "load",
+     "standalone", LISTED,
      "load: the server that wrote the snapshot. standalone: cluster mode off, keys in its one "
      "table's order, as Valkey PR #2311's script (valkey-benchmark into a standalone server, "
      "SAVE, then a --cluster-enabled server loads the file: consecutive keys fall in random "
      "slots); cluster: a cluster-mode server, keys slot by slot."},
-    {"expire", KS_OPT_FLAG, FIELD(expire), 0, 0, 0, 0, NULL, NULL, "pipeline|mget",
+    {"expire", KS_OPT_FLAG, FIELD(expire), 0, 0, 0, 0, NULL, NULL, LISTED,
      "Every populated key gets an expire time far in the future (SET ... PX; the unified "
      "layout embeds it, the legacy one adds an expires-table entry), as Redis PR #13806's "
      "string_ex case."},
-    UINT_OPT("seed", seed, 0, UINT64_MAX, "1", NULL, "Workload seed."),
-    {"rdbchecksum", KS_OPT_CHOICE, FIELD(rdbchecksum), 0, 0, 0, 0, "yes|no", "yes", "iterate|load",
+    UINT_OPT("seed", seed, 0, UINT64_MAX, "1", EVERY, "Workload seed."),
+    {"rdbchecksum", KS_OPT_CHOICE, FIELD(rdbchecksum), 0, 0, 0, 0, "yes|no", "yes", LISTED,
      "Valkey's rdbchecksum: CRC-64 of the snapshot on SAVE and LOAD (no: none, as Valkey PR #1501's "
      "SAVE benchmark)."},
-    {"mset-keys", KS_OPT_CHOICE, FIELD(mset_keys), 0, 0, 0, 0, "new|random", "new", "mset",
+    {"mset-keys", KS_OPT_CHOICE, FIELD(mset_keys), 0, 0, 0, 0, "new|random", "new", LISTED,
      "mset: new = MSETs of new keys into an empty keyspace until --keys exist; random = --ops "
      "MSETs of random keys of the --keys range, --prefill of it existing (overwrites mixed in)."},
-    {"prefill", KS_OPT_FLOAT, FIELD(prefill), 0, 0, 0.0, 1.0, NULL, "0.5", "mset",
+    {"prefill", KS_OPT_FLOAT, FIELD(prefill), 0, 0, 0.0, 1.0, NULL, "0.5", LISTED,
      "mset --mset-keys random: fraction of the key range that exists before the measured MSETs."},
-    UINT_OPT("warmup-ops", warmup_ops, 0, 1ULL << 32, "0", "pipeline|mget",
+    UINT_OPT("warmup-ops", warmup_ops, 0, 1ULL << 32, "0", LISTED,
              "Operations of the same workload run after setup and before the measured ones, "
              "untimed (keys from a separate seeded stream); traced between WARMUP_BEGIN and "
              "WARMUP_END markers, which simulators do not count."),
-    {"activerehashing", KS_OPT_CHOICE, FIELD(activerehashing), 0, 0, 0, 0, "yes|no", "yes", NULL,
+    {"activerehashing", KS_OPT_CHOICE, FIELD(activerehashing), 0, 0, 0, 0, "yes|no", "yes", EVERY,
      "Valkey's activerehashing: the cron's rehash steps between query buffers (hz 10, 1 ms), "
      "and a setup that ends with no rehash in progress (c_ref/FIDELITY.md)."},
-    UINT_OPT("pipeline-depth", pipeline_depth, 1, 1 << 20, "1", "mget|mset",
-             "MGET/MSET commands per query buffer: a pipeline of them, run by --pipeline (the "
-             "pipeline workload's --depth)."),
-    {"pipeline", KS_OPT_STRING, FIELD(pipeline), 0, 0, 0, 0, NULL, "naive", "mget|mset",
-     "mget/mset: the pipeline variant that runs each query buffer: naive (one command after "
+    UINT_OPT("pipeline-depth", pipeline_depth, 1, 1 << 20, "1", LISTED,
+             "MGET/MSET (hash: hash) commands per query buffer: a pipeline of them, run by "
+             "--pipeline (the pipeline workload's --depth)."),
+    {"pipeline", KS_OPT_STRING, FIELD(pipeline), 0, 0, 0, 0, NULL, "naive", LISTED,
+     "mget/mset/hash: the pipeline variant that runs each query buffer: naive (one command after "
      "the other) or lookahead (Valkey PR #2092: the keys of the buffered commands prefetched "
      "in batches of --batch keys)."},
+    UINT_OPT("hash-fields", hash_fields, 1, 1ULL << 32, "100", LISTED,
+             "hash: fields per hash key (a listpack up to 512 fields of <= 64 bytes, else a table)."),
+    {"hash-op", KS_OPT_CHOICE, FIELD(hash_op), 0, 0, 0, 0, "hget|hmget|hgetall|hset", "hget", LISTED,
+     "hash: the measured command (hset overwrites an existing field)."},
+    UINT_OPT("fields-per-command", fields_per_command, 1, 1 << 20, "10", LISTED, "hash: fields per HMGET."),
 };
 
 #undef UINT_OPT
+#undef EVERY
+#undef LISTED
 #undef FIELD
 
 int ksWorkloadOptionApplies(const ksWorkloadOption *o, const char *workload) {
-    return !o->workloads || listIndex(o->workloads, workload) >= 0;
+    const ksWorkloadDef *d = ksWorkloadFind(workload);
+    return d && (o->every || (d->options && listIndex(d->options, o->name) >= 0));
+}
+
+const char *ksWorkloadOptionUsers(const ksWorkloadOption *o) {
+    static char buf[256];
+    buf[0] = '\0';
+    for (size_t i = 0; workloadAt(i); i++) {
+        if (!ksWorkloadOptionApplies(o, workloadAt(i)->name)) continue;
+        if (buf[0]) strncat(buf, "|", sizeof(buf) - strlen(buf) - 1);
+        strncat(buf, workloadAt(i)->name, sizeof(buf) - strlen(buf) - 1);
+    }
+    return buf;
 }
 
 const ksWorkloadOption *ksWorkloadOptionFind(const char *name) {
@@ -500,7 +567,7 @@ void ksWorkloadSpecInit(ksWorkloadSpec *spec, const char *workload) {
         }
     }
     const char *family = ksWorkloadFamily(workload);
-    spec->variant = family && !strcmp(family, "pipeline") ? "naive" : "none";
+    spec->variant = family ? ksVariantFamilyDefault(family) : "none";
 }
 
 /* Bounded JSON output with snprintf semantics: counts every byte, writes what fits. */
@@ -567,24 +634,20 @@ size_t ksWorkloadOptionsWriteJson(char *buf, size_t cap) {
         jo(&j, ",\"name\":");
         joStr(&j, o->name, strlen(o->name));
         jo(&j, ",\"type\":\"%s\",\"workloads\":", TYPE[o->type]);
-        joList(&j, o->workloads ? o->workloads : ksWorkloadList);
+        joList(&j, ksWorkloadOptionUsers(o));
         jo(&j, "}");
     }
     /* each workload's --variant names: its family's entries in the variant registry */
     jo(&j, "],\"variants\":{");
-    for (const char *p = ksWorkloadList; p;) {
-        const char *bar = strchr(p, '|');
-        char name[32];
-        size_t len = bar ? (size_t)(bar - p) : strlen(p);
-        snprintf(name, sizeof(name), "%.*s", (int)len, p);
-        jo(&j, "%s", p != ksWorkloadList ? "," : "");
-        joStr(&j, name, strlen(name));
+    for (size_t i = 0; workloadAt(i); i++) {
+        const ksWorkloadDef *d = workloadAt(i);
+        jo(&j, "%s", i ? "," : "");
+        joStr(&j, d->name, strlen(d->name));
         jo(&j, ":");
-        joList(&j, ksVariantNames(ksWorkloadFamily(name)));
-        p = bar ? bar + 1 : NULL;
+        joList(&j, ksVariantNames(d->family));
     }
     jo(&j, "},\"workloads\":");
-    joList(&j, ksWorkloadList);
+    joList(&j, ksWorkloadNames());
     jo(&j, "}");
     return j.len;
 }
@@ -593,12 +656,17 @@ size_t ksWorkloadOptionsWriteJson(char *buf, size_t cap) {
  * without the option table, reads as 1). */
 static int pipelineDepth(const ksWorkloadSpec *s) { return s->pipeline_depth > 1 ? s->pipeline_depth : 1; }
 
+/* 1 if the spec's workload takes the option `name`. */
+static int usesOption(const ksWorkloadSpec *s, const char *name) {
+    return ksWorkloadOptionApplies(ksWorkloadOptionFind(name), s->workload);
+}
+
 /* The variant spec ksParseVariants reads for a workload spec's options. */
 static void variantSpec(const ksWorkloadSpec *s, char *vspec, size_t cap) {
     const char *family = ksWorkloadFamily(s->workload);
     int n = snprintf(vspec, cap, "%s=%s batch=%d", family, s->variant, s->batch);
     /* mget/mset: the pipeline variant that runs their query buffers (naive by default) */
-    if (!strcmp(family, "multikey") && s->pipeline && n > 0 && (size_t)n < cap)
+    if (usesOption(s, "pipeline") && s->pipeline && n > 0 && (size_t)n < cap)
         snprintf(vspec + n, cap - (size_t)n, " pipeline=%s", s->pipeline);
 }
 
@@ -621,10 +689,10 @@ static int versusSide(const ksWorkloadSpec *s, int r, int i) {
 }
 
 /* Measured run i of round r on the keyspace w->ks: configuration A, or with
- * --versus the side versusSide picks, its variants var[side] swapped in. */
-static void runSide(wl *w, ksWorkloadResult *res, const ksVariants *var, int r, int i) {
+ * --versus the side versusSide picks, its variants w->var[side] swapped in. */
+static void runSide(wl *w, ksWorkloadResult *res, int r, int i) {
     int side = versusSide(w->spec, r, i);
-    w->ks->var = var[side];
+    w->ks->var = w->var[side];
     runCommands(w, res, side, r);
 }
 
@@ -664,23 +732,23 @@ static ksKeyspace *freshServer(wl *w, uint64_t hash_seed) {
 
 int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, size_t errlen) {
     memset(res, 0, sizeof(*res));
-    const char *family = ksWorkloadFamily(s->workload);
-    if (!family) {
-        snprintf(err, errlen, "unknown workload '%s' (%s)", s->workload, ksWorkloadList);
+    const ksWorkloadDef *def = ksWorkloadFind(s->workload);
+    if (!def) {
+        snprintf(err, errlen, "unknown workload '%s' (%s)", s->workload, ksWorkloadNames());
         return -1;
     }
-    if (s->warmup_ops && strcmp(s->workload, "pipeline") && strcmp(s->workload, "mget")) {
-        snprintf(err, errlen, "--warmup-ops: only pipeline and mget have a warm-up, not %s", s->workload);
+    if (s->warmup_ops && !usesOption(s, "warmup-ops")) {
+        snprintf(err, errlen, "--warmup-ops: only %s have a warm-up, not %s", ksWorkloadOptionUsers(ksWorkloadOptionFind("warmup-ops")),
+                 s->workload);
         return -1;
     }
-    if (!strcmp(family, "multikey") && s->pipeline && listIndex(ksVariantNames("pipeline"), s->pipeline) < 0) {
+    if (usesOption(s, "pipeline") && s->pipeline && listIndex(ksVariantNames("pipeline"), s->pipeline) < 0) {
         snprintf(err, errlen, "--pipeline: unknown pipeline variant '%s' (%s)", s->pipeline, ksVariantNames("pipeline"));
         return -1;
     }
-    int mset_random = !strcmp(s->workload, "mset") && s->mset_keys && !strcmp(s->mset_keys, "random");
-    int mset_new = !strcmp(s->workload, "mset") && !mset_random;
-    if (s->versus_pipeline && strcmp(family, "multikey")) {
-        snprintf(err, errlen, "--versus-pipeline: only mget and mset have a pipeline variant, not %s", s->workload);
+    if (s->versus_pipeline && !usesOption(s, "pipeline")) {
+        snprintf(err, errlen, "--versus-pipeline: only %s have a pipeline variant, not %s",
+                 ksWorkloadOptionUsers(ksWorkloadOptionFind("pipeline")), s->workload);
         return -1;
     }
     if (s->versus_pipeline && listIndex(ksVariantNames("pipeline"), s->versus_pipeline) < 0) {
@@ -698,305 +766,36 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
         ksEmitResume();
         return -1;
     }
+    wl w;
+    memset(&w, 0, sizeof(w));
     /* The variants of configuration A (the spec's) and, with --versus, B. */
-    ksVariants var[2] = {ks->var, ks->var};
-    int sides = s->versus ? 2 : 1;
+    w.var[0] = w.var[1] = ks->var;
+    w.sides = s->versus ? 2 : 1;
     if (s->versus) {
         ksWorkloadSpec b = versusSpec(s);
         char vspec[256];
         variantSpec(&b, vspec, sizeof(vspec));
-        if (ksParseVariants(ks, vspec, &var[1])) {
+        if (ksParseVariants(ks, vspec, &w.var[1])) {
             snprintf(err, errlen, "--versus-*: %s", ks->err);
             ksKeyspaceFree(ks);
             ksEmitResume();
             return -1;
         }
     }
-    wl w;
-    memset(&w, 0, sizeof(w));
     w.spec = s;
     w.ks = ks;
+    w.err = err;
+    w.errlen = errlen;
+    w.repeat = s->repeat < 1 ? 1 : s->repeat;
     w.rng = s->seed ^ 0x6b7673696dULL;
     w.valpool = malloc((size_t)s->value_size + 64);
-    for (size_t i = 0; i < (size_t)s->value_size + 64; i++) w.valpool[i] = (uint8_t)('a' + splitmix64(&w.rng) % 26);
+    for (size_t i = 0; i < (size_t)s->value_size + 64; i++) w.valpool[i] = (uint8_t)('a' + ksWlRand(&w.rng) % 26);
     res->arena_base = ksArenaBase(ks->arena);
-    int rc = 0;
-    char key[4096];
-    int repeat = s->repeat < 1 ? 1 : s->repeat;
-
-    if (!strcmp(s->workload, "pipeline") || !strcmp(s->workload, "mget")) {
-        populate(&w);
-        int mget = !strcmp(s->workload, "mget");
-        int depth = mget ? pipelineDepth(s) : s->depth;
-        int kpc = s->keys_per_command;
-        size_t cap = (size_t)(s->ops / (uint64_t)depth + s->warmup_ops / (uint64_t)depth + 2);
-        groupsBegin(&w);
-        /* The measured operations, then the warm-up ones (own key stream). */
-        uint64_t warm_rng = s->seed ^ 0x7761726d7570ULL;
-        for (int part = 0; part < 2; part++) {
-            uint64_t *rng = part ? &warm_rng : &w.rng, nops = part ? s->warmup_ops : s->ops;
-            uint64_t cmds_in_group = 0;
-            size_t first = w.ngroups;
-            for (uint64_t op = 0; op < nops; op++) {
-                if (cmds_in_group == 0) groupMark(&w, cap);
-                if (mget) {
-                    qcmd(&w, 1 + kpc);
-                    qarg(&w, "MGET", 4);
-                    for (int k = 0; k < kpc; k++) {
-                        keyName(&w, splitmix64(rng) % s->keys, key);
-                        qarg(&w, key, s->key_size);
-                    }
-                } else {
-                    uint64_t i = splitmix64(rng) % s->keys;
-                    keyName(&w, i, key);
-                    int set = s->set_ratio > 0 && (double)(splitmix64(rng) >> 11) * 0x1.0p-53 < s->set_ratio;
-                    qcmd(&w, set ? 3 : 2);
-                    qarg(&w, set ? "SET" : "GET", 3);
-                    qarg(&w, key, s->key_size);
-                    if (set) qarg(&w, valueFor(&w, i + 1), s->value_size);
-                }
-                if (++cmds_in_group == (uint64_t)depth) cmds_in_group = 0;
-            }
-            if (part == 0) w.group_off[w.ngroups] = w.qlen;
-            else w.nwarm = w.ngroups - first;
-        }
-        w.ngroups -= w.nwarm;
-        w.group_off[w.ngroups + w.nwarm] = w.qlen;
-        res->ops = s->ops;
-        ksEmitResume();
-        for (int r = 0; r < repeat; r++) {
-            if (r > 0) ksEmitPause(); /* only the first run is traced */
-            for (int i = 0; i < sides; i++) runSide(&w, res, var, r, i);
-            if (r > 0) ksEmitResume();
-        }
-    } else if (mset_random) {
-        /* --ops MSETs of K keys drawn uniformly from the --keys range, of which
-         * --prefill exists at the start (a seeded subset): new keys and
-         * overwrites mixed, as Redis PR #15043's benchmark. */
-        int kpc = s->keys_per_command, depth = pipelineDepth(s);
-        prefill(&w);
-        groupsBegin(&w);
-        for (uint64_t op = 0; op < s->ops; op++) {
-            if (op % (uint64_t)depth == 0) groupMark(&w, (size_t)s->ops);
-            qcmd(&w, 1 + 2 * kpc);
-            qarg(&w, "MSET", 4);
-            for (int k = 0; k < kpc; k++) {
-                uint64_t i = splitmix64(&w.rng) % s->keys;
-                keyName(&w, i, key);
-                qarg(&w, key, s->key_size);
-                qarg(&w, valueFor(&w, i + 1 + op), s->value_size);
-            }
-        }
-        w.group_off[w.ngroups] = w.qlen;
-        res->ops = s->ops;
-        ksEmitResume();
-        for (int r = 0; r < repeat; r++) {
-            if (r > 0) ksEmitPause(); /* only the first run is traced */
-            /* A fresh server with the same keys for every run; with --versus the
-             * runs follow one another on one server, each over the keys the
-             * runs before it wrote (the same keys and values every run). */
-            if (r > 0 && !s->versus) {
-                ks = freshServer(&w, s->seed);
-                prefill(&w);
-            }
-            for (int i = 0; i < sides; i++) runSide(&w, res, var, r, i);
-            if (r > 0) ksEmitResume();
-        }
-    } else if (!strcmp(s->workload, "mset")) {
-        int kpc = s->keys_per_command, depth = pipelineDepth(s);
-        uint64_t ncmds = 0;
-        groupsBegin(&w);
-        /* A seeded permutation of the key indexes, K per MSET, --pipeline-depth MSETs per
-         * query buffer. */
-        uint64_t *perm = malloc(sizeof(uint64_t) * (s->keys ? s->keys : 1));
-        for (uint64_t i = 0; i < s->keys; i++) perm[i] = i;
-        for (uint64_t i = s->keys; i > 1; i--) {
-            uint64_t j = splitmix64(&w.rng) % i, t = perm[i - 1];
-            perm[i - 1] = perm[j];
-            perm[j] = t;
-        }
-        for (uint64_t i = 0; i < s->keys; i += (uint64_t)kpc) {
-            uint64_t n = s->keys - i < (uint64_t)kpc ? s->keys - i : (uint64_t)kpc;
-            if (ncmds++ % (uint64_t)depth == 0) groupMark(&w, (size_t)(s->keys / (uint64_t)kpc + 1));
-            qcmd(&w, (int)(1 + 2 * n));
-            qarg(&w, "MSET", 4);
-            for (uint64_t k = 0; k < n; k++) {
-                keyName(&w, perm[i + k], key);
-                qarg(&w, key, s->key_size);
-                qarg(&w, valueFor(&w, perm[i + k]), s->value_size);
-            }
-        }
-        free(perm);
-        w.group_off[w.ngroups] = w.qlen;
-        res->ops = ncmds;
-        ksEmitResume();
-        /* KVSIM_CREF_ARENA_WARM=1 (native only): every fresh server reuses the
-         * previous one's arena pages (ksArenaSetRetain) and one unmeasured fill
-         * runs first, so the measured fills write to memory already faulted in
-         * and time the MSETs, not the kernel's first touch of every page (on a
-         * virtual machine that returns freed memory to its host, that cost
-         * depends on how long ago the memory was freed). */
-        int warm = arenaWarm(0);
-        if (warm) ksArenaSetRetain(1);
-        int used = 0; /* the keyspace created above has served a run */
-        for (int r = warm ? -1 : 0; r < repeat; r++) {
-            if (r > 0) ksEmitPause(); /* only the first run is traced */
-            for (int i = 0; i < (r < 0 ? 1 : sides); i++) {
-                if (used) ks = freshServer(&w, s->seed); /* a fresh server for every run */
-                used = 1;
-                if (r < 0) rerunCommands(&w, &var[0]);
-                else runSide(&w, res, var, r, i);
-            }
-            if (r > 0) ksEmitResume();
-        }
-        if (warm) ksArenaSetRetain(0);
-    } else if (!strcmp(s->workload, "iterate")) {
-        /* Every run walks the one populated keyspace and writes its reply
-         * (KEYS) or snapshot (SAVE) into the buffer the runs before it grew:
-         * the first run of a process also pays the kernel's first touch of
-         * that buffer (hundreds of MB at 10^7 keys), later runs do not.
-         * With --versus the sides alternate on that keyspace (runSide's
-         * order); each side's output is its CRC (the same for every variant:
-         * a prefetch changes no byte). */
-        int save = !strcmp(s->op, "save");
-        populate(&w);
-        res->ops = s->keys;
-        ksEmitResume();
-        uint32_t crc[2] = {0, 0};
-        for (int r = 0; r < repeat; r++) {
-            if (r > 0) ksEmitPause();
-            for (int i = 0; i < sides; i++) {
-                int side = versusSide(s, r, i);
-                ks->var = var[side];
-                ksClient *c = &ks->client;
-                KS_MARK(KVT_MARK_PHASE, 1);
-                stopwatch t0 = swStart();
-                if (save) {
-                    uint8_t *b;
-                    size_t l;
-                    measuredSave(ks, &b, &l);
-                    swStop(t0, res, side, r);
-                    crc[side] = ksCrc32(0, b, l);
-                } else {
-                    measuredKeys(ks, c);
-                    swStop(t0, res, side, r);
-                    crc[side] = ksCrc32(0, c->rbuf, c->rlen);
-                }
-            }
-            if (r > 0) ksEmitResume();
-        }
-        w.crc = crc[0];
-        res->versus_reply_crc32 = crc[1];
-    } else { /* load */
-        /* The snapshot's writer: a cluster-mode load of a standalone server's
-         * snapshot (--snapshot-from standalone, the default) populates a
-         * keyspace with cluster mode off, whose SAVE walks its one table, so
-         * the loading server meets the keys in random slot order; with
-         * cluster, SAVE walks the slot tables in order (kvstore iteration)
-         * and consecutive keys fill one small slot table.  The loading
-         * keyspaces below are the spec's (cluster mode as given). */
-        /* KVSIM_CREF_SNAPSHOT_CACHE=PATH (native only): the snapshot is read
-         * from PATH, or built and written there (snapcache.c). */
-        const char *cache = KS_TRACE ? NULL : getenv("KVSIM_CREF_SNAPSHOT_CACHE");
-        char cache_key[512];
-        uint8_t *snap = NULL;
-        size_t l = 0;
-        int cached = 0;
-        if (cache && *cache) {
-            ksSnapCacheKey(s, cache_key, sizeof(cache_key));
-            cached = ksSnapCacheRead(cache, cache_key, &snap, &l, err, errlen);
-        }
-        if (cached == 0) {
-            if (s->cluster && (!s->snapshot_from || !strcmp(s->snapshot_from, "standalone"))) {
-                ksWorkloadSpec writer = *s;
-                writer.cluster = 0;
-                ksKeyspaceFree(ks);
-                ks = w.ks = newKeyspace(&writer, s->seed, err, errlen);
-                if (!ks) abort(); /* created once already with the same options but cluster */
-            }
-            populate(&w);
-            uint8_t *b;
-            ksSnapshotSave(ks, &b, &l);
-            snap = malloc(l);
-            memcpy(snap, b, l);
-            if (cache && *cache && ksSnapCacheWrite(cache, cache_key, snap, l, err, errlen)) cached = -1;
-        }
-        if (cached < 0) { /* a cache that could not be read or written: err says which */
-            free(snap);
-            ksKeyspaceFree(ks);
-            ksEmitResume();
-            free(w.valpool);
-            return -1;
-        }
-        res->ops = s->keys;
-        /* KVSIM_CREF_ARENA_WARM=1 (native only): every restart reuses the
-         * previous arena's pages (ksArenaSetRetain), and one unmeasured load
-         * runs first, so the measured loads write to memory that is already
-         * faulted in (a server reloading into the heap it freed) and time the
-         * load itself, without the kernel's page faults.  Default: cold, a
-         * fresh arena per run (a restarted process). */
-        int warm = arenaWarm(1);
-        if (warm) ksArenaSetRetain(1);
-        for (int r = warm ? -1 : 0; r < repeat && rc == 0; r++) {
-            /* with --versus, each round restarts once per side (runSide's
-             * order); the unmeasured warm-up load is A's */
-            for (int i = 0; i < (r < 0 ? 1 : sides) && rc == 0; i++) {
-                int side = r >= 0 ? versusSide(s, r, i) : 0;
-                /* Restart: a fresh keyspace with a new hash seed; the snapshot
-                 * buffer (tag snapshot_buf) is filled before the measured load. */
-                ks = freshServer(&w, RESTART_SEED(s->seed)); /* emitter paused: not traced */
-                ks->var = var[side];
-                ks->snap = ksArenaAlloc(ks->arena, l);
-                memcpy(ks->snap, snap, l);
-                ks->snap_len = l;
-                if (r == 0) ksEmitResume();
-                KS_MARK(KVT_MARK_PHASE, 1);
-                stopwatch t0 = swStart();
-                if (measuredLoad(ks, l)) {
-                    snprintf(err, errlen, "%s", ks->err);
-                    rc = -1;
-                }
-                if (r >= 0 && rc == 0) swStop(t0, res, side, r);
-                if (r == 0) ksEmitPause();
-            }
-        }
-        if (warm) ksArenaSetRetain(0);
-        ksEmitResume();
-        free(snap);
-        w.crc = (uint32_t)l;
-        res->versus_reply_crc32 = w.crc; /* both sides load the one snapshot */
-    }
-    ksEmitPause();
-    res->nruns = rc ? 0 : repeat;
-    /* Dataset bytes: everything but the client and snapshot buffers. */
-    res->arena_allocated = ksArenaAllocatedBytes(ks->arena);
-    res->memory_bytes = res->arena_allocated - ksArenaUsableSize(ks->arena, ks->client.qbuf) -
-                        ksArenaUsableSize(ks->arena, ks->client.rbuf) -
-                        (ks->snap ? ksArenaUsableSize(ks->arena, ks->snap) : 0);
-    res->keys = ks->nkeys;
-    /* KVSIM_CREF_REPLY_CHECK=0 (native only): no replyCheck pass (reply_crc32
-     * reported as null), for the repeated runs of a timing experiment whose
-     * first run already checked the replies; the pass costs as much as the
-     * measured phase for mset, which reads every key back. */
-    const char *rcv = KS_TRACE ? NULL : getenv("KVSIM_CREF_REPLY_CHECK");
-    res->reply_checked = !(rcv && !strcmp(rcv, "0"));
-    if (rc == 0 && strcmp(family, "iterate") && strcmp(family, "load")) {
-        for (int side = 0; side < sides && res->reply_checked; side++) {
-            /* mset random with --versus: the runs left one server that both
-             * configurations wrote; one more run of each, untimed, just before
-             * its check, so that each side's CRC reads back what it wrote */
-            if (s->versus && mset_random) rerunCommands(&w, &var[side]);
-            if (s->versus && mset_new) { /* each side's own fill of a fresh server */
-                ks = freshServer(&w, s->seed);
-                rerunCommands(&w, &var[side]);
-            }
-            uint32_t crc = replyCheck(&w, &var[side]);
-            if (side) res->versus_reply_crc32 = crc;
-            else w.crc = crc;
-        }
-    } else {
-        res->reply_checked = 1;
-    }
+    /* setup and run start with the emitter paused; run resumes it for what it measures */
+    int rc = def->setup(&w);
+    if (rc == 0) rc = def->run(&w, res);
+    ks = w.ks;
+    res->nruns = rc ? 0 : w.repeat;
     res->reply_crc32 = w.crc;
     res->reply_bytes = w.reply_bytes;
     char verr[256];
@@ -1009,5 +808,366 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
     free(w.valpool);
     free(w.q);
     free(w.group_off);
+    return rc;
+}
+
+/* The run's result after its measured phase (emitter paused): the dataset's
+ * bytes (everything but the client and snapshot buffers), DBSIZE. */
+static void resultStats(wl *w, ksWorkloadResult *res) {
+    ksKeyspace *ks = w->ks;
+    res->arena_allocated = ksArenaAllocatedBytes(ks->arena);
+    res->memory_bytes = res->arena_allocated - ksArenaUsableSize(ks->arena, ks->client.qbuf) -
+                        ksArenaUsableSize(ks->arena, ks->client.rbuf) -
+                        (ks->snap ? ksArenaUsableSize(ks->arena, ks->snap) : 0);
+    res->keys = ks->nkeys;
+}
+
+/* KVSIM_CREF_REPLY_CHECK=0 (native only): no replyCheck pass (reply_crc32
+ * reported as null), for the repeated runs of a timing experiment whose
+ * first run already checked the replies; the pass costs as much as the
+ * measured phase for mset, which reads every key back. */
+static int replyCheckWanted(void) {
+    const char *rcv = KS_TRACE ? NULL : getenv("KVSIM_CREF_REPLY_CHECK");
+    return !(rcv && !strcmp(rcv, "0"));
+}
+
+/* --- Helpers for the workloads (workload_ctx.h) ------------------------------ */
+
+double ksWlRandUnit(uint64_t *state) { return (double)(ksWlRand(state) >> 11) * 0x1.0p-53; }
+
+void ksWlGroupsEnd(wl *w) { w->group_off[w->ngroups] = w->qlen; }
+
+void ksWlCheckReplies(wl *w, ksWorkloadResult *res) {
+    res->reply_checked = replyCheckWanted();
+    for (int side = 0; side < w->sides && res->reply_checked; side++) {
+        uint32_t crc = replyCheck(w, &w->var[side], 0);
+        if (side) res->versus_reply_crc32 = crc;
+        else w->crc = crc;
+    }
+}
+
+int ksWlRunGroups(wl *w, ksWorkloadResult *res) {
+    res->ops = w->spec->ops;
+    ksEmitResume();
+    for (int r = 0; r < w->repeat; r++) {
+        if (r > 0) ksEmitPause(); /* only the first run is traced */
+        for (int i = 0; i < w->sides; i++) runSide(w, res, r, i);
+        if (r > 0) ksEmitResume();
+    }
+    ksEmitPause();
+    resultStats(w, res);
+    ksWlCheckReplies(w, res);
+    return 0;
+}
+
+/* --- The workloads ------------------------------------------------------------ */
+
+/* pipeline and mget: the populated keyspace; --ops GET/SET (pipeline: --depth
+ * per group) or MGET commands (--pipeline-depth per group) on random keys,
+ * then --warmup-ops more from a stream of their own (the warm-up groups). */
+static int pipelineSetup(wl *w) {
+    const ksWorkloadSpec *s = w->spec;
+    char key[4096];
+    ksWlPopulate(w);
+    int mget = !strcmp(s->workload, "mget");
+    int depth = mget ? pipelineDepth(s) : s->depth;
+    int kpc = s->keys_per_command;
+    size_t cap = (size_t)(s->ops / (uint64_t)depth + s->warmup_ops / (uint64_t)depth + 2);
+    ksWlGroupsBegin(w);
+    /* The measured operations, then the warm-up ones (own key stream). */
+    uint64_t warm_rng = s->seed ^ 0x7761726d7570ULL;
+    for (int part = 0; part < 2; part++) {
+        uint64_t *rng = part ? &warm_rng : &w->rng, nops = part ? s->warmup_ops : s->ops;
+        uint64_t cmds_in_group = 0;
+        size_t first = w->ngroups;
+        for (uint64_t op = 0; op < nops; op++) {
+            if (cmds_in_group == 0) ksWlGroupMark(w, cap);
+            if (mget) {
+                ksWlCmd(w, 1 + kpc);
+                ksWlArg(w, "MGET", 4);
+                for (int k = 0; k < kpc; k++) {
+                    ksWlKeyName(w, ksWlRand(rng) % s->keys, key);
+                    ksWlArg(w, key, s->key_size);
+                }
+            } else {
+                uint64_t i = ksWlRand(rng) % s->keys;
+                ksWlKeyName(w, i, key);
+                int set = s->set_ratio > 0 && ksWlRandUnit(rng) < s->set_ratio;
+                ksWlCmd(w, set ? 3 : 2);
+                ksWlArg(w, set ? "SET" : "GET", 3);
+                ksWlArg(w, key, s->key_size);
+                if (set) ksWlArg(w, ksWlValue(w, i + 1), s->value_size);
+            }
+            if (++cmds_in_group == (uint64_t)depth) cmds_in_group = 0;
+        }
+        if (part == 0) ksWlGroupsEnd(w);
+        else w->nwarm = w->ngroups - first;
+    }
+    w->ngroups -= w->nwarm;
+    w->group_off[w->ngroups + w->nwarm] = w->qlen;
+    return 0;
+}
+
+/* mset: MSETs of K new keys into an empty keyspace until --keys exist, or
+ * (--mset-keys random) --ops MSETs of K keys drawn uniformly from the --keys
+ * range, of which --prefill exists at the start (a seeded subset): new keys
+ * and overwrites mixed, as Redis PR #15043's benchmark. */
+static int msetRandom(const ksWorkloadSpec *s) { return s->mset_keys && !strcmp(s->mset_keys, "random"); }
+
+static int msetSetup(wl *w) {
+    const ksWorkloadSpec *s = w->spec;
+    char key[4096];
+    int kpc = s->keys_per_command, depth = pipelineDepth(s);
+    ksWlGroupsBegin(w);
+    if (msetRandom(s)) {
+        prefill(w);
+        for (uint64_t op = 0; op < s->ops; op++) {
+            if (op % (uint64_t)depth == 0) ksWlGroupMark(w, (size_t)s->ops);
+            ksWlCmd(w, 1 + 2 * kpc);
+            ksWlArg(w, "MSET", 4);
+            for (int k = 0; k < kpc; k++) {
+                uint64_t i = ksWlRand(&w->rng) % s->keys;
+                ksWlKeyName(w, i, key);
+                ksWlArg(w, key, s->key_size);
+                ksWlArg(w, ksWlValue(w, i + 1 + op), s->value_size);
+            }
+        }
+        ksWlGroupsEnd(w);
+        return 0;
+    }
+    uint64_t ncmds = 0;
+    /* A seeded permutation of the key indexes, K per MSET, --pipeline-depth MSETs per
+     * query buffer. */
+    uint64_t *perm = malloc(sizeof(uint64_t) * (s->keys ? s->keys : 1));
+    for (uint64_t i = 0; i < s->keys; i++) perm[i] = i;
+    for (uint64_t i = s->keys; i > 1; i--) {
+        uint64_t j = ksWlRand(&w->rng) % i, t = perm[i - 1];
+        perm[i - 1] = perm[j];
+        perm[j] = t;
+    }
+    for (uint64_t i = 0; i < s->keys; i += (uint64_t)kpc) {
+        uint64_t n = s->keys - i < (uint64_t)kpc ? s->keys - i : (uint64_t)kpc;
+        if (ncmds++ % (uint64_t)depth == 0) ksWlGroupMark(w, (size_t)(s->keys / (uint64_t)kpc + 1));
+        ksWlCmd(w, (int)(1 + 2 * n));
+        ksWlArg(w, "MSET", 4);
+        for (uint64_t k = 0; k < n; k++) {
+            ksWlKeyName(w, perm[i + k], key);
+            ksWlArg(w, key, s->key_size);
+            ksWlArg(w, ksWlValue(w, perm[i + k]), s->value_size);
+        }
+    }
+    free(perm);
+    ksWlGroupsEnd(w);
+    return 0;
+}
+
+static int msetRun(wl *w, ksWorkloadResult *res) {
+    const ksWorkloadSpec *s = w->spec;
+    int random = msetRandom(s);
+    uint64_t kpc = (uint64_t)s->keys_per_command;
+    res->ops = random ? s->ops : (s->keys + kpc - 1) / kpc; /* the MSET commands */
+    ksEmitResume();
+    if (random) {
+        for (int r = 0; r < w->repeat; r++) {
+            if (r > 0) ksEmitPause(); /* only the first run is traced */
+            /* A fresh server with the same keys for every run; with --versus the
+             * runs follow one another on one server, each over the keys the
+             * runs before it wrote (the same keys and values every run). */
+            if (r > 0 && !s->versus) {
+                freshServer(w, s->seed);
+                prefill(w);
+            }
+            for (int i = 0; i < w->sides; i++) runSide(w, res, r, i);
+            if (r > 0) ksEmitResume();
+        }
+    } else {
+        /* KVSIM_CREF_ARENA_WARM=1 (native only): every fresh server reuses the
+         * previous one's arena pages (ksArenaSetRetain) and one unmeasured fill
+         * runs first, so the measured fills write to memory already faulted in
+         * and time the MSETs, not the kernel's first touch of every page (on a
+         * virtual machine that returns freed memory to its host, that cost
+         * depends on how long ago the memory was freed). */
+        int warm = arenaWarm(0);
+        if (warm) ksArenaSetRetain(1);
+        int used = 0; /* the keyspace created above has served a run */
+        for (int r = warm ? -1 : 0; r < w->repeat; r++) {
+            if (r > 0) ksEmitPause(); /* only the first run is traced */
+            for (int i = 0; i < (r < 0 ? 1 : w->sides); i++) {
+                if (used) freshServer(w, s->seed); /* a fresh server for every run */
+                used = 1;
+                if (r < 0) rerunCommands(w, &w->var[0]);
+                else runSide(w, res, r, i);
+            }
+            if (r > 0) ksEmitResume();
+        }
+        if (warm) ksArenaSetRetain(0);
+    }
+    ksEmitPause();
+    resultStats(w, res);
+    res->reply_checked = replyCheckWanted();
+    for (int side = 0; side < w->sides && res->reply_checked; side++) {
+        /* mset random with --versus: the runs left one server that both
+         * configurations wrote; one more run of each, untimed, just before
+         * its check, so that each side's CRC reads back what it wrote */
+        if (s->versus && random) rerunCommands(w, &w->var[side]);
+        if (s->versus && !random) { /* each side's own fill of a fresh server */
+            freshServer(w, s->seed);
+            rerunCommands(w, &w->var[side]);
+        }
+        uint32_t crc = replyCheck(w, &w->var[side], 1);
+        if (side) res->versus_reply_crc32 = crc;
+        else w->crc = crc;
+    }
+    return 0;
+}
+
+/* iterate: KEYS * (--op keys) or SAVE (--op save) of the populated keyspace.
+ * Every run walks the one populated keyspace and writes its reply (KEYS) or
+ * snapshot (SAVE) into the buffer the runs before it grew: the first run of a
+ * process also pays the kernel's first touch of that buffer (hundreds of MB
+ * at 10^7 keys), later runs do not.  With --versus the sides alternate on that
+ * keyspace (runSide's order); each side's output is its CRC (the same for
+ * every variant: a prefetch changes no byte). */
+static int iterateSetup(wl *w) {
+    ksWlPopulate(w);
+    return 0;
+}
+
+static int iterateRun(wl *w, ksWorkloadResult *res) {
+    const ksWorkloadSpec *s = w->spec;
+    ksKeyspace *ks = w->ks;
+    int save = !strcmp(s->op, "save");
+    res->ops = s->keys;
+    ksEmitResume();
+    uint32_t crc[2] = {0, 0};
+    for (int r = 0; r < w->repeat; r++) {
+        if (r > 0) ksEmitPause();
+        for (int i = 0; i < w->sides; i++) {
+            int side = versusSide(s, r, i);
+            ks->var = w->var[side];
+            ksClient *c = &ks->client;
+            KS_MARK(KVT_MARK_PHASE, 1);
+            stopwatch t0 = swStart();
+            if (save) {
+                uint8_t *b;
+                size_t l;
+                measuredSave(ks, &b, &l);
+                swStop(t0, res, side, r);
+                crc[side] = ksCrc32(0, b, l);
+            } else {
+                measuredKeys(ks, c);
+                swStop(t0, res, side, r);
+                crc[side] = ksCrc32(0, c->rbuf, c->rlen);
+            }
+        }
+        if (r > 0) ksEmitResume();
+    }
+    w->crc = crc[0];
+    res->versus_reply_crc32 = crc[1];
+    ksEmitPause();
+    resultStats(w, res);
+    res->reply_checked = 1;
+    return 0;
+}
+
+/* load: populate, SAVE, then restart (a fresh keyspace with a new hash seed)
+ * and load the snapshot, once per run and side.
+ *
+ * The snapshot's writer: a cluster-mode load of a standalone server's
+ * snapshot (--snapshot-from standalone, the default) populates a keyspace
+ * with cluster mode off, whose SAVE walks its one table, so the loading server
+ * meets the keys in random slot order; with cluster, SAVE walks the slot
+ * tables in order (kvstore iteration) and consecutive keys fill one small
+ * slot table.  The loading keyspaces are the spec's (cluster mode as given).
+ * KVSIM_CREF_SNAPSHOT_CACHE=PATH (native only): the snapshot is read from
+ * PATH, or built and written there (snapcache.c). */
+typedef struct {
+    uint8_t *snap; /* the snapshot setup built (system memory), loaded by every run */
+    size_t len;
+} loadState;
+
+static int loadSetup(wl *w) {
+    const ksWorkloadSpec *s = w->spec;
+    const char *cache = KS_TRACE ? NULL : getenv("KVSIM_CREF_SNAPSHOT_CACHE");
+    char cache_key[512];
+    uint8_t *snap = NULL;
+    size_t l = 0;
+    int cached = 0;
+    if (cache && *cache) {
+        ksSnapCacheKey(s, cache_key, sizeof(cache_key));
+        cached = ksSnapCacheRead(cache, cache_key, &snap, &l, w->err, w->errlen);
+    }
+    if (cached == 0) {
+        if (s->cluster && (!s->snapshot_from || !strcmp(s->snapshot_from, "standalone"))) {
+            ksWorkloadSpec writer = *s;
+            writer.cluster = 0;
+            ksKeyspaceFree(w->ks);
+            w->ks = newKeyspace(&writer, s->seed, w->err, w->errlen);
+            if (!w->ks) abort(); /* created once already with the same options but cluster */
+        }
+        ksWlPopulate(w);
+        uint8_t *b;
+        ksSnapshotSave(w->ks, &b, &l);
+        snap = malloc(l);
+        memcpy(snap, b, l);
+        if (cache && *cache && ksSnapCacheWrite(cache, cache_key, snap, l, w->err, w->errlen)) cached = -1;
+    }
+    if (cached < 0) { /* a cache that could not be read or written: err says which */
+        free(snap);
+        return -1;
+    }
+    loadState *st = malloc(sizeof(*st));
+    if (!st) abort();
+    *st = (loadState){snap, l};
+    w->state = st;
+    return 0;
+}
+
+static int loadRun(wl *w, ksWorkloadResult *res) {
+    const ksWorkloadSpec *s = w->spec;
+    loadState *st = w->state;
+    uint8_t *snap = st->snap;
+    size_t l = st->len;
+    int rc = 0;
+    res->ops = s->keys;
+    /* KVSIM_CREF_ARENA_WARM=1 (native only): every restart reuses the
+     * previous arena's pages (ksArenaSetRetain), and one unmeasured load
+     * runs first, so the measured loads write to memory that is already
+     * faulted in (a server reloading into the heap it freed) and time the
+     * load itself, without the kernel's page faults.  Default: cold, a
+     * fresh arena per run (a restarted process). */
+    int warm = arenaWarm(1);
+    if (warm) ksArenaSetRetain(1);
+    for (int r = warm ? -1 : 0; r < w->repeat && rc == 0; r++) {
+        /* with --versus, each round restarts once per side (runSide's
+         * order); the unmeasured warm-up load is A's */
+        for (int i = 0; i < (r < 0 ? 1 : w->sides) && rc == 0; i++) {
+            int side = r >= 0 ? versusSide(s, r, i) : 0;
+            /* Restart: a fresh keyspace with a new hash seed; the snapshot
+             * buffer (tag snapshot_buf) is filled before the measured load. */
+            ksKeyspace *ks = freshServer(w, RESTART_SEED(s->seed)); /* emitter paused: not traced */
+            ks->var = w->var[side];
+            ks->snap = ksArenaAlloc(ks->arena, l);
+            memcpy(ks->snap, snap, l);
+            ks->snap_len = l;
+            if (r == 0) ksEmitResume();
+            KS_MARK(KVT_MARK_PHASE, 1);
+            stopwatch t0 = swStart();
+            if (measuredLoad(ks, l)) {
+                snprintf(w->err, w->errlen, "%s", ks->err);
+                rc = -1;
+            }
+            if (r >= 0 && rc == 0) swStop(t0, res, side, r);
+            if (r == 0) ksEmitPause();
+        }
+    }
+    if (warm) ksArenaSetRetain(0);
+    free(snap);
+    free(st);
+    w->state = NULL;
+    w->crc = (uint32_t)l;
+    res->versus_reply_crc32 = w->crc; /* both sides load the one snapshot */
+    resultStats(w, res);
+    res->reply_checked = 1;
     return rc;
 }

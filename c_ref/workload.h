@@ -15,7 +15,7 @@
 #define KS_MAX_REPEAT 100
 
 typedef struct ksWorkloadSpec {
-    const char *workload; /* load | iterate | pipeline | mset | mget */
+    const char *workload; /* a name of the workload table (ksWorkloadNames) */
     uint64_t keys;
     uint64_t ops;
     uint32_t value_size;
@@ -38,9 +38,12 @@ typedef struct ksWorkloadSpec {
     int expire;              /* pipeline/mget: every populated key gets an expire time */
     uint64_t warmup_ops;     /* pipeline/mget: operations run before the measured ones */
     const char *activerehashing; /* yes | no: the rehash cron (keyspace option) */
-    int pipeline_depth;          /* mget/mset: commands per query buffer (0 reads as 1) */
-    const char *pipeline;        /* mget/mset: the pipeline variant running a query buffer
+    int pipeline_depth;          /* mget/mset/hash: commands per query buffer (0 reads as 1) */
+    const char *pipeline;        /* mget/mset/hash: the pipeline variant running a query buffer
                                     (naive | lookahead | ...; NULL reads as naive) */
+    uint64_t hash_fields;        /* hash: fields per hash key */
+    const char *hash_op;         /* hash: hget | hmget | hgetall | hset */
+    int fields_per_command;      /* hash: fields per HMGET */
     /* Native only (kvsim-cref native --versus-*): a second configuration B of the
      * same workload, differing in the variant, the pipeline variant or the batch
      * (NULL / 0: A's), timed against this one (A) in the same process on the
@@ -81,8 +84,9 @@ typedef struct ksWorkloadResult {
  * the kvsim CLI (experiments/cli.py) builds its `trace` and `native` options
  * from that export.  Adding an option here adds it everywhere. */
 
-#define KS_NUM_WORKLOADS 5
-extern const char ksWorkloadList[]; /* "load|iterate|pipeline|mset|mget" */
+/* The workloads' names, '|'-separated, in the table's order
+ * ("load|iterate|pipeline|mset|mget|..."; workload.c, workload_ctx.h). */
+const char *ksWorkloadNames(void);
 
 typedef enum ksOptType {
     KS_OPT_UINT,   /* unsigned integer in min..max, into a 4- or 8-byte field */
@@ -101,12 +105,13 @@ typedef struct ksWorkloadOption {
     const char *choices;           /* KS_OPT_CHOICE: "a|b|c" */
     const char *dflt;              /* default, as its command-line text; NULL: none (flag off,
                                       or chosen by the workload: --variant) */
-    const char *workloads;         /* "a|b": the workloads that use it; NULL = every one
-                                      (the others refuse it: ksWorkloadOptionApplies) */
+    int every;                     /* 1: every workload takes it; 0: the workloads whose
+                                      table row lists it (the others refuse it:
+                                      ksWorkloadOptionApplies) */
     const char *help;              /* one line */
 } ksWorkloadOption;
 
-#define KS_NUM_WORKLOAD_OPTIONS 23
+#define KS_NUM_WORKLOAD_OPTIONS 26
 extern const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS];
 
 /* The variant family a workload selects with --variant; NULL for an unknown workload. */
@@ -115,8 +120,10 @@ const char *ksWorkloadFamily(const char *workload);
 /* The option named `name` (without "--"), or NULL. */
 const ksWorkloadOption *ksWorkloadOptionFind(const char *name);
 
-/* 1 if option o is used by `workload` (o->workloads names it, or is NULL), else 0. */
+/* 1 if option o is used by `workload` (o->every, or the workload's row lists it), else 0. */
 int ksWorkloadOptionApplies(const ksWorkloadOption *o, const char *workload);
+/* The workloads that use option o, '|'-separated (a static buffer). */
+const char *ksWorkloadOptionUsers(const ksWorkloadOption *o);
 
 /* Parse `value` (NULL for a flag) as option o into spec.  0, or -1 with the
  * one-line message "--NAME: expected ..., got 'VALUE'" in err.  A string value

@@ -4,8 +4,15 @@ This is the oracle: no buckets, no prefetching, just what the keyspace answers a
 Commands (RESP2, Valkey reply bytes and error strings): GET, SET [NX|XX] [GET]
 [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL], DEL, EXISTS, MGET, MSET, MSETNX,
 EXPIRE/PEXPIRE [NX|XX|GT|LT], TTL, PTTL, KEYS, SCAN cursor [MATCH p] [COUNT n] [TYPE t],
-DBSIZE, FLUSHALL [SYNC|ASYNC]. Anything else is an unknown command. c_ref is a single
-node owning every slot, so there is no CROSSSLOT by default.
+DBSIZE, FLUSHALL [SYNC|ASYNC], and the hash type's HSET, HGET, HMGET, HGETALL, HDEL
+(a value is bytes, a string, or a dict of field -> value, a hash; a command on a key of
+the other type answers WRONGTYPE, MGET a null). Anything else is an unknown command.
+
+A hash keeps its fields in insertion order (an overwrite keeps the place, HDEL removes),
+the order of c_ref's listpack encoding; ``hash_encoding`` says whether c_ref holds it as
+a listpack (that order) or a table (another order): c_ref/t_hash.c's conversion rule.
+
+c_ref is a single node owning every slot, so there is no CROSSSLOT by default.
 
 SCAN's cursor is the model's own (a stable per-key hash order), not c_ref's: compare SCAN
 results by coverage, not bytes.
@@ -58,6 +65,10 @@ def _cstr(b: bytes) -> str:
 
 
 SYNTAX_ERR = resp.error("ERR syntax error")
+WRONGTYPE = resp.error("WRONGTYPE Operation against a key holding the wrong kind of value")
+#: hash-max-listpack-entries / -value (c_ref/t_hash.h KS_HASH_MAX_LISTPACK_*)
+HASH_MAX_LISTPACK_ENTRIES = 512
+HASH_MAX_LISTPACK_VALUE = 64
 NOT_INT = resp.error("ERR value is not an integer or out of range")
 
 
@@ -67,7 +78,8 @@ class Keyspace:
     def __init__(self, cluster: bool = False, crossslot: bool = False) -> None:
         self.cluster = cluster
         self.crossslot = crossslot and cluster
-        self.data: dict[bytes, bytes] = {}
+        self.data: dict[bytes, bytes | dict[bytes, bytes]] = {}
+        self.hash_tables: set[bytes] = set()  # hashes c_ref holds as a table
         self.expires: dict[bytes, int] = {}
         self.slots: dict[int, set[bytes]] = {}
         self.now_ms = 0
@@ -87,6 +99,11 @@ class Keyspace:
             b"scan": ("scan", -2, self._scan),
             b"dbsize": ("dbsize", 1, self._dbsize),
             b"flushall": ("flushall", -1, self._flushall),
+            b"hset": ("hset", -4, self._hset),
+            b"hget": ("hget", 3, self._hget),
+            b"hmget": ("hmget", -3, self._hmget),
+            b"hgetall": ("hgetall", 2, self._hgetall),
+            b"hdel": ("hdel", -3, self._hdel),
         }
 
     # --- Storage primitives (names mirror db.c) ---------------------------------------
@@ -111,6 +128,7 @@ class Keyspace:
             return False
         del self.data[key]
         self.expires.pop(key, None)
+        self.hash_tables.discard(key)
         slot = self._slot(key)
         self.slots[slot].discard(key)
         if not self.slots[slot]:
@@ -135,6 +153,7 @@ class Keyspace:
         self.lookup_key(key)
         if key in self.data:
             self.data[key] = val
+            self.hash_tables.discard(key)
             if not keepttl:
                 self.expires.pop(key, None)
         else:
@@ -157,10 +176,22 @@ class Keyspace:
         """Every stored key -> (value, absolute expire ms or None)."""
         return {k: (v, self.expires.get(k)) for k, v in self.data.items()}
 
+    def hash_encoding(self, key: bytes) -> str | None:
+        """How c_ref holds the hash at ``key``: "listpack" (fields in this model's order)
+        or "hashtable" (a table: another order); None if ``key`` holds no hash."""
+        if not isinstance(self.data.get(key), dict):
+            return None
+        return "hashtable" if key in self.hash_tables else "listpack"
+
     def check_valid(self) -> None:
         """Assert the model's own invariants (expensive no-op when all is well)."""
         if not set(self.expires) <= set(self.data):
             raise ModelError("expire without key")
+        for k, v in self.data.items():
+            if isinstance(v, dict) and not v:
+                raise ModelError(f"empty hash kept at {k!r}")
+        if not self.hash_tables <= {k for k, v in self.data.items() if isinstance(v, dict)}:
+            raise ModelError("a table encoding recorded for a key that holds no hash")
         seen: set[bytes] = set()
         for slot, keys in self.slots.items():
             if not keys:
@@ -211,6 +242,8 @@ class Keyspace:
 
     def _get(self, argv: list[bytes]) -> bytes:
         v = self.lookup_key(argv[1])
+        if isinstance(v, dict):
+            return WRONGTYPE
         return resp.NULL_BULK if v is None else resp.bulk(v)
 
     def _set(self, argv: list[bytes]) -> bytes:
@@ -258,6 +291,8 @@ class Keyspace:
         out = b""
         if get:
             old = self.lookup_key(key)
+            if isinstance(old, dict):
+                return WRONGTYPE
             out = resp.NULL_BULK if old is None else resp.bulk(old)
         found = self.lookup_key(key) is not None
         if (nx and found) or (xx and not found):
@@ -279,7 +314,7 @@ class Keyspace:
 
     def _mget(self, argv: list[bytes]) -> bytes:
         vals = [self.lookup_key(k) for k in argv[1:]]
-        return resp.array([resp.NULL_BULK if v is None else resp.bulk(v) for v in vals])
+        return resp.array([resp.bulk(v) if isinstance(v, bytes) else resp.NULL_BULK for v in vals])
 
     def _mset(self, argv: list[bytes], nx: bool = False) -> bytes:
         if len(argv) % 2 == 0:
@@ -395,8 +430,9 @@ class Keyspace:
             take.append(k)
         out = []
         for k in take:
-            if typename is not None and typename != "string":
-                continue  # every value is a string: other types filter all, delete nothing
+            kind = "hash" if isinstance(self.data[k], dict) else "string"
+            if typename is not None and typename != kind:
+                continue  # filtered before the expiry check: deletes nothing
             if pat is not None and not string_match_len(pat, k):
                 continue
             if self.expire_if_needed(k):
@@ -413,7 +449,77 @@ class Keyspace:
         self.data.clear()
         self.expires.clear()
         self.slots.clear()
+        self.hash_tables.clear()
         return resp.OK
+
+    # --- The hash type (c_ref/t_hash.c, commands_hash.c) ----------------------------
+
+    def lookup_hash(self, key: bytes) -> tuple[dict[bytes, bytes] | None, bool]:
+        """``lookupKey`` + ``checkType``: (the hash or None, whether the key holds a
+        string)."""
+        v = self.lookup_key(key)
+        if isinstance(v, bytes):
+            return None, True
+        return v, False
+
+    def _hset(self, argv: list[bytes]) -> bytes:
+        if len(argv) % 2 == 1:
+            return _err_arity("hset")
+        key = argv[1]
+        h, wrong = self.lookup_hash(key)
+        if wrong:
+            return WRONGTYPE
+        if h is None:
+            h = {}
+            self.db_add(key, h)
+        pairs = list(zip(argv[2::2], argv[3::2], strict=True))
+        # hashTypeTryConversion, then hashTypeSet's length check
+        if len(pairs) > HASH_MAX_LISTPACK_ENTRIES or any(
+                len(a) > HASH_MAX_LISTPACK_VALUE for a in argv[2:]):
+            self.hash_tables.add(key)
+        created = 0
+        for f, v in pairs:
+            created += f not in h
+            h[f] = v
+        if len(h) > HASH_MAX_LISTPACK_ENTRIES:
+            self.hash_tables.add(key)
+        return resp.integer(created)
+
+    def _hget(self, argv: list[bytes]) -> bytes:
+        h, wrong = self.lookup_hash(argv[1])
+        if wrong:
+            return WRONGTYPE
+        v = None if h is None else h.get(argv[2])
+        return resp.NULL_BULK if v is None else resp.bulk(v)
+
+    def _hmget(self, argv: list[bytes]) -> bytes:
+        h, wrong = self.lookup_hash(argv[1])
+        if wrong:
+            return WRONGTYPE
+        vals = [None if h is None else h.get(f) for f in argv[2:]]
+        return resp.array([resp.NULL_BULK if v is None else resp.bulk(v) for v in vals])
+
+    def _hgetall(self, argv: list[bytes]) -> bytes:
+        h, wrong = self.lookup_hash(argv[1])
+        if wrong:
+            return WRONGTYPE
+        return resp.array([resp.bulk(x) for fv in (h or {}).items() for x in fv])
+
+    def _hdel(self, argv: list[bytes]) -> bytes:
+        key = argv[1]
+        h, wrong = self.lookup_hash(key)
+        if wrong:
+            return WRONGTYPE
+        deleted = 0
+        for f in argv[2:]:
+            if h is None or f not in h:
+                continue
+            del h[f]
+            deleted += 1
+            if not h:  # the key goes with its last field
+                self.db_delete(key)
+                break
+        return resp.integer(deleted)
 
 
 _MULTIKEY = {"del", "exists", "mget", "mset", "msetnx"}

@@ -52,5 +52,12 @@ iterate --keys 20000 --op save --variant valkey --rdbchecksum no
 load --keys 20000 --variant none --value-size 100 --rdbchecksum no
 mset --keys 20000 --mset-keys random --ops 400 --keys-per-command 50 --variant redis-15043 --table dict
 mset --keys 20000 --mset-keys random --ops 400 --keys-per-command 50 --variant batch --table dict
+hash --keys 2000 --hash-fields 20 --ops 20000 --hash-op hget
+hash --keys 2 --hash-fields 5000 --ops 2000 --hash-op hmget --fields-per-command 20
+hash --keys 2000 --hash-fields 20 --ops 2000 --hash-op hgetall
+hash --keys 2 --hash-fields 2000 --ops 100 --hash-op hgetall --variant getall-14988 --table dict
+hash --keys 2 --hash-fields 5000 --ops 20000 --hash-op hget --pipeline-depth 16 --pipeline lookahead --variant nested-3940
+mget --keys 20000 --ops 2000 --keys-per-command 100 --variant window-3389
+mget --keys 20000 --ops 2000 --keys-per-command 100 --variant redis-14899 --table dict
 LIST
 exit $fail

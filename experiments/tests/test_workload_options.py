@@ -97,7 +97,7 @@ def _other_value(o: dict):
 
 
 VARIANT = {"load": "prefetch-after-key", "iterate": "next-bucket", "pipeline": "lookahead",
-           "mset": "batch", "mget": "batch"}
+           "mset": "batch", "mget": "batch", "hash": "nested-3940"}
 
 
 @pytest.mark.parametrize("workload", list(VARIANT))

@@ -31,6 +31,9 @@ VARIANTS = [
     "load=prefetch-after-key iterate=next-bucket",
     "load=prefetch-rehash iterate=valkey pipeline=lookahead multikey=batch batch={batch}",
     "multikey=redis-15043",
+    "multikey=window-3389 batch={batch}",
+    "pipeline=lookahead multikey=redis-14899 batch={batch}",
+    "pipeline=lookahead multikey=redis-14899-guard batch={batch}",
 ]
 
 OPTIONS = [
@@ -144,7 +147,8 @@ def test_broken_variant_is_not_in_the_product(cref_lib):
     """The product library (and so the CLI and the wheel) does not know the test variant."""
     with cref.Keyspace("cluster=1") as ks, pytest.raises(
             cref.CrefError, match=r"unknown multikey variant 'batch-stale-table' "
-                  r"\(none\|batch\|chunk-15133\|batch-hash-once\|redis-15043\)"):
+                  r"\(none\|batch\|chunk-15133\|batch-hash-once\|redis-15043\|window-3389\|"
+                  r"redis-14899\|redis-14899-guard\)"):
         ks.execute(E("MGET", "a"), "multikey=batch-stale-table")
 
 
