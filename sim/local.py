@@ -91,9 +91,9 @@ def _announce(msg: str) -> None:
 
 def sysfs_cpu(levels: list[dict], ident: dict, path: Path) -> CpuConfig:
     """The uncalibrated `local`: sysfs geometry plus the core table's published figures."""
-    from .calibrate import known_core, thp_mode
+    from .calibrate import identity_core, thp_mode
 
-    table = known_core(ident.get("vendor", ""), ident.get("family"), ident.get("model"))
+    table = identity_core(ident)
     caches = []
     notes = [fallback_message(path)]
     for i, x in enumerate(levels):
@@ -207,6 +207,12 @@ def local_cpu(root: Path = SYSFS, overrides: dict | None = None) -> CpuConfig:
     path = cache_path(levels, ident)
     if path.is_file():
         cpu = load_file(path)
+        from .calibrate_check import status_line
+
+        why = status_line(cpu.provenance.get("selfcheck"))
+        if why is not None:
+            raise ConfigError(f"local: the calibrated file {path}: {why}; run `kvsim calibrate` "
+                              f"again, or name the file (--cpu {path}) to use it anyway")
         cpu = cpu.with_changes(name="local", source=str(path),
                                notes=cpu.notes + (f"calibrated file: {path}",),
                                provenance={**cpu.provenance, "calibrated": True})
@@ -220,7 +226,6 @@ def core_is_known() -> bool:
     """Whether this machine's core is in the table of known cores, which gives `local` (and
     a calibration) its core size, miss buffers and TLBs: without it `local` has caches only
     and no timing model, calibrated or not."""
-    from .calibrate import cpu_identity, known_core
+    from .calibrate import cpu_identity, identity_core
 
-    ident = cpu_identity()
-    return known_core(ident.get("vendor", ""), ident.get("family"), ident.get("model")) is not None
+    return identity_core(cpu_identity()) is not None

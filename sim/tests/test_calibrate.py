@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from kvsim import sim
 from kvsim.sim import calibrate as cal
+from kvsim.sim import calibrate_check as check
 from kvsim.sim import local
 
 KIB, MIB = 1024, 1024**2
@@ -119,12 +120,27 @@ def test_known_core_table():
 
 # --- the CPU file from raw measurements ----------------------------------------------------
 
+def clock_samples(ghz, add_cycles=1.0, addi_per_cycle=1.0, arch="x86_64"):
+    """`kvsim-calibrate clock` samples of a core at ``ghz`` (slower samples beside): imul 3
+    cycles, register add ``add_cycles``, immediate add ``addi_per_cycle`` per cycle."""
+    mul, add = ("imul", "add") if arch == "x86_64" else ("mul", "add")
+    lat = {"imul": 3.0, "mul": 3.0, "add": add_cycles}
+    ns = {mul: [lat[mul] / ghz * f for f in (1.02, 1.0)],
+          "add": [add_cycles / ghz * f for f in (1.0, 1.05)],
+          "addi": [1.0 / addi_per_cycle / ghz] * 2}
+    if arch == "aarch64":
+        ns["add"] = [1.0 / ghz] * 2
+        ns["mul"] = [add_cycles / ghz] * 2  # here: the mul chain's cycles
+    return {"arch": arch, "ns_per_op": ns}
+
+
 def synthetic_raw(ghz=3.5, walk=90.0, huge=1.0):
     sizes = cal.sweep_sizes(256 * MIB, 2)
     caps, lats = [32 * KIB, 1 * MIB, 8 * MIB], [1.15, 4.0, 16.0, 140.0]
     curve = cal.model_latency(sizes, caps, lats)
     return {
-        "sizes": sizes, "clock_ghz": [ghz - 0.01, ghz, ghz - 0.03],
+        "sizes": sizes, "clock": clock_samples(ghz),
+        "kernel_clock": {"cpu_mhz": [3000.0, 3000.0], "cpufreq_khz": {}, "model_ghz": None},
         "chase": {str(s): [float(v)] * 3 for s, v in zip(sizes, curve, strict=True)},
         "chase_top_4k": [float(curve[-1]) + walk] * 3, "huge_fraction_top": huge,
         "mlp": {str(n): [float(curve[-1]) / min(n, 18)] for n in cal.MLP_CHAINS},
@@ -221,7 +237,9 @@ def test_local_uses_the_calibrated_file(fake_sysfs):
     raw, _ = synthetic_raw()
     path = cal.cache_path(levels)
     path.parent.mkdir(parents=True)
-    path.write_text(cal.to_toml(cal.build_doc(raw, levels, cal.cpu_identity(), quick=True)))
+    doc = cal.build_doc(raw, levels, cal.cpu_identity(), quick=True)
+    doc["selfcheck"] = check.summarise([], [])  # passed: this test is about the lookup
+    path.write_text(cal.to_toml(doc))
     cpu = local.local_cpu(fake_sysfs)
     assert cpu.name == "local" and cpu.provenance["calibrated"] is True
     assert cpu.freq_ghz == pytest.approx(3.5) and "calibrated" in cpu.description
@@ -268,18 +286,30 @@ def test_calibrate_cli_tiny(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     out = tmp_path / "cpu.toml"
-    assert main(["calibrate", "--quick", "--max-size", "4MiB", "--rounds", "1",
-                 "-o", str(out)]) == 0
-    cpu = sim.load_cpu(str(out))
+    rc = main(["calibrate", "--quick", "--max-size", "4MiB", "--rounds", "1", "-o", str(out)])
+    cpu = sim.load_cpu(str(out))  # written either way, its self-check in it
     assert cpu.name == "local" and len(cpu.caches) == len(local.read_sysfs())
     doc = tomllib.loads(out.read_text())
     assert doc["meta"]["raw"]["sizes"][-1] == 4 * MIB
     assert doc["meta"]["provenance"]["machine"]["load_average_1m"] is not None
     assert not (tmp_path / "cache").exists(), "-o writes only there"
-    # without -o it goes to the cache, where `local` finds it
-    assert main(["calibrate", "--quick", "--max-size", "4MiB", "--rounds", "1"]) == 0
+    # the exit status is the self-check's; a failure is one line naming the check
+    sc = doc["selfcheck"]
+    assert sc["status"] in ("passed", "failed") and sc["replay"]
+    assert rc == (0 if sc["status"] == "passed" else 1)
+    err = capsys.readouterr().err.splitlines()
+    errors = [x for x in err if x.startswith("kvsim: error")]
+    assert errors == ([] if rc == 0 else [errors[0]])
+    if rc:
+        assert sc["failed"][0] in errors[0]
+    # without -o it goes to the cache, where `local` finds it, or refuses it if it failed
+    rc = main(["calibrate", "--quick", "--max-size", "4MiB", "--rounds", "1"])
     assert cal.cache_path(local.read_sysfs()).is_file()
-    assert sim.load_cpu("local").provenance["calibrated"] is True
+    if rc == 0:
+        assert sim.load_cpu("local").provenance["calibrated"] is True
+    else:
+        with pytest.raises(sim.ConfigError, match="failed its self-check"):
+            sim.load_cpu("local")
     assert "wrote" in capsys.readouterr().out
 
 
