@@ -1006,6 +1006,9 @@ def calibrate(output: Path | None = None, *, quick: bool = False,
     else:
         raw = measure(plan, log)
     doc = build_doc(raw, levels, ident, quick=quick, machine=provenance.provenance())
+    if from_raw is not None:  # derived now; the samples were measured then
+        doc["meta"]["measured_provenance"] = old.get("meta", {}).get(
+            "measured_provenance") or old.get("meta", {}).get("provenance") or {}
     other = _other_calibration(against, cache_path(levels, ident), quick)
     doc["selfcheck"] = run_self_check(doc, raw, levels, log=log, against=other)
     text = to_toml(doc)

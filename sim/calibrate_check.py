@@ -269,7 +269,8 @@ def replay(cpu, raw: dict, *, steps: int = 20_000, log=lambda m: None) -> list[d
 
 def work_predict(cpu, kind: str, chunk: int, calls: int = 4000) -> float:
     """Simulated ns per call of ``kvsim-calibrate work KIND CHUNK``: per call one load of
-    its piece of the 16 KiB buffer with the trace's instruction count as its gap."""
+    its piece of the 16 KiB buffer with the trace's instruction count as its gap, after a
+    warm-up pass over the buffer (simulated, not counted)."""
     import numpy as np
 
     from kvsim import sim, traces
@@ -278,13 +279,25 @@ def work_predict(cpu, kind: str, chunk: int, calls: int = 4000) -> float:
 
     instr = work_instructions(kind, chunk)
     per = max(1, WORK_BUF // chunk)
-    rec = np.zeros(calls, dtype=traces.RECORD_DTYPE)
-    rec["kind"] = traces.KIND_LOAD
-    rec["addr"] = 0x7F00_0000_0000 + (np.arange(calls) % per) * chunk
-    rec["size"] = min(chunk, 8)
-    # the gaps' mean is the trace's count (a fraction spread over the calls)
-    cum = np.floor(np.arange(1, calls + 1) * instr)
-    rec["gap"] = np.diff(np.concatenate([[0.0], cum])).astype(np.uint32)
+    warm = per  # once over the buffer, as calibrate.c's repeat 0 warms the caches
+
+    def block(n: int) -> np.ndarray:
+        rec = np.zeros(n, dtype=traces.RECORD_DTYPE)
+        rec["kind"] = traces.KIND_LOAD
+        rec["addr"] = 0x7F00_0000_0000 + (np.arange(n) % per) * chunk
+        rec["size"] = min(chunk, 8)
+        # the gaps' mean is the trace's count (a fraction spread over the calls)
+        cum = np.floor(np.arange(1, n + 1) * instr)
+        rec["gap"] = np.diff(np.concatenate([[0.0], cum])).astype(np.uint32)
+        return rec
+
+    def marker(flag: int) -> np.ndarray:
+        m = np.zeros(1, dtype=traces.RECORD_DTYPE)
+        m["kind"], m["flags"] = traces.KIND_MARKER, flag
+        return m
+
+    rec = np.concatenate([marker(traces.MARK_WARMUP_BEGIN), block(warm),
+                          marker(traces.MARK_WARMUP_END), block(calls)])
     res = sim.simulate(rec, cpu, page_size=4096, validate=False)
     return res["cycles"] / cpu.freq_ghz / calls
 
