@@ -1003,6 +1003,9 @@ def calibrate(output: Path | None = None, *, quick: bool = False,
             raise ConfigError(f"--from-raw {from_raw}: {e}") from None
         raw = raw_from_doc(old)
         quick = bool(old.get("meta", {}).get("quick", quick))
+        # the measured machine's geometry and identity, which may not be this one's
+        levels = old["meta"].get("sysfs_levels") or levels
+        ident = old["meta"].get("cpu") or ident
     else:
         raw = measure(plan, log)
     doc = build_doc(raw, levels, ident, quick=quick, machine=provenance.provenance())

@@ -399,15 +399,22 @@ def test_from_raw_derives_the_same_file(tmp_path, monkeypatch):
     from kvsim.sim import local
 
     raw, _ = synthetic_raw()
-    monkeypatch.setattr(cal, "cpu_identity", lambda: ZEN4)
-    monkeypatch.setattr(local, "read_sysfs", lambda: LEVELS)
+    # derived on another machine: the measured one's geometry and identity are the file's
+    monkeypatch.setattr(cal, "cpu_identity", lambda: {**ZEN4, "model_name": "elsewhere"})
+    monkeypatch.setattr(local, "read_sysfs",
+                        lambda: [dict(x, size=2 * x["size"]) for x in LEVELS])
     monkeypatch.setattr(cal, "measure", lambda *a, **k: pytest.fail("measured"))
     src = tmp_path / "first.toml"
-    src.write_text(cal.to_toml(cal.build_doc(raw, LEVELS, ZEN4, quick=True)))
+    first = cal.build_doc(raw, LEVELS, ZEN4, quick=True, machine={"date_utc": "then"})
+    src.write_text(cal.to_toml(first))
     out = cal.calibrate(tmp_path / "again.toml", from_raw=src)
     a, b = sim.load_cpu(str(src)), sim.load_cpu(str(out))
     assert (a.caches, a.dram_latency_ns, a.tlb, a.freq_ghz) == \
         (b.caches, b.dram_latency_ns, b.tlb, b.freq_ghz)
+    again = tomllib.loads(out.read_text())
+    assert again["meta"]["machine_key"] == first["meta"]["machine_key"]
+    assert again["meta"]["measured_provenance"] == {"date_utc": "then"}
+    assert again["selfcheck"]["status"] in ("passed", "failed")
 
 
 # --- robustness under load: fastest sample, monotone curve, time budget --------------------
