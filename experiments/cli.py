@@ -624,8 +624,8 @@ def calibrate(quick, output, max_size, rounds, from_raw, against, show_check):
         click.echo(calibrate_check.table(sc))
     why = calibrate_check.status_line(sc)
     if why is not None:
-        raise click.ClickException(f"calibrate: {why} (written marked failed: `--cpu local` "
-                                   "refuses it)")
+        raise click.ClickException(f"calibrate: {why} (written marked failed to {path}; "
+                                   "`--cpu local` does not use it)")
 
 
 def _argparse_command(name: str, module: str, summary: str) -> None:

@@ -258,8 +258,8 @@ def _calibrate(spec: dict) -> dict[str, Any]:
         reused = (age is not None and age < spec["fresh_s"]
                   and meta["machine_key"] == cal.machine_key(levels, ident))
     t0 = time.perf_counter()
-    if not reused:
-        cal.calibrate(path, quick=spec["quick"])
+    if not reused:  # the cache file, or beside it when it failed its self-check
+        path = cal.calibrate(None, quick=spec["quick"])
     pinned = cal.cache_dir() / PINNED
     tmp = pinned.with_name(pinned.name + ".tmp")
     tmp.write_text(path.read_text())

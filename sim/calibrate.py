@@ -42,8 +42,9 @@ Before it writes, the calibration checks itself (:mod:`kvsim.sim.calibrate_check
 clock's two chains and the kernel's range, each figure's plausibility, its own
 microbenchmarks replayed through the simulator on the file about to be written, and, when a
 calibration of the other kind (quick or full) of the same machine exists, their agreement.
-The result is the file's ``[selfcheck]`` table; a failed file is written marked so, the
-command exits non-zero with one line naming the failed check, and `--cpu local` refuses it.
+The result is the file's ``[selfcheck]`` table; a failed file is written marked so (beside
+the cache file, never over it, when no output is named), the command exits non-zero with
+one line naming the failed check, and `--cpu local` never uses it.
 
 The file goes to the user's cache directory (``$XDG_CACHE_HOME/kvsim``, else
 ``~/.cache/kvsim``) under a name keyed by the CPU model and cache geometry
@@ -974,8 +975,9 @@ def calibrate(output: Path | None = None, *, quick: bool = False,
               log: Callable[[str], None] = lambda m: None,
               from_raw: Path | None = None, against: Path | None = None) -> Path:
     """Measure this machine, check the result (:func:`run_self_check`), write its CPU file
-    (to ``output``, else the cache path; marked failed when a check failed) and return the
-    path. ``max_bytes``/``rounds`` shrink the plan (tests). ``from_raw``: derive the file
+    (to ``output``, else the cache path; marked failed when a check failed, and then, without
+    ``output``, to :func:`failed_path` beside the cache path, so `local` never reads it) and
+    return the path. ``max_bytes``/``rounds`` shrink the plan (tests). ``from_raw``: derive the file
     from the raw measurements of a CPU file written before, measuring nothing.
     ``against``: a calibration of this machine to agree with (default: the one in the cache
     when it is of the other kind, quick or full, and passed its own self-check)."""
@@ -1017,11 +1019,19 @@ def calibrate(output: Path | None = None, *, quick: bool = False,
     text = to_toml(doc)
     parse_cpu(tomllib.loads(text), "calibrate")  # never write a file load_cpu refuses
     path = Path(output) if output is not None else cache_path(levels, ident)
+    if output is None and doc["selfcheck"]["status"] != "passed":
+        # never `local`: kept beside the cache file, which `local` reads, for inspection
+        path = failed_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
     tmp.replace(path)
     return path
+
+
+def failed_path(cached: Path) -> Path:
+    """Where a calibration that failed its self-check goes instead of the cache file."""
+    return cached.with_name(cached.stem + ".failed.toml")
 
 
 def _other_calibration(against: Path | None, cached: Path,

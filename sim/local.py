@@ -217,8 +217,22 @@ def local_cpu(root: Path = SYSFS, overrides: dict | None = None) -> CpuConfig:
                                notes=cpu.notes + (f"calibrated file: {path}",),
                                provenance={**cpu.provenance, "calibrated": True})
     else:
-        _announce(fallback_message(path))
+        from .calibrate import failed_path
+
+        msg = fallback_message(path)
+        failed = failed_path(path)
+        if failed.is_file():
+            from .calibrate_check import status_line
+
+            try:
+                sc = tomllib.loads(failed.read_text()).get("selfcheck")
+            except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+                sc = None
+            msg += f"; the last calibration ({failed}) is not used: {status_line(sc)}"
+        _announce(msg)
         cpu = sysfs_cpu(levels, ident, path)
+        if failed.is_file():
+            cpu = cpu.with_changes(notes=cpu.notes + (msg,))
     return apply_overrides(cpu, corr)
 
 
