@@ -578,7 +578,7 @@ def cpus(as_json, show):
 
 
 @cli.command()
-@click.option("--quick", is_flag=True, help="Fewer sizes and rounds: under a minute.")
+@click.option("--quick", is_flag=True, help="Fewer sizes and rounds: a minute or two.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="Write the CPU file here instead of the user's cache directory (where "
                    "`--cpu local` finds it).")

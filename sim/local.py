@@ -68,7 +68,7 @@ def _pow2_floor(n: int) -> int:
 
 def fallback_message(path: Path) -> str:
     return (f"local: this machine is not calibrated (no {path}); run `kvsim calibrate` "
-            "(`--quick`: under a minute) to measure it; meanwhile `local` is sysfs geometry "
+            "(`--quick`: a minute or two) to measure it; meanwhile `local` is sysfs geometry "
             "with published figures for the core, not measured")
 
 
