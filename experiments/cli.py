@@ -622,12 +622,13 @@ def cpus(as_json, show):
 
 
 @cli.command()
-@click.option("--quick", is_flag=True, help="Fewer sizes and rounds: under a minute.")
+@click.option("--quick", is_flag=True, help="Fewer sizes and rounds: a minute or two.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="Write the CPU file here instead of the user's cache directory (where "
                    "`--cpu local` finds it).")
 @click.option("--max-size", default=None,
-              help="Largest working set (e.g. 64MiB; default 1GiB, 256MiB with --quick).")
+              help="Largest working set (e.g. 64MiB; default 1GiB, 256MiB with --quick, at least "
+                   "4x (2x with --quick) the last cache level).")
 @click.option("--rounds", type=click.IntRange(1, 50), default=None,
               help="Rounds of every measurement, at most (default 5, 3 with --quick; fewer "
                    "when the next round would pass the time budget: 240 s, 40 s with "
@@ -635,7 +636,12 @@ def cpus(as_json, show):
 @click.option("--from-raw", "from_raw", type=click.Path(dir_okay=False), default=None,
               help="Derive the CPU file again from the raw measurements kept in a CPU file "
                    "written before (its [meta.raw]); measures nothing.")
-def calibrate(quick, output, max_size, rounds, from_raw):
+@click.option("--against", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="A calibration of this machine (quick or full) this one must agree with "
+                   "within 10 % (default: the cached one of the other kind, if any).")
+@click.option("--show-check", is_flag=True,
+              help="Print the self-check's table (Markdown) after writing.")
+def calibrate(quick, output, max_size, rounds, from_raw, against, show_check):
     """Measure this machine and write its CPU file (the `local` preset)."""
     from kvsim.sim import calibrate as cal
     from kvsim.sim.config import parse_size
@@ -647,12 +653,25 @@ def calibrate(quick, output, max_size, rounds, from_raw):
         _check_output(output)  # before minutes of measuring
     path = cal.calibrate(Path(output) if output else None, quick=quick, max_bytes=max_bytes,
                          rounds=rounds, log=lambda m: click.echo(f"calibrate: {m}", err=True),
-                         from_raw=Path(from_raw) if from_raw else None)
+                         from_raw=Path(from_raw) if from_raw else None,
+                         against=Path(against) if against else None)
+    import tomllib
+
     from kvsim import sim
+    from kvsim.sim import calibrate_check
 
     cpu = sim.load_cpu(str(path))
+    sc = tomllib.loads(path.read_text())["selfcheck"]
     click.echo(f"wrote {path}")
     click.echo(f"  {cpu.freq_ghz} GHz; {cpu.summary()}")
+    click.echo(f"  self-check {sc['status']}: {sum(c['ok'] for c in sc['checks'])} of "
+               f"{len(sc['checks'])} checks, {len(sc['replay'])} replayed points")
+    if show_check:
+        click.echo(calibrate_check.table(sc))
+    why = calibrate_check.status_line(sc)
+    if why is not None:
+        raise click.ClickException(f"calibrate: {why} (written marked failed to {path}; "
+                                   "`--cpu local` does not use it)")
 
 
 def _argparse_command(name: str, module: str, summary: str) -> None:

@@ -222,7 +222,16 @@ def _cpu_file_meta(path: Path) -> dict[str, Any]:
             "calibrated_commit": prov.get("commit"),
             "calibrated_load_1m": (prov.get("machine") or {}).get("load_average_1m"),
             "machine_key": meta.get("machine_key"), "freq_ghz": doc.get("freq_ghz"),
-            "dram_latency_ns": (doc.get("dram") or {}).get("latency_ns")}
+            "dram_latency_ns": (doc.get("dram") or {}).get("latency_ns"),
+            "selfcheck": _selfcheck_word(doc.get("selfcheck"))}
+
+
+def _selfcheck_word(sc: dict | None) -> str:
+    """The calibration's self-check in a phrase: ``passed``, or why not."""
+    from kvsim.sim.calibrate_check import status_line
+
+    why = status_line(sc)
+    return "passed" if why is None else "NOT PASSED: " + why
 
 
 def _age_s(utc: str | None) -> float | None:
@@ -249,8 +258,8 @@ def _calibrate(spec: dict) -> dict[str, Any]:
         reused = (age is not None and age < spec["fresh_s"]
                   and meta["machine_key"] == cal.machine_key(levels, ident))
     t0 = time.perf_counter()
-    if not reused:
-        cal.calibrate(path, quick=spec["quick"])
+    if not reused:  # the cache file, or beside it when it failed its self-check
+        path = cal.calibrate(None, quick=spec["quick"])
     pinned = cal.cache_dir() / PINNED
     tmp = pinned.with_name(pinned.name + ".tmp")
     tmp.write_text(path.read_text())
@@ -509,6 +518,7 @@ def _calibration_frame(calib: dict | None, lines: list[dict]) -> pd.DataFrame:
         ("quick calibration", calib.get("calibrated_quick")),
         ("calibrated at commit", calib.get("calibrated_commit")),
         ("load average while calibrating", calib.get("calibrated_load_1m")),
+        ("self-check of the calibration", calib.get("selfcheck")),
         ("clock (GHz)", calib.get("freq_ghz")),
         ("DRAM latency (ns)", calib.get("dram_latency_ns")),
         ("predictions used this file", "yes" if same else
@@ -601,7 +611,34 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
               _calibration_frame(calib, lines), "the CPU file and its provenance",
               note="the experiment calibrates first (kvsim calibrate --quick), or reuses "
                    "this machine's cached calibration when it is fresh."),
+        Table("validation_selfcheck", "The calibration's self-check",
+              _selfcheck_frame(calib), "each check, then each replayed microbenchmark",
+              note="kvsim calibrate's own microbenchmarks simulated on the CPU file it wrote, "
+                   "against what they measured natively (sim/calibrate_check.py); a point "
+                   "off by more than 10 % fails the file, which `--cpu local` then refuses; "
+                   "work rows are shown, not gated."),
     ]
+
+
+def _selfcheck_frame(calib: dict | None) -> pd.DataFrame:
+    """The ``[selfcheck]`` of the CPU file the calibration cell recorded, as rows."""
+    import tomllib
+
+    cols = ["item", "ok", "native_ns", "predicted_ns", "ratio", "detail"]
+    text = (calib or {}).get("cpu_file_text")
+    sc = tomllib.loads(text).get("selfcheck") if isinstance(text, str) else None
+    if not sc:
+        return pd.DataFrame([{"item": "self-check", "ok": "no",
+                              "detail": "the CPU file has none"}], columns=cols)
+    out = [{"item": c["check"], "ok": "yes" if c["ok"] else "no", "detail": c["detail"]}
+           for c in sc.get("checks", [])]
+    for r in sc.get("replay", []):
+        off = abs(r["ratio"] - 1.0) > sc.get("tolerance", 0.1)
+        out.append({"item": r["point"], "ok": ("no" if off else "yes") if r["gated"]
+                    else "(not gated)", "native_ns": r["measured_ns"],
+                    "predicted_ns": r["predicted_ns"], "ratio": r["ratio"],
+                    "detail": r.get("note", "")})
+    return pd.DataFrame(out, columns=cols)
 
 
 register(Experiment(NAME, "Predicted against native on this machine",

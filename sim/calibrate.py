@@ -5,8 +5,10 @@ artifact) that print raw samples; this module runs them in rounds spread over th
 a time budget, :data:`PLANS`), takes each point's fastest sample (:func:`fastest`: other
 work on the machine only ever adds time), and derives the model's numbers:
 
-* **clock**: a dependent chain of adds (one per cycle) against the thread's CPU time (every
-  timing is CPU time, so the scheduler giving the CPU to other work does not count);
+* **clock**: dependent chains of register multiplies and adds of known latency against the
+  thread's CPU time (every timing is CPU time, so the scheduler giving the CPU to other work
+  does not count), checked against each other and against the clock the kernel reports
+  (:mod:`kvsim.sim.calibrate_check`);
 * **cache levels**: load-to-use latency of a pointer chase (a random cycle through every line
   of the working set) over sizes from 4 KiB up, with 2 MiB pages where the kernel gives them
   (``madvise(MADV_HUGEPAGE)``; the file says which were used). Each level's latency and
@@ -36,6 +38,14 @@ figures keyed by vendor, family and model. Every value in the written file names
 provenance (``measured``, ``sysfs``, ``cpuid``, ``table``) in the ``src`` table beside it,
 and ``[meta]`` holds the raw measurements, the machine and the load average.
 
+Before it writes, the calibration checks itself (:mod:`kvsim.sim.calibrate_check`): the
+clock's two chains and the kernel's range, each figure's plausibility, its own
+microbenchmarks replayed through the simulator on the file about to be written, and, when a
+calibration of the other kind (quick or full) of the same machine exists, their agreement.
+The result is the file's ``[selfcheck]`` table; a failed file is written marked so (beside
+the cache file, never over it, when no output is named), the command exits non-zero with
+one line naming the failed check, and `--cpu local` never uses it.
+
 The file goes to the user's cache directory (``$XDG_CACHE_HOME/kvsim``, else
 ``~/.cache/kvsim``) under a name keyed by the CPU model and cache geometry
 (:func:`cache_path`), where ``load_cpu("local")`` finds it.
@@ -58,6 +68,7 @@ from typing import TYPE_CHECKING
 
 from kvsim import artifacts
 
+from . import calibrate_check as check
 from .config import ConfigError, parse_cpu
 
 if TYPE_CHECKING:  # imported by the fits: the `local` preset reads the tables without it
@@ -148,6 +159,10 @@ KNOWN_CORES: list[dict] = [
     {
         "core": "Intel Golden Cove / Raptor Cove / Redwood Cove", "vendor": "GenuineIntel",
         "family": 6, "models": [0x97, 0x9A, 0xB7, 0xBA, 0xBF, 0x8F, 0xCF, 0xAD, 0xAE],
+        # AMX exists only on the server cores of this line (Sapphire Rapids, Emerald Rapids,
+        # Granite Rapids): a guest whose hypervisor reports another model number but AMX
+        # tiles is one of them (Intel ISE reference, "Intel AMX") (R)
+        "features": ["amx_tile"],
         "width": 6, "rob": 512, "l1_mshrs": 16, "l2_mshrs": 48,
         "latency": [5, 16, 106], "dram_latency_ns": 110.0,
         "inclusion": ["non-inclusive", "non-inclusive", "non-inclusive"],
@@ -178,19 +193,32 @@ KNOWN_CORES: list[dict] = [
 ]
 
 
-def known_core(vendor: str, family: int | None, model: int | None) -> dict | None:
-    """The :data:`KNOWN_CORES` entry for this vendor/family/model, or None."""
+def known_core(vendor: str, family: int | None, model: int | None,
+               flags: Sequence[str] = ()) -> dict | None:
+    """The :data:`KNOWN_CORES` entry for this vendor/family/model, or None. A model number
+    no entry lists (a hypervisor may report any) still matches an entry of its vendor and
+    family whose ``features`` the CPU's ``flags`` all have."""
     for c in KNOWN_CORES:
         if c["vendor"] == vendor and c["family"] == family and model in c["models"]:
             return c
+    for c in KNOWN_CORES:
+        if (c["vendor"] == vendor and c["family"] == family and c.get("features")
+                and set(c["features"]) <= set(flags)):
+            return c
     return None
+
+
+def identity_core(ident: dict) -> dict | None:
+    """:func:`known_core` of a :func:`cpu_identity`."""
+    return known_core(ident.get("vendor", ""), ident.get("family"), ident.get("model"),
+                      ident.get("flags") or ())
 
 
 # --- the machine and its cache file --------------------------------------------------------
 
 def cpu_identity(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict:
-    """vendor, family, model (ints or None) and model name of the first CPU."""
-    out: dict = {"vendor": "", "family": None, "model": None, "model_name": ""}
+    """vendor, family, model (ints or None), model name and flags of the first CPU."""
+    out: dict = {"vendor": "", "family": None, "model": None, "model_name": "", "flags": []}
     try:
         text = cpuinfo.read_text()
     except OSError:
@@ -207,6 +235,8 @@ def cpu_identity(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict:
             out["model"] = int(v)
         elif k == "model name":
             out["model_name"] = v
+        elif k == "flags":
+            out["flags"] = v.split()
     return out
 
 
@@ -462,13 +492,15 @@ PLANS = {
     # rounds: the whole sweep repeated, spread over the run (at most: a round is not started
     # when the time spent plus the longest round so far would pass budget_s); repeats: the
     # samples of each point within one round; loads: per chase sample. Every latency is
-    # the minimum of its samples (see LATENCY_STATISTIC).
+    # the minimum of its samples (see LATENCY_STATISTIC). The largest working set is at
+    # least llc_factor x the last level's sysfs size (rounded up to a power of two), so
+    # that the chases reach DRAM on a machine with a large last level.
     "quick": {"max_bytes": 256 * MIB, "per_octave": 2, "rounds": 3, "repeats": 2,
-              "loads": 200_000, "clock_iters": 20_000_000, "bw_bytes": 256 * MIB,
-              "work_calls": 100_000, "budget_s": 40.0},
+              "loads": 200_000, "clock_iters": 2_000_000, "bw_bytes": 256 * MIB,
+              "work_calls": 100_000, "budget_s": 40.0, "llc_factor": 2},
     "full": {"max_bytes": 1 * GIB, "per_octave": 4, "coarse_above": 64 * MIB, "rounds": 5,
-             "repeats": 3, "loads": 1_000_000, "clock_iters": 100_000_000,
-             "bw_bytes": 1 * GIB, "work_calls": 400_000, "budget_s": 240.0},
+             "repeats": 3, "loads": 1_000_000, "clock_iters": 10_000_000,
+             "bw_bytes": 1 * GIB, "work_calls": 400_000, "budget_s": 240.0, "llc_factor": 4},
 }
 # A level whose fitted capacity is below this fraction of sysfs's is modelled at the fitted
 # size. The ideal hierarchy's min(1, C/S) hit curve is that of random replacement; an LRU-like
@@ -503,9 +535,11 @@ def measure(plan: dict, log: Callable[[str], None] = lambda m: None,
                         coarse_above=plan.get("coarse_above"))
     top = sizes[-1]
     rep = plan.get("repeats", 1)
-    raw: dict = {"sizes": sizes, "clock_ghz": [], "chase": {}, "chase_top_4k": [],
-                 "mlp": {}, "bw_gbs": [], "huge_fraction_top": None, "work": {}}
+    raw: dict = {"sizes": sizes, "clock": {"arch": "", "ns_per_op": {}}, "chase": {},
+                 "chase_top_4k": [], "mlp": {}, "bw_gbs": [], "huge_fraction_top": None,
+                 "work": {}}
     raw["cpuid"] = run_bench("cpuid")
+    raw["kernel_clock"] = check.kernel_clock()
     raw["hypervisor"] = hypervisor()
     t0 = clock()
     longest = 0.0
@@ -517,7 +551,10 @@ def measure(plan: dict, log: Callable[[str], None] = lambda m: None,
             break
         raw["rounds_done"] = r + 1
         log(f"round {r + 1}/{plan['rounds']}: clock, non-memory work")
-        raw["clock_ghz"] += run_bench("clock", plan["clock_iters"], rep)["ghz"]
+        clk = run_bench("clock", plan["clock_iters"], rep)
+        raw["clock"]["arch"] = clk.get("arch", "")
+        for chain, ns in (clk.get("ns_per_op") or {}).items():
+            raw["clock"]["ns_per_op"].setdefault(chain, []).extend(ns)
         for kind, chunk in WORK_POINTS:
             w = run_bench("work", kind, chunk, plan["work_calls"], rep)
             raw["work"].setdefault(f"{kind}/{chunk}", []).extend(w["ns_per_call"])
@@ -638,8 +675,9 @@ def thp_mode(path: Path = Path("/sys/kernel/mm/transparent_hugepage/enabled")) -
 
 def build_doc(raw: dict, levels: list[dict], ident: dict, *, quick: bool,
               machine: dict | None = None) -> dict:
-    """The CPU file (as a TOML-ready dict in the preset schema) from raw measurements."""
-    table = known_core(ident.get("vendor", ""), ident.get("family"), ident.get("model"))
+    """The CPU file (as a TOML-ready dict in the preset schema) from raw measurements,
+    without its ``[selfcheck]`` (:func:`run_self_check` adds it)."""
+    table = identity_core(ident)
     tname = f"table ({table['core']})" if table else None
     sizes = raw["sizes"]
     curve = [fastest(raw["chase"][str(x)]) for x in sizes]
@@ -652,7 +690,20 @@ def build_doc(raw: dict, levels: list[dict], ident: dict, *, quick: bool,
     if len(span) < len(levels) + 2 or "chase_4k" not in raw:
         span = list(range(len(sizes)))
     fit = fit_levels([sizes[i] for i in span], [curve[i] for i in span], len(levels))
-    ghz = max(raw["clock_ghz"])  # the fastest run of the chain (see fastest)
+    est = check.clock_estimate(raw.get("clock") or {})
+    if est["ghz"] is not None:
+        ghz = est["ghz"]
+        freq_src = (f"measured: dependent {est['primary']} chain ({est['primary_latency']} "
+                    f"cycles per operation) against thread CPU time, fastest sample; the "
+                    f"{est['cross']} chain took {est['cross_cycles']:.2f} cycles per operation "
+                    "at this clock ([selfcheck] clock.method)")
+    elif raw.get("clock_ghz"):  # a file of the old method: kept, and failed by the check
+        ghz = est["untrusted_ghz"] = max(raw["clock_ghz"])
+        est["error"] = ("measured by a chain of adds of an immediate, which some cores fold "
+                        "(not a clock); re-run `kvsim calibrate`")
+        freq_src = "measured: dependent add-immediate chain (untrusted; see [selfcheck])"
+    else:
+        raise ConfigError(f"calibrate: no clock: {est.get('error')}")
     top_ns = curve[-1]
     top_4k = fastest(raw["chase_top_4k"])
     walk_ns = max(0.0, top_4k - top_ns) if huge else None
@@ -670,7 +721,7 @@ def build_doc(raw: dict, levels: list[dict], ident: dict, *, quick: bool,
                  "description": f"this machine ({ident.get('model_name') or 'unknown CPU'}), "
                                 "calibrated",
                  "freq_ghz": round(ghz, 3),
-                 "src": {"freq_ghz": "measured: dependent add chain against thread CPU time"}}
+                 "src": {"freq_ghz": freq_src}}
     work = sustained_ipc(raw["work"], ghz) if raw.get("work") else None
     if table:
         doc["core"] = {"width": table["width"], "rob": table["rob"],
@@ -768,7 +819,9 @@ def build_doc(raw: dict, levels: list[dict], ident: dict, *, quick: bool,
         guest = raw.get("hypervisor", False)
         reads = 2 if guest else 1
         translation = fit_translation(parse_cpu(doc, "calibrate"), chase_4k, reads)
-        doc["dram"]["latency_ns"] = round(translation["dram_latency_ns"], 1)
+        # a fit that reads no DRAM (the largest set within the last level) gives nothing
+        # positive: kept at 1 ns so the file parses, and failed by [selfcheck] dram.latency
+        doc["dram"]["latency_ns"] = max(1.0, round(translation["dram_latency_ns"], 1))
         doc["dram"]["src"]["latency_ns"] = (
             "measured: the DRAM latency for which the model's prediction of pointer chases "
             "with 4 KiB pages at " + ", ".join(f"{x // MIB} MiB" for x in sorted(chase_4k))
@@ -803,14 +856,40 @@ def build_doc(raw: dict, levels: list[dict], ident: dict, *, quick: bool,
                 "huge_fraction_top": raw.get("huge_fraction_top"),
                 "chase_4k_ns": raw.get("chase_4k"), "translation_fit": translation,
                 "hypervisor": raw.get("hypervisor", False),
-                "clock_ghz": raw["clock_ghz"], "mlp_ns_per_load": raw["mlp"],
+                "clock": raw.get("clock"), "clock_estimate": est,
+                "kernel_clock": raw.get("kernel_clock"), "mlp_ns_per_load": raw["mlp"],
                 "mlp_ceiling": mlp, "bandwidth_gbs": raw["bw_gbs"],
                 "work_ns_per_call": raw.get("work", {}), "work_ipc": work,
                 "rounds_done": raw.get("rounds_done"), "elapsed_s": raw.get("elapsed_s"),
                 "cpuid": raw.get("cpuid", {})},
         "provenance": machine or {},
     }
+    if raw.get("clock_ghz"):
+        doc["meta"]["raw"]["clock_ghz"] = raw["clock_ghz"]
     return doc
+
+
+def run_self_check(doc: dict, raw: dict, levels: list[dict], *,
+                   log: Callable[[str], None] = lambda m: None,
+                   against: tuple[dict, str] | None = None) -> dict:
+    """The ``[selfcheck]`` table of ``doc`` (:mod:`kvsim.sim.calibrate_check`); ``against``:
+    another calibration of this machine (its document and name) to agree with."""
+    fit, r = doc["meta"]["fit"], doc["meta"]["raw"]
+    work, est = r.get("work_ipc"), r["clock_estimate"]
+    checks = check.clock_checks(est, raw.get("kernel_clock") or {})
+    checks += check.plausibility(doc, levels, fit, work)
+    cpu = parse_cpu(tomllib.loads(to_toml(doc)), "calibrate")
+    rows: list[dict] = []
+    if cpu.timing_capable:
+        rows = check.replay(cpu, raw, log=log)
+        checks += check.replay_checks(rows)
+    else:
+        checks.append({"check": "replay", "ok": False,
+                       "detail": "replay: the file has no timing model (core not in the "
+                                 "table of known cores), so nothing can be checked"})
+    if against is not None:
+        checks += check.agreement(doc, *against)
+    return check.summarise(checks, rows, against[1] if against else None)
 
 
 # --- TOML output ---------------------------------------------------------------------------
@@ -871,11 +950,19 @@ def raw_from_doc(doc: dict) -> dict:
         raw = {"sizes": [int(x) for x in r["sizes"]], "chase": r["chase_ns"],
                "chase_top_4k": r["chase_top_4k_ns"],
                "huge_fraction_top": r.get("huge_fraction_top"),
-               "clock_ghz": r["clock_ghz"], "mlp": r["mlp_ns_per_load"],
+               "mlp": r["mlp_ns_per_load"],
                "bw_gbs": r["bandwidth_gbs"], "cpuid": r.get("cpuid", {}),
                "hypervisor": r.get("hypervisor", hypervisor())}
     except (KeyError, TypeError) as e:
         raise ConfigError(f"--from-raw: no raw measurement {e} in its [meta.raw]") from None
+    if r.get("clock"):
+        raw["clock"] = r["clock"]
+    elif r.get("clock_ghz"):  # the old method's samples
+        raw["clock_ghz"] = r["clock_ghz"]
+    else:
+        raise ConfigError("--from-raw: no raw measurement 'clock' in its [meta.raw]")
+    if r.get("kernel_clock"):
+        raw["kernel_clock"] = r["kernel_clock"]
     if r.get("chase_4k_ns"):
         raw["chase_4k"] = r["chase_4k_ns"]
     if r.get("work_ns_per_call"):
@@ -886,10 +973,14 @@ def raw_from_doc(doc: dict) -> dict:
 def calibrate(output: Path | None = None, *, quick: bool = False,
               max_bytes: int | None = None, rounds: int | None = None,
               log: Callable[[str], None] = lambda m: None,
-              from_raw: Path | None = None) -> Path:
-    """Measure this machine, write its CPU file (to ``output``, else the cache path) and
-    return the path. ``max_bytes``/``rounds`` shrink the plan (tests). ``from_raw``: derive
-    the file from the raw measurements of a CPU file written before, measuring nothing."""
+              from_raw: Path | None = None, against: Path | None = None) -> Path:
+    """Measure this machine, check the result (:func:`run_self_check`), write its CPU file
+    (to ``output``, else the cache path; marked failed when a check failed, and then, without
+    ``output``, to :func:`failed_path` beside the cache path, so `local` never reads it) and
+    return the path. ``max_bytes``/``rounds`` shrink the plan (tests). ``from_raw``: derive the file
+    from the raw measurements of a CPU file written before, measuring nothing.
+    ``against``: a calibration of this machine to agree with (default: the one in the cache
+    when it is of the other kind, quick or full, and passed its own self-check)."""
     from kvsim import provenance
 
     from .local import read_sysfs
@@ -897,6 +988,9 @@ def calibrate(output: Path | None = None, *, quick: bool = False,
     levels = read_sysfs()
     ident = cpu_identity()
     plan = dict(PLANS["quick" if quick else "full"])
+    # past the last level, whatever its size: the plan's factor times it, a power of two
+    reach = 1 << math.ceil(math.log2(plan["llc_factor"] * levels[-1]["size"]))
+    plan["max_bytes"] = plan["bw_bytes"] = max(plan["max_bytes"], reach)
     if max_bytes is not None:
         plan["max_bytes"] = plan["bw_bytes"] = max_bytes
     if rounds is not None:
@@ -911,14 +1005,51 @@ def calibrate(output: Path | None = None, *, quick: bool = False,
             raise ConfigError(f"--from-raw {from_raw}: {e}") from None
         raw = raw_from_doc(old)
         quick = bool(old.get("meta", {}).get("quick", quick))
+        # the measured machine's geometry and identity, which may not be this one's
+        levels = old["meta"].get("sysfs_levels") or levels
+        ident = old["meta"].get("cpu") or ident
     else:
         raw = measure(plan, log)
     doc = build_doc(raw, levels, ident, quick=quick, machine=provenance.provenance())
+    if from_raw is not None:  # derived now; the samples were measured then
+        doc["meta"]["measured_provenance"] = old.get("meta", {}).get(
+            "measured_provenance") or old.get("meta", {}).get("provenance") or {}
+    other = _other_calibration(against, cache_path(levels, ident), quick)
+    doc["selfcheck"] = run_self_check(doc, raw, levels, log=log, against=other)
     text = to_toml(doc)
     parse_cpu(tomllib.loads(text), "calibrate")  # never write a file load_cpu refuses
     path = Path(output) if output is not None else cache_path(levels, ident)
+    if output is None and doc["selfcheck"]["status"] != "passed":
+        # never `local`: kept beside the cache file, which `local` reads, for inspection
+        path = failed_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
     tmp.replace(path)
     return path
+
+
+def failed_path(cached: Path) -> Path:
+    """Where a calibration that failed its self-check goes instead of the cache file."""
+    return cached.with_name(cached.stem + ".failed.toml")
+
+
+def _other_calibration(against: Path | None, cached: Path,
+                       quick: bool) -> tuple[dict, str] | None:
+    """The calibration to agree with (see :func:`calibrate`), as (document, name)."""
+    if against is not None:
+        try:
+            doc = tomllib.loads(Path(against).read_text())
+        except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+            raise ConfigError(f"--against {against}: {e}") from None
+        if "meta" not in doc or "fit" not in doc.get("meta", {}):
+            raise ConfigError(f"--against {against}: not a file `kvsim calibrate` wrote")
+        return doc, Path(against).name
+    try:
+        doc = tomllib.loads(cached.read_text())
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return None
+    sc = doc.get("selfcheck") or {}
+    if sc.get("status") != "passed" or bool(doc.get("meta", {}).get("quick")) == quick:
+        return None
+    return doc, cached.name

@@ -253,12 +253,12 @@ def _check_keys(t: Any, section: str, where: str) -> None:
 
 
 _TOP_KEYS = {"name", "description", "freq_ghz", "core", "cache", "dram", "tlb", "swprefetch",
-             "prefetcher", "src", "notes", "sources", "meta"}
+             "prefetcher", "src", "notes", "sources", "meta", "selfcheck"}
 
 #: Where a CPU-file error points to.
 SCHEMA = "schema: sim/PRESETS.md; start from `kvsim cpus --show NAME`"
 
-_DOC_KEYS = ("src", "notes", "sources", "meta")
+_DOC_KEYS = ("src", "notes", "sources", "meta", "selfcheck")
 
 
 def _ordered(keys: set[str]) -> list[str]:
@@ -449,6 +449,9 @@ def parse_cpu(doc: dict, source: str = "") -> CpuConfig:
     notes = doc.get("notes", ())
     if isinstance(notes, str):
         notes = (notes,)
+    sc = doc.get("selfcheck")
+    if isinstance(sc, dict):  # a calibrated file's self-check (sim/calibrate_check.py)
+        prov["selfcheck"] = {"status": sc.get("status"), "failed": list(sc.get("failed", []))}
     return CpuConfig(
         name=name, caches=tuple(caches), description=str(doc.get("description", "")),
         prefetchers=tuple(pfs), source=source, notes=tuple(notes), provenance=prov, **kw,

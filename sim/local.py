@@ -68,7 +68,7 @@ def _pow2_floor(n: int) -> int:
 
 def fallback_message(path: Path) -> str:
     return (f"local: this machine is not calibrated (no {path}); run `kvsim calibrate` "
-            "(`--quick`: under a minute) to measure it; meanwhile `local` is sysfs geometry "
+            "(`--quick`: a minute or two) to measure it; meanwhile `local` is sysfs geometry "
             "with published figures for the core, not measured")
 
 
@@ -91,9 +91,9 @@ def _announce(msg: str) -> None:
 
 def sysfs_cpu(levels: list[dict], ident: dict, path: Path) -> CpuConfig:
     """The uncalibrated `local`: sysfs geometry plus the core table's published figures."""
-    from .calibrate import known_core, thp_mode
+    from .calibrate import identity_core, thp_mode
 
-    table = known_core(ident.get("vendor", ""), ident.get("family"), ident.get("model"))
+    table = identity_core(ident)
     caches = []
     notes = [fallback_message(path)]
     for i, x in enumerate(levels):
@@ -207,12 +207,32 @@ def local_cpu(root: Path = SYSFS, overrides: dict | None = None) -> CpuConfig:
     path = cache_path(levels, ident)
     if path.is_file():
         cpu = load_file(path)
+        from .calibrate_check import status_line
+
+        why = status_line(cpu.provenance.get("selfcheck"))
+        if why is not None:
+            raise ConfigError(f"local: the calibrated file {path}: {why}; run `kvsim calibrate` "
+                              f"again, or name the file (--cpu {path}) to use it anyway")
         cpu = cpu.with_changes(name="local", source=str(path),
                                notes=cpu.notes + (f"calibrated file: {path}",),
                                provenance={**cpu.provenance, "calibrated": True})
     else:
-        _announce(fallback_message(path))
+        from .calibrate import failed_path
+
+        msg = fallback_message(path)
+        failed = failed_path(path)
+        if failed.is_file():
+            from .calibrate_check import status_line
+
+            try:
+                sc = tomllib.loads(failed.read_text()).get("selfcheck")
+            except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+                sc = None
+            msg += f"; the last calibration ({failed}) is not used: {status_line(sc)}"
+        _announce(msg)
         cpu = sysfs_cpu(levels, ident, path)
+        if failed.is_file():
+            cpu = cpu.with_changes(notes=cpu.notes + (msg,))
     return apply_overrides(cpu, corr)
 
 
@@ -220,10 +240,9 @@ def core_is_known() -> bool:
     """Whether this machine's core is in the table of known cores, which gives `local` (and
     a calibration) its core size, miss buffers and TLBs: without it `local` has caches only
     and no timing model, calibrated or not."""
-    from .calibrate import cpu_identity, known_core
+    from .calibrate import cpu_identity, identity_core
 
-    ident = cpu_identity()
-    return known_core(ident.get("vendor", ""), ident.get("family"), ident.get("model")) is not None
+    return identity_core(cpu_identity()) is not None
 
 
 #: How tables, plots and JSON rows name the `local` preset when this machine has no
@@ -232,12 +251,17 @@ UNCALIBRATED_LABEL = "local (uncalibrated)"
 
 
 def is_calibrated(root: Path = SYSFS) -> bool:
-    """Whether this machine has a calibrated CPU file (what ``load_cpu("local")`` reads)."""
+    """Whether this machine has a calibrated CPU file that passed its self-check (what
+    ``load_cpu("local")`` reads)."""
     from .calibrate import cache_path, cpu_identity
+    from .calibrate_check import status_line
 
     try:
-        return cache_path(read_sysfs(root), cpu_identity()).is_file()
-    except ConfigError:
+        path = cache_path(read_sysfs(root), cpu_identity())
+        if not path.is_file():
+            return False
+        return status_line(tomllib.loads(path.read_text()).get("selfcheck")) is None
+    except (ConfigError, OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
         return False
 
 

@@ -44,6 +44,7 @@ latency it measures; N chases must overlap as the native run shows.
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
 from collections.abc import Sequence
@@ -74,12 +75,16 @@ class MicroError(Exception):
     """Bad input: a one-line message naming what and where."""
 
 
+@functools.lru_cache(maxsize=2)
 def cycle_lines(size: int, seed: int = 1) -> np.ndarray:
-    """The lines of a ``size``-byte working set in the order one random cycle visits them."""
+    """The lines of a ``size``-byte working set in the order one random cycle visits them
+    (read-only: the last two are kept, as a self-check simulates one set many times)."""
     n = size // LINE
     if n < 2:
         raise MicroError(f"--working-set: {size} B is less than two lines")
-    return np.random.default_rng(seed).permutation(n).astype(np.uint64)
+    out = np.random.default_rng(seed).permutation(n).astype(np.uint64)
+    out.setflags(write=False)
+    return out
 
 
 def _marker(flag: int) -> np.ndarray:
@@ -169,11 +174,12 @@ def write_trace(path: str | Path, size: int, chains: int = 1, steps: int = 20_00
 # --- predicted against native ------------------------------------------------------------
 
 def predict(cpu: CpuConfig, size: int, chains: int, steps: int, page_size: int,
-            mlp_loop: bool, seed: int = 1) -> dict[str, Any]:
-    """Simulated ns per chase load of one point, with the figures that explain it."""
+            mlp_loop: bool, seed: int = 1, warmup: int | None = None) -> dict[str, Any]:
+    """Simulated ns per chase load of one point, with the figures that explain it
+    (``warmup``: as :func:`chase_records`)."""
     from kvsim import sim
 
-    rec = chase_records(size, chains, steps, seed, mlp_loop=mlp_loop)
+    rec = chase_records(size, chains, steps, seed, warmup=warmup, mlp_loop=mlp_loop)
     res = sim.simulate(rec, cpu, page_size=page_size, validate=False)
     loads = steps * chains
     ns = res["cycles"] / cpu.freq_ghz / loads

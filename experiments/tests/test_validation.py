@@ -187,6 +187,24 @@ def test_the_calibration_used_is_recorded(run):
         "the predictions' copy of the calibration"
 
 
+def test_the_calibrations_self_check_is_on_the_page(run):
+    """The [selfcheck] of the file the predictions used: its status beside the file, then
+    every check and replayed point (a failed calibration is never used silently)."""
+    import tomllib
+
+    out, _, _, path = run
+    sc = tomllib.loads(path.read_text())["selfcheck"]
+    t = _table(out, "validation_calibration").set_index("field")["setting"]
+    want = "passed" if sc["status"] == "passed" else "NOT PASSED: it failed its self-check"
+    assert t["self-check of the calibration"].startswith(want)
+    check = _table(out, "validation_selfcheck")
+    assert list(check["item"][: len(sc["checks"])]) == [c["check"] for c in sc["checks"]]
+    assert len(check) == len(sc["checks"]) + len(sc["replay"])
+    off = check[check["ok"] == "no"]
+    assert len(off) == sum(not c["ok"] for c in sc["checks"]) + sum(
+        r["gated"] and abs(r["ratio"] - 1) > sc["tolerance"] for r in sc["replay"])
+
+
 def test_plots_draw_the_table_against_y_equals_x(run):
     from matplotlib.figure import Figure
 
@@ -225,9 +243,11 @@ def test_a_stale_calibration_is_measured_again(tmp_path, monkeypatch):
     path = cal.cache_path(read_sysfs())
     calls = []
 
-    def fake(output, quick):
+    def fake(output, quick):  # writes where the real one writes a calibration that passed
         calls.append(quick)
-        Path(output).write_text(old)
+        out = Path(output) if output is not None else path
+        out.write_text(old)
+        return out
 
     cal.calibrate(path, quick=True, max_bytes=4 << 20, rounds=1)
     old = path.read_text()

@@ -5,8 +5,8 @@
  * (medians over rounds, knees, the MLP ceiling, the CPU file) is Python's, in
  * sim/calibrate.py. The program does no analysis, so that what it prints is the raw data.
  *
- *   clock ITERS REPEATS              a dependent chain of adds: one add per cycle, against
- *                                    the thread's CPU time -> GHz, one figure per repeat
+ *   clock ITERS REPEATS              dependent chains of register multiplies and adds (known
+ *                                    latencies), against the thread's CPU time: ns per op
  *   chase PAGE LOADS REPEATS SIZE..  load-to-use latency by pointer chasing over a random
  *                                    cyclic permutation of SIZE bytes' cache lines (ns/load)
  *   mlp PAGE SIZE LOADS REPEATS N..  N independent chases through the same cycle at once:
@@ -164,28 +164,90 @@ static unsigned long long numArg(const char *s, const char *what) {
 
 /* --- Benchmarks --- */
 
-/* 16 dependent adds per iteration; the empty asm keeps each add (and its dependency) without
- * adding an instruction, and the loop's counter runs beside the chain. */
-#define ADD1 x += 1; __asm__ volatile("" : "+r"(x))
-#define ADD4 ADD1; ADD1; ADD1; ADD1
+/* The clock: dependent chains of register operations whose latency no core shortens,
+ * against the thread's CPU time.  Each chain is 16 operations per iteration, each taking
+ * the previous one's result and a loop-invariant register the compiler cannot see into
+ * (inline assembly, so neither the compiler nor a core's renamer can fold it):
+ *
+ *   x86-64:  "imul" (imul r64, r64: 3 cycles on every x86-64 core kvsim knows, Intel since
+ *            Nehalem, AMD since Zen) and "add" (add r64, r64: 1 cycle);
+ *   aarch64: "add" (add xd, xd, xm: 1 cycle) and "mul" (mul xd, xd, xm: its latency is
+ *            the core's, 2-5 cycles; the analysis reads it off against the add chain);
+ *   both:    "addi", an add of the immediate 1: the chain `kvsim calibrate` once took as
+ *            one add per cycle, which some cores (Intel's since Golden Cove) run several
+ *            per cycle by folding the immediates at rename.  Kept as a probe of that: it
+ *            never sets the clock.
+ *
+ * Prints, per chain, ns per operation (one figure per repeat); the chains alternate within
+ * each repeat so that a change of clock during the run reaches all of them.  The clock is
+ * the analysis's (sim/calibrate.py clock_estimate): latency / (ns per operation). */
+#define REP4(s) s s s s
+#define REP16(s) REP4(s) REP4(s) REP4(s) REP4(s)
+#define CLOCK_OPS 16
+#if defined(__x86_64__)
+#define CLOCK_ARCH "x86_64"
+#define CHAIN_MUL REP16("imulq %1, %0\n\t")
+#define CHAIN_ADD REP16("addq %1, %0\n\t")
+#define CHAIN_ADDI REP16("addq $1, %0\n\t")
+#define MUL_NAME "imul"
+#elif defined(__aarch64__)
+#define CLOCK_ARCH "aarch64"
+#define CHAIN_MUL REP16("mul %0, %0, %1\n\t")
+#define CHAIN_ADD REP16("add %0, %0, %1\n\t")
+#define CHAIN_ADDI REP16("add %0, %0, #1\n\t")
+#define MUL_NAME "mul"
+#endif
+
+#ifdef CLOCK_ARCH
+typedef enum { CHAIN_KIND_MUL, CHAIN_KIND_ADD, CHAIN_KIND_ADDI, CHAIN_KINDS } chainKind;
+static const char *const chainName[CHAIN_KINDS] = {MUL_NAME, "add", "addi"};
+
+static double chainNs(chainKind kind, unsigned long long iters, uint64_t *sink) {
+    uint64_t x = *sink | 1, k = 0x9e3779b97f4a7c15ull;
+    __asm__ volatile("" : "+r"(k)); /* opaque to the compiler */
+    double t0 = nowNs();
+    switch (kind) {
+    case CHAIN_KIND_MUL:
+        for (unsigned long long i = 0; i < iters; i++) __asm__ volatile(CHAIN_MUL : "+r"(x) : "r"(k));
+        break;
+    case CHAIN_KIND_ADD:
+        for (unsigned long long i = 0; i < iters; i++) __asm__ volatile(CHAIN_ADD : "+r"(x) : "r"(k));
+        break;
+    default:
+        for (unsigned long long i = 0; i < iters; i++) __asm__ volatile(CHAIN_ADDI : "+r"(x) : "r"(k));
+        break;
+    }
+    double t = nowNs() - t0;
+    *sink ^= x;
+    return t / ((double)iters * CLOCK_OPS);
+}
+
 static int benchClock(int argc, char **argv) {
     if (argc < 2) return 2;
     unsigned long long iters = numArg(argv[0], "ITERS"), reps = numArg(argv[1], "REPEATS");
-    printf("{\"bench\": \"clock\", \"adds_per_iteration\": 16, \"iterations\": %llu, \"ghz\": [",
-           iters);
-    for (unsigned long long r = 0; r < reps; r++) {
-        uint64_t x = 0;
-        double t0 = nowNs();
-        for (unsigned long long i = 0; i < iters; i++) {
-            ADD4; ADD4; ADD4; ADD4;
-        }
-        double t = nowNs() - t0;
-        if (x != 16 * iters) return 1;
-        printf("%s%.4f", r ? ", " : "", 16.0 * (double)iters / t);
+    static double ns[CHAIN_KINDS][1024];
+    if (reps > 1024) reps = 1024;
+    uint64_t sink = 0;
+    for (unsigned long long r = 0; r < reps; r++)
+        for (int c = 0; c < CHAIN_KINDS; c++) ns[c][r] = chainNs((chainKind)c, iters, &sink);
+    printf("{\"bench\": \"clock\", \"arch\": \"%s\", \"ops_per_iteration\": %d, "
+           "\"iterations\": %llu, \"ns_per_op\": {", CLOCK_ARCH, CLOCK_OPS, iters);
+    for (int c = 0; c < CHAIN_KINDS; c++) {
+        printf("%s\"%s\": [", c ? ", " : "", chainName[c]);
+        for (unsigned long long r = 0; r < reps; r++) printf("%s%.5f", r ? ", " : "", ns[c][r]);
+        printf("]");
     }
-    printf("]}\n");
+    printf("}, \"checksum\": %llu}\n", (unsigned long long)sink);
     return 0;
 }
+#else
+static int benchClock(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    printf("{\"bench\": \"clock\", \"arch\": \"other\", \"ns_per_op\": {}}\n");
+    return 0;
+}
+#endif
 
 static double chaseOnce(void **start, unsigned long long loads, void ***end) {
     void **p = start;

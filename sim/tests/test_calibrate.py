@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from kvsim import sim
 from kvsim.sim import calibrate as cal
+from kvsim.sim import calibrate_check as check
 from kvsim.sim import local
 
 KIB, MIB = 1024, 1024**2
@@ -119,12 +120,27 @@ def test_known_core_table():
 
 # --- the CPU file from raw measurements ----------------------------------------------------
 
+def clock_samples(ghz, add_cycles=1.0, addi_per_cycle=1.0, arch="x86_64"):
+    """`kvsim-calibrate clock` samples of a core at ``ghz`` (slower samples beside): imul 3
+    cycles, register add ``add_cycles``, immediate add ``addi_per_cycle`` per cycle."""
+    mul, add = ("imul", "add") if arch == "x86_64" else ("mul", "add")
+    lat = {"imul": 3.0, "mul": 3.0, "add": add_cycles}
+    ns = {mul: [lat[mul] / ghz * f for f in (1.02, 1.0)],
+          "add": [add_cycles / ghz * f for f in (1.0, 1.05)],
+          "addi": [1.0 / addi_per_cycle / ghz] * 2}
+    if arch == "aarch64":
+        ns["add"] = [1.0 / ghz] * 2
+        ns["mul"] = [add_cycles / ghz] * 2  # here: the mul chain's cycles
+    return {"arch": arch, "ns_per_op": ns}
+
+
 def synthetic_raw(ghz=3.5, walk=90.0, huge=1.0):
     sizes = cal.sweep_sizes(256 * MIB, 2)
     caps, lats = [32 * KIB, 1 * MIB, 8 * MIB], [1.15, 4.0, 16.0, 140.0]
     curve = cal.model_latency(sizes, caps, lats)
     return {
-        "sizes": sizes, "clock_ghz": [ghz - 0.01, ghz, ghz - 0.03],
+        "sizes": sizes, "clock": clock_samples(ghz),
+        "kernel_clock": {"cpu_mhz": [3000.0, 3000.0], "cpufreq_khz": {}, "model_ghz": None},
         "chase": {str(s): [float(v)] * 3 for s, v in zip(sizes, curve, strict=True)},
         "chase_top_4k": [float(curve[-1]) + walk] * 3, "huge_fraction_top": huge,
         "mlp": {str(n): [float(curve[-1]) / min(n, 18)] for n in cal.MLP_CHAINS},
@@ -221,7 +237,9 @@ def test_local_uses_the_calibrated_file(fake_sysfs):
     raw, _ = synthetic_raw()
     path = cal.cache_path(levels)
     path.parent.mkdir(parents=True)
-    path.write_text(cal.to_toml(cal.build_doc(raw, levels, cal.cpu_identity(), quick=True)))
+    doc = cal.build_doc(raw, levels, cal.cpu_identity(), quick=True)
+    doc["selfcheck"] = check.summarise([], [])  # passed: this test is about the lookup
+    path.write_text(cal.to_toml(doc))
     cpu = local.local_cpu(fake_sysfs)
     assert cpu.name == "local" and cpu.provenance["calibrated"] is True
     assert cpu.freq_ghz == pytest.approx(3.5) and "calibrated" in cpu.description
@@ -268,18 +286,32 @@ def test_calibrate_cli_tiny(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     out = tmp_path / "cpu.toml"
-    assert main(["calibrate", "--quick", "--max-size", "4MiB", "--rounds", "1",
-                 "-o", str(out)]) == 0
-    cpu = sim.load_cpu(str(out))
+    rc = main(["calibrate", "--quick", "--max-size", "4MiB", "--rounds", "1", "-o", str(out)])
+    cpu = sim.load_cpu(str(out))  # written either way, its self-check in it
     assert cpu.name == "local" and len(cpu.caches) == len(local.read_sysfs())
     doc = tomllib.loads(out.read_text())
     assert doc["meta"]["raw"]["sizes"][-1] == 4 * MIB
     assert doc["meta"]["provenance"]["machine"]["load_average_1m"] is not None
     assert not (tmp_path / "cache").exists(), "-o writes only there"
-    # without -o it goes to the cache, where `local` finds it
-    assert main(["calibrate", "--quick", "--max-size", "4MiB", "--rounds", "1"]) == 0
-    assert cal.cache_path(local.read_sysfs()).is_file()
-    assert sim.load_cpu("local").provenance["calibrated"] is True
+    # the exit status is the self-check's; a failure is one line naming the check
+    sc = doc["selfcheck"]
+    assert sc["status"] in ("passed", "failed") and sc["replay"]
+    assert rc == (0 if sc["status"] == "passed" else 1)
+    err = capsys.readouterr().err.splitlines()
+    errors = [x for x in err if x.startswith("kvsim: error")]
+    assert errors == ([] if rc == 0 else [errors[0]])
+    if rc:
+        assert sc["failed"][0] in errors[0]
+    # without -o it goes to the cache, where `local` finds it; a failed one goes beside it,
+    # and `local` stays the labelled fallback, saying why
+    rc = main(["calibrate", "--quick", "--max-size", "4MiB", "--rounds", "1"])
+    cached = cal.cache_path(local.read_sysfs())
+    assert cached.is_file() == (rc == 0) and cal.failed_path(cached).is_file() == (rc == 1)
+    cpu = sim.load_cpu("local")
+    assert cpu.provenance["calibrated"] is (rc == 0)
+    if rc:
+        assert "NOT calibrated" in cpu.description
+        assert any("is not used: it failed its self-check" in n for n in cpu.notes)
     assert "wrote" in capsys.readouterr().out
 
 
@@ -369,15 +401,22 @@ def test_from_raw_derives_the_same_file(tmp_path, monkeypatch):
     from kvsim.sim import local
 
     raw, _ = synthetic_raw()
-    monkeypatch.setattr(cal, "cpu_identity", lambda: ZEN4)
-    monkeypatch.setattr(local, "read_sysfs", lambda: LEVELS)
+    # derived on another machine: the measured one's geometry and identity are the file's
+    monkeypatch.setattr(cal, "cpu_identity", lambda: {**ZEN4, "model_name": "elsewhere"})
+    monkeypatch.setattr(local, "read_sysfs",
+                        lambda: [dict(x, size=2 * x["size"]) for x in LEVELS])
     monkeypatch.setattr(cal, "measure", lambda *a, **k: pytest.fail("measured"))
     src = tmp_path / "first.toml"
-    src.write_text(cal.to_toml(cal.build_doc(raw, LEVELS, ZEN4, quick=True)))
+    first = cal.build_doc(raw, LEVELS, ZEN4, quick=True, machine={"date_utc": "then"})
+    src.write_text(cal.to_toml(first))
     out = cal.calibrate(tmp_path / "again.toml", from_raw=src)
     a, b = sim.load_cpu(str(src)), sim.load_cpu(str(out))
     assert (a.caches, a.dram_latency_ns, a.tlb, a.freq_ghz) == \
         (b.caches, b.dram_latency_ns, b.tlb, b.freq_ghz)
+    again = tomllib.loads(out.read_text())
+    assert again["meta"]["machine_key"] == first["meta"]["machine_key"]
+    assert again["meta"]["measured_provenance"] == {"date_utc": "then"}
+    assert again["selfcheck"]["status"] in ("passed", "failed")
 
 
 # --- robustness under load: fastest sample, monotone curve, time budget --------------------

@@ -1,0 +1,392 @@
+"""A calibration that cannot lie: the clock `kvsim calibrate` trusts, and the checks a CPU
+file passes before `--cpu local` uses it.
+
+**The clock** (:func:`clock_estimate`). ``kvsim-calibrate clock`` times dependent chains of
+register operations (``sim/_calibrate/calibrate.c``): on x86-64 a chain of ``imul r64, r64``
+(3 cycles on every x86-64 core kvsim knows) sets the clock and a chain of ``add r64, r64``
+(1 cycle) checks it; on aarch64 the register add sets it and a ``mul`` chain checks that its
+latency comes out a whole number of cycles. A chain of adds of an immediate, which the
+first calibrations took as one add per cycle, is timed beside them and never trusted: some
+cores fold those at rename and run several per cycle (an Intel core of the Golden Cove
+line measured them at five per cycle), which made every cycle figure of a file five times
+too long.
+
+**The kernel's word** (:func:`kernel_clock`). The clock must fall within what the kernel
+reports: ``cpufreq``'s hardware range where the kernel has one, else (a guest, typically)
+the ``cpu MHz`` of ``/proc/cpuinfo``, which is the TSC's rate there, near the nominal
+clock; a turbo clock runs above it, so the band is :data:`NOMINAL_BAND` of it.
+
+**Plausibility** (:func:`plausibility`): each figure within what every core kvsim may meet
+has (an L1 hit in 2.5-8 cycles, every level slower than the one before and DRAM slower
+still, a private level's fitted capacity near its sysfs size, non-memory work below the
+core's width).
+
+**The replay** (:func:`replay`): calibrate.c's own microbenchmarks (the pointer chases at
+every size with the page size the native run had, the 4 KiB-page chases, the parallel
+chases), as :mod:`kvsim.sim.micro` traces them, simulated on the CPU file about to be
+written and set beside what they measured natively. Every point must be within
+:data:`TOLERANCE`. The work kernels are replayed too (one load of the kernel's piece, the
+traces' instruction count as its gap) and shown, but not gated: the model retires every
+gap instruction at one rate (the width, or ``[core] sustained_ipc``), so until the traces
+mark the kind of work a gap is, their row says how far that one rate is from each kernel.
+
+**Agreement** (:func:`agreement`): a quick and a full calibration of the same machine must
+agree within :data:`TOLERANCE` on the clock, each level's latency and DRAM.
+
+All of it goes into the file's ``[selfcheck]`` table (:func:`summarise`): ``status``
+(``passed``/``failed``), ``failed`` (one line per failed check), the checks and the replay's
+rows. `--cpu local` refuses a file whose status is not ``passed`` (kvsim.sim.local).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+#: Largest relative difference a replayed point, or a quick and a full run, may show.
+TOLERANCE = 0.10
+#: The chain of known latency that sets the clock, and the one that checks it, per
+#: architecture: (chain, cycles per operation); None = read off, must be a whole number.
+CLOCK_CHAINS = {
+    "x86_64": {"primary": ("imul", 3), "cross": ("add", 1)},
+    "aarch64": {"primary": ("add", 1), "cross": ("mul", None)},
+}
+#: Without cpufreq the kernel's ``cpu MHz`` is the nominal (TSC) rate: a turbo clock runs
+#: above it (server parts to about 1.6x, desktop parts to about 2x), a throttled one below.
+NOMINAL_BAND = (0.5, 2.0)
+#: With cpufreq, its [cpuinfo_min_freq, cpuinfo_max_freq] widened by this fraction.
+CPUFREQ_MARGIN = 0.05
+#: No core shipped runs outside this; the band when the kernel reports nothing.
+ABSOLUTE_GHZ = (0.5, 6.5)
+#: An L1 data-cache hit, load to use, on any core kvsim may meet (3-6 on the presets' cores).
+L1_CYCLES = (2.5, 8.0)
+#: A private level's fitted capacity against its sysfs size.
+PRIVATE_CAPACITY = (0.5, 1.25)
+#: DRAM load-to-use latency, ns.
+DRAM_NS = (40.0, 500.0)
+#: Fewest instructions per cycle c_ref's cache-resident kernels may retire (the dependent
+#: CRC steps retire about 2 on every core measured; a quarter of that is a broken clock).
+WORK_IPC_MIN = 0.5
+#: The longest warm-up of a replayed chase, in loads (see steady_warmup).
+WARMUP_MAX = 1 << 21
+
+
+def fastest(xs: Sequence[float]) -> float:
+    return float(min(xs))
+
+
+# --- the clock --------------------------------------------------------------------------
+
+def clock_estimate(clock: dict) -> dict:
+    """The clock from ``kvsim-calibrate clock`` samples (``{"arch", "ns_per_op": {chain:
+    [ns, ...]}}``, every sample of every round): ``ghz`` from the fastest sample of the
+    primary chain; ``cross_cycles``, the cross chain's cycles per operation at that clock
+    (its fastest sample), and ``cross_error``, its relative distance from the chain's known
+    latency (or from the nearest whole number); ``addi_per_cycle``, the immediate adds per
+    cycle (1 on a core that does not fold them). ``error``: why there is no clock."""
+    arch = clock.get("arch", "")
+    ns = clock.get("ns_per_op") or {}
+    spec = CLOCK_CHAINS.get(arch)
+    out: dict = {"arch": arch, "ghz": None}
+    if spec is None:
+        out["error"] = f"no chain of known latency on {arch or 'this architecture'}"
+        return out
+    (pname, plat), (cname, clat) = spec["primary"], spec["cross"]
+    if not ns.get(pname) or not ns.get(cname):
+        out["error"] = f"the {pname} and {cname} chains were not timed"
+        return out
+    ghz = plat / fastest(ns[pname])
+    cross = fastest(ns[cname]) * ghz
+    want = clat if clat is not None else max(1, round(cross))
+    out.update(ghz=ghz, primary=pname, primary_latency=plat, cross=cname,
+               cross_cycles=cross, cross_latency=want, cross_error=cross / want - 1.0)
+    if ns.get("addi"):
+        out["addi_per_cycle"] = 1.0 / (fastest(ns["addi"]) * ghz)
+    return out
+
+
+def kernel_clock(cpuinfo: Path = Path("/proc/cpuinfo"),
+                 cpufreq: Path = Path("/sys/devices/system/cpu/cpu0/cpufreq")) -> dict:
+    """What the kernel reports of the clock: ``cpu_mhz`` (every CPU's line of
+    /proc/cpuinfo), ``cpufreq_khz`` (cpuinfo_min_freq, cpuinfo_max_freq, base_frequency
+    where present), ``model_ghz`` (the "@ x.xxGHz" of the model name, if any)."""
+    out: dict = {"cpu_mhz": [], "cpufreq_khz": {}, "model_ghz": None}
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        text = ""
+    for line in text.splitlines():
+        k, _, v = (s.strip() for s in line.partition(":"))
+        if k == "cpu MHz":
+            try:
+                out["cpu_mhz"].append(float(v))
+            except ValueError:
+                pass
+        elif k == "model name" and out["model_ghz"] is None:
+            m = re.search(r"@\s*([0-9.]+)\s*GHz", v)
+            if m:
+                out["model_ghz"] = float(m.group(1))
+    for name in ("cpuinfo_min_freq", "cpuinfo_max_freq", "base_frequency"):
+        try:
+            out["cpufreq_khz"][name] = int((cpufreq / name).read_text().strip())
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def kernel_band(k: dict) -> tuple[float, float, str]:
+    """The clock range (GHz) the kernel's report allows, and where it comes from."""
+    f = k.get("cpufreq_khz") or {}
+    if f.get("cpuinfo_max_freq"):
+        lo = f.get("cpuinfo_min_freq", 0) / 1e6 * (1 - CPUFREQ_MARGIN)
+        hi = f["cpuinfo_max_freq"] / 1e6 * (1 + CPUFREQ_MARGIN)
+        return lo, hi, "cpufreq cpuinfo_min_freq..cpuinfo_max_freq"
+    nominal = max(k.get("cpu_mhz") or [0.0]) / 1000.0 or (k.get("model_ghz") or 0.0)
+    if nominal > 0:
+        return (NOMINAL_BAND[0] * nominal, NOMINAL_BAND[1] * nominal,
+                f"{NOMINAL_BAND[0]:g}-{NOMINAL_BAND[1]:g} x the nominal {nominal:.3f} GHz "
+                "(/proc/cpuinfo cpu MHz; no cpufreq)")
+    return ABSOLUTE_GHZ[0], ABSOLUTE_GHZ[1], "no clock from the kernel: the range of all cores"
+
+
+# --- the checks ---------------------------------------------------------------------------
+
+def _check(name: str, ok: bool, detail: str) -> dict:
+    return {"check": name, "ok": bool(ok), "detail": detail}
+
+
+def clock_checks(est: dict, kernel: dict) -> list[dict]:
+    """The clock's method (its two chains agree) and its range (the kernel's; also for the
+    ``untrusted_ghz`` of a file of the old method)."""
+    ghz = est.get("ghz") or est.get("untrusted_ghz")
+    out = []
+    if est.get("ghz") is None:
+        out.append(_check("clock.method", False, f"clock: {est.get('error', 'not measured')}"))
+    else:
+        out.append(_check(
+            "clock.method", abs(est["cross_error"]) <= TOLERANCE,
+            f"clock: {est['primary']} chain at {est['primary_latency']} cycles gives "
+            f"{est['ghz']:.3f} GHz; the {est['cross']} chain then takes "
+            f"{est['cross_cycles']:.2f} cycles per operation (want {est['cross_latency']}, "
+            f"within {TOLERANCE:.0%})"))
+    if ghz:
+        lo, hi, why = kernel_band(kernel)
+        out.append(_check("clock.kernel", lo <= ghz <= hi,
+                          f"clock: {ghz:.3f} GHz against {lo:.2f}-{hi:.2f} GHz ({why})"))
+    return out
+
+
+def plausibility(doc: dict, levels: list[dict], fit: dict, work: dict | None) -> list[dict]:
+    """Each figure of the file within what a real core has (module docstring)."""
+    out = []
+    ghz = doc["freq_ghz"]
+    caches = doc["cache"]
+    l1 = fit["latency_ns"][0] * ghz
+    out.append(_check("l1.latency", L1_CYCLES[0] <= l1 <= L1_CYCLES[1],
+                      f"L1D hit {l1:.1f} cycles ({fit['latency_ns'][0]:.2f} ns x {ghz:.3f} "
+                      f"GHz), want {L1_CYCLES[0]:g}-{L1_CYCLES[1]:g}"))
+    names = [c["name"] for c in caches] + ["DRAM"]
+    lat = list(fit["latency_ns"][: len(caches)]) + [doc["dram"]["latency_ns"]]
+    for i in range(1, len(lat)):
+        out.append(_check(f"order.{names[i]}", lat[i] > lat[i - 1],
+                          f"{names[i]} {lat[i]:.2f} ns against {names[i - 1]} "
+                          f"{lat[i - 1]:.2f} ns: a level must be slower than the one before"))
+    for i, x in enumerate(levels[:-1]):
+        r = fit["capacity"][i] / x["size"]
+        out.append(_check(
+            f"capacity.{names[i]}", PRIVATE_CAPACITY[0] <= r <= PRIVATE_CAPACITY[1],
+            f"{names[i]} fitted at {fit['capacity'][i] / 1024:.0f} KiB against sysfs "
+            f"{x['size'] // 1024} KiB ({r:.2f}x; want {PRIVATE_CAPACITY[0]:g}-"
+            f"{PRIVATE_CAPACITY[1]:g}x)"))
+    if levels:
+        r = fit["capacity"][-1] / levels[-1]["size"]
+        out.append(_check(f"capacity.{names[len(levels) - 1]}", r <= PRIVATE_CAPACITY[1],
+                          f"{names[len(levels) - 1]} fitted at {r:.2f}x its sysfs size "
+                          f"(want at most {PRIVATE_CAPACITY[1]:g}x)"))
+    d = doc["dram"]["latency_ns"]
+    out.append(_check("dram.latency", DRAM_NS[0] <= d <= DRAM_NS[1],
+                      f"DRAM {d:.1f} ns, want {DRAM_NS[0]:g}-{DRAM_NS[1]:g}"))
+    width = (doc.get("core") or {}).get("width")
+    if work is not None and width:
+        hi = max(p["ipc"] for p in work["points"].values())
+        lo = min(p["ipc"] for p in work["points"].values())
+        out.append(_check("work.ipc", WORK_IPC_MIN <= lo and hi <= width,
+                          f"c_ref's kernels at {lo:.2f}-{hi:.2f} instructions per cycle "
+                          f"(want {WORK_IPC_MIN:g} to the width, {width})"))
+    return out
+
+
+# --- the replay ---------------------------------------------------------------------------
+
+def _row(point: str, measured: float, predicted: float, gated: bool = True,
+         why: str = "") -> dict:
+    r = {"point": point, "measured_ns": round(measured, 3), "predicted_ns": round(predicted, 3),
+         "ratio": round(predicted / measured, 4), "gated": gated}
+    if why:
+        r["note"] = why
+    return r
+
+
+def steady_warmup(size: int) -> int:
+    """Chase loads before a replayed point is timed: twice round the cycle, as the native
+    program's repeats go round it many times (the caches reach their steady state under
+    any replacement), at most :data:`WARMUP_MAX`; a larger set is served by memory anyway."""
+    return min(2 * (size // 64), WARMUP_MAX)
+
+
+def replay(cpu, raw: dict, *, steps: int = 20_000, log=lambda m: None) -> list[dict]:
+    """The native microbenchmarks beside their simulation on ``cpu`` (rows of
+    ``point``, ``measured_ns`` (the fastest sample), ``predicted_ns``, ``ratio``,
+    ``gated``)."""
+    from . import micro
+
+    rows = []
+    huge = (raw.get("huge_fraction_top") or 0.0) >= 0.5
+    top_page = 2 * 1024 * 1024 if huge else 4096
+    sizes = raw["sizes"]
+    log(f"self-check: {len(sizes)} chases with {top_page // 1024} KiB pages")
+    for s in sizes:
+        p = micro.predict(cpu, s, 1, steps, top_page, False, warmup=steady_warmup(s))
+        p = p["ns_per_load"]
+        rows.append(_row(f"chase {_fmt(s)} {top_page // 1024}K", fastest(raw["chase"][str(s)]), p))
+    for k, v in sorted((raw.get("chase_4k") or {}).items(), key=lambda kv: int(kv[0])):
+        s = int(k)
+        p = micro.predict(cpu, s, 1, steps, 4096, False, warmup=steady_warmup(s))
+        p = p["ns_per_load"]
+        rows.append(_row(f"chase {_fmt(s)} 4K", fastest(v), p))
+    top = sizes[-1]
+    log("self-check: parallel chases")
+    for k, v in sorted((raw.get("mlp") or {}).items(), key=lambda kv: int(kv[0])):
+        n = int(k)
+        p = micro.predict(cpu, top, n, max(1, steps // n), top_page, True)["ns_per_load"]
+        rows.append(_row(f"mlp {_fmt(top)} x{n}", fastest(v), p))
+    for key, v in sorted((raw.get("work") or {}).items()):
+        kind, chunk = key.split("/")
+        rows.append(_row(f"work {key}", fastest(v), work_predict(cpu, kind, int(chunk)),
+                         gated=False,
+                         why="shown, not gated: the model retires every gap instruction at "
+                             "one rate (issue 42 section 2)"))
+    return rows
+
+
+def work_predict(cpu, kind: str, chunk: int, calls: int = 4000) -> float:
+    """Simulated ns per call of ``kvsim-calibrate work KIND CHUNK``: per call one load of
+    its piece of the 16 KiB buffer with the trace's instruction count as its gap, after a
+    warm-up pass over the buffer (simulated, not counted)."""
+    import numpy as np
+
+    from kvsim import sim, traces
+
+    from .calibrate import WORK_BUF, work_instructions
+
+    instr = work_instructions(kind, chunk)
+    per = max(1, WORK_BUF // chunk)
+    warm = per  # once over the buffer, as calibrate.c's repeat 0 warms the caches
+
+    def block(n: int) -> np.ndarray:
+        rec = np.zeros(n, dtype=traces.RECORD_DTYPE)
+        rec["kind"] = traces.KIND_LOAD
+        rec["addr"] = 0x7F00_0000_0000 + (np.arange(n) % per) * chunk
+        rec["size"] = min(chunk, 8)
+        # the gaps' mean is the trace's count (a fraction spread over the calls)
+        cum = np.floor(np.arange(1, n + 1) * instr)
+        rec["gap"] = np.diff(np.concatenate([[0.0], cum])).astype(np.uint32)
+        return rec
+
+    def marker(flag: int) -> np.ndarray:
+        m = np.zeros(1, dtype=traces.RECORD_DTYPE)
+        m["kind"], m["flags"] = traces.KIND_MARKER, flag
+        return m
+
+    rec = np.concatenate([marker(traces.MARK_WARMUP_BEGIN), block(warm),
+                          marker(traces.MARK_WARMUP_END), block(calls)])
+    res = sim.simulate(rec, cpu, page_size=4096, validate=False)
+    return res["cycles"] / cpu.freq_ghz / calls
+
+
+def _fmt(size: int) -> str:
+    for unit, f in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= f:
+            v = size / f
+            return f"{v:.0f}{unit}" if v == int(v) else f"{v:.3g}{unit}"
+    return f"{size}B"
+
+
+def replay_checks(rows: list[dict]) -> list[dict]:
+    """One check per gated replayed point outside :data:`TOLERANCE`, or one that all pass."""
+    bad = [r for r in rows if r["gated"] and abs(r["ratio"] - 1.0) > TOLERANCE]
+    if not bad:
+        n = sum(r["gated"] for r in rows)
+        return [_check("replay", True, f"all {n} replayed points within {TOLERANCE:.0%}")]
+    worst = max(bad, key=lambda r: abs(r["ratio"] - 1.0))
+    return [_check("replay", False,
+                   f"replay: {len(bad)} of {sum(r['gated'] for r in rows)} points off by more "
+                   f"than {TOLERANCE:.0%}, worst {worst['point']}: predicted "
+                   f"{worst['predicted_ns']:.2f} ns against {worst['measured_ns']:.2f} native "
+                   f"({worst['ratio']:.2f}x)")]
+
+
+# --- quick against full -------------------------------------------------------------------
+
+def key_figures(doc: dict) -> dict[str, float]:
+    """The figures a quick and a full calibration must agree on: the clock, each level's
+    fitted latency (ns) and DRAM (ns)."""
+    fit = doc["meta"]["fit"]
+    names = [c["name"] for c in doc["cache"]]
+    out = {"clock GHz": float(doc["freq_ghz"])}
+    for n, v in zip(names, fit["latency_ns"], strict=False):
+        out[f"{n} ns"] = float(v)
+    out["DRAM ns"] = float(doc["dram"]["latency_ns"])
+    return out
+
+
+def agreement(doc: dict, other: dict, other_name: str) -> list[dict]:
+    """This calibration against another of the same machine (quick against full)."""
+    a, b = key_figures(doc), key_figures(other)
+    out = []
+    for k in a:
+        if k in b and b[k] > 0:
+            r = a[k] / b[k]
+            out.append(_check(f"agree.{k.split()[0]}", abs(r - 1.0) <= TOLERANCE,
+                              f"{k} {a[k]:.3f} against {b[k]:.3f} in {other_name} ({r:.2f}x, "
+                              f"want within {TOLERANCE:.0%})"))
+    return out
+
+
+def summarise(checks: list[dict], rows: list[dict], against: str | None = None) -> dict:
+    """The ``[selfcheck]`` table."""
+    failed = [c["detail"] for c in checks if not c["ok"]]
+    out = {"status": "failed" if failed else "passed", "tolerance": TOLERANCE,
+           "failed": failed, "checks": checks, "replay": rows}
+    if against:
+        out["against"] = against
+    return out
+
+
+def status_line(sc: dict | None) -> str | None:
+    """Why a file may not be used as `local`, or None when it passed its self-check."""
+    if not sc:
+        return ("it has no self-check (written by a kvsim whose calibration did not check "
+                "itself)")
+    if sc.get("status") != "passed":
+        failed = sc.get("failed") or ["status " + str(sc.get("status"))]
+        return f"it failed its self-check: {failed[0]}"
+    return None
+
+
+def table(sc: dict) -> str:
+    """The self-check as a Markdown table (for the validation page)."""
+    lines = [f"Self-check: **{sc['status']}** (tolerance {sc['tolerance']:.0%})", "",
+             "| check | ok | detail |", "|---|---|---|"]
+    lines += [f"| {c['check']} | {'yes' if c['ok'] else '**no**'} | {c['detail']} |"
+              for c in sc["checks"]]
+    lines += ["", "| point | native ns | predicted ns | predicted / native | gated |",
+              "|---|---|---|---|---|"]
+    for r in sc["replay"]:
+        off = r["gated"] and abs(r["ratio"] - 1) > sc["tolerance"]
+        ratio = f"**{r['ratio']:.2f}**" if off else f"{r['ratio']:.2f}"
+        lines.append(f"| {r['point']} | {r['measured_ns']:.2f} | {r['predicted_ns']:.2f} | "
+                     f"{ratio} | {'yes' if r['gated'] else 'no'} |")
+    return "\n".join(lines)
+

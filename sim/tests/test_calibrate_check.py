@@ -1,0 +1,234 @@
+"""A calibration that cannot lie: the clock's chains and the kernel's range, each
+plausibility check, the replay of the microbenchmarks, quick against full, and `local`
+refusing a file that failed (sim/calibrate_check.py)."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+from test_calibrate import LEVELS, ZEN4, clock_samples, fake_sysfs, synthetic_raw  # noqa: F401
+
+from kvsim import sim
+from kvsim.sim import calibrate as cal
+from kvsim.sim import calibrate_check as check
+from kvsim.sim import local
+
+KERNEL_3GHZ = {"cpu_mhz": [3000.0], "cpufreq_khz": {}, "model_ghz": None}
+
+
+def by_name(checks):
+    return {c["check"]: c for c in checks}
+
+
+# --- the clock ----------------------------------------------------------------------------
+
+def test_the_clock_is_the_multiply_chains():
+    est = check.clock_estimate(clock_samples(3.5, addi_per_cycle=5.0))
+    assert est["ghz"] == pytest.approx(3.5) and est["primary"] == "imul"
+    assert est["cross_cycles"] == pytest.approx(1.0) and abs(est["cross_error"]) < 1e-9
+    # the folding core's immediate adds are seen, and never set the clock
+    assert est["addi_per_cycle"] == pytest.approx(5.0)
+    assert all(c["ok"] for c in check.clock_checks(est, KERNEL_3GHZ))
+
+
+def test_aarch64_reads_the_multiply_latency_off_the_add_chain():
+    est = check.clock_estimate(clock_samples(2.6, add_cycles=4.0, arch="aarch64"))
+    assert est["ghz"] == pytest.approx(2.6) and est["cross_latency"] == 4
+    assert by_name(check.clock_checks(est, {"cpu_mhz": [2600.0]}))["clock.method"]["ok"]
+    odd = check.clock_estimate(clock_samples(2.6, add_cycles=3.5, arch="aarch64"))
+    assert not by_name(check.clock_checks(odd, {"cpu_mhz": [2600.0]}))["clock.method"]["ok"]
+
+
+def test_a_folding_probe_is_refused():
+    """The chains of a core that runs 'adds' five per cycle: the register add chain
+    disagrees with the multiplies, and a clock read off it is outside the kernel's range."""
+    folding = check.clock_estimate(clock_samples(3.0, add_cycles=0.2))
+    got = by_name(check.clock_checks(folding, KERNEL_3GHZ))
+    assert not got["clock.method"]["ok"] and "0.20 cycles" in got["clock.method"]["detail"]
+    # a clock five times the kernel's (as the add chain would give) fails the kernel check
+    fast = check.clock_estimate(clock_samples(15.0))
+    got = by_name(check.clock_checks(fast, KERNEL_3GHZ))
+    assert got["clock.method"]["ok"] and not got["clock.kernel"]["ok"]
+    assert "15.000 GHz against 1.50-6.00 GHz" in got["clock.kernel"]["detail"]
+
+
+def test_the_old_add_chain_clock_fails_the_self_check():
+    """A file of the old method (an add-immediate chain read as one add per cycle, as the
+    15 GHz calibration of an Intel core) derives again only marked failed."""
+    raw, _ = synthetic_raw()
+    del raw["clock"]
+    raw["clock_ghz"] = [15.055, 14.9]
+    doc = cal.build_doc(raw, LEVELS, ZEN4, quick=True)
+    assert doc["freq_ghz"] == 15.055 and "untrusted" in doc["src"]["freq_ghz"]
+    sc = cal.run_self_check(doc, raw, LEVELS)
+    assert sc["status"] == "failed"
+    assert sc["failed"][0].startswith("clock: measured by a chain of adds of an immediate")
+    assert any("15.055 GHz against" in f for f in sc["failed"])
+
+
+def test_a_machine_without_a_known_chain_has_no_clock():
+    est = check.clock_estimate({"arch": "other", "ns_per_op": {}})
+    assert est["ghz"] is None
+    [c] = check.clock_checks(est, KERNEL_3GHZ)
+    assert not c["ok"] and "no chain of known latency" in c["detail"]
+
+
+def test_kernel_clock_and_band(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nmodel name\t: Some CPU @ 2.10GHz\ncpu MHz\t\t: 2100.5\n\n"
+                    "processor\t: 1\ncpu MHz\t\t: 3400.0\n")
+    freq = tmp_path / "cpufreq"
+    k = check.kernel_clock(info, freq)
+    assert k["cpu_mhz"] == [2100.5, 3400.0] and k["model_ghz"] == 2.1 and not k["cpufreq_khz"]
+    lo, hi, why = check.kernel_band(k)
+    assert (lo, hi) == pytest.approx((1.7, 6.8)) and "nominal 3.400" in why
+    freq.mkdir()
+    (freq / "cpuinfo_min_freq").write_text("800000\n")
+    (freq / "cpuinfo_max_freq").write_text("4000000\n")
+    lo, hi, why = check.kernel_band(check.kernel_clock(info, freq))
+    assert (lo, hi) == pytest.approx((0.76, 4.2)) and why.startswith("cpufreq")
+    assert check.kernel_band({}) == (*check.ABSOLUTE_GHZ, check.kernel_band({})[2])
+
+
+# --- plausibility -------------------------------------------------------------------------
+
+def _doc(**fit_changes):
+    raw, _ = synthetic_raw()
+    doc = cal.build_doc(raw, LEVELS, ZEN4, quick=True)
+    doc["meta"]["fit"] = dict(doc["meta"]["fit"], **fit_changes)
+    return doc
+
+
+def _plaus(doc):
+    return by_name(check.plausibility(doc, LEVELS, doc["meta"]["fit"],
+                                      doc["meta"]["raw"]["work_ipc"]))
+
+
+def test_a_plausible_file_passes_every_check():
+    got = _plaus(_doc())
+    assert all(c["ok"] for c in got.values()), [c for c in got.values() if not c["ok"]]
+    assert set(got) >= {"l1.latency", "order.L2", "order.L3", "order.DRAM", "capacity.L1D",
+                        "capacity.L2", "capacity.L3", "dram.latency", "work.ipc"}
+
+
+def test_an_l1_of_25_cycles_is_implausible():
+    got = _plaus(_doc(latency_ns=[25 / 3.5, 30.0, 60.0, 140.0]))
+    assert not got["l1.latency"]["ok"] and "25.0 cycles" in got["l1.latency"]["detail"]
+
+
+def test_a_level_faster_than_the_one_below_is_implausible():
+    got = _plaus(_doc(latency_ns=[1.15, 20.0, 16.0, 140.0]))
+    assert got["order.L2"]["ok"] and not got["order.L3"]["ok"]
+    doc = _doc()
+    doc["dram"]["latency_ns"] = 10.0
+    got = _plaus(doc)
+    assert not got["order.DRAM"]["ok"] and not got["dram.latency"]["ok"]
+
+
+def test_a_private_level_far_from_its_sysfs_size_is_implausible():
+    doc = _doc()
+    caps = list(doc["meta"]["fit"]["capacity"])
+    got = _plaus(_doc(capacity=[caps[0] / 4, caps[1], caps[2]]))
+    assert not got["capacity.L1D"]["ok"] and got["capacity.L2"]["ok"]
+    got = _plaus(_doc(capacity=[caps[0], caps[1], 4 * LEVELS[2]["size"]]))
+    assert not got["capacity.L3"]["ok"]
+
+
+def test_work_faster_than_the_width_is_implausible():
+    doc = _doc()
+    pts = doc["meta"]["raw"]["work_ipc"]["points"]
+    next(iter(pts.values()))["ipc"] = 7.5  # more than Zen 4's 6 per cycle
+    assert not _plaus(doc)["work.ipc"]["ok"]
+
+
+# --- the replay ---------------------------------------------------------------------------
+
+def _predicted_raw(raw, cpu):
+    """``raw`` with every chase and parallel chase at the model's own prediction."""
+    rows = check.replay(cpu, raw, steps=4000)
+    new = dict(raw, chase=dict(raw["chase"]), chase_4k=dict(raw.get("chase_4k") or {}),
+               mlp=dict(raw["mlp"]))
+    for r in rows:
+        kind, *rest = r["point"].split()
+        if kind == "chase":
+            size = next(s for s in raw["sizes"] + [int(k) for k in new["chase_4k"]]
+                        if check._fmt(s) == rest[0])
+            table = new["chase"] if rest[1] != "4K" else new["chase_4k"]
+            table[str(size)] = [r["predicted_ns"]]
+        elif kind == "mlp":
+            new["mlp"][rest[1][1:]] = [r["predicted_ns"]]
+    return new
+
+
+def test_the_replay_passes_a_machine_the_file_describes_and_names_the_point_it_misses():
+    raw, _ = synthetic_raw()
+    raw["sizes"] = raw["sizes"][::3]
+    raw["mlp"] = {k: v for k, v in raw["mlp"].items() if k in ("1", "4", "16")}
+    raw["work"] = {}
+    doc = cal.build_doc(raw, LEVELS, ZEN4, quick=True)
+    cpu = sim.parse_cpu(tomllib.loads(cal.to_toml(doc)))
+    same = _predicted_raw(raw, cpu)
+    rows = check.replay(cpu, same, steps=4000)
+    [ok] = check.replay_checks(rows)
+    assert ok["ok"] and all(r["ratio"] == pytest.approx(1.0, abs=0.002) for r in rows)
+    # one point 30 % slower natively than the file says: refused, that point named
+    off = dict(same, chase=dict(same["chase"]))
+    mid = str(raw["sizes"][len(raw["sizes"]) // 2])
+    off["chase"][mid] = [v * 1.3 for v in same["chase"][mid]]
+    [bad] = check.replay_checks(check.replay(cpu, off, steps=4000))
+    assert not bad["ok"] and f"chase {check._fmt(int(mid))} 2048K" in bad["detail"]
+    assert "1 of" in bad["detail"] and "(0.77x)" in bad["detail"]
+
+
+def test_work_rows_are_shown_not_gated():
+    raw, _ = synthetic_raw()
+    doc = cal.build_doc(raw, LEVELS, ZEN4, quick=True)
+    cpu = sim.parse_cpu(tomllib.loads(cal.to_toml(doc)))
+    ns = check.work_predict(cpu, "crc64", 512)
+    # a cache-resident kernel at the width: its instructions over 6 per cycle, plus little
+    assert ns == pytest.approx(cal.work_instructions("crc64", 512) / 6 / 3.5, rel=0.1)
+    rows = [check._row("work crc64/512", 3 * ns, ns, gated=False)]
+    assert check.replay_checks(rows)[0]["ok"]
+
+
+# --- quick against full, the file, `local` --------------------------------------------------
+
+def test_quick_and_full_must_agree():
+    raw, _ = synthetic_raw()
+    a = cal.build_doc(raw, LEVELS, ZEN4, quick=True)
+    assert all(c["ok"] for c in check.agreement(a, a, "same.toml"))
+    b = cal.build_doc(dict(raw, clock=clock_samples(3.5 * 1.15)), LEVELS, ZEN4, quick=False)
+    got = by_name(check.agreement(a, b, "full.toml"))
+    assert not got["agree.clock"]["ok"] and "full.toml" in got["agree.clock"]["detail"]
+
+
+def test_the_self_check_travels_in_the_file_and_local_refuses_a_failed_one(fake_sysfs):  # noqa: F811
+    levels = local.read_sysfs(fake_sysfs)
+    raw, _ = synthetic_raw()
+    raw["clock"] = clock_samples(3.5, add_cycles=0.2)  # a folding core's probe
+    doc = cal.build_doc(raw, levels, cal.cpu_identity(), quick=True)
+    doc["selfcheck"] = check.summarise(check.clock_checks(
+        check.clock_estimate(raw["clock"]), KERNEL_3GHZ), [])
+    path = cal.cache_path(levels)
+    path.parent.mkdir(parents=True)
+    path.write_text(cal.to_toml(doc))
+    back = tomllib.loads(path.read_text())["selfcheck"]
+    assert back == doc["selfcheck"] and back["status"] == "failed"
+    with pytest.raises(sim.ConfigError, match="failed its self-check: clock: imul chain"):
+        local.local_cpu(fake_sysfs)
+    # named explicitly, the file loads, its status in its provenance
+    assert sim.load_cpu(str(path)).provenance["selfcheck"]["status"] == "failed"
+    # a file without a self-check (an older kvsim's) is refused too
+    del doc["selfcheck"]
+    path.write_text(cal.to_toml(doc))
+    with pytest.raises(sim.ConfigError, match="has no self-check"):
+        local.local_cpu(fake_sysfs)
+    assert "| clock.method | **no** |" in check.table(back)
+
+
+def test_a_core_behind_another_model_number_is_known_by_its_features():
+    amx = ["fpu", "avx512f", "amx_tile"]
+    assert cal.known_core("GenuineIntel", 6, 167, amx)["core"].startswith("Intel Golden Cove")
+    assert cal.known_core("GenuineIntel", 6, 167, ["fpu", "avx512f"]) is None
+    assert cal.known_core("AuthenticAMD", 25, 300, amx) is None
