@@ -267,7 +267,7 @@ def render_validation(doc: dict[str, Any], result: str) -> str:
 
 
 #: the validation's runs, one per machine it was published from (``--publish-as``)
-for _name in ("validation", "validation-zen5"):
+for _name in ("validation", "validation-zen5", "validation-xeon-m167"):
     rendering(_name, f"results/experiments/{_name}.json")(
         lambda doc, _r=f"results/experiments/{_name}.json": render_validation(doc, _r))
 
@@ -279,7 +279,18 @@ def _register_experiment(name: str) -> None:
 
 #: the validations the trust table (README.md) summarises, one per machine
 TRUST = {"results/experiments/validation.json": "Zen 4 guest",
-         "results/experiments/validation-zen5.json": "Zen 5 guest"}
+         "results/experiments/validation-zen5.json": "Zen 5 guest",
+         "results/experiments/validation-xeon-m167.json": "Intel Xeon guest"}
+
+
+def _calibration_verdict(tables: dict[str, Any]) -> str:
+    """The self-check of the calibration a validation predicted with, as its table says
+    (validations from before the self-check existed have no such row)."""
+    cal = tables.get("validation_calibration")
+    said = dict(cal["rows"]).get("self-check of the calibration") if cal else None
+    if said is None:
+        return "not self-checked (before the check existed)"
+    return "passed" if str(said).lower().startswith("passed") else "failed its self-check"
 
 
 @rendering("trust", next(iter(TRUST)), also=tuple(TRUST)[1:])
@@ -290,7 +301,7 @@ def render_trust(doc: dict[str, Any]) -> str:
     from kvsim import sim
 
     docs = {next(iter(TRUST)): doc, **doc.get("_also", {})}
-    head = ["machine", "CPU", "speedup rows within 0.85-1.15 (tuning, held back)",
+    head = ["machine", "CPU", "calibration", "speedup rows within 0.85-1.15 (tuning, held back)",
             "predicted / native time per operation", "result file"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for path, label in TRUST.items():
@@ -306,7 +317,8 @@ def render_trust(doc: dict[str, Any]) -> str:
         tt = t["validation_time"]
         ratios = [r[tt["columns"].index("ratio")] for r in tt["rows"]]
         out.append(f"| {label} | {m['cpu_model']}, family {m.get('cpu_family')} model "
-                   f"{m.get('cpu_model_number')} | {sum(inside.values())} of "
+                   f"{m.get('cpu_model_number')} | {_calibration_verdict(t)} | "
+                   f"{sum(inside.values())} of "
                    f"{sum(total.values())} ({inside['tuning']} of {total['tuning']}, "
                    f"{inside['held back']} of {total['held back']}) | "
                    f"{min(ratios):.2f}-{max(ratios):.2f} | [`{path}`]({path}) |")
