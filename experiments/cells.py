@@ -152,10 +152,25 @@ def import_closure(roots: tuple[str, ...], within: tuple[str, ...] = _MODEL_PACK
     string that names one of its submodules (a module ``__getattr__``'s table of what it
     imports at first use); read with :mod:`ast` (nothing is run)."""
     import ast
+    import importlib.machinery
     import importlib.util
 
     def inside(name: str) -> bool:
         return any(name == w or name.startswith(w + ".") for w in within)
+
+    def source_spec(name: str):
+        # from the files, not sys.modules: a module kept under an old name as an alias
+        # replaces itself there by its new module, and the closure must not depend on
+        # whether it was imported yet
+        parent = name.rpartition(".")[0]
+        if parent:
+            pspec = importlib.util.find_spec(parent)
+            if pspec is not None and pspec.submodule_search_locations:
+                spec = importlib.machinery.PathFinder.find_spec(
+                    name, list(pspec.submodule_search_locations))
+                if spec is not None:
+                    return spec
+        return importlib.util.find_spec(name)
 
     seen: dict[str, Path] = {}
     todo = list(roots)
@@ -163,7 +178,7 @@ def import_closure(roots: tuple[str, ...], within: tuple[str, ...] = _MODEL_PACK
         name = todo.pop()
         if name in seen:
             continue
-        spec = importlib.util.find_spec(name)
+        spec = source_spec(name)
         if spec is None or not (spec.origin or "").endswith(".py"):
             continue
         seen[name] = Path(spec.origin)
@@ -184,7 +199,7 @@ def import_closure(roots: tuple[str, ...], within: tuple[str, ...] = _MODEL_PACK
             for n in found:
                 if inside(n) and n not in seen:
                     try:
-                        if importlib.util.find_spec(n) is not None:
+                        if source_spec(n) is not None:
                             todo.append(n)
                     except (ImportError, ValueError):  # a name imported from a module
                         pass

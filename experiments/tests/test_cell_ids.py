@@ -148,3 +148,20 @@ def test_the_statistics_are_an_input_of_the_timed_cells():
         inputs = dict(cells.cell_inputs(kind))
         assert inputs["kvsim/stats.py"].read_text().startswith('"""Statistics of native')
         assert "kvsim.experiments/timing.py" not in inputs
+
+
+def test_a_sim_cells_inputs_do_not_depend_on_what_was_imported_before():
+    """An old module name kept as an alias (kvsim.sim._intake, now kvsim.traces._intake)
+    replaces itself in sys.modules when imported; the closure reads the files, so a cell's
+    id is the same before and after (else a rerun recomputes every sim cell)."""
+    import subprocess
+    import sys
+
+    prog = ("import json; from kvsim.experiments import cells; a = cells.cell_inputs('sim'); "
+            "import kvsim.sim._intake; b = cells.cell_inputs('sim'); "
+            "print(json.dumps([[x[0] for x in a], [x[0] for x in b]]))")
+    res = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    before, after = json.loads(res.stdout)
+    assert before == after and "kvsim.sim/_intake.py" in before
