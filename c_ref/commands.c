@@ -23,6 +23,7 @@
  *
  * Conventions: public ks...; command procs are static xxxCommand().
  */
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -67,9 +68,11 @@ static void getCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     if (ki.rehash) ksKeyRehash(ks, &ki);
     void *e = ksDbFind(ks, &ki);
     if (!e) {
+        ks->stats.keyspace_misses++;
         ksReplyNull(ks, c);
         return;
     }
+    ks->stats.keyspace_hits++;
     ksDbTouch(ks, &ki, e);
     replyValue(ks, c, e, ki.found_dep);
 }
@@ -236,6 +239,8 @@ static void mgetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
         resolveBatch(ks, cmd, ki, 1, 1, done, n, tables);
         for (int i = 0; i < n; i++) {
             void *e = findForBatch(ks, &ki[i], tables);
+            if (e) ks->stats.keyspace_hits++;
+            else ks->stats.keyspace_misses++;
             if (e) replyValue(ks, c, e, ki[i].found_dep);
             else ksReplyNull(ks, c);
         }
@@ -528,12 +533,37 @@ static const ksCommandDef commandTable[] = {
     {"flushall", -1, 0, flushallCommand},
 };
 
+#define NUM_CORE_COMMANDS ((int)(sizeof(commandTable) / sizeof(commandTable[0])))
+static_assert(NUM_CORE_COMMANDS <= KS_MAX_COMMANDS, "KS_MAX_COMMANDS holds the command table");
+
+/* Commands registered by the server (server.c: PING, CONFIG, INFO, ...), after the table. */
+static const ksCommandDef *extraTable;
+static int extraCount;
+
+int ksRegisterCommands(const ksCommandDef *table, int n) {
+    if (extraTable || n < 0 || NUM_CORE_COMMANDS + n > KS_MAX_COMMANDS) return -1;
+    extraTable = table;
+    extraCount = n;
+    return 0;
+}
+
+int ksCommandCount(void) { return NUM_CORE_COMMANDS + extraCount; }
+
+const ksCommandDef *ksCommandAt(int i) {
+    return i < NUM_CORE_COMMANDS ? &commandTable[i] : &extraTable[i - NUM_CORE_COMMANDS];
+}
+
 const ksCommandDef *ksLookupCommand(const char *name, size_t len) {
-    for (size_t i = 0; i < sizeof(commandTable) / sizeof(commandTable[0]); i++) {
-        if (strlen(commandTable[i].name) == len && strncasecmp(commandTable[i].name, name, len) == 0)
-            return &commandTable[i];
+    for (int i = 0; i < ksCommandCount(); i++) {
+        const ksCommandDef *d = ksCommandAt(i);
+        if (strlen(d->name) == len && strncasecmp(d->name, name, len) == 0) return d;
     }
     return NULL;
+}
+
+static int commandIndex(const ksCommandDef *d) {
+    if (d >= commandTable && d < commandTable + NUM_CORE_COMMANDS) return (int)(d - commandTable);
+    return NUM_CORE_COMMANDS + (int)(d - extraTable);
 }
 
 int ksCommandKeys(const ksCommandDef *d, int argc, int *first, int *step) {
@@ -580,6 +610,6 @@ void ksExecuteCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
         ksReplyError(ks, c, msg);
         return;
     }
-
+    ks->stats.calls[commandIndex(def)]++;
     def->proc(ks, c, cmd);
 }

@@ -150,6 +150,15 @@ struct ksClient {
 
 /* --- Keyspace -------------------------------------------------------------- */
 
+/* Valkey's INFO counters (untraced bookkeeping; the server reports them):
+ * keyspace_hits/misses of read lookups (GET, MGET), calls per command
+ * (ksCommandAt order) that passed the arity check. */
+#define KS_MAX_COMMANDS 64
+typedef struct ksStats {
+    uint64_t keyspace_hits, keyspace_misses;
+    uint64_t calls[KS_MAX_COMMANDS];
+} ksStats;
+
 struct ksKeyspace {
     ksArena *arena;
     const ksTableOps *ops;
@@ -179,6 +188,7 @@ struct ksKeyspace {
     size_t snap_len;
     hashtableType ht_type;
     hashtableType exp_type;
+    ksStats stats;
     char err[256];
 };
 
@@ -276,6 +286,12 @@ typedef struct ksCommandDef {
 /* Look up the command, check arity, run it, write its reply. */
 void ksExecuteCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
 const ksCommandDef *ksLookupCommand(const char *name, size_t len);
+/* Commands beyond the keyspace's own (the server's PING, CONFIG, INFO, ...):
+ * looked up after the table, once per process; -1 if already set or too many. */
+int ksRegisterCommands(const ksCommandDef *table, int n);
+/* Every known command, in table order then the registered ones. */
+int ksCommandCount(void);
+const ksCommandDef *ksCommandAt(int i);
 /* getKeysFromCommand: the number of keys of a command of argc arguments (0 if
  * it has none or fails an arity check, incl. MSET's pair count); keys are
  * argv[*first + i * *step]. */

@@ -6,6 +6,8 @@
  *        [--versus-variant V] [--versus-pipeline P] [--versus-batch N] [--versus-first a|b]
  *                                     time configuration B against A in one process
  *   kvsim-cref options [--json]                            the workloads and options as JSON
+ *   kvsim-cref serve [--port P] [--bind ADDR] [keyspace and variant options]
+ *                                     the keyspace behind a RESP2 server (server.c)
  *
  * The workloads and their options (--keys, --ops, --variant, ...) are the
  * tables of workload.c; this file parses them generically and `options`
@@ -28,6 +30,7 @@
 
 #include "arena.h"
 #include "emit.h"
+#include "server.h"
 #include "workload.h"
 
 #define KVSIM_CREF_VERSION "0.1.0"
@@ -59,6 +62,11 @@ static void usage(void) {
             "              (pipeline, mget, mset: R rounds of A and B in one process,\n"
             "               B the options with these replaced; A B then B A alternately)\n"
             "       kvsim-cref options [--json]\n"
+            "       kvsim-cref serve [--port P] [--bind ADDR] [--maxclients N] [--table T] [--layout L]\n"
+            "              [--cluster] [--seed N] [--activerehashing yes|no] [--rdbchecksum yes|no]\n"
+            "              [--pipeline P] [--variant MULTIKEY] [--batch 0..128]\n"
+            "              (an empty keyspace served on ADDR:P [127.0.0.1:6379]; P 0: any free port;\n"
+            "               prints 'ready HOST PORT' when listening; stops on SIGTERM)\n"
             "WORKLOAD: %s\noptions:\n", ksWorkloadList);
     for (int i = 0; i < KS_NUM_WORKLOAD_OPTIONS; i++) {
         const ksWorkloadOption *o = &ksWorkloadOptions[i];
@@ -178,6 +186,61 @@ static void jruns(jbuf *j, const double *runs, int n) {
     jput(j, "]");
 }
 
+
+/* --- serve ------------------------------------------------------------------ */
+
+/* The keyspace options of `trace` that a server takes, read through the workload
+ * option table (one definition); --batch, --port, --bind and --maxclients are the
+ * server's own (batch 0: no prefetch, as Valkey's prefetch-batch-max-size). */
+static const char *const serveOptions[] = {"table", "layout", "cluster", "seed", "activerehashing",
+                                           "rdbchecksum", "pipeline", "variant"};
+
+static int serveMain(int argc, char **argv) {
+    ksWorkloadSpec s;
+    ksWorkloadSpecInit(&s, "mget");
+    s.pipeline = "lookahead"; /* Valkey's: the lookahead of PR #2092 and its key batches */
+    s.variant = "batch";
+    s.seed = 0;
+    ksServerConfig cfg = {.bind = "127.0.0.1", .port = 6379, .batch = 16 /* Valkey prefetch-batch-max-size */, .maxclients = 10000,
+                          .ready = stdout};
+    char err[512] = "";
+    for (int i = 2; i < argc; i++) {
+        const char *o = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        const ksWorkloadOption *wo = NULL;
+        for (size_t k = 0; k < sizeof(serveOptions) / sizeof(serveOptions[0]); k++)
+            if (!strncmp(o, "--", 2) && !strcmp(o + 2, serveOptions[k])) wo = ksWorkloadOptionFind(o + 2);
+        if (wo && wo->type == KS_OPT_FLAG) {
+            ksWorkloadOptionSet(&s, wo, NULL, err, sizeof(err));
+            continue;
+        }
+        if (!v) die("%s: missing value", o);
+        i++;
+        if (wo) {
+            if (ksWorkloadOptionSet(&s, wo, v, err, sizeof(err))) die("%s", err);
+        } else if (!strcmp(o, "--port")) {
+            cfg.port = (int)parseUint(o, v, 0, 65535);
+        } else if (!strcmp(o, "--bind")) {
+            cfg.bind = v;
+        } else if (!strcmp(o, "--batch")) {
+            cfg.batch = (int)parseUint(o, v, 0, KS_SERVER_MAX_BATCH);
+        } else if (!strcmp(o, "--maxclients")) {
+            cfg.maxclients = (int)parseUint(o, v, 1, 1000000);
+        } else {
+            die("serve: unknown option '%s'", o);
+        }
+    }
+    char opts[256];
+    snprintf(opts, sizeof(opts), "table=%s layout=%s cluster=%d seed=%llu rdbchecksum=%s activerehashing=%s",
+             s.table, s.layout, s.cluster, (unsigned long long)s.seed, s.rdbchecksum ? s.rdbchecksum : "yes",
+             s.activerehashing ? s.activerehashing : "yes");
+    cfg.options = opts;
+    cfg.pipeline = s.pipeline;
+    cfg.multikey = s.variant;
+    if (ksServe(&cfg, err, sizeof(err))) die("serve: %s", err);
+    return 0;
+}
+
 /* --- Main ------------------------------------------------------------------ */
 
 int main(int argc, char **argv) {
@@ -196,7 +259,8 @@ int main(int argc, char **argv) {
         free(buf);
         return fflush(stdout) == 0 ? 0 : 1;
     }
-    if (strcmp(mode, "trace") && strcmp(mode, "native")) die("unknown command '%s' (trace|native|options)", mode);
+    if (!strcmp(mode, "serve")) return serveMain(argc, argv);
+    if (strcmp(mode, "trace") && strcmp(mode, "native")) die("unknown command '%s' (trace|native|options|serve)", mode);
     int trace = !strcmp(mode, "trace");
     if (argc < 3 || argv[2][0] == '-') die("missing WORKLOAD (%s)", ksWorkloadList);
     if (!ksWorkloadFamily(argv[2])) die("unknown workload '%s' (%s)", argv[2], ksWorkloadList);
