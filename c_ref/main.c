@@ -207,6 +207,10 @@ static int serveMain(int argc, char **argv) {
     for (int i = 2; i < argc; i++) {
         const char *o = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+            usage();
+            return 0;
+        }
         const ksWorkloadOption *wo = NULL;
         for (size_t k = 0; k < sizeof(serveOptions) / sizeof(serveOptions[0]); k++)
             if (!strncmp(o, "--", 2) && !strcmp(o + 2, serveOptions[k])) wo = ksWorkloadOptionFind(o + 2);
