@@ -94,6 +94,7 @@ typedef struct server {
     char pipeline[32], multikey[32];
     int batch; /* prefetch-batch-max-size: 0 off */
     int port;
+    size_t querybuf_limit;
     uint64_t connections_received, rejected_connections;
 } server;
 
@@ -259,6 +260,11 @@ typedef struct {
 static void tput(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void tput(text *t, const char *fmt, ...) {
     va_list ap;
+    if (!t->buf) {
+        t->cap = 1024;
+        t->buf = malloc(t->cap);
+        if (!t->buf) abort();
+    }
     while (1) {
         va_start(ap, fmt);
         int n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
@@ -324,7 +330,7 @@ static void infoCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
         sectionTitle(&t, "Keyspace");
         if (ks->nkeys) tput(&t, "db0:keys=%llu,expires=0,avg_ttl=0\r\n", (unsigned long long)ks->nkeys);
     }
-    ksReplyBulk(ks, c, (const uint8_t *)(t.buf ? t.buf : ""), t.len, 0);
+    ksReplyBulk(ks, c, (const uint8_t *)(t.buf ? t.buf : ""), t.len, 0); /* INFO foo: "" */
     free(t.buf);
 }
 
@@ -388,25 +394,23 @@ static void markPending(conn *k) {
     srv.pending = k;
 }
 
-/* readQueryFromClient + processInputBuffer. */
-static void readQuery(conn *k) {
+/* Room for a read of PROTO_IOBUF_LEN bytes at the end of the query buffer. */
+static void queryRoom(ksClient *c) {
+    if (c->qcap - c->qlen >= PROTO_IOBUF_LEN) return;
+    size_t cap = c->qcap;
+    while (cap - c->qlen < PROTO_IOBUF_LEN) cap *= 2;
+    c->qbuf = ksArenaRealloc(srv.ks->arena, c->qbuf, cap);
+    c->qcap = cap;
+}
+
+/* processInputBuffer after n bytes were read into the query buffer: run every complete
+ * command, keep the incomplete rest.  0, or -1 when the client must be closed now (query
+ * buffer limit); a protocol error sets close_after (closed once the reply is out). */
+static int processQuery(conn *k, size_t n) {
     ksKeyspace *ks = srv.ks;
     ksClient *c = &k->c;
-    if (k->close_after) return;
-    if (c->qcap - c->qlen < PROTO_IOBUF_LEN) {
-        size_t cap = c->qcap;
-        while (cap - c->qlen < PROTO_IOBUF_LEN) cap *= 2;
-        c->qbuf = ksArenaRealloc(ks->arena, c->qbuf, cap);
-        c->qcap = cap;
-    }
-    ssize_t n = read(k->fd, c->qbuf + c->qlen, c->qcap - c->qlen);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
-    if (n <= 0) { /* EOF or error: the client is gone, a partial command with it */
-        closeConn(k);
-        return;
-    }
-    KS_STORE(c->qbuf + c->qlen, (size_t)n, KVT_TAG_QUERY_BUF, KS_SITE_RESP_PARSE, 0);
-    c->qlen += (size_t)n;
+    KS_STORE(c->qbuf + c->qlen, n, KVT_TAG_QUERY_BUF, KS_SITE_RESP_PARSE, 0);
+    c->qlen += n;
     ksCur = ks;
     ks->var.pipeline(ks, c);
     if (c->closed) {
@@ -418,7 +422,18 @@ static void readQuery(conn *k) {
         c->qpos = 0;
     }
     ksDbCron(ks);
-    if (c->qlen > QUERYBUF_LIMIT) { /* Valkey: closing client that reached max query buffer length */
+    /* Valkey: closing client that reached max query buffer length */
+    return c->qlen > srv.querybuf_limit ? -1 : 0;
+}
+
+/* readQueryFromClient. */
+static void readQuery(conn *k) {
+    ksClient *c = &k->c;
+    if (k->close_after) return;
+    queryRoom(c);
+    ssize_t n = read(k->fd, c->qbuf + c->qlen, c->qcap - c->qlen);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+    if (n <= 0 || processQuery(k, (size_t)n)) { /* EOF, error (a partial command is dropped) */
         closeConn(k);
         return;
     }
@@ -519,17 +534,20 @@ static int listenOn(const char *addr, int port, char *err, size_t errlen, char *
     return fd;
 }
 
-int ksServe(const ksServerConfig *cfg, char *err, size_t errlen) {
+/* The server's state without sockets: keyspace, commands, variants. */
+static int serverOpen(const ksServerConfig *cfg, char *err, size_t errlen) {
     memset(&srv, 0, sizeof(srv));
     srv.lfd = srv.ep = -1;
     srv.maxclients = cfg->maxclients > 0 ? cfg->maxclients : 10000;
+    srv.querybuf_limit = cfg->querybuf_limit ? cfg->querybuf_limit : QUERYBUF_LIMIT;
     snprintf(srv.pipeline, sizeof(srv.pipeline), "%s", cfg->pipeline ? cfg->pipeline : "lookahead");
     snprintf(srv.multikey, sizeof(srv.multikey), "%s", cfg->multikey ? cfg->multikey : "batch");
     if (cfg->batch < 0 || cfg->batch > KS_SERVER_MAX_BATCH) {
         snprintf(err, errlen, "--batch: expected 0..%d, got %d", KS_SERVER_MAX_BATCH, cfg->batch);
         return -1;
     }
-    if (!ksLookupCommand("ping", 4) && ksRegisterCommands(serverCommands, (int)(sizeof(serverCommands) / sizeof(serverCommands[0])))) {
+    if (!ksLookupCommand("ping", 4) &&
+        ksRegisterCommands(serverCommands, (int)(sizeof(serverCommands) / sizeof(serverCommands[0])))) {
         snprintf(err, errlen, "cannot register the server commands");
         return -1;
     }
@@ -539,8 +557,60 @@ int ksServe(const ksServerConfig *cfg, char *err, size_t errlen) {
     /* every configured variant is checked at start, also when starting with batch 0 */
     if (applyBatch(KS_DEFAULT_BATCH, err, errlen) || applyBatch(cfg->batch, err, errlen)) {
         ksKeyspaceFree(srv.ks);
+        srv.ks = NULL;
         return -1;
     }
+    return 0;
+}
+
+/* --- One client without sockets (fuzz/fuzz_cref_server.c, tests) ----------- */
+
+static conn *session;
+
+int ksServerSessionOpen(const ksServerConfig *cfg, char *err, size_t errlen) {
+    if (serverOpen(cfg, err, errlen)) return -1;
+    session = calloc(1, sizeof(*session));
+    if (!session) abort();
+    session->fd = -1;
+    ksClientInit(srv.ks, &session->c);
+    srv.nclients = 1;
+    return 0;
+}
+
+int ksServerSessionFeed(const uint8_t *p, size_t n, const uint8_t **reply, size_t *reply_len) {
+    ksClient *c = &session->c;
+    c->rlen = 0; /* the previous reply was written */
+    int rc = 0;
+    while (n && !session->close_after && !rc) { /* reads of at most the room there is */
+        queryRoom(c);
+        size_t m = c->qcap - c->qlen < n ? c->qcap - c->qlen : n;
+        memcpy(c->qbuf + c->qlen, p, m);
+        rc = processQuery(session, m);
+        p += m;
+        n -= m;
+    }
+    *reply = c->rbuf;
+    *reply_len = c->rlen;
+    return rc || session->close_after;
+}
+
+int ksServerSessionCheckValid(char *err, size_t errlen) {
+    ksCur = srv.ks;
+    return ksDbCheckValid(srv.ks, err, errlen);
+}
+
+void ksServerSessionClose(void) {
+    ksClientFree(srv.ks, &session->c);
+    free(session);
+    session = NULL;
+    ksKeyspaceFree(srv.ks);
+    memset(&srv, 0, sizeof(srv));
+}
+
+/* --- The loop ------------------------------------------------------------------ */
+
+int ksServe(const ksServerConfig *cfg, char *err, size_t errlen) {
+    if (serverOpen(cfg, err, errlen)) return -1;
     char host[128] = "";
     int port = 0;
     srv.lfd = listenOn(cfg->bind ? cfg->bind : "127.0.0.1", cfg->port, err, errlen, host, sizeof(host), &port);

@@ -36,7 +36,7 @@ FUZZ = Path(__file__).resolve().parent
 ROOT = FUZZ.parent
 BUILD = FUZZ / "build"
 CORPUS = FUZZ / "corpus"
-C_TARGETS = ["cref_resp", "cref_snapshot", "cref_options", "engine_records"]
+C_TARGETS = ["cref_resp", "cref_server", "cref_snapshot", "cref_options", "engine_records"]
 PY_TARGETS = ["trace_reader", "trace_records", "dinero_reader", "lackey_reader", "gem5_reader",
               "champsim_reader", "champsim_import", "drmemtrace_reader", "cpu_toml"]
 _EXECS = re.compile(rb"stat::number_of_executed_units:\s*(\d+)")
