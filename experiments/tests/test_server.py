@@ -104,6 +104,7 @@ def test_pipelines_match_the_model(server, cmds, cuts, tail):
 def test_protocol_error_closes_only_that_client(server):
     for bad in (b"*x\r\n", b"*3000000000\r\n", b"*1\r\n$x\r\n", b"*1\r\n$600000000\r\n",
                 b'GET "unbalanced\r\n', b"*2\r\nGET\r\n", b"*1\r\n$-5\r\n",
+                b"*1\r\n\rx\r\n", b"*2\r\n\nx\r\n",
                 b"x" * (65 * 1024), b"*1\r\n" + b"$" + b"9" * (70 * 1024)):
         want, _ = Keyspace().execute(bad)
         assert want.startswith(b"-ERR Protocol error"), bad[:20]
