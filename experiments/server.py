@@ -16,11 +16,16 @@ check and statistics functions this module calls):
    (A then B, or B then A, alternately): a side is ``CONFIG SET prefetch-batch-max-size``
    ``batch_a`` (baseline, 0: no prefetch) or ``batch_b`` (variant, 16), one client run, and
    the server's command and hit counters checked (:func:`.valkey._run`);
-3. per server: requests/s of each side (median, 95 % interval) and the prefetch speedup
+3. every run yields two figures: the client's requests per wall second (``rps``), and the
+   requests per second of the server process's own CPU time (``cpu_rps``: the run's
+   requests over the on-CPU time of the server's threads, ``/proc/PID/task/*/schedstat``),
+   which other tenants of a shared machine disturb far less than wall time;
+4. per server and figure: each side's median and 95 % interval, and the prefetch speedup
    (median of the rounds' ``rps_B / rps_A``, bootstrap interval, :mod:`.timing`); between
    the servers, per round, c_ref's requests/s over Valkey's (each side) and c_ref's speedup
    over Valkey's, each a median with its bootstrap interval, and whether the median is in
-   the goal band 0.85..1.15 (issue 43).
+   the goal band 0.85..1.15 (issue 43). Keys of the CPU figure carry ``cpu_``
+   (``cref_cpu_speedup``, ``cpu_rps_a_ratio``, ...).
 
 c_ref's server runs with ``--pipeline lookahead --variant batch`` (Valkey's lookahead of
 PR #2092 and its multi-key batch), so prefetch-batch-max-size switches the same prefetching
@@ -64,9 +69,20 @@ RESULT_NAME = "native-server.json"
 BAND = (0.85, 1.15)
 #: The cells of issue 43's goal.
 CELLS = ["get-p1", "get-p10", "mget-20", "mget-100", "mset-10"]
+#: Commands per run of a cell when --requests is not given: about as many seconds each.
+def default_requests(spec: dict[str, Any]) -> int:
+    if spec["op"] == "get":
+        return 500_000 if spec.get("pipeline", 1) >= 10 else 100_000
+    return 20_000 if spec.get("keys_per_command", 1) >= 100 else 50_000
+
+
 #: c_ref's server variants: Valkey's lookahead and multi-key batch.
 CREF_SERVER_ARGS = ["--pipeline", "lookahead", "--variant", "batch"]
 SERVERS = ("cref", "valkey")
+#: What a run yields, and the key prefix of its metrics: the client's requests per wall
+#: second, and requests per second of the server process's own CPU time (robust on a
+#: shared machine, where wall time depends on the other tenants).
+METRICS = {"rps": "", "cpu_rps": "cpu_"}
 
 
 def cref_binary() -> Path:
@@ -180,37 +196,63 @@ def _load(servers: dict[str, Any], spec: dict, log) -> dict[str, dict[str, Any]]
     return info
 
 
+def server_cpu_ns(pid: int) -> int:
+    """On-CPU nanoseconds of every thread of process ``pid`` so far (the first field of
+    each ``/proc/PID/task/TID/schedstat``)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (OSError, IndexError, ValueError):
+            pass  # a thread that ended between the listing and the read
+    return total
+
+
 def _measure(servers: dict[str, Any], spec: dict, bench: Path, client_cpu: int | None,
-             log) -> dict[str, dict[str, list[float]]]:
-    rps = {s: {"a": [], "b": []} for s in SERVERS}
+             log) -> dict[str, dict[str, dict[str, list[float]]]]:
+    """``{"rps": {server: {side: [...]}}, "cpu_rps": ...}``: per round, the client's
+    requests per wall second and the requests per second of the server's own CPU time."""
+    out: dict[str, dict[str, dict[str, list[float]]]] = {
+        m: {s: {"a": [], "b": []} for s in SERVERS} for m in METRICS}
     for r in range(spec["warmup_rounds"] + spec["rounds"]):
         names = SERVERS if r % 2 == 0 else SERVERS[::-1]
         for name in names:
             order = ("a", "b") if r % 2 == 0 else ("b", "a")
             for side in order:
-                x = valkey._run(servers[name], bench, spec, client_cpu, spec[f"batch_{side}"])
+                srv = servers[name]
+                cpu0 = server_cpu_ns(srv.pid)
+                x = valkey._run(srv, bench, spec, client_cpu, spec[f"batch_{side}"])
+                cpu_s = (server_cpu_ns(srv.pid) - cpu0) / 1e9
                 if r >= spec["warmup_rounds"]:
-                    rps[name][side].append(x)
+                    out["rps"][name][side].append(x)
+                    out["cpu_rps"][name][side].append(spec["requests"] / cpu_s)
         if log and r >= spec["warmup_rounds"]:
-            log(f"round {r - spec['warmup_rounds'] + 1}/{spec['rounds']}: " + ", ".join(
-                f"{n} {rps[n]['a'][-1]:,.0f} / {rps[n]['b'][-1]:,.0f}" for n in SERVERS))
-    return rps
+            log(f"round {r - spec['warmup_rounds'] + 1}/{spec['rounds']} (req/s; per server "
+                "CPU s): " + ", ".join(
+                    f"{n} {out['rps'][n]['a'][-1]:,.0f} / {out['rps'][n]['b'][-1]:,.0f}; "
+                    f"{out['cpu_rps'][n]['a'][-1]:,.0f} / {out['cpu_rps'][n]['b'][-1]:,.0f}"
+                    for n in SERVERS))
+    return out
 
 
-def _metrics(spec: dict, rps: dict[str, dict[str, list[float]]],
+def _metrics(spec: dict, measured: dict[str, dict[str, dict[str, list[float]]]],
              info: dict[str, dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {**spec}
     for name in SERVERS:
-        side = {**valkey._side_stats("a", rps[name]["a"]),
-                **valkey._side_stats("b", rps[name]["b"]),
-                **valkey.speedup_metrics(rps[name]["a"], rps[name]["b"]), **info[name]}
-        out.update({f"{name}_{k}": v for k, v in side.items()})
-    c_, v_ = rps["cref"], rps["valkey"]
-    n = len(c_["a"])
-    out.update(_ratio_stats("rps_a_ratio", [c_["a"][i] / v_["a"][i] for i in range(n)]))
-    out.update(_ratio_stats("rps_b_ratio", [c_["b"][i] / v_["b"][i] for i in range(n)]))
-    out.update(_ratio_stats("speedup_ratio", [(c_["b"][i] / c_["a"][i]) / (v_["b"][i] / v_["a"][i])
-                                              for i in range(n)]))
+        out.update({f"{name}_{k}": v for k, v in info[name].items()})
+    for metric, pre in METRICS.items():
+        rps = measured[metric]
+        for name in SERVERS:
+            side = {**valkey._side_stats("a", rps[name]["a"]),
+                    **valkey._side_stats("b", rps[name]["b"]),
+                    **valkey.speedup_metrics(rps[name]["a"], rps[name]["b"])}
+            out.update({f"{name}_{pre}{k}": v for k, v in side.items()})
+        c_, v_ = rps["cref"], rps["valkey"]
+        n = len(c_["a"])
+        out.update(_ratio_stats(f"{pre}rps_a_ratio", [c_["a"][i] / v_["a"][i] for i in range(n)]))
+        out.update(_ratio_stats(f"{pre}rps_b_ratio", [c_["b"][i] / v_["b"][i] for i in range(n)]))
+        out.update(_ratio_stats(f"{pre}speedup_ratio", [
+            (c_["b"][i] / c_["a"][i]) / (v_["b"][i] / v_["a"][i]) for i in range(n)]))
     return out
 
 
@@ -236,13 +278,13 @@ def run_server_cells(specs: list[dict], log=None, on_cell=None) -> list[dict[str
         info = _load(servers, specs[0], log)
         for i, spec in enumerate(specs):
             load_before = valkey._load_average()
-            rps = _measure(servers, spec, bench, client_cpu, log)
+            measured = _measure(servers, spec, bench, client_cpu, log)
             for name, srv in servers.items():
                 with srv.client() as c:
                     dbsize = c.call("DBSIZE")
                 if dbsize != spec["keys"]:
                     raise ValkeyError(f"{name}: DBSIZE fell from {spec['keys']} to {dbsize}")
-            m = _metrics(spec, rps, info)
+            m = _metrics(spec, measured, info)
             m.update({"valkey_server_source": vsource, "client_tool": tool_version(bench),
                       "cref_server_args": CREF_SERVER_ARGS, "server_cpu": server_cpu,
                       "client_cpu": client_cpu, "pinned": server_cpu is not None,
@@ -258,11 +300,17 @@ def summary_line(cell: str, m: dict[str, Any]) -> str:
     def ci(prefix: str) -> str:
         lo, hi = m[f"{prefix}_ci95_low"], m[f"{prefix}_ci95_high"]
         return f" [{lo:.2f}, {hi:.2f}]" if lo is not None else ""
-    return (f"{cell}: c_ref {m['cref_a_rps_median']:,.0f} -> {m['cref_b_rps_median']:,.0f} req/s "
-            f"({m['cref_speedup']:.2f}x), Valkey {m['valkey_a_rps_median']:,.0f} -> "
-            f"{m['valkey_b_rps_median']:,.0f} req/s ({m['valkey_speedup']:.2f}x); c_ref/Valkey "
-            f"off {m['rps_a_ratio']:.2f}{ci('rps_a_ratio')}, on {m['rps_b_ratio']:.2f}"
-            f"{ci('rps_b_ratio')}, speedup {m['speedup_ratio']:.2f}{ci('speedup_ratio')}")
+    parts = []
+    for pre, unit in (("", "req/s"), ("cpu_", "req per server CPU s")):
+        parts.append(
+            f"{unit}: c_ref {m[f'cref_{pre}a_rps_median']:,.0f} -> "
+            f"{m[f'cref_{pre}b_rps_median']:,.0f} ({m[f'cref_{pre}speedup']:.2f}x), Valkey "
+            f"{m[f'valkey_{pre}a_rps_median']:,.0f} -> {m[f'valkey_{pre}b_rps_median']:,.0f} "
+            f"({m[f'valkey_{pre}speedup']:.2f}x); c_ref/Valkey off "
+            f"{m[f'{pre}rps_a_ratio']:.2f}{ci(f'{pre}rps_a_ratio')}, on "
+            f"{m[f'{pre}rps_b_ratio']:.2f}{ci(f'{pre}rps_b_ratio')}, speedup "
+            f"{m[f'{pre}speedup_ratio']:.2f}{ci(f'{pre}speedup_ratio')}")
+    return f"{cell}:\n  " + "\n  ".join(parts)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -281,7 +329,8 @@ def main(argv: list[str] | None = None, prog: str = "kvsim native server") -> in
     ap.add_argument("--value-size", type=int, default=valkey.DEFAULTS["value_size"],
                     help="value bytes (256)")
     ap.add_argument("--requests", type=int, default=None,
-                    help="commands per run (default: get 500000, mget/mset 50000)")
+                    help="commands per run (default: GET depth 1 100000, depth 10 500000, "
+                    "MGET/MSET 50000, 100 keys or more 20000)")
     ap.add_argument("--clients", type=int, default=valkey.DEFAULTS["clients"],
                     help="client connections (50)")
     ap.add_argument("--batch-a", type=int, default=0, help="baseline batch size (0)")
@@ -300,8 +349,7 @@ def main(argv: list[str] | None = None, prog: str = "kvsim native server") -> in
             spec = {**parse_cell(cell), "keys": a.keys, "value_size": a.value_size,
                     "clients": a.clients, "batch_a": a.batch_a, "batch_b": a.batch_b,
                     "rounds": a.rounds, "warmup_rounds": a.warmup_rounds, "seed": a.seed}
-            if a.requests is not None:
-                spec["requests"] = a.requests
+            spec["requests"] = a.requests if a.requests is not None else default_requests(spec)
             valkey.normalize_spec(spec)
             specs.append((cell, spec))
     except ValueError as exc:
