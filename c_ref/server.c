@@ -42,8 +42,11 @@
  *
  * Shutdown: SIGTERM and SIGINT are blocked except inside epoll_pwait, so a signal ends
  * the loop at its top; every client is closed and the keyspace freed.  Tracing: built
- * with KS_TRACE=1 the read into the query buffer is a store of its bytes (what the
- * kernel's copy writes); everything between is the traced keyspace code.
+ * with KS_TRACE=1 (the traced object set, tr_ksServe) the read into the query buffer is
+ * a store of its bytes and the write a load of the bytes it took (the cache lines the
+ * kernel's copies touch); everything between is the traced keyspace code.  The system
+ * calls themselves are not memory accesses of the process: docs/server.md says how they
+ * are to be modelled (a marker per call with its byte count, costs from calibrate).
  *
  * Conventions: public ks...; static internals without prefix; one server per process.
  */
@@ -365,7 +368,8 @@ static int writeReply(conn *k) {
     ksClient *c = &k->c;
     while (k->wpos < c->rlen) {
         ssize_t n = write(k->fd, c->rbuf + k->wpos, c->rlen - k->wpos);
-        if (n > 0) {
+        if (n > 0) { /* traced: the kernel's copy reads the bytes it took */
+            (void)KS_LOAD(c->rbuf + k->wpos, (size_t)n, KVT_TAG_REPLY_BUF, KS_SITE_RESP_REPLY, 0);
             k->wpos += (size_t)n;
             continue;
         }
