@@ -65,6 +65,7 @@ from kvsim.experiments.valkey_server import (
 __all__ = ["CELLS", "CrefServer", "parse_cell", "run_server_cells", "serve_main"]
 
 RESULT_NAME = "native-server.json"
+CALLGRIND_RESULT_NAME = "native-server-callgrind.json"
 #: The goal band of c_ref's server against Valkey's (absolute requests/s and speedup).
 BAND = (0.85, 1.15)
 #: The cells of issue 43's goal.
@@ -116,12 +117,15 @@ class CrefServer(ValkeyServer):
     stopping, SIGTERM handling and the client are :class:`ValkeyServer`'s."""
 
     def __init__(self, binary: Path | None = None, cpu: int | None = None,
-                 args: list[str] | None = None, start_timeout: float = 20.0):
+                 args: list[str] | None = None, start_timeout: float = 20.0,
+                 wrapper: list[str] | None = None):
         super().__init__(binary or cref_binary(), cpu=cpu, start_timeout=start_timeout)
         self.args = list(args if args is not None else CREF_SERVER_ARGS)
+        self.wrapper = list(wrapper or [])
 
     def start(self) -> CrefServer:
-        argv = [str(self.binary), "serve", "--port", "0", "--bind", "127.0.0.1", *self.args]
+        argv = [*self.wrapper, str(self.binary), "serve", "--port", "0", "--bind", "127.0.0.1",
+                *self.args]
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE,
                                      preexec_fn=pinned_child(self.cpu, die_with_parent=True))
@@ -296,6 +300,98 @@ def run_server_cells(specs: list[dict], log=None, on_cell=None) -> list[dict[str
     return results
 
 
+# --- Instruction counts under callgrind (the diagnosis of a difference) -------------------------
+
+class _WrappedValkey(ValkeyServer):
+    """A ValkeyServer whose command line starts with ``wrapper`` (valgrind)."""
+
+    def __init__(self, *args: Any, wrapper: list[str], **kw: Any):
+        super().__init__(*args, **kw)
+        self.wrapper = wrapper
+
+    def _argv(self, port: int) -> list[str]:
+        return [*self.wrapper, *super()._argv(port)]
+
+
+def callgrind_self_costs(path: Path) -> dict[str, int]:
+    """Instructions executed in each function itself (callgrind's self cost), from a
+    callgrind output file (format: the Valgrind manual, "Callgrind Format Specification")."""
+    names: dict[str, str] = {}
+    cost: dict[str, int] = {}
+    fn = None
+    call_line = False
+    for line in path.read_text(errors="replace").splitlines():
+        if line.startswith(("fn=", "cfn=")):
+            ref, _, name = line.split("=", 1)[1].partition(" ")
+            if name:
+                names[ref] = name
+            if line.startswith("fn="):
+                fn = names.get(ref, ref)
+            continue
+        if line.startswith("calls="):
+            call_line = True  # the next cost line is the call's inclusive cost
+            continue
+        if line[:1].isdigit() or line[:1] in "+-*":
+            if call_line:
+                call_line = False
+                continue
+            parts = line.split()
+            if fn is not None and len(parts) >= 2:
+                cost[fn] = cost.get(fn, 0) + int(parts[1])
+    return cost
+
+
+def callgrind_profile(spec: dict, top: int = 25, log=None) -> dict[str, Any]:
+    """User-space instructions per request of both servers for one cell: each server runs
+    under ``valgrind --tool=callgrind`` (no cache simulation), is loaded, has its counters
+    zeroed (``callgrind_control -z``), serves one client run of ``requests`` commands with
+    prefetch-batch-max-size ``batch_b``, and is dumped (``callgrind_control -d``). Returns
+    per server the instructions per request and its ``top`` functions by self cost."""
+    import shutil
+    import tempfile
+
+    spec = valkey.normalize_spec(spec)
+    for tool in ("valgrind", "callgrind_control"):
+        if shutil.which(tool) is None:
+            raise ToolMissing(f"no {tool} on PATH: apt-get install valgrind")
+    vbinary, _ = server_binary()
+    bench = benchmark_binary()
+    server_cpu, client_cpu = pick_cpus()
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="kvsim-callgrind-") as tmp:
+        for name in SERVERS:
+            cg = Path(tmp) / f"{name}.out"
+            wrapper = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={cg}"]
+            srv = (CrefServer(cpu=server_cpu, wrapper=wrapper, start_timeout=300)
+                   if name == "cref" else
+                   _WrappedValkey(vbinary, cpu=server_cpu, wrapper=wrapper, start_timeout=300,
+                                  extra={"io-threads": spec["io_threads"]}))
+            with srv:
+                with srv.client() as c:
+                    populate(c, spec["keys"], spec["value_size"], spec["seed"])
+                    c.config_set("prefetch-batch-max-size", spec["batch_b"])
+                subprocess.run(["callgrind_control", "-z", str(srv.pid)], check=True,
+                               capture_output=True, timeout=120)
+                valkey._bench_once(bench, srv.port, spec, client_cpu)
+                subprocess.run(["callgrind_control", "-d", str(srv.pid)], check=True,
+                               capture_output=True, timeout=120)
+            dumps = sorted(Path(tmp).glob(f"{name}.out.*"))
+            if not dumps:
+                raise ValkeyError(f"{name}: callgrind wrote no dump")
+            costs = callgrind_self_costs(dumps[0])
+            n = spec["requests"]
+            ranked = sorted(costs.items(), key=lambda kv: -kv[1])[:top]
+            out[name] = {"instructions_per_request": round(sum(costs.values()) / n, 1),
+                         "top_functions": [[f, round(v / n, 1)] for f, v in ranked]}
+            if log:
+                log(f"{name}: {out[name]['instructions_per_request']:,.0f} instructions "
+                    "per request")
+    out["instructions_ratio"] = round(out["cref"]["instructions_per_request"]
+                                      / out["valkey"]["instructions_per_request"], 4)
+    return out
+
+
+
 def summary_line(cell: str, m: dict[str, Any]) -> str:
     def ci(prefix: str) -> str:
         lo, hi = m[f"{prefix}_ci95_low"], m[f"{prefix}_ci95_high"]
@@ -338,10 +434,16 @@ def main(argv: list[str] | None = None, prog: str = "kvsim native server") -> in
     ap.add_argument("--rounds", type=int, default=8, help="measured rounds (8)")
     ap.add_argument("--warmup-rounds", type=int, default=1, help="discarded rounds (1)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--callgrind", action="store_true",
+                    help="instead of timing: user-space instructions per request of both "
+                    "servers under callgrind, each cell with prefetch at --batch-b (use "
+                    "--keys 100000 --requests 100000: valgrind runs some 50x slower)")
     ap.add_argument("--out", default=None,
-                    help=f"result file (default results/{RESULT_NAME})")
+                    help=f"result file (default results/{RESULT_NAME}, with --callgrind "
+                    f"results/{CALLGRIND_RESULT_NAME})")
     a = ap.parse_args(argv)
-    out = Path(a.out) if a.out else provenance.default_result_path(RESULT_NAME)
+    out = Path(a.out) if a.out else provenance.default_result_path(
+        CALLGRIND_RESULT_NAME if a.callgrind else RESULT_NAME)
     cells = a.cell or CELLS
     specs = []
     try:
@@ -354,6 +456,24 @@ def main(argv: list[str] | None = None, prog: str = "kvsim native server") -> in
             specs.append((cell, spec))
     except ValueError as exc:
         ap.error(str(exc))
+    if a.callgrind:
+        try:
+            cells = []
+            for cell, spec in specs:
+                prof = callgrind_profile(spec, log=lambda s: print(f"# {s}", file=sys.stderr))
+                print(f"{cell}: instructions per request c_ref "
+                      f"{prof['cref']['instructions_per_request']:,.0f}, Valkey "
+                      f"{prof['valkey']['instructions_per_request']:,.0f} "
+                      f"(ratio {prof['instructions_ratio']:.2f})", flush=True)
+                cells.append({"cell": cell, "spec": valkey.normalize_spec(spec), **prof})
+        except ToolMissing as exc:
+            print(f"{prog}: error: {exc}", file=sys.stderr)
+            return 2
+        except (ValkeyError, OSError, subprocess.SubprocessError) as exc:
+            print(f"{prog}: error: {exc}", file=sys.stderr)
+            return 1
+        return provenance.publish(prog, out, {"experiment": "native_server_callgrind",
+                                              "cells": cells})
     try:
         metrics = run_server_cells(
             [sp for _, sp in specs],
