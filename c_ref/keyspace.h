@@ -152,11 +152,17 @@ struct ksClient {
 
 /* Valkey's INFO counters (untraced bookkeeping; the server reports them):
  * keyspace_hits/misses of read lookups (GET, MGET), calls per command
- * (ksCommandAt order) that passed the arity check. */
+ * (ksCommandAt order) that passed the arity check.  With `timed` set (the
+ * server, as Valkey's call()), each command is also timed on the monotonic
+ * clock: total nanoseconds and a log2 latency histogram per command. */
 #define KS_MAX_COMMANDS 64
+#define KS_LATENCY_BUCKETS 65
 typedef struct ksStats {
     uint64_t keyspace_hits, keyspace_misses;
     uint64_t calls[KS_MAX_COMMANDS];
+    int timed;
+    uint64_t ns[KS_MAX_COMMANDS];
+    uint64_t latency[KS_MAX_COMMANDS][KS_LATENCY_BUCKETS]; /* [i][b]: 2^(b-1) <= ns < 2^b */
 } ksStats;
 
 struct ksKeyspace {
@@ -283,6 +289,8 @@ typedef struct ksCommandDef {
     int key_step;     /* 0 = 1 */
 } ksCommandDef;
 
+/* CLOCK_MONOTONIC in nanoseconds (the server's command timer). */
+uint64_t ksMonotonicNs(void);
 /* Look up the command, check arity, run it, write its reply. */
 void ksExecuteCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
 const ksCommandDef *ksLookupCommand(const char *name, size_t len);

@@ -34,6 +34,11 @@
  * array: the server publishes no command docs).  redis-benchmark and valkey-benchmark ask
  * for CONFIG GET save and appendonly at start; the answers say no persistence.
  *
+ * Every command is timed as Valkey's call() times it: the monotonic clock read before and
+ * after (clock_gettime), the duration added to the command's commandstats (INFO usec) and
+ * to its latency histogram (log2 buckets, Valkey's latency-tracking); the in-memory
+ * workloads run the same dispatch untimed (ksStats.timed).
+ *
  * Prefetching at run time: CONFIG SET prefetch-batch-max-size N.  N = 0 runs the naive
  * pipeline without multi-key prefetch (Valkey: no batch, commands one at a time); N in
  * 1..128 runs the configured pipeline and multi-key variants with batch N (Valkey
@@ -242,6 +247,7 @@ static void configCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     else if (argIs(sub, "set") && cmd->argc >= 4) configSet(ks, c, cmd);
     else if (argIs(sub, "resetstat") && cmd->argc == 2) {
         memset(&ks->stats, 0, sizeof(ks->stats));
+        ks->stats.timed = 1;
         ksReplyStatus(ks, c, "OK");
     } else {
         char msg[200];
@@ -326,8 +332,10 @@ static void infoCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
         sectionTitle(&t, "Commandstats");
         for (int i = 0; i < ksCommandCount(); i++)
             if (ks->stats.calls[i])
-                tput(&t, "cmdstat_%s:calls=%llu,usec=0,usec_per_call=0.00,rejected_calls=0,failed_calls=0\r\n",
-                     ksCommandAt(i)->name, (unsigned long long)ks->stats.calls[i]);
+                tput(&t, "cmdstat_%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls=0,failed_calls=0\r\n",
+                     ksCommandAt(i)->name, (unsigned long long)ks->stats.calls[i],
+                     (unsigned long long)(ks->stats.ns[i] / 1000),
+                     (double)ks->stats.ns[i] / 1000.0 / (double)ks->stats.calls[i]);
     }
     if (sectionWanted(cmd, "keyspace", 1)) {
         sectionTitle(&t, "Keyspace");
@@ -557,6 +565,7 @@ static int serverOpen(const ksServerConfig *cfg, char *err, size_t errlen) {
     }
     srv.ks = ksKeyspaceNew(cfg->options, err, errlen);
     if (!srv.ks) return -1;
+    srv.ks->stats.timed = 1; /* call(): every command timed, as Valkey's server does */
     ksCur = srv.ks;
     /* every configured variant is checked at start, also when starting with batch 0 */
     if (applyBatch(KS_DEFAULT_BATCH, err, errlen) || applyBatch(cfg->batch, err, errlen)) {

@@ -161,6 +161,9 @@ def test_server_commands(server):
         stats = c.info("stats")
         assert (stats["keyspace_hits"], stats["keyspace_misses"]) == ("50", "10")
         assert c.info("commandstats")["cmdstat_mget"].startswith("calls=1,")
+        c.pipeline([("GET", "k1")] * 1000)
+        get = dict(kv.split("=") for kv in c.info("commandstats")["cmdstat_get"].split(","))
+        assert get["calls"] == "1000" and float(get["usec_per_call"]) > 0  # timed, as call()
         assert c.call("SAVE") == "OK"
         assert c.call("DEBUG", "RELOAD") == "OK"
         assert c.call("DBSIZE") == 50
