@@ -409,6 +409,32 @@ def summary_line(cell: str, m: dict[str, Any]) -> str:
     return f"{cell}:\n  " + "\n  ".join(parts)
 
 
+def table_markdown(doc: dict[str, Any]) -> str:
+    """The Markdown table of a ``native-server.json`` result: per cell, each server's
+    requests per server CPU second without and with prefetch, its speedup, and c_ref over
+    Valkey (median [bootstrap 95 % interval]), then the same ratios from wall time."""
+    def ci(m: dict, key: str) -> str:
+        lo, hi = m[f"{key}_ci95_low"], m[f"{key}_ci95_high"]
+        mark = "" if m.get(f"{key}_in_band", True) else " (out)"
+        return (f"{m[key]:.2f} [{lo:.2f}, {hi:.2f}]" if lo is not None
+                else f"{m[key]:.2f}") + mark
+    rows = ["| cell | c_ref req/CPU-s off -> on | c_ref speedup | Valkey req/CPU-s off -> on "
+            "| Valkey speedup | c_ref/Valkey off | c_ref/Valkey on | speedup ratio "
+            "| wall: off, on, speedup ratio |", "|---" * 9 + "|"]
+    for c in doc["cells"]:
+        m = c["metrics"]
+        sp = {s: f"{m[f'{s}_cpu_speedup']:.2f}x [{m[f'{s}_cpu_speedup_ci95_low']:.2f}, "
+              f"{m[f'{s}_cpu_speedup_ci95_high']:.2f}]" for s in SERVERS}
+        rows.append(
+            f"| {c['cell']} | {m['cref_cpu_a_rps_median']:,.0f} -> "
+            f"{m['cref_cpu_b_rps_median']:,.0f} | {sp['cref']} | "
+            f"{m['valkey_cpu_a_rps_median']:,.0f} -> {m['valkey_cpu_b_rps_median']:,.0f} | "
+            f"{sp['valkey']} | {ci(m, 'cpu_rps_a_ratio')} | {ci(m, 'cpu_rps_b_ratio')} | "
+            f"{ci(m, 'cpu_speedup_ratio')} | {m['rps_a_ratio']:.2f}, {m['rps_b_ratio']:.2f}, "
+            f"{m['speedup_ratio']:.2f} |")
+    return "\n".join(rows)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2 (no usage block)
         self.exit(2, f"{self.prog}: error: {message}\n")
@@ -441,7 +467,18 @@ def main(argv: list[str] | None = None, prog: str = "kvsim native server") -> in
     ap.add_argument("--out", default=None,
                     help=f"result file (default results/{RESULT_NAME}, with --callgrind "
                     f"results/{CALLGRIND_RESULT_NAME})")
+    ap.add_argument("--render", metavar="RESULT", default=None,
+                    help="print the Markdown table of a native-server.json result and exit")
     a = ap.parse_args(argv)
+    if a.render:
+        import json
+
+        try:
+            print(table_markdown(json.loads(Path(a.render).read_text())))
+        except (OSError, ValueError, KeyError) as exc:
+            print(f"{prog}: error: --render {a.render}: {exc}", file=sys.stderr)
+            return 1
+        return 0
     out = Path(a.out) if a.out else provenance.default_result_path(
         CALLGRIND_RESULT_NAME if a.callgrind else RESULT_NAME)
     cells = a.cell or CELLS
