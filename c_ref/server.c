@@ -656,6 +656,7 @@ int ksServe(const ksServerConfig *cfg, char *err, size_t errlen) {
     struct sigaction ign = {.sa_handler = SIG_IGN};
     sigaction(SIGPIPE, &ign, &old_pipe);
     stop_requested = 0;
+    KS_MARK(KVT_MARK_PHASE, 1); /* traced: everything served is the measured phase */
     if (cfg->ready) {
         fprintf(cfg->ready, "ready %s %d\n", host, port);
         fflush(cfg->ready);

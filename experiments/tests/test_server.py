@@ -336,6 +336,44 @@ def test_signal_stops_the_server_cleanly(sig):
         srv.stop()
 
 
+def test_traced_server_records_every_request(tmp_path):
+    """``serve --trace``: the traced build serves; the trace has a COMMAND marker per command
+    executed, stores of exactly the bytes read into query buffers and loads of exactly the
+    reply bytes written (what the kernel's copies touch), and is complete."""
+    from kvsim import traces
+
+    out = tmp_path / "serve.kvt"
+    srv = CrefServer(binary=_binary(), args=["--trace", str(out)]).start()
+    sent = received = commands = 0
+    try:
+        for depth in (1, 5):
+            with _connect(srv.port) as s:
+                cmds = [encode_command(b"MSET", b"a", b"1", b"b", b"22")]
+                cmds += [encode_command(b"GET", k) for k in (b"a", b"b", b"c")] * depth
+                cmds += [encode_command(b"MGET", b"a", b"zz", b"b")]
+                q = b"".join(cmds)
+                want, _ = Keyspace().execute(q)
+                s.sendall(q)
+                assert _recv_exactly(s, len(want)) == want
+                sent, received = sent + len(q), received + len(want)
+                commands += len(cmds)
+        srv.proc.send_signal(signal.SIGTERM)
+        assert srv.proc.wait(timeout=TIMEOUT) == 0
+    finally:
+        srv.stop()
+    t = traces.open(out)
+    assert t.header["workload"]["name"] == "serve"
+    rec = t.read_all()
+    assert t.complete
+    marker, store, load = 3, 1, 0
+    is_cmd = (rec["kind"] == marker) & (rec["flags"] == traces.MARK_COMMAND)
+    assert int(is_cmd.sum()) == commands
+    qstores = (rec["kind"] == store) & (rec["tag"] == traces.TAG_QUERY_BUF)
+    assert int(rec["size"][qstores].sum()) == sent
+    rloads = (rec["kind"] == load) & (rec["tag"] == traces.TAG_REPLY_BUF)
+    assert int(rec["size"][rloads].sum()) == received
+
+
 def test_kvsim_serve_is_kvsim_cref_serve(kvsim):
     p = kvsim("serve", "--table", "nope")
     assert p.returncode == 2
