@@ -30,11 +30,13 @@
  *
  * Conventions: public ks...; command procs are static xxxCommand().
  */
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <strings.h>
+#include <time.h>
 #include <string.h>
 
 #include "dict.h"
@@ -76,9 +78,11 @@ static void getCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     if (ki.rehash) ksKeyRehash(ks, &ki);
     void *e = ksDbFind(ks, &ki);
     if (!e) {
+        ks->stats.keyspace_misses++;
         ksReplyNull(ks, c);
         return;
     }
+    ks->stats.keyspace_hits++;
     ksDbTouch(ks, &ki, e);
     if (ksEntryType(ks, e) != OBJ_STRING) { /* checkType */
         ksReplyError(ks, c, "WRONGTYPE Operation against a key holding the wrong kind of value");
@@ -312,6 +316,8 @@ static void mgetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
         resolveBatch(ks, cmd, ki, 1, 1, done, n, tables);
         for (int i = 0; i < n; i++) {
             void *e = findForBatch(ks, &ki[i], tables);
+            if (e) ks->stats.keyspace_hits++;
+            else ks->stats.keyspace_misses++;
             if (e && ksEntryType(ks, e) == OBJ_STRING) replyValue(ks, c, e, ki[i].found_dep);
             else ksReplyNull(ks, c);
         }
@@ -640,16 +646,41 @@ static const ksCommandDef commandTable[] = {
     {"hdel", -3, 1, ksHdelCommand, 0, 0, 2},
 };
 
+#define NUM_CORE_COMMANDS ((int)(sizeof(commandTable) / sizeof(commandTable[0])))
+static_assert(NUM_CORE_COMMANDS <= KS_MAX_COMMANDS, "KS_MAX_COMMANDS holds the command table");
+
+/* Commands registered by the server (server.c: PING, CONFIG, INFO, ...), after the table. */
+static const ksCommandDef *extraTable;
+static int extraCount;
+
+int ksRegisterCommands(const ksCommandDef *table, int n) {
+    if (extraTable || n < 0 || NUM_CORE_COMMANDS + n > KS_MAX_COMMANDS) return -1;
+    extraTable = table;
+    extraCount = n;
+    return 0;
+}
+
+int ksCommandCount(void) { return NUM_CORE_COMMANDS + extraCount; }
+
+const ksCommandDef *ksCommandAt(int i) {
+    return i < NUM_CORE_COMMANDS ? &commandTable[i] : &extraTable[i - NUM_CORE_COMMANDS];
+}
+
 const ksCommandDef *ksLookupCommand(const char *name, size_t len) {
     /* Valkey looks commands up in a dict (constant cost, the site cmd.dispatch); the
      * first letter skips most rows of this linear table cheaply. */
     int first = len ? (name[0] | 0x20) : 0;
-    for (size_t i = 0; i < sizeof(commandTable) / sizeof(commandTable[0]); i++) {
-        if (commandTable[i].name[0] != first) continue;
-        if (strlen(commandTable[i].name) == len && strncasecmp(commandTable[i].name, name, len) == 0)
-            return &commandTable[i];
+    for (int i = 0; i < ksCommandCount(); i++) {
+        const ksCommandDef *d = ksCommandAt(i);
+        if (d->name[0] != first) continue;
+        if (strlen(d->name) == len && strncasecmp(d->name, name, len) == 0) return d;
     }
     return NULL;
+}
+
+static int commandIndex(const ksCommandDef *d) {
+    if (d >= commandTable && d < commandTable + NUM_CORE_COMMANDS) return (int)(d - commandTable);
+    return NUM_CORE_COMMANDS + (int)(d - extraTable);
 }
 
 int ksCommandKeys(const ksCommandDef *d, int argc, int *first, int *step) {
@@ -696,6 +727,23 @@ void ksExecuteCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
         ksReplyError(ks, c, msg);
         return;
     }
-
+    int id = commandIndex(def);
+    ks->stats.calls[id]++;
+    if (!ks->stats.timed) {
+        def->proc(ks, c, cmd);
+        return;
+    }
+    /* The server's call(): the command's duration on the monotonic clock, into its
+     * commandstats and its latency histogram (Valkey latency-tracking, on by default). */
+    uint64_t t0 = ksMonotonicNs();
     def->proc(ks, c, cmd);
+    uint64_t ns = ksMonotonicNs() - t0;
+    ks->stats.ns[id] += ns;
+    ks->stats.latency[id][ns ? 64 - __builtin_clzll(ns) : 0]++;
+}
+
+uint64_t ksMonotonicNs(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }

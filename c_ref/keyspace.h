@@ -195,6 +195,21 @@ struct ksClient {
 
 /* --- Keyspace -------------------------------------------------------------- */
 
+/* Valkey's INFO counters (untraced bookkeeping; the server reports them):
+ * keyspace_hits/misses of read lookups (GET, MGET), calls per command
+ * (ksCommandAt order) that passed the arity check.  With `timed` set (the
+ * server, as Valkey's call()), each command is also timed on the monotonic
+ * clock: total nanoseconds and a log2 latency histogram per command. */
+#define KS_MAX_COMMANDS 64
+#define KS_LATENCY_BUCKETS 65
+typedef struct ksStats {
+    uint64_t keyspace_hits, keyspace_misses;
+    uint64_t calls[KS_MAX_COMMANDS];
+    int timed;
+    uint64_t ns[KS_MAX_COMMANDS];
+    uint64_t latency[KS_MAX_COMMANDS][KS_LATENCY_BUCKETS]; /* [i][b]: 2^(b-1) <= ns < 2^b */
+} ksStats;
+
 struct ksKeyspace {
     ksArena *arena;
     const ksTableOps *ops;
@@ -224,6 +239,7 @@ struct ksKeyspace {
     size_t snap_len;
     hashtableType ht_type;
     hashtableType exp_type;
+    ksStats stats;
     char err[256];
 };
 
@@ -327,9 +343,17 @@ typedef struct ksCommandDef {
     int field_arg;    /* hash commands: the argument of the (first) field, 0 = none */
 } ksCommandDef;
 
+/* CLOCK_MONOTONIC in nanoseconds (the server's command timer). */
+uint64_t ksMonotonicNs(void);
 /* Look up the command, check arity, run it, write its reply. */
 void ksExecuteCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
 const ksCommandDef *ksLookupCommand(const char *name, size_t len);
+/* Commands beyond the keyspace's own (the server's PING, CONFIG, INFO, ...):
+ * looked up after the table, once per process; -1 if already set or too many. */
+int ksRegisterCommands(const ksCommandDef *table, int n);
+/* Every known command, in table order then the registered ones. */
+int ksCommandCount(void);
+const ksCommandDef *ksCommandAt(int i);
 /* getKeysFromCommand: the number of keys of a command of argc arguments (0 if
  * it has none or fails an arity check, incl. MSET's pair count); keys are
  * argv[*first + i * *step]. */

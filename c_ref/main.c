@@ -6,6 +6,8 @@
  *        [--versus-variant V] [--versus-pipeline P] [--versus-batch N] [--versus-first a|b]
  *                                     time configuration B against A in one process
  *   kvsim-cref options [--json]                            the workloads and options as JSON
+ *   kvsim-cref serve [--port P] [--bind ADDR] [keyspace and variant options]
+ *                                     the keyspace behind a RESP2 server (server.c)
  *
  * The workloads and their options (--keys, --ops, --variant, ...) are the
  * tables of workload.c; this file parses them generically and `options`
@@ -28,6 +30,7 @@
 
 #include "arena.h"
 #include "emit.h"
+#include "server.h"
 #include "workload.h"
 
 #define KVSIM_CREF_VERSION "0.1.0"
@@ -36,6 +39,7 @@
 int tr_ksWorkloadRun(const ksWorkloadSpec *spec, ksWorkloadResult *res, char *err, size_t errlen);
 ksEmitter *tr_ksEmitterOpen(FILE *out, const char *json, uint32_t chunk_records);
 int tr_ksEmitterClose(ksEmitter *e);
+int tr_ksServe(const ksServerConfig *cfg, char *err, size_t errlen);
 extern ksEmitter *tr_ksEmitterCurrent;
 
 static char *tmp_path = NULL;
@@ -59,6 +63,12 @@ static void usage(void) {
             "              (pipeline, mget, mset: R rounds of A and B in one process,\n"
             "               B the options with these replaced; A B then B A alternately)\n"
             "       kvsim-cref options [--json]\n"
+            "       kvsim-cref serve [--port P] [--bind ADDR] [--maxclients N] [--table T] [--layout L]\n"
+            "              [--cluster] [--seed N] [--activerehashing yes|no] [--rdbchecksum yes|no]\n"
+            "              [--pipeline P] [--variant MULTIKEY] [--batch 0..128] [--trace OUT]\n"
+            "              (an empty keyspace served on ADDR:P [127.0.0.1:6379]; P 0: any free port;\n"
+            "               prints 'ready HOST PORT' when listening; stops on SIGTERM;\n"
+            "               --trace: the traced build serves, its trace written to OUT at the end)\n"
             "WORKLOAD: %s\noptions:\n", ksWorkloadNames());
     for (int i = 0; i < KS_NUM_WORKLOAD_OPTIONS; i++) {
         const ksWorkloadOption *o = &ksWorkloadOptions[i];
@@ -182,6 +192,142 @@ static void jruns(jbuf *j, const double *runs, int n) {
     jput(j, "]");
 }
 
+
+/* --- Trace output (trace, serve --trace) ------------------------------------ */
+
+/* The trace header of a run described by s (keys sorted, no whitespace). */
+static char *traceHeader(const ksWorkloadSpec *s) {
+    jbuf j = {0};
+    jput(&j, "{\"arena_base\":%llu,\"chunk_records\":%u,\"format_version\":%d,\"gap_model\":\"site-cost-v1\",\"markers\":",
+         (unsigned long long)KS_ARENA_DEFAULT_BASE, KVT_DEFAULT_CHUNK_RECORDS, KVT_VERSION);
+    jstrlist(&j, ksMarkerName, KVT_NUM_MARKERS);
+    static const char *const phases[] = {"setup", "measure"};
+    jput(&j, ",\"phases\":");
+    jstrlist(&j, phases, 2);
+    jput(&j, ",\"producer\":");
+    jproducer(&j);
+    jput(&j, ",\"sites\":");
+    jstrlist(&j, ksSiteName, KS_NUM_SITES);
+    jput(&j, ",\"tags\":");
+    jstrlist(&j, ksTagName, KVT_NUM_TAGS);
+    /* "skipped": setup is not recorded; "prefix": so is it, but --warmup-ops
+     * operations precede the measured ones between warm-up markers */
+    jput(&j, ",\"warmup\":\"%s\",\"workload\":", s->warmup_ops ? "prefix" : "skipped");
+    jworkload(&j, s);
+    jput(&j, "}");
+    return j.buf;
+}
+
+/* The trace's stream: stdout for "-", else a temporary file beside out (tmp_path),
+ * renamed by traceClose only when complete. */
+static FILE *traceOpen(const char *out) {
+    if (!strcmp(out, "-")) return stdout;
+    size_t n = strlen(out) + 32;
+    tmp_path = malloc(n);
+    const char *slash = strrchr(out, '/');
+    if (slash) snprintf(tmp_path, n, "%.*s/.%s.XXXXXX", (int)(slash - out), out, slash + 1);
+    else snprintf(tmp_path, n, ".%s.XXXXXX", out);
+    int fd = mkstemp(tmp_path);
+    if (fd < 0) {
+        char *p = tmp_path;
+        tmp_path = NULL;
+        free(p);
+        die("cannot create '%s': %s", out, strerror(errno));
+    }
+    FILE *f = fdopen(fd, "wb");
+    if (!f) die("cannot open '%s': %s", out, strerror(errno));
+    static char iobuf[1 << 20];
+    setvbuf(f, iobuf, _IOFBF, sizeof(iobuf));
+    return f;
+}
+
+static void traceClose(FILE *f, const char *out) {
+    if (f != stdout) {
+        if (fclose(f) != 0) die("write error on '%s': %s", out, strerror(errno));
+        if (rename(tmp_path, out) != 0) die("cannot rename to '%s': %s", out, strerror(errno));
+        free(tmp_path);
+        tmp_path = NULL;
+    } else if (fflush(stdout) != 0) {
+        die("write error on stdout");
+    }
+}
+
+/* --- serve ------------------------------------------------------------------ */
+
+/* The keyspace options of `trace` that a server takes, read through the workload
+ * option table (one definition); --batch, --port, --bind and --maxclients are the
+ * server's own (batch 0: no prefetch, as Valkey's prefetch-batch-max-size). */
+static const char *const serveOptions[] = {"table", "layout", "cluster", "seed", "activerehashing",
+                                           "rdbchecksum", "pipeline", "variant"};
+
+static int serveMain(int argc, char **argv) {
+    ksWorkloadSpec s;
+    ksWorkloadSpecInit(&s, "mget");
+    s.pipeline = "lookahead"; /* Valkey's: the lookahead of PR #2092 and its key batches */
+    s.variant = "batch";
+    s.seed = 0;
+    ksServerConfig cfg = {.bind = "127.0.0.1", .port = 6379, .batch = 16 /* Valkey prefetch-batch-max-size */, .maxclients = 10000,
+                          .ready = stdout};
+    char err[512] = "";
+    const char *trace_out = NULL;
+    for (int i = 2; i < argc; i++) {
+        const char *o = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+            usage();
+            return 0;
+        }
+        const ksWorkloadOption *wo = NULL;
+        for (size_t k = 0; k < sizeof(serveOptions) / sizeof(serveOptions[0]); k++)
+            if (!strncmp(o, "--", 2) && !strcmp(o + 2, serveOptions[k])) wo = ksWorkloadOptionFind(o + 2);
+        if (wo && wo->type == KS_OPT_FLAG) {
+            ksWorkloadOptionSet(&s, wo, NULL, err, sizeof(err));
+            continue;
+        }
+        if (!v) die("%s: missing value", o);
+        i++;
+        if (wo) {
+            if (ksWorkloadOptionSet(&s, wo, v, err, sizeof(err))) die("%s", err);
+        } else if (!strcmp(o, "--port")) {
+            cfg.port = (int)parseUint(o, v, 0, 65535);
+        } else if (!strcmp(o, "--bind")) {
+            cfg.bind = v;
+        } else if (!strcmp(o, "--batch")) {
+            cfg.batch = (int)parseUint(o, v, 0, KS_SERVER_MAX_BATCH);
+        } else if (!strcmp(o, "--maxclients")) {
+            cfg.maxclients = (int)parseUint(o, v, 1, 1000000);
+        } else if (!strcmp(o, "--trace")) {
+            if (!*v || !strcmp(v, "-")) die("--trace: expected a file name (stdout carries the ready line)");
+            trace_out = v;
+        } else {
+            die("serve: unknown option '%s'", o);
+        }
+    }
+    char opts[256];
+    snprintf(opts, sizeof(opts), "table=%s layout=%s cluster=%d seed=%llu rdbchecksum=%s activerehashing=%s",
+             s.table, s.layout, s.cluster, (unsigned long long)s.seed, s.rdbchecksum ? s.rdbchecksum : "yes",
+             s.activerehashing ? s.activerehashing : "yes");
+    cfg.options = opts;
+    cfg.pipeline = s.pipeline;
+    cfg.multikey = s.variant;
+    if (!trace_out) {
+        if (ksServe(&cfg, err, sizeof(err))) die("serve: %s", err);
+        return 0;
+    }
+    /* --trace: the traced build serves, every access of every request recorded (the
+     * header's workload is the server's options, named "serve") */
+    s.workload = "serve";
+    char *header = traceHeader(&s);
+    FILE *f = traceOpen(trace_out);
+    ksEmitter *e = tr_ksEmitterOpen(f, header, KVT_DEFAULT_CHUNK_RECORDS);
+    free(header);
+    if (!e) die("cannot write the trace header: %s", strerror(errno));
+    if (tr_ksServe(&cfg, err, sizeof(err))) die("serve: %s", err);
+    if (tr_ksEmitterClose(e)) die("write error on '%s': %s", trace_out, strerror(errno));
+    traceClose(f, trace_out);
+    return 0;
+}
+
 /* --- Main ------------------------------------------------------------------ */
 
 int main(int argc, char **argv) {
@@ -200,7 +346,8 @@ int main(int argc, char **argv) {
         free(buf);
         return fflush(stdout) == 0 ? 0 : 1;
     }
-    if (strcmp(mode, "trace") && strcmp(mode, "native")) die("unknown command '%s' (trace|native|options)", mode);
+    if (!strcmp(mode, "serve")) return serveMain(argc, argv);
+    if (strcmp(mode, "trace") && strcmp(mode, "native")) die("unknown command '%s' (trace|native|options|serve)", mode);
     int trace = !strcmp(mode, "trace");
     if (argc < 3 || argv[2][0] == '-') die("missing WORKLOAD (%s)", ksWorkloadNames());
     if (!ksWorkloadFamily(argv[2])) die("unknown workload '%s' (%s)", argv[2], ksWorkloadNames());
@@ -309,48 +456,10 @@ int main(int argc, char **argv) {
     }
 
     /* --- trace --- */
-    jbuf j = {0};
-    jput(&j, "{\"arena_base\":%llu,\"chunk_records\":%u,\"format_version\":%d,\"gap_model\":\"site-cost-v1\",\"markers\":",
-         (unsigned long long)KS_ARENA_DEFAULT_BASE, KVT_DEFAULT_CHUNK_RECORDS, KVT_VERSION);
-    jstrlist(&j, ksMarkerName, KVT_NUM_MARKERS);
-    static const char *const phases[] = {"setup", "measure"};
-    jput(&j, ",\"phases\":");
-    jstrlist(&j, phases, 2);
-    jput(&j, ",\"producer\":");
-    jproducer(&j);
-    jput(&j, ",\"sites\":");
-    jstrlist(&j, ksSiteName, KS_NUM_SITES);
-    jput(&j, ",\"tags\":");
-    jstrlist(&j, ksTagName, KVT_NUM_TAGS);
-    /* "skipped": setup is not recorded; "prefix": so is it, but --warmup-ops
-     * operations precede the measured ones between warm-up markers */
-    jput(&j, ",\"warmup\":\"%s\",\"workload\":", s.warmup_ops ? "prefix" : "skipped");
-    jworkload(&j, &s);
-    jput(&j, "}");
-
-    FILE *f;
-    if (!strcmp(out, "-")) {
-        f = stdout;
-    } else {
-        size_t n = strlen(out) + 32;
-        tmp_path = malloc(n);
-        const char *slash = strrchr(out, '/');
-        if (slash) snprintf(tmp_path, n, "%.*s/.%s.XXXXXX", (int)(slash - out), out, slash + 1);
-        else snprintf(tmp_path, n, ".%s.XXXXXX", out);
-        int fd = mkstemp(tmp_path);
-        if (fd < 0) {
-            char *p = tmp_path;
-            tmp_path = NULL;
-            free(p);
-            die("cannot create '%s': %s", out, strerror(errno));
-        }
-        f = fdopen(fd, "wb");
-        if (!f) die("cannot open '%s': %s", out, strerror(errno));
-    }
-    static char iobuf[1 << 20];
-    setvbuf(f, iobuf, _IOFBF, sizeof(iobuf));
-    ksEmitter *e = tr_ksEmitterOpen(f, j.buf, KVT_DEFAULT_CHUNK_RECORDS);
-    free(j.buf);
+    char *header = traceHeader(&s);
+    FILE *f = traceOpen(out);
+    ksEmitter *e = tr_ksEmitterOpen(f, header, KVT_DEFAULT_CHUNK_RECORDS);
+    free(header);
     if (!e) die("cannot write the trace header: %s", strerror(errno));
     ksWorkloadResult res;
     s.repeat = 1;
@@ -364,13 +473,6 @@ int main(int argc, char **argv) {
                 "\"records_per_cpu_s\":%.0f}\n",
                 (unsigned long long)nrec, res.runs_s[0], res.runs_s[0] > 0 ? (double)nrec / res.runs_s[0] : 0.0,
                 res.cpu_runs_s[0], res.cpu_runs_s[0] > 0 ? (double)nrec / res.cpu_runs_s[0] : 0.0);
-    if (f != stdout) {
-        if (fclose(f) != 0) die("write error on '%s': %s", out, strerror(errno));
-        if (rename(tmp_path, out) != 0) die("cannot rename to '%s': %s", out, strerror(errno));
-        free(tmp_path);
-        tmp_path = NULL;
-    } else if (fflush(stdout) != 0) {
-        die("write error on stdout");
-    }
+    traceClose(f, out);
     return 0;
 }

@@ -251,7 +251,9 @@ static int parseMultibulk(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
         }
         if (*q != '$') {
             static char msg[64];
-            snprintf(msg, sizeof(msg), "ERR Protocol error: expected '$', got '%c'", *q);
+            /* addReplyErrorFormat: CR and LF in an error become spaces */
+            snprintf(msg, sizeof(msg), "ERR Protocol error: expected '$', got '%c'",
+                     *q == '\r' || *q == '\n' ? ' ' : *q);
             rc = protoError(cmd, msg);
             break;
         }

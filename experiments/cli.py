@@ -243,12 +243,36 @@ def trace(workload, output, codec, format_version, **kwargs):
                    progress=bar.update)
 
 
-@cli.command(cls=WorkloadCommand)
+class NativeCommand(WorkloadCommand):
+    """``kvsim native WORKLOAD``, and ``kvsim native server ...``: c_ref's server against the
+    real Valkey (:mod:`kvsim.experiments.server`, an argparse program with its own --help)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] == "server":
+            ctx.meta["native_server_args"] = args[1:]
+            return []
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context):
+        if "native_server_args" in ctx.meta:
+            from kvsim.experiments import server
+
+            rc = server.main(ctx.meta["native_server_args"], prog="kvsim native server")
+            if rc:
+                raise SystemExit(rc)  # its one-line error is printed
+            return None
+        return super().invoke(ctx)
+
+
+@cli.command(cls=NativeCommand)
 @click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True,
               help="Times the measured phase is run.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def native(workload, repeat, as_json, **kwargs):
-    """Run WORKLOAD natively (real prefetch instructions) and time it."""
+    """Run WORKLOAD natively (real prefetch instructions) and time it.
+
+    `kvsim native server ...` instead measures c_ref's server against the real Valkey
+    server under redis-benchmark (`kvsim native server --help`)."""
     from kvsim.experiments import cref, progress
 
     # c_ref reports its runs only at the end: the bar shows the elapsed time until then.
@@ -261,6 +285,17 @@ def native(workload, repeat, as_json, **kwargs):
     for key in ("keys", "median_s", "ops_per_s", "memory_bytes"):
         if key in res:
             click.echo(f"{key:>14}: {res[key]}")
+
+
+@cli.command(name="serve", add_help_option=False,
+             context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+                               "help_option_names": []})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def serve(args):
+    """c_ref's keyspace behind a RESP2 server: kvsim-cref serve (kvsim serve --help)."""
+    from kvsim.experiments import server
+
+    raise SystemExit(server.serve_main(list(args)))
 
 
 @cli.command("trace-info")

@@ -62,6 +62,7 @@ from kvsim.experiments.valkey_server import (
     populate,
     server_binary,
     tool_version,
+    value_bytes,
 )
 
 __all__ = ["DEFAULTS", "ToolMissing", "ValkeyError", "run_valkey_cell"]
@@ -79,7 +80,11 @@ OP_DEFAULTS: dict[str, dict[str, int]] = {
     "mget": {"keys_per_command": 20, "pipeline": 1, "requests": 50_000},
     # seed 004 (Valkey #2092): GET at pipeline depth 10
     "get": {"keys_per_command": 1, "pipeline": 10, "requests": 500_000},
+    # seed 001 (Redis #15043): MSET of 10 keys over existing ones
+    "mset": {"keys_per_command": 10, "pipeline": 1, "requests": 50_000},
 }
+#: The ops whose keys are read lookups (Valkey counts keyspace hits and misses for those).
+READ_OPS = ("get", "mget")
 _LIMITS = {"keys": (1, 10**9), "value_size": (1, 1 << 20), "clients": (1, 10_000),
            "batch_a": (0, 128), "batch_b": (0, 128), "rounds": (1, 1000),
            "warmup_rounds": (0, 100), "seed": (0, 2**63 - 1), "io_threads": (1, 128),
@@ -111,6 +116,9 @@ def normalize_spec(spec: dict) -> dict[str, Any]:
 def _command(spec: dict) -> list[str]:
     if spec["op"] == "get":
         return ["GET", KEY_PATTERN]
+    if spec["op"] == "mset":  # overwrites loaded keys with values of the loaded size
+        value = value_bytes(spec["value_size"], spec["seed"] + 1).decode()
+        return ["MSET", *[KEY_PATTERN, value] * spec["keys_per_command"]]
     return ["MGET", *[KEY_PATTERN] * spec["keys_per_command"]]
 
 
@@ -149,10 +157,11 @@ def _check_counts(client: Resp, spec: dict) -> None:
     ks = client.info("stats")
     hits, misses = int(ks["keyspace_hits"]), int(ks["keyspace_misses"])
     want = spec["requests"]
-    if calls != want or bad or hits != want * spec["keys_per_command"] or misses:
+    want_hits = want * spec["keys_per_command"] if op in READ_OPS else 0
+    if calls != want or bad or hits != want_hits or misses:
         raise ValkeyError(f"reply count mismatch for {op.upper()}: {calls} calls ({bad} "
                           f"rejected or failed), {hits} hits, {misses} misses; expected "
-                          f"{want} calls, {want * spec['keys_per_command']} hits, 0 misses")
+                          f"{want} calls, {want_hits} hits, 0 misses")
 
 
 def _run(srv: ValkeyServer, bench: Path, spec: dict, client_cpu: int | None,
@@ -268,8 +277,8 @@ def _spec_from_args(a: argparse.Namespace, op: str) -> dict[str, Any]:
 
 
 def _summary_line(m: dict[str, Any]) -> str:
-    shape = (f"MGET x{m['keys_per_command']}" if m["op"] == "mget"
-             else f"GET depth {m['pipeline']}")
+    shape = (f"GET depth {m['pipeline']}" if m["op"] == "get"
+             else f"{m['op'].upper()} x{m['keys_per_command']}")
     lo, hi = m["speedup_ci95_low"], m["speedup_ci95_high"]
     ci = f" [{lo:.3f}, {hi:.3f}]" if lo is not None else " [no interval]"
     return (f"{shape}: batch {m['batch_a']} {m['a_rps_median']:,.0f} req/s, batch "
@@ -283,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = _Parser(prog="python -m kvsim.experiments.valkey",
                  description=__doc__.splitlines()[0])
     ap.add_argument("--op", action="append", choices=sorted(OP_DEFAULTS),
-                    help="cell(s) to run, repeatable (default: mget and get)")
+                    help="cell(s) to run, repeatable (default: mget and get; mset: 10 keys)")
     ap.add_argument("--keys", type=int, default=1_000_000, help="keys loaded (1000000)")
     ap.add_argument("--value-size", type=int, default=DEFAULTS["value_size"],
                     help="value bytes (256)")

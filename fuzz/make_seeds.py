@@ -133,6 +133,14 @@ def seeds() -> dict[str, dict[str, bytes]]:
             + resp(b"DBSIZE") + b"PING\r\nSET inline \"q\\x41\"\r\n")
     out["cref_resp"] = {"seed-commands": b"\x00" + cmds, "seed-lookahead": b"\x25" + cmds,
                         "seed-partial": b"\x86" + cmds + b"*2\r\n$3\r\nGET\r\n$2\r\nk"}
+    # cref_server: byte 0 options/variants/batch, byte 1 the read size (0: whole)
+    srv_cmds = (cmds + resp(b"CONFIG", b"GET", b"save") + resp(b"CONFIG", b"SET",
+                b"prefetch-batch-max-size", b"0") + resp(b"INFO", b"commandstats")
+                + resp(b"SAVE") + resp(b"DEBUG", b"RELOAD") + resp(b"MGET", b"k1", b"b")
+                + resp(b"PING", b"x") + resp(b"FLUSHALL"))
+    out["cref_server"] = {"seed-whole": b"\x00\x00" + srv_cmds,
+                          "seed-reads": b"\x85\x07" + srv_cmds,
+                          "seed-error": b"\x40\x03" + srv_cmds + b"*1\r\n$x\r\n"}
     snaps = {}
     for sel, opts in ((0, "rdbchecksum=no"), (1, "rdbchecksum=no table=dict"),
                       (2, "rdbchecksum=no cluster=1")):

