@@ -670,10 +670,14 @@ const ksCommandDef *ksLookupCommand(const char *name, size_t len) {
     /* Valkey looks commands up in a dict (constant cost, the site cmd.dispatch); the
      * first letter skips most rows of this linear table cheaply. */
     int first = len ? (name[0] | 0x20) : 0;
-    for (int i = 0; i < ksCommandCount(); i++) {
-        const ksCommandDef *d = ksCommandAt(i);
-        if (d->name[0] != first) continue;
-        if (strlen(d->name) == len && strncasecmp(d->name, name, len) == 0) return d;
+    for (int t = 0; t < 2; t++) { /* the table, then the server's (ksRegisterCommands) */
+        const ksCommandDef *tab = t ? extraTable : commandTable;
+        const int n = t ? extraCount : NUM_CORE_COMMANDS;
+        for (int i = 0; i < n; i++) {
+            if (tab[i].name[0] != first) continue;
+            if (strlen(tab[i].name) == len && strncasecmp(tab[i].name, name, len) == 0)
+                return &tab[i];
+        }
     }
     return NULL;
 }
@@ -729,6 +733,9 @@ void ksExecuteCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     }
     int id = commandIndex(def);
     ks->stats.calls[id]++;
+    /* the command's index, its commandstats count, the timed test, the GET hit or miss:
+     * 14 instructions per command under callgrind (tests/calibrate.sh) */
+    KS_WORK(14);
     if (!ks->stats.timed) {
         def->proc(ks, c, cmd);
         return;
