@@ -1,0 +1,132 @@
+"""--batch and --chunk are read by the variants they size, or refused (issue 44, section 2).
+
+A size given to variants that ignore it is one line naming the option and the variants, a
+non-zero exit and no output, from kvsim-cref and from ``kvsim``; ``--chunk`` sizes Redis
+#15133's in-command chunk (checked against the model's ``multikey_batches``); without it
+the traces are those of before.
+"""
+
+from __future__ import annotations
+
+import io
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+
+from kvsim import traces
+from kvsim.experiments import cref
+from kvsim.experiments.cli import cli, main
+from kvsim.model.batching import multikey_batches
+
+SMALL = ["--keys", "300", "--ops", "20"]
+
+#: (workload, extra args, the option refused, the variants the error names)
+UNUSED = [
+    ("mget", ["--variant", "chunk-15133", "--batch", "8"], "--batch 8",
+     "multikey=chunk-15133 pipeline=naive on table=hashtable"),
+    ("mget", ["--variant", "chunk-15133", "--table", "dict", "--batch", "8"], "--batch 8",
+     "multikey=chunk-15133 pipeline=naive on table=dict"),
+    ("mget", ["--variant", "batch", "--table", "dict", "--batch", "8"], "--batch 8",
+     "multikey=batch pipeline=naive on table=dict"),
+    ("mset", ["--variant", "batch", "--table", "dict", "--batch", "4"], "--batch 4",
+     "multikey=batch pipeline=naive on table=dict"),
+    ("mget", ["--variant", "redis-14899", "--batch", "8"], "--batch 8",
+     "multikey=redis-14899 pipeline=naive"),
+    ("pipeline", ["--batch", "8"], "--batch 8", "pipeline=naive on table=hashtable"),
+    ("mget", ["--variant", "batch", "--chunk", "8"], "--chunk 8",
+     "multikey=batch pipeline=naive on table=hashtable"),
+    ("mset", ["--variant", "redis-15043", "--table", "dict", "--chunk", "8"], "--chunk 8",
+     "multikey=redis-15043 pipeline=naive on table=dict"),
+    ("mget", ["--variant", "none", "--pipeline", "lookahead", "--chunk", "8"], "--chunk 8",
+     "multikey=none pipeline=lookahead"),
+]
+
+
+@pytest.mark.parametrize("workload,args,option,names", UNUSED)
+def test_unused_size_is_refused_by_kvsim_cref(workload, args, option, names, tmp_path):
+    out = tmp_path / "t.kvt"
+    r = subprocess.run([str(cref.binary()), "trace", workload, "-o", str(out), *SMALL, *args],
+                       capture_output=True, text=True)
+    assert r.returncode != 0
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith(f"kvsim-cref: {option}: not used by {names}")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("workload,args,option,names", UNUSED)
+def test_unused_size_is_refused_by_kvsim(workload, args, option, names, tmp_path, capsys):
+    out = tmp_path / "t.kvt"
+    assert main(["trace", workload, "-o", str(out), *SMALL, *args]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{option}: not used by {names}" in err[0]
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("args", [
+    ["--variant", "lookahead", "--batch", "8"],
+    ["--variant", "naive"],  # kvsim forwards no default --batch, so naive runs
+])
+def test_used_or_default_size_runs(args, tmp_path):
+    r = CliRunner().invoke(cli, ["trace", "pipeline", "-o", str(tmp_path / "t.kvt"), *SMALL,
+                                 *args])
+    assert r.exit_code == 0, r.output
+
+
+def test_versus_batch_must_be_read_by_b():
+    r = subprocess.run([str(cref.binary()), "native", "mget", *SMALL, "--variant", "batch",
+                        "--versus-variant", "chunk-15133", "--versus-batch", "4", "--json"],
+                       capture_output=True, text=True)
+    assert r.returncode != 0
+    assert "--versus-batch 4: not used by multikey=chunk-15133" in r.stderr
+
+
+def _trace(workload: str, *args: str) -> tuple[dict, list[int]]:
+    r = subprocess.run([str(cref.binary()), "trace", workload, "-o", "-", *args],
+                       capture_output=True, check=True)
+    sizes = []
+    with traces.open(io.BytesIO(r.stdout)) as tr:
+        header = tr.header
+        recs = []
+        for chunk in tr:
+            recs.append(chunk.tobytes())
+            for rec in chunk[chunk["kind"] == traces.KIND_MARKER]:
+                if rec["flags"] == traces.MARK_BATCH:
+                    sizes.append(int(rec["addr"]))
+    return {"header": header, "records": b"".join(recs)}, sizes
+
+
+@pytest.mark.parametrize("table", ["hashtable", "dict"])
+@pytest.mark.parametrize("workload,variant", [("mget", "chunk-15133"), ("mset", "chunk-15133"),
+                                              ("mget", "batch"), ("mset", "batch")])
+@pytest.mark.parametrize("chunk", [1, 3, 8, 16, 32])
+def test_chunk_sizes_the_15133_batches(workload, variant, table, chunk):
+    if variant == "batch" and table == "hashtable":
+        pytest.skip("multikey=batch on a hashtable is Valkey's, sized by --batch")
+    kpc = 45
+    ops = ["--ops", "3"] if workload == "mget" else []
+    _, sizes = _trace(workload, "--keys", str(kpc * 3), *ops, "--keys-per-command", str(kpc),
+                      "--variant", variant, "--table", table, "--chunk", str(chunk))
+    want = [len(b) for b in multikey_batches(kpc, chunk) if len(b) > 1]
+    assert sizes == want * 3
+    assert all(n <= 2 * chunk - 1 for n in sizes)
+
+
+@pytest.mark.parametrize("table", ["hashtable", "dict"])
+def test_default_chunk_is_16_and_leaves_the_trace_as_before(table):
+    base = ["--keys", "400", "--ops", "5", "--keys-per-command", "40",
+            "--variant", "chunk-15133", "--table", table]
+    plain, sizes = _trace("mget", *base)
+    given, _ = _trace("mget", *base, "--chunk", "16")
+    assert sizes == [16, 24] * 5
+    assert plain["records"] == given["records"]
+    assert "chunk" not in plain["header"]["workload"]  # headers without --chunk as before
+    assert given["header"]["workload"]["chunk"] == 16
+
+
+def test_chunk_out_of_range_is_refused():
+    r = subprocess.run([str(cref.binary()), "trace", "mget", "-o", "-", *SMALL, "--variant",
+                        "chunk-15133", "--chunk", "33"], capture_output=True, text=True)
+    assert r.returncode != 0
+    assert r.stderr.strip() == "kvsim-cref: --chunk: expected an integer in 1..32, got '33'"
