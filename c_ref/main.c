@@ -127,7 +127,7 @@ static void jworkload(jbuf *j, const ksWorkloadSpec *s) {
     jput(j, "{\"activerehashing\":");
     jstr(j, s->activerehashing ? s->activerehashing : "yes");
     jput(j, ",\"batch\":%d,", s->batch);
-    if (s->chunk) jput(j, "\"chunk\":%d,", s->chunk); /* given only: older headers stay as they were */
+    if (ksWorkloadOptionGiven(s, "chunk")) jput(j, "\"chunk\":%d,", s->chunk); /* headers without it as before */
     jput(j, "\"cluster\":%s,\"depth\":%d,\"expire\":%s,", s->cluster ? "true" : "false", s->depth,
          s->expire ? "true" : "false");
     jput(j, "\"fields_per_command\":%d,\"hash_fields\":%llu,\"hash_op\":", s->fields_per_command,

@@ -414,8 +414,8 @@ const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS] = {
     UINT_OPT("batch", batch, 1, 128, "16", LISTED,
              "Lookahead batch size in keys (Valkey's prefetch-batch-max-size; mget/mset: also "
              "the first-keys batch of --variant batch on a hashtable, the offset of window-3389)."),
-    UINT_OPT("chunk", chunk, 1, KS_MAX_CHUNK, NULL, LISTED,
-             "Redis #15133's in-command chunk in keys (prefetchNextBatchSize; default 16): "
+    UINT_OPT("chunk", chunk, 1, KS_MAX_CHUNK, "16", LISTED,
+             "Redis #15133's in-command chunk in keys (prefetchNextBatchSize): "
              "--variant chunk-15133, and --variant batch on --table dict."),
     UINT_OPT("depth", depth, 1, 1 << 20, "16", LISTED, "Pipeline depth."),
     {"set-ratio", KS_OPT_FLOAT, FIELD(set_ratio), 0, 0, 0.0, 1.0, NULL, "0", LISTED, "Fraction of SETs."},
@@ -483,6 +483,11 @@ const char *ksWorkloadOptionUsers(const ksWorkloadOption *o) {
         strncat(buf, workloadAt(i)->name, sizeof(buf) - strlen(buf) - 1);
     }
     return buf;
+}
+
+int ksWorkloadOptionGiven(const ksWorkloadSpec *s, const char *name) {
+    const ksWorkloadOption *o = ksWorkloadOptionFind(name);
+    return o && (s->given >> (o - ksWorkloadOptions) & 1);
 }
 
 const ksWorkloadOption *ksWorkloadOptionFind(const char *name) {
@@ -669,7 +674,7 @@ static int usesOption(const ksWorkloadSpec *s, const char *name) {
 static void variantSpec(const ksWorkloadSpec *s, char *vspec, size_t cap) {
     const char *family = ksWorkloadFamily(s->workload);
     int n = snprintf(vspec, cap, "%s=%s batch=%d", family, s->variant, s->batch);
-    if (s->chunk && n > 0 && (size_t)n < cap) n += snprintf(vspec + n, cap - (size_t)n, " chunk=%d", s->chunk);
+    if (ksWorkloadOptionGiven(s, "chunk") && n > 0 && (size_t)n < cap) n += snprintf(vspec + n, cap - (size_t)n, " chunk=%d", s->chunk);
     /* mget/mset: the pipeline variant that runs their query buffers (naive by default) */
     if (usesOption(s, "pipeline") && s->pipeline && n > 0 && (size_t)n < cap)
         snprintf(vspec + n, cap - (size_t)n, " pipeline=%s", s->pipeline);
@@ -723,8 +728,8 @@ static int optionUnused(const ksWorkloadSpec *s, const ksKeyspace *ks, const ksV
         const char *option, *flag;
         int value, given, b_only;
     } opts[] = {
-        {"batch", "--batch", s->batch, (int)(s->given >> (ksWorkloadOptionFind("batch") - ksWorkloadOptions)) & 1, 0},
-        {"chunk", "--chunk", s->chunk, s->chunk != 0, 0},
+        {"batch", "--batch", s->batch, ksWorkloadOptionGiven(s, "batch"), 0},
+        {"chunk", "--chunk", s->chunk, ksWorkloadOptionGiven(s, "chunk"), 0},
         {"batch", "--versus-batch", s->versus_batch, s->versus_batch != 0, 1},
     };
     for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {

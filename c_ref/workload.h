@@ -22,7 +22,7 @@ typedef struct ksWorkloadSpec {
     uint32_t key_size;
     const char *variant; /* name within the workload's family */
     int batch;
-    int chunk;           /* mget/mset: Redis #15133's in-command chunk; 0: not given (16) */
+    int chunk;           /* mget/mset: Redis #15133's in-command chunk (16) */
     int depth;
     double set_ratio;
     int keys_per_command;
@@ -120,6 +120,9 @@ extern const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS];
 
 /* The variant family a workload selects with --variant; NULL for an unknown workload. */
 const char *ksWorkloadFamily(const char *workload);
+
+/* 1 if the option `name` was given on the command line (s->given). */
+int ksWorkloadOptionGiven(const ksWorkloadSpec *s, const char *name);
 
 /* The option named `name` (without "--"), or NULL. */
 const ksWorkloadOption *ksWorkloadOptionFind(const char *name);
