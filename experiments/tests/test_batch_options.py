@@ -130,3 +130,43 @@ def test_chunk_out_of_range_is_refused():
                         "chunk-15133", "--chunk", "33"], capture_output=True, text=True)
     assert r.returncode != 0
     assert r.stderr.strip() == "kvsim-cref: --chunk: expected an integer in 1..32, got '33'"
+
+
+# --- the batch_size study: MGET and MSET batch/chunk sizes on both tables -------------------
+
+@pytest.mark.parametrize("scale", ["small", "full"])
+def test_batch_size_study_sweeps_mget_and_mset_on_both_tables(scale):
+    from kvsim.experiments import runner
+
+    specs = runner.plan(["batch_size"], scale, ["epyc-7713"])["batch_size"]
+    sims = [s for s in specs if s["kind"] == "sim"]
+    seen = {}
+    for s in sims:
+        o = s["options"]
+        key = (s["workload"], o.get("table", "hashtable"))
+        size = o.get("chunk" if key[1] == "dict" and s["workload"] != "pipeline" else "batch")
+        seen.setdefault(key, set()).add((o["variant"], size))
+    assert set(seen) == {("pipeline", "hashtable"), ("mget", "hashtable"), ("mget", "dict"),
+                         ("mset", "hashtable"), ("mset", "dict")}
+    for key in [k for k in seen if k[0] != "pipeline"]:
+        sizes = {n for v, n in seen[key] if v == "batch"}
+        assert {1, 4, 16} <= sizes and ("none", None) in seen[key], key
+    natives = {(s["workload"], s["b"].get("table", "hashtable")) for s in specs
+               if s["kind"] == "native"}
+    assert natives == set(seen)
+
+
+def test_batch_size_study_cells_are_valid_kvsim_cref_options():
+    """Every option set the small study plans is accepted by kvsim-cref (no size given to a
+    variant that ignores it), traced at a tiny size."""
+    from kvsim.experiments import runner
+
+    specs = runner.plan(["batch_size"], "small", ["epyc-7713"])["batch_size"]
+    opts = [(s["workload"], s["options"]) for s in specs if s["kind"] == "sim"]
+    opts += [(s["workload"], s[side]) for s in specs if s["kind"] == "native"
+             for side in ("a", "b")]
+    for workload, o in opts:
+        tiny = dict(o, keys=200, ops=3)
+        r = subprocess.run([str(cref.binary()), "trace", workload, "-o", "/dev/null",
+                            *cref.workload_args(tiny)], capture_output=True, text=True)
+        assert r.returncode == 0, (workload, o, r.stderr)
