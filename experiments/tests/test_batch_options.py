@@ -9,6 +9,7 @@ the traces are those of before.
 from __future__ import annotations
 
 import io
+import json
 import subprocess
 
 import pytest
@@ -170,3 +171,35 @@ def test_batch_size_study_cells_are_valid_kvsim_cref_options():
         r = subprocess.run([str(cref.binary()), "trace", workload, "-o", "/dev/null",
                             *cref.workload_args(tiny)], capture_output=True, text=True)
         assert r.returncode == 0, (workload, o, r.stderr)
+
+
+def _tiny(o: dict) -> dict:
+    t = dict(o, keys=min(o.get("keys", 200), 200))
+    for k, cap in (("ops", 3), ("warmup_ops", 0), ("hash_fields", 20)):
+        if k in t:
+            t[k] = min(t[k], cap)
+    return t
+
+
+def test_every_planned_cell_and_ablation_side_gives_only_sizes_its_variants_read():
+    """No study, validation row or ablation pair gives --batch or --chunk to variants that
+    ignore it (kvsim-cref would refuse the cell): each option set traced at a tiny size."""
+    from kvsim.experiments import ablation, framework, runner
+
+    sets = set()
+    for name, specs in runner.plan(framework.names(), "small", ["epyc-7713"]).items():
+        for s in specs:
+            sides = [s.get("options")] if s["kind"] == "sim" else [s.get("a"), s.get("b")]
+            for o in sides:
+                if o is not None and s.get("workload"):
+                    sets.add((name, s["workload"], json.dumps(o, sort_keys=True)))
+    for pair, p in ablation.PAIRS.items():
+        for side in (p["base"], p["variant"]):
+            o = ablation._options(pair, 1000, p["trace_ops"], None, side)
+            sets.add(("ablation " + pair, p["workload"], json.dumps(o, sort_keys=True)))
+    assert len(sets) > 20
+    for name, workload, o in sorted(sets):
+        r = subprocess.run([str(cref.binary()), "trace", workload, "-o", "/dev/null",
+                            *cref.workload_args(_tiny(json.loads(o)))],
+                           capture_output=True, text=True)
+        assert "not used by" not in r.stderr, (name, workload, o, r.stderr)
