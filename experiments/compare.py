@@ -114,9 +114,10 @@ def compare(workload: str, variants: Sequence[str], cpus: Sequence[str],
                 step(f"trace {v}")
             paths[v] = out / f"{workload}-{v}.kvt"
             _trace_reading(workload, paths[v], dict(opts, variant=v), unused)
-        for err in unused.values():
+        for k, err in unused.items():
             if err is not None:  # no variant read it
-                raise err
+                raise cref.CrefError(f"--{k} {opts[k]}: read by none of the compared variants "
+                                     f"({', '.join(variants)}); {err}")
         return simulate_rows(paths, cpus, step=step)
 
 

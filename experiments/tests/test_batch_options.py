@@ -203,3 +203,19 @@ def test_every_planned_cell_and_ablation_side_gives_only_sizes_its_variants_read
                             *cref.workload_args(_tiny(json.loads(o)))],
                            capture_output=True, text=True)
         assert "not used by" not in r.stderr, (name, workload, o, r.stderr)
+
+
+def test_compare_gives_a_shared_batch_to_the_variants_that_read_it(tmp_path):
+    from kvsim.experiments import compare
+
+    opts = {"keys": 300, "ops": 50, "batch": 8}
+    rows = compare.compare("pipeline", ["naive", "lookahead"], ["epyc-7713"], opts,
+                           trace_dir=tmp_path)
+    assert {r["variant"] for r in rows} >= {"naive", "lookahead"}
+    for v, want in (("naive", 16), ("lookahead", 8)):  # naive runs without --batch
+        with traces.open(tmp_path / f"pipeline-{v}.kvt") as tr:
+            assert tr.header["workload"]["batch"] == want
+    with pytest.raises(cref.CrefError, match=r"^--batch 8: read by none of the compared "
+                                             r"variants \(none, chunk-15133\); --batch 8: not"):
+        compare.compare("mget", ["none", "chunk-15133"], ["epyc-7713"], opts,
+                        trace_dir=tmp_path)
