@@ -219,3 +219,14 @@ def test_compare_gives_a_shared_batch_to_the_variants_that_read_it(tmp_path):
                                              r"variants \(none, chunk-15133\); --batch 8: not"):
         compare.compare("mget", ["none", "chunk-15133"], ["epyc-7713"], opts,
                         trace_dir=tmp_path)
+
+
+def test_bench_cref_groups_give_only_sizes_their_variants_read():
+    """``python -m bench cref``'s groups run each variant with the group's options."""
+    from bench import cref as bench_cref
+
+    for g in bench_cref._groups(0.0001):
+        for v in g["variants"]:
+            r = subprocess.run([str(cref.binary()), "trace", *g["args"], "--variant", v,
+                                "-o", "/dev/null"], capture_output=True, text=True)
+            assert "not used by" not in r.stderr, (g["name"], v, r.stderr)
