@@ -59,7 +59,7 @@ def _groups(scale: float) -> list[dict]:
          ["iterate", "--op", "save", "--keys", n(2_000_000), "--value-size", 100]),
         ("pipeline-lookahead", "pipelined GET, depth 10, batch 16", ["naive", "lookahead"],
          ["pipeline", "--keys", n(3_000_000), "--ops", n(2_000_000), "--value-size", 256,
-          "--depth", 10, "--batch", 16]),
+          "--depth", 10]),  # lookahead's batch: the default 16 (naive refuses a --batch)
         ("mset-batch", "MSET, 50 keys per command", ["none", "batch"],
          ["mset", "--keys", n(5_000_000), "--keys-per-command", 50, "--value-size", 100]),
         ("mget-batch", "MGET, 50 keys per command", ["none", "batch"],

@@ -5,8 +5,9 @@
  *
  * Multi-key commands (MGET, MSET, MSETNX) run in batches when the multikey
  * variant asks for it (batchLen):
- *   table=dict, or multikey=chunk-15133 (Redis #15133): 16 keys while >= 32
- *     remain, else the whole remainder; each batch re-resolves its keys' slot
+ *   table=dict, or multikey=chunk-15133 (Redis #15133): 16 keys (the variant
+ *     option chunk) while >= 32 (2 * chunk) remain, else the whole remainder;
+ *     each batch re-resolves its keys' slot
  *     tables (the #15043 fix) and lets the variant prefetch them before
  *     executing in order;
  *   multikey=redis-15043 (Redis PR #15043), on every table: MSET and MSETNX
@@ -197,13 +198,14 @@ static void existsCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
 
 /* --- Multi-key batching ---------------------------------------------------- */
 
-/* prefetchNextBatchSize of Redis #15133: 16 while >= 32 remain, else all.
- * Redis #15043 (KS_MULTIKEY_RULE_15043): MSET_BATCH_SIZE = 16, the last
- * batch shorter. */
+/* prefetchNextBatchSize of Redis #15133: 16 (the variant option chunk) while
+ * >= 32 (2 * chunk) remain, else all.  Redis #15043 (KS_MULTIKEY_RULE_15043):
+ * MSET_BATCH_SIZE = 16, the last batch shorter. */
 static int nextBatchSize(const ksKeyspace *ks, int remaining) {
     if (ks->var.multikey_rule == KS_MULTIKEY_RULE_15043)
         return remaining < PREFETCH_BATCH_SIZE ? remaining : PREFETCH_BATCH_SIZE;
-    return remaining >= 2 * PREFETCH_BATCH_SIZE ? PREFETCH_BATCH_SIZE : remaining;
+    int chunk = ks->var.chunk > 0 ? ks->var.chunk : KS_DEFAULT_CHUNK; /* 0: a ksVariants not parsed */
+    return remaining >= 2 * chunk ? chunk : remaining;
 }
 
 /* How many keys, from key `done` on (`remaining` left), form the next batch;

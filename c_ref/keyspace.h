@@ -30,6 +30,11 @@
 #define KS_CLUSTER_SLOTS 16384
 #define KS_MAX_BATCH 128
 #define KS_DEFAULT_BATCH 16
+/* Redis #15133's in-command chunk (prefetchNextBatchSize: `chunk` keys while
+ * >= 2 * chunk remain, else the remainder); the variant option chunk=N.
+ * A remainder of 2 * KS_MAX_CHUNK - 1 keys fits a dictPrefetcher. */
+#define KS_DEFAULT_CHUNK 16
+#define KS_MAX_CHUNK 32
 /* What separates the key=value words of an option or variant string: any white
  * space, so that no word (echoed in an error message) holds a line break. */
 #define KS_OPTION_SPACE " \t\r\n\v\f"
@@ -111,6 +116,7 @@ typedef struct ksVariants {
     int multikey_rule; /* KS_MULTIKEY_RULE_* */
     const char *multikey_name;
     int multikey_chunked;    /* Redis #15133 chunking on every table (multikey=chunk-15133) */
+    int chunk;               /* the #15133 chunk (chunk=N; KS_DEFAULT_CHUNK, Redis's 16) */
     int multikey_hash_once;  /* study: the lookup reuses the prefetch's hash (batch-hash-once) */
     int multikey_guard;      /* redis-14899-guard: no in-command prefetch while pipelined */
     int pipeline_hash_once;  /* study: the same for the lookahead (lookahead-hash-once) */
@@ -127,6 +133,12 @@ typedef struct ksVariants {
 
 /* Parse "pipeline=lookahead batch=16 ..." over defaults; -1 and ks->err on error. */
 int ksParseVariants(ksKeyspace *ks, const char *spec, ksVariants *out);
+/* 1 if a variant of v, on ks's table, reads the option `option` ("batch" or
+ * "chunk"); registered extra variants count as reading both.  The CLI refuses
+ * an option given for variants that would ignore it (workload.c). */
+int ksVariantsUseOption(const ksKeyspace *ks, const ksVariants *v, const char *option);
+/* Which variants read `option`, for an error message (one line). */
+const char *ksVariantsOptionUsers(const char *option);
 /* Names known for a family ("pipeline", "multikey", "load", "iterate"), comma separated. */
 const char *ksVariantNames(const char *family);
 /* The default variant of a family ("naive" for pipeline, "none" for the others);

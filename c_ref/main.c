@@ -136,8 +136,10 @@ static void jworkload(jbuf *j, const ksWorkloadSpec *s) {
     /* keys sorted */
     jput(j, "{\"activerehashing\":");
     jstr(j, s->activerehashing ? s->activerehashing : "yes");
-    jput(j, ",\"batch\":%d,\"cluster\":%s,\"depth\":%d,\"expire\":%s,", s->batch, s->cluster ? "true" : "false",
-         s->depth, s->expire ? "true" : "false");
+    jput(j, ",\"batch\":%d,", s->batch);
+    if (ksWorkloadOptionGiven(s, "chunk")) jput(j, "\"chunk\":%d,", s->chunk); /* headers without it as before */
+    jput(j, "\"cluster\":%s,\"depth\":%d,\"expire\":%s,", s->cluster ? "true" : "false", s->depth,
+         s->expire ? "true" : "false");
     jput(j, "\"fields_per_command\":%d,\"hash_fields\":%llu,\"hash_op\":", s->fields_per_command,
          (unsigned long long)s->hash_fields);
     jstr(j, s->hash_op ? s->hash_op : "hget");
@@ -369,6 +371,7 @@ int main(int argc, char **argv) {
             if (!v) die("%s: missing value", o);
             i++;
             if (ksWorkloadOptionSet(&s, wo, v, err, sizeof(err))) die("%s", err);
+            s.given |= 1ULL << (wo - ksWorkloadOptions);
         } else if (!strcmp(o, "-o") || !strcmp(o, "--output")) {
             if (!v) die("%s: missing value", o);
             i++;

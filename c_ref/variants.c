@@ -15,12 +15,24 @@
  * Variant strings ("pipeline=lookahead batch=16 multikey=batch") are parsed by
  * ksParseVariants over the defaults (naive, 16, none, none, none).
  *
+ * Two options size the batches, each read by the variants its entry's `uses`
+ * says (ksVariantsUseOption; the CLI refuses one given to variants that ignore
+ * it):
+ *   batch=N   Valkey's prefetch-batch-max-size: the lookahead pipeline's batch,
+ *             multikey=batch's first keys on a hashtable, window-3389's offset;
+ *   chunk=N   Redis #15133's in-command chunk (prefetchNextBatchSize, 16
+ *             upstream, 1..KS_MAX_CHUNK): multikey=chunk-15133 on every table,
+ *             multikey=batch (and batch-hash-once) on table=dict.
+ * Redis #15043's MSET_BATCH_SIZE and #14899's DICT_PREFETCH_MAX_SIZE are fixed
+ * upstream and read neither.
+ *
  * Variants outside the core sources join the registry through
  * ksRegisterVariant: the C tests and the test libraries
  * (libkvsim_cref_testvariants.so, libkvsim_cref_asan.so) link
  * tests/broken_variants.c, whose deliberately broken variants register
  * themselves when the library loads.  The product never contains them.
  */
+#include <assert.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +40,10 @@
 
 #include "keyspace.h"
 #include "dict.h"
+
+/* The longest #15133 batch, 2 * chunk - 1 keys, fits one dictPrefetcher. */
+static_assert(2 * KS_MAX_CHUNK - 1 <= DICT_PREFETCH_MAX_SIZE, "a #15133 batch must fit a dictPrefetcher");
+static_assert(2 * KS_MAX_CHUNK - 1 <= KS_MAX_BATCH, "a #15133 batch must fit commands.c's key arrays");
 
 /* --- Variant functions ----------------------------------------------------- */
 
@@ -41,7 +57,7 @@ static void multikeyBatch(ksKeyspace *ks, ksKeyInfo *keys, int n) {
     if (ks->ops == &ksDictTableOps) {
         dict *dicts[DICT_PREFETCH_MAX_SIZE] = {0};
         const void *dkeys[DICT_PREFETCH_MAX_SIZE] = {0};
-        if (n > DICT_PREFETCH_MAX_SIZE) n = DICT_PREFETCH_MAX_SIZE; /* batches are < 32 */
+        if (n > DICT_PREFETCH_MAX_SIZE) n = DICT_PREFETCH_MAX_SIZE; /* #15133 batches are < 2 * chunk */
         for (int i = 0; i < n; i++) {
             dicts[i] = keys[i].table;
             dkeys[i] = keys[i].key;
@@ -139,44 +155,54 @@ static void setIterValkey(ksVariants *v, const void *fn) {
 
 /* --- Registry -------------------------------------------------------------- */
 
+/* Which options an entry reads (ksVariantsUseOption). */
+enum {
+    USES_BATCH = 1,           /* batch=N on every table */
+    USES_BATCH_HASHTABLE = 2, /* batch=N on table=hashtable */
+    USES_CHUNK = 4,           /* chunk=N on every table */
+    USES_CHUNK_DICT = 8,      /* chunk=N on table=dict */
+    USES_ALL = 15             /* a registered extra variant: unknown, so all */
+};
+
 typedef struct {
     const char *family;
     const char *name;
     ksVariantApplyFn apply;
     const void *fn;
+    unsigned uses; /* USES_* */
 } variantEntry;
 
 static const variantEntry registry[] = {
-    {"pipeline", "naive", setPipeline, (const void *)ksPipelineNaive},
-    {"pipeline", "lookahead", setPipeline, (const void *)ksPipelineLookahead},
+    {"pipeline", "naive", setPipeline, (const void *)ksPipelineNaive, 0},
+    {"pipeline", "lookahead", setPipeline, (const void *)ksPipelineLookahead, USES_BATCH},
     /* study: the lookup reuses the lookahead's hash (Valkey hashes twice) */
-    {"pipeline", "lookahead-hash-once", setPipelineHashOnce, (const void *)ksPipelineLookahead},
-    {"multikey", "none", setMultikey, NULL},
+    {"pipeline", "lookahead-hash-once", setPipelineHashOnce, (const void *)ksPipelineLookahead, USES_BATCH},
+    {"multikey", "none", setMultikey, NULL, 0},
     /* hashtable: Valkey's first prefetch-batch-max-size keys; dict: Redis #15133 */
-    {"multikey", "batch", setMultikey, (const void *)multikeyBatch},
+    {"multikey", "batch", setMultikey, (const void *)multikeyBatch, USES_BATCH_HASHTABLE | USES_CHUNK_DICT},
     /* study: Redis #15133's in-command chunking on every table */
-    {"multikey", "chunk-15133", setMultikeyChunked, (const void *)multikeyBatch},
+    {"multikey", "chunk-15133", setMultikeyChunked, (const void *)multikeyBatch, USES_CHUNK},
     /* study: batch, the lookup reusing the prefetch's hash (hashtable) */
-    {"multikey", "batch-hash-once", setMultikeyHashOnce, (const void *)multikeyBatch},
+    {"multikey", "batch-hash-once", setMultikeyHashOnce, (const void *)multikeyBatch, USES_BATCH_HASHTABLE | USES_CHUNK_DICT},
     /* Redis PR #15043's bucket-cell MSET prefetch and its batch rule */
-    {"multikey", "redis-15043", setMultikey15043, (const void *)multikeyBucketCells15043},
+    {"multikey", "redis-15043", setMultikey15043, (const void *)multikeyBucketCells15043, 0},
     /* Valkey PR #3389's sliding window, offset = batch (commands.c) */
-    {"multikey", "window-3389", setMultikey3389, (const void *)multikeyBatch},
+    {"multikey", "window-3389", setMultikey3389, (const void *)multikeyBatch, USES_BATCH},
     /* Redis PR #14899's in-command MGET prefetch, without and with its pipeline guard */
-    {"multikey", "redis-14899", setMultikey14899, (const void *)multikeyBatch},
-    {"multikey", "redis-14899-guard", setMultikey14899Guard, (const void *)multikeyBatch},
-    {"load", "none", setLoadNone, NULL},
-    {"load", "prefetch-after-key", setLoadAfterKey, NULL},
-    {"load", "prefetch-rehash", setLoadRehash, NULL},
-    {"iterate", "none", setIterNone, NULL},
-    {"iterate", "next-bucket", setIterNext, NULL},
-    {"iterate", "valkey", setIterValkey, NULL},
-    {"hash", "none", ksSetHashNone, NULL},
+    {"multikey", "redis-14899", setMultikey14899, (const void *)multikeyBatch, 0},
+    {"multikey", "redis-14899-guard", setMultikey14899Guard, (const void *)multikeyBatch, 0},
+    {"load", "none", setLoadNone, NULL, 0},
+    {"load", "prefetch-after-key", setLoadAfterKey, NULL, 0},
+    {"load", "prefetch-rehash", setLoadRehash, NULL, 0},
+    {"iterate", "none", setIterNone, NULL, 0},
+    {"iterate", "next-bucket", setIterNext, NULL, 0},
+    {"iterate", "valkey", setIterValkey, NULL, 0},
+    {"hash", "none", ksSetHashNone, NULL, 0},
     /* variants_hash.c: Valkey #3940, #2180, #4017; Redis #14988 */
-    {"hash", "nested-3940", ksSetHashNested3940, NULL},
-    {"hash", "value-2180", ksSetHashValue2180, NULL},
-    {"hash", "find-batch-4017", ksSetHashFindBatch4017, NULL},
-    {"hash", "getall-14988", ksSetHashGetall14988, NULL},
+    {"hash", "nested-3940", ksSetHashNested3940, NULL, 0},
+    {"hash", "value-2180", ksSetHashValue2180, NULL, 0},
+    {"hash", "find-batch-4017", ksSetHashFindBatch4017, NULL, 0},
+    {"hash", "getall-14988", ksSetHashGetall14988, NULL, 0},
 };
 
 #define NREG (sizeof(registry) / sizeof(registry[0]))
@@ -226,7 +252,7 @@ static const variantEntry *findEntry(const char *family, const char *name) {
 
 int ksRegisterVariant(const char *family, const char *name, ksVariantApplyFn apply, const void *fn) {
     if (!knownFamily(family) || !apply || findEntry(family, name) || nextra == KS_MAX_EXTRA_VARIANTS) return -1;
-    extra[nextra++] = (variantEntry){family, name, apply, fn};
+    extra[nextra++] = (variantEntry){family, name, apply, fn, USES_ALL};
     return 0;
 }
 
@@ -236,6 +262,35 @@ int ksSetVariant(ksVariants *v, const char *family, const char *name) {
     e->apply(v, e->fn);
     memcpy((char *)v + findFamily(family)->name_field, &e->name, sizeof(e->name));
     return 0;
+}
+
+int ksVariantsUseOption(const ksKeyspace *ks, const ksVariants *v, const char *option) {
+    int dict = ks->ops == &ksDictTableOps;
+    unsigned want = !strcmp(option, "batch")   ? USES_BATCH | (dict ? 0u : USES_BATCH_HASHTABLE)
+                    : !strcmp(option, "chunk") ? USES_CHUNK | (dict ? USES_CHUNK_DICT : 0u)
+                                               : 0u;
+    for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++) {
+        const char *name;
+        memcpy(&name, (const char *)v + families[i].name_field, sizeof(name));
+        const variantEntry *e = name ? findEntry(families[i].name, name) : NULL;
+        if (e && (e->uses & want)) return 1;
+    }
+    return 0;
+}
+
+const char *ksVariantsOptionUsers(const char *option) {
+    static char buf[512];
+    unsigned every = !strcmp(option, "batch") ? USES_BATCH : USES_CHUNK;
+    unsigned some = !strcmp(option, "batch") ? USES_BATCH_HASHTABLE : USES_CHUNK_DICT;
+    buf[0] = '\0';
+    for (size_t i = 0; i < NREG; i++) { /* the shipped variants */
+        const variantEntry *e = &registry[i];
+        if (!(e->uses & (every | some))) continue;
+        size_t len = strlen(buf);
+        snprintf(buf + len, sizeof(buf) - len, "%s%s=%s%s", len ? ", " : "", e->family, e->name,
+                 e->uses & every ? "" : some == USES_BATCH_HASHTABLE ? " on table=hashtable" : " on table=dict");
+    }
+    return buf;
 }
 
 const char *ksVariantNames(const char *family) {
@@ -256,6 +311,7 @@ int ksParseVariants(ksKeyspace *ks, const char *spec, ksVariants *out) {
     for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++)
         ksSetVariant(&v, families[i].name, families[i].dflt);
     v.batch = KS_DEFAULT_BATCH;
+    v.chunk = KS_DEFAULT_CHUNK;
     char buf[512];
     snprintf(buf, sizeof(buf), "%s", spec ? spec : "");
     for (char *save = NULL, *tok = strtok_r(buf, KS_OPTION_SPACE, &save); tok; tok = strtok_r(NULL, KS_OPTION_SPACE, &save)) {
@@ -274,6 +330,16 @@ int ksParseVariants(ksKeyspace *ks, const char *spec, ksVariants *out) {
                 return -1;
             }
             v.batch = (int)b;
+            continue;
+        }
+        if (!strcmp(k, "chunk")) {
+            char *end;
+            long c = strtol(val, &end, 10);
+            if (*val == '\0' || *end || c < 1 || c > KS_MAX_CHUNK) {
+                snprintf(ks->err, sizeof(ks->err), "bad chunk '%s' (1..%d)", val, KS_MAX_CHUNK);
+                return -1;
+            }
+            v.chunk = (int)c;
             continue;
         }
         if (!knownFamily(k)) {

@@ -332,8 +332,8 @@ static const ksWorkloadDef WORKLOADS[] = {
     {"load", "load", "rdbchecksum|snapshot-from", loadSetup, loadRun},
     {"iterate", "iterate", "op|rdbchecksum", iterateSetup, iterateRun},
     {"pipeline", "pipeline", "ops|batch|depth|set-ratio|expire|warmup-ops", pipelineSetup, ksWlRunGroups},
-    {"mset", "multikey", "ops|batch|keys-per-command|mset-keys|prefill|pipeline-depth|pipeline", msetSetup, msetRun},
-    {"mget", "multikey", "ops|batch|keys-per-command|expire|warmup-ops|pipeline-depth|pipeline", pipelineSetup,
+    {"mset", "multikey", "ops|batch|chunk|keys-per-command|mset-keys|prefill|pipeline-depth|pipeline", msetSetup, msetRun},
+    {"mget", "multikey", "ops|batch|chunk|keys-per-command|expire|warmup-ops|pipeline-depth|pipeline", pipelineSetup,
      ksWlRunGroups},
     {"hash", "hash", "ops|batch|hash-fields|hash-op|fields-per-command|pipeline-depth|pipeline", ksHashWorkloadSetup,
      ksWlRunGroups},
@@ -394,6 +394,7 @@ const char *ksWorkloadFamily(const char *workload) {
  * The one table of workload options (workload.h).  Field sizes are checked:
  * KS_OPT_UINT writes 4 or 8 bytes, and the int fields it sets are 4 bytes. */
 static_assert(sizeof(int) == 4, "KS_OPT_UINT writes int fields as 4 bytes");
+static_assert(KS_NUM_WORKLOAD_OPTIONS <= 64, "ksWorkloadSpec.given has a bit per option");
 
 #define FIELD(f) offsetof(ksWorkloadSpec, f), sizeof(((ksWorkloadSpec *)0)->f)
 #define UINT_OPT(name, f, lo, hi, dflt, every, help) {name, KS_OPT_UINT, FIELD(f), lo, hi, 0, 0, NULL, dflt, every, help}
@@ -412,7 +413,10 @@ const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS] = {
      "pipeline, none for the others."},
     UINT_OPT("batch", batch, 1, 128, "16", LISTED,
              "Lookahead batch size in keys (Valkey's prefetch-batch-max-size; mget/mset: also "
-             "the first-keys batch of --variant batch on a hashtable)."),
+             "the first-keys batch of --variant batch on a hashtable, the offset of window-3389)."),
+    UINT_OPT("chunk", chunk, 1, KS_MAX_CHUNK, "16", LISTED,
+             "Redis #15133's in-command chunk in keys (prefetchNextBatchSize): "
+             "--variant chunk-15133, and --variant batch on --table dict."),
     UINT_OPT("depth", depth, 1, 1 << 20, "16", LISTED, "Pipeline depth."),
     {"set-ratio", KS_OPT_FLOAT, FIELD(set_ratio), 0, 0, 0.0, 1.0, NULL, "0", LISTED, "Fraction of SETs."},
     UINT_OPT("keys-per-command", keys_per_command, 1, 1 << 20, "10", LISTED, "Keys per MSET/MGET."),
@@ -479,6 +483,11 @@ const char *ksWorkloadOptionUsers(const ksWorkloadOption *o) {
         strncat(buf, workloadAt(i)->name, sizeof(buf) - strlen(buf) - 1);
     }
     return buf;
+}
+
+int ksWorkloadOptionGiven(const ksWorkloadSpec *s, const char *name) {
+    const ksWorkloadOption *o = ksWorkloadOptionFind(name);
+    return o && (s->given >> (o - ksWorkloadOptions) & 1);
 }
 
 const ksWorkloadOption *ksWorkloadOptionFind(const char *name) {
@@ -665,6 +674,7 @@ static int usesOption(const ksWorkloadSpec *s, const char *name) {
 static void variantSpec(const ksWorkloadSpec *s, char *vspec, size_t cap) {
     const char *family = ksWorkloadFamily(s->workload);
     int n = snprintf(vspec, cap, "%s=%s batch=%d", family, s->variant, s->batch);
+    if (ksWorkloadOptionGiven(s, "chunk") && n > 0 && (size_t)n < cap) n += snprintf(vspec + n, cap - (size_t)n, " chunk=%d", s->chunk);
     /* mget/mset: the pipeline variant that runs their query buffers (naive by default) */
     if (usesOption(s, "pipeline") && s->pipeline && n > 0 && (size_t)n < cap)
         snprintf(vspec + n, cap - (size_t)n, " pipeline=%s", s->pipeline);
@@ -694,6 +704,51 @@ static void runSide(wl *w, ksWorkloadResult *res, int r, int i) {
     int side = versusSide(w->spec, r, i);
     w->ks->var = w->var[side];
     runCommands(w, res, side, r);
+}
+
+/* The variant names of the families a workload runs ("multikey=batch pipeline=naive"). */
+static const char *variantsShown(const ksWorkloadSpec *s, const ksVariants *v, char *buf, size_t cap) {
+    const char *family = ksWorkloadFamily(s->workload);
+    const char *name = !strcmp(family, "pipeline") ? v->pipeline_name
+                       : !strcmp(family, "multikey") ? v->multikey_name
+                       : !strcmp(family, "hash") ? v->hash_name
+                       : !strcmp(family, "load") ? v->load_name : v->iterate_name;
+    int n = snprintf(buf, cap, "%s=%s", family, name);
+    if (strcmp(family, "pipeline") && usesOption(s, "pipeline") && n > 0 && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, " pipeline=%s", v->pipeline_name);
+    return buf;
+}
+
+/* An option given on the command line (s->given) that no variant of the run
+ * reads (ksVariantsUseOption) is an error naming the option and the variants:
+ * --batch and --chunk for A (or B, which inherits them), --versus-batch for B. */
+static int optionUnused(const ksWorkloadSpec *s, const ksKeyspace *ks, const ksVariants var[2], int sides,
+                        char *err, size_t errlen) {
+    const struct {
+        const char *option, *flag;
+        int value, given, b_only;
+    } opts[] = {
+        {"batch", "--batch", s->batch, ksWorkloadOptionGiven(s, "batch"), 0},
+        {"chunk", "--chunk", s->chunk, ksWorkloadOptionGiven(s, "chunk"), 0},
+        {"batch", "--versus-batch", s->versus_batch, s->versus_batch != 0, 1},
+    };
+    for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+        if (!opts[i].given) continue;
+        int a = !opts[i].b_only && ksVariantsUseOption(ks, &var[0], opts[i].option);
+        int b = sides == 2 && ksVariantsUseOption(ks, &var[1], opts[i].option);
+        if (a || b) continue;
+        char va[128], vb[128] = "";
+        variantsShown(s, &var[opts[i].b_only], va, sizeof(va));
+        if (sides == 2 && !opts[i].b_only) {
+            vb[0] = ',';
+            variantsShown(s, &var[1], vb + 1, sizeof(vb) - 1);
+        }
+        snprintf(err, errlen, "%s %d: not used by %s%s on table=%s (%s is read by %s%s)", opts[i].flag, opts[i].value,
+                 va, vb, s->table, opts[i].option, ksVariantsOptionUsers(opts[i].option),
+                 strcmp(opts[i].option, "batch") || !usesOption(s, "chunk") ? "" : "; Redis #15133's chunk is --chunk");
+        return -1;
+    }
+    return 0;
 }
 
 /* A fresh keyspace (new arena at the fixed base) with the workload's variant. */
@@ -781,6 +836,11 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
             ksEmitResume();
             return -1;
         }
+    }
+    if (optionUnused(s, ks, w.var, w.sides, err, errlen)) {
+        ksKeyspaceFree(ks);
+        ksEmitResume();
+        return -1;
     }
     w.spec = s;
     w.ks = ks;

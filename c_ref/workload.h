@@ -22,6 +22,7 @@ typedef struct ksWorkloadSpec {
     uint32_t key_size;
     const char *variant; /* name within the workload's family */
     int batch;
+    int chunk;           /* mget/mset: Redis #15133's in-command chunk (16) */
     int depth;
     double set_ratio;
     int keys_per_command;
@@ -56,6 +57,9 @@ typedef struct ksWorkloadSpec {
     const char *versus_pipeline;
     int versus_batch;
     int versus_first_b;
+    /* Bit i: ksWorkloadOptions[i] was given on the command line (main.c); an
+     * option given to variants that ignore it is then an error (ksWorkloadRun). */
+    uint64_t given;
 } ksWorkloadSpec;
 
 typedef struct ksWorkloadResult {
@@ -111,11 +115,14 @@ typedef struct ksWorkloadOption {
     const char *help;              /* one line */
 } ksWorkloadOption;
 
-#define KS_NUM_WORKLOAD_OPTIONS 26
+#define KS_NUM_WORKLOAD_OPTIONS 27
 extern const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS];
 
 /* The variant family a workload selects with --variant; NULL for an unknown workload. */
 const char *ksWorkloadFamily(const char *workload);
+
+/* 1 if the option `name` was given on the command line (s->given). */
+int ksWorkloadOptionGiven(const ksWorkloadSpec *s, const char *name);
 
 /* The option named `name` (without "--"), or NULL. */
 const ksWorkloadOption *ksWorkloadOptionFind(const char *name);

@@ -56,7 +56,8 @@ PAIRS: dict[str, dict[str, Any]] = {
              "native_ops": 20000, "warmup_ops": 500, "role": "tuning",
              "seed": "Redis PR #15133 MGET (hashtable)"},
     "get": {"workload": "pipeline", "base": "naive", "variant": "lookahead",
-            "options": {"depth": 10, "batch": 16, "value_size": 256}, "trace_ops": 50000,
+            # lookahead's batch: c_ref's default 16 (a --batch would be refused for naive)
+            "options": {"depth": 10, "value_size": 256}, "trace_ops": 50000,
             "native_ops": 500000, "warmup_ops": 20000, "role": "tuning",
             "seed": "Valkey PR #2092 pipelined GET"},
     "mset": {"workload": "mset", "base": "none", "variant": "batch",

@@ -90,7 +90,9 @@ def _pick(kwargs: dict) -> dict:
     """The workload options to forward to kvsim-cref (None: left to kvsim-cref).
 
     An option the workload does not use (c_ref's table says which do) is refused when given
-    on the command line, and its default is not forwarded."""
+    on the command line. Defaults are not forwarded (they are kvsim-cref's own), so that
+    kvsim-cref can refuse an option given to variants that ignore it (``--batch`` with
+    ``--variant chunk-15133``) and take its default otherwise."""
     ctx = click.get_current_context()
     cmd = ctx.command
     workload = kwargs.get("workload") or ctx.params.get("workload")
@@ -99,9 +101,11 @@ def _pick(kwargs: dict) -> dict:
         k = o["name"].replace("-", "_")
         if kwargs.get(k) is None:
             continue
+        src = ctx.get_parameter_source(k)
+        if src == click.core.ParameterSource.DEFAULT:
+            continue
         if workload not in o["workloads"]:
-            src = ctx.get_parameter_source(k)
-            if src not in (None, click.core.ParameterSource.DEFAULT):
+            if src is not None:
                 raise click.UsageError(f"--{o['name']} does not apply to workload "
                                        f"'{workload}' (used by {', '.join(o['workloads'])})")
             continue

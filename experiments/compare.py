@@ -92,6 +92,10 @@ def compare(workload: str, variants: Sequence[str], cpus: Sequence[str],
 
     ``trace_dir``: keep the traces there as ``WORKLOAD-VARIANT.kvt`` (default: a temporary
     directory, removed afterwards).
+
+    ``batch`` and ``chunk`` (:data:`SHARED_SIZES`) go to the variants that read them (the
+    baseline ``naive`` ignores a lookahead batch); one that no variant reads is an error, c_ref's
+    (``--batch 8: not used by ...``).
     """
     if len(variants) < 2:
         raise ValueError("compare: give at least two --variant (the first is the baseline)")
@@ -104,12 +108,41 @@ def compare(workload: str, variants: Sequence[str], cpus: Sequence[str],
         out = Path(trace_dir) if trace_dir is not None else Path(tmp)
         out.mkdir(parents=True, exist_ok=True)
         paths = {}
+        unused: dict[str, Exception | None] = {}
         for v in variants:
             if step is not None:
                 step(f"trace {v}")
             paths[v] = out / f"{workload}-{v}.kvt"
-            cref.trace(workload, paths[v], dict(opts, variant=v))
+            _trace_reading(workload, paths[v], dict(opts, variant=v), unused)
+        for k, err in unused.items():
+            if err is not None:  # no variant read it
+                raise cref.CrefError(f"--{k} {opts[k]}: read by none of the compared variants "
+                                     f"({', '.join(variants)}); {err}")
         return simulate_rows(paths, cpus, step=step)
+
+
+#: the batch sizes a comparison shares among its variants, given to those that read them
+SHARED_SIZES = ("batch", "chunk")
+
+
+def _trace_reading(workload: str, path: Path, opts: dict, unused: dict) -> None:
+    """Trace one variant; a shared size it does not read (c_ref's ``--SIZE N: not used
+    by``) is left out for it, and ``unused[SIZE]`` keeps the error until a variant reads it."""
+    while True:
+        try:
+            cref.trace(workload, path, opts)
+        except cref.CrefError as exc:
+            size = next((k for k in SHARED_SIZES if k in opts and str(exc).startswith(
+                f"--{k} {opts[k]}: not used by")), None)
+            if size is None:
+                raise
+            unused.setdefault(size, exc)
+            opts = {k: v for k, v in opts.items() if k != size}
+            continue
+        for k in SHARED_SIZES:
+            if k in opts:
+                unused[k] = None  # read by this variant
+        return
 
 
 # --- output -------------------------------------------------------------------------------

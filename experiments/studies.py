@@ -698,11 +698,20 @@ def _batch_cells(scale: str, cpus: list[str]) -> list[dict]:
     """Pipelined GET at depth 128 (so the batch, not the pipeline, bounds the lookahead),
     lookahead batch sizes 1-128 against naive, per preset: the speedup, MLP (average L1
     misses in flight: miss-buffer occupancy) and the late share of software prefetches.
-    c_ref's ``--batch`` is the pipeline's; MGET's batch is not a CLI option."""
+    c_ref's ``--batch`` is the pipeline's here.
+
+    Beside it, MGET and MSET (MSET over the keys of a fully populated range, as Redis
+    #15043's benchmarks) of 64 keys per command (128 at full scale: more than the largest
+    size swept) on both tables, ``--variant batch`` against
+    none: on the hashtable Valkey's first-keys batch, sized by ``--batch``
+    (prefetch-batch-max-size); on the dict Redis #15133's in-command chunks, sized by
+    ``--chunk`` (its 16 upstream, at most 32)."""
     if scale == "small":
         keys, ops, batches = 100_000, 5_000, [1, 4, 16, 64]
+        mk_ops, chunks = 1_000, [1, 4, 16, 32]
     else:
         keys, ops, batches = 3_000_000, 200_000, [1, 2, 4, 8, 16, 32, 64, 128]
+        mk_ops, chunks = 20_000, [1, 2, 4, 8, 16, 32]
     base = {"keys": keys, "ops": ops, "value_size": 256, "depth": 128, "seed": 1}
     variants = [{"variant": "naive", "label": "batch 0"}] + [
         {"variant": "lookahead", "batch": b, "label": f"batch {b}"} for b in batches]
@@ -710,10 +719,32 @@ def _batch_cells(scale: str, cpus: list[str]) -> list[dict]:
     out += _natives("batch_size", "pipeline", dict(base, ops=ops * 20),
                     [variants[0], *[v for v in variants if v.get("batch") in (4, 16, 64)]],
                     _plan(scale, 0.2), {"keys": keys})
+    kpc = BATCH_MULTIKEY_KEYS[scale]
+    for workload, extra in (("mget", {}), ("mset", {"mset_keys": "random",
+                                                    "prefill": MSET_15043_PREFILL})):
+        for table, size, sizes in (("hashtable", "batch", batches), ("dict", "chunk", chunks)):
+            mk = {"keys": keys, "ops": mk_ops, "value_size": 256, "keys_per_command": kpc,
+                  "table": table, "seed": 1, **extra}
+            mk_variants = [{"variant": "none", "label": f"{size} 0"}] + [
+                {"variant": "batch", size: n, "label": f"{size} {n}"}
+                for n in sizes if n <= kpc]
+            params = {"keys": keys, "op": workload.upper(), "table": table}
+            out += _sims("batch_size", workload, mk, mk_variants, cpus, params)
+            out += _natives("batch_size", workload, dict(mk, ops=mk_ops * 10),
+                            [mk_variants[0], *[v for v in mk_variants if v.get(size) in (4, 16)]],
+                            _plan(scale, 0.1), params,
+                            env=cref.ARENA_WARM if workload == "mset" else None)
     return out
 
 
+#: keys per MGET/MSET of batch_size's multi-key rows (more than the largest size swept; the
+#: docstring of _batch_cells says so)
+BATCH_MULTIKEY_KEYS = {"small": 64, "full": 128}
+
+
 def _batch_tables(rows: pd.DataFrame) -> list[Table]:
+    multikey = rows[rows.op.notna()] if "op" in rows else rows.iloc[:0]
+    rows = rows[rows.op.isna()] if "op" in rows else rows  # pipelined GET
     sim = rows[(rows.kind == "sim") & (rows.variant != "batch 0")].copy()
     sim["batch"] = sim.variant.str.removeprefix("batch ").astype(int)
     curve = sim.pivot_table(index="batch", columns="cpu", values="speedup").reset_index()
@@ -758,7 +789,42 @@ def _batch_tables(rows: pd.DataFrame) -> list[Table]:
                    "share falls as the batch grows); large ones let prefetched lines be "
                    "evicted before use (L1 demand misses per GET rise again at the largest "
                    "batch): the optimum lies between"),
+        *_batch_multikey_tables(multikey),
     ]
+
+
+def _batch_multikey_tables(rows: pd.DataFrame) -> list[Table]:
+    """batch_size's MGET and MSET rows: the speedup over none per size, op and table."""
+    sim = rows[(rows.kind == "sim") & ~rows.variant.str.endswith(" 0")].copy() \
+        if len(rows) else rows
+    if not len(sim):
+        return []
+    sim["option"] = sim.variant.str.split().str[0]
+    sim["size"] = sim.variant.str.split().str[1].astype(int)
+    t = sim.pivot_table(index=["op", "table", "option", "size"], columns="cpu",
+                        values="speedup").reset_index()
+    t.columns = ["op", "table", "option", "size"] + [f"sim:{c}" for c in t.columns[4:]]
+    t.insert(4, "seed", ["upstream default" if n == 16 else None for n in t["size"]])
+    nat = rows[rows.kind == "native"]
+    note = "hashtable: Valkey's first-keys batch (--batch, prefetch-batch-max-size); dict: " \
+           "Redis #15133's in-command chunk (--chunk); both 16 upstream"
+    if len(nat):
+        note += "; native here: " + ", ".join(
+            f"{r['op']} {r['table']} {r['variant']} {r['speedup']:.2f}x"
+            + (" (within noise)" if r["verdict"] == "within noise" else "")
+            for _, r in nat.iterrows())
+    best = []
+    for (op, table, option, cpu), g in sim.groupby(["op", "table", "option", "cpu"], sort=True):
+        top = g.loc[g.speedup.idxmax()]
+        best.append({"op": op, "table": table, "option": option, "cpu": cpu, "seed": 16,
+                     "best_size": int(top["size"]), "speedup": top.speedup,
+                     "speedup_at_16": g.set_index("size").speedup.get(16)})
+    return [Table("batch_size_multikey", "Speedup against the MGET/MSET batch size per preset "
+                                         "(--variant batch over none, both tables)",
+                  t, "speedup over none (x)", None, note=note),
+            Table("batch_size_multikey_best", "Best MGET/MSET batch size per preset and table",
+                  pd.DataFrame(best), "size in keys; speedup over none (x)", None,
+                  note="seed: 16, Valkey's prefetch-batch-max-size and Redis #15133's chunk")]
 
 
 register(Experiment("batch_size", "Best prefetch batch size per CPU", "Valkey PR #2092 review",

@@ -2,7 +2,8 @@
  * test_multikey_rules.c -- the trace-level rules of the multi-key variants of
  * Valkey PR #3389 (multikey=window-3389: the sliding window) and Redis PR
  * #14899 (multikey=redis-14899 and its pipeline guard, redis-14899-guard),
- * and batched == naive replies for both (commands.c, c_ref/FIDELITY.md).
+ * and batched == naive replies for both (commands.c, c_ref/FIDELITY.md); the
+ * chunk option of Redis #15133's rule, and which variants read batch and chunk.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -212,11 +213,99 @@ static int test_same_replies(void) {
     return 0;
 }
 
+/* Mark option `name` given, as the CLI does (main.c). */
+static void given(ksWorkloadSpec *s, const char *name) {
+    s->given |= 1ULL << (ksWorkloadOptionFind(name) - ksWorkloadOptions);
+}
+
+/* Redis #15133's rule with chunk=c: c keys while >= 2c remain, else the rest;
+ * a batch of one key is no batch (no BATCH marker). */
+static int test_chunk_15133(void) {
+    const int chunks[] = {1, 5, 16, 32};
+    const char *tables[] = {"hashtable", "dict"};
+    for (int t = 0; t < 2; t++)
+        for (int c = 0; c < 4; c++) {
+            int kpc = 45, cmds = 3;
+            ksWorkloadSpec s = mgetSpec("chunk-15133", tables[t], kpc, 16, (uint64_t)cmds, 1);
+            s.chunk = chunks[c];
+            given(&s, "chunk");
+            int want[64], nw = 0;
+            for (int left = kpc; left > 0;) {
+                int b = left >= 2 * chunks[c] ? chunks[c] : left;
+                if (b > 1) want[nw++] = b;
+                left -= b;
+            }
+            uint64_t n;
+            kvtRecord *r = measured(&s, &n);
+            TEST_ASSERT(r != NULL);
+            int got = 0;
+            for (uint64_t i = 0; i < n; i++)
+                if (r[i].kind == KVT_MARKER && r[i].flags == KVT_MARK_BATCH) {
+                    TEST_ASSERT_MSG(got < nw * cmds && (int)r[i].addr == want[got % nw], "%s chunk %d: batch %d has %d keys",
+                                    tables[t], chunks[c], got, (int)r[i].addr);
+                    got++;
+                }
+            free(r);
+            TEST_ASSERT_MSG(got == nw * cmds, "%s chunk %d: %d batches, want %d", tables[t], chunks[c], got, nw * cmds);
+        }
+    return 0;
+}
+
+/* ksVariantsUseOption: which variants read batch and chunk, per table. */
+static int test_variants_use_option(void) {
+    const struct {
+        const char *spec;
+        int batch_ht, batch_dict, chunk_ht, chunk_dict;
+    } cases[] = {
+        {"pipeline=naive", 0, 0, 0, 0},
+        {"pipeline=lookahead", 1, 1, 0, 0},
+        {"pipeline=lookahead-hash-once", 1, 1, 0, 0},
+        {"multikey=batch", 1, 0, 0, 1},
+        {"multikey=batch-hash-once", 1, 0, 0, 1},
+        {"multikey=chunk-15133", 0, 0, 1, 1},
+        {"multikey=window-3389", 1, 1, 0, 0},
+        {"multikey=redis-15043", 0, 0, 0, 0},
+        {"multikey=redis-14899", 0, 0, 0, 0},
+        {"pipeline=lookahead multikey=chunk-15133", 1, 1, 1, 1},
+        {"hash=find-batch-4017", 0, 0, 0, 0},
+    };
+    char err[256];
+    for (int dict = 0; dict < 2; dict++) {
+        ksKeyspace *ks = ksKeyspaceNew(dict ? "table=dict" : "table=hashtable", err, sizeof(err));
+        TEST_ASSERT_MSG(ks != NULL, "%s", err);
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+            ksVariants v;
+            TEST_ASSERT(ksParseVariants(ks, cases[i].spec, &v) == 0);
+            int wb = dict ? cases[i].batch_dict : cases[i].batch_ht;
+            int wc = dict ? cases[i].chunk_dict : cases[i].chunk_ht;
+            TEST_ASSERT_MSG(ksVariantsUseOption(ks, &v, "batch") == wb, "%s dict=%d batch", cases[i].spec, dict);
+            TEST_ASSERT_MSG(ksVariantsUseOption(ks, &v, "chunk") == wc, "%s dict=%d chunk", cases[i].spec, dict);
+        }
+        ksVariants v;
+        TEST_ASSERT(ksParseVariants(ks, "multikey=chunk-15133", &v) == 0 && v.chunk == KS_DEFAULT_CHUNK);
+        TEST_ASSERT(ksParseVariants(ks, "multikey=chunk-15133 chunk=7", &v) == 0 && v.chunk == 7);
+        TEST_ASSERT(ksParseVariants(ks, "chunk=0", &v) != 0 && strstr(ks->err, "bad chunk '0'"));
+        TEST_ASSERT(ksParseVariants(ks, "chunk=33", &v) != 0 && strstr(ks->err, "bad chunk '33'"));
+        ksKeyspaceFree(ks);
+    }
+    /* the workload run refuses a given size no variant reads, and names both */
+    ksWorkloadSpec s = mgetSpec("chunk-15133", "dict", 10, 8, 2, 1);
+    given(&s, "batch");
+    ksWorkloadResult res;
+    TEST_ASSERT(ksWorkloadRun(&s, &res, err, sizeof(err)) != 0);
+    TEST_ASSERT_MSG(strstr(err, "--batch 8: not used by multikey=chunk-15133 pipeline=naive on table=dict"), "%s", err);
+    s.given = 0; /* not given: the default, ignored as before */
+    TEST_ASSERT_MSG(ksWorkloadRun(&s, &res, err, sizeof(err)) == 0, "%s", err);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     TEST_INIT(argc, argv);
     RUN(test_window_3389);
     RUN(test_window_3389_other_commands);
     RUN(test_redis_14899_guard);
     RUN(test_same_replies);
+    RUN(test_chunk_15133);
+    RUN(test_variants_use_option);
     return TEST_DONE();
 }
