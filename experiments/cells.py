@@ -53,7 +53,7 @@ Three kinds:
     once per run.
     Metrics: the median of the rounds' ratios A/B with its bootstrap and sign-test 95 %
     intervals, the ratio of the minimums, ``verdict`` ("faster", "slower" or "within
-    noise": the bootstrap interval includes 1.0, or fewer than ``timing.MIN_ROUNDS``
+    noise": the bootstrap interval includes 1.0, or fewer than ``stats.MIN_ROUNDS``
     rounds ran), both sides' median and minimum CPU seconds, arena bytes and keys.
 ``valkey``
     The real Valkey server (``kvsim.experiments.valkey.run_valkey_cell``, imported only
@@ -474,14 +474,14 @@ def versus_options(workload: str, a: dict, b: dict) -> dict | None:
 
 def _converged(spec: dict, runs: dict[str, list[dict]]) -> bool:
     """The pair's fixed-width stopping rule (module docstring) after the rounds so far."""
-    from kvsim.experiments import timing
+    from kvsim import stats
 
     halfwidth, least = spec.get("halfwidth"), spec.get("min_rounds", spec["rounds"])
     if halfwidth is None or len(runs["a"]) < least:
         return False
     ratios = [x["cpu_runs_s"][0] / y["cpu_runs_s"][0]
               for x, y in zip(runs["a"], runs["b"], strict=True)]
-    boot = timing.bootstrap_ci95(ratios)
+    boot = stats.bootstrap_ci95(ratios)
     return bool(boot) and (boot[1] - boot[0]) / 2 <= halfwidth * statistics.median(ratios)
 
 
@@ -554,14 +554,14 @@ def _native_rounds(spec: dict, tmp: str) -> tuple[dict[str, list[dict]], dict[st
 
 
 def _native(spec: dict) -> dict[str, Any]:
-    from kvsim.experiments import timing
+    from kvsim import stats
 
     with tempfile.TemporaryDirectory(prefix="kvsim-native-") as tmp:
         runs, first = _native_rounds(spec, tmp)
     cpu = {s: [x["cpu_runs_s"][0] for x in runs[s]] for s in runs}
-    sp = timing.paired_speedup(cpu["a"], cpu["b"])
+    sp = stats.paired_speedup(cpu["a"], cpu["b"])
     boot = sp["bootstrap_ci95"]
-    if boot is None or len(cpu["a"]) < timing.MIN_ROUNDS or boot[0] <= 1.0 <= boot[1]:
+    if boot is None or len(cpu["a"]) < stats.MIN_ROUNDS or boot[0] <= 1.0 <= boot[1]:
         verdict = "within noise"
     else:
         verdict = "faster" if boot[0] > 1.0 else "slower"

@@ -11,7 +11,7 @@ Natively, the same workload (more operations, so the timed phase is long enough)
 this machine with real prefetch instructions, in interleaved rounds (naive, lookahead,
 naive, lookahead, ...), one kvsim-cref process per run, each timed by its process CPU time;
 the measured speedup (median of the rounds' ratios with a 95 % interval, and the ratio of
-the minimums; see :mod:`kvsim.experiments.timing`) is printed beside the ``local`` preset's
+the minimums; see :mod:`kvsim.stats`) is printed beside the ``local`` preset's
 predicted one.
 
 Inputs:  keys, ops, presets (defaults: two seed CPUs and ``local``), native rounds.
@@ -34,8 +34,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from kvsim import provenance, sim
-from kvsim.experiments import cref, progress, timing
+from kvsim import provenance, sim, stats
+from kvsim.experiments import cref, progress
 from kvsim.sim import local as sim_local
 
 VARIANTS = ("naive", "lookahead")
@@ -56,7 +56,7 @@ def run(out: Path, keys: int = 200_000, ops: int = 20_000, cpus: list[str] | Non
         publish: bool = False) -> pd.DataFrame:
     """Run the demo; return the result table (one row per CPU x variant).
 
-    ``rounds``: interleaved native rounds (at least :data:`timing.MIN_ROUNDS` for a 95 %
+    ``rounds``: interleaved native rounds (at least :data:`stats.MIN_ROUNDS` for a 95 %
     interval). ``publish``: also copy the result file and plot to the checkout's
     ``results/`` (raises ValueError outside a source checkout).
     """
@@ -93,8 +93,10 @@ def run(out: Path, keys: int = 200_000, ops: int = 20_000, cpus: list[str] | Non
             stages["simulate_passes"] += 1
             bar.update(len(configs))
             for name, res in zip(configs, results, strict=True):
-                # an uncalibrated `local` is shown, and stored, as `local (uncalibrated)`
-                row = {"cpu": sim_local.label(configs[name]), "variant": variant,
+                # `cpu` names the CPU (what --cpu takes); an uncalibrated `local` is shown
+                # as `local (uncalibrated)` (cpu_label, in the table and the plot)
+                row = {"cpu": name, "cpu_label": sim_local.label(configs[name]),
+                       "variant": variant,
                        "records": res["records"], "instructions": res["instructions"],
                        "cycles": res["cycles"]}
                 for i, lv in enumerate(res["levels"]):  # by position: LLC names differ
@@ -129,22 +131,22 @@ def _native(params: dict, batch: int, ops: int, rounds: int, bar) -> dict:
             cpu[variant].append(res["cpu_runs_s"][0])
             wall[variant].append(res["runs_s"][0])
             bar.update()
-    sp = timing.paired_speedup(cpu["naive"], cpu["lookahead"])
+    sp = stats.paired_speedup(cpu["naive"], cpu["lookahead"])
     return {
         "ops": ops,
         "rounds": rounds,
         "clock": CLOCK,
         # median process CPU seconds of one measured phase, per variant
-        "naive": timing.summary(cpu["naive"])["median"],
-        "lookahead": timing.summary(cpu["lookahead"])["median"],
+        "naive": stats.summary(cpu["naive"])["median"],
+        "lookahead": stats.summary(cpu["lookahead"])["median"],
         "speedup": sp["median"],
         "speedup_ci95": sp["ci95"],
         "speedup_ci95_coverage": sp["ci95_coverage"],
         "speedup_from_minimums": sp["from_minimums"],
         "verdict": sp["verdict"],
         "round_ratios": sp["ratios"],
-        "cpu_s": {v: timing.summary(cpu[v]) for v in VARIANTS},
-        "wall_s": {v: timing.summary(wall[v]) for v in VARIANTS},
+        "cpu_s": {v: stats.summary(cpu[v]) for v in VARIANTS},
+        "wall_s": {v: stats.summary(wall[v]) for v in VARIANTS},
     }
 
 
@@ -160,7 +162,7 @@ def native_line(native: dict, predicted: float | None, local_name: str = "local"
     if verdict != "within noise":
         verdict = f"lookahead {verdict}"
     elif native["speedup_ci95"] is None:
-        verdict += f" (fewer than {timing.MIN_ROUNDS} rounds give no interval)"
+        verdict += f" (fewer than {stats.MIN_ROUNDS} rounds give no interval)"
     text = (f"native on this machine ({native['ops']:,} GETs, {native['rounds']} interleaved "
             f"rounds; process CPU s as median [95 % interval] min): {times}; speedup "
             f"{native['speedup']:.2f}x {span(native['speedup_ci95'], 2)}, from minimums "
@@ -173,18 +175,18 @@ def native_line(native: dict, predicted: float | None, local_name: str = "local"
 def predicted_local(rows: list[dict]) -> float | None:
     """The ``local`` preset's predicted lookahead speedup, if it was simulated."""
     for r in rows:
-        if r["cpu"] in ("local", sim_local.UNCALIBRATED_LABEL) and r["variant"] == "lookahead":
+        if r["cpu"] == "local" and r["variant"] == "lookahead":
             return r["speedup"]
     return None
 
 
 def _write(out: Path, df: pd.DataFrame, params: dict, native: dict,
            published: Path | None, stages: dict | None = None) -> None:
+    shown = df.drop(columns="cpu").rename(columns={"cpu_label": "cpu"})
     with pd.option_context("display.width", 160, "display.max_columns", 20):
-        print(df.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        print(shown.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     rows = df.to_dict(orient="records")
-    local_name = next((r["cpu"] for r in rows if r["cpu"] == sim_local.UNCALIBRATED_LABEL),
-                      "local")
+    local_name = next((r["cpu_label"] for r in rows if r["cpu"] == "local"), "local")
     print(native_line(native, predicted_local(rows), local_name))
     df.to_csv(out / "demo.csv", index=False)
     payload = {"experiment": "demo", "git_commit": cref.git_commit(), "params": params,
@@ -232,7 +234,8 @@ def _plot(path: Path, df: pd.DataFrame) -> bool:
         sub = df[df.variant == variant].set_index("cpu").loc[cpus]
         xs = [x + (i - 0.5) * width for x in range(len(cpus))]
         ax1.bar(xs, sub["cycles"] / 1e6, width, label=variant)
-    ax1.set_xticks(range(len(cpus)), cpus)
+    labels = dict(zip(df.cpu, df.cpu_label, strict=True))
+    ax1.set_xticks(range(len(cpus)), [labels[c] for c in cpus])
     ax1.set_ylabel("predicted cycles (millions)")
     ax1.set_title("Pipelined GET: predicted cycles")
     ax1.legend()
@@ -243,7 +246,7 @@ def _plot(path: Path, df: pd.DataFrame) -> bool:
     ax2.bar([x + width / 2 for x in xs], [look[c] for c in miss_cols], width, label="lookahead")
     ax2.set_xticks(list(xs), [c.removesuffix("_demand_misses") for c in miss_cols])
     ax2.set_ylabel("demand misses (loads and stores)")
-    ax2.set_title(f"Demand misses per level ({cpus[0]})")
+    ax2.set_title(f"Demand misses per level ({labels[cpus[0]]})")
     ax2.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110, metadata={"Software": None})  # same bytes for the same figures

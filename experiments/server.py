@@ -49,7 +49,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kvsim.experiments import timing, valkey
+from kvsim import stats
+from kvsim.experiments import valkey
 from kvsim.experiments.valkey_server import (
     ToolMissing,
     ValkeyError,
@@ -177,7 +178,7 @@ def parse_cell(name: str) -> dict[str, Any]:
 def _ratio_stats(prefix: str, ratios: list[float]) -> dict[str, Any]:
     """Median of per-round ratios, its bootstrap 95 % interval and whether it is in BAND."""
     med = statistics.median(ratios)
-    ci = timing.bootstrap_ci95(ratios)
+    ci = stats.bootstrap_ci95(ratios)
     return {f"{prefix}": med, f"{prefix}_ci95_low": ci[0] if ci else None,
             f"{prefix}_ci95_high": ci[1] if ci else None,
             f"{prefix}_in_band": BAND[0] <= med <= BAND[1],

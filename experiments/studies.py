@@ -11,7 +11,7 @@ iterated keys, 2*10^5 operations), since a trace holds about 10 records per key 
 and simulation time grows with it. Each experiment's docstring says what it varies.
 
 Rounds. A native cell's rounds follow the effect it must resolve
-(:func:`kvsim.experiments.timing.rounds_for_effect`, assuming rounds scatter by 5 %): the
+(:func:`kvsim.stats.rounds_for_effect`, assuming rounds scatter by 5 %): the
 load and MSET studies look for 1-10 % and get up to 17 rounds at full scale, stopping
 after 8 or more once the interval is within 3 % of the speedup either side (each row's
 ``rounds`` says how many ran); pipeline, iterate and batch-size effects are 1.5-3x and
@@ -29,7 +29,8 @@ from typing import Any
 
 import pandas as pd
 
-from kvsim.experiments import cref, seeds, timing
+from kvsim import stats
+from kvsim.experiments import cref, seeds
 from kvsim.experiments.framework import (
     Experiment,
     Plot,
@@ -43,7 +44,7 @@ from kvsim.experiments.framework import (
     valkey_cell,
 )
 
-SMALL_ROUNDS = timing.MIN_ROUNDS
+SMALL_ROUNDS = stats.MIN_ROUNDS
 
 
 #: Fewest rounds of a full-scale pair that stops early (``halfwidth``): the bootstrap
@@ -53,11 +54,11 @@ FULL_MIN_ROUNDS = 8
 
 def _plan(scale: str, effect: float) -> dict[str, Any]:
     """A native pair's rounds: the minimum at small scale; at full scale at most
-    :func:`timing.rounds_for_effect` (which assumes rounds scatter by 5 %), stopping from
+    :func:`stats.rounds_for_effect` (which assumes rounds scatter by 5 %), stopping from
     :data:`FULL_MIN_ROUNDS` on once the interval's half-width is ``effect``."""
     if scale == "small":
         return {"rounds": SMALL_ROUNDS}
-    n = timing.rounds_for_effect(effect)
+    n = stats.rounds_for_effect(effect)
     if n <= FULL_MIN_ROUNDS:
         return {"rounds": n}
     return {"rounds": n, "halfwidth": effect, "min_rounds": FULL_MIN_ROUNDS}

@@ -55,8 +55,9 @@ from typing import Any
 
 import pandas as pd
 
+from kvsim import stats
 from kvsim.experiments import cells as C
-from kvsim.experiments import cref, studies, timing  # noqa: F401 - studies: the seeds register first
+from kvsim.experiments import cref, studies  # noqa: F401 - studies: the seeds register first
 from kvsim.experiments.framework import Experiment, Plot, Table, register
 
 NAME = "validation"
@@ -391,7 +392,7 @@ def pair_rows(rows: pd.DataFrame) -> tuple[list[dict], dict | None]:
         if ts:
             a = [x[2][0] for x in ts]
             b = [x[3][0] for x in ts]
-            sp = timing.paired_speedup(a, b)
+            sp = stats.paired_speedup(a, b)
             boot = sp["bootstrap_ci95"]
             line.update({"native_speedup": sp["median"],
                          "native_ci95_low": boot[0] if boot else None,
@@ -403,7 +404,7 @@ def pair_rows(rows: pd.DataFrame) -> tuple[list[dict], dict | None]:
             meds = [statistics.median(v) for _, v in sorted(byrun.items())]
             line["run_medians"] = ", ".join(f"{m:.2f}" for m in meds)
             line["run_spread"] = max(meds) / min(meds) - 1 if len(meds) > 1 else None
-            noise = (boot is None or len(ts) < timing.MIN_ROUNDS
+            noise = (boot is None or len(ts) < stats.MIN_ROUNDS
                      or boot[0] <= 1.0 <= boot[1])
             line["native_within_noise"] = bool(noise)
             for side, xs in (("a", a), ("b", b)):

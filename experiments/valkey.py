@@ -23,7 +23,7 @@ Procedure (:func:`run_valkey_cell`):
    ``keys_per_command`` hits each, no miss, no rejected or failed call;
 4. stop the server (also on an error or SIGTERM).
 
-Statistics are those of the native cells (:mod:`kvsim.experiments.timing`): a run's time per
+Statistics are those of the native cells (:mod:`kvsim.stats`): a run's time per
 request is ``1 / rps``, so ``paired_speedup`` of the A and B times is the median of the
 rounds' ratios ``rps_B / rps_A`` (above 1: batch B is faster), with its 95 % intervals. The
 generator picks keys with its own clock-seeded random generator (it has no seed option), so
@@ -49,7 +49,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kvsim.experiments import timing
+from kvsim import stats
 from kvsim.experiments.valkey_server import (
     KEY_PATTERN,
     Resp,
@@ -150,8 +150,8 @@ def _bench_once(bench: Path, port: int, spec: dict, cpu: int | None) -> float:
 def _check_counts(client: Resp, spec: dict) -> None:
     """The server executed exactly ``requests`` commands of the op, every key a hit."""
     op = spec["op"]
-    stats = client.info("commandstats").get(f"cmdstat_{op}", "")
-    fields = dict(kv.split("=", 1) for kv in stats.split(",") if "=" in kv)
+    cmdstat = client.info("commandstats").get(f"cmdstat_{op}", "")
+    fields = dict(kv.split("=", 1) for kv in cmdstat.split(",") if "=" in kv)
     calls = int(fields.get("calls", 0))
     bad = int(fields.get("rejected_calls", 0)) + int(fields.get("failed_calls", 0))
     ks = client.info("stats")
@@ -175,7 +175,7 @@ def _run(srv: ValkeyServer, bench: Path, spec: dict, client_cpu: int | None,
 
 
 def _side_stats(prefix: str, rps: list[float]) -> dict[str, Any]:
-    ci = timing.median_ci95(rps)
+    ci = stats.median_ci95(rps)
     return {f"{prefix}_rps_median": statistics.median(rps), f"{prefix}_rps_min": min(rps),
             f"{prefix}_rps_max": max(rps),
             f"{prefix}_rps_ci95_low": ci[0] if ci else None,
@@ -185,13 +185,13 @@ def _side_stats(prefix: str, rps: list[float]) -> dict[str, Any]:
 
 def speedup_metrics(rps_a: list[float], rps_b: list[float]) -> dict[str, Any]:
     """The speedup of B over A (``rps_B / rps_A`` per round) with the native cells'
-    statistics: median, 95 % interval (bootstrap where :mod:`timing` has it, else the
+    statistics: median, 95 % interval (bootstrap where :mod:`kvsim.stats` has it, else the
     sign-test one), the ratio of the best runs, and the verdict."""
-    sp = timing.paired_speedup([1.0 / x for x in rps_a], [1.0 / x for x in rps_b])
+    sp = stats.paired_speedup([1.0 / x for x in rps_a], [1.0 / x for x in rps_b])
     sign = sp["ci95"]
     boot = sp.get("bootstrap_ci95")
     ci, method = (boot, "bootstrap") if boot is not None else (sign, "sign-test")
-    if ci is None or len(rps_a) < timing.MIN_ROUNDS or ci[0] <= 1.0 <= ci[1]:
+    if ci is None or len(rps_a) < stats.MIN_ROUNDS or ci[0] <= 1.0 <= ci[1]:
         verdict = "within noise"
     else:
         verdict = "faster" if ci[0] > 1.0 else "slower"
