@@ -405,6 +405,15 @@ const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS] = {
      "mget/mset: the pipeline variant that runs each query buffer: naive (one command after "
      "the other) or lookahead (Valkey PR #2092: the keys of the buffered commands prefetched "
      "in batches of --batch keys)."},
+    {"warm-setup", KS_OPT_CHOICE, FIELD(warm_setup), 0, 0, 0, 0, "compact|accesses|none", "compact", NULL,
+     "Traces: the setup (populating the keyspace; load: the restarted server and its snapshot "
+     "buffer) carried as a warm-up prefix, simulated and not counted, so the measured phase "
+     "starts warm as natively. compact: every line the setup left behind, once, in the order "
+     "it last touched them (the last --warm-setup-lines); accesses: every access of the "
+     "setup; none: the measured phase starts with cold caches and TLBs."},
+    UINT_OPT("warm-setup-lines", warm_setup_lines, 1, 1ULL << 28, "8388608", NULL,
+             "Traces, --warm-setup compact: the most recently touched lines of the setup kept "
+             "(default 2^23 lines, 512 MiB: above every preset's last level)."),
 };
 
 #undef UINT_OPT
@@ -628,6 +637,17 @@ static void runSide(wl *w, ksWorkloadResult *res, const ksVariants *var, int r, 
     runCommands(w, res, side, r);
 }
 
+/* --warm-setup as emit.h's KS_SETUP_* (NULL: compact, the default). */
+static int setupMode(const ksWorkloadSpec *s) {
+    if (!s->warm_setup || !strcmp(s->warm_setup, "compact")) return KS_SETUP_COMPACT;
+    return !strcmp(s->warm_setup, "accesses") ? KS_SETUP_ACCESSES : KS_SETUP_NONE;
+}
+
+/* Traced runs: the setup from here to setupEnd is carried as a warm-up prefix. */
+static void setupBegin(const ksWorkloadSpec *s) {
+    ksEmitSetupBegin(setupMode(s), s->warm_setup_lines ? s->warm_setup_lines : KS_WARM_SETUP_LINES);
+}
+
 /* A fresh keyspace (new arena at the fixed base) with the workload's variant. */
 static ksKeyspace *newKeyspace(const ksWorkloadSpec *s, uint64_t hash_seed, char *err, size_t errlen) {
     char opts[256];
@@ -721,6 +741,10 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
     for (size_t i = 0; i < (size_t)s->value_size + 64; i++) w.valpool[i] = (uint8_t)('a' + splitmix64(&w.rng) % 26);
     res->arena_base = ksArenaBase(ks->arena);
     int rc = 0;
+    /* The setup, up to the measured phase, is the trace's warm-up prefix
+     * (ksEmitSetupBegin .. ksEmitSetupEnd; load: the restarted server's). */
+    int is_load = !strcmp(s->workload, "load");
+    if (!is_load) setupBegin(s);
     char key[4096];
     int repeat = s->repeat < 1 ? 1 : s->repeat;
 
@@ -763,6 +787,7 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
         w.ngroups -= w.nwarm;
         w.group_off[w.ngroups + w.nwarm] = w.qlen;
         res->ops = s->ops;
+        ksEmitSetupEnd();
         ksEmitResume();
         for (int r = 0; r < repeat; r++) {
             if (r > 0) ksEmitPause(); /* only the first run is traced */
@@ -789,6 +814,7 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
         }
         w.group_off[w.ngroups] = w.qlen;
         res->ops = s->ops;
+        ksEmitSetupEnd();
         ksEmitResume();
         for (int r = 0; r < repeat; r++) {
             if (r > 0) ksEmitPause(); /* only the first run is traced */
@@ -829,6 +855,7 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
         free(perm);
         w.group_off[w.ngroups] = w.qlen;
         res->ops = ncmds;
+        ksEmitSetupEnd();
         ksEmitResume();
         /* KVSIM_CREF_ARENA_WARM=1 (native only): every fresh server reuses the
          * previous one's arena pages (ksArenaSetRetain) and one unmeasured fill
@@ -861,6 +888,7 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
         int save = !strcmp(s->op, "save");
         populate(&w);
         res->ops = s->keys;
+        ksEmitSetupEnd();
         ksEmitResume();
         uint32_t crc[2] = {0, 0};
         for (int r = 0; r < repeat; r++) {
@@ -944,12 +972,17 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
                 int side = r >= 0 ? versusSide(s, r, i) : 0;
                 /* Restart: a fresh keyspace with a new hash seed; the snapshot
                  * buffer (tag snapshot_buf) is filled before the measured load. */
-                ks = freshServer(&w, RESTART_SEED(s->seed)); /* emitter paused: not traced */
+                if (r == 0) setupBegin(s); /* the restart and the buffer's fill: the warm-up */
+                ks = freshServer(&w, RESTART_SEED(s->seed)); /* emitter paused: not counted */
                 ks->var = var[side];
                 ks->snap = ksArenaAlloc(ks->arena, l);
                 memcpy(ks->snap, snap, l);
+                KS_SETUP_STORE(ks->snap, l, KVT_TAG_SNAPSHOT_BUF);
                 ks->snap_len = l;
-                if (r == 0) ksEmitResume();
+                if (r == 0) {
+                    ksEmitSetupEnd();
+                    ksEmitResume();
+                }
                 KS_MARK(KVT_MARK_PHASE, 1);
                 stopwatch t0 = swStart();
                 if (measuredLoad(ks, l)) {

@@ -53,7 +53,16 @@ typedef struct ksWorkloadSpec {
     const char *versus_pipeline;
     int versus_batch;
     int versus_first_b;
+    /* Traced runs: how the setup is carried into the trace as a warm-up prefix
+     * (compact | accesses | none; NULL reads as compact; emit.h) and compact's
+     * bound on the lines kept (0 reads as KS_WARM_SETUP_LINES). */
+    const char *warm_setup;
+    uint64_t warm_setup_lines;
 } ksWorkloadSpec;
+
+/* Default bound of the compact setup prefix: 2^23 lines (512 MiB of lines), above
+ * every preset's last level and TLB reach (warmset.c). */
+#define KS_WARM_SETUP_LINES (1ULL << 23)
 
 typedef struct ksWorkloadResult {
     double runs_s[KS_MAX_REPEAT];     /* wall seconds per measured run */
@@ -106,7 +115,7 @@ typedef struct ksWorkloadOption {
     const char *help;              /* one line */
 } ksWorkloadOption;
 
-#define KS_NUM_WORKLOAD_OPTIONS 23
+#define KS_NUM_WORKLOAD_OPTIONS 25
 extern const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS];
 
 /* The variant family a workload selects with --variant; NULL for an unknown workload. */
