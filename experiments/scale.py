@@ -109,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="native rounds kept per side")
     ap.add_argument("--no-native", action="store_true")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--append", action="store_true",
+                    help="keep the rows of an existing --out file (each with its own run)")
     a = ap.parse_args(argv)
     try:
         sizes = [int(float(k)) for k in a.keys.split(",")]
@@ -122,10 +124,14 @@ def main(argv: list[str] | None = None) -> int:
     cpus = a.cpu or [p for p in sim.preset_names() if p != "local"]
     out = Path(a.out or provenance.default_result_path("scale.json"))
     rows: list[dict] = []
+    if a.append and out.is_file():
+        old = json.loads(out.read_text())
+        rows = [dict(r, provenance=r.get("provenance", old["provenance"])) for r in old["rows"]]
     with tempfile.TemporaryDirectory(prefix="kvsim-scale-", dir=out.parent) as tmp:
         for keys in sizes:
             for w in works:
                 r = run_size(w, keys, cpus, Path(tmp), a.repeat, not a.no_native)
+                r["provenance"] = provenance.provenance()
                 rows.append(r)
                 line = " ".join(f"{c}={r['predicted'][c]['a']['cycles_per_key']:.0f}/"
                                 f"{r['predicted'][c]['b']['cycles_per_key']:.0f}"
