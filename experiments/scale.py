@@ -38,6 +38,23 @@ PAIRS = {
 }
 
 
+def load_cpu(spec: str):
+    """A preset or CPU file, or ``NAME+walk_reads=R``: that CPU with R page-table reads per
+    walk through its caches (sim/MODEL.md, section 3), a sensitivity of the walk model."""
+    import dataclasses
+
+    from kvsim import sim
+
+    name, plus, extra = spec.partition("+walk_reads=")
+    cfg = sim.load_cpu(name)
+    if not plus:
+        return cfg
+    if cfg.tlb is None or not extra.isdigit():
+        raise ValueError(f"--cpu {spec}: expected a CPU with a TLB and +walk_reads=N")
+    return dataclasses.replace(cfg, name=spec,
+                               tlb=dataclasses.replace(cfg.tlb, walk_reads=int(extra)))
+
+
 def _peak_rss_mb(who: int) -> float:
     return resource.getrusage(who).ru_maxrss / 1024
 
@@ -60,7 +77,7 @@ def run_size(workload: str, keys: int, cpus: list[str], tmp: Path, repeat: int,
     from kvsim.experiments import cref
 
     cw, common, va, vb = PAIRS[workload]
-    configs = [sim.load_cpu(c) for c in cpus]
+    configs = [load_cpu(c) for c in cpus]
     out: dict = {"workload": workload, "keys": keys, "sides": {"a": va, "b": vb},
                  "predicted": {c: {} for c in cpus}}
     for side, variant in (("a", va), ("b", vb)):
@@ -105,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keys", default="1e6,5e6,2e7,5e7")
     ap.add_argument("--workloads", default="keys,load")
     ap.add_argument("--cpu", action="append", default=None,
-                    help="preset or CPU file (repeatable; default: every preset but local)")
+                    help="preset or CPU file, or NAME+walk_reads=R (repeatable; default: every "
+                         "preset but local)")
     ap.add_argument("--repeat", type=int, default=3, help="native rounds kept per side")
     ap.add_argument("--no-native", action="store_true")
     ap.add_argument("--out", default=None)
