@@ -44,6 +44,7 @@
  */
 
 #include "arena.h"
+#include "emit.h"
 
 #include <assert.h>
 #include <stdio.h>
@@ -285,6 +286,7 @@ void *ksArenaAlloc(ksArena *a, size_t size) {
 void *ksArenaCalloc(ksArena *a, size_t size) {
     void *p = ksArenaAlloc(a, size);
     memset(p, 0, size ? size : 1);
+    KS_SETUP_STORE(p, size ? size : 1, KVT_TAG_OTHER); /* the zeroing: a setup's warm lines */
     return p;
 }
 

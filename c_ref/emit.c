@@ -227,6 +227,7 @@ int ksEmitterClose(ksEmitter *e) {
     if (fflush(e->out) != 0) e->io_error = 1;
     int rc = e->io_error ? -1 : 0;
     if (ksEmitterCurrent == e) ksEmitterCurrent = NULL;
+    if (e->release_fn) e->release_fn(e->warmset);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
     free(w);
@@ -250,6 +251,10 @@ void ksEmitResume(void) {
 void ksEmitMarker(uint16_t marker, uint64_t value) {
     ksEmitter *e = ksEmitterCurrent;
     if (e == NULL || e->paused) return;
+    ksEmitterMarker(e, marker, value);
+}
+
+void ksEmitterMarker(ksEmitter *e, uint16_t marker, uint64_t value) {
     if (marker == KVT_MARK_WARMUP_BEGIN) e->in_warmup = 1;
     if (marker == KVT_MARK_WARMUP_END) e->in_warmup = 0;
     e->next_id++;
@@ -260,3 +265,4 @@ void ksEmitMarker(uint16_t marker, uint64_t value) {
     r->flags = marker;
     if (++e->n == e->cap) ksEmitterFlush(e);
 }
+

@@ -73,6 +73,13 @@ typedef struct ksEmitter {
     void *writer;           /* writer thread: CRC + fwrite of full chunks (emit.c) */
     uint64_t table_dep;     /* slot_table load the next table_meta load depends on (0 none) */
     uint64_t entry_dep;     /* load that produced the entry a table last handed out (0 none) */
+    int capture;            /* KS_SETUP_*: how the setup being run is carried (0 none) */
+    int capture_depth;      /* pause depth of the setup's own accesses (nested pauses: not) */
+    void *warmset;          /* KS_SETUP_COMPACT: the setup's lines (warmset.h) */
+    /* the setup's access while it is captured (setupwarm.c; NULL: not capturing) */
+    uint64_t (*capture_fn)(uint8_t kind, uint64_t addr, uint16_t size, uint8_t tag, uint16_t site,
+                           uint64_t dep, uint32_t cost);
+    void (*release_fn)(void *warmset); /* frees warmset when the emitter closes */
 } ksEmitter;
 
 extern ksEmitter *ksEmitterCurrent;
@@ -93,6 +100,26 @@ void ksEmitterFlush(ksEmitter *e);
 void ksEmitPause(void);
 void ksEmitResume(void);
 
+/* --- The setup as a warm-up prefix ---------------------------------------------
+ * A workload's setup runs between ksEmitSetupBegin and ksEmitSetupEnd (which
+ * pause and resume recording one level).  Its accesses are carried into the
+ * trace as a warm-up (WARMUP_BEGIN ... WARMUP_END: simulated, not counted):
+ *   KS_SETUP_ACCESSES  every access, as it happens
+ *   KS_SETUP_COMPACT   at ksEmitSetupEnd, every line the setup left behind,
+ *                      once, least recently touched first (the last max_lines
+ *                      distinct lines; warmset.c): a load, or a store for a
+ *                      line the setup wrote, with its last tag and site
+ *   KS_SETUP_NONE      nothing (the measured phase starts cold)
+ * Accesses under a further pause inside the setup (checks) are not carried. */
+enum { KS_SETUP_NONE = 0, KS_SETUP_COMPACT = 1, KS_SETUP_ACCESSES = 2 };
+void ksEmitSetupBegin(int mode, uint64_t max_lines); /* setupwarm.c */
+void ksEmitSetupEnd(void);
+/* Memory the setup writes outside instrumented code (calloc's zeroing, a buffer's
+ * fill): carried into the setup's warm-up, never recorded anywhere else. */
+static inline void ksEmitSetupStore(const void *p, size_t size, uint8_t tag);
+/* A marker written even while recording is paused (setupwarm.c's WARMUP markers). */
+void ksEmitterMarker(ksEmitter *e, uint16_t marker, uint64_t value);
+
 /* CRC32 (zlib polynomial), slice-by-8.  crc = 0 to start. */
 uint32_t ksCrc32(uint32_t crc, const void *buf, size_t len);
 
@@ -108,7 +135,9 @@ uint32_t ksCrc32(uint32_t crc, const void *buf, size_t len);
 static inline ksLoadId ksEmitCost(uint8_t kind, uint64_t addr, uint16_t size, uint8_t tag,
                                   uint16_t site, ksLoadId dep, uint32_t cost) {
     ksEmitter *e = ksEmitterCurrent;
-    if (e == NULL || e->paused) return 0;
+    if (e == NULL) return 0;
+    if (e->paused) return e->capture_fn && e->paused == e->capture_depth
+                              ? e->capture_fn(kind, addr, size, tag, site, dep, cost) : 0;
     ksLoadId id = e->next_id++;
     kvtRecord *r = &e->buf[e->n];
     uint64_t gap = e->pending_gap + cost;
@@ -192,6 +221,12 @@ static inline uint64_t ksEmitTakeEntryDep(void) {
     return ksEmitterCurrent ? ksEmitTakeOnce(&ksEmitterCurrent->entry_dep) : 0;
 }
 
+static inline void ksEmitSetupStore(const void *p, size_t size, uint8_t tag) {
+    ksEmitter *e = ksEmitterCurrent;
+    if (e && e->capture_fn && e->paused == e->capture_depth)
+        (void)ksEmitAccess(KVT_STORE, p, size, tag, KS_SITE_NONE, 0);
+}
+
 /* --- The macros used by instrumented code ---------------------------------- */
 #if KS_TRACE
 #define KS_SET_TABLE_DEP(id) ksEmitSetTableDep(id)
@@ -206,6 +241,7 @@ static inline uint64_t ksEmitTakeEntryDep(void) {
 #define KS_WORK(n) ksEmitWork((uint64_t)(n))
 #define KS_WORK_EXACT(n) ksEmitWorkExact((uint64_t)(n))
 #define KS_MARK(marker, value) ksEmitMarker((marker), (uint64_t)(value))
+#define KS_SETUP_STORE(p, size, tag) ksEmitSetupStore((p), (size), (tag))
 #define KS_ID_VAR(name) ksLoadId name
 #define KS_ID(expr) (expr)
 #else
@@ -219,6 +255,7 @@ static inline uint64_t ksEmitTakeEntryDep(void) {
 #define KS_WORK(n) ((void)0)
 #define KS_WORK_EXACT(n) ((void)0)
 #define KS_MARK(marker, value) ((void)0)
+#define KS_SETUP_STORE(p, size, tag) ((void)(p), (void)(size))
 #define KS_ID_VAR(name) ksLoadId name __attribute__((unused))
 #define KS_ID(expr) ((ksLoadId)0)
 #endif

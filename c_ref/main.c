@@ -165,6 +165,10 @@ static void jworkload(jbuf *j, const ksWorkloadSpec *s) {
     jstr(j, s->table);
     jput(j, ",\"value_size\":%u,\"variant\":", s->value_size);
     jstr(j, s->variant);
+    jput(j, ",\"warm_setup\":");
+    jstr(j, s->warm_setup ? s->warm_setup : "compact");
+    jput(j, ",\"warm_setup_lines\":%llu", (unsigned long long)(s->warm_setup_lines ? s->warm_setup_lines
+                                                                                  : KS_WARM_SETUP_LINES));
     jput(j, ",\"warmup_ops\":%llu}", (unsigned long long)s->warmup_ops);
 }
 
@@ -208,13 +212,18 @@ static char *traceHeader(const ksWorkloadSpec *s) {
     jstrlist(&j, phases, 2);
     jput(&j, ",\"producer\":");
     jproducer(&j);
+    /* "setup": how the workload's setup is carried (compact | accesses: as the
+     * warm-up prefix; none: not at all, the measured phase starts cold) */
+    jput(&j, ",\"setup\":");
+    jstr(&j, s->warm_setup ? s->warm_setup : "compact");
     jput(&j, ",\"sites\":");
     jstrlist(&j, ksSiteName, KS_NUM_SITES);
     jput(&j, ",\"tags\":");
     jstrlist(&j, ksTagName, KVT_NUM_TAGS);
-    /* "skipped": setup is not recorded; "prefix": so is it, but --warmup-ops
-     * operations precede the measured ones between warm-up markers */
-    jput(&j, ",\"warmup\":\"%s\",\"workload\":", s->warmup_ops ? "prefix" : "skipped");
+    /* "prefix": the trace has a warm-up prefix (the setup, see "setup", and
+     * --warmup-ops operations); "skipped": it has none */
+    int carried = !s->warm_setup || strcmp(s->warm_setup, "none");
+    jput(&j, ",\"warmup\":\"%s\",\"workload\":", s->warmup_ops || carried ? "prefix" : "skipped");
     jworkload(&j, s);
     jput(&j, "}");
     return j.buf;
@@ -319,6 +328,7 @@ static int serveMain(int argc, char **argv) {
     /* --trace: the traced build serves, every access of every request recorded (the
      * header's workload is the server's options, named "serve") */
     s.workload = "serve";
+    s.warm_setup = "none"; /* the server starts empty: no setup to carry */
     char *header = traceHeader(&s);
     FILE *f = traceOpen(trace_out);
     ksEmitter *e = tr_ksEmitterOpen(f, header, KVT_DEFAULT_CHUNK_RECORDS);

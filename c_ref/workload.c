@@ -462,6 +462,15 @@ const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS] = {
     {"hash-op", KS_OPT_CHOICE, FIELD(hash_op), 0, 0, 0, 0, "hget|hmget|hgetall|hset", "hget", LISTED,
      "hash: the measured command (hset overwrites an existing field)."},
     UINT_OPT("fields-per-command", fields_per_command, 1, 1 << 20, "10", LISTED, "hash: fields per HMGET."),
+    {"warm-setup", KS_OPT_CHOICE, FIELD(warm_setup), 0, 0, 0, 0, "compact|accesses|none", "compact", EVERY,
+     "Traces: the setup (populating the keyspace; load: the restarted server and its snapshot "
+     "buffer) carried as a warm-up prefix, simulated and not counted, so the measured phase "
+     "starts warm as natively. compact: every line the setup left behind, once, in the order "
+     "it last touched them (the last --warm-setup-lines); accesses: every access of the "
+     "setup; none: the measured phase starts with cold caches and TLBs."},
+    UINT_OPT("warm-setup-lines", warm_setup_lines, 1, 1ULL << 28, "8388608", EVERY,
+             "Traces, --warm-setup compact: the most recently touched lines of the setup kept "
+             "(default 2^23 lines, 512 MiB: above every preset's last level)."),
 };
 
 #undef UINT_OPT
@@ -751,6 +760,17 @@ static int optionUnused(const ksWorkloadSpec *s, const ksKeyspace *ks, const ksV
     return 0;
 }
 
+/* --warm-setup as emit.h's KS_SETUP_* (NULL: compact, the default). */
+static int setupMode(const ksWorkloadSpec *s) {
+    if (!s->warm_setup || !strcmp(s->warm_setup, "compact")) return KS_SETUP_COMPACT;
+    return !strcmp(s->warm_setup, "accesses") ? KS_SETUP_ACCESSES : KS_SETUP_NONE;
+}
+
+/* Traced runs: the setup from here to setupEnd is carried as a warm-up prefix. */
+static void setupBegin(const ksWorkloadSpec *s) {
+    ksEmitSetupBegin(setupMode(s), s->warm_setup_lines ? s->warm_setup_lines : KS_WARM_SETUP_LINES);
+}
+
 /* A fresh keyspace (new arena at the fixed base) with the workload's variant. */
 static ksKeyspace *newKeyspace(const ksWorkloadSpec *s, uint64_t hash_seed, char *err, size_t errlen) {
     char opts[256];
@@ -851,8 +871,13 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
     w.valpool = malloc((size_t)s->value_size + 64);
     for (size_t i = 0; i < (size_t)s->value_size + 64; i++) w.valpool[i] = (uint8_t)('a' + ksWlRand(&w.rng) % 26);
     res->arena_base = ksArenaBase(ks->arena);
-    /* setup and run start with the emitter paused; run resumes it for what it measures */
+    /* setup and run start with the emitter paused; run resumes it for what it measures.
+     * The setup is the trace's warm-up prefix (ksEmitSetupBegin .. ksEmitSetupEnd); a
+     * load's is the restarted server's (loadRun), not the writing of its snapshot. */
+    int setup_warms = strcmp(s->workload, "load") != 0;
+    if (setup_warms) setupBegin(s);
     int rc = def->setup(&w);
+    if (setup_warms) ksEmitSetupEnd();
     if (rc == 0) rc = def->run(&w, res);
     ks = w.ks;
     res->nruns = rc ? 0 : w.repeat;
@@ -1205,12 +1230,17 @@ static int loadRun(wl *w, ksWorkloadResult *res) {
             int side = r >= 0 ? versusSide(s, r, i) : 0;
             /* Restart: a fresh keyspace with a new hash seed; the snapshot
              * buffer (tag snapshot_buf) is filled before the measured load. */
-            ksKeyspace *ks = freshServer(w, RESTART_SEED(s->seed)); /* emitter paused: not traced */
+            if (r == 0) setupBegin(s); /* the restart and the buffer's fill: the warm-up */
+            ksKeyspace *ks = freshServer(w, RESTART_SEED(s->seed)); /* emitter paused: not counted */
             ks->var = w->var[side];
             ks->snap = ksArenaAlloc(ks->arena, l);
             memcpy(ks->snap, snap, l);
+            KS_SETUP_STORE(ks->snap, l, KVT_TAG_SNAPSHOT_BUF);
             ks->snap_len = l;
-            if (r == 0) ksEmitResume();
+            if (r == 0) {
+                ksEmitSetupEnd();
+                ksEmitResume();
+            }
             KS_MARK(KVT_MARK_PHASE, 1);
             stopwatch t0 = swStart();
             if (measuredLoad(ks, l)) {

@@ -60,7 +60,16 @@ typedef struct ksWorkloadSpec {
     /* Bit i: ksWorkloadOptions[i] was given on the command line (main.c); an
      * option given to variants that ignore it is then an error (ksWorkloadRun). */
     uint64_t given;
+    /* Traced runs: how the setup is carried into the trace as a warm-up prefix
+     * (compact | accesses | none; NULL reads as compact; emit.h) and compact's
+     * bound on the lines kept (0 reads as KS_WARM_SETUP_LINES). */
+    const char *warm_setup;
+    uint64_t warm_setup_lines;
 } ksWorkloadSpec;
+
+/* Default bound of the compact setup prefix: 2^23 lines (512 MiB of lines), above
+ * every preset's last level and TLB reach (warmset.c). */
+#define KS_WARM_SETUP_LINES (1ULL << 23)
 
 typedef struct ksWorkloadResult {
     double runs_s[KS_MAX_REPEAT];     /* wall seconds per measured run */
@@ -115,7 +124,7 @@ typedef struct ksWorkloadOption {
     const char *help;              /* one line */
 } ksWorkloadOption;
 
-#define KS_NUM_WORKLOAD_OPTIONS 27
+#define KS_NUM_WORKLOAD_OPTIONS 29
 extern const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS];
 
 /* The variant family a workload selects with --variant; NULL for an unknown workload. */

@@ -22,7 +22,7 @@ import click
 #: names them; spelled here so that the CLI starts without importing kvsim.traces
 #: (experiments/tests/test_cli.py checks them against traces.CODEC_NAMES and VERSION)
 TRACE_CODECS = ["zstd_planes", "zstd", "raw"]
-TRACE_VERSIONS = [1, 2]
+TRACE_VERSIONS = [1, 2, 3]
 
 # --- workload options: c_ref's table (c_ref/workload.c), read through `kvsim-cref options` ---
 
@@ -384,6 +384,12 @@ def simulate(trace_path, cpus_, functional, engine, gem5_path, threads, warmup, 
     stall_cycles). The model is described in sim/MODEL.md.
 
     \b
+    The last line says whether the trace carries its workload's setup as a
+    warm-up prefix (c_ref's default, header "setup"), so that the measured
+    phase starts warm as natively, or starts cold (--json: "setup", one of
+    compact, accesses, none).
+
+    \b
     With several --cpu, the trace is read and decoded once and every CPU
     simulated side by side (one thread per core); the text shows each CPU's
     summary in turn, --json a list with one result per --cpu, in order.
@@ -420,10 +426,13 @@ def simulate(trace_path, cpus_, functional, engine, gem5_path, threads, warmup, 
                                         threads=threads, progress=bar.update)
         except wu.WarmupError as e:
             raise click.ClickException(str(e)) from None
+        header = getattr(reader, "header", None)
     from kvsim.sim import local as sim_local
 
+    setup, note = wu.setup_state(header), wu.setup_note(header, rule)
     for res, config in zip(results, configs, strict=True):
         res["cpu_label"] = sim_local.label(config)  # `local (uncalibrated)` where so
+        res["setup"] = setup  # how the measured phase starts: the trace's setup, or cold
     for cpu, res in zip(cpus_, results, strict=True):
         if asked is not None and res.get("engine_threads", 1) < asked:
             who = f"{cpu}: " if len(results) > 1 else ""
@@ -438,13 +447,13 @@ def simulate(trace_path, cpus_, functional, engine, gem5_path, threads, warmup, 
         if as_json:
             _echo_json(res)
             return
-        _out(summary.simulate_text(res))
+        _out(summary.simulate_text(res) + "\n" + note)
         return
     if as_json:
         _echo_json(results)
         return
     _out("\n\n".join(f"== {res['cpu_label']} ==\n{summary.simulate_text(res)}"
-                      for res in results))
+                      for res in results) + "\n\n" + note)
 
 
 def _trace_format(trace_path: str, configs: list) -> tuple[str, float | None]:

@@ -24,9 +24,11 @@ Cells, in the order they run (all in the serial phase, alone on the machine):
 ``predict``
     Trace one side of a pair with c_ref and simulate it on ``local``: the calibration the
     ``calibrate`` cell took (its copy :data:`PINNED`; the cached file when no validation
-    calibrated on this machine yet), warmed: pipeline and MGET traces carry c_ref's own
-    warm-up prefix (``--warmup-ops``), the others are warmed by the ``kvsim simulate
-    --warmup`` rule (:class:`kvsim.sim.warmup.WarmupPrefix`, the first
+    calibrated on this machine yet), warmed: every trace carries its setup as a warm-up
+    prefix (:data:`WARM_SETUP`, c_ref's ``--warm-setup``; traces/FORMAT.md), so its measured
+    phase starts in the state the native one does, and pipeline and MGET traces also c_ref's
+    ``--warmup-ops``; a side traced with ``warm_setup`` ``none`` is warmed by the ``kvsim
+    simulate --warmup`` rule instead (:class:`kvsim.sim.warmup.WarmupPrefix`, the first
     :data:`WARMUP_FRACTION` of the records). Metrics: cycles, counted operations, cycles
     and nanoseconds per operation, the CPU file's path and SHA-256.
 
@@ -68,6 +70,8 @@ FRESH_S = 3600
 PINNED = "validation-local.toml"
 #: Share of the records of a trace without its own warm-up that warm the caches uncounted.
 WARMUP_FRACTION = 0.2
+#: How the predictions' traces carry their setup (c_ref's --warm-setup; sim/warmup.py).
+WARM_SETUP = "compact"
 #: The band a predicted / native ratio should fall in.
 BAND = (0.85, 1.15)
 #: Workload families kept out of any tuning of the model and reported separately: the
@@ -139,7 +143,7 @@ def _pair_id(p: dict) -> str:
 
 
 def _sim_opts(p: dict, side: str) -> dict:
-    opts = {**p["common"], **p["sim"], **p[side]}
+    opts = {"warm_setup": WARM_SETUP, **p["common"], **p["sim"], **p[side]}
     if p["warmup_ops"]:
         opts["warmup_ops"] = p["warmup_ops"]
     return opts
@@ -197,7 +201,8 @@ def _cells(scale: str, cpus: list[str]) -> list[dict]:
             seen.add(key)
             spec = {"experiment": NAME, "kind": "predict", "workload": p["workload"],
                     "options": opts, "cpu": cpu,
-                    "warmup": None if p["warmup_ops"] else WARMUP_FRACTION, "params": {}}
+                    "warmup": None if p["warmup_ops"] or opts["warm_setup"] != "none"
+                    else WARMUP_FRACTION, "params": {}}
             if cpu_sha is not None:  # the file's content is part of the cell's identity
                 spec["cpu_sha256"] = cpu_sha
             out.append(spec)

@@ -10,6 +10,11 @@ record ``N``; both simulators then run those records through their caches withou
 them (traces/FORMAT.md). A ``dep`` that reaches back across the inserted ``WARMUP_END``
 grows by one, so every dependency still names the same load.
 
+A c_ref trace carries its workload's setup as its own warm-up prefix by default (format
+version 3, header key ``setup``: ``compact`` or ``accesses``; traces/FORMAT.md, "The setup's
+warm-up"). :func:`setup_state` reads that key; a trace without it (versions 1 and 2, other
+producers) or with ``"none"`` starts its measured phase cold, which ``kvsim simulate`` says.
+
 A trace that already has warm-up markers (a c_ref header saying ``"warmup": "prefix"``,
 or a ``WARMUP_BEGIN``/``WARMUP_END`` record met while reading) is refused: its own
 warm-up is the documented one.
@@ -25,11 +30,35 @@ from kvsim import traces
 if TYPE_CHECKING:  # imported once records are wrapped: parsing --warmup needs none
     import numpy as np
 
-__all__ = ["WarmupError", "WarmupPrefix", "parse_warmup", "warmup_records"]
+__all__ = ["SETUP_CARRIED", "WarmupError", "WarmupPrefix", "parse_warmup", "setup_note",
+           "setup_state", "warmup_records"]
+
+#: The header ``setup`` values of a trace that carries its setup as a warm-up prefix.
+SETUP_CARRIED = ("compact", "accesses")
 
 
 class WarmupError(ValueError):
     """The --warmup rule cannot apply to this trace (one line, names what and where)."""
+
+
+def setup_state(header: dict | None) -> str:
+    """How a trace carries its workload's setup: its header's ``setup`` (``compact``,
+    ``accesses``, ``none``), ``none`` when the header has no such key."""
+    v = (header or {}).get("setup")
+    return v if isinstance(v, str) and v else "none"
+
+
+def setup_note(header: dict | None, rule: int | float | None = None) -> str:
+    """One line for ``kvsim simulate``'s output: whether the measured phase starts from the
+    setup's state (``rule``: the --warmup rule applied to a trace without it)."""
+    state = setup_state(header)
+    if state in SETUP_CARRIED:
+        return f"setup: carried as the warm-up prefix ({state}; simulated, not counted)"
+    how = ("header \"setup\": \"none\"" if (header or {}).get("setup") == "none"
+           else "no \"setup\" in its header")
+    warm = f"; --warmup {rule} warms it" if rule is not None else ""
+    return (f"setup: NOT carried ({how}): the measured phase starts with cold caches and "
+            f"TLBs{warm}")
 
 
 def parse_warmup(text: str) -> int | float:

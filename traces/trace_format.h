@@ -45,9 +45,10 @@
 
 #define KVT_MAGIC "KVTRACE\0" /* 8 bytes, NUL included */
 #define KVT_MAGIC_LEN 8
-#define KVT_VERSION 2      /* the version writers write */
+#define KVT_VERSION 3      /* the version writers write */
 #define KVT_MIN_VERSION 1  /* the oldest version readers read */
 #define KVT_PLANES_VERSION 2 /* the first version with KVT_CODEC_ZSTD_PLANES */
+#define KVT_SETUP_VERSION 3 /* the first version with the header key "setup" (FORMAT.md) */
 #define KVT_FIXED_HEADER_LEN 16 /* magic + version + record_size + json_len */
 
 #define KVT_CHUNK_MAGIC 0x4B43564Bu /* "KVCK" read as little-endian u32 */

@@ -31,6 +31,7 @@ static ksWorkloadSpec spec(const char *workload, const char *variant, const char
     s.table = table;
     s.seed = test_seed;
     s.warmup_ops = warm;
+    s.warm_setup = "none"; /* the setup's own prefix: test_warm_setup.c */
     return s;
 }
 

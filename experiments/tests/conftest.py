@@ -43,8 +43,11 @@ SMALL = ["--keys", "2000", "--ops", "300", "--value-size", "64", "--seed", "7"]
 
 @pytest.fixture(scope="session")
 def small_trace(tmp_path_factory):
-    """A small pipelined GET trace (lookahead variant) made once per session."""
+    """A small pipelined GET trace (lookahead variant) made once per session, without its
+    setup's warm-up (``--warm-setup none``: the records the tests count are the measured
+    phase's; test_warm_setup.py covers the default)."""
     path = tmp_path_factory.mktemp("traces") / "small.kvt"
-    res = run_kvsim("trace", "pipeline", "-o", path, "--variant", "lookahead", *SMALL)
+    res = run_kvsim("trace", "pipeline", "-o", path, "--variant", "lookahead", *SMALL,
+                    "--warm-setup", "none")
     assert res.returncode == 0, res.stderr.decode()
     return path

@@ -91,12 +91,14 @@ def test_every_seed_workload_and_variant_is_a_row():
         assert len({p["common"]["depth"] for p in gets}) >= 3
         assert len({p["b"]["batch"] for p in gets}) >= 3
         assert any(p["a"].get("layout") == "legacy" for p in pairs)
-        # traced runs are warmed: a warm-up prefix, or the fraction rule
+        # traced runs are warmed: every trace carries its setup (and pipeline/MGET also
+        # --warmup-ops), so the fraction rule is never applied
         specs = runner.plan(["validation"], scale, None)["validation"]
         for s in specs:
             if s["kind"] == "predict":
                 assert s["cpu"] == "local"
-                assert (s["options"].get("warmup_ops", 0) > 0) != (s["warmup"] is not None)
+                assert s["options"]["warm_setup"] == validation.WARM_SETUP != "none"
+                assert s["warmup"] is None
 
 
 def test_rounds_interleave_every_pair_and_rotate():

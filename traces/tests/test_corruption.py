@@ -106,12 +106,15 @@ def _with_header(version: int = 1, record_size: int = 24, body: bytes = b"{}") -
 def test_header_field_errors() -> None:
     assert traces.read_all(io.BytesIO(_with_header())).size == 0
     assert traces.read_all(io.BytesIO(_with_header(version=2))).size == 0
-    assert "unsupported format version 3" in str(_expect_error(_with_header(version=3)))
+    assert traces.read_all(io.BytesIO(_with_header(version=3))).size == 0
+    assert "unsupported format version 4" in str(_expect_error(_with_header(version=4)))
     assert "unsupported format version 0" in str(_expect_error(_with_header(version=0)))
     assert "record size 32" in str(_expect_error(_with_header(record_size=32)))
     assert "not an object" in str(_expect_error(_with_header(body=b"[1]")))
     assert "does not parse" in str(_expect_error(_with_header(body=b"{")))
     assert "format_version" in str(_expect_error(_with_header(body=b'{"format_version":3}')))
+    assert "format_version" in str(_expect_error(_with_header(version=3,
+                                                              body=b'{"format_version":2}')))
     assert "format_version" in str(_expect_error(_with_header(body=b'{"format_version":2}')))
     assert "bad magic" in str(_expect_error(b"PK\x03\x04" + bytes(40)))
     assert "stream is empty" in str(_expect_error(b""))

@@ -1,0 +1,123 @@
+"""What the compact form of the setup's warm-up changes in a prediction (traces/FORMAT.md,
+"The setup's warm-up"): ``python -m kvsim.experiments.warm_setup [--scale small|full]``.
+
+Every c_ref workload is traced three times, its setup carried as every access
+(``--warm-setup accesses``: the literal setup), as every line it left behind in last-touch
+order (``compact``, the default) and not at all (``none``), and each trace is simulated on
+every preset in one pass. A row gives the predicted cycles per operation of the measured
+phase and its ratio to the accesses form; the summary the largest deviation of ``compact``
+(the bound: 1 %) and of ``none`` (what carrying the setup changes), and the traces' sizes.
+Writes ``results/warm-setup-bound.json`` (``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from kvsim import provenance
+
+__all__ = ["MODES", "WORKLOADS", "measure", "run"]
+
+#: The setup's forms, the reference (the setup's own accesses) first.
+MODES = ("accesses", "compact", "none")
+
+#: (label, workload, options) at full scale; small divides keys and ops by 10.
+WORKLOADS = (
+    ("KEYS", "iterate", {"keys": 200_000, "op": "keys"}),
+    ("KEYS valkey", "iterate", {"keys": 200_000, "op": "keys", "variant": "valkey"}),
+    ("SAVE", "iterate", {"keys": 200_000, "op": "save"}),
+    ("pipelined GET", "pipeline", {"keys": 200_000, "ops": 20_000, "depth": 10}),
+    ("MGET", "mget", {"keys": 200_000, "ops": 2_000, "keys_per_command": 50}),
+    ("MSET random", "mset", {"keys": 200_000, "ops": 2_000, "mset_keys": "random"}),
+    ("MSET new", "mset", {"keys": 50_000}),
+    ("load", "load", {"keys": 200_000, "value_size": 32}),
+)
+
+
+def _scaled(opts: dict, scale: str) -> dict:
+    if scale == "full":
+        return dict(opts)
+    return {k: (v // 10 if k in ("keys", "ops") else v) for k, v in opts.items()}
+
+
+def _ops(res: dict, opts: dict) -> int:
+    """Operations of the measured phase: its commands, or one per key (KEYS, SAVE, load)."""
+    return int((res.get("commands") or {}).get("count") or 0) or int(opts["keys"])
+
+
+def measure(workload: str, opts: dict, cpus: list[str], tmp: Path) -> list[dict]:
+    """Trace ``workload`` in every :data:`MODES` form and simulate each on ``cpus`` in one
+    pass; one row per (mode, cpu)."""
+    from kvsim import sim, traces
+    from kvsim.experiments import cref
+
+    rows = []
+    for mode in MODES:
+        t = tmp / f"{workload}-{mode}.kvt"
+        cref.trace(workload, t, {**opts, "warm_setup": mode})
+        with traces.open(t) as reader:
+            results = sim.simulate_many(reader, cpus, threads=1)
+        for cpu, res in zip(cpus, results, strict=True):
+            ops = _ops(res, opts)
+            rows.append({"mode": mode, "cpu": cpu, "cycles": res["cycles"], "operations": ops,
+                         "cycles_per_op": res["cycles"] / ops if res["cycles"] else None,
+                         "records": res["records"], "warmup_records": res["warmup_records"],
+                         "trace_bytes": t.stat().st_size})
+        t.unlink()
+    ref = {r["cpu"]: r["cycles_per_op"] for r in rows if r["mode"] == "accesses"}
+    for r in rows:
+        r["ratio_to_accesses"] = (r["cycles_per_op"] / ref[r["cpu"]]
+                                  if r["cycles_per_op"] and ref[r["cpu"]] else None)
+    return rows
+
+
+def run(scale: str, cpus: list[str]) -> dict:
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="kvsim-warm-setup-") as tmp:
+        for label, workload, opts in WORKLOADS:
+            o = _scaled(opts, scale)
+            for r in measure(workload, o, cpus, Path(tmp)):
+                rows.append({"row": label, "workload": workload, "options": o, **r})
+                print(f"{label:14} {r['mode']:9} {r['cpu']:11} {r['cycles_per_op']:10.1f} "
+                      f"cycles/op  x{r['ratio_to_accesses']:.4f}  {r['trace_bytes']:>11,} B",
+                      flush=True)
+
+    def worst(mode: str) -> float:
+        return max(abs(r["ratio_to_accesses"] - 1) for r in rows if r["mode"] == mode)
+
+    size = {m: sum(r["trace_bytes"] for r in rows if r["mode"] == m and r["cpu"] == cpus[0])
+            for m in MODES}
+    summary = {"max_abs_deviation_compact": worst("compact"),
+               "max_abs_deviation_none": worst("none"), "bound": 0.01,
+               "within_bound": worst("compact") <= 0.01, "trace_bytes": size}
+    return {"scale": scale, "cpus": cpus, "modes": list(MODES), "rows": rows,
+            "summary": summary,
+            "note": "cycles per operation of the measured phase; ratio_to_accesses: against "
+                    "the same workload traced with its setup's own accesses as the warm-up"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from kvsim import sim
+
+    ap = argparse.ArgumentParser(prog="python -m kvsim.experiments.warm_setup",
+                                 description=__doc__.split("\n\n")[0])
+    ap.add_argument("--scale", choices=("small", "full"), default="full")
+    ap.add_argument("--cpu", action="append", default=None,
+                    help="preset or CPU file (repeatable; default: every preset)")
+    ap.add_argument("--out", default=None, help="result file (default: "
+                    "results/warm-setup-bound.json)")
+    a = ap.parse_args(argv)
+    cpus = a.cpu or [p for p in sim.preset_names() if p != "local"]
+    payload = run(a.scale, cpus)
+    s = payload["summary"]
+    print(f"compact against accesses: largest deviation {s['max_abs_deviation_compact']:.4%} "
+          f"(bound 1 %); none against accesses: {s['max_abs_deviation_none']:.2%}")
+    out = a.out or provenance.default_result_path("warm-setup-bound.json")
+    return provenance.publish("warm_setup", out, payload)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
