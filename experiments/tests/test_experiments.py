@@ -24,6 +24,9 @@ from .conftest import ROOT, run_kvsim
 
 # the sweeps' CPU: `local` where this machine's core has a timing model, else a preset
 CPU = "local" if core_is_known() else "epyc-7713"
+#: how tables name its column: `local` reads `local (uncalibrated)` where this machine has no
+#: calibration that passed its self-check (the test's process and kvsim's may differ in that)
+SIM_COLS = {f"sim:{CPU}", f"sim:{CPU} (uncalibrated)"}
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +70,7 @@ def test_sweep_writes_tidy_rows_plots_and_tables(pipeline_run):
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     md = (d / "pipeline.md").read_text()
     header = next(ln for ln in md.splitlines() if ln.startswith("| keys |"))
-    assert " seed " in header and f" sim:{CPU} " in header
+    assert " seed " in header and any(f" {c} " in header for c in SIM_COLS)
 
 
 def test_report_has_a_seed_column_beside_ours(pipeline_run):
@@ -77,7 +80,7 @@ def test_report_has_a_seed_column_beside_ours(pipeline_run):
     text = res.stdout.decode()
     header = next(ln for ln in text.splitlines() if ln.startswith("| keys |"))
     cols = [c.strip() for c in header.strip("|").split("|")]
-    assert "seed" in cols and f"sim:{CPU}" in cols and "native" in cols
+    assert "seed" in cols and SIM_COLS & set(cols) and "native" in cols
     # the seed's number (Valkey #2092, depth 10, batch 16) sits in the seed column
     line = next(ln for ln in text.splitlines() if ln.startswith("| 100,000 | 10 | batch 16"))
     seed = line.strip("|").split("|")[cols.index("seed")].strip()
