@@ -308,18 +308,20 @@ def _predict(spec: dict) -> dict[str, Any]:
         t = Path(tmp) / "t.kvt"
         cref.trace(spec["workload"], t, spec["options"])
         total = progress.trace_total_records(str(t))
+        nwarm = 0  # records the --warmup fraction rule leaves uncounted
         with traces.open(t) as reader:
             feed = reader
             if spec.get("warmup") is not None:
-                feed = wu.WarmupPrefix(reader, wu.warmup_records(spec["warmup"], total))
+                nwarm = wu.warmup_records(spec["warmup"], total)
+                feed = wu.WarmupPrefix(reader, nwarm)
             res = sim.simulate(feed, cpu)
-    counted = res["records"] - res["warmup_records"]
     cmds = res["commands"]["count"] or 0
     if cmds:
         ops = cmds
     else:  # iterate and load: one operation per key, the counted share of the records
+        # (res["records"] counts the measured records only; the rule took nwarm of them)
         keys = spec["options"]["keys"]
-        ops = keys * counted / res["records"] if spec.get("warmup") is not None else keys
+        ops = keys * res["records"] / (res["records"] + nwarm) if nwarm else keys
     cycles = res["cycles"]
     t_ = res.get("timing") or {}
     m = {"cycles": cycles, "records": res["records"], "warmup_records": res["warmup_records"],

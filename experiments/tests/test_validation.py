@@ -288,3 +288,13 @@ def test_shown_paths_name_no_machine_folder():
     if root is not None:  # a checkout: its files relative to it
         assert validation.shown_path(str(root / "results" / "x.toml")) == "results/x.toml"
     assert validation.shown_path(str(Path.home() / ".cache" / "x.toml")) == "~/.cache/x.toml"
+
+
+def test_a_fraction_warmup_counts_the_keys_of_the_measured_records():
+    """With the --warmup fraction rule on a trace without its setup, KEYS over N keys counts
+    (1 - fraction) x N operations: the simulator's records are the measured ones already."""
+    m = validation._predict({"workload": "iterate", "cpu": "graviton3", "warmup": 0.2,
+                             "options": {"keys": 4000, "op": "keys", "variant": "none",
+                                         "warm_setup": "none"}})
+    assert m["operations"] == pytest.approx(3200, rel=0.01)
+    assert m["records"] / (m["records"] + m["warmup_records"]) == pytest.approx(0.8, rel=0.01)
