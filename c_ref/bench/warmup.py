@@ -30,16 +30,24 @@ import tempfile
 from pathlib import Path
 
 from kvsim import provenance
+from kvsim.experiments import cref, pairs
+
+#: name -> (pair of the catalogue, keys, N measured ops, W warm-up ops)
+_USES: dict[str, tuple[str, int, int, int]] = {
+    "pipeline-get": ("get", 1_000_000, 20000, 50000),
+    "mget": ("mget", 1_000_000, 1000, 2000),
+}
+
+
+def _workload(name: str, keys: int, n: int, w: int) -> tuple[str, str, str, list[str], int, int]:
+    p = pairs.get(name)
+    return (p.workload, p.side("a")["variant"], p.side("b")["variant"],
+            cref.workload_args({"keys": keys, **p.common}), n, w)
+
 
 #: name -> (workload, baseline, variant, options, N measured ops, W warm-up ops)
 WORKLOADS: dict[str, tuple[str, str, str, list[str], int, int]] = {
-    "pipeline-get": ("pipeline", "naive", "lookahead",
-                     ["--keys", "1000000", "--depth", "10", "--value-size", "256"],
-                     20000, 50000),
-    "mget": ("mget", "none", "batch",
-             ["--keys", "1000000", "--keys-per-command", "50", "--value-size", "100"],
-             1000, 2000),
-}
+    n: _workload(*u) for n, u in _USES.items()}
 
 
 def kvsim_bin() -> str:
