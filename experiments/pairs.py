@@ -130,7 +130,8 @@ PAIRS: dict[str, Pair] = {
     **{f"{op}-nochecksum-{v}": _pair("iterate", {"value_size": 100, "op": op,
                                                  "rdbchecksum": "no"}, "none", v,
                                      f"{_V1501} {op.upper()}",
-                                     (lambda op=op, v=v: seeds.ITERATE.get((op, v))))
+                                     (lambda op=op, v=v: seeds.ITERATE[(op, v)])
+                                     if (op, v) in seeds.ITERATE else None)
        for op in ("keys", "save") for v in ("next-bucket", "valkey")},
     **{f"get-d{d}-b{b}": _pair("pipeline", {"value_size": 256, "depth": d}, "naive",
                                {"variant": "lookahead", "batch": b}, _V2092,
