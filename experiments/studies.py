@@ -874,7 +874,8 @@ register(Experiment("real_valkey", "The real Valkey server as a reference",
 # --- headline: a few key rows of every seed (``make demo``) ------------------------------------
 
 def _headline_rows(scale: str) -> list[dict]:
-    """The key rows: (label, workload, common options, baseline, variant, seed speedup)."""
+    """The key rows: label, workload, options, sides A and B (a pair of
+    :mod:`kvsim.experiments.pairs` at this scale's sizes) and the seed speedup."""
     k = 1 if scale == "small" else 10
     rows = [  # (label, pair, sizes)
         ("pipelined GET, depth 10 (Valkey #2092)", "get-d10-b16",

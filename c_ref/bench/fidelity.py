@@ -12,7 +12,8 @@ Usage (from the repository root, after ``make build``):
     .venv/bin/python c_ref/bench/fidelity.py --before-bin OLD/kvsim-cref \\
         --before-commit SHA [--repeat 5] [--cpu local] [--only mget-dict]
 
-Runtime: a few minutes at the default sizes (the sizes are in WORKLOADS).
+Runtime: a few minutes at the default sizes (the sizes are in _USES, the pairs in
+kvsim.experiments.pairs).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ Usage (from the repository root, after ``make build``):
 
     .venv/bin/python c_ref/bench/warmup.py [--cpu local] [--scale 1.0]
 
-Runtime: a few minutes at scale 1 (the sizes are in WORKLOADS, times --scale).
+Runtime: a few minutes at scale 1 (the sizes are in _USES, times --scale).
 
 How much warm-up is enough depends on the CPU: the measured phase is warm once the warm-up
 has touched more distinct lines than the last-level cache holds, so a larger LLC (relative
