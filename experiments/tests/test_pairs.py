@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kvsim.experiments import ablation, cref, studies, validation
+from kvsim.experiments import ablation, cref, scale, studies, validation
 from kvsim.experiments import pairs as catalogue
 from kvsim.experiments.cells import cell_id
 
@@ -36,7 +36,8 @@ def snapshot() -> dict:
     """What every consumer of the pairs plans: its pair table and, for the framework's
     studies, the ids of its planned cells at both scales."""
     out = {"ablation": {"PAIRS": ablation.PAIRS, "SCALES": ablation.SCALES},
-           "fidelity": _bench("fidelity").WORKLOADS, "warmup": _bench("warmup").WORKLOADS}
+           "fidelity": _bench("fidelity").WORKLOADS, "warmup": _bench("warmup").WORKLOADS,
+           "scale": scale.PAIRS}
     for s in ("small", "full"):
         out[f"validation_pairs_{s}"] = validation._pairs(s)
         out[f"validation_cells_{s}"] = [cell_id(c) for c in validation._cells(s, CPUS)]
@@ -101,8 +102,8 @@ def test_seed_speedups_come_from_the_seeds(name):
 
 
 def test_every_headline_row_has_its_seed():
-    for scale in ("small", "full"):
-        assert all(r["seed"] is not None for r in studies._headline_rows(scale))
+    for s in ("small", "full"):
+        assert all(r["seed"] is not None for r in studies._headline_rows(s))
 
 
 def test_options_put_sizes_first_and_the_side_last():
