@@ -41,48 +41,32 @@ from typing import Any
 import numpy as np
 
 from kvsim import provenance, traces
+from kvsim.experiments import pairs as _catalogue
 from kvsim.sim.config import ConfigError, CpuConfig, Prefetcher, load_cpu
 
-#: name -> workload, baseline, variant, options, traced ops, native ops, warm-up ops, role,
-#: what it stands for. Ops None: the workload's own (a whole keyspace for iterate/load).
-#: A side is a variant name, or a dict of options (a layout against another).
-PAIRS: dict[str, dict[str, Any]] = {
-    "keys": {"workload": "iterate", "base": "none", "variant": "valkey",
-             "options": {"op": "keys", "value_size": 100}, "trace_ops": None,
-             "native_ops": None, "warmup_ops": None, "role": "tuning",
-             "seed": "Valkey PR #1501 KEYS"},
-    "mget": {"workload": "mget", "base": "none", "variant": "batch",
-             "options": {"keys_per_command": 50, "value_size": 100}, "trace_ops": 2000,
-             "native_ops": 20000, "warmup_ops": 500, "role": "tuning",
-             "seed": "Redis PR #15133 MGET (hashtable)"},
-    "get": {"workload": "pipeline", "base": "naive", "variant": "lookahead",
-            # lookahead's batch: c_ref's default 16 (a --batch would be refused for naive)
-            "options": {"depth": 10, "value_size": 256}, "trace_ops": 50000,
-            "native_ops": 500000, "warmup_ops": 20000, "role": "tuning",
-            "seed": "Valkey PR #2092 pipelined GET"},
-    "mset": {"workload": "mset", "base": "none", "variant": "batch",
-             "options": {"keys_per_command": 50, "value_size": 100}, "trace_ops": 2000,
-             "native_ops": 20000, "warmup_ops": None, "role": "held-back",
-             "seed": "MSET batch (hashtable)"},
-    "load": {"workload": "load", "base": "none", "variant": "prefetch-after-key",
-             "options": {"value_size": 32}, "trace_ops": None, "native_ops": None,
-             "warmup_ops": None, "role": "held-back", "seed": "Valkey PR #2311 RDB load"},
-    "unified": {"workload": "pipeline", "base": {"layout": "legacy"},
-                "variant": {"layout": "unified"},
-                "options": {"depth": 1, "value_size": 32, "key_size": 16},
-                "trace_ops": 50000, "native_ops": 500000, "warmup_ops": 20000,
-                "role": "tuning", "seed": "Redis PR #13806 unified key-value object (GET)"},
-    "save": {"workload": "iterate", "base": "none", "variant": "valkey",
-             "options": {"op": "save", "value_size": 100}, "trace_ops": None,
-             "native_ops": None, "warmup_ops": None, "role": "held-back",
-             "seed": "Valkey PR #1501 SAVE"},
-}
+
+def _side(v: dict) -> str | dict:
+    """A side as the ablation names it: a variant name, or a dict of options (a layout)."""
+    return v["variant"] if set(v) == {"variant"} else dict(v)
+
+
+def pair_table() -> dict[str, dict[str, Any]]:
+    """name -> workload, base, variant, options, traced ops, native ops, warm-up ops, role,
+    seed: the catalogue's pairs with an ablation use (:mod:`kvsim.experiments.pairs`). Ops
+    None: the workload's own (a whole keyspace for iterate/load). A side is a variant name,
+    or a dict of options (a layout against another)."""
+    return {n: {"workload": p.workload, "base": _side(p.side("a")),
+                "variant": _side(p.side("b")), "options": dict(p.common),
+                **{k: v for k, v in p.uses["ablation"].items() if k != "keys"},
+                "seed": p.seed} for n, p in _catalogue.used_by("ablation").items()}
+
+
+#: the ablation's pairs (:func:`pair_table`)
+PAIRS: dict[str, dict[str, Any]] = pair_table()
 
 #: keys per pair at each scale
-SCALES = {"small": {"keys": 300_000, "mget": 1_000_000, "get": 1_000_000, "mset": 200_000,
-                    "load": 300_000, "save": 300_000, "unified": 500_000},
-          "full": {"keys": 2_000_000, "mget": 3_000_000, "get": 3_000_000, "mset": 1_000_000,
-                   "load": 2_000_000, "save": 2_000_000, "unified": 3_000_000}}
+SCALES = {s: {n: p.uses["ablation"]["keys"][s]
+              for n, p in _catalogue.used_by("ablation").items()} for s in ("small", "full")}
 
 
 def _scale(x: float, f: float) -> int:

@@ -27,15 +27,15 @@ import time
 from pathlib import Path
 
 from kvsim import provenance
+from kvsim.experiments import pairs as catalogue
 
 __all__ = ["PAIRS", "run_size"]
 
-#: workload -> (c_ref workload, common options, side A variant, side B variant)
-PAIRS = {
-    "keys": ("iterate", {"op": "keys", "value_size": 100}, "none", "valkey"),
-    "save": ("iterate", {"op": "save", "value_size": 100}, "none", "valkey"),
-    "load": ("load", {"value_size": 8}, "none", "prefetch-after-key"),
-}
+#: workload -> (c_ref workload, common options, side A variant, side B variant): the pairs
+#: "keys", "save" and "load-8" of kvsim.experiments.pairs
+PAIRS = {w: (p.workload, dict(p.common), p.a["variant"], p.b["variant"])
+         for w, p in (("keys", catalogue.get("keys")), ("save", catalogue.get("save")),
+                      ("load", catalogue.get("load-8")))}
 
 
 def load_cpu(spec: str):

@@ -31,6 +31,7 @@ import pandas as pd
 
 from kvsim import stats
 from kvsim.experiments import cref, seeds
+from kvsim.experiments import pairs as catalogue
 from kvsim.experiments.framework import (
     Experiment,
     Plot,
@@ -424,12 +425,8 @@ def _mset_cells(scale: str, cpus: list[str]) -> list[dict]:
     return out + last
 
 
-#: the share of the key range that exists before mset_batch's MSETs over existing keys. Redis
-#: #15043's benchmarks (redis-benchmarks-specification ``memtier_benchmark-10Mkeys-load-string-
-#: mset-*``) preload every key of the range (the dataset's check: ``keyspacelen`` 10M) and
-#: MSET keys drawn uniformly from it (memtier's default command key pattern, R): every MSET
-#: key exists, none is new.
-MSET_15043_PREFILL = 1.0
+#: the share of the key range that exists before mset_batch's MSETs over existing keys
+MSET_15043_PREFILL = catalogue.MSET_15043_PREFILL
 
 #: the pipeline depth of mset_batch's pipelined rows (Redis #15133's "pipeline10")
 PIPELINED_DEPTH = 10
@@ -877,32 +874,26 @@ register(Experiment("real_valkey", "The real Valkey server as a reference",
 # --- headline: a few key rows of every seed (``make demo``) ------------------------------------
 
 def _headline_rows(scale: str) -> list[dict]:
-    """The key rows: (label, workload, common options, baseline, variant, seed speedup)."""
-    small = scale == "small"
-    k = 1 if small else 10
-    rows = [
-        ("pipelined GET, depth 10 (Valkey #2092)", "pipeline",
-         {"keys": 300_000 * k, "ops": 3_000 * k, "value_size": 256, "depth": 10},
-         {"variant": "naive"}, {"variant": "lookahead", "batch": 16}, seeds.PIPELINE_2092),
-        ("KEYS * (Valkey #1501)", "iterate",
-         {"keys": 100_000 * k, "value_size": 100, "op": "keys"},
-         {"variant": "none"}, {"variant": "valkey"}, seeds.ITERATE[("keys", "valkey")]),
-        ("RDB load, 8 B values (Valkey #2311)", "load",
-         {"keys": 100_000 * k, "value_size": 8},
-         {"variant": "none"}, {"variant": "prefetch-after-key"},
-         1 / (1 - seeds.rdb_load("prefetch-after-key", False, 8) / 100)),
-        ("MSET 10 keys over existing (Redis #15043)", "mset",
-         {"keys": 300_000 * k, "value_size": 100, "table": "dict", "mset_keys": "random",
-          "prefill": MSET_15043_PREFILL, "keys_per_command": 10, "ops": 500 * k},
-         {"variant": "none"}, {"variant": "redis-15043"},
-         1 + seeds.mset_15043(10, 100, 1_000_000) / 100),
-        ("MGET 100 keys (Redis #15133)", "mget",
-         {"keys": 300_000 * k, "value_size": 100, "table": "dict",
-          "keys_per_command": 100, "ops": 200 * k},
-         {"variant": "none"}, {"variant": "chunk-15133"}, 1 + seeds.MGET_15133[(100, 100)] / 100),
+    """The key rows: label, workload, options, sides A and B (a pair of
+    :mod:`kvsim.experiments.pairs` at this scale's sizes) and the seed speedup."""
+    k = 1 if scale == "small" else 10
+    rows = [  # (label, pair, sizes)
+        ("pipelined GET, depth 10 (Valkey #2092)", "get-d10-b16",
+         {"keys": 300_000 * k, "ops": 3_000 * k}),
+        ("KEYS * (Valkey #1501)", "keys", {"keys": 100_000 * k}),
+        ("RDB load, 8 B values (Valkey #2311)", "load-8", {"keys": 100_000 * k}),
+        ("MSET 10 keys over existing (Redis #15043)", "mset10-dict-redis-15043-prefill",
+         {"keys": 300_000 * k, "ops": 500 * k}),
+        ("MGET 100 keys (Redis #15133)", "mget100-dict-chunk-15133",
+         {"keys": 300_000 * k, "ops": 200 * k}),
     ]
-    return [{"row": r[0], "workload": r[1], "options": dict(r[2], seed=1), "a": r[3], "b": r[4],
-             "seed": r[5]} for r in rows]
+    out = []
+    for label, name, sizes in rows:
+        p = catalogue.get(name)
+        out.append({"row": label, "workload": p.workload,
+                    "options": {**sizes, **p.common, "seed": 1}, "a": p.side("a"),
+                    "b": p.side("b"), "seed": p.seed_speedup() if p.seed_speedup else None})
+    return out
 
 
 def _headline_cells(scale: str, cpus: list[str]) -> list[dict]:

@@ -60,6 +60,7 @@ import pandas as pd
 from kvsim import stats
 from kvsim.experiments import cells as C
 from kvsim.experiments import cref, studies  # noqa: F401 - studies: the seeds register first
+from kvsim.experiments import pairs as catalogue
 from kvsim.experiments.framework import Experiment, Plot, Table, register
 
 NAME = "validation"
@@ -91,43 +92,36 @@ def _pairs(scale: str) -> list[dict[str, Any]]:
     keys = 50_000 if small else 500_000
     out: list[dict[str, Any]] = []
 
-    def add(row: str, workload: str, common: dict, a: dict, b: dict, sim: dict | None = None,
+    def add(row: str, name: str, sizes: dict, sim: dict | None = None,
             warmup_ops: int | None = None, env: dict | None = None) -> None:
-        out.append({"row": row, "workload": workload, "common": dict(common, seed=1), "a": a,
-                    "b": b, "sim": sim or {}, "warmup_ops": warmup_ops, "env": env or {}})
+        p = catalogue.get(name)
+        out.append({"row": row, "workload": p.workload,
+                    "common": {**sizes, **p.common, "seed": 1}, "a": p.side("a"),
+                    "b": p.side("b"), "sim": sim or {}, "warmup_ops": warmup_ops,
+                    "env": env or {}})
 
     for op in ("keys", "save"):
         for v in ("next-bucket", "valkey"):
-            add(f"{op.upper()} none -> {v}", "iterate",
-                {"keys": keys, "value_size": 100, "op": op, "rdbchecksum": "no"},
-                {"variant": "none"}, {"variant": v})
+            add(f"{op.upper()} none -> {v}", f"{op}-nochecksum-{v}", {"keys": keys})
     gops, gsim = (200_000, 20_000) if small else (500_000, 100_000)
     for depth, batch in ((1, 16), (10, 16), (32, 16), (10, 4), (10, 64)):
-        add(f"GET d{depth} naive -> lookahead {batch}", "pipeline",
-            {"keys": keys, "ops": gops, "value_size": 256, "depth": depth},
-            {"variant": "naive"}, {"variant": "lookahead", "batch": batch},
-            {"ops": gsim}, warmup_ops=gsim)
-    add("GET legacy -> unified", "pipeline",
-        {"keys": keys, "ops": gops, "value_size": 32, "key_size": 16, "depth": 1},
-        {"layout": "legacy"}, {"layout": "unified"}, {"ops": gsim}, warmup_ops=gsim)
+        add(f"GET d{depth} naive -> lookahead {batch}", f"get-d{depth}-b{batch}",
+            {"keys": keys, "ops": gops}, {"ops": gsim}, warmup_ops=gsim)
+    add("GET legacy -> unified", "unified", {"keys": keys, "ops": gops}, {"ops": gsim},
+        warmup_ops=gsim)
     mops, msim = (2_000, 400) if small else (5_000, 1_000)
     for table, v in (("hashtable", "batch"), ("dict", "chunk-15133")):
-        add(f"MGET {table} none -> {v}", "mget",
-            {"keys": keys, "ops": mops, "value_size": 100, "table": table,
-             "keys_per_command": 50},
-            {"variant": "none"}, {"variant": v}, {"ops": msim}, warmup_ops=msim)
+        add(f"MGET {table} none -> {v}", f"mget-{table}-{v}", {"keys": keys, "ops": mops},
+            {"ops": msim}, warmup_ops=msim)
     sops, ssim = (5_000, 1_000) if small else (20_000, 4_000)
     for table, v in (("hashtable", "batch"), ("dict", "redis-15043"), ("dict", "chunk-15133")):
-        add(f"MSET {table} none -> {v}", "mset",
-            {"keys": keys, "ops": sops, "value_size": 100, "table": table,
-             "keys_per_command": 10, "mset_keys": "random"},
-            {"variant": "none"}, {"variant": v}, {"ops": ssim})
+        add(f"MSET {table} none -> {v}", f"mset10-{table}-{v}", {"keys": keys, "ops": sops},
+            {"ops": ssim})
     loads = ({8: 50_000, 256: 20_000, 4096: 4_000, 16384: 1_000} if small else
              {8: 500_000, 256: 200_000, 4096: 40_000, 16384: 12_000})
     for value, n in loads.items():
-        add(f"load {value} B none -> prefetch-after-key", "load",
-            {"keys": n, "value_size": value}, {"variant": "none"},
-            {"variant": "prefetch-after-key"}, env=cref.ARENA_WARM)
+        add(f"load {value} B none -> prefetch-after-key", f"load-{value}", {"keys": n},
+            env=cref.ARENA_WARM)
     for r in out:
         r["held_back"] = r["row"].split()[0] in HELD_BACK_FAMILIES
     return out

@@ -12,7 +12,8 @@ Usage (from the repository root, after ``make build``):
     .venv/bin/python c_ref/bench/fidelity.py --before-bin OLD/kvsim-cref \\
         --before-commit SHA [--repeat 5] [--cpu local] [--only mget-dict]
 
-Runtime: a few minutes at the default sizes (the sizes are in WORKLOADS).
+Runtime: a few minutes at the default sizes (the sizes are in _USES, the pairs in
+kvsim.experiments.pairs).
 """
 
 from __future__ import annotations
@@ -26,80 +27,84 @@ import tempfile
 from pathlib import Path
 
 from kvsim import provenance
+from kvsim.experiments import cref, pairs
 
-#: name -> (workload, baseline, variant, options, what the change does to it)
-WORKLOADS: dict[str, tuple[str, str, str, list[str], str]] = {
+#: name -> (pair of the catalogue, keys, what the change does to it)
+_USES: dict[str, tuple[str, int, str]] = {
     "mget-dict": (
-        "mget", "none", "batch",
-        ["--table", "dict", "--keys", "1000000", "--keys-per-command", "50",
-         "--value-size", "100"],
+        "mget-dict", 1_000_000,
         "the dictPrefetcher prefetches each RAW value (Redis #15133 dbDictPrefetchEntryValue)",
     ),
     "mget-hashtable": (
-        "mget", "none", "batch",
-        ["--keys", "1000000", "--keys-per-command", "50", "--value-size", "100"],
+        "mget", 1_000_000,
         "Valkey's batch rule: the first 16 of the 50 keys are prefetched, not all 50 in "
         "Redis #15133 chunks; each prefetched key is hashed again by its lookup; every hit "
         "stores the LRU clock into its object",
     ),
     "mset-hashtable": (
-        "mset", "none", "batch",
-        ["--keys", "200000", "--keys-per-command", "50", "--value-size", "100"],
+        "mset", 200_000,
         "Valkey's batch rule: the first 16 of the 50 keys are prefetched; each prefetched "
         "key is hashed again by its lookup",
     ),
     "pipeline-get-hashtable": (
-        "pipeline", "naive", "lookahead",
-        ["--keys", "1000000", "--depth", "16", "--value-size", "256"],
+        "get-d16", 1_000_000,
         "each prefetched GET key is hashed again by its lookup; every GET hit stores the LRU "
         "clock into its object (dirtying the object line)",
     ),
     "pipeline-dict": (
-        "pipeline", "naive", "lookahead",
-        ["--table", "dict", "--keys", "1000000", "--depth", "16", "--value-size", "256"],
+        "get-d16-dict", 1_000_000,
         "the value prefetch is the dictPrefetcher's ENTRY_VALUE state, not the driver's; "
         "a found node's key field is read once",
     ),
     "pipeline-hashtable": (
-        "pipeline", "naive", "lookahead",
-        ["--keys", "1000000", "--depth", "16", "--value-size", "256"],
+        "get-d16", 1_000_000,
         "GET's object and expire reads and the lookahead value prefetch depend on the bucket "
         "load that produced the object pointer",
     ),
     "iterate-keys": (
-        "iterate", "none", "valkey", ["--keys", "500000", "--op", "keys"],
-        "KEYS: each object-header load depends on its bucket load",
+        "iterate-keys", 500_000, "KEYS: each object-header load depends on its bucket load",
     ),
     "iterate-save": (
-        "iterate", "none", "valkey", ["--keys", "500000", "--op", "save"],
+        "iterate-save", 500_000,
         "SAVE: each object-header and value read depends on its bucket load; the checksum is "
         "CRC-64/Jones folded in per write (Valkey crc64.c, rioWrite), not one CRC32 pass over "
         "the finished buffer",
     ),
     "iterate-save-nochecksum": (
-        "iterate", "none", "valkey", ["--keys", "500000", "--op", "save", "--rdbchecksum", "no"],
+        "iterate-save-nochecksum", 500_000,
         "SAVE with rdbchecksum no, as Valkey PR #1501's SAVE benchmark",
     ),
     "load": (
-        "load", "none", "prefetch-after-key", ["--keys", "500000", "--value-size", "100"],
+        "load-100", 500_000,
         "every rio read folds its bytes into a CRC-64/Jones (Valkey crc64.c), not a CRC32: "
         "more work between a key's bucket prefetch and its insert",
     ),
     "mset-dict-15043": (
-        "mset", "none", "redis-15043",
-        ["--table", "dict", "--mset-keys", "random", "--prefill", "0.5", "--keys", "1000000",
-         "--keys-per-command", "50", "--value-size", "100"],
+        "mset-dict-redis-15043", 1_000_000,
         "Redis PR #15043 (seed 001): MSETs of random keys over a half-existing range, each "
         "key's bucket cell prefetched in batches of 16",
     ),
     "mset-dict-random-batch": (
-        "mset", "none", "batch",
-        ["--table", "dict", "--mset-keys", "random", "--prefill", "0.5", "--keys", "1000000",
-         "--keys-per-command", "50", "--value-size", "100"],
+        "mset-dict-batch", 1_000_000,
         "Redis PR #15133's full dictPrefetcher on the same MSET workload as mset-dict-15043",
     ),
 }
 
+
+#: options given before --keys on the command lines (as the recorded results have them)
+_BEFORE_KEYS = ("table", "mset_keys", "prefill")
+
+
+def _workload(name: str, keys: int, why: str) -> tuple[str, str, str, list[str], str]:
+    p = pairs.get(name)
+    first = {k: v for k, v in p.common.items() if k in _BEFORE_KEYS}
+    return (p.workload, p.side("a")["variant"], p.side("b")["variant"],
+            cref.workload_args({**first, "keys": keys, **p.common}), why)
+
+
+#: name -> (workload, baseline, variant, options, what the change does to it)
+WORKLOADS: dict[str, tuple[str, str, str, list[str], str]] = {
+    n: _workload(*u) for n, u in _USES.items()}
 #: Workloads whose options or variant a build without this change lacks: "after" only.
 NEW = {"iterate-save-nochecksum", "mset-dict-15043", "mset-dict-random-batch"}
 

@@ -13,7 +13,7 @@ Usage (from the repository root, after ``make build``):
 
     .venv/bin/python c_ref/bench/warmup.py [--cpu local] [--scale 1.0]
 
-Runtime: a few minutes at scale 1 (the sizes are in WORKLOADS, times --scale).
+Runtime: a few minutes at scale 1 (the sizes are in _USES, times --scale).
 
 How much warm-up is enough depends on the CPU: the measured phase is warm once the warm-up
 has touched more distinct lines than the last-level cache holds, so a larger LLC (relative
@@ -30,16 +30,24 @@ import tempfile
 from pathlib import Path
 
 from kvsim import provenance
+from kvsim.experiments import cref, pairs
+
+#: name -> (pair of the catalogue, keys, N measured ops, W warm-up ops)
+_USES: dict[str, tuple[str, int, int, int]] = {
+    "pipeline-get": ("get", 1_000_000, 20000, 50000),
+    "mget": ("mget", 1_000_000, 1000, 2000),
+}
+
+
+def _workload(name: str, keys: int, n: int, w: int) -> tuple[str, str, str, list[str], int, int]:
+    p = pairs.get(name)
+    return (p.workload, p.side("a")["variant"], p.side("b")["variant"],
+            cref.workload_args({"keys": keys, **p.common}), n, w)
+
 
 #: name -> (workload, baseline, variant, options, N measured ops, W warm-up ops)
 WORKLOADS: dict[str, tuple[str, str, str, list[str], int, int]] = {
-    "pipeline-get": ("pipeline", "naive", "lookahead",
-                     ["--keys", "1000000", "--depth", "10", "--value-size", "256"],
-                     20000, 50000),
-    "mget": ("mget", "none", "batch",
-             ["--keys", "1000000", "--keys-per-command", "50", "--value-size", "100"],
-             1000, 2000),
-}
+    n: _workload(*u) for n, u in _USES.items()}
 
 
 def kvsim_bin() -> str:
