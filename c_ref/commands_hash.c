@@ -36,21 +36,24 @@
 
 static const char WRONGTYPE[] = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
-/* lookupKey + checkType: the key's hash robj (*odep: its header load), NULL if
- * the key is absent or (*wrongtype = 1) holds another type. */
-static robj *lookupHash(ksKeyspace *ks, ksCommand *cmd, ksKeyInfo *ki, ksLoadId *odep, int *wrongtype) {
+/* lookupKey + checkType: *o is the key's hash robj (*odep: its header load), NULL if
+ * the key is absent; a key of another type gets WRONGTYPE, as checkType replies, and
+ * a non-zero return (the command is done). */
+static int lookupHash(ksKeyspace *ks, ksClient *c, ksCommand *cmd, ksKeyInfo *ki, ksLoadId *odep,
+                      robj **o) {
     if (cmd->prefetched) *ki = cmd->key;
     else ksKeyResolve(ks, cmd->argv[1], ki);
     if (ki->rehash) ksKeyRehash(ks, ki);
-    *wrongtype = 0;
+    *o = NULL;
     void *e = ksDbFind(ks, ki);
-    if (!e) return NULL;
+    if (!e) return 0;
     ksDbTouch(ks, ki, e);
     if (ksEntryType(ks, e) != OBJ_HASH) {
-        *wrongtype = 1;
-        return NULL;
+        ksReplyError(ks, c, WRONGTYPE);
+        return -1;
     }
-    return ksEntryObject(ks, e, ki->found_dep, odep);
+    *o = ksEntryObject(ks, e, ki->found_dep, odep);
+    return 0;
 }
 
 void ksHsetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
@@ -60,12 +63,8 @@ void ksHsetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     }
     ksKeyInfo ki;
     ksLoadId od = 0;
-    int wrong;
-    robj *o = lookupHash(ks, cmd, &ki, &od, &wrong);
-    if (wrong) {
-        ksReplyError(ks, c, WRONGTYPE);
-        return;
-    }
+    robj *o;
+    if (lookupHash(ks, c, cmd, &ki, &od, &o)) return;
     if (!o) { /* hashTypeLookupWriteOrCreate */
         sds k = cmd->argv[1];
         void *e = ksHashEntryCreate(ks, k, sdslen(k), -1);
@@ -107,12 +106,8 @@ static void replyEntry(ksKeyspace *ks, ksClient *c, void *entry, ksLoadId dep) {
 void ksHgetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     ksKeyInfo ki;
     ksLoadId od = 0;
-    int wrong;
-    robj *o = lookupHash(ks, cmd, &ki, &od, &wrong);
-    if (wrong) {
-        ksReplyError(ks, c, WRONGTYPE);
-        return;
-    }
+    robj *o;
+    if (lookupHash(ks, c, cmd, &ki, &od, &o)) return;
     void *found;
     ksLoadId fd;
     if (o && ks->var.hash_fields && ks->var.hash_fields(ks, o, od, cmd->argv + 2, 1, &found, &fd)) {
@@ -125,12 +120,8 @@ void ksHgetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
 void ksHmgetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     ksKeyInfo ki;
     ksLoadId od = 0;
-    int wrong;
-    robj *o = lookupHash(ks, cmd, &ki, &od, &wrong);
-    if (wrong) {
-        ksReplyError(ks, c, WRONGTYPE);
-        return;
-    }
+    robj *o;
+    if (lookupHash(ks, c, cmd, &ki, &od, &o)) return;
     int n = cmd->argc - 2;
     void *found[KS_HASH_BATCH_MAX];
     ksLoadId fd[KS_HASH_BATCH_MAX];
@@ -148,12 +139,8 @@ void ksHmgetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
 void ksHgetallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     ksKeyInfo ki;
     ksLoadId od = 0;
-    int wrong;
-    robj *o = lookupHash(ks, cmd, &ki, &od, &wrong);
-    if (wrong) {
-        ksReplyError(ks, c, WRONGTYPE);
-        return;
-    }
+    robj *o;
+    if (lookupHash(ks, c, cmd, &ki, &od, &o)) return;
     if (!o) {
         ksReplyArrayLen(ks, c, 0);
         return;
@@ -179,12 +166,8 @@ void ksHgetallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
 void ksHdelCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     ksKeyInfo ki;
     ksLoadId od = 0;
-    int wrong;
-    robj *o = lookupHash(ks, cmd, &ki, &od, &wrong);
-    if (wrong) {
-        ksReplyError(ks, c, WRONGTYPE);
-        return;
-    }
+    robj *o;
+    if (lookupHash(ks, c, cmd, &ki, &od, &o)) return;
     long long deleted = 0;
     for (int j = 2; o && j < cmd->argc; j++) {
         if (!ksHashDelete(ks, o, od, cmd->argv[j])) continue;
