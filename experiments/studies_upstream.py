@@ -119,17 +119,22 @@ def _signs_table(name: str, title: str, lines: pd.DataFrame,
             vals = [r[c] for c in sims if pd.notna(r[c])]
             med = float(pd.Series(vals).median()) if vals else None
             line.update(sim_median=med, sim_sign=sign_of(med), native=r.get("native", ""),
-                        native_sign=_native_sign(r))
+                        native_value=r.get("native_value"), native_sign=_native_sign(r))
         else:
-            line.update(sim_median=None, sim_sign="", native="", native_sign="")
+            line.update(sim_median=None, sim_sign="", native="", native_value=None,
+                        native_sign="")
         want = line["upstream_sign"]
         line["sim_reproduces"] = ("" if not line["sim_sign"] else
                                   "yes" if line["sim_sign"] == want else "no")
         line["native_reproduces"] = ("" if not line["native_sign"] else
                                      "yes" if line["native_sign"] == want else "no")
+        line["figure"] = f"{len(out) + 1}: {line['pr']}"
         out.append(line)
     return Table(name, title, pd.DataFrame(out), "% change of throughput (positive: faster)",
-                 None, note=f"gain / loss: beyond +-{NO_CHANGE_PCT:g} %; native: 'no change' "
+                 Plot(x="figure", xlabel="upstream figure (line of the table)",
+                      ylabel="throughput change (%)", ref=0.0,
+                      series=["upstream", "sim_median", "native_value"]),
+                 note=f"gain / loss: beyond +-{NO_CHANGE_PCT:g} %; native: 'no change' "
                             "when its 95 % interval includes no change; sim_median: the "
                             "median over the simulated presets.")
 
@@ -231,23 +236,30 @@ def _multikey_tables(rows: pd.DataFrame) -> list[Table]:
 
 def _best_offset(t: pd.DataFrame) -> Table:
     """Per command and keys per command, the window offset with the largest change on each
-    simulated CPU and natively."""
+    simulated CPU and natively (``native_value``; ``native``: with its change)."""
     w = t[t.variant.astype(str).str.startswith("window ")]
-    cols = [c for c in w.columns if c.startswith("sim:")] + ["native_value"]
+    sims = [c for c in w.columns if c.startswith("sim:")]
     out = []
     for (cmd, kpc), g in w.groupby(["command", "keys_per_command"], sort=True):
-        line: dict[str, Any] = {"command": cmd, "keys_per_command": kpc}
-        for c in cols:
+        offset = g.variant.str.split().str[1].astype(int)
+        line: dict[str, Any] = {"command": cmd, "keys_per_command": kpc,
+                                "value": f"{cmd} {kpc}"}
+        for c in [*sims, "native_value"]:
             v = pd.to_numeric(g[c], errors="coerce")
-            name = "native" if c == "native_value" else c
-            line[name] = (f"{g.loc[v.idxmax(), 'variant'].split()[1]} ({v.max():+.1f} %)"
-                          if v.notna().any() else "")
+            line[c] = int(offset[v.idxmax()]) if v.notna().any() else None
+            if c == "native_value":
+                line["native"] = (f"{line[c]} ({v.max():+.1f} %)" if v.notna().any()
+                                  else "")
         out.append(line)
+    frame = pd.DataFrame(out)
+    front = ["command", "keys_per_command", "value", "native", "native_value"]
     return Table("multikey_window_best", "#3389's window: the best offset per CPU",
-                 pd.DataFrame(out), "offset (its throughput change)", None,
-                 note="the offset (window-3389 --batch) with the largest simulated or native "
-                      "change over none, per command and keys per command; the change in "
-                      "brackets.")
+                 frame[front + sims], "offset (window-3389 --batch)",
+                 Plot(x="value", xlabel="command, keys per command", ylabel="best offset",
+                      ref=None),
+                 note="the offset with the largest simulated or native change over none, "
+                      "per command and keys per command (the changes: the table above); "
+                      "native: the best offset and its change.")
 
 
 register(Experiment("multikey_window", "Multi-key commands: #3389's sliding window",
