@@ -133,7 +133,7 @@ def _signs_table(name: str, title: str, lines: pd.DataFrame,
     return Table(name, title, pd.DataFrame(out), "% change of throughput (positive: faster)",
                  Plot(x="figure", xlabel="upstream figure (line of the table)",
                       ylabel="throughput change (%)", ref=0.0,
-                      series=["upstream", "sim_median", "native_value"]),
+                      series=["sim_median", "native_value"]),
                  note=f"gain / loss: beyond +-{NO_CHANGE_PCT:g} %; native: 'no change' "
                             "when its 95 % interval includes no change; sim_median: the "
                             "median over the simulated presets.")
