@@ -66,7 +66,7 @@ def upstream_match(pr: int, command: str, want: dict[str, Any],
     upstream row's variant) nearest to the study's workload ``want`` (UpstreamRow counts:
     keys, fields, keys_per_command, value_bytes, pipeline)."""
     rows = [r for r in upstream.select(_rows(), pr=pr, command=command)
-            if r.metric in _THROUGHPUT or r.baseline is None]
+            if r.metric in _THROUGHPUT]
     if variant is not None:
         rows = [r for r in rows if r.variant.startswith(variant)]
     if not rows:
