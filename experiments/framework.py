@@ -92,7 +92,11 @@ def register(exp: Experiment) -> Experiment:
 
 
 def _load() -> None:
-    from kvsim.experiments import studies, validation  # noqa: F401 - register experiments
+    from kvsim.experiments import (  # noqa: F401 - register experiments
+        studies,
+        studies_upstream,
+        validation,
+    )
 
 
 def names() -> list[str]:

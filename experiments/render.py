@@ -225,6 +225,9 @@ def register_each(render: Callable[[dict[str, Any], str], str], results: dict[st
 # seed) and the batch-size one (``kvsim experiment run batch_size --scale full --publish``)
 register_each(render_experiment, {"headline": "results/experiments/headline.json",
                                   "batch_size": "results/experiments/batch_size.json"})
+# the issue-45 studies (``kvsim experiment run NAME --scale small --publish``)
+register_each(render_experiment, {n: f"results/experiments/{n}.json"
+                                  for n in ("multikey_window", "hash", "pipeline_mget")})
 
 
 @rendering("gem5_vs_kvsim", "results/gem5-vs-kvsim.json")

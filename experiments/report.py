@@ -98,10 +98,12 @@ def plot_table(t: framework.Table, path: Path) -> Path | None:
         ax.set_xticks(range(len(f)), [str(v) for v in f[p.x]], rotation=35, ha="right",
                       fontsize=8)
         xs = list(range(len(f)))
-    seed = pd.to_numeric(f.get("seed"), errors="coerce") if "seed" in f else None
+    ref = next((c for c in ("seed", "upstream") if c in f), None)  # the upstream figures
+    seed = pd.to_numeric(f[ref], errors="coerce") if ref else None
     if seed is not None and seed.notna().any():
         ax.plot([x for x, s in zip(xs, seed, strict=True) if pd.notna(s)],
-                [s for s in seed if pd.notna(s)], "k*", markersize=11, label="seed (upstream)")
+                [s for s in seed if pd.notna(s)], "k*", markersize=11,
+                label="seed (upstream)" if ref == "seed" else "upstream")
     if p.ref is not None:
         ax.axhline(p.ref, color="grey", linewidth=0.8)
     if p.logy:
