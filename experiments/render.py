@@ -266,7 +266,12 @@ def render_validation(doc: dict[str, Any], result: str) -> str:
     plotted = (f"{stem}.png", f"{stem}_time.png")
     kept = (ln for ln in text.splitlines()
             if not ln.startswith("![") or ln.rstrip(")").endswith(plotted))
-    return "\n".join(kept).replace("\n\n\n", "\n\n")
+    # a CPU file's folder is the machine's (a cache or scratch directory): its name says
+    # which file it was, its SHA-256 beside it says what was in it
+    return _MACHINE_DIR.sub("", "\n".join(kept).replace("\n\n\n", "\n\n"))
+
+
+_MACHINE_DIR = re.compile(r"(?<![\w.])(?:~|/[\w.-]+)(?:/[\w.-]+)*/(?=[\w.-]+\.toml\b)")
 
 
 #: the validation's runs, one per machine it was published from (``--publish-as``)

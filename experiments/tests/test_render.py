@@ -109,3 +109,14 @@ def test_command_check_and_rewrite(tmp_path):
     res = subprocess.run([*cmd, bad], capture_output=True, text=True)
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_a_validation_page_names_its_cpu_file_without_the_machines_folders():
+    """The CPU file's folder is the machine's (a cache or scratch directory): the page keeps
+    its name and hash, not the path (the Intel guest's run used a scratch cache)."""
+    result = "results/experiments/validation-xeon-m167.json"
+    doc = json.loads((ROOT / result).read_text())
+    assert "/tmp/" in json.dumps(doc)  # the file records where it was
+    text = render.render_validation(doc, result)
+    assert "/tmp/" not in text and "~/" not in text
+    assert "| CPU file | local-intel-r-xeon-r-processor-4336a56728d8.failed.toml |" in text
