@@ -92,11 +92,9 @@ def register(exp: Experiment) -> Experiment:
 
 
 def _load() -> None:
-    from kvsim.experiments import (  # noqa: F401 - register experiments
-        studies,
-        studies_upstream,
-        validation,
-    )
+    # studies_upstream imports validation, which imports studies: they register in that
+    # order however they are first imported, so `kvsim experiment list` has one order
+    from kvsim.experiments import studies, studies_upstream, validation  # noqa: F401
 
 
 def names() -> list[str]:

@@ -22,7 +22,9 @@ from typing import Any
 
 import pandas as pd
 
-from kvsim.experiments import upstream
+# validation (and the seed studies it imports) register before these studies, whoever imports
+# them first
+from kvsim.experiments import upstream, validation  # noqa: F401
 from kvsim.experiments.framework import (
     Experiment,
     Plot,
