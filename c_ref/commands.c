@@ -42,6 +42,7 @@
 
 #include "dict.h"
 #include "keyspace.h"
+#include "t_zset.h"
 #include "siphash.h"
 #include "t_hash.h"
 
@@ -596,7 +597,9 @@ static void scanCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
         /* Valkey's order: pattern, type, then expiry (only unfiltered keys
          * are checked, and deleted, when expired). */
         if (pat && !ksStringMatch(pat, plen, k, sdslen(k))) continue;
-        if (typename && !argEq((sds)typename, ksEntryType(ks, entry) == OBJ_HASH ? "hash" : "string")) continue;
+        if (typename && !argEq((sds)typename, ksEntryType(ks, entry) == OBJ_HASH   ? "hash"
+                                              : ksEntryType(ks, entry) == OBJ_ZSET ? "zset"
+                                                                                    : "string")) continue;
         ki.hash = ksSiphash(k, sdslen(k), ks->sipkey);
         if (ksEntryIsExpired(ks, ksDbGetExpire(ks, &ki, entry))) {
             ksDbDelete(ks, &ki); /* expireIfNeeded: the scan deletes it */
@@ -646,6 +649,9 @@ static const ksCommandDef commandTable[] = {
     {"hset", -4, 1, ksHsetCommand, 0, 0, 2},     {"hget", 3, 1, ksHgetCommand, 0, 0, 2},
     {"hmget", -3, 1, ksHmgetCommand, 0, 0, 2},   {"hgetall", 2, 1, ksHgetallCommand},
     {"hdel", -3, 1, ksHdelCommand, 0, 0, 2},
+    /* the sorted set: commands_zset.c (ZADD's first member is argv[3]) */
+    {"zadd", -4, 1, ksZaddCommand, 0, 0, 3},     {"zscore", 3, 1, ksZscoreCommand, 0, 0, 2},
+    {"zrem", -3, 1, ksZremCommand, 0, 0, 2},
 };
 
 #define NUM_CORE_COMMANDS ((int)(sizeof(commandTable) / sizeof(commandTable[0])))

@@ -26,6 +26,7 @@
 #include "keyspace.h"
 #include "siphash.h"
 #include "t_hash.h"
+#include "t_zset.h"
 
 ksKeyspace *ksCur = NULL;
 
@@ -529,6 +530,7 @@ int ksDbSetFound(ksKeyspace *ks, ksKeyInfo *ki, void *old, const uint8_t *val, s
         ksArenaFree(ks->arena, sdsAllocPtr(tmp->key));
         ksArenaFree(ks->arena, tmp);
         if (oldval->type == OBJ_HASH) ksHashFree(ks, oldval);
+        else if (oldval->type == OBJ_ZSET) ksZsetFree(ks, oldval);
         else if (oldval->encoding == OBJ_ENCODING_RAW) ksArenaFree(ks->arena, sdsAllocPtr(oldval->ptr));
         ksArenaFree(ks->arena, oldval);
         ksDbSetExpire(ks, ki, le, expire_ms);
@@ -579,13 +581,14 @@ int ksDbCheckValid(ksKeyspace *ks, char *err, size_t errlen) {
             ks->ops->iterReset(&it);
         }
         if (ks->expires && ks->expires[s] && hashtableCheckValid(ks->expires[s], err, errlen)) return -1;
-        ksTableIter it; /* every hash value (t_hash.c) */
+        ksTableIter it; /* every hash and zset value (t_hash.c, t_zset.c) */
         void *e;
         ks->ops->iterInit(&it, t, KS_ITER_SAFE, 0);
         while (ks->ops->iterNext(&it, &e)) {
-            if (ksEntryType(ks, e) != OBJ_HASH) continue;
+            int type = ksEntryType(ks, e);
+            if (type != OBJ_HASH && type != OBJ_ZSET) continue;
             const robj *o = ks->layout == KS_LAYOUT_LEGACY ? ((legacyEntry *)e)->val : e;
-            if (ksHashCheckValid(ks, o, err, errlen)) {
+            if (type == OBJ_HASH ? ksHashCheckValid(ks, o, err, errlen) : ksZsetCheckValid(ks, o, err, errlen)) {
                 ks->ops->iterReset(&it);
                 return -1;
             }

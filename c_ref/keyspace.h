@@ -257,7 +257,7 @@ struct ksKeyspace {
 
 extern ksKeyspace *ksCur;
 
-/* The type of an entry's value (object.h OBJ_STRING, t_hash.h OBJ_HASH), read from
+/* The type of an entry's value (object.h OBJ_STRING, t_hash.h OBJ_HASH, t_zset.h OBJ_ZSET), read from
  * the object header that the lookup which returned the entry has already loaded
  * (no record). */
 static inline int ksEntryType(const ksKeyspace *ks, const void *entry) {
@@ -352,7 +352,7 @@ typedef struct ksCommandDef {
     void (*proc)(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
     int last_key;     /* legacy key spec: 0 = first_key only, -1 = last argument */
     int key_step;     /* 0 = 1 */
-    int field_arg;    /* hash commands: the argument of the (first) field, 0 = none */
+    int field_arg;    /* hash and zset commands: the argument of the (first) field or member, 0 = none */
 } ksCommandDef;
 
 /* CLOCK_MONOTONIC in nanoseconds (the server's command timer). */
@@ -377,6 +377,9 @@ void ksHgetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
 void ksHmgetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
 void ksHgetallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
 void ksHdelCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
+void ksZaddCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
+void ksZscoreCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
+void ksZremCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
 
 /* --- pipeline.c ------------------------------------------------------------ */
 

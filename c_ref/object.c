@@ -20,6 +20,7 @@
 #include "keyspace.h"
 #include "siphash.h"
 #include "t_hash.h"
+#include "t_zset.h"
 
 /* --- Unified layout -------------------------------------------------------- */
 
@@ -187,6 +188,7 @@ void ksEntryFree(ksKeyspace *ks, void *entry) {
     if (ks->layout == KS_LAYOUT_UNIFIED) {
         robj *o = entry;
         if (o->type == OBJ_HASH) ksHashFree(ks, o);
+        else if (o->type == OBJ_ZSET) ksZsetFree(ks, o);
         else if (o->encoding == OBJ_ENCODING_RAW) ksArenaFree(ks->arena, sdsAllocPtr(o->ptr));
         ksArenaFree(ks->arena, o);
         return;
@@ -194,6 +196,7 @@ void ksEntryFree(ksKeyspace *ks, void *entry) {
     legacyEntry *e = entry;
     ksArenaFree(ks->arena, sdsAllocPtr(e->key));
     if (e->val->type == OBJ_HASH) ksHashFree(ks, e->val);
+    else if (e->val->type == OBJ_ZSET) ksZsetFree(ks, e->val);
     else if (e->val->encoding == OBJ_ENCODING_RAW) ksArenaFree(ks->arena, sdsAllocPtr(e->val->ptr));
     ksArenaFree(ks->arena, e->val);
     ksArenaFree(ks->arena, e);
@@ -317,12 +320,14 @@ size_t ksEntryAllocBytes(const ksKeyspace *ks, const void *entry) {
         const robj *o = entry;
         size_t n = ksArenaUsableSize(a, o);
         if (o->type == OBJ_HASH) n += ksHashAllocBytes(ks, o);
+        else if (o->type == OBJ_ZSET) n += ksZsetAllocBytes(ks, o);
         else if (o->encoding == OBJ_ENCODING_RAW) n += ksArenaUsableSize(a, sdsAllocPtr(o->ptr));
         return n;
     }
     const legacyEntry *e = entry;
     size_t n = ksArenaUsableSize(a, e) + ksArenaUsableSize(a, sdsAllocPtr(e->key)) + ksArenaUsableSize(a, e->val);
     if (e->val->type == OBJ_HASH) n += ksHashAllocBytes(ks, e->val);
+    else if (e->val->type == OBJ_ZSET) n += ksZsetAllocBytes(ks, e->val);
     else if (e->val->encoding == OBJ_ENCODING_RAW) n += ksArenaUsableSize(a, sdsAllocPtr(e->val->ptr));
     return n;
 }

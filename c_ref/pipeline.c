@@ -54,24 +54,35 @@
 #include "keyspace.h"
 #include "siphash.h"
 #include "t_hash.h"
+#include "t_zset.h"
 
 enum { PREFETCH_ENTRY = 0, PREFETCH_VALUE, PREFETCH_FIELD, PREFETCH_DONE };
 
 /* The nested field prefetch (variants_hash.c, hash=nested-3940 / value-2180):
- * after a key's lookup found a hash kept as a Valkey hashtable, the
- * command's field gets a step machine of its own in that table (hashing the
- * field, the table struct's read); 1 if it did, else 0 (the key is done). */
+ * after a key's lookup found a hash kept as a Valkey hashtable, or a sorted set
+ * kept as a skiplist (its member table), the command's field or member gets a
+ * step machine of its own in that table (hashing it, the table struct's read);
+ * 1 if it did, else 0 (the key is done).  #2180's value step is for hashes
+ * only (its commands are HGET and HSET). */
 static int fieldFindInit(ksKeyspace *ks, sds field, hashtableIncrementalFindState *ffs, void *found,
                          ksLoadId fd) {
-    if (!field || ks->ops != &ksHashtableTableOps || ksEntryType(ks, found) != OBJ_HASH) return 0;
+    if (!field || ks->ops != &ksHashtableTableOps) return 0;
+    int type = ksEntryType(ks, found);
+    if (type != OBJ_HASH && type != OBJ_ZSET) return 0;
     KS_ID_VAR(od) = 0;
     robj *o = ksEntryObject(ks, found, fd, &od);
-    if (o->encoding != OBJ_ENCODING_HT) return 0;
+    hashtable *ht;
+    if (type == OBJ_HASH) {
+        if (o->encoding != OBJ_ENCODING_HT) return 0;
+        ht = ksHashTable(o);
+    } else { /* the sorted set's member table, through the zset struct (t_zset.c) */
+        if (o->encoding != OBJ_ENCODING_SKIPLIST) return 0;
+        ht = ksZsetTable(o, od, &od);
+    }
     size_t len = sdslen(field);
     (void)len;
     (void)KS_LOAD(field - 1, len + 1, KVT_TAG_ARGV, KS_SITE_PF_HASH, 0);
     KS_WORK(KS_SIPHASH_COST(len));
-    hashtable *ht = ksHashTable(o);
     KS_SET_TABLE_DEP(od);
     hashtableIncrementalFindInitWithHash(ffs, ht, field, hashtableHashKey(ht, field));
     return 1;

@@ -87,7 +87,10 @@
     X(HASH_LP, "hash.lp", 8)                     /* a listpack element's header/bytes */ \
     X(HASH_ENTRY, "hash.entry", 12)              /* a field-value entry's value / pointer */ \
     X(HASH_STORE, "hash.store", 20)              /* writing a listpack, entry or value */ \
-    X(PF_HASH, "pf.hash", 12)                    /* nested field prefetch (variants) */
+    X(PF_HASH, "pf.hash", 12)                    /* nested field prefetch (variants) */ \
+    /* --- t_zset.c (the sorted set; costs as the hash's, not calibrated on their own) --- */ \
+    X(ZSET_NODE, "zset.node", 12)                /* a skiplist node: score, levels, member */ \
+    X(ZSET_STORE, "zset.store", 20)              /* writing a node or the zset's structs */
 
 enum ksSite {
 #define KS_SITE_ENUM(id, name, cost) KS_SITE_##id,

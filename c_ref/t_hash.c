@@ -62,6 +62,7 @@
 
 #include "dict.h"
 #include "keyspace.h"
+#include "listpack.h"
 #include "siphash.h"
 
 static_assert(KS_HASH_MAX_LISTPACK_VALUE < 4096, "listpack hash elements use a 1- or 2-byte string header");
@@ -208,150 +209,13 @@ static uint64_t lookupHash(const char *field, size_t flen) {
     return ksSiphash(field, flen, ksCur->sipkey);
 }
 
-/* --- Listpack -------------------------------------------------------------------- */
-
-static uint32_t lpTotal(const uint8_t *lp) {
-    uint32_t t;
-    memcpy(&t, lp, 4);
-    return t;
-}
-
-static uint16_t lpCount(const uint8_t *lp) {
-    uint16_t n;
-    memcpy(&n, lp + 4, 2);
-    return n;
-}
-
-static void lpSetHeader(uint8_t *lp, uint32_t total, uint16_t count) {
-    memcpy(lp, &total, 4);
-    memcpy(lp + 4, &count, 2);
-}
-
-static size_t lpHdrBytes(size_t len) { return len < 64 ? 1 : len < 4096 ? 2 : 5; }
-
-/* lpEncodeBacklenBytes: bytes of the back-length field for an element of l bytes. */
-static size_t lpBacklenBytes(size_t l) {
-    return l <= 127 ? 1 : l < 16383 ? 2 : l < 2097151 ? 3 : l < 268435455 ? 4 : 5;
-}
-
-static size_t lpElementBytes(size_t len) {
-    size_t l = lpHdrBytes(len) + len;
-    return l + lpBacklenBytes(l);
-}
-
-static void lpWriteElement(uint8_t *p, const void *s, size_t len) {
-    size_t h = lpHdrBytes(len);
-    if (h == 1) {
-        p[0] = (uint8_t)(0x80 | len);
-    } else if (h == 2) {
-        p[0] = (uint8_t)(0xE0 | (len >> 8));
-        p[1] = (uint8_t)(len & 0xff);
-    } else {
-        uint32_t l = (uint32_t)len;
-        p[0] = 0xF0;
-        memcpy(p + 1, &l, 4);
-    }
-    memcpy(p + h, s, len);
-    size_t l = h + len, b = lpBacklenBytes(l);
-    for (size_t i = 0; i < b; i++) /* lpEncodeBacklen: 7 bits a byte, the high bit on all but the first */
-        p[h + len + i] = (uint8_t)(((l >> (7 * (b - 1 - i))) & 127) | (i ? 128 : 0));
-}
-
-/* Length and data of the element at p (reading its header: one record). */
-static const uint8_t *lpGet(const uint8_t *p, size_t *len, ksLoadId dep) {
-    size_t h;
-    if ((p[0] & 0xC0) == 0x80) {
-        h = 1;
-        *len = p[0] & 0x3f;
-    } else if ((p[0] & 0xF0) == 0xE0) {
-        h = 2;
-        *len = ((size_t)(p[0] & 0x0f) << 8) | p[1];
-    } else {
-        uint32_t l;
-        memcpy(&l, p + 1, 4);
-        h = 5;
-        *len = l;
-    }
-    (void)KS_LOAD(p, h, KVT_TAG_VALUE, KS_SITE_HASH_LP, dep);
-    return p + h;
-}
-
-static uint8_t *lpNew(ksKeyspace *ks) {
-    uint8_t *lp = ksArenaAlloc(ks->arena, KS_LISTPACK_HDR + 1);
-    lpSetHeader(lp, KS_LISTPACK_HDR + 1, 0);
-    lp[KS_LISTPACK_HDR] = 0xFF;
-    KS_STORE(lp, KS_LISTPACK_HDR + 1, KVT_TAG_VALUE, KS_SITE_HASH_STORE, 0);
-    return lp;
-}
-
-/* The listpack's header read (lpBytes, lpFirst): the load the scan depends on. */
-static ksLoadId lpLoadHeader(const uint8_t *lp, ksLoadId dep) {
-    return KS_LOAD(lp, KS_LISTPACK_HDR, KVT_TAG_VALUE, KS_SITE_HASH_LP, dep);
-}
-
-/* lpFind(lp, lpFirst(lp), field, 1): the field element (skipping values), or NULL. */
-static uint8_t *lpFindField(uint8_t *lp, const char *field, size_t flen, ksLoadId dep) {
-    KS_ID_VAR(lh) = lpLoadHeader(lp, dep);
-    uint8_t *p = lp + KS_LISTPACK_HDR;
-    int skip = 0;
-    while (*p != 0xFF) {
-        size_t len;
-        const uint8_t *s = lpGet(p, &len, lh);
-        if (!skip) {
-            if (len == flen) {
-                (void)KS_LOAD(s, len, KVT_TAG_VALUE, KS_SITE_HASH_LP, lh);
-                KS_WORK(len / 8);
-                if (memcmp(s, field, flen) == 0) return p;
-            }
-            skip = 1;
-        } else {
-            skip = 0;
-        }
-        p += lpElementBytes(len);
-    }
-    return NULL;
-}
-
-/* lp_realloc: to `size` bytes; a move copies the old bytes (recorded). */
-static uint8_t *lpResize(ksKeyspace *ks, uint8_t *lp, size_t size, size_t keep) {
-    uint8_t *n = ksArenaRealloc(ks->arena, lp, size);
-    (void)keep;
-    if (n != lp) {
-        (void)KS_LOAD(lp, keep, KVT_TAG_VALUE, KS_SITE_HASH_LP, 0);
-        KS_STORE(n, keep, KVT_TAG_VALUE, KS_SITE_HASH_STORE, 0);
-    }
-    return n;
-}
-
-/* lpInsert's shape for one change: replace `old_bytes` at offset `off` by the
- * elements in `src` (`new_bytes`), moving the tail. */
-static uint8_t *lpSplice(ksKeyspace *ks, uint8_t *lp, size_t off, size_t old_bytes, const uint8_t *src,
-                         size_t new_bytes, int count_delta) {
-    uint32_t total = lpTotal(lp);
-    size_t tail = total - off - old_bytes, ntotal = total - old_bytes + new_bytes;
-    if (new_bytes > old_bytes) lp = lpResize(ks, lp, ntotal, total);
-    if (tail && new_bytes != old_bytes) {
-        (void)KS_LOAD(lp + off + old_bytes, tail, KVT_TAG_VALUE, KS_SITE_HASH_LP, 0);
-        memmove(lp + off + new_bytes, lp + off + old_bytes, tail);
-        KS_STORE(lp + off + new_bytes, tail, KVT_TAG_VALUE, KS_SITE_HASH_STORE, 0);
-    }
-    if (new_bytes) {
-        memcpy(lp + off, src, new_bytes);
-        KS_STORE(lp + off, new_bytes, KVT_TAG_VALUE, KS_SITE_HASH_STORE, 0);
-    }
-    if (new_bytes < old_bytes) lp = lpResize(ks, lp, ntotal, ntotal);
-    lpSetHeader(lp, (uint32_t)ntotal, (uint16_t)(lpCount(lp) + count_delta));
-    KS_STORE(lp, KS_LISTPACK_HDR, KVT_TAG_VALUE, KS_SITE_HASH_STORE, 0);
-    return lp;
-}
-
 static uint8_t *lpAppendPair(ksKeyspace *ks, uint8_t *lp, const char *f, size_t flen, const uint8_t *v,
                              size_t vlen) {
-    size_t fb = lpElementBytes(flen), vb = lpElementBytes(vlen);
+    size_t fb = ksLpElementBytes(flen), vb = ksLpElementBytes(vlen);
     uint8_t buf[2 * (KS_HASH_MAX_LISTPACK_VALUE + 8)];
-    lpWriteElement(buf, f, flen);
-    lpWriteElement(buf + fb, v, vlen);
-    return lpSplice(ks, lp, lpTotal(lp) - 1, 0, buf, fb + vb, 2);
+    ksLpWriteElement(buf, f, flen);
+    ksLpWriteElement(buf + fb, v, vlen);
+    return ksLpSplice(ks, lp, ksLpTotal(lp) - 1, 0, buf, fb + vb, 2);
 }
 
 /* --- Objects ------------------------------------------------------------------------ */
@@ -374,11 +238,11 @@ robj *ksEntryObject(const ksKeyspace *ks, void *entry, ksLoadId dep, ksLoadId *o
 
 
 void *ksHashEntryCreate(ksKeyspace *ks, const char *key, size_t klen, int64_t expire_ms) {
-    return ksEntryCreateObject(ks, key, klen, OBJ_HASH, OBJ_ENCODING_LISTPACK, lpNew(ks), expire_ms);
+    return ksEntryCreateObject(ks, key, klen, OBJ_HASH, OBJ_ENCODING_LISTPACK, ksLpNew(ks), expire_ms);
 }
 
 size_t ksHashLength(const ksKeyspace *ks, const robj *o) {
-    if (o->encoding == OBJ_ENCODING_LISTPACK) return lpCount(o->ptr) / 2;
+    if (o->encoding == OBJ_ENCODING_LISTPACK) return ksLpCount(o->ptr) / 2;
     return isDict(ks) ? dictSize(o->ptr) : hashtableSize(o->ptr);
 }
 
@@ -386,7 +250,7 @@ size_t ksHashLength(const ksKeyspace *ks, const robj *o) {
  * into a new entry in listpack order, then the listpack freed. */
 static void convertToTable(ksKeyspace *ks, robj *o, ksLoadId dep) {
     uint8_t *lp = o->ptr;
-    size_t n = lpCount(lp) / 2;
+    size_t n = ksLpCount(lp) / 2;
     void *t;
     if (isDict(ks)) {
         t = dictCreate(&fieldDictType, ks->arena);
@@ -395,14 +259,14 @@ static void convertToTable(ksKeyspace *ks, robj *o, ksLoadId dep) {
         t = hashtableCreate(&fieldHashtableType, ks->arena);
         hashtableExpand(t, n);
     }
-    KS_ID_VAR(lh) = lpLoadHeader(lp, dep);
+    KS_ID_VAR(lh) = ksLpLoadHeader(lp, dep);
     const uint8_t *p = lp + KS_LISTPACK_HDR;
     while (*p != 0xFF) {
         size_t flen, vlen;
-        const uint8_t *f = lpGet(p, &flen, lh);
-        p += lpElementBytes(flen);
-        const uint8_t *v = lpGet(p, &vlen, lh);
-        p += lpElementBytes(vlen);
+        const uint8_t *f = ksLpGet(p, &flen, lh);
+        p += ksLpElementBytes(flen);
+        const uint8_t *v = ksLpGet(p, &vlen, lh);
+        p += ksLpElementBytes(vlen);
         (void)KS_LOAD(f, flen, KVT_TAG_VALUE, KS_SITE_HASH_LP, lh);
         (void)KS_LOAD(v, vlen, KVT_TAG_VALUE, KS_SITE_HASH_LP, lh);
         char fbuf[KS_HASH_MAX_LISTPACK_VALUE + 1];
@@ -441,16 +305,16 @@ int ksHashSet(ksKeyspace *ks, robj *o, ksLoadId dep, sds field, size_t flen, con
         convertToTable(ks, o, dep);
     if (o->encoding == OBJ_ENCODING_LISTPACK) {
         uint8_t *lp = o->ptr;
-        uint8_t *fp = lpFindField(lp, field, flen, dep);
+        uint8_t *fp = ksLpFindPair(lp, field, flen, dep);
         int update = fp != NULL;
         if (update) { /* lpReplace the value element after the field */
             size_t fl, ol;
-            lpGet(fp, &fl, 0);
-            uint8_t *vp = fp + lpElementBytes(fl);
-            lpGet(vp, &ol, 0);
+            ksLpGet(fp, &fl, 0);
+            uint8_t *vp = fp + ksLpElementBytes(fl);
+            ksLpGet(vp, &ol, 0);
             uint8_t buf[KS_HASH_MAX_LISTPACK_VALUE + 8];
-            lpWriteElement(buf, val, vlen);
-            lp = lpSplice(ks, lp, (size_t)(vp - lp), lpElementBytes(ol), buf, lpElementBytes(vlen), 0);
+            ksLpWriteElement(buf, val, vlen);
+            lp = ksLpSplice(ks, lp, (size_t)(vp - lp), ksLpElementBytes(ol), buf, ksLpElementBytes(vlen), 0);
         } else {
             lp = lpAppendPair(ks, lp, field, flen, val, vlen);
         }
@@ -495,11 +359,11 @@ int ksHashGet(ksKeyspace *ks, robj *o, ksLoadId dep, sds field, const uint8_t **
               ksLoadId *vdep) {
     size_t flen = sdslen(field);
     if (o->encoding == OBJ_ENCODING_LISTPACK) {
-        uint8_t *fp = lpFindField(o->ptr, field, flen, dep);
+        uint8_t *fp = ksLpFindPair(o->ptr, field, flen, dep);
         if (!fp) return -1;
         size_t fl;
-        lpGet(fp, &fl, dep);
-        *val = lpGet(fp + lpElementBytes(fl), vlen, dep);
+        ksLpGet(fp, &fl, dep);
+        *val = ksLpGet(fp + ksLpElementBytes(fl), vlen, dep);
         if (vdep) *vdep = dep;
         return 0;
     }
@@ -522,12 +386,12 @@ int ksHashDelete(ksKeyspace *ks, robj *o, ksLoadId dep, sds field) {
     size_t flen = sdslen(field);
     if (o->encoding == OBJ_ENCODING_LISTPACK) {
         uint8_t *lp = o->ptr;
-        uint8_t *fp = lpFindField(lp, field, flen, dep);
+        uint8_t *fp = ksLpFindPair(lp, field, flen, dep);
         if (!fp) return 0;
         size_t fl, vl;
-        lpGet(fp, &fl, 0);
-        lpGet(fp + lpElementBytes(fl), &vl, 0);
-        o->ptr = lpSplice(ks, lp, (size_t)(fp - lp), lpElementBytes(fl) + lpElementBytes(vl), NULL, 0, -2);
+        ksLpGet(fp, &fl, 0);
+        ksLpGet(fp + ksLpElementBytes(fl), &vl, 0);
+        o->ptr = ksLpSplice(ks, lp, (size_t)(fp - lp), ksLpElementBytes(fl) + ksLpElementBytes(vl), NULL, 0, -2);
         KS_STORE(&o->ptr, 8, KVT_TAG_OBJECT, KS_SITE_HASH_STORE, 0);
         return 1;
     }
@@ -561,7 +425,7 @@ void ksHashIterInit(ksKeyspace *ks, ksHashIter *it, robj *o, ksLoadId dep) {
     i->encoding = o->encoding;
     i->dict = isDict(ks);
     if (o->encoding == OBJ_ENCODING_LISTPACK) {
-        i->lpdep = lpLoadHeader(o->ptr, dep);
+        i->lpdep = ksLpLoadHeader(o->ptr, dep);
         i->p = (const uint8_t *)o->ptr + KS_LISTPACK_HDR;
     } else {
         KS_SET_TABLE_DEP(dep);
@@ -575,10 +439,10 @@ int ksHashIterNext(ksHashIter *it, const uint8_t **field, size_t *flen, ksLoadId
     hashIter *i = (hashIter *)it;
     if (i->encoding == OBJ_ENCODING_LISTPACK) {
         if (*i->p == 0xFF) return 0;
-        *field = lpGet(i->p, flen, i->lpdep);
-        i->p += lpElementBytes(*flen);
-        *val = lpGet(i->p, vlen, i->lpdep);
-        i->p += lpElementBytes(*vlen);
+        *field = ksLpGet(i->p, flen, i->lpdep);
+        i->p += ksLpElementBytes(*flen);
+        *val = ksLpGet(i->p, vlen, i->lpdep);
+        i->p += ksLpElementBytes(*vlen);
         *fdep = *vdep = i->lpdep;
         return 1;
     }
@@ -643,20 +507,20 @@ int ksHashCheckValid(ksKeyspace *ks, const robj *o, char *err, size_t errlen) {
     }
     if (o->encoding == OBJ_ENCODING_LISTPACK) {
         const uint8_t *lp = o->ptr, *p = lp + KS_LISTPACK_HDR;
-        size_t n = 0, total = lpTotal(lp);
+        size_t n = 0, total = ksLpTotal(lp);
         while (p < lp + total && *p != 0xFF) {
             size_t len;
-            lpGet(p, &len, 0);
+            ksLpGet(p, &len, 0);
             if (len > KS_HASH_MAX_LISTPACK_VALUE) {
                 snprintf(err, errlen, "hash: listpack element of %zu bytes", len);
                 return -1;
             }
-            p += lpElementBytes(len);
+            p += ksLpElementBytes(len);
             n++;
         }
-        if (p != lp + total - 1 || n != lpCount(lp) || n % 2 || n == 0 || n / 2 > KS_HASH_MAX_LISTPACK_ENTRIES ||
+        if (p != lp + total - 1 || n != ksLpCount(lp) || n % 2 || n == 0 || n / 2 > KS_HASH_MAX_LISTPACK_ENTRIES ||
             total > ksArenaUsableSize(ks->arena, lp)) {
-            snprintf(err, errlen, "hash: listpack of %zu elements malformed (count %u, %zu bytes)", n, lpCount(lp),
+            snprintf(err, errlen, "hash: listpack of %zu elements malformed (count %u, %zu bytes)", n, ksLpCount(lp),
                      total);
             return -1;
         }

@@ -22,18 +22,17 @@
 #include <stdint.h>
 
 #include "emit.h"
+#include "listpack.h"
 #include "object.h"
 
 #define OBJ_HASH 4
 #define OBJ_ENCODING_HT 2        /* Valkey OBJ_ENCODING_HASHTABLE, Redis OBJ_ENCODING_HT */
-#define OBJ_ENCODING_LISTPACK 11 /* both */
 
 #define KS_HASH_MAX_LISTPACK_ENTRIES 512 /* hash-max-listpack-entries (both servers' default) */
 #define KS_HASH_MAX_LISTPACK_VALUE 64    /* hash-max-listpack-value */
 /* Valkey and Redis entry.h EMBED_VALUE_MAX_ALLOC_SIZE: a field and its value
  * share one allocation when their two sds fit in this many bytes. */
 #define KS_HASH_EMBED_VALUE_MAX 128
-#define KS_LISTPACK_HDR 6 /* total bytes u32 + element count u16 */
 /* The most fields a hash variant handles at once (HMGET hands them over in
  * chunks of this many; Redis #14988's HGETALL_BATCH is 16). */
 #define KS_HASH_BATCH_MAX 16

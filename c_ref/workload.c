@@ -337,6 +337,7 @@ static const ksWorkloadDef WORKLOADS[] = {
      ksWlRunGroups},
     {"hash", "hash", "ops|batch|hash-fields|hash-op|fields-per-command|pipeline-depth|pipeline", ksHashWorkloadSetup,
      ksWlRunGroups},
+    {"zscore", "hash", "ops|batch|zset-members|pipeline-depth|pipeline", ksZsetWorkloadSetup, ksWlRunGroups},
 };
 #define NWORKLOADS (sizeof(WORKLOADS) / sizeof(WORKLOADS[0]))
 
@@ -451,10 +452,10 @@ const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS] = {
      "Valkey's activerehashing: the cron's rehash steps between query buffers (hz 10, 1 ms), "
      "and a setup that ends with no rehash in progress (c_ref/FIDELITY.md)."},
     UINT_OPT("pipeline-depth", pipeline_depth, 1, 1 << 20, "1", LISTED,
-             "MGET/MSET (hash: hash) commands per query buffer: a pipeline of them, run by "
+             "MGET/MSET (hash, zscore: their) commands per query buffer: a pipeline of them, run by "
              "--pipeline (the pipeline workload's --depth)."),
     {"pipeline", KS_OPT_STRING, FIELD(pipeline), 0, 0, 0, 0, NULL, "naive", LISTED,
-     "mget/mset/hash: the pipeline variant that runs each query buffer: naive (one command after "
+     "mget/mset/hash/zscore: the pipeline variant that runs each query buffer: naive (one command after "
      "the other) or lookahead (Valkey PR #2092: the keys of the buffered commands prefetched "
      "in batches of --batch keys)."},
     UINT_OPT("hash-fields", hash_fields, 1, 1ULL << 32, "100", LISTED,
@@ -462,6 +463,9 @@ const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS] = {
     {"hash-op", KS_OPT_CHOICE, FIELD(hash_op), 0, 0, 0, 0, "hget|hmget|hgetall|hset", "hget", LISTED,
      "hash: the measured command (hset overwrites an existing field)."},
     UINT_OPT("fields-per-command", fields_per_command, 1, 1 << 20, "10", LISTED, "hash: fields per HMGET."),
+    UINT_OPT("zset-members", zset_members, 1, 1ULL << 32, "100", LISTED,
+             "zscore: members per sorted-set key (a listpack up to 128 members, else a skiplist "
+             "and its member table)."),
     {"warm-setup", KS_OPT_CHOICE, FIELD(warm_setup), 0, 0, 0, 0, "compact|accesses|none", "compact", EVERY,
      "Traces: the setup (populating the keyspace; load: the restarted server and its snapshot "
      "buffer) carried as a warm-up prefix, simulated and not counted, so the measured phase "

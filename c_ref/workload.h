@@ -45,6 +45,7 @@ typedef struct ksWorkloadSpec {
     uint64_t hash_fields;        /* hash: fields per hash key */
     const char *hash_op;         /* hash: hget | hmget | hgetall | hset */
     int fields_per_command;      /* hash: fields per HMGET */
+    uint64_t zset_members;       /* zscore: members per sorted-set key */
     /* Native only (kvsim-cref native --versus-*): a second configuration B of the
      * same workload, differing in the variant, the pipeline variant or the batch
      * (NULL / 0: A's), timed against this one (A) in the same process on the
@@ -124,7 +125,7 @@ typedef struct ksWorkloadOption {
     const char *help;              /* one line */
 } ksWorkloadOption;
 
-#define KS_NUM_WORKLOAD_OPTIONS 29
+#define KS_NUM_WORKLOAD_OPTIONS 30
 extern const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS];
 
 /* The variant family a workload selects with --variant; NULL for an unknown workload. */

@@ -66,6 +66,7 @@ const ksWorkloadDef *ksWorkloadFind(const char *name);
 
 /* Workloads kept in files of their own (rows in workload.c's table). */
 int ksHashWorkloadSetup(wl *w); /* workload_hash.c: the `hash` workload */
+int ksZsetWorkloadSetup(wl *w); /* workload_zset.c: the `zscore` workload */
 
 /* --- Helpers ----------------------------------------------------------------- */
 
