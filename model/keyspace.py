@@ -4,9 +4,10 @@ This is the oracle: no buckets, no prefetching, just what the keyspace answers a
 Commands (RESP2, Valkey reply bytes and error strings): GET, SET [NX|XX] [GET]
 [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL], DEL, EXISTS, MGET, MSET, MSETNX,
 EXPIRE/PEXPIRE [NX|XX|GT|LT], TTL, PTTL, KEYS, SCAN cursor [MATCH p] [COUNT n] [TYPE t],
-DBSIZE, FLUSHALL [SYNC|ASYNC], and the hash type's HSET, HGET, HMGET, HGETALL, HDEL
-(a value is bytes, a string, or a dict of field -> value, a hash; a command on a key of
-the other type answers WRONGTYPE, MGET a null). Anything else is an unknown command.
+DBSIZE, FLUSHALL [SYNC|ASYNC], the hash type's HSET, HGET, HMGET, HGETALL, HDEL and the
+sorted set's ZADD (no flags), ZSCORE, ZREM (a value is bytes, a string, a dict of field ->
+value, a hash, or a :class:`ZSet` of member -> score; a command on a key of another type
+answers WRONGTYPE, MGET a null). Anything else is an unknown command.
 
 A hash keeps its fields in insertion order (an overwrite keeps the place, HDEL removes),
 the order of c_ref's listpack encoding; ``hash_encoding`` says whether c_ref holds it as
@@ -32,13 +33,15 @@ With ``crossslot=True`` multi-key commands whose keys span slots get ``-CROSSSLO
 from __future__ import annotations
 
 import hashlib
+import math
+import re
 from collections.abc import Callable
 
 from kvsim.model import resp
 from kvsim.model.glob import key_hash_slot, string_match_len
 from kvsim.model.resp import LLONG_MAX, LLONG_MIN, Command, ProtocolError, split_commands
 
-__all__ = ["Keyspace", "ModelError", "scan_order_hash"]
+__all__ = ["Keyspace", "ModelError", "ZSet", "format_score", "parse_score", "scan_order_hash"]
 
 
 class ModelError(AssertionError):
@@ -70,6 +73,41 @@ WRONGTYPE = resp.error("WRONGTYPE Operation against a key holding the wrong kind
 HASH_MAX_LISTPACK_ENTRIES = 512
 HASH_MAX_LISTPACK_VALUE = 64
 NOT_INT = resp.error("ERR value is not an integer or out of range")
+NOT_FLOAT = resp.error("ERR value is not a valid float")
+
+
+class ZSet(dict):
+    """A sorted set: member -> score (c_ref/t_zset.c). The order of its members is not
+    modelled: no command here replies more than one member."""
+
+
+#: what C's strtod reads as a whole decimal float or infinity (hexadecimal floats, which
+#: strtod also reads, are outside the model)
+_FLOAT_RE = re.compile(rb"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|(?i:inf|infinity))")
+
+
+def parse_score(b: bytes) -> float | None:
+    """``getDoubleFromObject`` (c_ref ksZsetParseScore): the whole argument a float,
+    no leading space, not NaN, no overflow or underflow to zero; else None."""
+    if not _FLOAT_RE.fullmatch(b):
+        return None
+    d = float(b)
+    digits = b.lower().split(b"e")[0]
+    if math.isinf(d) and b"inf" not in b.lower():
+        return None  # ERANGE overflow
+    if d == 0 and any(c in b"123456789" for c in digits):
+        return None  # ERANGE underflow to zero
+    return d
+
+
+def format_score(d: float) -> bytes:
+    """``addReplyDouble`` as c_ref writes it (ksZsetFormatScore): the shortest of %.15g,
+    %.16g, %.17g that reads back as the same double."""
+    for p in (15, 16, 17):
+        out = f"{d:.{p}g}"
+        if float(out) == d:
+            break
+    return out.encode()
 
 
 class Keyspace:
@@ -78,7 +116,7 @@ class Keyspace:
     def __init__(self, cluster: bool = False, crossslot: bool = False) -> None:
         self.cluster = cluster
         self.crossslot = crossslot and cluster
-        self.data: dict[bytes, bytes | dict[bytes, bytes]] = {}
+        self.data: dict[bytes, bytes | dict[bytes, bytes] | ZSet] = {}
         self.hash_tables: set[bytes] = set()  # hashes c_ref holds as a table
         self.expires: dict[bytes, int] = {}
         self.slots: dict[int, set[bytes]] = {}
@@ -104,6 +142,9 @@ class Keyspace:
             b"hmget": ("hmget", -3, self._hmget),
             b"hgetall": ("hgetall", 2, self._hgetall),
             b"hdel": ("hdel", -3, self._hdel),
+            b"zadd": ("zadd", -4, self._zadd),
+            b"zscore": ("zscore", 3, self._zscore),
+            b"zrem": ("zrem", -3, self._zrem),
         }
 
     # --- Storage primitives (names mirror db.c) ---------------------------------------
@@ -179,7 +220,8 @@ class Keyspace:
     def hash_encoding(self, key: bytes) -> str | None:
         """How c_ref holds the hash at ``key``: "listpack" (fields in this model's order)
         or "hashtable" (a table: another order); None if ``key`` holds no hash."""
-        if not isinstance(self.data.get(key), dict):
+        v = self.data.get(key)
+        if not isinstance(v, dict) or isinstance(v, ZSet):
             return None
         return "hashtable" if key in self.hash_tables else "listpack"
 
@@ -189,8 +231,9 @@ class Keyspace:
             raise ModelError("expire without key")
         for k, v in self.data.items():
             if isinstance(v, dict) and not v:
-                raise ModelError(f"empty hash kept at {k!r}")
-        if not self.hash_tables <= {k for k, v in self.data.items() if isinstance(v, dict)}:
+                raise ModelError(f"empty hash or sorted set kept at {k!r}")
+        if not self.hash_tables <= {k for k, v in self.data.items()
+                                    if isinstance(v, dict) and not isinstance(v, ZSet)}:
             raise ModelError("a table encoding recorded for a key that holds no hash")
         seen: set[bytes] = set()
         for slot, keys in self.slots.items():
@@ -430,7 +473,8 @@ class Keyspace:
             take.append(k)
         out = []
         for k in take:
-            kind = "hash" if isinstance(self.data[k], dict) else "string"
+            v = self.data[k]
+            kind = "zset" if isinstance(v, ZSet) else "hash" if isinstance(v, dict) else "string"
             if typename is not None and typename != kind:
                 continue  # filtered before the expiry check: deletes nothing
             if pat is not None and not string_match_len(pat, k):
@@ -458,7 +502,7 @@ class Keyspace:
         """``lookupKey`` + ``checkType``: (the hash or None, whether the key holds a
         string)."""
         v = self.lookup_key(key)
-        if isinstance(v, bytes):
+        if isinstance(v, (bytes, ZSet)):
             return None, True
         return v, False
 
@@ -517,6 +561,62 @@ class Keyspace:
             del h[f]
             deleted += 1
             if not h:  # the key goes with its last field
+                self.db_delete(key)
+                break
+        return resp.integer(deleted)
+
+    # --- The sorted set (c_ref/t_zset.c, commands_zset.c) ---------------------------
+
+    def lookup_zset(self, key: bytes) -> tuple[ZSet | None, bool]:
+        """``lookupKey`` + ``checkType``: (the sorted set or None, whether the key holds
+        another type)."""
+        v = self.lookup_key(key)
+        if v is not None and not isinstance(v, ZSet):
+            return None, True
+        return v, False
+
+    def _zadd(self, argv: list[bytes]) -> bytes:
+        if len(argv) % 2:
+            return SYNTAX_ERR
+        pairs = []
+        for sc, m in zip(argv[2::2], argv[3::2], strict=True):  # every score before anything
+            d = parse_score(sc)
+            if d is None:
+                return NOT_FLOAT
+            pairs.append((m, d))
+        key = argv[1]
+        z, wrong = self.lookup_zset(key)
+        if wrong:
+            return WRONGTYPE
+        if z is None:
+            z = ZSet()
+            self.db_add(key, z)
+        added = 0
+        for m, d in pairs:
+            added += m not in z
+            z[m] = d
+        return resp.integer(added)
+
+    def _zscore(self, argv: list[bytes]) -> bytes:
+        z, wrong = self.lookup_zset(argv[1])
+        if wrong:
+            return WRONGTYPE
+        if z is None or argv[2] not in z:
+            return resp.NULL_BULK
+        return resp.bulk(format_score(z[argv[2]]))
+
+    def _zrem(self, argv: list[bytes]) -> bytes:
+        key = argv[1]
+        z, wrong = self.lookup_zset(key)
+        if wrong:
+            return WRONGTYPE
+        deleted = 0
+        for m in argv[2:]:
+            if z is None or m not in z:
+                continue
+            del z[m]
+            deleted += 1
+            if not z:  # the key goes with its last member
                 self.db_delete(key)
                 break
         return resp.integer(deleted)
