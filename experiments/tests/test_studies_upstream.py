@@ -59,6 +59,7 @@ def test_hash_plans_each_variant_on_the_command_it_changes(scale):
     assert _variants(specs, op="HGET") == {"none", "nested-3940", "value-2180"}
     assert _variants(specs, op="HMGET") == {"none", "nested-3940", "find-batch-4017"}
     assert _variants(specs, op="HGETALL") == {"none", "getall-14988"}
+    assert _variants(specs, op="ZSCORE") == {"none", "nested-3940"}
     shapes = {s["params"]["shape"] for s in specs}
     assert {"large", "many tables"} <= shapes
     for s in specs:
@@ -69,6 +70,8 @@ def test_hash_plans_each_variant_on_the_command_it_changes(scale):
             assert opts["table"] == "dict" and opts["hash_op"] == "hgetall"
         if s["params"]["shape"] == "large":
             assert opts["hash_fields"] > 512  # a table, not a listpack
+        if s["params"]["op"] == "ZSCORE":  # a skiplist past 128 members, else a listpack
+            assert (opts["zset_members"] > 128) == (s["params"]["shape"] == "many tables")
 
 
 @pytest.mark.parametrize("scale", framework.SCALES)
