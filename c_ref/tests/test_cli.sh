@@ -39,7 +39,7 @@ expect_err "versus-first alone" native mget --keys 10 --versus-first b
 expect_err "versus when tracing" trace mget -o "$T/out.kvt" --keys 10 --versus-variant batch
 
 # the option table exported as JSON names every workload and option
-"$B" options --json >"$T/opts.json" && grep -q '"workloads":\["load","iterate","pipeline","mset","mget","hash"\]}$' "$T/opts.json" \
+"$B" options --json >"$T/opts.json" && grep -q '"workloads":\["load","iterate","pipeline","mset","mget","hash","zscore"\]}$' "$T/opts.json" \
     && grep -q '"name":"keys-per-command"' "$T/opts.json" && ok "options --json" || bad "options --json"
 
 # determinism and stdout == file
@@ -119,7 +119,7 @@ rm -rf "$V"
 # every workload x variant, native and traced, tiny, on both tables
 for spec in "pipeline naive" "pipeline lookahead" "mget none" "mget batch" "mset none" "mset batch" \
             "iterate none" "iterate next-bucket" "iterate valkey" "load none" "load prefetch-after-key" "load prefetch-rehash" \
-            "hash none"; do
+            "hash none" "zscore nested-3940"; do
     set -- $spec
     # only the options the workload uses (kvsim-cref refuses the others)
     case "$1" in
@@ -127,6 +127,7 @@ for spec in "pipeline naive" "pipeline lookahead" "mget none" "mget batch" "mset
         mget|mset) own="--ops 200 --keys-per-command 7" ;;
         iterate) own="--op save" ;;
         hash) own="--ops 200 --hash-fields 600 --hash-op hmget --pipeline-depth 4" ;;
+        zscore) own="--ops 200 --zset-members 150 --pipeline-depth 4 --pipeline lookahead" ;;
         *) own="" ;;
     esac
     for extra in "" "--cluster --layout legacy" "--table dict"; do
