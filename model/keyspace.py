@@ -594,7 +594,8 @@ class Keyspace:
         added = 0
         for m, d in pairs:
             added += m not in z
-            z[m] = d
+            if m not in z or z[m] != d:  # zsetAdd: an equal score (0 and -0) is left as it is
+                z[m] = d
         return resp.integer(added)
 
     def _zscore(self, argv: list[bytes]) -> bytes:

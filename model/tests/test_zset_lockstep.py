@@ -142,3 +142,21 @@ def test_score_text_round_trips():
     assert format_score(float("-inf")) == b"-inf" and format_score(1e300) == b"1e+300"
     for bad in (b"nan", b" 1", b"1 ", b"", b"1e400", b"1e-400", b"abc"):
         assert parse_score(bad) is None
+
+
+@pytest.mark.parametrize("options", ["table=hashtable", "table=dict"])
+def test_equal_scores_keep_the_first_text(cref_lib, options):
+    """ZADD of a score equal to the member's (0 after -0) changes nothing (zsetAdd's
+    ``score != curscore``): ZSCORE still answers "-0", in a listpack and in a skiplist."""
+    model, ks = Model(), cref.Keyspace(options)
+    try:
+        big = [x for i in range(130) for x in (b"1", b"m:%d" % i)]
+        for key, extra in ((b"small", []), (b"big", big)):
+            cmds = [[b"ZADD", key, b"-0", b"m", *extra], [b"ZADD", key, b"0", b"m"],
+                    [b"ZSCORE", key, b"m"]]
+            for c in cmds:
+                want = model.execute(E(*c))[0]
+                assert ks.execute(E(*c), "")[0] == want, c[:3]
+            assert want == b"$2\r\n-0\r\n"
+    finally:
+        ks.close()
