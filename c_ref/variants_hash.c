@@ -4,9 +4,10 @@
  *
  *   variant         upstream             where                what it prefetches
  *   none            -                    -                    nothing (every field looked up cold)
- *   nested-3940     Valkey PR #3940      the lookahead batch  per command one field (the first),
- *                   (merged)             (pipeline.c)         counted against --batch: the field's
+ *   nested-3940     Valkey PR #3940      the lookahead batch  per command one field or member (the
+ *                   (merged)             (pipeline.c)         first), counted against --batch: its
  *                                                             bucket and entry in the hash's table
+ *                                                             or the sorted set's member table
  *   value-2180      Valkey PR #2180      the lookahead batch  HGET and HSET's field, not counted:
  *                   (open)                                    bucket, entry, then the value if it
  *                                                             is kept by pointer
