@@ -279,11 +279,11 @@ def main(argv: list[str] | None = None, prog: str = "kvsim ablate") -> int:
             raise
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
-    from kvsim.sim.micro import _cpu_figures
+    from kvsim.experiments.micro import cpu_figures
 
     payload = {"command": f"{prog} " + " ".join(argv if argv is not None else sys.argv[1:]),
                "scale": a.scale, "settings": {s: SETTINGS[s][0] for s in settings},
-               "cpu": _cpu_figures(cpu), **res}
+               "cpu": cpu_figures(cpu), **res}
     for role in ("tuning", "held-back"):
         for row in (x for x in res["rows"] if x["role"] == role):
             pr = row["predicted"]

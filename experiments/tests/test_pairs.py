@@ -7,7 +7,6 @@ pair is a real c_ref configuration (c_ref's own option table), no two entries ar
 every seed figure is a speedup, and a pair added as one entry reaches the study that uses it.
 """
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -15,7 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from kvsim.experiments import ablation, cref, scale, studies, validation
+from kvsim.experiments import (
+    ablation,
+    cref,
+    fidelity,
+    scale,
+    studies,
+    validation,
+    warmup_convergence,
+)
 from kvsim.experiments import pairs as catalogue
 from kvsim.experiments.cells import cell_id
 
@@ -24,19 +31,18 @@ BEFORE = Path(__file__).with_name("data") / "pairs_before.json"
 CPUS = ["epyc-7713", "xeon-8255c"]
 
 
-def _bench(name):
-    spec = importlib.util.spec_from_file_location(f"_bench_{name}",
-                                                  ROOT / "c_ref" / "bench" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def _fidelity_command_lines():
+    """The fidelity study's pairs with each one's options as its command line (what the
+    before-data recorded, from the study's first home c_ref/bench/fidelity.py)."""
+    return {n: [w, a, b, cref.workload_args(opts), why]
+            for n, (w, a, b, opts, why) in fidelity.WORKLOADS.items()}
 
 
 def snapshot() -> dict:
     """What every consumer of the pairs plans: its pair table and, for the framework's
     studies, the ids of its planned cells at both scales."""
     out = {"ablation": {"PAIRS": ablation.PAIRS, "SCALES": ablation.SCALES},
-           "fidelity": _bench("fidelity").WORKLOADS, "warmup": _bench("warmup").WORKLOADS,
+           "fidelity": _fidelity_command_lines(), "warmup": warmup_convergence.WORKLOADS,
            "scale": scale.PAIRS}
     for s in ("small", "full"):
         out[f"validation_pairs_{s}"] = validation._pairs(s)

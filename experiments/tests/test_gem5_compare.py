@@ -1,4 +1,4 @@
-"""``python -m kvsim.sim.gem5_compare`` without gem5: a stand-in binary runs the generated
+"""``python -m kvsim.experiments.gem5_compare`` without gem5: a stand-in binary runs the generated
 script on the stub ``m5`` package (test_gem5_backend's), rebuilds the cache hierarchy from
 the objects the script made, replays the packet trace named in the TrafficGen's
 configuration on kvsim's engine, and writes gem5's stat names. The comparison must then
@@ -17,8 +17,8 @@ import pytest
 from test_gem5_backend import STUB_INIT, STUB_OBJECTS, STUB_STATS
 
 from kvsim import sim
+from kvsim.experiments import gem5_compare as gc
 from kvsim.sim import gem5 as g5
-from kvsim.sim import gem5_compare as gc
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -161,7 +161,7 @@ RESULT = ROOT / "results" / gc.RESULT_NAME
 
 @pytest.mark.skipif(not RESULT.exists(),
                     reason=f"results/{gc.RESULT_NAME} is written by a run with real gem5 "
-                           "(python -m kvsim.sim.gem5_compare)")
+                           "(python -m kvsim.experiments.gem5_compare)")
 def test_gem5_md_table_is_the_result_file() -> None:
     doc = json.loads(RESULT.read_text())
     assert doc["benchmark"] == "kvsim.sim.gem5_compare"
