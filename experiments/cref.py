@@ -1,7 +1,7 @@
 """Run the c_ref CLI binary (``kvsim-cref``) for traced and native runs.
 
 The binary is found by :mod:`kvsim.artifacts`; this module only builds its command lines and
-relays its errors (as :class:`kvsim.model.cref.CrefError`, the one c_ref error class).
+relays its errors (as :class:`kvsim.model.cref_binding.CrefError`, the one c_ref error class).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from kvsim import artifacts, provenance, traces
-from kvsim.model.cref import CrefError
+from kvsim.model.cref_binding import CrefError
 
 __all__ = ["CrefError", "binary", "git_commit", "native", "trace", "workload_args",
            "workload_options"]

@@ -17,6 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 MODULES = {
     "kvsim.experiments.demo": "kvsim.experiments.pipeline_demo",
     "kvsim.sim.gem5_compare": "kvsim.experiments.gem5_compare",
+    "kvsim.model.cref": "kvsim.model.cref_binding",
+    "bench.cref": "bench.cref_variants",
 }
 
 #: (old command, new command): both print the same options
