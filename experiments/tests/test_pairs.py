@@ -8,6 +8,7 @@ every seed figure is a speedup, and a pair added as one entry reaches the study 
 """
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -110,6 +111,27 @@ def test_seed_speedups_come_from_the_seeds(name):
 def test_every_headline_row_has_its_seed():
     for s in ("small", "full"):
         assert all(r["seed"] is not None for r in studies._headline_rows(s))
+
+
+def test_the_validation_seed_column_is_the_catalogues(monkeypatch):
+    """Each validation row's ``seed`` is its catalogue pair's upstream speedup: the rows
+    the catalogue gives a figure for have it, the others none, and a changed figure in the
+    catalogue is the column's."""
+    rows = [p["row"] for p in validation._pairs("small")]
+    assert rows == [p["row"] for p in validation._pairs("full")]
+    frame = validation._speedup_frame([{"row": r, "set": "tuning"} for r in rows])
+    assert list(frame["row"]) == rows
+    got = dict(zip(frame["row"], frame["seed"], strict=True))
+    assert got["KEYS none -> valkey"] == catalogue.get("keys-nochecksum-valkey").seed_speedup()
+    assert got["GET d10 naive -> lookahead 16"] == catalogue.get("get-d10-b16").seed_speedup()
+    assert got["load 8 B none -> prefetch-after-key"] == catalogue.get("load-8").seed_speedup()
+    assert math.isnan(got["GET d1 naive -> lookahead 16"])  # upstream gave no figure for it
+    assert sum(not math.isnan(v) for v in got.values()) >= 4
+    toy = catalogue.get("get-d1-b16")
+    monkeypatch.setitem(catalogue.PAIRS, "get-d1-b16",
+                        catalogue.Pair(toy.workload, toy.common, toy.a, toy.b, toy.seed,
+                                       lambda: 1.5))
+    assert validation.seed_of("GET d1 naive -> lookahead 16") == 1.5
 
 
 def test_options_put_sizes_first_and_the_side_last():
