@@ -402,7 +402,8 @@ def _metrics(res: dict) -> dict[str, Any]:
         ops, unit = res["markers"]["op"], "key loaded"
     t = res.get("timing") or {}
     m: dict[str, Any] = {
-        "records": res["records"], "instructions": res["instructions"], "operations": ops,
+        "records": res["records"], "warmup_records": res.get("warmup_records"),
+        "instructions": res["instructions"], "operations": ops,
         "operation_unit": unit,
         "cycles": res["cycles"], "ipc": res["ipc"], "mlp": t.get("mlp"),
         "cycles_per_op": res["cycles"] / ops if ops and res["cycles"] is not None else None,

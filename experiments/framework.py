@@ -92,9 +92,15 @@ def register(exp: Experiment) -> Experiment:
 
 
 def _load() -> None:
-    # studies_upstream imports validation, which imports studies: they register in that
-    # order however they are first imported, so `kvsim experiment list` has one order
-    from kvsim.experiments import studies, studies_upstream, validation  # noqa: F401
+    # studies_upstream imports validation, which imports studies, and warmup_convergence
+    # imports studies_upstream: they register in that order however they are first
+    # imported, so `kvsim experiment list` has one order
+    from kvsim.experiments import (  # noqa: F401
+        studies,
+        studies_upstream,
+        validation,
+        warmup_convergence,
+    )
 
 
 def names() -> list[str]:

@@ -12,11 +12,17 @@ also without a warm-up; simulates each on ``--cpu``; and writes
 ``results/warmup-convergence.json`` (kvsim.provenance) with the four predicted speedups per
 workload and whether the warmed N and 4N ones agree within ``--tolerance`` (2 %).
 
-Usage (after ``make build``; ``c_ref/bench/warmup.py`` is its old spelling, same options):
+It is a study of the experiment framework: ``kvsim experiment run warmup_convergence
+[--scale small|full] [--cpu CPU ...] -o DIR`` plans the same runs as sim cells (resumed,
+on local workers or Dask, Parquet rows, a table of predicted speedups per pair and run with
+the convergence beside them); ``small`` is a tenth of the sizes. The command below computes
+the same cells (:func:`kvsim.experiments.cells.run_sim_group`, one trace each) on one CPU
+at any ``--scale`` and writes the result file:
 
     python -m kvsim.experiments.warmup_convergence [--cpu local] [--scale 1.0]
 
-Runtime: a few minutes at scale 1 (the sizes are in _USES, times --scale).
+(``c_ref/bench/warmup.py`` is its old spelling, same options.) Runtime: a few minutes at
+scale 1 (the sizes are in _USES, times --scale).
 
 How much warm-up is enough depends on the CPU: the measured phase is warm once the warm-up
 has touched more distinct lines than the last-level cache holds, so a larger LLC (relative
@@ -26,14 +32,22 @@ to the keyspace) needs a longer one (``--warmup-ops W`` overrides every workload
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
+from typing import Any
+
+import pandas as pd
 
 from kvsim import provenance
-from kvsim.experiments import cref, pairs
+from kvsim.experiments import (
+    cells,
+    cref,
+    pairs,
+    studies_upstream,  # noqa: F401 - the seed studies register first
+)
+from kvsim.experiments.framework import Experiment, Plot, Table, register, sim_cell
+
+NAME = "warmup_convergence"
 
 #: name -> (pair of the catalogue, keys, N measured ops, W warm-up ops)
 _USES: dict[str, tuple[str, int, int, int]] = {
@@ -41,40 +55,99 @@ _USES: dict[str, tuple[str, int, int, int]] = {
     "mget": ("mget", 1_000_000, 1000, 2000),
 }
 
+#: the runs of a pair: label, multiple of N measured operations, warmed
+RUNS = (("N", 1, True), ("4N", 4, True), ("N cold", 1, False), ("4N cold", 4, False))
 
-def _workload(name: str, keys: int, n: int, w: int) -> tuple[str, str, str, list[str], int, int]:
-    p = pairs.get(name)
+
+def _options(name: str) -> dict[str, Any]:
+    """The c_ref options both sides of ``name`` share (its pair's, at its keys)."""
+    pair, keys, _, _ = _USES[name]
+    return {"keys": keys, **pairs.get(pair).common}
+
+
+def _workload(name: str) -> tuple[str, str, str, list[str], int, int]:
+    p = pairs.get(_USES[name][0])
     return (p.workload, p.side("a")["variant"], p.side("b")["variant"],
-            cref.workload_args({"keys": keys, **p.common}), n, w)
+            cref.workload_args(_options(name)), *_USES[name][2:])
 
 
 #: name -> (workload, baseline, variant, options, N measured ops, W warm-up ops)
 WORKLOADS: dict[str, tuple[str, str, str, list[str], int, int]] = {
-    n: _workload(*u) for n, u in _USES.items()}
+    n: _workload(n) for n in _USES}
 
 
-def kvsim_bin() -> str:
-    return str(Path(sys.executable).with_name("kvsim"))
+def specs(cpu: str, scale: float = 1.0, warmup_ops: int | None = None, cold: bool = True,
+          only: list[str] | None = None, keys_scale: float = 1.0) -> list[dict[str, Any]]:
+    """The sim cells of the study on ``cpu``: per pair and run, the baseline and the variant
+    (``scale`` multiplies N and W, ``keys_scale`` the keys; ``warmup_ops``: W for every
+    pair)."""
+    out = []
+    for name in only or sorted(WORKLOADS):
+        workload, base, var, _, n, w = WORKLOADS[name]
+        n, w = max(1, int(n * scale)), max(1, int(w * scale))
+        if warmup_ops is not None:
+            w = warmup_ops
+        opts = _options(name)
+        opts["keys"] = max(1000, int(opts["keys"] * keys_scale))
+        for label, times, warmed in RUNS:
+            if not (warmed or cold):
+                continue
+            for side, variant in (("baseline", base), ("variant", var)):
+                options = {**opts, "variant": variant, "ops": times * n,
+                           "warmup_ops": w if warmed else 0}
+                out.append(sim_cell(NAME, workload, options, cpu,
+                                    {"pair": name, "run": label, "side": side},
+                                    f"{name} {label}", side == "baseline"))
+    return out
 
 
-def cycles(workload: str, variant: str, opts: list[str], ops: int, warm: int, cpu: str,
-           tmp: Path) -> dict:
-    """Trace one run and simulate it: the measured phase's cycles and records."""
-    k = kvsim_bin()
-    trace = tmp / "t.kvt"
-    cmd = [k, "trace", workload, "--variant", variant, "-o", str(trace), *opts,
-           "--ops", str(ops), "--warmup-ops", str(warm)]
-    r = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if r.returncode != 0:
-        raise SystemExit(f"warmup_convergence: {' '.join(cmd)} failed: {r.stderr.strip()[:300]}")
-    r = subprocess.run([k, "simulate", str(trace), "--cpu", cpu, "--json"],
-                       capture_output=True, text=True, check=False)
-    trace.unlink()
-    if r.returncode != 0:
-        raise SystemExit(f"warmup_convergence: simulate failed: {r.stderr.strip()[:300]}")
-    sim = json.loads(r.stdout)
-    return {"cycles": sim["cycles"], "records": sim["records"],
-            "warmup_records": sim["warmup_records"], "instructions": sim["instructions"]}
+def _cells(scale: str, cpus: list[str]) -> list[dict[str, Any]]:
+    """Pipelined GET and MGET, baseline and variant, at N and 4N measured operations after
+    the same warm-up prefix and without one; ``small``: a tenth of the sizes."""
+    f = 1.0 if scale == "full" else 0.1
+    return [c for cpu in cpus for c in specs(cpu, scale=f, keys_scale=f)]
+
+
+def _side(m: dict[str, Any]) -> dict[str, Any]:
+    return {k: m[k] for k in ("cycles", "records", "warmup_records", "instructions")}
+
+
+def convergence(runs: dict[str, dict[str, Any]], tolerance: float) -> dict[str, Any]:
+    """The relative difference of the N and 4N speedups (warmed; cold where run) and
+    whether the warmed ones agree within ``tolerance``."""
+    s1, s4 = runs["N"]["speedup"], runs["4N"]["speedup"]
+    out: dict[str, Any] = {"relative_difference": round(abs(s4 - s1) / s4, 4)}
+    out["converged"] = out["relative_difference"] <= tolerance
+    if "N cold" in runs and "4N cold" in runs:
+        c1, c4 = runs["N cold"]["speedup"], runs["4N cold"]["speedup"]
+        out["relative_difference_cold"] = round(abs(c4 - c1) / c4, 4)
+    return out
+
+
+def _tables(rows: pd.DataFrame) -> list[Table]:
+    sim = rows[(rows.kind == "sim") & (rows.side == "variant")] if len(rows) else rows
+    lines = []
+    for (pair, cpu), g in sim.groupby(["pair", "cpu"], sort=True):
+        runs = {r["run"]: {"speedup": round(r["speedup"], 4)} for _, r in g.iterrows()}
+        line: dict[str, Any] = {"pair": pair, "cpu": cpu, "seed": None}
+        line.update({f"{label} speedup": runs.get(label, {}).get("speedup")
+                     for label, _, _ in RUNS})
+        if "N" in runs and "4N" in runs:
+            line.update(convergence(runs, 0.02))
+        lines.append(line)
+    frame = pd.DataFrame(lines)
+    return [Table(NAME, "Predicted speedup at N and 4N measured operations, warmed and cold",
+                  frame, "speedup (x: baseline cycles / variant cycles of the measured phase)",
+                  Plot(x="pair", ylabel="predicted speedup (x)", xlabel="pair",
+                       series=[f"{label} speedup" for label, _, _ in RUNS]),
+                  note="warmed: the same --warmup-ops W before N and before 4N measured "
+                       "operations; converged: the two agree within 2 %; no upstream "
+                       "figure (seed) exists for a trace-length check.")]
+
+
+register(Experiment(NAME, "Warm-up convergence: predictions independent of the trace's length",
+                    "none (a check of the traces' warm-up)", _cells, _tables,
+                    doc=" ".join((_cells.__doc__ or "").split())))
 
 
 def main(argv: list[str] | None = None,
@@ -99,35 +172,28 @@ def main(argv: list[str] | None = None,
         if rd is None:
             ap.error("no results/ directory (not a checkout): pass --out")
         out = rd / "warmup-convergence.json"
-    rows = {}
+    rows: dict[str, dict[str, Any]] = {}
+    todo = specs(a.cpu, a.scale, a.warmup_ops, not a.no_cold, a.only)
+    for base, var in zip(todo[::2], todo[1::2], strict=True):
+        name, label = base["params"]["pair"], base["params"]["run"]
+        workload, b_name, v_name, opts, _, _ = WORKLOADS[name]
+        try:
+            b, v = (_side(cells.run_sim_group([s])[0]["metrics"]) for s in (base, var))
+        except cref.CrefError as exc:
+            print(f"{prog}: error: {name} {label}: {exc}", file=sys.stderr)
+            return 2
+        ops, warm = base["options"]["ops"], base["options"]["warmup_ops"]
+        row = rows.setdefault(name, {"workload": workload, "baseline": b_name,
+                                     "variant": v_name, "options": opts, "n_ops": ops,
+                                     "warmup_ops": warm, "runs": {}})
+        row["runs"][label] = {"ops": ops, "warmup_ops": warm, "baseline": b, "variant": v,
+                              "speedup": round(b["cycles"] / v["cycles"], 4)}
+        print(f"{name} {label:<8} ops {ops:>7} warm-up {warm:>6}: predicted "
+              f"{row['runs'][label]['speedup']:.4f}x", flush=True)
     ok = True
-    with tempfile.TemporaryDirectory() as td:
-        for name in a.only or sorted(WORKLOADS):
-            workload, base, var, opts, n, w = WORKLOADS[name]
-            n, w = max(1, int(n * a.scale)), max(1, int(w * a.scale))
-            if a.warmup_ops is not None:
-                w = a.warmup_ops
-            row: dict = {"workload": workload, "baseline": base, "variant": var,
-                         "options": opts, "n_ops": n, "warmup_ops": w, "runs": {}}
-            runs = [("N", n, w), ("4N", 4 * n, w)]
-            if not a.no_cold:
-                runs += [("N cold", n, 0), ("4N cold", 4 * n, 0)]
-            for label, ops, warm in runs:
-                b = cycles(workload, base, opts, ops, warm, a.cpu, Path(td))
-                v = cycles(workload, var, opts, ops, warm, a.cpu, Path(td))
-                row["runs"][label] = {"ops": ops, "warmup_ops": warm, "baseline": b,
-                                      "variant": v,
-                                      "speedup": round(b["cycles"] / v["cycles"], 4)}
-                print(f"{name} {label:<8} ops {ops:>7} warm-up {warm:>6}: predicted "
-                      f"{row['runs'][label]['speedup']:.4f}x", flush=True)
-            s1, s4 = row["runs"]["N"]["speedup"], row["runs"]["4N"]["speedup"]
-            row["relative_difference"] = round(abs(s4 - s1) / s4, 4)
-            row["converged"] = row["relative_difference"] <= a.tolerance
-            if not a.no_cold:
-                c1, c4 = row["runs"]["N cold"]["speedup"], row["runs"]["4N cold"]["speedup"]
-                row["relative_difference_cold"] = round(abs(c4 - c1) / c4, 4)
-            ok &= row["converged"]
-            rows[name] = row
+    for row in rows.values():
+        row.update(convergence(row["runs"], a.tolerance))
+        ok &= row["converged"]
     payload = {"cpu_preset": a.cpu, "scale": a.scale, "tolerance": a.tolerance,
                "rule": "the same --warmup-ops W before N and before 4N measured operations; "
                        "speedup = baseline cycles / variant cycles of the measured phase",
