@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 import time
 from pathlib import Path
 
@@ -203,19 +201,8 @@ def _write(out: Path, df: pd.DataFrame, params: dict, native: dict,
         written.append(out / "demo.png")
     if published is not None:
         for src in [p for p in written if p.suffix in (".json", ".png")]:
-            written.append(_copy(src, published / src.name))
+            written.append(provenance.write_atomic(published / src.name, src.read_bytes()))
     print("wrote " + ", ".join(str(p) for p in written))
-
-
-def _copy(src: Path, dst: Path) -> Path:
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(f".tmp-{os.getpid()}-{dst.name}")
-    try:
-        shutil.copyfile(src, tmp)
-        tmp.replace(dst)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return dst
 
 
 def _plot(path: Path, df: pd.DataFrame) -> bool:
