@@ -12,11 +12,11 @@ kind of access, prefetches and victim offers included; ``L<n>_demand_misses``: l
 stores only), predicted cycles and the predicted speedup.
 
 Natively, the same workload (more operations, so the timed phase is long enough) is run on
-this machine with real prefetch instructions, in interleaved rounds (naive, lookahead,
-naive, lookahead, ...), one kvsim-cref process per run, each timed by its process CPU time;
-the measured speedup (median of the rounds' ratios with a 95 % interval, and the ratio of
-the minimums; see :mod:`kvsim.stats`) is printed beside the ``local`` preset's
-predicted one.
+this machine with real prefetch instructions, in interleaved rounds (naive then lookahead,
+then lookahead then naive, ...: the experiments' native cell), one kvsim-cref process per
+run, each timed by its process CPU time; the measured speedup (median of the rounds' ratios
+with a 95 % interval, and the ratio of the minimums; see :mod:`kvsim.stats`) is printed
+beside the ``local`` preset's predicted one.
 
 Inputs:  keys, ops, presets (defaults: two seed CPUs and ``local``), native rounds.
 Outputs: ``OUT/demo.json`` (a result file: provenance, parameters, every printed figure),
@@ -37,7 +37,7 @@ from pathlib import Path
 import pandas as pd
 
 from kvsim import provenance, sim, stats
-from kvsim.experiments import cref, progress
+from kvsim.experiments import cells, cref, framework, progress
 from kvsim.sim import local as sim_local
 
 VARIANTS = ("naive", "lookahead")
@@ -121,18 +121,19 @@ def run(out: Path, keys: int = 200_000, ops: int = 20_000, cpus: list[str] | Non
 
 
 def _native(params: dict, batch: int, ops: int, rounds: int, bar) -> dict:
-    """Time both variants natively on this machine in ``rounds`` interleaved rounds."""
-    cpu: dict[str, list[float]] = {v: [] for v in VARIANTS}
-    wall: dict[str, list[float]] = {v: [] for v in VARIANTS}
-    for r in range(rounds):
-        for variant in VARIANTS:
-            bar.set_postfix_str(f"native round {r + 1}/{rounds}: {variant}")
-            opts = dict(params, ops=ops, variant=variant,
-                        batch=batch if variant == "lookahead" else None)
-            res = cref.native("pipeline", opts, repeat=1, waiting=bar.refresh)
-            cpu[variant].append(res["cpu_runs_s"][0])
-            wall[variant].append(res["runs_s"][0])
-            bar.update()
+    """Time both variants natively on this machine in ``rounds`` interleaved rounds: the
+    experiments' native cell (:func:`kvsim.experiments.cells.native_rounds`, A B then B A),
+    one run per process."""
+    sides = [dict(params, ops=ops, variant=v, batch=batch if v == "lookahead" else None)
+             for v in VARIANTS]
+    spec = framework.native_cell("pipeline-demo", "pipeline", *sides, rounds=rounds,
+                                 params={}, warmup_rounds=0)
+    spec.pop("rounds_per_process", None)  # one run per process, each timed on its own
+    bar.set_postfix_str(f"native: {rounds} interleaved rounds")
+    runs = cells.native_rounds(spec)
+    bar.update(len(VARIANTS) * rounds)
+    cpu = {v: [r["cpu_runs_s"][0] for r in runs[s]] for v, s in zip(VARIANTS, "ab", strict=True)}
+    wall = {v: [r["runs_s"][0] for r in runs[s]] for v, s in zip(VARIANTS, "ab", strict=True)}
     sp = stats.paired_speedup(cpu["naive"], cpu["lookahead"])
     return {
         "ops": ops,
