@@ -15,7 +15,7 @@ operation of each side and the predicted speedup.
 
 Natively, the same pair runs in interleaved rounds (baseline, variant, baseline, ...), each
 one ``kvsim native ... --repeat 1`` timed by process CPU time (:mod:`kvsim.stats`, as
-``c_ref/bench/paired.py``): the native time per operation of each side (median, minimum,
+``python -m bench paired``): the native time per operation of each side (median, minimum,
 bootstrap 95 % interval) and the paired speedup (median of the rounds' ratios with its
 intervals, and the ratio of the minimums). The 1-minute load average is recorded per round.
 

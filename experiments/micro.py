@@ -1,5 +1,6 @@
-"""`kvsim micro`: calibrate's pointer chases as traces, and their predicted time beside the
-native one (the study; the traces are :mod:`kvsim.sim.micro`).
+"""Calibrate's pointer chases as traces, their predicted time beside the native one.
+
+The ``kvsim micro`` study; the traces themselves are :mod:`kvsim.sim.micro`.
 
     kvsim micro trace OUT.kvt --working-set 1GiB [--chains N] [--steps M]
     kvsim micro compare [--cpu local] [--rounds R] [--out FILE]

@@ -338,7 +338,7 @@ def render_trust(doc: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-#: c_ref's fidelity changes (c_ref/bench/fidelity.py): each file times and predicts one pair
+#: c_ref's fidelity changes (kvsim.experiments.fidelity): each file times and predicts one pair
 #: before and after one change that brought c_ref closer to upstream
 FIDELITY = ("results/fidelity-iterate-keys.json", "results/fidelity-iterate-save.json",
             "results/fidelity-iterate-save-nochecksum.json", "results/fidelity-load.json",
