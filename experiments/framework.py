@@ -92,10 +92,11 @@ def register(exp: Experiment) -> Experiment:
 
 
 def _load() -> None:
-    # studies_upstream imports validation, which imports studies, and warmup_convergence
-    # imports studies_upstream: they register in that order however they are first
+    # gem5_compare imports warmup_convergence, which imports studies_upstream, which imports
+    # validation, which imports studies: they register in that order however they are first
     # imported, so `kvsim experiment list` has one order
     from kvsim.experiments import (  # noqa: F401
+        gem5_compare,
         studies,
         studies_upstream,
         validation,

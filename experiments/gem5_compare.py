@@ -22,21 +22,36 @@ The result goes to ``--out`` (default ``results/gem5-vs-kvsim.json`` in a checko
 :func:`kvsim.provenance.write_result`; :func:`render_table` turns it into sim/GEM5.md's
 table. Exit status 1 when a same-model level is outside the tolerance, 2 on bad input or a
 failed run.
+
+It is also a study of the experiment framework: ``kvsim experiment run gem5_compare
+[--scale small|full] -o DIR`` plans one ``gem5`` cell per trace and preset (``small``: a
+tenth of the sizes; the gem5 binary from ``$GEM5``, named in each cell's spec), each the
+same :func:`make_trace` and :func:`compare_run` as the command; without gem5 the cells are
+skipped with the line saying how to build it, and a later run tries them again. Its table
+gives the misses per trace, preset and level.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from kvsim import provenance, sim, traces
+from kvsim.experiments import (
+    cells,
+    warmup_convergence,  # noqa: F401 - the studies before this one register first
+)
+from kvsim.experiments.framework import Experiment, Table, register
 from kvsim.sim import gem5 as g5
 
 RESULT_NAME = "gem5-vs-kvsim.json"
@@ -216,6 +231,63 @@ def run(binary: str, workdir: Path, scale: float, timeout: float,
                         (abs(lv["rel_diff"]) for lv in same if lv["rel_diff"] is not None),
                         default=None)},
     }
+
+
+# --- the framework's study -------------------------------------------------------------------
+
+NAME = "gem5_compare"
+#: trace sizes per scale of ``kvsim experiment run`` (the command's ``--scale``)
+SCALES = {"small": 0.1, "full": 1.0}
+
+
+def _cells(scale: str, cpus: list[str]) -> list[dict[str, Any]]:
+    """Every trace of TRACES on every model of PRESETS (the presets are fixed: gem5's classic
+    caches build only some of kvsim's models); ``small``: a tenth of the sizes."""
+    gem5 = os.environ.get(g5.GEM5_ENV)
+    return [{"experiment": NAME, "kind": "gem5", "trace": t, "preset": p,
+             "scale": SCALES[scale], "gem5": os.path.basename(gem5) if gem5 else None,
+             "params": {"trace": t, "preset": p}} for t in TRACES for p in PRESETS]
+
+
+def _gem5_cell(spec: dict[str, Any]) -> dict[str, Any]:
+    """One trace on one model in gem5 and in kvsim (the command's steps)."""
+    try:
+        binary = g5.find_binary(None)
+    except g5.Gem5Error as exc:
+        raise cells.CellSkipped(str(exc)) from None
+    with tempfile.TemporaryDirectory(prefix="kvsim-gem5-cell-") as tmp:
+        path, cmd = make_trace(spec["trace"], Path(tmp), spec["scale"])
+        r = compare_run(path, preset(spec["preset"]), binary, 3600)
+    same = [lv for lv in r["levels"] if lv["same_model"]]
+    return {"records": r["records"], "packets": r["packets"], "gem5_version": r["gem5_version"],
+            "gem5_seconds": r["gem5_seconds"], "trace_command": cmd,
+            "same_model_levels": len(same),
+            "within_tolerance": sum(bool(lv["within_tolerance"]) for lv in same),
+            "levels": json.dumps(r["levels"])}
+
+
+cells.register_kind("gem5", _gem5_cell, counts_as="sim", module="gem5_compare")
+
+
+def _tables(rows: pd.DataFrame) -> list[Table]:
+    lines = []
+    for _, r in (rows[rows.kind == "gem5"] if len(rows) else rows).iterrows():
+        for lv in json.loads(r["levels"]):
+            lines.append({"trace": r["trace"], "preset": r["preset"], "level": lv["level"],
+                          "seed": None, "kvsim_misses": lv["kvsim_misses"],
+                          "gem5_misses": lv["gem5_misses"], "rel_diff": lv["rel_diff"],
+                          "model": "same" if lv["same_model"] else "differs",
+                          "within_tolerance": lv["within_tolerance"]})
+    return [Table(NAME, "gem5 against kvsim: misses per trace, preset and level",
+                  pd.DataFrame(lines), "misses (loads, stores and software prefetches from "
+                  "above); rel_diff: (gem5 - kvsim) / kvsim",
+                  note=f"same-model levels must agree within {TOLERANCE * 100:g} %; no "
+                       "upstream figure (seed) exists for a comparison of two simulators.")]
+
+
+register(Experiment(NAME, "gem5 against kvsim on the same cache models",
+                    "none (gem5 as a second simulator)", _cells, _tables,
+                    doc=" ".join((_cells.__doc__ or "").split())))
 
 
 def _pct(d: float | None) -> str:
