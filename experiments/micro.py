@@ -13,18 +13,32 @@ measured ns per load (median, minimum and the bootstrap 95 % interval of
 :func:`kvsim.stats.bootstrap_ci95`) and their ratio to ``results/micro-vs-native.json``
 (:func:`kvsim.provenance.publish`). A pure chase must be predicted at the latency it
 measures; N chases must overlap as the native run shows.
+
+It is also a study of the experiment framework: ``kvsim experiment run micro [--scale
+small|full] [--cpu CPU ...] -o DIR`` runs the same native loops as one cell (every round,
+interleaved as above) and predicts every point at both page sizes in cells of their own;
+its table sets each native point beside the prediction at its page size
+(:func:`rows_of`, as ``compare`` does).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from kvsim import provenance, stats
+from kvsim.experiments import (
+    cells,
+    gem5_compare,  # noqa: F401 - the studies before this one first
+)
+from kvsim.experiments.framework import Experiment, Table, register
 from kvsim.sim.config import ConfigError, CpuConfig, load_cpu, parse_size
 from kvsim.sim.micro import MicroError, predict, write_trace
 
@@ -48,14 +62,17 @@ def _stats(xs: list[float]) -> dict[str, Any]:
             "bootstrap_ci95": list(ci) if ci else None, "samples": xs}
 
 
-def compare(cpu: CpuConfig, *, sizes: Sequence[int], chains: Sequence[int], mlp_size: int,
-            pages: Sequence[str], rounds: int, loads: int, steps: int,
-            log=lambda m: None) -> dict[str, Any]:
-    """Native and predicted ns per load at every point (see the module docstring)."""
-    if not cpu.timing_capable:
-        raise MicroError(f"--cpu {cpu.name}: no timing (freq, core or DRAM missing)")
-    nat: dict[tuple, list[float]] = {}
-    huge: dict[tuple, float] = {}
+#: a point: (loop, page option, working set, chains)
+Point = tuple[str, str, int, int]
+
+
+def native_points(*, sizes: Sequence[int], chains: Sequence[int], mlp_size: int,
+                  pages: Sequence[str], rounds: int, loads: int, log=lambda m: None
+                  ) -> tuple[dict[Point, list[float]], dict[Point, float]]:
+    """The native loops in ``rounds`` interleaved rounds: ns per load per point (every
+    sample), and the share of each point's buffer the kernel backed with huge pages."""
+    nat: dict[Point, list[float]] = {}
+    huge: dict[Point, float] = {}
     for r in range(rounds):
         for page in pages:
             log(f"round {r + 1}/{rounds}: native chase, {page} pages")
@@ -70,12 +87,45 @@ def compare(cpu: CpuConfig, *, sizes: Sequence[int], chains: Sequence[int], mlp_
                 k = ("mlp", page, out["size"], pt["chains"])
                 nat.setdefault(k, []).extend(pt["ns_per_load"])
                 huge[k] = out["huge_fraction"]
+    return nat, huge
+
+
+def sim_page_size(huge_fraction: float) -> int:
+    """The page size a point is simulated with: 2 MiB where the kernel backed at least half
+    of its buffer with huge pages, else 4 KiB."""
+    return 2 * 1024 * 1024 if huge_fraction >= 0.5 else 4096
+
+
+def point_steps(kind: str, chains: int, steps: int) -> int:
+    """Simulated chase steps per chain of a point (``steps`` loads in all)."""
+    return max(1, steps // chains) if kind == "mlp" else steps
+
+
+def compare(cpu: CpuConfig, *, sizes: Sequence[int], chains: Sequence[int], mlp_size: int,
+            pages: Sequence[str], rounds: int, loads: int, steps: int,
+            log=lambda m: None) -> dict[str, Any]:
+    """Native and predicted ns per load at every point (see the module docstring)."""
+    if not cpu.timing_capable:
+        raise MicroError(f"--cpu {cpu.name}: no timing (freq, core or DRAM missing)")
+    nat, huge = native_points(sizes=sizes, chains=chains, mlp_size=mlp_size, pages=pages,
+                              rounds=rounds, loads=loads, log=log)
+
+    def predicted(kind: str, size: int, n: int, ps: int) -> dict[str, Any]:
+        log(f"simulate {kind} {size} B, {n} chain(s), {ps // 1024} KiB pages")
+        return predict(cpu, size, n, point_steps(kind, n, steps), ps, kind == "mlp")
+
+    return {"rows": rows_of(nat, huge, predicted, pages)}
+
+
+def rows_of(nat: dict[Point, list[float]], huge: dict[Point, float], predicted,
+            pages: Sequence[str]) -> list[dict[str, Any]]:
+    """The result rows: per point the native statistics, ``predicted(loop, working set,
+    chains, page size)`` (:func:`kvsim.sim.micro.predict`'s figures), their ratio, and the
+    parallel chases' overlap natively and predicted."""
     rows = []
     for (kind, page, size, n), xs in sorted(nat.items()):
-        ps = 2 * 1024 * 1024 if huge[(kind, page, size, n)] >= 0.5 else 4096
-        log(f"simulate {kind} {size} B, {n} chain(s), {ps // 1024} KiB pages")
-        p = predict(cpu, size, n, max(1, steps // n) if kind == "mlp" else steps, ps,
-                    kind == "mlp")
+        ps = sim_page_size(huge[(kind, page, size, n)])
+        p = predicted(kind, size, n, ps)
         native = _stats(xs)
         rows.append({"loop": kind, "page": page, "huge_fraction": huge[(kind, page, size, n)],
                      "sim_page_size": ps, "working_set": size, "chains": n,
@@ -92,7 +142,112 @@ def compare(cpu: CpuConfig, *, sizes: Sequence[int], chains: Sequence[int], mlp_
             if x["loop"] == "mlp" and x["page"] == page:
                 x["native_overlap"] = one[0]["native_ns"]["median"] / x["native_ns"]["median"]
                 x["predicted_overlap"] = one[0]["predicted_ns"] / x["predicted_ns"]
-    return {"rows": rows}
+    return rows
+
+
+# --- the framework's study -------------------------------------------------------------------
+
+NAME = "micro"
+#: the points per scale of ``kvsim experiment run micro`` (full: the command's defaults)
+SCALES: dict[str, dict[str, Any]] = {
+    "small": {"sizes": [16 << 10, 256 << 10, 2 << 20, 16 << 20], "mlp_size": 256 << 20,
+              "chains": [1, 2, 4, 8], "pages": ["2m", "4k"], "rounds": 3, "loads": 100_000,
+              "steps": 10_000},
+    "full": {"sizes": [16 << 10, 256 << 10, 2 << 20, 16 << 20, 128 << 20, 1 << 30],
+             "mlp_size": 1 << 30, "chains": [1, 2, 4, 8, 16, 24, 32], "pages": ["2m", "4k"],
+             "rounds": 3, "loads": 300_000, "steps": 40_000},
+}
+
+
+def _cpu_digest(name: str) -> str:
+    """What a prediction on ``name`` depends on beyond the code: the CPU as loaded (a
+    calibration changes `local`; a CPU file its text), or why it could not be loaded."""
+    import hashlib
+
+    try:
+        text = repr(load_cpu(name))
+    except ConfigError as exc:
+        text = f"unavailable: {exc}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _cells(scale: str, cpus: list[str]) -> list[dict[str, Any]]:
+    """The calibration's pointer chases natively on this machine (one cell: every round),
+    and each point predicted on every CPU at both page sizes (the table takes the one the
+    native buffer had)."""
+    g = SCALES[scale]
+    out = [{"experiment": NAME, "kind": "micro-native", "params": {"part": "native"},
+            **{k: g[k] for k in ("sizes", "chains", "mlp_size", "pages", "rounds", "loads")}}]
+    points = [("chase", s, 1) for s in g["sizes"]] + [("mlp", g["mlp_size"], n)
+                                                      for n in g["chains"]]
+    for cpu in cpus:
+        digest = _cpu_digest(cpu)
+        for kind, size, n in points:
+            for ps in (4096, 2 << 20):
+                out.append({"experiment": NAME, "kind": "micro-predict", "cpu": cpu,
+                            "cpu_digest": digest, "loop": kind, "working_set": size,
+                            "chains": n, "steps": point_steps(kind, n, g["steps"]),
+                            "sim_page_size": ps,
+                            "params": {"loop": kind, "working_set": size, "chains": n,
+                                       "sim_page_size": ps}})
+    return out
+
+
+def _native_cell(spec: dict[str, Any]) -> dict[str, Any]:
+    nat, huge = native_points(**{k: spec[k] for k in ("sizes", "chains", "mlp_size", "pages",
+                                                      "rounds", "loads")})
+    return {"points": json.dumps([[*k, xs, huge[k]] for k, xs in sorted(nat.items())])}
+
+
+def _predict_cell(spec: dict[str, Any]) -> dict[str, Any]:
+    p = predict(load_cpu(spec["cpu"]), spec["working_set"], spec["chains"], spec["steps"],
+                spec["sim_page_size"], spec["loop"] == "mlp")
+    return {**{k: v for k, v in p.items() if k != "tlb"}, "tlb": json.dumps(p["tlb"])}
+
+
+cells.register_kind("micro-native", _native_cell, counts_as="native", module="micro",
+                    artifacts=("kvsim-calibrate",))
+cells.register_kind("micro-predict", _predict_cell, counts_as="sim", module="micro")
+
+
+def _tables(rows: pd.DataFrame) -> list[Table]:
+    kind = rows["kind"] if "kind" in rows else pd.Series(dtype=str)
+    lines: list[dict[str, Any]] = []
+    for _, r in rows[kind == "micro-native"].iterrows():
+        nat = {tuple(x[:4]): x[4] for x in json.loads(r["points"])}
+        huge = {tuple(x[:4]): x[5] for x in json.loads(r["points"])}
+        pages = sorted({k[1] for k in nat})
+        pred = rows[kind == "micro-predict"]
+        for cpu in sorted(set(pred["cpu"])):
+            by = {(p["loop"], int(p["working_set"]), int(p["chains"]), int(p["sim_page_size"])):
+                  p for _, p in pred[pred["cpu"] == cpu].iterrows()}
+
+            def predicted(loop: str, size: int, n: int, ps: int, by=by) -> dict[str, Any]:
+                return dict(by[(loop, size, n, ps)])
+
+            try:
+                got = rows_of(nat, huge, predicted, pages)
+            except KeyError:  # a prediction not computed (yet)
+                continue
+            for x in got:
+                lines.append({"cpu": cpu, "loop": x["loop"], "page": x["page"],
+                              "working_set": x["working_set"], "chains": x["chains"],
+                              "seed": None, "native_ns": x["native_ns"]["median"],
+                              "native_min_ns": x["native_ns"]["min"],
+                              "predicted_ns": x["predicted_ns"], "ratio": x["ratio"],
+                              "native_overlap": x.get("native_overlap"),
+                              "predicted_overlap": x.get("predicted_overlap")})
+    return [Table(NAME, "The calibration's pointer chases: predicted against native",
+                  pd.DataFrame(lines), "ns per load; ratio: predicted / native median",
+                  note="chase: one dependent chase over the working set; mlp: N chases "
+                       "advanced in turn (overlap: one chain's time per load over N's); each "
+                       "point simulated with the page size its native buffer had; no upstream "
+                       "figure (seed) exists for the machine's own loops.")]
+
+
+register(Experiment(NAME, "Pointer chases: predicted against native",
+                    "none (the calibration's own loops)", _cells, _tables,
+                    doc=" ".join((_cells.__doc__ or "").split())))
 
 
 def cpu_figures(cpu: CpuConfig) -> dict[str, Any]:
