@@ -60,7 +60,7 @@ test-dist: build
 	$(PY) -m pytest -q -m slow kvsim/tests/test_dist.py
 
 # c_ref's native benchmarks -> results/c_ref-bench.json (BENCH_ARGS="--scale 0.25" etc.;
-# see bench/cref.py, `python -m bench cref --help`).
+# see bench/cref_variants.py, `python -m bench cref --help`).
 bench: build
 	$(MAKE) -C c_ref bench PYTHON=$(abspath $(PY)) BENCH_ARGS="$(BENCH_ARGS)"
 

@@ -21,7 +21,9 @@ SUITES: dict[str, tuple[str, str]] = {
     "codec": ("codec", "chunk codecs: bytes per record and decoding speed"),
     "convert": ("convert", "`kvsim convert` to every output format: time, memory, size"),
     "reuse": ("reuse", "reuse-distance counter: accesses/s"),
-    "cref": ("cref", "c_ref's prefetch variants natively, interleaved (= `make bench`)"),
+    "cref": ("cref_variants", "c_ref's prefetch variants natively, interleaved (= `make bench`)"),
+    "paired": ("paired", "two c_ref builds' native speedups, interleaved rounds "
+               "(was c_ref/bench/paired.py)"),
     "load-distance": ("load_distance", "prefetch distance of a traced snapshot load"),
     "ab": ("ab", "A B A B of whole-process `kvsim simulate`: two engines or option sets"),
     "engine-presets": ("engine_presets", "engine instructions per record per preset "

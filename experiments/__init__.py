@@ -5,4 +5,4 @@ c_ref natively or traced, simulate the traces on CPU presets and write result ta
 to ``experiments/results/``. They contain no simulator logic.
 """
 
-__all__ = ["cells", "cref", "demo", "framework", "report", "runner", "studies"]
+__all__ = ["cells", "cref", "framework", "pipeline_demo", "report", "runner", "studies"]

@@ -15,7 +15,7 @@ operation of each side and the predicted speedup.
 
 Natively, the same pair runs in interleaved rounds (baseline, variant, baseline, ...), each
 one ``kvsim native ... --repeat 1`` timed by process CPU time (:mod:`kvsim.stats`, as
-``c_ref/bench/paired.py``): the native time per operation of each side (median, minimum,
+``python -m bench paired``): the native time per operation of each side (median, minimum,
 bootstrap 95 % interval) and the paired speedup (median of the rounds' ratios with its
 intervals, and the ratio of the minimums). The 1-minute load average is recorded per round.
 
@@ -279,11 +279,11 @@ def main(argv: list[str] | None = None, prog: str = "kvsim ablate") -> int:
             raise
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
-    from kvsim.sim.micro import _cpu_figures
+    from kvsim.experiments.micro import cpu_figures
 
     payload = {"command": f"{prog} " + " ".join(argv if argv is not None else sys.argv[1:]),
                "scale": a.scale, "settings": {s: SETTINGS[s][0] for s in settings},
-               "cpu": _cpu_figures(cpu), **res}
+               "cpu": cpu_figures(cpu), **res}
     for role in ("tuning", "held-back"):
         for row in (x for x in res["rows"] if x["role"] == role):
             pr = row["predicted"]

@@ -76,8 +76,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["CellSkipped", "KIND_BASE", "cell_id", "cell_inputs", "context_key",
-           "forget_context", "inputs_fingerprint", "machine_identity", "register_kind", "run_cell",
-           "run_sim_group", "trace_key"]
+           "forget_context", "inputs_fingerprint", "machine_identity", "native_rounds",
+           "register_kind", "run_cell", "run_sim_group", "trace_key"]
 
 #: Cell kinds an experiment module adds (:func:`register_kind`): kind -> function(spec)
 #: returning the metrics.
@@ -402,7 +402,8 @@ def _metrics(res: dict) -> dict[str, Any]:
         ops, unit = res["markers"]["op"], "key loaded"
     t = res.get("timing") or {}
     m: dict[str, Any] = {
-        "records": res["records"], "instructions": res["instructions"], "operations": ops,
+        "records": res["records"], "warmup_records": res.get("warmup_records"),
+        "instructions": res["instructions"], "operations": ops,
         "operation_unit": unit,
         "cycles": res["cycles"], "ipc": res["ipc"], "mlp": t.get("mlp"),
         "cycles_per_op": res["cycles"] / ops if ops and res["cycles"] is not None else None,
@@ -551,6 +552,14 @@ def _native_rounds(spec: dict, tmp: str) -> tuple[dict[str, list[dict]], dict[st
         if _converged(spec, runs):
             break
     return runs, first
+
+
+def native_rounds(spec: dict) -> dict[str, list[dict]]:
+    """The timed runs of a native cell ``spec`` per side (``"a"``, ``"b"``): one
+    ``kvsim-cref native`` result per run (``cpu_runs_s``, ``runs_s``, ...), as the cell's
+    metrics are computed from; for a study that reports the runs themselves."""
+    with tempfile.TemporaryDirectory(prefix="kvsim-native-") as tmp:
+        return _native_rounds(spec, tmp)[0]
 
 
 def _native(spec: dict) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Run the c_ref CLI binary (``kvsim-cref``) for traced and native runs.
 
 The binary is found by :mod:`kvsim.artifacts`; this module only builds its command lines and
-relays its errors (as :class:`kvsim.model.cref.CrefError`, the one c_ref error class).
+relays its errors (as :class:`kvsim.model.cref_binding.CrefError`, the one c_ref error class).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from kvsim import artifacts, provenance, traces
-from kvsim.model.cref import CrefError
+from kvsim.model.cref_binding import CrefError
 
 __all__ = ["CrefError", "binary", "git_commit", "native", "trace", "workload_args",
            "workload_options"]
@@ -153,13 +153,15 @@ def native(workload: str, options: Mapping[str, object], repeat: int = 3,
 
     c_ref reports nothing until all runs are done; ``waiting``, if given, is called about
     twice a second meanwhile (for example to refresh a progress bar's elapsed time).
-    ``env``: variables added to the child's environment (:data:`ARENA_WARM`, ...).
+    ``env``: variables added to the child's environment (:data:`ARENA_WARM`, ...); a
+    ``KVSIM_CREF_BIN`` there also names the binary run (another build of c_ref).
     ``versus``: a second configuration B (``variant``, ``pipeline``, ``batch``: c_ref's
     ``--versus-*``) timed against ``options`` in the same process, ``repeat`` rounds of A B
     and B A alternately (``versus_first="b"``: B A first); B's runs are under the JSON's
     ``versus`` key.
     """
-    cmd = [str(binary()), "native", workload, *workload_args(options),
+    exe = (env or {}).get("KVSIM_CREF_BIN") or str(binary())
+    cmd = [exe, "native", workload, *workload_args(options),
            "--repeat", str(repeat), "--json"]
     if versus:
         cmd += [*workload_args({f"versus_{k}": v for k, v in versus.items()}),

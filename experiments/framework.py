@@ -92,9 +92,17 @@ def register(exp: Experiment) -> Experiment:
 
 
 def _load() -> None:
-    # studies_upstream imports validation, which imports studies: they register in that
-    # order however they are first imported, so `kvsim experiment list` has one order
-    from kvsim.experiments import studies, studies_upstream, validation  # noqa: F401
+    # micro imports gem5_compare, which imports warmup_convergence, which imports
+    # studies_upstream, which imports validation, which imports studies: they register in
+    # that order however they are first imported, so `kvsim experiment list` has one order
+    from kvsim.experiments import (  # noqa: F401
+        gem5_compare,
+        micro,
+        studies,
+        studies_upstream,
+        validation,
+        warmup_convergence,
+    )
 
 
 def names() -> list[str]:

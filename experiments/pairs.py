@@ -10,9 +10,10 @@ a speedup, the function giving that speedup.
 
 The studies read the catalogue: the headline and validation rows of
 :mod:`kvsim.experiments.studies` and :mod:`kvsim.experiments.validation`, the ablation
-(:mod:`kvsim.experiments.ablation`), and the fidelity and warm-up convergence programs of
-``c_ref/bench``. Adding a pair is one entry of :data:`PAIRS` (or one :func:`register`);
-adding it to a study that lists its pairs here (``uses``) is the same entry.
+(:mod:`kvsim.experiments.ablation`), the fidelity study (:mod:`kvsim.experiments.fidelity`)
+and the warm-up convergence (:mod:`kvsim.experiments.warmup_convergence`). Adding a pair
+is one entry of :data:`PAIRS` (or one :func:`register`); adding it to a study that lists
+its pairs here (``uses``) is the same entry.
 """
 
 from __future__ import annotations

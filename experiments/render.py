@@ -156,7 +156,7 @@ def provenance_line(doc: dict[str, Any], result: str, command: str) -> str:
 @rendering("demo", "results/demo.json")
 def render_demo(doc: dict[str, Any]) -> str:
     """The demo study: simulated table per CPU, native timings, MLP and ROB stalls."""
-    from kvsim.experiments.demo import native_line, predicted_local
+    from kvsim.experiments.pipeline_demo import native_line, predicted_local
 
     p = doc["params"]
     rows = doc["rows"]
@@ -233,8 +233,8 @@ register_each(render_experiment, {n: f"results/experiments/{n}.json"
 @rendering("gem5_vs_kvsim", "results/gem5-vs-kvsim.json")
 def render_gem5(doc: dict[str, Any]) -> str:
     """sim/GEM5.md's table: gem5 against kvsim per trace, preset and level
-    (``python -m kvsim.sim.gem5_compare``)."""
-    from kvsim.sim import gem5_compare
+    (``python -m kvsim.experiments.gem5_compare``)."""
+    from kvsim.experiments import gem5_compare
 
     return gem5_compare.render_table(doc)
 
@@ -338,7 +338,7 @@ def render_trust(doc: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-#: c_ref's fidelity changes (c_ref/bench/fidelity.py): each file times and predicts one pair
+#: c_ref's fidelity changes (kvsim.experiments.fidelity): each file times and predicts one pair
 #: before and after one change that brought c_ref closer to upstream
 FIDELITY = ("results/fidelity-iterate-keys.json", "results/fidelity-iterate-save.json",
             "results/fidelity-iterate-save-nochecksum.json", "results/fidelity-load.json",

@@ -68,16 +68,7 @@ def _commit() -> tuple[str | None, bool | None]:
     return g["commit"], g["dirty"]
 
 
-def _atomic_write(path: Path, text: str | bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        if isinstance(text, bytes):
-            tmp.write_bytes(text)
-        else:
-            tmp.write_text(text)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+_atomic_write = provenance.write_atomic
 
 
 def default_cpus() -> list[str]:

@@ -83,6 +83,11 @@ HELD_BACK_FAMILIES = ("SAVE", "MSET", "load")
 # --- the rows ---------------------------------------------------------------------------------
 
 
+#: row -> the name of its pair in the catalogue (kvsim.experiments.pairs), which gives the
+#: row's seed (:func:`seed_of`)
+_PAIR_OF_ROW: dict[str, str] = {}
+
+
 def _pairs(scale: str) -> list[dict[str, Any]]:
     """Every row: ``{"row", "workload", "common", "a", "b", "sim", "warmup_ops", "env"}``;
     ``common`` are the native options, ``sim`` what the traced run changes (fewer
@@ -95,6 +100,7 @@ def _pairs(scale: str) -> list[dict[str, Any]]:
     def add(row: str, name: str, sizes: dict, sim: dict | None = None,
             warmup_ops: int | None = None, env: dict | None = None) -> None:
         p = catalogue.get(name)
+        _PAIR_OF_ROW[row] = name
         out.append({"row": row, "workload": p.workload,
                     "common": {**sizes, **p.common, "seed": 1}, "a": p.side("a"),
                     "b": p.side("b"), "sim": sim or {}, "warmup_ops": warmup_ops,
@@ -129,6 +135,16 @@ def _pairs(scale: str) -> list[dict[str, Any]]:
 
 #: The held-back rows by name.
 HELD_BACK = frozenset(p["row"] for p in _pairs("full") if p["held_back"])
+
+
+def seed_of(row: str) -> float | None:
+    """The ``seed`` column of a row: the upstream speedup its catalogue pair is read against
+    (:attr:`kvsim.experiments.pairs.Pair.seed_speedup`), None where upstream reported none
+    as a speedup."""
+    if not _PAIR_OF_ROW:
+        _pairs("full")
+    p = catalogue.get(_PAIR_OF_ROW[row])
+    return p.seed_speedup() if p.seed_speedup else None
 
 
 def _pair_id(p: dict) -> str:
@@ -436,7 +452,7 @@ def _speedup_frame(lines: list[dict]) -> pd.DataFrame:
         if native_txt and ln.get("native_within_noise"):
             native_txt += " within noise"
         recs.append({
-            "row": ln["row"], "set": ln["set"],
+            "row": ln["row"], "set": ln["set"], "seed": seed_of(ln["row"]),
             "predicted": f"{pred:.2f}x" if pred else "",
             "native [95 % CI]": native_txt,
             "native (minimums)": (f"{ln['native_from_minimums']:.2f}x"

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from kvsim import traces
-from kvsim.model.cref import Keyspace
+from kvsim.model.cref_binding import Keyspace
 from kvsim.traces.convert import champsim, dinero, gem5, lackey
 
 ROOT = Path(__file__).resolve().parent.parent

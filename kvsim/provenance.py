@@ -150,15 +150,28 @@ def scrub_line(command: str) -> str:
     return scrub_command(command.split())
 
 
-def write_result(path: str | os.PathLike, payload: dict[str, Any]) -> Path:
-    """Write ``payload`` plus its provenance to ``path`` (JSON) atomically; return the path."""
+def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
+    """Write ``data`` to ``path`` through a temporary file renamed over it, so a file that
+    exists is whole (its folder is made if missing); return the path. Every result, cell
+    and published copy is written by this."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"provenance": provenance(), **payload}
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2, default=str) + "\n")
-    tmp.replace(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        if isinstance(data, bytes):
+            tmp.write_bytes(data)
+        else:
+            tmp.write_text(data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return path
+
+
+def write_result(path: str | os.PathLike, payload: dict[str, Any]) -> Path:
+    """Write ``payload`` plus its provenance to ``path`` (JSON) atomically; return the path."""
+    doc = {"provenance": provenance(), **payload}
+    return write_atomic(path, json.dumps(doc, indent=2, default=str) + "\n")
 
 
 def publish(prog: str, path: str | os.PathLike, payload: dict[str, Any]) -> int:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from hypothesis import HealthCheck, settings
 
-from kvsim.model import cref
+from kvsim.model import cref_binding as cref
 from kvsim.model.harness import (
     Backend,
     LockstepConfig,

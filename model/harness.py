@@ -41,7 +41,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from kvsim.model import cref, resp, snapshot
+from kvsim.model import cref_binding as cref
+from kvsim.model import resp, snapshot
 from kvsim.model import strategies as S
 from kvsim.model.keyspace import Keyspace as ModelKeyspace
 from kvsim.model.resp import encode_command, parse_replies

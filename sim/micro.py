@@ -1,8 +1,5 @@
 """Microbenchmark traces: `kvsim calibrate`'s pointer chases as .kvt traces, and their
-predicted time beside the native one.
-
-    kvsim micro trace OUT.kvt --working-set 1GiB [--chains N] [--steps M]
-    kvsim micro compare [--cpu local] [--rounds R] [--out FILE]
+predicted time.
 
 Each trace mirrors, record for record, a loop of ``sim/_calibrate/calibrate.c`` (the
 ``kvsim-calibrate`` program that `kvsim calibrate` runs), so that the simulator's prediction
@@ -33,29 +30,23 @@ The cycle is numpy's permutation of the working set's lines (seeded), not calibr
 xorshift Sattolo cycle: both are uniformly random cycles, so their miss and TLB behaviour is
 the same in distribution, which is what a prediction is compared on.
 
-``compare`` runs the native programs (``kvsim-calibrate chase|mlp``, in interleaved rounds)
-and simulates the same points on ``--cpu`` with the page size the native run was given
-(2 MiB when the kernel backed the buffer with huge pages, else 4 KiB), and writes, per
-point, the predicted and measured ns per load and their ratio to
-``results/micro-vs-native.json`` (kvsim.provenance). A pure chase must be predicted at the
-latency it measures; N chases must overlap as the native run shows.
+The ``kvsim micro`` command (``trace`` writes one of these traces; ``compare`` sets their
+predictions beside the native loops, ``results/micro-vs-native.json``) is the study
+:mod:`kvsim.experiments.micro`; this module is the traces and their prediction, which
+``kvsim calibrate``'s self-check replays too.
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
-import statistics
-import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from kvsim import provenance, traces
+from kvsim import traces
 
-from .config import ConfigError, CpuConfig, load_cpu, parse_size
+from .config import CpuConfig
 
 LINE = 64
 #: Where the chased buffer starts (2 MiB aligned, as calibrate.c aligns its huge-page buffers).
@@ -68,7 +59,6 @@ MLP_GAP_INNER = 3
 MLP_GAP_ROUND = MLP_GAP_INNER + 5
 #: Longest warm-up prefix, in chase loads.
 WARMUP_CAP = 1 << 18
-RESULT_NAME = "micro-vs-native.json"
 
 
 class MicroError(Exception):
@@ -188,146 +178,3 @@ def predict(cpu: CpuConfig, size: int, chains: int, steps: int, page_size: int,
             "avg_l1_miss_cycles": t.get("avg_l1_miss_cycles"),
             "walker_wait_cycles": t.get("stall_cycles", {}).get("walker_wait"),
             "tlb": res.get("tlb")}
-
-
-def _native(cmd: Sequence[object]) -> dict[str, Any]:
-    from .calibrate import run_bench
-
-    try:
-        return run_bench(*cmd)
-    except OSError as e:
-        raise MicroError(str(e)) from None
-
-
-def _stats(xs: list[float]) -> dict[str, Any]:
-    from kvsim import stats
-
-    ci = stats.bootstrap_ci95(xs)
-    return {"median": statistics.median(xs), "min": min(xs),
-            "bootstrap_ci95": list(ci) if ci else None, "samples": xs}
-
-
-def compare(cpu: CpuConfig, *, sizes: Sequence[int], chains: Sequence[int], mlp_size: int,
-            pages: Sequence[str], rounds: int, loads: int, steps: int,
-            log=lambda m: None) -> dict[str, Any]:
-    """Native and predicted ns per load at every point (see the module docstring)."""
-    if not cpu.timing_capable:
-        raise MicroError(f"--cpu {cpu.name}: no timing (freq, core or DRAM missing)")
-    nat: dict[tuple, list[float]] = {}
-    huge: dict[tuple, float] = {}
-    for r in range(rounds):
-        for page in pages:
-            log(f"round {r + 1}/{rounds}: native chase, {page} pages")
-            out = _native(["chase", page, loads, 1, *sizes])
-            for pt in out["points"]:
-                k = ("chase", page, pt["size"], 1)
-                nat.setdefault(k, []).extend(pt["ns"])
-                huge[k] = pt["huge_fraction"]
-            log(f"round {r + 1}/{rounds}: native parallel chases, {page} pages")
-            out = _native(["mlp", page, mlp_size, loads, 1, *chains])
-            for pt in out["points"]:
-                k = ("mlp", page, out["size"], pt["chains"])
-                nat.setdefault(k, []).extend(pt["ns_per_load"])
-                huge[k] = out["huge_fraction"]
-    rows = []
-    for (kind, page, size, n), xs in sorted(nat.items()):
-        ps = 2 * 1024 * 1024 if huge[(kind, page, size, n)] >= 0.5 else 4096
-        log(f"simulate {kind} {size} B, {n} chain(s), {ps // 1024} KiB pages")
-        p = predict(cpu, size, n, max(1, steps // n) if kind == "mlp" else steps, ps,
-                    kind == "mlp")
-        native = _stats(xs)
-        rows.append({"loop": kind, "page": page, "huge_fraction": huge[(kind, page, size, n)],
-                     "sim_page_size": ps, "working_set": size, "chains": n,
-                     "native_ns": native, "predicted_ns": p["ns_per_load"],
-                     "ratio": p["ns_per_load"] / native["median"],
-                     "ratio_to_min": p["ns_per_load"] / native["min"],
-                     "sim": {k: v for k, v in p.items() if k != "ns_per_load"}})
-    # overlap: lat(1) / ns(N) of the mlp loop, natively and predicted
-    for page in pages:
-        one = [x for x in rows if x["loop"] == "mlp" and x["page"] == page and x["chains"] == 1]
-        if not one:
-            continue
-        for x in rows:
-            if x["loop"] == "mlp" and x["page"] == page:
-                x["native_overlap"] = one[0]["native_ns"]["median"] / x["native_ns"]["median"]
-                x["predicted_overlap"] = one[0]["predicted_ns"] / x["predicted_ns"]
-    return {"rows": rows}
-
-
-def _cpu_figures(cpu: CpuConfig) -> dict[str, Any]:
-    t = cpu.tlb
-    return {"name": cpu.name, "file": Path(cpu.source).name if cpu.source else None,
-            "freq_ghz": cpu.freq_ghz,
-            "dram_latency_ns": cpu.dram_latency_ns, "dram_bandwidth_gbs": cpu.dram_bandwidth_gbs,
-            "rob": cpu.rob, "width": cpu.width,
-            "caches": [{"name": c.name, "size": c.size, "latency": c.latency,
-                        "mshrs": c.mshrs} for c in cpu.caches],
-            "tlb": None if t is None else {"page_size": t.page_size,
-                                           "walk_latency": t.walk_latency,
-                                           "walk_reads": t.walk_reads,
-                                           "walkers": t.walkers,
-                                           "l2_latency": t.l2_latency}}
-
-
-def _size_list(text: str, opt: str) -> list[int]:
-    try:
-        return [parse_size(x.strip(), opt) for x in text.split(",") if x.strip()]
-    except ConfigError as e:
-        raise MicroError(str(e)) from None
-
-
-def main(argv: list[str] | None = None, prog: str = "kvsim micro") -> int:
-    ap = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    t = sub.add_parser("trace", help="write one chase trace (.kvt)")
-    t.add_argument("output")
-    t.add_argument("--working-set", default="1GiB")
-    t.add_argument("--chains", type=int, default=1)
-    t.add_argument("--steps", type=int, default=20_000)
-    t.add_argument("--seed", type=int, default=1)
-    c = sub.add_parser("compare", help="native against predicted, written to a result file")
-    c.add_argument("--cpu", default="local")
-    c.add_argument("--sizes", default="16KiB,256KiB,2MiB,16MiB,128MiB,1GiB",
-                   help="working sets of the single chase (comma-separated)")
-    c.add_argument("--mlp-size", default="1GiB", help="working set of the parallel chases")
-    c.add_argument("--chains", default="1,2,4,8,16,24,32")
-    c.add_argument("--pages", default="2m,4k")
-    c.add_argument("--rounds", type=int, default=3)
-    c.add_argument("--loads", type=int, default=300_000, help="native loads per sample")
-    c.add_argument("--steps", type=int, default=40_000, help="simulated loads per point")
-    c.add_argument("--out", default=None)
-    a = ap.parse_args(argv)
-    try:
-        if a.cmd == "trace":
-            n = write_trace(a.output, _size_list(a.working_set, "--working-set")[0],
-                            a.chains, a.steps, a.seed)
-            print(f"# wrote {a.output} ({n} records)")
-            return 0
-        cpu = load_cpu(a.cpu)
-        pages = [p.strip() for p in a.pages.split(",") if p.strip()]
-        if any(p not in ("2m", "4k") for p in pages):
-            raise MicroError(f"--pages: 2m or 4k, got {a.pages}")
-        chains = [int(x) for x in a.chains.split(",")]
-        if 1 not in chains:
-            chains.insert(0, 1)
-        res = compare(cpu, sizes=_size_list(a.sizes, "--sizes"), chains=chains,
-                      mlp_size=_size_list(a.mlp_size, "--mlp-size")[0], pages=pages,
-                      rounds=a.rounds, loads=a.loads, steps=a.steps,
-                      log=lambda m: print(f"micro: {m}", file=sys.stderr, flush=True))
-    except (MicroError, ConfigError, ValueError) as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        return 2
-    payload = {"command": f"{prog} " + " ".join(argv or sys.argv[1:]), "cpu": _cpu_figures(cpu),
-               **res}
-    for x in res["rows"]:
-        ov = (f" overlap native {x['native_overlap']:.1f} predicted {x['predicted_overlap']:.1f}"
-              if "native_overlap" in x else "")
-        print(f"{x['loop']:5} {x['page']} {x['working_set'] // 1024:>8} KiB x{x['chains']:<3} "
-              f"native {x['native_ns']['median']:7.1f} ns (min {x['native_ns']['min']:.1f}) "
-              f"predicted {x['predicted_ns']:7.1f} ratio {x['ratio']:.2f}{ov}")
-    out = a.out or provenance.default_result_path(RESULT_NAME)
-    return provenance.publish(prog, out, payload)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -224,7 +224,7 @@ def test_compare_gives_a_shared_batch_to_the_variants_that_read_it(tmp_path):
 
 def test_bench_cref_groups_give_only_sizes_their_variants_read():
     """``python -m bench cref``'s groups run each variant with the group's options."""
-    from bench import cref as bench_cref
+    from bench import cref_variants as bench_cref
 
     for g in bench_cref._groups(0.0001):
         for v in g["variants"]:

@@ -7,15 +7,23 @@ pair is a real c_ref configuration (c_ref's own option table), no two entries ar
 every seed figure is a speedup, and a pair added as one entry reaches the study that uses it.
 """
 
-import importlib.util
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from kvsim.experiments import ablation, cref, scale, studies, validation
+from kvsim.experiments import (
+    ablation,
+    cref,
+    fidelity,
+    scale,
+    studies,
+    validation,
+    warmup_convergence,
+)
 from kvsim.experiments import pairs as catalogue
 from kvsim.experiments.cells import cell_id
 
@@ -24,19 +32,18 @@ BEFORE = Path(__file__).with_name("data") / "pairs_before.json"
 CPUS = ["epyc-7713", "xeon-8255c"]
 
 
-def _bench(name):
-    spec = importlib.util.spec_from_file_location(f"_bench_{name}",
-                                                  ROOT / "c_ref" / "bench" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def _fidelity_command_lines():
+    """The fidelity study's pairs with each one's options as its command line (what the
+    before-data recorded, from the study's first home c_ref/bench/fidelity.py)."""
+    return {n: [w, a, b, cref.workload_args(opts), why]
+            for n, (w, a, b, opts, why) in fidelity.WORKLOADS.items()}
 
 
 def snapshot() -> dict:
     """What every consumer of the pairs plans: its pair table and, for the framework's
     studies, the ids of its planned cells at both scales."""
     out = {"ablation": {"PAIRS": ablation.PAIRS, "SCALES": ablation.SCALES},
-           "fidelity": _bench("fidelity").WORKLOADS, "warmup": _bench("warmup").WORKLOADS,
+           "fidelity": _fidelity_command_lines(), "warmup": warmup_convergence.WORKLOADS,
            "scale": scale.PAIRS}
     for s in ("small", "full"):
         out[f"validation_pairs_{s}"] = validation._pairs(s)
@@ -104,6 +111,27 @@ def test_seed_speedups_come_from_the_seeds(name):
 def test_every_headline_row_has_its_seed():
     for s in ("small", "full"):
         assert all(r["seed"] is not None for r in studies._headline_rows(s))
+
+
+def test_the_validation_seed_column_is_the_catalogues(monkeypatch):
+    """Each validation row's ``seed`` is its catalogue pair's upstream speedup: the rows
+    the catalogue gives a figure for have it, the others none, and a changed figure in the
+    catalogue is the column's."""
+    rows = [p["row"] for p in validation._pairs("small")]
+    assert rows == [p["row"] for p in validation._pairs("full")]
+    frame = validation._speedup_frame([{"row": r, "set": "tuning"} for r in rows])
+    assert list(frame["row"]) == rows
+    got = dict(zip(frame["row"], frame["seed"], strict=True))
+    assert got["KEYS none -> valkey"] == catalogue.get("keys-nochecksum-valkey").seed_speedup()
+    assert got["GET d10 naive -> lookahead 16"] == catalogue.get("get-d10-b16").seed_speedup()
+    assert got["load 8 B none -> prefetch-after-key"] == catalogue.get("load-8").seed_speedup()
+    assert math.isnan(got["GET d1 naive -> lookahead 16"])  # upstream gave no figure for it
+    assert sum(not math.isnan(v) for v in got.values()) >= 4
+    toy = catalogue.get("get-d1-b16")
+    monkeypatch.setitem(catalogue.PAIRS, "get-d1-b16",
+                        catalogue.Pair(toy.workload, toy.common, toy.a, toy.b, toy.seed,
+                                       lambda: 1.5))
+    assert validation.seed_of("GET d1 naive -> lookahead 16") == 1.5
 
 
 def test_options_put_sizes_first_and_the_side_last():

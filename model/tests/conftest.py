@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from model_helpers import scale
 
-from kvsim.model import cref
+from kvsim.model import cref_binding as cref
 from kvsim.model.harness import assert_variant_equivalent
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from kvsim.model import cref
+from kvsim.model import cref_binding as cref
 from kvsim.model.keyspace import Keyspace as Model
 from kvsim.model.resp import encode_command as E
 from kvsim.model.snapshot import (

@@ -9,7 +9,8 @@ as naive c_ref and the model do, on both tables."""
 
 import pytest
 
-from kvsim.model import cref, snapshot
+from kvsim.model import cref_binding as cref
+from kvsim.model import snapshot
 from kvsim.model.keyspace import Keyspace as Model
 from kvsim.model.resp import encode_command as E
 

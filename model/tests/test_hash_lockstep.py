@@ -27,7 +27,7 @@ from hypothesis.stateful import (
 )
 from model_helpers import scale
 
-from kvsim.model import cref
+from kvsim.model import cref_binding as cref
 from kvsim.model.keyspace import Keyspace as Model
 from kvsim.model.resp import encode_command as E
 from kvsim.model.resp import parse_replies

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, Phase, settings
 from model_helpers import scale
 
 from kvsim import artifacts
-from kvsim.model import cref
+from kvsim.model import cref_binding as cref
 from kvsim.model.harness import (
     CrefBackend,
     LockstepConfig,

@@ -94,18 +94,3 @@ def test_parallel_chases_overlap_up_to_the_miss_buffers(mshrs):
         p = micro.predict(cpu, 256 << 20, n, 2000 // n + 50, 2 << 20, mlp_loop=True)
         overlap = one / p["ns_per_load"]
         assert overlap == pytest.approx(min(n, mshrs), rel=0.1)
-
-
-def test_trace_command_writes_a_readable_trace(tmp_path):
-    out = tmp_path / "c.kvt"
-    assert micro.main(["trace", str(out), "--working-set", "64KiB", "--chains", "3",
-                       "--steps", "50"]) == 0
-    rec = traces.read_all(str(out))
-    assert (rec["kind"] == traces.KIND_LOAD).sum() == 1024 + 2 * 3 * 50
-
-
-def test_bad_working_set_is_one_line(tmp_path, capsys):
-    assert micro.main(["trace", str(tmp_path / "x.kvt"), "--working-set", "lots"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--working-set" in err[0]
-    assert not (tmp_path / "x.kvt").exists()

@@ -1,4 +1,4 @@
-"""``python -m kvsim.sim.gem5_compare`` without gem5: a stand-in binary runs the generated
+"""``python -m kvsim.experiments.gem5_compare`` without gem5: a stand-in binary runs the generated
 script on the stub ``m5`` package (test_gem5_backend's), rebuilds the cache hierarchy from
 the objects the script made, replays the packet trace named in the TrafficGen's
 configuration on kvsim's engine, and writes gem5's stat names. The comparison must then
@@ -17,8 +17,8 @@ import pytest
 from test_gem5_backend import STUB_INIT, STUB_OBJECTS, STUB_STATS
 
 from kvsim import sim
+from kvsim.experiments import gem5_compare as gc
 from kvsim.sim import gem5 as g5
-from kvsim.sim import gem5_compare as gc
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -161,8 +161,50 @@ RESULT = ROOT / "results" / gc.RESULT_NAME
 
 @pytest.mark.skipif(not RESULT.exists(),
                     reason=f"results/{gc.RESULT_NAME} is written by a run with real gem5 "
-                           "(python -m kvsim.sim.gem5_compare)")
+                           "(python -m kvsim.experiments.gem5_compare)")
 def test_gem5_md_table_is_the_result_file() -> None:
     doc = json.loads(RESULT.read_text())
     assert doc["benchmark"] == "kvsim.sim.gem5_compare"
     assert gc.render_table(doc) in (ROOT / "sim" / "GEM5.md").read_text()
+
+
+def _one_cell(monkeypatch) -> None:
+    monkeypatch.setitem(gc.SCALES, "small", 0.01)
+    monkeypatch.setattr(gc, "TRACES", {"random": gc.TRACES["random"]})
+    monkeypatch.setattr(gc, "PRESETS", {"xeon-8488c": gc.PRESETS["xeon-8488c"]})
+
+
+def test_the_framework_study_gives_the_commands_figures(stand_in: str, tmp_path: Path,
+                                                        monkeypatch) -> None:
+    from kvsim.experiments import runner
+
+    _one_cell(monkeypatch)
+    monkeypatch.setenv(g5.GEM5_ENV, stand_in)
+    res = runner.run(["gem5_compare"], tmp_path / "out", scale="small", workers=1,
+                     log=lambda m: None)
+    assert res["failed"] == [] and res["computed"] == 1
+    doc = json.loads((tmp_path / "out" / "gem5_compare" / "gem5_compare.json").read_text())
+    t = doc["tables"][0]
+    got = [dict(zip(t["columns"], r, strict=True)) for r in t["rows"]]
+    out = tmp_path / "r.json"
+    assert gc.main(["--scale", "0.01", "--trace", "random", "--preset", "xeon-8488c",
+                    "--gem5", stand_in, "--workdir", str(tmp_path / "w"),
+                    "--out", str(out)]) == 0
+    levels = json.loads(out.read_text())["runs"][0]["levels"]
+    assert [(g["level"], g["kvsim_misses"], g["gem5_misses"]) for g in got] == [
+        (lv["level"], lv["kvsim_misses"], lv["gem5_misses"]) for lv in levels]
+    assert all(g["model"] == "same" and g["rel_diff"] == 0 for g in got)
+    assert sum(g["kvsim_misses"] for g in got) > 0
+
+
+def test_the_framework_study_without_gem5_skips_and_stores_nothing(tmp_path: Path,
+                                                                   monkeypatch) -> None:
+    from kvsim.experiments import runner
+
+    _one_cell(monkeypatch)
+    monkeypatch.delenv(g5.GEM5_ENV, raising=False)
+    res = runner.run(["gem5_compare"], tmp_path / "out", scale="small", workers=1,
+                     log=lambda m: None)
+    assert res["computed"] == 0 and len(res["skipped"]) == 1
+    assert "gem5" in res["skipped"][0][1]
+    assert not list((tmp_path / "out" / "gem5_compare" / "cells").glob("*.json"))
