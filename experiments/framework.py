@@ -95,6 +95,7 @@ def _load() -> None:
     # studies_upstream imports validation, which imports studies: they register in that
     # order however they are first imported, so `kvsim experiment list` has one order
     from kvsim.experiments import studies, studies_upstream, validation  # noqa: F401
+    from kvsim.experiments import seed_absolute  # noqa: F401
 
 
 def names() -> list[str]:

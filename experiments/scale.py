@@ -32,9 +32,11 @@ from kvsim.experiments import pairs as catalogue
 __all__ = ["PAIRS", "run_size"]
 
 #: workload -> (c_ref workload, common options, side A variant, side B variant): the pairs
-#: "keys", "save" and "load-8" of kvsim.experiments.pairs
+#: "keys", "save-nochecksum-valkey" (SAVE as seed 002 ran it: checksum off) and "load-8" of
+#: kvsim.experiments.pairs
 PAIRS = {w: (p.workload, dict(p.common), p.a["variant"], p.b["variant"])
-         for w, p in (("keys", catalogue.get("keys")), ("save", catalogue.get("save")),
+         for w, p in (("keys", catalogue.get("keys")),
+                      ("save", catalogue.get("save-nochecksum-valkey")),
                       ("load", catalogue.get("load-8")))}
 
 
