@@ -94,8 +94,13 @@ def register(exp: Experiment) -> Experiment:
 def _load() -> None:
     # studies_upstream imports validation, which imports studies: they register in that
     # order however they are first imported, so `kvsim experiment list` has one order
-    from kvsim.experiments import studies, studies_upstream, validation  # noqa: F401
-    from kvsim.experiments import seed_absolute  # noqa: F401
+    # (seed_absolute imports studies_upstream before it registers)
+    from kvsim.experiments import (  # noqa: F401
+        seed_absolute,
+        studies,
+        studies_upstream,
+        validation,
+    )
 
 
 def names() -> list[str]:

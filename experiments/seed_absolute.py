@@ -26,6 +26,7 @@ finding to explain.
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import math
 from dataclasses import dataclass
@@ -235,6 +236,7 @@ def growth(curve: list[tuple[int, float]], sim: int, seed: int) -> tuple[float, 
     return at[top] / at[sim], top
 
 
+@functools.cache
 def _freq(preset: str) -> float:
     from kvsim import sim
 
@@ -257,7 +259,7 @@ def _diagnosis(row: SeedRow, line: dict[str, Any]) -> str:
         bits.append("load short: the server's per-key allocation and first touch of fresh "
                     "memory" + (", the value bytes' CRC-64 and copy" if row.value_bytes >= 4096
                                 else ""))
-    if line.get("speedup_verdict") not in ("in", ""):
+    if line.get("speedup_verdict", "") not in ("in", ""):
         bits.append(f"speedup {line['speedup_verdict']}")
     return "; ".join(bits)
 
