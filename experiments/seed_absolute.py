@@ -49,8 +49,8 @@ TIME_BAND = (0.80, 1.25)
 #: predicted speedup over published speedup: the goal
 SPEEDUP_BAND = (0.85, 1.15)
 #: per scale, the most keys and (loads) value bytes one trace holds (a larger row is capped)
-SIM_KEYS = {"small": 20_000, "full": 5_000_000}
-SIM_VALUE_BYTES = {"small": 16 << 20, "full": 256 << 20}
+SIM_KEYS = {"small": 20_000, "full": 1_000_000}
+SIM_VALUE_BYTES = {"small": 16 << 20, "full": 64 << 20}
 #: the result file whose growth of cycles per key extrapolates a capped row
 SCALE_JSON = Path(__file__).resolve().parents[1] / "results" / "scale.json"
 
@@ -187,10 +187,12 @@ def _params(row: SeedRow, keys: int) -> dict[str, Any]:
 def _cells(scale: str, cpus: list[str]) -> list[dict]:
     """Each seed row's configuration at :func:`sim_keys`, on the seed's preset: the baseline
     (``none``) and the row's c_ref variant; rows that share a configuration share its
-    cells."""
+    cells. KEYS and SAVE come first, then the loads by value size."""
     out: list[dict] = []
     seen: set[str] = set()
-    for row in seed_rows():
+    order = list(KINDS)
+    for row in sorted(seed_rows(), key=lambda r: (order.index(r.experiment) - 3 * (
+            r.kind.workload == "iterate"), r.value_bytes, r.cluster)):
         if row.cref_variant is None:
             continue
         keys = sim_keys(row, scale)
