@@ -227,6 +227,17 @@ def _scale_growth() -> dict[tuple[str, str, str], list[tuple[int, float]]]:
     return {k: sorted(v) for k, v in out.items()}
 
 
+def _on_scale_curve(row: SeedRow) -> bool:
+    """Whether scale.json's pair is the row's configuration (its load pair: 8 B values,
+    cluster mode off)."""
+    pair = row.kind.scale_pair
+    return pair is not None and not row.cluster and (pair != "load" or row.value_bytes == 8)
+
+
+def _largest_at_most(curve: list[tuple[int, float]], keys: int) -> tuple[int, float] | None:
+    return max(((k, v) for k, v in curve if k <= keys), default=None)
+
+
 def growth(curve: list[tuple[int, float]], sim: int, seed: int) -> tuple[float, int] | None:
     """How cycles per key grow from ``sim`` keys to the largest size of ``curve`` at or below
     ``seed`` keys: ``(factor, that size)``; None when the curve has ``sim`` itself not, or no
@@ -246,24 +257,30 @@ def _freq(preset: str) -> float:
 
 
 def _diagnosis(row: SeedRow, line: dict[str, Any]) -> str:
-    """What the row's misses are read as (docs/studies/seed_absolute.md has the ablations)."""
-    bits = []
+    """Where a row's time goes missing, from its own figures: the cycles per key the
+    published times take at the preset's clock less the predicted ones (scaled where
+    scale.json allows), before and after the change. What both sides miss alike is work or
+    misses the change cannot hide; what only the time before misses is what it hides."""
     if row.cref_variant is None:
         return "c_ref has no variant of this iterator (the PR's batch-iterator draft)"
-    tb, to = line.get("base_verdict"), line.get("opt_verdict")
-    if row.experiment == "iterate_keys" and tb == "low":
-        bits.append("baseline short: page-table reads of the walks at 50M keys (scale.json "
-                    "walk_reads=1)")
-    if row.experiment == "iterate_save" and "low" in (tb, to):
-        bits.append("SAVE short: the write into a RAM file system (write(2), page cache "
-                    "first touch) is not traced")
-    if row.experiment == "rdb_load_prefetch" and "low" in (tb, to):
-        bits.append("load short: the server's per-key allocation and first touch of fresh "
-                    "memory" + (", the value bytes' CRC-64 and copy" if row.value_bytes >= 4096
-                                else ""))
-    if line.get("speedup_verdict", "") not in ("in", ""):
-        bits.append(f"speedup {line['speedup_verdict']}")
-    return "; ".join(bits)
+    if "gap_cycles_per_key_base" not in line:
+        return ""
+    if line.get("base_verdict") == "in" and line.get("opt_verdict") == "in":
+        return "in band" if line.get("speedup_verdict") == "in" else \
+            f"times in band, speedup {line['speedup_verdict']}"
+    gb, go = line["gap_cycles_per_key_base"], line["gap_cycles_per_key_opt"]
+    text = f"published - predicted: {gb:+.0f} / {go:+.0f} cycles per key before / after"
+    if min(gb, go) > 0:
+        text += f"; {min(gb, go):.0f} on both sides (work or misses the change does not hide)"
+    if gb - go > 0.1 * max(abs(gb), 1):
+        text += f"; {gb - go:.0f} more before (misses the change hides)"
+    elif go - gb > 0.1 * max(abs(go), 1):
+        text += f"; {go - gb:.0f} more after"
+    walk = line.get("walk_reads_1_cycles_per_key_base")
+    if walk is not None:
+        text += (f"; one page-table read per walk: {walk:.0f} cycles per key before at "
+                 f"{line['walk_reads_1_keys']:,} keys (scale.json)")
+    return text
 
 
 def _tables(rows: pd.DataFrame) -> list[Table]:
@@ -311,13 +328,22 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
                 line[f"{s}_verdict"] = band_verdict(line[f"ratio_{s}"], TIME_BAND)
                 pair = row.kind.scale_pair
                 curve = curves.get((pair, row.kind.preset, "a" if s == "base" else "b"), [])
-                g = growth(curve, n, row.keys) if pair and (
-                    pair != "load" or row.value_bytes == 8) and not row.cluster and (
+                g = growth(curve, n, row.keys) if _on_scale_curve(row) and (
                     s == "base" or row.cref_variant in ("valkey", "prefetch-after-key")) \
                     else None
                 if g is not None and not measured:
                     line[f"extrapolated_{s}_scaled_s"] = secs[s] * g[0]
                     line[f"scaled_to_keys_{s}"] = g[1]
+            for s in ("base", "opt"):
+                best = line.get(f"extrapolated_{s}_scaled_s") or line.get(
+                    f"predicted_{s}_s") or line.get(f"extrapolated_{s}_s")
+                pub_cpk = pub[f"{s}_s"] * f * 1e9 / row.keys
+                line[f"published_cycles_per_key_{s}"] = pub_cpk
+                line[f"gap_cycles_per_key_{s}"] = pub_cpk - best * f * 1e9 / row.keys
+            walk = _largest_at_most(curves.get((row.kind.scale_pair, f"{row.kind.preset}"
+                                                "+walk_reads=1", "a"), []), row.keys)
+            if walk is not None and _on_scale_curve(row):
+                line["walk_reads_1_keys"], line["walk_reads_1_cycles_per_key_base"] = walk
             line["speedup_ratio"] = line["predicted_speedup"] / pub["speedup"]
             line["speedup_verdict"] = band_verdict(line["speedup_ratio"], SPEEDUP_BAND)
         line["diagnosis"] = _diagnosis(row, line)
@@ -330,7 +356,10 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
              "base_verdict", "published_opt_s", "predicted_opt_s", "extrapolated_opt_s",
              "extrapolated_opt_scaled_s", "scaled_to_keys_opt", "ratio_opt", "opt_verdict",
              "published_speedup", "predicted_speedup", "speedup_ratio", "speedup_verdict",
-             "cycles_per_key_base", "cycles_per_key_opt", "diagnosis"]
+             "cycles_per_key_base", "cycles_per_key_opt", "published_cycles_per_key_base",
+             "published_cycles_per_key_opt", "gap_cycles_per_key_base",
+             "gap_cycles_per_key_opt", "walk_reads_1_keys",
+             "walk_reads_1_cycles_per_key_base", "diagnosis"]
     t = t[[c for c in order if c in t.columns]]
     return [Table("seed_absolute", "The seeds' published times on their own machines: "
                   "predicted against published", t,
