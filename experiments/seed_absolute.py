@@ -187,12 +187,12 @@ def _params(row: SeedRow, keys: int) -> dict[str, Any]:
 def _cells(scale: str, cpus: list[str]) -> list[dict]:
     """Each seed row's configuration at :func:`sim_keys`, on the seed's preset: the baseline
     (``none``) and the row's c_ref variant; rows that share a configuration share its
-    cells. KEYS and SAVE come first, then the loads by value size."""
+    cells. KEYS and SAVE come first, then the loads by value size, cluster mode off before on
+    (a sweep stopped early has the PR's main tables)."""
     out: list[dict] = []
     seen: set[str] = set()
-    order = list(KINDS)
-    for row in sorted(seed_rows(), key=lambda r: (order.index(r.experiment) - 3 * (
-            r.kind.workload == "iterate"), r.value_bytes, r.cluster)):
+    for row in sorted(seed_rows(), key=lambda r: (r.kind.workload != "iterate", r.cluster,
+                                                  r.value_bytes)):
         if row.cref_variant is None:
             continue
         keys = sim_keys(row, scale)
@@ -378,3 +378,52 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
 register(Experiment("seed_absolute", "The seeds' published times on their own machines",
                     "Valkey PR #1501, Valkey PR #2311", _cells, _tables,
                     doc=_cells.__doc__ or ""))
+
+
+# --- rendering (docs/studies/seed_absolute.md) --------------------------------------------------
+
+def _num(v: Any, fmt: str = ".3g") -> str:
+    return "" if v is None else format(v, fmt)
+
+
+def render(doc: dict[str, Any], result: str) -> str:
+    """The published table, compact: per seed row the published and predicted times (the
+    predicted measured, else extrapolated and, where scale.json allows, scaled) with their
+    ratio and verdict, the speedups, and the diagnosis; then the plot and the provenance."""
+    from kvsim import provenance
+    from kvsim.experiments.render import provenance_line
+
+    (t,) = [x for x in doc["tables"] if x["name"] == "seed_absolute"]
+    rows = [dict(zip(t["columns"], r, strict=True)) for r in t["rows"]]
+
+    def side(r: dict[str, Any], s: str) -> str:
+        meas, ext = r.get(f"predicted_{s}_s"), r.get(f"extrapolated_{s}_s")
+        if meas is None and ext is None:
+            return f"{_num(r[f'published_{s}_s'])} / -"
+        pred = _num(meas) if meas is not None else f"~{_num(ext)}"
+        scaled = r.get(f"extrapolated_{s}_scaled_s")
+        if scaled is not None:
+            pred += f" (scaled ~{_num(scaled)}: {scaled / r[f'published_{s}_s']:.2f})"
+        return (f"{_num(r[f'published_{s}_s'])} / {pred} | {r[f'ratio_{s}']:.2f} "
+                f"{r[f'{s}_verdict']}")
+
+    out = [f"**{t['title']}** ({t['unit']})", "",
+           "| seed row | simulated at | before: published / predicted s | ratio | "
+           "after: published / predicted s | ratio | speedup: published / predicted | "
+           "ratio | diagnosis |", "|" + "---|" * 9]
+    for r in rows:
+        at = (f"{r['sim_keys']:,.0f}" + ("" if r["basis"].startswith("measured") else
+                                         " (extrapolated)")) if r.get("sim_keys") else "-"
+        if r.get("ratio_base") is None:
+            out.append(f"| {r['row']} | {at} | {r['published_base_s']:.3g} / - | | "
+                       f"{r['published_opt_s']:.3g} / - | | {r['published_speedup']:.2f} / - "
+                       f"| | {r.get('diagnosis') or ''} |")
+            continue
+        out.append(f"| {r['row']} | {at} | {side(r, 'base')} | {side(r, 'opt')} | "
+                   f"{r['published_speedup']:.2f} / {r['predicted_speedup']:.2f} | "
+                   f"{r['speedup_ratio']:.2f} {r['speedup_verdict']} | {r['diagnosis']} |")
+    out += ["", t["note"][0].upper() + t["note"][1:].rstrip(".") + ".", "",
+            f"![{t['title']}]({result.rsplit('/', 1)[0]}/seed_absolute.png)", ""]
+    command = doc["provenance"].get("command") or "kvsim experiment run seed_absolute"
+    out.append(provenance_line(doc, result, provenance.scrub_line(command)))
+    return "\n".join(out)
