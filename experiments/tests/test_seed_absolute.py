@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 
 import pandas as pd
 import pytest
@@ -184,3 +185,10 @@ def test_a_tiny_run_goes_through_the_framework(tmp_path, monkeypatch):
     assert f[~f.value_bytes.isin([8, 100, 4096]) | f.cluster]["ratio_base"].isna().all()
     md = (tmp_path / "seed_absolute" / "seed_absolute.md").read_text()
     assert "published_base_s" in md
+    # the page's compact rendering: one line per seed row, the provenance under it
+    doc = json.loads((tmp_path / "seed_absolute" / "seed_absolute.json").read_text())
+    text = sa.render(doc, "results/experiments/seed_absolute.json")
+    lines = [x for x in text.splitlines() if x.startswith("| ") and "seed row" not in x]
+    assert len(lines) == len(f) == len(sa.seed_rows())
+    assert sum("(extrapolated)" in x for x in lines) == len(done)
+    assert "Source: [`results/experiments/seed_absolute.json`]" in text
