@@ -283,6 +283,30 @@ def _diagnosis(row: SeedRow, line: dict[str, Any]) -> str:
     return text
 
 
+_SHORT = {"iterate_keys": "KEYS", "iterate_save": "SAVE", "rdb_load_prefetch": "load"}
+
+
+def _size(n: int, binary: str = "i") -> str:
+    """``128Mi``, ``4Ki``: powers of two in binary units (the load's sizes), else decimal
+    (``50M``); ``binary`` is the binary units' suffix."""
+    for unit, m in (("M", 1 << 20), ("K", 1 << 10)):
+        if n >= m and n % m == 0:
+            return f"{n // m}{unit}{binary}"
+    for unit, m in (("M", 10**6), ("K", 10**3)):
+        if n >= m and n % m == 0:
+            return f"{n // m}{unit}"
+    return str(n)
+
+
+def _label(row: SeedRow) -> str:
+    """``load v3 cl 8B x 128Mi``: the seed experiment, its variant, cluster mode, value
+    bytes and keys."""
+    variant = row.variant.split("-")[0] if row.variant.startswith("v") else row.variant
+    return (f"{_SHORT[row.experiment]} {variant}{' cl' if row.cluster else ''} "
+            f"{_size(row.value_bytes, 'iB')}{'' if row.value_bytes >= 1024 else 'B'} x "
+            f"{_size(row.keys)}")
+
+
 def _tables(rows: pd.DataFrame) -> list[Table]:
     if "kind" not in rows or not len(rows):
         return []
@@ -297,8 +321,7 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
     for row in seed_rows():
         pub = published(row)
         line: dict[str, Any] = {
-            "row": f"{row.experiment} {row.variant}{' cl' if row.cluster else ''} "
-                   f"{row.value_bytes} B x {row.keys:,}",
+            "row": _label(row),
             "seed": f"{_PR[row.experiment]} ({row.seed})", "experiment": row.experiment,
             "preset": row.kind.preset, "variant": row.variant, "also": row.also,
             "cref_variant": row.cref_variant or "", "cluster": row.cluster,
