@@ -40,7 +40,7 @@ from kvsim.experiments.framework import Experiment, Plot, Table, register
 from kvsim.experiments.studies import _sims
 
 __all__ = ["KINDS", "SEED_CSV", "SPEEDUP_BAND", "TIME_BAND", "SeedRow", "band_verdict",
-           "published", "seed_rows", "sim_keys"]
+           "growth", "published", "render", "seed_rows", "sim_keys"]
 
 #: the seeds' table: every figure the five seed PRs published, one row each
 SEED_CSV = Path(__file__).resolve().parent / "data" / "seed_results.csv"
@@ -240,8 +240,8 @@ def _largest_at_most(curve: list[tuple[int, float]], keys: int) -> tuple[int, fl
 
 def growth(curve: list[tuple[int, float]], sim: int, seed: int) -> tuple[float, int] | None:
     """How cycles per key grow from ``sim`` keys to the largest size of ``curve`` at or below
-    ``seed`` keys: ``(factor, that size)``; None when the curve has ``sim`` itself not, or no
-    larger size."""
+    ``seed`` keys: ``(factor, that size)``; None when ``sim`` is not on the curve or nothing
+    larger is."""
     at = dict(curve)
     top = max((k for k, _ in curve if sim < k <= seed), default=None)
     if sim not in at or top is None:
