@@ -16,6 +16,7 @@ group's reference variant); the runner derives each sim row's ``speedup`` from t
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,22 +83,32 @@ class Experiment:
 
 
 _REGISTRY: dict[str, Experiment] = {}
+_MODULE: dict[str, str] = {}  #: experiment name -> the module that registered it
+
+#: The order `kvsim experiment list` and `all` give the modules' experiments in, whatever
+#: order the modules are first imported in (within a module: its registration order).
+MODULE_ORDER = ("studies", "validation", "studies_upstream", "warmup_convergence",
+                "gem5_compare", "micro", "seed_absolute")
 
 
 def register(exp: Experiment) -> Experiment:
     if exp.name in _REGISTRY:
         raise ValueError(f"experiment {exp.name!r} is registered twice")
     _REGISTRY[exp.name] = exp
+    _MODULE[exp.name] = sys._getframe(1).f_globals.get("__name__", "").rpartition(".")[2]
     return exp
 
 
+def _rank(name: str) -> int:
+    mod = _MODULE.get(name, "")
+    return MODULE_ORDER.index(mod) if mod in MODULE_ORDER else len(MODULE_ORDER)
+
+
 def _load() -> None:
-    # micro imports gem5_compare, which imports warmup_convergence, which imports
-    # studies_upstream, which imports validation, which imports studies: they register in
-    # that order however they are first imported, so `kvsim experiment list` has one order
     from kvsim.experiments import (  # noqa: F401
         gem5_compare,
         micro,
+        seed_absolute,
         studies,
         studies_upstream,
         validation,
@@ -108,14 +119,14 @@ def _load() -> None:
 def names() -> list[str]:
     """Registered experiment names, in registration order."""
     _load()
-    return list(_REGISTRY)
+    return sorted(_REGISTRY, key=_rank)
 
 
 def get(name: str) -> Experiment:
     """The experiment ``name``; ValueError naming the known ones otherwise."""
     _load()
     if name not in _REGISTRY:
-        raise ValueError(f"unknown experiment {name!r} (known: {', '.join(_REGISTRY)}, all)")
+        raise ValueError(f"unknown experiment {name!r} (known: {', '.join(names())}, all)")
     return _REGISTRY[name]
 
 

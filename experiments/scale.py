@@ -1,12 +1,13 @@
-"""The seeds' scale: KEYS and snapshot load from 10^6 to 5x10^7 keys, predicted on every
-preset in one pass and natively on this machine.
-``python -m kvsim.experiments.scale [--keys 1e6,5e6,2e7,5e7] [--workloads keys,load]``.
+"""The seeds' scale: KEYS, SAVE and snapshot load from 10^6 to 5x10^7 keys, predicted on
+every preset in one pass and natively on this machine.
+``python -m kvsim.experiments.scale [--keys 1e6,5e6,2e7,5e7] [--workloads keys,save,load]``.
 
-For each size and workload both sides of the seed's pair (KEYS: no prefetch against Valkey's
-iterator prefetch, seed 002; load: no prefetch against prefetch-after-key, 8-byte values,
-seed 000) are traced with the setup carried (``--warm-setup compact``), each trace is
-simulated on every ``--cpu`` in one pass from the file (memory independent of the trace's
-length: the reader streams chunks, the compact prefix is bounded), and natively timed in one
+For each size and workload both sides of the seed's pair (KEYS and SAVE: no prefetch against
+Valkey's iterator prefetch, seed 002, SAVE without the checksum as the seed ran it; load: no
+prefetch against prefetch-after-key, 8-byte values, seed 000) are traced with the setup
+carried (``--warm-setup compact``), each trace is simulated on every ``--cpu`` in one pass
+from the file (memory independent of the trace's length: the reader streams chunks, the
+compact prefix is bounded), and natively timed in one
 process per side pair (``--versus-variant``, process CPU time, ``--repeat`` rounds, the first
 dropped). Per preset a row gives cycles per key and what explains their growth: DTLB and STLB
 misses per key (TLB reach: entries x 4 KiB against the keyspace), last-level demand misses
@@ -32,9 +33,11 @@ from kvsim.experiments import pairs as catalogue
 __all__ = ["PAIRS", "run_size"]
 
 #: workload -> (c_ref workload, common options, side A variant, side B variant): the pairs
-#: "keys", "save" and "load-8" of kvsim.experiments.pairs
+#: "keys", "save-nochecksum-valkey" (SAVE as seed 002 ran it: checksum off) and "load-8" of
+#: kvsim.experiments.pairs
 PAIRS = {w: (p.workload, dict(p.common), p.a["variant"], p.b["variant"])
-         for w, p in (("keys", catalogue.get("keys")), ("save", catalogue.get("save")),
+         for w, p in (("keys", catalogue.get("keys")),
+                      ("save", catalogue.get("save-nochecksum-valkey")),
                       ("load", catalogue.get("load-8")))}
 
 
