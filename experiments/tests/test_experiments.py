@@ -379,3 +379,14 @@ def test_mset_over_existing_keys_preloads_the_whole_range(scale):
     over = [o for o in sims + natives if o["mset_keys"] == "random"]
     assert over and all(o["prefill"] == 1.0 for o in over)
     assert all("prefill" not in o for o in sims + natives if o["mset_keys"] == "new")
+
+
+def test_experiment_order_does_not_depend_on_the_first_import():
+    def order(first: str) -> str:
+        code = (f"import kvsim.experiments.{first}\n"
+                "from kvsim.experiments import framework; print(framework.names())")
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True)
+        return res.stdout.decode()
+
+    orders = {order(m) for m in ("seed_absolute", "micro", "studies", "validation")}
+    assert len(orders) == 1
