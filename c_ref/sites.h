@@ -87,7 +87,12 @@
     X(HASH_LP, "hash.lp", 8)                     /* a listpack element's header/bytes */ \
     X(HASH_ENTRY, "hash.entry", 12)              /* a field-value entry's value / pointer */ \
     X(HASH_STORE, "hash.store", 20)              /* writing a listpack, entry or value */ \
-    X(PF_HASH, "pf.hash", 12)                    /* nested field prefetch (variants) */
+    X(PF_HASH, "pf.hash", 12)                    /* nested field prefetch (variants) */ \
+    /* --- server.c's system calls: the sites of SYSCALL markers, named "sys.<call>" as \
+     * trace_format.h's enum kvtSyscall (FORMAT.md); no user-space work of their own --- */ \
+    X(SYS_READ, "sys.read", 0)                   /* read(2) into the query buffer */ \
+    X(SYS_WRITE, "sys.write", 0)                 /* write(2) from the reply buffer */ \
+    X(SYS_EPOLL_WAIT, "sys.epoll_wait", 0)       /* epoll_pwait(2) */
 
 enum ksSite {
 #define KS_SITE_ENUM(id, name, cost) KS_SITE_##id,
