@@ -149,3 +149,33 @@ def test_every_preset_gives_its_syscall_costs_with_a_source(name: str) -> None:
         assert key in sec and key in sec["src"], key
         assert sec["src"][key][:1] in ("V", "R", "E"), key
     assert sim.load_cpu(name).syscall.call_ns[0] > 0
+
+
+def test_fit_line_recovers_a_line() -> None:
+    from kvsim.sim.calibrate_syscall import fit_line
+
+    xs = [64.0, 256.0, 1024.0, 4096.0, 16384.0]
+    assert fit_line(xs, [800 + 0.02 * x for x in xs]) == pytest.approx((800, 0.02))
+    assert fit_line(xs, [900 - 0.01 * x for x in xs])[1] == 0.0  # clamped: never a gain
+
+
+def test_calibrate_measures_a_section_the_parser_takes() -> None:
+    """The loopback microbenchmark at a tiny size: every key, positive call costs, and the
+    section a CPU file accepts (the figures themselves are this machine's: not asserted)."""
+    from kvsim.sim import calibrate_syscall as cs
+
+    raw = cs.measure(quick=True, iters=64)
+    assert raw["sizes"] == list(cs.SIZES) and len(raw["read_ns"]) == len(cs.SIZES)
+    sec = cs.section(raw)
+    assert set(sec) == {*sim.config.SYSCALL_KEYS, "src"} and set(sec["src"]) == set(
+        sim.config.SYSCALL_KEYS)
+    assert min(sec["read_ns"], sec["write_ns"], sec["epoll_wait_ns"]) > 0
+    cpu = parse_cpu(_doc(**sec))
+    assert cpu.syscall.call_ns == (sec["read_ns"], sec["write_ns"], sec["epoll_wait_ns"])
+
+
+def test_microbenchmark_rejects_bad_arguments() -> None:
+    from kvsim.sim.calibrate import run_bench
+
+    with pytest.raises(OSError, match="kvsim-calibrate syscall: usage"):
+        run_bench("syscall", 4, 0)
