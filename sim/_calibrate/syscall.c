@@ -16,12 +16,20 @@
  *   read(b, SIZE bytes)         the receiver's copy out of its socket buffer
  *
  * each call timed alone by the monotonic clock (the clock's own cost, timed the same way
- * back to back, subtracted).  Output, one JSON object: the sizes and, per call, the median
+ * back to back, subtracted).  Then the wait a server makes when it is idle: a child process
+ * on another CPU echoes one byte; the parent writes a byte and waits in epoll_wait until
+ * the echo wakes it, ITERS times, and the parent's CPU time inside that epoll_wait (its
+ * thread CPU clock, whose own cost is subtracted: the call, going to sleep and being woken,
+ * not the time asleep) is `epoll_wait_sleep`; the CPU time of its one-byte write, which
+ * wakes the child blocked in read (as a server's reply wakes its client), `write_wake`.  Output, one JSON object: the sizes and, per call, the median
  * and the minimum ns per call at each size (sim/calibrate_syscall.py fits the per-call and
  * per-byte costs: intercept and slope over the sizes).  Exit 1 with a one-line message when
  * a socket call fails.
  */
 #include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdint.h>
@@ -105,6 +113,78 @@ static void printRow(const char *name, uint64_t *const *v, long iters, int nsize
     }
 }
 
+static uint64_t cpuClk(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The parent's CPU ns in an epoll_wait that sleeps until a child's echo wakes it:
+ * the median of iters waits (after iters / 8 untimed), the CPU clock's cost subtracted. */
+static int sleepingWait(long iters, double *median, double *wake) {
+    int a, b;
+    if (pairOpen(&a, &b)) return 1;
+    cpu_set_t all;
+    int other = -1, here = sched_getcpu();
+    if (sched_getaffinity(0, sizeof(all), &all) == 0)
+        for (int c = 0; c < CPU_SETSIZE && other < 0; c++)
+            if (c != here && CPU_ISSET(c, &all)) other = c;
+    pid_t pid = fork();
+    if (pid < 0) return fail("fork");
+    if (pid == 0) { /* the echo: blocking reads on the connecting end */
+        if (other >= 0) {
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(other, &one);
+            sched_setaffinity(0, sizeof(one), &one);
+        }
+        close(b);
+        char ch;
+        while (read(a, &ch, 1) == 1)
+            if (write(a, &ch, 1) != 1) break;
+        _exit(0);
+    }
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = b};
+    if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, b, &ev)) return fail("epoll");
+    uint64_t d[1001], *t = malloc(sizeof(uint64_t) * (size_t)iters);
+    uint64_t *tw = malloc(sizeof(uint64_t) * (size_t)iters);
+    if (!t || !tw) return fail("malloc");
+    for (int i = 0; i < 1001; i++) {
+        uint64_t t0 = cpuClk();
+        d[i] = cpuClk() - t0;
+    }
+    qsort(d, 1001, sizeof(d[0]), cmpU64);
+    const uint64_t clock = d[500];
+    int rc = 0;
+    for (long i = -(iters / 8); i < iters && !rc; i++) {
+        char ch = 'x';
+        uint64_t w0 = cpuClk();
+        if (write(b, &ch, 1) != 1) rc = fail("write");
+        uint64_t w1 = cpuClk();
+        if (i >= 0) tw[i] = w1 - w0 > clock ? w1 - w0 - clock : 0;
+        struct epoll_event out;
+        uint64_t t0 = cpuClk();
+        int k = epoll_wait(ep, &out, 1, 1000);
+        uint64_t t1 = cpuClk();
+        if (k != 1) rc = fail("epoll_wait (no echo)");
+        else if (read(b, &ch, 1) != 1) rc = fail("read");
+        if (i >= 0) t[i] = t1 - t0 > clock ? t1 - t0 - clock : 0;
+    }
+    qsort(t, (size_t)iters, sizeof(uint64_t), cmpU64);
+    *median = (double)t[iters / 2];
+    qsort(tw, (size_t)iters, sizeof(uint64_t), cmpU64);
+    *wake = (double)tw[iters / 2];
+    free(t);
+    free(tw);
+    close(ep);
+    close(b);
+    close(a);
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    return rc;
+}
+
 int benchSyscall(int argc, char **argv) {
     if (argc < 2) return 2;
     long iters = atol(argv[0]);
@@ -161,8 +241,11 @@ int benchSyscall(int argc, char **argv) {
     printf("],");
     printRow("read", t[0], iters, nsizes, clock, 0);
     printRow("write", t[1], iters, nsizes, clock, 0);
-    printRow("epoll_wait", t[2], iters, nsizes, clock, 1);
-    printf("}\n");
+    printRow("epoll_wait", t[2], iters, nsizes, clock, 0);
+    double sleep_ns = 0, wake_ns = 0;
+    if (sleepingWait(iters, &sleep_ns, &wake_ns)) return 1;
+    printf("\"epoll_wait_sleep_median_ns\":%.1f,\"write_wake_median_ns\":%.1f}\n", sleep_ns,
+           wake_ns);
     for (int c = 0; c < 3; c++)
         for (int s = 0; s < nsizes; s++) free(t[c][s]);
     free(wbuf);
