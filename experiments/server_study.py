@@ -41,7 +41,7 @@ import pandas as pd
 
 from kvsim.experiments import cells as C
 from kvsim.experiments import seeds, valkey
-from kvsim.experiments.framework import Experiment, Plot, Table, register
+from kvsim.experiments.framework import Experiment, Plot, Table
 
 BAND = (0.85, 1.15)
 SIDES = {"a": 0, "b": 16}
@@ -372,6 +372,60 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
     return out
 
 
-register(Experiment("server", "The server: predicted requests/s against the real servers",
-                    "Valkey PR #2092; Redis #15043, #15133", _cells, _tables,
-                    doc=_cells.__doc__ or "", needs=("server-predict", "server-native")))
+#: registered by experiments/studies_upstream.py, after the studies before it (one order of
+#: the experiments however the modules are first imported)
+EXPERIMENT = Experiment("server", "The server: predicted requests/s against the real servers",
+                        "Valkey PR #2092; Redis #15043, #15133", _cells, _tables,
+                        doc=_cells.__doc__ or "", needs=("server-predict", "server-native"))
+
+
+# --- the headline's server rows (experiments/studies.py: headline) ----------------------------
+
+#: (headline row, cell, seed speedup): the server beside the keyspace rows of the same seeds
+HEADLINE = [
+    ("server: pipelined GET, depth 10 (Valkey #2092)", "get-p10", seeds.PIPELINE_2092),
+    ("server: MGET 100 keys (Redis #15133)", "mget-100",
+     1 + seeds.MGET_15133[(100, 100)] / 100),
+    ("server: MSET 10 keys over existing (Redis #15043)", "mset-10",
+     1 + (seeds.mset_15043(10, 100, 10_000_000) or 0) / 100),
+]
+
+
+def headline_cells(scale: str, cpus: list[str]) -> list[dict[str, Any]]:
+    """The headline's server rows: c_ref's server traced and predicted on every CPU, and
+    both servers natively (this machine's cells, at the study's sizes)."""
+    keys, i = KEYS[scale], 0 if scale == "small" else 1
+    out = []
+    for row, cell, _ in HEADLINE:
+        common = {"cell": cell, "keys": keys, "requests": CELLS[cell][i], "value_size": 256}
+        out += [{"experiment": "headline", "kind": "server-predict", "workload": "serve",
+                 "cpu": cpu,
+                 "args": SERVER_ARGS, **common, "params": {"row": row}} for cpu in cpus]
+        out.append({"experiment": "headline", "kind": "server-native", "workload": "serve",
+                    **common,
+                    "rounds": 3 if scale == "small" else 8,
+                    "reuse": "results/native-server.json", "params": {"row": row}})
+    return out
+
+
+def headline_lines(rows: pd.DataFrame) -> list[dict[str, Any]]:
+    """One headline line per server row: the seed, ``native`` (Valkey's and c_ref's server
+    speedups in server CPU time) and ``sim:<cpu>`` (the predicted server speedup)."""
+    out = []
+    if "kind" not in rows:
+        return out
+    for row, _, seed in HEADLINE:
+        p = rows[(rows.kind == "server-predict") & (rows.row == row)]
+        n = rows[(rows.kind == "server-native") & (rows.row == row)]
+        if not len(p) and not len(n):
+            continue
+        line: dict[str, Any] = {"row": row, "seed": seed}
+        if len(n):
+            m = n.iloc[0]
+            line["native"] = (f"Valkey {m.get('valkey_cpu_speedup', float('nan')):.2f}x, "
+                              f"c_ref's server {m.get('cref_cpu_speedup', float('nan')):.2f}x")
+            line["native_value"] = m.get("valkey_cpu_speedup")
+        for _, r in p.iterrows():
+            line[f"sim:{r['cpu']}"] = r.get("pred_speedup")
+        out.append(line)
+    return out

@@ -445,5 +445,7 @@ register(Experiment("pipeline_mget", "Pipelined MGET: Redis #14899's regression 
                     doc=_pipeline_mget_cells.__doc__ or ""))
 
 
-# the `server` study registers itself (experiments/server_study.py: issue 43, section 4)
-from kvsim.experiments import server_study  # noqa: E402,F401
+# the `server` study (experiments/server_study.py: issue 43, section 4)
+from kvsim.experiments import server_study  # noqa: E402
+
+register(server_study.EXPERIMENT)
