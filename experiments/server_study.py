@@ -202,6 +202,12 @@ def predict(spec: dict, cpu: str, args: list[str]) -> dict[str, Any]:
         out[f"pred_rps_{side}"] = spec["requests"] / seconds
         out[f"pred_syscall_share_{side}"] = (sc.get("cycles") or 0) / res["cycles"]
         out[f"pred_cycles_per_request_{side}"] = res["cycles"] / spec["requests"]
+        out[f"pred_ns_per_request_{side}"] = seconds * 1e9 / spec["requests"]
+        out[f"pred_syscall_ns_per_request_{side}"] = (
+            (sc.get("cycles") or 0) / res["timing"]["freq_ghz"] / spec["requests"])
+        out[f"pred_instructions_per_request_{side}"] = res["instructions"] / spec["requests"]
+        out[f"pred_l1_misses_per_request_{side}"] = (
+            res["levels"][0]["misses"] / spec["requests"] if res.get("levels") else None)
     out["pred_speedup"] = out["pred_rps_b"] / out["pred_rps_a"]
     return out
 
@@ -299,6 +305,17 @@ def _diag(ratios: dict[str, float | None], keys: list[str]) -> str:
     return "outside the band (" + ", ".join(out) + "): " + "; ".join(DIAGNOSES[k] for k in keys)
 
 
+def _per_request(p: Any, nm: Any) -> str:
+    """The time of a request, predicted (and its system calls) against c_ref's server's CPU
+    time natively, at batch 0: where an absolute ratio comes from."""
+    nat = nm.get("cref_cpu_a_rps_median") if hasattr(nm, "get") else None
+    ns, sys_ns = p.get("pred_ns_per_request_a"), p.get("pred_syscall_ns_per_request_a")
+    if not nat or ns is None or pd.isna(ns) or sys_ns is None or pd.isna(sys_ns):
+        return ""
+    return (f" [per request at batch 0: predicted {ns:,.0f} ns, of which system calls "
+            f"{sys_ns:,.0f} ns; c_ref's server natively {1e9 / nat:,.0f} ns of CPU time]")
+
+
 def _tables(rows: pd.DataFrame) -> list[Table]:
     pred = rows[rows.kind == "server-predict"] if "kind" in rows else rows.iloc[0:0]
     nat = rows[rows.kind == "server-native"] if "kind" in rows else rows.iloc[0:0]
@@ -327,7 +344,7 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
                     "native_valkey_rps_b": nm.get("valkey_cpu_b_rps_median"),
                     "native_valkey_speedup": nm.get("valkey_cpu_speedup"),
                     **{f"ratio_{k}": v for k, v in r.items()},
-                    "diagnosis": _diag(r, ["scale", "user", "kernel"])})
+                    "diagnosis": _diag(r, ["scale", "user", "kernel"]) + _per_request(p, nm)})
             lines.append(line)
     t = pd.DataFrame(lines)
     if len(t):
