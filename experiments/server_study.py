@@ -276,15 +276,19 @@ def _cells(scale: str, cpus: list[str]) -> list[dict[str, Any]]:
 
 #: Why a row leaves the band: the first matching (predicate, text) applies.
 DIAGNOSES = {
-    "scale": "the prediction's keyspace is smaller than the figure's (this scale's keys "
-             "against 3M natively or the seed's 5-10M): more of it fits in the preset's "
-             "last level, so misses, and the prefetch gain, are smaller",
+    "scale": "the prediction's keyspace is this scale's keys, the seed's 3M to 10M: more of "
+             "it fits in the preset's last level, so misses, and the prefetch gain, are "
+             "smaller",
+    "local": "`local` is the model of this machine `kvsim calibrate` wrote, or, until one "
+             "passes its self-check, the uncalibrated one (the host's L3 from sysfs, which "
+             "holds this scale's keyspace whole, where the native prefetch gains show this "
+             "guest missing it): the speedups follow the calibration",
     "user": "c_ref's server executes fewer user-space instructions per request than Valkey "
-            "(docs/server.md: 0.40-0.73 of them under callgrind); its prediction is of "
-            "c_ref's server, faster than the real one",
-    "kernel": "the kernel's work not in the trace: socket buffers, the loopback TCP stack's "
-              "cache footprint and scheduling are charged as a fixed cost per call and byte "
-              "([syscall]); their cache pollution of the keyspace is not modelled",
+            "(docs/server.md: 0.40-0.73 of them under callgrind); the prediction is of "
+            "c_ref's server",
+    "kernel": "the kernel's time per request outside the three calls' measured costs "
+              "(wakeups and the loopback stack under 50 connections, the socket buffers' "
+              "cache footprint) is not in the trace",
     "client": "the seed's client ran on other cores of a many-core host; here, and in the "
               "prediction, the figure is the server's own time per request",
 }
@@ -344,7 +348,7 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
                     "native_valkey_rps_b": nm.get("valkey_cpu_b_rps_median"),
                     "native_valkey_speedup": nm.get("valkey_cpu_speedup"),
                     **{f"ratio_{k}": v for k, v in r.items()},
-                    "diagnosis": _diag(r, ["scale", "user", "kernel"]) + _per_request(p, nm)})
+                    "diagnosis": _diag(r, ["local", "kernel", "user"]) + _per_request(p, nm)})
             lines.append(line)
     t = pd.DataFrame(lines)
     if len(t):
