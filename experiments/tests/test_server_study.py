@@ -126,3 +126,27 @@ def test_registered_with_every_cpu() -> None:
     kinds = {(c["kind"], c.get("cpu")) for c in cells}
     assert ("server-predict", "local") in kinds and ("server-native", None) in kinds
     assert ("server-predict", "epyc-7713") in kinds
+
+
+def test_headline_gains_the_server_rows() -> None:
+    """The headline's table: the keyspace rows as before, then one line per server row with
+    its seed, both native servers' speedups and the prediction per CPU."""
+    from kvsim.experiments import studies
+
+    cells = studies._headline_cells("small", ["epyc-7713"])
+    server = [c for c in cells if c["kind"].startswith("server-")]
+    assert {c["params"]["row"] for c in server} == {r for r, _, _ in S.HEADLINE}
+    row0 = studies._headline_rows("small")[0]["row"]
+    rows = pd.DataFrame([
+        {"kind": "sim", "cpu": "epyc-7713", "row": row0, "variant": "variant",
+         "speedup": 2.0, "baseline": False, "spec": json.dumps({"options": {"keys": 1}})},
+        {"kind": "server-predict", "cpu": "epyc-7713", "row": S.HEADLINE[0][0],
+         "pred_speedup": 1.25, "spec": json.dumps({"keys": 1})},
+        {"kind": "server-native", "cpu": None, "row": S.HEADLINE[0][0],
+         "valkey_cpu_speedup": 1.4, "cref_cpu_speedup": 1.5, "spec": json.dumps({"keys": 1})},
+    ])
+    t = studies._headline_tables(rows)[0].frame
+    assert list(t.row) == [row0, S.HEADLINE[0][0]]
+    line = t.iloc[1]
+    assert line["sim:epyc-7713"] == 1.25 and line["seed"] == S.HEADLINE[0][2]
+    assert line["native"] == "Valkey 1.40x, c_ref's server 1.50x"
