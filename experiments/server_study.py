@@ -49,7 +49,10 @@ SIDES = {"a": 0, "b": 16}
 #: full scale the trace's measured part stays some 10-20M records: the load's is the rest)
 CELLS = {"get-p1": (20_000, 50_000), "get-p10": (50_000, 200_000),
          "mget-20": (5_000, 10_000), "mget-100": (1_000, 2_000), "mset-10": (10_000, 20_000)}
-KEYS = {"small": 100_000, "full": 1_000_000}
+KEYS = {"small": 100_000, "full": 3_000_000}  # full: the native cells' (native-server.json)
+#: the warm-up's form per scale: the load replayed record by record, or compact (each line
+#: once: at 3M keys the load is some 90M records a side)
+WARM: dict[str, dict[str, str]] = {"small": {}, "full": {"warm": "compact"}}
 SERVER_ARGS = ["--pipeline", "lookahead", "--variant", "batch"]
 
 
@@ -143,14 +146,92 @@ def measured_trace(src: Path, dst: Path, requests: int, after: int = 2) -> dict[
     return {"commands": n, "measured_commands": last - first}
 
 
-def traced_side(spec: dict, batch: int, args: list[str], log=None) -> Path:
+def _touches(c: np.ndarray, base: int) -> tuple[np.ndarray, ...]:
+    """(line, order, store, tag, site) of every 64-byte line the memory records of ``c``
+    touch, ``order`` the record's index in the trace (``base`` + its index in ``c``)."""
+    from kvsim import traces
+
+    mem = np.flatnonzero(c["kind"] < traces.KIND_MARKER)
+    r = c[mem]
+    first = r["addr"] >> np.uint64(6)
+    n = ((r["addr"] + np.maximum(r["size"], 1).astype(np.uint64) - np.uint64(1))
+         >> np.uint64(6)) - first + np.uint64(1)
+    n = n.astype(np.int64)
+    idx = np.repeat(np.arange(mem.size), n)
+    step = np.arange(idx.size) - np.repeat(np.cumsum(n) - n, n)
+    return (first[idx] + step.astype(np.uint64), (mem + base)[idx],
+            r["kind"][idx] == traces.KIND_STORE, r["tag"][idx], r["site"][idx])
+
+
+def compact_warmup(src: Path, dst: Path, max_lines: int = 1 << 23) -> dict[str, int]:
+    """``src`` (a :func:`measured_trace`) with its warm-up before the measured region in
+    c_ref's compact form (traces/FORMAT.md, "The setup's warm-up"): every line it touched,
+    once, least recently touched first, a 64-byte store for a line it wrote and a load
+    otherwise, with the tag and site of its last touch; at most the last ``max_lines``
+    lines. A dep of the measured region that reached into the replaced records is dropped
+    (its producer completed long before)."""
+    from kvsim import traces
+
+    parts: list[tuple[np.ndarray, ...]] = []
+    end = None
+    seen = 0
+    with traces.open(src) as tr:
+        header = dict(tr.header)
+        for c in tr:
+            we = np.flatnonzero((c["kind"] == traces.KIND_MARKER)
+                                & (c["flags"] == traces.MARK_WARMUP_END))
+            stop = int(we[0]) if we.size else c.size
+            t = _touches(c[:stop], seen)
+            if t[0].size:  # the chunk's last touch of each line
+                o = np.lexsort((t[1], t[0]))
+                line = t[0][o]
+                keep = np.r_[line[1:] != line[:-1], True]
+                wrote = np.maximum.reduceat(t[2][o], np.flatnonzero(np.r_[True, keep[:-1]]))
+                parts.append((line[keep], t[1][o][keep], wrote, t[3][o][keep], t[4][o][keep]))
+            if we.size:
+                end = seen + stop
+                break
+            seen += c.size
+    if end is None:
+        raise ValueError(f"{src}: no WARMUP_END marker (not a measured trace)")
+    line, order, wrote, tag, site = (np.concatenate(x) for x in zip(*parts, strict=True))
+    o = np.lexsort((order, line))
+    line, order, wrote, tag, site = line[o], order[o], wrote[o], tag[o], site[o]
+    keep = np.r_[line[1:] != line[:-1], True]
+    wrote = np.maximum.reduceat(wrote, np.flatnonzero(np.r_[True, keep[:-1]]))
+    line, order, tag, site = line[keep], order[keep], tag[keep], site[keep]
+    o = np.argsort(order, kind="stable")[-max_lines:]
+    w = np.zeros(o.size + 1, dtype=traces.RECORD_DTYPE)
+    w["kind"][0], w["flags"][0] = traces.KIND_MARKER, traces.MARK_WARMUP_BEGIN
+    w["addr"][1:] = line[o] << np.uint64(6)
+    w["size"][1:] = 64
+    w["kind"][1:] = np.where(wrote[o], traces.KIND_STORE, traces.KIND_LOAD)
+    w["tag"][1:], w["site"][1:] = tag[o], site[o]
+    g = 0
+    with traces.open(src) as tr, traces.Writer(dst, header, codec="zstd") as out:
+        out.write(w)
+        for c in tr:
+            if g + c.size > end:
+                m = c[max(0, end - g):].copy()
+                at = max(g, end) - end  # the records' distance from the boundary
+                reach = m["dep"].astype(np.int64) > at + np.arange(m.size)
+                m["dep"][reach] = 0
+                out.write(m)
+            g += c.size
+    return {"warmup_lines": int(o.size), "replaced_records": end}
+
+
+def traced_side(spec: dict, batch: int, args: list[str], log=None,
+                compact: bool = False) -> Path:
     """The measured trace (:func:`measured_trace`) of c_ref's server serving ``spec`` at
-    prefetch-batch-max-size ``batch``, made once per spec, server arguments and c_ref build
-    (kept in :func:`trace_cache`)."""
+    prefetch-batch-max-size ``batch``, its warm-up in compact form with ``compact``
+    (:func:`compact_warmup`), made once per spec, server arguments and c_ref build (kept in
+    :func:`trace_cache`)."""
     from kvsim.experiments.server import CrefServer
     from kvsim.experiments.valkey_server import benchmark_binary, pick_cpus, populate
 
-    key = hashlib.sha256(json.dumps([spec, batch, args, C._digest_artifact("kvsim-cref")],
+    key = hashlib.sha256(json.dumps([spec, batch, args, C._digest_artifact("kvsim-cref")]
+                                    + (["compact"] if compact else []),
                                     sort_keys=True).encode()).hexdigest()[:16]
     out = trace_cache() / f"{key}.kvt"
     if out.is_file():
@@ -169,6 +250,10 @@ def traced_side(spec: dict, batch: int, args: list[str], log=None) -> Path:
     try:
         tmp = out.with_name(f"{key}.tmp.kvt")
         measured_trace(raw, tmp, spec["requests"])
+        if compact:
+            raw.unlink()
+            compact_warmup(tmp, raw)
+            raw.replace(tmp)
         tmp.replace(out)
     finally:
         raw.unlink(missing_ok=True)
@@ -177,7 +262,7 @@ def traced_side(spec: dict, batch: int, args: list[str], log=None) -> Path:
     return out
 
 
-def predict(spec: dict, cpu: str, args: list[str]) -> dict[str, Any]:
+def predict(spec: dict, cpu: str, args: list[str], compact: bool = False) -> dict[str, Any]:
     """Predicted requests/s of each side and the speedup on ``cpu``."""
     from kvsim import sim
     from kvsim.sim import calibrate_syscall
@@ -197,7 +282,7 @@ def predict(spec: dict, cpu: str, args: list[str]) -> dict[str, Any]:
                     "syscall_call_ns": list(model.syscall.call_ns),
                     "syscall_byte_ns": list(model.syscall.byte_ns)})
     for side, batch in SIDES.items():
-        res = sim.simulate(traced_side(spec, batch, args), model)
+        res = sim.simulate(traced_side(spec, batch, args, compact=compact), model)
         seconds = res["cycles"] / (res["timing"]["freq_ghz"] * 1e9)
         sc = res.get("syscalls") or {}
         out[f"pred_rps_{side}"] = spec["requests"] / seconds
@@ -215,7 +300,8 @@ def predict(spec: dict, cpu: str, args: list[str]) -> dict[str, Any]:
 
 def _run_predict(spec: dict) -> dict[str, Any]:
     b = bench_spec(spec["cell"], spec["keys"], spec["requests"], spec["value_size"])
-    return {**predict(b, spec["cpu"], spec["args"]), "requests": b["requests"]}
+    return {**predict(b, spec["cpu"], spec["args"], spec.get("warm") == "compact"),
+            "requests": b["requests"]}
 
 
 def _run_native(spec: dict) -> dict[str, Any]:
@@ -254,7 +340,8 @@ def _cells(scale: str, cpus: list[str]) -> list[dict[str, Any]]:
     i = 0 if scale == "small" else 1
     out = []
     for cell, reqs in CELLS.items():
-        common = {"cell": cell, "keys": keys, "requests": reqs[i], "value_size": 256}
+        common = {"cell": cell, "keys": keys, "requests": reqs[i], "value_size": 256,
+                  **WARM[scale]}
         for cpu in cpus:
             out.append({"experiment": "server", "kind": "server-predict", "cpu": cpu,
                         "args": SERVER_ARGS, **common,
@@ -270,7 +357,7 @@ def _cells(scale: str, cpus: list[str]) -> list[dict[str, Any]]:
         reqs = CELLS.get(r["cell"], CELLS["mget-100" if op == "mget" else "mset-10"])[i]
         out.append({"experiment": "server", "kind": "server-predict", "cpu": r["cpu"],
                     "args": r["args"], "cell": r["cell"], "keys": keys, "requests": reqs,
-                    "value_size": r["value_size"], "params": {"cell": r["cell"],
+                    "value_size": r["value_size"], **WARM[scale], "params": {"cell": r["cell"],
                                                               "row": r["row"]}})
     return out
 
@@ -419,7 +506,8 @@ def headline_cells(scale: str, cpus: list[str]) -> list[dict[str, Any]]:
     keys, i = KEYS[scale], 0 if scale == "small" else 1
     out = []
     for row, cell, _ in HEADLINE:
-        common = {"cell": cell, "keys": keys, "requests": CELLS[cell][i], "value_size": 256}
+        common = {"cell": cell, "keys": keys, "requests": CELLS[cell][i], "value_size": 256,
+                  **WARM[scale]}
         out += [{"experiment": "headline", "kind": "server-predict", "workload": "serve",
                  "cpu": cpu,
                  "args": SERVER_ARGS, **common, "params": {"row": row}} for cpu in cpus]

@@ -150,3 +150,46 @@ def test_headline_gains_the_server_rows() -> None:
     line = t.iloc[1]
     assert line["sim:epyc-7713"] == 1.25 and line["seed"] == S.HEADLINE[0][2]
     assert line["native"] == "Valkey 1.40x, c_ref's server 1.50x"
+
+
+def test_compact_warmup_leaves_an_lru_hierarchy_as_the_full_one(tmp_path: Path) -> None:
+    """The compact warm-up (each line once, by last touch, stores for written lines) leaves
+    an LRU cache as the full warm-up does (an LRU stack orders lines by their last touch):
+    the measured region's hits and misses are the same; deps reaching into the replaced
+    records are dropped. (Write-backs, and levels below a first one, differ as c_ref's
+    compact setup's do: a line written once counts as dirty; results/warm-setup-bound.json.)"""
+    rng = np.random.default_rng(7)
+    n = 4000
+    pre = np.zeros(n, dtype=traces.RECORD_DTYPE)
+    pre["kind"] = rng.integers(0, 2, n)
+    pre["addr"] = rng.integers(0, 1 << 16, n).astype(np.uint64) * np.uint64(8)
+    pre["size"] = rng.choice([8, 64, 200], n)
+    pre["tag"] = rng.integers(0, 3, n)
+    cmds = _commands(50)
+    cmds["addr"][1::3] = rng.integers(0, 1 << 16, 50).astype(np.uint64) * np.uint64(8)
+    rec = np.concatenate([pre, cmds])
+    hdr = dict(HEADER, tags=["a", "b", "c"])
+    src, mid, dst = tmp_path / "s.kvt", tmp_path / "m.kvt", tmp_path / "d.kvt"
+    with traces.Writer(src, hdr) as w:
+        w.write(rec)
+    S.measured_trace(src, tmp_path / "one.kvt", requests=40, after=2)
+    with traces.open(tmp_path / "one.kvt") as tr, traces.Writer(mid, tr.header,
+                                                               chunk_records=500) as w:
+        for c in tr:  # many chunks: the boundary falls inside one
+            w.write(c)
+    got = S.compact_warmup(mid, dst)
+    assert got["replaced_records"] == n + 1 + 8 * 3  # WARMUP_BEGIN, the prefix, 8 commands
+    head = rec[:n + 8 * 3]
+    head = head[head["kind"] < traces.KIND_MARKER]
+    lines = {int(x) for a, z in zip(head["addr"], head["size"], strict=True)
+             for x in range(int(a) >> 6, ((int(a) + int(z) - 1) >> 6) + 1)}
+    assert got["warmup_lines"] == len(lines)
+    doc = {"name": "lru", "cache": [{"size": "16KiB", "ways": 4}]}
+    cpu = sim.config.parse_cpu(doc)
+    a, b = (sim.simulate(p, cpu, functional=True) for p in (mid, dst))
+    assert a["records"] == b["records"] and a["instructions"] == b["instructions"]
+    for k in ("hits", "misses"):
+        assert [lv[k] for lv in a["levels"]] == [lv[k] for lv in b["levels"]], k
+    assert a["levels"][0]["misses"] > 0 and a["levels"][0]["hits"] > 0
+    out = traces.read_all(dst)
+    assert out["dep"][got["warmup_lines"] + 1 + 1] == 0  # the first measured load's dep
