@@ -45,7 +45,7 @@ const char *const ksTagName[KVT_NUM_TAGS] = {
 };
 
 const char *const ksMarkerName[KVT_NUM_MARKERS] = {
-    "none", "command", "op", "phase", "warmup_begin", "warmup_end", "batch",
+    "none", "command", "op", "phase", "warmup_begin", "warmup_end", "batch", "syscall",
 };
 
 /* --- CRC32 (zlib polynomial 0xEDB88320), slice-by-8 ------------------------ */
@@ -254,7 +254,7 @@ void ksEmitMarker(uint16_t marker, uint64_t value) {
     ksEmitterMarker(e, marker, value);
 }
 
-void ksEmitterMarker(ksEmitter *e, uint16_t marker, uint64_t value) {
+static void emitMarker(ksEmitter *e, uint16_t marker, uint64_t value, uint16_t site) {
     if (marker == KVT_MARK_WARMUP_BEGIN) e->in_warmup = 1;
     if (marker == KVT_MARK_WARMUP_END) e->in_warmup = 0;
     e->next_id++;
@@ -263,6 +263,15 @@ void ksEmitterMarker(ksEmitter *e, uint16_t marker, uint64_t value) {
     r->addr = value;
     r->kind = KVT_MARKER;
     r->flags = marker;
+    r->site = site;
     if (++e->n == e->cap) ksEmitterFlush(e);
+}
+
+void ksEmitterMarker(ksEmitter *e, uint16_t marker, uint64_t value) { emitMarker(e, marker, value, 0); }
+
+void ksEmitSyscall(uint16_t site, uint64_t bytes) {
+    ksEmitter *e = ksEmitterCurrent;
+    if (e == NULL || e->paused) return;
+    emitMarker(e, KVT_MARK_SYSCALL, bytes, site); /* the site names the call (FORMAT.md) */
 }
 

@@ -182,6 +182,8 @@ static inline ksLoadId ksEmitAccess(uint8_t kind, const void *p, size_t size, ui
 
 /* A marker record (kind KVT_MARKER, flags = marker type, addr = value). */
 void ksEmitMarker(uint16_t marker, uint64_t value);
+/* A SYSCALL marker: addr = the bytes the call moved, site = the call's "sys.<call>" site. */
+void ksEmitSyscall(uint16_t site, uint64_t bytes);
 
 
 /* Work measured directly in instructions (not scaled), e.g. the CRC loop. */
@@ -241,6 +243,7 @@ static inline void ksEmitSetupStore(const void *p, size_t size, uint8_t tag) {
 #define KS_WORK(n) ksEmitWork((uint64_t)(n))
 #define KS_WORK_EXACT(n) ksEmitWorkExact((uint64_t)(n))
 #define KS_MARK(marker, value) ksEmitMarker((marker), (uint64_t)(value))
+#define KS_SYSCALL(site, bytes) ksEmitSyscall((site), (uint64_t)(bytes))
 #define KS_SETUP_STORE(p, size, tag) ksEmitSetupStore((p), (size), (tag))
 #define KS_ID_VAR(name) ksLoadId name
 #define KS_ID(expr) (expr)
@@ -255,6 +258,7 @@ static inline void ksEmitSetupStore(const void *p, size_t size, uint8_t tag) {
 #define KS_WORK(n) ((void)0)
 #define KS_WORK_EXACT(n) ((void)0)
 #define KS_MARK(marker, value) ((void)0)
+#define KS_SYSCALL(site, bytes) ((void)0)
 #define KS_SETUP_STORE(p, size, tag) ((void)(p), (void)(size))
 #define KS_ID_VAR(name) ksLoadId name __attribute__((unused))
 #define KS_ID(expr) ((ksLoadId)0)

@@ -49,9 +49,10 @@
  * the loop at its top; every client is closed and the keyspace freed.  Tracing: built
  * with KS_TRACE=1 (the traced object set, tr_ksServe) the read into the query buffer is
  * a store of its bytes and the write a load of the bytes it took (the cache lines the
- * kernel's copies touch); everything between is the traced keyspace code.  The system
- * calls themselves are not memory accesses of the process: docs/server.md says how they
- * are to be modelled (a marker per call with its byte count, costs from calibrate).
+ * kernel's copies touch); everything between is the traced keyspace code.  Each read,
+ * write and epoll_pwait is a SYSCALL marker before its copy (traces/FORMAT.md: the bytes
+ * it moved, the call named by its site "sys.read", "sys.write", "sys.epoll_wait"), which
+ * the engine charges a per-call and per-byte cost measured by `kvsim calibrate`.
  *
  * Conventions: public ks...; static internals without prefix; one server per process.
  */
@@ -376,6 +377,7 @@ static int writeReply(conn *k) {
     ksClient *c = &k->c;
     while (k->wpos < c->rlen) {
         ssize_t n = write(k->fd, c->rbuf + k->wpos, c->rlen - k->wpos);
+        KS_SYSCALL(KS_SITE_SYS_WRITE, n > 0 ? n : 0); /* traced: the call, then its copy */
         if (n > 0) { /* traced: the kernel's copy reads the bytes it took */
             (void)KS_LOAD(c->rbuf + k->wpos, (size_t)n, KVT_TAG_REPLY_BUF, KS_SITE_RESP_REPLY, 0);
             k->wpos += (size_t)n;
@@ -444,6 +446,7 @@ static void readQuery(conn *k) {
     if (k->close_after) return;
     queryRoom(c);
     ssize_t n = read(k->fd, c->qbuf + c->qlen, c->qcap - c->qlen);
+    KS_SYSCALL(KS_SITE_SYS_READ, n > 0 ? n : 0); /* traced: the call; its copy in processQuery */
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
     if (n <= 0 || processQuery(k, (size_t)n)) { /* EOF, error (a partial command is dropped) */
         closeConn(k);
@@ -667,6 +670,8 @@ int ksServe(const ksServerConfig *cfg, char *err, size_t errlen) {
     while (!stop_requested) {
         writePending();
         int n = epoll_pwait(srv.ep, evs, MAX_EVENTS, -1, &waitmask);
+        /* traced: the call, with the bytes of the events it returned */
+        KS_SYSCALL(KS_SITE_SYS_EPOLL_WAIT, n > 0 ? (size_t)n * sizeof(evs[0]) : 0);
         if (n < 0) {
             if (errno == EINTR) continue;
             snprintf(err, errlen, "epoll_pwait: %s", strerror(errno));

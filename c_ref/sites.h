@@ -90,7 +90,12 @@
     X(PF_HASH, "pf.hash", 12)                    /* nested field prefetch (variants) */ \
     /* --- t_zset.c (the sorted set; costs as the hash's, not calibrated on their own) --- */ \
     X(ZSET_NODE, "zset.node", 12)                /* a skiplist node: score, levels, member */ \
-    X(ZSET_STORE, "zset.store", 20)              /* writing a node or the zset's structs */
+    X(ZSET_STORE, "zset.store", 20)              /* writing a node or the zset's structs */ \
+    /* --- server.c's system calls: the sites of SYSCALL markers, named "sys.<call>" as \
+     * trace_format.h's enum kvtSyscall (FORMAT.md); no user-space work of their own --- */ \
+    X(SYS_READ, "sys.read", 0)                   /* read(2) into the query buffer */ \
+    X(SYS_WRITE, "sys.write", 0)                 /* write(2) from the reply buffer */ \
+    X(SYS_EPOLL_WAIT, "sys.epoll_wait", 0)       /* epoll_pwait(2) */
 
 enum ksSite {
 #define KS_SITE_ENUM(id, name, cost) KS_SITE_##id,

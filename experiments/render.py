@@ -228,6 +228,8 @@ register_each(render_experiment, {"headline": "results/experiments/headline.json
 # the issue-45 studies (``kvsim experiment run NAME --scale small --publish``)
 register_each(render_experiment, {n: f"results/experiments/{n}.json"
                                   for n in ("multikey_window", "hash", "pipeline_mget")})
+# the server study (issue 43: ``kvsim experiment run server --scale small --publish``)
+register_each(render_experiment, {"server": "results/experiments/server.json"})
 # the seeds' published times on their own presets (a compact table of its own)
 register_each(lambda doc, result: _seed_absolute().render(doc, result),
               {"seed_absolute": "results/experiments/seed_absolute.json"})

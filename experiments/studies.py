@@ -910,13 +910,21 @@ def _headline_cells(scale: str, cpus: list[str]) -> list[dict]:
         out += _natives("headline", r["workload"], nat, variants,
                         _plan(scale, 0.05), params,
                         env=cref.ARENA_WARM if r["workload"] == "load" else None)
-    return out
+    from kvsim.experiments import server_study  # the server's rows (issue 43)
+
+    return out + server_study.headline_cells(scale, cpus)
 
 
 def _headline_tables(rows: pd.DataFrame) -> list[Table]:
     order = [r["row"] for r in _headline_rows("small")]
     seed = {r["row"]: r["seed"] for r in _headline_rows("small")}
-    t = speedup_table(rows[rows.variant == "variant"], ["row"], lambda s: seed.get(s["row"]))
+    from kvsim.experiments import server_study
+
+    keyspace = rows[rows.variant == "variant"] if "variant" in rows else rows.iloc[0:0]
+    t = speedup_table(keyspace, ["row"], lambda s: seed.get(s["row"]))
+    server = server_study.headline_lines(rows)  # the server beside the keyspace (issue 43)
+    order += [line["row"] for line in server]
+    t = pd.concat([t, pd.DataFrame(server)], ignore_index=True) if server else t
     t["order"] = t.row.map({r: i for i, r in enumerate(order)})
     t = t.sort_values("order").drop(columns="order").reset_index(drop=True)
     t["value"] = t.row
@@ -935,6 +943,9 @@ def _headline_tables(rows: pd.DataFrame) -> list[Table]:
                   note="seed: the upstream PR's figure on its author's machine; sim: c_ref's "
                        "trace of the same configuration on each preset; native: c_ref on this "
                        "machine, median of interleaved rounds [bootstrap 95 % interval]. "
+                       "The server rows: c_ref's server traced under redis-benchmark, "
+                       "system calls included, predicted per preset; native: the real "
+                       "Valkey and c_ref's server in server CPU time (the server study). "
                        + size)]
 
 

@@ -461,3 +461,9 @@ def _pipeline_mget_tables(rows: pd.DataFrame) -> list[Table]:
 register(Experiment("pipeline_mget", "Pipelined MGET: Redis #14899's regression and guard",
                     "Redis PR #14899", _pipeline_mget_cells, _pipeline_mget_tables,
                     doc=_pipeline_mget_cells.__doc__ or ""))
+
+
+# the `server` study (experiments/server_study.py: issue 43, section 4)
+from kvsim.experiments import server_study  # noqa: E402
+
+register(server_study.EXPERIMENT)

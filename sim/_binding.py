@@ -61,7 +61,13 @@ class EngineConfig(C.Structure):
         ("stlb_latency", u32), ("walk_latency", u32), ("swpf_level", u32),
         ("swpf_drop_on_tlb_miss", u32), ("flush_at_end", u32), ("queue_cap", u32),
         ("threads", u32), ("walk_reads", u32), ("instr_ticks", u32), ("walkers", u32),
+        ("syscall_site", u32 * traces.NUM_SYSCALLS),
+        ("syscall_call_ticks", u32 * traces.NUM_SYSCALLS),
+        ("syscall_byte_q16", u32 * traces.NUM_SYSCALLS),
     ]
+
+#: EngineConfig.syscall_site of a call the trace does not name (engine.h KVSIM_NO_SITE)
+NO_SITE = 0xFFFFFFFF
 
 
 LEVEL_SCALARS = [
@@ -116,6 +122,8 @@ class Stats(C.Structure):
         + [(n, u64) for n in TIMING_SCALARS]
         + [(n, u64) for n in COMMAND_SCALARS]
         + [("command_ticks_hist", u64 * 64), ("command_l1_miss_hist", u64 * 64)]
+        + [("syscalls", u64 * (traces.NUM_SYSCALLS + 1)),
+           ("syscall_bytes", u64 * (traces.NUM_SYSCALLS + 1)), ("syscall_ticks", u64)]
         + [("level", LevelStats * MAX_LEVELS), ("phase", PhaseStats * MAX_PHASES)]
     )
 

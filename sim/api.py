@@ -13,7 +13,7 @@ from kvsim.traces.validate import RecordError, RecordValidator
 
 from . import _binding as B
 from . import _feed
-from .config import ConfigError, CpuConfig, load_cpu
+from .config import ConfigError, CpuConfig, engine_syscall_sites, load_cpu
 
 if TYPE_CHECKING:  # imported where arrays are made: a trace file simulates without numpy
     import numpy as np
@@ -192,6 +192,8 @@ def simulate_many(
     chunks, hdr_tags, header = _chunks(source, decode, validate,
                                        hold=_feed.WINDOW - 1 if nw > 1 else 0,
                                        arrays=engine != "fast")
+    for cfg in cfgs:
+        engine_syscall_sites(cfg, header)
     window = windows[0]
     rows_of: list[Any] = []
     seen, picked = 0, []
@@ -449,6 +451,15 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
                 "bucket b counts values v with floor(log2(v + 1)) == b; cycles before "
                 "rounding are ticks / width",
     }
+    if any(raw["syscalls"]):
+        names = [*traces.SYSCALL_NAMES, "unnamed"]
+        result["syscalls"] = {
+            "calls": {n: int(v) for n, v in zip(names, raw["syscalls"], strict=True) if v},
+            "bytes": {n: int(v) for n, v in zip(names, raw["syscall_bytes"], strict=True) if v},
+            "cycles": cyc(raw["syscall_ticks"]) if timing else None,
+            "note": "SYSCALL markers (traces/FORMAT.md) charged from the CPU file's [syscall] "
+                    "costs; unnamed: markers at a site naming no call, charged nothing",
+        }
     phase_names = (header or {}).get("phases") or []
     phases = []
     for p in range(max(1, raw["nphases_seen"])):

@@ -69,6 +69,7 @@ from typing import TYPE_CHECKING
 from kvsim import artifacts
 
 from . import calibrate_check as check
+from . import calibrate_syscall
 from .config import ConfigError, parse_cpu
 
 if TYPE_CHECKING:  # imported by the fits: the `local` preset reads the tables without it
@@ -1011,6 +1012,9 @@ def calibrate(output: Path | None = None, *, quick: bool = False,
     else:
         raw = measure(plan, log)
     doc = build_doc(raw, levels, ident, quick=quick, machine=provenance.provenance())
+    # [syscall] (sim/calibrate_syscall.py): measured now, or kept from the file derived again
+    doc["syscall"] = (old["syscall"] if from_raw is not None and "syscall" in old else
+                      calibrate_syscall.section(calibrate_syscall.measure(quick, log)))
     if from_raw is not None:  # derived now; the samples were measured then
         doc["meta"]["measured_provenance"] = old.get("meta", {}).get(
             "measured_provenance") or old.get("meta", {}).get("provenance") or {}

@@ -75,6 +75,23 @@ class Prefetcher:
 
 
 @dataclass(frozen=True)
+class Syscall:
+    """The cost of a system call in nanoseconds: a fixed part per call and a part per byte it
+    moves (``[syscall]`` of a CPU file; sim/PRESETS.md). The calls are traces' SYSCALL markers
+    (traces/FORMAT.md): read, write and epoll_wait, in the order of ``traces.SYSCALL_NAMES``.
+    The default, all zero, charges nothing: a CPU file without the section keeps its
+    predictions."""
+
+    call_ns: tuple[float, ...] = (0.0, 0.0, 0.0)  # per call: read, write, epoll_wait
+    byte_ns: tuple[float, ...] = (0.0, 0.0, 0.0)  # per byte moved
+
+
+#: [syscall] keys: "<call>_ns" (per call) and "<call>_byte_ns" (per byte), by call
+SYSCALL_KEYS = tuple(k for c in ("read", "write", "epoll_wait") for k in (f"{c}_ns",
+                                                                          f"{c}_byte_ns"))
+
+
+@dataclass(frozen=True)
 class CpuConfig:
     """A CPU model. ``timing_capable`` is False for a caches-only (functional) file."""
 
@@ -95,6 +112,7 @@ class CpuConfig:
     # a software prefetch that misses its fill level trains the hardware prefetchers below it
     swpf_trains: bool = False
     prefetchers: tuple[Prefetcher, ...] = ()
+    syscall: Syscall = field(default_factory=Syscall)
     source: str = ""
     notes: tuple[str, ...] = ()
     provenance: dict = field(default_factory=dict, compare=False)
@@ -172,6 +190,14 @@ class CpuConfig:
             ec.stlb_latency, ec.walk_latency = t.l2_latency, t.walk_latency
             ec.walk_reads = t.walk_reads
             ec.walkers = t.walkers
+        for c in range(len(ec.syscall_site)):  # named by the trace: engine_syscall_sites
+            ec.syscall_site[c] = B.NO_SITE
+        if timing:  # ns -> ticks (width ticks a cycle)
+            tpn = self.freq_ghz * ec.width
+            for c, (call, byte) in enumerate(zip(self.syscall.call_ns, self.syscall.byte_ns,
+                                                 strict=True)):
+                ec.syscall_call_ticks[c] = round(call * tpn)
+                ec.syscall_byte_q16[c] = round(byte * tpn * 65536)
         ec.swpf_level = self.swpf_fill
         ec.swpf_drop_on_tlb_miss = int(self.swpf_drop_on_tlb_miss)
         ec.swpf_trains = int(self.swpf_trains)
@@ -239,6 +265,7 @@ _KEYS = {
             "walk_latency", "walk_reads", "walkers", "src", "notes"},
     "swprefetch": {"fill", "tlb_miss", "trains_prefetchers", "src", "notes"},
     "prefetcher": {"level", "kind", "degree", "table", "src", "notes"},
+    "syscall": set(SYSCALL_KEYS) | {"src", "notes"},
 }
 
 
@@ -253,7 +280,7 @@ def _check_keys(t: Any, section: str, where: str) -> None:
 
 
 _TOP_KEYS = {"name", "description", "freq_ghz", "core", "cache", "dram", "tlb", "swprefetch",
-             "prefetcher", "src", "notes", "sources", "meta", "selfcheck"}
+             "prefetcher", "syscall", "src", "notes", "sources", "meta", "selfcheck"}
 
 #: Where a CPU-file error points to.
 SCHEMA = "schema: sim/PRESETS.md; start from `kvsim cpus --show NAME`"
@@ -354,7 +381,7 @@ def parse_cpu(doc: dict, source: str = "") -> CpuConfig:
     kw: dict[str, Any] = {}
     if "freq_ghz" in doc:
         kw["freq_ghz"] = float(_get(doc, "freq_ghz", "cpu", (int, float), pos=True))
-    for sec in ("core", "dram", "tlb", "swprefetch"):
+    for sec in ("core", "dram", "tlb", "swprefetch", "syscall"):
         if sec in doc:
             _check_keys(doc[sec], sec, sec)
     if not isinstance(doc.get("prefetcher", []), list):
@@ -426,6 +453,17 @@ def parse_cpu(doc: dict, source: str = "") -> CpuConfig:
         kw["swpf_trains"] = _get(sp, "trains_prefetchers", "swprefetch", bool, False)
         if "src" in sp:
             prov["swprefetch"] = sp["src"]
+    if "syscall" in doc:
+        sy = doc["syscall"]
+        vals = []
+        for key in SYSCALL_KEYS:
+            v = _get(sy, key, "syscall", (int, float), 0.0)
+            if v < 0 or v != v or v == float("inf"):
+                raise ConfigError(f"syscall.{key}: must be a finite number >= 0 (ns), got {v!r}")
+            vals.append(float(v))
+        kw["syscall"] = Syscall(tuple(vals[0::2]), tuple(vals[1::2]))
+        if "src" in sy:
+            prov["syscall"] = sy["src"]
     pfs = []
     for i, p in enumerate(doc.get("prefetcher", [])):
         w = f"prefetcher[{i}]"
@@ -474,6 +512,17 @@ def load_file(path: str | Path) -> CpuConfig:
         raise ConfigError(f"{path}: {e}") from None
 
 
+def engine_syscall_sites(ec: B.EngineConfig, header: dict | None) -> None:
+    """Point ``ec``'s system-call costs at the sites a trace's header names for its SYSCALL
+    markers ("sys.read", ...; traces/FORMAT.md). A call the header does not name (every trace
+    without SYSCALL markers) keeps no site, so nothing is charged for it."""
+    from kvsim import traces
+
+    sites = list((header or {}).get("sites") or [])
+    for c, name in enumerate(traces.SYSCALL_SITES):
+        ec.syscall_site[c] = sites.index(name) if name in sites else B.NO_SITE
+
+
 def preset_names() -> list[str]:
     return sorted([p.stem for p in PRESET_DIR.glob("*.toml")] + ["local"])
 
@@ -516,6 +565,6 @@ def list_presets() -> list[dict]:
 
 
 __all__ = [
-    "CacheLevel", "ConfigError", "CpuConfig", "Prefetcher", "Tlb", "list_presets", "load_cpu",
-    "load_file", "parse_cpu", "parse_size", "preset_names",
+    "CacheLevel", "ConfigError", "CpuConfig", "Prefetcher", "Syscall", "Tlb", "list_presets",
+    "load_cpu", "load_file", "parse_cpu", "parse_size", "preset_names", "engine_syscall_sites",
 ]

@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING
 from kvsim.traces import KIND_MARKER as MARKER
 from kvsim.traces import KIND_PREFETCH as PREFETCH
 from kvsim.traces import KIND_STORE as STORE
-from kvsim.traces import MARK_COMMAND, MARK_PHASE, MARK_WARMUP_BEGIN, MARK_WARMUP_END, NUM_KINDS
+from kvsim.traces import (
+    MARK_COMMAND,
+    MARK_PHASE,
+    MARK_SYSCALL,
+    MARK_WARMUP_BEGIN,
+    MARK_WARMUP_END,
+    NUM_KINDS,
+    NUM_SYSCALLS,
+)
 
 from . import _binding as B
 
@@ -414,6 +422,8 @@ def _new_stats(nlevels):
         "nphases_seen": 0,
         "commands": 0, "command_ticks": 0, "command_ticks_max": 0, "command_l1_misses": 0,
         "command_ticks_hist": z(64), "command_l1_miss_hist": z(64),
+        "syscalls": z(NUM_SYSCALLS + 1), "syscall_bytes": z(NUM_SYSCALLS + 1),
+        "syscall_ticks": 0,
         "level": [
             {
                 "access": tag_kind(), "hit": tag_kind(), "miss": tag_kind(),
@@ -779,12 +789,32 @@ class ReferenceSim:
             self.dep_ring[self.recno % B.DEP_WINDOW] = self.t_disp
             st["ticks"] += gap * self.ipt
             ph["ticks"] += gap * self.ipt
+        if m == MARK_SYSCALL:
+            self.syscall(r, st, ph)
         self.recno += 1
         if m == MARK_COMMAND:
             self.close_command()
             self.command = (self.st is self.stats, self.r_last, self.l1_misses_all)
         if m == MARK_WARMUP_END:
             self.set_counting(True)
+
+    def syscall(self, r, st, ph):
+        """A SYSCALL marker (engine.c doSyscall): starts when every earlier record has
+        retired, holds dispatch and retirement for its per-call and per-byte cost."""
+        cfg, site = self.cfg, r["site"]
+        c = next((k for k in range(NUM_SYSCALLS) if cfg.syscall_site[k] == site), NUM_SYSCALLS)
+        st["syscalls"][c] += 1
+        st["syscall_bytes"][c] += r["addr"]
+        if not self.timing or c == NUM_SYSCALLS or not (cfg.syscall_call_ticks[c]
+                                                         or cfg.syscall_byte_q16[c]):
+            return  # no call named, or no cost for it: not even the drain
+        cost = cfg.syscall_call_ticks[c] + ((r["addr"] * cfg.syscall_byte_q16[c] + 32768) >> 16)
+        t0, r0 = max(self.t_disp, self.r_last), self.r_last
+        self.t_disp = self.r_last = t0 + cost
+        self.dep_ring[self.recno % B.DEP_WINDOW] = self.t_disp
+        st["syscall_ticks"] += cost
+        st["ticks"] += self.r_last - r0
+        ph["ticks"] += self.r_last - r0
 
     def memory(self, r):
         st, cfg, W, lb = self.st, self.cfg, self.W, self.lb

@@ -28,6 +28,7 @@ ENUMS = {
     "kvtMarker": ("KVT_MARK_", "MARK_", "MARKER_NAMES"),
     "kvtTag": ("KVT_TAG_", "TAG_", "TAG_NAMES"),
     "kvtCodec": ("KVT_CODEC_", "CODEC_", "CODEC_NAMES"),
+    "kvtSyscall": ("KVT_SYSCALL_", "SYSCALL_", "SYSCALL_NAMES"),
 }
 
 _COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
@@ -95,7 +96,7 @@ def constants_from_header(text: str) -> dict[str, object]:
             raise ValueError(f"trace_format.h: enum {enum} values are not 0..{len(names) - 1}")
         out[names_key] = [names[i] for i in range(len(names))]
     for key in ("KVT_MAGIC", "KVT_MAGIC_LEN", "KVT_VERSION", "KVT_MIN_VERSION",
-                "KVT_PLANES_VERSION", "KVT_FIXED_HEADER_LEN",
+                "KVT_PLANES_VERSION", "KVT_SYSCALL_VERSION", "KVT_FIXED_HEADER_LEN",
                 "KVT_CHUNK_MAGIC", "KVT_END_MAGIC", "KVT_DEFAULT_CHUNK_RECORDS",
                 "KVT_MAX_CHUNK_RECORDS", "KVT_DEP_CHECK_WINDOW"):
         if key not in defines:
@@ -104,6 +105,8 @@ def constants_from_header(text: str) -> dict[str, object]:
     magic_len = out.pop("MAGIC_LEN")  # the magic's bytes on disk: the literal's, NUL included
     out["MAGIC"] = (bytes(out["MAGIC"]) + b"\x00")[:magic_len]
     out["CODEC_NAMES"] = dict(enumerate(out["CODEC_NAMES"]))  # codec value -> name
+    # a SYSCALL marker's site is named "sys.<call>" (FORMAT.md, "System calls")
+    out["SYSCALL_SITES"] = [f"sys.{n}" for n in out["SYSCALL_NAMES"]]
     return out
 
 
@@ -119,7 +122,8 @@ globals().update(_CONSTANTS)
 #   PLANES_VERSION (the first with CODEC_ZSTD_PLANES), FIXED_HEADER_LEN, CHUNK_MAGIC, END_MAGIC,
 #   DEFAULT_CHUNK_RECORDS, MAX_CHUNK_RECORDS, DEP_CHECK_WINDOW, KIND_*, MARK_*, TAG_*,
 #   CODEC_*, NUM_KINDS, NUM_MARKERS, NUM_TAGS, KIND_NAMES, MARKER_NAMES, TAG_NAMES,
-#   CODEC_NAMES (a dict by value).
+#   CODEC_NAMES (a dict by value), SYSCALL_VERSION (the first with MARK_SYSCALL), SYSCALL_*,
+#   NUM_SYSCALLS, SYSCALL_NAMES and SYSCALL_SITES (the site naming each call, "sys.read", ...).
 
 #: Reader sanity bound on the JSON header length in bytes (not a format constant: a
 #: corrupted length field must not make the reader allocate gigabytes).

@@ -45,10 +45,11 @@
 
 #define KVT_MAGIC "KVTRACE\0" /* 8 bytes, NUL included */
 #define KVT_MAGIC_LEN 8
-#define KVT_VERSION 3      /* the version writers write */
+#define KVT_VERSION 4      /* the version writers write */
 #define KVT_MIN_VERSION 1  /* the oldest version readers read */
 #define KVT_PLANES_VERSION 2 /* the first version with KVT_CODEC_ZSTD_PLANES */
 #define KVT_SETUP_VERSION 3 /* the first version with the header key "setup" (FORMAT.md) */
+#define KVT_SYSCALL_VERSION 4 /* the first version with the SYSCALL marker (FORMAT.md) */
 #define KVT_FIXED_HEADER_LEN 16 /* magic + version + record_size + json_len */
 
 #define KVT_CHUNK_MAGIC 0x4B43564Bu /* "KVCK" read as little-endian u32 */
@@ -78,7 +79,17 @@ enum kvtMarker {
     KVT_MARK_WARMUP_BEGIN = 4, /* records up to WARMUP_END are warm-up, not measured */
     KVT_MARK_WARMUP_END = 5,
     KVT_MARK_BATCH = 6,        /* a prefetch batch starts; addr = batch size */
+    KVT_MARK_SYSCALL = 7,      /* a system call (version 4 on); addr = bytes it moved, the
+                                * record's site names the call (enum kvtSyscall) */
     KVT_NUM_MARKERS
+};
+
+/* --- System calls (a SYSCALL marker's site is named "sys.<call>") -------- */
+enum kvtSyscall {
+    KVT_SYSCALL_READ = 0,       /* read(2) from a socket: site "sys.read" */
+    KVT_SYSCALL_WRITE = 1,      /* write(2) to a socket: site "sys.write" */
+    KVT_SYSCALL_EPOLL_WAIT = 2, /* epoll_wait(2) / epoll_pwait(2): site "sys.epoll_wait" */
+    KVT_NUM_SYSCALLS
 };
 
 /* --- Structure tags (the header's "tags" list names them) ----------------- */

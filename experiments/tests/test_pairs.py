@@ -49,7 +49,8 @@ def snapshot() -> dict:
         out[f"validation_pairs_{s}"] = validation._pairs(s)
         out[f"validation_cells_{s}"] = [cell_id(c) for c in validation._cells(s, CPUS)]
         out[f"headline_rows_{s}"] = studies._headline_rows(s)
-        out[f"headline_cells_{s}"] = [cell_id(c) for c in studies._headline_cells(s, CPUS)]
+        out[f"headline_cells_{s}"] = [cell_id(c) for c in studies._headline_cells(s, CPUS)
+                                      if c["kind"] in ("sim", "native")]  # not the server's
     return out
 
 

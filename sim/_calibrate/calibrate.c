@@ -38,6 +38,7 @@
 #include <cpuid.h>
 #endif
 
+#include "syscall_bench.h"
 #include "siphash.h" /* c_ref's, built beside this file with c_ref/crc64.c and siphash.c */
 
 uint64_t ksCrc64(uint64_t crc, const void *buf, size_t len); /* c_ref/crc64.c */
@@ -416,7 +417,7 @@ static int benchCpuid(void) {
 }
 
 int main(int argc, char **argv) {
-    const char *usage = "usage: kvsim-calibrate clock|chase|mlp|bw|work|cpuid ARGS (see calibrate.c)\n";
+    const char *usage = "usage: kvsim-calibrate clock|chase|mlp|bw|work|cpuid|syscall ARGS (see calibrate.c)\n";
     if (argc < 2) {
         fputs(usage, stderr);
         return 2;
@@ -429,6 +430,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(cmd, "bw")) rc = benchBw(argc - 2, argv + 2);
     else if (!strcmp(cmd, "work")) rc = benchWork(argc - 2, argv + 2);
     else if (!strcmp(cmd, "cpuid")) rc = benchCpuid();
+    else if (!strcmp(cmd, "syscall")) rc = benchSyscall(argc - 2, argv + 2); /* syscall.c */
     if (rc == 2) fputs(usage, stderr);
     return rc;
 }

@@ -735,6 +735,31 @@ static void closeCommand(kvsimSim *s) {
     st->command_l1_miss_hist[log2Bucket(m)]++;
 }
 
+/* A SYSCALL marker: the call starts once every earlier record has retired (the
+ * kernel entry drains the core) and holds dispatch and retirement for its cost;
+ * fills in flight go on meanwhile.  The kernel's copies to and from the process's
+ * buffers are the trace's own records around the marker (sim/MODEL.md).  A call
+ * that costs nothing (a CPU file without [syscall]) does not drain either, so such
+ * a file predicts what it did before the marker existed. */
+static void doSyscall(kvsimSim *s, kvsimStats *st, const kvtRecord *r) {
+    uint32_t c = 0;
+    while (c < KVT_NUM_SYSCALLS && s->cfg.syscall_site[c] != r->site) c++;
+    st->syscalls[c]++;
+    st->syscall_bytes[c] += r->addr;
+    /* no call named, or a CPU file without costs for it: not even the drain */
+    if (!s->cfg.timing || c == KVT_NUM_SYSCALLS ||
+        (!s->cfg.syscall_call_ticks[c] && !s->cfg.syscall_byte_q16[c]))
+        return;
+    const uint64_t cost = s->cfg.syscall_call_ticks[c] +
+                          ((r->addr * (uint64_t)s->cfg.syscall_byte_q16[c] + 32768u) >> 16);
+    const uint64_t t0 = s->t_disp > s->r_last ? s->t_disp : s->r_last, r0 = s->r_last;
+    s->t_disp = s->r_last = t0 + cost;
+    s->dep_ring[s->recno % KVSIM_DEP_WINDOW] = s->t_disp;
+    st->syscall_ticks += cost;
+    st->ticks += s->r_last - r0;
+    st->phase[s->phase].ticks += s->r_last - r0;
+}
+
 void engDoMarker(kvsimSim *s, const kvtRecord *r) {
     uint16_t m = r->flags;
     if (m == KVT_MARK_WARMUP_BEGIN) setCounting(s, 0);
@@ -760,6 +785,7 @@ void engDoMarker(kvsimSim *s, const kvtRecord *r) {
         st->ticks += s->r_last - r0;
         st->phase[s->phase].ticks += s->r_last - r0;
     }
+    if (m == KVT_MARK_SYSCALL) doSyscall(s, st, r);
     s->recno++;
     if (m == KVT_MARK_COMMAND) {
         closeCommand(s);

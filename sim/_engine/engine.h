@@ -151,7 +151,17 @@ typedef struct kvsimConfig {
                                       finds none free waits for the earliest to free;
                                       0 = unlimited, at most KVSIM_MAX_WALKERS; see
                                       walkTime() in timing.h */
+    /* System calls (timing): a SYSCALL marker (trace_format.h) whose site is
+     * syscall_site[c] (c: enum kvtSyscall; KVSIM_NO_SITE: the trace names no such
+     * call) starts once every earlier record has retired and takes
+     * syscall_call_ticks[c] + round(bytes * syscall_byte_q16[c] / 2^16) ticks;
+     * a SYSCALL marker at any other site costs nothing.  See engDoMarker. */
+    uint32_t syscall_site[KVT_NUM_SYSCALLS];
+    uint32_t syscall_call_ticks[KVT_NUM_SYSCALLS];
+    uint32_t syscall_byte_q16[KVT_NUM_SYSCALLS]; /* ticks per byte, in 1/65536 */
 } kvsimConfig;
+
+#define KVSIM_NO_SITE 0xFFFFFFFFu
 
 /* Counters of one cache level.  Index [tag][kind] is tag * KVSIM_NKINDS + kind. */
 typedef struct kvsimLevelStats {
@@ -217,6 +227,11 @@ typedef struct kvsimStats {
     uint64_t command_l1_misses;    /* sum of L1 misses (all kinds) inside commands */
     uint64_t command_ticks_hist[64];
     uint64_t command_l1_miss_hist[64];
+    /* system calls (SYSCALL markers) counted, by call (enum kvtSyscall; the last
+     * slot: a SYSCALL marker at a site naming no call), their bytes and their ticks */
+    uint64_t syscalls[KVT_NUM_SYSCALLS + 1];
+    uint64_t syscall_bytes[KVT_NUM_SYSCALLS + 1];
+    uint64_t syscall_ticks;
     kvsimLevelStats level[KVSIM_MAX_LEVELS];
     kvsimPhaseStats phase[KVSIM_MAX_PHASES];
 } kvsimStats;

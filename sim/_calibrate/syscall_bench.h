@@ -1,0 +1,8 @@
+/* syscall_bench.h -- `kvsim-calibrate syscall` (syscall.c): the loopback system-call costs. */
+#ifndef KVSIM_SYSCALL_BENCH_H
+#define KVSIM_SYSCALL_BENCH_H
+
+/* argv: ITERS SIZE...; 0 done, 1 a socket call failed, 2 bad arguments (usage). */
+int benchSyscall(int argc, char **argv);
+
+#endif

@@ -1,0 +1,81 @@
+"""The ``[syscall]`` section of a calibrated CPU file: what a server's system calls cost on
+this machine (the SYSCALL markers of traces/FORMAT.md; sim/PRESETS.md, sim/MODEL.md §6).
+
+``kvsim-calibrate syscall`` (sim/_calibrate/syscall.c) times ``write``, ``epoll_wait`` and
+``read`` on a connected TCP loopback pair, alone, at message sizes from 64 B to 16 KiB. The
+per-call cost of ``read`` and ``write`` is the intercept and the per-byte cost the slope of a
+least-squares line through the medians over the sizes. A server's calls differ from the
+sweep's in two ways, which a ping-pong with a child process on another CPU measures in the
+caller's CPU time: its replies wake a client blocked on the other end (``write_ns`` is the
+CPU time of such a write, when above the sweep's intercept), and an idle server sleeps in
+``epoll_wait`` until a request wakes it (``epoll_wait_ns``, with no per-byte part: the
+events copied out are a few dozen bytes).
+Nothing here is fitted to a prediction or a validation row.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+
+SIZES = (64, 256, 1024, 4096, 16384)
+ITERS = {"quick": 2000, "full": 20000}
+ROUNDS = 3
+CALLS = ("read", "write", "epoll_wait")
+
+
+def measure(quick: bool, log: Callable[[str], None] = lambda m: None,
+            iters: int | None = None) -> dict:
+    """The raw samples: per call, the median ns at each size (median over ROUNDS runs)."""
+    from .calibrate import run_bench
+
+    n = iters or ITERS["quick" if quick else "full"]
+    log(f"syscalls: read/write/epoll_wait on TCP loopback, {ROUNDS} x {n} per size")
+    runs = [run_bench("syscall", n, *SIZES) for _ in range(ROUNDS)]
+    out: dict = {"sizes": list(SIZES), "iters": n, "rounds": ROUNDS}
+    for c in CALLS:
+        out[f"{c}_ns"] = [statistics.median(r[f"{c}_median_ns"][i] for r in runs)
+                          for i in range(len(SIZES))]
+    for k in ("epoll_wait_sleep", "write_wake"):
+        out[f"{k}_ns"] = statistics.median(r[f"{k}_median_ns"] for r in runs)
+    return out
+
+
+def fit_line(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """Least-squares (intercept, slope) of ys over xs, both clamped at 0."""
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx if sxx else 0.0
+    return max(0.0, my - slope * mx), max(0.0, slope)
+
+
+def section(raw: dict) -> dict:
+    """The [syscall] table (keys of sim.config.SYSCALL_KEYS, with its src) from measure()."""
+    sizes = [float(s) for s in raw["sizes"]]
+    sec: dict = {}
+    src: dict = {}
+    how = (f"measured: kvsim-calibrate syscall, TCP loopback, medians of {raw['rounds']} x "
+           f"{raw['iters']} calls at {', '.join(str(s) for s in raw['sizes'])} B")
+    for c in ("read", "write"):
+        call, byte = fit_line(sizes, [float(y) for y in raw[f"{c}_ns"]])
+        sec[f"{c}_ns"], sec[f"{c}_byte_ns"] = round(call, 1), round(byte, 5)
+        src[f"{c}_ns"] = f"{how}; intercept of the least-squares line"
+        src[f"{c}_byte_ns"] = f"{how}; slope of the least-squares line"
+    # a server's reply wakes its client, and an idle server sleeps in epoll_wait: the
+    # ping-pong's CPU times of those two calls (syscall.c), where measured
+    if raw.get("write_wake_ns"):
+        sec["write_ns"] = round(max(sec["write_ns"], raw["write_wake_ns"]), 1)
+        src["write_ns"] = (f"{how.split(', medians')[0]}: CPU time of a 1-byte write that "
+                           "wakes the reader blocked on the other end (median of the rounds' "
+                           "medians), at least the sweep's intercept")
+    if raw.get("epoll_wait_sleep_ns"):
+        sec["epoll_wait_ns"] = round(raw["epoll_wait_sleep_ns"], 1)
+        src["epoll_wait_ns"] = (f"{how.split(', medians')[0]}: CPU time of an epoll_wait "
+                                "that sleeps until an echo from another CPU wakes it")
+    else:
+        sec["epoll_wait_ns"] = round(statistics.median(raw["epoll_wait_ns"]), 1)
+        src["epoll_wait_ns"] = f"{how}; median (one ready event)"
+    sec["epoll_wait_byte_ns"] = 0.0
+    src["epoll_wait_byte_ns"] = "E a few dozen bytes of events: not charged"
+    sec["src"] = src
+    return sec

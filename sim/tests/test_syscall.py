@@ -1,0 +1,181 @@
+"""SYSCALL markers (traces/FORMAT.md) and their cost (a CPU file's [syscall], sim/PRESETS.md):
+the engine's arithmetic on tiny traces, the compiled engine against sim/reference.py, and
+traces and CPU files without them predicting what they did before."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sim_helpers import records
+
+from kvsim import sim, traces
+from kvsim.sim.config import ConfigError, Syscall, parse_cpu
+
+SITES = ["none", "work", *traces.SYSCALL_SITES]
+HEADER = {"producer": {"name": "tests", "version": "0", "git_commit": None},
+          "tags": ["other", "query_buf", "reply_buf"], "sites": SITES,
+          "markers": list(traces.MARKER_NAMES)}
+SYS = traces.MARK_SYSCALL
+READ, WRITE, EPOLL = (SITES.index(s) for s in traces.SYSCALL_SITES)
+COSTS = Syscall(call_ns=(400.0, 900.0, 250.0), byte_ns=(0.05, 0.125, 0.0))
+
+
+def _cpu(syscall: Syscall | None = None) -> sim.CpuConfig:
+    cpu = sim.load_cpu("xeon-8488c")
+    return cpu.with_changes(syscall=syscall or Syscall())
+
+
+def _write(tmp_path: Path, recs: np.ndarray, name: str = "t.kvt", header=None) -> Path:
+    p = tmp_path / name
+    with traces.Writer(p, header or HEADER) as w:
+        w.write(recs)
+    return p
+
+
+def _server_like(n: int, seed: int = 1) -> np.ndarray:
+    """n requests as a server traces them: epoll_wait, a read and its copy into the query
+    buffer, dependent loads, a reply store, a write and its copy out of the reply buffer."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for _ in range(n):
+        q, nb = int(rng.integers(20, 200)), int(rng.integers(0, 4000))
+        rows += [("marker", 12, 0, 0, 0, 0, EPOLL, SYS),
+                 ("marker", q, 0, 0, 0, 0, READ, SYS),
+                 ("store", 0x10000, q, 3, 0, 1, 1),
+                 ("load", 0x10000, 16, 40, 0, 1, 1)]
+        for _ in range(3):
+            rows.append(("load", int(rng.integers(1 << 20, 1 << 32)) & ~7, 8, 20, 1, 0, 1))
+        rows += [("store", 0x20000, nb + 5, 30, 0, 2, 1),
+                 ("marker", nb + 5, 0, 0, 0, 0, WRITE, SYS),
+                 ("load", 0x20000, nb + 5, 0, 0, 2, 1)]
+    return records(rows)
+
+
+def _ticks_of(rec: np.ndarray, cpu: sim.CpuConfig) -> int:
+    """The cost the engine is to charge for rec's SYSCALL markers, in ticks, by hand."""
+    tpn = cpu.freq_ghz * cpu.timing_ticks()[0]
+    total = 0
+    for r in rec[(rec["kind"] == traces.KIND_MARKER) & (rec["flags"] == SYS)]:
+        c = [READ, WRITE, EPOLL].index(int(r["site"]))
+        q16 = round(cpu.syscall.byte_ns[c] * tpn * 65536)
+        total += round(cpu.syscall.call_ns[c] * tpn) + ((int(r["addr"]) * q16 + 32768) >> 16)
+    return total
+
+
+def test_syscall_cost_arithmetic(tmp_path: Path) -> None:
+    rec = _server_like(40)
+    path = _write(tmp_path, rec)
+    base, costed = (sim.simulate(path, _cpu(s)) for s in (None, COSTS))
+    cyc = _ticks_of(rec, _cpu(COSTS)) / _cpu().width
+    assert costed["syscalls"]["cycles"] == pytest.approx(cyc)
+    assert costed["syscalls"]["calls"] == {"read": 40, "write": 40, "epoll_wait": 40}
+    assert costed["syscalls"]["bytes"]["read"] == int(rec["addr"][(rec["flags"] == SYS) & (
+        rec["site"] == READ) & (rec["kind"] == traces.KIND_MARKER)].sum())
+    # a call starts once every earlier record has retired: it adds at least its cost
+    assert costed["cycles"] >= base["cycles"] + cyc - 1
+    assert base["syscalls"]["cycles"] == 0
+
+
+def test_a_lone_syscall_adds_exactly_its_cost(tmp_path: Path) -> None:
+    """Nothing in flight before the call and nothing after: the cycles grow by its cost."""
+    rows = [("load", 0x1000, 8, 5), ("marker", 1000, 0, 0, 0, 0, WRITE, SYS)]
+    rec = records(rows)
+    base = sim.simulate(_write(tmp_path, rec[:1], "a.kvt"), _cpu(COSTS))
+    both = sim.simulate(_write(tmp_path, rec, "b.kvt"), _cpu(COSTS))
+    cpu = _cpu(COSTS)
+    ticks = _ticks_of(rec, cpu)
+    assert ticks == round(900.0 * cpu.freq_ghz * cpu.width) + round(
+        1000 * round(0.125 * cpu.freq_ghz * cpu.width * 65536) / 65536)
+    assert both["cycles"] == pytest.approx(base["cycles"] + ticks / cpu.width)
+
+
+@pytest.mark.parametrize("functional", [False, True])
+def test_compiled_engine_equals_reference(tmp_path: Path, functional: bool) -> None:
+    path = _write(tmp_path, _server_like(12, seed=3))
+    cpu = _cpu(COSTS)
+    fast = sim.simulate(path, cpu, functional=functional)
+    ref = sim.simulate(path, cpu, functional=functional, engine="reference")
+    for key in ("cycles", "syscalls", "levels", "instructions", "commands"):
+        assert fast.get(key) == ref.get(key), key
+
+
+def test_without_costs_a_syscall_marker_changes_nothing(tmp_path: Path) -> None:
+    """Old CPU files (no [syscall]) and traces naming no sys.* site: the markers count but
+    cost nothing, so the prediction equals the trace's without them."""
+    rec = _server_like(30, seed=5)
+    plain = rec[~((rec["kind"] == traces.KIND_MARKER) & (rec["flags"] == SYS))]
+    a = sim.simulate(_write(tmp_path, rec, "a.kvt"), _cpu())
+    b = sim.simulate(_write(tmp_path, plain, "b.kvt"), _cpu(COSTS))
+    hdr = dict(HEADER, sites=["none", "work", "x", "y", "z"])  # no sys.* site: not charged
+    c = sim.simulate(_write(tmp_path, rec, "c.kvt", hdr), _cpu(COSTS))
+    assert a["cycles"] == b["cycles"] == c["cycles"]
+    assert c["syscalls"]["calls"] == {"unnamed": 90} and c["syscalls"]["cycles"] == 0
+
+
+def _doc(**syscall) -> dict:
+    return {"name": "t", "freq_ghz": 2.0, "core": {"width": 4, "rob": 64},
+            "dram": {"latency_ns": 80}, "cache": [{"size": "32KiB", "ways": 8}],
+            "syscall": syscall}
+
+
+def test_cpu_file_section() -> None:
+    cpu = parse_cpu(_doc(read_ns=500, read_byte_ns=0.1, write_ns=800, epoll_wait_ns=300,
+                         src={"read_ns": "E"}))
+    assert cpu.syscall == Syscall((500.0, 800.0, 300.0), (0.1, 0.0, 0.0))
+    assert cpu.provenance["syscall"] == {"read_ns": "E"}
+    ec = cpu.to_engine(timing=True)
+    assert list(ec.syscall_call_ticks) == [4000, 6400, 2400]  # ns x 2 GHz x 4 ticks a cycle
+    assert ec.syscall_byte_q16[0] == round(0.1 * 8 * 65536)
+    assert parse_cpu({k: v for k, v in _doc().items() if k != "syscall"}).syscall == Syscall()
+    with pytest.raises(ConfigError, match=r"syscall\.read_ns: must be a finite number >= 0"):
+        parse_cpu(_doc(read_ns=-1))
+    with pytest.raises(ConfigError, match=r"syscall\.send_ns: unknown key"):
+        parse_cpu(_doc(send_ns=1))
+    with pytest.raises(ConfigError, match=r"syscall\.write_ns: expected"):
+        parse_cpu(_doc(write_ns="fast"))
+
+
+@pytest.mark.parametrize("name", sim.config.preset_names())
+def test_every_preset_gives_its_syscall_costs_with_a_source(name: str) -> None:
+    if name == "local":
+        pytest.skip("the calibrated file: `kvsim calibrate` measures [syscall]")
+    import tomllib
+
+    doc = tomllib.loads((sim.config.PRESET_DIR / f"{name}.toml").read_text())
+    sec = doc["syscall"]
+    for key in sim.config.SYSCALL_KEYS:
+        assert key in sec and key in sec["src"], key
+        assert sec["src"][key][:1] in ("V", "R", "E"), key
+    assert sim.load_cpu(name).syscall.call_ns[0] > 0
+
+
+def test_fit_line_recovers_a_line() -> None:
+    from kvsim.sim.calibrate_syscall import fit_line
+
+    xs = [64.0, 256.0, 1024.0, 4096.0, 16384.0]
+    assert fit_line(xs, [800 + 0.02 * x for x in xs]) == pytest.approx((800, 0.02))
+    assert fit_line(xs, [900 - 0.01 * x for x in xs])[1] == 0.0  # clamped: never a gain
+
+
+def test_calibrate_measures_a_section_the_parser_takes() -> None:
+    """The loopback microbenchmark at a tiny size: every key, positive call costs, and the
+    section a CPU file accepts (the figures themselves are this machine's: not asserted)."""
+    from kvsim.sim import calibrate_syscall as cs
+
+    raw = cs.measure(quick=True, iters=64)
+    assert raw["sizes"] == list(cs.SIZES) and len(raw["read_ns"]) == len(cs.SIZES)
+    sec = cs.section(raw)
+    assert set(sec) == {*sim.config.SYSCALL_KEYS, "src"} and set(sec["src"]) == set(
+        sim.config.SYSCALL_KEYS)
+    assert min(sec["read_ns"], sec["write_ns"], sec["epoll_wait_ns"]) > 0
+    cpu = parse_cpu(_doc(**sec))
+    assert cpu.syscall.call_ns == (sec["read_ns"], sec["write_ns"], sec["epoll_wait_ns"])
+
+
+def test_microbenchmark_rejects_bad_arguments() -> None:
+    from kvsim.sim.calibrate import run_bench
+
+    with pytest.raises(OSError, match="kvsim-calibrate syscall: usage"):
+        run_bench("syscall", 4, 0)
