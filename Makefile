@@ -34,7 +34,7 @@ build: setup
 # speedup per preset, native speedup here); `experiment run` prints the table (also in
 # experiments/results/headline/headline.md), with a line above it on how to calibrate when
 # this machine's `local` is not calibrated.
-demo: build
+demo: sysdeps build
 	$(VENV)/bin/kvsim experiment run headline --scale small -o experiments/results
 
 # Deterministic: the `ci` Hypothesis profile (conftest.py) draws the same examples every run.
