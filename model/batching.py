@@ -27,6 +27,8 @@ __all__ = [
     "redis_15043_batches",
     "LookaheadBatch",
     "pipeline_lookahead",
+    "REDIS_LOOKAHEAD",
+    "redis_all_pending",
     "first_key",
     "load_prefetch_order",
 ]
@@ -219,6 +221,50 @@ def pipeline_lookahead(
         if len(b.prefetch_keys) <= 1:
             b.prefetch_keys = []  # a single key is not prefetched
     return batches, perr, consumed
+
+
+REDIS_LOOKAHEAD = 16  # Redis server.lookahead: commands parsed ahead (c_ref pipeline.c)
+
+
+def _redis_read_error(argv: tuple[bytes, ...] | list[bytes]) -> bool:
+    """A command Redis's parser marks with a read error: unknown, or failing its arity."""
+    arity = _ARITY.get(argv[0].lower())
+    return arity is None or (arity > 0 and len(argv) != arity) or len(argv) < -arity
+
+
+def redis_all_pending(
+    buf: bytes, batch_size: int, lookahead: int = REDIS_LOOKAHEAD
+) -> tuple[list[LookaheadBatch], ProtocolError | None, int]:
+    """Split a query buffer as c_ref's ``pipeline=all-pending-14754`` (Redis
+    ``processInputBuffer`` after #14440, ``addCommandToBatch`` after #14754, #14017's
+    ``max_prefetch_size``; the rule is documented at the top of ``c_ref/pipeline.c``).
+
+    Commands are parsed in rounds of up to ``lookahead``; every command of a round runs
+    before the next is parsed. A round of more than one command gets one batch: its
+    commands' keys in order while the batch holds fewer than ``2 * batch_size``, the walk
+    stopping at an unknown command or one failing its arity check. A round of one command,
+    or a batch of one key, prefetches nothing (``prefetch_keys`` []). A protocol error ends
+    the last round; a command cut off at the end is in no round and not consumed.
+    Returns (rounds, protocol error or None, bytes consumed)."""
+    items, consumed = split_commands(buf)
+    perr = next((it for it in items if isinstance(it, ProtocolError)), None)
+    cmds = [it for it in items if not isinstance(it, ProtocolError)]
+    if perr is not None:
+        cmds = cmds[: items.index(perr)]
+    cap = 2 * batch_size
+    rounds = []
+    for start in range(0, len(cmds), lookahead):
+        r = LookaheadBatch(cmds[start:start + lookahead], [])
+        if len(r.commands) > 1:
+            for c in r.commands:
+                if _redis_read_error(c.argv):
+                    break
+                room = cap - len(r.prefetch_keys)
+                r.prefetch_keys.extend(get_keys_from_command(c.argv)[:room])
+        if len(r.prefetch_keys) <= 1:
+            r.prefetch_keys = []
+        rounds.append(r)
+    return rounds, perr, consumed
 
 
 def load_prefetch_order(
