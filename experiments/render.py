@@ -228,6 +228,10 @@ register_each(render_experiment, {"headline": "results/experiments/headline.json
 # the issue-45 studies (``kvsim experiment run NAME --scale small --publish``)
 register_each(render_experiment, {n: f"results/experiments/{n}.json"
                                   for n in ("multikey_window", "hash", "pipeline_mget")})
+# pipeline_mget's native pairs with Redis's all-pending batch (``kvsim experiment run
+# pipeline_mget --scale full --only native --publish-as pipeline_mget_native``)
+register_each(render_experiment,
+              {"pipeline_mget_native": "results/experiments/pipeline_mget_native.json"})
 
 
 @rendering("gem5_vs_kvsim", "results/gem5-vs-kvsim.json")
