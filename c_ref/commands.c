@@ -1,6 +1,6 @@
 /*
  * commands.c -- the command table and the string/keyspace commands:
- * GET SET DEL EXISTS MGET MSET MSETNX EXPIRE PEXPIRE TTL PTTL KEYS SCAN DBSIZE
+ * GET SET DEL UNLINK EXISTS MGET MSET MSETNX EXPIRE PEXPIRE TTL PTTL KEYS SCAN DBSIZE
  * FLUSHALL, with Valkey's replies and error messages.
  *
  * Multi-key commands (MGET, MSET, MSETNX) run in batches when the multikey
@@ -169,33 +169,55 @@ static void setCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
 /* Valkey PR #3389's sliding window (multikey=window-3389): below. */
 static void windowStart(ksKeyspace *ks, ksCommand *cmd, int first, int step, int n);
 static void windowAhead(ksKeyspace *ks, ksCommand *cmd, int first, int step, int n, int j);
+/* The multi-key batches (below). */
+static int batchLen(ksKeyspace *ks, ksCommand *cmd, int done, int remaining, int prefetch);
+static void resolveBatch(ksKeyspace *ks, ksCommand *cmd, ksKeyInfo *ki, int first, int step, int from, int n,
+                         void *tables);
 
-static void delCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
+/* DEL (UNLINK) and EXISTS: the keys in argument order, in the batches of the
+ * multikey variant (batchLen, below): multikey=batch on a hashtable, Valkey's
+ * cross-command batch holding the command alone (getKeysFromCommand: every
+ * argument a key), its first `batch` keys; multikey=batch on a dict and
+ * chunk-15133, #15133's chunks (a study: Redis batches MGET and MSET only);
+ * window-3389, the sliding window (Valkey #3389 delGenericCommand and
+ * existsCommand).  A batched key is resolved again when it runs: a DEL may
+ * free the slot table a later key of the batch resolved to, and the lookup
+ * hashes the key again as Valkey's lookupKey and Redis's dictFind do. */
+static void delExistsGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int del) {
     long long n = 0;
-    int window = ks->var.multikey_rule == KS_MULTIKEY_RULE_3389; /* Valkey #3389 (below) */
-    if (window) windowStart(ks, cmd, 1, 1, cmd->argc - 1);
-    for (int j = 1; j < cmd->argc; j++) {
-        if (window) windowAhead(ks, cmd, 1, 1, cmd->argc - 1, j - 1);
-        ksKeyInfo ki;
-        ksKeyResolve(ks, cmd->argv[j], &ki);
-        void *e = ksDbFind(ks, &ki); /* expired keys do not count */
-        if (e) n += ksDbDelete(ks, &ki);
+    int nkeys = cmd->argc - 1;
+    if (ks->var.multikey_rule == KS_MULTIKEY_RULE_3389) { /* Valkey #3389 (below) */
+        windowStart(ks, cmd, 1, 1, nkeys);
+        for (int j = 0; j < nkeys; j++) {
+            windowAhead(ks, cmd, 1, 1, nkeys, j);
+            ksKeyInfo ki;
+            ksKeyResolve(ks, cmd->argv[1 + j], &ki);
+            void *e = ksDbFind(ks, &ki); /* expired keys do not count */
+            if (e) n += del ? ksDbDelete(ks, &ki) : 1;
+        }
+        ksReplyInt(ks, c, n);
+        return;
+    }
+    /* #15043 batches MSET/MSETNX only, #14899 MGET only */
+    int prefetch = ks->var.multikey_rule != KS_MULTIKEY_RULE_15043 && ks->var.multikey_rule != KS_MULTIKEY_RULE_14899;
+    ksKeyInfo ki[KS_MAX_BATCH];
+    for (int done = 0; done < nkeys;) {
+        int b = batchLen(ks, cmd, done, nkeys - done, prefetch);
+        if (b > 1) resolveBatch(ks, cmd, ki, 1, 1, done, b, NULL);
+        for (int i = 0; i < b; i++) {
+            ksKeyInfo k;
+            ksKeyResolve(ks, cmd->argv[1 + done + i], &k);
+            void *e = ksDbFind(ks, &k);
+            if (e) n += del ? ksDbDelete(ks, &k) : 1;
+        }
+        done += b;
     }
     ksReplyInt(ks, c, n);
 }
 
-static void existsCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
-    long long n = 0;
-    int window = ks->var.multikey_rule == KS_MULTIKEY_RULE_3389;
-    if (window) windowStart(ks, cmd, 1, 1, cmd->argc - 1);
-    for (int j = 1; j < cmd->argc; j++) {
-        if (window) windowAhead(ks, cmd, 1, 1, cmd->argc - 1, j - 1);
-        ksKeyInfo ki;
-        ksKeyResolve(ks, cmd->argv[j], &ki);
-        if (ksDbFind(ks, &ki)) n++;
-    }
-    ksReplyInt(ks, c, n);
-}
+static void delCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) { delExistsGeneric(ks, c, cmd, 1); }
+
+static void existsCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) { delExistsGeneric(ks, c, cmd, 0); }
 
 /* --- Multi-key batching ---------------------------------------------------- */
 
@@ -645,6 +667,7 @@ static const ksCommandDef commandTable[] = {
     {"pttl", 2, 1, pttlCommand},        {"keys", 2, 0, keysCommand},
     {"scan", -2, 0, scanCommand},       {"dbsize", 1, 0, dbsizeCommand},
     {"flushall", -1, 0, flushallCommand},
+    {"unlink", -2, 1, delCommand, -1, 1}, /* DEL's reclaim is synchronous here: UNLINK is DEL */
     /* the hash type: commands_hash.c */
     {"hset", -4, 1, ksHsetCommand, 0, 0, 2},     {"hget", 3, 1, ksHgetCommand, 0, 0, 2},
     {"hmget", -3, 1, ksHmgetCommand, 0, 0, 2},   {"hgetall", 2, 1, ksHgetallCommand},

@@ -385,6 +385,10 @@ void ksZremCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
 
 void ksPipelineNaive(ksKeyspace *ks, ksClient *c);
 void ksPipelineLookahead(ksKeyspace *ks, ksClient *c);
+/* pipeline=all-pending-14754: Redis's lookahead parsing (#14440) with the
+ * cross-command batch over all pending commands (#14754), batch sized 2 x
+ * batch keys (#14017); pipeline.c. */
+void ksPipelineAllPending(ksKeyspace *ks, ksClient *c);
 /* Interleave the backend step machines over keys[0..n): one prefetch per key
  * per turn, then the value (memory_prefetch.c's hashtablePrefetch). */
 void ksPrefetchKeys(ksKeyspace *ks, ksKeyInfo *keys, int n);

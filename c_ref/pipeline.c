@@ -41,6 +41,29 @@
  *   #15133), so the driver's VALUE step issues nothing.  A key whose table is missing or empty is
  *   DONE at once; only batches of more than one key are prefetched.
  *
+ *   all-pending (pipeline=all-pending-14754, Redis's main thread after #14440,
+ *               #14754 and #14017; ksPipelineAllPending, below):
+ *               parse up to REDIS_LOOKAHEAD commands -> if more than one is
+ *               ready, one batch of the keys of all of them -> execute them all
+ *               -> parse again
+ *
+ *   Batch rule (Redis networking.c processInputBuffer: parse up to
+ *   server.lookahead commands only when none is ready, then, if
+ *   pending_cmds.ready_len > 1, resetCommandsBatch + addCommandToBatch(c) +
+ *   prefetchCommands; memory_prefetch.c addCommandToBatch, determinePrefetchCount):
+ *     - the batch holds max_prefetch_size = 2 x `batch` keys
+ *       (prefetchCommandsBatchInit: twice prefetch-batch-max-size, so fewer
+ *       than twice the configured size is prefetched all at once);
+ *     - the client's ready commands are walked in order; each adds its keys
+ *       while the batch holds fewer than 2 x `batch`; the walk stops at an
+ *       unknown command or one failing its arity check (pcmd->read_error);
+ *     - one command alone is not prefetched (ready_len > 1), nor a batch of
+ *       one key (key_count > 1);
+ *     - every parsed command runs before the next parse: a 10-deep pipeline
+ *       of 100-key MGETs gets one batch, the first 32 keys of its first MGET.
+ *   The interleaving is the lookahead's (ksPrefetchKeys: on table=dict the
+ *   dictPrefetcher, BUCKET -> ENTRY -> KVOBJ -> VALDATA).
+ *
  * Prefetching is advisory: commands execute exactly as in the naive path,
  * re-reading slot tables (an earlier command may have created, rehashed or
  * freed them); only the slot of each command's first key, computed during
@@ -265,4 +288,69 @@ static inline __attribute__((always_inline)) void lookahead(ksKeyspace *ks, ksCl
 void ksPipelineLookahead(ksKeyspace *ks, ksClient *c) {
     if (ks->var.hash_nested != KS_HASH_NESTED_NONE) lookahead(ks, c, 1);
     else lookahead(ks, c, 0);
+}
+
+/* --- All pending commands (Redis #14440, #14754, #14017) --------------------- */
+
+/* server.lookahead: how many commands processInputBuffer parses ahead (Redis's
+ * default, REDIS_DEFAULT_LOOKAHEAD). */
+#define REDIS_LOOKAHEAD 16
+
+/* addCommandToBatch's walk over one ready command: 1 to go on, 0 at a
+ * command Redis's parser marks with a read error (unknown, wrong arity). */
+static int allPendingKeys(ksKeyspace *ks, ksCommand *cmd, ksKeyInfo *keys, int *nk, int cap) {
+    if (cmd->argc == 0) return 1;
+    if (!cmd->def) cmd->def = ksLookupCommand(cmd->argv[0], sdslen(cmd->argv[0]));
+    const ksCommandDef *d = cmd->def;
+    if (!d || (d->arity > 0 && cmd->argc != d->arity) || cmd->argc < -d->arity) return 0;
+    int first, step;
+    int kc = ksCommandKeys(d, cmd->argc, &first, &step);
+    if (kc == 0 || *nk >= cap) return 1;
+    int start = *nk;
+    for (int j = 0; j < kc && *nk < cap; j++) ksKeyResolve(ks, cmd->argv[first + j * step], &keys[(*nk)++]);
+    cmd->key = keys[start];
+    cmd->prefetched = 1;
+    return 1;
+}
+
+void ksPipelineAllPending(ksKeyspace *ks, ksClient *c) {
+    int cap = 2 * ks->var.batch; /* max_prefetch_size */
+    ksCommand cmds[REDIS_LOOKAHEAD];
+    ksKeyInfo keys[2 * KS_MAX_BATCH];
+    while (1) {
+        int n = 0, nk = 0, rc = 1;
+        while (n < REDIS_LOOKAHEAD) { /* parse_more: nothing is ready */
+            cmds[n].argv = NULL;
+            cmds[n].argv_cap = 0;
+            if ((rc = ksParseCommand(ks, c, &cmds[n])) <= 0) break;
+            n++;
+        }
+        if (n == 0 && rc <= 0) {
+            if (rc < 0) parseNext(ks, c, &cmds[0]); /* re-parse to reply the error */
+            break;
+        }
+        if (n > 1) { /* pending_cmds.ready_len > 1 */
+            for (int i = 0; i < n && allPendingKeys(ks, &cmds[i], keys, &nk, cap); i++) {
+            }
+            if (nk > 1) {
+                KS_MARK(KVT_MARK_BATCH, nk);
+                ksPrefetchKeys(ks, keys, nk);
+                for (int i = 0; i < n; i++) /* the lookup hashes the key again (dictFind) */
+                    if (cmds[i].prefetched) cmds[i].key.rehash = 1;
+            }
+        }
+        for (int i = 0; i < n; i++) {
+            /* #14899's guard: pending_cmds.ready_len > 1 (this command and more) */
+            if (ks->var.multikey_guard) cmds[i].pipelined = n - i > 1;
+            ksExecuteCommand(ks, c, &cmds[i]);
+            ksCommandFree(ks, &cmds[i]);
+        }
+        if (rc < 0) {
+            ksReplyError(ks, c, cmds[n].proto_err);
+            c->closed = 1;
+            c->qpos = c->qlen;
+            break;
+        }
+        if (rc == 0) break;
+    }
 }

@@ -3,7 +3,8 @@
  * setting).  Adding a variant = write its function + add one line to `registry`.
  *
  *   family     names                                      what it selects
- *   pipeline   naive, lookahead, lookahead-hash-once      ksPipelineFn
+ *   pipeline   naive, lookahead, lookahead-hash-once,     ksPipelineFn
+ *              all-pending-14754
  *   multikey   none, batch, chunk-15133, batch-hash-once,  ksMultikeyPrefetchFn + batch rule
  *              redis-15043, window-3389, redis-14899,
  *              redis-14899-guard
@@ -18,7 +19,8 @@
  * Two options size the batches, each read by the variants its entry's `uses`
  * says (ksVariantsUseOption; the CLI refuses one given to variants that ignore
  * it):
- *   batch=N   Valkey's prefetch-batch-max-size: the lookahead pipeline's batch,
+ *   batch=N   Valkey's prefetch-batch-max-size: the lookahead pipeline's batch
+ *             (Redis's: all-pending-14754's batch holds 2 x N keys),
  *             multikey=batch's first keys on a hashtable, window-3389's offset;
  *   chunk=N   Redis #15133's in-command chunk (prefetchNextBatchSize, 16
  *             upstream, 1..KS_MAX_CHUNK): multikey=chunk-15133 on every table,
@@ -177,6 +179,8 @@ static const variantEntry registry[] = {
     {"pipeline", "lookahead", setPipeline, (const void *)ksPipelineLookahead, USES_BATCH},
     /* study: the lookup reuses the lookahead's hash (Valkey hashes twice) */
     {"pipeline", "lookahead-hash-once", setPipelineHashOnce, (const void *)ksPipelineLookahead, USES_BATCH},
+    /* Redis #14754: every pending command's keys, a batch of 2 x batch keys (#14017) */
+    {"pipeline", "all-pending-14754", setPipeline, (const void *)ksPipelineAllPending, USES_BATCH},
     {"multikey", "none", setMultikey, NULL, 0},
     /* hashtable: Valkey's first prefetch-batch-max-size keys; dict: Redis #15133 */
     {"multikey", "batch", setMultikey, (const void *)multikeyBatch, USES_BATCH_HASHTABLE | USES_CHUNK_DICT},

@@ -16,11 +16,16 @@
  *   pipeline   populate --keys keys                 --ops GET/SET over random keys, sent in
  *                                                   groups of --depth, run by the variant
  *   mget       populate --keys keys                 --ops MGET of --keys-per-command random keys
+ *   exists     populate --keys keys                 --ops EXISTS of --keys-per-command random keys
+ *   del        populate --keys keys                 --ops DEL of --keys-per-command random keys;
+ *                                                   before every run but the first (and each
+ *                                                   reply check) the deleted keys are SET
+ *                                                   again, untimed and untraced (delRun)
  *   mset       empty keyspace                       MSETs of K new keys until --keys exist
  *     (--mset-keys random)  --prefill of the range  --ops MSETs of K random keys of the
  *                                                   range (new keys and overwrites mixed)
  *
- * mget and mset send --pipeline-depth commands per query buffer (default 1),
+ * mget, exists, del and mset send --pipeline-depth commands per query buffer (default 1),
  * run by the pipeline variant --pipeline (naive, or Valkey PR #2092's
  * lookahead, whose batches of --batch keys span the buffered commands;
  * pipeline.c); --variant picks the in-command prefetch as before.
@@ -321,6 +326,7 @@ void ksWlGroupMark(wl *w, size_t cap) {
  * Their functions are below ksWorkloadRun. */
 
 static int pipelineSetup(wl *w);
+static int delRun(wl *w, ksWorkloadResult *res);
 static int msetSetup(wl *w);
 static int msetRun(wl *w, ksWorkloadResult *res);
 static int iterateSetup(wl *w);
@@ -338,6 +344,9 @@ static const ksWorkloadDef WORKLOADS[] = {
     {"hash", "hash", "ops|batch|hash-fields|hash-op|fields-per-command|pipeline-depth|pipeline", ksHashWorkloadSetup,
      ksWlRunGroups},
     {"zscore", "hash", "ops|batch|zset-members|pipeline-depth|pipeline", ksZsetWorkloadSetup, ksWlRunGroups},
+    {"exists", "multikey", "ops|batch|chunk|keys-per-command|expire|warmup-ops|pipeline-depth|pipeline", pipelineSetup,
+     ksWlRunGroups},
+    {"del", "multikey", "ops|batch|chunk|keys-per-command|pipeline-depth|pipeline", pipelineSetup, delRun},
 };
 #define NWORKLOADS (sizeof(WORKLOADS) / sizeof(WORKLOADS[0]))
 
@@ -420,7 +429,7 @@ const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS] = {
              "--variant chunk-15133, and --variant batch on --table dict."),
     UINT_OPT("depth", depth, 1, 1 << 20, "16", LISTED, "Pipeline depth."),
     {"set-ratio", KS_OPT_FLOAT, FIELD(set_ratio), 0, 0, 0.0, 1.0, NULL, "0", LISTED, "Fraction of SETs."},
-    UINT_OPT("keys-per-command", keys_per_command, 1, 1 << 20, "10", LISTED, "Keys per MSET/MGET."),
+    UINT_OPT("keys-per-command", keys_per_command, 1, 1 << 20, "10", LISTED, "Keys per MSET/MGET/EXISTS/DEL."),
     {"op", KS_OPT_CHOICE, FIELD(op), 0, 0, 0, 0, "keys|save", "keys", LISTED, "Iterate operation."},
     {"layout", KS_OPT_CHOICE, FIELD(layout), 0, 0, 0, 0, "unified|legacy", "unified", EVERY, "Object layout."},
     {"table", KS_OPT_CHOICE, FIELD(table), 0, 0, 0, 0, "hashtable|dict", "hashtable", EVERY, "Table backend."},
@@ -452,12 +461,13 @@ const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS] = {
      "Valkey's activerehashing: the cron's rehash steps between query buffers (hz 10, 1 ms), "
      "and a setup that ends with no rehash in progress (c_ref/FIDELITY.md)."},
     UINT_OPT("pipeline-depth", pipeline_depth, 1, 1 << 20, "1", LISTED,
-             "MGET/MSET (hash, zscore: their) commands per query buffer: a pipeline of them, run by "
-             "--pipeline (the pipeline workload's --depth)."),
+             "MGET/MSET/EXISTS/DEL (hash, zscore: their) commands per query buffer: a pipeline of them, "
+             "run by --pipeline (the pipeline workload's --depth)."),
     {"pipeline", KS_OPT_STRING, FIELD(pipeline), 0, 0, 0, 0, NULL, "naive", LISTED,
-     "mget/mset/hash/zscore: the pipeline variant that runs each query buffer: naive (one command after "
-     "the other) or lookahead (Valkey PR #2092: the keys of the buffered commands prefetched "
-     "in batches of --batch keys)."},
+     "mget/mset/exists/del/hash/zscore: the pipeline variant that runs each query buffer: naive "
+     "(one command after the other), lookahead (Valkey PR #2092: the keys of the buffered commands "
+     "prefetched in batches of --batch keys) or all-pending-14754 (Redis #14440/#14754: up to 16 "
+     "commands parsed ahead, one batch of 2 x --batch of their keys)."},
     UINT_OPT("hash-fields", hash_fields, 1, 1ULL << 32, "100", LISTED,
              "hash: fields per hash key (a listpack up to 512 fields of <= 64 bytes, else a table)."),
     {"hash-op", KS_OPT_CHOICE, FIELD(hash_op), 0, 0, 0, 0, "hget|hmget|hgetall|hset", "hget", LISTED,
@@ -958,8 +968,19 @@ static int pipelineSetup(wl *w) {
     const ksWorkloadSpec *s = w->spec;
     char key[4096];
     ksWlPopulate(w);
-    int mget = !strcmp(s->workload, "mget");
+    /* the multi-key workloads' command (NULL: pipeline's GET/SET) */
+    const char *mk = !strcmp(s->workload, "mget")     ? "MGET"
+                     : !strcmp(s->workload, "exists") ? "EXISTS"
+                     : !strcmp(s->workload, "del")    ? "DEL"
+                                                      : NULL;
+    int mget = mk != NULL;
     int depth = mget ? pipelineDepth(s) : s->depth;
+    uint8_t *named = NULL; /* del: the keys its DELs name (delRun restores them) */
+    if (mk && !strcmp(mk, "DEL")) {
+        named = calloc(s->keys / 8 + 1, 1);
+        if (!named) abort();
+        w->state = named;
+    }
     int kpc = s->keys_per_command;
     size_t cap = (size_t)(s->ops / (uint64_t)depth + s->warmup_ops / (uint64_t)depth + 2);
     ksWlGroupsBegin(w);
@@ -973,9 +994,11 @@ static int pipelineSetup(wl *w) {
             if (cmds_in_group == 0) ksWlGroupMark(w, cap);
             if (mget) {
                 ksWlCmd(w, 1 + kpc);
-                ksWlArg(w, "MGET", 4);
+                ksWlArg(w, mk, strlen(mk));
                 for (int k = 0; k < kpc; k++) {
-                    ksWlKeyName(w, ksWlRand(rng) % s->keys, key);
+                    uint64_t i = ksWlRand(rng) % s->keys;
+                    if (named) named[i / 8] |= (uint8_t)(1u << (i % 8));
+                    ksWlKeyName(w, i, key);
                     ksWlArg(w, key, s->key_size);
                 }
             } else {
@@ -994,6 +1017,55 @@ static int pipelineSetup(wl *w) {
     }
     w->ngroups -= w->nwarm;
     w->group_off[w->ngroups + w->nwarm] = w->qlen;
+    return 0;
+}
+
+/* del: the keys the DELs name, SET again with their populate values where a
+ * run deleted them (untimed, untraced), so every run and every reply check
+ * starts from the populated keyspace (the freed entries are allocated anew). */
+static void restoreDeleted(wl *w) {
+    const ksWorkloadSpec *s = w->spec;
+    const uint8_t *named = w->state;
+    char key[4096];
+    uint8_t kb[4096 + 16];
+    ksEmitPause();
+    for (uint64_t i = 0; i < s->keys; i++) {
+        if (!(named[i / 8] >> (i % 8) & 1)) continue;
+        ksWlKeyName(w, i, key);
+        sds k = sdsWriteAt(kb, SDS_TYPE_8, key, s->key_size, s->key_size);
+        ksKeyInfo ki;
+        ksKeyResolve(w->ks, k, &ki);
+        if (!ksDbFind(w->ks, &ki)) ksDbSet(w->ks, &ki, ksWlValue(w, i), s->value_size, -1);
+    }
+    ksWlSetupIdle(w);
+    ksEmitResume();
+}
+
+/* del: ksWlRunGroups with the deleted keys restored before every run but the
+ * first and before each side's reply check (which replays the DELs). */
+static int delRun(wl *w, ksWorkloadResult *res) {
+    res->ops = w->spec->ops;
+    ksEmitResume();
+    int ran = 0;
+    for (int r = 0; r < w->repeat; r++) {
+        if (r > 0) ksEmitPause(); /* only the first run is traced */
+        for (int i = 0; i < w->sides; i++) {
+            if (ran++) restoreDeleted(w);
+            runSide(w, res, r, i);
+        }
+        if (r > 0) ksEmitResume();
+    }
+    ksEmitPause();
+    resultStats(w, res);
+    res->reply_checked = replyCheckWanted();
+    for (int side = 0; side < w->sides && res->reply_checked; side++) {
+        restoreDeleted(w);
+        uint32_t crc = replyCheck(w, &w->var[side], 0);
+        if (side) res->versus_reply_crc32 = crc;
+        else w->crc = crc;
+    }
+    free(w->state);
+    w->state = NULL;
     return 0;
 }
 

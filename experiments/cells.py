@@ -450,14 +450,17 @@ VERSUS_OPTIONS = ("variant", "pipeline", "batch")
 #: the workloads whose pairs may alternate in one c_ref process, and what their sides may
 #: differ in (iterate and load have no pipeline variant or batch)
 _VERSUS_BY_WORKLOAD = {"pipeline": VERSUS_OPTIONS, "mget": VERSUS_OPTIONS,
-                       "mset": VERSUS_OPTIONS, "iterate": ("variant",), "load": ("variant",)}
+                       "mset": VERSUS_OPTIONS, "exists": VERSUS_OPTIONS,
+                       "del": VERSUS_OPTIONS,  # c_ref restores the deleted keys between runs
+                       "iterate": ("variant",), "load": ("variant",)}
 #: timed rounds per c_ref process of a pair alternating in one process
 IN_PROCESS_ROUNDS = 8
 
 
 def versus_options(workload: str, a: dict, b: dict) -> dict | None:
     """B's ``--versus-*`` options when the pair ``a``, ``b`` of ``workload`` can alternate
-    in one c_ref process: pipeline, mget and mset (whose runs share one populated server,
+    in one c_ref process: pipeline, mget, exists, del and mset (whose runs share one
+    populated server,
     or, MSET into an empty keyspace, one setup), iterate (KEYS and SAVE walk one populated
     server) and load (a restart per run from one snapshot), with sides that differ only in
     :data:`VERSUS_OPTIONS` (iterate and load: the variant), each of them given in ``b``

@@ -239,6 +239,10 @@ def _seed_absolute():
     from kvsim.experiments import seed_absolute
 
     return seed_absolute
+# pipeline_mget's native pairs with Redis's all-pending batch (``kvsim experiment run
+# pipeline_mget --scale full --only native --publish-as pipeline_mget_native``)
+register_each(render_experiment,
+              {"pipeline_mget_native": "results/experiments/pipeline_mget_native.json"})
 
 
 @rendering("gem5_vs_kvsim", "results/gem5-vs-kvsim.json")

@@ -163,19 +163,20 @@ def _label(t: pd.DataFrame, cols: list[str]) -> pd.Series:
 # --- 1. multikey_window (Valkey #3389, Redis #15133, #15043) -----------------------------------
 
 def _multikey_cells(scale: str, cpus: list[str]) -> list[dict]:
-    """MGET over existing keys and MSET of random keys over a prefilled range, 2-1000 keys
-    per command, 100 B values. On Valkey's hashtable: none, ``batch`` (today's first 16
-    keys) and ``window-3389`` at several offsets (``--batch``); on Redis's dict
-    (``--table dict``): none, ``chunk-15133`` (``--chunk 16``) and, for MSET,
-    ``redis-15043``. Native pairs (each variant against none, interleaved) for every line
-    at full scale, for 100 keys per command at small scale."""
+    """MGET, EXISTS and DEL over existing keys (DEL's keys restored between runs) and MSET
+    of random keys over a prefilled range, 2-1000 keys per command, 100 B values. On
+    Valkey's hashtable: none, ``batch`` (today's first 16 keys) and ``window-3389`` at
+    several offsets (``--batch``); on Redis's dict (``--table dict``): none,
+    ``chunk-15133`` (``--chunk 16``) and, for MSET, ``redis-15043``. Native pairs (each
+    variant against none, interleaved) for every line at full scale, for 100 keys per
+    command at small scale."""
     if scale == "small":
         keys, kpcs, total, value = 20_000, [2, 10, 100, 1000], 20_000, 100
     else:
         keys, kpcs, total, value = 2_000_000, [2, 10, 100, 1000], 400_000, 100
     offsets = WINDOW_OFFSETS[scale]
     out: list[dict] = []
-    for workload in ("mget", "mset"):
+    for workload in ("mget", "mset", "exists", "del"):
         for kpc in kpcs:
             common = {"keys": keys, "value_size": value, "keys_per_command": kpc, "seed": 1,
                       "ops": max(10, total // kpc)}
@@ -394,20 +395,22 @@ register(Experiment("hash", "Hash commands: nested and batched field prefetching
 
 def _pipeline_mget_cells(scale: str, cpus: list[str]) -> list[dict]:
     """MGET of 100 keys on Redis's dict (``--table dict``), 10 B and 100 B values, alone
-    and pipelined 10 deep, each buffer run naive (one command after the other) or with the
-    lookahead batch of 16 keys across the buffered commands (Redis #14440's lookahead
-    prefetch): none, ``redis-14899`` (the in-command prefetch without its guard) and
+    and pipelined 10 deep, each buffer run naive (one command after the other), with
+    Valkey #2092's lookahead batch of 16 keys across the buffered commands (``lookahead``),
+    or with Redis's own cross-command batch (``all-pending-14754``: #14440's lookahead
+    parsing, #14754's batch over every pending command, 2 x 16 keys by #14017's sizing):
+    none, ``redis-14899`` (the in-command prefetch without its guard) and
     ``redis-14899-guard`` (no in-command prefetch while a pipeline is active)."""
     keys, ops = (20_000, 200) if scale == "small" else (5_000_000, 4_000)
     values = [100] if scale == "small" else [10, 100]
     out: list[dict] = []
     for value in values:
         for depth in (1, 10):
-            for pipe in ("naive", "lookahead"):
+            for pipe in ("naive", "lookahead", "all-pending-14754"):
                 base = {"keys": keys, "value_size": value, "keys_per_command": 100,
                         "ops": ops, "table": "dict", "pipeline_depth": depth,
                         "pipeline": pipe, "seed": 1}
-                if pipe == "lookahead":
+                if pipe != "naive":
                     base["batch"] = 16
                 params = {"keys": keys, "value_size": value, "depth": depth, "pipeline": pipe}
                 vs = [{"variant": v, "label": v}
@@ -446,7 +449,7 @@ def _pipeline_mget_tables(rows: pd.DataFrame) -> list[Table]:
     for r in upstream.select(upstream.load(), pr=14899):
         variant = next((v for v, s in _14899_STATE.items() if r.variant.startswith(s)),
                        "redis-14899-guard")
-        for pipe in ("naive", "lookahead"):
+        for pipe in ("naive", "lookahead", "all-pending-14754"):
             cand = t[(t.variant == variant) & (t.pipeline == pipe) & (t.depth == r.pipeline)]
             if not len(cand):
                 continue

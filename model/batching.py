@@ -27,6 +27,8 @@ __all__ = [
     "redis_15043_batches",
     "LookaheadBatch",
     "pipeline_lookahead",
+    "REDIS_LOOKAHEAD",
+    "redis_all_pending",
     "first_key",
     "load_prefetch_order",
 ]
@@ -34,7 +36,7 @@ __all__ = [
 PREFETCH_BATCH_SIZE = 16
 
 _ARITY = {
-    b"get": 2, b"set": -3, b"del": -2, b"exists": -2, b"mget": -2, b"mset": -3,
+    b"get": 2, b"set": -3, b"del": -2, b"unlink": -2, b"exists": -2, b"mget": -2, b"mset": -3,
     b"msetnx": -3, b"expire": -3, b"pexpire": -3, b"ttl": 2, b"pttl": 2, b"keys": 2,
     b"scan": -2, b"dbsize": 1, b"flushall": -1,
 }
@@ -52,7 +54,7 @@ def get_keys_from_command(argv: tuple[bytes, ...] | list[bytes]) -> list[bytes]:
         return []
     if name in (b"get", b"set", b"expire", b"pexpire", b"ttl", b"pttl"):
         return [argv[1]]
-    if name in (b"del", b"exists", b"mget"):
+    if name in (b"del", b"unlink", b"exists", b"mget"):
         return list(argv[1:])
     if name in (b"mset", b"msetnx"):
         return list(argv[1::2]) if len(argv) % 2 == 1 else []
@@ -219,6 +221,50 @@ def pipeline_lookahead(
         if len(b.prefetch_keys) <= 1:
             b.prefetch_keys = []  # a single key is not prefetched
     return batches, perr, consumed
+
+
+REDIS_LOOKAHEAD = 16  # Redis server.lookahead: commands parsed ahead (c_ref pipeline.c)
+
+
+def _redis_read_error(argv: tuple[bytes, ...] | list[bytes]) -> bool:
+    """A command Redis's parser marks with a read error: unknown, or failing its arity."""
+    arity = _ARITY.get(argv[0].lower())
+    return arity is None or (arity > 0 and len(argv) != arity) or len(argv) < -arity
+
+
+def redis_all_pending(
+    buf: bytes, batch_size: int, lookahead: int = REDIS_LOOKAHEAD
+) -> tuple[list[LookaheadBatch], ProtocolError | None, int]:
+    """Split a query buffer as c_ref's ``pipeline=all-pending-14754`` (Redis
+    ``processInputBuffer`` after #14440, ``addCommandToBatch`` after #14754, #14017's
+    ``max_prefetch_size``; the rule is documented at the top of ``c_ref/pipeline.c``).
+
+    Commands are parsed in rounds of up to ``lookahead``; every command of a round runs
+    before the next is parsed. A round of more than one command gets one batch: its
+    commands' keys in order while the batch holds fewer than ``2 * batch_size``, the walk
+    stopping at an unknown command or one failing its arity check. A round of one command,
+    or a batch of one key, prefetches nothing (``prefetch_keys`` []). A protocol error ends
+    the last round; a command cut off at the end is in no round and not consumed.
+    Returns (rounds, protocol error or None, bytes consumed)."""
+    items, consumed = split_commands(buf)
+    perr = next((it for it in items if isinstance(it, ProtocolError)), None)
+    cmds = [it for it in items if not isinstance(it, ProtocolError)]
+    if perr is not None:
+        cmds = cmds[: items.index(perr)]
+    cap = 2 * batch_size
+    rounds = []
+    for start in range(0, len(cmds), lookahead):
+        r = LookaheadBatch(cmds[start:start + lookahead], [])
+        if len(r.commands) > 1:
+            for c in r.commands:
+                if _redis_read_error(c.argv):
+                    break
+                room = cap - len(r.prefetch_keys)
+                r.prefetch_keys.extend(get_keys_from_command(c.argv)[:room])
+        if len(r.prefetch_keys) <= 1:
+            r.prefetch_keys = []
+        rounds.append(r)
+    return rounds, perr, consumed
 
 
 def load_prefetch_order(

@@ -2,7 +2,7 @@
 
 This is the oracle: no buckets, no prefetching, just what the keyspace answers and stores.
 Commands (RESP2, Valkey reply bytes and error strings): GET, SET [NX|XX] [GET]
-[EX s|PX ms|EXAT s|PXAT ms|KEEPTTL], DEL, EXISTS, MGET, MSET, MSETNX,
+[EX s|PX ms|EXAT s|PXAT ms|KEEPTTL], DEL, UNLINK (DEL), EXISTS, MGET, MSET, MSETNX,
 EXPIRE/PEXPIRE [NX|XX|GT|LT], TTL, PTTL, KEYS, SCAN cursor [MATCH p] [COUNT n] [TYPE t],
 DBSIZE, FLUSHALL [SYNC|ASYNC], the hash type's HSET, HGET, HMGET, HGETALL, HDEL and the
 sorted set's ZADD (no flags), ZSCORE, ZREM (a value is bytes, a string, a dict of field ->
@@ -125,6 +125,7 @@ class Keyspace:
             b"get": ("get", 2, self._get),
             b"set": ("set", -3, self._set),
             b"del": ("del", -2, self._del),
+            b"unlink": ("unlink", -2, self._del),
             b"exists": ("exists", -2, self._exists),
             b"mget": ("mget", -2, self._mget),
             b"mset": ("mset", -3, self._mset),
@@ -623,7 +624,7 @@ class Keyspace:
         return resp.integer(deleted)
 
 
-_MULTIKEY = {"del", "exists", "mget", "mset", "msetnx"}
+_MULTIKEY = {"del", "unlink", "exists", "mget", "mset", "msetnx"}
 
 def _string2ull(b: bytes) -> int | None:
     """Valkey ``string2ull`` (SCAN cursor): string2ll, else strtoull leniency."""

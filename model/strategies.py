@@ -80,6 +80,7 @@ def command(pool: list[bytes]) -> st.SearchStrategy[list[bytes]]:
         st.builds(lambda a: [b"GET", a], k),
         st.builds(_set, k, values, cond, exp),
         ks.map(lambda a: [b"DEL", *a]),
+        ks.map(lambda a: [b"UNLINK", *a]),
         ks.map(lambda a: [b"EXISTS", *a]),
         ks.map(lambda a: [b"MGET", *a]),
         flat.map(lambda a: [b"MSET", *a]),

@@ -39,7 +39,7 @@ expect_err "versus-first alone" native mget --keys 10 --versus-first b
 expect_err "versus when tracing" trace mget -o "$T/out.kvt" --keys 10 --versus-variant batch
 
 # the option table exported as JSON names every workload and option
-"$B" options --json >"$T/opts.json" && grep -q '"workloads":\["load","iterate","pipeline","mset","mget","hash","zscore"\]}$' "$T/opts.json" \
+"$B" options --json >"$T/opts.json" && grep -q '"workloads":\["load","iterate","pipeline","mset","mget","hash","zscore","exists","del"\]}$' "$T/opts.json" \
     && grep -q '"name":"keys-per-command"' "$T/opts.json" && ok "options --json" || bad "options --json"
 
 # determinism and stdout == file

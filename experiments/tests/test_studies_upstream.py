@@ -35,7 +35,7 @@ def _variants(specs, kind="sim", **where) -> set[str]:
 def test_multikey_window_plans_every_variant_on_its_table(scale):
     specs = _plan("multikey_window", scale)
     offsets = su.WINDOW_OFFSETS[scale]
-    for cmd in ("MGET", "MSET"):
+    for cmd in ("MGET", "MSET", "EXISTS", "DEL"):
         kpcs = {s["params"]["keys_per_command"] for s in specs
                 if s["params"]["command"] == cmd}
         assert min(kpcs) == 2 and max(kpcs) == 1000
@@ -78,7 +78,7 @@ def test_hash_plans_each_variant_on_the_command_it_changes(scale):
 def test_pipeline_mget_plans_the_regression_and_its_guard(scale):
     specs = _plan("pipeline_mget", scale)
     for depth in (1, 10):
-        for pipe in ("naive", "lookahead"):
+        for pipe in ("naive", "lookahead", "all-pending-14754"):
             for kind in ("sim", "native"):
                 got = _variants(specs, kind, depth=depth, pipeline=pipe)
                 want = {"redis-14899", "redis-14899-guard"} | ({"none"} if kind == "sim"
@@ -201,7 +201,7 @@ def test_tables_carry_the_upstream_figures_beside_ours():
     assert (t[t.variant == "none"]).empty  # the baseline's line is left out
     s = signs.frame
     assert set(s["pr"]) == {"redis #14899"}
-    assert len(s) == 2 * len(upstream.select(upstream.load(), pr=14899))
+    assert len(s) == 3 * len(upstream.select(upstream.load(), pr=14899))
     assert (s["native_sign"] == "loss").all()  # -5 %, interval below no change
     assert (s["native_reproduces"] == (s["upstream_sign"] == "loss").map(
         {True: "yes", False: "no"})).all()

@@ -109,7 +109,8 @@ def _other_value(o: dict):
 
 
 VARIANT = {"load": "prefetch-after-key", "iterate": "next-bucket", "pipeline": "lookahead",
-           "mset": "batch", "mget": "batch", "hash": "nested-3940", "zscore": "nested-3940"}
+           "mset": "batch", "mget": "batch", "hash": "nested-3940", "zscore": "nested-3940",
+           "exists": "batch", "del": "batch"}
 
 
 @pytest.mark.parametrize("workload", list(VARIANT))

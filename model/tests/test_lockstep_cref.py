@@ -34,6 +34,9 @@ VARIANTS = [
     "multikey=window-3389 batch={batch}",
     "pipeline=lookahead multikey=redis-14899 batch={batch}",
     "pipeline=lookahead multikey=redis-14899-guard batch={batch}",
+    "pipeline=all-pending-14754 multikey=batch batch={batch}",
+    "pipeline=all-pending-14754 multikey=redis-14899 batch={batch}",
+    "pipeline=all-pending-14754 multikey=redis-14899-guard batch={batch}",
 ]
 
 OPTIONS = [
