@@ -61,6 +61,7 @@ class EngineConfig(C.Structure):
         ("stlb_latency", u32), ("walk_latency", u32), ("swpf_level", u32),
         ("swpf_drop_on_tlb_miss", u32), ("flush_at_end", u32), ("queue_cap", u32),
         ("threads", u32), ("walk_reads", u32), ("instr_ticks", u32), ("walkers", u32),
+        ("guest_page_bits", u32),
     ]
 
 

@@ -151,6 +151,15 @@ typedef struct kvsimConfig {
                                       finds none free waits for the earliest to free;
                                       0 = unlimited, at most KVSIM_MAX_WALKERS; see
                                       walkTime() in timing.h */
+    uint32_t guest_page_bits;      /* nested paging with a host page smaller than the
+                                      guest's (0 = none, today's model): the guest maps
+                                      pages of 2^guest_page_bits, its host backs them with
+                                      pages of 2^page_bits.  The TLBs then hold the
+                                      combined translation, of the smaller page
+                                      (page_bits), and a walk's read 0, the guest's leaf
+                                      entry, indexes by the guest's page while its other
+                                      reads, the host's, index by page_bits; see walkCost()
+                                      in engine.c */
 } kvsimConfig;
 
 /* Counters of one cache level.  Index [tag][kind] is tag * KVSIM_NKINDS + kind. */
