@@ -955,9 +955,11 @@ def run_self_check(doc: dict, raw: dict, levels: list[dict], *,
         checks.append({"check": "replay", "ok": False,
                        "detail": "replay: the file has no timing model (core not in the "
                                  "table of known cores), so nothing can be checked"})
+    native = None
     if against is not None:
         checks += check.agreement(doc, *against)
-    return check.summarise(checks, rows, against[1] if against else None)
+        native = check.native_agreement(rows, against[0])
+    return check.summarise(checks, rows, against[1] if against else None, native)
 
 
 # --- TOML output ---------------------------------------------------------------------------

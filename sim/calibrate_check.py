@@ -365,13 +365,34 @@ def agreement(doc: dict, other: dict, other_name: str) -> list[dict]:
     return out
 
 
-def summarise(checks: list[dict], rows: list[dict], against: str | None = None) -> dict:
-    """The ``[selfcheck]`` table."""
+def native_agreement(rows: list[dict], other: dict) -> dict | None:
+    """How far this run's native figures are from another run's of the same machine, at the
+    replayed points both have: the points, how many differ by more than :data:`TOLERANCE`
+    and the largest ratio. Shown, not gated: a machine whose own figures move more than
+    the tolerance between runs cannot pass any file's replay twice (sim/VALIDATION.md,
+    finding 9)."""
+    theirs = {r["point"]: r["measured_ns"]
+              for r in (other.get("selfcheck") or {}).get("replay", []) if r.get("gated")}
+    pairs = [(r["point"], r["measured_ns"] / theirs[r["point"]])
+             for r in rows if r["gated"] and theirs.get(r["point"])]
+    if not pairs:
+        return None
+    off = [p for p in pairs if abs(p[1] - 1.0) > TOLERANCE]
+    worst = max(pairs, key=lambda p: abs(p[1] - 1.0))
+    return {"points": len(pairs), "off": len(off), "worst_point": worst[0],
+            "worst_ratio": round(worst[1], 4)}
+
+
+def summarise(checks: list[dict], rows: list[dict], against: str | None = None,
+              native: dict | None = None) -> dict:
+    """The ``[selfcheck]`` table (``native``: :func:`native_agreement`, when known)."""
     failed = [c["detail"] for c in checks if not c["ok"]]
     out = {"status": "failed" if failed else "passed", "tolerance": TOLERANCE,
            "failed": failed, "checks": checks, "replay": rows}
     if against:
         out["against"] = against
+    if native:
+        out["native_agreement"] = native
     return out
 
 
@@ -392,6 +413,11 @@ def table(sc: dict) -> str:
              "| check | ok | detail |", "|---|---|---|"]
     lines += [f"| {c['check']} | {'yes' if c['ok'] else '**no**'} | {c['detail']} |"
               for c in sc["checks"]]
+    na = sc.get("native_agreement")
+    if na:
+        lines += ["", f"Native against {sc.get('against')}: {na['off']} of {na['points']} "
+                  f"points differ by more than {sc['tolerance']:.0%} between the two runs "
+                  f"(most: {na['worst_point']}, {na['worst_ratio']:.2f}x)."]
     lines += ["", "| point | native ns | predicted ns | predicted / native | gated |",
               "|---|---|---|---|---|"]
     for r in sc["replay"]:

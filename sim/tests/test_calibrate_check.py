@@ -259,3 +259,17 @@ def test_a_core_behind_another_model_number_is_known_by_its_features():
     assert cal.known_core("GenuineIntel", 6, 167, amx)["core"].startswith("Intel Golden Cove")
     assert cal.known_core("GenuineIntel", 6, 167, ["fpu", "avx512f"]) is None
     assert cal.known_core("AuthenticAMD", 25, 300, amx) is None
+
+
+def test_native_agreement_counts_the_points_two_runs_disagree_on():
+    rows = [check._row("chase 4KiB 2048K", 1.2, 1.2), check._row("chase 1GiB 4K", 400, 380),
+            check._row("mlp 1GiB x1", 300, 290), check._row("work crc64/1", 2.0, 1.5, False)]
+    other = {"selfcheck": {"replay": [
+        check._row("chase 4KiB 2048K", 1.25, 1.2), check._row("chase 1GiB 4K", 300, 380),
+        check._row("work crc64/1", 9.0, 1.5, False)]}}
+    got = check.native_agreement(rows, other)
+    assert got == {"points": 2, "off": 1, "worst_point": "chase 1GiB 4K",
+                   "worst_ratio": pytest.approx(1.3333, abs=1e-4)}
+    assert check.native_agreement(rows, {}) is None
+    sc = check.summarise([], rows, "quick.toml", got)
+    assert "1 of 2 points differ by more than 10% between the two runs" in check.table(sc)
