@@ -326,8 +326,8 @@ def render_calibration(doc: dict[str, Any], result: str) -> str:
     d = doc["dram"]
     out = [f"**`{result}`**: clock {ghz} GHz; DRAM {d['latency_ns']} ns; walk fixed part "
            f"{t.get('walk_latency')} cycles, {t.get('walk_reads')} page-table reads, "
-           f"{t.get('walkers') or 'unlimited'} walkers; host pages "
-           f"{t.get('host_page_size') or 'as the guest'}s; L1 miss buffers "
+           f"{t.get('walkers') or 'unlimited'} walkers; host page "
+           f"{t.get('host_page_size') or 'not modelled (as the guest page)'}; L1 miss buffers "
            f"{doc['cache'][0].get('mshrs')}", "", *rows, "",
            calibrate_check.table(doc["selfcheck"]), ""]
     p = doc["meta"].get("measured_provenance") or doc["meta"]["provenance"]
