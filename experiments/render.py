@@ -310,7 +310,6 @@ def _calibration_verdict(tables: dict[str, Any]) -> str:
     return "passed" if str(said).lower().startswith("passed") else "failed its self-check"
 
 
-@rendering("trust", next(iter(TRUST)), also=tuple(TRUST)[1:])
 def render_calibration(doc: dict[str, Any], result: str) -> str:
     """A CPU file `kvsim calibrate` wrote: what it fitted, and its self-check's table."""
     from kvsim.sim import calibrate_check
@@ -341,6 +340,7 @@ register_each(render_calibration, {
     "calibration-xeon-m167-full": "results/calibrate-xeon-m167-fit-full.toml"})
 
 
+@rendering("trust", next(iter(TRUST)), also=tuple(TRUST)[1:])
 def render_trust(doc: dict[str, Any]) -> str:
     """How far to trust a prediction: per machine the validation ran on, its CPU, the rows
     whose predicted speedup is within 0.85-1.15 of native, the range of predicted / native
