@@ -75,6 +75,15 @@ _OPEN = re.compile(r"<!-- kvsim:results\b")
 
 def _load(root: Path, rel: str) -> dict[str, Any]:
     path = root / rel
+    if rel.endswith(".toml"):  # a CPU file `kvsim calibrate` wrote
+        import tomllib
+
+        try:
+            return tomllib.loads(path.read_text())
+        except OSError as exc:
+            raise RenderError(f"{rel}: cannot read the result file ({exc.strerror})") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise RenderError(f"{rel}: not TOML ({exc})") from None
     try:
         return json.loads(path.read_text())
     except OSError as exc:
@@ -314,6 +323,36 @@ def _calibration_verdict(tables: dict[str, Any]) -> str:
     if said is None:
         return "not self-checked (before the check existed)"
     return "passed" if str(said).lower().startswith("passed") else "failed its self-check"
+
+
+def render_calibration(doc: dict[str, Any], result: str) -> str:
+    """A CPU file `kvsim calibrate` wrote: what it fitted, and its self-check's table."""
+    from kvsim.sim import calibrate_check
+
+    ghz = doc["freq_ghz"]
+    rows = ["| level | size | ways | replacement | latency | source of the size |",
+            "|---|---|---|---|---|---|"]
+    for c in doc["cache"]:
+        rows.append(f"| {c['name']} | {c['size'] // 1024} KiB | {c['ways']} | "
+                    f"{c.get('replacement', 'lru')} | {c['latency']} cycles "
+                    f"({c['latency'] / ghz:.2f} ns) | {c['src']['size']} |")
+    t = doc.get("tlb") or {}
+    d = doc["dram"]
+    out = [f"**`{result}`**: clock {ghz} GHz; DRAM {d['latency_ns']} ns; walk fixed part "
+           f"{t.get('walk_latency')} cycles, {t.get('walk_reads')} page-table reads, "
+           f"{t.get('walkers') or 'unlimited'} walkers; host page "
+           f"{t.get('host_page_size') or 'not modelled (as the guest page)'}; L1 miss buffers "
+           f"{doc['cache'][0].get('mshrs')}", "", *rows, "",
+           calibrate_check.table(doc["selfcheck"]), ""]
+    p = doc["meta"].get("measured_provenance") or doc["meta"]["provenance"]
+    command = provenance.scrub_line(p.get("command") or "kvsim calibrate")
+    out.append(provenance_line({"provenance": p}, result, command))
+    return "\n".join(out)
+
+
+register_each(render_calibration, {
+    "calibration-xeon-m167-quick": "results/calibrate-xeon-m167-fit-quick.toml",
+    "calibration-xeon-m167-full": "results/calibrate-xeon-m167-fit-full.toml"})
 
 
 @rendering("trust", next(iter(TRUST)), also=tuple(TRUST)[1:])

@@ -64,6 +64,7 @@ class EngineConfig(C.Structure):
         ("syscall_site", u32 * traces.NUM_SYSCALLS),
         ("syscall_call_ticks", u32 * traces.NUM_SYSCALLS),
         ("syscall_byte_q16", u32 * traces.NUM_SYSCALLS),
+        ("guest_page_bits", u32),
     ]
 
 #: EngineConfig.syscall_site of a call the trace does not name (engine.h KVSIM_NO_SITE)

@@ -406,6 +406,8 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
             "walk_reads": cfg.walk_reads,
             "walkers": cfg.walkers or "unlimited",
         }
+        if cfg.guest_page_bits:  # nested paging on the host's smaller pages
+            result["tlb"]["guest_page_size"] = 1 << cfg.guest_page_bits
     if timing:
         cycles = -(-raw["ticks"] // width)
         stalls = {}

@@ -675,7 +675,7 @@ def thp_mode(path: Path = Path("/sys/kernel/mm/transparent_hugepage/enabled")) -
 
 
 def build_doc(raw: dict, levels: list[dict], ident: dict, *, quick: bool,
-              machine: dict | None = None) -> dict:
+              machine: dict | None = None, log: Callable[[str], None] = lambda m: None) -> dict:
     """The CPU file (as a TOML-ready dict in the preset schema) from raw measurements,
     without its ``[selfcheck]`` (:func:`run_self_check` adds it)."""
     table = identity_core(ident)
@@ -840,6 +840,9 @@ def build_doc(raw: dict, levels: list[dict], ident: dict, *, quick: bool,
             "host's leaf page-table entries" if guest else
             "a walk reads the leaf page-table entry (the upper levels stay in the walker's "
             "caches)")
+    hierarchy = None
+    if translation is not None:
+        hierarchy = _fit_hierarchy(doc, raw, levels, sizes, curve, chase_4k, huge, log)
     if not table:
         notes.append("core (ROB, width) unknown: no table entry for vendor "
                      f"{ident.get('vendor')!r} family {ident.get('family')} model "
@@ -849,13 +852,14 @@ def build_doc(raw: dict, levels: list[dict], ident: dict, *, quick: bool,
         "machine_key": machine_key(levels, ident),
         "cpu": ident, "quick": quick, "thp": mode, "chase_pages": page_used,
         "sysfs_levels": levels,
-        "fit": fit,
-        "raw": {"sizes": sizes,
+        "fit": hierarchy.pop("fit") if hierarchy else fit,
+        "raw": {"knee_fit": fit if hierarchy else None,"sizes": sizes,
                 "chase_ns_median": [round(median(raw["chase"][str(x)]), 3) for x in sizes],
                 "chase_ns_fastest": [round(v, 3) for v in curve],
                 "chase_ns": raw["chase"], "chase_top_4k_ns": raw["chase_top_4k"],
                 "huge_fraction_top": raw.get("huge_fraction_top"),
                 "chase_4k_ns": raw.get("chase_4k"), "translation_fit": translation,
+                "hierarchy_fit": hierarchy,
                 "hypervisor": raw.get("hypervisor", False),
                 "clock": raw.get("clock"), "clock_estimate": est,
                 "kernel_clock": raw.get("kernel_clock"), "mlp_ns_per_load": raw["mlp"],
@@ -868,6 +872,70 @@ def build_doc(raw: dict, levels: list[dict], ident: dict, *, quick: bool,
     if raw.get("clock_ghz"):
         doc["meta"]["raw"]["clock_ghz"] = raw["clock_ghz"]
     return doc
+
+
+def _fit_hierarchy(doc: dict, raw: dict, levels: list[dict], sizes: list[int],
+                   curve: list[float], chase_4k: dict[int, float], huge: bool,
+                   log: Callable[[str], None]) -> dict:
+    """The file fitted to its own simulation of the chases (:mod:`kvsim.sim.calibrate_fit`),
+    starting from the knee and translation fits; the sources say so. Returns the fit's
+    record for ``[meta.raw] hierarchy_fit``, whose ``fit`` becomes ``[meta] fit`` (the knee
+    fit's moves to ``[meta.raw] knee_fit``)."""
+    from ._binding import MAX_WALKERS
+    from .calibrate_fit import POLICIES, fit_hierarchy
+
+    page = 2 * MIB if huge else 4096
+    points = [(s, page, c) for s, c in zip(sizes, curve, strict=True)]
+    points += [(s, 4096, chase_4k[s]) for s in sorted(chase_4k)]
+    out = fit_hierarchy(doc, points, guest_huge=huge and bool(raw.get("hypervisor")),
+                        sysfs=levels, largest=sizes[-1], log=log)
+    ghz = doc["freq_ghz"]
+    how = ("measured: fitted with the model's own simulation of every pointer chase "
+           "(sim.calibrate_fit; each chase's residual in [meta.raw] hierarchy_fit)")
+    for c, x in zip(doc["cache"], levels, strict=True):
+        c["src"]["latency"] = f"{how}: {c['latency'] / ghz:.2f} ns"
+        if c["size"] != x["size"] or c["ways"] != x["ways"]:
+            c["src"]["size"] = c["src"]["ways"] = (
+                f"measured: effective capacity {c['size'] // KIB} KiB fitted to the chases "
+                f"against sysfs {x['size'] // KIB} KiB ({c['size'] // (c['ways'] * LINE)} sets "
+                f"x {c['ways']} ways; a shared level's share of a guest is not in sysfs)")
+        if "replacement" in c:
+            c["src"]["replacement"] = f"{how}: the best of {', '.join(POLICIES)}"
+    doc["dram"]["src"]["latency_ns"] = f"{how}, with the 4 KiB-page chases"
+    t = doc.get("tlb")
+    if t is not None:
+        t["src"]["walk_latency"] = f"{how}: the walk's fixed part"
+        hp = out["chosen"].get("host_page_size")
+        if t.get("host_page_size"):
+            t["src"]["host_page_size"] = (
+                "measured: the 2 MiB-page chases fit better (least squares, "
+                f"{hp['error_with']:.4g} against {hp['error_without']:.4g}) with the guest's "
+                "huge pages on the host's 4 KiB pages: 4 KiB TLB entries, nested walks")
+    # the parallel chases at the largest set: a miss holds an L1 miss buffer for its DRAM
+    # latency (not its walk), so the buffers in use are DRAM over the fastest time per load;
+    # the walks they overlap need walkers for as long as each walk takes
+    per_load = sorted(fastest(v) for v in raw["mlp"].values())[:3]
+    m = median(per_load)
+    dram = doc["dram"]["latency_ns"]
+    l1 = doc["cache"][0]
+    l1["mshrs"] = max(1, int(round(dram / m)))
+    l1["src"]["mshrs"] = (f"measured: DRAM {dram:.1f} ns over {m:.2f} ns per load, the "
+                          "parallel chases' fastest (median of the three fastest counts): "
+                          "the misses in flight")
+    top = out["predicted_ns"][len(sizes) - 1]
+    if t is not None and t.get("host_page_size") and t.get("walkers"):
+        need = int(math.ceil(max(0.0, top - dram) / m))
+        if need > t["walkers"]:
+            t["walkers"] = min(need, MAX_WALKERS)
+            t["src"]["walkers"] = (
+                f"measured: the walks the parallel chases overlap: each load of the largest "
+                f"chase walks for {top - dram:.0f} ns (its {top:.0f} ns simulated less DRAM) "
+                f"at {m:.2f} ns per load")
+    out["fit"] = {"latency_ns": [c["latency"] / ghz for c in doc["cache"]]
+                  + [doc["dram"]["latency_ns"]],
+                  "capacity": [float(c["size"]) for c in doc["cache"]],
+                  "rms_rel_error": out["rms_rel_error"]}
+    return out
 
 
 def run_self_check(doc: dict, raw: dict, levels: list[dict], *,
@@ -888,9 +956,11 @@ def run_self_check(doc: dict, raw: dict, levels: list[dict], *,
         checks.append({"check": "replay", "ok": False,
                        "detail": "replay: the file has no timing model (core not in the "
                                  "table of known cores), so nothing can be checked"})
+    native = None
     if against is not None:
         checks += check.agreement(doc, *against)
-    return check.summarise(checks, rows, against[1] if against else None)
+        native = check.native_agreement(rows, against[0])
+    return check.summarise(checks, rows, against[1] if against else None, native)
 
 
 # --- TOML output ---------------------------------------------------------------------------
@@ -1011,7 +1081,7 @@ def calibrate(output: Path | None = None, *, quick: bool = False,
         ident = old["meta"].get("cpu") or ident
     else:
         raw = measure(plan, log)
-    doc = build_doc(raw, levels, ident, quick=quick, machine=provenance.provenance())
+    doc = build_doc(raw, levels, ident, quick=quick, machine=provenance.provenance(), log=log)
     # [syscall] (sim/calibrate_syscall.py): measured now, or kept from the file derived again
     doc["syscall"] = (old["syscall"] if from_raw is not None and "syscall" in old else
                       calibrate_syscall.section(calibrate_syscall.measure(quick, log)))

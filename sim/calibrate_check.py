@@ -70,6 +70,8 @@ DRAM_NS = (40.0, 500.0)
 WORK_IPC_MIN = 0.5
 #: The longest warm-up of a replayed chase, in loads (see steady_warmup).
 WARMUP_MAX = 1 << 21
+#: Times round the file's caches after which a replayed chase's warm-up stops.
+WARMUP_TURNS = 4
 
 
 def fastest(xs: Sequence[float]) -> float:
@@ -228,11 +230,19 @@ def _row(point: str, measured: float, predicted: float, gated: bool = True,
     return r
 
 
-def steady_warmup(size: int) -> int:
+def steady_warmup(size: int, cache_bytes: int | None = None) -> int:
     """Chase loads before a replayed point is timed: twice round the cycle, as the native
     program's repeats go round it many times (the caches reach their steady state under
-    any replacement), at most :data:`WARMUP_MAX`; a larger set is served by memory anyway."""
-    return min(2 * (size // 64), WARMUP_MAX)
+    any replacement), at most :data:`WARMUP_MAX`; a larger set is served by memory anyway.
+    With ``cache_bytes`` (the file's caches together), at most :data:`WARMUP_TURNS` times
+    round them: by then the caches' content no longer depends on where the warm-up began."""
+    n = min(2 * (size // 64), WARMUP_MAX)
+    return n if cache_bytes is None else min(n, max(2, WARMUP_TURNS * cache_bytes // 64))
+
+
+def cache_bytes(cpu) -> int:
+    """The capacity of the file's caches together (see :func:`steady_warmup`)."""
+    return sum(c.size for c in cpu.caches)
 
 
 def replay(cpu, raw: dict, *, steps: int = 20_000, log=lambda m: None) -> list[dict]:
@@ -246,13 +256,14 @@ def replay(cpu, raw: dict, *, steps: int = 20_000, log=lambda m: None) -> list[d
     top_page = 2 * 1024 * 1024 if huge else 4096
     sizes = raw["sizes"]
     log(f"self-check: {len(sizes)} chases with {top_page // 1024} KiB pages")
+    cb = cache_bytes(cpu)
     for s in sizes:
-        p = micro.predict(cpu, s, 1, steps, top_page, False, warmup=steady_warmup(s))
+        p = micro.predict(cpu, s, 1, steps, top_page, False, warmup=steady_warmup(s, cb))
         p = p["ns_per_load"]
         rows.append(_row(f"chase {_fmt(s)} {top_page // 1024}K", fastest(raw["chase"][str(s)]), p))
     for k, v in sorted((raw.get("chase_4k") or {}).items(), key=lambda kv: int(kv[0])):
         s = int(k)
-        p = micro.predict(cpu, s, 1, steps, 4096, False, warmup=steady_warmup(s))
+        p = micro.predict(cpu, s, 1, steps, 4096, False, warmup=steady_warmup(s, cb))
         p = p["ns_per_load"]
         rows.append(_row(f"chase {_fmt(s)} 4K", fastest(v), p))
     top = sizes[-1]
@@ -354,13 +365,34 @@ def agreement(doc: dict, other: dict, other_name: str) -> list[dict]:
     return out
 
 
-def summarise(checks: list[dict], rows: list[dict], against: str | None = None) -> dict:
-    """The ``[selfcheck]`` table."""
+def native_agreement(rows: list[dict], other: dict) -> dict | None:
+    """How far this run's native figures are from another run's of the same machine, at the
+    replayed points both have: the points, how many differ by more than :data:`TOLERANCE`
+    and the largest ratio. Shown, not gated: a machine whose own figures move more than
+    the tolerance between runs cannot pass any file's replay twice (sim/VALIDATION.md,
+    finding 9)."""
+    theirs = {r["point"]: r["measured_ns"]
+              for r in (other.get("selfcheck") or {}).get("replay", []) if r.get("gated")}
+    pairs = [(r["point"], r["measured_ns"] / theirs[r["point"]])
+             for r in rows if r["gated"] and theirs.get(r["point"])]
+    if not pairs:
+        return None
+    off = [p for p in pairs if abs(p[1] - 1.0) > TOLERANCE]
+    worst = max(pairs, key=lambda p: abs(p[1] - 1.0))
+    return {"points": len(pairs), "off": len(off), "worst_point": worst[0],
+            "worst_ratio": round(worst[1], 4)}
+
+
+def summarise(checks: list[dict], rows: list[dict], against: str | None = None,
+              native: dict | None = None) -> dict:
+    """The ``[selfcheck]`` table (``native``: :func:`native_agreement`, when known)."""
     failed = [c["detail"] for c in checks if not c["ok"]]
     out = {"status": "failed" if failed else "passed", "tolerance": TOLERANCE,
            "failed": failed, "checks": checks, "replay": rows}
     if against:
         out["against"] = against
+    if native:
+        out["native_agreement"] = native
     return out
 
 
@@ -381,6 +413,11 @@ def table(sc: dict) -> str:
              "| check | ok | detail |", "|---|---|---|"]
     lines += [f"| {c['check']} | {'yes' if c['ok'] else '**no**'} | {c['detail']} |"
               for c in sc["checks"]]
+    na = sc.get("native_agreement")
+    if na:
+        lines += ["", f"Native against {sc.get('against')}: {na['off']} of {na['points']} "
+                  f"points differ by more than {sc['tolerance']:.0%} between the two runs "
+                  f"(most: {na['worst_point']}, {na['worst_ratio']:.2f}x)."]
     lines += ["", "| point | native ns | predicted ns | predicted / native | gated |",
               "|---|---|---|---|---|"]
     for r in sc["replay"]:

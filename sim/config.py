@@ -64,6 +64,12 @@ class Tlb:
     # page walks in flight at once: a walk holds a walker from its start to its end, and a
     # TLB miss that finds none free waits for the earliest to free (0 = unlimited)
     walkers: int = 0
+    # nested paging whose host backs the guest's pages with smaller ones (bytes; 0 = none,
+    # the TLB's entries are of page_size): with a larger page_size (a guest's 2 MiB pages on
+    # 4 KiB host pages), the TLBs hold translations of the host's page, and a walk's first
+    # read (the guest's leaf entry) is of the guest's page, its second (the host's) of the
+    # host's (engine.h guest_page_bits)
+    host_page_size: int = 0
 
 
 @dataclass(frozen=True)
@@ -190,6 +196,9 @@ class CpuConfig:
             ec.stlb_latency, ec.walk_latency = t.l2_latency, t.walk_latency
             ec.walk_reads = t.walk_reads
             ec.walkers = t.walkers
+            if t.host_page_size and t.host_page_size < ps:
+                ec.guest_page_bits = ec.page_bits
+                ec.page_bits = t.host_page_size.bit_length() - 1
         for c in range(len(ec.syscall_site)):  # named by the trace: engine_syscall_sites
             ec.syscall_site[c] = B.NO_SITE
         if timing:  # ns -> ticks (width ticks a cycle)
@@ -262,7 +271,7 @@ _KEYS = {
     "core": {"width", "rob", "sustained_ipc", "src", "notes"},
     "dram": {"latency_ns", "bandwidth_gbs", "src", "notes"},
     "tlb": {"page_size", "l1_entries", "l1_ways", "l2_entries", "l2_ways", "l2_latency",
-            "walk_latency", "walk_reads", "walkers", "src", "notes"},
+            "walk_latency", "walk_reads", "walkers", "host_page_size", "src", "notes"},
     "swprefetch": {"fill", "tlb_miss", "trains_prefetchers", "src", "notes"},
     "prefetcher": {"level", "kind", "degree", "table", "src", "notes"},
     "syscall": set(SYSCALL_KEYS) | {"src", "notes"},
@@ -437,7 +446,11 @@ def parse_cpu(doc: dict, source: str = "") -> CpuConfig:
                 raise ConfigError(
                     f"tlb.{lvl}_entries: {e} entries / {ww} ways is not a power-of-two set count"
                 )
-        kw["tlb"] = Tlb(page_size=ps, **vals)
+        hp = t.get("host_page_size", 0)
+        hp = parse_size(hp, "tlb.host_page_size") if hp else 0
+        if hp not in (0, 4096, 2 * 1024 * 1024):
+            raise ConfigError(f"tlb.host_page_size: must be 4KiB or 2MiB, got {hp}")
+        kw["tlb"] = Tlb(page_size=ps, host_page_size=hp, **vals)
         if "src" in t:
             prov["tlb"] = t["src"]
     if "swprefetch" in doc:

@@ -507,9 +507,9 @@ class ReferenceSim:
             else:
                 st["stlb_miss"] += 1
                 self.stlb.fill(page)
-                cost = self.walk_cost(page)
+                cost = self.walk_cost(addr)
         else:
-            cost = self.walk_cost(page)
+            cost = self.walk_cost(addr)
         self.dtlb.fill(page)
         return cost, walked
 
@@ -525,11 +525,15 @@ class ReferenceSim:
         self.walker_free[e] = start + dur
         return start + dur
 
-    def walk_cost(self, page):
-        """The walk's fixed part plus its page-table reads through the caches (MODEL.md §3)."""
-        cost = self.cfg.walk_latency
-        for j in range(self.cfg.walk_reads):
-            a = (WALK_BASE + j * WALK_STRIDE + page * 8) & MASK64
+    def walk_cost(self, addr):
+        """The walk's fixed part plus its page-table reads through the caches (MODEL.md §3):
+        read j reads the leaf entry of ``addr``'s page; under nested paging with a smaller
+        host page (``cfg.guest_page_bits``) read 0, the guest's, takes the guest's page."""
+        cfg = self.cfg
+        cost = cfg.walk_latency
+        for j in range(cfg.walk_reads):
+            pb = cfg.guest_page_bits if j == 0 and cfg.guest_page_bits else cfg.page_bits
+            a = (WALK_BASE + j * WALK_STRIDE + (addr >> pb) * 8) & MASK64
             sv = self.access(0, a >> self.lb, READ, 0, K_LOAD, 0)[0]
             cost += self.levels[sv].latency if sv < self.n else self.cfg.dram_latency
         return cost

@@ -220,14 +220,18 @@ static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint
 
 /* A page walk: its fixed part plus, for each of the cfg.walk_reads page-table
  * lines (KVSIM_WALK_BASE), one load of tag 0 through the caches from L1, in
- * turn, each costing the load-to-use latency of the level that served it.
+ * turn (the line of the leaf entry of addr's page; under nested paging with a
+ * smaller host page, cfg.guest_page_bits, read 0 takes the guest's page), each costing the load-to-use latency of the level that served it.
  * The reads change the caches (and are counted) like loads; they hold no
  * miss buffer and use no DRAM bandwidth.  They run on the simulating thread,
  * in program order, also when the TLB thread found the walk (tlb.c). */
-static int64_t walkCost(kvsimSim *s, uint64_t page) {
+static int64_t walkCost(kvsimSim *s, uint64_t addr) {
     int64_t cost = s->cfg.walk_latency;
     for (uint32_t j = 0; j < s->cfg.walk_reads; j++) {
-        const uint64_t a = KVSIM_WALK_BASE + j * KVSIM_WALK_STRIDE + page * 8;
+        /* nested paging (cfg.guest_page_bits): read 0 is the guest's leaf entry */
+        const uint32_t pb = j == 0 && s->cfg.guest_page_bits ? s->cfg.guest_page_bits
+                                                              : s->cfg.page_bits;
+        const uint64_t a = KVSIM_WALK_BASE + j * KVSIM_WALK_STRIDE + (addr >> pb) * 8;
         const uint32_t sv = cacheAccess(s, 0, a >> s->cfg.line_bits, OP_READ, 0, KVSIM_K_LOAD,
                                         0, NULL);
         cost += (int64_t)(sv < s->n ? s->lv[sv].latency : s->cfg.dram_latency);
@@ -250,7 +254,7 @@ static inline int64_t tlbApply(kvsimSim *s, uint32_t code, uint64_t addr, int *w
         st->stlb_miss++;
     }
     *walk = 1;
-    return walkCost(s, addr >> s->cfg.page_bits);
+    return walkCost(s, addr);
 }
 
 /* Translate the page of `addr` (a piece's first byte, or a software prefetch's
@@ -1382,6 +1386,9 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
         FAIL("walk_reads: at most %d", KVSIM_MAX_WALK_READS);
     if (cfg->walkers > KVSIM_MAX_WALKERS)
         FAIL("walkers: at most %d (0 = unlimited)", KVSIM_MAX_WALKERS);
+    if (cfg->guest_page_bits && (cfg->guest_page_bits <= cfg->page_bits ||
+                                 cfg->guest_page_bits > 40))
+        FAIL("guest_page_bits: 0 or a page larger than page_bits' (at most 2^40)");
     if (s->fast && !engPartsInit(s)) FAIL("out of memory or threads");
     if (cfg->nprefetchers > KVSIM_MAX_PREFETCHERS) FAIL("prefetcher: at most %d", KVSIM_MAX_PREFETCHERS);
     for (uint32_t p = 0; p < cfg->nprefetchers; p++) {

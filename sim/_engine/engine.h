@@ -159,6 +159,15 @@ typedef struct kvsimConfig {
     uint32_t syscall_site[KVT_NUM_SYSCALLS];
     uint32_t syscall_call_ticks[KVT_NUM_SYSCALLS];
     uint32_t syscall_byte_q16[KVT_NUM_SYSCALLS]; /* ticks per byte, in 1/65536 */
+    uint32_t guest_page_bits;      /* nested paging with a host page smaller than the
+                                      guest's (0 = none, today's model): the guest maps
+                                      pages of 2^guest_page_bits, its host backs them with
+                                      pages of 2^page_bits.  The TLBs then hold the
+                                      combined translation, of the smaller page
+                                      (page_bits), and a walk's read 0, the guest's leaf
+                                      entry, indexes by the guest's page while its other
+                                      reads, the host's, index by page_bits; see walkCost()
+                                      in engine.c */
 } kvsimConfig;
 
 #define KVSIM_NO_SITE 0xFFFFFFFFu

@@ -7,7 +7,7 @@ from __future__ import annotations
 import tomllib
 
 import pytest
-from test_calibrate import LEVELS, ZEN4, clock_samples, fake_sysfs, synthetic_raw  # noqa: F401
+from test_calibrate import LEVELS, MIB, ZEN4, clock_samples, fake_sysfs, synthetic_raw  # noqa: F401
 
 from kvsim import sim
 from kvsim.sim import calibrate as cal
@@ -181,6 +181,33 @@ def test_the_replay_passes_a_machine_the_file_describes_and_names_the_point_it_m
     assert "1 of" in bad["detail"] and "(0.77x)" in bad["detail"]
 
 
+def test_a_file_with_a_wrong_last_level_or_walk_is_refused():
+    """The machine is the file (its chases at the file's own prediction, 4 KiB-page chases
+    past the TLBs' reach included); a file that gives it a quarter of its last level, or
+    walks that cost 300 cycles more, fails the replay at the points that show it."""
+    raw, _ = synthetic_raw()
+    raw["sizes"] = raw["sizes"][::2]
+    raw["mlp"] = {k: v for k, v in raw["mlp"].items() if k in ("1", "16")}
+    raw["work"] = {}
+    doc = cal.build_doc(raw, LEVELS, ZEN4, quick=True)
+    raw["chase_4k"] = {str(16 * MIB): [1.0], str(128 * MIB): [1.0]}
+    cpu = sim.parse_cpu(tomllib.loads(cal.to_toml(doc)))
+    same = _predicted_raw(raw, cpu)
+    assert check.replay_checks(check.replay(cpu, same, steps=4000))[0]["ok"]
+    l3 = [c for c in doc["cache"] if c["name"] == "L3"][0]
+    small = tomllib.loads(cal.to_toml(doc))
+    [c for c in small["cache"] if c["name"] == "L3"][0].update(size=l3["size"] // 4)
+    [bad] = check.replay_checks(check.replay(sim.parse_cpu(small), same, steps=4000))
+    assert not bad["ok"] and "worst chase" in bad["detail"]
+    slow = tomllib.loads(cal.to_toml(doc))
+    slow["tlb"]["walk_latency"] += 300
+    rows = check.replay(sim.parse_cpu(slow), same, steps=4000)
+    [bad] = check.replay_checks(rows)
+    assert not bad["ok"] and "4K" in bad["detail"]
+    off = {r["point"] for r in rows if r["gated"] and abs(r["ratio"] - 1) > check.TOLERANCE}
+    assert f"chase {check._fmt(128 * MIB)} 4K" in off and "chase 4KiB 2048K" not in off
+
+
 def test_work_rows_are_shown_not_gated():
     raw, _ = synthetic_raw()
     doc = cal.build_doc(raw, LEVELS, ZEN4, quick=True)
@@ -232,3 +259,17 @@ def test_a_core_behind_another_model_number_is_known_by_its_features():
     assert cal.known_core("GenuineIntel", 6, 167, amx)["core"].startswith("Intel Golden Cove")
     assert cal.known_core("GenuineIntel", 6, 167, ["fpu", "avx512f"]) is None
     assert cal.known_core("AuthenticAMD", 25, 300, amx) is None
+
+
+def test_native_agreement_counts_the_points_two_runs_disagree_on():
+    rows = [check._row("chase 4KiB 2048K", 1.2, 1.2), check._row("chase 1GiB 4K", 400, 380),
+            check._row("mlp 1GiB x1", 300, 290), check._row("work crc64/1", 2.0, 1.5, False)]
+    other = {"selfcheck": {"replay": [
+        check._row("chase 4KiB 2048K", 1.25, 1.2), check._row("chase 1GiB 4K", 300, 380),
+        check._row("work crc64/1", 9.0, 1.5, False)]}}
+    got = check.native_agreement(rows, other)
+    assert got == {"points": 2, "off": 1, "worst_point": "chase 1GiB 4K",
+                   "worst_ratio": pytest.approx(1.3333, abs=1e-4)}
+    assert check.native_agreement(rows, {}) is None
+    sc = check.summarise([], rows, "quick.toml", got)
+    assert "1 of 2 points differ by more than 10% between the two runs" in check.table(sc)

@@ -81,6 +81,9 @@ def cpu_docs(draw, levels=None, timing=None):
             "walk_reads": draw(st.integers(0, 2)),
             "walkers": draw(st.integers(0, 3)),  # 0: unlimited
         }
+        if draw(st.booleans()):  # 2 MiB pages; nested on 4 KiB host pages (guest_page_bits)
+            doc["tlb"]["page_size"] = "2MiB"
+            doc["tlb"]["host_page_size"] = draw(st.sampled_from([0, "4KiB"]))
     fillable = [c["name"] for c in caches if c["inclusion"] != "exclusive"]
     doc["swprefetch"] = {"fill": draw(st.sampled_from(fillable)),
                          "tlb_miss": draw(st.sampled_from(["walk", "drop"])),
@@ -457,3 +460,28 @@ def test_prefetcher_ahead_equals_reference(doc, recs, flush, chunk, qcap):
 def test_engine_equals_reference_long(doc, recs, flush, chunk):
     """The same property with ten times the examples (`pytest -m slow`)."""
     test_engine_equals_reference.hypothesis.inner_test(doc, recs, flush, chunk)
+
+
+def test_nested_paging_on_smaller_host_pages():
+    """A guest's 2 MiB pages on 4 KiB host pages (`[tlb] host_page_size`): the TLBs hold
+    4 KiB translations, so loads over one 2 MiB page miss the DTLB page by page, and a walk
+    reads the guest's leaf entry of the 2 MiB page (one line for them all) and the host's
+    of each 4 KiB page; without the host page, none of that; engine == reference."""
+    recs = np.zeros(64, dtype=traces.RECORD_DTYPE)
+    recs["kind"], recs["size"] = traces.KIND_LOAD, 8
+    recs["addr"] = 0x4000_0000 + np.arange(64, dtype=np.uint64) * 4096  # 64 pages
+    doc = {"name": "nested", "cache": [
+        {"name": "L1", "size": 1024, "ways": 4, "line": 64, "latency": 4},
+        {"name": "L2", "size": 16384, "ways": 4, "line": 64, "latency": 12}],
+        "tlb": {"page_size": "2MiB", "l1_entries": 4, "l1_ways": 0, "l2_entries": 0,
+                "walk_latency": 20, "walk_reads": 2}}
+    _, _, flat, _ = run_both(doc, recs, True, 64)
+    nested = dict(doc, tlb=dict(doc["tlb"], host_page_size="4KiB"))
+    _, _, a, _ = run_both(nested, recs, True, 64)
+    assert flat["dtlb_miss"] == 1 and a["dtlb_miss"] == 64
+    # the walks' reads: the guest's leaf entry (one line) misses once, the host's 64
+    # entries (8 per line) eight times; the data 64 times
+    l1 = sim.api.build_result(a, sim.parse_cpu(nested), sim.parse_cpu(nested).to_engine(
+        timing=False), None, "fast")
+    assert l1["tlb"]["page_size"] == 4096 and l1["tlb"]["guest_page_size"] == 2 << 20
+    assert a["dram_reads"] == 64 + 1 + 8

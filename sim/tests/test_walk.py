@@ -188,3 +188,20 @@ def test_walkers_engine_equals_reference(threads):
 def test_walkers_bounds():
     with pytest.raises(sim.ConfigError, match="walkers"):
         _walker_cpu(65, 20)
+
+
+def test_host_page_size_defaults_off_and_refuses_other_sizes():
+    """`[tlb] host_page_size`: absent, the engine gets today's walk (no guest page bits);
+    "4KiB" under 2 MiB pages nests; any other size is refused, naming the key."""
+    doc = {"name": "h", "cache": [{"name": "L1", "size": 1024, "ways": 4, "line": 64,
+                                   "latency": 4}],
+           "tlb": {"page_size": "2MiB", "l1_entries": 4, "l1_ways": 0, "walk_reads": 2}}
+    ec = sim.parse_cpu(doc).to_engine(timing=False)
+    assert ec.guest_page_bits == 0 and ec.page_bits == 21
+    doc["tlb"]["host_page_size"] = "4KiB"
+    ec = sim.parse_cpu(doc).to_engine(timing=False)
+    assert ec.guest_page_bits == 21 and ec.page_bits == 12
+    assert sim.parse_cpu(doc).to_engine(timing=False, page_size=4096).guest_page_bits == 0
+    doc["tlb"]["host_page_size"] = "8KiB"
+    with pytest.raises(sim.ConfigError, match="tlb.host_page_size: must be 4KiB or 2MiB"):
+        sim.parse_cpu(doc)

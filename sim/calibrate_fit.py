@@ -1,0 +1,253 @@
+"""The hierarchy fit of `kvsim calibrate`: the CPU file whose own simulation of the pointer
+chases costs what they measured.
+
+The knee fit (:func:`kvsim.sim.calibrate.fit_levels`) reads the chase curve as an ideal
+hierarchy of random-replacement levels (a chase of S bytes over a level of C hits it
+min(1, C/S) of the time). The simulator is not that hierarchy: its LRU L1 gives a chase
+just larger than itself no hits at all, a non-inclusive L2 behind it keeps some of a
+chase larger than itself, and past the TLBs' reach each load also pays a walk whose
+page-table reads go through the same caches. A file fitted to the ideal hierarchy is off
+by the difference, so :func:`fit_hierarchy` fits the file to the simulator instead, starting
+from the knee fit's values:
+
+* **Latencies and DRAM** (:func:`solve`): a chase is one dependent load after another, so
+  its simulated cycles per load are, to first order, a constant plus the loads (data and
+  page-table reads) each level serves times its latency, the loads DRAM serves times its
+  latency and the walks times their fixed part (one simulation per chase gives those
+  counts, :func:`chase_row`; the constant is what the counts leave of the simulated time:
+  the gaps', the STLB hits' and what is not linear). The unknowns are the least-squares
+  solution in relative error over every chase: the 2 MiB-page (else 4 KiB-page) chases at
+  every size and the 4 KiB-page chases; the walk's fixed part stays the translation fit's
+  (calibrate.py ``fit_translation``). The solution is simulated again and solved once
+  more, so that the constant is the one at the solution.
+* **Effective capacities and replacement** (:func:`fit_hierarchy`): the capacity of each
+  level past L1 and its replacement policy (:data:`POLICIES`) are searched, one level at a
+  time, the last level first, for the smallest error of that solution: L2 between half and
+  all of its sysfs size (a private level; another thread on the core can hold part of it),
+  the last level over every size its chase curve can show (from the L2 to a quarter
+  of the largest chase), since a guest or a container gets a varying share of a shared
+  last level that no sysfs file reports. A candidate is the sysfs associativity with fewer
+  sets (a power of two) and, between two powers of two, more ways.
+* **Nested paging** (in a guest, with 2 MiB pages): whether the host backs the guest's huge
+  pages with 4 KiB pages (``[tlb] host_page_size``, engine.h ``guest_page_bits``: the TLBs
+  then hold 4 KiB translations and every walk reads the host's leaf entry of the 4 KiB
+  page) is chosen the same way, by the error with and without it: the huge-page chases
+  then rise past the DTLB's reach in 4 KiB entries (384 KiB on a 96-entry DTLB) and keep
+  rising with the host's page table past the last level, which 2 MiB TLB entries do not.
+
+Only the chases are fitted; the parallel chases, the bandwidth and the work kernels are the
+self-check's (:mod:`kvsim.sim.calibrate_check`) and the other fits' (calibrate.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+#: Replacement policies the fit tries for each level past L1 (the engine's registry names).
+POLICIES = ("lru", "random")
+#: Chase loads simulated per point (the self-check's replay simulates as many).
+STEPS = 20_000
+#: L2 candidates: these fractions of its sysfs size.
+L2_FRACTIONS = (0.5, 0.625, 0.75, 0.875, 1.0)
+#: Last-level candidates per octave, and the largest chase (a fraction of the largest
+#: working set) whose curve can still show the last level's knee.
+LLC_PER_OCTAVE = 4
+LLC_TOP_FRACTION = 0.25
+#: The chases a candidate level's capacity C changes enough to simulate again: those up to
+#: this many times C (the larger ones keep the rows of the current file).
+WINDOW = 4
+#: Above this working set, every candidate keeps the current file's rows (the chases there
+#: are served by memory whatever the caches hold; their simulations cost the most).
+WINDOW_CAP = 64 * 1024 * 1024
+
+KIB, MIB = 1024, 1024 * 1024
+
+
+def chase_row(cpu, size: int, page: int, steps: int = STEPS) -> tuple[np.ndarray, float]:
+    """One chase simulated on ``cpu``: per load, the loads each cache level served (data
+    and page-table reads), those DRAM served, the walks (the row of :func:`solve`), and
+    the simulated cycles."""
+    from kvsim import sim
+
+    from . import calibrate_check as check
+    from . import micro
+
+    rec = micro.chase_records(size, 1, steps, mlp_loop=False,
+                              warmup=check.steady_warmup(size, check.cache_bytes(cpu)))
+    r = sim.simulate(rec, cpu, page_size=page, validate=False)
+    names = [c.name for c in cpu.caches]
+    n = len(names)
+    counts = np.zeros(n + 2)
+    for row in r["by_tag"]:
+        if row["kind"] == "load":
+            k = names.index(row["level"])
+            counts[k] += row["hits"]
+            if k == n - 1:
+                counts[n] += row["misses"]
+    t = r.get("tlb") or {}
+    counts[n + 1] = t.get("stlb_misses", 0) if t.get("stlb_accesses") else t.get(
+        "dtlb_misses", 0)
+    return counts / steps, r["cycles"] / steps
+
+
+def unknowns(cpu) -> np.ndarray:
+    """The file's values of the unknowns, in cycles: each level's latency, DRAM, the walk's
+    fixed part."""
+    return np.array([c.latency for c in cpu.caches] + [cpu.dram_latency_cycles,
+                                                      cpu.tlb.walk_latency if cpu.tlb else 0],
+                    dtype=float)
+
+
+def solve(rows: list[tuple[np.ndarray, float]], base: np.ndarray,
+          measured_cycles: np.ndarray) -> tuple[float, np.ndarray]:
+    """Least squares (relative error) of the unknowns over every chase: ``rows`` simulated
+    at ``base``; returns (sum of squared relative errors, unknowns), inf when a latency
+    comes out <= 0 or not increasing down the hierarchy."""
+    a = np.array([r[0] for r in rows])
+    c0 = np.array([r[1] for r in rows]) - a @ base
+    y = measured_cycles
+    aa, bb = a / y[:, None], 1.0 - c0 / y
+    # the walk's fixed part stays the translation fit's: with every load of the largest
+    # chases walking, it and DRAM trade against each other here, and only the parallel
+    # chases (not fitted) would tell them apart
+    free = [j for j in range(a.shape[1] - 1) if np.any(a[:, j] > 0)]
+    x = base.copy()
+    sol, *_ = np.linalg.lstsq(aa[:, free], bb - aa[:, -1] * base[-1], rcond=None)
+    x[free] = sol
+    lat = x[:-1]
+    if np.any(lat <= 0) or np.any(np.diff(lat) <= 0):
+        return math.inf, x
+    r = aa @ x - bb
+    return float(r @ r), x
+
+
+def geometry(size: int, ways: int, sysfs_size: int, line: int = 64) -> tuple[int, int]:
+    """(size, ways) of a level of capacity about ``size``: sysfs's ways with fewer sets (a
+    power of two), and more ways between two powers of two; sysfs's own at or above it."""
+    sets_sysfs = 1 << max(0, (sysfs_size // (ways * line)).bit_length() - 1)
+    sets = min(sets_sysfs, 1 << max(0, (max(1, size // (ways * line))).bit_length() - 1))
+    w = max(ways, int(round(size / (sets * line))))
+    if sets == sets_sysfs:
+        w = min(w, max(ways, sysfs_size // (sets * line)))
+    return sets * w * line, w
+
+
+def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge: bool,
+                  sysfs: list[dict], largest: int,
+                  log: Callable[[str], None] = lambda m: None) -> dict:
+    """Fit ``doc`` (a CPU file as a dict, changed in place) to the chases ``points``
+    ((working set, page size, measured ns), fastest samples); see the module docstring.
+    Returns what the fit chose and each point's prediction and residual."""
+    from .config import parse_cpu
+
+    ghz = doc["freq_ghz"]
+    y = np.array([p[2] for p in points]) * ghz
+    n = len(doc["cache"])
+
+    def cpu_of(d):
+        return parse_cpu(d, "calibrate")
+
+    def rows_of(d, keep=None, window=None):
+        cpu = cpu_of(d)
+        out = []
+        for i, (size, page, _) in enumerate(points):
+            if keep is not None and not window(size, page):
+                out.append(keep[i])
+            else:
+                out.append(chase_row(cpu, size, page))
+        return cpu, out
+
+    def evaluate(d, keep=None, window=None):
+        cpu, rows = rows_of(d, keep, window)
+        err, x = solve(rows, unknowns(cpu), y)
+        return err, x, rows
+
+    def apply(d, x):
+        for k, c in enumerate(d["cache"]):
+            c["latency"] = max(1, int(round(x[k])))
+        d["dram"]["latency_ns"] = round(float(x[n]) / ghz, 1)
+        if d.get("tlb"):
+            d["tlb"]["walk_latency"] = max(0, int(round(x[n + 1])))
+
+    chosen: dict = {}
+    log(f"hierarchy fit: {len(points)} chases simulated on the file")
+    best_err, best_x, best_rows = evaluate(doc)
+    if guest_huge and doc.get("tlb"):
+        nested = _copy(doc)
+        nested["tlb"]["host_page_size"] = "4KiB"
+        err, x, rows = evaluate(nested, best_rows, lambda s, p: p > 4096)
+        log(f"hierarchy fit: nested paging on 4 KiB host pages: error {err:.4g} against "
+            f"{best_err:.4g} without")
+        chosen["host_page_size"] = {"error_with": round(err, 6), "error_without":
+                                    round(best_err, 6), "nested": bool(err < best_err)}
+        if err < best_err:
+            doc.clear()
+            doc.update(nested)
+            best_err, best_x, best_rows = err, x, rows
+    order = [n - 1] + list(range(1, n - 1))  # the last level first, then L2...
+    for k in order:
+        if k == 0:
+            continue
+        c, sysfs_k = doc["cache"][k], sysfs[k]
+        ways0 = sysfs_k["ways"] or 8
+        if k == n - 1:
+            # an octave apart with the first policy, then quarter octaves around the best
+            lo = doc["cache"][k - 1]["size"]
+            hi = min(sysfs_k["size"], int(largest * LLC_TOP_FRACTION))
+            m = max(0, int(math.floor(math.log2(hi / lo))))
+            stages = [([lo * 2 ** i for i in range(m + 1)], POLICIES[:1]), (None, POLICIES)]
+        else:
+            stages = [([f * sysfs_k["size"] for f in L2_FRACTIONS], POLICIES)]
+        tried, pick = [], None
+        for caps, pols in stages:
+            if caps is None:
+                at = doc["cache"][k]["size"] if pick is None else pick["cache"][k]["size"]
+                caps = [at * 2 ** (i / LLC_PER_OCTAVE) for i in range(-3, 4)]
+            cands = sorted({geometry(int(cp), ways0, sysfs_k["size"]) for cp in caps})
+            for (size, ways), pol in ((g, p) for g in cands for p in pols):
+                if any(t["size"] == size and t["ways"] == ways and t["replacement"] == pol
+                       for t in tried):
+                    continue
+                d = _copy(doc)
+                d["cache"][k].update(size=size, ways=ways, replacement=pol)
+                lim = min(WINDOW * size, WINDOW_CAP)
+                first = sysfs[0]["size"]  # chases within L1 do not see the levels below
+                err, x, rows = evaluate(d, best_rows,
+                                        lambda s, p, lim=lim, lo=first: lo < s <= lim)
+                tried.append({"size": size, "ways": ways, "replacement": pol,
+                              "error": round(err, 6) if math.isfinite(err) else "inf"})
+                if err < best_err:
+                    best_err, best_x, best_rows, pick = err, x, rows, d
+        if pick is not None:
+            doc.clear()
+            doc.update(pick)
+        got = doc["cache"][k]
+        log(f"hierarchy fit: {c['name']} at {got['size'] // KIB} KiB, "
+            f"{got.get('replacement', 'lru')} ({len(tried)} candidates)")
+        chosen[c["name"]] = {"size": got["size"], "ways": got["ways"],
+                             "replacement": got.get("replacement", "lru"),
+                             "candidates": tried}
+    # the solution, simulated again: its constant part at the solution
+    apply(doc, best_x)
+    cpu, rows = rows_of(doc)
+    err, x = solve(rows, unknowns(cpu), y)
+    if math.isfinite(err):
+        apply(doc, x)
+        cpu, rows = rows_of(doc)
+    pred = np.array([r[1] for r in rows]) / ghz
+    meas = y / ghz
+    return {"chosen": chosen, "unknowns_cycles": [round(float(v), 2) for v in unknowns(cpu)],
+            "points": [[int(s), int(p)] for s, p, _ in points],
+            "measured_ns": [round(float(v), 3) for v in meas],
+            "predicted_ns": [round(float(v), 3) for v in pred],
+            "residual_rel": [round(float(v), 4) for v in pred / meas - 1.0],
+            "rms_rel_error": float(np.sqrt(np.mean((pred / meas - 1.0) ** 2)))}
+
+
+def _copy(doc: dict) -> dict:
+    import copy
+
+    return copy.deepcopy(doc)
