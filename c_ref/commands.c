@@ -41,6 +41,7 @@
 #include <string.h>
 
 #include "dict.h"
+#include "callpath.h"
 #include "keyspace.h"
 #include "siphash.h"
 #include "t_hash.h"
@@ -669,6 +670,7 @@ const ksCommandDef *ksCommandAt(int i) {
 }
 
 const ksCommandDef *ksLookupCommand(const char *name, size_t len) {
+    if (ksCallPathOn) return ksCallLookup(name, len); /* a server: the dict of names */
     /* Valkey looks commands up in a dict (constant cost, the site cmd.dispatch); the
      * first letter skips most rows of this linear table cheaply. */
     int first = len ? (name[0] | 0x20) : 0;
@@ -738,6 +740,10 @@ void ksExecuteCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     /* the command's index, its commandstats count, the timed test, the GET hit or miss:
      * 14 instructions per command under callgrind (tests/calibrate.sh) */
     KS_WORK(14);
+    if (ksCallPathOn) { /* a server: processCommand's checks and call() (callpath.c) */
+        ksCallCommand(ks, c, cmd, def, id);
+        return;
+    }
     if (!ks->stats.timed) {
         def->proc(ks, c, cmd);
         return;

@@ -71,6 +71,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "callpath.h"
 #include "keyspace.h"
 #include "server.h"
 
@@ -315,7 +316,7 @@ static void infoCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     if (sectionWanted(cmd, "memory", 1)) {
         sectionTitle(&t, "Memory");
         tput(&t, "used_memory:%llu\r\nmem_allocator:kvsim-arena\r\n",
-             (unsigned long long)ksArenaAllocatedBytes(ks->arena));
+             (unsigned long long)(ksArenaAllocatedBytes(ks->arena) + ksZmallocUsed()));
     }
     if (sectionWanted(cmd, "stats", 1)) {
         uint64_t total = 0;
@@ -404,6 +405,13 @@ static void markPending(conn *k) {
     k->pending = 1;
     k->next_pending = srv.pending;
     srv.pending = k;
+}
+
+/* prepareClientToWrite's putClientInPendingWriteQueue (callpath.c), on a client's first
+ * reply byte; the session client of the fuzz target has no socket and no list. */
+static void pendingWrite(ksClient *c) {
+    conn *k = (conn *)((char *)c - offsetof(conn, c));
+    if (k->fd >= 0) markPending(k);
 }
 
 /* Room for a read of PROTO_IOBUF_LEN bytes at the end of the query buffer. */
@@ -566,10 +574,12 @@ static int serverOpen(const ksServerConfig *cfg, char *err, size_t errlen) {
     srv.ks = ksKeyspaceNew(cfg->options, err, errlen);
     if (!srv.ks) return -1;
     srv.ks->stats.timed = 1; /* call(): every command timed, as Valkey's server does */
+    ksCallPathEnable(0, pendingWrite); /* argv objects, command dict, call(), reply pieces */
     ksCur = srv.ks;
     /* every configured variant is checked at start, also when starting with batch 0 */
     if (applyBatch(KS_DEFAULT_BATCH, err, errlen) || applyBatch(cfg->batch, err, errlen)) {
-        ksKeyspaceFree(srv.ks);
+        ksCallPathDisable();
+    ksKeyspaceFree(srv.ks);
         srv.ks = NULL;
         return -1;
     }
@@ -616,6 +626,7 @@ void ksServerSessionClose(void) {
     ksClientFree(srv.ks, &session->c);
     free(session);
     session = NULL;
+    ksCallPathDisable();
     ksKeyspaceFree(srv.ks);
     memset(&srv, 0, sizeof(srv));
 }
@@ -628,7 +639,8 @@ int ksServe(const ksServerConfig *cfg, char *err, size_t errlen) {
     int port = 0;
     srv.lfd = listenOn(cfg->bind ? cfg->bind : "127.0.0.1", cfg->port, err, errlen, host, sizeof(host), &port);
     if (srv.lfd < 0) {
-        ksKeyspaceFree(srv.ks);
+        ksCallPathDisable();
+    ksKeyspaceFree(srv.ks);
         return -1;
     }
     srv.port = port;
@@ -638,7 +650,8 @@ int ksServe(const ksServerConfig *cfg, char *err, size_t errlen) {
         snprintf(err, errlen, "epoll: %s", strerror(errno));
         if (srv.ep >= 0) close(srv.ep);
         close(srv.lfd);
-        ksKeyspaceFree(srv.ks);
+        ksCallPathDisable();
+    ksKeyspaceFree(srv.ks);
         return -1;
     }
     /* SIGTERM/SIGINT only inside epoll_pwait; a closed socket is EPIPE, not SIGPIPE */
@@ -698,6 +711,7 @@ int ksServe(const ksServerConfig *cfg, char *err, size_t errlen) {
     free(srv.byfd);
     close(srv.ep);
     close(srv.lfd);
+    ksCallPathDisable();
     ksKeyspaceFree(srv.ks);
     sigaction(SIGTERM, &old_term, NULL);
     sigaction(SIGINT, &old_int, NULL);
