@@ -58,9 +58,9 @@
 
 /* Instructions of the native code between the traced accesses (KS_WORK units, counted
  * under callgrind on the native server: docs/server.md, "Instruction counts"). */
-#define KS_ZMALLOC_WORK 120      /* malloc (tcache or fastbin) + malloc_usable_size + stat */
-#define KS_ZFREE_WORK 110        /* malloc_usable_size + free + stat */
-#define KS_CALL_WORK 150         /* processCommand's checks, call()'s bookkeeping, the histogram */
+#define KS_ZMALLOC_WORK 60       /* malloc from the tcache + malloc_usable_size + stat */
+#define KS_ZFREE_WORK 100        /* malloc_usable_size + free (_int_free to the tcache) + stat */
+#define KS_CALL_WORK 180         /* processCommand's checks, call()'s bookkeeping, the histogram */
 #define KS_REPLY_APPEND_WORK 30  /* prepareClientToWrite + _addReplyToBufferOrList's tests */
 
 static_assert(CMD_DICT_SLOTS >= 2 * KS_MAX_COMMANDS, "the command dict stays half empty");
@@ -116,15 +116,20 @@ enum { /* command flags */
 };
 enum { USER_ALLCOMMANDS = 1, USER_ALLKEYS = 2, USER_ALLCHANNELS = 4, USER_NOPASS = 8, USER_DISABLED = 16 };
 
-typedef struct cmdInfo {
+typedef struct cmdInfo { /* Valkey's struct serverCommand fields the call path uses */
     const ksCommandDef *def;
-    uint64_t hash;
     uint32_t flags;
     hdrHist *latency; /* created on the command's first call (hdr_init) */
 } cmdInfo;
 
+typedef struct dictSlot {
+    uint64_t hash;
+    cmdInfo *cmd; /* NULL: empty */
+} dictSlot;
+
 static struct {
-    cmdInfo dict[CMD_DICT_SLOTS];
+    dictSlot dict[CMD_DICT_SLOTS];
+    cmdInfo info[KS_MAX_COMMANDS]; /* by command index (ksCommandAt) */
     uint8_t dictkey[16];
     void (*pending)(ksClient *c);
     /* server fields processCommand and call() read and write */
@@ -133,6 +138,7 @@ static struct {
     uint32_t user_flags;
     long long dirty, stat_numcommands, fixed_time_expire, ustime, mstime, cmd_time_snapshot;
     long long el_cmd_sum, el_cmd_cnt, el_cmd_max, slowlog_len, stat_net_output_bytes, propagated;
+    long long stat_net_input_bytes, stat_io_reads, stat_io_writes, stat_total_writes, unixtime;
     ksClient *executing_client, *current_client;
 } cp;
 
@@ -197,19 +203,12 @@ static uint32_t commandFlags(const ksCommandDef *d) {
 const ksCommandDef *ksCallLookup(const char *name, size_t len) {
     uint64_t h = nameHash(name, len);
     for (uint32_t i = (uint32_t)h & (CMD_DICT_SLOTS - 1);; i = (i + 1) & (CMD_DICT_SLOTS - 1)) {
-        const cmdInfo *e = &cp.dict[i];
+        const dictSlot *e = &cp.dict[i];
         (void)KS_LOAD(e, sizeof(*e), KVT_TAG_OTHER, KS_SITE_CMD_DISPATCH, 0);
-        if (!e->def) return NULL;
-        if (e->hash == h && strlen(e->def->name) == len && strncasecmp(e->def->name, name, len) == 0)
-            return e->def;
+        if (!e->cmd) return NULL;
+        if (e->hash == h && strlen(e->cmd->def->name) == len && strncasecmp(e->cmd->def->name, name, len) == 0)
+            return e->cmd->def;
     }
-}
-
-static cmdInfo *infoOf(const ksCommandDef *def) {
-    const char *n = def->name;
-    uint64_t h = nameHash(n, strlen(n));
-    for (uint32_t i = (uint32_t)h & (CMD_DICT_SLOTS - 1);; i = (i + 1) & (CMD_DICT_SLOTS - 1))
-        if (cp.dict[i].def == def || !cp.dict[i].def) return &cp.dict[i];
 }
 
 void ksCallPathEnable(uint64_t seed, void (*pending)(ksClient *c)) {
@@ -219,17 +218,20 @@ void ksCallPathEnable(uint64_t seed, void (*pending)(ksClient *c)) {
     cp.user_flags = USER_ALLCOMMANDS | USER_ALLKEYS | USER_ALLCHANNELS | USER_NOPASS; /* default user */
     for (int i = 0; i < ksCommandCount(); i++) {
         const ksCommandDef *d = ksCommandAt(i);
+        cp.info[i].def = d;
+        cp.info[i].flags = commandFlags(d);
         if (ksCallLookup(d->name, strlen(d->name))) continue; /* first registration wins */
-        cmdInfo *e = infoOf(d);
-        e->def = d;
-        e->hash = nameHash(d->name, strlen(d->name));
-        e->flags = commandFlags(d);
+        uint64_t h = nameHash(d->name, strlen(d->name));
+        uint32_t j = (uint32_t)h & (CMD_DICT_SLOTS - 1);
+        while (cp.dict[j].cmd) j = (j + 1) & (CMD_DICT_SLOTS - 1);
+        cp.dict[j].hash = h;
+        cp.dict[j].cmd = &cp.info[i];
     }
     ksCallPathOn = 1;
 }
 
 void ksCallPathDisable(void) {
-    for (int i = 0; i < CMD_DICT_SLOTS; i++) ksZfree(cp.dict[i].latency);
+    for (int i = 0; i < KS_MAX_COMMANDS; i++) ksZfree(cp.info[i].latency);
     memset(&cp, 0, sizeof(cp));
     ksCallPathOn = 0;
 }
@@ -326,7 +328,7 @@ static int processChecks(ksClient *c, const cmdInfo *ci) {
 
 void ksCallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd, const ksCommandDef *def, int id) {
     cp.current_client = c;
-    cmdInfo *ci = infoOf(def);
+    cmdInfo *ci = &cp.info[id]; /* c->cmd: the command found at lookup */
     KS_WORK(KS_CALL_WORK);
     if (!processChecks(c, ci)) { /* unreachable in this configuration; never silent */
         ksReplyError(ks, c, "ERR command rejected by the server's state");
@@ -341,6 +343,7 @@ void ksCallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd, const ksCommandD
     if (cp.execution_nesting++ == 0) { /* enterExecutionUnit: updateCachedTimeWithUs */
         cp.ustime = ustimeNow();
         cp.mstime = cp.ustime / 1000;
+        cp.unixtime = cp.mstime / 1000;
         cp.cmd_time_snapshot = cp.mstime;
     }
     cp.fixed_time_expire++;
@@ -375,6 +378,28 @@ void ksCallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd, const ksCommandD
     c->commands_processed++;
     if (cp.ready_keys) cp.ready_keys = 0; /* handleClientsBlockedOnKeys */
     cp.current_client = NULL;
+}
+
+/* --- Reads and writes ------------------------------------------------------------------------ */
+
+void ksCallReadDone(ksClient *c, size_t n) {
+    if (c->flags & CF_CLOSE_ASAP) return;
+    c->last_interaction = cp.unixtime;          /* c->last_interaction = server.unixtime */
+    if (c->flags & CF_PRIMARY) c->read_reploff += (long long)n;
+    c->net_input_bytes += n;
+    cp.stat_net_input_bytes += (long long)n;    /* atomicIncr(server.stat_net_input_bytes) */
+    cp.stat_io_reads++;
+    size_t qlen = c->qlen;
+    if (qlen > c->querybuf_peak) c->querybuf_peak = qlen;
+}
+
+void ksCallWriteDone(ksClient *c, size_t written, size_t left) {
+    cp.stat_total_writes++;                     /* stat_total_writes_processed */
+    cp.stat_io_writes++;
+    c->net_output_bytes += written;
+    if (written) c->last_interaction = cp.unixtime;
+    if (!left) c->sentlen = 0;                  /* postWriteToClient: all sent */
+    else c->sentlen += written;
 }
 
 /* --- Replies ----------------------------------------------------------------------------------- */

@@ -51,6 +51,11 @@ void ksCallAppend(ksKeyspace *ks, ksClient *c, const void *s, size_t len);
 /* _addReplyLongLongWithPrefix: a shared header below 32, else formatted. */
 void ksCallAppendLen(ksKeyspace *ks, ksClient *c, char prefix, long long v);
 
+/* readQueryFromClient's bookkeeping after n bytes were read into the query buffer, and
+ * postWriteToClient's after a write left `left` bytes of the reply unwritten (0: all). */
+void ksCallReadDone(ksClient *c, size_t n);
+void ksCallWriteDone(ksClient *c, size_t written, size_t left);
+
 /* INFO's figures. */
 uint64_t ksCallStatNumcommands(void);
 

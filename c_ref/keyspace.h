@@ -206,7 +206,9 @@ struct ksClient {
     int closed;       /* protocol error: rest of the query is discarded */
     uint64_t ncommands;
     uint64_t flags;   /* a server's client flags (callpath.c: Valkey's ClientFlags) */
-    uint64_t commands_processed, net_output_bytes_curr_cmd;
+    uint64_t commands_processed, net_output_bytes_curr_cmd, net_input_bytes, net_output_bytes;
+    long long last_interaction, read_reploff;
+    size_t querybuf_peak, sentlen;
 };
 
 /* --- Keyspace -------------------------------------------------------------- */

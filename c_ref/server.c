@@ -431,6 +431,7 @@ static int processQuery(conn *k, size_t n) {
     ksClient *c = &k->c;
     KS_STORE(c->qbuf + c->qlen, n, KVT_TAG_QUERY_BUF, KS_SITE_RESP_PARSE, 0);
     c->qlen += n;
+    ksCallReadDone(c, n);
     ksCur = ks;
     ks->var.pipeline(ks, c);
     if (c->closed) {
@@ -507,8 +508,13 @@ static void writePending(void) {
     while (k) {
         conn *next = k->next_pending;
         k->pending = 0;
-        if (k->fd < 0) free(k); /* closed while pending */
-        else writeReply(k);
+        if (k->fd < 0) {
+            free(k); /* closed while pending */
+        } else {
+            size_t before = k->c.rlen - k->wpos;
+            if (writeReply(k) == 0) /* postWriteToClient (writeReply keeps what is left) */
+                ksCallWriteDone(&k->c, before - (k->c.rlen - k->wpos), k->c.rlen - k->wpos);
+        }
         k = next;
     }
 }
