@@ -188,6 +188,8 @@ typedef struct ksCommand {
     int argc;
     sds *argv;        /* arena; argv strings are arena sds (tag argv) */
     int argv_cap;
+    void **argv_obj;  /* a server's argv (callpath.c): the argument objects, zmalloc'd;
+                         NULL: argv is the arena's */
     const struct ksCommandDef *def;
     ksKeyInfo key;    /* first key, resolved during lookahead */
     int prefetched;
@@ -203,6 +205,10 @@ struct ksClient {
     size_t rlen, rcap;
     int closed;       /* protocol error: rest of the query is discarded */
     uint64_t ncommands;
+    uint64_t flags;   /* a server's client flags (callpath.c: Valkey's ClientFlags) */
+    uint64_t commands_processed, net_output_bytes_curr_cmd, net_input_bytes, net_output_bytes;
+    long long last_interaction, read_reploff;
+    size_t querybuf_peak, sentlen;
 };
 
 /* --- Keyspace -------------------------------------------------------------- */
@@ -331,6 +337,8 @@ bool ksEntryIsExpired(ksKeyspace *ks, int64_t when);
 int ksParseCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
 void ksCommandFree(ksKeyspace *ks, ksCommand *cmd);
 void ksReplyRaw(ksKeyspace *ks, ksClient *c, const void *p, size_t len);
+/* "<prefix><v>\r\n" into buf (at least 24 bytes); returns its length. */
+size_t ksFmtLine(char *buf, char prefix, long long v);
 void ksReplyError(ksKeyspace *ks, ksClient *c, const char *msg); /* msg without '-' and CRLF */
 void ksReplyStatus(ksKeyspace *ks, ksClient *c, const char *msg);
 void ksReplyInt(ksKeyspace *ks, ksClient *c, long long v);

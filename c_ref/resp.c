@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "callpath.h"
 #include "keyspace.h"
 
 #define PROTO_INLINE_MAX_SIZE (1024 * 64)
@@ -84,6 +85,8 @@ static size_t fmtLine(char *buf, char prefix, long long v) {
     return n;
 }
 
+size_t ksFmtLine(char *buf, char prefix, long long v) { return fmtLine(buf, prefix, v); }
+
 static void replyReserve(ksKeyspace *ks, ksClient *c, size_t n) {
     if (c->rlen + n <= c->rcap) return;
     size_t cap = c->rcap;
@@ -102,32 +105,74 @@ void ksReplyRaw(ksKeyspace *ks, ksClient *c, const void *p, size_t len) {
     c->rlen += len;
 }
 
+/* A server's replies (callpath.c) go piece by piece through prepareClientToWrite and
+ * _addReplyToBufferOrList, as Valkey's addReply* functions do; the in-memory workloads
+ * append each reply whole. */
 void ksReplyError(ksKeyspace *ks, ksClient *c, const char *msg) {
+    if (ksCallPathOn) { /* addReplyErrorLength: three addReplyProto */
+        for (int i = 0; i < 3; i++)
+            if (ksCallPrepareWrite(c))
+                ksCallAppend(ks, c, i == 0 ? "-" : i == 1 ? msg : "\r\n", i == 0 ? 1 : i == 1 ? strlen(msg) : 2);
+        return;
+    }
     ksReplyRaw(ks, c, "-", 1);
     ksReplyRaw(ks, c, msg, strlen(msg));
     ksReplyRaw(ks, c, "\r\n", 2);
 }
 
 void ksReplyStatus(ksKeyspace *ks, ksClient *c, const char *msg) {
+    if (ksCallPathOn) {
+        if (!strcmp(msg, "OK") || !strcmp(msg, "PONG")) { /* addReply(c, shared.ok / shared.pong) */
+            if (ksCallPrepareWrite(c)) ksCallAppend(ks, c, msg[0] == 'O' ? "+OK\r\n" : "+PONG\r\n", msg[0] == 'O' ? 5 : 7);
+            return;
+        }
+        for (int i = 0; i < 3; i++) /* addReplyStatusLength */
+            if (ksCallPrepareWrite(c))
+                ksCallAppend(ks, c, i == 0 ? "+" : i == 1 ? msg : "\r\n", i == 0 ? 1 : i == 1 ? strlen(msg) : 2);
+        return;
+    }
     char buf[128];
     int n = snprintf(buf, sizeof(buf), "+%s\r\n", msg);
     ksReplyRaw(ks, c, buf, (size_t)n);
 }
 
 void ksReplyInt(ksKeyspace *ks, ksClient *c, long long v) {
+    if (ksCallPathOn) { /* addReplyLongLong: shared czero / cone, else formatted */
+        if (!ksCallPrepareWrite(c)) return;
+        if (v == 0 || v == 1) ksCallAppend(ks, c, v ? ":1\r\n" : ":0\r\n", 4);
+        else ksCallAppendLen(ks, c, ':', v);
+        return;
+    }
     char buf[32];
     ksReplyRaw(ks, c, buf, fmtLine(buf, ':', v));
 }
 
 void ksReplyArrayLen(ksKeyspace *ks, ksClient *c, long long v) {
+    if (ksCallPathOn) { /* addReplyAggregateLen */
+        if (ksCallPrepareWrite(c)) ksCallAppendLen(ks, c, '*', v);
+        return;
+    }
     char buf[32];
     ksReplyRaw(ks, c, buf, fmtLine(buf, '*', v));
 }
 
-void ksReplyNull(ksKeyspace *ks, ksClient *c) { ksReplyRaw(ks, c, "$-1\r\n", 5); }
+void ksReplyNull(ksKeyspace *ks, ksClient *c) {
+    if (ksCallPathOn) { /* addReplyProto */
+        if (ksCallPrepareWrite(c)) ksCallAppend(ks, c, "$-1\r\n", 5);
+        return;
+    }
+    ksReplyRaw(ks, c, "$-1\r\n", 5);
+}
 
 /* Bulk string; the bytes are read (dep = load that produced p, tag = what they are). */
 void ksReplyBulkTagged(ksKeyspace *ks, ksClient *c, const uint8_t *p, size_t len, ksLoadId dep, uint8_t tag) {
+    if (ksCallPathOn) { /* addReplyBulk: addReplyBulkLen, addReply, addReplyProto CRLF */
+        if (len) (void)KS_LOAD(p, len, tag, tag == KVT_TAG_KEY ? KS_SITE_OBJ_KEY : KS_SITE_OBJ_VALUE, dep);
+        if (ksCallPrepareWrite(c)) ksCallAppendLen(ks, c, '$', (long long)len);
+        if (ksCallPrepareWrite(c)) ksCallAppend(ks, c, p, len);
+        if (ksCallPrepareWrite(c)) ksCallAppend(ks, c, "\r\n", 2);
+        return;
+    }
     char hdr[32];
     size_t n = fmtLine(hdr, '$', (long long)len);
     replyReserve(ks, c, n + len + 2);
@@ -168,6 +213,10 @@ static sds newArg(ksKeyspace *ks, const uint8_t *p, size_t len) {
 }
 
 void ksCommandFree(ksKeyspace *ks, ksCommand *cmd) {
+    if (cmd->argv_obj) {
+        ksCallArgvFree(cmd);
+        return;
+    }
     for (int i = 0; i < cmd->argc; i++) ksArenaFree(ks->arena, sdsAllocPtr(cmd->argv[i]));
     if (cmd->argv) ksArenaFree(ks->arena, cmd->argv);
     cmd->argv = NULL;
@@ -276,7 +325,15 @@ static int parseMultibulk(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
         al[i] = (size_t)ll;
         q += ll + 2; /* Valkey does not check the trailing CRLF */
     }
-    if (rc == 1) {
+    if (rc == 1 && ksCallPathOn) { /* a server's argv: objects from the libc allocator */
+        KS_WORK(20 * argc);
+        ksCallArgvNew(cmd, argc);
+        for (int i = 0; i < argc; i++) {
+            (void)KS_LOAD(ap[i], al[i], KVT_TAG_QUERY_BUF, KS_SITE_RESP_PARSE, 0);
+            ksCallArgAdd(cmd, ap[i], al[i]);
+        }
+        p = q;
+    } else if (rc == 1) {
         KS_WORK(20 * argc);
         argvReserve(ks, cmd, argc);
         for (int i = 0; i < argc; i++) {
@@ -378,6 +435,7 @@ static int parseInline(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
 
 int ksParseCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     cmd->argc = 0;
+    cmd->argv_obj = NULL;
     cmd->proto_err = NULL;
     cmd->def = NULL;
     cmd->prefetched = 0;

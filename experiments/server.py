@@ -314,11 +314,13 @@ class _WrappedValkey(ValkeyServer):
         return [*self.wrapper, *super()._argv(port)]
 
 
-def callgrind_self_costs(path: Path) -> dict[str, int]:
-    """Instructions executed in each function itself (callgrind's self cost), from a
-    callgrind output file (format: the Valgrind manual, "Callgrind Format Specification")."""
+def callgrind_costs(path: Path) -> tuple[dict[str, int], dict[str, int]]:
+    """Instructions executed in each function itself (callgrind's self cost) and in it with
+    everything it calls (inclusive: self plus the inclusive cost of each call it makes), from
+    a callgrind output file (format: the Valgrind manual, "Callgrind Format Specification")."""
     names: dict[str, str] = {}
     cost: dict[str, int] = {}
+    incl: dict[str, int] = {}
     fn = None
     call_line = False
     for line in path.read_text(errors="replace").splitlines():
@@ -333,13 +335,22 @@ def callgrind_self_costs(path: Path) -> dict[str, int]:
             call_line = True  # the next cost line is the call's inclusive cost
             continue
         if line[:1].isdigit() or line[:1] in "+-*":
-            if call_line:
+            parts = line.split()
+            if fn is None or len(parts) < 2:
                 call_line = False
                 continue
-            parts = line.split()
-            if fn is not None and len(parts) >= 2:
-                cost[fn] = cost.get(fn, 0) + int(parts[1])
-    return cost
+            if call_line:
+                call_line = False
+                incl[fn] = incl.get(fn, 0) + int(parts[1])
+                continue
+            cost[fn] = cost.get(fn, 0) + int(parts[1])
+            incl[fn] = incl.get(fn, 0) + int(parts[1])
+    return cost, incl
+
+
+def callgrind_self_costs(path: Path) -> dict[str, int]:
+    """Instructions executed in each function itself (callgrind's self cost)."""
+    return callgrind_costs(path)[0]
 
 
 def callgrind_profile(spec: dict, top: int = 25, log=None) -> dict[str, Any]:
@@ -347,7 +358,8 @@ def callgrind_profile(spec: dict, top: int = 25, log=None) -> dict[str, Any]:
     under ``valgrind --tool=callgrind`` (no cache simulation), is loaded, has its counters
     zeroed (``callgrind_control -z``), serves one client run of ``requests`` commands with
     prefetch-batch-max-size ``batch_b``, and is dumped (``callgrind_control -d``). Returns
-    per server the instructions per request and its ``top`` functions by self cost."""
+    per server the instructions per request, its ``top`` functions by self cost and its
+    ``2 * top`` functions by inclusive cost (per request)."""
     import shutil
     import tempfile
 
@@ -379,11 +391,13 @@ def callgrind_profile(spec: dict, top: int = 25, log=None) -> dict[str, Any]:
             dumps = sorted(Path(tmp).glob(f"{name}.out.*"))
             if not dumps:
                 raise ValkeyError(f"{name}: callgrind wrote no dump")
-            costs = callgrind_self_costs(dumps[0])
+            costs, incl = callgrind_costs(dumps[0])
             n = spec["requests"]
             ranked = sorted(costs.items(), key=lambda kv: -kv[1])[:top]
+            ranked_incl = sorted(incl.items(), key=lambda kv: -kv[1])[:2 * top]
             out[name] = {"instructions_per_request": round(sum(costs.values()) / n, 1),
-                         "top_functions": [[f, round(v / n, 1)] for f, v in ranked]}
+                         "top_functions": [[f, round(v / n, 1)] for f, v in ranked],
+                         "top_inclusive": [[f, round(v / n, 1)] for f, v in ranked_incl]}
             if log:
                 log(f"{name}: {out[name]['instructions_per_request']:,.0f} instructions "
                     "per request")

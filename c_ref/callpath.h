@@ -1,0 +1,62 @@
+/*
+ * callpath.h -- the server's per-command work around the keyspace, as Valkey's
+ * main thread does it (callpath.c): argv objects from the libc allocator, the
+ * command dict, processCommand's checks and call()'s bookkeeping, replies
+ * appended piece by piece.  Off unless a server turns it on (ksCallPathEnable);
+ * the in-memory workloads never do, so their code paths and traces are unchanged.
+ */
+#ifndef KS_CALLPATH_H
+#define KS_CALLPATH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sds.h"
+
+typedef struct ksKeyspace ksKeyspace;
+typedef struct ksClient ksClient;
+typedef struct ksCommand ksCommand;
+typedef struct ksCommandDef ksCommandDef;
+
+/* On: builds the command dict from the registered commands; `pending` is called
+ * when a client's first reply byte is queued (prepareClientToWrite's pending-write
+ * list), may be NULL.  Off: frees the dict and the latency histograms. */
+void ksCallPathEnable(uint64_t seed, void (*pending)(ksClient *c));
+void ksCallPathDisable(void);
+extern int ksCallPathOn; /* read on every command: a plain flag */
+
+/* zmalloc/zfree with the libc allocator (Valkey's mem_allocator:libc build):
+ * malloc or free plus malloc_usable_size into used_memory. */
+void *ksZmalloc(size_t n);
+void *ksZcalloc(size_t n);
+void ksZfree(void *p);
+size_t ksZmallocUsed(void);
+
+/* argv: one zmalloc'd array and an object per argument (createStringObject:
+ * EMBSTR up to 44 bytes, else a RAW object and its sds); freed per command
+ * (freeClientArgv: decrRefCount each, zfree the array). */
+void ksCallArgvNew(ksCommand *cmd, int argc);
+void ksCallArgAdd(ksCommand *cmd, const uint8_t *p, size_t len);
+void ksCallArgvFree(ksCommand *cmd);
+
+/* lookupCommand: the dict of command names (case-insensitive SipHash). */
+const ksCommandDef *ksCallLookup(const char *name, size_t len);
+
+/* processCommand's checks and call() around def->proc (id: its commandstats row). */
+void ksCallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd, const ksCommandDef *def, int id);
+
+/* addReply*: prepareClientToWrite, then _addReplyToBufferOrList of each piece. */
+int ksCallPrepareWrite(ksClient *c);
+void ksCallAppend(ksKeyspace *ks, ksClient *c, const void *s, size_t len);
+/* _addReplyLongLongWithPrefix: a shared header below 32, else formatted. */
+void ksCallAppendLen(ksKeyspace *ks, ksClient *c, char prefix, long long v);
+
+/* readQueryFromClient's bookkeeping after n bytes were read into the query buffer, and
+ * postWriteToClient's after a write left `left` bytes of the reply unwritten (0: all). */
+void ksCallReadDone(ksClient *c, size_t n);
+void ksCallWriteDone(ksClient *c, size_t written, size_t left);
+
+/* INFO's figures. */
+uint64_t ksCallStatNumcommands(void);
+
+#endif
