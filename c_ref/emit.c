@@ -45,7 +45,11 @@ const char *const ksTagName[KVT_NUM_TAGS] = {
 };
 
 const char *const ksMarkerName[KVT_NUM_MARKERS] = {
-    "none", "command", "op", "phase", "warmup_begin", "warmup_end", "batch",
+    "none", "command", "op", "phase", "warmup_begin", "warmup_end", "batch", "syscall", "work",
+};
+
+const char *const ksWorkKindName[KVT_NUM_WORK] = {
+    "generic", "hash", "crc", "copy", "compare", "parse",
 };
 
 /* --- CRC32 (zlib polynomial 0xEDB88320), slice-by-8 ------------------------ */
@@ -244,7 +248,7 @@ void ksEmitPause(void) {
 void ksEmitResume(void) {
     if (ksEmitterCurrent && ksEmitterCurrent->paused > 0) {
         ksEmitterCurrent->paused--;
-        ksEmitterCurrent->pending_gap = 0; /* work done while paused is not measured */
+        ksEmitClearPending(ksEmitterCurrent); /* work done while paused is not measured */
     }
 }
 

@@ -277,7 +277,7 @@ static int parseMultibulk(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
         q += ll + 2; /* Valkey does not check the trailing CRLF */
     }
     if (rc == 1) {
-        KS_WORK(20 * argc);
+        KS_WORK_OF(KVT_WORK_PARSE, 20 * argc);
         argvReserve(ks, cmd, argc);
         for (int i = 0; i < argc; i++) {
             (void)KS_LOAD(ap[i], al[i], KVT_TAG_QUERY_BUF, KS_SITE_RESP_PARSE, 0);

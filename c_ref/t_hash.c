@@ -174,7 +174,7 @@ static uint64_t fieldHash(const void *key) {
 static uint64_t fieldEntryHash(const void *entry, ksLoadId dep) {
     const char *f = entry;
     (void)KS_LOAD(f - 1, sdslen(f) + 1, KVT_TAG_KEY, KS_SITE_HASH_ENTRY, dep);
-    KS_WORK(KS_SIPHASH_COST(sdslen(f)));
+    KS_WORK_OF(KVT_WORK_HASH, KS_SIPHASH_COST(sdslen(f)));
     return fieldHash(f);
 }
 
@@ -204,7 +204,7 @@ static int isDict(const ksKeyspace *ks) { return ks->ops == &ksDictTableOps; }
 /* The hash of a lookup field: reading its argv bytes and SipHash. */
 static uint64_t lookupHash(const char *field, size_t flen) {
     (void)KS_LOAD(field - 1, flen + 1, KVT_TAG_ARGV, KS_SITE_RESP_ARGV, 0);
-    KS_WORK(KS_SIPHASH_COST(flen));
+    KS_WORK_OF(KVT_WORK_HASH, KS_SIPHASH_COST(flen));
     return ksSiphash(field, flen, ksCur->sipkey);
 }
 
@@ -300,7 +300,7 @@ static uint8_t *lpFindField(uint8_t *lp, const char *field, size_t flen, ksLoadI
         if (!skip) {
             if (len == flen) {
                 (void)KS_LOAD(s, len, KVT_TAG_VALUE, KS_SITE_HASH_LP, lh);
-                KS_WORK(len / 8);
+                KS_WORK_OF(KVT_WORK_COMPARE, len / 8);
                 if (memcmp(s, field, flen) == 0) return p;
             }
             skip = 1;

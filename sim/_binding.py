@@ -29,6 +29,8 @@ DEP_WINDOW = 1024
 MAX_WALK_READS = 4  # engine.h KVSIM_MAX_WALK_READS
 MAX_WALKERS = 64  # engine.h KVSIM_MAX_WALKERS
 NAME_LEN = 16
+MAX_WORK_KINDS = 16  # engine.h KVSIM_MAX_WORK_KINDS
+MAX_SITES = 1024  # engine.h KVSIM_MAX_SITES
 TIMELINE_DROPPED = 0xFFFF  # kvsimTimelineRow.level of a dropped prefetch
 TIMELINE_CAPTURED = 1  # kvsimTimelineRow.flags: the row was written
 
@@ -61,6 +63,8 @@ class EngineConfig(C.Structure):
         ("stlb_latency", u32), ("walk_latency", u32), ("swpf_level", u32),
         ("swpf_drop_on_tlb_miss", u32), ("flush_at_end", u32), ("queue_cap", u32),
         ("threads", u32), ("walk_reads", u32), ("instr_ticks", u32), ("walkers", u32),
+        ("per_kind", u32), ("kind_ticks", u32 * MAX_WORK_KINDS),
+        ("site_kind", C.c_uint8 * MAX_SITES),
     ]
 
 
