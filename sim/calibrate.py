@@ -69,6 +69,7 @@ from typing import TYPE_CHECKING
 from kvsim import artifacts
 
 from . import calibrate_check as check
+from . import calibrate_work
 from .config import ConfigError, parse_cpu
 
 if TYPE_CHECKING:  # imported by the fits: the `local` preset reads the tables without it
@@ -967,6 +968,8 @@ def raw_from_doc(doc: dict) -> dict:
         raw["chase_4k"] = r["chase_4k_ns"]
     if r.get("work_ns_per_call"):
         raw["work"] = r["work_ns_per_call"]
+    if calibrate_work.raw_from_meta(r):
+        raw["work_kinds"] = calibrate_work.raw_from_meta(r)
     return raw
 
 
@@ -1010,7 +1013,9 @@ def calibrate(output: Path | None = None, *, quick: bool = False,
         ident = old["meta"].get("cpu") or ident
     else:
         raw = measure(plan, log)
+        raw["work_kinds"] = calibrate_work.measure(plan["rounds"], plan["work_calls"], log)
     doc = build_doc(raw, levels, ident, quick=quick, machine=provenance.provenance())
+    calibrate_work.apply(doc, raw, log)  # [work]: the kinds of work's rates
     if from_raw is not None:  # derived now; the samples were measured then
         doc["meta"]["measured_provenance"] = old.get("meta", {}).get(
             "measured_provenance") or old.get("meta", {}).get("provenance") or {}
