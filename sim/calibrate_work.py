@@ -220,3 +220,52 @@ def raw_from_meta(meta_raw: dict) -> dict | None:
     if not isinstance(wk, dict):
         return None
     return {k: v for k, v in wk.items() if k != "fits"}
+
+
+def add_to_file(src: Path, out: Path, rounds: int = 3, calls: int = 100_000,
+                log: Callable[[str], None] = lambda m: None) -> dict:
+    """``src``'s CPU file (a calibration with its ``[meta.raw]``) with ``[work]`` measured
+    now (:func:`measure`, :func:`apply`) written to ``out``: the same file's predictions
+    with and without the kinds of work side by side. Returns the ``[work]`` table."""
+    from .calibrate import to_toml
+
+    try:
+        doc = tomllib.loads(Path(src).read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise ConfigError(f"{src}: {e}") from None
+    if "work" in doc:
+        raise ConfigError(f"{src}: already has [work]")
+    raw = {"work": (doc.get("meta", {}).get("raw") or {}).get("work_ns_per_call") or {},
+           "work_kinds": measure(rounds, calls, log)}
+    apply(doc, raw, log)
+    if "work" not in doc:
+        raise ConfigError(f"{src}: no [work] (the file has no [core] or clock)")
+    text = to_toml(doc)
+    parse_cpu(tomllib.loads(text), str(out))
+    Path(out).write_text(text)
+    return doc["work"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser(prog="python -m kvsim.sim.calibrate_work",
+                                 description="Write a calibrated CPU file with [work] measured "
+                                             "now (the kinds of work's rates).")
+    ap.add_argument("cpu_file", type=Path)
+    ap.add_argument("-o", "--output", type=Path, required=True)
+    ap.add_argument("--rounds", type=int, default=3)
+    a = ap.parse_args(argv)
+    try:
+        work = add_to_file(a.cpu_file, a.output, a.rounds,
+                           log=lambda m: print(m, file=sys.stderr))
+    except (ConfigError, OSError) as e:
+        print(f"calibrate_work: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps({k: v for k, v in work.items() if k != "src"}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
