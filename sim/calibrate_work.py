@@ -193,7 +193,7 @@ def apply(doc: dict, raw: dict, log: Callable[[str], None] = lambda m: None) -> 
     if fit is not None:
         g = round(fit["ipc"], 3)
         rates["generic"] = rates["parse"] = g
-        how = (f"measured: c_ref's GET over {GENERIC_KERNEL['keys']} keys in the caches, "
+        how = (f"measured: c_ref's GET over {kernel['keys']} keys in the caches, "
                f"native {fit['native_ns_per_op']:.1f} ns per GET (fastest run), simulated "
                f"with this file at {fit['predicted_ns_per_op']:.1f}")
         if fit["bound"]:
