@@ -178,7 +178,7 @@ static uint64_t nameHash(const char *name, size_t len) {
     char low[64];
     if (len > sizeof(low)) return ksSiphash(name, len, cp.dictkey); /* no command is this long */
     for (size_t i = 0; i < len; i++) low[i] = (char)((name[i] >= 'A' && name[i] <= 'Z') ? name[i] | 0x20 : name[i]);
-    KS_WORK(KS_SIPHASH_COST(len) + len);
+    KS_WORK_OF(KVT_WORK_HASH, KS_SIPHASH_COST(len) + len);
     return ksSiphash(low, len, cp.dictkey);
 }
 

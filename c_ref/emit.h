@@ -23,7 +23,9 @@
  *   Accesses wider than one cache line are split into one record per 64-byte
  *   line touched (all with the same dep); KS_LOAD returns the id of the first.
  *   KS_WORK(n) adds n work units (scaled by KS_WORK_SCALE_PCT) and
- *   KS_WORK_EXACT(n) n instructions to the next record's gap; each
+ *   KS_WORK_EXACT(n) n instructions to the next record's gap (KS_WORK_OF(kind, n),
+ *   KS_WORK_EXACT_OF(kind, n): of that kind of work, enum kvtWork; the plain ones
+ *   are generic, see ksEmitWorkMarkers); each
  *   record also adds the cost of its site (sites.h), except the second and later
  *   line pieces of a wide access, which add KS_LINE_CONTINUATION_COST.
  *   Gap model: "site-cost-v1".
@@ -40,6 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "../traces/trace_format.h"
 #include "sites.h"
@@ -80,11 +83,18 @@ typedef struct ksEmitter {
     uint64_t (*capture_fn)(uint8_t kind, uint64_t addr, uint16_t size, uint8_t tag, uint16_t site,
                            uint64_t dep, uint32_t cost);
     void (*release_fn)(void *warmset); /* frees warmset when the emitter closes */
+    /* the pending work (pending_gap) by kind (enum kvtWork), and which kinds have some:
+     * the next record's WORK markers (ksEmitWorkMarkers) */
+    uint64_t pending_kind[KVT_NUM_WORK];
+    uint32_t pending_kinds;
 } ksEmitter;
 
 extern ksEmitter *ksEmitterCurrent;
 extern const uint16_t ksSiteCost[KS_NUM_SITES];
 extern const char *const ksSiteName[KS_NUM_SITES];
+/* The kind of work (enum kvtWork) of each site's cost (site_kinds.c; header "site_kinds"). */
+extern const uint8_t ksSiteKind[KS_NUM_SITES];
+extern const char *const ksWorkKindName[KVT_NUM_WORK];
 
 /* Start writing a trace to `out`: writes the file header with the given JSON
  * object (must be the complete, sorted, whitespace-free header; see
@@ -131,6 +141,22 @@ uint32_t ksCrc32(uint32_t crc, const void *buf, size_t len);
  * scan loop's instructions per 64-byte line (not scaled). */
 #define KS_LINE_CONTINUATION_COST 4u
 
+/* Kinds of work.  A record's gap (pending work + its site's cost) is of its
+ * site's kind (ksSiteKind) unless WORK markers before it say otherwise: for each
+ * kind of pending work other than the site's, one marker (KVT_WORK_VALUE(kind, n))
+ * names n of the gap's instructions as that kind (emit.c; FORMAT.md).  Markers
+ * only annotate: the gap itself is unchanged. */
+void ksEmitWorkMarkers(ksEmitter *e, uint16_t site);
+
+/* Forget the pending work (work done while paused, a setup's). */
+static inline void ksEmitClearPending(ksEmitter *e) {
+    e->pending_gap = 0;
+    if (e->pending_kinds) {
+        memset(e->pending_kind, 0, sizeof e->pending_kind);
+        e->pending_kinds = 0;
+    }
+}
+
 /* --- Recording fast path --------------------------------------------------- */
 static inline ksLoadId ksEmitCost(uint8_t kind, uint64_t addr, uint16_t size, uint8_t tag,
                                   uint16_t site, ksLoadId dep, uint32_t cost) {
@@ -138,6 +164,7 @@ static inline ksLoadId ksEmitCost(uint8_t kind, uint64_t addr, uint16_t size, ui
     if (e == NULL) return 0;
     if (e->paused) return e->capture_fn && e->paused == e->capture_depth
                               ? e->capture_fn(kind, addr, size, tag, site, dep, cost) : 0;
+    if (e->pending_kinds) ksEmitWorkMarkers(e, site);
     ksLoadId id = e->next_id++;
     kvtRecord *r = &e->buf[e->n];
     uint64_t gap = e->pending_gap + cost;
@@ -186,14 +213,22 @@ void ksEmitMarker(uint16_t marker, uint64_t value);
 void ksEmitSyscall(uint16_t site, uint64_t bytes);
 
 
-/* Work measured directly in instructions (not scaled), e.g. the CRC loop. */
-static inline void ksEmitWorkExact(uint64_t n) {
-    if (ksEmitterCurrent) ksEmitterCurrent->pending_gap += n;
+/* Work of kind `wk` (enum kvtWork) measured directly in instructions (not
+ * scaled), e.g. the CRC loop. */
+static inline void ksEmitWorkExactOf(uint8_t wk, uint64_t n) {
+    ksEmitter *e = ksEmitterCurrent;
+    if (e == NULL || n == 0) return;
+    e->pending_gap += n;
+    e->pending_kind[wk] += n;
+    e->pending_kinds |= 1u << wk;
 }
 
-static inline void ksEmitWork(uint64_t n) {
-    if (ksEmitterCurrent) ksEmitterCurrent->pending_gap += n * KS_WORK_SCALE_PCT / 100u;
+static inline void ksEmitWorkOf(uint8_t wk, uint64_t n) {
+    ksEmitWorkExactOf(wk, n * KS_WORK_SCALE_PCT / 100u);
 }
+
+static inline void ksEmitWorkExact(uint64_t n) { ksEmitWorkExactOf(KVT_WORK_GENERIC, n); }
+static inline void ksEmitWork(uint64_t n) { ksEmitWorkOf(KVT_WORK_GENERIC, n); }
 
 /* The pointer chase slot_table -> table_meta (cluster per-slot tables): the
  * slot-table load that produced a table pointer is handed to the table's next
@@ -242,6 +277,8 @@ static inline void ksEmitSetupStore(const void *p, size_t size, uint8_t tag) {
     ((void)ksEmitOne(KVT_PREFETCH, (uint64_t)(uintptr_t)(p), 1, (tag), (site), (dep)))
 #define KS_WORK(n) ksEmitWork((uint64_t)(n))
 #define KS_WORK_EXACT(n) ksEmitWorkExact((uint64_t)(n))
+#define KS_WORK_OF(kind, n) ksEmitWorkOf((kind), (uint64_t)(n))
+#define KS_WORK_EXACT_OF(kind, n) ksEmitWorkExactOf((kind), (uint64_t)(n))
 #define KS_MARK(marker, value) ksEmitMarker((marker), (uint64_t)(value))
 #define KS_SYSCALL(site, bytes) ksEmitSyscall((site), (uint64_t)(bytes))
 #define KS_SETUP_STORE(p, size, tag) ksEmitSetupStore((p), (size), (tag))
@@ -257,6 +294,8 @@ static inline void ksEmitSetupStore(const void *p, size_t size, uint8_t tag) {
 #define KS_PREFETCH(p, tag, site, dep) __builtin_prefetch((const void *)(p))
 #define KS_WORK(n) ((void)0)
 #define KS_WORK_EXACT(n) ((void)0)
+#define KS_WORK_OF(kind, n) ((void)0)
+#define KS_WORK_EXACT_OF(kind, n) ((void)0)
 #define KS_MARK(marker, value) ((void)0)
 #define KS_SYSCALL(site, bytes) ((void)0)
 #define KS_SETUP_STORE(p, size, tag) ((void)(p), (void)(size))

@@ -116,7 +116,7 @@ uint8_t *ksLpFindPair(uint8_t *lp, const char *field, size_t flen, ksLoadId dep)
         if (!skip) {
             if (len == flen) {
                 (void)KS_LOAD(s, len, KVT_TAG_VALUE, KS_SITE_HASH_LP, lh);
-                KS_WORK(len / 8);
+                KS_WORK_OF(KVT_WORK_COMPARE, len / 8);
                 if (memcmp(s, field, flen) == 0) return p;
             }
             skip = 1;

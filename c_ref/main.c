@@ -219,14 +219,19 @@ static char *traceHeader(const ksWorkloadSpec *s) {
      * warm-up prefix; none: not at all, the measured phase starts cold) */
     jput(&j, ",\"setup\":");
     jstr(&j, s->warm_setup ? s->warm_setup : "compact");
-    jput(&j, ",\"sites\":");
+    /* "site_kinds": the kind of work of each site's cost ("work_kinds" names them) */
+    jput(&j, ",\"site_kinds\":[");
+    for (int i = 0; i < KS_NUM_SITES; i++) jput(&j, "%s%u", i ? "," : "", (unsigned)ksSiteKind[i]);
+    jput(&j, "],\"sites\":");
     jstrlist(&j, ksSiteName, KS_NUM_SITES);
     jput(&j, ",\"tags\":");
     jstrlist(&j, ksTagName, KVT_NUM_TAGS);
     /* "prefix": the trace has a warm-up prefix (the setup, see "setup", and
      * --warmup-ops operations); "skipped": it has none */
     int carried = !s->warm_setup || strcmp(s->warm_setup, "none");
-    jput(&j, ",\"warmup\":\"%s\",\"workload\":", s->warmup_ops || carried ? "prefix" : "skipped");
+    jput(&j, ",\"warmup\":\"%s\",\"work_kinds\":", s->warmup_ops || carried ? "prefix" : "skipped");
+    jstrlist(&j, ksWorkKindName, KVT_NUM_WORK);
+    jput(&j, ",\"workload\":");
     jworkload(&j, s);
     jput(&j, "}");
     return j.buf;

@@ -300,7 +300,7 @@ int ksKeyCompare(const char *a, const char *b, ksLoadId bdep) {
     size_t la = sdslen(a), lb = sdslen(b);
     KS_ID_VAR(lk) = KS_LOAD(b - 1, lb + 1, KVT_TAG_KEY, KS_SITE_OBJ_KEY, bdep);
     (void)lk;
-    KS_WORK(la / 8);
+    KS_WORK_OF(KVT_WORK_COMPARE, la / 8);
     if (la != lb) return 1;
     return memcmp(a, b, la) != 0;
 }
@@ -310,7 +310,7 @@ uint64_t ksEntryHash(const ksKeyspace *ks, const void *entry, ksLoadId dep) {
     sds k = ksEntryGetKey(ks, entry, dep, &kd);
     size_t len = sdslen(k);
     (void)KS_LOAD(k - 1, len + 1, KVT_TAG_KEY, KS_SITE_OBJ_KEY, kd);
-    KS_WORK(KS_SIPHASH_COST(len));
+    KS_WORK_OF(KVT_WORK_HASH, KS_SIPHASH_COST(len));
     return ksSiphash(k, len, ks->sipkey);
 }
 

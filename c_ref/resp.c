@@ -326,7 +326,7 @@ static int parseMultibulk(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
         q += ll + 2; /* Valkey does not check the trailing CRLF */
     }
     if (rc == 1 && ksCallPathOn) { /* a server's argv: objects from the libc allocator */
-        KS_WORK(20 * argc);
+        KS_WORK_OF(KVT_WORK_PARSE, 20 * argc);
         ksCallArgvNew(cmd, argc);
         for (int i = 0; i < argc; i++) {
             (void)KS_LOAD(ap[i], al[i], KVT_TAG_QUERY_BUF, KS_SITE_RESP_PARSE, 0);
@@ -334,7 +334,7 @@ static int parseMultibulk(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
         }
         p = q;
     } else if (rc == 1) {
-        KS_WORK(20 * argc);
+        KS_WORK_OF(KVT_WORK_PARSE, 20 * argc);
         argvReserve(ks, cmd, argc);
         for (int i = 0; i < argc; i++) {
             (void)KS_LOAD(ap[i], al[i], KVT_TAG_QUERY_BUF, KS_SITE_RESP_PARSE, 0);

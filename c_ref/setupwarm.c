@@ -101,7 +101,7 @@ void ksEmitSetupEnd(void) {
     if (mode != KS_SETUP_NONE) {
         int paused = e->paused;
         e->paused = 0;
-        e->pending_gap = 0; /* the setup's work is not the measured phase's */
+        ksEmitClearPending(e); /* the setup's work is not the measured phase's */
         if (mode == KS_SETUP_COMPACT) {
             ksEmitterMarker(e, KVT_MARK_WARMUP_BEGIN, 0);
             ksWarmSetVisit(e->warmset, emitWarmLine, NULL);

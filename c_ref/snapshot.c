@@ -87,7 +87,7 @@ static void wBytes(writer *w, const void *p, size_t n, uint8_t src_tag, ksLoadId
     wReserve(w, n);
     if (src_tag && n) (void)KS_LOAD(p, n, src_tag, KS_SITE_SNAP_WRITE, dep);
     if (w->ks->rdbchecksum) { /* rioGenericUpdateChecksum over the source bytes */
-        KS_WORK_EXACT(crc64Cost(p, n));
+        KS_WORK_EXACT_OF(KVT_WORK_CRC, crc64Cost(p, n));
         w->crc = ksCrc64(w->crc, p, n);
     }
     memcpy(w->buf + w->len, p, n);
@@ -215,7 +215,7 @@ typedef struct {
 /* rioGenericUpdateChecksum: fold the n bytes one read consumed into the sum. */
 static inline void rSum(reader *r, const uint8_t *p, size_t n) {
     if (!r->sum) return;
-    KS_WORK_EXACT(crc64Cost(p, n));
+    KS_WORK_EXACT_OF(KVT_WORK_CRC, crc64Cost(p, n));
     r->crc = ksCrc64(r->crc, p, n);
 }
 

@@ -326,9 +326,10 @@ def _predict(spec: dict) -> dict[str, Any]:
                 feed = wu.WarmupPrefix(reader, nwarm)
             res = sim.simulate(feed, cpu)
     cmds = res["commands"]["count"] or 0
-    if cmds:
+    if cmds and spec["workload"] not in ("iterate", "load"):
         ops = cmds
-    else:  # iterate and load: one operation per key, the counted share of the records
+    else:  # iterate and load (KEYS is one command): one operation per key, the counted share
+        # of the records
         # (res["records"] counts the measured records only; the rule took nwarm of them)
         keys = spec["options"]["keys"]
         ops = keys * res["records"] / (res["records"] + nwarm) if nwarm else keys

@@ -29,6 +29,8 @@ DEP_WINDOW = 1024
 MAX_WALK_READS = 4  # engine.h KVSIM_MAX_WALK_READS
 MAX_WALKERS = 64  # engine.h KVSIM_MAX_WALKERS
 NAME_LEN = 16
+MAX_WORK_KINDS = 16  # engine.h KVSIM_MAX_WORK_KINDS
+MAX_SITES = 1024  # engine.h KVSIM_MAX_SITES
 TIMELINE_DROPPED = 0xFFFF  # kvsimTimelineRow.level of a dropped prefetch
 TIMELINE_CAPTURED = 1  # kvsimTimelineRow.flags: the row was written
 
@@ -65,6 +67,8 @@ class EngineConfig(C.Structure):
         ("syscall_call_ticks", u32 * traces.NUM_SYSCALLS),
         ("syscall_byte_q16", u32 * traces.NUM_SYSCALLS),
         ("guest_page_bits", u32),
+        ("per_kind", u32), ("kind_ticks", u32 * MAX_WORK_KINDS),
+        ("site_kind", C.c_uint8 * MAX_SITES),
     ]
 
 #: EngineConfig.syscall_site of a call the trace does not name (engine.h KVSIM_NO_SITE)

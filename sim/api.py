@@ -192,6 +192,8 @@ def simulate_many(
     chunks, hdr_tags, header = _chunks(source, decode, validate,
                                        hold=_feed.WINDOW - 1 if nw > 1 else 0,
                                        arrays=engine != "fast")
+    for cpu, cfg in zip(cpus, cfgs, strict=True):
+        cpu.apply_work(cfg, header)  # the trace's kinds of work at the CPU's rates
     for cfg in cfgs:
         engine_syscall_sites(cfg, header)
     window = windows[0]
@@ -438,6 +440,7 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
             "stall_cycles": stalls,
             "width": cpu.width,
             "sustained_ipc": cpu.sustained_ipc if cpu.sustained_ipc is not None else cpu.width,
+            "work_ipc": cpu.work_ipc() if cpu.work else None,
             "rob": cfg.rob,
             "dram_latency_cycles": cfg.dram_latency,
         }

@@ -69,7 +69,7 @@ from typing import TYPE_CHECKING
 from kvsim import artifacts
 
 from . import calibrate_check as check
-from . import calibrate_syscall
+from . import calibrate_syscall, calibrate_work
 from .config import ConfigError, parse_cpu
 
 if TYPE_CHECKING:  # imported by the fits: the `local` preset reads the tables without it
@@ -1038,6 +1038,8 @@ def raw_from_doc(doc: dict) -> dict:
         raw["chase_4k"] = r["chase_4k_ns"]
     if r.get("work_ns_per_call"):
         raw["work"] = r["work_ns_per_call"]
+    if calibrate_work.raw_from_meta(r):
+        raw["work_kinds"] = calibrate_work.raw_from_meta(r)
     return raw
 
 
@@ -1081,7 +1083,9 @@ def calibrate(output: Path | None = None, *, quick: bool = False,
         ident = old["meta"].get("cpu") or ident
     else:
         raw = measure(plan, log)
+        raw["work_kinds"] = calibrate_work.measure(plan["rounds"], plan["work_calls"], log)
     doc = build_doc(raw, levels, ident, quick=quick, machine=provenance.provenance(), log=log)
+    calibrate_work.apply(doc, raw, log)  # [work]: the kinds of work's rates
     # [syscall] (sim/calibrate_syscall.py): measured now, or kept from the file derived again
     doc["syscall"] = (old["syscall"] if from_raw is not None and "syscall" in old else
                       calibrate_syscall.section(calibrate_syscall.measure(quick, log)))

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kvsim.traces import format as _format
+
 from . import _binding as B
 
 PRESET_DIR = Path(__file__).resolve().parent / "presets"
@@ -24,6 +26,14 @@ _UNITS = {"b": 1, "kib": 1024, "kb": 1024, "mib": 1024**2, "mb": 1024**2, "gib":
 #: Ticks of one instruction when the core sustains fewer instructions per cycle than its
 #: width (CpuConfig.timing_ticks): the sustained IPC is modelled to 1/IPC_TICKS.
 IPC_TICKS = 16
+
+#: Ticks of one cycle when the CPU file gives rates per kind of work ([work]): an
+#: instruction of a kind sustained at r per cycle takes round(WORK_TICKS / r) ticks
+#: (CpuConfig.work_ticks); 240 is divisible by every whole rate up to 6 and by 8.
+WORK_TICKS = 240
+
+#: The kinds of non-memory work ([work] keys; the traces' enum kvtWork).
+WORK_KINDS: tuple[str, ...] = tuple(_format.WORK_NAMES)
 
 
 class ConfigError(ValueError):
@@ -110,6 +120,9 @@ class CpuConfig:
     # instructions per cycle the core sustains on the trace's work when no miss holds it up
     # (the instruction gaps of dependent non-memory work); None = width
     sustained_ipc: float | None = None
+    # instructions per cycle by kind of work ([work]: (kind, rate) pairs; a kind not given
+    # runs at the generic rate, generic not given at sustained_ipc); () = one rate for all
+    work: tuple[tuple[str, float], ...] = ()
     dram_latency_ns: float | None = None
     dram_bandwidth_gbs: float | None = None  # per core; None = no bandwidth limit
     tlb: Tlb | None = None
@@ -135,11 +148,38 @@ class CpuConfig:
         """(ticks per cycle, ticks per instruction) for the engine: (width, 1) when the core
         sustains its width, else an instruction is IPC_TICKS ticks and a cycle the nearest
         whole number of ticks to sustained_ipc of them."""
+        if self.work:
+            return WORK_TICKS, self.work_ticks()["generic"]
         ipc = self.sustained_ipc
         if ipc is None or ipc == self.width:
             return self.width, 1
         return max(1, round(ipc * IPC_TICKS)), IPC_TICKS
 
+    def work_ipc(self) -> dict[str, float]:
+        """Instructions per cycle by kind of work (every kind of WORK_KINDS)."""
+        given = dict(self.work)
+        base = given.get("generic", self.sustained_ipc or self.width)
+        return {k: given.get(k, base) for k in WORK_KINDS}
+
+    def work_ticks(self) -> dict[str, int]:
+        """Ticks per instruction by kind of work at WORK_TICKS ticks per cycle ([work])."""
+        return {k: max(1, round(WORK_TICKS / r)) for k, r in self.work_ipc().items()}
+
+    def apply_work(self, ec: B.EngineConfig, header: dict | None) -> None:
+        """Set the engine's kinds of work for a trace with this header: its "work_kinds"
+        name the kinds of its WORK markers and "site_kinds" each site's kind (a trace without
+        them: every site generic, and no markers). No [work] or no timing: one rate."""
+        if not self.work or not ec.timing:
+            return
+        h = header or {}
+        names = h.get("work_kinds") or list(WORK_KINDS)
+        ticks = self.work_ticks()
+        ec.per_kind = 1
+        for i, name in enumerate(names[:B.MAX_WORK_KINDS]):
+            ec.kind_ticks[i] = ticks.get(name, ticks["generic"])
+        kinds = h.get("site_kinds") or []
+        for i, k in enumerate(kinds[:B.MAX_SITES]):
+            ec.site_kind[i] = k if isinstance(k, int) and 0 <= k < B.MAX_WORK_KINDS else 0
     def with_changes(self, **kw: Any) -> CpuConfig:
         return replace(self, **kw)
 
@@ -269,6 +309,7 @@ _KEYS = {
     "cache": {"name", "size", "ways", "line", "latency", "replacement", "inclusion", "mshrs",
               "seed", "src", "notes"},
     "core": {"width", "rob", "sustained_ipc", "src", "notes"},
+    "work": {*WORK_KINDS, "src", "notes"},
     "dram": {"latency_ns", "bandwidth_gbs", "src", "notes"},
     "tlb": {"page_size", "l1_entries", "l1_ways", "l2_entries", "l2_ways", "l2_latency",
             "walk_latency", "walk_reads", "walkers", "host_page_size", "src", "notes"},
@@ -289,7 +330,7 @@ def _check_keys(t: Any, section: str, where: str) -> None:
 
 
 _TOP_KEYS = {"name", "description", "freq_ghz", "core", "cache", "dram", "tlb", "swprefetch",
-             "prefetcher", "syscall", "src", "notes", "sources", "meta", "selfcheck"}
+             "prefetcher", "syscall", "work", "src", "notes", "sources", "meta", "selfcheck"}
 
 #: Where a CPU-file error points to.
 SCHEMA = "schema: sim/PRESETS.md; start from `kvsim cpus --show NAME`"
@@ -390,7 +431,7 @@ def parse_cpu(doc: dict, source: str = "") -> CpuConfig:
     kw: dict[str, Any] = {}
     if "freq_ghz" in doc:
         kw["freq_ghz"] = float(_get(doc, "freq_ghz", "cpu", (int, float), pos=True))
-    for sec in ("core", "dram", "tlb", "swprefetch", "syscall"):
+    for sec in ("core", "dram", "tlb", "swprefetch", "syscall", "work"):
         if sec in doc:
             _check_keys(doc[sec], sec, sec)
     if not isinstance(doc.get("prefetcher", []), list):
@@ -407,6 +448,20 @@ def parse_cpu(doc: dict, source: str = "") -> CpuConfig:
             kw["sustained_ipc"] = float(ipc)
         if "src" in core:
             prov["core"] = core["src"]
+    if "work" in doc:
+        if "width" not in kw:
+            raise ConfigError("work: needs [core] width (rates are instructions per cycle)")
+        rates = []
+        for k in WORK_KINDS:
+            r = _get(doc["work"], k, "work", (int, float), None, pos=True)
+            if r is None:
+                continue
+            if r > kw["width"]:
+                raise ConfigError(f"work.{k}: at most the width ({kw['width']}), got {r!r}")
+            rates.append((k, float(r)))
+        kw["work"] = tuple(rates)
+        if "src" in doc["work"]:
+            prov["work"] = doc["work"]["src"]
     if "dram" in doc:
         d = doc["dram"]
         kw["dram_latency_ns"] = float(_get(d, "latency_ns", "dram", (int, float), pos=True))

@@ -24,6 +24,7 @@ from kvsim.traces import (
     NUM_KINDS,
     NUM_SYSCALLS,
 )
+from kvsim.traces.format import MARK_WORK, WORK_COUNT_BITS
 
 from . import _binding as B
 
@@ -450,6 +451,11 @@ class ReferenceSim:
         self.timing = bool(cfg.timing)
         self.W = cfg.width or 1
         self.ipt = cfg.instr_ticks or 1  # ticks per instruction
+        # kinds of work (engine.h kvsimConfig.per_kind): ticks per instruction by kind, the
+        # site's kind, and the WORK markers' instructions waiting for the next record
+        self.per_kind = bool(cfg.per_kind)
+        self.kticks = [cfg.kind_ticks[k] or self.ipt for k in range(B.MAX_WORK_KINDS)]
+        self.wpend: dict[int, int] = {}
         self.levels = [Cache(cfg.level[k], self.timing) for k in range(self.n)]
         self.prefetchers = []
         for p in range(cfg.nprefetchers):
@@ -779,6 +785,11 @@ class ReferenceSim:
         st["kind"][MARKER] += 1
         if m < B.NMARKERS:
             st["markers"][m] += 1
+        if m == MARK_WORK and self.per_kind:
+            k = int(r["addr"]) >> WORK_COUNT_BITS
+            if k < B.MAX_WORK_KINDS:
+                n = int(r["addr"]) & ((1 << WORK_COUNT_BITS) - 1)
+                self.wpend[k] = self.wpend.get(k, 0) + n
         if m == MARK_PHASE:
             self.phase = min(r["addr"], B.MAX_PHASES - 1)
             self.stats["nphases_seen"] = max(self.stats["nphases_seen"], self.phase + 1)
@@ -820,6 +831,21 @@ class ReferenceSim:
         st["ticks"] += self.r_last - r0
         ph["ticks"] += self.r_last - r0
 
+    def record_ticks(self, r, ninstr: int) -> int:
+        """timing.h recordTicks: the WORK markers' instructions at their kinds' rates, the
+        rest of the record's at its site's kind's."""
+        if not self.per_kind:
+            return ninstr * self.ipt
+        t, rest = 0, ninstr
+        for k in sorted(self.wpend):
+            n = min(self.wpend[k], rest)
+            t += n * self.kticks[k]
+            rest -= n
+        self.wpend = {}
+        site = int(r["site"])
+        own = self.cfg.site_kind[site] if site < B.MAX_SITES else 0
+        return t + rest * self.kticks[own if own < B.MAX_WORK_KINDS else 0]
+
     def memory(self, r):
         st, cfg, W, lb = self.st, self.cfg, self.W, self.lb
         kind, addr, tag = r["kind"], r["addr"], r["tag"]
@@ -833,9 +859,10 @@ class ReferenceSim:
         ph["records"] += 1
         ph["instructions"] += ninstr
         self.instr += ninstr
-        D = X = 0
+        D = X = rt = 0
         if self.timing:
-            D = self.t_disp + ninstr * self.ipt
+            rt = self.record_ticks(r, ninstr)
+            D = self.t_disp + rt
             if self.instr > cfg.rob:
                 lim = self.instr - cfg.rob
                 while self.rob and self.rob[0][0] <= lim:
@@ -921,9 +948,9 @@ class ReferenceSim:
         if self.timing:
             # cause of the retire time: this op's level if its completion set it, else
             # whatever held up the op before it (in-order retirement)
-            cause = cls if C > self.r_last + ninstr * self.ipt else self.last_cause
+            cause = cls if C > self.r_last + rt else self.last_cause
             self.last_cause = cause
-            R = max(self.r_last + ninstr * self.ipt, C)
+            R = max(self.r_last + rt, C)
             self.rob.append((self.instr, R, cause))
             st["ticks"] += R - self.r_last
             ph["ticks"] += R - self.r_last

@@ -29,6 +29,7 @@ ENUMS = {
     "kvtTag": ("KVT_TAG_", "TAG_", "TAG_NAMES"),
     "kvtCodec": ("KVT_CODEC_", "CODEC_", "CODEC_NAMES"),
     "kvtSyscall": ("KVT_SYSCALL_", "SYSCALL_", "SYSCALL_NAMES"),
+    "kvtWork": ("KVT_WORK_", "WORK_", "WORK_NAMES"),
 }
 
 _COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
@@ -98,7 +99,7 @@ def constants_from_header(text: str) -> dict[str, object]:
     for key in ("KVT_MAGIC", "KVT_MAGIC_LEN", "KVT_VERSION", "KVT_MIN_VERSION",
                 "KVT_PLANES_VERSION", "KVT_SYSCALL_VERSION", "KVT_FIXED_HEADER_LEN",
                 "KVT_CHUNK_MAGIC", "KVT_END_MAGIC", "KVT_DEFAULT_CHUNK_RECORDS",
-                "KVT_MAX_CHUNK_RECORDS", "KVT_DEP_CHECK_WINDOW"):
+                "KVT_MAX_CHUNK_RECORDS", "KVT_DEP_CHECK_WINDOW", "KVT_WORK_COUNT_BITS"):
         if key not in defines:
             raise ValueError(f"trace_format.h: #define {key} not found")
         out[key.removeprefix("KVT_")] = defines[key]

@@ -50,6 +50,7 @@
 #define KVT_PLANES_VERSION 2 /* the first version with KVT_CODEC_ZSTD_PLANES */
 #define KVT_SETUP_VERSION 3 /* the first version with the header key "setup" (FORMAT.md) */
 #define KVT_SYSCALL_VERSION 4 /* the first version with the SYSCALL marker (FORMAT.md) */
+#define KVT_WORK_VERSION 4 /* the first version with WORK markers and "work_kinds" (FORMAT.md) */
 #define KVT_FIXED_HEADER_LEN 16 /* magic + version + record_size + json_len */
 
 #define KVT_CHUNK_MAGIC 0x4B43564Bu /* "KVCK" read as little-endian u32 */
@@ -81,6 +82,9 @@ enum kvtMarker {
     KVT_MARK_BATCH = 6,        /* a prefetch batch starts; addr = batch size */
     KVT_MARK_SYSCALL = 7,      /* a system call (version 4 on); addr = bytes it moved, the
                                 * record's site names the call (enum kvtSyscall) */
+    KVT_MARK_WORK = 8,         /* (version 4 on) of the next access record's gap, addr's low
+                                * KVT_WORK_COUNT_BITS bits are instructions of the work kind
+                                * in its high bits (enum kvtWork; KVT_WORK_VALUE) */
     KVT_NUM_MARKERS
 };
 
@@ -91,6 +95,22 @@ enum kvtSyscall {
     KVT_SYSCALL_EPOLL_WAIT = 2, /* epoll_wait(2) / epoll_pwait(2): site "sys.epoll_wait" */
     KVT_NUM_SYSCALLS
 };
+
+/* --- Kinds of non-memory work (WORK markers, header "site_kinds") ---------- *
+ * A record's gap is retired at the rate of its kind of work: the part a WORK
+ * marker before it names at that kind's rate, the rest at its site's kind
+ * (header "site_kinds"; a trace without it: every site generic). */
+enum kvtWork {
+    KVT_WORK_GENERIC = 0, /* control flow, loads' address arithmetic: the default */
+    KVT_WORK_HASH = 1,    /* SipHash of keys and fields */
+    KVT_WORK_CRC = 2,     /* CRC-64 of snapshot bytes */
+    KVT_WORK_COPY = 3,    /* memcpy of keys and values */
+    KVT_WORK_COMPARE = 4, /* key comparisons (memcmp) */
+    KVT_WORK_PARSE = 5,   /* RESP protocol parsing and reply formatting */
+    KVT_NUM_WORK
+};
+#define KVT_WORK_COUNT_BITS 48
+#define KVT_WORK_VALUE(kind, n) (((uint64_t)(kind) << KVT_WORK_COUNT_BITS) | (uint64_t)(n))
 
 /* --- Structure tags (the header's "tags" list names them) ----------------- */
 enum kvtTag {

@@ -144,6 +144,70 @@ static int test_workload_traces(void) {
     return 0;
 }
 
+/* Kinds of work: every site's kind is a kind of the format (and named); in the
+ * workloads' traces a WORK marker names a kind other than its record's site's,
+ * a positive count, and is followed (after further WORK markers) by the access
+ * record whose gap holds its instructions: the counts add up to at most the gap. */
+static int test_work_kinds(void) {
+    for (int i = 0; i < KS_NUM_SITES; i++) TEST_ASSERT(ksSiteKind[i] < KVT_NUM_WORK);
+    for (int k = 0; k < KVT_NUM_WORK; k++) TEST_ASSERT(ksWorkKindName[k] && ksWorkKindName[k][0]);
+    TEST_ASSERT(ksSiteKind[KS_SITE_RESP_PARSE] == KVT_WORK_PARSE);
+    struct {
+        const char *w, *v, *op;
+        int want; /* a kind the workload's markers must name */
+    } cases[] = {
+        {"pipeline", "naive", "keys", KVT_WORK_HASH},
+        {"mget", "batch", "keys", KVT_WORK_COMPARE},
+        {"iterate", "none", "save", KVT_WORK_CRC},
+        {"load", "none", "keys", KVT_WORK_CRC},
+    };
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        ksWorkloadSpec s = spec(cases[c].w, cases[c].v);
+        s.op = cases[c].op;
+        size_t len;
+        uint8_t *b = traceTo(&s, &len, 1u << 16);
+        TEST_ASSERT(b != NULL);
+        stats st;
+        kvtRecord *recs = NULL;
+        TEST_ASSERT(verifyRecords(b, len, &st, &recs) == 0);
+        uint64_t named[KVT_NUM_WORK] = {0}, pend = 0, seen = 0, kinds = 0;
+        for (uint64_t i = 0; i < st.records; i++) {
+            const kvtRecord r = recs[i];
+            if (r.kind == KVT_MARKER && r.flags == KVT_MARK_WORK) {
+                const uint64_t k = r.addr >> KVT_WORK_COUNT_BITS;
+                const uint64_t n = r.addr & ((1ULL << KVT_WORK_COUNT_BITS) - 1);
+                TEST_ASSERT(k < KVT_NUM_WORK && n > 0);
+                TEST_ASSERT_MSG(!(kinds & (1u << k)), "two WORK markers of kind %llu before one record",
+                                (unsigned long long)k);
+                kinds |= 1u << k;
+                named[k] += n;
+                pend += n;
+                seen++;
+                continue;
+            }
+            if (r.kind == KVT_MARKER) {
+                TEST_ASSERT_MSG(pend == 0, "%s: a marker between WORK and its record", cases[c].w);
+                continue;
+            }
+            TEST_ASSERT_MSG(pend <= r.gap, "%s: record %llu gap %u < its WORK markers' %llu", cases[c].w,
+                            (unsigned long long)i, r.gap, (unsigned long long)pend);
+            TEST_ASSERT(!(kinds & (1u << ksSiteKind[r.site])));
+            pend = 0;
+            kinds = 0;
+        }
+        printf("    %-8s %-5s WORK markers %6llu; instructions named hash %llu crc %llu compare %llu parse %llu "
+               "generic %llu\n", cases[c].w, cases[c].op, (unsigned long long)seen,
+               (unsigned long long)named[KVT_WORK_HASH], (unsigned long long)named[KVT_WORK_CRC],
+               (unsigned long long)named[KVT_WORK_COMPARE], (unsigned long long)named[KVT_WORK_PARSE],
+               (unsigned long long)named[KVT_WORK_GENERIC]);
+        TEST_ASSERT_MSG(named[cases[c].want] > 0, "%s: no work of kind %s", cases[c].w,
+                        ksWorkKindName[cases[c].want]);
+        free(recs);
+        free(b);
+    }
+    return 0;
+}
+
 /* Cluster mode: a per-slot table's metadata load depends on the slot_table load
  * that produced the table pointer (the kvstore pointer chase).  Every command
  * reads at least one key's table, so each run links at least `ops` table_meta
@@ -337,6 +401,7 @@ int main(int argc, char **argv) {
     RUN(test_lookahead_key_batches);
     RUN(test_multikey_pipelining);
     RUN(test_workload_traces);
+    RUN(test_work_kinds);
     RUN(test_traced_matches_native);
     RUN(test_cluster_meta_depends_on_slot);
     return TEST_DONE();

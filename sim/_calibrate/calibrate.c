@@ -416,8 +416,11 @@ static int benchCpuid(void) {
     return 0;
 }
 
+int benchWorkKind(int argc, char **argv); /* work_kinds.c: copy, compare */
+
 int main(int argc, char **argv) {
-    const char *usage = "usage: kvsim-calibrate clock|chase|mlp|bw|work|cpuid|syscall ARGS (see calibrate.c)\n";
+    const char *usage = "usage: kvsim-calibrate clock|chase|mlp|bw|work|workkind|cpuid|syscall "
+                        "ARGS (see calibrate.c, work_kinds.c, syscall.c)\n";
     if (argc < 2) {
         fputs(usage, stderr);
         return 2;
@@ -429,6 +432,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(cmd, "mlp")) rc = benchMlp(argc - 2, argv + 2);
     else if (!strcmp(cmd, "bw")) rc = benchBw(argc - 2, argv + 2);
     else if (!strcmp(cmd, "work")) rc = benchWork(argc - 2, argv + 2);
+    else if (!strcmp(cmd, "workkind")) rc = benchWorkKind(argc - 2, argv + 2);
     else if (!strcmp(cmd, "cpuid")) rc = benchCpuid();
     else if (!strcmp(cmd, "syscall")) rc = benchSyscall(argc - 2, argv + 2); /* syscall.c */
     if (rc == 2) fputs(usage, stderr);

@@ -772,6 +772,13 @@ void engDoMarker(kvsimSim *s, const kvtRecord *r) {
     st->records++;
     st->kind[KVT_MARKER]++;
     if (m < KVSIM_NMARKERS) st->markers[m]++;
+    if (m == KVT_MARK_WORK && s->cfg.per_kind) { /* instructions of the next record's gap */
+        const uint64_t k = r->addr >> KVT_WORK_COUNT_BITS;
+        if (k < KVSIM_MAX_WORK_KINDS) {
+            s->wpend[k] += r->addr & ((1ULL << KVT_WORK_COUNT_BITS) - 1);
+            s->wpend_mask |= 1u << k;
+        }
+    }
     if (m == KVT_MARK_PHASE) {
         phaseSync(s);
         s->phase = r->addr < KVSIM_MAX_PHASES ? (uint32_t)r->addr : KVSIM_MAX_PHASES - 1;
@@ -836,8 +843,11 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
     s->instr += ninstr;
 
     /* dispatch */
-    uint64_t D = 0, X = 0;
-    if (timing) dispatchT(s, r, ninstr, &D, &X);
+    uint64_t D = 0, X = 0, rt = 0;
+    if (timing) {
+        rt = recordTicks(s, r, ninstr);
+        dispatchT(s, r, rt, &D, &X);
+    }
     uint64_t C = D + W;
     uint32_t cls = s->n + 1;
     uint64_t done = X > C ? X : C;          /* timeline: completion */
@@ -930,7 +940,7 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
         }
     }
 
-    if (timing) retireT(s, ninstr, C, cls, 1, bt);
+    if (timing) retireT(s, rt, C, cls, 1, bt);
     if (timing && s->tl && s->recno - s->tl_first < s->tl_count) {
         /* the timeline's capture hook (kvsimSetTimeline) */
         kvsimTimelineRow *row = &s->tl[s->recno - s->tl_first];
@@ -1279,6 +1289,8 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
     s->ahead_pf = -1;
     s->W = cfg->width ? cfg->width : 1;
     s->ipt = cfg->instr_ticks ? cfg->instr_ticks : 1;
+    for (uint32_t k = 0; k < KVSIM_MAX_WORK_KINDS; k++)
+        s->kticks[k] = cfg->kind_ticks[k] ? cfg->kind_ticks[k] : s->ipt;
     if (s->n < 1 || s->n > KVSIM_MAX_LEVELS) FAIL("nlevels: must be 1..%d", KVSIM_MAX_LEVELS);
     if (cfg->line_bits < 2 || cfg->line_bits > 12) FAIL("line: must be 4..4096 bytes");
     for (uint32_t k = 0; k < s->n; k++) {

@@ -37,6 +37,10 @@
 #define KVSIM_NMARKERS 8
 #define KVSIM_DEP_WINDOW 1024 /* dep distances beyond this are treated as satisfied */
 #define KVSIM_NAME_LEN 16
+/* Kinds of non-memory work (the trace's enum kvtWork, named by its header's
+ * "work_kinds") and the sites whose kind the config carries (kvsimConfig). */
+#define KVSIM_MAX_WORK_KINDS 16
+#define KVSIM_MAX_SITES 1024
 /* Ways limit of a policy that needs a power-of-two way count (tree-PLRU: its
  * ways - 1 tree bits live in one uint64_t set word). */
 #define KVSIM_POW2_POLICY_MAX_WAYS 64
@@ -168,6 +172,14 @@ typedef struct kvsimConfig {
                                       entry, indexes by the guest's page while its other
                                       reads, the host's, index by page_bits; see walkCost()
                                       in engine.c */
+    /* Kinds of work (timing): an instruction of kind k takes kind_ticks[k] ticks (0 =
+     * instr_ticks).  A record's gap is of its site's kind (site_kind[site]; sites past
+     * KVSIM_MAX_SITES: kind 0) except the instructions that WORK markers before it
+     * name as another kind (engDoMarker, recordTicks in timing.h).  per_kind = 0: every
+     * instruction takes instr_ticks and WORK markers are counted only. */
+    uint32_t per_kind;
+    uint32_t kind_ticks[KVSIM_MAX_WORK_KINDS];
+    uint8_t site_kind[KVSIM_MAX_SITES];
 } kvsimConfig;
 
 #define KVSIM_NO_SITE 0xFFFFFFFFu

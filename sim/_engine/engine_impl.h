@@ -252,6 +252,9 @@ struct kvsimSim {
     /* timing */
     uint64_t W; /* ticks per cycle: the core width (an instruction is one tick) */
     uint64_t ipt; /* ticks per instruction (cfg.instr_ticks, at least 1) */
+    uint64_t kticks[KVSIM_MAX_WORK_KINDS]; /* ticks per instruction by kind (cfg.per_kind) */
+    uint64_t wpend[KVSIM_MAX_WORK_KINDS];  /* WORK markers' instructions for the next record */
+    uint32_t wpend_mask;                   /* kinds with wpend > 0 */
     uint64_t lat[KVSIM_MAX_LEVELS + 1]; /* levelLatency: ticks per serving level, DRAM last */
     uint64_t t_disp; /* the last record's dispatch tick */
     uint64_t r_last; /* the last record's retire tick */

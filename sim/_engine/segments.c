@@ -374,7 +374,8 @@ static void timePieces(kvsimSim *s, const kvtRecord *recs, size_t a, size_t b,
         bt->instructions += ninstr;
         s->instr += ninstr;
         uint64_t D, X;
-        dispatchT(s, r, ninstr, &D, &X);
+        const uint64_t rt = recordTicks(s, r, ninstr);
+        dispatchT(s, r, rt, &D, &X);
         uint64_t C = D + s->W;
         uint32_t cls = s->n + 1;
         const int is_store = r->kind == KVT_STORE;
@@ -402,7 +403,7 @@ static void timePieces(kvsimSim *s, const kvtRecord *recs, size_t a, size_t b,
             s->st->load_latency += C - X;
             s->st->loads_timed++;
         }
-        retireT(s, ninstr, C, cls, 1, bt);
+        retireT(s, rt, C, cls, 1, bt);
         s->recno++;
     }
 }

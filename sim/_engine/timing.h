@@ -277,13 +277,33 @@ timeAccessBody(kvsimSim *s, uint64_t line, uint32_t f, uint32_t sv, uint64_t x, 
     return c;
 }
 
-/* Timing: dispatch of a record of ninstr instructions (s->instr already counts
- * them): D after the ROB limit, X when its producer (dep) has completed. */
+/* Ticks of a record of ninstr instructions: ninstr * ipt, or with kinds of work
+ * (cfg.per_kind) the instructions the WORK markers before it named (wpend) at their
+ * kinds' rates and the rest at its site's kind's.  Takes the markers' counts. */
+static inline uint64_t recordTicks(kvsimSim *s, const kvtRecord *r, uint64_t ninstr) {
+    if (!s->cfg.per_kind) return ninstr * s->ipt;
+    uint64_t t = 0, rest = ninstr;
+    for (uint32_t m = s->wpend_mask; m; m &= m - 1) {
+        const uint32_t k = (uint32_t)__builtin_ctz(m);
+        const uint64_t n = s->wpend[k] < rest ? s->wpend[k] : rest;
+        t += n * s->kticks[k];
+        rest -= n;
+        s->wpend[k] = 0;
+    }
+    s->wpend_mask = 0;
+    const uint32_t own = r->site < KVSIM_MAX_SITES ? s->cfg.site_kind[r->site] : 0;
+    return t + rest * s->kticks[own < KVSIM_MAX_WORK_KINDS ? own : 0];
+}
+
+/* Timing: dispatch of a record of ninstr instructions taking rt ticks (s->instr
+ * already counts them): D after the ROB limit, X when its producer (dep) has
+ * completed.  (The ROB's retire bound for an entry's later instructions takes them
+ * at ipt each.) */
 static inline __attribute__((always_inline)) void dispatchT(kvsimSim *s, const kvtRecord *r,
-                                                            uint64_t ninstr, uint64_t *Dp,
+                                                            uint64_t rt, uint64_t *Dp,
                                                             uint64_t *Xp) {
     const uint64_t instr = s->instr, rob = s->cfg.rob, recno = s->recno, ipt = s->ipt;
-    uint64_t D = s->t_disp + ninstr * ipt;
+    uint64_t D = s->t_disp + rt;
     if (instr > rob) {
         /* retire every entry at or before instruction lim; the last one retired
          * (the entry before the head) bounds this dispatch.  It stays in the ring
@@ -318,9 +338,9 @@ static inline __attribute__((always_inline)) void dispatchT(kvsimSim *s, const k
     *Xp = X;
 }
 
-/* Timing: in-order retirement of a record that completes at C (cls: what set
- * it), its ROB entry and its completion for the records that depend on it. */
-static inline __attribute__((always_inline)) void retireT(kvsimSim *s, uint64_t ninstr,
+/* Timing: in-order retirement of a record of rt ticks that completes at C (cls:
+ * what set it), its ROB entry and its completion for the records that depend on it. */
+static inline __attribute__((always_inline)) void retireT(kvsimSim *s, uint64_t rt,
                                                           uint64_t C, uint32_t cls,
                                                           const int fast, Batch *bt) {
     const uint64_t r0 = s->r_last, instr = s->instr, recno = s->recno;
@@ -329,7 +349,7 @@ static inline __attribute__((always_inline)) void retireT(kvsimSim *s, uint64_t 
     uint8_t *const rcls = s->rob_cls;
     kvsimStats *const st = s->st;
     const uint32_t phase = s->phase;
-    uint64_t R = r0 + ninstr * s->ipt;
+    uint64_t R = r0 + rt;
     /* the cause of a retire time: this op's own service level if its completion
      * set it, else whatever held up the op before it (in-order retirement) */
     const uint8_t cause = C > R ? (uint8_t)cls : s->last_cause;

@@ -1,0 +1,271 @@
+"""The rates of the kinds of non-memory work for ``kvsim calibrate``: a CPU file's ``[work]``.
+
+c_ref's traces name the kind of every gap instruction (the format's ``enum kvtWork``: WORK
+markers and the header's ``site_kinds``), and the engine retires each kind at its own rate
+(instructions per cycle, counted as the traces count them). Each rate is measured here with
+c_ref's own code on this machine, never fitted to a validation row:
+
+* **hash**, **crc**: c_ref's SipHash and CRC-64 (``kvsim-calibrate work``, measured with the
+  rest of the calibration in ``[meta.raw] work_ns_per_call``): the traces' instructions of
+  every point (:func:`kvsim.sim.calibrate.work_instructions`) over their cycles together
+  (fastest sample of each point), so the long calls weigh as they take time.
+* **copy**: libc's memcpy of a 4 KiB buffer (``kvsim-calibrate workkind copy``), the copy the
+  traces count at fread's refill (site ``snap.refill``, :data:`SNAP_REFILL_COST`).
+* **compare**: libc's memcmp of equal strings (``workkind compare``) at two lengths: the
+  traces' added instructions (``KS_WORK_OF(compare, len / 8)``) over the added cycles.
+* **generic** and **parse**: the rest of c_ref's code (control flow, the tables' address
+  arithmetic, RESP) has no kernel of its own, so c_ref itself is the kernel: GET over a
+  keyspace that stays in the caches (:data:`GENERIC_KERNEL`), timed natively (fastest run,
+  process CPU time) and traced. The generic rate is the one at which the simulator, given
+  this file with every other rate as measured, predicts the native time per GET (a
+  bisection: the predicted time falls as the rate rises). The parse kind runs at it too: its
+  only kernel would be the same run.
+
+A rate above the core's width is written as the width (the engine's limit), a rate that
+cannot be measured (no timing model: the core is not in the table) leaves ``[work]`` out.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import tempfile
+import tomllib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from kvsim import artifacts
+
+from .config import WORK_KINDS, ConfigError, parse_cpu
+
+#: ``kvsim-calibrate workkind`` points (kind, bytes per call).
+KIND_POINTS = [("copy", 4096), ("compare", 16), ("compare", 256)]
+#: c_ref/sites.h's cost of ``snap.refill`` (fread's refill of its 4 KiB buffer): the
+#: instructions the traces count for a 4 KiB copy. The tests check it against sites.h.
+SNAP_REFILL_COST = 180
+#: c_ref/emit.h KS_WORK_SCALE_PCT (KS_WORK_OF's scale), checked by the tests likewise.
+WORK_SCALE_PCT = 106
+#: c_ref's GET kernel for the generic rate: ``kvsim-cref`` pipeline options (a keyspace
+#: in the caches of any core kvsim models: 1000 keys of 16 B with 100-byte values).
+GENERIC_KERNEL = {"keys": 1000, "ops": 50_000, "value-size": 100}
+#: native runs of it per calibration round
+GENERIC_REPEAT = 5
+#: the bisection's bounds (instructions per cycle) and steps
+RATE_MIN, BISECT_STEPS = 0.1, 20
+
+
+def compare_instructions(chunk: int) -> int:
+    """The instructions a trace counts for comparing ``chunk`` bytes (ksKeyCompare's
+    KS_WORK_OF(compare, len / 8), scaled as ksEmitWorkOf scales)."""
+    return (chunk // 8) * WORK_SCALE_PCT // 100
+
+
+def _cref(*args: object) -> str:
+    exe = artifacts.path(artifacts.CREF_CLI)
+    p = subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True, check=False)
+    if p.returncode != 0:
+        last = (p.stderr.strip().splitlines() or ["no message"])[-1]
+        raise OSError(f"kvsim-cref {args[0]}: {last}")
+    return p.stdout
+
+
+def _kernel_args() -> list[str]:
+    return [x for k, v in GENERIC_KERNEL.items() for x in (f"--{k}", str(v))]
+
+
+def measure(rounds: int, calls: int, log: Callable[[str], None] = lambda m: None) -> dict:
+    """Time the kernels of :data:`KIND_POINTS` and the generic kernel natively, ``rounds``
+    times each; the raw samples (ns per call; seconds of process CPU time per GET)."""
+    from .calibrate import run_bench
+
+    raw: dict = {"ns_per_call": {}, "generic_s_per_op": [], "generic_kernel": GENERIC_KERNEL}
+    for r in range(rounds):
+        log(f"kinds of work {r + 1}/{rounds}: copy, compare, c_ref's GET in the caches")
+        for kind, chunk in KIND_POINTS:
+            w = run_bench("workkind", kind, chunk, calls, 2)
+            raw["ns_per_call"].setdefault(f"{kind}/{chunk}", []).extend(w["ns_per_call"])
+        out = json.loads(_cref("native", "pipeline", *_kernel_args(),
+                               "--repeat", GENERIC_REPEAT, "--json"))
+        ops = out["ops"]
+        raw["generic_s_per_op"] += [s / ops for s in out["cpu_runs_s"]]
+    return raw
+
+
+def _rate(instructions: float, ns: float, ghz: float) -> float:
+    return instructions / (ns * ghz) if ns > 0 else math.inf
+
+
+def kernel_rates(work_ns: dict[str, Sequence[float]], kinds_ns: dict[str, Sequence[float]],
+                 ghz: float) -> dict[str, dict]:
+    """hash, crc, copy and compare: each kind's rate (``ipc``) and how it was found."""
+    from .calibrate import work_instructions
+
+    out: dict[str, dict] = {}
+    for kind, bench in (("hash", "siphash"), ("crc", "crc64")):
+        pts = {k: v for k, v in work_ns.items() if k.split("/")[0] == bench and v}
+        if pts:
+            instr = sum(work_instructions(bench, int(k.split("/")[1])) for k in pts)
+            ns = sum(min(v) for v in pts.values())
+            out[kind] = {"ipc": _rate(instr, ns, ghz), "instructions": round(instr, 1),
+                         "cycles": round(ns * ghz, 1), "points": sorted(pts)}
+    copy = kinds_ns.get("copy/4096")
+    if copy:
+        out["copy"] = {"ipc": _rate(SNAP_REFILL_COST, min(copy), ghz),
+                       "instructions": SNAP_REFILL_COST, "cycles": round(min(copy) * ghz, 1),
+                       "points": ["copy/4096"]}
+    lo, hi = kinds_ns.get("compare/16"), kinds_ns.get("compare/256")
+    if lo and hi:
+        d_instr = compare_instructions(256) - compare_instructions(16)
+        d_ns = min(hi) - min(lo)
+        out["compare"] = {"ipc": _rate(d_instr, d_ns, ghz), "instructions": d_instr,
+                          "cycles": round(d_ns * ghz, 2), "points": ["compare/16", "compare/256"]}
+    return out
+
+
+def _with_rates(doc: dict, rates: dict[str, float]):
+    from .calibrate import to_toml
+
+    d = dict(doc)
+    d["work"] = dict(rates)
+    return parse_cpu(tomllib.loads(to_toml(d)), "calibrate")
+
+
+def fit_generic(doc: dict, rates: dict[str, float], native_s_per_op: float, width: float,
+                trace: Path, ops: int) -> dict:
+    """The generic (and parse) rate at which the simulator predicts c_ref's GET kernel
+    (``trace``, ``ops`` measured GETs) at its native time: bisection on a log scale."""
+    from .api import simulate
+
+    def predicted_ns(g: float) -> float:
+        cpu = _with_rates(doc, {**rates, "generic": g, "parse": g})
+        return simulate(str(trace), cpu)["timing"]["time_ns"] / ops
+
+    want = native_s_per_op * 1e9
+    lo, hi = RATE_MIN, float(width)
+    if predicted_ns(hi) >= want:
+        return {"ipc": hi, "bound": "width", "native_ns_per_op": want,
+                "predicted_ns_per_op": predicted_ns(hi)}
+    if predicted_ns(lo) <= want:
+        return {"ipc": lo, "bound": "minimum", "native_ns_per_op": want,
+                "predicted_ns_per_op": predicted_ns(lo)}
+    for _ in range(BISECT_STEPS):
+        mid = math.sqrt(lo * hi)
+        if predicted_ns(mid) > want:
+            lo = mid
+        else:
+            hi = mid
+    g = math.sqrt(lo * hi)
+    return {"ipc": g, "bound": None, "native_ns_per_op": want,
+            "predicted_ns_per_op": predicted_ns(g)}
+
+
+def apply(doc: dict, raw: dict, log: Callable[[str], None] = lambda m: None) -> None:
+    """Add ``[work]`` (every kind's rate and its ``src``) to the calibration ``doc``, from
+    ``raw["work"]`` and ``raw["work_kinds"]`` (:func:`measure`), and keep the samples and
+    the fits in ``[meta.raw] work_kinds``. Nothing without a timing model or samples."""
+    wk = raw.get("work_kinds")
+    core = doc.get("core") or {}
+    if not wk or "width" not in core or "freq_ghz" not in doc:
+        return
+    ghz, width = float(doc["freq_ghz"]), float(core["width"])
+    found = kernel_rates(raw.get("work") or {}, wk.get("ns_per_call") or {}, ghz)
+    rates, src = {}, {}
+    for kind, f in found.items():
+        r = min(f["ipc"], width)
+        rates[kind] = round(r, 3)
+        src[kind] = (f"measured: c_ref's kernel ({', '.join(f['points'])}): "
+                     f"{f['instructions']} trace instructions in {f['cycles']} cycles"
+                     + (" (capped at the width)" if f["ipc"] > width else ""))
+    fit = None
+    if wk.get("generic_s_per_op"):
+        log("kinds of work: the generic rate (c_ref's GET in the caches, simulated)")
+        ops = int(wk.get("generic_kernel", GENERIC_KERNEL)["ops"])
+        kernel = wk.get("generic_kernel", GENERIC_KERNEL)
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d) / "generic.kvt"
+            _cref("trace", "pipeline", *[x for k, v in kernel.items() for x in (f"--{k}", str(v))],
+                  "-o", path)
+            try:
+                fit = fit_generic(doc, rates, min(wk["generic_s_per_op"]), width, path, ops)
+            except ConfigError as e:
+                log(f"kinds of work: no generic rate ({e})")
+    if fit is not None:
+        g = round(fit["ipc"], 3)
+        rates["generic"] = rates["parse"] = g
+        how = (f"measured: c_ref's GET over {kernel['keys']} keys in the caches, "
+               f"native {fit['native_ns_per_op']:.1f} ns per GET (fastest run), simulated "
+               f"with this file at {fit['predicted_ns_per_op']:.1f}")
+        if fit["bound"]:
+            how += f" (at the {fit['bound']} rate: the kernel is outside the range)"
+        src["generic"] = how
+        src["parse"] = "measured: as generic (the same kernel parses each GET's query)"
+    if not rates:
+        return
+    doc["work"] = {k: rates[k] for k in WORK_KINDS if k in rates}
+    doc["work"]["src"] = src
+    doc.setdefault("meta", {}).setdefault("raw", {})["work_kinds"] = {**wk, "fits": {
+        **{k: {kk: vv for kk, vv in f.items() if kk != "points"} for k, f in found.items()},
+        **({"generic": fit} if fit else {})}}
+    doc["notes"] = [n for n in doc.get("notes", [])
+                    if not n.startswith("sustained IPC of c_ref's CRC-64")]
+    doc["notes"].append("kinds of work: [work] gives each kind's instructions per cycle, "
+                        "measured with c_ref's own kernels (sim/calibrate_work.py)")
+
+
+def raw_from_meta(meta_raw: dict) -> dict | None:
+    """The samples :func:`measure` took, from a written file's ``[meta.raw]`` (for
+    ``--from-raw``)."""
+    wk = meta_raw.get("work_kinds")
+    if not isinstance(wk, dict):
+        return None
+    return {k: v for k, v in wk.items() if k != "fits"}
+
+
+def add_to_file(src: Path, out: Path, rounds: int = 3, calls: int = 100_000,
+                log: Callable[[str], None] = lambda m: None) -> dict:
+    """``src``'s CPU file (a calibration with its ``[meta.raw]``) with ``[work]`` measured
+    now (:func:`measure`, :func:`apply`) written to ``out``: the same file's predictions
+    with and without the kinds of work side by side. Returns the ``[work]`` table."""
+    from .calibrate import to_toml
+
+    try:
+        doc = tomllib.loads(Path(src).read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise ConfigError(f"{src}: {e}") from None
+    if "work" in doc:
+        raise ConfigError(f"{src}: already has [work]")
+    raw = {"work": (doc.get("meta", {}).get("raw") or {}).get("work_ns_per_call") or {},
+           "work_kinds": measure(rounds, calls, log)}
+    apply(doc, raw, log)
+    if "work" not in doc:
+        raise ConfigError(f"{src}: no [work] (the file has no [core] or clock)")
+    text = to_toml(doc)
+    parse_cpu(tomllib.loads(text), str(out))
+    Path(out).write_text(text)
+    return doc["work"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser(prog="python -m kvsim.sim.calibrate_work",
+                                 description="Write a calibrated CPU file with [work] measured "
+                                             "now (the kinds of work's rates).")
+    ap.add_argument("cpu_file", type=Path)
+    ap.add_argument("-o", "--output", type=Path, required=True)
+    ap.add_argument("--rounds", type=int, default=3)
+    a = ap.parse_args(argv)
+    try:
+        work = add_to_file(a.cpu_file, a.output, a.rounds,
+                           log=lambda m: print(m, file=sys.stderr))
+    except (ConfigError, OSError) as e:
+        print(f"calibrate_work: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps({k: v for k, v in work.items() if k != "src"}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,106 @@
+"""`kvsim calibrate`'s kinds of work (sim/calibrate_work.py): the traces' instruction counts
+it assumes are c_ref's, the rates follow from the samples, and the generic rate found by
+bisection is the one the simulator needs to predict c_ref's GET kernel at its time."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from kvsim import artifacts, sim
+from kvsim.sim import calibrate as cal
+from kvsim.sim import calibrate_work as cw
+
+ROOT = Path(__file__).resolve().parents[2]
+
+DOC = {
+    "name": "t", "freq_ghz": 3.0, "core": {"width": 6, "rob": 256},
+    "cache": [{"name": "L1D", "size": 49152, "ways": 12, "line": 64, "latency": 5},
+              {"name": "L2", "size": 2097152, "ways": 16, "line": 64, "latency": 16}],
+    "dram": {"latency_ns": 100.0},
+}
+
+
+def test_the_instruction_counts_are_c_refs():
+    sites = (ROOT / "c_ref" / "sites.h").read_text()
+    m = re.search(r'X\(SNAP_REFILL, "snap.refill", (\d+)\)', sites)
+    assert m and int(m.group(1)) == cw.SNAP_REFILL_COST
+    emit = (ROOT / "c_ref" / "emit.h").read_text()
+    assert f"#define KS_WORK_SCALE_PCT {cw.WORK_SCALE_PCT}u" in emit
+    assert "KS_WORK_OF(KVT_WORK_COMPARE, la / 8)" in (ROOT / "c_ref" / "object.c").read_text()
+    assert [cw.compare_instructions(n) for n in (7, 16, 256)] == [0, 2, 33]
+
+
+def test_kernel_rates_are_instructions_over_cycles():
+    work = {"siphash/16": [10.0, 8.0], "siphash/64": [20.0], "crc64/512": [300.0, 250.0]}
+    kinds = {"copy/4096": [40.0, 30.0], "compare/16": [2.0], "compare/256": [3.0]}
+    r = cw.kernel_rates(work, kinds, ghz=2.0)
+    hash_instr = cal.work_instructions("siphash", 16) + cal.work_instructions("siphash", 64)
+    assert r["hash"]["ipc"] == pytest.approx(hash_instr / ((8.0 + 20.0) * 2.0))
+    assert r["crc"]["ipc"] == pytest.approx(cal.work_instructions("crc64", 512) / 500.0)
+    assert r["copy"]["ipc"] == pytest.approx(cw.SNAP_REFILL_COST / 60.0)
+    assert r["compare"]["ipc"] == pytest.approx((33 - 2) / 2.0)
+
+
+def _predicted_ns(doc: dict, rates: dict, trace: Path, ops: int) -> float:
+    d = {**doc, "work": rates}
+    return sim.simulate(str(trace), sim.parse_cpu(tomllib.loads(cal.to_toml(d))))[
+        "timing"]["time_ns"] / ops
+
+
+def test_the_generic_rate_reproduces_the_kernels_time(tmp_path, monkeypatch):
+    """A native time made by the simulator at generic rate 2 gives back 2; one the model
+    cannot reach at any rate gives the bound it hit."""
+    kernel = {"keys": 200, "ops": 2000, "value-size": 100}
+    monkeypatch.setattr(cw, "GENERIC_KERNEL", kernel)
+    trace = tmp_path / "g.kvt"
+    cw._cref("trace", "pipeline", *cw._kernel_args(), "-o", trace)
+    rates = {"hash": 2.5, "crc": 2.0}
+    ns = _predicted_ns(DOC, {**rates, "generic": 2.0, "parse": 2.0}, trace, 2000)
+    fit = cw.fit_generic(DOC, rates, ns * 1e-9, 6, trace, 2000)
+    assert fit["bound"] is None and fit["ipc"] == pytest.approx(2.0, rel=0.02)
+    fast = cw.fit_generic(DOC, rates, ns * 1e-12, 6, trace, 2000)
+    assert fast["bound"] == "width" and fast["ipc"] == 6
+
+    raw = {"work": {"siphash/16": [6.0]},
+           "work_kinds": {"ns_per_call": {"copy/4096": [30.0]}, "generic_s_per_op": [ns * 1e-9],
+                          "generic_kernel": kernel}}
+    doc = {**DOC, "notes": ["sustained IPC of c_ref's CRC-64 and SipHash measured at 2.8"]}
+    cw.apply(doc, raw)
+    assert set(doc["work"]) == {"generic", "parse", "hash", "copy", "src"}
+    assert doc["work"]["generic"] == pytest.approx(2.0, rel=0.02)
+    assert set(doc["work"]["src"]) == set(doc["work"]) - {"src"}
+    assert all(v.startswith("measured") for v in doc["work"]["src"].values())
+    assert not any(n.startswith("sustained IPC") for n in doc["notes"])
+    again = cw.raw_from_meta(doc["meta"]["raw"])
+    assert again == raw["work_kinds"]
+    sim.parse_cpu(tomllib.loads(cal.to_toml(doc)))
+
+
+def test_no_core_no_work():
+    doc = {k: v for k, v in DOC.items() if k != "core"}
+    cw.apply(doc, {"work": {"siphash/16": [6.0]}, "work_kinds": {"ns_per_call": {}}})
+    assert "work" not in doc
+
+
+def test_a_file_with_work_is_refused_in_one_line(tmp_path):
+    f = tmp_path / "c.toml"
+    f.write_text(cal.to_toml({**DOC, "work": {"generic": 2.0}}))
+    with pytest.raises(sim.ConfigError, match="already has \\[work\\]") as e:
+        cw.add_to_file(f, tmp_path / "out.toml")
+    assert "\n" not in str(e.value)
+    assert not (tmp_path / "out.toml").exists()
+
+
+def test_the_kernels_run():
+    if not artifacts.path(artifacts.CALIBRATE_CLI).exists():
+        pytest.skip("kvsim-calibrate not built")
+    for kind, chunk in cw.KIND_POINTS:
+        out = cal.run_bench("workkind", kind, chunk, 1000, 2)
+        assert out["kind"] == kind and len(out["ns_per_call"]) == 2
+        assert all(x > 0 for x in out["ns_per_call"])
+    with pytest.raises(OSError, match="expected copy or compare"):
+        cal.run_bench("workkind", "hash", 16, 10, 1)
