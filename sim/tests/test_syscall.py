@@ -68,7 +68,7 @@ def test_syscall_cost_arithmetic(tmp_path: Path) -> None:
     rec = _server_like(40)
     path = _write(tmp_path, rec)
     base, costed = (sim.simulate(path, _cpu(s)) for s in (None, COSTS))
-    cyc = _ticks_of(rec, _cpu(COSTS)) / _cpu().width
+    cyc = _ticks_of(rec, _cpu(COSTS)) / _cpu(COSTS).timing_ticks()[0]
     assert costed["syscalls"]["cycles"] == pytest.approx(cyc)
     assert costed["syscalls"]["calls"] == {"read": 40, "write": 40, "epoll_wait": 40}
     assert costed["syscalls"]["bytes"]["read"] == int(rec["addr"][(rec["flags"] == SYS) & (
@@ -86,9 +86,9 @@ def test_a_lone_syscall_adds_exactly_its_cost(tmp_path: Path) -> None:
     both = sim.simulate(_write(tmp_path, rec, "b.kvt"), _cpu(COSTS))
     cpu = _cpu(COSTS)
     ticks = _ticks_of(rec, cpu)
-    assert ticks == round(900.0 * cpu.freq_ghz * cpu.width) + round(
-        1000 * round(0.125 * cpu.freq_ghz * cpu.width * 65536) / 65536)
-    assert both["cycles"] == pytest.approx(base["cycles"] + ticks / cpu.width)
+    assert ticks == round(900.0 * cpu.freq_ghz * cpu.timing_ticks()[0]) + round(
+        1000 * round(0.125 * cpu.freq_ghz * cpu.timing_ticks()[0] * 65536) / 65536)
+    assert both["cycles"] == pytest.approx(base["cycles"] + ticks / cpu.timing_ticks()[0])
 
 
 @pytest.mark.parametrize("functional", [False, True])
