@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from kvsim import sim
+from kvsim.sim.config import SYSCALL_KEYS
 
 __all__ = ["cpu_toml", "show"]
 
@@ -61,6 +62,10 @@ def cpu_toml(cpu: sim.CpuConfig) -> str:
                 f"l2_entries = {t.l2_entries}", f"l2_ways = {t.l2_ways}",
                 f"l2_latency = {t.l2_latency}", f"walk_latency = {t.walk_latency}",
                 f"walk_reads = {t.walk_reads}", f"walkers = {t.walkers}"]
+        if t.host_page_size:
+            out.append(f"host_page_size = {_size(t.host_page_size)}")
+    if cpu.work:
+        out += ["", "[work]"] + [f"{k} = {_val(r)}" for k, r in cpu.work]
     out += ["", "[swprefetch]", f"fill = {_val(cpu.caches[cpu.swpf_fill].name)}",
             f"tlb_miss = {_val('drop' if cpu.swpf_drop_on_tlb_miss else 'walk')}"]
     if cpu.swpf_trains:
@@ -68,6 +73,11 @@ def cpu_toml(cpu: sim.CpuConfig) -> str:
     for p in cpu.prefetchers:
         out += ["", "[[prefetcher]]", f"level = {_val(cpu.caches[p.level].name)}",
                 f"kind = {_val(p.kind)}", f"degree = {p.degree}", f"table = {p.table}"]
+    sy = cpu.syscall
+    if any(sy.call_ns) or any(sy.byte_ns):
+        vals = [v for pair in zip(sy.call_ns, sy.byte_ns, strict=True) for v in pair]
+        out += ["", "[syscall]"] + [f"{k} = {_val(v)}" for k, v in zip(SYSCALL_KEYS, vals,
+                                                                        strict=True)]
     return "\n".join(out) + "\n"
 
 

@@ -68,7 +68,7 @@ def test_header_and_simulate_say_so(kvsim, tmp_path):
     kvsim("trace", "pipeline", "-o", cold, *small, "--warm-setup", "none", check=True)
     with traces.open(warm) as r:
         assert r.header["setup"] == "compact" and r.header["warmup"] == "prefix"
-        assert r.header["format_version"] == traces.VERSION == 3
+        assert r.header["format_version"] == traces.VERSION >= 3  # 3: the first with "setup"
     with traces.open(cold) as r:
         assert r.header["setup"] == "none" and r.header["warmup"] == "skipped"
     text = kvsim("simulate", warm, "--cpu", "graviton3", check=True).stdout.decode()

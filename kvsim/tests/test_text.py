@@ -31,7 +31,7 @@ FORBIDDEN = {
     "narration of trees": re.compile(r"\b(?:final|old|new)\s+" + "tree" + r"\b", re.I),
     "dated run": re.compile(r"\b20\d\d-[01]\d-[0-3]\d(?:[ T,]|\s+\d\d:\d\d)", re.I),
 }
-RESULT_CITATION = re.compile(r"\bresults/(?:[\w.-]+/)*[\w.-]+\.(?:json|csv|parquet)\b")
+RESULT_CITATION = re.compile(r"\bresults/(?:[\w.-]+/)*[\w.-]+\.(?:json|csv|parquet|toml)\b")
 EXEMPT_PREFIXES = ("results/", "experiments/data/upstream_results.csv")
 EXEMPT_PARTS = ("/tests/data/",)
 
