@@ -36,11 +36,11 @@
 
 static const char WRONGTYPE[] = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
-/* lookupKey + checkType: *o is the key's hash robj (*odep: its header load), NULL if
- * the key is absent; a key of another type gets WRONGTYPE, as checkType replies, and
- * a non-zero return (the command is done). */
-static int lookupHash(ksKeyspace *ks, ksClient *c, ksCommand *cmd, ksKeyInfo *ki, ksLoadId *odep,
-                      robj **o) {
+/* lookupKey + checkType for a command of one type (t_hash.h): *o is the key's robj of
+ * that type (*odep: its header load), NULL if the key is absent; a key of another type
+ * gets WRONGTYPE, as checkType replies, and a non-zero return (the command is done). */
+int ksLookupTyped(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int type, ksKeyInfo *ki,
+                  ksLoadId *odep, robj **o) {
     if (cmd->prefetched) *ki = cmd->key;
     else ksKeyResolve(ks, cmd->argv[1], ki);
     if (ki->rehash) ksKeyRehash(ks, ki);
@@ -48,7 +48,7 @@ static int lookupHash(ksKeyspace *ks, ksClient *c, ksCommand *cmd, ksKeyInfo *ki
     void *e = ksDbFind(ks, ki);
     if (!e) return 0;
     ksDbTouch(ks, ki, e);
-    if (ksEntryType(ks, e) != OBJ_HASH) {
+    if (ksEntryType(ks, e) != type) {
         ksReplyError(ks, c, WRONGTYPE);
         return -1;
     }
@@ -64,7 +64,7 @@ void ksHsetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     ksKeyInfo ki;
     ksLoadId od = 0;
     robj *o;
-    if (lookupHash(ks, c, cmd, &ki, &od, &o)) return;
+    if (ksLookupTyped(ks, c, cmd, OBJ_HASH, &ki, &od, &o)) return;
     if (!o) { /* hashTypeLookupWriteOrCreate */
         sds k = cmd->argv[1];
         void *e = ksHashEntryCreate(ks, k, sdslen(k), -1);
@@ -107,7 +107,7 @@ void ksHgetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     ksKeyInfo ki;
     ksLoadId od = 0;
     robj *o;
-    if (lookupHash(ks, c, cmd, &ki, &od, &o)) return;
+    if (ksLookupTyped(ks, c, cmd, OBJ_HASH, &ki, &od, &o)) return;
     void *found;
     ksLoadId fd;
     if (o && ks->var.hash_fields && ks->var.hash_fields(ks, o, od, cmd->argv + 2, 1, &found, &fd)) {
@@ -121,7 +121,7 @@ void ksHmgetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     ksKeyInfo ki;
     ksLoadId od = 0;
     robj *o;
-    if (lookupHash(ks, c, cmd, &ki, &od, &o)) return;
+    if (ksLookupTyped(ks, c, cmd, OBJ_HASH, &ki, &od, &o)) return;
     int n = cmd->argc - 2;
     void *found[KS_HASH_BATCH_MAX];
     ksLoadId fd[KS_HASH_BATCH_MAX];
@@ -140,7 +140,7 @@ void ksHgetallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     ksKeyInfo ki;
     ksLoadId od = 0;
     robj *o;
-    if (lookupHash(ks, c, cmd, &ki, &od, &o)) return;
+    if (ksLookupTyped(ks, c, cmd, OBJ_HASH, &ki, &od, &o)) return;
     if (!o) {
         ksReplyArrayLen(ks, c, 0);
         return;
@@ -167,7 +167,7 @@ void ksHdelCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     ksKeyInfo ki;
     ksLoadId od = 0;
     robj *o;
-    if (lookupHash(ks, c, cmd, &ki, &od, &o)) return;
+    if (ksLookupTyped(ks, c, cmd, OBJ_HASH, &ki, &od, &o)) return;
     long long deleted = 0;
     for (int j = 2; o && j < cmd->argc; j++) {
         if (!ksHashDelete(ks, o, od, cmd->argv[j])) continue;

@@ -28,27 +28,6 @@
  * formatting the double), as HGET's per-field work (commands_hash.c). */
 #define KS_ZSCORE_WORK 150
 
-static const char WRONGTYPE[] = "WRONGTYPE Operation against a key holding the wrong kind of value";
-
-/* lookupKey + checkType: *o is the key's zset robj (*odep: its header load), NULL if
- * the key is absent; a key of another type gets WRONGTYPE and a non-zero return. */
-static int lookupZset(ksKeyspace *ks, ksClient *c, ksCommand *cmd, ksKeyInfo *ki, ksLoadId *odep,
-                      robj **o) {
-    if (cmd->prefetched) *ki = cmd->key;
-    else ksKeyResolve(ks, cmd->argv[1], ki);
-    if (ki->rehash) ksKeyRehash(ks, ki);
-    *o = NULL;
-    void *e = ksDbFind(ks, ki);
-    if (!e) return 0;
-    ksDbTouch(ks, ki, e);
-    if (ksEntryType(ks, e) != OBJ_ZSET) {
-        ksReplyError(ks, c, WRONGTYPE);
-        return -1;
-    }
-    *o = ksEntryObject(ks, e, ki->found_dep, odep);
-    return 0;
-}
-
 void ksZaddCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     int elements = cmd->argc - 2;
     if (elements % 2) {
@@ -70,7 +49,7 @@ void ksZaddCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     ksKeyInfo ki;
     ksLoadId od = 0;
     robj *o;
-    if (lookupZset(ks, c, cmd, &ki, &od, &o)) return;
+    if (ksLookupTyped(ks, c, cmd, OBJ_ZSET, &ki, &od, &o)) return;
     if (!o) {
         sds k = cmd->argv[1];
         void *e = ksZsetEntryCreate(ks, k, sdslen(k), (size_t)elements, maxelelen);
@@ -93,7 +72,7 @@ void ksZscoreCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     ksKeyInfo ki;
     ksLoadId od = 0;
     robj *o;
-    if (lookupZset(ks, c, cmd, &ki, &od, &o)) return;
+    if (ksLookupTyped(ks, c, cmd, OBJ_ZSET, &ki, &od, &o)) return;
     double score;
     KS_WORK(KS_ZSCORE_WORK);
     if (!o || ksZsetScore(ks, o, od, cmd->argv[2], &score)) {
@@ -109,7 +88,7 @@ void ksZremCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     ksKeyInfo ki;
     ksLoadId od = 0;
     robj *o;
-    if (lookupZset(ks, c, cmd, &ki, &od, &o)) return;
+    if (ksLookupTyped(ks, c, cmd, OBJ_ZSET, &ki, &od, &o)) return;
     long long deleted = 0;
     for (int j = 2; o && j < cmd->argc; j++) {
         if (!ksZsetDelete(ks, o, od, cmd->argv[j])) continue;

@@ -340,6 +340,10 @@ void ksReplyRaw(ksKeyspace *ks, ksClient *c, const void *p, size_t len);
 /* "<prefix><v>\r\n" into buf (at least 24 bytes); returns its length. */
 size_t ksFmtLine(char *buf, char prefix, long long v);
 void ksReplyError(ksKeyspace *ks, ksClient *c, const char *msg); /* msg without '-' and CRLF */
+/* lookupKey + checkType (commands_hash.c): the robj of argv[1] if it holds `type` (OBJ_HASH,
+ * OBJ_ZSET), *o = NULL if absent, WRONGTYPE replied and non-zero if another type. */
+int ksLookupTyped(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int type, ksKeyInfo *ki,
+                  ksLoadId *odep, robj **o);
 void ksReplyStatus(ksKeyspace *ks, ksClient *c, const char *msg);
 void ksReplyInt(ksKeyspace *ks, ksClient *c, long long v);
 void ksReplyBulk(ksKeyspace *ks, ksClient *c, const uint8_t *p, size_t len, ksLoadId dep);
