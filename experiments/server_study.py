@@ -266,6 +266,7 @@ def predict(spec: dict, cpu: str, args: list[str], compact: bool = False) -> dic
     """Predicted requests/s of each side and the speedup on ``cpu``."""
     from kvsim import sim
     from kvsim.sim import calibrate_syscall
+    from kvsim.sim import local as sim_local
 
     model = sim.load_cpu(cpu)
     out: dict[str, Any] = {"syscall_source": "the CPU file's [syscall]",
@@ -295,6 +296,7 @@ def predict(spec: dict, cpu: str, args: list[str], compact: bool = False) -> dic
         out[f"pred_l1_misses_per_request_{side}"] = (
             res["levels"][0]["misses"] / spec["requests"] if res.get("levels") else None)
     out["pred_speedup"] = out["pred_rps_b"] / out["pred_rps_a"]
+    out["cpu_label"] = sim_local.label(cpu)  # `local (uncalibrated)` where so, as sim cells
     return out
 
 
@@ -536,6 +538,7 @@ def headline_lines(rows: pd.DataFrame) -> list[dict[str, Any]]:
                               f"c_ref's server {m.get('cref_cpu_speedup', float('nan')):.2f}x")
             line["native_value"] = m.get("valkey_cpu_speedup")
         for _, r in p.iterrows():
-            line[f"sim:{r['cpu']}"] = r.get("pred_speedup")
+            label = r.get("cpu_label")
+            line[f"sim:{label if isinstance(label, str) else r['cpu']}"] = r.get("pred_speedup")
         out.append(line)
     return out

@@ -193,3 +193,16 @@ def test_compact_warmup_leaves_an_lru_hierarchy_as_the_full_one(tmp_path: Path) 
     assert a["levels"][0]["misses"] > 0 and a["levels"][0]["hits"] > 0
     out = traces.read_all(dst)
     assert out["dep"][got["warmup_lines"] + 1 + 1] == 0  # the first measured load's dep
+
+
+def test_headline_lines_name_local_as_the_sim_cells_do():
+    """A server row's `local` column reads as the keyspace rows' does: `local (uncalibrated)`
+    where the cell said so, so the headline has one column per CPU, not two."""
+    row = S.HEADLINE[0][0]
+    rows = pd.DataFrame([
+        {"kind": "server-predict", "row": row, "cpu": "local",
+         "cpu_label": "local (uncalibrated)", "pred_speedup": 1.2},
+        {"kind": "server-predict", "row": row, "cpu": "epyc-7713", "pred_speedup": 1.1}])
+    (line,) = S.headline_lines(rows)
+    assert line["sim:local (uncalibrated)"] == 1.2 and "sim:local" not in line
+    assert line["sim:epyc-7713"] == 1.1
