@@ -104,9 +104,9 @@ def batch_timelines(paths: dict[str, str | Path], cpu: str, first_command: int =
     frames = []
     for variant, path in paths.items():
         with traces.open(path) as tr:
-            recs, tags = tr.read_all(), list(tr.header.get("tags") or [])
+            recs = tr.read_all()
         window = command_window(recs, first_command, commands)
-        res = sim.simulate(recs, cpu, tag_names=tags, timeline=window)
+        res = sim.simulate(str(path), cpu, timeline=window)  # the file: its header's kinds
         df = sim.dataframes(res, trace=str(path))["timeline"]
         t0 = df["dispatch"].min() if len(df) else 0.0
         for c in ("dispatch", "issue", "complete", "retire"):
@@ -121,10 +121,8 @@ def batch_timelines(paths: dict[str, str | Path], cpu: str, first_command: int =
 def cpu_comparison(trace: str | Path, cpus: Iterable[str]) -> dict[str, pd.DataFrame]:
     """``trace`` simulated on each CPU: :func:`kvsim.sim.dataframes` of every run,
     concatenated (levels, by_tag, timing, stalls, phases, prefetch, commands)."""
-    with traces.open(trace) as tr:
-        recs, tags = tr.read_all(), list(tr.header.get("tags") or [])
     return sim.concat_dataframes(
-        sim.dataframes(sim.simulate(recs, c, tag_names=tags), trace=str(trace)) for c in cpus)
+        sim.dataframes(sim.simulate(str(trace), c), trace=str(trace)) for c in cpus)
 
 
 def preset_table(cpus: Iterable[str]) -> pd.DataFrame:
@@ -171,14 +169,13 @@ def batching_sweep(folder: str | Path, cpus: Sequence[str], depths: Sequence[int
         for b in batches:
             runs[("lookahead", b)] = workload_trace(folder, "pipeline", variant="lookahead",
                                                     depth=depth, batch=b, **options)
-        loaded = {}
-        for key, path in runs.items():
-            with traces.open(path) as tr:
-                loaded[key] = (tr.read_all(), list(tr.header.get("tags") or []), str(path))
         for cpu in cpus:
             base = None
-            for (variant, b), (recs, tags, path) in loaded.items():
-                res = sim.simulate(recs, cpu, tag_names=tags)
+            for (variant, b), trace_path in runs.items():
+                # the file, not its records: its header names the tags, the sites' kinds of
+                # work and the system calls the CPU's rates apply to
+                path = str(trace_path)
+                res = sim.simulate(path, cpu)
                 if base is None:
                     base = res["cycles"]
                 ops = res["commands"]["count"]
@@ -222,10 +219,10 @@ def prefetch_timeliness_by_tag(trace: str | Path, cpu: str) -> pd.DataFrame:
     per tag: ``tag``, ``prefetches`` and a count per outcome.
     """
     with traces.open(trace) as tr:
-        recs, tags = tr.read_all(), list(tr.header.get("tags") or [])
+        recs = tr.read_all()
     cfg = sim.load_cpu(cpu)
     fill = cfg.caches[cfg.swpf_fill].name
-    res = sim.simulate(recs, cfg, tag_names=tags, timeline=(0, len(recs)))
+    res = sim.simulate(str(trace), cfg, timeline=(0, len(recs)))
     tl = sim.dataframes(res)["timeline"]
     shift = int(cfg.caches[0].line).bit_length() - 1
     line = (tl["addr"].to_numpy(np.uint64) >> np.uint64(shift))

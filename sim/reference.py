@@ -819,11 +819,12 @@ class ReferenceSim:
         cfg, site = self.cfg, r["site"]
         c = next((k for k in range(NUM_SYSCALLS) if cfg.syscall_site[k] == site), NUM_SYSCALLS)
         st["syscalls"][c] += 1
-        st["syscall_bytes"][c] += r["addr"]
+        st["syscall_bytes"][c] = (st["syscall_bytes"][c] + int(r["addr"])) & MASK64  # wraps as C
         if not self.timing or c == NUM_SYSCALLS or not (cfg.syscall_call_ticks[c]
                                                          or cfg.syscall_byte_q16[c]):
             return  # no call named, or no cost for it: not even the drain
-        cost = cfg.syscall_call_ticks[c] + ((r["addr"] * cfg.syscall_byte_q16[c] + 32768) >> 16)
+        cost = cfg.syscall_call_ticks[c] + (
+            ((int(r["addr"]) * cfg.syscall_byte_q16[c] + 32768) & MASK64) >> 16)
         t0, r0 = max(self.t_disp, self.r_last), self.r_last
         self.t_disp = self.r_last = t0 + cost
         self.dep_ring[self.recno % B.DEP_WINDOW] = self.t_disp
