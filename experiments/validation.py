@@ -498,7 +498,8 @@ def _summary_frame(sp: pd.DataFrame) -> pd.DataFrame:
 
 def shown_path(path: str | None) -> str | None:
     """``path`` as the tables show it: in the checkout relative to it, under the home
-    directory as ``~/...``, else as it is."""
+    directory as ``~/...``, else its file name alone (a scratch folder names no file a
+    reader has; the SHA-256 beside it identifies the file)."""
     if not path:
         return path
     from kvsim import artifacts
@@ -507,7 +508,7 @@ def shown_path(path: str | None) -> str | None:
     for base, prefix in ((root, ""), (Path.home(), "~/")):
         if base is not None and Path(path).is_relative_to(base):
             return prefix + str(Path(path).relative_to(base))
-    return path
+    return Path(path).name
 
 
 def _minutes(earlier: str | None, later: str | None) -> float | None:

@@ -178,7 +178,7 @@ def test_the_calibration_used_is_recorded(run):
     out, _, _, path = run
     t = _table(out, "validation_calibration").set_index("field")["setting"]
     sha = hashlib.sha256(path.read_text().encode()).hexdigest()
-    assert t["CPU file"] == str(path) and t["CPU file SHA-256"] == sha
+    assert t["CPU file"] == validation.shown_path(str(path)) and t["CPU file SHA-256"] == sha
     assert t["predictions used this file"] == "yes"
     assert t["scale"] == "small"
     assert 0 <= float(t["calibrated, minutes before the first native round ended"]) < 60
@@ -288,6 +288,8 @@ def test_shown_paths_name_no_machine_folder():
     if root is not None:  # a checkout: its files relative to it
         assert validation.shown_path(str(root / "results" / "x.toml")) == "results/x.toml"
     assert validation.shown_path(str(Path.home() / ".cache" / "x.toml")) == "~/.cache/x.toml"
+    # a scratch folder outside both: the file's name alone (its SHA-256 stands beside it)
+    assert validation.shown_path("/tmp/kvsim-scratch/local.toml") == "local.toml"
 
 
 def test_a_fraction_warmup_counts_the_keys_of_the_measured_records():
