@@ -555,13 +555,18 @@ class Keyspace:
         h, wrong = self.lookup_hash(key)
         if wrong:
             return WRONGTYPE
+        return self._remove_each(key, h, argv[2:])
+
+    def _remove_each(self, key: bytes, coll: dict | None, names: list[bytes]) -> bytes:
+        """HDEL / ZREM: each name present in the key's hash or sorted set removed; the key
+        goes with its last field or member. The reply counts the names removed."""
         deleted = 0
-        for f in argv[2:]:
-            if h is None or f not in h:
+        for n in names:
+            if coll is None or n not in coll:
                 continue
-            del h[f]
+            del coll[n]
             deleted += 1
-            if not h:  # the key goes with its last field
+            if not coll:
                 self.db_delete(key)
                 break
         return resp.integer(deleted)
@@ -612,16 +617,7 @@ class Keyspace:
         z, wrong = self.lookup_zset(key)
         if wrong:
             return WRONGTYPE
-        deleted = 0
-        for m in argv[2:]:
-            if z is None or m not in z:
-                continue
-            del z[m]
-            deleted += 1
-            if not z:  # the key goes with its last member
-                self.db_delete(key)
-                break
-        return resp.integer(deleted)
+        return self._remove_each(key, z, argv[2:])
 
 
 _MULTIKEY = {"del", "unlink", "exists", "mget", "mset", "msetnx"}
