@@ -88,7 +88,8 @@ _MODULE: dict[str, str] = {}  #: experiment name -> the module that registered i
 #: The order `kvsim experiment list` and `all` give the modules' experiments in, whatever
 #: order the modules are first imported in (within a module: its registration order).
 MODULE_ORDER = ("studies", "validation", "studies_upstream", "warmup_convergence",
-                "gem5_compare", "micro", "seed_absolute")
+                "gem5_compare", "micro", "seed_absolute", "fidelity", "pipeline_demo",
+                "warm_setup", "warm_check")
 
 
 def register(exp: Experiment) -> Experiment:
@@ -106,6 +107,7 @@ def _rank(name: str) -> int:
 
 def _load() -> None:
     from kvsim.experiments import (  # noqa: F401
+        fidelity,
         gem5_compare,
         micro,
         seed_absolute,

@@ -10,7 +10,7 @@ import pytest
 
 from bench import paired
 from kvsim import provenance
-from kvsim.experiments import cref, fidelity
+from kvsim.experiments import cells, cref, fidelity
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -79,3 +79,53 @@ def test_paired_rounds_time_both_builds(tiny, tmp_path, monkeypatch):
     assert doc["options"][-2:] == ["--ops", "300"]
     published = json.loads((ROOT / "results" / "paired-mget-dict.json").read_text())
     assert not _missing(doc, published)
+
+
+def test_the_plan_names_the_before_build_by_its_bytes(tiny, tmp_path, monkeypatch):
+    """`kvsim experiment run fidelity` plans the "before" build $KVSIM_FIDELITY_BEFORE
+    names: its SHA-256 is in each cell's spec, so another build is another cell."""
+    from kvsim.experiments import framework
+
+    monkeypatch.delenv(fidelity.BEFORE_ENV, raising=False)
+    after_only = framework.get("fidelity").cells("small", ["epyc-7713"])
+    assert {c["build"]["label"] for c in after_only} == {"after"}
+    other = tmp_path / "kvsim-cref"
+    other.write_bytes(cref.binary().read_bytes() + b"\0")
+    ids = {}
+    for path in (cref.binary(), other):
+        monkeypatch.setenv(fidelity.BEFORE_ENV, str(path))
+        specs = framework.get("fidelity").cells("small", ["epyc-7713"])
+        before = [c for c in specs if c["build"]["label"] == "before"]
+        assert before and all(c["build"]["cref_sha256"] == fidelity._sha256(Path(path))
+                              for c in before)
+        # the pairs an older build lacks run with this checkout's build only
+        assert not any(c["pair"] in fidelity.NEW for c in before)
+        ids[path] = {cells.cell_id(c) for c in before}
+    assert not ids[cref.binary()] & ids[other]
+    monkeypatch.setenv(fidelity.BEFORE_ENV, str(tmp_path / "absent"))
+    with pytest.raises(ValueError, match="no such file"):
+        framework.get("fidelity").cells("small", ["epyc-7713"])
+
+
+def test_the_study_runs_through_the_framework(tiny, tmp_path, monkeypatch):
+    """The framework's sweep computes the command's cells: rows per pair and build, the
+    predicted speedup the ratio of the cycles the sim cell recorded."""
+    import pandas as pd
+
+    from kvsim.experiments import runner
+
+    monkeypatch.setattr(fidelity, "WORKLOADS", {"mget-dict": fidelity.WORKLOADS["mget-dict"]})
+    monkeypatch.setenv(fidelity.BEFORE_ENV, str(cref.binary()))
+    res = runner.run(["fidelity"], tmp_path, cpus=["epyc-7713"], log=lambda *_: None)
+    assert res["failed"] == [] and res["computed"] == 4
+    rows = pd.read_parquet(tmp_path / "fidelity" / "fidelity.parquet")
+    assert sorted(zip(rows.kind, rows.build, strict=True)) == [
+        ("fidelity-native", "after"), ("fidelity-native", "before"),
+        ("fidelity-sim", "after"), ("fidelity-sim", "before")]
+    for _, r in rows[rows.kind == "fidelity-sim"].iterrows():
+        b, v = json.loads(r["baseline"]), json.loads(r["variant"])
+        assert r["predicted"] == round(b["simulated"]["cycles"] / v["simulated"]["cycles"], 4)
+    for _, r in rows[rows.kind == "fidelity-native"].iterrows():
+        assert len(json.loads(r["baseline"])["native"]["cpu_runs_s"]) == 3  # small: 3 runs
+    md = (tmp_path / "fidelity" / "fidelity.md").read_text()
+    assert "mget-dict" in md and "sim:epyc-7713" in md
