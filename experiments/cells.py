@@ -19,7 +19,8 @@ Three kinds:
     it on all their CPUs in one pass over its records (``sim.simulate_many``). Metrics:
     cycles, instructions, operations (COMMAND markers; in a trace without them, OP markers: a
     load's keys, with ``operation_unit`` saying which), cycles and demand misses per
-    operation, demand misses per level role (L1, L2, LLC), MLP (average L1 misses in flight:
+    operation, demand misses per level role (L1, L2, LLC) and misses of every kind there
+    (``misses_<role>``), MLP (average L1 misses in flight:
     the miss-buffer occupancy), software prefetches issued / useful / late and the late
     share, the top stall cause, demand misses per structure (``l1_misses_<tag>``,
     ``llc_misses_<tag>``: the trace's tags, ``object``, ``bucket``, ``reply_buf``, ...) and
@@ -415,6 +416,7 @@ def _metrics(res: dict) -> dict[str, Any]:
         m[f"demand_misses_{lv['role']}"] = lv["demand_misses"]
         m[f"demand_misses_per_op_{lv['role']}"] = lv["demand_misses"] / ops if ops else None
         m[f"level_{lv['role']}"] = lv["name"]
+        m[f"misses_{lv['role']}"] = lv["misses"]  # every kind: prefetches, victims too
     sw = summary.prefetch_totals(res)["software"]
     for k in ("issued", "useful", "late", "useless"):
         m[f"swpf_{k}"] = sw.get(k, 0)

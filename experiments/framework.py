@@ -110,6 +110,7 @@ def _load() -> None:
         fidelity,
         gem5_compare,
         micro,
+        pipeline_demo,
         seed_absolute,
         studies,
         studies_upstream,

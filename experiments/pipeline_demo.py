@@ -18,6 +18,12 @@ run, each timed by its process CPU time; the measured speedup (median of the rou
 with a 95 % interval, and the ratio of the minimums; see :mod:`kvsim.stats`) is printed
 beside the ``local`` preset's predicted one.
 
+The rows come from the experiment framework's cells: each variant's trace simulated on every
+CPU in sim cells (:func:`sim_specs`, ``cells.run_sim_group``) and the native rounds of its
+native cell (:func:`native_spec`). It is also a registered study, ``kvsim experiment run
+pipeline_demo [--scale small|full] [--cpu CPU ...] -o DIR`` (resumed, Parquet rows, a
+speedup table and a table of misses per level; ``full`` is this command's defaults).
+
 Inputs:  keys, ops, presets (defaults: two seed CPUs and ``local``), native rounds.
 Outputs: ``OUT/demo.json`` (a result file: provenance, parameters, every printed figure),
          ``OUT/demo.csv``, ``OUT/demo.png`` and the two traces ``OUT/pipeline-*.kvt``; the
@@ -31,14 +37,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import tempfile
 import time
 from pathlib import Path
 
 import pandas as pd
 
 from kvsim import provenance, sim, stats
-from kvsim.experiments import cells, cref, framework, progress
-from kvsim.sim import local as sim_local
+from kvsim.experiments import (
+    cells,
+    cref,
+    fidelity,  # noqa: F401 - the studies before this one register first
+    framework,
+    progress,
+)
 
 VARIANTS = ("naive", "lookahead")
 DEFAULT_CPUS = ("xeon-8255c", "graviton3", "local")
@@ -52,12 +65,56 @@ def _default_cpus() -> list[str]:
     return chosen if len(chosen) >= 2 else names[:3]
 
 
+def _options(params: dict, variant: str, batch: int) -> dict:
+    return dict(params, variant=variant, batch=batch if variant == "lookahead" else None)
+
+
+def sim_specs(params: dict, batch: int, cpus: list[str]) -> list[dict]:
+    """The demo's sim cells: each variant's trace on every CPU (one group: the speedup is
+    naive's cycles over the cell's)."""
+    return [framework.sim_cell(NAME, "pipeline", _options(params, v, batch), cpu,
+                               {"variant": v}, "pipeline", v == VARIANTS[0])
+            for v in VARIANTS for cpu in cpus]
+
+
+def native_spec(params: dict, batch: int, ops: int, rounds: int) -> dict:
+    """The demo's native cell: both variants in ``rounds`` interleaved rounds (A B, then
+    B A), no discarded round, one run per process."""
+    sides = [_options(dict(params, ops=ops), v, batch) for v in VARIANTS]
+    spec = framework.native_cell(NAME, "pipeline", *sides, rounds=rounds,
+                                 params={"variant": VARIANTS[1]}, warmup_rounds=0)
+    spec.pop("rounds_per_process", None)  # one run per process, each timed on its own
+    return spec
+
+
+def row_of(spec: dict, metrics: dict) -> dict:
+    """A result row of the demo from a sim cell's metrics: misses per level by position
+    (``L<n>_misses``: every kind, victim offers too; ``L<n>_demand_misses``: loads and
+    stores), the last level being ``L<number of levels>`` whatever the CPU calls it."""
+    roles = [k.removeprefix("level_") for k in metrics if k.startswith("level_")]
+    n = len(roles)
+    pos = {r: (n if r == "LLC" else int(r[1:])) for r in roles}
+    order = sorted(roles, key=pos.get)
+    row = {"cpu": spec["cpu"], "cpu_label": metrics.get("cpu_label", spec["cpu"]),
+           "variant": spec["options"]["variant"], "records": metrics["records"],
+           "instructions": metrics["instructions"], "cycles": metrics["cycles"]}
+    row.update({f"L{pos[r]}_misses": metrics[f"misses_{r}"] for r in order})
+    row.update({f"L{pos[r]}_demand_misses": metrics[f"demand_misses_{r}"] for r in order})
+    row["mlp"] = metrics.get("mlp")  # average misses in flight; cycles the ROB stalled full
+    row["rob_full_cycles"] = metrics.get("rob_full_cycles")
+    return row
+
+
 def run(out: Path, keys: int = 200_000, ops: int = 20_000, cpus: list[str] | None = None,
         value_size: int = 256, depth: int = 16, batch: int = 16, seed: int = 1,
         native_ops: int | None = None, rounds: int = DEFAULT_ROUNDS,
         publish: bool = False) -> pd.DataFrame:
     """Run the demo; return the result table (one row per CPU x variant).
 
+    The rows are the framework's sim cells (:func:`sim_specs`, computed by
+    :func:`kvsim.experiments.cells.run_sim_group`, each variant's trace kept as
+    ``OUT/pipeline-<variant>.kvt``) and the native timings its native cell's rounds
+    (:func:`native_spec`, :func:`kvsim.experiments.cells.native_rounds`).
     ``rounds``: interleaved native rounds (at least :data:`stats.MIN_ROUNDS` for a 95 %
     interval). ``publish``: also copy the result file and plot to the checkout's
     ``results/`` (raises ValueError outside a source checkout).
@@ -68,50 +125,39 @@ def run(out: Path, keys: int = 200_000, ops: int = 20_000, cpus: list[str] | Non
     if publish and published is None:
         raise ValueError("--publish: results/ exists only in a kvsim source checkout")
     cpus = cpus or _default_cpus()
-    configs = {name: sim.load_cpu(name) for name in cpus}  # fail early on a bad name
+    for name in cpus:  # fail early on a bad name
+        sim.load_cpu(name)
     out.mkdir(parents=True, exist_ok=True)
     params = dict(keys=keys, ops=ops, value_size=value_size, depth=depth, seed=seed)
     native_ops = native_ops or max(50 * ops, 200_000)
-    steps = len(VARIANTS) * (1 + len(configs)) + len(VARIANTS) * rounds
+    steps = len(VARIANTS) * (1 + len(cpus)) + len(VARIANTS) * rounds
+    specs = sim_specs(params, batch, cpus)
     rows = []
     # wall time of the simulated half: traces made, passes over them (one per trace, every
     # CPU in it) and the seconds each stage took
     stages = {"traces_made": 0, "trace_s": 0.0, "simulate_passes": 0, "simulate_s": 0.0}
-    with progress.bar("pipeline-demo", total=steps, unit="step") as bar:
+    with progress.bar("pipeline-demo", total=steps, unit="step") as bar, \
+            tempfile.TemporaryDirectory(prefix=".cells-", dir=out) as trace_dir:
         for variant in VARIANTS:
-            path = out / f"pipeline-{variant}.kvt"
-            opts = dict(params, variant=variant, batch=batch if variant == "lookahead" else None)
+            group = [s for s in specs if s["options"]["variant"] == variant]
+            kept = Path(trace_dir) / f"{cells.trace_key(group[0])}.kvt"
             bar.set_postfix_str(f"trace {variant}")
             t0 = time.perf_counter()
-            cref.trace("pipeline", path, opts)
+            cref.trace("pipeline", kept, group[0]["options"])  # run_sim_group reuses it
             stages["trace_s"] += time.perf_counter() - t0
             stages["traces_made"] += 1
             bar.update()
-            bar.set_postfix_str(f"simulate {variant} on {', '.join(configs)}")
+            bar.set_postfix_str(f"simulate {variant} on {', '.join(cpus)}")
             # one pass over the trace: each chunk decoded once, the CPUs side by side
             t0 = time.perf_counter()
-            results = sim.simulate_many(str(path), list(configs.values()))
+            results = cells.run_sim_group(group, trace_dir)
             stages["simulate_s"] += time.perf_counter() - t0
             stages["simulate_passes"] += 1
-            bar.update(len(configs))
-            for name, res in zip(configs, results, strict=True):
-                # `cpu` names the CPU (what --cpu takes); an uncalibrated `local` is shown
-                # as `local (uncalibrated)` (cpu_label, in the table and the plot)
-                row = {"cpu": name, "cpu_label": sim_local.label(configs[name]),
-                       "variant": variant,
-                       "records": res["records"], "instructions": res["instructions"],
-                       "cycles": res["cycles"]}
-                for i, lv in enumerate(res["levels"]):  # by position: LLC names differ
-                    row[f"L{i + 1}_misses"] = lv["misses"]  # every kind, victim offers too
-                for i, lv in enumerate(res["levels"]):  # loads and stores only
-                    row[f"L{i + 1}_demand_misses"] = lv["demand_misses"]
-                t = res["timing"]  # average misses in flight; cycles the ROB stalled full
-                row["mlp"] = t["mlp"] if t else None
-                row["rob_full_cycles"] = sum(v for k, v in t["stall_cycles"].items()
-                                             if k.startswith("rob_full:")) if t else None
-                rows.append(row)
+            os.replace(kept, out / f"pipeline-{variant}.kvt")
+            bar.update(len(cpus))
+            rows += [row_of(s, r["metrics"]) for s, r in zip(group, results, strict=True)]
         df = pd.DataFrame(rows)
-        base = df[df.variant == "naive"].set_index("cpu")["cycles"]
+        base = df[df.variant == VARIANTS[0]].set_index("cpu")["cycles"]
         df["speedup"] = df.cpu.map(base) / df.cycles
         native = _native(params, batch, native_ops, rounds, bar)
     meta = {"params": params | {"batch": batch, "cpus": cpus, "native_ops": native_ops,
@@ -122,18 +168,22 @@ def run(out: Path, keys: int = 200_000, ops: int = 20_000, cpus: list[str] | Non
 
 def _native(params: dict, batch: int, ops: int, rounds: int, bar) -> dict:
     """Time both variants natively on this machine in ``rounds`` interleaved rounds: the
-    experiments' native cell (:func:`kvsim.experiments.cells.native_rounds`, A B then B A),
-    one run per process."""
-    sides = [dict(params, ops=ops, variant=v, batch=batch if v == "lookahead" else None)
-             for v in VARIANTS]
-    spec = framework.native_cell("pipeline-demo", "pipeline", *sides, rounds=rounds,
-                                 params={}, warmup_rounds=0)
-    spec.pop("rounds_per_process", None)  # one run per process, each timed on its own
+    rounds of the demo's native cell (:func:`native_spec`,
+    :func:`kvsim.experiments.cells.native_rounds`, A B then B A), one run per process."""
+    spec = native_spec(params, batch, ops, rounds)
     bar.set_postfix_str(f"native: {rounds} interleaved rounds")
     runs = cells.native_rounds(spec)
     bar.update(len(VARIANTS) * rounds)
-    cpu = {v: [r["cpu_runs_s"][0] for r in runs[s]] for v, s in zip(VARIANTS, "ab", strict=True)}
-    wall = {v: [r["runs_s"][0] for r in runs[s]] for v, s in zip(VARIANTS, "ab", strict=True)}
+    return native_summary(ops, rounds,
+                          {v: [r["cpu_runs_s"][0] for r in runs[s]]
+                           for v, s in zip(VARIANTS, "ab", strict=True)},
+                          {v: [r["runs_s"][0] for r in runs[s]]
+                           for v, s in zip(VARIANTS, "ab", strict=True)})
+
+
+def native_summary(ops: int, rounds: int, cpu: dict[str, list[float]],
+                   wall: dict[str, list[float]]) -> dict:
+    """The demo's ``native`` figures from each variant's process CPU and wall seconds."""
     sp = stats.paired_speedup(cpu["naive"], cpu["lookahead"])
     return {
         "ops": ops,
@@ -151,6 +201,47 @@ def _native(params: dict, batch: int, ops: int, rounds: int, bar) -> dict:
         "cpu_s": {v: stats.summary(cpu[v]) for v in VARIANTS},
         "wall_s": {v: stats.summary(wall[v]) for v in VARIANTS},
     }
+
+
+# --- the framework's study -------------------------------------------------------------------
+
+NAME = "pipeline_demo"
+#: per scale of ``kvsim experiment run pipeline_demo``: keys, traced GETs, native GETs,
+#: native rounds (full: the command's defaults)
+SCALES = {"small": (20_000, 2_000, 200_000, 6), "full": (200_000, 20_000, 1_000_000, 9)}
+
+
+def _cells(scale: str, cpus: list[str]) -> list[dict]:
+    """Pipelined GETs (256 B values, depth 16), naive and lookahead, traced and simulated on
+    every CPU, and timed natively in interleaved rounds; ``small``: a tenth of the keys and
+    GETs."""
+    keys, ops, native_ops, rounds = SCALES[scale]
+    params = dict(keys=keys, ops=ops, value_size=256, depth=16, seed=1)
+    return sim_specs(params, 16, cpus) + [native_spec(params, 16, native_ops, rounds)]
+
+
+def _tables(rows: pd.DataFrame) -> list[framework.Table]:
+    speed = framework.speedup_table(rows, ["variant"], lambda _: None)
+    sims = rows[rows.kind == "sim"] if "kind" in rows else rows.iloc[0:0]
+    misses = pd.DataFrame([{**{k: v for k, v in row_of(
+        {"cpu": r["cpu"], "options": {"variant": r["variant"]}},
+        {k: v for k, v in r.items() if pd.notna(v)}).items() if k != "cpu_label"},
+        "seed": None} for _, r in sims.iterrows()])
+    return [framework.Table(NAME, "Pipelined GET: lookahead against naive, predicted and "
+                            "native", speed, "speedup (x: naive / lookahead)",
+                            framework.Plot(x="variant", ylabel="speedup (x)",
+                                           xlabel="variant"),
+                            note="no upstream figure (seed): the demo of the pipeline's "
+                                 "prefetch; `kvsim experiment pipeline-demo` writes the same "
+                                 "rows to demo.json."),
+            framework.Table(f"{NAME}_misses", "Pipelined GET: misses per level", misses,
+                            "misses (L<n>_misses: every kind; L<n>_demand_misses: loads and "
+                            "stores)")]
+
+
+framework.register(framework.Experiment(
+    NAME, "The pipeline demo: lookahead against naive pipelined GETs",
+    "none (the pipeline demo)", _cells, _tables, doc=" ".join((_cells.__doc__ or "").split())))
 
 
 def native_line(native: dict, predicted: float | None, local_name: str = "local") -> str:

@@ -63,3 +63,31 @@ def test_demo_bad_rounds_and_cpu(tmp_path):
     assert res.returncode != 0 and b"no-such-cpu" in res.stderr
     assert len(res.stderr.decode().strip().splitlines()) == 1
     assert not (tmp_path / "d").exists()
+
+
+def test_the_registered_study_computes_the_demo_rows(tmp_path, monkeypatch):
+    """`kvsim experiment run pipeline_demo` plans the cells the command computes: the same
+    rows (cycles, misses of every kind and demand misses per level), from the framework."""
+    import pandas as pd
+
+    from kvsim.experiments import pipeline_demo, runner
+
+    monkeypatch.setitem(pipeline_demo.SCALES, "small", (3000, 400, 20_000, 2))
+    res = runner.run(["pipeline_demo"], tmp_path / "sweep", cpus=list(CPUS),
+                     log=lambda *_: None)
+    assert res["failed"] == [] and res["computed"] == 2 * len(CPUS) + 1
+    rows = pd.read_parquet(tmp_path / "sweep" / "pipeline_demo" / "pipeline_demo.parquet")
+    swept = {(r["cpu"], r["variant"]): pipeline_demo.row_of(
+        {"cpu": r["cpu"], "options": {"variant": r["variant"]}},
+        {k: v for k, v in r.items() if pd.notna(v)}) for _, r in rows[rows.kind == "sim"]
+        .iterrows()}
+    df = pipeline_demo.run(tmp_path / "demo", keys=3000, ops=400, cpus=list(CPUS), rounds=2)
+    for r in df.to_dict(orient="records"):
+        got = swept[(r["cpu_label"], r["variant"])]  # the sweep's rows name a CPU so
+        for k in got:
+            if k.startswith("L") or k in ("cycles", "records", "instructions"):
+                assert got[k] == r[k], k
+    native = rows[rows.kind == "native"].iloc[0]
+    assert native["rounds"] == 2 and native["speedup"] > 0
+    md = (tmp_path / "sweep" / "pipeline_demo" / "pipeline_demo.md").read_text()
+    assert "lookahead" in md and "L1_demand_misses" in md
