@@ -30,7 +30,8 @@ generator picks keys with its own clock-seeded random generator (it has no seed 
 ``seed`` fixes the values loaded, not the key sequence; a rerun agrees within the interval,
 not to the digit.
 
-By hand (writes ``results/real-valkey.json`` in a checkout)::
+By hand (writes ``results/real-valkey.json`` in a checkout; each ``--op`` is the framework's
+``valkey`` cell, computed by :func:`kvsim.experiments.cells.run_cell`)::
 
     python -m kvsim.experiments.valkey [--op mget --op get] [--keys N] [--rounds R] ...
 """
@@ -323,19 +324,34 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         key, sep, rest = str(exc).partition(":")
         ap.error(f"--{key.replace('_', '-')}{sep}{rest}" if key in _LIMITS else str(exc))
-    cells = []
+    from kvsim.experiments import cells as C
+    from kvsim.experiments import framework
+
+    done = []
     try:
-        for s in specs:
-            m = run_valkey_cell(s)
+        for s in specs:  # a real_valkey cell of the framework each, as the study runs it
+            cell = framework.valkey_cell("real_valkey", s, {"op": s["op"]})
+            m = metrics_of_cell(C.run_cell(cell)["metrics"])
             print(_summary_line(m), flush=True)
-            cells.append({"spec": s, "metrics": m})
-    except ToolMissing as exc:
+            done.append({"spec": s, "metrics": m})
+    except C.CellSkipped as exc:  # no server or load generator: says what to install
         print(f"{ap.prog}: error: {exc}", file=sys.stderr)
         return 2
     except (ValkeyError, OSError) as exc:
         print(f"{ap.prog}: error: {exc}", file=sys.stderr)
         return 1
-    return provenance.publish(ap.prog, out, {"experiment": "real_valkey", "cells": cells})
+    return provenance.publish(ap.prog, out, {"experiment": "real_valkey", "cells": done})
+
+
+#: the metrics of :func:`run_valkey_cell` that are lists (a cell's metrics keep them as JSON)
+LIST_METRICS = ("a_rps_runs", "b_rps_runs", "round_ratios")
+
+
+def metrics_of_cell(metrics: dict[str, Any]) -> dict[str, Any]:
+    """:func:`run_valkey_cell`'s metrics from a ``valkey`` cell's (whose lists are JSON
+    text, as a Parquet row keeps them)."""
+    return {k: json.loads(v) if k in LIST_METRICS and isinstance(v, str) else v
+            for k, v in metrics.items()}
 
 
 def load(path: str | Path) -> dict[str, Any]:

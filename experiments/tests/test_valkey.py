@@ -273,3 +273,77 @@ def test_speedup_is_b_over_a_with_the_native_verdict_rule():
     mixed = valkey.speedup_metrics(a, [x * f for x, f in zip(a, [0.9, 1.1] * 3, strict=True)])
     assert mixed["verdict"] == "within noise"
     assert valkey.speedup_metrics(a[:5], [2 * x for x in a[:5]])["verdict"] == "within noise"
+
+
+# --- the command line through the framework's cell ----------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _spy_cells(monkeypatch) -> list[dict]:
+    """Record the specs ``kvsim.experiments.cells.run_cell`` computes."""
+    from kvsim.experiments import cells
+
+    seen: list[dict] = []
+    real = cells.run_cell
+
+    def spy(spec, *args, **kwargs):
+        seen.append(spec)
+        return real(spec, *args, **kwargs)
+
+    monkeypatch.setattr(cells, "run_cell", spy)
+    return seen
+
+
+def test_main_keeps_the_published_json_keys(tmp_path, monkeypatch, capsys):
+    """``python -m kvsim.experiments.valkey`` runs each op as the framework's ``valkey``
+    cell and writes every key of the published results/real-valkey.json (lists as lists)."""
+    import json
+
+    _tools()
+    seen = _spy_cells(monkeypatch)
+    out = tmp_path / "real-valkey.json"
+    assert valkey.main(["--op", "mget", "--op", "get", "--keys", "2000", "--value-size", "32",
+                        "--clients", "4", "--requests", "2000", "--rounds", "2",
+                        "--warmup-rounds", "0", "--out", str(out)]) == 0
+    assert [(s["kind"], s["experiment"], s["valkey"]["op"]) for s in seen] == [
+        ("valkey", "real_valkey", "mget"), ("valkey", "real_valkey", "get")]
+    doc = json.loads(out.read_text())
+    published = json.loads((ROOT / "results" / valkey.RESULT_NAME).read_text())
+    assert set(published) <= set(doc) and doc["experiment"] == published["experiment"]
+    for new, old in zip(doc["cells"], published["cells"], strict=True):
+        assert set(new) == set(old) == {"spec", "metrics"}
+        assert set(old["spec"]) <= set(new["spec"])
+        assert set(old["metrics"]) <= set(new["metrics"])
+        for k in valkey.LIST_METRICS:
+            assert isinstance(new["metrics"][k], list) and len(new["metrics"][k]) == 2
+
+
+def test_main_computes_the_framework_cell(tmp_path, monkeypatch):
+    """Without the real tools: what the cell's function returns reaches the file through
+    ``cells.run_cell`` (its lists JSON text there, lists again in the file), and a missing
+    tool (the cell skipped) is one line and exit 2."""
+    import json
+
+    from kvsim.experiments.valkey_server import ToolMissing as Missing
+
+    seen = _spy_cells(monkeypatch)
+    fake = {**valkey.normalize_spec({"op": "mget"}), "a_rps_median": 10.0, "b_rps_median": 20.0,
+            "a_rps_runs": [10.0, 11.0], "b_rps_runs": [20.0, 21.0], "round_ratios": [2.0, 1.9],
+            "speedup": 1.95, "speedup_ci95_low": None, "speedup_ci95_high": None,
+            "verdict": "within noise"}
+    monkeypatch.setattr(valkey, "run_valkey_cell", lambda spec: dict(fake))
+    out = tmp_path / "r.json"
+    assert valkey.main(["--op", "mget", "--out", str(out)]) == 0
+    assert [s["kind"] for s in seen] == ["valkey"]
+    doc = json.loads(out.read_text())
+    assert doc["cells"][0]["metrics"] == fake
+    assert doc["cells"][0]["spec"] == seen[0]["valkey"]
+
+    def missing(spec):
+        raise Missing("no load generator: apt-get install redis-tools")
+
+    monkeypatch.setattr(valkey, "run_valkey_cell", missing)
+    out2 = tmp_path / "r2.json"
+    assert valkey.main(["--op", "get", "--out", str(out2)]) == 2
+    assert not out2.exists()
