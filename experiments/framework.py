@@ -115,6 +115,8 @@ def _load() -> None:
         studies,
         studies_upstream,
         validation,
+        warm_check,
+        warm_setup,
         warmup_convergence,
     )
 

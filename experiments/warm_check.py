@@ -9,6 +9,11 @@ discarded. The speedup is the median of the rounds' ratios (process CPU time) wi
 interval; the time per key is each side's median. The predictions trace both sides with
 ``--warm-setup compact`` (the default) and ``none`` and simulate them on every ``--cpu`` in
 one pass. Writes ``results/warm-keys-native.json`` (``--out``).
+
+The figures are the study's cells: the native rounds of its native cell
+(:func:`native_spec`, :func:`kvsim.experiments.cells.native_rounds`) and its sim cells
+(:func:`sim_specs`, :func:`kvsim.experiments.cells.run_sim_group`); ``kvsim experiment run
+warm_check [--scale small|full] [--cpu CPU ...] -o DIR`` runs them through the framework.
 """
 
 from __future__ import annotations
@@ -19,63 +24,88 @@ import sys
 import tempfile
 from pathlib import Path
 
-from kvsim import provenance
+import pandas as pd
 
-__all__ = ["native", "predict"]
+from kvsim import provenance, stats
+from kvsim.experiments import (
+    cells,
+    warm_setup,  # noqa: F401 - the studies before this one register first
+)
+from kvsim.experiments.framework import (
+    Experiment,
+    Plot,
+    Table,
+    _fmt_native,
+    native_cell,
+    register,
+    sim_cell,
+)
+
+__all__ = ["native", "predict", "native_spec", "sim_specs"]
 
 SIDES = {"a": "none", "b": "valkey"}
 
 
-def native(keys: int, processes: int, rounds: int) -> dict:
-    """Interleaved native runs: ``processes`` processes of ``rounds`` kept rounds each."""
-    from kvsim.experiments import cref, timing
+def native_spec(keys: int, processes: int, rounds: int) -> dict:
+    """The study's native cell: the two sides alternating in ``processes`` c_ref processes
+    of one discarded and ``rounds`` kept rounds each."""
+    spec = native_cell(NAME, "iterate", {"keys": keys, "op": "keys", "variant": SIDES["a"]},
+                       {"keys": keys, "op": "keys", "variant": SIDES["b"]},
+                       rounds=processes * rounds, params={"keys": keys}, warmup_rounds=1)
+    spec["rounds_per_process"] = rounds
+    return spec
 
-    a: list[float] = []
-    b: list[float] = []
+
+def native(keys: int, processes: int, rounds: int) -> dict:
+    """Interleaved native runs: ``processes`` processes of ``rounds`` kept rounds each (the
+    rounds of the study's native cell, :func:`kvsim.experiments.cells.native_rounds`)."""
     load = [provenance.load_average_1m()]
-    for p in range(processes):
-        res = cref.native("iterate", {"keys": keys, "op": "keys", "variant": SIDES["a"]},
-                          repeat=rounds + 1, versus={"variant": SIDES["b"]},
-                          versus_first="b" if p % 2 else "a")
-        a += res["cpu_runs_s"][1:]
-        b += res["versus"]["cpu_runs_s"][1:]
-        load.append(provenance.load_average_1m())
-    return {"speedup": timing.paired_speedup(a, b),
+    runs = cells.native_rounds(native_spec(keys, processes, rounds))
+    load.append(provenance.load_average_1m())
+    a, b = ([x["cpu_runs_s"][0] for x in runs[s]] for s in ("a", "b"))
+    return {"speedup": stats.paired_speedup(a, b),
             "ns_per_key": {"a": statistics.median(a) / keys * 1e9,
                            "b": statistics.median(b) / keys * 1e9,
                            "a_min": min(a) / keys * 1e9, "b_min": min(b) / keys * 1e9},
-            "a": timing.summary(a), "b": timing.summary(b), "load_average_1m": load,
+            "a": stats.summary(a), "b": stats.summary(b), "load_average_1m": load,
             "processes": processes, "rounds_per_process": rounds}
+
+
+#: the LLC demand misses counted as the keyspace's own (trace tags)
+KEYSPACE_TAGS = ("bucket", "child_bucket", "key", "object", "value")
+
+
+def sim_specs(keys: int, cpus: list[str]) -> list[dict]:
+    """The study's sim cells: both sides traced with the setup carried (compact) and not
+    (none), each trace on every CPU; the group per setup, side A its baseline."""
+    return [sim_cell(NAME, "iterate", {"keys": keys, "op": "keys", "variant": variant,
+                                       "warm_setup": mode}, cpu,
+                     {"setup": mode, "side": side, "keys": keys}, mode, side == "a")
+            for mode in ("compact", "none") for side, variant in SIDES.items()
+            for cpu in cpus]
 
 
 def predict(keys: int, cpus: list[str], tmp: Path) -> list[dict]:
     """Cycles and ns per key of both sides, setup carried (compact) or not, per CPU."""
-    from kvsim import sim, traces
-    from kvsim.experiments import cref
+    from kvsim import sim
 
     configs = [sim.load_cpu(c) for c in cpus]
     missing = [c for c, cfg in zip(cpus, configs, strict=True) if not cfg.timing_capable]
     if missing:
         raise SystemExit(f"warm_check: {', '.join(missing)}: no timing model (counts only)")
+    freq = {c: cfg.freq_ghz for c, cfg in zip(cpus, configs, strict=True)}
     got: dict[tuple[str, str, str], dict] = {}
-    for mode in ("compact", "none"):
-        for side, variant in SIDES.items():
-            t = tmp / f"{mode}-{side}.kvt"
-            cref.trace("iterate", t, {"keys": keys, "op": "keys", "variant": variant,
-                                      "warm_setup": mode})
-            with traces.open(t) as reader:
-                results = sim.simulate_many(reader, configs, threads=1)
-            t.unlink()
-            for cpu, cfg, res in zip(cpus, configs, results, strict=True):
-                llc = res["levels"][-1]["name"]
-                ks = sum(r["misses"] for r in res["by_tag"] if r["level"] == llc
-                         and r["kind"] in ("load", "store")
-                         and r["tag_name"] in ("bucket", "child_bucket", "key", "object",
-                                               "value"))
-                got[(mode, side, cpu)] = {
-                    "cycles_per_key": res["cycles"] / keys,
-                    "ns_per_key": res["cycles"] / keys / cfg.freq_ghz,
-                    "llc_keyspace_demand_misses": ks}
+    todo = sim_specs(keys, cpus)
+    for i in range(0, len(todo), len(cpus)):  # one trace, every CPU in one pass
+        group = todo[i:i + len(cpus)]
+        for cell, res in zip(group, cells.run_sim_group(group, str(tmp)), strict=True):
+            m = res["metrics"]
+            got[(cell["params"]["setup"], cell["params"]["side"], cell["cpu"])] = {
+                "cycles_per_key": m["cycles"] / keys,
+                "ns_per_key": m["cycles"] / keys / freq[cell["cpu"]],
+                "llc_keyspace_demand_misses": sum(m.get(f"llc_misses_{t}", 0)
+                                                  for t in KEYSPACE_TAGS)}
+        (tmp / f"{cells.trace_key(group[0])}.kvt").unlink()
     rows = []
     for mode in ("compact", "none"):
         for cpu in cpus:
@@ -83,6 +113,49 @@ def predict(keys: int, cpus: list[str], tmp: Path) -> list[dict]:
             rows.append({"setup": mode, "cpu": cpu, "a": a, "b": b,
                          "speedup": a["cycles_per_key"] / b["cycles_per_key"]})
     return rows
+
+
+# --- the framework's study -------------------------------------------------------------------
+
+NAME = "warm_check"
+#: per scale of ``kvsim experiment run warm_check``: keys, processes, kept rounds each
+SCALES = {"small": (100_000, 2, 8), "full": (100_000, 6, 8)}
+
+
+def _cells(scale: str, cpus: list[str]) -> list[dict]:
+    """KEYS over 10^5 keys, no prefetch against Valkey's iterator prefetch: natively (the
+    sides alternating in 2 c_ref processes, 6 at full scale) and predicted on every CPU with
+    the setup carried into the trace and without it."""
+    keys, processes, rounds = SCALES[scale]
+    return [native_spec(keys, processes, rounds)] + sim_specs(keys, cpus)
+
+
+def _tables(rows: pd.DataFrame) -> list[Table]:
+    kind = rows["kind"] if "kind" in rows else pd.Series(dtype=str)
+    nat = rows[kind == "native"]
+    sims = rows[(kind == "sim") & (rows["side"] == "b")] if "side" in rows else rows.iloc[0:0]
+    lines = []
+    for mode in ("compact", "none"):
+        line = {"setup": mode, "seed": None, "native": "", "native_value": None}
+        if len(nat):
+            line["native"] = _fmt_native(nat.iloc[0])
+            line["native_value"] = nat.iloc[0]["speedup"]
+        for _, r in sims[sims["setup"] == mode].iterrows():
+            line[f"sim:{r['cpu']}"] = r["speedup"]
+        lines.append(line)
+    return [Table(NAME, "KEYS on a keyspace that fits the last level: predicted with and "
+                  "without the setup, against native", pd.DataFrame(lines),
+                  "speedup (x: time of none / time of valkey)",
+                  Plot(x="setup", ylabel="speedup (x)", xlabel="setup in the trace"),
+                  note="native: median of the paired rounds' ratios, process CPU time; no "
+                       "upstream figure (seed) exists for this check. `python -m "
+                       "kvsim.experiments.warm_check` writes the same cells to "
+                       "results/warm-keys-native.json.")]
+
+
+register(Experiment(NAME, "The same starting state, checked natively (KEYS)",
+                    "none (a check of the traces' warm-up)", _cells, _tables,
+                    doc=" ".join((_cells.__doc__ or "").split())))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,8 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="kvsim-warm-check-") as tmp:
         rows = predict(a.keys, cpus, Path(tmp))
     s = nat["speedup"]
+    ci = f"[{s['ci95'][0]:.3f}, {s['ci95'][1]:.3f}]" if s["ci95"] else "[no interval]"
     print(f"native KEYS {a.keys} keys, none -> valkey: {s['median']:.3f}x "
-          f"[{s['ci95'][0]:.3f}, {s['ci95'][1]:.3f}] (minimums {s['from_minimums']:.3f}x), "
+          f"{ci} (minimums {s['from_minimums']:.3f}x), "
           f"{nat['ns_per_key']['a']:.1f} / {nat['ns_per_key']['b']:.1f} ns per key")
     for r in rows:
         r["predicted_over_native"] = r["speedup"] / s["median"]

@@ -99,3 +99,52 @@ def test_old_trace_reads_as_not_carried(kvsim, tmp_path):
     text = kvsim("simulate", old, "--cpu", "graviton3", check=True).stdout.decode()
     assert 'setup: NOT carried (no "setup" in its header)' in text
 
+
+
+def test_the_studies_run_through_the_framework(tmp_path, monkeypatch):
+    """`kvsim experiment run warm_setup warm_check` computes the commands' cells: the same
+    predicted figures as ``warm_setup.measure`` and ``warm_check.predict``."""
+    import pandas as pd
+
+    from kvsim.experiments import runner, warm_check
+
+    cpus = ["graviton3", "epyc-7713"]
+    opts = {"keys": 5_000, "ops": 300, "keys_per_command": 20}
+    monkeypatch.setattr(warm_setup, "WORKLOADS", (("MGET", "mget", opts),))
+    monkeypatch.setitem(warm_check.SCALES, "full", (4_000, 2, 2))
+    res = runner.run(["warm_setup", "warm_check"], tmp_path / "sweep", scale="full",
+                     cpus=cpus, log=lambda *_: None)
+    assert res["failed"] == []
+    rows = pd.read_parquet(tmp_path / "sweep" / "warm_setup" / "warm_setup.parquet")
+    want = warm_setup.measure("mget", opts, cpus, tmp_path)
+    for w in want:
+        (r,) = rows[(rows["cpu"] == w["cpu"]) & (rows["mode"] == w["mode"])].itertuples()
+        assert r.cycles == w["cycles"] and r.records == w["records"]
+        assert 1 / r.speedup == pytest.approx(w["ratio_to_accesses"], rel=1e-12)
+    rows = pd.read_parquet(tmp_path / "sweep" / "warm_check" / "warm_check.parquet")
+    nat = rows[rows.kind == "native"]
+    assert len(nat) == 1 and nat.iloc[0]["rounds"] == 4  # 2 processes x 2 kept rounds
+    for p in warm_check.predict(4_000, cpus, tmp_path):
+        (r,) = rows[(rows["cpu"] == p["cpu"]) & (rows["setup"] == p["setup"])
+                    & (rows["side"] == "b")].itertuples()
+        assert r.speedup == pytest.approx(p["speedup"], rel=1e-12)
+    md = (tmp_path / "sweep" / "warm_check" / "warm_check.md").read_text()
+    assert "compact" in md and "sim:graviton3" in md
+
+
+def test_warm_check_keeps_its_json_keys(tmp_path):
+    """``python -m kvsim.experiments.warm_check`` writes every key of the published file."""
+    from pathlib import Path
+
+    from kvsim.experiments import warm_check
+
+    out = tmp_path / "w.json"
+    assert warm_check.main(["--keys", "4000", "--processes", "2", "--rounds", "2",
+                            "--cpu", "graviton3", "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    published = json.loads((Path(__file__).resolve().parents[2] / "results"
+                            / "warm-keys-native.json").read_text())
+    assert set(doc) == set(published)
+    assert set(doc["native"]) == set(published["native"])
+    assert set(doc["predicted"][0]) == set(published["predicted"][0])
+    assert len(doc["native"]["a"]["runs"]) == 4 and len(doc["native"]["load_average_1m"]) == 2
