@@ -160,14 +160,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--records", type=int, default=4_000_000,
                     help="records taken from the start of each trace (default 4000000)")
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--out", default=None,
-                    help=f"result file (default results/{RESULT_NAME} in a checkout)")
+    provenance.add_out_option(ap, RESULT_NAME)
     a = ap.parse_args(argv)
     if a.records < 1 or a.repeat < 1:
         print("python -m bench codec: error: --records and --repeat must be >= 1",
               file=sys.stderr)
         return 2
-    out = Path(a.out) if a.out else provenance.default_result_path(RESULT_NAME)
+    out = provenance.out_path(a.out, RESULT_NAME)
     try:
         rows = [measure(Path(t), a.records, a.repeat) for t in a.trace]
     except (OSError, traces.TraceError) as exc:

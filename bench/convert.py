@@ -84,10 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ending", action="append", default=[],
                     help="measure only these endings (repeatable; default: all)")
     ap.add_argument("--label", default="", help="free text stored in the result file")
-    ap.add_argument("--out", default=None,
-                    help=f"result file (default results/{RESULT_NAME} in a checkout)")
+    provenance.add_out_option(ap, RESULT_NAME)
     a = ap.parse_args(argv)
-    out = Path(a.out) if a.out else provenance.default_result_path(RESULT_NAME)
+    out = provenance.out_path(a.out, RESULT_NAME)
     with tempfile.TemporaryDirectory(prefix="kvsim-convert-bench-") as tmp:
         src = Path(a.trace) if a.trace else Path(tmp) / "in.kvt"
         if not a.trace:

@@ -271,10 +271,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", default="1,2",
                     help="comma-separated engine thread counts (default 1,2)")
-    ap.add_argument("--out", default=None,
-                    help=f"result file (default results/{RESULT_NAME} in a checkout)")
+    provenance.add_out_option(ap, RESULT_NAME)
     a = ap.parse_args(argv)
-    out = Path(a.out) if a.out else provenance.default_result_path(RESULT_NAME)
+    out = provenance.out_path(a.out, RESULT_NAME)
     try:
         payload = run(a.records, a.trace, a.repeat, _thread_counts(a.threads))
     except BenchError as exc:

@@ -92,13 +92,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="records in the synthetic trace (default 4000000)")
     ap.add_argument("--trace", action="append", default=[], help="a .kvt trace; repeatable")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--out", default=None,
-                    help=f"result file (default results/{RESULT_NAME} in a checkout)")
+    provenance.add_out_option(ap, RESULT_NAME)
     a = ap.parse_args(argv)
     if a.records < 1 or a.repeat < 1:
         print("python -m bench traces: error: --records and --repeat must be >= 1", file=sys.stderr)
         return 2
-    out = Path(a.out) if a.out else provenance.default_result_path(RESULT_NAME)
+    out = provenance.out_path(a.out, RESULT_NAME)
     rows = []
     try:
         rec = synthetic(a.records)

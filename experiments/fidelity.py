@@ -354,8 +354,7 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
 
 
 register(Experiment(NAME, "Fidelity: speedups before and after a change to c_ref",
-                    "none (two builds of c_ref)", _cells, _tables,
-                    doc=" ".join((_cells.__doc__ or "").split())))
+                    "none (two builds of c_ref)", _cells, _tables))
 
 
 def _decode(metrics: dict[str, Any]) -> tuple[dict, dict]:

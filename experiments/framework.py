@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
@@ -93,6 +93,9 @@ MODULE_ORDER = ("studies", "validation", "studies_upstream", "warmup_convergence
 
 
 def register(exp: Experiment) -> Experiment:
+    """Register ``exp``; without a ``doc``, the docstring of its ``cells`` function is it."""
+    if not exp.doc:
+        exp = replace(exp, doc=" ".join((exp.cells.__doc__ or "").split()))
     if exp.name in _REGISTRY:
         raise ValueError(f"experiment {exp.name!r} is registered twice")
     _REGISTRY[exp.name] = exp

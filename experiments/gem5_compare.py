@@ -286,8 +286,7 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
 
 
 register(Experiment(NAME, "gem5 against kvsim on the same cache models",
-                    "none (gem5 as a second simulator)", _cells, _tables,
-                    doc=" ".join((_cells.__doc__ or "").split())))
+                    "none (gem5 as a second simulator)", _cells, _tables))
 
 
 def _pct(d: float | None) -> str:
@@ -336,10 +335,9 @@ def main(argv: list[str] | None = None,
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per gem5 run")
     ap.add_argument("--workdir", default="build/gem5-compare",
                     help="where the traces are made and kept (default build/gem5-compare)")
-    ap.add_argument("--out", default=None,
-                    help=f"result file (default results/{RESULT_NAME} in a checkout)")
+    provenance.add_out_option(ap, RESULT_NAME)
     a = ap.parse_args(argv)
-    out = Path(a.out) if a.out else provenance.default_result_path(RESULT_NAME)
+    out = provenance.out_path(a.out, RESULT_NAME)
     if a.scale <= 0:
         print(f"{prog}: error: --scale {a.scale}: must be positive", file=sys.stderr)
         return 2

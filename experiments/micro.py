@@ -246,8 +246,7 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
 
 
 register(Experiment(NAME, "Pointer chases: predicted against native",
-                    "none (the calibration's own loops)", _cells, _tables,
-                    doc=" ".join((_cells.__doc__ or "").split())))
+                    "none (the calibration's own loops)", _cells, _tables))
 
 
 def cpu_figures(cpu: CpuConfig) -> dict[str, Any]:

@@ -241,7 +241,7 @@ def _tables(rows: pd.DataFrame) -> list[framework.Table]:
 
 framework.register(framework.Experiment(
     NAME, "The pipeline demo: lookahead against naive pipelined GETs",
-    "none (the pipeline demo)", _cells, _tables, doc=" ".join((_cells.__doc__ or "").split())))
+    "none (the pipeline demo)", _cells, _tables))
 
 
 def native_line(native: dict, predicted: float | None, local_name: str = "local") -> str:

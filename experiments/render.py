@@ -74,20 +74,18 @@ _OPEN = re.compile(r"<!-- kvsim:results\b")
 
 
 def _load(root: Path, rel: str) -> dict[str, Any]:
-    path = root / rel
-    if rel.endswith(".toml"):  # a CPU file `kvsim calibrate` wrote
-        import tomllib
+    """A result file: JSON, or TOML (a CPU file `kvsim calibrate` wrote)."""
+    import tomllib
 
-        try:
-            return tomllib.loads(path.read_text())
-        except OSError as exc:
-            raise RenderError(f"{rel}: cannot read the result file ({exc.strerror})") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise RenderError(f"{rel}: not TOML ({exc})") from None
+    toml = rel.endswith(".toml")
     try:
-        return json.loads(path.read_text())
+        text = (root / rel).read_text()
     except OSError as exc:
         raise RenderError(f"{rel}: cannot read the result file ({exc.strerror})") from None
+    try:
+        return tomllib.loads(text) if toml else json.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise RenderError(f"{rel}: not TOML ({exc})") from None
     except json.JSONDecodeError as exc:
         raise RenderError(f"{rel}: not JSON ({exc.msg} at line {exc.lineno})") from None
 

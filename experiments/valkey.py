@@ -308,8 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=8, help="measured rounds (8)")
     ap.add_argument("--warmup-rounds", type=int, default=1, help="discarded rounds (1)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=None,
-                    help=f"result file (default results/{RESULT_NAME} in a checkout)")
+    provenance.add_out_option(ap, RESULT_NAME)
     a = ap.parse_args(argv)
     if a.out:
         out = Path(a.out)

@@ -154,8 +154,7 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
 
 
 register(Experiment(NAME, "The same starting state, checked natively (KEYS)",
-                    "none (a check of the traces' warm-up)", _cells, _tables,
-                    doc=" ".join((_cells.__doc__ or "").split())))
+                    "none (a check of the traces' warm-up)", _cells, _tables))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=8, help="kept rounds per process")
     ap.add_argument("--cpu", action="append", default=None,
                     help="preset or CPU file (repeatable; default: every preset but local)")
-    ap.add_argument("--out", default=None)
+    provenance.add_out_option(ap, "warm-keys-native.json")
     a = ap.parse_args(argv)
     from kvsim import sim
 
@@ -190,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
                "note": "speedup: time of none / time of valkey (native: median of the paired "
                        "rounds' ratios, process CPU time); predicted_over_native: predicted "
                        "speedup / native median; a CPU file's ns per key rests on its clock"}
-    out = a.out or provenance.default_result_path("warm-keys-native.json")
+    out = provenance.out_path(a.out, "warm-keys-native.json")
     return provenance.publish("warm_check", out, payload)
 
 

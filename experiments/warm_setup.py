@@ -130,8 +130,7 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
 
 
 register(Experiment(NAME, "The setup's warm-up: the compact form within 1 % of the accesses",
-                    "none (a check of the traces' warm-up)", _cells, _tables,
-                    doc=" ".join((_cells.__doc__ or "").split())))
+                    "none (a check of the traces' warm-up)", _cells, _tables))
 
 
 def run(scale: str, cpus: list[str]) -> dict:
@@ -167,15 +166,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scale", choices=("small", "full"), default="full")
     ap.add_argument("--cpu", action="append", default=None,
                     help="preset or CPU file (repeatable; default: every preset)")
-    ap.add_argument("--out", default=None, help="result file (default: "
-                    "results/warm-setup-bound.json)")
+    provenance.add_out_option(ap, "warm-setup-bound.json")
     a = ap.parse_args(argv)
     cpus = a.cpu or [p for p in sim.preset_names() if p != "local"]
     payload = run(a.scale, cpus)
     s = payload["summary"]
     print(f"compact against accesses: largest deviation {s['max_abs_deviation_compact']:.4%} "
           f"(bound 1 %); none against accesses: {s['max_abs_deviation_none']:.2%}")
-    out = a.out or provenance.default_result_path("warm-setup-bound.json")
+    out = provenance.out_path(a.out, "warm-setup-bound.json")
     return provenance.publish("warm_setup", out, payload)
 
 

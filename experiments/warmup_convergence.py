@@ -146,8 +146,7 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
 
 
 register(Experiment(NAME, "Warm-up convergence: predictions independent of the trace's length",
-                    "none (a check of the traces' warm-up)", _cells, _tables,
-                    doc=" ".join((_cells.__doc__ or "").split())))
+                    "none (a check of the traces' warm-up)", _cells, _tables))
 
 
 def main(argv: list[str] | None = None,

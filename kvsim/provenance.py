@@ -193,6 +193,18 @@ def results_dir() -> Path | None:
     return root / RESULTS_DIR_NAME if root is not None else None
 
 
+def add_out_option(parser: Any, name: str) -> None:
+    """A command's ``--out FILE`` option (an argparse parser's): the result file, by default
+    :func:`default_result_path` of ``name``; :func:`out_path` reads it."""
+    parser.add_argument("--out", default=None,
+                        help=f"result file (default results/{name} in a checkout)")
+
+
+def out_path(out: str | os.PathLike | None, name: str) -> Path:
+    """The result file of a command: ``out`` as given, else :func:`default_result_path`."""
+    return Path(out) if out else default_result_path(name)
+
+
 def default_result_path(name: str) -> Path:
     """Where a benchmark writes result file ``name`` without ``--out``: the checkout's
     ``results/``, else ``results/`` under the current directory."""
