@@ -24,11 +24,17 @@ Pairs carry a role: ``tuning`` pairs are the ones a model change may be judged o
 of whether a change generalises.
 
 Writes ``results/ablation-<scale>.json`` (kvsim.provenance).
+
+It is a study of the experiment framework: ``kvsim experiment run ablation [--scale
+small|full] [--cpu CPU ...] -o DIR`` plans per pair one ``ablation-native`` cell and one
+``ablation-predict`` cell per CPU (every setting); ``kvsim ablate`` computes the same cells
+(:func:`kvsim.experiments.cells.run_cell`) and writes the result file.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -39,9 +45,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from kvsim import provenance, traces
+from kvsim.experiments import (
+    cells,
+    warm_check,  # noqa: F401 - the studies before this one register first
+)
 from kvsim.experiments import pairs as _catalogue
+from kvsim.experiments.framework import Experiment, Table, register
 from kvsim.sim.config import ConfigError, CpuConfig, Prefetcher, load_cpu
 
 
@@ -224,8 +236,46 @@ def native_pair(name: str, keys: int, rounds: int, log=lambda m: None) -> dict[s
     return out
 
 
+def native_spec(name: str, keys: int, rounds: int) -> dict[str, Any]:
+    """The ``ablation-native`` cell of pair ``name`` (:func:`native_pair`)."""
+    return {"experiment": NAME, "kind": "ablation-native", "pair": name, "keys": keys,
+            "rounds": rounds, "definition": PAIRS[name],
+            "params": {"pair": name, "role": PAIRS[name]["role"]}}
+
+
+def predict_spec(name: str, keys: int, cpu: str, settings: list[str]) -> dict[str, Any]:
+    """The ``ablation-predict`` cell of pair ``name`` on ``cpu`` (:func:`predict_pair`):
+    every setting in one cell, one trace per side."""
+    from kvsim.experiments.micro import _cpu_digest
+
+    return {"experiment": NAME, "kind": "ablation-predict", "pair": name, "keys": keys,
+            "cpu": cpu, "cpu_digest": _cpu_digest(cpu), "settings": list(settings),
+            "definition": PAIRS[name],
+            "params": {"pair": name, "role": PAIRS[name]["role"]}}
+
+
+def _native_cell(spec: dict[str, Any]) -> dict[str, Any]:
+    return {"native": json.dumps(native_pair(spec["pair"], spec["keys"], spec["rounds"]))}
+
+
+def _predict_cell(spec: dict[str, Any]) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="kvsim-ablate-") as td:
+        out = predict_pair(spec["pair"], spec["keys"], load_cpu(spec["cpu"]), Path(td),
+                           spec["settings"])
+    return {"predicted": json.dumps(out)}
+
+
+cells.register_kind("ablation-native", _native_cell, counts_as="native", module="ablation")
+cells.register_kind("ablation-predict", _predict_cell, counts_as="sim", module="ablation")
+
+
 def run(cpu: CpuConfig, pairs: list[str], scale: str, rounds: int, native: bool,
-        settings: list[str], log=lambda m: None) -> dict[str, Any]:
+        settings: list[str], log=lambda m: None, cpu_name: str | None = None
+        ) -> dict[str, Any]:
+    """Every pair natively (unless not ``native``) and predicted on ``cpu`` under every
+    setting: the study's cells (:func:`native_spec`, :func:`predict_spec`) computed by
+    :func:`kvsim.experiments.cells.run_cell` (a CPU given as a configuration rather than by
+    name, ``cpu_name`` None, is predicted directly)."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="kvsim-ablate-") as td:
         for name in pairs:
@@ -235,14 +285,67 @@ def run(cpu: CpuConfig, pairs: list[str], scale: str, rounds: int, native: bool,
                                    PAIRS[name]["workload"], "keys": keys,
                                    "options": PAIRS[name]["options"]}
             if native:
-                row["native"] = native_pair(name, keys, rounds, log)
-            row["predicted"] = predict_pair(name, keys, cpu, Path(td), settings, log)
+                log(f"{name}: native, {rounds} rounds")
+                m = cells.run_cell(native_spec(name, keys, rounds))["metrics"]
+                row["native"] = json.loads(m["native"])
+            if cpu_name is None:
+                row["predicted"] = predict_pair(name, keys, cpu, Path(td), settings, log)
+            else:
+                log(f"{name}: predict on {len(settings)} setting(s)")
+                m = cells.run_cell(predict_spec(name, keys, cpu_name, settings))["metrics"]
+                row["predicted"] = json.loads(m["predicted"])
             if native:
                 nat = row["native"]["speedup"]["median"]
                 row["predicted_over_native"] = {s: v / nat for s, v in
                                                 row["predicted"]["speedup"].items()}
             rows.append(row)
     return {"rows": rows}
+
+
+# --- the framework's study -------------------------------------------------------------------
+
+NAME = "ablation"
+#: native rounds per pair of ``kvsim experiment run ablation`` (the command's default)
+ROUNDS = 5
+
+
+def _cells(scale: str, cpus: list[str]) -> list[dict[str, Any]]:
+    """Every pair of the catalogue with an ablation use natively (5 interleaved rounds) and
+    predicted on every CPU under every setting (one model parameter changed at a time); the
+    pairs' keys per scale are the catalogue's."""
+    out = []
+    for name in PAIRS:
+        keys = SCALES[scale][name]
+        out.append(native_spec(name, keys, ROUNDS))
+        out += [predict_spec(name, keys, cpu, list(SETTINGS)) for cpu in cpus]
+    return out
+
+
+def _tables(rows: pd.DataFrame) -> list[Table]:
+    kind = rows["kind"] if "kind" in rows else pd.Series(dtype=str)
+    native = {r["pair"]: json.loads(r["native"])["speedup"]
+              for _, r in rows[kind == "ablation-native"].iterrows()}
+    lines: dict[tuple[str, str], dict[str, Any]] = {}
+    for _, r in rows[kind == "ablation-predict"].iterrows():
+        pred = json.loads(r["predicted"])
+        for s, v in pred["speedup"].items():
+            nat = native.get(r["pair"])
+            line = lines.setdefault((r["pair"], s), {
+                "pair": r["pair"], "role": r["role"], "setting": s, "seed": None,
+                "native": f"{nat['median']:.2f}x" if nat else "",
+                "native_value": nat["median"] if nat else None})
+            line[f"sim:{r['cpu']}"] = v
+    frame = pd.DataFrame([lines[k] for k in sorted(lines)])
+    return [Table(NAME, "Ablation: the predicted speedup with one model parameter changed",
+                  frame, "speedup (x: baseline / variant)",
+                  note="setting: what is changed (base: the CPU as given); native: median of "
+                       "the interleaved rounds' ratios; held-back pairs are never used to "
+                       "choose a change. No upstream figure (seed) column: the pairs' seeds "
+                       "are in results/ablation-*.json.")]
+
+
+register(Experiment(NAME, "Ablation: one model parameter at a time over the seed pairs",
+                    "the seed pairs (kvsim.experiments.pairs)", _cells, _tables))
 
 
 def main(argv: list[str] | None = None, prog: str = "kvsim ablate") -> int:
@@ -270,7 +373,8 @@ def main(argv: list[str] | None = None, prog: str = "kvsim ablate") -> int:
         if not cpu.timing_capable:
             raise AblationError(f"--cpu {a.cpu}: no timing (freq, core or DRAM missing)")
         res = run(cpu, pairs, a.scale, a.rounds, not a.no_native, settings,
-                  log=lambda m: print(f"ablate: {m}", file=sys.stderr, flush=True))
+                  log=lambda m: print(f"ablate: {m}", file=sys.stderr, flush=True),
+                  cpu_name=a.cpu)
     except (AblationError, ConfigError, OSError) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2

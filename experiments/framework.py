@@ -89,7 +89,7 @@ _MODULE: dict[str, str] = {}  #: experiment name -> the module that registered i
 #: order the modules are first imported in (within a module: its registration order).
 MODULE_ORDER = ("studies", "validation", "studies_upstream", "warmup_convergence",
                 "gem5_compare", "micro", "seed_absolute", "fidelity", "pipeline_demo",
-                "warm_setup", "warm_check")
+                "warm_setup", "warm_check", "ablation")
 
 
 def register(exp: Experiment) -> Experiment:
@@ -110,6 +110,7 @@ def _rank(name: str) -> int:
 
 def _load() -> None:
     from kvsim.experiments import (  # noqa: F401
+        ablation,
         fidelity,
         gem5_compare,
         micro,

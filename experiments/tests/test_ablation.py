@@ -65,3 +65,56 @@ def test_prefetch_settings_change_what_they_name():
     assert miss.prefetchers[:-1] == cpu.prefetchers
     assert miss.prefetchers[-1].kind == "region_miss" and miss.prefetchers[-1].level == 0
     assert not cpu.swpf_trains and ablation.SETTINGS["swpf_trains"][1](cpu).swpf_trains
+
+
+def _keys_of(new, old, where=""):
+    """The keys of document ``old`` (nested dicts; data-keyed maps of settings and stall
+    causes left out) that ``new`` lacks."""
+    out = []
+    for k, v in old.items():
+        if k not in new:
+            out.append(where + k)
+        elif (isinstance(v, dict) and isinstance(new[k], dict)
+              and k not in ("settings", "speedup", "stall_cycles_per_op",
+                            "predicted_over_native")):
+            out += _keys_of(new[k], v, f"{where}{k}.")
+    return out
+
+
+def test_the_command_and_the_study_compute_the_same_cells(tmp_path, monkeypatch):
+    """``kvsim ablate`` runs the study's cells (cells.run_cell) and keeps the published
+    file's keys; ``kvsim experiment run ablation`` computes the same predictions."""
+    import json
+    from pathlib import Path
+
+    import pandas as pd
+
+    from kvsim.experiments import cells, runner
+
+    seen = []
+    real = cells.run_cell
+    monkeypatch.setattr(cells, "run_cell", lambda spec, *a: seen.append(spec) or real(spec, *a))
+    monkeypatch.setitem(ablation.SCALES["small"], "keys", 3000)
+    out = tmp_path / "a.json"
+    assert ablation.main(["--pairs", "keys", "--settings", "base,rob_x2", "--rounds", "2",
+                          "--cpu", "epyc-7713", "--out", str(out)]) == 0
+    assert [s["kind"] for s in seen] == ["ablation-native", "ablation-predict"]
+    doc = json.loads(out.read_text())
+    published = json.loads((Path(__file__).resolve().parents[2] / "results"
+                            / "ablation-small.json").read_text())
+    assert not _keys_of(doc, {k: v for k, v in published.items() if k != "rows"})
+    assert not _keys_of(doc["rows"][0], published["rows"][0])
+    assert len(doc["rows"][0]["native"]["base"]["cpu_s"]) == 2
+
+    monkeypatch.setattr(ablation, "PAIRS", {"keys": ablation.PAIRS["keys"]})
+    monkeypatch.setattr(ablation, "SETTINGS", {k: ablation.SETTINGS[k] for k in
+                                               ("base", "rob_x2")})
+    monkeypatch.setattr(ablation, "ROUNDS", 2)
+    res = runner.run(["ablation"], tmp_path / "sweep", cpus=["epyc-7713"],
+                     log=lambda *_: None)
+    assert res["failed"] == [] and res["computed"] == 2
+    rows = pd.read_parquet(tmp_path / "sweep" / "ablation" / "ablation.parquet")
+    (pred,) = rows[rows.kind == "ablation-predict"]["predicted"]
+    assert json.loads(pred)["speedup"] == doc["rows"][0]["predicted"]["speedup"]
+    md = (tmp_path / "sweep" / "ablation" / "ablation.md").read_text()
+    assert "rob_x2" in md and "sim:epyc-7713" in md
