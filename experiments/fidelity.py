@@ -270,6 +270,9 @@ def specs(names: list[str], builds: list[dict[str, Any]], repeat: int, cpus: lis
     only), one ``fidelity-native`` cell (baseline and variant natively, ``repeat`` runs each)
     and one ``fidelity-sim`` cell per CPU (both traced by that build and simulated);
     ``scale`` multiplies the keys and the operations."""
+    from kvsim.experiments.micro import _cpu_digest
+
+    digest = {cpu: _cpu_digest(cpu) for cpu in cpus}  # a calibration changes `local`
     out = []
     for name in names:
         workload, base, var, opts, _ = WORKLOADS[name]
@@ -282,8 +285,9 @@ def specs(names: list[str], builds: list[dict[str, Any]], repeat: int, cpus: lis
                       "variants": [base, var], "options": opts, "build": b}
             out.append({**common, "kind": "fidelity-native", "repeat": repeat, "ops": nops,
                         "params": {"pair": name, "build": b["label"]}})
-            out += [{**common, "kind": "fidelity-sim", "cpu": cpu, "ops": tops,
-                     "params": {"pair": name, "build": b["label"]}} for cpu in cpus]
+            out += [{**common, "kind": "fidelity-sim", "cpu": cpu, "cpu_digest": digest[cpu],
+                     "ops": tops, "params": {"pair": name, "build": b["label"]}}
+                    for cpu in cpus]
     return out
 
 
