@@ -384,6 +384,13 @@ DIAGNOSES = {
 }
 
 
+def this_machine(cpu: Any) -> bool:
+    """Whether ``cpu`` models this machine: `local`, or a CPU file `kvsim calibrate` wrote
+    here, named by its path (one whose self-check failed is not `local`, yet it is
+    this machine's model, used by name)."""
+    return str(cpu).startswith("local") or str(cpu).endswith(".toml")
+
+
 def _ratio(a: Any, b: Any) -> float | None:
     try:
         return float(a) / float(b) if a and b and pd.notna(a) and pd.notna(b) else None
@@ -422,7 +429,7 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
             line = {"cell": cell, "cpu": p["cpu"], "pred_rps_a": p.get("pred_rps_a"),
                     "pred_rps_b": p.get("pred_rps_b"), "pred_speedup": p.get("pred_speedup"),
                     "syscall_share_a": p.get("pred_syscall_share_a")}
-            if str(p["cpu"]).startswith("local"):
+            if this_machine(p["cpu"]):
                 r = {"cref_a": _ratio(p.get("pred_rps_a"), nm.get("cref_cpu_a_rps_median")),
                      "cref_b": _ratio(p.get("pred_rps_b"), nm.get("cref_cpu_b_rps_median")),
                      "cref_speedup": _ratio(p.get("pred_speedup"), nm.get("cref_cpu_speedup")),
@@ -438,7 +445,9 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
                     "native_valkey_rps_b": nm.get("valkey_cpu_b_rps_median"),
                     "native_valkey_speedup": nm.get("valkey_cpu_speedup"),
                     **{f"ratio_{k}": v for k, v in r.items()},
-                    "diagnosis": _diag(r, ["local", "kernel", "user"]) + _per_request(p, nm)})
+                    "diagnosis": _diag(r, ["local" if str(p["cpu"]).startswith("local")
+                                           else "calibrated", "kernel", "user"])
+                    + _per_request(p, nm)})
             lines.append(line)
     t = pd.DataFrame(lines)
     if len(t):

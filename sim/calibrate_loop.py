@@ -26,17 +26,14 @@ traced server's writes are as many per request as the native server's, where its
 ready). The residue holds the ``epoll_wait`` calls' own time too, so a calibrated file
 charges ``epoll_wait`` nothing. The client count is the server study's (50): the residue
 depends on how often the loop sleeps, which the runs at other client counts show
-(``python -m kvsim.sim.calibrate_loop``, results/server-kernel-ping.json).
+(``python -m kvsim.experiments.server_kernel``, results/server-kernel-ping.json).
 Nothing here is fitted to a prediction or a validation row: the commands are PINGs.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -47,9 +44,6 @@ PLAN = ((1, 50), (10, 50))
 #: PINGs per run at depth 1 and at depth 10 (about a second each on a 2-vCPU guest)
 REQUESTS = {"quick": (100_000, 500_000), "full": (200_000, 1_000_000)}
 ROUNDS = {"quick": 3, "full": 5}
-#: the grid of the kernel study (results/server-kernel-ping.json)
-STUDY_PLAN = ((1, 1), (10, 1), (1, 10), (10, 10), (1, 50), (10, 50))
-RESULT_NAME = "server-kernel-ping.json"
 
 
 def _counters(pid: int) -> dict[str, int]:
@@ -170,49 +164,3 @@ def loop_cost(raw: dict[str, Any], alone: dict[str, float]) -> tuple[float, str]
         f"per request, {c['writes']:.3f} writes and {c['sleeps']:.3f} sleeps, residue "
         f"{c['residue_per_write_ns']:,.0f} ns per write" for c in cells)
     return max(0.0, statistics.median(per_write)), how
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m kvsim.sim.calibrate_loop [-o FILE]``: the kernel study's grid of
-    (depth, clients) against the microbenchmark's per-call costs, as a result file."""
-    from kvsim import provenance
-
-    from . import calibrate_syscall
-
-    ap = argparse.ArgumentParser(prog="python -m kvsim.sim.calibrate_loop",
-                                 description=main.__doc__)
-    ap.add_argument("-o", "--output", default=f"results/{RESULT_NAME}")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--quick", action="store_true", help="fewer requests per run")
-    a = ap.parse_args(argv)
-    out = Path(a.output)
-    if not out.parent.is_dir():
-        print(f"{a.output}: no such directory", file=sys.stderr)
-        return 2
-    try:
-        alone = calibrate_syscall.alone(calibrate_syscall.measure(quick=True, loop=False))
-        raw = measure(STUDY_PLAN, quick=a.quick, rounds=a.rounds,
-                      log=lambda m: print(m, file=sys.stderr))
-    except (OSError, subprocess.SubprocessError) as e:
-        print(f"calibrate_loop: {e}", file=sys.stderr)
-        return 1
-    doc = {"provenance": provenance.provenance(), "alone": alone, "measured": raw,
-           "cells": by_cell(raw, alone),
-           "note": "c_ref's server under redis-benchmark PING_MBULK, per request: its CPU "
-                   "time split into user and system time, its read/write calls and bytes "
-                   "and its sleeps; residue: system time beyond the microbenchmark's costs "
-                   "of the reads and writes alone (kvsim-calibrate syscall)"}
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1) + "\n")
-    tmp.replace(out)
-    for c in doc["cells"]:
-        print(f"depth {c['depth']:>2} x {c['clients']:>2} clients: cpu {c['cpu_ns']:8,.0f} "
-              f"user {c['user_ns']:7,.0f} sys {c['sys_ns']:8,.0f} ns/req; reads "
-              f"{c['reads']:.3f} writes {c['writes']:.3f} sleeps {c['sleeps']:.4f}; residue "
-              f"{c['residue_per_write_ns']:8,.0f} ns/write")
-    print(f"wrote {out}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
