@@ -73,6 +73,34 @@ def predicted(trace: Path, cpu: str, requests: int) -> dict[str, Any]:
             "bytes": {k: v / requests for k, v in (sc.get("bytes") or {}).items()}}
 
 
+def markdown(doc: dict[str, Any]) -> str:
+    """The result file as two tables: native per (depth, clients), and the traced PINGs'
+    prediction beside the native figures at the same depth and clients."""
+    out = ["| depth | clients | CPU ns/request | user | system | writes | sleeps | "
+           "residue ns/write | residue ns/sleep |", "|" + "---|" * 9]
+    for c in doc["native"]:
+        # per sleep where (nearly) every round trip sleeps: then the residue is the sleeps'
+        per_sleep = c.get("residue_per_sleep_ns") if c["sleeps"] >= 0.5 * c["writes"] else None
+        out.append(f"| {c['depth']} | {c['clients']} | {c['cpu_ns']:,.0f} | "
+                   f"{c['user_ns']:,.0f} | {c['sys_ns']:,.0f} | {c['writes']:.3f} | "
+                   f"{c['sleeps']:.4f} | {c['residue_per_write_ns']:,.0f} | "
+                   f"{'' if per_sleep is None else f'{per_sleep:,.0f}'} |")
+    a = doc["alone"]
+    out += ["", f"Alone (`kvsim-calibrate syscall`): read {a['read_ns']:,.0f} ns + "
+            f"{a['read_byte_ns']:.3f} ns/B, write {a['write_ns']:,.0f} ns + "
+            f"{a['write_byte_ns']:.3f} ns/B.", "",
+            "| depth | clients | CPU | predicted ns/request | user | system calls | "
+            "native CPU ns/request | predicted / native |", "|" + "---|" * 8]
+    nat = {(c["depth"], c["clients"]): c for c in doc["native"]}
+    for p in doc["predicted"]:
+        n = nat.get((p["depth"], p["clients"]))
+        cpu = p["cpu"].rsplit("/", 1)[-1]
+        out.append(f"| {p['depth']} | {p['clients']} | {cpu} | {p['ns']:,.0f} | "
+                   f"{p['user_ns']:,.0f} | {p['syscall_ns']:,.0f} | "
+                   f"{n['cpu_ns']:,.0f} | {p['ns'] / n['cpu_ns']:.2f} |" if n else "")
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     from kvsim import provenance
     from kvsim.experiments.valkey_server import ToolMissing, ValkeyError
