@@ -373,12 +373,19 @@ DIAGNOSES = {
              "passes its self-check, the uncalibrated one (the host's L3 from sysfs, which "
              "holds this scale's keyspace whole, where the native prefetch gains show this "
              "guest missing it): the speedups follow the calibration",
+    "calibrated": "the model of this machine is its calibrated CPU file, named (its "
+                  "self-check's replay fails on this guest, so `local` does not read it): "
+                  "the speedups follow that calibration's caches",
     "user": "c_ref's server executes fewer user-space instructions per request than Valkey "
             "(docs/server.md: 0.40-0.73 of them under callgrind); the prediction is of "
             "c_ref's server",
-    "kernel": "the kernel's time per request outside the three calls' measured costs "
-              "(wakeups and the loopback stack under 50 connections, the socket buffers' "
-              "cache footprint) is not in the trace",
+    "kernel": "the kernel's time is charged per write at what c_ref's server spends under "
+              "PINGs from 50 clients beyond the calls alone (sim/calibrate_loop.py; the "
+              "presets estimate it); under PING the model then predicts 0.86 of the native "
+              "time, its user-space part a quarter to a third of the native "
+              "(results/server-kernel-ping.json): the kernel's entries evict the caches and "
+              "predictors that user space then misses in, which the model does not see; a "
+              "shared machine's other tenants slow the native server further",
     "client": "the seed's client ran on other cores of a many-core host; here, and in the "
               "prediction, the figure is the server's own time per request",
 }
