@@ -382,9 +382,10 @@ DIAGNOSES = {
     "kernel": "the kernel's time is charged per write at what c_ref's server spends under "
               "PINGs from 50 clients beyond the calls alone (sim/calibrate_loop.py; the "
               "presets estimate it); under PING the model then predicts 0.86 of the native "
-              "time, its user-space part a quarter to a third of the native "
-              "(results/server-kernel-ping.json): the kernel's entries evict the caches and "
-              "predictors that user space then misses in, which the model does not see; a "
+              "time, its user-space part 0.27-0.38 of the native "
+              "(results/server-kernel-ping.json; a candidate: the kernel's entries evict the "
+              "caches and predictors that user space then misses in, which the model does "
+              "not see); a "
               "shared machine's other tenants slow the native server further",
     "client": "the seed's client ran on other cores of a many-core host; here, and in the "
               "prediction, the figure is the server's own time per request",
