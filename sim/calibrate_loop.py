@@ -112,7 +112,7 @@ def measure(plan=PLAN, quick: bool = True, rounds: int | None = None,
     runs: list[dict[str, Any]] = []
     with CrefServer(cpu=server_cpu, args=CREF_SERVER_ARGS) as srv:
         d0, c0 = plan[0]
-        _run(srv, bench, client_cpu, d0, c0, reqs[0] // 4)  # warm-up, discarded
+        _run(srv, bench, client_cpu, d0, c0, reqs[0] // 10)  # warm-up, discarded
         for r in range(n):
             for depth, clients in (plan if r % 2 == 0 else plan[::-1]):
                 run = _run(srv, bench, client_cpu, depth, clients,

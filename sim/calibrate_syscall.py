@@ -30,10 +30,12 @@ CALLS = ("read", "write", "epoll_wait")
 
 
 def measure(quick: bool, log: Callable[[str], None] = lambda m: None,
-            iters: int | None = None, loop: bool = True) -> dict:
+            iters: int | None = None, loop: bool = True,
+            loop_rounds: int | None = None) -> dict:
     """The raw samples: per call, the median ns at each size (median over ROUNDS runs);
     with ``loop``, the server loop's runs too (``loop``: :func:`.calibrate_loop.measure`,
-    left out, with a line in the log, where redis-benchmark is missing)."""
+    ``loop_rounds`` rounds, by default its own; left out, with a line in the log, where
+    redis-benchmark is missing)."""
     from .calibrate import run_bench
 
     n = iters or ITERS["quick" if quick else "full"]
@@ -50,7 +52,7 @@ def measure(quick: bool, log: Callable[[str], None] = lambda m: None,
 
         from . import calibrate_loop
         try:
-            out["loop"] = calibrate_loop.measure(quick=quick, log=log)
+            out["loop"] = calibrate_loop.measure(quick=quick, rounds=loop_rounds, log=log)
         except (ToolMissing, ValkeyError) as e:
             log(f"server loop not measured ({e}): the sweep's and ping-pong's costs stand")
     return out
