@@ -32,12 +32,18 @@ Nothing here is fitted to a prediction or a validation row: the commands are PIN
 
 from __future__ import annotations
 
+import contextlib
+import os
+import select
+import shutil
 import statistics
 import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from kvsim import artifacts
 
 #: (pipeline depth, clients) of a calibration: the server study's 50 clients, depths 1, 10
 PLAN = ((1, 50), (10, 50))
@@ -46,33 +52,92 @@ REQUESTS = {"quick": (100_000, 500_000), "full": (200_000, 1_000_000)}
 ROUNDS = {"quick": 3, "full": 5}
 
 
-def _counters(pid: int) -> dict[str, int]:
-    """The server process's CPU time and counters so far."""
-    from kvsim.experiments.server import server_cpu_ns
+#: c_ref's server as the server study runs it: Valkey's lookahead and multi-key batch
+SERVER_ARGS = ("--pipeline", "lookahead", "--variant", "batch")
 
+
+class LoopError(OSError):
+    """The server or the client could not be run (one line)."""
+
+
+def benchmark_binary() -> Path:
+    """redis-benchmark (or valkey-benchmark) on PATH, or ``VALKEY_BENCHMARK``; LoopError
+    when there is none."""
+    for name in (os.environ.get("VALKEY_BENCHMARK"), "valkey-benchmark", "redis-benchmark"):
+        found = shutil.which(name) if name else None
+        if found:
+            return Path(found)
+    raise LoopError("no redis-benchmark or valkey-benchmark on PATH (Debian: redis-tools)")
+
+
+def _pinned(cpu: int | None) -> Callable[[], None]:
+    def setup() -> None:
+        if cpu is not None:
+            os.sched_setaffinity(0, {cpu})
+    return setup
+
+
+def _cpus() -> tuple[int | None, int | None]:
+    """(server CPU, client CPU): two different CPUs, or nothing pinned on one."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return (cpus[-1], cpus[0]) if len(cpus) > 1 else (None, None)
+
+
+@contextlib.contextmanager
+def _server(cpu: int | None, timeout: float = 20.0):
+    """``kvsim-cref serve`` on 127.0.0.1 (a port it picks), pinned to ``cpu``: (pid, port)."""
+    try:
+        exe = artifacts.path(artifacts.CREF_CLI)
+    except artifacts.ArtifactMissing as e:
+        raise LoopError(str(e)) from None
+    proc = subprocess.Popen([str(exe), "serve", "--port", "0", "--bind", "127.0.0.1",
+                             *SERVER_ARGS], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, preexec_fn=_pinned(cpu))
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], timeout)
+        words = proc.stdout.readline().decode(errors="replace").split() if ready else []
+        if len(words) != 3 or words[0] != "ready":
+            raise LoopError(f"kvsim-cref serve did not start within {timeout} s")
+        yield proc.pid, int(words[2])
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+
+
+def _counters(pid: int) -> dict[str, int]:
+    """The server process's CPU time (every thread's on-CPU ns, schedstat) and counters."""
+    cpu_ns = sum(int((t / "schedstat").read_text().split()[0])
+                 for t in Path(f"/proc/{pid}/task").iterdir())
     stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     status = dict(line.split(":", 1) for line in
                   Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
     io = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/io").read_text().splitlines())
-    return {"cpu_ns": server_cpu_ns(pid), "utime": int(stat[11]), "stime": int(stat[12]),
+    return {"cpu_ns": cpu_ns, "utime": int(stat[11]), "stime": int(stat[12]),
             "sleeps": int(status["voluntary_ctxt_switches"]),
             "preempted": int(status["nonvoluntary_ctxt_switches"]),
             "reads": int(io["syscr"]), "writes": int(io["syscw"]),
             "read_bytes": int(io["rchar"]), "write_bytes": int(io["wchar"])}
 
 
-def _run(srv, bench: Path, client_cpu: int | None, depth: int, clients: int,
-         requests: int) -> dict[str, Any]:
-    from kvsim.experiments.valkey_server import ValkeyError, pinned_child
-
-    argv = [str(bench), "-h", "127.0.0.1", "-p", str(srv.port), "-c", str(clients), "-n",
+def _run(server: tuple[int, int], bench: Path, client_cpu: int | None, depth: int,
+         clients: int, requests: int) -> dict[str, Any]:
+    pid, port = server
+    argv = [str(bench), "-h", "127.0.0.1", "-p", str(port), "-c", str(clients), "-n",
             str(requests), "-P", str(depth), "-t", "ping_mbulk", "--csv"]
-    c0, t0 = _counters(srv.pid), time.monotonic()
-    p = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False,
-                       preexec_fn=pinned_child(client_cpu, die_with_parent=True))
-    c1, wall = _counters(srv.pid), time.monotonic() - t0
+    c0, t0 = _counters(pid), time.monotonic()
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False,
+                           preexec_fn=_pinned(client_cpu))
+    except subprocess.TimeoutExpired:
+        raise LoopError(f"{bench.name} did not finish within 600 s") from None
+    c1, wall = _counters(pid), time.monotonic() - t0
     if p.returncode != 0:
-        raise ValkeyError(f"{bench.name} exited with status {p.returncode}")
+        raise LoopError(f"{bench.name} exited with status {p.returncode}")
     d = {k: c1[k] - c0[k] for k in c0}
     ticks = d["utime"] + d["stime"]
     sys_share = d["stime"] / ticks if ticks else 0.0
@@ -97,20 +162,18 @@ def measure(plan=PLAN, quick: bool = True, rounds: int | None = None,
             requests: tuple[int, int] | None = None,
             log: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
     """The runs (:func:`_run`) of every (depth, clients) of ``plan``, interleaved over
-    ``rounds`` rounds (the order reversed every other round), after one discarded round of
-    the first; requests per run at depth 1 and above from ``requests``."""
-    from kvsim.experiments.server import CREF_SERVER_ARGS, CrefServer
-    from kvsim.experiments.valkey_server import benchmark_binary, pick_cpus
-
+    ``rounds`` rounds (the order reversed every other round), after one discarded run of
+    the first; requests per run at depth 1 and above from ``requests``. LoopError when the
+    server or the client cannot run."""
     kind = "quick" if quick else "full"
     n = rounds or ROUNDS[kind]
     reqs = requests or REQUESTS[kind]
     bench = benchmark_binary()
-    server_cpu, client_cpu = pick_cpus()
+    server_cpu, client_cpu = _cpus()
     log(f"server loop: c_ref's server under {bench.name} PING_MBULK, {n} rounds of "
         + ", ".join(f"depth {d} x {c} clients" for d, c in plan))
     runs: list[dict[str, Any]] = []
-    with CrefServer(cpu=server_cpu, args=CREF_SERVER_ARGS) as srv:
+    with _server(server_cpu) as srv:
         d0, c0 = plan[0]
         _run(srv, bench, client_cpu, d0, c0, reqs[0] // 10)  # warm-up, discarded
         for r in range(n):
@@ -119,7 +182,7 @@ def measure(plan=PLAN, quick: bool = True, rounds: int | None = None,
                            _requests(reqs, depth, clients))
                 runs.append({**run, "round": r})
     return {"plan": [list(p) for p in plan], "rounds": n, "runs": runs,
-            "server": "kvsim-cref serve " + " ".join(CREF_SERVER_ARGS),
+            "server": "kvsim-cref serve " + " ".join(SERVER_ARGS),
             "client": f"{bench.name} -t ping_mbulk"}
 
 
