@@ -237,6 +237,16 @@ register_each(render_experiment, {n: f"results/experiments/{n}.json"
                                   for n in ("multikey_window", "hash", "pipeline_mget")})
 # the server study (issue 43: ``kvsim experiment run server --scale small --publish``)
 register_each(render_experiment, {"server": "results/experiments/server.json"})
+
+
+@rendering("server_kernel", "results/server-kernel-ping.json")
+def render_server_kernel(doc: dict[str, Any]) -> str:
+    """c_ref's server under PINGs, natively and predicted (experiments/server_kernel.py)."""
+    from kvsim.experiments.server_kernel import markdown
+
+    return markdown(doc) + "\n\n" + provenance_line(
+        doc, RENDERINGS["server_kernel"].result, "python -m kvsim.experiments.server_kernel "
+        "--cpu CPUFILE --cpu xeon-8488c --quick")
 # the seeds' published times on their own presets (a compact table of its own)
 register_each(lambda doc, result: _seed_absolute().render(doc, result),
               {"seed_absolute": "results/experiments/seed_absolute.json"})

@@ -1088,7 +1088,8 @@ def calibrate(output: Path | None = None, *, quick: bool = False,
     calibrate_work.apply(doc, raw, log)  # [work]: the kinds of work's rates
     # [syscall] (sim/calibrate_syscall.py): measured now, or kept from the file derived again
     doc["syscall"] = (old["syscall"] if from_raw is not None and "syscall" in old else
-                      calibrate_syscall.section(calibrate_syscall.measure(quick, log)))
+                      calibrate_syscall.section(calibrate_syscall.measure(
+                          quick, log, loop_rounds=plan["rounds"])))
     if from_raw is not None:  # derived now; the samples were measured then
         doc["meta"]["measured_provenance"] = old.get("meta", {}).get(
             "measured_provenance") or old.get("meta", {}).get("provenance") or {}

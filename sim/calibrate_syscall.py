@@ -10,6 +10,11 @@ caller's CPU time: its replies wake a client blocked on the other end (``write_n
 CPU time of such a write, when above the sweep's intercept), and an idle server sleeps in
 ``epoll_wait`` until a request wakes it (``epoll_wait_ns``, with no per-byte part: the
 events copied out are a few dozen bytes).
+Where redis-benchmark is installed, the calls are measured again as a server's loop makes
+them (sim/calibrate_loop.py: c_ref's server under PINGs from 50 clients): the system time per
+request beyond the sweep's costs of the reads and writes, the wakeups and sleeps of the loop
+with its ``epoll_wait`` calls, is charged per ``write`` on top of the sweep's intercept, and
+``epoll_wait`` then costs nothing of its own (its time is in that residue).
 Nothing here is fitted to a prediction or a validation row.
 """
 
@@ -25,8 +30,12 @@ CALLS = ("read", "write", "epoll_wait")
 
 
 def measure(quick: bool, log: Callable[[str], None] = lambda m: None,
-            iters: int | None = None) -> dict:
-    """The raw samples: per call, the median ns at each size (median over ROUNDS runs)."""
+            iters: int | None = None, loop: bool = True,
+            loop_rounds: int | None = None) -> dict:
+    """The raw samples: per call, the median ns at each size (median over ROUNDS runs);
+    with ``loop``, the server loop's runs too (``loop``: :func:`.calibrate_loop.measure`,
+    ``loop_rounds`` rounds, by default its own; left out, with a line in the log, where
+    redis-benchmark is missing)."""
     from .calibrate import run_bench
 
     n = iters or ITERS["quick" if quick else "full"]
@@ -38,6 +47,21 @@ def measure(quick: bool, log: Callable[[str], None] = lambda m: None,
                           for i in range(len(SIZES))]
     for k in ("epoll_wait_sleep", "write_wake"):
         out[f"{k}_ns"] = statistics.median(r[f"{k}_median_ns"] for r in runs)
+    if loop:
+        from . import calibrate_loop
+        try:
+            out["loop"] = calibrate_loop.measure(quick=quick, rounds=loop_rounds, log=log)
+        except calibrate_loop.LoopError as e:
+            log(f"server loop not measured ({e}): the sweep's and ping-pong's costs stand")
+    return out
+
+
+def alone(raw: dict) -> dict[str, float]:
+    """The sweep's per-call and per-byte costs of read and write (each call alone)."""
+    sizes = [float(s) for s in raw["sizes"]]
+    out = {}
+    for c in ("read", "write"):
+        out[f"{c}_ns"], out[f"{c}_byte_ns"] = fit_line(sizes, [float(y) for y in raw[f"{c}_ns"]])
     return out
 
 
@@ -68,7 +92,24 @@ def section(raw: dict) -> dict:
         src["write_ns"] = (f"{how.split(', medians')[0]}: CPU time of a 1-byte write that "
                            "wakes the reader blocked on the other end (median of the rounds' "
                            "medians), at least the sweep's intercept")
-    if raw.get("epoll_wait_sleep_ns"):
+    if raw.get("loop"):  # the loop's residue per write; epoll_wait's time is in it
+        from .calibrate_loop import loop_cost
+
+        base = alone(raw)
+        extra, cells = loop_cost(raw["loop"], base)
+        sec["write_ns"] = round(base["write_ns"] + extra, 1)
+        src["write_ns"] = (f"{how}; intercept of the least-squares line "
+                           f"({base['write_ns']:,.0f} ns) plus the server loop's residue per "
+                           f"write ({extra:,.0f} ns: "
+                           "system time per request of c_ref's server under redis-benchmark "
+                           "PING_MBULK beyond the sweep's read and write costs, the wakeups, "
+                           "sleeps and epoll_wait calls of the loop; median of "
+                           f"{raw['loop']['rounds']} interleaved rounds; {cells}; "
+                           "sim/calibrate_loop.py)")
+        sec["epoll_wait_ns"] = 0.0
+        src["epoll_wait_ns"] = ("measured in the server loop: its time is in write_ns's "
+                                "residue (sim/calibrate_loop.py)")
+    elif raw.get("epoll_wait_sleep_ns"):
         sec["epoll_wait_ns"] = round(raw["epoll_wait_sleep_ns"], 1)
         src["epoll_wait_ns"] = (f"{how.split(', medians')[0]}: CPU time of an epoll_wait "
                                 "that sleeps until an echo from another CPU wakes it")

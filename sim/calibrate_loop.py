@@ -1,0 +1,229 @@
+"""The system calls as a server's loop makes them: c_ref's server under a real client sending
+PING, for the ``[syscall]`` section of a calibrated CPU file (sim/calibrate_syscall.py).
+
+The microbenchmark (``kvsim-calibrate syscall``) times ``read``, ``write`` and ``epoll_wait``
+on one socket pair, each call alone. In a server's loop under many clients the same calls
+cost more of the server's CPU time: a reply wakes a client asleep on another CPU, the loop
+sleeps in ``epoll_wait`` when no request is pending and is woken again, each a round of the
+scheduler (and, in a virtual machine, of the hypervisor: an interprocessor interrupt and a
+halted CPU resumed). None of that is the server's user-space work, so none is in its trace.
+
+:func:`measure` runs c_ref's server (``kvsim-cref serve``, untraced) pinned to one CPU and
+redis-benchmark's ``PING_MBULK`` test pinned to another, at each (pipeline depth, clients)
+of the plan, interleaved over rounds. PING does no keyspace work: the server reads, parses,
+replies and writes. Per run and per request: the server's CPU time (``/proc/PID/task/*/
+schedstat``) split into user and system time in the proportion of ``/proc/PID/stat``'s
+utime and stime, its ``read`` and ``write`` calls and bytes (``/proc/PID/io``: syscr, syscw,
+rchar, wchar) and its voluntary context switches (``/proc/PID/status``: the times it slept).
+
+:func:`loop_cost` turns the runs into the model's terms: the system time per request beyond
+what the microbenchmark's per-call and per-byte costs give for the calls counted, the
+*loop residue*, divided by the reply writes. The calls the loop makes are one ``read`` and
+one ``write`` per batch of requests a client sends (one per request at depth 1), and the
+sleeps and wakeups come with those round trips, so the residue is charged per ``write``: a
+traced server's writes are as many per request as the native server's, where its
+``epoll_wait`` calls are fewer (tracing slows the server, so each wait finds more clients
+ready). The residue holds the ``epoll_wait`` calls' own time too, so a calibrated file
+charges ``epoll_wait`` nothing. The client count is the server study's (50): the residue
+depends on how often the loop sleeps, which the runs at other client counts show
+(``python -m kvsim.experiments.server_kernel``, results/server-kernel-ping.json).
+Nothing here is fitted to a prediction or a validation row: the commands are PINGs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import shutil
+import statistics
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kvsim import artifacts
+
+#: (pipeline depth, clients) of a calibration: the server study's 50 clients, depths 1, 10
+PLAN = ((1, 50), (10, 50))
+#: PINGs per run at depth 1 and at depth 10 (about a second each on a 2-vCPU guest)
+REQUESTS = {"quick": (100_000, 500_000), "full": (200_000, 1_000_000)}
+ROUNDS = {"quick": 3, "full": 5}
+
+
+#: c_ref's server as the server study runs it: Valkey's lookahead and multi-key batch
+SERVER_ARGS = ("--pipeline", "lookahead", "--variant", "batch")
+
+
+class LoopError(OSError):
+    """The server or the client could not be run (one line)."""
+
+
+def benchmark_binary() -> Path:
+    """redis-benchmark (or valkey-benchmark) on PATH, or ``VALKEY_BENCHMARK``; LoopError
+    when there is none."""
+    for name in (os.environ.get("VALKEY_BENCHMARK"), "valkey-benchmark", "redis-benchmark"):
+        found = shutil.which(name) if name else None
+        if found:
+            return Path(found)
+    raise LoopError("no redis-benchmark or valkey-benchmark on PATH (Debian: redis-tools)")
+
+
+def _pinned(cpu: int | None) -> Callable[[], None]:
+    def setup() -> None:
+        if cpu is not None:
+            os.sched_setaffinity(0, {cpu})
+    return setup
+
+
+def _cpus() -> tuple[int | None, int | None]:
+    """(server CPU, client CPU): two different CPUs, or nothing pinned on one."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return (cpus[-1], cpus[0]) if len(cpus) > 1 else (None, None)
+
+
+@contextlib.contextmanager
+def _server(cpu: int | None, timeout: float = 20.0):
+    """``kvsim-cref serve`` on 127.0.0.1 (a port it picks), pinned to ``cpu``: (pid, port)."""
+    try:
+        exe = artifacts.path(artifacts.CREF_CLI)
+    except artifacts.ArtifactMissing as e:
+        raise LoopError(str(e)) from None
+    proc = subprocess.Popen([str(exe), "serve", "--port", "0", "--bind", "127.0.0.1",
+                             *SERVER_ARGS], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, preexec_fn=_pinned(cpu))
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], timeout)
+        words = proc.stdout.readline().decode(errors="replace").split() if ready else []
+        if len(words) != 3 or words[0] != "ready":
+            raise LoopError(f"kvsim-cref serve did not start within {timeout} s")
+        yield proc.pid, int(words[2])
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+
+
+def _counters(pid: int) -> dict[str, int]:
+    """The server process's CPU time (every thread's on-CPU ns, schedstat) and counters."""
+    cpu_ns = sum(int((t / "schedstat").read_text().split()[0])
+                 for t in Path(f"/proc/{pid}/task").iterdir())
+    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    status = dict(line.split(":", 1) for line in
+                  Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    io = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/io").read_text().splitlines())
+    return {"cpu_ns": cpu_ns, "utime": int(stat[11]), "stime": int(stat[12]),
+            "sleeps": int(status["voluntary_ctxt_switches"]),
+            "preempted": int(status["nonvoluntary_ctxt_switches"]),
+            "reads": int(io["syscr"]), "writes": int(io["syscw"]),
+            "read_bytes": int(io["rchar"]), "write_bytes": int(io["wchar"])}
+
+
+def _run(server: tuple[int, int], bench: Path, client_cpu: int | None, depth: int,
+         clients: int, requests: int) -> dict[str, Any]:
+    pid, port = server
+    argv = [str(bench), "-h", "127.0.0.1", "-p", str(port), "-c", str(clients), "-n",
+            str(requests), "-P", str(depth), "-t", "ping_mbulk", "--csv"]
+    c0, t0 = _counters(pid), time.monotonic()
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False,
+                           preexec_fn=_pinned(client_cpu))
+    except subprocess.TimeoutExpired:
+        raise LoopError(f"{bench.name} did not finish within 600 s") from None
+    c1, wall = _counters(pid), time.monotonic() - t0
+    if p.returncode != 0:
+        raise LoopError(f"{bench.name} exited with status {p.returncode}")
+    d = {k: c1[k] - c0[k] for k in c0}
+    ticks = d["utime"] + d["stime"]
+    sys_share = d["stime"] / ticks if ticks else 0.0
+    out: dict[str, Any] = {"depth": depth, "clients": clients, "requests": requests,
+                           "wall_s": round(wall, 3),
+                           "cpu_ns": d["cpu_ns"] / requests,
+                           "sys_ns": d["cpu_ns"] * sys_share / requests,
+                           "user_ns": d["cpu_ns"] * (1 - sys_share) / requests,
+                           "ticks": ticks}
+    for k in ("reads", "writes", "read_bytes", "write_bytes", "sleeps", "preempted"):
+        out[k] = d[k] / requests
+    return out
+
+
+def _requests(reqs: tuple[int, int], depth: int, clients: int) -> int:
+    """PINGs of a run: fewer with fewer clients (each round trip then sleeps)."""
+    n = reqs[0] if depth == 1 else reqs[1]
+    return n if clients >= 50 else max(10_000, n * clients // 50)
+
+
+def measure(plan=PLAN, quick: bool = True, rounds: int | None = None,
+            requests: tuple[int, int] | None = None,
+            log: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
+    """The runs (:func:`_run`) of every (depth, clients) of ``plan``, interleaved over
+    ``rounds`` rounds (the order reversed every other round), after one discarded run of
+    the first; requests per run at depth 1 and above from ``requests``. LoopError when the
+    server or the client cannot run."""
+    kind = "quick" if quick else "full"
+    n = rounds or ROUNDS[kind]
+    reqs = requests or REQUESTS[kind]
+    bench = benchmark_binary()
+    server_cpu, client_cpu = _cpus()
+    log(f"server loop: c_ref's server under {bench.name} PING_MBULK, {n} rounds of "
+        + ", ".join(f"depth {d} x {c} clients" for d, c in plan))
+    runs: list[dict[str, Any]] = []
+    with _server(server_cpu) as srv:
+        d0, c0 = plan[0]
+        _run(srv, bench, client_cpu, d0, c0, reqs[0] // 10)  # warm-up, discarded
+        for r in range(n):
+            for depth, clients in (plan if r % 2 == 0 else plan[::-1]):
+                run = _run(srv, bench, client_cpu, depth, clients,
+                           _requests(reqs, depth, clients))
+                runs.append({**run, "round": r})
+    return {"plan": [list(p) for p in plan], "rounds": n, "runs": runs,
+            "server": "kvsim-cref serve " + " ".join(SERVER_ARGS),
+            "client": f"{bench.name} -t ping_mbulk"}
+
+
+def residue(run: dict[str, Any], alone: dict[str, float]) -> float:
+    """The run's system ns per request beyond the microbenchmark's costs of its read and
+    write calls and bytes (``alone``: read_ns, read_byte_ns, write_ns, write_byte_ns)."""
+    return run["sys_ns"] - (run["reads"] * alone["read_ns"]
+                            + run["read_bytes"] * alone["read_byte_ns"]
+                            + run["writes"] * alone["write_ns"]
+                            + run["write_bytes"] * alone["write_byte_ns"])
+
+
+def by_cell(raw: dict[str, Any], alone: dict[str, float]) -> list[dict[str, Any]]:
+    """Per (depth, clients): medians over the rounds, and the residue per write and (where
+    the loop slept) per sleep."""
+    out = []
+    for depth, clients in raw["plan"]:
+        rs = [r for r in raw["runs"] if r["depth"] == depth and r["clients"] == clients]
+        if not rs:
+            continue
+        med = {k: statistics.median(r[k] for r in rs) for k in (
+            "cpu_ns", "user_ns", "sys_ns", "reads", "writes", "read_bytes", "write_bytes",
+            "sleeps", "preempted")}
+        res = [residue(r, alone) for r in rs]
+        cell = {"depth": depth, "clients": clients, "rounds": len(rs), **med,
+                "residue_ns": statistics.median(res),
+                "residue_per_write_ns": statistics.median(
+                    x / r["writes"] for x, r in zip(res, rs, strict=True) if r["writes"]),
+                "min_cpu_ns": min(r["cpu_ns"] for r in rs)}
+        if med["sleeps"] > 0:
+            cell["residue_per_sleep_ns"] = cell["residue_ns"] / med["sleeps"]
+        out.append(cell)
+    return out
+
+
+def loop_cost(raw: dict[str, Any], alone: dict[str, float]) -> tuple[float, str]:
+    """(the residue per write: the median over every run of the plan, ns; its source)."""
+    per_write = [residue(r, alone) / r["writes"] for r in raw["runs"] if r["writes"]]
+    cells = by_cell(raw, alone)
+    how = "; ".join(
+        f"depth {c['depth']} x {c['clients']} clients: {c['sys_ns']:,.0f} ns system time "
+        f"per request, {c['writes']:.3f} writes and {c['sleeps']:.3f} sleeps, residue "
+        f"{c['residue_per_write_ns']:,.0f} ns per write" for c in cells)
+    return max(0.0, statistics.median(per_write)), how
