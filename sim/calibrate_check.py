@@ -367,7 +367,9 @@ def replay_checks(rows: list[dict]) -> list[dict]:
            f"(at most {SPREAD_MAX:.0%}; {len(wide)} points)" if wide else f"{TOLERANCE:.0%}")
     bad = [r for r in gated if _off(r)]
     if not bad:
-        return [_check("replay", True, f"all {len(gated)} replayed points within {how}")]
+        only = sum(abs(r["ratio"] - 1.0) > TOLERANCE for r in gated)
+        return [_check("replay", True, f"all {len(gated)} replayed points within {how}; "
+                                       f"{only} of them only within their spread")]
     worst = max(bad, key=lambda r: abs(r["ratio"] - 1.0))
     return [_check("replay", False,
                    f"replay: {len(bad)} of {len(gated)} points off by more than {how}, worst "

@@ -252,6 +252,7 @@ def test_a_point_is_judged_within_its_native_spread_and_no_wider_than_the_cap():
     assert not bad["ok"] and row["tolerance"] == check.TOLERANCE
     ok, row = at(1 / 1.18, 0.20)
     assert ok["ok"] and row["spread"] == pytest.approx(0.2) and "1 points)" in ok["detail"]
+    assert "1 of them only within their spread" in ok["detail"]
     # 40 % off with rounds 60 % apart: the spread counts up to the cap only
     bad, row = at(1 / 1.4, 0.60)
     assert not bad["ok"] and row["tolerance"] == check.SPREAD_MAX
