@@ -359,8 +359,8 @@ def render_calibration(doc: dict[str, Any], result: str) -> str:
 
 
 register_each(render_calibration, {
-    "calibration-xeon-m167-quick": "results/calibrate-xeon-m167-fit-quick.toml",
-    "calibration-xeon-m167-full": "results/calibrate-xeon-m167-fit-full.toml"})
+    "calibration-xeon-m167-quick": "results/calibrate-xeon-m167-spread-quick.toml",
+    "calibration-xeon-m167-full": "results/calibrate-xeon-m167-spread-full.toml"})
 
 
 @rendering("trust", next(iter(TRUST)), also=tuple(TRUST)[1:])

@@ -653,7 +653,8 @@ def _selfcheck_frame(calib: dict | None) -> pd.DataFrame:
     out = [{"item": c["check"], "ok": "yes" if c["ok"] else "no", "detail": c["detail"]}
            for c in sc.get("checks", [])]
     for r in sc.get("replay", []):
-        off = abs(r["ratio"] - 1.0) > sc.get("tolerance", 0.1)
+        # each point's own tolerance (its native spread, sim/calibrate_check.py) where kept
+        off = abs(r["ratio"] - 1.0) > r.get("tolerance", sc.get("tolerance", 0.1)) + 1e-9
         out.append({"item": r["point"], "ok": ("no" if off else "yes") if r["gated"]
                     else "(not gated)", "native_ns": r["measured_ns"],
                     "predicted_ns": r["predicted_ns"], "ratio": r["ratio"],

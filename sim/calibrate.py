@@ -491,15 +491,19 @@ def sweep_sizes(max_bytes: int, per_octave: int, min_bytes: int = 4 * KIB,
 
 PLANS = {
     # rounds: the whole sweep repeated, spread over the run (at most: a round is not started
-    # when the time spent plus the longest round so far would pass budget_s); repeats: the
+    # when the time spent plus the longest round so far would pass budget_s, but never
+    # fewer than min_rounds: the self-check judges a point against its spread between
+    # rounds, sim/calibrate_check.py round_spread); repeats: the
     # samples of each point within one round; loads: per chase sample. Every latency is
     # the minimum of its samples (see LATENCY_STATISTIC). The largest working set is at
     # least llc_factor x the last level's sysfs size (rounded up to a power of two), so
     # that the chases reach DRAM on a machine with a large last level.
-    "quick": {"max_bytes": 256 * MIB, "per_octave": 2, "rounds": 3, "repeats": 2,
+    "quick": {"max_bytes": 256 * MIB, "per_octave": 2, "rounds": 3, "min_rounds": 3,
+              "repeats": 2,
               "loads": 200_000, "clock_iters": 2_000_000, "bw_bytes": 256 * MIB,
               "work_calls": 100_000, "budget_s": 40.0, "llc_factor": 2},
     "full": {"max_bytes": 1 * GIB, "per_octave": 4, "coarse_above": 64 * MIB, "rounds": 5,
+             "min_rounds": 3,
              "repeats": 3, "loads": 1_000_000, "clock_iters": 10_000_000,
              "bw_bytes": 1 * GIB, "work_calls": 400_000, "budget_s": 240.0, "llc_factor": 4},
 }
@@ -536,7 +540,8 @@ def measure(plan: dict, log: Callable[[str], None] = lambda m: None,
                         coarse_above=plan.get("coarse_above"))
     top = sizes[-1]
     rep = plan.get("repeats", 1)
-    raw: dict = {"sizes": sizes, "clock": {"arch": "", "ns_per_op": {}}, "chase": {},
+    raw: dict = {"sizes": sizes, "repeats": rep, "clock": {"arch": "", "ns_per_op": {}},
+                 "chase": {},
                  "chase_top_4k": [], "mlp": {}, "bw_gbs": [], "huge_fraction_top": None,
                  "work": {}}
     raw["cpuid"] = run_bench("cpuid")
@@ -547,7 +552,7 @@ def measure(plan: dict, log: Callable[[str], None] = lambda m: None,
     budget = plan.get("budget_s", math.inf)
     for r in range(plan["rounds"]):
         start = clock()
-        if r and start - t0 + longest > budget:
+        if r >= plan.get("min_rounds", 1) and start - t0 + longest > budget:
             log(f"time budget ({budget:.0f} s): {r} of {plan['rounds']} rounds")
             break
         raw["rounds_done"] = r + 1
@@ -866,6 +871,7 @@ def build_doc(raw: dict, levels: list[dict], ident: dict, *, quick: bool,
                 "mlp_ceiling": mlp, "bandwidth_gbs": raw["bw_gbs"],
                 "work_ns_per_call": raw.get("work", {}), "work_ipc": work,
                 "rounds_done": raw.get("rounds_done"), "elapsed_s": raw.get("elapsed_s"),
+                "repeats": raw.get("repeats"),
                 "cpuid": raw.get("cpuid", {})},
         "provenance": machine or {},
     }
@@ -1018,7 +1024,8 @@ def raw_from_doc(doc: dict) -> dict:
     returns them (to derive the file again without measuring: ``--from-raw``)."""
     try:
         r = doc["meta"]["raw"]
-        raw = {"sizes": [int(x) for x in r["sizes"]], "chase": r["chase_ns"],
+        raw = {"sizes": [int(x) for x in r["sizes"]], "repeats": r.get("repeats"),
+               "chase": r["chase_ns"],
                "chase_top_4k": r["chase_top_4k_ns"],
                "huge_fraction_top": r.get("huge_fraction_top"),
                "mlp": r["mlp_ns_per_load"],
@@ -1068,6 +1075,7 @@ def calibrate(output: Path | None = None, *, quick: bool = False,
         plan["max_bytes"] = plan["bw_bytes"] = max_bytes
     if rounds is not None:
         plan["rounds"] = rounds
+        plan["min_rounds"] = min(plan["min_rounds"], rounds)
     if len(sweep_sizes(plan["max_bytes"], plan["per_octave"])) < 2 * (len(levels) + 1):
         raise ConfigError(f"calibrate: {plan['max_bytes']} B is too small a largest working "
                           f"set for {len(levels)} cache levels")

@@ -474,8 +474,9 @@ def test_a_spike_moves_no_knee():
 
 
 def test_measure_stops_at_its_time_budget(monkeypatch):
-    """Rounds stop when the next one would pass the budget; every round's samples are kept
-    and the file says how many rounds ran."""
+    """Rounds stop when the next one would pass the budget, but not before the plan's
+    fewest (the self-check's spread between rounds needs them); every round's samples are
+    kept and the file says how many rounds ran and how many repeats each has."""
     calls = []
 
     def fake(cmd, *args):
@@ -503,13 +504,19 @@ def test_measure_stops_at_its_time_budget(monkeypatch):
         return fake(*a)
 
     monkeypatch.setattr(cal, "run_bench", tick)
-    plan = dict(cal.PLANS["quick"], max_bytes=4 * MIB, rounds=10, budget_s=25.0)
+    plan = dict(cal.PLANS["quick"], max_bytes=4 * MIB, rounds=10, budget_s=25.0, min_rounds=1)
     raw = cal.measure(plan, clock=clock)
     per_round = calls.count("bw") and len(calls[1:]) // calls.count("bw")
     assert per_round == 4 + len(cal.WORK_POINTS) + 1  # clock, work, 2 chases, mlp, bw
     # a round takes 11 s: rounds start at 1, 12 (23 + 11 > 25: the third is not started)
     assert raw["rounds_done"] == 2 and calls.count("clock") == 2
     assert len(raw["work"]["crc64/1"]) == 2 and raw["elapsed_s"] == 22.0
+    assert raw["repeats"] == plan["repeats"]
+    # the quick plan's fewest rounds run even when the first already passes the budget
+    calls.clear()
+    raw = cal.measure(dict(plan, budget_s=5.0, min_rounds=cal.PLANS["quick"]["min_rounds"]),
+                      clock=clock)
+    assert raw["rounds_done"] == calls.count("clock") == cal.PLANS["quick"]["min_rounds"] == 3
 
 
 # --- non-memory work: c_ref's kernels against the traces' instruction counts ---------------

@@ -208,6 +208,84 @@ def test_a_file_with_a_wrong_last_level_or_walk_is_refused():
     assert f"chase {check._fmt(128 * MIB)} 4K" in off and "chase 4KiB 2048K" not in off
 
 
+def test_a_points_spread_is_between_its_rounds_fastest_samples():
+    # rounds of two repeats: fastest 10, 12 and 10.5 -> the slowest round 20 % above
+    assert check.round_spread([10, 11, 12, 13, 10.5, 10.6], 2) == pytest.approx(0.2)
+    assert check.round_spread([10, 11, 12, 13], 4) == 0.0  # one round: no spread
+    assert check.round_spread([10, 12], None) == 0.0  # rounds not kept apart
+    assert check.point_tolerance(0.03) == check.TOLERANCE
+    assert check.point_tolerance(0.18) == pytest.approx(0.18)
+    assert check.point_tolerance(0.9) == check.SPREAD_MAX
+
+
+def _rounds(raw, spread):
+    """``raw`` measured in two rounds of one repeat: every chase and parallel chase as
+    measured, then ``1 + spread`` times slower (the machine's own figure moved)."""
+    def two(v):
+        return [min(v), min(v) * (1 + spread)]
+    return dict(raw, repeats=1, chase={k: two(v) for k, v in raw["chase"].items()},
+                chase_4k={k: two(v) for k, v in (raw.get("chase_4k") or {}).items()},
+                mlp={k: two(v) for k, v in raw["mlp"].items()})
+
+
+def test_a_point_is_judged_within_its_native_spread_and_no_wider_than_the_cap():
+    raw, _ = synthetic_raw()
+    raw["sizes"] = raw["sizes"][::3]
+    raw["mlp"] = {k: v for k, v in raw["mlp"].items() if k in ("1", "16")}
+    raw["work"] = {}
+    doc = cal.build_doc(raw, LEVELS, ZEN4, quick=True)
+    cpu = sim.parse_cpu(tomllib.loads(cal.to_toml(doc)))
+    same = _predicted_raw(raw, cpu)
+    mid = str(raw["sizes"][len(raw["sizes"]) // 2])
+    point = f"chase {check._fmt(int(mid))} 2048K"
+
+    def at(factor, spread):
+        off = dict(same, chase=dict(same["chase"]))
+        off["chase"][mid] = [v * factor for v in same["chase"][mid]]
+        noisy = dict(off, repeats=1, chase=dict(off["chase"]))
+        noisy["chase"][mid] = [min(off["chase"][mid]), min(off["chase"][mid]) * (1 + spread)]
+        rows = check.replay(cpu, noisy, steps=4000)
+        return check.replay_checks(rows)[0], {r["point"]: r for r in rows}[point]
+
+    # 18 % off: refused when the machine was steady there, passed when its rounds moved 20 %
+    bad, row = at(1 / 1.18, 0.0)
+    assert not bad["ok"] and row["tolerance"] == check.TOLERANCE
+    ok, row = at(1 / 1.18, 0.20)
+    assert ok["ok"] and row["spread"] == pytest.approx(0.2) and "1 points)" in ok["detail"]
+    assert "1 of them only within their spread" in ok["detail"]
+    # 40 % off with rounds 60 % apart: the spread counts up to the cap only
+    bad, row = at(1 / 1.4, 0.60)
+    assert not bad["ok"] and row["tolerance"] == check.SPREAD_MAX
+    assert f"worst {point}" in bad["detail"] and "native spread 60%" in bad["detail"]
+    sc = check.summarise([bad], check.replay(cpu, same, steps=4000))
+    assert "| native spread |" in check.table(sc) and "| 10% | yes |" in check.table(sc)
+
+
+def test_a_wrong_level_or_walk_is_refused_on_a_machine_noisy_to_the_cap():
+    """Every point of the machine moved by the cap between its rounds (the most a point's
+    tolerance can widen): a file with a quarter of the last level, or walks 300 cycles
+    longer, is still refused."""
+    raw, _ = synthetic_raw()
+    raw["sizes"] = raw["sizes"][::2]
+    raw["mlp"] = {k: v for k, v in raw["mlp"].items() if k in ("1", "16")}
+    raw["work"] = {}
+    doc = cal.build_doc(raw, LEVELS, ZEN4, quick=True)
+    raw["chase_4k"] = {str(16 * MIB): [1.0], str(128 * MIB): [1.0]}
+    cpu = sim.parse_cpu(tomllib.loads(cal.to_toml(doc)))
+    noisy = _rounds(_predicted_raw(raw, cpu), check.SPREAD_MAX)
+    rows = check.replay(cpu, noisy, steps=4000)
+    assert check.replay_checks(rows)[0]["ok"]
+    assert all(r["tolerance"] == check.SPREAD_MAX for r in rows if r["gated"])
+    small = tomllib.loads(cal.to_toml(doc))
+    small["cache"][-1]["size"] //= 4
+    [bad] = check.replay_checks(check.replay(sim.parse_cpu(small), noisy, steps=4000))
+    assert not bad["ok"] and "worst chase" in bad["detail"]
+    slow = tomllib.loads(cal.to_toml(doc))
+    slow["tlb"]["walk_latency"] += 300
+    [bad] = check.replay_checks(check.replay(sim.parse_cpu(slow), noisy, steps=4000))
+    assert not bad["ok"] and "4K" in bad["detail"]
+
+
 def test_work_rows_are_shown_not_gated():
     raw, _ = synthetic_raw()
     doc = cal.build_doc(raw, LEVELS, ZEN4, quick=True)
