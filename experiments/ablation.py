@@ -90,6 +90,10 @@ SETTINGS: dict[str, tuple[str, Callable[[CpuConfig], CpuConfig], float]] = {
                     lambda c: _l1(c, mshrs=_scale(c.caches[0].mshrs, 2)), 1.0),
     "rob_x0.5": ("half the ROB", lambda c: c.with_changes(rob=_scale(c.rob, 0.5)), 1.0),
     "rob_x2": ("twice the ROB", lambda c: c.with_changes(rob=_scale(c.rob, 2)), 1.0),
+    "rob_x0.25": ("a quarter of the ROB", lambda c: c.with_changes(rob=_scale(c.rob, 0.25)),
+                  1.0),
+    "no_scheduler": ("no scheduler limit (the ROB alone bounds the window; [core] scheduler "
+                     "unset)", lambda c: c.with_changes(scheduler=None), 1.0),
     "dram_x0.75": ("DRAM latency x 0.75",
                    lambda c: c.with_changes(dram_latency_ns=c.dram_latency_ns * 0.75), 1.0),
     "dram_x1.25": ("DRAM latency x 1.25",
