@@ -4,7 +4,8 @@ and past them, natively and predicted (sim/VALIDATION.md, finding 11).
     python -m kvsim.experiments.absolute_split --cpu FILE [--keys 2000,20000] [--repeat 5]
         [--out FILE]
 
-For each row (:data:`ROWS`, the validation's MGET and MSET baselines with its options) and
+For each row (:data:`ROWS`, the validation's MGET and MSET baselines with its options, MSET on both
+tables) and
 each keyspace size: the native time per operation (``kvsim-cref native``, process CPU time,
 the fastest and the median of ``--repeat`` runs) and the predicted one (the row's trace,
 warmed as the validation's, simulated on ``--cpu``). When predicted / native is in the band
@@ -32,6 +33,9 @@ ROWS = {
     "MSET hashtable none": ("mset", {"ops": 20000, "value_size": 100, "table": "hashtable",
                                      "keys_per_command": 10, "mset_keys": "random",
                                      "variant": "none"}, {"ops": 4000}),
+    "MSET dict none": ("mset", {"ops": 20000, "value_size": 100, "table": "dict",
+                                "keys_per_command": 10, "mset_keys": "random",
+                                "variant": "none"}, {"ops": 4000}),
 }
 
 
