@@ -93,6 +93,14 @@ def _l1(cpu: CpuConfig, **kw: Any) -> CpuConfig:
     return cpu.with_changes(caches=(replace(cpu.caches[0], **kw), *cpu.caches[1:]))
 
 
+def _llc(cpu: CpuConfig, f: float) -> CpuConfig:
+    last = cpu.caches[-1]
+    sets = max(1, int(last.size * f) // (last.ways * last.line))
+    size = 1 << (sets.bit_length() - 1)  # a power-of-two number of sets
+    return cpu.with_changes(caches=(*cpu.caches[:-1],
+                                    replace(last, size=size * last.ways * last.line)))
+
+
 #: setting -> (what it changes, CPU change, gap scale of the trace)
 SETTINGS: dict[str, tuple[str, Callable[[CpuConfig], CpuConfig], float]] = {
     "base": ("the CPU as given", lambda c: c, 1.0),
@@ -102,10 +110,21 @@ SETTINGS: dict[str, tuple[str, Callable[[CpuConfig], CpuConfig], float]] = {
                     lambda c: _l1(c, mshrs=_scale(c.caches[0].mshrs, 2)), 1.0),
     "rob_x0.5": ("half the ROB", lambda c: c.with_changes(rob=_scale(c.rob, 0.5)), 1.0),
     "rob_x2": ("twice the ROB", lambda c: c.with_changes(rob=_scale(c.rob, 2)), 1.0),
+    "rob_x0.25": ("a quarter of the ROB", lambda c: c.with_changes(rob=_scale(c.rob, 0.25)),
+                  1.0),
+    "no_scheduler": ("no scheduler limit (the ROB alone bounds the window; [core] scheduler "
+                     "unset)", lambda c: c.with_changes(scheduler=None), 1.0),
     "dram_x0.75": ("DRAM latency x 0.75",
                    lambda c: c.with_changes(dram_latency_ns=c.dram_latency_ns * 0.75), 1.0),
     "dram_x1.25": ("DRAM latency x 1.25",
                    lambda c: c.with_changes(dram_latency_ns=c.dram_latency_ns * 1.25), 1.0),
+    "dram_x2": ("DRAM latency x 2",
+                lambda c: c.with_changes(dram_latency_ns=c.dram_latency_ns * 2), 1.0),
+    "llc_x0.25": ("a quarter of the last level", lambda c: _llc(c, 0.25), 1.0),
+    "llc_x0.25_dram_x2": ("a quarter of the last level and DRAM latency x 2 (a guest's memory "
+                          "under its neighbours' load, sim/VALIDATION.md finding 11)",
+                          lambda c: _llc(c, 0.25).with_changes(
+                              dram_latency_ns=c.dram_latency_ns * 2), 1.0),
     "page_2m": ("2 MiB pages", lambda c: _tlb(c, page_size=2 * 1024 * 1024), 1.0),
     "walk_0": ("free page walks", lambda c: _tlb(c, walk_latency=0), 1.0),
     "walk_x2": ("page walks cost twice",

@@ -46,6 +46,8 @@ def cpu_toml(cpu: sim.CpuConfig) -> str:
         out += ["", "[core]", f"width = {cpu.width}", f"rob = {cpu.rob}"]
         if cpu.sustained_ipc is not None:
             out.append(f"sustained_ipc = {_val(cpu.sustained_ipc)}")
+        if cpu.scheduler is not None:
+            out.append(f"scheduler = {cpu.scheduler}")
     for c in cpu.caches:
         out += ["", "[[cache]]", f"name = {_val(c.name)}", f"size = {_size(c.size)}",
                 f"ways = {c.ways}", f"line = {c.line}", f"latency = {c.latency}",

@@ -424,6 +424,8 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
         stalls["walker_wait"] = cyc(raw["wait_walker"])
         stalls["dram_bandwidth_wait"] = cyc(raw["wait_dram_bw"])
         stalls["inflight_wait"] = cyc(raw["wait_inflight"])
+        if cfg.scheduler:
+            stalls["scheduler_full"] = cyc(raw["wait_scheduler"])
         result["cycles"] = cycles
         result["ipc"] = raw["instructions"] / cycles if cycles else 0.0
         result["timing"] = {
@@ -442,6 +444,7 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
             "sustained_ipc": cpu.sustained_ipc if cpu.sustained_ipc is not None else cpu.width,
             "work_ipc": cpu.work_ipc() if cpu.work else None,
             "rob": cfg.rob,
+            "scheduler": cfg.scheduler or None,
             "dram_latency_cycles": cfg.dram_latency,
         }
     ncmd = raw["commands"]

@@ -120,6 +120,10 @@ class CpuConfig:
     # instructions per cycle the core sustains on the trace's work when no miss holds it up
     # (the instruction gaps of dependent non-memory work); None = width
     sustained_ipc: float | None = None
+    # scheduler entries: a record waiting for its producer holds its gap's instructions in
+    # them until it issues, and dispatch waits while they are full (sim/MODEL.md §6); None
+    # = no limit (the ROB alone bounds the window)
+    scheduler: int | None = None
     # instructions per cycle by kind of work ([work]: (kind, rate) pairs; a kind not given
     # runs at the generic rate, generic not given at sustained_ipc); () = one rate for all
     work: tuple[tuple[str, float], ...] = ()
@@ -218,6 +222,7 @@ class CpuConfig:
                 )
             ec.timing = 1
             (ec.width, ec.instr_ticks), ec.rob = self.timing_ticks(), self.rob
+            ec.scheduler = self.scheduler or 0
             ec.dram_latency = self.dram_latency_cycles
             if self.dram_bandwidth_gbs:
                 bytes_per_cycle = self.dram_bandwidth_gbs / self.freq_ghz
@@ -308,7 +313,7 @@ def _check_ways(p: B.PolicyInfo, ways: int, where: str) -> None:
 _KEYS = {
     "cache": {"name", "size", "ways", "line", "latency", "replacement", "inclusion", "mshrs",
               "seed", "src", "notes"},
-    "core": {"width", "rob", "sustained_ipc", "src", "notes"},
+    "core": {"width", "rob", "sustained_ipc", "scheduler", "src", "notes"},
     "work": {*WORK_KINDS, "src", "notes"},
     "dram": {"latency_ns", "bandwidth_gbs", "src", "notes"},
     "tlb": {"page_size", "l1_entries", "l1_ways", "l2_entries", "l2_ways", "l2_latency",
@@ -446,6 +451,11 @@ def parse_cpu(doc: dict, source: str = "") -> CpuConfig:
                 raise ConfigError(f"core.sustained_ipc: at most the width ({kw['width']}), "
                                   f"got {ipc!r}")
             kw["sustained_ipc"] = float(ipc)
+        sched = _get(core, "scheduler", "core", int, None, pos=True)
+        if sched is not None:
+            if sched > B.MAX_SCHEDULER:
+                raise ConfigError(f"core.scheduler: at most {B.MAX_SCHEDULER}, got {sched}")
+            kw["scheduler"] = sched
         if "src" in core:
             prov["core"] = core["src"]
     if "work" in doc:

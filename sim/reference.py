@@ -418,7 +418,7 @@ def _new_stats(nlevels):
         "stlb_access": 0, "stlb_miss": 0, "swpf_dropped_tlb": 0, "ticks": 0,
         "stall_rob": z(B.MAX_LEVELS + 2),
         "wait_dep": 0, "wait_mshr": 0, "wait_tlb": 0, "wait_walker": 0, "wait_dram_bw": 0,
-        "wait_inflight": 0,
+        "wait_inflight": 0, "wait_scheduler": 0,
         "miss_ticks": 0, "l1_misses_timed": 0, "load_latency": 0, "loads_timed": 0,
         "nphases_seen": 0,
         "commands": 0, "command_ticks": 0, "command_ticks_max": 0, "command_l1_misses": 0,
@@ -477,6 +477,9 @@ class ReferenceSim:
         self.dram_base = 0  # the DRAM calendar's first slot (MODEL.md §6)
         self.dram_busy: set[int] = set()  # its slots that carry a fill
         self.walker_free = [0] * cfg.walkers  # tick each page walker is free (MODEL.md §3)
+        # the scheduler (MODEL.md §6): (issue tick, entries) of the records holding entries
+        self.sched: list[tuple[int, int]] = []
+        self.sched_used = 0
         self.last_cause = self.n + 1
         self.finished = False
         self.command = None  # (counted, start tick, L1 misses at start) of the open command
@@ -847,6 +850,20 @@ class ReferenceSim:
         own = self.cfg.site_kind[site] if site < B.MAX_SITES else 0
         return t + rest * self.kticks[own if own < B.MAX_WORK_KINDS else 0]
 
+    def sched_admit(self, need: int, D: int) -> int:
+        """Dispatch tick of a record wanting ``need`` scheduler entries at ``D``: the
+        holders that issued by then free theirs; while ``need`` does not fit beside the
+        rest, it waits for the earliest holder to issue (MODEL.md §6)."""
+        while True:
+            keep = [h for h in self.sched if h[0] > D]
+            self.sched_used -= sum(n for x, n in self.sched if x <= D)
+            self.sched = keep
+            if self.sched_used + need <= self.cfg.scheduler:
+                return D
+            x = min(h[0] for h in self.sched)
+            self.st["wait_scheduler"] += x - D
+            D = x
+
     def memory(self, r):
         st, cfg, W, lb = self.st, self.cfg, self.W, self.lb
         kind, addr, tag = r["kind"], r["addr"], r["tag"]
@@ -873,6 +890,9 @@ class ReferenceSim:
                     if b > D:
                         st["stall_rob"][self.blk[2]] += b - D
                         D = b
+            need = min(ninstr, cfg.scheduler)
+            if need:
+                D = self.sched_admit(need, D)
             self.t_disp = X = D
             dep = r["dep"]
             if kind != STORE and dep and dep < B.DEP_WINDOW and dep <= self.recno:
@@ -880,6 +900,9 @@ class ReferenceSim:
                 if c > X:
                     st["wait_dep"] += c - X
                     X = c
+                    if need:  # it waits for its producer: it holds its entries until X
+                        self.sched.append((X, need))
+                        self.sched_used += need
         C = D + W
         cls = self.n + 1
         done, served = max(X, C), TIMELINE_DROPPED  # the timeline's completion, level

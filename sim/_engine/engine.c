@@ -1398,6 +1398,8 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
         FAIL("walk_reads: at most %d", KVSIM_MAX_WALK_READS);
     if (cfg->walkers > KVSIM_MAX_WALKERS)
         FAIL("walkers: at most %d (0 = unlimited)", KVSIM_MAX_WALKERS);
+    if (cfg->scheduler > KVSIM_MAX_SCHEDULER)
+        FAIL("core.scheduler: at most %d (0 = unlimited)", KVSIM_MAX_SCHEDULER);
     if (cfg->guest_page_bits && (cfg->guest_page_bits <= cfg->page_bits ||
                                  cfg->guest_page_bits > 40))
         FAIL("guest_page_bits: 0 or a page larger than page_bits' (at most 2^40)");

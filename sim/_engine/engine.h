@@ -54,6 +54,8 @@
 
 /* Page walks in flight at once (kvsimConfig.walkers): at most this many. */
 #define KVSIM_MAX_WALKERS 64
+/* Scheduler entries (kvsimConfig.scheduler): at most this many. */
+#define KVSIM_MAX_SCHEDULER 4096
 
 /* Access kinds as counted per level (the "kind" axis of the tag x kind stats):
  * X(id, name) gives KVSIM_K_<id> = its position and the name the statistics use
@@ -180,6 +182,12 @@ typedef struct kvsimConfig {
     uint32_t per_kind;
     uint32_t kind_ticks[KVSIM_MAX_WORK_KINDS];
     uint8_t site_kind[KVSIM_MAX_SITES];
+    /* The scheduler (timing): a record whose issue waits for its producer (dep) holds
+     * min(gap + 1, scheduler) entries from its dispatch until it issues (the address
+     * computation that waits with it); a record is dispatched only when its own entries
+     * fit beside those held, else it waits for the earliest holder to issue.  0 = no
+     * limit, at most KVSIM_MAX_SCHEDULER; see schedAdmit() in timing.h. */
+    uint32_t scheduler;
 } kvsimConfig;
 
 #define KVSIM_NO_SITE 0xFFFFFFFFu
@@ -234,6 +242,7 @@ typedef struct kvsimStats {
     uint64_t wait_walker;    /* ticks walks waited for a free walker (cfg.walkers) */
     uint64_t wait_dram_bw;   /* ticks fills waited for the DRAM channel */
     uint64_t wait_inflight;  /* ticks demand accesses waited for a line in flight */
+    uint64_t wait_scheduler; /* dispatch ticks lost to a full scheduler (cfg.scheduler) */
     uint64_t miss_ticks;     /* sum over L1 misses (loads, prefetches) of their duration */
     uint64_t l1_misses_timed;
     uint64_t load_latency;   /* sum over loads of completion - issue (ticks) */

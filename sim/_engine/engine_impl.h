@@ -276,6 +276,12 @@ struct kvsimSim {
     /* the page walkers (cfg.walkers > 0; timing.h walkTime): the tick at which
      * each one is free */
     uint64_t walker_free[KVSIM_MAX_WALKERS];
+    /* the scheduler (cfg.scheduler > 0; timing.h schedAdmit): the records holding
+     * entries, a binary min-heap by the tick they issue (sched_x) with their entries
+     * (sched_n); sched_cnt of them, sched_used entries in all */
+    uint64_t sched_x[KVSIM_MAX_SCHEDULER];
+    uint32_t sched_n[KVSIM_MAX_SCHEDULER];
+    uint32_t sched_cnt, sched_used;
     uint8_t last_cause; /* stall class that set the last retire time */
     int fast; /* every level LRU with ranks and non-inclusive, no TLB or prefetchers */
     uint32_t qcap; /* request queue capacity: QCAP, or the test hook cfg.queue_cap */

@@ -295,6 +295,64 @@ static inline uint64_t recordTicks(kvsimSim *s, const kvtRecord *r, uint64_t nin
     return t + rest * s->kticks[own < KVSIM_MAX_WORK_KINDS ? own : 0];
 }
 
+/* The scheduler's heap (cfg.scheduler > 0): remove the earliest-issuing holder. */
+static inline void schedPop(kvsimSim *s) {
+    uint64_t *const hx = s->sched_x;
+    uint32_t *const hn = s->sched_n;
+    const uint32_t cnt = --s->sched_cnt;
+    s->sched_used -= hn[0];
+    const uint64_t x = hx[cnt];
+    const uint32_t n = hn[cnt];
+    uint32_t i = 0;
+    for (;;) {
+        uint32_t c = 2 * i + 1;
+        if (c >= cnt) break;
+        if (c + 1 < cnt && hx[c + 1] < hx[c]) c++;
+        if (hx[c] >= x) break;
+        hx[i] = hx[c];
+        hn[i] = hn[c];
+        i = c;
+    }
+    hx[i] = x;
+    hn[i] = n;
+}
+
+/* The scheduler: a record of n instructions that is to dispatch at D.  The holders that
+ * issued by D free their entries; while its min(n, scheduler) entries do not fit beside
+ * the rest, dispatch waits for the earliest holder to issue.  Returns the dispatch tick.
+ * (Which of two holders issuing at the same tick leaves first changes nothing.) */
+static __attribute__((noinline)) uint64_t schedAdmit(kvsimSim *s, uint64_t n, uint64_t D) {
+    const uint64_t S = s->cfg.scheduler, need = n < S ? n : S;
+    while (s->sched_cnt && s->sched_x[0] <= D) schedPop(s);
+    while (s->sched_used + need > S) { /* sched_used > 0, so a holder exists */
+        const uint64_t x = s->sched_x[0];
+        s->st->wait_scheduler += x - D;
+        D = x;
+        while (s->sched_cnt && s->sched_x[0] <= D) schedPop(s);
+    }
+    return D;
+}
+
+/* The scheduler: a record dispatched at D that issues at X > D (it waited for its
+ * producer) holds min(n, scheduler) entries until X. */
+static __attribute__((noinline)) void schedHold(kvsimSim *s, uint64_t n, uint64_t X) {
+    const uint64_t S = s->cfg.scheduler;
+    const uint32_t need = (uint32_t)(n < S ? n : S);
+    uint64_t *const hx = s->sched_x;
+    uint32_t *const hn = s->sched_n;
+    uint32_t i = s->sched_cnt++;
+    s->sched_used += need;
+    while (i) {
+        const uint32_t p = (i - 1) / 2;
+        if (hx[p] <= X) break;
+        hx[i] = hx[p];
+        hn[i] = hn[p];
+        i = p;
+    }
+    hx[i] = X;
+    hn[i] = need;
+}
+
 /* Timing: dispatch of a record of ninstr instructions taking rt ticks (s->instr
  * already counts them): D after the ROB limit, X when its producer (dep) has
  * completed.  (The ROB's retire bound for an entry's later instructions takes them
@@ -324,6 +382,8 @@ static inline __attribute__((always_inline)) void dispatchT(kvsimSim *s, const k
             D += stall;
         }
     }
+    const uint64_t nsched = s->cfg.scheduler ? (uint64_t)r->gap + 1 : 0;
+    if (nsched) D = schedAdmit(s, nsched, D);
     s->t_disp = D;
     uint64_t X = D;
     const uint32_t dep = r->dep;
@@ -332,6 +392,7 @@ static inline __attribute__((always_inline)) void dispatchT(kvsimSim *s, const k
         if (c > X) {
             s->st->wait_dep += c - X;
             X = c;
+            if (nsched) schedHold(s, nsched, X);
         }
     }
     *Dp = D;

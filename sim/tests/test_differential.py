@@ -64,6 +64,9 @@ def cpu_docs(draw, levels=None, timing=None):
         doc["core"] = {"width": draw(st.integers(1, 4)), "rob": draw(st.integers(1, 40))}
         if draw(st.booleans()):  # a core sustaining less than its width (1/16 steps)
             doc["core"]["sustained_ipc"] = draw(st.integers(4, 16 * doc["core"]["width"])) / 16
+        sched = draw(st.sampled_from([0, 1, 2, 5, 16]))  # scheduler entries; 0: no limit
+        if sched:
+            doc["core"]["scheduler"] = sched
         doc["dram"] = {"latency_ns": float(draw(st.integers(20, 100)))}
         if draw(st.booleans()):
             doc["dram"]["bandwidth_gbs"] = float(draw(st.sampled_from([2, 8, 32])))
@@ -202,6 +205,9 @@ def lru_docs(draw):
         doc["core"] = {"width": draw(st.integers(1, 4)), "rob": draw(st.integers(1, 40))}
         if draw(st.booleans()):  # a core sustaining less than its width (1/16 steps)
             doc["core"]["sustained_ipc"] = draw(st.integers(4, 16 * doc["core"]["width"])) / 16
+        sched = draw(st.sampled_from([0, 1, 2, 5, 16]))  # scheduler entries; 0: no limit
+        if sched:
+            doc["core"]["scheduler"] = sched
         doc["dram"] = {"latency_ns": float(draw(st.integers(20, 100)))}
         if draw(st.booleans()):
             doc["dram"]["bandwidth_gbs"] = float(draw(st.sampled_from([2, 8, 32])))
