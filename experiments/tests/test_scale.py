@@ -23,3 +23,20 @@ def test_bad_arguments_one_line(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["scale: error: unknown workload 'nope'"]
     assert scale.main(["--keys", "x"]) == 2
+
+
+def test_page_table_reads_are_the_walks_reads(tmp_path):
+    """With one page-table read per walk every walk reads L1 once and each level below sees
+    what the one above missed; a fixed walk reads nothing; both CPUs in the same pass walk
+    alike (same TLBs)."""
+    cpus = ["graviton3", "graviton3+walk_reads=1"]
+    r = scale.run_size("keys", 20_000, cpus, tmp_path, repeat=1, native=False)
+    for side in ("a", "b"):
+        fixed, reads = (r["predicted"][c][side] for c in cpus)
+        assert fixed["page_table_reads"] == {}
+        assert fixed["walks_per_key"] == reads["walks_per_key"] > 0
+        pt = list(reads["page_table_reads"].values())
+        assert pt[0]["accesses_per_key"] == reads["walks_per_key"]
+        for up, down in zip(pt, pt[1:]):
+            assert down["accesses_per_key"] == up["misses_per_key"]
+        assert set(reads["levels"]) == set(reads["page_table_reads"])
