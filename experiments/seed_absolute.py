@@ -479,3 +479,34 @@ def render(doc: dict[str, Any], result: str) -> str:
     command = doc["provenance"].get("command") or "kvsim experiment run seed_absolute"
     out.append(provenance_line(doc, result, provenance.scrub_line(command)))
     return "\n".join(out)
+
+
+# --- re-assembly ----------------------------------------------------------------------------
+
+def reassemble(directory: Path, publish: bool) -> Path:
+    """Assemble ``directory``'s seed_absolute cells (a ``kvsim experiment run seed_absolute -o
+    DIRECTORY``) into its tables again with this code and the current ``results/scale.json``,
+    without recomputing a cell (kvsim.experiments.runner.assemble); the result file's
+    ``assembled`` says when, at which commit, with which scale.json. ``publish``: copy it to
+    results/experiments/. Returns the written file."""
+    from kvsim import provenance
+    from kvsim.experiments import runner
+
+    if not runner.assemble(directory, "seed_absolute"):
+        raise ValueError(f"{directory}: no seed_absolute cells")
+    path = directory / "seed_absolute" / "seed_absolute.json"
+    doc = json.loads(path.read_text())
+    scale = json.loads(SCALE_JSON.read_text())["provenance"] if SCALE_JSON.is_file() else None
+    now = provenance.provenance()
+    doc["assembled"] = {"command": "python -m kvsim.experiments.seed_absolute_assemble DIR"
+                        + (" --publish" if publish else ""),
+                        "commit": now["commit"], "dirty": now["dirty"],
+                        "date_utc": now["date_utc"],
+                        "scale_json": {k: (scale or {}).get(k) for k in ("commit", "date_utc")}}
+    provenance.write_atomic(path, json.dumps(doc, indent=2, default=str) + "\n")
+    if publish:
+        dst = provenance.results_dir() / "experiments"
+        for src in [path, *sorted(path.parent.glob("*.png"))]:
+            provenance.write_atomic(dst / src.name, src.read_bytes())
+    return path
+

@@ -37,6 +37,6 @@ def test_page_table_reads_are_the_walks_reads(tmp_path):
         assert fixed["walks_per_key"] == reads["walks_per_key"] > 0
         pt = list(reads["page_table_reads"].values())
         assert pt[0]["accesses_per_key"] == reads["walks_per_key"]
-        for up, down in zip(pt, pt[1:]):
+        for up, down in zip(pt, pt[1:], strict=False):
             assert down["accesses_per_key"] == up["misses_per_key"]
         assert set(reads["levels"]) == set(reads["page_table_reads"])

@@ -202,6 +202,7 @@ def _tiny(name: str) -> framework.Experiment:
 
 def test_a_tiny_run_goes_through_the_framework(tmp_path, monkeypatch):
     monkeypatch.setitem(framework._REGISTRY, "seed_absolute", _tiny("seed_absolute"))
+    monkeypatch.setattr(sa, "SCALE_JSON", tmp_path / "no-scale.json")  # the cells alone
     res = runner.run(["seed_absolute"], tmp_path, log=lambda *_: None)
     assert not res["failed"], res["failed"]
     rows = pd.read_parquet(tmp_path / "seed_absolute" / "seed_absolute.parquet")
@@ -222,3 +223,8 @@ def test_a_tiny_run_goes_through_the_framework(tmp_path, monkeypatch):
     assert len(lines) == len(f) == len(sa.seed_rows())
     assert sum("(extrapolated)" in x for x in lines) == len(done)
     assert "Source: [`results/experiments/seed_absolute.json`]" in text
+    # assembled again (no cell recomputed): the same tables, and when it was assembled
+    before = doc["tables"]
+    sa.reassemble(tmp_path, publish=False)
+    again = json.loads((tmp_path / "seed_absolute" / "seed_absolute.json").read_text())
+    assert again["tables"] == before and again["assembled"]["commit"]
