@@ -78,26 +78,29 @@ def cycles_table(doc: dict[str, Any]) -> str:
 def walks_table(doc: dict[str, Any]) -> str:
     """Per workload, size and CPU whose walks read the page table through the caches
     (``+walk_reads=R``): walks per key and, per cache level, the page-table reads per key
-    that miss it (side a), beside the cycles per key of the same preset with the fixed walk
-    and with the reads."""
+    that miss it and the demand misses per key (side a), beside the cycles per key of the
+    same preset with the fixed walk and with the reads."""
     pred, _ = latest(doc)
     keys = [x for x in _order(pred) if "+walk_reads=" in x[2]
             and pred[x][0]["a"].get("page_table_reads")]
     if not keys:
         return "(no row of results/scale.json has a CPU with page-table reads)"
     out = ["| workload | keys | CPU | walks per key | page-table reads missing, per key "
-           "(each level) | TLB cycles per key: fixed walk / with reads | cycles per key a: "
-           "fixed walk / with reads | speedup: fixed walk / with reads |", "|" + "---|" * 7]
+           "(each level) | demand misses per key (each level) | TLB cycles per key: fixed "
+           "walk / with reads | cycles per key a: fixed walk / with reads | speedup: fixed "
+           "walk / with reads |", "|" + "---|" * 8]
     for w, k, cpu in keys:
         p, _ = pred[(w, k, cpu)]
         a = p["a"]
         base = pred.get((w, k, cpu.split("+", 1)[0]))
         misses = ", ".join(f"{lv} {x['misses_per_key']:.3f}"
                            for lv, x in a["page_table_reads"].items())
+        demand = ", ".join(f"{lv} {x['demand_misses_per_key']:.2f}"
+                           for lv, x in a["levels"].items())
         fixed_tlb = f"{base[0]['a']['tlb_stall_cycles_per_key']:.0f}" if base else "-"
         fixed_cpk = f"{base[0]['a']['cycles_per_key']:.0f}" if base else "-"
         fixed_sp = f"{base[0]['speedup']:.2f}" if base else "-"
-        out.append(f"| {w} | {_size(k)} | {cpu} | {a['walks_per_key']:.2f} | {misses} | "
+        out.append(f"| {w} | {_size(k)} | {cpu} | {a['walks_per_key']:.2f} | {misses} | {demand} | "
                    f"{fixed_tlb} / {a['tlb_stall_cycles_per_key']:.0f} | {fixed_cpk} / "
                    f"{a['cycles_per_key']:.0f} | {fixed_sp} / {p['speedup']:.2f} |")
     return "\n".join(out)
