@@ -51,27 +51,34 @@ def _native_cells(r: dict) -> str:
             f"{min(n['runs_a_s']) / min(n['runs_b_s']):.2f})")
 
 
+def _run(row: dict) -> str:
+    """The run a figure comes from: its commit and time (UTC)."""
+    p = row.get("provenance") or {}
+    return f"{(p.get('commit') or '?')[:7]} {(p.get('date_utc') or '')[11:16]}".strip()
+
+
 def cycles_table(doc: dict[str, Any]) -> str:
     """Cycles per key of both sides and the speedup per workload, size and CPU, with the
     side a (no prefetch) misses per key that explain them; native rows in ns per key."""
     pred, native = latest(doc)
     out = ["| workload | keys | CPU | cycles per key a / b | speedup | DTLB / STLB misses "
-           "per key | LLC demand misses per key | TLB cycles per key |", "|" + "---|" * 8]
+           "per key | LLC demand misses per key | TLB cycles per key | run |",
+           "|" + "---|" * 9]
     done = set()
     for w, k, cpu in _order(pred):
-        p, _ = pred[(w, k, cpu)]
+        p, row = pred[(w, k, cpu)]
         a, b = p["a"], p["b"]
         out.append(f"| {w} | {_size(k)} | {cpu} | {a['cycles_per_key']:.0f} / "
                    f"{b['cycles_per_key']:.0f} | {p['speedup']:.2f} | "
                    f"{a['dtlb_misses_per_key']:.2f} / {a['stlb_misses_per_key']:.2f} | "
                    f"{a['llc_demand_misses_per_key']:.2f} | "
-                   f"{a['tlb_stall_cycles_per_key']:.0f} |")
+                   f"{a['tlb_stall_cycles_per_key']:.0f} | {_run(row)} |")
         nxt = _order(pred)
         last = [x for x in nxt if x[:2] == (w, k)][-1]
         if (w, k, cpu) == last and (w, k) in native and (w, k) not in done:
             done.add((w, k))
             out.append(f"| {w} | {_size(k)} | native (ns per key) | "
-                       f"{_native_cells(native[(w, k)])} | | | |")
+                       f"{_native_cells(native[(w, k)])} | | | | {_run(native[(w, k)])} |")
     return "\n".join(out)
 
 
