@@ -57,6 +57,9 @@ SIM_VALUE_BYTES = {"small": 16 << 20, "full": 64 << 20}
 #: the result file whose growth of cycles per key extrapolates a capped row, and whose
 #: measurement at a seed's own key count replaces the extrapolation (``at_seed_scale``)
 SCALE_JSON = Path(__file__).resolve().parents[1] / "results" / "scale.json"
+#: the newest scale.json rows the tables read (ISO UTC date; None: those written up to the
+#: newest cell); :func:`reassemble` sets it for the cells of an older model
+SCALE_UNTIL: str | None = None
 #: scale.json's pair -> the c_ref variant of its side b (kvsim.experiments.scale.PAIRS)
 SCALE_VARIANT = {"keys": "valkey", "save": "valkey", "load": "prefetch-after-key"}
 
@@ -218,13 +221,20 @@ def _cells(scale: str, cpus: list[str]) -> list[dict]:
 
 # --- tables -------------------------------------------------------------------------------------
 
-def _scale_growth() -> dict[tuple[str, str, str], list[tuple[int, float]]]:
+def _scale_growth(until: str | None = None
+                  ) -> dict[tuple[str, str, str], list[tuple[int, float]]]:
     """``(pair, preset, side) -> [(keys, cycles per key)]`` from ``results/scale.json``,
-    sorted by keys (empty when the file is absent)."""
+    sorted by keys (empty when the file is absent). ``until``: only the rows written at or
+    before that UTC date (ISO), those of the model the cells were computed with as far as
+    the file can tell; a later run (after a change of the model) would mix two models in
+    one curve."""
     if not SCALE_JSON.is_file():
         return {}
     out: dict[tuple[str, str, str], dict[int, float]] = {}
     for r in json.loads(SCALE_JSON.read_text()).get("rows", []):  # oldest first: the
+        when = (r.get("provenance") or {}).get("date_utc")
+        if until is not None and when is not None and when > until:
+            continue
         for cpu, p in r.get("predicted", {}).items():             # newest row of a size wins
             for side in ("a", "b"):
                 if side in p:
@@ -332,7 +342,8 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
         k = (r["experiment_kind"], bool(r["cluster"]), int(r["value_size"]),
              int(r["sim_keys"]), r["variant"])
         cyc[k] = float(r["cycles"]) / int(r["sim_keys"])
-    curves = _scale_growth()
+    dates = sim["date_utc"].dropna() if "date_utc" in sim else []
+    curves = _scale_growth(SCALE_UNTIL or (str(max(dates)) if len(dates) else None))
     out = []
     for row in seed_rows():
         pub = published(row)
@@ -422,7 +433,8 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
                        "seed's key count has "
                        "only extrapolated times (cycles per key x the seed's keys; "
                        "*_scaled_s: times the growth of cycles per key results/scale.json "
-                       "measured up to scaled_to_keys).")]
+                       "measured up to scaled_to_keys; scale.json's rows written after "
+                       "the last cell are left out, as they may be of another model).")]
 
 
 register(Experiment("seed_absolute", "The seeds' published times on their own machines",
@@ -483,23 +495,31 @@ def render(doc: dict[str, Any], result: str) -> str:
 
 # --- re-assembly ----------------------------------------------------------------------------
 
-def reassemble(directory: Path, publish: bool) -> Path:
+def reassemble(directory: Path, publish: bool, scale_until: str | None = None) -> Path:
     """Assemble ``directory``'s seed_absolute cells (a ``kvsim experiment run seed_absolute -o
     DIRECTORY``) into its tables again with this code and the current ``results/scale.json``,
-    without recomputing a cell (kvsim.experiments.runner.assemble); the result file's
+    without recomputing a cell (kvsim.experiments.runner.assemble), reading scale.json's rows
+    written up to ``scale_until`` (default: the newest cell's date); the result file's
     ``assembled`` says when, at which commit, with which scale.json. ``publish``: copy it to
     results/experiments/. Returns the written file."""
     from kvsim import provenance
     from kvsim.experiments import runner
 
-    if not runner.assemble(directory, "seed_absolute"):
-        raise ValueError(f"{directory}: no seed_absolute cells")
+    global SCALE_UNTIL
+    SCALE_UNTIL, before = scale_until, SCALE_UNTIL
+    try:
+        if not runner.assemble(directory, "seed_absolute"):
+            raise ValueError(f"{directory}: no seed_absolute cells")
+    finally:
+        SCALE_UNTIL = before
     path = directory / "seed_absolute" / "seed_absolute.json"
     doc = json.loads(path.read_text())
     scale = json.loads(SCALE_JSON.read_text())["provenance"] if SCALE_JSON.is_file() else None
     now = provenance.provenance()
     doc["assembled"] = {"command": "python -m kvsim.experiments.seed_absolute_assemble DIR"
-                        + (" --publish" if publish else ""),
+                        + (" --publish" if publish else "")
+                        + (f" --scale-until {scale_until}" if scale_until else ""),
+                        "scale_until": scale_until,
                         "commit": now["commit"], "dirty": now["dirty"],
                         "date_utc": now["date_utc"],
                         "scale_json": {k: (scale or {}).get(k) for k in ("commit", "date_utc")}}

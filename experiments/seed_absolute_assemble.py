@@ -20,9 +20,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("directory", type=Path)
     ap.add_argument("--publish", action="store_true",
                     help="also copy seed_absolute.json and its plot to results/experiments/")
+    ap.add_argument("--scale-until", default=None, metavar="DATE",
+                    help="read results/scale.json's rows written up to this UTC date (ISO), "
+                         "those of the cells' model (default: up to the newest cell)")
     a = ap.parse_args(argv)
     try:
-        print(seed_absolute.reassemble(a.directory, a.publish))
+        print(seed_absolute.reassemble(a.directory, a.publish, a.scale_until))
     except (OSError, ValueError) as exc:
         print(f"seed_absolute_assemble: error: {exc}", file=sys.stderr)
         return 1

@@ -228,3 +228,21 @@ def test_a_tiny_run_goes_through_the_framework(tmp_path, monkeypatch):
     sa.reassemble(tmp_path, publish=False)
     again = json.loads((tmp_path / "seed_absolute" / "seed_absolute.json").read_text())
     assert again["tables"] == before and again["assembled"]["commit"]
+
+
+def test_scale_rows_written_after_the_cells_are_left_out(tmp_path, monkeypatch):
+    """A scale.json row written after the newest cell may be of another model: the growth
+    curve leaves it out, the older rows stay."""
+    rows = [{"workload": "load", "keys": k, "provenance": {"date_utc": d},
+             "predicted": {"xeon-8255c": {"a": {"cycles_per_key": c},
+                                          "b": {"cycles_per_key": c}}}}
+            for k, c, d in ((1_000_000, 100.0, "2026-01-01T00:00:00Z"),
+                            (20_000_000, 150.0, "2026-01-01T01:00:00Z"),
+                            (1_000_000, 130.0, "2026-01-02T00:00:00Z"))]
+    f = tmp_path / "scale.json"
+    f.write_text(json.dumps({"rows": rows}))
+    monkeypatch.setattr(sa, "SCALE_JSON", f)
+    old = sa._scale_growth("2026-01-01T12:00:00Z")[("load", "xeon-8255c", "a")]
+    assert old == [(1_000_000, 100.0), (20_000_000, 150.0)]
+    assert sa._scale_growth()[("load", "xeon-8255c", "a")] == [(1_000_000, 130.0),
+                                                               (20_000_000, 150.0)]
