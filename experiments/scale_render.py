@@ -95,7 +95,7 @@ def walks_table(doc: dict[str, Any]) -> str:
     out = ["| workload | keys | CPU | walks per key | page-table reads missing, per key "
            "(each level) | demand misses per key (each level) | TLB cycles per key: fixed "
            "walk / with reads | cycles per key a: fixed walk / with reads | speedup: fixed "
-           "walk / with reads |", "|" + "---|" * 8]
+           "walk / with reads |", "|" + "---|" * 9]
     for w, k, cpu in keys:
         p, _ = pred[(w, k, cpu)]
         a = p["a"]
