@@ -501,3 +501,18 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+# the seeds' scale (``python -m kvsim.experiments.scale``): docs/scale.md's tables
+register_each(lambda doc, result: _scale_render().render(doc, result, "cycles"),
+              {"scale": "results/scale.json"})
+register_each(lambda doc, result: _scale_render().render(doc, result, "walks"),
+              {"scale_walks": "results/scale.json"})
+register_each(lambda doc, result: _scale_render().render(doc, result, "chase"),
+              {"scale_chase": "results/scale.json"})
+register_each(lambda doc, result: _scale_render().render(doc, result, "memory"),
+              {"scale_memory": "results/scale.json"})
+
+
+def _scale_render():
+    from kvsim.experiments import scale_render
+
+    return scale_render

@@ -71,7 +71,23 @@ def _sim_row(res: dict, cfg, keys: int) -> dict:
             "dtlb_misses_per_key": tlb.get("dtlb_misses", 0) / keys,
             "stlb_misses_per_key": tlb.get("stlb_misses", 0) / keys,
             "llc_demand_misses_per_key": llc.get("demand_misses", 0) / keys,
-            "tlb_stall_cycles_per_key": stalls.get("tlb", 0) / keys}
+            "tlb_stall_cycles_per_key": stalls.get("tlb", 0) / keys,
+            "walks_per_key": tlb.get("stlb_misses", 0) / keys,
+            "levels": {lv["name"]: {"demand_misses_per_key": lv["demand_misses"] / keys}
+                       for lv in res["levels"]},
+            "page_table_reads": page_table_reads(res, keys)}
+
+
+def page_table_reads(res: dict, keys: int) -> dict:
+    """Per cache level, the walks' page-table reads per key that reach it and that miss it:
+    the loads of tag 0 (the engine's walk reads, sim/MODEL.md section 3; c_ref tags every
+    access of its own, so none of its loads has tag 0). Empty with a fixed walk."""
+    out: dict = {}
+    for b in res.get("by_tag", []):
+        if b["tag"] == 0 and b["kind"] == "load":
+            out[b["level"]] = {"accesses_per_key": b["accesses"] / keys,
+                               "misses_per_key": b["misses"] / keys}
+    return out
 
 
 def run_size(workload: str, keys: int, cpus: list[str], tmp: Path, repeat: int,
@@ -117,6 +133,35 @@ def run_size(workload: str, keys: int, cpus: list[str], tmp: Path, repeat: int,
     return out
 
 
+def chase(sizes: list[int], cpus: list[str], rounds: int, loads: int, steps: int) -> dict:
+    """The walk model against the machine: `kvsim calibrate`'s native pointer chase
+    (``kvsim-calibrate chase``, 4 KiB pages) over each working set in ``rounds`` rounds, and
+    the same chase predicted on every CPU of ``cpus`` (kvsim.sim.micro's trace of that loop),
+    rows as ``kvsim micro compare`` writes them (kvsim.experiments.micro.rows_of)."""
+    from kvsim.experiments import micro
+    from kvsim.sim.calibrate import run_bench
+    from kvsim.sim.micro import predict
+
+    nat: dict = {}
+    huge: dict = {}
+    for r in range(rounds):
+        print(f"chase round {r + 1}/{rounds}: native, 4 KiB pages", flush=True)
+        for pt in run_bench("chase", "4k", loads, 1, *sizes)["points"]:
+            nat.setdefault(("chase", "4k", pt["size"], 1), []).extend(pt["ns"])
+            huge[("chase", "4k", pt["size"], 1)] = pt["huge_fraction"]
+    out = {}
+    for c in cpus:
+        cfg = load_cpu(c)
+        out[c] = micro.rows_of(nat, huge, lambda kind, size, n, ps, cfg=cfg: predict(
+            cfg, size, n, steps, ps, False), ["4k"])
+        print(f"chase on {c}: " + ", ".join(
+            f"{x['working_set'] >> 20} MiB {x['predicted_ns']:.0f}/"
+            f"{x['native_ns']['median']:.0f} ns" for x in out[c]), flush=True)
+    return {"rows": out, "loads": loads, "steps": steps, "rounds": rounds,
+            "note": "ns per chase load: predicted on each CPU against the native median "
+                    "(4 KiB pages; kvsim-calibrate chase)"}
+
+
 def main(argv: list[str] | None = None) -> int:
     from kvsim import sim
 
@@ -130,6 +175,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="native rounds kept per side")
     ap.add_argument("--no-native", action="store_true")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--chase", default=None, metavar="SIZES",
+                    help="instead of the workloads: the calibration's native pointer chase "
+                         "over these working sets (e.g. 256MiB,10GiB) against its "
+                         "prediction on every --cpu; stored as the file's 'chase'")
     ap.add_argument("--append", action="store_true",
                     help="keep the rows of an existing --out file (each with its own run)")
     a = ap.parse_args(argv)
@@ -145,9 +194,25 @@ def main(argv: list[str] | None = None) -> int:
     cpus = a.cpu or [p for p in sim.preset_names() if p != "local"]
     out = Path(a.out or provenance.default_result_path("scale.json"))
     rows: list[dict] = []
+    kept: dict = {}
     if a.append and out.is_file():
         old = json.loads(out.read_text())
         rows = [dict(r, provenance=r.get("provenance", old["provenance"])) for r in old["rows"]]
+        kept = {k: old[k] for k in ("chase",) if k in old}
+    if a.chase:
+        from kvsim.sim.config import parse_size
+
+        try:
+            ws = [parse_size(x, "--chase") for x in a.chase.split(",")]
+        except Exception as exc:
+            print(f"scale: error: --chase: {exc}", file=sys.stderr)
+            return 2
+        old = json.loads(out.read_text()) if out.is_file() else {"cpus": cpus, "rows": []}
+        old["chase"] = dict(chase(ws, cpus, a.repeat, 300_000, 40_000),
+                            provenance=provenance.provenance())
+        provenance.write_result(out, {k: v for k, v in old.items() if k != "provenance"})
+        print(json.dumps({"wrote": str(out)}))
+        return 0
     with tempfile.TemporaryDirectory(prefix="kvsim-scale-", dir=out.parent) as tmp:
         for keys in sizes:
             for w in works:
@@ -162,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
                       (f"; native {nat['ns_per_key_a']:.1f}/{nat['ns_per_key_b']:.1f} ns/key"
                        if nat else ""), flush=True)
                 provenance.write_result(out, {
-                    "cpus": cpus, "rows": rows,
+                    "cpus": cpus, "rows": rows, **kept,
                     "note": "per key: a = no prefetch, b = the variant; predicted on every "
                             "CPU in one pass over each trace (setup carried, compact)"})
     print(json.dumps({"wrote": str(out)}))

@@ -10,10 +10,13 @@ predicted speedup beside the published one. The goal bands are :data:`TIME_BAND`
 
 Scale. A row is simulated at its seed's key count where the trace fits (:func:`sim_keys`: at
 most :data:`SIM_KEYS` keys and :data:`SIM_VALUE_BYTES` of values per trace at each scale), else
-at that cap; its ``basis`` says which. A capped row's time at the seed's key count is
-*extrapolated*: cycles per key at the simulated size times the seed's key count, and, where
-``results/scale.json`` (``python -m kvsim.experiments.scale``) has the same pair on the same
-preset at a larger size, times the growth of cycles per key it measured up to the largest size
+at that cap; its ``basis`` says which. Where ``results/scale.json`` measured the row's pair on
+its preset at the seed's own key count (KEYS over 5x10^7 keys on ``graviton3``), that
+measurement is the row's prediction (``at_seed_scale``; ``source`` names the file). A
+capped row's time at the seed's key count is *extrapolated*: cycles per key at the simulated
+size times the seed's key count, and, where ``results/scale.json`` (``python -m
+kvsim.experiments.scale``) has the same pair on the same preset at a larger size, times the
+growth of cycles per key it measured up to the largest size
 at or below the seed's (``*_scaled_s``). Extrapolated figures never fill the measured
 columns. Each trace is simulated once on its seed's preset (the study's CPUs are the seeds'
 presets; ``--cpu`` does not change them); traces stream, so memory stays independent of
@@ -51,8 +54,14 @@ SPEEDUP_BAND = (0.85, 1.15)
 #: per scale, the most keys and (loads) value bytes one trace holds (a larger row is capped)
 SIM_KEYS = {"small": 20_000, "full": 1_000_000}
 SIM_VALUE_BYTES = {"small": 16 << 20, "full": 64 << 20}
-#: the result file whose growth of cycles per key extrapolates a capped row
+#: the result file whose growth of cycles per key extrapolates a capped row, and whose
+#: measurement at a seed's own key count replaces the extrapolation (``at_seed_scale``)
 SCALE_JSON = Path(__file__).resolve().parents[1] / "results" / "scale.json"
+#: the newest scale.json rows the tables read (ISO UTC date; None: those written up to the
+#: newest cell); :func:`reassemble` sets it for the cells of an older model
+SCALE_UNTIL: str | None = None
+#: scale.json's pair -> the c_ref variant of its side b (kvsim.experiments.scale.PAIRS)
+SCALE_VARIANT = {"keys": "valkey", "save": "valkey", "load": "prefetch-after-key"}
 
 
 @dataclass(frozen=True)
@@ -212,19 +221,26 @@ def _cells(scale: str, cpus: list[str]) -> list[dict]:
 
 # --- tables -------------------------------------------------------------------------------------
 
-def _scale_growth() -> dict[tuple[str, str, str], list[tuple[int, float]]]:
+def _scale_growth(until: str | None = None
+                  ) -> dict[tuple[str, str, str], list[tuple[int, float]]]:
     """``(pair, preset, side) -> [(keys, cycles per key)]`` from ``results/scale.json``,
-    sorted by keys (empty when the file is absent)."""
+    sorted by keys (empty when the file is absent). ``until``: only the rows written at or
+    before that UTC date (ISO), those of the model the cells were computed with as far as
+    the file can tell; a later run (after a change of the model) would mix two models in
+    one curve."""
     if not SCALE_JSON.is_file():
         return {}
-    out: dict[tuple[str, str, str], list[tuple[int, float]]] = {}
-    for r in json.loads(SCALE_JSON.read_text()).get("rows", []):
-        for cpu, p in r.get("predicted", {}).items():
+    out: dict[tuple[str, str, str], dict[int, float]] = {}
+    for r in json.loads(SCALE_JSON.read_text()).get("rows", []):  # oldest first: the
+        when = (r.get("provenance") or {}).get("date_utc")
+        if until is not None and when is not None and when > until:
+            continue
+        for cpu, p in r.get("predicted", {}).items():             # newest row of a size wins
             for side in ("a", "b"):
                 if side in p:
-                    out.setdefault((r["workload"], cpu, side), []).append(
-                        (int(r["keys"]), float(p[side]["cycles_per_key"])))
-    return {k: sorted(v) for k, v in out.items()}
+                    out.setdefault((r["workload"], cpu, side), {})[int(r["keys"])] = float(
+                        p[side]["cycles_per_key"])
+    return {k: sorted(v.items()) for k, v in out.items()}
 
 
 def _on_scale_curve(row: SeedRow) -> bool:
@@ -236,6 +252,16 @@ def _on_scale_curve(row: SeedRow) -> bool:
 
 def _largest_at_most(curve: list[tuple[int, float]], keys: int) -> tuple[int, float] | None:
     return max(((k, v) for k, v in curve if k <= keys), default=None)
+
+
+def _at_seed_scale(row: SeedRow, curves: dict) -> tuple[float, float] | None:
+    """Cycles per key before and after the change that ``results/scale.json`` measured at
+    the row's own key count on its own preset (the row's pair, both sides), or None."""
+    if not _on_scale_curve(row) or row.cref_variant != SCALE_VARIANT.get(row.kind.scale_pair):
+        return None
+    a = dict(curves.get((row.kind.scale_pair, row.kind.preset, "a"), [])).get(row.keys)
+    b = dict(curves.get((row.kind.scale_pair, row.kind.preset, "b"), [])).get(row.keys)
+    return None if a is None or b is None else (a, b)
 
 
 def growth(curve: list[tuple[int, float]], sim: int, seed: int) -> tuple[float, int] | None:
@@ -316,7 +342,8 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
         k = (r["experiment_kind"], bool(r["cluster"]), int(r["value_size"]),
              int(r["sim_keys"]), r["variant"])
         cyc[k] = float(r["cycles"]) / int(r["sim_keys"])
-    curves = _scale_growth()
+    dates = sim["date_utc"].dropna() if "date_utc" in sim else []
+    curves = _scale_growth(SCALE_UNTIL or (str(max(dates)) if len(dates) else None))
     out = []
     for row in seed_rows():
         pub = published(row)
@@ -335,6 +362,13 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
             b = cyc.get((row.experiment, row.cluster, row.value_bytes, n, row.cref_variant))
             if a is not None and b is not None and n <= row.keys:
                 got = (n, a, b)  # the largest simulated size at or below the row's
+        at = _at_seed_scale(row, curves)
+        line["at_seed_scale"] = at is not None
+        if at is not None:
+            got = (row.keys, *at)
+            line["source"] = "results/scale.json"
+        elif got is not None:
+            line["source"] = "cells"
         if got is not None:
             n, a, b = got
             f = _freq(row.kind.preset)
@@ -374,6 +408,7 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
     t = pd.DataFrame(out)
     order = ["row", "seed", "experiment", "preset", "variant", "also",
              "cref_variant", "cluster", "value_bytes", "keys", "sim_keys", "basis",
+             "at_seed_scale", "source",
              "published_base_s", "predicted_base_s", "extrapolated_base_s",
              "extrapolated_base_scaled_s", "scaled_to_keys_base", "ratio_base",
              "base_verdict", "published_opt_s", "predicted_opt_s", "extrapolated_opt_s",
@@ -392,10 +427,14 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
                                if c in t.columns]),
                   note=f"goal: times within {TIME_BAND[0]}-{TIME_BAND[1]} of the published, "
                        f"speedups within {SPEEDUP_BAND[0]}-{SPEEDUP_BAND[1]}. seed: the PR "
-                       "and the seed file. A row simulated below its seed's key count has "
+                       "and the seed file. A row whose pair results/scale.json measured "
+                       "at the seed's own key count on the seed's preset takes that "
+                       "measurement (at_seed_scale, source). A row simulated below its "
+                       "seed's key count has "
                        "only extrapolated times (cycles per key x the seed's keys; "
                        "*_scaled_s: times the growth of cycles per key results/scale.json "
-                       "measured up to scaled_to_keys).")]
+                       "measured up to scaled_to_keys; scale.json's rows written after "
+                       "the last cell are left out, as they may be of another model).")]
 
 
 register(Experiment("seed_absolute", "The seeds' published times on their own machines",
@@ -435,8 +474,10 @@ def render(doc: dict[str, Any], result: str) -> str:
            "after: published / predicted s | ratio | speedup: published / predicted | "
            "ratio | diagnosis |", "|" + "---|" * 9]
     for r in rows:
-        at = (f"{r['sim_keys']:,.0f}" + ("" if r["basis"].startswith("measured") else
-                                         " (extrapolated)")) if r.get("sim_keys") else "-"
+        at = (f"{r['sim_keys']:,.0f}" + (
+            " (the seed's scale, scale.json)" if r.get("at_seed_scale") else
+            "" if r["basis"].startswith("measured") else " (extrapolated)")
+        ) if r.get("sim_keys") else "-"
         if r.get("ratio_base") is None:
             out.append(f"| {r['row']} | {at} | {r['published_base_s']:.3g} / - | | "
                        f"{r['published_opt_s']:.3g} / - | | {r['published_speedup']:.2f} / - "
@@ -450,3 +491,42 @@ def render(doc: dict[str, Any], result: str) -> str:
     command = doc["provenance"].get("command") or "kvsim experiment run seed_absolute"
     out.append(provenance_line(doc, result, provenance.scrub_line(command)))
     return "\n".join(out)
+
+
+# --- re-assembly ----------------------------------------------------------------------------
+
+def reassemble(directory: Path, publish: bool, scale_until: str | None = None) -> Path:
+    """Assemble ``directory``'s seed_absolute cells (a ``kvsim experiment run seed_absolute -o
+    DIRECTORY``) into its tables again with this code and the current ``results/scale.json``,
+    without recomputing a cell (kvsim.experiments.runner.assemble), reading scale.json's rows
+    written up to ``scale_until`` (default: the newest cell's date); the result file's
+    ``assembled`` says when, at which commit, with which scale.json. ``publish``: copy it to
+    results/experiments/. Returns the written file."""
+    from kvsim import provenance
+    from kvsim.experiments import runner
+
+    global SCALE_UNTIL
+    SCALE_UNTIL, before = scale_until, SCALE_UNTIL
+    try:
+        if not runner.assemble(directory, "seed_absolute"):
+            raise ValueError(f"{directory}: no seed_absolute cells")
+    finally:
+        SCALE_UNTIL = before
+    path = directory / "seed_absolute" / "seed_absolute.json"
+    doc = json.loads(path.read_text())
+    scale = json.loads(SCALE_JSON.read_text())["provenance"] if SCALE_JSON.is_file() else None
+    now = provenance.provenance()
+    doc["assembled"] = {"command": "python -m kvsim.experiments.seed_absolute_assemble DIR"
+                        + (" --publish" if publish else "")
+                        + (f" --scale-until {scale_until}" if scale_until else ""),
+                        "scale_until": scale_until,
+                        "commit": now["commit"], "dirty": now["dirty"],
+                        "date_utc": now["date_utc"],
+                        "scale_json": {k: (scale or {}).get(k) for k in ("commit", "date_utc")}}
+    provenance.write_atomic(path, json.dumps(doc, indent=2, default=str) + "\n")
+    if publish:
+        dst = provenance.results_dir() / "experiments"
+        for src in [path, *sorted(path.parent.glob("*.png"))]:
+            provenance.write_atomic(dst / src.name, src.read_bytes())
+    return path
+

@@ -151,6 +151,36 @@ def test_the_table_arithmetic_follows_the_csv(scale, monkeypatch):
                                            "low" if sp / (base / opt) < lo else "high")
 
 
+def test_a_row_at_its_seeds_scale_takes_scale_json(tmp_path, monkeypatch):
+    """KEYS over 5x10^7 keys on graviton3 in scale.json (both sides of its pair) replaces
+    the merged iterator's extrapolation, marked; the next-bucket row (a variant scale.json
+    does not run) and the loads (scale.json below their key counts) stay extrapolated; the
+    newest row of a size wins."""
+    from kvsim import sim
+
+    rows = [{"workload": "keys", "keys": 50_000_000, "predicted": {"graviton3": {
+        "a": {"cycles_per_key": c}, "b": {"cycles_per_key": c / 2}}}} for c in (999.0, 600.0)]
+    rows.append({"workload": "load", "keys": 1_000_000, "predicted": {"xeon-8255c": {
+        "a": {"cycles_per_key": 1.0}, "b": {"cycles_per_key": 1.0}}}})
+    f = tmp_path / "scale.json"
+    f.write_text(json.dumps({"rows": rows}))
+    monkeypatch.setattr(sa, "SCALE_JSON", f)
+    cpk = {"none": 900.0, "valkey": 300.0, "next-bucket": 450.0, "prefetch-after-key": 800.0,
+           "prefetch-rehash": 1000.0}
+    (t,) = framework.get("seed_absolute").tables(_fake_rows("full", cpk))
+    t = t.frame
+    ghz = sim.load_cpu("graviton3").freq_ghz
+    keys = t[t.experiment == "iterate_keys"].set_index("variant")
+    merged = keys.loc["merged"]
+    assert bool(merged["at_seed_scale"]) and merged["source"] == "results/scale.json"
+    assert merged["sim_keys"] == 50_000_000 and merged["basis"].startswith("measured")
+    assert merged["predicted_base_s"] == pytest.approx(600.0 * 50_000_000 / ghz / 1e9)
+    assert merged["predicted_speedup"] == pytest.approx(2.0)
+    nb = keys.loc["next-bucket-simple"]
+    assert not nb["at_seed_scale"] and nb["basis"].startswith("extrapolated")
+    assert not t[t.experiment == "rdb_load_prefetch"].at_seed_scale.any()
+
+
 def _tiny(name: str) -> framework.Experiment:
     """The study on a few configurations at tiny sizes: KEYS (both its variants), SAVE, and
     the load of 8 B and 4 KB values (a rehash row among them)."""
@@ -172,6 +202,7 @@ def _tiny(name: str) -> framework.Experiment:
 
 def test_a_tiny_run_goes_through_the_framework(tmp_path, monkeypatch):
     monkeypatch.setitem(framework._REGISTRY, "seed_absolute", _tiny("seed_absolute"))
+    monkeypatch.setattr(sa, "SCALE_JSON", tmp_path / "no-scale.json")  # the cells alone
     res = runner.run(["seed_absolute"], tmp_path, log=lambda *_: None)
     assert not res["failed"], res["failed"]
     rows = pd.read_parquet(tmp_path / "seed_absolute" / "seed_absolute.parquet")
@@ -192,3 +223,26 @@ def test_a_tiny_run_goes_through_the_framework(tmp_path, monkeypatch):
     assert len(lines) == len(f) == len(sa.seed_rows())
     assert sum("(extrapolated)" in x for x in lines) == len(done)
     assert "Source: [`results/experiments/seed_absolute.json`]" in text
+    # assembled again (no cell recomputed): the same tables, and when it was assembled
+    before = doc["tables"]
+    sa.reassemble(tmp_path, publish=False)
+    again = json.loads((tmp_path / "seed_absolute" / "seed_absolute.json").read_text())
+    assert again["tables"] == before and again["assembled"]["commit"]
+
+
+def test_scale_rows_written_after_the_cells_are_left_out(tmp_path, monkeypatch):
+    """A scale.json row written after the newest cell may be of another model: the growth
+    curve leaves it out, the older rows stay."""
+    rows = [{"workload": "load", "keys": k, "provenance": {"date_utc": d},
+             "predicted": {"xeon-8255c": {"a": {"cycles_per_key": c},
+                                          "b": {"cycles_per_key": c}}}}
+            for k, c, d in ((1_000_000, 100.0, "2026-01-01T00:00:00Z"),
+                            (20_000_000, 150.0, "2026-01-01T01:00:00Z"),
+                            (1_000_000, 130.0, "2026-01-02T00:00:00Z"))]
+    f = tmp_path / "scale.json"
+    f.write_text(json.dumps({"rows": rows}))
+    monkeypatch.setattr(sa, "SCALE_JSON", f)
+    old = sa._scale_growth("2026-01-01T12:00:00Z")[("load", "xeon-8255c", "a")]
+    assert old == [(1_000_000, 100.0), (20_000_000, 150.0)]
+    assert sa._scale_growth()[("load", "xeon-8255c", "a")] == [(1_000_000, 130.0),
+                                                               (20_000_000, 150.0)]
