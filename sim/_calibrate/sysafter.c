@@ -162,6 +162,7 @@ int benchSysAfter(int argc, char **argv) {
     for (int s = 0; s < nsets; s++)
         for (int pages = 0; pages < 2; pages++) {
             size_t n = (size_t)lines[s], bytes = pages ? n * PAGE : n * LINE;
+            bytes = (bytes + PAGE - 1) / PAGE * PAGE; /* aligned_alloc: a multiple of PAGE */
             uint32_t *mem = aligned_alloc(PAGE, bytes);
             if (!mem) return fail("aligned_alloc");
             memset(mem, 0, bytes);
