@@ -419,8 +419,8 @@ static int benchCpuid(void) {
 int benchWorkKind(int argc, char **argv); /* work_kinds.c: copy, compare */
 
 int main(int argc, char **argv) {
-    const char *usage = "usage: kvsim-calibrate clock|chase|mlp|bw|work|workkind|cpuid|syscall "
-                        "ARGS (see calibrate.c, work_kinds.c, syscall.c)\n";
+    const char *usage = "usage: kvsim-calibrate clock|chase|mlp|bw|work|workkind|cpuid|syscall|"
+                        "sysafter ARGS (see calibrate.c, work_kinds.c, syscall.c, sysafter.c)\n";
     if (argc < 2) {
         fputs(usage, stderr);
         return 2;
@@ -435,6 +435,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(cmd, "workkind")) rc = benchWorkKind(argc - 2, argv + 2);
     else if (!strcmp(cmd, "cpuid")) rc = benchCpuid();
     else if (!strcmp(cmd, "syscall")) rc = benchSyscall(argc - 2, argv + 2); /* syscall.c */
+    else if (!strcmp(cmd, "sysafter")) rc = benchSysAfter(argc - 2, argv + 2); /* sysafter.c */
     if (rc == 2) fputs(usage, stderr);
     return rc;
 }

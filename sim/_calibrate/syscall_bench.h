@@ -5,4 +5,7 @@
 /* argv: ITERS SIZE...; 0 done, 1 a socket call failed, 2 bad arguments (usage). */
 int benchSyscall(int argc, char **argv);
 
+/* sysafter.c: argv ITERS ROUNDS LINES...; the user code's time after a call (same codes). */
+int benchSysAfter(int argc, char **argv);
+
 #endif
