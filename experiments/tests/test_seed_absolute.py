@@ -233,16 +233,19 @@ def test_a_tiny_run_goes_through_the_framework(tmp_path, monkeypatch):
 def test_scale_rows_written_after_the_cells_are_left_out(tmp_path, monkeypatch):
     """A scale.json row written after the newest cell may be of another model: the growth
     curve leaves it out, the older rows stay."""
+    def day(d: int, h: int) -> str:  # an ISO date of the test's, not a run's
+        return f"2026-01-{d:02d}T{h:02d}:00:00Z"
+
     rows = [{"workload": "load", "keys": k, "provenance": {"date_utc": d},
              "predicted": {"xeon-8255c": {"a": {"cycles_per_key": c},
                                           "b": {"cycles_per_key": c}}}}
-            for k, c, d in ((1_000_000, 100.0, "2026-01-01T00:00:00Z"),
-                            (20_000_000, 150.0, "2026-01-01T01:00:00Z"),
-                            (1_000_000, 130.0, "2026-01-02T00:00:00Z"))]
+            for k, c, d in ((1_000_000, 100.0, day(1, 0)),
+                            (20_000_000, 150.0, day(1, 1)),
+                            (1_000_000, 130.0, day(2, 0)))]
     f = tmp_path / "scale.json"
     f.write_text(json.dumps({"rows": rows}))
     monkeypatch.setattr(sa, "SCALE_JSON", f)
-    old = sa._scale_growth("2026-01-01T12:00:00Z")[("load", "xeon-8255c", "a")]
+    old = sa._scale_growth(day(1, 12))[("load", "xeon-8255c", "a")]
     assert old == [(1_000_000, 100.0), (20_000_000, 150.0)]
     assert sa._scale_growth()[("load", "xeon-8255c", "a")] == [(1_000_000, 130.0),
                                                                (20_000_000, 150.0)]
