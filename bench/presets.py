@@ -299,12 +299,19 @@ def bench_engine_path() -> Path | None:
     return p if p is not None and p.exists() and shutil.which("valgrind") else None
 
 
-def add_callgrind_args(ap: argparse.ArgumentParser) -> None:
-    """The options bench/engine_presets.py and profile.py share (an argparse parser)."""
+def parse_callgrind_args(prog: str, doc: str, argv: list[str] | None, option: str,
+                         option_help: str, name: str) -> tuple[argparse.Namespace, Path | None]:
+    """The command line of a callgrind suite (bench/engine_presets.py, profile.py: its own
+    ``option``, a string, then the options they share) and :func:`bench_engine_or_say` as
+    ``name``."""
+    ap = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0])
+    ap.add_argument(option, help=option_help)
     ap.add_argument("--records", type=int, default=100_000, help="records per trace")
     ap.add_argument("--scale", type=float, default=0.1, help="kvsim bench's trace scale")
     ap.add_argument("--workdir", default="build/bench-presets", help="where the traces are")
     ap.add_argument("--out", help="result file")
+    a = ap.parse_args(argv)
+    return a, bench_engine_or_say(name)
 
 
 def bench_engine_or_say(prog: str) -> Path | None:
@@ -314,6 +321,21 @@ def bench_engine_or_say(prog: str) -> Path | None:
         print(f"{prog}: no sim/_engine/build/bench_engine or valgrind "
               "(make -C sim/_engine bench-c)", file=sys.stderr)
     return binary
+
+
+def callgrind_traces(prog: str, a: argparse.Namespace, min_records: int,
+                     pick: slice) -> list[dict[str, Any]] | None:
+    """The traces a callgrind suite counts (:func:`make_traces` at ``--scale`` in
+    ``--workdir``, the slice ``pick`` of them) once ``--records`` is checked to be above
+    ``min_records``; None after saying on stderr, as ``prog``, what is wrong."""
+    if a.records <= min_records:
+        print(f"{prog}: --records {a.records}: must be > {min_records}", file=sys.stderr)
+        return None
+    try:
+        return make_traces(Path(a.workdir), a.scale)[pick]
+    except (BenchError, _callgrind.CallgrindError) as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return None
 
 
 def instructions(binary: Path, recs: np.ndarray, cpu: sim.CpuConfig, tmp: Path,
