@@ -31,6 +31,9 @@ from bench import _callgrind
 from bench import presets as bp
 from kvsim import provenance, sim, traces
 
+#: This suite's own option (its name and help), beside the callgrind suites' shared ones.
+BASELINE = ("--baseline", "another bench_engine build to count beside this one")
+
 
 def thread_refs(binary: Path, cfg_file: Path, raw: Path, tmp: Path) -> list[int]:
     """Callgrind instruction counts of each thread of one bench_engine run, in thread
@@ -72,9 +75,7 @@ def count(binary: Path, trace_list: list[dict], presets: list[str], records: int
 
 
 def main(argv: list[str] | None = None) -> int:
-    a, binary = bp.parse_callgrind_args(
-        "python -m bench engine-presets", __doc__, argv, "--baseline",
-        "another bench_engine build to count beside this one", "presets.py")
+    a, binary = bp.parse_callgrind_args("engine-presets", "presets.py", __doc__, argv, BASELINE)
     if binary is None:
         return 1
     base = Path(a.baseline) if a.baseline else None

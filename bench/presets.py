@@ -299,13 +299,14 @@ def bench_engine_path() -> Path | None:
     return p if p is not None and p.exists() and shutil.which("valgrind") else None
 
 
-def parse_callgrind_args(prog: str, doc: str, argv: list[str] | None, option: str,
-                         option_help: str, name: str) -> tuple[argparse.Namespace, Path | None]:
-    """The command line of a callgrind suite (bench/engine_presets.py, profile.py: its own
-    ``option``, a string, then the options they share) and :func:`bench_engine_or_say` as
-    ``name``."""
-    ap = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0])
-    ap.add_argument(option, help=option_help)
+def parse_callgrind_args(suite: str, name: str, doc: str, argv: list[str] | None,
+                         option: tuple[str, str]) -> tuple[argparse.Namespace, Path | None]:
+    """The command line of the callgrind suite ``suite`` (bench/engine_presets.py,
+    profile.py: its own ``option``, a string and its help, then the options they share), and
+    :func:`bench_engine_or_say` as ``name``."""
+    ap = argparse.ArgumentParser(prog=f"python -m bench {suite}",
+                                 description=doc.splitlines()[0])
+    ap.add_argument(option[0], help=option[1])
     ap.add_argument("--records", type=int, default=100_000, help="records per trace")
     ap.add_argument("--scale", type=float, default=0.1, help="kvsim bench's trace scale")
     ap.add_argument("--workdir", default="build/bench-presets", help="where the traces are")

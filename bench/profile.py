@@ -47,6 +47,10 @@ PARTS = [
 ANNOTATE_LINE = re.compile(r"^\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S.*?)\s*(?:\[[^]]*\])?\s*$")
 
 
+#: This suite's own option (its name and help), beside the callgrind suites' shared ones.
+PRESETS = ("--presets", "comma-separated presets (default: every preset)")
+
+
 def part_of(name: str) -> str:
     """The part of "file:function" (callgrind_annotate's name; a function's "'2" suffix
     and GCC's ".constprop.0"-style clone suffixes are ignored)."""
@@ -90,9 +94,7 @@ def profile(binary: Path, recs, cpu: sim.CpuConfig, timing: bool, tmp: Path) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    a, binary = bp.parse_callgrind_args(
-        "python -m bench profile", __doc__, argv, "--presets",
-        "comma-separated presets (default: every preset)", "profile.py")
+    a, binary = bp.parse_callgrind_args("profile", "profile.py", __doc__, argv, PRESETS)
     if binary is None:
         return 1
     presets = a.presets.split(",") if a.presets else sim.preset_names()
