@@ -149,51 +149,36 @@ def sdssplitargs(line: bytes) -> list[bytes] | None:
         if not at(i):
             return out
         cur = bytearray()
-        inq = insq = False
+        q = 0  # the open quote (0x22 or 0x27), 0 outside quotes: sdssplitargs' inq / insq
         while True:
             c = at(i)
-            if inq:
-                if c == 0:
+            if q and c == 0:
+                return None  # unterminated quotes
+            if q == 0x22 and c == 0x5C and at(i + 1) == ord("x") and (
+                _hex(at(i + 2)) is not None and _hex(at(i + 3)) is not None
+            ):
+                cur.append(_hex(at(i + 2)) * 16 + _hex(at(i + 3)))  # type: ignore[operator]
+                i += 3
+            elif q == 0x22 and c == 0x5C and at(i + 1):
+                i += 1
+                e = at(i)
+                cur.append({ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("b"): 8,
+                            ord("a"): 7}.get(e, e))
+            elif q == 0x27 and c == 0x5C and at(i + 1) == 0x27:
+                i += 1
+                cur.append(0x27)
+            elif q and c == q:
+                # the closing quote must be followed by a space or the end
+                if at(i + 1) and at(i + 1) not in space:
                     return None
-                if c == 0x5C and at(i + 1) == ord("x") and _hex(at(i + 2)) is not None and (
-                    _hex(at(i + 3)) is not None
-                ):
-                    cur.append(_hex(at(i + 2)) * 16 + _hex(at(i + 3)))  # type: ignore[operator]
-                    i += 3
-                elif c == 0x5C and at(i + 1):
-                    i += 1
-                    e = at(i)
-                    cur.append({ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("b"): 8,
-                                ord("a"): 7}.get(e, e))
-                elif c == 0x22:
-                    if at(i + 1) and at(i + 1) not in space:
-                        return None
-                    i += 1
-                    break
-                else:
-                    cur.append(c)
-            elif insq:
-                if c == 0:
-                    return None
-                if c == 0x5C and at(i + 1) == 0x27:
-                    i += 1
-                    cur.append(0x27)
-                elif c == 0x27:
-                    if at(i + 1) and at(i + 1) not in space:
-                        return None
-                    i += 1
-                    break
-                else:
-                    cur.append(c)
+                i += 1
+                break
+            elif not q and (c == 0 or c in space):
+                break
+            elif not q and c in (0x22, 0x27):
+                q = c
             else:
-                if c == 0 or c in space:
-                    break
-                if c == 0x22:
-                    inq = True
-                elif c == 0x27:
-                    insq = True
-                else:
-                    cur.append(c)
+                cur.append(c)
             i += 1
         out.append(bytes(cur))
 
