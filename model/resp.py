@@ -87,15 +87,22 @@ def _find(buf: bytes, ch: bytes, pos: int) -> int:
     return i
 
 
+def _unterminated(buf: bytes, pos: int, what: str) -> tuple[ProtocolError | None, int]:
+    """No line end after ``pos`` yet: Valkey's "too big" error once more than
+    PROTO_INLINE_MAX_SIZE bytes wait, else incomplete (``processInlineBuffer`` and
+    ``processMultibulkBuffer`` alike)."""
+    if len(buf) - pos > PROTO_INLINE_MAX_SIZE:
+        return ProtocolError(f"Protocol error: too big {what}", pos), len(buf)
+    return None, pos
+
+
 def _parse_multibulk(buf: bytes, pos: int) -> tuple[Command | ProtocolError | None, int]:
     """Returns (item, next_pos); item None with next_pos == pos means incomplete,
     item None with next_pos > pos means an empty command that was skipped."""
     n = len(buf)
     nl = _find(buf, b"\r", pos)
     if nl == -1:
-        if n - pos > PROTO_INLINE_MAX_SIZE:
-            return ProtocolError("Protocol error: too big mbulk count string", pos), n
-        return None, pos
+        return _unterminated(buf, pos, "mbulk count string")
     if nl - pos > n - pos - 2:  # the '\n' is not in the buffer yet
         return None, pos
     ll = string2ll(buf[pos + 1 : nl])
@@ -187,9 +194,7 @@ def _parse_inline(buf: bytes, pos: int) -> tuple[Command | ProtocolError | None,
     n = len(buf)
     nl = _find(buf, b"\n", pos)
     if nl == -1:
-        if n - pos > PROTO_INLINE_MAX_SIZE:
-            return ProtocolError("Protocol error: too big inline request", pos), n
-        return None, pos
+        return _unterminated(buf, pos, "inline request")
     end = nl
     if end != pos and buf[end - 1] == 0x0D:
         end -= 1
