@@ -21,7 +21,6 @@ kvsim.provenance.write_result (commit, machine, date).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 from pathlib import Path
@@ -31,6 +30,9 @@ import numpy as np
 from bench import _callgrind
 from bench import presets as bp
 from kvsim import provenance, sim, traces
+
+#: This suite's own option (its name and help), beside the callgrind suites' shared ones.
+BASELINE = ("--baseline", "another bench_engine build to count beside this one")
 
 
 def thread_refs(binary: Path, cfg_file: Path, raw: Path, tmp: Path) -> list[int]:
@@ -73,25 +75,15 @@ def count(binary: Path, trace_list: list[dict], presets: list[str], records: int
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench engine-presets",
-                                 description=__doc__.splitlines()[0])
-    ap.add_argument("--baseline", help="another bench_engine build to count beside this one")
-    bp.add_callgrind_args(ap)
-    a = ap.parse_args(argv)
-    binary = bp.bench_engine_or_say("presets.py")
+    a, binary = bp.parse_callgrind_args("engine-presets", "presets.py", __doc__, argv, BASELINE)
     if binary is None:
         return 1
     base = Path(a.baseline) if a.baseline else None
     if base is not None and not base.is_file():
         print(f"presets.py: --baseline {base}: no such file", file=sys.stderr)
         return 1
-    if a.records <= 10:
-        print(f"presets.py: --records {a.records}: must be > 10", file=sys.stderr)
-        return 1
-    try:
-        trace_list = bp.make_traces(Path(a.workdir), a.scale)[:-1]  # not the long one
-    except (bp.BenchError, _callgrind.CallgrindError) as e:
-        print(f"presets.py: {e}", file=sys.stderr)
+    trace_list = bp.callgrind_traces("presets.py", a, 10, slice(-1))  # not the long one
+    if trace_list is None:
         return 1
     presets = sim.preset_names()
     with tempfile.TemporaryDirectory() as td:

@@ -56,7 +56,7 @@ from typing import Any
 
 import numpy as np
 
-from bench import _callgrind
+from bench import _callgrind, _pycachesim
 from bench import sim as engine_bench
 from kvsim import artifacts, provenance, sim, traces
 from kvsim.sim import _binding as B
@@ -247,22 +247,23 @@ def best_rate(cmd: list[str], records: int, repeat: int) -> tuple[float, int]:
     return round(records / best[0] / 1e6, 3), best[1]
 
 
+#: pycachesim on a trace in a process of its own, through bench.sim's hierarchy:
+#: ``python -c SCRIPT TRACE``, SCRIPT this with the checkout (where bench/ is) and the
+#: hierarchy's geometry (bench._pycachesim.levels) filled in (:func:`pycachesim_command`).
 PYCACHESIM_SCRIPT = """
 import sys
-import numpy as np
-from cachesim import Cache, CacheSimulator, MainMemory
-from kvsim import traces
-m = MainMemory()
-l3 = Cache("L3", 32768, 16, 64, "LRU")
-m.load_to(l3)
-m.store_from(l3)
-l2 = Cache("L2", 2048, 16, 64, "LRU", store_to=l3, load_from=l3)
-l1 = Cache("L1", 64, 12, 64, "LRU", store_to=l2, load_from=l2)
-cs = CacheSimulator(l1, m)
-with traces.open(sys.argv[1]) as tr:  # chunk by chunk: memory does not grow with the trace
-    for recs in tr:
-        cs.load(recs["addr"][recs["kind"] <= 1].astype(np.int64).tolist(), length=8)
+sys.path.insert(0, {root!r})
+from bench import _pycachesim
+_pycachesim.run_trace({geometry!r}, sys.argv[1])
 """
+
+
+def pycachesim_command(path: str) -> list[str]:
+    """The process that runs :data:`PYCACHESIM_SCRIPT` on the trace at ``path``."""
+    script = PYCACHESIM_SCRIPT.format(
+        root=str(Path(__file__).resolve().parents[1]),
+        geometry=_pycachesim.levels(sim.parse_cpu(engine_bench.HIER)))
+    return [sys.executable, "-c", script, path]
 
 
 def hier_toml() -> str:
@@ -298,12 +299,20 @@ def bench_engine_path() -> Path | None:
     return p if p is not None and p.exists() and shutil.which("valgrind") else None
 
 
-def add_callgrind_args(ap: argparse.ArgumentParser) -> None:
-    """The options bench/engine_presets.py and profile.py share (an argparse parser)."""
+def parse_callgrind_args(suite: str, name: str, doc: str, argv: list[str] | None,
+                         option: tuple[str, str]) -> tuple[argparse.Namespace, Path | None]:
+    """The command line of the callgrind suite ``suite`` (bench/engine_presets.py,
+    profile.py: its own ``option``, a string and its help, then the options they share), and
+    :func:`bench_engine_or_say` as ``name``."""
+    ap = argparse.ArgumentParser(prog=f"python -m bench {suite}",
+                                 description=doc.splitlines()[0])
+    ap.add_argument(option[0], help=option[1])
     ap.add_argument("--records", type=int, default=100_000, help="records per trace")
     ap.add_argument("--scale", type=float, default=0.1, help="kvsim bench's trace scale")
     ap.add_argument("--workdir", default="build/bench-presets", help="where the traces are")
     ap.add_argument("--out", help="result file")
+    a = ap.parse_args(argv)
+    return a, bench_engine_or_say(name)
 
 
 def bench_engine_or_say(prog: str) -> Path | None:
@@ -313,6 +322,21 @@ def bench_engine_or_say(prog: str) -> Path | None:
         print(f"{prog}: no sim/_engine/build/bench_engine or valgrind "
               "(make -C sim/_engine bench-c)", file=sys.stderr)
     return binary
+
+
+def callgrind_traces(prog: str, a: argparse.Namespace, min_records: int,
+                     pick: slice) -> list[dict[str, Any]] | None:
+    """The traces a callgrind suite counts (:func:`make_traces` at ``--scale`` in
+    ``--workdir``, the slice ``pick`` of them) once ``--records`` is checked to be above
+    ``min_records``; None after saying on stderr, as ``prog``, what is wrong."""
+    if a.records <= min_records:
+        print(f"{prog}: --records {a.records}: must be > {min_records}", file=sys.stderr)
+        return None
+    try:
+        return make_traces(Path(a.workdir), a.scale)[pick]
+    except (BenchError, _callgrind.CallgrindError) as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return None
 
 
 def instructions(binary: Path, recs: np.ndarray, cpu: sim.CpuConfig, tmp: Path,
@@ -382,8 +406,7 @@ def measure_trace(t: dict, presets: list[str], repeat: int, cg_records: int,
     row["pycachesim_records"] = int(np.count_nonzero(recs["kind"] <= 1))
     row["pycachesim_mrec_s"] = None
     if engine_bench.pycachesim_version() is not None:
-        row["pycachesim_mrec_s"], _ = best_rate(
-            [sys.executable, "-c", PYCACHESIM_SCRIPT, path], n, repeat)
+        row["pycachesim_mrec_s"], _ = best_rate(pycachesim_command(path), n, repeat)
     pyc = row["pycachesim_mrec_s"]
     row["lru3_over_pycachesim"] = round(row["lru3_functional_mrec_s"] / pyc, 2) if pyc else None
     echo(f"{t['name']:28s} 3-level LRU, functional: kvsim {row['lru3_functional_mrec_s']:.2f}, "

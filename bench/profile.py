@@ -16,7 +16,6 @@ threads.  ``--out`` writes the figures with kvsim.provenance (commit, machine, d
 
 from __future__ import annotations
 
-import argparse
 import re
 import subprocess
 import sys
@@ -46,6 +45,10 @@ PARTS = [
      re.compile(r"^(kvsimRun|engRunRecords|runLoop|doMemoryT|engDoMarker|engFlushBatch)$")),
 ]
 ANNOTATE_LINE = re.compile(r"^\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S.*?)\s*(?:\[[^]]*\])?\s*$")
+
+
+#: This suite's own option (its name and help), beside the callgrind suites' shared ones.
+PRESETS = ("--presets", "comma-separated presets (default: every preset)")
 
 
 def part_of(name: str) -> str:
@@ -91,12 +94,7 @@ def profile(binary: Path, recs, cpu: sim.CpuConfig, timing: bool, tmp: Path) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench profile",
-                                 description=__doc__.splitlines()[0])
-    ap.add_argument("--presets", help="comma-separated presets (default: every preset)")
-    bp.add_callgrind_args(ap)
-    a = ap.parse_args(argv)
-    binary = bp.bench_engine_or_say("profile.py")
+    a, binary = bp.parse_callgrind_args("profile", "profile.py", __doc__, argv, PRESETS)
     if binary is None:
         return 1
     presets = a.presets.split(",") if a.presets else sim.preset_names()
@@ -104,13 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"profile.py: --presets: no preset {unknown[0]!r}", file=sys.stderr)
         return 1
-    if a.records <= 0:
-        print(f"profile.py: --records {a.records}: must be > 0", file=sys.stderr)
-        return 1
-    try:
-        trace_list = bp.make_traces(Path(a.workdir), a.scale)[:3]
-    except (bp.BenchError, _callgrind.CallgrindError) as e:
-        print(f"profile.py: {e}", file=sys.stderr)
+    trace_list = bp.callgrind_traces("profile.py", a, 0, slice(3))
+    if trace_list is None:
         return 1
     rows = []
     with tempfile.TemporaryDirectory() as td:

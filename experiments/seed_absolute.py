@@ -438,8 +438,7 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
 
 
 register(Experiment("seed_absolute", "The seeds' published times on their own machines",
-                    "Valkey PR #1501, Valkey PR #2311", _cells, _tables,
-                    doc=_cells.__doc__ or ""))
+                    "Valkey PR #1501, Valkey PR #2311", _cells, _tables))
 
 
 # --- rendering (docs/studies/seed_absolute.md) --------------------------------------------------

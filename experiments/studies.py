@@ -277,7 +277,7 @@ def _rdb_per_key_tables(rows: pd.DataFrame) -> list[Table]:
 
 
 register(Experiment("rdb_load", "RDB load prefetching", "Valkey PR #2311", _rdb_cells,
-                    _rdb_tables, doc=_rdb_cells.__doc__ or ""))
+                    _rdb_tables))
 
 
 # --- 2. iterate (Valkey PR #1501) --------------------------------------------------------------
@@ -343,7 +343,7 @@ def _iterate_miss_tables(rows: pd.DataFrame) -> list[Table]:
 
 
 register(Experiment("iterate", "Iterator prefetching (KEYS, SAVE)", "Valkey PR #1501",
-                    _iterate_cells, _iterate_tables, doc=_iterate_cells.__doc__ or ""))
+                    _iterate_cells, _iterate_tables))
 
 
 # --- 3. mset_batch (Redis PRs #15043, #15133) --------------------------------------------------
@@ -533,8 +533,7 @@ def _mset_ns_table(rows: pd.DataFrame) -> list[Table]:
 
 
 register(Experiment("mset_batch", "Multi-key command prefetching (Redis dict)",
-                    "Redis PRs #15043, #15133", _mset_cells, _mset_tables,
-                    doc=_mset_cells.__doc__ or ""))
+                    "Redis PRs #15043, #15133", _mset_cells, _mset_tables))
 
 
 # --- 4. pipeline (Valkey PR #2092) -------------------------------------------------------------
@@ -577,7 +576,7 @@ def _pipeline_tables(rows: pd.DataFrame) -> list[Table]:
 
 
 register(Experiment("pipeline", "Pipeline lookahead prefetching", "Valkey PR #2092",
-                    _pipeline_cells, _pipeline_tables, doc=_pipeline_cells.__doc__ or ""))
+                    _pipeline_cells, _pipeline_tables))
 
 
 # --- 5. kvobj_memory (Redis PR #13806) ---------------------------------------------------------
@@ -686,8 +685,7 @@ def _kvobj_tables(rows: pd.DataFrame) -> list[Table]:
 
 
 register(Experiment("kvobj_memory", "Unified key-value objects: memory and misses",
-                    "Redis PR #13806", _kvobj_cells, _kvobj_tables,
-                    doc=_kvobj_cells.__doc__ or ""))
+                    "Redis PR #13806", _kvobj_cells, _kvobj_tables))
 
 
 # --- 6. batch_size ---------------------------------------------------------------------------
@@ -826,7 +824,7 @@ def _batch_multikey_tables(rows: pd.DataFrame) -> list[Table]:
 
 
 register(Experiment("batch_size", "Best prefetch batch size per CPU", "Valkey PR #2092 review",
-                    _batch_cells, _batch_tables, doc=_batch_cells.__doc__ or ""))
+                    _batch_cells, _batch_tables))
 
 
 # --- 7. real_valkey ----------------------------------------------------------------------------
@@ -868,7 +866,7 @@ def _valkey_tables(rows: pd.DataFrame) -> list[Table]:
 
 register(Experiment("real_valkey", "The real Valkey server as a reference",
                     "Valkey PR #2092; Redis #15133", _valkey_cells, _valkey_tables,
-                    doc=_valkey_cells.__doc__ or "", needs=("valkey",)))
+                    needs=("valkey",)))
 
 
 # --- headline: a few key rows of every seed (``make demo``) ------------------------------------
@@ -951,4 +949,4 @@ def _headline_tables(rows: pd.DataFrame) -> list[Table]:
 
 register(Experiment("headline", "Headline: one key row of every seed study",
                     "Valkey #2092, #1501, #2311; Redis #15043, #15133", _headline_cells,
-                    _headline_tables, doc=_headline_cells.__doc__ or ""))
+                    _headline_tables))

@@ -267,7 +267,7 @@ def _best_offset(t: pd.DataFrame) -> Table:
 
 register(Experiment("multikey_window", "Multi-key commands: #3389's sliding window",
                     "Valkey PR #3389, Redis PRs #15133, #15043", _multikey_cells,
-                    _multikey_tables, doc=_multikey_cells.__doc__ or ""))
+                    _multikey_tables))
 
 
 # --- 2. hash (Valkey #3940, #4017, #2180, Redis #14988) ----------------------------------------
@@ -388,7 +388,7 @@ def _hash_tables(rows: pd.DataFrame) -> list[Table]:
 
 register(Experiment("hash", "Hash commands: nested and batched field prefetching",
                     "Valkey PRs #3940, #4017, #2180, Redis PR #14988", _hash_cells,
-                    _hash_tables, doc=_hash_cells.__doc__ or ""))
+                    _hash_tables))
 
 
 # --- 3. pipeline_mget (Redis #14899) -----------------------------------------------------------
@@ -462,8 +462,7 @@ def _pipeline_mget_tables(rows: pd.DataFrame) -> list[Table]:
 
 
 register(Experiment("pipeline_mget", "Pipelined MGET: Redis #14899's regression and guard",
-                    "Redis PR #14899", _pipeline_mget_cells, _pipeline_mget_tables,
-                    doc=_pipeline_mget_cells.__doc__ or ""))
+                    "Redis PR #14899", _pipeline_mget_cells, _pipeline_mget_tables))
 
 
 # the `server` study (experiments/server_study.py: issue 43, section 4)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -82,16 +82,10 @@ def parse_options(options: str) -> dict[str, str]:
     return dict(kv.split("=", 1) for kv in options.split())
 
 
-class ModelBackend:
-    """The semantic model (``model.keyspace.Keyspace``)."""
+class _KeyspaceBackend:
+    """What both backends hand straight to their keyspace ``ks``."""
 
-    def __init__(self, options: str = "", crossslot: bool = False, name: str = "model"):
-        opts = parse_options(options)
-        self.name = name
-        self.ks = ModelKeyspace(cluster=opts.get("cluster", "0") == "1", crossslot=crossslot)
-
-    def execute(self, query: bytes, batch: int) -> tuple[bytes, int]:
-        return self.ks.execute(query)
+    ks: Any
 
     def set_time_ms(self, now_ms: int) -> None:
         self.ks.set_time_ms(now_ms)
@@ -101,6 +95,18 @@ class ModelBackend:
 
     def check_valid(self) -> None:
         self.ks.check_valid()
+
+
+class ModelBackend(_KeyspaceBackend):
+    """The semantic model (``model.keyspace.Keyspace``)."""
+
+    def __init__(self, options: str = "", crossslot: bool = False, name: str = "model"):
+        opts = parse_options(options)
+        self.name = name
+        self.ks = ModelKeyspace(cluster=opts.get("cluster", "0") == "1", crossslot=crossslot)
+
+    def execute(self, query: bytes, batch: int) -> tuple[bytes, int]:
+        return self.ks.execute(query)
 
     def snapshot(self) -> bytes:
         return snapshot.save_snapshot(snapshot.model_records(self.ks))
@@ -119,7 +125,7 @@ class ModelBackend:
         pass
 
 
-class CrefBackend:
+class CrefBackend(_KeyspaceBackend):
     """c_ref under one variant template (``{batch}`` is formatted per call)."""
 
     def __init__(self, options: str, variant: str = "", name: str | None = None,
@@ -130,15 +136,6 @@ class CrefBackend:
 
     def execute(self, query: bytes, batch: int) -> tuple[bytes, int]:
         return self.ks.execute(query, self.variant.format(batch=batch))
-
-    def set_time_ms(self, now_ms: int) -> None:
-        self.ks.set_time_ms(now_ms)
-
-    def dbsize(self) -> int:
-        return self.ks.dbsize()
-
-    def check_valid(self) -> None:
-        self.ks.check_valid()
 
     def _v(self) -> str:
         return self.variant.format(batch=16)

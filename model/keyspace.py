@@ -551,17 +551,19 @@ class Keyspace:
         return resp.array([resp.bulk(x) for fv in (h or {}).items() for x in fv])
 
     def _hdel(self, argv: list[bytes]) -> bytes:
+        return self._remove_each(argv, self.lookup_hash)
+
+    def _remove_each(self, argv: list[bytes],
+                     lookup: Callable[[bytes], tuple[dict | None, bool]]) -> bytes:
+        """HDEL / ZREM (``lookup``: lookup_hash / lookup_zset): each name present in the
+        key's hash or sorted set removed; the key goes with its last field or member. The
+        reply counts the names removed."""
         key = argv[1]
-        h, wrong = self.lookup_hash(key)
+        coll, wrong = lookup(key)
         if wrong:
             return WRONGTYPE
-        return self._remove_each(key, h, argv[2:])
-
-    def _remove_each(self, key: bytes, coll: dict | None, names: list[bytes]) -> bytes:
-        """HDEL / ZREM: each name present in the key's hash or sorted set removed; the key
-        goes with its last field or member. The reply counts the names removed."""
         deleted = 0
-        for n in names:
+        for n in argv[2:]:
             if coll is None or n not in coll:
                 continue
             del coll[n]
@@ -613,11 +615,7 @@ class Keyspace:
         return resp.bulk(format_score(z[argv[2]]))
 
     def _zrem(self, argv: list[bytes]) -> bytes:
-        key = argv[1]
-        z, wrong = self.lookup_zset(key)
-        if wrong:
-            return WRONGTYPE
-        return self._remove_each(key, z, argv[2:])
+        return self._remove_each(argv, self.lookup_zset)
 
 
 _MULTIKEY = {"del", "unlink", "exists", "mget", "mset", "msetnx"}

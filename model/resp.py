@@ -87,15 +87,22 @@ def _find(buf: bytes, ch: bytes, pos: int) -> int:
     return i
 
 
+def _unterminated(buf: bytes, pos: int, what: str) -> tuple[ProtocolError | None, int]:
+    """No line end after ``pos`` yet: Valkey's "too big" error once more than
+    PROTO_INLINE_MAX_SIZE bytes wait, else incomplete (``processInlineBuffer`` and
+    ``processMultibulkBuffer`` alike)."""
+    if len(buf) - pos > PROTO_INLINE_MAX_SIZE:
+        return ProtocolError(f"Protocol error: too big {what}", pos), len(buf)
+    return None, pos
+
+
 def _parse_multibulk(buf: bytes, pos: int) -> tuple[Command | ProtocolError | None, int]:
     """Returns (item, next_pos); item None with next_pos == pos means incomplete,
     item None with next_pos > pos means an empty command that was skipped."""
     n = len(buf)
     nl = _find(buf, b"\r", pos)
     if nl == -1:
-        if n - pos > PROTO_INLINE_MAX_SIZE:
-            return ProtocolError("Protocol error: too big mbulk count string", pos), n
-        return None, pos
+        return _unterminated(buf, pos, "mbulk count string")
     if nl - pos > n - pos - 2:  # the '\n' is not in the buffer yet
         return None, pos
     ll = string2ll(buf[pos + 1 : nl])
@@ -149,51 +156,36 @@ def sdssplitargs(line: bytes) -> list[bytes] | None:
         if not at(i):
             return out
         cur = bytearray()
-        inq = insq = False
+        q = 0  # the open quote (0x22 or 0x27), 0 outside quotes: sdssplitargs' inq / insq
         while True:
             c = at(i)
-            if inq:
-                if c == 0:
+            if q and c == 0:
+                return None  # unterminated quotes
+            if q == 0x22 and c == 0x5C and at(i + 1) == ord("x") and (
+                _hex(at(i + 2)) is not None and _hex(at(i + 3)) is not None
+            ):
+                cur.append(_hex(at(i + 2)) * 16 + _hex(at(i + 3)))  # type: ignore[operator]
+                i += 3
+            elif q == 0x22 and c == 0x5C and at(i + 1):
+                i += 1
+                e = at(i)
+                cur.append({ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("b"): 8,
+                            ord("a"): 7}.get(e, e))
+            elif q == 0x27 and c == 0x5C and at(i + 1) == 0x27:
+                i += 1
+                cur.append(0x27)
+            elif q and c == q:
+                # the closing quote must be followed by a space or the end
+                if at(i + 1) and at(i + 1) not in space:
                     return None
-                if c == 0x5C and at(i + 1) == ord("x") and _hex(at(i + 2)) is not None and (
-                    _hex(at(i + 3)) is not None
-                ):
-                    cur.append(_hex(at(i + 2)) * 16 + _hex(at(i + 3)))  # type: ignore[operator]
-                    i += 3
-                elif c == 0x5C and at(i + 1):
-                    i += 1
-                    e = at(i)
-                    cur.append({ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("b"): 8,
-                                ord("a"): 7}.get(e, e))
-                elif c == 0x22:
-                    if at(i + 1) and at(i + 1) not in space:
-                        return None
-                    i += 1
-                    break
-                else:
-                    cur.append(c)
-            elif insq:
-                if c == 0:
-                    return None
-                if c == 0x5C and at(i + 1) == 0x27:
-                    i += 1
-                    cur.append(0x27)
-                elif c == 0x27:
-                    if at(i + 1) and at(i + 1) not in space:
-                        return None
-                    i += 1
-                    break
-                else:
-                    cur.append(c)
+                i += 1
+                break
+            elif not q and (c == 0 or c in space):
+                break
+            elif not q and c in (0x22, 0x27):
+                q = c
             else:
-                if c == 0 or c in space:
-                    break
-                if c == 0x22:
-                    inq = True
-                elif c == 0x27:
-                    insq = True
-                else:
-                    cur.append(c)
+                cur.append(c)
             i += 1
         out.append(bytes(cur))
 
@@ -202,9 +194,7 @@ def _parse_inline(buf: bytes, pos: int) -> tuple[Command | ProtocolError | None,
     n = len(buf)
     nl = _find(buf, b"\n", pos)
     if nl == -1:
-        if n - pos > PROTO_INLINE_MAX_SIZE:
-            return ProtocolError("Protocol error: too big inline request", pos), n
-        return None, pos
+        return _unterminated(buf, pos, "inline request")
     end = nl
     if end != pos and buf[end - 1] == 0x0D:
         end -= 1

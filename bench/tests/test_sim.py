@@ -74,3 +74,22 @@ def test_readme_speed_tables_are_the_result_files(name, render, benchmark):
     assert doc["benchmark"] == benchmark
     readme = (ROOT / "docs" / "performance.md").read_text()
     assert render(doc) in readme
+
+
+def test_pycachesim_builds_the_benchmark_hierarchy():
+    """pycachesim's side of both comparisons (bench.sim here, bench.presets in its own
+    process) is HIER: each level's sets, ways and line from the CPU file, LRU, each level
+    backed by the next and the last by memory."""
+    pytest.importorskip("cachesim")
+    from bench import _pycachesim
+    from kvsim import sim
+
+    cpu = sim.parse_cpu(bench.HIER)
+    cs = _pycachesim.simulator(_pycachesim.levels(cpu))
+    got = [(c.sets * c.ways * c.cl_size, c.ways, c.cl_size, c.replacement_policy)
+           for c in cs.levels(with_mem=False)]
+    assert got == [(c.size, c.ways, c.line, "LRU") for c in cpu.caches]
+    names = [c.name for c in cs.levels(with_mem=False)]
+    assert [getattr(c.load_from, "name", None) for c in cs.levels(with_mem=False)] == \
+        names[1:] + [None]
+    assert cs.main_memory.last_level_load.name == names[-1]
