@@ -281,7 +281,7 @@ static void *bumpAlloc(ksArena *a, uint64_t bytes) {
 }
 
 /* The libc mode's blocks (zmalloc.c with libc: malloc, then malloc_usable_size). */
-static void *libcAlloc(ksArena *a, size_t size) {
+static __attribute__((noinline)) void *libcAlloc(ksArena *a, size_t size) {
     void *p = malloc(size ? size : 1);
     if (!p) die("out of memory");
     a->allocated += malloc_usable_size(p);
@@ -290,14 +290,16 @@ static void *libcAlloc(ksArena *a, size_t size) {
 }
 
 void *ksArenaAlloc(ksArena *a, size_t size) {
-    if (a->libc) return libcAlloc(a, size);
     int c = classFor(size ? size : 1);
     if (c < 0) die("allocation larger than the arena span");
     sizeClass *sc = &a->cls[c];
     void *p;
+    /* libc mode: the free lists and slabs stay empty, so the test is off the fast path */
     if (sc->free) {
         p = sc->free;
         sc->free = sc->free->next;
+    } else if (a->libc) {
+        return libcAlloc(a, size);
     } else if (sc->size >= KS_LARGE_MIN) {
         p = bumpAlloc(a, sc->size);
         markPages(a, p, sc->size, (uint8_t)c);
@@ -317,37 +319,48 @@ void *ksArenaAlloc(ksArena *a, size_t size) {
     return p;
 }
 
+/* zcalloc: calloc (fresh pages from mmap are not cleared again) */
+static __attribute__((noinline)) void *libcCalloc(ksArena *a, size_t size) {
+    void *q = calloc(1, size ? size : 1);
+    if (!q) die("out of memory");
+    a->allocated += malloc_usable_size(q);
+    a->live++;
+    return q;
+}
+
 void *ksArenaCalloc(ksArena *a, size_t size) {
-    if (a->libc) { /* zcalloc: calloc (fresh pages from mmap are not cleared again) */
-        void *q = calloc(1, size ? size : 1);
-        if (!q) die("out of memory");
-        a->allocated += malloc_usable_size(q);
-        a->live++;
-        return q;
-    }
+    if (__builtin_expect(a->libc, 0)) return libcCalloc(a, size);
     void *p = ksArenaAlloc(a, size);
     memset(p, 0, size ? size : 1);
     KS_SETUP_STORE(p, size ? size : 1, KVT_TAG_OTHER); /* the zeroing: a setup's warm lines */
     return p;
 }
 
+/* The size class of p; 0 in libc mode (no span: every pointer is out of range). */
 static int classOf(const ksArena *a, const void *p) {
     const uint8_t *q = p;
-    if (q < a->pagemap + MAP_BYTES || q >= a->bump) die("pointer not allocated by this arena");
+    if (q < a->pagemap + MAP_BYTES || q >= a->bump) {
+        if (a->libc) return 0;
+        die("pointer not allocated by this arena");
+    }
     int c = a->pagemap[(uint64_t)(q - a->pagemap) / PAGE];
     if (c == 0) die("pointer into an unused page");
     return c;
 }
 
+static __attribute__((noinline)) void libcFree(ksArena *a, void *p) {
+    a->allocated -= malloc_usable_size(p);
+    a->live--;
+    free(p);
+}
+
 void ksArenaFree(ksArena *a, void *p) {
     if (!p) return;
-    if (a->libc) {
-        a->allocated -= malloc_usable_size(p);
-        a->live--;
-        free(p);
+    int c = classOf(a, p);
+    if (__builtin_expect(c == 0, 0)) { /* libc mode */
+        libcFree(a, p);
         return;
     }
-    int c = classOf(a, p);
     sizeClass *sc = &a->cls[c];
     if (sc->size >= KS_MADVISE_MIN) madvise(p, sc->size, MADV_DONTNEED);
     UNPOISON(p, sizeof(freeBlock));
@@ -359,16 +372,19 @@ void ksArenaFree(ksArena *a, void *p) {
     a->live--;
 }
 
+/* zrealloc: realloc, the accounting by usable sizes */
+static __attribute__((noinline)) void *libcRealloc(ksArena *a, void *p, size_t size) {
+    size_t old = malloc_usable_size(p);
+    void *q = realloc(p, size ? size : 1);
+    if (!q) die("out of memory");
+    a->allocated = a->allocated - old + malloc_usable_size(q);
+    return q;
+}
+
 void *ksArenaRealloc(ksArena *a, void *p, size_t size) {
     if (!p) return ksArenaAlloc(a, size);
-    if (a->libc) { /* zrealloc: realloc, the accounting by usable sizes */
-        size_t old = malloc_usable_size(p);
-        void *q = realloc(p, size ? size : 1);
-        if (!q) die("out of memory");
-        a->allocated = a->allocated - old + malloc_usable_size(q);
-        return q;
-    }
     int c = classOf(a, p);
+    if (__builtin_expect(c == 0, 0)) return libcRealloc(a, p, size);
     if ((uint64_t)ksArenaSizeClass(size) == a->cls[c].size) return p;
     void *q = ksArenaAlloc(a, size);
     uint64_t old = a->cls[c].size;
@@ -378,8 +394,9 @@ void *ksArenaRealloc(ksArena *a, void *p, size_t size) {
 }
 
 size_t ksArenaUsableSize(const ksArena *a, const void *p) {
-    if (a->libc) return malloc_usable_size((void *)p);
-    return (size_t)a->cls[classOf(a, p)].size;
+    int c = classOf(a, p);
+    if (__builtin_expect(c == 0, 0)) return malloc_usable_size((void *)p); /* libc mode */
+    return (size_t)a->cls[c].size;
 }
 
 uint64_t ksArenaAllocatedBytes(const ksArena *a) { return a->allocated; }
@@ -388,7 +405,7 @@ uint64_t ksArenaBase(const ksArena *a) { return a->base; }
 
 int ksArenaOwns(const ksArena *a, const void *p) {
     const uint8_t *q = p;
-    if (a->libc) return q != NULL; /* the C library's blocks carry no owner */
+    if (__builtin_expect(a->libc, 0)) return q != NULL; /* the C library's blocks carry no owner */
     return q >= a->pagemap + MAP_BYTES && q < a->bump;
 }
 

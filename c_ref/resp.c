@@ -166,14 +166,22 @@ void ksReplyNull(ksKeyspace *ks, ksClient *c) {
 }
 
 /* Bulk string; the bytes are read (dep = load that produced p, tag = what they are). */
+/* A server's addReplyBulk: isCopyAvoidPreferred (a copy here: io-threads 1), then
+ * addReplyBulkLen, addReply, addReplyProto CRLF. */
+static __attribute__((noinline)) void serverReplyBulk(ksKeyspace *ks, ksClient *c, const uint8_t *p, size_t len,
+                                                      ksLoadId dep, uint8_t tag) {
+    (void)ksCallCopyAvoidPreferred(c, 1, len);
+    if (len) (void)KS_LOAD(p, len, tag, tag == KVT_TAG_KEY ? KS_SITE_OBJ_KEY : KS_SITE_OBJ_VALUE, dep);
+    (void)dep;
+    (void)tag;
+    if (ksCallPrepareWrite(c)) ksCallAppendLen(ks, c, '$', (long long)len);
+    if (ksCallPrepareWrite(c)) ksCallAppend(ks, c, p, len);
+    if (ksCallPrepareWrite(c)) ksCallAppend(ks, c, "\r\n", 2);
+}
+
 void ksReplyBulkTagged(ksKeyspace *ks, ksClient *c, const uint8_t *p, size_t len, ksLoadId dep, uint8_t tag) {
-    if (ksCallPathOn) { /* addReplyBulk: isCopyAvoidPreferred (a copy here: io-threads 1),
-                         * then addReplyBulkLen, addReply, addReplyProto CRLF */
-        (void)ksCallCopyAvoidPreferred(c, 1, len);
-        if (len) (void)KS_LOAD(p, len, tag, tag == KVT_TAG_KEY ? KS_SITE_OBJ_KEY : KS_SITE_OBJ_VALUE, dep);
-        if (ksCallPrepareWrite(c)) ksCallAppendLen(ks, c, '$', (long long)len);
-        if (ksCallPrepareWrite(c)) ksCallAppend(ks, c, p, len);
-        if (ksCallPrepareWrite(c)) ksCallAppend(ks, c, "\r\n", 2);
+    if (ksCallPathOn) {
+        serverReplyBulk(ks, c, p, len, dep, tag);
         return;
     }
     char hdr[32];
