@@ -68,8 +68,11 @@
  * under callgrind on the native server: docs/server.md, "Instruction counts"). */
 #define KS_ZMALLOC_WORK 60       /* malloc from the tcache + malloc_usable_size + stat */
 #define KS_ZFREE_WORK 100        /* malloc_usable_size + free (_int_free to the tcache) + stat */
-#define KS_CALL_WORK 180         /* processCommand's checks, call()'s bookkeeping, the histogram */
-#define KS_REPLY_APPEND_WORK 30  /* prepareClientToWrite + _addReplyToBufferOrList's tests */
+#define KS_CALL_WORK 340         /* processCommand's checks, call()'s bookkeeping, the histogram,
+                                  * afterCommand, commandProcessed */
+#define KS_REPLY_APPEND_WORK 55  /* prepareClientToWrite (clientHasPendingReplies) +
+                                  * _addReplyToBufferOrList's tests */
+#define KS_COPY_AVOID_WORK 34    /* isCopyAvoidPreferred of a bulk reply (getClientType) */
 
 static_assert(CMD_DICT_SLOTS >= 2 * KS_MAX_COMMANDS, "the command dict stays half empty");
 static_assert((CMD_DICT_SLOTS & (CMD_DICT_SLOTS - 1)) == 0, "a mask indexes the command dict");
@@ -571,6 +574,7 @@ int ksCallPrepareWrite(ksClient *c) {
  * min-string-size-avoid-copy-reply bytes and more; with obj absent (a reply starting
  * in an empty buffer), whether the io-threads reach min-io-threads-avoid-copy-reply. */
 int ksCallCopyAvoidPreferred(const ksClient *c, int has_obj, size_t len) {
+    if (has_obj) KS_WORK(KS_COPY_AVOID_WORK);
     if (c->flags & (CF_FAKE | CF_PUSHING)) return 0;
     int type = getClientType(c);
     if (type != CLIENT_TYPE_NORMAL && type != CLIENT_TYPE_PUBSUB) return 0;
