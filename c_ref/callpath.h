@@ -47,6 +47,9 @@ void ksCallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd, const ksCommandD
 
 /* addReply*: prepareClientToWrite, then _addReplyToBufferOrList of each piece. */
 int ksCallPrepareWrite(ksClient *c);
+/* Valkey 9's isCopyAvoidPreferred (reply offload): 1 if a bulk reply of len bytes (or,
+ * with has_obj 0, a reply into an empty buffer) would be referenced, not copied. */
+int ksCallCopyAvoidPreferred(const ksClient *c, int has_obj, size_t len);
 void ksCallAppend(ksKeyspace *ks, ksClient *c, const void *s, size_t len);
 /* _addReplyLongLongWithPrefix: a shared header below 32, else formatted. */
 void ksCallAppendLen(ksKeyspace *ks, ksClient *c, char prefix, long long v);

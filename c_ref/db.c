@@ -222,6 +222,13 @@ static void releaseTables(ksKeyspace *ks) {
 void ksKeyspaceFree(ksKeyspace *ks) {
     if (!ks) return;
     ksCur = ks;
+    if (ksArenaBase(ks->arena) == 0) { /* libc mode (ksArenaSetLibc): free every block */
+        ksDbFlush(ks);
+        ksArenaFree(ks->arena, ks->slots);
+        ksArenaFree(ks->arena, ks->slot_bit);
+        ksArenaFree(ks->arena, ks->snap);
+        ksClientFree(ks, &ks->client);
+    }
     /* Everything lives in the arena: unmapping it frees it all. */
     ksArenaDestroy(ks->arena);
     if (ksCur == ks) ksCur = NULL;

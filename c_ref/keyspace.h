@@ -209,6 +209,12 @@ struct ksClient {
     uint64_t commands_processed, net_output_bytes_curr_cmd, net_input_bytes, net_output_bytes;
     long long last_interaction, read_reploff;
     size_t querybuf_peak, sentlen;
+    long long duration, woff; /* call(): c->duration, c->woff */
+    long long reploff, bulklen, multibulklen, net_input_bytes_curr_cmd; /* resetClient's */
+    int reqtype;
+    int slot;                 /* c->slot: -1 (no cluster slot stats in a standalone server) */
+    void *deferred_reply_errors, *original_argv; /* NULL: none (call()'s tests) */
+    uint32_t reply_flags;     /* buf_encoded (reply offload's header mode, bit 0) */
 };
 
 /* --- Keyspace -------------------------------------------------------------- */

@@ -65,8 +65,11 @@ static void usage(void) {
             "       kvsim-cref options [--json]\n"
             "       kvsim-cref serve [--port P] [--bind ADDR] [--maxclients N] [--table T] [--layout L]\n"
             "              [--cluster] [--seed N] [--activerehashing yes|no] [--rdbchecksum yes|no]\n"
-            "              [--pipeline P] [--variant MULTIKEY] [--batch 0..128] [--trace OUT]\n"
+            "              [--pipeline P] [--variant MULTIKEY] [--batch 0..128] [--allocator libc|arena]\n"
+            "              [--trace OUT]\n"
             "              (an empty keyspace served on ADDR:P [127.0.0.1:6379]; P 0: any free port;\n"
+            "               --allocator: the keyspace's blocks from the C library's malloc [libc],\n"
+            "               as the reference Valkey, or from c_ref's deterministic arena;\n"
             "               prints 'ready HOST PORT' when listening; stops on SIGTERM;\n"
             "               --trace: the traced build serves, its trace written to OUT at the end)\n"
             "WORKLOAD: %s\noptions:\n", ksWorkloadNames());
@@ -274,7 +277,7 @@ static void traceClose(FILE *f, const char *out) {
 /* --- serve ------------------------------------------------------------------ */
 
 /* The keyspace options of `trace` that a server takes, read through the workload
- * option table (one definition); --batch, --port, --bind and --maxclients are the
+ * option table (one definition); --batch, --port, --bind, --allocator and --maxclients are the
  * server's own (batch 0: no prefetch, as Valkey's prefetch-batch-max-size). */
 static const char *const serveOptions[] = {"table", "layout", "cluster", "seed", "activerehashing",
                                            "rdbchecksum", "pipeline", "variant"};
@@ -313,6 +316,9 @@ static int serveMain(int argc, char **argv) {
             cfg.bind = v;
         } else if (!strcmp(o, "--batch")) {
             cfg.batch = (int)parseUint(o, v, 0, KS_SERVER_MAX_BATCH);
+        } else if (!strcmp(o, "--allocator")) {
+            if (strcmp(v, "libc") && strcmp(v, "arena")) die("--allocator: expected libc or arena, got '%s'", v);
+            cfg.arena_allocator = !strcmp(v, "arena");
         } else if (!strcmp(o, "--maxclients")) {
             cfg.maxclients = (int)parseUint(o, v, 1, 1000000);
         } else if (!strcmp(o, "--trace")) {

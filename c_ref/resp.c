@@ -32,6 +32,7 @@
 void ksClientInit(ksKeyspace *ks, ksClient *c) {
     memset(c, 0, sizeof(*c));
     c->qcap = 16 * 1024;
+    c->slot = -1; /* c->slot: no key slot yet */
     c->qbuf = ksArenaAlloc(ks->arena, c->qcap);
     c->rcap = 16 * 1024;
     c->rbuf = ksArenaAlloc(ks->arena, c->rcap);
@@ -165,12 +166,22 @@ void ksReplyNull(ksKeyspace *ks, ksClient *c) {
 }
 
 /* Bulk string; the bytes are read (dep = load that produced p, tag = what they are). */
+/* A server's addReplyBulk: isCopyAvoidPreferred (a copy here: io-threads 1), then
+ * addReplyBulkLen, addReply, addReplyProto CRLF. */
+static __attribute__((noinline)) void serverReplyBulk(ksKeyspace *ks, ksClient *c, const uint8_t *p, size_t len,
+                                                      ksLoadId dep, uint8_t tag) {
+    (void)ksCallCopyAvoidPreferred(c, 1, len);
+    if (len) (void)KS_LOAD(p, len, tag, tag == KVT_TAG_KEY ? KS_SITE_OBJ_KEY : KS_SITE_OBJ_VALUE, dep);
+    (void)dep;
+    (void)tag;
+    if (ksCallPrepareWrite(c)) ksCallAppendLen(ks, c, '$', (long long)len);
+    if (ksCallPrepareWrite(c)) ksCallAppend(ks, c, p, len);
+    if (ksCallPrepareWrite(c)) ksCallAppend(ks, c, "\r\n", 2);
+}
+
 void ksReplyBulkTagged(ksKeyspace *ks, ksClient *c, const uint8_t *p, size_t len, ksLoadId dep, uint8_t tag) {
-    if (ksCallPathOn) { /* addReplyBulk: addReplyBulkLen, addReply, addReplyProto CRLF */
-        if (len) (void)KS_LOAD(p, len, tag, tag == KVT_TAG_KEY ? KS_SITE_OBJ_KEY : KS_SITE_OBJ_VALUE, dep);
-        if (ksCallPrepareWrite(c)) ksCallAppendLen(ks, c, '$', (long long)len);
-        if (ksCallPrepareWrite(c)) ksCallAppend(ks, c, p, len);
-        if (ksCallPrepareWrite(c)) ksCallAppend(ks, c, "\r\n", 2);
+    if (ksCallPathOn) {
+        serverReplyBulk(ks, c, p, len, dep, tag);
         return;
     }
     char hdr[32];

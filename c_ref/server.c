@@ -4,11 +4,11 @@
  *
  *   epoll_pwait ──> listener readable: accept4, TCP_NODELAY, EPOLLIN   (acceptTcpHandler)
  *        │     └──> client readable:   readQuery                      (readQueryFromClient)
- *        │              read(fd) appends to the client's query buffer (arena, tag query_buf)
+ *        │              read(fd) appends to the client's query buffer (tag query_buf)
  *        │              ks->var.pipeline(ks, c): parse every complete command, run it with
  *        │                the pipeline and multi-key variants (pipeline.c, commands.c --
  *        │                the very functions the in-memory workloads and ksExecute call),
- *        │                replies appended to the client's reply buffer (arena, reply_buf)
+ *        │                replies appended to the client's reply buffer (tag reply_buf)
  *        │              the consumed prefix is cut from the query buffer (sdsrange)
  *        │              ksDbCron between two reads (databasesCron's incremental rehash)
  *        │              the client joins the pending-write list     (clients_pending_write)
@@ -38,7 +38,13 @@
  * (callpath.c, turned on here): argv objects from the libc allocator, the command dict,
  * processCommand's checks, call()'s timing (the monotonic clock before and after, INFO's
  * commandstats usec, an HDR latency histogram) and bookkeeping, replies appended piece by
- * piece; the in-memory workloads run the same dispatch without it.
+ * piece; the in-memory workloads run the same dispatch without it.  The keyspace's
+ * blocks (objects, values, tables, client buffers) come from the C library's malloc as
+ * well (arena.c's libc mode, `--allocator libc`, the default): the reference Valkey is
+ * built with MALLOC=libc (INFO mem_allocator:libc), so every SET allocates and every
+ * overwrite frees through glibc, and a 64-byte bucket array lies where glibc's mmap'd
+ * chunk puts it (a page plus 16 bytes).  `--allocator arena` serves from c_ref's
+ * deterministic arena instead (jemalloc's classes: an ablation).
  *
  * Prefetching at run time: CONFIG SET prefetch-batch-max-size N.  N = 0 runs the naive
  * pipeline without multi-key prefetch (Valkey: no batch, commands one at a time); N in
@@ -317,8 +323,9 @@ static void infoCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     }
     if (sectionWanted(cmd, "memory", 1)) {
         sectionTitle(&t, "Memory");
-        tput(&t, "used_memory:%llu\r\nmem_allocator:kvsim-arena\r\n",
-             (unsigned long long)(ksArenaAllocatedBytes(ks->arena) + ksZmallocUsed()));
+        tput(&t, "used_memory:%llu\r\nmem_allocator:%s\r\n",
+             (unsigned long long)(ksArenaAllocatedBytes(ks->arena) + ksZmallocUsed()),
+             ksArenaBase(ks->arena) ? "kvsim-arena" : "libc");
     }
     if (sectionWanted(cmd, "stats", 1)) {
         uint64_t total = 0;
@@ -581,7 +588,9 @@ static int serverOpen(const ksServerConfig *cfg, char *err, size_t errlen) {
         snprintf(err, errlen, "cannot register the server commands");
         return -1;
     }
+    ksArenaSetLibc(!cfg->arena_allocator); /* objects, tables, buffers: zmalloc with libc */
     srv.ks = ksKeyspaceNew(cfg->options, err, errlen);
+    ksArenaSetLibc(0);
     if (!srv.ks) return -1;
     srv.ks->stats.timed = 1; /* call(): every command timed, as Valkey's server does */
     ksCallPathEnable(0, pendingWrite); /* argv objects, command dict, call(), reply pieces */

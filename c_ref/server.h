@@ -22,6 +22,8 @@ typedef struct ksServerConfig {
     int maxclients;       /* Valkey's maxclients [10000] */
     FILE *ready;          /* "ready HOST PORT\n" is printed here once listening (NULL: none) */
     size_t querybuf_limit; /* client-query-buffer-limit [1 GiB] (0: the default) */
+    int arena_allocator;  /* 1: the keyspace's deterministic arena; 0: the C library's
+                           * malloc, as the reference Valkey (MALLOC=libc) [0] */
 } ksServerConfig;
 
 /* Prefetch-batch-max-size's range (Valkey's CONFIG SET limits). */

@@ -517,6 +517,50 @@ static int test_memory_layouts(void) {
     return 0;
 }
 
+/* The arena's libc mode (a server's keyspace on glibc malloc, as the reference Valkey):
+ * the same replies as the arena for a random command stream with small and RAW values,
+ * overwrites, deletes and expiry, on both tables and layouts, cluster on and off; every
+ * block counted while live and freed by FLUSHALL and ksDestroy (ASan's leak check). */
+static int test_libc_allocator(void) {
+    const char *opts[] = {"", "table=dict", "layout=legacy", "cluster=1", "table=dict cluster=1 layout=legacy"};
+    for (size_t o = 0; o < sizeof(opts) / sizeof(opts[0]); o++) {
+        ksKeyspace *a = ksCreate(opts[o]);
+        ksArenaSetLibc(1);
+        ksKeyspace *l = ksCreate(opts[o]);
+        ksArenaSetLibc(0);
+        TEST_ASSERT(a && l);
+        TEST_ASSERT(ksArenaBase(a->arena) != 0 && ksArenaBase(l->arena) == 0);
+        uint64_t l0 = ksMemoryBytes(l);
+        uint64_t seed = 0x9e3779b97f4a7c15ull + o;
+        char line[2048], big[301];
+        memset(big, 'v', 300);
+        big[300] = '\0';
+        for (int i = 0; i < 3000; i++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            unsigned r = (unsigned)(seed >> 33), k = r % 500, op = (r >> 9) % 6;
+            if (op == 0) snprintf(line, sizeof(line), "SET key:%u v%u", k, r);
+            else if (op == 1) snprintf(line, sizeof(line), "SET key:%u %s%u", k, big, r % 10);
+            else if (op == 2) snprintf(line, sizeof(line), "MSET key:%u a key:%u %s", k, (k + 7) % 500, big);
+            else if (op == 3) snprintf(line, sizeof(line), "DEL key:%u key:%u", k, (k + 1) % 500);
+            else if (op == 4) snprintf(line, sizeof(line), "MGET key:%u key:%u key:%u", k, (k + 3) % 500, (k + 9) % 500);
+            else snprintf(line, sizeof(line), "EXPIRE key:%u 100", k);
+            char want[1 << 12];
+            snprintf(want, sizeof(want), "%s", cmd(a, "", line));
+            const char *got = cmd(l, "", line);
+            TEST_ASSERT_MSG(strcmp(got, want) == 0, "%s: libc %s, arena %s", line, got, want);
+        }
+        VALID(l);
+        TEST_ASSERT(ksMemoryBytes(l) > l0);
+        EXPECT(l, "FLUSHALL", "+OK\r\n");
+        TEST_ASSERT_MSG(ksMemoryBytes(l) == l0, "%llu after FLUSHALL, %llu before", (unsigned long long)ksMemoryBytes(l),
+                        (unsigned long long)l0);
+        TEST_ASSERT(ksArenaCheck(l->arena, line, sizeof(line)) == 0);
+        ksDestroy(a);
+        ksDestroy(l); /* frees every block: a leak fails test-sanitize */
+    }
+    return 0;
+}
+
 static int test_cluster_tables(void) {
     ksKeyspace *ks = ksCreate("cluster=1");
     TEST_ASSERT(ksKeyHashSlot("{user1000}.following", 20) == ksKeyHashSlot("user1000", 8));
@@ -576,6 +620,7 @@ int main(int argc, char **argv) {
     RUN(test_snapshot_checksum_at_end);
     RUN(test_snapshot_rdbchecksum_no);
     RUN(test_memory_layouts);
+    RUN(test_libc_allocator);
     RUN(test_cluster_tables);
     RUN(test_stale_table_variant);
     return TEST_DONE();

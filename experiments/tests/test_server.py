@@ -149,6 +149,7 @@ def test_server_commands(server):
         assert c.call("PING", "hi") == b"hi"
         assert c.call("CONFIG", "GET", "save") == [b"save", b""]
         assert c.call("CONFIG", "GET", "appendonly") == [b"appendonly", b"no"]
+        assert c.info("memory")["mem_allocator"] == "libc"  # the reference Valkey's build
         c.config_set("prefetch-batch-max-size", 0)
         c.config_set("prefetch-batch-max-size", 16)
         with pytest.raises(ValkeyError, match="between 0 and 128"):
@@ -300,6 +301,7 @@ def _cref_binary() -> str:
     (["--batch", "129"], "--batch: expected"),
     (["--bind", "256.1.1.1"], "--bind 256.1.1.1"),
     (["--frobnicate", "1"], "unknown option '--frobnicate'"),
+    (["--allocator", "jemalloc"], "--allocator: expected libc or arena"),
 ])
 def test_bad_options_are_one_line(args, message):
     p = subprocess.run([_cref_binary(), "serve", "--port", "0", *args], capture_output=True,
@@ -308,6 +310,15 @@ def test_bad_options_are_one_line(args, message):
     assert p.stdout == ""
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], p.stderr
+
+
+def test_arena_allocator_serves_the_same():
+    """``--allocator arena`` (the ablation of the libc default) serves the same replies."""
+    with CrefServer(binary=_binary(), args=["--allocator", "arena", "--batch", "4"]) as srv, \
+            Resp(srv.port, timeout=TIMEOUT) as c:
+        assert c.info("memory")["mem_allocator"] == "kvsim-arena"
+        c.pipeline([("MSET", *[x for i in range(50) for x in (f"k{i}", "v" * (i * 10))])])
+        assert c.call("MGET", "k0", "k49", "nope") == [b"", b"v" * 490, None]
 
 
 def test_port_in_use_is_one_line():
