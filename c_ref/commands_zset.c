@@ -114,7 +114,7 @@ void ksZaddCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     } else if (processed) { /* ZADD INCR (ZINCRBY's reply): the new score, or null */
         char buf[KS_ZSET_SCORE_MAX];
         int n = ksZsetFormatScore(score, buf);
-        ksReplyBulk(ks, c, (const uint8_t *)buf, (size_t)n, 0);
+        ksReplyDouble(ks, c, buf, (size_t)n);
     } else {
         ksReplyNull(ks, c);
     }
@@ -133,7 +133,7 @@ void ksZscoreCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     }
     char buf[KS_ZSET_SCORE_MAX];
     int n = ksZsetFormatScore(score, buf);
-    ksReplyBulk(ks, c, (const uint8_t *)buf, (size_t)n, 0);
+    ksReplyDouble(ks, c, buf, (size_t)n);
 }
 
 void ksZremCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
@@ -180,7 +180,7 @@ void ksZmscoreCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
             }
             if (batched) score = ksZsetNodeScore(found[i], fd[i]);
             int len = ksZsetFormatScore(score, buf);
-            ksReplyBulk(ks, c, (const uint8_t *)buf, (size_t)len, 0);
+            ksReplyDouble(ks, c, buf, (size_t)len);
         }
     }
 }

@@ -338,6 +338,8 @@ bool ksEntryIsExpired(ksKeyspace *ks, int64_t when);
 int ksParseCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
 void ksCommandFree(ksKeyspace *ks, ksCommand *cmd);
 void ksReplyRaw(ksKeyspace *ks, ksClient *c, const void *p, size_t len);
+/* A double's reply text as a bulk string (addReplyDouble), no source load recorded. */
+void ksReplyDouble(ksKeyspace *ks, ksClient *c, const char *text, size_t len);
 /* "<prefix><v>\r\n" into buf (at least 24 bytes); returns its length. */
 size_t ksFmtLine(char *buf, char prefix, long long v);
 void ksReplyError(ksKeyspace *ks, ksClient *c, const char *msg); /* msg without '-' and CRLF */
