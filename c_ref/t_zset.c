@@ -118,11 +118,11 @@ static int isDict(const ksKeyspace *ks) { return ks->ops == &ksDictTableOps; }
 
 /* --- Scores ---------------------------------------------------------------------------- */
 
-/* The instructions of c_ref's score text under callgrind (tests/calibrate.sh, the zscore
- * and zmscore lines): one snprintf("%.*g") and strtod round of ksZsetFormatScore, about
- * 2,600 for a short score (2,606 a call over ZMSCORE's replies of scores i / 4), and one
- * strtod of a listpack score (lpScoreAfter, about 600).  Work of kind parse (the reply's
- * formatting, a number's parsing), as the RESP sites. */
+/* The instructions of c_ref's score text under callgrind (callgrind_annotate --inclusive
+ * of the zmscore workload, checked by tests/calibrate.sh's zscore and zmscore lines): one
+ * snprintf("%.*g") and strtod round of ksZsetFormatScore for a short score, and one strtod
+ * of a listpack score (lpScoreAfter).  Work of kind parse (the reply's formatting, a
+ * number's parsing), as the RESP sites. */
 #define KS_ZSET_FORMAT_WORK 2600
 #define KS_ZSET_STRTOD_WORK 600
 
