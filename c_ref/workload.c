@@ -468,8 +468,8 @@ const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS] = {
              "MGET/MSET/EXISTS/DEL/TOUCH (hash, zscore, zmscore: their) commands per query buffer: a "
              "pipeline of them, run by --pipeline (the pipeline workload's --depth)."),
     {"pipeline", KS_OPT_STRING, FIELD(pipeline), 0, 0, 0, 0, NULL, "naive", LISTED,
-     "mget/mset/exists/del/touch/hash/zscore/zmscore: the pipeline variant that runs each query "
-     "buffer: naive (one command after the other), lookahead (Valkey PR #2092: the keys of the buffered commands "
+     "mget, mset, exists, del, touch, hash, zscore, zmscore: the pipeline variant that runs each "
+     "query buffer: naive (one command after the other), lookahead (Valkey PR #2092: the keys of the buffered commands "
      "prefetched in batches of --batch keys) or all-pending-14754 (Redis #14440/#14754: up to 16 "
      "commands parsed ahead, one batch of 2 x --batch of their keys)."},
     UINT_OPT("hash-fields", hash_fields, 1, 1ULL << 32, "100", LISTED,

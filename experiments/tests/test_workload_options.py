@@ -110,7 +110,7 @@ def _other_value(o: dict):
 
 VARIANT = {"load": "prefetch-after-key", "iterate": "next-bucket", "pipeline": "lookahead",
            "mset": "batch", "mget": "batch", "hash": "nested-3940", "zscore": "nested-3940",
-           "exists": "batch", "del": "batch", "touch": "window-3389",
+           "exists": "batch", "del": "batch", "touch": "batch",
            "zmscore": "find-batch-4017"}
 
 
