@@ -1,9 +1,9 @@
 /*
  * commands.c -- the command table and the string/keyspace commands:
- * GET SET DEL UNLINK EXISTS MGET MSET MSETNX EXPIRE PEXPIRE TTL PTTL KEYS SCAN DBSIZE
+ * GET SET DEL UNLINK EXISTS TOUCH MGET MSET MSETNX EXPIRE PEXPIRE TTL PTTL KEYS SCAN DBSIZE
  * FLUSHALL, with Valkey's replies and error messages.
  *
- * Multi-key commands (MGET, MSET, MSETNX) run in batches when the multikey
+ * Multi-key commands (MGET, MSET, MSETNX; DEL, EXISTS, TOUCH) run in batches when the multikey
  * variant asks for it (batchLen):
  *   table=dict, or multikey=chunk-15133 (Redis #15133): 16 keys (the variant
  *     option chunk) while >= 32 (2 * chunk) remain, else the whole remainder;
@@ -19,7 +19,7 @@
  *     looked up cold; nothing more if the lookahead pipeline has already put
  *     the command's keys into its batch (cmd->prefetched).
  *   multikey=window-3389 (Valkey PR #3389), on every table: MGET, MSET,
- *     MSETNX, DEL and EXISTS prefetch their first `batch` keys together, then
+ *     MSETNX, DEL, EXISTS and TOUCH prefetch their first `batch` keys together, then
  *     before running key j the bucket of key j + `batch` (windowStart,
  *     windowAhead: the offset is `batch`, prefetch-batch-max-size);
  *   multikey=redis-14899[-guard] (Redis PR #14899): MGET's keys in chunks of
@@ -175,16 +175,38 @@ static int batchLen(ksKeyspace *ks, ksCommand *cmd, int done, int remaining, int
 static void resolveBatch(ksKeyspace *ks, ksCommand *cmd, ksKeyInfo *ki, int first, int step, int from, int n,
                          void *tables);
 
-/* DEL (UNLINK) and EXISTS: the keys in argument order, in the batches of the
- * multikey variant (batchLen, below): multikey=batch on a hashtable, Valkey's
- * cross-command batch holding the command alone (getKeysFromCommand: every
- * argument a key), its first `batch` keys; multikey=batch on a dict and
+/* DEL (UNLINK), EXISTS and TOUCH: the keys in argument order, in the batches
+ * of the multikey variant (batchLen, below): multikey=batch on a hashtable,
+ * Valkey's cross-command batch holding the command alone (getKeysFromCommand:
+ * every argument a key), its first `batch` keys; multikey=batch on a dict and
  * chunk-15133, #15133's chunks (a study: Redis batches MGET and MSET only);
- * window-3389, the sliding window (Valkey #3389 delGenericCommand and
- * existsCommand).  A batched key is resolved again when it runs: a DEL may
- * free the slot table a later key of the batch resolved to, and the lookup
- * hashes the key again as Valkey's lookupKey and Redis's dictFind do. */
-static void delExistsGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int del) {
+ * window-3389, the sliding window (Valkey #3389 delGenericCommand,
+ * existsCommand and touchCommand).  A batched key is resolved again when it
+ * runs: a DEL may free the slot table a later key of the batch resolved to,
+ * and the lookup hashes the key again as Valkey's lookupKey and Redis's
+ * dictFind do.  Each counts the keys that exist (expired ones do not):
+ * DEL deletes them; EXISTS looks up without touching (LOOKUP_NOTOUCH);
+ * TOUCH (expire.c touchCommand: lookupKeyRead) stores the access clock in
+ * each found key's object (ksDbTouch: val->lru = LRU_CLOCK()) and counts the
+ * keyspace hits and misses. */
+enum { MK_EXISTS = 0, MK_DEL = 1, MK_TOUCH = 2 };
+
+static long long countOne(ksKeyspace *ks, ksKeyInfo *ki, int mode) {
+    void *e = ksDbFind(ks, ki);
+    if (mode == MK_TOUCH) {
+        if (!e) {
+            ks->stats.keyspace_misses++;
+            return 0;
+        }
+        ks->stats.keyspace_hits++;
+        ksDbTouch(ks, ki, e);
+        return 1;
+    }
+    if (!e) return 0;
+    return mode == MK_DEL ? ksDbDelete(ks, ki) : 1;
+}
+
+static void countKeysGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int mode) {
     long long n = 0;
     int nkeys = cmd->argc - 1;
     if (ks->var.multikey_rule == KS_MULTIKEY_RULE_3389) { /* Valkey #3389 (below) */
@@ -193,8 +215,7 @@ static void delExistsGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int de
             windowAhead(ks, cmd, 1, 1, nkeys, j);
             ksKeyInfo ki;
             ksKeyResolve(ks, cmd->argv[1 + j], &ki);
-            void *e = ksDbFind(ks, &ki); /* expired keys do not count */
-            if (e) n += del ? ksDbDelete(ks, &ki) : 1;
+            n += countOne(ks, &ki, mode);
         }
         ksReplyInt(ks, c, n);
         return;
@@ -208,17 +229,18 @@ static void delExistsGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int de
         for (int i = 0; i < b; i++) {
             ksKeyInfo k;
             ksKeyResolve(ks, cmd->argv[1 + done + i], &k);
-            void *e = ksDbFind(ks, &k);
-            if (e) n += del ? ksDbDelete(ks, &k) : 1;
+            n += countOne(ks, &k, mode);
         }
         done += b;
     }
     ksReplyInt(ks, c, n);
 }
 
-static void delCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) { delExistsGeneric(ks, c, cmd, 1); }
+static void delCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) { countKeysGeneric(ks, c, cmd, MK_DEL); }
 
-static void existsCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) { delExistsGeneric(ks, c, cmd, 0); }
+static void existsCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) { countKeysGeneric(ks, c, cmd, MK_EXISTS); }
+
+static void touchCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) { countKeysGeneric(ks, c, cmd, MK_TOUCH); }
 
 /* --- Multi-key batching ---------------------------------------------------- */
 
@@ -669,13 +691,14 @@ static const ksCommandDef commandTable[] = {
     {"scan", -2, 0, scanCommand},       {"dbsize", 1, 0, dbsizeCommand},
     {"flushall", -1, 0, flushallCommand},
     {"unlink", -2, 1, delCommand, -1, 1}, /* DEL's reclaim is synchronous here: UNLINK is DEL */
+    {"touch", -2, 1, touchCommand, -1, 1},
     /* the hash type: commands_hash.c */
     {"hset", -4, 1, ksHsetCommand, 0, 0, 2},     {"hget", 3, 1, ksHgetCommand, 0, 0, 2},
     {"hmget", -3, 1, ksHmgetCommand, 0, 0, 2},   {"hgetall", 2, 1, ksHgetallCommand},
     {"hdel", -3, 1, ksHdelCommand, 0, 0, 2},
     /* the sorted set: commands_zset.c (ZADD's first member is argv[3]) */
     {"zadd", -4, 1, ksZaddCommand, 0, 0, 3},     {"zscore", 3, 1, ksZscoreCommand, 0, 0, 2},
-    {"zrem", -3, 1, ksZremCommand, 0, 0, 2},
+    {"zrem", -3, 1, ksZremCommand, 0, 0, 2},     {"zmscore", -3, 1, ksZmscoreCommand, 0, 0, 2},
 };
 
 #define NUM_CORE_COMMANDS ((int)(sizeof(commandTable) / sizeof(commandTable[0])))

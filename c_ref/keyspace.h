@@ -89,10 +89,11 @@ enum { KS_MULTIKEY_RULE_15133 = 0, KS_MULTIKEY_RULE_15043 = 1, KS_MULTIKEY_RULE_
  *                           prefetcher; with multikey_guard not when the command's keys
  *                           are in a lookahead batch or a pipeline is active */
 
-/* Hash: the fields a command looks up in hash o (HGET one, HMGET all; dep =
- * o's header load), before the lookups; may be NULL.  Returns 1 if it looked
- * them up itself (found[i]: the entry or NULL, found_dep[i] its load; the
- * command uses them directly), 0 if the command looks them up. */
+/* Hash or sorted set: the fields a command looks up in hash o (HGET one, HMGET
+ * all) or the members in sorted set o (ZMSCORE all; dep = o's header load),
+ * before the lookups; may be NULL.  Returns 1 if it looked them up itself
+ * (found[i]: the hash entry or skiplist node, or NULL; found_dep[i] its load;
+ * the command uses them directly), 0 if the command looks them up. */
 typedef int (*ksHashFieldsFn)(ksKeyspace *ks, robj *o, ksLoadId dep, sds *fields, int n, void **found,
                               ksLoadId *found_dep);
 /* Hash: HGETALL's reply of every field and value of o (after the array
@@ -343,6 +344,8 @@ bool ksEntryIsExpired(ksKeyspace *ks, int64_t when);
 int ksParseCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
 void ksCommandFree(ksKeyspace *ks, ksCommand *cmd);
 void ksReplyRaw(ksKeyspace *ks, ksClient *c, const void *p, size_t len);
+/* A double's reply text as a bulk string (addReplyDouble), no source load recorded. */
+void ksReplyDouble(ksKeyspace *ks, ksClient *c, const char *text, size_t len);
 /* "<prefix><v>\r\n" into buf (at least 24 bytes); returns its length. */
 size_t ksFmtLine(char *buf, char prefix, long long v);
 void ksReplyError(ksKeyspace *ks, ksClient *c, const char *msg); /* msg without '-' and CRLF */
@@ -397,6 +400,7 @@ void ksHgetallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
 void ksHdelCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
 void ksZaddCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
 void ksZscoreCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
+void ksZmscoreCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
 void ksZremCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd);
 
 /* --- pipeline.c ------------------------------------------------------------ */

@@ -173,7 +173,7 @@ static void jworkload(jbuf *j, const ksWorkloadSpec *s) {
     jput(j, ",\"warm_setup_lines\":%llu", (unsigned long long)(s->warm_setup_lines ? s->warm_setup_lines
                                                                                   : KS_WARM_SETUP_LINES));
     jput(j, ",\"warmup_ops\":%llu", (unsigned long long)s->warmup_ops);
-    if (s->workload && !strcmp(s->workload, "zscore")) /* other workloads' headers as before */
+    if (s->workload && (!strcmp(s->workload, "zscore") || !strcmp(s->workload, "zmscore"))) /* others as before */
         jput(j, ",\"zset_members\":%llu", (unsigned long long)s->zset_members);
     jput(j, "}");
 }

@@ -202,6 +202,23 @@ void ksReplyBulk(ksKeyspace *ks, ksClient *c, const uint8_t *p, size_t len, ksLo
     ksReplyBulkTagged(ks, c, p, len, dep, KVT_TAG_VALUE);
 }
 
+void ksReplyDouble(ksKeyspace *ks, ksClient *c, const char *text, size_t len) {
+    /* addReplyDouble: "$<len>\r\n<text>\r\n" built in a stack buffer, then one
+     * addReplyProto; the buffer is not recorded (its address is the stack's, which
+     * changes from run to run; its lines are the stack's, in L1) */
+    char buf[64];
+    if (len > sizeof(buf) - 16) abort(); /* a score's text is at most KS_ZSET_SCORE_MAX */
+    size_t n = fmtLine(buf, '$', (long long)len);
+    memcpy(buf + n, text, len);
+    memcpy(buf + n + len, "\r\n", 2);
+    n += len + 2;
+    if (ksCallPathOn) {
+        if (ksCallPrepareWrite(c)) ksCallAppend(ks, c, buf, n);
+        return;
+    }
+    ksReplyRaw(ks, c, buf, n);
+}
+
 /* --- Parsing --------------------------------------------------------------- */
 
 static void argvReserve(ksKeyspace *ks, ksCommand *cmd, int n) {

@@ -88,7 +88,9 @@
     X(HASH_ENTRY, "hash.entry", 12)              /* a field-value entry's value / pointer */ \
     X(HASH_STORE, "hash.store", 20)              /* writing a listpack, entry or value */ \
     X(PF_HASH, "pf.hash", 12)                    /* nested field prefetch (variants) */ \
-    /* --- t_zset.c (the sorted set; costs as the hash's, not calibrated on their own) --- */ \
+    /* --- t_zset.c (the sorted set): zset.node's cost, the hash entry's, checked by      \
+     * tests/calibrate.sh's zscore and zmscore lines; zset.store writes only in ZADD and    \
+     * ZREM, which no measured phase runs: hash.store's figure (c_ref/FIDELITY.md) --- */   \
     X(ZSET_NODE, "zset.node", 12)                /* a skiplist node: score, levels, member */ \
     X(ZSET_STORE, "zset.store", 20)              /* writing a node or the zset's structs */ \
     /* --- server.c's system calls: the sites of SYSCALL markers, named "sys.<call>" as \

@@ -37,8 +37,8 @@
  *   first line -- the chain Valkey PR #3940's nested prefetch enters at the
  *   member table (pipeline.c, variants_hash.c).
  *
- * Deviations: no ZADD flags (NX XX GT LT CH INCR) and only ZADD, ZSCORE, ZREM
- * (commands_zset.c); a node's level comes from the member's SipHash mixed (a
+ * Deviations: only ZADD (with its flags NX XX GT LT CH INCR), ZSCORE, ZMSCORE
+ * and ZREM (commands_zset.c); a node's level comes from the member's SipHash mixed (a
  * deterministic stand-in for genrand64, with the same 1/4 per level law);
  * listpack scores are kept as their reply text (always strings, listpack.c);
  * Redis's node is taken to be Valkey's (its source was not recovered: the dict
@@ -118,9 +118,18 @@ static int isDict(const ksKeyspace *ks) { return ks->ops == &ksDictTableOps; }
 
 /* --- Scores ---------------------------------------------------------------------------- */
 
+/* The instructions of c_ref's score text under callgrind (callgrind_annotate --inclusive
+ * of the zmscore workload, checked by tests/calibrate.sh's zscore and zmscore lines): one
+ * snprintf("%.*g") and strtod round of ksZsetFormatScore for a short score, and one strtod
+ * of a listpack score (lpScoreAfter).  Work of kind parse (the reply's formatting, a
+ * number's parsing), as the RESP sites. */
+#define KS_ZSET_FORMAT_WORK 2600
+#define KS_ZSET_STRTOD_WORK 600
+
 int ksZsetFormatScore(double score, char *buf) {
     int n = 0;
     for (int p = 15; p <= 17; p++) {
+        KS_WORK_OF(KVT_WORK_PARSE, KS_ZSET_FORMAT_WORK);
         n = snprintf(buf, KS_ZSET_SCORE_MAX, "%.*g", p, score);
         if (strtod(buf, NULL) == score || isnan(score)) break;
     }
@@ -349,7 +358,7 @@ static double lpScoreAfter(const uint8_t *p, ksLoadId dep) {
     char buf[KS_ZSET_SCORE_MAX];
     memcpy(buf, s, sl);
     buf[sl] = 0;
-    KS_WORK(40); /* zzlStrtod */
+    KS_WORK_OF(KVT_WORK_PARSE, KS_ZSET_STRTOD_WORK); /* zzlStrtod */
     return strtod(buf, NULL);
 }
 
@@ -456,24 +465,63 @@ void ksZsetMaybeConvert(ksKeyspace *ks, robj *o, ksLoadId dep, size_t elements, 
         convertToSkiplist(ks, o, dep, elements);
 }
 
-int ksZsetAdd(ksKeyspace *ks, robj *o, ksLoadId dep, sds member, double score) {
+/* zsetAdd's decision for a member found with score cur: NX leaves it, INCR adds cur
+ * (a NaN sum is an error), GT / LT leave it unless the new score is above / below.
+ * 1: set *score (if it changed); 0: leave it (ZADD_OUT_NOP); -1: NaN. */
+static int flagsDecide(int in, double cur, double *score, int *out) {
+    if (in & KS_ZADD_IN_NX) {
+        *out |= KS_ZADD_OUT_NOP;
+        return 0;
+    }
+    if (in & KS_ZADD_IN_INCR) {
+        *score += cur;
+        if (isnan(*score)) {
+            *out |= KS_ZADD_OUT_NAN;
+            return -1;
+        }
+    }
+    if (((in & KS_ZADD_IN_LT) && *score >= cur) || ((in & KS_ZADD_IN_GT) && *score <= cur)) {
+        *out |= KS_ZADD_OUT_NOP;
+        return 0;
+    }
+    return 1;
+}
+
+int ksZsetAddFlags(ksKeyspace *ks, robj *o, ksLoadId dep, sds member, double score, int in, int *out,
+                   double *newscore) {
     size_t len = sdslen(member);
+    *out = 0;
+    if (isnan(score)) { /* NaN as input is an error whatever the flags */
+        *out = KS_ZADD_OUT_NAN;
+        return 0;
+    }
     if (o->encoding == OBJ_ENCODING_LISTPACK) {
         uint8_t *lp = o->ptr;
         uint8_t *p = ksLpFindPair(lp, member, len, dep);
         if (p) {
-            if (lpScoreAfter(p, dep) != score) { /* zzlDelete + zzlInsert */
+            double cur = lpScoreAfter(p, dep);
+            int d = flagsDecide(in, cur, &score, out);
+            if (d <= 0) return d == 0;
+            *newscore = score;
+            if (score != cur) { /* zzlDelete + zzlInsert */
                 lp = ksLpSplice(ks, lp, (size_t)(p - lp), lpPairBytes(p), NULL, 0, -2);
                 o->ptr = zzlInsert(ks, lp, member, len, score);
                 KS_STORE(&o->ptr, 8, KVT_TAG_OBJECT, KS_SITE_ZSET_STORE, 0);
+                *out |= KS_ZADD_OUT_UPDATED;
             }
-            return 0;
+            return 1;
+        }
+        if (in & KS_ZADD_IN_XX) {
+            *out |= KS_ZADD_OUT_NOP;
+            return 1;
         }
         if (ksLpCount(lp) / 2 + 1 > KS_ZSET_MAX_LISTPACK_ENTRIES || len > KS_ZSET_MAX_LISTPACK_VALUE) {
             convertToSkiplist(ks, o, dep, ksLpCount(lp) / 2 + 1);
         } else {
             o->ptr = zzlInsert(ks, lp, member, len, score);
             KS_STORE(&o->ptr, 8, KVT_TAG_OBJECT, KS_SITE_ZSET_STORE, 0);
+            *newscore = score;
+            *out |= KS_ZADD_OUT_ADDED;
             return 1;
         }
     }
@@ -482,13 +530,33 @@ int ksZsetAdd(ksKeyspace *ks, robj *o, ksLoadId dep, sds member, double score) {
     ksZsetTable(o, dep, &td);
     zskiplistNode *x = tableFind(ks, zs, td, member, &nd);
     if (x) {
-        if (ksZsetNodeScore(x, nd) != score) zslUpdateScore(zs->zsl, x, score);
-        return 0;
+        double cur = ksZsetNodeScore(x, nd);
+        int d = flagsDecide(in, cur, &score, out);
+        if (d <= 0) return d == 0;
+        *newscore = score;
+        if (score != cur) {
+            zslUpdateScore(zs->zsl, x, score);
+            *out |= KS_ZADD_OUT_UPDATED;
+        }
+        return 1;
+    }
+    if (in & KS_ZADD_IN_XX) {
+        *out |= KS_ZADD_OUT_NOP;
+        return 1;
     }
     x = nodeCreate(ks, randomLevel(member, len), score, member, len);
     zslInsertNode(zs->zsl, x);
     tableAdd(ks, zs, x);
+    *newscore = score;
+    *out |= KS_ZADD_OUT_ADDED;
     return 1;
+}
+
+int ksZsetAdd(ksKeyspace *ks, robj *o, ksLoadId dep, sds member, double score) {
+    int out;
+    double ns;
+    ksZsetAddFlags(ks, o, dep, member, score, 0, &out, &ns);
+    return (out & KS_ZADD_OUT_ADDED) != 0;
 }
 
 int ksZsetScore(ksKeyspace *ks, robj *o, ksLoadId dep, sds member, double *score) {

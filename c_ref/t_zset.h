@@ -41,6 +41,22 @@ void *ksZsetEntryCreate(ksKeyspace *ks, const char *key, size_t klen, size_t ele
 /* zsetTypeMaybeConvert: a listpack becomes a skiplist when a command brings more
  * than the entry limit or a member over the value limit. */
 void ksZsetMaybeConvert(ksKeyspace *ks, robj *o, ksLoadId dep, size_t elements, size_t maxelelen);
+/* zsetAdd's flags (Valkey server.h ZADD_IN_* / ZADD_OUT_*): NX only new members, XX
+ * only existing ones, GT / LT an existing member's score only upward / downward, INCR
+ * the score added to the current one (0 for a new member). */
+#define KS_ZADD_IN_INCR 1
+#define KS_ZADD_IN_NX 2
+#define KS_ZADD_IN_XX 4
+#define KS_ZADD_IN_GT 8
+#define KS_ZADD_IN_LT 16
+#define KS_ZADD_OUT_NOP 1     /* nothing done: NX, XX, GT or LT said no */
+#define KS_ZADD_OUT_NAN 2     /* the score (or INCR's sum) is NaN: nothing done */
+#define KS_ZADD_OUT_ADDED 4   /* a new member */
+#define KS_ZADD_OUT_UPDATED 8 /* an existing member's score changed */
+/* zsetAdd: 0 with *out = KS_ZADD_OUT_NAN for a NaN score or sum (nothing written),
+ * else 1 with *out's KS_ZADD_OUT_* bits and, unless NOP, *newscore the member's score. */
+int ksZsetAddFlags(ksKeyspace *ks, robj *o, ksLoadId dep, sds member, double score, int in, int *out,
+                   double *newscore);
 /* zsetAdd without flags: 1 if the member was new, 0 if it was there (its
  * score set to `score`). */
 int ksZsetAdd(ksKeyspace *ks, robj *o, ksLoadId dep, sds member, double score);

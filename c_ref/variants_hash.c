@@ -11,9 +11,10 @@
  *   value-2180      Valkey PR #2180      the lookahead batch  HGET and HSET's field, not counted:
  *                   (open)                                    bucket, entry, then the value if it
  *                                                             is kept by pointer
- *   find-batch-4017 Valkey PR #4017      HMGET (>= 2 fields)  hashtableFindBatch: the fields looked
- *                   (merged)                                  up together (interleaved step machines,
- *                                                             16 at a time), the entries used directly
+ *   find-batch-4017 Valkey PR #4017      HMGET, ZMSCORE       hashtableFindBatch: the fields or members
+ *                   (merged)             (>= 2 fields)        looked up together (interleaved step
+ *                                                             machines, 16 at a time), the entries
+ *                                                             (hash entries, skiplist nodes) used directly
  *   getall-14988    Redis PR #14988      HGETALL              batches of 16 entries: collect them
  *                   (merged)                                  (iterating), prefetch each entry, then
  *                                                             each value kept by pointer, then reply
@@ -32,16 +33,27 @@
 #include "keyspace.h"
 #include "siphash.h"
 #include "t_hash.h"
+#include "t_zset.h"
 
 /* --- find-batch-4017 ----------------------------------------------------------- */
 
-/* hashtableFindBatch over fields[0..n) (n <= KS_HASH_BATCH_MAX) of the hash's
- * table: every field hashed, then one incremental find step per field per
- * turn, round robin, until all are done; the results are the lookups. */
+/* hashtableFindBatch over fields[0..n) (n <= KS_HASH_BATCH_MAX) of a hash's
+ * table (HMGET) or a sorted set's member table (ZMSCORE: its items are the
+ * skiplist nodes): every field hashed, then one incremental find step per
+ * field per turn, round robin, until all are done; the results are the
+ * lookups.  0 (the command looks them up one by one) for fewer than two, a
+ * compact encoding or table=dict, as the PR keeps the single lookup there. */
 static int findBatch4017(ksKeyspace *ks, robj *o, ksLoadId dep, sds *fields, int n, void **found,
                          ksLoadId *found_dep) {
-    if (n < 2 || o->encoding != OBJ_ENCODING_HT || ks->ops != &ksHashtableTableOps) return 0;
-    hashtable *ht = ksHashTable(o);
+    if (n < 2 || ks->ops != &ksHashtableTableOps) return 0;
+    hashtable *ht;
+    if (o->type == OBJ_HASH && o->encoding == OBJ_ENCODING_HT) {
+        ht = ksHashTable(o);
+    } else if (o->type == OBJ_ZSET && o->encoding == OBJ_ENCODING_SKIPLIST) {
+        ht = ksZsetTable(o, dep, &dep); /* through the zset struct (t_zset.c) */
+    } else {
+        return 0;
+    }
     hashtableIncrementalFindState st[KS_HASH_BATCH_MAX];
     int done[KS_HASH_BATCH_MAX] = {0}, remaining = n;
     KS_MARK(KVT_MARK_BATCH, n);

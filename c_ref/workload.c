@@ -347,6 +347,10 @@ static const ksWorkloadDef WORKLOADS[] = {
     {"exists", "multikey", "ops|batch|chunk|keys-per-command|expire|warmup-ops|pipeline-depth|pipeline", pipelineSetup,
      ksWlRunGroups},
     {"del", "multikey", "ops|batch|chunk|keys-per-command|pipeline-depth|pipeline", pipelineSetup, delRun},
+    {"touch", "multikey", "ops|batch|chunk|keys-per-command|expire|warmup-ops|pipeline-depth|pipeline", pipelineSetup,
+     ksWlRunGroups},
+    {"zmscore", "hash", "ops|batch|zset-members|fields-per-command|pipeline-depth|pipeline", ksZsetWorkloadSetup,
+     ksWlRunGroups},
 };
 #define NWORKLOADS (sizeof(WORKLOADS) / sizeof(WORKLOADS[0]))
 
@@ -429,7 +433,7 @@ const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS] = {
              "--variant chunk-15133, and --variant batch on --table dict."),
     UINT_OPT("depth", depth, 1, 1 << 20, "16", LISTED, "Pipeline depth."),
     {"set-ratio", KS_OPT_FLOAT, FIELD(set_ratio), 0, 0, 0.0, 1.0, NULL, "0", LISTED, "Fraction of SETs."},
-    UINT_OPT("keys-per-command", keys_per_command, 1, 1 << 20, "10", LISTED, "Keys per MSET/MGET/EXISTS/DEL."),
+    UINT_OPT("keys-per-command", keys_per_command, 1, 1 << 20, "10", LISTED, "Keys per MSET/MGET/EXISTS/DEL/TOUCH."),
     {"op", KS_OPT_CHOICE, FIELD(op), 0, 0, 0, 0, "keys|save", "keys", LISTED, "Iterate operation."},
     {"layout", KS_OPT_CHOICE, FIELD(layout), 0, 0, 0, 0, "unified|legacy", "unified", EVERY, "Object layout."},
     {"table", KS_OPT_CHOICE, FIELD(table), 0, 0, 0, 0, "hashtable|dict", "hashtable", EVERY, "Table backend."},
@@ -461,20 +465,21 @@ const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS] = {
      "Valkey's activerehashing: the cron's rehash steps between query buffers (hz 10, 1 ms), "
      "and a setup that ends with no rehash in progress (c_ref/FIDELITY.md)."},
     UINT_OPT("pipeline-depth", pipeline_depth, 1, 1 << 20, "1", LISTED,
-             "MGET/MSET/EXISTS/DEL (hash, zscore: their) commands per query buffer: a pipeline of them, "
-             "run by --pipeline (the pipeline workload's --depth)."),
+             "MGET/MSET/EXISTS/DEL/TOUCH (hash, zscore, zmscore: their) commands per query buffer: a "
+             "pipeline of them, run by --pipeline (the pipeline workload's --depth)."),
     {"pipeline", KS_OPT_STRING, FIELD(pipeline), 0, 0, 0, 0, NULL, "naive", LISTED,
-     "mget/mset/exists/del/hash/zscore: the pipeline variant that runs each query buffer: naive "
-     "(one command after the other), lookahead (Valkey PR #2092: the keys of the buffered commands "
+     "mget, mset, exists, del, touch, hash, zscore, zmscore: the pipeline variant that runs each "
+     "query buffer: naive (one command after the other), lookahead (Valkey PR #2092: the keys of the buffered commands "
      "prefetched in batches of --batch keys) or all-pending-14754 (Redis #14440/#14754: up to 16 "
      "commands parsed ahead, one batch of 2 x --batch of their keys)."},
     UINT_OPT("hash-fields", hash_fields, 1, 1ULL << 32, "100", LISTED,
              "hash: fields per hash key (a listpack up to 512 fields of <= 64 bytes, else a table)."),
     {"hash-op", KS_OPT_CHOICE, FIELD(hash_op), 0, 0, 0, 0, "hget|hmget|hgetall|hset", "hget", LISTED,
      "hash: the measured command (hset overwrites an existing field)."},
-    UINT_OPT("fields-per-command", fields_per_command, 1, 1 << 20, "10", LISTED, "hash: fields per HMGET."),
+    UINT_OPT("fields-per-command", fields_per_command, 1, 1 << 20, "10", LISTED,
+             "hash: fields per HMGET; zmscore: members per ZMSCORE."),
     UINT_OPT("zset-members", zset_members, 1, 1ULL << 32, "100", LISTED,
-             "zscore: members per sorted-set key (a listpack up to 128 members, else a skiplist "
+             "zscore, zmscore: members per sorted-set key (a listpack up to 128 members, else a skiplist "
              "and its member table)."),
     {"warm-setup", KS_OPT_CHOICE, FIELD(warm_setup), 0, 0, 0, 0, "compact|accesses|none", "compact", EVERY,
      "Traces: the setup (populating the keyspace; load: the restarted server and its snapshot "
@@ -972,6 +977,7 @@ static int pipelineSetup(wl *w) {
     const char *mk = !strcmp(s->workload, "mget")     ? "MGET"
                      : !strcmp(s->workload, "exists") ? "EXISTS"
                      : !strcmp(s->workload, "del")    ? "DEL"
+                     : !strcmp(s->workload, "touch")  ? "TOUCH"
                                                       : NULL;
     int mget = mk != NULL;
     int depth = mget ? pipelineDepth(s) : s->depth;

@@ -1,10 +1,15 @@
 /*
- * workload_zset.c -- the `zscore` workload: sorted-set keys and ZSCORE.
+ * workload_zset.c -- the `zscore` and `zmscore` workloads: sorted-set keys and
+ * ZSCORE or ZMSCORE.
  *
  *   setup (not measured)                         measured phase
  *   --keys sorted sets of --zset-members         --ops ZSCOREs of a random existing
- *   members ("member:<i>", score i / 4),           member of a random key,
- *   each filled by ZADDs in member order           --pipeline-depth per query buffer, run
+ *   members ("member:<i>", score i / 4),           member of a random key (zmscore:
+ *   each filled by ZADDs in member order           ZMSCOREs of --fields-per-command
+ *                                                  random existing members, where
+ *                                                  hash=find-batch-4017 looks them up
+ *                                                  together: Valkey #4017),
+ *                                                  --pipeline-depth per query buffer, run
  *   (so a set past 128 members is a skiplist       by --pipeline (lookahead: Valkey #2092's
  *   and its member table, else a listpack)         batches, where hash=nested-3940 adds
  *                                                  the member's step: Valkey #3940)
@@ -46,16 +51,21 @@ int ksZsetWorkloadSetup(wl *w) {
     }
     ksWlSetupIdle(w);
     int depth = s->pipeline_depth > 1 ? s->pipeline_depth : 1;
+    int multi = !strcmp(s->workload, "zmscore");
+    int nmembers = multi ? s->fields_per_command : 1;
     ksWlGroupsBegin(w);
     for (uint64_t op = 0; op < s->ops; op++) {
         if (op % (uint64_t)depth == 0) ksWlGroupMark(w, (size_t)(s->ops / (uint64_t)depth + 1));
         uint64_t i = ksWlRand(&w->rng) % s->keys;
         ksWlKeyName(w, i, key);
-        ksWlCmd(w, 3);
-        ksWlArg(w, "ZSCORE", 6);
+        ksWlCmd(w, 2 + nmembers);
+        if (multi) ksWlArg(w, "ZMSCORE", 7);
+        else ksWlArg(w, "ZSCORE", 6);
         ksWlArg(w, key, s->key_size);
-        uint64_t m = ksWlRand(&w->rng) % s->zset_members;
-        ksWlArg(w, member, memberName(m, member, sizeof(member)));
+        for (int j = 0; j < nmembers; j++) {
+            uint64_t m = ksWlRand(&w->rng) % s->zset_members;
+            ksWlArg(w, member, memberName(m, member, sizeof(member)));
+        }
     }
     ksWlGroupsEnd(w);
     return 0;

@@ -454,6 +454,7 @@ VERSUS_OPTIONS = ("variant", "pipeline", "batch")
 _VERSUS_BY_WORKLOAD = {"pipeline": VERSUS_OPTIONS, "mget": VERSUS_OPTIONS,
                        "mset": VERSUS_OPTIONS, "exists": VERSUS_OPTIONS,
                        "del": VERSUS_OPTIONS,  # c_ref restores the deleted keys between runs
+                       "touch": VERSUS_OPTIONS,
                        "iterate": ("variant",), "load": ("variant",)}
 #: timed rounds per c_ref process of a pair alternating in one process
 IN_PROCESS_ROUNDS = 8

@@ -280,7 +280,8 @@ _HASH_SHAPES = {
     "full": [("large", 1, 4_000_000, 70), ("many tables", 100_000, 100, 100),
              ("many listpacks", 100_000, 100, 16)],
 }
-#: (shape, keys, members per sorted set) by scale for ZSCORE under #3940: many sets kept
+#: (shape, keys, members per sorted set) by scale for ZSCORE under #3940 and ZMSCORE under
+#: #3940 and #4017: many sets kept
 #: as a skiplist and member table (past 128 members), many kept as listpacks
 _ZSET_SHAPES = {
     "small": [("many tables", 2_000, 200), ("many listpacks", 2_000, 100)],
@@ -295,8 +296,9 @@ def _hash_cells(scale: str, cpus: list[str]) -> list[dict]:
     16): HGET (none, nested-3940, value-2180) and HMGET of 10 fields (none, nested-3940,
     find-batch-4017) over one large hash, many small hashes kept as tables and many kept as
     listpacks; ZSCORE (none, nested-3940: #3940's member prefetch in the sorted set's member
-    table) over many sorted sets kept as skiplists (200 members) and many kept as listpacks
-    (100). Redis (``table=dict``, commands one after the other): HGETALL (none,
+    table) and ZMSCORE of 10 members (none, nested-3940, find-batch-4017: #4017's batched
+    find in the member table) over many sorted sets kept as skiplists (200 members) and many
+    kept as listpacks (100). Redis (``table=dict``, commands one after the other): HGETALL (none,
     getall-14988) over many hashes of 100 and 500 fields and one of 1000, the last also
     pipelined 10 deep, as #14988's benchmarks."""
     ops = 2_000 if scale == "small" else 100_000
@@ -316,14 +318,19 @@ def _hash_cells(scale: str, cpus: list[str]) -> list[dict]:
             if scale == "full" or shape != "many listpacks":
                 out += _natives("hash", "hash", base, vs, _plan(scale, 0.05), params)
     for shape, keys, members in _ZSET_SHAPES[scale]:
-        base = {"keys": keys, "zset_members": members, "ops": ops, "table": "hashtable",
-                "pipeline": "lookahead", "batch": 16, "pipeline_depth": _HASH_DEPTH, "seed": 1}
-        params = {"op": "ZSCORE", "shape": shape, "keys": keys, "fields": members,
-                  "value_size": 0, "depth": _HASH_DEPTH, "table": "hashtable"}
-        vs = [{"variant": v, "label": v} for v in ("none", "nested-3940")]
-        out += _sims("hash", "zscore", base, vs, cpus, params)
-        if scale == "full" or shape != "many listpacks":
-            out += _natives("hash", "zscore", base, vs, _plan(scale, 0.05), params)
+        for workload, variants in (("zscore", ["none", "nested-3940"]),
+                                   ("zmscore", ["none", "nested-3940", "find-batch-4017"])):
+            base = {"keys": keys, "zset_members": members, "ops": ops, "table": "hashtable",
+                    "pipeline": "lookahead", "batch": 16, "pipeline_depth": _HASH_DEPTH,
+                    "seed": 1}
+            if workload == "zmscore":
+                base["fields_per_command"] = 10
+            params = {"op": workload.upper(), "shape": shape, "keys": keys, "fields": members,
+                      "value_size": 0, "depth": _HASH_DEPTH, "table": "hashtable"}
+            vs = [{"variant": v, "label": v} for v in variants]
+            out += _sims("hash", workload, base, vs, cpus, params)
+            if scale == "full" or shape != "many listpacks":
+                out += _natives("hash", workload, base, vs, _plan(scale, 0.05), params)
     many = 2_000 if scale == "small" else 10_000
     for keys, fields, depth in ((many, 100, 1), (many, 500, 1), (1, 1000, 1), (1, 1000, 10)):
         base = {"keys": keys, "hash_fields": fields, "value_size": 100,
@@ -368,7 +375,8 @@ def _hash_tables(rows: pd.DataFrame) -> list[Table]:
                       "#14988: HGETALL, 10K hashes of 100-500 fields or one of 1K); #4017 "
                       "reported no figure in the data file, #3940 none for ZSCORE. Valkey "
                       f"rows: lookahead pipeline, {_HASH_DEPTH} commands per buffer, batch 16; "
-                      "ZSCORE rows: fields = members per sorted set, no values.")
+                      "ZSCORE and ZMSCORE (10 members a command) rows: fields = members per "
+                      "sorted set, no values.")
     matches = []
     for pr, variant in ((2180, "value-2180"), (3940, "nested-3940"), (14988, "getall-14988")):
         for r in upstream.select(upstream.load(), pr=pr):

@@ -131,8 +131,19 @@ def seeds() -> dict[str, dict[str, bytes]]:
             + resp(b"SET", b"k2", b"x" * 100, b"PX", b"50") + resp(b"DEL", b"a")
             + resp(b"EXISTS", b"b") + resp(b"KEYS", b"*") + resp(b"SCAN", b"0")
             + resp(b"DBSIZE") + b"PING\r\nSET inline \"q\\x41\"\r\n")
+    # the hash and sorted-set commands, ZADD's flags, ZMSCORE past 16 members and TOUCH
+    types = (resp(b"HSET", b"h", b"f", b"v", b"g", b"w") + resp(b"HMGET", b"h", b"f", b"x")
+             + resp(b"ZADD", b"z", *[x for i in range(140) for x in (b"%d" % i, b"m%d" % i)])
+             + resp(b"ZADD", b"z", b"NX", b"CH", b"1", b"a", b"2", b"m1")
+             + resp(b"ZADD", b"z", b"XX", b"GT", b"INCR", b"inf", b"m2")
+             + resp(b"ZADD", b"z", b"LT", b"INCR", b"-inf", b"m2")
+             + resp(b"ZADD", b"z", b"NX", b"XX", b"1", b"a")
+             + resp(b"ZMSCORE", b"z", *[b"m%d" % i for i in range(0, 40, 2)], b"zz")
+             + resp(b"ZSCORE", b"z", b"a") + resp(b"ZREM", b"z", b"a", b"m3")
+             + resp(b"TOUCH", b"h", b"z", b"k1", b"nokey") + resp(b"ZMSCORE", b"h", b"f"))
     out["cref_resp"] = {"seed-commands": b"\x00" + cmds, "seed-lookahead": b"\x25" + cmds,
-                        "seed-partial": b"\x86" + cmds + b"*2\r\n$3\r\nGET\r\n$2\r\nk"}
+                        "seed-partial": b"\x86" + cmds + b"*2\r\n$3\r\nGET\r\n$2\r\nk",
+                        "seed-types": b"\x08" + cmds + types}
     # cref_server: byte 0 options/variants/batch, byte 1 the read size (0: whole)
     srv_cmds = (cmds + resp(b"CONFIG", b"GET", b"save") + resp(b"CONFIG", b"SET",
                 b"prefetch-batch-max-size", b"0") + resp(b"INFO", b"commandstats")

@@ -36,7 +36,8 @@ __all__ = [
 PREFETCH_BATCH_SIZE = 16
 
 _ARITY = {
-    b"get": 2, b"set": -3, b"del": -2, b"unlink": -2, b"exists": -2, b"mget": -2, b"mset": -3,
+    b"get": 2, b"set": -3, b"del": -2, b"unlink": -2, b"exists": -2, b"touch": -2,
+    b"mget": -2, b"mset": -3,
     b"msetnx": -3, b"expire": -3, b"pexpire": -3, b"ttl": 2, b"pttl": 2, b"keys": 2,
     b"scan": -2, b"dbsize": 1, b"flushall": -1,
 }
@@ -54,7 +55,7 @@ def get_keys_from_command(argv: tuple[bytes, ...] | list[bytes]) -> list[bytes]:
         return []
     if name in (b"get", b"set", b"expire", b"pexpire", b"ttl", b"pttl"):
         return [argv[1]]
-    if name in (b"del", b"unlink", b"exists", b"mget"):
+    if name in (b"del", b"unlink", b"exists", b"touch", b"mget"):
         return list(argv[1:])
     if name in (b"mset", b"msetnx"):
         return list(argv[1::2]) if len(argv) % 2 == 1 else []

@@ -4,10 +4,10 @@ This is the oracle: no buckets, no prefetching, just what the keyspace answers a
 Commands (RESP2, Valkey reply bytes and error strings): GET, SET [NX|XX] [GET]
 [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL], DEL, UNLINK (DEL), EXISTS, MGET, MSET, MSETNX,
 EXPIRE/PEXPIRE [NX|XX|GT|LT], TTL, PTTL, KEYS, SCAN cursor [MATCH p] [COUNT n] [TYPE t],
-DBSIZE, FLUSHALL [SYNC|ASYNC], the hash type's HSET, HGET, HMGET, HGETALL, HDEL and the
-sorted set's ZADD (no flags), ZSCORE, ZREM (a value is bytes, a string, a dict of field ->
-value, a hash, or a :class:`ZSet` of member -> score; a command on a key of another type
-answers WRONGTYPE, MGET a null). Anything else is an unknown command.
+DBSIZE, FLUSHALL [SYNC|ASYNC], TOUCH, the hash type's HSET, HGET, HMGET, HGETALL, HDEL and
+the sorted set's ZADD [NX|XX] [GT|LT] [CH] [INCR], ZSCORE, ZMSCORE, ZREM (a value is bytes,
+a string, a dict of field -> value, a hash, or a :class:`ZSet` of member -> score; a command
+on a key of another type answers WRONGTYPE, MGET a null). Anything else is an unknown command.
 
 A hash keeps its fields in insertion order (an overwrite keeps the place, HDEL removes),
 the order of c_ref's listpack encoding; ``hash_encoding`` says whether c_ref holds it as
@@ -127,6 +127,7 @@ class Keyspace:
             b"del": ("del", -2, self._del),
             b"unlink": ("unlink", -2, self._del),
             b"exists": ("exists", -2, self._exists),
+            b"touch": ("touch", -2, self._touch),
             b"mget": ("mget", -2, self._mget),
             b"mset": ("mset", -3, self._mset),
             b"msetnx": ("msetnx", -3, self._msetnx),
@@ -145,6 +146,7 @@ class Keyspace:
             b"hdel": ("hdel", -3, self._hdel),
             b"zadd": ("zadd", -4, self._zadd),
             b"zscore": ("zscore", 3, self._zscore),
+            b"zmscore": ("zmscore", -3, self._zmscore),
             b"zrem": ("zrem", -3, self._zrem),
         }
 
@@ -355,6 +357,12 @@ class Keyspace:
 
     def _exists(self, argv: list[bytes]) -> bytes:
         return resp.integer(sum(self.lookup_key(k) is not None for k in argv[1:]))
+
+    def _touch(self, argv: list[bytes]) -> bytes:
+        """TOUCH (``touchCommand``: ``lookupKeyRead`` per key): the keys that exist. Its
+        other effect, the access clock stored in each found key's object, is not modelled:
+        no command of the model reads it."""
+        return self._exists(argv)
 
     def _mget(self, argv: list[bytes]) -> bytes:
         vals = [self.lookup_key(k) for k in argv[1:]]
@@ -584,10 +592,28 @@ class Keyspace:
         return v, False
 
     def _zadd(self, argv: list[bytes]) -> bytes:
-        if len(argv) % 2:
+        """ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member ... (``zaddGenericCommand``,
+        ``zsetAdd``): the flags up to the first argument that is none, then the errors in
+        Valkey's order, every score parsed before the key is looked up."""
+        flags: set[bytes] = set()
+        i = 2
+        while i < len(argv) and argv[i].lower() in _ZADD_FLAGS:
+            flags.add(argv[i].lower())
+            i += 1
+        rest = argv[i:]
+        if len(rest) % 2 or not rest:
             return SYNTAX_ERR
+        nx, xx, gt, lt = (f in flags for f in (b"nx", b"xx", b"gt", b"lt"))
+        incr = b"incr" in flags
+        if nx and xx:
+            return resp.error("ERR XX and NX options at the same time are not compatible")
+        if (gt and nx) or (lt and nx) or (gt and lt):
+            return resp.error(
+                "ERR GT, LT, and/or NX options at the same time are not compatible")
+        if incr and len(rest) > 2:
+            return resp.error("ERR INCR option supports a single increment-element pair")
         pairs = []
-        for sc, m in zip(argv[2::2], argv[3::2], strict=True):  # every score before anything
+        for sc, m in zip(rest[::2], rest[1::2], strict=True):  # every score before anything
             d = parse_score(sc)
             if d is None:
                 return NOT_FLOAT
@@ -596,15 +622,35 @@ class Keyspace:
         z, wrong = self.lookup_zset(key)
         if wrong:
             return WRONGTYPE
-        if z is None:
+        if z is None and not xx:
             z = ZSet()
             self.db_add(key, z)
-        added = 0
-        for m, d in pairs:
-            added += m not in z
-            if m not in z or z[m] != d:  # zsetAdd: an equal score (0 and -0) is left as it is
+        added = updated = processed = 0
+        score = 0.0
+        for m, d in pairs if z is not None else []:
+            if m in z:
+                if nx:
+                    continue
+                cur = z[m]
+                if incr:
+                    d += cur
+                    if math.isnan(d):
+                        return resp.error("ERR resulting score is not a number (NaN)")
+                if (lt and d >= cur) or (gt and d <= cur):
+                    continue
+                if d != cur:  # an equal score (0 and -0) is left as it is
+                    z[m] = d
+                    updated += 1
+            elif xx:
+                continue
+            else:
                 z[m] = d
-        return resp.integer(added)
+                added += 1
+            processed += 1
+            score = d
+        if not incr:
+            return resp.integer(added + updated if b"ch" in flags else added)
+        return resp.bulk(format_score(score)) if processed else resp.NULL_BULK
 
     def _zscore(self, argv: list[bytes]) -> bytes:
         z, wrong = self.lookup_zset(argv[1])
@@ -614,11 +660,20 @@ class Keyspace:
             return resp.NULL_BULK
         return resp.bulk(format_score(z[argv[2]]))
 
+    def _zmscore(self, argv: list[bytes]) -> bytes:
+        z, wrong = self.lookup_zset(argv[1])
+        if wrong:
+            return WRONGTYPE
+        return resp.array([resp.bulk(format_score(z[m])) if z is not None and m in z
+                           else resp.NULL_BULK for m in argv[2:]])
+
     def _zrem(self, argv: list[bytes]) -> bytes:
         return self._remove_each(argv, self.lookup_zset)
 
 
-_MULTIKEY = {"del", "unlink", "exists", "mget", "mset", "msetnx"}
+_MULTIKEY = {"del", "unlink", "exists", "touch", "mget", "mset", "msetnx"}
+#: ZADD's flags (``zaddGenericCommand``'s option loop)
+_ZADD_FLAGS = {b"nx", b"xx", b"ch", b"incr", b"gt", b"lt"}
 
 def _string2ull(b: bytes) -> int | None:
     """Valkey ``string2ull`` (SCAN cursor): string2ll, else strtoull leniency."""

@@ -82,6 +82,7 @@ def command(pool: list[bytes]) -> st.SearchStrategy[list[bytes]]:
         ks.map(lambda a: [b"DEL", *a]),
         ks.map(lambda a: [b"UNLINK", *a]),
         ks.map(lambda a: [b"EXISTS", *a]),
+        ks.map(lambda a: [b"TOUCH", *a]),
         ks.map(lambda a: [b"MGET", *a]),
         flat.map(lambda a: [b"MSET", *a]),
         flat.map(lambda a: [b"MSETNX", *a]),
@@ -103,6 +104,7 @@ def command(pool: list[bytes]) -> st.SearchStrategy[list[bytes]]:
                 [b"NOSUCH", b"x", b"y"],
                 [b"ttl"],
                 [b"DBSIZE", b"x"],
+                [b"TOUCH"],
             ]
         ),
     )

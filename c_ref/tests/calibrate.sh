@@ -59,5 +59,8 @@ hash --keys 2 --hash-fields 2000 --ops 100 --hash-op hgetall --variant getall-14
 hash --keys 2 --hash-fields 5000 --ops 20000 --hash-op hget --pipeline-depth 16 --pipeline lookahead --variant nested-3940
 mget --keys 20000 --ops 2000 --keys-per-command 100 --variant window-3389
 mget --keys 20000 --ops 2000 --keys-per-command 100 --variant redis-14899 --table dict
+zscore --keys 300 --zset-members 200 --ops 20000
+zscore --keys 300 --zset-members 100 --ops 20000
+zmscore --keys 300 --zset-members 200 --ops 2000 --fields-per-command 10 --variant find-batch-4017
 LIST
 exit $fail

@@ -39,13 +39,21 @@ expect_err "versus-first alone" native mget --keys 10 --versus-first b
 expect_err "versus when tracing" trace mget -o "$T/out.kvt" --keys 10 --versus-variant batch
 
 # the option table exported as JSON names every workload and option
-"$B" options --json >"$T/opts.json" && grep -q '"workloads":\["load","iterate","pipeline","mset","mget","hash","zscore","exists","del"\]}$' "$T/opts.json" \
+"$B" options --json >"$T/opts.json" && grep -q '"workloads":\["load","iterate","pipeline","mset","mget","hash","zscore","exists","del","touch","zmscore"\]}$' "$T/opts.json" \
     && grep -q '"name":"keys-per-command"' "$T/opts.json" && ok "options --json" || bad "options --json"
 
 # determinism and stdout == file
 "$B" trace pipeline -o "$T/a.kvt" --keys 500 --ops 500 --variant lookahead --seed 5 && \
 "$B" trace pipeline -o - --keys 500 --ops 500 --variant lookahead --seed 5 >"$T/b.kvt" && \
 cmp -s "$T/a.kvt" "$T/b.kvt" && ok "trace deterministic (file == stdout)" || bad "trace deterministic"
+# across processes too (the stack's address moves): the sorted set's score replies,
+# TOUCH's batches
+for w in "zscore --zset-members 200 --pipeline-depth 16 --pipeline lookahead --variant nested-3940" \
+         "zmscore --zset-members 200 --fields-per-command 20 --variant find-batch-4017" \
+         "touch --keys-per-command 20 --variant window-3389"; do
+    "$B" trace $w -o "$T/d1.kvt" --keys 200 --ops 200 && "$B" trace $w -o "$T/d2.kvt" --keys 200 --ops 200 && \
+    cmp -s "$T/d1.kvt" "$T/d2.kvt" && ok "trace deterministic: ${w%% *}" || bad "trace deterministic: $w"
+done
 KVSIM_GIT_COMMIT=abc123 "$B" trace pipeline -o "$T/c.kvt" --keys 50 --ops 50 && grep -q '"git_commit":"abc123"' "$T/c.kvt" \
     && ok "git commit from KVSIM_GIT_COMMIT" || bad "git commit from KVSIM_GIT_COMMIT"
 
@@ -119,15 +127,16 @@ rm -rf "$V"
 # every workload x variant, native and traced, tiny, on both tables
 for spec in "pipeline naive" "pipeline lookahead" "mget none" "mget batch" "mset none" "mset batch" \
             "iterate none" "iterate next-bucket" "iterate valkey" "load none" "load prefetch-after-key" "load prefetch-rehash" \
-            "hash none" "zscore nested-3940"; do
+            "hash none" "zscore nested-3940" "zmscore find-batch-4017" "touch batch"; do
     set -- $spec
     # only the options the workload uses (kvsim-cref refuses the others)
     case "$1" in
         pipeline) own="--ops 200" ;;
-        mget|mset) own="--ops 200 --keys-per-command 7" ;;
+        mget|mset|touch) own="--ops 200 --keys-per-command 7" ;;
         iterate) own="--op save" ;;
         hash) own="--ops 200 --hash-fields 600 --hash-op hmget --pipeline-depth 4" ;;
         zscore) own="--ops 200 --zset-members 150 --pipeline-depth 4 --pipeline lookahead" ;;
+        zmscore) own="--ops 200 --zset-members 150 --fields-per-command 20" ;;
         *) own="" ;;
     esac
     for extra in "" "--cluster --layout legacy" "--table dict"; do

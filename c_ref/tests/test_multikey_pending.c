@@ -1,11 +1,11 @@
 /*
- * test_multikey_pending.c -- the trace-level rules of DEL and EXISTS under
- * every multi-key variant that applies to them (commands.c delExistsGeneric:
+ * test_multikey_pending.c -- the trace-level rules of DEL, EXISTS and TOUCH
+ * under every multi-key variant that applies to them (commands.c countKeysGeneric:
  * multikey=batch's first `batch` keys, #15133's chunks, #3389's window), of
  * the all-pending pipeline batch (pipeline=all-pending-14754: Redis #14440's
  * lookahead parsing, #14754's batch over every pending command, #14017's
  * 2 x batch sizing; pipeline.c ksPipelineAllPending), and batched == naive
- * replies for both (c_ref/FIDELITY.md).
+ * replies for both (c_ref/FIDELITY.md); TOUCH's access clock and counts.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -15,6 +15,7 @@
 #include "../emit.h"
 #include "../keyspace.h"
 #include "../kvsim_cref.h"
+#include "../t_hash.h"
 #include "../workload.h"
 #include "testhelp.h"
 #include "traced.h"
@@ -118,20 +119,22 @@ static int test_first_batch(void) {
         TEST_ASSERT(cmd == cmds - 1);
         free(r);
         int sizes[64], ns;
-        s = spec("del", "batch", "hashtable", kpc, batches[b], (uint64_t)cmds, 1, "naive");
-        TEST_ASSERT(batchSizes(&s, sizes, 64, &ns) == 0);
-        TEST_ASSERT(ns == cmds);
-        for (int i = 0; i < ns; i++) TEST_ASSERT(sizes[i] == want);
+        for (int w = 0; w < 2; w++) {
+            s = spec(w ? "touch" : "del", "batch", "hashtable", kpc, batches[b], (uint64_t)cmds, 1, "naive");
+            TEST_ASSERT(batchSizes(&s, sizes, 64, &ns) == 0);
+            TEST_ASSERT(ns == cmds);
+            for (int i = 0; i < ns; i++) TEST_ASSERT(sizes[i] == want);
+        }
     }
     return 0;
 }
 
 /* Chunks (multikey=chunk-15133 on both tables, multikey=batch on a dict):
- * `chunk` keys while >= 2 x chunk remain, else the rest; DEL and EXISTS. */
+ * `chunk` keys while >= 2 x chunk remain, else the rest; DEL, EXISTS, TOUCH. */
 static int test_chunks(void) {
-    const char *workloads[] = {"del", "exists"};
+    const char *workloads[] = {"del", "exists", "touch"};
     const char *tables[] = {"hashtable", "dict"};
-    for (int w = 0; w < 2; w++)
+    for (int w = 0; w < 3; w++)
         for (int t = 0; t < 2; t++)
             for (int v = 0; v < 2; v++) {
                 if (v == 1 && t == 0) continue; /* batch on a hashtable: test_first_batch */
@@ -154,11 +157,11 @@ static int test_chunks(void) {
     return 0;
 }
 
-/* #3389's window on DEL and EXISTS: one batch of the first `offset` keys, then
- * one bucket prefetch per later key (n - offset per command). */
+/* #3389's window on DEL, EXISTS and TOUCH: one batch of the first `offset`
+ * keys, then one bucket prefetch per later key (n - offset per command). */
 static int test_window(void) {
-    const char *workloads[] = {"del", "exists"};
-    for (int w = 0; w < 2; w++) {
+    const char *workloads[] = {"del", "exists", "touch"};
+    for (int w = 0; w < 3; w++) {
         int kpc = 50, cmds = 4, off = 8;
         ksWorkloadSpec s = spec(workloads[w], "window-3389", "hashtable", kpc, off, (uint64_t)cmds, 1, "naive");
         uint64_t n;
@@ -259,15 +262,15 @@ static int test_all_pending_14899(void) {
     return 0;
 }
 
-/* batched == naive: DEL and EXISTS under every variant that applies, both
- * tables, pipelined (naive, lookahead, all-pending) or not, over repeated runs
- * (DEL's keys restored between them); MGET under all-pending. */
+/* batched == naive: DEL, EXISTS and TOUCH under every variant that applies,
+ * both tables, pipelined (naive, lookahead, all-pending) or not, over repeated
+ * runs (DEL's keys restored between them); MGET under all-pending. */
 static int test_same_replies(void) {
     const char *variants[] = {"none", "batch", "chunk-15133", "window-3389", "batch-hash-once", "redis-14899-guard"};
     const char *pipes[] = {"naive", "lookahead", "all-pending-14754"};
-    const char *workloads[] = {"del", "exists", "mget"};
+    const char *workloads[] = {"del", "exists", "mget", "touch"};
     for (int t = 0; t < 2; t++)
-        for (int w = 0; w < 3; w++) {
+        for (int w = 0; w < 4; w++) {
             uint32_t crc = 0;
             int first = 1;
             for (int v = 0; v < 6; v++)
@@ -300,6 +303,50 @@ static int test_unlink(void) {
     return 0;
 }
 
+/* The LRU clock (seconds, 24 bits) of the object at `key`, or -1 if absent. */
+static long keyLru(ksKeyspace *ks, const char *key) {
+    ksCur = ks;
+    ksKeyInfo ki;
+    uint8_t kb[64];
+    ksKeyResolve(ks, sdsWriteAt(kb, SDS_TYPE_8, key, strlen(key), strlen(key)), &ki);
+    void *e = ksDbFind(ks, &ki);
+    return e ? (long)ksEntryObject(ks, e, 0, NULL)->lru : -1;
+}
+
+/* TOUCH (expire.c touchCommand: lookupKeyRead per key) counts the keys that
+ * exist and stores the clock in each found key's object, a repeated key once
+ * per mention; EXISTS (LOOKUP_NOTOUCH) leaves it; an expired key is deleted
+ * and not counted; TOUCH counts the keyspace hits and misses.  The same under
+ * every variant that batches it, both tables. */
+static int test_touch(void) {
+    const char *variants[] = {"", "multikey=batch batch=2", "multikey=chunk-15133 chunk=1",
+                              "multikey=window-3389 batch=1", "multikey=batch-hash-once"};
+    for (int t = 0; t < 2; t++)
+        for (int v = 0; v < 5; v++) {
+            ksKeyspace *ks = ksCreate(t ? "table=dict" : "");
+            const char *q = "*5\r\n$4\r\nMSET\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\nb\r\n$1\r\n2\r\n"
+                            "*5\r\n$3\r\nSET\r\n$1\r\ne\r\n$1\r\n3\r\n$2\r\nPX\r\n$4\r\n1000\r\n";
+            const uint8_t *rep;
+            size_t rl, used;
+            TEST_ASSERT(ksExecute(ks, variants[v], (const uint8_t *)q, strlen(q), &rep, &rl, &used) == 0);
+            TEST_ASSERT(keyLru(ks, "a") == 0 && keyLru(ks, "b") == 0);
+            ksSetTimeMs(ks, 7500);
+            q = "*3\r\n$6\r\nEXISTS\r\n$1\r\na\r\n$1\r\nb\r\n";
+            TEST_ASSERT(ksExecute(ks, variants[v], (const uint8_t *)q, strlen(q), &rep, &rl, &used) == 0);
+            TEST_ASSERT(rl == 4 && !memcmp(rep, ":2\r\n", 4));
+            TEST_ASSERT(keyLru(ks, "a") == 0 && keyLru(ks, "b") == 0);
+            uint64_t hits = ks->stats.keyspace_hits, misses = ks->stats.keyspace_misses;
+            q = "*6\r\n$5\r\nTOUCH\r\n$1\r\na\r\n$1\r\nx\r\n$1\r\ne\r\n$1\r\na\r\n$1\r\ny\r\n";
+            TEST_ASSERT(ksExecute(ks, variants[v], (const uint8_t *)q, strlen(q), &rep, &rl, &used) == 0);
+            TEST_ASSERT_MSG(rl == 4 && !memcmp(rep, ":2\r\n", 4), "%s: %.*s", variants[v], (int)rl, rep);
+            TEST_ASSERT(keyLru(ks, "a") == 7 && keyLru(ks, "b") == 0 && keyLru(ks, "e") == -1);
+            TEST_ASSERT(ks->stats.keyspace_hits == hits + 2 && ks->stats.keyspace_misses == misses + 3);
+            TEST_ASSERT(ksDbSize(ks) == 2 && ksCheckValid(ks) == 0);
+            ksDestroy(ks);
+        }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     TEST_INIT(argc, argv);
     RUN(test_first_batch);
@@ -310,5 +357,6 @@ int main(int argc, char **argv) {
     RUN(test_all_pending_14899);
     RUN(test_same_replies);
     RUN(test_unlink);
+    RUN(test_touch);
     return TEST_DONE();
 }

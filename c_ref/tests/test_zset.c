@@ -2,11 +2,12 @@
  * test_zset.c -- the sorted set (t_zset.c, commands_zset.c): the layouts
  * pinned (listpack pairs in (score, member) order, skiplist nodes embedding
  * their member, the member table's items the nodes), the conversions at
- * upstream's thresholds, a differential test of ZADD ZSCORE ZREM (and their
- * meeting with GET, HGET, DEL) against a plain reference on every table,
+ * upstream's thresholds, ZADD's flags (NX XX GT LT CH INCR) case by case, a
+ * differential test of ZADD ZSCORE ZMSCORE ZREM (and their meeting with GET,
+ * HGET, DEL) against a plain reference on every table,
  * layout and hash variant with ksCheckValid after each step, and Valkey
  * #3940's rule on sorted sets in the trace (one member per command, counted
- * against the batch).
+ * against the batch) and #4017's on ZMSCORE (the members looked up together).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -141,6 +142,72 @@ static int test_replies_and_errors(void) {
     return 0;
 }
 
+/* ZADD's flags (zaddGenericCommand, zsetAdd) on both encodings and tables: each
+ * case's reply as Valkey gives it, the set valid after each. */
+static int test_zadd_flags(void) {
+    static const struct {
+        int argc;
+        const char *argv[8];
+        const char *want;
+    } cases[] = {
+        {4, {"ZADD", "z", "1", "a"}, ":1\r\n"},
+        {7, {"ZADD", "z", "NX", "2", "a", "3", "b"}, ":1\r\n"},               /* a kept, b added */
+        {8, {"ZADD", "z", "xx", "ch", "5", "a", "6", "c"}, ":1\r\n"},         /* a updated, c not added */
+        {8, {"ZADD", "z", "GT", "CH", "4", "a", "9", "b"}, ":1\r\n"},         /* a: 4 <= 5 kept; b: 3 -> 9 */
+        {6, {"ZADD", "z", "LT", "INCR", "-1", "a"}, "$1\r\n4\r\n"},         /* 5 - 1 < 5 */
+        {6, {"ZADD", "z", "LT", "INCR", "1", "a"}, "$-1\r\n"},               /* 4 + 1 >= 4: nothing */
+        {5, {"ZADD", "z", "INCR", "inf", "a"}, "$3\r\ninf\r\n"},
+        {5, {"ZADD", "z", "INCR", "-inf", "a"}, "-ERR resulting score is not a number (NaN)\r\n"},
+        {3, {"ZSCORE", "z", "a"}, "$3\r\ninf\r\n"},                         /* left as it was */
+        {6, {"ZADD", "z", "NX", "XX", "1", "a"}, "-ERR XX and NX options at the same time are not compatible\r\n"},
+        {6, {"ZADD", "z", "GT", "LT", "1", "a"},
+         "-ERR GT, LT, and/or NX options at the same time are not compatible\r\n"},
+        {6, {"ZADD", "z", "nx", "gt", "1", "a"},
+         "-ERR GT, LT, and/or NX options at the same time are not compatible\r\n"},
+        {7, {"ZADD", "z", "INCR", "1", "a", "2", "b"}, "-ERR INCR option supports a single increment-element pair\r\n"},
+        {4, {"ZADD", "z", "NX", "1"}, "-ERR syntax error\r\n"},               /* the flag eats the score */
+        {5, {"ZADD", "z", "XX", "GT", "CH"}, "-ERR syntax error\r\n"},        /* no pair at all */
+        {5, {"ZADD", "z", "CH", "nan", "x"}, "-ERR value is not a valid float\r\n"},
+        {4, {"ZADD", "z", "1", "incr"}, ":1\r\n"},                            /* a member named incr */
+        {5, {"ZADD", "new", "XX", "1", "a"}, ":0\r\n"},                       /* no key + XX: none made */
+        {6, {"ZADD", "new", "XX", "INCR", "1", "a"}, "$-1\r\n"},
+        {2, {"EXISTS", "new"}, ":0\r\n"},
+        {6, {"ZADD", "new", "NX", "INCR", "2.5", "a"}, "$3\r\n2.5\r\n"},
+        {6, {"ZADD", "new", "NX", "INCR", "1", "a"}, "$-1\r\n"},
+        {8, {"ZADD", "new", "GT", "CH", "-1", "b", "2", "a"}, ":1\r\n"},      /* GT adds new members */
+        {5, {"ZADD", "new", "CH", "2.5", "a"}, ":0\r\n"},                     /* the same score: no change */
+        {6, {"ZMSCORE", "new", "a", "b", "c", "zz"}, "*4\r\n$3\r\n2.5\r\n$2\r\n-1\r\n$-1\r\n$-1\r\n"},
+        {4, {"ZMSCORE", "nokey", "a", "b"}, "*2\r\n$-1\r\n$-1\r\n"},
+        {2, {"ZMSCORE", "new"}, "-ERR wrong number of arguments for 'zmscore' command\r\n"},
+    };
+    const char *tables[] = {"table=hashtable", "table=dict"};
+    for (int t = 0; t < 2; t++)
+        for (int big = 0; big < 2; big++) { /* big: members past the listpack's limit first */
+            ksKeyspace *ks = ksCreate(tables[t]);
+            if (big) {
+                for (int k = 0; k < 2; k++) {
+                    const char *argv[2 + 2 * 130] = {"ZADD", k ? "new" : "z"};
+                    static char mb[130][16];
+                    for (int j = 0; j < 130; j++) {
+                        snprintf(mb[j], 16, "pad:%d", j);
+                        argv[2 + 2 * j] = "100", argv[3 + 2 * j] = mb[j];
+                    }
+                    TEST_ASSERT(!strcmp(run(ks, "", 262, argv), ":130\r\n"));
+                    TEST_ASSERT(keyObject(ks, argv[1])->encoding == OBJ_ENCODING_SKIPLIST);
+                }
+            }
+            for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                if (big && !strcmp(cases[i].argv[1], "new") && i < 20) continue; /* the cases of no key */
+                const char *got = run(ks, big ? "hash=find-batch-4017" : "", cases[i].argc, (const char **)cases[i].argv);
+                TEST_ASSERT_MSG(got && !strcmp(got, cases[i].want), "%s big %d case %zu: got %s", tables[t], big, i,
+                                got ? got : "(null)");
+                TEST_ASSERT(ksCheckValid(ks) == 0);
+            }
+            ksDestroy(ks);
+        }
+    return 0;
+}
+
 /* --- Differential against a plain reference -------------------------------------------- */
 
 #define NKEYS 3
@@ -158,7 +225,7 @@ static int differential(const char *options, const char *variant, unsigned long 
     refZset ref[NKEYS] = {0};
     static const char *keys[NKEYS] = {"z0", "z1", "{z}2"};
     unsigned long long rng = seed;
-    char want[512];
+    static char want[2048];
     for (int step = 0; step < steps; step++) {
         int k = (int)(test_rand(&rng) % NKEYS), op = (int)(test_rand(&rng) % 10);
         refZset *r = &ref[k];
@@ -189,6 +256,26 @@ static int differential(const char *options, const char *variant, unsigned long 
                 }
                 snprintf(want, sizeof(want), ":%d\r\n", added);
             }
+        } else if (op == 5 && test_rand(&rng) % 2) { /* ZMSCORE of 1..40 (batched past 1: #4017) */
+            int np = 1 + (int)(test_rand(&rng) % 40), wl = 0;
+            static char mb[40][16];
+            const char *argv[42] = {"ZMSCORE", keys[k]};
+            if (r->type == 2) snprintf(want, sizeof(want), "%s", WRONG);
+            else wl = snprintf(want, sizeof(want), "*%d\r\n", np);
+            for (int j = 0; j < np; j++) {
+                int m = (int)(test_rand(&rng) % (j % 3 ? NMEMBERS : 12));
+                snprintf(mb[j], 16, "m:%d", m);
+                argv[2 + j] = mb[j];
+                if (r->type == 2) continue;
+                if (r->type == 0 || !r->has[m]) {
+                    wl += snprintf(want + wl, sizeof(want) - (size_t)wl, "$-1\r\n");
+                } else {
+                    char sb[32];
+                    int n = ksZsetFormatScore(r->score[m] / 4.0, sb);
+                    wl += snprintf(want + wl, sizeof(want) - (size_t)wl, "$%d\r\n%s\r\n", n, sb);
+                }
+            }
+            got = run(ks, variant, 2 + np, argv);
         } else if (op < 7) { /* ZSCORE */
             int m = (int)(test_rand(&rng) % (op == 6 ? NMEMBERS : 12));
             char mb[16];
@@ -351,19 +438,51 @@ static int test_nested_prefetch_rule(void) {
     return 0;
 }
 
+/* Valkey #4017 on ZMSCORE: with two or more members on a skiplist's member table
+ * (table=hashtable) the members are looked up together, 16 at a time (40: 16 + 16
+ * + 8, one BATCH marker each, every member's bucket prefetched), and the member
+ * table's own find (ht.find.bucket) is left to the key's lookup; a listpack set,
+ * table=dict or one member: one zsetScore per member, no batch. */
+static int test_zmscore_find_batch_rule(void) {
+    for (int shape = 0; shape < 4; shape++) {
+        ksWorkloadSpec s = zsetSpec("find-batch-4017", 40, shape == 1 ? 100 : 300, 10, 1);
+        s.workload = "zmscore";
+        s.table = shape == 2 ? "dict" : "hashtable";
+        s.fields_per_command = shape == 3 ? 1 : 40;
+        zsetTraceStats fb;
+        TEST_ASSERT(traceStats(&s, &fb) == 0);
+        if (shape == 0) {
+            TEST_ASSERT_MSG(fb.batches == 30, "%d", fb.batches);
+            for (int i = 0; i < 30; i++) TEST_ASSERT(fb.batch_sizes[i] == (i % 3 == 2 ? 8 : 16));
+            TEST_ASSERT_MSG(fb.bucket_prefetches >= 400, "%d", fb.bucket_prefetches);
+        } else {
+            TEST_ASSERT_MSG(fb.batches == 0 && fb.bucket_prefetches == 0, "shape %d: %d batches", shape, fb.batches);
+        }
+    }
+    return 0;
+}
+
 /* The workload's replies are the variant's business only in speed: the same
  * reply bytes with and without the nested prefetch. */
 static int test_workload_same_replies(void) {
-    const char *variants[] = {"none", "nested-3940", "value-2180"};
-    uint64_t crc0 = 0;
-    for (int v = 0; v < 3; v++) {
-        ksWorkloadSpec s = zsetSpec(variants[v], 200, 300, 500, 16);
-        ksWorkloadResult res;
-        char err[256] = "";
-        TEST_ASSERT_MSG(ksWorkloadRun(&s, &res, err, sizeof(err)) == 0, "%s", err);
-        if (v == 0) crc0 = res.reply_crc32;
-        TEST_ASSERT(res.reply_crc32 == crc0 && res.reply_bytes > 0);
-    }
+    const char *variants[] = {"none", "nested-3940", "value-2180", "find-batch-4017"};
+    for (int w = 0; w < 2; w++)
+        for (int t = 0; t < 2; t++) {
+            uint64_t crc0 = 0;
+            for (int v = 0; v < 4; v++) {
+                ksWorkloadSpec s = zsetSpec(variants[v], 200, 300, w ? 200 : 500, 16);
+                if (w) {
+                    s.workload = "zmscore";
+                    s.fields_per_command = 20;
+                }
+                s.table = t ? "dict" : "hashtable";
+                ksWorkloadResult res;
+                char err[256] = "";
+                TEST_ASSERT_MSG(ksWorkloadRun(&s, &res, err, sizeof(err)) == 0, "%s", err);
+                if (v == 0) crc0 = res.reply_crc32;
+                TEST_ASSERT_MSG(res.reply_crc32 == crc0 && res.reply_bytes > 0, "%s %s", s.workload, variants[v]);
+            }
+        }
     return 0;
 }
 
@@ -371,7 +490,9 @@ int main(int argc, char **argv) {
     TEST_INIT(argc, argv);
     RUN(test_layouts);
     RUN(test_replies_and_errors);
+    RUN(test_zadd_flags);
     RUN(test_nested_prefetch_rule);
+    RUN(test_zmscore_find_batch_rule);
     RUN(test_workload_same_replies);
     RUN(test_differential);
     return TEST_DONE();

@@ -60,6 +60,7 @@ def test_hash_plans_each_variant_on_the_command_it_changes(scale):
     assert _variants(specs, op="HMGET") == {"none", "nested-3940", "find-batch-4017"}
     assert _variants(specs, op="HGETALL") == {"none", "getall-14988"}
     assert _variants(specs, op="ZSCORE") == {"none", "nested-3940"}
+    assert _variants(specs, op="ZMSCORE") == {"none", "nested-3940", "find-batch-4017"}
     shapes = {s["params"]["shape"] for s in specs}
     assert {"large", "many tables"} <= shapes
     for s in specs:
@@ -70,7 +71,7 @@ def test_hash_plans_each_variant_on_the_command_it_changes(scale):
             assert opts["table"] == "dict" and opts["hash_op"] == "hgetall"
         if s["params"]["shape"] == "large":
             assert opts["hash_fields"] > 512  # a table, not a listpack
-        if s["params"]["op"] == "ZSCORE":  # a skiplist past 128 members, else a listpack
+        if s["params"]["op"] in ("ZSCORE", "ZMSCORE"):  # a skiplist past 128, else a listpack
             assert (opts["zset_members"] > 128) == (s["params"]["shape"] == "many tables")
 
 

@@ -91,7 +91,7 @@ def test_declared_defaults_are_the_ones_kvsim_cref_applies(spec):
 #: options the trace header records only when given (c_ref/main.c jworkload)
 HEADER_WHEN_GIVEN = {"chunk"}
 #: options the trace header records only for their workload (c_ref/main.c jworkload)
-HEADER_OF_WORKLOAD = {"zset-members": "zscore"}
+HEADER_OF_WORKLOAD = {"zset-members": ("zscore", "zmscore")}
 
 
 def _other_value(o: dict):
@@ -110,7 +110,8 @@ def _other_value(o: dict):
 
 VARIANT = {"load": "prefetch-after-key", "iterate": "next-bucket", "pipeline": "lookahead",
            "mset": "batch", "mget": "batch", "hash": "nested-3940", "zscore": "nested-3940",
-           "exists": "batch", "del": "batch"}
+           "exists": "batch", "del": "batch", "touch": "batch",
+           "zmscore": "find-batch-4017"}
 
 
 @pytest.mark.parametrize("workload", list(VARIANT))

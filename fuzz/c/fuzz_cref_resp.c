@@ -3,7 +3,8 @@
  * execution (ksExecute) on arbitrary query bytes.
  *
  * Input: byte 0 picks the keyspace options and the pipeline variant (so the
- * naive and the lookahead parsers both see the bytes), the rest is the query.
+ * naive and the lookahead parsers both see the bytes; the hash variants that
+ * look fields and members up their own way ride along), the rest is the query.
  * The query is fed in two pieces split at a point taken from byte 0 as well,
  * so a command cut across two reads (the unconsumed tail) is exercised too.
  * Checked beyond ASan/UBSan: `consumed` never exceeds the query, and the
@@ -30,9 +31,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 }
 
 static const char *const kOptions[] = {"", "table=dict", "layout=legacy", "cluster=1 table=dict"};
-static const char *const kVariants[] = {"", "pipeline=lookahead batch=4",
-                                        "pipeline=lookahead-hash-once multikey=batch",
-                                        "multikey=chunk-15133 batch=2"};
+static const char *const kVariants[] = {"", "pipeline=lookahead batch=4 hash=nested-3940",
+                                        "pipeline=lookahead-hash-once multikey=batch hash=find-batch-4017",
+                                        "multikey=chunk-15133 chunk=2 hash=find-batch-4017"};
 
 static void fail(const char *what, const char *msg) {
     fprintf(stderr, "fuzz_cref_resp: %s: %s\n", what, msg);

@@ -21,6 +21,7 @@ _CMD = st.one_of(
     st.lists(_KEYS, min_size=1, max_size=40).map(lambda ks: [b"MGET", *ks]),
     st.lists(_KEYS, min_size=1, max_size=40).map(lambda ks: [b"DEL", *ks]),
     st.lists(_KEYS, min_size=1, max_size=40).map(lambda ks: [b"EXISTS", *ks]),
+    st.lists(_KEYS, min_size=1, max_size=40).map(lambda ks: [b"TOUCH", *ks]),
     st.lists(_KEYS, min_size=1, max_size=20).map(
         lambda ks: [b"MSET", *[x for k in ks for x in (k, b"v")]]),
     st.just([b"DBSIZE"]),
@@ -91,7 +92,8 @@ def _model_markers(cmds_per_buffer: list[list[bytes]], batch: int) -> list[str]:
 
 @pytest.mark.parametrize("workload,batch,depth,kpc", [
     ("mget", 16, 10, 100), ("mget", 16, 10, 3), ("mget", 4, 20, 2), ("mget", 16, 1, 50),
-    ("exists", 8, 5, 6), ("del", 16, 17, 4), ("mset", 16, 10, 10), ("mset", 2, 4, 1)])
+    ("exists", 8, 5, 6), ("del", 16, 17, 4), ("touch", 16, 10, 3), ("mset", 16, 10, 10),
+    ("mset", 2, 4, 1)])
 def test_multikey_pipelines_batch_like_the_model(cref_lib, workload, batch, depth, kpc):
     """``kvsim-cref trace WORKLOAD --pipeline all-pending-14754``: the markers the model
     predicts (only each command's key count matters to the rule)."""

@@ -1,11 +1,13 @@
 """The sorted set in lockstep: model == c_ref naive == c_ref under every hash variant.
 
-A Hypothesis state machine sends pipelines of sorted-set commands (ZADD, ZSCORE, ZREM),
-mixed with the commands that meet them (GET, SET, MGET, DEL, EXISTS, HSET, HGET, SCAN
-TYPE), to the model and to c_ref keyspaces on every table and layout: one run naively,
+A Hypothesis state machine sends pipelines of sorted-set commands (ZADD with and without
+its flags NX XX GT LT CH INCR, compatible or not; ZSCORE, ZMSCORE of up to 40 members,
+ZREM), mixed with the commands that meet them (GET, SET, MGET, DEL, EXISTS, TOUCH, HSET,
+HGET, SCAN TYPE), to the model and to c_ref keyspaces on every table and layout: one run naively,
 the others with the lookahead pipeline and each ``hash=`` variant at a drawn batch size
-(``nested-3940`` prefetches ZSCORE's, ZADD's and ZREM's member in the set's member table;
-the others leave sorted sets alone and must too). Every reply must be the model's, byte
+(``nested-3940`` prefetches ZSCORE's, ZMSCORE's, ZADD's and ZREM's member in the set's
+member table; ``find-batch-4017`` looks ZMSCORE's members up together; the others leave
+sorted sets alone and must too). Every reply must be the model's, byte
 for byte, but SCAN (its keys as a set; in cluster mode not compared). After each step
 every backend's DBSIZE equals the model's and ``check_valid`` passes (c_ref checks each
 set's listpack order, or its skiplist and member table). Sets grow past the listpack's
@@ -42,19 +44,31 @@ members = st.one_of(st.integers(0, 12), st.integers(0, 400)).map(lambda i: b"m:%
 long_members = st.integers(0, 3).map(lambda i: b"L%d" % i + b"x" * 66)
 scores = st.one_of(st.integers(-50, 50).map(lambda i: str(i / 4).encode()),
                    st.sampled_from([b"0.1", b"-0", b"1e300", b"-inf", b"+inf", b"3", b".5",
-                                    b"x", b"nan", b" 1", b"1e400", b""]))
+                                    b"x", b"nan", b" 1", b"1e400", b"", b"inf", b"-1e308"]))
 keys = st.sampled_from(KEYS)
+ZADD_FLAGS = [b"NX", b"XX", b"GT", b"LT", b"CH", b"INCR", b"incr", b"gt", b"ch"]
 
 
 @st.composite
 def zset_command(draw) -> list[bytes]:
-    kind = draw(st.sampled_from(["zadd", "zadd", "zbig", "zscore", "zscore", "zrem", "get",
-                                 "set", "mget", "del", "exists", "hset", "hget", "scan"]))
+    kind = draw(st.sampled_from(["zadd", "zadd", "zflags", "zflags", "zbig", "zscore",
+                                 "zscore", "zmscore", "zrem", "get", "set", "mget", "del",
+                                 "exists", "touch", "hset", "hget", "scan"]))
     k = draw(keys)
     if kind == "zadd":
         pairs = draw(st.lists(st.tuples(scores, st.one_of(members, long_members)), min_size=1,
                               max_size=4))
         return [b"ZADD", k, *[x for p in pairs for x in p]]
+    if kind == "zflags":  # ZADD's flags in any order and case, compatible or not
+        flags = draw(st.lists(st.sampled_from(ZADD_FLAGS), max_size=3))
+        pairs = draw(st.lists(st.tuples(scores, members), min_size=b"INCR" in flags,
+                              max_size=1 if b"INCR" in flags and draw(st.booleans()) else 3))
+        return [b"ZADD", k, *flags, *[x for p in pairs for x in p]]
+    if kind == "zmscore":  # past 16 members: #4017's second batch
+        return [b"ZMSCORE", k, *draw(st.lists(st.one_of(members, long_members), min_size=1,
+                                              max_size=40))]
+    if kind == "touch":
+        return [b"TOUCH", *draw(st.lists(keys, min_size=1, max_size=5))]
     if kind == "zbig":  # past zset-max-listpack-entries in one command, or grown past it
         n = draw(st.sampled_from([3, 60, 129, 200]))
         base = draw(st.integers(0, 300))
