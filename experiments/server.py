@@ -8,7 +8,7 @@ binary, or ``VALKEY_SERVER``) under one real client (redis-benchmark or valkey-b
 one run, with the procedure of the ``real_valkey`` experiment (:mod:`.valkey`, whose run,
 check and statistics functions this module calls):
 
-1. both servers start once per run on 127.0.0.1, pinned to one CPU (the same one: only one is ever
+1. both servers start once per cell on 127.0.0.1, pinned to one CPU (the same one: only one is ever
    busy), the client pinned to another; both are loaded with the same ``keys`` keys
    ``key:%012d`` of ``value_size`` bytes (:func:`.valkey_server.populate`);
 2. ``warmup_rounds`` discarded rounds, then ``rounds`` rounds; a round runs every server
@@ -261,6 +261,11 @@ def _metrics(spec: dict, measured: dict[str, dict[str, dict[str, list[float]]]],
     return out
 
 
+#: Where :func:`run_server_cells` reports progress when given no ``log`` (``kvsim native
+#: server`` sets it while its cells run through :func:`.cells.run_cell`).
+PROGRESS = None
+
+
 def run_server_cells(specs: list[dict], log=None, on_cell=None) -> list[dict[str, Any]]:
     """Every cell of ``specs`` on both servers (module docstring), the servers started and
     loaded once (the specs must agree on keys, value_size, seed and io_threads; MSET cells
@@ -269,6 +274,7 @@ def run_server_cells(specs: list[dict], log=None, on_cell=None) -> list[dict[str
     ``rps_b_ratio`` (c_ref over Valkey) and ``speedup_ratio``; ``on_cell(i, metrics)`` is
     called as each cell finishes."""
     specs = [valkey.normalize_spec(s) for s in specs]
+    log = log or PROGRESS
     shared = ("keys", "value_size", "seed", "io_threads")
     if any(s[k] != specs[0][k] for s in specs for k in shared):
         raise ValueError(f"cells of one run must agree on {', '.join(shared)}")
@@ -526,19 +532,26 @@ def main(argv: list[str] | None = None, prog: str = "kvsim native server") -> in
             return 1
         return provenance.publish(prog, out, {"experiment": "native_server_callgrind",
                                               "cells": cells})
+    global PROGRESS
+    from kvsim.experiments import cells as C
+    from kvsim.experiments import server_study
+
+    results = []
+    PROGRESS = lambda s: print(f"# {s}", file=sys.stderr, flush=True)  # noqa: E731
     try:
-        metrics = run_server_cells(
-            [sp for _, sp in specs],
-            log=lambda s: print(f"# {s}", file=sys.stderr, flush=True),
-            on_cell=lambda i, m: print(summary_line(specs[i][0], m), flush=True))
+        for c, sp in specs:  # the server study's server-native cell each, every option kept
+            m = C.run_cell(server_study.native_cell("native_server", c, sp))["metrics"]
+            m.pop("native_source", None)
+            print(summary_line(c, m), flush=True)
+            results.append({"cell": c, "spec": sp, "metrics": m})
     except ToolMissing as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     except (ValkeyError, OSError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 1
-    results = [{"cell": c, "spec": sp, "metrics": m}
-               for (c, sp), m in zip(specs, metrics, strict=True)]
+    finally:
+        PROGRESS = None
     return provenance.publish(prog, out, {"experiment": "native_server", "band": list(BAND),
                                           "cells": results})
 

@@ -308,12 +308,13 @@ def _run_predict(spec: dict) -> dict[str, Any]:
 
 def _run_native(spec: dict) -> dict[str, Any]:
     """c_ref's server and Valkey natively: the cell of ``spec['reuse']`` when its spec
-    matches (keys, value size, requests, batches), else measured now."""
+    matches (keys, value size, requests, batches), else measured now. ``spec['native']``,
+    where given, is the whole client spec (``kvsim native server``'s cells: every option)."""
     from kvsim.experiments import server
 
     b = bench_spec(spec["cell"], spec["keys"], spec["requests"], spec["value_size"])
-    want = {**b, "batch_a": SIDES["a"], "batch_b": SIDES["b"], "rounds": spec["rounds"],
-            "warmup_rounds": 1}
+    want = spec.get("native") or {**b, "batch_a": SIDES["a"], "batch_b": SIDES["b"],
+                                  "rounds": spec["rounds"], "warmup_rounds": 1}
     reuse = Path(spec.get("reuse") or "")
     if reuse.is_file():
         doc = json.loads(reuse.read_text())
@@ -325,6 +326,14 @@ def _run_native(spec: dict) -> dict[str, Any]:
                         "native_commit": doc.get("provenance", {}).get("commit")}
     m = server.run_server_cells([want])[0]
     return {**m, "native_source": "measured by the study"}
+
+
+def native_cell(experiment: str, cell: str, native: dict[str, Any]) -> dict[str, Any]:
+    """A ``server-native`` cell measuring the client spec ``native`` (every option of
+    ``kvsim native server``, :func:`.server.run_server_cells`) as cell ``cell``."""
+    return {"experiment": experiment, "kind": "server-native", "cell": cell,
+            **{k: native[k] for k in ("keys", "requests", "value_size", "rounds")},
+            "native": native, "params": {"cell": cell}}
 
 
 C.register_kind("server-predict", _run_predict, counts_as="sim", module="server_study",

