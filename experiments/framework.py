@@ -89,7 +89,7 @@ _MODULE: dict[str, str] = {}  #: experiment name -> the module that registered i
 #: order the modules are first imported in (within a module: its registration order).
 MODULE_ORDER = ("studies", "validation", "studies_upstream", "warmup_convergence",
                 "gem5_compare", "micro", "seed_absolute", "fidelity", "pipeline_demo",
-                "warm_setup", "warm_check", "ablation")
+                "warm_setup", "warm_check", "ablation", "scale")
 
 
 def register(exp: Experiment) -> Experiment:
@@ -115,6 +115,7 @@ def _load() -> None:
         gem5_compare,
         micro,
         pipeline_demo,
+        scale,
         seed_absolute,
         studies,
         studies_upstream,

@@ -14,6 +14,12 @@ misses per key (TLB reach: entries x 4 KiB against the keyspace), last-level dem
 per key and the cycles the TLB costs (the ``tlb`` stall). Each size is appended to the result
 file as it completes (``--out``, default ``results/scale.json``), with the peak memory of the
 tracing and simulating processes.
+
+The figures are the ``scale`` study's cells (:func:`predict_spec`, :func:`native_spec`,
+:func:`chase_spec`: kinds ``scale-predict``, ``scale-native`` and ``scale-chase``, computed by
+:func:`kvsim.experiments.cells.run_cell`); ``kvsim experiment run scale [--scale small|full]
+[--cpu CPU ...] -o DIR`` runs the same cells through the framework (resumed, Parquet rows, a
+table of the predicted and native speedups per size).
 """
 
 from __future__ import annotations
@@ -26,19 +32,23 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
+
+import pandas as pd
 
 from kvsim import provenance
+from kvsim.experiments import cells
 from kvsim.experiments import pairs as catalogue
+from kvsim.experiments.framework import Experiment, Plot, Table, register
 
-__all__ = ["PAIRS", "run_size"]
+__all__ = ["PAIRS", "chase_spec", "native_spec", "predict_spec", "run_size"]
 
 #: workload -> (c_ref workload, common options, side A variant, side B variant): the pairs
 #: "keys", "save-nochecksum-valkey" (SAVE as seed 002 ran it: checksum off) and "load-8" of
 #: kvsim.experiments.pairs
+PAIR_NAMES = {"keys": "keys", "save": "save-nochecksum-valkey", "load": "load-8"}
 PAIRS = {w: (p.workload, dict(p.common), p.a["variant"], p.b["variant"])
-         for w, p in (("keys", catalogue.get("keys")),
-                      ("save", catalogue.get("save-nochecksum-valkey")),
-                      ("load", catalogue.get("load-8")))}
+         for w, p in ((w, catalogue.get(n)) for w, n in PAIR_NAMES.items())}
 
 
 def load_cpu(spec: str):
@@ -90,8 +100,35 @@ def page_table_reads(res: dict, keys: int) -> dict:
     return out
 
 
-def run_size(workload: str, keys: int, cpus: list[str], tmp: Path, repeat: int,
-             native: bool) -> dict:
+#: Where the ``scale-predict`` cells write their traces (a large size's are tens of GB:
+#: beside the result file, not in a memory-backed /tmp); None: the system's temporary
+#: directory. :func:`run_size` and :func:`main` set it while their cells run.
+TRACE_DIR: Path | None = None
+
+
+def predict_spec(workload: str, keys: int, cpus: list[str]) -> dict[str, Any]:
+    """The cell predicting both sides of ``workload``'s pair at ``keys`` keys on every CPU of
+    ``cpus`` (one trace a side, simulated on all of them in one pass)."""
+    return {"experiment": NAME, "kind": "scale-predict", "workload": workload, "keys": keys,
+            "cpus": list(cpus), "params": {"workload": workload, "keys": keys}}
+
+
+def native_spec(workload: str, keys: int, repeat: int) -> dict[str, Any]:
+    """The cell timing both sides of ``workload``'s pair natively at ``keys`` keys: one
+    process alternating the sides, ``repeat`` rounds kept (the first dropped)."""
+    return {"experiment": NAME, "kind": "scale-native", "workload": workload, "keys": keys,
+            "repeat": repeat, "params": {"workload": workload, "keys": keys}}
+
+
+def chase_spec(sizes: list[int], cpus: list[str], rounds: int, loads: int = 300_000,
+               steps: int = 40_000) -> dict[str, Any]:
+    """The cell of :func:`chase`: the native pointer chase against its prediction."""
+    return {"experiment": NAME, "kind": "scale-chase", "sizes": list(sizes),
+            "cpus": list(cpus), "rounds": rounds, "loads": loads, "steps": steps,
+            "params": {"workload": "chase", "keys": None}}
+
+
+def _predict(workload: str, keys: int, cpus: list[str], tmp: Path) -> dict:
     from kvsim import sim, traces
     from kvsim.experiments import cref
 
@@ -119,17 +156,61 @@ def run_size(workload: str, keys: int, cpus: list[str], tmp: Path, repeat: int,
         p["speedup"] = p["a"]["cycles_per_key"] / p["b"]["cycles_per_key"]
     out["peak_rss_mb"] = {"simulate_and_recompress": _peak_rss_mb(resource.RUSAGE_SELF),
                           "c_ref_children": _peak_rss_mb(resource.RUSAGE_CHILDREN)}
+    return out
+
+
+def _native(workload: str, keys: int, repeat: int) -> dict:
+    from kvsim.experiments import cref
+
+    cw, common, va, vb = PAIRS[workload]
+    env = cref.ARENA_WARM if workload == "load" else None
+    load0 = provenance.load_average_1m()
+    res = cref.native(cw, {"keys": keys, **common, "variant": va}, repeat=repeat + 1,
+                      versus={"variant": vb}, env=env)
+    a, b = res["cpu_runs_s"][1:], res["versus"]["cpu_runs_s"][1:]
+    return {"ns_per_key_a": statistics.median(a) / keys * 1e9,
+            "ns_per_key_b": statistics.median(b) / keys * 1e9,
+            "speedup": statistics.median(x / y for x, y in zip(a, b, strict=True)),
+            "runs_a_s": a, "runs_b_s": b,
+            "load_average_1m": [load0, provenance.load_average_1m()]}
+
+
+def _predict_cell(spec: dict) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="kvsim-scale-", dir=TRACE_DIR) as tmp:
+        row = _predict(spec["workload"], spec["keys"], spec["cpus"], Path(tmp))
+    return {"row": json.dumps(row),
+            **{f"speedup:{c}": row["predicted"][c]["speedup"] for c in spec["cpus"]}}
+
+
+def _native_cell(spec: dict) -> dict[str, Any]:
+    nat = _native(spec["workload"], spec["keys"], spec["repeat"])
+    return {"native": json.dumps(nat), "speedup": nat["speedup"]}
+
+
+def _chase_cell(spec: dict) -> dict[str, Any]:
+    return {"chase": json.dumps(chase(spec["sizes"], spec["cpus"], spec["rounds"],
+                                      spec["loads"], spec["steps"]))}
+
+
+cells.register_kind("scale-predict", _predict_cell, counts_as="sim", module="scale")
+cells.register_kind("scale-native", _native_cell, counts_as="native", module="scale")
+cells.register_kind("scale-chase", _chase_cell, counts_as="native", module="scale",
+                    artifacts=("kvsim-calibrate",))
+
+
+def run_size(workload: str, keys: int, cpus: list[str], tmp: Path, repeat: int,
+             native: bool) -> dict:
+    """One row of the result file: the study's ``scale-predict`` cell (traces in ``tmp``)
+    and, with ``native``, its ``scale-native`` cell."""
+    global TRACE_DIR
+    before, TRACE_DIR = TRACE_DIR, Path(tmp)
+    try:
+        out = json.loads(cells.run_cell(predict_spec(workload, keys, cpus))["metrics"]["row"])
+    finally:
+        TRACE_DIR = before
     if native:
-        env = cref.ARENA_WARM if workload == "load" else None
-        load0 = provenance.load_average_1m()
-        res = cref.native(cw, {"keys": keys, **common, "variant": va}, repeat=repeat + 1,
-                          versus={"variant": vb}, env=env)
-        a, b = res["cpu_runs_s"][1:], res["versus"]["cpu_runs_s"][1:]
-        out["native"] = {"ns_per_key_a": statistics.median(a) / keys * 1e9,
-                         "ns_per_key_b": statistics.median(b) / keys * 1e9,
-                         "speedup": statistics.median(x / y for x, y in zip(a, b, strict=True)),
-                         "runs_a_s": a, "runs_b_s": b,
-                         "load_average_1m": [load0, provenance.load_average_1m()]}
+        m = cells.run_cell(native_spec(workload, keys, repeat))["metrics"]
+        out["native"] = json.loads(m["native"])
     return out
 
 
@@ -160,6 +241,76 @@ def chase(sizes: list[int], cpus: list[str], rounds: int, loads: int, steps: int
     return {"rows": out, "loads": loads, "steps": steps, "rounds": rounds,
             "note": "ns per chase load: predicted on each CPU against the native median "
                     "(4 KiB pages; kvsim-calibrate chase)"}
+
+
+# --- the framework's study -------------------------------------------------------------------
+
+NAME = "scale"
+#: per scale: the sizes (keys), the workloads, the native rounds kept, and the chase's working
+#: sets and rounds (full: the command's defaults and results/scale.json's chase)
+SCALES: dict[str, dict[str, Any]] = {
+    "small": {"keys": (10_000, 40_000), "workloads": ("keys", "load"), "repeat": 3,
+              "chase": ((1 << 20, 16 << 20), 2)},
+    "full": {"keys": (1_000_000, 5_000_000, 20_000_000, 50_000_000),
+             "workloads": ("keys", "load"), "repeat": 3,
+             "chase": ((256 << 20, 1 << 30, 4 << 30, 10 << 30), 3)},
+}
+
+
+def _cells(scale: str, cpus: list[str]) -> list[dict]:
+    """Per size and workload (KEYS: no prefetch against Valkey's iterator prefetch; load: no
+    prefetch against prefetch-after-key), both sides traced with the setup carried and
+    predicted on every CPU in one pass, and timed natively; then the calibration's pointer
+    chase against its prediction. ``small``: 10k and 40k keys and a 1-16 MiB chase; ``full``:
+    10^6 to 5x10^7 keys (tens of GB of traces) and a 256 MiB to 10 GiB chase."""
+    g = SCALES[scale]
+    out = []
+    for keys in g["keys"]:
+        for w in g["workloads"]:
+            out += [predict_spec(w, keys, cpus), native_spec(w, keys, g["repeat"])]
+    sizes, rounds = g["chase"]
+    return out + [chase_spec(list(sizes), cpus, rounds)]
+
+
+def _tables(rows: pd.DataFrame) -> list[Table]:
+    kind = rows["kind"] if "kind" in rows else pd.Series(dtype=str)
+    native = {(r["workload"], r["keys"]): json.loads(r["native"])["speedup"]
+              for _, r in rows[kind == "scale-native"].iterrows()}
+    lines = []
+    for _, r in rows[kind == "scale-predict"].iterrows():
+        row = json.loads(r["row"])
+        nat = native.get((r["workload"], r["keys"]))
+        pair = catalogue.get(PAIR_NAMES[r["workload"]])
+        seed = pair.seed_speedup() if pair.seed_speedup else None
+        lines.append({"workload": r["workload"], "keys": int(r["keys"]), "seed": seed,
+                      "native": f"{nat:.2f}x" if nat else "", "native_value": nat,
+                      **{f"sim:{c}": p["speedup"] for c, p in row["predicted"].items()}})
+    chase_lines = []
+    for _, r in rows[kind == "scale-chase"].iterrows():
+        for cpu, pts in json.loads(r["chase"])["rows"].items():
+            for x in pts:
+                chase_lines.append({"cpu": cpu, "working_set_mib": x["working_set"] >> 20,
+                                    "seed": None, "predicted_ns": x["predicted_ns"],
+                                    "native_ns": x["native_ns"]["median"]})
+    return [Table(NAME, "The seeds' pairs from 10^6 keys up: predicted and native speedups",
+                  pd.DataFrame(lines).sort_values(["workload", "keys"], kind="stable")
+                  if lines else pd.DataFrame(lines), "speedup (x: no prefetch / variant)",
+                  Plot(x="keys", ylabel="speedup", xlabel="keys", kind="line", logx=True),
+                  note="native: the median of the interleaved rounds' ratios (process CPU "
+                       "time); `python -m kvsim.experiments.scale` writes the same cells, "
+                       "with the per-key figures, to results/scale.json"),
+            Table(f"{NAME}-chase", "The page walk model against the machine: a pointer chase",
+                  pd.DataFrame(chase_lines), "ns per chase load (4 KiB pages)",
+                  Plot(x="working_set_mib", ylabel="ns per load", xlabel="working set (MiB)",
+                       kind="line", logx=True, ref=None, series=["predicted_ns",
+                                                                 "native_ns"]),
+                  note="predicted on each CPU against the native median (kvsim-calibrate "
+                       "chase); no upstream figure (seed) exists")]
+
+
+register(Experiment(NAME, "Scale: the seeds' pairs from 10^6 to 5x10^7 keys",
+                    "; ".join(catalogue.get(PAIR_NAMES[w]).seed
+                              for w in SCALES["full"]["workloads"]), _cells, _tables))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -208,8 +359,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"scale: error: --chase: {exc}", file=sys.stderr)
             return 2
         old = json.loads(out.read_text()) if out.is_file() else {"cpus": cpus, "rows": []}
-        old["chase"] = dict(chase(ws, cpus, a.repeat, 300_000, 40_000),
-                            provenance=provenance.provenance())
+        got = cells.run_cell(chase_spec(ws, cpus, a.repeat))["metrics"]
+        old["chase"] = dict(json.loads(got["chase"]), provenance=provenance.provenance())
         provenance.write_result(out, {k: v for k, v in old.items() if k != "provenance"})
         print(json.dumps({"wrote": str(out)}))
         return 0

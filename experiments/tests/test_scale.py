@@ -62,3 +62,55 @@ def test_the_tables_render_from_the_file(tmp_path):
     assert sum(x.startswith("| keys") for x in walks) == 2
     assert "no chase yet" in scale_render.render(doc, "results/scale.json", "chase")
     assert len(scale_render.render(doc, "results/scale.json", "memory").splitlines()) > 4
+
+
+def test_the_command_and_the_framework_compute_the_same_cells(tmp_path, monkeypatch):
+    """``kvsim experiment run scale`` computes the command's cells: the predicted figures of
+    the sweep's rows are those ``python -m kvsim.experiments.scale`` writes (deterministic),
+    and the command's file has every key of the published results/scale.json."""
+    import json
+    from pathlib import Path
+
+    import pandas as pd
+
+    from kvsim.experiments import cells, framework, runner
+
+    seen: list[str] = []
+    real = cells.run_cell
+    monkeypatch.setattr(cells, "run_cell", lambda spec, *a, **k: (seen.append(spec["kind"]),
+                                                                  real(spec, *a, **k))[1])
+    cpus = ["graviton3", "xeon-8255c"]
+    monkeypatch.setitem(scale.SCALES, "small", {"keys": (3000,), "workloads": ("load",),
+                                                "repeat": 1, "chase": ((1 << 20,), 1)})
+    res = runner.run(["scale"], tmp_path / "sweep", scale="small", cpus=cpus,
+                     log=lambda *_: None)
+    assert res["failed"] == []
+    rows = pd.read_parquet(tmp_path / "sweep" / "scale" / "scale.parquet")
+    assert sorted(rows.kind) == ["scale-chase", "scale-native", "scale-predict"]
+    seen.clear()
+    out = tmp_path / "scale.json"
+    args = ["--keys", "3000", "--workloads", "load", "--repeat", "1", "--out", str(out)]
+    for cpu in cpus:
+        args += ["--cpu", cpu]
+    assert scale.main(args) == 0
+    assert scale.main([*args, "--chase", "1MiB"]) == 0
+    assert seen == ["scale-predict", "scale-native", "scale-chase"]
+    doc = json.loads(out.read_text())
+    sweep = json.loads(rows[rows.kind == "scale-predict"].iloc[0]["row"])
+    assert doc["rows"][0]["predicted"] == sweep["predicted"]
+    assert {k: v for k, v in doc["rows"][0]["trace_a"].items() if not k.endswith("_s")} == {
+        k: v for k, v in sweep["trace_a"].items() if not k.endswith("_s")}
+    published = json.loads((Path(__file__).resolve().parents[2] / "results"
+                            / "scale.json").read_text())
+    assert set(doc) == set(published)
+    assert set(doc["chase"]) == set(published["chase"])
+    old = next(r for r in published["rows"] if r["workload"] == "load" and "native" in r)
+    new = doc["rows"][0]
+    assert set(new) == set(old) and set(new["native"]) == set(old["native"])
+    first = next(iter(old["predicted"].values()))
+    for side in ("a", "b"):
+        assert set(first[side]) <= set(new["predicted"][cpus[0]][side])
+    tables = {t.name: t for t in framework.get("scale").tables(rows)}
+    assert tables["scale"].frame["sim:graviton3"].iloc[0] == new["predicted"]["graviton3"][
+        "speedup"]
+    assert len(tables["scale-chase"].frame) == len(cpus)
