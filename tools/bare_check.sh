@@ -8,7 +8,8 @@
 # install them itself (`make sysdeps`); the later runs find them installed, as a machine does.
 #
 # How: debootstrap into ROOT (a folder outside any git checkout), the base packages above;
-# /proc, /sys, /dev, /dev/pts, a private /dev/shm and the host's resolv.conf mounted inside a
+# /proc, /sys, /dev, /dev/pts, a private /dev/shm, the host's resolv.conf and CA bundle (and its
+# proxy and CA variables: the network's settings, nothing else of its environment) mounted in a
 # private mount namespace (so they vanish with it, and are also unmounted explicitly); the
 # commit cloned (a bare copy of this repository in ROOT/srv, cloned afresh for each run inside
 # the chroot); RUNS runs of .ci/run, one after another; the processes a run left in the chroot
@@ -102,13 +103,24 @@ if [ "$INNER" = 1 ]; then
     mnt "$ROOT/dev/pts" --bind /dev/pts
     mnt "$ROOT/dev/shm" -t tmpfs -o mode=1777 shm
     mnt "$ROOT/etc/resolv.conf" --bind /etc/resolv.conf
+    # the host's CA bundle: a network whose TLS is re-signed by a local authority reaches
+    # PyPI only with it, as every machine on that network does
+    mnt "$ROOT/etc/ssl/certs/ca-certificates.crt" --bind -o ro /etc/ssl/certs/ca-certificates.crt
+    # the host's network settings (proxies, CA bundles, pip's timeout), nothing else of its
+    # environment: the runs see a new machine's
+    netenv=()
+    for v in http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY SSL_CERT_FILE \
+             SSL_CERT_DIR REQUESTS_CA_BUNDLE CURL_CA_BUNDLE PIP_CERT GIT_SSL_CAINFO \
+             PIP_DEFAULT_TIMEOUT PIP_INDEX_URL; do
+        [ -n "${!v:-}" ] && netenv+=("$v=${!v}")
+    done
     all_ok=0
     for ((i = 1; i <= RUNS; i++)); do
         log=${RESULT%.txt}.run$i.log
         start=$(date +%s)
         set +e
         chroot "$ROOT" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
-            PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+            PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "${netenv[@]}" \
             /bin/bash -c "set -e; rm -rf /root/kvsim; git clone -q /srv/kvsim.git /root/kvsim;
                           cd /root/kvsim; git checkout -q $COMMIT; git log --oneline -1;
                           exec .ci/run" >"$log" 2>&1 </dev/null
