@@ -7,25 +7,28 @@
 # git, valgrind, cmake, ninja. Not clang, libclang-rt-14-dev or redis-tools: the first run must
 # install them itself (`make sysdeps`); the later runs find them installed, as a machine does.
 #
-# How: debootstrap into ROOT (a folder outside any git checkout), the base packages above;
-# /proc, /sys, /dev, /dev/pts, a private /dev/shm, the host's resolv.conf and CA bundle (and its
-# proxy and CA variables: the network's settings, nothing else of its environment) mounted in a
-# private mount namespace (so they vanish with it, and are also unmounted explicitly); the
-# commit cloned (a bare copy of this repository in ROOT/srv, cloned afresh for each run inside
-# the chroot); RUNS runs of .ci/run, one after another; the processes a run left in the chroot
-# ended; one summary line per run (passed/failed/skipped counts of the pytest runs, the exit
-# status, the duration) appended to RESULT, each run's full output beside it (RESULT.runN.log).
+# How: debootstrap into ROOT (a folder outside any git checkout) with the base packages above;
+# /proc, /sys, /dev, /dev/pts, a private /dev/shm, the host's resolv.conf and CA bundle mounted
+# in a private mount namespace (so they vanish with it; they are also unmounted explicitly),
+# and the host's proxy and CA variables passed on (the network's settings, nothing else of its
+# environment); a bare copy of this repository in ROOT/srv, cloned afresh for each run inside
+# the chroot (at /srv/kvsim) and checked out at COMMIT; RUNS runs of .ci/run, one after
+# another; the processes a run left in the chroot ended; one summary line per run (passed,
+# failed, errors and skipped of the pytest runs, the exit status, the duration) appended to
+# RESULT, each run's full output beside it (RESULT without .txt, plus .runN.log).
 #
-# Run as root on Debian or Ubuntu with a Debian mirror and PyPI reachable (about 20 minutes a
-# run on two cores, plus a few for debootstrap); the exit status is 0 only if every run passed:
+# Run as root on Debian or Ubuntu with a Debian mirror and PyPI reachable (each run is the
+# whole suite plus a new venv; on two busy cores, budget an hour a run); the exit status is 0
+# only if every run passed:
 #   sudo tools/bare_check.sh [-r ROOT] [-n RUNS] [-o RESULT] [-m MIRROR] [--reuse-root] [COMMIT]
 # COMMIT defaults to HEAD of this checkout (committed state only, never the work tree). An
-# existing ROOT is deleted and bootstrapped again, unless --reuse-root (then the first line of
-# RESULT says which of the packages were there before run 1).
+# existing ROOT is deleted and bootstrapped again, unless --reuse-root (then the header of
+# RESULT says which of the three packages were there before run 1).
 set -euo pipefail
 
 SUITE=bookworm
-BASE_PKGS=ca-certificates,python3,python3-pip,python3-venv,python3-dev,gcc,g++,make,git,valgrind,cmake,ninja-build,procps
+BASE_PKGS=ca-certificates,python3,python3-pip,python3-venv,python3-dev,gcc,g++,make,git
+BASE_PKGS+=,valgrind,cmake,ninja-build,procps
 ROOT=${TMPDIR:-/var/tmp}/kvsim-bare/root
 RUNS=3
 RESULT=
@@ -121,8 +124,8 @@ if [ "$INNER" = 1 ]; then
         set +e
         chroot "$ROOT" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
             PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "${netenv[@]}" \
-            /bin/bash -c "set -e; rm -rf /root/kvsim; git clone -q /srv/kvsim.git /root/kvsim;
-                          cd /root/kvsim; git checkout -q $COMMIT; git log --oneline -1;
+            /bin/bash -c "set -e; rm -rf /srv/kvsim; git clone -q /srv/kvsim.git /srv/kvsim;
+                          cd /srv/kvsim; git checkout -q $COMMIT; git log --oneline -1;
                           exec .ci/run" >"$log" 2>&1 </dev/null
         rc=$?
         set -e
@@ -182,8 +185,10 @@ git -C "$ROOT/srv/kvsim.git" cat-file -e "$COMMIT^{commit}" \
 
 {
     echo "# tools/bare_check.sh: $RUNS runs of .ci/run (make test), each on a fresh clone, in a"
-    echo "# debootstrap'd $SUITE chroot; commit $(git -C "$SRC" log -1 --format='%h %cI' "$COMMIT");"
-    echo "# host $(uname -n), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs);"
+    echo "# debootstrap'd $SUITE chroot;" \
+        "commit $(git -C "$SRC" log -1 --format='%h %cI' "$COMMIT");"
+    echo "# host $(uname -n), $(nproc) CPUs," \
+        "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs);"
     echo "# started $(date -u +%Y-%m-%dT%H:%M:%SZ), load $(cut -d' ' -f1-3 /proc/loadavg);"
     echo "# installed before run 1: ${before:-none of clang, libclang-rt-14-dev, redis-tools}"
 } | tee -a "$RESULT"
