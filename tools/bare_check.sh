@@ -100,6 +100,9 @@ EOF
 
 if [ "$INNER" = 1 ]; then
     trap teardown EXIT
+    # ROOT a mount point, as a machine's / is: else `unshare --propagation` in the chroot
+    # fails (EINVAL), and the tests that mount a tmpfs in a namespace of their own skip
+    mnt "$ROOT" --bind "$ROOT"
     mnt "$ROOT/proc" -t proc proc
     mnt "$ROOT/sys" --bind /sys
     mnt "$ROOT/dev" --bind /dev
