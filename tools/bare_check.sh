@@ -8,9 +8,9 @@
 # install them itself (`make sysdeps`); the later runs find them installed, as a machine does.
 #
 # How: debootstrap into ROOT (a folder outside any git checkout) with the base packages above;
-# /proc, /sys, /dev, /dev/pts, a private /dev/shm, the host's resolv.conf and CA bundle mounted
-# in a private mount namespace (so they vanish with it; they are also unmounted explicitly),
-# and the host's proxy and CA variables passed on (the network's settings, nothing else of its
+# /proc, /sys, a /dev of its own (tmpfs, device nodes, new devpts, /dev/shm), the host's
+# resolv.conf and CA bundle, all mounted in a private mount namespace (so they vanish with it;
+# they are also unmounted explicitly), and the host's proxy and CA variables passed on (the network's settings, nothing else of its
 # environment); a bare copy of this repository in ROOT/srv, cloned afresh for each run inside
 # the chroot (at /srv/kvsim) and checked out at COMMIT; RUNS runs of .ci/run, one after
 # another; the processes a run left in the chroot ended; one summary line per run (passed,
@@ -105,8 +105,17 @@ if [ "$INNER" = 1 ]; then
     mnt "$ROOT" --bind "$ROOT"
     mnt "$ROOT/proc" -t proc proc
     mnt "$ROOT/sys" --bind /sys
-    mnt "$ROOT/dev" --bind /dev
-    mnt "$ROOT/dev/pts" --bind /dev/pts
+    # a /dev of its own (not the host's: a run that replaces /dev/null must not break the
+    # host's), with the nodes a machine's has and a new pts instance
+    mnt "$ROOT/dev" -t tmpfs -o mode=755,nosuid dev
+    local_dev() { mknod -m 666 "$ROOT/dev/$1" c "$2" "$3"; }
+    local_dev null 1 3; local_dev zero 1 5; local_dev full 1 7; local_dev random 1 8
+    local_dev urandom 1 9; local_dev tty 5 0
+    ln -s /proc/self/fd "$ROOT/dev/fd"; ln -s /proc/self/fd/0 "$ROOT/dev/stdin"
+    ln -s /proc/self/fd/1 "$ROOT/dev/stdout"; ln -s /proc/self/fd/2 "$ROOT/dev/stderr"
+    mkdir "$ROOT/dev/pts" "$ROOT/dev/shm"
+    mnt "$ROOT/dev/pts" -t devpts -o newinstance,ptmxmode=0666,mode=620 devpts
+    ln -s pts/ptmx "$ROOT/dev/ptmx"
     mnt "$ROOT/dev/shm" -t tmpfs -o mode=1777 shm
     mnt "$ROOT/etc/resolv.conf" --bind /etc/resolv.conf
     # the host's CA bundle: a network whose TLS is re-signed by a local authority reaches
