@@ -8,14 +8,14 @@
 # install them itself (`make sysdeps`); the later runs find them installed, as a machine does.
 #
 # How: debootstrap into ROOT (a folder outside any git checkout) with the base packages above;
-# /proc, /sys, a /dev of its own (tmpfs, device nodes, new devpts, /dev/shm), the host's
-# resolv.conf and CA bundle, all mounted in a private mount namespace (so they vanish with it;
-# they are also unmounted explicitly), and the host's proxy and CA variables passed on (the
-# network's settings, nothing else of its environment); a bare copy of this repository in ROOT/srv, cloned afresh for each run inside
-# the chroot (at /srv/kvsim) and checked out at COMMIT; RUNS runs of .ci/run, one after
-# another; the processes a run left in the chroot ended; one summary line per run (passed,
-# failed, errors and skipped of the pytest runs, the exit status, the duration) appended to
-# RESULT, each run's full output beside it (RESULT without .txt, plus .runN.log).
+# /proc, /sys, a /dev of its own (tmpfs, device nodes, new devpts, /dev/shm), the host's resolv.conf
+# and CA bundle, all mounted in a private mount namespace (so they vanish with it; they are also
+# unmounted explicitly), and the host's proxy and CA variables passed on (the network's settings,
+# nothing else of its environment); a bare copy of this repository in ROOT/srv, cloned afresh for
+# each run inside the chroot (at /srv/kvsim) and checked out at COMMIT; RUNS runs of .ci/run, one
+# after another; the processes a run left in the chroot ended; one summary line per run (passed,
+# failed, errors and skipped of the pytest runs, the exit status, the duration) appended to RESULT,
+# each run's full output beside it (RESULT without .txt, plus .runN.log).
 #
 # Run as root on Debian or Ubuntu with a Debian mirror and PyPI reachable (each run is the
 # whole suite plus a new venv; on two busy cores, budget an hour a run); the exit status is 0
