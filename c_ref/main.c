@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "arena.h"
@@ -241,9 +242,16 @@ static char *traceHeader(const ksWorkloadSpec *s) {
 }
 
 /* The trace's stream: stdout for "-", else a temporary file beside out (tmp_path),
- * renamed by traceClose only when complete. */
+ * renamed by traceClose only when complete. An existing out that is not a regular file
+ * (/dev/null, a pipe) is written in place: a rename would replace the device node. */
 static FILE *traceOpen(const char *out) {
     if (!strcmp(out, "-")) return stdout;
+    struct stat st;
+    if (stat(out, &st) == 0 && !S_ISREG(st.st_mode)) {
+        FILE *f = fopen(out, "wb");
+        if (!f) die("cannot open '%s': %s", out, strerror(errno));
+        return f;
+    }
     size_t n = strlen(out) + 32;
     tmp_path = malloc(n);
     const char *slash = strrchr(out, '/');
@@ -266,6 +274,7 @@ static FILE *traceOpen(const char *out) {
 static void traceClose(FILE *f, const char *out) {
     if (f != stdout) {
         if (fclose(f) != 0) die("write error on '%s': %s", out, strerror(errno));
+        if (!tmp_path) return; /* written in place */
         if (rename(tmp_path, out) != 0) die("cannot rename to '%s': %s", out, strerror(errno));
         free(tmp_path);
         tmp_path = NULL;

@@ -124,6 +124,22 @@ for spec in "mget --ops 60 --keys-per-command 9 --table dict|--variant none|--va
 done
 rm -rf "$V"
 
+# an output that is not a regular file (a pipe here; /dev/null in the tests that only check
+# options) is written in place, not replaced by a renamed temporary file
+mkfifo "$T/fifo"
+cat "$T/fifo" >"$T/from_fifo" &
+reader=$!
+"$B" trace pipeline -o "$T/fifo" --keys 100 --ops 10 2>"$T/e"
+rc=$?
+# a reader the trace never reached (it failed, or renamed a file over the pipe) would wait
+if [ $rc -ne 0 ] || [ ! -p "$T/fifo" ]; then kill $reader 2>/dev/null; fi
+wait $reader
+"$B" trace pipeline -o "$T/direct.kvt" --keys 100 --ops 10 2>>"$T/e"
+if [ $rc -eq 0 ] && [ -p "$T/fifo" ] && cmp -s "$T/from_fifo" "$T/direct.kvt" \
+    && [ -z "$(ls -A "$T" | grep '^\.')" ]; then ok "trace to a pipe"
+else bad "trace to a pipe (rc=$rc, $(cat "$T/e"))"; fi
+rm -f "$T/fifo" "$T/from_fifo" "$T/direct.kvt" "$T/e"
+
 # every workload x variant, native and traced, tiny, on both tables
 for spec in "pipeline naive" "pipeline lookahead" "mget none" "mget batch" "mset none" "mset batch" \
             "iterate none" "iterate next-bucket" "iterate valkey" "load none" "load prefetch-after-key" "load prefetch-rehash" \
