@@ -155,6 +155,10 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
     exists is whole (its folder is made if missing); return the path. Every result, cell
     and published copy is written by this."""
     path = Path(path)
+    if path.exists() and not path.is_file():  # /dev/null, a pipe: a rename would replace it
+        with open(path, "wb" if isinstance(data, bytes) else "w") as f:
+            f.write(data)
+        return path
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:

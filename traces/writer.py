@@ -121,6 +121,14 @@ def write_all(f: IO[bytes], data: Any) -> None:
         view = view[k:]
 
 
+def _special(path: str | os.PathLike) -> bool:
+    """Whether ``path`` exists and is not a regular file (a device such as /dev/null, a pipe)."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return False
+
+
 class Writer:
     """Write a trace chunk by chunk.
 
@@ -170,7 +178,11 @@ class Writer:
         self._tmp: str | None = None
         self._target: Path | None = None
         self._owns = False
-        if isinstance(dst, str | os.PathLike) and os.fspath(dst) != "-":
+        if isinstance(dst, str | os.PathLike) and os.fspath(dst) != "-" and _special(dst):
+            # /dev/null, a pipe: written in place (a rename would replace the device itself)
+            self._f = open(dst, "wb")  # noqa: SIM115 (closed by close/abort)
+            self._owns = True
+        elif isinstance(dst, str | os.PathLike) and os.fspath(dst) != "-":
             self._target = Path(dst)
             fd, self._tmp = tempfile.mkstemp(prefix=f".{self._target.name}.",
                                              suffix=".tmp", dir=self._target.parent or ".")

@@ -61,3 +61,20 @@ def _result_commands():
 @pytest.mark.parametrize(("name", "command"), _result_commands())
 def test_published_commands_name_no_machine_paths(name, command):
     assert provenance.scrub_line(command) == command, name
+
+
+def test_write_atomic_writes_a_pipe_in_place(tmp_path):
+    """A result path that is a FIFO (or /dev/null) is written into, not replaced by a file."""
+    import os
+    import stat
+    import threading
+
+    fifo = tmp_path / "out"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()), daemon=True)
+    reader.start()
+    provenance.write_atomic(fifo, "{}\n")
+    reader.join(timeout=30)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and got == ["{}\n"]
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]

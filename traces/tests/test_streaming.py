@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import stat
 import subprocess
 import sys
 import threading
@@ -109,3 +110,24 @@ def test_subprocess_stdout_and_stdin_dash(tmp_path: Path) -> None:
                          capture_output=True)
     assert res.returncode != 0
     assert b"TraceError: <stdin>: truncated" in res.stderr
+
+
+def test_a_path_that_is_a_pipe_is_written_in_place(tmp_path):
+    """A trace written to a FIFO (as to /dev/null) goes into it: the path stays a FIFO, no temp
+    file is renamed over it (which, run as root, would replace /dev/null with a file), and the
+    bytes are those of the same trace written to a regular file."""
+    recs = random_records(5_000, seed=3)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    with traces.Writer(fifo, HEADER, chunk_records=700) as w:
+        w.write_chunk(recs)
+    reader.join(timeout=30)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
+    plain = tmp_path / "plain.kvt"
+    with traces.Writer(plain, HEADER, chunk_records=700) as w:
+        w.write_chunk(recs)
+    assert got == [plain.read_bytes()]
