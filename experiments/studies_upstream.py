@@ -10,9 +10,9 @@ sign (gain, loss, or no change within :data:`NO_CHANGE_PCT`), negative results i
 
 Variants are c_ref's registry names (``kvsim-cref options --json``); each cell passes only
 the sizes its variants read (``--batch`` to the lookahead pipeline, ``batch`` on a hashtable
-and ``window-3389``; ``--chunk`` to ``chunk-15133``), since c_ref refuses the others. DEL and
-EXISTS have no c_ref workload (its ``mget`` and ``mset`` workloads run MGET and MSET), so
-``multikey_window`` measures MGET and MSET; the window's rule is the same for all four.
+and ``window-3389``; ``--chunk`` to ``chunk-15133``), since c_ref refuses the others.
+``multikey_window`` runs c_ref's ``mget``, ``mset``, ``exists``, ``del`` and ``touch``
+workloads (TOUCH batched under the same variants as EXISTS and DEL).
 """
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ def _label(t: pd.DataFrame, cols: list[str]) -> pd.Series:
 # --- 1. multikey_window (Valkey #3389, Redis #15133, #15043) -----------------------------------
 
 def _multikey_cells(scale: str, cpus: list[str]) -> list[dict]:
-    """MGET, EXISTS and DEL over existing keys (DEL's keys restored between runs) and MSET
+    """MGET, EXISTS, DEL and TOUCH over existing keys (DEL's keys restored between runs) and MSET
     of random keys over a prefilled range, 2-1000 keys per command, 100 B values. On
     Valkey's hashtable: none, ``batch`` (today's first 16 keys) and ``window-3389`` at
     several offsets (``--batch``); on Redis's dict (``--table dict``): none,
@@ -176,7 +176,7 @@ def _multikey_cells(scale: str, cpus: list[str]) -> list[dict]:
         keys, kpcs, total, value = 2_000_000, [2, 10, 100, 1000], 400_000, 100
     offsets = WINDOW_OFFSETS[scale]
     out: list[dict] = []
-    for workload in ("mget", "mset", "exists", "del"):
+    for workload in ("mget", "mset", "exists", "del", "touch"):
         for kpc in kpcs:
             common = {"keys": keys, "value_size": value, "keys_per_command": kpc, "seed": 1,
                       "ops": max(10, total // kpc)}

@@ -35,7 +35,7 @@ def _variants(specs, kind="sim", **where) -> set[str]:
 def test_multikey_window_plans_every_variant_on_its_table(scale):
     specs = _plan("multikey_window", scale)
     offsets = su.WINDOW_OFFSETS[scale]
-    for cmd in ("MGET", "MSET", "EXISTS", "DEL"):
+    for cmd in ("MGET", "MSET", "EXISTS", "DEL", "TOUCH"):
         kpcs = {s["params"]["keys_per_command"] for s in specs
                 if s["params"]["command"] == cmd}
         assert min(kpcs) == 2 and max(kpcs) == 1000
