@@ -386,16 +386,22 @@ DIAGNOSES = {
                   "self-check's replay fails on this guest, so `local` does not read it): "
                   "the speedups follow that calibration's caches",
     "user": "c_ref's server executes fewer user-space instructions per request than Valkey "
-            "(docs/server.md: 0.40-0.73 of them under callgrind); the prediction is of "
-            "c_ref's server",
+            "(results/native-server-callgrind.json: 0.62-0.97 of them under callgrind); the "
+            "prediction is of c_ref's server",
     "kernel": "the kernel's time is charged per write at what c_ref's server spends under "
               "PINGs from 50 clients beyond the calls alone (sim/calibrate_loop.py; the "
               "presets estimate it); under PING the model then predicts 0.86 of the native "
               "time, its user-space part 0.27-0.38 of the native "
-              "(results/server-kernel-ping.json; a candidate: the kernel's entries evict the "
-              "caches and predictors that user space then misses in, which the model does "
-              "not see); a "
-              "shared machine's other tenants slow the native server further",
+              "(results/server-kernel-ping.json); not the kernel's after-effect: a loopback "
+              "write and read leave the user code at most 70 ns slower (some tens of TLB "
+              "entries; the caches nothing measurable), which raises the PINGs' user part "
+              "only to 0.41-0.45 of the native (results/syscall-after.json); the gap is the "
+              "model's instructions per cycle for the server's parse and reply code: a "
+              "traced PING's 1,724 instructions take 107 ns predicted against 394 ns of "
+              "native user time at depth 1 (results/server-kernel-ping.json), 4.3 per cycle "
+              "at the calibrated 3.729 GHz (results/calibrate-xeon-m167-server-quick.toml) "
+              "where the native server, executing as many, retires 1.2; a shared machine's "
+              "other tenants slow the native server further",
     "client": "the seed's client ran on other cores of a many-core host; here, and in the "
               "prediction, the figure is the server's own time per request",
 }
