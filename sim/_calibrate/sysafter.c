@@ -69,39 +69,12 @@ static uint64_t userNs(void) {
     return (uint64_t)ru.ru_utime.tv_sec * 1000000000ull + (uint64_t)ru.ru_utime.tv_usec * 1000ull;
 }
 
-static int cmpU64(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
 
 static int fail(const char *what) {
     fprintf(stderr, "kvsim-calibrate sysafter: %s: %s\n", what, strerror(errno));
     return 1;
 }
 
-/* A connected loopback pair, *b non-blocking (the receiving end). */
-static int pairOpen(int *a, int *b) {
-    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (l < 0) return fail("socket");
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t sl = sizeof(sa);
-    if (bind(l, (struct sockaddr *)&sa, sl) || listen(l, 1) ||
-        getsockname(l, (struct sockaddr *)&sa, &sl)) {
-        close(l);
-        return fail("listen on 127.0.0.1");
-    }
-    *a = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (*a < 0 || connect(*a, (struct sockaddr *)&sa, sl)) {
-        close(l);
-        return fail("connect");
-    }
-    *b = accept4(l, NULL, NULL, SOCK_CLOEXEC);
-    close(l);
-    if (*b < 0) return fail("accept");
-    int one = 1;
-    setsockopt(*a, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    return 0;
-}
 
 /* The chase: each visited line holds the index of the next; a random cyclic order. */
 static void chainBuild(uint32_t *mem, size_t lines, int pages, uint64_t seed) {
@@ -152,7 +125,7 @@ int benchSysAfter(int argc, char **argv) {
         if (lines[s] < 1 || lines[s] > MAX_LINES) return 2;
     }
     int a, b;
-    if (pairOpen(&a, &b)) return 1;
+    if (loopbackPair(&a, &b, 0, 0, "sysafter")) return 1;
     char msg[64];
     memset(msg, 'x', sizeof(msg));
     uint64_t *t = malloc(sizeof(uint64_t) * (size_t)iters);

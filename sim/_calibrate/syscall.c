@@ -52,7 +52,7 @@ static uint64_t clk(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static int cmpU64(const void *a, const void *b) {
+int cmpU64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
 }
@@ -62,30 +62,37 @@ static int fail(const char *what) {
     return 1;
 }
 
-/* A connected loopback pair: *a the sender, *b the receiver (both non-blocking). */
-static int pairOpen(int *a, int *b) {
+static int failIn(const char *prog, const char *what) {
+    fprintf(stderr, "kvsim-calibrate %s: %s: %s\n", prog, what, strerror(errno));
+    return 1;
+}
+
+int loopbackPair(int *a, int *b, int acceptFlags, int bufBytes, const char *prog) {
     int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (l < 0) return fail("socket");
+    if (l < 0) return failIn(prog, "socket");
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t sl = sizeof(sa);
-    if (bind(l, (struct sockaddr *)&sa, sl) || listen(l, 1) || getsockname(l, (struct sockaddr *)&sa, &sl)) {
+    if (bind(l, (struct sockaddr *)&sa, sl) || listen(l, 1) ||
+        getsockname(l, (struct sockaddr *)&sa, &sl)) {
         close(l);
-        return fail("listen on 127.0.0.1");
+        return failIn(prog, "listen on 127.0.0.1");
     }
     *a = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (*a < 0 || connect(*a, (struct sockaddr *)&sa, sl)) {
         close(l);
-        return fail("connect");
+        return failIn(prog, "connect");
     }
-    *b = accept4(l, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    *b = accept4(l, NULL, NULL, acceptFlags | SOCK_CLOEXEC);
     close(l);
-    if (*b < 0) return fail("accept");
-    int one = 1, big = 4 * MAX_SIZE;
+    if (*b < 0) return failIn(prog, "accept");
+    int one = 1;
     for (int i = 0; i < 2; i++) {
         int fd = i ? *b : *a;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
+        if (bufBytes > 0) {
+            setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufBytes, sizeof(bufBytes));
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bufBytes, sizeof(bufBytes));
+        }
     }
     return 0;
 }
@@ -123,7 +130,7 @@ static uint64_t cpuClk(void) {
  * the median of iters waits (after iters / 8 untimed), the CPU clock's cost subtracted. */
 static int sleepingWait(long iters, double *median, double *wake) {
     int a, b;
-    if (pairOpen(&a, &b)) return 1;
+    if (loopbackPair(&a, &b, SOCK_NONBLOCK, 4 * MAX_SIZE, "syscall")) return 1;
     cpu_set_t all;
     int other = -1, here = sched_getcpu();
     if (sched_getaffinity(0, sizeof(all), &all) == 0)
@@ -196,7 +203,7 @@ int benchSyscall(int argc, char **argv) {
         if (sizes[s] < 1 || sizes[s] > MAX_SIZE) return 2;
     }
     int a, b;
-    if (pairOpen(&a, &b)) return 1;
+    if (loopbackPair(&a, &b, SOCK_NONBLOCK, 4 * MAX_SIZE, "syscall")) return 1;
     int ep = epoll_create1(EPOLL_CLOEXEC);
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = b};
     if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, b, &ev)) return fail("epoll");

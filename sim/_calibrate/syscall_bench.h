@@ -8,4 +8,12 @@ int benchSyscall(int argc, char **argv);
 /* sysafter.c: argv ITERS ROUNDS LINES...; the user code's time after a call (same codes). */
 int benchSysAfter(int argc, char **argv);
 
+/* syscall.c, shared by both: a connected loopback TCP pair, *a the connecting end, *b the
+ * accepted one (accept4 flags `acceptFlags`, e.g. SOCK_NONBLOCK), TCP_NODELAY on both, send and
+ * receive buffers of `bufBytes` when > 0; 0, or 1 after one line on stderr naming `prog`. */
+int loopbackPair(int *a, int *b, int acceptFlags, int bufBytes, const char *prog);
+
+/* qsort's comparison of two uint64_t. */
+int cmpU64(const void *a, const void *b);
+
 #endif
