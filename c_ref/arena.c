@@ -338,12 +338,14 @@ void *ksArenaCalloc(ksArena *a, size_t size) {
 
 /* The size class of p; 0 in libc mode (no span: every pointer is out of range). */
 static int classOf(const ksArena *a, const void *p) {
-    const uint8_t *q = p;
-    if (q < a->pagemap + MAP_BYTES || q >= a->bump) {
+    /* addresses compared as integers: in libc mode pagemap and bump are NULL, and offsetting
+     * a null pointer is undefined */
+    uintptr_t q = (uintptr_t)p, map = (uintptr_t)a->pagemap;
+    if (q < map + MAP_BYTES || q >= (uintptr_t)a->bump) {
         if (a->libc) return 0;
         die("pointer not allocated by this arena");
     }
-    int c = a->pagemap[(uint64_t)(q - a->pagemap) / PAGE];
+    int c = a->pagemap[(uint64_t)(q - map) / PAGE];
     if (c == 0) die("pointer into an unused page");
     return c;
 }
