@@ -461,6 +461,19 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+def render_result(prog: str, path: str, table: Any) -> int:
+    """``--render``: print ``table`` (a result dict -> Markdown) of the JSON file ``path``; 0, or
+    1 with one line ``PROG: error: --render PATH: why``."""
+    import json
+
+    try:
+        print(table(json.loads(Path(path).read_text())))
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"{prog}: error: --render {path}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None, prog: str = "kvsim native server") -> int:
     from kvsim import provenance
 
@@ -492,14 +505,7 @@ def main(argv: list[str] | None = None, prog: str = "kvsim native server") -> in
                     help="print the Markdown table of a native-server.json result and exit")
     a = ap.parse_args(argv)
     if a.render:
-        import json
-
-        try:
-            print(table_markdown(json.loads(Path(a.render).read_text())))
-        except (OSError, ValueError, KeyError) as exc:
-            print(f"{prog}: error: --render {a.render}: {exc}", file=sys.stderr)
-            return 1
-        return 0
+        return render_result(prog, a.render, table_markdown)
     out = Path(a.out) if a.out else provenance.default_result_path(
         CALLGRIND_RESULT_NAME if a.callgrind else RESULT_NAME)
     cells = a.cell or CELLS

@@ -182,14 +182,7 @@ def main(argv: list[str] | None = None,
                     help="print the Markdown table of a result file and exit")
     a = ap.parse_args(argv)
     if a.render:
-        import json
-
-        try:
-            print(table_markdown(json.loads(Path(a.render).read_text())))
-        except (OSError, ValueError, KeyError) as exc:
-            print(f"{prog}: error: --render {a.render}: {exc}", file=sys.stderr)
-            return 1
-        return 0
+        return S.render_result(prog, a.render, table_markdown)
     out = Path(a.out) if a.out else provenance.default_result_path(RESULT_NAME)
     specs = []
     try:
