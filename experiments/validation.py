@@ -469,16 +469,61 @@ def _speedup_frame(lines: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(recs)
 
 
-def _time_frame(lines: list[dict]) -> pd.DataFrame:
+def diagnoser(ablations: list[tuple[str, dict]], defaults: dict | None = None):
+    """``(line, side, ratio) -> diagnosis`` of a time-table side from the ablation results
+    ``[(file, result)]`` (:mod:`kvsim.experiments.validation_diagnosis`); ``defaults``:
+    c_ref's option defaults per workload (read from c_ref when None)."""
+    from kvsim.experiments import validation_diagnosis as vd
+
+    if defaults is None:
+        defaults = vd.cref_defaults()
+    cands = [s for f, doc in ablations for s in vd.sides(doc, f, defaults)]
+    by_row = {(scale, p["row"]): p for scale in ("small", "full") for p in _pairs(scale)}
+
+    def diagnose(line: dict, side: str, ratio: float | None) -> str:
+        p = by_row.get((line.get("scale"), line["row"]))
+        if p is None:
+            return ""
+        return vd.diagnose(ratio, p["workload"], p[side], {**p["common"], **p[side]}, cands,
+                           defaults, BAND)
+    return diagnose
+
+
+def _diagnoser_for(calib: dict | None):
+    """The :func:`diagnoser` of the ablation results run on the CPU the validation's
+    calibration names (its CPU file's ``[meta] cpu``); with none found every side outside
+    the band says "no ablation"."""
+    import tomllib
+
+    from kvsim.experiments import validation_diagnosis as vd
+
+    text = (calib or {}).get("cpu_file_text")
+    try:
+        cpu = (tomllib.loads(text).get("meta") or {}).get("cpu") if isinstance(text, str) \
+            else None
+    except tomllib.TOMLDecodeError:
+        cpu = None
+    try:
+        return diagnoser(vd.ablations_for(cpu))
+    except Exception as exc:  # noqa: BLE001 - c_ref missing: the tables still assemble
+        if type(exc).__name__ not in ("CrefError", "ArtifactMissing"):
+            raise
+        return None
+
+
+def _time_frame(lines: list[dict], diagnose=None) -> pd.DataFrame:
+    """Per row and side the predicted and native ns per operation, their ratio and, with
+    ``diagnose`` (:func:`diagnoser`), what the ablation says of a side outside the band."""
     recs = []
     for ln in lines:
         for side, label in (("a", "baseline"), ("b", "variant")):
             p = ln.get(f"predicted_ns_per_op_{side}")
             n = ln.get(f"native_ns_per_op_{side}")
+            ratio = p / n if p and n else None
             recs.append({"row": ln["row"], "side": label, "set": ln["set"],
-                         "predicted_ns_per_op": p, "native_ns_per_op": n,
-                         "ratio": p / n if p and n else None,
-                         "predicted_mlp": ln.get(f"predicted_mlp_{side}")})
+                         "predicted_ns_per_op": p, "native_ns_per_op": n, "ratio": ratio,
+                         "predicted_mlp": ln.get(f"predicted_mlp_{side}"),
+                         "diagnosis": diagnose(ln, side, ratio) if diagnose else ""})
     return pd.DataFrame(recs)
 
 
@@ -588,7 +633,7 @@ def _draw_scatter(x: str, y: str, xlabel: str, ylabel: str, log: bool,
 def _tables(rows: pd.DataFrame) -> list[Table]:
     lines, calib = pair_rows(rows)
     sp = _speedup_frame(lines)
-    tm = _time_frame(lines)
+    tm = _time_frame(lines, _diagnoser_for(calib))
     # the CPU file(s) the predictions used: the calibration's, or one given by --cpu
     used = sorted({(ln.get("cpu_file"), ln["cpu_file_sha256"]) for ln in lines
                    if ln.get("cpu_file_sha256")}, key=str)
@@ -623,7 +668,12 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
               note="an operation is a command (GET, MGET, MSET) or a key (KEYS, SAVE, load); "
                    "the predicted figure counts only the simulated phase after the warm-up; "
                    "predicted_mlp: the simulated L1 misses in flight on average (the "
-                   "miss-buffer occupancy)."),
+                   "miss-buffer occupancy). Diagnosis, for a side outside 0.85-1.15: the "
+                   "setting of this CPU's ablation (results/ablation-*.json, `kvsim ablate`) "
+                   "that moves the matching ablation side's predicted time toward native "
+                   "most nearly, by how much, and the share of the miss it covers "
+                   "(kvsim.experiments.validation_diagnosis); `no ablation` where none "
+                   "matches."),
         Table("validation_summary", "Rows within 0.85-1.15, tuning and held-back sets",
               _summary_frame(sp), "rows; ratio predicted / native",
               note="held back: " + ", ".join(sorted(HELD_BACK)) + "."),
