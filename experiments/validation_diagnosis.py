@@ -188,3 +188,61 @@ def ablations_for(cpu: Mapping[str, Any] | None, root: Path | None = None
         if same_cpu((doc.get("provenance") or {}).get("machine") or {}, cpu):
             out.append((str(p.relative_to(root)), doc))
     return out
+
+
+def from_result(doc: Mapping[str, Any], root: Path | None = None,
+                defaults: Mapping[str, Mapping[str, Any]] | None = None) -> list[dict]:
+    """The diagnosis of every side of a published validation result (its
+    ``validation_time`` table; its scale from ``validation_calibration``), from the ablation
+    results of the CPU its provenance names: ``[{"row", "side", "ratio", "diagnosis"}]``."""
+    from kvsim.experiments import validation
+
+    tables = {t["name"]: t for t in doc.get("tables", ())}
+    if "validation_time" not in tables:
+        raise ValueError("not a validation result: no validation_time table")
+    cal = dict(tables["validation_calibration"]["rows"]) if "validation_calibration" in \
+        tables else {}
+    scale = cal.get("scale") or "full"
+    m = (doc.get("provenance") or {}).get("machine") or {}
+    cpu = {"model_name": m.get("cpu_model"), "family": m.get("cpu_family"),
+           "model": m.get("cpu_model_number")}
+    diagnose = validation.diagnoser(ablations_for(cpu, root), defaults)
+    t = tables["validation_time"]
+    out = []
+    for r in (dict(zip(t["columns"], row, strict=True)) for row in t["rows"]):
+        side = "a" if r["side"] == "baseline" else "b"
+        out.append({"row": r["row"], "side": r["side"], "ratio": r["ratio"],
+                    "diagnosis": diagnose({"row": r["row"], "scale": scale}, side,
+                                          r["ratio"])})
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m kvsim.experiments.validation_diagnosis RESULT [--out FILE]``: the
+    diagnosis of a published validation result's time table, printed and written."""
+    import argparse
+    import sys
+
+    from kvsim import provenance
+
+    prog = "python -m kvsim.experiments.validation_diagnosis"
+    ap = argparse.ArgumentParser(prog=prog, description=main.__doc__.split("\n")[0])
+    ap.add_argument("result", help="a validation result (results/experiments/*.json)")
+    provenance.add_out_option(ap, "validation-diagnosis.json")
+    a = ap.parse_args(argv)
+    try:
+        doc = json.loads(Path(a.result).read_text())
+        rows = from_result(doc)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        print(f"{prog}: error: {a.result}: {why}", file=sys.stderr)
+        return 2
+    for r in rows:
+        ratio = f"{r['ratio']:.2f}" if r["ratio"] else "-"
+        print(f"{r['row']:40} {r['side']:8} {ratio:>5}  {r['diagnosis']}")
+    return provenance.publish(prog, provenance.out_path(a.out, "validation-diagnosis.json"),
+                              {"validation": a.result, "rows": rows})
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

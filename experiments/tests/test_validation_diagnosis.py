@@ -158,3 +158,28 @@ def test_the_page_shows_the_diagnosis(with_column):
     text = render.render_validation(doc, "results/experiments/validation-t.json")
     assert ("| diagnosis |" in text) == with_column
     assert ("dram_x2 moves it 2.00x" in text) == with_column
+
+
+def test_a_published_result_is_diagnosed_and_bad_input_is_one_line(tmp_path, capsys):
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "ablation-x.json").write_text(json.dumps(MGET))
+    row = "MGET hashtable none -> batch"
+    doc = {"provenance": {"machine": {"cpu_model": XEON["model_name"], "cpu_family": "6",
+                                      "cpu_model_number": "167"}},
+           "tables": [{"name": "validation_time", "columns": ["row", "side", "ratio"],
+                       "rows": [[row, "baseline", 0.5], [row, "variant", 1.0],
+                                ["KEYS none -> valkey", "baseline", 0.5]]},
+                      {"name": "validation_calibration", "columns": ["field", "setting"],
+                       "rows": [["scale", "small"]]}]}
+    got = vd.from_result(doc, tmp_path, DEFAULTS)
+    assert got[0]["diagnosis"].startswith("dram_x2 moves it 2.00x: covers the 2.00x")
+    assert "(row 50,000)" in got[0]["diagnosis"], "the small scale's keys"
+    assert got[1]["diagnosis"] == "" and got[2]["diagnosis"] == vd.NO_ABLATION
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"tables": []}))
+    out = tmp_path / "out.json"
+    for arg in (str(bad), str(tmp_path / "missing.json")):
+        assert vd.main([arg, "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and arg in err[0]
+        assert not out.exists()
