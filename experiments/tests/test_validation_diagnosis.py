@@ -183,3 +183,23 @@ def test_a_published_result_is_diagnosed_and_bad_input_is_one_line(tmp_path, cap
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and arg in err[0]
         assert not out.exists()
+
+
+def test_the_tables_read_the_ablations_of_the_calibrations_cpu(tmp_path, monkeypatch):
+    """The validation's tables find the ablation results run on the CPU its calibration
+    names (the CPU file's [meta] cpu), in the checkout's results/."""
+    from kvsim import artifacts
+
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "ablation-x.json").write_text(json.dumps(MGET))
+    monkeypatch.setattr(artifacts, "source_root", lambda: tmp_path)
+    text = ('[meta]\ncpu = { vendor = "GenuineIntel", family = 6, model = 167, '
+            f'model_name = "{XEON["model_name"]}" }}\n')
+    line = _line("MGET hashtable none -> batch", 500.0, 1000.0)
+    diagnose = validation._diagnoser_for({"cpu_file_text": text})
+    assert diagnose(line, "a", 0.5).startswith("dram_x2 moves it 2.00x")
+    other = validation._diagnoser_for({"cpu_file_text": text.replace("167", "143")})
+    assert other(line, "a", 0.5) == vd.NO_ABLATION
+    assert validation._diagnoser_for(None)(line, "a", 0.5) == vd.NO_ABLATION
+    assert validation._diagnoser_for({"cpu_file_text": "not toml ["})(line, "a", 0.5) == \
+        vd.NO_ABLATION
