@@ -36,7 +36,9 @@ Per pair the table reports the native speedup (median of the rounds' ratios, boo
 interval, "within noise" when it holds 1.0, the ratio of the minimums beside it, and the
 spread between the runs' medians), the predicted speedup, their ratio predicted / native
 with the interval the native interval gives it, and whether the ratio lies within
-0.85-1.15.
+0.85-1.15. The time table gives each side's predicted and native ns per operation and, for a
+side outside the band, what this CPU's ablation results say of it
+(:mod:`kvsim.experiments.validation_diagnosis`).
 
 Held back. Rows marked ``held back`` (:data:`HELD_BACK_FAMILIES`: SAVE, MSET, snapshot
 load) are not used to tune the model (the validation's rule: fixes to the timing model or
