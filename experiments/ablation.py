@@ -81,6 +81,28 @@ SCALES = {s: {n: p.uses["ablation"]["keys"][s]
               for n, p in _catalogue.used_by("ablation").items()} for s in ("small", "full")}
 
 
+def validation_pair(name: str, scale: str) -> tuple[dict[str, Any], int] | None:
+    """A catalogue pair the validation runs (:mod:`kvsim.experiments.validation`) and the
+    ablation does not: its entry as :data:`PAIRS` holds them and its keys, sized as the
+    validation's row at ``scale`` (traced, native and warm-up operations), so that a
+    validation row's diagnosis (:mod:`kvsim.experiments.validation_diagnosis`) can have an
+    ablation of its own pair; None when no validation row runs ``name``."""
+    from kvsim.experiments import validation
+
+    for p in validation._pairs(scale):
+        if validation._PAIR_OF_ROW.get(p["row"]) != name:
+            continue
+        ops = p["common"].get("ops")
+        return ({"workload": p["workload"], "base": _side(p["a"]), "variant": _side(p["b"]),
+                 "options": {k: v for k, v in p["common"].items()
+                             if k not in ("keys", "ops", "seed")},
+                 "trace_ops": p["sim"].get("ops", ops), "native_ops": ops,
+                 "warmup_ops": p["warmup_ops"],
+                 "role": "held-back" if p["held_back"] else "tuning",
+                 "seed": _catalogue.get(name).seed}, int(p["common"]["keys"]))
+    return None
+
+
 def _scale(x: float, f: float) -> int:
     return max(1, int(round(x * f)))
 
@@ -371,7 +393,9 @@ def main(argv: list[str] | None = None, prog: str = "kvsim ablate") -> int:
     ap = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     ap.add_argument("--cpu", default="local")
     ap.add_argument("--scale", choices=sorted(SCALES), default="small")
-    ap.add_argument("--pairs", default=",".join(PAIRS))
+    ap.add_argument("--pairs", default=",".join(PAIRS),
+                    help="the ablation's pairs, or a catalogue pair a validation row runs "
+                         "(sized as that row at --scale)")
     ap.add_argument("--settings", default=",".join(SETTINGS))
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--no-native", action="store_true", help="predictions only")
@@ -379,6 +403,21 @@ def main(argv: list[str] | None = None, prog: str = "kvsim ablate") -> int:
     a = ap.parse_args(argv)
     pairs = [x.strip() for x in a.pairs.split(",") if x.strip()]
     settings = [x.strip() for x in a.settings.split(",") if x.strip()]
+    added = []  # validation pairs run for this command only (validation_pair)
+    for x in pairs:
+        got = validation_pair(x, a.scale) if x not in PAIRS else None
+        if got is not None:
+            PAIRS[x], SCALES[a.scale][x] = got
+            added.append(x)
+    try:
+        return _main(a, pairs, settings, prog, argv)
+    finally:
+        for x in added:
+            del PAIRS[x], SCALES[a.scale][x]
+
+
+def _main(a: argparse.Namespace, pairs: list[str], settings: list[str], prog: str,
+          argv: list[str] | None) -> int:
     try:
         bad = [x for x in pairs if x not in PAIRS] + [x for x in settings if x not in SETTINGS]
         if bad:

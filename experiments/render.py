@@ -276,7 +276,7 @@ _VALIDATION_COLUMNS = {
     "validation": ["row", "set", "predicted", "native [95 % CI]", "native (minimums)",
                    "run medians", "ratio [interval]", "within 0.85-1.15"],
     "validation_time": ["row", "side", "set", "predicted_ns_per_op", "native_ns_per_op",
-                        "ratio", "predicted_mlp"],
+                        "ratio", "predicted_mlp", "diagnosis"],
 }
 
 
@@ -287,7 +287,8 @@ def render_validation(doc: dict[str, Any], result: str) -> str:
     shown = dict(doc)
     tables = []
     for t in doc["tables"]:
-        keep = _VALIDATION_COLUMNS.get(t["name"])
+        # a column the result has (a result from before the diagnosis has none)
+        keep = [c for c in _VALIDATION_COLUMNS.get(t["name"], ()) if c in t["columns"]]
         if keep:
             idx = [t["columns"].index(c) for c in keep]
             t = dict(t, columns=keep, rows=[[r[i] for i in idx] for r in t["rows"]])

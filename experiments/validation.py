@@ -36,7 +36,9 @@ Per pair the table reports the native speedup (median of the rounds' ratios, boo
 interval, "within noise" when it holds 1.0, the ratio of the minimums beside it, and the
 spread between the runs' medians), the predicted speedup, their ratio predicted / native
 with the interval the native interval gives it, and whether the ratio lies within
-0.85-1.15.
+0.85-1.15. The time table gives each side's predicted and native ns per operation and, for a
+side outside the band, what this CPU's ablation results say of it
+(:mod:`kvsim.experiments.validation_diagnosis`).
 
 Held back. Rows marked ``held back`` (:data:`HELD_BACK_FAMILIES`: SAVE, MSET, snapshot
 load) are not used to tune the model (the validation's rule: fixes to the timing model or
@@ -119,10 +121,12 @@ def _pairs(scale: str) -> list[dict[str, Any]]:
     for table, v in (("hashtable", "batch"), ("dict", "chunk-15133")):
         add(f"MGET {table} none -> {v}", f"mget-{table}-{v}", {"keys": keys, "ops": mops},
             {"ops": msim}, warmup_ops=msim)
-    sops, ssim = (5_000, 1_000) if small else (20_000, 4_000)
+    # MSET traces every command the native run times: over random keys of a half-filled
+    # range each MSET leaves more keys existing, so its cost drifts through the run and a
+    # shorter trace predicts another phase of it (results/trace-length-xeon-m167.json)
+    sops = 5_000 if small else 20_000
     for table, v in (("hashtable", "batch"), ("dict", "redis-15043"), ("dict", "chunk-15133")):
-        add(f"MSET {table} none -> {v}", f"mset10-{table}-{v}", {"keys": keys, "ops": sops},
-            {"ops": ssim})
+        add(f"MSET {table} none -> {v}", f"mset10-{table}-{v}", {"keys": keys, "ops": sops})
     loads = ({8: 50_000, 256: 20_000, 4096: 4_000, 16384: 1_000} if small else
              {8: 500_000, 256: 200_000, 4096: 40_000, 16384: 12_000})
     for value, n in loads.items():
@@ -469,16 +473,61 @@ def _speedup_frame(lines: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(recs)
 
 
-def _time_frame(lines: list[dict]) -> pd.DataFrame:
+def diagnoser(ablations: list[tuple[str, dict]], defaults: dict | None = None):
+    """``(line, side, ratio) -> diagnosis`` of a time-table side from the ablation results
+    ``[(file, result)]`` (:mod:`kvsim.experiments.validation_diagnosis`); ``defaults``:
+    c_ref's option defaults per workload (read from c_ref when None)."""
+    from kvsim.experiments import validation_diagnosis as vd
+
+    if defaults is None:
+        defaults = vd.cref_defaults()
+    cands = [s for f, doc in ablations for s in vd.sides(doc, f, defaults)]
+    by_row = {(scale, p["row"]): p for scale in ("small", "full") for p in _pairs(scale)}
+
+    def diagnose(line: dict, side: str, ratio: float | None) -> str:
+        p = by_row.get((line.get("scale"), line["row"]))
+        if p is None:
+            return ""
+        return vd.diagnose(ratio, p["workload"], p[side], {**p["common"], **p[side]}, cands,
+                           defaults, BAND)
+    return diagnose
+
+
+def _diagnoser_for(calib: dict | None):
+    """The :func:`diagnoser` of the ablation results run on the CPU the validation's
+    calibration names (its CPU file's ``[meta] cpu``); with none found every side outside
+    the band says "no ablation"."""
+    import tomllib
+
+    from kvsim.experiments import validation_diagnosis as vd
+
+    text = (calib or {}).get("cpu_file_text")
+    try:
+        cpu = (tomllib.loads(text).get("meta") or {}).get("cpu") if isinstance(text, str) \
+            else None
+    except tomllib.TOMLDecodeError:
+        cpu = None
+    try:
+        return diagnoser(vd.ablations_for(cpu))
+    except Exception as exc:  # noqa: BLE001 - c_ref missing: the tables still assemble
+        if type(exc).__name__ not in ("CrefError", "ArtifactMissing"):
+            raise
+        return None
+
+
+def _time_frame(lines: list[dict], diagnose=None) -> pd.DataFrame:
+    """Per row and side the predicted and native ns per operation, their ratio and, with
+    ``diagnose`` (:func:`diagnoser`), what the ablation says of a side outside the band."""
     recs = []
     for ln in lines:
         for side, label in (("a", "baseline"), ("b", "variant")):
             p = ln.get(f"predicted_ns_per_op_{side}")
             n = ln.get(f"native_ns_per_op_{side}")
+            ratio = p / n if p and n else None
             recs.append({"row": ln["row"], "side": label, "set": ln["set"],
-                         "predicted_ns_per_op": p, "native_ns_per_op": n,
-                         "ratio": p / n if p and n else None,
-                         "predicted_mlp": ln.get(f"predicted_mlp_{side}")})
+                         "predicted_ns_per_op": p, "native_ns_per_op": n, "ratio": ratio,
+                         "predicted_mlp": ln.get(f"predicted_mlp_{side}"),
+                         "diagnosis": diagnose(ln, side, ratio) if diagnose else ""})
     return pd.DataFrame(recs)
 
 
@@ -588,7 +637,7 @@ def _draw_scatter(x: str, y: str, xlabel: str, ylabel: str, log: bool,
 def _tables(rows: pd.DataFrame) -> list[Table]:
     lines, calib = pair_rows(rows)
     sp = _speedup_frame(lines)
-    tm = _time_frame(lines)
+    tm = _time_frame(lines, _diagnoser_for(calib))
     # the CPU file(s) the predictions used: the calibration's, or one given by --cpu
     used = sorted({(ln.get("cpu_file"), ln["cpu_file_sha256"]) for ln in lines
                    if ln.get("cpu_file_sha256")}, key=str)
@@ -623,7 +672,12 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
               note="an operation is a command (GET, MGET, MSET) or a key (KEYS, SAVE, load); "
                    "the predicted figure counts only the simulated phase after the warm-up; "
                    "predicted_mlp: the simulated L1 misses in flight on average (the "
-                   "miss-buffer occupancy)."),
+                   "miss-buffer occupancy). Diagnosis, for a side outside 0.85-1.15: the "
+                   "setting of this CPU's ablation (results/ablation-*.json, `kvsim ablate`) "
+                   "that moves the matching ablation side's predicted time toward native "
+                   "most nearly, by how much, and the share of the miss it covers "
+                   "(kvsim.experiments.validation_diagnosis); `no ablation` where none "
+                   "matches."),
         Table("validation_summary", "Rows within 0.85-1.15, tuning and held-back sets",
               _summary_frame(sp), "rows; ratio predicted / native",
               note="held back: " + ", ".join(sorted(HELD_BACK)) + "."),

@@ -3,6 +3,8 @@ trace, and bad input is one line."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from kvsim import sim
@@ -118,3 +120,39 @@ def test_the_command_and_the_study_compute_the_same_cells(tmp_path, monkeypatch)
     assert json.loads(pred)["speedup"] == doc["rows"][0]["predicted"]["speedup"]
     md = (tmp_path / "sweep" / "ablation" / "ablation.md").read_text()
     assert "rob_x2" in md and "sim:epyc-7713" in md
+
+
+def test_a_validation_rows_pair_is_ablated_at_its_size(tmp_path, monkeypatch):
+    """A catalogue pair a validation row runs (and the ablation does not) is ablated sized
+    as that row, for this command only."""
+    from kvsim.experiments import validation
+
+    real = validation._pairs
+
+    def small(scale):
+        out = json.loads(json.dumps(real(scale)))
+        for p in out:
+            p["common"]["keys"] = 3000
+            if "ops" in p["common"]:
+                p["common"]["ops"], p["sim"] = 40, {"ops": 20}
+                p["warmup_ops"] = 20 if p["warmup_ops"] else None
+        return out
+
+    monkeypatch.setattr(validation, "_pairs", small)
+    before = (dict(ablation.PAIRS), {s: dict(v) for s, v in ablation.SCALES.items()})
+    out = tmp_path / "a.json"
+    assert ablation.main(["--cpu", "epyc-7713", "--pairs", "mget-dict-chunk-15133,keys",
+                          "--settings", "base,dram_x2", "--no-native",
+                          "--out", str(out)]) == 0
+    assert (ablation.PAIRS, ablation.SCALES) == before, "the catalogue's entry is not kept"
+    rows = {r["pair"]: r for r in json.loads(out.read_text())["rows"]}
+    got = rows["mget-dict-chunk-15133"]
+    assert got["keys"] == 3000 and got["options"]["table"] == "dict"
+    assert got["role"] == "tuning" and got["workload"] == "mget"
+    pred = got["predicted"]
+    assert pred["base"]["variant"] == "none" and pred["variant"]["variant"] == "chunk-15133"
+    assert pred["base"]["ops"] == 20, "the row's traced MGETs, after its warm-up"
+    assert set(pred["speedup"]) == {"base", "dram_x2"}
+    assert rows["keys"]["keys"] == ablation.SCALES["small"]["keys"]
+    assert ablation.main(["--cpu", "epyc-7713", "--pairs", "no-such-pair", "--no-native",
+                          "--out", str(out) + "x"]) == 2

@@ -1,0 +1,248 @@
+"""What an ablation says about a validation row's time: the diagnosis column of the
+validation's time table (:mod:`kvsim.experiments.validation`, issue 42 section 2).
+
+A side (baseline or variant) of a validation row whose predicted / native time per
+operation lies outside the band misses by a factor ``miss = native / predicted``. The
+ablation results of the same CPU (``kvsim ablate``, ``results/ablation-*.json`` whose
+provenance names the same CPU vendor model, family and model number) predict the same kind
+of trace under settings that change one thing (DRAM latency, the last level's size, the
+ROB...). Each setting moves the side's predicted time by ``f = ns(setting) / ns(base)``; the
+diagnosis is the setting that moves it in the direction it misses and closest to ``miss``
+(in log terms), with how much of the miss it covers:
+
+* ``covers``: ``f / miss`` within the band;
+* ``N %``: ``ln f / ln miss``, the share of the miss it covers;
+* ``more than``: ``f`` beyond the miss (past the band).
+
+Which ablation side matches a validation side: the same c_ref workload with the same
+structure (:data:`STRUCTURAL`: the iterate operation, the table, the object layout, and
+every option either side sets itself: the variant, its batch), c_ref's defaults filled in
+(``kvsim-cref options --json``, the one definition). Other options may differ (the pipeline
+depth, keys per command, the value size): the diagnosis names each difference and the
+ablation's key count, so the reader sees how near the ablation's trace is to the row's.
+Sizes (keys, operations, warm-up, seed) are never compared. A side with no match says
+``no ablation``; a side within the band says nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: options that only size a run: never compared
+SIZES = frozenset({"keys", "ops", "seed", "warmup_ops", "warm_setup", "warm_setup_lines",
+                   "trace_ops", "native_ops"})
+#: options that change what is traced: an ablation matches only when they agree
+STRUCTURAL = ("op", "table", "layout", "variant")
+#: what a side says with no ablation that matches it
+NO_ABLATION = "no ablation"
+
+
+def cref_defaults() -> dict[str, dict[str, Any]]:
+    """workload -> {option: c_ref's default} (``kvsim-cref options --json``)."""
+    from kvsim.experiments import cref
+
+    out: dict[str, dict[str, Any]] = {}
+    for o in cref.workload_options()["options"]:
+        for w in o.get("workloads", ()):
+            out.setdefault(w, {})[o["name"].replace("-", "_")] = o.get("default")
+    return out
+
+
+def normalised(workload: str, options: Mapping[str, Any],
+               defaults: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """``options`` with c_ref's defaults of ``workload`` filled in, sizes left out."""
+    full = {**defaults.get(workload, {}), **options}
+    return {k: v for k, v in full.items() if k not in SIZES}
+
+
+@dataclass(frozen=True)
+class AblationSide:
+    """One side of one ablation pair: its options and predicted ns per operation under
+    every setting of the file."""
+
+    file: str
+    cpu_file: str
+    pair: str
+    workload: str
+    keys: int
+    own: frozenset[str]  # the options the side sets itself
+    options: Mapping[str, Any]  # normalised (common and the side's)
+    ns: Mapping[str, float]  # setting -> ns per operation
+
+
+def sides(doc: Mapping[str, Any], file: str,
+          defaults: Mapping[str, Mapping[str, Any]]) -> list[AblationSide]:
+    """The sides of every pair of an ablation result (``kvsim ablate``'s JSON)."""
+    cpu = doc.get("cpu") or {}
+    cpu_file = cpu.get("file") or cpu.get("name") or "" if isinstance(cpu, dict) else str(cpu)
+    out = []
+    for row in doc.get("rows", ()):
+        pred = row.get("predicted") or {}
+        for side in ("base", "variant"):
+            got = pred.get(side)
+            if not got or "base" not in got.get("settings", {}):
+                continue
+            v = got["variant"]
+            own = dict(v) if isinstance(v, dict) else {"variant": v}
+            out.append(AblationSide(
+                file, cpu_file, row["pair"], row["workload"], int(row["keys"]),
+                frozenset(own), normalised(row["workload"], {**row.get("options", {}), **own},
+                                           defaults),
+                {s: float(x["ns_per_op"]) for s, x in got["settings"].items()}))
+    return out
+
+
+def match(workload: str, own: Iterable[str], options: Mapping[str, Any], keys: int | None,
+          candidates: Iterable[AblationSide]) -> tuple[AblationSide, list[str]] | None:
+    """The ablation side nearest to a validation side (``options`` normalised, ``own`` the
+    options the side sets itself), and the options where it differs; None without one."""
+    best = None
+    for c in candidates:
+        if c.workload != workload:
+            continue
+        must = set(STRUCTURAL) | set(own) | set(c.own)
+        if any(c.options.get(k) != options.get(k) for k in must):
+            continue
+        diffs = sorted(k for k in set(c.options) | set(options)
+                       if k not in must and c.options.get(k) != options.get(k))
+        rank = (len(diffs), abs(math.log(c.keys / keys)) if keys else 0.0, c.file, c.pair)
+        if best is None or rank < best[0]:
+            best = (rank, c, diffs)
+    return None if best is None else (best[1], best[2])
+
+
+def explain(ratio: float | None, side: AblationSide, diffs: list[str],
+            options: Mapping[str, Any], keys: int | None,
+            band: tuple[float, float]) -> str:
+    """The diagnosis of one side predicted at ``ratio`` of native by ``side``'s settings."""
+    if ratio is None or not ratio > 0 or band[0] <= ratio <= band[1]:
+        return ""
+    miss = 1.0 / ratio
+    base = side.ns["base"]
+    moves = {s: v / base for s, v in side.ns.items() if s != "base" and base > 0 and v > 0}
+    toward = {s: f for s, f in moves.items() if (f > 1) == (miss > 1) and f != 1}
+    where = [f"{Path(side.file).name}: {side.pair}, {side.keys:,} keys"]
+    if keys and keys != side.keys:
+        where[-1] += f" (row {keys:,})"
+    where += [f"{k} {side.options.get(k)} (row {options.get(k)})" for k in diffs]
+    src = "; ".join(w for w in where if w)
+    if not toward:
+        return f"no setting moves it toward the {miss:.2f}x it misses [{src}]"
+    s, f = min(toward.items(), key=lambda x: (abs(math.log(x[1]) - math.log(miss)), x[0]))
+    if band[0] <= f / miss <= band[1]:
+        said = f"covers the {miss:.2f}x it misses"
+    elif abs(math.log(f)) < abs(math.log(miss)):
+        said = f"{100 * math.log(f) / math.log(miss):.0f} % of the {miss:.2f}x it misses"
+    else:
+        said = f"more than the {miss:.2f}x it misses"
+    return f"{s} moves it {f:.2f}x: {said} [{src}]"
+
+
+def diagnose(ratio: float | None, workload: str, own: Iterable[str],
+             options: Mapping[str, Any], candidates: list[AblationSide],
+             defaults: Mapping[str, Mapping[str, Any]], band: tuple[float, float]) -> str:
+    """The diagnosis of a validation side: empty within the band (or without a ratio),
+    :data:`NO_ABLATION` without a matching ablation side, else :func:`explain`'s."""
+    if ratio is None or not ratio > 0 or band[0] <= ratio <= band[1]:
+        return ""
+    keys = options.get("keys")
+    norm = normalised(workload, options, defaults)
+    got = match(workload, own, norm, keys, candidates)
+    if got is None:
+        return NO_ABLATION
+    return explain(ratio, got[0], got[1], norm, keys, band)
+
+
+def same_cpu(machine: Mapping[str, Any], cpu: Mapping[str, Any]) -> bool:
+    """Whether an ablation's provenance ``machine`` (``cpu_model``, ``cpu_family``,
+    ``cpu_model_number``, /proc/cpuinfo's) names the CPU a CPU file's ``[meta] cpu``
+    (``model_name``, ``family``, ``model``) does."""
+    return (bool(cpu.get("model_name")) and machine.get("cpu_model") == cpu.get("model_name")
+            and str(machine.get("cpu_family")) == str(cpu.get("family"))
+            and str(machine.get("cpu_model_number")) == str(cpu.get("model")))
+
+
+def ablations_for(cpu: Mapping[str, Any] | None, root: Path | None = None
+                  ) -> list[tuple[str, dict]]:
+    """``(path as shown, result)`` of every ``results/ablation-*.json`` of the checkout run on
+    the CPU ``cpu`` (a CPU file's ``[meta] cpu``); none without a CPU or a checkout."""
+    if not cpu:
+        return []
+    if root is None:
+        from kvsim import artifacts
+
+        root = artifacts.source_root()
+    if root is None:
+        return []
+    out = []
+    for p in sorted((Path(root) / "results").glob("ablation-*.json")):
+        try:
+            doc = json.loads(p.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if same_cpu((doc.get("provenance") or {}).get("machine") or {}, cpu):
+            out.append((str(p.relative_to(root)), doc))
+    return out
+
+
+def from_result(doc: Mapping[str, Any], root: Path | None = None,
+                defaults: Mapping[str, Mapping[str, Any]] | None = None) -> list[dict]:
+    """The diagnosis of every side of a published validation result (its
+    ``validation_time`` table; its scale from ``validation_calibration``), from the ablation
+    results of the CPU its provenance names: ``[{"row", "side", "ratio", "diagnosis"}]``."""
+    from kvsim.experiments import validation
+
+    tables = {t["name"]: t for t in doc.get("tables", ())}
+    if "validation_time" not in tables:
+        raise ValueError("not a validation result: no validation_time table")
+    cal = dict(tables["validation_calibration"]["rows"]) if "validation_calibration" in \
+        tables else {}
+    scale = cal.get("scale") or "full"
+    m = (doc.get("provenance") or {}).get("machine") or {}
+    cpu = {"model_name": m.get("cpu_model"), "family": m.get("cpu_family"),
+           "model": m.get("cpu_model_number")}
+    diagnose = validation.diagnoser(ablations_for(cpu, root), defaults)
+    t = tables["validation_time"]
+    out = []
+    for r in (dict(zip(t["columns"], row, strict=True)) for row in t["rows"]):
+        side = "a" if r["side"] == "baseline" else "b"
+        out.append({"row": r["row"], "side": r["side"], "ratio": r["ratio"],
+                    "diagnosis": diagnose({"row": r["row"], "scale": scale}, side,
+                                          r["ratio"])})
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m kvsim.experiments.validation_diagnosis RESULT [--out FILE]``: the
+    diagnosis of a published validation result's time table, printed and written."""
+    import argparse
+    import sys
+
+    from kvsim import provenance
+
+    prog = "python -m kvsim.experiments.validation_diagnosis"
+    ap = argparse.ArgumentParser(prog=prog, description=main.__doc__.split("\n")[0])
+    ap.add_argument("result", help="a validation result (results/experiments/*.json)")
+    provenance.add_out_option(ap, "validation-diagnosis.json")
+    a = ap.parse_args(argv)
+    try:
+        doc = json.loads(Path(a.result).read_text())
+        rows = from_result(doc)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        print(f"{prog}: error: {a.result}: {why}", file=sys.stderr)
+        return 2
+    for r in rows:
+        ratio = f"{r['ratio']:.2f}" if r["ratio"] else "-"
+        print(f"{r['row']:40} {r['side']:8} {ratio:>5}  {r['diagnosis']}")
+    return provenance.publish(prog, provenance.out_path(a.out, "validation-diagnosis.json"),
+                              {"validation": a.result, "rows": rows})
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
