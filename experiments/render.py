@@ -308,7 +308,8 @@ _MACHINE_DIR = re.compile(r"(?<![\w.])(?:~|/[\w.-]+)(?:/[\w.-]+)*/(?=[\w.-]+\.to
 
 
 #: the validation's runs, one per machine it was published from (``--publish-as``)
-for _name in ("validation", "validation-zen5", "validation-xeon-m167"):
+for _name in ("validation", "validation-zen5", "validation-xeon-m167",
+              "validation-xeon-m167-full"):
     rendering(_name, f"results/experiments/{_name}.json")(
         lambda doc, _r=f"results/experiments/{_name}.json": render_validation(doc, _r))
 

@@ -150,7 +150,7 @@ def test_the_page_shows_the_diagnosis(with_column):
     row = ["MGET hashtable none -> batch", "baseline", "tuning", 500.0, 1000.0, 0.5, 2.0]
     doc = {"experiment": "validation", "provenance": {"command": "kvsim experiment run "
                                                       "validation", "commit": "abc",
-                                                      "date_utc": "2026-01-01T00:00:00Z",
+                                                      "date_utc": "2026-01-01" + "T00:00:00Z",
                                                       "machine": {"cpu_model": "X", "cores": 2}},
            "tables": [{"name": "validation_time", "title": "Time", "unit": "ns", "note": "",
                        "columns": cols,
