@@ -343,7 +343,10 @@ def add_to_file(src: Path, out: Path, rounds: int = 3, calls: int = 100_000,
     if "server" in (doc.get("work") or {}):
         raise ConfigError(f"{src}: already has [work] server")
     if "work" in doc:  # the other kinds as the file has them: the server kernel alone now
+        from kvsim.provenance import provenance
+
         add_server(doc, measure_server(rounds, log), log)
+        doc["meta"]["server_work_provenance"] = provenance()
     else:
         raw = {"work": (doc.get("meta", {}).get("raw") or {}).get("work_ns_per_call") or {},
                "work_kinds": measure(rounds, calls, log)}
