@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/personality.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -374,7 +375,20 @@ static int serveMain(int argc, char **argv) {
 
 /* `kvsim-cref serverloop`: the server's request code timed (JSON on stdout) or traced
  * (--trace OUT), c_ref/serverloop.c; the server's defaults (as `serve`) for the rest. */
+/* serverloop --trace: the server's blocks come from the C library's allocator (as in
+ * `serve`), whose addresses follow the address-space layout; without its randomisation
+ * (personality ADDR_NO_RANDOMIZE, then the program again) the trace is the same on every
+ * run.  Where the kernel refuses, the run carries on randomised. */
+static void noRandomize(char **argv) {
+    int p = personality(0xffffffff);
+    if (p == -1 || (p & ADDR_NO_RANDOMIZE)) return;
+    if (personality((unsigned long)p | ADDR_NO_RANDOMIZE) == -1) return;
+    execv("/proc/self/exe", argv); /* returns only when it fails */
+}
+
 static int serverLoopMain(int argc, char **argv) {
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--trace")) noRandomize(argv);
     ksServerLoopConfig cfg = {.pipeline = "lookahead", .multikey = "batch", .batch = 0, .get = 0,
                               .depth = 1, .keys = 1000, .value_size = 3, .iters = 20000, .rounds = 5};
     const char *trace_out = NULL;

@@ -159,3 +159,15 @@ def test_the_server_rate_reproduces_the_kernels_time(tmp_path, monkeypatch):
     assert doc["work"]["src"]["server"].startswith("measured: c_ref's server")
     assert doc["meta"]["raw"]["work_kinds"]["server_runs"] == [run]
     assert sim.parse_cpu(tomllib.loads(cal.to_toml(doc))).work_ipc()["server"] > 0
+
+
+def test_the_server_kernels_trace_is_deterministic(tmp_path):
+    """Same options, same bytes: the traced loop runs without address-space randomisation
+    (the libc allocator's addresses are in the trace)."""
+    outs = []
+    for i in range(2):
+        out = tmp_path / f"d{i}.kvt"
+        _cref("serverloop", "--command", "get", "--depth", 2, "--iters", 50, "--keys", 20,
+              "--trace", out)
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1]
