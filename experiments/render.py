@@ -237,9 +237,6 @@ register_each(render_experiment, {n: f"results/experiments/{n}.json"
                                   for n in ("multikey_window", "hash", "pipeline_mget")})
 # the server study (issue 43: ``kvsim experiment run server --scale small --publish``)
 register_each(render_experiment, {"server": "results/experiments/server.json"})
-# the same with the calibrated file before and after [work] server, against one run's native
-# cells (``... --cpu FILE --cpu FILE-with-server ... --publish-as server_srvipc``)
-register_each(render_experiment, {"server_srvipc": "results/experiments/server_srvipc.json"})
 
 
 @rendering("server_kernel", "results/server-kernel-ping.json")
