@@ -180,7 +180,7 @@ void *ksZmalloc(size_t n) {
     void *p = malloc(n ? n : 1);
     if (!p) abort(); /* zmalloc_oom_handler */
     atomic_fetch_add_explicit(&used_memory, malloc_usable_size(p), memory_order_relaxed);
-    KS_WORK(KS_ZMALLOC_WORK);
+    KS_WORK_OF(KVT_WORK_SERVER, KS_ZMALLOC_WORK);
     return p;
 }
 
@@ -195,7 +195,7 @@ void ksZfree(void *p) {
     if (!p) return;
     atomic_fetch_sub_explicit(&used_memory, malloc_usable_size(p), memory_order_relaxed);
     free(p);
-    KS_WORK(KS_ZFREE_WORK);
+    KS_WORK_OF(KVT_WORK_SERVER, KS_ZFREE_WORK);
 }
 
 size_t ksZmallocUsed(void) { return atomic_load_explicit(&used_memory, memory_order_relaxed); }
@@ -414,7 +414,7 @@ static __attribute__((noinline)) void commandProcessed(ksClient *c) {
 void ksCallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd, const ksCommandDef *def, int id) {
     cp.current_client = c;
     cmdInfo *ci = &cp.info[id]; /* c->cmd: the command found at lookup */
-    KS_WORK(KS_CALL_WORK);
+    KS_WORK_OF(KVT_WORK_SERVER, KS_CALL_WORK);
     if (!processChecks(c, ci)) { /* unreachable in this configuration; never silent */
         ksReplyError(ks, c, "ERR command rejected by the server's state");
         commandProcessed(c);
@@ -574,7 +574,7 @@ int ksCallPrepareWrite(ksClient *c) {
  * min-string-size-avoid-copy-reply bytes and more; with obj absent (a reply starting
  * in an empty buffer), whether the io-threads reach min-io-threads-avoid-copy-reply. */
 int ksCallCopyAvoidPreferred(const ksClient *c, int has_obj, size_t len) {
-    if (has_obj) KS_WORK(KS_COPY_AVOID_WORK);
+    if (has_obj) KS_WORK_OF(KVT_WORK_SERVER, KS_COPY_AVOID_WORK);
     if (c->flags & (CF_FAKE | CF_PUSHING)) return 0;
     int type = getClientType(c);
     if (type != CLIENT_TYPE_NORMAL && type != CLIENT_TYPE_PUBSUB) return 0;
@@ -589,7 +589,7 @@ void ksCallAppend(ksKeyspace *ks, ksClient *c, const void *s, size_t len) {
     if (c->flags & CF_REPLICA) return; /* a replica's link gets no replies */
     c->net_output_bytes_curr_cmd += len;
     cp.stat_net_output_bytes += len;
-    KS_WORK(KS_REPLY_APPEND_WORK);
+    KS_WORK_OF(KVT_WORK_SERVER, KS_REPLY_APPEND_WORK);
     if (c->rlen == 0) { /* _addReplyToBuffer at an empty buffer: plain or header-encoded */
         if (ksCallCopyAvoidPreferred(c, 0, 0)) c->reply_flags |= REPLY_BUF_ENCODED;
         else c->reply_flags &= ~(uint32_t)REPLY_BUF_ENCODED;

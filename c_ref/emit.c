@@ -86,7 +86,7 @@ void ksEmitWorkMarkers(ksEmitter *e, uint16_t site) {
 }
 
 const char *const ksWorkKindName[KVT_NUM_WORK] = {
-    "generic", "hash", "crc", "copy", "compare", "parse",
+    "generic", "hash", "crc", "copy", "compare", "parse", "server",
 };
 
 /* --- CRC32 (zlib polynomial 0xEDB88320), slice-by-8 ------------------------ */

@@ -26,12 +26,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/personality.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "arena.h"
 #include "emit.h"
 #include "server.h"
+#include "serverloop.h"
 #include "workload.h"
 
 #define KVSIM_CREF_VERSION "0.1.0"
@@ -41,6 +43,7 @@ int tr_ksWorkloadRun(const ksWorkloadSpec *spec, ksWorkloadResult *res, char *er
 ksEmitter *tr_ksEmitterOpen(FILE *out, const char *json, uint32_t chunk_records);
 int tr_ksEmitterClose(ksEmitter *e);
 int tr_ksServe(const ksServerConfig *cfg, char *err, size_t errlen);
+int tr_ksServerLoopRun(const ksServerLoopConfig *cfg, ksServerLoopResult *res, char *err, size_t errlen);
 extern ksEmitter *tr_ksEmitterCurrent;
 
 static char *tmp_path = NULL;
@@ -73,6 +76,11 @@ static void usage(void) {
             "               as the reference Valkey, or from c_ref's deterministic arena;\n"
             "               prints 'ready HOST PORT' when listening; stops on SIGTERM;\n"
             "               --trace: the traced build serves, its trace written to OUT at the end)\n"
+            "       kvsim-cref serverloop [--command ping|get] [--depth D] [--iters N] [--rounds R]\n"
+            "              [--keys K] [--value-size V] [--batch 0..128] [--trace OUT]\n"
+            "              (the server's request code as a kernel, c_ref/serverloop.c: segments of D\n"
+            "               requests fed to the server between read and write, timed natively with\n"
+            "               and without a loopback write+read between them (JSON), or traced)\n"
             "WORKLOAD: %s\noptions:\n", ksWorkloadNames());
     for (int i = 0; i < KS_NUM_WORKLOAD_OPTIONS; i++) {
         const ksWorkloadOption *o = &ksWorkloadOptions[i];
@@ -363,6 +371,101 @@ static int serveMain(int argc, char **argv) {
     return 0;
 }
 
+/* --- serverloop ---------------------------------------------------------------- */
+
+/* `kvsim-cref serverloop`: the server's request code timed (JSON on stdout) or traced
+ * (--trace OUT), c_ref/serverloop.c; the server's defaults (as `serve`) for the rest. */
+/* serverloop --trace: the server's blocks come from the C library's allocator (as in
+ * `serve`), whose addresses follow the address-space layout; without its randomisation
+ * (personality ADDR_NO_RANDOMIZE, then the program again) the trace is the same on every
+ * run.  Where the kernel refuses, the run carries on randomised. */
+static void noRandomize(char **argv) {
+    int p = personality(0xffffffff);
+    if (p == -1 || (p & ADDR_NO_RANDOMIZE)) return;
+    if (personality((unsigned long)p | ADDR_NO_RANDOMIZE) == -1) return;
+    execv("/proc/self/exe", argv); /* returns only when it fails */
+}
+
+static int serverLoopMain(int argc, char **argv) {
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--trace")) noRandomize(argv);
+    ksServerLoopConfig cfg = {.pipeline = "lookahead", .multikey = "batch", .batch = 0, .get = 0,
+                              .depth = 1, .keys = 1000, .value_size = 3, .iters = 20000, .rounds = 5};
+    const char *trace_out = NULL;
+    for (int i = 2; i < argc; i++) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v) die("%s: missing value", o);
+        i++;
+        if (!strcmp(o, "--command")) {
+            if (strcmp(v, "ping") && strcmp(v, "get")) die("--command: expected ping or get, got '%s'", v);
+            cfg.get = !strcmp(v, "get");
+        } else if (!strcmp(o, "--depth")) {
+            cfg.depth = (int)parseUint(o, v, 1, 1000);
+        } else if (!strcmp(o, "--iters")) {
+            cfg.iters = (long)parseUint(o, v, 1, 10000000);
+        } else if (!strcmp(o, "--rounds")) {
+            cfg.rounds = (int)parseUint(o, v, 1, KS_SERVERLOOP_MAX_ROUNDS);
+        } else if (!strcmp(o, "--keys")) {
+            cfg.keys = (int)parseUint(o, v, 1, 10000000);
+        } else if (!strcmp(o, "--value-size")) {
+            cfg.value_size = (uint32_t)parseUint(o, v, 1, 1 << 20);
+        } else if (!strcmp(o, "--batch")) {
+            cfg.batch = (int)parseUint(o, v, 0, KS_SERVER_MAX_BATCH);
+        } else if (!strcmp(o, "--trace")) {
+            if (!*v || !strcmp(v, "-")) die("--trace: expected a file name");
+            trace_out = v;
+        } else {
+            die("serverloop: unknown option '%s'", o);
+        }
+    }
+    ksWorkloadSpec s; /* the keyspace's defaults, as `serve` takes them */
+    ksWorkloadSpecInit(&s, "mget");
+    char opts[256];
+    snprintf(opts, sizeof(opts), "table=%s layout=%s cluster=%d seed=0", s.table, s.layout, s.cluster);
+    cfg.options = opts;
+    char err[512] = "";
+    ksServerLoopResult res;
+    if (trace_out) {
+        s.workload = "serverloop";
+        s.warm_setup = "accesses"; /* the fill and the warm segments, recorded as they run */
+        s.pipeline = cfg.pipeline;
+        s.variant = cfg.multikey;
+        s.batch = cfg.batch;
+        s.keys = cfg.get ? (uint64_t)cfg.keys : 0;
+        s.value_size = cfg.value_size;
+        s.ops = (uint64_t)cfg.iters * (uint64_t)cfg.depth;
+        s.pipeline_depth = cfg.depth;
+        s.seed = 0;
+        char *header = traceHeader(&s);
+        FILE *f = traceOpen(trace_out);
+        ksEmitter *e = tr_ksEmitterOpen(f, header, KVT_DEFAULT_CHUNK_RECORDS);
+        free(header);
+        if (!e) die("cannot write the trace header: %s", strerror(errno));
+        if (tr_ksServerLoopRun(&cfg, &res, err, sizeof(err))) die("%s", err);
+        if (tr_ksEmitterClose(e)) die("write error on '%s': %s", trace_out, strerror(errno));
+        traceClose(f, trace_out);
+        return 0;
+    }
+    if (ksServerLoopRun(&cfg, &res, err, sizeof(err))) die("%s", err);
+    static const char *const arms[KS_SERVERLOOP_ARMS] = {"none", "loopback"};
+    jbuf j = {0};
+    jput(&j, "{\"command\":\"%s\",\"depth\":%d,\"iters\":%ld,\"keys\":%d,", cfg.get ? "get" : "ping",
+         cfg.depth, cfg.iters, cfg.keys);
+    for (int a = 0; a < KS_SERVERLOOP_ARMS; a++) {
+        jput(&j, "\"%s_clock_ns\":[", arms[a]);
+        for (int r = 0; r < res.rounds; r++) jput(&j, "%s%.1f", r ? "," : "", res.clock_ns[a][r]);
+        jput(&j, "],\"%s_segment_ns\":[", arms[a]);
+        for (int r = 0; r < res.rounds; r++) jput(&j, "%s%.1f", r ? "," : "", res.segment_ns[a][r]);
+        jput(&j, "],");
+    }
+    jput(&j, "\"producer\":");
+    jproducer(&j);
+    jput(&j, ",\"rounds\":%d,\"value_size\":%u}", res.rounds, cfg.value_size);
+    printf("%s\n", j.buf);
+    free(j.buf);
+    return fflush(stdout) == 0 ? 0 : 1;
+}
+
 /* --- Main ------------------------------------------------------------------ */
 
 int main(int argc, char **argv) {
@@ -382,7 +485,8 @@ int main(int argc, char **argv) {
         return fflush(stdout) == 0 ? 0 : 1;
     }
     if (!strcmp(mode, "serve")) return serveMain(argc, argv);
-    if (strcmp(mode, "trace") && strcmp(mode, "native")) die("unknown command '%s' (trace|native|options|serve)", mode);
+    if (!strcmp(mode, "serverloop")) return serverLoopMain(argc, argv);
+    if (strcmp(mode, "trace") && strcmp(mode, "native")) die("unknown command '%s' (trace|native|options|serve|serverloop)", mode);
     int trace = !strcmp(mode, "trace");
     if (argc < 3 || argv[2][0] == '-') die("missing WORKLOAD (%s)", ksWorkloadNames());
     if (!ksWorkloadFamily(argv[2])) die("unknown workload '%s' (%s)", argv[2], ksWorkloadNames());

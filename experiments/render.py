@@ -247,6 +247,17 @@ def render_server_kernel(doc: dict[str, Any]) -> str:
     return markdown(doc) + "\n\n" + provenance_line(
         doc, RENDERINGS["server_kernel"].result, "python -m kvsim.experiments.server_kernel "
         "--cpu CPUFILE --cpu xeon-8488c --quick")
+@rendering("server_user", "results/server-user.json")
+def render_server_user(doc: dict[str, Any]) -> str:
+    """The server's user code per request, natively and predicted before and after [work]
+    server (experiments/server_user.py)."""
+    from kvsim.experiments.server_user import markdown
+
+    return markdown(doc) + "\n\n" + provenance_line(
+        doc, RENDERINGS["server_user"].result, "python -m kvsim.experiments.server_user "
+        "--before CPUFILE --after CPUFILE --ping results/server-kernel-ping.json")
+
+
 # the seeds' published times on their own presets (a compact table of its own)
 register_each(lambda doc, result: _seed_absolute().render(doc, result),
               {"seed_absolute": "results/experiments/seed_absolute.json"})

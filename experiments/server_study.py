@@ -390,18 +390,18 @@ DIAGNOSES = {
             "prediction is of c_ref's server",
     "kernel": "the kernel's time is charged per write at what c_ref's server spends under "
               "PINGs from 50 clients beyond the calls alone (sim/calibrate_loop.py; the "
-              "presets estimate it); under PING the model then predicts 0.86 of the native "
-              "time, its user-space part 0.27-0.38 of the native "
-              "(results/server-kernel-ping.json); not the kernel's after-effect: a loopback "
-              "write and read leave the user code at most 70 ns slower (some tens of TLB "
-              "entries; the caches nothing measurable), which raises the PINGs' user part "
-              "only to 0.41-0.45 of the native (results/syscall-after.json); the gap is the "
-              "model's instructions per cycle for the server's parse and reply code: a "
-              "traced PING's 1,724 instructions take 107 ns predicted against 394 ns of "
-              "native user time at depth 1 (results/server-kernel-ping.json), 4.3 per cycle "
-              "at the calibrated 3.729 GHz (results/calibrate-xeon-m167-server-quick.toml) "
-              "where the native server, executing as many, retires 1.2; a shared machine's "
-              "other tenants slow the native server further",
+              "presets estimate it); under PING the model then predicts 0.87-0.94 of the "
+              "native CPU time, its user-space part 0.39-0.59 of the native tick-sampled "
+              "user time (results/server-user.json); the server's request code alone "
+              "(kvsim-cref serverloop) retires 3.0-3.3 trace instructions per cycle after a "
+              "loopback write and read, not 1.2, and with the server kind's rate measured "
+              "so (results/calibrate-xeon-m167-srvipc.toml [work] server) the model predicts "
+              "it at 0.87-0.96 of its native time (results/server-user.json); the rest of "
+              "the native user time is outside that code: the kernel's after-effect is at "
+              "most 70 ns (results/syscall-after.json), the event loop around it some 150 "
+              "instructions per request (results/native-server-callgrind.json: ksServe "
+              "less processQuery); a shared machine's other tenants slow the native server "
+              "further",
     "client": "the seed's client ran on other cores of a many-core host; here, and in the "
               "prediction, the figure is the server's own time per request",
 }

@@ -20,6 +20,16 @@ c_ref's own code on this machine, never fitted to a validation row:
   this file with every other rate as measured, predicts the native time per GET (a
   bisection: the predicted time falls as the rate rises). The parse kind runs at it too: its
   only kernel would be the same run.
+* **server**: the server's request path around the keyspace (c_ref/callpath.c: argv objects
+  from malloc and free with zmalloc's atomic counter, the command dict, processCommand's
+  checks, call()'s bookkeeping and its two clock reads, the reply appends), which only a
+  server runs. Its kernel is c_ref's server itself (``kvsim-cref serverloop``,
+  c_ref/serverloop.c, :data:`SERVER_KERNEL`): PINGs fed to the server's entry point between
+  read() and write() (ksServerSessionFeed), each read's worth timed alone after a loopback
+  write and read (the system calls a server makes between two reads; their after-effect is
+  the server's, the calls themselves are ``[syscall]``'s), less the clock's own cost. The
+  rate is the one at which the simulator, given this file with every other rate as found
+  above, predicts the same PINGs traced by the same loop at that time (fastest round).
 
 A rate above the core's width is written as the width (the engine's limit), a rate that
 cannot be measured (no timing model: the core is not in the table) leaves ``[work]`` out.
@@ -53,6 +63,11 @@ GENERIC_KERNEL = {"keys": 1000, "ops": 50_000, "value-size": 100}
 GENERIC_REPEAT = 5
 #: the bisection's bounds (instructions per cycle) and steps
 RATE_MIN, BISECT_STEPS = 0.1, 20
+#: c_ref's server kernel for the server rate: ``kvsim-cref serverloop`` options (PING, one
+#: request per read, as redis-benchmark's PING_MBULK at pipeline depth 1)
+SERVER_KERNEL = {"command": "ping", "depth": 1, "iters": 20_000}
+#: the arm whose time the server rate reproduces (serverloop's arms: none, loopback)
+SERVER_ARM = "loopback"
 
 
 def compare_instructions(chunk: int) -> int:
@@ -74,6 +89,18 @@ def _kernel_args() -> list[str]:
     return [x for k, v in GENERIC_KERNEL.items() for x in (f"--{k}", str(v))]
 
 
+def _server_args(kernel: dict) -> list[str]:
+    return [x for k, v in kernel.items() for x in (f"--{k}", str(v))]
+
+
+def server_ns_per_request(runs: Sequence[dict], arm: str = SERVER_ARM) -> float:
+    """The server kernel's native ns per request in ``arm``: per round the median segment
+    less the median empty segment (the clock's cost), the fastest round, over the depth."""
+    per = [(s - c) / r["depth"] for r in runs
+           for s, c in zip(r[f"{arm}_segment_ns"], r[f"{arm}_clock_ns"], strict=True)]
+    return min(per)
+
+
 def measure(rounds: int, calls: int, log: Callable[[str], None] = lambda m: None) -> dict:
     """Time the kernels of :data:`KIND_POINTS` and the generic kernel natively, ``rounds``
     times each; the raw samples (ns per call; seconds of process CPU time per GET)."""
@@ -89,6 +116,9 @@ def measure(rounds: int, calls: int, log: Callable[[str], None] = lambda m: None
                                "--repeat", GENERIC_REPEAT, "--json"))
         ops = out["ops"]
         raw["generic_s_per_op"] += [s / ops for s in out["cpu_runs_s"]]
+        raw.setdefault("server_runs", []).append(
+            json.loads(_cref("serverloop", *_server_args(SERVER_KERNEL), "--rounds", 3)))
+    raw["server_kernel"] = SERVER_KERNEL
     return raw
 
 
@@ -135,13 +165,25 @@ def fit_generic(doc: dict, rates: dict[str, float], native_s_per_op: float, widt
                 trace: Path, ops: int) -> dict:
     """The generic (and parse) rate at which the simulator predicts c_ref's GET kernel
     (``trace``, ``ops`` measured GETs) at its native time: bisection on a log scale."""
+    return _fit(doc, rates, ("generic", "parse"), native_s_per_op * 1e9, width, trace, ops)
+
+
+def fit_server(doc: dict, rates: dict[str, float], native_ns: float, width: float,
+               trace: Path, requests: int) -> dict:
+    """The server rate at which the simulator predicts c_ref's server kernel (``trace``,
+    ``requests`` measured requests, every other kind at ``rates``) at ``native_ns`` per
+    request: bisection on a log scale."""
+    return _fit(doc, rates, ("server",), native_ns, width, trace, requests)
+
+
+def _fit(doc: dict, rates: dict[str, float], kinds: Sequence[str], want: float, width: float,
+         trace: Path, ops: int) -> dict:
     from .api import simulate
 
     def predicted_ns(g: float) -> float:
-        cpu = _with_rates(doc, {**rates, "generic": g, "parse": g})
+        cpu = _with_rates(doc, {**rates, **{k: g for k in kinds}})
         return simulate(str(trace), cpu)["timing"]["time_ns"] / ops
 
-    want = native_s_per_op * 1e9
     lo, hi = RATE_MIN, float(width)
     if predicted_ns(hi) >= want:
         return {"ipc": hi, "bound": "width", "native_ns_per_op": want,
@@ -200,17 +242,80 @@ def apply(doc: dict, raw: dict, log: Callable[[str], None] = lambda m: None) -> 
             how += f" (at the {fit['bound']} rate: the kernel is outside the range)"
         src["generic"] = how
         src["parse"] = "measured: as generic (the same kernel parses each GET's query)"
+    sfit = server_fit(doc, rates, wk, width, log) if fit is not None else None
+    if sfit is not None:
+        rates["server"] = round(sfit["ipc"], 3)
+        src["server"] = _server_src(sfit)
     if not rates:
         return
     doc["work"] = {k: rates[k] for k in WORK_KINDS if k in rates}
     doc["work"]["src"] = src
     doc.setdefault("meta", {}).setdefault("raw", {})["work_kinds"] = {**wk, "fits": {
         **{k: {kk: vv for kk, vv in f.items() if kk != "points"} for k, f in found.items()},
-        **({"generic": fit} if fit else {})}}
+        **({"generic": fit} if fit else {}), **({"server": sfit} if sfit else {})}}
     doc["notes"] = [n for n in doc.get("notes", [])
                     if not n.startswith("sustained IPC of c_ref's CRC-64")]
     doc["notes"].append("kinds of work: [work] gives each kind's instructions per cycle, "
                         "measured with c_ref's own kernels (sim/calibrate_work.py)")
+
+
+def server_fit(doc: dict, rates: dict[str, float], wk: dict, width: float,
+               log: Callable[[str], None] = lambda m: None) -> dict | None:
+    """The server rate's fit from the samples ``wk["server_runs"]`` (:func:`measure`):
+    the kernel traced now, the rate found by :func:`fit_server`; None without samples."""
+    runs = wk.get("server_runs")
+    if not runs:
+        return None
+    log("kinds of work: the server rate (c_ref's server serving PINGs, simulated)")
+    kernel = dict(wk.get("server_kernel") or SERVER_KERNEL)
+    native = server_ns_per_request(runs)
+    requests = int(kernel["iters"]) * int(kernel["depth"])
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "server.kvt"
+        _cref("serverloop", *_server_args(kernel), "--trace", path)
+        try:
+            fit = fit_server(doc, rates, native, width, path, requests)
+        except ConfigError as e:
+            log(f"kinds of work: no server rate ({e})")
+            return None
+    hot = server_ns_per_request(runs, "none")
+    return {**fit, "kernel": kernel, "arm": SERVER_ARM, "native_ns_per_op_none": hot}
+
+
+def _server_src(sfit: dict) -> str:
+    k = sfit["kernel"]
+    return (f"measured: c_ref's server (kvsim-cref serverloop) serving {k['command']} "
+            f"{k['depth']} per read after a loopback write and read, native "
+            f"{sfit['native_ns_per_op']:.1f} ns per request (fastest round, the clock's cost "
+            f"less), simulated with this file at {sfit['predicted_ns_per_op']:.1f}"
+            + (f" (at the {sfit['bound']} rate: the kernel is outside the range)"
+               if sfit["bound"] else ""))
+
+
+def measure_server(rounds: int, log: Callable[[str], None] = lambda m: None) -> dict:
+    """The server kernel's samples alone (``server_runs``, ``server_kernel``)."""
+    runs = []
+    for r in range(rounds):
+        log(f"the server kernel {r + 1}/{rounds}: c_ref's server serving PINGs")
+        runs.append(json.loads(_cref("serverloop", *_server_args(SERVER_KERNEL), "--rounds", 3)))
+    return {"server_runs": runs, "server_kernel": SERVER_KERNEL}
+
+
+def add_server(doc: dict, wk: dict, log: Callable[[str], None] = lambda m: None) -> None:
+    """Add the server rate to a calibration ``doc`` whose ``[work]`` has the other kinds,
+    from the server kernel's samples ``wk`` (:func:`measure_server`)."""
+    width = float(doc["core"]["width"])
+    rates = {k: float(v) for k, v in doc["work"].items() if k in WORK_KINDS}
+    sfit = server_fit(doc, rates, wk, width, log)
+    if sfit is None:
+        raise ConfigError("no server rate (no samples)")
+    doc["work"]["server"] = round(sfit["ipc"], 3)
+    doc["work"].setdefault("src", {})["server"] = _server_src(sfit)
+    order = {k: i for i, k in enumerate([*WORK_KINDS, "src", "notes"])}
+    doc["work"] = dict(sorted(doc["work"].items(), key=lambda kv: order.get(kv[0], 99)))
+    wkraw = doc.setdefault("meta", {}).setdefault("raw", {}).setdefault("work_kinds", {})
+    wkraw.update(wk)
+    wkraw.setdefault("fits", {})["server"] = sfit
 
 
 def raw_from_meta(meta_raw: dict) -> dict | None:
@@ -226,18 +331,26 @@ def add_to_file(src: Path, out: Path, rounds: int = 3, calls: int = 100_000,
                 log: Callable[[str], None] = lambda m: None) -> dict:
     """``src``'s CPU file (a calibration with its ``[meta.raw]``) with ``[work]`` measured
     now (:func:`measure`, :func:`apply`) written to ``out``: the same file's predictions
-    with and without the kinds of work side by side. Returns the ``[work]`` table."""
+    with and without the kinds of work side by side; a file whose ``[work]`` has no
+    ``server`` rate gains that one alone (:func:`add_server`). Returns the ``[work]``
+    table."""
     from .calibrate import to_toml
 
     try:
         doc = tomllib.loads(Path(src).read_text())
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise ConfigError(f"{src}: {e}") from None
-    if "work" in doc:
-        raise ConfigError(f"{src}: already has [work]")
-    raw = {"work": (doc.get("meta", {}).get("raw") or {}).get("work_ns_per_call") or {},
-           "work_kinds": measure(rounds, calls, log)}
-    apply(doc, raw, log)
+    if "server" in (doc.get("work") or {}):
+        raise ConfigError(f"{src}: already has [work] server")
+    if "work" in doc:  # the other kinds as the file has them: the server kernel alone now
+        from kvsim.provenance import provenance
+
+        add_server(doc, measure_server(rounds, log), log)
+        doc["meta"]["server_work_provenance"] = provenance()
+    else:
+        raw = {"work": (doc.get("meta", {}).get("raw") or {}).get("work_ns_per_call") or {},
+               "work_kinds": measure(rounds, calls, log)}
+        apply(doc, raw, log)
     if "work" not in doc:
         raise ConfigError(f"{src}: no [work] (the file has no [core] or clock)")
     text = to_toml(doc)

@@ -45,12 +45,13 @@
 
 #define KVT_MAGIC "KVTRACE\0" /* 8 bytes, NUL included */
 #define KVT_MAGIC_LEN 8
-#define KVT_VERSION 4      /* the version writers write */
+#define KVT_VERSION 5      /* the version writers write */
 #define KVT_MIN_VERSION 1  /* the oldest version readers read */
 #define KVT_PLANES_VERSION 2 /* the first version with KVT_CODEC_ZSTD_PLANES */
 #define KVT_SETUP_VERSION 3 /* the first version with the header key "setup" (FORMAT.md) */
 #define KVT_SYSCALL_VERSION 4 /* the first version with the SYSCALL marker (FORMAT.md) */
 #define KVT_WORK_VERSION 4 /* the first version with WORK markers and "work_kinds" (FORMAT.md) */
+#define KVT_SERVER_WORK_VERSION 5 /* the first version with the work kind KVT_WORK_SERVER */
 #define KVT_FIXED_HEADER_LEN 16 /* magic + version + record_size + json_len */
 
 #define KVT_CHUNK_MAGIC 0x4B43564Bu /* "KVCK" read as little-endian u32 */
@@ -107,6 +108,9 @@ enum kvtWork {
     KVT_WORK_COPY = 3,    /* memcpy of keys and values */
     KVT_WORK_COMPARE = 4, /* key comparisons (memcmp) */
     KVT_WORK_PARSE = 5,   /* RESP protocol parsing and reply formatting */
+    KVT_WORK_SERVER = 6,  /* (version 5 on) a server's request path around the keyspace:
+                           * argv objects and their allocation, call()'s bookkeeping and
+                           * clock reads, reply appends (c_ref/callpath.c) */
     KVT_NUM_WORK
 };
 #define KVT_WORK_COUNT_BITS 48

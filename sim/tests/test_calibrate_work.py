@@ -88,8 +88,8 @@ def test_no_core_no_work():
 
 def test_a_file_with_work_is_refused_in_one_line(tmp_path):
     f = tmp_path / "c.toml"
-    f.write_text(cal.to_toml({**DOC, "work": {"generic": 2.0}}))
-    with pytest.raises(sim.ConfigError, match="already has \\[work\\]") as e:
+    f.write_text(cal.to_toml({**DOC, "work": {"generic": 2.0, "server": 2.0}}))
+    with pytest.raises(sim.ConfigError, match="already has \\[work\\] server") as e:
         cw.add_to_file(f, tmp_path / "out.toml")
     assert "\n" not in str(e.value)
     assert not (tmp_path / "out.toml").exists()
