@@ -25,6 +25,9 @@ void ksCallPathEnable(uint64_t seed, void (*pending)(ksClient *c));
 void ksCallPathDisable(void);
 extern int ksCallPathOn; /* read on every command: a plain flag */
 
+/* networking.c createClient's part of a server's client: id, protocol, default user. */
+void ksCallClientInit(ksClient *c);
+
 /* zmalloc/zfree with the libc allocator (Valkey's mem_allocator:libc build):
  * malloc or free plus malloc_usable_size into used_memory. */
 void *ksZmalloc(size_t n);

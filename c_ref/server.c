@@ -500,6 +500,7 @@ static void acceptClients(void) {
         if (!k) abort();
         k->fd = fd;
         ksClientInit(srv.ks, &k->c);
+        ksCallClientInit(&k->c);
         struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
         if (epoll_ctl(srv.ep, EPOLL_CTL_ADD, fd, &ev)) {
             ksClientFree(srv.ks, &k->c);
@@ -615,6 +616,7 @@ int ksServerSessionOpen(const ksServerConfig *cfg, char *err, size_t errlen) {
     if (!session) abort();
     session->fd = -1;
     ksClientInit(srv.ks, &session->c);
+    ksCallClientInit(&session->c);
     srv.nclients = 1;
     return 0;
 }
