@@ -854,25 +854,31 @@ void ksCallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd, const ksCommandD
 
 /* --- Reads and writes ------------------------------------------------------------------------ */
 
+static int getClientType(const ksClient *c);
+static int clientHasPendingReplies(const ksClient *c);
+
+/* networking.c handleReadResult after a read of n > 0 bytes: the server's read count, the
+ * client's last interaction and input bytes, the server's (or the replication's) input bytes. */
 void ksCallReadDone(ksClient *c, size_t n) {
-    if (c->flags & CF_CLOSE_ASAP) return;
+    cp.stat_io_reads++;                         /* stat_total_reads_processed */
     c->last_interaction = cp.unixtime;          /* c->last_interaction = server.unixtime */
-    if (c->flags & CF_PRIMARY) c->read_reploff += (long long)n;
     c->net_input_bytes += n;
-    cp.stat_net_input_bytes += (long long)n;    /* atomicIncr(server.stat_net_input_bytes) */
-    cp.stat_io_reads++;
-    size_t qlen = c->qlen;
-    if (qlen > c->querybuf_peak) c->querybuf_peak = qlen;
+    if (c->flags & CF_PRIMARY) c->read_reploff += (long long)n;
+    else cp.stat_net_input_bytes += (long long)n;
 }
 
-void ksCallWriteDone(ksClient *c, size_t written, size_t left) {
+/* networking.c postWriteToClient's counters after a write of `written` bytes (0: the
+ * write failed or took nothing). */
+void ksCallWriteDone(ksClient *c, size_t written) {
     cp.stat_total_writes++;                     /* stat_total_writes_processed */
-    cp.stat_io_writes++;
+    if (!written) return;
     c->net_output_bytes += written;
-    if (written) c->last_interaction = cp.unixtime;
-    if (!left) c->sentlen = 0;                  /* postWriteToClient: all sent */
-    else c->sentlen += written;
+    if (!(c->flags & CF_PRIMARY)) c->last_interaction = cp.unixtime;
 }
+
+/* networking.c getClientType and clientHasPendingReplies for the server's write loop. */
+int ksCallClientIsReplica(const ksClient *c) { return getClientType(c) == CLIENT_TYPE_REPLICA; }
+int ksCallClientHasPendingReplies(const ksClient *c) { return clientHasPendingReplies(c); }
 
 /* --- Replies ----------------------------------------------------------------------------------- */
 
