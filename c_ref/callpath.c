@@ -61,7 +61,9 @@
 #include "keyspace.h"
 #include "siphash.h"
 
-#define OBJ_ENCODING_EMBSTR_SIZE_LIMIT 44 /* object.c */
+#define OBJ_EMBED_MAX_ALLOC 128           /* object.c (9.1): an embedded object's bytes at most */
+#define OBJ_EMBED_OVERHEAD 12             /* its 8-byte header, sds header 3, the NUL */
+#define OBJ_SHARED_REFCOUNT ((1u << 30) - 1) /* server.h: a shared object's 30-bit refcount */
 #define OBJ_SHARED_BULKHDR_LEN 32         /* server.h: shared "$N\r\n" and "*N\r\n" */
 #define CMD_DICT_SLOTS 256                /* power of two, > 2 x KS_MAX_COMMANDS */
 #define SLOWLOG_SLOWER_THAN_US 10000      /* slowlog-log-slower-than's default */
@@ -233,7 +235,7 @@ static struct {
     int client_mem_usage_buckets, stop_writes_on_bgsave_err, aof_last_write_status, aof_bio_fsync_status;
     int repl_replica_ro, repl_connected, repl_serve_stale_data, async_loading, command_result_listeners;
     uint32_t paused_actions;
-    long long command_result_events;
+    long long command_result_events, argv_offloads;
     uint64_t next_client_id;
     commandlog commandlog[COMMANDLOG_TYPE_NUM];
     uint64_t tsc_mult; /* getMonotonicUs: microseconds = (ticks * tsc_mult) >> 24 */
@@ -443,23 +445,50 @@ void ksCallArgvNew(ksCommand *cmd, int argc) {
     cmd->input_bytes = 1 + decimalDigits((size_t)argc) + 2; /* "*<argc>\r\n" */
 }
 
+/* zmalloc.c zmalloc_usable: the block and its usable size (the stat counts that size). */
+static __attribute__((noinline)) void *zmalloc_usable(size_t n, size_t *usable) {
+    void *p = malloc(n ? n : 1);
+    if (!p) abort(); /* zmalloc_oom_handler */
+    size_t u = malloc_usable_size(p);
+    update_zmalloc_stat(u, 1);
+    KS_WORK(KS_ZMALLOC_WORK);
+    *usable = u;
+    return p;
+}
+
+/* sds.c sdswrite: an sds of `type` written into buf (bufsize bytes): its alloc is what the
+ * buffer holds past the header and the NUL (the allocator's usable size, as Valkey 9's
+ * createStringObject and sdsnewlen give it), capped at the type's maximum. */
+static __attribute__((noinline)) sds sdswrite(void *buf, size_t bufsize, int type, const void *init, size_t len) {
+    size_t hdr = sdsHdrSize(type);
+    assert(bufsize >= hdr + len + 1);
+    size_t alloc = bufsize - hdr - 1;
+    size_t max = type == SDS_TYPE_8 ? 0xff : type == SDS_TYPE_16 ? 0xffff : 0xffffffffu;
+    if (alloc > max) alloc = max;
+    return sdsWriteAt(buf, type, init, len, alloc);
+}
+
+/* object.c createStringObject (Valkey 9.1): a value whose object (8-byte header, sds
+ * header, bytes, NUL) fits OBJ_EMBED_MAX_ALLOC bytes is embedded in it (the reference
+ * binary embeds up to 116 bytes), a longer one is RAW: sdsnewlen, then createObject. */
 void ksCallArgAdd(ksCommand *cmd, const uint8_t *p, size_t len) {
     robj *o;
     sds s;
+    size_t usable;
     /* processMultibulkBuffer's c->net_input_bytes_curr_cmd: "$<len>\r\n<arg>\r\n" */
     cmd->input_bytes += (uint32_t)(1 + decimalDigits(len) + 2 + len + 2);
-    if (len <= OBJ_ENCODING_EMBSTR_SIZE_LIMIT) { /* createEmbeddedStringObject */
+    if (len <= 0xff && len + OBJ_EMBED_OVERHEAD <= OBJ_EMBED_MAX_ALLOC) { /* embedded value */
         size_t sz = sizeof(robj) + 3 + len + 1;
-        o = ksZmalloc(sz);
-        s = sdsWriteAt((uint8_t *)(o + 1), SDS_TYPE_8, p, len, len);
+        o = zmalloc_usable(sz, &usable);
+        s = sdswrite(o + 1, usable - sizeof(robj), SDS_TYPE_8, p, len);
         o->encoding = OBJ_ENCODING_EMBSTR;
         KS_STORE(o, sz, KVT_TAG_ARGV, KS_SITE_RESP_ARGV, 0);
-    } else { /* createRawStringObject: sdsnewlen, then createObject */
+    } else { /* sdsnewlen, then createObject */
         int t = sdsReqTypeNo5(len);
-        void *m = ksZmalloc(sdsSize(t, len));
-        s = sdsWriteAt(m, t, p, len, len);
+        void *m = zmalloc_usable(sdsSize(t, len), &usable);
+        s = sdswrite(m, usable, t, p, len);
         KS_STORE(m, sdsSize(t, len), KVT_TAG_ARGV, KS_SITE_RESP_ARGV, 0);
-        o = ksZmalloc(sizeof(robj));
+        o = zmalloc_usable(sizeof(robj), &usable);
         o->encoding = OBJ_ENCODING_RAW;
         KS_STORE(o, sizeof(robj), KVT_TAG_ARGV, KS_SITE_RESP_ARGV, 0);
     }
@@ -473,13 +502,26 @@ void ksCallArgAdd(ksCommand *cmd, const uint8_t *p, size_t len) {
     cmd->argv[cmd->argc++] = s;
 }
 
+/* object.c decrRefCount: the last reference frees the object (a RAW string's sds first,
+ * freeStringObject); a shared object keeps its count. */
+static __attribute__((noinline)) void decrRefCount(robj *o) {
+    if (o->refcount == 1) {
+        if (o->type == OBJ_STRING && o->encoding == OBJ_ENCODING_RAW) ksZfree(sdsAllocPtr(o->ptr));
+        ksZfree(o);
+        return;
+    }
+    if (o->refcount == 0) abort(); /* serverPanic("decrRefCount against refcount <= 0") */
+    if (o->refcount != OBJ_SHARED_REFCOUNT) o->refcount--;
+}
+
+/* networking.c freeClientArgv: each argument released, the array freed (an IO thread
+ * would take this work with io-threads above 1: tryOffloadFreeArgvToIOThreads). */
 void ksCallArgvFree(ksCommand *cmd) {
-    for (int j = 0; j < cmd->argc; j++) { /* decrRefCount -> freeStringObject, zfree */
+    if (cp.io_threads_num > 1 && cmd->argc > 0) cp.argv_offloads++; /* not with io-threads 1 */
+    for (int j = 0; j < cmd->argc; j++) {
         robj *o = cmd->argv_obj[j];
         (void)KS_LOAD(o, sizeof(robj), KVT_TAG_ARGV, KS_SITE_RESP_ARGV, 0);
-        if (--o->refcount) continue;
-        if (o->encoding == OBJ_ENCODING_RAW) ksZfree(sdsAllocPtr(o->ptr));
-        ksZfree(o);
+        decrRefCount(o);
     }
     ksZfree(cmd->argv_obj);
     cmd->argv_obj = NULL;
@@ -592,11 +634,10 @@ static int isPausedActions(uint32_t actions) { return (cp.paused_actions & actio
  * maxmemory, scripts or modules in this server), in Valkey's order; each check reads
  * the state it tests.  1: run the command (call()), 0: rejected. */
 static int processCommand(ksClient *c, const cmdInfo *ci, ksCommand *cmd) {
-    if (!cmd->def) { /* not looked up ahead (prepareCommandQueue): filters, then the lookup */
-        moduleCallCommandFilters(c);
-        /* securityWarningCommand: HTTP requests sent to the port (unknown commands here) */
-        if (!strcasecmp(cmd->argv[0], "host:") || !strcasecmp(cmd->argv[0], "post")) return 0;
-    }
+    moduleCallCommandFilters(c);
+    /* securityWarningCommand: HTTP requests sent to the port; a command looked up ahead
+     * (prepareCommandQueue) is known, and the test is on the lookup path */
+    if (!cmd->def && (!strcasecmp(cmd->argv[0], "host:") || !strcasecmp(cmd->argv[0], "post"))) return 0;
     if (cp.busy_module_yield_flags && !(cp.busy_module_yield_flags & 2)) return 0; /* blockPostponeClient */
     uint32_t cmd_flags = getCommandFlags(ci);
     int is_read = (cmd_flags & CMD_READONLY) != 0, is_write = (cmd_flags & CMD_WRITE) != 0;
