@@ -73,8 +73,9 @@
  * under callgrind on the native server: docs/server.md, "Instruction counts"). */
 #define KS_ZMALLOC_WORK 60       /* malloc from the tcache + malloc_usable_size + stat */
 #define KS_ZFREE_WORK 100        /* malloc_usable_size + free (_int_free to the tcache) + stat */
-#define KS_CALL_WORK 340         /* processCommand's checks, call()'s bookkeeping, the histogram,
-                                  * afterCommand, commandProcessed */
+#define KS_CALL_WORK 630         /* processCommand's checks, call()'s bookkeeping, the histogram,
+                                  * the command logs, afterCommand, commandProcessed: ksCallCommand
+                                  * with its helpers, the command excluded (GET, depth 10) */
 #define KS_REPLY_APPEND_WORK 55  /* prepareClientToWrite (clientHasPendingReplies) +
                                   * _addReplyToBufferOrList's tests */
 #define KS_COPY_AVOID_WORK 34    /* isCopyAvoidPreferred of a bulk reply (getClientType) */
@@ -349,20 +350,22 @@ const ksCommandDef *ksCallLookup(const char *name, size_t len) {
  * the CPU's nominal frequency or measures them; here measured against CLOCK_MONOTONIC over
  * 2 ms), as the fixed-point multiplier getMonotonicUs applies; without a TSC, the POSIX clock. */
 static void monotonicInit(void) {
+    static uint64_t mult; /* measured once per process, as Valkey's at startup */
     cp.monotonic_hw = 0;
 #if defined(__x86_64__)
-    struct timespec a, b, pause = {.tv_sec = 0, .tv_nsec = 2000000};
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    uint64_t t0 = __rdtsc();
-    nanosleep(&pause, NULL);
-    clock_gettime(CLOCK_MONOTONIC, &b);
-    uint64_t t1 = __rdtsc();
-    double us = (double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_nsec - a.tv_nsec) / 1e3;
-    if (t1 <= t0 || us <= 0) return;
-    double ticks_per_us = (double)(t1 - t0) / us;
-    if (ticks_per_us < 1) return;
-    cp.tsc_mult = (uint64_t)((double)(1 << 24) / ticks_per_us);
-    cp.monotonic_hw = cp.tsc_mult > 0;
+    if (!mult) {
+        struct timespec a, b, pause = {.tv_sec = 0, .tv_nsec = 2000000};
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        uint64_t t0 = __rdtsc();
+        nanosleep(&pause, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        uint64_t t1 = __rdtsc();
+        double us = (double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_nsec - a.tv_nsec) / 1e3;
+        if (t1 <= t0 || us <= 0 || (double)(t1 - t0) / us < 1) return;
+        mult = (uint64_t)((double)(1 << 24) / ((double)(t1 - t0) / us));
+    }
+    cp.tsc_mult = mult;
+    cp.monotonic_hw = mult > 0;
 #endif
 }
 
