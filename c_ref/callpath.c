@@ -54,11 +54,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 #include "keyspace.h"
 #include "siphash.h"
 
-#define OBJ_ENCODING_EMBSTR_SIZE_LIMIT 44 /* object.c */
+#define OBJ_EMBED_MAX_ALLOC 128           /* object.c (9.1): an embedded object's bytes at most */
+#define OBJ_EMBED_OVERHEAD 12             /* its 8-byte header, sds header 3, the NUL */
+#define OBJ_SHARED_REFCOUNT ((1u << 30) - 1) /* server.h: a shared object's 30-bit refcount */
 #define OBJ_SHARED_BULKHDR_LEN 32         /* server.h: shared "$N\r\n" and "*N\r\n" */
 #define CMD_DICT_SLOTS 256                /* power of two, > 2 x KS_MAX_COMMANDS */
 #define SLOWLOG_SLOWER_THAN_US 10000      /* slowlog-log-slower-than's default */
@@ -68,8 +73,9 @@
  * under callgrind on the native server: docs/server.md, "Instruction counts"). */
 #define KS_ZMALLOC_WORK 60       /* malloc from the tcache + malloc_usable_size + stat */
 #define KS_ZFREE_WORK 100        /* malloc_usable_size + free (_int_free to the tcache) + stat */
-#define KS_CALL_WORK 340         /* processCommand's checks, call()'s bookkeeping, the histogram,
-                                  * afterCommand, commandProcessed */
+#define KS_CALL_WORK 630         /* processCommand's checks, call()'s bookkeeping, the histogram,
+                                  * the command logs, afterCommand, commandProcessed: ksCallCommand
+                                  * with its helpers, the command excluded (GET, depth 10) */
 #define KS_REPLY_APPEND_WORK 55  /* prepareClientToWrite (clientHasPendingReplies) +
                                   * _addReplyToBufferOrList's tests */
 #define KS_COPY_AVOID_WORK 34    /* isCopyAvoidPreferred of a bulk reply (getClientType) */
@@ -94,23 +100,36 @@ typedef struct hdrHist {
     int64_t counts[HDR_COUNTS];
 } hdrHist;
 
-static int hdrRecord(hdrHist *h, int64_t value) {
-    if (value < 0) return 0;
+/* hdr_histogram.c counts_index_for: the bucket of the value's highest bit, the sub-bucket of
+ * its top bits. */
+static __attribute__((noinline)) int32_t counts_index_for(const hdrHist *h, int64_t value) {
+    (void)h;
     int32_t pow2ceiling = 64 - __builtin_clzll((uint64_t)(value | HDR_SUB_MASK));
     int32_t bucket = pow2ceiling - (HDR_SUB_HALF_MAG + 1);
     int32_t sub = (int32_t)(value >> bucket);
-    int32_t idx = ((bucket + 1) << HDR_SUB_HALF_MAG) + (sub - HDR_SUB_HALF);
+    return ((bucket + 1) << HDR_SUB_HALF_MAG) + (sub - HDR_SUB_HALF);
+}
+
+/* hdr_histogram.c hdr_record_values: count += n at the value's index (normalized), the total,
+ * the min and max. */
+static __attribute__((noinline)) int hdr_record_values(hdrHist *h, int64_t value, int64_t count) {
+    if (value < 0) return 0;
+    int32_t idx = counts_index_for(h, value);
     if (idx < 0 || idx >= HDR_COUNTS) return 0;
-    if (h->normalizing_index_offset) { /* hdr's normalize_index */
+    if (h->normalizing_index_offset) { /* normalize_index */
         idx -= h->normalizing_index_offset;
         if (idx < 0) idx += HDR_COUNTS;
         else if (idx >= HDR_COUNTS) idx -= HDR_COUNTS;
     }
-    h->counts[idx]++;
-    h->total_count++;
-    if (value < h->min_value && value != 0) h->min_value = value;
+    h->counts[idx] += count;
+    h->total_count += count;
+    if (value < h->min_value && value != 0) h->min_value = value; /* update_min_max */
     if (value > h->max_value) h->max_value = value;
     return 1;
+}
+
+static __attribute__((noinline)) int hdr_record_value(hdrHist *h, int64_t value) {
+    return hdr_record_values(h, value, 1);
 }
 
 /* --- Server and client state the checks read ---------------------------------------- */
@@ -124,7 +143,7 @@ enum { /* client flags (Valkey's ClientFlags bits that the checks test) */
     CF_CLOSE_AFTER_COMMAND = 1 << 20, CF_TRACKING = 1 << 21, CF_TRACKING_BCAST = 1 << 22,
     CF_PREVENT_REPL_PROP = 1 << 23, CF_PREVENT_AOF_PROP = 1 << 24,
     CF_PRIMARY_FORCE_REPLY = 1 << 25, CF_REPLICATION_DONE = 1 << 26, CF_TRACKING_CACHING = 1 << 27,
-    CF_REPLY_SKIP_NEXT = 1 << 28,
+    CF_REPLY_SKIP_NEXT = 1 << 28, CF_AUTHENTICATED = 1 << 29, CF_READONLY = 1 << 30,
 };
 enum { CLIENT_TYPE_NORMAL, CLIENT_TYPE_REPLICA, CLIENT_TYPE_PUBSUB, CLIENT_TYPE_PRIMARY };
 enum { REPLY_BUF_ENCODED = 1 }; /* ksClient.reply_flags */
@@ -133,9 +152,49 @@ enum { /* command flags */
     CMD_LOADING = 1 << 4, CMD_STALE = 1 << 5, CMD_NO_MULTI = 1 << 6, CMD_SKIP_SLOWLOG = 1 << 7,
 };
 enum { USER_ALLCOMMANDS = 1, USER_ALLKEYS = 2, USER_ALLCHANNELS = 4, USER_NOPASS = 8, USER_DISABLED = 16 };
+enum { CMD_NO_AUTH = 1 << 8, CMD_ALLOW_BUSY = 1 << 9, CMD_SKIP_COMMANDLOG = 1 << 10 };
+enum { CLIENT_CAPA_REDIRECT = 1 << 1 };
+#define CLIENT_ID_AOF UINT64_MAX
+enum { PAUSE_ACTION_CLIENT_WRITE = 1 << 0, PAUSE_ACTION_CLIENT_ALL = 1 << 1 };
+/* acl.c: a user's selectors; the root selector of the default user allows everything */
+enum { SELECTOR_FLAG_ROOT = 1, SELECTOR_FLAG_ALLKEYS = 2, SELECTOR_FLAG_ALLCOMMANDS = 4, SELECTOR_FLAG_ALLCHANNELS = 8 };
+enum { ACL_OK = 0, ACL_DENIED_CMD, ACL_DENIED_KEY, ACL_DENIED_AUTH, ACL_DENIED_CHANNEL };
+/* commandlog.c: the slow log and Valkey 8.1's large-request and large-reply logs */
+enum { COMMANDLOG_TYPE_SLOW, COMMANDLOG_TYPE_LARGE_REQUEST, COMMANDLOG_TYPE_LARGE_REPLY, COMMANDLOG_TYPE_NUM };
+
+typedef struct cpListNode { /* adlist.c listNode */
+    struct cpListNode *prev, *next;
+    void *value;
+} cpListNode;
+typedef struct cpList {
+    cpListNode *head, *tail;
+    unsigned long len;
+} cpList;
+
+typedef struct aclSelector {
+    uint32_t flags;
+    uint64_t allowed_commands[KS_MAX_COMMANDS / 64 + 1]; /* ACLGetSelectorCommandBit by command id */
+} aclSelector;
+
+typedef struct aclUser {
+    uint32_t flags;
+    cpList selectors; /* the root selector first */
+} aclUser;
+
+typedef struct aclKeyResultCache { /* the keys of the command, found once for every selector */
+    int keys_init, numkeys, first;
+} aclKeyResultCache;
+
+typedef struct commandlog { /* server.commandlog[type] */
+    long long threshold, entry_id;
+    unsigned long max_len, len;
+} commandlog;
 
 typedef struct cmdInfo { /* Valkey's struct serverCommand fields the call path uses */
     const ksCommandDef *def;
+    int id;                  /* cmd->id: the ACL command bit */
+    int script;              /* EVAL and FCALL families: flags from the script (none in c_ref) */
+    int transaction_control; /* EXEC, DISCARD, MULTI, WATCH, QUIT, RESET (none in c_ref) */
     uint32_t flags;
     hdrHist *latency; /* created on the command's first call (hdr_init) */
     int failed_calls;
@@ -155,7 +214,6 @@ static struct {
     /* server fields processCommand and call() read and write */
     int loading, busy_script, cluster_enabled, tracking_clients, aof_on, nreplicas, ready_keys;
     int saveparamslen, lastbgsave_err, maxmemory, command_filters, execution_nesting, min_replicas_to_write;
-    uint32_t user_flags;
     long long dirty, stat_numcommands, fixed_time_expire, ustime, mstime, cmd_time_snapshot;
     long long el_cmd_sum, el_cmd_cnt, el_cmd_max, slowlog_len, stat_net_output_bytes, propagated;
     long long stat_net_input_bytes, stat_io_reads, stat_io_writes, stat_total_writes, unixtime;
@@ -169,17 +227,53 @@ static struct {
     int monotonic_hw, latency_tracking, cluster_slot_stats, in_exec, client_pause_in_transaction;
     int io_threads_num, min_io_threads_copy_avoid, min_string_size_copy_avoid;
     long long latency_events;
+    /* processCommand's state: the default user (acl.c DefaultUser), client eviction,
+     * persistence errors, replication, client pause, the command-result listeners */
+    aclUser default_user;
+    aclSelector root_selector;
+    cpListNode root_node;
+    const char *primary_host;
+    int client_mem_usage_buckets, stop_writes_on_bgsave_err, aof_last_write_status, aof_bio_fsync_status;
+    int repl_replica_ro, repl_connected, repl_serve_stale_data, async_loading, command_result_listeners;
+    uint32_t paused_actions;
+    long long command_result_events, argv_offloads;
+    uint64_t next_client_id;
+    commandlog commandlog[COMMANDLOG_TYPE_NUM];
+    uint64_t tsc_mult; /* getMonotonicUs: microseconds = (ticks * tsc_mult) >> 24 */
 } cp;
 
 int ksCallPathOn;
-static _Atomic size_t used_memory;
 
 /* --- zmalloc with the libc allocator ---------------------------------------------------- */
+/* Valkey 9's zmalloc.c counts used memory per thread: each thread registers an index on its
+ * first allocation and adds to its own slot without atomics (threads past the slots share
+ * one atomic counter); zmalloc_used_memory sums the slots of the registered threads. */
+#define ZMALLOC_MAX_THREADS 260 /* Valkey's MAX_THREADS_NUM: IO threads + bio + main */
+static size_t used_memory_thread[ZMALLOC_MAX_THREADS];
+static _Atomic size_t used_memory_for_additional_threads;
+static _Atomic int total_active_threads;
+static __thread int thread_index = -1;
+
+static __attribute__((noinline)) void zmalloc_register_thread_index(void) {
+    thread_index = atomic_fetch_add_explicit(&total_active_threads, 1, memory_order_relaxed);
+}
+
+static inline void update_zmalloc_stat(size_t num, int add) {
+    if (thread_index == -1) zmalloc_register_thread_index();
+    if (thread_index >= ZMALLOC_MAX_THREADS) {
+        if (add) atomic_fetch_add_explicit(&used_memory_for_additional_threads, num, memory_order_relaxed);
+        else atomic_fetch_sub_explicit(&used_memory_for_additional_threads, num, memory_order_relaxed);
+    } else if (add) {
+        used_memory_thread[thread_index] += num;
+    } else {
+        used_memory_thread[thread_index] -= num; /* a slot may wrap: the sum is exact mod 2^64 */
+    }
+}
 
 void *ksZmalloc(size_t n) {
     void *p = malloc(n ? n : 1);
     if (!p) abort(); /* zmalloc_oom_handler */
-    atomic_fetch_add_explicit(&used_memory, malloc_usable_size(p), memory_order_relaxed);
+    update_zmalloc_stat(malloc_usable_size(p), 1);
     KS_WORK_OF(KVT_WORK_SERVER, KS_ZMALLOC_WORK);
     return p;
 }
@@ -187,18 +281,30 @@ void *ksZmalloc(size_t n) {
 void *ksZcalloc(size_t n) {
     void *p = calloc(1, n ? n : 1);
     if (!p) abort();
-    atomic_fetch_add_explicit(&used_memory, malloc_usable_size(p), memory_order_relaxed);
+    update_zmalloc_stat(malloc_usable_size(p), 1);
     return p;
 }
 
 void ksZfree(void *p) {
     if (!p) return;
-    atomic_fetch_sub_explicit(&used_memory, malloc_usable_size(p), memory_order_relaxed);
+    update_zmalloc_stat(malloc_usable_size(p), 0);
     free(p);
     KS_WORK_OF(KVT_WORK_SERVER, KS_ZFREE_WORK);
 }
 
-size_t ksZmallocUsed(void) { return atomic_load_explicit(&used_memory, memory_order_relaxed); }
+/* zmalloc.c zmalloc_used_memory. */
+static __attribute__((noinline)) size_t zmalloc_used_memory(void) {
+    size_t um = 0;
+    int threads_num = atomic_load_explicit(&total_active_threads, memory_order_relaxed);
+    if (threads_num > ZMALLOC_MAX_THREADS) {
+        um += atomic_load_explicit(&used_memory_for_additional_threads, memory_order_relaxed);
+        threads_num = ZMALLOC_MAX_THREADS;
+    }
+    for (int i = 0; i < threads_num; i++) um += used_memory_thread[i];
+    return um;
+}
+
+size_t ksZmallocUsed(void) { return zmalloc_used_memory(); }
 
 /* --- Command dict ----------------------------------------------------------------------- */
 
@@ -240,12 +346,59 @@ const ksCommandDef *ksCallLookup(const char *name, size_t len) {
     }
 }
 
+/* monotonic.c monotonicInit_x86linux: the TSC's ticks per microsecond (Valkey reads them from
+ * the CPU's nominal frequency or measures them; here measured against CLOCK_MONOTONIC over
+ * 2 ms), as the fixed-point multiplier getMonotonicUs applies; without a TSC, the POSIX clock. */
+static void monotonicInit(void) {
+    static uint64_t mult; /* measured once per process, as Valkey's at startup */
+    cp.monotonic_hw = 0;
+#if defined(__x86_64__)
+    if (!mult) {
+        struct timespec a, b, pause = {.tv_sec = 0, .tv_nsec = 2000000};
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        uint64_t t0 = __rdtsc();
+        nanosleep(&pause, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        uint64_t t1 = __rdtsc();
+        double us = (double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_nsec - a.tv_nsec) / 1e3;
+        if (t1 <= t0 || us <= 0 || (double)(t1 - t0) / us < 1) return;
+        mult = (uint64_t)((double)(1 << 24) / ((double)(t1 - t0) / us));
+    }
+    cp.tsc_mult = mult;
+    cp.monotonic_hw = mult > 0;
+#endif
+}
+
+void ksCallClientInit(ksClient *c) {
+    /* networking.c createClient: the next id, RESP 2, clientSetDefaultAuth */
+    c->id = ++cp.next_client_id;
+    c->resp = 2;
+    c->user = &cp.default_user;
+    if ((cp.default_user.flags & USER_NOPASS) && !(cp.default_user.flags & USER_DISABLED)) c->flags |= CF_AUTHENTICATED;
+    else c->flags &= ~(uint64_t)CF_AUTHENTICATED;
+}
+
 void ksCallPathEnable(uint64_t seed, void (*pending)(ksClient *c)) {
     ksCallPathDisable();
     ksSiphashSeed(seed ^ 0x636f6d6d616e6473ULL, cp.dictkey); /* "commands" */
     cp.pending = pending;
-    cp.user_flags = USER_ALLCOMMANDS | USER_ALLKEYS | USER_ALLCHANNELS | USER_NOPASS; /* default user */
-    cp.monotonic_hw = 0;        /* monotonicGetType(): the POSIX clock on a guest */
+    /* acl.c ACLInitDefaultUser: "default", nopass, one root selector allowing everything */
+    cp.default_user.flags = USER_NOPASS;
+    cp.root_selector.flags = SELECTOR_FLAG_ROOT | SELECTOR_FLAG_ALLKEYS | SELECTOR_FLAG_ALLCOMMANDS |
+                             SELECTOR_FLAG_ALLCHANNELS;
+    memset(cp.root_selector.allowed_commands, 0xff, sizeof(cp.root_selector.allowed_commands));
+    cp.root_node.value = &cp.root_selector;
+    cp.default_user.selectors.head = cp.default_user.selectors.tail = &cp.root_node;
+    cp.default_user.selectors.len = 1;
+    cp.stop_writes_on_bgsave_err = 1; /* stop-writes-on-bgsave-error yes */
+    cp.repl_replica_ro = 1;           /* replica-read-only yes */
+    cp.repl_serve_stale_data = 1;     /* replica-serve-stale-data yes */
+    /* commandlog: slowlog-log-slower-than 10000 us, commandlog-request-larger-than and
+     * commandlog-reply-larger-than 1 MiB, each log's max-len 128 */
+    cp.commandlog[COMMANDLOG_TYPE_SLOW] = (commandlog){.threshold = SLOWLOG_SLOWER_THAN_US, .max_len = 128};
+    cp.commandlog[COMMANDLOG_TYPE_LARGE_REQUEST] = (commandlog){.threshold = 1024 * 1024, .max_len = 128};
+    cp.commandlog[COMMANDLOG_TYPE_LARGE_REPLY] = (commandlog){.threshold = 1024 * 1024, .max_len = 128};
+    monotonicInit(); /* monotonicGetType(): the TSC on x86-64, as the reference server */
     cp.latency_tracking = 1;    /* latency-tracking yes */
     cp.io_threads_num = 1;      /* io-threads 1 */
     cp.min_io_threads_copy_avoid = 7;          /* min-io-threads-avoid-copy-reply */
@@ -253,6 +406,7 @@ void ksCallPathEnable(uint64_t seed, void (*pending)(ksClient *c)) {
     for (int i = 0; i < ksCommandCount(); i++) {
         const ksCommandDef *d = ksCommandAt(i);
         cp.info[i].def = d;
+        cp.info[i].id = i;
         cp.info[i].flags = commandFlags(d);
         if (ksCallLookup(d->name, strlen(d->name))) continue; /* first registration wins */
         uint64_t h = nameHash(d->name, strlen(d->name));
@@ -274,6 +428,13 @@ uint64_t ksCallStatNumcommands(void) { return (uint64_t)cp.stat_numcommands; }
 
 /* --- argv --------------------------------------------------------------------------------- */
 
+/* The digits of n in decimal (the length of a RESP header's number). */
+static uint32_t decimalDigits(size_t n) {
+    uint32_t d = 1;
+    while (n >= 10) n /= 10, d++;
+    return d;
+}
+
 /* The array holds argc object pointers (Valkey's robj **argv); c_ref's commands read
  * the strings through cmd->argv, the second half of the same allocation. */
 void ksCallArgvNew(ksCommand *cmd, int argc) {
@@ -284,23 +445,53 @@ void ksCallArgvNew(ksCommand *cmd, int argc) {
     cmd->argv = (sds *)(a + n);
     cmd->argv_cap = n;
     cmd->argc = 0;
+    cmd->input_bytes = 1 + decimalDigits((size_t)argc) + 2; /* "*<argc>\r\n" */
 }
 
+/* zmalloc.c zmalloc_usable: the block and its usable size (the stat counts that size). */
+static __attribute__((noinline)) void *zmalloc_usable(size_t n, size_t *usable) {
+    void *p = malloc(n ? n : 1);
+    if (!p) abort(); /* zmalloc_oom_handler */
+    size_t u = malloc_usable_size(p);
+    update_zmalloc_stat(u, 1);
+    KS_WORK_OF(KVT_WORK_SERVER, KS_ZMALLOC_WORK);
+    *usable = u;
+    return p;
+}
+
+/* sds.c sdswrite: an sds of `type` written into buf (bufsize bytes): its alloc is what the
+ * buffer holds past the header and the NUL (the allocator's usable size, as Valkey 9's
+ * createStringObject and sdsnewlen give it), capped at the type's maximum. */
+static __attribute__((noinline)) sds sdswrite(void *buf, size_t bufsize, int type, const void *init, size_t len) {
+    size_t hdr = sdsHdrSize(type);
+    assert(bufsize >= hdr + len + 1);
+    size_t alloc = bufsize - hdr - 1;
+    size_t max = type == SDS_TYPE_8 ? 0xff : type == SDS_TYPE_16 ? 0xffff : 0xffffffffu;
+    if (alloc > max) alloc = max;
+    return sdsWriteAt(buf, type, init, len, alloc);
+}
+
+/* object.c createStringObject (Valkey 9.1): a value whose object (8-byte header, sds
+ * header, bytes, NUL) fits OBJ_EMBED_MAX_ALLOC bytes is embedded in it (the reference
+ * binary embeds up to 116 bytes), a longer one is RAW: sdsnewlen, then createObject. */
 void ksCallArgAdd(ksCommand *cmd, const uint8_t *p, size_t len) {
     robj *o;
     sds s;
-    if (len <= OBJ_ENCODING_EMBSTR_SIZE_LIMIT) { /* createEmbeddedStringObject */
+    size_t usable;
+    /* processMultibulkBuffer's c->net_input_bytes_curr_cmd: "$<len>\r\n<arg>\r\n" */
+    cmd->input_bytes += (uint32_t)(1 + decimalDigits(len) + 2 + len + 2);
+    if (len <= 0xff && len + OBJ_EMBED_OVERHEAD <= OBJ_EMBED_MAX_ALLOC) { /* embedded value */
         size_t sz = sizeof(robj) + 3 + len + 1;
-        o = ksZmalloc(sz);
-        s = sdsWriteAt((uint8_t *)(o + 1), SDS_TYPE_8, p, len, len);
+        o = zmalloc_usable(sz, &usable);
+        s = sdswrite(o + 1, usable - sizeof(robj), SDS_TYPE_8, p, len);
         o->encoding = OBJ_ENCODING_EMBSTR;
         KS_STORE(o, sz, KVT_TAG_ARGV, KS_SITE_RESP_ARGV, 0);
-    } else { /* createRawStringObject: sdsnewlen, then createObject */
+    } else { /* sdsnewlen, then createObject */
         int t = sdsReqTypeNo5(len);
-        void *m = ksZmalloc(sdsSize(t, len));
-        s = sdsWriteAt(m, t, p, len, len);
+        void *m = zmalloc_usable(sdsSize(t, len), &usable);
+        s = sdswrite(m, usable, t, p, len);
         KS_STORE(m, sdsSize(t, len), KVT_TAG_ARGV, KS_SITE_RESP_ARGV, 0);
-        o = ksZmalloc(sizeof(robj));
+        o = zmalloc_usable(sizeof(robj), &usable);
         o->encoding = OBJ_ENCODING_RAW;
         KS_STORE(o, sizeof(robj), KVT_TAG_ARGV, KS_SITE_RESP_ARGV, 0);
     }
@@ -314,13 +505,26 @@ void ksCallArgAdd(ksCommand *cmd, const uint8_t *p, size_t len) {
     cmd->argv[cmd->argc++] = s;
 }
 
+/* object.c decrRefCount: the last reference frees the object (a RAW string's sds first,
+ * freeStringObject); a shared object keeps its count. */
+static __attribute__((noinline)) void decrRefCount(robj *o) {
+    if (o->refcount == 1) {
+        if (o->type == OBJ_STRING && o->encoding == OBJ_ENCODING_RAW) ksZfree(sdsAllocPtr(o->ptr));
+        ksZfree(o);
+        return;
+    }
+    if (o->refcount == 0) abort(); /* serverPanic("decrRefCount against refcount <= 0") */
+    if (o->refcount != OBJ_SHARED_REFCOUNT) o->refcount--;
+}
+
+/* networking.c freeClientArgv: each argument released, the array freed (an IO thread
+ * would take this work with io-threads above 1: tryOffloadFreeArgvToIOThreads). */
 void ksCallArgvFree(ksCommand *cmd) {
-    for (int j = 0; j < cmd->argc; j++) { /* decrRefCount -> freeStringObject, zfree */
+    if (cp.io_threads_num > 1 && cmd->argc > 0) cp.argv_offloads++; /* not with io-threads 1 */
+    for (int j = 0; j < cmd->argc; j++) {
         robj *o = cmd->argv_obj[j];
         (void)KS_LOAD(o, sizeof(robj), KVT_TAG_ARGV, KS_SITE_RESP_ARGV, 0);
-        if (--o->refcount) continue;
-        if (o->encoding == OBJ_ENCODING_RAW) ksZfree(sdsAllocPtr(o->ptr));
-        ksZfree(o);
+        decrRefCount(o);
     }
     ksZfree(cmd->argv_obj);
     cmd->argv_obj = NULL;
@@ -337,26 +541,136 @@ static long long ustimeNow(void) {
     return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* processCommand's checks for a standalone primary without persistence, replicas,
- * maxmemory, scripts or modules: each reads the state it tests.  1: run the command. */
-static int processChecks(ksClient *c, const cmdInfo *ci) {
-    if (cp.command_filters) return 0;                                      /* moduleCallCommandFilters */
-    uint32_t f = ci->flags;
-    int is_write = (f & CMD_WRITE) != 0, is_denyoom = (f & CMD_DENYOOM) != 0;
-    int is_denystale = !(f & CMD_STALE), is_denyloading = !(f & CMD_LOADING);
-    if (!(cp.user_flags & USER_NOPASS) || (cp.user_flags & USER_DISABLED)) return 0; /* authRequired */
-    if ((c->flags & CF_MULTI) && (f & CMD_NO_MULTI)) return 0;
-    if (!(cp.user_flags & USER_ALLCOMMANDS) || !(cp.user_flags & USER_ALLKEYS)) return 0; /* ACL */
-    if (cp.cluster_enabled && !(c->flags & (CF_PRIMARY | CF_ASKING))) return 0;
-    if (cp.maxmemory && is_denyoom) return 0;                              /* performEvictions */
-    if (cp.tracking_clients) return 0;
-    if (is_write && cp.saveparamslen > 0 && cp.lastbgsave_err) return 0;   /* disk error */
-    if (is_write && cp.aof_on) return 0;
+/* --- processCommand's helpers (each a function of its own in Valkey) ------------------------ */
+
+/* module.c moduleCallCommandFilters: every registered filter sees the argv (none here). */
+static __attribute__((noinline)) void moduleCallCommandFilters(ksClient *c) {
+    if (cp.command_filters == 0) return;
+    for (int i = 0; i < cp.command_filters; i++) c->flags |= 0; /* a filter may rewrite argv */
+}
+
+/* server.c getCommandFlags: the scripting commands take their script's flags (EVAL, EVALSHA,
+ * EVAL_RO, EVALSHA_RO, FCALL, FCALL_RO: c_ref has none), every other command its own. */
+static __attribute__((noinline)) uint32_t getCommandFlags(const cmdInfo *ci) {
+    if (ci->script) return ci->flags | CMD_NO_MULTI; /* evalGetCommandFlags / fcallGetCommandFlags */
+    return ci->flags;
+}
+
+/* networking.c authRequired: the default user needs no password, or the client logged in. */
+static int authRequired(const ksClient *c) {
+    return (!(cp.default_user.flags & USER_NOPASS) || (cp.default_user.flags & USER_DISABLED)) &&
+           !(c->flags & CF_AUTHENTICATED);
+}
+
+/* acl.c ACLSelectorCheckCmd: the selector's command bit (unless it allows all commands),
+ * its key patterns (unless all keys: the keys of the command from its key specs) and its
+ * channels (no command here has channels). */
+static __attribute__((noinline)) int ACLSelectorCheckCmd(const aclSelector *s, const cmdInfo *ci, int argc,
+                                                         int *keyidxptr, aclKeyResultCache *cache) {
+    int id = ci->id;
+    if (!(s->flags & SELECTOR_FLAG_ALLCOMMANDS) && !(ci->flags & CMD_NO_AUTH)) {
+        if (!(s->allowed_commands[id / 64] & (1ULL << (id % 64)))) return ACL_DENIED_CMD;
+    }
+    if (!(s->flags & SELECTOR_FLAG_ALLKEYS) && ci->def->first_key) {
+        if (!cache->keys_init) { /* getKeysFromCommandWithSpecs, once for all selectors */
+            int first, step;
+            cache->numkeys = ksCommandKeys(ci->def, argc, &first, &step);
+            cache->first = first;
+            cache->keys_init = 1;
+        }
+        if (cache->numkeys > 0) { /* a selector without key patterns ("resetkeys") */
+            *keyidxptr = cache->first;
+            return ACL_DENIED_KEY;
+        }
+    }
+    return ACL_OK;
+}
+
+/* acl.c ACLCheckAllUserCommandPerm: the first selector of the user that allows the command
+ * wins; else the most relevant error. */
+static __attribute__((noinline)) int ACLCheckAllUserCommandPerm(const aclUser *u, const cmdInfo *ci, int argc,
+                                                                int *idxptr) {
+    if (u == NULL) return ACL_OK;
+    int relevant_error = ACL_DENIED_CMD;
+    int local_idxptr = 0, last_idx = 0;
+    aclKeyResultCache cache; /* initACLKeyResultCache */
+    cache.keys_init = 0;
+    cache.numkeys = 0;
+    for (const cpListNode *ln = u->selectors.head; ln; ln = ln->next) {
+        const aclSelector *s = ln->value;
+        int acl_retval = ACLSelectorCheckCmd(s, ci, argc, &local_idxptr, &cache);
+        if (acl_retval == ACL_OK) return ACL_OK; /* cleanupACLKeyResultCache: nothing allocated */
+        if (acl_retval > relevant_error || (acl_retval == relevant_error && local_idxptr > last_idx)) {
+            relevant_error = acl_retval;
+            last_idx = local_idxptr;
+        }
+    }
+    *idxptr = last_idx;
+    return relevant_error;
+}
+
+/* server.c evictClients: client eviction runs only with maxmemory-clients set. */
+static __attribute__((noinline)) void evictClients(void) {
+    if (!cp.client_mem_usage_buckets) return;
+    cp.client_mem_usage_buckets = 0;
+}
+
+/* server.c writeCommandsDeniedByDiskError: the last RDB save or AOF write failed. */
+static __attribute__((noinline)) int writeCommandsDeniedByDiskError(void) {
+    if (cp.stop_writes_on_bgsave_err && cp.saveparamslen > 0 && cp.lastbgsave_err) return 1;
+    if (cp.aof_on) {
+        if (cp.aof_last_write_status) return 2;
+        if (cp.aof_bio_fsync_status) return 2;
+    }
+    return 0;
+}
+
+/* server.c isReplicatedClient / mustObeyClient: the primary's link or the AOF client. */
+static __attribute__((noinline)) int mustObeyClient(const ksClient *c) {
+    return c->id == CLIENT_ID_AOF || (c->flags & CF_PRIMARY);
+}
+
+/* server.c isPausedActions: CLIENT PAUSE in effect for these actions. */
+static int isPausedActions(uint32_t actions) { return (cp.paused_actions & actions) != 0; }
+
+/* server.c processCommand for a standalone primary (no persistence errors, replicas,
+ * maxmemory, scripts or modules in this server), in Valkey's order; each check reads
+ * the state it tests.  1: run the command (call()), 0: rejected. */
+static int processCommand(ksClient *c, const cmdInfo *ci, ksCommand *cmd) {
+    moduleCallCommandFilters(c);
+    /* securityWarningCommand: HTTP requests sent to the port; a command looked up ahead
+     * (prepareCommandQueue) is known, and the test is on the lookup path */
+    if (!cmd->def && (!strcasecmp(cmd->argv[0], "host:") || !strcasecmp(cmd->argv[0], "post"))) return 0;
+    if (cp.busy_module_yield_flags && !(cp.busy_module_yield_flags & 2)) return 0; /* blockPostponeClient */
+    uint32_t cmd_flags = getCommandFlags(ci);
+    int is_read = (cmd_flags & CMD_READONLY) != 0, is_write = (cmd_flags & CMD_WRITE) != 0;
+    int is_denyoom = (cmd_flags & CMD_DENYOOM) != 0, is_denystale = !(cmd_flags & CMD_STALE);
+    int is_denyloading = !(cmd_flags & CMD_LOADING), is_may_replicate = (cmd_flags & CMD_WRITE) != 0;
+    const int obey_client = mustObeyClient(c);
+    if (authRequired(c) && !(ci->flags & CMD_NO_AUTH)) return 0;
+    if ((c->flags & CF_MULTI) && (ci->flags & CMD_NO_MULTI)) return 0;
+    int acl_errpos;
+    if (ACLCheckAllUserCommandPerm(c->user, ci, cmd->argc, &acl_errpos) != ACL_OK) return 0;
+    if (cp.cluster_enabled && !obey_client && ci->def->first_key) return 0; /* getNodeByQuery */
+    if (!cp.cluster_enabled && (c->capa & CLIENT_CAPA_REDIRECT) && cp.primary_host && !obey_client &&
+        (is_write || (is_read && !(c->flags & CF_READONLY))))
+        return 0; /* -REDIRECT */
+    evictClients();
+    if (cp.current_client == NULL) return 0; /* evicted */
+    if (cp.maxmemory && is_denyoom) return 0; /* performEvictions */
+    if (cp.tracking_clients) cp.tracking_clients = cp.tracking_clients; /* trackingLimitUsedSlots */
+    if (writeCommandsDeniedByDiskError() && is_write && !obey_client) return 0;
     if (is_write && cp.min_replicas_to_write && cp.nreplicas < cp.min_replicas_to_write) return 0;
-    if ((c->flags & CF_PUBSUB) && !(f & CMD_FAST)) return 0;               /* RESP2 pubsub */
-    if (cp.loading && is_denyloading) return 0;
-    if (cp.busy_script && is_denystale) return 0;
-    if ((c->flags & CF_REPLICA) && is_write) return 0;
+    if (cp.primary_host && cp.repl_replica_ro && !obey_client && is_write) return 0;
+    if ((c->flags & CF_PUBSUB) && c->resp == 2 && !(ci->flags & CMD_FAST)) return 0; /* RESP2 pubsub */
+    if (cp.primary_host && !cp.repl_connected && !cp.repl_serve_stale_data && is_denystale) return 0;
+    if (cp.loading && !cp.async_loading && is_denyloading) return 0;
+    if (cp.busy_script && !(ci->flags & CMD_ALLOW_BUSY)) return 0; /* isInsideYieldingLongCommand */
+    if ((c->flags & CF_REPLICA) && (is_may_replicate || is_write || is_read)) return 0;
+    if (!(c->flags & CF_REPLICA) &&
+        (isPausedActions(PAUSE_ACTION_CLIENT_ALL) || (isPausedActions(PAUSE_ACTION_CLIENT_WRITE) && is_may_replicate)))
+        return 0; /* blockPostponeClient */
+    if ((c->flags & CF_MULTI) && !ci->transaction_control) return 0; /* queueMultiCommand */
     return 1;
 }
 
@@ -371,20 +685,82 @@ static int incrCommandStatsOnError(int *failed_calls) {
     return res;
 }
 
-/* afterCommand: postExecutionUnitOperations (firePostExecutionUnitJobs,
+/* server.c firePostExecutionUnitJobs: the jobs queued for the end of the execution unit. */
+static __attribute__((noinline)) void firePostExecutionUnitJobs(void) {
+    if (cp.post_exec_jobs == 0) return;
+    cp.execution_nesting++; /* enterExecutionUnit(0, 0) */
+    while (cp.post_exec_jobs > 0) cp.post_exec_jobs--;
+    cp.execution_nesting--;
+}
+
+/* tracking.c trackingHandlePendingKeyInvalidations: keys a command invalidated. */
+static __attribute__((noinline)) void trackingHandlePendingKeyInvalidations(void) {
+    if (!cp.tracking_pending_keys) return;
+    cp.tracking_pending_keys = 0;
+}
+
+/* cluster_slot_stats.c clusterSlotStatsAddNetworkBytesOutForUserClient: canAddNetworkBytesOut. */
+static __attribute__((noinline)) void clusterSlotStatsAddNetworkBytesOut(ksClient *c) {
+    if (!(cp.cluster_slot_stats && cp.cluster_enabled && c->slot >= 0)) return;
+    c->net_output_bytes_curr_cmd = 0;
+}
+
+/* server.c afterCommand: postExecutionUnitOperations (firePostExecutionUnitJobs,
  * propagatePendingCommands, modulePostExecutionUnitOperations), tracking's pending
  * invalidations, cluster slot stats of the output bytes, pending push messages. */
-static void afterCommand(ksClient *c) {
-    if (cp.execution_nesting == 0) {
-        cp.execution_nesting++; /* firePostExecutionUnitJobs: enterExecutionUnit(0, 0) */
-        while (cp.post_exec_jobs > 0) cp.post_exec_jobs--;
-        cp.execution_nesting--;
+static __attribute__((noinline)) void afterCommand(ksClient *c) {
+    if (cp.execution_nesting == 0) { /* postExecutionUnitOperations */
+        firePostExecutionUnitJobs();
         if (cp.also_propagate_numops) cp.propagated += cp.also_propagate_numops, cp.also_propagate_numops = 0;
         if (cp.busy_module_yield_flags) cp.busy_module_yield_flags = 0;
     }
-    if (cp.tracking_pending_keys) cp.tracking_pending_keys = 0;
-    if (cp.cluster_slot_stats && cp.cluster_enabled && c->slot >= 0) c->net_output_bytes_curr_cmd = 0;
+    trackingHandlePendingKeyInvalidations();
+    clusterSlotStatsAddNetworkBytesOut(c);
     if (!cp.execution_nesting && cp.pending_push_messages) cp.pending_push_messages = 0; /* listJoin */
+}
+
+/* commandlog.c commandlogPushEntryIfNeeded: a command past the log's threshold (slow: its
+ * duration in us, large-request / large-reply: its bytes) is logged, the log trimmed to
+ * max-len; a negative threshold or max-len 0 turns the log off. */
+static __attribute__((noinline)) void commandlogPushEntryIfNeeded(long long value, int type) {
+    commandlog *l = &cp.commandlog[type];
+    if (l->threshold < 0 || l->max_len == 0) return;
+    if (value >= l->threshold) { /* listAddNodeHead(commandlogCreateEntry(...)) */
+        l->len++;
+        l->entry_id++;
+    }
+    while (l->len > l->max_len) l->len--; /* listDelNode(listLast) */
+}
+
+/* commandlog.c commandlogPushCurrentCommand: the three logs of a command. */
+static void commandlogPushCurrentCommand(const ksClient *c, const cmdInfo *ci) {
+    if (ci->flags & CMD_SKIP_COMMANDLOG) return;
+    commandlogPushEntryIfNeeded(c->duration, COMMANDLOG_TYPE_SLOW);
+    commandlogPushEntryIfNeeded((long long)c->net_input_bytes_curr_cmd, COMMANDLOG_TYPE_LARGE_REQUEST);
+    commandlogPushEntryIfNeeded((long long)c->net_output_bytes_curr_cmd, COMMANDLOG_TYPE_LARGE_REPLY);
+}
+
+/* module.c moduleFireCommandResultEvent: the command-result event of Valkey 9, to the
+ * modules subscribed to it (none). */
+static __attribute__((noinline)) void moduleFireCommandResultEvent(const ksClient *c, const cmdInfo *ci, long long us) {
+    (void)c, (void)ci, (void)us;
+    if (!cp.command_result_listeners) return;
+    cp.command_result_events++;
+}
+
+/* cluster_slot_stats.c clusterSlotStatsAddCpuDuration: canAddCpuDuration. */
+static __attribute__((noinline)) void clusterSlotStatsAddCpuDuration(const ksClient *c, cmdInfo *ci, long long us) {
+    if (!(cp.cluster_slot_stats && cp.cluster_enabled && c->slot >= 0)) return;
+    ci->slot_cpu_usec += us;
+}
+
+/* monotonic.c getMonotonicUs: the TSC (monotonic_clock "X86 TSC @ N ticks/us", as the
+ * reference server reports) scaled by a fixed-point multiplier; else the POSIX clock. */
+static __attribute__((noinline)) uint64_t getMonotonicUs(void) {
+#if defined(__x86_64__)
+    if (cp.monotonic_hw) return (uint64_t)(((unsigned __int128)__rdtsc() * cp.tsc_mult) >> 24);
+#endif
+    return ksMonotonicNs() / 1000;
 }
 
 /* networking.c commandProcessed -> resetClient (its freeClientArgv is ksCallArgvFree,
@@ -414,8 +790,9 @@ static __attribute__((noinline)) void commandProcessed(ksClient *c) {
 void ksCallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd, const ksCommandDef *def, int id) {
     cp.current_client = c;
     cmdInfo *ci = &cp.info[id]; /* c->cmd: the command found at lookup */
+    c->net_input_bytes_curr_cmd = cmd->input_bytes; /* processMultibulkBuffer's count */
     KS_WORK_OF(KVT_WORK_SERVER, KS_CALL_WORK);
-    if (!processChecks(c, ci)) { /* unreachable in this configuration; never silent */
+    if (!processCommand(c, ci, cmd)) { /* unreachable in this configuration; never silent */
         ksReplyError(ks, c, "ERR command rejected by the server's state");
         commandProcessed(c);
         return;
@@ -440,14 +817,15 @@ void ksCallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd, const ksCommandD
     cp.fixed_time_expire++;
     c->flags |= CF_EXECUTING;
     if (reprocessing) c->flags |= CF_REPROCESSING;
-    uint64_t t0 = cp.monotonic_hw ? ksMonotonicNs() : 0;
+    uint64_t t0 = cp.monotonic_hw ? getMonotonicUs() : 0;
     def->proc(ks, c, cmd);
     if (reprocessing) c->flags &= ~(uint64_t)CF_REPROCESSING;
     cp.execution_nesting--;                     /* exitExecutionUnit */
     cp.fixed_time_expire--;
     if (!(c->flags & CF_BLOCKED)) c->flags &= ~(uint64_t)CF_EXECUTING;
-    uint64_t ns = cp.monotonic_hw ? ksMonotonicNs() - t0 : (uint64_t)(ustimeNow() - call_timer) * 1000;
-    long long us = (long long)(ns / 1000);
+    /* the duration: the TSC where it is the monotonic clock, else a second ustime() */
+    long long us = cp.monotonic_hw ? (long long)(getMonotonicUs() - t0) : ustimeNow() - call_timer;
+    uint64_t ns = (uint64_t)us * 1000;
     c->duration += us;
     if (ci->flags & CMD_WRITE) cp.dirty++; /* the keyspace changed (setKey, dbAdd: server.dirty++) */
     dirty = cp.dirty - dirty;
@@ -466,10 +844,8 @@ void ksCallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd, const ksCommandD
             if (us > cp.el_cmd_max) cp.el_cmd_max = us;
         }
     }
-    /* slowlogPushCurrentCommand -> slowlogPushEntryIfNeeded */
-    if (update_command_stats && !(c->flags & CF_BLOCKED) && !(ci->flags & CMD_SKIP_SLOWLOG) &&
-        c->duration >= SLOWLOG_SLOWER_THAN_US)
-        cp.slowlog_len++;
+    /* commandlogPushCurrentCommand: the slow, large-request and large-reply logs */
+    if (update_command_stats && !(c->flags & CF_BLOCKED)) commandlogPushCurrentCommand(c, ci);
     /* replicationFeedMonitors: nothing without MONITOR clients */
     if (update_command_stats && !reprocessing && cp.monitors_len && !cp.loading) cp.monitors_len = 0;
     if (!(c->flags & CF_BLOCKED) && c->original_argv) c->original_argv = NULL; /* freeClientOriginalArgv */
@@ -482,11 +858,11 @@ void ksCallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd, const ksCommandD
                 ci->latency->min_value = INT64_MAX;
             }
             int64_t v = c->duration * 1000;
-            hdrRecord(ci->latency, v < 1 ? 1 : v > HDR_MAX_NS ? HDR_MAX_NS : v);
+            hdr_record_value(ci->latency, v < 1 ? 1 : v > HDR_MAX_NS ? HDR_MAX_NS : v);
         }
-        /* clusterSlotStatsAddCpuDuration: canAddCpuDuration */
-        if (cp.cluster_slot_stats && cp.cluster_enabled && c->slot >= 0) ci->slot_cpu_usec += c->duration;
+        clusterSlotStatsAddCpuDuration(c, ci, c->duration);
     }
+    moduleFireCommandResultEvent(c, ci, us);
     if (!(c->flags & CF_BLOCKED)) c->duration = 0;
     if (!(c->flags & CF_PREVENT_PROP)) { /* call()'s propagation flags -> alsoPropagate */
         int prop = dirty ? 3 : 0;
@@ -509,7 +885,7 @@ void ksCallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd, const ksCommandD
         cp.stat_numcommands++;
     }
     /* the peak of zmalloc_used_memory(): the argv objects' and the keyspace's blocks */
-    long long used = (long long)(ksZmallocUsed() + ksArenaAllocatedBytes(ks->arena));
+    long long used = (long long)(zmalloc_used_memory() + ksArenaAllocatedBytes(ks->arena));
     if (used > cp.stat_peak_memory) cp.stat_peak_memory = used;
     afterCommand(c);
     if (old_repl_offset != cp.primary_repl_offset) c->woff = cp.primary_repl_offset;
@@ -522,25 +898,31 @@ void ksCallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd, const ksCommandD
 
 /* --- Reads and writes ------------------------------------------------------------------------ */
 
+static int getClientType(const ksClient *c);
+static int clientHasPendingReplies(const ksClient *c);
+
+/* networking.c handleReadResult after a read of n > 0 bytes: the server's read count, the
+ * client's last interaction and input bytes, the server's (or the replication's) input bytes. */
 void ksCallReadDone(ksClient *c, size_t n) {
-    if (c->flags & CF_CLOSE_ASAP) return;
+    cp.stat_io_reads++;                         /* stat_total_reads_processed */
     c->last_interaction = cp.unixtime;          /* c->last_interaction = server.unixtime */
-    if (c->flags & CF_PRIMARY) c->read_reploff += (long long)n;
     c->net_input_bytes += n;
-    cp.stat_net_input_bytes += (long long)n;    /* atomicIncr(server.stat_net_input_bytes) */
-    cp.stat_io_reads++;
-    size_t qlen = c->qlen;
-    if (qlen > c->querybuf_peak) c->querybuf_peak = qlen;
+    if (c->flags & CF_PRIMARY) c->read_reploff += (long long)n;
+    else cp.stat_net_input_bytes += (long long)n;
 }
 
-void ksCallWriteDone(ksClient *c, size_t written, size_t left) {
+/* networking.c postWriteToClient's counters after a write of `written` bytes (0: the
+ * write failed or took nothing). */
+void ksCallWriteDone(ksClient *c, size_t written) {
     cp.stat_total_writes++;                     /* stat_total_writes_processed */
-    cp.stat_io_writes++;
+    if (!written) return;
     c->net_output_bytes += written;
-    if (written) c->last_interaction = cp.unixtime;
-    if (!left) c->sentlen = 0;                  /* postWriteToClient: all sent */
-    else c->sentlen += written;
+    if (!(c->flags & CF_PRIMARY)) c->last_interaction = cp.unixtime;
 }
+
+/* networking.c getClientType and clientHasPendingReplies for the server's write loop. */
+int ksCallClientIsReplica(const ksClient *c) { return getClientType(c) == CLIENT_TYPE_REPLICA; }
+int ksCallClientHasPendingReplies(const ksClient *c) { return clientHasPendingReplies(c); }
 
 /* --- Replies ----------------------------------------------------------------------------------- */
 

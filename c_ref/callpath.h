@@ -25,6 +25,9 @@ void ksCallPathEnable(uint64_t seed, void (*pending)(ksClient *c));
 void ksCallPathDisable(void);
 extern int ksCallPathOn; /* read on every command: a plain flag */
 
+/* networking.c createClient's part of a server's client: id, protocol, default user. */
+void ksCallClientInit(ksClient *c);
+
 /* zmalloc/zfree with the libc allocator (Valkey's mem_allocator:libc build):
  * malloc or free plus malloc_usable_size into used_memory. */
 void *ksZmalloc(size_t n);
@@ -54,10 +57,13 @@ void ksCallAppend(ksKeyspace *ks, ksClient *c, const void *s, size_t len);
 /* _addReplyLongLongWithPrefix: a shared header below 32, else formatted. */
 void ksCallAppendLen(ksKeyspace *ks, ksClient *c, char prefix, long long v);
 
-/* readQueryFromClient's bookkeeping after n bytes were read into the query buffer, and
- * postWriteToClient's after a write left `left` bytes of the reply unwritten (0: all). */
+/* handleReadResult's counters after n > 0 bytes were read, postWriteToClient's after a
+ * write of `written` bytes (0: none). */
 void ksCallReadDone(ksClient *c, size_t n);
-void ksCallWriteDone(ksClient *c, size_t written, size_t left);
+void ksCallWriteDone(ksClient *c, size_t written);
+/* getClientType(c) == CLIENT_TYPE_REPLICA; clientHasPendingReplies(c). */
+int ksCallClientIsReplica(const ksClient *c);
+int ksCallClientHasPendingReplies(const ksClient *c);
 
 /* INFO's figures. */
 uint64_t ksCallStatNumcommands(void);

@@ -187,6 +187,8 @@ struct ksKeyInfo {
 
 typedef struct ksCommand {
     int argc;
+    uint32_t input_bytes; /* a server's command: its bytes in the query buffer (Valkey's
+                             c->net_input_bytes_curr_cmd; below the 1 GiB query buffer limit) */
     sds *argv;        /* arena; argv strings are arena sds (tag argv) */
     int argv_cap;
     void **argv_obj;  /* a server's argv (callpath.c): the argument objects, zmalloc'd;
@@ -216,6 +218,9 @@ struct ksClient {
     int slot;                 /* c->slot: -1 (no cluster slot stats in a standalone server) */
     void *deferred_reply_errors, *original_argv; /* NULL: none (call()'s tests) */
     uint32_t reply_flags;     /* buf_encoded (reply offload's header mode, bit 0) */
+    void *user;               /* c->user (callpath.c: the default user), c->id, c->resp, c->capa */
+    uint64_t id;
+    int resp, capa;
 };
 
 /* --- Keyspace -------------------------------------------------------------- */

@@ -2,28 +2,32 @@
  * server.c -- the c_ref keyspace behind a RESP2 server: an epoll event loop
  * over TCP sockets with the shape of Valkey's main thread (io-threads 1).
  *
- *   epoll_pwait ──> listener readable: accept4, TCP_NODELAY, EPOLLIN   (acceptTcpHandler)
- *        │     └──> client readable:   readQuery                      (readQueryFromClient)
- *        │              read(fd) appends to the client's query buffer (tag query_buf)
- *        │              ks->var.pipeline(ks, c): parse every complete command, run it with
- *        │                the pipeline and multi-key variants (pipeline.c, commands.c --
- *        │                the very functions the in-memory workloads and ksExecute call),
- *        │                replies appended to the client's reply buffer (tag reply_buf)
- *        │              the consumed prefix is cut from the query buffer (sdsrange)
- *        │              ksDbCron between two reads (databasesCron's incremental rehash)
- *        │              the client joins the pending-write list     (clients_pending_write)
- *        └── before the next epoll_pwait: write each pending reply buffer   (beforeSleep ->
- *              handleClientsWithPendingWrites); what the socket does not take stays, and the
- *              client gets EPOLLOUT until it is written            (connSetWriteHandler)
+ *   aeProcessEvents (server_ae.c: ae.c over epoll_pwait, the socket connection type)
+ *        │   beforeSleep -> handleClientsWithPendingWrites: each client on the pending-write
+ *        │     list writes its reply (writeToClient -> _writeToClient -> connWrite,
+ *        │     postWriteToClient); what the socket does not take waits for the write handler
+ *        ├──> listener readable: acceptTcpHandler (accept4, TCP_NODELAY, createClient)
+ *        └──> client readable: connSocketEventHandler -> readQueryFromClient
+ *               readToQueryBuf: a client with nothing left over reads into the server's
+ *                 shared query buffer (thread_shared_qb), else into its own (tag query_buf)
+ *               handleReadResult (the read's counters, EOF and errors free the client)
+ *               processInputBuffer: ks->var.pipeline(ks, c) parses every complete command
+ *                 and runs it with the pipeline and multi-key variants (pipeline.c,
+ *                 commands.c -- the very functions the in-memory workloads call), replies
+ *                 appended to the client's reply buffer (tag reply_buf); ksDbCron between
+ *                 two reads (databasesCron's incremental rehash)
+ *               beforeNextClient: trimClientQueryBuffer (a client with bytes left in the
+ *                 shared buffer takes it over and the server makes a new one, else gives it
+ *                 back; a private buffer's consumed prefix is cut), the client's memory
  *
- * One query buffer and one reply buffer per client, as Valkey's c->querybuf and c->buf /
- * reply list (one growable buffer here).  A read asks for PROTO_IOBUF_LEN (16 KiB) or more
- * when the buffer has more room; a query buffer past client-query-buffer-limit (1 GiB)
- * closes the client without a reply, as Valkey does.  Protocol errors (resp.c: Valkey's
- * messages, incl. an oversized bulk length or inline request) are replied to and the
- * client is closed once the reply is written (CLIENT_CLOSE_AFTER_REPLY).  A client that
- * disconnects, even in the middle of a command, is freed; a broken pipe is an EPIPE, not
- * a signal.  Clients past maxclients get "-ERR max number of clients reached".
+ * One reply buffer per client (Valkey: c->buf and its reply list, one growable buffer
+ * here).  A read asks for PROTO_IOBUF_LEN (16 KiB); a query buffer past
+ * client-query-buffer-limit (1 GiB) closes the client without a reply, as Valkey does.
+ * Protocol errors (resp.c: Valkey's messages, incl. an oversized bulk length or inline
+ * request) are replied to and the client is closed once the reply is written
+ * (CLIENT_CLOSE_AFTER_REPLY).  A client that disconnects, even in the middle of a
+ * command, is freed; a broken pipe is an EPIPE, not a signal.  Clients past maxclients
+ * get "-ERR max number of clients reached".
  *
  * Commands: the keyspace's own (commands.c: GET SET MGET MSET KEYS DBSIZE FLUSHALL ...)
  * plus the server's, registered with ksRegisterCommands so pipelines and lookahead
@@ -82,40 +86,60 @@
 #include "callpath.h"
 #include "keyspace.h"
 #include "server.h"
+#include "server_ae.h"
 
 #define PROTO_IOBUF_LEN (16 * 1024)
 #define QUERYBUF_LIMIT (1024ULL * 1024 * 1024) /* client-query-buffer-limit */
-#define MAX_EVENTS 128
 #define SERVER_VERSION "0.1.0"
 #define COMPAT_VERSION "7.2.4" /* redis_version, as Valkey reports it to old clients */
 
 static_assert(PROTO_IOBUF_LEN >= 4096, "a read asks for at least a page");
 
-typedef struct conn {
-    int fd;
+/* adlist.c: the list of clients with pending writes, through nodes inside the clients. */
+typedef struct listNode {
+    struct listNode *prev, *next;
+    void *value;
+} listNode;
+typedef struct list {
+    listNode *head, *tail;
+    unsigned long len;
+} list;
+
+enum { CLIENT_IDLE = 0 }; /* io_read_state / io_write_state: no IO thread holds the client */
+#define READ_FLAGS_QB_LIMIT_REACHED (1 << 0)
+#define WRITE_FLAGS_WRITE_ERROR (1 << 0)
+
+typedef struct conn { /* Valkey's client: the keyspace's ksClient and the socket's state */
     ksClient c;
-    size_t wpos;          /* reply bytes already written */
-    int close_after;      /* protocol error: close once the reply is out */
-    int pending;          /* on the pending-write list */
-    int want_write;       /* EPOLLOUT installed */
-    struct conn *next_pending;
+    connection *conn;     /* NULL: the session client of the fuzz target (no socket) */
+    int close_after;      /* CLIENT_CLOSE_AFTER_REPLY: protocol error, close once replied */
+    int close_asap, protected_, pending_write; /* CLIENT_CLOSE_ASAP, _PROTECTED, _PENDING_WRITE */
+    int io_read_state, io_write_state;
+    ssize_t nread, nwritten;
+    int read_flags, write_flags;
+    listNode pending_node; /* clients_pending_write_node */
+    listNode client_node;  /* its node in server.clients */
+    size_t last_memory_usage;
 } conn;
 
 typedef struct server {
     ksKeyspace *ks;
-    int lfd, ep;
-    conn **byfd;
-    int nfd;
+    aeEventLoop *el;
+    int lfd;
     int nclients, maxclients;
-    conn *pending;
+    list clients, clients_pending_write;
+    uint8_t *shared_qb;   /* thread_shared_qb: a read of a client without a query buffer lands here */
+    size_t shared_qcap;
     char pipeline[32], multikey[32];
     int batch; /* prefetch-batch-max-size: 0 off */
     int port;
     size_t querybuf_limit;
+    int io_threads_num, client_mem_usage_buckets, aof_fsync_always;
     uint64_t connections_received, rejected_connections;
 } server;
 
 static server srv;
+static void serverClose(void);
 static volatile sig_atomic_t stop_requested;
 
 static void onStop(int sig) {
@@ -363,170 +387,310 @@ static const ksCommandDef serverCommands[] = {
 
 /* --- Clients ----------------------------------------------------------------- */
 
-static void closeConn(conn *k) {
-    epoll_ctl(srv.ep, EPOLL_CTL_DEL, k->fd, NULL);
-    close(k->fd);
-    srv.byfd[k->fd] = NULL;
+/* adlist.c listLinkNodeHead / listUnlinkNode on clients_pending_write. */
+static void listLinkNodeHead(list *l, listNode *node) {
+    node->prev = NULL;
+    node->next = l->head;
+    if (l->head) l->head->prev = node;
+    else l->tail = node;
+    l->head = node;
+    l->len++;
+}
+
+static void listUnlinkNode(list *l, listNode *node) {
+    if (node->prev) node->prev->next = node->next;
+    else l->head = node->next;
+    if (node->next) node->next->prev = node->prev;
+    else l->tail = node->prev;
+    node->next = node->prev = NULL;
+    l->len--;
+}
+
+/* thread_shared_qb: PROTO_IOBUF_LEN bytes, empty. */
+static void initSharedQueryBuf(void) {
+    srv.shared_qcap = PROTO_IOBUF_LEN;
+    srv.shared_qb = ksArenaAlloc(srv.ks->arena, srv.shared_qcap);
+}
+
+/* freeClient: unlinked from the pending-write list, its connection closed (after the
+ * running handler returns when inside one), its buffers freed; the shared query buffer
+ * stays the server's. */
+static void freeClient(conn *k) {
+    if (k->pending_write) {
+        listUnlinkNode(&srv.clients_pending_write, &k->pending_node);
+        k->pending_write = 0;
+    }
+    if (k->conn) {
+        listUnlinkNode(&srv.clients, &k->client_node); /* unlinkClient */
+        connClose(k->conn);
+        k->conn = NULL;
+    }
+    if (k->c.qbuf == srv.shared_qb) { /* freed between a read and its trim: the buffer stays */
+        k->c.qbuf = NULL;
+        k->c.qlen = k->c.qpos = 0;
+    }
     ksClientFree(srv.ks, &k->c);
-    k->fd = -1; /* freed after the pending list is walked (pending entries are skipped) */
     srv.nclients--;
-    if (!k->pending) free(k);
+    free(k);
 }
 
-static int setWrite(conn *k, int on) {
-    if (k->want_write == on) return 0;
-    struct epoll_event ev = {.events = on ? EPOLLIN | EPOLLOUT : EPOLLIN, .data.fd = k->fd};
-    if (epoll_ctl(srv.ep, EPOLL_CTL_MOD, k->fd, &ev)) return -1;
-    k->want_write = on;
-    return 0;
-}
-
-/* writeToClient: as much of the reply buffer as the socket takes.  -1: closed. */
-static int writeReply(conn *k) {
-    ksClient *c = &k->c;
-    while (k->wpos < c->rlen) {
-        ssize_t n = write(k->fd, c->rbuf + k->wpos, c->rlen - k->wpos);
-        KS_SYSCALL(KS_SITE_SYS_WRITE, n > 0 ? n : 0); /* traced: the call, then its copy */
-        if (n > 0) { /* traced: the kernel's copy reads the bytes it took */
-            (void)KS_LOAD(c->rbuf + k->wpos, (size_t)n, KVT_TAG_REPLY_BUF, KS_SITE_RESP_REPLY, 0);
-            k->wpos += (size_t)n;
-            continue;
-        }
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (setWrite(k, 1)) break;
-            return 0;
-        }
-        closeConn(k); /* EPIPE, ECONNRESET: the client is gone */
-        return -1;
-    }
-    c->rlen = 0;
-    k->wpos = 0;
-    if (k->close_after) {
-        closeConn(k);
-        return -1;
-    }
-    setWrite(k, 0);
-    return 0;
-}
-
-static void markPending(conn *k) {
-    if (k->pending) return;
-    k->pending = 1;
-    k->next_pending = srv.pending;
-    srv.pending = k;
-}
-
-/* prepareClientToWrite's putClientInPendingWriteQueue (callpath.c), on a client's first
- * reply byte; the session client of the fuzz target has no socket and no list. */
+/* prepareClientToWrite's putClientInPendingWriteQueue (callpath.c calls it on a client's
+ * first reply byte); the session client of the fuzz target has no socket and no list. */
 static void pendingWrite(ksClient *c) {
     conn *k = (conn *)((char *)c - offsetof(conn, c));
-    if (k->fd >= 0) markPending(k);
+    if (!k->conn || k->pending_write) return;
+    k->pending_write = 1;
+    listLinkNodeHead(&srv.clients_pending_write, &k->pending_node);
 }
 
-/* Room for a read of PROTO_IOBUF_LEN bytes at the end of the query buffer. */
-static void queryRoom(ksClient *c) {
-    if (c->qcap - c->qlen >= PROTO_IOBUF_LEN) return;
-    size_t cap = c->qcap;
-    while (cap - c->qlen < PROTO_IOBUF_LEN) cap *= 2;
+/* sdsMakeRoomFor: room for a read of readlen bytes at the end of the query buffer. */
+static void queryRoom(ksClient *c, size_t readlen) {
+    if (c->qcap - c->qlen >= readlen) return;
+    size_t cap = c->qcap ? c->qcap : PROTO_IOBUF_LEN;
+    while (cap - c->qlen < readlen) cap *= 2;
     c->qbuf = ksArenaRealloc(srv.ks->arena, c->qbuf, cap);
     c->qcap = cap;
 }
 
-/* processInputBuffer after n bytes were read into the query buffer: run every complete
- * command, keep the incomplete rest.  0, or -1 when the client must be closed now (query
- * buffer limit); a protocol error sets close_after (closed once the reply is out). */
-static int processQuery(conn *k, size_t n) {
+/* networking.c readToQueryBuf: a client without a query buffer of its own (nothing left
+ * over from its previous read) reads into the shared one; else its own grows to take
+ * PROTO_IOBUF_LEN more.  The bytes read are k->nread (connRead's result). */
+static void readToQueryBuf(conn *k) {
+    ksClient *c = &k->c;
+    if (k->close_asap) return;
+    size_t readlen = PROTO_IOBUF_LEN;
+    if (c->qbuf == NULL) { /* c->querybuf = thread_shared_qb */
+        c->qbuf = srv.shared_qb;
+        c->qcap = srv.shared_qcap;
+        c->qlen = c->qpos = 0;
+    }
+    size_t qblen = c->qlen;
+    if (c->qbuf != srv.shared_qb) queryRoom(c, readlen); /* sdsMakeRoomFor */
+    else if (c->qcap - qblen < readlen) readlen = c->qcap - qblen;
+    if (qblen + readlen > c->querybuf_peak) c->querybuf_peak = qblen + readlen;
+    k->nread = connRead(k->conn, c->qbuf + qblen, readlen);
+    KS_SYSCALL(KS_SITE_SYS_READ, k->nread > 0 ? (size_t)k->nread : 0); /* traced: the call */
+    if (k->nread <= 0) return;
+    /* traced: the kernel's copy stores the bytes read into the query buffer */
+    KS_STORE(c->qbuf + qblen, (size_t)k->nread, KVT_TAG_QUERY_BUF, KS_SITE_RESP_PARSE, 0);
+    c->qlen += (size_t)k->nread; /* sdsIncrLen */
+    if (c->qlen > c->querybuf_peak) c->querybuf_peak = c->qlen;
+    if (c->qlen > srv.querybuf_limit) k->read_flags |= READ_FLAGS_QB_LIMIT_REACHED;
+}
+
+/* networking.c handleReadResult: C_OK (0) to process the buffer; -1 after EOF, an error
+ * (a partial command is dropped) or the query buffer limit, the client freed. */
+static int handleReadResult(conn *k) {
+    if (k->nread <= 0) {
+        if (k->nread == -1 && connGetState(k->conn) == CONN_STATE_CONNECTED) return -1; /* EAGAIN */
+        freeClient(k); /* freeClientAsync: closed (EOF) or failed */
+        return -2;
+    }
+    ksCallReadDone(&k->c, (size_t)k->nread);
+    if (k->read_flags & READ_FLAGS_QB_LIMIT_REACHED) { /* handleQbLimitReached: closed, no reply */
+        freeClient(k);
+        return -2;
+    }
+    return 0;
+}
+
+/* networking.c resetSharedQueryBuf: a client with bytes left in the shared buffer takes it
+ * over (a new shared buffer is made), one with none gives it back, emptied. */
+static void resetSharedQueryBuf(ksClient *c) {
+    size_t remaining = c->qlen - c->qpos;
+    if (remaining > 0) {
+        initSharedQueryBuf(); /* the client owns the old one now */
+        return;
+    }
+    c->qbuf = NULL;
+    c->qcap = c->qlen = c->qpos = 0;
+}
+
+/* networking.c trimClientQueryBuffer: the consumed prefix cut (sdsrange). */
+static void trimClientQueryBuffer(ksClient *c) {
+    if (c->qbuf == srv.shared_qb) resetSharedQueryBuf(c);
+    if (c->qbuf == NULL) return;
+    if (c->qpos > 0) {
+        memmove(c->qbuf, c->qbuf + c->qpos, c->qlen - c->qpos);
+        c->qlen -= c->qpos;
+        c->qpos = 0;
+    }
+}
+
+/* server.c updateClientMemUsageAndBucket: with client eviction off (maxmemory-clients 0)
+ * only normal clients' memory is tracked, and nothing is to bucket. */
+static __attribute__((noinline)) int updateClientMemUsageAndBucket(conn *k) {
+    if (!k->conn) return 0;
+    int allow_eviction = srv.client_mem_usage_buckets && !ksCallClientIsReplica(&k->c) && !k->close_asap;
+    if (!allow_eviction) return 0;
+    k->last_memory_usage = k->c.qcap + k->c.rcap; /* updateClientMemoryUsage */
+    return 1;
+}
+
+/* processInputBuffer after a read: the configured pipeline runs every complete command
+ * (parse, lookup, call, reset), the rest stays; a protocol error sets close_after (closed
+ * once the reply is out). */
+static void processInputBuffer(conn *k) {
     ksKeyspace *ks = srv.ks;
     ksClient *c = &k->c;
-    KS_STORE(c->qbuf + c->qlen, n, KVT_TAG_QUERY_BUF, KS_SITE_RESP_PARSE, 0);
-    c->qlen += n;
-    ksCallReadDone(c, n);
     ksCur = ks;
     ks->var.pipeline(ks, c);
     if (c->closed) {
         k->close_after = 1;
         c->qlen = c->qpos = 0;
-    } else if (c->qpos) { /* sdsrange: keep the incomplete command */
-        memmove(c->qbuf, c->qbuf + c->qpos, c->qlen - c->qpos);
-        c->qlen -= c->qpos;
-        c->qpos = 0;
     }
     ksDbCron(ks);
-    /* Valkey: closing client that reached max query buffer length */
-    return c->qlen > srv.querybuf_limit ? -1 : 0;
 }
 
-/* readQueryFromClient. */
-static void readQuery(conn *k) {
-    ksClient *c = &k->c;
-    if (k->close_after) return;
-    queryRoom(c);
-    ssize_t n = read(k->fd, c->qbuf + c->qlen, c->qcap - c->qlen);
-    KS_SYSCALL(KS_SITE_SYS_READ, n > 0 ? n : 0); /* traced: the call; its copy in processQuery */
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
-    if (n <= 0 || processQuery(k, (size_t)n)) { /* EOF, error (a partial command is dropped) */
-        closeConn(k);
+/* networking.c beforeNextClient: the query buffer trimmed, the client's memory updated. */
+static void beforeNextClient(conn *k) {
+    trimClientQueryBuffer(&k->c);
+    if (k->close_after && !ksCallClientHasPendingReplies(&k->c)) k->close_asap = 1; /* nothing to send */
+    if (k->close_asap) {
+        freeClient(k);
         return;
     }
-    if (c->rlen > k->wpos || k->close_after) markPending(k);
+    updateClientMemUsageAndBucket(k);
 }
 
-static void acceptClients(void) {
+/* networking.c readQueryFromClient: the read handler of a client's connection. */
+static void readQueryFromClient(connection *cn) {
+    conn *k = connGetPrivateData(cn);
+    if (srv.io_threads_num > 1) return; /* postponeClientRead: an IO thread reads it */
+    if (k->io_write_state != CLIENT_IDLE || k->io_read_state != CLIENT_IDLE) return;
+    if (k->close_after) return; /* the rest of a client being closed is ignored */
+    readToQueryBuf(k);
+    int rc = handleReadResult(k);
+    if (rc == -2) return; /* freed */
+    if (rc == 0) processInputBuffer(k);
+    beforeNextClient(k);
+}
+
+/* networking.c _writeToClient: as much of the reply buffer as the socket takes. */
+static void _writeToClient(conn *k) {
+    ksClient *c = &k->c;
+    ssize_t bytes_to_write = (ssize_t)(c->rlen - c->sentlen), tot_written = 0;
+    while (tot_written < bytes_to_write) {
+        ssize_t n = connWrite(k->conn, c->rbuf + c->sentlen + tot_written, (size_t)(bytes_to_write - tot_written));
+        KS_SYSCALL(KS_SITE_SYS_WRITE, n > 0 ? (size_t)n : 0); /* traced: the call, then its copy */
+        if (n <= 0) {
+            if (n < 0 && errno == EINTR) continue;
+            k->write_flags |= WRITE_FLAGS_WRITE_ERROR;
+            tot_written = tot_written > 0 ? tot_written : n;
+            break;
+        }
+        /* traced: the kernel's copy reads the bytes it took */
+        (void)KS_LOAD(c->rbuf + c->sentlen + tot_written, (size_t)n, KVT_TAG_REPLY_BUF, KS_SITE_RESP_REPLY, 0);
+        tot_written += n;
+    }
+    k->nwritten = tot_written;
+}
+
+/* networking.c postWriteToClient: the bytes written leave the buffer; a reply sent in
+ * full resets it and removes the write handler; a write error (but EAGAIN) or a sent
+ * close-after-reply frees the client.  0, or -1: the client was freed. */
+static int postWriteToClient(conn *k) {
+    ksClient *c = &k->c;
+    if (!ksCallClientIsReplica(c) && k->nwritten > 0) { /* _postWriteToClient */
+        c->sentlen += (size_t)k->nwritten;
+        if (c->sentlen >= c->rlen) c->rlen = c->sentlen = 0; /* bufpos = 0 */
+    }
+    ksCallWriteDone(c, k->nwritten > 0 ? (size_t)k->nwritten : 0);
+    if ((k->write_flags & WRITE_FLAGS_WRITE_ERROR) && connGetState(k->conn) != CONN_STATE_CONNECTED) {
+        freeClient(k); /* freeClientAsync: EPIPE, ECONNRESET */
+        return -1;
+    }
+    if (!ksCallClientHasPendingReplies(c)) {
+        c->sentlen = 0;
+        if (connHasWriteHandler(k->conn)) connSetWriteHandler(k->conn, NULL);
+        if (k->close_after) {
+            freeClient(k);
+            return -1;
+        }
+    }
+    updateClientMemUsageAndBucket(k);
+    return 0;
+}
+
+static int writeToClient(conn *k) {
+    if (k->io_write_state != CLIENT_IDLE || k->io_read_state != CLIENT_IDLE) return 0;
+    k->nwritten = 0;
+    k->write_flags = 0;
+    _writeToClient(k); /* writeToReplica for replicas: none here */
+    return postWriteToClient(k);
+}
+
+/* networking.c sendReplyToClient: the write handler, once a reply did not fit the socket. */
+static void sendReplyToClient(connection *cn) { writeToClient(connGetPrivateData(cn)); }
+
+/* networking.c installClientWriteHandler (the barrier only with appendfsync always). */
+static void installClientWriteHandler(conn *k) {
+    if (k->conn->type->set_write_handler(k->conn, sendReplyToClient, srv.aof_fsync_always) == -1)
+        freeClient(k);
+}
+
+/* networking.c handleClientsWithPendingWrites, from beforeSleep: every client with a reply
+ * writes it; what the socket does not take waits for the write handler. */
+static int handleClientsWithPendingWrites(void) {
+    int processed = 0;
+    if (srv.clients_pending_write.len == 0) return 0;
+    listNode *ln = srv.clients_pending_write.head;
+    while (ln) {
+        listNode *next = ln->next;
+        conn *k = ln->value;
+        k->pending_write = 0;
+        listUnlinkNode(&srv.clients_pending_write, ln);
+        ln = next;
+        if (k->protected_ || k->close_asap) continue;
+        if (!ksCallClientHasPendingReplies(&k->c)) continue;
+        if (srv.io_threads_num > 1) continue; /* trySendWriteToIOThreads */
+        if (k->io_write_state != CLIENT_IDLE || k->io_read_state != CLIENT_IDLE) continue;
+        processed++;
+        if (writeToClient(k)) continue;
+        if (ksCallClientHasPendingReplies(&k->c)) installClientWriteHandler(k);
+    }
+    return processed;
+}
+
+static void beforeSleep(aeEventLoop *el) {
+    (void)el;
+    handleClientsWithPendingWrites();
+}
+
+/* networking.c acceptTcpHandler -> acceptCommonHandler -> createClient. */
+static void acceptTcpHandler(aeEventLoop *el, int fd, void *clientData, int mask) {
+    (void)clientData, (void)mask;
     while (1) {
-        int fd = accept4(srv.lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) return; /* EAGAIN, or a connection reset before accept */
+        int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (cfd < 0) return; /* EAGAIN, or a connection reset before accept */
         srv.connections_received++;
         int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         if (srv.nclients >= srv.maxclients) {
             static const char msg[] = "-ERR max number of clients reached\r\n";
-            ssize_t w = write(fd, msg, sizeof(msg) - 1);
+            ssize_t w = write(cfd, msg, sizeof(msg) - 1);
             (void)w;
-            close(fd);
+            close(cfd);
             srv.rejected_connections++;
             continue;
         }
-        if (fd >= srv.nfd) {
-            int nfd = srv.nfd ? srv.nfd : 64;
-            while (nfd <= fd) nfd *= 2;
-            conn **nb = realloc(srv.byfd, sizeof(*nb) * (size_t)nfd);
-            if (!nb) abort();
-            memset(nb + srv.nfd, 0, sizeof(*nb) * (size_t)(nfd - srv.nfd));
-            srv.byfd = nb;
-            srv.nfd = nfd;
-        }
         conn *k = calloc(1, sizeof(*k));
         if (!k) abort();
-        k->fd = fd;
         ksClientInit(srv.ks, &k->c);
-        struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
-        if (epoll_ctl(srv.ep, EPOLL_CTL_ADD, fd, &ev)) {
-            ksClientFree(srv.ks, &k->c);
-            free(k);
-            close(fd);
+        ksCallClientInit(&k->c);
+        ksArenaFree(srv.ks->arena, k->c.qbuf); /* createClient: c->querybuf = NULL */
+        k->c.qbuf = NULL;
+        k->c.qcap = 0;
+        k->pending_node.value = k;
+        k->client_node.value = k;
+        listLinkNodeHead(&srv.clients, &k->client_node); /* linkClient */
+        k->conn = connCreateAcceptedSocket(el, cfd);
+        connSetPrivateData(k->conn, k);
+        srv.nclients++;
+        if (connSetReadHandler(k->conn, readQueryFromClient)) {
+            freeClient(k);
             continue;
         }
-        srv.byfd[fd] = k;
-        srv.nclients++;
-    }
-}
-
-/* beforeSleep -> handleClientsWithPendingWrites. */
-static void writePending(void) {
-    conn *k = srv.pending;
-    srv.pending = NULL;
-    while (k) {
-        conn *next = k->next_pending;
-        k->pending = 0;
-        if (k->fd < 0) {
-            free(k); /* closed while pending */
-        } else {
-            size_t before = k->c.rlen - k->wpos;
-            if (writeReply(k) == 0) /* postWriteToClient (writeReply keeps what is left) */
-                ksCallWriteDone(&k->c, before - (k->c.rlen - k->wpos), k->c.rlen - k->wpos);
-        }
-        k = next;
     }
 }
 
@@ -574,7 +738,8 @@ static int listenOn(const char *addr, int port, char *err, size_t errlen, char *
 /* The server's state without sockets: keyspace, commands, variants. */
 static int serverOpen(const ksServerConfig *cfg, char *err, size_t errlen) {
     memset(&srv, 0, sizeof(srv));
-    srv.lfd = srv.ep = -1;
+    srv.lfd = -1;
+    srv.io_threads_num = 1; /* io-threads 1: the main thread reads and writes */
     srv.maxclients = cfg->maxclients > 0 ? cfg->maxclients : 10000;
     srv.querybuf_limit = cfg->querybuf_limit ? cfg->querybuf_limit : QUERYBUF_LIMIT;
     snprintf(srv.pipeline, sizeof(srv.pipeline), "%s", cfg->pipeline ? cfg->pipeline : "lookahead");
@@ -594,12 +759,11 @@ static int serverOpen(const ksServerConfig *cfg, char *err, size_t errlen) {
     if (!srv.ks) return -1;
     srv.ks->stats.timed = 1; /* call(): every command timed, as Valkey's server does */
     ksCallPathEnable(0, pendingWrite); /* argv objects, command dict, call(), reply pieces */
+    initSharedQueryBuf();
     ksCur = srv.ks;
     /* every configured variant is checked at start, also when starting with batch 0 */
     if (applyBatch(KS_DEFAULT_BATCH, err, errlen) || applyBatch(cfg->batch, err, errlen)) {
-        ksCallPathDisable();
-    ksKeyspaceFree(srv.ks);
-        srv.ks = NULL;
+        serverClose();
         return -1;
     }
     return 0;
@@ -613,23 +777,44 @@ int ksServerSessionOpen(const ksServerConfig *cfg, char *err, size_t errlen) {
     if (serverOpen(cfg, err, errlen)) return -1;
     session = calloc(1, sizeof(*session));
     if (!session) abort();
-    session->fd = -1;
     ksClientInit(srv.ks, &session->c);
+    ksCallClientInit(&session->c);
+    ksArenaFree(srv.ks->arena, session->c.qbuf); /* no query buffer until a read */
+    session->c.qbuf = NULL;
+    session->c.qcap = 0;
+    session->pending_node.value = session;
     srv.nclients = 1;
     return 0;
 }
 
+/* The socket path's readToQueryBuf, handleReadResult, processInputBuffer and
+ * beforeNextClient, with memcpy for read(2): reads of at most the room there is. */
 int ksServerSessionFeed(const uint8_t *p, size_t n, const uint8_t **reply, size_t *reply_len) {
     ksClient *c = &session->c;
-    c->rlen = 0; /* the previous reply was written */
+    c->rlen = c->sentlen = 0; /* the previous reply was written */
     int rc = 0;
-    while (n && !session->close_after && !rc) { /* reads of at most the room there is */
-        queryRoom(c);
+    while (n && !session->close_after && !rc) {
+        if (c->qbuf == NULL) {
+            c->qbuf = srv.shared_qb;
+            c->qcap = srv.shared_qcap;
+            c->qlen = c->qpos = 0;
+        } else if (c->qbuf != srv.shared_qb) {
+            queryRoom(c, PROTO_IOBUF_LEN);
+        }
         size_t m = c->qcap - c->qlen < n ? c->qcap - c->qlen : n;
         memcpy(c->qbuf + c->qlen, p, m);
-        rc = processQuery(session, m);
+        c->qlen += m;
+        if (c->qlen > c->querybuf_peak) c->querybuf_peak = c->qlen;
         p += m;
         n -= m;
+        ksCallReadDone(c, m);
+        if (c->qlen > srv.querybuf_limit) { /* closed without a reply */
+            rc = 1;
+            trimClientQueryBuffer(c);
+            break;
+        }
+        processInputBuffer(session);
+        trimClientQueryBuffer(c);
     }
     *reply = c->rbuf;
     *reply_len = c->rlen;
@@ -638,19 +823,35 @@ int ksServerSessionFeed(const uint8_t *p, size_t n, const uint8_t **reply, size_
 
 int ksServerSessionCheckValid(char *err, size_t errlen) {
     ksCur = srv.ks;
+    if (session && session->c.qbuf == srv.shared_qb) {
+        snprintf(err, errlen, "the session client holds the shared query buffer between reads");
+        return -1;
+    }
     return ksDbCheckValid(srv.ks, err, errlen);
 }
 
-void ksServerSessionClose(void) {
-    ksClientFree(srv.ks, &session->c);
-    free(session);
-    session = NULL;
+static void serverClose(void) {
+    ksArenaFree(srv.ks->arena, srv.shared_qb);
     ksCallPathDisable();
     ksKeyspaceFree(srv.ks);
     memset(&srv, 0, sizeof(srv));
 }
 
+void ksServerSessionClose(void) {
+    if (session->c.qbuf == srv.shared_qb) session->c.qbuf = NULL;
+    ksClientFree(srv.ks, &session->c);
+    free(session);
+    session = NULL;
+    serverClose();
+}
+
 /* --- The loop ------------------------------------------------------------------ */
+
+/* After the wait (traced: the call, with the bytes of the events it returned). */
+static void afterSleep(aeEventLoop *el) {
+    (void)el;
+    KS_SYSCALL(KS_SITE_SYS_EPOLL_WAIT, (size_t)el->numevents * sizeof(struct epoll_event));
+}
 
 int ksServe(const ksServerConfig *cfg, char *err, size_t errlen) {
     if (serverOpen(cfg, err, errlen)) return -1;
@@ -658,19 +859,16 @@ int ksServe(const ksServerConfig *cfg, char *err, size_t errlen) {
     int port = 0;
     srv.lfd = listenOn(cfg->bind ? cfg->bind : "127.0.0.1", cfg->port, err, errlen, host, sizeof(host), &port);
     if (srv.lfd < 0) {
-        ksCallPathDisable();
-    ksKeyspaceFree(srv.ks);
+        serverClose();
         return -1;
     }
     srv.port = port;
-    srv.ep = epoll_create1(EPOLL_CLOEXEC);
-    struct epoll_event lev = {.events = EPOLLIN, .data.fd = -1};
-    if (srv.ep < 0 || epoll_ctl(srv.ep, EPOLL_CTL_ADD, srv.lfd, &lev)) {
+    srv.el = aeCreateEventLoop(srv.maxclients + 128); /* CONFIG_FDSET_INCR */
+    if (!srv.el || aeCreateFileEvent(srv.el, srv.lfd, AE_READABLE, acceptTcpHandler, NULL)) {
         snprintf(err, errlen, "epoll: %s", strerror(errno));
-        if (srv.ep >= 0) close(srv.ep);
+        aeDeleteEventLoop(srv.el);
         close(srv.lfd);
-        ksCallPathDisable();
-    ksKeyspaceFree(srv.ks);
+        serverClose();
         return -1;
     }
     /* SIGTERM/SIGINT only inside epoll_pwait; a closed socket is EPIPE, not SIGPIPE */
@@ -688,56 +886,31 @@ int ksServe(const ksServerConfig *cfg, char *err, size_t errlen) {
     struct sigaction ign = {.sa_handler = SIG_IGN};
     sigaction(SIGPIPE, &ign, &old_pipe);
     stop_requested = 0;
+    srv.el->waitmask = &waitmask;
+    srv.el->beforesleep = beforeSleep;
+    srv.el->aftersleep = afterSleep;
     KS_MARK(KVT_MARK_PHASE, 1); /* traced: everything served is the measured phase */
     if (cfg->ready) {
         fprintf(cfg->ready, "ready %s %d\n", host, port);
         fflush(cfg->ready);
     }
 
-    struct epoll_event evs[MAX_EVENTS];
     int rc = 0;
-    while (!stop_requested) {
-        writePending();
-        int n = epoll_pwait(srv.ep, evs, MAX_EVENTS, -1, &waitmask);
-        /* traced: the call, with the bytes of the events it returned */
-        KS_SYSCALL(KS_SITE_SYS_EPOLL_WAIT, n > 0 ? (size_t)n * sizeof(evs[0]) : 0);
-        if (n < 0) {
-            if (errno == EINTR) continue;
+    while (!stop_requested) { /* aeMain */
+        if (aeProcessEvents(srv.el) < 0) {
             snprintf(err, errlen, "epoll_pwait: %s", strerror(errno));
             rc = -1;
             break;
         }
-        for (int i = 0; i < n; i++) {
-            int fd = evs[i].data.fd;
-            if (fd < 0) {
-                acceptClients();
-                continue;
-            }
-            conn *k = fd < srv.nfd ? srv.byfd[fd] : NULL;
-            if (!k) continue;
-            if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-                readQuery(k);
-                if (srv.byfd[fd] != k) continue; /* closed */
-            }
-            if (evs[i].events & EPOLLOUT) writeReply(k);
-        }
     }
 
-    for (int fd = 0; fd < srv.nfd; fd++)
-        if (srv.byfd[fd]) closeConn(srv.byfd[fd]);
-    for (conn *k = srv.pending, *next; k; k = next) { /* closed above while pending */
-        next = k->next_pending;
-        free(k);
-    }
-    free(srv.byfd);
-    close(srv.ep);
+    while (srv.clients.head) freeClient(srv.clients.head->value);
+    aeDeleteEventLoop(srv.el);
     close(srv.lfd);
-    ksCallPathDisable();
-    ksKeyspaceFree(srv.ks);
+    serverClose();
     sigaction(SIGTERM, &old_term, NULL);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGPIPE, &old_pipe, NULL);
     sigprocmask(SIG_UNBLOCK, &block, NULL);
-    memset(&srv, 0, sizeof(srv));
     return rc;
 }
