@@ -35,8 +35,18 @@ from the knee fit's values:
   then rise past the DTLB's reach in 4 KiB entries (384 KiB on a 96-entry DTLB) and keep
   rising with the host's page table past the last level, which 2 MiB TLB entries do not.
 
-Only the chases are fitted; the parallel chases, the bandwidth and the work kernels are the
-self-check's (:mod:`kvsim.sim.calibrate_check`) and the other fits' (calibrate.py).
+* **Page-table lines by time** (with nested walks, ``walk_reads`` >= 2): the host's
+  page-table read from memory is an unknown of the least squares (``[tlb] host_read_ns``,
+  DRAM's to start with), and the page-table lines' retention (``[tlb] walk_retention_ns``,
+  sim/MODEL.md §3) is chosen among :data:`RETENTION_NS` by the error of the chases plus
+  that of the parallel chases at the largest set (:func:`mlp_error`), each simulated at the
+  least-squares solution for that retention: the parallel chases are what tell an age in
+  time from a capacity (a chain's load is faster beside others natively, and the caches
+  see the same lines either way).
+
+Only the chases are fitted, and the parallel chases choose the retention; the rest of the
+parallel chases, the bandwidth and the work kernels are the self-check's
+(:mod:`kvsim.sim.calibrate_check`) and the other fits' (calibrate.py).
 """
 
 from __future__ import annotations
@@ -209,20 +219,38 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
         doc["tlb"]["host_read_ns"] = doc["dram"]["latency_ns"]
     log(f"hierarchy fit: {len(points)} chases simulated on the file")
     best_err, best_x, best_rows = evaluate(doc)
+    def score(d, err, x):
+        """The chases' error plus the parallel chases' at the solution ``x`` (what the
+        retention is chosen by), so that nested paging is chosen on the same terms."""
+        if mlp is None or not nested_walks(d) or not math.isfinite(err):
+            return err
+        solved = _copy(d)
+        apply(solved, x)
+        return err + mlp_error(solved, mlp)
+
     if guest_huge and doc.get("tlb"):
         nested = _copy(doc)
         nested["tlb"]["host_page_size"] = "4KiB"
         err, x, rows = evaluate(nested, best_rows, lambda s, p: p > 4096)
-        log(f"hierarchy fit: nested paging on 4 KiB host pages: error {err:.4g} against "
-            f"{best_err:.4g} without")
-        chosen["host_page_size"] = {"error_with": round(err, 6), "error_without":
-                                    round(best_err, 6), "nested": bool(err < best_err)}
-        if err < best_err:
+        s_flat, ret = score(doc, best_err, best_x), {}
+        if nested_walks(nested):  # nested walks with their page-table lines' retention
+            ret = _copy(chosen)
+            err, x, rows, s_nested = _fit_retention(nested, ret, evaluate, apply,
+                                                    (err, x, rows), mlp, log)
+        else:
+            s_nested = score(nested, err, x)
+        log(f"hierarchy fit: nested paging on 4 KiB host pages: error {s_nested:.4g} "
+            f"against {s_flat:.4g} without")
+        chosen["host_page_size"] = {"error_with": round(s_nested, 6), "error_without":
+                                    round(s_flat, 6), "nested": bool(s_nested < s_flat)}
+        if s_nested < s_flat:
             doc.clear()
             doc.update(nested)
             best_err, best_x, best_rows = err, x, rows
-    if nested_walks(doc):
-        best_err, best_x, best_rows = _fit_retention(
+            if "walk_retention" in ret:
+                chosen["walk_retention"] = ret["walk_retention"]
+    if nested_walks(doc) and "walk_retention" not in chosen:
+        best_err, best_x, best_rows, _ = _fit_retention(
             doc, chosen, evaluate, apply, (best_err, best_x, best_rows), mlp, log)
     order = [n - 1] + list(range(1, n - 1))  # the last level first, then L2...
     for k in order:
@@ -290,18 +318,24 @@ def nested_walks(doc: dict) -> bool:
     return bool(t and t.get("walk_reads", 0) >= 2)
 
 
+def mlp_warm(size: int, cpu) -> int:
+    """Loads of a parallel chase's own loop before it is timed (as the self-check's)."""
+    from . import calibrate_check as check
+
+    return check.steady_warmup(size, check.cache_bytes(cpu))
+
+
 def mlp_error(d: dict, mlp: tuple[int, int, dict[int, float]],
               chains: tuple[int, ...] = RETENTION_CHAINS) -> float:
     """Sum of squared relative errors of the file ``d``'s simulation of the parallel
     chases ``mlp`` (as :func:`fit_hierarchy`'s) at ``chains``, each in its loop's steady
     state (as the self-check replays them)."""
-    from . import calibrate_check as check
     from . import micro
     from .config import parse_cpu
 
     cpu = parse_cpu(d, "calibrate")
     size, page, meas = mlp
-    warm = check.steady_warmup(size, check.cache_bytes(cpu))
+    warm = mlp_warm(size, cpu)
     err = 0.0
     for n in chains:
         if n not in meas:
@@ -318,7 +352,8 @@ def _fit_retention(doc, chosen, evaluate, apply, best, mlp, log):
     candidate) plus that of the parallel chases simulated at that solution: natively a
     chain's walks cost less the faster the chains come back to the same page-table lines
     (sim/VALIDATION.md, finding 12), which only an age in time, not a capacity, gives.
-    ``doc`` is changed in place to the best; returns its (error, unknowns, rows)."""
+    ``doc`` is changed in place to the best; returns its (error of the chases, unknowns,
+    rows, error with the parallel chases')."""
     best_err, best_x, best_rows = best
     tried, pick = [], None
     scored = math.inf
@@ -342,7 +377,7 @@ def _fit_retention(doc, chosen, evaluate, apply, best, mlp, log):
         if total < scored:
             scored, pick = total, (d, err, x, rows)
     if pick is None:
-        return best_err, best_x, best_rows
+        return best_err, best_x, best_rows, math.inf
     d, err, x, rows = pick
     if not d["tlb"]["walk_retention_ns"]:
         d["tlb"].pop("walk_retention_ns")
@@ -350,7 +385,7 @@ def _fit_retention(doc, chosen, evaluate, apply, best, mlp, log):
     doc.update(d)
     chosen["walk_retention"] = {"ns": doc["tlb"].get("walk_retention_ns", 0.0),
                                 "candidates": tried}
-    return err, x, rows
+    return err, x, rows, scored
 
 
 def _copy(doc: dict) -> dict:

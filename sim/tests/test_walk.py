@@ -285,3 +285,34 @@ def test_retention_and_host_read_bounds():
     for key in ("walk_retention_ns", "host_read_ns"):
         with pytest.raises(sim.ConfigError, match=f"tlb.{key}"):
             sim.parse_cpu(dict(_retention_doc(), tlb=dict(_retention_doc()["tlb"], **{key: -1})))
+
+
+def test_calibrate_fit_finds_the_retention_that_made_the_chases(monkeypatch):
+    """The hierarchy fit (sim/calibrate_fit.py) given chases and parallel chases simulated
+    with a retention and a host read latency picks that retention among its candidates and
+    recovers the host read: the parallel chases tell it from none."""
+    from kvsim.sim import calibrate_fit as cf
+
+    monkeypatch.setattr(cf, "RETENTION_NS", (0.0, 2_500.0, 10_000.0, 40_000.0))
+    monkeypatch.setattr(cf, "RETENTION_FROM", 64 * 1024)
+    monkeypatch.setattr(cf, "STEPS", 4000)
+    truth = _retention_doc(10_000.0, 250.0)
+    cpu = sim.parse_cpu(truth)
+    sizes = [512, 2048, 6144, 32768, 131072, 256 << 10, 1 << 20, 2 << 20, 4 << 20]
+    points = [(s, 4096, cf.chase_row(cpu, s, 4096, 4000)[1] / cpu.freq_ghz) for s in sizes]
+    meas = {n: micro.predict(cpu, 4 << 20, n, max(1, 4000 // n), 4096, True,
+                             loop_warmup=cf.mlp_warm(4 << 20, cpu) // n)["ns_per_load"]
+            for n in cf.RETENTION_CHAINS}
+    doc = _retention_doc()
+    doc["tlb"]["walk_latency"] = 0
+    sysfs = [{"size": c["size"], "ways": c["ways"]} for c in truth["cache"]]
+    out = cf.fit_hierarchy(doc, points, guest_huge=False, sysfs=sysfs, largest=4 << 20,
+                           mlp=(4 << 20, 4096, meas))
+    assert out["chosen"]["walk_retention"]["ns"] == 10_000.0
+    assert doc["tlb"]["walk_retention_ns"] == 10_000.0
+    # the host read trades a little against the levels' latencies and the L2's policy
+    assert doc["tlb"]["host_read_ns"] == pytest.approx(250.0, rel=0.15)
+    assert max(abs(r) for r in out["residual_rel"]) < 0.1
+    # without the parallel chases the chases alone cannot tell 10 us from none as clearly
+    tried = {c["retention_ns"]: c for c in out["chosen"]["walk_retention"]["candidates"]}
+    assert tried[0.0]["error_parallel"] > 5 * tried[10_000.0]["error_parallel"]
