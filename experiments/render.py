@@ -362,8 +362,11 @@ def render_calibration(doc: dict[str, Any], result: str) -> str:
     out = [f"**`{result}`**: clock {ghz} GHz; DRAM {d['latency_ns']} ns; walk fixed part "
            f"{t.get('walk_latency')} cycles, {t.get('walk_reads')} page-table reads, "
            f"{t.get('walkers') or 'unlimited'} walkers; host page "
-           f"{t.get('host_page_size') or 'not modelled (as the guest page)'}; L1 miss buffers "
-           f"{doc['cache'][0].get('mshrs')}", "", *rows, "",
+           f"{t.get('host_page_size') or 'not modelled (as the guest page)'}; "
+           + (f"page-table retention {t['walk_retention_ns'] / 1e6:g} ms; "
+              if t.get("walk_retention_ns") else "")
+           + (f"host page-table read {t['host_read_ns']} ns; " if t.get("host_read_ns") else "")
+           + f"L1 miss buffers {doc['cache'][0].get('mshrs')}", "", *rows, "",
            calibrate_check.table(doc["selfcheck"]), ""]
     p = doc["meta"].get("measured_provenance") or doc["meta"]["provenance"]
     command = provenance.scrub_line(p.get("command") or "kvsim calibrate")
@@ -373,7 +376,8 @@ def render_calibration(doc: dict[str, Any], result: str) -> str:
 
 register_each(render_calibration, {
     "calibration-xeon-m167-quick": "results/calibrate-xeon-m167-spread-quick.toml",
-    "calibration-xeon-m167-full": "results/calibrate-xeon-m167-spread-full.toml"})
+    "calibration-xeon-m167-full": "results/calibrate-xeon-m167-spread-full.toml",
+    "calibration-xeon-m167-walk-quick": "results/calibrate-xeon-m167-walk-quick.toml"})
 
 
 @rendering("trust", next(iter(TRUST)), also=tuple(TRUST)[1:])

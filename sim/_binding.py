@@ -71,6 +71,7 @@ class EngineConfig(C.Structure):
         ("per_kind", u32), ("kind_ticks", u32 * MAX_WORK_KINDS),
         ("site_kind", C.c_uint8 * MAX_SITES),
         ("scheduler", u32),
+        ("host_read_latency", u32), ("walk_retention", u64),
     ]
 
 #: EngineConfig.syscall_site of a call the trace does not name (engine.h KVSIM_NO_SITE)
@@ -128,6 +129,7 @@ class Stats(C.Structure):
         + [(n, u64) for n in GLOBAL_SCALARS3]
         + [("stall_rob", u64 * (MAX_LEVELS + 2))]
         + [(n, u64) for n in TIMING_SCALARS]
+        + [("walk_served", u64 * (MAX_LEVELS + 1)), ("walk_timed", u64 * (MAX_LEVELS + 2))]
         + [(n, u64) for n in COMMAND_SCALARS]
         + [("command_ticks_hist", u64 * 64), ("command_l1_miss_hist", u64 * 64)]
         + [("syscalls", u64 * (traces.NUM_SYSCALLS + 1)),

@@ -410,6 +410,12 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
         }
         if cfg.guest_page_bits:  # nested paging on the host's smaller pages
             result["tlb"]["guest_page_size"] = 1 << cfg.guest_page_bits
+        if cfg.walk_reads and cfg.timing:  # page-table reads: served by, timed at (MODEL §3)
+            names = [c.name for c in cpu.caches] + ["DRAM", "host"]
+            result["tlb"]["walk_reads_served"] = {
+                names[k]: int(raw["walk_served"][k]) for k in range(n + 1)}
+            result["tlb"]["walk_reads_timed"] = {
+                names[k]: int(raw["walk_timed"][k]) for k in range(n + 2)}
     if timing:
         cycles = -(-raw["ticks"] // width)
         stalls = {}

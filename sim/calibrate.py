@@ -893,8 +893,10 @@ def _fit_hierarchy(doc: dict, raw: dict, levels: list[dict], sizes: list[int],
     page = 2 * MIB if huge else 4096
     points = [(s, page, c) for s, c in zip(sizes, curve, strict=True)]
     points += [(s, 4096, chase_4k[s]) for s in sorted(chase_4k)]
+    mlp = {int(k): fastest(v) for k, v in (raw.get("mlp") or {}).items()}
     out = fit_hierarchy(doc, points, guest_huge=huge and bool(raw.get("hypervisor")),
-                        sysfs=levels, largest=sizes[-1], log=log)
+                        sysfs=levels, largest=sizes[-1],
+                        mlp=(sizes[-1], page, mlp) if mlp else None, log=log)
     ghz = doc["freq_ghz"]
     how = ("measured: fitted with the model's own simulation of every pointer chase "
            "(sim.calibrate_fit; each chase's residual in [meta.raw] hierarchy_fit)")
@@ -917,6 +919,15 @@ def _fit_hierarchy(doc: dict, raw: dict, levels: list[dict], sizes: list[int],
                 "measured: the 2 MiB-page chases fit better (least squares, "
                 f"{hp['error_with']:.4g} against {hp['error_without']:.4g}) with the guest's "
                 "huge pages on the host's 4 KiB pages: 4 KiB TLB entries, nested walks")
+        if t.get("host_read_ns"):
+            t["src"]["host_read_ns"] = (
+                f"{how}: a read of the host's page-table entries from memory (nested paging)")
+        ret = out["chosen"].get("walk_retention")
+        if ret is not None and t.get("walk_retention_ns"):
+            t["src"]["walk_retention_ns"] = (
+                f"measured: the best of {len(ret['candidates'])} retentions of the page-table "
+                "lines (sim/MODEL.md §3) by the error of the chases and of the parallel chases "
+                f"at {sizes[-1] // MIB} MiB ([meta.raw] hierarchy_fit.chosen.walk_retention)")
     # the parallel chases at the largest set: a miss holds an L1 miss buffer for its DRAM
     # latency (not its walk), so the buffers in use are DRAM over the fastest time per load;
     # the walks they overlap need walkers for as long as each walk takes

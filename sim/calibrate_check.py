@@ -307,7 +307,9 @@ def replay(cpu, raw: dict, *, steps: int = 20_000, log=lambda m: None) -> list[d
     log("self-check: parallel chases")
     for k, v in sorted((raw.get("mlp") or {}).items(), key=lambda kv: int(kv[0])):
         n = int(k)
-        p = micro.predict(cpu, top, n, max(1, steps // n), top_page, True)["ns_per_load"]
+        # in the loop's steady state, as a native repeat after the first (sim/micro.py)
+        p = micro.predict(cpu, top, n, max(1, steps // n), top_page, True,
+                          loop_warmup=steady_warmup(top, cb) // n)["ns_per_load"]
         rows.append(_row(f"mlp {_fmt(top)} x{n}", fastest(v), p, spread=round_spread(v, rep)))
     for key, v in sorted((raw.get("work") or {}).items()):
         kind, chunk = key.split("/")

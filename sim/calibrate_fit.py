@@ -35,8 +35,18 @@ from the knee fit's values:
   then rise past the DTLB's reach in 4 KiB entries (384 KiB on a 96-entry DTLB) and keep
   rising with the host's page table past the last level, which 2 MiB TLB entries do not.
 
-Only the chases are fitted; the parallel chases, the bandwidth and the work kernels are the
-self-check's (:mod:`kvsim.sim.calibrate_check`) and the other fits' (calibrate.py).
+* **Page-table lines by time** (with nested walks, ``walk_reads`` >= 2): the host's
+  page-table read from memory is an unknown of the least squares (``[tlb] host_read_ns``,
+  DRAM's to start with), and the page-table lines' retention (``[tlb] walk_retention_ns``,
+  sim/MODEL.md §3) is chosen among :data:`RETENTION_NS` by the error of the chases plus
+  that of the parallel chases at the largest set (:func:`mlp_error`), each simulated at the
+  least-squares solution for that retention: the parallel chases are what tell an age in
+  time from a capacity (a chain's load is faster beside others natively, and the caches
+  see the same lines either way).
+
+Only the chases are fitted, and the parallel chases choose the retention; the rest of the
+parallel chases, the bandwidth and the work kernels are the self-check's
+(:mod:`kvsim.sim.calibrate_check`) and the other fits' (calibrate.py).
 """
 
 from __future__ import annotations
@@ -64,12 +74,23 @@ WINDOW = 4
 WINDOW_CAP = 64 * 1024 * 1024
 
 KIB, MIB = 1024, 1024 * 1024
+#: The page-table lines' retention (ns; sim/MODEL.md §3) the fit tries under nested paging:
+#: none, then octaves. A chase over S bytes with 4 KiB host pages reads each host
+#: page-table line once every S / 32 KiB loads, so these are the ages at which a single
+#: chain's reads over some hundreds of MiB to some GiB go from kept to lost.
+RETENTION_NS = (0.0, 0.25e6, 0.5e6, 1e6, 2e6, 4e6, 8e6, 16e6)
+#: The chases a retention changes: past the STLB's reach (smaller ones keep their rows).
+RETENTION_FROM = 8 * MIB
+#: The parallel chases that choose the retention with the chases (chain counts).
+RETENTION_CHAINS = (1, 2, 4, 8, 16)
 
 
 def chase_row(cpu, size: int, page: int, steps: int = STEPS) -> tuple[np.ndarray, float]:
-    """One chase simulated on ``cpu``: per load, the loads each cache level served (data
-    and page-table reads), those DRAM served, the walks (the row of :func:`solve`), and
-    the simulated cycles."""
+    """One chase simulated on ``cpu``: per load, the loads each cache level served (data,
+    and the page-table reads it was timed at), those DRAM served (data and the guest's
+    page-table reads timed at DRAM), the host's page-table reads timed at their own latency
+    (``[tlb] host_read_ns``), the walks (the row of :func:`solve`), and the simulated
+    cycles."""
     from kvsim import sim
 
     from . import calibrate_check as check
@@ -78,9 +99,13 @@ def chase_row(cpu, size: int, page: int, steps: int = STEPS) -> tuple[np.ndarray
     rec = micro.chase_records(size, 1, steps, mlp_loop=False,
                               warmup=check.steady_warmup(size, check.cache_bytes(cpu)))
     r = sim.simulate(rec, cpu, page_size=page, validate=False)
+    return _row_of(cpu, r, steps)
+
+
+def _row_of(cpu, r: dict, loads: int) -> tuple[np.ndarray, float]:
     names = [c.name for c in cpu.caches]
     n = len(names)
-    counts = np.zeros(n + 2)
+    counts = np.zeros(n + 3)
     for row in r["by_tag"]:
         if row["kind"] == "load":
             k = names.index(row["level"])
@@ -88,16 +113,25 @@ def chase_row(cpu, size: int, page: int, steps: int = STEPS) -> tuple[np.ndarray
             if k == n - 1:
                 counts[n] += row["misses"]
     t = r.get("tlb") or {}
-    counts[n + 1] = t.get("stlb_misses", 0) if t.get("stlb_accesses") else t.get(
+    # the page-table reads: counted above where they were served, timed where MODEL.md §3
+    # says (a retention or the host's own latency move them)
+    served, timed = t.get("walk_reads_served") or {}, t.get("walk_reads_timed") or {}
+    for k, name in enumerate(names + ["DRAM"]):
+        counts[k] += timed.get(name, 0) - served.get(name, 0)
+    counts[n + 1] = timed.get("host", 0)
+    counts[n + 2] = t.get("stlb_misses", 0) if t.get("stlb_accesses") else t.get(
         "dtlb_misses", 0)
-    return counts / steps, r["cycles"] / steps
+    return counts / loads, r["cycles"] / loads
 
 
 def unknowns(cpu) -> np.ndarray:
-    """The file's values of the unknowns, in cycles: each level's latency, DRAM, the walk's
-    fixed part."""
-    return np.array([c.latency for c in cpu.caches] + [cpu.dram_latency_cycles,
-                                                      cpu.tlb.walk_latency if cpu.tlb else 0],
+    """The file's values of the unknowns, in cycles: each level's latency, DRAM, the host's
+    page-table read from memory (DRAM's when the file has none), the walk's fixed part."""
+    t = cpu.tlb
+    host = (round(t.host_read_ns * cpu.freq_ghz) if t is not None and t.host_read_ns
+            else cpu.dram_latency_cycles)
+    return np.array([c.latency for c in cpu.caches] + [cpu.dram_latency_cycles, host,
+                                                      t.walk_latency if t else 0],
                     dtype=float)
 
 
@@ -105,7 +139,8 @@ def solve(rows: list[tuple[np.ndarray, float]], base: np.ndarray,
           measured_cycles: np.ndarray) -> tuple[float, np.ndarray]:
     """Least squares (relative error) of the unknowns over every chase: ``rows`` simulated
     at ``base``; returns (sum of squared relative errors, unknowns), inf when a latency
-    comes out <= 0 or not increasing down the hierarchy."""
+    comes out <= 0 or not increasing down the hierarchy (the host's read: not below the
+    last level's)."""
     a = np.array([r[0] for r in rows])
     c0 = np.array([r[1] for r in rows]) - a @ base
     y = measured_cycles
@@ -117,8 +152,9 @@ def solve(rows: list[tuple[np.ndarray, float]], base: np.ndarray,
     x = base.copy()
     sol, *_ = np.linalg.lstsq(aa[:, free], bb - aa[:, -1] * base[-1], rcond=None)
     x[free] = sol
-    lat = x[:-1]
-    if np.any(lat <= 0) or np.any(np.diff(lat) <= 0):
+    lat = x[:-2]
+    if (np.any(lat <= 0) or np.any(np.diff(lat) <= 0) or x[-2] <= 0
+            or (np.any(a[:, -2] > 0) and x[-2] <= lat[-2])):
         return math.inf, x
     r = aa @ x - bb
     return float(r @ r), x
@@ -137,10 +173,13 @@ def geometry(size: int, ways: int, sysfs_size: int, line: int = 64) -> tuple[int
 
 def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge: bool,
                   sysfs: list[dict], largest: int,
+                  mlp: tuple[int, int, dict[int, float]] | None = None,
                   log: Callable[[str], None] = lambda m: None) -> dict:
     """Fit ``doc`` (a CPU file as a dict, changed in place) to the chases ``points``
     ((working set, page size, measured ns), fastest samples); see the module docstring.
-    Returns what the fit chose and each point's prediction and residual."""
+    ``mlp``: the parallel chases (working set, page size, {chains: measured ns per load}),
+    which choose the page-table lines' retention with the chases. Returns what the fit
+    chose and each point's prediction and residual."""
     from .config import parse_cpu
 
     ghz = doc["freq_ghz"]
@@ -170,23 +209,49 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
             c["latency"] = max(1, int(round(x[k])))
         d["dram"]["latency_ns"] = round(float(x[n]) / ghz, 1)
         if d.get("tlb"):
-            d["tlb"]["walk_latency"] = max(0, int(round(x[n + 1])))
+            d["tlb"]["walk_latency"] = max(0, int(round(x[n + 2])))
+            if d["tlb"].get("host_read_ns"):
+                d["tlb"]["host_read_ns"] = round(float(x[n + 1]) / ghz, 1)
 
     chosen: dict = {}
+    if nested_walks(doc) and not doc["tlb"].get("host_read_ns"):
+        # the host's page-table reads get a latency of their own, DRAM's to start with
+        doc["tlb"]["host_read_ns"] = doc["dram"]["latency_ns"]
     log(f"hierarchy fit: {len(points)} chases simulated on the file")
     best_err, best_x, best_rows = evaluate(doc)
+    def score(d, err, x):
+        """The chases' error plus the parallel chases' at the solution ``x`` (what the
+        retention is chosen by), so that nested paging is chosen on the same terms."""
+        if mlp is None or not nested_walks(d) or not math.isfinite(err):
+            return err
+        solved = _copy(d)
+        apply(solved, x)
+        return err + mlp_error(solved, mlp)
+
     if guest_huge and doc.get("tlb"):
         nested = _copy(doc)
         nested["tlb"]["host_page_size"] = "4KiB"
         err, x, rows = evaluate(nested, best_rows, lambda s, p: p > 4096)
-        log(f"hierarchy fit: nested paging on 4 KiB host pages: error {err:.4g} against "
-            f"{best_err:.4g} without")
-        chosen["host_page_size"] = {"error_with": round(err, 6), "error_without":
-                                    round(best_err, 6), "nested": bool(err < best_err)}
-        if err < best_err:
+        s_flat, ret = score(doc, best_err, best_x), {}
+        if nested_walks(nested):  # nested walks with their page-table lines' retention
+            ret = _copy(chosen)
+            err, x, rows, s_nested = _fit_retention(nested, ret, evaluate, apply,
+                                                    (err, x, rows), mlp, log)
+        else:
+            s_nested = score(nested, err, x)
+        log(f"hierarchy fit: nested paging on 4 KiB host pages: error {s_nested:.4g} "
+            f"against {s_flat:.4g} without")
+        chosen["host_page_size"] = {"error_with": round(s_nested, 6), "error_without":
+                                    round(s_flat, 6), "nested": bool(s_nested < s_flat)}
+        if s_nested < s_flat:
             doc.clear()
             doc.update(nested)
             best_err, best_x, best_rows = err, x, rows
+            if "walk_retention" in ret:
+                chosen["walk_retention"] = ret["walk_retention"]
+    if nested_walks(doc) and "walk_retention" not in chosen:
+        best_err, best_x, best_rows, _ = _fit_retention(
+            doc, chosen, evaluate, apply, (best_err, best_x, best_rows), mlp, log)
     order = [n - 1] + list(range(1, n - 1))  # the last level first, then L2...
     for k in order:
         if k == 0:
@@ -245,6 +310,82 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
             "predicted_ns": [round(float(v), 3) for v in pred],
             "residual_rel": [round(float(v), 4) for v in pred / meas - 1.0],
             "rms_rel_error": float(np.sqrt(np.mean((pred / meas - 1.0) ** 2)))}
+
+
+def nested_walks(doc: dict) -> bool:
+    """Whether the file's walks read the host's entries too (``walk_reads`` >= 2)."""
+    t = doc.get("tlb")
+    return bool(t and t.get("walk_reads", 0) >= 2)
+
+
+def mlp_warm(size: int, cpu) -> int:
+    """Loads of a parallel chase's own loop before it is timed (as the self-check's)."""
+    from . import calibrate_check as check
+
+    return check.steady_warmup(size, check.cache_bytes(cpu))
+
+
+def mlp_error(d: dict, mlp: tuple[int, int, dict[int, float]],
+              chains: tuple[int, ...] = RETENTION_CHAINS) -> float:
+    """Sum of squared relative errors of the file ``d``'s simulation of the parallel
+    chases ``mlp`` (as :func:`fit_hierarchy`'s) at ``chains``, each in its loop's steady
+    state (as the self-check replays them)."""
+    from . import micro
+    from .config import parse_cpu
+
+    cpu = parse_cpu(d, "calibrate")
+    size, page, meas = mlp
+    warm = mlp_warm(size, cpu)
+    err = 0.0
+    for n in chains:
+        if n not in meas:
+            continue
+        p = micro.predict(cpu, size, n, max(1, STEPS // n), page, True,
+                          loop_warmup=warm // n)["ns_per_load"]
+        err += (p / meas[n] - 1.0) ** 2
+    return err
+
+
+def _fit_retention(doc, chosen, evaluate, apply, best, mlp, log):
+    """The page-table lines' retention (``[tlb] walk_retention_ns``), chosen among
+    :data:`RETENTION_NS` by the error of the chases (their least-squares solution at each
+    candidate) plus that of the parallel chases simulated at that solution: natively a
+    chain's walks cost less the faster the chains come back to the same page-table lines
+    (sim/VALIDATION.md, finding 12), which only an age in time, not a capacity, gives.
+    ``doc`` is changed in place to the best; returns its (error of the chases, unknowns,
+    rows, error with the parallel chases')."""
+    best_err, best_x, best_rows = best
+    tried, pick = [], None
+    scored = math.inf
+    for r in RETENTION_NS:
+        d = _copy(doc)
+        d["tlb"]["walk_retention_ns"] = r
+        err, x, rows = evaluate(d, best_rows, lambda s, p: s > RETENTION_FROM)
+        e_mlp = math.inf
+        if math.isfinite(err):
+            e_mlp = 0.0
+            if mlp is not None:
+                solved = _copy(d)
+                apply(solved, x)
+                e_mlp = mlp_error(solved, mlp)
+        total = err + e_mlp
+        tried.append({"retention_ns": r, "error_chases": round(err, 6)
+                      if math.isfinite(err) else "inf",
+                      "error_parallel": round(e_mlp, 6) if math.isfinite(e_mlp) else "inf"})
+        log(f"hierarchy fit: page-table retention {r / 1e6:g} ms: error {err:.4g} (chases) "
+            f"+ {e_mlp:.4g} (parallel chases)")
+        if total < scored:
+            scored, pick = total, (d, err, x, rows)
+    if pick is None:
+        return best_err, best_x, best_rows, math.inf
+    d, err, x, rows = pick
+    if not d["tlb"]["walk_retention_ns"]:
+        d["tlb"].pop("walk_retention_ns")
+    doc.clear()
+    doc.update(d)
+    chosen["walk_retention"] = {"ns": doc["tlb"].get("walk_retention_ns", 0.0),
+                                "candidates": tried}
+    return err, x, rows, scored
 
 
 def _copy(doc: dict) -> dict:

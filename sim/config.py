@@ -7,6 +7,7 @@ here, before anything reaches the C engine.
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -80,6 +81,12 @@ class Tlb:
     # read (the guest's leaf entry) is of the guest's page, its second (the host's) of the
     # host's (engine.h guest_page_bits)
     host_page_size: int = 0
+    # page-table lines under other tenants' traffic (timing; sim/MODEL.md §3), in ns (0 =
+    # none): a walk's page-table read whose line no walk has read for longer is timed as a
+    # read from memory whatever the caches hold; and the latency of a read of the host's
+    # entries from memory (reads 1.. under nested paging; 0 = the DRAM latency)
+    walk_retention_ns: float = 0.0
+    host_read_ns: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -241,6 +248,9 @@ class CpuConfig:
             ec.stlb_latency, ec.walk_latency = t.l2_latency, t.walk_latency
             ec.walk_reads = t.walk_reads
             ec.walkers = t.walkers
+            if timing:  # ns -> cycles (timing only, MODEL.md §3)
+                ec.walk_retention = round(t.walk_retention_ns * self.freq_ghz)
+                ec.host_read_latency = round(t.host_read_ns * self.freq_ghz)
             if t.host_page_size and t.host_page_size < ps:
                 ec.guest_page_bits = ec.page_bits
                 ec.page_bits = t.host_page_size.bit_length() - 1
@@ -317,7 +327,8 @@ _KEYS = {
     "work": {*WORK_KINDS, "src", "notes"},
     "dram": {"latency_ns", "bandwidth_gbs", "src", "notes"},
     "tlb": {"page_size", "l1_entries", "l1_ways", "l2_entries", "l2_ways", "l2_latency",
-            "walk_latency", "walk_reads", "walkers", "host_page_size", "src", "notes"},
+            "walk_latency", "walk_reads", "walkers", "host_page_size", "walk_retention_ns",
+            "host_read_ns", "src", "notes"},
     "swprefetch": {"fill", "tlb_miss", "trains_prefetchers", "src", "notes"},
     "prefetcher": {"level", "kind", "degree", "table", "src", "notes"},
     "syscall": set(SYSCALL_KEYS) | {"src", "notes"},
@@ -515,7 +526,13 @@ def parse_cpu(doc: dict, source: str = "") -> CpuConfig:
         hp = parse_size(hp, "tlb.host_page_size") if hp else 0
         if hp not in (0, 4096, 2 * 1024 * 1024):
             raise ConfigError(f"tlb.host_page_size: must be 4KiB or 2MiB, got {hp}")
-        kw["tlb"] = Tlb(page_size=ps, host_page_size=hp, **vals)
+        extra = {}
+        for key in ("walk_retention_ns", "host_read_ns"):
+            v = _get(t, key, "tlb", (int, float), 0)
+            if not math.isfinite(v) or v < 0 or v > 1e9:
+                raise ConfigError(f"tlb.{key}: must be 0..1e9 ns, got {v}")
+            extra[key] = float(v)
+        kw["tlb"] = Tlb(page_size=ps, host_page_size=hp, **vals, **extra)
         if "src" in t:
             prov["tlb"] = t["src"]
     if "swprefetch" in doc:

@@ -110,13 +110,18 @@ def _mlp_block(order: np.ndarray, chains: int) -> np.ndarray:
 
 
 def chase_records(size: int, chains: int = 1, steps: int = 20_000, seed: int = 1,
-                  warmup: int | None = None, mlp_loop: bool | None = None) -> np.ndarray:
+                  warmup: int | None = None, mlp_loop: bool | None = None,
+                  loop_warmup: int = 0) -> np.ndarray:
     """The records of ``chains`` chases of ``steps`` steps each over ``size`` bytes.
 
     ``mlp_loop``: the ``mlp`` loop (default when ``chains > 1``), else the ``chase`` loop.
     ``warmup``: chase loads of the warm-up prefix (default: what the native program walks
-    first, capped at :data:`WARMUP_CAP`; 0 for none). The first record of the measured part
-    has no producer (its chain's previous load is in the warm-up or does not exist)."""
+    first, capped at :data:`WARMUP_CAP`; 0 for none). ``loop_warmup``: steps of the timed
+    loop itself after it, still in the warm-up, as a native repeat after the first starts
+    where the loop's own steady state is (the caches, the TLBs, and the ages of the
+    page-table lines, which the loop's rate sets: sim/MODEL.md §3). The first record of the
+    measured part has no producer (its chain's previous load is in the warm-up or does not
+    exist)."""
     if chains < 1 or steps < 1:
         raise MicroError("--chains and --steps: at least 1")
     mlp_loop = chains > 1 if mlp_loop is None else mlp_loop
@@ -131,16 +136,25 @@ def chase_records(size: int, chains: int = 1, steps: int = 20_000, seed: int = 1
     if warmup:
         w = _chase_block(lines[np.arange(warmup) % n])
         w["dep"][0] = 0
-        parts += [_marker(traces.MARK_WARMUP_BEGIN), w, _marker(traces.MARK_WARMUP_END)]
+        parts += [w]
         pos = warmup % n
+    total = steps + loop_warmup
     if not mlp_loop:
-        m = _chase_block(lines[(pos + np.arange(steps)) % n])
+        m = _chase_block(lines[(pos + np.arange(total)) % n])
         m["dep"][0] = 0
     else:
         gap = n // chains  # starts spread evenly along the cycle, as calibrate.c
-        idx = (np.arange(steps)[:, None] + gap * np.arange(chains)[None, :]) % n
+        idx = (np.arange(total)[:, None] + gap * np.arange(chains)[None, :]) % n
         m = _mlp_block(lines[idx], chains)
         m["dep"][: 3 * chains : 3] = 0  # first round: the chains' starts are not loaded
+    per = 1 if not mlp_loop else 3 * chains  # records per step
+    if loop_warmup:  # the warm-up's end marker parts the measured part from its producers
+        parts += [m[: loop_warmup * per]]
+        m = m[loop_warmup * per:].copy()
+        m["dep"][: per : 3 if mlp_loop else 1] = 0
+    if parts:
+        parts = ([_marker(traces.MARK_WARMUP_BEGIN)] + parts
+                 + [_marker(traces.MARK_WARMUP_END)])
     parts.append(m)
     return np.concatenate(parts)
 
@@ -164,12 +178,14 @@ def write_trace(path: str | Path, size: int, chains: int = 1, steps: int = 20_00
 # --- predicted against native ------------------------------------------------------------
 
 def predict(cpu: CpuConfig, size: int, chains: int, steps: int, page_size: int,
-            mlp_loop: bool, seed: int = 1, warmup: int | None = None) -> dict[str, Any]:
+            mlp_loop: bool, seed: int = 1, warmup: int | None = None,
+            loop_warmup: int = 0) -> dict[str, Any]:
     """Simulated ns per chase load of one point, with the figures that explain it
-    (``warmup``: as :func:`chase_records`)."""
+    (``warmup``, ``loop_warmup``: as :func:`chase_records`)."""
     from kvsim import sim
 
-    rec = chase_records(size, chains, steps, seed, warmup=warmup, mlp_loop=mlp_loop)
+    rec = chase_records(size, chains, steps, seed, warmup=warmup, mlp_loop=mlp_loop,
+                        loop_warmup=loop_warmup)
     res = sim.simulate(rec, cpu, page_size=page_size, validate=False)
     loads = steps * chains
     ns = res["cycles"] / cpu.freq_ghz / loads

@@ -52,6 +52,7 @@ READ, WRITE, WFULL, VICTIM = range(4)
 MASK64 = (1 << 64) - 1
 # page-table reads of a walk (engine.h KVSIM_WALK_BASE, KVSIM_WALK_STRIDE)
 WALK_BASE, WALK_STRIDE = 0xFFFF800000000000, 1 << 44
+WALK_SLOT_BITS = 20  # engine.h KVSIM_WALK_SLOT_BITS
 DRAM_SLOTS = 4096  # the DRAM channel's calendar (engine_impl.h KVSIM_DRAM_SLOTS)
 
 
@@ -421,6 +422,7 @@ def _new_stats(nlevels):
         "wait_inflight": 0, "wait_scheduler": 0,
         "miss_ticks": 0, "l1_misses_timed": 0, "load_latency": 0, "loads_timed": 0,
         "nphases_seen": 0,
+        "walk_served": z(B.MAX_LEVELS + 1), "walk_timed": z(B.MAX_LEVELS + 2),
         "commands": 0, "command_ticks": 0, "command_ticks_max": 0, "command_l1_misses": 0,
         "command_ticks_hist": z(64), "command_l1_miss_hist": z(64),
         "syscalls": z(NUM_SYSCALLS + 1), "syscall_bytes": z(NUM_SYSCALLS + 1),
@@ -477,6 +479,11 @@ class ReferenceSim:
         self.dram_base = 0  # the DRAM calendar's first slot (MODEL.md §6)
         self.dram_busy: set[int] = set()  # its slots that carry a fill
         self.walker_free = [0] * cfg.walkers  # tick each page walker is free (MODEL.md §3)
+        # the walk's retention (MODEL.md §3): slot -> [line, tick of its latest read]
+        self.walk_keep = (cfg.walk_retention * self.W
+                          if self.timing and cfg.tlb and cfg.walk_reads else 0)
+        self.walk_slots: dict[int, list[int]] = {}
+        self.walk_now = 0  # the tick the current translation is wanted at
         # the scheduler (MODEL.md §6): (issue tick, entries) of the records holding entries
         self.sched: list[tuple[int, int]] = []
         self.sched_used = 0
@@ -537,14 +544,37 @@ class ReferenceSim:
     def walk_cost(self, addr):
         """The walk's fixed part plus its page-table reads through the caches (MODEL.md §3):
         read j reads the leaf entry of ``addr``'s page; under nested paging with a smaller
-        host page (``cfg.guest_page_bits``) read 0, the guest's, takes the guest's page."""
-        cfg = self.cfg
+        host page (``cfg.guest_page_bits``) read 0, the guest's, takes the guest's page. A
+        read from memory costs the DRAM latency (the host's, reads 1.., the host read
+        latency when set); with a retention the line's age decides (engine.c walkCost)."""
+        cfg, st, n = self.cfg, self.st, self.n
         cost = cfg.walk_latency
+        keep = self.walk_keep
         for j in range(cfg.walk_reads):
             pb = cfg.guest_page_bits if j == 0 and cfg.guest_page_bits else cfg.page_bits
             a = (WALK_BASE + j * WALK_STRIDE + (addr >> pb) * 8) & MASK64
-            sv = self.access(0, a >> self.lb, READ, 0, K_LOAD, 0)[0]
-            cost += self.levels[sv].latency if sv < self.n else self.cfg.dram_latency
+            line = a >> self.lb
+            sv = self.access(0, line, READ, 0, K_LOAD, 0)[0]
+            mem = n + 1 if j > 0 and cfg.host_read_latency else n
+            at = sv if sv < n else mem
+            if keep:
+                slot = ((line * 0x9E3779B97F4A7C15) & MASK64) >> (64 - WALK_SLOT_BITS)
+                now = self.walk_now
+                held = self.walk_slots.get(slot)
+                if held is not None and held[0] == line:
+                    if now > held[1] and now - held[1] > keep:
+                        at = mem  # lost meanwhile
+                    elif sv >= n:
+                        at = n - 1  # kept by the last level
+                    if now > held[1]:
+                        held[1] = now
+                else:
+                    self.walk_slots[slot] = [line, now]
+            if self.timing:  # (engine.c: a functional run may not know which level served)
+                st["walk_served"][sv] += 1
+                st["walk_timed"][at] += 1
+            cost += (self.levels[at].latency if at < n else
+                     cfg.dram_latency if at == n else cfg.host_read_latency)
         return cost
 
     # --- caches ---
@@ -911,6 +941,7 @@ class ReferenceSim:
             xp = X
             ok = True
             if cfg.tlb:
+                self.walk_now = X
                 t, walked = self.translate(addr, True)
                 if t is None:
                     st["swpf_dropped_tlb"] += 1
@@ -947,6 +978,7 @@ class ReferenceSim:
                 p0, p1 = max(addr, a0), min(addr + size, a0 + lsize)
                 xp = X
                 if cfg.tlb:
+                    self.walk_now = X
                     t, walked = self.translate(p0, False)
                     if self.timing and not is_store:
                         st["wait_tlb"] += t * W

@@ -221,20 +221,52 @@ static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint
 /* A page walk: its fixed part plus, for each of the cfg.walk_reads page-table
  * lines (KVSIM_WALK_BASE), one load of tag 0 through the caches from L1, in
  * turn (the line of the leaf entry of addr's page; under nested paging with a
- * smaller host page, cfg.guest_page_bits, read 0 takes the guest's page), each costing the load-to-use latency of the level that served it.
- * The reads change the caches (and are counted) like loads; they hold no
- * miss buffer and use no DRAM bandwidth.  They run on the simulating thread,
- * in program order, also when the TLB thread found the walk (tlb.c). */
+ * smaller host page, cfg.guest_page_bits, read 0 takes the guest's page), each
+ * costing the load-to-use latency of the level that served it; a read from
+ * memory costs the DRAM latency, the host's (reads 1..) cfg.host_read_latency
+ * when set.  With cfg.walk_retention (timing) the line's age decides instead
+ * (sim/MODEL.md §3): read by a walk at most that many cycles before the
+ * translation is wanted (s->walk_now), it costs the level that holds it or the
+ * last level's latency if none does; longer ago, a read from memory.  The last
+ * reads are kept per slot (KVSIM_WALK_SLOT_BITS, a multiplicative hash of the
+ * line): a line whose slot holds another, or that no walk has read, costs the
+ * level that served it.  The reads change the caches (and are counted) like
+ * loads; they hold no miss buffer and use no DRAM bandwidth.  They run on the
+ * simulating thread, in program order, also when the TLB thread found the walk
+ * (tlb.c). */
 static int64_t walkCost(kvsimSim *s, uint64_t addr) {
     int64_t cost = s->cfg.walk_latency;
+    const uint32_t n = s->n;
+    const uint64_t keep = s->walk_slot_line ? s->cfg.walk_retention * s->W : 0;
     for (uint32_t j = 0; j < s->cfg.walk_reads; j++) {
         /* nested paging (cfg.guest_page_bits): read 0 is the guest's leaf entry */
         const uint32_t pb = j == 0 && s->cfg.guest_page_bits ? s->cfg.guest_page_bits
                                                               : s->cfg.page_bits;
         const uint64_t a = KVSIM_WALK_BASE + j * KVSIM_WALK_STRIDE + (addr >> pb) * 8;
-        const uint32_t sv = cacheAccess(s, 0, a >> s->cfg.line_bits, OP_READ, 0, KVSIM_K_LOAD,
-                                        0, NULL);
-        cost += (int64_t)(sv < s->n ? s->lv[sv].latency : s->cfg.dram_latency);
+        const uint64_t line = a >> s->cfg.line_bits;
+        const uint32_t sv = cacheAccess(s, 0, line, OP_READ, 0, KVSIM_K_LOAD, 0, NULL);
+        /* the latency class it is timed at: a level, n = DRAM, n + 1 = the host's read */
+        const uint32_t mem = j > 0 && s->cfg.host_read_latency ? n + 1 : n;
+        uint32_t at = sv < n ? sv : mem;
+        if (keep) {
+            const uint64_t h = (line * 0x9E3779B97F4A7C15ULL) >> (64 - KVSIM_WALK_SLOT_BITS);
+            const uint64_t now = s->walk_now, then = s->walk_slot_tick[h];
+            if (s->walk_slot_line[h] == line + 1) {
+                if (now > then && now - then > keep) at = mem; /* lost meanwhile */
+                else if (sv >= n) at = n - 1;                 /* kept by the last level */
+                if (now > then) s->walk_slot_tick[h] = now;
+            } else {
+                s->walk_slot_line[h] = line + 1;
+                s->walk_slot_tick[h] = now;
+            }
+        }
+        if (s->cfg.timing) { /* (a functional run's last level may be on its own thread,
+                              * lower.c: the level above does not learn which served) */
+            s->st->walk_served[sv]++;
+            s->st->walk_timed[at]++;
+        }
+        cost += at < n ? (int64_t)s->lv[at].latency
+                       : (int64_t)(at == n ? s->cfg.dram_latency : s->cfg.host_read_latency);
     }
     return cost;
 }
@@ -859,6 +891,7 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
         int ok = 1;
         if (extras && s->cfg.tlb) {
             int walk;
+            s->walk_now = X;
             int64_t t = translate(s, r->addr, 1, &walk);
             if (t < 0) {
                 st->swpf_dropped_tlb++;
@@ -897,6 +930,7 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
             uint64_t xp = X;
             if (extras && s->cfg.tlb) {
                 int walk;
+                s->walk_now = X;
                 int64_t t = translate(s, r->addr > a0 ? r->addr : a0, 0, &walk);
                 if (timing && !is_store) {
                     st->wait_tlb += (uint64_t)t * W;
@@ -1263,6 +1297,8 @@ void kvsimFree(kvsimSim *s) {
     free(s->stlb.tags);
     free(s->stlb.rk);
     free(s->stlb.stamp);
+    free(s->walk_slot_line);
+    free(s->walk_slot_tick);
     free(s->rob_idx);
     free(s->rob_ret);
     free(s->rob_cls);
@@ -1467,6 +1503,13 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
         s->rob_ret = xcalloc(cap, sizeof(uint64_t));
         s->rob_cls = xcalloc(cap, 1);
         if (!s->rob_idx || !s->rob_ret || !s->rob_cls) FAIL("out of memory");
+        if (cfg->tlb && cfg->walk_reads && cfg->walk_retention) {
+            if (cfg->walk_retention > (UINT64_MAX >> 16) / s->W)
+                FAIL("walk_retention: too long");
+            s->walk_slot_line = xcalloc((size_t)1 << KVSIM_WALK_SLOT_BITS, sizeof(uint64_t));
+            s->walk_slot_tick = xcalloc((size_t)1 << KVSIM_WALK_SLOT_BITS, sizeof(uint64_t));
+            if (!s->walk_slot_line || !s->walk_slot_tick) FAIL("out of memory");
+        }
     }
     return s;
 }

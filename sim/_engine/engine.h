@@ -51,6 +51,9 @@
 #define KVSIM_MAX_WALK_READS 4
 #define KVSIM_WALK_BASE 0xFFFF800000000000ULL
 #define KVSIM_WALK_STRIDE (1ULL << 44)
+/* The walk's retention table (kvsimConfig.walk_retention): slots of the
+ * page-table lines' last read, direct-mapped by a multiplicative hash. */
+#define KVSIM_WALK_SLOT_BITS 20
 
 /* Page walks in flight at once (kvsimConfig.walkers): at most this many. */
 #define KVSIM_MAX_WALKERS 64
@@ -188,6 +191,17 @@ typedef struct kvsimConfig {
      * fit beside those held, else it waits for the earliest holder to issue.  0 = no
      * limit, at most KVSIM_MAX_SCHEDULER; see schedAdmit() in timing.h. */
     uint32_t scheduler;
+    /* Page-table lines by time (timing; sim/MODEL.md §3): with walk_retention > 0
+     * (cycles), a walk's page-table read of a line that a walk read at most that long
+     * before is served by the level that holds it, or by the last level when the
+     * modelled caches do not (a guest's share of a shared last level is what it keeps
+     * in time); one read longer ago is a read from memory whatever the caches hold
+     * (lost meanwhile to other cores and processes); a line no walk has read yet costs
+     * the level that served it.  host_read_latency: cycles of a read from memory of the
+     * host's entries (reads 1.. under nested paging; 0 = the DRAM latency).  See
+     * walkCost() in engine.c. */
+    uint32_t host_read_latency;
+    uint64_t walk_retention;
 } kvsimConfig;
 
 #define KVSIM_NO_SITE 0xFFFFFFFFu
@@ -248,6 +262,12 @@ typedef struct kvsimStats {
     uint64_t load_latency;   /* sum over loads of completion - issue (ticks) */
     uint64_t loads_timed;
     uint64_t nphases_seen;
+    /* walks' page-table reads (timing): by the level that served them (caches, [nlevels] =
+     * DRAM) and by the latency they were timed at ([nlevels] = the DRAM latency,
+     * [nlevels + 1] = cfg.host_read_latency); the two differ only with
+     * cfg.walk_retention or cfg.host_read_latency */
+    uint64_t walk_served[KVSIM_MAX_LEVELS + 1];
+    uint64_t walk_timed[KVSIM_MAX_LEVELS + 2];
     /* commands: from one COMMAND marker to the next (or the end of the trace),
      * counted when the command starts outside warm-up.  Histograms are log2
      * buckets: bucket b holds values v with floor(log2(v + 1)) == b. */

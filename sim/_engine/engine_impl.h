@@ -276,6 +276,11 @@ struct kvsimSim {
     /* the page walkers (cfg.walkers > 0; timing.h walkTime): the tick at which
      * each one is free */
     uint64_t walker_free[KVSIM_MAX_WALKERS];
+    /* the walk's retention (cfg.walk_retention > 0; engine.c walkCost): per slot, the
+     * page-table line last read there (+1; 0 = none) and the tick of that read; walk_now
+     * is the tick the current translation is wanted at */
+    uint64_t *walk_slot_line, *walk_slot_tick;
+    uint64_t walk_now;
     /* the scheduler (cfg.scheduler > 0; timing.h schedAdmit): the records holding
      * entries, a binary min-heap by the tick they issue (sched_x) with their entries
      * (sched_n); sched_cnt of them, sched_used entries in all */

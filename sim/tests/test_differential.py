@@ -87,6 +87,10 @@ def cpu_docs(draw, levels=None, timing=None):
         if draw(st.booleans()):  # 2 MiB pages; nested on 4 KiB host pages (guest_page_bits)
             doc["tlb"]["page_size"] = "2MiB"
             doc["tlb"]["host_page_size"] = draw(st.sampled_from([0, "4KiB"]))
+        if draw(st.booleans()):  # page-table lines lost after a time; the host's reads
+            # from memory at their own latency (engine.c walkCost)
+            doc["tlb"]["walk_retention_ns"] = float(draw(st.sampled_from([1, 5, 30, 200])))
+            doc["tlb"]["host_read_ns"] = float(draw(st.sampled_from([0, 40, 150])))
     fillable = [c["name"] for c in caches if c["inclusion"] != "exclusive"]
     doc["swprefetch"] = {"fill": draw(st.sampled_from(fillable)),
                          "tlb_miss": draw(st.sampled_from(["walk", "drop"])),

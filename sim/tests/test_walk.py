@@ -205,3 +205,114 @@ def test_host_page_size_defaults_off_and_refuses_other_sizes():
     doc["tlb"]["host_page_size"] = "8KiB"
     with pytest.raises(sim.ConfigError, match="tlb.host_page_size: must be 4KiB or 2MiB"):
         sim.parse_cpu(doc)
+
+
+# --- page-table lines by time ([tlb] walk_retention_ns, host_read_ns; MODEL.md §3) ---
+
+def _retention_doc(retention_ns: float = 0.0, host_read_ns: float = 0.0) -> dict:
+    """A guest with nested walks over a working set whose page table (two reads a walk, 256
+    lines) does not stay in its small caches: what a walk costs depends on the caches alone
+    without a retention, on the page-table lines' age with one."""
+    doc = {"name": "t", "freq_ghz": 1.0, "core": {"width": 4, "rob": 64},
+           "cache": [{"name": "L1D", "size": 1024, "ways": 4, "line": 64, "latency": 4,
+                      "mshrs": 16},
+                     {"name": "L2", "size": 8192, "ways": 8, "line": 64, "latency": 20}],
+           "dram": {"latency_ns": 100.0},
+           "tlb": {"page_size": "4KiB", "l1_entries": 4, "l1_ways": 0, "l2_entries": 0,
+                   "walk_latency": 0, "walk_reads": 2, "walkers": 16}}
+    if retention_ns:
+        doc["tlb"]["walk_retention_ns"] = retention_ns
+    if host_read_ns:
+        doc["tlb"]["host_read_ns"] = host_read_ns
+    return doc
+
+
+def _per_chain(doc: dict, chains: int, engine: str = "fast") -> tuple[float, dict]:
+    """ns per load of one chain of ``chains`` parallel chases over 4 MiB (1024 pages), in
+    the loop's steady state, and the TLB's figures."""
+    cpu = sim.parse_cpu(doc)
+    steps = 3000 // chains
+    rec = micro.chase_records(4 << 20, chains, steps, warmup=0, mlp_loop=True,
+                              loop_warmup=24_000 // chains)
+    r = sim.simulate(rec, cpu, page_size=4096, engine=engine, validate=False)
+    return r["cycles"] / cpu.freq_ghz / steps, r["tlb"]
+
+
+def test_parallel_chases_get_faster_per_load_with_a_retention():
+    # a page-table line comes back every 128 loads: about 30 us apart for one chain, 5 us
+    # for eight; a retention of 10 us keeps the eight chains' lines and loses the one's.
+    # Without it (the old model) a chain's load is no faster beside seven others than
+    # alone: the caches see the same lines in the same order
+    old = _retention_doc()
+    assert _per_chain(old, 8)[0] > 0.95 * _per_chain(old, 1)[0]
+    new = _retention_doc(10_000.0)
+    (one, t1), (eight, t8) = _per_chain(new, 1), _per_chain(new, 8)
+    assert eight < 0.7 * one
+    # the lone chain's walks read most entries from memory; the eight chains' from the
+    # last level, lines kept in time that the small caches lost
+    assert t1["walk_reads_timed"]["DRAM"] > 0.6 * sum(t1["walk_reads_timed"].values())
+    assert t8["walk_reads_timed"]["DRAM"] < 0.05 * sum(t8["walk_reads_timed"].values())
+    assert t8["walk_reads_timed"]["L2"] > t8["walk_reads_served"]["L2"]
+
+
+def test_host_reads_from_memory_take_their_own_latency():
+    (a, ta), (b, tb) = (_per_chain(_retention_doc(), 1),
+                        _per_chain(_retention_doc(host_read_ns=300.0), 1))
+    # the host's reads from memory (read 1 of each walk) take 300 ns instead of 100
+    assert ta["walk_reads_timed"]["host"] == 0
+    n = tb["walk_reads_timed"]["host"]
+    assert 0.4 * 3000 < n <= 3000
+    assert b - a == pytest.approx(200.0 * n / 3000, rel=0.05)
+
+
+@pytest.mark.parametrize("chains", [1, 3])
+def test_retention_engine_equals_reference(chains):
+    from test_differential import run_both
+
+    doc = _retention_doc(10_000.0, 250.0)
+    doc["tlb"]["host_page_size"] = "4KiB"
+    doc["tlb"]["page_size"] = "2MiB"
+    rec = micro.chase_records(1 << 20, chains, 300, warmup=0, mlp_loop=chains > 1,
+                              loop_warmup=600)
+    _, _, a, _ = run_both(doc, rec, True, 997)
+    # the retention moved reads: some timed at the last level though DRAM served them,
+    # some at the host's latency
+    assert sum(a["walk_timed"]) == sum(a["walk_served"]) > 0
+    assert a["walk_timed"] != a["walk_served"]
+
+
+def test_retention_and_host_read_bounds():
+    for key in ("walk_retention_ns", "host_read_ns"):
+        with pytest.raises(sim.ConfigError, match=f"tlb.{key}"):
+            sim.parse_cpu(dict(_retention_doc(), tlb=dict(_retention_doc()["tlb"], **{key: -1})))
+
+
+def test_calibrate_fit_finds_the_retention_that_made_the_chases(monkeypatch):
+    """The hierarchy fit (sim/calibrate_fit.py) given chases and parallel chases simulated
+    with a retention and a host read latency picks that retention among its candidates and
+    recovers the host read: the parallel chases tell it from none."""
+    from kvsim.sim import calibrate_fit as cf
+
+    monkeypatch.setattr(cf, "RETENTION_NS", (0.0, 2_500.0, 10_000.0, 40_000.0))
+    monkeypatch.setattr(cf, "RETENTION_FROM", 64 * 1024)
+    monkeypatch.setattr(cf, "STEPS", 4000)
+    truth = _retention_doc(10_000.0, 250.0)
+    cpu = sim.parse_cpu(truth)
+    sizes = [512, 2048, 6144, 32768, 131072, 256 << 10, 1 << 20, 2 << 20, 4 << 20]
+    points = [(s, 4096, cf.chase_row(cpu, s, 4096, 4000)[1] / cpu.freq_ghz) for s in sizes]
+    meas = {n: micro.predict(cpu, 4 << 20, n, max(1, 4000 // n), 4096, True,
+                             loop_warmup=cf.mlp_warm(4 << 20, cpu) // n)["ns_per_load"]
+            for n in cf.RETENTION_CHAINS}
+    doc = _retention_doc()
+    doc["tlb"]["walk_latency"] = 0
+    sysfs = [{"size": c["size"], "ways": c["ways"]} for c in truth["cache"]]
+    out = cf.fit_hierarchy(doc, points, guest_huge=False, sysfs=sysfs, largest=4 << 20,
+                           mlp=(4 << 20, 4096, meas))
+    assert out["chosen"]["walk_retention"]["ns"] == 10_000.0
+    assert doc["tlb"]["walk_retention_ns"] == 10_000.0
+    # the host read trades a little against the levels' latencies and the L2's policy
+    assert doc["tlb"]["host_read_ns"] == pytest.approx(250.0, rel=0.15)
+    assert max(abs(r) for r in out["residual_rel"]) < 0.1
+    # without the parallel chases the chases alone cannot tell 10 us from none as clearly
+    tried = {c["retention_ns"]: c for c in out["chosen"]["walk_retention"]["candidates"]}
+    assert tried[0.0]["error_parallel"] > 5 * tried[10_000.0]["error_parallel"]

@@ -107,6 +107,13 @@ static void run(const char *policy, uint32_t inclusion, int timing, int tlb, int
     c.stlb_ways = 4;
     c.stlb_latency = 7;
     c.walk_latency = 30;
+    /* walks through the caches; timed: the page-table lines' retention and the host's
+     * read latency (engine.c walkCost), on every other inclusion mode */
+    c.walk_reads = tlb ? 2 : 0;
+    if (tlb && timing && inclusion % 2 == 0) {
+        c.walk_retention = 400;
+        c.host_read_latency = 300;
+    }
     c.flush_at_end = 1;
     char err[200];
     kvsimSim *s = kvsimCreate(&c, err, sizeof err);
@@ -143,6 +150,9 @@ static void run(const char *policy, uint32_t inclusion, int timing, int tlb, int
         CHECK(ls->writebacks_flush <= ls->writebacks);
     }
     if (timing) CHECK(st->ticks > 0);
+    /* every timed page-table read is served somewhere and timed at one latency */
+    CHECK(sum(st->walk_served, KVSIM_MAX_LEVELS + 1) == sum(st->walk_timed, KVSIM_MAX_LEVELS + 2));
+    if (tlb && timing) CHECK(sum(st->walk_timed, KVSIM_MAX_LEVELS + 2) > 0);
     kvsimFree(s);
     free(r);
 }
