@@ -38,6 +38,7 @@ import re
 from collections.abc import Callable
 
 from kvsim.model import resp
+from kvsim.model.d2string import d2string
 from kvsim.model.glob import key_hash_slot, string_match_len
 from kvsim.model.resp import LLONG_MAX, LLONG_MIN, Command, ProtocolError, split_commands
 
@@ -101,13 +102,9 @@ def parse_score(b: bytes) -> float | None:
 
 
 def format_score(d: float) -> bytes:
-    """``addReplyDouble`` as c_ref writes it (ksZsetFormatScore): the shortest of %.15g,
-    %.16g, %.17g that reads back as the same double."""
-    for p in (15, 16, 17):
-        out = f"{d:.{p}g}"
-        if float(out) == d:
-            break
-    return out.encode()
+    """``addReplyDouble``'s and ``zzlInsertAt``'s text of a score: Valkey's ``d2string``
+    (c_ref's ksZsetFormatScore)."""
+    return d2string(d)
 
 
 class Keyspace:

@@ -10,6 +10,9 @@ Valkey server binary is missing, and the skip reason names it.
 
 from __future__ import annotations
 
+import math
+import struct
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -17,7 +20,7 @@ from hypothesis import strategies as st
 from kvsim.experiments import valkey_server
 from kvsim.experiments.server import CrefServer
 from kvsim.experiments.valkey_server import Resp, ToolMissing, ValkeyServer
-from kvsim.model.keyspace import Keyspace
+from kvsim.model.keyspace import Keyspace, format_score
 from kvsim.model.resp import encode_command
 
 TIMEOUT = 20.0
@@ -101,3 +104,34 @@ def test_keyspace_hits_and_misses_match_valkey(valkey, cref, cmds):
     replies, want = _run(valkey.port, cmds)
     assert (str(model.stats["keyspace_hits"]), str(model.stats["keyspace_misses"])) == want
     assert _run(cref.port, cmds) == (replies, want)
+
+
+# --- a score's text ------------------------------------------------------------------------------
+
+_double = st.one_of(
+    st.floats(allow_nan=False),
+    st.integers(0, 2**64 - 1).map(lambda b: struct.unpack("<d", struct.pack("<Q", b))[0]),
+    st.integers(-10**7, 10**7).flatmap(lambda n: st.sampled_from([n / 4, n / 3, n / 1000, n])),
+).filter(lambda d: not math.isnan(d))
+
+#: members enough to keep the set a skiplist, whose node holds the double itself (a
+#: listpack keeps an integral score's text as an integer, so Valkey answers "0" for -0)
+_PAD = [x for i in range(130) for x in (b"1", b"pad:%d" % i)]
+
+
+@settings(derandomize=True, max_examples=30, deadline=None,
+          suppress_health_check=list(HealthCheck))
+@given(scores=st.lists(_double, min_size=1, max_size=40))
+def test_score_text_matches_valkey(valkey, cref, scores):
+    """ZMSCORE's texts (addReplyDouble: d2string) from the real Valkey, c_ref's server and
+    the model's format_score, for any double: the integer path, Grisu2's digits and
+    layouts, the specials."""
+    members = [b"m%d" % i for i in range(len(scores))]
+    zadd = ("ZADD", "z", *[x for d, m in zip(scores, members, strict=True)
+                           for x in (repr(d).encode(), m)], *_PAD)
+    want = [format_score(d) for d in scores]
+    for srv in (valkey, cref):
+        with Resp(srv.port, timeout=TIMEOUT) as c:
+            assert c.call("FLUSHALL") == "OK"
+            c.call(*zadd)
+            assert c.call("ZMSCORE", "z", *members) == want, srv
