@@ -317,19 +317,28 @@ static uint64_t nameHash(const char *name, size_t len) {
     return ksSiphash(low, len, cp.dictkey);
 }
 
-/* Valkey's command table flags: the write commands (CMD_WRITE, and DENYOOM where they
- * may grow memory), the rest read-only; key commands are FAST, keyless ones run while
- * loading or stale. */
-static int isWriteCommand(const char *name) {
-    static const char *const writes[] = {"set", "mset", "msetnx", "del", "expire", "pexpire", "flushall",
-                                         "hset", "hdel", "debug"};
-    for (size_t i = 0; i < sizeof(writes) / sizeof(writes[0]); i++)
-        if (!strcmp(writes[i], name)) return 1;
-    return 0;
+/* Valkey's command table flags (src/commands/<name>.json command_flags): the write
+ * commands (CMD_WRITE, with DENYOOM where they may grow memory), the rest read-only; key
+ * commands are FAST, keyless ones run while loading or stale.  DEBUG (the server's) is
+ * kept a write: DEBUG RELOAD replaces the keyspace. */
+static const struct {
+    const char *name;
+    int denyoom;
+} writeCommands[] = {{"set", 1},     {"mset", 1},  {"msetnx", 1},   {"del", 0},   {"unlink", 0},
+                     {"expire", 0},  {"pexpire", 0}, {"flushall", 0}, {"hset", 1},  {"hdel", 0},
+                     {"zadd", 1},    {"zrem", 0},  {"debug", 0}};
+
+static const int *writeEntry(const char *name) {
+    for (size_t i = 0; i < sizeof(writeCommands) / sizeof(writeCommands[0]); i++)
+        if (!strcmp(writeCommands[i].name, name)) return &writeCommands[i].denyoom;
+    return NULL;
 }
 
+int ksCallIsWrite(const char *name) { return writeEntry(name) != NULL; }
+
 static uint32_t commandFlags(const ksCommandDef *d) {
-    uint32_t f = isWriteCommand(d->name) ? CMD_WRITE | CMD_DENYOOM : CMD_READONLY;
+    const int *w = writeEntry(d->name);
+    uint32_t f = w ? CMD_WRITE | (*w ? CMD_DENYOOM : 0) : CMD_READONLY;
     if (d->first_key) f |= CMD_FAST;
     if (!d->first_key) f |= CMD_LOADING | CMD_STALE;
     return f;

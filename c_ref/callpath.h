@@ -24,6 +24,8 @@ typedef struct ksCommandDef ksCommandDef;
 void ksCallPathEnable(uint64_t seed, void (*pending)(ksClient *c));
 void ksCallPathDisable(void);
 extern int ksCallPathOn; /* read on every command: a plain flag */
+/* 1 if Valkey's command table flags the command `name` (lower case) CMD_WRITE. */
+int ksCallIsWrite(const char *name);
 
 /* networking.c createClient's part of a server's client: id, protocol, default user. */
 void ksCallClientInit(ksClient *c);

@@ -146,6 +146,10 @@ static void setCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     if (ki.rehash) ksKeyRehash(ks, &ki);
     void *old = ksDbFind(ks, &ki); /* lookupKeyWrite */
     if (old) ksDbTouch(ks, &ki, old);
+    if (get) { /* getGenericCommand's lookupKeyReadOrReply counts the hit or miss */
+        if (old) ks->stats.keyspace_hits++;
+        else ks->stats.keyspace_misses++;
+    }
     if (get && old && ksEntryType(ks, old) != OBJ_STRING) { /* getGenericCommand's checkType */
         ksReplyError(ks, c, "WRONGTYPE Operation against a key holding the wrong kind of value");
         return;
@@ -187,23 +191,22 @@ static void resolveBatch(ksKeyspace *ks, ksCommand *cmd, ksKeyInfo *ki, int firs
  * dictFind do.  Each counts the keys that exist (expired ones do not):
  * DEL deletes them; EXISTS looks up without touching (LOOKUP_NOTOUCH);
  * TOUCH (expire.c touchCommand: lookupKeyRead) stores the access clock in
- * each found key's object (ksDbTouch: val->lru = LRU_CLOCK()) and counts the
- * keyspace hits and misses. */
+ * each found key's object (ksDbTouch: val->lru = LRU_CLOCK()); both count the
+ * keyspace hits and misses (lookupKey's stat_keyspace_hits/misses). */
 enum { MK_EXISTS = 0, MK_DEL = 1, MK_TOUCH = 2 };
 
 static long long countOne(ksKeyspace *ks, ksKeyInfo *ki, int mode) {
     void *e = ksDbFind(ks, ki);
-    if (mode == MK_TOUCH) {
-        if (!e) {
-            ks->stats.keyspace_misses++;
-            return 0;
-        }
-        ks->stats.keyspace_hits++;
-        ksDbTouch(ks, ki, e);
-        return 1;
+    if (mode == MK_DEL) return e ? ksDbDelete(ks, ki) : 0; /* delGenericCommand: no lookupKey, no stats */
+    /* EXISTS (lookupKeyReadWithFlags(LOOKUP_NOTOUCH)) and TOUCH (lookupKeyRead): lookupKey
+     * counts the keyspace hit or miss of both */
+    if (!e) {
+        ks->stats.keyspace_misses++;
+        return 0;
     }
-    if (!e) return 0;
-    return mode == MK_DEL ? ksDbDelete(ks, ki) : 1;
+    ks->stats.keyspace_hits++;
+    if (mode == MK_TOUCH) ksDbTouch(ks, ki, e);
+    return 1;
 }
 
 static void countKeysGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int mode) {
@@ -340,6 +343,8 @@ static void mgetWindow(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
         ksKeyInfo ki;
         ksKeyResolve(ks, cmd->argv[1 + j], &ki);
         void *e = ksDbFind(ks, &ki);
+        if (e) ks->stats.keyspace_hits++;
+        else ks->stats.keyspace_misses++;
         if (e) ksDbTouch(ks, &ki, e);
         if (e && ksEntryType(ks, e) == OBJ_STRING) replyValue(ks, c, e, ki.found_dep);
         else ksReplyNull(ks, c);
@@ -539,11 +544,13 @@ static void pexpireCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) { expire
 static void ttlGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int ms) {
     ksKeyInfo ki;
     ksKeyResolve(ks, cmd->argv[1], &ki);
-    void *e = ksDbFind(ks, &ki);
+    void *e = ksDbFind(ks, &ki); /* lookupKeyReadWithFlags(LOOKUP_NOTOUCH): counted */
     if (!e) {
+        ks->stats.keyspace_misses++;
         ksReplyInt(ks, c, -2);
         return;
     }
+    ks->stats.keyspace_hits++;
     long long when = ksDbGetExpire(ks, &ki, e);
     if (when < 0) {
         ksReplyInt(ks, c, -1);

@@ -45,7 +45,13 @@ int ksLookupTyped(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int type, ksKeyIn
     else ksKeyResolve(ks, cmd->argv[1], ki);
     if (ki->rehash) ksKeyRehash(ks, ki);
     *o = NULL;
+    const int write = type & KS_LOOKUP_WRITE;
+    type &= ~KS_LOOKUP_WRITE;
     void *e = ksDbFind(ks, ki);
+    if (!write) { /* lookupKey: stat_keyspace_hits / misses unless LOOKUP_WRITE */
+        if (e) ks->stats.keyspace_hits++;
+        else ks->stats.keyspace_misses++;
+    }
     if (!e) return 0;
     ksDbTouch(ks, ki, e);
     if (ksEntryType(ks, e) != type) {
@@ -64,7 +70,7 @@ void ksHsetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     ksKeyInfo ki;
     ksLoadId od = 0;
     robj *o;
-    if (ksLookupTyped(ks, c, cmd, OBJ_HASH, &ki, &od, &o)) return;
+    if (ksLookupTyped(ks, c, cmd, OBJ_HASH | KS_LOOKUP_WRITE, &ki, &od, &o)) return;
     if (!o) { /* hashTypeLookupWriteOrCreate */
         sds k = cmd->argv[1];
         void *e = ksHashEntryCreate(ks, k, sdslen(k), -1);
@@ -167,7 +173,7 @@ void ksHdelCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     ksKeyInfo ki;
     ksLoadId od = 0;
     robj *o;
-    if (ksLookupTyped(ks, c, cmd, OBJ_HASH, &ki, &od, &o)) return;
+    if (ksLookupTyped(ks, c, cmd, OBJ_HASH | KS_LOOKUP_WRITE, &ki, &od, &o)) return;
     long long deleted = 0;
     for (int j = 2; o && j < cmd->argc; j++) {
         if (!ksHashDelete(ks, o, od, cmd->argv[j])) continue;

@@ -83,7 +83,7 @@ void ksZaddCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     ksKeyInfo ki;
     ksLoadId od = 0;
     robj *o;
-    if (ksLookupTyped(ks, c, cmd, OBJ_ZSET, &ki, &od, &o)) return;
+    if (ksLookupTyped(ks, c, cmd, OBJ_ZSET | KS_LOOKUP_WRITE, &ki, &od, &o)) return;
     long long added = 0, updated = 0, processed = 0;
     double score = 0;
     if (!o && !xx) {
@@ -140,7 +140,7 @@ void ksZremCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     ksKeyInfo ki;
     ksLoadId od = 0;
     robj *o;
-    if (ksLookupTyped(ks, c, cmd, OBJ_ZSET, &ki, &od, &o)) return;
+    if (ksLookupTyped(ks, c, cmd, OBJ_ZSET | KS_LOOKUP_WRITE, &ki, &od, &o)) return;
     long long deleted = 0;
     for (int j = 2; o && j < cmd->argc; j++) {
         if (!ksZsetDelete(ks, o, od, cmd->argv[j])) continue;

@@ -355,7 +355,10 @@ void ksReplyDouble(ksKeyspace *ks, ksClient *c, const char *text, size_t len);
 size_t ksFmtLine(char *buf, char prefix, long long v);
 void ksReplyError(ksKeyspace *ks, ksClient *c, const char *msg); /* msg without '-' and CRLF */
 /* lookupKey + checkType (commands_hash.c): the robj of argv[1] if it holds `type` (OBJ_HASH,
- * OBJ_ZSET), *o = NULL if absent, WRONGTYPE replied and non-zero if another type. */
+ * OBJ_ZSET), *o = NULL if absent, WRONGTYPE replied and non-zero if another type.  A read
+ * counts the keyspace hit or miss (lookupKeyRead); `type | KS_LOOKUP_WRITE` does not
+ * (lookupKeyWrite: Valkey's LOOKUP_WRITE). */
+#define KS_LOOKUP_WRITE 0x100
 int ksLookupTyped(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int type, ksKeyInfo *ki,
                   ksLoadId *odep, robj **o);
 void ksReplyStatus(ksKeyspace *ks, ksClient *c, const char *msg);

@@ -105,18 +105,28 @@ ksLoadId ksLpLoadHeader(const uint8_t *lp, ksLoadId dep) {
 }
 
 /* lpFind(lp, lpFirst(lp), s, 1): the first element of the pair whose first element is s
- * (skipping the second elements), or NULL. */
+ * (skipping the second elements), or NULL.
+ *
+ * Counted work beyond the header loads' site cost (hash.lp): per element the scan's step
+ * (decode the length, ksLpElementBytes' header and back-length sizes, the skip flag):
+ * KS_LP_SCAN_WORK; per candidate of the field's length the memcmp call (its entry, length
+ * dispatch and tail): KS_LP_CMP_WORK + a word per 8 bytes.  Set against callgrind of the
+ * native build for listpack hashes of 8-512 fields and sorted sets of 16-128 members
+ * (tests/calibrate.sh's listpack lines: trace/callgrind 0.9-1.1). */
+#define KS_LP_SCAN_WORK 12
+#define KS_LP_CMP_WORK 10
 uint8_t *ksLpFindPair(uint8_t *lp, const char *field, size_t flen, ksLoadId dep) {
     KS_ID_VAR(lh) = ksLpLoadHeader(lp, dep);
     uint8_t *p = lp + KS_LISTPACK_HDR;
     int skip = 0;
     while (*p != 0xFF) {
         size_t len;
+        KS_WORK(KS_LP_SCAN_WORK);
         const uint8_t *s = ksLpGet(p, &len, lh);
         if (!skip) {
             if (len == flen) {
+                KS_WORK_OF(KVT_WORK_COMPARE, KS_LP_CMP_WORK + len / 8);
                 (void)KS_LOAD(s, len, KVT_TAG_VALUE, KS_SITE_HASH_LP, lh);
-                KS_WORK_OF(KVT_WORK_COMPARE, len / 8);
                 if (memcmp(s, field, flen) == 0) return p;
             }
             skip = 1;

@@ -57,6 +57,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "d2string.h"
 #include "dict.h"
 #include "keyspace.h"
 #include "siphash.h"
@@ -118,21 +119,21 @@ static int isDict(const ksKeyspace *ks) { return ks->ops == &ksDictTableOps; }
 
 /* --- Scores ---------------------------------------------------------------------------- */
 
-/* The instructions of c_ref's score text under callgrind (callgrind_annotate --inclusive
- * of the zmscore workload, checked by tests/calibrate.sh's zscore and zmscore lines): one
- * snprintf("%.*g") and strtod round of ksZsetFormatScore for a short score, and one strtod
- * of a listpack score (lpScoreAfter).  Work of kind parse (the reply's formatting, a
- * number's parsing), as the RESP sites. */
-#define KS_ZSET_FORMAT_WORK 2600
+/* The instructions of a score's text and a listpack score's parse under callgrind
+ * (callgrind_annotate --inclusive of ksD2String and strtod in the zscore and zmscore
+ * workloads, checked by tests/calibrate.sh's zscore and zmscore lines): d2string's
+ * integer path (double2ll, ll2string), its Grisu2 path (fpconv_dtoa) and one strtod of a
+ * listpack score (lpScoreAfter).  Work of kind parse (the reply's formatting, a number's
+ * parsing), as the RESP sites. */
+#define KS_ZSET_D2S_INT_WORK 40
+#define KS_ZSET_D2S_GRISU_WORK 250
 #define KS_ZSET_STRTOD_WORK 600
+static_assert(KS_ZSET_SCORE_MAX >= KS_D2STRING_MAX, "a score's text fits its buffers");
 
+/* addReplyDouble's and zzlInsertAt's text of a score: Valkey's d2string (d2string.c). */
 int ksZsetFormatScore(double score, char *buf) {
-    int n = 0;
-    for (int p = 15; p <= 17; p++) {
-        KS_WORK_OF(KVT_WORK_PARSE, KS_ZSET_FORMAT_WORK);
-        n = snprintf(buf, KS_ZSET_SCORE_MAX, "%.*g", p, score);
-        if (strtod(buf, NULL) == score || isnan(score)) break;
-    }
+    int path, n = ksD2String(buf, score, &path);
+    KS_WORK_OF(KVT_WORK_PARSE, path == KS_D2S_GRISU ? KS_ZSET_D2S_GRISU_WORK : KS_ZSET_D2S_INT_WORK);
     return n;
 }
 

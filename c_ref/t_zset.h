@@ -73,8 +73,8 @@ void *ksZsetTable(const robj *o, ksLoadId dep, ksLoadId *tdep);
  * `dep` (the bucket or node that held the item). */
 double ksZsetNodeScore(const void *node, ksLoadId dep);
 
-/* The reply text of a score (addReplyDouble): the shortest of %.15g, %.16g,
- * %.17g that reads back as the same double; returns its length. */
+/* The text of a score in a reply (addReplyDouble) and a listpack (zzlInsertAt): Valkey's
+ * d2string (d2string.c), its work counted by path; returns its length. */
 int ksZsetFormatScore(double score, char *buf);
 /* string2d: 0 and the double of s (the whole string, no leading space, not NaN), else -1. */
 int ksZsetParseScore(const char *s, size_t len, double *score);

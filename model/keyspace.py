@@ -38,6 +38,7 @@ import re
 from collections.abc import Callable
 
 from kvsim.model import resp
+from kvsim.model.d2string import d2string
 from kvsim.model.glob import key_hash_slot, string_match_len
 from kvsim.model.resp import LLONG_MAX, LLONG_MIN, Command, ProtocolError, split_commands
 
@@ -101,13 +102,9 @@ def parse_score(b: bytes) -> float | None:
 
 
 def format_score(d: float) -> bytes:
-    """``addReplyDouble`` as c_ref writes it (ksZsetFormatScore): the shortest of %.15g,
-    %.16g, %.17g that reads back as the same double."""
-    for p in (15, 16, 17):
-        out = f"{d:.{p}g}"
-        if float(out) == d:
-            break
-    return out.encode()
+    """``addReplyDouble``'s and ``zzlInsertAt``'s text of a score: Valkey's ``d2string``
+    (c_ref's ksZsetFormatScore)."""
+    return d2string(d)
 
 
 class Keyspace:
@@ -121,6 +118,9 @@ class Keyspace:
         self.expires: dict[bytes, int] = {}
         self.slots: dict[int, set[bytes]] = {}
         self.now_ms = 0
+        #: lookupKey's ``stat_keyspace_hits`` / ``stat_keyspace_misses`` (INFO stats), as
+        #: c_ref's ``ks->stats`` counts them: reads only (lookupKeyRead*), not writes
+        self.stats = {"keyspace_hits": 0, "keyspace_misses": 0}
         self.commands: dict[bytes, tuple[str, int, Callable[[list[bytes]], bytes]]] = {
             b"get": ("get", 2, self._get),
             b"set": ("set", -3, self._set),
@@ -187,9 +187,16 @@ class Keyspace:
         return False
 
     def lookup_key(self, key: bytes) -> bytes | None:
-        """``lookupKeyRead``/``lookupKeyWrite``: lazy expiry, then the value or None."""
+        """``lookupKeyWrite``: lazy expiry, then the value or None."""
         self.expire_if_needed(key)
         return self.data.get(key)
+
+    def lookup_key_read(self, key: bytes) -> bytes | None:
+        """``lookupKeyRead`` (and ``lookupKeyReadWithFlags``): :meth:`lookup_key`, and the
+        keyspace hit or miss ``lookupKey`` counts."""
+        v = self.lookup_key(key)
+        self.stats["keyspace_hits" if v is not None else "keyspace_misses"] += 1
+        return v
 
     def set_key(self, key: bytes, val: bytes, keepttl: bool = False) -> None:
         """``setKey``: lookup (lazy expiry), then add or overwrite; clears the TTL unless
@@ -287,7 +294,7 @@ class Keyspace:
     # --- Commands -------------------------------------------------------------------
 
     def _get(self, argv: list[bytes]) -> bytes:
-        v = self.lookup_key(argv[1])
+        v = self.lookup_key_read(argv[1])
         if isinstance(v, dict):
             return WRONGTYPE
         return resp.NULL_BULK if v is None else resp.bulk(v)
@@ -335,8 +342,8 @@ class Keyspace:
                 return resp.error("ERR invalid expire time in 'set' command")
         key = argv[1]
         out = b""
-        if get:
-            old = self.lookup_key(key)
+        if get:  # getGenericCommand: lookupKeyReadOrReply
+            old = self.lookup_key_read(key)
             if isinstance(old, dict):
                 return WRONGTYPE
             out = resp.NULL_BULK if old is None else resp.bulk(old)
@@ -356,7 +363,7 @@ class Keyspace:
         return resp.integer(n)
 
     def _exists(self, argv: list[bytes]) -> bytes:
-        return resp.integer(sum(self.lookup_key(k) is not None for k in argv[1:]))
+        return resp.integer(sum(self.lookup_key_read(k) is not None for k in argv[1:]))
 
     def _touch(self, argv: list[bytes]) -> bytes:
         """TOUCH (``touchCommand``: ``lookupKeyRead`` per key): the keys that exist. Its
@@ -365,7 +372,7 @@ class Keyspace:
         return self._exists(argv)
 
     def _mget(self, argv: list[bytes]) -> bytes:
-        vals = [self.lookup_key(k) for k in argv[1:]]
+        vals = [self.lookup_key_read(k) for k in argv[1:]]
         return resp.array([resp.bulk(v) if isinstance(v, bytes) else resp.NULL_BULK for v in vals])
 
     def _mset(self, argv: list[bytes], nx: bool = False) -> bytes:
@@ -428,7 +435,7 @@ class Keyspace:
 
     def _ttl(self, argv: list[bytes], ms: bool = False) -> bytes:
         key = argv[1]
-        if self.lookup_key(key) is None:
+        if self.lookup_key_read(key) is None:  # LOOKUP_NOTOUCH: counted
             return resp.integer(-2)
         when = self.expires.get(key)
         if when is None:
@@ -507,10 +514,11 @@ class Keyspace:
 
     # --- The hash type (c_ref/t_hash.c, commands_hash.c) ----------------------------
 
-    def lookup_hash(self, key: bytes) -> tuple[dict[bytes, bytes] | None, bool]:
-        """``lookupKey`` + ``checkType``: (the hash or None, whether the key holds a
-        string)."""
-        v = self.lookup_key(key)
+    def lookup_hash(self, key: bytes, write: bool = False
+                    ) -> tuple[dict[bytes, bytes] | None, bool]:
+        """``lookupKeyRead`` (``lookupKeyWrite`` with ``write``) + ``checkType``: (the hash
+        or None, whether the key holds a string)."""
+        v = self.lookup_key(key) if write else self.lookup_key_read(key)
         if isinstance(v, (bytes, ZSet)):
             return None, True
         return v, False
@@ -519,7 +527,7 @@ class Keyspace:
         if len(argv) % 2 == 1:
             return _err_arity("hset")
         key = argv[1]
-        h, wrong = self.lookup_hash(key)
+        h, wrong = self.lookup_hash(key, write=True)
         if wrong:
             return WRONGTYPE
         if h is None:
@@ -562,12 +570,12 @@ class Keyspace:
         return self._remove_each(argv, self.lookup_hash)
 
     def _remove_each(self, argv: list[bytes],
-                     lookup: Callable[[bytes], tuple[dict | None, bool]]) -> bytes:
+                     lookup: Callable[..., tuple[dict | None, bool]]) -> bytes:
         """HDEL / ZREM (``lookup``: lookup_hash / lookup_zset): each name present in the
         key's hash or sorted set removed; the key goes with its last field or member. The
         reply counts the names removed."""
         key = argv[1]
-        coll, wrong = lookup(key)
+        coll, wrong = lookup(key, write=True)  # lookupKeyWriteOrReply
         if wrong:
             return WRONGTYPE
         deleted = 0
@@ -583,10 +591,10 @@ class Keyspace:
 
     # --- The sorted set (c_ref/t_zset.c, commands_zset.c) ---------------------------
 
-    def lookup_zset(self, key: bytes) -> tuple[ZSet | None, bool]:
-        """``lookupKey`` + ``checkType``: (the sorted set or None, whether the key holds
-        another type)."""
-        v = self.lookup_key(key)
+    def lookup_zset(self, key: bytes, write: bool = False) -> tuple[ZSet | None, bool]:
+        """``lookupKeyRead`` (``lookupKeyWrite`` with ``write``) + ``checkType``: (the
+        sorted set or None, whether the key holds another type)."""
+        v = self.lookup_key(key) if write else self.lookup_key_read(key)
         if v is not None and not isinstance(v, ZSet):
             return None, True
         return v, False
@@ -619,7 +627,7 @@ class Keyspace:
                 return NOT_FLOAT
             pairs.append((m, d))
         key = argv[1]
-        z, wrong = self.lookup_zset(key)
+        z, wrong = self.lookup_zset(key, write=True)
         if wrong:
             return WRONGTYPE
         if z is None and not xx:

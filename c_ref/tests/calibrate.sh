@@ -3,6 +3,8 @@
 # trace's total instructions (sum of gaps + memory records) must be within 25%
 # of the instructions callgrind counts in the native build's measured phase
 # (functions measured*, see workload.c).  Prints one line per workload.
+# The listpack lines (hashes of 8-512 fields, sorted sets of 16-128 members: the
+# linear field search, ksLpFindPair) must be within 10%.
 # Usage: sh tests/calibrate.sh build/kvsim-cref [EXTRA]   (needs valgrind)
 # EXTRA (e.g. "--table dict") is appended to every workload's options; the list
 # already has the table=dict workloads that exercise the dict.* prefetch and
@@ -16,6 +18,8 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fail=0
 printf '%-44s %12s %12s %7s\n' workload callgrind_Ir trace_instr ratio
+# check LO HI: every workload on stdin within LO..HI
+check() {
 while read -r w args; do
     [ -z "$w" ] && continue
     args="$args $EXTRA"
@@ -25,10 +29,12 @@ while read -r w args; do
     "$B" trace $w -o "$T/t.kvt" $args || { fail=1; continue; }
     ti=$("$STAT" "$T/t.kvt" | sed 's/.*"instructions":\([0-9]*\).*/\1/')
     ratio=$(awk -v a="$ti" -v b="$ir" 'BEGIN{printf "%.3f", a/b}')
-    ok=$(awk -v r="$ratio" 'BEGIN{print (r >= 0.75 && r <= 1.25) ? "ok" : "FAIL"}')
+    ok=$(awk -v r="$ratio" -v lo="$1" -v hi="$2" 'BEGIN{print (r >= lo && r <= hi) ? "ok" : "FAIL"}')
     [ "$ok" = ok ] || fail=1
     printf '%-44s %12s %12s %7s %s\n' "$w $args" "$ir" "$ti" "$ratio" "$ok"
-done <<'LIST'
+done
+}
+check 0.75 1.25 <<'LIST'
 pipeline --keys 20000 --ops 20000 --variant naive
 pipeline --keys 20000 --ops 20000 --variant lookahead --value-size 256 --depth 10
 pipeline --keys 20000 --ops 20000 --variant lookahead --set-ratio 0.5 --cluster
@@ -62,5 +68,14 @@ mget --keys 20000 --ops 2000 --keys-per-command 100 --variant redis-14899 --tabl
 zscore --keys 300 --zset-members 200 --ops 20000
 zscore --keys 300 --zset-members 100 --ops 20000
 zmscore --keys 300 --zset-members 200 --ops 2000 --fields-per-command 10 --variant find-batch-4017
+LIST
+check 0.9 1.1 <<'LIST'
+hash --keys 2000 --hash-fields 8 --value-size 16 --ops 20000 --hash-op hget
+hash --keys 500 --hash-fields 128 --value-size 16 --ops 20000 --hash-op hget
+hash --keys 100 --hash-fields 512 --value-size 16 --ops 20000 --hash-op hget
+hash --keys 100 --hash-fields 512 --value-size 16 --ops 2000 --hash-op hmget --fields-per-command 10
+hash --keys 100 --hash-fields 512 --value-size 16 --ops 20000 --hash-op hset
+zscore --keys 300 --zset-members 16 --ops 20000
+zscore --keys 300 --zset-members 128 --ops 20000
 LIST
 exit $fail

@@ -9,11 +9,13 @@
  * #3940's rule on sorted sets in the trace (one member per command, counted
  * against the batch) and #4017's on ZMSCORE (the members looked up together).
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../d2string.h"
 #include "../dict.h"
 #include "../emit.h"
 #include "../keyspace.h"
@@ -51,6 +53,59 @@ static robj *keyObject(ksKeyspace *ks, const char *key) {
 static const char *WRONG = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
 
 /* --- Layouts and thresholds ---------------------------------------------------------- */
+
+/* --- A score's text: Valkey's d2string ------------------------------------------------ */
+
+/* Texts the real Valkey (9.1) answered to ZSCORE for these scores, in a skiplist: the
+ * specials, the integer path up to LLONG_MAX / 2, Grisu2's digits in each of fpconv's
+ * layouts (integer, decimal, d.ddde+X without exponent zeros). */
+static int test_d2string(void) {
+    static const struct {
+        double d;
+        const char *text;
+        int path;
+    } cases[] = {
+        {0.1, "0.1", KS_D2S_GRISU},
+        {0.3, "0.3", KS_D2S_GRISU},
+        {3, "3", KS_D2S_INTEGER},
+        {-2.5, "-2.5", KS_D2S_GRISU},
+        {1e300, "1e+300", KS_D2S_GRISU},
+        {1e-7, "1e-7", KS_D2S_GRISU},
+        {1.5e-7, "1.5e-7", KS_D2S_GRISU},
+        {1e-5, "0.00001", KS_D2S_GRISU},
+        {123456789.123456789, "1.2345678912345679e+8", KS_D2S_GRISU},
+        {1234567.125, "1234567.125", KS_D2S_GRISU},
+        {1e21, "1e+21", KS_D2S_GRISU},
+        {4.6e18, "4600000000000000000", KS_D2S_INTEGER},
+        {9.3e18, "9.3e+18", KS_D2S_GRISU},
+        {5e-324, "5e-324", KS_D2S_GRISU},
+        {1.7976931348623157e308, "1.7976931348623157e+308", KS_D2S_GRISU},
+        {2.2250738585072014e-308, "2.2250738585072014e-308", KS_D2S_GRISU},
+        {-1e-300, "-1e-300", KS_D2S_GRISU},
+        {-0.0, "-0", KS_D2S_SPECIAL},
+        {1.0 / 0.0, "inf", KS_D2S_SPECIAL},
+        {-1.0 / 0.0, "-inf", KS_D2S_SPECIAL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char buf[KS_D2STRING_MAX];
+        int path, n = ksD2String(buf, cases[i].d, &path);
+        TEST_ASSERT_MSG(!strcmp(buf, cases[i].text) && n == (int)strlen(buf) && path == cases[i].path,
+                        "%.17g: '%s' path %d, want '%s'", cases[i].d, buf, path, cases[i].text);
+    }
+    /* every text reads back as its double (Grisu2 is exact, if not always shortest) */
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < 200000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        double d;
+        memcpy(&d, &x, sizeof(d));
+        if (isnan(d)) continue;
+        char buf[KS_D2STRING_MAX];
+        int path;
+        ksD2String(buf, d, &path);
+        TEST_ASSERT_MSG(strtod(buf, NULL) == d, "%.17g -> '%s'", d, buf);
+    }
+    return 0;
+}
 
 static int test_layouts(void) {
     for (int t = 0; t < 2; t++) {
@@ -488,6 +543,7 @@ static int test_workload_same_replies(void) {
 
 int main(int argc, char **argv) {
     TEST_INIT(argc, argv);
+    RUN(test_d2string);
     RUN(test_layouts);
     RUN(test_replies_and_errors);
     RUN(test_zadd_flags);
