@@ -118,8 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="fewer requests per native run")
     a = ap.parse_args(argv)
     out = Path(a.output)
-    if not out.parent.is_dir():
-        print(f"{a.output}: no such directory", file=sys.stderr)
+    if provenance.out_dir_missing(out):
         return 2
     log = lambda m: print(m, file=sys.stderr)  # noqa: E731
     try:

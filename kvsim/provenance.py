@@ -204,6 +204,15 @@ def add_out_option(parser: Any, name: str) -> None:
                         help=f"result file (default results/{name} in a checkout)")
 
 
+def out_dir_missing(out: str | os.PathLike) -> bool:
+    """True (after one line on stderr naming it) when result file ``out``'s folder does not
+    exist: a command checks this before it measures anything."""
+    if Path(out).parent.is_dir():
+        return False
+    print(f"{out}: no such directory", file=sys.stderr)
+    return True
+
+
 def out_path(out: str | os.PathLike | None, name: str) -> Path:
     """The result file of a command: ``out`` as given, else :func:`default_result_path`."""
     return Path(out) if out else default_result_path(name)
