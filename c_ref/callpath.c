@@ -988,14 +988,20 @@ void ksCallAppend(ksKeyspace *ks, ksClient *c, const void *s, size_t len) {
     ksReplyRaw(ks, c, s, len);
 }
 
-static char bulkhdr[OBJ_SHARED_BULKHDR_LEN][8], mbulkhdr[OBJ_SHARED_BULKHDR_LEN][8];
+/* The shared headers "$N\r\n" and "*N\r\n" for N < OBJ_SHARED_BULKHDR_LEN: the prefix, at
+ * most SHARED_HDR_DIGITS digits (those of the largest N), CRLF and the NUL. */
+#define SHARED_HDR_DIGITS 2
+#define SHARED_HDR_SIZE (1 + SHARED_HDR_DIGITS + 2 + 1)
+static_assert(OBJ_SHARED_BULKHDR_LEN - 1 <= 99, "the largest N fits in SHARED_HDR_DIGITS digits");
+static char bulkhdr[OBJ_SHARED_BULKHDR_LEN][SHARED_HDR_SIZE];
+static char mbulkhdr[OBJ_SHARED_BULKHDR_LEN][SHARED_HDR_SIZE];
 static unsigned char hdrlen[OBJ_SHARED_BULKHDR_LEN];
 
 static void sharedHeaders(void) {
     if (hdrlen[1]) return;
-    for (int i = 0; i < OBJ_SHARED_BULKHDR_LEN; i++) {
-        hdrlen[i] = (unsigned char)snprintf(bulkhdr[i], sizeof(bulkhdr[i]), "$%d\r\n", i);
-        snprintf(mbulkhdr[i], sizeof(mbulkhdr[i]), "*%d\r\n", i);
+    for (unsigned i = 0; i < OBJ_SHARED_BULKHDR_LEN; i++) { /* unsigned: N has no sign */
+        hdrlen[i] = (unsigned char)snprintf(bulkhdr[i], sizeof(bulkhdr[i]), "$%u\r\n", i);
+        snprintf(mbulkhdr[i], sizeof(mbulkhdr[i]), "*%u\r\n", i);
     }
 }
 

@@ -137,7 +137,7 @@ static int differential(const char *options, const char *variant, unsigned long 
     int string_key = 0; /* "s" holds a string */
     unsigned long long rng = seed;
     char keys[NKEYS][8];
-    for (int i = 0; i < NKEYS; i++) snprintf(keys[i], sizeof(keys[i]), "h%d", i);
+    for (unsigned i = 0; i < NKEYS; i++) snprintf(keys[i], sizeof(keys[i]), "h%u", i);
     const char *argv[2 * MAXF + 4];
     static char fbuf[2 * MAXF + 4][96];
     sbuf want = {0};
