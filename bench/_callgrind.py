@@ -9,6 +9,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from kvsim.experiments import callgrind
+
 
 class CallgrindError(RuntimeError):
     """callgrind ran but reported no count; the message names the binary and the input."""
@@ -38,10 +40,10 @@ def per_thread(binary: Path, cfg_file: Path, raw: Path, tmp: Path) -> list[int]:
     run(binary, raw, cfg_file, "--separate-threads=yes", f"--callgrind-out-file={tmp / 'cg'}")
     refs = []
     for f in sorted(tmp.glob("cg-*")):
-        for line in f.read_text(errors="replace").splitlines():
-            if line.startswith(("totals:", "summary:")):
-                refs.append(int(line.split()[1]))
-                break
+        try:
+            refs.append(callgrind.read(f).totals["Ir"])
+        except (callgrind.CallgrindFormatError, KeyError) as exc:
+            raise CallgrindError(f"callgrind of {binary.name} on {raw.name}: {exc}") from None
     if not refs:
         raise CallgrindError(f"callgrind of {binary.name} on {raw.name}: no thread counts")
     return refs

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from kvsim import stats
-from kvsim.experiments import valkey
+from kvsim.experiments import callgrind, valkey
 from kvsim.experiments.valkey_server import (
     ToolMissing,
     ValkeyError,
@@ -321,37 +321,12 @@ class _WrappedValkey(ValkeyServer):
 
 
 def callgrind_costs(path: Path) -> tuple[dict[str, int], dict[str, int]]:
-    """Instructions executed in each function itself (callgrind's self cost) and in it with
-    everything it calls (inclusive: self plus the inclusive cost of each call it makes), from
-    a callgrind output file (format: the Valgrind manual, "Callgrind Format Specification")."""
-    names: dict[str, str] = {}
-    cost: dict[str, int] = {}
-    incl: dict[str, int] = {}
-    fn = None
-    call_line = False
-    for line in path.read_text(errors="replace").splitlines():
-        if line.startswith(("fn=", "cfn=")):
-            ref, _, name = line.split("=", 1)[1].partition(" ")
-            if name:
-                names[ref] = name
-            if line.startswith("fn="):
-                fn = names.get(ref, ref)
-            continue
-        if line.startswith("calls="):
-            call_line = True  # the next cost line is the call's inclusive cost
-            continue
-        if line[:1].isdigit() or line[:1] in "+-*":
-            parts = line.split()
-            if fn is None or len(parts) < 2:
-                call_line = False
-                continue
-            if call_line:
-                call_line = False
-                incl[fn] = incl.get(fn, 0) + int(parts[1])
-                continue
-            cost[fn] = cost.get(fn, 0) + int(parts[1])
-            incl[fn] = incl.get(fn, 0) + int(parts[1])
-    return cost, incl
+    """Instructions (the file's first event, Ir) of each function itself (self cost) and
+    with everything it calls (inclusive), from a callgrind output file
+    (:func:`.callgrind.read`)."""
+    prof = callgrind.read(path)
+    ev = prof.events[0]
+    return prof.event_costs(ev), prof.event_costs(ev, inclusive=True)
 
 
 def callgrind_self_costs(path: Path) -> dict[str, int]:
@@ -359,13 +334,16 @@ def callgrind_self_costs(path: Path) -> dict[str, int]:
     return callgrind_costs(path)[0]
 
 
-def callgrind_profile(spec: dict, top: int = 25, log=None) -> dict[str, Any]:
-    """User-space instructions per request of both servers for one cell: each server runs
-    under ``valgrind --tool=callgrind`` (no cache simulation), is loaded, has its counters
-    zeroed (``callgrind_control -z``), serves one client run of ``requests`` commands with
-    prefetch-batch-max-size ``batch_b``, and is dumped (``callgrind_control -d``). Returns
-    per server the instructions per request, its ``top`` functions by self cost and its
-    ``2 * top`` functions by inclusive cost (per request)."""
+def callgrind_runs(spec: dict, batch: int, options: tuple[str, ...] = (),
+                   instr_at_start: bool = True, warmup_requests: int = 0):
+    """Each server of :data:`SERVERS` for one cell under ``valgrind --tool=callgrind
+    OPTIONS``: started and loaded with the cell's keys, prefetch-batch-max-size ``batch``;
+    with ``instr_at_start`` False started with ``--instr-atstart=no`` (the load runs
+    uninstrumented) and switched on (``callgrind_control -i on``); ``warmup_requests``
+    commands of the cell's client run (none if 0); counters zeroed (``callgrind_control
+    -z``); one client run of the cell's ``requests`` commands; dumped (``callgrind_control
+    -d``). Yields ``(server name, callgrind.Profile of the measured run)``, one server after
+    the other."""
     import shutil
     import tempfile
 
@@ -376,11 +354,16 @@ def callgrind_profile(spec: dict, top: int = 25, log=None) -> dict[str, Any]:
     vbinary, _ = server_binary()
     bench = benchmark_binary()
     server_cpu, client_cpu = pick_cpus()
-    out: dict[str, Any] = {}
+
+    def ctl(arg: str, pid: int) -> None:
+        subprocess.run(["callgrind_control", *arg.split(), str(pid)], check=True,
+                       capture_output=True, timeout=300)
     with tempfile.TemporaryDirectory(prefix="kvsim-callgrind-") as tmp:
         for name in SERVERS:
             cg = Path(tmp) / f"{name}.out"
-            wrapper = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={cg}"]
+            wrapper = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={cg}", *options]
+            if not instr_at_start:
+                wrapper.append("--instr-atstart=no")
             srv = (CrefServer(cpu=server_cpu, wrapper=wrapper, start_timeout=300)
                    if name == "cref" else
                    _WrappedValkey(vbinary, cpu=server_cpu, wrapper=wrapper, start_timeout=300,
@@ -388,29 +371,43 @@ def callgrind_profile(spec: dict, top: int = 25, log=None) -> dict[str, Any]:
             with srv:
                 with srv.client() as c:
                     populate(c, spec["keys"], spec["value_size"], spec["seed"])
-                    c.config_set("prefetch-batch-max-size", spec["batch_b"])
-                subprocess.run(["callgrind_control", "-z", str(srv.pid)], check=True,
-                               capture_output=True, timeout=120)
+                    c.config_set("prefetch-batch-max-size", batch)
+                if not instr_at_start:
+                    ctl("-i on", srv.pid)
+                if warmup_requests:
+                    valkey._bench_once(bench, srv.port, {**spec, "requests": warmup_requests},
+                                       client_cpu)
+                ctl("-z", srv.pid)
                 valkey._bench_once(bench, srv.port, spec, client_cpu)
-                subprocess.run(["callgrind_control", "-d", str(srv.pid)], check=True,
-                               capture_output=True, timeout=120)
+                ctl("-d", srv.pid)
             dumps = sorted(Path(tmp).glob(f"{name}.out.*"))
             if not dumps:
                 raise ValkeyError(f"{name}: callgrind wrote no dump")
-            costs, incl = callgrind_costs(dumps[0])
-            n = spec["requests"]
-            ranked = sorted(costs.items(), key=lambda kv: -kv[1])[:top]
-            ranked_incl = sorted(incl.items(), key=lambda kv: -kv[1])[:2 * top]
-            out[name] = {"instructions_per_request": round(sum(costs.values()) / n, 1),
-                         "top_functions": [[f, round(v / n, 1)] for f, v in ranked],
-                         "top_inclusive": [[f, round(v / n, 1)] for f, v in ranked_incl]}
-            if log:
-                log(f"{name}: {out[name]['instructions_per_request']:,.0f} instructions "
-                    "per request")
+            yield name, callgrind.read(dumps[0])
+
+
+def callgrind_profile(spec: dict, top: int = 25, log=None) -> dict[str, Any]:
+    """User-space instructions per request of both servers for one cell: each server runs
+    under callgrind (no cache simulation) and serves one client run of ``requests`` commands
+    with prefetch-batch-max-size ``batch_b`` (:func:`callgrind_runs`). Returns per server the
+    instructions per request, its ``top`` functions by self cost and its ``2 * top``
+    functions by inclusive cost (per request)."""
+    out: dict[str, Any] = {}
+    n = valkey.normalize_spec(spec)["requests"]
+    for name, prof in callgrind_runs(spec, spec["batch_b"]):
+        costs = prof.event_costs("Ir")
+        incl = prof.event_costs("Ir", inclusive=True)
+        ranked = sorted(costs.items(), key=lambda kv: -kv[1])[:top]
+        ranked_incl = sorted(incl.items(), key=lambda kv: -kv[1])[:2 * top]
+        out[name] = {"instructions_per_request": round(prof.totals["Ir"] / n, 1),
+                     "top_functions": [[f, round(v / n, 1)] for f, v in ranked],
+                     "top_inclusive": [[f, round(v / n, 1)] for f, v in ranked_incl]}
+        if log:
+            log(f"{name}: {out[name]['instructions_per_request']:,.0f} instructions "
+                "per request")
     out["instructions_ratio"] = round(out["cref"]["instructions_per_request"]
                                       / out["valkey"]["instructions_per_request"], 4)
     return out
-
 
 
 def summary_line(cell: str, m: dict[str, Any]) -> str:
@@ -533,7 +530,8 @@ def main(argv: list[str] | None = None, prog: str = "kvsim native server") -> in
         except ToolMissing as exc:
             print(f"{prog}: error: {exc}", file=sys.stderr)
             return 2
-        except (ValkeyError, OSError, subprocess.SubprocessError) as exc:
+        except (ValkeyError, OSError, subprocess.SubprocessError,
+                callgrind.CallgrindFormatError) as exc:
             print(f"{prog}: error: {exc}", file=sys.stderr)
             return 1
         return provenance.publish(prog, out, {"experiment": "native_server_callgrind",

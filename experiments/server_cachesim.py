@@ -21,15 +21,13 @@ most LL data misses and I1 misses (self cost).
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from kvsim.experiments import callgrind, valkey
 from kvsim.experiments import server as S
-from kvsim.experiments import valkey
 
 RESULT_NAME = "native-server-cachesim.json"
 #: The simulated caches (size, associativity, line bytes): Sapphire Rapids' L1i and L1d, and
@@ -45,38 +43,9 @@ FIGURES = {"instructions": ("Ir",), "i1_misses": ("I1mr",), "d1_read_misses": ("
 
 def callgrind_events(path: Path) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
     """``(totals, self_costs)`` of a callgrind output file with several events: the total of
-    each event, and per function its self cost of each event."""
-    events: list[str] = []
-    names: dict[str, str] = {}
-    per_fn: dict[str, dict[str, int]] = {}
-    fn = None
-    call_line = False
-    for line in path.read_text(errors="replace").splitlines():
-        if line.startswith("events:"):
-            events = line.split()[1:]
-            continue
-        if line.startswith(("fn=", "cfn=")):
-            ref, _, name = line.split("=", 1)[1].partition(" ")
-            if name:
-                names[ref] = name
-            if line.startswith("fn="):
-                fn = names.get(ref, ref)
-            continue
-        if line.startswith("calls="):
-            call_line = True  # the next cost line is the call's inclusive cost: skip it
-            continue
-        if line[:1].isdigit() or line[:1] in "+-*":
-            if call_line or fn is None:
-                call_line = False
-                continue
-            row = per_fn.setdefault(fn, {})
-            for ev, v in zip(events, line.split()[1:], strict=False):
-                row[ev] = row.get(ev, 0) + int(v)
-    totals: dict[str, int] = {ev: 0 for ev in events}
-    for row in per_fn.values():
-        for ev, v in row.items():
-            totals[ev] += v
-    return totals, per_fn
+    each event, and per function its self cost of each event (:func:`.callgrind.read`)."""
+    prof = callgrind.read(path)
+    return prof.totals, prof.self_costs
 
 
 def _per_request(totals: dict[str, int], n: int) -> dict[str, float]:
@@ -94,51 +63,20 @@ def cachesim_profile(spec: dict, warmup_requests: int, top: int = 12,
                      log=None) -> dict[str, Any]:
     """Per-request cache and branch figures of both servers for one cell (prefetch at
     ``batch_a``), with the functions that miss most."""
-    spec = valkey.normalize_spec(spec)
-    for tool in ("valgrind", "callgrind_control"):
-        if shutil.which(tool) is None:
-            raise S.ToolMissing(f"no {tool} on PATH: apt-get install valgrind")
-    vbinary, _ = S.server_binary()
-    bench = S.benchmark_binary()
-    server_cpu, client_cpu = S.pick_cpus()
-    caches = [f"--{k}={','.join(map(str, v))}" for k, v in CACHES.items()]
+    n = valkey.normalize_spec(spec)["requests"]
+    caches = tuple(f"--{k}={','.join(map(str, v))}" for k, v in CACHES.items())
     out: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="kvsim-cachesim-") as tmp:
-        for name in S.SERVERS:
-            cg = Path(tmp) / f"{name}.out"
-            wrapper = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={cg}",
-                       "--cache-sim=yes", "--branch-sim=yes", *caches, "--instr-atstart=no"]
-            srv = (S.CrefServer(cpu=server_cpu, wrapper=wrapper, start_timeout=300)
-                   if name == "cref" else
-                   S._WrappedValkey(vbinary, cpu=server_cpu, wrapper=wrapper,
-                                    start_timeout=300,
-                                    extra={"io-threads": spec["io_threads"]}))
-
-            def ctl(*args: str, pid: int) -> None:
-                subprocess.run(["callgrind_control", *args, str(pid)], check=True,
-                               capture_output=True, timeout=300)
-            with srv:
-                with srv.client() as c:
-                    S.populate(c, spec["keys"], spec["value_size"], spec["seed"])
-                    c.config_set("prefetch-batch-max-size", spec["batch_a"])
-                ctl("-i", "on", pid=srv.pid)
-                valkey._bench_once(bench, srv.port, {**spec, "requests": warmup_requests},
-                                   client_cpu)
-                ctl("-z", pid=srv.pid)
-                valkey._bench_once(bench, srv.port, spec, client_cpu)
-                ctl("-d", pid=srv.pid)
-            dumps = sorted(Path(tmp).glob(f"{name}.out.*"))
-            if not dumps:
-                raise S.ValkeyError(f"{name}: callgrind wrote no dump")
-            totals, per_fn = callgrind_events(dumps[0])
-            n = spec["requests"]
-            out[name] = {**_per_request(totals, n),
-                         "top_ll_data_misses": _top(per_fn, ("DLmr", "DLmw"), n, top),
-                         "top_d1_misses": _top(per_fn, ("D1mr", "D1mw"), n, top),
-                         "top_i1_misses": _top(per_fn, ("I1mr",), n, top),
-                         "top_cond_mispredicts": _top(per_fn, ("Bcm",), n, top)}
-            if log:
-                log(f"{name}: " + ", ".join(f"{k} {out[name][k]:,.1f}" for k in FIGURES))
+    for name, prof in S.callgrind_runs(spec, spec["batch_a"],
+                                       ("--cache-sim=yes", "--branch-sim=yes", *caches),
+                                       instr_at_start=False, warmup_requests=warmup_requests):
+        per_fn = prof.self_costs
+        out[name] = {**_per_request(prof.totals, n),
+                     "top_ll_data_misses": _top(per_fn, ("DLmr", "DLmw"), n, top),
+                     "top_d1_misses": _top(per_fn, ("D1mr", "D1mw"), n, top),
+                     "top_i1_misses": _top(per_fn, ("I1mr",), n, top),
+                     "top_cond_mispredicts": _top(per_fn, ("Bcm",), n, top)}
+        if log:
+            log(f"{name}: " + ", ".join(f"{k} {out[name][k]:,.1f}" for k in FIGURES))
     out["ratio_cref_over_valkey"] = {
         k: (round(out["cref"][k] / out["valkey"][k], 3) if out["valkey"][k] else None)
         for k in FIGURES}
@@ -206,7 +144,8 @@ def main(argv: list[str] | None = None,
     except S.ToolMissing as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
-    except (S.ValkeyError, OSError, subprocess.SubprocessError) as exc:
+    except (S.ValkeyError, OSError, subprocess.SubprocessError,
+            callgrind.CallgrindFormatError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 1
     return provenance.publish(prog, out, {
