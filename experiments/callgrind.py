@@ -46,9 +46,9 @@ _TABLE = {"fn": "fn", "cfn": "fn", "jfn": "fn",
 _SPEC = re.compile(r"^(" + "|".join(sorted(_TABLE, key=len, reverse=True)) + r")=(.*)$")
 _COMPRESSED = re.compile(r"^\((\d+)\)\s*(.*)$")
 _SUBPOSITION = re.compile(r"^(\*|[+-]\d+|[+-]?0[xX][0-9a-fA-F]+|\d+)$")
-#: Header lines ("key: value") a reader may meet anywhere (a file may hold several parts).
-_HEADER = re.compile(r"^(version|creator|pid|thread|part|cmd|desc|event|events|positions|"
-                     r"summary|totals):\s*(.*)$")
+#: A header line ("key: value"), met anywhere (a file may hold several parts, each with its
+#: header); keys other than events, positions and totals carry nothing the costs need.
+_HEADER = re.compile(r"^([A-Za-z]\w*):(?:\s+(.*))?$")
 
 
 class CallgrindFormatError(ValueError):
@@ -69,6 +69,21 @@ class Profile:
         """``{function: cost}`` of one event, self (default) or inclusive."""
         table = self.inclusive if inclusive else self.self_costs
         return {fn: row.get(event, 0) for fn, row in table.items()}
+
+    def check_valid(self) -> None:
+        """Assert the invariants: every row has every event; the totals are the sum of the
+        self costs, and so of the self costs by file; each function's inclusive cost is at
+        least its self cost, and the by-file rows add up to the per-function ones."""
+        tables = (self.self_costs, self.inclusive, self.self_by_file)
+        assert all(list(row) == self.events for t in tables for row in t.values())
+        for ev in self.events:
+            assert sum(r[ev] for r in self.self_costs.values()) == self.totals[ev]
+            by_fn: dict[str, int] = {}
+            for (_, fn), r in self.self_by_file.items():
+                by_fn[fn] = by_fn.get(fn, 0) + r[ev]
+            assert by_fn == self.event_costs(ev)
+            for fn, r in self.self_costs.items():
+                assert self.inclusive[fn][ev] >= r[ev] >= 0
 
 
 def _number(tok: str) -> int:
@@ -91,9 +106,10 @@ def read(path: Path | str) -> Profile:
     fn: str | None = None  # the current function
     file = "???"  # the file of the current code: the last fl=, fi= or fe= (callgrind writes
     # fl= at a function only where its file differs from the last one, inlined files included)
-    events: list[str] = []
+    events: list[str] = []  # this part's (the last events: line)
+    seen: list[str] = []  # every part's, in order
     npos = 1  # subpositions before the costs: "line" (the default) or "instr line"
-    prof = Profile(events=events, totals={})
+    prof = Profile(events=seen, totals={})
     part_sum: dict[str, int] = {}
     call_pending = False
 
@@ -158,14 +174,12 @@ def read(path: Path | str) -> Profile:
             h = _HEADER.match(line)
             if h is None:
                 raise fail(lineno, f"not a line of callgrind's format: {line!r}")
-            key, value = h.groups()
+            key, value = h.group(1), h.group(2) or ""
             if key == "events":
-                events[:] = value.split()
+                events = value.split()
                 if not events:
                     raise fail(lineno, "an events: line with no events")
-                for row in prof.self_costs.values():
-                    for ev in events:
-                        row.setdefault(ev, 0)
+                seen += [ev for ev in events if ev not in seen]
                 part_sum = {}
             elif key == "positions":
                 words = value.split()
@@ -184,11 +198,10 @@ def read(path: Path | str) -> Profile:
                                f"lines add up to {' '.join(map(str, got))}")
     if call_pending:
         raise fail(lineno, "the file ends after a calls= line (a truncated file)")
-    if not events:
+    if not seen:
         raise CallgrindFormatError(f"{path}: no events: line (not a callgrind file)")
-    totals = dict.fromkeys(events, 0)
-    for row in prof.self_costs.values():
-        for ev, v in row.items():
-            totals[ev] = totals.get(ev, 0) + v
-    prof.totals = totals
+    for table in (prof.self_costs, prof.inclusive, prof.self_by_file):
+        for key, row in table.items():
+            table[key] = {ev: row.get(ev, 0) for ev in seen}
+    prof.totals = {ev: sum(r[ev] for r in prof.self_costs.values()) for ev in seen}
     return prof

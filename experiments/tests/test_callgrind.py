@@ -81,6 +81,7 @@ def hand(tmp_path):
 
 def test_hand_written_file(hand):
     prof = CG.read(hand)
+    prof.check_valid()
     assert prof.events == ["Ir", "Dr", "D1mr"]
     assert prof.self_costs == SELF
     assert prof.inclusive == {"main": {"Ir": 135, "Dr": 49, "D1mr": 8},
@@ -110,10 +111,23 @@ def test_names_without_compression(tmp_path):
                  "cfn=std::vector<int>::push_back(int const&)\ncalls=1 9\n3 11\n"
                  "fn=std::vector<int>::push_back(int const&)\n9 11\n")
     prof = CG.read(p)
+    prof.check_valid()
     assert prof.event_costs("Ir") == {"operator new(unsigned long)": 7,
                                       "std::vector<int>::push_back(int const&)": 11}
     assert prof.event_costs("Ir", inclusive=True)["operator new(unsigned long)"] == 18
     assert prof.totals == {"Ir": 18}
+
+
+def test_parts_add_up(tmp_path):
+    """Two parts (--combine-dumps=yes), each with its header and totals: line; the second
+    counts one more event, which the first part's rows then hold as 0."""
+    p = tmp_path / "cg"
+    p.write_text("part: 1\nevents: Ir\nfn=(1) f\n1 5\ntotals: 5\n"
+                 "part: 2\nevents: Ir Bc\nfn=(2) g\n2 3 1\nfn=(1)\n+1 2 2\ntotals: 5 3\n")
+    prof = CG.read(p)
+    prof.check_valid()
+    assert prof.self_costs == {"f": {"Ir": 7, "Bc": 2}, "g": {"Ir": 3, "Bc": 1}}
+    assert prof.totals == {"Ir": 10, "Bc": 3}
 
 
 @pytest.mark.parametrize("body, line, what", [
@@ -154,6 +168,7 @@ def test_a_real_file_reads_as_callgrind_annotate_reads_it(tmp_path):
                     "--dump-instr=yes", "--collect-jumps=yes", f"--callgrind-out-file={out}",
                     "/bin/true"], check=True, capture_output=True, timeout=300)
     prof = CG.read(out)
+    prof.check_valid()
     assert prof.events[0] == "Ir" and "DLmr" in prof.events and "Bcm" in prof.events
     ann = subprocess.run(["callgrind_annotate", "--auto=no", "--threshold=100", str(out)],
                          capture_output=True, text=True, check=True, cwd=tmp_path).stdout
