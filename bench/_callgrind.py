@@ -51,6 +51,6 @@ def per_thread(binary: Path, cfg_file: Path, raw: Path, tmp: Path) -> list[int]:
 
 def by_function(binary: Path, cfg_file: Path, raw: Path, out: Path) -> Path:
     """One run's profile (no per-instruction data) written to ``out``, for
-    ``callgrind_annotate``."""
+    :func:`kvsim.experiments.callgrind.read`."""
     run(binary, raw, cfg_file, "--dump-instr=no", f"--callgrind-out-file={out}", check=True)
     return out

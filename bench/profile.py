@@ -7,8 +7,9 @@ For each of ``kvsim bench``'s first three traces (random 8 B loads, c_ref iterat
 pipeline lookahead; kvsim.sim.bench_presets.make_traces) and each preset, it runs the engine
 alone (``sim/_engine/build/bench_engine``, ``make -C sim/_engine bench-c``) on the first
 ``--records`` records under callgrind (``--dump-instr=no``, one thread), functional and timed,
-and sums each function's own instructions (callgrind_annotate's exclusive costs, inlined code
-attributed to the file it comes from) into the parts of the model (``PARTS``), per record.
+and sums each function's own instructions (callgrind's exclusive costs, read by
+kvsim.experiments.callgrind, inlined code attributed to the file it comes from) into the
+parts of the model (``PARTS``), per record.
 The engine's setup (creating the caches) is its own part, not divided by the records.  The
 trace intake (``decode.c``) is not in these counts: ``kvsim simulate`` runs it on other
 threads.  ``--out`` writes the figures with kvsim.provenance (commit, machine, date).
@@ -17,7 +18,6 @@ threads.  ``--out`` writes the figures with kvsim.provenance (commit, machine, d
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -25,10 +25,11 @@ from pathlib import Path
 from bench import _callgrind
 from bench import presets as bp
 from kvsim import provenance, sim, traces
+from kvsim.experiments import callgrind
 
 # part -> the source files (of inlined code too) and the functions it is made of; a
-# callgrind_annotate "file:function" goes to the first part whose file pattern matches its
-# file, else to the first whose function pattern matches its function
+# "file:function" (callgrind_annotate's name of a row) goes to the first part whose file
+# pattern matches its file, else to the first whose function pattern matches its function
 PARTS = [
     ("setup", None, re.compile(r"^(kvsimCreate|kvsimFree|engTlbInit|bigAlloc|bigFree|"
                                r"__memset\w*|_dl_\w+|calloc|malloc|free)$")),
@@ -44,7 +45,6 @@ PARTS = [
     ("record loop and L1", None,
      re.compile(r"^(kvsimRun|engRunRecords|runLoop|doMemoryT|engDoMarker|engFlushBatch)$")),
 ]
-ANNOTATE_LINE = re.compile(r"^\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S.*?)\s*(?:\[[^]]*\])?\s*$")
 
 
 #: This suite's own option (its name and help), beside the callgrind suites' shared ones.
@@ -66,16 +66,11 @@ def part_of(name: str) -> str:
 
 
 def self_costs(out_file: Path) -> dict[str, int]:
-    """{"file:function": exclusive instructions} from a callgrind output file."""
-    txt = subprocess.run(["callgrind_annotate", "--auto=no", "--threshold=100", str(out_file)],
-                         capture_output=True, text=True, check=True).stdout
-    costs: dict[str, int] = {}
-    body = txt.split("file:function", 1)[-1]
-    for line in body.splitlines()[2:]:
-        m = ANNOTATE_LINE.match(line)
-        if m:
-            costs[m.group(2)] = costs.get(m.group(2), 0) + int(m.group(1).replace(",", ""))
-    return costs
+    """{"file:function": exclusive instructions} from a callgrind output file, the file
+    being the one of the code (inlined code's own), as callgrind_annotate names its rows
+    (:func:`kvsim.experiments.callgrind.read`)."""
+    prof = callgrind.read(out_file)
+    return {f"{file}:{fn}": c["Ir"] for (file, fn), c in prof.self_by_file.items()}
 
 
 def profile(binary: Path, recs, cpu: sim.CpuConfig, timing: bool, tmp: Path) -> dict:
@@ -112,7 +107,11 @@ def main(argv: list[str] | None = None) -> int:
             for p in presets:
                 cpu = sim.load_cpu(p)
                 for timing in (False, True):
-                    r = profile(binary, recs, cpu, timing, Path(td))
+                    try:
+                        r = profile(binary, recs, cpu, timing, Path(td))
+                    except callgrind.CallgrindFormatError as exc:
+                        print(f"profile.py: {exc}", file=sys.stderr)
+                        return 1
                     rows.append({"trace": Path(t["path"]).name, "preset": p,
                                  "mode": "timed" if timing else "functional", **r})
                     print(f"{rows[-1]['trace']:24s} {p:12s} {rows[-1]['mode']:10s} "

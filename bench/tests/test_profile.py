@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 _PATH = Path(__file__).resolve().parents[1] / "profile.py"
@@ -38,17 +39,29 @@ def test_part_of(name, part):
     assert profile.part_of(name) == part
 
 
-def test_self_costs_reads_the_function_table(tmp_path, monkeypatch):
-    text = ("Ir  file:function\n----\n"
-            "1,234 (50.0%)  sim/_engine/tlb.c:engTlbCode [/x/bench_engine]\n"
-            "  766 (30.0%)  sim/_engine/engine.c:kvsimRun [/x/bench_engine]\n")
+def test_self_costs_are_per_file_of_the_code(tmp_path):
+    """Inlined code (fi=/fe=) counts for the file it comes from, as callgrind_annotate's
+    rows name it; a function's call lines are not its own instructions."""
+    out = tmp_path / "cg.out"
+    out.write_text("events: Ir\nfl=(1) ./engine.c\nfn=(1) kvsimRun\n10 500\n"
+                   "fi=(2) ./timing.h\n+5 266\nfe=(1)\n* 1\ncfn=(2) engTlbCode\n"
+                   "calls=3 20\n* 900\nfl=(3) ./tlb.c\nfn=(2)\n20 1234\n")
+    assert profile.self_costs(out) == {"./engine.c:kvsimRun": 501,
+                                       "./timing.h:kvsimRun": 266,
+                                       "./tlb.c:engTlbCode": 1234}
 
-    class Done:
-        stdout = text
 
-    monkeypatch.setattr(profile.subprocess, "run", lambda *a, **k: Done())
-    assert profile.self_costs(tmp_path / "cg") == {"sim/_engine/tlb.c:engTlbCode": 1234,
-                                                   "sim/_engine/engine.c:kvsimRun": 766}
+def test_a_broken_profile_is_one_line(tmp_path, capsys, monkeypatch):
+    """A callgrind file that breaks the format: one line naming it, exit 1."""
+    monkeypatch.setattr(profile.bp, "bench_engine_path", lambda: Path("bench_engine"))
+    monkeypatch.setattr(profile.bp, "callgrind_traces",
+                        lambda *a: [{"path": str(tmp_path / "t.kvt")}])
+    monkeypatch.setattr(profile.traces, "read_all", lambda p: np.zeros(4, np.uint8))
+    monkeypatch.setattr(profile._callgrind, "by_function",
+                        lambda binary, cfg, raw, out: out.write_text("events: Ir\nfn=f\n1 x\n"))
+    assert profile.main(["--presets", profile.sim.preset_names()[0]]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("profile.py: ") and ":3: a cost is not" in err[0]
 
 
 def test_an_unknown_preset_is_one_line(capsys, monkeypatch):
