@@ -29,10 +29,11 @@ written and set beside what they measured natively. Every point must be within
 rounds (:func:`round_spread`: the machine's own noise, which on a shared guest reaches 2x),
 within that spread, at most :data:`SPREAD_MAX` (:func:`point_tolerance`); a wrong level or
 walk is still refused at the cap (sim/tests/test_calibrate_check.py). The work kernels are
-replayed too (one load of the kernel's piece, the traces' instruction count as its gap) and
-shown, but not gated: the model retires every gap instruction at one rate (the width, or
-``[core] sustained_ipc``), so until the traces mark the kind of work a gap is, their row
-says how far that one rate is from each kernel.
+replayed too (one load of the kernel's piece, the traces' instruction count as its gap,
+marked as the kernel's kind of work as c_ref's traces mark it, so the file's ``[work]`` rate
+of that kind retires it) and shown, but not gated: they are the very samples ``[work]`` is
+fitted to, one rate per kind over every call size, so their rows say how far that one rate
+is from each size (short calls run at a higher rate than long ones).
 
 **Agreement** (:func:`agreement`): a quick and a full calibration of the same machine must
 agree within :data:`TOLERANCE` on the clock, each level's latency and DRAM.
@@ -315,18 +316,25 @@ def replay(cpu, raw: dict, *, steps: int = 20_000, log=lambda m: None) -> list[d
         kind, chunk = key.split("/")
         rows.append(_row(f"work {key}", fastest(v), work_predict(cpu, kind, int(chunk)),
                          gated=False,
-                         why="shown, not gated: the model retires every gap instruction at "
-                             "one rate (issue 42 section 2)"))
+                         why="shown, not gated: the samples [work] is fitted to, one rate "
+                             "per kind over every call size"))
     return rows
+
+
+#: the kind of work (traces.WORK_NAMES) of each of ``kvsim-calibrate work``'s kernels, as
+#: c_ref's traces mark the same code (sim/calibrate_work.py fits [work] from them)
+WORK_OF_KERNEL = {"crc64": "crc", "siphash": "hash"}
 
 
 def work_predict(cpu, kind: str, chunk: int, calls: int = 4000) -> float:
     """Simulated ns per call of ``kvsim-calibrate work KIND CHUNK``: per call one load of
-    its piece of the 16 KiB buffer with the trace's instruction count as its gap, after a
+    its piece of the 16 KiB buffer with the trace's instruction count as its gap, marked as
+    :data:`WORK_OF_KERNEL`'s kind of work (a ``WORK`` marker, traces/work.py), after a
     warm-up pass over the buffer (simulated, not counted)."""
     import numpy as np
 
     from kvsim import sim, traces
+    from kvsim.traces.format import MARK_WORK, WORK_COUNT_BITS, WORK_NAMES
 
     from .calibrate import WORK_BUF, work_instructions
 
@@ -349,8 +357,19 @@ def work_predict(cpu, kind: str, chunk: int, calls: int = 4000) -> float:
         m["kind"], m["flags"] = traces.KIND_MARKER, flag
         return m
 
-    rec = np.concatenate([marker(traces.MARK_WARMUP_BEGIN), block(warm),
-                          marker(traces.MARK_WARMUP_END), block(calls)])
+    def marked(n: int) -> np.ndarray:
+        """``block(n)`` with a WORK marker before each load naming its whole gap."""
+        acc = block(n)
+        m = np.zeros(n, dtype=traces.RECORD_DTYPE)
+        m["kind"], m["flags"] = traces.KIND_MARKER, MARK_WORK
+        m["addr"] = ((np.uint64(WORK_NAMES.index(WORK_OF_KERNEL[kind])) << np.uint64(
+            WORK_COUNT_BITS)) | acc["gap"].astype(np.uint64))
+        out = np.empty(2 * n, dtype=traces.RECORD_DTYPE)
+        out[0::2], out[1::2] = m, acc
+        return out
+
+    rec = np.concatenate([marker(traces.MARK_WARMUP_BEGIN), marked(warm),
+                          marker(traces.MARK_WARMUP_END), marked(calls)])
     res = sim.simulate(rec, cpu, page_size=4096, validate=False)
     return res["cycles"] / cpu.freq_ghz / calls
 

@@ -297,6 +297,19 @@ def test_work_rows_are_shown_not_gated():
     assert check.replay_checks(rows)[0]["ok"]
 
 
+def test_work_rows_replay_at_their_kinds_rate():
+    """A file's [work] rate of the kernel's kind retires the replayed gap, not the generic
+    rate: a slower crc rate slows the CRC kernel by its ratio and leaves SipHash alone."""
+    raw, _ = synthetic_raw()
+    doc = cal.build_doc(raw, LEVELS, ZEN4, quick=True)
+    cpu = sim.parse_cpu(tomllib.loads(cal.to_toml(doc)))
+    slow_crc = cpu.with_changes(work={"generic": 6.0, "crc": 1.5, "hash": 6.0})
+    crc = check.work_predict(slow_crc, "crc64", 512)
+    assert crc == pytest.approx(cal.work_instructions("crc64", 512) / 1.5 / 3.5, rel=0.1)
+    assert check.work_predict(slow_crc, "siphash", 64) == pytest.approx(
+        check.work_predict(cpu.with_changes(work={"generic": 6.0}), "siphash", 64), rel=0.02)
+
+
 # --- quick against full, the file, `local` --------------------------------------------------
 
 def test_quick_and_full_must_agree():
