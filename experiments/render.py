@@ -320,7 +320,7 @@ _MACHINE_DIR = re.compile(r"(?<![\w.])(?:~|/[\w.-]+)(?:/[\w.-]+)*/(?=[\w.-]+\.to
 
 #: the validation's runs, one per machine it was published from (``--publish-as``)
 for _name in ("validation", "validation-zen5", "validation-xeon-m167",
-              "validation-xeon-m167-full"):
+              "validation-xeon-m167-full", "validation-xeon-m167-fullcal"):
     rendering(_name, f"results/experiments/{_name}.json")(
         lambda doc, _r=f"results/experiments/{_name}.json": render_validation(doc, _r))
 
@@ -377,7 +377,8 @@ def render_calibration(doc: dict[str, Any], result: str) -> str:
 register_each(render_calibration, {
     "calibration-xeon-m167-quick": "results/calibrate-xeon-m167-spread-quick.toml",
     "calibration-xeon-m167-full": "results/calibrate-xeon-m167-spread-full.toml",
-    "calibration-xeon-m167-walk-quick": "results/calibrate-xeon-m167-walk-quick.toml"})
+    "calibration-xeon-m167-walk-quick": "results/calibrate-xeon-m167-walk-quick.toml",
+    "calibration-xeon-m167-quiet-full": "results/calibrate-xeon-m167-quiet-full.toml"})
 
 
 @rendering("trust", next(iter(TRUST)), also=tuple(TRUST)[1:])
