@@ -6,7 +6,8 @@
  *
  *   query buffer ──parse──> argv: zmalloc'd array + one object per argument
  *        │                  (EMBSTR <= 44 B: one malloc; RAW: object + sds, two)
- *        │                  lookupCommand: dict of names, SipHash of the lowered name
+ *        │                  lookupCommand: the command table, a hashtable (hashtable.c)
+ *        │                  of names hashed by siphash_nocase, compared case-insensitively
  *        ├── processCommand: the checks a standalone primary with the default
  *        │     config runs (command filters, flags, auth, ACL, disk errors, loading, ...)
  *        ├── call(): executing client, dirty counter, cached time (ustime), error stats
@@ -58,6 +59,8 @@
 #include <x86intrin.h>
 #endif
 
+#include "arena.h"
+#include "hashtable.h"
 #include "keyspace.h"
 #include "siphash.h"
 
@@ -65,7 +68,6 @@
 #define OBJ_EMBED_OVERHEAD 12             /* its 8-byte header, sds header 3, the NUL */
 #define OBJ_SHARED_REFCOUNT ((1u << 30) - 1) /* server.h: a shared object's 30-bit refcount */
 #define OBJ_SHARED_BULKHDR_LEN 32         /* server.h: shared "$N\r\n" and "*N\r\n" */
-#define CMD_DICT_SLOTS 256                /* power of two, > 2 x KS_MAX_COMMANDS */
 #define SLOWLOG_SLOWER_THAN_US 10000      /* slowlog-log-slower-than's default */
 #define ARGV_MAX_PREALLOC 1024            /* processMultibulkBuffer: min(multibulklen, 1024) */
 
@@ -80,8 +82,6 @@
                                   * _addReplyToBufferOrList's tests */
 #define KS_COPY_AVOID_WORK 34    /* isCopyAvoidPreferred of a bulk reply (getClientType) */
 
-static_assert(CMD_DICT_SLOTS >= 2 * KS_MAX_COMMANDS, "the command dict stays half empty");
-static_assert((CMD_DICT_SLOTS & (CMD_DICT_SLOTS - 1)) == 0, "a mask indexes the command dict");
 static_assert(sizeof(robj) == 16, "an argument object is Valkey's 16-byte robj");
 
 /* --- HDR latency histogram (1 ns .. 1 s, 2 significant digits) -------------------- */
@@ -190,8 +190,14 @@ typedef struct commandlog { /* server.commandlog[type] */
     unsigned long max_len, len;
 } commandlog;
 
+typedef struct cmdName { /* a command table key: the name's bytes (an sds upstream) */
+    const char *p;
+    size_t len;
+} cmdName;
+
 typedef struct cmdInfo { /* Valkey's struct serverCommand fields the call path uses */
     const ksCommandDef *def;
+    cmdName current_name; /* the table's key (hashtableCommandGetCurrentName) */
     int id;                  /* cmd->id: the ACL command bit */
     int script;              /* EVAL and FCALL families: flags from the script (none in c_ref) */
     int transaction_control; /* EXEC, DISCARD, MULTI, WATCH, QUIT, RESET (none in c_ref) */
@@ -201,13 +207,9 @@ typedef struct cmdInfo { /* Valkey's struct serverCommand fields the call path u
     long long microseconds, slot_cpu_usec;
 } cmdInfo;
 
-typedef struct dictSlot {
-    uint64_t hash;
-    cmdInfo *cmd; /* NULL: empty */
-} dictSlot;
-
 static struct {
-    dictSlot dict[CMD_DICT_SLOTS];
+    hashtable *commands; /* server.commands: the command table */
+    ksArena *commands_arena;
     cmdInfo info[KS_MAX_COMMANDS]; /* by command index (ksCommandAt) */
     uint8_t dictkey[16];
     void (*pending)(ksClient *c);
@@ -308,14 +310,35 @@ size_t ksZmallocUsed(void) { return zmalloc_used_memory(); }
 
 /* --- Command dict ----------------------------------------------------------------------- */
 
-/* dictSdsCaseHash: SipHash of the name lowered (siphash_nocase lowers as it loads). */
-static uint64_t nameHash(const char *name, size_t len) {
-    char low[64];
-    if (len > sizeof(low)) return ksSiphash(name, len, cp.dictkey); /* no command is this long */
-    for (size_t i = 0; i < len; i++) low[i] = (char)((name[i] >= 'A' && name[i] <= 'Z') ? name[i] | 0x20 : name[i]);
-    KS_WORK_OF(KVT_WORK_HASH, KS_SIPHASH_COST(len) + len);
-    return ksSiphash(low, len, cp.dictkey);
+/* The command table (server.c commandSetType): a hashtable (hashtable.c, the keyspace's)
+ * keyed by the command's name, hashed by dictSdsCaseHash (siphash_nocase: the bytes lowered
+ * as they are loaded) and compared by hashtableStringKeyCaseCompare (strcasecmp); its
+ * entries are the commands.  Built once at start, searched by every command's lookup. */
+static uint64_t dictSdsCaseHash(const void *key) {
+    const cmdName *k = key;
+    KS_WORK_OF(KVT_WORK_HASH, KS_SIPHASH_COST(k->len) + k->len);
+    return ksSiphashNocase(k->p, k->len, cp.dictkey);
 }
+
+static const void *hashtableCommandGetCurrentName(const void *entry, ksLoadId dep, ksLoadId *key_dep) {
+    if (key_dep) *key_dep = dep;
+    return &((const cmdInfo *)entry)->current_name;
+}
+
+static int hashtableStringKeyCaseCompare(const void *key1, const void *key2, ksLoadId key2_dep) {
+    (void)key2_dep;
+    const cmdName *a = key1, *b = key2;
+    return a->len != b->len || strncasecmp(a->p, b->p, a->len) != 0;
+}
+
+static hashtableType commandSetType = {
+    .entryGetKey = hashtableCommandGetCurrentName,
+    .hashFunction = dictSdsCaseHash,
+    .keyCompare = hashtableStringKeyCaseCompare,
+    .instant_rehashing = 1,
+    .outside_keyspace = 1,
+    .trace_tag = KVT_TAG_OTHER,
+};
 
 /* Valkey's command table flags (src/commands/<name>.json command_flags): the write
  * commands (CMD_WRITE, with DENYOOM where they may grow memory), the rest read-only; key
@@ -344,15 +367,14 @@ static uint32_t commandFlags(const ksCommandDef *d) {
     return f;
 }
 
+/* server.c lookupCommandLogic's base lookup: hashtableFind(server.commands, argv[0]->ptr). */
 const ksCommandDef *ksCallLookup(const char *name, size_t len) {
-    uint64_t h = nameHash(name, len);
-    for (uint32_t i = (uint32_t)h & (CMD_DICT_SLOTS - 1);; i = (i + 1) & (CMD_DICT_SLOTS - 1)) {
-        const dictSlot *e = &cp.dict[i];
-        (void)KS_LOAD(e, sizeof(*e), KVT_TAG_OTHER, KS_SITE_CMD_DISPATCH, 0);
-        if (!e->cmd) return NULL;
-        if (e->hash == h && strlen(e->cmd->def->name) == len && strncasecmp(e->cmd->def->name, name, len) == 0)
-            return e->cmd->def;
-    }
+    cmdName key = {name, len};
+    void *found;
+    if (!hashtableFind(cp.commands, &key, &found)) return NULL;
+    const cmdInfo *ci = found;
+    (void)KS_LOAD(&ci->def, sizeof(ci->def), KVT_TAG_OTHER, KS_SITE_CMD_DISPATCH, 0);
+    return ci->def;
 }
 
 /* monotonic.c monotonicInit_x86linux: the TSC's ticks per microsecond (Valkey reads them from
@@ -412,23 +434,30 @@ void ksCallPathEnable(uint64_t seed, void (*pending)(ksClient *c)) {
     cp.io_threads_num = 1;      /* io-threads 1 */
     cp.min_io_threads_copy_avoid = 7;          /* min-io-threads-avoid-copy-reply */
     cp.min_string_size_copy_avoid = 16 * 1024; /* min-string-size-avoid-copy-reply */
+    /* populateCommandTable: zmalloc'd (mem_allocator libc), built before serving */
+    ksArenaSetLibc(1);
+    cp.commands_arena = ksArenaCreate(0);
+    ksArenaSetLibc(0);
+    if (!cp.commands_arena) abort();
+    cp.commands = hashtableCreate(&commandSetType, cp.commands_arena);
+    ksEmitPause(); /* start-up: not part of any request */
     for (int i = 0; i < ksCommandCount(); i++) {
         const ksCommandDef *d = ksCommandAt(i);
         cp.info[i].def = d;
         cp.info[i].id = i;
         cp.info[i].flags = commandFlags(d);
+        cp.info[i].current_name = (cmdName){d->name, strlen(d->name)};
         if (ksCallLookup(d->name, strlen(d->name))) continue; /* first registration wins */
-        uint64_t h = nameHash(d->name, strlen(d->name));
-        uint32_t j = (uint32_t)h & (CMD_DICT_SLOTS - 1);
-        while (cp.dict[j].cmd) j = (j + 1) & (CMD_DICT_SLOTS - 1);
-        cp.dict[j].hash = h;
-        cp.dict[j].cmd = &cp.info[i];
+        hashtableAdd(cp.commands, &cp.info[i]);
     }
+    ksEmitResume();
     ksCallPathOn = 1;
 }
 
 void ksCallPathDisable(void) {
     for (int i = 0; i < KS_MAX_COMMANDS; i++) ksZfree(cp.info[i].latency);
+    hashtableRelease(cp.commands); /* no entry destructor: the commands are cp.info's */
+    ksArenaDestroy(cp.commands_arena);
     memset(&cp, 0, sizeof(cp));
     ksCallPathOn = 0;
 }
