@@ -18,9 +18,9 @@ typedef struct ksClient ksClient;
 typedef struct ksCommand ksCommand;
 typedef struct ksCommandDef ksCommandDef;
 
-/* On: builds the command dict from the registered commands; `pending` is called
- * when a client's first reply byte is queued (prepareClientToWrite's pending-write
- * list), may be NULL.  Off: frees the dict and the latency histograms. */
+/* On: builds the command table (a hashtable of names) from the registered commands;
+ * `pending` is called when a client's first reply byte is queued (prepareClientToWrite's
+ * pending-write list), may be NULL.  Off: frees the table and the latency histograms. */
 void ksCallPathEnable(uint64_t seed, void (*pending)(ksClient *c));
 void ksCallPathDisable(void);
 extern int ksCallPathOn; /* read on every command: a plain flag */

@@ -864,8 +864,10 @@ int ksServe(const ksServerConfig *cfg, char *err, size_t errlen) {
         return -1;
     }
     srv.port = port;
+    int cancel_type = ksMakeThreadKillable(); /* initServer */
     if (ksBioInit()) { /* InitServerLast: the idle bio workers (server_bio.c) */
         snprintf(err, errlen, "cannot start the background threads");
+        ksRestoreCancelType(cancel_type);
         close(srv.lfd);
         serverClose();
         return -1;
@@ -876,6 +878,7 @@ int ksServe(const ksServerConfig *cfg, char *err, size_t errlen) {
         aeDeleteEventLoop(srv.el);
         close(srv.lfd);
         ksBioKillThreads();
+        ksRestoreCancelType(cancel_type);
         serverClose();
         return -1;
     }
@@ -916,6 +919,7 @@ int ksServe(const ksServerConfig *cfg, char *err, size_t errlen) {
     aeDeleteEventLoop(srv.el);
     close(srv.lfd);
     ksBioKillThreads();
+    ksRestoreCancelType(cancel_type);
     serverClose();
     sigaction(SIGTERM, &old_term, NULL);
     sigaction(SIGINT, &old_int, NULL);

@@ -9,9 +9,14 @@
  * work: once a second thread exists glibc's process is multi-threaded, so every read,
  * write and epoll_wait takes the cancellable syscall path (__pthread_enable_asynccancel /
  * __pthread_disable_asynccancel around the call) and the allocator's arena paths take
- * their locks.  c_ref's server starts the same workers, idle the same way, so its main
- * thread runs the same C library paths as the reference server (docs/server.md,
- * "Instruction counts").
+ * their locks.  Valkey also makes its main thread and each worker killable (server.c
+ * makeThreadKillable, called by initServer and by bio.c's worker: cancel state enabled,
+ * cancel type asynchronous), so the cancellable wrappers find the asynchronous type already
+ * set: __pthread_enable_asynccancel changes nothing and __pthread_disable_asynccancel
+ * returns at once.  c_ref's server starts the same workers, idle the same way, and makes
+ * the same threads killable, so its main thread runs the same C library paths as the
+ * reference server (docs/server.md, "Instruction counts").  Nothing ever cancels a thread:
+ * the asynchronous type only decides which path the wrappers take.
  *
  *   ksBioInit ──> BIO_WORKER_NUM threads: lock, wait on the worker's condition until a
  *                 job or the stop flag, unlock (no job kind exists here)
@@ -39,10 +44,20 @@ static pthread_cond_t bio_newjob_cond[BIO_WORKER_NUM];
 static int bio_stop[BIO_WORKER_NUM];
 static int bio_started;
 
+int ksMakeThreadKillable(void) {
+    int old = PTHREAD_CANCEL_DEFERRED;
+    pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+    pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &old);
+    return old;
+}
+
+void ksRestoreCancelType(int type) { pthread_setcanceltype(type, NULL); }
+
 /* bio.c bioProcessBackgroundJobs: wait for a job; none is ever queued, so wait for stop. */
 static void *bioProcessBackgroundJobs(void *arg) {
     size_t worker = (uintptr_t)arg;
     pthread_setname_np(pthread_self(), bio_worker_title[worker]);
+    ksMakeThreadKillable();
     pthread_mutex_lock(&bio_mutex[worker]);
     while (!bio_stop[worker]) pthread_cond_wait(&bio_newjob_cond[worker], &bio_mutex[worker]);
     pthread_mutex_unlock(&bio_mutex[worker]);

@@ -2,6 +2,10 @@
 #ifndef KS_SERVER_BIO_H
 #define KS_SERVER_BIO_H
 
+/* server.c makeThreadKillable: the calling thread's cancel state enabled and its type
+ * asynchronous; returns the previous type (for ksRestoreCancelType). */
+int ksMakeThreadKillable(void);
+void ksRestoreCancelType(int type);
 /* Start the workers (bio.c bioInit); 0, or -1 if a thread could not be created. */
 int ksBioInit(void);
 /* Stop and join the workers (bio.c bioKillThreads). */

@@ -347,6 +347,25 @@ def test_signal_stops_the_server_cleanly(sig):
         srv.stop()
 
 
+def test_server_has_valkeys_idle_bio_threads():
+    """Like Valkey's (bio.c bioInit: close-file, aof, lazy-free), the server runs three idle
+    background threads beside the main one while it serves, and ends them at SIGTERM."""
+    srv = CrefServer(binary=_binary()).start()
+    try:
+        with Resp(srv.port, timeout=TIMEOUT) as c:
+            assert c.call("SET", "k", "v") == "OK"
+            tasks = os.listdir(f"/proc/{srv.proc.pid}/task")
+            names = sorted(Path(f"/proc/{srv.proc.pid}/task/{t}/comm").read_text().strip()
+                           for t in tasks)
+        assert len(tasks) == 4
+        assert [n for n in names if n.startswith("bio_")] == ["bio_aof", "bio_close_file",
+                                                              "bio_lazy_free"]
+        srv.proc.send_signal(signal.SIGTERM)
+        assert srv.proc.wait(timeout=TIMEOUT) == 0
+    finally:
+        srv.stop()
+
+
 def test_traced_server_records_every_request(tmp_path):
     """``serve --trace``: the traced build serves; the trace has a COMMAND marker per command
     executed, stores of exactly the bytes read into query buffers and loads of exactly the
