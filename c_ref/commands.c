@@ -164,9 +164,32 @@ static void setCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     }
     if (keepttl && old) expire = ksDbGetExpire(ks, &ki, old);
     sds v = cmd->argv[2];
-    /* setKey with SETKEY_ALREADY_EXIST / SETKEY_DOESNT_EXIST: no second lookup */
-    ksDbSetFound(ks, &ki, old, (const uint8_t *)v, sdslen(v), expire);
+    /* setKey with SETKEY_ALREADY_EXIST / SETKEY_DOESNT_EXIST: no second lookup; a server's
+     * dbSetValue swaps a RAW argument into a RAW old value (callpath.c) */
+    int old_type = old ? ksEntryType(ks, old) : -1; /* read before the old entry may go */
+    if (cmd->argv_obj) ksCallSetKeyValueArg(cmd, 2);
+    if (!(cmd->argv_obj && old && ksCallSetValueSwap(ks, &ki, old, cmd, 2, expire)))
+        ksDbSetFound(ks, &ki, old, (const uint8_t *)v, sdslen(v), expire);
+    if (cmd->argv_obj) ksCallSetKeyDone(ks, &ki, old_type);
     if (!get) ksReplyStatus(ks, c, "OK");
+}
+
+/* MSET's setKey (no TTL): ksDbSet, or in a server, where dbSetValue swaps a RAW argument
+ * into a RAW old value (callpath.c ksCallSetValueSwap), the lookup, then the swap or a new
+ * object. */
+static void setKeyValue(ksKeyspace *ks, ksCommand *cmd, ksKeyInfo *ki, int j) {
+    sds v = cmd->argv[j];
+    if (!cmd->argv_obj) {
+        ksDbSet(ks, ki, (const uint8_t *)v, sdslen(v), -1);
+        return;
+    }
+    ksCallSetKeyValueArg(cmd, j);
+    void *old = ksDbFind(ks, ki); /* setKey's lookupKeyWrite */
+    if (old) ksDbTouch(ks, ki, old);
+    int old_type = old ? ksEntryType(ks, old) : -1; /* read before the old entry may go */
+    if (!(old && ksCallSetValueSwap(ks, ki, old, cmd, j, -1)))
+        ksDbSetFound(ks, ki, old, (const uint8_t *)v, sdslen(v), -1);
+    ksCallSetKeyDone(ks, ki, old_type);
 }
 
 /* --- DEL / EXISTS ---------------------------------------------------------- */
@@ -411,8 +434,7 @@ static void msetWindow(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int nx) {
         windowAhead(ks, cmd, 1, 2, n, j);
         ksKeyInfo ki;
         ksKeyResolve(ks, cmd->argv[1 + 2 * j], &ki);
-        sds v = cmd->argv[2 + 2 * j];
-        ksDbSet(ks, &ki, (const uint8_t *)v, sdslen(v), -1);
+        setKeyValue(ks, cmd, &ki, 2 + 2 * j);
     }
     if (nx) ksReplyInt(ks, c, 1);
     else ksReplyStatus(ks, c, "OK");
@@ -449,10 +471,9 @@ static void msetGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int nx) {
         int n = batchLen(ks, cmd, done, npairs - done, write_prefetch);
         resolveBatch(ks, cmd, ki, 1, 2, done, n, tables);
         for (int i = 0; i < n; i++) {
-            sds v = cmd->argv[2 + 2 * (done + i)];
             if (tableLost(ks, tables, &ki[i])) continue; /* written into a dead table: lost */
             if (ki[i].rehash) ksKeyRehash(ks, &ki[i]);
-            ksDbSet(ks, &ki[i], (const uint8_t *)v, sdslen(v), -1);
+            setKeyValue(ks, cmd, &ki[i], 2 + 2 * (done + i));
         }
         done += n;
     }
