@@ -164,14 +164,22 @@ static void setCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     }
     if (keepttl && old) expire = ksDbGetExpire(ks, &ki, old);
     sds v = cmd->argv[2];
-    /* setKey with SETKEY_ALREADY_EXIST / SETKEY_DOESNT_EXIST: no second lookup; a server's
-     * dbSetValue swaps a RAW argument into a RAW old value (callpath.c) */
-    int old_type = old ? ksEntryType(ks, old) : -1; /* read before the old entry may go */
-    if (cmd->argv_obj) ksCallSetKeyValueArg(cmd, 2);
-    if (!(cmd->argv_obj && old && ksCallSetValueSwap(ks, &ki, old, cmd, 2, expire)))
-        ksDbSetFound(ks, &ki, old, (const uint8_t *)v, sdslen(v), expire);
-    if (cmd->argv_obj) ksCallSetKeyDone(ks, &ki, old_type);
+    /* setKey with SETKEY_ALREADY_EXIST / SETKEY_DOESNT_EXIST: no second lookup */
+    ksDbSetFound(ks, &ki, old, (const uint8_t *)v, sdslen(v), expire);
     if (!get) ksReplyStatus(ks, c, "OK");
+}
+
+/* A server's write of value argument j after setKey's lookup (old: the entry found, or
+ * NULL): tryObjectEncoding, dbSetValue's swap of RAW strings or a new object, then setKey's
+ * and the command's notifications (callpath.c). */
+static __attribute__((noinline)) void serverSetFound(ksKeyspace *ks, ksCommand *cmd, ksKeyInfo *ki, void *old,
+                                                     int j, int64_t expire) {
+    sds v = cmd->argv[j];
+    int old_type = old ? ksEntryType(ks, old) : -1; /* read before the old entry may go */
+    ksCallSetKeyValueArg(cmd, j);
+    if (!(old && ksCallSetValueSwap(ks, ki, old, cmd, j, expire)))
+        ksDbSetFound(ks, ki, old, (const uint8_t *)v, sdslen(v), expire);
+    ksCallSetKeyDone(ks, ki, old_type);
 }
 
 /* MSET's setKey (no TTL): ksDbSet, or in a server, where dbSetValue swaps a RAW argument
@@ -183,13 +191,9 @@ static void setKeyValue(ksKeyspace *ks, ksCommand *cmd, ksKeyInfo *ki, int j) {
         ksDbSet(ks, ki, (const uint8_t *)v, sdslen(v), -1);
         return;
     }
-    ksCallSetKeyValueArg(cmd, j);
     void *old = ksDbFind(ks, ki); /* setKey's lookupKeyWrite */
     if (old) ksDbTouch(ks, ki, old);
-    int old_type = old ? ksEntryType(ks, old) : -1; /* read before the old entry may go */
-    if (!(old && ksCallSetValueSwap(ks, ki, old, cmd, j, -1)))
-        ksDbSetFound(ks, ki, old, (const uint8_t *)v, sdslen(v), -1);
-    ksCallSetKeyDone(ks, ki, old_type);
+    serverSetFound(ks, cmd, ki, old, j, -1);
 }
 
 /* --- DEL / EXISTS ---------------------------------------------------------- */
