@@ -372,6 +372,28 @@ def test_server_has_valkeys_idle_bio_threads():
         srv.stop()
 
 
+def test_mset_overwrites_swap_values_and_reply_as_the_model():
+    """MSET over existing keys takes dbSetValue's swap for RAW values (the argument's string
+    into the old object, the old string freed with the argument): RAW over RAW, a key twice in
+    one MSET, EMBSTR over RAW and RAW over EMBSTR all read back as the model says."""
+    def big(i):
+        return (b"v%03d" % i) * 70
+    cmds = [encode_command(b"MSET", *[x for k in range(10) for x in (b"k%d" % k, big(k))])]
+    cmds += [encode_command(b"MSET", b"k1", big(50), b"k1", big(51), b"k2", b"short",
+                            b"k3", big(52))]
+    cmds += [encode_command(b"MSET", b"k2", big(53), b"k4", b"12345")]
+    cmds += [encode_command(b"GET", b"k%d" % k) for k in range(10)]
+    q = b"".join(cmds)
+    want, _ = Keyspace().execute(q)
+    srv = CrefServer(binary=_binary()).start()
+    try:
+        with _connect(srv.port) as s:
+            s.sendall(q)
+            assert _recv_exactly(s, len(want)) == want
+    finally:
+        srv.stop()
+
+
 def test_traced_server_records_every_request(tmp_path):
     """``serve --trace``: the traced build serves; the trace has a COMMAND marker per command
     executed, stores of exactly the bytes read into query buffers and loads of exactly the
