@@ -280,6 +280,14 @@ static void *bumpAlloc(ksArena *a, uint64_t bytes) {
     return p;
 }
 
+int ksArenaIsLibc(const ksArena *a) { return a->libc; }
+
+void ksArenaExchangeLibc(ksArena *a, const void *adopted, const void *released) {
+    if (!a->libc) die("ksArenaExchangeLibc on an arena of its own blocks");
+    a->allocated += malloc_usable_size((void *)adopted);
+    a->allocated -= malloc_usable_size((void *)released);
+}
+
 /* The libc mode's blocks (zmalloc.c with libc: malloc, then malloc_usable_size). */
 static __attribute__((noinline)) void *libcAlloc(ksArena *a, size_t size) {
     void *p = malloc(size ? size : 1);

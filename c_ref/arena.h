@@ -53,6 +53,12 @@ void ksArenaSetHugePages(int on);
  * library's malloc blocks (a Valkey built with MALLOC=libc), keep counts only, and
  * leave freeing every block to their owner before ksArenaDestroy.  Base 0. */
 void ksArenaSetLibc(int on);
+/* 1 if the arena hands out the C library's blocks (created in libc mode). */
+int ksArenaIsLibc(const ksArena *a);
+/* Libc mode: the arena takes over `adopted` (a C library block allocated outside it, to be
+ * freed by the arena's owner through ksArenaFree) and gives up `released` (one of its
+ * blocks, now the caller's to free(3)); the counts follow the blocks. */
+void ksArenaExchangeLibc(ksArena *a, const void *adopted, const void *released);
 
 /* Allocate `size` bytes (size 0 is treated as 1).  Never returns NULL: aborts
  * with a message if the arena's span is exhausted.  Alignment: 8 for the 8-byte

@@ -6,7 +6,8 @@
  *
  *   query buffer ──parse──> argv: zmalloc'd array + one object per argument
  *        │                  (EMBSTR <= 44 B: one malloc; RAW: object + sds, two)
- *        │                  lookupCommand: dict of names, SipHash of the lowered name
+ *        │                  lookupCommand: the command table, a hashtable (hashtable.c)
+ *        │                  of names hashed by siphash_nocase, compared case-insensitively
  *        ├── processCommand: the checks a standalone primary with the default
  *        │     config runs (command filters, flags, auth, ACL, disk errors, loading, ...)
  *        ├── call(): executing client, dirty counter, cached time (ustime), error stats
@@ -58,6 +59,8 @@
 #include <x86intrin.h>
 #endif
 
+#include "arena.h"
+#include "hashtable.h"
 #include "keyspace.h"
 #include "siphash.h"
 
@@ -65,7 +68,6 @@
 #define OBJ_EMBED_OVERHEAD 12             /* its 8-byte header, sds header 3, the NUL */
 #define OBJ_SHARED_REFCOUNT ((1u << 30) - 1) /* server.h: a shared object's 30-bit refcount */
 #define OBJ_SHARED_BULKHDR_LEN 32         /* server.h: shared "$N\r\n" and "*N\r\n" */
-#define CMD_DICT_SLOTS 256                /* power of two, > 2 x KS_MAX_COMMANDS */
 #define SLOWLOG_SLOWER_THAN_US 10000      /* slowlog-log-slower-than's default */
 #define ARGV_MAX_PREALLOC 1024            /* processMultibulkBuffer: min(multibulklen, 1024) */
 
@@ -80,8 +82,6 @@
                                   * _addReplyToBufferOrList's tests */
 #define KS_COPY_AVOID_WORK 34    /* isCopyAvoidPreferred of a bulk reply (getClientType) */
 
-static_assert(CMD_DICT_SLOTS >= 2 * KS_MAX_COMMANDS, "the command dict stays half empty");
-static_assert((CMD_DICT_SLOTS & (CMD_DICT_SLOTS - 1)) == 0, "a mask indexes the command dict");
 static_assert(sizeof(robj) == 16, "an argument object is Valkey's 16-byte robj");
 
 /* --- HDR latency histogram (1 ns .. 1 s, 2 significant digits) -------------------- */
@@ -190,8 +190,14 @@ typedef struct commandlog { /* server.commandlog[type] */
     unsigned long max_len, len;
 } commandlog;
 
+typedef struct cmdName { /* a command table key: the name's bytes (an sds upstream) */
+    const char *p;
+    size_t len;
+} cmdName;
+
 typedef struct cmdInfo { /* Valkey's struct serverCommand fields the call path uses */
     const ksCommandDef *def;
+    cmdName current_name; /* the table's key (hashtableCommandGetCurrentName) */
     int id;                  /* cmd->id: the ACL command bit */
     int script;              /* EVAL and FCALL families: flags from the script (none in c_ref) */
     int transaction_control; /* EXEC, DISCARD, MULTI, WATCH, QUIT, RESET (none in c_ref) */
@@ -201,18 +207,21 @@ typedef struct cmdInfo { /* Valkey's struct serverCommand fields the call path u
     long long microseconds, slot_cpu_usec;
 } cmdInfo;
 
-typedef struct dictSlot {
-    uint64_t hash;
-    cmdInfo *cmd; /* NULL: empty */
-} dictSlot;
-
 static struct {
-    dictSlot dict[CMD_DICT_SLOTS];
+    hashtable *commands; /* server.commands: the command table */
+    ksArena *commands_arena;
     cmdInfo info[KS_MAX_COMMANDS]; /* by command index (ksCommandAt) */
     uint8_t dictkey[16];
     void (*pending)(ksClient *c);
     /* server fields processCommand and call() read and write */
     int loading, busy_script, cluster_enabled, tracking_clients, aof_on, nreplicas, ready_keys;
+    /* what a key's write tests (setKey, dbSetValue, notifyKeyspaceEvent): WATCHed keys, the
+     * tracking table, keyspace-event flags and module subscribers, blocked clients by type,
+     * lazyfree-lazy-server-del, the modules' lazy-expire guard */
+    long long watched_keys, module_keyspace_subscribers, module_event_listeners, lazy_expire_disabled;
+    long long blocked_by_type[8];
+    void *tracking_table, *prefix_table;
+    int notify_keyspace_events, lazyfree_lazy_server_del;
     int saveparamslen, lastbgsave_err, maxmemory, command_filters, execution_nesting, min_replicas_to_write;
     long long dirty, stat_numcommands, fixed_time_expire, ustime, mstime, cmd_time_snapshot;
     long long el_cmd_sum, el_cmd_cnt, el_cmd_max, slowlog_len, stat_net_output_bytes, propagated;
@@ -308,14 +317,35 @@ size_t ksZmallocUsed(void) { return zmalloc_used_memory(); }
 
 /* --- Command dict ----------------------------------------------------------------------- */
 
-/* dictSdsCaseHash: SipHash of the name lowered (siphash_nocase lowers as it loads). */
-static uint64_t nameHash(const char *name, size_t len) {
-    char low[64];
-    if (len > sizeof(low)) return ksSiphash(name, len, cp.dictkey); /* no command is this long */
-    for (size_t i = 0; i < len; i++) low[i] = (char)((name[i] >= 'A' && name[i] <= 'Z') ? name[i] | 0x20 : name[i]);
-    KS_WORK_OF(KVT_WORK_HASH, KS_SIPHASH_COST(len) + len);
-    return ksSiphash(low, len, cp.dictkey);
+/* The command table (server.c commandSetType): a hashtable (hashtable.c, the keyspace's)
+ * keyed by the command's name, hashed by dictSdsCaseHash (siphash_nocase: the bytes lowered
+ * as they are loaded) and compared by hashtableStringKeyCaseCompare (strcasecmp); its
+ * entries are the commands.  Built once at start, searched by every command's lookup. */
+static uint64_t dictSdsCaseHash(const void *key) {
+    const cmdName *k = key;
+    KS_WORK_OF(KVT_WORK_HASH, KS_SIPHASH_COST(k->len) + k->len);
+    return ksSiphashNocase(k->p, k->len, cp.dictkey);
 }
+
+static const void *hashtableCommandGetCurrentName(const void *entry, ksLoadId dep, ksLoadId *key_dep) {
+    if (key_dep) *key_dep = dep;
+    return &((const cmdInfo *)entry)->current_name;
+}
+
+static int hashtableStringKeyCaseCompare(const void *key1, const void *key2, ksLoadId key2_dep) {
+    (void)key2_dep;
+    const cmdName *a = key1, *b = key2;
+    return a->len != b->len || strncasecmp(a->p, b->p, a->len) != 0;
+}
+
+static hashtableType commandSetType = {
+    .entryGetKey = hashtableCommandGetCurrentName,
+    .hashFunction = dictSdsCaseHash,
+    .keyCompare = hashtableStringKeyCaseCompare,
+    .instant_rehashing = 1,
+    .outside_keyspace = 1,
+    .trace_tag = KVT_TAG_OTHER,
+};
 
 /* Valkey's command table flags (src/commands/<name>.json command_flags): the write
  * commands (CMD_WRITE, with DENYOOM where they may grow memory), the rest read-only; key
@@ -344,15 +374,14 @@ static uint32_t commandFlags(const ksCommandDef *d) {
     return f;
 }
 
+/* server.c lookupCommandLogic's base lookup: hashtableFind(server.commands, argv[0]->ptr). */
 const ksCommandDef *ksCallLookup(const char *name, size_t len) {
-    uint64_t h = nameHash(name, len);
-    for (uint32_t i = (uint32_t)h & (CMD_DICT_SLOTS - 1);; i = (i + 1) & (CMD_DICT_SLOTS - 1)) {
-        const dictSlot *e = &cp.dict[i];
-        (void)KS_LOAD(e, sizeof(*e), KVT_TAG_OTHER, KS_SITE_CMD_DISPATCH, 0);
-        if (!e->cmd) return NULL;
-        if (e->hash == h && strlen(e->cmd->def->name) == len && strncasecmp(e->cmd->def->name, name, len) == 0)
-            return e->cmd->def;
-    }
+    cmdName key = {name, len};
+    void *found;
+    if (!hashtableFind(cp.commands, &key, &found)) return NULL;
+    const cmdInfo *ci = found;
+    (void)KS_LOAD(&ci->def, sizeof(ci->def), KVT_TAG_OTHER, KS_SITE_CMD_DISPATCH, 0);
+    return ci->def;
 }
 
 /* monotonic.c monotonicInit_x86linux: the TSC's ticks per microsecond (Valkey reads them from
@@ -402,6 +431,7 @@ void ksCallPathEnable(uint64_t seed, void (*pending)(ksClient *c)) {
     cp.stop_writes_on_bgsave_err = 1; /* stop-writes-on-bgsave-error yes */
     cp.repl_replica_ro = 1;           /* replica-read-only yes */
     cp.repl_serve_stale_data = 1;     /* replica-serve-stale-data yes */
+    cp.lazyfree_lazy_server_del = 1;  /* lazyfree-lazy-server-del yes (Valkey 8's default) */
     /* commandlog: slowlog-log-slower-than 10000 us, commandlog-request-larger-than and
      * commandlog-reply-larger-than 1 MiB, each log's max-len 128 */
     cp.commandlog[COMMANDLOG_TYPE_SLOW] = (commandlog){.threshold = SLOWLOG_SLOWER_THAN_US, .max_len = 128};
@@ -412,23 +442,30 @@ void ksCallPathEnable(uint64_t seed, void (*pending)(ksClient *c)) {
     cp.io_threads_num = 1;      /* io-threads 1 */
     cp.min_io_threads_copy_avoid = 7;          /* min-io-threads-avoid-copy-reply */
     cp.min_string_size_copy_avoid = 16 * 1024; /* min-string-size-avoid-copy-reply */
+    /* populateCommandTable: zmalloc'd (mem_allocator libc), built before serving */
+    ksArenaSetLibc(1);
+    cp.commands_arena = ksArenaCreate(0);
+    ksArenaSetLibc(0);
+    if (!cp.commands_arena) abort();
+    cp.commands = hashtableCreate(&commandSetType, cp.commands_arena);
+    ksEmitPause(); /* start-up: not part of any request */
     for (int i = 0; i < ksCommandCount(); i++) {
         const ksCommandDef *d = ksCommandAt(i);
         cp.info[i].def = d;
         cp.info[i].id = i;
         cp.info[i].flags = commandFlags(d);
+        cp.info[i].current_name = (cmdName){d->name, strlen(d->name)};
         if (ksCallLookup(d->name, strlen(d->name))) continue; /* first registration wins */
-        uint64_t h = nameHash(d->name, strlen(d->name));
-        uint32_t j = (uint32_t)h & (CMD_DICT_SLOTS - 1);
-        while (cp.dict[j].cmd) j = (j + 1) & (CMD_DICT_SLOTS - 1);
-        cp.dict[j].hash = h;
-        cp.dict[j].cmd = &cp.info[i];
+        hashtableAdd(cp.commands, &cp.info[i]);
     }
+    ksEmitResume();
     ksCallPathOn = 1;
 }
 
 void ksCallPathDisable(void) {
     for (int i = 0; i < KS_MAX_COMMANDS; i++) ksZfree(cp.info[i].latency);
+    hashtableRelease(cp.commands); /* no entry destructor: the commands are cp.info's */
+    ksArenaDestroy(cp.commands_arena);
     memset(&cp, 0, sizeof(cp));
     ksCallPathOn = 0;
 }
@@ -524,6 +561,145 @@ static __attribute__((noinline)) void decrRefCount(robj *o) {
     }
     if (o->refcount == 0) abort(); /* serverPanic("decrRefCount against refcount <= 0") */
     if (o->refcount != OBJ_SHARED_REFCOUNT) o->refcount--;
+}
+
+/* --- A key's write: setKey's and the command's bookkeeping ------------------------------ */
+
+#define KS_SETKEY_WORK 120 /* the functions below (tests of idle state), per key written */
+#define NOTIFY_STRING (1 << 3)   /* notify.c: the 'string' event class */
+#define LAZYFREE_THRESHOLD 64    /* lazyfree.c: objects freed by a bio thread above this effort */
+#define OBJ_ENCODING_INT 1
+#define OBJ_ENCODING_EMBSTR_SIZE_LIMIT 44
+
+/* object.c string2l's first test: a string of at most 20 characters that may be a long. */
+static int looksLikeLong(const char *s, size_t len) {
+    if (len == 0 || len > 20) return 0;
+    size_t i = s[0] == '-' ? 1 : 0;
+    if (i == len || (s[i] == '0' && len > i + 1)) return 0;
+    for (; i < len; i++)
+        if (s[i] < '0' || s[i] > '9') return 0;
+    return 1;
+}
+
+/* object.c tryObjectEncodingEx of a value argument (msetGenericCommand, setCommand): a
+ * string object, RAW or EMBSTR, one reference; an integer of 20 characters or fewer would
+ * become OBJ_ENCODING_INT and a short RAW an EMBSTR (c_ref's keyspace keeps the bytes: the
+ * tests only), trimStringObjectIfNeeded's free-space test for the rest. */
+static __attribute__((noinline)) robj *tryObjectEncodingEx(robj *o, int try_trim) {
+    if (o->type != OBJ_STRING) abort(); /* serverAssertWithInfo */
+    if (o->encoding != OBJ_ENCODING_RAW && o->encoding != OBJ_ENCODING_EMBSTR) return o;
+    if (o->refcount > 1) return o;
+    size_t len = sdslen(o->ptr);
+    if (looksLikeLong(o->ptr, len)) return o;
+    if (len <= OBJ_ENCODING_EMBSTR_SIZE_LIMIT) return o;
+    if (try_trim && o->encoding == OBJ_ENCODING_RAW && sdsalloc(o->ptr) - len > len / 10) return o;
+    return o;
+}
+
+/* module.c moduleNotifyKeyspaceEvent's and moduleFireServerEvent's early return: no module
+ * subscribed, no listener. */
+static __attribute__((noinline)) void moduleNotifyKeyspaceEvent(int type) {
+    (void)type;
+    if (cp.module_keyspace_subscribers == 0) return;
+}
+
+/* notify.c notifyKeyspaceEvent: the modules first, then nothing unless the class is on
+ * (notify-keyspace-events "" by default). */
+static __attribute__((noinline)) void notifyKeyspaceEvent(int type) {
+    moduleNotifyKeyspaceEvent(type);
+    if (!(cp.notify_keyspace_events & type)) return;
+}
+
+/* db.c removeExpire: the expires table of the key's slot, none holding the key. */
+static __attribute__((noinline)) int removeExpire(ksKeyspace *ks, ksKeyInfo *ki) {
+    if (!ks->expires || !ks->expires[ki->slot]) return 0;
+    return 0;
+}
+
+/* multi.c touchWatchedKey, tracking.c trackingInvalidateKey: no WATCH, no tracking table. */
+static __attribute__((noinline)) void touchWatchedKey(void) {
+    if (cp.watched_keys == 0) return;
+}
+static __attribute__((noinline)) void trackingInvalidateKey(int bcast) {
+    if (cp.tracking_table == NULL) return;
+    (void)bcast;
+}
+
+/* db.c signalModifiedKey. */
+static __attribute__((noinline)) void signalModifiedKey(void) {
+    touchWatchedKey();
+    trackingInvalidateKey(1);
+}
+
+/* module.c moduleNotifyKeyUnlink of an overwritten value: the lazy-expire guard, the
+ * KEY_OVERWRITTEN subevent fired to no listener. */
+static __attribute__((noinline)) void moduleNotifyKeyUnlink(int type) {
+    cp.lazy_expire_disabled++;
+    if (cp.module_event_listeners) cp.command_result_events++;
+    (void)type;
+    cp.lazy_expire_disabled--;
+}
+
+/* blocked.c signalDeletedKeyAsReady -> signalKeyAsReadyLogic: no client blocked on the type. */
+static __attribute__((noinline)) void signalDeletedKeyAsReady(int type) {
+    if (!cp.blocked_by_type[type & 7]) return;
+}
+
+/* lazyfree.c lazyfreeGetFreeEffort: a string is one allocation. */
+static __attribute__((noinline)) size_t lazyfreeGetFreeEffort(int type) {
+    (void)type;
+    return 1;
+}
+
+void ksCallSetKeyValueArg(ksCommand *cmd, int j) {
+    cmd->argv_obj[j] = tryObjectEncodingEx(cmd->argv_obj[j], 1);
+}
+
+void ksCallSetKeyDone(ksKeyspace *ks, ksKeyInfo *ki, int old_type) {
+    KS_WORK_OF(KVT_WORK_SERVER, KS_SETKEY_WORK);
+    if (old_type >= 0) { /* dbSetValue(overwrite): incrRefCount(old), the unlink notifications,
+                          * decrRefCount(old); freeObjAsync's effort test (a string: freed now) */
+        moduleNotifyKeyUnlink(old_type);
+        signalDeletedKeyAsReady(old_type);
+        if (cp.lazyfree_lazy_server_del && lazyfreeGetFreeEffort(old_type) > LAZYFREE_THRESHOLD) abort();
+    }
+    removeExpire(ks, ki); /* setKey without SETKEY_KEEPTTL */
+    signalModifiedKey();
+    notifyKeyspaceEvent(NOTIFY_STRING); /* "set" */
+}
+
+/* db.c dbSetValue (Valkey 9): an overwrite whose old value and new argument are both RAW
+ * strings with one reference swaps them: the old object stays in the keyspace with the
+ * argument's sds (allocated by the parser, no copy), and the argument's object takes the
+ * old sds, freed with it (Valkey frees it in dbSetValue, c_ref with the argv: the same
+ * frees).  Only in a server on libc blocks (the argument's sds is a malloc block the
+ * keyspace's libc-mode arena takes over; both counts follow the blocks), for the unified
+ * layout and a key without a TTL that gets none; 0 when not swapped (the caller builds a
+ * new object, ksDbSetFound).  As dbSetValue is called without the entry's reference, it
+ * finds the key again first (kvstoreHashtableFindRef: the key hashed and looked up once
+ * more, after setKey's lookupKeyWrite). */
+int ksCallSetValueSwap(ksKeyspace *ks, ksKeyInfo *ki, void *entry, ksCommand *cmd, int j, int64_t expire_ms) {
+    robj *old = entry, *val = cmd->argv_obj[j];
+    if (ks->layout != KS_LAYOUT_UNIFIED || !ksArenaIsLibc(ks->arena) || expire_ms >= 0) return 0;
+    if (!ks->ops->findRef || ks->slots[ki->slot] != ki->table) return 0;
+    if (old->type != OBJ_STRING || old->refcount != 1 || old->encoding != OBJ_ENCODING_RAW) return 0;
+    if (val->refcount != 1 || val->encoding != OBJ_ENCODING_RAW) return 0;
+    if (ksEntryGetExpireField(old) >= 0) return 0; /* setKey's removeExpire: not modelled here */
+    ksKeyRehash(ks, ki); /* kvstoreHashtableFindRef -> hashtableSdsHash */
+    KS_SET_TABLE_DEP(ki->slot_load);
+    void **ref = ks->ops->findRef(ki->table, ki->key, ki->hash);
+    (void)KS_TAKE_ENTRY_DEP();
+    if (!ref || *ref != old) abort(); /* serverAssert: the key setKey found */
+    sds oldv = old->ptr, newv = val->ptr;
+    old->ptr = newv;
+    val->ptr = oldv;
+    KS_STORE(&old->ptr, sizeof(old->ptr), KVT_TAG_OBJECT, KS_SITE_OBJ_ENTRY, 0);
+    KS_STORE(&val->ptr, sizeof(val->ptr), KVT_TAG_ARGV, KS_SITE_RESP_ARGV, 0);
+    cmd->argv[j] = oldv; /* argv mirrors the argument objects */
+    ksArenaExchangeLibc(ks->arena, sdsAllocPtr(newv), sdsAllocPtr(oldv));
+    update_zmalloc_stat(malloc_usable_size(sdsAllocPtr(oldv)), 1);
+    update_zmalloc_stat(malloc_usable_size(sdsAllocPtr(newv)), 0);
+    return 1;
 }
 
 /* networking.c freeClientArgv: each argument released, the array freed (an IO thread

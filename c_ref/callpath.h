@@ -17,10 +17,11 @@ typedef struct ksKeyspace ksKeyspace;
 typedef struct ksClient ksClient;
 typedef struct ksCommand ksCommand;
 typedef struct ksCommandDef ksCommandDef;
+typedef struct ksKeyInfo ksKeyInfo;
 
-/* On: builds the command dict from the registered commands; `pending` is called
- * when a client's first reply byte is queued (prepareClientToWrite's pending-write
- * list), may be NULL.  Off: frees the dict and the latency histograms. */
+/* On: builds the command table (a hashtable of names) from the registered commands;
+ * `pending` is called when a client's first reply byte is queued (prepareClientToWrite's
+ * pending-write list), may be NULL.  Off: frees the table and the latency histograms. */
 void ksCallPathEnable(uint64_t seed, void (*pending)(ksClient *c));
 void ksCallPathDisable(void);
 extern int ksCallPathOn; /* read on every command: a plain flag */
@@ -46,6 +47,14 @@ void ksCallArgvFree(ksCommand *cmd);
 
 /* lookupCommand: the dict of command names (case-insensitive SipHash). */
 const ksCommandDef *ksCallLookup(const char *name, size_t len);
+/* A string key's write in a server: tryObjectEncoding of value argument j (before setKey);
+ * after it, dbSetValue's unlink notifications (old_type: the overwritten value's type, -1
+ * for a new key), setKey's removeExpire and signalModifiedKey, notifyKeyspaceEvent "set". */
+void ksCallSetKeyValueArg(ksCommand *cmd, int j);
+void ksCallSetKeyDone(ksKeyspace *ks, ksKeyInfo *ki, int old_type);
+/* db.c dbSetValue's swap of two RAW strings: argument j's value into the old entry, the old
+ * value into argument j (freed with the argv); 0 if not applicable (see callpath.c). */
+int ksCallSetValueSwap(ksKeyspace *ks, ksKeyInfo *ki, void *entry, ksCommand *cmd, int j, int64_t expire_ms);
 
 /* processCommand's checks and call() around def->proc (id: its commandstats row). */
 void ksCallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd, const ksCommandDef *def, int id);

@@ -169,6 +169,33 @@ static void setCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     if (!get) ksReplyStatus(ks, c, "OK");
 }
 
+/* A server's write of value argument j after setKey's lookup (old: the entry found, or
+ * NULL): tryObjectEncoding, dbSetValue's swap of RAW strings or a new object, then setKey's
+ * and the command's notifications (callpath.c). */
+static __attribute__((noinline)) void serverSetFound(ksKeyspace *ks, ksCommand *cmd, ksKeyInfo *ki, void *old,
+                                                     int j, int64_t expire) {
+    sds v = cmd->argv[j];
+    int old_type = old ? ksEntryType(ks, old) : -1; /* read before the old entry may go */
+    ksCallSetKeyValueArg(cmd, j);
+    if (!(old && ksCallSetValueSwap(ks, ki, old, cmd, j, expire)))
+        ksDbSetFound(ks, ki, old, (const uint8_t *)v, sdslen(v), expire);
+    ksCallSetKeyDone(ks, ki, old_type);
+}
+
+/* MSET's setKey (no TTL): ksDbSet, or in a server, where dbSetValue swaps a RAW argument
+ * into a RAW old value (callpath.c ksCallSetValueSwap), the lookup, then the swap or a new
+ * object. */
+static void setKeyValue(ksKeyspace *ks, ksCommand *cmd, ksKeyInfo *ki, int j) {
+    sds v = cmd->argv[j];
+    if (!cmd->argv_obj) {
+        ksDbSet(ks, ki, (const uint8_t *)v, sdslen(v), -1);
+        return;
+    }
+    void *old = ksDbFind(ks, ki); /* setKey's lookupKeyWrite */
+    if (old) ksDbTouch(ks, ki, old);
+    serverSetFound(ks, cmd, ki, old, j, -1);
+}
+
 /* --- DEL / EXISTS ---------------------------------------------------------- */
 
 /* Valkey PR #3389's sliding window (multikey=window-3389): below. */
@@ -411,8 +438,7 @@ static void msetWindow(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int nx) {
         windowAhead(ks, cmd, 1, 2, n, j);
         ksKeyInfo ki;
         ksKeyResolve(ks, cmd->argv[1 + 2 * j], &ki);
-        sds v = cmd->argv[2 + 2 * j];
-        ksDbSet(ks, &ki, (const uint8_t *)v, sdslen(v), -1);
+        setKeyValue(ks, cmd, &ki, 2 + 2 * j);
     }
     if (nx) ksReplyInt(ks, c, 1);
     else ksReplyStatus(ks, c, "OK");
@@ -449,10 +475,9 @@ static void msetGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int nx) {
         int n = batchLen(ks, cmd, done, npairs - done, write_prefetch);
         resolveBatch(ks, cmd, ki, 1, 2, done, n, tables);
         for (int i = 0; i < n; i++) {
-            sds v = cmd->argv[2 + 2 * (done + i)];
             if (tableLost(ks, tables, &ki[i])) continue; /* written into a dead table: lost */
             if (ki[i].rehash) ksKeyRehash(ks, &ki[i]);
-            ksDbSet(ks, &ki[i], (const uint8_t *)v, sdslen(v), -1);
+            setKeyValue(ks, cmd, &ki[i], 2 + 2 * (done + i));
         }
         done += n;
     }

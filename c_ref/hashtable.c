@@ -182,7 +182,13 @@ static int nextBucketExp(size_t min_capacity) {
 }
 
 static inline ksLoadId loadMeta(const hashtable *ht, uint16_t site) {
+    if (ht->type->outside_keyspace) return KS_LOAD(ht, sizeof(*ht), ht->type->trace_tag, site, 0);
     return KS_LOAD(ht, sizeof(*ht), KVT_TAG_TABLE_META, site, KS_TAKE_TABLE_DEP());
+}
+
+/* The tag of a find's bucket load: the keyspace's, or the outside table's own. */
+static inline uint8_t findTag(const hashtable *ht, uint8_t tag) {
+    return ht->type->outside_keyspace ? ht->type->trace_tag : tag;
 }
 
 static uint64_t hashKey(const hashtable *ht, const void *key) {
@@ -473,14 +479,14 @@ static bucket *findBucket(hashtable *ht, uint64_t hash, const void *key, int *po
         size_t idx = hash & expToMask(ht->bucket_exp[table]);
         if (table == 0 && isRehashing(ht) && idx < (size_t)ht->rehash_idx) continue;
         bucket *b = &ht->tables[table][idx];
-        KS_ID_VAR(lb) = KS_LOAD(b, BUCKET_SIZE, KVT_TAG_BUCKET, KS_SITE_HT_FIND_BUCKET, lm);
+        KS_ID_VAR(lb) = KS_LOAD(b, BUCKET_SIZE, findTag(ht, KVT_TAG_BUCKET), KS_SITE_HT_FIND_BUCKET, lm);
         do {
             for (int pos = 0; pos < numBucketPositions(b); pos++) {
                 if (isPositionFilled(b, pos) && b->hashes[pos] == h2) {
                     KS_ID_VAR(kd) = 0;
                     const void *ekey = entryGetKey(ht, b->entries[pos], lb, &kd);
                     if (compareKeys(ht, key, ekey, kd) == 0) {
-                        KS_SET_ENTRY_DEP(lb); /* the entry pointer came from this bucket */
+                        if (!ht->type->outside_keyspace) KS_SET_ENTRY_DEP(lb); /* the entry pointer came from this bucket */
                         *pos_out = pos;
                         *table_out = table;
                         return b;
@@ -488,7 +494,7 @@ static bucket *findBucket(hashtable *ht, uint64_t hash, const void *key, int *po
                 }
             }
             b = bucketNext(b);
-            if (b) lb = KS_LOAD(b, BUCKET_SIZE, KVT_TAG_CHILD_BUCKET, KS_SITE_HT_FIND_CHILD, lb);
+            if (b) lb = KS_LOAD(b, BUCKET_SIZE, findTag(ht, KVT_TAG_CHILD_BUCKET), KS_SITE_HT_FIND_CHILD, lb);
         } while (b);
     }
     return NULL;

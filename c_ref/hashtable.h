@@ -43,6 +43,10 @@ typedef struct hashtableType {
     void (*rehashingCompleted)(hashtable *ht);
     /* Rehash everything at once when resizing. */
     unsigned instant_rehashing : 1;
+    /* A table outside the keyspace (the server's command table): a find's loads carry
+     * `trace_tag`, take no slot-table dependency and hand no entry dependency on. */
+    unsigned outside_keyspace : 1;
+    uint8_t trace_tag;
 } hashtableType;
 
 typedef enum {

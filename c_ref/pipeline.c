@@ -266,9 +266,12 @@ static inline __attribute__((always_inline)) void lookahead(ksKeyspace *ks, ksCl
             KS_MARK(KVT_MARK_BATCH, nk + nf);
             if (nested) ksPrefetchKeysNested(ks, keys, fields, nk);
             else ksPrefetchKeys(ks, keys, nk);
-            for (int i = 0; i < n; i++) /* the prefetch hashed it: the lookup hashes again */
-                if (cmds[i].prefetched) cmds[i].key.rehash = !ks->var.pipeline_hash_once;
         }
+        /* The batch fill hashed every key it took, a lone command's too (Valkey 9.1 hashes a
+         * command's keys as it adds them, prefetches only a batch of two or more, and
+         * lookupKey's hashtableFind hashes each key again): the lookup hashes again. */
+        for (int i = 0; i < n; i++)
+            if (cmds[i].prefetched) cmds[i].key.rehash = !ks->var.pipeline_hash_once;
         for (int i = 0; i < n; i++) {
             /* Redis's pending_cmds.ready_len > 1: more commands parsed or pending */
             if (ks->var.multikey_guard) cmds[i].pipelined = i + 1 < n || c->qpos < c->qlen;

@@ -67,6 +67,25 @@ static inline size_t sdslen(const char *s) {
     }
 }
 
+/* sds.c sdsalloc: the bytes the string may hold (its header's alloc; a type-5 string: its length). */
+static inline size_t sdsalloc(const char *s) {
+    uint8_t flags = (uint8_t)s[-1];
+    switch (flags & SDS_TYPE_MASK) {
+    case SDS_TYPE_5: return flags >> SDS_TYPE_BITS;
+    case SDS_TYPE_8: return (uint8_t)s[-2];
+    case SDS_TYPE_16: {
+        uint16_t a;
+        memcpy(&a, s - 3, 2);
+        return a;
+    }
+    default: {
+        uint32_t a;
+        memcpy(&a, s - 5, 4);
+        return a;
+    }
+    }
+}
+
 /* Total bytes of an sds of `type` holding len bytes (header + len + NUL). */
 static inline size_t sdsSize(int type, size_t len) { return sdsHdrSize(type) + len + 1; }
 

@@ -87,6 +87,7 @@
 #include "keyspace.h"
 #include "server.h"
 #include "server_ae.h"
+#include "server_bio.h"
 
 #define PROTO_IOBUF_LEN (16 * 1024)
 #define QUERYBUF_LIMIT (1024ULL * 1024 * 1024) /* client-query-buffer-limit */
@@ -863,11 +864,21 @@ int ksServe(const ksServerConfig *cfg, char *err, size_t errlen) {
         return -1;
     }
     srv.port = port;
+    int cancel_type = ksMakeThreadKillable(); /* initServer */
+    if (ksBioInit()) { /* InitServerLast: the idle bio workers (server_bio.c) */
+        snprintf(err, errlen, "cannot start the background threads");
+        ksRestoreCancelType(cancel_type);
+        close(srv.lfd);
+        serverClose();
+        return -1;
+    }
     srv.el = aeCreateEventLoop(srv.maxclients + 128); /* CONFIG_FDSET_INCR */
     if (!srv.el || aeCreateFileEvent(srv.el, srv.lfd, AE_READABLE, acceptTcpHandler, NULL)) {
         snprintf(err, errlen, "epoll: %s", strerror(errno));
         aeDeleteEventLoop(srv.el);
         close(srv.lfd);
+        ksBioKillThreads();
+        ksRestoreCancelType(cancel_type);
         serverClose();
         return -1;
     }
@@ -907,6 +918,8 @@ int ksServe(const ksServerConfig *cfg, char *err, size_t errlen) {
     while (srv.clients.head) freeClient(srv.clients.head->value);
     aeDeleteEventLoop(srv.el);
     close(srv.lfd);
+    ksBioKillThreads();
+    ksRestoreCancelType(cancel_type);
     serverClose();
     sigaction(SIGTERM, &old_term, NULL);
     sigaction(SIGINT, &old_int, NULL);

@@ -5,6 +5,9 @@
  * Credits: Jean-Philippe Aumasson and Daniel J. Bernstein, "SipHash: a fast
  * short-input PRF" (2012).  Valkey/Redis use the 1-2 round variant ("We use
  * SipHash 1-2", siphash.c).  Written from the paper, not copied.
+ *
+ * ksSiphashNocase is the case-insensitive variant (siphash.c siphash_nocase): every byte
+ * lowered as it is loaded, for the server's command table (dictSdsCaseHash).
  */
 #include "siphash.h"
 
@@ -36,8 +39,12 @@ static inline uint64_t load64le(const uint8_t *p) {
     return v;
 }
 
-uint64_t ksSiphash(const void *in, size_t inlen, const uint8_t k[16]) {
-    const uint8_t *p = in;
+/* siphash.c siptlw: an ASCII letter lowered (the case-insensitive variant's loads). */
+static inline uint8_t siptlw(uint8_t c) { return (c >= 'A' && c <= 'Z') ? (uint8_t)(c + ('a' - 'A')) : c; }
+
+/* SipHash-1-2; `nocase` (a constant) lowers every byte as it is loaded (siphash_nocase). */
+static inline __attribute__((always_inline)) uint64_t sip12(const uint8_t *p, size_t inlen, const uint8_t k[16],
+                                                            const int nocase) {
     uint64_t k0 = load64le(k), k1 = load64le(k + 8);
     uint64_t v0 = 0x736f6d6570736575ULL ^ k0;
     uint64_t v1 = 0x646f72616e646f6dULL ^ k1;
@@ -46,21 +53,29 @@ uint64_t ksSiphash(const void *in, size_t inlen, const uint8_t k[16]) {
     uint64_t b = ((uint64_t)inlen) << 56;
     const uint8_t *end = p + (inlen - (inlen % 8));
     for (; p != end; p += 8) {
-        uint64_t m = load64le(p);
+        uint64_t m;
+        if (nocase) { /* U8TO64_LE_NOCASE */
+            m = 0;
+            for (int i = 0; i < 8; i++) m |= (uint64_t)siptlw(p[i]) << (8 * i);
+        } else {
+            m = load64le(p);
+        }
         v3 ^= m;
         SIPROUND; /* c = 1 */
         v0 ^= m;
     }
+#define SIPB(i) ((uint64_t)(nocase ? siptlw(p[i]) : p[i]))
     switch (inlen & 7) {
-    case 7: b |= ((uint64_t)p[6]) << 48; /* fall through */
-    case 6: b |= ((uint64_t)p[5]) << 40; /* fall through */
-    case 5: b |= ((uint64_t)p[4]) << 32; /* fall through */
-    case 4: b |= ((uint64_t)p[3]) << 24; /* fall through */
-    case 3: b |= ((uint64_t)p[2]) << 16; /* fall through */
-    case 2: b |= ((uint64_t)p[1]) << 8;  /* fall through */
-    case 1: b |= ((uint64_t)p[0]); break;
+    case 7: b |= SIPB(6) << 48; /* fall through */
+    case 6: b |= SIPB(5) << 40; /* fall through */
+    case 5: b |= SIPB(4) << 32; /* fall through */
+    case 4: b |= SIPB(3) << 24; /* fall through */
+    case 3: b |= SIPB(2) << 16; /* fall through */
+    case 2: b |= SIPB(1) << 8;  /* fall through */
+    case 1: b |= SIPB(0); break;
     case 0: break;
     }
+#undef SIPB
     v3 ^= b;
     SIPROUND;
     v0 ^= b;
@@ -69,6 +84,10 @@ uint64_t ksSiphash(const void *in, size_t inlen, const uint8_t k[16]) {
     SIPROUND;
     return v0 ^ v1 ^ v2 ^ v3;
 }
+
+uint64_t ksSiphash(const void *in, size_t inlen, const uint8_t k[16]) { return sip12(in, inlen, k, 0); }
+
+uint64_t ksSiphashNocase(const void *in, size_t inlen, const uint8_t k[16]) { return sip12(in, inlen, k, 1); }
 
 void ksSiphashSeed(uint64_t seed, uint8_t k[16]) {
     /* splitmix64 twice: the 16-byte key is a pure function of the seed. */

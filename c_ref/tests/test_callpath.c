@@ -4,6 +4,7 @@
  * hash and a sorted set, and it is flagged a write (CMD_WRITE, Valkey's command table)
  * exactly when what reads of those keys answer changed.  A command added to the table without an
  * invocation here fails the test, so a new write command cannot stay flagged read-only.
+ * The command table (a case-insensitive hashtable, siphash_nocase) finds every command.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include "../callpath.h"
 #include "../keyspace.h"
 #include "../kvsim_cref.h"
+#include "../siphash.h"
 #include "testhelp.h"
 
 static int exec(ksKeyspace *ks, const char *q) {
@@ -97,8 +99,65 @@ static int test_write_flags_match_what_commands_change(void) {
     return 0;
 }
 
+/* siphash_nocase is SipHash of the bytes lowered: random names of every length up to 40,
+ * letters of both cases, digits and punctuation; and a name differing in case only hashes
+ * the same while one differing in a byte does not. */
+static int test_siphash_nocase_is_siphash_of_lowered(void) {
+    static const char alphabet[] = "abcXYZ019_-:|@[`{";
+    uint8_t k[16];
+    ksSiphashSeed(7, k);
+    uint64_t x = 0x9e3779b97f4a7c15ULL;
+    for (int len = 0; len <= 40; len++)
+        for (int rep = 0; rep < 20; rep++) {
+            char s[41], low[41];
+            for (int i = 0; i < len; i++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                s[i] = alphabet[x % (sizeof(alphabet) - 1)];
+                low[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
+            }
+            TEST_ASSERT_MSG(ksSiphashNocase(s, (size_t)len, k) == ksSiphash(low, (size_t)len, k),
+                            "length %d: nocase differs from the lowered bytes' hash", len);
+        }
+    TEST_ASSERT(ksSiphashNocase("MGET", 4, k) == ksSiphashNocase("mGeT", 4, k));
+    TEST_ASSERT(ksSiphashNocase("MGET", 4, k) != ksSiphashNocase("MSET", 4, k));
+    TEST_ASSERT(ksSiphashNocase("[", 1, k) != ksSiphashNocase("{", 1, k)); /* not letters */
+    return 0;
+}
+
+/* The server's command table (a hashtable keyed by name, case-insensitive): every
+ * registered command is found under its name in lower, upper and mixed case, and nothing
+ * else: no prefix, extension or unknown name; off again, lookups fall back to the
+ * keyspace's own table. */
+static int test_command_table_finds_every_command(void) {
+    ksCallPathEnable(3, NULL);
+    for (int i = 0; i < ksCommandCount(); i++) {
+        const ksCommandDef *d = ksCommandAt(i);
+        char up[64], mixed[64], longer[66];
+        size_t n = strlen(d->name);
+        TEST_ASSERT(n < sizeof(up));
+        for (size_t j = 0; j <= n; j++) {
+            char c = d->name[j];
+            up[j] = (char)(c >= 'a' && c <= 'z' ? c - 32 : c);
+            mixed[j] = j % 2 ? up[j] : c;
+        }
+        TEST_ASSERT_MSG(ksCallLookup(d->name, n) && !strcmp(ksCallLookup(d->name, n)->name, d->name), "'%s'", d->name);
+        TEST_ASSERT_MSG(ksCallLookup(up, n) && !strcmp(ksCallLookup(up, n)->name, d->name), "'%s'", up);
+        TEST_ASSERT_MSG(ksCallLookup(mixed, n) && !strcmp(ksCallLookup(mixed, n)->name, d->name), "'%s'", mixed);
+        TEST_ASSERT_MSG(!ksCallLookup(d->name, n - 1) || ksCallLookup(d->name, n - 1) != ksCallLookup(d->name, n),
+                        "'%s' found by its prefix", d->name);
+        snprintf(longer, sizeof(longer), "%sx", d->name);
+        TEST_ASSERT_MSG(!ksCallLookup(longer, n + 1), "'%s' found", longer);
+    }
+    TEST_ASSERT(!ksCallLookup("nosuchcommand", 13) && !ksCallLookup("", 0));
+    ksCallPathDisable();
+    TEST_ASSERT(!ksCallPathOn && ksLookupCommand("GET", 3));
+    return 0;
+}
+
 int main(int argc, char **argv) {
     TEST_INIT(argc, argv);
     RUN(test_write_flags_match_what_commands_change);
+    RUN(test_siphash_nocase_is_siphash_of_lowered);
+    RUN(test_command_table_finds_every_command);
     return TEST_DONE();
 }

@@ -325,12 +325,17 @@ static int test_valkey_batch_fills_key_by_key(void) {
  * SipHash run) once more than in the unprefetched path.  16 GETs under
  * `lookahead batch=16`: 16 more key reads than naive (c_ref without the rule:
  * 0); a 50-key MGET under `multikey=batch` (16 prefetched): 16 more than
- * `none`.  The study variants lookahead-hash-once and batch-hash-once: 0. */
+ * `none`.  The study variants lookahead-hash-once and batch-hash-once: 0.
+ * The batch fill hashes a lone command's key too (Valkey 9.1.2 hashes every command's
+ * keys as it fills the batch, prefetching only two or more): one GET alone, 1 more; 17
+ * GETs (a batch of 16, then one alone), 17 more (c_ref without the rule: 0 and 16). */
 static int test_prefetched_keys_hashed_twice(void) {
-    static char setup[1 << 16], gets[1 << 12], mget[1 << 12];
+    static char setup[1 << 16], gets[1 << 12], mget[1 << 12], one[64], gets17[1 << 12];
     size_t sl = multiCmd(setup, 0, "MSET", "key", 50, "value");
     size_t gl = getCmds(gets, "key", 16);
     size_t ml = multiCmd(mget, 0, "MGET", "key", 50, NULL);
+    size_t ol = getCmds(one, "key", 1);
+    size_t g17 = getCmds(gets17, "key", 17);
     struct {
         const char *base, *variant, *q;
         size_t ql;
@@ -339,6 +344,9 @@ static int test_prefetched_keys_hashed_twice(void) {
     } runs[] = {
         {"", "pipeline=lookahead batch=16", gets, gl, 16, 0, 0},
         {"", "pipeline=lookahead-hash-once batch=16", gets, gl, 0, 0, 0},
+        {"", "pipeline=lookahead batch=16", one, ol, 1, 0, 0},
+        {"", "pipeline=lookahead batch=16", gets17, g17, 17, 0, 0},
+        {"", "pipeline=lookahead-hash-once batch=16", one, ol, 0, 0, 0},
         {"multikey=none", "multikey=batch", mget, ml, 16, 0, 0},
         {"multikey=none", "multikey=batch-hash-once", mget, ml, 0, 0, 0},
     };

@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -343,6 +344,52 @@ def test_signal_stops_the_server_cleanly(sig):
         assert srv.proc.wait(timeout=TIMEOUT) == 0
         assert srv.proc.stderr.read() == b""
         s.close()
+    finally:
+        srv.stop()
+
+
+def test_server_has_valkeys_idle_bio_threads():
+    """Like Valkey's (bio.c bioInit: close-file, aof, lazy-free), the server runs three idle
+    background threads beside the main one while it serves, and ends them at SIGTERM."""
+    srv = CrefServer(binary=_binary()).start()
+    try:
+        with Resp(srv.port, timeout=TIMEOUT) as c:
+            assert c.call("SET", "k", "v") == "OK"
+        deadline = time.monotonic() + TIMEOUT
+        while True:  # each worker names itself once it runs (bio.c: the thread's title)
+            tasks = os.listdir(f"/proc/{srv.proc.pid}/task")
+            names = sorted(Path(f"/proc/{srv.proc.pid}/task/{t}/comm").read_text().strip()
+                           for t in tasks)
+            if sum(n.startswith("bio_") for n in names) == 3 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert len(tasks) == 4
+        assert [n for n in names if n.startswith("bio_")] == ["bio_aof", "bio_close_file",
+                                                              "bio_lazy_free"]
+        srv.proc.send_signal(signal.SIGTERM)
+        assert srv.proc.wait(timeout=TIMEOUT) == 0
+    finally:
+        srv.stop()
+
+
+def test_mset_overwrites_swap_values_and_reply_as_the_model():
+    """MSET over existing keys takes dbSetValue's swap for RAW values (the argument's string
+    into the old object, the old string freed with the argument): RAW over RAW, a key twice in
+    one MSET, EMBSTR over RAW and RAW over EMBSTR all read back as the model says."""
+    def big(i):
+        return (b"v%03d" % i) * 70
+    cmds = [encode_command(b"MSET", *[x for k in range(10) for x in (b"k%d" % k, big(k))])]
+    cmds += [encode_command(b"MSET", b"k1", big(50), b"k1", big(51), b"k2", b"short",
+                            b"k3", big(52))]
+    cmds += [encode_command(b"MSET", b"k2", big(53), b"k4", b"12345")]
+    cmds += [encode_command(b"GET", b"k%d" % k) for k in range(10)]
+    q = b"".join(cmds)
+    want, _ = Keyspace().execute(q)
+    srv = CrefServer(binary=_binary()).start()
+    try:
+        with _connect(srv.port) as s:
+            s.sendall(q)
+            assert _recv_exactly(s, len(want)) == want
     finally:
         srv.stop()
 
