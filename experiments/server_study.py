@@ -386,7 +386,7 @@ DIAGNOSES = {
                   "self-check's replay fails on this guest, so `local` does not read it): "
                   "the speedups follow that calibration's caches",
     "user": "c_ref's server executes fewer user-space instructions per request than Valkey "
-            "(results/native-server-callgrind.json: 0.62-0.97 of them under callgrind); the "
+            "(results/native-server-callgrind.json: {callgrind} under callgrind); the "
             "prediction is of c_ref's server",
     "kernel": "the kernel's time is charged per write at what c_ref's server spends under "
               "PINGs from 50 clients beyond the calls alone (sim/calibrate_loop.py; the "
@@ -421,12 +421,28 @@ def _ratio(a: Any, b: Any) -> float | None:
         return None
 
 
+def _callgrind_range() -> str:
+    """c_ref's instructions per request over Valkey's, lowest to highest over the cells of
+    the published callgrind comparison (``kvsim native server --callgrind``)."""
+    from kvsim import provenance
+    from kvsim.experiments import server
+
+    try:
+        doc = json.loads(provenance.default_result_path(server.CALLGRIND_RESULT_NAME).read_text())
+        r = [float(c["instructions_ratio"]) for c in doc["cells"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "no comparison published"
+    return f"{min(r):.2f}-{max(r):.2f} of them" if r else "no comparison published"
+
+
 def _diag(ratios: dict[str, float | None], keys: list[str]) -> str:
     out = [f"{k} {v:.2f}" for k, v in ratios.items() if v is not None and not
            BAND[0] <= v <= BAND[1]]
     if not out:
         return ""
-    return "outside the band (" + ", ".join(out) + "): " + "; ".join(DIAGNOSES[k] for k in keys)
+    return "outside the band (" + ", ".join(out) + "): " + "; ".join(
+        DIAGNOSES[k].format(callgrind=_callgrind_range()) if k == "user" else DIAGNOSES[k]
+        for k in keys)
 
 
 def _per_request(p: Any, nm: Any) -> str:
