@@ -1,0 +1,89 @@
+"""cref.trace_many (c_ref's ``trace --then``): the traces of one setup, each from a child
+process that goes on from the one setup, are the same bytes as each traced alone, for every
+workload and variant family the issue-45 studies share setups across; and the refusals."""
+
+from pathlib import Path
+
+import pytest
+
+from kvsim.experiments import cref
+
+MK = {"keys": 3000, "value_size": 100, "keys_per_command": 10, "ops": 300, "seed": 1}
+HASH = {"keys": 1, "hash_fields": 4000, "value_size": 70, "ops": 400, "table": "hashtable",
+        "pipeline": "lookahead", "batch": 16, "pipeline_depth": 16, "seed": 1}
+ZSET = {"keys": 200, "zset_members": 200, "ops": 300, "table": "hashtable",
+        "pipeline": "lookahead", "batch": 16, "pipeline_depth": 16, "seed": 1}
+PMGET = {"keys": 5000, "value_size": 10, "keys_per_command": 100, "ops": 40, "table": "dict",
+         "pipeline_depth": 10, "seed": 1}
+
+CASES = {
+    "mget hashtable": ("mget", dict(MK, table="hashtable"), [
+        {"variant": "none"}, {"variant": "batch", "batch": 16},
+        {"variant": "window-3389", "batch": 4}]),
+    "mget dict": ("mget", dict(MK, table="dict"), [
+        {"variant": "none"}, {"variant": "chunk-15133", "chunk": 16}]),
+    "mset random": ("mset", dict(MK, table="dict", mset_keys="random", prefill=1.0), [
+        {"variant": "none"}, {"variant": "chunk-15133", "chunk": 16},
+        {"variant": "redis-15043"}]),
+    "exists": ("exists", dict(MK, table="hashtable"), [
+        {"variant": "none"}, {"variant": "window-3389", "batch": 64}]),
+    "del": ("del", dict(MK, table="hashtable"), [
+        {"variant": "none"}, {"variant": "batch", "batch": 16}]),
+    "touch": ("touch", dict(MK, table="hashtable"), [
+        {"variant": "window-3389", "batch": 8}, {"variant": "none"}]),
+    "hget": ("hash", dict(HASH, hash_op="hget"), [
+        {"variant": "none"}, {"variant": "nested-3940"}, {"variant": "value-2180"}]),
+    "hmget": ("hash", dict(HASH, hash_op="hmget", fields_per_command=10), [
+        {"variant": "none"}, {"variant": "nested-3940"}, {"variant": "find-batch-4017"}]),
+    "hgetall": ("hash", {"keys": 50, "hash_fields": 100, "value_size": 100, "ops": 200,
+                         "hash_op": "hgetall", "table": "dict", "pipeline_depth": 10,
+                         "seed": 1}, [{"variant": "none"}, {"variant": "getall-14988"}]),
+    "zmscore": ("zmscore", dict(ZSET, fields_per_command=10), [
+        {"variant": "none"}, {"variant": "nested-3940"}, {"variant": "find-batch-4017"}]),
+    "pipelined mget": ("mget", PMGET, [
+        {"pipeline": "naive", "variant": "none"},
+        {"pipeline": "naive", "variant": "redis-14899"},
+        {"pipeline": "lookahead", "batch": 16, "variant": "redis-14899-guard"},
+        {"pipeline": "all-pending-14754", "batch": 16, "variant": "none"}]),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_traces_of_one_setup_are_the_traces_alone(case: str, tmp_path: Path) -> None:
+    workload, base, variants = CASES[case]
+    outs = [(tmp_path / f"many-{i}.kvt", dict(base, **v)) for i, v in enumerate(variants)]
+    cref.trace_many(workload, outs)
+    for i, (path, opts) in enumerate(outs):
+        alone = tmp_path / f"alone-{i}.kvt"
+        cref.trace(workload, alone, opts)
+        assert path.read_bytes() == alone.read_bytes(), (case, variants[i])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [f"many-{i}.kvt" for i in range(len(outs))] + [f"alone-{i}.kvt" for i in range(len(outs))])
+
+
+def test_options_beyond_the_variants_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="differ only in"):
+        cref.trace_many("mget", [(tmp_path / "a.kvt", dict(MK, table="dict")),
+                                 (tmp_path / "b.kvt", dict(MK, table="dict", ops=301))])
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_failing_variant_leaves_no_file(tmp_path: Path) -> None:
+    # --batch with a variant that reads none: c_ref refuses it in the parent, before any child
+    outs = [(tmp_path / "a.kvt", dict(MK, table="hashtable", variant="none")),
+            (tmp_path / "b.kvt", dict(MK, table="hashtable", variant="none", batch=16))]
+    with pytest.raises(cref.CrefError, match="--batch 16: not used"):
+        cref.trace_many("mget", outs)
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_cli_refuses_a_setup_option_after_then(tmp_path: Path) -> None:
+    import subprocess
+
+    proc = subprocess.run([str(cref.binary()), "trace", "mget", "-o", str(tmp_path / "a"),
+                           "--keys", "100", "--then", str(tmp_path / "b"), "--keys", "200"],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 2 and not list(tmp_path.iterdir())
+    assert proc.stderr.strip().splitlines() == [
+        "kvsim-cref: --then 1: only --variant, --batch, --chunk and --pipeline may differ, "
+        "not '--keys'"]
