@@ -78,7 +78,7 @@ from typing import Any
 
 __all__ = ["CellSkipped", "KIND_BASE", "cell_id", "cell_inputs", "context_key",
            "forget_context", "inputs_fingerprint", "machine_identity", "native_rounds",
-           "register_kind", "run_cell", "run_sim_group", "trace_key"]
+           "register_kind", "run_cell", "run_setup_group", "run_sim_group", "trace_key"]
 
 #: Cell kinds an experiment module adds (:func:`register_kind`): kind -> function(spec)
 #: returning the metrics.
@@ -379,6 +379,41 @@ def run_sim_group(specs: list[dict], trace_dir: str | None = None) -> list[dict[
             by_cpu = _simulate_many(path, cpus)
     share = (time.perf_counter() - t0) / len(specs)
     return [{"metrics": by_cpu[s["cpu"]], "seconds": share} for s in specs]
+
+
+def run_setup_group(groups: list[list[dict]], trace_dir: str | None = None
+                    ) -> list[list[dict[str, Any]]]:
+    """Compute sim cell groups (each :func:`run_sim_group`'s: the cells of one trace) whose
+    traces share one setup (``cref.setup_key``: the same workload and options but for the
+    variants'; ValueError otherwise): the traces not yet in ``trace_dir`` (None: a
+    temporary directory) are traced in one c_ref run (``cref.trace_many``: the setup built
+    once, each trace the bytes it has traced alone), then each group is simulated as
+    :func:`run_sim_group` does. Returns its results per group, in order; each cell's
+    ``seconds`` also carries an equal share of the tracing."""
+    from kvsim.experiments import cref
+
+    if not groups:
+        return []
+    key = cref.setup_key(groups[0][0]["workload"], groups[0][0]["options"])
+    if any(cref.setup_key(g[0]["workload"], g[0]["options"]) != key for g in groups):
+        raise ValueError("run_setup_group: the groups must share one setup")
+    if trace_dir is None:
+        with tempfile.TemporaryDirectory(prefix="kvsim-cells-") as tmp:
+            return run_setup_group(groups, tmp)
+    Path(trace_dir).mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    todo = {}
+    for g in groups:
+        path = Path(trace_dir) / f"{trace_key(g[0])}.kvt"
+        if not path.exists():
+            todo.setdefault(path, g[0]["options"])
+    cref.trace_many(groups[0][0]["workload"], list(todo.items()))
+    share = (time.perf_counter() - t0) / sum(len(g) for g in groups)
+    out = [run_sim_group(g, trace_dir) for g in groups]
+    for res in out:
+        for r in res:
+            r["seconds"] += share
+    return out
 
 
 def _simulate_many(path: Path, cpus: list[str]) -> dict[str, dict[str, Any]]:

@@ -87,3 +87,60 @@ def test_the_cli_refuses_a_setup_option_after_then(tmp_path: Path) -> None:
     assert proc.stderr.strip().splitlines() == [
         "kvsim-cref: --then 1: only --variant, --batch, --chunk and --pipeline may differ, "
         "not '--keys'"]
+
+
+def _small_multikey_setup(cpus: list[str]) -> list[list[dict]]:
+    """The sim cell groups (one per trace) of multikey_window's first setup, small scale,
+    with fewer keys so the test stays quick."""
+    from kvsim.experiments import cells, runner
+
+    specs = runner.plan(["multikey_window"], "small", cpus, ["sim"])["multikey_window"]
+    for s in specs:
+        s["options"] = dict(s["options"], keys=2000, ops=min(s["options"]["ops"], 200))
+    key = cref.setup_key(specs[0]["workload"], specs[0]["options"])
+    groups: dict[str, list[dict]] = {}
+    for s in specs:
+        if cref.setup_key(s["workload"], s["options"]) == key:
+            groups.setdefault(cells.trace_key(s), []).append(s)
+    return list(groups.values())
+
+
+def test_a_setup_group_is_one_c_ref_run_and_equals_its_cells(tmp_path: Path, monkeypatch
+                                                             ) -> None:
+    """cells.run_setup_group: the traces of one setup in one c_ref run, every cell's metrics
+    what the cell computes alone."""
+    from kvsim.experiments import cells
+
+    groups = _small_multikey_setup(["epyc-7713", "graviton3"])
+    assert len(groups) >= 3  # none, batch 16 and the window offsets
+    calls = []
+    real = cref.trace_many
+    monkeypatch.setattr(cref, "trace_many", lambda w, outs, **k: calls.append(len(outs))
+                        or real(w, outs, **k))
+    together = cells.run_setup_group(groups, str(tmp_path / "shared"))
+    assert calls == [len(groups)]
+    for group, res in zip(groups, together, strict=True):
+        alone = [cells.run_cell(s)["metrics"] for s in group]
+        assert [r["metrics"] for r in res] == alone
+    # a second call finds every trace in place: no c_ref run
+    cells.run_setup_group(groups, str(tmp_path / "shared"))
+    assert calls == [len(groups), 0]
+    other = dict(groups[0][0], options=dict(groups[0][0]["options"], ops=7))
+    with pytest.raises(ValueError, match="one setup"):
+        cells.run_setup_group([groups[0], [other]])
+
+
+def test_setup_tasks_split_until_every_worker_has_one() -> None:
+    from kvsim.experiments import runner
+
+    def group(variant: str, keys: int = 10) -> list[tuple[str, str, dict]]:
+        spec = {"workload": "mget", "options": {"keys": keys, "variant": variant}}
+        return [("e", variant + str(keys), spec)]
+
+    gs = [group(v) for v in ("a", "b", "c", "d", "e")] + [group("a", keys=20)]
+    tasks = runner._setup_tasks(gs, 1)
+    assert [len(t) for t in tasks] == [5, 1]  # one task per setup, in plan order
+    tasks = runner._setup_tasks(gs, 4)
+    assert len(tasks) == 4 and sorted(len(t) for t in tasks) == [1, 1, 2, 2]
+    assert [g for t in tasks for g in t] == gs  # halves in place: the plan's order kept
+    assert len(runner._setup_tasks(gs[:1], 8)) == 1  # a single trace is not split
