@@ -61,6 +61,15 @@ def test_traces_of_one_setup_are_the_traces_alone(case: str, tmp_path: Path) -> 
         [f"many-{i}.kvt" for i in range(len(outs))] + [f"alone-{i}.kvt" for i in range(len(outs))])
 
 
+def test_setup_key_ignores_only_the_variant_options() -> None:
+    a = {"keys": 10, "ops": 5, "variant": "none", "pipeline": "naive"}
+    b = {"keys": 10, "ops": 5, "variant": "batch", "batch": 16, "pipeline": "lookahead",
+         "chunk": 16}
+    assert cref.setup_key("mget", a) == cref.setup_key("mget", b)
+    assert cref.setup_key("mget", a) != cref.setup_key("mget", dict(a, ops=6))
+    assert cref.setup_key("mget", a) != cref.setup_key("exists", a)
+
+
 def test_options_beyond_the_variants_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="differ only in"):
         cref.trace_many("mget", [(tmp_path / "a.kvt", dict(MK, table="dict")),
