@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -173,21 +174,39 @@ def trace_many(workload: str, outs: list[tuple[Path, Mapping[str, object]]],
         for raw, (_, o) in zip(raws[1:], rest, strict=True):
             cmd += ["--then", str(raw),
                     *workload_args({k: v for k, v in o.items() if k in THEN_OPTIONS})]
-        proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              env=_env(), check=False)
-        if proc.returncode != 0:
-            raise _fail(proc, proc.stderr)
+        # c_ref writes the --then traces one after the other, then the first, each renamed
+        # into place when complete: each is recompressed as soon as it appears, so at most
+        # two raw traces are on disk at a time
+        order = [*range(1, len(outs)), 0]
         done: list[Path] = []
-        try:
-            for raw, (path, _) in zip(raws, outs, strict=True):
-                traces.recompress(str(raw), path, codec=codec or traces.DEFAULT_CODEC,
-                                  version=traces.VERSION)
-                done.append(Path(path))
-                raw.unlink()
-        except BaseException:
-            for p in done:
-                p.unlink(missing_ok=True)
-            raise
+        with tempfile.TemporaryFile() as errfile:
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=errfile, env=_env())
+            try:
+                while order:
+                    i = order[0]
+                    exited = proc.poll() is not None
+                    if raws[i].exists():
+                        traces.recompress(str(raws[i]), outs[i][0],
+                                          codec=codec or traces.DEFAULT_CODEC,
+                                          version=traces.VERSION)
+                        done.append(Path(outs[i][0]))
+                        raws[i].unlink()
+                        order.pop(0)
+                    elif exited:
+                        break
+                    else:
+                        time.sleep(0.05)
+                proc.wait()
+                if proc.returncode != 0 or order:
+                    errfile.seek(0)
+                    raise _fail(proc, errfile.read())
+            except BaseException:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                for p in done:
+                    p.unlink(missing_ok=True)
+                raise
 
 
 #: a native run's environment for the workloads that fill fresh servers (load, MSET into an
