@@ -342,7 +342,8 @@ def _run_dask(par: list, scheduler: str, finish, failed, bar,
               f"{', '.join(workers) or 'none yet'}")
         futures = {}
         for task in par:
-            f = client.submit(C.run_setup_group, _specs(task), None,
+            # a Dask worker runs tasks on threads: no fork there (cells.run_setup_group)
+            f = client.submit(C.run_setup_group, _specs(task), None, False,
                               key=f"kvsim-cells-{task[0][0][1]}", pure=False)
             futures[f] = task
         for f in as_completed(list(futures)):

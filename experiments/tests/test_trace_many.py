@@ -116,18 +116,25 @@ def _small_multikey_setup(cpus: list[str]) -> list[list[dict]]:
 
 def test_a_setup_group_is_one_c_ref_run_and_equals_its_cells(tmp_path: Path, monkeypatch
                                                              ) -> None:
-    """cells.run_setup_group: the traces of one setup in one c_ref run, every cell's metrics
-    what the cell computes alone."""
-    from kvsim.experiments import cells
+    """cells.run_setup_group: the traces of one setup in one c_ref run, their shared warm-up
+    prefix simulated once and each trace continued from a copy of the engines' state; every
+    cell's metrics (every field) what the cell computes alone, its trace simulated whole."""
+    from kvsim.experiments import cells, runner
 
-    groups = _small_multikey_setup(["epyc-7713", "graviton3"])
+    groups = _small_multikey_setup(runner.default_cpus())
     assert len(groups) >= 3  # none, batch 16 and the window offsets
     calls = []
     real = cref.trace_many
     monkeypatch.setattr(cref, "trace_many", lambda w, outs, **k: calls.append(len(outs))
                         or real(w, outs, **k))
+    continued = []
+    real_continued = cells._simulate_continued
+    monkeypatch.setattr(cells, "_simulate_continued", lambda *a: continued.append(
+        real_continued(*a)) or continued[-1])
     together = cells.run_setup_group(groups, str(tmp_path / "shared"))
     assert calls == [len(groups)]
+    # the warm-up prefix simulated once, each trace continued from a copy of the engines
+    assert len(continued) == 1 and continued[0] is not None
     for group, res in zip(groups, together, strict=True):
         alone = [cells.run_cell(s)["metrics"] for s in group]
         assert [r["metrics"] for r in res] == alone
@@ -153,3 +160,21 @@ def test_setup_tasks_split_until_every_worker_has_one() -> None:
     assert len(tasks) == 4 and sorted(len(t) for t in tasks) == [1, 1, 2, 2]
     assert [g for t in tasks for g in t] == gs  # halves in place: the plan's order kept
     assert len(runner._setup_tasks(gs[:1], 8)) == 1  # a single trace is not split
+
+
+@pytest.mark.parametrize("case", ["hget", "pipelined mget", "mset random", "hgetall",
+                                  "zmscore", "del"])
+def test_a_continued_simulation_equals_the_whole_one(case: str, tmp_path: Path) -> None:
+    """cells._simulate_continued: each trace of one setup continued from a copy of the
+    engines after the shared warm-up prefix gives every metric the whole trace gives."""
+    from kvsim.experiments import cells, runner
+
+    workload, base, variants = CASES[case]
+    outs = [(tmp_path / f"{i}.kvt", dict(base, **v)) for i, v in enumerate(variants)]
+    cref.trace_many(workload, outs)
+    cpus = runner.default_cpus()
+    continued = cells._simulate_continued([p for p, _ in outs], cpus)
+    assert continued is not None
+    for (path, _), got in zip(outs, continued, strict=True):
+        got.pop("_seconds")
+        assert got == cells._simulate_many(path, cpus), (case, path.name)
