@@ -22,10 +22,10 @@ And, from the experiment's plan at the scale, without running it: its traces, an
 distinct setups they trace (``cref.setup_key``: the options but the variants'), checked on
 the measured group by tracing a second variant of the same setup and comparing the two
 warm-up prefixes. Then the first ``--group-traces`` traces of that setup both ways: each
-traced alone (``--cref-before``'s c_ref if given) and all in one c_ref run
-(``cref.trace_many``, what ``cells.run_setup_group`` does since setups are shared), whether
-both give the same bytes, and each simulated; from these, the CPU seconds per cell and the
-study's sim phase in hours on ``--cores`` cores, before and after (:func:`project`).
+traced alone (``--cref-before``'s c_ref if given) and simulated whole, and
+``cells.run_setup_group`` (one c_ref run for all, their warm-up prefix simulated once),
+whether both give the same bytes and the same metrics; from these, the CPU seconds per cell
+and the study's sim phase in hours on ``--cores`` cores, before and after (:func:`project`).
 
 Scratch files go to ``--work`` (a temporary folder by default, removed at the end).
 """
@@ -156,44 +156,46 @@ def _warmup_end(arr: np.ndarray) -> int:
 
 def measure_setup_group(groups: list[list[dict]], work: Path, before: str | None,
                         log) -> dict[str, Any]:
-    """The traces of one setup (``groups``: their sim cell groups) both ways: each traced
-    alone (with ``before``, that c_ref; the cells' way before setups were shared) and all
-    in one c_ref run (``cref.trace_many``, as ``cells.run_setup_group`` does), whether the
-    two give the same bytes, and each trace simulated on its cells' CPUs in one pass."""
+    """The traces of one setup (``groups``: their sim cell groups) both ways: the cells'
+    way before setups were shared (each traced alone, with ``before``'s c_ref if given, and
+    simulated whole on its cells' CPUs in one pass) and ``cells.run_setup_group`` (one
+    c_ref run for all, the warm-up prefix simulated once); whether the traces are the same
+    bytes and every cell's metrics the same."""
     from kvsim.experiments import cells as C
-    from kvsim.experiments import cref
 
     workload = groups[0][0]["workload"]
-    alone = []
+    alone, sims, metrics = [], [], []
     for i, g in enumerate(groups):
-        alone.append(_trace(workload, work / f"alone-{i}.kvt", g[0]["options"], before))
-    outs = [(work / f"many-{i}.kvt", g[0]["options"]) for i, g in enumerate(groups)]
-    with _Clock() as c:
-        cref.trace_many(workload, outs)
-    many = c.row()
-    same = all(_sha(work / f"alone-{i}.kvt") == _sha(p) for i, (p, _) in enumerate(outs))
-    sims = []
-    for (p, _), g in zip(outs, groups, strict=True):
+        p = work / f"alone-{i}.kvt"
+        alone.append(_trace(workload, p, g[0]["options"], before))
         with _Clock() as c:
-            C._simulate_many(p, list(dict.fromkeys(s["cpu"] for s in g)))
+            by_cpu = C._simulate_many(p, list(dict.fromkeys(s["cpu"] for s in g)))
         sims.append(c.row())
-    for i, (p, _) in enumerate(outs):
-        p.unlink()
+        metrics.append([by_cpu[s["cpu"]] for s in g])
+    shared = work / "shared"
+    with _Clock() as c:
+        together = C.run_setup_group(groups, str(shared))
+    many = c.row()
+    same = all(_sha(work / f"alone-{i}.kvt") == _sha(shared / f"{C.trace_key(g[0])}.kvt")
+               for i, g in enumerate(groups))
+    same_metrics = [[r["metrics"] for r in res] for res in together] == metrics
+    shutil.rmtree(shared)
+    for i in range(len(groups)):
         (work / f"alone-{i}.kvt").unlink()
     n = len(groups)
     cpu = lambda r: r["self_cpu_s"] + r["child_cpu_s"]  # noqa: E731
-    alone_cpu, many_cpu = sum(map(cpu, alone)), cpu(many)
-    sim_cpu = sum(map(cpu, sims))
+    alone_cpu = sum(map(cpu, alone)) + sum(map(cpu, sims))
+    many_cpu = cpu(many)
     out = {"traces": n, "variants": [g[0]["options"] for g in groups],
-           "alone": alone, "together": many, "simulate_many": sims,
-           "same_bytes": same,
-           "trace_cpu_s_alone": round(alone_cpu, 3), "trace_cpu_s_together": round(many_cpu, 3),
-           "simulate_cpu_s": round(sim_cpu, 3),
-           # what building a setup costs: the runs alone pay it n times, together once
+           "alone_trace": alone, "alone_simulate_many": sims, "setup_group": many,
+           "same_bytes": same, "same_metrics": same_metrics,
+           "cpu_s_alone": round(alone_cpu, 3), "cpu_s_together": round(many_cpu, 3),
+           # what a setup costs (c_ref's setup, its prefix simulated): paid n times alone,
+           # once together
            "setup_cpu_s": round((alone_cpu - many_cpu) / (n - 1), 3) if n > 1 else None,
            "cells": sum(len(g) for g in groups)}
-    log(f"  setup group of {n} traces: alone {alone_cpu:.1f} s CPU, together "
-        f"{many_cpu:.1f} s, same bytes: {same}; simulated {sim_cpu:.1f} s CPU")
+    log(f"  setup group of {n} traces: alone {alone_cpu:.1f} s CPU (traced and simulated), "
+        f"together {many_cpu:.1f} s; same bytes: {same}, same metrics: {same_metrics}")
     return out
 
 
@@ -287,17 +289,16 @@ def measure(name: str, scale: str, cpus: list[str] | None, work: Path,
 
 
 def project(r: dict[str, Any], cores: int) -> dict[str, Any]:
-    """A study's sim phase from its measured setup group: before, every trace pays the
-    setup (its c_ref run alone); after, each setup of the plan is paid once and each trace
-    its own part (the together run less one setup, shared out). CPU seconds over
-    ``cores``."""
+    """A study's sim phase from its measured setup group: before, every trace pays its
+    setup (traced alone, simulated whole); after, each setup of the plan is paid once and
+    each trace its own part (the together run less one setup, shared out). CPU seconds
+    over ``cores``."""
     g, plan = r["setup_group"], r["plan"]
     n = g["traces"]
-    sim = g["simulate_cpu_s"] / n
-    before = g["trace_cpu_s_alone"] / n + sim
+    before = g["cpu_s_alone"] / n
     setup = g["setup_cpu_s"] or 0.0
-    own = (g["trace_cpu_s_together"] - setup) / n
-    after_total = plan["setups"] * setup + plan["traces"] * (own + sim)
+    own = (g["cpu_s_together"] - setup) / n
+    after_total = plan["setups"] * setup + plan["traces"] * own
     before_total = plan["traces"] * before
     per_cell = plan["cells"] / plan["traces"]
     return {"cpu_s_per_trace_before": round(before, 2),

@@ -15,12 +15,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_projection_pays_each_setup_once() -> None:
     r = {"plan": {"cells": 60, "traces": 10, "setups": 2},
-         "setup_group": {"traces": 5, "simulate_cpu_s": 50.0, "trace_cpu_s_alone": 100.0,
-                         "trace_cpu_s_together": 36.0, "setup_cpu_s": 16.0}}
+         "setup_group": {"traces": 5, "cpu_s_alone": 150.0, "cpu_s_together": 86.0,
+                         "setup_cpu_s": 16.0}}
     p = cell_cost.project(r, cores=2)
-    assert p["cpu_s_per_trace_before"] == 30.0  # 20 traced alone + 10 simulated
-    # after: 2 setups of 16 s, and per trace (36 - 16) / 5 = 4 s traced + 10 simulated
+    assert p["cpu_s_per_trace_before"] == 30.0
+    # after: 2 setups of 16 s, and per trace (86 - 16) / 5 = 14 s
     assert p["cpu_s_per_trace_after"] == round((2 * 16 + 10 * 14) / 10, 2)
+    assert p["cpu_s_per_cell_before"] == 5.0
     assert p["hours_before"] == round(300 / 2 / 3600, 3)
 
 
@@ -40,6 +41,7 @@ def test_a_small_hash_group(tmp_path: Path) -> None:
     # the variants of one setup trace the same warm-up prefix (c_ref's setup ignores them)
     assert s["setup_shared_check"]["same_warmup_prefix"] is True
     assert s["setup_group"]["same_bytes"] is True
+    assert s["setup_group"]["same_metrics"] is True
     assert f"# wrote {out}" in res.stdout
 
 
