@@ -16,7 +16,10 @@ Three kinds:
     Trace one c_ref workload configuration (``workload``, ``options``, the variant among
     them) and simulate it on one CPU preset (``cpu``). Cells that differ only in their CPU
     share one trace (:func:`trace_key`): :func:`run_sim_group` traces it once and simulates
-    it on all their CPUs in one pass over its records (``sim.simulate_many``). Metrics:
+    it on all their CPUs in one pass over its records (``sim.simulate_many``); traces that
+    differ only in their variants share one setup (``cref.setup_key``):
+    :func:`run_setup_group` traces them in one c_ref run and simulates their warm-up prefix
+    once, each trace going on from a forked copy of the engines (the same metrics). Metrics:
     cycles, instructions, operations (COMMAND markers; in a trace without them, OP markers: a
     load's keys, with ``operation_unit`` saying which), cycles and demand misses per
     operation, demand misses per level role (L1, L2, LLC) and misses of every kind there

@@ -31,10 +31,13 @@ keeps every id; a change to c_ref or the simulator recomputes the cells it affec
 cell file records the commit that computed it and the fingerprint (``inputs``).
 
 Parallelism: the sim cells to compute are grouped by trace (the cells of one experiment
-that differ only in their CPU: :func:`kvsim.experiments.cells.trace_key`); each group is one
-task, which traces the workload once and simulates it on all the group's CPUs in one pass
-(:func:`kvsim.experiments.cells.run_sim_group`), and its results are split back into the
-cells' files (cell ids and resuming are per cell, as above). The tasks run on ``workers``
+that differ only in their CPU: :func:`kvsim.experiments.cells.trace_key`), and the traces by
+setup (those that differ only in their variants: ``cref.setup_key``); each setup is one
+task, which traces its workloads in one c_ref run (the setup built once), simulates their
+shared warm-up prefix once and each trace on all its cells' CPUs
+(:func:`kvsim.experiments.cells.run_setup_group`), and its results are split back into the
+cells' files (cell ids and resuming are per cell, as above). While there are fewer tasks
+than workers, the largest is split in two. The tasks run on ``workers``
 local processes (default: one per core), or as Dask tasks on ``--scheduler
 tcp://HOST:PORT`` (results come back to this process, which writes them). Native and
 real-Valkey cells run afterwards in this process, one at a time, with nothing else
