@@ -430,26 +430,29 @@ def run_setup_group(groups: list[list[dict]], trace_dir: str | None = None,
     return out
 
 
-def _warmup_prefix(path: Path) -> tuple[list[Any], str, dict]:
+def _warmup_prefix(path: Path, keep: bool = True) -> tuple[list[Any], int, str, dict]:
     """A trace's warm-up prefix (its records up to and including the first WARMUP_END, as
-    arrays), their SHA-256 and the trace's header; no prefix: ``([], "", header)``."""
+    arrays; with ``keep`` False, none), how many records it has, their SHA-256 and the
+    trace's header; no prefix: ``([], 0, "", header)``."""
     import numpy as np
 
     from kvsim import traces
 
     h = hashlib.sha256()
-    parts = []
+    parts, n = [], 0
     with traces.open(path) as reader:
         header = dict(reader.header)
         for chunk in reader:
             end = np.flatnonzero((chunk["kind"] == traces.KIND_MARKER)
                                  & (chunk["flags"] == traces.MARK_WARMUP_END))
             part = chunk[:end[0] + 1] if len(end) else chunk
-            parts.append(np.array(part, copy=True))
+            if keep:
+                parts.append(np.array(part, copy=True))
+            n += len(part)
             h.update(part.tobytes())
             if len(end):
-                return parts, h.hexdigest(), header
-    return [], "", header
+                return parts, n, h.hexdigest(), header
+    return [], 0, "", header
 
 
 def _engine_configs(cpus: list[str], header: dict) -> list[Any]:
@@ -486,11 +489,12 @@ def _simulate_continued(paths: list[Path], cpus: list[str]
 
     if not hasattr(os, "fork"):
         return None
-    prefixes = [_warmup_prefix(p) for p in paths]
-    digest = prefixes[0][1]
-    if not digest or any(d != digest for _, d, _ in prefixes):
+    # the first trace's prefix is kept to be simulated; the others' only compared
+    prefixes = [_warmup_prefix(p, keep=i == 0) for i, p in enumerate(paths)]
+    digest = prefixes[0][2]
+    if not digest or any(d != digest for _, _, d, _ in prefixes):
         return None
-    cfgs = [_engine_configs(cpus, h) for _, _, h in prefixes]
+    cfgs = [_engine_configs(cpus, h) for *_, h in prefixes]
     flat = [[ctypes.string_at(ctypes.addressof(c), ctypes.sizeof(c)) for c in cs]
             for cs in cfgs]
     if any(f != flat[0] for f in flat[1:]):
@@ -503,8 +507,7 @@ def _simulate_continued(paths: list[Path], cpus: list[str]
                 eng.run(part)
         warm = time.perf_counter() - t0
         out = []
-        for path, (parts, _, header) in zip(paths, prefixes, strict=True):
-            skip = sum(len(x) for x in parts)
+        for path, (_, skip, _, header) in zip(paths, prefixes, strict=True):
             t1 = time.perf_counter()
             res = _continue_in_child(engines, cfgs[0], cpus, path, skip, header)
             res["_seconds"] = time.perf_counter() - t1 + warm / len(paths)
