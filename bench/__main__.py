@@ -32,6 +32,8 @@ SUITES: dict[str, tuple[str, str]] = {
     "instructions": ("instructions.sh", "engine instructions per record of raw record "
                      "files (callgrind)"),
     "threads": ("threads.sh", "engine wall time per thread count on raw record files"),
+    "cell-cost": ("cell_cost", "one sim cell group of an experiment by phase: c_ref, "
+                  "decode, engine per CPU, warm-up"),
     "render": ("renderings", "re-render README regions from result files (no measuring)"),
 }
 

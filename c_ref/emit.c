@@ -235,6 +235,38 @@ ksEmitter *ksEmitterOpen(FILE *out, const char *json, uint32_t chunk_records) {
     return e;
 }
 
+/* A forked child's trace (trace --then, workload.c): the emitter's writer thread stayed in
+ * the parent, so the child writes through a new one to `out`, after its own header.  Only
+ * before any record was written (a setup's compact prefix is emitted after the fork). */
+int ksEmitterRetarget(ksEmitter *e, FILE *out, const char *json) {
+    if (e->n || e->total_records || e->n_chunks) return -1;
+    writerState *w = calloc(1, sizeof(*w));
+    if (!w) return -1;
+    e->out = out; /* the parent's stream and writer state are left to the parent */
+    size_t jl = strlen(json);
+    uint8_t fixed[KVT_FIXED_HEADER_LEN];
+    memcpy(fixed, KVT_MAGIC, KVT_MAGIC_LEN);
+    uint16_t ver = KVT_VERSION, rs = sizeof(kvtRecord);
+    uint32_t jlen = (uint32_t)jl;
+    memcpy(fixed + 8, &ver, 2);
+    memcpy(fixed + 10, &rs, 2);
+    memcpy(fixed + 12, &jlen, 4);
+    uint32_t crc = ksCrc32(0, fixed, sizeof(fixed));
+    crc = ksCrc32(crc, json, jl);
+    put(e, fixed, sizeof(fixed));
+    put(e, json, jl);
+    put(e, &crc, 4);
+    w->out = out;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    if (e->io_error || pthread_create(&w->thread, NULL, writerMain, w) != 0) {
+        free(w);
+        return -1;
+    }
+    e->writer = w;
+    return 0;
+}
+
 void ksEmitterFlush(ksEmitter *e) {
     if (e->n == 0) return;
     writerState *w = e->writer;

@@ -104,6 +104,9 @@ ksEmitter *ksEmitterOpen(FILE *out, const char *json, uint32_t chunk_records);
 /* Flush the last chunk, write the end chunk, deactivate and free.  Returns 0,
  * or -1 if any write failed.  Does not close `out`. */
 int ksEmitterClose(ksEmitter *e);
+/* A forked child's emitter writes to `out` after header `json` from here on: 0, or -1
+ * when records were written already (emit.c). */
+int ksEmitterRetarget(ksEmitter *e, FILE *out, const char *json);
 /* Write the buffered records as one chunk (no-op when empty). */
 void ksEmitterFlush(ksEmitter *e);
 /* Pause / resume recording (nestable).  Paused records are not emitted at all. */

@@ -2,6 +2,8 @@
  * main.c -- kvsim-cref, the c_ref command line.
  *
  *   kvsim-cref trace  WORKLOAD -o OUT|- [options]          write a .kvt trace (raw chunks)
+ *        [--then OUT2 [--variant V] [--batch N] [--chunk N] [--pipeline P]]...
+ *                                     more traces from the one setup (a child each)
  *   kvsim-cref native WORKLOAD [options] --repeat R --json  time the native build
  *        [--versus-variant V] [--versus-pipeline P] [--versus-batch N] [--versus-first a|b]
  *                                     time configuration B against A in one process
@@ -42,6 +44,7 @@
 int tr_ksWorkloadRun(const ksWorkloadSpec *spec, ksWorkloadResult *res, char *err, size_t errlen);
 ksEmitter *tr_ksEmitterOpen(FILE *out, const char *json, uint32_t chunk_records);
 int tr_ksEmitterClose(ksEmitter *e);
+int tr_ksEmitterRetarget(ksEmitter *e, FILE *out, const char *json);
 int tr_ksServe(const ksServerConfig *cfg, char *err, size_t errlen);
 int tr_ksServerLoopRun(const ksServerLoopConfig *cfg, ksServerLoopResult *res, char *err, size_t errlen);
 extern ksEmitter *tr_ksEmitterCurrent;
@@ -62,6 +65,9 @@ static void die(const char *fmt, ...) {
 static void usage(void) {
     fprintf(stderr,
             "usage: kvsim-cref trace WORKLOAD -o OUT|- [options]\n"
+            "              [--then OUT2 [--variant V] [--batch N] [--chunk N] [--pipeline P]]...\n"
+            "              (each --then: one more trace, to OUT2, of these options with its\n"
+            "               variants, from the same setup: the bytes it would have alone)\n"
             "       kvsim-cref native WORKLOAD [options] [--repeat R] [--json]\n"
             "              [--versus-variant V] [--versus-pipeline P] [--versus-batch N] [--versus-first a|b]\n"
             "              (pipeline, mget, mset: R rounds of A and B in one process,\n"
@@ -213,6 +219,78 @@ static void jruns(jbuf *j, const double *runs, int n) {
     jput(j, "]");
 }
 
+
+/* --- trace --then: more variants traced from one setup ------------------------ */
+
+/* The options a --then configuration may set: its variants' (workload.h, ksWorkloadSpec.then). */
+static const char *const THEN_OPTIONS[] = {"variant", "batch", "chunk", "pipeline"};
+#define MAX_THEN 64
+static ksWorkloadSpec then_spec[MAX_THEN];
+static const char *then_out[MAX_THEN];
+static FILE *then_f;   /* in a --then child: its trace's stream */
+static int then_child; /* and its index */
+
+static FILE *traceOpen(const char *out);
+static char *traceHeader(const ksWorkloadSpec *s);
+static int thenBegin(int i, const ksWorkloadSpec *b);
+
+/* `--then OUT [--variant V] [--batch N] [--chunk N] [--pipeline P]`, repeated after the
+ * first trace's options: each a trace to OUT of the same options with these variants
+ * (the others' defaults where not given), from the first one's setup. */
+static void parseThen(ksWorkloadSpec *a, int argc, char **argv, int at) {
+    ksWorkloadSpec defaults;
+    ksWorkloadSpecInit(&defaults, a->workload);
+    int n = 0;
+    char err[512] = "";
+    for (int i = at; i < argc;) {
+        if (strcmp(argv[i], "--then")) die("--then: expected --then OUT, got '%s'", argv[i]);
+        if (i + 1 >= argc || !*argv[i + 1] || argv[i + 1][0] == '-') die("--then: missing OUT (a file name)");
+        if (n == MAX_THEN) die("--then: at most %d", MAX_THEN);
+        ksWorkloadSpec *b = &then_spec[n];
+        *b = *a;
+        b->variant = defaults.variant;
+        b->batch = defaults.batch;
+        b->chunk = defaults.chunk;
+        b->pipeline = defaults.pipeline;
+        for (size_t k = 0; k < sizeof(THEN_OPTIONS) / sizeof(THEN_OPTIONS[0]); k++) {
+            const ksWorkloadOption *wo = ksWorkloadOptionFind(THEN_OPTIONS[k]);
+            if (wo) b->given &= ~(1ULL << (wo - ksWorkloadOptions));
+        }
+        then_out[n] = argv[i + 1];
+        for (i += 2; i < argc && strcmp(argv[i], "--then"); i += 2) {
+            const char *o = argv[i];
+            size_t k = 0;
+            while (k < sizeof(THEN_OPTIONS) / sizeof(THEN_OPTIONS[0]) &&
+                   (strncmp(o, "--", 2) || strcmp(o + 2, THEN_OPTIONS[k])))
+                k++;
+            if (k == sizeof(THEN_OPTIONS) / sizeof(THEN_OPTIONS[0]))
+                die("--then %d: only --variant, --batch, --chunk and --pipeline may differ, not '%s'", n + 1, o);
+            const ksWorkloadOption *wo = ksWorkloadOptionFind(o + 2);
+            if (!wo || !ksWorkloadOptionApplies(wo, a->workload))
+                die("%s does not apply to workload '%s'", o, a->workload);
+            if (i + 1 >= argc) die("%s: missing value", o);
+            if (ksWorkloadOptionSet(b, wo, argv[i + 1], err, sizeof(err))) die("%s", err);
+            b->given |= 1ULL << (wo - ksWorkloadOptions);
+        }
+        b->nthen = 0;
+        n++;
+    }
+    a->nthen = n;
+    a->then = then_spec;
+    a->then_begin = thenBegin;
+}
+
+/* In the --then child i: its trace, to then_out[i], through the inherited emitter. */
+static int thenBegin(int i, const ksWorkloadSpec *b) {
+    tmp_path = NULL; /* the parent's temporary file is the parent's */
+    char *header = traceHeader(b);
+    then_f = traceOpen(then_out[i]);
+    then_child = i;
+    int rc = tr_ksEmitterRetarget(tr_ksEmitterCurrent, then_f, header);
+    free(header);
+    if (rc) die("--then %s: cannot write the trace header: %s", then_out[i], strerror(errno));
+    return 0;
+}
 
 /* --- Trace output (trace, serve --trace) ------------------------------------ */
 
@@ -496,9 +574,14 @@ int main(int argc, char **argv) {
     const char *versus_first = NULL;
     int json = 0;
     char err[512] = "";
+    int then_at = argc; /* trace --then: where the first one starts */
     for (int i = 3; i < argc; i++) {
         const char *o = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (trace && !strcmp(o, "--then")) {
+            then_at = i;
+            break;
+        }
         const ksWorkloadOption *wo = !strncmp(o, "--", 2) ? ksWorkloadOptionFind(o + 2) : NULL;
         if (wo && !ksWorkloadOptionApplies(wo, argv[2]))
             die("%s does not apply to workload '%s' (used by %s)", o, argv[2], ksWorkloadOptionUsers(wo));
@@ -544,6 +627,7 @@ int main(int argc, char **argv) {
         if (s.keys > max) die("--key-size %u is too small for --keys %llu", s.key_size, (unsigned long long)s.keys);
     }
     if (trace && !out) die("trace: missing -o OUT|-");
+    if (then_at < argc) parseThen(&s, argc, argv, then_at);
     if (versus_first && !s.versus) die("--versus-first: needs --versus-variant, --versus-pipeline or --versus-batch");
     s.versus_first_b = versus_first && !strcmp(versus_first, "b");
 
@@ -604,6 +688,10 @@ int main(int argc, char **argv) {
     ksWorkloadResult res;
     s.repeat = 1;
     if (tr_ksWorkloadRun(&s, &res, err, sizeof(err))) die("%s", err);
+    if (then_f) { /* a --then child: its own trace from here on */
+        f = then_f;
+        out = then_out[then_child];
+    }
     if (res.arena_base != KS_ARENA_DEFAULT_BASE) die("arena not at its fixed base (address space taken?)");
     uint64_t nrec = e->total_records + e->n;
     if (tr_ksEmitterClose(e)) die("write error on '%s': %s", out, strerror(errno));

@@ -76,6 +76,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "keyspace.h"
 #include "snapcache.h"
@@ -824,6 +826,47 @@ static ksKeyspace *freshServer(wl *w, uint64_t hash_seed) {
  * saved in bucket order is not loaded in bucket order. */
 #define RESTART_SEED(seed) ((seed) ^ 0x5bd1e9955bd1e995ULL)
 
+/* --then (ksWorkloadSpec.then): after the setup, one child per configuration B, in turn;
+ * the child switches to B's spec and variants (as --versus does between runs; the setup
+ * reads neither) and returns 0 to go on as B, this process waits for it.  -1 with a
+ * message when B's variants do not parse or a child fails. */
+static int thenFork(wl *w, char *err, size_t errlen) {
+    const ksWorkloadSpec *s = w->spec;
+    for (int i = 0; i < s->nthen; i++) {
+        const ksWorkloadSpec *b = &s->then[i];
+        char vspec[256];
+        variantSpec(b, vspec, sizeof(vspec));
+        ksVariants v[2];
+        if (ksParseVariants(w->ks, vspec, &v[0])) {
+            snprintf(err, errlen, "--then %d: %s", i + 1, w->ks->err);
+            return -1;
+        }
+        v[1] = v[0];
+        if (optionUnused(b, w->ks, v, 1, err, errlen)) return -1;
+        fflush(NULL); /* nothing buffered for the child to write twice */
+        pid_t pid = fork();
+        if (pid < 0) {
+            snprintf(err, errlen, "--then %d: fork: %s", i + 1, strerror(errno));
+            return -1;
+        }
+        if (pid == 0) {
+            if (s->then_begin && s->then_begin(i, b)) _exit(2);
+            w->spec = b;
+            w->ks->var = w->var[0] = w->var[1] = v[0];
+            return 0;
+        }
+        int st = 0;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+        }
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            snprintf(err, errlen, "--then %d: its traced run failed (%s %d)", i + 1,
+                     WIFEXITED(st) ? "exit status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, size_t errlen) {
     memset(res, 0, sizeof(*res));
     const ksWorkloadDef *def = ksWorkloadFind(s->workload);
@@ -896,6 +939,7 @@ int ksWorkloadRun(const ksWorkloadSpec *s, ksWorkloadResult *res, char *err, siz
     int setup_warms = strcmp(s->workload, "load") != 0;
     if (setup_warms) setupBegin(s);
     int rc = def->setup(&w);
+    if (rc == 0 && s->nthen) rc = thenFork(&w, err, errlen);
     if (setup_warms) ksEmitSetupEnd();
     if (rc == 0) rc = def->run(&w, res);
     ks = w.ks;

@@ -66,6 +66,15 @@ typedef struct ksWorkloadSpec {
      * bound on the lines kept (0 reads as KS_WARM_SETUP_LINES). */
     const char *warm_setup;
     uint64_t warm_setup_lines;
+    /* Traced runs (kvsim-cref trace --then): nthen more configurations that differ from
+     * this one only in their variants (variant, batch, chunk, pipeline), each traced from
+     * this run's setup: after it, a child process per configuration (fork, one at a
+     * time) calls then_begin(i, &then[i]) to open its own trace, then continues as
+     * that configuration (its measured phase, its compact prefix); this process waits
+     * for each and continues as itself. */
+    int nthen;
+    const struct ksWorkloadSpec *then;
+    int (*then_begin)(int i, const struct ksWorkloadSpec *b);
 } ksWorkloadSpec;
 
 /* Default bound of the compact setup prefix: 2^23 lines (512 MiB of lines), above

@@ -16,7 +16,10 @@ Three kinds:
     Trace one c_ref workload configuration (``workload``, ``options``, the variant among
     them) and simulate it on one CPU preset (``cpu``). Cells that differ only in their CPU
     share one trace (:func:`trace_key`): :func:`run_sim_group` traces it once and simulates
-    it on all their CPUs in one pass over its records (``sim.simulate_many``). Metrics:
+    it on all their CPUs in one pass over its records (``sim.simulate_many``); traces that
+    differ only in their variants share one setup (``cref.setup_key``):
+    :func:`run_setup_group` traces them in one c_ref run and simulates their warm-up prefix
+    once, each trace going on from a forked copy of the engines (the same metrics). Metrics:
     cycles, instructions, operations (COMMAND markers; in a trace without them, OP markers: a
     load's keys, with ``operation_unit`` saying which), cycles and demand misses per
     operation, demand misses per level role (L1, L2, LLC) and misses of every kind there
@@ -78,7 +81,7 @@ from typing import Any
 
 __all__ = ["CellSkipped", "KIND_BASE", "cell_id", "cell_inputs", "context_key",
            "forget_context", "inputs_fingerprint", "machine_identity", "native_rounds",
-           "register_kind", "run_cell", "run_sim_group", "trace_key"]
+           "register_kind", "run_cell", "run_setup_group", "run_sim_group", "trace_key"]
 
 #: Cell kinds an experiment module adds (:func:`register_kind`): kind -> function(spec)
 #: returning the metrics.
@@ -379,6 +382,206 @@ def run_sim_group(specs: list[dict], trace_dir: str | None = None) -> list[dict[
             by_cpu = _simulate_many(path, cpus)
     share = (time.perf_counter() - t0) / len(specs)
     return [{"metrics": by_cpu[s["cpu"]], "seconds": share} for s in specs]
+
+
+def run_setup_group(groups: list[list[dict]], trace_dir: str | None = None,
+                    fork: bool = True) -> list[list[dict[str, Any]]]:
+    """Compute sim cell groups (each :func:`run_sim_group`'s: the cells of one trace) whose
+    traces share one setup (``cref.setup_key``: the same workload and options but for the
+    variants'; ValueError otherwise): the traces not yet in ``trace_dir`` (None: a
+    temporary directory) are traced in one c_ref run (``cref.trace_many``: the setup built
+    once, each trace the bytes it has traced alone), then each group is simulated as
+    :func:`run_sim_group` does, but for their shared warm-up prefix: with ``fork``, it is
+    simulated once and each trace continues from a copy of the engines' state
+    (:func:`_simulate_continued`; the same metrics). Returns its results per group, in
+    order; each cell's ``seconds`` also carries an equal share of the tracing."""
+    from kvsim.experiments import cref
+
+    if not groups:
+        return []
+    key = cref.setup_key(groups[0][0]["workload"], groups[0][0]["options"])
+    if any(cref.setup_key(g[0]["workload"], g[0]["options"]) != key for g in groups):
+        raise ValueError("run_setup_group: the groups must share one setup")
+    if trace_dir is None:
+        with tempfile.TemporaryDirectory(prefix="kvsim-cells-") as tmp:
+            return run_setup_group(groups, tmp, fork)
+    Path(trace_dir).mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    todo = {}
+    for g in groups:
+        path = Path(trace_dir) / f"{trace_key(g[0])}.kvt"
+        if not path.exists():
+            todo.setdefault(path, g[0]["options"])
+    cref.trace_many(groups[0][0]["workload"], list(todo.items()))
+    share = (time.perf_counter() - t0) / sum(len(g) for g in groups)
+    paths = [Path(trace_dir) / f"{trace_key(g[0])}.kvt" for g in groups]
+    cpus = list(dict.fromkeys(s["cpu"] for g in groups for s in g))
+    continued = _simulate_continued(paths, cpus) if fork and len(groups) > 1 else None
+    if continued is None:
+        out = [run_sim_group(g, trace_dir) for g in groups]
+    else:
+        out = []
+        for g, by_cpu in zip(groups, continued, strict=True):
+            each = by_cpu.pop("_seconds") / len(g)
+            out.append([{"metrics": by_cpu[s["cpu"]], "seconds": each} for s in g])
+    for res in out:
+        for r in res:
+            r["seconds"] += share
+    return out
+
+
+def _warmup_prefix(path: Path, keep: bool = True) -> tuple[list[Any], int, str, dict]:
+    """A trace's warm-up prefix (its records up to and including the first WARMUP_END, as
+    arrays; with ``keep`` False, none), how many records it has, their SHA-256 and the
+    trace's header; no prefix: ``([], 0, "", header)``."""
+    import numpy as np
+
+    from kvsim import traces
+
+    h = hashlib.sha256()
+    parts, n = [], 0
+    with traces.open(path) as reader:
+        header = dict(reader.header)
+        for chunk in reader:
+            end = np.flatnonzero((chunk["kind"] == traces.KIND_MARKER)
+                                 & (chunk["flags"] == traces.MARK_WARMUP_END))
+            part = chunk[:end[0] + 1] if len(end) else chunk
+            if keep:
+                parts.append(np.array(part, copy=True))
+            n += len(part)
+            h.update(part.tobytes())
+            if len(end):
+                return parts, n, h.hexdigest(), header
+    return [], 0, "", header
+
+
+def _engine_configs(cpus: list[str], header: dict) -> list[Any]:
+    """The engine configurations ``sim.simulate_many`` builds for ``cpus`` and a trace of
+    ``header`` (its defaults: timing where the CPU has a model, TLBs, prefetchers)."""
+    from kvsim import sim
+    from kvsim.sim.config import engine_syscall_sites
+
+    cfgs = []
+    for name in cpus:
+        cpu = sim.load_cpu(name)
+        cfg = cpu.to_engine(timing=cpu.timing_capable, tlb=True, prefetchers=True,
+                            flush=True, page_size=None)
+        cfg.threads = 1
+        cpu.apply_work(cfg, header)
+        engine_syscall_sites(cfg, header)
+        cfgs.append(cfg)
+    return cfgs
+
+
+def _simulate_continued(paths: list[Path], cpus: list[str]
+                        ) -> list[dict[str, Any]] | None:
+    """Simulate traces that begin with the same warm-up prefix (the setup they share) on
+    ``cpus``: the prefix once, then each trace's remaining records from a copy of the
+    engines' state (a child process forked per trace, one at a time: the copy is the
+    process's memory, every engine field included). Each result equals what
+    :func:`_simulate_many` gives for that trace alone (the engines see the same records in
+    the same order; tests/test_trace_many.py compares them). None, so that the caller
+    simulates each trace whole, where the traces' prefixes or engine configurations
+    differ, or the platform cannot fork."""
+    import ctypes
+
+    from kvsim.sim import _binding as B
+
+    if not hasattr(os, "fork"):
+        return None
+    # the first trace's prefix is kept to be simulated; the others' only compared
+    prefixes = [_warmup_prefix(p, keep=i == 0) for i, p in enumerate(paths)]
+    digest = prefixes[0][2]
+    if not digest or any(d != digest for _, _, d, _ in prefixes):
+        return None
+    cfgs = [_engine_configs(cpus, h) for *_, h in prefixes]
+    flat = [[ctypes.string_at(ctypes.addressof(c), ctypes.sizeof(c)) for c in cs]
+            for cs in cfgs]
+    if any(f != flat[0] for f in flat[1:]):
+        return None
+    t0 = time.perf_counter()
+    engines = [B.Engine(cfg) for cfg in cfgs[0]]
+    try:
+        for part in prefixes[0][0]:
+            for eng in engines:
+                eng.run(part)
+        warm = time.perf_counter() - t0
+        out = []
+        for path, (_, skip, _, header) in zip(paths, prefixes, strict=True):
+            t1 = time.perf_counter()
+            res = _continue_in_child(engines, cfgs[0], cpus, path, skip, header)
+            res["_seconds"] = time.perf_counter() - t1 + warm / len(paths)
+            out.append(res)
+        return out
+    finally:
+        for eng in engines:
+            eng.close()
+
+
+def _continue_in_child(engines: list[Any], cfgs: list[Any], cpus: list[str], path: Path,
+                       skip: int, header: dict) -> dict[str, Any]:
+    """Fork; the child runs ``path``'s records after the first ``skip`` on a copy of the
+    engines and sends back the cells' metrics per CPU (as :func:`_simulate_many`)."""
+    import pickle
+    import sys
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        code = 0
+        try:
+            os.close(r)
+            data = pickle.dumps(("ok", _finish_continued(engines, cfgs, cpus, path, skip,
+                                                         header)))
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent
+            code, data = 1, pickle.dumps(("error", f"{type(exc).__name__}: {exc}"))
+        try:
+            with os.fdopen(w, "wb") as f:
+                f.write(data)
+        finally:
+            sys.stdout.flush()
+            os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        data = f.read()
+    _, status = os.waitpid(pid, 0)
+    kind, value = pickle.loads(data) if data else ("error", f"exit status {status}")
+    if kind != "ok":
+        raise RuntimeError(f"{path.name}: the continued simulation failed: {value}")
+    return value
+
+
+def _finish_continued(engines: list[Any], cfgs: list[Any], cpus: list[str], path: Path,
+                      skip: int, header: dict) -> dict[str, Any]:
+    from kvsim import sim, traces
+    from kvsim.sim import _feed
+    from kvsim.sim import local as sim_local
+    from kvsim.sim.api import build_result
+
+    def rest():
+        seen = 0
+        with traces.open(path) as reader:
+            for chunk in reader:
+                if seen + len(chunk) > skip:
+                    yield chunk[max(skip - seen, 0):]
+                seen += len(chunk)
+
+    nw = min(len(engines), os.cpu_count() or 1)
+    if nw > 1:
+        _feed.feed(rest(), engines, nw)
+    else:
+        for chunk in rest():
+            for eng in engines:
+                eng.run(chunk)
+    tags = header.get("tags")
+    out = {}
+    for name, cfg, eng in zip(cpus, cfgs, engines, strict=True):
+        res = build_result(eng.finish(), sim.load_cpu(name), cfg,
+                           list(tags) if tags else None, "fast", header)
+        res["engine_threads"] = eng.threads
+        out[name] = _metrics(res)
+        out[name]["cpu_label"] = sim_local.label(name)
+    return out
 
 
 def _simulate_many(path: Path, cpus: list[str]) -> dict[str, dict[str, Any]]:

@@ -11,14 +11,15 @@ import json
 import os
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from kvsim import artifacts, provenance, traces
 from kvsim.model.cref_binding import CrefError
 
-__all__ = ["CrefError", "binary", "git_commit", "native", "trace", "workload_args",
-           "workload_options"]
+__all__ = ["CrefError", "THEN_OPTIONS", "binary", "git_commit", "native", "setup_key", "trace",
+           "trace_many", "workload_args", "workload_options"]
 
 
 def binary() -> Path:
@@ -134,6 +135,78 @@ def trace(workload: str, out, options: Mapping[str, object], codec: str | None =
                 Path(out).unlink()
             errfile.seek(0)
             raise _fail(proc, errfile.read())
+
+
+#: the options that may differ between traces of one setup (c_ref's ``trace --then``): the
+#: variants'; every other option is the setup's
+THEN_OPTIONS = ("variant", "batch", "chunk", "pipeline")
+
+
+def setup_key(workload: str, options: Mapping[str, object]) -> str:
+    """What traces of ``workload`` with ``options`` share when their setup is one: the
+    workload and every option but :data:`THEN_OPTIONS`."""
+    rest = {k: v for k, v in options.items() if k not in THEN_OPTIONS}
+    return json.dumps([workload, rest], sort_keys=True, default=str)
+
+
+def trace_many(workload: str, outs: list[tuple[Path, Mapping[str, object]]],
+               codec: str | None = None) -> None:
+    """Trace ``workload`` once per ``(path, options)`` of ``outs``, all from one run of its
+    setup (c_ref's ``trace --then``: after the setup a child process per further trace goes
+    on from it), each written to its path as :func:`trace` writes it: the same bytes as
+    tracing each alone. The options must differ only in :data:`THEN_OPTIONS` (ValueError).
+    On a failure no output file is left behind."""
+    if not outs:
+        return
+    (first, opts0), rest = outs[0], outs[1:]
+    key = setup_key(workload, opts0)
+    if any(setup_key(workload, o) != key for _, o in rest):
+        raise ValueError("trace_many: the traces must differ only in "
+                         f"{', '.join(THEN_OPTIONS)}")
+    if not rest:
+        trace(workload, first, opts0, codec=codec)
+        return
+    with tempfile.TemporaryDirectory(prefix="kvsim-then-",
+                                     dir=Path(first).parent) as tmp:
+        raws = [Path(tmp) / f"{i}.raw" for i in range(len(outs))]
+        cmd = [str(binary()), "trace", workload, "-o", str(raws[0]),
+               *workload_args(opts0)]
+        for raw, (_, o) in zip(raws[1:], rest, strict=True):
+            cmd += ["--then", str(raw),
+                    *workload_args({k: v for k, v in o.items() if k in THEN_OPTIONS})]
+        # c_ref writes the --then traces one after the other, then the first, each renamed
+        # into place when complete: each is recompressed as soon as it appears, so at most
+        # two raw traces are on disk at a time
+        order = [*range(1, len(outs)), 0]
+        done: list[Path] = []
+        with tempfile.TemporaryFile() as errfile:
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=errfile, env=_env())
+            try:
+                while order:
+                    i = order[0]
+                    exited = proc.poll() is not None
+                    if raws[i].exists():
+                        traces.recompress(str(raws[i]), outs[i][0],
+                                          codec=codec or traces.DEFAULT_CODEC,
+                                          version=traces.VERSION)
+                        done.append(Path(outs[i][0]))
+                        raws[i].unlink()
+                        order.pop(0)
+                    elif exited:
+                        break
+                    else:
+                        time.sleep(0.05)
+                proc.wait()
+                if proc.returncode != 0 or order:
+                    errfile.seek(0)
+                    raise _fail(proc, errfile.read())
+            except BaseException:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                for p in done:
+                    p.unlink(missing_ok=True)
+                raise
 
 
 #: a native run's environment for the workloads that fill fresh servers (load, MSET into an

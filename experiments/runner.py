@@ -31,10 +31,13 @@ keeps every id; a change to c_ref or the simulator recomputes the cells it affec
 cell file records the commit that computed it and the fingerprint (``inputs``).
 
 Parallelism: the sim cells to compute are grouped by trace (the cells of one experiment
-that differ only in their CPU: :func:`kvsim.experiments.cells.trace_key`); each group is one
-task, which traces the workload once and simulates it on all the group's CPUs in one pass
-(:func:`kvsim.experiments.cells.run_sim_group`), and its results are split back into the
-cells' files (cell ids and resuming are per cell, as above). The tasks run on ``workers``
+that differ only in their CPU: :func:`kvsim.experiments.cells.trace_key`), and the traces by
+setup (those that differ only in their variants: ``cref.setup_key``); each setup is one
+task, which traces its workloads in one c_ref run (the setup built once), simulates their
+shared warm-up prefix once and each trace on all its cells' CPUs
+(:func:`kvsim.experiments.cells.run_setup_group`), and its results are split back into the
+cells' files (cell ids and resuming are per cell, as above). While there are fewer tasks
+than workers, the largest is split in two. The tasks run on ``workers``
 local processes (default: one per core), or as Dask tasks on ``--scheduler
 tcp://HOST:PORT`` (results come back to this process, which writes them). Native and
 real-Valkey cells run afterwards in this process, one at a time, with nothing else
@@ -213,11 +216,13 @@ def run(names: Iterable[str], out: str | Path, scale: str = "small",
         else:
             result["failed"].append((cid, f"{name} cell {cid}: {msg}"))
 
-    par = _groups([t for t in todo if t[2]["kind"] in PARALLEL_KINDS])
+    groups = _groups([t for t in todo if t[2]["kind"] in PARALLEL_KINDS])
+    par = _setup_tasks(groups, workers or os.cpu_count() or 1) if groups else []
     ser = [t for t in todo if t[2]["kind"] not in PARALLEL_KINDS]
     if par:
-        log(f"{sum(len(g) for g in par)} sim cells: {len(par)} traces, each simulated on "
-            "its cells' CPUs in one pass")
+        log(f"{sum(len(g) for g in groups)} sim cells: {len(groups)} traces of {len(par)} "
+            "setups, each setup built once, each trace simulated on its cells' CPUs in one "
+            "pass")
     with progress.bar("experiments", total=total, initial=done, unit="cell") as bar:
         if par:
             if scheduler is not None:
@@ -265,6 +270,29 @@ def _groups(todo: list[tuple[str, str, dict]]) -> list[list[tuple[str, str, dict
     return list(groups.values())
 
 
+def _setup_tasks(groups: list[list[tuple[str, str, dict]]], workers: int
+                 ) -> list[list[list[tuple[str, str, dict]]]]:
+    """The trace groups as tasks, one per experiment and setup (``cref.setup_key``: the
+    traces that differ only in their variants, traced from one c_ref run of the setup,
+    :func:`kvsim.experiments.cells.run_setup_group`), in plan order; while there are fewer
+    tasks than ``workers``, the largest is split in two (each half builds the setup once)."""
+    from kvsim.experiments import cref
+
+    tasks: dict[tuple[str, str], list] = {}
+    for g in groups:
+        name, _, spec = g[0]
+        tasks.setdefault((name, cref.setup_key(spec["workload"], spec["options"])),
+                         []).append(g)
+    out = list(tasks.values())
+    while len(out) < workers:
+        big = max(range(len(out)), key=lambda i: len(out[i]))
+        if len(out[big]) < 2:
+            break
+        half = len(out[big]) // 2
+        out[big:big + 1] = [out[big][:half], out[big][half:]]
+    return out
+
+
 def _finish_group(group: list, results: list[dict] | None, exc: BaseException | None,
                   finish, failed, bar) -> None:
     for i, (name, cid, spec) in enumerate(group):
@@ -275,6 +303,17 @@ def _finish_group(group: list, results: list[dict] | None, exc: BaseException | 
     bar.update(len(group))
 
 
+def _finish_task(task: list, results: list[list[dict]] | None, exc: BaseException | None,
+                 finish, failed, bar) -> None:
+    for i, group in enumerate(task):
+        _finish_group(group, None if results is None else results[i], exc, finish, failed,
+                      bar)
+
+
+def _specs(task: list) -> list[list[dict]]:
+    return [[spec for _, _, spec in group] for group in task]
+
+
 def _run_local(par: list, out: Path, workers: int | None, finish, failed, bar) -> None:
     import multiprocessing
 
@@ -282,18 +321,17 @@ def _run_local(par: list, out: Path, workers: int | None, finish, failed, bar) -
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
         pending = {}
-        for group in par:
-            name = group[0][0]
-            f = pool.submit(C.run_sim_group, [spec for _, _, spec in group],
-                            str(out / name / ".traces"))
-            pending[f] = group
+        for task in par:
+            name = task[0][0][0]
+            f = pool.submit(C.run_setup_group, _specs(task), str(out / name / ".traces"))
+            pending[f] = task
         while pending:
             ready, _ = wait(pending, return_when=FIRST_COMPLETED)
             for f in ready:
-                group = pending.pop(f)
+                task = pending.pop(f)
                 exc = f.exception()
-                _finish_group(group, f.result() if exc is None else None, exc, finish,
-                              failed, bar)
+                _finish_task(task, f.result() if exc is None else None, exc, finish,
+                             failed, bar)
 
 
 def _run_dask(par: list, scheduler: str, finish, failed, bar,
@@ -306,15 +344,16 @@ def _run_dask(par: list, scheduler: str, finish, failed, bar,
               f"{len(workers)} worker{'s' if len(workers) != 1 else ''}: "
               f"{', '.join(workers) or 'none yet'}")
         futures = {}
-        for group in par:
-            f = client.submit(C.run_sim_group, [spec for _, _, spec in group], None,
-                              key=f"kvsim-cells-{group[0][1]}", pure=False)
-            futures[f] = group
+        for task in par:
+            # a Dask worker runs tasks on threads: no fork there (cells.run_setup_group)
+            f = client.submit(C.run_setup_group, _specs(task), None, False,
+                              key=f"kvsim-cells-{task[0][0][1]}", pure=False)
+            futures[f] = task
         for f in as_completed(list(futures)):
-            group = futures[f]
+            task = futures[f]
             ok = f.status == "finished"
-            _finish_group(group, f.result() if ok else None, None if ok else f.exception(),
-                          finish, failed, bar)
+            _finish_task(task, f.result() if ok else None, None if ok else f.exception(),
+                         finish, failed, bar)
 
 
 # --- assembling the rows --------------------------------------------------------------------

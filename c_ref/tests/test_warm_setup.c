@@ -4,6 +4,9 @@
  *
  *   test_warmset_matches_model      property: the bounded LRU set against a brute-force
  *                                   model (last touch per line, the most recent max kept)
+ *   test_warmset_large              the same at sizes that grow the table and compact the
+ *                                   queue many times (a model counting newer touches
+ *                                   with a Fenwick tree over time)
  *   test_compact_is_accesses_dedup  differential, every workload and both tables: the
  *                                   compact prefix is the accesses prefix reduced to its
  *                                   distinct lines in last-touch order (dirty if any
@@ -91,6 +94,111 @@ static int test_warmset_matches_model(void) {
             modelLine *a = &m[(v.l[i].line - 0x1000) / 64];
             TEST_ASSERT(a->dirty == v.l[i].dirty && a->tag == v.l[i].tag && v.l[i].site == 7);
         }
+        ksWarmSetFree(s);
+    }
+    return 0;
+}
+
+/* --- the warm set at sizes that resize and compact (warmset.c's layout) ------------ */
+
+#define BIG_SPAN 40000
+#define BIG_TOUCH 400000
+
+typedef struct {
+    uint32_t last; /* touch time (1-based); 0 = never */
+    uint8_t dirty, tag;
+    uint16_t site;
+} bigLine;
+
+/* A Fenwick tree over touch times 1..BIG_TOUCH * 5: which times are some line's last. */
+static int32_t fen[BIG_TOUCH * 5 + 1];
+
+static void fenAdd(uint32_t t, int32_t d) {
+    for (; t <= BIG_TOUCH * 5; t += t & -t) fen[t] += d;
+}
+
+static int32_t fenSum(uint32_t t) { /* last-touch times <= t */
+    int32_t r = 0;
+    for (; t; t -= t & -t) r += fen[t];
+    return r;
+}
+
+typedef struct {
+    ksWarmLine *l;
+    int n;
+} bigVisited;
+
+static void bigCollect(void *ctx, const ksWarmLine *l) {
+    bigVisited *v = ctx;
+    v->l[v->n++] = *l;
+}
+
+static int test_warmset_large(void) {
+    unsigned long long rng = test_seed ^ 0x5eedULL;
+    static bigLine m[BIG_SPAN];
+    static ksWarmLine got[BIG_SPAN];
+    for (int round = 0; round < 6; round++) {
+        uint64_t span = 100 + test_rand(&rng) % (BIG_SPAN - 100);
+        uint64_t max = 1 + test_rand(&rng) % (round % 2 ? span / 4 + 1 : span + 1000);
+        ksWarmSet *s = ksWarmSetNew(max);
+        TEST_ASSERT(s != NULL);
+        memset(m, 0, sizeof(m));
+        memset(fen, 0, sizeof(fen));
+        uint32_t t = 0;
+        int32_t live_times = 0;
+        uint64_t hot = 0; /* a neighbourhood touched again and again, as a setup does */
+        for (int i = 0; i < BIG_TOUCH; i++) {
+            uint64_t r = test_rand(&rng);
+            uint64_t line = r % 4 ? (hot + r % 7) % span : r % span;
+            if (r % 97 == 0) hot = r % span;
+            uint64_t off = line * 64 + test_rand(&rng) % 64, size = 1 + test_rand(&rng) % 200;
+            if (off + size > span * 64) size = span * 64 - off; /* inside the model's lines */
+            uint64_t addr = 0x7f0000000000ULL + off;
+            int store = (int)(r % 5 == 0);
+            uint8_t tag = (uint8_t)(r >> 20);
+            uint16_t site = (uint16_t)(r >> 40);
+            ksWarmSetTouch(s, addr, size, store, tag, site);
+            for (uint64_t a = addr & ~63ULL; a <= addr + size - 1; a += 64) {
+                bigLine *x = &m[(a - 0x7f0000000000ULL) / 64];
+                if (x->last) {
+                    int32_t newer = live_times - fenSum(x->last);
+                    if ((uint64_t)newer >= max) x->dirty = 0; /* dropped: new again */
+                    fenAdd(x->last, -1);
+                    live_times--;
+                } else {
+                    x->dirty = 0;
+                }
+                x->last = ++t;
+                fenAdd(t, 1);
+                live_times++;
+                x->dirty |= (uint8_t)store;
+                x->tag = tag;
+                x->site = site;
+            }
+            if (i % 100000 == 99999) {
+                char err[160];
+                TEST_ASSERT_MSG(ksWarmSetCheckValid(s, err, sizeof(err)) == 0, "round %d: %s", round, err);
+            }
+        }
+        bigVisited v = {got, 0};
+        ksWarmSetVisit(s, bigCollect, &v);
+        uint64_t want = (uint64_t)live_times < max ? (uint64_t)live_times : max;
+        TEST_ASSERT_MSG((uint64_t)v.n == want && ksWarmSetCount(s) == want, "round %d: %d lines, want %llu",
+                        round, v.n, (unsigned long long)want);
+        TEST_ASSERT(ksWarmSetDropped(s) + want >= want);
+        uint32_t prev = 0;
+        for (int i = 0; i < v.n; i++) {
+            bigLine *x = &m[(got[i].line - 0x7f0000000000ULL) / 64];
+            TEST_ASSERT_MSG(x->last > prev, "round %d: visit order broken at %d", round, i);
+            prev = x->last;
+            /* the most recent `want` lines: none newer than it is left out */
+            TEST_ASSERT((uint64_t)(live_times - fenSum(x->last)) < max);
+            TEST_ASSERT_MSG(x->dirty == got[i].dirty && x->tag == got[i].tag && x->site == got[i].site,
+                            "round %d: line %d's flags", round, i);
+        }
+        printf("    round %d: %llu lines, bound %llu: %d kept, %llu dropped\n", round,
+               (unsigned long long)span, (unsigned long long)max, v.n,
+               (unsigned long long)ksWarmSetDropped(s));
         ksWarmSetFree(s);
     }
     return 0;
@@ -277,6 +385,7 @@ static int test_markers_and_determinism(void) {
 int main(int argc, char **argv) {
     TEST_INIT(argc, argv);
     RUN(test_warmset_matches_model);
+    RUN(test_warmset_large);
     RUN(test_compact_is_accesses_dedup);
     RUN(test_measured_unchanged);
     RUN(test_compact_bounded);
