@@ -16,10 +16,6 @@ CPUS = ["graviton3", "epyc-7713"]
 VARIANTS = ["naive", "lookahead"]
 
 
-# one pytest-xdist worker runs this file (--dist loadgroup): its comparison is made once
-pytestmark = pytest.mark.xdist_group("test_compare")
-
-
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory):
     """`kvsim compare --json` with the traces kept: (rows, trace directory)."""

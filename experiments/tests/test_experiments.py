@@ -29,10 +29,6 @@ CPU = "local" if core_is_known() else "epyc-7713"
 SIM_COLS = {f"sim:{CPU}", f"sim:{CPU} (uncalibrated)"}
 
 
-# one pytest-xdist worker runs this file (--dist loadgroup): its experiment run is made once
-pytestmark = pytest.mark.xdist_group("test_experiments")
-
-
 @pytest.fixture(scope="module")
 def pipeline_run(tmp_path_factory):
     """`kvsim experiment run pipeline --cpu local` at small scale, every cell kind."""

@@ -40,10 +40,6 @@ def _binary() -> Path | None:
     return Path(env) if env else None
 
 
-# one pytest-xdist worker runs this file (--dist loadgroup): its servers are made once
-pytestmark = pytest.mark.xdist_group("test_server")
-
-
 @pytest.fixture(scope="module", params=["lookahead batch", "naive none", "lookahead none",
                                         "naive chunk-15133"])
 def server(request):

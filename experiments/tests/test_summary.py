@@ -13,10 +13,6 @@ from .conftest import run_kvsim
 PRESETS = [n for n in sim.preset_names() if n != "local"]
 
 
-# one pytest-xdist worker runs this file (--dist loadgroup): its simulations are made once
-pytestmark = pytest.mark.xdist_group("test_summary")
-
-
 @pytest.fixture(scope="module")
 def results(small_trace):
     recs = traces.read_all(small_trace)

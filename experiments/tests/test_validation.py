@@ -41,10 +41,6 @@ def _tiny_pairs(scale):
     return out
 
 
-# one pytest-xdist worker runs this file (--dist loadgroup): its calibrated run is made once
-pytestmark = pytest.mark.xdist_group("test_validation")
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """The experiment on the reduced grid, calibrated (tiny) into a temporary cache."""

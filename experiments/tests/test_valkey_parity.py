@@ -26,10 +26,6 @@ from kvsim.model.resp import encode_command
 TIMEOUT = 20.0
 
 
-# one pytest-xdist worker runs this file (--dist loadgroup): its servers are made once
-pytestmark = pytest.mark.xdist_group("test_valkey_parity")
-
-
 @pytest.fixture(scope="module")
 def valkey():
     try:
