@@ -38,12 +38,15 @@ demo: sysdeps build
 	$(VENV)/bin/kvsim experiment run headline --scale small -o experiments/results
 
 # Deterministic: the `ci` Hypothesis profile (conftest.py) draws the same examples every run.
+# pytest runs on PYTEST_WORKERS processes (pytest-xdist; 2, what CI has), a test file on one
+# worker (--dist loadfile): a module fixture (an experiment run, a server) is made once.
+PYTEST_WORKERS ?= 2
 test: sysdeps build
 	$(MAKE) -s -C c_ref test-sanitize
 	$(MAKE) -s -C sim/_engine test-sanitize
 	$(MAKE) -s -C sim/_calibrate test-sanitize
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 	$(PY) -m pytest -q -m slow kvsim/tests/test_dist.py
 	$(PY) fuzz/run.py --replay
 	$(PY) fuzz/run.py --runs $(FUZZ_SMOKE_RUNS) --seed 1 --seconds 120

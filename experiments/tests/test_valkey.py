@@ -53,6 +53,13 @@ def _servers_of(pid: int) -> list[int]:
     return [p for p, comm in _children(pid) if comm.startswith("valkey-server")]
 
 
+@pytest.fixture(autouse=True)
+def _own_tempdir(tmp_path, monkeypatch):
+    """Each test's servers make their private directories under its own tmp_path, so another
+    test (or pytest-xdist worker) starting a server meanwhile does not change the count."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+
 def _private_dirs() -> set[str]:
     return {p.name for p in Path(tempfile.gettempdir()).glob("kvsim-valkey-*")}
 
