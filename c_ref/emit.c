@@ -183,6 +183,34 @@ static void writerWait(writerState *w) {
 
 static void put(ksEmitter *e, const void *p, size_t n) { putTo(e->out, &e->io_error, p, n); }
 
+/* Write a trace's header (FORMAT.md: the fixed part, the JSON, their CRC-32) to `out` and start
+ * the writer thread `w` on it; -1 (the thread not started, `w`'s lock and condition destroyed)
+ * on a write error or when the thread cannot start. */
+static int startTrace(ksEmitter *e, writerState *w, FILE *out, const char *json) {
+    size_t jl = strlen(json);
+    uint8_t fixed[KVT_FIXED_HEADER_LEN];
+    memcpy(fixed, KVT_MAGIC, KVT_MAGIC_LEN);
+    uint16_t ver = KVT_VERSION, rs = sizeof(kvtRecord);
+    uint32_t jlen = (uint32_t)jl;
+    memcpy(fixed + 8, &ver, 2);
+    memcpy(fixed + 10, &rs, 2);
+    memcpy(fixed + 12, &jlen, 4);
+    uint32_t crc = ksCrc32(0, fixed, sizeof(fixed));
+    crc = ksCrc32(crc, json, jl);
+    put(e, fixed, sizeof(fixed));
+    put(e, json, jl);
+    put(e, &crc, 4);
+    w->out = out;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    if (e->io_error || pthread_create(&w->thread, NULL, writerMain, w) != 0) {
+        pthread_mutex_destroy(&w->mu);
+        pthread_cond_destroy(&w->cv);
+        return -1;
+    }
+    return 0;
+}
+
 ksEmitter *ksEmitterOpen(FILE *out, const char *json, uint32_t chunk_records) {
     if (chunk_records == 0 || chunk_records > KVT_MAX_CHUNK_RECORDS) chunk_records = KVT_DEFAULT_CHUNK_RECORDS;
     if (!crc_ready) crcInit(); /* before the writer thread can race on the tables */
@@ -205,25 +233,7 @@ ksEmitter *ksEmitterOpen(FILE *out, const char *json, uint32_t chunk_records) {
     e->cap = chunk_records;
     e->next_id = 1;
     e->out = out;
-    size_t jl = strlen(json);
-    uint8_t fixed[KVT_FIXED_HEADER_LEN];
-    memcpy(fixed, KVT_MAGIC, KVT_MAGIC_LEN);
-    uint16_t ver = KVT_VERSION, rs = sizeof(kvtRecord);
-    uint32_t jlen = (uint32_t)jl;
-    memcpy(fixed + 8, &ver, 2);
-    memcpy(fixed + 10, &rs, 2);
-    memcpy(fixed + 12, &jlen, 4);
-    uint32_t crc = ksCrc32(0, fixed, sizeof(fixed));
-    crc = ksCrc32(crc, json, jl);
-    put(e, fixed, sizeof(fixed));
-    put(e, json, jl);
-    put(e, &crc, 4);
-    w->out = out;
-    pthread_mutex_init(&w->mu, NULL);
-    pthread_cond_init(&w->cv, NULL);
-    if (e->io_error || pthread_create(&w->thread, NULL, writerMain, w) != 0) {
-        pthread_mutex_destroy(&w->mu);
-        pthread_cond_destroy(&w->cv);
+    if (startTrace(e, w, out, json) != 0) {
         free(e->buf);
         free(e->spare);
         free(e);
@@ -243,23 +253,7 @@ int ksEmitterRetarget(ksEmitter *e, FILE *out, const char *json) {
     writerState *w = calloc(1, sizeof(*w));
     if (!w) return -1;
     e->out = out; /* the parent's stream and writer state are left to the parent */
-    size_t jl = strlen(json);
-    uint8_t fixed[KVT_FIXED_HEADER_LEN];
-    memcpy(fixed, KVT_MAGIC, KVT_MAGIC_LEN);
-    uint16_t ver = KVT_VERSION, rs = sizeof(kvtRecord);
-    uint32_t jlen = (uint32_t)jl;
-    memcpy(fixed + 8, &ver, 2);
-    memcpy(fixed + 10, &rs, 2);
-    memcpy(fixed + 12, &jlen, 4);
-    uint32_t crc = ksCrc32(0, fixed, sizeof(fixed));
-    crc = ksCrc32(crc, json, jl);
-    put(e, fixed, sizeof(fixed));
-    put(e, json, jl);
-    put(e, &crc, 4);
-    w->out = out;
-    pthread_mutex_init(&w->mu, NULL);
-    pthread_cond_init(&w->cv, NULL);
-    if (e->io_error || pthread_create(&w->thread, NULL, writerMain, w) != 0) {
+    if (startTrace(e, w, out, json) != 0) {
         free(w);
         return -1;
     }
