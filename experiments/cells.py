@@ -457,20 +457,11 @@ def _warmup_prefix(path: Path, keep: bool = True) -> tuple[list[Any], int, str, 
 
 def _engine_configs(cpus: list[str], header: dict) -> list[Any]:
     """The engine configurations ``sim.simulate_many`` builds for ``cpus`` and a trace of
-    ``header`` (its defaults: timing where the CPU has a model, TLBs, prefetchers)."""
+    ``header`` (``sim.api.engine_configs`` with its defaults)."""
     from kvsim import sim
-    from kvsim.sim.config import engine_syscall_sites
+    from kvsim.sim.api import engine_configs
 
-    cfgs = []
-    for name in cpus:
-        cpu = sim.load_cpu(name)
-        cfg = cpu.to_engine(timing=cpu.timing_capable, tlb=True, prefetchers=True,
-                            flush=True, page_size=None)
-        cfg.threads = 1
-        cpu.apply_work(cfg, header)
-        engine_syscall_sites(cfg, header)
-        cfgs.append(cfg)
-    return cfgs
+    return engine_configs([sim.load_cpu(name) for name in cpus], header)
 
 
 def _simulate_continued(paths: list[Path], cpus: list[str]
@@ -555,7 +546,6 @@ def _finish_continued(engines: list[Any], cfgs: list[Any], cpus: list[str], path
                       skip: int, header: dict) -> dict[str, Any]:
     from kvsim import sim, traces
     from kvsim.sim import _feed
-    from kvsim.sim import local as sim_local
     from kvsim.sim.api import build_result
 
     def rest():
@@ -574,22 +564,27 @@ def _finish_continued(engines: list[Any], cfgs: list[Any], cpus: list[str], path
             for eng in engines:
                 eng.run(chunk)
     tags = header.get("tags")
-    out = {}
+    results = []
     for name, cfg, eng in zip(cpus, cfgs, engines, strict=True):
         res = build_result(eng.finish(), sim.load_cpu(name), cfg,
                            list(tags) if tags else None, "fast", header)
         res["engine_threads"] = eng.threads
-        out[name] = _metrics(res)
-        out[name]["cpu_label"] = sim_local.label(name)
-    return out
+        results.append(res)
+    return _cells_metrics(cpus, results)
 
 
 def _simulate_many(path: Path, cpus: list[str]) -> dict[str, dict[str, Any]]:
     from kvsim import sim, traces
-    from kvsim.sim import local as sim_local
 
     with traces.open(path) as reader:
         results = sim.simulate_many(reader, cpus)
+    return _cells_metrics(cpus, results)
+
+
+def _cells_metrics(cpus: list[str], results: list[dict]) -> dict[str, dict[str, Any]]:
+    """The cells' metrics per CPU from ``sim.simulate_many``'s results, in ``cpus``'s order."""
+    from kvsim.sim import local as sim_local
+
     out = {cpu: _metrics(res) for cpu, res in zip(cpus, results, strict=True)}
     for cpu in cpus:  # how tables and plots name it: `local (uncalibrated)` where so
         out[cpu]["cpu_label"] = sim_local.label(cpu)

@@ -179,23 +179,14 @@ def simulate_many(
         raise ConfigError(f"threads: must be 1..8, got {threads!r}")
     if engine not in ("fast", "reference"):
         raise ValueError(f"engine must be 'fast' or 'reference', got {engine!r}")
-    cfgs = []
-    windows = []
-    for cpu in cpus:
-        timing = (not functional) and cpu.timing_capable
-        windows.append(_timeline_window(timeline, timing))
-        cfg = cpu.to_engine(timing=timing, tlb=tlb, prefetchers=prefetchers, flush=flush,
-                            page_size=page_size)
-        cfg.threads = threads
-        cfgs.append(cfg)
-    nw = min(len(cfgs), workers or os.cpu_count() or 1)
+    windows = [_timeline_window(timeline, (not functional) and cpu.timing_capable)
+               for cpu in cpus]
+    nw = min(len(cpus), workers or os.cpu_count() or 1)
     chunks, hdr_tags, header = _chunks(source, decode, validate,
                                        hold=_feed.WINDOW - 1 if nw > 1 else 0,
                                        arrays=engine != "fast")
-    for cpu, cfg in zip(cpus, cfgs, strict=True):
-        cpu.apply_work(cfg, header)  # the trace's kinds of work at the CPU's rates
-    for cfg in cfgs:
-        engine_syscall_sites(cfg, header)
+    cfgs = engine_configs(cpus, header, functional, tlb=tlb, prefetchers=prefetchers,
+                          flush=flush, page_size=page_size, threads=threads)
     window = windows[0]
     rows_of: list[Any] = []
     seen, picked = 0, []
@@ -252,6 +243,23 @@ def simulate_many(
             res["timeline"] = timeline_rows(rows[:len(recs)], recs, window[0], cpu, cfg,
                                             tag_names or hdr_tags)
     return out
+
+
+def engine_configs(cpus: Sequence[CpuConfig], header: dict | None, functional: bool = False,
+                   *, tlb: bool = True, prefetchers: bool = True, flush: bool = True,
+                   page_size: int | None = None, threads: int = 1) -> list[B.EngineConfig]:
+    """The engine configuration :func:`simulate_many` runs each of ``cpus`` with on a trace
+    of ``header``: timing where the CPU has a model (unless ``functional``), the trace's
+    kinds of work at the CPU's rates and its system-call sites."""
+    cfgs = []
+    for cpu in cpus:
+        cfg = cpu.to_engine(timing=(not functional) and cpu.timing_capable, tlb=tlb,
+                            prefetchers=prefetchers, flush=flush, page_size=page_size)
+        cfg.threads = threads
+        cpu.apply_work(cfg, header)  # the trace's kinds of work at the CPU's rates
+        engine_syscall_sites(cfg, header)
+        cfgs.append(cfg)
+    return cfgs
 
 
 def _timeline_window(timeline: Any, timing: bool) -> tuple[int, int] | None:
