@@ -61,6 +61,20 @@ def load_average_1m() -> float | None:
     return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
 
 
+AUTOGROUP = Path("/proc/sys/kernel/sched_autogroup_enabled")
+
+
+def sched_autogroup(path: Path = AUTOGROUP) -> bool | None:
+    """Whether Linux groups each session's processes for the scheduler
+    (``kernel.sched_autogroup_enabled``): while it is on, ``nice`` ranks processes only
+    within their own session, so a niced build started from another shell still takes its
+    full share of the cores beside a measurement. None where the setting does not exist."""
+    try:
+        return path.read_text().strip() == "1"
+    except OSError:
+        return None
+
+
 def machine() -> dict[str, Any]:
     """What the figures were measured on; read fresh on every call (never assumed)."""
     info = _cpuinfo()
@@ -83,6 +97,7 @@ def machine() -> dict[str, Any]:
         "kernel": platform.release(),
         # other work on the machine while measuring (shared guests: other tenants, builds)
         "load_average_1m": load_average_1m(),
+        "sched_autogroup": sched_autogroup(),
         "hostname": platform.node(),
         "python": platform.python_version(),
     }

@@ -33,6 +33,15 @@ def test_scrub_keeps_checkout_and_home_relative():
         assert provenance.scrub_word(str(home / "t.kvt"), "--trace", root) == "~/t.kvt"
 
 
+@pytest.mark.parametrize(("text", "want"), [("1\n", True), ("0\n", False), (None, None)])
+def test_sched_autogroup_read_from_the_kernel_setting(tmp_path, text, want):
+    path = tmp_path / "sched_autogroup_enabled"
+    if text is not None:
+        path.write_text(text)
+    assert provenance.sched_autogroup(path) is want
+    assert provenance.machine()["sched_autogroup"] is provenance.sched_autogroup()
+
+
 def test_scrub_is_idempotent():
     line = "kvsim experiment run all -o /tmp/x --out=/var/y.json --before-bin /usr/b"
     once = provenance.scrub_line(line)
