@@ -52,7 +52,7 @@ def thp() -> str | None:
 
 def describe() -> dict[str, Any]:
     """Flat ``machine_*`` columns: cpu, caches, kernel, thp, cores, memory_gib, hypervisor,
-    load_1m, host."""
+    load_1m, autogroup (whether ``nice`` held across shells), host."""
     m = provenance.machine()
     return {
         "machine_cpu": m["cpu_model"],
@@ -63,5 +63,6 @@ def describe() -> dict[str, Any]:
         "machine_memory_gib": m["memory_gib"],
         "machine_hypervisor": m["hypervisor"],
         "machine_load_1m": m["load_average_1m"],
+        "machine_autogroup": m["sched_autogroup"],
         "machine_host": m["hostname"],
     }
