@@ -5,7 +5,10 @@
  * decrRefCount, zmalloc.c with mem_allocator libc).
  *
  *   query buffer ──parse──> argv: zmalloc'd array + one object per argument
- *        │                  (EMBSTR <= 44 B: one malloc; RAW: object + sds, two)
+ *        │                  (EMBSTR <= 44 B: one malloc; RAW: object + sds, two); every
+ *        │                  argument read through its object (objectGetVal: lookupKey,
+ *        │                  setKey, the multi-key commands, freeStringObject)
+ *        │                  getKeysFromCommand (legacy range spec) for the prefetch batch
  *        │                  lookupCommand: the command table, a hashtable (hashtable.c)
  *        │                  of names hashed by siphash_nocase, compared case-insensitively
  *        ├── processCommand: the checks a standalone primary with the default
@@ -24,8 +27,12 @@
  *        │     count; at an empty buffer Valkey 9's isCopyAvoidPreferred picks plain
  *        │     or header-encoded); a bulk reply asks isCopyAvoidPreferred first, then is
  *        │     three pieces (header, body, CRLF), its header shared below 32
+ *        ├── lookupKey's gate of a hit (CLIENT NO-TOUCH, a child process, the LFU policy)
+ *        │     and LRU_CLOCK(), the clock serverCron keeps; the "keymiss" event of a miss
  *        └── commandProcessed -> resetClient: the per-command client state; freeClientArgv
  *              (decrRefCount every argument, zfree the array) when the pipeline drops it
+ *   afterSleep (each wake of the event loop): the modules' GIL, the loop's start time,
+ *   updateCachedTime (ustime, localtime_r's daylight flag); beforeSleep releases the GIL
  *
  * Why: a request to a server pays this work as well as the keyspace's; without it
  * c_ref's server ran 0.40-0.73 of Valkey's user-space instructions per request
@@ -82,9 +89,11 @@
 #define KS_REPLY_APPEND_WORK 55  /* prepareClientToWrite (clientHasPendingReplies) +
                                   * _addReplyToBufferOrList's tests */
 #define KS_COPY_AVOID_WORK 34    /* isCopyAvoidPreferred of a bulk reply (getClientType) */
-#define KS_OBJECT_GET_VAL_WORK 11 /* objectGetVal of an argument (the reference binary's) */
-#define KS_GET_KEYS_WORK 60      /* getKeysFromCommand: initGetKeysResult, the legacy range
-                                  * spec's walk, getKeysPrepareResult (a GET) */
+#define KS_OBJECT_GET_VAL_WORK 7 /* objectGetVal of an argument */
+#define KS_GET_KEYS_WORK 70      /* getKeysFromCommand: initGetKeysResult, the legacy range
+                                  * spec's walk, getKeysPrepareResult, getKeysFreeResult (a GET) */
+#define KS_LOOKUP_TOUCH_WORK 24  /* lookupKey's gate of a hit and LRU_CLOCK() */
+#define KS_AFTER_SLEEP_WORK 560  /* afterSleep: the GIL, getMonotonicUs, ustime, localtime_r */
 
 static_assert(sizeof(robj) == 16, "an argument object is Valkey's 16-byte robj");
 
@@ -422,7 +431,7 @@ static void monotonicInit(void) {
 #endif
 }
 
-void ksCallAfterSleep(int numevents);
+static void moduleAcquireGIL(void);
 static unsigned getLRUClock(void);
 static void mirrorsRelease(void);
 
@@ -483,7 +492,7 @@ void ksCallPathEnable(uint64_t seed, void (*pending)(ksClient *c)) {
     }
     ksEmitResume();
     ksCallPathOn = 1;
-    ksCallAfterSleep(0); /* moduleInitModulesSystem: the GIL held from the start */
+    moduleAcquireGIL(); /* moduleInitModulesSystem: the GIL held from the start */
 }
 
 void ksCallPathDisable(void) {
@@ -1250,6 +1259,7 @@ static int canUseSharedObject(void) {
 }
 
 int ksCallLookupKeyTouch(unsigned *lru) {
+    KS_WORK_OF(KVT_WORK_SERVER, KS_LOOKUP_TOUCH_WORK);
     const ksClient *cc = cp.current_client;
     int notouch = cc && (cc->flags & CF_NO_TOUCH) && !cp.current_cmd_touch; /* CLIENT NO-TOUCH */
     if (hasActiveChildProcess() || notouch) return 0;
@@ -1304,6 +1314,7 @@ static __attribute__((noinline)) void adjustIOThreadsByEventLoad(int numevents) 
 }
 
 void ksCallAfterSleep(int numevents) {
+    KS_WORK_OF(KVT_WORK_SERVER, KS_AFTER_SLEEP_WORK);
     moduleAcquireGIL();
     cp.el_start = (long long)getMonotonicUs();
     cp.el_cmd_cnt_start = cp.stat_numcommands;

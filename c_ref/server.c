@@ -9,7 +9,8 @@
  *        ├──> listener readable: acceptTcpHandler (accept4, TCP_NODELAY, createClient)
  *        └──> client readable: connSocketEventHandler -> readQueryFromClient
  *               readToQueryBuf: a client with nothing left over reads into the server's
- *                 shared query buffer (thread_shared_qb), else into its own (tag query_buf)
+ *                 shared query buffer (thread_shared_qb), else into its own (tag query_buf);
+ *                 a query buffer is an sds (sdsMakeRoomFor before the read, sdsIncrLen after)
  *               handleReadResult (the read's counters, EOF and errors free the client)
  *               processInputBuffer: ks->var.pipeline(ks, c) parses every complete command
  *                 and runs it with the pipeline and multi-key variants (pipeline.c,
@@ -92,8 +93,8 @@
 #define PROTO_IOBUF_LEN (16 * 1024)
 /* Instructions of the native code (KS_WORK units, counted under callgrind of the native
  * server): sdsMakeRoomFor's early return, sdsIncrLen (the reference binary's). */
-#define KS_QB_ROOM_WORK 40
-#define KS_QB_INCR_WORK 26
+#define KS_QB_ROOM_WORK 34
+#define KS_QB_INCR_WORK 23
 #define QUERYBUF_LIMIT (1024ULL * 1024 * 1024) /* client-query-buffer-limit */
 #define SERVER_VERSION "0.1.0"
 #define COMPAT_VERSION "7.2.4" /* redis_version, as Valkey reports it to old clients */

@@ -166,9 +166,9 @@ static int test_object_get_val_reads_each_argument(void) {
     ksCallPathEnable(5, NULL);
     static const size_t lens[] = {0, 1, 43, 44, 100, 115, 116, 117, 200, 255, 256, 1000, 70000};
     const int n = (int)(sizeof(lens) / sizeof(lens[0]));
-    uint8_t *buf = malloc(70000);
+    uint8_t *buf = malloc(70000 + n); /* argument j starts at byte j */
     TEST_ASSERT(buf);
-    for (size_t i = 0; i < 70000; i++) buf[i] = (uint8_t)('a' + i % 26);
+    for (size_t i = 0; i < 70000 + (size_t)n; i++) buf[i] = (uint8_t)('a' + i % 26);
     ksCommand cmd;
     memset(&cmd, 0, sizeof(cmd));
     ksCallArgvNew(&cmd, n);
