@@ -417,7 +417,9 @@ static void listUnlinkNode(list *l, listNode *node) {
  * them: a read makes room (sdsMakeRoomFor: the header's avail, a realloc past it) and adds
  * the bytes read (sdsIncrLen); a trim cuts the consumed prefix (sdsrange), the shared
  * buffer is emptied (sdsclear).  The parser reads c->qlen and c->qcap, kept equal to the
- * header's length and allocation.  Traced: the header's loads and stores (tag query_buf). */
+ * header's length and allocation.  Traced: the header's loads and stores, tagged `other`
+ * (the server's bookkeeping, as the command table's loads; the query_buf stores are the
+ * kernel's copies of the bytes read). */
 #define SDS_MAX_PREALLOC (1024 * 1024) /* sds.h: greedy growth doubles below this */
 
 static void sdsSetLenOf(uint8_t *q, size_t len) {
@@ -435,7 +437,7 @@ static void sdsSetLenOf(uint8_t *q, size_t len) {
     }
     }
     q[len] = '\0';
-    KS_STORE(sdsAllocPtr((char *)q), sdsHdrSize(q[-1] & SDS_TYPE_MASK), KVT_TAG_QUERY_BUF, KS_SITE_RESP_PARSE, 0);
+    KS_STORE(sdsAllocPtr((char *)q), sdsHdrSize(q[-1] & SDS_TYPE_MASK), KVT_TAG_OTHER, KS_SITE_RESP_PARSE, 0);
 }
 
 /* sdsnewlen(NULL, cap) then sdsclear: an empty sds with room for cap bytes. */
@@ -453,8 +455,8 @@ static void qbFree(uint8_t *q) {
  * plus addlen (doubled below SDS_MAX_PREALLOC when greedy), reallocated in place when the
  * header type stays, else moved to a new block of the larger type. */
 static __attribute__((noinline)) uint8_t *sdsMakeRoomForQb(uint8_t *q, size_t addlen, int greedy) {
-    (void)KS_LOAD(sdsAllocPtr((char *)q), sdsHdrSize(q[-1] & SDS_TYPE_MASK), KVT_TAG_QUERY_BUF,
-                  KS_SITE_RESP_PARSE, 0);
+    (void)KS_LOAD(sdsAllocPtr((char *)q), sdsHdrSize(q[-1] & SDS_TYPE_MASK), KVT_TAG_OTHER, KS_SITE_RESP_PARSE,
+                  0);
     KS_WORK_OF(KVT_WORK_SERVER, KS_QB_ROOM_WORK);
     size_t len = sdslen((char *)q), avail = sdsalloc((char *)q) - len;
     if (avail >= addlen) return q;
