@@ -5,7 +5,10 @@
  * decrRefCount, zmalloc.c with mem_allocator libc).
  *
  *   query buffer ──parse──> argv: zmalloc'd array + one object per argument
- *        │                  (EMBSTR <= 44 B: one malloc; RAW: object + sds, two)
+ *        │                  (EMBSTR <= 44 B: one malloc; RAW: object + sds, two); every
+ *        │                  argument read through its object (objectGetVal: lookupKey,
+ *        │                  setKey, the multi-key commands, freeStringObject)
+ *        │                  getKeysFromCommand (legacy range spec) for the prefetch batch
  *        │                  lookupCommand: the command table, a hashtable (hashtable.c)
  *        │                  of names hashed by siphash_nocase, compared case-insensitively
  *        ├── processCommand: the checks a standalone primary with the default
@@ -24,8 +27,12 @@
  *        │     count; at an empty buffer Valkey 9's isCopyAvoidPreferred picks plain
  *        │     or header-encoded); a bulk reply asks isCopyAvoidPreferred first, then is
  *        │     three pieces (header, body, CRLF), its header shared below 32
+ *        ├── lookupKey's gate of a hit (CLIENT NO-TOUCH, a child process, the LFU policy)
+ *        │     and LRU_CLOCK(), the clock serverCron keeps; the "keymiss" event of a miss
  *        └── commandProcessed -> resetClient: the per-command client state; freeClientArgv
  *              (decrRefCount every argument, zfree the array) when the pipeline drops it
+ *   afterSleep (each wake of the event loop): the modules' GIL, the loop's start time,
+ *   updateCachedTime (ustime, localtime_r's daylight flag); beforeSleep releases the GIL
  *
  * Why: a request to a server pays this work as well as the keyspace's; without it
  * c_ref's server ran 0.40-0.73 of Valkey's user-space instructions per request
@@ -50,6 +57,7 @@
 
 #include <assert.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +89,11 @@
 #define KS_REPLY_APPEND_WORK 55  /* prepareClientToWrite (clientHasPendingReplies) +
                                   * _addReplyToBufferOrList's tests */
 #define KS_COPY_AVOID_WORK 34    /* isCopyAvoidPreferred of a bulk reply (getClientType) */
+#define KS_OBJECT_GET_VAL_WORK 7 /* objectGetVal of an argument */
+#define KS_GET_KEYS_WORK 70      /* getKeysFromCommand: initGetKeysResult, the legacy range
+                                  * spec's walk, getKeysPrepareResult, getKeysFreeResult (a GET) */
+#define KS_LOOKUP_TOUCH_WORK 24  /* lookupKey's gate of a hit and LRU_CLOCK() */
+#define KS_AFTER_SLEEP_WORK 560  /* afterSleep: the GIL, getMonotonicUs, ustime, localtime_r */
 
 static_assert(sizeof(robj) == 16, "an argument object is Valkey's 16-byte robj");
 
@@ -145,6 +158,7 @@ enum { /* client flags (Valkey's ClientFlags bits that the checks test) */
     CF_PRIMARY_FORCE_REPLY = 1 << 25, CF_REPLICATION_DONE = 1 << 26, CF_TRACKING_CACHING = 1 << 27,
     CF_REPLY_SKIP_NEXT = 1 << 28, CF_AUTHENTICATED = 1 << 29, CF_READONLY = 1 << 30,
 };
+#define CF_NO_TOUCH (1ULL << 32) /* CLIENT NO-TOUCH */
 enum { CLIENT_TYPE_NORMAL, CLIENT_TYPE_REPLICA, CLIENT_TYPE_PUBSUB, CLIENT_TYPE_PRIMARY };
 enum { REPLY_BUF_ENCODED = 1 }; /* ksClient.reply_flags */
 enum { /* command flags */
@@ -201,6 +215,7 @@ typedef struct cmdInfo { /* Valkey's struct serverCommand fields the call path u
     int id;                  /* cmd->id: the ACL command bit */
     int script;              /* EVAL and FCALL families: flags from the script (none in c_ref) */
     int transaction_control; /* EXEC, DISCARD, MULTI, WATCH, QUIT, RESET (none in c_ref) */
+    int touch;               /* TOUCH: lookupKey touches even under CLIENT NO-TOUCH */
     uint32_t flags;
     hdrHist *latency; /* created on the command's first call (hdr_init) */
     int failed_calls;
@@ -236,6 +251,15 @@ static struct {
     int monotonic_hw, latency_tracking, cluster_slot_stats, in_exec, client_pause_in_transaction;
     int io_threads_num, min_io_threads_copy_avoid, min_string_size_copy_avoid;
     long long latency_events;
+    /* afterSleep's: the event loop's start and command count, the daylight flag */
+    long long el_start, el_cmd_cnt_start;
+    _Atomic int daylight_active;
+    int active_io_threads;
+    /* lookupKey's: no child process, the maxmemory policy (noeviction), hz and the LRU
+     * clock serverCron keeps, CLIENT NO-TOUCH exempting TOUCH */
+    int child_pid, maxmemory_policy, hz, current_cmd_touch;
+    _Atomic unsigned lruclock;
+    long long lruclock_ms;
     /* processCommand's state: the default user (acl.c DefaultUser), client eviction,
      * persistence errors, replication, client pause, the command-result listeners */
     aclUser default_user;
@@ -407,6 +431,10 @@ static void monotonicInit(void) {
 #endif
 }
 
+static void moduleAcquireGIL(void);
+static unsigned getLRUClock(void);
+static void mirrorsRelease(void);
+
 void ksCallClientInit(ksClient *c) {
     /* networking.c createClient: the next id, RESP 2, clientSetDefaultAuth */
     c->id = ++cp.next_client_id;
@@ -439,6 +467,9 @@ void ksCallPathEnable(uint64_t seed, void (*pending)(ksClient *c)) {
     cp.commandlog[COMMANDLOG_TYPE_LARGE_REPLY] = (commandlog){.threshold = 1024 * 1024, .max_len = 128};
     monotonicInit(); /* monotonicGetType(): the TSC on x86-64, as the reference server */
     cp.latency_tracking = 1;    /* latency-tracking yes */
+    cp.child_pid = -1;          /* no child process */
+    cp.hz = 10;                 /* hz 10 */
+    cp.lruclock = getLRUClock(); /* initServer: server.lruclock */
     cp.io_threads_num = 1;      /* io-threads 1 */
     cp.min_io_threads_copy_avoid = 7;          /* min-io-threads-avoid-copy-reply */
     cp.min_string_size_copy_avoid = 16 * 1024; /* min-string-size-avoid-copy-reply */
@@ -454,15 +485,19 @@ void ksCallPathEnable(uint64_t seed, void (*pending)(ksClient *c)) {
         cp.info[i].def = d;
         cp.info[i].id = i;
         cp.info[i].flags = commandFlags(d);
+        cp.info[i].touch = !strcmp(d->name, "touch");
         cp.info[i].current_name = (cmdName){d->name, strlen(d->name)};
         if (ksCallLookup(d->name, strlen(d->name))) continue; /* first registration wins */
         hashtableAdd(cp.commands, &cp.info[i]);
     }
     ksEmitResume();
     ksCallPathOn = 1;
+    moduleAcquireGIL(); /* moduleInitModulesSystem: the GIL held from the start */
 }
 
 void ksCallPathDisable(void) {
+    ksCallBeforeSleepDone(); /* the GIL released */
+    mirrorsRelease();
     for (int i = 0; i < KS_MAX_COMMANDS; i++) ksZfree(cp.info[i].latency);
     hashtableRelease(cp.commands); /* no entry destructor: the commands are cp.info's */
     ksArenaDestroy(cp.commands_arena);
@@ -481,15 +516,47 @@ static uint32_t decimalDigits(size_t n) {
     return d;
 }
 
-/* The array holds argc object pointers (Valkey's robj **argv); c_ref's commands read
- * the strings through cmd->argv, the second half of the same allocation. */
+/* c_ref's string mirror of a server's argv (cmd->argv: the commands read the strings
+ * there; a server's code reads them through the objects, objectGetVal).  Not Valkey's: it
+ * is kept apart from the modelled argv array, in blocks of a power-of-two capacity reused
+ * from a stack of free ones per capacity (the C library's malloc past them). */
+#define MIRROR_CLASSES 21 /* 1 .. 2^20 entries: PROTO_MAX_ARGS */
+#define MIRROR_KEEP 64
+static struct {
+    sds *free[MIRROR_CLASSES][MIRROR_KEEP];
+    int n[MIRROR_CLASSES];
+} mirrors;
+
+static int mirrorClass(int n) { return n <= 1 ? 0 : 32 - __builtin_clz((unsigned)(n - 1)); }
+
+static sds *mirrorGet(int n, int *cap) {
+    int c = mirrorClass(n);
+    assert(c < MIRROR_CLASSES);
+    *cap = 1 << c;
+    if (mirrors.n[c]) return mirrors.free[c][--mirrors.n[c]];
+    sds *p = malloc(sizeof(sds) << c);
+    if (!p) abort();
+    return p;
+}
+
+static void mirrorPut(sds *p, int cap) {
+    int c = mirrorClass(cap);
+    if (mirrors.n[c] < MIRROR_KEEP) mirrors.free[c][mirrors.n[c]++] = p;
+    else free(p);
+}
+
+static void mirrorsRelease(void) {
+    for (int c = 0; c < MIRROR_CLASSES; c++)
+        while (mirrors.n[c]) free(mirrors.free[c][--mirrors.n[c]]);
+}
+
+/* processMultibulkBuffer's argv: zmalloc of argc object pointers (Valkey's robj **argv, its
+ * size); the strings' mirror beside it. */
 void ksCallArgvNew(ksCommand *cmd, int argc) {
     int n = argc < ARGV_MAX_PREALLOC ? argc : ARGV_MAX_PREALLOC;
     if (n < argc) n = argc; /* c_ref parses a complete command at once: no zrealloc */
-    void **a = ksZmalloc(2 * sizeof(void *) * (size_t)n);
-    cmd->argv_obj = a;
-    cmd->argv = (sds *)(a + n);
-    cmd->argv_cap = n;
+    cmd->argv_obj = ksZmalloc(sizeof(void *) * (size_t)n);
+    cmd->argv = mirrorGet(n, &cmd->argv_cap);
     cmd->argc = 0;
     cmd->input_bytes = 1 + decimalDigits((size_t)argc) + 2; /* "*<argc>\r\n" */
 }
@@ -551,11 +618,91 @@ void ksCallArgAdd(ksCommand *cmd, const uint8_t *p, size_t len) {
     cmd->argv[cmd->argc++] = s;
 }
 
+/* object.c objectGetVal (Valkey 9.1, the reference binary's): an object's value is its
+ * pointer unless embedded (an EMBSTR: hasembval), then it lies past the header, past the
+ * expire field and the embedded key if the object has them, past its sds header.  c_ref's
+ * argument object keeps the pointer as well (its 16-byte robj); the embedded value is
+ * found from the header as Valkey finds it, and is that pointer. */
+__attribute__((noinline)) sds ksObjectGetVal(const void *obj) {
+    const robj *o = obj;
+    (void)KS_LOAD(o, 8, KVT_TAG_ARGV, KS_SITE_RESP_ARGV, 0); /* the header's flag bits */
+    KS_WORK_OF(KVT_WORK_SERVER, KS_OBJECT_GET_VAL_WORK);
+    if (o->encoding != OBJ_ENCODING_EMBSTR) return o->ptr;
+    const unsigned char *data = (const unsigned char *)(o + 1);
+    if (o->hasexpire) data += sizeof(long long);
+    if (o->hasembkey) { /* the key's sds header size byte, the key, its NUL */
+        data += 1 + *data;
+        data += sdslen((const char *)data) + 1;
+    }
+    return (sds)(data + sdsHdrSize(SDS_TYPE_8));
+}
+
+sds ksCallArgVal(const ksCommand *cmd, int j) { return ksObjectGetVal(cmd->argv_obj[j]); }
+
+/* db.c getKeysPrepareResult: the stack buffer first, a zmalloc'd array past it. */
+static __attribute__((noinline)) ksKeyReference *getKeysPrepareResult(ksGetKeysResult *result, int numkeys) {
+    if (!result->keys) {
+        assert(!result->numkeys);
+        result->keys = result->keysbuf;
+    }
+    if (numkeys > result->size) {
+        ksKeyReference *k = ksZmalloc((size_t)numkeys * sizeof(ksKeyReference));
+        if (result->numkeys) memcpy(k, result->keys, (size_t)result->numkeys * sizeof(ksKeyReference));
+        if (result->keys != result->keysbuf) ksZfree(result->keys);
+        result->keys = k;
+        result->size = numkeys;
+    }
+    return result->keys;
+}
+
+/* db.c getKeysUsingLegacyRangeSpec (getKeysFromCommand of a command with a legacy range
+ * key spec: every command of c_ref's table): first key, last key (negative: from the end),
+ * step; an argument count short of the spec gives no keys (the command's arity error). */
+static __attribute__((noinline)) int getKeysUsingLegacyRangeSpec(const ksCommandDef *d, int argc,
+                                                                 ksGetKeysResult *result) {
+    if (!d->first_key) {
+        result->numkeys = 0;
+        return 0;
+    }
+    int first = d->first_key;
+    int last = d->last_key < 0 ? argc + d->last_key : d->last_key ? d->last_key : first;
+    int step = d->key_step ? d->key_step : 1;
+    ksKeyReference *keys = getKeysPrepareResult(result, last - first + 1);
+    int i = 0;
+    for (int j = first; j <= last; j += step) {
+        if (j >= argc || j < first) {
+            result->numkeys = 0;
+            return 0;
+        }
+        keys[i].pos = j;
+        keys[i++].flags = 0;
+    }
+    result->numkeys = i;
+    return i;
+}
+
+int ksCallGetKeys(const ksCommand *cmd, ksGetKeysResult *result) {
+    result->numkeys = 0; /* initGetKeysResult */
+    result->size = KS_MAX_KEYS_BUFFER;
+    result->keys = NULL;
+    KS_WORK_OF(KVT_WORK_SERVER, KS_GET_KEYS_WORK);
+    int kc = getKeysUsingLegacyRangeSpec(cmd->def, cmd->argc, result);
+    return kc;
+}
+
+/* db.c getKeysFreeResult. */
+void ksCallGetKeysFree(ksGetKeysResult *result) {
+    if (result && result->keys != result->keysbuf) ksZfree(result->keys);
+}
+
 /* object.c decrRefCount: the last reference frees the object (a RAW string's sds first,
- * freeStringObject); a shared object keeps its count. */
+ * freeStringObject, which reads it through objectGetVal); a shared object keeps its count. */
 static __attribute__((noinline)) void decrRefCount(robj *o) {
     if (o->refcount == 1) {
-        if (o->type == OBJ_STRING && o->encoding == OBJ_ENCODING_RAW) ksZfree(sdsAllocPtr(o->ptr));
+        if (o->type == OBJ_STRING) { /* freeStringObject: the value through objectGetVal */
+            sds v = ksObjectGetVal(o);
+            if (o->encoding == OBJ_ENCODING_RAW) ksZfree(sdsAllocPtr(v));
+        }
         ksZfree(o);
         return;
     }
@@ -712,6 +859,7 @@ void ksCallArgvFree(ksCommand *cmd) {
         decrRefCount(o);
     }
     ksZfree(cmd->argv_obj);
+    mirrorPut(cmd->argv, cmd->argv_cap);
     cmd->argv_obj = NULL;
     cmd->argv = NULL;
     cmd->argv_cap = 0;
@@ -975,6 +1123,7 @@ static __attribute__((noinline)) void commandProcessed(ksClient *c) {
 void ksCallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd, const ksCommandDef *def, int id) {
     cp.current_client = c;
     cmdInfo *ci = &cp.info[id]; /* c->cmd: the command found at lookup */
+    cp.current_cmd_touch = ci->touch;
     c->net_input_bytes_curr_cmd = cmd->input_bytes; /* processMultibulkBuffer's count */
     KS_WORK_OF(KVT_WORK_SERVER, KS_CALL_WORK);
     if (!processCommand(c, ci, cmd)) { /* unreachable in this configuration; never silent */
@@ -1079,6 +1228,103 @@ void ksCallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd, const ksCommandD
     if (cp.ready_keys) cp.ready_keys = 0; /* handleClientsBlockedOnKeys */
     cp.current_client = NULL;
     commandProcessed(c);
+}
+
+/* --- lookupKey's steps around the find ------------------------------------------------------ */
+
+#define LRU_CLOCK_RESOLUTION 1000      /* evict.c: ms per LRU clock tick */
+#define LRU_CLOCK_MAX ((1 << 24) - 1)  /* server.h: the object's 24-bit lru field */
+#define MAXMEMORY_FLAG_LFU (1 << 1)    /* server.h: an LFU eviction policy */
+#define MAXMEMORY_FLAG_NO_SHARED_INTEGERS (MAXMEMORY_FLAG_LFU | (1 << 0))
+#define NOTIFY_KEY_MISS (1 << 11)      /* notify.c: the 'm' class */
+
+/* evict.c getLRUClock: the unix time in LRU_CLOCK_RESOLUTION ticks, 24 bits. */
+static unsigned getLRUClock(void) {
+    return (unsigned)((ustimeNow() / 1000) / LRU_CLOCK_RESOLUTION) & LRU_CLOCK_MAX;
+}
+
+/* evict.c LRU_CLOCK: the clock serverCron keeps (server.lruclock) when its period (1000 /
+ * hz ms) is within the clock's resolution, else read now. */
+static __attribute__((noinline)) unsigned LRU_CLOCK(void) {
+    if (1000 / cp.hz <= LRU_CLOCK_RESOLUTION) return atomic_load_explicit(&cp.lruclock, memory_order_relaxed);
+    return getLRUClock();
+}
+
+/* server.c hasActiveChildProcess: no fork (no BGSAVE, no AOF rewrite) in this server. */
+static __attribute__((noinline)) int hasActiveChildProcess(void) { return cp.child_pid != -1; }
+
+/* object.c canUseSharedObject: shared integers unless maxmemory evicts by LRU or LFU. */
+static int canUseSharedObject(void) {
+    return cp.maxmemory == 0 || !(cp.maxmemory_policy & MAXMEMORY_FLAG_NO_SHARED_INTEGERS);
+}
+
+int ksCallLookupKeyTouch(unsigned *lru) {
+    KS_WORK_OF(KVT_WORK_SERVER, KS_LOOKUP_TOUCH_WORK);
+    const ksClient *cc = cp.current_client;
+    int notouch = cc && (cc->flags & CF_NO_TOUCH) && !cp.current_cmd_touch; /* CLIENT NO-TOUCH */
+    if (hasActiveChildProcess() || notouch) return 0;
+    if (!canUseSharedObject()) return 0; /* a shared value would be duplicated: none here */
+    if (cp.maxmemory_policy & MAXMEMORY_FLAG_LFU) return 0; /* updateLFU: no LFU policy here */
+    *lru = LRU_CLOCK();
+    return 1;
+}
+
+void ksCallLookupKeyMiss(void) { notifyKeyspaceEvent(NOTIFY_KEY_MISS); }
+
+/* --- The event loop's sleep ------------------------------------------------------------------ */
+
+/* module.c moduleAcquireGIL / moduleReleaseGIL: the modules' global lock, which Valkey 9.1's
+ * main thread holds while it is awake (the reference binary locks it in afterSleep and
+ * unlocks it in beforeSleep, modules or not). */
+static pthread_mutex_t moduleGIL = PTHREAD_MUTEX_INITIALIZER;
+static int moduleGILHeld; /* moduleInitModulesSystem starts with it locked */
+
+static void moduleAcquireGIL(void) {
+    pthread_mutex_lock(&moduleGIL);
+    moduleGILHeld = 1;
+}
+
+static void moduleReleaseGIL(void) {
+    moduleGILHeld = 0;
+    pthread_mutex_unlock(&moduleGIL);
+}
+
+void ksCallBeforeSleepDone(void) {
+    if (moduleGILHeld) moduleReleaseGIL();
+}
+
+/* server.c updateCachedTime(1): ustime into the cached clocks, and localtime_r of the unix
+ * time for the daylight-saving flag. */
+static __attribute__((noinline)) void updateCachedTime(int update_daylight_info) {
+    cp.ustime = ustimeNow();
+    cp.mstime = cp.ustime / 1000;
+    cp.unixtime = cp.mstime / 1000;
+    if (update_daylight_info) {
+        struct tm tm;
+        time_t ut = (time_t)cp.unixtime;
+        localtime_r(&ut, &tm);
+        atomic_store_explicit(&cp.daylight_active, tm.tm_isdst, memory_order_relaxed);
+    }
+}
+
+/* server.c adjustIOThreadsByEventLoad: io-threads 1 has no threads to activate. */
+static __attribute__((noinline)) void adjustIOThreadsByEventLoad(int numevents) {
+    if (cp.io_threads_num == 1) return;
+    cp.active_io_threads = numevents > 0;
+}
+
+void ksCallAfterSleep(int numevents) {
+    KS_WORK_OF(KVT_WORK_SERVER, KS_AFTER_SLEEP_WORK);
+    moduleAcquireGIL();
+    cp.el_start = (long long)getMonotonicUs();
+    cp.el_cmd_cnt_start = cp.stat_numcommands;
+    updateCachedTime(1);
+    cp.cmd_time_snapshot = cp.mstime;
+    adjustIOThreadsByEventLoad(numevents);
+    if (cp.mstime - cp.lruclock_ms >= 1000 / cp.hz) { /* serverCron (every 1000 / hz ms) */
+        atomic_store_explicit(&cp.lruclock, getLRUClock(), memory_order_relaxed);
+        cp.lruclock_ms = cp.mstime;
+    }
 }
 
 /* --- Reads and writes ------------------------------------------------------------------------ */

@@ -45,6 +45,24 @@ void ksCallArgvNew(ksCommand *cmd, int argc);
 void ksCallArgAdd(ksCommand *cmd, const uint8_t *p, size_t len);
 void ksCallArgvFree(ksCommand *cmd);
 
+/* object.c objectGetVal of argument j (a server's argv): the string, read through the
+ * object's header as Valkey 9.1 reads every argument. */
+sds ksCallArgVal(const ksCommand *cmd, int j);
+sds ksObjectGetVal(const void *o); /* the same of an argument object (a robj) */
+/* db.c getKeysFromCommand -> getKeysUsingLegacyRangeSpec for a server's command: the
+ * positions of its keys in a getKeysResult (a stack buffer of MAX_KEYS_BUFFER entries,
+ * zmalloc'd past it: getKeysPrepareResult), freed by ksCallGetKeysFree. */
+#define KS_MAX_KEYS_BUFFER 256
+typedef struct ksKeyReference {
+    int pos, flags;
+} ksKeyReference;
+typedef struct ksGetKeysResult {
+    int numkeys, size;
+    ksKeyReference *keys;
+    ksKeyReference keysbuf[KS_MAX_KEYS_BUFFER];
+} ksGetKeysResult;
+int ksCallGetKeys(const ksCommand *cmd, ksGetKeysResult *result);
+void ksCallGetKeysFree(ksGetKeysResult *result);
 /* lookupCommand: the dict of command names (case-insensitive SipHash). */
 const ksCommandDef *ksCallLookup(const char *name, size_t len);
 /* A string key's write in a server: tryObjectEncoding of value argument j (before setKey);
@@ -76,6 +94,17 @@ void ksCallWriteDone(ksClient *c, size_t written);
 int ksCallClientIsReplica(const ksClient *c);
 int ksCallClientHasPendingReplies(const ksClient *c);
 
+/* server.c afterSleep (moduleAcquireGIL, the event loop's start time and command count,
+ * updateCachedTime(1) with localtime_r's daylight flag, the command time snapshot) and
+ * beforeSleep's moduleReleaseGIL. */
+void ksCallAfterSleep(int numevents);
+void ksCallBeforeSleepDone(void);
+/* db.c lookupKey's steps for a found key in a server: the client's CLIENT NO-TOUCH,
+ * hasActiveChildProcess, canUseSharedObject, the maxmemory policy's LFU bit; 1 and *lru set
+ * to LRU_CLOCK() when the access time is to be stored, else 0.  A missed key: the
+ * "keymiss" keyspace event (read lookups). */
+int ksCallLookupKeyTouch(unsigned *lru);
+void ksCallLookupKeyMiss(void);
 /* INFO's figures. */
 uint64_t ksCallStatNumcommands(void);
 

@@ -47,6 +47,13 @@
 #include "siphash.h"
 #include "t_hash.h"
 
+/* A key argument.  In a server the argument's object holds it and is read through
+ * object.c objectGetVal, as Valkey 9.1's lookupKey, setKey and the multi-key commands
+ * read every key (callpath.c); else the arena's string. */
+static inline sds argKey(const ksCommand *cmd, int j) {
+    return cmd->argv_obj ? ksObjectGetVal(cmd->argv_obj[j]) : cmd->argv[j];
+}
+
 #define PREFETCH_BATCH_SIZE 16
 
 /* --- Helpers --------------------------------------------------------------- */
@@ -76,12 +83,17 @@ static void replyValue(ksKeyspace *ks, ksClient *c, void *entry, ksLoadId dep) {
 
 static void getCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     ksKeyInfo ki;
-    if (cmd->prefetched) ki = cmd->key;
-    else ksKeyResolve(ks, cmd->argv[1], &ki);
+    if (cmd->prefetched) {
+        ki = cmd->key;
+        if (cmd->argv_obj) ki.key = argKey(cmd, 1); /* lookupKey: hashtableFind(objectGetVal(key)) */
+    } else {
+        ksKeyResolve(ks, argKey(cmd, 1), &ki);
+    }
     if (ki.rehash) ksKeyRehash(ks, &ki);
     void *e = ksDbFind(ks, &ki);
     if (!e) {
         ks->stats.keyspace_misses++;
+        if (cmd->argv_obj) ksCallLookupKeyMiss(); /* lookupKey: the "keymiss" event */
         ksReplyNull(ks, c);
         return;
     }
@@ -141,8 +153,12 @@ static void setCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
         expire = rel ? ks->now_ms + ms : ms;
     }
     ksKeyInfo ki;
-    if (cmd->prefetched) ki = cmd->key;
-    else ksKeyResolve(ks, cmd->argv[1], &ki);
+    if (cmd->prefetched) {
+        ki = cmd->key;
+        if (cmd->argv_obj) ki.key = argKey(cmd, 1); /* lookupKey: objectGetVal(key) */
+    } else {
+        ksKeyResolve(ks, argKey(cmd, 1), &ki);
+    }
     if (ki.rehash) ksKeyRehash(ks, &ki);
     void *old = ksDbFind(ks, &ki); /* lookupKeyWrite */
     if (old) ksDbTouch(ks, &ki, old);
@@ -203,7 +219,8 @@ static void windowStart(ksKeyspace *ks, ksCommand *cmd, int first, int step, int
 static void windowAhead(ksKeyspace *ks, ksCommand *cmd, int first, int step, int n, int j);
 /* The multi-key batches (below). */
 static int batchLen(ksKeyspace *ks, ksCommand *cmd, int done, int remaining, int prefetch);
-static void resolveBatch(ksKeyspace *ks, ksCommand *cmd, ksKeyInfo *ki, int first, int step, int from, int n,
+static inline void resolveBatch(ksKeyspace *ks, ksCommand *cmd, ksKeyInfo *ki, int first, int step, int from,
+                                int n,
                          void *tables);
 
 /* DEL (UNLINK), EXISTS and TOUCH: the keys in argument order, in the batches
@@ -244,7 +261,7 @@ static void countKeysGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int mo
         for (int j = 0; j < nkeys; j++) {
             windowAhead(ks, cmd, 1, 1, nkeys, j);
             ksKeyInfo ki;
-            ksKeyResolve(ks, cmd->argv[1 + j], &ki);
+            ksKeyResolve(ks, argKey(cmd, 1 + j), &ki);
             n += countOne(ks, &ki, mode);
         }
         ksReplyInt(ks, c, n);
@@ -258,7 +275,7 @@ static void countKeysGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int mo
         if (b > 1) resolveBatch(ks, cmd, ki, 1, 1, done, b, NULL);
         for (int i = 0; i < b; i++) {
             ksKeyInfo k;
-            ksKeyResolve(ks, cmd->argv[1 + done + i], &k);
+            ksKeyResolve(ks, argKey(cmd, 1 + done + i), &k);
             n += countOne(ks, &k, mode);
         }
         done += b;
@@ -301,10 +318,13 @@ static int batchLen(ksKeyspace *ks, ksCommand *cmd, int done, int remaining, int
 /* Resolve keys argv[first + i*step] for i in [from, from+n) and prefetch them.
  * `tables` (a variant's ksMultikeyTableHooks, with its per-command state) sees
  * every resolved key and may change the table the batch uses. */
-static void resolveBatch(ksKeyspace *ks, ksCommand *cmd, ksKeyInfo *ki, int first, int step, int from, int n,
-                         void *tables) {
+/* always inlined: the multi-key commands' loops keep their code (an argument is read
+ * through its object in a server, argKey) */
+static inline __attribute__((always_inline)) void resolveBatch(ksKeyspace *ks, ksCommand *cmd, ksKeyInfo *ki,
+                                                               int first, int step, int from, int n,
+                                                               void *tables) {
     for (int i = 0; i < n; i++) {
-        ksKeyResolve(ks, cmd->argv[first + (from + i) * step], &ki[i]);
+        ksKeyResolve(ks, argKey(cmd, first + (from + i) * step), &ki[i]);
         if (tables) ks->var.multikey_tables->resolved(ks, tables, &ki[i]);
     }
     if (ks->var.multikey && n > 1) {
@@ -347,7 +367,7 @@ static void windowStart(ksKeyspace *ks, ksCommand *cmd, int first, int step, int
     int m = n < ks->var.batch ? n : ks->var.batch;
     if (m < 2) return;
     ksKeyInfo ki[KS_MAX_BATCH];
-    for (int i = 0; i < m; i++) ksKeyResolve(ks, cmd->argv[first + i * step], &ki[i]);
+    for (int i = 0; i < m; i++) ksKeyResolve(ks, argKey(cmd, first + i * step), &ki[i]);
     KS_MARK(KVT_MARK_BATCH, m);
     ksPrefetchKeys(ks, ki, m);
 }
@@ -356,7 +376,7 @@ static void windowAhead(ksKeyspace *ks, ksCommand *cmd, int first, int step, int
     int a = j + ks->var.batch;
     if (a >= n) return;
     ksKeyInfo ki;
-    ksKeyResolve(ks, cmd->argv[first + a * step], &ki);
+    ksKeyResolve(ks, argKey(cmd, first + a * step), &ki);
     if (!ki.table || ks->ops->size(ki.table) == 0) return;
     KS_SET_TABLE_DEP(ki.slot_load);
     ks->ops->prefetchBucket(ki.table, ki.hash);
@@ -368,7 +388,7 @@ static void mgetWindow(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     for (int j = 0; j < n; j++) {
         windowAhead(ks, cmd, 1, 1, n, j);
         ksKeyInfo ki;
-        ksKeyResolve(ks, cmd->argv[1 + j], &ki);
+        ksKeyResolve(ks, argKey(cmd, 1 + j), &ki);
         void *e = ksDbFind(ks, &ki);
         if (e) ks->stats.keyspace_hits++;
         else ks->stats.keyspace_misses++;
@@ -398,6 +418,7 @@ static void mgetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
             void *e = findForBatch(ks, &ki[i], tables);
             if (e) ks->stats.keyspace_hits++;
             else ks->stats.keyspace_misses++;
+            if (!e && cmd->argv_obj) ksCallLookupKeyMiss(); /* lookupKey: the "keymiss" event */
             if (e && ksEntryType(ks, e) == OBJ_STRING) replyValue(ks, c, e, ki[i].found_dep);
             else ksReplyNull(ks, c);
         }
@@ -424,7 +445,7 @@ static void msetWindow(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int nx) {
         for (int j = 0; j < n; j++) {
             windowAhead(ks, cmd, 1, 2, n, j);
             ksKeyInfo ki;
-            ksKeyResolve(ks, cmd->argv[1 + 2 * j], &ki);
+            ksKeyResolve(ks, argKey(cmd, 1 + 2 * j), &ki);
             void *e = ksDbFind(ks, &ki);
             if (e) {
                 ksDbTouch(ks, &ki, e);
@@ -437,7 +458,7 @@ static void msetWindow(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int nx) {
     for (int j = 0; j < n; j++) {
         windowAhead(ks, cmd, 1, 2, n, j);
         ksKeyInfo ki;
-        ksKeyResolve(ks, cmd->argv[1 + 2 * j], &ki);
+        ksKeyResolve(ks, argKey(cmd, 1 + 2 * j), &ki);
         setKeyValue(ks, cmd, &ki, 2 + 2 * j);
     }
     if (nx) ksReplyInt(ks, c, 1);
@@ -536,7 +557,7 @@ static void expireGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int unit_
     if (ms > 0 && ms > LLONG_MAX - ks->now_ms) goto invalid;
     long long when = ms + ks->now_ms;
     ksKeyInfo ki;
-    ksKeyResolve(ks, cmd->argv[1], &ki);
+    ksKeyResolve(ks, argKey(cmd, 1), &ki);
     void *e = ksDbFind(ks, &ki); /* lookupKeyWrite */
     if (!e) {
         ksReplyInt(ks, c, 0);
@@ -568,7 +589,7 @@ static void pexpireCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) { expire
 
 static void ttlGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int ms) {
     ksKeyInfo ki;
-    ksKeyResolve(ks, cmd->argv[1], &ki);
+    ksKeyResolve(ks, argKey(cmd, 1), &ki);
     void *e = ksDbFind(ks, &ki); /* lookupKeyReadWithFlags(LOOKUP_NOTOUCH): counted */
     if (!e) {
         ks->stats.keyspace_misses++;
@@ -822,9 +843,9 @@ void ksExecuteCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     int id = commandIndex(def);
     ks->stats.calls[id]++;
     /* the command's index, its commandstats count, the timed test, the GET hit or miss,
-     * and the server-mode tests of the parse, lookup, reply and free paths (callpath.c):
-     * 28 instructions per command under callgrind (tests/calibrate.sh) */
-    KS_WORK(28);
+     * and the server-mode tests of the parse, lookup, key, touch, reply and free paths
+     * (callpath.c): 44 instructions per command under callgrind (tests/calibrate.sh) */
+    KS_WORK(44);
     if (ksCallPathOn) { /* a server: processCommand's checks and call() (callpath.c) */
         ksCallCommand(ks, c, cmd, def, id);
         return;

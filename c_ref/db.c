@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "callpath.h"
 #include "keyspace.h"
 #include "siphash.h"
 #include "t_hash.h"
@@ -477,6 +478,16 @@ void ksDbKeyCountAdd(ksKeyspace *ks, int slot, int64_t delta) {
 /* LRU_CLOCK(): seconds, 24 bits (LRU_CLOCK_RESOLUTION 1000 ms). */
 #define KS_LRU_CLOCK(ms) ((unsigned)(((uint64_t)(ms) / 1000u) & ((1u << 24) - 1u)))
 
+/* A server's touch of a found key (db.c lookupKey): the access time LRU_CLOCK() unless
+ * lookupKey's gate says not to (callpath.c). */
+static __attribute__((noinline)) void serverTouch(robj *o, ksLoadId d) {
+    unsigned lru;
+    if (!ksCallLookupKeyTouch(&lru)) return;
+    o->lru = lru;
+    KS_STORE(o, 8, KVT_TAG_OBJECT, KS_SITE_OBJ_LRU, d);
+    (void)d;
+}
+
 void ksDbTouch(ksKeyspace *ks, ksKeyInfo *ki, void *entry) {
     KS_ID_VAR(d) = entry == ki->found ? ki->found_dep : 0;
     robj *o = entry;
@@ -484,6 +495,10 @@ void ksDbTouch(ksKeyspace *ks, ksKeyInfo *ki, void *entry) {
         legacyEntry *le = entry;
         d = KS_LOAD(&le->val, 8, KVT_TAG_OBJECT, KS_SITE_OBJ_ENTRY, d);
         o = le->val;
+    }
+    if (__builtin_expect(ksCallPathOn, 0)) { /* a server: lookupKey's gate, LRU_CLOCK() */
+        serverTouch(o, d);
+        return;
     }
     o->lru = KS_LRU_CLOCK(ks->now_ms);
     KS_STORE(o, 8, KVT_TAG_OBJECT, KS_SITE_OBJ_LRU, d);

@@ -74,6 +74,7 @@
  */
 #include <string.h>
 
+#include "callpath.h"
 #include "keyspace.h"
 #include "siphash.h"
 #include "t_hash.h"
@@ -211,6 +212,16 @@ void ksPipelineNaive(ksKeyspace *ks, ksClient *c) {
 
 /* --- Lookahead ------------------------------------------------------------- */
 
+/* A server's command (its argv objects): getKeysFromCommand's result, each key read
+ * through its object (objectGetVal), added to keys[*nk..] while fewer than `room`. */
+static __attribute__((noinline)) void serverCommandKeys(ksKeyspace *ks, ksCommand *cmd, ksKeyInfo *keys, int *nk,
+                                                        int room) {
+    ksGetKeysResult r;
+    int n = ksCallGetKeys(cmd, &r);
+    for (int j = 0; j < n && *nk < room; j++) ksKeyResolve(ks, ksObjectGetVal(cmd->argv_obj[r.keys[j].pos]), &keys[(*nk)++]);
+    ksCallGetKeysFree(&r);
+}
+
 /* Add cmd's keys (getKeysFromCommand) to keys[*nk..] while fewer than
  * `batch` are in the batch (memory_prefetch.c addCommandToBatch).  The first
  * key's resolution is kept in cmd->key for execution. */
@@ -223,7 +234,9 @@ static inline __attribute__((always_inline)) void commandKeys(ksKeyspace *ks, ks
     int kc = ksCommandKeys(cmd->def, cmd->argc, &first, &step);
     if (kc == 0 || *nk + *nf >= batch) return;
     int start = *nk;
-    for (int j = 0; j < kc && *nk + *nf < batch; j++) ksKeyResolve(ks, cmd->argv[first + j * step], &keys[(*nk)++]);
+    if (__builtin_expect(cmd->argv_obj != NULL, 0)) serverCommandKeys(ks, cmd, keys, nk, batch - *nf);
+    else
+        for (int j = 0; j < kc && *nk + *nf < batch; j++) ksKeyResolve(ks, cmd->argv[first + j * step], &keys[(*nk)++]);
     /* The nested field (variants_hash.c): #3940 the first field of any field
      * command, in the batch while there is room; #2180 HGET's and HSET's,
      * outside the count. */
@@ -310,7 +323,9 @@ static int allPendingKeys(ksKeyspace *ks, ksCommand *cmd, ksKeyInfo *keys, int *
     int kc = ksCommandKeys(d, cmd->argc, &first, &step);
     if (kc == 0 || *nk >= cap) return 1;
     int start = *nk;
-    for (int j = 0; j < kc && *nk < cap; j++) ksKeyResolve(ks, cmd->argv[first + j * step], &keys[(*nk)++]);
+    if (__builtin_expect(cmd->argv_obj != NULL, 0)) serverCommandKeys(ks, cmd, keys, nk, cap);
+    else
+        for (int j = 0; j < kc && *nk < cap; j++) ksKeyResolve(ks, cmd->argv[first + j * step], &keys[(*nk)++]);
     cmd->key = keys[start];
     cmd->prefetched = 1;
     return 1;

@@ -9,7 +9,8 @@
  *        ├──> listener readable: acceptTcpHandler (accept4, TCP_NODELAY, createClient)
  *        └──> client readable: connSocketEventHandler -> readQueryFromClient
  *               readToQueryBuf: a client with nothing left over reads into the server's
- *                 shared query buffer (thread_shared_qb), else into its own (tag query_buf)
+ *                 shared query buffer (thread_shared_qb), else into its own (tag query_buf);
+ *                 a query buffer is an sds (sdsMakeRoomFor before the read, sdsIncrLen after)
  *               handleReadResult (the read's counters, EOF and errors free the client)
  *               processInputBuffer: ks->var.pipeline(ks, c) parses every complete command
  *                 and runs it with the pipeline and multi-key variants (pipeline.c,
@@ -90,6 +91,10 @@
 #include "server_bio.h"
 
 #define PROTO_IOBUF_LEN (16 * 1024)
+/* Instructions of the native code (KS_WORK units, counted under callgrind of the native
+ * server): sdsMakeRoomFor's early return, sdsIncrLen (the reference binary's). */
+#define KS_QB_ROOM_WORK 34
+#define KS_QB_INCR_WORK 23
 #define QUERYBUF_LIMIT (1024ULL * 1024 * 1024) /* client-query-buffer-limit */
 #define SERVER_VERSION "0.1.0"
 #define COMPAT_VERSION "7.2.4" /* redis_version, as Valkey reports it to old clients */
@@ -407,10 +412,93 @@ static void listUnlinkNode(list *l, listNode *node) {
     l->len--;
 }
 
-/* thread_shared_qb: PROTO_IOBUF_LEN bytes, empty. */
+/* --- The query buffer: an sds (Valkey's c->querybuf) ------------------------------ */
+/* Its header before the bytes holds the length and the allocation, as Valkey's sds.c keeps
+ * them: a read makes room (sdsMakeRoomFor: the header's avail, a realloc past it) and adds
+ * the bytes read (sdsIncrLen); a trim cuts the consumed prefix (sdsrange), the shared
+ * buffer is emptied (sdsclear).  The parser reads c->qlen and c->qcap, kept equal to the
+ * header's length and allocation.  Traced: the header's loads and stores, tagged `other`
+ * (the server's bookkeeping, as the command table's loads; the query_buf stores are the
+ * kernel's copies of the bytes read). */
+#define SDS_MAX_PREALLOC (1024 * 1024) /* sds.h: greedy growth doubles below this */
+
+static void sdsSetLenOf(uint8_t *q, size_t len) {
+    switch (q[-1] & SDS_TYPE_MASK) {
+    case SDS_TYPE_8: q[-3] = (uint8_t)len; break;
+    case SDS_TYPE_16: {
+        uint16_t l = (uint16_t)len;
+        memcpy(q - 5, &l, 2);
+        break;
+    }
+    default: {
+        uint32_t l = (uint32_t)len;
+        memcpy(q - 9, &l, 4);
+        break;
+    }
+    }
+    q[len] = '\0';
+    KS_STORE(sdsAllocPtr((char *)q), sdsHdrSize(q[-1] & SDS_TYPE_MASK), KVT_TAG_OTHER, KS_SITE_RESP_PARSE, 0);
+}
+
+/* sdsnewlen(NULL, cap) then sdsclear: an empty sds with room for cap bytes. */
+static uint8_t *qbNew(size_t cap) {
+    int t = sdsReqTypeNo5(cap);
+    void *m = ksArenaAlloc(srv.ks->arena, sdsSize(t, cap));
+    return (uint8_t *)sdsWriteAt(m, t, NULL, 0, cap);
+}
+
+static void qbFree(uint8_t *q) {
+    if (q) ksArenaFree(srv.ks->arena, sdsAllocPtr((char *)q));
+}
+
+/* sds.c _sdsMakeRoomFor: nothing if the header's free room takes addlen; else the length
+ * plus addlen (doubled below SDS_MAX_PREALLOC when greedy), reallocated in place when the
+ * header type stays, else moved to a new block of the larger type. */
+static __attribute__((noinline)) uint8_t *sdsMakeRoomForQb(uint8_t *q, size_t addlen, int greedy) {
+    (void)KS_LOAD(sdsAllocPtr((char *)q), sdsHdrSize(q[-1] & SDS_TYPE_MASK), KVT_TAG_OTHER, KS_SITE_RESP_PARSE,
+                  0);
+    KS_WORK_OF(KVT_WORK_SERVER, KS_QB_ROOM_WORK);
+    size_t len = sdslen((char *)q), avail = sdsalloc((char *)q) - len;
+    if (avail >= addlen) return q;
+    size_t newlen = len + addlen;
+    if (newlen <= len) abort(); /* size_t overflow */
+    if (greedy) newlen = newlen < SDS_MAX_PREALLOC ? newlen * 2 : newlen + SDS_MAX_PREALLOC;
+    int oldtype = q[-1] & SDS_TYPE_MASK, type = sdsReqTypeNo5(newlen);
+    uint8_t *n;
+    if (type == oldtype) { /* the header moves with the block; its allocation set */
+        void *m = ksArenaRealloc(srv.ks->arena, sdsAllocPtr((char *)q), sdsSize(type, newlen));
+        n = (uint8_t *)m + sdsHdrSize(type);
+        if (type == SDS_TYPE_8) {
+            n[-2] = (uint8_t)newlen;
+        } else if (type == SDS_TYPE_16) {
+            uint16_t a = (uint16_t)newlen;
+            memcpy(n - 3, &a, 2);
+        } else {
+            uint32_t a = (uint32_t)newlen;
+            memcpy(n - 5, &a, 4);
+        }
+    } else { /* the header grows: a new block, the bytes copied */
+        void *m = ksArenaAlloc(srv.ks->arena, sdsSize(type, newlen));
+        n = (uint8_t *)sdsWriteAt(m, type, NULL, 0, newlen);
+        memcpy(n, q, len);
+        qbFree(q);
+    }
+    sdsSetLenOf(n, len);
+    return n;
+}
+
+/* sds.c sdsIncrLen after a read of incr bytes (the room was made). */
+static __attribute__((noinline)) void sdsIncrLenQb(uint8_t *q, size_t incr) {
+    KS_WORK_OF(KVT_WORK_SERVER, KS_QB_INCR_WORK);
+    size_t len = sdslen((char *)q);
+    assert(sdsalloc((char *)q) - len >= incr);
+    sdsSetLenOf(q, len + incr);
+}
+
+/* thread_shared_qb: PROTO_IOBUF_LEN bytes, empty (initSharedQueryBuf). */
 static void initSharedQueryBuf(void) {
     srv.shared_qcap = PROTO_IOBUF_LEN;
-    srv.shared_qb = ksArenaAlloc(srv.ks->arena, srv.shared_qcap);
+    srv.shared_qb = qbNew(srv.shared_qcap);
 }
 
 /* freeClient: unlinked from the pending-write list, its connection closed (after the
@@ -427,9 +515,12 @@ static void freeClient(conn *k) {
         k->conn = NULL;
     }
     if (k->c.qbuf == srv.shared_qb) { /* freed between a read and its trim: the buffer stays */
+        sdsSetLenOf(k->c.qbuf, 0);
         k->c.qbuf = NULL;
         k->c.qlen = k->c.qpos = 0;
     }
+    qbFree(k->c.qbuf); /* an sds; ksClientFree frees the reply buffer */
+    k->c.qbuf = NULL;
     ksClientFree(srv.ks, &k->c);
     srv.nclients--;
     free(k);
@@ -444,13 +535,14 @@ static void pendingWrite(ksClient *c) {
     listLinkNodeHead(&srv.clients_pending_write, &k->pending_node);
 }
 
-/* sdsMakeRoomFor: room for a read of readlen bytes at the end of the query buffer. */
-static void queryRoom(ksClient *c, size_t readlen) {
-    if (c->qcap - c->qlen >= readlen) return;
-    size_t cap = c->qcap ? c->qcap : PROTO_IOBUF_LEN;
-    while (cap - c->qlen < readlen) cap *= 2;
-    c->qbuf = ksArenaRealloc(srv.ks->arena, c->qbuf, cap);
-    c->qcap = cap;
+/* readToQueryBuf's room for a read of readlen bytes: sdsMakeRoomForNonGreedy while the
+ * buffer is smaller than PROTO_IOBUF_LEN, else sdsMakeRoomFor (greedy) and the read takes
+ * all the room there is; the read's length. */
+static size_t queryRoom(ksClient *c, size_t readlen) {
+    int greedy = sdsalloc((char *)c->qbuf) >= PROTO_IOBUF_LEN;
+    c->qbuf = sdsMakeRoomForQb(c->qbuf, readlen, greedy);
+    c->qcap = sdsalloc((char *)c->qbuf);
+    return greedy ? c->qcap - c->qlen : readlen;
 }
 
 /* networking.c readToQueryBuf: a client without a query buffer of its own (nothing left
@@ -466,15 +558,15 @@ static void readToQueryBuf(conn *k) {
         c->qlen = c->qpos = 0;
     }
     size_t qblen = c->qlen;
-    if (c->qbuf != srv.shared_qb) queryRoom(c, readlen); /* sdsMakeRoomFor */
-    else if (c->qcap - qblen < readlen) readlen = c->qcap - qblen;
+    readlen = queryRoom(c, readlen); /* the shared buffer, empty, has the room */
     if (qblen + readlen > c->querybuf_peak) c->querybuf_peak = qblen + readlen;
     k->nread = connRead(k->conn, c->qbuf + qblen, readlen);
     KS_SYSCALL(KS_SITE_SYS_READ, k->nread > 0 ? (size_t)k->nread : 0); /* traced: the call */
     if (k->nread <= 0) return;
     /* traced: the kernel's copy stores the bytes read into the query buffer */
     KS_STORE(c->qbuf + qblen, (size_t)k->nread, KVT_TAG_QUERY_BUF, KS_SITE_RESP_PARSE, 0);
-    c->qlen += (size_t)k->nread; /* sdsIncrLen */
+    sdsIncrLenQb(c->qbuf, (size_t)k->nread);
+    c->qlen += (size_t)k->nread;
     if (c->qlen > c->querybuf_peak) c->querybuf_peak = c->qlen;
     if (c->qlen > srv.querybuf_limit) k->read_flags |= READ_FLAGS_QB_LIMIT_REACHED;
 }
@@ -503,11 +595,13 @@ static void resetSharedQueryBuf(ksClient *c) {
         initSharedQueryBuf(); /* the client owns the old one now */
         return;
     }
+    sdsSetLenOf(c->qbuf, 0); /* sdsclear(thread_shared_qb) */
     c->qbuf = NULL;
     c->qcap = c->qlen = c->qpos = 0;
 }
 
-/* networking.c trimClientQueryBuffer: the consumed prefix cut (sdsrange). */
+/* networking.c trimClientQueryBuffer: the consumed prefix cut (sdsrange: the bytes moved,
+ * the length set). */
 static void trimClientQueryBuffer(ksClient *c) {
     if (c->qbuf == srv.shared_qb) resetSharedQueryBuf(c);
     if (c->qbuf == NULL) return;
@@ -515,6 +609,7 @@ static void trimClientQueryBuffer(ksClient *c) {
         memmove(c->qbuf, c->qbuf + c->qpos, c->qlen - c->qpos);
         c->qlen -= c->qpos;
         c->qpos = 0;
+        sdsSetLenOf(c->qbuf, c->qlen);
     }
 }
 
@@ -539,6 +634,7 @@ static void processInputBuffer(conn *k) {
     if (c->closed) {
         k->close_after = 1;
         c->qlen = c->qpos = 0;
+        if (c->qbuf) sdsSetLenOf(c->qbuf, 0);
     }
     ksDbCron(ks);
 }
@@ -656,6 +752,7 @@ static int handleClientsWithPendingWrites(void) {
 static void beforeSleep(aeEventLoop *el) {
     (void)el;
     handleClientsWithPendingWrites();
+    ksCallBeforeSleepDone(); /* beforeSleep's last step: moduleReleaseGIL */
 }
 
 /* networking.c acceptTcpHandler -> acceptCommonHandler -> createClient. */
@@ -799,11 +896,11 @@ int ksServerSessionFeed(const uint8_t *p, size_t n, const uint8_t **reply, size_
             c->qbuf = srv.shared_qb;
             c->qcap = srv.shared_qcap;
             c->qlen = c->qpos = 0;
-        } else if (c->qbuf != srv.shared_qb) {
-            queryRoom(c, PROTO_IOBUF_LEN);
         }
-        size_t m = c->qcap - c->qlen < n ? c->qcap - c->qlen : n;
+        size_t room = queryRoom(c, PROTO_IOBUF_LEN);
+        size_t m = room < n ? room : n;
         memcpy(c->qbuf + c->qlen, p, m);
+        sdsIncrLenQb(c->qbuf, m);
         c->qlen += m;
         if (c->qlen > c->querybuf_peak) c->querybuf_peak = c->qlen;
         p += m;
@@ -832,7 +929,7 @@ int ksServerSessionCheckValid(char *err, size_t errlen) {
 }
 
 static void serverClose(void) {
-    ksArenaFree(srv.ks->arena, srv.shared_qb);
+    qbFree(srv.shared_qb);
     ksCallPathDisable();
     ksKeyspaceFree(srv.ks);
     memset(&srv, 0, sizeof(srv));
@@ -840,6 +937,8 @@ static void serverClose(void) {
 
 void ksServerSessionClose(void) {
     if (session->c.qbuf == srv.shared_qb) session->c.qbuf = NULL;
+    qbFree(session->c.qbuf);
+    session->c.qbuf = NULL;
     ksClientFree(srv.ks, &session->c);
     free(session);
     session = NULL;
@@ -852,6 +951,7 @@ void ksServerSessionClose(void) {
 static void afterSleep(aeEventLoop *el) {
     (void)el;
     KS_SYSCALL(KS_SITE_SYS_EPOLL_WAIT, (size_t)el->numevents * sizeof(struct epoll_event));
+    ksCallAfterSleep(el->numevents); /* server.c afterSleep: the GIL, the cached time */
 }
 
 int ksServe(const ksServerConfig *cfg, char *err, size_t errlen) {

@@ -5,10 +5,15 @@
  * exactly when what reads of those keys answer changed.  A command added to the table without an
  * invocation here fails the test, so a new write command cannot stay flagged read-only.
  * The command table (a case-insensitive hashtable, siphash_nocase) finds every command.
+ * A server's argument objects are read through objectGetVal (the strings parsed, embedded
+ * or RAW); getKeysFromCommand's legacy range spec gives the key positions of the command
+ * table's key specs (past the 256-entry stack buffer too); lookupKey stores LRU_CLOCK() on
+ * a hit in a server and counts the hits and misses and the calls as Valkey's INFO does.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../callpath.h"
 #include "../keyspace.h"
@@ -154,10 +159,123 @@ static int test_command_table_finds_every_command(void) {
     return 0;
 }
 
+
+/* objectGetVal of every argument is the string the parser wrote, for embedded (short) and
+ * RAW (long) arguments, on the argument's own object. */
+static int test_object_get_val_reads_each_argument(void) {
+    ksCallPathEnable(5, NULL);
+    static const size_t lens[] = {0, 1, 43, 44, 100, 115, 116, 117, 200, 255, 256, 1000, 70000};
+    const int n = (int)(sizeof(lens) / sizeof(lens[0]));
+    uint8_t *buf = malloc(70000 + n); /* argument j starts at byte j */
+    TEST_ASSERT(buf);
+    for (size_t i = 0; i < 70000 + (size_t)n; i++) buf[i] = (uint8_t)('a' + i % 26);
+    ksCommand cmd;
+    memset(&cmd, 0, sizeof(cmd));
+    ksCallArgvNew(&cmd, n);
+    for (int j = 0; j < n; j++) ksCallArgAdd(&cmd, buf + j, lens[j]);
+    TEST_ASSERT(cmd.argc == n);
+    for (int j = 0; j < n; j++) {
+        sds v = ksCallArgVal(&cmd, j);
+        TEST_ASSERT_MSG(v == cmd.argv[j], "argument %d (%zu bytes): objectGetVal is not its string", j, lens[j]);
+        TEST_ASSERT(sdslen(v) == lens[j] && memcmp(v, buf + j, lens[j]) == 0 && v[lens[j]] == 0);
+    }
+    ksCallArgvFree(&cmd);
+    TEST_ASSERT(cmd.argc == 0 && !cmd.argv_obj && !cmd.argv);
+    free(buf);
+    ksCallPathDisable();
+    return 0;
+}
+
+/* getKeysUsingLegacyRangeSpec against the key specs (ksCommandKeys): the same positions for
+ * every command with keys and every argument count its arity allows, up to 600 arguments
+ * (past the 256 keys of getKeysResult's stack buffer: getKeysPrepareResult's heap array). */
+static int test_get_keys_follow_the_key_specs(void) {
+    ksCallPathEnable(6, NULL);
+    int heap = 0;
+    for (int i = 0; i < ksCommandCount(); i++) {
+        const ksCommandDef *d = ksCommandAt(i);
+        for (int argc = 1; argc <= 600; argc++) {
+            if ((d->arity > 0 && argc != d->arity) || argc < -d->arity) continue;
+            int first = 0, step = 0;
+            int kc = ksCommandKeys(d, argc, &first, &step);
+            if (kc == 0 && d->first_key && d->first_key < argc) continue; /* the arity error */
+            ksCommand cmd;
+            memset(&cmd, 0, sizeof(cmd));
+            cmd.def = d;
+            cmd.argc = argc;
+            ksGetKeysResult r;
+            int n = ksCallGetKeys(&cmd, &r);
+            TEST_ASSERT_MSG(n == kc && r.numkeys == kc, "%s argc %d: %d keys, the spec %d", d->name, argc, n, kc);
+            for (int k = 0; k < n; k++)
+                TEST_ASSERT_MSG(r.keys[k].pos == first + k * step && r.keys[k].flags == 0, "%s argc %d key %d", d->name,
+                                argc, k);
+            /* the result is sized for the range, last - first + 1 (every step-th a key) */
+            int span = n ? (n - 1) * step + 1 : 0;
+            if (n) TEST_ASSERT_MSG((r.keys != r.keysbuf) == (span > KS_MAX_KEYS_BUFFER), "%s argc %d", d->name, argc);
+            heap += n && r.keys != r.keysbuf;
+            ksCallGetKeysFree(&r);
+        }
+    }
+    TEST_ASSERT_MSG(heap > 0, "no command had more than %d keys", KS_MAX_KEYS_BUFFER);
+    ksCallPathDisable();
+    return 0;
+}
+
+static robj *lookupObject(ksKeyspace *ks, const char *key) {
+    uint8_t mem[64];
+    size_t len = strlen(key);
+    sds k = sdsWriteAt(mem, SDS_TYPE_8, key, len, len);
+    ksKeyInfo ki;
+    ksKeyResolve(ks, k, &ki);
+    return ksDbFindRaw(ks, &ki);
+}
+
+/* lookupKey in a server: a GET hit stores LRU_CLOCK() (the unix time in seconds, 24 bits,
+ * as serverCron keeps it) in the value's object, where the keyspace alone stores its own
+ * clock's; hits and misses are counted (INFO keyspace_hits / keyspace_misses), every call
+ * in the command's row (INFO commandstats calls) and in stat_numcommands. */
+static int test_lookup_key_touch_and_stats(void) {
+    for (int server = 0; server <= 1; server++) {
+        if (server) ksCallPathEnable(7, NULL);
+        ksKeyspace *ks = ksCreate("");
+        TEST_ASSERT(ks);
+        uint64_t before = server ? ksCallStatNumcommands() : 0;
+        TEST_ASSERT(exec(ks, "*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\nv\r\n") == 0);
+        TEST_ASSERT(ks->layout == KS_LAYOUT_UNIFIED); /* the value's object is the entry */
+        robj *o = lookupObject(ks, "a");
+        TEST_ASSERT(o);
+        o->lru = 12345;
+        unsigned t0 = (unsigned)(time(NULL) & ((1 << 24) - 1));
+        for (int i = 0; i < 3; i++) TEST_ASSERT(exec(ks, "*2\r\n$3\r\nGET\r\n$1\r\na\r\n") == 0);
+        for (int i = 0; i < 2; i++) TEST_ASSERT(exec(ks, "*2\r\n$3\r\nGET\r\n$1\r\nb\r\n") == 0);
+        TEST_ASSERT(exec(ks, "*3\r\n$4\r\nMGET\r\n$1\r\na\r\n$1\r\nc\r\n") == 0);
+        unsigned t1 = (unsigned)(time(NULL) & ((1 << 24) - 1));
+        /* a server: LRU_CLOCK(), server.lruclock (the unix time, set at start by initServer
+         * and by serverCron); the keyspace alone: its own clock's (ksSetTimeMs) seconds */
+        unsigned lru = o->lru, own = (unsigned)((ks->now_ms / 1000) & ((1 << 24) - 1));
+        if (server) TEST_ASSERT_MSG(lru + 1 >= t0 && lru <= t1, "server: lru %u, unix time %u..%u", lru, t0, t1);
+        else TEST_ASSERT_MSG(lru == own, "keyspace alone: lru %u, its clock %u", lru, own);
+        TEST_ASSERT(ks->stats.keyspace_hits == 4 && ks->stats.keyspace_misses == 3);
+        const ksCommandDef *get = ksLookupCommand("get", 3);
+        int gid = -1;
+        for (int i = 0; i < ksCommandCount(); i++)
+            if (ksCommandAt(i) == get) gid = i;
+        TEST_ASSERT(gid >= 0);
+        TEST_ASSERT(ks->stats.calls[gid] == 5);
+        if (server) TEST_ASSERT(ksCallStatNumcommands() - before == 7);
+        ksDestroy(ks);
+        if (server) ksCallPathDisable();
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     TEST_INIT(argc, argv);
     RUN(test_write_flags_match_what_commands_change);
     RUN(test_siphash_nocase_is_siphash_of_lowered);
     RUN(test_command_table_finds_every_command);
+    RUN(test_object_get_val_reads_each_argument);
+    RUN(test_get_keys_follow_the_key_specs);
+    RUN(test_lookup_key_touch_and_stats);
     return TEST_DONE();
 }
