@@ -39,14 +39,15 @@ demo: sysdeps build
 
 # Deterministic: the `ci` Hypothesis profile (conftest.py) draws the same examples every run.
 # pytest runs on PYTEST_WORKERS processes (pytest-xdist; 2, what CI has), a test file on one
-# worker (--dist loadfile): a module fixture (an experiment run, a server) is made once.
+# worker (--dist loadfile): a module fixture (an experiment run, a server) is made once; the
+# 30 slowest tests are listed at the end (--durations=30).
 PYTEST_WORKERS ?= 2
 test: sysdeps build
 	$(MAKE) -s -C c_ref test-sanitize
 	$(MAKE) -s -C sim/_engine test-sanitize
 	$(MAKE) -s -C sim/_calibrate test-sanitize
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=30
 	$(PY) -m pytest -q -m slow kvsim/tests/test_dist.py
 	$(PY) fuzz/run.py --replay
 	$(PY) fuzz/run.py --runs $(FUZZ_SMOKE_RUNS) --seed 1 --seconds 120
@@ -56,7 +57,7 @@ test: sysdeps build
 HYPOTHESIS_SEED ?= $(shell od -An -N4 -tu4 /dev/urandom | tr -d ' ')
 test-slow: sysdeps build
 	@echo "hypothesis seed $(HYPOTHESIS_SEED) (replay: make test-slow HYPOTHESIS_SEED=$(HYPOTHESIS_SEED))"
-	KVSIM_HYPOTHESIS_PROFILE=explore $(PY) -m pytest -q -m "slow or not slow" --hypothesis-seed=$(HYPOTHESIS_SEED)
+	KVSIM_HYPOTHESIS_PROFILE=explore $(PY) -m pytest -q -m "slow or not slow" --durations=30 --hypothesis-seed=$(HYPOTHESIS_SEED)
 
 # The distribution as a user gets it: sdist -> wheel -> fresh venv -> kvsim outside the clone.
 test-dist: build

@@ -532,11 +532,16 @@ def _continue_in_child(engines: list[Any], cfgs: list[Any], cpus: list[str], pat
         finally:
             sys.stdout.flush()
             os._exit(code)
+    from kvsim.experiments import cref
+
     os.close(w)
     with os.fdopen(r, "rb") as f:
         data = f.read()
     _, status = os.waitpid(pid, 0)
-    kind, value = pickle.loads(data) if data else ("error", f"exit status {status}")
+    code = os.waitstatus_to_exitcode(status)
+    if cref.killed_by(code):  # what it sent, if anything, may be cut short
+        raise RuntimeError(f"{path.name}: the continued simulation was {cref.killed_by(code)}")
+    kind, value = pickle.loads(data) if data else ("error", f"exit status {code}")
     if kind != "ok":
         raise RuntimeError(f"{path.name}: the continued simulation failed: {value}")
     return value

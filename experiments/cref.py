@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import subprocess
 import tempfile
 import time
@@ -18,8 +19,8 @@ from pathlib import Path
 from kvsim import artifacts, provenance, traces
 from kvsim.model.cref_binding import CrefError
 
-__all__ = ["CrefError", "THEN_OPTIONS", "binary", "git_commit", "native", "setup_key", "trace",
-           "trace_many", "workload_args", "workload_options"]
+__all__ = ["CrefError", "THEN_OPTIONS", "binary", "git_commit", "killed_by", "native", "setup_key",
+           "trace", "trace_many", "workload_args", "workload_options"]
 
 
 def binary() -> Path:
@@ -76,11 +77,29 @@ def git_commit() -> str | None:
     return provenance.git_state()["commit"]
 
 
+def killed_by(returncode: int | None) -> str | None:
+    """``"killed by signal SIGKILL"`` for a child's return code that says a signal ended it
+    (``subprocess``'s negative code, ``os.waitstatus_to_exitcode``'s), else None."""
+    if returncode is None or returncode >= 0:
+        return None
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = str(-returncode)
+    return f"killed by signal {name}"
+
+
 def _fail(proc: subprocess.Popen | subprocess.CompletedProcess, stderr: bytes | str) -> CrefError:
+    """The child's failure as one line: its last message, or, when a signal ended it (the
+    message, if any, was not its last word), the signal and that message."""
     text = stderr.decode(errors="replace") if isinstance(stderr, bytes) else stderr
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    msg = lines[-1] if lines else f"kvsim-cref exited with status {proc.returncode}"
-    return CrefError(msg.removeprefix("kvsim-cref: "))
+    last = lines[-1].removeprefix("kvsim-cref: ") if lines else None
+    killed = killed_by(proc.returncode)
+    if killed is not None:
+        return CrefError(f"kvsim-cref was {killed}" + (f" (its last message: {last})"
+                                                        if last else ""))
+    return CrefError(last or f"kvsim-cref exited with status {proc.returncode}")
 
 
 class _Counted(io.RawIOBase):

@@ -28,7 +28,11 @@ the Python modules that trace, simulate and time), so the same command run again
 every cell whose file exists ("N of M cells already done") and computes only the rest. A
 commit that leaves those inputs alone (documentation, tests, another experiment's tables)
 keeps every id; a change to c_ref or the simulator recomputes the cells it affects. Each
-cell file records the commit that computed it and the fingerprint (``inputs``).
+cell file records the commit that computed it and the fingerprint (``inputs``). A cell that
+fails is not written: it is reported in one line (``failed``; a c_ref child, or the forked
+process that continues a setup's simulation, ended by a signal is "killed by signal
+SIGKILL" and the like, and every cell of its setup fails with it, its traces not kept), and
+the same command computes it again (experiments/tests/test_killed_child.py).
 
 Parallelism: the sim cells to compute are grouped by trace (the cells of one experiment
 that differ only in their CPU: :func:`kvsim.experiments.cells.trace_key`), and the traces by

@@ -42,7 +42,29 @@ def _tiny_pairs(scale):
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def calibration(tmp_path_factory):
+    """One tiny calibration of this machine for the module, as `kvsim calibrate` writes it
+    into the cache (its text): it measures the server loop too, whose wall time grows with
+    the machine's load, so it is made once."""
+    tmp = tmp_path_factory.mktemp("calibration")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(tmp / "cache"))
+        mp.delenv("KVSIM_LOCAL_OVERRIDES", raising=False)
+        path = cal.cache_path(read_sysfs())
+        cal.calibrate(path, quick=True, max_bytes=4 << 20, rounds=1)
+        return path.read_text()
+
+
+def _cached(calibration):
+    """``calibration`` in the cache directory of the environment, where `local` reads it."""
+    path = cal.cache_path(read_sysfs())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(calibration)
+    return path
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, calibration):
     """The experiment on the reduced grid, calibrated (tiny) into a temporary cache."""
     if not core_is_known():
         pytest.skip("this machine's core is not in the table of known cores: a calibration "
@@ -52,8 +74,7 @@ def run(tmp_path_factory):
         mp.setenv("XDG_CACHE_HOME", str(tmp / "cache"))
         mp.delenv("KVSIM_LOCAL_OVERRIDES", raising=False)
         mp.setattr(validation, "_pairs", _tiny_pairs)
-        path = cal.cache_path(read_sysfs())
-        cal.calibrate(path, quick=True, max_bytes=4 << 20, rounds=1)
+        path = _cached(calibration)
         out = tmp / "out"
         first = runner.run(["validation"], out, scale="small", log=lambda m: None)
         again = runner.run(["validation"], out, scale="small", log=lambda m: None)
@@ -240,7 +261,7 @@ def test_a_rerun_computes_nothing(run):
     assert again["computed"] == 0 and again["already_done"] == first["total"]
 
 
-def test_a_stale_calibration_is_measured_again(tmp_path, monkeypatch):
+def test_a_stale_calibration_is_measured_again(tmp_path, monkeypatch, calibration):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     path = cal.cache_path(read_sysfs())
     calls = []
@@ -251,8 +272,7 @@ def test_a_stale_calibration_is_measured_again(tmp_path, monkeypatch):
         out.write_text(old)
         return out
 
-    cal.calibrate(path, quick=True, max_bytes=4 << 20, rounds=1)
-    old = path.read_text()
+    old = _cached(calibration).read_text()  # `kvsim calibrate`'s, of this module
     monkeypatch.setattr(cal, "calibrate", fake)
     m = cells.run_cell({"kind": "calibrate", "quick": True, "fresh_s": 0, "params": {},
                         "experiment": "validation"})["metrics"]

@@ -134,9 +134,15 @@ def clock_samples(ghz, add_cycles=1.0, addi_per_cycle=1.0, arch="x86_64"):
     return {"arch": arch, "ns_per_op": ns}
 
 
-def synthetic_raw(ghz=3.5, walk=90.0, huge=1.0):
-    sizes = cal.sweep_sizes(256 * MIB, 2)
-    caps, lats = [32 * KIB, 1 * MIB, 8 * MIB], [1.15, 4.0, 16.0, 140.0]
+#: The knees of synthetic_raw's chase curve (its last level: 8 MiB of sysfs's 32 MiB).
+FULL_CAPS = (32 * KIB, 1 * MIB, 8 * MIB)
+
+
+def synthetic_raw(ghz=3.5, walk=90.0, huge=1.0, top=256 * MIB, caps=FULL_CAPS):
+    """Raw measurements of a machine whose chases follow the knee model over ``caps`` (DRAM
+    140 ns) up to ``top``; returns them and the chase curve."""
+    sizes = cal.sweep_sizes(top, 2)
+    caps, lats = list(caps), [1.15, 4.0, 16.0, 140.0]
     curve = cal.model_latency(sizes, caps, lats)
     return {
         "sizes": sizes, "clock": clock_samples(ghz),
@@ -283,8 +289,13 @@ def test_local_overrides(fake_sysfs):
 
 def test_calibrate_cli_tiny(tmp_path, monkeypatch, capsys):
     from kvsim.experiments.cli import main
+    from kvsim.sim import calibrate_loop
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    # a tenth of the server loop's PINGs: each at depth 1 is a round trip between two
+    # processes, whose wall time grows with the machine's load (the figures are not checked)
+    monkeypatch.setitem(calibrate_loop.REQUESTS, "quick",
+                        tuple(n // 10 for n in calibrate_loop.REQUESTS["quick"]))
     out = tmp_path / "cpu.toml"
     rc = main(["calibrate", "--quick", "--max-size", "4MiB", "--rounds", "1", "-o", str(out)])
     cpu = sim.load_cpu(str(out))  # written either way, its self-check in it
@@ -303,8 +314,11 @@ def test_calibrate_cli_tiny(tmp_path, monkeypatch, capsys):
     if rc:
         assert sc["failed"][0] in errors[0]
     # without -o it goes to the cache, where `local` finds it; a failed one goes beside it,
-    # and `local` stays the labelled fallback, saying why
-    rc = main(["calibrate", "--quick", "--max-size", "4MiB", "--rounds", "1"])
+    # and `local` stays the labelled fallback, saying why. Derived again from the file above
+    # (--from-raw, the same file): what is written where does not depend on measuring again
+    rc2 = main(["calibrate", "--from-raw", str(out)])
+    assert rc2 == rc
+    rc = rc2
     cached = cal.cache_path(local.read_sysfs())
     assert cached.is_file() == (rc == 0) and cal.failed_path(cached).is_file() == (rc == 1)
     cpu = sim.load_cpu("local")
@@ -357,19 +371,29 @@ def test_a_simulated_chase_costs_what_the_file_says():
         assert res["cycles"] / n / cpu.freq_ghz == pytest.approx(want, rel=0.05), page
 
 
-def test_fit_translation_recovers_dram_and_walk():
-    """4 KiB-page chases simulated on a known DRAM latency and walk give them back: the fit
-    inverts the model's own prediction of calibrate.c's chase."""
+def _translation_truth(levels, top, caps):
+    """Synthetic raw measurements (knees at ``caps``; sysfs ``levels``) up to ``top``, the
+    CPU file derived from
+    them, and the 4 KiB-page chases it predicts with a DRAM latency of 150 ns and a walk of
+    200 cycles reading two lines (a guest's): what `kvsim calibrate` would measure there."""
     from dataclasses import replace
 
     from kvsim.sim import micro
 
-    raw, _ = synthetic_raw()
-    cpu = sim.parse_cpu(cal.build_doc(raw, LEVELS, ZEN4, quick=True))
+    raw, _ = synthetic_raw(top=top, caps=caps)
+    cpu = sim.parse_cpu(cal.build_doc(raw, levels, ZEN4, quick=True))
     truth = cpu.with_changes(dram_latency_ns=150.0,
                              tlb=replace(cpu.tlb, walk_latency=200, walk_reads=2))
-    sizes = cal.translation_sizes(256 * MIB)
+    sizes = cal.translation_sizes(top)
     meas = {s: micro.predict(truth, s, 1, 20_000, 4096, False)["ns_per_load"] for s in sizes}
+    return raw, cpu, meas
+
+
+def test_fit_translation_recovers_dram_and_walk():
+    """4 KiB-page chases simulated on a known DRAM latency and walk give them back: the fit
+    inverts the model's own prediction of calibrate.c's chase."""
+    _, cpu, meas = _translation_truth(LEVELS, 256 * MIB, FULL_CAPS)
+    sizes = sorted(meas)
     # the smaller set's page table is better cached: its walks cost less
     assert meas[sizes[0]] < meas[sizes[1]] - 20
     fit = cal.fit_translation(cpu, meas, 2)
@@ -384,20 +408,44 @@ def test_fit_translation_recovers_dram_and_walk():
     assert nfit["residual_rel"] == pytest.approx(
         [p / noisy[s] - 1 for s, p in zip(sizes, nfit["predicted_ns"], strict=True)], abs=1e-3)
     assert max(map(abs, nfit["residual_rel"])) < 0.06
-    # ... and the CPU file carries them, with their provenance
+
+
+def _check_file_carries_the_translation_fit(levels, top, caps, dram_low):
+    """The CPU file built from raw measurements with 4 KiB-page chases carries their
+    translation fit, with its provenance; its DRAM is the hierarchy fit's over every chase
+    (sim/calibrate_fit.py), from ``dram_low`` up to the 4 KiB-page chases' 150 ns."""
+    raw, _, meas = _translation_truth(levels, top, caps)
     raw["chase_4k"] = {str(s): [v] * 3 for s, v in meas.items()}
     raw["hypervisor"] = True
-    doc = cal.build_doc(raw, LEVELS, ZEN4, quick=True)
+    doc = cal.build_doc(raw, levels, ZEN4, quick=True)
     got = sim.parse_cpu(tomllib.loads(cal.to_toml(doc)))
     tf = doc["meta"]["raw"]["translation_fit"]
     assert tf["dram_latency_ns"] == pytest.approx(150.0, rel=0.01)
-    # the file's DRAM is the hierarchy fit's over every chase: here the 2 MiB-page curve
-    # (140 ns at its top) and the 4 KiB-page chases (150 ns) together
-    assert 135.0 <= got.dram_latency_ns <= 151.5
+    assert tf["walk_latency"] == pytest.approx(200, abs=4)
+    assert dram_low <= got.dram_latency_ns <= 151.5
+    assert doc["meta"]["fit"]["latency_ns"][-1] == got.dram_latency_ns
     assert "calibrate_fit" in doc["dram"]["src"]["latency_ns"]
     assert got.tlb.walk_reads == 2 and got.tlb.walk_latency == pytest.approx(200, abs=4)
     assert "nested paging" in doc["tlb"]["src"]["walk_reads"]
-    assert doc["meta"]["raw"]["translation_fit"]["sizes"] == sizes
+    assert doc["meta"]["raw"]["translation_fit"]["sizes"] == sorted(meas)
+
+
+def test_the_cpu_file_carries_the_translation_fit():
+    """A machine with small caches (2 MiB last level) chased up to 64 MiB: every chase's
+    simulation warms the caches four times round (sim/calibrate_check.py steady_warmup),
+    so the hierarchy fit costs about a quarter of the 8 MiB last level's below. Its DRAM lies
+    between 0.9x the 2 MiB-page curve's 140 ns and the 4 KiB-page chases' 150 ns."""
+    caps = (32 * KIB, 256 * KIB, 2 * MIB)
+    levels = [dict(x, size=c) for x, c in zip(LEVELS, caps, strict=True)]
+    _check_file_carries_the_translation_fit(levels, 64 * MIB, caps, 0.9 * 140.0)
+
+
+@pytest.mark.slow
+def test_the_cpu_file_carries_the_translation_fit_at_full_scale():
+    """As above on an 8 MiB last level chased up to 256 MiB (`--quick`'s largest set): the
+    file's DRAM is near both, the 2 MiB-page curve's 140 ns (at 256 MiB) and the 4 KiB-page
+    chases' 150 ns."""
+    _check_file_carries_the_translation_fit(LEVELS, 256 * MIB, FULL_CAPS, 135.0)
 
 
 def test_from_raw_derives_the_same_file(tmp_path, monkeypatch):
