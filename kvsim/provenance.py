@@ -65,9 +65,9 @@ AUTOGROUP = Path("/proc/sys/kernel/sched_autogroup_enabled")
 
 
 def sched_autogroup(path: Path = AUTOGROUP) -> bool | None:
-    """Whether Linux groups each session's processes for the scheduler
+    """Whether Linux groups processes by the shell that started them, for the scheduler
     (``kernel.sched_autogroup_enabled``): while it is on, ``nice`` ranks processes only
-    within their own session, so a niced build started from another shell still takes its
+    within their own group, so a niced build started from another shell still takes its
     full share of the cores beside a measurement. None where the setting does not exist."""
     try:
         return path.read_text().strip() == "1"
