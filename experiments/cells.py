@@ -539,8 +539,9 @@ def _continue_in_child(engines: list[Any], cfgs: list[Any], cpus: list[str], pat
         data = f.read()
     _, status = os.waitpid(pid, 0)
     code = os.waitstatus_to_exitcode(status)
-    if cref.killed_by(code):  # what it sent, if anything, may be cut short
-        raise RuntimeError(f"{path.name}: the continued simulation was {cref.killed_by(code)}")
+    killed = cref.killed_by(code)
+    if killed:  # what it sent, if anything, may be cut short
+        raise RuntimeError(f"{path.name}: the continued simulation was {killed}")
     kind, value = pickle.loads(data) if data else ("error", f"exit status {code}")
     if kind != "ok":
         raise RuntimeError(f"{path.name}: the continued simulation failed: {value}")
