@@ -264,8 +264,8 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
             s_nested = score(nested, err, x)
         log(f"hierarchy fit: nested paging on 4 KiB host pages: error {s_nested:.4g} "
             f"against {s_flat:.4g} without")
-        chosen["host_page_size"] = {"error_with": round(s_nested, 6), "error_without":
-                                    round(s_flat, 6), "nested": bool(s_nested < s_flat)}
+        chosen["host_page_size"] = {"error_with": _rounded(s_nested), "error_without":
+                                    _rounded(s_flat), "nested": bool(s_nested < s_flat)}
         if s_nested < s_flat:
             doc.clear()
             doc.update(nested)
@@ -306,7 +306,7 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
                 err, x, rows = evaluate(d, best_rows,
                                         lambda s, p, lim=lim, lo=first: lo < s <= lim)
                 tried.append({"size": size, "ways": ways, "replacement": pol,
-                              "error": round(err, 6) if math.isfinite(err) else "inf"})
+                              "error": _rounded(err)})
                 if err < best_err:
                     best_err, best_x, best_rows, pick = err, x, rows, d
         if pick is not None:
@@ -370,7 +370,7 @@ def mlp_error(d: dict, mlp: tuple[int, int, dict[int, float]],
         p = micro.predict(cpu, size, n, max(1, STEPS // n), page, True,
                           loop_warmup=warm // n)["ns_per_load"]
         err += (p / meas[n] - 1.0) ** 2
-    return err
+    return err if math.isfinite(err) else math.inf  # never nan: no comparison picks it
 
 
 def _fit_retention(doc, chosen, evaluate, apply, best, mlp, log):
@@ -396,9 +396,8 @@ def _fit_retention(doc, chosen, evaluate, apply, best, mlp, log):
                 apply(solved, x)
                 e_mlp = mlp_error(solved, mlp)
         total = err + e_mlp
-        tried.append({"retention_ns": r, "error_chases": round(err, 6)
-                      if math.isfinite(err) else "inf",
-                      "error_parallel": round(e_mlp, 6) if math.isfinite(e_mlp) else "inf"})
+        tried.append({"retention_ns": r, "error_chases": _rounded(err),
+                      "error_parallel": _rounded(e_mlp)})
         log(f"hierarchy fit: page-table retention {r / 1e6:g} ms: error {err:.4g} (chases) "
             f"+ {e_mlp:.4g} (parallel chases)")
         if total < scored:
@@ -413,6 +412,11 @@ def _fit_retention(doc, chosen, evaluate, apply, best, mlp, log):
     chosen["walk_retention"] = {"ns": doc["tlb"].get("walk_retention_ns", 0.0),
                                 "candidates": tried}
     return err, x, rows, scored
+
+
+def _rounded(err: float) -> float | str:
+    """An error as the file keeps it: "inf" for none (TOML has no infinity here)."""
+    return round(err, 6) if math.isfinite(err) else "inf"
 
 
 def _size(b: int) -> str:
