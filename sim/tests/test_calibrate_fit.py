@@ -9,6 +9,8 @@ import tomllib
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvsim import sim
 from kvsim.sim import calibrate as cal
@@ -64,6 +66,42 @@ def test_a_noisy_curve_still_gives_a_valid_file(small):
     # near the truth that made the curve, despite the noise
     assert cpu.dram_latency_ns == pytest.approx(100.0, rel=0.15)
     assert cpu.caches[-1].latency == pytest.approx(40, rel=0.25)
+
+
+_TRUTH: list[float] = []
+
+
+def _truth_curve() -> list[float]:
+    """The chases' simulated ns on :func:`_doc`'s hierarchy (computed once)."""
+    if not _TRUTH:
+        cpu = sim.parse_cpu(_doc())
+        _TRUTH.extend(cf.chase_row(cpu, s, 4096, 2000)[1] for s in SIZES)
+    return _TRUTH
+
+
+@settings(max_examples=4, deadline=None)
+@given(st.lists(st.floats(0.5, 2.0), min_size=len(SIZES), max_size=len(SIZES)),
+       st.booleans())
+def test_any_curve_gives_a_valid_file_or_one_line(factors, falling):
+    """Whatever the noise on each point (half to twice the truth), on the curve or on it
+    reversed (falling as the working set grows), the fit leaves a file load_cpu takes with
+    latencies rising down the hierarchy, or fails with one line."""
+    import unittest.mock
+
+    truth = _truth_curve()[::-1] if falling else _truth_curve()
+    points = [(s, 4096, t * f) for s, t, f in zip(SIZES, truth, factors, strict=True)]
+    doc = _doc((3, 15, 30), 80.0)
+    with (unittest.mock.patch.object(cf, "STEPS", 2000),
+          unittest.mock.patch.object(cf, "L2_FRACTIONS", (0.5, 1.0)),
+          unittest.mock.patch.object(cf, "LLC_PER_OCTAVE", 1)):
+        try:
+            _fit(doc, points)
+        except sim.ConfigError as e:
+            assert "\n" not in str(e) and str(e).startswith("calibrate: the hierarchy fit")
+            return
+    cpu = sim.parse_cpu(doc)
+    lats = [c.latency for c in cpu.caches] + [cpu.dram_latency_ns * cpu.freq_ghz]
+    assert all(b >= a >= 1 for a, b in zip(lats, lats[1:], strict=False)), lats
 
 
 def _inverted_points():
