@@ -379,13 +379,13 @@ def _run_local(par: list, out: Path, workers: int | None, finish, failed, bar,
                                  failed, bar)
         for i in done:
             del left[i]
-        if not broken:
-            break
         ran: dict[int, int] = {}  # task -> the pid that started it
-        while not started.empty():
+        while broken and not started.empty():
             i, pid = started.get()
             ran[i] = pid
         started.close()
+        if not broken:
+            break
         codes = {pid: p.exitcode for pid, p in procs.items()}
         lost = _lost_tasks({i: pid for i, pid in ran.items() if i in left}, codes)
         if not lost:  # none known to be computing: the rest fail rather than loop
