@@ -32,7 +32,10 @@ cell file records the commit that computed it and the fingerprint (``inputs``). 
 fails is not written: it is reported in one line (``failed``; a c_ref child, or the forked
 process that continues a setup's simulation, ended by a signal is "killed by signal
 SIGKILL" and the like, and every cell of its setup fails with it, its traces not kept), and
-the same command computes it again (experiments/tests/test_killed_child.py).
+the same command computes it again (experiments/tests/test_killed_child.py). A local worker
+process that dies (the OOM killer's SIGKILL and the like) fails the cells it was computing
+with one line naming its signal and those cells; the cells done before stay written, and the
+tasks not started yet go on in a new pool (experiments/tests/test_killed_worker.py).
 
 Parallelism: the sim cells to compute are grouped by trace (the cells of one experiment
 that differ only in their CPU: :func:`kvsim.experiments.cells.trace_key`), and the traces by
@@ -56,6 +59,7 @@ import re
 import shutil
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
@@ -235,7 +239,7 @@ def run(names: Iterable[str], out: str | Path, scale: str = "small",
                 n = min(workers or os.cpu_count() or 1, len(par))
                 where(f"sim cells: {n} local worker process{'es' if n > 1 else ''} on "
                       f"this machine")
-                _run_local(par, out, workers, finish, failed, bar)
+                _run_local(par, out, workers, finish, failed, bar, log)
         if ser:
             where(f"{len(ser)} native/valkey cell{'s' if len(ser) > 1 else ''}: in this "
                   "process on this machine, one at a time")
@@ -318,24 +322,112 @@ def _specs(task: list) -> list[list[dict]]:
     return [[spec for _, _, spec in group] for group in task]
 
 
-def _run_local(par: list, out: Path, workers: int | None, finish, failed, bar) -> None:
+#: Each local worker process's queue of the tasks it starts (:func:`_run_local`).
+_STARTED = None
+
+
+def _worker_init(started) -> None:
+    global _STARTED
+    _STARTED = started
+
+
+def _run_started(i: int, specs: list[list[dict]], trace_dir: str) -> list[list[dict]]:
+    """Task ``i`` in a local worker process: says it started (and in which process) before
+    computing it, so that a worker that dies is known to have been computing it."""
+    _STARTED.put((i, os.getpid()))
+    return C.run_setup_group(specs, trace_dir)
+
+
+class WorkerDied(RuntimeError):
+    """A local worker process ended (by a signal, the OOM killer's SIGKILL and the like)
+    while it computed a task: its cells fail with this one line."""
+
+
+def _run_local(par: list, out: Path, workers: int | None, finish, failed, bar,
+               log: Callable[[str], Any] = lambda m: None) -> None:
+    """The tasks on local worker processes. A worker that dies (by a signal) breaks the
+    pool: the tasks it was computing fail, naming its signal and their cells (the cells
+    done before stay written; a rerun computes the failed ones), and the tasks not started
+    yet or stopped with it go on in a new pool."""
     import multiprocessing
 
     n = workers or os.cpu_count() or 1
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
-        pending = {}
-        for task in par:
-            name = task[0][0][0]
-            f = pool.submit(C.run_setup_group, _specs(task), str(out / name / ".traces"))
-            pending[f] = task
-        while pending:
-            ready, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for f in ready:
-                task = pending.pop(f)
-                exc = f.exception()
-                _finish_task(task, f.result() if exc is None else None, exc, finish,
-                             failed, bar)
+    left = dict(enumerate(par))
+    while left:
+        started = ctx.SimpleQueue()
+        done: set[int] = set()
+        broken = False
+        with ProcessPoolExecutor(max_workers=min(n, len(left)), mp_context=ctx,
+                                 initializer=_worker_init, initargs=(started,)) as pool:
+            pending = {}
+            for i, task in left.items():
+                name = task[0][0][0]
+                f = pool.submit(_run_started, i, _specs(task), str(out / name / ".traces"))
+                pending[f] = i
+            procs = dict(getattr(pool, "_processes", None) or {})  # pid -> Process
+            while pending:
+                ready, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for f in ready:
+                    i = pending.pop(f)
+                    exc = f.exception()
+                    if isinstance(exc, BrokenProcessPool):
+                        broken = True
+                        continue
+                    done.add(i)
+                    _finish_task(left[i], f.result() if exc is None else None, exc, finish,
+                                 failed, bar)
+        for i in done:
+            del left[i]
+        ran: dict[int, int] = {}  # task -> the pid that started it
+        while broken and not started.empty():
+            i, pid = started.get()
+            ran[i] = pid
+        started.close()
+        if not broken:
+            break
+        codes = {pid: p.exitcode for pid, p in procs.items()}
+        lost = _lost_tasks({i: pid for i, pid in ran.items() if i in left}, codes)
+        if not lost:  # none known to be computing: the rest fail rather than loop
+            lost = {i: None for i in left}
+        for (pid, code), tasks in _by_worker(lost, codes).items():
+            cells = [cid for i in tasks for g in left[i] for _, cid, _ in g]
+            how = (f"killed by signal {_signal_name(code)}" if code is not None and code < 0
+                   else f"ended with status {code}" if code is not None else "ended")
+            line = (f"a worker process{f' (pid {pid})' if pid else ''} was {how} with "
+                    f"{len(cells)} cell{'s' if len(cells) > 1 else ''} in flight: "
+                    f"{', '.join(cells)}")
+            log(line)
+            for i in tasks:
+                _finish_task(left.pop(i), None, WorkerDied(line), finish, failed, bar)
+        if left:
+            log(f"{sum(len(g) for t in left.values() for g in t)} sim cells not computed "
+                "yet: in a new pool")
+
+
+def _lost_tasks(ran: dict[int, int], codes: dict[int, int | None]) -> dict[int, int]:
+    """The tasks (task -> pid) that were computing on a worker that died of its own: ended
+    by a signal other than the SIGTERM the broken pool sends the others (or, when each
+    ended so, or with no status known, every task that was computing)."""
+    import signal
+
+    own = {pid for pid, c in codes.items() if c not in (None, 0, -signal.SIGTERM)}
+    lost = {i: pid for i, pid in ran.items() if pid in own}
+    return lost or dict(ran)
+
+
+def _by_worker(lost: dict[int, int | None], codes: dict[int, int | None]
+               ) -> dict[tuple[int | None, int | None], list[int]]:
+    out: dict[tuple[int | None, int | None], list[int]] = {}
+    for i, pid in sorted(lost.items()):
+        out.setdefault((pid, codes.get(pid) if pid else None), []).append(i)
+    return out
+
+
+def _signal_name(code: int) -> str:
+    from kvsim.experiments.cref import killed_by
+
+    return killed_by(code).removeprefix("killed by signal ")
 
 
 def _run_dask(par: list, scheduler: str, finish, failed, bar,

@@ -915,9 +915,11 @@ def _fit_hierarchy(doc: dict, raw: dict, levels: list[dict], sizes: list[int],
         t["src"]["walk_latency"] = f"{how}: the walk's fixed part"
         hp = out["chosen"].get("host_page_size")
         if t.get("host_page_size"):
+            without = (f"against {hp['error_without']:.4g}"
+                       if isinstance(hp["error_without"], float) else "none valid without")
             t["src"]["host_page_size"] = (
                 "measured: the 2 MiB-page chases fit better (least squares, "
-                f"{hp['error_with']:.4g} against {hp['error_without']:.4g}) with the guest's "
+                f"{hp['error_with']:.4g} {without}) with the guest's "
                 "huge pages on the host's 4 KiB pages: 4 KiB TLB entries, nested walks")
         if t.get("host_read_ns"):
             t["src"]["host_read_ns"] = (

@@ -138,26 +138,43 @@ def unknowns(cpu) -> np.ndarray:
 def solve(rows: list[tuple[np.ndarray, float]], base: np.ndarray,
           measured_cycles: np.ndarray) -> tuple[float, np.ndarray]:
     """Least squares (relative error) of the unknowns over every chase: ``rows`` simulated
-    at ``base``; returns (sum of squared relative errors, unknowns), inf when a latency
-    comes out <= 0 or not increasing down the hierarchy (the host's read: not below the
-    last level's)."""
+    at ``base``; returns (sum of squared relative errors, unknowns), inf when the solution
+    makes no CPU file (:func:`invalid`: a latency below one cycle or not increasing down the
+    hierarchy, the host's read not above the last level's) or a measured time is not a
+    positive number."""
     a = np.array([r[0] for r in rows])
     c0 = np.array([r[1] for r in rows]) - a @ base
     y = measured_cycles
-    aa, bb = a / y[:, None], 1.0 - c0 / y
+    with np.errstate(divide="ignore", invalid="ignore"):
+        aa, bb = a / y[:, None], 1.0 - c0 / y
     # the walk's fixed part stays the translation fit's: with every load of the largest
     # chases walking, it and DRAM trade against each other here, and only the parallel
     # chases (not fitted) would tell them apart
     free = [j for j in range(a.shape[1] - 1) if np.any(a[:, j] > 0)]
     x = base.copy()
+    if not (np.all(y > 0) and np.all(np.isfinite(aa)) and np.all(np.isfinite(bb))):
+        return math.inf, x  # a measured time <= 0 or not finite: nothing to fit
     sol, *_ = np.linalg.lstsq(aa[:, free], bb - aa[:, -1] * base[-1], rcond=None)
     x[free] = sol
-    lat = x[:-2]
-    if (np.any(lat <= 0) or np.any(np.diff(lat) <= 0) or x[-2] <= 0
-            or (np.any(a[:, -2] > 0) and x[-2] <= lat[-2])):
+    if invalid(x, a):
         return math.inf, x
     r = aa @ x - bb
-    return float(r @ r), x
+    err = float(r @ r)
+    return (err if math.isfinite(err) else math.inf), x
+
+
+def invalid(x: np.ndarray, a: np.ndarray) -> list[int]:
+    """The unknowns of ``x`` (as :func:`solve`'s) that make no CPU file: a latency not
+    finite or below one cycle, one not above the level's before it (DRAM after the last
+    level), the host's page-table read (when the chases ``a`` have any) not above the last
+    level's (and never <= 0); none when ``x`` is valid."""
+    lat = x[:-2]
+    bad = [k for k, v in enumerate(lat) if not math.isfinite(v) or v < 1
+           or (k and v <= lat[k - 1])]
+    host = x[-2]
+    if not math.isfinite(host) or host <= 0 or (np.any(a[:, -2] > 0) and host <= lat[-2]):
+        bad.append(len(x) - 2)
+    return bad
 
 
 def geometry(size: int, ways: int, sysfs_size: int, line: int = 64) -> tuple[int, int]:
@@ -179,10 +196,16 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
     ((working set, page size, measured ns), fastest samples); see the module docstring.
     ``mlp``: the parallel chases (working set, page size, {chains: measured ns per load}),
     which choose the page-table lines' retention with the chases. Returns what the fit
-    chose and each point's prediction and residual."""
-    from .config import parse_cpu
+    chose and each point's prediction and residual. Raises ConfigError (one line) for a
+    measured time that is not a positive number, and when no candidate's solution is one a
+    CPU file can have (:func:`invalid`)."""
+    from .config import ConfigError, parse_cpu
 
     ghz = doc["freq_ghz"]
+    for size, page, ns in points:
+        if not (isinstance(ns, (int, float)) and math.isfinite(ns) and ns > 0):
+            raise ConfigError(f"calibrate: the chase over {_size(size)} ({_size(page)} pages) "
+                              f"measured {ns!r} ns, not a time")
     y = np.array([p[2] for p in points]) * ghz
     n = len(doc["cache"])
 
@@ -241,8 +264,8 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
             s_nested = score(nested, err, x)
         log(f"hierarchy fit: nested paging on 4 KiB host pages: error {s_nested:.4g} "
             f"against {s_flat:.4g} without")
-        chosen["host_page_size"] = {"error_with": round(s_nested, 6), "error_without":
-                                    round(s_flat, 6), "nested": bool(s_nested < s_flat)}
+        chosen["host_page_size"] = {"error_with": _rounded(s_nested), "error_without":
+                                    _rounded(s_flat), "nested": bool(s_nested < s_flat)}
         if s_nested < s_flat:
             doc.clear()
             doc.update(nested)
@@ -283,7 +306,7 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
                 err, x, rows = evaluate(d, best_rows,
                                         lambda s, p, lim=lim, lo=first: lo < s <= lim)
                 tried.append({"size": size, "ways": ways, "replacement": pol,
-                              "error": round(err, 6) if math.isfinite(err) else "inf"})
+                              "error": _rounded(err)})
                 if err < best_err:
                     best_err, best_x, best_rows, pick = err, x, rows, d
         if pick is not None:
@@ -295,6 +318,10 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
         chosen[c["name"]] = {"size": got["size"], "ways": got["ways"],
                              "replacement": got.get("replacement", "lru"),
                              "candidates": tried}
+    if not math.isfinite(best_err):
+        # no candidate gave latencies a CPU file can have: say which, rather than write
+        # (or fail to parse) the least-squares solution's
+        raise ConfigError(_no_solution(doc, best_x, best_rows, points))
     # the solution, simulated again: its constant part at the solution
     apply(doc, best_x)
     cpu, rows = rows_of(doc)
@@ -343,7 +370,7 @@ def mlp_error(d: dict, mlp: tuple[int, int, dict[int, float]],
         p = micro.predict(cpu, size, n, max(1, STEPS // n), page, True,
                           loop_warmup=warm // n)["ns_per_load"]
         err += (p / meas[n] - 1.0) ** 2
-    return err
+    return err if math.isfinite(err) else math.inf  # never nan: no comparison picks it
 
 
 def _fit_retention(doc, chosen, evaluate, apply, best, mlp, log):
@@ -369,9 +396,8 @@ def _fit_retention(doc, chosen, evaluate, apply, best, mlp, log):
                 apply(solved, x)
                 e_mlp = mlp_error(solved, mlp)
         total = err + e_mlp
-        tried.append({"retention_ns": r, "error_chases": round(err, 6)
-                      if math.isfinite(err) else "inf",
-                      "error_parallel": round(e_mlp, 6) if math.isfinite(e_mlp) else "inf"})
+        tried.append({"retention_ns": r, "error_chases": _rounded(err),
+                      "error_parallel": _rounded(e_mlp)})
         log(f"hierarchy fit: page-table retention {r / 1e6:g} ms: error {err:.4g} (chases) "
             f"+ {e_mlp:.4g} (parallel chases)")
         if total < scored:
@@ -386,6 +412,31 @@ def _fit_retention(doc, chosen, evaluate, apply, best, mlp, log):
     chosen["walk_retention"] = {"ns": doc["tlb"].get("walk_retention_ns", 0.0),
                                 "candidates": tried}
     return err, x, rows, scored
+
+
+def _rounded(err: float) -> float | str:
+    """An error as the file keeps it: "inf" for none (TOML has no infinity here)."""
+    return round(err, 6) if math.isfinite(err) else "inf"
+
+
+def _size(b: int) -> str:
+    return f"{b / MIB:g} MiB" if b >= MIB else f"{b / KIB:g} KiB"
+
+
+def _no_solution(doc: dict, x: np.ndarray, rows: list, points: list) -> str:
+    """The one line that says the fit found no valid solution: the chases it had, and the
+    file's own solution's latencies that no CPU file can have (:func:`invalid`)."""
+    ghz = doc["freq_ghz"]
+    names = [c["name"] for c in doc["cache"]] + ["DRAM", "the host's page-table read"]
+    bad = invalid(x, np.array([r[0] for r in rows]))
+    what = ", ".join(f"{names[k]} {x[k] / ghz:.3g} ns" for k in bad)
+    sizes = sorted(p[0] for p in points)
+    return (f"calibrate: the hierarchy fit found no valid latencies for the {len(points)} "
+            f"chases ({_size(sizes[0])} to {_size(sizes[-1])}): every candidate's least "
+            f"squares give a latency below one cycle or not above the level's before it "
+            f"({what or 'a measured time not a positive number'}); the chase curve does "
+            "not rise from level to level (a noisy run, or a largest working set "
+            "(--max-size) within the caches)")
 
 
 def _copy(doc: dict) -> dict:

@@ -1,0 +1,174 @@
+"""The hierarchy fit of `kvsim calibrate` (sim/calibrate_fit.py) on small synthetic
+hierarchies: a noisy but plausible chase curve still gives a CPU file; one no latencies
+can fit fails with one line naming what, and writes nothing."""
+
+from __future__ import annotations
+
+import math
+import tomllib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvsim import sim
+from kvsim.sim import calibrate as cal
+from kvsim.sim import calibrate_fit as cf
+
+KIB = 1024
+#: Working sets from within L1 to past L3 (4 KiB pages; no TLB in the file).
+SIZES = [512, 768, 1536, 3072, 6144, 12288, 24576, 49152, 98304, 196608, 393216]
+#: A fixed perturbation of each point, up to 8 %: it makes the curve non-monotone where
+#: it is flat (within a level), as a busy machine's samples are.
+NOISE = [1.06, 0.94, 1.08, 0.93, 1.05, 0.95, 1.07, 0.92, 1.04, 0.96, 1.03]
+
+
+def _doc(lats=(4, 12, 40), dram_ns=100.0) -> dict:
+    return {"name": "t", "freq_ghz": 1.0, "core": {"width": 4, "rob": 64},
+            "cache": [{"name": "L1D", "size": 1 * KIB, "ways": 4, "line": 64,
+                       "latency": lats[0]},
+                      {"name": "L2", "size": 8 * KIB, "ways": 8, "line": 64,
+                       "latency": lats[1]},
+                      {"name": "L3", "size": 64 * KIB, "ways": 8, "line": 64,
+                       "latency": lats[2]}],
+            "dram": {"latency_ns": dram_ns}}
+
+
+@pytest.fixture
+def small(monkeypatch):
+    """Few loads per chase and few candidates: each fit takes about a second."""
+    monkeypatch.setattr(cf, "STEPS", 2000)
+    monkeypatch.setattr(cf, "L2_FRACTIONS", (0.5, 1.0))
+    monkeypatch.setattr(cf, "LLC_PER_OCTAVE", 1)
+
+
+def _sysfs(doc):
+    return [{"size": c["size"], "ways": c["ways"]} for c in doc["cache"]]
+
+
+def _fit(doc, points):
+    return cf.fit_hierarchy(doc, points, guest_huge=False, sysfs=_sysfs(doc),
+                            largest=SIZES[-1])
+
+
+def test_a_noisy_curve_still_gives_a_valid_file(small):
+    truth = sim.parse_cpu(_doc())
+    clean = [cf.chase_row(truth, s, 4096, cf.STEPS)[1] for s in SIZES]
+    meas = [c * f for c, f in zip(clean, NOISE, strict=True)]
+    assert any(b < a for a, b in zip(meas, meas[1:], strict=False)), "not non-monotone"
+    doc = _doc((3, 15, 30), 80.0)  # the knee fit's starting values, off
+    out = _fit(doc, [(s, 4096, m) for s, m in zip(SIZES, meas, strict=True)])
+    cpu = sim.parse_cpu(doc)  # a file load_cpu takes
+    lats = [c.latency for c in cpu.caches] + [cpu.dram_latency_ns * cpu.freq_ghz]
+    assert all(b > a >= 1 for a, b in zip(lats, lats[1:], strict=False)), lats
+    assert math.isfinite(out["rms_rel_error"]) and out["rms_rel_error"] < 0.1
+    # near the truth that made the curve, despite the noise
+    assert cpu.dram_latency_ns == pytest.approx(100.0, rel=0.15)
+    assert cpu.caches[-1].latency == pytest.approx(40, rel=0.25)
+
+
+_TRUTH: list[float] = []
+
+
+def _truth_curve() -> list[float]:
+    """The chases' simulated ns on :func:`_doc`'s hierarchy (computed once)."""
+    if not _TRUTH:
+        cpu = sim.parse_cpu(_doc())
+        _TRUTH.extend(cf.chase_row(cpu, s, 4096, 2000)[1] for s in SIZES)
+    return _TRUTH
+
+
+@settings(max_examples=4, deadline=None)
+@given(st.lists(st.floats(0.5, 2.0), min_size=len(SIZES), max_size=len(SIZES)),
+       st.booleans())
+def test_any_curve_gives_a_valid_file_or_one_line(factors, falling):
+    """Whatever the noise on each point (half to twice the truth), on the curve or on it
+    reversed (falling as the working set grows), the fit leaves a file load_cpu takes with
+    latencies rising down the hierarchy, or fails with one line."""
+    import unittest.mock
+
+    truth = _truth_curve()[::-1] if falling else _truth_curve()
+    points = [(s, 4096, t * f) for s, t, f in zip(SIZES, truth, factors, strict=True)]
+    doc = _doc((3, 15, 30), 80.0)
+    with (unittest.mock.patch.object(cf, "STEPS", 2000),
+          unittest.mock.patch.object(cf, "L2_FRACTIONS", (0.5, 1.0)),
+          unittest.mock.patch.object(cf, "LLC_PER_OCTAVE", 1)):
+        try:
+            _fit(doc, points)
+        except sim.ConfigError as e:
+            assert "\n" not in str(e) and str(e).startswith("calibrate: the hierarchy fit")
+            return
+    cpu = sim.parse_cpu(doc)
+    lats = [c.latency for c in cpu.caches] + [cpu.dram_latency_ns * cpu.freq_ghz]
+    assert all(b >= a >= 1 for a, b in zip(lats, lats[1:], strict=False)), lats
+
+
+def _inverted_points():
+    """A chase curve that falls as the working set grows: no latencies increasing down the
+    hierarchy fit it, whatever the capacities."""
+    return [(s, 4096, 200.0 / (1 + i)) for i, s in enumerate(SIZES)]
+
+
+def test_no_valid_solution_is_one_line_naming_what(small):
+    doc = _doc()
+    with pytest.raises(sim.ConfigError) as e:
+        _fit(doc, _inverted_points())
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith("calibrate: the hierarchy fit found no valid")
+    assert "the 11 chases (0.5 KiB to 384 KiB)" in msg
+    # names the latencies no CPU file can have (the file's own solution's)
+    assert any(f"{name} " in msg for name in ("L2", "L3", "DRAM"))
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, 0.0, -3.0])
+def test_a_measured_time_that_is_not_one_is_named(bad):
+    points = [(s, 4096, 10.0) for s in SIZES]
+    points[4] = (SIZES[4], 4096, bad)
+    with pytest.raises(sim.ConfigError, match=r"chase over 6 KiB \(4 KiB pages\) measured"):
+        _fit(_doc(), points)
+
+
+def test_solve_never_returns_nan():
+    """A row with nothing finite to fit gives inf (no candidate wins by a nan comparison)."""
+    rows = [(np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0]), 5.0),
+            (np.array([0.0, 1.0, 0.0, 0.0, 0.0, 0.0]), 12.0)]
+    base = np.array([4.0, 12.0, 40.0, 100.0, 100.0, 0.0])
+    assert cf.solve(rows, base, np.array([4.0, 12.0]))[0] < 1e-9
+    for y in ([4.0, math.nan], [4.0, 0.0], [math.inf, 12.0]):
+        assert cf.solve(rows, base, np.array(y))[0] == math.inf
+
+
+def test_calibrate_from_raw_fails_in_one_line_and_writes_nothing(tmp_path, monkeypatch,
+                                                                  capsys, small):
+    """End to end: raw measurements whose chases no latencies fit (the curve falls past
+    the first level) make `kvsim calibrate` exit 1 with one line, and write no file."""
+    from test_calibrate import ZEN4, synthetic_raw
+
+    from kvsim.experiments.cli import main
+    from kvsim.sim import local
+
+    levels = [{"level": k + 1, "size": c, "ways": 8, "line": 64}
+              for k, c in enumerate((4 * KIB, 16 * KIB, 64 * KIB))]
+    raw, curve = synthetic_raw(top=256 * KIB, caps=(4 * KIB, 16 * KIB, 64 * KIB))
+    falling = [float(curve[0]) * 8 / (1 + i) for i in range(len(curve))]
+    raw["chase"] = {str(s): [v] for s, v in zip(raw["sizes"], falling, strict=True)}
+    raw["chase_4k"] = {str(s): [falling[raw["sizes"].index(s)]]
+                       for s in cal.translation_sizes(raw["sizes"][-1])}
+    raw["chase_top_4k"] = [falling[-1]]
+    raw["hypervisor"] = False
+    src = tmp_path / "raw.toml"
+    src.write_text(cal.to_toml({"name": "local", "meta": {
+        "quick": True, "sysfs_levels": levels, "cpu": ZEN4, "raw": {
+            "sizes": raw["sizes"], "chase_ns": raw["chase"],
+            "chase_top_4k_ns": raw["chase_top_4k"], "huge_fraction_top": 1.0,
+            "mlp_ns_per_load": raw["mlp"], "bandwidth_gbs": raw["bw_gbs"],
+            "cpuid": raw["cpuid"], "hypervisor": False, "clock": raw["clock"],
+            "kernel_clock": raw["kernel_clock"], "chase_4k_ns": raw["chase_4k"]}}}))
+    assert tomllib.loads(src.read_text())["meta"]["raw"]["sizes"] == raw["sizes"]
+    monkeypatch.setattr(local, "read_sysfs", lambda: levels)
+    out = tmp_path / "cpu.toml"
+    assert main(["calibrate", "--from-raw", str(src), "-o", str(out)]) == 1
+    errors = [x for x in capsys.readouterr().err.splitlines() if "error" in x]
+    assert len(errors) == 1 and "hierarchy fit found no valid latencies" in errors[0], errors
+    assert not out.exists() and not list(tmp_path.glob("cpu.toml*"))
