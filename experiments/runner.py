@@ -391,7 +391,7 @@ def _run_local(par: list, out: Path, workers: int | None, finish, failed, bar,
         if not lost:  # none known to be computing: the rest fail rather than loop
             lost = {i: None for i in left}
         for (pid, code), tasks in _by_worker(lost, codes).items():
-            cells = [cid for i in tasks for g in left[i] for _, cid, _ in g]
+            cells = sorted(cid for i in tasks for g in left[i] for _, cid, _ in g)
             how = (f"killed by signal {_signal_name(code)}" if code is not None and code < 0
                    else f"ended with status {code}" if code is not None else "ended")
             line = (f"a worker process{f' (pid {pid})' if pid else ''} was {how} with "
