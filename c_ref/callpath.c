@@ -70,6 +70,7 @@
 #include "arena.h"
 #include "hashtable.h"
 #include "keyspace.h"
+#include "lruclock.h"
 #include "siphash.h"
 
 #define OBJ_EMBED_MAX_ALLOC 128           /* object.c (9.1): an embedded object's bytes at most */
@@ -609,7 +610,7 @@ void ksCallArgAdd(ksCommand *cmd, const uint8_t *p, size_t len) {
         KS_STORE(o, sizeof(robj), KVT_TAG_ARGV, KS_SITE_RESP_ARGV, 0);
     }
     o->type = OBJ_STRING;
-    o->lru = (unsigned)(cp.mstime / 1000) & 0xffffff; /* LRU_CLOCK() */
+    o->lru = ksGetLRUClock((uint64_t)cp.mstime); /* LRU_CLOCK() of the cached time */
     o->hasexpire = 0;
     o->hasembkey = 0;
     o->refcount = 1;
@@ -1232,16 +1233,12 @@ void ksCallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd, const ksCommandD
 
 /* --- lookupKey's steps around the find ------------------------------------------------------ */
 
-#define LRU_CLOCK_RESOLUTION 1000      /* evict.c: ms per LRU clock tick */
-#define LRU_CLOCK_MAX ((1 << 24) - 1)  /* server.h: the object's 24-bit lru field */
 #define MAXMEMORY_FLAG_LFU (1 << 1)    /* server.h: an LFU eviction policy */
 #define MAXMEMORY_FLAG_NO_SHARED_INTEGERS (MAXMEMORY_FLAG_LFU | (1 << 0))
 #define NOTIFY_KEY_MISS (1 << 11)      /* notify.c: the 'm' class */
 
-/* evict.c getLRUClock: the unix time in LRU_CLOCK_RESOLUTION ticks, 24 bits. */
-static unsigned getLRUClock(void) {
-    return (unsigned)((ustimeNow() / 1000) / LRU_CLOCK_RESOLUTION) & LRU_CLOCK_MAX;
-}
+/* evict.c getLRUClock: the unix time now in LRU_CLOCK_RESOLUTION ticks (lruclock.h). */
+static unsigned getLRUClock(void) { return ksGetLRUClock((uint64_t)(ustimeNow() / 1000)); }
 
 /* evict.c LRU_CLOCK: the clock serverCron keeps (server.lruclock) when its period (1000 /
  * hz ms) is within the clock's resolution, else read now. */
