@@ -62,6 +62,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <time.h>
 #if defined(__x86_64__)
 #include <x86intrin.h>
@@ -107,21 +108,61 @@ static_assert(sizeof(robj) == 16, "an argument object is Valkey's 16-byte robj")
 #define HDR_BUCKETS 23
 #define HDR_COUNTS ((HDR_BUCKETS + 1) * HDR_SUB_HALF)
 #define HDR_MAX_NS 1000000000LL
+/* hdr_calculate_bucket_config: 2 * 10^2 values to tell apart within a sub-bucket run, and
+ * buckets doubling until the largest value is covered */
+static_assert(2 * HDR_SUB_HALF >= 2 * 100 && HDR_SUB_HALF < 2 * 100, "sub_bucket_count: ceil(log2(2 * 10^2))");
+static_assert(((int64_t)(2 * HDR_SUB_HALF) << (HDR_BUCKETS - 1)) > HDR_MAX_NS &&
+              ((int64_t)(2 * HDR_SUB_HALF) << (HDR_BUCKETS - 2)) <= HDR_MAX_NS, "bucket_count covers 1 s");
 
+/* struct hdr_histogram's fields that recording reads: the layout hdr_init computed from the
+ * bounds and the significant figures, kept in the histogram (hdr_calculate_bucket_config). */
 typedef struct hdrHist {
-    int64_t min_value, max_value, total_count;
+    int64_t lowest_discernible_value, highest_trackable_value;
+    int32_t unit_magnitude, significant_figures, sub_bucket_half_count_magnitude;
+    int32_t sub_bucket_half_count;
+    int64_t sub_bucket_mask;
+    int32_t sub_bucket_count, bucket_count;
+    int64_t min_value, max_value;
     int32_t normalizing_index_offset;
+    double conversion_ratio;
+    int32_t counts_len;
+    int64_t total_count;
     int64_t counts[HDR_COUNTS];
 } hdrHist;
 
-/* hdr_histogram.c counts_index_for: the bucket of the value's highest bit, the sub-bucket of
- * its top bits. */
+/* hdr_histogram.c hdr_init's layout for 1 ns .. 1 s at 2 significant figures. */
+static void hdr_init_layout(hdrHist *h) {
+    h->lowest_discernible_value = 1;
+    h->highest_trackable_value = HDR_MAX_NS;
+    h->significant_figures = 2;
+    h->unit_magnitude = 0;                              /* floor(log2(lowest)) */
+    h->sub_bucket_half_count_magnitude = HDR_SUB_HALF_MAG; /* ceil(log2(2 * 10^2)) - 1 */
+    h->sub_bucket_count = 2 * HDR_SUB_HALF;
+    h->sub_bucket_half_count = HDR_SUB_HALF;
+    h->sub_bucket_mask = HDR_SUB_MASK << h->unit_magnitude;
+    h->bucket_count = HDR_BUCKETS;
+    h->counts_len = HDR_COUNTS;
+    h->conversion_ratio = 1.0;
+    h->min_value = INT64_MAX;
+}
+
+/* hdr_histogram.c get_bucket_index, get_sub_bucket_index, counts_index: the bucket of the
+ * value's highest bit, the sub-bucket of its top bits, from the histogram's layout. */
+static inline int32_t get_bucket_index(const hdrHist *h, int64_t value) {
+    int32_t pow2ceiling = 64 - __builtin_clzll((uint64_t)(value | h->sub_bucket_mask));
+    return pow2ceiling - h->unit_magnitude - (h->sub_bucket_half_count_magnitude + 1);
+}
+
+static inline int32_t counts_index(const hdrHist *h, int32_t bucket_index, int32_t sub_bucket_index) {
+    int32_t bucket_base_index = (bucket_index + 1) << h->sub_bucket_half_count_magnitude;
+    return bucket_base_index + (sub_bucket_index - h->sub_bucket_half_count);
+}
+
+/* hdr_histogram.c counts_index_for. */
 static __attribute__((noinline)) int32_t counts_index_for(const hdrHist *h, int64_t value) {
-    (void)h;
-    int32_t pow2ceiling = 64 - __builtin_clzll((uint64_t)(value | HDR_SUB_MASK));
-    int32_t bucket = pow2ceiling - (HDR_SUB_HALF_MAG + 1);
-    int32_t sub = (int32_t)(value >> bucket);
-    return ((bucket + 1) << HDR_SUB_HALF_MAG) + (sub - HDR_SUB_HALF);
+    int32_t bucket_index = get_bucket_index(h, value);
+    int32_t sub_bucket_index = (int32_t)(value >> (bucket_index + h->unit_magnitude));
+    return counts_index(h, bucket_index, sub_bucket_index);
 }
 
 /* hdr_histogram.c hdr_record_values: count += n at the value's index (normalized), the total,
@@ -129,11 +170,11 @@ static __attribute__((noinline)) int32_t counts_index_for(const hdrHist *h, int6
 static __attribute__((noinline)) int hdr_record_values(hdrHist *h, int64_t value, int64_t count) {
     if (value < 0) return 0;
     int32_t idx = counts_index_for(h, value);
-    if (idx < 0 || idx >= HDR_COUNTS) return 0;
-    if (h->normalizing_index_offset) { /* normalize_index */
+    if (idx < 0 || h->counts_len <= idx) return 0;
+    if (h->normalizing_index_offset) { /* counts_inc_normalised -> normalize_index */
         idx -= h->normalizing_index_offset;
-        if (idx < 0) idx += HDR_COUNTS;
-        else if (idx >= HDR_COUNTS) idx -= HDR_COUNTS;
+        if (idx < 0) idx += h->counts_len;
+        else if (idx >= h->counts_len) idx -= h->counts_len;
     }
     h->counts[idx] += count;
     h->total_count += count;
@@ -910,10 +951,11 @@ void ksCallArgvFree(ksCommand *cmd) {
 
 /* --- processCommand and call() ------------------------------------------------------------- */
 
-static long long ustimeNow(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+/* server.c ustime: the unix time in microseconds, from gettimeofday. */
+static __attribute__((noinline)) long long ustimeNow(void) {
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (long long)tv.tv_sec * 1000000 + tv.tv_usec;
 }
 
 /* --- processCommand's helpers (each a function of its own in Valkey) ------------------------ */
@@ -1263,7 +1305,7 @@ void ksCallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd, const ksCommandD
         if (cp.latency_tracking) { /* updateCommandLatencyHistogram: hdr_init on first use */
             if (!ci->latency) {
                 ci->latency = ksZcalloc(sizeof(hdrHist));
-                ci->latency->min_value = INT64_MAX;
+                hdr_init_layout(ci->latency);
             }
             int64_t v = c->duration * 1000;
             hdr_record_value(ci->latency, v < 1 ? 1 : v > HDR_MAX_NS ? HDR_MAX_NS : v);
