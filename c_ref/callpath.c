@@ -26,11 +26,15 @@
  *        │     _addReplyToBufferOrList (close-after-reply, client type, output byte
  *        │     count; at an empty buffer Valkey 9's isCopyAvoidPreferred picks plain
  *        │     or header-encoded); a bulk reply asks isCopyAvoidPreferred first, then is
- *        │     three pieces (header, body, CRLF), its header shared below 32
+ *        │     three pieces (header, body, CRLF), its header shared below 32; a value
+ *        │     object's (addReplyBulk) is read through objectGetVal by stringObjectLen,
+ *        │     isCopyAvoidPreferred and addReply
  *        ├── lookupKey's gate of a hit (CLIENT NO-TOUCH, a child process, the LFU policy)
  *        │     and LRU_CLOCK(), the clock serverCron keeps; the "keymiss" event of a miss
- *        └── commandProcessed -> resetClient: the per-command client state; freeClientArgv
- *              (decrRefCount every argument, zfree the array) when the pipeline drops it
+ *        ├── handleParseResults after each parse (Valkey 9.1): the read flags' verdict
+ *        └── commandProcessed -> resetClient: the per-command client state, Valkey 9.1's
+ *              commitDeferredReplyBuffer; freeClientArgv (decrRefCount every argument,
+ *              zfree the array) when the pipeline drops it
  *   afterSleep (each wake of the event loop): the modules' GIL, the loop's start time,
  *   updateCachedTime (ustime, localtime_r's daylight flag); beforeSleep releases the GIL
  *
