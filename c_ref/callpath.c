@@ -26,11 +26,15 @@
  *        │     _addReplyToBufferOrList (close-after-reply, client type, output byte
  *        │     count; at an empty buffer Valkey 9's isCopyAvoidPreferred picks plain
  *        │     or header-encoded); a bulk reply asks isCopyAvoidPreferred first, then is
- *        │     three pieces (header, body, CRLF), its header shared below 32
+ *        │     three pieces (header, body, CRLF), its header shared below 32; a value
+ *        │     object's (addReplyBulk) is read through objectGetVal by stringObjectLen,
+ *        │     isCopyAvoidPreferred and addReply
  *        ├── lookupKey's gate of a hit (CLIENT NO-TOUCH, a child process, the LFU policy)
  *        │     and LRU_CLOCK(), the clock serverCron keeps; the "keymiss" event of a miss
- *        └── commandProcessed -> resetClient: the per-command client state; freeClientArgv
- *              (decrRefCount every argument, zfree the array) when the pipeline drops it
+ *        ├── handleParseResults after each parse (Valkey 9.1): the read flags' verdict
+ *        └── commandProcessed -> resetClient: the per-command client state, Valkey 9.1's
+ *              commitDeferredReplyBuffer; freeClientArgv (decrRefCount every argument,
+ *              zfree the array) when the pipeline drops it
  *   afterSleep (each wake of the event loop): the modules' GIL, the loop's start time,
  *   updateCachedTime (ustime, localtime_r's daylight flag); beforeSleep releases the GIL
  *
@@ -62,6 +66,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <time.h>
 #if defined(__x86_64__)
 #include <x86intrin.h>
@@ -70,6 +75,7 @@
 #include "arena.h"
 #include "hashtable.h"
 #include "keyspace.h"
+#include "lruclock.h"
 #include "siphash.h"
 
 #define OBJ_EMBED_MAX_ALLOC 128           /* object.c (9.1): an embedded object's bytes at most */
@@ -106,21 +112,61 @@ static_assert(sizeof(robj) == 16, "an argument object is Valkey's 16-byte robj")
 #define HDR_BUCKETS 23
 #define HDR_COUNTS ((HDR_BUCKETS + 1) * HDR_SUB_HALF)
 #define HDR_MAX_NS 1000000000LL
+/* hdr_calculate_bucket_config: 2 * 10^2 values to tell apart within a sub-bucket run, and
+ * buckets doubling until the largest value is covered */
+static_assert(2 * HDR_SUB_HALF >= 2 * 100 && HDR_SUB_HALF < 2 * 100, "sub_bucket_count: ceil(log2(2 * 10^2))");
+static_assert(((int64_t)(2 * HDR_SUB_HALF) << (HDR_BUCKETS - 1)) > HDR_MAX_NS &&
+              ((int64_t)(2 * HDR_SUB_HALF) << (HDR_BUCKETS - 2)) <= HDR_MAX_NS, "bucket_count covers 1 s");
 
+/* struct hdr_histogram's fields that recording reads: the layout hdr_init computed from the
+ * bounds and the significant figures, kept in the histogram (hdr_calculate_bucket_config). */
 typedef struct hdrHist {
-    int64_t min_value, max_value, total_count;
+    int64_t lowest_discernible_value, highest_trackable_value;
+    int32_t unit_magnitude, significant_figures, sub_bucket_half_count_magnitude;
+    int32_t sub_bucket_half_count;
+    int64_t sub_bucket_mask;
+    int32_t sub_bucket_count, bucket_count;
+    int64_t min_value, max_value;
     int32_t normalizing_index_offset;
+    double conversion_ratio;
+    int32_t counts_len;
+    int64_t total_count;
     int64_t counts[HDR_COUNTS];
 } hdrHist;
 
-/* hdr_histogram.c counts_index_for: the bucket of the value's highest bit, the sub-bucket of
- * its top bits. */
+/* hdr_histogram.c hdr_init's layout for 1 ns .. 1 s at 2 significant figures. */
+static void hdr_init_layout(hdrHist *h) {
+    h->lowest_discernible_value = 1;
+    h->highest_trackable_value = HDR_MAX_NS;
+    h->significant_figures = 2;
+    h->unit_magnitude = 0;                              /* floor(log2(lowest)) */
+    h->sub_bucket_half_count_magnitude = HDR_SUB_HALF_MAG; /* ceil(log2(2 * 10^2)) - 1 */
+    h->sub_bucket_count = 2 * HDR_SUB_HALF;
+    h->sub_bucket_half_count = HDR_SUB_HALF;
+    h->sub_bucket_mask = HDR_SUB_MASK << h->unit_magnitude;
+    h->bucket_count = HDR_BUCKETS;
+    h->counts_len = HDR_COUNTS;
+    h->conversion_ratio = 1.0;
+    h->min_value = INT64_MAX;
+}
+
+/* hdr_histogram.c get_bucket_index, get_sub_bucket_index, counts_index: the bucket of the
+ * value's highest bit, the sub-bucket of its top bits, from the histogram's layout. */
+static inline int32_t get_bucket_index(const hdrHist *h, int64_t value) {
+    int32_t pow2ceiling = 64 - __builtin_clzll((uint64_t)(value | h->sub_bucket_mask));
+    return pow2ceiling - h->unit_magnitude - (h->sub_bucket_half_count_magnitude + 1);
+}
+
+static inline int32_t counts_index(const hdrHist *h, int32_t bucket_index, int32_t sub_bucket_index) {
+    int32_t bucket_base_index = (bucket_index + 1) << h->sub_bucket_half_count_magnitude;
+    return bucket_base_index + (sub_bucket_index - h->sub_bucket_half_count);
+}
+
+/* hdr_histogram.c counts_index_for. */
 static __attribute__((noinline)) int32_t counts_index_for(const hdrHist *h, int64_t value) {
-    (void)h;
-    int32_t pow2ceiling = 64 - __builtin_clzll((uint64_t)(value | HDR_SUB_MASK));
-    int32_t bucket = pow2ceiling - (HDR_SUB_HALF_MAG + 1);
-    int32_t sub = (int32_t)(value >> bucket);
-    return ((bucket + 1) << HDR_SUB_HALF_MAG) + (sub - HDR_SUB_HALF);
+    int32_t bucket_index = get_bucket_index(h, value);
+    int32_t sub_bucket_index = (int32_t)(value >> (bucket_index + h->unit_magnitude));
+    return counts_index(h, bucket_index, sub_bucket_index);
 }
 
 /* hdr_histogram.c hdr_record_values: count += n at the value's index (normalized), the total,
@@ -128,11 +174,11 @@ static __attribute__((noinline)) int32_t counts_index_for(const hdrHist *h, int6
 static __attribute__((noinline)) int hdr_record_values(hdrHist *h, int64_t value, int64_t count) {
     if (value < 0) return 0;
     int32_t idx = counts_index_for(h, value);
-    if (idx < 0 || idx >= HDR_COUNTS) return 0;
-    if (h->normalizing_index_offset) { /* normalize_index */
+    if (idx < 0 || h->counts_len <= idx) return 0;
+    if (h->normalizing_index_offset) { /* counts_inc_normalised -> normalize_index */
         idx -= h->normalizing_index_offset;
-        if (idx < 0) idx += HDR_COUNTS;
-        else if (idx >= HDR_COUNTS) idx -= HDR_COUNTS;
+        if (idx < 0) idx += h->counts_len;
+        else if (idx >= h->counts_len) idx -= h->counts_len;
     }
     h->counts[idx] += count;
     h->total_count += count;
@@ -176,14 +222,6 @@ enum { ACL_OK = 0, ACL_DENIED_CMD, ACL_DENIED_KEY, ACL_DENIED_AUTH, ACL_DENIED_C
 /* commandlog.c: the slow log and Valkey 8.1's large-request and large-reply logs */
 enum { COMMANDLOG_TYPE_SLOW, COMMANDLOG_TYPE_LARGE_REQUEST, COMMANDLOG_TYPE_LARGE_REPLY, COMMANDLOG_TYPE_NUM };
 
-typedef struct cpListNode { /* adlist.c listNode */
-    struct cpListNode *prev, *next;
-    void *value;
-} cpListNode;
-typedef struct cpList {
-    cpListNode *head, *tail;
-    unsigned long len;
-} cpList;
 
 typedef struct aclSelector {
     uint32_t flags;
@@ -192,7 +230,7 @@ typedef struct aclSelector {
 
 typedef struct aclUser {
     uint32_t flags;
-    cpList selectors; /* the root selector first */
+    ksList selectors; /* the root selector first */
 } aclUser;
 
 typedef struct aclKeyResultCache { /* the keys of the command, found once for every selector */
@@ -247,7 +285,9 @@ static struct {
      * post-execution jobs, push messages, client pause (all idle in this server) */
     long long stat_total_error_replies, prev_err_count, stat_peak_memory, latency_monitor_threshold;
     long long primary_repl_offset, monitors_len, tracking_pending_keys, also_propagate_numops;
-    long long post_exec_jobs, pending_push_messages, busy_module_yield_flags;
+    long long busy_module_yield_flags;
+    ksList *modulePostExecUnitJobs, *pending_push_messages; /* module.c's, server.c's lists */
+    ksList post_exec_jobs_list, pending_push_list;
     int monotonic_hw, latency_tracking, cluster_slot_stats, in_exec, client_pause_in_transaction;
     int io_threads_num, min_io_threads_copy_avoid, min_string_size_copy_avoid;
     long long latency_events;
@@ -264,7 +304,7 @@ static struct {
      * persistence errors, replication, client pause, the command-result listeners */
     aclUser default_user;
     aclSelector root_selector;
-    cpListNode root_node;
+    ksListNode root_node;
     const char *primary_host;
     int client_mem_usage_buckets, stop_writes_on_bgsave_err, aof_last_write_status, aof_bio_fsync_status;
     int repl_replica_ro, repl_connected, repl_serve_stale_data, async_loading, command_result_listeners;
@@ -276,6 +316,45 @@ static struct {
 } cp;
 
 int ksCallPathOn;
+
+/* --- adlist.c ------------------------------------------------------------------------------ */
+
+/* adlist.c listEmpty: every node freed (its value by the list's free method), the list
+ * left empty. */
+static __attribute__((noinline)) void listEmpty(ksList *list) {
+    unsigned long len = list->len;
+    ksListNode *current = list->head, *next;
+    while (len--) {
+        next = current->next;
+        if (list->free) list->free(current->value);
+        ksZfree(current);
+        current = next;
+    }
+    list->head = list->tail = NULL;
+    list->len = 0;
+}
+
+/* adlist.c listJoin: o's nodes appended to l, o left empty. */
+static __attribute__((noinline)) void listJoin(ksList *l, ksList *o) {
+    if (o->len == 0) return;
+    o->head->prev = l->tail;
+    if (l->tail) l->tail->next = o->head;
+    else l->head = o->head;
+    l->tail = o->tail;
+    l->len += o->len;
+    o->head = o->tail = NULL;
+    o->len = 0;
+}
+
+/* A list's links against its length: -1 if they disagree. */
+static int listCheckValid(const ksList *l) {
+    unsigned long n = 0;
+    const ksListNode *prev = NULL;
+    for (const ksListNode *ln = l->head; ln; prev = ln, ln = ln->next) {
+        if (ln->prev != prev || ++n > l->len) return -1;
+    }
+    return n == l->len && l->tail == prev ? 0 : -1;
+}
 
 /* --- zmalloc with the libc allocator ---------------------------------------------------- */
 /* Valkey 9's zmalloc.c counts used memory per thread: each thread registers an index on its
@@ -436,8 +515,14 @@ static unsigned getLRUClock(void);
 static void mirrorsRelease(void);
 
 void ksCallClientInit(ksClient *c) {
-    /* networking.c createClient: the next id, RESP 2, clientSetDefaultAuth */
+    /* networking.c createClient: the next id, RESP 2, clientSetDefaultAuth, empty reply
+     * lists, no deferred reply */
     c->id = ++cp.next_client_id;
+    c->reply = (ksList){0};
+    c->deferred_reply = (ksList){0};
+    c->deferred_reply_bytes = -1;
+    c->reply_bytes = 0;
+    c->read_flags = 0;
     c->resp = 2;
     c->user = &cp.default_user;
     if ((cp.default_user.flags & USER_NOPASS) && !(cp.default_user.flags & USER_DISABLED)) c->flags |= CF_AUTHENTICATED;
@@ -460,6 +545,8 @@ void ksCallPathEnable(uint64_t seed, void (*pending)(ksClient *c)) {
     cp.repl_replica_ro = 1;           /* replica-read-only yes */
     cp.repl_serve_stale_data = 1;     /* replica-serve-stale-data yes */
     cp.lazyfree_lazy_server_del = 1;  /* lazyfree-lazy-server-del yes (Valkey 8's default) */
+    cp.modulePostExecUnitJobs = &cp.post_exec_jobs_list;   /* moduleInitModulesSystem: listCreate */
+    cp.pending_push_messages = &cp.pending_push_list;      /* initServer: listCreate */
     /* commandlog: slowlog-log-slower-than 10000 us, commandlog-request-larger-than and
      * commandlog-reply-larger-than 1 MiB, each log's max-len 128 */
     cp.commandlog[COMMANDLOG_TYPE_SLOW] = (commandlog){.threshold = SLOWLOG_SLOWER_THAN_US, .max_len = 128};
@@ -609,7 +696,7 @@ void ksCallArgAdd(ksCommand *cmd, const uint8_t *p, size_t len) {
         KS_STORE(o, sizeof(robj), KVT_TAG_ARGV, KS_SITE_RESP_ARGV, 0);
     }
     o->type = OBJ_STRING;
-    o->lru = (unsigned)(cp.mstime / 1000) & 0xffffff; /* LRU_CLOCK() */
+    o->lru = ksGetLRUClock((uint64_t)cp.mstime); /* LRU_CLOCK() of the cached time */
     o->hasexpire = 0;
     o->hasembkey = 0;
     o->refcount = 1;
@@ -868,10 +955,11 @@ void ksCallArgvFree(ksCommand *cmd) {
 
 /* --- processCommand and call() ------------------------------------------------------------- */
 
-static long long ustimeNow(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+/* server.c ustime: the unix time in microseconds, from gettimeofday. */
+static __attribute__((noinline)) long long ustimeNow(void) {
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (long long)tv.tv_sec * 1000000 + tv.tv_usec;
 }
 
 /* --- processCommand's helpers (each a function of its own in Valkey) ------------------------ */
@@ -929,7 +1017,7 @@ static __attribute__((noinline)) int ACLCheckAllUserCommandPerm(const aclUser *u
     aclKeyResultCache cache; /* initACLKeyResultCache */
     cache.keys_init = 0;
     cache.numkeys = 0;
-    for (const cpListNode *ln = u->selectors.head; ln; ln = ln->next) {
+    for (const ksListNode *ln = u->selectors.head; ln; ln = ln->next) {
         const aclSelector *s = ln->value;
         int acl_retval = ACLSelectorCheckCmd(s, ci, argc, &local_idxptr, &cache);
         if (acl_retval == ACL_OK) return ACL_OK; /* cleanupACLKeyResultCache: nothing allocated */
@@ -1018,12 +1106,25 @@ static int incrCommandStatsOnError(int *failed_calls) {
     return res;
 }
 
-/* server.c firePostExecutionUnitJobs: the jobs queued for the end of the execution unit. */
+/* server.c enterExecutionUnit(0, 0) and exitExecutionUnit: the nesting alone, no cached
+ * time update. */
+static inline void enterExecutionUnitNoTime(void) { cp.execution_nesting++; }
+static inline void exitExecutionUnit(void) { --cp.execution_nesting; }
+
+/* module.c firePostExecutionUnitJobs: inside an execution unit of its own (so that
+ * postExecutionUnitOperations does not recurse), each job queued by a module for the end
+ * of the unit is unlinked and run (no module queues any in this server). */
 static __attribute__((noinline)) void firePostExecutionUnitJobs(void) {
-    if (cp.post_exec_jobs == 0) return;
-    cp.execution_nesting++; /* enterExecutionUnit(0, 0) */
-    while (cp.post_exec_jobs > 0) cp.post_exec_jobs--;
-    cp.execution_nesting--;
+    enterExecutionUnitNoTime();
+    while (cp.modulePostExecUnitJobs->len > 0) {
+        ksListNode *ln = cp.modulePostExecUnitJobs->head;
+        cp.modulePostExecUnitJobs->head = ln->next; /* listDelNode */
+        if (ln->next) ln->next->prev = NULL;
+        else cp.modulePostExecUnitJobs->tail = NULL;
+        cp.modulePostExecUnitJobs->len--;
+        ksZfree(ln);
+    }
+    exitExecutionUnit();
 }
 
 /* tracking.c trackingHandlePendingKeyInvalidations: keys a command invalidated. */
@@ -1049,7 +1150,7 @@ static __attribute__((noinline)) void afterCommand(ksClient *c) {
     }
     trackingHandlePendingKeyInvalidations();
     clusterSlotStatsAddNetworkBytesOut(c);
-    if (!cp.execution_nesting && cp.pending_push_messages) cp.pending_push_messages = 0; /* listJoin */
+    if (!cp.execution_nesting) listJoin(&c->reply, cp.pending_push_messages); /* the push messages */
 }
 
 /* commandlog.c commandlogPushEntryIfNeeded: a command past the log's threshold (slow: its
@@ -1096,8 +1197,26 @@ static __attribute__((noinline)) uint64_t getMonotonicUs(void) {
     return ksMonotonicNs() / 1000;
 }
 
+/* networking.c commitDeferredReplyBuffer (Valkey 9.1: resetClient calls it after every
+ * command; the reference binary's): replies a command deferred join the reply list, their
+ * bytes counted, and the client is queued for writing; the deferred buffer is emptied and
+ * marked none (-1).  Nothing in c_ref's server defers a reply: the empty path runs. */
+static __attribute__((noinline)) void commitDeferredReplyBuffer(ksClient *c) {
+    if (c->deferred_reply_bytes != -1 && c->deferred_reply.len) {
+        listJoin(&c->reply, &c->deferred_reply);
+        c->reply_bytes += c->deferred_reply_bytes;
+        listEmpty(&c->deferred_reply);
+        c->deferred_reply_bytes = -1;
+        (void)ksCallPrepareWrite(c);
+        return;
+    }
+    listEmpty(&c->deferred_reply);
+    c->deferred_reply_bytes = -1;
+}
+
 /* networking.c commandProcessed -> resetClient (its freeClientArgv is ksCallArgvFree,
- * when the pipeline drops the command): the per-command client state cleared. */
+ * when the pipeline drops the command): the per-command client state cleared, the
+ * deferred replies committed. */
 static __attribute__((noinline)) void commandProcessed(ksClient *c) {
     if (c->flags & CF_BLOCKED) return;
     /* clusterSlotStatsAddNetworkBytesInForUserClient: canAddNetworkBytesIn */
@@ -1111,6 +1230,7 @@ static __attribute__((noinline)) void commandProcessed(ksClient *c) {
     c->net_output_bytes_curr_cmd = 0;
     assert(c->duration == 0); /* the duration went to a command */
     if (c->deferred_reply_errors) c->deferred_reply_errors = NULL; /* listRelease */
+    commitDeferredReplyBuffer(c);
     if (!(c->flags & CF_MULTI)) c->flags &= ~(uint64_t)(CF_ASKING | CF_TRACKING_CACHING);
     c->flags &= ~(uint64_t)CF_REPLY_SKIP;
     if (c->flags & CF_REPLY_SKIP_NEXT) {
@@ -1189,7 +1309,7 @@ void ksCallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd, const ksCommandD
         if (cp.latency_tracking) { /* updateCommandLatencyHistogram: hdr_init on first use */
             if (!ci->latency) {
                 ci->latency = ksZcalloc(sizeof(hdrHist));
-                ci->latency->min_value = INT64_MAX;
+                hdr_init_layout(ci->latency);
             }
             int64_t v = c->duration * 1000;
             hdr_record_value(ci->latency, v < 1 ? 1 : v > HDR_MAX_NS ? HDR_MAX_NS : v);
@@ -1230,18 +1350,57 @@ void ksCallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd, const ksCommandD
     commandProcessed(c);
 }
 
+/* --- After a parse: handleParseResults ---------------------------------------------------- */
+
+/* networking.c handleParseResults (Valkey 9.1, the reference binary's): a parse error is
+ * handled (the caller replies it and closes: handleParseError); an empty command, inline
+ * or "*0"/"*-1", resets the client (a replica's empty line also refreshes its ack time) and
+ * the buffer's processing goes on; a completed command is run; else more bytes are needed. */
+enum { PARSE_OK = 0, PARSE_ERR = -1, PARSE_NEEDMORE = -2 };
+static int getClientType(const ksClient *c);
+
+static __attribute__((noinline)) int handleParseResults(ksClient *c) {
+    uint32_t flags = c->read_flags;
+    if (flags & KS_READ_FLAGS_ERRORS) return PARSE_ERR;
+    if ((flags & KS_READ_FLAGS_INLINE_ZERO_QUERY_LEN) && getClientType(c) == CLIENT_TYPE_REPLICA)
+        c->last_interaction = cp.unixtime; /* c->repl_data->repl_ack_time */
+    if (flags & (KS_READ_FLAGS_INLINE_ZERO_QUERY_LEN | KS_READ_FLAGS_PARSING_NEGATIVE_MBULK_LEN)) {
+        commandProcessed(c); /* resetClient */
+        return PARSE_OK;
+    }
+    if (flags & KS_READ_FLAGS_PARSING_COMPLETED) return PARSE_OK;
+    return PARSE_NEEDMORE;
+}
+
+int ksCallParseResults(ksClient *c, int rc, int argc, int multibulk) {
+    /* the flags processMultibulkBuffer / processInlineBuffer leave */
+    c->read_flags = rc < 0    ? KS_READ_FLAGS_ERROR_PROTOCOL
+                    : rc == 0 ? 0
+                    : argc > 0 ? KS_READ_FLAGS_PARSING_COMPLETED
+                    : multibulk ? KS_READ_FLAGS_PARSING_NEGATIVE_MBULK_LEN
+                                : KS_READ_FLAGS_INLINE_ZERO_QUERY_LEN;
+    int verdict = handleParseResults(c);
+    return verdict == PARSE_OK ? 1 : verdict == PARSE_ERR ? -1 : 0;
+}
+
+int ksCallClientCheckValid(const ksClient *c, char *err, size_t errlen) {
+    const char *what = NULL;
+    if (c->deferred_reply_bytes != -1 || c->deferred_reply.len) what = "a deferred reply left uncommitted";
+    else if (listCheckValid(&c->deferred_reply) || listCheckValid(&c->reply)) what = "a reply list's links";
+    else if (c->reply.len && c->reply_bytes <= 0) what = "reply blocks without bytes";
+    if (!what) return 0;
+    snprintf(err, errlen, "client %llu: %s", (unsigned long long)c->id, what);
+    return -1;
+}
+
 /* --- lookupKey's steps around the find ------------------------------------------------------ */
 
-#define LRU_CLOCK_RESOLUTION 1000      /* evict.c: ms per LRU clock tick */
-#define LRU_CLOCK_MAX ((1 << 24) - 1)  /* server.h: the object's 24-bit lru field */
 #define MAXMEMORY_FLAG_LFU (1 << 1)    /* server.h: an LFU eviction policy */
 #define MAXMEMORY_FLAG_NO_SHARED_INTEGERS (MAXMEMORY_FLAG_LFU | (1 << 0))
 #define NOTIFY_KEY_MISS (1 << 11)      /* notify.c: the 'm' class */
 
-/* evict.c getLRUClock: the unix time in LRU_CLOCK_RESOLUTION ticks, 24 bits. */
-static unsigned getLRUClock(void) {
-    return (unsigned)((ustimeNow() / 1000) / LRU_CLOCK_RESOLUTION) & LRU_CLOCK_MAX;
-}
+/* evict.c getLRUClock: the unix time now in LRU_CLOCK_RESOLUTION ticks (lruclock.h). */
+static unsigned getLRUClock(void) { return ksGetLRUClock((uint64_t)(ustimeNow() / 1000)); }
 
 /* evict.c LRU_CLOCK: the clock serverCron keeps (server.lruclock) when its period (1000 /
  * hz ms) is within the clock's resolution, else read now. */
@@ -1383,18 +1542,35 @@ int ksCallPrepareWrite(ksClient *c) {
 }
 
 /* Valkey 9's reply offload (networking.c isCopyAvoidPreferred): whether a reply
- * should reference the object instead of copying it.  With io-threads 1 only strings of
- * min-string-size-avoid-copy-reply bytes and more; with obj absent (a reply starting
- * in an empty buffer), whether the io-threads reach min-io-threads-avoid-copy-reply. */
-int ksCallCopyAvoidPreferred(const ksClient *c, int has_obj, size_t len) {
+ * should reference the object instead of copying it.  Never while the client defers its
+ * replies (Valkey 9.1's deferred reply buffer); only a RAW string object that is not shared
+ * (its length read through objectGetVal); with io-threads 1 only strings of
+ * min-string-size-avoid-copy-reply bytes and more; with has_obj 0 (a reply starting in an
+ * empty buffer), whether the io-threads reach min-io-threads-avoid-copy-reply.  A bulk of
+ * bytes without an object (obj NULL) is judged by its length. */
+int ksCallCopyAvoidPreferred(const ksClient *c, int has_obj, const void *obj, size_t len) {
     if (has_obj) KS_WORK_OF(KVT_WORK_SERVER, KS_COPY_AVOID_WORK);
     if (c->flags & (CF_FAKE | CF_PUSHING)) return 0;
+    if (c->deferred_reply_bytes != -1) return 0;
     int type = getClientType(c);
     if (type != CLIENT_TYPE_NORMAL && type != CLIENT_TYPE_PUBSUB) return 0;
     if (!has_obj) return cp.min_io_threads_copy_avoid && cp.io_threads_num >= cp.min_io_threads_copy_avoid;
+    if (obj) {
+        const robj *o = obj;
+        if (o->type != OBJ_STRING || o->encoding != OBJ_ENCODING_RAW) return 0;
+        if (o->refcount == OBJ_SHARED_REFCOUNT) return 0;
+    }
     if (cp.min_io_threads_copy_avoid && cp.io_threads_num >= cp.min_io_threads_copy_avoid) return 1;
     size_t limit = (size_t)cp.min_string_size_copy_avoid; /* io-threads 1: the unthreaded limit */
+    if (obj) len = sdslen(ksObjectGetVal(obj));
     return limit && len >= limit;
+}
+
+/* object.c stringObjectLen: a string object's length, from its value (objectGetVal). */
+__attribute__((noinline)) size_t ksCallStringObjectLen(const void *o) {
+    const robj *r = o;
+    if (r->type != OBJ_STRING) abort(); /* serverAssertWithInfo */
+    return sdslen(ksObjectGetVal(o));
 }
 
 void ksCallAppend(ksKeyspace *ks, ksClient *c, const void *s, size_t len) {
@@ -1404,7 +1580,7 @@ void ksCallAppend(ksKeyspace *ks, ksClient *c, const void *s, size_t len) {
     cp.stat_net_output_bytes += len;
     KS_WORK_OF(KVT_WORK_SERVER, KS_REPLY_APPEND_WORK);
     if (c->rlen == 0) { /* _addReplyToBuffer at an empty buffer: plain or header-encoded */
-        if (ksCallCopyAvoidPreferred(c, 0, 0)) c->reply_flags |= REPLY_BUF_ENCODED;
+        if (ksCallCopyAvoidPreferred(c, 0, NULL, 0)) c->reply_flags |= REPLY_BUF_ENCODED;
         else c->reply_flags &= ~(uint32_t)REPLY_BUF_ENCODED;
     }
     ksReplyRaw(ks, c, s, len);

@@ -19,6 +19,18 @@ typedef struct ksCommand ksCommand;
 typedef struct ksCommandDef ksCommandDef;
 typedef struct ksKeyInfo ksKeyInfo;
 
+/* adlist.c's list: a server's lists (the default user's selectors, a client's reply and
+ * deferred-reply lists, the pending push messages, the modules' post-execution jobs). */
+typedef struct ksListNode {
+    struct ksListNode *prev, *next;
+    void *value;
+} ksListNode;
+typedef struct ksList {
+    ksListNode *head, *tail;
+    void (*free)(void *ptr); /* each node's value, at listEmpty */
+    unsigned long len;
+} ksList;
+
 /* On: builds the command table (a hashtable of names) from the registered commands;
  * `pending` is called when a client's first reply byte is queued (prepareClientToWrite's
  * pending-write list), may be NULL.  Off: frees the table and the latency histograms. */
@@ -28,8 +40,26 @@ extern int ksCallPathOn; /* read on every command: a plain flag */
 /* 1 if Valkey's command table flags the command `name` (lower case) CMD_WRITE. */
 int ksCallIsWrite(const char *name);
 
-/* networking.c createClient's part of a server's client: id, protocol, default user. */
+/* networking.c createClient's part of a server's client: id, protocol, default user, the
+ * empty deferred-reply buffer. */
 void ksCallClientInit(ksClient *c);
+/* A server's client between commands (resetClient done): the deferred-reply buffer
+ * committed and empty, the reply list's links consistent.  0, else -1 and err. */
+int ksCallClientCheckValid(const ksClient *c, char *err, size_t errlen);
+
+/* Valkey 9's read flags (c->read_flags) of one parse attempt of the query buffer, and
+ * handleParseResults's verdict on them.  Parse rc 1 (a command) sets PARSING_COMPLETED,
+ * or for an empty command (argc 0) INLINE_ZERO_QUERY_LEN (inline) or
+ * PARSING_NEGATIVE_MBULK_LEN ("*0", "*-1"), which resetClient drops; -1 a protocol
+ * error; 0 (more bytes needed) none.  Returns the verdict as a parse rc (1, -1, 0). */
+enum { /* the bits as the reference binary tests them */
+    KS_READ_FLAGS_ERRORS = 0x7fe | (1 << 22), /* Valkey's parse errors (c_ref sets one of them) */
+    KS_READ_FLAGS_ERROR_PROTOCOL = 1 << 4,
+    KS_READ_FLAGS_INLINE_ZERO_QUERY_LEN = 1 << 11,
+    KS_READ_FLAGS_PARSING_NEGATIVE_MBULK_LEN = 1 << 12,
+    KS_READ_FLAGS_PARSING_COMPLETED = 1 << 13,
+};
+int ksCallParseResults(ksClient *c, int rc, int argc, int multibulk);
 
 /* zmalloc/zfree with the libc allocator (Valkey's mem_allocator:libc build):
  * malloc or free plus malloc_usable_size into used_memory. */
@@ -79,9 +109,12 @@ void ksCallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd, const ksCommandD
 
 /* addReply*: prepareClientToWrite, then _addReplyToBufferOrList of each piece. */
 int ksCallPrepareWrite(ksClient *c);
-/* Valkey 9's isCopyAvoidPreferred (reply offload): 1 if a bulk reply of len bytes (or,
- * with has_obj 0, a reply into an empty buffer) would be referenced, not copied. */
-int ksCallCopyAvoidPreferred(const ksClient *c, int has_obj, size_t len);
+/* Valkey 9's isCopyAvoidPreferred (reply offload): 1 if a bulk reply of len bytes (of the
+ * object obj, read through objectGetVal, or of bytes without one: obj NULL) would be
+ * referenced, not copied; has_obj 0: a reply into an empty buffer. */
+int ksCallCopyAvoidPreferred(const ksClient *c, int has_obj, const void *obj, size_t len);
+/* object.c stringObjectLen of a string object: sdslen(objectGetVal(o)). */
+size_t ksCallStringObjectLen(const void *o);
 void ksCallAppend(ksKeyspace *ks, ksClient *c, const void *s, size_t len);
 /* _addReplyLongLongWithPrefix: a shared header below 32, else formatted. */
 void ksCallAppendLen(ksKeyspace *ks, ksClient *c, char prefix, long long v);

@@ -76,6 +76,11 @@ static void replyValue(ksKeyspace *ks, ksClient *c, void *entry, ksLoadId dep) {
     size_t len;
     ksLoadId vd = 0;
     const uint8_t *v = ksEntryGetValue(ks, entry, dep, &len, &vd);
+    if (__builtin_expect(ksCallPathOn, 0)) { /* a server: addReplyBulk(c, o) */
+        const void *o = ks->layout == KS_LAYOUT_LEGACY ? ((const legacyEntry *)entry)->val : entry;
+        ksReplyBulkObject(ks, c, o, v, len, vd);
+        return;
+    }
     ksReplyBulk(ks, c, v, len, vd);
 }
 

@@ -25,6 +25,7 @@
 
 #include "callpath.h"
 #include "keyspace.h"
+#include "lruclock.h"
 #include "siphash.h"
 #include "t_hash.h"
 #include "t_zset.h"
@@ -475,9 +476,6 @@ void ksDbKeyCountAdd(ksKeyspace *ks, int slot, int64_t delta) {
     }
 }
 
-/* LRU_CLOCK(): seconds, 24 bits (LRU_CLOCK_RESOLUTION 1000 ms). */
-#define KS_LRU_CLOCK(ms) ((unsigned)(((uint64_t)(ms) / 1000u) & ((1u << 24) - 1u)))
-
 /* A server's touch of a found key (db.c lookupKey): the access time LRU_CLOCK() unless
  * lookupKey's gate says not to (callpath.c). */
 static __attribute__((noinline)) void serverTouch(robj *o, ksLoadId d) {
@@ -500,7 +498,7 @@ void ksDbTouch(ksKeyspace *ks, ksKeyInfo *ki, void *entry) {
         serverTouch(o, d);
         return;
     }
-    o->lru = KS_LRU_CLOCK(ks->now_ms);
+    o->lru = ksGetLRUClock((uint64_t)ks->now_ms); /* LRU_CLOCK() of the workload's clock */
     KS_STORE(o, 8, KVT_TAG_OBJECT, KS_SITE_OBJ_LRU, d);
 }
 

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "arena.h"
+#include "callpath.h"
 #include "emit.h"
 #include "hashtable.h"
 #include "object.h"
@@ -221,6 +222,11 @@ struct ksClient {
     void *user;               /* c->user (callpath.c: the default user), c->id, c->resp, c->capa */
     uint64_t id;
     int resp, capa;
+    uint32_t read_flags;      /* c->read_flags of the last parse (callpath.h KS_READ_FLAGS_*) */
+    ksList reply;             /* c->reply: reply blocks past the buffer (none: rbuf grows) */
+    ksList deferred_reply;    /* Valkey 9.1's deferred reply buffer, committed by resetClient */
+    long long deferred_reply_bytes; /* its bytes; -1: none deferred */
+    long long reply_bytes;    /* c->reply_bytes: the reply list's */
 };
 
 /* --- Keyspace -------------------------------------------------------------- */
@@ -365,6 +371,9 @@ void ksReplyStatus(ksKeyspace *ks, ksClient *c, const char *msg);
 void ksReplyInt(ksKeyspace *ks, ksClient *c, long long v);
 void ksReplyBulk(ksKeyspace *ks, ksClient *c, const uint8_t *p, size_t len, ksLoadId dep);
 void ksReplyBulkTagged(ksKeyspace *ks, ksClient *c, const uint8_t *p, size_t len, ksLoadId dep, uint8_t tag);
+/* The bulk reply of a string value object o whose bytes p, len were read (ksEntryGetValue):
+ * a server replies from the object as addReplyBulk does, else as ksReplyBulk. */
+void ksReplyBulkObject(ksKeyspace *ks, ksClient *c, const void *o, const uint8_t *p, size_t len, ksLoadId dep);
 void ksReplyNull(ksKeyspace *ks, ksClient *c);
 void ksReplyArrayLen(ksKeyspace *ks, ksClient *c, long long n);
 void ksClientInit(ksKeyspace *ks, ksClient *c);

@@ -170,7 +170,7 @@ void ksReplyNull(ksKeyspace *ks, ksClient *c) {
  * addReplyBulkLen, addReply, addReplyProto CRLF. */
 static __attribute__((noinline)) void serverReplyBulk(ksKeyspace *ks, ksClient *c, const uint8_t *p, size_t len,
                                                       ksLoadId dep, uint8_t tag) {
-    (void)ksCallCopyAvoidPreferred(c, 1, len);
+    (void)ksCallCopyAvoidPreferred(c, 1, NULL, len);
     if (len) (void)KS_LOAD(p, len, tag, tag == KVT_TAG_KEY ? KS_SITE_OBJ_KEY : KS_SITE_OBJ_VALUE, dep);
     (void)dep;
     (void)tag;
@@ -199,6 +199,32 @@ void ksReplyBulkTagged(ksKeyspace *ks, ksClient *c, const uint8_t *p, size_t len
 }
 
 void ksReplyBulk(ksKeyspace *ks, ksClient *c, const uint8_t *p, size_t len, ksLoadId dep) {
+    ksReplyBulkTagged(ks, c, p, len, dep, KVT_TAG_VALUE);
+}
+
+/* A server's addReplyBulk of a string object (Valkey 9.1): its length by stringObjectLen,
+ * isCopyAvoidPreferred of the object, then the header, addReply of the object (its value
+ * found again by objectGetVal) and CRLF.  Each read of the value goes through the object's
+ * header (object.c objectGetVal); the bytes are those ksEntryGetValue found. */
+static __attribute__((noinline)) void serverReplyBulkObject(ksKeyspace *ks, ksClient *c, const void *o,
+                                                            ksLoadId dep) {
+    size_t len = ksCallStringObjectLen(o);
+    (void)ksCallCopyAvoidPreferred(c, 1, o, len);
+    if (ksCallPrepareWrite(c)) ksCallAppendLen(ks, c, '$', (long long)len);
+    if (ksCallPrepareWrite(c)) { /* addReply: objectGetVal, then the bytes */
+        const uint8_t *p = (const uint8_t *)ksObjectGetVal(o);
+        if (len) (void)KS_LOAD(p, len, KVT_TAG_VALUE, KS_SITE_OBJ_VALUE, dep);
+        ksCallAppend(ks, c, p, len);
+    }
+    (void)dep;
+    if (ksCallPrepareWrite(c)) ksCallAppend(ks, c, "\r\n", 2);
+}
+
+void ksReplyBulkObject(ksKeyspace *ks, ksClient *c, const void *o, const uint8_t *p, size_t len, ksLoadId dep) {
+    if (ksCallPathOn) {
+        serverReplyBulkObject(ks, c, o, dep);
+        return;
+    }
     ksReplyBulkTagged(ks, c, p, len, dep, KVT_TAG_VALUE);
 }
 
@@ -470,6 +496,11 @@ int ksParseCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     cmd->pipelined = 0;
     if (c->closed || c->qpos >= c->qlen) return 0;
     (void)KS_LOAD(c->qbuf + c->qpos, 1, KVT_TAG_QUERY_BUF, KS_SITE_RESP_PARSE, 0);
+    if (__builtin_expect(ksCallPathOn, 0)) { /* a server: the read flags, handleParseResults */
+        int multibulk = c->qbuf[c->qpos] == '*';
+        int rc = multibulk ? parseMultibulk(ks, c, cmd) : parseInline(ks, c, cmd);
+        return ksCallParseResults(c, rc, cmd->argc, multibulk);
+    }
     if (c->qbuf[c->qpos] == '*') return parseMultibulk(ks, c, cmd);
     return parseInline(ks, c, cmd);
 }

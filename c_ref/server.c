@@ -925,6 +925,7 @@ int ksServerSessionCheckValid(char *err, size_t errlen) {
         snprintf(err, errlen, "the session client holds the shared query buffer between reads");
         return -1;
     }
+    if (session && ksCallClientCheckValid(&session->c, err, errlen)) return -1;
     return ksDbCheckValid(srv.ks, err, errlen);
 }
 

@@ -18,6 +18,7 @@
 #include "../callpath.h"
 #include "../keyspace.h"
 #include "../kvsim_cref.h"
+#include "../server.h"
 #include "../siphash.h"
 #include "testhelp.h"
 
@@ -269,6 +270,85 @@ static int test_lookup_key_touch_and_stats(void) {
     return 0;
 }
 
+/* handleParseResults: a parse's read flags and the verdict the buffer's processing takes
+ * from them: a command runs, an empty command ("*0", "*-1", an empty inline line) is
+ * dropped (the client reset), a protocol error is an error, a partial command waits. */
+static int test_parse_results_follow_the_read_flags(void) {
+    ksCallPathEnable(3, NULL);
+    ksClient c;
+    memset(&c, 0, sizeof(c));
+    ksCallClientInit(&c);
+    static const struct {
+        int rc, argc, multibulk;
+        uint32_t flags;
+        int verdict;
+    } cases[] = {
+        {1, 2, 1, KS_READ_FLAGS_PARSING_COMPLETED, 1},
+        {1, 1, 0, KS_READ_FLAGS_PARSING_COMPLETED, 1},
+        {1, 0, 1, KS_READ_FLAGS_PARSING_NEGATIVE_MBULK_LEN, 1},
+        {1, 0, 0, KS_READ_FLAGS_INLINE_ZERO_QUERY_LEN, 1},
+        {0, 0, 1, 0, 0},
+        {-1, 0, 1, KS_READ_FLAGS_ERROR_PROTOCOL, -1},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        c.net_input_bytes_curr_cmd = 77; /* the reset of an empty command clears it */
+        int v = ksCallParseResults(&c, cases[i].rc, cases[i].argc, cases[i].multibulk);
+        TEST_ASSERT_MSG(v == cases[i].verdict && c.read_flags == cases[i].flags, "case %zu: verdict %d flags %#x", i,
+                        v, c.read_flags);
+        TEST_ASSERT(!(c.read_flags & KS_READ_FLAGS_ERRORS) == (cases[i].rc >= 0));
+        TEST_ASSERT_MSG((c.net_input_bytes_curr_cmd == 0) == (cases[i].rc > 0 && cases[i].argc == 0), "case %zu", i);
+    }
+    ksCallPathDisable();
+    return 0;
+}
+
+/* A server's session client over commands, partial reads, empty commands and a protocol
+ * error: replies as RESP says, and between reads resetClient has committed the deferred
+ * reply buffer (none left, marked -1) and the reply lists' links hold (check_valid). */
+static int test_session_client_state_between_commands(void) {
+    /* a long value: a RAW object (past the embedded sizes of both layouts) */
+    char longv[101], set_long[200], get_long[200];
+    memset(longv, 'x', 100);
+    longv[100] = 0;
+    snprintf(set_long, sizeof(set_long), "*3\r\n$3\r\nSET\r\n$1\r\nL\r\n$100\r\n%s\r\n", longv);
+    snprintf(get_long, sizeof(get_long), "$100\r\n%s\r\n", longv);
+    const struct {
+        const char *in, *out;
+    } steps[] = {
+        {"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2\r\nv1\r\n", "+OK\r\n"},
+        {"*2\r\n$3\r\nGET\r\n$1\r", ""}, /* partial: more bytes needed */
+        {"\nk\r\n", "$2\r\nv1\r\n"},
+        {"*0\r\n*-1\r\n\r\n*2\r\n$3\r\nGET\r\n$1\r\nx\r\n", "$-1\r\n"}, /* empties dropped */
+        {"*2\r\n$3\r\nGET\r\n$1\r\nk\r\nGET k\r\n", "$2\r\nv1\r\n$2\r\nv1\r\n"},
+        {set_long, "+OK\r\n"},
+        {"*2\r\n$3\r\nGET\r\n$1\r\nL\r\n", get_long},
+    };
+    static const char *const layouts[] = {"", "layout=legacy", "table=dict"};
+    for (size_t l = 0; l < sizeof(layouts) / sizeof(layouts[0]); l++) {
+        ksServerConfig cfg;
+        memset(&cfg, 0, sizeof(cfg));
+        cfg.options = layouts[l];
+        char err[256];
+        TEST_ASSERT_MSG(ksServerSessionOpen(&cfg, err, sizeof(err)) == 0, "%s", err);
+        for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+            const uint8_t *r;
+            size_t rl;
+            TEST_ASSERT(ksServerSessionFeed((const uint8_t *)steps[i].in, strlen(steps[i].in), &r, &rl) == 0);
+            TEST_ASSERT_MSG(rl == strlen(steps[i].out) && memcmp(r, steps[i].out, rl) == 0, "%s step %zu: %.*s",
+                            layouts[l], i, (int)rl, (const char *)r);
+            TEST_ASSERT_MSG(ksServerSessionCheckValid(err, sizeof(err)) == 0, "%s step %zu: %s", layouts[l], i, err);
+        }
+        const uint8_t *r;
+        size_t rl;
+        const char *bad = "*1\r\n$x\r\n"; /* a protocol error: the reply, then the close */
+        TEST_ASSERT(ksServerSessionFeed((const uint8_t *)bad, strlen(bad), &r, &rl) == 1);
+        TEST_ASSERT_MSG(rl > 5 && memcmp(r, "-ERR ", 5) == 0, "%.*s", (int)rl, (const char *)r);
+        TEST_ASSERT_MSG(ksServerSessionCheckValid(err, sizeof(err)) == 0, "%s", err);
+        ksServerSessionClose();
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     TEST_INIT(argc, argv);
     RUN(test_write_flags_match_what_commands_change);
@@ -277,5 +357,7 @@ int main(int argc, char **argv) {
     RUN(test_object_get_val_reads_each_argument);
     RUN(test_get_keys_follow_the_key_specs);
     RUN(test_lookup_key_touch_and_stats);
+    RUN(test_parse_results_follow_the_read_flags);
+    RUN(test_session_client_state_between_commands);
     return TEST_DONE();
 }
