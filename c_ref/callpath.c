@@ -100,6 +100,22 @@
                                   * spec's walk, getKeysPrepareResult, getKeysFreeResult (a GET) */
 #define KS_LOOKUP_TOUCH_WORK 24  /* lookupKey's gate of a hit and LRU_CLOCK() */
 #define KS_AFTER_SLEEP_WORK 560  /* afterSleep: the GIL, getMonotonicUs, ustime, localtime_r */
+/* Valkey 9.1's steps (the reference binary's), each its function's inclusive instructions
+ * per call under callgrind of the native `kvsim-cref serverloop --command get` (depth 1 and
+ * 10 alike; the differences of two runs' counts over the requests between them): */
+#define KS_PARSE_RESULTS_WORK 31      /* ksCallParseResults: the read flags, handleParseResults */
+#define KS_COMMIT_DEFERRED_WORK 37    /* commitDeferredReplyBuffer's empty path with listEmpty */
+#define KS_AFTER_COMMAND_LISTS_WORK 17 /* afterCommand's listJoin of the push messages and
+                                        * firePostExecutionUnitJobs' execution unit: afterCommand's
+                                        * inclusive count over the one before them (41 against 24) */
+#define KS_CALL_CLOCK_HIST_WORK 18    /* ustime's gettimeofday (ustimeNow 16) and the histogram's
+                                       * index from its layout fields (counts_index_for 14), less
+                                       * the 12 of call()'s own code that they replace (KS_CALL_WORK
+                                       * was counted before them) */
+#define KS_STRING_OBJECT_LEN_WORK 12  /* stringObjectLen's own code (its objectGetVal apart) */
+#define KS_OBJECT_GET_VAL_VALUE_WORK 26 /* objectGetVal of a value object (the keyspace's kvobj:
+                                         * the embedded key skipped) less its header's record: the
+                                         * reply's stringObjectLen and addReply calls, 27 each */
 
 static_assert(sizeof(robj) == 16, "an argument object is Valkey's 16-byte robj");
 
@@ -710,10 +726,7 @@ void ksCallArgAdd(ksCommand *cmd, const uint8_t *p, size_t len) {
  * expire field and the embedded key if the object has them, past its sds header.  c_ref's
  * argument object keeps the pointer as well (its 16-byte robj); the embedded value is
  * found from the header as Valkey finds it, and is that pointer. */
-__attribute__((noinline)) sds ksObjectGetVal(const void *obj) {
-    const robj *o = obj;
-    (void)KS_LOAD(o, 8, KVT_TAG_ARGV, KS_SITE_RESP_ARGV, 0); /* the header's flag bits */
-    KS_WORK_OF(KVT_WORK_SERVER, KS_OBJECT_GET_VAL_WORK);
+static inline sds objectGetVal(const robj *o) {
     if (o->encoding != OBJ_ENCODING_EMBSTR) return o->ptr;
     const unsigned char *data = (const unsigned char *)(o + 1);
     if (o->hasexpire) data += sizeof(long long);
@@ -724,7 +737,23 @@ __attribute__((noinline)) sds ksObjectGetVal(const void *obj) {
     return (sds)(data + sdsHdrSize(SDS_TYPE_8));
 }
 
+__attribute__((noinline)) sds ksObjectGetVal(const void *obj) {
+    const robj *o = obj;
+    (void)KS_LOAD(o, 8, KVT_TAG_ARGV, KS_SITE_RESP_ARGV, 0); /* the header's flag bits */
+    KS_WORK_OF(KVT_WORK_SERVER, KS_OBJECT_GET_VAL_WORK);
+    return objectGetVal(o);
+}
+
 sds ksCallArgVal(const ksCommand *cmd, int j) { return ksObjectGetVal(cmd->argv_obj[j]); }
+
+/* objectGetVal of a value object of the keyspace (the reply's addReplyBulk reads it three
+ * times): its header recorded as the object's (tag object, site obj.value: no site cost),
+ * its instructions charged as measured. */
+__attribute__((noinline)) sds ksObjectGetValOfValue(const void *obj) {
+    (void)KS_LOAD(obj, 8, KVT_TAG_OBJECT, KS_SITE_OBJ_VALUE, 0);
+    KS_WORK_OF(KVT_WORK_SERVER, KS_OBJECT_GET_VAL_VALUE_WORK);
+    return objectGetVal(obj);
+}
 
 /* db.c getKeysPrepareResult: the stack buffer first, a zmalloc'd array past it. */
 static __attribute__((noinline)) ksKeyReference *getKeysPrepareResult(ksGetKeysResult *result, int numkeys) {
@@ -1150,6 +1179,7 @@ static __attribute__((noinline)) void afterCommand(ksClient *c) {
     }
     trackingHandlePendingKeyInvalidations();
     clusterSlotStatsAddNetworkBytesOut(c);
+    KS_WORK_OF(KVT_WORK_SERVER, KS_AFTER_COMMAND_LISTS_WORK); /* with firePostExecutionUnitJobs' */
     if (!cp.execution_nesting) listJoin(&c->reply, cp.pending_push_messages); /* the push messages */
 }
 
@@ -1202,6 +1232,7 @@ static __attribute__((noinline)) uint64_t getMonotonicUs(void) {
  * bytes counted, and the client is queued for writing; the deferred buffer is emptied and
  * marked none (-1).  Nothing in c_ref's server defers a reply: the empty path runs. */
 static __attribute__((noinline)) void commitDeferredReplyBuffer(ksClient *c) {
+    KS_WORK_OF(KVT_WORK_SERVER, KS_COMMIT_DEFERRED_WORK);
     if (c->deferred_reply_bytes != -1 && c->deferred_reply.len) {
         listJoin(&c->reply, &c->deferred_reply);
         c->reply_bytes += c->deferred_reply_bytes;
@@ -1313,6 +1344,7 @@ void ksCallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd, const ksCommandD
             }
             int64_t v = c->duration * 1000;
             hdr_record_value(ci->latency, v < 1 ? 1 : v > HDR_MAX_NS ? HDR_MAX_NS : v);
+            KS_WORK_OF(KVT_WORK_SERVER, KS_CALL_CLOCK_HIST_WORK); /* with ustime's */
         }
         clusterSlotStatsAddCpuDuration(c, ci, c->duration);
     }
@@ -1379,6 +1411,7 @@ int ksCallParseResults(ksClient *c, int rc, int argc, int multibulk) {
                     : argc > 0 ? KS_READ_FLAGS_PARSING_COMPLETED
                     : multibulk ? KS_READ_FLAGS_PARSING_NEGATIVE_MBULK_LEN
                                 : KS_READ_FLAGS_INLINE_ZERO_QUERY_LEN;
+    KS_WORK_OF(KVT_WORK_SERVER, KS_PARSE_RESULTS_WORK);
     int verdict = handleParseResults(c);
     return verdict == PARSE_OK ? 1 : verdict == PARSE_ERR ? -1 : 0;
 }
@@ -1562,15 +1595,16 @@ int ksCallCopyAvoidPreferred(const ksClient *c, int has_obj, const void *obj, si
     }
     if (cp.min_io_threads_copy_avoid && cp.io_threads_num >= cp.min_io_threads_copy_avoid) return 1;
     size_t limit = (size_t)cp.min_string_size_copy_avoid; /* io-threads 1: the unthreaded limit */
-    if (obj) len = sdslen(ksObjectGetVal(obj));
+    if (obj) len = sdslen(ksObjectGetValOfValue(obj));
     return limit && len >= limit;
 }
 
 /* object.c stringObjectLen: a string object's length, from its value (objectGetVal). */
 __attribute__((noinline)) size_t ksCallStringObjectLen(const void *o) {
     const robj *r = o;
+    KS_WORK_OF(KVT_WORK_SERVER, KS_STRING_OBJECT_LEN_WORK);
     if (r->type != OBJ_STRING) abort(); /* serverAssertWithInfo */
-    return sdslen(ksObjectGetVal(o));
+    return sdslen(ksObjectGetValOfValue(o));
 }
 
 void ksCallAppend(ksKeyspace *ks, ksClient *c, const void *s, size_t len) {

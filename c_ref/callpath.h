@@ -79,6 +79,9 @@ void ksCallArgvFree(ksCommand *cmd);
  * object's header as Valkey 9.1 reads every argument. */
 sds ksCallArgVal(const ksCommand *cmd, int j);
 sds ksObjectGetVal(const void *o); /* the same of an argument object (a robj) */
+/* The same of a value object of the keyspace (addReplyBulk's reads): its header recorded
+ * as an object's, its instructions as measured (callpath.c KS_OBJECT_GET_VAL_VALUE_WORK). */
+sds ksObjectGetValOfValue(const void *o);
 /* db.c getKeysFromCommand -> getKeysUsingLegacyRangeSpec for a server's command: the
  * positions of its keys in a getKeysResult (a stack buffer of MAX_KEYS_BUFFER entries,
  * zmalloc'd past it: getKeysPrepareResult), freed by ksCallGetKeysFree. */

@@ -212,7 +212,7 @@ static __attribute__((noinline)) void serverReplyBulkObject(ksKeyspace *ks, ksCl
     (void)ksCallCopyAvoidPreferred(c, 1, o, len);
     if (ksCallPrepareWrite(c)) ksCallAppendLen(ks, c, '$', (long long)len);
     if (ksCallPrepareWrite(c)) { /* addReply: objectGetVal, then the bytes */
-        const uint8_t *p = (const uint8_t *)ksObjectGetVal(o);
+        const uint8_t *p = (const uint8_t *)ksObjectGetValOfValue(o);
         if (len) (void)KS_LOAD(p, len, KVT_TAG_VALUE, KS_SITE_OBJ_VALUE, dep);
         ksCallAppend(ks, c, p, len);
     }

@@ -78,4 +78,43 @@ hash --keys 100 --hash-fields 512 --value-size 16 --ops 20000 --hash-op hset
 zscore --keys 300 --zset-members 16 --ops 20000
 zscore --keys 300 --zset-members 128 --ops 20000
 LIST
+# The server's request code (kvsim-cref serverloop: GETs fed to ksServerSessionFeed, the
+# entry point `serve` runs between read and write, c_ref/serverloop.c): the trace's
+# instructions per request (its measured phase: DEPTH x N requests) against callgrind's
+# per request of ksServerSessionFeed (the native run also feeds the fill and both arms'
+# warm-up and segments: 2 x (N + N/8) segments).  Each from two runs, N1 and N2
+# iterations: the difference of their counts over the requests between them (what a run
+# does once, the fill, the session's check and close, drops out).  Within 0.9-1.1.
+# collected N: callgrind's count of ksServerSessionFeed in a native serverloop run of N
+collected() {
+    valgrind --tool=callgrind --toggle-collect=ksServerSessionFeed --callgrind-out-file="$T/cg" \
+        "$B" serverloop --command get --depth "$d" --keys 1000 --rounds 1 --iters "$1" >/dev/null 2>"$T/vg" &&
+        sed -n 's/.*Collected : *\([0-9]*\).*/\1/p' "$T/vg"
+}
+# traced N: the trace's instructions (its measured phase: N segments) of the same run
+traced() {
+    "$B" serverloop --command get --depth "$d" --keys 1000 --iters "$1" --trace "$T/t.kvt" &&
+        "$STAT" "$T/t.kvt" | sed 's/.*"instructions":\([0-9]*\).*/\1/'
+}
+check_server() {
+while read -r d n1 n2; do
+    [ -z "$d" ] && continue
+    w="serverloop --command get --depth $d"
+    ir1=$(collected "$n1") && ir2=$(collected "$n2") || { echo "callgrind failed: $w"; fail=1; continue; }
+    ti1=$(traced "$n1") && ti2=$(traced "$n2") || { echo "trace failed: $w"; fail=1; continue; }
+    # per request: the differences of the two runs over the requests between them
+    cg=$(awk -v a="$ir1" -v b="$ir2" -v d="$d" -v n1="$n1" -v n2="$n2" \
+        'BEGIN{printf "%.1f", (b - a) / (2 * ((n2 + int(n2 / 8)) - (n1 + int(n1 / 8))) * d)}')
+    tr=$(awk -v a="$ti1" -v b="$ti2" -v d="$d" -v n1="$n1" -v n2="$n2" \
+        'BEGIN{printf "%.1f", (b - a) / ((n2 - n1) * d)}')
+    ratio=$(awk -v a="$tr" -v b="$cg" 'BEGIN{printf "%.3f", a/b}')
+    ok=$(awk -v r="$ratio" 'BEGIN{print (r >= 0.9 && r <= 1.1) ? "ok" : "FAIL"}')
+    [ "$ok" = ok ] || fail=1
+    printf '%-44s %12s %12s %7s %s\n' "$w (per request)" "$cg" "$tr" "$ratio" "$ok"
+done
+}
+check_server <<'LIST'
+1 800 2400
+10 800 2400
+LIST
 exit $fail
