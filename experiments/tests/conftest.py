@@ -51,3 +51,25 @@ def small_trace(tmp_path_factory):
                     "--warm-setup", "none")
     assert res.returncode == 0, res.stderr.decode()
     return path
+
+
+@pytest.fixture
+def cref_stand_in(monkeypatch, tmp_path):
+    """Install a tiny experiment and a ``kvsim-cref`` stand-in for this test: a function of
+    (name, title, cells, script) registering ``Experiment(name, title, "none", cells)`` and
+    writing ``script`` (a shell script whose ``{real}`` is the real binary's path) where
+    kvsim.artifacts' environment override finds it; returns the script's path."""
+    from kvsim import artifacts
+    from kvsim.experiments import framework
+    from kvsim.experiments.framework import Experiment
+
+    def install(name, title, cells, script):
+        framework._load()
+        monkeypatch.setitem(framework._REGISTRY, name,
+                            Experiment(name, title, "none", cells, lambda rows: []))
+        path = tmp_path / "kvsim-cref"
+        path.write_text(script.replace("{real}", str(artifacts.path(artifacts.CREF_CLI))))
+        path.chmod(0o755)
+        monkeypatch.setenv(artifacts.ENV[artifacts.CREF_CLI], str(path))
+        return path
+    return install

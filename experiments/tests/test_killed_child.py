@@ -16,9 +16,8 @@ import signal
 
 import pytest
 
-from kvsim import artifacts
-from kvsim.experiments import framework, runner
-from kvsim.experiments.framework import Experiment, native_cell, sim_cell
+from kvsim.experiments import runner
+from kvsim.experiments.framework import native_cell, sim_cell
 
 NAME = "tiny_killed"
 OPTS = {"keys": 2000, "ops": 200, "value_size": 64, "depth": 8, "seed": 3}
@@ -54,16 +53,8 @@ exec "{real}" "$@"
 
 
 @pytest.fixture
-def killer(monkeypatch, tmp_path):
-    framework._load()
-    monkeypatch.setitem(framework._REGISTRY, NAME,
-                        Experiment(NAME, "a c_ref child killed", "none", _cells,
-                                   lambda rows: []))
-    script = tmp_path / "kvsim-cref"
-    script.write_text(KILLER.replace("{real}", str(artifacts.path(artifacts.CREF_CLI))))
-    script.chmod(0o755)
-    monkeypatch.setenv(artifacts.ENV[artifacts.CREF_CLI], str(script))
-    return script
+def killer(cref_stand_in):
+    return cref_stand_in(NAME, "a c_ref child killed", _cells, KILLER)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])

@@ -13,9 +13,8 @@ import json
 import pandas as pd
 import pytest
 
-from kvsim import artifacts
-from kvsim.experiments import framework, runner
-from kvsim.experiments.framework import Experiment, sim_cell
+from kvsim.experiments import runner
+from kvsim.experiments.framework import sim_cell
 
 NAME = "tiny_killed_worker"
 OPTS = {"keys": 2000, "ops": 200, "value_size": 64, "depth": 8, "seed": 3}
@@ -47,15 +46,8 @@ exec "{real}" "$@"
 
 
 @pytest.fixture
-def killer(monkeypatch, tmp_path):
-    framework._load()
-    monkeypatch.setitem(framework._REGISTRY, NAME,
-                        Experiment(NAME, "a worker process killed", "none", _cells,
-                                   lambda rows: []))
-    script = tmp_path / "kvsim-cref"
-    script.write_text(KILLER.replace("{real}", str(artifacts.path(artifacts.CREF_CLI))))
-    script.chmod(0o755)
-    monkeypatch.setenv(artifacts.ENV[artifacts.CREF_CLI], str(script))
+def killer(cref_stand_in, monkeypatch, tmp_path):
+    script = cref_stand_in(NAME, "a worker process killed", _cells, KILLER)
     monkeypatch.setenv("KVSIM_TEST_KILL_WORKER", str(tmp_path / "killed-once"))
     return script
 
