@@ -84,7 +84,7 @@ LIST
 # per request of ksServerSessionFeed (the native run also feeds the fill and both arms'
 # warm-up and segments: 2 x (N + N/8) segments).  Each from two runs, N1 and N2
 # iterations: the difference of their counts over the requests between them (what a run
-# does once, the fill, the session's check and close, drops out).  Within 0.9-1.1.
+# does once, the fill, the check and close of the server session, drops out).  Within 0.9-1.1.
 # collected N: callgrind's count of ksServerSessionFeed in a native serverloop run of N
 collected() {
     valgrind --tool=callgrind --toggle-collect=ksServerSessionFeed --callgrind-out-file="$T/cg" \
