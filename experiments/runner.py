@@ -351,6 +351,8 @@ def _run_local(par: list, out: Path, workers: int | None, finish, failed, bar,
     yet or stopped with it go on in a new pool."""
     import multiprocessing
 
+    from kvsim.experiments.cref import killed_by
+
     n = workers or os.cpu_count() or 1
     ctx = multiprocessing.get_context("spawn")
     left = dict(enumerate(par))
@@ -392,8 +394,8 @@ def _run_local(par: list, out: Path, workers: int | None, finish, failed, bar,
             lost = {i: None for i in left}
         for (pid, code), tasks in _by_worker(lost, codes).items():
             cells = sorted(cid for i in tasks for g in left[i] for _, cid, _ in g)
-            how = (f"killed by signal {_signal_name(code)}" if code is not None and code < 0
-                   else f"ended with status {code}" if code is not None else "ended")
+            how = (killed_by(code)
+                   or (f"ended with status {code}" if code is not None else "ended"))
             line = (f"a worker process{f' (pid {pid})' if pid else ''} was {how} with "
                     f"{len(cells)} cell{'s' if len(cells) > 1 else ''} in flight: "
                     f"{', '.join(cells)}")
@@ -423,11 +425,6 @@ def _by_worker(lost: dict[int, int | None], codes: dict[int, int | None]
         out.setdefault((pid, codes.get(pid) if pid else None), []).append(i)
     return out
 
-
-def _signal_name(code: int) -> str:
-    from kvsim.experiments.cref import killed_by
-
-    return killed_by(code).removeprefix("killed by signal ")
 
 
 def _run_dask(par: list, scheduler: str, finish, failed, bar,
