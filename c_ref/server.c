@@ -101,15 +101,10 @@
 
 static_assert(PROTO_IOBUF_LEN >= 4096, "a read asks for at least a page");
 
-/* adlist.c: the list of clients with pending writes, through nodes inside the clients. */
-typedef struct listNode {
-    struct listNode *prev, *next;
-    void *value;
-} listNode;
-typedef struct list {
-    listNode *head, *tail;
-    unsigned long len;
-} list;
+/* adlist.c's list (callpath.h ksList, adlist's names here): the clients and the clients
+ * with pending writes, through nodes inside the clients. */
+typedef ksListNode listNode;
+typedef ksList list;
 
 enum { CLIENT_IDLE = 0 }; /* io_read_state / io_write_state: no IO thread holds the client */
 #define READ_FLAGS_QB_LIMIT_REACHED (1 << 0)
