@@ -26,7 +26,8 @@ shared between the object and its value, and which of the lines the prefetch of
 the same three), with the rest left to demand loads.
 
 ``python -m kvsim.experiments.server_layout --keys 3000000`` writes
-``results/native-server-layout.json`` (provenance block: commit, machine, date, load)."""
+``results/native-server-layout.json`` (provenance block: commit, machine, date, load; the
+c_ref binary's SHA-256, and ``KVSIM_CREF_BIN`` when that named another build)."""
 
 from __future__ import annotations
 
@@ -139,7 +140,7 @@ def _lines(a: int, n: int) -> set[int]:
 
 
 def object_extent(server: str, hdr: bytes) -> tuple[int, int, int]:
-    """``(value_ptr, key_end, key_index)`` of an object's first 40 bytes: where its RAW
+    """``(value_ptr, key_end, key_index)`` of an object's first 64 bytes: where its RAW
     value's sds buffer is, how many bytes of the object a key compare reads (header through
     the embedded key), and the key's number (``key:%012d``). ValkeyError if the value is
     embedded or the object not a string."""
@@ -179,7 +180,7 @@ def get_footprint(server: str, mem: Mem, chain: tuple[int, ...], pos: int,
         if presence >> q & 1 and hashes[q] == hashes[pos]:
             other = entries[q]
             order.append(("other_object", _lines(other, 24)))
-    hdr = mem.read(obj, 40)
+    hdr = mem.read(obj, 64)
     val, key_end, idx = object_extent(server, hdr)
     order.append(("object", _lines(obj, key_end)))
     vtype = mem.read(val - 1, 1)[0] & 7
@@ -260,9 +261,18 @@ def layout_of(server: str, pid: int, keys: int, value_size: int, sample: int,
 def run(keys: int, value_size: int, sample: int, seed: int, log=None) -> dict[str, Any]:
     """Both servers started as ``kvsim native server`` starts them, loaded with the same
     keys, then read (module docstring)."""
+    import hashlib
+
+    from kvsim import artifacts
+
     vbinary, vsource = server_binary()
+    cbinary = S.cref_binary()
+    env = artifacts.ENV[artifacts.CREF_CLI]
     out: dict[str, Any] = {"keys": keys, "value_size": value_size, "sample": sample,
                            "seed": seed, "cref_server_args": S.CREF_SERVER_ARGS,
+                           "cref_binary": {"from": env if os.environ.get(env) else "build",
+                                           "sha256": hashlib.sha256(
+                                               cbinary.read_bytes()).hexdigest()},
                            "valkey_server_source": vsource}
     for name in S.SERVERS:
         srv = (S.CrefServer() if name == "cref" else
