@@ -284,8 +284,14 @@ int ksArenaIsLibc(const ksArena *a) { return a->libc; }
 
 void ksArenaExchangeLibc(ksArena *a, const void *adopted, const void *released) {
     if (!a->libc) die("ksArenaExchangeLibc on an arena of its own blocks");
-    a->allocated += malloc_usable_size((void *)adopted);
-    a->allocated -= malloc_usable_size((void *)released);
+    if (adopted) {
+        a->allocated += malloc_usable_size((void *)adopted);
+        a->live++;
+    }
+    if (released) {
+        a->allocated -= malloc_usable_size((void *)released);
+        a->live--;
+    }
 }
 
 /* The libc mode's blocks (zmalloc.c with libc: malloc, then malloc_usable_size). */

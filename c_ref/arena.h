@@ -57,7 +57,8 @@ void ksArenaSetLibc(int on);
 int ksArenaIsLibc(const ksArena *a);
 /* Libc mode: the arena takes over `adopted` (a C library block allocated outside it, to be
  * freed by the arena's owner through ksArenaFree) and gives up `released` (one of its
- * blocks, now the caller's to free(3)); the counts follow the blocks. */
+ * blocks, now the caller's to free(3)); the counts follow the blocks.  Either may be NULL
+ * (a block taken over with none given up). */
 void ksArenaExchangeLibc(ksArena *a, const void *adopted, const void *released);
 
 /* Allocate `size` bytes (size 0 is treated as 1).  Never returns NULL: aborts

@@ -817,7 +817,7 @@ static __attribute__((noinline)) void decrRefCount(robj *o) {
     if (o->refcount == 1) {
         if (o->type == OBJ_STRING) { /* freeStringObject: the value through objectGetVal */
             sds v = ksObjectGetVal(o);
-            if (o->encoding == OBJ_ENCODING_RAW) ksZfree(sdsAllocPtr(v));
+            if (o->encoding == OBJ_ENCODING_RAW && v) ksZfree(sdsAllocPtr(v)); /* sdsfree(NULL): none */
         }
         ksZfree(o);
         return;
@@ -962,6 +962,38 @@ int ksCallSetValueSwap(ksKeyspace *ks, ksKeyInfo *ki, void *entry, ksCommand *cm
     ksArenaExchangeLibc(ks->arena, sdsAllocPtr(newv), sdsAllocPtr(oldv));
     update_zmalloc_stat(malloc_usable_size(sdsAllocPtr(oldv)), 1);
     update_zmalloc_stat(malloc_usable_size(sdsAllocPtr(newv)), 0);
+    return 1;
+}
+
+/* A value argument given to the keyspace (ksCallSetValueAdopt): the argv's reference to
+ * the new object, which freeClientArgv's decrRefCount leaves alone (Valkey: the object
+ * itself, its count 2 after setKey's incrRefCount, back to 1). */
+static robj adopted_arg = {.type = OBJ_STRING, .encoding = OBJ_ENCODING_RAW, .refcount = OBJ_SHARED_REFCOUNT};
+
+/* db.c dbAdd -> dbAddInternal (Valkey 9.1) of a new key: objectSetKeyAndExpire of the value
+ * argument, a RAW string with one reference: a new object embedding the key takes the
+ * argument's sds as its value (no copy: the parser's block), the argument's object is
+ * freed with its pointer cleared (the 9.1.2 reference binary: the ptr moved, then
+ * decrRefCount(val)); then the table insert.  So the object is allocated when the command
+ * runs and its value when the command was parsed: in a pipelined load of MSETs they lie on
+ * different pages (results/native-server-layout.json), as in the reference server.  Only in
+ * a server on libc blocks with the unified layout (the keyspace's libc-mode arena takes the
+ * block over); 0 when not applicable (the caller builds a new object with a copy,
+ * ksDbSetFound).  Where Valkey's argv keeps a second reference to the new object,
+ * c_ref's keeps a shared placeholder (adopted_arg). */
+int ksCallSetValueAdopt(ksKeyspace *ks, ksKeyInfo *ki, ksCommand *cmd, int j, int64_t expire_ms) {
+    robj *val = cmd->argv_obj[j];
+    if (ks->layout != KS_LAYOUT_UNIFIED || !ksArenaIsLibc(ks->arena)) return 0;
+    if (val->type != OBJ_STRING || val->encoding != OBJ_ENCODING_RAW || val->refcount != 1) return 0;
+    sds v = val->ptr;
+    void *e = ksEntryCreateObject(ks, ki->key, sdslen(ki->key), OBJ_STRING, OBJ_ENCODING_RAW, v, expire_ms);
+    ksArenaExchangeLibc(ks->arena, sdsAllocPtr(v), NULL);
+    update_zmalloc_stat(malloc_usable_size(sdsAllocPtr(v)), 0);
+    val->ptr = NULL;
+    KS_STORE(&val->ptr, sizeof(val->ptr), KVT_TAG_ARGV, KS_SITE_RESP_ARGV, 0);
+    decrRefCount(val);
+    cmd->argv_obj[j] = &adopted_arg;
+    ksDbAddNew(ks, ki, e);
     return 1;
 }
 

@@ -106,6 +106,9 @@ void ksCallSetKeyDone(ksKeyspace *ks, ksKeyInfo *ki, int old_type);
 /* db.c dbSetValue's swap of two RAW strings: argument j's value into the old entry, the old
  * value into argument j (freed with the argv); 0 if not applicable (see callpath.c). */
 int ksCallSetValueSwap(ksKeyspace *ks, ksKeyInfo *ki, void *entry, ksCommand *cmd, int j, int64_t expire_ms);
+/* db.c dbAdd's objectSetKeyAndExpire of a new key: the entry made around argument j's value
+ * (the argument's sds taken over), inserted; 0 if not applicable (see callpath.c). */
+int ksCallSetValueAdopt(ksKeyspace *ks, ksKeyInfo *ki, ksCommand *cmd, int j, int64_t expire_ms);
 
 /* processCommand's checks and call() around def->proc (id: its commandstats row). */
 void ksCallCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd, const ksCommandDef *def, int id);

@@ -185,20 +185,22 @@ static void setCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     }
     if (keepttl && old) expire = ksDbGetExpire(ks, &ki, old);
     sds v = cmd->argv[2];
-    /* setKey with SETKEY_ALREADY_EXIST / SETKEY_DOESNT_EXIST: no second lookup */
-    ksDbSetFound(ks, &ki, old, (const uint8_t *)v, sdslen(v), expire);
+    /* setKey with SETKEY_ALREADY_EXIST / SETKEY_DOESNT_EXIST: no second lookup; a server's
+     * new key takes the argument's value (dbAdd's objectSetKeyAndExpire, callpath.c) */
+    if (!(cmd->argv_obj && !old && ksCallSetValueAdopt(ks, &ki, cmd, 2, expire)))
+        ksDbSetFound(ks, &ki, old, (const uint8_t *)v, sdslen(v), expire);
     if (!get) ksReplyStatus(ks, c, "OK");
 }
 
 /* A server's write of value argument j after setKey's lookup (old: the entry found, or
- * NULL): tryObjectEncoding, dbSetValue's swap of RAW strings or a new object, then setKey's
- * and the command's notifications (callpath.c). */
+ * NULL): tryObjectEncoding, dbSetValue's swap of RAW strings, dbAdd's adoption of a new key's
+ * RAW value, or a new object; then setKey's and the command's notifications (callpath.c). */
 static __attribute__((noinline)) void serverSetFound(ksKeyspace *ks, ksCommand *cmd, ksKeyInfo *ki, void *old,
                                                      int j, int64_t expire) {
     sds v = cmd->argv[j];
     int old_type = old ? ksEntryType(ks, old) : -1; /* read before the old entry may go */
     ksCallSetKeyValueArg(cmd, j);
-    if (!(old && ksCallSetValueSwap(ks, ki, old, cmd, j, expire)))
+    if (!(old ? ksCallSetValueSwap(ks, ki, old, cmd, j, expire) : ksCallSetValueAdopt(ks, ki, cmd, j, expire)))
         ksDbSetFound(ks, ki, old, (const uint8_t *)v, sdslen(v), expire);
     ksCallSetKeyDone(ks, ki, old_type);
 }

@@ -5,8 +5,10 @@
  * Sizes follow Valkey 8.1 (createObjectWithKeyAndExpire, #2087 key-size fix):
  * the key uses the minimal sds type (sdshdr5 below 32 bytes), the embedded
  * value an sdshdr8 whose alloc absorbs the size-class slack, and an expire
- * field is reserved when asked, when the key is >= 128 bytes, or when the size
- * class leaves >= 8 spare bytes anyway.
+ * field is reserved when asked, when the key is >= 128 bytes, or when the
+ * block leaves >= 8 spare bytes anyway (zmalloc_usable's usable size: the size
+ * class in the arena, malloc_usable_size on libc blocks, where a 16-byte key's
+ * object of 35 bytes gets 40 and no expire field, as in the reference server).
  *
  * Tracing: reading an entry records the object header (16 B, tag object),
  * the key bytes (tag key) and the value bytes (tag value) with the dependency
@@ -40,15 +42,11 @@ static void *unifiedCreate(ksKeyspace *ks, const char *key, size_t klen, const u
     size_t emb = base + (hasexpire ? 8 : 0) + 3 + vlen + 1;
     int embed = emb <= KS_EMBED_LIMIT;
     size_t need = embed ? emb : base + (hasexpire ? 8 : 0);
-    size_t cls = ksArenaSizeClass(need);
-    if (!hasexpire && cls - need >= 8) { /* room for the expire field anyway */
-        hasexpire = 1;
-        need += 8;
-    }
     /* A RAW value is allocated before the object, as Redis 8 `kvobjSet` does
      * (`kvobjCreate(..., sdsnewlen(...))`) and Valkey's `objectSetKeyAndExpire`
      * (the value exists before the object that embeds the key): consecutive
-     * keys of one size class then lie value, object, value, object. */
+     * keys of one size class then lie value, object, value, object.  (A server
+     * adopts its argument's value instead: callpath.c ksCallSetValueAdopt.) */
     void *v = NULL;
     int vtype = SDS_TYPE_8;
     if (!embed) {
@@ -57,6 +55,10 @@ static void *unifiedCreate(ksKeyspace *ks, const char *key, size_t klen, const u
     }
     robj *o = ksArenaAlloc(ks->arena, need);
     size_t room = ksArenaUsableSize(ks->arena, o);
+    if (!hasexpire && room - need >= 8) { /* room for the expire field anyway */
+        hasexpire = 1;
+        need += 8;
+    }
     o->type = OBJ_STRING;
     o->lru = 0;
     o->refcount = 1;
@@ -94,12 +96,11 @@ static void *unifiedCreateObject(ksKeyspace *ks, const char *key, size_t klen, i
     size_t ksize = 1 + sdsSize(ktype, klen);
     int hasexpire = expire_ms >= 0 || klen >= KS_KEY_SIZE_TO_INCLUDE_EXPIRE;
     size_t need = sizeof(robj) + (hasexpire ? 8 : 0) + ksize;
-    size_t cls = ksArenaSizeClass(need);
-    if (!hasexpire && cls - need >= 8) { /* room for the expire field anyway */
+    robj *o = ksArenaAlloc(ks->arena, need);
+    if (!hasexpire && ksArenaUsableSize(ks->arena, o) - need >= 8) { /* room for the expire field anyway */
         hasexpire = 1;
         need += 8;
     }
-    robj *o = ksArenaAlloc(ks->arena, need);
     o->type = (unsigned)type;
     o->encoding = (unsigned)encoding;
     o->lru = 0;

@@ -394,6 +394,39 @@ def test_mset_overwrites_swap_values_and_reply_as_the_model():
         srv.stop()
 
 
+def test_new_keys_take_their_value_arguments_and_reply_as_the_model():
+    """A new key takes its RAW value argument's string (dbAdd's objectSetKeyAndExpire): MSET
+    and SET of new keys, a new key twice in one MSET (taken, then swapped), SET with a TTL,
+    EMBSTR and integer-looking values beside RAW ones, then reads, overwrites, deletes and
+    FLUSHALL, read back as the model says (the ASan build checks the blocks' ownership)."""
+    def big(i):
+        return (b"w%03d" % i) * 70
+    cmds = [encode_command(b"MSET", *[x for k in range(8) for x in (b"n%d" % k, big(k))])]
+    cmds += [encode_command(b"MSET", b"d", big(20), b"d", big(21), b"e", b"short",
+                            b"f", b"12345", b"g", big(22))]
+    cmds += [encode_command(b"SET", b"s", big(30)), encode_command(b"SET", b"t", big(31), b"PX",
+                                                                  b"100000"),
+             encode_command(b"SET", b"u", big(32), b"GET"), encode_command(b"PTTL", b"s")]
+    cmds += [encode_command(b"GET", k) for k in (b"d", b"e", b"f", b"g", b"s", b"u")]
+    cmds += [encode_command(b"MGET", *[b"n%d" % k for k in range(8)])]
+    cmds += [encode_command(b"MSET", b"n1", big(40), b"n2", b"x"), encode_command(b"DEL", b"n3"),
+             encode_command(b"MGET", b"n1", b"n2", b"n3"), encode_command(b"FLUSHALL"),
+             encode_command(b"MSET", b"n1", big(41)), encode_command(b"GET", b"n1"),
+             encode_command(b"DBSIZE")]
+    q = b"".join(cmds)
+    want, _ = Keyspace().execute(q)
+    srv = CrefServer(binary=_binary()).start()
+    try:
+        with _connect(srv.port) as s:
+            s.sendall(q)
+            assert _recv_exactly(s, len(want)) == want
+        srv.proc.send_signal(signal.SIGTERM)
+        assert srv.proc.wait(timeout=TIMEOUT) == 0
+        assert srv.proc.stderr.read() == b""
+    finally:
+        srv.stop()
+
+
 def test_traced_server_records_every_request(tmp_path):
     """``serve --trace``: the traced build serves; the trace has a COMMAND marker per command
     executed, stores of exactly the bytes read into query buffers and loads of exactly the
