@@ -13,7 +13,11 @@ Usage (from the repository root, after ``make build``; ``c_ref/bench/paired.py``
 old spelling):
 
     .venv/bin/python -m bench paired mget-dict --before-bin OLD/kvsim-cref \\
-        --before-commit SHA [--rounds 7]
+        --before-commit SHA [--rounds 7] [--set keys_per_command=1000 ...] [--out FILE]
+
+``--set KEY=VALUE`` replaces one of the workload's c_ref options (its name as in
+``kvsim-cref``'s help, with ``_`` for ``-``); ``--out`` names the result file (default
+``results/paired-<workload>.json``).
 """
 
 from __future__ import annotations
@@ -35,12 +39,21 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench paired") ->
     ap.add_argument("--before-commit", required=True)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--ops", help="measured operations (default: fidelity.py's native ones)")
+    ap.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                    help="replace one of the workload's c_ref options (repeatable)")
+    ap.add_argument("--out", help="result file (default results/paired-<workload>.json)")
     a = ap.parse_args(argv)
     if not Path(a.before_bin).is_file():
         ap.error(f"--before-bin {a.before_bin}: no such file")
     if a.rounds < 2:
         ap.error("--rounds: at least 2")
     workload, base, var, opts, why = WORKLOADS[a.workload]
+    opts = dict(opts)
+    for kv in a.sets:
+        key, eq, value = kv.partition("=")
+        if not eq or key not in opts:
+            ap.error(f"--set {kv}: want KEY=VALUE with KEY one of {', '.join(sorted(opts))}")
+        opts[key] = int(value) if value.isdigit() else value
     nopts = native_options(workload, opts, a.ops)
     builds = {"before": dict(os.environ, KVSIM_CREF_BIN=str(Path(a.before_bin).resolve())),
               "after": dict(os.environ)}
@@ -59,9 +72,13 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench paired") ->
                "options": cref.workload_args(nopts),
                "change": why, "rounds": a.rounds, "before_commit": a.before_commit, **out}
     rd = provenance.results_dir()
-    if rd is None:
+    if a.out:
+        target = Path(a.out)
+    elif rd is None:
         ap.error("no results/ directory (not a checkout)")
-    path = provenance.write_result(rd / f"paired-{a.workload}.json", payload)
+    else:
+        target = rd / f"paired-{a.workload}.json"
+    path = provenance.write_result(target, payload)
     for label in builds:
         s = out[label]["speedup"]
         print(f"{label}: median {s['median']:.3f} ci95 {s['ci95']} min-based "

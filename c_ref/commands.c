@@ -226,6 +226,7 @@ static void windowStart(ksKeyspace *ks, ksCommand *cmd, int first, int step, int
 static void windowAhead(ksKeyspace *ks, ksCommand *cmd, int first, int step, int n, int j);
 /* The multi-key batches (below). */
 static int batchLen(ksKeyspace *ks, ksCommand *cmd, int done, int remaining, int prefetch);
+static inline int batchFirstOnly(const ksKeyspace *ks);
 static inline void resolveBatch(ksKeyspace *ks, ksCommand *cmd, ksKeyInfo *ki, int first, int step, int from,
                                 int n,
                          void *tables);
@@ -277,8 +278,9 @@ static void countKeysGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int mo
     /* #15043 batches MSET/MSETNX only, #14899 MGET only */
     int prefetch = ks->var.multikey_rule != KS_MULTIKEY_RULE_15043 && ks->var.multikey_rule != KS_MULTIKEY_RULE_14899;
     ksKeyInfo ki[KS_MAX_BATCH];
+    int first_only = batchFirstOnly(ks);
     for (int done = 0; done < nkeys;) {
-        int b = batchLen(ks, cmd, done, nkeys - done, prefetch);
+        int b = done > 0 && first_only ? 1 : batchLen(ks, cmd, done, nkeys - done, prefetch);
         if (b > 1) resolveBatch(ks, cmd, ki, 1, 1, done, b, NULL);
         for (int i = 0; i < b; i++) {
             ksKeyInfo k;
@@ -308,6 +310,17 @@ static int nextBatchSize(const ksKeyspace *ks, int remaining) {
     return remaining >= 2 * chunk ? chunk : remaining;
 }
 
+/* 1 if no batch follows the first: no multi-key variant, or Valkey's rule (multikey=batch
+ * on a hashtable: one batch of the command's first keys, prefetched before the command
+ * runs, memory_prefetch.c).  Callers ask once per command and, past the first batch, take
+ * the keys one at a time without asking again, as Valkey's mgetCommand runs its plain loop
+ * with no per-key batch test. */
+static inline int batchFirstOnly(const ksKeyspace *ks) {
+    if (!ks->var.multikey) return 1;
+    return ks->var.multikey_rule != KS_MULTIKEY_RULE_14899 && !ks->var.multikey_chunked &&
+           ks->var.multikey_rule != KS_MULTIKEY_RULE_15043 && ks->ops != &ksDictTableOps;
+}
+
 /* How many keys, from key `done` on (`remaining` left), form the next batch;
  * 1 = no prefetch.  `prefetch`: this pass may prefetch (MSETNX's write pass
  * may not: Redis #15133 `do_prefetch &&= !nx`; Valkey prefetches a command's
@@ -316,8 +329,7 @@ static int batchLen(ksKeyspace *ks, ksCommand *cmd, int done, int remaining, int
     if (!ks->var.multikey || !prefetch) return 1;
     if (ks->var.multikey_rule == KS_MULTIKEY_RULE_14899) /* chunks of DICT_PREFETCH_MAX_SIZE */
         return remaining < DICT_PREFETCH_MAX_SIZE ? remaining : DICT_PREFETCH_MAX_SIZE;
-    if (ks->var.multikey_chunked || ks->var.multikey_rule == KS_MULTIKEY_RULE_15043 || ks->ops == &ksDictTableOps)
-        return nextBatchSize(ks, remaining);
+    if (!batchFirstOnly(ks)) return nextBatchSize(ks, remaining);
     if (done > 0 || cmd->prefetched) return 1; /* Valkey: one batch, the first keys */
     return remaining < ks->var.batch ? remaining : ks->var.batch;
 }
@@ -418,8 +430,9 @@ static void mgetCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     int prefetch = ks->var.multikey_rule != KS_MULTIKEY_RULE_15043;
     if (ks->var.multikey_guard && (cmd->prefetched || cmd->pipelined)) prefetch = 0;
     void *tables = tablesBegin(ks);
+    int first_only = batchFirstOnly(ks);
     for (int done = 0; done < nkeys;) {
-        int n = batchLen(ks, cmd, done, nkeys - done, prefetch);
+        int n = done > 0 && first_only ? 1 : batchLen(ks, cmd, done, nkeys - done, prefetch);
         resolveBatch(ks, cmd, ki, 1, 1, done, n, tables);
         for (int i = 0; i < n; i++) {
             void *e = findForBatch(ks, &ki[i], tables);
@@ -480,9 +493,12 @@ static void msetGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int nx) {
     }
     ksKeyInfo ki[KS_MAX_BATCH];
     void *tables = tablesBegin(ks);
+    int first_only = batchFirstOnly(ks);
     if (nx) {
         for (int done = 0; done < npairs;) {
-            int n = batchLen(ks, cmd, done, npairs - done, ks->var.multikey_rule != KS_MULTIKEY_RULE_14899);
+            int n = done > 0 && first_only ? 1
+                                           : batchLen(ks, cmd, done, npairs - done,
+                                                      ks->var.multikey_rule != KS_MULTIKEY_RULE_14899);
             resolveBatch(ks, cmd, ki, 1, 2, done, n, tables);
             for (int i = 0; i < n; i++) {
                 if (findForBatch(ks, &ki[i], tables)) {
@@ -500,7 +516,7 @@ static void msetGeneric(ksKeyspace *ks, ksClient *c, ksCommand *cmd, int nx) {
     int write_prefetch = !nx || ks->var.multikey_rule == KS_MULTIKEY_RULE_15043;
     if (ks->var.multikey_rule == KS_MULTIKEY_RULE_14899) write_prefetch = 0; /* #14899: MGET only */
     for (int done = 0; done < npairs;) {
-        int n = batchLen(ks, cmd, done, npairs - done, write_prefetch);
+        int n = done > 0 && first_only ? 1 : batchLen(ks, cmd, done, npairs - done, write_prefetch);
         resolveBatch(ks, cmd, ki, 1, 2, done, n, tables);
         for (int i = 0; i < n; i++) {
             if (tableLost(ks, tables, &ki[i])) continue; /* written into a dead table: lost */

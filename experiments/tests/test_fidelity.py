@@ -81,6 +81,21 @@ def test_paired_rounds_time_both_builds(tiny, tmp_path, monkeypatch):
     assert not _missing(doc, published)
 
 
+def test_paired_set_replaces_an_option_and_out_names_the_file(tiny, tmp_path, capsys):
+    out = tmp_path / "kpc.json"
+    assert paired.main(["mget-hashtable", "--before-bin", str(cref.binary()),
+                        "--before-commit", "HEAD", "--rounds", "2", "--set",
+                        "keys_per_command=7", "--set", "keys=1000", "--ops", "20",
+                        "--out", str(out)]) == 0
+    opts = json.loads(out.read_text())["options"]
+    assert opts[opts.index("--keys-per-command") + 1] == "7"
+    assert opts[opts.index("--keys") + 1] == "1000"
+    with pytest.raises(SystemExit):
+        paired.main(["mget-hashtable", "--before-bin", str(cref.binary()),
+                     "--before-commit", "HEAD", "--set", "no_such=1"])
+    assert "--set no_such=1: want KEY=VALUE" in capsys.readouterr().err
+
+
 def test_the_plan_names_the_before_build_by_its_bytes(tiny, tmp_path, monkeypatch):
     """`kvsim experiment run fidelity` plans the "before" build $KVSIM_FIDELITY_BEFORE
     names: its SHA-256 is in each cell's spec, so another build is another cell."""
