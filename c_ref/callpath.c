@@ -333,45 +333,6 @@ static struct {
 
 int ksCallPathOn;
 
-/* --- adlist.c ------------------------------------------------------------------------------ */
-
-/* adlist.c listEmpty: every node freed (its value by the list's free method), the list
- * left empty. */
-static __attribute__((noinline)) void listEmpty(ksList *list) {
-    unsigned long len = list->len;
-    ksListNode *current = list->head, *next;
-    while (len--) {
-        next = current->next;
-        if (list->free) list->free(current->value);
-        ksZfree(current);
-        current = next;
-    }
-    list->head = list->tail = NULL;
-    list->len = 0;
-}
-
-/* adlist.c listJoin: o's nodes appended to l, o left empty. */
-static __attribute__((noinline)) void listJoin(ksList *l, ksList *o) {
-    if (o->len == 0) return;
-    o->head->prev = l->tail;
-    if (l->tail) l->tail->next = o->head;
-    else l->head = o->head;
-    l->tail = o->tail;
-    l->len += o->len;
-    o->head = o->tail = NULL;
-    o->len = 0;
-}
-
-/* A list's links against its length: -1 if they disagree. */
-static int listCheckValid(const ksList *l) {
-    unsigned long n = 0;
-    const ksListNode *prev = NULL;
-    for (const ksListNode *ln = l->head; ln; prev = ln, ln = ln->next) {
-        if (ln->prev != prev || ++n > l->len) return -1;
-    }
-    return n == l->len && l->tail == prev ? 0 : -1;
-}
-
 /* --- zmalloc with the libc allocator ---------------------------------------------------- */
 /* Valkey 9's zmalloc.c counts used memory per thread: each thread registers an index on its
  * first allocation and adds to its own slot without atomics (threads past the slots share
@@ -1023,7 +984,7 @@ static __attribute__((noinline)) int ACLSelectorCheckCmd(const aclSelector *s, c
     }
     if (!(s->flags & SELECTOR_FLAG_ALLKEYS) && ci->def->first_key) {
         if (!cache->keys_init) { /* getKeysFromCommandWithSpecs, once for all selectors */
-            int first, step;
+            int first = 0, step; /* ksCommandKeys sets them only for a command with keys */
             cache->numkeys = ksCommandKeys(ci->def, argc, &first, &step);
             cache->first = first;
             cache->keys_init = 1;
@@ -1146,12 +1107,7 @@ static inline void exitExecutionUnit(void) { --cp.execution_nesting; }
 static __attribute__((noinline)) void firePostExecutionUnitJobs(void) {
     enterExecutionUnitNoTime();
     while (cp.modulePostExecUnitJobs->len > 0) {
-        ksListNode *ln = cp.modulePostExecUnitJobs->head;
-        cp.modulePostExecUnitJobs->head = ln->next; /* listDelNode */
-        if (ln->next) ln->next->prev = NULL;
-        else cp.modulePostExecUnitJobs->tail = NULL;
-        cp.modulePostExecUnitJobs->len--;
-        ksZfree(ln);
+        listDelNode(cp.modulePostExecUnitJobs, cp.modulePostExecUnitJobs->head);
     }
     exitExecutionUnit();
 }

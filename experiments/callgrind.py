@@ -13,7 +13,10 @@ manual, "Callgrind Format Specification", version 1) and returns a :class:`Profi
   (the cost line after each ``calls=`` line is the call's inclusive cost);
 - ``self_by_file``: the self costs by ``(file, function)``, where the file is the one of
   the code (``fl=``, or ``fi=``/``fe=`` inside a function for inlined code), as
-  callgrind_annotate names its rows ``file:function``.
+  callgrind_annotate names its rows ``file:function``;
+- ``calls``: per function, how many times it was called (the counts of the ``calls=`` lines
+  naming it by the ``cfn=`` before them), so that ``inclusive / calls`` is its cost per call
+  (calls the compiler inlined are not calls: their code counts in the caller).
 
 What the reader follows of the format: name compression (``fn=(12) name`` defines 12,
 ``fn=(12)`` refers to it; one table for ``fn``/``cfn``/``jfn``, one for the files
@@ -64,6 +67,7 @@ class Profile:
     self_costs: dict[str, dict[str, int]] = field(default_factory=dict)
     inclusive: dict[str, dict[str, int]] = field(default_factory=dict)
     self_by_file: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
+    calls: dict[str, int] = field(default_factory=dict)
 
     def event_costs(self, event: str, inclusive: bool = False) -> dict[str, int]:
         """``{function: cost}`` of one event, self (default) or inclusive."""
@@ -112,6 +116,7 @@ def read(path: Path | str) -> Profile:
     prof = Profile(events=seen, totals={})
     part_sum: dict[str, int] = {}
     call_pending = False
+    cfn: str | None = None  # the callee of the next calls= line
 
     def fail(lineno: int, what: str) -> CallgrindFormatError:
         return CallgrindFormatError(f"{path}:{lineno}: {what}")
@@ -163,10 +168,17 @@ def read(path: Path | str) -> Profile:
                     name = value.strip()
                 if spec == "fn":
                     fn = name
+                elif spec == "cfn":
+                    cfn = name
                 elif spec in ("fl", "fi", "fe"):
                     file = name
                 continue
             if line.startswith("calls="):
+                count = line[6:].split()
+                if cfn is None or not count or not count[0].isdigit():
+                    raise fail(lineno, f"a calls= line without a count or a cfn= before it: "
+                               f"{line!r}")
+                prof.calls[cfn] = prof.calls.get(cfn, 0) + int(count[0])
                 call_pending = True
                 continue
             if line.startswith(("jump=", "jcnd=")):
