@@ -86,7 +86,10 @@
 #define ARGV_MAX_PREALLOC 1024            /* processMultibulkBuffer: min(multibulklen, 1024) */
 
 /* Instructions of the native code between the traced accesses (KS_WORK units, counted
- * under callgrind on the native server: docs/server.md, "Instruction counts"). */
+ * under callgrind on the native server: docs/server.md, "Instruction counts").  Every
+ * KS_*_WORK constant here and in server.c is measured, per call of the function it names, in
+ * results/server-steps-callgrind.json (python -m kvsim.experiments.server_steps, whose STEPS
+ * says how each is counted); experiments/tests/test_server_steps.py holds each to it. */
 #define KS_ZMALLOC_WORK 60       /* malloc from the tcache + malloc_usable_size + stat */
 #define KS_ZFREE_WORK 100        /* malloc_usable_size + free (_int_free to the tcache) + stat */
 #define KS_CALL_WORK 630         /* processCommand's checks, call()'s bookkeeping, the histogram,

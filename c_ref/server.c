@@ -93,7 +93,8 @@
 
 #define PROTO_IOBUF_LEN (16 * 1024)
 /* Instructions of the native code (KS_WORK units, counted under callgrind of the native
- * server): sdsMakeRoomFor's early return, sdsIncrLen (the reference binary's). */
+ * server): sdsMakeRoomFor's early return, sdsIncrLen (the reference binary's); measured in
+ * results/server-steps-callgrind.json (experiments/server_steps.py, callpath.c's note). */
 #define KS_QB_ROOM_WORK 34
 #define KS_QB_INCR_WORK 23
 #define QUERYBUF_LIMIT (1024ULL * 1024 * 1024) /* client-query-buffer-limit */

@@ -336,10 +336,11 @@ def callgrind_self_costs(path: Path) -> dict[str, int]:
 
 def callgrind_runs(spec: dict, batch: int, options: tuple[str, ...] = (),
                    instr_at_start: bool = True, warmup_requests: int = 0,
-                   cref_builds: dict[str, Path] | None = None):
+                   cref_builds: dict[str, Path] | None = None, with_valkey: bool = True):
     """Each server of :data:`SERVERS` for one cell under ``valgrind --tool=callgrind
     OPTIONS`` (with ``cref_builds``, ``{label: kvsim-cref binary}``: Valkey, then c_ref's
-    server of each binary, yielded under its label instead of ``cref``): started and loaded
+    server of each binary, yielded under its label instead of ``cref``; ``with_valkey`` False:
+    the builds alone): started and loaded
     with the cell's keys, prefetch-batch-max-size ``batch``;
     with ``instr_at_start`` False started with ``--instr-atstart=no`` (the load runs
     uninstrumented) and switched on (``callgrind_control -i on``); ``warmup_requests``
@@ -362,7 +363,7 @@ def callgrind_runs(spec: dict, batch: int, options: tuple[str, ...] = (),
         subprocess.run(["callgrind_control", *arg.split(), str(pid)], check=True,
                        capture_output=True, timeout=300)
     with tempfile.TemporaryDirectory(prefix="kvsim-callgrind-") as tmp:
-        runs = ([("valkey", None), *cref_builds.items()] if cref_builds
+        runs = ([("valkey", None)] * with_valkey + [*cref_builds.items()] if cref_builds
                 else [(name, None) for name in SERVERS])
         for i, (name, cbin) in enumerate(runs):
             cg = Path(tmp) / f"{i}.out"
