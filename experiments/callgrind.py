@@ -16,7 +16,9 @@ manual, "Callgrind Format Specification", version 1) and returns a :class:`Profi
   callgrind_annotate names its rows ``file:function``;
 - ``calls``: per function, how many times it was called (the counts of the ``calls=`` lines
   naming it by the ``cfn=`` before them), so that ``inclusive / calls`` is its cost per call
-  (calls the compiler inlined are not calls: their code counts in the caller).
+  (calls the compiler inlined are not calls: their code counts in the caller);
+- ``call_costs``: per ``(caller, callee)``, the calls' count (``"calls"``) and their
+  inclusive cost of each event (the cost lines after those ``calls=`` lines).
 
 What the reader follows of the format: name compression (``fn=(12) name`` defines 12,
 ``fn=(12)`` refers to it; one table for ``fn``/``cfn``/``jfn``, one for the files
@@ -68,6 +70,7 @@ class Profile:
     inclusive: dict[str, dict[str, int]] = field(default_factory=dict)
     self_by_file: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)
+    call_costs: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
 
     def event_costs(self, event: str, inclusive: bool = False) -> dict[str, int]:
         """``{function: cost}`` of one event, self (default) or inclusive."""
@@ -143,6 +146,7 @@ def read(path: Path | str) -> Profile:
                 _add(prof.inclusive, fn, events, costs)
                 if call_pending:  # the call's inclusive cost: the caller's, not its own
                     call_pending = False
+                    _add(prof.call_costs, (fn, cfn), events, costs)
                     continue
                 _add(prof.self_costs, fn, events, costs)
                 _add(prof.self_by_file, (file, fn), events, costs)
@@ -179,6 +183,8 @@ def read(path: Path | str) -> Profile:
                     raise fail(lineno, f"a calls= line without a count or a cfn= before it: "
                                f"{line!r}")
                 prof.calls[cfn] = prof.calls.get(cfn, 0) + int(count[0])
+                row = prof.call_costs.setdefault((fn, cfn), {})
+                row["calls"] = row.get("calls", 0) + int(count[0])
                 call_pending = True
                 continue
             if line.startswith(("jump=", "jcnd=")):
@@ -215,5 +221,7 @@ def read(path: Path | str) -> Profile:
     for table in (prof.self_costs, prof.inclusive, prof.self_by_file):
         for key, row in table.items():
             table[key] = {ev: row.get(ev, 0) for ev in seen}
+    for key, row in prof.call_costs.items():
+        prof.call_costs[key] = {"calls": row["calls"], **{ev: row.get(ev, 0) for ev in seen}}
     prof.totals = {ev: sum(r[ev] for r in prof.self_costs.values()) for ev in seen}
     return prof

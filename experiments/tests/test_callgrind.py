@@ -94,6 +94,8 @@ def test_hand_written_file(hand):
     assert prof.event_costs("Dr") == {"main": 7, "lookup": 40, "helper": 2}
     assert prof.event_costs("Ir", inclusive=True)["main"] == 135
     assert prof.calls == {"lookup": 2, "helper": 1}  # main itself is called by no line
+    assert prof.call_costs == {("main", "lookup"): {"calls": 2, **SELF["lookup"]},
+                               ("main", "helper"): {"calls": 1, **SELF["helper"]}}
 
 
 def test_the_old_names_read_the_same(hand):
