@@ -38,10 +38,10 @@ TOLERANCE = (0.15, 4.0)
 
 def _step(file: str, fns: list[str], cell: str = "get-p10", minus: tuple[str, ...] = (),
           callers: tuple[str, ...] = (), less: float = 0.0, minus_steps: tuple[str, ...] = (),
-          note: str = "") -> dict[str, Any]:
+          per: str = "first", note: str = "") -> dict[str, Any]:
     return {"file": file, "functions": fns, "cell": cell, "minus": list(minus),
             "callers": list(callers), "less": less, "minus_steps": list(minus_steps),
-            "note": note}
+            "per": per, "note": note}
 
 
 #: Each work constant (``KS_<STEP>_WORK``): the C file that defines it, the native functions
@@ -57,17 +57,19 @@ STEPS: dict[str, dict[str, Any]] = {
                           note="processCommand's checks and call()'s bookkeeping around the "
                           "command (GET), less the steps inside it charged apart"),
     "KS_CALL_CLOCK_HIST_WORK": _step("callpath.c", ["ustimeNow", "counts_index_for"],
-                                     callers=("ksCallCommand", "hdr_record_value",
-                                              "hdr_record_values"), less=12.0,
+                                     callers=("ksCallCommand", "hdr_record_values"), less=12.0,
                                      note="call()'s ustime and the histogram's index, less "
                                      "the 12 instructions of call()'s own code they replaced"),
-    "KS_ZMALLOC_WORK": _step("callpath.c", ["ksZmalloc", "zmalloc_usable"], "mset-10",
-                             note="malloc, malloc_usable_size and the per-thread stat"),
-    "KS_ZFREE_WORK": _step("callpath.c", ["ksZfree"], "mset-10",
+    "KS_ZMALLOC_WORK": _step("callpath.c", ["ksZmalloc", "zmalloc_usable"], per="any",
+                             note="malloc, malloc_usable_size and the per-thread stat (per "
+                             "call of either)"),
+    "KS_ZFREE_WORK": _step("callpath.c", ["ksZfree"],
                            note="malloc_usable_size, free and the stat"),
-    "KS_REPLY_APPEND_WORK": _step("callpath.c", ["ksCallAppend"], minus=("ksReplyRaw",),
-                                  note="prepareClientToWrite and _addReplyToBufferOrList's "
-                                  "tests; the copy into the buffer (ksReplyRaw) is traced"),
+    "KS_REPLY_APPEND_WORK": _step("callpath.c", ["ksCallAppend", "ksCallPrepareWrite"],
+                                  minus=("ksReplyRaw",),
+                                  note="prepareClientToWrite (the callers' ksCallPrepareWrite "
+                                  "before each piece) and _addReplyToBufferOrList's tests; the "
+                                  "copy into the buffer (ksReplyRaw) is traced"),
     "KS_COPY_AVOID_WORK": _step("callpath.c", ["ksCallCopyAvoidPreferred"],
                                 minus=("ksObjectGetValOfValue",),
                                 callers=("serverReplyBulkObject", "serverReplyBulk"),
@@ -102,6 +104,25 @@ STEPS: dict[str, dict[str, Any]] = {
     "KS_QB_INCR_WORK": _step("server.c", ["sdsIncrLenQb"], note="sdsIncrLen"),
 }
 
+#: The constants that disagree with their measurement, each with what the measurement shows
+#: (results/server-steps-callgrind.json; docs/server.md, "What is left"). The test holds this
+#: list to the file both ways: a constant that drifts, or one brought back to its
+#: measurement, changes the set and fails it until this list says so.
+KNOWN_DRIFT: dict[str, str] = {
+    "KS_ZMALLOC_WORK": "60 against some 120 per call: the argument objects' malloc takes "
+                       "more than the tcache path the constant assumed",
+    "KS_ZFREE_WORK": "100 against some 140 per call",
+    "KS_COPY_AVOID_WORK": "34 against 56 per bulk reply of an object (getClientType's 12 "
+                          "among them)",
+    "KS_OBJECT_GET_VAL_WORK": "7 against 13 per argument",
+    "KS_OBJECT_GET_VAL_VALUE_WORK": "26 against 5 per read of a value object: the constant "
+                                    "counted the reply's calls around it (27 each)",
+    "KS_AFTER_COMMAND_LISTS_WORK": "17 against 12: the constant also counts afterCommand's "
+                                   "two call sites",
+    "KS_SETKEY_WORK": "120 against 30 per key written: tryObjectEncoding's tests and setKey's "
+                      "bookkeeping take 13 and 17",
+}
+
 _DEFINE = re.compile(r"^#define\s+(KS_[A-Z0-9_]+_WORK)\s+(\d+)\b", re.M)
 
 
@@ -115,16 +136,24 @@ def c_constants(c_ref: Path) -> dict[str, tuple[str, int]]:
     return out
 
 
+def base_name(fn: str) -> str:
+    """A function's name without the suffix of a compiler's clone (``f.constprop.0``,
+    ``f.isra.0``, ``f.part.0``, ``f.cold``): callgrind names the clone that ran."""
+    return fn.split(".", 1)[0]
+
+
 def step_figure(prof: callgrind.Profile, step: dict[str, Any]) -> dict[str, Any]:
     """The instructions per call of one step in a profile: the inclusive instructions of the
     calls to its functions (from its callers, if it names any), less those of the callees it
     names (``minus``) inside them, over the calls to its first function (a step of several
     functions runs each once: their sum per step), less ``less``."""
     calls = incl = minus = 0
+    counted = step["functions"] if step["per"] == "any" else step["functions"][:1]
     for (caller, callee), row in prof.call_costs.items():
+        caller, callee = base_name(caller), base_name(callee)
         if callee in step["functions"] and (not step["callers"] or caller in step["callers"]):
             incl += row["Ir"]
-            if callee == step["functions"][0]:
+            if callee in counted:
                 calls += row["calls"]
         if caller in step["functions"] and callee in step["minus"]:
             minus += row["Ir"]
@@ -221,7 +250,8 @@ def main(argv: list[str] | None = None,
     doc = {"experiment": "server_steps_callgrind", "tolerance": list(TOLERANCE),
            "steps": STEPS, "cells": cells}
     for line in agreement(c_constants(Path(__file__).resolve().parents[1] / "c_ref"), doc):
-        print(f"# disagrees: {line}", file=sys.stderr)
+        known = line.split(" ", 1)[0].rstrip(":") in KNOWN_DRIFT
+        print(f"# disagrees{' (known)' if known else ''}: {line}", file=sys.stderr)
     return provenance.publish(prog, out, doc)
 
 

@@ -18,11 +18,16 @@ PUBLISHED = ROOT / "results" / SS.RESULT_NAME
 
 def test_every_constant_agrees_with_the_committed_measurement():
     """Each KS_*_WORK of c_ref/callpath.c and c_ref/server.c has a step in STEPS, and its
-    value is within TOLERANCE of the committed file's instructions per call."""
+    value is within TOLERANCE of the committed file's instructions per call, but for the
+    constants KNOWN_DRIFT lists: exactly those disagree (a new drift, or a constant brought
+    back to its measurement, fails until the list says so)."""
     doc = json.loads(PUBLISHED.read_text())
     constants = SS.c_constants(ROOT / "c_ref")
     assert set(constants) >= {"KS_ZMALLOC_WORK", "KS_CALL_WORK", "KS_QB_ROOM_WORK"}
-    assert SS.agreement(constants, doc) == []
+    lines = SS.agreement(constants, doc)
+    disagree = {line.split(" ", 1)[0].rstrip(":") for line in lines}
+    assert disagree == set(SS.KNOWN_DRIFT), "\n".join(lines)
+    assert set(SS.KNOWN_DRIFT) < set(SS.STEPS) and len(SS.KNOWN_DRIFT) < len(SS.STEPS) / 2
 
 
 def _doc(figures: dict[str, float | None]) -> dict:
@@ -67,6 +72,19 @@ def test_step_figure_counts_calls_callers_and_callees():
     only_a = SS._step("callpath.c", ["f"], callers=("a",), less=2.0)
     assert SS.step_figure(prof, only_a)["per_call"] == 98.0
     assert SS.step_figure(prof, SS._step("callpath.c", ["nothing"]))["per_call"] is None
+    either = SS._step("callpath.c", ["f", "g"], per="any")  # per call of either function
+    assert SS.step_figure(prof, either)["per_call"] == round(380 / 7, 1)
+
+
+def test_clones_count_as_their_function():
+    """A compiler's clone (f.constprop.0, f.isra.0, f.part.0) is its function, as caller and
+    as callee."""
+    prof = CG.Profile(events=["Ir"], totals={"Ir": 0}, call_costs={
+        ("a.constprop.0", "f.part.0"): {"calls": 2, "Ir": 40},
+        ("f.part.0", "h.isra.0"): {"calls": 2, "Ir": 10}})
+    step = SS._step("callpath.c", ["f"], callers=("a",), minus=("h",))
+    assert SS.step_figure(prof, step)["per_call"] == 15.0
+    assert SS.base_name("hdr_record_values.constprop.0.isra.0") == "hdr_record_values"
 
 
 def test_the_c_constants_are_read_from_the_defines(tmp_path):
