@@ -3,6 +3,8 @@
  * A server's lists: the clients and the clients with pending writes (server.c, nodes
  * embedded in the clients), a client's reply and deferred-reply lists, the pending push
  * messages, the modules' post-execution jobs and the default user's selectors (callpath.c).
+ * The functions keep Valkey's names (not c_ref's ks prefix), as the code that calls them
+ * reads like Valkey's; the types are ksList and ksListNode.
  */
 #ifndef KS_ADLIST_H
 #define KS_ADLIST_H
