@@ -86,7 +86,10 @@
 #define ARGV_MAX_PREALLOC 1024            /* processMultibulkBuffer: min(multibulklen, 1024) */
 
 /* Instructions of the native code between the traced accesses (KS_WORK units, counted
- * under callgrind on the native server: docs/server.md, "Instruction counts"). */
+ * under callgrind on the native server: docs/server.md, "Instruction counts").  Every
+ * KS_*_WORK constant here and in server.c is measured, per call of the function it names, in
+ * results/server-steps-callgrind.json (python -m kvsim.experiments.server_steps, whose STEPS
+ * says how each is counted); experiments/tests/test_server_steps.py holds each to it. */
 #define KS_ZMALLOC_WORK 60       /* malloc from the tcache + malloc_usable_size + stat */
 #define KS_ZFREE_WORK 100        /* malloc_usable_size + free (_int_free to the tcache) + stat */
 #define KS_CALL_WORK 630         /* processCommand's checks, call()'s bookkeeping, the histogram,
@@ -332,45 +335,6 @@ static struct {
 } cp;
 
 int ksCallPathOn;
-
-/* --- adlist.c ------------------------------------------------------------------------------ */
-
-/* adlist.c listEmpty: every node freed (its value by the list's free method), the list
- * left empty. */
-static __attribute__((noinline)) void listEmpty(ksList *list) {
-    unsigned long len = list->len;
-    ksListNode *current = list->head, *next;
-    while (len--) {
-        next = current->next;
-        if (list->free) list->free(current->value);
-        ksZfree(current);
-        current = next;
-    }
-    list->head = list->tail = NULL;
-    list->len = 0;
-}
-
-/* adlist.c listJoin: o's nodes appended to l, o left empty. */
-static __attribute__((noinline)) void listJoin(ksList *l, ksList *o) {
-    if (o->len == 0) return;
-    o->head->prev = l->tail;
-    if (l->tail) l->tail->next = o->head;
-    else l->head = o->head;
-    l->tail = o->tail;
-    l->len += o->len;
-    o->head = o->tail = NULL;
-    o->len = 0;
-}
-
-/* A list's links against its length: -1 if they disagree. */
-static int listCheckValid(const ksList *l) {
-    unsigned long n = 0;
-    const ksListNode *prev = NULL;
-    for (const ksListNode *ln = l->head; ln; prev = ln, ln = ln->next) {
-        if (ln->prev != prev || ++n > l->len) return -1;
-    }
-    return n == l->len && l->tail == prev ? 0 : -1;
-}
 
 /* --- zmalloc with the libc allocator ---------------------------------------------------- */
 /* Valkey 9's zmalloc.c counts used memory per thread: each thread registers an index on its
@@ -1055,7 +1019,7 @@ static __attribute__((noinline)) int ACLSelectorCheckCmd(const aclSelector *s, c
     }
     if (!(s->flags & SELECTOR_FLAG_ALLKEYS) && ci->def->first_key) {
         if (!cache->keys_init) { /* getKeysFromCommandWithSpecs, once for all selectors */
-            int first, step;
+            int first = 0, step; /* ksCommandKeys sets them only for a command with keys */
             cache->numkeys = ksCommandKeys(ci->def, argc, &first, &step);
             cache->first = first;
             cache->keys_init = 1;
@@ -1178,12 +1142,7 @@ static inline void exitExecutionUnit(void) { --cp.execution_nesting; }
 static __attribute__((noinline)) void firePostExecutionUnitJobs(void) {
     enterExecutionUnitNoTime();
     while (cp.modulePostExecUnitJobs->len > 0) {
-        ksListNode *ln = cp.modulePostExecUnitJobs->head;
-        cp.modulePostExecUnitJobs->head = ln->next; /* listDelNode */
-        if (ln->next) ln->next->prev = NULL;
-        else cp.modulePostExecUnitJobs->tail = NULL;
-        cp.modulePostExecUnitJobs->len--;
-        ksZfree(ln);
+        listDelNode(cp.modulePostExecUnitJobs, cp.modulePostExecUnitJobs->head);
     }
     exitExecutionUnit();
 }

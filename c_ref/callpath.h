@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "adlist.h"
 #include "sds.h"
 
 typedef struct ksKeyspace ksKeyspace;
@@ -19,17 +20,6 @@ typedef struct ksCommand ksCommand;
 typedef struct ksCommandDef ksCommandDef;
 typedef struct ksKeyInfo ksKeyInfo;
 
-/* adlist.c's list: a server's lists (the default user's selectors, a client's reply and
- * deferred-reply lists, the pending push messages, the modules' post-execution jobs). */
-typedef struct ksListNode {
-    struct ksListNode *prev, *next;
-    void *value;
-} ksListNode;
-typedef struct ksList {
-    ksListNode *head, *tail;
-    void (*free)(void *ptr); /* each node's value, at listEmpty */
-    unsigned long len;
-} ksList;
 
 /* On: builds the command table (a hashtable of names) from the registered commands;
  * `pending` is called when a client's first reply byte is queued (prepareClientToWrite's

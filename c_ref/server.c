@@ -84,6 +84,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "adlist.h"
 #include "callpath.h"
 #include "keyspace.h"
 #include "server.h"
@@ -92,7 +93,8 @@
 
 #define PROTO_IOBUF_LEN (16 * 1024)
 /* Instructions of the native code (KS_WORK units, counted under callgrind of the native
- * server): sdsMakeRoomFor's early return, sdsIncrLen (the reference binary's). */
+ * server): sdsMakeRoomFor's early return, sdsIncrLen (the reference binary's); measured in
+ * results/server-steps-callgrind.json (experiments/server_steps.py, callpath.c's note). */
 #define KS_QB_ROOM_WORK 34
 #define KS_QB_INCR_WORK 23
 #define QUERYBUF_LIMIT (1024ULL * 1024 * 1024) /* client-query-buffer-limit */
@@ -101,8 +103,8 @@
 
 static_assert(PROTO_IOBUF_LEN >= 4096, "a read asks for at least a page");
 
-/* adlist.c's list (callpath.h ksList, adlist's names here): the clients and the clients
- * with pending writes, through nodes inside the clients. */
+/* adlist.c's list (adlist.h): the clients and the clients with pending writes, through
+ * nodes inside the clients. */
 typedef ksListNode listNode;
 typedef ksList list;
 
@@ -387,25 +389,6 @@ static const ksCommandDef serverCommands[] = {
 };
 
 /* --- Clients ----------------------------------------------------------------- */
-
-/* adlist.c listLinkNodeHead / listUnlinkNode on clients_pending_write. */
-static void listLinkNodeHead(list *l, listNode *node) {
-    node->prev = NULL;
-    node->next = l->head;
-    if (l->head) l->head->prev = node;
-    else l->tail = node;
-    l->head = node;
-    l->len++;
-}
-
-static void listUnlinkNode(list *l, listNode *node) {
-    if (node->prev) node->prev->next = node->next;
-    else l->head = node->next;
-    if (node->next) node->next->prev = node->prev;
-    else l->tail = node->prev;
-    node->next = node->prev = NULL;
-    l->len--;
-}
 
 /* --- The query buffer: an sds (Valkey's c->querybuf) ------------------------------ */
 /* Its header before the bytes holds the length and the allocation, as Valkey's sds.c keeps

@@ -13,7 +13,12 @@ manual, "Callgrind Format Specification", version 1) and returns a :class:`Profi
   (the cost line after each ``calls=`` line is the call's inclusive cost);
 - ``self_by_file``: the self costs by ``(file, function)``, where the file is the one of
   the code (``fl=``, or ``fi=``/``fe=`` inside a function for inlined code), as
-  callgrind_annotate names its rows ``file:function``.
+  callgrind_annotate names its rows ``file:function``;
+- ``calls``: per function, how many times it was called (the counts of the ``calls=`` lines
+  naming it by the ``cfn=`` before them), so that ``inclusive / calls`` is its cost per call
+  (calls the compiler inlined are not calls: their code counts in the caller);
+- ``call_costs``: per ``(caller, callee)``, the calls' count (``"calls"``) and their
+  inclusive cost of each event (the cost lines after those ``calls=`` lines).
 
 What the reader follows of the format: name compression (``fn=(12) name`` defines 12,
 ``fn=(12)`` refers to it; one table for ``fn``/``cfn``/``jfn``, one for the files
@@ -64,6 +69,8 @@ class Profile:
     self_costs: dict[str, dict[str, int]] = field(default_factory=dict)
     inclusive: dict[str, dict[str, int]] = field(default_factory=dict)
     self_by_file: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
+    calls: dict[str, int] = field(default_factory=dict)
+    call_costs: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
 
     def event_costs(self, event: str, inclusive: bool = False) -> dict[str, int]:
         """``{function: cost}`` of one event, self (default) or inclusive."""
@@ -112,6 +119,7 @@ def read(path: Path | str) -> Profile:
     prof = Profile(events=seen, totals={})
     part_sum: dict[str, int] = {}
     call_pending = False
+    cfn: str | None = None  # the callee of the next calls= line
 
     def fail(lineno: int, what: str) -> CallgrindFormatError:
         return CallgrindFormatError(f"{path}:{lineno}: {what}")
@@ -138,6 +146,7 @@ def read(path: Path | str) -> Profile:
                 _add(prof.inclusive, fn, events, costs)
                 if call_pending:  # the call's inclusive cost: the caller's, not its own
                     call_pending = False
+                    _add(prof.call_costs, (fn, cfn), events, costs)
                     continue
                 _add(prof.self_costs, fn, events, costs)
                 _add(prof.self_by_file, (file, fn), events, costs)
@@ -163,10 +172,19 @@ def read(path: Path | str) -> Profile:
                     name = value.strip()
                 if spec == "fn":
                     fn = name
+                elif spec == "cfn":
+                    cfn = name
                 elif spec in ("fl", "fi", "fe"):
                     file = name
                 continue
             if line.startswith("calls="):
+                count = line[6:].split()
+                if cfn is None or not count or not count[0].isdigit():
+                    raise fail(lineno, f"a calls= line without a count or a cfn= before it: "
+                               f"{line!r}")
+                prof.calls[cfn] = prof.calls.get(cfn, 0) + int(count[0])
+                row = prof.call_costs.setdefault((fn, cfn), {})
+                row["calls"] = row.get("calls", 0) + int(count[0])
                 call_pending = True
                 continue
             if line.startswith(("jump=", "jcnd=")):
@@ -203,5 +221,7 @@ def read(path: Path | str) -> Profile:
     for table in (prof.self_costs, prof.inclusive, prof.self_by_file):
         for key, row in table.items():
             table[key] = {ev: row.get(ev, 0) for ev in seen}
+    for key, row in prof.call_costs.items():
+        prof.call_costs[key] = {"calls": row["calls"], **{ev: row.get(ev, 0) for ev in seen}}
     prof.totals = {ev: sum(r[ev] for r in prof.self_costs.values()) for ev in seen}
     return prof

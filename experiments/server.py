@@ -335,9 +335,13 @@ def callgrind_self_costs(path: Path) -> dict[str, int]:
 
 
 def callgrind_runs(spec: dict, batch: int, options: tuple[str, ...] = (),
-                   instr_at_start: bool = True, warmup_requests: int = 0):
+                   instr_at_start: bool = True, warmup_requests: int = 0,
+                   cref_builds: dict[str, Path] | None = None, with_valkey: bool = True):
     """Each server of :data:`SERVERS` for one cell under ``valgrind --tool=callgrind
-    OPTIONS``: started and loaded with the cell's keys, prefetch-batch-max-size ``batch``;
+    OPTIONS`` (with ``cref_builds``, ``{label: kvsim-cref binary}``: Valkey, then c_ref's
+    server of each binary, yielded under its label instead of ``cref``; ``with_valkey`` False:
+    the builds alone): started and loaded
+    with the cell's keys, prefetch-batch-max-size ``batch``;
     with ``instr_at_start`` False started with ``--instr-atstart=no`` (the load runs
     uninstrumented) and switched on (``callgrind_control -i on``); ``warmup_requests``
     commands of the cell's client run (none if 0); counters zeroed (``callgrind_control
@@ -359,13 +363,15 @@ def callgrind_runs(spec: dict, batch: int, options: tuple[str, ...] = (),
         subprocess.run(["callgrind_control", *arg.split(), str(pid)], check=True,
                        capture_output=True, timeout=300)
     with tempfile.TemporaryDirectory(prefix="kvsim-callgrind-") as tmp:
-        for name in SERVERS:
-            cg = Path(tmp) / f"{name}.out"
+        runs = ([("valkey", None)] * with_valkey + [*cref_builds.items()] if cref_builds
+                else [(name, None) for name in SERVERS])
+        for i, (name, cbin) in enumerate(runs):
+            cg = Path(tmp) / f"{i}.out"
             wrapper = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={cg}", *options]
             if not instr_at_start:
                 wrapper.append("--instr-atstart=no")
-            srv = (CrefServer(cpu=server_cpu, wrapper=wrapper, start_timeout=300)
-                   if name == "cref" else
+            srv = (CrefServer(cbin, cpu=server_cpu, wrapper=wrapper, start_timeout=300)
+                   if name != "valkey" else
                    _WrappedValkey(vbinary, cpu=server_cpu, wrapper=wrapper, start_timeout=300,
                                   extra={"io-threads": spec["io_threads"]}))
             with srv:
@@ -380,7 +386,7 @@ def callgrind_runs(spec: dict, batch: int, options: tuple[str, ...] = (),
                 ctl("-z", srv.pid)
                 valkey._bench_once(bench, srv.port, spec, client_cpu)
                 ctl("-d", srv.pid)
-            dumps = sorted(Path(tmp).glob(f"{name}.out.*"))
+            dumps = sorted(Path(tmp).glob(f"{i}.out.*"))
             if not dumps:
                 raise ValkeyError(f"{name}: callgrind wrote no dump")
             yield name, callgrind.read(dumps[0])

@@ -17,7 +17,11 @@ mispredicts (Bcm), indirect branch mispredicts (Bim); and per server the functio
 most LL data misses and I1 misses (self cost).
 
 ``python -m kvsim.experiments.server_cachesim --keys 1000000`` writes
-``results/native-server-cachesim.json``."""
+``results/native-server-cachesim.json``. With ``--cref-build LABEL=BINARY`` (repeatable) each
+cell runs Valkey once and c_ref's server of every given ``kvsim-cref`` build (the same sources
+compiled with other flags: c_ref/Makefile ``server``), each under its label in ``builds``,
+with its ratios to Valkey and the binary's SHA-256 and code size
+(``results/server-build-callgrind.json``)."""
 
 from __future__ import annotations
 
@@ -59,16 +63,22 @@ def _top(per_fn: dict[str, dict[str, int]], evs: tuple[str, ...], n: int,
     return [[f, round(v / n, 2)] for f, v in ranked if v > 0]
 
 
-def cachesim_profile(spec: dict, warmup_requests: int, top: int = 12,
-                     log=None) -> dict[str, Any]:
+def _ratios(a: dict[str, float], b: dict[str, float]) -> dict[str, float | None]:
+    return {k: (round(a[k] / b[k], 3) if b[k] else None) for k in FIGURES}
+
+
+def cachesim_profile(spec: dict, warmup_requests: int, top: int = 12, log=None,
+                     cref_builds: dict[str, Path] | None = None) -> dict[str, Any]:
     """Per-request cache and branch figures of both servers for one cell (prefetch at
-    ``batch_a``), with the functions that miss most."""
+    ``batch_a``), with the functions that miss most; with ``cref_builds`` (``{label:
+    binary}``) Valkey's and each c_ref build's, the builds under ``builds``."""
     n = valkey.normalize_spec(spec)["requests"]
     caches = tuple(f"--{k}={','.join(map(str, v))}" for k, v in CACHES.items())
     out: dict[str, Any] = {}
     for name, prof in S.callgrind_runs(spec, spec["batch_a"],
                                        ("--cache-sim=yes", "--branch-sim=yes", *caches),
-                                       instr_at_start=False, warmup_requests=warmup_requests):
+                                       instr_at_start=False, warmup_requests=warmup_requests,
+                                       cref_builds=cref_builds):
         per_fn = prof.self_costs
         out[name] = {**_per_request(prof.totals, n),
                      "top_ll_data_misses": _top(per_fn, ("DLmr", "DLmw"), n, top),
@@ -77,9 +87,12 @@ def cachesim_profile(spec: dict, warmup_requests: int, top: int = 12,
                      "top_cond_mispredicts": _top(per_fn, ("Bcm",), n, top)}
         if log:
             log(f"{name}: " + ", ".join(f"{k} {out[name][k]:,.1f}" for k in FIGURES))
-    out["ratio_cref_over_valkey"] = {
-        k: (round(out["cref"][k] / out["valkey"][k], 3) if out["valkey"][k] else None)
-        for k in FIGURES}
+    if cref_builds:
+        builds = {label: out.pop(label) for label in cref_builds}
+        return {"valkey": out["valkey"], "builds": builds,
+                "ratio_over_valkey": {label: _ratios(m, out["valkey"])
+                                      for label, m in builds.items()}}
+    out["ratio_cref_over_valkey"] = _ratios(out["cref"], out["valkey"])
     return out
 
 
@@ -99,6 +112,73 @@ def table_markdown(doc: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+#: The columns of the builds' table: a figure and its label.
+BUILD_COLUMNS = {"instructions": "instructions", "i1_misses": "I1 misses",
+                 "d1_read_misses": "D1 read misses", "d1_write_misses": "D1 write misses",
+                 "ll_data_misses": "LL data misses", "cond_mispredicts": "cond mispredicts",
+                 "indirect_mispredicts": "indirect mispredicts"}
+
+
+def builds_table_markdown(doc: dict[str, Any]) -> str:
+    """Per cell: Valkey's per-request figures, then each c_ref build's with its ratio to
+    Valkey's in brackets (a ``--cref-build`` result)."""
+    rows = ["| cell | server | " + " | ".join(BUILD_COLUMNS.values()) + " |",
+            "|---|---|" + "---:|" * len(BUILD_COLUMNS)]
+    for c in doc["cells"]:
+        v = c["valkey"]
+        rows.append(f"| {c['cell']} | Valkey | "
+                    + " | ".join(f"{v[k]:,.1f}" for k in BUILD_COLUMNS) + " |")
+        for label, m in c["builds"].items():
+            r = c["ratio_over_valkey"][label]
+            rows.append(f"| {c['cell']} | c_ref {label} | " + " | ".join(
+                f"{m[k]:,.1f}" + ("" if r[k] is None else f" ({r[k]:.2f})")
+                for k in BUILD_COLUMNS) + " |")
+    return "\n".join(rows)
+
+
+def _build(arg: str) -> tuple[str, Path]:
+    """``LABEL=BINARY`` of ``--cref-build``: the label and an existing binary's path."""
+    label, sep, path = arg.partition("=")
+    if not sep or not label or label in ("valkey", "cref") or not path:
+        raise ValueError(f"--cref-build {arg!r}: expected LABEL=BINARY (a label other than "
+                         "valkey and cref)")
+    if not Path(path).is_file():
+        raise ValueError(f"--cref-build {arg!r}: no such file {path}")
+    return label, Path(path)
+
+
+def _binary_facts(path: Path) -> dict[str, Any]:
+    """What identifies a build: the binary's SHA-256 and its code size (``.text`` bytes)."""
+    import hashlib
+
+    data = path.read_bytes()
+    return {"binary": path.name, "sha256": hashlib.sha256(data).hexdigest(),
+            "bytes": len(data), "text_bytes": _text_bytes(path)}
+
+
+def _text_bytes(path: Path) -> int | None:
+    """The size of the ``.text`` section of an ELF file (None if it has none)."""
+    import struct
+
+    data = path.read_bytes()
+    if data[:4] != b"\x7fELF" or data[4] != 2:  # 64-bit ELF only
+        return None
+    end = "<" if data[5] == 1 else ">"
+    shoff, = struct.unpack_from(end + "Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from(end + "HHH", data, 0x3A)
+
+    def sh(i: int) -> tuple[int, int, int]:  # a section header's name, offset and size
+        name, _t, _f, _a, off, size = struct.unpack_from(end + "IIQQQQ", data,
+                                                         shoff + i * shentsize)
+        return name, off, size
+    _, stroff, _ = sh(shstrndx)
+    for i in range(shnum):
+        name, _off, size = sh(i)
+        if data[stroff + name:stroff + name + 6] == b".text\0":
+            return size
+    return None
+
+
 def main(argv: list[str] | None = None,
          prog: str = "python -m kvsim.experiments.server_cachesim") -> int:
     from kvsim import provenance
@@ -115,15 +195,25 @@ def main(argv: list[str] | None = None,
     ap.add_argument("--clients", type=int, default=valkey.DEFAULTS["clients"])
     ap.add_argument("--batch", type=int, default=0, help="prefetch-batch-max-size (0: off)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cref-build", action="append", default=None, metavar="LABEL=BINARY",
+                    help="instead of c_ref's server: the server of this kvsim-cref build, "
+                    "under LABEL (repeatable; Valkey runs once per cell)")
     ap.add_argument("--out", default=None, help=f"result file (default results/{RESULT_NAME})")
     ap.add_argument("--render", metavar="RESULT", default=None,
                     help="print the Markdown table of a result file and exit")
     a = ap.parse_args(argv)
     if a.render:
-        return S.render_result(prog, a.render, table_markdown)
+        return S.render_result(prog, a.render, lambda d: (
+            builds_table_markdown(d) if "builds" in d["cells"][0] else table_markdown(d)))
     out = Path(a.out) if a.out else provenance.default_result_path(RESULT_NAME)
     specs = []
+    builds: dict[str, Path] = {}
     try:
+        for arg in a.cref_build or ():
+            label, path = _build(arg)
+            if label in builds:
+                raise ValueError(f"--cref-build: label {label!r} given twice")
+            builds[label] = path
         for cell in a.cell or CELLS:
             spec = {**S.parse_cell(cell), "keys": a.keys, "value_size": a.value_size,
                     "clients": a.clients, "batch_a": a.batch, "batch_b": a.batch,
@@ -134,12 +224,14 @@ def main(argv: list[str] | None = None,
     cells = []
     try:
         for cell, spec in specs:
-            prof = cachesim_profile(spec, a.warmup_requests,
+            prof = cachesim_profile(spec, a.warmup_requests, cref_builds=builds or None,
                                     log=lambda s: print(f"# {s}", file=sys.stderr, flush=True))
-            r = prof["ratio_cref_over_valkey"]
-            print(f"{cell}: c_ref/Valkey per request: instructions {r['instructions']}, "
-                  f"LL data misses {r['ll_data_misses']}, I1 misses {r['i1_misses']}, "
-                  f"cond mispredicts {r['cond_mispredicts']}", flush=True)
+            ratios = prof.get("ratio_over_valkey") or {"": prof["ratio_cref_over_valkey"]}
+            for label, r in ratios.items():
+                print(f"{cell}: c_ref{' ' + label if label else ''}/Valkey per request: "
+                      f"instructions {r['instructions']}, LL data misses "
+                      f"{r['ll_data_misses']}, I1 misses {r['i1_misses']}, "
+                      f"cond mispredicts {r['cond_mispredicts']}", flush=True)
             cells.append({"cell": cell, "spec": spec, **prof})
     except S.ToolMissing as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
@@ -148,10 +240,13 @@ def main(argv: list[str] | None = None,
             callgrind.CallgrindFormatError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 1
-    return provenance.publish(prog, out, {
-        "experiment": "native_server_cachesim",
+    doc: dict[str, Any] = {
+        "experiment": "native_server_build_cachesim" if builds else "native_server_cachesim",
         "caches": {k: {"size": v[0], "assoc": v[1], "line": v[2]} for k, v in CACHES.items()},
-        "warmup_requests": a.warmup_requests, "cells": cells})
+        "warmup_requests": a.warmup_requests}
+    if builds:
+        doc["cref_builds"] = {label: _binary_facts(p) for label, p in builds.items()}
+    return provenance.publish(prog, out, {**doc, "cells": cells})
 
 
 if __name__ == "__main__":

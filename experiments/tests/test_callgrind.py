@@ -93,6 +93,9 @@ def test_hand_written_file(hand):
                                  ("main.c", "helper"): SELF["helper"]}
     assert prof.event_costs("Dr") == {"main": 7, "lookup": 40, "helper": 2}
     assert prof.event_costs("Ir", inclusive=True)["main"] == 135
+    assert prof.calls == {"lookup": 2, "helper": 1}  # main itself is called by no line
+    assert prof.call_costs == {("main", "lookup"): {"calls": 2, **SELF["lookup"]},
+                               ("main", "helper"): {"calls": 1, **SELF["helper"]}}
 
 
 def test_the_old_names_read_the_same(hand):
@@ -137,6 +140,8 @@ def test_parts_add_up(tmp_path):
     ("events: Ir\n1 5\n", 2, "a cost line before any fn= line"),
     ("events: Ir\nfn=f\ncfn=g\ncalls=1 2\nfn=g\n", 5, "must be followed by its cost line"),
     ("events: Ir\nfn=f\ncfn=g\ncalls=1 2\n", 4, "truncated"),
+    ("events: Ir\nfn=f\ncalls=1 2\n1 5\n", 3, "without a count or a cfn="),
+    ("events: Ir\nfn=f\ncfn=g\ncalls=x 2\n1 5\n", 4, "without a count or a cfn="),
     ("events: Ir\nfn=f\n1 5\ntotals: 6\n", 4, "totals: 6 but the cost lines add up to 5"),
     ("positions: line\nevents: Ir\nfn=f\nx1 5\n", 4, "not a line of callgrind's format"),
     ("positions: instr line\nevents: Ir\nfn=f\n0x1\n", 4, "2 subposition(s)"),
