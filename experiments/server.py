@@ -46,6 +46,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -477,6 +478,25 @@ def render_result(prog: str, path: str, table: Any) -> int:
     return 0
 
 
+
+#: what a measuring command's run may raise besides a missing tool (exit 2): exit 1
+RUN_ERRORS = (ValkeyError, OSError, subprocess.SubprocessError, callgrind.CallgrindFormatError)
+
+
+def run_or_status(prog: str, run: Callable[[], Any]) -> tuple[Any, int]:
+    """``(run(), 0)``, or ``(None, status)`` after its one-line error (``prog: error: ...``
+    on stderr): status 2 when a tool is missing, 1 when a server, the system or a tool's
+    output failed. The measuring commands of the server (this module's, server_cachesim,
+    server_steps, server_layout) end their runs through it."""
+    try:
+        return run(), 0
+    except ToolMissing as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return None, 2
+    except RUN_ERRORS as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return None, 1
+
 def main(argv: list[str] | None = None, prog: str = "kvsim native server") -> int:
     from kvsim import provenance
 
@@ -524,7 +544,7 @@ def main(argv: list[str] | None = None, prog: str = "kvsim native server") -> in
     except ValueError as exc:
         ap.error(str(exc))
     if a.callgrind:
-        try:
+        def profiles() -> list[dict[str, Any]]:
             cells = []
             for cell, spec in specs:
                 prof = callgrind_profile(spec, log=lambda s: print(f"# {s}", file=sys.stderr))
@@ -533,35 +553,33 @@ def main(argv: list[str] | None = None, prog: str = "kvsim native server") -> in
                       f"{prof['valkey']['instructions_per_request']:,.0f} "
                       f"(ratio {prof['instructions_ratio']:.2f})", flush=True)
                 cells.append({"cell": cell, "spec": valkey.normalize_spec(spec), **prof})
-        except ToolMissing as exc:
-            print(f"{prog}: error: {exc}", file=sys.stderr)
-            return 2
-        except (ValkeyError, OSError, subprocess.SubprocessError,
-                callgrind.CallgrindFormatError) as exc:
-            print(f"{prog}: error: {exc}", file=sys.stderr)
-            return 1
+            return cells
+
+        cells, status = run_or_status(prog, profiles)
+        if status:
+            return status
         return provenance.publish(prog, out, {"experiment": "native_server_callgrind",
                                               "cells": cells})
     global PROGRESS
     from kvsim.experiments import cells as C
     from kvsim.experiments import server_study
 
-    results = []
-    PROGRESS = lambda s: print(f"# {s}", file=sys.stderr, flush=True)  # noqa: E731
-    try:
+    def measure() -> list[dict[str, Any]]:
+        results = []
         for c, sp in specs:  # the server study's server-native cell each, every option kept
             m = C.run_cell(server_study.native_cell("native_server", c, sp))["metrics"]
             m.pop("native_source", None)
             print(summary_line(c, m), flush=True)
             results.append({"cell": c, "spec": sp, "metrics": m})
-    except ToolMissing as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
-        return 2
-    except (ValkeyError, OSError) as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
-        return 1
+        return results
+
+    PROGRESS = lambda s: print(f"# {s}", file=sys.stderr, flush=True)  # noqa: E731
+    try:
+        results, status = run_or_status(prog, measure)
     finally:
         PROGRESS = None
+    if status:
+        return status
     return provenance.publish(prog, out, {"experiment": "native_server", "band": list(BAND),
                                           "cells": results})
 

@@ -25,7 +25,6 @@ with its ratios to Valkey and the binary's SHA-256 and code size
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -221,8 +220,8 @@ def main(argv: list[str] | None = None,
             specs.append((cell, valkey.normalize_spec(spec)))
     except ValueError as exc:
         ap.error(str(exc))
-    cells = []
-    try:
+    def profiles() -> list[dict[str, Any]]:
+        cells = []
         for cell, spec in specs:
             prof = cachesim_profile(spec, a.warmup_requests, cref_builds=builds or None,
                                     log=lambda s: print(f"# {s}", file=sys.stderr, flush=True))
@@ -233,13 +232,11 @@ def main(argv: list[str] | None = None,
                       f"{r['ll_data_misses']}, I1 misses {r['i1_misses']}, "
                       f"cond mispredicts {r['cond_mispredicts']}", flush=True)
             cells.append({"cell": cell, "spec": spec, **prof})
-    except S.ToolMissing as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
-        return 2
-    except (S.ValkeyError, OSError, subprocess.SubprocessError,
-            callgrind.CallgrindFormatError) as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
-        return 1
+        return cells
+
+    cells, status = S.run_or_status(prog, profiles)
+    if status:
+        return status
     doc: dict[str, Any] = {
         "experiment": "native_server_build_cachesim" if builds else "native_server_cachesim",
         "caches": {k: {"size": v[0], "assoc": v[1], "line": v[2]} for k, v in CACHES.items()},

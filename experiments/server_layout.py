@@ -40,7 +40,6 @@ from typing import Any
 
 from kvsim.experiments import server as S
 from kvsim.experiments.valkey_server import (
-    ToolMissing,
     ValkeyError,
     ValkeyServer,
     populate,
@@ -305,15 +304,11 @@ def main(argv: list[str] | None = None) -> int:
     if a.keys < 2 or a.sample < 1 or a.value_size < 64:
         ap.error("--keys must be >= 2, --sample >= 1, --value-size >= 64 (a RAW value)")
     out = Path(a.out) if a.out else provenance.default_result_path(RESULT_NAME)
-    try:
-        doc = run(a.keys, a.value_size, a.sample, a.seed,
-                  log=lambda s: print(f"# {s}", file=sys.stderr, flush=True))
-    except ToolMissing as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
-        return 2
-    except (ValkeyError, OSError) as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
-        return 1
+    doc, status = S.run_or_status(prog, lambda: run(
+        a.keys, a.value_size, a.sample, a.seed,
+        log=lambda s: print(f"# {s}", file=sys.stderr, flush=True)))
+    if status:
+        return status
     return provenance.publish(prog, out, {"experiment": "native_server_layout", **doc})
 
 

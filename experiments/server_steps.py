@@ -19,7 +19,6 @@ file (:data:`TOLERANCE`), so that a constant cannot drift from its measurement s
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -237,16 +236,11 @@ def main(argv: list[str] | None = None,
     if min(a.keys, a.requests, a.clients) < 1 or a.warmup_requests < 0:
         ap.error("--keys, --requests and --clients must be at least 1, --warmup-requests 0")
     out = Path(a.out) if a.out else provenance.default_result_path(RESULT_NAME)
-    try:
-        cells = measure(a.keys, a.requests, a.warmup_requests, a.clients,
-                        log=lambda s: print(f"# {s}", file=sys.stderr, flush=True))
-    except S.ToolMissing as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
-        return 2
-    except (S.ValkeyError, OSError, subprocess.SubprocessError,
-            callgrind.CallgrindFormatError) as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
-        return 1
+    cells, status = S.run_or_status(prog, lambda: measure(
+        a.keys, a.requests, a.warmup_requests, a.clients,
+        log=lambda s: print(f"# {s}", file=sys.stderr, flush=True)))
+    if status:
+        return status
     doc = {"experiment": "server_steps_callgrind", "tolerance": list(TOLERANCE),
            "steps": STEPS, "cells": cells}
     for line in agreement(c_constants(Path(__file__).resolve().parents[1] / "c_ref"), doc):

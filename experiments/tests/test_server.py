@@ -25,8 +25,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvsim.experiments.server import CrefServer, parse_cell
-from kvsim.experiments.valkey_server import Resp, ValkeyError
+from kvsim.experiments.server import CrefServer, parse_cell, run_or_status
+from kvsim.experiments.valkey_server import Resp, ToolMissing, ValkeyError
 from kvsim.model import strategies as mst
 from kvsim.model.keyspace import Keyspace
 from kvsim.model.resp import encode_command, parse_reply, split_commands
@@ -348,6 +348,15 @@ def test_signal_stops_the_server_cleanly(sig):
         srv.stop()
 
 
+def _replies_as_the_model(srv, cmds: list[bytes]) -> None:
+    """Send ``cmds`` as one pipeline to ``srv`` and check every reply against the model's."""
+    q = b"".join(cmds)
+    want, _ = Keyspace().execute(q)
+    with _connect(srv.port) as s:
+        s.sendall(q)
+        assert _recv_exactly(s, len(want)) == want
+
+
 def test_server_has_valkeys_idle_bio_threads():
     """Like Valkey's (bio.c bioInit: close-file, aof, lazy-free), the server runs three idle
     background threads beside the main one while it serves, and ends them at SIGTERM."""
@@ -383,13 +392,9 @@ def test_mset_overwrites_swap_values_and_reply_as_the_model():
                             b"k3", big(52))]
     cmds += [encode_command(b"MSET", b"k2", big(53), b"k4", b"12345")]
     cmds += [encode_command(b"GET", b"k%d" % k) for k in range(10)]
-    q = b"".join(cmds)
-    want, _ = Keyspace().execute(q)
     srv = CrefServer(binary=_binary()).start()
     try:
-        with _connect(srv.port) as s:
-            s.sendall(q)
-            assert _recv_exactly(s, len(want)) == want
+        _replies_as_the_model(srv, cmds)
     finally:
         srv.stop()
 
@@ -413,13 +418,9 @@ def test_new_keys_take_their_value_arguments_and_reply_as_the_model():
              encode_command(b"MGET", b"n1", b"n2", b"n3"), encode_command(b"FLUSHALL"),
              encode_command(b"MSET", b"n1", big(41)), encode_command(b"GET", b"n1"),
              encode_command(b"DBSIZE")]
-    q = b"".join(cmds)
-    want, _ = Keyspace().execute(q)
     srv = CrefServer(binary=_binary()).start()
     try:
-        with _connect(srv.port) as s:
-            s.sendall(q)
-            assert _recv_exactly(s, len(want)) == want
+        _replies_as_the_model(srv, cmds)
         srv.proc.send_signal(signal.SIGTERM)
         assert srv.proc.wait(timeout=TIMEOUT) == 0
         assert srv.proc.stderr.read() == b""
@@ -547,3 +548,15 @@ def test_native_server_runs_the_study_cells(tmp_path, monkeypatch, capsys):
         old = by_op[new["spec"]["op"]]
         assert set(new) == set(old) and set(new["spec"]) == set(old["spec"])
         assert set(new["metrics"]) == set(old["metrics"])
+
+
+@pytest.mark.parametrize("exc, status", [
+    (ToolMissing("no valgrind on PATH"), 2), (ValkeyError("valkey: no reply"), 1),
+    (OSError("port in use"), 1), (subprocess.CalledProcessError(3, ["redis-benchmark"]), 1)])
+def test_a_measuring_run_ends_in_one_line_and_its_status(exc, status, capsys):
+    def run():
+        raise exc
+    assert run_or_status("kvsim native server", run) == (None, status)
+    err = capsys.readouterr().err
+    assert err.startswith("kvsim native server: error: ") and err.count("\n") == 1
+    assert run_or_status("p", lambda: [1]) == ([1], 0)
