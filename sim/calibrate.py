@@ -91,8 +91,13 @@ _ZEN_PREFETCHERS = [
     {"level": "L2", "kind": "stream", "degree": 2, "table": 32},
     {"level": "L2", "kind": "up_down", "degree": 1, "table": 16},
 ]
+# Intel's L1 DCU prefetcher is "triggered by an ascending access to very recently loaded
+# data" (Intel 64 and IA-32 Architectures Optimization Reference Manual, Intel Core and Sandy
+# Bridge sections) (V): prefetch_ascending.c, not next_line, which fetches line + 1 on every
+# miss and so gave the chases past L1D hits the core does not have (sim/VALIDATION.md,
+# finding 13)
 _INTEL_PREFETCHERS = [
-    {"level": "L1D", "kind": "next_line", "degree": 1, "table": 16},
+    {"level": "L1D", "kind": "ascending", "degree": 1, "table": 16},
     {"level": "L1D", "kind": "ip_stride", "degree": 1, "table": 64},
     {"level": "L2", "kind": "stream", "degree": 2, "table": 32},
     {"level": "L2", "kind": "adjacent_line", "degree": 1, "table": 16},
@@ -913,6 +918,7 @@ def _fit_hierarchy(doc: dict, raw: dict, levels: list[dict], sizes: list[int],
     t = doc.get("tlb")
     if t is not None:
         t["src"]["walk_latency"] = f"{how}: the walk's fixed part"
+        t["src"]["l2_latency"] = f"{how}: an STLB hit's cost"
         hp = out["chosen"].get("host_page_size")
         if t.get("host_page_size"):
             without = (f"against {hp['error_without']:.4g}"

@@ -131,9 +131,9 @@ def test_a_measured_time_that_is_not_one_is_named(bad):
 
 def test_solve_never_returns_nan():
     """A row with nothing finite to fit gives inf (no candidate wins by a nan comparison)."""
-    rows = [(np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0]), 5.0),
-            (np.array([0.0, 1.0, 0.0, 0.0, 0.0, 0.0]), 12.0)]
-    base = np.array([4.0, 12.0, 40.0, 100.0, 100.0, 0.0])
+    rows = [(np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]), 5.0),
+            (np.array([0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]), 12.0)]
+    base = np.array([4.0, 12.0, 40.0, 100.0, 100.0, 9.0, 0.0])
     assert cf.solve(rows, base, np.array([4.0, 12.0]))[0] < 1e-9
     for y in ([4.0, math.nan], [4.0, 0.0], [math.inf, 12.0]):
         assert cf.solve(rows, base, np.array(y))[0] == math.inf
@@ -172,3 +172,46 @@ def test_calibrate_from_raw_fails_in_one_line_and_writes_nothing(tmp_path, monke
     errors = [x for x in capsys.readouterr().err.splitlines() if "error" in x]
     assert len(errors) == 1 and "hierarchy fit found no valid latencies" in errors[0], errors
     assert not out.exists() and not list(tmp_path.glob("cpu.toml*"))
+
+
+def test_solve_recovers_an_stlb_hits_cost_and_keeps_it_at_zero_not_below():
+    """The STLB hits are an unknown of the least squares (calibrate_fit.solve): simulated
+    times made with a known cost give it back; times that would need a negative cost get 0
+    and the rest solved without it."""
+    truth = np.array([4.0, 14.0, 50.0, 300.0, 300.0, 5.0, 0.0])
+    a = np.array([[1.0, 0, 0, 0, 0, 0, 0], [0.2, 0.8, 0, 0, 0, 0.5, 0],
+                  [0, 1.0, 0, 0, 0, 0.9, 0], [0, 0.3, 0.7, 0, 0, 1.0, 0],
+                  [0, 0, 0.5, 0.5, 0, 0.2, 0.8]])
+    y = a @ truth + 3.0  # a constant part the counts do not explain
+    base = np.array([5.0, 12.0, 40.0, 200.0, 200.0, 9.0, 0.0])
+    rows = [(r, float(r @ base + 3.0)) for r in a]
+    err, x = cf.solve(rows, base, y)
+    assert err < 1e-12 and x[5] == pytest.approx(5.0) and x[:4] == pytest.approx(truth[:4])
+    y_neg = a @ np.array([4.0, 14.0, 50.0, 300.0, 300.0, -3.0, 0.0]) + 3.0
+    err, x = cf.solve(rows, base, y_neg)
+    assert x[5] == 0.0 and math.isfinite(err) and err > 0
+
+
+def _tlb_doc(stlb: int, lats=(4, 12, 40), dram_ns=100.0) -> dict:
+    """:func:`_doc` with a TLB whose STLB hits cost ``stlb`` cycles (4-entry DTLB, 64-entry
+    STLB: the chases from 16 KiB to 256 KiB hit the STLB) and the ascending L1 prefetcher."""
+    d = _doc(lats, dram_ns)
+    d["tlb"] = {"page_size": "4KiB", "l1_entries": 4, "l1_ways": 0, "l2_entries": 64,
+                "l2_ways": 4, "l2_latency": stlb, "walk_latency": 20}
+    d["prefetcher"] = [{"level": "L1D", "kind": "ascending", "degree": 1, "table": 16}]
+    return d
+
+
+def test_the_fit_recovers_the_stlb_cost_of_a_curve_the_model_made(small):
+    """A chase curve simulated on a file with the ascending prefetcher and STLB hits of 3
+    cycles, fitted from a file that starts at the tables' 9 cycles and wrong latencies: the
+    fit gives back the cost, the latencies and the curve."""
+    truth = sim.parse_cpu(_tlb_doc(3))
+    meas = [cf.chase_row(truth, s, 4096, cf.STEPS)[1] for s in SIZES]
+    doc = _tlb_doc(9, (3, 15, 30), 80.0)
+    out = _fit(doc, [(s, 4096, m) for s, m in zip(SIZES, meas, strict=True)])
+    cpu = sim.parse_cpu(doc)
+    assert cpu.tlb.l2_latency == 3
+    assert [c.latency for c in cpu.caches] == [4, 12, 40]
+    assert cpu.dram_latency_ns == pytest.approx(100.0, rel=0.05)
+    assert out["rms_rel_error"] < 0.02
