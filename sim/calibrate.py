@@ -983,7 +983,7 @@ def run_self_check(doc: dict, raw: dict, levels: list[dict], *,
                                  "table of known cores), so nothing can be checked"})
     native = None
     if against is not None:
-        checks += check.agreement(doc, *against)
+        checks += check.agreement(doc, *against, rows=rows)
         native = check.native_agreement(rows, against[0])
     return check.summarise(checks, rows, against[1] if against else None, native)
 

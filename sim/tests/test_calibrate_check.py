@@ -312,13 +312,61 @@ def test_work_rows_replay_at_their_kinds_rate():
 
 # --- quick against full, the file, `local` --------------------------------------------------
 
-def test_quick_and_full_must_agree():
+def _with_replay(doc: dict, raw: dict) -> dict:
+    """``doc`` with the ``[selfcheck]`` rows of its own replay of ``raw``'s chases, as a
+    written calibration keeps them."""
+    cpu = sim.parse_cpu(tomllib.loads(cal.to_toml(doc)))
+    rows = check.replay(cpu, dict(raw, mlp={}, work={}), steps=2000)
+    return dict(doc, selfcheck=check.summarise([], rows))
+
+
+def test_quick_and_full_must_agree_on_the_clock():
     raw, _ = synthetic_raw()
-    a = cal.build_doc(raw, LEVELS, ZEN4, quick=True)
+    a = _with_replay(cal.build_doc(raw, LEVELS, ZEN4, quick=True), raw)
     assert all(c["ok"] for c in check.agreement(a, a, "same.toml"))
-    b = cal.build_doc(dict(raw, clock=clock_samples(3.5 * 1.15)), LEVELS, ZEN4, quick=False)
+    b = dict(cal.build_doc(dict(raw, clock=clock_samples(3.5 * 1.15)), LEVELS, ZEN4,
+                           quick=False), selfcheck=a["selfcheck"])
     got = by_name(check.agreement(a, b, "full.toml"))
     assert not got["agree.clock"]["ok"] and "full.toml" in got["agree.clock"]["detail"]
+    assert got["agree.chases"]["ok"]
+
+
+def test_quick_and_full_agree_on_predictions_not_on_a_parameter_they_do_not_identify():
+    """Two files whose DRAM latencies are 1.7x apart but whose walks make up the difference
+    (the split nested paging leaves open) predict the same chases: they agree. A file whose
+    predictions differ (DRAM 1.7x, nothing making up for it) fails agree.chases in one line
+    naming the worst point."""
+    import copy
+
+    raw, _ = synthetic_raw(huge=0.0)  # 4 KiB pages: every chase past the STLB walks
+    a = cal.build_doc(raw, LEVELS, ZEN4, quick=True)
+    # the chases within L2 (no DRAM, no walk) and those where every load walks and goes to
+    # DRAM: where the two trade exactly (between them each file's L3 and STLB reach decide)
+    raw = dict(raw, sizes=[x for x in raw["sizes"] if x <= MIB or x >= 64 * MIB])
+    a["tlb"]["walk_latency"] = 400
+    a = _with_replay(a, raw)
+    base = tomllib.loads(cal.to_toml(a))
+    # the other split: DRAM 1.7x, the walk's fixed part less by the difference in cycles
+    split = copy.deepcopy(base)
+    dram = split["dram"]["latency_ns"]
+    split["dram"]["latency_ns"] = round(1.7 * dram, 1)
+    split["tlb"]["walk_latency"] = 400 - round(0.7 * dram * split["freq_ghz"])
+    assert split["tlb"]["walk_latency"] > 0
+    b = _with_replay(split, raw)
+    got = by_name(check.agreement(a, b, "full.toml"))
+    assert got["agree.clock"]["ok"] and got["agree.chases"]["ok"], got
+    # the same DRAM change alone: the chases past the last level predicted 1.3x or more slower
+    slow = copy.deepcopy(base)
+    slow["dram"]["latency_ns"] = round(1.7 * dram, 1)
+    c = _with_replay(slow, raw)
+    got = by_name(check.agreement(a, c, "full.toml"))["agree.chases"]
+    assert not got["ok"]
+    assert "\n" not in got["detail"] and got["detail"].startswith(
+        "predicted chases against full.toml: ")
+    assert "off by more than 10%, worst chase " in got["detail"]
+    # a file without replayed chases cannot be agreed with
+    none = by_name(check.agreement(a, dict(c, selfcheck={}), "old.toml"))["agree.chases"]
+    assert not none["ok"] and "no replayed chase in common with old.toml" in none["detail"]
 
 
 def test_the_self_check_travels_in_the_file_and_local_refuses_a_failed_one(fake_sysfs):  # noqa: F811
