@@ -21,8 +21,12 @@ from the knee fit's values:
   table's figure for the core left the chases there 12-17 % slow (sim/VALIDATION.md,
   finding 13); it is kept at 0 rather than below. The unknowns are the least-squares
   solution in relative error over every chase: the 2 MiB-page (else 4 KiB-page) chases at
-  every size and the 4 KiB-page chases; the walk's fixed part stays the translation fit's
-  (calibrate.py ``fit_translation``). The solution is simulated again and solved once
+  every size and the 4 KiB-page chases. The walk's fixed part is one of them where the
+  chases tell it from DRAM (the matrix has full rank: chases past the STLB's reach whose
+  page-table reads the caches serve, where a walk costs its fixed part and no memory
+  access), else it stays the translation fit's (calibrate.py ``fit_translation``): with
+  every load of the largest chases walking, it and DRAM trade against each other there.
+  It too is kept at 0 rather than below. The solution is simulated again and solved once
   more, so that the constant is the one at the solution.
 * **Effective capacities and replacement** (:func:`fit_hierarchy`): the capacity of each
   level past L1 and its replacement policy (:data:`POLICIES`) are searched, one level at a
@@ -154,23 +158,31 @@ def solve(rows: list[tuple[np.ndarray, float]], base: np.ndarray,
     y = measured_cycles
     with np.errstate(divide="ignore", invalid="ignore"):
         aa, bb = a / y[:, None], 1.0 - c0 / y
-    # the walk's fixed part stays the translation fit's: with every load of the largest
-    # chases walking, it and DRAM trade against each other here, and only the parallel
-    # chases (not fitted) would tell them apart
-    free = [j for j in range(a.shape[1] - 1) if np.any(a[:, j] > 0)]
     x = base.copy()
     if not (np.all(y > 0) and np.all(np.isfinite(aa)) and np.all(np.isfinite(bb))):
         return math.inf, x  # a measured time <= 0 or not finite: nothing to fit
-    sol, *_ = np.linalg.lstsq(aa[:, free], bb - aa[:, -1] * base[-1], rcond=None)
-    x[free] = sol
-    stlb = a.shape[1] - 2
-    if stlb in free and x[stlb] < 0:
-        # an STLB hit costs nothing rather than less than nothing: solved again without it
-        free.remove(stlb)
-        x = base.copy()
-        x[stlb] = 0.0
-        sol, *_ = np.linalg.lstsq(aa[:, free], bb - aa[:, -1] * base[-1], rcond=None)
-        x[free] = sol
+    free = [j for j in range(a.shape[1]) if np.any(a[:, j] > 0)]
+    walk, stlb = a.shape[1] - 1, a.shape[1] - 2
+    if walk in free and np.linalg.matrix_rank(aa[:, free]) < len(free):
+        # the walk's fixed part and DRAM trade against each other (every walk reads
+        # memory): it stays the translation fit's
+        free.remove(walk)
+
+    def lstsq(start):
+        fixed = [j for j in range(a.shape[1]) if j not in free]
+        out = start.copy()
+        sol, *_ = np.linalg.lstsq(aa[:, free], bb - aa[:, fixed] @ out[fixed], rcond=None)
+        out[free] = sol
+        return out
+
+    start = base.copy()
+    x = lstsq(start)
+    for j in (stlb, walk):
+        if j in free and x[j] < 0:
+            # an STLB hit or a walk costs nothing rather than less: solved again without it
+            free.remove(j)
+            start[j] = 0.0
+            x = lstsq(start)
     if invalid(x, a):
         return math.inf, x
     r = aa @ x - bb
