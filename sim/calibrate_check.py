@@ -291,6 +291,7 @@ def replay(cpu, raw: dict, *, steps: int = 20_000, log=lambda m: None) -> list[d
     ``point``, ``measured_ns`` (the fastest sample), ``predicted_ns``, ``ratio``,
     ``gated``)."""
     from . import micro
+    from .config import fmt_size
 
     rows = []
     rep = raw.get("repeats")
@@ -303,13 +304,13 @@ def replay(cpu, raw: dict, *, steps: int = 20_000, log=lambda m: None) -> list[d
         p = micro.predict(cpu, s, 1, steps, top_page, False, warmup=steady_warmup(s, cb))
         p = p["ns_per_load"]
         v = raw["chase"][str(s)]
-        rows.append(_row(f"chase {_fmt(s)} {top_page // 1024}K", fastest(v), p,
+        rows.append(_row(f"chase {fmt_size(s)} {top_page // 1024}K", fastest(v), p,
                          spread=round_spread(v, rep)))
     for k, v in sorted((raw.get("chase_4k") or {}).items(), key=lambda kv: int(kv[0])):
         s = int(k)
         p = micro.predict(cpu, s, 1, steps, 4096, False, warmup=steady_warmup(s, cb))
         p = p["ns_per_load"]
-        rows.append(_row(f"chase {_fmt(s)} 4K", fastest(v), p, spread=round_spread(v, rep)))
+        rows.append(_row(f"chase {fmt_size(s)} 4K", fastest(v), p, spread=round_spread(v, rep)))
     top = sizes[-1]
     log("self-check: parallel chases")
     for k, v in sorted((raw.get("mlp") or {}).items(), key=lambda kv: int(kv[0])):
@@ -317,7 +318,7 @@ def replay(cpu, raw: dict, *, steps: int = 20_000, log=lambda m: None) -> list[d
         # in the loop's steady state, as a native repeat after the first (sim/micro.py)
         p = micro.predict(cpu, top, n, max(1, steps // n), top_page, True,
                           loop_warmup=steady_warmup(top, cb) // n)["ns_per_load"]
-        rows.append(_row(f"mlp {_fmt(top)} x{n}", fastest(v), p, spread=round_spread(v, rep)))
+        rows.append(_row(f"mlp {fmt_size(top)} x{n}", fastest(v), p, spread=round_spread(v, rep)))
     for key, v in sorted((raw.get("work") or {}).items()):
         kind, chunk = key.split("/")
         rows.append(_row(f"work {key}", fastest(v), work_predict(cpu, kind, int(chunk)),
@@ -378,14 +379,6 @@ def work_predict(cpu, kind: str, chunk: int, calls: int = 4000) -> float:
                           marker(traces.MARK_WARMUP_END), marked(calls)])
     res = sim.simulate(rec, cpu, page_size=4096, validate=False)
     return res["cycles"] / cpu.freq_ghz / calls
-
-
-def _fmt(size: int) -> str:
-    for unit, f in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if size >= f:
-            v = size / f
-            return f"{v:.0f}{unit}" if v == int(v) else f"{v:.3g}{unit}"
-    return f"{size}B"
 
 
 def replay_checks(rows: list[dict]) -> list[dict]:

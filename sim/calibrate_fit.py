@@ -228,12 +228,13 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
     chose and each point's prediction and residual. Raises ConfigError (one line) for a
     measured time that is not a positive number, and when no candidate's solution is one a
     CPU file can have (:func:`invalid`)."""
-    from .config import ConfigError, parse_cpu
+    from .config import ConfigError, fmt_size, parse_cpu
 
     ghz = doc["freq_ghz"]
     for size, page, ns in points:
         if not (isinstance(ns, (int, float)) and math.isfinite(ns) and ns > 0):
-            raise ConfigError(f"calibrate: the chase over {_size(size)} ({_size(page)} pages) "
+            raise ConfigError(f"calibrate: the chase over {fmt_size(size)} "
+                              f"({fmt_size(page)} pages) "
                               f"measured {ns!r} ns, not a time")
     y = np.array([p[2] for p in points]) * ghz
     n = len(doc["cache"])
@@ -449,13 +450,11 @@ def _rounded(err: float) -> float | str:
     return round(err, 6) if math.isfinite(err) else "inf"
 
 
-def _size(b: int) -> str:
-    return f"{b / MIB:g} MiB" if b >= MIB else f"{b / KIB:g} KiB"
-
-
 def _no_solution(doc: dict, x: np.ndarray, rows: list, points: list) -> str:
     """The one line that says the fit found no valid solution: the chases it had, and the
     file's own solution's latencies that no CPU file can have (:func:`invalid`)."""
+    from .config import fmt_size
+
     ghz = doc["freq_ghz"]
     names = [c["name"] for c in doc["cache"]] + ["DRAM", "the host's page-table read",
                                                  "an STLB hit"]
@@ -463,7 +462,7 @@ def _no_solution(doc: dict, x: np.ndarray, rows: list, points: list) -> str:
     what = ", ".join(f"{names[k]} {x[k] / ghz:.3g} ns" for k in bad)
     sizes = sorted(p[0] for p in points)
     return (f"calibrate: the hierarchy fit found no valid latencies for the {len(points)} "
-            f"chases ({_size(sizes[0])} to {_size(sizes[-1])}): every candidate's least "
+            f"chases ({fmt_size(sizes[0])} to {fmt_size(sizes[-1])}): every candidate's least "
             f"squares give a latency below one cycle or not above the level's before it "
             f"({what or 'a measured time not a positive number'}); the chase curve does "
             "not rise from level to level (a noisy run, or a largest working set "

@@ -13,6 +13,7 @@ from kvsim import sim
 from kvsim.sim import calibrate as cal
 from kvsim.sim import calibrate_check as check
 from kvsim.sim import local
+from kvsim.sim.config import fmt_size
 
 KERNEL_3GHZ = {"cpu_mhz": [3000.0], "cpufreq_khz": {}, "model_ghz": None}
 
@@ -153,7 +154,7 @@ def _predicted_raw(raw, cpu):
         kind, *rest = r["point"].split()
         if kind == "chase":
             size = next(s for s in raw["sizes"] + [int(k) for k in new["chase_4k"]]
-                        if check._fmt(s) == rest[0])
+                        if fmt_size(s) == rest[0])
             table = new["chase"] if rest[1] != "4K" else new["chase_4k"]
             table[str(size)] = [r["predicted_ns"]]
         elif kind == "mlp":
@@ -177,7 +178,7 @@ def test_the_replay_passes_a_machine_the_file_describes_and_names_the_point_it_m
     mid = str(raw["sizes"][len(raw["sizes"]) // 2])
     off["chase"][mid] = [v * 1.3 for v in same["chase"][mid]]
     [bad] = check.replay_checks(check.replay(cpu, off, steps=4000))
-    assert not bad["ok"] and f"chase {check._fmt(int(mid))} 2048K" in bad["detail"]
+    assert not bad["ok"] and f"chase {fmt_size(int(mid))} 2048K" in bad["detail"]
     assert "1 of" in bad["detail"] and "(0.77x)" in bad["detail"]
 
 
@@ -205,7 +206,7 @@ def test_a_file_with_a_wrong_last_level_or_walk_is_refused():
     [bad] = check.replay_checks(rows)
     assert not bad["ok"] and "4K" in bad["detail"]
     off = {r["point"] for r in rows if r["gated"] and abs(r["ratio"] - 1) > check.TOLERANCE}
-    assert f"chase {check._fmt(128 * MIB)} 4K" in off and "chase 4KiB 2048K" not in off
+    assert f"chase {fmt_size(128 * MIB)} 4K" in off and "chase 4KiB 2048K" not in off
 
 
 def test_a_points_spread_is_between_its_rounds_fastest_samples():
@@ -237,7 +238,7 @@ def test_a_point_is_judged_within_its_native_spread_and_no_wider_than_the_cap():
     cpu = sim.parse_cpu(tomllib.loads(cal.to_toml(doc)))
     same = _predicted_raw(raw, cpu)
     mid = str(raw["sizes"][len(raw["sizes"]) // 2])
-    point = f"chase {check._fmt(int(mid))} 2048K"
+    point = f"chase {fmt_size(int(mid))} 2048K"
 
     def at(factor, spread):
         off = dict(same, chase=dict(same["chase"]))
