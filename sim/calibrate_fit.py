@@ -22,11 +22,12 @@ from the knee fit's values:
   finding 13); it is kept at 0 rather than below. The unknowns are the least-squares
   solution in relative error over every chase: the 2 MiB-page (else 4 KiB-page) chases at
   every size and the 4 KiB-page chases. The walk's fixed part is one of them where the
-  chases tell it from DRAM (the matrix has full rank: chases past the STLB's reach whose
-  page-table reads the caches serve, where a walk costs its fixed part and no memory
+  chases tell it from DRAM (:data:`IDENTIFY_ROWS` chases past the STLB's reach whose data
+  and page-table reads the caches serve, where a walk costs its fixed part and no memory
   access), else it stays the translation fit's (calibrate.py ``fit_translation``): with
-  every load of the largest chases walking, it and DRAM trade against each other there.
-  It too is kept at 0 rather than below. The solution is simulated again and solved once
+  every load of the largest chases walking, it and DRAM trade against each other there;
+  the STLB hit's cost likewise needs chases that hit the STLB without walking. Both are
+  kept at 0 rather than below. The solution is simulated again and solved once
   more, so that the constant is the one at the solution.
 * **Effective capacities and replacement** (:func:`fit_hierarchy`): the capacity of each
   level past L1 and its replacement policy (:data:`POLICIES`) are searched, one level at a
@@ -68,6 +69,11 @@ import numpy as np
 POLICIES = ("lru", "random")
 #: Chase loads simulated per point (the self-check's replay simulates as many).
 STEPS = 20_000
+#: An STLB hit's cost (a walk's fixed part) is solved for only when at least this many
+#: chases have this share of their loads hit the STLB without walking (walk with no more
+#: than half as many DRAM accesses): elsewhere the chases cannot tell it from the rest.
+IDENTIFY_ROWS = 3
+IDENTIFY_SHARE = 0.1
 #: L2 candidates: these fractions of its sysfs size.
 L2_FRACTIONS = (0.5, 0.625, 0.75, 0.875, 1.0)
 #: Last-level candidates per octave, and the largest chase (a fraction of the largest
@@ -162,10 +168,16 @@ def solve(rows: list[tuple[np.ndarray, float]], base: np.ndarray,
     if not (np.all(y > 0) and np.all(np.isfinite(aa)) and np.all(np.isfinite(bb))):
         return math.inf, x  # a measured time <= 0 or not finite: nothing to fit
     free = [j for j in range(a.shape[1]) if np.any(a[:, j] > 0)]
-    walk, stlb = a.shape[1] - 1, a.shape[1] - 2
-    if walk in free and np.linalg.matrix_rank(aa[:, free]) < len(free):
-        # the walk's fixed part and DRAM trade against each other (every walk reads
-        # memory): it stays the translation fit's
+    walk, stlb, dram = a.shape[1] - 1, a.shape[1] - 2, a.shape[1] - 4
+    # an STLB hit's cost and the walk's fixed part are unknowns only where chases show
+    # them apart: STLB hits without walks, walks whose loads and page-table reads the
+    # caches serve (each in at least IDENTIFY_ROWS chases); else the file's values stay
+    hits_alone = np.sum((a[:, stlb] >= IDENTIFY_SHARE) & (a[:, walk] < IDENTIFY_SHARE / 2))
+    if stlb in free and hits_alone < IDENTIFY_ROWS:
+        free.remove(stlb)
+    cached = np.sum((a[:, walk] >= IDENTIFY_SHARE) & (a[:, dram] < a[:, walk] / 2))
+    if walk in free and (cached < IDENTIFY_ROWS
+                         or np.linalg.matrix_rank(aa[:, free]) < len(free)):
         free.remove(walk)
 
     def lstsq(start):

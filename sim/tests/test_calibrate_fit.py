@@ -222,15 +222,20 @@ def test_solve_fits_the_walk_where_the_chases_tell_it_from_dram():
     fixed part back; when every walk comes with a DRAM access the two trade and the walk
     keeps the file's value; a negative one is kept at 0."""
     truth = np.array([4.0, 14.0, 50.0, 300.0, 300.0, 5.0, 120.0])
+    # L1D, L2, L3, DRAM, host, STLB hits, walks per load: chases within the levels, with
+    # STLB hits alone, with walks the caches serve, and with walks and DRAM together
     a = np.array([[1.0, 0, 0, 0, 0, 0, 0], [0, 1.0, 0, 0, 0, 0.9, 0],
-                  [0, 0.3, 0.7, 0, 0, 1.0, 0], [0, 0, 1.0, 0, 0, 0, 0.5],
+                  [0, 0.3, 0.7, 0, 0, 1.0, 0], [0.5, 0.5, 0, 0, 0, 0.4, 0],
+                  [0, 0, 1.0, 0, 0, 0, 0.5], [0, 0.5, 0.5, 0, 0, 0, 0.3],
+                  [0, 0, 1.0, 0, 0, 0, 0.8],
                   [0, 0, 0.5, 0.5, 0, 0, 0.5], [0, 0, 0, 1.0, 0, 0, 1.0]])
     base = np.array([5.0, 12.0, 40.0, 200.0, 200.0, 9.0, 60.0])
     rows = [(r, float(r @ base + 3.0)) for r in a]
     err, x = cf.solve(rows, base, a @ truth + 3.0)
     assert err < 1e-12 and x[6] == pytest.approx(120.0) and x[3] == pytest.approx(300.0)
-    # every walk with a DRAM access (the walk column a multiple of DRAM's): kept at 60
-    tied = a[[0, 1, 2, 4, 5]]
+    # without the chases whose walks the caches serve, the walk trades against DRAM: it
+    # keeps the file's 60 cycles and DRAM takes the rest
+    tied = a[[0, 1, 2, 3, 7, 8]]
     rows_t = [(r, float(r @ base + 3.0)) for r in tied]
     err, x = cf.solve(rows_t, base, tied @ truth + 3.0)
     assert x[6] == 60.0 and err < 1e-12 and x[3] == pytest.approx(360.0)
