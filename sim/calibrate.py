@@ -917,8 +917,11 @@ def _fit_hierarchy(doc: dict, raw: dict, levels: list[dict], sizes: list[int],
     doc["dram"]["src"]["latency_ns"] = f"{how}, with the 4 KiB-page chases"
     t = doc.get("tlb")
     if t is not None:
-        t["src"]["walk_latency"] = f"{how}: the walk's fixed part"
-        t["src"]["l2_latency"] = f"{how}: an STLB hit's cost"
+        solved = out["chosen"].get("solved") or {}
+        if solved.get("walk"):
+            t["src"]["walk_latency"] = f"{how}: the walk's fixed part"
+        if solved.get("stlb"):
+            t["src"]["l2_latency"] = f"{how}: an STLB hit's cost"
         hp = out["chosen"].get("host_page_size")
         if t.get("host_page_size"):
             without = (f"against {hp['error_without']:.4g}"

@@ -168,16 +168,11 @@ def solve(rows: list[tuple[np.ndarray, float]], base: np.ndarray,
     if not (np.all(y > 0) and np.all(np.isfinite(aa)) and np.all(np.isfinite(bb))):
         return math.inf, x  # a measured time <= 0 or not finite: nothing to fit
     free = [j for j in range(a.shape[1]) if np.any(a[:, j] > 0)]
-    walk, stlb, dram = a.shape[1] - 1, a.shape[1] - 2, a.shape[1] - 4
-    # an STLB hit's cost and the walk's fixed part are unknowns only where chases show
-    # them apart: STLB hits without walks, walks whose loads and page-table reads the
-    # caches serve (each in at least IDENTIFY_ROWS chases); else the file's values stay
-    hits_alone = np.sum((a[:, stlb] >= IDENTIFY_SHARE) & (a[:, walk] < IDENTIFY_SHARE / 2))
-    if stlb in free and hits_alone < IDENTIFY_ROWS:
+    walk, stlb = a.shape[1] - 1, a.shape[1] - 2
+    got = identified(a)
+    if stlb in free and not got["stlb"]:
         free.remove(stlb)
-    cached = np.sum((a[:, walk] >= IDENTIFY_SHARE) & (a[:, dram] < a[:, walk] / 2))
-    if walk in free and (cached < IDENTIFY_ROWS
-                         or np.linalg.matrix_rank(aa[:, free]) < len(free)):
+    if walk in free and (not got["walk"] or np.linalg.matrix_rank(aa[:, free]) < len(free)):
         free.remove(walk)
 
     def lstsq(start):
@@ -200,6 +195,18 @@ def solve(rows: list[tuple[np.ndarray, float]], base: np.ndarray,
     r = aa @ x - bb
     err = float(r @ r)
     return (err if math.isfinite(err) else math.inf), x
+
+
+def identified(a: np.ndarray) -> dict[str, bool]:
+    """Whether the chases (rows ``a``, as :func:`solve`'s) show an STLB hit's cost and the
+    walk's fixed part apart from the rest: at least :data:`IDENTIFY_ROWS` chases with
+    :data:`IDENTIFY_SHARE` of their loads hitting the STLB without walking, and as many
+    walking with no more than half as many memory reads as walks (their page-table lines
+    and data in the caches). Otherwise the file's values stay."""
+    walk, stlb, dram = a.shape[1] - 1, a.shape[1] - 2, a.shape[1] - 4
+    alone = np.sum((a[:, stlb] >= IDENTIFY_SHARE) & (a[:, walk] < IDENTIFY_SHARE / 2))
+    cached = np.sum((a[:, walk] >= IDENTIFY_SHARE) & (a[:, dram] < a[:, walk] / 2))
+    return {"stlb": bool(alone >= IDENTIFY_ROWS), "walk": bool(cached >= IDENTIFY_ROWS)}
 
 
 def invalid(x: np.ndarray, a: np.ndarray) -> list[int]:
@@ -374,6 +381,7 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
         cpu, rows = rows_of(doc)
     pred = np.array([r[1] for r in rows]) / ghz
     meas = y / ghz
+    chosen["solved"] = identified(np.array([r[0] for r in rows]))
     return {"chosen": chosen, "unknowns_cycles": [round(float(v), 2) for v in unknowns(cpu)],
             "points": [[int(s), int(p)] for s, p, _ in points],
             "measured_ns": [round(float(v), 3) for v in meas],

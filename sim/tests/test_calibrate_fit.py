@@ -211,6 +211,7 @@ def test_the_fit_recovers_the_stlb_cost_of_a_curve_the_model_made(small):
     doc = _tlb_doc(9, (3, 15, 30), 80.0)
     out = _fit(doc, [(s, 4096, m) for s, m in zip(SIZES, meas, strict=True)])
     cpu = sim.parse_cpu(doc)
+    assert out["chosen"]["solved"]["stlb"]  # chases with STLB hits and no walks: solved
     assert cpu.tlb.l2_latency == 3
     assert [c.latency for c in cpu.caches] == [4, 12, 40]
     assert cpu.dram_latency_ns == pytest.approx(100.0, rel=0.05)
