@@ -65,6 +65,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .calibrate_check import DRAM_NS
+
 #: Replacement policies the fit tries for each level past L1 (the engine's registry names).
 POLICIES = ("lru", "random")
 #: Chase loads simulated per point (the self-check's replay simulates as many).
@@ -153,7 +155,7 @@ def unknowns(cpu) -> np.ndarray:
 
 
 def solve(rows: list[tuple[np.ndarray, float]], base: np.ndarray,
-          measured_cycles: np.ndarray) -> tuple[float, np.ndarray]:
+          measured_cycles: np.ndarray, dram_min: float = 0.0) -> tuple[float, np.ndarray]:
     """Least squares (relative error) of the unknowns over every chase: ``rows`` simulated
     at ``base``; returns (sum of squared relative errors, unknowns), inf when the solution
     makes no CPU file (:func:`invalid`: a latency below one cycle or not increasing down the
@@ -190,7 +192,7 @@ def solve(rows: list[tuple[np.ndarray, float]], base: np.ndarray,
             free.remove(j)
             start[j] = 0.0
             x = lstsq(start)
-    if invalid(x, a):
+    if invalid(x, a, dram_min):
         return math.inf, x
     r = aa @ x - bb
     err = float(r @ r)
@@ -209,14 +211,16 @@ def identified(a: np.ndarray) -> dict[str, bool]:
     return {"stlb": bool(alone >= IDENTIFY_ROWS), "walk": bool(cached >= IDENTIFY_ROWS)}
 
 
-def invalid(x: np.ndarray, a: np.ndarray) -> list[int]:
+def invalid(x: np.ndarray, a: np.ndarray, dram_min: float = 0.0) -> list[int]:
     """The unknowns of ``x`` (as :func:`solve`'s) that make no CPU file: a latency not
     finite or below one cycle, one not above the level's before it (DRAM after the last
-    level), the host's page-table read (when the chases ``a`` have any) not above the last
-    level's (and never <= 0), an STLB hit's cost not finite; none when ``x`` is valid."""
+    level, and not below ``dram_min`` cycles: the fit passes the plausibility check's
+    floor, so that it never picks a file the check refuses), the host's page-table read
+    (when the chases ``a`` have any) not above the last level's (and never <= 0), an STLB
+    hit's cost not finite; none when ``x`` is valid."""
     lat = x[:-3]
     bad = [k for k, v in enumerate(lat) if not math.isfinite(v) or v < 1
-           or (k and v <= lat[k - 1])]
+           or (k and v <= lat[k - 1]) or (k == len(lat) - 1 and v < dram_min)]
     host = x[-3]
     if not math.isfinite(host) or host <= 0 or (np.any(a[:, -3] > 0) and host <= lat[-2]):
         bad.append(len(x) - 3)
@@ -257,6 +261,7 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
                               f"measured {ns!r} ns, not a time")
     y = np.array([p[2] for p in points]) * ghz
     n = len(doc["cache"])
+    dram_min = DRAM_NS[0] * ghz  # the plausibility check's floor (calibrate_check.DRAM_NS)
 
     def cpu_of(d):
         return parse_cpu(d, "calibrate")
@@ -273,7 +278,7 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
 
     def evaluate(d, keep=None, window=None):
         cpu, rows = rows_of(d, keep, window)
-        err, x = solve(rows, unknowns(cpu), y)
+        err, x = solve(rows, unknowns(cpu), y, dram_min)
         return err, x, rows
 
     def apply(d, x):
@@ -371,11 +376,11 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
     if not math.isfinite(best_err):
         # no candidate gave latencies a CPU file can have: say which, rather than write
         # (or fail to parse) the least-squares solution's
-        raise ConfigError(_no_solution(doc, best_x, best_rows, points))
+        raise ConfigError(_no_solution(doc, best_x, best_rows, points, dram_min))
     # the solution, simulated again: its constant part at the solution
     apply(doc, best_x)
     cpu, rows = rows_of(doc)
-    err, x = solve(rows, unknowns(cpu), y)
+    err, x = solve(rows, unknowns(cpu), y, dram_min)
     if math.isfinite(err):
         apply(doc, x)
         cpu, rows = rows_of(doc)
@@ -470,7 +475,8 @@ def _rounded(err: float) -> float | str:
     return round(err, 6) if math.isfinite(err) else "inf"
 
 
-def _no_solution(doc: dict, x: np.ndarray, rows: list, points: list) -> str:
+def _no_solution(doc: dict, x: np.ndarray, rows: list, points: list,
+                 dram_min: float = 0.0) -> str:
     """The one line that says the fit found no valid solution: the chases it had, and the
     file's own solution's latencies that no CPU file can have (:func:`invalid`)."""
     from .config import fmt_size
@@ -478,12 +484,13 @@ def _no_solution(doc: dict, x: np.ndarray, rows: list, points: list) -> str:
     ghz = doc["freq_ghz"]
     names = [c["name"] for c in doc["cache"]] + ["DRAM", "the host's page-table read",
                                                  "an STLB hit"]
-    bad = invalid(x, np.array([r[0] for r in rows]))
+    bad = invalid(x, np.array([r[0] for r in rows]), dram_min)
     what = ", ".join(f"{names[k]} {x[k] / ghz:.3g} ns" for k in bad)
     sizes = sorted(p[0] for p in points)
     return (f"calibrate: the hierarchy fit found no valid latencies for the {len(points)} "
             f"chases ({fmt_size(sizes[0])} to {fmt_size(sizes[-1])}): every candidate's least "
-            f"squares give a latency below one cycle or not above the level's before it "
+            f"squares give a latency below one cycle or not above the level's before it, or DRAM "
+            f"below {DRAM_NS[0]:g} ns "
             f"({what or 'a measured time not a positive number'}); the chase curve does "
             "not rise from level to level (a noisy run, or a largest working set "
             "(--max-size) within the caches)")

@@ -243,3 +243,18 @@ def test_solve_fits_the_walk_where_the_chases_tell_it_from_dram():
     err, x = cf.solve(rows, base, a @ np.array([4.0, 14.0, 50.0, 300.0, 300.0, 5.0, -40.0])
                       + 3.0)
     assert x[6] == 0.0 and x[5] >= 0.0
+
+
+def test_solve_refuses_dram_below_the_plausibility_floor():
+    """A solution whose DRAM latency is below ``dram_min`` cycles (the fit passes the
+    plausibility check's 40 ns) is no solution: the fit never picks a file the check
+    refuses (a last level's plateau taken for memory)."""
+    a = np.array([[1.0, 0, 0, 0, 0, 0, 0], [0, 1.0, 0, 0, 0, 0, 0],
+                  [0, 0, 1.0, 0, 0, 0, 0], [0, 0, 0.2, 0.8, 0, 0, 0]])
+    base = np.array([4.0, 12.0, 40.0, 100.0, 100.0, 0.0, 0.0])
+    rows = [(r, float(r @ base)) for r in a]
+    y = a @ np.array([4.0, 12.0, 40.0, 90.0, 100.0, 0.0, 0.0])
+    assert cf.solve(rows, base, y, dram_min=80.0)[0] < 1e-12
+    err, x = cf.solve(rows, base, y, dram_min=120.0)
+    assert err == math.inf and x[3] == pytest.approx(90.0)
+    assert cf.invalid(x, a, 120.0) == [3]
