@@ -378,7 +378,9 @@ register_each(render_calibration, {
     "calibration-xeon-m167-quick": "results/calibrate-xeon-m167-spread-quick.toml",
     "calibration-xeon-m167-full": "results/calibrate-xeon-m167-spread-full.toml",
     "calibration-xeon-m167-walk-quick": "results/calibrate-xeon-m167-walk-quick.toml",
-    "calibration-xeon-m167-quiet-full": "results/calibrate-xeon-m167-quiet-full.toml"})
+    "calibration-xeon-m167-quiet-full": "results/calibrate-xeon-m167-quiet-full.toml",
+    "calibration-xeon-m167-shape-quick": "results/calibrate-xeon-m167-shape-quick.toml",
+    "calibration-xeon-m167-shape-full": "results/calibrate-xeon-m167-shape-full.toml"})
 
 
 @rendering("trust", next(iter(TRUST)), also=tuple(TRUST)[1:])

@@ -197,7 +197,7 @@ class CpuConfig:
     def summary(self) -> str:
         parts = []
         for c in self.caches:
-            parts.append(f"{c.name} {_fmt_size(c.size)}/{c.ways}w/{c.latency}c")
+            parts.append(f"{c.name} {fmt_size(c.size)}/{c.ways}w/{c.latency}c")
         if self.dram_latency_ns is not None:
             parts.append(f"DRAM {self.dram_latency_ns:g}ns")
         return ", ".join(parts)
@@ -285,10 +285,15 @@ def parse_size(v: Any, key: str) -> int:
     raise ConfigError(f"{key}: expected a size like \"32KiB\" or a byte count, got {v!r}")
 
 
-def _fmt_size(n: int) -> str:
-    for unit, f in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if n >= f and n % f == 0:
-            return f"{n // f}{unit}"
+def fmt_size(n: int) -> str:
+    """A byte count as kvsim prints it, everywhere: in the largest binary unit it reaches,
+    whole or to three significant digits, no space ("48KiB", "1.5MiB", "5.62KiB", "512B").
+    The calibration's replayed points are named so (``chase 1.41MiB 2048K``), and files of
+    two runs are compared point by point on those names."""
+    for unit, f in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= f:
+            v = n / f
+            return f"{v:.0f}{unit}" if v == int(v) or v >= 1000 else f"{v:.3g}{unit}"
     return f"{n}B"
 
 

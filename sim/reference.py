@@ -196,6 +196,23 @@ class NextLine:
         return [] if hit else [line + 1 + i for i in range(self.degree)]
 
 
+class Ascending:
+    """prefetch_ascending.c: a load to one of the last ``table`` distinct lines
+    loaded, or to the line after one, prefetches the next ``degree`` lines."""
+
+    def __init__(self, degree, table):
+        self.degree, self.n = degree, table or 1
+        self.ring, self.next = [0] * self.n, 0
+
+    def operate(self, line, hit, key):
+        seen = line + 1 in self.ring
+        recent = seen or (line != 0 and line in self.ring)
+        if not seen:
+            self.ring[self.next] = line + 1
+            self.next = (self.next + 1) % self.n
+        return [line + 1 + i for i in range(self.degree)] if recent else []
+
+
 class IpStride:
     def __init__(self, degree, table):
         self.degree, self.table = degree, table
@@ -335,7 +352,8 @@ class RegionFootprint:
 PREFETCHER_CLASSES = {"next_line": NextLine, "ip_stride": IpStride, "stream": Stream,
                       "adjacent_line": AdjacentLine, "up_down": UpDown,
                       "region": RegionFootprint,
-                      "region_miss": functools.partial(RegionFootprint, miss_only=True)}
+                      "region_miss": functools.partial(RegionFootprint, miss_only=True),
+                      "ascending": Ascending}
 
 
 def _implementation(classes: dict, name: str, what: str):

@@ -43,7 +43,7 @@ static inline size_t kvsimTableSlot(uint64_t key, uint32_t table) {
 }
 
 /* The factory: "next_line", "ip_stride", "stream", "adjacent_line", "up_down",
- * "region", "region_miss"; NULL if unknown. */
+ * "region", "region_miss", "ascending"; NULL if unknown. */
 const kvsimPrefetcherOps *kvsimPrefetcherByName(const char *name);
 
 extern const kvsimPrefetcherOps kvsimPrefetchNextLine;
@@ -53,5 +53,6 @@ extern const kvsimPrefetcherOps kvsimPrefetchAdjacentLine;
 extern const kvsimPrefetcherOps kvsimPrefetchUpDown;
 extern const kvsimPrefetcherOps kvsimPrefetchRegion;
 extern const kvsimPrefetcherOps kvsimPrefetchRegionMiss;
+extern const kvsimPrefetcherOps kvsimPrefetchAscending;
 
 #endif /* KVSIM_PREFETCH_H */

@@ -9,7 +9,7 @@
 static const kvsimPrefetcherOps *const PREFETCHERS[] = {
     &kvsimPrefetchNextLine, &kvsimPrefetchIpStride, &kvsimPrefetchStream,
     &kvsimPrefetchAdjacentLine, &kvsimPrefetchUpDown, &kvsimPrefetchRegion,
-    &kvsimPrefetchRegionMiss,
+    &kvsimPrefetchRegionMiss, &kvsimPrefetchAscending,
 };
 #define NPREFETCHERS (sizeof PREFETCHERS / sizeof PREFETCHERS[0])
 

@@ -13,6 +13,7 @@ from kvsim import sim
 from kvsim.sim import calibrate as cal
 from kvsim.sim import calibrate_check as check
 from kvsim.sim import local
+from kvsim.sim.config import fmt_size
 
 KERNEL_3GHZ = {"cpu_mhz": [3000.0], "cpufreq_khz": {}, "model_ghz": None}
 
@@ -153,7 +154,7 @@ def _predicted_raw(raw, cpu):
         kind, *rest = r["point"].split()
         if kind == "chase":
             size = next(s for s in raw["sizes"] + [int(k) for k in new["chase_4k"]]
-                        if check._fmt(s) == rest[0])
+                        if fmt_size(s) == rest[0])
             table = new["chase"] if rest[1] != "4K" else new["chase_4k"]
             table[str(size)] = [r["predicted_ns"]]
         elif kind == "mlp":
@@ -177,7 +178,7 @@ def test_the_replay_passes_a_machine_the_file_describes_and_names_the_point_it_m
     mid = str(raw["sizes"][len(raw["sizes"]) // 2])
     off["chase"][mid] = [v * 1.3 for v in same["chase"][mid]]
     [bad] = check.replay_checks(check.replay(cpu, off, steps=4000))
-    assert not bad["ok"] and f"chase {check._fmt(int(mid))} 2048K" in bad["detail"]
+    assert not bad["ok"] and f"chase {fmt_size(int(mid))} 2048K" in bad["detail"]
     assert "1 of" in bad["detail"] and "(0.77x)" in bad["detail"]
 
 
@@ -205,7 +206,7 @@ def test_a_file_with_a_wrong_last_level_or_walk_is_refused():
     [bad] = check.replay_checks(rows)
     assert not bad["ok"] and "4K" in bad["detail"]
     off = {r["point"] for r in rows if r["gated"] and abs(r["ratio"] - 1) > check.TOLERANCE}
-    assert f"chase {check._fmt(128 * MIB)} 4K" in off and "chase 4KiB 2048K" not in off
+    assert f"chase {fmt_size(128 * MIB)} 4K" in off and "chase 4KiB 2048K" not in off
 
 
 def test_a_points_spread_is_between_its_rounds_fastest_samples():
@@ -237,7 +238,7 @@ def test_a_point_is_judged_within_its_native_spread_and_no_wider_than_the_cap():
     cpu = sim.parse_cpu(tomllib.loads(cal.to_toml(doc)))
     same = _predicted_raw(raw, cpu)
     mid = str(raw["sizes"][len(raw["sizes"]) // 2])
-    point = f"chase {check._fmt(int(mid))} 2048K"
+    point = f"chase {fmt_size(int(mid))} 2048K"
 
     def at(factor, spread):
         off = dict(same, chase=dict(same["chase"]))
@@ -312,13 +313,61 @@ def test_work_rows_replay_at_their_kinds_rate():
 
 # --- quick against full, the file, `local` --------------------------------------------------
 
-def test_quick_and_full_must_agree():
+def _with_replay(doc: dict, raw: dict) -> dict:
+    """``doc`` with the ``[selfcheck]`` rows of its own replay of ``raw``'s chases, as a
+    written calibration keeps them."""
+    cpu = sim.parse_cpu(tomllib.loads(cal.to_toml(doc)))
+    rows = check.replay(cpu, dict(raw, mlp={}, work={}), steps=2000)
+    return dict(doc, selfcheck=check.summarise([], rows))
+
+
+def test_quick_and_full_must_agree_on_the_clock():
     raw, _ = synthetic_raw()
-    a = cal.build_doc(raw, LEVELS, ZEN4, quick=True)
+    a = _with_replay(cal.build_doc(raw, LEVELS, ZEN4, quick=True), raw)
     assert all(c["ok"] for c in check.agreement(a, a, "same.toml"))
-    b = cal.build_doc(dict(raw, clock=clock_samples(3.5 * 1.15)), LEVELS, ZEN4, quick=False)
+    b = dict(cal.build_doc(dict(raw, clock=clock_samples(3.5 * 1.15)), LEVELS, ZEN4,
+                           quick=False), selfcheck=a["selfcheck"])
     got = by_name(check.agreement(a, b, "full.toml"))
     assert not got["agree.clock"]["ok"] and "full.toml" in got["agree.clock"]["detail"]
+    assert got["agree.chases"]["ok"]
+
+
+def test_quick_and_full_agree_on_predictions_not_on_a_parameter_they_do_not_identify():
+    """Two files whose DRAM latencies are 1.7x apart but whose walks make up the difference
+    (the split nested paging leaves open) predict the same chases: they agree. A file whose
+    predictions differ (DRAM 1.7x, nothing making up for it) fails agree.chases in one line
+    naming the worst point."""
+    import copy
+
+    raw, _ = synthetic_raw(huge=0.0)  # 4 KiB pages: every chase past the STLB walks
+    a = cal.build_doc(raw, LEVELS, ZEN4, quick=True)
+    # the chases within L2 (no DRAM, no walk) and those where every load walks and goes to
+    # DRAM: where the two trade exactly (between them each file's L3 and STLB reach decide)
+    raw = dict(raw, sizes=[x for x in raw["sizes"] if x <= MIB or x >= 64 * MIB])
+    a["tlb"]["walk_latency"] = 400
+    a = _with_replay(a, raw)
+    base = tomllib.loads(cal.to_toml(a))
+    # the other split: DRAM 1.7x, the walk's fixed part less by the difference in cycles
+    split = copy.deepcopy(base)
+    dram = split["dram"]["latency_ns"]
+    split["dram"]["latency_ns"] = round(1.7 * dram, 1)
+    split["tlb"]["walk_latency"] = 400 - round(0.7 * dram * split["freq_ghz"])
+    assert split["tlb"]["walk_latency"] > 0
+    b = _with_replay(split, raw)
+    got = by_name(check.agreement(a, b, "full.toml"))
+    assert got["agree.clock"]["ok"] and got["agree.chases"]["ok"], got
+    # the same DRAM change alone: the chases past the last level predicted 1.3x or more slower
+    slow = copy.deepcopy(base)
+    slow["dram"]["latency_ns"] = round(1.7 * dram, 1)
+    c = _with_replay(slow, raw)
+    got = by_name(check.agreement(a, c, "full.toml"))["agree.chases"]
+    assert not got["ok"]
+    assert "\n" not in got["detail"] and got["detail"].startswith(
+        "predicted chases against full.toml: ")
+    assert "off by more than 10%, worst chase " in got["detail"]
+    # a file without replayed chases cannot be agreed with
+    none = by_name(check.agreement(a, dict(c, selfcheck={}), "old.toml"))["agree.chases"]
+    assert not none["ok"] and "no replayed chase in common with old.toml" in none["detail"]
 
 
 def test_the_self_check_travels_in_the_file_and_local_refuses_a_failed_one(fake_sysfs):  # noqa: F811

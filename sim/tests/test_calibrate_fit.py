@@ -116,7 +116,7 @@ def test_no_valid_solution_is_one_line_naming_what(small):
         _fit(doc, _inverted_points())
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith("calibrate: the hierarchy fit found no valid")
-    assert "the 11 chases (0.5 KiB to 384 KiB)" in msg
+    assert "the 11 chases (512B to 384KiB)" in msg
     # names the latencies no CPU file can have (the file's own solution's)
     assert any(f"{name} " in msg for name in ("L2", "L3", "DRAM"))
 
@@ -125,15 +125,15 @@ def test_no_valid_solution_is_one_line_naming_what(small):
 def test_a_measured_time_that_is_not_one_is_named(bad):
     points = [(s, 4096, 10.0) for s in SIZES]
     points[4] = (SIZES[4], 4096, bad)
-    with pytest.raises(sim.ConfigError, match=r"chase over 6 KiB \(4 KiB pages\) measured"):
+    with pytest.raises(sim.ConfigError, match=r"chase over 6KiB \(4KiB pages\) measured"):
         _fit(_doc(), points)
 
 
 def test_solve_never_returns_nan():
     """A row with nothing finite to fit gives inf (no candidate wins by a nan comparison)."""
-    rows = [(np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0]), 5.0),
-            (np.array([0.0, 1.0, 0.0, 0.0, 0.0, 0.0]), 12.0)]
-    base = np.array([4.0, 12.0, 40.0, 100.0, 100.0, 0.0])
+    rows = [(np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]), 5.0),
+            (np.array([0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]), 12.0)]
+    base = np.array([4.0, 12.0, 40.0, 100.0, 100.0, 9.0, 0.0])
     assert cf.solve(rows, base, np.array([4.0, 12.0]))[0] < 1e-9
     for y in ([4.0, math.nan], [4.0, 0.0], [math.inf, 12.0]):
         assert cf.solve(rows, base, np.array(y))[0] == math.inf
@@ -172,3 +172,89 @@ def test_calibrate_from_raw_fails_in_one_line_and_writes_nothing(tmp_path, monke
     errors = [x for x in capsys.readouterr().err.splitlines() if "error" in x]
     assert len(errors) == 1 and "hierarchy fit found no valid latencies" in errors[0], errors
     assert not out.exists() and not list(tmp_path.glob("cpu.toml*"))
+
+
+def test_solve_recovers_an_stlb_hits_cost_and_keeps_it_at_zero_not_below():
+    """The STLB hits are an unknown of the least squares (calibrate_fit.solve): simulated
+    times made with a known cost give it back; times that would need a negative cost get 0
+    and the rest solved without it."""
+    truth = np.array([4.0, 14.0, 50.0, 300.0, 300.0, 5.0, 0.0])
+    a = np.array([[1.0, 0, 0, 0, 0, 0, 0], [0.2, 0.8, 0, 0, 0, 0.5, 0],
+                  [0, 1.0, 0, 0, 0, 0.9, 0], [0, 0.3, 0.7, 0, 0, 1.0, 0],
+                  [0, 0, 0.5, 0.5, 0, 0.2, 0.8]])
+    y = a @ truth + 3.0  # a constant part the counts do not explain
+    base = np.array([5.0, 12.0, 40.0, 200.0, 200.0, 9.0, 0.0])
+    rows = [(r, float(r @ base + 3.0)) for r in a]
+    err, x = cf.solve(rows, base, y)
+    assert err < 1e-12 and x[5] == pytest.approx(5.0) and x[:4] == pytest.approx(truth[:4])
+    y_neg = a @ np.array([4.0, 14.0, 50.0, 300.0, 300.0, -3.0, 0.0]) + 3.0
+    err, x = cf.solve(rows, base, y_neg)
+    assert x[5] == 0.0 and math.isfinite(err) and err > 0
+
+
+def _tlb_doc(stlb: int, lats=(4, 12, 40), dram_ns=100.0) -> dict:
+    """:func:`_doc` with a TLB whose STLB hits cost ``stlb`` cycles (4-entry DTLB, 64-entry
+    STLB: the chases from 16 KiB to 256 KiB hit the STLB) and the ascending L1 prefetcher."""
+    d = _doc(lats, dram_ns)
+    d["tlb"] = {"page_size": "4KiB", "l1_entries": 4, "l1_ways": 0, "l2_entries": 64,
+                "l2_ways": 4, "l2_latency": stlb, "walk_latency": 20}
+    d["prefetcher"] = [{"level": "L1D", "kind": "ascending", "degree": 1, "table": 16}]
+    return d
+
+
+def test_the_fit_recovers_the_stlb_cost_of_a_curve_the_model_made(small):
+    """A chase curve simulated on a file with the ascending prefetcher and STLB hits of 3
+    cycles, fitted from a file that starts at the tables' 9 cycles and wrong latencies: the
+    fit gives back the cost, the latencies and the curve."""
+    truth = sim.parse_cpu(_tlb_doc(3))
+    meas = [cf.chase_row(truth, s, 4096, cf.STEPS)[1] for s in SIZES]
+    doc = _tlb_doc(9, (3, 15, 30), 80.0)
+    out = _fit(doc, [(s, 4096, m) for s, m in zip(SIZES, meas, strict=True)])
+    cpu = sim.parse_cpu(doc)
+    assert out["chosen"]["solved"]["stlb"]  # chases with STLB hits and no walks: solved
+    assert cpu.tlb.l2_latency == 3
+    assert [c.latency for c in cpu.caches] == [4, 12, 40]
+    assert cpu.dram_latency_ns == pytest.approx(100.0, rel=0.05)
+    assert out["rms_rel_error"] < 0.02
+
+
+def test_solve_fits_the_walk_where_the_chases_tell_it_from_dram():
+    """Chases whose walks read cached page-table lines (walks without DRAM) give the walk's
+    fixed part back; when every walk comes with a DRAM access the two trade and the walk
+    keeps the file's value; a negative one is kept at 0."""
+    truth = np.array([4.0, 14.0, 50.0, 300.0, 300.0, 5.0, 120.0])
+    # L1D, L2, L3, DRAM, host, STLB hits, walks per load: chases within the levels, with
+    # STLB hits alone, with walks the caches serve, and with walks and DRAM together
+    a = np.array([[1.0, 0, 0, 0, 0, 0, 0], [0, 1.0, 0, 0, 0, 0.9, 0],
+                  [0, 0.3, 0.7, 0, 0, 1.0, 0], [0.5, 0.5, 0, 0, 0, 0.4, 0],
+                  [0, 0, 1.0, 0, 0, 0, 0.5], [0, 0.5, 0.5, 0, 0, 0, 0.3],
+                  [0, 0, 1.0, 0, 0, 0, 0.8],
+                  [0, 0, 0.5, 0.5, 0, 0, 0.5], [0, 0, 0, 1.0, 0, 0, 1.0]])
+    base = np.array([5.0, 12.0, 40.0, 200.0, 200.0, 9.0, 60.0])
+    rows = [(r, float(r @ base + 3.0)) for r in a]
+    err, x = cf.solve(rows, base, a @ truth + 3.0)
+    assert err < 1e-12 and x[6] == pytest.approx(120.0) and x[3] == pytest.approx(300.0)
+    # without the chases whose walks the caches serve, the walk trades against DRAM: it
+    # keeps the file's 60 cycles and DRAM takes the rest
+    tied = a[[0, 1, 2, 3, 7, 8]]
+    rows_t = [(r, float(r @ base + 3.0)) for r in tied]
+    err, x = cf.solve(rows_t, base, tied @ truth + 3.0)
+    assert x[6] == 60.0 and err < 1e-12 and x[3] == pytest.approx(360.0)
+    err, x = cf.solve(rows, base, a @ np.array([4.0, 14.0, 50.0, 300.0, 300.0, 5.0, -40.0])
+                      + 3.0)
+    assert x[6] == 0.0 and x[5] >= 0.0
+
+
+def test_solve_refuses_dram_below_the_plausibility_floor():
+    """A solution whose DRAM latency is below ``dram_min`` cycles (the fit passes the
+    plausibility check's 40 ns) is no solution: the fit never picks a file the check
+    refuses (a last level's plateau taken for memory)."""
+    a = np.array([[1.0, 0, 0, 0, 0, 0, 0], [0, 1.0, 0, 0, 0, 0, 0],
+                  [0, 0, 1.0, 0, 0, 0, 0], [0, 0, 0.2, 0.8, 0, 0, 0]])
+    base = np.array([4.0, 12.0, 40.0, 100.0, 100.0, 0.0, 0.0])
+    rows = [(r, float(r @ base)) for r in a]
+    y = a @ np.array([4.0, 12.0, 40.0, 90.0, 100.0, 0.0, 0.0])
+    assert cf.solve(rows, base, y, dram_min=80.0)[0] < 1e-12
+    err, x = cf.solve(rows, base, y, dram_min=120.0)
+    assert err == math.inf and x[3] == pytest.approx(90.0)
+    assert cf.invalid(x, a, 120.0) == [3]

@@ -117,3 +117,25 @@ def test_list_presets():
 def test_local_on_this_machine():
     cpu = sim.load_cpu("local")
     assert cpu.caches and cpu.caches[0].name == "L1D"
+
+
+@pytest.mark.parametrize("n, text", [
+    (512, "512B"), (1024, "1KiB"), (48 * 1024, "48KiB"), (5760, "5.62KiB"),
+    (1536 * 1024, "1.5MiB"), (1478512, "1.41MiB"), (19922944, "19MiB"), (1 << 30, "1GiB"),
+    (1023 * 1024 * 1024, "1023MiB"), (3 << 40, "3072GiB"),
+])
+def test_one_byte_size_format(n, text):
+    """Every byte count kvsim prints (the summary line, the calibration's replayed points
+    and its fit's messages) is spelled by config.fmt_size; a whole figure reads back."""
+    from kvsim.sim.config import fmt_size, parse_size
+
+    assert fmt_size(n) == text
+    if "." not in text:
+        assert parse_size(text, "t") == n
+
+
+def test_the_summary_spells_sizes_as_fmt_size():
+    cpu = sim.parse_cpu({"name": "t", "cache": [
+        {"name": "L1D", "size": "48KiB", "ways": 12, "line": 64, "latency": 5},
+        {"name": "L2", "size": "1536KiB", "ways": 12, "line": 64, "latency": 17}]})
+    assert cpu.summary() == "L1D 48KiB/12w/5c, L2 1.5MiB/12w/17c"

@@ -439,13 +439,15 @@ def test_tlb_thread_equals_reference(doc, recs, flush, chunk, qcap, scatter):
 
 @st.composite
 def ahead_docs(draw):
-    """A configuration with a TLB and an IP-stride prefetcher at L1, anywhere among the
-    others: with two threads the TLB thread trains it ahead (_engine/tlb.c)."""
+    """A configuration with a TLB and a prefetcher at L1 that ignores hits (IP-stride or
+    ascending), anywhere among the others: with two threads the TLB thread trains it ahead
+    (_engine/tlb.c)."""
     doc = draw(cpu_docs())
     doc.setdefault("tlb", {"page_size": 4096, "l1_entries": draw(st.sampled_from([1, 4, 12])),
                            "l1_ways": 0, "l2_entries": 8, "l2_ways": 2, "l2_latency": 3,
                            "walk_latency": 20, "walk_reads": draw(st.integers(0, 2))})
-    ips = {"level": "L1", "kind": "ip_stride", "degree": draw(st.integers(1, 3)),
+    ips = {"level": "L1", "kind": draw(st.sampled_from(["ip_stride", "ascending"])),
+           "degree": draw(st.integers(1, 3)),
            "table": draw(st.sampled_from([1, 2, 3, 17]))}
     pfs = doc["prefetcher"]
     pfs.insert(draw(st.integers(0, len(pfs))), ips)
@@ -458,7 +460,7 @@ def ahead_docs(draw):
 @given(doc=ahead_docs(), recs=traces_(), flush=st.booleans(), chunk=st.integers(1, 300),
        qcap=QCAPS)
 def test_prefetcher_ahead_equals_reference(doc, recs, flush, chunk, qcap):
-    """The L1 IP-stride prefetcher trained by the TLB thread, blocks of `qcap` records
+    """The L1 IP-stride or ascending prefetcher trained by the TLB thread, blocks of `qcap` records
     ahead (0 = 8192), its candidates issued at its place among the other prefetchers':
     every count is still the reference's."""
     run_both(doc, recs, flush, chunk, qcap, threads=2)

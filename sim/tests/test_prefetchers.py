@@ -120,7 +120,56 @@ def test_region_miss_triggers_on_misses_only():
 
 
 def test_new_kinds_are_registered():
-    assert {"adjacent_line", "up_down", "region", "region_miss"} <= set(B.prefetcher_names())
+    assert {"adjacent_line", "up_down", "region", "region_miss",
+            "ascending"} <= set(B.prefetcher_names())
+
+
+@pytest.mark.parametrize("lines, want", [
+    ([10], {10}),                  # a first load: nothing recent
+    ([10, 10], {10, 11}),          # the line just loaded again (a stream's second load)
+    ([10, 11], {10, 11, 12}),      # the line after one just loaded
+    ([11, 10], {11, 10}),          # the line before: not ascending
+    ([5, 40, 17, 90, 33], {5, 40, 17, 90, 33}),  # a random chase: never
+])
+def test_ascending_fires_on_ascending_access_to_recent_lines(lines, want):
+    for got in held_after("ascending", lines):
+        assert got == want
+
+
+def test_ascending_table_and_degree():
+    # table 1: 20 pushes 10 out of the ring, so 10 again is not recent; table 2 keeps it
+    for got in held_after("ascending", [10, 20, 10], table=1):
+        assert got == {10, 20}
+    for got in held_after("ascending", [10, 20, 10], table=2):
+        assert got == {10, 20, 11}
+    for got in held_after("ascending", [10, 11], degree=3):
+        assert got == {10, 11, 12, 13, 14}
+
+
+def _l1_hits(eng) -> int:
+    return sum(sum(row) for row in eng.finish()["level"][0]["hit"])
+
+
+def test_ascending_gives_a_chase_past_capacity_no_hits():
+    # the reference point: a random chase 1.5x an LRU level's capacity gets no hits without
+    # a prefetcher (every set cycles through more lines than ways); next_line's prefetch
+    # of line + 1 on every miss gives it hits, ascending none
+    import numpy as np
+
+    doc = {"name": "t", "cache": [{"name": "L1", "size": 64 * WAYS * LINE, "ways": WAYS,
+                                   "line": LINE, "replacement": "lru"}]}
+    order = np.random.default_rng(7).permutation(int(1.5 * 64 * WAYS))
+    trace = records([("load", int(ln) * LINE, 8) for ln in np.tile(order, 3)])
+    hits = {}
+    for kind in (None, "next_line", "ascending"):
+        d = dict(doc, prefetcher=[{"level": "L1", "kind": kind, "degree": 1, "table": 16}]
+                 if kind else [])
+        cfg = sim.parse_cpu(d).to_engine(timing=False)
+        for eng in (B.Engine(cfg), ReferenceSim(cfg)):
+            eng.run(trace)
+            hits.setdefault(kind, set()).add(_l1_hits(eng))
+    (none,), (nl,), (asc,) = hits[None], hits["next_line"], hits["ascending"]
+    assert none == 0 and asc < 0.01 * len(trace) and nl > 10 * asc
 
 
 @pytest.mark.parametrize("trains", [False, True])
