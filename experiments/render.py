@@ -232,6 +232,8 @@ def register_each(render: Callable[[dict[str, Any], str], str], results: dict[st
 # seed) and the batch-size one (``kvsim experiment run batch_size --scale full --publish``)
 register_each(render_experiment, {"headline": "results/experiments/headline.json",
                                   "batch_size": "results/experiments/batch_size.json"})
+# the headline at small scale with its server rows (``--publish-as headline_small``)
+register_each(render_experiment, {"headline_small": "results/experiments/headline_small.json"})
 # the issue-45 studies (``kvsim experiment run NAME --scale small --publish``)
 register_each(render_experiment, {n: f"results/experiments/{n}.json"
                                   for n in ("multikey_window", "hash", "pipeline_mget")})
