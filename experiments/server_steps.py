@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kvsim.experiments import callgrind, valkey
+from kvsim.experiments import callgrind, progress, valkey
 from kvsim.experiments import server as S
 
 RESULT_NAME = "server-steps-callgrind.json"
@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None,
     out = Path(a.out) if a.out else provenance.default_result_path(RESULT_NAME)
     cells, status = S.run_or_status(prog, lambda: measure(
         a.keys, a.requests, a.warmup_requests, a.clients,
-        log=lambda s: print(f"# {s}", file=sys.stderr, flush=True)))
+        log=progress.log_line))
     if status:
         return status
     doc = {"experiment": "server_steps_callgrind", "tolerance": list(TOLERANCE),
