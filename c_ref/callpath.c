@@ -90,15 +90,15 @@
  * KS_*_WORK constant here and in server.c is measured, per call of the function it names, in
  * results/server-steps-callgrind.json (python -m kvsim.experiments.server_steps, whose STEPS
  * says how each is counted); experiments/tests/test_server_steps.py holds each to it. */
-#define KS_ZMALLOC_WORK 60       /* malloc from the tcache + malloc_usable_size + stat */
-#define KS_ZFREE_WORK 100        /* malloc_usable_size + free (_int_free to the tcache) + stat */
+#define KS_ZMALLOC_WORK 124      /* malloc + malloc_usable_size + stat (GET, depth 10) */
+#define KS_ZFREE_WORK 146        /* malloc_usable_size + free (_int_free) + stat */
 #define KS_CALL_WORK 630         /* processCommand's checks, call()'s bookkeeping, the histogram,
                                   * the command logs, afterCommand, commandProcessed: ksCallCommand
                                   * with its helpers, the command excluded (GET, depth 10) */
 #define KS_REPLY_APPEND_WORK 55  /* prepareClientToWrite (clientHasPendingReplies) +
                                   * _addReplyToBufferOrList's tests */
-#define KS_COPY_AVOID_WORK 34    /* isCopyAvoidPreferred of a bulk reply (getClientType) */
-#define KS_OBJECT_GET_VAL_WORK 7 /* objectGetVal of an argument */
+#define KS_COPY_AVOID_WORK 56    /* isCopyAvoidPreferred of a bulk reply (getClientType) */
+#define KS_OBJECT_GET_VAL_WORK 13 /* objectGetVal of an argument */
 #define KS_GET_KEYS_WORK 70      /* getKeysFromCommand: initGetKeysResult, the legacy range
                                   * spec's walk, getKeysPrepareResult, getKeysFreeResult (a GET) */
 #define KS_LOOKUP_TOUCH_WORK 24  /* lookupKey's gate of a hit and LRU_CLOCK() */
@@ -108,17 +108,15 @@
  * 10 alike; the differences of two runs' counts over the requests between them): */
 #define KS_PARSE_RESULTS_WORK 31      /* ksCallParseResults: the read flags, handleParseResults */
 #define KS_COMMIT_DEFERRED_WORK 37    /* commitDeferredReplyBuffer's empty path with listEmpty */
-#define KS_AFTER_COMMAND_LISTS_WORK 17 /* afterCommand's listJoin of the push messages and
-                                        * firePostExecutionUnitJobs' execution unit: afterCommand's
-                                        * inclusive count over the one before them (41 against 24) */
+#define KS_AFTER_COMMAND_LISTS_WORK 12 /* afterCommand's listJoin of the push messages and
+                                        * firePostExecutionUnitJobs' execution unit: their calls */
 #define KS_CALL_CLOCK_HIST_WORK 18    /* ustime's gettimeofday (ustimeNow 16) and the histogram's
                                        * index from its layout fields (counts_index_for 14), less
                                        * the 12 of call()'s own code that they replace (KS_CALL_WORK
                                        * was counted before them) */
 #define KS_STRING_OBJECT_LEN_WORK 12  /* stringObjectLen's own code (its objectGetVal apart) */
-#define KS_OBJECT_GET_VAL_VALUE_WORK 26 /* objectGetVal of a value object (the keyspace's kvobj:
-                                         * the embedded key skipped) less its header's record: the
-                                         * reply's stringObjectLen and addReply calls, 27 each */
+#define KS_OBJECT_GET_VAL_VALUE_WORK 5 /* objectGetVal of a value object (the keyspace's kvobj:
+                                        * the embedded key skipped) less its header's record */
 
 static_assert(sizeof(robj) == 16, "an argument object is Valkey's 16-byte robj");
 
@@ -792,7 +790,7 @@ static __attribute__((noinline)) void decrRefCount(robj *o) {
 
 /* --- A key's write: setKey's and the command's bookkeeping ------------------------------ */
 
-#define KS_SETKEY_WORK 120 /* the functions below (tests of idle state), per key written */
+#define KS_SETKEY_WORK 30 /* the functions below (tests of idle state), per key written */
 #define NOTIFY_STRING (1 << 3)   /* notify.c: the 'string' event class */
 #define LAZYFREE_THRESHOLD 64    /* lazyfree.c: objects freed by a bio thread above this effort */
 #define OBJ_ENCODING_INT 1

@@ -26,7 +26,9 @@
  *   hashtableFind): the prefetch hashes each key, and the command hashes it
  *   again when it runs (ksKeyRehash); the slot and its table pointer are
  *   resolved once (c->slot).  pipeline=lookahead-hash-once is the study
- *   variant that reuses the prefetch's hash.
+ *   variant that reuses the prefetch's hash.  At batch 1 there is no batch
+ *   fill (Valkey 9.1.2 skips it at prefetch-batch-max-size <= 1): each key is
+ *   counted for the batch rule but hashed once, by its lookup, as naive.
  *
  *   Interleaving (one prefetch per key per turn, round robin):
  *
@@ -224,7 +226,10 @@ static __attribute__((noinline)) void serverCommandKeys(ksKeyspace *ks, ksComman
 
 /* Add cmd's keys (getKeysFromCommand) to keys[*nk..] while fewer than
  * `batch` are in the batch (memory_prefetch.c addCommandToBatch).  The first
- * key's resolution is kept in cmd->key for execution. */
+ * key's resolution is kept in cmd->key for execution.  At batch 1 the key is only
+ * counted: Valkey 9.1.2's processInputBuffer runs its batch fill only when
+ * prefetch-batch-max-size is above 1, so no key is extracted or hashed ahead of its
+ * command (a batch of one key is never prefetched). */
 static inline __attribute__((always_inline)) void commandKeys(ksKeyspace *ks, ksCommand *cmd, ksKeyInfo *keys,
                                                               sds *fields, int *nk, int *nf, int batch,
                                                               const int nested) {
@@ -233,6 +238,10 @@ static inline __attribute__((always_inline)) void commandKeys(ksKeyspace *ks, ks
     int first, step;
     int kc = ksCommandKeys(cmd->def, cmd->argc, &first, &step);
     if (kc == 0 || *nk + *nf >= batch) return;
+    if (batch <= 1) { /* no batch fill: the key counts (the batch closes), unresolved */
+        (*nk)++;
+        return;
+    }
     int start = *nk;
     if (__builtin_expect(cmd->argv_obj != NULL, 0)) serverCommandKeys(ks, cmd, keys, nk, batch - *nf);
     else

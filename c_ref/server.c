@@ -54,7 +54,8 @@
  * Prefetching at run time: CONFIG SET prefetch-batch-max-size N.  N = 0 runs the naive
  * pipeline without multi-key prefetch (Valkey: no batch, commands one at a time); N in
  * 1..128 runs the configured pipeline and multi-key variants with batch N (Valkey
- * prefetches only batches of more than one key, so N = 1 prefetches nothing either).
+ * fills a batch only for N above 1 and prefetches only batches of more than one key, so
+ * N = 1 neither hashes a key ahead of its command nor prefetches: pipeline.c).
  * One server process can so alternate baseline and variant, as a Valkey server does.
  *
  * Shutdown: SIGTERM and SIGINT are blocked except inside epoll_pwait, so a signal ends

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tqdm import tqdm
 
-__all__ = ["bar", "enabled", "quiet", "set_quiet", "trace_total_records"]
+__all__ = ["bar", "enabled", "log_line", "quiet", "set_quiet", "trace_total_records"]
 
 _quiet = False
 
@@ -51,6 +51,12 @@ def enabled() -> bool:
         return sys.stderr.isatty()
     except (AttributeError, ValueError):  # replaced or closed stderr
         return False
+
+
+def log_line(s: str) -> None:
+    """One progress line of a long experiment on stderr, ``# s`` (a comment beside the
+    figures the command prints): the ``log`` callable the server experiments take."""
+    print(f"# {s}", file=sys.stderr, flush=True)
 
 
 def bar(desc: str, total: float | None = None, unit: str = "it", **kwargs: Any) -> tqdm:

@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from kvsim import stats
-from kvsim.experiments import callgrind, valkey
+from kvsim.experiments import callgrind, progress, valkey
 from kvsim.experiments.valkey_server import (
     ToolMissing,
     ValkeyError,
@@ -547,7 +547,7 @@ def main(argv: list[str] | None = None, prog: str = "kvsim native server") -> in
         def profiles() -> list[dict[str, Any]]:
             cells = []
             for cell, spec in specs:
-                prof = callgrind_profile(spec, log=lambda s: print(f"# {s}", file=sys.stderr))
+                prof = callgrind_profile(spec, log=progress.log_line)
                 print(f"{cell}: instructions per request c_ref "
                       f"{prof['cref']['instructions_per_request']:,.0f}, Valkey "
                       f"{prof['valkey']['instructions_per_request']:,.0f} "
@@ -573,7 +573,7 @@ def main(argv: list[str] | None = None, prog: str = "kvsim native server") -> in
             results.append({"cell": c, "spec": sp, "metrics": m})
         return results
 
-    PROGRESS = lambda s: print(f"# {s}", file=sys.stderr, flush=True)  # noqa: E731
+    PROGRESS = progress.log_line
     try:
         results, status = run_or_status(prog, measure)
     finally:

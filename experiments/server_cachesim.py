@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kvsim.experiments import callgrind, valkey
+from kvsim.experiments import callgrind, progress, valkey
 from kvsim.experiments import server as S
 
 RESULT_NAME = "native-server-cachesim.json"
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None,
         cells = []
         for cell, spec in specs:
             prof = cachesim_profile(spec, a.warmup_requests, cref_builds=builds or None,
-                                    log=lambda s: print(f"# {s}", file=sys.stderr, flush=True))
+                                    log=progress.log_line)
             ratios = prof.get("ratio_over_valkey") or {"": prof["ratio_cref_over_valkey"]}
             for label, r in ratios.items():
                 print(f"{cell}: c_ref{' ' + label if label else ''}/Valkey per request: "

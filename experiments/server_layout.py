@@ -38,6 +38,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kvsim.experiments import progress
 from kvsim.experiments import server as S
 from kvsim.experiments.valkey_server import (
     ValkeyError,
@@ -306,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(a.out) if a.out else provenance.default_result_path(RESULT_NAME)
     doc, status = S.run_or_status(prog, lambda: run(
         a.keys, a.value_size, a.sample, a.seed,
-        log=lambda s: print(f"# {s}", file=sys.stderr, flush=True)))
+        log=progress.log_line))
     if status:
         return status
     return provenance.publish(prog, out, {"experiment": "native_server_layout", **doc})

@@ -85,21 +85,24 @@ LIST
 # warm-up and segments: 2 x (N + N/8) segments).  Each from two runs, N1 and N2
 # iterations: the difference of their counts over the requests between them (what a run
 # does once, the fill, the check and close of the server session, drops out).  Within 0.9-1.1.
+# The server's regime, in which results/server-steps-callgrind.json measures the KS_*_WORK
+# constants: 256-byte values (RAW objects: objectGetVal and isCopyAvoidPreferred take their
+# RAW paths), prefetch-batch-max-size 0 and 16 (the two arms of `kvsim native server`).
 # collected N: callgrind's count of ksServerSessionFeed in a native serverloop run of N
 collected() {
     valgrind --tool=callgrind --toggle-collect=ksServerSessionFeed --callgrind-out-file="$T/cg" \
-        "$B" serverloop --command get --depth "$d" --keys 1000 --rounds 1 --iters "$1" >/dev/null 2>"$T/vg" &&
-        sed -n 's/.*Collected : *\([0-9]*\).*/\1/p' "$T/vg"
+        "$B" serverloop --command get --depth "$d" --keys 1000 --value-size 256 --batch "$b" --rounds 1 \
+        --iters "$1" >/dev/null 2>"$T/vg" && sed -n 's/.*Collected : *\([0-9]*\).*/\1/p' "$T/vg"
 }
 # traced N: the trace's instructions (its measured phase: N segments) of the same run
 traced() {
-    "$B" serverloop --command get --depth "$d" --keys 1000 --iters "$1" --trace "$T/t.kvt" &&
-        "$STAT" "$T/t.kvt" | sed 's/.*"instructions":\([0-9]*\).*/\1/'
+    "$B" serverloop --command get --depth "$d" --keys 1000 --value-size 256 --batch "$b" --iters "$1" \
+        --trace "$T/t.kvt" && "$STAT" "$T/t.kvt" | sed 's/.*"instructions":\([0-9]*\).*/\1/'
 }
 check_server() {
-while read -r d n1 n2; do
+while read -r b d n1 n2; do
     [ -z "$d" ] && continue
-    w="serverloop --command get --depth $d"
+    w="serverloop --command get --batch $b --depth $d"
     ir1=$(collected "$n1") && ir2=$(collected "$n2") || { echo "callgrind failed: $w"; fail=1; continue; }
     ti1=$(traced "$n1") && ti2=$(traced "$n2") || { echo "trace failed: $w"; fail=1; continue; }
     # per request: the differences of the two runs over the requests between them
@@ -114,7 +117,9 @@ while read -r d n1 n2; do
 done
 }
 check_server <<'LIST'
-1 800 2400
-10 800 2400
+0 1 800 2400
+0 10 800 2400
+16 1 800 2400
+16 10 800 2400
 LIST
 exit $fail

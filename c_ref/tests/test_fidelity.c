@@ -328,7 +328,9 @@ static int test_valkey_batch_fills_key_by_key(void) {
  * `none`.  The study variants lookahead-hash-once and batch-hash-once: 0.
  * The batch fill hashes a lone command's key too (Valkey 9.1.2 hashes every command's
  * keys as it fills the batch, prefetching only two or more): one GET alone, 1 more; 17
- * GETs (a batch of 16, then one alone), 17 more (c_ref without the rule: 0 and 16). */
+ * GETs (a batch of 16, then one alone), 17 more (c_ref without the rule: 0 and 16).  At
+ * batch 1 there is no batch fill (Valkey 9.1.2 fills a batch only at a
+ * prefetch-batch-max-size above 1): 16 GETs, no more key reads than naive (16 with a fill). */
 static int test_prefetched_keys_hashed_twice(void) {
     static char setup[1 << 16], gets[1 << 12], mget[1 << 12], one[64], gets17[1 << 12];
     size_t sl = multiCmd(setup, 0, "MSET", "key", 50, "value");
@@ -346,6 +348,7 @@ static int test_prefetched_keys_hashed_twice(void) {
         {"", "pipeline=lookahead-hash-once batch=16", gets, gl, 0, 0, 0},
         {"", "pipeline=lookahead batch=16", one, ol, 1, 0, 0},
         {"", "pipeline=lookahead batch=16", gets17, g17, 17, 0, 0},
+        {"", "pipeline=lookahead batch=1", gets, gl, 0, 0, 0},
         {"", "pipeline=lookahead-hash-once batch=16", one, ol, 0, 0, 0},
         {"multikey=none", "multikey=batch", mget, ml, 16, 0, 0},
         {"multikey=none", "multikey=batch-hash-once", mget, ml, 0, 0, 0},
