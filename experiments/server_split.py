@@ -39,6 +39,7 @@ import json
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -52,10 +53,25 @@ REQUESTS = {"get-p1": 200_000, "get-p10": 1_000_000, "mget-20": 60_000, "mget-10
 SERVERS = ("cref", "valkey")
 
 
+#: PING cells (``--ping``): redis-benchmark's PING_MBULK at depth 1 and 10, 50 clients
+#: (sim/calibrate_loop.py's), the requests per run
+PING = {"ping-p1": 400_000, "ping-p10": 2_000_000}
+
+
 def _spec(cell: str, requests: int) -> dict[str, Any]:
     from kvsim.experiments.server_study import bench_spec
 
     return bench_spec(cell, KEYS, requests, VALUE_SIZE)
+
+
+def _argv(bench: Path, port: int, cell: str, requests: int) -> list[str]:
+    """The client's command line of one run of ``cell`` (a study cell or a PING cell)."""
+    from kvsim.experiments import valkey
+
+    if cell in PING:
+        return [str(bench), "-h", "127.0.0.1", "-p", str(port), "-c", "50", "-n",
+                str(requests), "-P", cell.split("-p")[1], "-t", "ping_mbulk", "--csv"]
+    return valkey.bench_argv(bench, port, _spec(cell, requests))
 
 
 def measure_native(cells: list[str], rounds: int, log=None) -> list[dict[str, Any]]:
@@ -71,6 +87,7 @@ def measure_native(cells: list[str], rounds: int, log=None) -> list[dict[str, An
     )
     from kvsim.sim.calibrate_loop import client_run
 
+    requests = {**REQUESTS, **PING}
     bench = benchmark_binary()
     vbinary, _ = server_binary()
     server_cpu, client_cpu = pick_cpus()
@@ -80,35 +97,62 @@ def measure_native(cells: list[str], rounds: int, log=None) -> list[dict[str, An
         servers = {"cref": cref_srv, "valkey": valkey_srv}
         for srv in servers.values():
             with srv.client() as c:
-                s = _spec(cells[0], 1)
+                s = _spec("get-p1", 1)
                 populate(c, s["keys"], s["value_size"], s["seed"])
 
         def one(name: str, cell: str, side: str, requests: int) -> dict[str, Any]:
             srv = servers[name]
-            spec = _spec(cell, requests)
             with srv.client() as c:
                 c.config_set("prefetch-batch-max-size", SIDES[side])
                 c.call("CONFIG", "RESETSTAT")
-                run = client_run(srv.pid, valkey.bench_argv(bench, srv.port, spec),
+                run = client_run(srv.pid, _argv(bench, srv.port, cell, requests),
                                  client_cpu, requests)
-                valkey._check_counts(c, spec)
+                if cell not in PING:
+                    valkey._check_counts(c, _spec(cell, requests))
             return {"server": name, "cell": cell, "side": side, **run}
 
         for name in SERVERS:  # warm-up, discarded
             for cell in cells:
-                one(name, cell, "a", REQUESTS[cell] // 10)
+                one(name, cell, "a", requests[cell] // 10)
         for r in range(rounds):
             names = SERVERS if r % 2 == 0 else SERVERS[::-1]
             for cell in (cells if r % 2 == 0 else cells[::-1]):
                 for name in names:
                     for side in (("a", "b") if r % 2 == 0 else ("b", "a")):
-                        run = one(name, cell, side, REQUESTS[cell])
+                        run = one(name, cell, side, requests[cell])
                         runs.append({**run, "round": r})
                         if log:
                             log(f"round {r + 1}/{rounds} {name} {cell} {side}: cpu "
                                 f"{run['cpu_ns']:,.0f} user {run['user_ns']:,.0f} sys "
                                 f"{run['sys_ns']:,.0f} ns/request ({run['ticks']} ticks)")
     return runs
+
+
+#: ``--bias``: the user-mode spins (ns) of ``kvsim-calibrate sysbias`` and its round trips
+BIAS_SPINS = (0, 2000, 10000, 50000)
+BIAS_ITERS = 20_000
+
+
+def measure_bias(rounds: int, log=None) -> list[dict[str, Any]]:
+    """``kvsim-calibrate sysbias`` at every spin of BIAS_SPINS, interleaved over ``rounds``
+    rounds: per round trip the user time by construction (the spin), the CPU time, and the
+    user time that the tick-sampled split gives (CPU time x utime / (utime + stime))."""
+    from kvsim.sim.calibrate import run_bench
+
+    out = []
+    for r in range(rounds):
+        for spin in (BIAS_SPINS if r % 2 == 0 else BIAS_SPINS[::-1]):
+            x = run_bench("sysbias", BIAS_ITERS, spin)
+            ticks = x["utime"] + x["stime"]
+            cpu = x["cpu_ns"] / x["iters"]
+            row = {"round": r, "spin_ns": spin, "ticks": ticks, "user_ticks": x["utime"],
+                   "spun_ns": x["spun_ns"] / x["iters"], "cpu_ns": cpu,
+                   "tick_user_ns": cpu * x["utime"] / ticks if ticks else 0.0}
+            out.append(row)
+            if log:
+                log(f"sysbias spin {spin}: cpu {cpu:,.0f} ns per round trip, spun "
+                    f"{row['spun_ns']:,.0f}, tick-sampled user {row['tick_user_ns']:,.0f}")
+    return out
 
 
 def native_cells(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -168,6 +212,8 @@ def predicted(cell: str, cpu: str, log=None) -> list[dict[str, Any]]:
                     "ns": ns, "user_ns": ns - sys_ns, "syscall_ns": sys_ns, **parts,
                     "calls": calls, "bytes": nbytes,
                     "instructions": res["instructions"] / n,
+                    "misses": {lv.get("name", str(i)): lv["misses"] / n
+                               for i, lv in enumerate(res.get("levels") or [])},
                     "syscall_params": {"call_ns": list(model.syscall.call_ns),
                                        "byte_ns": list(model.syscall.byte_ns)}})
         if log:
@@ -232,6 +278,79 @@ def write_peer_cpu(src: Path, dst: Path, calls: dict[str, Any]) -> None:
     dst.write_text(text)
 
 
+def predicted_ping(cpu: str, traces_dir: Path, log=None) -> list[dict[str, Any]]:
+    """c_ref's server traced under PING_MBULK at depth 1 and 10, 50 clients
+    (:func:`.server_kernel.traced_ping`, made once in ``traces_dir``), simulated on ``cpu``
+    (:func:`.server_kernel.predicted`): per request the user part and the calls."""
+    from kvsim.experiments import server_kernel as sk
+
+    out = []
+    for depth in (1, 10):
+        n = sk.TRACED_REQUESTS[depth]
+        t = traces_dir / f"ping-{depth}.kvt"
+        if not t.is_file():
+            sk.traced_ping(depth, 50, n, t)
+        p = sk.predicted(t, cpu, n)
+        out.append({"cell": f"ping-p{depth}", "requests": n, **p})
+        if log:
+            log(f"predicted ping-p{depth} on {cpu}: user {p['user_ns']:,.0f} ns/request")
+    return out
+
+
+def loop_residue(runs: list[dict[str, Any]], ping: list[dict[str, Any]],
+                 costs: dict[str, float]) -> tuple[float, list[dict[str, Any]]]:
+    """The kernel's time per write beyond the calls' costs under PING, from the whole CPU
+    time: per c_ref PING run, (CPU ns - the traced PINGs' predicted user ns - the calls'
+    per-call and per-byte ``costs``) / writes; the median over the runs, and the runs'."""
+    user = {p["cell"]: p["user_ns"] for p in ping}
+    rows = []
+    for r in runs:
+        if r["server"] != "cref" or r["cell"] not in user or not r["writes"]:
+            continue
+        calls = (r["reads"] * costs["read_ns"] + r["read_bytes"] * costs["read_byte_ns"]
+                 + r["writes"] * costs["write_ns"] + r["write_bytes"] * costs["write_byte_ns"])
+        rows.append({"cell": r["cell"], "side": r["side"], "round": r["round"],
+                     "cpu_ns": r["cpu_ns"], "user_ns": user[r["cell"]], "calls_ns": calls,
+                     "residue_per_write_ns": (r["cpu_ns"] - user[r["cell"]] - calls)
+                     / r["writes"]})
+    if not rows:
+        raise ValueError("no PING runs of c_ref's server (run with --ping)")
+    return max(0.0, statistics.median(x["residue_per_write_ns"] for x in rows)), rows
+
+
+def write_loop_cpu(src: Path, dst: Path, calls: dict[str, Any], residue: float) -> None:
+    """``src`` with ``[syscall]`` from this run: the sweep's per-call intercepts, the peer's
+    per-byte costs, and ``write_ns`` the intercept plus ``residue`` (:func:`loop_residue`)."""
+    import tomllib
+
+    from kvsim.sim.calibrate import to_toml
+    from kvsim.sim.calibrate_syscall import section
+    from kvsim.sim.config import parse_cpu
+
+    doc = tomllib.loads(src.read_text())
+    new = section({k: v for k, v in calls.items() if k not in ("write_wake_ns", "loop")})
+    sec = doc["syscall"]
+    for k in ("read_ns", "read_byte_ns", "write_byte_ns"):
+        sec[k], sec["src"][k] = new[k], new["src"][k]
+    sec["write_ns"] = round(new["write_ns"] + residue, 1)  # the sweep's intercept + residue
+    sec["src"]["write_ns"] = (
+        f"{new['src']['write_ns']} ({new['write_ns']:,.0f} ns) plus the server loop's kernel "
+        f"time per write ({residue:,.0f} ns: c_ref's server under redis-benchmark PING_MBULK "
+        "from 50 clients at depths 1 and 10, its CPU time (schedstat) less the traced PINGs' "
+        "predicted user time less the calls' costs, per write, median of the runs; not the "
+        "tick-sampled system time, which kvsim-calibrate sysbias shows understated on this "
+        "pattern; python -m kvsim.experiments.server_split --loop-cpu)")
+    sec["epoll_wait_ns"], sec["src"]["epoll_wait_ns"] = 0.0, (
+        "measured in the server loop: its time is in write_ns's residue")
+    doc.setdefault("notes", []).append(
+        f"{src.name} with [syscall] from python -m kvsim.experiments.server_split --loop-cpu "
+        "(per-byte costs with a peer on another CPU, the loop's kernel time per write from "
+        "PING's whole CPU time)")
+    text = to_toml(doc)
+    parse_cpu(tomllib.loads(text), str(dst))
+    dst.write_text(text)
+
+
 def markdown(doc: dict[str, Any]) -> str:
     """Two tables: native per server, cell and side; predicted parts beside c_ref's."""
     out = ["| server | cell | side | CPU ns/request | user [95 %] | system [95 %] | reads | "
@@ -277,6 +396,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--native", default=None,
                     help="take the native runs of this result file instead of measuring")
     ap.add_argument("--no-native", action="store_true", help="predictions only")
+    ap.add_argument("--ping", action="store_true",
+                    help="native runs of PING_MBULK at depth 1 and 10 (cells ping-p1, "
+                         "ping-p10) besides the cells")
+    ap.add_argument("--bias", action="store_true",
+                    help="also kvsim-calibrate sysbias: the tick-sampled user time of a "
+                         "known user-mode spin between round trips with a peer")
+    ap.add_argument("--short", action="store_true",
+                    help="native runs of the study's requests per run (server_study.CELLS, "
+                         "small scale) instead of REQUESTS")
+    ap.add_argument("--loop-cpu", default=None,
+                    help="write the first --cpu file with [syscall] from this run (peer "
+                         "per-byte costs; the loop's kernel time per write from the PING "
+                         "cells' whole CPU time) here, and predict on it too (needs --ping "
+                         "runs)")
     ap.add_argument("--no-predict", action="store_true",
                     help="native runs only (predict later with --native)")
     ap.add_argument("--peer-cpu", default=None,
@@ -288,6 +421,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     cells = a.cell or list(CELLS)
     log = lambda m: print(f"# {m}", file=sys.stderr, flush=True)  # noqa: E731
+    if a.short:
+        REQUESTS.update({c: CELLS[c][0] for c in cells})
     doc: dict[str, Any] = {"keys": KEYS, "value_size": VALUE_SIZE, "cells": cells,
                            "native_requests": {c: REQUESTS[c] for c in cells}}
     try:
@@ -305,7 +440,9 @@ def main(argv: list[str] | None = None) -> int:
             runs = []
         else:
             calls = calibrate_syscall.measure(quick=True, log=log, loop=False)
-            runs = measure_native(cells, a.rounds, log=log)
+            if a.bias:
+                doc["tick_bias"] = measure_bias(a.rounds, log=log)
+            runs = measure_native(cells + list(PING) * a.ping, a.rounds, log=log)
         cpus = list(a.cpu or ["local"])
         if calls:
             doc["syscalls"] = {**calls, "alone": sweep_costs(calls),
@@ -317,10 +454,23 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             write_peer_cpu(Path(cpus[0]), Path(a.peer_cpu), calls)
             cpus.append(a.peer_cpu)
+        if a.loop_cpu and not a.no_predict:
+            if not (calls and calls.get("peer")):
+                print("server_split: --loop-cpu needs the peer measurement (not --no-native)",
+                      file=sys.stderr)
+                return 2
+            with tempfile.TemporaryDirectory() as tmp:
+                ping = predicted_ping(cpus[0], Path(tmp), log=log)
+            costs = calibrate_syscall.alone(calls)
+            residue, rows = loop_residue(runs, ping, costs)
+            doc["loop"] = {"cpu": cpus[0], "ping_predicted": ping, "costs": costs,
+                           "residue_per_write_ns": residue, "runs": rows}
+            write_loop_cpu(Path(cpus[0]), Path(a.loop_cpu), calls, residue)
+            cpus.append(a.loop_cpu)
         pred = [] if a.no_predict else [p for cpu in cpus for cell in cells
                                         for p in predicted(cell, cpu, log=log)]
     except (OSError, subprocess.SubprocessError, ToolMissing, ValkeyError, LoopError,
-            ConfigError) as e:
+            ConfigError, ValueError) as e:
         print(f"server_split: {e}", file=sys.stderr)
         return 1
     native = native_cells(runs)

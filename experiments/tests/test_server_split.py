@@ -94,3 +94,49 @@ def test_a_short_native_run_counts_the_cells_bytes(monkeypatch: pytest.MonkeyPat
             assert c["read_bytes"] == pytest.approx(2885, rel=0.02)
             assert c["write_bytes"] == pytest.approx(5, abs=0.5)  # + the start-up CONFIGs
         assert c["cpu_ns"] > 0 and c["user_ns"] + c["sys_ns"] == pytest.approx(c["cpu_ns"])
+
+
+def test_the_loop_residue_is_what_ping_leaves_beyond_user_time_and_calls() -> None:
+    costs = {"read_ns": 800.0, "read_byte_ns": 0.05, "write_ns": 900.0, "write_byte_ns": 0.07}
+    ping = [{"cell": "ping-p1", "user_ns": 200.0}, {"cell": "ping-p10", "user_ns": 150.0}]
+
+    def run(cell: str, depth: int, residue: float, server: str = "cref") -> dict:
+        calls = (800 + 14 * 0.05 + 900 + 7 * 0.07) / depth
+        r = _run(server, cell, "a", 0.0, 100, 10)
+        r.update(reads=1 / depth, writes=1 / depth, read_bytes=14.0 / depth,
+                 write_bytes=7.0 / depth,
+                 cpu_ns=(200.0 if depth == 1 else 150.0) + calls + residue / depth)
+        return r
+
+    runs = [run("ping-p1", 1, x) for x in (4000.0, 4200.0, 4400.0)]
+    runs += [run("ping-p10", 10, x) for x in (3000.0, 3100.0)]
+    runs += [run("ping-p1", 1, 99999.0, "valkey"), run("get-p1", 1, 99999.0)]  # not counted
+    residue, rows = ss.loop_residue(runs, ping, costs)
+    assert len(rows) == 5 and residue == pytest.approx(4000.0)
+    assert sorted(r["residue_per_write_ns"] for r in rows) == pytest.approx(
+        [3000, 3100, 4000, 4200, 4400])
+    with pytest.raises(ValueError, match="--ping"):
+        ss.loop_residue(runs[-1:], ping, costs)
+
+
+def test_the_loop_cpu_file_carries_this_runs_syscall_costs(tmp_path: Path) -> None:
+    from kvsim.sim import calibrate_syscall as cs
+
+    src = Path("results/calibrate-xeon-m167-srvipc.toml")
+    if not src.is_file():
+        pytest.skip("no calibrated file in this checkout")
+    peer = list(cs.PEER_SIZES)
+    calls = {"sizes": list(cs.SIZES), "iters": 10, "rounds": 1,
+             "read_ns": [800 + 0.01 * s for s in cs.SIZES],
+             "write_ns": [900 + 0.02 * s for s in cs.SIZES],
+             "epoll_wait_ns": [250.0] * len(cs.SIZES), "write_wake_ns": 17000.0,
+             "peer": {"sizes": peer, "iters": 10, "rounds": 1,
+                      "read_median_ns": [300 + 0.07 * s for s in peer],
+                      "write_median_ns": [1000 + 0.04 * s for s in peer]}}
+    dst = tmp_path / "loop.toml"
+    ss.write_loop_cpu(src, dst, calls, 4321.0)
+    got = sim.load_cpu(str(dst)).syscall
+    # the sweep's intercept, not the ping-pong's waking write, under the residue
+    assert got.call_ns == pytest.approx((800, 900 + 4321, 0), abs=0.1)
+    assert got.byte_ns[:2] == pytest.approx((0.07, 0.04))
+    assert "4,321" in sim.load_cpu(str(dst)).provenance["syscall"]["write_ns"]

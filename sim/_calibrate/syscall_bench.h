@@ -11,6 +11,9 @@ int benchSysAfter(int argc, char **argv);
 /* syspeer.c: argv ITERS SIZE...; read and write with a peer on another CPU (same codes). */
 int benchSysPeer(int argc, char **argv);
 
+/* syspeer.c: argv ITERS SPIN_NS; the tick-sampled user/system split against a known spin. */
+int benchSysBias(int argc, char **argv);
+
 /* syscall.c, shared by all three: a connected loopback TCP pair, *a the connecting end, *b the
  * accepted one (accept4 flags `acceptFlags`, e.g. SOCK_NONBLOCK), TCP_NODELAY on both, send and
  * receive buffers of `bufBytes` when > 0; 0, or 1 after one line on stderr naming `prog`. */

@@ -222,3 +222,102 @@ int benchSysPeer(int argc, char **argv) {
     }
     return rc;
 }
+
+/*
+ * `kvsim-calibrate sysbias ITERS SPIN_NS`: how /proc/PID/stat's tick-sampled split of a
+ * process's CPU time into user and system time treats a server's pattern, against a user
+ * time known by construction.  ITERS times: a 1-byte write to a peer on another CPU (which
+ * echoes it), a user-mode spin of SPIN_NS by the vDSO clock (no kernel entry; by its end the
+ * echo is there), epoll_wait (ready at once) and the read of the echo.  Output, one JSON
+ * object: the spins' total ns (user time by construction), the process's CPU ns
+ * (/proc/self/schedstat) and its utime and stime ticks over the loop.
+ */
+static int readStat(long *utime, long *stime, unsigned long long *cpu_ns) {
+    char buf[4096];
+    FILE *f = fopen("/proc/self/stat", "r");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');
+    if (!p) return -1;
+    /* after ") ": state is field 3, utime field 14, stime 15 */
+    char *q = p + 1;
+    for (int i = 0; i < 11; i++) q = strchr(q + 1, ' ');
+    if (!q || sscanf(q, " %ld %ld", utime, stime) != 2) return -1;
+    f = fopen("/proc/self/schedstat", "r");
+    if (!f) return -1;
+    int ok = fscanf(f, "%llu", cpu_ns) == 1;
+    fclose(f);
+    return ok ? 0 : -1;
+}
+
+int benchSysBias(int argc, char **argv) {
+    if (argc != 2) return 2;
+    long iters = atol(argv[0]);
+    long spin = atol(argv[1]);
+    if (iters < 8 || iters > 100000000 || spin < 0 || spin > 1000000) return 2;
+    int a, b;
+    if (loopbackPair(&a, &b, SOCK_NONBLOCK, 0, "sysbias")) return 1;
+    cpu_set_t all;
+    int other = -1, here = sched_getcpu();
+    if (sched_getaffinity(0, sizeof(all), &all) == 0)
+        for (int c = 0; c < CPU_SETSIZE && other < 0; c++)
+            if (c != here && CPU_ISSET(c, &all)) other = c;
+    if (here >= 0) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(here, &one);
+        sched_setaffinity(0, sizeof(one), &one);
+    }
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) return fail("fork");
+    if (pid == 0) { /* the echo */
+        if (other >= 0) {
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(other, &one);
+            sched_setaffinity(0, sizeof(one), &one);
+        }
+        close(b);
+        char ch;
+        while (read(a, &ch, 1) == 1)
+            if (write(a, &ch, 1) != 1) break;
+        _exit(0);
+    }
+    close(a);
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = b};
+    if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, b, &ev)) return fail("epoll");
+    long u0, s0, u1, s1;
+    unsigned long long c0, c1;
+    uint64_t spun = 0;
+    int rc = 0;
+    if (readStat(&u0, &s0, &c0)) rc = fail("/proc/self/stat");
+    for (long i = 0; i < iters && !rc; i++) {
+        char ch = 'x';
+        if (write(b, &ch, 1) != 1) {
+            rc = fail("write");
+            break;
+        }
+        uint64_t t0 = now(), t1 = t0;
+        while (t1 - t0 < (uint64_t)spin) t1 = now();
+        spun += t1 - t0;
+        ssize_t r = -1;
+        while (r != 1 && !rc) {
+            if (waitReadable(ep)) rc = fail("epoll_wait (no echo)");
+            else if ((r = read(b, &ch, 1)) == 0 || (r < 0 && errno != EAGAIN)) rc = fail("read");
+        }
+    }
+    if (!rc && readStat(&u1, &s1, &c1)) rc = fail("/proc/self/stat");
+    if (!rc)
+        printf("{\"iters\":%ld,\"spin_ns\":%ld,\"spun_ns\":%llu,\"cpu_ns\":%llu,\"utime\":%ld,"
+               "\"stime\":%ld}\n", iters, spin, (unsigned long long)spun, c1 - c0, u1 - u0,
+               s1 - s0);
+    close(ep);
+    close(b);
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    return rc;
+}

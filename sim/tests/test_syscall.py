@@ -223,3 +223,17 @@ def test_the_peer_microbenchmark_moves_every_byte() -> None:
     for bad in ((4, 64), (32, 0), (32, 1 << 20)):
         with pytest.raises(OSError, match="kvsim-calibrate syspeer: usage"):
             run_bench("syspeer", *bad)
+
+
+def test_the_tick_bias_loop_spins_what_it_is_told() -> None:
+    """kvsim-calibrate sysbias: every round trip spins at least SPIN_NS in user mode, the CPU
+    time covers the spins, the ticks are counts (their split is this machine's: not
+    asserted); bad arguments are a usage error."""
+    from kvsim.sim.calibrate import run_bench
+
+    out = run_bench("sysbias", 64, 5000)
+    assert out["iters"] == 64 and out["spun_ns"] >= 64 * 5000
+    assert out["cpu_ns"] >= out["spun_ns"] and min(out["utime"], out["stime"]) >= 0
+    for bad in ((4, 100), (64, -1), (64,)):
+        with pytest.raises(OSError, match="kvsim-calibrate sysbias: usage"):
+            run_bench("sysbias", *bad)
