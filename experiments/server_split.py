@@ -351,27 +351,59 @@ def write_loop_cpu(src: Path, dst: Path, calls: dict[str, Any], residue: float) 
     dst.write_text(text)
 
 
+def _bias_rows(rows: list[dict[str, Any]]) -> list[dict[str, float]]:
+    """Per spin of the sysbias runs: medians over the rounds."""
+    out = []
+    for spin in sorted({r["spin_ns"] for r in rows}):
+        rs = [r for r in rows if r["spin_ns"] == spin]
+        out.append({"spin_ns": spin, **{k: statistics.median(r[k] for r in rs) for k in (
+            "cpu_ns", "spun_ns", "tick_user_ns")}, "ticks": sum(r["ticks"] for r in rs)})
+    return out
+
+
 def markdown(doc: dict[str, Any]) -> str:
-    """Two tables: native per server, cell and side; predicted parts beside c_ref's."""
-    out = ["| server | cell | side | CPU ns/request | user [95 %] | system [95 %] | reads | "
-           "writes | bytes in | bytes out | sleeps |", "|" + "---|" * 11]
-    for c in doc["native"]:
-        u, s = c["user_ns_ci95"], c["sys_ns_ci95"]
-        out.append(f"| {c['server']} | {c['cell']} | {c['side']} | {c['cpu_ns']:,.0f} | "
-                   f"{c['user_ns']:,.0f} [{u[0]:,.0f}, {u[1]:,.0f}] | {c['sys_ns']:,.0f} "
-                   f"[{s[0]:,.0f}, {s[1]:,.0f}] | {c['reads']:.3f} | {c['writes']:.3f} | "
-                   f"{c['read_bytes']:,.0f} | {c['write_bytes']:,.0f} | {c['sleeps']:.3f} |")
-    out += ["", "| cell | side | CPU | predicted ns/request | user | system calls | "
-            "c_ref user | c_ref system | user pred/native | system pred/native | "
-            "all pred/native |", "|" + "---|" * 11]
-    for r in doc["compare"]:
+    """Natively per cell at batch 0 (c_ref's server and Valkey), the tick split's bias, the
+    calls' costs, and the prediction's parts on each CPU file beside c_ref's server."""
+    nat = doc["native"]
+    out = ["| cell | server | CPU ns/request [95 %] | user, ticks [95 %] | system, ticks | "
+           "reads | writes | bytes in | bytes out |", "|" + "---|" * 9]
+    for c in nat:
+        if c["side"] != "a":
+            continue
+        ci, u = c.get("cpu_ns_ci95") or [c["cpu_ns"]] * 2, c["user_ns_ci95"]
+        out.append(f"| {c['cell']} | {c['server']} | {c['cpu_ns']:,.0f} [{ci[0]:,.0f}, "
+                   f"{ci[1]:,.0f}] | {c['user_ns']:,.0f} [{u[0]:,.0f}, {u[1]:,.0f}] | "
+                   f"{c['sys_ns']:,.0f} | {c['reads']:.3f} | {c['writes']:.3f} | "
+                   f"{c['read_bytes']:,.0f} | {c['write_bytes']:,.0f} |")
+    if doc.get("tick_bias"):
+        out += ["", "| sysbias: user spin ns per round trip | CPU ns per round trip | "
+                "user by ticks | ticks' user beyond the spin |", "|" + "---|" * 4]
+        for b in _bias_rows(doc["tick_bias"]):
+            out.append(f"| {b['spun_ns']:,.0f} | {b['cpu_ns']:,.0f} | "
+                       f"{b['tick_user_ns']:,.0f} | {b['tick_user_ns'] - b['spun_ns']:,.0f} |")
+    sc = doc.get("syscalls")
+    if sc:
+        a, w = sc["alone"], sc["with_peer"]
+        out += ["", f"Per byte: each call alone (`kvsim-calibrate syscall`) read "
+                f"{a['read_byte_ns']:.3f} ns/B, write {a['write_byte_ns']:.3f} ns/B; with a "
+                f"peer on the other CPU (`kvsim-calibrate syspeer`) read "
+                f"{w['read_byte_ns']:.3f} ns/B, write {w['write_byte_ns']:.3f} ns/B."]
+    if doc.get("loop"):
+        lp = doc["loop"]
+        users = ", ".join(f"{p['cell']} {p['user_ns']:,.0f} ns" for p in lp["ping_predicted"])
+        out += ["", f"The loop's kernel time per write from PING's whole CPU time: "
+                f"{lp['residue_per_write_ns']:,.0f} ns (median of "
+                f"{len(lp['runs'])} runs; predicted user time per PING: {users})."]
+    out += ["", "| cell | side | CPU file | predicted ns/request | user | system calls | "
+            "c_ref CPU ns | predicted / c_ref | predicted / Valkey |", "|" + "---|" * 9]
+    for r in sorted(doc["compare"], key=lambda r: (r["cell"], r["side"])):
         if "cref_cpu_ns" not in r:
             continue
         cpu = r["cpu"].rsplit("/", 1)[-1]
+        v = f"{r['valkey_ratio']:.2f}" if r.get("valkey_ratio") else ""
         out.append(f"| {r['cell']} | {r['side']} | {cpu} | {r['ns']:,.0f} | "
-                   f"{r['user_ns']:,.0f} | {r['syscall_ns']:,.0f} | {r['cref_user_ns']:,.0f} | "
-                   f"{r['cref_sys_ns']:,.0f} | {r['cref_user_ratio']:.2f} | "
-                   f"{r['cref_sys_ratio']:.2f} | {r['cref_ratio']:.2f} |")
+                   f"{r['user_ns']:,.0f} | {r['syscall_ns']:,.0f} | {r['cref_cpu_ns']:,.0f} | "
+                   f"{r['cref_ratio']:.2f} | {v} |")
     return "\n".join(out)
 
 
