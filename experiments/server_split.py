@@ -468,6 +468,8 @@ def main(argv: list[str] | None = None) -> int:
                       file=sys.stderr)
                 return 2
             doc["native_from"] = {"file": a.native, "provenance": prev.get("provenance")}
+            if prev.get("tick_bias"):
+                doc["tick_bias"] = prev["tick_bias"]
         elif a.no_native:
             runs = []
         else:
