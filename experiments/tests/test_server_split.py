@@ -140,3 +140,12 @@ def test_the_loop_cpu_file_carries_this_runs_syscall_costs(tmp_path: Path) -> No
     assert got.call_ns == pytest.approx((800, 900 + 4321, 0), abs=0.1)
     assert got.byte_ns[:2] == pytest.approx((0.07, 0.04))
     assert "4,321" in sim.load_cpu(str(dst)).provenance["syscall"]["write_ns"]
+
+
+def test_each_cell_runs_its_own_client_command() -> None:
+    ping = ss._argv(Path("rb"), 6379, "ping-p10", 1000)
+    assert ping[ping.index("-t") + 1] == "ping_mbulk" and ping[ping.index("-P") + 1] == "10"
+    assert ping[ping.index("-n") + 1] == "1000" and ping[ping.index("-c") + 1] == "50"
+    mset = ss._argv(Path("rb"), 6379, "mset-10", 500)
+    assert mset[mset.index("-n") + 1] == "500" and "MSET" in " ".join(mset).upper()
+    assert mset[mset.index("-r") + 1] == str(ss.KEYS)
