@@ -28,6 +28,10 @@ charges ``epoll_wait`` nothing. The client count is the server study's (50): the
 depends on how often the loop sleeps, which the runs at other client counts show
 (``python -m kvsim.experiments.server_kernel``, results/server-kernel-ping.json).
 Nothing here is fitted to a prediction or a validation row: the commands are PINGs.
+The split into user and system time follows the ticks, which on a guest can overstate the
+user time of such a loop (``kvsim-calibrate sysbias``, python -m
+kvsim.experiments.server_split: there the loop's kernel time is taken from the whole CPU
+time less the traced PINGs' predicted user time instead).
 """
 
 from __future__ import annotations
