@@ -214,11 +214,22 @@ def predicted(cell: str, cpu: str, log=None) -> list[dict[str, Any]]:
                     "instructions": res["instructions"] / n,
                     "misses": {lv.get("name", str(i)): lv["misses"] / n
                                for i, lv in enumerate(res.get("levels") or [])},
+                    "llc_misses": _llc_misses(res, n),
                     "syscall_params": {"call_ns": list(model.syscall.call_ns),
                                        "byte_ns": list(model.syscall.byte_ns)}})
         if log:
             log(f"predicted {cell} {side} on {cpu}: {ns:,.0f} ns/request, user "
                 f"{ns - sys_ns:,.0f}, system calls {sys_ns:,.0f}")
+    return out
+
+
+def _llc_misses(res: dict[str, Any], n: int) -> dict[str, float]:
+    """The last level's misses per request by kind of access (load, store, hardware
+    prefetch, writeback), from the simulation's per-tag counts."""
+    out: dict[str, float] = {}
+    for v in res.get("by_tag") or []:
+        if v.get("role") == "LLC":
+            out[v["kind"]] = out.get(v["kind"], 0.0) + v["misses"] / n
     return out
 
 
@@ -229,6 +240,7 @@ def compare(native: list[dict[str, Any]], pred: list[dict[str, Any]]) -> list[di
     out = []
     for p in pred:
         row = {k: p[k] for k in ("cell", "side", "cpu", "ns", "user_ns", "syscall_ns")}
+        row["llc_misses"] = p.get("llc_misses") or {}
         row["read_bytes"] = p["bytes"].get("read", 0.0)
         row["write_bytes"] = p["bytes"].get("write", 0.0)
         row["writes"] = p["calls"].get("write", 0.0)
@@ -395,14 +407,17 @@ def markdown(doc: dict[str, Any]) -> str:
                 f"{lp['residue_per_write_ns']:,.0f} ns (median of "
                 f"{len(lp['runs'])} runs; predicted user time per PING: {users})."]
     out += ["", "| cell | side | CPU file | predicted ns/request | user | system calls | "
-            "c_ref CPU ns | predicted / c_ref | predicted / Valkey |", "|" + "---|" * 9]
+            "last-level load / store misses | c_ref CPU ns | predicted / c_ref | "
+            "predicted / Valkey |", "|" + "---|" * 10]
     for r in sorted(doc["compare"], key=lambda r: (r["cell"], r["side"])):
         if "cref_cpu_ns" not in r:
             continue
         cpu = r["cpu"].rsplit("/", 1)[-1]
         v = f"{r['valkey_ratio']:.2f}" if r.get("valkey_ratio") else ""
+        m = r.get("llc_misses") or {}
         out.append(f"| {r['cell']} | {r['side']} | {cpu} | {r['ns']:,.0f} | "
-                   f"{r['user_ns']:,.0f} | {r['syscall_ns']:,.0f} | {r['cref_cpu_ns']:,.0f} | "
+                   f"{r['user_ns']:,.0f} | {r['syscall_ns']:,.0f} | {m.get('load', 0):.1f} / "
+                   f"{m.get('store', 0):.1f} | {r['cref_cpu_ns']:,.0f} | "
                    f"{r['cref_ratio']:.2f} | {v} |")
     return "\n".join(out)
 

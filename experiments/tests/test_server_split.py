@@ -149,3 +149,12 @@ def test_each_cell_runs_its_own_client_command() -> None:
     mset = ss._argv(Path("rb"), 6379, "mset-10", 500)
     assert mset[mset.index("-n") + 1] == "500" and "MSET" in " ".join(mset).upper()
     assert mset[mset.index("-r") + 1] == str(ss.KEYS)
+
+
+def test_the_last_levels_misses_are_summed_by_kind_per_request() -> None:
+    res = {"by_tag": [
+        {"level": "L2", "role": "", "kind": "store", "misses": 999},
+        {"level": "L3", "role": "LLC", "kind": "store", "misses": 30},
+        {"level": "L3", "role": "LLC", "kind": "store", "misses": 10},
+        {"level": "L3", "role": "LLC", "kind": "load", "misses": 20}]}
+    assert ss._llc_misses(res, 10) == {"store": 4.0, "load": 2.0}
