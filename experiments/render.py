@@ -260,6 +260,23 @@ def render_server_user(doc: dict[str, Any]) -> str:
         "--before CPUFILE --after CPUFILE --ping results/server-kernel-ping.json")
 
 
+@rendering("server_split", "results/server-split.json")
+def render_server_split(doc: dict[str, Any]) -> str:
+    """The server study's cells split into user and system time, natively and predicted
+    (experiments/server_split.py)."""
+    from kvsim.experiments.server_split import markdown
+
+    nat = (doc.get("native_from") or {}).get("provenance") or {}
+    when = (f" The native runs: `python -m kvsim.experiments.server_split --bias --ping "
+            f"--no-predict --rounds 7` at commit {(nat.get('commit') or 'unknown')[:12]} on "
+            f"{(nat.get('date_utc') or '')[:10]} (1-minute load average "
+            f"{(nat.get('machine') or {}).get('load_average_1m')}).") if nat else ""
+    return markdown(doc) + "\n\n" + provenance_line(
+        doc, RENDERINGS["server_split"].result, "python -m kvsim.experiments.server_split "
+        "--native results/server-split-native.json --cpu CPUFILE --peer-cpu PEERFILE "
+        "--loop-cpu LOOPFILE") + when
+
+
 # the seeds' published times on their own presets (a compact table of its own)
 register_each(lambda doc, result: _seed_absolute().render(doc, result),
               {"seed_absolute": "results/experiments/seed_absolute.json"})

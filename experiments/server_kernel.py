@@ -122,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     log = lambda m: print(m, file=sys.stderr)  # noqa: E731
     try:
-        alone = calibrate_syscall.alone(calibrate_syscall.measure(quick=True, loop=False))
+        alone = calibrate_syscall.alone(calibrate_syscall.measure(quick=True, loop=False,
+                                                                  peer=False))
         native = calibrate_loop.measure(PLAN, quick=a.quick, rounds=a.rounds, log=log)
         traced = []
         with tempfile.TemporaryDirectory() as tmp:

@@ -373,38 +373,23 @@ def _cells(scale: str, cpus: list[str]) -> list[dict[str, Any]]:
     return out
 
 
-#: Why a row leaves the band: the first matching (predicate, text) applies.
+#: Why a row leaves the band, one short clause each (the row's own figures come with it); the
+#: explanation they share is stated once, in the table's note (:data:`NOTE_DIAGNOSES`)
 DIAGNOSES = {
-    "scale": "the prediction's keyspace is this scale's keys, the seed's 3M to 10M: more of "
-             "it fits in the preset's last level, so misses, and the prefetch gain, are "
-             "smaller",
-    "local": "`local` is the model of this machine `kvsim calibrate` wrote, or, until one "
-             "passes its self-check, the uncalibrated one (the host's L3 from sysfs, which "
-             "holds this scale's keyspace whole, where the native prefetch gains show this "
-             "guest missing it): the speedups follow the calibration",
-    "calibrated": "the model of this machine is its calibrated CPU file, named (its "
-                  "self-check's replay fails on this guest, so `local` does not read it): "
-                  "the speedups follow that calibration's caches",
-    "user": "c_ref's server executes fewer user-space instructions per request than Valkey "
-            "(results/native-server-callgrind.json: {callgrind} under callgrind); the "
-            "prediction is of c_ref's server",
-    "kernel": "the kernel's time is charged per write at what c_ref's server spends under "
-              "PINGs from 50 clients beyond the calls alone (sim/calibrate_loop.py; the "
-              "presets estimate it); under PING the model then predicts 0.87-0.94 of the "
-              "native CPU time, its user-space part 0.39-0.59 of the native tick-sampled "
-              "user time (results/server-user.json); the server's request code alone "
-              "(kvsim-cref serverloop) retires 3.0-3.3 trace instructions per cycle after a "
-              "loopback write and read, not 1.2, and with the server kind's rate measured "
-              "so (results/calibrate-xeon-m167-srvipc.toml [work] server) the model predicts "
-              "it at 0.87-0.96 of its native time (results/server-user.json); the rest of "
-              "the native user time is outside that code: the kernel's after-effect is at "
-              "most 70 ns (results/syscall-after.json), the event loop around it some 150 "
-              "instructions per request (results/native-server-callgrind.json: ksServe "
-              "less processQuery); a shared machine's other tenants slow the native server "
-              "further",
-    "client": "the seed's client ran on other cores of a many-core host; here, and in the "
-              "prediction, the figure is the server's own time per request",
+    "scale": "the seed's 3M-10M keys miss the preset's last level, this scale's keyspace less",
+    "local": "`local` uncalibrated: the host's whole L3 holds this scale's keyspace",
+    "calibrated": "this machine's calibrated file",
+    "user": "c_ref's server traced ({callgrind} of Valkey's instructions)",
+    "kernel": "kernel time as calibrated under PING",
+    "client": "the seed's client on other cores of a many-core host",
 }
+#: What the diagnoses share, under the server table
+NOTE_DIAGNOSES = (
+    "Diagnoses: the speedups follow the calibration's model of the caches; the system calls "
+    "cost what the CPU file's [syscall] gives, the loop's kernel time per write measured "
+    "under PINGs from 50 clients (sim/calibrate_loop.py; the presets estimate it); where "
+    "the absolute time of each cell's user and system parts goes, natively and predicted: "
+    "docs/studies/server.md, results/server-split.json.")
 
 
 def this_machine(cpu: Any) -> bool:
@@ -441,7 +426,8 @@ def _diag(ratios: dict[str, float | None], keys: list[str]) -> str:
     if not out:
         return ""
     return "outside the band (" + ", ".join(out) + "): " + "; ".join(
-        DIAGNOSES[k].format(callgrind=_callgrind_range()) if k == "user" else DIAGNOSES[k]
+        DIAGNOSES[k].format(callgrind=_callgrind_range().removesuffix(" of them"))
+        if k == "user" else DIAGNOSES[k]
         for k in keys)
 
 
@@ -514,7 +500,8 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
             "[syscall] section; requests/s = 1 / the server's predicted time per request. "
             "native: requests per second of the server process's CPU time, medians of "
             "interleaved rounds (c_ref's server and Valkey 9.1.2, prefetch-batch-max-size 0 "
-            "-> 16). ratio: predicted / native (or / seed); the band is 0.85-1.15.")
+            "-> 16). ratio: predicted / native (or / seed); the band is 0.85-1.15. "
+            + NOTE_DIAGNOSES)
     out = [Table("server", "The server: predicted requests/s and prefetch speedup against "
                  "the native servers", t, "requests/s; speedup (x)",
                  Plot(x="value", xlabel="cell, CPU", ylabel="speedup (x)",

@@ -132,10 +132,15 @@ def parse_csv_rps(text: str) -> float:
     return float(rows[0]["rps"])
 
 
-def _bench_once(bench: Path, port: int, spec: dict, cpu: int | None) -> float:
-    argv = [str(bench), "-h", "127.0.0.1", "-p", str(port), "-c", str(spec["clients"]),
+def bench_argv(bench: Path, port: int, spec: dict) -> list[str]:
+    """The client's command line for one run of ``spec`` against 127.0.0.1:``port``."""
+    return [str(bench), "-h", "127.0.0.1", "-p", str(port), "-c", str(spec["clients"]),
             "-n", str(spec["requests"]), "-r", str(spec["keys"]), "-P", str(spec["pipeline"]),
             "--csv", *_command(spec)]
+
+
+def _bench_once(bench: Path, port: int, spec: dict, cpu: int | None) -> float:
+    argv = bench_argv(bench, port, spec)
     try:
         res = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False,
                              preexec_fn=pinned_child(cpu, die_with_parent=True))

@@ -28,6 +28,10 @@ charges ``epoll_wait`` nothing. The client count is the server study's (50): the
 depends on how often the loop sleeps, which the runs at other client counts show
 (``python -m kvsim.experiments.server_kernel``, results/server-kernel-ping.json).
 Nothing here is fitted to a prediction or a validation row: the commands are PINGs.
+The split into user and system time follows the ticks, which on a guest can overstate the
+user time of such a loop (``kvsim-calibrate sysbias``, python -m
+kvsim.experiments.server_split: there the loop's kernel time is taken from the whole CPU
+time less the traced PINGs' predicted user time instead).
 """
 
 from __future__ import annotations
@@ -129,24 +133,35 @@ def _run(server: tuple[int, int], bench: Path, client_cpu: int | None, depth: in
     pid, port = server
     argv = [str(bench), "-h", "127.0.0.1", "-p", str(port), "-c", str(clients), "-n",
             str(requests), "-P", str(depth), "-t", "ping_mbulk", "--csv"]
+    return {"depth": depth, "clients": clients,
+            **client_run(pid, argv, client_cpu, requests)}
+
+
+def client_run(pid: int, argv: list[str], client_cpu: int | None,
+               requests: int) -> dict[str, Any]:
+    """One run of the client command ``argv`` (pinned to ``client_cpu``) against the server
+    process ``pid``, serving ``requests`` requests: per request the server's CPU time split
+    into user and system time in the proportion of its ``/proc/PID/stat`` ticks, its calls,
+    bytes and context switches; ``ticks`` the run's tick count. LoopError when the client
+    fails."""
     c0, t0 = _counters(pid), time.monotonic()
+    name = Path(argv[0]).name
     try:
         p = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False,
                            preexec_fn=_pinned(client_cpu))
     except subprocess.TimeoutExpired:
-        raise LoopError(f"{bench.name} did not finish within 600 s") from None
+        raise LoopError(f"{name} did not finish within 600 s") from None
     c1, wall = _counters(pid), time.monotonic() - t0
     if p.returncode != 0:
-        raise LoopError(f"{bench.name} exited with status {p.returncode}")
+        raise LoopError(f"{name} exited with status {p.returncode}")
     d = {k: c1[k] - c0[k] for k in c0}
     ticks = d["utime"] + d["stime"]
     sys_share = d["stime"] / ticks if ticks else 0.0
-    out: dict[str, Any] = {"depth": depth, "clients": clients, "requests": requests,
-                           "wall_s": round(wall, 3),
+    out: dict[str, Any] = {"requests": requests, "wall_s": round(wall, 3),
                            "cpu_ns": d["cpu_ns"] / requests,
                            "sys_ns": d["cpu_ns"] * sys_share / requests,
                            "user_ns": d["cpu_ns"] * (1 - sys_share) / requests,
-                           "ticks": ticks}
+                           "ticks": ticks, "user_ticks": d["utime"]}
     for k in ("reads", "writes", "read_bytes", "write_bytes", "sleeps", "preempted"):
         out[k] = d[k] / requests
     return out

@@ -420,7 +420,8 @@ int benchWorkKind(int argc, char **argv); /* work_kinds.c: copy, compare */
 
 int main(int argc, char **argv) {
     const char *usage = "usage: kvsim-calibrate clock|chase|mlp|bw|work|workkind|cpuid|syscall|"
-                        "sysafter ARGS (see calibrate.c, work_kinds.c, syscall.c, sysafter.c)\n";
+                        "sysafter|syspeer|sysbias ARGS (see calibrate.c, work_kinds.c, syscall.c, "
+                        "sysafter.c, syspeer.c)\n";
     if (argc < 2) {
         fputs(usage, stderr);
         return 2;
@@ -436,6 +437,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(cmd, "cpuid")) rc = benchCpuid();
     else if (!strcmp(cmd, "syscall")) rc = benchSyscall(argc - 2, argv + 2); /* syscall.c */
     else if (!strcmp(cmd, "sysafter")) rc = benchSysAfter(argc - 2, argv + 2); /* sysafter.c */
+    else if (!strcmp(cmd, "syspeer")) rc = benchSysPeer(argc - 2, argv + 2); /* syspeer.c */
+    else if (!strcmp(cmd, "sysbias")) rc = benchSysBias(argc - 2, argv + 2); /* syspeer.c */
     if (rc == 2) fputs(usage, stderr);
     return rc;
 }

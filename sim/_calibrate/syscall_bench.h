@@ -8,7 +8,13 @@ int benchSyscall(int argc, char **argv);
 /* sysafter.c: argv ITERS ROUNDS LINES...; the user code's time after a call (same codes). */
 int benchSysAfter(int argc, char **argv);
 
-/* syscall.c, shared by both: a connected loopback TCP pair, *a the connecting end, *b the
+/* syspeer.c: argv ITERS SIZE...; read and write with a peer on another CPU (same codes). */
+int benchSysPeer(int argc, char **argv);
+
+/* syspeer.c: argv ITERS SPIN_NS; the tick-sampled user/system split against a known spin. */
+int benchSysBias(int argc, char **argv);
+
+/* syscall.c, shared by all three: a connected loopback TCP pair, *a the connecting end, *b the
  * accepted one (accept4 flags `acceptFlags`, e.g. SOCK_NONBLOCK), TCP_NODELAY on both, send and
  * receive buffers of `bufBytes` when > 0; 0, or 1 after one line on stderr naming `prog`. */
 int loopbackPair(int *a, int *b, int acceptFlags, int bufBytes, const char *prog);

@@ -179,3 +179,61 @@ def test_microbenchmark_rejects_bad_arguments() -> None:
 
     with pytest.raises(OSError, match="kvsim-calibrate syscall: usage"):
         run_bench("syscall", 4, 0)
+
+
+def test_the_peer_measurement_gives_the_per_byte_costs() -> None:
+    """With a peer measurement, read_byte_ns and write_byte_ns are its slopes from 1 KiB up
+    (the sizes below left out), the per-call costs the sweep's intercepts."""
+    from kvsim.sim import calibrate_syscall as cs
+
+    sizes = list(cs.SIZES)
+    peer = list(cs.PEER_SIZES)
+    raw = {"sizes": sizes, "iters": 10, "rounds": 1,
+           "read_ns": [800 + 0.01 * s for s in sizes],
+           "write_ns": [900 + 0.02 * s for s in sizes],
+           "epoll_wait_ns": [250.0] * len(sizes),
+           "peer": {"sizes": peer, "iters": 10, "rounds": 1,
+                    "read_median_ns": [2500.0 if s < 1024 else 300 + 0.06 * s for s in peer],
+                    "write_median_ns": [1000 + 0.05 * s for s in peer],
+                    "read_min_ns": [0.0] * len(peer), "write_min_ns": [0.0] * len(peer)}}
+    sec = cs.section(raw)
+    assert sec["read_byte_ns"] == pytest.approx(0.06) and sec["write_byte_ns"] == 0.05
+    assert sec["read_ns"] == pytest.approx(800, abs=0.1)
+    assert sec["write_ns"] == pytest.approx(900, abs=0.1)
+    assert "syspeer" in sec["src"]["read_byte_ns"] and "syspeer" not in sec["src"]["read_ns"]
+    alone = cs.alone(raw)
+    assert alone["read_byte_ns"] == pytest.approx(0.06)
+    assert alone["write_ns"] == pytest.approx(900)
+    without = {k: v for k, v in raw.items() if k != "peer"}
+    assert cs.section(without)["read_byte_ns"] == pytest.approx(0.01)
+    parse_cpu(_doc(**sec))
+
+
+def test_the_peer_microbenchmark_moves_every_byte() -> None:
+    """kvsim-calibrate syspeer at two sizes: a sample per call and size, none negative (the
+    figures are this machine's: not asserted); bad arguments are a usage error."""
+    from kvsim.sim.calibrate import run_bench
+
+    out = run_bench("syspeer", 32, 64, 8192)
+    assert out["sizes"] == [64, 8192]
+    for c in ("read", "write"):
+        assert len(out[f"{c}_median_ns"]) == 2 and min(out[f"{c}_min_ns"]) >= 0
+        assert all(m >= lo for m, lo in zip(out[f"{c}_median_ns"], out[f"{c}_min_ns"],
+                                            strict=True))
+    for bad in ((4, 64), (32, 0), (32, 1 << 20)):
+        with pytest.raises(OSError, match="kvsim-calibrate syspeer: usage"):
+            run_bench("syspeer", *bad)
+
+
+def test_the_tick_bias_loop_spins_what_it_is_told() -> None:
+    """kvsim-calibrate sysbias: every round trip spins at least SPIN_NS in user mode, the CPU
+    time covers the spins, the ticks are counts (their split is this machine's: not
+    asserted); bad arguments are a usage error."""
+    from kvsim.sim.calibrate import run_bench
+
+    out = run_bench("sysbias", 64, 5000)
+    assert out["iters"] == 64 and out["spun_ns"] >= 64 * 5000
+    assert out["cpu_ns"] >= out["spun_ns"] and min(out["utime"], out["stime"]) >= 0
+    for bad in ((4, 100), (64, -1), (64,)):
+        with pytest.raises(OSError, match="kvsim-calibrate sysbias: usage"):
+            run_bench("sysbias", *bad)
