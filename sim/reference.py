@@ -183,7 +183,46 @@ class Random(Policy):
         return out % self.ways
 
 
-POLICY_CLASSES = {"lru": Lru, "plru": Plru, "srrip": Srrip, "brrip": Brrip, "random": Random}
+class Qlru(Policy):
+    """QLRU_H00_M1_R0_U1 (policy_qlru.c): 2-bit ages, hit 0, fill 1, the lowest way of age
+    3 replaced, and after each access the others aged until the oldest of them is 3."""
+
+    def __init__(self, sets, ways, seed):
+        super().__init__(sets, ways, seed)
+        self.line = [[3] * ways for _ in range(sets)]
+
+    def _update(self, s, w):
+        a = self.line[s]
+        m = max((a[i] for i in range(self.ways) if i != w), default=3)
+        if m < 3:
+            for i in range(self.ways):
+                if i != w:
+                    a[i] += 3 - m
+
+    def on_hit(self, s, w):
+        self.line[s][w] = 0
+        self._update(s, w)
+
+    def on_fill(self, s, w):
+        self.line[s][w] = 1
+        self._update(s, w)
+
+    def victim(self, s):
+        a = self.line[s]
+        for w in range(self.ways):
+            if a[w] >= 3:
+                return w
+        return max(range(self.ways), key=lambda w: (a[w], -w))
+
+    def on_invalidate(self, s, w):
+        pass
+
+    def age(self, s, w):
+        return self.line[s][w]
+
+
+POLICY_CLASSES = {"lru": Lru, "plru": Plru, "srrip": Srrip, "brrip": Brrip, "random": Random,
+                  "qlru": Qlru}
 
 
 # --- hardware prefetchers (same state as prefetch_*.c) ---------------------------------------
