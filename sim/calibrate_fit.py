@@ -393,7 +393,8 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
             d["tlb"]["placement"] = place
             state = evaluate(d, best_rows, lambda s, p, lo=sysfs[0]["size"]: s > lo)
         by_place[place] = (d, *fit_levels(d, *state))
-        log(f"hierarchy fit: placement {place}: error {by_place[place][1]:.4g}")
+        log(f"hierarchy fit: placement {place}: {by_place[place][1]:.4g} (squared relative "
+            "residuals)")
     place = min(by_place, key=lambda q: by_place[q][1])
     d, best_err, best_x, best_rows, levels_chosen = by_place[place]
     doc.clear()
