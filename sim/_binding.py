@@ -72,6 +72,7 @@ class EngineConfig(C.Structure):
         ("site_kind", C.c_uint8 * MAX_SITES),
         ("scheduler", u32),
         ("host_read_latency", u32), ("walk_retention", u64),
+        ("place_bits", u32), ("place_seed", u64),
     ]
 
 #: EngineConfig.syscall_site of a call the trace does not name (engine.h KVSIM_NO_SITE)
@@ -201,6 +202,8 @@ def load_library() -> C.CDLL:
     lib.kvsimSetTimeline.argtypes = [C.c_void_p, u64, u64, C.c_void_p]
     lib.kvsimStatsSize.restype = C.c_size_t
     lib.kvsimConfigSize.restype = C.c_size_t
+    lib.kvsimPlacedLine.restype = u64
+    lib.kvsimPlacedLine.argtypes = [u64, u32, u32, u64]
     for fn, res in (("kvsimPolicyCount", u32), ("kvsimPolicyName", C.c_char_p),
                     ("kvsimPolicyPow2Ways", C.c_int), ("kvsimPolicyMaxWays", u32),
                     ("kvsimPrefetcherCount", u32), ("kvsimPrefetcherName", C.c_char_p),

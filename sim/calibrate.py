@@ -930,6 +930,15 @@ def _fit_hierarchy(doc: dict, raw: dict, levels: list[dict], sizes: list[int],
                 "measured: the 2 MiB-page chases fit better (least squares, "
                 f"{hp['error_with']:.4g} {without}) with the guest's "
                 "huge pages on the host's 4 KiB pages: 4 KiB TLB entries, nested walks")
+        pl = out["chosen"].get("placement")
+        if pl is not None and t.get("placement"):
+            errs = {c["placement"]: c["error"] for c in pl["candidates"]}
+            t["src"]["placement"] = (
+                "measured: the chases fit better (least squares, "
+                + ", ".join(f"{q} {e:.4g}" if isinstance(e, float) else f"{q} none valid"
+                            for q, e in errs.items())
+                + ", each with its levels fitted) with each page in a random frame "
+                "(sim/placement.py): the levels past L1 are indexed by the physical address")
         if t.get("host_read_ns"):
             t["src"]["host_read_ns"] = (
                 f"{how}: a read of the host's page-table entries from memory (nested paging)")

@@ -66,6 +66,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .calibrate_check import DRAM_NS
+from .placement import PLACEMENTS
 
 #: Replacement policies the fit tries for each level past L1 (the engine's registry names).
 POLICIES = ("lru", "random")
@@ -330,49 +331,81 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
     if nested_walks(doc) and "walk_retention" not in chosen:
         best_err, best_x, best_rows, _ = _fit_retention(
             doc, chosen, evaluate, apply, (best_err, best_x, best_rows), mlp, log)
-    order = [n - 1] + list(range(1, n - 1))  # the last level first, then L2...
-    for k in order:
-        if k == 0:
-            continue
-        c, sysfs_k = doc["cache"][k], sysfs[k]
-        ways0 = sysfs_k["ways"] or 8
-        if k == n - 1:
-            # an octave apart with the first policy, then quarter octaves around the best
-            lo = doc["cache"][k - 1]["size"]
-            hi = min(sysfs_k["size"], int(largest * LLC_TOP_FRACTION))
-            m = max(0, int(math.floor(math.log2(hi / lo))))
-            stages = [([lo * 2 ** i for i in range(m + 1)], POLICIES[:1]), (None, POLICIES)]
+    def fit_levels(doc, best_err, best_x, best_rows):
+        """The capacity and policy of each level past L1 (the last level first), from
+        the state (error, unknowns, rows) of ``doc``, which is changed in place; returns
+        the state of the best and what each level chose."""
+        chosen = {}
+        order = [n - 1] + list(range(1, n - 1))  # the last level first, then L2...
+        for k in order:
+            if k == 0:
+                continue
+            c, sysfs_k = doc["cache"][k], sysfs[k]
+            ways0 = sysfs_k["ways"] or 8
+            if k == n - 1:
+                # an octave apart with the first policy, then quarter octaves around the best
+                lo = doc["cache"][k - 1]["size"]
+                hi = min(sysfs_k["size"], int(largest * LLC_TOP_FRACTION))
+                m = max(0, int(math.floor(math.log2(hi / lo))))
+                stages = [([lo * 2 ** i for i in range(m + 1)], POLICIES[:1]), (None, POLICIES)]
+            else:
+                stages = [([f * sysfs_k["size"] for f in L2_FRACTIONS], POLICIES)]
+            tried, pick = [], None
+            for caps, pols in stages:
+                if caps is None:
+                    at = doc["cache"][k]["size"] if pick is None else pick["cache"][k]["size"]
+                    caps = [at * 2 ** (i / LLC_PER_OCTAVE) for i in range(-3, 4)]
+                cands = sorted({geometry(int(cp), ways0, sysfs_k["size"]) for cp in caps})
+                for (size, ways), pol in ((g, p) for g in cands for p in pols):
+                    if any(t["size"] == size and t["ways"] == ways and t["replacement"] == pol
+                           for t in tried):
+                        continue
+                    d = _copy(doc)
+                    d["cache"][k].update(size=size, ways=ways, replacement=pol)
+                    lim = min(WINDOW * size, WINDOW_CAP)
+                    first = sysfs[0]["size"]  # chases within L1 do not see the levels below
+                    err, x, rows = evaluate(d, best_rows,
+                                            lambda s, p, lim=lim, lo=first: lo < s <= lim)
+                    tried.append({"size": size, "ways": ways, "replacement": pol,
+                                  "error": _rounded(err)})
+                    if err < best_err:
+                        best_err, best_x, best_rows, pick = err, x, rows, d
+            if pick is not None:
+                doc.clear()
+                doc.update(pick)
+            got = doc["cache"][k]
+            log(f"hierarchy fit: {c['name']} at {got['size'] // KIB} KiB, "
+                f"{got.get('replacement', 'lru')} ({len(tried)} candidates)")
+            chosen[c["name"]] = {"size": got["size"], "ways": got["ways"],
+                                 "replacement": got.get("replacement", "lru"),
+                                 "candidates": tried}
+        return best_err, best_x, best_rows, chosen
+
+    # physical page placement (sim/placement.py): the levels fitted with the trace's
+    # addresses indexing the caches and with each page in a random frame; the better kept
+    by_place = {}
+    for place in PLACEMENTS if doc.get("tlb") else PLACEMENTS[:1]:
+        d = _copy(doc)
+        if place == PLACEMENTS[0]:
+            d.get("tlb", {}).pop("placement", None)
+            state = (best_err, best_x, best_rows)
         else:
-            stages = [([f * sysfs_k["size"] for f in L2_FRACTIONS], POLICIES)]
-        tried, pick = [], None
-        for caps, pols in stages:
-            if caps is None:
-                at = doc["cache"][k]["size"] if pick is None else pick["cache"][k]["size"]
-                caps = [at * 2 ** (i / LLC_PER_OCTAVE) for i in range(-3, 4)]
-            cands = sorted({geometry(int(cp), ways0, sysfs_k["size"]) for cp in caps})
-            for (size, ways), pol in ((g, p) for g in cands for p in pols):
-                if any(t["size"] == size and t["ways"] == ways and t["replacement"] == pol
-                       for t in tried):
-                    continue
-                d = _copy(doc)
-                d["cache"][k].update(size=size, ways=ways, replacement=pol)
-                lim = min(WINDOW * size, WINDOW_CAP)
-                first = sysfs[0]["size"]  # chases within L1 do not see the levels below
-                err, x, rows = evaluate(d, best_rows,
-                                        lambda s, p, lim=lim, lo=first: lo < s <= lim)
-                tried.append({"size": size, "ways": ways, "replacement": pol,
-                              "error": _rounded(err)})
-                if err < best_err:
-                    best_err, best_x, best_rows, pick = err, x, rows, d
-        if pick is not None:
-            doc.clear()
-            doc.update(pick)
-        got = doc["cache"][k]
-        log(f"hierarchy fit: {c['name']} at {got['size'] // KIB} KiB, "
-            f"{got.get('replacement', 'lru')} ({len(tried)} candidates)")
-        chosen[c["name"]] = {"size": got["size"], "ways": got["ways"],
-                             "replacement": got.get("replacement", "lru"),
-                             "candidates": tried}
+            d["tlb"]["placement"] = place
+            state = evaluate(d, best_rows, lambda s, p, lo=sysfs[0]["size"]: s > lo)
+        by_place[place] = (d, *fit_levels(d, *state))
+        log(f"hierarchy fit: placement {place}: {by_place[place][1]:.4g} (squared relative "
+            "residuals)")
+    place = min(by_place, key=lambda q: by_place[q][1])
+    d, best_err, best_x, best_rows, levels_chosen = by_place[place]
+    doc.clear()
+    doc.update(d)
+    chosen.update(levels_chosen)
+    if len(by_place) > 1:
+        chosen["placement"] = {"placement": place, "candidates": [
+            {"placement": q, "error": _rounded(v[1]),
+             "levels": {name: {key: c[key] for key in ("size", "ways", "replacement")}
+                        for name, c in v[4].items()}}
+            for q, v in by_place.items()]}
     if not math.isfinite(best_err):
         # no candidate gave latencies a CPU file can have: say which, rather than write
         # (or fail to parse) the least-squares solution's

@@ -17,6 +17,7 @@ from typing import Any
 from kvsim.traces import format as _format
 
 from . import _binding as B
+from .placement import PLACEMENTS
 
 PRESET_DIR = Path(__file__).resolve().parent / "presets"
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]i?B|B)?\s*$", re.IGNORECASE)
@@ -87,6 +88,11 @@ class Tlb:
     # entries from memory (reads 1.. under nested paging; 0 = the DRAM latency)
     walk_retention_ns: float = 0.0
     host_read_ns: float = 0.0
+    # physical page placement (sim/placement.py): "virtual", the trace's address indexes the
+    # caches; "random", each page of the translation's smallest size (the host's under
+    # nested paging) sits in a frame of its own drawn by placement_seed (engine.h place_bits)
+    placement: str = "virtual"
+    placement_seed: int = 1
 
 
 @dataclass(frozen=True)
@@ -254,6 +260,9 @@ class CpuConfig:
             if t.host_page_size and t.host_page_size < ps:
                 ec.guest_page_bits = ec.page_bits
                 ec.page_bits = t.host_page_size.bit_length() - 1
+        if t is not None and t.placement == "random":  # frames of the smallest page
+            ps = min(x for x in (page_size or t.page_size, t.host_page_size) if x)
+            ec.place_bits, ec.place_seed = ps.bit_length() - 1, t.placement_seed
         for c in range(len(ec.syscall_site)):  # named by the trace: engine_syscall_sites
             ec.syscall_site[c] = B.NO_SITE
         if timing:  # ns -> ticks (width ticks a cycle)
@@ -333,7 +342,7 @@ _KEYS = {
     "dram": {"latency_ns", "bandwidth_gbs", "src", "notes"},
     "tlb": {"page_size", "l1_entries", "l1_ways", "l2_entries", "l2_ways", "l2_latency",
             "walk_latency", "walk_reads", "walkers", "host_page_size", "walk_retention_ns",
-            "host_read_ns", "src", "notes"},
+            "host_read_ns", "placement", "placement_seed", "src", "notes"},
     "swprefetch": {"fill", "tlb_miss", "trains_prefetchers", "src", "notes"},
     "prefetcher": {"level", "kind", "degree", "table", "src", "notes"},
     "syscall": set(SYSCALL_KEYS) | {"src", "notes"},
@@ -537,7 +546,15 @@ def parse_cpu(doc: dict, source: str = "") -> CpuConfig:
             if not math.isfinite(v) or v < 0 or v > 1e9:
                 raise ConfigError(f"tlb.{key}: must be 0..1e9 ns, got {v}")
             extra[key] = float(v)
-        kw["tlb"] = Tlb(page_size=ps, host_page_size=hp, **vals, **extra)
+        place = _get(t, "placement", "tlb", str, "virtual")
+        if place not in PLACEMENTS:
+            raise ConfigError(f"tlb.placement: must be one of {', '.join(PLACEMENTS)}, "
+                              f"got {place!r}")
+        seed = _get(t, "placement_seed", "tlb", int, 1)
+        if not 0 <= seed < 2 ** 64:
+            raise ConfigError(f"tlb.placement_seed: must be 0..2^64-1, got {seed}")
+        kw["tlb"] = Tlb(page_size=ps, host_page_size=hp, placement=place,
+                        placement_seed=seed, **vals, **extra)
         if "src" in t:
             prov["tlb"] = t["src"]
     if "swprefetch" in doc:

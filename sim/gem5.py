@@ -64,7 +64,7 @@ __all__ = ["GEM5_ENV", "REPLACEMENT", "SPACING_TICKS", "Gem5Error", "compare_tex
 GEM5_ENV = "GEM5"
 SPACING_TICKS = 1_000_000  #: ticks (1 us at gem5's 1 ps tick) between replayed packets
 REPLACEMENT = {"lru": "LRURP", "plru": "TreePLRURP", "srrip": "RRIPRP", "brrip": "BRRIPRP",
-               "random": "RandomRP"}
+               "random": "RandomRP", "qlru": "RRIPRP"}
 CLUSIVITY = {"non-inclusive": "mostly_incl", "inclusive": "mostly_incl",
              "exclusive": "mostly_excl"}
 HOW_TO = (f"no gem5 binary: pass --gem5 PATH or set {GEM5_ENV}=PATH to a gem5 NULL-ISA build "
@@ -373,6 +373,9 @@ def model_differences(cpu: CpuConfig) -> list[list[str]]:
         if c.replacement in ("srrip", "brrip"):
             why.append(f"{c.replacement}: gem5's {REPLACEMENT[c.replacement]} ages and inserts "
                        "differently")
+        elif c.replacement == "qlru":
+            why.append("qlru: gem5's RRIPRP inserts at 2 and ages every line (QLRU_H00_M1_R0_U1 "
+                       "inserts at 1 and ages the others)")
         elif c.replacement == "random":
             why.append("random: gem5 draws other random numbers")
         elif c.replacement == "plru":

@@ -27,6 +27,7 @@ from kvsim.traces import (
 from kvsim.traces.format import MARK_WORK, WORK_COUNT_BITS
 
 from . import _binding as B
+from .placement import place_line
 
 if TYPE_CHECKING:
     import numpy as np
@@ -182,7 +183,46 @@ class Random(Policy):
         return out % self.ways
 
 
-POLICY_CLASSES = {"lru": Lru, "plru": Plru, "srrip": Srrip, "brrip": Brrip, "random": Random}
+class Qlru(Policy):
+    """QLRU_H00_M1_R0_U1 (policy_qlru.c): 2-bit ages, hit 0, fill 1, the lowest way of age
+    3 replaced, and after each access the others aged until the oldest of them is 3."""
+
+    def __init__(self, sets, ways, seed):
+        super().__init__(sets, ways, seed)
+        self.line = [[3] * ways for _ in range(sets)]
+
+    def _update(self, s, w):
+        a = self.line[s]
+        m = max((a[i] for i in range(self.ways) if i != w), default=3)
+        if m < 3:
+            for i in range(self.ways):
+                if i != w:
+                    a[i] += 3 - m
+
+    def on_hit(self, s, w):
+        self.line[s][w] = 0
+        self._update(s, w)
+
+    def on_fill(self, s, w):
+        self.line[s][w] = 1
+        self._update(s, w)
+
+    def victim(self, s):
+        a = self.line[s]
+        for w in range(self.ways):
+            if a[w] >= 3:
+                return w
+        return max(range(self.ways), key=lambda w: (a[w], -w))
+
+    def on_invalidate(self, s, w):
+        pass
+
+    def age(self, s, w):
+        return self.line[s][w]
+
+
+POLICY_CLASSES = {"lru": Lru, "plru": Plru, "srrip": Srrip, "brrip": Brrip, "random": Random,
+                  "qlru": Qlru}
 
 
 # --- hardware prefetchers (same state as prefetch_*.c) ---------------------------------------
@@ -512,6 +552,11 @@ class ReferenceSim:
         # set_timeline: (first record, count, {record: (D, X, complete, retire, level)})
         self.timeline: tuple[int, int, dict] | None = None
 
+    def phys(self, line: int) -> int:
+        """The line the caches see: its physical line under placement (sim/placement.py)."""
+        cfg = self.cfg
+        return place_line(line, self.lb, cfg.place_bits, cfg.place_seed)
+
     def set_timeline(self, first: int, count: int) -> dict:
         """Capture the times of records first .. first+count-1 (engine.h kvsimSetTimeline);
         returns the dict the rows go into, keyed by record index."""
@@ -571,7 +616,7 @@ class ReferenceSim:
         for j in range(cfg.walk_reads):
             pb = cfg.guest_page_bits if j == 0 and cfg.guest_page_bits else cfg.page_bits
             a = (WALK_BASE + j * WALK_STRIDE + (addr >> pb) * 8) & MASK64
-            line = a >> self.lb
+            line = self.phys(a >> self.lb)
             sv = self.access(0, line, READ, 0, K_LOAD, 0)[0]
             mem = n + 1 if j > 0 and cfg.host_read_latency else n
             at = sv if sv < n else mem
@@ -955,7 +1000,7 @@ class ReferenceSim:
         cls = self.n + 1
         done, served = max(X, C), TIMELINE_DROPPED  # the timeline's completion, level
         if kind == PREFETCH:
-            line = addr >> lb
+            line = self.phys(addr >> lb)
             xp = X
             ok = True
             if cfg.tlb:
@@ -990,9 +1035,10 @@ class ReferenceSim:
             if last != first:
                 st["multiline"] += 1
             svmax = 0
-            for line in range(first, last + 1):
+            for vline in range(first, last + 1):
                 st["pieces"] += 1
-                a0 = line << lb
+                a0 = vline << lb
+                line = self.phys(vline)
                 p0, p1 = max(addr, a0), min(addr + size, a0 + lsize)
                 xp = X
                 if cfg.tlb:

@@ -243,7 +243,7 @@ static int64_t walkCost(kvsimSim *s, uint64_t addr) {
         const uint32_t pb = j == 0 && s->cfg.guest_page_bits ? s->cfg.guest_page_bits
                                                               : s->cfg.page_bits;
         const uint64_t a = KVSIM_WALK_BASE + j * KVSIM_WALK_STRIDE + (addr >> pb) * 8;
-        const uint64_t line = a >> s->cfg.line_bits;
+        const uint64_t line = engPhys(s, a >> s->cfg.line_bits); /* placement.h */
         const uint32_t sv = cacheAccess(s, 0, line, OP_READ, 0, KVSIM_K_LOAD, 0, NULL);
         /* the latency class it is timed at: a level, n = DRAM, n + 1 = the host's read */
         const uint32_t mem = j > 0 && s->cfg.host_read_latency ? n + 1 : n;
@@ -886,7 +886,7 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
     uint32_t served = KVSIM_TIMELINE_DROPPED; /* timeline: serving level */
 
     if (r->kind == KVT_PREFETCH) {
-        uint64_t line = r->addr >> lb;
+        uint64_t line = engPhys(s, r->addr >> lb); /* the caches' line (placement.h) */
         uint64_t xp = X;
         int ok = 1;
         if (extras && s->cfg.tlb) {
@@ -924,9 +924,10 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
         const uint64_t first = r->addr >> lb, last = (r->addr + size - 1) >> lb;
         if (last != first) bt->multiline++;
         uint32_t svmax = 0;
-        for (uint64_t line = first; line <= last; line++) {
+        for (uint64_t vline = first; vline <= last; vline++) {
             bt->pieces++;
-            const uint64_t a0 = line << lb;
+            const uint64_t a0 = vline << lb;
+            const uint64_t line = engPhys(s, vline); /* the caches' line (placement.h) */
             uint64_t xp = X;
             if (extras && s->cfg.tlb) {
                 int walk;
@@ -938,7 +939,7 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
                 }
             }
             s->pfh_kind = 0;
-            const int op = pieceOp(r, line, lb, size);
+            const int op = pieceOp(r, vline, lb, size);
             const int dk = is_store ? KVSIM_K_STORE : KVSIM_K_LOAD;
             const uint32_t sv =
                 s->lv[0].shape == SHAPE_RANK_NONINCL
@@ -1109,7 +1110,7 @@ static inline __attribute__((always_inline)) void runLoop(kvsimSim *s, const kvt
          * effect is a prefetch. */
         if (i + PREFETCH_DISTANCE < n) {
             const kvtRecord *q = &recs[i + PREFETCH_DISTANCE];
-            const uint64_t la = q->addr >> lb;
+            const uint64_t la = engPhys(s, q->addr >> lb);
             if (q->kind != KVT_MARKER && nl > 1 && !likelyInL1(s, la)) {
                 LOOK_AHEAD(la);
                 if (extras && look) lookNeighbours(s, la);
@@ -1117,7 +1118,7 @@ static inline __attribute__((always_inline)) void runLoop(kvsimSim *s, const kvt
         }
         if (s->look.victims && i + VICTIM_DISTANCE < n) {
             const kvtRecord *q = &recs[i + VICTIM_DISTANCE];
-            const uint64_t la = q->addr >> lb;
+            const uint64_t la = engPhys(s, q->addr >> lb);
             if (q->kind != KVT_MARKER && nl > 1 && !likelyInL1(s, la)) lookVictims(s, la);
         }
         const kvtRecord *r = &recs[i];
@@ -1421,7 +1422,7 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
     for (uint32_t k = 0; k < s->n; k++) s->lat[k] = (uint64_t)s->lv[k].latency * s->W;
     s->lat[s->n] = (uint64_t)cfg->dram_latency * s->W;
     s->dram_recip = cfg->dram_xfer_ticks ? UINT64_MAX / cfg->dram_xfer_ticks : 0;
-    s->fast = !cfg->tlb && cfg->nprefetchers == 0;
+    s->fast = !cfg->tlb && cfg->nprefetchers == 0 && !cfg->place_bits;
     for (uint32_t k = 0; k < s->n; k++)
         if (s->lv[k].roff != RK_RANK || s->lv[k].inclusion != KVSIM_NON_INCLUSIVE) s->fast = 0;
     if (cfg->queue_cap && (cfg->queue_cap < 2 || cfg->queue_cap > QCAP))
@@ -1439,6 +1440,11 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
     if (cfg->guest_page_bits && (cfg->guest_page_bits <= cfg->page_bits ||
                                  cfg->guest_page_bits > 40))
         FAIL("guest_page_bits: 0 or a page larger than page_bits' (at most 2^40)");
+    if (cfg->place_bits && (cfg->place_bits < KVSIM_PLACE_MIN_BITS ||
+                            cfg->place_bits > KVSIM_PLACE_MAX_BITS ||
+                            cfg->place_bits <= cfg->line_bits))
+        FAIL("place_bits: 0 or a page of 2^%d..2^%d bytes, larger than a line",
+             KVSIM_PLACE_MIN_BITS, KVSIM_PLACE_MAX_BITS);
     if (s->fast && !engPartsInit(s)) FAIL("out of memory or threads");
     if (cfg->nprefetchers > KVSIM_MAX_PREFETCHERS) FAIL("prefetcher: at most %d", KVSIM_MAX_PREFETCHERS);
     for (uint32_t p = 0; p < cfg->nprefetchers; p++) {

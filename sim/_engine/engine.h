@@ -202,6 +202,12 @@ typedef struct kvsimConfig {
      * walkCost() in engine.c. */
     uint32_t host_read_latency;
     uint64_t walk_retention;
+    /* Physical page placement (placement.h): place_bits = 0, the trace's address
+     * indexes the caches; else every line the caches see sits in the frame that
+     * kvsimPlaceFrame(seed = place_seed) gives its page of 2^place_bits bytes
+     * (12..30), while the TLBs translate the virtual page. */
+    uint32_t place_bits;
+    uint64_t place_seed;
 } kvsimConfig;
 
 #define KVSIM_NO_SITE 0xFFFFFFFFu
@@ -308,6 +314,9 @@ uint32_t kvsimPeekSet(const kvsimSim *s, uint32_t level, uint64_t set, uint64_t 
  * the TLB thread has taken a slice of records (tlb.c engTlbRun) and 1 once the
  * last level's thread has taken requests (lower.c). */
 uint32_t kvsimThreads(const kvsimSim *s);
+/* The physical line of a virtual one under placement (placement.h), for tests. */
+uint64_t kvsimPlacedLine(uint64_t line, uint32_t line_bits, uint32_t place_bits,
+                         uint64_t place_seed);
 size_t kvsimStatsSize(void);
 size_t kvsimConfigSize(void);
 void kvsimFree(kvsimSim *s);

@@ -26,6 +26,7 @@
 #endif
 
 #include "engine.h"
+#include "placement.h"
 #include "policy.h"
 #include "policy_lru.h"
 #include "prefetch.h"
@@ -547,5 +548,13 @@ int engWorkersStart(kvsimSim *s); /* 0: could not start them */
 void engWorkersPost(kvsimSim *s, uint32_t w); /* part[w]'s job is set: run it */
 void engWorkersWait(kvsimSim *s, uint32_t w); /* until part[w]'s job is done */
 void engWorkersStop(kvsimSim *s);
+
+/* The line the caches see for virtual `line`: its physical line under
+ * placement (cfg.place_bits, placement.h), else the line itself. */
+static inline uint64_t engPhys(const kvsimSim *s, uint64_t line) {
+    return s->cfg.place_bits ? kvsimPlaceLine(line, s->cfg.line_bits, s->cfg.place_bits,
+                                              s->cfg.place_seed)
+                             : line;
+}
 
 #endif /* KVSIM_ENGINE_IMPL_H */

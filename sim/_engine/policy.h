@@ -53,7 +53,7 @@ typedef struct kvsimPolicyOps {
     int needs_pow2_ways; /* tree-PLRU */
 } kvsimPolicyOps;
 
-/* The factory: a policy by name ("lru", "plru", "srrip", "brrip", "random"),
+/* The factory: a policy by name ("lru", "plru", "srrip", "brrip", "random", "qlru"),
  * or NULL for an unknown name. */
 const kvsimPolicyOps *kvsimPolicyByName(const char *name);
 
@@ -72,5 +72,6 @@ extern const kvsimPolicyOps kvsimPolicyPlru;
 extern const kvsimPolicyOps kvsimPolicySrrip;
 extern const kvsimPolicyOps kvsimPolicyBrrip;
 extern const kvsimPolicyOps kvsimPolicyRandom;
+extern const kvsimPolicyOps kvsimPolicyQlru;
 
 #endif /* KVSIM_POLICY_H */

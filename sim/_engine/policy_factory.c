@@ -12,6 +12,7 @@
 
 static const kvsimPolicyOps *const POLICIES[] = {
     &kvsimPolicyLru, &kvsimPolicyPlru, &kvsimPolicySrrip, &kvsimPolicyBrrip, &kvsimPolicyRandom,
+    &kvsimPolicyQlru,
 };
 #define NPOLICIES (sizeof POLICIES / sizeof POLICIES[0])
 

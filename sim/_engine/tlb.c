@@ -276,7 +276,8 @@ static size_t codeBlock(kvsimSim *s, const kvtRecord *recs, size_t a, size_t n, 
             for (uint64_t line = first; line <= last; line++) {
                 const uint64_t a0 = line << lb, x = r->addr > a0 ? r->addr : a0;
                 if (train) { /* pn has a count for each code, pc room for each's degree */
-                    const uint32_t np = A->operate(A->state, &A->cfg, line, 0, key, pc);
+                    const uint32_t np = A->operate(A->state, &A->cfg, engPhys(s, line), 0,
+                                                   key, pc);
                     *pn++ = (uint8_t)np;
                     pc += np;
                 }

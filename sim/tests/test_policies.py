@@ -82,6 +82,33 @@ def test_srrip():
     ])
 
 
+def test_qlru_h00_m1_r0_u1():
+    # ages (way 0..3) after each access; start 3 3 3 3 (nanoBench's QLRUSim)
+    run_script("qlru", [
+        ("A", ["A", None, None, None]),  # fill at 1: 1 3 3 3
+        ("B", ["A", "B", None, None]),  # 1 1 3 3
+        ("C", ["A", "B", "C", None]),  # 1 1 1 3
+        ("D", ["A", "B", "C", "D"]),  # 1 1 1 1, the others aged to 3: 3 3 3 1
+        ("A", ["A", "B", "C", "D"]),  # hit: 0 3 3 1
+        ("E", ["A", "E", "C", "D"]),  # lowest way at 3 (B): 0 1 3 1
+        ("F", ["A", "E", "F", "D"]),  # C: 0 1 1 1, the others aged by 2: 2 3 1 3
+        ("G", ["A", "G", "F", "D"]),  # E, filled two accesses ago (LRU: D): 2 1 1 3
+        ("H", ["A", "G", "F", "H"]),  # D: 2 1 1 1, the others aged by 1: 3 2 2 1
+        ("I", ["I", "G", "F", "H"]),  # A
+    ])
+
+
+def test_qlru_keeps_part_of_a_cyclic_set_lru_loses():
+    """Five lines in turn through a 4-way set: LRU misses every access, QLRU keeps some."""
+    for policy, some in (("lru", False), ("qlru", True)):
+        for eng in engines(policy):
+            rec = records([("load", addr(i % 5), 8) for i in range(200)])
+            eng.run(rec)
+            r = eng.finish()
+            hits = sum(map(sum, r["level"][0]["hit"]))
+            assert (hits > 40) is some, (policy, type(eng).__name__, hits)
+
+
 def test_brrip_inserts_distant():
     run_script("brrip", [
         ("A", ["A", None, None, None]),  # fill 0 of the cache: RRPV 2 (1 in 32)

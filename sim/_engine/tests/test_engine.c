@@ -23,6 +23,11 @@ static uint64_t next(void) {
     return rng;
 }
 
+static int cmpU64(const void *a, const void *b) {
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
 static uint64_t sum(const uint64_t *a, size_t n) {
     uint64_t t = 0;
     for (size_t i = 0; i < n; i++) t += a[i];
@@ -113,6 +118,12 @@ static void run(const char *policy, uint32_t inclusion, int timing, int tlb, int
     if (tlb && timing && inclusion % 2 == 0) {
         c.walk_retention = 400;
         c.host_read_latency = 300;
+    }
+    /* physical page placement (placement.h) on every other inclusion mode and without
+     * the TLB (the record-by-record path either way) */
+    if (inclusion % 2 == 1 || !tlb) {
+        c.place_bits = 12;
+        c.place_seed = 5;
     }
     c.flush_at_end = 1;
     char err[200];
@@ -349,6 +360,21 @@ int main(int argc, char **argv) {
     c.level[0].ways = 2;
     char err[200] = "";
     CHECK(kvsimCreate(&c, err, sizeof err) == NULL && strstr(err, "power of two") != NULL);
+    c.level[0].sets = 4;
+    c.place_bits = 6; /* a page no larger than a line */
+    CHECK(kvsimCreate(&c, err, sizeof err) == NULL && strstr(err, "place_bits") != NULL);
+    /* placement is a bijection of the pages that keeps the offset in the page */
+    enum { NP = 1 << 14 };
+    uint64_t *fr = malloc(NP * sizeof *fr);
+    for (uint64_t pg = 0; pg < NP; pg++) {
+        const uint64_t ln = (pg << 6) | (pg & 63);
+        const uint64_t ph = kvsimPlacedLine(ln, 6, 12, 9);
+        CHECK((ph & 63) == (ln & 63));
+        fr[pg] = ph >> 6;
+    }
+    qsort(fr, NP, sizeof *fr, cmpU64); /* distinct frames */
+    for (uint64_t i = 1; i < NP; i++) CHECK(fr[i] != fr[i - 1]);
+    free(fr);
     printf("test_engine: %s\n", failures ? "FAILED" : "ok");
     return failures != 0;
 }

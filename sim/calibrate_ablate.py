@@ -1,0 +1,149 @@
+"""Ablations of a calibration on its own recorded samples: variants of a CPU file written by
+`kvsim calibrate` (a placement, a level's capacity, ways and policy, its inclusion), each
+with the latencies, DRAM, the STLB hit and the walk solved again by the hierarchy fit's
+least squares (:func:`kvsim.sim.calibrate_fit.solve`), against the file's native chases
+(``[meta.raw]``). What the self-check's chase rows would say of each variant, without a
+native run and without the full fit's search (sim/VALIDATION.md, finding 14)::
+
+    python -m kvsim.sim.calibrate_ablate results/calibrate-....toml \\
+        --out results/calibrate-ablate-....json "" placement=random \\
+        "placement=random,L2=2048KiB:16:qlru" "L3.inclusion=exclusive"
+
+A variant is comma-separated ``key=value``: ``placement=virtual|random``, ``seed=N`` (the
+placement's), ``L<k>=SIZE:WAYS:POLICY`` (a level's geometry and replacement),
+``L<k>.inclusion=...``; "" is the file itself. The result (JSON, with its provenance) holds
+per variant the points off their tolerance, the solved unknowns and each chase's measured
+and predicted ns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import math
+import sys
+import tomllib
+from pathlib import Path
+
+import numpy as np
+
+from . import calibrate_check as check
+from . import calibrate_fit as fit
+from .config import ConfigError, fmt_size, parse_cpu, parse_size
+
+MIB = 1 << 20
+
+
+def points_of(doc: dict) -> tuple[list[tuple[int, int, float]], list[float]]:
+    """The file's chases as the hierarchy fit takes them ((size, page, fastest ns)) and each
+    one's tolerance in the self-check (its rounds' spread)."""
+    raw = doc["meta"]["raw"]
+    rep = raw.get("repeats")
+    huge = (raw.get("huge_fraction_top") or 0.0) >= 0.5
+    page = 2 * MIB if huge else 4096
+    pts, tol = [], []
+    for s in raw["sizes"]:
+        v = raw["chase_ns"][str(s)]
+        pts.append((int(s), page, min(v)))
+        tol.append(check.point_tolerance(check.round_spread(v, rep)))
+    for k, v in sorted((raw.get("chase_4k_ns") or {}).items(), key=lambda kv: int(kv[0])):
+        pts.append((int(k), 4096, min(v)))
+        tol.append(check.point_tolerance(check.round_spread(v, rep)))
+    return pts, tol
+
+
+def variant(doc: dict, spec: str) -> dict:
+    """``doc`` (without its meta and self-check) changed as ``spec`` says."""
+    d = copy.deepcopy({k: v for k, v in doc.items() if k not in ("meta", "selfcheck")})
+    names = [c["name"] for c in d["cache"]]
+    for kv in filter(None, (x.strip() for x in spec.split(","))):
+        key, _, val = kv.partition("=")
+        if key == "placement":
+            d["tlb"]["placement"] = val
+        elif key == "seed":
+            d["tlb"]["placement_seed"] = int(val)
+        elif key in names:
+            size, ways, pol = val.split(":")
+            d["cache"][names.index(key)].update(size=parse_size(size, key), ways=int(ways),
+                                                replacement=pol)
+        elif key.endswith(".inclusion") and key[:-10] in names:
+            d["cache"][names.index(key[:-10])]["inclusion"] = val
+        else:
+            raise ConfigError(f"calibrate_ablate: variant {spec!r}: unknown key {key!r}")
+    return d
+
+
+def solved(d: dict, pts: list[tuple[int, int, float]]) -> tuple[dict | None, np.ndarray | None]:
+    """``d`` with its unknowns solved over the chases ``pts`` and the chases simulated on it
+    (ns); (None, None) when the least squares give no valid file."""
+    ghz = d["freq_ghz"]
+    y = np.array([p[2] for p in pts]) * ghz
+    cpu = parse_cpu(d, "ablate")
+    rows = [fit.chase_row(cpu, s, p) for s, p, _ in pts]
+    err, x = fit.solve(rows, fit.unknowns(cpu), y, check.DRAM_NS[0] * ghz)
+    if not math.isfinite(err):
+        return None, None
+    d = copy.deepcopy(d)
+    n = len(d["cache"])
+    for k, c in enumerate(d["cache"]):
+        c["latency"] = max(1, int(round(x[k])))
+    d["dram"]["latency_ns"] = round(float(x[n]) / ghz, 1)
+    if d.get("tlb"):
+        d["tlb"]["l2_latency"] = max(0, int(round(x[n + 2])))
+        d["tlb"]["walk_latency"] = max(0, int(round(x[n + 3])))
+        if d["tlb"].get("host_read_ns"):
+            d["tlb"]["host_read_ns"] = round(float(x[n + 1]) / ghz, 1)
+    cpu = parse_cpu(d, "ablate")
+    return d, np.array([fit.chase_row(cpu, s, p)[1] for s, p, _ in pts]) / ghz
+
+
+def ablate(path: Path, specs: list[str], log=lambda m: None) -> dict:
+    doc = tomllib.loads(Path(path).read_text())
+    pts, tol = points_of(doc)
+    out = []
+    for spec in specs:
+        d, pred = solved(variant(doc, spec), pts)
+        if d is None:
+            out.append({"variant": spec, "valid": False})
+            log(f"{spec or 'the file'}: no valid latencies")
+            continue
+        ratio = pred / np.array([p[2] for p in pts])
+        off = [i for i, r in enumerate(ratio) if abs(r - 1.0) > tol[i] + 1e-9]
+        out.append({
+            "variant": spec, "valid": True,
+            "latency_cycles": [c["latency"] for c in d["cache"]],
+            "dram_ns": d["dram"]["latency_ns"], "tlb": {
+                k: d["tlb"].get(k) for k in ("l2_latency", "walk_latency", "host_read_ns")},
+            "off": [_name(pts[i]) for i in off],
+            "points": [{"point": _name(p), "measured_ns": round(p[2], 3),
+                        "predicted_ns": round(float(v), 3), "ratio": round(float(r), 4),
+                        "tolerance": round(t, 4)}
+                       for p, v, r, t in zip(pts, pred, ratio, tol, strict=True)]})
+        log(f"{spec or 'the file'}: {len(off)} of {len(pts)} chases off: "
+            + "; ".join(f"{_name(pts[i])} {ratio[i]:.3f}" for i in off))
+    return {"file": str(path), "variants": out}
+
+
+def _name(p: tuple[int, int, float]) -> str:
+    return f"chase {fmt_size(p[0])} {p[1] // 1024}K"
+
+
+def main(argv: list[str] | None = None) -> int:
+    from kvsim import provenance
+
+    ap = argparse.ArgumentParser(prog="python -m kvsim.sim.calibrate_ablate",
+                                 description=__doc__.split("\n\n")[0])
+    ap.add_argument("file", type=Path)
+    ap.add_argument("variants", nargs="+")
+    ap.add_argument("--out", type=Path, required=True)
+    a = ap.parse_args(argv)
+    try:
+        res = ablate(a.file, a.variants, log=lambda m: print(m, file=sys.stderr))
+    except (ConfigError, OSError, KeyError, tomllib.TOMLDecodeError, ValueError) as e:
+        print(f"calibrate_ablate: error: {a.file}: {e}", file=sys.stderr)
+        return 1
+    return provenance.publish("calibrate_ablate", a.out, res)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

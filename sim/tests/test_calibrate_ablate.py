@@ -1,0 +1,46 @@
+"""`python -m kvsim.sim.calibrate_ablate`: a calibration's variants on its own samples."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvsim.sim import calibrate_ablate as ab
+from kvsim.sim.config import ConfigError
+
+DOC = {"name": "local", "freq_ghz": 2.0, "meta": {"raw": {}}, "selfcheck": {},
+       "cache": [{"name": "L1D", "size": 4096, "ways": 4, "line": 64, "latency": 4},
+                 {"name": "L2", "size": 65536, "ways": 8, "line": 64, "latency": 12}],
+       "tlb": {"page_size": "4KiB"}}
+
+
+def test_variant_changes_what_it_names_and_nothing_else():
+    d = ab.variant(DOC, "placement=random, seed=7, L2=128KiB:16:qlru, L2.inclusion=inclusive")
+    assert "meta" not in d and "selfcheck" not in d
+    assert d["tlb"] == {"page_size": "4KiB", "placement": "random", "placement_seed": 7}
+    assert d["cache"][1] == {"name": "L2", "size": 131072, "ways": 16, "line": 64,
+                             "latency": 12, "replacement": "qlru", "inclusion": "inclusive"}
+    assert d["cache"][0] == DOC["cache"][0]
+    assert ab.variant(DOC, "")["cache"] == DOC["cache"]
+    assert "placement" not in DOC["tlb"]  # the file itself is not changed
+
+
+def test_unknown_variant_key_is_one_line():
+    with pytest.raises(ConfigError, match="^calibrate_ablate: variant 'L9=1KiB:1:lru': unknown"):
+        ab.variant(DOC, "L9=1KiB:1:lru")
+
+
+def test_points_carry_the_self_checks_tolerance():
+    raw = {"sizes": [65536], "repeats": 2, "huge_fraction_top": 1.0,
+           "chase_ns": {"65536": [4.0, 4.1, 5.0, 5.2]}, "chase_4k_ns": {"16777216": [90.0]}}
+    pts, tol = ab.points_of({"meta": {"raw": raw}})
+    assert pts == [(65536, 2 << 20, 4.0), (16777216, 4096, 90.0)]
+    assert tol == [pytest.approx(0.25), pytest.approx(0.10)]  # 5.0 / 4.0 - 1, capped
+
+
+def test_bad_file_exits_1_with_one_line(tmp_path, capsys):
+    bad = tmp_path / "x.toml"
+    bad.write_text("name = ")
+    assert ab.main([str(bad), "", "--out", str(tmp_path / "o.json")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("calibrate_ablate: error: ")
+    assert not (tmp_path / "o.json").exists()
