@@ -57,12 +57,6 @@ _Static_assert(PAGE % LINE == 0, "a page holds whole lines");
 
 static const char *const ARM_NAMES[ARMS] = {"none", "getppid", "loopback"};
 
-static uint64_t clk(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t userNs(void) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -159,9 +153,9 @@ int benchSysAfter(int argc, char **argv) {
                                 got += (size_t)g;
                             }
                         }
-                        uint64_t t0 = clk();
+                        uint64_t t0 = benchNow();
                         p = segment(mem, n, p, &acc);
-                        uint64_t t1 = clk();
+                        uint64_t t1 = benchNow();
                         if (i >= 0) t[i] = t1 - t0;
                     }
                     usr[s][pages][arm][r] = (double)(userNs() - u0) / (double)iters;

@@ -44,9 +44,8 @@
 #include "syscall_bench.h"
 
 #define MAX_SIZE (1 << 16)
-#define MAX_SIZES 32
 
-static uint64_t clk(void) {
+uint64_t benchNow(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
@@ -97,18 +96,36 @@ int loopbackPair(int *a, int *b, int acceptFlags, int bufBytes, const char *prog
     return 0;
 }
 
-/* The clock's own cost: the median of back-to-back readings. */
-static uint64_t clockCost(void) {
+uint64_t benchClockCost(void) {
     uint64_t d[1001];
     for (int i = 0; i < 1001; i++) {
-        uint64_t t0 = clk();
-        d[i] = clk() - t0;
+        uint64_t t0 = benchNow();
+        d[i] = benchNow() - t0;
     }
     qsort(d, 1001, sizeof(d[0]), cmpU64);
     return d[500];
 }
 
-static void printRow(const char *name, uint64_t *const *v, long iters, int nsizes, uint64_t clock, int last) {
+int benchParseSizes(int argc, char **argv, long maxSize, long *iters, long *sizes) {
+    if (argc < 2) return -1;
+    *iters = atol(argv[0]);
+    int nsizes = argc - 1;
+    if (*iters < 8 || *iters > 10000000 || nsizes > BENCH_MAX_SIZES) return -1;
+    for (int s = 0; s < nsizes; s++) {
+        sizes[s] = atol(argv[1 + s]);
+        if (sizes[s] < 1 || sizes[s] > maxSize) return -1;
+    }
+    return nsizes;
+}
+
+void benchPrintHead(long iters, uint64_t clock, const long *sizes, int nsizes) {
+    printf("{\"iters\":%ld,\"clock_ns\":%llu,\"sizes\":[", iters, (unsigned long long)clock);
+    for (int s = 0; s < nsizes; s++) printf("%s%ld", s ? "," : "", sizes[s]);
+    printf("],");
+}
+
+void benchPrintRow(const char *name, uint64_t *const *v, long iters, int nsizes,
+                   uint64_t clock, int last) {
     for (int pass = 0; pass < 2; pass++) {
         printf("\"%s_%s\":[", name, pass ? "min_ns" : "median_ns");
         for (int s = 0; s < nsizes; s++) {
@@ -193,46 +210,40 @@ static int sleepingWait(long iters, double *median, double *wake) {
 }
 
 int benchSyscall(int argc, char **argv) {
-    if (argc < 2) return 2;
-    long iters = atol(argv[0]);
-    int nsizes = argc - 1;
-    if (iters < 8 || iters > 10000000 || nsizes > MAX_SIZES) return 2;
-    long sizes[MAX_SIZES];
-    for (int s = 0; s < nsizes; s++) {
-        sizes[s] = atol(argv[1 + s]);
-        if (sizes[s] < 1 || sizes[s] > MAX_SIZE) return 2;
-    }
+    long iters, sizes[BENCH_MAX_SIZES];
+    int nsizes = benchParseSizes(argc, argv, MAX_SIZE, &iters, sizes);
+    if (nsizes < 0) return 2;
     int a, b;
     if (loopbackPair(&a, &b, SOCK_NONBLOCK, 4 * MAX_SIZE, "syscall")) return 1;
     int ep = epoll_create1(EPOLL_CLOEXEC);
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = b};
     if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, b, &ev)) return fail("epoll");
     char *wbuf = malloc(MAX_SIZE), *rbuf = malloc(MAX_SIZE);
-    uint64_t *t[3][MAX_SIZES];
+    uint64_t *t[3][BENCH_MAX_SIZES];
     if (!wbuf || !rbuf) return fail("malloc");
     memset(wbuf, 'x', MAX_SIZE);
     memset(rbuf, 0, MAX_SIZE);
     for (int c = 0; c < 3; c++)
         for (int s = 0; s < nsizes; s++)
             if (!(t[c][s] = malloc(sizeof(uint64_t) * (size_t)iters))) return fail("malloc");
-    const uint64_t clock = clockCost();
+    const uint64_t clock = benchClockCost();
     for (int s = 0; s < nsizes; s++) {
         const size_t n = (size_t)sizes[s];
         for (long i = -(iters / 8); i < iters; i++) {
-            uint64_t t0 = clk();
+            uint64_t t0 = benchNow();
             ssize_t w = write(a, wbuf, n);
-            uint64_t t1 = clk();
+            uint64_t t1 = benchNow();
             if (w != (ssize_t)n) return fail("write");
             struct epoll_event out;
             int k = epoll_wait(ep, &out, 1, 1000);
-            uint64_t t2 = clk();
+            uint64_t t2 = benchNow();
             if (k != 1) return fail("epoll_wait");
             size_t got = 0;
             uint64_t tr = 0;
             while (got < n) { /* one read takes all, unless TCP split the message */
-                uint64_t r0 = clk();
+                uint64_t r0 = benchNow();
                 ssize_t r = read(b, rbuf + got, n - got);
-                tr += clk() - r0;
+                tr += benchNow() - r0;
                 if (r > 0) got += (size_t)r;
                 else if (r < 0 && errno != EAGAIN) return fail("read");
             }
@@ -243,12 +254,10 @@ int benchSyscall(int argc, char **argv) {
             }
         }
     }
-    printf("{\"iters\":%ld,\"clock_ns\":%llu,\"sizes\":[", iters, (unsigned long long)clock);
-    for (int s = 0; s < nsizes; s++) printf("%s%ld", s ? "," : "", sizes[s]);
-    printf("],");
-    printRow("read", t[0], iters, nsizes, clock, 0);
-    printRow("write", t[1], iters, nsizes, clock, 0);
-    printRow("epoll_wait", t[2], iters, nsizes, clock, 0);
+    benchPrintHead(iters, clock, sizes, nsizes);
+    benchPrintRow("read", t[0], iters, nsizes, clock, 0);
+    benchPrintRow("write", t[1], iters, nsizes, clock, 0);
+    benchPrintRow("epoll_wait", t[2], iters, nsizes, clock, 0);
     double sleep_ns = 0, wake_ns = 0;
     if (sleepingWait(iters, &sleep_ns, &wake_ns)) return 1;
     printf("\"epoll_wait_sleep_median_ns\":%.1f,\"write_wake_median_ns\":%.1f}\n", sleep_ns,

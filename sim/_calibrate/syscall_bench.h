@@ -2,6 +2,8 @@
 #ifndef KVSIM_SYSCALL_BENCH_H
 #define KVSIM_SYSCALL_BENCH_H
 
+#include <stdint.h>
+
 /* argv: ITERS SIZE...; 0 done, 1 a socket call failed, 2 bad arguments (usage). */
 int benchSyscall(int argc, char **argv);
 
@@ -21,5 +23,23 @@ int loopbackPair(int *a, int *b, int acceptFlags, int bufBytes, const char *prog
 
 /* qsort's comparison of two uint64_t. */
 int cmpU64(const void *a, const void *b);
+
+/* syscall.c, shared by syscall and syspeer: at most BENCH_MAX_SIZES sizes a run. */
+#define BENCH_MAX_SIZES 32
+
+/* CLOCK_MONOTONIC in ns, and the clock's own cost (the median of back-to-back readings). */
+uint64_t benchNow(void);
+uint64_t benchClockCost(void);
+
+/* argv ITERS SIZE...: *iters and sizes[] (each 1..maxSize, ITERS 8..10^7); the number of
+ * sizes, or -1 for bad arguments. */
+int benchParseSizes(int argc, char **argv, long maxSize, long *iters, long *sizes);
+
+/* The JSON object's head `{"iters":..,"clock_ns":..,"sizes":[..],` and one call's row pair
+ * `"NAME_median_ns":[..],"NAME_min_ns":[..]` (less the clock's cost; sorts v[s]), followed
+ * by a comma unless `last`. */
+void benchPrintHead(long iters, uint64_t clock, const long *sizes, int nsizes);
+void benchPrintRow(const char *name, uint64_t *const *v, long iters, int nsizes,
+                   uint64_t clock, int last);
 
 #endif

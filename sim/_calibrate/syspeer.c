@@ -43,13 +43,6 @@
 #include "syscall_bench.h"
 
 #define PEER_MAX_SIZE (1 << 16)
-#define PEER_MAX_SIZES 32
-
-static uint64_t now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static int fail(const char *what) {
     fprintf(stderr, "kvsim-calibrate syspeer: %s: %s\n", what, strerror(errno));
@@ -92,33 +85,14 @@ static int waitReadable(int ep) {
     }
 }
 
-static void printRow(const char *name, uint64_t *const *v, long iters, int nsizes,
-                     uint64_t clock, int last) {
-    for (int pass = 0; pass < 2; pass++) {
-        printf("\"%s_%s\":[", name, pass ? "min_ns" : "median_ns");
-        for (int s = 0; s < nsizes; s++) {
-            qsort(v[s], (size_t)iters, sizeof(uint64_t), cmpU64);
-            uint64_t x = pass ? v[s][0] : v[s][iters / 2];
-            printf("%s%.1f", s ? "," : "", x > clock ? (double)(x - clock) : 0.0);
-        }
-        printf("]%s", last && pass ? "" : ",");
-    }
-}
-
 int benchSysPeer(int argc, char **argv) {
-    if (argc < 2) return 2;
-    long iters = atol(argv[0]);
-    int nsizes = argc - 1;
-    if (iters < 8 || iters > 10000000 || nsizes > PEER_MAX_SIZES) return 2;
-    long sizes[PEER_MAX_SIZES];
-    for (int s = 0; s < nsizes; s++) {
-        sizes[s] = atol(argv[1 + s]);
-        if (sizes[s] < 1 || sizes[s] > PEER_MAX_SIZE) return 2;
-    }
+    long iters, sizes[BENCH_MAX_SIZES];
+    int nsizes = benchParseSizes(argc, argv, PEER_MAX_SIZE, &iters, sizes);
+    if (nsizes < 0) return 2;
     int a, b;
     if (loopbackPair(&a, &b, SOCK_NONBLOCK, 4 * PEER_MAX_SIZE, "syspeer")) return 1;
     char *buf = malloc(PEER_MAX_SIZE), *cbuf = malloc(PEER_MAX_SIZE);
-    uint64_t *t[2][PEER_MAX_SIZES];
+    uint64_t *t[2][BENCH_MAX_SIZES];
     if (!buf || !cbuf) return fail("malloc");
     for (int c = 0; c < 2; c++)
         for (int s = 0; s < nsizes; s++)
@@ -151,13 +125,7 @@ int benchSysPeer(int argc, char **argv) {
     int ep = epoll_create1(EPOLL_CLOEXEC);
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = b};
     if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, b, &ev)) return fail("epoll");
-    uint64_t d[1001];
-    for (int i = 0; i < 1001; i++) {
-        uint64_t t0 = now();
-        d[i] = now() - t0;
-    }
-    qsort(d, 1001, sizeof(d[0]), cmpU64);
-    const uint64_t clock = d[500];
+    const uint64_t clock = benchClockCost();
     int rc = 0;
     char ack = 'k';
     for (int s = 0; s < nsizes && !rc; s++) {
@@ -170,18 +138,18 @@ int benchSysPeer(int argc, char **argv) {
                     rc = fail("epoll_wait (no request)");
                     break;
                 }
-                uint64_t r0 = now();
+                uint64_t r0 = benchNow();
                 ssize_t r = read(b, buf + got, n - got);
-                tr += now() - r0;
+                tr += benchNow() - r0;
                 if (r > 0) got += (size_t)r;
                 else if (r == 0 || errno != EAGAIN) rc = fail("read");
             }
             if (!rc && write(b, &ack, 1) != 1) rc = fail("write (ack)");
             if (rc) break;
             memset(buf, 'r', n); /* a reply out, from the server's freshly built reply */
-            uint64_t w0 = now();
+            uint64_t w0 = benchNow();
             ssize_t w = write(b, buf, n);
-            uint64_t w1 = now();
+            uint64_t w1 = benchNow();
             if (w != (ssize_t)n) {
                 rc = fail("write");
                 break;
@@ -200,11 +168,9 @@ int benchSysPeer(int argc, char **argv) {
         }
     }
     if (!rc) {
-        printf("{\"iters\":%ld,\"clock_ns\":%llu,\"sizes\":[", iters, (unsigned long long)clock);
-        for (int s = 0; s < nsizes; s++) printf("%s%ld", s ? "," : "", sizes[s]);
-        printf("],");
-        printRow("read", t[0], iters, nsizes, clock, 0);
-        printRow("write", t[1], iters, nsizes, clock, 1);
+        benchPrintHead(iters, clock, sizes, nsizes);
+        benchPrintRow("read", t[0], iters, nsizes, clock, 0);
+        benchPrintRow("write", t[1], iters, nsizes, clock, 1);
         printf("}\n");
     }
     close(ep);
@@ -301,8 +267,8 @@ int benchSysBias(int argc, char **argv) {
             rc = fail("write");
             break;
         }
-        uint64_t t0 = now(), t1 = t0;
-        while (t1 - t0 < (uint64_t)spin) t1 = now();
+        uint64_t t0 = benchNow(), t1 = t0;
+        while (t1 - t0 < (uint64_t)spin) t1 = benchNow();
         spun += t1 - t0;
         ssize_t r = -1;
         while (r != 1 && !rc) {
