@@ -118,6 +118,26 @@ int benchParseSizes(int argc, char **argv, long maxSize, long *iters, long *size
     return nsizes;
 }
 
+static void pinTo(int cpu) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    sched_setaffinity(0, sizeof(one), &one);
+}
+
+int benchForkPeer(int pinSelf) {
+    cpu_set_t all;
+    int other = -1, here = sched_getcpu();
+    if (sched_getaffinity(0, sizeof(all), &all) == 0)
+        for (int c = 0; c < CPU_SETSIZE && other < 0; c++)
+            if (c != here && CPU_ISSET(c, &all)) other = c;
+    if (pinSelf && here >= 0) pinTo(here);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0 && other >= 0) pinTo(other);
+    return (int)pid;
+}
+
 void benchPrintHead(long iters, uint64_t clock, const long *sizes, int nsizes) {
     printf("{\"iters\":%ld,\"clock_ns\":%llu,\"sizes\":[", iters, (unsigned long long)clock);
     for (int s = 0; s < nsizes; s++) printf("%s%ld", s ? "," : "", sizes[s]);
@@ -148,20 +168,9 @@ static uint64_t cpuClk(void) {
 static int sleepingWait(long iters, double *median, double *wake) {
     int a, b;
     if (loopbackPair(&a, &b, SOCK_NONBLOCK, 4 * MAX_SIZE, "syscall")) return 1;
-    cpu_set_t all;
-    int other = -1, here = sched_getcpu();
-    if (sched_getaffinity(0, sizeof(all), &all) == 0)
-        for (int c = 0; c < CPU_SETSIZE && other < 0; c++)
-            if (c != here && CPU_ISSET(c, &all)) other = c;
-    pid_t pid = fork();
+    pid_t pid = benchForkPeer(0);
     if (pid < 0) return fail("fork");
     if (pid == 0) { /* the echo: blocking reads on the connecting end */
-        if (other >= 0) {
-            cpu_set_t one;
-            CPU_ZERO(&one);
-            CPU_SET(other, &one);
-            sched_setaffinity(0, sizeof(one), &one);
-        }
         close(b);
         char ch;
         while (read(a, &ch, 1) == 1)

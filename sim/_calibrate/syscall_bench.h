@@ -38,6 +38,10 @@ int benchParseSizes(int argc, char **argv, long maxSize, long *iters, long *size
 /* The JSON object's head `{"iters":..,"clock_ns":..,"sizes":[..],` and one call's row pair
  * `"NAME_median_ns":[..],"NAME_min_ns":[..]` (less the clock's cost; sorts v[s]), followed
  * by a comma unless `last`. */
+/* fork() a peer onto another CPU of this process's affinity (when there is one); with
+ * `pinSelf` the caller stays on the CPU it runs on. fork()'s result: 0 in the peer. */
+int benchForkPeer(int pinSelf);
+
 void benchPrintHead(long iters, uint64_t clock, const long *sizes, int nsizes);
 void benchPrintRow(const char *name, uint64_t *const *v, long iters, int nsizes,
                    uint64_t clock, int last);

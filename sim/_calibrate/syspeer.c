@@ -97,27 +97,9 @@ int benchSysPeer(int argc, char **argv) {
     for (int c = 0; c < 2; c++)
         for (int s = 0; s < nsizes; s++)
             if (!(t[c][s] = malloc(sizeof(uint64_t) * (size_t)iters))) return fail("malloc");
-    cpu_set_t all;
-    int other = -1, here = sched_getcpu();
-    if (sched_getaffinity(0, sizeof(all), &all) == 0)
-        for (int c = 0; c < CPU_SETSIZE && other < 0; c++)
-            if (c != here && CPU_ISSET(c, &all)) other = c;
-    if (here >= 0) { /* stay where we are: the child takes the other CPU */
-        cpu_set_t one;
-        CPU_ZERO(&one);
-        CPU_SET(here, &one);
-        sched_setaffinity(0, sizeof(one), &one);
-    }
-    fflush(stdout);
-    pid_t pid = fork();
+    pid_t pid = benchForkPeer(1); /* we stay where we are: the child takes the other CPU */
     if (pid < 0) return fail("fork");
     if (pid == 0) {
-        if (other >= 0) {
-            cpu_set_t one;
-            CPU_ZERO(&one);
-            CPU_SET(other, &one);
-            sched_setaffinity(0, sizeof(one), &one);
-        }
         close(b);
         peer(a, sizes, nsizes, iters, cbuf);
     }
@@ -225,27 +207,9 @@ int benchSysBias(int argc, char **argv) {
     if (iters < 8 || iters > 100000000 || spin < 0 || spin > 1000000) return 2;
     int a, b;
     if (loopbackPair(&a, &b, SOCK_NONBLOCK, 0, "sysbias")) return 1;
-    cpu_set_t all;
-    int other = -1, here = sched_getcpu();
-    if (sched_getaffinity(0, sizeof(all), &all) == 0)
-        for (int c = 0; c < CPU_SETSIZE && other < 0; c++)
-            if (c != here && CPU_ISSET(c, &all)) other = c;
-    if (here >= 0) {
-        cpu_set_t one;
-        CPU_ZERO(&one);
-        CPU_SET(here, &one);
-        sched_setaffinity(0, sizeof(one), &one);
-    }
-    fflush(stdout);
-    pid_t pid = fork();
+    pid_t pid = benchForkPeer(1);
     if (pid < 0) return fail("fork");
     if (pid == 0) { /* the echo */
-        if (other >= 0) {
-            cpu_set_t one;
-            CPU_ZERO(&one);
-            CPU_SET(other, &one);
-            sched_setaffinity(0, sizeof(one), &one);
-        }
         close(b);
         char ch;
         while (read(a, &ch, 1) == 1)
