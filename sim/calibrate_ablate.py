@@ -84,15 +84,7 @@ def solved(d: dict, pts: list[tuple[int, int, float]]) -> tuple[dict | None, np.
     if not math.isfinite(err):
         return None, None
     d = copy.deepcopy(d)
-    n = len(d["cache"])
-    for k, c in enumerate(d["cache"]):
-        c["latency"] = max(1, int(round(x[k])))
-    d["dram"]["latency_ns"] = round(float(x[n]) / ghz, 1)
-    if d.get("tlb"):
-        d["tlb"]["l2_latency"] = max(0, int(round(x[n + 2])))
-        d["tlb"]["walk_latency"] = max(0, int(round(x[n + 3])))
-        if d["tlb"].get("host_read_ns"):
-            d["tlb"]["host_read_ns"] = round(float(x[n + 1]) / ghz, 1)
+    fit.apply_solution(d, x, ghz)
     cpu = parse_cpu(d, "ablate")
     return d, np.array([fit.chase_row(cpu, s, p)[1] for s, p, _ in pts]) / ghz
 

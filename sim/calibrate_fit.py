@@ -200,6 +200,21 @@ def solve(rows: list[tuple[np.ndarray, float]], base: np.ndarray,
     return (err if math.isfinite(err) else math.inf), x
 
 
+def apply_solution(d: dict, x: np.ndarray, ghz: float) -> None:
+    """Write :func:`solve`'s unknowns ``x`` (cycles, in :func:`unknowns`' order) into the CPU
+    document ``d``: each level's latency, DRAM's in ns, and the TLB's STLB hit, walk and
+    host page-table read where the document has a TLB."""
+    n = len(d["cache"])
+    for k, c in enumerate(d["cache"]):
+        c["latency"] = max(1, int(round(x[k])))
+    d["dram"]["latency_ns"] = round(float(x[n]) / ghz, 1)
+    if d.get("tlb"):
+        d["tlb"]["l2_latency"] = max(0, int(round(x[n + 2])))
+        d["tlb"]["walk_latency"] = max(0, int(round(x[n + 3])))
+        if d["tlb"].get("host_read_ns"):
+            d["tlb"]["host_read_ns"] = round(float(x[n + 1]) / ghz, 1)
+
+
 def identified(a: np.ndarray) -> dict[str, bool]:
     """Whether the chases (rows ``a``, as :func:`solve`'s) show an STLB hit's cost and the
     walk's fixed part apart from the rest: at least :data:`IDENTIFY_ROWS` chases with
@@ -283,14 +298,7 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
         return err, x, rows
 
     def apply(d, x):
-        for k, c in enumerate(d["cache"]):
-            c["latency"] = max(1, int(round(x[k])))
-        d["dram"]["latency_ns"] = round(float(x[n]) / ghz, 1)
-        if d.get("tlb"):
-            d["tlb"]["l2_latency"] = max(0, int(round(x[n + 2])))
-            d["tlb"]["walk_latency"] = max(0, int(round(x[n + 3])))
-            if d["tlb"].get("host_read_ns"):
-                d["tlb"]["host_read_ns"] = round(float(x[n + 1]) / ghz, 1)
+        apply_solution(d, x, ghz)
 
     chosen: dict = {}
     if nested_walks(doc) and not doc["tlb"].get("host_read_ns"):
