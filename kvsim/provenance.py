@@ -149,12 +149,13 @@ def scrub_word(word: str, option: str | None = None, root: Path | None = None) -
 
 def scrub_command(argv: list[str], root: Path | None = None) -> str:
     """``argv`` as one line a result file can publish: the program's name (``kvsim`` for
-    ``python -m kvsim``), then each argument through :func:`scrub_word`."""
+    ``python -m kvsim``), then each argument through :func:`scrub_word`; an empty argument
+    reads ``""``, so that the line splits into as many words as ``argv`` had."""
     root = root or artifacts.source_root()
     prog = "kvsim" if argv and argv[0] == "__main__.py" else (argv[0] if argv else "")
     words, prev = [prog], None
     for word in argv[1:]:
-        words.append(scrub_word(word, prev, root))
+        words.append(scrub_word(word, prev, root) if word else '""')
         prev = word
     return " ".join(words)
 
