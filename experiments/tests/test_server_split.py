@@ -53,20 +53,26 @@ def test_the_prediction_sits_beside_both_servers() -> None:
         {"native": native, "compare": [row]})
 
 
-def test_the_peer_cpu_file_changes_only_the_per_byte_costs(tmp_path: Path) -> None:
+def _calibrated_and_calls(**extra: float) -> tuple[Path, dict]:
+    """The published calibrated file (skip without it) and a syscall measurement whose
+    calls alone cost 0.01 / 0.02 ns/B and with a peer 0.07 / 0.04 ns/B."""
     from kvsim.sim import calibrate_syscall as cs
 
     src = Path("results/calibrate-xeon-m167-srvipc.toml")
     if not src.is_file():
         pytest.skip("no calibrated file in this checkout")
     peer = list(cs.PEER_SIZES)
-    calls = {"sizes": list(cs.SIZES), "iters": 10, "rounds": 1,
-             "read_ns": [800 + 0.01 * s for s in cs.SIZES],
-             "write_ns": [900 + 0.02 * s for s in cs.SIZES],
-             "epoll_wait_ns": [250.0] * len(cs.SIZES),
-             "peer": {"sizes": peer, "iters": 10, "rounds": 1,
-                      "read_median_ns": [300 + 0.07 * s for s in peer],
-                      "write_median_ns": [1000 + 0.04 * s for s in peer]}}
+    return src, {"sizes": list(cs.SIZES), "iters": 10, "rounds": 1,
+                 "read_ns": [800 + 0.01 * s for s in cs.SIZES],
+                 "write_ns": [900 + 0.02 * s for s in cs.SIZES],
+                 "epoll_wait_ns": [250.0] * len(cs.SIZES), **extra,
+                 "peer": {"sizes": peer, "iters": 10, "rounds": 1,
+                          "read_median_ns": [300 + 0.07 * s for s in peer],
+                          "write_median_ns": [1000 + 0.04 * s for s in peer]}}
+
+
+def test_the_peer_cpu_file_changes_only_the_per_byte_costs(tmp_path: Path) -> None:
+    src, calls = _calibrated_and_calls()
     dst = tmp_path / "peer.toml"
     ss.write_peer_cpu(src, dst, calls)
     a, b = sim.load_cpu(str(src)), sim.load_cpu(str(dst))
@@ -120,19 +126,7 @@ def test_the_loop_residue_is_what_ping_leaves_beyond_user_time_and_calls() -> No
 
 
 def test_the_loop_cpu_file_carries_this_runs_syscall_costs(tmp_path: Path) -> None:
-    from kvsim.sim import calibrate_syscall as cs
-
-    src = Path("results/calibrate-xeon-m167-srvipc.toml")
-    if not src.is_file():
-        pytest.skip("no calibrated file in this checkout")
-    peer = list(cs.PEER_SIZES)
-    calls = {"sizes": list(cs.SIZES), "iters": 10, "rounds": 1,
-             "read_ns": [800 + 0.01 * s for s in cs.SIZES],
-             "write_ns": [900 + 0.02 * s for s in cs.SIZES],
-             "epoll_wait_ns": [250.0] * len(cs.SIZES), "write_wake_ns": 17000.0,
-             "peer": {"sizes": peer, "iters": 10, "rounds": 1,
-                      "read_median_ns": [300 + 0.07 * s for s in peer],
-                      "write_median_ns": [1000 + 0.04 * s for s in peer]}}
+    src, calls = _calibrated_and_calls(write_wake_ns=17000.0)
     dst = tmp_path / "loop.toml"
     ss.write_loop_cpu(src, dst, calls, 4321.0)
     got = sim.load_cpu(str(dst)).syscall
