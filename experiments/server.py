@@ -19,7 +19,11 @@ check and statistics functions this module calls):
 3. every run yields two figures: the client's requests per wall second (``rps``), and the
    requests per second of the server process's own CPU time (``cpu_rps``: the run's
    requests over the on-CPU time of the server's threads, ``/proc/PID/task/*/schedstat``),
-   which other tenants of a shared machine disturb far less than wall time;
+   which other tenants of a shared machine disturb far less than wall time; beside them
+   each run's process counters of the server (:func:`process_counters`: CPU ticks, page
+   faults, context switches, resident and huge-page memory, the steal time of its CPU), which
+   tell a rate that falls because the server does more from one that falls while its work
+   and memory stay the same (``cref_proc_runs``, ``valkey_proc_runs``);
 4. per server and figure: each side's median and 95 % interval, and the prefetch speedup
    (median of the rounds' ``rps_B / rps_A``, bootstrap interval, :mod:`.timing`); between
    the servers, per round, c_ref's requests/s over Valkey's (each side) and c_ref's speedup
@@ -214,21 +218,60 @@ def server_cpu_ns(pid: int) -> int:
     return total
 
 
+#: The counters of :func:`process_counters` that count events (a run's figure is their
+#: difference over the run); the others are levels (a run's figure is the level after it).
+PROC_EVENT_COUNTERS = ("utime_ticks", "stime_ticks", "minflt", "majflt",
+                       "voluntary_ctxt_switches", "nonvoluntary_ctxt_switches", "steal_ticks")
+
+
+def process_counters(pid: int, cpu: int | None) -> dict[str, int]:
+    """Process ``pid``'s counters from /proc: user and system CPU ticks and minor and major
+    faults (``/proc/PID/stat``), voluntary and involuntary context switches
+    (``/proc/PID/status``), resident and anonymous huge-page KiB (``/proc/PID/smaps_rollup``),
+    and the steal ticks of CPU ``cpu`` (of all CPUs when None; ``/proc/stat``): the host's
+    time taken from the guest, which a guest's process CPU time does not see."""
+    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    out = {"utime_ticks": int(stat[11]), "stime_ticks": int(stat[12]),
+           "minflt": int(stat[7]), "majflt": int(stat[9])}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"):
+            out[key] = int(value)
+    rollup = {}
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
+        key, _, value = line.partition(":")
+        rollup[key] = int(value.split()[0])
+    out["rss_kib"], out["anon_huge_kib"] = rollup["Rss"], rollup.get("AnonHugePages", 0)
+    want = "cpu" if cpu is None else f"cpu{cpu}"
+    for line in Path("/proc/stat").read_text().splitlines():
+        words = line.split()
+        if words[0] == want:
+            out["steal_ticks"] = int(words[8])
+            break
+    return out
+
+
 def _measure(servers: dict[str, Any], spec: dict, bench: Path, client_cpu: int | None,
-             log) -> dict[str, dict[str, dict[str, list[float]]]]:
-    """``{"rps": {server: {side: [...]}}, "cpu_rps": ...}``: per round, the client's
-    requests per wall second and the requests per second of the server's own CPU time."""
-    out: dict[str, dict[str, dict[str, list[float]]]] = {
-        m: {s: {"a": [], "b": []} for s in SERVERS} for m in METRICS}
+             log, server_cpu: int | None = None) -> dict[str, Any]:
+    """``{"rps": {server: {side: [...]}}, "cpu_rps": ..., "proc": {server: [...]}}``: per
+    round, the client's requests per wall second and the requests per second of the server's
+    own CPU time; per run (warm-up rounds too), the server's :func:`process_counters`."""
+    out: dict[str, Any] = {m: {s: {"a": [], "b": []} for s in SERVERS} for m in METRICS}
+    out["proc"] = {s: [] for s in SERVERS}
     for r in range(spec["warmup_rounds"] + spec["rounds"]):
         names = SERVERS if r % 2 == 0 else SERVERS[::-1]
         for name in names:
             order = ("a", "b") if r % 2 == 0 else ("b", "a")
             for side in order:
                 srv = servers[name]
-                cpu0 = server_cpu_ns(srv.pid)
+                cpu0, proc0 = server_cpu_ns(srv.pid), process_counters(srv.pid, server_cpu)
                 x = valkey._run(srv, bench, spec, client_cpu, spec[f"batch_{side}"])
                 cpu_s = (server_cpu_ns(srv.pid) - cpu0) / 1e9
+                proc1 = process_counters(srv.pid, server_cpu)
+                out["proc"][name].append({
+                    "round": r - spec["warmup_rounds"], "side": side,
+                    **{k: v - proc0.get(k, 0) if k in PROC_EVENT_COUNTERS else v
+                       for k, v in proc1.items()}})
                 if r >= spec["warmup_rounds"]:
                     out["rps"][name][side].append(x)
                     out["cpu_rps"][name][side].append(spec["requests"] / cpu_s)
@@ -241,11 +284,13 @@ def _measure(servers: dict[str, Any], spec: dict, bench: Path, client_cpu: int |
     return out
 
 
-def _metrics(spec: dict, measured: dict[str, dict[str, dict[str, list[float]]]],
+def _metrics(spec: dict, measured: dict[str, Any],
              info: dict[str, dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {**spec}
     for name in SERVERS:
         out.update({f"{name}_{k}": v for k, v in info[name].items()})
+        if "proc" in measured:  # round -1, -2, ...: the warm-up rounds
+            out[f"{name}_proc_runs"] = measured["proc"][name]
     for metric, pre in METRICS.items():
         rps = measured[metric]
         for name in SERVERS:
@@ -290,7 +335,7 @@ def run_server_cells(specs: list[dict], log=None, on_cell=None) -> list[dict[str
         info = _load(servers, specs[0], log)
         for i, spec in enumerate(specs):
             load_before = valkey._load_average()
-            measured = _measure(servers, spec, bench, client_cpu, log)
+            measured = _measure(servers, spec, bench, client_cpu, log, server_cpu)
             for name, srv in servers.items():
                 with srv.client() as c:
                     dbsize = c.call("DBSIZE")

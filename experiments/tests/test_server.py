@@ -505,7 +505,29 @@ def test_native_server_tiny_run(kvsim, tmp_path):
             ratios = [x / y for x, y in zip(m[f"cref_{pre}a_rps_runs"],
                                             m[f"valkey_{pre}a_rps_runs"], strict=True)]
             assert m[f"{pre}rps_a_ratio_rounds"] == pytest.approx(ratios, rel=1e-3)
+        for s in ("cref", "valkey"):  # every run's process counters, both sides per round
+            runs = m[f"{s}_proc_runs"]
+            assert sorted((r["round"], r["side"]) for r in runs) == [
+                (0, "a"), (0, "b"), (1, "a"), (1, "b")]
+            assert all(r["rss_kib"] > 0 and r["utime_ticks"] >= 0 and r["minflt"] >= 0
+                       for r in runs)
     assert "| get-p7 |" in kvsim("native", "server", "--render", out).stdout.decode()
+
+
+def test_process_counters_see_this_process_fault_and_grow():
+    """Touching fresh pages shows as minor faults and resident memory in the counters."""
+    import os
+
+    from kvsim.experiments.server import PROC_EVENT_COUNTERS, process_counters
+
+    before = process_counters(os.getpid(), None)
+    block = bytearray(64 << 20)
+    block[::4096] = b"x" * len(block[::4096])
+    after = process_counters(os.getpid(), None)
+    assert after["minflt"] > before["minflt"]
+    assert after["rss_kib"] >= before["rss_kib"] + 32 * 1024
+    assert set(PROC_EVENT_COUNTERS) <= set(after) and after["anon_huge_kib"] >= 0
+    del block
 
 
 def test_parse_cell():
