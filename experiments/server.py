@@ -657,9 +657,11 @@ def main(argv: list[str] | None = None, prog: str = "kvsim native server") -> in
                 if a.callgrind_rounds:
                     runs = callgrind_per_run(spec, a.callgrind_rounds, log=progress.log_line)
                     for name in SERVERS:
-                        irs = [x["instructions_per_request"] for x in runs[name]]
-                        print(f"{cell}: {name} instructions per request over the runs "
-                              f"{min(irs):,.0f}-{max(irs):,.0f}", flush=True)
+                        irs = {side: [x["instructions_per_request"] for x in runs[name]
+                                      if x["side"] == side] for side in ("a", "b")}
+                        print(f"{cell}: {name} instructions per request over the runs: "
+                              + ", ".join(f"side {k} {min(v):,.0f}-{max(v):,.0f}"
+                                          for k, v in irs.items()), flush=True)
                     cells.append({"cell": cell, "spec": valkey.normalize_spec(spec),
                                   "rounds": a.callgrind_rounds, "runs": runs})
                     continue
