@@ -373,9 +373,10 @@ def kernel_time(loop: dict[str, Any], costs: dict[str, float],
     :func:`ping_user`) where measured. ``method`` None: ``cpu`` (:func:`cpu_residue`) when
     the tick split is biased (:func:`tick_bias`) and the predicted user times are there,
     else ``ticks`` (:func:`loop_cost`: the tick-sampled system time); ``"cpu"`` forces the
-    former. Returns ``method``, ``residue_per_write_ns``, the tick method's figure and cells
-    (``ticks_residue_per_write_ns``, ``cells``), the bias test (``bias``, per spin
-    ``bias_spins``) and, for ``cpu``, the user times and the runs' figures."""
+    former. Returns ``method``, ``residue_per_write_ns``, each method's figure (the ticks':
+    ``ticks_residue_per_write_ns`` and its ``cells``; the whole CPU time's, where the user
+    times are there: ``cpu_residue_per_write_ns``, the user times and each run's
+    ``cpu_runs``), and the bias test (``bias``, per spin ``bias_spins``)."""
     ticks, cells = loop_cost(loop, costs)
     out: dict[str, Any] = {"method": "ticks", "residue_per_write_ns": ticks,
                            "ticks_residue_per_write_ns": ticks, "cells": cells}
@@ -386,12 +387,13 @@ def kernel_time(loop: dict[str, Any], costs: dict[str, float],
         out["bias_spins"] = bias_rows(loop["tick_bias"])
     biased = bool(out.get("bias", {}).get("biased"))
     user = {int(p["depth"]): float(p["user_ns"]) for p in loop.get("ping_user_ns") or []}
-    if method == "cpu" or (method is None and biased and user):
-        if not user:
-            raise ValueError("the loop's kernel time from the whole CPU time needs the "
-                             "traced PINGs' predicted user time")
+    if method == "cpu" and not user:
+        raise ValueError("the loop's kernel time from the whole CPU time needs the traced "
+                         "PINGs' predicted user time")
+    if user:  # the whole CPU time's figure, beside the ticks' whichever is taken
         value, rows = cpu_residue(loop["runs"], user, costs)
-        out.update({"method": "cpu", "residue_per_write_ns": value,
-                    "ping_user_ns": [{"depth": d, "user_ns": u} for d, u in sorted(user.items())],
-                    "cpu_runs": rows})
+        out.update({"cpu_residue_per_write_ns": value, "cpu_runs": rows,
+                    "ping_user_ns": [{"depth": d, "user_ns": u} for d, u in sorted(user.items())]})
+        if method == "cpu" or (method is None and biased):
+            out.update({"method": "cpu", "residue_per_write_ns": value})
     return out

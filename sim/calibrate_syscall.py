@@ -52,10 +52,11 @@ def measure(quick: bool, log: Callable[[str], None] = lambda m: None,
     with ``loop``, the server loop's runs too (``loop``: :func:`.calibrate_loop.measure`,
     ``loop_rounds`` rounds, by default its own; left out, with a line in the log, where
     redis-benchmark is missing), with the tick split's test (``loop.tick_bias``:
-    :func:`.calibrate_loop.measure_bias`, as many rounds) and, where it finds the split
-    biased and ``cpu_doc`` (the CPU file being written, without its ``[syscall]``) is given,
-    the traced PINGs' user time predicted on ``cpu_doc`` with this ``[syscall]`` as the ticks
-    give it (``loop.ping_user_ns``: :func:`.calibrate_loop.ping_user`)."""
+    :func:`.calibrate_loop.measure_bias`, as many rounds) and, where ``cpu_doc`` (the CPU
+    file being written, without its ``[syscall]``) is given, the traced PINGs' user time
+    predicted on ``cpu_doc`` with this ``[syscall]`` as the ticks give it
+    (``loop.ping_user_ns``: :func:`.calibrate_loop.ping_user`), so that the file gives both
+    methods' figures whichever the test chooses."""
     from .calibrate import run_bench
 
     n = iters or ITERS["quick" if quick else "full"]
@@ -89,7 +90,7 @@ def measure(quick: bool, log: Callable[[str], None] = lambda m: None,
         log(f"tick split: user share {bias['user_share']:.3f} [{bias['user_share_ci95'][0]:.3f}"
             f", {bias['user_share_ci95'][1]:.3f}] against the spins' {bias['spin_share']:.3f}: "
             + ("biased" if bias["biased"] else "unbiased"))
-        if bias["biased"] and cpu_doc is not None:
+        if cpu_doc is not None:  # both methods' figures, whichever the test chooses
             out["loop"]["ping_user_ns"] = _ping_user(cpu_doc, section(out), log)
     return out
 
@@ -217,11 +218,14 @@ def loop_src(k: dict) -> str:
                 "runs; not the tick-sampled system time, "
                 f"{k['ticks_residue_per_write_ns']:,.0f} ns per write, the split being biased "
                 f"({test}); sim/calibrate_loop.py; [meta] syscall_loop)")
+    other = (f"; from the whole CPU time less the traced PINGs' predicted user time it would "
+             f"be {k['cpu_residue_per_write_ns']:,.0f} ns"
+             if k.get("cpu_residue_per_write_ns") is not None else "")
     return (f"the server loop's residue per write ({k['residue_per_write_ns']:,.0f} ns, method "
             "ticks: system time per request of c_ref's server under redis-benchmark "
             "PING_MBULK beyond the sweep's read and write costs, the wakeups, sleeps and "
             f"epoll_wait calls of the loop, the CPU time split by its ticks ({test}: "
             + ("biased, but no predicted user time to take the whole CPU time from" if b and
                b["biased"] else "unbiased" if b else "taken as is")
-            + f"); median of {k.get('rounds')} interleaved rounds; {k['cells']}; "
+            + f"); median of {k.get('rounds')} interleaved rounds; {k['cells']}{other}; "
             "sim/calibrate_loop.py; [meta] syscall_loop)")

@@ -153,13 +153,16 @@ def test_a_biased_split_takes_the_kernel_time_from_the_whole_cpu_time() -> None:
 
 def test_an_unbiased_or_untested_split_keeps_the_ticks() -> None:
     for bias in (_bias(0.0), None):
-        k = cl.kernel_time(_loop(4000.0, 0.0, bias), ALONE)
-        assert k["method"] == "ticks" and k["residue_per_write_ns"] == pytest.approx(4000.0)
-        assert ("bias" in k) == (bias is not None) and "cpu_runs" not in k
+        k = cl.kernel_time(_loop(4000.0, 150.0, bias), ALONE)
+        assert k["method"] == "ticks" and k["residue_per_write_ns"] == pytest.approx(3175.0)
+        assert ("bias" in k) == (bias is not None)
+        # the whole CPU time's figure beside it, not taken
+        assert k["cpu_residue_per_write_ns"] == pytest.approx(4000.0)
+        assert "would be 4,000 ns" in cs.loop_src(k)
     # biased, but nothing predicted to take the whole CPU time from: the ticks, said so
     k = cl.kernel_time(_loop(4000.0, 150.0, _bias(0.10), user=False), ALONE)
-    assert k["method"] == "ticks" and k["bias"]["biased"]
-    assert "no predicted user time" in cs.loop_src(k)
+    assert k["method"] == "ticks" and k["bias"]["biased"] and "cpu_runs" not in k
+    assert "no predicted user time" in cs.loop_src(k) and "would be" not in cs.loop_src(k)
     with pytest.raises(ValueError, match="predicted user time"):
         cl.kernel_time(_loop(4000.0, 150.0, None, user=False), ALONE, method="cpu")
     k = cl.kernel_time(_loop(4000.0, 150.0, None), ALONE, method="cpu")  # forced
@@ -200,10 +203,10 @@ def test_the_cpu_file_records_the_method_and_its_figures() -> None:
         assert parse_cpu(back).syscall.call_ns[1] == sec["write_ns"]
 
 
-def test_measure_predicts_the_pings_only_where_the_split_is_biased(monkeypatch) -> None:
-    """calibrate_syscall.measure with the CPU file being written: the sysbias runs always,
-    the traced PINGs' prediction (on that file with the ticks' [syscall]) only where the
-    split is biased; the loop's runs and the prediction faked, the sweep real and tiny."""
+def test_measure_predicts_the_pings_and_the_bias_test_chooses(monkeypatch) -> None:
+    """calibrate_syscall.measure with the CPU file being written: the sysbias runs and the
+    traced PINGs' prediction (on that file with the ticks' [syscall]) always, the method by
+    the bias test; the loop's runs and the prediction faked, the sweep real and tiny."""
     seen: list[dict] = []
 
     def ping_user(path, log=lambda m: None):
@@ -222,9 +225,11 @@ def test_measure_predicts_the_pings_only_where_the_split_is_biased(monkeypatch) 
         seen.clear()
         raw = cs.measure(quick=True, iters=64, peer=False, cpu_doc=base)
         assert raw["loop"]["tick_bias"] == bias
-        assert len(seen) == (method == "cpu") and cs.loop_meta(raw)["method"] == method
-        if seen:  # the file it was predicted on: this one, with the ticks' [syscall]
-            assert seen[0]["name"] == "t" and "method ticks" in seen[0]["syscall"]["src"][
-                "write_ns"]
-            assert raw["loop"]["ping_user_ns"] == [{"depth": 1, "user_ns": 300.0},
-                                                   {"depth": 10, "user_ns": 300.0}]
+        assert len(seen) == 1 and cs.loop_meta(raw)["method"] == method
+        # the file it was predicted on: this one, with the ticks' [syscall]
+        assert seen[0]["name"] == "t" and "method ticks" in seen[0]["syscall"]["src"][
+            "write_ns"]
+        assert raw["loop"]["ping_user_ns"] == [{"depth": 1, "user_ns": 300.0},
+                                               {"depth": 10, "user_ns": 300.0}]
+        assert cs.loop_meta(raw)["cpu_residue_per_write_ns"] > 0  # both methods' figures
+    assert cs.measure(quick=True, iters=64, peer=False)["loop"].get("ping_user_ns") is None
