@@ -87,8 +87,9 @@ def measure(quick: bool, log: Callable[[str], None] = lambda m: None,
             return out
         out["loop"]["tick_bias"] = calibrate_loop.measure_bias(out["loop"]["rounds"], log)
         bias = calibrate_loop.tick_bias(out["loop"]["tick_bias"])
-        log(f"tick split: user share {bias['user_share']:.3f} [{bias['user_share_ci95'][0]:.3f}"
-            f", {bias['user_share_ci95'][1]:.3f}] against the spins' {bias['spin_share']:.3f}: "
+        log(f"tick split at a spin of {bias['spin_ns']:,} ns: user share "
+            f"{bias['user_share']:.3f} [{bias['user_share_ci95'][0]:.3f}, "
+            f"{bias['user_share_ci95'][1]:.3f}] against the spin's {bias['spin_share']:.3f}: "
             + ("biased" if bias["biased"] else "unbiased"))
         if cpu_doc is not None:  # both methods' figures, whichever the test chooses
             out["loop"]["ping_user_ns"] = _ping_user(cpu_doc, section(out), log)
@@ -204,9 +205,10 @@ def loop_src(k: dict) -> str:
     """``write_ns``'s src after the intercept: the loop's kernel time per write, the method
     (:func:`loop_meta`'s ``k``) and the figures behind it."""
     b = k.get("bias")
-    test = (f"kvsim-calibrate sysbias: the ticks' user share {b['user_share']:.3f} "
-            f"[{b['user_share_ci95'][0]:.3f}, {b['user_share_ci95'][1]:.3f}] of {b['ticks']} "
-            f"ticks against the spins' {b['spin_share']:.3f}, tolerance {b['tolerance']}"
+    test = (f"kvsim-calibrate sysbias, at its spin of {b['spin_ns']:,} ns furthest from its "
+            f"share: the ticks' user share {b['user_share']:.3f} [{b['user_share_ci95'][0]:.3f}"
+            f", {b['user_share_ci95'][1]:.3f}] of {b['ticks']} ticks against the spin's "
+            f"{b['spin_share']:.3f}, tolerance {b['tolerance']}"
             if b else "the tick split not tested (no kvsim-calibrate sysbias runs)")
     if k["method"] == "cpu":
         users = ", ".join(f"depth {p['depth']} {p['user_ns']:,.0f} ns"

@@ -92,12 +92,21 @@ def _bias(share_over: float, ticks: int = 400) -> list[dict]:
 def test_the_tick_split_is_judged_biased_only_beyond_its_interval_and_tolerance() -> None:
     assert not cl.tick_bias(_bias(0.0))["biased"]
     assert not cl.tick_bias(_bias(cl.BIAS_TOLERANCE / 2))["biased"]
-    b = cl.tick_bias(_bias(0.10))
-    assert b["biased"] and b["ticks"] == 1200 and b["user_share_ci95"][0] > b["spin_share"]
-    assert b["spin_share"] == pytest.approx((0 + 10 / 50 + 50 / 90) / 3)
+    b = cl.tick_bias(_bias(0.05))
+    # 5 % over the spin's share: beyond the interval at 0 and 0.2, not near a half, where
+    # 400 ticks' interval is some 5 % either way
+    assert b["biased"] and [s["biased"] for s in b["spins"]] == [True, True, False]
+    assert b["ticks"] == 400 and b["user_share_ci95"][0] > b["spin_share"] + b["tolerance"]
+    assert sorted(s["spin_share"] for s in b["spins"]) == pytest.approx([0, 10 / 50, 50 / 90])
     # too few ticks to tell: the same excess is within the interval
-    assert not cl.tick_bias(_bias(0.10, ticks=10))["biased"]
+    assert not cl.tick_bias(_bias(0.05, ticks=10))["biased"]
     assert not cl.tick_bias([])["biased"]
+    # one spin's excess is enough, the others' ticks do not dilute it
+    rows = _bias(0.0, ticks=4000)
+    rows[0] = _bias(0.05)[0]
+    b = cl.tick_bias(rows)
+    assert b["biased"] and b["spin_ns"] == 0 and [s["biased"] for s in b["spins"]] == [
+        True, False, False]
 
 
 def test_the_recorded_guest_split_is_biased_and_gives_the_published_residue() -> None:
