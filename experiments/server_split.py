@@ -128,33 +128,6 @@ def measure_native(cells: list[str], rounds: int, log=None) -> list[dict[str, An
     return runs
 
 
-#: ``--bias``: the user-mode spins (ns) of ``kvsim-calibrate sysbias`` and its round trips
-BIAS_SPINS = (0, 2000, 10000, 50000)
-BIAS_ITERS = 20_000
-
-
-def measure_bias(rounds: int, log=None) -> list[dict[str, Any]]:
-    """``kvsim-calibrate sysbias`` at every spin of BIAS_SPINS, interleaved over ``rounds``
-    rounds: per round trip the user time by construction (the spin), the CPU time, and the
-    user time that the tick-sampled split gives (CPU time x utime / (utime + stime))."""
-    from kvsim.sim.calibrate import run_bench
-
-    out = []
-    for r in range(rounds):
-        for spin in (BIAS_SPINS if r % 2 == 0 else BIAS_SPINS[::-1]):
-            x = run_bench("sysbias", BIAS_ITERS, spin)
-            ticks = x["utime"] + x["stime"]
-            cpu = x["cpu_ns"] / x["iters"]
-            row = {"round": r, "spin_ns": spin, "ticks": ticks, "user_ticks": x["utime"],
-                   "spun_ns": x["spun_ns"] / x["iters"], "cpu_ns": cpu,
-                   "tick_user_ns": cpu * x["utime"] / ticks if ticks else 0.0}
-            out.append(row)
-            if log:
-                log(f"sysbias spin {spin}: cpu {cpu:,.0f} ns per round trip, spun "
-                    f"{row['spun_ns']:,.0f}, tick-sampled user {row['tick_user_ns']:,.0f}")
-    return out
-
-
 def native_cells(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per (server, cell, side): medians over the rounds of the per-request figures; the
     user/system split of the summed ticks (user share with its Wilson 95 % interval, times
@@ -309,51 +282,43 @@ def predicted_ping(cpu: str, traces_dir: Path, log=None) -> list[dict[str, Any]]
     return out
 
 
-def loop_residue(runs: list[dict[str, Any]], ping: list[dict[str, Any]],
-                 costs: dict[str, float]) -> tuple[float, list[dict[str, Any]]]:
-    """The kernel's time per write beyond the calls' costs under PING, from the whole CPU
-    time: per c_ref PING run, (CPU ns - the traced PINGs' predicted user ns - the calls'
-    per-call and per-byte ``costs``) / writes; the median over the runs, and the runs'."""
-    user = {p["cell"]: p["user_ns"] for p in ping}
-    rows = []
-    for r in runs:
-        if r["server"] != "cref" or r["cell"] not in user or not r["writes"]:
-            continue
-        calls = (r["reads"] * costs["read_ns"] + r["read_bytes"] * costs["read_byte_ns"]
-                 + r["writes"] * costs["write_ns"] + r["write_bytes"] * costs["write_byte_ns"])
-        rows.append({"cell": r["cell"], "side": r["side"], "round": r["round"],
-                     "cpu_ns": r["cpu_ns"], "user_ns": user[r["cell"]], "calls_ns": calls,
-                     "residue_per_write_ns": (r["cpu_ns"] - user[r["cell"]] - calls)
-                     / r["writes"]})
-    if not rows:
+def loop_measure(runs: list[dict[str, Any]], ping: list[dict[str, Any]],
+                 bias: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """The server loop's measurement as ``kvsim calibrate`` takes it
+    (:func:`kvsim.sim.calibrate_loop.measure`'s shape): c_ref's server's PING runs (each with
+    its depth and 50 clients), the sysbias runs and the traced PINGs' predicted user time."""
+    from kvsim.sim.calibrate_loop import PLAN
+
+    pings = [{**r, "depth": int(r["cell"].split("-p")[1]), "clients": 50} for r in runs
+             if r["server"] == "cref" and r["cell"] in PING]
+    if not pings:
         raise ValueError("no PING runs of c_ref's server (run with --ping)")
-    return max(0.0, statistics.median(x["residue_per_write_ns"] for x in rows)), rows
+    return {"plan": [list(p) for p in PLAN], "rounds": len({r["round"] for r in pings}),
+            "runs": pings,
+            "tick_bias": bias or [],
+            "ping_user_ns": [{"depth": int(p["cell"].split("-p")[1]), "user_ns": p["user_ns"]}
+                             for p in ping]}
 
 
-def write_loop_cpu(src: Path, dst: Path, calls: dict[str, Any], residue: float) -> None:
-    """``src`` with ``[syscall]`` from this run: the sweep's per-call intercepts, the peer's
-    per-byte costs, and ``write_ns`` the intercept plus ``residue`` (:func:`loop_residue`)."""
+def write_loop_cpu(src: Path, dst: Path, calls: dict[str, Any],
+                   loop: dict[str, Any]) -> dict[str, Any]:
+    """``src`` with ``[syscall]`` from this run, as ``kvsim calibrate`` writes it
+    (:func:`kvsim.sim.calibrate_syscall.section`: the sweep's per-call intercepts, the
+    peer's per-byte costs, ``write_ns`` the intercept plus the loop's kernel time per write,
+    here always from the whole CPU time) and ``[meta] syscall_loop``; returns the latter."""
     import tomllib
 
     from kvsim.sim.calibrate import to_toml
-    from kvsim.sim.calibrate_syscall import section
+    from kvsim.sim.calibrate_syscall import loop_meta, section
     from kvsim.sim.config import parse_cpu
 
+    raw = {**{k: v for k, v in calls.items() if k not in ("write_wake_ns", "loop")},
+           "loop": loop}
     doc = tomllib.loads(src.read_text())
-    new = section({k: v for k, v in calls.items() if k not in ("write_wake_ns", "loop")})
-    sec = doc["syscall"]
-    for k in ("read_ns", "read_byte_ns", "write_byte_ns"):
-        sec[k], sec["src"][k] = new[k], new["src"][k]
-    sec["write_ns"] = round(new["write_ns"] + residue, 1)  # the sweep's intercept + residue
-    sec["src"]["write_ns"] = (
-        f"{new['src']['write_ns']} ({new['write_ns']:,.0f} ns) plus the server loop's kernel "
-        f"time per write ({residue:,.0f} ns: c_ref's server under redis-benchmark PING_MBULK "
-        "from 50 clients at depths 1 and 10, its CPU time (schedstat) less the traced PINGs' "
-        "predicted user time less the calls' costs, per write, median of the runs; not the "
-        "tick-sampled system time, which kvsim-calibrate sysbias shows understated on this "
-        "pattern; python -m kvsim.experiments.server_split --loop-cpu)")
-    sec["epoll_wait_ns"], sec["src"]["epoll_wait_ns"] = 0.0, (
-        "measured in the server loop: its time is in write_ns's residue")
+    meta = loop_meta(raw, method="cpu")
+    sec = section(raw, method="cpu")
+    doc["syscall"] = sec
+    doc.setdefault("meta", {})["syscall_loop"] = meta
     doc.setdefault("notes", []).append(
         f"{src.name} with [syscall] from python -m kvsim.experiments.server_split --loop-cpu "
         "(per-byte costs with a peer on another CPU, the loop's kernel time per write from "
@@ -361,16 +326,7 @@ def write_loop_cpu(src: Path, dst: Path, calls: dict[str, Any], residue: float) 
     text = to_toml(doc)
     parse_cpu(tomllib.loads(text), str(dst))
     dst.write_text(text)
-
-
-def _bias_rows(rows: list[dict[str, Any]]) -> list[dict[str, float]]:
-    """Per spin of the sysbias runs: medians over the rounds."""
-    out = []
-    for spin in sorted({r["spin_ns"] for r in rows}):
-        rs = [r for r in rows if r["spin_ns"] == spin]
-        out.append({"spin_ns": spin, **{k: statistics.median(r[k] for r in rs) for k in (
-            "cpu_ns", "spun_ns", "tick_user_ns")}, "ticks": sum(r["ticks"] for r in rs)})
-    return out
+    return meta
 
 
 def markdown(doc: dict[str, Any]) -> str:
@@ -390,7 +346,9 @@ def markdown(doc: dict[str, Any]) -> str:
     if doc.get("tick_bias"):
         out += ["", "| sysbias: user spin ns per round trip | CPU ns per round trip | "
                 "user by ticks | ticks' user beyond the spin |", "|" + "---|" * 4]
-        for b in _bias_rows(doc["tick_bias"]):
+        from kvsim.sim.calibrate_loop import bias_rows
+
+        for b in bias_rows(doc["tick_bias"]):
             out.append(f"| {b['spun_ns']:,.0f} | {b['cpu_ns']:,.0f} | "
                        f"{b['tick_user_ns']:,.0f} | {b['tick_user_ns'] - b['spun_ns']:,.0f} |")
     sc = doc.get("syscalls")
@@ -426,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     from kvsim import provenance
     from kvsim.experiments.server_study import CELLS
     from kvsim.experiments.valkey_server import ToolMissing, ValkeyError
-    from kvsim.sim import calibrate_syscall
+    from kvsim.sim import calibrate_loop, calibrate_syscall
     from kvsim.sim.calibrate_loop import LoopError
     from kvsim.sim.config import ConfigError
 
@@ -490,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             calls = calibrate_syscall.measure(quick=True, log=log, loop=False)
             if a.bias:
-                doc["tick_bias"] = measure_bias(a.rounds, log=log)
+                doc["tick_bias"] = calibrate_loop.measure_bias(a.rounds, log)
             runs = measure_native(cells + list(PING) * a.ping, a.rounds, log=log)
         cpus = list(a.cpu or ["local"])
         if calls:
@@ -511,10 +469,11 @@ def main(argv: list[str] | None = None) -> int:
             with tempfile.TemporaryDirectory() as tmp:
                 ping = predicted_ping(cpus[0], Path(tmp), log=log)
             costs = calibrate_syscall.alone(calls)
-            residue, rows = loop_residue(runs, ping, costs)
+            k = write_loop_cpu(Path(cpus[0]), Path(a.loop_cpu), calls, loop_measure(
+                runs, ping, doc.get("tick_bias")))
             doc["loop"] = {"cpu": cpus[0], "ping_predicted": ping, "costs": costs,
-                           "residue_per_write_ns": residue, "runs": rows}
-            write_loop_cpu(Path(cpus[0]), Path(a.loop_cpu), calls, residue)
+                           "residue_per_write_ns": k["residue_per_write_ns"],
+                           "runs": k["cpu_runs"], "method": k}
             cpus.append(a.loop_cpu)
         pred = [] if a.no_predict else [p for cpu in cpus for cell in cells
                                         for p in predicted(cell, cpu, log=log)]

@@ -41,7 +41,7 @@ import pandas as pd
 
 from kvsim.experiments import cells as C
 from kvsim.experiments import seeds, valkey
-from kvsim.experiments.framework import Experiment, Plot, Table
+from kvsim.experiments.framework import Experiment, Plot, Table, _fmt_native
 
 BAND = (0.85, 1.15)
 SIDES = {"a": 0, "b": 16}
@@ -555,9 +555,18 @@ def headline_cells(scale: str, cpus: list[str]) -> list[dict[str, Any]]:
     return out
 
 
+def _speedup(m: pd.Series, prefix: str) -> pd.Series:
+    """One server's speedup of a native cell (its columns ``prefix`` + speedup, its 95 %
+    interval and verdict) under the keyspace cells' names, for the one formatter of both."""
+    return pd.Series({k: m.get(prefix + k) for k in (
+        "speedup", "speedup_ci95_low", "speedup_ci95_high", "verdict")})
+
+
 def headline_lines(rows: pd.DataFrame) -> list[dict[str, Any]]:
     """One headline line per server row: the seed, ``native`` (Valkey's and c_ref's server
-    speedups in server CPU time) and ``sim:<cpu>`` (the predicted server speedup)."""
+    speedups in server CPU time, each median [bootstrap 95 % interval] and "within noise"
+    where it includes 1.0, as the keyspace rows print theirs) and ``sim:<cpu>`` (the
+    predicted server speedup)."""
     out = []
     if "kind" not in rows:
         return out
@@ -569,8 +578,9 @@ def headline_lines(rows: pd.DataFrame) -> list[dict[str, Any]]:
         line: dict[str, Any] = {"row": row, "seed": seed}
         if len(n):
             m = n.iloc[0]
-            line["native"] = (f"Valkey {m.get('valkey_cpu_speedup', float('nan')):.2f}x, "
-                              f"c_ref's server {m.get('cref_cpu_speedup', float('nan')):.2f}x")
+            line["native"] = ", ".join(
+                f"{who} {_fmt_native(_speedup(m, f'{name}_cpu_'))}".rstrip()
+                for who, name in (("Valkey", "valkey"), ("c_ref's server", "cref")))
             line["native_value"] = m.get("valkey_cpu_speedup")
         for _, r in p.iterrows():
             label = r.get("cpu_label")

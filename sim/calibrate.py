@@ -1126,9 +1126,16 @@ def calibrate(output: Path | None = None, *, quick: bool = False,
     doc = build_doc(raw, levels, ident, quick=quick, machine=provenance.provenance(), log=log)
     calibrate_work.apply(doc, raw, log)  # [work]: the kinds of work's rates
     # [syscall] (sim/calibrate_syscall.py): measured now, or kept from the file derived again
-    doc["syscall"] = (old["syscall"] if from_raw is not None and "syscall" in old else
-                      calibrate_syscall.section(calibrate_syscall.measure(
-                          quick, log, loop_rounds=plan["rounds"])))
+    # (the loop's kernel time per write, and how it was taken, in [meta] syscall_loop)
+    if from_raw is not None and "syscall" in old:
+        doc["syscall"] = old["syscall"]
+        if old.get("meta", {}).get("syscall_loop"):
+            doc["meta"]["syscall_loop"] = old["meta"]["syscall_loop"]
+    else:
+        sysraw = calibrate_syscall.measure(quick, log, loop_rounds=plan["rounds"], cpu_doc=doc)
+        doc["syscall"] = calibrate_syscall.section(sysraw)
+        if sysraw.get("loop"):
+            doc["meta"]["syscall_loop"] = calibrate_syscall.loop_meta(sysraw)
     if from_raw is not None:  # derived now; the samples were measured then
         doc["meta"]["measured_provenance"] = old.get("meta", {}).get(
             "measured_provenance") or old.get("meta", {}).get("provenance") or {}

@@ -28,10 +28,24 @@ charges ``epoll_wait`` nothing. The client count is the server study's (50): the
 depends on how often the loop sleeps, which the runs at other client counts show
 (``python -m kvsim.experiments.server_kernel``, results/server-kernel-ping.json).
 Nothing here is fitted to a prediction or a validation row: the commands are PINGs.
+
 The split into user and system time follows the ticks, which on a guest can overstate the
-user time of such a loop (``kvsim-calibrate sysbias``, python -m
-kvsim.experiments.server_split: there the loop's kernel time is taken from the whole CPU
-time less the traced PINGs' predicted user time instead).
+user time of such a loop. :func:`measure_bias` tests it (``kvsim-calibrate sysbias``: round
+trips with a peer on another CPU, a user-mode spin of a set length between them, so the user
+time is known by construction) and :func:`tick_bias` judges it: the split is *biased* when
+at some spin the user share of its ticks (summed over the rounds), at the bottom of its
+Wilson 95 % interval, exceeds the spin's share of the CPU time by more than
+:data:`BIAS_TOLERANCE`. Each spin is judged alone: the bias depends on the pattern (none at
+a spin of 50 us on the Xeon guest, some 1-3 us a round trip at spins of 0-10 us), and a
+server's loop is the short-spin end (a PING's user time is some 0.2 us), which pooling
+with the long spins, whose ticks are the most, would hide. Then :func:`kernel_time` takes the
+loop's kernel time per write not from the ticks' system time but from the whole CPU time
+(schedstat, exact): per PING run, its CPU time less the traced PINGs' user time predicted on
+the CPU file being written (:func:`ping_user`: c_ref's server traced under the same PINGs,
+simulated, its user part) less the calls' costs, per write (:func:`cpu_residue`); the method
+and its figures go into the CPU file (``[syscall]``'s src, ``[meta] syscall_loop``).
+``kvsim calibrate`` and ``python -m kvsim.experiments.server_split --loop-cpu`` both take it
+from here.
 """
 
 from __future__ import annotations
@@ -42,6 +56,7 @@ import select
 import shutil
 import statistics
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -242,3 +257,161 @@ def loop_cost(raw: dict[str, Any], alone: dict[str, float]) -> tuple[float, str]
         f"per request, {c['writes']:.3f} writes and {c['sleeps']:.3f} sleeps, residue "
         f"{c['residue_per_write_ns']:,.0f} ns per write" for c in cells)
     return max(0.0, statistics.median(per_write)), how
+
+
+#: ``kvsim-calibrate sysbias``: the user-mode spins (ns) between round trips, and the round
+#: trips per run (some 1-2 s of CPU time each)
+BIAS_SPINS = (0, 2000, 10000, 50000)
+BIAS_ITERS = 20_000
+#: the tick split is biased when, at some spin, the ticks' user share, at the bottom of its
+#: 95 % interval, exceeds the spin's share of the CPU time by more than this: the loop's own
+#: user code around the spin (its calls' wrappers and clock reads, some 100-200 ns of a round
+#: trip of 25 us or more) is under it
+BIAS_TOLERANCE = 0.01
+
+
+def measure_bias(rounds: int, log: Callable[[str], None] = lambda m: None,
+                 spins: tuple[int, ...] = BIAS_SPINS,
+                 iters: int | None = None) -> list[dict[str, Any]]:
+    """``kvsim-calibrate sysbias`` at every spin of ``spins``, ``iters`` (default
+    :data:`BIAS_ITERS`) round trips a run, interleaved over ``rounds`` rounds (the order
+    reversed every other round): per round trip the user time by
+    construction (``spun_ns``), the CPU time, and the user time the tick-sampled split gives
+    (CPU time x utime / (utime + stime)); the run's ticks."""
+    from .calibrate import run_bench
+
+    out = []
+    for r in range(rounds):
+        for spin in (spins if r % 2 == 0 else spins[::-1]):
+            x = run_bench("sysbias", iters or BIAS_ITERS, spin)
+            ticks = x["utime"] + x["stime"]
+            cpu = x["cpu_ns"] / x["iters"]
+            row = {"round": r, "spin_ns": spin, "ticks": ticks, "user_ticks": x["utime"],
+                   "spun_ns": x["spun_ns"] / x["iters"], "cpu_ns": cpu,
+                   "tick_user_ns": cpu * x["utime"] / ticks if ticks else 0.0}
+            out.append(row)
+            log(f"sysbias spin {spin}: cpu {cpu:,.0f} ns per round trip, spun "
+                f"{row['spun_ns']:,.0f}, tick-sampled user {row['tick_user_ns']:,.0f}")
+    return out
+
+
+def bias_rows(rows: list[dict[str, Any]]) -> list[dict[str, float]]:
+    """Per spin of :func:`measure_bias`'s runs: medians over the rounds, the ticks summed."""
+    out = []
+    for spin in sorted({r["spin_ns"] for r in rows}):
+        rs = [r for r in rows if r["spin_ns"] == spin]
+        out.append({"spin_ns": spin, **{k: statistics.median(r[k] for r in rs) for k in (
+            "cpu_ns", "spun_ns", "tick_user_ns")}, "ticks": sum(r["ticks"] for r in rs)})
+    return out
+
+
+def tick_bias(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Whether the tick split overstates user time (module docstring), from
+    :func:`measure_bias`'s runs. Per spin (``spins``): the ticks and user ticks summed over
+    its rounds, the user share with its Wilson 95 % interval, the share the spin would give
+    (each run's spun / CPU time, weighted by its ticks) and whether it exceeds that by more
+    than the tolerance. The spin whose interval's bottom is furthest above its spin's share
+    is named at the top (``spin_ns``, ``ticks``, ``user_share``, ``user_share_ci95``,
+    ``spin_share``), with the tolerance and the verdict ``biased`` (at some spin)."""
+    from kvsim.experiments.syscall_after import wilson
+
+    spins = []
+    for spin in sorted({r["spin_ns"] for r in rows}):
+        rs = [r for r in rows if r["spin_ns"] == spin]
+        ticks = sum(r["ticks"] for r in rs)
+        uticks = sum(r["user_ticks"] for r in rs)
+        share = (sum(r["ticks"] * r["spun_ns"] / r["cpu_ns"] for r in rs if r["cpu_ns"])
+                 / ticks if ticks else 0.0)
+        lo, hi = wilson(uticks, ticks)
+        spins.append({"spin_ns": spin, "runs": len(rs), "ticks": ticks, "user_ticks": uticks,
+                      "user_share": uticks / ticks if ticks else 0.0,
+                      "user_share_ci95": [lo, hi], "spin_share": share,
+                      "biased": bool(ticks) and lo > share + BIAS_TOLERANCE})
+    worst = max(spins, key=lambda s: s["user_share_ci95"][0] - s["spin_share"],
+                default={"spin_ns": 0, "ticks": 0, "user_ticks": 0, "user_share": 0.0,
+                         "user_share_ci95": [0.0, 1.0], "spin_share": 0.0})
+    return {"runs": len(rows), **{k: worst[k] for k in (
+        "spin_ns", "ticks", "user_ticks", "user_share", "user_share_ci95", "spin_share")},
+        "tolerance": BIAS_TOLERANCE, "biased": any(s["biased"] for s in spins),
+        "spins": spins}
+
+
+def calls_ns(run: dict[str, Any], costs: dict[str, float]) -> float:
+    """The costs (read_ns, read_byte_ns, write_ns, write_byte_ns) of a run's calls and bytes
+    per request."""
+    return (run["reads"] * costs["read_ns"] + run["read_bytes"] * costs["read_byte_ns"]
+            + run["writes"] * costs["write_ns"] + run["write_bytes"] * costs["write_byte_ns"])
+
+
+def cpu_residue(runs: list[dict[str, Any]], user_ns: dict[int, float],
+                costs: dict[str, float]) -> tuple[float, list[dict[str, Any]]]:
+    """The loop's kernel time per write from the whole CPU time: per PING run at a depth of
+    ``user_ns`` (the traced PINGs' predicted user ns per request at that depth), (CPU ns -
+    user ns - :func:`calls_ns`) / writes; the median over the runs (at least 0) and the
+    runs' figures. ValueError when no run is at such a depth."""
+    rows = []
+    for r in runs:
+        if r["depth"] not in user_ns or not r["writes"]:
+            continue
+        calls = calls_ns(r, costs)
+        rows.append({**{k: r[k] for k in ("cell", "side", "round", "depth") if k in r},
+                     "cpu_ns": r["cpu_ns"], "user_ns": user_ns[r["depth"]], "calls_ns": calls,
+                     "writes": r["writes"],
+                     "residue_per_write_ns": (r["cpu_ns"] - user_ns[r["depth"]] - calls)
+                     / r["writes"]})
+    if not rows:
+        raise ValueError("no PING runs at a depth with a predicted user time")
+    return max(0.0, statistics.median(x["residue_per_write_ns"] for x in rows)), rows
+
+
+def ping_user(cpu: str | Path, plan=PLAN,
+              log: Callable[[str], None] = lambda m: None) -> dict[int, float]:
+    """Per depth of ``plan``: the user ns per request of c_ref's server traced under the
+    same PINGs (:func:`kvsim.experiments.server_kernel.traced_ping`, at the plan's clients)
+    and simulated on ``cpu`` (a CPU name or file), its system calls' charge left out."""
+    from kvsim.experiments import server_kernel as sk
+
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="kvsim-ping-") as tmp:
+        for depth, clients in plan:
+            n = sk.TRACED_REQUESTS[depth]
+            t = sk.traced_ping(depth, clients, n, Path(tmp) / f"ping-{depth}.kvt")
+            out[depth] = sk.predicted(t, str(cpu), n)["user_ns"]
+            log(f"server loop: traced PINGs at depth {depth} predicted at "
+                f"{out[depth]:,.0f} ns of user time per request")
+    return out
+
+
+def kernel_time(loop: dict[str, Any], costs: dict[str, float],
+                method: str | None = None) -> dict[str, Any]:
+    """The loop's kernel time per write beyond the calls' ``costs``, and how it was taken.
+
+    ``loop``: :func:`measure`'s runs (``plan``, ``rounds``, ``runs``), with ``tick_bias``
+    (:func:`measure_bias`'s runs) and ``ping_user_ns`` (``[{"depth", "user_ns"}]``, from
+    :func:`ping_user`) where measured. ``method`` None: ``cpu`` (:func:`cpu_residue`) when
+    the tick split is biased (:func:`tick_bias`) and the predicted user times are there,
+    else ``ticks`` (:func:`loop_cost`: the tick-sampled system time); ``"cpu"`` forces the
+    former. Returns ``method``, ``residue_per_write_ns``, each method's figure (the ticks':
+    ``ticks_residue_per_write_ns`` and its ``cells``; the whole CPU time's, where the user
+    times are there: ``cpu_residue_per_write_ns``, the user times and each run's
+    ``cpu_runs``), and the bias test (``bias``, per spin ``bias_spins``)."""
+    ticks, cells = loop_cost(loop, costs)
+    out: dict[str, Any] = {"method": "ticks", "residue_per_write_ns": ticks,
+                           "ticks_residue_per_write_ns": ticks, "cells": cells}
+    if loop.get("rounds"):
+        out["rounds"] = loop["rounds"]
+    if loop.get("tick_bias"):
+        out["bias"] = tick_bias(loop["tick_bias"])
+        out["bias_spins"] = bias_rows(loop["tick_bias"])
+    biased = bool(out.get("bias", {}).get("biased"))
+    user = {int(p["depth"]): float(p["user_ns"]) for p in loop.get("ping_user_ns") or []}
+    if method == "cpu" and not user:
+        raise ValueError("the loop's kernel time from the whole CPU time needs the traced "
+                         "PINGs' predicted user time")
+    if user:  # the whole CPU time's figure, beside the ticks' whichever is taken
+        value, rows = cpu_residue(loop["runs"], user, costs)
+        out.update({"cpu_residue_per_write_ns": value, "cpu_runs": rows,
+                    "ping_user_ns": [{"depth": d, "user_ns": u} for d, u in sorted(user.items())]})
+        if method == "cpu" or (method is None and biased):
+            out.update({"method": "cpu", "residue_per_write_ns": value})
+    return out

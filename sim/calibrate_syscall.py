@@ -20,7 +20,12 @@ Where redis-benchmark is installed, the calls are measured again as a server's l
 them (sim/calibrate_loop.py: c_ref's server under PINGs from 50 clients): the system time per
 request beyond the sweep's costs of the reads and writes, the wakeups and sleeps of the loop
 with its ``epoll_wait`` calls, is charged per ``write`` on top of the sweep's intercept, and
-``epoll_wait`` then costs nothing of its own (its time is in that residue).
+``epoll_wait`` then costs nothing of its own (its time is in that residue). Where the guest's
+tick-sampled split of CPU time into user and system time overstates user time
+(``kvsim-calibrate sysbias``), that residue is taken instead from the PINGs' whole CPU time
+less their predicted user time on the file being written (sim/calibrate_loop.py,
+:func:`~kvsim.sim.calibrate_loop.kernel_time`); ``write_ns``'s src and ``[meta]
+syscall_loop`` (:func:`loop_meta`) say which method and give its figures.
 Nothing here is fitted to a prediction or a validation row.
 """
 
@@ -39,13 +44,19 @@ CALLS = ("read", "write", "epoll_wait")
 
 def measure(quick: bool, log: Callable[[str], None] = lambda m: None,
             iters: int | None = None, loop: bool = True,
-            loop_rounds: int | None = None, peer: bool = True) -> dict:
+            loop_rounds: int | None = None, peer: bool = True,
+            cpu_doc: dict | None = None) -> dict:
     """The raw samples: per call, the median ns at each size (median over ROUNDS runs);
     with ``peer``, the peer measurement's (``peer``: per call, the median over ROUNDS runs
     of the median ns at each of PEER_SIZES, the sweep's and the peer's runs interleaved);
     with ``loop``, the server loop's runs too (``loop``: :func:`.calibrate_loop.measure`,
     ``loop_rounds`` rounds, by default its own; left out, with a line in the log, where
-    redis-benchmark is missing)."""
+    redis-benchmark is missing), with the tick split's test (``loop.tick_bias``:
+    :func:`.calibrate_loop.measure_bias`, as many rounds) and, where ``cpu_doc`` (the CPU
+    file being written, without its ``[syscall]``) is given, the traced PINGs' user time
+    predicted on ``cpu_doc`` with this ``[syscall]`` as the ticks give it
+    (``loop.ping_user_ns``: :func:`.calibrate_loop.ping_user`), so that the file gives both
+    methods' figures whichever the test chooses."""
     from .calibrate import run_bench
 
     n = iters or ITERS["quick" if quick else "full"]
@@ -73,7 +84,31 @@ def measure(quick: bool, log: Callable[[str], None] = lambda m: None,
             out["loop"] = calibrate_loop.measure(quick=quick, rounds=loop_rounds, log=log)
         except calibrate_loop.LoopError as e:
             log(f"server loop not measured ({e}): the sweep's and ping-pong's costs stand")
+            return out
+        out["loop"]["tick_bias"] = calibrate_loop.measure_bias(out["loop"]["rounds"], log)
+        bias = calibrate_loop.tick_bias(out["loop"]["tick_bias"])
+        log(f"tick split at a spin of {bias['spin_ns']:,} ns: user share "
+            f"{bias['user_share']:.3f} [{bias['user_share_ci95'][0]:.3f}, "
+            f"{bias['user_share_ci95'][1]:.3f}] against the spin's {bias['spin_share']:.3f}: "
+            + ("biased" if bias["biased"] else "unbiased"))
+        if cpu_doc is not None:  # both methods' figures, whichever the test chooses
+            out["loop"]["ping_user_ns"] = _ping_user(cpu_doc, section(out), log)
     return out
+
+
+def _ping_user(cpu_doc: dict, sec: dict, log: Callable[[str], None]) -> list[dict]:
+    """:func:`.calibrate_loop.ping_user` on ``cpu_doc`` with ``[syscall]`` ``sec``."""
+    import tempfile
+    from pathlib import Path
+
+    from . import calibrate_loop
+    from .calibrate import to_toml
+
+    with tempfile.TemporaryDirectory(prefix="kvsim-cpu-") as tmp:
+        path = Path(tmp) / "cpu.toml"
+        path.write_text(to_toml({**cpu_doc, "syscall": sec}))
+        user = calibrate_loop.ping_user(path, log=log)
+    return [{"depth": d, "user_ns": u} for d, u in sorted(user.items())]
 
 
 def alone(raw: dict) -> dict[str, float]:
@@ -106,8 +141,9 @@ def fit_line(xs: list[float], ys: list[float]) -> tuple[float, float]:
     return max(0.0, my - slope * mx), max(0.0, slope)
 
 
-def section(raw: dict) -> dict:
-    """The [syscall] table (keys of sim.config.SYSCALL_KEYS, with its src) from measure()."""
+def section(raw: dict, method: str | None = None) -> dict:
+    """The [syscall] table (keys of sim.config.SYSCALL_KEYS, with its src) from measure();
+    ``method``: the loop's, as :func:`loop_meta` takes it."""
     sizes = [float(s) for s in raw["sizes"]]
     sec: dict = {}
     src: dict = {}
@@ -134,20 +170,12 @@ def section(raw: dict) -> dict:
         src["write_ns"] = (f"{how.split(', medians')[0]}: CPU time of a 1-byte write that "
                            "wakes the reader blocked on the other end (median of the rounds' "
                            "medians), at least the sweep's intercept")
-    if raw.get("loop"):  # the loop's residue per write; epoll_wait's time is in it
-        from .calibrate_loop import loop_cost
-
+    if raw.get("loop"):  # the loop's kernel time per write; epoll_wait's time is in it
         base = alone(raw)
-        extra, cells = loop_cost(raw["loop"], base)
-        sec["write_ns"] = round(base["write_ns"] + extra, 1)
+        k = loop_meta(raw, method)
+        sec["write_ns"] = round(base["write_ns"] + k["residue_per_write_ns"], 1)
         src["write_ns"] = (f"{how}; intercept of the least-squares line "
-                           f"({base['write_ns']:,.0f} ns) plus the server loop's residue per "
-                           f"write ({extra:,.0f} ns: "
-                           "system time per request of c_ref's server under redis-benchmark "
-                           "PING_MBULK beyond the sweep's read and write costs, the wakeups, "
-                           "sleeps and epoll_wait calls of the loop; median of "
-                           f"{raw['loop']['rounds']} interleaved rounds; {cells}; "
-                           "sim/calibrate_loop.py)")
+                           f"({base['write_ns']:,.0f} ns) plus {loop_src(k)}")
         sec["epoll_wait_ns"] = 0.0
         src["epoll_wait_ns"] = ("measured in the server loop: its time is in write_ns's "
                                 "residue (sim/calibrate_loop.py)")
@@ -162,3 +190,44 @@ def section(raw: dict) -> dict:
     src["epoll_wait_byte_ns"] = "E a few dozen bytes of events: not charged"
     sec["src"] = src
     return sec
+
+
+def loop_meta(raw: dict, method: str | None = None) -> dict | None:
+    """The server loop's kernel time per write and how it was taken
+    (:func:`.calibrate_loop.kernel_time` over the costs :func:`alone` gives), for ``[meta]
+    syscall_loop``; None where the loop was not measured."""
+    from .calibrate_loop import kernel_time
+
+    return kernel_time(raw["loop"], alone(raw), method) if raw.get("loop") else None
+
+
+def loop_src(k: dict) -> str:
+    """``write_ns``'s src after the intercept: the loop's kernel time per write, the method
+    (:func:`loop_meta`'s ``k``) and the figures behind it."""
+    b = k.get("bias")
+    test = (f"kvsim-calibrate sysbias, at its spin of {b['spin_ns']:,} ns furthest from its "
+            f"share: the ticks' user share {b['user_share']:.3f} [{b['user_share_ci95'][0]:.3f}"
+            f", {b['user_share_ci95'][1]:.3f}] of {b['ticks']} ticks against the spin's "
+            f"{b['spin_share']:.3f}, tolerance {b['tolerance']}"
+            if b else "the tick split not tested (no kvsim-calibrate sysbias runs)")
+    if k["method"] == "cpu":
+        users = ", ".join(f"depth {p['depth']} {p['user_ns']:,.0f} ns"
+                          for p in k["ping_user_ns"])
+        return (f"the server loop's kernel time per write ({k['residue_per_write_ns']:,.0f} ns, "
+                "method cpu: c_ref's server under redis-benchmark PING_MBULK from 50 clients, "
+                "its whole CPU time (schedstat) less the traced PINGs' predicted user time ("
+                f"{users}) less the calls' costs, per write, median of {len(k['cpu_runs'])} "
+                "runs; not the tick-sampled system time, "
+                f"{k['ticks_residue_per_write_ns']:,.0f} ns per write, the split being biased "
+                f"({test}); sim/calibrate_loop.py; [meta] syscall_loop)")
+    other = (f"; from the whole CPU time less the traced PINGs' predicted user time it would "
+             f"be {k['cpu_residue_per_write_ns']:,.0f} ns"
+             if k.get("cpu_residue_per_write_ns") is not None else "")
+    return (f"the server loop's residue per write ({k['residue_per_write_ns']:,.0f} ns, method "
+            "ticks: system time per request of c_ref's server under redis-benchmark "
+            "PING_MBULK beyond the sweep's read and write costs, the wakeups, sleeps and "
+            f"epoll_wait calls of the loop, the CPU time split by its ticks ({test}: "
+            + ("biased, but no predicted user time to take the whole CPU time from" if b and
+               b["biased"] else "unbiased" if b else "taken as is")
+            + f"); median of {k.get('rounds')} interleaved rounds; {k['cells']}{other}; "
+            "sim/calibrate_loop.py; [meta] syscall_loop)")

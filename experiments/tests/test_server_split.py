@@ -103,6 +103,8 @@ def test_a_short_native_run_counts_the_cells_bytes(monkeypatch: pytest.MonkeyPat
 
 
 def test_the_loop_residue_is_what_ping_leaves_beyond_user_time_and_calls() -> None:
+    from kvsim.sim.calibrate_loop import kernel_time
+
     costs = {"read_ns": 800.0, "read_byte_ns": 0.05, "write_ns": 900.0, "write_byte_ns": 0.07}
     ping = [{"cell": "ping-p1", "user_ns": 200.0}, {"cell": "ping-p10", "user_ns": 150.0}]
 
@@ -117,23 +119,39 @@ def test_the_loop_residue_is_what_ping_leaves_beyond_user_time_and_calls() -> No
     runs = [run("ping-p1", 1, x) for x in (4000.0, 4200.0, 4400.0)]
     runs += [run("ping-p10", 10, x) for x in (3000.0, 3100.0)]
     runs += [run("ping-p1", 1, 99999.0, "valkey"), run("get-p1", 1, 99999.0)]  # not counted
-    residue, rows = ss.loop_residue(runs, ping, costs)
+    loop = ss.loop_measure(runs, ping, None)
+    assert {(r["cell"], r["depth"]) for r in loop["runs"]} == {("ping-p1", 1), ("ping-p10", 10)}
+    k = kernel_time(loop, costs, method="cpu")  # the calibration's one implementation
+    rows, residue = k["cpu_runs"], k["residue_per_write_ns"]
     assert len(rows) == 5 and residue == pytest.approx(4000.0)
     assert sorted(r["residue_per_write_ns"] for r in rows) == pytest.approx(
         [3000, 3100, 4000, 4200, 4400])
     with pytest.raises(ValueError, match="--ping"):
-        ss.loop_residue(runs[-1:], ping, costs)
+        ss.loop_measure(runs[-1:], ping, None)
 
 
 def test_the_loop_cpu_file_carries_this_runs_syscall_costs(tmp_path: Path) -> None:
+    import tomllib
+
+    from kvsim.sim.calibrate_loop import calls_ns
+
     src, calls = _calibrated_and_calls(write_wake_ns=17000.0)
     dst = tmp_path / "loop.toml"
-    ss.write_loop_cpu(src, dst, calls, 4321.0)
+    costs = {"read_ns": 800.0, "read_byte_ns": 0.07, "write_ns": 900.0, "write_byte_ns": 0.04}
+    run = _run("cref", "ping-p1", "a", 0.0, 100, 10)
+    run.update(cpu_ns=250.0 + calls_ns(run, costs) + 4321.0)
+    loop = ss.loop_measure([run], [{"cell": "ping-p1", "user_ns": 250.0}], None)
+    meta = ss.write_loop_cpu(src, dst, calls, loop)
     got = sim.load_cpu(str(dst)).syscall
     # the sweep's intercept, not the ping-pong's waking write, under the residue
     assert got.call_ns == pytest.approx((800, 900 + 4321, 0), abs=0.1)
     assert got.byte_ns[:2] == pytest.approx((0.07, 0.04))
     assert "4,321" in sim.load_cpu(str(dst)).provenance["syscall"]["write_ns"]
+    assert meta["method"] == "cpu" and "method cpu" in sim.load_cpu(
+        str(dst)).provenance["syscall"]["write_ns"]
+    written = tomllib.loads(dst.read_text())["meta"]["syscall_loop"]
+    assert written["method"] == "cpu"
+    assert written["residue_per_write_ns"] == pytest.approx(4321.0)
 
 
 def test_each_cell_runs_its_own_client_command() -> None:

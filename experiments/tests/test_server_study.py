@@ -143,13 +143,18 @@ def test_headline_gains_the_server_rows() -> None:
         {"kind": "server-predict", "cpu": "epyc-7713", "row": S.HEADLINE[0][0],
          "pred_speedup": 1.25, "spec": json.dumps({"keys": 1})},
         {"kind": "server-native", "cpu": None, "row": S.HEADLINE[0][0],
-         "valkey_cpu_speedup": 1.4, "cref_cpu_speedup": 1.5, "spec": json.dumps({"keys": 1})},
+         "valkey_cpu_speedup": 1.4, "valkey_cpu_speedup_ci95_low": 1.3,
+         "valkey_cpu_speedup_ci95_high": 1.45, "valkey_cpu_verdict": "faster",
+         "cref_cpu_speedup": 1.5, "cref_cpu_speedup_ci95_low": 0.9,
+         "cref_cpu_speedup_ci95_high": 1.6, "cref_cpu_verdict": "within noise",
+         "spec": json.dumps({"keys": 1})},
     ])
     t = studies._headline_tables(rows)[0].frame
     assert list(t.row) == [row0, S.HEADLINE[0][0]]
     line = t.iloc[1]
     assert line["sim:epyc-7713"] == 1.25 and line["seed"] == S.HEADLINE[0][2]
-    assert line["native"] == "Valkey 1.40x, c_ref's server 1.50x"
+    assert line["native"] == ("Valkey 1.40x [1.30, 1.45], "
+                              "c_ref's server 1.50x [0.90, 1.60] within noise")
 
 
 def test_compact_warmup_leaves_an_lru_hierarchy_as_the_full_one(tmp_path: Path) -> None:
@@ -206,3 +211,24 @@ def test_headline_lines_name_local_as_the_sim_cells_do():
     (line,) = S.headline_lines(rows)
     assert line["sim:local (uncalibrated)"] == 1.2 and "sim:local" not in line
     assert line["sim:epyc-7713"] == 1.1
+
+
+def test_headline_lines_print_native_speedups_with_their_intervals():
+    """A server row's native column prints each server's speedup as the keyspace rows print
+    theirs (framework._fmt_native): median [95 % interval], "within noise" where the cell's
+    verdict says the interval holds 1.0."""
+    from kvsim.experiments.framework import _fmt_native
+
+    row = S.HEADLINE[0][0]
+    nat = {"kind": "server-native", "row": row,
+           "valkey_cpu_speedup": 1.434, "valkey_cpu_speedup_ci95_low": 1.251,
+           "valkey_cpu_speedup_ci95_high": 1.502, "valkey_cpu_verdict": "faster",
+           "cref_cpu_speedup": 1.046, "cref_cpu_speedup_ci95_low": 0.97,
+           "cref_cpu_speedup_ci95_high": 1.12, "cref_cpu_verdict": "within noise"}
+    (line,) = S.headline_lines(pd.DataFrame([nat]))
+    assert line["native"] == ("Valkey 1.43x [1.25, 1.50], "
+                              "c_ref's server 1.05x [0.97, 1.12] within noise")
+    assert line["native_value"] == 1.434
+    keyspace = pd.Series({"speedup": 1.046, "speedup_ci95_low": 0.97,
+                          "speedup_ci95_high": 1.12, "verdict": "within noise"})
+    assert line["native"].endswith(_fmt_native(keyspace))  # one formatter for both

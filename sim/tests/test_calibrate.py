@@ -296,6 +296,11 @@ def test_calibrate_cli_tiny(tmp_path, monkeypatch, capsys):
     # processes, whose wall time grows with the machine's load (the figures are not checked)
     monkeypatch.setitem(calibrate_loop.REQUESTS, "quick",
                         tuple(n // 10 for n in calibrate_loop.REQUESTS["quick"]))
+    # and of the tick test's round trips and the traced PINGs, where the split is biased
+    from kvsim.experiments import server_kernel
+
+    monkeypatch.setattr(calibrate_loop, "BIAS_ITERS", calibrate_loop.BIAS_ITERS // 10)
+    monkeypatch.setattr(server_kernel, "TRACED_REQUESTS", {1: 2000, 10: 5000})
     out = tmp_path / "cpu.toml"
     rc = main(["calibrate", "--quick", "--max-size", "4MiB", "--rounds", "1", "-o", str(out)])
     cpu = sim.load_cpu(str(out))  # written either way, its self-check in it
@@ -304,6 +309,11 @@ def test_calibrate_cli_tiny(tmp_path, monkeypatch, capsys):
     assert doc["meta"]["raw"]["sizes"][-1] == 4 * MIB
     assert doc["meta"]["provenance"]["machine"]["load_average_1m"] is not None
     assert not (tmp_path / "cache").exists(), "-o writes only there"
+    loop = doc["meta"].get("syscall_loop")  # the server loop's method, where it was measured
+    if loop is not None:
+        assert loop["method"] == ("cpu" if loop["bias"]["biased"] else "ticks")
+        assert f"method {loop['method']}" in doc["syscall"]["src"]["write_ns"]
+        assert doc["syscall"]["write_ns"] > loop["residue_per_write_ns"]
     # the exit status is the self-check's; a failure is one line naming the check
     sc = doc["selfcheck"]
     assert sc["status"] in ("passed", "failed") and sc["replay"]
