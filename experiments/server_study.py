@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kvsim import stats
 from kvsim.experiments import cells as C
 from kvsim.experiments import seeds, valkey
 from kvsim.experiments.framework import Experiment, Plot, Table, _fmt_native
@@ -50,6 +51,8 @@ SIDES = {"a": 0, "b": 16}
 CELLS = {"get-p1": (20_000, 50_000), "get-p10": (50_000, 200_000),
          "mget-20": (5_000, 10_000), "mget-100": (1_000, 2_000), "mset-10": (10_000, 20_000)}
 KEYS = {"small": 100_000, "full": 3_000_000}  # full: the native cells' (native-server.json)
+#: Interleaved native rounds per cell: at small scale the fewest that give a verdict.
+ROUNDS = {"small": stats.MIN_ROUNDS, "full": 8}
 #: the warm-up's form per scale: the load replayed record by record, or compact (each line
 #: once: at 3M keys the load is some 90M records a side)
 WARM: dict[str, dict[str, str]] = {"small": {}, "full": {"warm": "compact"}}
@@ -358,7 +361,7 @@ def _cells(scale: str, cpus: list[str]) -> list[dict[str, Any]]:
                         "args": SERVER_ARGS, **common,
                         "params": {"cell": cell, "row": "this machine"}})
         out.append({"experiment": "server", "kind": "server-native", **common,
-                    "rounds": 3 if scale == "small" else 8,
+                    "rounds": ROUNDS[scale],
                     "reuse": "results/native-server.json",
                     "params": {"cell": cell, "row": "this machine"}})
     for r in _seed_rows():
@@ -550,7 +553,7 @@ def headline_cells(scale: str, cpus: list[str]) -> list[dict[str, Any]]:
                  "args": SERVER_ARGS, **common, "params": {"row": row}} for cpu in cpus]
         out.append({"experiment": "headline", "kind": "server-native", "workload": "serve",
                     **common,
-                    "rounds": 3 if scale == "small" else 8,
+                    "rounds": ROUNDS[scale],
                     "reuse": "results/native-server.json", "params": {"row": row}})
     return out
 
