@@ -440,6 +440,8 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
         stalls["inflight_wait"] = cyc(raw["wait_inflight"])
         if cfg.scheduler:
             stalls["scheduler_full"] = cyc(raw["wait_scheduler"])
+        if cfg.store_buffer:
+            stalls["store_buffer_full"] = cyc(raw["wait_store_buffer"])
         result["cycles"] = cycles
         result["ipc"] = raw["instructions"] / cycles if cycles else 0.0
         result["timing"] = {
@@ -461,6 +463,12 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
             "scheduler": cfg.scheduler or None,
             "dram_latency_cycles": cfg.dram_latency,
         }
+        if cfg.store_buffer:  # sim/MODEL.md §6: a store's commit after its retirement
+            stores = raw["kind"][traces.KIND_STORE]
+            result["timing"]["store_buffer"] = {
+                "entries": cfg.store_buffer,
+                "avg_commit_lag_cycles": cyc(raw["store_commit_lag"]) / stores if stores
+                else 0.0}
     ncmd = raw["commands"]
     result["commands"] = {
         "count": ncmd,
