@@ -296,7 +296,8 @@ def timeline_rows(rows: np.ndarray, records: np.ndarray, first: int, cpu: CpuCon
     ``dispatch``, ``issue``, ``complete``, ``retire`` in cycles from the start of the run
     (ticks / width, so fractions occur): issue is when its producer's data had arrived,
     complete when its data arrived (a prefetch: its fill, or its issue when it found the
-    line or was dropped; a store: one cycle after dispatch); ``latency`` = complete -
+    line or was dropped; a store: one cycle after dispatch, or with a store buffer the later
+    of that and its line's arrival, its read-for-ownership); ``latency`` = complete -
     issue; ``level``: the preset's name of the level that served it, ``"DRAM"``, or
     ``"dropped"`` (a prefetch without a free miss buffer or dropped on a TLB miss);
     ``role`` likewise (``L1``, ``L2``, ``LLC``, ``DRAM``,

@@ -1077,7 +1077,7 @@ class ReferenceSim:
                     self.classify(False)
                 if not is_store:
                     self.train(line, sv, tag, r["site"], xp, 0)
-            served, done = svmax, C
+            served, done = svmax, max(C, arrive) if sb_store else C  # a store's: its lines'
             if not is_store:
                 cls = svmax
                 if self.timing:

@@ -983,7 +983,7 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
             }
         }
         served = svmax;
-        done = C;
+        done = sb_store && arrive > C ? arrive : C; /* a store's: its lines' arrival */
         if (!is_store) {
             cls = svmax;
             if (timing) {
