@@ -48,6 +48,8 @@ def cpu_toml(cpu: sim.CpuConfig) -> str:
             out.append(f"sustained_ipc = {_val(cpu.sustained_ipc)}")
         if cpu.scheduler is not None:
             out.append(f"scheduler = {cpu.scheduler}")
+        if cpu.store_buffer is not None:
+            out.append(f"store_buffer = {cpu.store_buffer}")
     for c in cpu.caches:
         out += ["", "[[cache]]", f"name = {_val(c.name)}", f"size = {_size(c.size)}",
                 f"ways = {c.ways}", f"line = {c.line}", f"latency = {c.latency}",

@@ -29,6 +29,7 @@ DEP_WINDOW = 1024
 MAX_WALK_READS = 4  # engine.h KVSIM_MAX_WALK_READS
 MAX_WALKERS = 64  # engine.h KVSIM_MAX_WALKERS
 MAX_SCHEDULER = 4096  # engine.h KVSIM_MAX_SCHEDULER
+MAX_STORE_BUFFER = 1024  # engine.h KVSIM_MAX_STORE_BUFFER
 NAME_LEN = 16
 MAX_WORK_KINDS = 16  # engine.h KVSIM_MAX_WORK_KINDS
 MAX_SITES = 1024  # engine.h KVSIM_MAX_SITES
@@ -70,7 +71,7 @@ class EngineConfig(C.Structure):
         ("guest_page_bits", u32),
         ("per_kind", u32), ("kind_ticks", u32 * MAX_WORK_KINDS),
         ("site_kind", C.c_uint8 * MAX_SITES),
-        ("scheduler", u32),
+        ("scheduler", u32), ("store_buffer", u32),
         ("host_read_latency", u32), ("walk_retention", u64),
         ("place_bits", u32), ("place_seed", u64),
     ]
@@ -115,7 +116,7 @@ GLOBAL_SCALARS3 = [
 ]
 TIMING_SCALARS = [
     "wait_dep", "wait_mshr", "wait_tlb", "wait_walker", "wait_dram_bw", "wait_inflight",
-    "wait_scheduler",
+    "wait_scheduler", "wait_store_buffer", "store_commit_lag",
     "miss_ticks", "l1_misses_timed", "load_latency", "loads_timed", "nphases_seen",
 ]
 COMMAND_SCALARS = ["commands", "command_ticks", "command_ticks_max", "command_l1_misses"]

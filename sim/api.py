@@ -296,7 +296,8 @@ def timeline_rows(rows: np.ndarray, records: np.ndarray, first: int, cpu: CpuCon
     ``dispatch``, ``issue``, ``complete``, ``retire`` in cycles from the start of the run
     (ticks / width, so fractions occur): issue is when its producer's data had arrived,
     complete when its data arrived (a prefetch: its fill, or its issue when it found the
-    line or was dropped; a store: one cycle after dispatch); ``latency`` = complete -
+    line or was dropped; a store: one cycle after dispatch, or with a store buffer the later
+    of that and its line's arrival, its read-for-ownership); ``latency`` = complete -
     issue; ``level``: the preset's name of the level that served it, ``"DRAM"``, or
     ``"dropped"`` (a prefetch without a free miss buffer or dropped on a TLB miss);
     ``role`` likewise (``L1``, ``L2``, ``LLC``, ``DRAM``,
@@ -440,6 +441,8 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
         stalls["inflight_wait"] = cyc(raw["wait_inflight"])
         if cfg.scheduler:
             stalls["scheduler_full"] = cyc(raw["wait_scheduler"])
+        if cfg.store_buffer:
+            stalls["store_buffer_full"] = cyc(raw["wait_store_buffer"])
         result["cycles"] = cycles
         result["ipc"] = raw["instructions"] / cycles if cycles else 0.0
         result["timing"] = {
@@ -461,6 +464,12 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
             "scheduler": cfg.scheduler or None,
             "dram_latency_cycles": cfg.dram_latency,
         }
+        if cfg.store_buffer:  # sim/MODEL.md §6: a store's commit after its retirement
+            stores = raw["kind"][traces.KIND_STORE]
+            result["timing"]["store_buffer"] = {
+                "entries": cfg.store_buffer,
+                "avg_commit_lag_cycles": cyc(raw["store_commit_lag"]) / stores if stores
+                else 0.0}
     ncmd = raw["commands"]
     result["commands"] = {
         "count": ncmd,

@@ -137,6 +137,10 @@ class CpuConfig:
     # them until it issues, and dispatch waits while they are full (sim/MODEL.md §6); None
     # = no limit (the ROB alone bounds the window)
     scheduler: int | None = None
+    # store-buffer entries: a store holds one from dispatch until it commits, in program
+    # order, once retired and its line has arrived (its read-for-ownership, timed as a
+    # load's); stores dispatch only while one is free (sim/MODEL.md §6); None = not modelled
+    store_buffer: int | None = None
     # instructions per cycle by kind of work ([work]: (kind, rate) pairs; a kind not given
     # runs at the generic rate, generic not given at sustained_ipc); () = one rate for all
     work: tuple[tuple[str, float], ...] = ()
@@ -236,6 +240,7 @@ class CpuConfig:
             ec.timing = 1
             (ec.width, ec.instr_ticks), ec.rob = self.timing_ticks(), self.rob
             ec.scheduler = self.scheduler or 0
+            ec.store_buffer = self.store_buffer or 0
             ec.dram_latency = self.dram_latency_cycles
             if self.dram_bandwidth_gbs:
                 bytes_per_cycle = self.dram_bandwidth_gbs / self.freq_ghz
@@ -337,7 +342,7 @@ def _check_ways(p: B.PolicyInfo, ways: int, where: str) -> None:
 _KEYS = {
     "cache": {"name", "size", "ways", "line", "latency", "replacement", "inclusion", "mshrs",
               "seed", "src", "notes"},
-    "core": {"width", "rob", "sustained_ipc", "scheduler", "src", "notes"},
+    "core": {"width", "rob", "sustained_ipc", "scheduler", "store_buffer", "src", "notes"},
     "work": {*WORK_KINDS, "src", "notes"},
     "dram": {"latency_ns", "bandwidth_gbs", "src", "notes"},
     "tlb": {"page_size", "l1_entries", "l1_ways", "l2_entries", "l2_ways", "l2_latency",
@@ -481,6 +486,12 @@ def parse_cpu(doc: dict, source: str = "") -> CpuConfig:
             if sched > B.MAX_SCHEDULER:
                 raise ConfigError(f"core.scheduler: at most {B.MAX_SCHEDULER}, got {sched}")
             kw["scheduler"] = sched
+        sbuf = _get(core, "store_buffer", "core", int, None, pos=True)
+        if sbuf is not None:
+            if sbuf > B.MAX_STORE_BUFFER:
+                raise ConfigError(f"core.store_buffer: at most {B.MAX_STORE_BUFFER}, "
+                                  f"got {sbuf}")
+            kw["store_buffer"] = sbuf
         if "src" in core:
             prov["core"] = core["src"]
     if "work" in doc:

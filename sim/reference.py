@@ -477,7 +477,8 @@ def _new_stats(nlevels):
         "stlb_access": 0, "stlb_miss": 0, "swpf_dropped_tlb": 0, "ticks": 0,
         "stall_rob": z(B.MAX_LEVELS + 2),
         "wait_dep": 0, "wait_mshr": 0, "wait_tlb": 0, "wait_walker": 0, "wait_dram_bw": 0,
-        "wait_inflight": 0, "wait_scheduler": 0,
+        "wait_inflight": 0, "wait_scheduler": 0, "wait_store_buffer": 0,
+        "store_commit_lag": 0,
         "miss_ticks": 0, "l1_misses_timed": 0, "load_latency": 0, "loads_timed": 0,
         "nphases_seen": 0,
         "walk_served": z(B.MAX_LEVELS + 1), "walk_timed": z(B.MAX_LEVELS + 2),
@@ -545,6 +546,10 @@ class ReferenceSim:
         # the scheduler (MODEL.md §6): (issue tick, entries) of the records holding entries
         self.sched: list[tuple[int, int]] = []
         self.sched_used = 0
+        # the store buffer (MODEL.md §6): commit ticks of the last store_buffer stores,
+        # oldest first, and the last store's commit tick
+        self.sb_commits: list[int] = []
+        self.sb_last = 0
         self.last_cause = self.n + 1
         self.finished = False
         self.command = None  # (counted, start tick, L1 misses at start) of the open command
@@ -983,12 +988,19 @@ class ReferenceSim:
                     if b > D:
                         st["stall_rob"][self.blk[2]] += b - D
                         D = b
+            sb = cfg.store_buffer
+            if sb and kind == STORE and len(self.sb_commits) == sb:
+                # a store needs the entry of the store sb before it, which commits first
+                b = self.sb_commits[0]
+                if b > D:
+                    st["wait_store_buffer"] += b - D
+                    D = b
             need = min(ninstr, cfg.scheduler)
             if need:
                 D = self.sched_admit(need, D)
             self.t_disp = X = D
             dep = r["dep"]
-            if kind != STORE and dep and dep < B.DEP_WINDOW and dep <= self.recno:
+            if (kind != STORE or sb) and dep and dep < B.DEP_WINDOW and dep <= self.recno:
                 c = self.dep_ring[(self.recno - dep) % B.DEP_WINDOW]
                 if c > X:
                     st["wait_dep"] += c - X
@@ -998,6 +1010,8 @@ class ReferenceSim:
                         self.sched_used += need
         C = D + W
         cls = self.n + 1
+        sb_store = self.timing and kind == STORE and cfg.store_buffer
+        arrive = 0  # a store with a store buffer: its lines' arrival (its read-for-ownership)
         done, served = max(X, C), TIMELINE_DROPPED  # the timeline's completion, level
         if kind == PREFETCH:
             line = self.phys(addr >> lb)
@@ -1044,7 +1058,7 @@ class ReferenceSim:
                 if cfg.tlb:
                     self.walk_now = X
                     t, walked = self.translate(p0, False)
-                    if self.timing and not is_store:
+                    if self.timing and (not is_store or sb_store):
                         st["wait_tlb"] += t * W
                         xp = self.walk_time(xp, t * W) if walked else xp + t * W
                 self.pfh = None
@@ -1055,11 +1069,15 @@ class ReferenceSim:
                     c, waited = self.time_access(line, 0, sv, xp, 0)
                     C = max(C, c)
                     self.classify(waited)
+                elif sb_store:
+                    c, waited = self.time_access(line, 0, sv, xp, 0)
+                    arrive = max(arrive, c)
+                    self.classify(waited)
                 else:
                     self.classify(False)
                 if not is_store:
                     self.train(line, sv, tag, r["site"], xp, 0)
-            served, done = svmax, C
+            served, done = svmax, max(C, arrive) if sb_store else C  # a store's: its lines'
             if not is_store:
                 cls = svmax
                 if self.timing:
@@ -1076,6 +1094,11 @@ class ReferenceSim:
             ph["ticks"] += R - self.r_last
             self.r_last = R
             self.dep_ring[self.recno % B.DEP_WINDOW] = C
+            if sb_store:  # commits in order, once retired and its lines have arrived
+                commit = max(R, self.sb_last, arrive)
+                st["store_commit_lag"] += commit - R
+                self.sb_last = commit
+                self.sb_commits = (self.sb_commits + [commit])[-cfg.store_buffer:]
             if self.timeline and 0 <= self.recno - self.timeline[0] < self.timeline[1]:
                 self.timeline[2][self.recno] = (D, X, done, R, served)
         self.recno += 1

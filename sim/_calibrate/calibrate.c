@@ -15,6 +15,8 @@
  *   work KIND CHUNK CALLS REPEATS    c_ref's CRC-64 or SipHash over CHUNK-byte pieces of a
  *                                    cache-resident buffer (ns per call): non-memory work
  *   cpuid                            the raw TLB leaves (AMD 0x80000005/6) where x86
+ *   storemiss PAGE SIZE N REPEATS K..  stores (and loads) to random lines, K per step
+ *                                    (store_miss.c)
  *
  * PAGE is "4k" (madvise MADV_NOHUGEPAGE) or "2m" (a 2 MiB-aligned region with
  * MADV_HUGEPAGE). Whether the kernel gave huge pages is not assumed: every buffer's
@@ -417,11 +419,12 @@ static int benchCpuid(void) {
 }
 
 int benchWorkKind(int argc, char **argv); /* work_kinds.c: copy, compare */
+int benchStoreMiss(int argc, char **argv); /* store_miss.c */
 
 int main(int argc, char **argv) {
     const char *usage = "usage: kvsim-calibrate clock|chase|mlp|bw|work|workkind|cpuid|syscall|"
-                        "sysafter|syspeer|sysbias ARGS (see calibrate.c, work_kinds.c, syscall.c, "
-                        "sysafter.c, syspeer.c)\n";
+                        "sysafter|syspeer|sysbias|storemiss ARGS (see calibrate.c, work_kinds.c, "
+                        "syscall.c, sysafter.c, syspeer.c, store_miss.c)\n";
     if (argc < 2) {
         fputs(usage, stderr);
         return 2;
@@ -435,6 +438,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(cmd, "work")) rc = benchWork(argc - 2, argv + 2);
     else if (!strcmp(cmd, "workkind")) rc = benchWorkKind(argc - 2, argv + 2);
     else if (!strcmp(cmd, "cpuid")) rc = benchCpuid();
+    else if (!strcmp(cmd, "storemiss")) rc = benchStoreMiss(argc - 2, argv + 2);
     else if (!strcmp(cmd, "syscall")) rc = benchSyscall(argc - 2, argv + 2); /* syscall.c */
     else if (!strcmp(cmd, "sysafter")) rc = benchSysAfter(argc - 2, argv + 2); /* sysafter.c */
     else if (!strcmp(cmd, "syspeer")) rc = benchSysPeer(argc - 2, argv + 2); /* syspeer.c */

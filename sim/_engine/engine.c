@@ -98,7 +98,17 @@
  *     a hit on a line still in flight waits for its fill (a late prefetch
  *     or an MSHR merge)
  *     retire   R_i = max(R_{i-1} + instructions_i, completion_i)
- *   Stores and prefetches complete one cycle after dispatch.
+ *   Stores and prefetches complete one cycle after dispatch.  With a store
+ *   buffer of N entries (cfg.store_buffer; timing.h storeAdmit, storeCommit), a
+ *   store also takes an entry at dispatch, waiting for the commit of the store
+ *   N before it; its address waits for its producer as a load's does, and its
+ *   pieces are timed as a load's from there (the read-for-ownership, at
+ *   execute: miss buffers, the DRAM channel, its translation); it commits at
+ *   max(its retirement, the previous store's commit, its lines' arrival), in
+ *   program order, and frees its entry then.  Nothing else waits for a commit:
+ *   a full buffer stalls dispatch, and an RFO in flight holds its miss
+ *   buffers and delays a load of its line like any fill.  Without one, a
+ *   store's pieces take no time and no miss buffer.
  *
  * Per-level layout: one block per set (see SET_BASE below) holding 8-bit way
  * fingerprints, meta bytes (bit 0 dirty, bits 1-2 the prefetch kind of an
@@ -882,6 +892,9 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
     }
     uint64_t C = D + W;
     uint32_t cls = s->n + 1;
+    /* a store with a store buffer: its lines' arrival (its pieces timed as a load's) */
+    const int sb_store = timing && r->kind == KVT_STORE && s->cfg.store_buffer;
+    uint64_t arrive = 0;
     uint64_t done = X > C ? X : C;          /* timeline: completion */
     uint32_t served = KVSIM_TIMELINE_DROPPED; /* timeline: serving level */
 
@@ -933,7 +946,7 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
                 int walk;
                 s->walk_now = X;
                 int64_t t = translate(s, r->addr > a0 ? r->addr : a0, 0, &walk);
-                if (timing && !is_store) {
+                if (timing && (!is_store || sb_store)) {
                     st->wait_tlb += (uint64_t)t * W;
                     xp = walk ? walkTime(s, xp, (uint64_t)t * W) : xp + (uint64_t)t * W;
                 }
@@ -952,6 +965,11 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
                 uint64_t c = timeAccessBody(s, line, 0, sv, xp, &waited);
                 if (c > C) C = c;
                 classifyPf(s, waited);
+            } else if (sb_store) { /* the read-for-ownership */
+                int waited = 0;
+                const uint64_t c = timeAccessBody(s, line, 0, sv, xp, &waited);
+                if (c > arrive) arrive = c;
+                classifyPf(s, waited);
             } else {
                 classifyPf(s, 0);
             }
@@ -965,7 +983,7 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
             }
         }
         served = svmax;
-        done = C;
+        done = sb_store && arrive > C ? arrive : C; /* a store's: its lines' arrival */
         if (!is_store) {
             cls = svmax;
             if (timing) {
@@ -976,6 +994,7 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
     }
 
     if (timing) retireT(s, rt, C, cls, 1, bt);
+    if (sb_store) storeCommit(s, arrive);
     if (timing && s->tl && s->recno - s->tl_first < s->tl_count) {
         /* the timeline's capture hook (kvsimSetTimeline) */
         kvsimTimelineRow *row = &s->tl[s->recno - s->tl_first];
@@ -1437,6 +1456,8 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
         FAIL("walkers: at most %d (0 = unlimited)", KVSIM_MAX_WALKERS);
     if (cfg->scheduler > KVSIM_MAX_SCHEDULER)
         FAIL("core.scheduler: at most %d (0 = unlimited)", KVSIM_MAX_SCHEDULER);
+    if (cfg->store_buffer > KVSIM_MAX_STORE_BUFFER)
+        FAIL("core.store_buffer: at most %d (0 = not modelled)", KVSIM_MAX_STORE_BUFFER);
     if (cfg->guest_page_bits && (cfg->guest_page_bits <= cfg->page_bits ||
                                  cfg->guest_page_bits > 40))
         FAIL("guest_page_bits: 0 or a page larger than page_bits' (at most 2^40)");

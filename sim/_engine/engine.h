@@ -59,6 +59,8 @@
 #define KVSIM_MAX_WALKERS 64
 /* Scheduler entries (kvsimConfig.scheduler): at most this many. */
 #define KVSIM_MAX_SCHEDULER 4096
+/* Store-buffer entries (kvsimConfig.store_buffer): at most this many. */
+#define KVSIM_MAX_STORE_BUFFER 1024
 
 /* Access kinds as counted per level (the "kind" axis of the tag x kind stats):
  * X(id, name) gives KVSIM_K_<id> = its position and the name the statistics use
@@ -191,6 +193,14 @@ typedef struct kvsimConfig {
      * fit beside those held, else it waits for the earliest holder to issue.  0 = no
      * limit, at most KVSIM_MAX_SCHEDULER; see schedAdmit() in timing.h. */
     uint32_t scheduler;
+    /* The store buffer (timing): a store holds an entry from its dispatch until it
+     * commits; stores commit in program order, each at the latest of its retirement,
+     * the previous store's commit and the arrival of its lines (a store's pieces are
+     * timed as a load's from its issue, the read-for-ownership, holding miss buffers);
+     * a store dispatches only when an entry is free.  0 = not modelled (a store
+     * completes a cycle after dispatch and its lines take no time), at most
+     * KVSIM_MAX_STORE_BUFFER; see storeAdmit() and storeCommit() in timing.h. */
+    uint32_t store_buffer;
     /* Page-table lines by time (timing; sim/MODEL.md §3): with walk_retention > 0
      * (cycles), a walk's page-table read of a line that a walk read at most that long
      * before is served by the level that holds it, or by the last level when the
@@ -263,6 +273,9 @@ typedef struct kvsimStats {
     uint64_t wait_dram_bw;   /* ticks fills waited for the DRAM channel */
     uint64_t wait_inflight;  /* ticks demand accesses waited for a line in flight */
     uint64_t wait_scheduler; /* dispatch ticks lost to a full scheduler (cfg.scheduler) */
+    uint64_t wait_store_buffer; /* dispatch ticks stores lost to a full store buffer
+                                   (cfg.store_buffer) */
+    uint64_t store_commit_lag;  /* sum over stores of commit - retire (cfg.store_buffer) */
     uint64_t miss_ticks;     /* sum over L1 misses (loads, prefetches) of their duration */
     uint64_t l1_misses_timed;
     uint64_t load_latency;   /* sum over loads of completion - issue (ticks) */

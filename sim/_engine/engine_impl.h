@@ -288,6 +288,11 @@ struct kvsimSim {
     uint64_t sched_x[KVSIM_MAX_SCHEDULER];
     uint32_t sched_n[KVSIM_MAX_SCHEDULER];
     uint32_t sched_cnt, sched_used;
+    /* the store buffer (cfg.store_buffer > 0; timing.h storeAdmit, storeCommit): the
+     * commit tick of store j at sb_commit[j % store_buffer] (sb_stores: stores so far),
+     * the last store's commit tick, and the latest arrival of the record's store lines */
+    uint64_t sb_commit[KVSIM_MAX_STORE_BUFFER];
+    uint64_t sb_stores, sb_last;
     uint8_t last_cause; /* stall class that set the last retire time */
     int fast; /* every level LRU with ranks and non-inclusive, no TLB or prefetchers */
     uint32_t qcap; /* request queue capacity: QCAP, or the test hook cfg.queue_cap */

@@ -379,6 +379,8 @@ static void timePieces(kvsimSim *s, const kvtRecord *recs, size_t a, size_t b,
         uint64_t C = D + s->W;
         uint32_t cls = s->n + 1;
         const int is_store = r->kind == KVT_STORE;
+        const int sb_store = is_store && s->cfg.store_buffer; /* timed: its RFO */
+        uint64_t arrive = 0;
         const uint64_t size = r->size ? r->size : 1;
         const uint64_t first = r->addr >> lb, last = (r->addr + size - 1) >> lb;
         bt->multiline += last != first;
@@ -395,6 +397,9 @@ static void timePieces(kvsimSim *s, const kvtRecord *recs, size_t a, size_t b,
             if (!is_store) {
                 const uint64_t c = timeAccessBody(s, line, 0, sv, X, &waited);
                 if (c > C) C = c;
+            } else if (sb_store) {
+                const uint64_t c = timeAccessBody(s, line, 0, sv, X, &waited);
+                if (c > arrive) arrive = c;
             }
             classifyPf(s, waited);
         }
@@ -404,6 +409,7 @@ static void timePieces(kvsimSim *s, const kvtRecord *recs, size_t a, size_t b,
             s->st->loads_timed++;
         }
         retireT(s, rt, C, cls, 1, bt);
+        if (sb_store) storeCommit(s, arrive);
         s->recno++;
     }
 }

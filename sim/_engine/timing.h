@@ -353,6 +353,31 @@ static __attribute__((noinline)) void schedHold(kvsimSim *s, uint64_t n, uint64_
     hn[i] = need;
 }
 
+/* The store buffer (cfg.store_buffer = N > 0): store j's commit tick is at
+ * sb_commit[j % N] until store j + N overwrites it, so a store dispatching at D
+ * finds there the commit of the store N before it, whose entry it needs: it
+ * dispatches no earlier (commits are in program order, so that store's entry is
+ * the first to free).  Returns the dispatch tick. */
+static inline uint64_t storeAdmit(kvsimSim *s, uint64_t D) {
+    const uint64_t b = s->sb_commit[s->sb_stores % s->cfg.store_buffer];
+    if (b <= D) return D;
+    s->st->wait_store_buffer += b - D;
+    return b;
+}
+
+/* The store just retired (at s->r_last), whose lines arrive by `arrive` (the latest
+ * completion of its pieces, timed as a load's from its issue: the read-for-ownership)
+ * commits at the latest of its retirement, the previous store's commit and that
+ * arrival, and frees its entry then. */
+static inline void storeCommit(kvsimSim *s, uint64_t arrive) {
+    const uint64_t R = s->r_last;
+    uint64_t c = R > s->sb_last ? R : s->sb_last;
+    if (arrive > c) c = arrive;
+    s->st->store_commit_lag += c - R;
+    s->sb_commit[s->sb_stores++ % s->cfg.store_buffer] = c;
+    s->sb_last = c;
+}
+
 /* Timing: dispatch of a record of ninstr instructions taking rt ticks (s->instr
  * already counts them): D after the ROB limit, X when its producer (dep) has
  * completed.  (The ROB's retire bound for an entry's later instructions takes them
@@ -382,12 +407,16 @@ static inline __attribute__((always_inline)) void dispatchT(kvsimSim *s, const k
             D += stall;
         }
     }
+    /* a store needs a store-buffer entry; with a store buffer, its address (and so
+     * its read-for-ownership) waits for its producer as a load's does */
+    const int sb = s->cfg.store_buffer != 0;
+    if (sb && r->kind == KVT_STORE) D = storeAdmit(s, D);
     const uint64_t nsched = s->cfg.scheduler ? (uint64_t)r->gap + 1 : 0;
     if (nsched) D = schedAdmit(s, nsched, D);
     s->t_disp = D;
     uint64_t X = D;
     const uint32_t dep = r->dep;
-    if (r->kind != KVT_STORE && dep && dep < KVSIM_DEP_WINDOW && dep <= recno) {
+    if ((r->kind != KVT_STORE || sb) && dep && dep < KVSIM_DEP_WINDOW && dep <= recno) {
         const uint64_t c = s->dep_ring[(recno - dep) % KVSIM_DEP_WINDOW];
         if (c > X) {
             s->st->wait_dep += c - X;

@@ -67,6 +67,9 @@ def cpu_docs(draw, levels=None, timing=None):
         sched = draw(st.sampled_from([0, 1, 2, 5, 16]))  # scheduler entries; 0: no limit
         if sched:
             doc["core"]["scheduler"] = sched
+        sbuf = draw(st.sampled_from([0, 0, 1, 2, 3, 8]))  # store-buffer entries; 0: none
+        if sbuf:
+            doc["core"]["store_buffer"] = sbuf
         doc["dram"] = {"latency_ns": float(draw(st.integers(20, 100)))}
         if draw(st.booleans()):
             doc["dram"]["bandwidth_gbs"] = float(draw(st.sampled_from([2, 8, 32])))
@@ -215,6 +218,9 @@ def lru_docs(draw):
         sched = draw(st.sampled_from([0, 1, 2, 5, 16]))  # scheduler entries; 0: no limit
         if sched:
             doc["core"]["scheduler"] = sched
+        sbuf = draw(st.sampled_from([0, 0, 1, 2, 3, 8]))  # store-buffer entries; 0: none
+        if sbuf:
+            doc["core"]["store_buffer"] = sbuf
         doc["dram"] = {"latency_ns": float(draw(st.integers(20, 100)))}
         if draw(st.booleans()):
             doc["dram"]["bandwidth_gbs"] = float(draw(st.sampled_from([2, 8, 32])))
