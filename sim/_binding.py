@@ -74,6 +74,7 @@ class EngineConfig(C.Structure):
         ("scheduler", u32), ("store_buffer", u32),
         ("host_read_latency", u32), ("walk_retention", u64),
         ("place_bits", u32), ("place_seed", u64),
+        ("walk_extra_4k", u32),
     ]
 
 #: EngineConfig.syscall_site of a call the trace does not name (engine.h KVSIM_NO_SITE)

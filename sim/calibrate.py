@@ -920,6 +920,11 @@ def _fit_hierarchy(doc: dict, raw: dict, levels: list[dict], sizes: list[int],
         solved = out["chosen"].get("solved") or {}
         if solved.get("walk"):
             t["src"]["walk_latency"] = f"{how}: the walk's fixed part"
+        if t.get("walk_extra_4k"):
+            t["src"]["walk_extra_4k"] = (
+                f"{how}: what a 4 KiB page's walk adds to the fixed part (the level its "
+                "table has beyond a 2 MiB page's), from the 4 KiB-page chases beside the "
+                "2 MiB-page ones")
         if solved.get("stlb"):
             t["src"]["l2_latency"] = f"{how}: an STLB hit's cost"
         hp = out["chosen"].get("host_page_size")

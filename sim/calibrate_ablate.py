@@ -11,9 +11,11 @@ native run and without the full fit's search (sim/VALIDATION.md, finding 14)::
 
 A variant is comma-separated ``key=value``: ``placement=virtual|random``, ``seed=N`` (the
 placement's), ``L<k>=SIZE:WAYS:POLICY`` (a level's geometry and replacement),
-``L<k>.inclusion=...``; "" is the file itself. The result (JSON, with its provenance) holds
-per variant the points off their tolerance, the solved unknowns and each chase's measured
-and predicted ns.
+``L<k>.inclusion=...``, ``fix=NAME`` (an unknown of the least squares kept at the file's
+value instead of solved: ``walk4k``, ``walk``, ``stlb``, ``host``; ``fix=walk4k`` is the model
+without a 4 KiB page's walk's own extra when the file has none); "" is the file itself. The
+result (JSON, with its provenance) holds per variant the points off their tolerance, the
+solved unknowns and each chase's measured and predicted ns.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from . import calibrate_fit as fit
 from .config import ConfigError, fmt_size, parse_cpu, parse_size
 
 MIB = 1 << 20
+#: The unknowns a variant may keep at the file's value (calibrate_fit.cols' names).
+FIXABLE = ("walk4k", "walk", "stlb", "host")
 
 
 def points_of(doc: dict) -> tuple[list[tuple[int, int, float]], list[float]]:
@@ -55,6 +59,7 @@ def points_of(doc: dict) -> tuple[list[tuple[int, int, float]], list[float]]:
 def variant(doc: dict, spec: str) -> dict:
     """``doc`` (without its meta and self-check) changed as ``spec`` says."""
     d = copy.deepcopy({k: v for k, v in doc.items() if k not in ("meta", "selfcheck")})
+    d["_fixed"] = []
     names = [c["name"] for c in d["cache"]]
     for kv in filter(None, (x.strip() for x in spec.split(","))):
         key, _, val = kv.partition("=")
@@ -62,6 +67,11 @@ def variant(doc: dict, spec: str) -> dict:
             d["tlb"]["placement"] = val
         elif key == "seed":
             d["tlb"]["placement_seed"] = int(val)
+        elif key == "fix":
+            if val not in FIXABLE:
+                raise ConfigError(f"calibrate_ablate: variant {spec!r}: fix={val!r} is not "
+                                  f"one of {', '.join(FIXABLE)}")
+            d["_fixed"].append(val)
         elif key in names:
             size, ways, pol = val.split(":")
             d["cache"][names.index(key)].update(size=parse_size(size, key), ways=int(ways),
@@ -75,12 +85,15 @@ def variant(doc: dict, spec: str) -> dict:
 
 def solved(d: dict, pts: list[tuple[int, int, float]]) -> tuple[dict | None, np.ndarray | None]:
     """``d`` with its unknowns solved over the chases ``pts`` and the chases simulated on it
-    (ns); (None, None) when the least squares give no valid file."""
+    (ns); (None, None) when the least squares give no valid file. ``d["_fixed"]`` (removed
+    here): the unknowns kept at the file's values."""
+    d = dict(d)
+    fixed = tuple(d.pop("_fixed", ()))
     ghz = d["freq_ghz"]
     y = np.array([p[2] for p in pts]) * ghz
     cpu = parse_cpu(d, "ablate")
     rows = [fit.chase_row(cpu, s, p) for s, p, _ in pts]
-    err, x = fit.solve(rows, fit.unknowns(cpu), y, check.DRAM_NS[0] * ghz)
+    err, x = fit.solve(rows, fit.unknowns(cpu), y, check.DRAM_NS[0] * ghz, fixed)
     if not math.isfinite(err):
         return None, None
     d = copy.deepcopy(d)
@@ -105,7 +118,8 @@ def ablate(path: Path, specs: list[str], log=lambda m: None) -> dict:
             "variant": spec, "valid": True,
             "latency_cycles": [c["latency"] for c in d["cache"]],
             "dram_ns": d["dram"]["latency_ns"], "tlb": {
-                k: d["tlb"].get(k) for k in ("l2_latency", "walk_latency", "host_read_ns")},
+                k: d["tlb"].get(k) for k in ("l2_latency", "walk_latency", "host_read_ns",
+                                             "walk_extra_4k")},
             "off": [_name(pts[i]) for i in off],
             "points": [{"point": _name(p), "measured_ns": round(p[2], 3),
                         "predicted_ns": round(float(v), 3), "ratio": round(float(r), 4),

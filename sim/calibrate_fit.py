@@ -26,8 +26,14 @@ from the knee fit's values:
   and page-table reads the caches serve, where a walk costs its fixed part and no memory
   access), else it stays the translation fit's (calibrate.py ``fit_translation``): with
   every load of the largest chases walking, it and DRAM trade against each other there;
-  the STLB hit's cost likewise needs chases that hit the STLB without walking. Both are
-  kept at 0 rather than below. The solution is simulated again and solved once
+  the STLB hit's cost likewise needs chases that hit the STLB without walking. What a
+  walk of a 4 KiB page adds to the fixed part (``[tlb] walk_extra_4k``: the level its table
+  has beyond a 2 MiB page's, in a guest also the host's translation of that table's page;
+  sim/MODEL.md §3) is one where both the 4 KiB-page chases and the others walk and the
+  walk's fixed part is solved too: it is then the 4 KiB-page chases' own part, with the rest
+  pinned by the 2 MiB-page chases (otherwise the translation fit's walk, from the 4 KiB-page
+  chases, holds both). All three
+  are kept at 0 rather than below. The solution is simulated again and solved once
   more, so that the constant is the one at the solution.
 * **Effective capacities and replacement** (:func:`fit_hierarchy`): the capacity of each
   level past L1 and its replacement policy (:data:`POLICIES`) are searched, one level at a
@@ -116,13 +122,13 @@ def chase_row(cpu, size: int, page: int, steps: int = STEPS) -> tuple[np.ndarray
     rec = micro.chase_records(size, 1, steps, mlp_loop=False,
                               warmup=check.steady_warmup(size, check.cache_bytes(cpu)))
     r = sim.simulate(rec, cpu, page_size=page, validate=False)
-    return _row_of(cpu, r, steps)
+    return _row_of(cpu, r, steps, page)
 
 
-def _row_of(cpu, r: dict, loads: int) -> tuple[np.ndarray, float]:
+def _row_of(cpu, r: dict, loads: int, page: int = 0) -> tuple[np.ndarray, float]:
     names = [c.name for c in cpu.caches]
     n = len(names)
-    counts = np.zeros(n + 4)
+    counts = np.zeros(n + 5)
     for row in r["by_tag"]:
         if row["kind"] == "load":
             k = names.index(row["level"])
@@ -140,28 +146,39 @@ def _row_of(cpu, r: dict, loads: int) -> tuple[np.ndarray, float]:
         counts[n + 2] = t["stlb_accesses"] - t.get("stlb_misses", 0)
     counts[n + 3] = t.get("stlb_misses", 0) if t.get("stlb_accesses") else t.get(
         "dtlb_misses", 0)
+    # the walks of a 4 KiB page (the run's page is the guest's: engine.c walkCost)
+    counts[n + 4] = counts[n + 3] if page == 4096 else 0.0
     return counts / loads, r["cycles"] / loads
 
 
 def unknowns(cpu) -> np.ndarray:
     """The file's values of the unknowns, in cycles: each level's latency, DRAM, the host's
     page-table read from memory (DRAM's when the file has none), an STLB hit's cost (``[tlb]
-    l2_latency``), the walk's fixed part."""
+    l2_latency``), the walk's fixed part, what a 4 KiB page's walk adds to it (``[tlb]
+    walk_extra_4k``): the columns of :func:`cols`."""
     t = cpu.tlb
     host = (round(t.host_read_ns * cpu.freq_ghz) if t is not None and t.host_read_ns
             else cpu.dram_latency_cycles)
     return np.array([c.latency for c in cpu.caches] + [
-        cpu.dram_latency_cycles, host, t.l2_latency if t else 0, t.walk_latency if t else 0],
-        dtype=float)
+        cpu.dram_latency_cycles, host, t.l2_latency if t else 0, t.walk_latency if t else 0,
+        t.walk_extra_4k if t else 0], dtype=float)
+
+
+def cols(m: int) -> dict[str, int]:
+    """The columns of :func:`solve`'s rows and unknowns past the levels (``m`` of them in
+    all): DRAM, the host's read, an STLB hit, a walk's fixed part, a 4 KiB page's walk's
+    extra."""
+    return {"dram": m - 5, "host": m - 4, "stlb": m - 3, "walk": m - 2, "walk4k": m - 1}
 
 
 def solve(rows: list[tuple[np.ndarray, float]], base: np.ndarray,
-          measured_cycles: np.ndarray, dram_min: float = 0.0) -> tuple[float, np.ndarray]:
+          measured_cycles: np.ndarray, dram_min: float = 0.0,
+          fixed: tuple[str, ...] = ()) -> tuple[float, np.ndarray]:
     """Least squares (relative error) of the unknowns over every chase: ``rows`` simulated
     at ``base``; returns (sum of squared relative errors, unknowns), inf when the solution
     makes no CPU file (:func:`invalid`: a latency below one cycle or not increasing down the
     hierarchy, the host's read not above the last level's) or a measured time is not a
-    positive number."""
+    positive number. ``fixed``: unknowns (:func:`cols`' names) kept at ``base``'s values."""
     a = np.array([r[0] for r in rows])
     c0 = np.array([r[1] for r in rows]) - a @ base
     y = measured_cycles
@@ -170,13 +187,21 @@ def solve(rows: list[tuple[np.ndarray, float]], base: np.ndarray,
     x = base.copy()
     if not (np.all(y > 0) and np.all(np.isfinite(aa)) and np.all(np.isfinite(bb))):
         return math.inf, x  # a measured time <= 0 or not finite: nothing to fit
-    free = [j for j in range(a.shape[1]) if np.any(a[:, j] > 0)]
-    walk, stlb = a.shape[1] - 1, a.shape[1] - 2
+    c = cols(a.shape[1])
+    free = [j for j in range(a.shape[1]) if np.any(a[:, j] > 0)
+            and j not in [c[k] for k in fixed]]
+    walk, stlb, w4 = c["walk"], c["stlb"], c["walk4k"]
     got = identified(a)
     if stlb in free and not got["stlb"]:
         free.remove(stlb)
     if walk in free and (not got["walk"] or np.linalg.matrix_rank(aa[:, free]) < len(free)):
         free.remove(walk)
+    # a 4 KiB page's walk's extra is the 4 KiB-page chases' walks beyond the others': only
+    # with the others' walk solved too (else the file's walk, the translation fit's from the
+    # 4 KiB-page chases alone, already holds it)
+    if w4 in free and (walk not in free or not got["walk4k"]
+                       or np.linalg.matrix_rank(aa[:, free]) < len(free)):
+        free.remove(w4)
 
     def lstsq(start):
         fixed = [j for j in range(a.shape[1]) if j not in free]
@@ -187,9 +212,10 @@ def solve(rows: list[tuple[np.ndarray, float]], base: np.ndarray,
 
     start = base.copy()
     x = lstsq(start)
-    for j in (stlb, walk):
+    for j in (stlb, walk, w4):
         if j in free and x[j] < 0:
-            # an STLB hit or a walk costs nothing rather than less: solved again without it
+            # an STLB hit or a walk (or a 4 KiB page's walk's extra) costs nothing rather than
+            # less: solved again without it
             free.remove(j)
             start[j] = 0.0
             x = lstsq(start)
@@ -203,7 +229,8 @@ def solve(rows: list[tuple[np.ndarray, float]], base: np.ndarray,
 def apply_solution(d: dict, x: np.ndarray, ghz: float) -> None:
     """Write :func:`solve`'s unknowns ``x`` (cycles, in :func:`unknowns`' order) into the CPU
     document ``d``: each level's latency, DRAM's in ns, and the TLB's STLB hit, walk and
-    host page-table read where the document has a TLB."""
+    host page-table read and a 4 KiB page's walk's extra (absent when 0) where the document
+    has a TLB."""
     n = len(d["cache"])
     for k, c in enumerate(d["cache"]):
         c["latency"] = max(1, int(round(x[k])))
@@ -211,6 +238,11 @@ def apply_solution(d: dict, x: np.ndarray, ghz: float) -> None:
     if d.get("tlb"):
         d["tlb"]["l2_latency"] = max(0, int(round(x[n + 2])))
         d["tlb"]["walk_latency"] = max(0, int(round(x[n + 3])))
+        w4 = max(0, int(round(x[n + 4])))
+        if w4:
+            d["tlb"]["walk_extra_4k"] = w4
+        else:
+            d["tlb"].pop("walk_extra_4k", None)
         if d["tlb"].get("host_read_ns"):
             d["tlb"]["host_read_ns"] = round(float(x[n + 1]) / ghz, 1)
 
@@ -220,11 +252,18 @@ def identified(a: np.ndarray) -> dict[str, bool]:
     walk's fixed part apart from the rest: at least :data:`IDENTIFY_ROWS` chases with
     :data:`IDENTIFY_SHARE` of their loads hitting the STLB without walking, and as many
     walking with no more than half as many memory reads as walks (their page-table lines
-    and data in the caches). Otherwise the file's values stay."""
-    walk, stlb, dram = a.shape[1] - 1, a.shape[1] - 2, a.shape[1] - 4
+    and data in the caches); and a 4 KiB page's walk's extra, at least as many chases with
+    4 KiB pages walking on :data:`IDENTIFY_SHARE` of their loads (it is then the 4 KiB-page
+    chases' own part beside the 2 MiB-page ones', which pin the rest). Otherwise the file's
+    values stay."""
+    c = cols(a.shape[1])
+    walk, stlb, dram, w4 = c["walk"], c["stlb"], c["dram"], c["walk4k"]
     alone = np.sum((a[:, stlb] >= IDENTIFY_SHARE) & (a[:, walk] < IDENTIFY_SHARE / 2))
     cached = np.sum((a[:, walk] >= IDENTIFY_SHARE) & (a[:, dram] < a[:, walk] / 2))
-    return {"stlb": bool(alone >= IDENTIFY_ROWS), "walk": bool(cached >= IDENTIFY_ROWS)}
+    small = np.sum(a[:, w4] >= IDENTIFY_SHARE)
+    other = np.sum((a[:, walk] >= IDENTIFY_SHARE) & (a[:, w4] == 0))
+    return {"stlb": bool(alone >= IDENTIFY_ROWS), "walk": bool(cached >= IDENTIFY_ROWS),
+            "walk4k": bool(small >= IDENTIFY_ROWS and other >= IDENTIFY_ROWS)}
 
 
 def invalid(x: np.ndarray, a: np.ndarray, dram_min: float = 0.0) -> list[int]:
@@ -233,15 +272,16 @@ def invalid(x: np.ndarray, a: np.ndarray, dram_min: float = 0.0) -> list[int]:
     level, and not below ``dram_min`` cycles: the fit passes the plausibility check's
     floor, so that it never picks a file the check refuses), the host's page-table read
     (when the chases ``a`` have any) not above the last level's (and never <= 0), an STLB
-    hit's cost not finite; none when ``x`` is valid."""
-    lat = x[:-3]
+    hit's cost or a 4 KiB page's walk's extra not finite; none when ``x`` is valid."""
+    c = cols(len(x))
+    lat = x[:c["host"]]
     bad = [k for k, v in enumerate(lat) if not math.isfinite(v) or v < 1
            or (k and v <= lat[k - 1]) or (k == len(lat) - 1 and v < dram_min)]
-    host = x[-3]
-    if not math.isfinite(host) or host <= 0 or (np.any(a[:, -3] > 0) and host <= lat[-2]):
-        bad.append(len(x) - 3)
-    if not math.isfinite(x[-2]):
-        bad.append(len(x) - 2)
+    host = x[c["host"]]
+    if not math.isfinite(host) or host <= 0 or (np.any(a[:, c["host"]] > 0)
+                                                and host <= lat[-2]):
+        bad.append(c["host"])
+    bad += [c[k] for k in ("stlb", "walk4k") if not math.isfinite(x[c[k]])]
     return bad
 
 
@@ -524,7 +564,8 @@ def _no_solution(doc: dict, x: np.ndarray, rows: list, points: list,
 
     ghz = doc["freq_ghz"]
     names = [c["name"] for c in doc["cache"]] + ["DRAM", "the host's page-table read",
-                                                 "an STLB hit"]
+                                                 "an STLB hit", "a walk",
+                                                 "a 4 KiB page's walk's extra"]
     bad = invalid(x, np.array([r[0] for r in rows]), dram_min)
     what = ", ".join(f"{names[k]} {x[k] / ghz:.3g} ns" for k in bad)
     sizes = sorted(p[0] for p in points)

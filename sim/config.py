@@ -69,6 +69,9 @@ class Tlb:
     l2_ways: int = 12
     l2_latency: int = 9  # cycles added when the L1 DTLB misses and the STLB hits
     walk_latency: int = 30  # cycles added by a page walk: its fixed part
+    # cycles a walk of a 4 KiB page (the guest's, under nested paging) adds to walk_latency:
+    # the level its table has beyond a 2 MiB page's (engine.h walk_extra_4k; 0 = none)
+    walk_extra_4k: int = 0
     # page-table lines a walk reads through the caches (each adds the latency of the level
     # that served it): 0 = the fixed part alone; 1 = the leaf PTE; 2 = nested paging (the
     # guest's leaf PTE and the host's)
@@ -257,6 +260,7 @@ class CpuConfig:
                 l2w = t.l2_ways or t.l2_entries
                 ec.stlb_sets, ec.stlb_ways = t.l2_entries // l2w, l2w
             ec.stlb_latency, ec.walk_latency = t.l2_latency, t.walk_latency
+            ec.walk_extra_4k = t.walk_extra_4k
             ec.walk_reads = t.walk_reads
             ec.walkers = t.walkers
             if timing:  # ns -> cycles (timing only, MODEL.md §3)
@@ -339,6 +343,10 @@ def _check_ways(p: B.PolicyInfo, ways: int, where: str) -> None:
         raise ConfigError(f"{where}.ways: {p.name} needs {need}{limit}, got {ways}")
 
 
+#: The most cycles ``[tlb] walk_extra_4k`` may add to a walk (a walk of hundreds of
+#: thousands of cycles is no core's; the engine's field is 32 bits).
+WALK_EXTRA_MAX = 100_000
+
 _KEYS = {
     "cache": {"name", "size", "ways", "line", "latency", "replacement", "inclusion", "mshrs",
               "seed", "src", "notes"},
@@ -347,7 +355,7 @@ _KEYS = {
     "dram": {"latency_ns", "bandwidth_gbs", "src", "notes"},
     "tlb": {"page_size", "l1_entries", "l1_ways", "l2_entries", "l2_ways", "l2_latency",
             "walk_latency", "walk_reads", "walkers", "host_page_size", "walk_retention_ns",
-            "host_read_ns", "placement", "placement_seed", "src", "notes"},
+            "host_read_ns", "placement", "placement_seed", "walk_extra_4k", "src", "notes"},
     "swprefetch": {"fill", "tlb_miss", "trains_prefetchers", "src", "notes"},
     "prefetcher": {"level", "kind", "degree", "table", "src", "notes"},
     "syscall": set(SYSCALL_KEYS) | {"src", "notes"},
@@ -525,11 +533,14 @@ def parse_cpu(doc: dict, source: str = "") -> CpuConfig:
         vals = {}
         for key, dflt in (("l1_entries", 64), ("l1_ways", 4), ("l2_entries", 0), ("l2_ways", 8),
                           ("l2_latency", 9), ("walk_latency", 30), ("walk_reads", 0),
-                          ("walkers", 0)):
+                          ("walkers", 0), ("walk_extra_4k", 0)):
             v = _get(t, key, "tlb", int, dflt)
             if v < 0:
                 raise ConfigError(f"tlb.{key}: must be >= 0, got {v}")
             vals[key] = v
+        if vals["walk_extra_4k"] > WALK_EXTRA_MAX:
+            raise ConfigError(f"tlb.walk_extra_4k: must be 0..{WALK_EXTRA_MAX} cycles, got "
+                              f"{vals['walk_extra_4k']}")
         if vals["walk_reads"] > B.MAX_WALK_READS:
             raise ConfigError(f"tlb.walk_reads: at most {B.MAX_WALK_READS}, got "
                               f"{vals['walk_reads']}")

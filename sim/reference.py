@@ -614,9 +614,13 @@ class ReferenceSim:
         read j reads the leaf entry of ``addr``'s page; under nested paging with a smaller
         host page (``cfg.guest_page_bits``) read 0, the guest's, takes the guest's page. A
         read from memory costs the DRAM latency (the host's, reads 1.., the host read
-        latency when set); with a retention the line's age decides (engine.c walkCost)."""
+        latency when set); with a retention the line's age decides (engine.c walkCost). The
+        fixed part is ``walk_latency``, plus ``walk_extra_4k`` when the guest's page (the
+        run's page without a smaller host page) is 4 KiB."""
         cfg, st, n = self.cfg, self.st, self.n
-        cost = cfg.walk_latency
+        # a 4 KiB (guest) page's walk has one level more than a 2 MiB page's
+        gb = cfg.guest_page_bits or cfg.page_bits
+        cost = cfg.walk_latency + (cfg.walk_extra_4k if gb == 12 else 0)
         keep = self.walk_keep
         for j in range(cfg.walk_reads):
             pb = cfg.guest_page_bits if j == 0 and cfg.guest_page_bits else cfg.page_bits

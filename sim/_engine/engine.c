@@ -232,7 +232,8 @@ static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint
  * lines (KVSIM_WALK_BASE), one load of tag 0 through the caches from L1, in
  * turn (the line of the leaf entry of addr's page; under nested paging with a
  * smaller host page, cfg.guest_page_bits, read 0 takes the guest's page), each
- * costing the load-to-use latency of the level that served it; a read from
+ * costing the load-to-use latency of the level that served it (the fixed part
+ * is walk_latency, plus walk_extra_4k when the guest's page is 4 KiB); a read from
  * memory costs the DRAM latency, the host's (reads 1..) cfg.host_read_latency
  * when set.  With cfg.walk_retention (timing) the line's age decides instead
  * (sim/MODEL.md §3): read by a walk at most that many cycles before the
@@ -245,7 +246,9 @@ static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint
  * simulating thread, in program order, also when the TLB thread found the walk
  * (tlb.c). */
 static int64_t walkCost(kvsimSim *s, uint64_t addr) {
-    int64_t cost = s->cfg.walk_latency;
+    /* a 4 KiB (guest) page's walk has one level more than a 2 MiB page's */
+    const uint32_t gb = s->cfg.guest_page_bits ? s->cfg.guest_page_bits : s->cfg.page_bits;
+    int64_t cost = (int64_t)s->cfg.walk_latency + (gb == 12 ? s->cfg.walk_extra_4k : 0);
     const uint32_t n = s->n;
     const uint64_t keep = s->walk_slot_line ? s->cfg.walk_retention * s->W : 0;
     for (uint32_t j = 0; j < s->cfg.walk_reads; j++) {

@@ -218,6 +218,12 @@ typedef struct kvsimConfig {
      * (12..30), while the TLBs translate the virtual page. */
     uint32_t place_bits;
     uint64_t place_seed;
+    /* A walk of a 4 KiB page (the guest's page: 2^guest_page_bits, else 2^page_bits,
+     * is 4 KiB) adds walk_extra_4k cycles to walk_latency: the level its table has
+     * beyond a 2 MiB page's (under nested paging also the host's translation of that
+     * table's page), whose steps the walker's caches do not skip.  0 = none (every
+     * walk's fixed part is walk_latency).  See walkCost() in engine.c. */
+    uint32_t walk_extra_4k;
 } kvsimConfig;
 
 #define KVSIM_NO_SITE 0xFFFFFFFFu

@@ -129,11 +129,18 @@ def test_a_measured_time_that_is_not_one_is_named(bad):
         _fit(_doc(), points)
 
 
+def _w4(x) -> np.ndarray:
+    """Rows or unknowns of calibrate_fit.solve without 4 KiB-page walks: a last column (a 4
+    KiB page's walk's extra, calibrate_fit.cols) of 0."""
+    a = np.asarray(x, dtype=float)
+    return np.concatenate([a, np.zeros(a.shape[:-1] + (1,))], axis=-1)
+
+
 def test_solve_never_returns_nan():
     """A row with nothing finite to fit gives inf (no candidate wins by a nan comparison)."""
-    rows = [(np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]), 5.0),
-            (np.array([0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]), 12.0)]
-    base = np.array([4.0, 12.0, 40.0, 100.0, 100.0, 9.0, 0.0])
+    rows = [(_w4([1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]), 5.0),
+            (_w4([0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]), 12.0)]
+    base = _w4([4.0, 12.0, 40.0, 100.0, 100.0, 9.0, 0.0])
     assert cf.solve(rows, base, np.array([4.0, 12.0]))[0] < 1e-9
     for y in ([4.0, math.nan], [4.0, 0.0], [math.inf, 12.0]):
         assert cf.solve(rows, base, np.array(y))[0] == math.inf
@@ -178,16 +185,16 @@ def test_solve_recovers_an_stlb_hits_cost_and_keeps_it_at_zero_not_below():
     """The STLB hits are an unknown of the least squares (calibrate_fit.solve): simulated
     times made with a known cost give it back; times that would need a negative cost get 0
     and the rest solved without it."""
-    truth = np.array([4.0, 14.0, 50.0, 300.0, 300.0, 5.0, 0.0])
-    a = np.array([[1.0, 0, 0, 0, 0, 0, 0], [0.2, 0.8, 0, 0, 0, 0.5, 0],
+    truth = _w4([4.0, 14.0, 50.0, 300.0, 300.0, 5.0, 0.0])
+    a = _w4([[1.0, 0, 0, 0, 0, 0, 0], [0.2, 0.8, 0, 0, 0, 0.5, 0],
                   [0, 1.0, 0, 0, 0, 0.9, 0], [0, 0.3, 0.7, 0, 0, 1.0, 0],
                   [0, 0, 0.5, 0.5, 0, 0.2, 0.8]])
     y = a @ truth + 3.0  # a constant part the counts do not explain
-    base = np.array([5.0, 12.0, 40.0, 200.0, 200.0, 9.0, 0.0])
+    base = _w4([5.0, 12.0, 40.0, 200.0, 200.0, 9.0, 0.0])
     rows = [(r, float(r @ base + 3.0)) for r in a]
     err, x = cf.solve(rows, base, y)
     assert err < 1e-12 and x[5] == pytest.approx(5.0) and x[:4] == pytest.approx(truth[:4])
-    y_neg = a @ np.array([4.0, 14.0, 50.0, 300.0, 300.0, -3.0, 0.0]) + 3.0
+    y_neg = a @ _w4([4.0, 14.0, 50.0, 300.0, 300.0, -3.0, 0.0]) + 3.0
     err, x = cf.solve(rows, base, y_neg)
     assert x[5] == 0.0 and math.isfinite(err) and err > 0
 
@@ -222,15 +229,15 @@ def test_solve_fits_the_walk_where_the_chases_tell_it_from_dram():
     """Chases whose walks read cached page-table lines (walks without DRAM) give the walk's
     fixed part back; when every walk comes with a DRAM access the two trade and the walk
     keeps the file's value; a negative one is kept at 0."""
-    truth = np.array([4.0, 14.0, 50.0, 300.0, 300.0, 5.0, 120.0])
+    truth = _w4([4.0, 14.0, 50.0, 300.0, 300.0, 5.0, 120.0])
     # L1D, L2, L3, DRAM, host, STLB hits, walks per load: chases within the levels, with
     # STLB hits alone, with walks the caches serve, and with walks and DRAM together
-    a = np.array([[1.0, 0, 0, 0, 0, 0, 0], [0, 1.0, 0, 0, 0, 0.9, 0],
+    a = _w4([[1.0, 0, 0, 0, 0, 0, 0], [0, 1.0, 0, 0, 0, 0.9, 0],
                   [0, 0.3, 0.7, 0, 0, 1.0, 0], [0.5, 0.5, 0, 0, 0, 0.4, 0],
                   [0, 0, 1.0, 0, 0, 0, 0.5], [0, 0.5, 0.5, 0, 0, 0, 0.3],
                   [0, 0, 1.0, 0, 0, 0, 0.8],
                   [0, 0, 0.5, 0.5, 0, 0, 0.5], [0, 0, 0, 1.0, 0, 0, 1.0]])
-    base = np.array([5.0, 12.0, 40.0, 200.0, 200.0, 9.0, 60.0])
+    base = _w4([5.0, 12.0, 40.0, 200.0, 200.0, 9.0, 60.0])
     rows = [(r, float(r @ base + 3.0)) for r in a]
     err, x = cf.solve(rows, base, a @ truth + 3.0)
     assert err < 1e-12 and x[6] == pytest.approx(120.0) and x[3] == pytest.approx(300.0)
@@ -240,7 +247,7 @@ def test_solve_fits_the_walk_where_the_chases_tell_it_from_dram():
     rows_t = [(r, float(r @ base + 3.0)) for r in tied]
     err, x = cf.solve(rows_t, base, tied @ truth + 3.0)
     assert x[6] == 60.0 and err < 1e-12 and x[3] == pytest.approx(360.0)
-    err, x = cf.solve(rows, base, a @ np.array([4.0, 14.0, 50.0, 300.0, 300.0, 5.0, -40.0])
+    err, x = cf.solve(rows, base, a @ _w4([4.0, 14.0, 50.0, 300.0, 300.0, 5.0, -40.0])
                       + 3.0)
     assert x[6] == 0.0 and x[5] >= 0.0
 
@@ -249,12 +256,50 @@ def test_solve_refuses_dram_below_the_plausibility_floor():
     """A solution whose DRAM latency is below ``dram_min`` cycles (the fit passes the
     plausibility check's 40 ns) is no solution: the fit never picks a file the check
     refuses (a last level's plateau taken for memory)."""
-    a = np.array([[1.0, 0, 0, 0, 0, 0, 0], [0, 1.0, 0, 0, 0, 0, 0],
+    a = _w4([[1.0, 0, 0, 0, 0, 0, 0], [0, 1.0, 0, 0, 0, 0, 0],
                   [0, 0, 1.0, 0, 0, 0, 0], [0, 0, 0.2, 0.8, 0, 0, 0]])
-    base = np.array([4.0, 12.0, 40.0, 100.0, 100.0, 0.0, 0.0])
+    base = _w4([4.0, 12.0, 40.0, 100.0, 100.0, 0.0, 0.0])
     rows = [(r, float(r @ base)) for r in a]
-    y = a @ np.array([4.0, 12.0, 40.0, 90.0, 100.0, 0.0, 0.0])
+    y = a @ _w4([4.0, 12.0, 40.0, 90.0, 100.0, 0.0, 0.0])
     assert cf.solve(rows, base, y, dram_min=80.0)[0] < 1e-12
     err, x = cf.solve(rows, base, y, dram_min=120.0)
     assert err == math.inf and x[3] == pytest.approx(90.0)
     assert cf.invalid(x, a, 120.0) == [3]
+
+
+def test_solve_fits_a_4k_pages_walk_apart_from_the_others():
+    """What a 4 KiB page's walk adds (``[tlb] walk_extra_4k``, the last unknown) is solved
+    where 4 KiB-page chases and others both walk, given back from times made with it, kept
+    at 0 rather than below, and kept at the file's value when fixed or when no chase with
+    4 KiB pages walks."""
+    truth = np.array([4.0, 14.0, 50.0, 300.0, 300.0, 5.0, 30.0, 70.0])
+    # L1D, L2, L3, DRAM, host, STLB hits, walks, 4 KiB-page walks per load: chases within
+    # the levels, 2 MiB-page chases that walk (cached tables, then DRAM), 4 KiB-page ones
+    a = np.array([[1.0, 0, 0, 0, 0, 0, 0, 0], [0, 1.0, 0, 0, 0, 0.9, 0, 0],
+                  [0, 0.3, 0.7, 0, 0, 1.0, 0, 0], [0, 0, 1.0, 0, 0, 0, 0.5, 0],
+                  [0, 0.5, 0.5, 0, 0, 0, 0.3, 0], [0, 0, 1.0, 0, 0, 0, 0.8, 0],
+                  [0, 0, 0.5, 0.5, 0.3, 0, 0.5, 0], [0, 0, 0, 1.0, 1.0, 0, 1.0, 0],
+                  [0, 0, 1.5, 0, 0, 0, 0.5, 0.5], [0, 0, 1.2, 0.8, 0.5, 0, 0.9, 0.9],
+                  [0, 0, 0.2, 2.0, 1.0, 0, 1.0, 1.0], [0.5, 0.5, 0, 0, 0, 0.4, 0, 0]])
+    base = np.array([5.0, 12.0, 40.0, 200.0, 200.0, 9.0, 10.0, 0.0])
+    rows = [(r, float(r @ base + 3.0)) for r in a]
+    err, x = cf.solve(rows, base, a @ truth + 3.0)
+    assert err < 1e-12 and x[7] == pytest.approx(70.0) and x[6] == pytest.approx(30.0)
+    assert cf.identified(a)["walk4k"]
+    neg = truth.copy()
+    neg[7] = -50.0
+    err, x = cf.solve(rows, base, a @ neg + 3.0)
+    assert x[7] == 0.0 and math.isfinite(err) and err > 0
+    err, x = cf.solve(rows, base, a @ truth + 3.0, fixed=("walk4k",))
+    assert x[7] == 0.0 and err > 0
+    # without the walks the caches serve (the walk's fixed part not solved), the extra is
+    # not solved either: the file's walk holds the 4 KiB-page chases' walks
+    tied = a[[0, 1, 2, 6, 7, 9, 10, 11]]
+    err, x = cf.solve([(r, float(r @ base + 3.0)) for r in tied], base, tied @ truth + 3.0)
+    assert x[6] == 10.0 and x[7] == 0.0
+    # no chase with 4 KiB pages: not identified, the file's value stays
+    two_mib = a[[0, 1, 2, 3, 4, 5, 6, 7, 11]]
+    assert not cf.identified(two_mib)["walk4k"]
+    err, x = cf.solve([(r, float(r @ base + 3.0)) for r in two_mib], base,
+                      two_mib @ truth + 3.0)
+    assert x[7] == 0.0 and err < 1e-12

@@ -86,6 +86,8 @@ def cpu_docs(draw, levels=None, timing=None):
             "l2_latency": draw(st.integers(1, 10)), "walk_latency": draw(st.integers(1, 50)),
             "walk_reads": draw(st.integers(0, 2)),
             "walkers": draw(st.integers(0, 3)),  # 0: unlimited
+            # a 4 KiB (guest) page's walk adds this to walk_latency (engine.c walkCost)
+            "walk_extra_4k": draw(st.sampled_from([0, 7, 40])),
         }
         if draw(st.booleans()):  # 2 MiB pages; nested on 4 KiB host pages (guest_page_bits)
             doc["tlb"]["page_size"] = "2MiB"

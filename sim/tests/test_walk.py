@@ -316,3 +316,68 @@ def test_calibrate_fit_finds_the_retention_that_made_the_chases(monkeypatch):
     # without the parallel chases the chases alone cannot tell 10 us from none as clearly
     tried = {c["retention_ns"]: c for c in out["chosen"]["walk_retention"]["candidates"]}
     assert tried[0.0]["error_parallel"] > 5 * tried[10_000.0]["error_parallel"]
+
+
+# --- a 4 KiB page's walk (``[tlb] walk_extra_4k``) -------------------------------------------
+
+def _extra_cpu(extra: int, page: str = "4KiB", host: str | None = None):
+    d = {"name": "t", "freq_ghz": 1.0, "core": {"width": 1, "rob": 8},
+         "cache": [{"name": "L1D", "size": 4096, "ways": 4, "line": 64, "latency": 4},
+                   {"name": "L2", "size": 65536, "ways": 8, "line": 64, "latency": 12}],
+         "dram": {"latency_ns": 100.0},
+         "tlb": {"page_size": page, "l1_entries": 1, "l1_ways": 0, "l2_entries": 0,
+                 "walk_latency": 20, "walk_reads": 2, "walk_extra_4k": extra}}
+    if host:
+        d["tlb"]["host_page_size"] = host
+    return sim.parse_cpu(d)
+
+
+@pytest.mark.parametrize("engine", ["fast", "reference"])
+@pytest.mark.parametrize("extra", [1, 37])
+def test_a_4k_pages_walk_adds_its_extra_and_a_2m_pages_does_not(engine, extra):
+    # a chain of dependent loads, one per 4 KiB page: every load walks once
+    rec = _chain(range(16))
+    walks = 16  # a one-entry DTLB, no STLB
+    base = sim.simulate(rec, _extra_cpu(0), engine=engine)["cycles"]
+    got = sim.simulate(rec, _extra_cpu(extra), engine=engine)["cycles"]
+    assert got - base == pytest.approx(walks * extra, abs=2)
+    # the guest's 2 MiB pages (on the host's 4 KiB pages, or not): no extra level
+    for host in (None, "4KiB"):
+        two = [sim.simulate(rec, _extra_cpu(e, "2MiB", host), engine=engine)["cycles"]
+               for e in (0, extra)]
+        assert two[0] == two[1]
+
+
+@settings(max_examples=20, deadline=None)
+@given(extra=st.integers(0, 300), page=st.sampled_from(["4KiB", "2MiB"]),
+       host=st.sampled_from([None, "4KiB"]), chains=st.integers(1, 4))
+def test_walk_extra_4k_engine_equals_reference(extra, page, host, chains):
+    from kvsim.sim import _binding as B
+
+    cfg = _extra_cpu(extra, page, host).to_engine(timing=True)
+    rec = micro.chase_records(8 << 20, chains, 200, seed=5)
+    eng, ref = B.Engine(cfg), ReferenceSim(cfg)
+    eng.run(rec)
+    ref.run(rec)
+    a, b = eng.finish(), ref.finish()
+    eng.close()
+    for k in ("ticks", "stlb_miss", "dtlb_miss", "dram_reads"):
+        assert np.array_equal(np.asarray(a[k]), np.asarray(b[k])), k
+
+
+@pytest.mark.parametrize("bad, why", [(-1, ">= 0"), (100_001, "0..100000 cycles"),
+                                      ("9", "expected int"), (2.5, "expected int")])
+def test_walk_extra_4k_bounds_in_one_line(bad, why):
+    with pytest.raises(sim.ConfigError) as e:
+        _extra_cpu(bad)
+    msg = str(e.value)
+    assert msg.startswith("tlb.walk_extra_4k") and why in msg and "\n" not in msg
+
+
+def test_walk_extra_4k_defaults_to_none():
+    assert _extra_cpu(0).tlb.walk_extra_4k == 0
+    d = {"name": "t", "freq_ghz": 1.0, "core": {"width": 1, "rob": 8},
+         "cache": [{"name": "L1D", "size": 4096, "ways": 4, "line": 64, "latency": 4}],
+         "dram": {"latency_ns": 100.0}, "tlb": {"page_size": "4KiB"}}
+    assert sim.parse_cpu(d).tlb.walk_extra_4k == 0
+    assert sim.parse_cpu(d).to_engine(timing=True).walk_extra_4k == 0
