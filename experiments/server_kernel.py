@@ -11,7 +11,7 @@ redis-benchmark's PING_MBULK, natively and as the trace model charges it.
    (``kvsim-calibrate syscall``) gives for those reads and writes alone, per write and per
    sleep.
 2. Traced: the same server with ``--trace`` serves the same PINGs (50 clients, depths 1 and
-   10); the trace's measured part (the PINGs: :func:`.server_study.measured_trace`) is
+   10); the trace's measured part (the PINGs: :func:`kvsim.traces.commands.measured_trace`) is
    simulated on each ``--cpu``: predicted ns per request, its system calls' part and their
    counts per request, beside the native figures.
 
@@ -30,49 +30,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+# the traced PINGs are the calibration's own (sim/calibrate_loop.py): one implementation
+from kvsim.sim.calibrate_loop import TRACED_REQUESTS, predicted, traced_ping
+
 RESULT_NAME = "server-kernel-ping.json"
 #: (pipeline depth, clients) measured natively; the traced ones are the server study's 50
 PLAN = ((1, 1), (10, 1), (1, 10), (10, 10), (1, 50), (10, 50))
 TRACED = ((1, 50), (10, 50))
-TRACED_REQUESTS = {1: 20_000, 10: 50_000}
-
-
-def traced_ping(depth: int, clients: int, requests: int, out: Path) -> Path:
-    """The measured trace of c_ref's server serving ``requests`` PINGs."""
-    from kvsim.experiments.server import CREF_SERVER_ARGS, CrefServer
-    from kvsim.experiments.server_study import measured_trace
-    from kvsim.experiments.valkey_server import benchmark_binary, pick_cpus, pinned_child
-
-    server_cpu, client_cpu = pick_cpus()
-    raw = out.with_name(out.stem + ".raw.kvt")
-    with CrefServer(cpu=server_cpu, args=[*CREF_SERVER_ARGS, "--trace", str(raw)]) as srv:
-        subprocess.run([str(benchmark_binary()), "-h", "127.0.0.1", "-p", str(srv.port),
-                        "-c", str(clients), "-n", str(requests), "-P", str(depth), "-t",
-                        "ping_mbulk", "--csv"], capture_output=True, check=True, timeout=900,
-                       preexec_fn=pinned_child(client_cpu, die_with_parent=True))
-    try:
-        measured_trace(raw, out, requests, after=0)
-    finally:
-        raw.unlink(missing_ok=True)
-    return out
-
-
-def predicted(trace: Path, cpu: str, requests: int) -> dict[str, Any]:
-    """The prediction of a traced PING run on ``cpu``, per request."""
-    from kvsim import sim
-    from kvsim.sim import local as sim_local
-
-    res = sim.simulate(trace, sim.load_cpu(cpu))
-    ghz = res["timing"]["freq_ghz"]
-    sc = res.get("syscalls") or {}
-    ns = res["cycles"] / ghz / requests
-    sys_ns = (sc.get("cycles") or 0) / ghz / requests
-    return {"cpu": sim_local.label(cpu), "ns": ns, "syscall_ns": sys_ns,
-            "user_ns": ns - sys_ns, "instructions": res["instructions"] / requests,
-            "calls": {k: v / requests for k, v in (sc.get("calls") or {}).items()},
-            "bytes": {k: v / requests for k, v in (sc.get("bytes") or {}).items()}}
-
-
 def markdown(doc: dict[str, Any]) -> str:
     """The result file as two tables: native per (depth, clients), and the traced PINGs'
     prediction beside the native figures at the same depth and clients."""

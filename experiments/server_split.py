@@ -133,7 +133,7 @@ def native_cells(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     user/system split of the summed ticks (user share with its Wilson 95 % interval, times
     the median CPU time); the CPU time's median interval and minimum."""
     from kvsim import stats
-    from kvsim.experiments.syscall_after import wilson
+    from kvsim.stats import wilson
 
     keys = sorted({(r["server"], r["cell"], r["side"]) for r in runs},
                   key=lambda k: (SERVERS.index(k[0]), k[1], k[2]))
@@ -265,9 +265,10 @@ def write_peer_cpu(src: Path, dst: Path, calls: dict[str, Any]) -> None:
 
 def predicted_ping(cpu: str, traces_dir: Path, log=None) -> list[dict[str, Any]]:
     """c_ref's server traced under PING_MBULK at depth 1 and 10, 50 clients
-    (:func:`.server_kernel.traced_ping`, made once in ``traces_dir``), simulated on ``cpu``
-    (:func:`.server_kernel.predicted`): per request the user part and the calls."""
-    from kvsim.experiments import server_kernel as sk
+    (:func:`kvsim.sim.calibrate_loop.traced_ping`, made once in ``traces_dir``), simulated
+    on ``cpu`` (:func:`kvsim.sim.calibrate_loop.predicted`): per request the user part and
+    the calls."""
+    from kvsim.sim import calibrate_loop as sk
 
     out = []
     for depth in (1, 10):

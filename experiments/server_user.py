@@ -124,7 +124,8 @@ def traced(tmp: Path, iters: int, before: str, after: str) -> list[dict]:
 def real_server(ping: dict, tmp: Path, before: str, after: str) -> list[dict]:
     """c_ref's real server's traced PINGs (server_kernel) on both files, against the native
     user and CPU time per request of ``ping`` (server-kernel-ping.json)."""
-    from kvsim.experiments import server_kernel, syscall_after
+    from kvsim import stats
+    from kvsim.experiments import server_kernel
 
     out = []
     for depth, clients in server_kernel.TRACED:
@@ -135,7 +136,7 @@ def real_server(ping: dict, tmp: Path, before: str, after: str) -> list[dict]:
                 if (r["depth"], r["clients"]) == (depth, clients)]
         ticks = sum(r["ticks"] for r in runs)
         user_ticks = sum(r["ticks"] * r["user_ns"] / r["cpu_ns"] for r in runs if r["cpu_ns"])
-        lo, hi = syscall_after.wilson(user_ticks, ticks)
+        lo, hi = stats.wilson(user_ticks, ticks)
         row = {"depth": depth, "clients": clients, "requests": n,
                "native_user_ns": nat["user_ns"],
                "native_user_ns_ci95": [lo * nat["cpu_ns"], hi * nat["cpu_ns"]],

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
+
+from kvsim.stats import wilson
 
 RESULT_NAME = "syscall-after.json"
 VULN_DIR = Path("/sys/devices/system/cpu/vulnerabilities")
@@ -34,15 +35,6 @@ def mitigations() -> dict[str, str]:
     if not VULN_DIR.is_dir():
         return {}
     return {p.name: p.read_text().strip() for p in sorted(VULN_DIR.iterdir())}
-
-
-def wilson(k: float, n: float, z: float = 1.96) -> tuple[float, float]:
-    """The Wilson 95 % interval of a proportion ``k`` of ``n``."""
-    if n <= 0:
-        return 0.0, 1.0
-    p = k / n
-    mid, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return max(0.0, (mid - half) / (1 + z * z / n)), min(1.0, (mid + half) / (1 + z * z / n))
 
 
 def ping_gap(ping: dict, rows: list[dict]) -> list[dict]:

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = ["MIN_ROUNDS", "bootstrap_ci95", "independent_speedup", "median_ci95", "paired_speedup",
-           "rounds_for_effect", "summary"]
+           "rounds_for_effect", "summary", "wilson"]
 
 #: Fewest values for which the order-statistic interval reaches 95 % coverage.
 MIN_ROUNDS = 6
@@ -136,3 +136,12 @@ def independent_speedup(base: Any, var: Any, rng: Any, resamples: int = 2000
     verdict = "within noise" if lo <= 1.0 <= hi else ("faster" if lo > 1.0 else "slower")
     return {"speedup_median": round(point, 4), "speedup_ci95": [round(lo, 4), round(hi, 4)],
             "speedup_min": round(float(base.min() / var.min()), 4), "verdict": verdict}
+
+
+def wilson(k: float, n: float, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson 95 % interval of a proportion ``k`` of ``n``."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = k / n
+    mid, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(0.0, (mid - half) / (1 + z * z / n)), min(1.0, (mid + half) / (1 + z * z / n))

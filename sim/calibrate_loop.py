@@ -103,15 +103,17 @@ def _cpus() -> tuple[int | None, int | None]:
 
 
 @contextlib.contextmanager
-def _server(cpu: int | None, timeout: float = 20.0):
-    """``kvsim-cref serve`` on 127.0.0.1 (a port it picks), pinned to ``cpu``: (pid, port)."""
+def _server(cpu: int | None, timeout: float = 20.0, extra: tuple[str, ...] = ()):
+    """``kvsim-cref serve`` on 127.0.0.1 (a port it picks), pinned to ``cpu``, with ``extra``
+    arguments after :data:`SERVER_ARGS`: (pid, port)."""
     try:
         exe = artifacts.path(artifacts.CREF_CLI)
     except artifacts.ArtifactMissing as e:
         raise LoopError(str(e)) from None
     proc = subprocess.Popen([str(exe), "serve", "--port", "0", "--bind", "127.0.0.1",
-                             *SERVER_ARGS], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, preexec_fn=_pinned(cpu))
+                             *SERVER_ARGS, *extra], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            preexec_fn=_pinned(cpu))
     try:
         ready, _, _ = select.select([proc.stdout], [], [], timeout)
         words = proc.stdout.readline().decode(errors="replace").split() if ready else []
@@ -313,7 +315,7 @@ def tick_bias(rows: list[dict[str, Any]]) -> dict[str, Any]:
     than the tolerance. The spin whose interval's bottom is furthest above its spin's share
     is named at the top (``spin_ns``, ``ticks``, ``user_share``, ``user_share_ci95``,
     ``spin_share``), with the tolerance and the verdict ``biased`` (at some spin)."""
-    from kvsim.experiments.syscall_after import wilson
+    from kvsim.stats import wilson
 
     spins = []
     for spin in sorted({r["spin_ns"] for r in rows}):
@@ -364,19 +366,64 @@ def cpu_residue(runs: list[dict[str, Any]], user_ns: dict[int, float],
     return max(0.0, statistics.median(x["residue_per_write_ns"] for x in rows)), rows
 
 
+#: PINGs of a traced run per depth (the traced server is slower: fewer than :data:`REQUESTS`)
+TRACED_REQUESTS = {1: 20_000, 10: 50_000}
+
+
+def traced_ping(depth: int, clients: int, requests: int, out: Path) -> Path:
+    """The measured trace (:func:`kvsim.traces.commands.measured_trace`) of c_ref's server,
+    traced (``serve --trace``), serving ``requests`` PINGs from ``clients`` clients at
+    pipeline ``depth``; LoopError when the server or the client cannot be run."""
+    from kvsim.traces.commands import measured_trace
+
+    bench = benchmark_binary()
+    server_cpu, client_cpu = _cpus()
+    raw = out.with_name(out.stem + ".raw.kvt")
+    with _server(server_cpu, extra=("--trace", str(raw))) as (_, port):
+        argv = [str(bench), "-h", "127.0.0.1", "-p", str(port), "-c", str(clients), "-n",
+                str(requests), "-P", str(depth), "-t", "ping_mbulk", "--csv"]
+        try:
+            p = subprocess.run(argv, capture_output=True, timeout=900, check=False,
+                               preexec_fn=_pinned(client_cpu))
+        except subprocess.TimeoutExpired:
+            raise LoopError(f"{bench.name} did not finish within 900 s") from None
+        if p.returncode != 0:
+            raise LoopError(f"{bench.name} exited with status {p.returncode}")
+    try:
+        measured_trace(raw, out, requests, after=0)
+    finally:
+        raw.unlink(missing_ok=True)
+    return out
+
+
+def predicted(trace: Path, cpu: str, requests: int) -> dict[str, Any]:
+    """The prediction of a traced PING run on ``cpu`` (a CPU name or file), per request: ns,
+    its system calls' part, user ns, instructions, calls and bytes by call."""
+    from kvsim import sim
+    from kvsim.sim import local as sim_local
+
+    res = sim.simulate(trace, sim.load_cpu(cpu))
+    ghz = res["timing"]["freq_ghz"]
+    sc = res.get("syscalls") or {}
+    ns = res["cycles"] / ghz / requests
+    sys_ns = (sc.get("cycles") or 0) / ghz / requests
+    return {"cpu": sim_local.label(cpu), "ns": ns, "syscall_ns": sys_ns,
+            "user_ns": ns - sys_ns, "instructions": res["instructions"] / requests,
+            "calls": {k: v / requests for k, v in (sc.get("calls") or {}).items()},
+            "bytes": {k: v / requests for k, v in (sc.get("bytes") or {}).items()}}
+
+
 def ping_user(cpu: str | Path, plan=PLAN,
               log: Callable[[str], None] = lambda m: None) -> dict[int, float]:
     """Per depth of ``plan``: the user ns per request of c_ref's server traced under the
-    same PINGs (:func:`kvsim.experiments.server_kernel.traced_ping`, at the plan's clients)
-    and simulated on ``cpu`` (a CPU name or file), its system calls' charge left out."""
-    from kvsim.experiments import server_kernel as sk
-
+    same PINGs (:func:`traced_ping`, at the plan's clients) and simulated on ``cpu`` (a CPU
+    name or file), its system calls' charge left out."""
     out = {}
     with tempfile.TemporaryDirectory(prefix="kvsim-ping-") as tmp:
         for depth, clients in plan:
-            n = sk.TRACED_REQUESTS[depth]
-            t = sk.traced_ping(depth, clients, n, Path(tmp) / f"ping-{depth}.kvt")
-            out[depth] = sk.predicted(t, str(cpu), n)["user_ns"]
+            n = TRACED_REQUESTS[depth]
+            t = traced_ping(depth, clients, n, Path(tmp) / f"ping-{depth}.kvt")
+            out[depth] = predicted(t, str(cpu), n)["user_ns"]
             log(f"server loop: traced PINGs at depth {depth} predicted at "
                 f"{out[depth]:,.0f} ns of user time per request")
     return out

@@ -297,10 +297,8 @@ def test_calibrate_cli_tiny(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(calibrate_loop.REQUESTS, "quick",
                         tuple(n // 10 for n in calibrate_loop.REQUESTS["quick"]))
     # and of the tick test's round trips and the traced PINGs, where the split is biased
-    from kvsim.experiments import server_kernel
-
     monkeypatch.setattr(calibrate_loop, "BIAS_ITERS", calibrate_loop.BIAS_ITERS // 10)
-    monkeypatch.setattr(server_kernel, "TRACED_REQUESTS", {1: 2000, 10: 5000})
+    monkeypatch.setattr(calibrate_loop, "TRACED_REQUESTS", {1: 2000, 10: 5000})
     out = tmp_path / "cpu.toml"
     rc = main(["calibrate", "--quick", "--max-size", "4MiB", "--rounds", "1", "-o", str(out)])
     cpu = sim.load_cpu(str(out))  # written either way, its self-check in it
