@@ -97,8 +97,9 @@ int main(int argc, char **argv) {
                     reason="valgrind or a C compiler not installed")
 def test_branch_figures_of_a_real_callgrind_run(tmp_path):
     """callgrind --branch-sim=yes on a tiny program, read by the one reader: the random
-    branches and indirect calls mispredict far more than the constant ones, and each
-    per-request figure is the events' total over the requests."""
+    branches and indirect calls of the loop (main's self cost: the loader's start-up is
+    elsewhere) mispredict far more than the constant ones, and each per-request figure is
+    the events' total over the requests."""
     import subprocess
 
     src, exe = tmp_path / "b.c", tmp_path / "b"
@@ -111,9 +112,10 @@ def test_branch_figures_of_a_real_callgrind_run(tmp_path):
                         f"--callgrind-out-file={out}", str(exe), mode],
                        check=True, capture_output=True)
         totals, per_fn = CS.callgrind_events(out)
-        figs[mode] = CS._per_request(totals, 20000)
-        assert figs[mode]["indirect_branches"] * 20000 == pytest.approx(totals["Bi"], abs=100)
-        assert per_fn["main"]["Bc"] >= 20000 and per_fn["main"]["Bi"] >= 20000
+        assert CS._per_request(totals, 20000)["indirect_branches"] * 20000 == pytest.approx(
+            totals["Bi"], abs=100)
+        figs[mode] = CS._per_request(per_fn["main"], 20000)
+        assert figs[mode]["cond_branches"] >= 1 and figs[mode]["indirect_branches"] >= 1
     c, r = figs["const"], figs["random"]
     assert r["cond_mispredicts"] > 0.25 and c["cond_mispredicts"] < 0.1
     assert r["indirect_mispredicts"] > 0.25 and c["indirect_mispredicts"] < 0.1
