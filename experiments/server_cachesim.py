@@ -55,10 +55,10 @@ FIGURES = {"instructions": ("Ir",), "i1_misses": ("I1mr",), "d1_read_misses": ("
            "cond_mispredicts": ("Bcm",), "indirect_branches": ("Bi",),
            "indirect_mispredicts": ("Bim",)}
 #: The misprediction penalty charged by ``--gap`` unless told (cycles): the front end's
-#: refill after a mispredicted branch, 14-17 cycles in Sniper's configured cores (the
-#: interval model, Eyerman, Eeckhout, Karkhanis and Smith, ACM TOCS 2009), taken at the
-#: top of the 15-20 cycles quoted for recent Intel and AMD cores so that the charge is an
-#: upper bound; the branch's resolution time (the work before it) is in the model already.
+#: refill after a mispredicted branch is 14-17 cycles in Sniper's configured cores (the
+#: interval model: Eyerman, Eeckhout, Karkhanis and Smith, ACM TOCS 2009; Carlson et al.,
+#: SC 2011); 20 is taken above it so that the charge is an upper bound (the branch's
+#: resolution time, the work before it, is in the model's own time already).
 PENALTY_CYCLES = 20
 
 
