@@ -277,6 +277,18 @@ def render_server_split(doc: dict[str, Any]) -> str:
         "--loop-cpu LOOPFILE") + when
 
 
+
+@rendering("server_branchsim", "results/native-server-branchsim.json")
+def render_server_branchsim(doc: dict[str, Any]) -> str:
+    """The study's cells' branch and I1 misses under callgrind, charged against each cell's
+    gap between native and predicted user time (experiments/server_cachesim.py --gap)."""
+    from kvsim.experiments.server_cachesim import gap_markdown
+
+    return gap_markdown(doc["gap"]) + "\n\n" + provenance_line(
+        doc, RENDERINGS["server_branchsim"].result, "python -m kvsim.experiments."
+        "server_cachesim --keys 100000 --requests 2000 --warmup-requests 1000 --gap "
+        "results/server-split.json --cpu results/calibrate-xeon-m167-srvloop.toml")
+
 # the seeds' published times on their own presets (a compact table of its own)
 register_each(lambda doc, result: _seed_absolute().render(doc, result),
               {"seed_absolute": "results/experiments/seed_absolute.json"})

@@ -13,15 +13,26 @@ only, some 5x slower than native instead of 50-100x), then instrumentation is sw
 zeroed (``callgrind_control -z``), the measured client run is served and dumped
 (``callgrind_control -d``). Per request: instructions (Ir), I1 misses (I1mr), D1 read and
 write misses (D1mr, D1mw), LL data misses (DLmr + DLmw), conditional branches (Bc) and their
-mispredicts (Bcm), indirect branch mispredicts (Bim); and per server the functions with the
-most LL data misses and I1 misses (self cost).
+mispredicts (Bcm), indirect branches (Bi) and their mispredicts (Bim); and per server the
+functions with the most LL data misses and I1 misses (self cost).
 
 ``python -m kvsim.experiments.server_cachesim --keys 1000000`` writes
 ``results/native-server-cachesim.json``. With ``--cref-build LABEL=BINARY`` (repeatable) each
 cell runs Valkey once and c_ref's server of every given ``kvsim-cref`` build (the same sources
 compiled with other flags: c_ref/Makefile ``server``), each under its label in ``builds``,
 with its ratios to Valkey and the binary's SHA-256 and code size
-(``results/server-build-callgrind.json``)."""
+(``results/server-build-callgrind.json``).
+
+With ``--gap SPLIT --cpu CPUFILE`` (batch 0 only) the file also gets, per cell and server,
+what callgrind's branch and I1 misses would cost against the cell's gap between the native
+user time per request (``server_split``'s tick split, side a) and the predicted one (the
+split's prediction on CPUFILE): mispredicts (Bcm + Bim) at ``--penalty-cycles``, I1 misses
+at the CPU file's L2 latency, both at its ``freq_ghz`` (:func:`gap_rows`). Callgrind's
+predictor is a simple one (a table of 2-bit counters for conditional branches, a
+last-target table for indirect ones), which mispredicts more than a modern core's, so the
+charge is an upper bound. ``python -m kvsim.experiments.server_cachesim --keys 100000 --gap
+results/server-split.json --cpu results/calibrate-xeon-m167-srvloop.toml --out
+results/native-server-branchsim.json`` writes ``results/native-server-branchsim.json``."""
 
 from __future__ import annotations
 
@@ -36,12 +47,19 @@ RESULT_NAME = "native-server-cachesim.json"
 #: The simulated caches (size, associativity, line bytes): Sapphire Rapids' L1i and L1d, and
 #: an 8 MiB last level so that a keyspace of a few hundred MB misses it, whatever the host.
 CACHES = {"I1": (32768, 8, 64), "D1": (49152, 12, 64), "LL": (8388608, 16, 64)}
-CELLS = ["get-p10", "mget-20", "mget-100", "mset-10"]
+CELLS = ["get-p1", "get-p10", "mget-20", "mget-100", "mset-10"]
 #: The per-request figures of a server, from callgrind's event names.
 FIGURES = {"instructions": ("Ir",), "i1_misses": ("I1mr",), "d1_read_misses": ("D1mr",),
            "d1_write_misses": ("D1mw",), "ll_data_misses": ("DLmr", "DLmw"),
            "ll_instr_misses": ("ILmr",), "cond_branches": ("Bc",),
-           "cond_mispredicts": ("Bcm",), "indirect_mispredicts": ("Bim",)}
+           "cond_mispredicts": ("Bcm",), "indirect_branches": ("Bi",),
+           "indirect_mispredicts": ("Bim",)}
+#: The misprediction penalty charged by ``--gap`` unless told (cycles): the front end's
+#: refill after a mispredicted branch is 14-17 cycles in Sniper's configured cores (the
+#: interval model: Eyerman, Eeckhout, Karkhanis and Smith, ACM TOCS 2009; Carlson et al.,
+#: SC 2011); 20 is taken above it so that the charge is an upper bound (the branch's
+#: resolution time, the work before it, is in the model's own time already).
+PENALTY_CYCLES = 20
 
 
 def callgrind_events(path: Path) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
@@ -95,20 +113,95 @@ def cachesim_profile(spec: dict, warmup_requests: int, top: int = 12, log=None,
     return out
 
 
+def gap_rows(cells: list[dict[str, Any]], split: dict[str, Any], cpu_path: str,
+             penalty_cycles: float) -> dict[str, Any]:
+    """Per cell and server: the native user time per request of ``split`` (a
+    ``server-split.json``, side a), the predicted one on ``cpu_path`` (one of its CPU files),
+    the gap between them, and the time callgrind's mispredicts and I1 misses of ``cells``
+    would take at ``penalty_cycles`` and the CPU file's L2 latency, both at its clock; the
+    cycles per instruction natively and predicted, from callgrind's instructions."""
+    from kvsim.sim.config import load_file
+
+    cpu = load_file(cpu_path)
+    if not cpu.freq_ghz:
+        raise ValueError(f"--cpu {cpu_path}: no freq_ghz")
+    l2 = next((c.latency for c in cpu.caches if c.name == "L2"), None)
+    if l2 is None:
+        raise ValueError(f"--cpu {cpu_path}: no L2 level")
+    ghz = cpu.freq_ghz
+    pred = {r["cell"]: r for r in split["predicted"]
+            if r["side"] == "a" and Path(r["cpu"]).name == Path(cpu_path).name}
+    native = {(r["server"], r["cell"]): r for r in split["native"] if r["side"] == "a"}
+    rows = []
+    for c in cells:
+        for server in ("cref", "valkey"):
+            p, n, m = pred.get(c["cell"]), native.get((server, c["cell"])), c.get(server)
+            if p is None or n is None or m is None:
+                raise ValueError(f"--gap: no predicted or native row of {c['cell']} "
+                                 f"({server}, side a, {Path(cpu_path).name}) in the split")
+            gap = n["user_ns"] - p["user_ns"]
+            mis = m["cond_mispredicts"] + m["indirect_mispredicts"]
+            mis_ns, i1_ns = mis * penalty_cycles / ghz, m["i1_misses"] * l2 / ghz
+            rows.append({
+                "cell": c["cell"], "server": server,
+                "native_user_ns": round(n["user_ns"], 1),
+                "native_user_ns_ci95": [round(x, 1) for x in n["user_ns_ci95"]],
+                "predicted_user_ns": round(p["user_ns"], 1), "gap_ns": round(gap, 1),
+                "instructions": m["instructions"],
+                "native_cpi": round(n["user_ns"] * ghz / m["instructions"], 3),
+                "predicted_cpi": round(p["user_ns"] * ghz / m["instructions"], 3),
+                "mispredicts": round(mis, 2), "mispredict_ns": round(mis_ns, 1),
+                "mispredict_share_of_gap": round(mis_ns / gap, 3) if gap > 0 else None,
+                "i1_misses": m["i1_misses"], "i1_ns": round(i1_ns, 1),
+                "i1_share_of_gap": round(i1_ns / gap, 3) if gap > 0 else None})
+    return {"split": split.get("_file"), "split_provenance": split.get("provenance"),
+            "cpu": str(cpu_path), "freq_ghz": ghz, "penalty_cycles": penalty_cycles,
+            "i1_miss_cycles": l2, "rows": rows}
+
+
+def gap_markdown(gap: dict[str, Any]) -> str:
+    """The ``gap`` of a result file: per cell and server, the gap and what the branch and
+    I1 misses would take of it."""
+    rows = [f"| cell | server | native user ns [95 %] | predicted user ns | gap ns | CPI native "
+            f"/ predicted | mispredicts | x {gap['penalty_cycles']:g} cycles, ns (of gap) | "
+            f"I1 misses | x {gap['i1_miss_cycles']:g} cycles, ns (of gap) |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+
+    def share(x: float | None) -> str:
+        return "-" if x is None else f"{x:.0%}"
+    for r in gap["rows"]:
+        lo, hi = r["native_user_ns_ci95"]
+        rows.append(
+            f"| {r['cell']} | {r['server']} | {r['native_user_ns']:,.0f} [{lo:,.0f}, {hi:,.0f}]"
+            f" | {r['predicted_user_ns']:,.0f} | {r['gap_ns']:,.0f} | {r['native_cpi']:.2f} / "
+            f"{r['predicted_cpi']:.2f} | {r['mispredicts']:,.1f} | {r['mispredict_ns']:,.0f} "
+            f"({share(r['mispredict_share_of_gap'])}) | {r['i1_misses']:,.1f} | "
+            f"{r['i1_ns']:,.0f} ({share(r['i1_share_of_gap'])}) |")
+    return "\n".join(rows)
+
+
 def table_markdown(doc: dict[str, Any]) -> str:
     """Per cell and server: the per-request figures of a ``native-server-cachesim.json``."""
     cols = ["instructions", "i1_misses", "d1_read_misses", "d1_write_misses",
-            "ll_data_misses", "cond_mispredicts", "indirect_mispredicts"]
+            "ll_data_misses", "cond_branches", "cond_mispredicts", "indirect_branches",
+            "indirect_mispredicts"]
     rows = ["| cell | server | " + " | ".join(c.replace("_", " ") for c in cols) + " |",
             "|---|---|" + "---:|" * len(cols)]
     for c in doc["cells"]:
         for name, label in (("cref", "c_ref"), ("valkey", "Valkey")):
             rows.append(f"| {c['cell']} | {label} | "
-                        + " | ".join(f"{c[name][k]:,.1f}" for k in cols) + " |")
+                        + " | ".join(_fig(c[name], k) for k in cols) + " |")
         r = c["ratio_cref_over_valkey"]
         rows.append(f"| {c['cell']} | c_ref/Valkey | "
-                    + " | ".join("-" if r[k] is None else f"{r[k]:.2f}" for k in cols) + " |")
-    return "\n".join(rows)
+                    + " | ".join("-" if r.get(k) is None else f"{r[k]:.2f}" for k in cols)
+                    + " |")
+    table = "\n".join(rows)
+    return table + ("\n\n" + gap_markdown(doc["gap"]) if "gap" in doc else "")
+
+
+def _fig(m: dict[str, Any], k: str) -> str:
+    """A figure of a server's row, "-" where an older file lacks it."""
+    return "-" if m.get(k) is None else f"{m[k]:,.1f}"
 
 
 #: The columns of the builds' table: a figure and its label.
@@ -197,6 +290,14 @@ def main(argv: list[str] | None = None,
     ap.add_argument("--cref-build", action="append", default=None, metavar="LABEL=BINARY",
                     help="instead of c_ref's server: the server of this kvsim-cref build, "
                     "under LABEL (repeatable; Valkey runs once per cell)")
+    ap.add_argument("--gap", metavar="SPLIT", default=None,
+                    help="a server-split.json: charge the branch and I1 misses against each "
+                    "cell's gap between native and predicted user time (with --cpu)")
+    ap.add_argument("--cpu", metavar="CPUFILE", default=None,
+                    help="with --gap: the CPU file of the split's prediction (its clock and "
+                    "L2 latency)")
+    ap.add_argument("--penalty-cycles", type=float, default=PENALTY_CYCLES,
+                    help=f"with --gap: cycles per mispredict ({PENALTY_CYCLES})")
     ap.add_argument("--out", default=None, help=f"result file (default results/{RESULT_NAME})")
     ap.add_argument("--render", metavar="RESULT", default=None,
                     help="print the Markdown table of a result file and exit")
@@ -218,6 +319,7 @@ def main(argv: list[str] | None = None,
                     "clients": a.clients, "batch_a": a.batch, "batch_b": a.batch,
                     "rounds": 1, "warmup_rounds": 0, "seed": a.seed, "requests": a.requests}
             specs.append((cell, valkey.normalize_spec(spec)))
+        split = _split(a.gap, a.cpu, a.batch, a.penalty_cycles, bool(builds))
     except ValueError as exc:
         ap.error(str(exc))
     def profiles() -> list[dict[str, Any]]:
@@ -243,7 +345,35 @@ def main(argv: list[str] | None = None,
         "warmup_requests": a.warmup_requests}
     if builds:
         doc["cref_builds"] = {label: _binary_facts(p) for label, p in builds.items()}
+    if split is not None:
+        try:
+            doc["gap"] = gap_rows(cells, split, a.cpu, a.penalty_cycles)
+        except ValueError as exc:
+            ap.error(str(exc))
     return provenance.publish(prog, out, {**doc, "cells": cells})
+
+
+def _split(path: str | None, cpu: str | None, batch: int, penalty: float,
+           builds: bool) -> dict[str, Any] | None:
+    """The ``server-split.json`` of ``--gap`` (None without it), its options checked before
+    any run; its path under ``_file``."""
+    import json
+
+    if path is None:
+        if cpu is not None:
+            raise ValueError("--cpu is an option of --gap")
+        return None
+    if cpu is None or builds or batch != 0 or penalty <= 0:
+        raise ValueError("--gap needs --cpu, --batch 0 (the split's side a), a positive "
+                         "--penalty-cycles and no --cref-build")
+    try:
+        doc = json.loads(Path(path).read_text())
+        doc["native"], doc["predicted"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"--gap {path}: not a server-split result ({exc})") from None
+    if not Path(cpu).is_file():
+        raise ValueError(f"--cpu {cpu}: no such file")
+    return {**doc, "_file": path}
 
 
 if __name__ == "__main__":
