@@ -380,6 +380,24 @@ def callgrind_self_costs(path: Path) -> dict[str, int]:
     return callgrind_costs(path)[0]
 
 
+def _callgrind_tools() -> tuple[Path, Path, int | None, int | None]:
+    """What a callgrind run of both servers needs: (Valkey's binary, the load generator, the
+    server's CPU, the client's CPU); ToolMissing without valgrind or callgrind_control."""
+    import shutil
+
+    for tool in ("valgrind", "callgrind_control"):
+        if shutil.which(tool) is None:
+            raise ToolMissing(f"no {tool} on PATH: apt-get install valgrind")
+    vbinary, _ = server_binary()
+    return vbinary, benchmark_binary(), *pick_cpus()
+
+
+def _callgrind_ctl(arg: str, pid: int) -> None:
+    """``callgrind_control ARG... PID`` (``-i on``, ``-z``, ``-d``)."""
+    subprocess.run(["callgrind_control", *arg.split(), str(pid)], check=True,
+                   capture_output=True, timeout=300)
+
+
 def callgrind_runs(spec: dict, batch: int, options: tuple[str, ...] = (),
                    instr_at_start: bool = True, warmup_requests: int = 0,
                    cref_builds: dict[str, Path] | None = None, with_valkey: bool = True):
@@ -394,20 +412,11 @@ def callgrind_runs(spec: dict, batch: int, options: tuple[str, ...] = (),
     -z``); one client run of the cell's ``requests`` commands; dumped (``callgrind_control
     -d``). Yields ``(server name, callgrind.Profile of the measured run)``, one server after
     the other."""
-    import shutil
     import tempfile
 
     spec = valkey.normalize_spec(spec)
-    for tool in ("valgrind", "callgrind_control"):
-        if shutil.which(tool) is None:
-            raise ToolMissing(f"no {tool} on PATH: apt-get install valgrind")
-    vbinary, _ = server_binary()
-    bench = benchmark_binary()
-    server_cpu, client_cpu = pick_cpus()
-
-    def ctl(arg: str, pid: int) -> None:
-        subprocess.run(["callgrind_control", *arg.split(), str(pid)], check=True,
-                       capture_output=True, timeout=300)
+    vbinary, bench, server_cpu, client_cpu = _callgrind_tools()
+    ctl = _callgrind_ctl
     with tempfile.TemporaryDirectory(prefix="kvsim-callgrind-") as tmp:
         runs = ([("valkey", None)] * with_valkey + [*cref_builds.items()] if cref_builds
                 else [(name, None) for name in SERVERS])
@@ -469,20 +478,11 @@ def callgrind_per_run(spec: dict, rounds: int, log=None) -> dict[str, Any]:
     client run of ``requests`` commands with the counters zeroed before it and dumped after
     it. Work per request that grows over a run shows here; a rate that falls while these
     stay the same is the memory's or the machine's, not more work."""
-    import shutil
     import tempfile
 
     spec = valkey.normalize_spec(spec)
-    for tool in ("valgrind", "callgrind_control"):
-        if shutil.which(tool) is None:
-            raise ToolMissing(f"no {tool} on PATH: apt-get install valgrind")
-    vbinary, _ = server_binary()
-    bench = benchmark_binary()
-    server_cpu, client_cpu = pick_cpus()
-
-    def ctl(arg: str, pid: int) -> None:
-        subprocess.run(["callgrind_control", arg, str(pid)], check=True, capture_output=True,
-                       timeout=300)
+    vbinary, bench, server_cpu, client_cpu = _callgrind_tools()
+    ctl = _callgrind_ctl
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="kvsim-callgrind-") as tmp:
         for name in SERVERS:
