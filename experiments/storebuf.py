@@ -73,12 +73,6 @@ def _loop(kind: int, first: int, n: int, size: int, k: int) -> np.ndarray:
     return r
 
 
-def _marker(flag: int) -> np.ndarray:
-    m = np.zeros(1, dtype=traces.RECORD_DTYPE)
-    m["kind"], m["flags"] = traces.KIND_MARKER, flag
-    return m
-
-
 def records(size: int, k: int, store: bool, accesses: int, native_accesses: int
             ) -> np.ndarray:
     """The measured loop of ``accesses`` accesses (stores, or loads), ``k`` per step, over
@@ -92,13 +86,14 @@ def records(size: int, k: int, store: bool, accesses: int, native_accesses: int
     first = 2 * n if store else 3 * n  # repeat 0 is store [0, n), load [n, 2n)
     warm = min(n, WARM_CAP) // k * k
     other = traces.KIND_LOAD if store else traces.KIND_STORE
-    parts = [_marker(traces.MARK_WARMUP_BEGIN)]
+    parts = [traces.marker_record(traces.MARK_WARMUP_BEGIN)]
     if size <= TOUCH_MAX:
         t = np.zeros(size // LINE, dtype=traces.RECORD_DTYPE)
         t["addr"] = BASE + np.arange(size // LINE, dtype=np.uint64) * LINE
         t["size"], t["kind"] = LINE, traces.KIND_STORE
         parts.append(t)
-    parts += [_loop(other, first - warm, warm, size, k), _marker(traces.MARK_WARMUP_END),
+    parts += [_loop(other, first - warm, warm, size, k),
+              traces.marker_record(traces.MARK_WARMUP_END),
               _loop(traces.KIND_STORE if store else traces.KIND_LOAD, first, accesses, size, k)]
     return np.concatenate(parts)
 

@@ -359,11 +359,6 @@ def work_predict(cpu, kind: str, chunk: int, calls: int = 4000) -> float:
         rec["gap"] = np.diff(np.concatenate([[0.0], cum])).astype(np.uint32)
         return rec
 
-    def marker(flag: int) -> np.ndarray:
-        m = np.zeros(1, dtype=traces.RECORD_DTYPE)
-        m["kind"], m["flags"] = traces.KIND_MARKER, flag
-        return m
-
     def marked(n: int) -> np.ndarray:
         """``block(n)`` with a WORK marker before each load naming its whole gap."""
         acc = block(n)
@@ -375,8 +370,8 @@ def work_predict(cpu, kind: str, chunk: int, calls: int = 4000) -> float:
         out[0::2], out[1::2] = m, acc
         return out
 
-    rec = np.concatenate([marker(traces.MARK_WARMUP_BEGIN), marked(warm),
-                          marker(traces.MARK_WARMUP_END), marked(calls)])
+    rec = np.concatenate([traces.marker_record(traces.MARK_WARMUP_BEGIN), marked(warm),
+                          traces.marker_record(traces.MARK_WARMUP_END), marked(calls)])
     res = sim.simulate(rec, cpu, page_size=4096, validate=False)
     return res["cycles"] / cpu.freq_ghz / calls
 

@@ -77,12 +77,6 @@ def cycle_lines(size: int, seed: int = 1) -> np.ndarray:
     return out
 
 
-def _marker(flag: int) -> np.ndarray:
-    m = np.zeros(1, dtype=traces.RECORD_DTYPE)
-    m["kind"], m["flags"] = traces.KIND_MARKER, flag
-    return m
-
-
 def _chase_block(lines: np.ndarray) -> np.ndarray:
     r = np.zeros(len(lines), dtype=traces.RECORD_DTYPE)
     r["addr"] = BASE + lines * LINE
@@ -153,8 +147,8 @@ def chase_records(size: int, chains: int = 1, steps: int = 20_000, seed: int = 1
         m = m[loop_warmup * per:].copy()
         m["dep"][: per : 3 if mlp_loop else 1] = 0
     if parts:
-        parts = ([_marker(traces.MARK_WARMUP_BEGIN)] + parts
-                 + [_marker(traces.MARK_WARMUP_END)])
+        parts = ([traces.marker_record(traces.MARK_WARMUP_BEGIN)] + parts
+                 + [traces.marker_record(traces.MARK_WARMUP_END)])
     parts.append(m)
     return np.concatenate(parts)
 

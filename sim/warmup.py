@@ -102,15 +102,6 @@ class WarmupPrefix:
             raise WarmupError("--warmup: the trace carries its own warm-up prefix (header "
                               "\"warmup\": \"prefix\"); simulate it without --warmup")
 
-    @staticmethod
-    def _marker(kind: int) -> np.ndarray:
-        import numpy as np
-
-        m = np.zeros(1, dtype=traces.RECORD_DTYPE)
-        m["kind"] = traces.KIND_MARKER
-        m["flags"] = kind
-        return m
-
     def _chunks(self) -> Iterator[np.ndarray]:
         """The wrapped reader's record arrays, decoded by the compiled intake when it can."""
         if isinstance(self.reader, traces.TraceReader) and not self.reader._started:
@@ -127,7 +118,7 @@ class WarmupPrefix:
             return
         base = 0  # original index of the chunk's first record
         ended = False
-        yield self._marker(traces.MARK_WARMUP_BEGIN)
+        yield traces.marker_record(traces.MARK_WARMUP_BEGIN)
         for chunk in self._chunks():
             marks = chunk["kind"] == traces.KIND_MARKER
             warm = marks & ((chunk["flags"] == traces.MARK_WARMUP_BEGIN) |
@@ -143,12 +134,13 @@ class WarmupPrefix:
             else:
                 cut = self.n - base
                 tail = self._shift_deps(chunk[cut:], self.n)
-                out = np.concatenate([chunk[:cut], self._marker(traces.MARK_WARMUP_END), tail])
+                end = traces.marker_record(traces.MARK_WARMUP_END)
+                out = np.concatenate([chunk[:cut], end, tail])
                 ended = True
             base += len(chunk)
             yield out
         if not ended:
-            yield self._marker(traces.MARK_WARMUP_END)
+            yield traces.marker_record(traces.MARK_WARMUP_END)
 
     def _shift_deps(self, recs: np.ndarray, first: int) -> np.ndarray:
         """``recs`` hold the original records ``first, first + 1, ...`` (all at or after

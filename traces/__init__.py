@@ -76,6 +76,7 @@ from .format import (
     TAG_VALUE,
     VERSION,
     TraceError,
+    marker_record,
 )
 from .reader import ChunkInfo, TraceReader, read_all
 from .reader import open_trace as open  # noqa: A001 -- the documented entry point
@@ -119,7 +120,7 @@ __all__ = [
     "TraceError",
     "Header", "RECORD_DTYPE", "RECORD_SIZE", "VERSION", "DEFAULT_CHUNK_RECORDS",
     "MAX_CHUNK_RECORDS", "DEP_CHECK_WINDOW", "CODEC_RAW", "CODEC_ZSTD", "CODEC_ZSTD_PLANES",
-    "MIN_VERSION",
+    "MIN_VERSION", "marker_record",
     # inspection
     "summarize", "reuse_distance", "check_records", "to_dataframe",
     "footprint_by_tag", "reuse_histogram", "reuse_distances", "chain_depths", "chain_parents",

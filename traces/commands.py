@@ -28,14 +28,10 @@ def measured_trace(src: Path, dst: Path, requests: int, after: int = 2) -> dict[
     if first < 0:
         raise ValueError(f"{src}: {n} commands, fewer than the {requests} requests measured")
 
-    def mark(m: int) -> np.ndarray:
-        r = np.zeros(1, dtype=traces.RECORD_DTYPE)
-        r["kind"], r["flags"] = traces.KIND_MARKER, m
-        return r
-
     seen = 0
     with traces.open(src) as tr, traces.Writer(dst, header, codec="zstd") as w:
-        w.write(mark(traces.MARK_WARMUP_BEGIN))  # at the start: every dep keeps its record
+        # at the start: every dep keeps its record
+        w.write(traces.marker_record(traces.MARK_WARMUP_BEGIN))
         for c in tr:
             cmd = np.flatnonzero((c["kind"] == traces.KIND_MARKER)
                                  & (c["flags"] == traces.MARK_COMMAND))

@@ -162,6 +162,16 @@ def __getattr__(name: str) -> Any:
     return dtype
 
 
+def marker_record(flag: int) -> Any:
+    """One ``MARKER`` record (a one-element array of ``RECORD_DTYPE``) with ``flags = flag``
+    (``MARK_WARMUP_BEGIN``, ``MARK_WARMUP_END``, ...), every other field 0."""
+    import numpy as np
+
+    r = np.zeros(1, dtype=__getattr__("RECORD_DTYPE"))
+    r["kind"], r["flags"] = _CONSTANTS["KIND_MARKER"], flag
+    return r
+
+
 FIXED_HEADER = struct.Struct("<8sHHI")  # magic, version, record_size, json_len
 CHUNK_HEADER = struct.Struct("<III B3s I")  # magic, n_records, stored_bytes, codec, rsvd, crc
 END_CHUNK = struct.Struct("<IIQ")  # magic, n_chunks, total_records
