@@ -214,11 +214,12 @@ def main(argv: list[str] | None = None, prog: str = "python -m kvsim.experiments
     command = f"{prog} " + " ".join(argv if argv is not None else sys.argv[1:])
     try:
         if a.cmd == "cpufile":
-            text = with_store_buffer(Path(a.src).read_text(), a.entries, a.source)
-            load_cpu_text = __import__("tomllib").loads(text)
+            import tomllib
+
             from kvsim.sim.config import parse_cpu
 
-            parse_cpu(load_cpu_text)  # the file still reads
+            text = with_store_buffer(Path(a.src).read_text(), a.entries, a.source)
+            parse_cpu(tomllib.loads(text))  # the file still reads
             provenance.write_atomic(a.dst, text)
             print(f"# wrote {a.dst}")
             return 0
