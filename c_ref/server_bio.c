@@ -18,8 +18,8 @@
  * reference server (docs/server.md, "Instruction counts").  Nothing ever cancels a thread:
  * the asynchronous type only decides which path the wrappers take.
  *
- *   ksBioInit ──> BIO_WORKER_NUM threads: lock, wait on the worker's condition until a
- *                 job or the stop flag, unlock (no job kind exists here)
+ *   ksBioInit ──> BIO_WORKER_NUM threads, every signal blocked: lock, wait on the
+ *                 worker's condition until a job or the stop flag, unlock (no job kind)
  *   ksBioKillThreads ──> the stop flag under each worker's lock, a signal, a join
  *
  * Valkey's bioKillThreads cancels the threads (pthread_cancel); here a flag ends them,
@@ -32,6 +32,7 @@
 
 #include <assert.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 
 static const char *const bio_worker_title[] = {"bio_close_file", "bio_aof", "bio_lazy_free"};
@@ -71,15 +72,25 @@ int ksBioInit(void) {
         pthread_cond_init(&bio_newjob_cond[j], NULL);
         bio_stop[j] = 0;
     }
+    /* Workers start with every signal blocked (they inherit the creator's mask), so a
+     * process-directed SIGTERM/SIGINT always reaches the main thread's epoll_pwait; one taken
+     * by a worker would set the stop flag while the main thread slept on.  Valkey's worker
+     * blocks the watchdog's SIGALRM for the same reason (bio.c bioProcessBackgroundJobs). */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int rc = 0;
     for (size_t j = 0; j < BIO_WORKER_NUM; j++) {
         if (pthread_create(&bio_threads[j], NULL, bioProcessBackgroundJobs, (void *)(uintptr_t)j)) {
             bio_started = (int)j; /* stop the ones that run */
             ksBioKillThreads();
-            return -1;
+            rc = -1;
+            break;
         }
     }
-    bio_started = (int)BIO_WORKER_NUM;
-    return 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!rc) bio_started = (int)BIO_WORKER_NUM;
+    return rc;
 }
 
 void ksBioKillThreads(void) {

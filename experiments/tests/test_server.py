@@ -376,10 +376,23 @@ def test_server_has_valkeys_idle_bio_threads():
         assert len(tasks) == 4
         assert [n for n in names if n.startswith("bio_")] == ["bio_aof", "bio_close_file",
                                                               "bio_lazy_free"]
+        # the workers block SIGTERM and SIGINT, so a stop signal always wakes the main thread
+        stop = (1 << (signal.SIGTERM - 1)) | (1 << (signal.SIGINT - 1))
+        for t in tasks:
+            if t != str(srv.proc.pid):
+                assert _sigblk(srv.proc.pid, t) & stop == stop, t
         srv.proc.send_signal(signal.SIGTERM)
         assert srv.proc.wait(timeout=TIMEOUT) == 0
     finally:
         srv.stop()
+
+
+def _sigblk(pid: int, tid: str) -> int:
+    """The blocked-signal mask of thread ``tid`` of ``pid`` (/proc's SigBlk line)."""
+    for line in Path(f"/proc/{pid}/task/{tid}/status").read_text().splitlines():
+        if line.startswith("SigBlk:"):
+            return int(line.split()[1], 16)
+    raise AssertionError(f"no SigBlk line for thread {tid}")
 
 
 def test_mset_overwrites_swap_values_and_reply_as_the_model():
