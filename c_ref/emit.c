@@ -16,9 +16,13 @@
  *
  * Conventions: public ksEmit..., ksEmitter..., ksCrc32; internals static.
  */
+#if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
+#define _POSIX_C_SOURCE 200809L /* pthread_sigmask under plain -std=c11 */
+#endif
 #include "emit.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -203,7 +207,14 @@ static int startTrace(ksEmitter *e, writerState *w, FILE *out, const char *json)
     w->out = out;
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
-    if (e->io_error || pthread_create(&w->thread, NULL, writerMain, w) != 0) {
+    /* the writer blocks every signal (inherited at creation): a traced server's SIGTERM
+     * must reach the main thread's epoll_pwait (server_bio.c's workers do the same) */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int failed = e->io_error || pthread_create(&w->thread, NULL, writerMain, w) != 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (failed) {
         pthread_mutex_destroy(&w->mu);
         pthread_cond_destroy(&w->cv);
         return -1;
