@@ -50,7 +50,7 @@ BODY_GAP = 5  # per access: mov, imul, shr, shl (its own) and add $1 (the previo
 STEP_GAP = 8 + 2  # per step: eight adds and the loop's sub/jne (objdump -d at cc -O2)
 WARM_CAP = 1 << 17
 TOUCH_MAX = 64 << 20
-RESULT_NAME = "storebuf-xeon-m167.json"
+RESULT_NAME = "storebuf-compare.json"
 
 
 class StoreBufError(Exception):

@@ -22,3 +22,23 @@ def records(rows) -> np.ndarray:
         for name, v in zip(names, row, strict=False):
             out[i][name] = traces.KIND_NAMES.index(v) if name == "kind" else v
     return out
+
+
+def tiny_cpu_text(core: str, *, mshrs: int | None = 16, tail: str = "", freq_ghz: float = 2.0,
+                  dram_ns: float = 100.0) -> str:
+    """A CPU file of one 4 KiB L1D before DRAM: ``core`` is the ``[core]`` section's lines,
+    ``tail`` any sections after ``[dram]`` (a ``[tlb]``, say)."""
+    mshr_line = f"mshrs = {mshrs}\n" if mshrs is not None else ""
+    return f"""name = "s"
+freq_ghz = {freq_ghz}
+[core]
+{core}
+[[cache]]
+name = "L1D"
+size = 4096
+ways = 4
+line = 64
+latency = 4
+{mshr_line}[dram]
+latency_ns = {dram_ns}
+{tail}"""

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from sim_helpers import records
+from sim_helpers import records, tiny_cpu_text
 
 from kvsim import sim
 from kvsim.sim.config import ConfigError
@@ -17,20 +17,7 @@ from kvsim.sim.config import ConfigError
 
 def _cpu(scheduler: int | None, rob: int = 512) -> sim.CpuConfig:
     core = f"width = 4\nrob = {rob}\n" + (f"scheduler = {scheduler}\n" if scheduler else "")
-    return sim.parse_cpu(tomllib.loads(f"""name = "s"
-freq_ghz = 2.0
-[core]
-{core}
-[[cache]]
-name = "L1D"
-size = 4096
-ways = 4
-line = 64
-latency = 4
-mshrs = 16
-[dram]
-latency_ns = 100.0
-"""))
+    return sim.parse_cpu(tomllib.loads(tiny_cpu_text(core)))
 
 
 def _keys(n: int, work: int) -> np.ndarray:
@@ -92,18 +79,4 @@ def test_scheduler_bounds():
 
 
 def _cpu_text_with(line: str) -> str:
-    return f"""name = "s"
-freq_ghz = 2.0
-[core]
-width = 4
-rob = 64
-{line}
-[[cache]]
-name = "L1D"
-size = 4096
-ways = 4
-line = 64
-latency = 4
-[dram]
-latency_ns = 100.0
-"""
+    return tiny_cpu_text(f"width = 4\nrob = 64\n{line}", mshrs=None)

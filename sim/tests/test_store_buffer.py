@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sim_helpers import records
+from sim_helpers import records, tiny_cpu_text
 
 from kvsim import sim
 from kvsim.sim.config import ConfigError
@@ -31,20 +31,8 @@ l2_ways = 1
 l2_latency = 1
 walk_latency = 30
 """ if tlb else ""
-    return sim.parse_cpu(tomllib.loads(f"""name = "s"
-freq_ghz = {FREQ}
-[core]
-{core}
-[[cache]]
-name = "L1D"
-size = 4096
-ways = 4
-line = 64
-latency = 4
-mshrs = {mshrs}
-[dram]
-latency_ns = {DRAM_NS}
-{tlb_doc}"""))
+    return sim.parse_cpu(tomllib.loads(tiny_cpu_text(core, mshrs=mshrs, tail=tlb_doc,
+                                                      freq_ghz=FREQ, dram_ns=DRAM_NS)))
 
 
 def _stores(n: int, gap: int = 2) -> np.ndarray:
