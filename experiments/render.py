@@ -278,6 +278,20 @@ def render_server_split(doc: dict[str, Any]) -> str:
 
 
 
+@rendering("native_server", "results/native-server.json")
+def render_native_server(doc: dict[str, Any]) -> str:
+    """c_ref's server against the real Valkey server natively, per cell (experiments/server.py
+    ``kvsim native server``): the table, then the lowest round beside the median."""
+    from kvsim.experiments.server import spread_markdown, table_markdown
+
+    return (table_markdown(doc) + "\n\n" + provenance_line(
+        doc, RENDERINGS["native_server"].result,
+        provenance.scrub_line(doc["provenance"]["command"]))
+        + "\n\nThe guest's speed between the rounds: requests per server CPU second, the "
+        "lowest round / the median (the lowest as a fraction of the median), and each ratio's "
+        "lowest round / its median:\n\n" + spread_markdown(doc))
+
+
 @rendering("server_branchsim", "results/native-server-branchsim.json")
 def render_server_branchsim(doc: dict[str, Any]) -> str:
     """The study's cells' branch and I1 misses under callgrind, charged against each cell's

@@ -68,7 +68,8 @@ from kvsim.experiments.valkey_server import (
     tool_version,
 )
 
-__all__ = ["CELLS", "CrefServer", "parse_cell", "run_server_cells", "serve_main"]
+__all__ = ["CELLS", "CrefServer", "parse_cell", "run_server_cells", "serve_main",
+           "spread_markdown", "table_markdown"]
 
 RESULT_NAME = "native-server.json"
 CALLGRIND_RESULT_NAME = "native-server-callgrind.json"
@@ -561,6 +562,29 @@ def table_markdown(doc: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+def spread_markdown(doc: dict[str, Any]) -> str:
+    """How much the guest's speed moved between a ``native-server.json`` result's rounds: per
+    cell, each server's requests per server CPU second without and with prefetch, the lowest
+    round beside the median (and the lowest as a fraction of the median), and the lowest
+    round of each ratio of c_ref over Valkey beside its median."""
+    def side(m: dict, key: str) -> str:
+        lo, med = m[f"{key}_rps_min"], m[f"{key}_rps_median"]
+        return f"{lo:,.0f} / {med:,.0f} ({lo / med:.2f})"
+
+    def ratio(m: dict, key: str) -> str:
+        return f"{min(m[f'{key}_rounds']):.2f} / {m[key]:.2f}"
+    rows = ["| cell | rounds | c_ref off: min / median | c_ref on | Valkey off | Valkey on "
+            "| c_ref/Valkey off: min / median | on | speedup ratio |", "|---" * 9 + "|"]
+    for c in doc["cells"]:
+        m = c["metrics"]
+        rows.append(
+            f"| {c['cell']} | {len(m['cref_cpu_a_rps_runs'])} | {side(m, 'cref_cpu_a')} | "
+            f"{side(m, 'cref_cpu_b')} | {side(m, 'valkey_cpu_a')} | {side(m, 'valkey_cpu_b')} "
+            f"| {ratio(m, 'cpu_rps_a_ratio')} | {ratio(m, 'cpu_rps_b_ratio')} | "
+            f"{ratio(m, 'cpu_speedup_ratio')} |")
+    return "\n".join(rows)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2 (no usage block)
         self.exit(2, f"{self.prog}: error: {message}\n")
@@ -633,7 +657,8 @@ def main(argv: list[str] | None = None, prog: str = "kvsim native server") -> in
                     help="print the Markdown table of a native-server.json result and exit")
     a = ap.parse_args(argv)
     if a.render:
-        return render_result(prog, a.render, table_markdown)
+        return render_result(prog, a.render,
+                             lambda doc: table_markdown(doc) + "\n\n" + spread_markdown(doc))
     out = Path(a.out) if a.out else provenance.default_result_path(
         CALLGRIND_RESULT_NAME if a.callgrind else RESULT_NAME)
     cells = a.cell or CELLS

@@ -628,3 +628,29 @@ def test_callgrind_rounds_needs_callgrind(capsys):
         S.main(["--callgrind-rounds", "2", "--cell", "mget-5"])
     assert exc.value.code == 2
     assert "--callgrind-rounds" in capsys.readouterr().err
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(*[st.floats(1e3, 1e6)] * 4), min_size=3, max_size=8))
+def test_spread_table_gives_each_lowest_round_beside_its_median(rounds):
+    """``spread_markdown`` (the rendering's second table): per server and side, the slowest
+    round's rate beside the median, and each ratio's lowest round, taken from the runs."""
+    import statistics
+
+    from kvsim.experiments.server import _metrics, spread_markdown
+
+    runs = {"cref": {"a": [r[0] for r in rounds], "b": [r[1] for r in rounds]},
+            "valkey": {"a": [r[2] for r in rounds], "b": [r[3] for r in rounds]}}
+    info = {s: {"server_version": "x", "used_memory_bytes": 1} for s in ("cref", "valkey")}
+    m = _metrics({"op": "get", "pipeline": 1}, {"rps": runs, "cpu_rps": runs}, info)
+    row = spread_markdown({"cells": [{"cell": "get-p1", "metrics": m}]}).splitlines()[2]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[:2] == ["get-p1", str(len(rounds))]
+    for i, (s, side) in enumerate([("cref", "a"), ("cref", "b"), ("valkey", "a"),
+                                   ("valkey", "b")]):
+        lo, med = min(runs[s][side]), statistics.median(runs[s][side])
+        assert cells[2 + i] == f"{lo:,.0f} / {med:,.0f} ({lo / med:.2f})"
+    off = [c / v for c, v in zip(runs["cref"]["a"], runs["valkey"]["a"], strict=True)]
+    lo, med = (float(x) for x in cells[6].split(" / "))  # the ratios' rounds: 5 decimals
+    assert lo == pytest.approx(min(off), abs=0.0051)
+    assert med == pytest.approx(statistics.median(off), abs=0.0051)
