@@ -425,7 +425,11 @@ register_each(render_calibration, {
     "calibration-xeon-m167-walk-quick": "results/calibrate-xeon-m167-walk-quick.toml",
     "calibration-xeon-m167-quiet-full": "results/calibrate-xeon-m167-quiet-full.toml",
     "calibration-xeon-m167-shape-quick": "results/calibrate-xeon-m167-shape-quick.toml",
-    "calibration-xeon-m167-shape-full": "results/calibrate-xeon-m167-shape-full.toml"})
+    "calibration-xeon-m167-shape-full": "results/calibrate-xeon-m167-shape-full.toml",
+    "calibration-xeon-m167-step-quick": "results/calibrate-xeon-m167-step-quick.toml",
+    "calibration-xeon-m167-step-full": "results/calibrate-xeon-m167-step-full.toml",
+    "calibration-xeon-m167-onewindow-quick": "results/calibrate-xeon-m167-onewindow-quick.toml",
+    "calibration-xeon-m167-onewindow-full": "results/calibrate-xeon-m167-onewindow-full.toml"})
 
 
 @rendering("trust", next(iter(TRUST)), also=tuple(TRUST)[1:])

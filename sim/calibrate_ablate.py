@@ -11,9 +11,11 @@ native run and without the full fit's search (sim/VALIDATION.md, finding 14)::
 
 A variant is comma-separated ``key=value``: ``placement=virtual|random``, ``seed=N`` (the
 placement's), ``L<k>=SIZE:WAYS:POLICY`` (a level's geometry and replacement),
-``L<k>.inclusion=...``, ``fix=NAME`` (an unknown of the least squares kept at the file's
-value instead of solved: ``walk4k``, ``walk``, ``stlb``, ``host``; ``fix=walk4k`` is the model
-without a 4 KiB page's walk's own extra when the file has none); "" is the file itself. The
+``L<k>.inclusion=...``, ``drop=L<k>:KIND`` and ``add=L<k>:KIND`` (a hardware prefetcher of
+the level taken away or added, degree 1), ``tlb.KEY=VALUE`` (:data:`TLB_KEYS`),
+``fix=NAME`` (an unknown of the least squares kept at the file's value instead of solved:
+``walk4k``, ``walk``, ``stlb``, ``host``; ``fix=walk4k`` is the model without a 4 KiB
+page's walk's own extra when the file has none); "" is the file itself. The
 result (JSON, with its provenance) holds per variant the points off their tolerance, the
 solved unknowns and each chase's measured and predicted ns.
 """
@@ -36,6 +38,9 @@ from .config import ConfigError, fmt_size, parse_cpu, parse_size
 MIB = 1 << 20
 #: The unknowns a variant may keep at the file's value (calibrate_fit.cols' names).
 FIXABLE = ("walk4k", "walk", "stlb", "host")
+#: The ``[tlb]`` keys a variant may set (``tlb.KEY=VALUE``), with their types.
+TLB_KEYS = {"walk_retention_ns": float, "host_read_ns": float, "host_page_size": str,
+            "l2_entries": int}
 
 
 def points_of(doc: dict) -> tuple[list[tuple[int, int, float]], list[float]]:
@@ -72,6 +77,19 @@ def variant(doc: dict, spec: str) -> dict:
                 raise ConfigError(f"calibrate_ablate: variant {spec!r}: fix={val!r} is not "
                                   f"one of {', '.join(FIXABLE)}")
             d["_fixed"].append(val)
+        elif key.startswith("tlb.") and key[4:] in TLB_KEYS:
+            d["tlb"][key[4:]] = TLB_KEYS[key[4:]](val)
+        elif key in ("drop", "add"):
+            lvl, _, kind = val.partition(":")
+            pfs = d.setdefault("prefetcher", [])
+            if key == "add":
+                pfs.append({"level": lvl, "kind": kind, "degree": 1, "table": 16})
+            else:
+                keep = [p for p in pfs if (p["level"], p["kind"]) != (lvl, kind)]
+                if len(keep) == len(pfs):
+                    raise ConfigError(f"calibrate_ablate: variant {spec!r}: the file has no "
+                                      f"{kind!r} prefetcher at {lvl!r}")
+                d["prefetcher"] = keep
         elif key in names:
             size, ways, pol = val.split(":")
             d["cache"][names.index(key)].update(size=parse_size(size, key), ways=int(ways),

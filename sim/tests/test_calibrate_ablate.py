@@ -44,3 +44,16 @@ def test_bad_file_exits_1_with_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("calibrate_ablate: error: ")
     assert not (tmp_path / "o.json").exists()
+
+
+def test_variant_drops_adds_prefetchers_and_sets_tlb_keys():
+    doc = {**DOC, "prefetcher": [{"level": "L2", "kind": "adjacent_line", "degree": 1},
+                                 {"level": "L2", "kind": "stream", "degree": 2}]}
+    d = ab.variant(doc, "drop=L2:adjacent_line, add=L1D:ascending, tlb.walk_retention_ns=8e6")
+    assert [(p["level"], p["kind"]) for p in d["prefetcher"]] == [("L2", "stream"),
+                                                                 ("L1D", "ascending")]
+    assert d["tlb"]["walk_retention_ns"] == 8e6
+    assert len(doc["prefetcher"]) == 2  # the file itself is not changed
+    with pytest.raises(ConfigError, match="^calibrate_ablate: variant 'drop=L1D:stream': "
+                                          "the file has no 'stream' prefetcher at 'L1D'$"):
+        ab.variant(doc, "drop=L1D:stream")
