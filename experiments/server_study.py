@@ -226,7 +226,9 @@ def traced_side(spec: dict, batch: int, args: list[str], log=None,
     raw = out.with_name(f"{key}.raw.kvt")
     server_cpu, client_cpu = pick_cpus()
     srv_args = [*args, "--batch", str(batch), "--trace", str(raw)]
-    with CrefServer(cpu=server_cpu, args=srv_args) as srv:
+    srv = CrefServer(cpu=server_cpu, args=srv_args)
+    srv.stop_timeout = 600.0  # the trace's end is written at SIGTERM
+    with srv:
         with srv.client() as c:
             if setup:
                 c.call("DEBUG", "SETUP-BEGIN")
@@ -448,6 +450,20 @@ def _per_request(p: Any, nm: Any) -> str:
             f"{sys_ns:,.0f} ns; c_ref's server natively {1e9 / nat:,.0f} ns of CPU time]")
 
 
+def _seed_per_request(p: Any, r: dict[str, Any]) -> str:
+    """A seed row's time per request at batch 0 and what prefetching saves of it, predicted
+    (and its system calls) against the seed's (the inverse of its requests/s, its server's
+    one thread busy throughout), where the seed gives requests/s."""
+    a, b = p.get("pred_ns_per_request_a"), p.get("pred_ns_per_request_b")
+    sys_ns = p.get("pred_syscall_ns_per_request_a")
+    if not r.get("seed_rps_a") or any(v is None or pd.isna(v) for v in (a, b, sys_ns)):
+        return ""
+    sa, sb = 1e9 / r["seed_rps_a"], 1e9 / r["seed_rps_b"]
+    return (f" [per request at batch 0: predicted {a:,.0f} ns, of which system calls "
+            f"{sys_ns:,.0f} ns, the seed's {sa:,.0f} ns; saved by prefetching: predicted "
+            f"{a - b:,.0f} ns, the seed's {sa - sb:,.0f} ns]")
+
+
 def _tables(rows: pd.DataFrame) -> list[Table]:
     pred = rows[rows.kind == "server-predict"] if "kind" in rows else rows.iloc[0:0]
     nat = rows[rows.kind == "server-native"] if "kind" in rows else rows.iloc[0:0]
@@ -504,8 +520,9 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
                         "pred_rps_a": p.get("pred_rps_a"), "pred_rps_b": p.get("pred_rps_b"),
                         "pred_speedup": p.get("pred_speedup"),
                         "ratio_speedup": ratio["speedup"], "ratio_rps_a": ratio.get("rps_a"),
-                        "diagnosis": _diag(ratio, (["scale"] if small else ["seed_scale"])
-                                           + ["client", "kernel"]),
+                        "diagnosis": (_diag(ratio, (["scale"] if small else ["seed_scale"])
+                                            + ["client", "kernel"])
+                                      + _seed_per_request(p, r)).strip(),
                         "value": r["row"]})
     s = pd.DataFrame(seeds_t)
     note = ("pred: c_ref's traced server simulated on the CPU, system calls charged from its "
@@ -518,7 +535,8 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
                  "the native servers", t, "requests/s; speedup (x)",
                  Plot(x="value", xlabel="cell, CPU", ylabel="speedup (x)",
                       series=[c for c in ("pred_speedup", "native_cref_speedup",
-                                          "native_valkey_speedup") if c in t]), note=note)]
+                                          "native_valkey_speedup") if c in t]), note=note)
+           ] if len(t) or not len(s) else []  # --scale seed: the seed rows' table alone
     if len(s):
         out.append(Table("server_seeds", "The seeds' server rows on their presets", s,
                          "requests/s; speedup (x)",
@@ -526,7 +544,12 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
                               series=["pred_speedup", "seed"]),
                          note="seed: the upstream figure on its author's machine "
                               "(seed_results.csv); pred: c_ref's server traced in the seed's "
-                              "configuration on its preset."))
+                              "configuration on its preset; keys: the keys it held (the "
+                              "seed's, seed_keys, at --scale seed, at most "
+                              f"{SEED_KEYS_CAP:,}). The bracket: a request's time at batch 0 "
+                              "and what prefetching saves of it, where the seed gives "
+                              "requests/s (the inverse of them: its server's one thread "
+                              "busy throughout)."))
     return out
 
 

@@ -272,7 +272,8 @@ def test_seed_table_gives_the_keys_simulated() -> None:
          "row": rows[3]["row"], "pred_rps_a": 4e4, "pred_rps_b": 4e4, "pred_speedup": 1.0,
          "keys": rows[3]["seed_keys"]},
     ])
-    (seeds_t,) = S._tables(frame)[1:]
+    (seeds_t,) = S._tables(frame)  # no cell of this machine: the seed table alone
+    assert seeds_t.name == "server_seeds"
     t = seeds_t.frame
     assert {"keys", "seed_keys", "ratio_speedup", "diagnosis"} <= set(t.columns)
     assert list(t["keys"]) == [100_000, rows[3]["seed_keys"]]
