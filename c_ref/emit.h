@@ -127,6 +127,10 @@ void ksEmitResume(void);
 enum { KS_SETUP_NONE = 0, KS_SETUP_COMPACT = 1, KS_SETUP_ACCESSES = 2 };
 void ksEmitSetupBegin(int mode, uint64_t max_lines); /* setupwarm.c */
 void ksEmitSetupEnd(void);
+/* The traced server's setup (DEBUG SETUP-BEGIN): compact, every address (not only the
+ * arenas'), no WARMUP markers (the driver's cut makes it warm-up); ended by
+ * ksEmitSetupEnd.  0, or -1 when nothing is traced or a setup is being captured. */
+int ksEmitSetupBeginServer(uint64_t max_lines);
 /* Memory the setup writes outside instrumented code (calloc's zeroing, a buffer's
  * fill): carried into the setup's warm-up, never recorded anywhere else. */
 static inline void ksEmitSetupStore(const void *p, size_t size, uint8_t tag);

@@ -34,7 +34,8 @@
  * plus the server's, registered with ksRegisterCommands so pipelines and lookahead
  * batches see one dispatch: PING, ECHO, SELECT 0, SAVE (a snapshot into the keyspace's
  * snapshot buffer, c_ref/SNAPSHOT.md), DEBUG RELOAD (SAVE, then load that snapshot into
- * the emptied keyspace: the load path of the `load` workload), CONFIG GET/SET/RESETSTAT,
+ * the emptied keyspace: the load path of the `load` workload), DEBUG SETUP-BEGIN and
+ * SETUP-END (a traced server's load carried as a compact warm-up, setupwarm.c), CONFIG GET/SET/RESETSTAT,
  * INFO (server, clients, memory, stats, commandstats, keyspace) and COMMAND (an empty
  * array: the server publishes no command docs).  redis-benchmark and valkey-benchmark ask
  * for CONFIG GET save and appendonly at start; the answers say no persistence.
@@ -91,6 +92,7 @@
 #include "server.h"
 #include "server_ae.h"
 #include "server_bio.h"
+#include "workload.h"
 
 #define PROTO_IOBUF_LEN (16 * 1024)
 /* Instructions of the native code (KS_WORK units, counted under callgrind of the native
@@ -203,8 +205,33 @@ static void saveCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
     else ksReplyStatus(ks, c, "OK");
 }
 
+/* DEBUG SETUP-BEGIN / SETUP-END (c_ref's own): a traced server carries what it serves
+ * between them (a driver's load of the keyspace) into its trace as the compact warm-up of
+ * a workload's setup (setupwarm.c, ksEmitSetupBeginServer: every line once, least recently
+ * touched first) instead of recording it; untraced, both only reply OK.  Errors: a
+ * SETUP-BEGIN inside a setup, a SETUP-END outside one. */
+static void debugSetup(ksKeyspace *ks, ksClient *c, int begin) {
+    ksEmitter *e = ksEmitterCurrent;
+    if (e != NULL && begin && ksEmitSetupBeginServer(KS_WARM_SETUP_LINES)) {
+        ksReplyError(ks, c, "ERR a setup is being captured already");
+        return;
+    }
+    if (e != NULL && !begin) {
+        if (!e->capture) {
+            ksReplyError(ks, c, "ERR no setup is being captured");
+            return;
+        }
+        ksEmitSetupEnd();
+    }
+    ksReplyStatus(ks, c, "OK");
+}
+
 /* DEBUG RELOAD: save, empty, load (Valkey: rdbSave, emptyData, rdbLoad). */
 static void debugCommand(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
+    if (cmd->argc == 2 && (argIs(cmd->argv[1], "setup-begin") || argIs(cmd->argv[1], "setup-end"))) {
+        debugSetup(ks, c, argIs(cmd->argv[1], "setup-begin"));
+        return;
+    }
     if (!argIs(cmd->argv[1], "reload") || cmd->argc != 2) {
         char msg[200];
         snprintf(msg, sizeof(msg), "ERR unknown subcommand or wrong number of arguments for '%.64s'. Try DEBUG HELP.",

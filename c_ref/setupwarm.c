@@ -24,6 +24,16 @@
  * (ASLR), so carrying it would break the traces' determinism; natively those
  * few stack lines are hot anyway.
  *
+ * The traced server's setup (server.c, DEBUG SETUP-BEGIN .. DEBUG SETUP-END:
+ * the keys a driver loads before its benchmark) is carried by
+ * ksEmitSetupBeginServer: every address (the server's blocks come from the C
+ * library's malloc, outside the arenas), in compact form, and without WARMUP
+ * markers, since the driver cuts the trace's warm-up at the benchmark's first
+ * command (traces/commands.py, measured_trace): the lines, then the literal
+ * records up to that command, all warm-up.  It is what compacting the loaded
+ * records afterwards gives (experiments/server_study.py, compact_warmup),
+ * without writing and reading some 30 records per key.
+ *
  * results/warm-setup-bound.json (experiments/warm_setup.py) measures what the
  * compact form changes against the accesses on every preset.  The hooks are
  * reached through the emitter's capture_fn/release_fn, so emit.c still builds
@@ -43,11 +53,15 @@
 
 static int inArenas(uint64_t addr) { return addr - KS_ARENA_DEFAULT_BASE < ARENA_WINDOW; }
 
+/* The setup being captured is the server's (ksEmitSetupBeginServer): any address, no
+ * markers.  One emitter per process, one setup at a time. */
+static int server_setup;
+
 static uint64_t captureCompact(uint8_t kind, uint64_t addr, uint16_t size, uint8_t tag, uint16_t site,
                                uint64_t dep, uint32_t cost) {
     (void)dep;
     (void)cost;
-    if (!inArenas(addr)) return 0;
+    if (!server_setup && !inArenas(addr)) return 0;
     /* a software prefetch moves a line in natively too; it is kept as a load */
     ksWarmSetTouch(ksEmitterCurrent->warmset, addr, size, kind == KVT_STORE, tag, site);
     return 0;
@@ -70,6 +84,7 @@ void ksEmitSetupBegin(int mode, uint64_t max_lines) {
     ksEmitter *e = ksEmitterCurrent;
     if (e == NULL) return;
     e->paused++;
+    server_setup = 0;
     if (mode == KS_SETUP_NONE || e->capture) return;
     if (mode == KS_SETUP_COMPACT) {
         e->warmset = ksWarmSetNew(max_lines ? max_lines : 1);
@@ -87,6 +102,14 @@ void ksEmitSetupBegin(int mode, uint64_t max_lines) {
     e->capture_depth = e->paused;
 }
 
+int ksEmitSetupBeginServer(uint64_t max_lines) {
+    ksEmitter *e = ksEmitterCurrent;
+    if (e == NULL || e->capture) return -1;
+    ksEmitSetupBegin(KS_SETUP_COMPACT, max_lines);
+    server_setup = 1;
+    return 0;
+}
+
 static void emitWarmLine(void *ctx, const ksWarmLine *l) {
     (void)ctx;
     ksEmitCost(l->dirty ? KVT_STORE : KVT_LOAD, l->line, KS_LINE, l->tag, l->site, 0, 0);
@@ -95,7 +118,8 @@ static void emitWarmLine(void *ctx, const ksWarmLine *l) {
 void ksEmitSetupEnd(void) {
     ksEmitter *e = ksEmitterCurrent;
     if (e == NULL) return;
-    int mode = e->capture;
+    int mode = e->capture, markers = !server_setup;
+    server_setup = 0;
     e->capture = 0;
     e->capture_fn = NULL;
     if (mode != KS_SETUP_NONE) {
@@ -103,13 +127,13 @@ void ksEmitSetupEnd(void) {
         e->paused = 0;
         ksEmitClearPending(e); /* the setup's work is not the measured phase's */
         if (mode == KS_SETUP_COMPACT) {
-            ksEmitterMarker(e, KVT_MARK_WARMUP_BEGIN, 0);
+            if (markers) ksEmitterMarker(e, KVT_MARK_WARMUP_BEGIN, 0);
             ksWarmSetVisit(e->warmset, emitWarmLine, NULL);
             ksWarmSetFree(e->warmset);
             e->warmset = NULL;
             e->release_fn = NULL;
         }
-        ksEmitterMarker(e, KVT_MARK_WARMUP_END, 0);
+        if (markers) ksEmitterMarker(e, KVT_MARK_WARMUP_END, 0);
         e->paused = paused;
     }
     ksEmitResume();

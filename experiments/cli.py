@@ -889,10 +889,11 @@ def experiment_list(scale):
 
 @experiment.command("run")
 @click.argument("names", nargs=-1, required=True, metavar="NAME|all ...")
-@click.option("--scale", type=click.Choice(["small", "full"]), default="small",
+@click.option("--scale", type=click.Choice(["small", "full", "seed"]), default="small",
               show_default=True,
               help="small: every experiment in a few minutes; full: the seeds' sizes where "
-                   "this machine's memory allows.")
+                   "this machine's memory allows; seed (the server study only): its seed "
+                   "rows alone, each at its seed's own key count on its own preset.")
 @click.option("--cpu", "cpus_", multiple=True,
               help="Presets to simulate (repeatable; default: every preset).")
 @click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",

@@ -25,10 +25,14 @@ import pandas as pd
 
 from kvsim.experiments import cells
 
-__all__ = ["SCALES", "Experiment", "Plot", "Table", "get", "names", "native_cell",
+__all__ = ["ALL_SCALES", "SCALES", "Experiment", "Plot", "Table", "get", "names", "native_cell",
            "published_name", "register", "sim_cell", "speedup_table", "valkey_cell"]
 
 SCALES = ("small", "full")
+#: every scale ``kvsim experiment run --scale`` takes: the framework's, and those some
+#: experiments add (:attr:`Experiment.scales`; ``seed``: the server study's seed rows, each
+#: at its seed's own key count)
+ALL_SCALES = (*SCALES, "seed")
 
 
 def published_name(experiment: str, stem: str, name: str) -> str:
@@ -80,6 +84,8 @@ class Experiment:
     tables: Callable[[pd.DataFrame], list[Table]]
     doc: str = ""
     needs: Sequence[str] = field(default_factory=tuple)  #: cell kinds beyond sim/native
+    #: the scales ``cells`` takes (:data:`SCALES`, and any of :data:`ALL_SCALES` it adds)
+    scales: Sequence[str] = SCALES
 
 
 _REGISTRY: dict[str, Experiment] = {}

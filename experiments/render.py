@@ -303,6 +303,23 @@ def render_server_branchsim(doc: dict[str, Any]) -> str:
         "server_cachesim --keys 100000 --requests 2000 --warmup-requests 1000 --gap "
         "results/server-split.json --cpu results/calibrate-xeon-m167-srvloop.toml")
 
+# the server study's seed rows at their seeds' own key counts (``--scale seed``)
+register_each(render_experiment, {"server-seeds": "results/experiments/server-seeds.json"})
+
+
+@rendering("server_setup_bound", "results/server-setup-bound.json")
+def render_server_setup_bound(doc: dict[str, Any]) -> str:
+    """The seed rows' predictions with the server's load recorded, compacted afterwards and
+    carried compact by the traced server (experiments/server_setup_bound.py)."""
+    from kvsim.experiments.server_setup_bound import markdown
+
+    keys = sorted({r["keys"] for r in doc["rows"]})
+    command = "python -m kvsim.experiments.server_setup_bound" + "".join(
+        f" --keys {k}" for k in keys)
+    return markdown(doc) + "\n\n" + provenance_line(
+        doc, RENDERINGS["server_setup_bound"].result, command)
+
+
 # the seeds' published times on their own presets (a compact table of its own)
 register_each(lambda doc, result: _seed_absolute().render(doc, result),
               {"seed_absolute": "results/experiments/seed_absolute.json"})

@@ -101,13 +101,17 @@ def plan(names: Iterable[str], scale: str, cpus: list[str] | None,
     if kinds - set(KINDS):
         raise ValueError(f"unknown cell kind {sorted(kinds - set(KINDS))[0]!r} (known: "
                          f"{', '.join(KINDS)})")
-    if scale not in framework.SCALES:
+    if scale not in framework.ALL_SCALES:
         raise ValueError(f"--scale: unknown scale {scale!r} (known: "
-                         f"{', '.join(framework.SCALES)})")
+                         f"{', '.join(framework.ALL_SCALES)})")
     names = list(names)
     if "all" in names:
         names = framework.names()
     exps = [framework.get(n) for n in names]
+    for e in exps:
+        if scale not in e.scales:
+            raise ValueError(f"--scale {scale}: experiment {e.name!r} runs at "
+                             f"{', '.join(e.scales)} only")
     if cpus:
         from kvsim import sim
 

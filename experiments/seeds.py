@@ -33,8 +33,9 @@ structure misses, which latency differs), never a reason to fit a parameter.
 
 from __future__ import annotations
 
-__all__ = ["ITERATE", "KVOBJ", "MGET_15133", "MGET_15133_PIPELINE10",
-           "MGET_15133_PIPELINE10_GRAVITON4", "MSET_15043", "PIPELINE_2092", "RDB_LOAD",
+__all__ = ["ITERATE", "KVOBJ", "MGET_15133", "MGET_15133_KEYS", "MGET_15133_PIPELINE10",
+           "MGET_15133_PIPELINE10_GRAVITON4", "MSET_15043", "PIPELINE_2092",
+           "PIPELINE_2092_KEYS", "RDB_LOAD",
            "MSET_15043_OPS", "MSET_15043_PROFILE", "RDB_LOAD_SECONDS", "mset_15043",
            "mset_15043_command_ns_per_key", "mset_15043_command_speedup",
            "mset_15043_ns_per_key",
@@ -177,6 +178,8 @@ def mset_15043(keys_per_command: int, value_size: int, keys: int) -> float | Non
 
 # (keys per MGET, value bytes) -> throughput change in percent (x86, 5M keys, no pipelining)
 MGET_15133: dict[tuple[int, int], float] = {(100, 100): 37.33, (30, 100): 22.4}
+#: the keys of #15133's keyspace (every run of it, x86 and Graviton 4)
+MGET_15133_KEYS = 5_000_000
 
 # the same at pipeline depth 10 (10 MGETs per read): x86 runner, and AWS Graviton 4
 MGET_15133_PIPELINE10: dict[tuple[int, int], float] = {(100, 10): 89.44}
@@ -185,6 +188,8 @@ MGET_15133_PIPELINE10_GRAVITON4: dict[tuple[int, int], float] = {(100, 10): 128.
 
 #: GET throughput speedup at depth 10, batch 16 (io-threads 1)
 PIPELINE_2092 = 604375.69 / 352795.91
+#: the keys of #2092's keyspace
+PIPELINE_2092_KEYS = 3_000_000
 
 # (keys, expire) -> (legacy bytes per key, unified bytes per key)
 KVOBJ: dict[tuple[int, bool], tuple[float, float]] = {

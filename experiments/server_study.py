@@ -55,13 +55,24 @@ KEYS = {"small": 100_000, "full": 3_000_000}  # full: the native cells' (native-
 #: Interleaved native rounds per cell: at small scale the fewest that give a verdict.
 ROUNDS = {"small": stats.MIN_ROUNDS, "full": 8}
 #: the warm-up's form per scale: the load replayed record by record, or compact (each line
-#: once: at 3M keys the load is some 90M records a side)
-WARM: dict[str, dict[str, str]] = {"small": {}, "full": {"warm": "compact"}}
+#: once: at 3M keys the load is some 90M records a side), or ``setup``: the load carried in
+#: compact form by the traced server itself (DEBUG SETUP-BEGIN .. SETUP-END, c_ref/setupwarm.c)
+#: rather than recorded and compacted afterwards (results/server-setup-bound.json: the two
+#: forms' predictions)
+WARM: dict[str, dict[str, str]] = {"small": {}, "full": {"warm": "compact"},
+                                   "seed": {"warm": "setup"}}
+#: the scales of this study: the framework's, and ``seed``: the seed rows alone, each at its
+#: seed's own key count (at most :data:`SEED_KEYS_CAP`) on its own preset
+STUDY_SCALES = ("small", "full", "seed")
+#: the most keys a seed row is traced with at ``--scale seed``: every seed's (3M to 10M keys
+#: fit this 24 GiB guest: c_ref's server holds 10M keys of 100 B in some 2 GiB, and the
+#: warm-up is bounded by c_ref's KS_WARM_SETUP_LINES whatever the keys)
+SEED_KEYS_CAP = 10_000_000
 SERVER_ARGS = ["--pipeline", "lookahead", "--variant", "batch"]
 
 
-def _mset_ops(kpc: int) -> dict[str, float]:
-    runs = seeds.MSET_15043_OPS[(kpc, 100, 10_000_000)]
+def _mset_ops(kpc: int, keys: int = 10_000_000) -> dict[str, float]:
+    runs = seeds.MSET_15043_OPS[(kpc, 100, keys)]
     return {"seed_rps_a": float(np.mean([a for a, _ in runs])),
             "seed_rps_b": float(np.mean([b for _, b in runs]))}
 
@@ -70,26 +81,31 @@ def _seed_rows() -> list[dict[str, Any]]:
     """The seeds' server rows: cell, the seed's configuration, its preset and figures
     (requests/s where the seed gives them: MSET's are MSETs per second)."""
     redis = {"table": "dict"}
+    mset_keys = 10_000_000  # #15043's keyspace (seeds.MSET_15043_OPS' configuration)
     return [
         {"row": "GET depth 10 (Valkey #2092, io-threads 1)", "cell": "get-p10",
          "cpu": "epyc-7713", "args": SERVER_ARGS, "value_size": 256,
+         "seed_keys": seeds.PIPELINE_2092_KEYS,
          "seed_speedup": seeds.PIPELINE_2092, "seed_rps_a": 352_795.91,
          "seed_rps_b": 604_375.69},
         {"row": "MSET 10 keys (Redis #15043)", "cell": "mset-10", "cpu": "xeon-8488c",
          "args": ["--table", redis["table"], "--variant", "redis-15043"], "value_size": 100,
-         "seed_speedup": 1 + (seeds.mset_15043(10, 100, 10_000_000) or 0) / 100,
+         "seed_keys": mset_keys,
+         "seed_speedup": 1 + (seeds.mset_15043(10, 100, mset_keys) or 0) / 100,
          **_mset_ops(10)},
         {"row": "MSET 50 keys (Redis #15043)", "cell": "mset-50", "cpu": "xeon-8488c",
          "args": ["--table", redis["table"], "--variant", "redis-15043"], "value_size": 100,
-         "seed_speedup": 1 + (seeds.mset_15043(50, 100, 10_000_000) or 0) / 100,
+         "seed_keys": mset_keys,
+         "seed_speedup": 1 + (seeds.mset_15043(50, 100, mset_keys) or 0) / 100,
          **_mset_ops(50)},
         {"row": "MGET 100 keys, depth 10 (Redis #15133, Graviton 4)", "cell": "mget-100-p10",
          "cpu": "graviton4", "args": ["--table", "dict", "--variant", "chunk-15133"],
-         "value_size": 100, "seed_speedup": 1 + seeds.MGET_15133_PIPELINE10_GRAVITON4[
-             (100, 100)] / 100},
+         "value_size": 100, "seed_keys": seeds.MGET_15133_KEYS,
+         "seed_speedup": 1 + seeds.MGET_15133_PIPELINE10_GRAVITON4[(100, 100)] / 100},
         {"row": "MGET 100 keys (Redis #15133, x86 runner)", "cell": "mget-100",
          "cpu": "xeon-8488c", "args": ["--table", "dict", "--variant", "chunk-15133"],
-         "value_size": 100, "seed_speedup": 1 + seeds.MGET_15133[(100, 100)] / 100},
+         "value_size": 100, "seed_keys": seeds.MGET_15133_KEYS,
+         "seed_speedup": 1 + seeds.MGET_15133[(100, 100)] / 100},
     ]
 
 
@@ -189,16 +205,19 @@ def compact_warmup(src: Path, dst: Path, max_lines: int = 1 << 23) -> dict[str, 
 
 
 def traced_side(spec: dict, batch: int, args: list[str], log=None,
-                compact: bool = False) -> Path:
+                compact: bool = False, setup: bool = False) -> Path:
     """The measured trace (:func:`measured_trace`) of c_ref's server serving ``spec`` at
     prefetch-batch-max-size ``batch``, its warm-up in compact form with ``compact``
-    (:func:`compact_warmup`), made once per spec, server arguments and c_ref build (kept in
+    (:func:`compact_warmup`), or with ``setup`` the load carried in compact form by the
+    traced server itself (``DEBUG SETUP-BEGIN`` .. ``SETUP-END``: never recorded record by
+    record), made once per spec, server arguments and c_ref build (kept in
     :func:`trace_cache`)."""
     from kvsim.experiments.server import CrefServer
     from kvsim.experiments.valkey_server import benchmark_binary, pick_cpus, populate
 
     key = hashlib.sha256(json.dumps([spec, batch, args, C._digest_artifact("kvsim-cref")]
-                                    + (["compact"] if compact else []),
+                                    + (["compact"] if compact else [])
+                                    + (["setup"] if setup else []),
                                     sort_keys=True).encode()).hexdigest()[:16]
     out = trace_cache() / f"{key}.kvt"
     if out.is_file():
@@ -207,10 +226,16 @@ def traced_side(spec: dict, batch: int, args: list[str], log=None,
     raw = out.with_name(f"{key}.raw.kvt")
     server_cpu, client_cpu = pick_cpus()
     srv_args = [*args, "--batch", str(batch), "--trace", str(raw)]
-    with CrefServer(cpu=server_cpu, args=srv_args) as srv:
+    srv = CrefServer(cpu=server_cpu, args=srv_args)
+    srv.stop_timeout = 600.0  # the trace's end is written at SIGTERM
+    with srv:
         with srv.client() as c:
+            if setup:
+                c.call("DEBUG", "SETUP-BEGIN")
             populate(c, spec["keys"], spec["value_size"], spec["seed"])
             c.call("CONFIG", "RESETSTAT")
+            if setup:
+                c.call("DEBUG", "SETUP-END")
         valkey._bench_once(benchmark_binary(), srv.port, spec, client_cpu)
         with srv.client() as c:
             valkey._check_counts(c, spec)
@@ -229,8 +254,10 @@ def traced_side(spec: dict, batch: int, args: list[str], log=None,
     return out
 
 
-def predict(spec: dict, cpu: str, args: list[str], compact: bool = False) -> dict[str, Any]:
-    """Predicted requests/s of each side and the speedup on ``cpu``."""
+def predict(spec: dict, cpu: str, args: list[str], compact: bool = False,
+            setup: bool = False) -> dict[str, Any]:
+    """Predicted requests/s of each side and the speedup on ``cpu`` (``compact``, ``setup``:
+    :func:`traced_side`'s)."""
     from kvsim import sim
     from kvsim.sim import calibrate_syscall
     from kvsim.sim import local as sim_local
@@ -250,7 +277,7 @@ def predict(spec: dict, cpu: str, args: list[str], compact: bool = False) -> dic
                     "syscall_call_ns": list(model.syscall.call_ns),
                     "syscall_byte_ns": list(model.syscall.byte_ns)})
     for side, batch in SIDES.items():
-        res = sim.simulate(traced_side(spec, batch, args, compact=compact), model)
+        res = sim.simulate(traced_side(spec, batch, args, compact=compact, setup=setup), model)
         seconds = res["cycles"] / (res["timing"]["freq_ghz"] * 1e9)
         sc = res.get("syscalls") or {}
         out[f"pred_rps_{side}"] = spec["requests"] / seconds
@@ -269,8 +296,9 @@ def predict(spec: dict, cpu: str, args: list[str], compact: bool = False) -> dic
 
 def _run_predict(spec: dict) -> dict[str, Any]:
     b = bench_spec(spec["cell"], spec["keys"], spec["requests"], spec["value_size"])
-    return {**predict(b, spec["cpu"], spec["args"], spec.get("warm") == "compact"),
-            "requests": b["requests"]}
+    return {**predict(b, spec["cpu"], spec["args"], spec.get("warm") == "compact",
+                      spec.get("warm") == "setup"),
+            "requests": b["requests"], "keys": b["keys"]}
 
 
 def _run_native(spec: dict) -> dict[str, Any]:
@@ -311,13 +339,24 @@ C.register_kind("server-native", _run_native, counts_as="native", module="server
 
 # --- cells and tables -------------------------------------------------------------------------
 
+def _seed_keys(row: dict[str, Any], scale: str) -> int:
+    """The keys a seed row is traced with at ``scale``: the scale's, or at ``seed`` the
+    seed's own (at most :data:`SEED_KEYS_CAP`)."""
+    return min(row["seed_keys"], SEED_KEYS_CAP) if scale == "seed" else KEYS[scale]
+
+
 def _cells(scale: str, cpus: list[str]) -> list[dict[str, Any]]:
     """Per cell of this machine: the prediction on every CPU (presets and ``local``) and the
-    native servers; per seed row: the prediction on the seed's preset."""
-    keys = KEYS[scale]
+    native servers; per seed row: the prediction on the seed's preset. ``--scale seed``:
+    the seed rows alone, each at its seed's own key count (at most SEED_KEYS_CAP), the load
+    carried by the traced server in compact form."""
+    if scale not in STUDY_SCALES:
+        raise ValueError(f"--scale: the server study has no scale {scale!r} (known: "
+                         f"{', '.join(STUDY_SCALES)})")
     i = 0 if scale == "small" else 1
     out = []
-    for cell, reqs in CELLS.items():
+    for cell, reqs in ({} if scale == "seed" else CELLS).items():
+        keys = KEYS[scale]
         common = {"cell": cell, "keys": keys, "requests": reqs[i], "value_size": 256,
                   **WARM[scale]}
         for cpu in cpus:
@@ -334,7 +373,8 @@ def _cells(scale: str, cpus: list[str]) -> list[dict[str, Any]]:
         op = r["cell"].split("-")[0]
         reqs = CELLS.get(r["cell"], CELLS["mget-100" if op == "mget" else "mset-10"])[i]
         out.append({"experiment": "server", "kind": "server-predict", "cpu": r["cpu"],
-                    "args": r["args"], "cell": r["cell"], "keys": keys, "requests": reqs,
+                    "args": r["args"], "cell": r["cell"], "keys": _seed_keys(r, scale),
+                    "requests": reqs,
                     "value_size": r["value_size"], **WARM[scale], "params": {"cell": r["cell"],
                                                               "row": r["row"]}})
     return out
@@ -344,6 +384,7 @@ def _cells(scale: str, cpus: list[str]) -> list[dict[str, Any]]:
 #: explanation they share is stated once, in the table's note (:data:`NOTE_DIAGNOSES`)
 DIAGNOSES = {
     "scale": "the seed's 3M-10M keys miss the preset's last level, this scale's keyspace less",
+    "seed_scale": "at the seed's own keys",
     "local": "`local` uncalibrated: the host's whole L3 holds this scale's keyspace",
     "calibrated": "this machine's calibrated file",
     "user": "c_ref's server traced ({callgrind} of Valkey's instructions)",
@@ -409,6 +450,20 @@ def _per_request(p: Any, nm: Any) -> str:
             f"{sys_ns:,.0f} ns; c_ref's server natively {1e9 / nat:,.0f} ns of CPU time]")
 
 
+def _seed_per_request(p: Any, r: dict[str, Any]) -> str:
+    """A seed row's time per request at batch 0 and what prefetching saves of it, predicted
+    (and its system calls) against the seed's (the inverse of its requests/s, its server's
+    one thread busy throughout), where the seed gives requests/s."""
+    a, b = p.get("pred_ns_per_request_a"), p.get("pred_ns_per_request_b")
+    sys_ns = p.get("pred_syscall_ns_per_request_a")
+    if not r.get("seed_rps_a") or any(v is None or pd.isna(v) for v in (a, b, sys_ns)):
+        return ""
+    sa, sb = 1e9 / r["seed_rps_a"], 1e9 / r["seed_rps_b"]
+    return (f" [per request at batch 0: predicted {a:,.0f} ns, of which system calls "
+            f"{sys_ns:,.0f} ns, the seed's {sa:,.0f} ns; saved by prefetching: predicted "
+            f"{a - b:,.0f} ns, the seed's {sa - sb:,.0f} ns]")
+
+
 def _tables(rows: pd.DataFrame) -> list[Table]:
     pred = rows[rows.kind == "server-predict"] if "kind" in rows else rows.iloc[0:0]
     nat = rows[rows.kind == "server-native"] if "kind" in rows else rows.iloc[0:0]
@@ -455,12 +510,19 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
         if r.get("seed_rps_a"):
             ratio["rps_a"] = _ratio(p.get("pred_rps_a"), r["seed_rps_a"])
             ratio["rps_b"] = _ratio(p.get("pred_rps_b"), r.get("seed_rps_b"))
-        seeds_t.append({"row": r["row"], "cpu": r["cpu"], "seed": r["seed_speedup"],
+        keys = p.get("keys")  # the cell's metric, else its spec's
+        keys = int(keys) if keys is not None and pd.notna(keys) else (
+            json.loads(p["spec"]).get("keys") if isinstance(p.get("spec"), str) else None)
+        small = keys is not None and keys < r["seed_keys"]
+        seeds_t.append({"row": r["row"], "cpu": r["cpu"], "keys": keys,
+                        "seed_keys": r["seed_keys"], "seed": r["seed_speedup"],
                         "seed_rps_a": r.get("seed_rps_a"), "seed_rps_b": r.get("seed_rps_b"),
                         "pred_rps_a": p.get("pred_rps_a"), "pred_rps_b": p.get("pred_rps_b"),
                         "pred_speedup": p.get("pred_speedup"),
                         "ratio_speedup": ratio["speedup"], "ratio_rps_a": ratio.get("rps_a"),
-                        "diagnosis": _diag(ratio, ["scale", "client", "kernel"]),
+                        "diagnosis": (_diag(ratio, (["scale"] if small else ["seed_scale"])
+                                            + ["client", "kernel"])
+                                      + _seed_per_request(p, r)).strip(),
                         "value": r["row"]})
     s = pd.DataFrame(seeds_t)
     note = ("pred: c_ref's traced server simulated on the CPU, system calls charged from its "
@@ -473,7 +535,8 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
                  "the native servers", t, "requests/s; speedup (x)",
                  Plot(x="value", xlabel="cell, CPU", ylabel="speedup (x)",
                       series=[c for c in ("pred_speedup", "native_cref_speedup",
-                                          "native_valkey_speedup") if c in t]), note=note)]
+                                          "native_valkey_speedup") if c in t]), note=note)
+           ] if len(t) or not len(s) else []  # --scale seed: the seed rows' table alone
     if len(s):
         out.append(Table("server_seeds", "The seeds' server rows on their presets", s,
                          "requests/s; speedup (x)",
@@ -481,7 +544,12 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
                               series=["pred_speedup", "seed"]),
                          note="seed: the upstream figure on its author's machine "
                               "(seed_results.csv); pred: c_ref's server traced in the seed's "
-                              "configuration on its preset."))
+                              "configuration on its preset; keys: the keys it held (the "
+                              "seed's, seed_keys, at --scale seed, at most "
+                              f"{SEED_KEYS_CAP:,}). The bracket: a request's time at batch 0 "
+                              "and what prefetching saves of it, where the seed gives "
+                              "requests/s (the inverse of them: its server's one thread "
+                              "busy throughout)."))
     return out
 
 
@@ -489,7 +557,8 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
 #: the experiments however the modules are first imported)
 EXPERIMENT = Experiment("server", "The server: predicted requests/s against the real servers",
                         "Valkey PR #2092; Redis #15043, #15133", _cells, _tables,
-                        doc=_cells.__doc__ or "", needs=("server-predict", "server-native"))
+                        doc=_cells.__doc__ or "", needs=("server-predict", "server-native"),
+                        scales=STUDY_SCALES)
 
 
 # --- the headline's server rows (experiments/studies.py: headline) ----------------------------

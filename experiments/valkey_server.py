@@ -307,13 +307,17 @@ class ValkeyServer:
         if proc is not None and proc.poll() is None:
             proc.terminate()
             try:
-                proc.wait(timeout=10)
+                proc.wait(timeout=self.stop_timeout)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
         if self.workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None
+
+    #: seconds a stopped server has to exit before it is killed (a traced server writes the
+    #: end of its trace then: at millions of keys, longer than an untraced one takes)
+    stop_timeout: float = 10.0
 
     @property
     def pid(self) -> int | None:

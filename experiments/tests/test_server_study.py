@@ -232,3 +232,108 @@ def test_headline_lines_print_native_speedups_with_their_intervals():
     keyspace = pd.Series({"speedup": 1.046, "speedup_ci95_low": 0.97,
                           "speedup_ci95_high": 1.12, "verdict": "within noise"})
     assert line["native"].endswith(_fmt_native(keyspace))  # one formatter for both
+
+
+def test_seed_scale_plans_the_seed_rows_alone_at_their_own_keys(monkeypatch) -> None:
+    """``--scale seed``: one prediction per seed row on its own preset, no native cell and
+    no cell of this machine, each at its seed's own key count up to the cap, the load
+    carried by the traced server (``warm: setup``); the other scales keep their keys."""
+    from kvsim.experiments import runner
+
+    every = runner.default_cpus()
+    cells = framework.get("server").cells("seed", every)
+    rows = S._seed_rows()
+    assert [c["params"]["row"] for c in cells] == [r["row"] for r in rows]
+    assert {c["kind"] for c in cells} == {"server-predict"}
+    for c, r in zip(cells, rows, strict=True):
+        assert c["cpu"] == r["cpu"] and c["warm"] == "setup"
+        assert c["keys"] == min(r["seed_keys"], S.SEED_KEYS_CAP)
+    assert sorted({c["keys"] for c in cells}) == [3_000_000, 5_000_000, 10_000_000]
+    monkeypatch.setattr(S, "SEED_KEYS_CAP", 4_000_000)
+    capped = framework.get("server").cells("seed", every)
+    assert [c["keys"] for c in capped] == [min(r["seed_keys"], 4_000_000) for r in rows]
+    small = framework.get("server").cells("small", every)
+    assert {c["keys"] for c in small} == {S.KEYS["small"]}
+    assert not any(c.get("warm") == "setup" for c in small)
+    with pytest.raises(ValueError, match="runs at small, full only"):
+        runner.plan(["headline"], "seed", ["epyc-7713"])
+    assert runner.plan(["server"], "seed", ["graviton4"])["server"][0]["cpu"] == "graviton4"
+
+
+def test_seed_table_gives_the_keys_simulated() -> None:
+    """The seed table's rows carry the keys simulated and the seed's; the scale diagnosis
+    is given only where the keys simulated are fewer than the seed's."""
+    rows = S._seed_rows()
+    frame = pd.DataFrame([
+        {"kind": "server-predict", "cpu": rows[0]["cpu"], "cell": rows[0]["cell"],
+         "row": rows[0]["row"], "pred_rps_a": 3e5, "pred_rps_b": 3e5, "pred_speedup": 1.0,
+         "spec": json.dumps({"keys": 100_000})},
+        {"kind": "server-predict", "cpu": rows[3]["cpu"], "cell": rows[3]["cell"],
+         "row": rows[3]["row"], "pred_rps_a": 4e4, "pred_rps_b": 4e4, "pred_speedup": 1.0,
+         "keys": rows[3]["seed_keys"]},
+    ])
+    (seeds_t,) = S._tables(frame)  # no cell of this machine: the seed table alone
+    assert seeds_t.name == "server_seeds"
+    t = seeds_t.frame
+    assert {"keys", "seed_keys", "ratio_speedup", "diagnosis"} <= set(t.columns)
+    assert list(t["keys"]) == [100_000, rows[3]["seed_keys"]]
+    assert list(t["seed_keys"]) == [rows[0]["seed_keys"], rows[3]["seed_keys"]]
+    assert "this scale's keyspace" in t["diagnosis"].iloc[0]
+    assert "this scale's keyspace" not in t["diagnosis"].iloc[1]
+    assert "at the seed's own keys" in t["diagnosis"].iloc[1]
+
+
+@pytest.mark.skipif(shutil.which("redis-benchmark") is None, reason="redis-tools not installed")
+def test_the_setup_carried_by_the_traced_server(tmp_path: Path, monkeypatch) -> None:
+    """``setup``: the traced server carries its load (DEBUG SETUP-BEGIN .. SETUP-END) as
+    warm-up lines, never as the load's records: its trace is a fraction of the recorded
+    one's, holds the same measured requests, and predicts what the load compacted
+    afterwards predicts (the same LRU contents; the bound at scale:
+    results/server-setup-bound.json)."""
+    monkeypatch.setattr(S, "trace_cache", lambda: tmp_path)
+    spec = S.bench_spec("get-p10", 3000, 400, 64)
+    got = {}
+    for form, kw in (("records", {}), ("compact", {"compact": True}),
+                     ("setup", {"setup": True})):
+        t = S.traced_side(spec, 16, S.SERVER_ARGS, **kw)
+        rec = traces.read_all(t)
+        got[form] = (rec, sim.simulate(t, "xeon-8488c"))
+    n_rec, n_setup = got["records"][0].size, got["setup"][0].size
+    assert n_setup < n_rec / 2  # the load's records are gone (some 3,000 MSET keys' worth)
+    for form in ("compact", "setup"):
+        res = got[form][1]
+        assert res["commands"]["count"] == got["records"][1]["commands"]["count"]
+        # each form is its own server run: the event loop's waits differ a little
+        assert res["instructions"] == pytest.approx(got["records"][1]["instructions"],
+                                                    rel=0.02)
+    warm = got["setup"][0]
+    warm = warm[:np.flatnonzero((warm["kind"] == traces.KIND_MARKER)
+                                & (warm["flags"] == traces.MARK_WARMUP_END))[0]]
+    lines = warm[(warm["kind"] < traces.KIND_MARKER) & (warm["size"] == 64)
+                 & (warm["addr"] % 64 == 0)]
+    assert lines.size > 3000  # the keys' lines, one record each
+    a, b = got["compact"][1]["cycles"], got["setup"][1]["cycles"]
+    assert abs(b / a - 1) < 0.05
+
+
+def test_debug_setup_commands(tmp_path: Path) -> None:
+    """DEBUG SETUP-BEGIN / SETUP-END: OK untraced; traced, a nested SETUP-BEGIN and a
+    SETUP-END outside a setup are errors, and the server serves on, the setup's writes
+    kept."""
+    from kvsim.experiments.server import CrefServer
+    from kvsim.experiments.valkey_server import ValkeyError
+
+    with CrefServer(args=list(S.SERVER_ARGS)) as srv, srv.client() as c:
+        assert c.call("DEBUG", "SETUP-BEGIN") == "OK"
+        assert c.call("DEBUG", "SETUP-END") == "OK"
+    args = [*S.SERVER_ARGS, "--trace", str(tmp_path / "t.kvt")]
+    with CrefServer(args=args) as srv, srv.client() as c:
+        with pytest.raises(ValkeyError, match="no setup is being captured"):
+            c.call("DEBUG", "SETUP-END")
+        assert c.call("DEBUG", "SETUP-BEGIN") == "OK"
+        with pytest.raises(ValkeyError, match="a setup is being captured already"):
+            c.call("DEBUG", "SETUP-BEGIN")
+        assert c.call("SET", "k", "v") == "OK"
+        assert c.call("DEBUG", "SETUP-END") == "OK"
+        assert c.call("GET", "k") == b"v"
+    assert (tmp_path / "t.kvt").is_file()
