@@ -56,6 +56,7 @@
 
 #include "arena.h"
 #include "emit.h"
+#include "libc_alloc.h"
 
 #include <assert.h>
 #include <stdio.h>
@@ -285,20 +286,20 @@ int ksArenaIsLibc(const ksArena *a) { return a->libc; }
 void ksArenaExchangeLibc(ksArena *a, const void *adopted, const void *released) {
     if (!a->libc) die("ksArenaExchangeLibc on an arena of its own blocks");
     if (adopted) {
-        a->allocated += malloc_usable_size((void *)adopted);
+        a->allocated += ksLibcUsableSize(adopted);
         a->live++;
     }
     if (released) {
-        a->allocated -= malloc_usable_size((void *)released);
+        a->allocated -= ksLibcUsableSize(released);
         a->live--;
     }
 }
 
 /* The libc mode's blocks (zmalloc.c with libc: malloc, then malloc_usable_size). */
 static __attribute__((noinline)) void *libcAlloc(ksArena *a, size_t size) {
-    void *p = malloc(size ? size : 1);
+    void *p = ksLibcMalloc(size ? size : 1);
     if (!p) die("out of memory");
-    a->allocated += malloc_usable_size(p);
+    a->allocated += ksLibcUsableSize(p);
     a->live++;
     return p;
 }
@@ -337,7 +338,7 @@ void *ksArenaAlloc(ksArena *a, size_t size) {
 static __attribute__((noinline)) void *libcCalloc(ksArena *a, size_t size) {
     void *q = calloc(1, size ? size : 1);
     if (!q) die("out of memory");
-    a->allocated += malloc_usable_size(q);
+    a->allocated += ksLibcUsableSize(q);
     a->live++;
     return q;
 }
@@ -365,9 +366,9 @@ static int classOf(const ksArena *a, const void *p) {
 }
 
 static __attribute__((noinline)) void libcFree(ksArena *a, void *p) {
-    a->allocated -= malloc_usable_size(p);
+    a->allocated -= ksLibcUsableSize(p);
     a->live--;
-    free(p);
+    ksLibcFree(p);
 }
 
 void ksArenaFree(ksArena *a, void *p) {
@@ -390,10 +391,10 @@ void ksArenaFree(ksArena *a, void *p) {
 
 /* zrealloc: realloc, the accounting by usable sizes */
 static __attribute__((noinline)) void *libcRealloc(ksArena *a, void *p, size_t size) {
-    size_t old = malloc_usable_size(p);
+    size_t old = ksLibcUsableSize(p);
     void *q = realloc(p, size ? size : 1);
     if (!q) die("out of memory");
-    a->allocated = a->allocated - old + malloc_usable_size(q);
+    a->allocated = a->allocated - old + ksLibcUsableSize(q);
     return q;
 }
 
@@ -411,7 +412,7 @@ void *ksArenaRealloc(ksArena *a, void *p, size_t size) {
 
 size_t ksArenaUsableSize(const ksArena *a, const void *p) {
     int c = classOf(a, p);
-    if (__builtin_expect(c == 0, 0)) return malloc_usable_size((void *)p); /* libc mode */
+    if (__builtin_expect(c == 0, 0)) return ksLibcUsableSize(p); /* libc mode */
     return (size_t)a->cls[c].size;
 }
 

@@ -189,16 +189,22 @@ def compact_warmup(src: Path, dst: Path, max_lines: int = 1 << 23) -> dict[str, 
 
 
 def traced_side(spec: dict, batch: int, args: list[str], log=None,
-                compact: bool = False) -> Path:
+                compact: bool = False, binary: Path | None = None,
+                measured: int | None = None) -> Path:
     """The measured trace (:func:`measured_trace`) of c_ref's server serving ``spec`` at
     prefetch-batch-max-size ``batch``, its warm-up in compact form with ``compact``
     (:func:`compact_warmup`), made once per spec, server arguments and c_ref build (kept in
-    :func:`trace_cache`)."""
+    :func:`trace_cache`). ``binary``: another ``kvsim-cref`` build than the project's;
+    ``measured``: the last ``measured`` of the client's requests are measured, the ones
+    before them warm-up (default: all of them)."""
     from kvsim.experiments.server import CrefServer
     from kvsim.experiments.valkey_server import benchmark_binary, pick_cpus, populate
 
-    key = hashlib.sha256(json.dumps([spec, batch, args, C._digest_artifact("kvsim-cref")]
-                                    + (["compact"] if compact else []),
+    digest = (hashlib.sha256(Path(binary).read_bytes()).hexdigest() if binary
+              else C._digest_artifact("kvsim-cref"))
+    key = hashlib.sha256(json.dumps([spec, batch, args, digest]
+                                    + (["compact"] if compact else [])
+                                    + ([measured] if measured else []),
                                     sort_keys=True).encode()).hexdigest()[:16]
     out = trace_cache() / f"{key}.kvt"
     if out.is_file():
@@ -207,7 +213,7 @@ def traced_side(spec: dict, batch: int, args: list[str], log=None,
     raw = out.with_name(f"{key}.raw.kvt")
     server_cpu, client_cpu = pick_cpus()
     srv_args = [*args, "--batch", str(batch), "--trace", str(raw)]
-    with CrefServer(cpu=server_cpu, args=srv_args) as srv:
+    with CrefServer(binary, cpu=server_cpu, args=srv_args) as srv:
         with srv.client() as c:
             populate(c, spec["keys"], spec["value_size"], spec["seed"])
             c.call("CONFIG", "RESETSTAT")
@@ -216,7 +222,7 @@ def traced_side(spec: dict, batch: int, args: list[str], log=None,
             valkey._check_counts(c, spec)
     try:
         tmp = out.with_name(f"{key}.tmp.kvt")
-        measured_trace(raw, tmp, spec["requests"])
+        measured_trace(raw, tmp, measured or spec["requests"])
         if compact:
             raw.unlink()
             compact_warmup(tmp, raw)
