@@ -134,8 +134,7 @@ static inline size_t ksLibcUsableSize(const void *p) {
 
 /* free(p) (p may be NULL), its accesses recorded before the block is released. */
 static inline void ksLibcFree(void *p) {
-    if (!p) return;
-    ksLibcTraceFree(p);
+    if (p) ksLibcTraceFree(p);
     free(p);
 }
 
