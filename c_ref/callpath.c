@@ -91,8 +91,10 @@
  * KS_*_WORK constant here and in server.c is measured, per call of the function it names, in
  * results/server-steps-callgrind.json (python -m kvsim.experiments.server_steps, whose STEPS
  * says how each is counted); experiments/tests/test_server_steps.py holds each to it. */
-#define KS_ZMALLOC_WORK 124      /* malloc + malloc_usable_size + stat (GET, depth 10) */
-#define KS_ZFREE_WORK 146        /* malloc_usable_size + free (_int_free) + stat */
+#define KS_ZMALLOC_WORK 120      /* malloc + malloc_usable_size + stat (GET, depth 10), less
+                                  * the 4 accesses libc_alloc.h records (tcache_get's 2, musable's 2) */
+#define KS_ZFREE_WORK 142        /* malloc_usable_size + free (_int_free) + stat, less the 4
+                                  * recorded (musable's 2, the size and tcache_put's store) */
 #define KS_CALL_WORK 630         /* processCommand's checks, call()'s bookkeeping, the histogram,
                                   * the command logs, afterCommand, commandProcessed: ksCallCommand
                                   * with its helpers, the command excluded (GET, depth 10) */
