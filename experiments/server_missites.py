@@ -102,11 +102,16 @@ def site_misses(trace: Path, cpu: Any, requests: int, tmp: Path) -> dict[str, An
     return out
 
 
-def predicted_user(trace: Path, cpu_path: str, requests: int) -> dict[str, float]:
-    """The trace's predicted time and user time per request (ns) on ``cpu_path``."""
+def predicted_user(trace: Path, cpu_path: str, requests: int,
+                   store_buffer: int | None = None) -> dict[str, float]:
+    """The trace's predicted time and user time per request (ns) on ``cpu_path`` (with
+    ``store_buffer``: that many entries of ``[core] store_buffer``, sim/MODEL.md §6)."""
     from kvsim import sim
 
-    res = sim.simulate(str(trace), sim.load_cpu(cpu_path))
+    cpu = sim.load_cpu(cpu_path)
+    if store_buffer:
+        cpu = cpu.with_changes(store_buffer=store_buffer)
+    res = sim.simulate(str(trace), cpu)
     ghz = res["timing"]["freq_ghz"]
     sys_cycles = (res.get("syscalls") or {}).get("cycles") or 0
     ns = res["cycles"] / ghz / requests
@@ -122,7 +127,8 @@ def native_groups(top: list[list[Any]]) -> dict[str, float]:
 
 
 def run(native: dict[str, Any], cells: list[str], builds: dict[str, Path | None],
-        cpu_path: str | None, tmp: Path, log=None) -> list[dict[str, Any]]:
+        cpu_path: str | None, tmp: Path, log=None,
+        store_buffer: int | None = None) -> list[dict[str, Any]]:
     from kvsim.experiments.server_study import SERVER_ARGS, traced_side
 
     by_cell = {c["cell"]: c for c in native["cells"]}
@@ -147,6 +153,13 @@ def run(native: dict[str, Any], cells: list[str], builds: dict[str, Path | None]
             t = site_misses(tr, cpu, n, tmp)
             if cpu_path:
                 t["predicted"] = predicted_user(tr, cpu_path, n)
+            if cpu_path and store_buffer:  # stores fetched, their fetches timed
+                d = tmp / f"{tr.stem}-fetched-t.kvt"
+                rewrite(tr, d, True, False)
+                t["predicted_fetched_store_buffer"] = {
+                    "store_buffer": store_buffer,
+                    **predicted_user(d, cpu_path, n, store_buffer)}
+                d.unlink()
             row["traced"][label] = t
             if log:
                 log(f"{cell} {label}: LL misses per request {t['model']['ll_misses']} "
@@ -163,7 +176,8 @@ def markdown(doc: dict[str, Any]) -> str:
     cpu = Path(doc["cpu"]).name if doc.get("cpu") else None
     head = ("| cell | c_ref build | LL misses: native (allocator) | traced, model's stores "
             "(alloc.*) | traced, stores fetched | sites missing most (stores fetched) |"
-            + (f" predicted user ns on {cpu} |" if cpu else ""))
+            + (f" predicted user ns on {cpu} (stores fetched, store buffer) |" if cpu
+               else ""))
     rows = [head, "|---|---|---:|---:|---:|---|" + ("---:|" if cpu else "")]
     for c in doc["cells"]:
         nat = c["native"]
@@ -172,8 +186,10 @@ def markdown(doc: dict[str, Any]) -> str:
             m, f = t["model"], t["fetched"]
             alloc = sum(v for k, v in m["by_site"].items() if k.startswith("alloc."))
             top = ", ".join(f"{k} {v:.1f}" for k, v in list(f["by_site"].items())[:4])
-            pred = f" {t['predicted']['user_ns']:,.0f} |" if cpu and t.get("predicted") else (
-                " |" if cpu else "")
+            fsb = t.get("predicted_fetched_store_buffer")
+            pred = (f" {t['predicted']['user_ns']:,.0f}"
+                    + (f" ({fsb['user_ns']:,.0f})" if fsb else "") + " |") if cpu and t.get(
+                "predicted") else (" |" if cpu else "")
             rows.append(f"| {c['cell']} | {label} | {nat['ll_data_misses']:.1f} "
                         f"({nat['allocator']:.1f}) | {m['ll_misses']:.1f} ({alloc:.1f}) | "
                         f"{f['ll_misses']:.1f} | {top} |" + pred)
@@ -222,6 +238,9 @@ def main(argv: list[str] | None = None,
                     "project's build is always traced, as 'this')")
     ap.add_argument("--cpu", metavar="CPUFILE", default=None,
                     help="also predict each trace's user time per request on this CPU file")
+    ap.add_argument("--store-buffer", type=int, default=None, metavar="N",
+                    help="with --cpu: also predict each trace with its stores fetched and "
+                    "timed by a store buffer of N entries")
     ap.add_argument("--out", default=None, help=f"result file (default results/{RESULT_NAME})")
     ap.add_argument("--render", metavar="RESULT", default=None,
                     help="print the Markdown table of a result file and exit")
@@ -242,6 +261,8 @@ def main(argv: list[str] | None = None,
         ap.error(f"--cell {bad[0]}: not in {a.native} (it has {', '.join(known)})")
     if a.cpu and not Path(a.cpu).is_file():
         ap.error(f"--cpu {a.cpu}: no such file")
+    if a.store_buffer is not None and (a.store_buffer < 1 or not a.cpu):
+        ap.error("--store-buffer: a positive number of entries, with --cpu")
     builds: dict[str, Path | None] = {}
     try:
         for arg in a.build or ():
@@ -255,7 +276,8 @@ def main(argv: list[str] | None = None,
     out = Path(a.out) if a.out else provenance.default_result_path(RESULT_NAME)
     with tempfile.TemporaryDirectory(prefix="kvsim-missites-") as tmp:
         rows, status = S.run_or_status(prog, lambda: run(native, cells, builds, a.cpu,
-                                                         Path(tmp), progress.log_line))
+                                                         Path(tmp), progress.log_line,
+                                                         a.store_buffer))
     if status:
         return status
     doc = {"experiment": "server_missites", "native": a.native,
