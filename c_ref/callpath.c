@@ -75,6 +75,7 @@
 #include "arena.h"
 #include "hashtable.h"
 #include "keyspace.h"
+#include "libc_alloc.h"
 #include "lruclock.h"
 #include "siphash.h"
 
@@ -90,8 +91,10 @@
  * KS_*_WORK constant here and in server.c is measured, per call of the function it names, in
  * results/server-steps-callgrind.json (python -m kvsim.experiments.server_steps, whose STEPS
  * says how each is counted); experiments/tests/test_server_steps.py holds each to it. */
-#define KS_ZMALLOC_WORK 124      /* malloc + malloc_usable_size + stat (GET, depth 10) */
-#define KS_ZFREE_WORK 146        /* malloc_usable_size + free (_int_free) + stat */
+#define KS_ZMALLOC_WORK 120      /* malloc + malloc_usable_size + stat (GET, depth 10), less
+                                  * the 4 accesses libc_alloc.h records (tcache_get's 2, musable's 2) */
+#define KS_ZFREE_WORK 142        /* malloc_usable_size + free (_int_free) + stat, less the 4
+                                  * recorded (musable's 2, the size and tcache_put's store) */
 #define KS_CALL_WORK 630         /* processCommand's checks, call()'s bookkeeping, the histogram,
                                   * the command logs, afterCommand, commandProcessed: ksCallCommand
                                   * with its helpers, the command excluded (GET, depth 10) */
@@ -361,9 +364,9 @@ static inline void update_zmalloc_stat(size_t num, int add) {
 }
 
 void *ksZmalloc(size_t n) {
-    void *p = malloc(n ? n : 1);
+    void *p = ksLibcMalloc(n ? n : 1);
     if (!p) abort(); /* zmalloc_oom_handler */
-    update_zmalloc_stat(malloc_usable_size(p), 1);
+    update_zmalloc_stat(ksLibcUsableSize(p), 1);
     KS_WORK_OF(KVT_WORK_SERVER, KS_ZMALLOC_WORK);
     return p;
 }
@@ -371,14 +374,14 @@ void *ksZmalloc(size_t n) {
 void *ksZcalloc(size_t n) {
     void *p = calloc(1, n ? n : 1);
     if (!p) abort();
-    update_zmalloc_stat(malloc_usable_size(p), 1);
+    update_zmalloc_stat(ksLibcUsableSize(p), 1);
     return p;
 }
 
 void ksZfree(void *p) {
     if (!p) return;
-    update_zmalloc_stat(malloc_usable_size(p), 0);
-    free(p);
+    update_zmalloc_stat(ksLibcUsableSize(p), 0);
+    ksLibcFree(p);
     KS_WORK_OF(KVT_WORK_SERVER, KS_ZFREE_WORK);
 }
 
@@ -628,9 +631,9 @@ void ksCallArgvNew(ksCommand *cmd, int argc) {
 
 /* zmalloc.c zmalloc_usable: the block and its usable size (the stat counts that size). */
 static __attribute__((noinline)) void *zmalloc_usable(size_t n, size_t *usable) {
-    void *p = malloc(n ? n : 1);
+    void *p = ksLibcMalloc(n ? n : 1);
     if (!p) abort(); /* zmalloc_oom_handler */
-    size_t u = malloc_usable_size(p);
+    size_t u = ksLibcUsableSize(p);
     update_zmalloc_stat(u, 1);
     KS_WORK_OF(KVT_WORK_SERVER, KS_ZMALLOC_WORK);
     *usable = u;
@@ -922,8 +925,8 @@ int ksCallSetValueSwap(ksKeyspace *ks, ksKeyInfo *ki, void *entry, ksCommand *cm
     KS_STORE(&val->ptr, sizeof(val->ptr), KVT_TAG_ARGV, KS_SITE_RESP_ARGV, 0);
     cmd->argv[j] = oldv; /* argv mirrors the argument objects */
     ksArenaExchangeLibc(ks->arena, sdsAllocPtr(newv), sdsAllocPtr(oldv));
-    update_zmalloc_stat(malloc_usable_size(sdsAllocPtr(oldv)), 1);
-    update_zmalloc_stat(malloc_usable_size(sdsAllocPtr(newv)), 0);
+    update_zmalloc_stat(ksLibcUsableSize(sdsAllocPtr(oldv)), 1);
+    update_zmalloc_stat(ksLibcUsableSize(sdsAllocPtr(newv)), 0);
     return 1;
 }
 
@@ -950,7 +953,7 @@ int ksCallSetValueAdopt(ksKeyspace *ks, ksKeyInfo *ki, ksCommand *cmd, int j, in
     sds v = val->ptr;
     void *e = ksEntryCreateObject(ks, ki->key, sdslen(ki->key), OBJ_STRING, OBJ_ENCODING_RAW, v, expire_ms);
     ksArenaExchangeLibc(ks->arena, sdsAllocPtr(v), NULL);
-    update_zmalloc_stat(malloc_usable_size(sdsAllocPtr(v)), 0);
+    update_zmalloc_stat(ksLibcUsableSize(sdsAllocPtr(v)), 0);
     val->ptr = NULL;
     KS_STORE(&val->ptr, sizeof(val->ptr), KVT_TAG_ARGV, KS_SITE_RESP_ARGV, 0);
     decrRefCount(val);

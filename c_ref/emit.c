@@ -61,7 +61,8 @@ const char *const ksMarkerName[KVT_NUM_MARKERS] = {
  * on c_ref's own kernels).  A site's cost is the common path's instructions between two
  * recorded accesses; most of it is control flow and address arithmetic (generic).  The
  * sites listed here do one kind of work: the query buffer's parse and the reply's
- * formatting (resp.c), the key re-hash (SipHash), fread's refill of its buffer (a copy).
+ * formatting (resp.c), the key re-hash (SipHash), fread's refill of its buffer (a copy),
+ * the allocator's accesses (libc_alloc.h: the server's, whose instructions are its own).
  * Variable work names its kind at the call (KS_WORK_OF, emit.h); plain KS_WORK is generic.
  *
  * A site not listed is generic (0).  The list is in the trace header ("site_kinds",
@@ -75,6 +76,9 @@ const uint8_t ksSiteKind[KS_NUM_SITES] = {
     [KS_SITE_RESP_REPLY] = KVT_WORK_PARSE,
     [KS_SITE_KEY_REHASH] = KVT_WORK_HASH,
     [KS_SITE_SNAP_REFILL] = KVT_WORK_COPY,
+    [KS_SITE_ALLOC_MALLOC] = KVT_WORK_SERVER,
+    [KS_SITE_ALLOC_FREE] = KVT_WORK_SERVER,
+    [KS_SITE_ALLOC_USABLE_SIZE] = KVT_WORK_SERVER,
 };
 
 void ksEmitWorkMarkers(ksEmitter *e, uint16_t site) {

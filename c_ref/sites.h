@@ -97,7 +97,12 @@
      * trace_format.h's enum kvtSyscall (FORMAT.md); no user-space work of their own --- */ \
     X(SYS_READ, "sys.read", 0)                   /* read(2) into the query buffer */ \
     X(SYS_WRITE, "sys.write", 0)                 /* write(2) from the reply buffer */ \
-    X(SYS_EPOLL_WAIT, "sys.epoll_wait", 0)       /* epoll_pwait(2) */
+    X(SYS_EPOLL_WAIT, "sys.epoll_wait", 0)       /* epoll_pwait(2) */ \
+    /* --- libc_alloc.h: glibc's accesses inside the blocks (libc mode: the server); no cost \
+     * of their own: callpath.c's KS_ZMALLOC_WORK and KS_ZFREE_WORK count the calls --- */ \
+    X(ALLOC_MALLOC, "alloc.malloc", 0)           /* tcache_get: e->next, e->key */ \
+    X(ALLOC_FREE, "alloc.free", 0)               /* the size; tcache_put: e->next, e->key */ \
+    X(ALLOC_USABLE_SIZE, "alloc.usable_size", 0) /* musable: the size, the next chunk's */
 
 enum ksSite {
 #define KS_SITE_ENUM(id, name, cost) KS_SITE_##id,

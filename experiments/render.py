@@ -320,6 +320,19 @@ def render_server_setup_bound(doc: dict[str, Any]) -> str:
         doc, RENDERINGS["server_setup_bound"].result, command)
 
 
+@rendering("server_missites", "results/server-missites.json")
+def render_server_missites(doc: dict[str, Any]) -> str:
+    """LL misses per request of c_ref's server natively by function and traced by site on
+    callgrind's caches (experiments/server_missites.py)."""
+    from kvsim.experiments.server_missites import markdown
+
+    return markdown(doc) + "\n\n" + provenance_line(
+        doc, RENDERINGS["server_missites"].result, "python -m kvsim.experiments."
+        "server_missites --native results/native-server-branchsim.json --cell mset-10 --cell "
+        "mget-20 --cell get-p10 --build 62b5543=BINARY --cpu "
+        "results/calibrate-xeon-m167-srvloop.toml --store-buffer 114")
+
+
 # the seeds' published times on their own presets (a compact table of its own)
 register_each(lambda doc, result: _seed_absolute().render(doc, result),
               {"seed_absolute": "results/experiments/seed_absolute.json"})

@@ -60,10 +60,13 @@ STEPS: dict[str, dict[str, Any]] = {
                                      note="call()'s ustime and the histogram's index, less "
                                      "the 12 instructions of call()'s own code they replaced"),
     "KS_ZMALLOC_WORK": _step("callpath.c", ["ksZmalloc", "zmalloc_usable"], per="any",
+                             less=4.0,
                              note="malloc, malloc_usable_size and the per-thread stat (per "
-                             "call of either)"),
-    "KS_ZFREE_WORK": _step("callpath.c", ["ksZfree"],
-                           note="malloc_usable_size, free and the stat"),
+                             "call of either), less the 4 accesses the trace records "
+                             "(c_ref/libc_alloc.h)"),
+    "KS_ZFREE_WORK": _step("callpath.c", ["ksZfree"], less=4.0,
+                           note="malloc_usable_size, free and the stat, less the 4 accesses "
+                           "the trace records (c_ref/libc_alloc.h)"),
     "KS_REPLY_APPEND_WORK": _step("callpath.c", ["ksCallAppend", "ksCallPrepareWrite"],
                                   minus=("ksReplyRaw",),
                                   note="prepareClientToWrite (the callers' ksCallPrepareWrite "

@@ -205,19 +205,25 @@ def compact_warmup(src: Path, dst: Path, max_lines: int = 1 << 23) -> dict[str, 
 
 
 def traced_side(spec: dict, batch: int, args: list[str], log=None,
-                compact: bool = False, setup: bool = False) -> Path:
+                compact: bool = False, setup: bool = False, binary: Path | None = None,
+                measured: int | None = None) -> Path:
     """The measured trace (:func:`measured_trace`) of c_ref's server serving ``spec`` at
     prefetch-batch-max-size ``batch``, its warm-up in compact form with ``compact``
     (:func:`compact_warmup`), or with ``setup`` the load carried in compact form by the
     traced server itself (``DEBUG SETUP-BEGIN`` .. ``SETUP-END``: never recorded record by
     record), made once per spec, server arguments and c_ref build (kept in
-    :func:`trace_cache`)."""
+    :func:`trace_cache`). ``binary``: another ``kvsim-cref`` build than the project's;
+    ``measured``: the last ``measured`` of the client's requests are measured, the ones
+    before them warm-up (default: all of them)."""
     from kvsim.experiments.server import CrefServer
     from kvsim.experiments.valkey_server import benchmark_binary, pick_cpus, populate
 
-    key = hashlib.sha256(json.dumps([spec, batch, args, C._digest_artifact("kvsim-cref")]
+    digest = (hashlib.sha256(Path(binary).read_bytes()).hexdigest() if binary
+              else C._digest_artifact("kvsim-cref"))
+    key = hashlib.sha256(json.dumps([spec, batch, args, digest]
                                     + (["compact"] if compact else [])
-                                    + (["setup"] if setup else []),
+                                    + (["setup"] if setup else [])
+                                    + ([measured] if measured else []),
                                     sort_keys=True).encode()).hexdigest()[:16]
     out = trace_cache() / f"{key}.kvt"
     if out.is_file():
@@ -226,7 +232,7 @@ def traced_side(spec: dict, batch: int, args: list[str], log=None,
     raw = out.with_name(f"{key}.raw.kvt")
     server_cpu, client_cpu = pick_cpus()
     srv_args = [*args, "--batch", str(batch), "--trace", str(raw)]
-    srv = CrefServer(cpu=server_cpu, args=srv_args)
+    srv = CrefServer(binary, cpu=server_cpu, args=srv_args)
     srv.stop_timeout = 600.0  # the trace's end is written at SIGTERM
     with srv:
         with srv.client() as c:
@@ -241,7 +247,7 @@ def traced_side(spec: dict, batch: int, args: list[str], log=None,
             valkey._check_counts(c, spec)
     try:
         tmp = out.with_name(f"{key}.tmp.kvt")
-        measured_trace(raw, tmp, spec["requests"])
+        measured_trace(raw, tmp, measured or spec["requests"])
         if compact:
             raw.unlink()
             compact_warmup(tmp, raw)
