@@ -22,9 +22,9 @@
  * clock's own cost is measured by an empty segment in each arm and reported beside it.
  * ROUNDS rounds interleave the arms (their order alternates per round); per arm and
  * round: the median segment ns over ITERS segments, the median empty segment ns.  The
- * traced build runs the session's setup, the fill and ITERS / 8 segments as the warm-up
+ * traced build runs the connection's setup, the fill and ITERS / 8 segments as the warm-up
  * (WARMUP_BEGIN ... WARMUP_END) and ITERS segments of the `none` arm as the measured phase:
- * the same requests, in the same order, from the same state; the session's check and close
+ * the same requests, in the same order, from the same state; the connection's check and close
  * after them are warm-up again (their allocator records, libc_alloc.h, are not requests').
  *
  * Output (native): one JSON object, keys sorted (see ksServerLoopRun's caller, main.c).
@@ -147,7 +147,7 @@ int ksServerLoopRun(const ksServerLoopConfig *cfg, ksServerLoopResult *res, char
     }
     ksServerConfig sc = {.options = cfg->options, .pipeline = cfg->pipeline, .multikey = cfg->multikey,
                          .batch = cfg->batch};
-    /* the session's setup (its allocations' records) is warm-up too */
+    /* the connection's setup (its allocations' records) is warm-up too */
     KS_MARK(KVT_MARK_WARMUP_BEGIN, 0);
     if (ksServerSessionOpen(&sc, err, errlen)) return -1;
     const uint8_t *reply;
