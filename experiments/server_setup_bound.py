@@ -91,9 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     got = []
     try:
         for r in rows:
-            op = r["cell"].split("-")[0]
-            reqs = a.requests or S.CELLS.get(
-                r["cell"], S.CELLS["mget-100" if op == "mget" else "mset-10"])[0]
+            reqs = a.requests or S.seed_row_requests(r)[0]
             for keys in a.keys or [100_000]:
                 b = bound_row(r, keys, reqs)
                 got.append(b)

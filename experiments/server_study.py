@@ -351,6 +351,13 @@ def _seed_keys(row: dict[str, Any], scale: str) -> int:
     return min(row["seed_keys"], SEED_KEYS_CAP) if scale == "seed" else KEYS[scale]
 
 
+def seed_row_requests(row: dict[str, Any]) -> tuple[int, int]:
+    """A seed row's requests per side at each scale: its cell's, or for a cell this machine
+    does not run (mset-50, mget-100-p10) those of the cell of its command."""
+    op = row["cell"].split("-")[0]
+    return CELLS.get(row["cell"], CELLS["mget-100" if op == "mget" else "mset-10"])
+
+
 def _cells(scale: str, cpus: list[str]) -> list[dict[str, Any]]:
     """Per cell of this machine: the prediction on every CPU (presets and ``local``) and the
     native servers; per seed row: the prediction on the seed's preset. ``--scale seed``:
@@ -376,8 +383,7 @@ def _cells(scale: str, cpus: list[str]) -> list[dict[str, Any]]:
     for r in _seed_rows():
         if r["cpu"] not in cpus:
             continue
-        op = r["cell"].split("-")[0]
-        reqs = CELLS.get(r["cell"], CELLS["mget-100" if op == "mget" else "mset-10"])[i]
+        reqs = seed_row_requests(r)[i]
         out.append({"experiment": "server", "kind": "server-predict", "cpu": r["cpu"],
                     "args": r["args"], "cell": r["cell"], "keys": _seed_keys(r, scale),
                     "requests": reqs,
