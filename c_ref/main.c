@@ -150,6 +150,12 @@ static void jstrlist(jbuf *j, const char *const *names, int n) {
     jput(j, "]");
 }
 
+static void jcounts(jbuf *j, const double *runs, int n) {
+    jput(j, "[");
+    for (int i = 0; i < n; i++) jput(j, "%s%.0f", i ? "," : "", runs[i]);
+    jput(j, "]");
+}
+
 static void jworkload(jbuf *j, const ksWorkloadSpec *s) {
     /* keys sorted */
     jput(j, "{\"activerehashing\":");
@@ -639,9 +645,10 @@ int main(int argc, char **argv) {
         jput(&j, "{\"arena_allocated_bytes\":%llu,\"cpu_median_s\":%.9f,\"cpu_runs_s\":",
              (unsigned long long)res.arena_allocated, cpu_median);
         jruns(&j, res.cpu_runs_s, res.nruns);
-        jput(&j, ",\"keys\":%llu,\"median_s\":%.9f,\"memory_bytes\":%llu,", (unsigned long long)res.keys, median,
-             (unsigned long long)res.memory_bytes);
-        jput(&j, "\"ops\":%llu,\"ops_per_s\":%.1f,\"producer\":", (unsigned long long)res.ops,
+        jput(&j, ",\"keys\":%llu,\"median_s\":%.9f,\"memory_bytes\":%llu,\"minflt_runs\":", (unsigned long long)res.keys,
+             median, (unsigned long long)res.memory_bytes);
+        jcounts(&j, res.minflt_runs, res.nruns);
+        jput(&j, ",\"ops\":%llu,\"ops_per_s\":%.1f,\"producer\":", (unsigned long long)res.ops,
              median > 0 ? (double)res.ops / median : 0.0);
         jproducer(&j);
         jput(&j, ",\"reply_bytes\":%llu,\"reply_crc32\":", (unsigned long long)res.reply_bytes);
@@ -649,18 +656,24 @@ int main(int argc, char **argv) {
         else jput(&j, "null");
         jput(&j, ",\"runs_s\":");
         jruns(&j, res.runs_s, res.nruns);
+        jput(&j, ",\"sys_runs_s\":");
+        jruns(&j, res.sys_runs_s, res.nruns);
         if (s.versus) { /* configuration B: its options and runs (keys sorted) */
             jput(&j, ",\"versus\":{\"batch\":%d,\"cpu_median_s\":%.9f,\"cpu_runs_s\":",
                  s.versus_batch ? s.versus_batch : s.batch, medianOf(res.versus_cpu_runs_s, res.nruns));
             jruns(&j, res.versus_cpu_runs_s, res.nruns);
-            jput(&j, ",\"first\":\"%s\",\"median_s\":%.9f,\"pipeline\":", s.versus_first_b ? "b" : "a",
+            jput(&j, ",\"first\":\"%s\",\"median_s\":%.9f,\"minflt_runs\":", s.versus_first_b ? "b" : "a",
                  medianOf(res.versus_runs_s, res.nruns));
+            jcounts(&j, res.versus_minflt_runs, res.nruns);
+            jput(&j, ",\"pipeline\":");
             jstr(&j, s.versus_pipeline ? s.versus_pipeline : s.pipeline ? s.pipeline : "naive");
             jput(&j, ",\"reply_crc32\":");
             if (res.reply_checked) jput(&j, "%u", res.versus_reply_crc32);
             else jput(&j, "null");
             jput(&j, ",\"runs_s\":");
             jruns(&j, res.versus_runs_s, res.nruns);
+            jput(&j, ",\"sys_runs_s\":");
+            jruns(&j, res.versus_sys_runs_s, res.nruns);
             jput(&j, ",\"variant\":");
             jstr(&j, s.versus_variant ? s.versus_variant : s.variant);
             jput(&j, "}");

@@ -84,9 +84,13 @@ typedef struct ksWorkloadSpec {
 typedef struct ksWorkloadResult {
     double runs_s[KS_MAX_REPEAT];     /* wall seconds per measured run */
     double cpu_runs_s[KS_MAX_REPEAT]; /* process CPU seconds per measured run */
+    double sys_runs_s[KS_MAX_REPEAT]; /* of which in the kernel (getrusage ru_stime) */
+    double minflt_runs[KS_MAX_REPEAT]; /* minor page faults per measured run (ru_minflt) */
     int nruns;
     double versus_runs_s[KS_MAX_REPEAT];     /* --versus: B's runs (the arrays above: A's) */
     double versus_cpu_runs_s[KS_MAX_REPEAT];
+    double versus_sys_runs_s[KS_MAX_REPEAT];
+    double versus_minflt_runs[KS_MAX_REPEAT];
     uint32_t versus_reply_crc32;             /* --versus: reply_crc32 with B's variants */
     uint64_t memory_bytes; /* arena allocated bytes after the measured phase */
     uint64_t keys;         /* DBSIZE after the measured phase */

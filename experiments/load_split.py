@@ -1,0 +1,299 @@
+"""A snapshot load natively, per key: the real Valkey server against c_ref's load, with each
+one's CPU time split into user and system time and its minor page faults.
+
+``python -m kvsim.experiments.load_split prepare DIR [--quick]`` (niced: populate and save)
+``python -m kvsim.experiments.load_split measure DIR [--out results/load-split.json]
+[--rounds N]`` (a native measurement: through the quiet window)
+
+``prepare`` builds, per value size of :data:`PLAN`, the datasets the measurement loads from:
+Valkey's snapshot of keys ``key:%012d`` (16 bytes) with values of one repeated byte, as
+valkey-benchmark's ``-t set -d SIZE`` writes them (Valkey #2311's dataset, seed 000), saved
+twice, with ``rdbcompression yes`` (Valkey's default, the PR's: values over 20 bytes stored
+LZF-compressed) and ``no``; and c_ref's snapshot of as many keys of the same sizes
+(``KVSIM_CREF_SNAPSHOT_CACHE``). DIR should be on a memory file system, as the PR's.
+
+``measure`` loads each in interleaved rounds (the order of the four sides rotates per round):
+
+- Valkey: a fresh ``valkey-server`` process started on the snapshot, as the PR timed it;
+  when it answers PING the load is done, and its ``/proc/PID/stat`` user and system ticks,
+  minor faults and ``/proc/PID/io`` read calls and bytes, less those of the same server
+  started without a snapshot in the same round (``empty``), are the load's;
+- c_ref: ``kvsim-cref native load --repeat 1`` in a fresh process (the load fills fresh
+  memory, as a restarted server does); its JSON's ``cpu_runs_s``, ``sys_runs_s`` (getrusage)
+  and ``minflt_runs``.
+
+Per size and side: ns per key of CPU, user and system time and minor faults per key
+(medians, 95 % intervals, minimums), and Valkey's CPU time over c_ref's per round. The
+result file carries the provenance block (command, commit, machine, date, load).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from kvsim.stats import paired_speedup, summary
+
+RESULT_NAME = "load-split.json"
+#: value size (bytes) -> keys: 256 MiB of values from 256 bytes up; 2M keys below
+PLAN = {8: 2_000_000, 32: 2_000_000, 256: 1 << 20, 4096: 1 << 16, 16384: 1 << 14,
+        65536: 1 << 12}
+QUICK_DIV = 256
+KEY_BYTES = 16
+SIDES = ("empty", "valkey-lzf", "valkey-raw", "cref")
+LOADED = re.compile(r"DB loaded from disk: ([0-9.]+) seconds")
+
+
+def plan(quick: bool) -> dict[int, int]:
+    return {s: max(16, k // QUICK_DIV) if quick else k for s, k in PLAN.items()}
+
+
+def _cref_options(size: int, keys: int) -> dict[str, Any]:
+    return {"keys": keys, "value_size": size, "key_size": KEY_BYTES, "variant": "none"}
+
+
+def _cref_snapshot(data: Path, size: int) -> Path:
+    return data / f"cref-{size}.snap"
+
+
+def _valkey_rdb(side: str, size: int) -> str:
+    return f"{side}-{size}.rdb"
+
+
+def fill_valkey(client: Any, keys: int, size: int) -> None:
+    """SET ``key:%012d`` for every index below ``keys`` to ``size`` bytes of ``x`` (what
+    valkey-benchmark's ``-d`` writes), in pipelined MSETs of at most 4 MiB."""
+    from kvsim.experiments.valkey_server import KEY_FORMAT, ValkeyError
+
+    value = b"x" * size
+    per = max(1, min(1000, (4 << 20) // (size + 32)))
+    cmds: list[tuple[Any, ...]] = []
+    for start in range(0, keys, per):
+        args: list[Any] = ["MSET"]
+        for i in range(start, min(keys, start + per)):
+            args += [KEY_FORMAT.format(i), value]
+        cmds.append(tuple(args))
+        if len(cmds) == 4:
+            client.pipeline(cmds)
+            cmds = []
+    if cmds:
+        client.pipeline(cmds)
+    if client.call("DBSIZE") != keys:
+        raise ValkeyError(f"populated {keys} keys but DBSIZE differs")
+
+
+def prepare(data: Path, quick: bool, log=print) -> dict[str, Any]:
+    """Write the snapshots of every size into ``data`` and ``data/plan.json``."""
+    from kvsim.experiments import cref
+    from kvsim.experiments.valkey_server import ValkeyServer, server_binary
+
+    binary, source = server_binary()
+    sizes = plan(quick)
+    for size, keys in sizes.items():
+        with ValkeyServer(binary, extra={"dir": str(data), "logfile": ""}) as srv, \
+                srv.client() as c:
+            fill_valkey(c, keys, size)
+            for side, comp in (("valkey-lzf", "yes"), ("valkey-raw", "no")):
+                c.config_set("rdbcompression", comp)
+                c.call("SAVE")
+                os.replace(data / "dump.rdb", data / _valkey_rdb(side, size))
+        cref.native("load", _cref_options(size, keys), repeat=1,
+                    env={"KVSIM_CREF_SNAPSHOT_CACHE": str(_cref_snapshot(data, size))})
+        log(f"prepared {keys:,} keys x {size} B")
+    doc = {"plan": {str(s): k for s, k in sizes.items()}, "valkey": source, "quick": quick}
+    (data / "plan.json").write_text(json.dumps(doc) + "\n")
+    return doc
+
+
+def _proc(pid: int) -> dict[str, int]:
+    """User and system ticks and minor faults (/proc/PID/stat), read calls and bytes
+    (/proc/PID/io) of process ``pid``."""
+    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    out = {"utime_ticks": int(stat[11]), "stime_ticks": int(stat[12]),
+           "minflt": int(stat[7])}
+    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("rchar", "syscr"):
+            out[key] = int(value)
+    return out
+
+
+def load_valkey(data: Path, rdb: str, keys: int | None) -> dict[str, Any]:
+    """Start a fresh Valkey on ``data/rdb`` (absent: an empty server), wait for the load,
+    read its counters, check DBSIZE, stop it."""
+    from kvsim.experiments.valkey_server import (
+        ValkeyError,
+        ValkeyServer,
+        pick_cpus,
+        server_binary,
+    )
+
+    binary, _ = server_binary()
+    log = data / "load.log"
+    log.unlink(missing_ok=True)
+    srv = ValkeyServer(binary, cpu=pick_cpus()[0], start_timeout=900,
+                       extra={"dir": str(data), "dbfilename": rdb, "logfile": str(log)})
+    with srv:
+        counters = _proc(srv.pid)
+        with srv.client() as c:
+            got = c.call("DBSIZE")
+    if got != (keys or 0):
+        raise ValkeyError(f"{rdb}: loaded {got} keys, expected {keys or 0}")
+    tick = os.sysconf("SC_CLK_TCK")
+    m = LOADED.search(log.read_text(errors="replace"))
+    return {"user_s": counters["utime_ticks"] / tick, "sys_s": counters["stime_ticks"] / tick,
+            "minflt": counters["minflt"], "syscr": counters.get("syscr", 0),
+            "rchar": counters.get("rchar", 0), "wall_s": float(m.group(1)) if m else None}
+
+
+def load_cref(data: Path, size: int, keys: int) -> dict[str, Any]:
+    """One c_ref load in a fresh process from the prepared snapshot."""
+    from kvsim.experiments import cref
+
+    out = cref.native("load", _cref_options(size, keys), repeat=1,
+                      env={"KVSIM_CREF_SNAPSHOT_CACHE": str(_cref_snapshot(data, size))})
+    cpu, sys_s = out["cpu_runs_s"][0], out["sys_runs_s"][0]
+    return {"user_s": cpu - sys_s, "sys_s": sys_s, "minflt": out["minflt_runs"][0],
+            "syscr": 0, "rchar": 0, "wall_s": out["runs_s"][0]}
+
+
+def measure(data: Path, rounds: int, log=print) -> dict[str, Any]:
+    """Every size's four sides in ``rounds`` interleaved rounds; raw counters per run."""
+    meta = json.loads((data / "plan.json").read_text())
+    sizes = {int(s): k for s, k in meta["plan"].items()}
+    runs: dict[str, dict[str, list[dict]]] = {str(s): {side: [] for side in SIDES}
+                                              for s in sizes}
+    for r in range(rounds):
+        for size, keys in sizes.items():
+            order = SIDES[r % len(SIDES):] + SIDES[:r % len(SIDES)]
+            for side in order:
+                if side == "cref":
+                    got = load_cref(data, size, keys)
+                elif side == "empty":
+                    got = load_valkey(data, "absent.rdb", None)
+                else:
+                    got = load_valkey(data, _valkey_rdb(side, size), keys)
+                runs[str(size)][side].append(got)
+        log(f"round {r + 1}/{rounds} done")
+    return {"plan": meta["plan"], "valkey": meta["valkey"], "quick": meta["quick"],
+            "runs": runs}
+
+
+def _ci(values: list[float]) -> dict[str, Any]:
+    s = summary(values)
+    return {"median": s["median"], "ci95": s["ci95"], "min": s["min"]}
+
+
+def per_key(raw: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per size and side (Valkey's less the round's empty server): ns per key of CPU, user
+    and system time, minor faults per key, system ns per fault; Valkey's CPU time over
+    c_ref's per round (paired)."""
+    rows = []
+    for size, keys in raw["plan"].items():
+        runs = raw["runs"][size]
+        empty = runs["empty"]
+        row: dict[str, Any] = {"value_bytes": int(size), "keys": keys}
+        cpu: dict[str, list[float]] = {}
+        for side in SIDES[1:]:
+            per = []
+            for i, run in enumerate(runs[side]):
+                base = empty[i] if side != "cref" else {k: 0 for k in run}
+                d = {k: (run[k] or 0) - (base[k] or 0) for k in
+                     ("user_s", "sys_s", "minflt", "syscr", "rchar")}
+                per.append(d)
+            cpu[side] = [(d["user_s"] + d["sys_s"]) for d in per]
+            row[side] = {
+                "cpu_ns_per_key": _ci([v * 1e9 / keys for v in cpu[side]]),
+                "user_ns_per_key": _ci([d["user_s"] * 1e9 / keys for d in per]),
+                "sys_ns_per_key": _ci([d["sys_s"] * 1e9 / keys for d in per]),
+                "minflt_per_key": _ci([d["minflt"] / keys for d in per]),
+                "sys_ns_per_fault": _ci([d["sys_s"] * 1e9 / d["minflt"] if d["minflt"] > 0
+                                         else 0.0 for d in per]),
+                "read_calls_per_key": statistics.median(d["syscr"] / keys for d in per),
+                "wall_s": _ci([r["wall_s"] for r in runs[side] if r["wall_s"] is not None]
+                              or [0.0]),
+            }
+        for side in ("valkey-lzf", "valkey-raw"):
+            p = paired_speedup(cpu[side], cpu["cref"])
+            row[f"{side}_over_cref"] = {"median": p["median"], "ci95": p["ci95"],
+                                        "from_minimums": p["from_minimums"]}
+        rows.append(row)
+    return rows
+
+
+def _fmt(c: dict[str, Any], digits: int = 0) -> str:
+    lo, hi = c["ci95"] or (None, None)
+    iv = f" [{lo:,.{digits}f}, {hi:,.{digits}f}]" if lo is not None else ""
+    return f"{c['median']:,.{digits}f}{iv}"
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    out = ["| value | keys | side | CPU ns/key | user | system | faults/key | "
+           "system ns/fault | CPU / c_ref's |", "|" + "---|" * 9]
+    for row in doc["per_key"]:
+        for side in SIDES[1:]:
+            s = row[side]
+            ratio = row.get(f"{side}_over_cref")
+            out.append(f"| {row['value_bytes']} B | {row['keys']:,} | {side} | "
+                       f"{_fmt(s['cpu_ns_per_key'])} | {_fmt(s['user_ns_per_key'])} | "
+                       f"{_fmt(s['sys_ns_per_key'])} | {_fmt(s['minflt_per_key'], 2)} | "
+                       f"{_fmt(s['sys_ns_per_fault'])} | "
+                       f"{_fmt(ratio, 2) if ratio else ''} |")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from kvsim import provenance
+    from kvsim.experiments.cref import CrefError
+    from kvsim.experiments.valkey_server import ToolMissing, ValkeyError
+
+    prog = "python -m kvsim.experiments.load_split"
+    ap = argparse.ArgumentParser(prog=prog, description="a snapshot load natively: Valkey "
+                                 "against c_ref, user and system time, page faults")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("prepare", help="write the snapshots into DIR (not a measurement)")
+    p.add_argument("dir")
+    p.add_argument("--quick", action="store_true", help=f"keys / {QUICK_DIV} (tests)")
+    m = sub.add_parser("measure", help="load them in interleaved rounds (native timing)")
+    m.add_argument("dir")
+    provenance.add_out_option(m, RESULT_NAME)
+    m.add_argument("--rounds", type=int, default=7)
+    a = ap.parse_args(argv)
+    data = Path(a.dir)
+    if not data.is_dir():
+        print(f"{prog}: {a.dir}: no such directory", file=sys.stderr)
+        return 2
+    try:
+        if a.cmd == "prepare":
+            prepare(data, a.quick)
+            return 0
+        if not (data / "plan.json").is_file():
+            print(f"{prog}: {a.dir}: no plan.json (run prepare first)", file=sys.stderr)
+            return 2
+        if a.rounds < 1:
+            print(f"{prog}: --rounds: must be at least 1", file=sys.stderr)
+            return 2
+        out = provenance.out_path(a.out, RESULT_NAME)
+        if provenance.out_dir_missing(out):
+            return 2
+        raw = measure(data, a.rounds)
+    except (OSError, ToolMissing, ValkeyError, CrefError) as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 1
+    doc = {**raw, "per_key": per_key(raw),
+           "note": "per key, Valkey less an empty server's start in the same round; CPU "
+                   "time = user + system (/proc/PID/stat ticks for Valkey, getrusage and "
+                   "the process CPU clock for c_ref); minor faults; Valkey's CPU time over "
+                   "c_ref's paired per round"}
+    print(markdown(doc))
+    return provenance.publish(prog, out, doc)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

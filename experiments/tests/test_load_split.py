@@ -1,0 +1,81 @@
+"""The native load split (experiments/load_split.py): c_ref's per-run system time and page
+faults, the per-key arithmetic, a tiny end-to-end run against the real Valkey, bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from kvsim.experiments import cref, load_split
+from kvsim.experiments.valkey_server import ToolMissing, server_binary
+
+
+def _valkey() -> None:
+    try:
+        server_binary()
+    except ToolMissing as exc:
+        pytest.skip(f"needs the real server: {exc}")
+
+
+def test_cref_reports_system_time_and_faults_per_run():
+    # a load fills fresh memory: each 64 KiB value is 16 pages first touched in the run
+    out = cref.native("load", {"keys": 64, "value_size": 65536, "key_size": 16}, repeat=3)
+    assert len(out["sys_runs_s"]) == len(out["minflt_runs"]) == 3
+    for cpu, sys_s, flt in zip(out["cpu_runs_s"], out["sys_runs_s"], out["minflt_runs"],
+                               strict=True):
+        assert 0 <= sys_s <= cpu + 0.01
+        assert flt >= 64 * 16
+
+
+def test_per_key_subtracts_the_rounds_empty_server_and_pairs_rounds():
+    def run(user, sys_s, flt):
+        return {"user_s": user, "sys_s": sys_s, "minflt": flt, "syscr": 0, "rchar": 0,
+                "wall_s": None}
+    raw = {"plan": {"8": 1000}, "runs": {"8": {
+        "empty": [run(0.01, 0.02, 500), run(0.02, 0.02, 600)],
+        "valkey-lzf": [run(0.11, 0.07, 1500), run(0.12, 0.06, 1600)],
+        "valkey-raw": [run(0.21, 0.02, 2500), run(0.22, 0.02, 2600)],
+        "cref": [run(0.05, 0.0, 100), run(0.05, 0.0, 100)]}}}
+    (row,) = load_split.per_key(raw)
+    lzf = row["valkey-lzf"]
+    # (0.11 - 0.01) and (0.12 - 0.02) s user over 1000 keys; 1000 faults each round
+    assert lzf["user_ns_per_key"]["median"] == pytest.approx(1e5)
+    assert lzf["sys_ns_per_key"]["median"] == pytest.approx(0.045e9 / 1000)
+    assert lzf["minflt_per_key"]["median"] == pytest.approx(1.0)
+    assert row["valkey-raw_over_cref"]["median"] == pytest.approx(4.0)
+    assert row["cref"]["cpu_ns_per_key"]["median"] == pytest.approx(5e4)
+
+
+def test_tiny_end_to_end(tmp_path):
+    _valkey()
+    data = tmp_path / "data"
+    data.mkdir()
+    load_split.prepare(data, quick=True, log=lambda m: None)
+    out = tmp_path / "r.json"
+    assert load_split.main(["measure", str(data), "--rounds", "1", "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert {"commit", "machine", "date_utc", "command"} <= set(doc["provenance"])
+    rows = {r["value_bytes"]: r for r in doc["per_key"]}
+    assert set(rows) == set(load_split.PLAN)
+    for side in ("valkey-lzf", "valkey-raw", "cref"):
+        # every side faults in at least the 16 pages of each 64 KiB value
+        assert rows[65536][side]["minflt_per_key"]["median"] >= 15.5
+    # the uncompressed snapshot is read in full, the compressed one is not
+    raw = doc["runs"]["65536"]
+    assert raw["valkey-raw"][0]["rchar"] > 16 * 65536 > raw["valkey-lzf"][0]["rchar"]
+
+
+@pytest.mark.parametrize("args", [["measure", "/nonexistent/dir"], ["prepare", "/nonexistent"]])
+def test_a_missing_directory_is_one_line_and_exit_2(args):
+    p = subprocess.run([sys.executable, "-m", "kvsim.experiments.load_split", *args],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+
+
+def test_measure_without_prepare_is_one_line_and_exit_2(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "kvsim.experiments.load_split", "measure",
+                        str(tmp_path)], capture_output=True, text=True)
+    assert p.returncode == 2 and "plan.json" in p.stderr and p.stderr.count("\n") == 1
