@@ -4,12 +4,16 @@ one's CPU time split into user and system time and its minor page faults.
 ``python -m kvsim.experiments.load_split prepare DIR [--quick]`` (niced: populate and save)
 ``python -m kvsim.experiments.load_split measure DIR [--out results/load-split.json]
 [--rounds N]`` (a native measurement: through the quiet window)
+``python -m kvsim.experiments.load_split callgrind DIR [--out
+results/load-split-callgrind.json]`` (niced; DIR prepared with ``--quick``)
 
 ``prepare`` builds, per value size of :data:`PLAN`, the datasets the measurement loads from:
-Valkey's snapshot of keys ``key:%012d`` (16 bytes) with values of one repeated byte, as
-valkey-benchmark's ``-t set -d SIZE`` writes them (Valkey #2311's dataset, seed 000), saved
-twice, with ``rdbcompression yes`` (Valkey's default, the PR's: values over 20 bytes stored
-LZF-compressed) and ``no``; and c_ref's snapshot of as many keys of the same sizes
+Valkey's snapshots of keys ``key:%012d`` (16 bytes), saved with ``rdbcompression yes``
+(Valkey's default), once with the value valkey-benchmark's ``-t set -d SIZE`` sends to every
+key (its ``genBenchmarkRandomData``: 6-bit characters of a linear congruential generator,
+which LZF does not compress; Valkey #2311's dataset, seed 000: side ``valkey``) and once with
+one repeated byte (stored LZF-compressed above 20 bytes, so the load decompresses it: side
+``valkey-lzf``); and c_ref's snapshot of as many keys of the same sizes
 (``KVSIM_CREF_SNAPSHOT_CACHE``). DIR should be on a memory file system, as the PR's.
 
 ``measure`` loads each in interleaved rounds (the order of the four sides rotates per round):
@@ -23,8 +27,12 @@ LZF-compressed) and ``no``; and c_ref's snapshot of as many keys of the same siz
   and ``minflt_runs``.
 
 Per size and side: ns per key of CPU, user and system time and minor faults per key
-(medians, 95 % intervals, minimums), and Valkey's CPU time over c_ref's per round. The
-result file carries the provenance block (command, commit, machine, date, load).
+(medians, 95 % intervals, minimums), and Valkey's CPU time over c_ref's per round.
+
+``callgrind`` runs the same loads under callgrind: user-space instructions per key inside
+Valkey's ``loadDataFromDisk`` and c_ref's ``ksSnapshotLoad``, the top functions by self cost
+and the inclusive cost of the load path's functions (:data:`NAMED`). Each result file
+carries the provenance block (command, commit, machine, date, load).
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ import json
 import os
 import re
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -41,12 +50,13 @@ from typing import Any
 from kvsim.stats import paired_speedup, summary
 
 RESULT_NAME = "load-split.json"
+CALLGRIND_NAME = "load-split-callgrind.json"
 #: value size (bytes) -> keys: 256 MiB of values from 256 bytes up; 2M keys below
 PLAN = {8: 2_000_000, 32: 2_000_000, 256: 1 << 20, 4096: 1 << 16, 16384: 1 << 14,
         65536: 1 << 12}
 QUICK_DIV = 256
 KEY_BYTES = 16
-SIDES = ("empty", "valkey-lzf", "valkey-raw", "cref")
+SIDES = ("empty", "valkey", "valkey-lzf", "cref")
 LOADED = re.compile(r"DB loaded from disk: ([0-9.]+) seconds")
 
 
@@ -66,13 +76,23 @@ def _valkey_rdb(side: str, size: int) -> str:
     return f"{side}-{size}.rdb"
 
 
-def fill_valkey(client: Any, keys: int, size: int) -> None:
-    """SET ``key:%012d`` for every index below ``keys`` to ``size`` bytes of ``x`` (what
-    valkey-benchmark's ``-d`` writes), in pipelined MSETs of at most 4 MiB."""
+def benchmark_value(size: int) -> bytes:
+    """The value valkey-benchmark's default tests send (valkey-benchmark.c,
+    ``genBenchmarkRandomData``, from its fixed state 1234): ``'0' + ((state >> 16) & 63)``
+    per byte of the generator ``state = state * 1103515245 + 12345`` (32 bits)."""
+    state, out = 1234, bytearray(size)
+    for i in range(size):
+        state = (state * 1103515245 + 12345) & 0xFFFFFFFF
+        out[i] = 48 + ((state >> 16) & 63)
+    return bytes(out)
+
+
+def fill_valkey(client: Any, keys: int, value: bytes) -> None:
+    """SET ``key:%012d`` for every index below ``keys`` to ``value``, in pipelined MSETs
+    of at most 4 MiB."""
     from kvsim.experiments.valkey_server import KEY_FORMAT, ValkeyError
 
-    value = b"x" * size
-    per = max(1, min(1000, (4 << 20) // (size + 32)))
+    per = max(1, min(1000, (4 << 20) // (len(value) + 32)))
     cmds: list[tuple[Any, ...]] = []
     for start in range(0, keys, per):
         args: list[Any] = ["MSET"]
@@ -96,13 +116,12 @@ def prepare(data: Path, quick: bool, log=print) -> dict[str, Any]:
     binary, source = server_binary()
     sizes = plan(quick)
     for size, keys in sizes.items():
-        with ValkeyServer(binary, extra={"dir": str(data), "logfile": ""}) as srv, \
-                srv.client() as c:
-            fill_valkey(c, keys, size)
-            for side, comp in (("valkey-lzf", "yes"), ("valkey-raw", "no")):
-                c.config_set("rdbcompression", comp)
+        for side, value in (("valkey", benchmark_value(size)), ("valkey-lzf", b"x" * size)):
+            with ValkeyServer(binary, extra={"dir": str(data), "logfile": ""}) as srv, \
+                    srv.client() as c:
+                fill_valkey(c, keys, value)
                 c.call("SAVE")
-                os.replace(data / "dump.rdb", data / _valkey_rdb(side, size))
+            os.replace(data / "dump.rdb", data / _valkey_rdb(side, size))
         cref.native("load", _cref_options(size, keys), repeat=1,
                     env={"KVSIM_CREF_SNAPSHOT_CACHE": str(_cref_snapshot(data, size))})
         log(f"prepared {keys:,} keys x {size} B")
@@ -219,12 +238,82 @@ def per_key(raw: dict[str, Any]) -> list[dict[str, Any]]:
                 "wall_s": _ci([r["wall_s"] for r in runs[side] if r["wall_s"] is not None]
                               or [0.0]),
             }
-        for side in ("valkey-lzf", "valkey-raw"):
+        for side in ("valkey", "valkey-lzf"):
             p = paired_speedup(cpu[side], cpu["cref"])
             row[f"{side}_over_cref"] = {"median": p["median"], "ci95": p["ci95"],
                                         "from_minimums": p["from_minimums"]}
         rows.append(row)
     return rows
+
+
+#: the functions whose inclusive instructions per key the callgrind profile reports: Valkey's
+#: rdb.c load path (rdbLoadRioWithLoadingCtx's per-key steps), rio.h's reads and checksum,
+#: lzf_d.c's decompression, the allocator; c_ref's ksSnapshotLoad (snapshot.c)
+NAMED = ("rdbLoadRioWithLoadingCtx", "rdbGenericLoadStringObject", "rdbLoadObject",
+         "rdbLoadLen", "rdbLoadType", "rioRead", "rioGenericUpdateChecksum", "crc64",
+         "lzf_decompress", "rdbLoadLzfStringObject", "dbAddRDBLoad", "createObject",
+         "createStringObject", "createRawStringObject", "createEmbeddedStringObject",
+         "objectSetKeyAndExpire", "hashtableAdd", "hashtableInsertAtPosition",
+         "hashtableFindPositionForInsert", "rdbLoadProgressCallback",
+         "processEventsWhileBlocked", "malloc", "free", "_int_malloc", "fread",
+         "_IO_fread", "_IO_file_xsgetn", "memcpy", "__memcpy_avx_unaligned_erms",
+         "sdsnewlen", "_sdsnewlen", "ksSnapshotLoad", "ksCrc64")
+
+
+def _callgrind_one(argv: list[str], out: Path, keys: int, top: int) -> dict[str, Any]:
+    from kvsim.experiments import callgrind
+
+    dumps = sorted(out.parent.glob(out.name + "*"))
+    if not dumps:
+        raise OSError(f"callgrind wrote no profile for {argv[-1]}")
+    prof = callgrind.read(dumps[0])
+    own, incl = prof.event_costs("Ir"), prof.event_costs("Ir", inclusive=True)
+    for d in dumps:
+        d.unlink()
+    return {"instructions_per_key": prof.totals["Ir"] / keys,
+            "top_self": [[f, round(v / keys, 1)] for f, v in
+                         sorted(own.items(), key=lambda kv: -kv[1])[:top]],
+            "named_inclusive": {f: round(incl[f] / keys, 1) for f in NAMED if incl.get(f)}}
+
+
+def profile(data: Path, top: int = 20, log=print) -> dict[str, Any]:
+    """User-space instructions per key of each load of ``data``'s plan under callgrind
+    (niced work, not a timing): Valkey's inside ``loadDataFromDisk`` (server.c), c_ref's
+    inside ``ksSnapshotLoad``; the ``top`` functions by self cost and :data:`NAMED`'s
+    inclusive costs, per key."""
+    from kvsim.experiments import cref
+    from kvsim.experiments.server import _WrappedValkey
+    from kvsim.experiments.valkey_server import ValkeyError, server_binary
+
+    meta = json.loads((data / "plan.json").read_text())
+    binary, _ = server_binary()
+    rows = []
+    for size, keys in ((int(s), k) for s, k in meta["plan"].items()):
+        row: dict[str, Any] = {"value_bytes": size, "keys": keys}
+        for side in SIDES[1:]:
+            out = data / f"callgrind-{side}-{size}.out"
+            wrap = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
+            if side == "cref":
+                wrap.append("--toggle-collect=ksSnapshotLoad")
+                argv = [*wrap, str(cref.binary()), "native", "load",
+                        *cref.workload_args(_cref_options(size, keys)), "--repeat", "1"]
+                env = {**os.environ,
+                       "KVSIM_CREF_SNAPSHOT_CACHE": str(_cref_snapshot(data, size))}
+                subprocess.run(argv, check=True, capture_output=True, env=env, timeout=3600)
+            else:
+                wrap.append("--toggle-collect=loadDataFromDisk")
+                srv = _WrappedValkey(binary, wrapper=wrap, start_timeout=3600,
+                                     extra={"dir": str(data), "logfile": "",
+                                            "dbfilename": _valkey_rdb(side, size)})
+                srv.stop_timeout = 600
+                with srv, srv.client() as c:
+                    if c.call("DBSIZE") != keys:
+                        raise ValkeyError(f"{side} {size}: DBSIZE is not {keys}")
+                argv = [side]
+            row[side] = _callgrind_one(argv, out, keys, top)
+            log(f"{side} {size} B: {row[side]['instructions_per_key']:,.0f} instructions/key")
+        rows.append(row)
+    return {"plan": meta["plan"], "valkey": meta["valkey"], "profiles": rows}
 
 
 def _fmt(c: dict[str, Any], digits: int = 0) -> str:
@@ -264,6 +353,10 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("dir")
     provenance.add_out_option(m, RESULT_NAME)
     m.add_argument("--rounds", type=int, default=7)
+    g = sub.add_parser("callgrind", help="instructions per key under callgrind (niced; "
+                       "prepare DIR --quick)")
+    g.add_argument("dir")
+    provenance.add_out_option(g, CALLGRIND_NAME)
     a = ap.parse_args(argv)
     data = Path(a.dir)
     if not data.is_dir():
@@ -276,6 +369,11 @@ def main(argv: list[str] | None = None) -> int:
         if not (data / "plan.json").is_file():
             print(f"{prog}: {a.dir}: no plan.json (run prepare first)", file=sys.stderr)
             return 2
+        if a.cmd == "callgrind":
+            out = provenance.out_path(a.out, CALLGRIND_NAME)
+            if provenance.out_dir_missing(out):
+                return 2
+            return provenance.publish(prog, out, profile(data))
         if a.rounds < 1:
             print(f"{prog}: --rounds: must be at least 1", file=sys.stderr)
             return 2
@@ -283,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
         if provenance.out_dir_missing(out):
             return 2
         raw = measure(data, a.rounds)
-    except (OSError, ToolMissing, ValkeyError, CrefError) as e:
+    except (OSError, subprocess.SubprocessError, ToolMissing, ValkeyError, CrefError) as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 1
     doc = {**raw, "per_key": per_key(raw),
