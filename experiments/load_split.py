@@ -27,7 +27,9 @@ one repeated byte (stored LZF-compressed above 20 bytes, so the load decompresse
   and ``minflt_runs``.
 
 Per size and side: ns per key of CPU, user and system time and minor faults per key
-(medians, 95 % intervals, minimums), and Valkey's CPU time over c_ref's per round.
+(medians, 95 % intervals, minimums), Valkey's CPU time over c_ref's per round, and the
+shares of Valkey's CPU time that c_ref's user time does not cover: its own extra user time
+and its system time (``*_beyond_cref_user``).
 
 ``callgrind`` runs the same loads under callgrind: user-space instructions per key inside
 Valkey's ``loadDataFromDisk`` and c_ref's ``ksSnapshotLoad``, the top functions by self cost
@@ -238,10 +240,16 @@ def per_key(raw: dict[str, Any]) -> list[dict[str, Any]]:
                 "wall_s": _ci([r["wall_s"] for r in runs[side] if r["wall_s"] is not None]
                               or [0.0]),
             }
+        cref_user = row["cref"]["user_ns_per_key"]["median"]
         for side in ("valkey", "valkey-lzf"):
             p = paired_speedup(cpu[side], cpu["cref"])
             row[f"{side}_over_cref"] = {"median": p["median"], "ci95": p["ci95"],
                                         "from_minimums": p["from_minimums"]}
+            # of Valkey's CPU time, the parts a model of c_ref's user time alone leaves out
+            total = row[side]["cpu_ns_per_key"]["median"]
+            row[f"{side}_beyond_cref_user"] = {
+                "user_share": (row[side]["user_ns_per_key"]["median"] - cref_user) / total,
+                "system_share": row[side]["sys_ns_per_key"]["median"] / total}
         rows.append(row)
     return rows
 
@@ -324,16 +332,20 @@ def _fmt(c: dict[str, Any], digits: int = 0) -> str:
 
 def markdown(doc: dict[str, Any]) -> str:
     out = ["| value | keys | side | CPU ns/key | user | system | faults/key | "
-           "system ns/fault | CPU / c_ref's |", "|" + "---|" * 9]
+           "system ns/fault | CPU / c_ref's | beyond c_ref's user: user, system |",
+           "|" + "---|" * 10]
     for row in doc["per_key"]:
         for side in SIDES[1:]:
             s = row[side]
             ratio = row.get(f"{side}_over_cref")
+            beyond = row.get(f"{side}_beyond_cref_user")
             out.append(f"| {row['value_bytes']} B | {row['keys']:,} | {side} | "
                        f"{_fmt(s['cpu_ns_per_key'])} | {_fmt(s['user_ns_per_key'])} | "
                        f"{_fmt(s['sys_ns_per_key'])} | {_fmt(s['minflt_per_key'], 2)} | "
                        f"{_fmt(s['sys_ns_per_fault'])} | "
-                       f"{_fmt(ratio, 2) if ratio else ''} |")
+                       f"{_fmt(ratio, 2) if ratio else ''} | "
+                       + (f"{beyond['user_share']:.2f}, {beyond['system_share']:.2f} |"
+                          if beyond else " |"))
     return "\n".join(out)
 
 

@@ -58,6 +58,10 @@ def test_per_key_subtracts_the_rounds_empty_server_and_pairs_rounds():
     assert lzf["minflt_per_key"]["median"] == pytest.approx(1.0)
     assert row["valkey_over_cref"]["median"] == pytest.approx(4.0)
     assert row["cref"]["cpu_ns_per_key"]["median"] == pytest.approx(5e4)
+    # Valkey's 200 us of user time per key, of which c_ref's 50 covers a quarter
+    assert row["valkey_beyond_cref_user"]["user_share"] == pytest.approx(0.75)
+    assert row["valkey_beyond_cref_user"]["system_share"] == pytest.approx(0.0)
+    assert row["valkey-lzf_beyond_cref_user"]["system_share"] == pytest.approx(45 / 145)
 
 
 def test_tiny_end_to_end(tmp_path):
