@@ -184,13 +184,59 @@ def load_cref(data: Path, size: int, keys: int) -> dict[str, Any]:
             "syscr": 0, "rchar": 0, "wall_s": out["runs_s"][0]}
 
 
+PAGE = 4096
+KERNEL_PAGES = 1 << 15  # 128 MiB first-touched per kernel probe
+
+
+def kernel_probe(path: Path) -> dict[str, float]:
+    """The kernel's two costs in a load, by process CPU time (the clock, not ticks): a first
+    touch of a page of fresh private anonymous memory (memset of a new mapping, less a
+    second memset of the same pages), and read() of a memory file system's file into a
+    reused buffer, per byte (1 MiB calls) and per call (4 KiB calls, less their bytes'
+    cost; the Python call's own cost included)."""
+    import ctypes
+    import mmap
+    import time
+
+    n = KERNEL_PAGES * PAGE
+    m = mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    buf = (ctypes.c_char * n).from_buffer(m)
+    addr = ctypes.addressof(buf)
+    t0 = time.process_time_ns()
+    ctypes.memset(addr, 1, n)
+    t1 = time.process_time_ns()
+    ctypes.memset(addr, 2, n)
+    t2 = time.process_time_ns()
+    del buf
+    m.close()
+    out = {"first_touch_ns_per_page": ((t1 - t0) - (t2 - t1)) / KERNEL_PAGES}
+
+    def read_all(chunk: int) -> tuple[int, int, int]:
+        b = bytearray(chunk)
+        calls = nbytes = 0
+        with open(path, "rb", buffering=0) as f:
+            t = time.process_time_ns()
+            while (got := f.readinto(b)):
+                calls += 1
+                nbytes += got
+            return time.process_time_ns() - t, calls, nbytes
+    big, _, nbytes = read_all(1 << 20)
+    small, calls, _ = read_all(PAGE)
+    out["read_ns_per_byte"] = big / nbytes
+    out["read_ns_per_call"] = (small - big) / calls
+    return out
+
+
 def measure(data: Path, rounds: int, log=print) -> dict[str, Any]:
     """Every size's four sides in ``rounds`` interleaved rounds; raw counters per run."""
     meta = json.loads((data / "plan.json").read_text())
     sizes = {int(s): k for s, k in meta["plan"].items()}
     runs: dict[str, dict[str, list[dict]]] = {str(s): {side: [] for side in SIDES}
                                               for s in sizes}
+    probe_file = data / _valkey_rdb("valkey", max(sizes))
+    kernel: list[dict[str, float]] = []
     for r in range(rounds):
+        kernel.append(kernel_probe(probe_file))
         for size, keys in sizes.items():
             order = SIDES[r % len(SIDES):] + SIDES[:r % len(SIDES)]
             for side in order:
@@ -203,12 +249,18 @@ def measure(data: Path, rounds: int, log=print) -> dict[str, Any]:
                 runs[str(size)][side].append(got)
         log(f"round {r + 1}/{rounds} done")
     return {"plan": meta["plan"], "valkey": meta["valkey"], "quick": meta["quick"],
-            "runs": runs}
+            "runs": runs, "kernel_runs": kernel}
 
 
 def _ci(values: list[float]) -> dict[str, Any]:
     s = summary(values)
     return {"median": s["median"], "ci95": s["ci95"], "min": s["min"]}
+
+
+def kernel_costs(raw: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The rounds' kernel probes (:func:`kernel_probe`): median, 95 % interval, minimum."""
+    probes = raw.get("kernel_runs") or []
+    return {k: _ci([p[k] for p in probes]) for k in (probes[0] if probes else {})}
 
 
 def per_key(raw: dict[str, Any]) -> list[dict[str, Any]]:
@@ -240,6 +292,24 @@ def per_key(raw: dict[str, Any]) -> list[dict[str, Any]]:
                 "wall_s": _ci([r["wall_s"] for r in runs[side] if r["wall_s"] is not None]
                               or [0.0]),
             }
+        kern = kernel_costs(raw)
+        if kern:
+            # the system time the probes' costs give each side's faults, read calls and
+            # bytes; the rest of its CPU time (precise, unlike the ticks' split) is user time
+            fault, call, byte = (kern[k]["median"] for k in (
+                "first_touch_ns_per_page", "read_ns_per_call", "read_ns_per_byte"))
+            for side in SIDES[1:]:
+                st = row[side]
+                d = runs[side]
+                mflt = st["minflt_per_key"]["median"]
+                calls = st["read_calls_per_key"]
+                nbytes = statistics.median(
+                    (x["rchar"] - (empty[i]["rchar"] if side != "cref" else 0)) / keys
+                    for i, x in enumerate(d))
+                sys_ns = mflt * fault + calls * call + nbytes * byte
+                st["by_probe"] = {"sys_ns_per_key": sys_ns, "fault_ns_per_key": mflt * fault,
+                                  "read_ns_per_key": calls * call + nbytes * byte,
+                                  "user_ns_per_key": st["cpu_ns_per_key"]["median"] - sys_ns}
         cref_user = row["cref"]["user_ns_per_key"]["median"]
         for side in ("valkey", "valkey-lzf"):
             p = paired_speedup(cpu[side], cpu["cref"])
@@ -332,8 +402,8 @@ def _fmt(c: dict[str, Any], digits: int = 0) -> str:
 
 def markdown(doc: dict[str, Any]) -> str:
     out = ["| value | keys | side | CPU ns/key | user | system | faults/key | "
-           "system ns/fault | CPU / c_ref's | beyond c_ref's user: user, system |",
-           "|" + "---|" * 10]
+           "system ns/fault | CPU / c_ref's | beyond c_ref's user: user, system | "
+           "by probe: user, faults, reads ns/key |", "|" + "---|" * 11]
     for row in doc["per_key"]:
         for side in SIDES[1:]:
             s = row[side]
@@ -345,7 +415,16 @@ def markdown(doc: dict[str, Any]) -> str:
                        f"{_fmt(s['sys_ns_per_fault'])} | "
                        f"{_fmt(ratio, 2) if ratio else ''} | "
                        + (f"{beyond['user_share']:.2f}, {beyond['system_share']:.2f} |"
-                          if beyond else " |"))
+                          if beyond else " |")
+                       + (" {user_ns_per_key:,.0f}, {fault_ns_per_key:,.0f}, "
+                          "{read_ns_per_key:,.0f} |".format(**s["by_probe"])
+                          if "by_probe" in s else " |"))
+    k = doc.get("kernel")
+    if k:
+        out += ["", "Kernel probes (medians [95 %]): first touch "
+                f"{_fmt(k['first_touch_ns_per_page'])} ns/page, read() "
+                f"{_fmt(k['read_ns_per_byte'], 3)} ns/B + {_fmt(k['read_ns_per_call'])} "
+                "ns/call."]
     return "\n".join(out)
 
 
@@ -396,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, subprocess.SubprocessError, ToolMissing, ValkeyError, CrefError) as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 1
-    doc = {**raw, "per_key": per_key(raw),
+    doc = {**raw, "kernel": kernel_costs(raw), "per_key": per_key(raw),
            "note": "per key, Valkey less an empty server's start in the same round; CPU "
                    "time = user + system (/proc/PID/stat ticks for Valkey, getrusage and "
                    "the process CPU clock for c_ref); minor faults; Valkey's CPU time over "

@@ -62,6 +62,35 @@ def test_per_key_subtracts_the_rounds_empty_server_and_pairs_rounds():
     assert row["valkey_beyond_cref_user"]["user_share"] == pytest.approx(0.75)
     assert row["valkey_beyond_cref_user"]["system_share"] == pytest.approx(0.0)
     assert row["valkey-lzf_beyond_cref_user"]["system_share"] == pytest.approx(45 / 145)
+    assert "by_probe" not in lzf  # no kernel probes in this document
+
+
+def test_by_probe_charges_faults_calls_and_bytes_and_leaves_the_rest_to_user():
+    def run(cpu, flt, calls, nbytes):
+        return {"user_s": cpu, "sys_s": 0.0, "minflt": flt, "syscr": calls, "rchar": nbytes,
+                "wall_s": None}
+    empty = run(0.0, 100, 10, 1000)
+    raw = {"plan": {"4096": 1000}, "runs": {"4096": {
+        "empty": [empty] * 3,
+        "valkey": [run(0.01, 1100, 1010, 4_097_000)] * 3,
+        "valkey-lzf": [run(0.01, 1100, 20, 41_000)] * 3,
+        "cref": [run(0.005, 1200, 0, 0)] * 3}},
+        "kernel_runs": [{"first_touch_ns_per_page": 1000.0, "read_ns_per_call": 100.0,
+                         "read_ns_per_byte": 0.25}] * 3}
+    (row,) = load_split.per_key(raw)
+    v = row["valkey"]["by_probe"]
+    # per key: 1 fault (1000 ns), 1 read call (100 ns), 4096 bytes (1024 ns)
+    assert v["fault_ns_per_key"] == pytest.approx(1000)
+    assert v["read_ns_per_key"] == pytest.approx(1124)
+    assert v["user_ns_per_key"] == pytest.approx(10_000 - 2124)
+    assert row["cref"]["by_probe"]["sys_ns_per_key"] == pytest.approx(1200)
+
+
+def test_kernel_probe_measures_positive_costs(tmp_path):
+    f = tmp_path / "f"
+    f.write_bytes(b"x" * (1 << 20))
+    k = load_split.kernel_probe(f)
+    assert k["first_touch_ns_per_page"] > 0 and k["read_ns_per_byte"] > 0
 
 
 def test_tiny_end_to_end(tmp_path):
