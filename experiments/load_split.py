@@ -317,7 +317,7 @@ def per_key(raw: dict[str, Any]) -> list[dict[str, Any]]:
                                         "from_minimums": p["from_minimums"]}
             # of Valkey's CPU time, the parts a model of c_ref's user time alone leaves out
             total = row[side]["cpu_ns_per_key"]["median"]
-            row[f"{side}_beyond_cref_user"] = {
+            row[f"{side}_beyond_cref_user"] = None if total <= 0 else {  # no tick counted
                 "user_share": (row[side]["user_ns_per_key"]["median"] - cref_user) / total,
                 "system_share": row[side]["sys_ns_per_key"]["median"] / total}
         rows.append(row)
@@ -401,7 +401,7 @@ def _fmt(c: dict[str, Any], digits: int = 0) -> str:
 
 
 def markdown(doc: dict[str, Any]) -> str:
-    out = ["| value | keys | side | CPU ns/key | user | system | faults/key | "
+    out = ["| value | keys | side | CPU ns/key [95 %] (min) | user | system | faults/key | "
            "system ns/fault | CPU / c_ref's | beyond c_ref's user: user, system | "
            "by probe: user, faults, reads ns/key |", "|" + "---|" * 11]
     for row in doc["per_key"]:
@@ -410,7 +410,8 @@ def markdown(doc: dict[str, Any]) -> str:
             ratio = row.get(f"{side}_over_cref")
             beyond = row.get(f"{side}_beyond_cref_user")
             out.append(f"| {row['value_bytes']} B | {row['keys']:,} | {side} | "
-                       f"{_fmt(s['cpu_ns_per_key'])} | {_fmt(s['user_ns_per_key'])} | "
+                       f"{_fmt(s['cpu_ns_per_key'])} (min {s['cpu_ns_per_key']['min']:,.0f}) | "
+                       f"{_fmt(s['user_ns_per_key'])} | "
                        f"{_fmt(s['sys_ns_per_key'])} | {_fmt(s['minflt_per_key'], 2)} | "
                        f"{_fmt(s['sys_ns_per_fault'])} | "
                        f"{_fmt(ratio, 2) if ratio else ''} | "

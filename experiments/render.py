@@ -249,6 +249,16 @@ def render_server_kernel(doc: dict[str, Any]) -> str:
     return markdown(doc) + "\n\n" + provenance_line(
         doc, RENDERINGS["server_kernel"].result, "python -m kvsim.experiments.server_kernel "
         "--cpu CPUFILE --cpu xeon-8488c --quick")
+@rendering("load_split", "results/load-split.json")
+def render_load_split(doc: dict[str, Any]) -> str:
+    """A snapshot load natively, Valkey against c_ref (experiments/load_split.py)."""
+    from kvsim.experiments.load_split import markdown
+
+    return markdown(doc) + "\n\n" + provenance_line(
+        doc, RENDERINGS["load_split"].result, "python -m kvsim.experiments.load_split "
+        "measure DIR --rounds 9")
+
+
 @rendering("server_user", "results/server-user.json")
 def render_server_user(doc: dict[str, Any]) -> str:
     """The server's user code per request, natively and predicted before and after [work]
