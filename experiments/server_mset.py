@@ -1,0 +1,198 @@
+"""MSET's user-space time, timed by the clock alone and predicted, factor by factor (issue 43).
+
+The server study's native user time per MSET of 10 keys (``server_split``) is the process's
+CPU time split by scheduler ticks, which overstate user time between round trips with a peer
+(``kvsim-calibrate sysbias``). This module times MSET's request code with no tick in the way:
+``kvsim-cref serverloop --command mset`` (c_ref/serverloop.c) feeds MSETs to the server's own
+entry point between read() and write() (ksServerSessionFeed: the query buffer, the parse, the
+dispatch, call(), the keyspace's lookups, the value swap and the old values' free, the reply)
+and times each feed by the vDSO clock, hot and after a loopback write + read. Each plan entry
+changes one factor against the study's cell (MSET of 10 keys of 256 B over 100,000 keys):
+
+- ``keys`` 1,000: the same work with the keyspace in the caches (no last-level misses);
+- ``value_size`` 16: small values (the copies and the allocator's large bins out of it);
+- ``mset_keys`` 1: MSET of one key (the per-command part against the per-key part);
+- GET at depth 10 over the same keys: a request the study predicts within the band.
+
+The same loop traced (the ``none`` arm's requests) and simulated on ``--cpu`` gives the
+predicted ns per request, its instructions by kind of work and its last-level misses; the
+ratio predicted / native after the calls is the model's error on that code, entry by entry.
+
+``python -m kvsim.experiments.server_mset --native-only -o NATIVE`` measures (run it through
+the quiet window); ``python -m kvsim.experiments.server_mset --native NATIVE --cpu CPU
+[-o results/server-mset.json]`` traces, simulates and writes the result (provenance of both).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+RESULT_NAME = "server-mset.json"
+ARMS = ("none", "loopback")
+#: (label, serverloop options): the study's cell, then one factor changed per entry
+PLAN: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("mset-10", {"command": "mset", "mset_keys": 10, "keys": 100_000, "value_size": 256}),
+    ("mset-10 hot keys", {"command": "mset", "mset_keys": 10, "keys": 1000, "value_size": 256}),
+    ("mset-10 16 B values", {"command": "mset", "mset_keys": 10, "keys": 100_000,
+                             "value_size": 16}),
+    ("mset-1", {"command": "mset", "mset_keys": 1, "keys": 100_000, "value_size": 256}),
+    ("get-p10", {"command": "get", "depth": 10, "keys": 100_000, "value_size": 256}),
+)
+#: timed feeds per arm and round natively; measured feeds of the trace (requests: x depth)
+ITERS = 20_000
+TRACE_ITERS = 2000
+
+
+def _cref(*args: object) -> str:
+    from kvsim import artifacts
+
+    exe = artifacts.path(artifacts.CREF_CLI)
+    return subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True,
+                          check=True).stdout
+
+
+def _args(opts: dict[str, Any], iters: int) -> list[object]:
+    out: list[object] = ["--iters", iters]
+    for k, v in opts.items():
+        out += [f"--{k.replace('_', '-')}", v]
+    return out
+
+
+def _depth(opts: dict[str, Any]) -> int:
+    return int(opts.get("depth", 1))
+
+
+def measure(rounds: int, iters: int, log=lambda m: None) -> list[dict]:
+    """``rounds`` serverloop runs of every :data:`PLAN` entry, interleaved (the order
+    reversed every other round), three rounds of both arms each."""
+    runs = []
+    for r in range(rounds):
+        for label, opts in PLAN if r % 2 == 0 else PLAN[::-1]:
+            log(f"round {r + 1}/{rounds}: {label}")
+            out = json.loads(_cref("serverloop", *_args(opts, iters), "--rounds", 3))
+            runs.append({**out, "label": label, "round": r})
+    return runs
+
+
+def summarize(runs: list[dict]) -> list[dict]:
+    """Per :data:`PLAN` entry and arm: ns per request less the clock's cost (median, 95 %
+    interval, minimum over every round of every run)."""
+    from kvsim.stats import median_ci95
+
+    out = []
+    for label, opts in PLAN:
+        mine = [r for r in runs if r["label"] == label]
+        row: dict[str, Any] = {"label": label, "options": opts}
+        for arm in ARMS:
+            xs = sorted((s - c) / _depth(opts) for r in mine for s, c in
+                        zip(r[f"{arm}_segment_ns"], r[f"{arm}_clock_ns"], strict=True))
+            ci = median_ci95(xs)
+            row[arm] = {"median": ci[2] if ci else xs[len(xs) // 2],
+                        "ci95": list(ci[:2]) if ci else None, "min": xs[0], "n": len(xs)}
+        out.append(row)
+    return out
+
+
+def traced(tmp: Path, cpu: str, iters: int, log=lambda m: None) -> list[dict]:
+    """Per :data:`PLAN` entry: the traced loop's instructions per request by kind, its
+    last-level misses per request and its predicted ns per request on ``cpu``."""
+    from kvsim import sim, traces
+    from kvsim.traces.work import instructions_by_kind
+
+    conf = sim.load_cpu(cpu)
+    out = []
+    for label, opts in PLAN:
+        log(f"traced: {label}")
+        path = tmp / "loop.kvt"
+        _cref("serverloop", *_args(opts, iters), "--trace", path)
+        n = iters * _depth(opts)
+        with traces.open(path) as tr:
+            header = tr.header
+        kinds = instructions_by_kind(header, traces.read_all(path))
+        res = sim.simulate(path, conf)
+        last = res["levels"][-1]
+        out.append({"label": label, "requests": n, "instructions": sum(kinds.values()) / n,
+                    "by_kind": {k: v / n for k, v in kinds.items() if v},
+                    "ll_misses": last["demand_misses"] / n, "ll_level": last["name"],
+                    "ns": res["timing"]["time_ns"] / n, "freq_ghz": res["timing"]["freq_ghz"],
+                    "cpu": cpu})
+        path.unlink()
+    return out
+
+
+def markdown(doc: dict) -> str:
+    """One row per plan entry: native hot and after the calls, instructions, native IPC after
+    the calls at the file's clock, last-level misses, predicted, predicted / native."""
+    rows = ["| loop | native ns/request hot [95 %] | after loopback write+read [95 %] | "
+            "instructions (parse, server, generic) | native IPC after the calls | "
+            "LL misses (model) | predicted ns | predicted / native |", "|" + "---|" * 8]
+
+    def ci(e: dict) -> str:
+        return f"[{e['ci95'][0]:,.0f}, {e['ci95'][1]:,.0f}]" if e["ci95"] else "[-]"
+
+    for n, t in zip(doc["native"], doc["traced"], strict=True):
+        lb, hot, k = n["loopback"], n["none"], t["by_kind"]
+        rows.append(f"| {n['label']} | {hot['median']:,.0f} {ci(hot)} | {lb['median']:,.0f} "
+                    f"{ci(lb)} | {t['instructions']:,.0f} ({k.get('parse', 0):,.0f}, "
+                    f"{k.get('server', 0):,.0f}, {k.get('generic', 0):,.0f}) | "
+                    f"{t['instructions'] / (lb['median'] * t['freq_ghz']):.2f} | "
+                    f"{t['ll_misses']:.1f} | {t['ns']:,.0f} | {t['ns'] / lb['median']:.2f} |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from kvsim import provenance
+    from kvsim.sim.config import ConfigError
+
+    ap = argparse.ArgumentParser(prog="python -m kvsim.experiments.server_mset",
+                                 description="MSET's request code timed by the clock alone "
+                                             "and predicted, factor by factor")
+    ap.add_argument("-o", "--output", default=f"results/{RESULT_NAME}")
+    ap.add_argument("--cpu", help="CPU file or preset of the prediction")
+    ap.add_argument("--native", help="the native runs (a --native-only file)")
+    ap.add_argument("--native-only", action="store_true", help="measure, write, stop")
+    ap.add_argument("--rounds", type=int, default=5)
+    a = ap.parse_args(argv)
+    out = Path(a.output)
+    if provenance.out_dir_missing(out):
+        return 2
+    if not a.native_only and not a.cpu:
+        print("server_mset: --cpu is required unless --native-only", file=sys.stderr)
+        return 2
+    log = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    try:
+        if a.native:
+            nat = json.loads(Path(a.native).read_text())
+            runs, nat_prov = nat["runs"], nat["provenance"]
+        else:
+            runs, nat_prov = measure(a.rounds, ITERS, log), None
+        if a.native_only:
+            provenance.write_result(out, {"runs": runs})
+            print(f"wrote {out}")
+            return 0
+        with tempfile.TemporaryDirectory() as tmp:
+            tr = traced(Path(tmp), a.cpu, TRACE_ITERS, log)
+    except (OSError, ValueError, KeyError, subprocess.SubprocessError, ConfigError) as e:
+        print(f"server_mset: {e}", file=sys.stderr)
+        return 1
+    doc = {"runs": runs, "native": summarize(runs), "traced": tr, "native_source": a.native,
+           "measured_provenance": nat_prov,
+           "note": "native: c_ref's server code between read and write (kvsim-cref "
+                   "serverloop), ns per request less the clock's cost, hot (none) and after a "
+                   "loopback write+read (loopback); traced: the same loop's measured feeds, "
+                   "instructions per request by kind, last-level demand misses per request "
+                   "and the predicted ns per request on cpu"}
+    provenance.write_result(out, doc)
+    print(markdown(doc))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
