@@ -538,6 +538,8 @@ static int serverLoopMain(int argc, char **argv) {
     for (int a = 0; a < KS_SERVERLOOP_ARMS; a++) {
         jput(&j, "\"%s_clock_ns\":[", arms[a]);
         for (int r = 0; r < res.rounds; r++) jput(&j, "%s%.1f", r ? "," : "", res.clock_ns[a][r]);
+        jput(&j, "],\"%s_usec_per_call\":[", arms[a]);
+        for (int r = 0; r < res.rounds; r++) jput(&j, "%s%.3f", r ? "," : "", res.usec_per_call[a][r]);
         jput(&j, "],\"%s_segment_ns\":[", arms[a]);
         for (int r = 0; r < res.rounds; r++) jput(&j, "%s%.1f", r ? "," : "", res.segment_ns[a][r]);
         jput(&j, "],");

@@ -25,6 +25,9 @@
  *
  * Only the segment is timed (CLOCK_MONOTONIC through the vDSO, no kernel entry); the
  * clock's own cost is measured by an empty segment in each arm and reported beside it.
+ * Beside it, natively, the command's own time as call() takes it (INFO commandstats: usec
+ * over calls of the timed segments, CONFIG RESETSTAT fed before them, both untimed), the
+ * figure a real server reports of the same code under a real client.
  * ROUNDS rounds interleave the arms (their order alternates per round); per arm and
  * round: the median segment ns over ITERS segments, the median empty segment ns.  The
  * traced build runs the connection's setup, the fill and ITERS / 8 segments as the warm-up
@@ -134,6 +137,25 @@ static size_t request(sbuf *b, int get, int k, uint32_t value_size) {
     return (size_t)snprintf(hdr, sizeof(hdr), "$%u\r\n", value_size) + value_size + 2;
 }
 
+/* The session's commandstats usec per call of the loop's command (fed INFO, untimed); -1
+ * where the reply has none. */
+static double usecPerCall(const char *command) {
+    static const char info[] = "*2\r\n$4\r\nINFO\r\n$12\r\ncommandstats\r\n";
+    const uint8_t *reply;
+    size_t rlen;
+    ksServerSessionFeed((const uint8_t *)info, sizeof(info) - 1, &reply, &rlen);
+    char want[48], *text = strndup((const char *)reply, rlen);
+    if (!text) abort();
+    snprintf(want, sizeof(want), "cmdstat_%s:calls=", command);
+    const char *at = strstr(text, want);
+    unsigned long long calls = 0, usec = 0;
+    double out = -1;
+    if (at && sscanf(at + strlen(want), "%llu,usec=%llu", &calls, &usec) == 2 && calls)
+        out = (double)usec / (double)calls;
+    free(text);
+    return out;
+}
+
 /* A connected TCP loopback pair (the server's kind of socket), TCP_NODELAY. */
 static int loopback(int *a, int *b, char *err, size_t errlen) {
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -239,6 +261,12 @@ int ksServerLoopRun(const ksServerLoopConfig *cfg, ksServerLoopResult *res, char
                     KS_MARK(KVT_MARK_WARMUP_END, 0);
                     KS_MARK(KVT_MARK_PHASE, 1);
                 }
+                if (!traced && i == 0) { /* the commandstats of the timed segments alone */
+                    static const char reset[] = "*2\r\n$6\r\nCONFIG\r\n$9\r\nRESETSTAT\r\n";
+                    const uint8_t *r;
+                    size_t n;
+                    ksServerSessionFeed((const uint8_t *)reset, sizeof(reset) - 1, &r, &n);
+                }
                 if (mset) { /* this feed's MSETs, over keys drawn afresh */
                     seg[0].len = want[0] = 0;
                     for (int d = 0; d < cfg->depth; d++) want[0] += msetRequest(&seg[0], cfg, &x, mval);
@@ -266,6 +294,7 @@ int ksServerLoopRun(const ksServerLoopConfig *cfg, ksServerLoopResult *res, char
             if (rc || traced) break;
             res->segment_ns[arm][round] = (double)medianU64(t, iters);
             res->clock_ns[arm][round] = (double)medianU64(e, iters);
+            res->usec_per_call[arm][round] = usecPerCall(ksServerLoopCommandNames[cfg->command]);
         }
     if (traced) KS_MARK(KVT_MARK_WARMUP_BEGIN, 0); /* the check and the close: not measured */
     res->rounds = rounds;

@@ -35,6 +35,9 @@ typedef struct ksServerLoopResult {
     uint64_t requests;                                                /* per arm and round */
     double segment_ns[KS_SERVERLOOP_ARMS][KS_SERVERLOOP_MAX_ROUNDS]; /* median segment */
     double clock_ns[KS_SERVERLOOP_ARMS][KS_SERVERLOOP_MAX_ROUNDS];   /* median empty segment */
+    /* the command's own time as call() measures it (INFO commandstats usec / calls over the
+     * timed segments, CONFIG RESETSTAT before them; native only) */
+    double usec_per_call[KS_SERVERLOOP_ARMS][KS_SERVERLOOP_MAX_ROUNDS];
 } ksServerLoopResult;
 
 /* Run the kernel: 0, or -1 with a one-line message in err. */

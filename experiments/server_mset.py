@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -47,6 +48,8 @@ PLAN: tuple[tuple[str, dict[str, Any]], ...] = (
 #: timed feeds per arm and round natively; measured feeds of the trace (requests: x depth)
 ITERS = 20_000
 TRACE_ITERS = 2000
+#: MSETs of each in-situ run of the real server
+INSITU_REQUESTS = 50_000
 
 
 def _cref(*args: object) -> str:
@@ -80,6 +83,59 @@ def measure(rounds: int, iters: int, log=lambda m: None) -> list[dict]:
     return runs
 
 
+def _cmdstat(client, op: str) -> tuple[int, int]:
+    """(calls, usec) of ``op`` in the server's INFO commandstats."""
+    line = client.info("commandstats").get(f"cmdstat_{op}", "")
+    fields = dict(kv.split("=", 1) for kv in line.split(",") if "=" in kv)
+    return int(fields.get("calls", 0)), int(fields.get("usec", 0))
+
+
+def _proc(pid: int) -> tuple[int, int, int]:
+    """(CPU ns from schedstat, user ticks, system ticks) of process ``pid``."""
+    cpu = int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+    f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return cpu, int(f[11]), int(f[12])
+
+
+def insitu(rounds: int, requests: int, log=lambda m: None) -> list[dict]:
+    """c_ref's server (``kvsim-cref serve``, pinned apart from its client) loaded with the
+    study's cell (MSET of 10 keys of 256 B over 100,000 keys, 50 clients) and run ``rounds``
+    times, each run between two serverloop runs of the same MSETs: per run the command's own
+    time as call() takes it (INFO commandstats usec over calls), the server's CPU time per
+    request (schedstat) and its tick split (/proc/PID/stat)."""
+    from kvsim.experiments import server as S
+    from kvsim.experiments import valkey
+    from kvsim.experiments.valkey_server import benchmark_binary, pick_cpus, populate
+
+    spec = valkey.normalize_spec({**S.parse_cell("mset-10"), "keys": PLAN[0][1]["keys"],
+                                  "value_size": PLAN[0][1]["value_size"],
+                                  "requests": requests})
+    bench, (server_cpu, client_cpu) = benchmark_binary(), pick_cpus()
+    out = []
+    with S.CrefServer(cpu=server_cpu) as srv:
+        with srv.client() as c:
+            populate(c, spec["keys"], spec["value_size"], spec["seed"])
+            c.config_set("prefetch-batch-max-size", 0)
+        valkey._bench_once(bench, srv.port, {**spec, "requests": requests // 4}, client_cpu)
+        for r in range(rounds):
+            log(f"in situ {r + 1}/{rounds}")
+            loop = json.loads(_cref("serverloop", *_args(PLAN[0][1], ITERS), "--rounds", 1))
+            with srv.client() as c:
+                c0, u0 = _cmdstat(c, "mset")
+            p0 = _proc(srv.proc.pid)
+            valkey._bench_once(bench, srv.port, spec, client_cpu)
+            p1 = _proc(srv.proc.pid)
+            with srv.client() as c:
+                c1, u1 = _cmdstat(c, "mset")
+            ticks = (p1[1] - p0[1]) + (p1[2] - p0[2])
+            cpu = (p1[0] - p0[0]) / (c1 - c0)
+            out.append({"round": r, "calls": c1 - c0, "usec_per_call": (u1 - u0) / (c1 - c0),
+                        "cpu_ns": cpu, "ticks": ticks,
+                        "user_ns": cpu * (p1[1] - p0[1]) / ticks if ticks else None,
+                        "loop": loop})
+    return out
+
+
 def summarize(runs: list[dict]) -> list[dict]:
     """Per :data:`PLAN` entry and arm: ns per request less the clock's cost (median, 95 %
     interval, minimum over every round of every run)."""
@@ -93,7 +149,7 @@ def summarize(runs: list[dict]) -> list[dict]:
             xs = sorted((s - c) / _depth(opts) for r in mine for s, c in
                         zip(r[f"{arm}_segment_ns"], r[f"{arm}_clock_ns"], strict=True))
             ci = median_ci95(xs)
-            row[arm] = {"median": ci[2] if ci else xs[len(xs) // 2],
+            row[arm] = {"median": statistics.median(xs),
                         "ci95": list(ci[:2]) if ci else None, "min": xs[0], "n": len(xs)}
         out.append(row)
     return out
@@ -126,6 +182,29 @@ def traced(tmp: Path, cpu: str, iters: int, log=lambda m: None) -> list[dict]:
     return out
 
 
+def summarize_insitu(runs: list[dict]) -> dict[str, Any]:
+    """Medians (95 % intervals) of the in-situ runs: call()'s usec per MSET in the real
+    server and in the serverloop runs between them (per arm), the real server's CPU and
+    tick-split user ns per request."""
+    from kvsim.stats import median_ci95
+
+    def med(xs: list[float]) -> dict[str, Any]:
+        ci = median_ci95(xs)
+        return {"median": statistics.median(xs), "ci95": list(ci[:2]) if ci else None,
+                "min": min(xs), "n": len(xs)}
+
+    out = {"server_usec_per_call": med([r["usec_per_call"] for r in runs]),
+           "server_cpu_ns": med([r["cpu_ns"] for r in runs]),
+           "server_user_ns_ticks": med([r["user_ns"] for r in runs if r["user_ns"]])}
+    for arm in ARMS:
+        out[f"loop_{arm}_usec_per_call"] = med([u for r in runs
+                                                for u in r["loop"][f"{arm}_usec_per_call"]])
+        out[f"loop_{arm}_ns"] = med([s - c for r in runs for s, c in
+                                     zip(r["loop"][f"{arm}_segment_ns"],
+                                         r["loop"][f"{arm}_clock_ns"], strict=True)])
+    return out
+
+
 def markdown(doc: dict) -> str:
     """One row per plan entry: native hot and after the calls, instructions, native IPC after
     the calls at the file's clock, last-level misses, predicted, predicted / native."""
@@ -143,11 +222,29 @@ def markdown(doc: dict) -> str:
                     f"{k.get('server', 0):,.0f}, {k.get('generic', 0):,.0f}) | "
                     f"{t['instructions'] / (lb['median'] * t['freq_ghz']):.2f} | "
                     f"{t['ll_misses']:.1f} | {t['ns']:,.0f} | {t['ns'] / lb['median']:.2f} |")
+    ins = doc.get("insitu_summary")
+    if ins:
+        def f(e: dict, scale: float = 1.0) -> str:
+            lo, hi = e["ci95"] or (float("nan"),) * 2
+            return f"{e['median'] * scale:,.0f} [{lo * scale:,.0f}, {hi * scale:,.0f}]"
+
+        rows += ["", "| MSET of 10 keys, 100,000 keys | call()'s ns per MSET [95 %] | ns per "
+                 "feed (whole request code) | CPU ns per request | user ns by ticks |",
+                 "|---|---|---|---|---|",
+                 f"| serverloop, hot | {f(ins['loop_none_usec_per_call'], 1000)} | "
+                 f"{f(ins['loop_none_ns'])} | | |",
+                 f"| serverloop, after loopback write+read | "
+                 f"{f(ins['loop_loopback_usec_per_call'], 1000)} | {f(ins['loop_loopback_ns'])}"
+                 " | | |",
+                 f"| c_ref's server, redis-benchmark, 50 clients | "
+                 f"{f(ins['server_usec_per_call'], 1000)} | | {f(ins['server_cpu_ns'])} | "
+                 f"{f(ins['server_user_ns_ticks'])} |"]
     return "\n".join(rows)
 
 
 def main(argv: list[str] | None = None) -> int:
     from kvsim import provenance
+    from kvsim.experiments.valkey_server import ToolMissing, ValkeyError
     from kvsim.sim.config import ConfigError
 
     ap = argparse.ArgumentParser(prog="python -m kvsim.experiments.server_mset",
@@ -169,19 +266,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if a.native:
             nat = json.loads(Path(a.native).read_text())
-            runs, nat_prov = nat["runs"], nat["provenance"]
+            runs, ins, nat_prov = nat["runs"], nat["insitu"], nat["provenance"]
         else:
-            runs, nat_prov = measure(a.rounds, ITERS, log), None
+            runs = measure(a.rounds, ITERS, log)
+            ins, nat_prov = insitu(a.rounds, INSITU_REQUESTS, log), None
         if a.native_only:
-            provenance.write_result(out, {"runs": runs})
+            provenance.write_result(out, {"runs": runs, "insitu": ins})
             print(f"wrote {out}")
             return 0
         with tempfile.TemporaryDirectory() as tmp:
             tr = traced(Path(tmp), a.cpu, TRACE_ITERS, log)
-    except (OSError, ValueError, KeyError, subprocess.SubprocessError, ConfigError) as e:
+    except (OSError, ValueError, KeyError, subprocess.SubprocessError, ConfigError, ToolMissing,
+            ValkeyError) as e:
         print(f"server_mset: {e}", file=sys.stderr)
         return 1
-    doc = {"runs": runs, "native": summarize(runs), "traced": tr, "native_source": a.native,
+    doc = {"runs": runs, "native": summarize(runs), "traced": tr, "insitu": ins,
+           "insitu_summary": summarize_insitu(ins), "native_source": a.native,
            "measured_provenance": nat_prov,
            "note": "native: c_ref's server code between read and write (kvsim-cref "
                    "serverloop), ns per request less the clock's cost, hot (none) and after a "
