@@ -50,6 +50,8 @@ ITERS = 20_000
 TRACE_ITERS = 2000
 #: MSETs of each in-situ run of the real server
 INSITU_REQUESTS = 50_000
+#: feeds per arm of the shorter of callgrind's two runs (native_counts)
+CG_ITERS = 2000
 
 
 def _cref(*args: object) -> str:
@@ -155,10 +157,43 @@ def summarize(runs: list[dict]) -> list[dict]:
     return out
 
 
-def traced(tmp: Path, cpu: str, iters: int, log=lambda m: None) -> list[dict]:
+def native_counts(opts: dict[str, Any], tmp: Path) -> dict[str, float]:
+    """Callgrind's counts per request of the loop's request code natively (the native
+    ``kvsim-cref``, ``--toggle-collect=ksServerSessionFeed``, its cache simulation with an
+    8 MiB last level): two runs of :data:`CG_ITERS` and twice as many feeds, the difference
+    over the feeds between them (the fill's feeds cancel). Instructions (Ir), data reads
+    (Dr) and writes (Dw: every store, the work's included), last-level read and write misses
+    (DLmr, DLmw)."""
+    from kvsim import artifacts
+    from kvsim.experiments import callgrind
+
+    totals = []
+    for iters in (CG_ITERS, 2 * CG_ITERS):
+        out = tmp / f"cg-{iters}.out"
+        subprocess.run(["valgrind", "--tool=callgrind", "--cache-sim=yes",
+                        "--LL=8388608,16,64", "--toggle-collect=ksServerSessionFeed",
+                        f"--callgrind-out-file={out}", str(artifacts.path(artifacts.CREF_CLI)),
+                        "serverloop", *map(str, _args(opts, iters)), "--rounds", "1"],
+                       capture_output=True, text=True, check=True)
+        totals.append(callgrind.read(out).totals)
+        out.unlink()
+    feeds = 2 * ((2 * CG_ITERS + 2 * CG_ITERS // 8) - (CG_ITERS + CG_ITERS // 8))
+    n = feeds * _depth(opts)
+    return {e: (totals[1].get(e, 0) - totals[0].get(e, 0)) / n
+            for e in ("Ir", "Dr", "Dw", "DLmr", "DLmw")}
+
+
+def traced(tmp: Path, cpu: str, iters: int, store_buffer: int | None = None,
+           log=lambda m: None) -> list[dict]:
     """Per :data:`PLAN` entry: the traced loop's instructions per request by kind, its
-    last-level misses per request and its predicted ns per request on ``cpu``."""
+    last-level misses per request and its predicted ns per request on ``cpu``. With
+    ``store_buffer`` (the core's entries) also callgrind's native counts
+    (:func:`native_counts`) and the sensitivity test: the trace with its whole-line stores
+    fetched (server_missites.rewrite) on ``cpu`` with a store buffer of that many entries
+    scaled by the traced stores over the native stores per request (the entries the traced
+    stores would find, were the work's untraced stores spread evenly among them)."""
     from kvsim import sim, traces
+    from kvsim.experiments.server_missites import rewrite
     from kvsim.traces.work import instructions_by_kind
 
     conf = sim.load_cpu(cpu)
@@ -171,13 +206,27 @@ def traced(tmp: Path, cpu: str, iters: int, log=lambda m: None) -> list[dict]:
         with traces.open(path) as tr:
             header = tr.header
         kinds = instructions_by_kind(header, traces.read_all(path))
-        res = sim.simulate(path, conf)
+        res = sim.simulate(str(path), conf)
         last = res["levels"][-1]
-        out.append({"label": label, "requests": n, "instructions": sum(kinds.values()) / n,
-                    "by_kind": {k: v / n for k, v in kinds.items() if v},
-                    "ll_misses": last["demand_misses"] / n, "ll_level": last["name"],
-                    "ns": res["timing"]["time_ns"] / n, "freq_ghz": res["timing"]["freq_ghz"],
-                    "cpu": cpu})
+        row = {"label": label, "requests": n, "instructions": sum(kinds.values()) / n,
+               "by_kind": {k: v / n for k, v in kinds.items() if v},
+               "stores": res["record_kinds"]["store"] / n,
+               "ll_misses": last["demand_misses"] / n, "ll_level": last["name"],
+               "ns": res["timing"]["time_ns"] / n, "freq_ghz": res["timing"]["freq_ghz"],
+               "cpu": cpu}
+        if store_buffer:
+            log(f"callgrind: {label}")
+            nat = native_counts(opts, tmp)
+            entries = max(1, round(store_buffer * row["stores"] / nat["Dw"]))
+            fetched = tmp / "fetched.kvt"
+            rewrite(path, fetched, True, False)
+            sens = sim.simulate(str(fetched), conf.with_changes(store_buffer=entries))
+            fetched.unlink()
+            row["native_counts"] = nat
+            row["sensitivity"] = {"store_buffer": store_buffer, "entries": entries,
+                                  "ll_misses": sens["levels"][-1]["demand_misses"] / n,
+                                  "ns": sens["timing"]["time_ns"] / n}
+        out.append(row)
         path.unlink()
     return out
 
@@ -222,6 +271,18 @@ def markdown(doc: dict) -> str:
                     f"{k.get('server', 0):,.0f}, {k.get('generic', 0):,.0f}) | "
                     f"{t['instructions'] / (lb['median'] * t['freq_ghz']):.2f} | "
                     f"{t['ll_misses']:.1f} | {t['ns']:,.0f} | {t['ns'] / lb['median']:.2f} |")
+    if all("sensitivity" in t for t in doc["traced"]):
+        sb = doc["traced"][0]["sensitivity"]["store_buffer"]
+        rows += ["", "| loop | stores per request: native (callgrind) / traced | LL misses: "
+                 "native (callgrind, 8 MiB; of them stores) / traced (model's, "
+                 f"{doc['traced'][0]['ll_level']}) | stores fetched, store buffer of {sb} "
+                 "scaled: entries | predicted ns | predicted / native |", "|" + "---|" * 6]
+        for n, t in zip(doc["native"], doc["traced"], strict=True):
+            c, x = t["native_counts"], t["sensitivity"]
+            rows.append(f"| {n['label']} | {c['Dw']:,.0f} / {t['stores']:,.0f} | "
+                        f"{c['DLmr'] + c['DLmw']:.1f} ({c['DLmw']:.1f}) / {t['ll_misses']:.1f} | "
+                        f"{x['entries']} | {x['ns']:,.0f} | "
+                        f"{x['ns'] / n['loopback']['median']:.2f} |")
     ins = doc.get("insitu_summary")
     if ins:
         def f(e: dict, scale: float = 1.0) -> str:
@@ -255,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--native", help="the native runs (a --native-only file)")
     ap.add_argument("--native-only", action="store_true", help="measure, write, stop")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--store-buffer", type=int, default=None,
+                    help="the core's store-buffer entries: adds callgrind's native counts and "
+                         "the sensitivity test (stores fetched, the entries scaled)")
     a = ap.parse_args(argv)
     out = Path(a.output)
     if provenance.out_dir_missing(out):
@@ -275,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"wrote {out}")
             return 0
         with tempfile.TemporaryDirectory() as tmp:
-            tr = traced(Path(tmp), a.cpu, TRACE_ITERS, log)
+            tr = traced(Path(tmp), a.cpu, TRACE_ITERS, a.store_buffer, log)
     except (OSError, ValueError, KeyError, subprocess.SubprocessError, ConfigError, ToolMissing,
             ValkeyError) as e:
         print(f"server_mset: {e}", file=sys.stderr)
