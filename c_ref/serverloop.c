@@ -137,7 +137,7 @@ static size_t request(sbuf *b, int get, int k, uint32_t value_size) {
     return (size_t)snprintf(hdr, sizeof(hdr), "$%u\r\n", value_size) + value_size + 2;
 }
 
-/* The session's commandstats usec per call of the loop's command (fed INFO, untimed); -1
+/* The keyspace's commandstats usec per call of the loop's command (fed INFO, untimed); -1
  * where the reply has none. */
 static double usecPerCall(const char *command) {
     static const char info[] = "*2\r\n$4\r\nINFO\r\n$12\r\ncommandstats\r\n";
