@@ -82,8 +82,9 @@ static void usage(void) {
             "               as the reference Valkey, or from c_ref's deterministic arena;\n"
             "               prints 'ready HOST PORT' when listening; stops on SIGTERM;\n"
             "               --trace: the traced build serves, its trace written to OUT at the end)\n"
-            "       kvsim-cref serverloop [--command ping|get] [--depth D] [--iters N] [--rounds R]\n"
-            "              [--keys K] [--value-size V] [--batch 0..128] [--trace OUT]\n"
+            "       kvsim-cref serverloop [--command ping|get|mset] [--mset-keys M] [--depth D]\n"
+            "              [--iters N] [--rounds R] [--keys K] [--value-size V] [--batch 0..128]\n"
+            "              [--trace OUT]\n"
             "              (the server's request code as a kernel, c_ref/serverloop.c: segments of D\n"
             "               requests fed to the server between read and write, timed natively with\n"
             "               and without a loopback write+read between them (JSON), or traced)\n"
@@ -473,16 +474,20 @@ static void noRandomize(char **argv) {
 static int serverLoopMain(int argc, char **argv) {
     for (int i = 2; i < argc; i++)
         if (!strcmp(argv[i], "--trace")) noRandomize(argv);
-    ksServerLoopConfig cfg = {.pipeline = "lookahead", .multikey = "batch", .batch = 0, .get = 0,
-                              .depth = 1, .keys = 1000, .value_size = 3, .iters = 20000, .rounds = 5};
+    ksServerLoopConfig cfg = {.pipeline = "lookahead", .multikey = "batch", .batch = 0,
+                              .command = KS_SERVERLOOP_PING, .mset_keys = 10, .depth = 1, .keys = 1000, .value_size = 3, .iters = 20000, .rounds = 5};
     const char *trace_out = NULL;
     for (int i = 2; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) die("%s: missing value", o);
         i++;
         if (!strcmp(o, "--command")) {
-            if (strcmp(v, "ping") && strcmp(v, "get")) die("--command: expected ping or get, got '%s'", v);
-            cfg.get = !strcmp(v, "get");
+            cfg.command = KS_SERVERLOOP_COMMANDS;
+            for (int c = 0; c < KS_SERVERLOOP_COMMANDS; c++)
+                if (!strcmp(v, ksServerLoopCommandNames[c])) cfg.command = c;
+            if (cfg.command == KS_SERVERLOOP_COMMANDS) die("--command: expected ping, get or mset, got '%s'", v);
+        } else if (!strcmp(o, "--mset-keys")) {
+            cfg.mset_keys = (int)parseUint(o, v, 1, 1000);
         } else if (!strcmp(o, "--depth")) {
             cfg.depth = (int)parseUint(o, v, 1, 1000);
         } else if (!strcmp(o, "--iters")) {
@@ -515,7 +520,7 @@ static int serverLoopMain(int argc, char **argv) {
         s.pipeline = cfg.pipeline;
         s.variant = cfg.multikey;
         s.batch = cfg.batch;
-        s.keys = cfg.get ? (uint64_t)cfg.keys : 0;
+        s.keys = cfg.command != KS_SERVERLOOP_PING ? (uint64_t)cfg.keys : 0;
         s.value_size = cfg.value_size;
         s.ops = (uint64_t)cfg.iters * (uint64_t)cfg.depth;
         s.pipeline_depth = cfg.depth;
@@ -533,11 +538,14 @@ static int serverLoopMain(int argc, char **argv) {
     if (ksServerLoopRun(&cfg, &res, err, sizeof(err))) die("%s", err);
     static const char *const arms[KS_SERVERLOOP_ARMS] = {"none", "loopback"};
     jbuf j = {0};
-    jput(&j, "{\"command\":\"%s\",\"depth\":%d,\"iters\":%ld,\"keys\":%d,", cfg.get ? "get" : "ping",
+    jput(&j, "{\"command\":\"%s\",\"depth\":%d,\"iters\":%ld,\"keys\":%d,", ksServerLoopCommandNames[cfg.command],
          cfg.depth, cfg.iters, cfg.keys);
+    if (cfg.command == KS_SERVERLOOP_MSET) jput(&j, "\"mset_keys\":%d,", cfg.mset_keys);
     for (int a = 0; a < KS_SERVERLOOP_ARMS; a++) {
         jput(&j, "\"%s_clock_ns\":[", arms[a]);
         for (int r = 0; r < res.rounds; r++) jput(&j, "%s%.1f", r ? "," : "", res.clock_ns[a][r]);
+        jput(&j, "],\"%s_usec_per_call\":[", arms[a]);
+        for (int r = 0; r < res.rounds; r++) jput(&j, "%s%.3f", r ? "," : "", res.usec_per_call[a][r]);
         jput(&j, "],\"%s_segment_ns\":[", arms[a]);
         for (int r = 0; r < res.rounds; r++) jput(&j, "%s%.1f", r ? "," : "", res.segment_ns[a][r]);
         jput(&j, "],");

@@ -8,11 +8,16 @@
  * copy), and traced by the same loop in the traced build.  `kvsim calibrate` derives the
  * rate of the server's kind of work from the two (sim/calibrate_work.py).
  *
- *   fill    (untimed; traced as the warm-up) for GET: KEYS keys "key:%012d" with
- *           VALUE_SIZE-byte values, SET through the session as a client would
+ *   fill    (untimed; traced as the warm-up) for GET and MSET: KEYS keys "key:%012d"
+ *           with VALUE_SIZE-byte values, SET through the session as a client would
  *   segment one read's worth of requests: DEPTH commands (redis-benchmark's PING_MBULK,
- *           or GETs of keys in a fixed pseudo-random order) fed as one read; the reply
- *           is checked (its length) against what DEPTH replies take
+ *           or GETs of keys in a fixed pseudo-random order, RING distinct segments) fed
+ *           as one read; the reply is checked (its length) against what DEPTH replies take
+ *           MSET: MSET_KEYS pseudo-random keys of the fill per command, each over an
+ *           existing key with a new VALUE_SIZE-byte value (redis-benchmark's MSET over a
+ *           loaded keyspace); the segment is written afresh before each feed (untimed,
+ *           as the kernel's copy leaves a read's bytes), so that its keys range over all
+ *           KEYS instead of the RING segments' few hundred
  *   arms    none:     segments back to back (the server's code hot in every predictor)
  *           loopback: before each segment a write of the previous reply to one end of a
  *                     connected TCP loopback pair and a read of it at the other (the
@@ -20,6 +25,9 @@
  *
  * Only the segment is timed (CLOCK_MONOTONIC through the vDSO, no kernel entry); the
  * clock's own cost is measured by an empty segment in each arm and reported beside it.
+ * Beside it, natively, the command's own time as call() takes it (INFO commandstats: usec
+ * over calls of the timed segments, CONFIG RESETSTAT fed before them, both untimed), the
+ * figure a real server reports of the same code under a real client.
  * ROUNDS rounds interleave the arms (their order alternates per round); per arm and
  * round: the median segment ns over ITERS segments, the median empty segment ns.  The
  * traced build runs the connection's setup, the fill and ITERS / 8 segments as the warm-up
@@ -52,6 +60,7 @@ static_assert(RING > 0 && (RING & (RING - 1)) == 0, "a mask indexes the ring");
 
 static const char PING_MBULK[] = "*1\r\n$4\r\nPING\r\n";
 static const char PONG[] = "+PONG\r\n";
+static const char MSET_OK[] = "+OK\r\n";
 
 static uint64_t clk(void) {
     struct timespec ts;
@@ -91,6 +100,28 @@ static void sputf(sbuf *b, const char *fmt, int a, int c) {
     sput(b, t, (size_t)n);
 }
 
+const char *const ksServerLoopCommandNames[KS_SERVERLOOP_COMMANDS] = {"ping", "get", "mset"};
+
+static uint64_t xorshift(uint64_t *x) {
+    *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
+    return *x;
+}
+
+/* One MSET of cfg->mset_keys keys drawn from x into b (values of 'y'); the bytes its reply takes. */
+static size_t msetRequest(sbuf *b, const ksServerLoopConfig *cfg, uint64_t *x, const char *val) {
+    sputf(b, "*%d\r\n$4\r\nMSET\r\n", 1 + 2 * cfg->mset_keys, 0);
+    for (int i = 0; i < cfg->mset_keys; i++) {
+        char key[32];
+        int kl = snprintf(key, sizeof(key), KEY_FMT, (int)(xorshift(x) % (uint64_t)cfg->keys));
+        sputf(b, "$%d\r\n", kl, 0);
+        sput(b, key, (size_t)kl);
+        sputf(b, "\r\n$%d\r\n", (int)cfg->value_size, 0);
+        sput(b, val, cfg->value_size);
+        sput(b, "\r\n", 2);
+    }
+    return sizeof(MSET_OK) - 1;
+}
+
 /* One request of kind cmd for key k into b; the bytes its reply takes. */
 static size_t request(sbuf *b, int get, int k, uint32_t value_size) {
     if (!get) {
@@ -104,6 +135,25 @@ static size_t request(sbuf *b, int get, int k, uint32_t value_size) {
     sput(b, "\r\n", 2);
     char hdr[32];
     return (size_t)snprintf(hdr, sizeof(hdr), "$%u\r\n", value_size) + value_size + 2;
+}
+
+/* The keyspace's commandstats usec per call of the loop's command (fed INFO, untimed); -1
+ * where the reply has none. */
+static double usecPerCall(const char *command) {
+    static const char info[] = "*2\r\n$4\r\nINFO\r\n$12\r\ncommandstats\r\n";
+    const uint8_t *reply;
+    size_t rlen;
+    ksServerSessionFeed((const uint8_t *)info, sizeof(info) - 1, &reply, &rlen);
+    char want[48], *text = strndup((const char *)reply, rlen);
+    if (!text) abort();
+    snprintf(want, sizeof(want), "cmdstat_%s:calls=", command);
+    const char *at = strstr(text, want);
+    unsigned long long calls = 0, usec = 0;
+    double out = -1;
+    if (at && sscanf(at + strlen(want), "%llu,usec=%llu", &calls, &usec) == 2 && calls)
+        out = (double)usec / (double)calls;
+    free(text);
+    return out;
 }
 
 /* A connected TCP loopback pair (the server's kind of socket), TCP_NODELAY. */
@@ -138,10 +188,11 @@ static int passThrough(int a, int b, const uint8_t *p, size_t n, char *sink, siz
 
 int ksServerLoopRun(const ksServerLoopConfig *cfg, ksServerLoopResult *res, char *err, size_t errlen) {
     memset(res, 0, sizeof(*res));
-    const int get = cfg->get;
+    const int get = cfg->command == KS_SERVERLOOP_GET, mset = cfg->command == KS_SERVERLOOP_MSET;
     const long iters = cfg->iters, warm = iters / 8 > 0 ? iters / 8 : 1;
     const int traced = KS_TRACE, rounds = traced ? 1 : cfg->rounds;
-    if (cfg->depth < 1 || iters < 1 || rounds < 1 || rounds > KS_SERVERLOOP_MAX_ROUNDS) {
+    if (cfg->depth < 1 || iters < 1 || rounds < 1 || rounds > KS_SERVERLOOP_MAX_ROUNDS ||
+        cfg->command < 0 || cfg->command >= KS_SERVERLOOP_COMMANDS || (mset && cfg->mset_keys < 1)) {
         snprintf(err, errlen, "serverloop: bad depth, iterations or rounds");
         return -1;
     }
@@ -152,7 +203,7 @@ int ksServerLoopRun(const ksServerLoopConfig *cfg, ksServerLoopResult *res, char
     if (ksServerSessionOpen(&sc, err, errlen)) return -1;
     const uint8_t *reply;
     size_t rlen;
-    if (get) { /* the fill: SET every key, as a client would */
+    if (get || mset) { /* the fill: SET every key, as a client would */
         char *val = malloc(cfg->value_size + 1);
         if (!val) abort();
         memset(val, 'x', cfg->value_size);
@@ -170,15 +221,22 @@ int ksServerLoopRun(const ksServerLoopConfig *cfg, ksServerLoopResult *res, char
         }
         free(val);
     }
-    /* the ring of segments: DEPTH requests each, keys in a fixed pseudo-random order */
+    /* the ring of segments: DEPTH requests each, keys in a fixed pseudo-random order (MSET:
+     * segment 0 alone, written afresh before each feed) */
     sbuf seg[RING] = {{0}};
     size_t want[RING] = {0};
     uint64_t x = 0x9E3779B97F4A7C15ull;
-    for (int r = 0; r < RING; r++)
+    for (int r = 0; r < RING && !mset; r++)
         for (int d = 0; d < cfg->depth; d++) {
-            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            xorshift(&x);
             want[r] += request(&seg[r], get, get ? (int)(x % (uint64_t)cfg->keys) : 0, cfg->value_size);
         }
+    char *mval = NULL;
+    if (mset) { /* the new values: of the fill's size, another content */
+        mval = malloc(cfg->value_size);
+        if (!mval) abort();
+        memset(mval, 'y', cfg->value_size);
+    }
     int a = -1, b = -1, rc = 0;
     char *sink = NULL;
     size_t sink_cap = 1 << 16;
@@ -203,7 +261,18 @@ int ksServerLoopRun(const ksServerLoopConfig *cfg, ksServerLoopResult *res, char
                     KS_MARK(KVT_MARK_WARMUP_END, 0);
                     KS_MARK(KVT_MARK_PHASE, 1);
                 }
-                const sbuf *s = &seg[at & (RING - 1)];
+                if (!traced && i == 0) { /* the commandstats of the timed segments alone */
+                    static const char reset[] = "*2\r\n$6\r\nCONFIG\r\n$9\r\nRESETSTAT\r\n";
+                    const uint8_t *r;
+                    size_t n;
+                    ksServerSessionFeed((const uint8_t *)reset, sizeof(reset) - 1, &r, &n);
+                }
+                if (mset) { /* this feed's MSETs, over keys drawn afresh */
+                    seg[0].len = want[0] = 0;
+                    for (int d = 0; d < cfg->depth; d++) want[0] += msetRequest(&seg[0], cfg, &x, mval);
+                }
+                const int slot = mset ? 0 : (int)(at & (RING - 1));
+                const sbuf *s = &seg[slot];
                 if (arm == 1 && passThrough(a, b, reply, rlen, sink, sink_cap)) {
                     snprintf(err, errlen, "serverloop: loopback write/read: %s", strerror(errno));
                     rc = -1;
@@ -213,9 +282,9 @@ int ksServerLoopRun(const ksServerLoopConfig *cfg, ksServerLoopResult *res, char
                 uint64_t t0 = clk();
                 int closed = ksServerSessionFeed((const uint8_t *)s->p, s->len, &reply, &rlen);
                 uint64_t t1 = clk();
-                if (closed || rlen != want[at & (RING - 1)]) {
+                if (closed || rlen != want[slot]) {
                     snprintf(err, errlen, "serverloop: unexpected reply (%zu bytes, want %zu)", rlen,
-                             want[at & (RING - 1)]);
+                             want[slot]);
                     rc = -1;
                     break;
                 }
@@ -225,6 +294,7 @@ int ksServerLoopRun(const ksServerLoopConfig *cfg, ksServerLoopResult *res, char
             if (rc || traced) break;
             res->segment_ns[arm][round] = (double)medianU64(t, iters);
             res->clock_ns[arm][round] = (double)medianU64(e, iters);
+            res->usec_per_call[arm][round] = usecPerCall(ksServerLoopCommandNames[cfg->command]);
         }
     if (traced) KS_MARK(KVT_MARK_WARMUP_BEGIN, 0); /* the check and the close: not measured */
     res->rounds = rounds;
@@ -232,6 +302,7 @@ int ksServerLoopRun(const ksServerLoopConfig *cfg, ksServerLoopResult *res, char
     free(t);
     free(e);
     free(sink);
+    free(mval);
     if (a >= 0) close(a);
     if (b >= 0) close(b);
     for (int r = 0; r < RING; r++) free(seg[r].p);

@@ -343,6 +343,23 @@ def render_server_missites(doc: dict[str, Any]) -> str:
         "results/calibrate-xeon-m167-srvloop.toml --store-buffer 114")
 
 
+@rendering("server_mset", "results/server-mset.json")
+def render_server_mset(doc: dict[str, Any]) -> str:
+    """MSET's request code timed by the clock and predicted, factor by factor, and the real
+    server's MSET in situ (experiments/server_mset.py)."""
+    from kvsim.experiments.server_mset import markdown
+
+    nat = doc.get("measured_provenance") or {}
+    when = (f" The native runs: `python -m kvsim.experiments.server_mset --native-only "
+            f"--rounds 5` at commit {(nat.get('commit') or 'unknown')[:12]} on "
+            f"{(nat.get('date_utc') or '')[:10]} (1-minute load average "
+            f"{(nat.get('machine') or {}).get('load_average_1m')}).") if nat else ""
+    return markdown(doc) + "\n\n" + provenance_line(
+        doc, RENDERINGS["server_mset"].result, "python -m kvsim.experiments.server_mset "
+        "--native results/server-mset-native.json --cpu "
+        "results/calibrate-xeon-m167-srvloop.toml --store-buffer 72") + when
+
+
 # the seeds' published times on their own presets (a compact table of its own)
 register_each(lambda doc, result: _seed_absolute().render(doc, result),
               {"seed_absolute": "results/experiments/seed_absolute.json"})
