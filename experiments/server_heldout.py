@@ -208,15 +208,16 @@ def _f(x: float | None, fmt: str = ",.0f") -> str:
 def markdown(doc: dict[str, Any]) -> str:
     """The predictions beside the native servers, the parameter swaps, the 2 MiB pages."""
     out = ["| allocator | cpu | ns/request a | b | saved | speedup | system calls a | "
-           "/ c_ref's server: a, b, speedup | / Valkey: a, b, speedup |",
-           "|---|---|---|---|---|---|---|---|---|"]
+           "instructions a | DRAM reads a | STLB misses a | / c_ref's server: a, b, speedup "
+           "| / Valkey: a, b, speedup |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for p in doc["predictions"]:
         r = p.get("vs_native") or {}
         rr = ["{ns_a:.2f}, {ns_b:.2f}, {speedup:.2f}".format(**r[w]) if w in r else ""
               for w in ("cref", "valkey")]
         out.append(f"| {p['allocator']} | {p['cpu']} | {_f(p['a']['ns'])} | {_f(p['b']['ns'])} "
                    f"| {_f(p['saved_ns'])} | {p['speedup']:.2f} | {_f(p['a']['syscall_ns'])} "
-                   f"| {rr[0]} | {rr[1]} |")
+                   f"| {_f(p['a']['instructions'])} | {p['a']['dram_reads']:.1f} | "
+                   f"{p['a']['stlb_misses']:.1f} | {rr[0]} | {rr[1]} |")
     sa, sb = (1e9 / x for x in doc["seed_rps"])
     lines = [("seed (Valkey #2092, EPYC 7713)", sa, sb, sa / sb, None, None)]
     for key, label in (("native", "native"), ("native_4k", "native, 4 KiB pages"),
