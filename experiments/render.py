@@ -326,9 +326,10 @@ def render_server_heldout(doc: dict[str, Any]) -> str:
     servers at the seed's keys, the parameter swaps, 2 MiB pages (experiments/server_heldout.py)."""
     from kvsim.experiments.server_heldout import markdown
 
+    args = provenance.scrub_line(doc["provenance"]["command"]).split()[1:]
     return markdown(doc) + "\n\n" + provenance_line(
         doc, RENDERINGS["server_heldout"].result,
-        provenance.scrub_line(doc["provenance"]["command"]))
+        " ".join(["python -m kvsim.experiments.server_heldout", *args]))
 
 
 @rendering("server_missites", "results/server-missites.json")
