@@ -15,8 +15,8 @@ levels; all three.
 (``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``; its ``anon_huge_kib`` says whether they were),
 against the same traces simulated with 2 MiB pages on each CPU file: whether the walks the
 model charges are the ones the native servers pay. ``--native-4k FILE``: the same cell on 4
-KiB pages measured in the same session, so the two are compared on the guest's speed of one
-session. ``--allocator arena``: the traces again with c_ref's jemalloc-like arena (``kvsim
+KiB pages measured just before it, so the two are compared at the guest's speed of one
+sitting. ``--allocator arena``: the traces again with c_ref's jemalloc-like arena (``kvsim
 serve --allocator arena``) in place of glibc's blocks (where a bucket array lies a page plus
 16 bytes into its mmap'd chunk, so every 64-byte bucket straddles two lines), as a Valkey
 built with its default allocator lays the keyspace out.
