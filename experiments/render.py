@@ -330,6 +330,18 @@ def render_server_setup_bound(doc: dict[str, Any]) -> str:
         doc, RENDERINGS["server_setup_bound"].result, command)
 
 
+@rendering("server_heldout", "results/server-getp10-heldout.json")
+def render_server_heldout(doc: dict[str, Any]) -> str:
+    """The GET depth 10 seed row held out on this machine: predicted against the native
+    servers at the seed's keys, the parameter swaps, 2 MiB pages (experiments/server_heldout.py)."""
+    from kvsim.experiments.server_heldout import markdown
+
+    args = provenance.scrub_line(doc["provenance"]["command"]).split()[1:]
+    return markdown(doc) + "\n\n" + provenance_line(
+        doc, RENDERINGS["server_heldout"].result,
+        " ".join(["python -m kvsim.experiments.server_heldout", *args]))
+
+
 @rendering("server_missites", "results/server-missites.json")
 def render_server_missites(doc: dict[str, Any]) -> str:
     """LL misses per request of c_ref's server natively by function and traced by site on
