@@ -245,8 +245,9 @@ def run(names: Iterable[str], out: str | Path, scale: str = "small",
                       f"this machine")
                 _run_local(par, out, workers, finish, failed, bar, log)
         if ser:
-            where(f"{len(ser)} native/valkey cell{'s' if len(ser) > 1 else ''}: in this "
-                  "process on this machine, one at a time")
+            kinds_ser = sorted({spec["kind"] for _, _, spec in ser})
+            where(f"{len(ser)} cell{'s' if len(ser) > 1 else ''} ({', '.join(kinds_ser)}): "
+                  "in this process on this machine, one at a time")
         for name, cid, spec in ser:  # alone: nothing else runs meanwhile
             bar.set_postfix_str(f"{name} {spec['kind']}")
             try:
