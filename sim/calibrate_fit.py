@@ -71,7 +71,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .calibrate_check import DRAM_NS
+from .calibrate_check import DRAM_NS, DRAM_OVER_LAST, dram_floor_ns
 from .placement import PLACEMENTS
 
 #: Replacement policies the fit tries for each level past L1 (the engine's registry names).
@@ -178,7 +178,9 @@ def solve(rows: list[tuple[np.ndarray, float]], base: np.ndarray,
     at ``base``; returns (sum of squared relative errors, unknowns), inf when the solution
     makes no CPU file (:func:`invalid`: a latency below one cycle or not increasing down the
     hierarchy, the host's read not above the last level's) or a measured time is not a
-    positive number. ``fixed``: unknowns (:func:`cols`' names) kept at ``base``'s values."""
+    positive number. A DRAM latency below ``dram_min`` cycles (the plausibility check's
+    floor) is held at it and the rest solved again, as an STLB hit or a walk below 0 is
+    held at 0. ``fixed``: unknowns (:func:`cols`' names) kept at ``base``'s values."""
     a = np.array([r[0] for r in rows])
     c0 = np.array([r[1] for r in rows]) - a @ base
     y = measured_cycles
@@ -219,6 +221,18 @@ def solve(rows: list[tuple[np.ndarray, float]], base: np.ndarray,
             free.remove(j)
             start[j] = 0.0
             x = lstsq(start)
+    dram = c["dram"]
+    if dram in free and x[dram] < dram_min and len(free) > 1:
+        # DRAM no faster than the plausibility floor: held there, the rest solved again
+        # (the walk and the host's read take what the chases give beyond it)
+        free.remove(dram)
+        start[dram] = dram_min
+        x = lstsq(start)
+        for j in (stlb, walk, w4):
+            if j in free and x[j] < 0:
+                free.remove(j)
+                start[j] = 0.0
+                x = lstsq(start)
     if invalid(x, a, dram_min):
         return math.inf, x
     r = aa @ x - bb
@@ -299,11 +313,15 @@ def geometry(size: int, ways: int, sysfs_size: int, line: int = 64) -> tuple[int
 def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge: bool,
                   sysfs: list[dict], largest: int,
                   mlp: tuple[int, int, dict[int, float]] | None = None,
+                  last_level_ns: float | None = None,
                   log: Callable[[str], None] = lambda m: None) -> dict:
     """Fit ``doc`` (a CPU file as a dict, changed in place) to the chases ``points``
     ((working set, page size, measured ns), fastest samples); see the module docstring.
     ``mlp``: the parallel chases (working set, page size, {chains: measured ns per load}),
-    which choose the page-table lines' retention with the chases. Returns what the fit
+    which choose the page-table lines' retention with the chases. ``last_level_ns``: the
+    last level's latency as the knee fit read it off the chase curve, which DRAM must exceed
+    :data:`~kvsim.sim.calibrate_check.DRAM_OVER_LAST` times (the plausibility check's
+    ``dram.over_last``). Returns what the fit
     chose and each point's prediction and residual. Raises ConfigError (one line) for a
     measured time that is not a positive number, and when no candidate's solution is one a
     CPU file can have (:func:`invalid`)."""
@@ -317,7 +335,8 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
                               f"measured {ns!r} ns, not a time")
     y = np.array([p[2] for p in points]) * ghz
     n = len(doc["cache"])
-    dram_min = DRAM_NS[0] * ghz  # the plausibility check's floor (calibrate_check.DRAM_NS)
+    # the plausibility check's floor (calibrate_check.dram_floor_ns), in cycles
+    dram_min = dram_floor_ns(last_level_ns) * ghz
 
     def cpu_of(d):
         return parse_cpu(d, "calibrate")
@@ -572,7 +591,8 @@ def _no_solution(doc: dict, x: np.ndarray, rows: list, points: list,
     return (f"calibrate: the hierarchy fit found no valid latencies for the {len(points)} "
             f"chases ({fmt_size(sizes[0])} to {fmt_size(sizes[-1])}): every candidate's least "
             f"squares give a latency below one cycle or not above the level's before it, or DRAM "
-            f"below {DRAM_NS[0]:g} ns "
+            f"below {dram_min / ghz:.3g} ns ({DRAM_NS[0]:g} ns, and {DRAM_OVER_LAST:g}x the "
+            "chase curve's last level) "
             f"({what or 'a measured time not a positive number'}); the chase curve does "
             "not rise from level to level (a noisy run, or a largest working set "
             "(--max-size) within the caches)")

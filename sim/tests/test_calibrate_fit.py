@@ -252,19 +252,25 @@ def test_solve_fits_the_walk_where_the_chases_tell_it_from_dram():
     assert x[6] == 0.0 and x[5] >= 0.0
 
 
-def test_solve_refuses_dram_below_the_plausibility_floor():
-    """A solution whose DRAM latency is below ``dram_min`` cycles (the fit passes the
-    plausibility check's 40 ns) is no solution: the fit never picks a file the check
-    refuses (a last level's plateau taken for memory)."""
+def test_solve_holds_dram_at_the_plausibility_floor():
+    """A solution whose DRAM latency is below ``dram_min`` cycles (the plausibility check's
+    floor: 40 ns, and 1.5x the chase curve's last level) has DRAM held at the floor and the
+    rest solved again, so the fit never picks a file the check refuses (a last level's
+    plateau taken for memory); where the rest then makes no CPU file (the last level below
+    the one before it), there is no solution."""
     a = _w4([[1.0, 0, 0, 0, 0, 0, 0], [0, 1.0, 0, 0, 0, 0, 0],
                   [0, 0, 1.0, 0, 0, 0, 0], [0, 0, 0.2, 0.8, 0, 0, 0]])
     base = _w4([4.0, 12.0, 40.0, 100.0, 100.0, 0.0, 0.0])
     rows = [(r, float(r @ base)) for r in a]
     y = a @ _w4([4.0, 12.0, 40.0, 90.0, 100.0, 0.0, 0.0])
-    assert cf.solve(rows, base, y, dram_min=80.0)[0] < 1e-12
+    err, x = cf.solve(rows, base, y, dram_min=80.0)
+    assert err < 1e-12 and x[3] == pytest.approx(90.0)
     err, x = cf.solve(rows, base, y, dram_min=120.0)
-    assert err == math.inf and x[3] == pytest.approx(90.0)
-    assert cf.invalid(x, a, 120.0) == [3]
+    assert 0 < err < math.inf and x[3] == 120.0 and 12.0 < x[2] < 40.0
+    assert cf.invalid(x, a, 120.0) == []
+    err, x = cf.solve(rows, base, y, dram_min=1000.0)
+    assert err == math.inf and x[3] == 1000.0 and x[2] < 12.0
+    assert cf.invalid(x, a, 1000.0) == [2]
 
 
 def test_solve_fits_a_4k_pages_walk_apart_from_the_others():
