@@ -51,6 +51,7 @@ rows. `--cpu local` refuses a file whose status is not ``passed`` (kvsim.sim.loc
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -101,10 +102,11 @@ def fastest(xs: Sequence[float]) -> float:
 def dram_floor_ns(last_level_ns: float | None) -> float:
     """The fewest ns a file's DRAM latency may have: :data:`DRAM_NS`' floor, and
     :data:`DRAM_OVER_LAST` times the last level's latency as the knee fit read it off the
-    chase curve (``last_level_ns``; None: the floor alone)."""
+    chase curve (``last_level_ns``; None: the floor alone), rounded up to the 0.1 ns a file
+    keeps, so that a DRAM latency the fit held at the floor passes the check."""
     if last_level_ns is None or not last_level_ns > 0:
         return DRAM_NS[0]
-    return max(DRAM_NS[0], DRAM_OVER_LAST * float(last_level_ns))
+    return max(DRAM_NS[0], math.ceil(DRAM_OVER_LAST * float(last_level_ns) * 10) / 10)
 
 
 def knee_last_ns(doc: dict) -> float | None:

@@ -146,6 +146,10 @@ def test_dram_near_the_chase_curves_last_level_is_implausible():
     doc["dram"]["latency_ns"] = 48.0
     assert _plaus(doc)["dram.over_last"]["ok"]
     assert check.dram_floor_ns(None) == check.DRAM_NS[0] == check.dram_floor_ns(10.0)
+    # a DRAM held at the floor (the fit's) and written at the file's 0.1 ns passes
+    doc["dram"]["latency_ns"] = round(check.dram_floor_ns(52.4999), 1)
+    knee["latency_ns"] = [1.15, 4.0, 52.4999, 160.0]
+    assert _plaus(doc)["dram.over_last"]["ok"]
 
 
 def test_a_private_level_far_from_its_sysfs_size_is_implausible():
