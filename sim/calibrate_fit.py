@@ -83,6 +83,12 @@ STEPS = 20_000
 #: than half as many DRAM accesses): elsewhere the chases cannot tell it from the rest.
 IDENTIFY_ROWS = 3
 IDENTIFY_SHARE = 0.1
+#: Times the levels past L1 are fitted in turn. The last level's candidates start at the
+#: L2's capacity, and the first time round the L2 is still the knee fit's: where that is
+#: smaller than the L2 the chases show, a last level of a few MiB can stand in for the rest
+#: of the L2 and keep the fit from the last level's real share (sim/VALIDATION.md, finding
+#: 18); the second time round the last level is searched from the L2 the first chose.
+LEVEL_PASSES = 2
 #: L2 candidates: these fractions of its sysfs size.
 L2_FRACTIONS = (0.5, 0.625, 0.75, 0.875, 1.0)
 #: Last-level candidates per octave, and the largest chase (a fraction of the largest
@@ -403,7 +409,8 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
         the state (error, unknowns, rows) of ``doc``, which is changed in place; returns
         the state of the best and what each level chose."""
         chosen = {}
-        order = [n - 1] + list(range(1, n - 1))  # the last level first, then L2...
+        # the last level first, then L2..., and again (LEVEL_PASSES)
+        order = ([n - 1] + list(range(1, n - 1))) * LEVEL_PASSES
         for k in order:
             if k == 0:
                 continue
@@ -443,9 +450,10 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
             got = doc["cache"][k]
             log(f"hierarchy fit: {c['name']} at {got['size'] // KIB} KiB, "
                 f"{got.get('replacement', 'lru')} ({len(tried)} candidates)")
+            earlier = chosen.get(c["name"], {}).get("candidates", [])
             chosen[c["name"]] = {"size": got["size"], "ways": got["ways"],
                                  "replacement": got.get("replacement", "lru"),
-                                 "candidates": tried}
+                                 "candidates": earlier + tried}
         return best_err, best_x, best_rows, chosen
 
     # physical page placement (sim/placement.py): the levels fitted with the trace's

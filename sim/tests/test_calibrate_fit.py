@@ -225,6 +225,31 @@ def test_the_fit_recovers_the_stlb_cost_of_a_curve_the_model_made(small):
     assert out["rms_rel_error"] < 0.02
 
 
+def test_a_last_level_is_not_fitted_around_an_l2_left_too_small(small, monkeypatch):
+    """The last level is searched from the L2's capacity, before the L2 is: fitted from an
+    L2 at half its size (the knee fit's, short), one pass over the levels lets a last level
+    of half its size stand in for the L2's missing half and DRAM drop to take the rest;
+    the second pass (LEVEL_PASSES) searches it again from the L2 the first chose and gives
+    back the hierarchy the chases were made on."""
+    truth_doc = _doc()
+    truth = sim.parse_cpu(truth_doc)
+    points = [(s, 4096, cf.chase_row(truth, s, 4096, cf.STEPS)[1]) for s in SIZES]
+    got = {}
+    for passes in (1, 2):
+        monkeypatch.setattr(cf, "LEVEL_PASSES", passes)
+        doc = _doc((3, 15, 30), 80.0)
+        doc["cache"][1].update(size=4 * KIB)
+        out = cf.fit_hierarchy(doc, points, guest_huge=False, sysfs=_sysfs(truth_doc),
+                               largest=SIZES[-1])
+        got[passes] = (doc, out)
+    one, two = got[1][0], got[2][0]
+    assert one["cache"][2]["size"] < 64 * KIB  # the failure the second pass exists for
+    assert [c["size"] for c in two["cache"]] == [1 * KIB, 8 * KIB, 64 * KIB]
+    assert [c["latency"] for c in two["cache"]] == [4, 12, 40]
+    assert two["dram"]["latency_ns"] == pytest.approx(100.0, rel=0.05)
+    assert got[2][1]["rms_rel_error"] < 0.02 < got[1][1]["rms_rel_error"]
+
+
 def test_solve_fits_the_walk_where_the_chases_tell_it_from_dram():
     """Chases whose walks read cached page-table lines (walks without DRAM) give the walk's
     fixed part back; when every walk comes with a DRAM access the two trade and the walk
