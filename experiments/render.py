@@ -498,7 +498,10 @@ register_each(render_calibration, {
     "calibration-xeon-m167-step-quick": "results/calibrate-xeon-m167-step-quick.toml",
     "calibration-xeon-m167-step-full": "results/calibrate-xeon-m167-step-full.toml",
     "calibration-xeon-m167-onewindow-quick": "results/calibrate-xeon-m167-onewindow-quick.toml",
-    "calibration-xeon-m167-onewindow-full": "results/calibrate-xeon-m167-onewindow-full.toml"})
+    "calibration-xeon-m167-onewindow-full": "results/calibrate-xeon-m167-onewindow-full.toml",
+    "calibration-xeon-m167-floor-quick": "results/calibrate-xeon-m167-floor-quick.toml",
+    "calibration-xeon-m167-floor-full": "results/calibrate-xeon-m167-floor-full.toml",
+    "calibration-xeon-m167-twopass-quick": "results/calibrate-xeon-m167-twopass-quick.toml"})
 
 
 @rendering("trust", next(iter(TRUST)), also=tuple(TRUST)[1:])

@@ -852,7 +852,8 @@ def build_doc(raw: dict, levels: list[dict], ident: dict, *, quick: bool,
             "caches)")
     hierarchy = None
     if translation is not None:
-        hierarchy = _fit_hierarchy(doc, raw, levels, sizes, curve, chase_4k, huge, log)
+        hierarchy = _fit_hierarchy(doc, raw, levels, sizes, curve, chase_4k, huge, log,
+                                   last_level_ns=fit["latency_ns"][len(levels) - 1])
     if not table:
         notes.append("core (ROB, width) unknown: no table entry for vendor "
                      f"{ident.get('vendor')!r} family {ident.get('family')} model "
@@ -887,11 +888,12 @@ def build_doc(raw: dict, levels: list[dict], ident: dict, *, quick: bool,
 
 def _fit_hierarchy(doc: dict, raw: dict, levels: list[dict], sizes: list[int],
                    curve: list[float], chase_4k: dict[int, float], huge: bool,
-                   log: Callable[[str], None]) -> dict:
+                   log: Callable[[str], None], last_level_ns: float | None = None) -> dict:
     """The file fitted to its own simulation of the chases (:mod:`kvsim.sim.calibrate_fit`),
     starting from the knee and translation fits; the sources say so. Returns the fit's
     record for ``[meta.raw] hierarchy_fit``, whose ``fit`` becomes ``[meta] fit`` (the knee
-    fit's moves to ``[meta.raw] knee_fit``)."""
+    fit's moves to ``[meta.raw] knee_fit``). ``last_level_ns``: the knee fit's last level,
+    which DRAM must exceed (calibrate_check.dram_floor_ns)."""
     from ._binding import MAX_WALKERS
     from .calibrate_fit import POLICIES, fit_hierarchy
 
@@ -901,7 +903,8 @@ def _fit_hierarchy(doc: dict, raw: dict, levels: list[dict], sizes: list[int],
     mlp = {int(k): fastest(v) for k, v in (raw.get("mlp") or {}).items()}
     out = fit_hierarchy(doc, points, guest_huge=huge and bool(raw.get("hypervisor")),
                         sysfs=levels, largest=sizes[-1],
-                        mlp=(sizes[-1], page, mlp) if mlp else None, log=log)
+                        mlp=(sizes[-1], page, mlp) if mlp else None,
+                        last_level_ns=last_level_ns, log=log)
     ghz = doc["freq_ghz"]
     how = ("measured: fitted with the model's own simulation of every pointer chase "
            "(sim.calibrate_fit; each chase's residual in [meta.raw] hierarchy_fit)")

@@ -101,17 +101,20 @@ def variant(doc: dict, spec: str) -> dict:
     return d
 
 
-def solved(d: dict, pts: list[tuple[int, int, float]]) -> tuple[dict | None, np.ndarray | None]:
+def solved(d: dict, pts: list[tuple[int, int, float]],
+           last_level_ns: float | None = None) -> tuple[dict | None, np.ndarray | None]:
     """``d`` with its unknowns solved over the chases ``pts`` and the chases simulated on it
     (ns); (None, None) when the least squares give no valid file. ``d["_fixed"]`` (removed
-    here): the unknowns kept at the file's values."""
+    here): the unknowns kept at the file's values. ``last_level_ns``: the knee fit's last
+    level, which DRAM must exceed as in the fit (calibrate_check.dram_floor_ns)."""
     d = dict(d)
     fixed = tuple(d.pop("_fixed", ()))
     ghz = d["freq_ghz"]
     y = np.array([p[2] for p in pts]) * ghz
     cpu = parse_cpu(d, "ablate")
     rows = [fit.chase_row(cpu, s, p) for s, p, _ in pts]
-    err, x = fit.solve(rows, fit.unknowns(cpu), y, check.DRAM_NS[0] * ghz, fixed)
+    err, x = fit.solve(rows, fit.unknowns(cpu), y, check.dram_floor_ns(last_level_ns) * ghz,
+                       fixed)
     if not math.isfinite(err):
         return None, None
     d = copy.deepcopy(d)
@@ -123,9 +126,10 @@ def solved(d: dict, pts: list[tuple[int, int, float]]) -> tuple[dict | None, np.
 def ablate(path: Path, specs: list[str], log=lambda m: None) -> dict:
     doc = tomllib.loads(Path(path).read_text())
     pts, tol = points_of(doc)
+    last = check.knee_last_ns(doc)
     out = []
     for spec in specs:
-        d, pred = solved(variant(doc, spec), pts)
+        d, pred = solved(variant(doc, spec), pts, last)
         if d is None:
             out.append({"variant": spec, "valid": False})
             log(f"{spec or 'the file'}: no valid latencies")

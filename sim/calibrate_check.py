@@ -51,6 +51,7 @@ rows. `--cpu local` refuses a file whose status is not ``passed`` (kvsim.sim.loc
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -80,6 +81,11 @@ L1_CYCLES = (2.5, 8.0)
 PRIVATE_CAPACITY = (0.5, 1.25)
 #: DRAM load-to-use latency, ns.
 DRAM_NS = (40.0, 500.0)
+#: DRAM against the last level's latency as the chase curve shows it (the knee fit's
+#: plateau past the level before it, ``[meta.raw] knee_fit``): at least this many times it.
+#: Memory is 3.3-7.5x the last level on the presets' cores (sim/PRESETS.md); a file below
+#: 1.5x has read the last level's plateau as memory (sim/VALIDATION.md, finding 18).
+DRAM_OVER_LAST = 1.5
 #: Fewest instructions per cycle c_ref's cache-resident kernels may retire (the dependent
 #: CRC steps retire about 2 on every core measured; a quarter of that is a broken clock).
 WORK_IPC_MIN = 0.5
@@ -91,6 +97,28 @@ WARMUP_TURNS = 4
 
 def fastest(xs: Sequence[float]) -> float:
     return float(min(xs))
+
+
+def dram_floor_ns(last_level_ns: float | None) -> float:
+    """The fewest ns a file's DRAM latency may have: :data:`DRAM_NS`' floor, and
+    :data:`DRAM_OVER_LAST` times the last level's latency as the knee fit read it off the
+    chase curve (``last_level_ns``; None: the floor alone), rounded up to the 0.1 ns a file
+    keeps, so that a DRAM latency the fit held at the floor passes the check."""
+    if last_level_ns is None or not last_level_ns > 0:
+        return DRAM_NS[0]
+    return max(DRAM_NS[0], math.ceil(DRAM_OVER_LAST * float(last_level_ns) * 10) / 10)
+
+
+def knee_last_ns(doc: dict) -> float | None:
+    """The last level's latency (ns) as the knee fit read it off the chase curve: ``[meta.raw]
+    knee_fit`` when the hierarchy fit replaced it, else ``[meta] fit``; None without one."""
+    meta = doc.get("meta") or {}
+    knee = (meta.get("raw") or {}).get("knee_fit") or meta.get("fit")
+    n = len(doc.get("cache") or [])
+    try:
+        return float(knee["latency_ns"][n - 1]) if knee and n else None
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
 
 
 # --- the clock --------------------------------------------------------------------------
@@ -224,6 +252,13 @@ def plausibility(doc: dict, levels: list[dict], fit: dict, work: dict | None) ->
     d = doc["dram"]["latency_ns"]
     out.append(_check("dram.latency", DRAM_NS[0] <= d <= DRAM_NS[1],
                       f"DRAM {d:.1f} ns, want {DRAM_NS[0]:g}-{DRAM_NS[1]:g}"))
+    last = knee_last_ns(doc)
+    if last is not None:
+        out.append(_check("dram.over_last", d >= dram_floor_ns(last),
+                          f"DRAM {d:.1f} ns against the chase curve's last level "
+                          f"{last:.1f} ns ({d / last:.2f}x; want at least "
+                          f"{DRAM_OVER_LAST:g}x: below it, the last level's plateau was "
+                          "read as memory)"))
     width = (doc.get("core") or {}).get("width")
     if work is not None and width:
         hi = max(p["ipc"] for p in work["points"].values())

@@ -71,7 +71,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .calibrate_check import DRAM_NS
+from .calibrate_check import DRAM_NS, DRAM_OVER_LAST, dram_floor_ns
 from .placement import PLACEMENTS
 
 #: Replacement policies the fit tries for each level past L1 (the engine's registry names).
@@ -83,6 +83,12 @@ STEPS = 20_000
 #: than half as many DRAM accesses): elsewhere the chases cannot tell it from the rest.
 IDENTIFY_ROWS = 3
 IDENTIFY_SHARE = 0.1
+#: Times the levels past L1 are fitted in turn. The last level's candidates start at the
+#: L2's capacity, and the first time round the L2 is still the knee fit's: where that is
+#: smaller than the L2 the chases show, a last level of a few MiB can stand in for the rest
+#: of the L2 and keep the fit from the last level's real share (sim/VALIDATION.md, finding
+#: 18); the second time round the last level is searched from the L2 the first chose.
+LEVEL_PASSES = 2
 #: L2 candidates: these fractions of its sysfs size.
 L2_FRACTIONS = (0.5, 0.625, 0.75, 0.875, 1.0)
 #: Last-level candidates per octave, and the largest chase (a fraction of the largest
@@ -178,7 +184,9 @@ def solve(rows: list[tuple[np.ndarray, float]], base: np.ndarray,
     at ``base``; returns (sum of squared relative errors, unknowns), inf when the solution
     makes no CPU file (:func:`invalid`: a latency below one cycle or not increasing down the
     hierarchy, the host's read not above the last level's) or a measured time is not a
-    positive number. ``fixed``: unknowns (:func:`cols`' names) kept at ``base``'s values."""
+    positive number. A DRAM latency below ``dram_min`` cycles (the plausibility check's
+    floor) is held at it and the rest solved again, as an STLB hit or a walk below 0 is
+    held at 0. ``fixed``: unknowns (:func:`cols`' names) kept at ``base``'s values."""
     a = np.array([r[0] for r in rows])
     c0 = np.array([r[1] for r in rows]) - a @ base
     y = measured_cycles
@@ -219,6 +227,18 @@ def solve(rows: list[tuple[np.ndarray, float]], base: np.ndarray,
             free.remove(j)
             start[j] = 0.0
             x = lstsq(start)
+    dram = c["dram"]
+    if dram in free and x[dram] < dram_min and len(free) > 1:
+        # DRAM no faster than the plausibility floor: held there, the rest solved again
+        # (the walk and the host's read take what the chases give beyond it)
+        free.remove(dram)
+        start[dram] = dram_min
+        x = lstsq(start)
+        for j in (stlb, walk, w4):
+            if j in free and x[j] < 0:
+                free.remove(j)
+                start[j] = 0.0
+                x = lstsq(start)
     if invalid(x, a, dram_min):
         return math.inf, x
     r = aa @ x - bb
@@ -299,11 +319,15 @@ def geometry(size: int, ways: int, sysfs_size: int, line: int = 64) -> tuple[int
 def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge: bool,
                   sysfs: list[dict], largest: int,
                   mlp: tuple[int, int, dict[int, float]] | None = None,
+                  last_level_ns: float | None = None,
                   log: Callable[[str], None] = lambda m: None) -> dict:
     """Fit ``doc`` (a CPU file as a dict, changed in place) to the chases ``points``
     ((working set, page size, measured ns), fastest samples); see the module docstring.
     ``mlp``: the parallel chases (working set, page size, {chains: measured ns per load}),
-    which choose the page-table lines' retention with the chases. Returns what the fit
+    which choose the page-table lines' retention with the chases. ``last_level_ns``: the
+    last level's latency as the knee fit read it off the chase curve, which DRAM must exceed
+    :data:`~kvsim.sim.calibrate_check.DRAM_OVER_LAST` times (the plausibility check's
+    ``dram.over_last``). Returns what the fit
     chose and each point's prediction and residual. Raises ConfigError (one line) for a
     measured time that is not a positive number, and when no candidate's solution is one a
     CPU file can have (:func:`invalid`)."""
@@ -317,7 +341,8 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
                               f"measured {ns!r} ns, not a time")
     y = np.array([p[2] for p in points]) * ghz
     n = len(doc["cache"])
-    dram_min = DRAM_NS[0] * ghz  # the plausibility check's floor (calibrate_check.DRAM_NS)
+    # the plausibility check's floor (calibrate_check.dram_floor_ns), in cycles
+    dram_min = dram_floor_ns(last_level_ns) * ghz
 
     def cpu_of(d):
         return parse_cpu(d, "calibrate")
@@ -384,7 +409,8 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
         the state (error, unknowns, rows) of ``doc``, which is changed in place; returns
         the state of the best and what each level chose."""
         chosen = {}
-        order = [n - 1] + list(range(1, n - 1))  # the last level first, then L2...
+        # the last level first, then L2..., and again (LEVEL_PASSES)
+        order = ([n - 1] + list(range(1, n - 1))) * LEVEL_PASSES
         for k in order:
             if k == 0:
                 continue
@@ -424,9 +450,10 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
             got = doc["cache"][k]
             log(f"hierarchy fit: {c['name']} at {got['size'] // KIB} KiB, "
                 f"{got.get('replacement', 'lru')} ({len(tried)} candidates)")
+            earlier = chosen.get(c["name"], {}).get("candidates", [])
             chosen[c["name"]] = {"size": got["size"], "ways": got["ways"],
                                  "replacement": got.get("replacement", "lru"),
-                                 "candidates": tried}
+                                 "candidates": earlier + tried}
         return best_err, best_x, best_rows, chosen
 
     # physical page placement (sim/placement.py): the levels fitted with the trace's
@@ -572,7 +599,8 @@ def _no_solution(doc: dict, x: np.ndarray, rows: list, points: list,
     return (f"calibrate: the hierarchy fit found no valid latencies for the {len(points)} "
             f"chases ({fmt_size(sizes[0])} to {fmt_size(sizes[-1])}): every candidate's least "
             f"squares give a latency below one cycle or not above the level's before it, or DRAM "
-            f"below {DRAM_NS[0]:g} ns "
+            f"below {dram_min / ghz:.3g} ns ({DRAM_NS[0]:g} ns, and {DRAM_OVER_LAST:g}x the "
+            "chase curve's last level) "
             f"({what or 'a measured time not a positive number'}); the chase curve does "
             "not rise from level to level (a noisy run, or a largest working set "
             "(--max-size) within the caches)")

@@ -110,7 +110,8 @@ def test_a_plausible_file_passes_every_check():
     got = _plaus(_doc())
     assert all(c["ok"] for c in got.values()), [c for c in got.values() if not c["ok"]]
     assert set(got) >= {"l1.latency", "order.L2", "order.L3", "order.DRAM", "capacity.L1D",
-                        "capacity.L2", "capacity.L3", "dram.latency", "work.ipc"}
+                        "capacity.L2", "capacity.L3", "dram.latency", "dram.over_last",
+                        "work.ipc"}
 
 
 def test_an_l1_of_25_cycles_is_implausible():
@@ -125,6 +126,30 @@ def test_a_level_faster_than_the_one_below_is_implausible():
     doc["dram"]["latency_ns"] = 10.0
     got = _plaus(doc)
     assert not got["order.DRAM"]["ok"] and not got["dram.latency"]["ok"]
+
+
+def test_dram_near_the_chase_curves_last_level_is_implausible():
+    """DRAM above the 40 ns floor but below DRAM_OVER_LAST times the last level the chase
+    curve shows (the knee fit's) is that level's plateau read as memory: refused; the same
+    DRAM beside a faster last level passes."""
+    doc = _doc()
+    knee = doc["meta"]["raw"].get("knee_fit") or doc["meta"]["fit"]
+    knee["latency_ns"] = [1.15, 4.0, 40.0, 160.0]
+    assert check.knee_last_ns(doc) == 40.0
+    doc["dram"]["latency_ns"] = 48.0
+    got = _plaus(doc)
+    assert got["dram.latency"]["ok"] and got["order.DRAM"]["ok"]
+    assert not got["dram.over_last"]["ok"] and "1.20x" in got["dram.over_last"]["detail"]
+    doc["dram"]["latency_ns"] = 40.0 * check.DRAM_OVER_LAST + 1.0
+    assert _plaus(doc)["dram.over_last"]["ok"]
+    knee["latency_ns"] = [1.15, 4.0, 16.0, 160.0]
+    doc["dram"]["latency_ns"] = 48.0
+    assert _plaus(doc)["dram.over_last"]["ok"]
+    assert check.dram_floor_ns(None) == check.DRAM_NS[0] == check.dram_floor_ns(10.0)
+    # a DRAM held at the floor (the fit's) and written at the file's 0.1 ns passes
+    doc["dram"]["latency_ns"] = round(check.dram_floor_ns(52.4999), 1)
+    knee["latency_ns"] = [1.15, 4.0, 52.4999, 160.0]
+    assert _plaus(doc)["dram.over_last"]["ok"]
 
 
 def test_a_private_level_far_from_its_sysfs_size_is_implausible():

@@ -225,6 +225,31 @@ def test_the_fit_recovers_the_stlb_cost_of_a_curve_the_model_made(small):
     assert out["rms_rel_error"] < 0.02
 
 
+def test_a_last_level_is_not_fitted_around_an_l2_left_too_small(small, monkeypatch):
+    """The last level is searched from the L2's capacity, before the L2 is: fitted from an
+    L2 at half its size (the knee fit's, short), one pass over the levels lets a last level
+    of half its size stand in for the L2's missing half and DRAM drop to take the rest;
+    the second pass (LEVEL_PASSES) searches it again from the L2 the first chose and gives
+    back the hierarchy the chases were made on."""
+    truth_doc = _doc()
+    truth = sim.parse_cpu(truth_doc)
+    points = [(s, 4096, cf.chase_row(truth, s, 4096, cf.STEPS)[1]) for s in SIZES]
+    got = {}
+    for passes in (1, 2):
+        monkeypatch.setattr(cf, "LEVEL_PASSES", passes)
+        doc = _doc((3, 15, 30), 80.0)
+        doc["cache"][1].update(size=4 * KIB)
+        out = cf.fit_hierarchy(doc, points, guest_huge=False, sysfs=_sysfs(truth_doc),
+                               largest=SIZES[-1])
+        got[passes] = (doc, out)
+    one, two = got[1][0], got[2][0]
+    assert one["cache"][2]["size"] < 64 * KIB  # the failure the second pass exists for
+    assert [c["size"] for c in two["cache"]] == [1 * KIB, 8 * KIB, 64 * KIB]
+    assert [c["latency"] for c in two["cache"]] == [4, 12, 40]
+    assert two["dram"]["latency_ns"] == pytest.approx(100.0, rel=0.05)
+    assert got[2][1]["rms_rel_error"] < 0.02 < got[1][1]["rms_rel_error"]
+
+
 def test_solve_fits_the_walk_where_the_chases_tell_it_from_dram():
     """Chases whose walks read cached page-table lines (walks without DRAM) give the walk's
     fixed part back; when every walk comes with a DRAM access the two trade and the walk
@@ -252,19 +277,25 @@ def test_solve_fits_the_walk_where_the_chases_tell_it_from_dram():
     assert x[6] == 0.0 and x[5] >= 0.0
 
 
-def test_solve_refuses_dram_below_the_plausibility_floor():
-    """A solution whose DRAM latency is below ``dram_min`` cycles (the fit passes the
-    plausibility check's 40 ns) is no solution: the fit never picks a file the check
-    refuses (a last level's plateau taken for memory)."""
+def test_solve_holds_dram_at_the_plausibility_floor():
+    """A solution whose DRAM latency is below ``dram_min`` cycles (the plausibility check's
+    floor: 40 ns, and 1.5x the chase curve's last level) has DRAM held at the floor and the
+    rest solved again, so the fit never picks a file the check refuses (a last level's
+    plateau taken for memory); where the rest then makes no CPU file (the last level below
+    the one before it), there is no solution."""
     a = _w4([[1.0, 0, 0, 0, 0, 0, 0], [0, 1.0, 0, 0, 0, 0, 0],
                   [0, 0, 1.0, 0, 0, 0, 0], [0, 0, 0.2, 0.8, 0, 0, 0]])
     base = _w4([4.0, 12.0, 40.0, 100.0, 100.0, 0.0, 0.0])
     rows = [(r, float(r @ base)) for r in a]
     y = a @ _w4([4.0, 12.0, 40.0, 90.0, 100.0, 0.0, 0.0])
-    assert cf.solve(rows, base, y, dram_min=80.0)[0] < 1e-12
+    err, x = cf.solve(rows, base, y, dram_min=80.0)
+    assert err < 1e-12 and x[3] == pytest.approx(90.0)
     err, x = cf.solve(rows, base, y, dram_min=120.0)
-    assert err == math.inf and x[3] == pytest.approx(90.0)
-    assert cf.invalid(x, a, 120.0) == [3]
+    assert 0 < err < math.inf and x[3] == 120.0 and 12.0 < x[2] < 40.0
+    assert cf.invalid(x, a, 120.0) == []
+    err, x = cf.solve(rows, base, y, dram_min=1000.0)
+    assert err == math.inf and x[3] == 1000.0 and x[2] < 12.0
+    assert cf.invalid(x, a, 1000.0) == [2]
 
 
 def test_solve_fits_a_4k_pages_walk_apart_from_the_others():
