@@ -501,7 +501,8 @@ register_each(render_calibration, {
     "calibration-xeon-m167-onewindow-full": "results/calibrate-xeon-m167-onewindow-full.toml",
     "calibration-xeon-m167-floor-quick": "results/calibrate-xeon-m167-floor-quick.toml",
     "calibration-xeon-m167-floor-full": "results/calibrate-xeon-m167-floor-full.toml",
-    "calibration-xeon-m167-twopass-quick": "results/calibrate-xeon-m167-twopass-quick.toml"})
+    "calibration-xeon-m167-twopass-quick": "results/calibrate-xeon-m167-twopass-quick.toml",
+    "calibration-xeon-m167-twopass-full": "results/calibrate-xeon-m167-twopass-full.toml"})
 
 
 @rendering("trust", next(iter(TRUST)), also=tuple(TRUST)[1:])
