@@ -218,27 +218,25 @@ def solve(rows: list[tuple[np.ndarray, float]], base: np.ndarray,
         out[free] = sol
         return out
 
+    def no_negative_walk(x: np.ndarray) -> np.ndarray:
+        # an STLB hit or a walk (or a 4 KiB page's walk's extra) costs nothing rather than
+        # less: solved again without it
+        for j in (stlb, walk, w4):
+            if j in free and x[j] < 0:
+                free.remove(j)
+                start[j] = 0.0
+                x = lstsq(start)
+        return x
+
     start = base.copy()
-    x = lstsq(start)
-    for j in (stlb, walk, w4):
-        if j in free and x[j] < 0:
-            # an STLB hit or a walk (or a 4 KiB page's walk's extra) costs nothing rather than
-            # less: solved again without it
-            free.remove(j)
-            start[j] = 0.0
-            x = lstsq(start)
+    x = no_negative_walk(lstsq(start))
     dram = c["dram"]
     if dram in free and x[dram] < dram_min and len(free) > 1:
         # DRAM no faster than the plausibility floor: held there, the rest solved again
         # (the walk and the host's read take what the chases give beyond it)
         free.remove(dram)
         start[dram] = dram_min
-        x = lstsq(start)
-        for j in (stlb, walk, w4):
-            if j in free and x[j] < 0:
-                free.remove(j)
-                start[j] = 0.0
-                x = lstsq(start)
+        x = no_negative_walk(lstsq(start))
     if invalid(x, a, dram_min):
         return math.inf, x
     r = aa @ x - bb
