@@ -174,7 +174,7 @@ def run(cpus: list[str], native: str | None, native_4k: str | None, huge_native:
                            "native": nat, "predictions": [], "swaps": [], "huge": []}
     for alloc in allocators:
         tr = traces(alloc)
-        doc.setdefault("traces", {})[alloc] = {k: str(v) for k, v in tr.items()}
+        doc.setdefault("traces", {})[alloc] = {k: v.name for k, v in tr.items()}  # cache keys
         for c, m in models.items():
             p = simulate_pair(tr, m, requests)
             line = {"allocator": alloc, "cpu": c, **p, "rob": m.rob,
