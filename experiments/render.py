@@ -160,6 +160,16 @@ def provenance_line(doc: dict[str, Any], result: str, command: str) -> str:
             f"1-minute load average {m.get('load_average_1m')}).")
 
 
+def measured_line(prov: dict[str, Any] | None, command: str) -> str:
+    """The sentence after a provenance line naming the earlier run that measured a table's
+    native part (its command, commit, date and load), or "" without that run's provenance."""
+    if not prov:
+        return ""
+    return (f" The native runs: `{command}` at commit {(prov.get('commit') or 'unknown')[:12]}"
+            f" on {(prov.get('date_utc') or '')[:10]} (1-minute load average "
+            f"{(prov.get('machine') or {}).get('load_average_1m')}).")
+
+
 @rendering("demo", "results/demo.json")
 def render_demo(doc: dict[str, Any]) -> str:
     """The demo study: simulated table per CPU, native timings, MLP and ROB stalls."""
@@ -276,11 +286,9 @@ def render_server_split(doc: dict[str, Any]) -> str:
     (experiments/server_split.py)."""
     from kvsim.experiments.server_split import markdown
 
-    nat = (doc.get("native_from") or {}).get("provenance") or {}
-    when = (f" The native runs: `python -m kvsim.experiments.server_split --bias --ping "
-            f"--no-predict --rounds 7` at commit {(nat.get('commit') or 'unknown')[:12]} on "
-            f"{(nat.get('date_utc') or '')[:10]} (1-minute load average "
-            f"{(nat.get('machine') or {}).get('load_average_1m')}).") if nat else ""
+    when = measured_line((doc.get("native_from") or {}).get("provenance"),
+                         "python -m kvsim.experiments.server_split --bias --ping "
+                         "--no-predict --rounds 7")
     return markdown(doc) + "\n\n" + provenance_line(
         doc, RENDERINGS["server_split"].result, "python -m kvsim.experiments.server_split "
         "--native results/server-split-native.json --cpu CPUFILE --peer-cpu PEERFILE "
@@ -361,11 +369,8 @@ def render_server_mset(doc: dict[str, Any]) -> str:
     server's MSET in situ (experiments/server_mset.py)."""
     from kvsim.experiments.server_mset import markdown
 
-    nat = doc.get("measured_provenance") or {}
-    when = (f" The native runs: `python -m kvsim.experiments.server_mset --native-only "
-            f"--rounds 5` at commit {(nat.get('commit') or 'unknown')[:12]} on "
-            f"{(nat.get('date_utc') or '')[:10]} (1-minute load average "
-            f"{(nat.get('machine') or {}).get('load_average_1m')}).") if nat else ""
+    when = measured_line(doc.get("measured_provenance"),
+                         "python -m kvsim.experiments.server_mset --native-only --rounds 5")
     return markdown(doc) + "\n\n" + provenance_line(
         doc, RENDERINGS["server_mset"].result, "python -m kvsim.experiments.server_mset "
         "--native results/server-mset-native.json --cpu "
