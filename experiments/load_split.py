@@ -91,23 +91,11 @@ def benchmark_value(size: int) -> bytes:
 
 def fill_valkey(client: Any, keys: int, value: bytes) -> None:
     """SET ``key:%012d`` for every index below ``keys`` to ``value``, in pipelined MSETs
-    of at most 4 MiB."""
-    from kvsim.experiments.valkey_server import KEY_FORMAT, ValkeyError
+    of at most 4 MiB, four per round trip."""
+    from kvsim.experiments.valkey_server import populate_value
 
     per = max(1, min(1000, (4 << 20) // (len(value) + 32)))
-    cmds: list[tuple[Any, ...]] = []
-    for start in range(0, keys, per):
-        args: list[Any] = ["MSET"]
-        for i in range(start, min(keys, start + per)):
-            args += [KEY_FORMAT.format(i), value]
-        cmds.append(tuple(args))
-        if len(cmds) == 4:
-            client.pipeline(cmds)
-            cmds = []
-    if cmds:
-        client.pipeline(cmds)
-    if client.call("DBSIZE") != keys:
-        raise ValkeyError(f"populated {keys} keys but DBSIZE differs")
+    populate_value(client, keys, value, per_command=per, in_flight=4)
 
 
 def prepare(data: Path, quick: bool, log=print) -> dict[str, Any]:

@@ -366,7 +366,12 @@ def populate(client: Resp, keys: int, value_size: int, seed: int,
     """SET ``key:%012d`` for every index in ``[0, keys)`` to :func:`value_bytes` with
     pipelined MSETs of ``per_command`` keys, ``in_flight`` commands per round trip; then
     check DBSIZE."""
-    value = value_bytes(value_size, seed)
+    populate_value(client, keys, value_bytes(value_size, seed), per_command, in_flight)
+
+
+def populate_value(client: Resp, keys: int, value: bytes, per_command: int = 1000,
+                   in_flight: int = 8) -> None:
+    """:func:`populate` with the one ``value`` given for every key."""
     cmds: list[tuple[Any, ...]] = []
     for start in range(0, keys, per_command):
         args: list[Any] = ["MSET"]
