@@ -47,22 +47,6 @@
 #define OP_RESIZEDB 0xFB
 #define OP_EXPIRETIME_MS 0xFC
 #define OP_EOF 0xFF
-/* Instructions of one ksCrc64 call (crcspeed's slice-by-8) over n bytes at p,
- * measured with callgrind (-O2, x86-64): CRC64_CALL per call, CRC64_WORD per
- * aligned 8-byte word, CRC64_BYTE per byte before the first aligned word and
- * after the last.  The loader and the writer sum every read or write
- * separately (1-byte type and length reads included), so the per-call part
- * matters. */
-#define CRC64_CALL 26
-#define CRC64_WORD 31
-#define CRC64_BYTE 9
-static inline uint64_t crc64Cost(const void *p, size_t n) {
-    size_t head = (8 - ((uintptr_t)p & 7)) & 7;
-    if (head > n) head = n;
-    size_t words = (n - head) >> 3, tail = (n - head) & 7;
-    return CRC64_CALL + (uint64_t)words * CRC64_WORD + (uint64_t)(head + tail) * CRC64_BYTE;
-}
-
 /* --- Writer ---------------------------------------------------------------- */
 
 typedef struct {
@@ -87,7 +71,7 @@ static void wBytes(writer *w, const void *p, size_t n, uint8_t src_tag, ksLoadId
     wReserve(w, n);
     if (src_tag && n) (void)KS_LOAD(p, n, src_tag, KS_SITE_SNAP_WRITE, dep);
     if (w->ks->rdbchecksum) { /* rioGenericUpdateChecksum over the source bytes */
-        KS_WORK_EXACT_OF(KVT_WORK_CRC, crc64Cost(p, n));
+        KS_WORK_EXACT_OF(KVT_WORK_CRC, ksCrc64Cost(p, n));
         w->crc = ksCrc64(w->crc, p, n);
     }
     memcpy(w->buf + w->len, p, n);
@@ -215,7 +199,7 @@ typedef struct {
 /* rioGenericUpdateChecksum: fold the n bytes one read consumed into the sum. */
 static inline void rSum(reader *r, const uint8_t *p, size_t n) {
     if (!r->sum) return;
-    KS_WORK_EXACT_OF(KVT_WORK_CRC, crc64Cost(p, n));
+    KS_WORK_EXACT_OF(KVT_WORK_CRC, ksCrc64Cost(p, n));
     r->crc = ksCrc64(r->crc, p, n);
 }
 

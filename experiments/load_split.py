@@ -1,9 +1,10 @@
 """A snapshot load natively, per key: the real Valkey server against c_ref's load, with each
 one's CPU time split into user and system time and its minor page faults.
 
-``python -m kvsim.experiments.load_split prepare DIR [--quick]`` (niced: populate and save)
+``python -m kvsim.experiments.load_split prepare DIR [--quick] [--sizes S,S...]`` (niced:
+populate and save)
 ``python -m kvsim.experiments.load_split measure DIR [--out results/load-split.json]
-[--rounds N]`` (a native measurement: through the quiet window)
+[--rounds N] [--sizes S,S...]`` (a native measurement: through the quiet window)
 ``python -m kvsim.experiments.load_split callgrind DIR [--out
 results/load-split-callgrind.json]`` (niced; DIR prepared with ``--quick``)
 
@@ -62,8 +63,24 @@ SIDES = ("empty", "valkey", "valkey-lzf", "cref")
 LOADED = re.compile(r"DB loaded from disk: ([0-9.]+) seconds")
 
 
-def plan(quick: bool) -> dict[int, int]:
-    return {s: max(16, k // QUICK_DIV) if quick else k for s, k in PLAN.items()}
+def plan(quick: bool, sizes: list[int] | None = None) -> dict[int, int]:
+    """:data:`PLAN` (keys / :data:`QUICK_DIV` with ``quick``), restricted to ``sizes``."""
+    return {s: max(16, k // QUICK_DIV) if quick else k for s, k in PLAN.items()
+            if sizes is None or s in sizes}
+
+
+def parse_sizes(text: str | None) -> list[int] | None:
+    """``--sizes``: value sizes of :data:`PLAN`, comma-separated (None: all of them)."""
+    if text is None:
+        return None
+    try:
+        sizes = [int(x) for x in text.split(",")]
+    except ValueError:
+        sizes = []
+    if not sizes or any(s not in PLAN for s in sizes):
+        raise ValueError(f"--sizes: expected sizes among {', '.join(map(str, PLAN))}, "
+                         f"got '{text}'")
+    return sizes
 
 
 def _cref_options(size: int, keys: int) -> dict[str, Any]:
@@ -98,13 +115,15 @@ def fill_valkey(client: Any, keys: int, value: bytes) -> None:
     populate_value(client, keys, value, per_command=per, in_flight=4)
 
 
-def prepare(data: Path, quick: bool, log=print) -> dict[str, Any]:
-    """Write the snapshots of every size into ``data`` and ``data/plan.json``."""
+def prepare(data: Path, quick: bool, log=print,
+            sizes: list[int] | None = None) -> dict[str, Any]:
+    """Write the snapshots of every size (of ``sizes``) into ``data`` and
+    ``data/plan.json``."""
     from kvsim.experiments import cref
     from kvsim.experiments.valkey_server import ValkeyServer, server_binary
 
     binary, source = server_binary()
-    sizes = plan(quick)
+    sizes = plan(quick, sizes)
     for size, keys in sizes.items():
         for side, value in (("valkey", benchmark_value(size)), ("valkey-lzf", b"x" * size)):
             with ValkeyServer(binary, extra={"dir": str(data), "logfile": ""}) as srv, \
@@ -215,10 +234,14 @@ def kernel_probe(path: Path) -> dict[str, float]:
     return out
 
 
-def measure(data: Path, rounds: int, log=print) -> dict[str, Any]:
-    """Every size's four sides in ``rounds`` interleaved rounds; raw counters per run."""
+def measure(data: Path, rounds: int, log=print,
+            only: list[int] | None = None) -> dict[str, Any]:
+    """Every size's (of ``only``'s) four sides in ``rounds`` interleaved rounds; raw
+    counters per run."""
     meta = json.loads((data / "plan.json").read_text())
-    sizes = {int(s): k for s, k in meta["plan"].items()}
+    sizes = {int(s): k for s, k in meta["plan"].items() if only is None or int(s) in only}
+    if not sizes:
+        raise ValueError(f"--sizes: none of them prepared in {data}")
     runs: dict[str, dict[str, list[dict]]] = {str(s): {side: [] for side in SIDES}
                                               for s in sizes}
     probe_file = data / _valkey_rdb("valkey", max(sizes))
@@ -236,8 +259,8 @@ def measure(data: Path, rounds: int, log=print) -> dict[str, Any]:
                     got = load_valkey(data, _valkey_rdb(side, size), keys)
                 runs[str(size)][side].append(got)
         log(f"round {r + 1}/{rounds} done")
-    return {"plan": meta["plan"], "valkey": meta["valkey"], "quick": meta["quick"],
-            "runs": runs, "kernel_runs": kernel}
+    return {"plan": {str(s): k for s, k in sizes.items()}, "valkey": meta["valkey"],
+            "quick": meta["quick"], "runs": runs, "kernel_runs": kernel}
 
 
 def _ci(values: list[float]) -> dict[str, Any]:
@@ -429,10 +452,13 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("prepare", help="write the snapshots into DIR (not a measurement)")
     p.add_argument("dir")
     p.add_argument("--quick", action="store_true", help=f"keys / {QUICK_DIV} (tests)")
+    sizes_help = "value sizes (bytes), comma-separated, among " + ",".join(map(str, PLAN))
+    p.add_argument("--sizes", help=sizes_help + " [all]")
     m = sub.add_parser("measure", help="load them in interleaved rounds (native timing)")
     m.add_argument("dir")
     provenance.add_out_option(m, RESULT_NAME)
     m.add_argument("--rounds", type=int, default=7)
+    m.add_argument("--sizes", help=sizes_help + " [all prepared]")
     g = sub.add_parser("callgrind", help="instructions per key under callgrind (niced; "
                        "prepare DIR --quick)")
     g.add_argument("dir")
@@ -443,8 +469,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{prog}: {a.dir}: no such directory", file=sys.stderr)
         return 2
     try:
+        sizes = parse_sizes(getattr(a, "sizes", None))
+    except ValueError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 2
+    try:
         if a.cmd == "prepare":
-            prepare(data, a.quick)
+            prepare(data, a.quick, sizes=sizes)
             return 0
         if not (data / "plan.json").is_file():
             print(f"{prog}: {a.dir}: no plan.json (run prepare first)", file=sys.stderr)
@@ -460,8 +491,9 @@ def main(argv: list[str] | None = None) -> int:
         out = provenance.out_path(a.out, RESULT_NAME)
         if provenance.out_dir_missing(out):
             return 2
-        raw = measure(data, a.rounds)
-    except (OSError, subprocess.SubprocessError, ToolMissing, ValkeyError, CrefError) as e:
+        raw = measure(data, a.rounds, only=sizes)
+    except (OSError, ValueError, subprocess.SubprocessError, ToolMissing, ValkeyError,
+            CrefError) as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 1
     doc = {**raw, "kernel": kernel_costs(raw), "per_key": per_key(raw),
