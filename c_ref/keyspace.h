@@ -273,6 +273,7 @@ struct ksKeyspace {
     ksClient client;
     uint8_t *snap;        /* last snapshot saved (arena, tag snapshot_buf) */
     size_t snap_len;
+    int snap_memfd;       /* a memory file holding snap's bytes, + 1 (0: none; rio.c) */
     hashtableType ht_type;
     hashtableType exp_type;
     ksStats stats;

