@@ -125,11 +125,13 @@ def fill_valkey(client: Any, keys: int, value: bytes) -> None:
 def prepare(data: Path, quick: bool, log=print,
             sizes: list[int] | None = None) -> dict[str, Any]:
     """Write the snapshots of every size (of ``sizes``) into ``data`` and
-    ``data/plan.json``."""
+    ``data/plan.json`` (with ``sizes``, added to the sizes a plan of the same Valkey and
+    ``quick`` already lists)."""
     from kvsim.experiments import cref
     from kvsim.experiments.valkey_server import ValkeyServer, server_binary
 
     binary, source = server_binary()
+    sizes_given = sizes
     sizes = plan(quick, sizes)
     for size, keys in sizes.items():
         for side, value in (("valkey", benchmark_value(size)), ("valkey-lzf", b"x" * size)):
@@ -141,8 +143,15 @@ def prepare(data: Path, quick: bool, log=print,
         cref.native("load", _cref_options(size, keys), repeat=1,
                     env={"KVSIM_CREF_SNAPSHOT_CACHE": str(_cref_snapshot(data, size))})
         log(f"prepared {keys:,} keys x {size} B")
-    doc = {"plan": {str(s): k for s, k in sizes.items()}, "valkey": source, "quick": quick}
-    (data / "plan.json").write_text(json.dumps(doc) + "\n")
+    planned = {str(s): k for s, k in sizes.items()}
+    old = data / "plan.json"
+    if sizes_given is not None and old.is_file():  # --sizes adds to what DIR holds
+        before = json.loads(old.read_text())
+        if before.get("quick") == quick and before.get("valkey") == source:
+            planned = {**before["plan"], **planned}
+            planned = {str(s): planned[str(s)] for s in PLAN if str(s) in planned}
+    doc = {"plan": planned, "valkey": source, "quick": quick}
+    old.write_text(json.dumps(doc) + "\n")
     return doc
 
 
