@@ -35,6 +35,7 @@
  * Keys whose expire time is before the logical clock are dropped (a primary
  * loading an RDB).  Conventions: public ks...; static internals.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -393,6 +394,12 @@ int ksSnapshotLoad(ksKeyspace *ks, const uint8_t *buf, size_t len) {
         snprintf(ks->err, sizeof(ks->err), "snapshot: unsupported version %u", buf[7]);
         return -1;
     }
+    /* rdbLoad: the file opened for rio (rio.c). */
+    ksRio *r = ksRioOpen(ks, buf, len);
+    if (!r) {
+        snprintf(ks->err, sizeof(ks->err), "snapshot: cannot open a file to read it from: %s", strerror(errno));
+        return -1;
+    }
     /* Parse into fresh tables, summing as we read; swap in on success only
      * (a checksum mismatch at the end discards them like any other error). */
     void **old_slots = ks->slots;
@@ -403,12 +410,9 @@ int ksSnapshotLoad(ksKeyspace *ks, const uint8_t *buf, size_t len) {
     ks->slots = ksArenaCalloc(ks->arena, sizeof(void *) * (size_t)ks->nslots);
     ks->expires = NULL;
     ks->nkeys = 0;
-    /* rdbLoad: the file opened for rio (rio.c); rdbLoadRioWithLoadingCtx sets the
-     * progress callback as the checksum function and its interval as the largest
-     * read; startLoading's state.  The CRC is the last 8 bytes; loadRecords checks
-     * they are all that is left. */
-    ksRio *r = ksRioOpen(ks, buf, len);
-    if (!r) abort(); /* fopencookie or setvbuf refused: out of memory */
+    /* rdbLoadRioWithLoadingCtx sets the progress callback as the checksum function
+     * and its interval as the largest read; startLoading's state.  The CRC is the
+     * last 8 bytes; loadRecords checks they are all that is left. */
     r->srv.rdb_checksum = ks->rdbchecksum;
     r->srv.loading_process_events_interval_bytes = KS_RIO_LOADING_INTERVAL;
     r->srv.loading_total_bytes = len;
