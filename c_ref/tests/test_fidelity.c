@@ -920,7 +920,7 @@ static int test_load_reads_through_stdio_buffer(void) {
             size_t len;
             uint8_t *b = traceTo(&s, &len, 1u << 16);
             TEST_ASSERT(b != NULL);
-            uint64_t n, refill_loaded = 0, refill_stored = 0;
+            uint64_t n, refill_loaded = 0, refill_stored = 0, loading = 0, progress = 0;
             kvtRecord *r = records(b, len, &n);
             /* distinct lines read at snap.read (a small open-addressed set) */
             static uint64_t lines[1 << 16];
@@ -932,6 +932,8 @@ static int test_load_reads_through_stdio_buffer(void) {
                     if (x->kind == KVT_LOAD) refill_loaded += x->size;
                     if (x->kind == KVT_STORE) refill_stored += x->size;
                 }
+                loading += x->site == KS_SITE_RIO_LOADING;
+                progress += x->site == KS_SITE_RIO_PROGRESS;
                 if (x->kind != KVT_LOAD || x->site != KS_SITE_SNAP_READ) continue;
                 uint64_t line = (x->addr >> 6) + 1, h = (line * 0x9E3779B97F4A7C15ULL) >> 48;
                 while (lines[h] && lines[h] != line) h = (h + 1) & 0xffff;
@@ -950,6 +952,12 @@ static int test_load_reads_through_stdio_buffer(void) {
             TEST_ASSERT_MSG(refill_loaded == snap_len && refill_stored == snap_len,
                             "%llu of %llu snapshot bytes read from the file",
                             (unsigned long long)refill_loaded, (unsigned long long)snap_len);
+            /* rdbLoadProgressCallback on every read (at least the type byte, both lengths,
+             * key and value per key); loadingAbsProgress (a load and a store) at every
+             * 2 MiB of the file */
+            TEST_ASSERT(progress >= 5 * (uint64_t)s.keys);
+            TEST_ASSERT_MSG(loading == 2 * (snap_len >> 21), "%llu loading records",
+                            (unsigned long long)loading);
             /* the 64-line buffer plus the lines of the scratch block for spanning reads */
             TEST_ASSERT_MSG(distinct <= 64 + 2 * (sizes[z] / 64 + 2), "%llu lines",
                             (unsigned long long)distinct);
