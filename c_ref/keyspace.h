@@ -273,6 +273,7 @@ struct ksKeyspace {
     ksClient client;
     uint8_t *snap;        /* last snapshot saved (arena, tag snapshot_buf) */
     size_t snap_len;
+    int snap_memfd;       /* a memory file holding snap's bytes, + 1 (0: none; rio.c) */
     hashtableType ht_type;
     hashtableType exp_type;
     ksStats stats;
@@ -437,8 +438,15 @@ void ksPrefetchKeysNested(ksKeyspace *ks, ksKeyInfo *keys, sds *fields, int n);
 
 /* --- snapshot.c / iterate ------------------------------------------------- */
 
-/* CRC-64/Jones as Valkey's crc64.c (crc64.c): continues the sum crc over buf. */
+/* CRC-64/Jones as Valkey's crc64.c (crc64.c): continues the sum crc over buf;
+ * long inputs in two or three streams joined by ksCrc64Combine. */
 uint64_t ksCrc64(uint64_t crc, const void *buf, size_t len);
+/* The same sum by one stream (the reference ksCrc64 must equal). */
+uint64_t ksCrc64Single(uint64_t crc, const void *buf, size_t len);
+/* The CRC of A followed by B from crc1 = CRC(A), crc2 = CRC of B from 0, len2 = |B|. */
+uint64_t ksCrc64Combine(uint64_t crc1, uint64_t crc2, uint64_t len2);
+/* Instructions of ksCrc64(crc, p, n) (the traced build's work, callgrind-measured). */
+uint64_t ksCrc64Cost(const void *p, size_t n);
 
 int ksSnapshotSave(ksKeyspace *ks, uint8_t **buf, size_t *len);
 int ksSnapshotLoad(ksKeyspace *ks, const uint8_t *buf, size_t len);

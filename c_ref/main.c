@@ -161,6 +161,10 @@ static void jworkload(jbuf *j, const ksWorkloadSpec *s) {
     /* keys sorted */
     jput(j, "{\"activerehashing\":");
     jstr(j, s->activerehashing ? s->activerehashing : "yes");
+    if (ksWorkloadOptionGiven(s, "allocator")) { /* headers without it as before */
+        jput(j, ",\"allocator\":");
+        jstr(j, s->allocator);
+    }
     jput(j, ",\"batch\":%d,", s->batch);
     if (ksWorkloadOptionGiven(s, "chunk")) jput(j, "\"chunk\":%d,", s->chunk); /* headers without it as before */
     jput(j, "\"cluster\":%s,\"depth\":%d,\"expire\":%s,", s->cluster ? "true" : "false", s->depth,

@@ -152,6 +152,41 @@ robj *ksStringObjectCreate(ksKeyspace *ks, const uint8_t *val, size_t vlen) {
     return o;
 }
 
+/* tryCreateStringObject(SDS_NOINIT, len) (Valkey object.c), the value object a load
+ * reads into (rdbGenericLoadStringObject): EMBSTR up to KS_EMBSTR_LIMIT bytes (robj and
+ * sdshdr8 in one block), else RAW, the sds allocated before the robj as
+ * createRawStringObject's createObject(OBJ_STRING, sdsnewlen(...)) does.  The bytes are
+ * left to the caller (the headers' stores are recorded). */
+robj *ksStringObjectCreateNoInit(ksKeyspace *ks, size_t vlen) {
+    robj *o;
+    if (vlen <= KS_EMBSTR_LIMIT) {
+        o = ksArenaAlloc(ks->arena, sizeof(robj) + 3 + vlen + 1);
+        o->encoding = OBJ_ENCODING_EMBSTR;
+        o->ptr = sdsNoInitAt((uint8_t *)o + sizeof(robj), SDS_TYPE_8, vlen, vlen);
+        KS_STORE(o, sizeof(robj) + 3, KVT_TAG_OBJECT, KS_SITE_OBJ_CREATE_STORE, 0);
+    } else {
+        int t = sdsReqType(vlen);
+        void *m = ksArenaAlloc(ks->arena, sdsSize(t, vlen));
+        sds v = sdsNoInitAt(m, t, vlen, vlen);
+        KS_STORE(m, sdsHdrSize(t), KVT_TAG_VALUE, KS_SITE_OBJ_CREATE_STORE, 0);
+        o = ksArenaAlloc(ks->arena, sizeof(robj));
+        o->encoding = OBJ_ENCODING_RAW;
+        o->ptr = v;
+        KS_STORE(o, sizeof(robj), KVT_TAG_OBJECT, KS_SITE_OBJ_CREATE_STORE, 0);
+    }
+    o->type = OBJ_STRING;
+    o->lru = 0;
+    o->refcount = 1;
+    o->hasexpire = 0;
+    o->hasembkey = 0;
+    return o;
+}
+
+void ksStringObjectFree(ksKeyspace *ks, robj *o) {
+    if (o->encoding == OBJ_ENCODING_RAW) ksArenaFree(ks->arena, sdsAllocPtr(o->ptr));
+    ksArenaFree(ks->arena, o);
+}
+
 static void *legacyCreate(ksKeyspace *ks, const char *key, size_t klen, const uint8_t *val, size_t vlen) {
     size_t sz = ks->ops->legacy_entry_is_node ? sizeof(legacyEntry) : KS_LEGACY_ENTRY_KV_BYTES;
     legacyEntry *e = ksArenaAlloc(ks->arena, sz);
@@ -183,6 +218,29 @@ void *ksEntryCreate(ksKeyspace *ks, const char *key, size_t klen, const uint8_t 
                     int64_t expire_ms) {
     if (ks->layout == KS_LAYOUT_UNIFIED) return unifiedCreate(ks, key, klen, val, vlen, expire_ms);
     return legacyCreate(ks, key, klen, val, vlen);
+}
+
+void *ksEntrySetKeyAndExpire(ksKeyspace *ks, robj *val, const char *key, size_t klen, int64_t expire_ms) {
+    if (ks->layout == KS_LAYOUT_UNIFIED) {
+        void *e;
+        if (val->encoding == OBJ_ENCODING_EMBSTR) { /* a new object, the value copied */
+            size_t vlen = sdslen(val->ptr);
+            (void)KS_LOAD(val, sizeof(robj) + 3 + vlen + 1, KVT_TAG_OBJECT, KS_SITE_OBJ_CREATE_STORE, 0);
+            e = unifiedCreate(ks, key, klen, (const uint8_t *)val->ptr, vlen, expire_ms);
+        } else { /* a new object taking over the value's sds */
+            (void)KS_LOAD(val, sizeof(robj), KVT_TAG_OBJECT, KS_SITE_OBJ_CREATE_STORE, 0);
+            e = unifiedCreateObject(ks, key, klen, OBJ_STRING, OBJ_ENCODING_RAW, val->ptr, expire_ms);
+        }
+        ksArenaFree(ks->arena, val); /* decrRefCount of the old object */
+        return e;
+    }
+    size_t sz = ks->ops->legacy_entry_is_node ? sizeof(legacyEntry) : KS_LEGACY_ENTRY_KV_BYTES;
+    legacyEntry *e = ksArenaAlloc(ks->arena, sz);
+    e->key = legacyNewSds(ks, key, klen, KVT_TAG_KEY);
+    e->val = val;
+    if (ks->ops->legacy_entry_is_node) e->next = NULL; /* the table sets it */
+    KS_STORE(e, KS_LEGACY_ENTRY_KV_BYTES, KVT_TAG_OBJECT, KS_SITE_OBJ_CREATE_STORE, 0);
+    return e;
 }
 
 void ksEntryFree(ksKeyspace *ks, void *entry) {

@@ -82,6 +82,16 @@ void *ksEntryCreateObject(ksKeyspace *ks, const char *key, size_t klen, int type
  * to KS_EMBSTR_LIMIT bytes, else RAW (robj -> sds).  The legacy layout's values,
  * and the unified snapshot loader's value object before the key is embedded. */
 robj *ksStringObjectCreate(ksKeyspace *ks, const uint8_t *val, size_t vlen);
+/* tryCreateStringObject(SDS_NOINIT, vlen): the value object a snapshot load reads
+ * into (EMBSTR up to KS_EMBSTR_LIMIT, else RAW with its sds allocated first); its
+ * vlen bytes at o->ptr are the caller's to write. */
+robj *ksStringObjectCreateNoInit(ksKeyspace *ks, size_t vlen);
+/* decrRefCount of a string object that is no entry (RAW: its sds too). */
+void ksStringObjectFree(ksKeyspace *ks, robj *o);
+/* objectSetKeyAndExpire (Valkey object.c) for a loaded string object `val`: unified, a
+ * new object embedding the key (EMBSTR: the value copied into it; RAW: taking over
+ * val's sds) and val freed; legacy, an entry holding a copy of the key and val. */
+void *ksEntrySetKeyAndExpire(ksKeyspace *ks, robj *val, const char *key, size_t klen, int64_t expire_ms);
 /* Free an entry and everything it owns (legacy: key, robj, value). */
 void ksEntryFree(ksKeyspace *ks, void *entry);
 /* The entry's key (sds); dep = load that produced `entry`; *key_dep (optional)

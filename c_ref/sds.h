@@ -89,10 +89,9 @@ static inline size_t sdsalloc(const char *s) {
 /* Total bytes of an sds of `type` holding len bytes (header + len + NUL). */
 static inline size_t sdsSize(int type, size_t len) { return sdsHdrSize(type) + len + 1; }
 
-/* Write an sds of `type` at mem (which has room for sdsSize(type,len), or
- * `alloc_room` bytes of buf if larger), copying len bytes of init.  Returns the
- * sds (mem + header size). */
-static inline sds sdsWriteAt(void *mem, int type, const void *init, size_t len, size_t alloc_room) {
+/* The header of an sds of `type` and length len at mem (alloc: alloc_room, at least
+ * len); returns the sds (mem + header size), its bytes and NUL not written. */
+static inline sds sdsHeaderAt(void *mem, int type, size_t len, size_t alloc_room) {
     uint8_t *m = mem;
     size_t hs = sdsHdrSize(type);
     sds s = (sds)(m + hs);
@@ -119,7 +118,23 @@ static inline sds sdsWriteAt(void *mem, int type, const void *init, size_t len, 
         break;
     }
     }
+    return s;
+}
+
+/* Write an sds of `type` at mem (which has room for sdsSize(type,len), or
+ * `alloc_room` bytes of buf if larger), copying len bytes of init.  Returns the
+ * sds (mem + header size). */
+static inline sds sdsWriteAt(void *mem, int type, const void *init, size_t len, size_t alloc_room) {
+    sds s = sdsHeaderAt(mem, type, len, alloc_room);
     if (len) memcpy(s, init, len);
+    s[len] = '\0';
+    return s;
+}
+
+/* sdsnewlen(SDS_NOINIT, len) at mem: the header and the NUL; the len bytes are the
+ * caller's to write (a snapshot load reads them in). */
+static inline sds sdsNoInitAt(void *mem, int type, size_t len, size_t alloc_room) {
+    sds s = sdsHeaderAt(mem, type, len, alloc_room);
     s[len] = '\0';
     return s;
 }

@@ -102,7 +102,11 @@
      * of their own: callpath.c's KS_ZMALLOC_WORK and KS_ZFREE_WORK count the calls --- */ \
     X(ALLOC_MALLOC, "alloc.malloc", 0)           /* tcache_get: e->next, e->key */ \
     X(ALLOC_FREE, "alloc.free", 0)               /* the size; tcache_put: e->next, e->key */ \
-    X(ALLOC_USABLE_SIZE, "alloc.usable_size", 0) /* musable: the size, the next chunk's */
+    X(ALLOC_USABLE_SIZE, "alloc.usable_size", 0) /* musable: the size, the next chunk's */ \
+    /* --- rio.c, snapshot.c: the load's rio (rioRead's loop, rdbLoadProgressCallback) --- */ \
+    X(RIO_READ, "rio.read", 20)                  /* rioRead: cksum, flags, processed_bytes */ \
+    X(RIO_PROGRESS, "rio.progress", 42)          /* rdbLoadProgressCallback, with the checksum call */ \
+    X(RIO_LOADING, "rio.loading", 20)            /* loadingAbsProgress per interval */
 
 enum ksSite {
 #define KS_SITE_ENUM(id, name, cost) KS_SITE_##id,

@@ -12,17 +12,19 @@
  * rdbchecksum=no there is no checksum work and the stored checksum is 0.
  *
  * LOAD parses into fresh tables and swaps them in only on success (no partial
- * keyspace).  As Valkey's rio, every read updates the running checksum over the
- * bytes it consumed (rioGenericUpdateChecksum: one update per rioRead call, so
- * the value bytes are checksummed between the key read and the insert); the
- * sum is compared with the stored one after the EOF opcode, and a mismatch
- * discards the fresh tables.  With rdbchecksum=no nothing is summed or
- * checked; a stored checksum of 0 (a file saved with rdbchecksum=no) is not
- * checked either (rdbLoadRioWithLoadingCtx).  Per key, as rdbLoadRioWithLoadingCtx: read the
- * type (and a pending expire), read the key, read the value (rdbLoadObject
- * builds the value object), add the key with the two-phase insert
- * (dbAddRDBLoad: find the position, embed the key, insert).  Load variants
- * (#2311):
+ * keyspace).  It reads as Valkey's rdbLoad: rio over a stdio FILE on the file
+ * (rio.c: fread, glibc's 4 KiB buffer, read(2) of a memory file), every rioRead
+ * passed to rdbLoadProgressCallback, which sums the bytes (rioGenericUpdateChecksum:
+ * one update per rioRead call, so the value bytes are checksummed between the key
+ * read and the insert) and every 2 MiB records the loading progress.  The sum is
+ * compared with the stored one after the EOF opcode, and a mismatch discards the
+ * fresh tables.  With rdbchecksum=no nothing is summed or checked; a stored
+ * checksum of 0 (a file saved with rdbchecksum=no) is not checked either
+ * (rdbLoadRioWithLoadingCtx).  Per key, as rdbLoadRioWithLoadingCtx: read the type
+ * (and a pending expire), read the key into a new sds, read the value into a new
+ * value object (rdbLoadObject), add the key with the two-phase insert
+ * (dbAddRDBLoad: find the position, objectSetKeyAndExpire's new object embedding
+ * the key, insert), free the key sds.  Load variants (#2311):
  *
  *   none                 key -> value -> hash+slot -> find position -> insert
  *   prefetch-after-key   key -> hash+slot, prefetch bucket -> value -> insert
@@ -33,6 +35,7 @@
  * Keys whose expire time is before the logical clock are dropped (a primary
  * loading an RDB).  Conventions: public ks...; static internals.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +43,7 @@
 #include "keyspace.h"
 #include "t_hash.h"
 #include "siphash.h"
+#include "rio.h"
 
 #define SNAP_MAGIC "KVSNAP"
 #define SNAP_VERSION 2
@@ -47,22 +51,6 @@
 #define OP_RESIZEDB 0xFB
 #define OP_EXPIRETIME_MS 0xFC
 #define OP_EOF 0xFF
-/* Instructions of one ksCrc64 call (crcspeed's slice-by-8) over n bytes at p,
- * measured with callgrind (-O2, x86-64): CRC64_CALL per call, CRC64_WORD per
- * aligned 8-byte word, CRC64_BYTE per byte before the first aligned word and
- * after the last.  The loader and the writer sum every read or write
- * separately (1-byte type and length reads included), so the per-call part
- * matters. */
-#define CRC64_CALL 26
-#define CRC64_WORD 31
-#define CRC64_BYTE 9
-static inline uint64_t crc64Cost(const void *p, size_t n) {
-    size_t head = (8 - ((uintptr_t)p & 7)) & 7;
-    if (head > n) head = n;
-    size_t words = (n - head) >> 3, tail = (n - head) & 7;
-    return CRC64_CALL + (uint64_t)words * CRC64_WORD + (uint64_t)(head + tail) * CRC64_BYTE;
-}
-
 /* --- Writer ---------------------------------------------------------------- */
 
 typedef struct {
@@ -87,7 +75,7 @@ static void wBytes(writer *w, const void *p, size_t n, uint8_t src_tag, ksLoadId
     wReserve(w, n);
     if (src_tag && n) (void)KS_LOAD(p, n, src_tag, KS_SITE_SNAP_WRITE, dep);
     if (w->ks->rdbchecksum) { /* rioGenericUpdateChecksum over the source bytes */
-        KS_WORK_EXACT_OF(KVT_WORK_CRC, crc64Cost(p, n));
+        KS_WORK_EXACT_OF(KVT_WORK_CRC, ksCrc64Cost(p, n));
         w->crc = ksCrc64(w->crc, p, n);
     }
     memcpy(w->buf + w->len, p, n);
@@ -188,112 +176,52 @@ int ksSnapshotSave(ksKeyspace *ks, uint8_t **out, size_t *outlen) {
 
 /* --- Reader ---------------------------------------------------------------- */
 
-/* Valkey loads through rio's file backend (rioInitWithFile): every rioRead is
- * an fread on a stdio FILE, whose buffer of st_blksize bytes (RIO_STDIO_BUF)
- * glibc refills with one read() when a request finds it empty; a request of a
- * whole block or more beyond what is buffered is read straight into the
- * destination.  The reader follows that: the snapshot image (ks->snap, tag
- * snapshot_buf) stands for the file's page-cache pages, touched only by
- * refills (load of the block, store into the stdio buffer: site snap.refill)
- * and by such direct reads; every other read is served from the stdio buffer
- * (an arena block, tag snapshot_buf), which stays cache-resident. */
-#define RIO_STDIO_BUF 4096
+/* The load reads through rio (rio.c): every read is a rioRead -> fread on a FILE over
+ * the snapshot image, with rdbLoadProgressCallback as the checksum function, as
+ * rdbLoadRioWithLoadingCtx sets it (update_cksum, max_processing_chunk).  Small fields
+ * (type byte, length, expire, checksum) are read into r->scratch (the callers'
+ * locals), keys and values straight into the sds and object that will hold them. */
 
-typedef struct {
-    const uint8_t *p, *end, *base; /* position in the file image, its end and start */
-    const char *err;
-    uint64_t crc; /* running checksum of every byte consumed so far */
-    int sum;      /* rdbchecksum=yes */
-    ksArena *arena;
-    uint8_t *sb;        /* the stdio buffer: file bytes [win, win + wlen) */
-    const uint8_t *win; /* file position of sb[0] */
-    size_t wlen;
-    uint8_t *tmp; /* a read spanning a refill, assembled (see rGet) */
-    size_t tcap;
-} reader;
-
-/* rioGenericUpdateChecksum: fold the n bytes one read consumed into the sum. */
-static inline void rSum(reader *r, const uint8_t *p, size_t n) {
-    if (!r->sum) return;
-    KS_WORK_EXACT_OF(KVT_WORK_CRC, crc64Cost(p, n));
-    r->crc = ksCrc64(r->crc, p, n);
+/* loadingAbsProgress (Valkey server.c): the loaded bytes and the peak of used memory
+ * (zmalloc_used_memory: the arena's allocated bytes). */
+static void loadingAbsProgress(ksRio *r, size_t pos) {
+    r->srv.loading_loaded_bytes = pos;
+    uint64_t used = ksArenaAllocatedBytes(r->ks->arena);
+    (void)KS_LOAD(&r->srv.stat_peak_memory, 8, KVT_TAG_OTHER, KS_SITE_RIO_LOADING, 0);
+    if (r->srv.stat_peak_memory < used) r->srv.stat_peak_memory = used;
+    KS_STORE(&r->srv.loading_loaded_bytes, 24, KVT_TAG_OTHER, KS_SITE_RIO_LOADING, 0);
 }
 
-/* glibc's refill: read() the next block of the file into the stdio buffer. */
-static void rRefill(reader *r) {
-    size_t n = (size_t)(r->end - r->p) < RIO_STDIO_BUF ? (size_t)(r->end - r->p) : RIO_STDIO_BUF;
-    (void)KS_LOAD(r->p, n, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_REFILL, 0);
-    memcpy(r->sb, r->p, n);
-    KS_STORE(r->sb, n, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_REFILL, 0);
-    r->win = r->p;
-    r->wlen = n;
+/* rdbLoadProgressCallback (Valkey rdb.c), rio's update_cksum during a load: the
+ * checksum (rdbchecksum=yes), then, when this read crosses a multiple of
+ * loading_process_events_interval_bytes, the loading progress.  Valkey then also serves
+ * events (processEventsWhileBlocked, module progress events): no event loop here. */
+static void rdbLoadProgressCallback(ksRio *r, const void *buf, size_t len) {
+    (void)KS_LOAD(&r->srv, 16, KVT_TAG_OTHER, KS_SITE_RIO_PROGRESS, 0);
+    if (r->srv.rdb_checksum) ksRioGenericUpdateChecksum(r, buf, len);
+    size_t iv = r->srv.loading_process_events_interval_bytes;
+    if (iv && (r->processed_bytes + len) / iv > r->processed_bytes / iv) loadingAbsProgress(r, r->processed_bytes);
 }
 
-/* fread(n bytes): a pointer to them, valid until the next call (-1 if the
- * file has fewer).  Inside the buffered window: into the stdio buffer, no
- * copy (the caller's read of it is fread's copy).  Otherwise the request is
- * assembled in `tmp`, as fread fills its destination: the buffered part, then
- * whole blocks straight from the file, then a refill for the tail (the
- * caller then reads `tmp`: one more copy than Valkey, which reads into the
- * object, for the requests that span a refill). */
-static int rGet(reader *r, size_t n, const uint8_t **out) {
-    if ((size_t)(r->end - r->p) < n) {
+/* rioRead of len bytes into buf (tag: its trace tag); a read past the end of the file
+ * is "snapshot truncated" (checked first: a corrupt length allocates nothing). */
+static int rRead(ksRio *r, void *buf, size_t len, uint8_t tag) {
+    if (len > r->size - r->processed_bytes || !ksRioRead(r, buf, len, tag)) {
         r->err = "snapshot truncated";
         return -1;
     }
-    if (r->wlen == 0 || r->p >= r->win + r->wlen) {
-        if (n < RIO_STDIO_BUF) rRefill(r); /* empty buffer, small request: refill */
-    }
-    if (r->wlen && r->p >= r->win && r->p + n <= r->win + r->wlen) {
-        *out = r->sb + (r->p - r->win);
-        r->p += n;
-        return 0;
-    }
-    if (r->tcap < n) {
-        if (r->tmp) ksArenaFree(r->arena, r->tmp);
-        r->tcap = n < 64 ? 64 : n;
-        r->tmp = ksArenaAlloc(r->arena, r->tcap);
-    }
-    size_t got = 0;
-    if (r->wlen && r->p >= r->win && r->p < r->win + r->wlen) { /* the buffered part */
-        got = (size_t)(r->win + r->wlen - r->p);
-        const uint8_t *src = r->sb + (r->p - r->win);
-        (void)KS_LOAD(src, got, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
-        memcpy(r->tmp, src, got);
-        KS_STORE(r->tmp, got, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
-        r->p += got;
-    }
-    size_t direct = (n - got) / RIO_STDIO_BUF * RIO_STDIO_BUF; /* whole blocks: no buffer */
-    if (direct) {
-        (void)KS_LOAD(r->p, direct, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_REFILL, 0);
-        memcpy(r->tmp + got, r->p, direct);
-        KS_STORE(r->tmp + got, direct, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_REFILL, 0);
-        r->p += direct;
-        got += direct;
-        r->wlen = 0;
-    }
-    if (got < n) { /* the tail: refill, copy */
-        rRefill(r);
-        size_t k = n - got;
-        (void)KS_LOAD(r->sb, k, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
-        memcpy(r->tmp + got, r->sb, k);
-        KS_STORE(r->tmp + got, k, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
-        r->p += k;
-    }
-    *out = r->tmp;
     return 0;
 }
 
-static int rByte(reader *r, uint8_t *b) {
-    const uint8_t *p;
-    if (rGet(r, 1, &p)) return -1;
-    (void)KS_LOAD(p, 1, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
-    rSum(r, p, 1);
-    *b = *p;
+/* rdbLoadType: one byte. */
+static int rByte(ksRio *r, uint8_t *b) {
+    if (rRead(r, r->scratch, 1, KVT_TAG_STACK)) return -1;
+    *b = r->scratch[0];
     return 0;
 }
 
-static int rLen(reader *r, uint64_t *len) {
+/* rdbLoadLenByRef: the first byte, then the rest of a 14-, 32- or 64-bit length. */
+static int rLen(ksRio *r, uint64_t *len) {
     uint8_t b;
     if (rByte(r, &b)) return -1;
     int type = b >> 6;
@@ -302,9 +230,8 @@ static int rLen(reader *r, uint64_t *len) {
         return 0;
     }
     if (type == 1) {
-        uint8_t b2;
-        if (rByte(r, &b2)) return -1;
-        *len = ((uint64_t)(b & 0x3f) << 8) | b2;
+        if (rRead(r, r->scratch + 1, 1, KVT_TAG_STACK)) return -1;
+        *len = ((uint64_t)(b & 0x3f) << 8) | r->scratch[1];
         return 0;
     }
     int n = b == 0x80 ? 4 : b == 0x81 ? 8 : 0;
@@ -312,40 +239,36 @@ static int rLen(reader *r, uint64_t *len) {
         r->err = "snapshot corrupt: bad length encoding";
         return -1;
     }
-    const uint8_t *p;
-    if (rGet(r, (size_t)n, &p)) return -1;
-    (void)KS_LOAD(p, (size_t)n, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
-    rSum(r, p, (size_t)n);
+    if (rRead(r, r->scratch + 8, (size_t)n, KVT_TAG_STACK)) return -1;
     uint64_t v = 0;
-    for (int i = 0; i < n; i++) v = (v << 8) | p[i];
+    for (int i = 0; i < n; i++) v = (v << 8) | r->scratch[8 + i];
     *len = v;
     return 0;
 }
 
-/* A length-prefixed string: *s points at its bytes (rGet: valid until the
- * next read).  The caller records the read of the bytes (KS_LOAD) and then
- * sums them (rSum), as rioRead copies and then updates the checksum. */
-static int rString(reader *r, const uint8_t **s, uint64_t *len) {
+/* A string's length, checked against what the file holds before anything is
+ * allocated for it. */
+static int rStringLen(ksRio *r, uint64_t *len) {
     if (rLen(r, len)) return -1;
-    if ((uint64_t)(r->end - r->p) < *len) {
+    if (*len > r->size - r->processed_bytes) {
         r->err = "snapshot truncated";
         return -1;
     }
-    return rGet(r, (size_t)*len, s);
+    return 0;
 }
 
 /* Parse and insert every key into ks's (fresh) tables; -1 with r->err.
- * Valkey's order per key (keyspace-facts §5), for the unified layout:
+ * Valkey's order per key (keyspace-facts §5):
  *
- *   read key sds | [prefetch] | rdbLoadObject: value object, bytes summed |
- *   expired? drop | dbAddRDBLoad: slot, FindPositionForInsert (hash, bucket) |
- *   objectSetKeyAndExpire (EMBSTR value: a new object embedding key and value;
- *   RAW: a new object taking over the value sds) | InsertAtPosition | free key sds
+ *   read the type | rdbGenericLoadStringObject(RDB_LOAD_SDS): a new sds, the key read
+ *   into it | [prefetch] | rdbLoadObject: tryCreateStringObject(SDS_NOINIT), the value
+ *   read into it | expired? drop | dbAddRDBLoad: slot, FindPositionForInsert (hash,
+ *   bucket), objectSetKeyAndExpire (a new object embedding the key; EMBSTR: the value
+ *   copied, RAW: its sds taken over; the old object freed), InsertAtPosition | sdsfree
+ *   of the key
  *
- * For RAW values and the legacy layout the entry (key copy, value object) is
- * built before the find: the value bytes are copied once, as rioRead does, and
- * only the 16-byte robj that objectSetKeyAndExpire replaces is not modelled. */
-static int loadRecords(ksKeyspace *ks, reader *r) {
+ * Each read's bytes are summed by the progress callback as rioRead passes them. */
+static int loadRecords(ksKeyspace *ks, ksRio *r) {
     uint8_t op;
     int64_t expire = -1;
     sds keybuf = NULL;
@@ -359,18 +282,15 @@ static int loadRecords(ksKeyspace *ks, reader *r) {
         /* A size hint, bounded by the keys the rest of the snapshot can hold (each takes
          * at least 3 bytes: opcode, key length, value length), so that a corrupt hint
          * cannot make the load allocate a table of any size. */
-        if (n > (uint64_t)(r->end - r->p) / 3) n = (uint64_t)(r->end - r->p) / 3;
+        if (n > (uint64_t)(r->size - r->processed_bytes) / 3) n = (uint64_t)(r->size - r->processed_bytes) / 3;
         if (!ks->cluster && n > 0 && n < (1ULL << 40)) ks->ops->expand(ksDbTableForWrite(ks, 0), (size_t)n);
         if (rByte(r, &op)) goto done;
     }
     for (;; ) {
         if (op == OP_EOF) break;
-        if (op == OP_EXPIRETIME_MS) {
-            const uint8_t *p;
-            if (rGet(r, 8, &p)) goto done;
-            (void)KS_LOAD(p, 8, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
-            memcpy(&expire, p, 8);
-            rSum(r, p, 8);
+        if (op == OP_EXPIRETIME_MS) { /* rdbLoadMillisecondTime */
+            if (rRead(r, r->scratch + 8, 8, KVT_TAG_STACK)) goto done;
+            memcpy(&expire, r->scratch + 8, 8);
             if (rByte(r, &op)) goto done;
             if (op != OP_STRING) {
                 r->err = "snapshot corrupt: expire not followed by a key";
@@ -383,21 +303,18 @@ static int loadRecords(ksKeyspace *ks, reader *r) {
             goto done;
         }
         KS_MARK(KVT_MARK_OP, nread++);
-        /* (4) read the key into a new sds (rdbGenericLoadStringObject,
-         * RDB_LOAD_SDS), then sum it. */
-        const uint8_t *k, *v;
+        /* (4) the key: a new sds (sdstrynewlen(SDS_NOINIT)), read into. */
         uint64_t klen, vlen;
-        if (rString(r, &k, &klen)) goto done;
+        if (rStringLen(r, &klen)) goto done;
         if (klen > 512u * 1024 * 1024) {
             r->err = "snapshot corrupt: key too long";
             goto done;
         }
         int ktype = sdsReqType(klen);
         void *kmem = ksArenaAlloc(ks->arena, sdsSize(ktype, klen));
-        (void)KS_LOAD(k, klen, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
-        keybuf = sdsWriteAt(kmem, ktype, k, klen, klen);
-        KS_STORE(keybuf, klen, KVT_TAG_ARGV, KS_SITE_SNAP_READ, 0);
-        rSum(r, (const uint8_t *)keybuf, klen);
+        keybuf = sdsNoInitAt(kmem, ktype, klen, klen);
+        KS_STORE(kmem, sdsHdrSize(ktype), KVT_TAG_ARGV, KS_SITE_SNAP_READ, 0);
+        if (klen && rRead(r, keybuf, klen, KVT_TAG_ARGV)) goto done;
         ksKeyInfo ki;
         memset(&ki, 0, sizeof(ki));
         if (ks->var.load.prefetch_after_key) {
@@ -407,24 +324,14 @@ static int loadRecords(ksKeyspace *ks, reader *r) {
              * the insert (never for a key dropped as expired). */
             if (ki.table) ks->ops->prefetchBucket(ki.table, ki.hash);
         }
-        /* (5) rdbLoadObject: read the value into a new value object, then sum
-         * it.  This (and the checksum of the key) is the work a prefetch
-         * issued after the key overlaps with. */
-        if (rString(r, &v, &vlen)) goto done;
-        (void)KS_LOAD(v, vlen, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
-        int embstr = ks->layout == KS_LAYOUT_UNIFIED && vlen <= KS_EMBSTR_LIMIT;
-        void *entry = NULL;
-        if (embstr) {
-            vobj = ksStringObjectCreate(ks, v, (size_t)vlen); /* EMBSTR */
-            rSum(r, (const uint8_t *)vobj->ptr, vlen);
-        } else {
-            entry = ksEntryCreate(ks, keybuf, klen, v, vlen, ks->layout == KS_LAYOUT_UNIFIED ? expire : -1);
-            rSum(r, v, vlen);
-        }
+        /* (5) rdbLoadObject: the value object, read into.  This (and the checksum
+         * of the key) is the work a prefetch issued after the key overlaps with. */
+        if (rStringLen(r, &vlen)) goto done;
+        vobj = ksStringObjectCreateNoInit(ks, (size_t)vlen);
+        if (vlen && rRead(r, vobj->ptr, vlen, KVT_TAG_VALUE)) goto done;
 
         if (expire >= 0 && ksEntryIsExpired(ks, expire)) {
-            if (entry) ksEntryFree(ks, entry);
-            if (vobj) ksArenaFree(ks->arena, vobj);
+            ksStringObjectFree(ks, vobj);
             vobj = NULL;
             ksArenaFree(ks->arena, sdsAllocPtr(keybuf));
             keybuf = NULL;
@@ -439,18 +346,11 @@ static int loadRecords(ksKeyspace *ks, reader *r) {
         ksInsertPos pos;
         void *existing;
         if (!ks->ops->findPositionForInsert(t, keybuf, ki.hash, &pos, &existing)) {
-            if (entry) ksEntryFree(ks, entry);
             r->err = "snapshot corrupt: duplicate key";
             goto done;
         }
-        if (embstr) {
-            /* objectSetKeyAndExpire on an EMBSTR value: a new object with key
-             * (and expire) embedded, the value copied; the old one is freed. */
-            (void)KS_LOAD(vobj, sizeof(robj) + 3 + vlen + 1, KVT_TAG_OBJECT, KS_SITE_OBJ_CREATE_STORE, 0);
-            entry = ksEntryCreate(ks, keybuf, klen, (const uint8_t *)vobj->ptr, vlen, expire);
-            ksArenaFree(ks->arena, vobj);
-            vobj = NULL;
-        }
+        void *entry = ksEntrySetKeyAndExpire(ks, vobj, keybuf, klen, ks->layout == KS_LAYOUT_UNIFIED ? expire : -1);
+        vobj = NULL;
         ks->ops->insertAtPosition(t, entry, &pos);
         ks->nkeys++;
         ksDbKeyCountAdd(ks, ki.slot, 1);
@@ -461,26 +361,25 @@ static int loadRecords(ksKeyspace *ks, reader *r) {
         keybuf = NULL;
         if (rByte(r, &op)) goto done;
     }
-    if (r->end - r->p != 8) {
-        r->err = r->end - r->p < 8 ? "snapshot truncated" : "snapshot corrupt: bytes after the checksum";
+    if (r->size - r->processed_bytes != 8) {
+        r->err = r->size - r->processed_bytes < 8 ? "snapshot truncated" : "snapshot corrupt: bytes after the checksum";
         goto done;
     }
     /* The sum of every byte read (header to EOF opcode) against the stored
      * one; a stored 0 means "saved without a checksum" and is not checked. */
-    uint64_t crc;
-    const uint8_t *cp, *crc_at = r->p; /* a mismatch names the checksum's offset */
-    if (rGet(r, 8, &cp)) goto done;
-    (void)KS_LOAD(cp, 8, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
-    memcpy(&crc, cp, 8);
-    if (r->sum && crc != 0 && crc != r->crc) {
-        r->p = crc_at;
+    uint64_t crc, expected = r->cksum;
+    size_t crc_at = r->processed_bytes; /* a mismatch names the checksum's offset */
+    if (rRead(r, r->scratch + 8, 8, KVT_TAG_STACK)) goto done;
+    memcpy(&crc, r->scratch + 8, 8);
+    if (r->srv.rdb_checksum && crc != 0 && crc != expected) {
+        r->processed_bytes = crc_at;
         r->err = "snapshot corrupt or truncated: checksum mismatch";
         goto done;
     }
     rc = 0;
 done:
     (void)nread;
-    if (vobj) ksArenaFree(ks->arena, vobj);
+    if (vobj) ksStringObjectFree(ks, vobj);
     if (keybuf) ksArenaFree(ks->arena, sdsAllocPtr(keybuf));
     return rc;
 }
@@ -495,6 +394,12 @@ int ksSnapshotLoad(ksKeyspace *ks, const uint8_t *buf, size_t len) {
         snprintf(ks->err, sizeof(ks->err), "snapshot: unsupported version %u", buf[7]);
         return -1;
     }
+    /* rdbLoad: the file opened for rio (rio.c). */
+    ksRio *r = ksRioOpen(ks, buf, len);
+    if (!r) {
+        snprintf(ks->err, sizeof(ks->err), "snapshot: cannot open a file to read it from: %s", strerror(errno));
+        return -1;
+    }
     /* Parse into fresh tables, summing as we read; swap in on success only
      * (a checksum mismatch at the end discards them like any other error). */
     void **old_slots = ks->slots;
@@ -505,16 +410,20 @@ int ksSnapshotLoad(ksKeyspace *ks, const uint8_t *buf, size_t len) {
     ks->slots = ksArenaCalloc(ks->arena, sizeof(void *) * (size_t)ks->nslots);
     ks->expires = NULL;
     ks->nkeys = 0;
-    /* The CRC is the last 8 bytes; loadRecords checks they are all that is left. */
-    reader r = {buf, buf + len, buf, NULL, 0, ks->rdbchecksum, ks->arena, NULL, NULL, 0, NULL, 0};
-    r.sb = ksArenaAlloc(ks->arena, RIO_STDIO_BUF);
-    const uint8_t *hp;
-    rGet(&r, 8, &hp); /* len >= 17 */
-    (void)KS_LOAD(hp, 8, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_READ, 0);
-    rSum(&r, hp, 8); /* magic and version, read by the header check */
-    int rc = loadRecords(ks, &r);
-    ksArenaFree(ks->arena, r.sb);
-    if (r.tmp) ksArenaFree(ks->arena, r.tmp);
+    /* rdbLoadRioWithLoadingCtx sets the progress callback as the checksum function
+     * and its interval as the largest read; startLoading's state.  The CRC is the
+     * last 8 bytes; loadRecords checks they are all that is left. */
+    r->srv.rdb_checksum = ks->rdbchecksum;
+    r->srv.loading_process_events_interval_bytes = KS_RIO_LOADING_INTERVAL;
+    r->srv.loading_total_bytes = len;
+    r->update_cksum = rdbLoadProgressCallback;
+    r->max_processing_chunk = r->srv.loading_process_events_interval_bytes;
+    /* magic and version, checked above; read (and summed) as Valkey reads them */
+    int rc = rRead(r, r->scratch, 8, KVT_TAG_STACK);
+    if (rc == 0) rc = loadRecords(ks, r);
+    const char *rerr = r->err;
+    size_t at = r->processed_bytes;
+    ksRioClose(r);
     void **new_slots = ks->slots;
     hashtable **new_expires = ks->expires;
     uint64_t *new_bit = ks->slot_bit;
@@ -526,8 +435,7 @@ int ksSnapshotLoad(ksKeyspace *ks, const uint8_t *buf, size_t len) {
         ks->slots = old_slots;
         ks->expires = old_expires;
         ks->nkeys = old_nkeys;
-        snprintf(ks->err, sizeof(ks->err), "%s (at byte %zu)", r.err ? r.err : "snapshot corrupt",
-                 (size_t)(r.p - buf));
+        snprintf(ks->err, sizeof(ks->err), "%s (at byte %zu)", rerr ? rerr : "snapshot corrupt", at);
         return -1;
     }
     (void)new_expires;

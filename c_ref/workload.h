@@ -36,6 +36,7 @@ typedef struct ksWorkloadSpec {
     const char *mset_keys;   /* mset: new (fill an empty keyspace) | random (over a range) */
     double prefill;          /* mset random: fraction of the key range existing at the start */
     const char *snapshot_from; /* load: standalone | cluster (the server that wrote the snapshot) */
+    const char *allocator;     /* load: arena | libc (the loading server's blocks) */
     int expire;              /* pipeline/mget: every populated key gets an expire time */
     uint64_t warmup_ops;     /* pipeline/mget: operations run before the measured ones */
     const char *activerehashing; /* yes | no: the rehash cron (keyspace option) */
@@ -138,7 +139,7 @@ typedef struct ksWorkloadOption {
     const char *help;              /* one line */
 } ksWorkloadOption;
 
-#define KS_NUM_WORKLOAD_OPTIONS 30
+#define KS_NUM_WORKLOAD_OPTIONS 31
 extern const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS];
 
 /* The variant family a workload selects with --variant; NULL for an unknown workload. */

