@@ -39,3 +39,27 @@ def test_the_fetch_goes_by_the_instruction_set(vendor, machine, want):
     cs.apply(core, vendor, None, machine)
     assert core.get("full_line_store_fetch") is want
     assert "store_buffer" not in core  # no table entry: no store buffer
+
+
+def test_adding_to_a_calibrated_file(tmp_path):
+    raw, _ = synthetic_raw()
+    doc = cal.build_doc(raw, LEVELS, ZEN4, quick=True)
+    for k in ("store_buffer", "full_line_store_fetch"):  # as a file written before
+        del doc["core"][k], doc["core"]["src"][k]
+    doc["meta"]["cpu"] = ZEN4
+    src, out = tmp_path / "old.toml", tmp_path / "new.toml"
+    src.write_text(cal.to_toml(doc))
+    assert sim.load_cpu(str(src)).store_buffer is None
+    assert cs.main([str(src), "-o", str(out)]) == 0
+    cpu = sim.load_cpu(str(out))
+    assert cpu.store_buffer == 64 and cpu.full_line_store_fetch is True
+
+
+def test_a_file_that_is_not_calibrated_is_refused_in_one_line(tmp_path, capsys):
+    src, out = tmp_path / "x.toml", tmp_path / "y.toml"
+    src.write_text('name = "x"\n[[cache]]\nname = "L1D"\nsize = 4096\nways = 4\nline = 64\n'
+                   'latency = 4\n')
+    assert cs.main([str(src), "-o", str(out)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a calibrated file" in err[0]
+    assert not out.exists()
