@@ -108,7 +108,10 @@
  *   program order, and frees its entry then.  Nothing else waits for a commit:
  *   a full buffer stalls dispatch, and an RFO in flight holds its miss
  *   buffers and delays a load of its line like any fill.  Without one, a
- *   store's pieces take no time and no miss buffer.
+ *   store's pieces take no time and no miss buffer.  The gap's own stores
+ *   (cfg.kind_store_q16, a trace header's "work_stores"; timing.h
+ *   recordTicks, workCommit) take entries too, before the record's store:
+ *   they retire with the gap and commit in order behind the traced stores.
  *
  * Per-level layout: one block per set (see SET_BASE below) holding 8-bit way
  * fingerprints, meta bytes (bit 0 dirty, bits 1-2 the prefetch kind of an
