@@ -97,6 +97,19 @@ const char *const ksWorkKindName[KVT_NUM_WORK] = {
     "generic", "hash", "crc", "copy", "compare", "parse", "server",
 };
 
+/*
+ * The stores per instruction of each kind of work of this code (header "work_stores"):
+ * the work between two recorded accesses stores too (a copy's stores, spills, the stack,
+ * the allocator's bookkeeping), and with a store buffer the engine lets those stores take
+ * its entries (sim/MODEL.md section 6, "The work's stores").  Counted natively by
+ * callgrind (Dw over Ir of the code of each kind) by `python -m
+ * kvsim.experiments.work_stores`, results/work-stores.json; the Python tests check this
+ * table against that file.  Decimal text, so that the header's bytes are fixed.
+ */
+const char *const ksWorkStores[KVT_NUM_WORK] = {
+    "0.1449", "0.0099", "0.0083", "0.2226", "0.0000", "0.1383", "0.1501",
+};
+
 /* --- CRC32 (zlib polynomial 0xEDB88320), slice-by-8 ------------------------ */
 
 static uint32_t crc_table[8][256];

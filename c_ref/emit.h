@@ -95,6 +95,8 @@ extern const char *const ksSiteName[KS_NUM_SITES];
 /* The kind of work (enum kvtWork) of each site's cost (site_kinds.c; header "site_kinds"). */
 extern const uint8_t ksSiteKind[KS_NUM_SITES];
 extern const char *const ksWorkKindName[KVT_NUM_WORK];
+/* Stores per instruction of each kind of work (emit.c; header "work_stores"). */
+extern const char *const ksWorkStores[KVT_NUM_WORK];
 
 /* Start writing a trace to `out`: writes the file header with the given JSON
  * object (must be the complete, sorted, whitespace-free header; see

@@ -332,6 +332,11 @@ static char *traceHeader(const ksWorkloadSpec *s) {
     int carried = !s->warm_setup || strcmp(s->warm_setup, "none");
     jput(&j, ",\"warmup\":\"%s\",\"work_kinds\":", s->warmup_ops || carried ? "prefix" : "skipped");
     jstrlist(&j, ksWorkKindName, KVT_NUM_WORK);
+    /* "work_stores": each kind's stores per instruction (emit.c ksWorkStores) */
+    jput(&j, ",\"work_stores\":{");
+    for (int k = 0; k < KVT_NUM_WORK; k++)
+        jput(&j, "%s\"%s\":%s", k ? "," : "", ksWorkKindName[k], ksWorkStores[k]);
+    jput(&j, "}");
     jput(&j, ",\"workload\":");
     jworkload(&j, s);
     jput(&j, "}");

@@ -216,6 +216,12 @@ def traced(tmp: Path, cpu: str, iters: int, store_buffer: int | None = None,
                "ll_misses": last["demand_misses"] / n, "ll_level": last["name"],
                "ns": res["timing"]["time_ns"] / n, "freq_ghz": res["timing"]["freq_ghz"],
                "cpu": cpu}
+        sb = res["timing"].get("store_buffer")
+        if sb:  # the model's store buffer: the work's stores it placed (sim/MODEL.md §6)
+            row["store_buffer"] = sb["entries"]
+            row["work_stores"] = sb["work_stores"] / n
+            row["store_buffer_full_ns"] = (res["timing"]["stall_cycles"]["store_buffer_full"]
+                                           / res["timing"]["freq_ghz"] / n)
         if store_buffer:
             log(f"callgrind: {label}")
             nat = native_counts(opts, tmp)

@@ -75,6 +75,7 @@ class EngineConfig(C.Structure):
         ("host_read_latency", u32), ("walk_retention", u64),
         ("place_bits", u32), ("place_seed", u64),
         ("walk_extra_4k", u32),
+        ("full_line_store_fetch", u32), ("kind_store_q16", u32 * MAX_WORK_KINDS),
     ]
 
 #: EngineConfig.syscall_site of a call the trace does not name (engine.h KVSIM_NO_SITE)
@@ -117,7 +118,7 @@ GLOBAL_SCALARS3 = [
 ]
 TIMING_SCALARS = [
     "wait_dep", "wait_mshr", "wait_tlb", "wait_walker", "wait_dram_bw", "wait_inflight",
-    "wait_scheduler", "wait_store_buffer", "store_commit_lag",
+    "wait_scheduler", "wait_store_buffer", "store_commit_lag", "work_stores",
     "miss_ticks", "l1_misses_timed", "load_latency", "loads_timed", "nphases_seen",
 ]
 COMMAND_SCALARS = ["commands", "command_ticks", "command_ticks_max", "command_l1_misses"]

@@ -469,7 +469,9 @@ def build_result(raw: dict, cpu: CpuConfig, cfg: B.EngineConfig, tag_names: list
             result["timing"]["store_buffer"] = {
                 "entries": cfg.store_buffer,
                 "avg_commit_lag_cycles": cyc(raw["store_commit_lag"]) / stores if stores
-                else 0.0}
+                else 0.0,
+                # the work's stores that took entries (the header's "work_stores")
+                "work_stores": raw["work_stores"]}
     ncmd = raw["commands"]
     result["commands"] = {
         "count": ncmd,

@@ -69,7 +69,7 @@ from typing import TYPE_CHECKING
 from kvsim import artifacts
 
 from . import calibrate_check as check
-from . import calibrate_syscall, calibrate_work
+from . import calibrate_stores, calibrate_syscall, calibrate_work
 from .config import ConfigError, parse_cpu
 
 if TYPE_CHECKING:  # imported by the fits: the `local` preset reads the tables without it
@@ -737,6 +737,7 @@ def build_doc(raw: dict, levels: list[dict], ident: dict, *, quick: bool,
     if table:
         doc["core"] = {"width": table["width"], "rob": table["rob"],
                        "src": {"width": tname, "rob": tname}}
+        calibrate_stores.apply(doc["core"], ident.get("vendor", ""), table)
         if work is not None:
             # measured, not applied: one rate for every gap instruction is refuted by the
             # seed pairs (sim/VALIDATION.md, finding 4); [core] sustained_ipc stays unset

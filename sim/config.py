@@ -144,6 +144,9 @@ class CpuConfig:
     # order, once retired and its line has arrived (its read-for-ownership, timed as a
     # load's); stores dispatch only while one is free (sim/MODEL.md §6); None = not modelled
     store_buffer: int | None = None
+    # a store covering a whole line fetches it (read for ownership; sim/MODEL.md §2);
+    # False (absent): it allocates the line without a fetch, as DineroIV
+    full_line_store_fetch: bool = False
     # instructions per cycle by kind of work ([work]: (kind, rate) pairs; a kind not given
     # runs at the generic rate, generic not given at sustained_ipc); () = one rate for all
     work: tuple[tuple[str, float], ...] = ()
@@ -192,18 +195,27 @@ class CpuConfig:
     def apply_work(self, ec: B.EngineConfig, header: dict | None) -> None:
         """Set the engine's kinds of work for a trace with this header: its "work_kinds"
         name the kinds of its WORK markers and "site_kinds" each site's kind (a trace without
-        them: every site generic, and no markers). No [work] or no timing: one rate."""
-        if not self.work or not ec.timing:
+        them: every site generic, and no markers). No [work] or no timing: one rate. With a
+        store buffer, also the work's stores per instruction of each kind, the header's
+        "work_stores" (traces/FORMAT.md; absent: none, as before the key existed)."""
+        if not ec.timing:
             return
         h = header or {}
         names = h.get("work_kinds") or list(WORK_KINDS)
-        ticks = self.work_ticks()
-        ec.per_kind = 1
-        for i, name in enumerate(names[:B.MAX_WORK_KINDS]):
-            ec.kind_ticks[i] = ticks.get(name, ticks["generic"])
+        stores = work_store_q16(h) if self.store_buffer else []
+        if not self.work and not any(stores):
+            return
+        for i, q in enumerate(stores[:B.MAX_WORK_KINDS]):
+            ec.kind_store_q16[i] = q
+        if self.work:
+            ticks = self.work_ticks()
+            ec.per_kind = 1
+            for i, name in enumerate(names[:B.MAX_WORK_KINDS]):
+                ec.kind_ticks[i] = ticks.get(name, ticks["generic"])
         kinds = h.get("site_kinds") or []
         for i, k in enumerate(kinds[:B.MAX_SITES]):
             ec.site_kind[i] = k if isinstance(k, int) and 0 <= k < B.MAX_WORK_KINDS else 0
+
     def with_changes(self, **kw: Any) -> CpuConfig:
         return replace(self, **kw)
 
@@ -221,6 +233,7 @@ class CpuConfig:
         ec = B.EngineConfig()
         ec.nlevels = len(self.caches)
         ec.line_bits = self.caches[0].line.bit_length() - 1
+        ec.full_line_store_fetch = int(self.full_line_store_fetch)
         for k, c in enumerate(self.caches):
             lc = ec.level[k]
             lc.sets, lc.ways, lc.latency = c.sets, c.ways, c.latency
@@ -347,10 +360,32 @@ def _check_ways(p: B.PolicyInfo, ways: int, where: str) -> None:
 #: thousands of cycles is no core's; the engine's field is 32 bits).
 WALK_EXTRA_MAX = 100_000
 
+def work_store_q16(header: dict) -> list[int]:
+    """The work's stores per instruction of each kind of a trace header's "work_stores"
+    (traces/FORMAT.md: an object, kind name -> stores per instruction, beside "work_kinds"),
+    in 1/65536, in the order of "work_kinds"; [] when the header has none. A figure that is
+    not a number from 0 to 1 is refused (ConfigError)."""
+    ws = header.get("work_stores")
+    if ws is None:
+        return []
+    if not isinstance(ws, dict):
+        raise ConfigError("trace header: work_stores must be an object (kind -> stores)")
+    names = header.get("work_kinds") or list(WORK_KINDS)
+    out = []
+    for name in names:
+        v = ws.get(name, 0)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
+            raise ConfigError(f"trace header: work_stores.{name}: a number from 0 to 1, "
+                              f"got {v!r}")
+        out.append(round(v * 65536))
+    return out
+
+
 _KEYS = {
     "cache": {"name", "size", "ways", "line", "latency", "replacement", "inclusion", "mshrs",
               "seed", "src", "notes"},
-    "core": {"width", "rob", "sustained_ipc", "scheduler", "store_buffer", "src", "notes"},
+    "core": {"width", "rob", "sustained_ipc", "scheduler", "store_buffer",
+             "full_line_store_fetch", "src", "notes"},
     "work": {*WORK_KINDS, "src", "notes"},
     "dram": {"latency_ns", "bandwidth_gbs", "src", "notes"},
     "tlb": {"page_size", "l1_entries", "l1_ways", "l2_entries", "l2_ways", "l2_latency",
@@ -500,6 +535,7 @@ def parse_cpu(doc: dict, source: str = "") -> CpuConfig:
                 raise ConfigError(f"core.store_buffer: at most {B.MAX_STORE_BUFFER}, "
                                   f"got {sbuf}")
             kw["store_buffer"] = sbuf
+        kw["full_line_store_fetch"] = _get(core, "full_line_store_fetch", "core", bool, False)
         if "src" in core:
             prov["core"] = core["src"]
     if "work" in doc:

@@ -478,7 +478,7 @@ def _new_stats(nlevels):
         "stall_rob": z(B.MAX_LEVELS + 2),
         "wait_dep": 0, "wait_mshr": 0, "wait_tlb": 0, "wait_walker": 0, "wait_dram_bw": 0,
         "wait_inflight": 0, "wait_scheduler": 0, "wait_store_buffer": 0,
-        "store_commit_lag": 0,
+        "store_commit_lag": 0, "work_stores": 0,
         "miss_ticks": 0, "l1_misses_timed": 0, "load_latency": 0, "loads_timed": 0,
         "nphases_seen": 0,
         "walk_served": z(B.MAX_LEVELS + 1), "walk_timed": z(B.MAX_LEVELS + 2),
@@ -515,6 +515,14 @@ class ReferenceSim:
         # kinds of work (engine.h kvsimConfig.per_kind): ticks per instruction by kind, the
         # site's kind, and the WORK markers' instructions waiting for the next record
         self.per_kind = bool(cfg.per_kind)
+        # the work's stores (MODEL.md §6): per kind, stores per 65536 gap instructions;
+        # they take store-buffer entries only with a store buffer, in timing mode
+        self.kstq = [cfg.kind_store_q16[k] for k in range(B.MAX_WORK_KINDS)]
+        if max(self.kstq) > 65536:
+            raise ValueError("work stores: at most 1 per instruction")
+        self.wst = any(self.kstq) and self.timing and cfg.store_buffer > 0
+        self.wst_acc = self.wst_new = 0  # 1/65536 stores carried; the record's whole ones
+        self.split = self.per_kind or self.wst  # WORK markers split the records by kind
         self.kticks = [cfg.kind_ticks[k] or self.ipt for k in range(B.MAX_WORK_KINDS)]
         self.wpend: dict[int, int] = {}
         self.levels = [Cache(cfg.level[k], self.timing) for k in range(self.n)]
@@ -890,7 +898,7 @@ class ReferenceSim:
         st["kind"][MARKER] += 1
         if m < B.NMARKERS:
             st["markers"][m] += 1
-        if m == MARK_WORK and self.per_kind:
+        if m == MARK_WORK and self.split:
             k = int(r["addr"]) >> WORK_COUNT_BITS
             if k < B.MAX_WORK_KINDS:
                 n = int(r["addr"]) & ((1 << WORK_COUNT_BITS) - 1)
@@ -939,18 +947,53 @@ class ReferenceSim:
 
     def record_ticks(self, r, ninstr: int) -> int:
         """timing.h recordTicks: the WORK markers' instructions at their kinds' rates, the
-        rest of the record's at its site's kind's."""
-        if not self.per_kind:
+        rest of the record's at its site's kind's; with the work's stores, the gap's stores
+        (each kind's instructions at kind_store_q16 / 65536 a piece; the record's own
+        instruction is not work): the whole ones are the record's, the fraction carries."""
+        if not self.split:
             return ninstr * self.ipt
-        t, rest = 0, ninstr
+        t, rest, q = 0, ninstr, 0
         for k in sorted(self.wpend):
             n = min(self.wpend[k], rest)
             t += n * self.kticks[k]
+            q += n * self.kstq[k]
             rest -= n
         self.wpend = {}
         site = int(r["site"])
         own = self.cfg.site_kind[site] if site < B.MAX_SITES else 0
-        return t + rest * self.kticks[own if own < B.MAX_WORK_KINDS else 0]
+        own = own if own < B.MAX_WORK_KINDS else 0
+        if self.wst:
+            q += max(rest - 1, 0) * self.kstq[own]
+            self.wst_new, self.wst_acc = divmod(self.wst_acc + q, 65536)
+        return t + rest * self.kticks[own]
+
+    def store_admit(self, D: int, w: int) -> int:
+        """timing.h storeAdmit: a record with ``w`` stores to place (its gap's, then its
+        own) dispatches once its last one has an entry: the store buffer's entries are the
+        last N stores' (sb_commits, oldest first), and the last of w needs the min(w, N)-th
+        oldest to have committed (with w > N, every earlier store)."""
+        N = self.cfg.store_buffer
+        pos = len(self.sb_commits) - N + min(w, N) - 1
+        if pos < 0:
+            return D
+        b = self.sb_commits[pos]
+        if b > D:
+            self.st["wait_store_buffer"] += b - D
+            return b
+        return D
+
+    def work_commit(self, P: int) -> None:
+        """timing.h workCommit: the record's work stores commit in order at the latest of
+        P (its gap's retirement) and the previous store's commit."""
+        m = self.wst_new
+        if not m:
+            return
+        N = self.cfg.store_buffer
+        c = max(P, self.sb_last)
+        self.sb_commits = (self.sb_commits + [c] * min(m, N))[-N:]
+        self.sb_last = c
+        self.st["work_stores"] += m
+        self.wst_new = 0
 
     def sched_admit(self, need: int, D: int) -> int:
         """Dispatch tick of a record wanting ``need`` scheduler entries at ``D``: the
@@ -993,12 +1036,9 @@ class ReferenceSim:
                         st["stall_rob"][self.blk[2]] += b - D
                         D = b
             sb = cfg.store_buffer
-            if sb and kind == STORE and len(self.sb_commits) == sb:
-                # a store needs the entry of the store sb before it, which commits first
-                b = self.sb_commits[0]
-                if b > D:
-                    st["wait_store_buffer"] += b - D
-                    D = b
+            w = self.wst_new + (kind == STORE)
+            if sb and w:  # the gap's work stores and a store's own need entries
+                D = self.store_admit(D, w)
             need = min(ninstr, cfg.scheduler)
             if need:
                 D = self.sched_admit(need, D)
@@ -1066,7 +1106,9 @@ class ReferenceSim:
                         st["wait_tlb"] += t * W
                         xp = self.walk_time(xp, t * W) if walked else xp + t * W
                 self.pfh = None
-                op = (WFULL if p1 - p0 == lsize else WRITE) if is_store else READ
+                # a whole-line store allocates without a fetch unless full_line_store_fetch
+                full = p1 - p0 == lsize and not cfg.full_line_store_fetch
+                op = (WFULL if full else WRITE) if is_store else READ
                 sv, _ = self.access(0, line, op, tag, K_STORE if is_store else K_LOAD, 0)
                 svmax = max(svmax, sv)
                 if self.timing and not is_store:
@@ -1090,6 +1132,8 @@ class ReferenceSim:
         if self.timing:
             # cause of the retire time: this op's level if its completion set it, else
             # whatever held up the op before it (in-order retirement)
+            if self.wst:  # the gap's stores retire with it, before the record's own
+                self.work_commit(self.r_last + rt)
             cause = cls if C > self.r_last + rt else self.last_cause
             self.last_cause = cause
             R = max(self.r_last + rt, C)

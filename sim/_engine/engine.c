@@ -108,7 +108,10 @@
  *   program order, and frees its entry then.  Nothing else waits for a commit:
  *   a full buffer stalls dispatch, and an RFO in flight holds its miss
  *   buffers and delays a load of its line like any fill.  Without one, a
- *   store's pieces take no time and no miss buffer.
+ *   store's pieces take no time and no miss buffer.  The gap's own stores
+ *   (cfg.kind_store_q16, a trace header's "work_stores"; timing.h
+ *   recordTicks, workCommit) take entries too, before the record's store:
+ *   they retire with the gap and commit in order behind the traced stores.
  *
  * Per-level layout: one block per set (see SET_BASE below) holding 8-bit way
  * fingerprints, meta bytes (bit 0 dirty, bits 1-2 the prefetch kind of an
@@ -817,7 +820,7 @@ void engDoMarker(kvsimSim *s, const kvtRecord *r) {
     st->records++;
     st->kind[KVT_MARKER]++;
     if (m < KVSIM_NMARKERS) st->markers[m]++;
-    if (m == KVT_MARK_WORK && s->cfg.per_kind) { /* instructions of the next record's gap */
+    if (m == KVT_MARK_WORK && s->split) { /* instructions of the next record's gap */
         const uint64_t k = r->addr >> KVT_WORK_COUNT_BITS;
         if (k < KVSIM_MAX_WORK_KINDS) {
             s->wpend[k] += r->addr & ((1ULL << KVT_WORK_COUNT_BITS) - 1);
@@ -955,7 +958,7 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
                 }
             }
             s->pfh_kind = 0;
-            const int op = pieceOp(r, vline, lb, size);
+            const int op = pieceOp(r, vline, lb, size, s->cfg.full_line_store_fetch);
             const int dk = is_store ? KVSIM_K_STORE : KVSIM_K_LOAD;
             const uint32_t sv =
                 s->lv[0].shape == SHAPE_RANK_NONINCL
@@ -1348,8 +1351,13 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
     s->ahead_pf = -1;
     s->W = cfg->width ? cfg->width : 1;
     s->ipt = cfg->instr_ticks ? cfg->instr_ticks : 1;
-    for (uint32_t k = 0; k < KVSIM_MAX_WORK_KINDS; k++)
+    for (uint32_t k = 0; k < KVSIM_MAX_WORK_KINDS; k++) {
         s->kticks[k] = cfg->kind_ticks[k] ? cfg->kind_ticks[k] : s->ipt;
+        if (cfg->kind_store_q16[k] > 65536) FAIL("work stores: at most 1 per instruction");
+        s->wst |= cfg->kind_store_q16[k] != 0;
+    }
+    s->wst = s->wst && cfg->timing && cfg->store_buffer; /* the work's stores: with a buffer */
+    s->split = cfg->per_kind || s->wst;
     if (s->n < 1 || s->n > KVSIM_MAX_LEVELS) FAIL("nlevels: must be 1..%d", KVSIM_MAX_LEVELS);
     if (cfg->line_bits < 2 || cfg->line_bits > 12) FAIL("line: must be 4..4096 bytes");
     for (uint32_t k = 0; k < s->n; k++) {

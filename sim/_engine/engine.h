@@ -224,6 +224,18 @@ typedef struct kvsimConfig {
      * table's page), whose steps the walker's caches do not skip.  0 = none (every
      * walk's fixed part is walk_latency).  See walkCost() in engine.c. */
     uint32_t walk_extra_4k;
+    /* Whole-line stores (sim/MODEL.md §2): 0 (the default) = a store piece covering its
+     * whole line allocates it without a fetch (OP_WFULL, as DineroIV); 1 = it fetches
+     * the line as a partial store does (OP_WRITE: an x86 core's read for ownership).
+     * See pieceOp() and opOf() in engine_impl.h. */
+    uint32_t full_line_store_fetch;
+    /* The work's stores (timing, with store_buffer; sim/MODEL.md §6): the untraced
+     * instructions of a record's gap of kind k make kind_store_q16[k] / 65536 stores
+     * each (a trace header's "work_stores"); with a store buffer they take entries,
+     * commit in order behind the traced stores, and hold dispatch when none is free.
+     * All 0 = none (every trace without the key).  See recordTicks(), storeAdmit() and
+     * workCommit() in timing.h. */
+    uint32_t kind_store_q16[KVSIM_MAX_WORK_KINDS];
 } kvsimConfig;
 
 #define KVSIM_NO_SITE 0xFFFFFFFFu
@@ -282,6 +294,8 @@ typedef struct kvsimStats {
     uint64_t wait_store_buffer; /* dispatch ticks stores lost to a full store buffer
                                    (cfg.store_buffer) */
     uint64_t store_commit_lag;  /* sum over stores of commit - retire (cfg.store_buffer) */
+    uint64_t work_stores;       /* the work's stores that took store-buffer entries
+                                   (cfg.kind_store_q16, cfg.store_buffer) */
     uint64_t miss_ticks;     /* sum over L1 misses (loads, prefetches) of their duration */
     uint64_t l1_misses_timed;
     uint64_t load_latency;   /* sum over loads of completion - issue (ticks) */

@@ -256,6 +256,10 @@ struct kvsimSim {
     uint64_t kticks[KVSIM_MAX_WORK_KINDS]; /* ticks per instruction by kind (cfg.per_kind) */
     uint64_t wpend[KVSIM_MAX_WORK_KINDS];  /* WORK markers' instructions for the next record */
     uint32_t wpend_mask;                   /* kinds with wpend > 0 */
+    int split;      /* the records' instructions are split by kind: cfg.per_kind or wst */
+    int wst;        /* the work's stores take store-buffer entries (cfg.kind_store_q16) */
+    uint64_t wst_acc; /* the work's stores so far, in 1/65536, less those counted */
+    uint64_t wst_new; /* the current record's work stores (recordTicks) */
     uint64_t lat[KVSIM_MAX_LEVELS + 1]; /* levelLatency: ticks per serving level, DRAM last */
     uint64_t t_disp; /* the last record's dispatch tick */
     uint64_t r_last; /* the last record's retire tick */
@@ -467,14 +471,18 @@ static inline int markerInSegment(const kvtRecord *r) {
  * not branches (loads and stores interleave unpredictably). */
 _Static_assert(OP_READ == 0 && OP_WRITE == 1 && OP_WFULL == 2, "opOf's arithmetic");
 _Static_assert(KVSIM_K_LOAD == 0 && KVSIM_K_STORE == 1, "a store flag is its kind");
-static inline uint32_t opOf(uint32_t is_store, uint64_t size, uint64_t line_size) {
-    return is_store << (size == line_size);
+static inline uint32_t opOf(uint32_t is_store, uint64_t size, uint64_t line_size,
+                            uint32_t fetch_full) {
+    return is_store << ((size == line_size) & !fetch_full);
 }
 
 /* The operation of the piece of record r (size bytes) in `line`: loads read; a
- * store piece covering its whole line allocates without a fetch. */
-static inline int pieceOp(const kvtRecord *r, uint64_t line, uint32_t lb, uint64_t size) {
+ * store piece covering its whole line allocates without a fetch, unless fetch_full
+ * (cfg.full_line_store_fetch: then it is a WRITE, fetched as any store's). */
+static inline int pieceOp(const kvtRecord *r, uint64_t line, uint32_t lb, uint64_t size,
+                          uint32_t fetch_full) {
     if (r->kind != KVT_STORE) return OP_READ;
+    if (fetch_full) return OP_WRITE;
     /* Inclusive last bytes: the line's and the access's. Neither overflows for the
      * last line below 2^64 (an access never wraps: traces/FORMAT.md "Record rules"),
      * where an exclusive end (a0 + line size) would be 0. */

@@ -271,13 +271,15 @@ static inline __attribute__((always_inline)) void runPartT(kvsimSim *s, Part *P,
         const uint8_t kind = (uint8_t)is_store; /* KVSIM_K_LOAD or KVSIM_K_STORE */
         if (__builtin_expect(first == last, 1)) { /* one line: a whole-line store is aligned */
             if (all || ptab[first & pmask] == id)
-                queuePiece(s, P, first, opOf(is_store, size, lsz), kind, r->tag, pid);
+                queuePiece(s, P, first, opOf(is_store, size, lsz, s->cfg.full_line_store_fetch),
+                           kind, r->tag, pid);
             pid++;
             continue;
         }
         for (uint64_t line = first; line <= last; line++, pid++)
             if (all || ptab[line & pmask] == id)
-                queuePiece(s, P, line, pieceOp(r, line, lb, size), kind, r->tag, pid);
+                queuePiece(s, P, line, pieceOp(r, line, lb, size, s->cfg.full_line_store_fetch),
+                           kind, r->tag, pid);
     }
     P->b = i;
     for (uint32_t k = 0; k < s->n; k++) /* every queued request goes all the way down */

@@ -241,7 +241,7 @@ static size_t cutSegment(kvsimSim *s, const kvtRecord *recs, size_t a, size_t n,
                 if (pid >= segcap) break;
                 ninstr += r->gap;
                 nstore += is_store;
-                PUT(first, opOf(is_store, size, lsz), is_store);
+                PUT(first, opOf(is_store, size, lsz, s->cfg.full_line_store_fetch), is_store);
                 continue;
             }
             if (last - first >= qcap || pid + (last - first + 1) > segcap) break;
@@ -249,7 +249,7 @@ static size_t cutSegment(kvsimSim *s, const kvtRecord *recs, size_t a, size_t n,
             nstore += is_store;
             nmulti++;
             for (uint64_t line = first; line <= last; line++)
-                PUT(line, pieceOp(r, line, lb, size), is_store);
+                PUT(line, pieceOp(r, line, lb, size, s->cfg.full_line_store_fetch), is_store);
             continue;
         }
         if (markerInSegment(r)) { /* replayed at its place (finishShares) */

@@ -279,20 +279,31 @@ timeAccessBody(kvsimSim *s, uint64_t line, uint32_t f, uint32_t sv, uint64_t x, 
 
 /* Ticks of a record of ninstr instructions: ninstr * ipt, or with kinds of work
  * (cfg.per_kind) the instructions the WORK markers before it named (wpend) at their
- * kinds' rates and the rest at its site's kind's.  Takes the markers' counts. */
+ * kinds' rates and the rest at its site's kind's.  Takes the markers' counts.  With the
+ * work's stores (s->wst) it also counts the gap's stores, each kind's instructions at
+ * cfg.kind_store_q16 / 65536 a piece, into wst_acc, and leaves the whole ones for this
+ * record in wst_new (the fraction carries to the next record). */
 static inline uint64_t recordTicks(kvsimSim *s, const kvtRecord *r, uint64_t ninstr) {
-    if (!s->cfg.per_kind) return ninstr * s->ipt;
-    uint64_t t = 0, rest = ninstr;
+    if (!s->split) return ninstr * s->ipt;
+    uint64_t t = 0, rest = ninstr, q = 0;
     for (uint32_t m = s->wpend_mask; m; m &= m - 1) {
         const uint32_t k = (uint32_t)__builtin_ctz(m);
         const uint64_t n = s->wpend[k] < rest ? s->wpend[k] : rest;
         t += n * s->kticks[k];
+        q += n * s->cfg.kind_store_q16[k];
         rest -= n;
         s->wpend[k] = 0;
     }
     s->wpend_mask = 0;
-    const uint32_t own = r->site < KVSIM_MAX_SITES ? s->cfg.site_kind[r->site] : 0;
-    return t + rest * s->kticks[own < KVSIM_MAX_WORK_KINDS ? own : 0];
+    uint32_t own = r->site < KVSIM_MAX_SITES ? s->cfg.site_kind[r->site] : 0;
+    if (own >= KVSIM_MAX_WORK_KINDS) own = 0;
+    if (s->wst) { /* the gap's stores: the record's own instruction is not work */
+        q += (rest ? rest - 1 : 0) * s->cfg.kind_store_q16[own];
+        s->wst_acc += q;
+        s->wst_new = s->wst_acc >> 16;
+        s->wst_acc &= 0xFFFF;
+    }
+    return t + rest * s->kticks[own];
 }
 
 /* The scheduler's heap (cfg.scheduler > 0): remove the earliest-issuing holder. */
@@ -354,15 +365,36 @@ static __attribute__((noinline)) void schedHold(kvsimSim *s, uint64_t n, uint64_
 }
 
 /* The store buffer (cfg.store_buffer = N > 0): store j's commit tick is at
- * sb_commit[j % N] until store j + N overwrites it, so a store dispatching at D
- * finds there the commit of the store N before it, whose entry it needs: it
- * dispatches no earlier (commits are in program order, so that store's entry is
- * the first to free).  Returns the dispatch tick. */
-static inline uint64_t storeAdmit(kvsimSim *s, uint64_t D) {
-    const uint64_t b = s->sb_commit[s->sb_stores % s->cfg.store_buffer];
+ * sb_commit[j % N] until store j + N overwrites it.  A record dispatching at D with w
+ * stores to place (its gap's work stores, wst_new, then its own if it is a store;
+ * stores j .. j + w - 1) needs the entry of its last one: that of store j + w - 1 - N,
+ * the first to free (commits are in program order); with w > N, one of its own stores
+ * would have to commit first, so it waits for every earlier store (store j - 1).
+ * Returns the dispatch tick. */
+static inline uint64_t storeAdmit(kvsimSim *s, uint64_t D, uint64_t w) {
+    const uint64_t N = s->cfg.store_buffer, j = s->sb_stores;
+    if (w > N) w = N;
+    if (j + w <= N) return D; /* fewer than N stores before the last one */
+    const uint64_t b = s->sb_commit[(j + w - 1 - N) % N];
     if (b <= D) return D;
     s->st->wait_store_buffer += b - D;
     return b;
+}
+
+/* The record's work stores (wst_new), before its own store in program order, retire
+ * with its gap, at P (the previous record's retirement plus the record's ticks), and
+ * commit in order at the latest of P and the previous store's commit: their lines are
+ * taken as in L1 (the work's data is the stack's and the current line's). */
+static inline void workCommit(kvsimSim *s, uint64_t P) {
+    const uint64_t m = s->wst_new, N = s->cfg.store_buffer;
+    if (!m) return;
+    const uint64_t c = P > s->sb_last ? P : s->sb_last;
+    const uint64_t first = m > N ? s->sb_stores + m - N : s->sb_stores;
+    for (uint64_t j = first; j < s->sb_stores + m; j++) s->sb_commit[j % N] = c;
+    s->sb_stores += m;
+    s->sb_last = c;
+    s->st->work_stores += m;
+    s->wst_new = 0;
 }
 
 /* The store just retired (at s->r_last), whose lines arrive by `arrive` (the latest
@@ -410,7 +442,8 @@ static inline __attribute__((always_inline)) void dispatchT(kvsimSim *s, const k
     /* a store needs a store-buffer entry; with a store buffer, its address (and so
      * its read-for-ownership) waits for its producer as a load's does */
     const int sb = s->cfg.store_buffer != 0;
-    if (sb && r->kind == KVT_STORE) D = storeAdmit(s, D);
+    const uint64_t w = s->wst_new + (r->kind == KVT_STORE);
+    if (sb && w) D = storeAdmit(s, D, w);
     const uint64_t nsched = s->cfg.scheduler ? (uint64_t)r->gap + 1 : 0;
     if (nsched) D = schedAdmit(s, nsched, D);
     s->t_disp = D;
@@ -434,6 +467,7 @@ static inline __attribute__((always_inline)) void retireT(kvsimSim *s, uint64_t 
                                                           uint64_t C, uint32_t cls,
                                                           const int fast, Batch *bt) {
     const uint64_t r0 = s->r_last, instr = s->instr, recno = s->recno;
+    if (s->wst) workCommit(s, r0 + rt); /* the gap's stores, before the record's own */
     const uint64_t tail = s->rob_tail, t = tail & s->rob_mask;
     uint64_t *const ridx = s->rob_idx, *const rret = s->rob_ret;
     uint8_t *const rcls = s->rob_cls;
