@@ -193,9 +193,10 @@ int ksSnapshotSave(ksKeyspace *ks, uint8_t **out, size_t *outlen) {
  * glibc refills with one read() when a request finds it empty; a request of a
  * whole block or more beyond what is buffered is read straight into the
  * destination.  The reader follows that: the snapshot image (ks->snap, tag
- * snapshot_buf) stands for the file's page-cache pages, touched only by
- * refills (load of the block, store into the stdio buffer: site snap.refill)
- * and by such direct reads; every other read is served from the stdio buffer
+ * snapshot_buf) stands for the file's page-cache pages, read only by refills
+ * and by such direct reads, each one read() (rFileRead: the call's marker, the
+ * kernel's store into the stdio buffer or the destination); every
+ * other read is served from the stdio buffer
  * (an arena block, tag snapshot_buf), which stays cache-resident. */
 #define RIO_STDIO_BUF 4096
 
@@ -219,12 +220,23 @@ static inline void rSum(reader *r, const uint8_t *p, size_t n) {
     r->crc = ksCrc64(r->crc, p, n);
 }
 
+/* One read() of n bytes of the file at r->p into dst, traced as the kernel's
+ * call (traces/FORMAT.md "System calls"): a SYSCALL marker sys.file_read with
+ * its bytes, then the STORE of them into dst, at the call's site (no user
+ * instructions: the copy is the kernel's, in the call's cost).  The page-cache
+ * pages the kernel copies from (the image's lines) are not in the trace: their
+ * reading is part of the call's cost per byte, as a socket's buffers are for
+ * sys.read. */
+static void rFileRead(reader *r, uint8_t *dst, size_t n) {
+    KS_SYSCALL(KS_SITE_SYS_FILE_READ, n);
+    memcpy(dst, r->p, n);
+    KS_STORE(dst, n, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SYS_FILE_READ, 0);
+}
+
 /* glibc's refill: read() the next block of the file into the stdio buffer. */
 static void rRefill(reader *r) {
     size_t n = (size_t)(r->end - r->p) < RIO_STDIO_BUF ? (size_t)(r->end - r->p) : RIO_STDIO_BUF;
-    (void)KS_LOAD(r->p, n, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_REFILL, 0);
-    memcpy(r->sb, r->p, n);
-    KS_STORE(r->sb, n, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_REFILL, 0);
+    rFileRead(r, r->sb, n);
     r->win = r->p;
     r->wlen = n;
 }
@@ -265,9 +277,7 @@ static int rGet(reader *r, size_t n, const uint8_t **out) {
     }
     size_t direct = (n - got) / RIO_STDIO_BUF * RIO_STDIO_BUF; /* whole blocks: no buffer */
     if (direct) {
-        (void)KS_LOAD(r->p, direct, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_REFILL, 0);
-        memcpy(r->tmp + got, r->p, direct);
-        KS_STORE(r->tmp + got, direct, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_REFILL, 0);
+        rFileRead(r, r->tmp + got, direct);
         r->p += direct;
         got += direct;
         r->wlen = 0;
