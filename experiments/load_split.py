@@ -172,47 +172,13 @@ def load_cref(data: Path, size: int, keys: int) -> dict[str, Any]:
             "syscr": 0, "rchar": 0, "wall_s": out["runs_s"][0]}
 
 
-PAGE = 4096
-KERNEL_PAGES = 1 << 15  # 128 MiB first-touched per kernel probe
-
-
 def kernel_probe(path: Path) -> dict[str, float]:
-    """The kernel's two costs in a load, by process CPU time (the clock, not ticks): a first
-    touch of a page of fresh private anonymous memory (memset of a new mapping, less a
-    second memset of the same pages), and read() of a memory file system's file into a
-    reused buffer, per byte (1 MiB calls) and per call (4 KiB calls, less their bytes'
-    cost; the Python call's own cost included)."""
-    import ctypes
-    import mmap
-    import time
+    """The kernel's two costs in a load (:func:`kvsim.sim.calibrate_kernel.probe`, the probe
+    ``kvsim calibrate`` takes them with): a first touch of a fresh page, read() of ``path``
+    per byte and per call."""
+    from kvsim.sim.calibrate_kernel import probe
 
-    n = KERNEL_PAGES * PAGE
-    m = mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    buf = (ctypes.c_char * n).from_buffer(m)
-    addr = ctypes.addressof(buf)
-    t0 = time.process_time_ns()
-    ctypes.memset(addr, 1, n)
-    t1 = time.process_time_ns()
-    ctypes.memset(addr, 2, n)
-    t2 = time.process_time_ns()
-    del buf
-    m.close()
-    out = {"first_touch_ns_per_page": ((t1 - t0) - (t2 - t1)) / KERNEL_PAGES}
-
-    def read_all(chunk: int) -> tuple[int, int, int]:
-        b = bytearray(chunk)
-        calls = nbytes = 0
-        with open(path, "rb", buffering=0) as f:
-            t = time.process_time_ns()
-            while (got := f.readinto(b)):
-                calls += 1
-                nbytes += got
-            return time.process_time_ns() - t, calls, nbytes
-    big, _, nbytes = read_all(1 << 20)
-    small, calls, _ = read_all(PAGE)
-    out["read_ns_per_byte"] = big / nbytes
-    out["read_ns_per_call"] = (small - big) / calls
-    return out
+    return probe(path)
 
 
 def measure(data: Path, rounds: int, log=print) -> dict[str, Any]:
