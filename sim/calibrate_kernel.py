@@ -34,8 +34,8 @@ from .config import ConfigError
 PAGE = 4096
 #: pages first touched per probe (128 MiB)
 PROBE_PAGES = 1 << 15
-#: the probe file's size when calibrate writes one (above any preset's last level)
-PROBE_FILE_BYTES = 256 << 20
+#: the probe file's size when calibrate writes one (above any preset's last level), quick/full
+PROBE_FILE_BYTES = {"quick": 64 << 20, "full": 256 << 20}
 #: a probe's figures: (key, lowest valid value); the per-call figure is a difference of two
 #: times and may come out below 0 on a busy machine (clamped when charged), never non-finite
 FIGURES = (("first_touch_ns_per_page", 0.0), ("read_ns_per_byte", 0.0),
@@ -107,10 +107,12 @@ def memory_dir() -> Path | None:
 
 
 def measure(quick: bool, log: Callable[[str], None] = lambda m: None,
-            rounds: int | None = None, file_bytes: int = PROBE_FILE_BYTES) -> list[dict]:
-    """``rounds`` probes (default :data:`ROUNDS`) on a file of ``file_bytes`` written to a
-    memory file system (the temporary directory where there is none), checked."""
+            rounds: int | None = None, file_bytes: int | None = None) -> list[dict]:
+    """``rounds`` probes (default :data:`ROUNDS`) on a file of ``file_bytes`` (default
+    :data:`PROBE_FILE_BYTES`) written to a memory file system (the temporary directory where
+    there is none), checked."""
     n = rounds or ROUNDS["quick" if quick else "full"]
+    file_bytes = file_bytes or PROBE_FILE_BYTES["quick" if quick else "full"]
     log(f"kernel: first touch of {PROBE_PAGES * PAGE >> 20} MiB and read() of a "
         f"{file_bytes >> 20} MiB file, {n} rounds")
     with tempfile.TemporaryDirectory(prefix="kvsim-kernel-", dir=memory_dir()) as tmp:
@@ -191,6 +193,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             samples = measure(a.quick, log=lambda m: print(m, file=sys.stderr))
             how = "kvsim calibrate's kernel probe (python -m kvsim.sim.calibrate_kernel)"
         apply(doc, samples, how)
+        if not a.from_load_split:  # the machine, commit and date of this run
+            from kvsim import provenance
+
+            doc["meta"]["kernel_probe"]["provenance"] = provenance.provenance()
         text = to_toml(doc)
         parse_cpu(tomllib.loads(text), str(a.out))  # never write a file load_cpu refuses
     except (OSError, ValueError, tomllib.TOMLDecodeError) as e:

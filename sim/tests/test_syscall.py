@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sim_helpers import records
 
 from kvsim import sim, traces
@@ -244,3 +246,49 @@ def test_the_tick_bias_loop_spins_what_it_is_told() -> None:
     for bad in ((4, 100), (64, -1), (64,)):
         with pytest.raises(OSError, match="kvsim-calibrate sysbias: usage"):
             run_bench("sysbias", *bad)
+
+
+def test_fault_and_file_read_costs_on_a_tiny_trace(tmp_path: Path) -> None:
+    """A fault is charged once per marker (its page's bytes at the per-byte rate) and a file
+    read per call and per byte; a lone marker after a retired load adds exactly its cost."""
+    cpu = _cpu(COSTS)
+    tps = cpu.timing_ticks()[0]
+    tpn = cpu.freq_ghz * tps
+    load = records([("load", 0x1000, 8, 5)])
+    base = sim.simulate(_write(tmp_path, load, "a.kvt"), cpu)["cycles"]
+    for site, nbytes, k in ((FAULT, 4096, 4), (FILE_READ, 65536, 3), (FILE_READ, 0, 3)):
+        rec = records([("load", 0x1000, 8, 5), ("marker", nbytes, 0, 0, 0, 0, site, SYS)])
+        got = sim.simulate(_write(tmp_path, rec, f"{site}-{nbytes}.kvt"), cpu)
+        want = round(COSTS.call_ns[k] * tpn) + (
+            (nbytes * round(COSTS.byte_ns[k] * tpn * 65536) + 32768) >> 16)
+        assert got["cycles"] == pytest.approx(base + want / tps, abs=1)  # whole cycles
+        assert got["syscalls"]["calls"] == {traces.SYSCALL_NAMES[k]: 1}
+    # two faults cost twice one: the engine keeps no memory of a page (the producer says
+    # which pages are fresh)
+    two = records([("load", 0x1000, 8, 5)] + [("marker", 4096, 0, 0, 0, 0, FAULT, SYS)] * 2)
+    got = sim.simulate(_write(tmp_path, two, "two.kvt"), cpu)
+    one = round(COSTS.call_ns[4] * tpn) + ((4096 * round(COSTS.byte_ns[4] * tpn * 65536)
+                                            + 32768) >> 16)
+    assert got["cycles"] == pytest.approx(base + 2 * one / tps, abs=1)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.one_of(
+    st.tuples(st.sampled_from(["load", "store"]), st.integers(0, 1 << 22).map(lambda a: a * 8),
+              st.integers(1, 256), st.integers(0, 40)),
+    st.tuples(st.just("marker"), st.integers(0, 1 << 17), st.just(0), st.integers(0, 20),
+              st.just(0), st.just(0), st.sampled_from([1, *CALLS]), st.just(SYS))),
+    min_size=1, max_size=80),
+    call=st.lists(st.sampled_from([0.0, 35.0, 400.0, 1151.5]), min_size=5, max_size=5),
+    byte=st.lists(st.sampled_from([0.0, 0.001, 0.18, 0.5]), min_size=5, max_size=5))
+def test_engine_equals_reference_with_every_calls_costs(tmp_path: Path, rows, call,
+                                                         byte) -> None:
+    """Random accesses and SYSCALL markers at every call's site (and one naming none), with
+    random costs for all five calls: the compiled engine and the reference agree exactly."""
+    path = _write(tmp_path, records(rows), "p.kvt")
+    cpu = _cpu(Syscall(tuple(call), tuple(byte)))
+    fast = sim.simulate(path, cpu)
+    ref = sim.simulate(path, cpu, engine="reference")
+    for key in ("cycles", "syscalls", "levels", "instructions"):
+        assert fast.get(key) == ref.get(key), key
