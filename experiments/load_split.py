@@ -6,6 +6,9 @@ one's CPU time split into user and system time and its minor page faults.
 [--rounds N]`` (a native measurement: through the quiet window)
 ``python -m kvsim.experiments.load_split callgrind DIR [--out
 results/load-split-callgrind.json]`` (niced; DIR prepared with ``--quick``)
+``python -m kvsim.experiments.load_split predict --cpu CPUFILE [--native
+results/load-split.json] [--out results/load-split-predict.json]`` (niced: traces and
+simulations, no native run)
 
 ``prepare`` builds, per value size of :data:`PLAN`, the datasets the measurement loads from:
 Valkey's snapshots of keys ``key:%012d`` (16 bytes), saved with ``rdbcompression yes``
@@ -35,6 +38,15 @@ and its system time (``*_beyond_cref_user``).
 Valkey's ``loadDataFromDisk`` and c_ref's ``ksSnapshotLoad``, the top functions by self cost
 and the inclusive cost of the load path's functions (:data:`NAMED`). Each result file
 carries the provenance block (command, commit, machine, date, load).
+
+``predict`` traces c_ref's load of every size of the plan (the measurement's keys) and
+simulates each on CPUFILE three times: without the load's kernel costs (its ``[syscall]``
+``file_read_*`` and ``page_fault_*`` at 0: the model before they existed), with the faults
+alone (c_ref's native load reads its snapshot image in user space, without read()), and with
+both (a server reading its file, as Valkey). Per size: the measured phase's ns per key of
+each, the kernel's share of the last, and each over the native CPU time per key of c_ref's
+load and of Valkey's (``--native``: a ``measure`` result; the ratio's interval is the
+prediction over the native 95 % interval).
 """
 
 from __future__ import annotations
@@ -53,6 +65,10 @@ from kvsim.stats import paired_speedup, summary
 
 RESULT_NAME = "load-split.json"
 CALLGRIND_NAME = "load-split-callgrind.json"
+PREDICT_NAME = "load-split-predict.json"
+#: predict's CPU files: which of the load's kernel calls keep their costs
+PREDICTIONS = {"before": (), "faults": ("page_fault",), "after": ("page_fault", "file_read")}
+KERNEL_CALLS = ("file_read", "page_fault")
 #: value size (bytes) -> keys: 256 MiB of values from 256 bytes up; 2M keys below
 PLAN = {8: 2_000_000, 32: 2_000_000, 256: 1 << 20, 4096: 1 << 16, 16384: 1 << 14,
         65536: 1 << 12}
@@ -348,6 +364,105 @@ def profile(data: Path, top: int = 20, log=print) -> dict[str, Any]:
     return {"plan": meta["plan"], "valkey": meta["valkey"], "profiles": rows}
 
 
+def _kernel_costs(cpu: Any, keep: tuple[str, ...]) -> Any:
+    """``cpu`` with the load's kernel calls other than ``keep`` costing nothing."""
+    from kvsim import traces
+    from kvsim.sim.config import Syscall
+
+    call, byte = list(cpu.syscall.call_ns), list(cpu.syscall.byte_ns)
+    for name in KERNEL_CALLS:
+        if name not in keep:
+            k = traces.SYSCALL_NAMES.index(name)
+            call[k] = byte[k] = 0.0
+    return cpu.with_changes(syscall=Syscall(tuple(call), tuple(byte)))
+
+
+def _over(pred: float, native: dict[str, Any]) -> dict[str, Any]:
+    lo, hi = native.get("ci95") or (None, None)
+    return {"median": pred / native["median"],
+            "ci95": [pred / hi, pred / lo] if lo and hi else None}
+
+
+def predict(cpu_file: str, native: dict[str, Any] | None, quick: bool,
+            log=print) -> dict[str, Any]:
+    """Every size's c_ref load traced and simulated on ``cpu_file`` per :data:`PREDICTIONS`;
+    ns per key of the measured phase, over ``native``'s (a ``measure`` result) per key."""
+    import tempfile
+
+    from kvsim import sim
+    from kvsim.experiments import cref
+
+    cpu = sim.load_cpu(cpu_file)
+    if not cpu.timing_capable:
+        raise ValueError(f"--cpu {cpu_file}: no timing model")
+    nat = {r["value_bytes"]: r for r in (native or {}).get("per_key", [])}
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="kvsim-load-") as tmp:
+        for size, keys in plan(quick).items():
+            path = Path(tmp) / f"load-{size}.kvt"
+            cref.trace("load", path, _cref_options(size, keys))
+            row: dict[str, Any] = {"value_bytes": size, "keys": keys}
+            for name, keep in PREDICTIONS.items():
+                c = _kernel_costs(cpu, keep)
+                res = sim.simulate(str(path), c)
+                phase = next(p for p in res["phases"] if p["phase"] == 1)
+                sys_cycles = (res.get("syscalls") or {}).get("cycles") or 0.0
+                row[name] = {"ns_per_key": phase["cycles"] / c.freq_ghz / keys,
+                             "kernel_ns_per_key": sys_cycles / c.freq_ghz / keys}
+                if name == "after":
+                    calls = (res.get("syscalls") or {}).get("calls", {})
+                    row["per_key"] = {n: calls.get(n, 0) / keys for n in KERNEL_CALLS}
+            path.unlink()
+            n = nat.get(size)
+            if n is not None:
+                row["native_keys"] = n["keys"]
+                for side in ("cref", "valkey"):
+                    cpu_ns = n[side]["cpu_ns_per_key"]
+                    row[f"native_{side}"] = cpu_ns
+                    row[f"over_{side}"] = {p: _over(row[p]["ns_per_key"], cpu_ns)
+                                           for p in PREDICTIONS}
+            log(f"{size} B: predicted " + ", ".join(
+                f"{p} {row[p]['ns_per_key']:,.0f}" for p in PREDICTIONS) + " ns/key")
+            rows.append(row)
+    from kvsim import traces
+
+    syscall = {f"{n}_{u}": getattr(cpu.syscall, f"{u}_ns")[traces.SYSCALL_NAMES.index(n)]
+               for n in KERNEL_CALLS for u in ("call", "byte")}
+    return {"cpu": cpu.name, "cpu_file": cpu_file, "kernel_costs_ns": syscall,
+            "kernel_costs_src": {k: v for k, v in (cpu.provenance.get("syscall") or {}).items()
+                                 if k.startswith(KERNEL_CALLS)},
+            "native": (native or {}).get("provenance"), "quick": quick, "rows": rows,
+            "note": "ns per key of the measured load (c_ref's trace) on the CPU file: before "
+                    "= without the load's kernel costs, faults = the page faults alone, "
+                    "after = faults and file reads; over = predicted / native CPU time per "
+                    "key (the native 95 % interval's bounds give the ratio's)"}
+
+
+def predict_markdown(doc: dict[str, Any]) -> str:
+    """:func:`predict`'s rows as a table."""
+    out = ["| value | keys | predicted ns/key: before, faults, after (kernel) | faults, "
+           "reads /key | c_ref native ns/key [95 %] | over c_ref's: before, faults, after | "
+           "Valkey native | after over Valkey's |", "|" + "---|" * 8]
+    for r in doc["rows"]:
+        pred = ", ".join(f"{r[p]['ns_per_key']:,.0f}" for p in PREDICTIONS)
+        pk = r.get("per_key", {})
+        cells = [f"{r['value_bytes']} B", f"{r['keys']:,}",
+                 f"{pred} ({r['after']['kernel_ns_per_key']:,.0f})",
+                 f"{pk.get('page_fault', 0):.2f}, {pk.get('file_read', 0):.2f}"]
+        if "native_cref" in r:
+            ratios = ", ".join(_fmt(r["over_cref"][p], 2) for p in PREDICTIONS)
+            cells += [_fmt(r["native_cref"]), ratios, _fmt(r["native_valkey"]),
+                      _fmt(r["over_valkey"]["after"], 2)]
+        else:
+            cells += ["", "", "", ""]
+        out.append("| " + " | ".join(cells) + " |")
+    k = doc["kernel_costs_ns"]
+    out += ["", f"Kernel costs on `{doc['cpu']}`: a page fault {k['page_fault_call']:,.0f} ns "
+            f"(+ {k['page_fault_byte']:g} ns/B), a file read {k['file_read_call']:,.0f} ns + "
+            f"{k['file_read_byte']:g} ns/B."]
+    return "\n".join(out)
+
+
 def _fmt(c: dict[str, Any], digits: int = 0) -> str:
     lo, hi = c["ci95"] or (None, None)
     iv = f" [{lo:,.{digits}f}, {hi:,.{digits}f}]" if lo is not None else ""
@@ -403,7 +518,16 @@ def main(argv: list[str] | None = None) -> int:
                        "prepare DIR --quick)")
     g.add_argument("dir")
     provenance.add_out_option(g, CALLGRIND_NAME)
+    q = sub.add_parser("predict", help="c_ref's loads simulated without and with the "
+                       "kernel's costs, against a measure result (niced)")
+    q.add_argument("--cpu", required=True, help="a CPU file or preset")
+    q.add_argument("--native", default=f"results/{RESULT_NAME}",
+                   help="a measure result to compare with ('' for none)")
+    q.add_argument("--quick", action="store_true", help=f"keys / {QUICK_DIV} (tests)")
+    provenance.add_out_option(q, PREDICT_NAME)
     a = ap.parse_args(argv)
+    if a.cmd == "predict":
+        return _predict_main(prog, a)
     data = Path(a.dir)
     if not data.is_dir():
         print(f"{prog}: {a.dir}: no such directory", file=sys.stderr)
@@ -436,6 +560,24 @@ def main(argv: list[str] | None = None) -> int:
                    "the process CPU clock for c_ref); minor faults; Valkey's CPU time over "
                    "c_ref's paired per round"}
     print(markdown(doc))
+    return provenance.publish(prog, out, doc)
+
+
+def _predict_main(prog: str, a: argparse.Namespace) -> int:
+    from kvsim import provenance
+    from kvsim.experiments.cref import CrefError
+    from kvsim.sim.config import ConfigError
+
+    out = provenance.out_path(a.out, PREDICT_NAME)
+    if provenance.out_dir_missing(out):
+        return 2
+    try:
+        native = json.loads(Path(a.native).read_text()) if a.native else None
+        doc = predict(a.cpu, native, a.quick)
+    except (OSError, ValueError, ConfigError, CrefError, StopIteration) as e:
+        print(f"{prog}: {e}".splitlines()[0], file=sys.stderr)
+        return 2
+    print(predict_markdown(doc))
     return provenance.publish(prog, out, doc)
 
 

@@ -115,3 +115,43 @@ def test_the_costs_are_charged_per_fault_and_per_byte_read(tmp_path):
     tps = cpu.timing_ticks()[0]
     assert c["syscalls"]["cycles"] == pytest.approx(ticks / tps, abs=sum(calls.values()) / tps)
     assert c["cycles"] > a["cycles"] + c["syscalls"]["cycles"] * 0.9
+
+
+def test_predict_compares_before_faults_and_after_with_the_native_rows(monkeypatch):
+    """load_split predict at two tiny sizes on a preset: the three predictions in order (each
+    adds a kernel cost), the kernel's share only in the later ones, the ratios the
+    predictions over the native medians and their intervals; a size without a native row has
+    no ratio."""
+    from kvsim.experiments import load_split
+
+    monkeypatch.setattr(load_split, "plan", lambda quick: {4096: 32, 8: 64})
+    native = {"provenance": {"commit": "x"}, "per_key": [{
+        "value_bytes": 4096, "keys": 32,
+        "cref": {"cpu_ns_per_key": {"median": 4000.0, "ci95": [3800.0, 4400.0]}},
+        "valkey": {"cpu_ns_per_key": {"median": 5000.0, "ci95": None}}}]}
+    doc = load_split.predict("xeon-8488c", native, quick=True, log=lambda m: None)
+    big, small = doc["rows"]
+    b, f, a = (big[p]["ns_per_key"] for p in ("before", "faults", "after"))
+    assert b < f < a
+    assert big["before"]["kernel_ns_per_key"] == 0 < big["faults"]["kernel_ns_per_key"]
+    assert big["per_key"]["page_fault"] >= 1 and big["per_key"]["file_read"] >= 1
+    r = big["over_cref"]["after"]
+    assert r["median"] == pytest.approx(a / 4000) and r["ci95"] == pytest.approx(
+        [a / 4400, a / 3800])
+    assert big["over_valkey"]["after"]["ci95"] is None
+    assert "over_cref" not in small
+    text = load_split.predict_markdown(doc)
+    assert text.count("\n| ") == 2 and "Kernel costs on `xeon-8488c`" in text
+
+
+def test_predict_refuses_a_bad_cpu_file_with_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    bad = tmp_path / "cpu.toml"
+    bad.write_text('name = "x"\n[syscall]\npage_fault_ns = -1\n')
+    p = subprocess.run([sys.executable, "-m", "kvsim.experiments.load_split", "predict",
+                        "--cpu", str(bad), "--native", "", "--out", str(tmp_path / "o.json")],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+    assert not (tmp_path / "o.json").exists()
