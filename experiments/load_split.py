@@ -46,7 +46,10 @@ alone (c_ref's native load reads its snapshot image in user space, without read(
 both (a server reading its file, as Valkey). Per size: the measured phase's ns per key of
 each, the kernel's share of the last, and each over the native CPU time per key of c_ref's
 load and of Valkey's (``--native``: a ``measure`` result; the ratio's interval is the
-prediction over the native 95 % interval).
+prediction over the native 95 % interval). ``--prior-cref BINARY`` adds ``prior``: another
+build's c_ref (``--prior-label`` names it, a commit say) traced and simulated without the
+load's kernel costs: the traces and model of an earlier commit, whose load copied the file in
+user space.
 """
 
 from __future__ import annotations
@@ -384,7 +387,7 @@ def _over(pred: float, native: dict[str, Any]) -> dict[str, Any]:
 
 
 def predict(cpu_file: str, native: dict[str, Any] | None, quick: bool,
-            log=print) -> dict[str, Any]:
+            log=print, prior: Path | None = None, prior_label: str = "") -> dict[str, Any]:
     """Every size's c_ref load traced and simulated on ``cpu_file`` per :data:`PREDICTIONS`;
     ns per key of the measured phase, over ``native``'s (a ``measure`` result) per key."""
     import tempfile
@@ -402,9 +405,14 @@ def predict(cpu_file: str, native: dict[str, Any] | None, quick: bool,
             path = Path(tmp) / f"load-{size}.kvt"
             cref.trace("load", path, _cref_options(size, keys))
             row: dict[str, Any] = {"value_bytes": size, "keys": keys}
-            for name, keep in PREDICTIONS.items():
+            runs = [(n, keep, path) for n, keep in PREDICTIONS.items()]
+            if prior is not None:
+                old = Path(tmp) / f"prior-{size}.kvt"
+                cref.trace("load", old, _cref_options(size, keys), cli=prior)
+                runs.insert(0, ("prior", (), old))
+            for name, keep, trace in runs:
                 c = _kernel_costs(cpu, keep)
-                res = sim.simulate(str(path), c)
+                res = sim.simulate(str(trace), c)
                 phase = next(p for p in res["phases"] if p["phase"] == 1)
                 sys_cycles = (res.get("syscalls") or {}).get("cycles") or 0.0
                 row[name] = {"ns_per_key": phase["cycles"] / c.freq_ghz / keys,
@@ -412,7 +420,8 @@ def predict(cpu_file: str, native: dict[str, Any] | None, quick: bool,
                 if name == "after":
                     calls = (res.get("syscalls") or {}).get("calls", {})
                     row["per_key"] = {n: calls.get(n, 0) / keys for n in KERNEL_CALLS}
-            path.unlink()
+            for _, _, trace in runs:
+                trace.unlink(missing_ok=True)
             n = nat.get(size)
             if n is not None:
                 row["native_keys"] = n["keys"]
@@ -420,9 +429,9 @@ def predict(cpu_file: str, native: dict[str, Any] | None, quick: bool,
                     cpu_ns = n[side]["cpu_ns_per_key"]
                     row[f"native_{side}"] = cpu_ns
                     row[f"over_{side}"] = {p: _over(row[p]["ns_per_key"], cpu_ns)
-                                           for p in PREDICTIONS}
+                                           for p, _, _ in runs}
             log(f"{size} B: predicted " + ", ".join(
-                f"{p} {row[p]['ns_per_key']:,.0f}" for p in PREDICTIONS) + " ns/key")
+                f"{p} {row[p]['ns_per_key']:,.0f}" for p, _, _ in runs) + " ns/key")
             rows.append(row)
     from kvsim import traces
 
@@ -432,6 +441,7 @@ def predict(cpu_file: str, native: dict[str, Any] | None, quick: bool,
             "kernel_costs_src": {k: v for k, v in (cpu.provenance.get("syscall") or {}).items()
                                  if k.startswith(KERNEL_CALLS)},
             "native": (native or {}).get("provenance"), "quick": quick, "rows": rows,
+            "prior_cref": {"label": prior_label or Path(prior).name} if prior else None,
             "note": "ns per key of the measured load (c_ref's trace) on the CPU file: before "
                     "= without the load's kernel costs, faults = the page faults alone, "
                     "after = faults and file reads; over = predicted / native CPU time per "
@@ -440,23 +450,28 @@ def predict(cpu_file: str, native: dict[str, Any] | None, quick: bool,
 
 def predict_markdown(doc: dict[str, Any]) -> str:
     """:func:`predict`'s rows as a table."""
-    out = ["| value | keys | predicted ns/key: before, faults, after (kernel) | faults, "
-           "reads /key | c_ref native ns/key [95 %] | over c_ref's: before, faults, after | "
+    names = (["prior"] if doc.get("prior_cref") else []) + list(PREDICTIONS)
+    label = ", ".join(names)
+    out = [f"| value | keys | predicted ns/key: {label} (kernel) | faults, "
+           f"reads /key | c_ref native ns/key [95 %] | over c_ref's: {label} | "
            "Valkey native | after over Valkey's |", "|" + "---|" * 8]
     for r in doc["rows"]:
-        pred = ", ".join(f"{r[p]['ns_per_key']:,.0f}" for p in PREDICTIONS)
+        pred = ", ".join(f"{r[p]['ns_per_key']:,.0f}" for p in names)
         pk = r.get("per_key", {})
         cells = [f"{r['value_bytes']} B", f"{r['keys']:,}",
                  f"{pred} ({r['after']['kernel_ns_per_key']:,.0f})",
                  f"{pk.get('page_fault', 0):.2f}, {pk.get('file_read', 0):.2f}"]
         if "native_cref" in r:
-            ratios = ", ".join(_fmt(r["over_cref"][p], 2) for p in PREDICTIONS)
+            ratios = ", ".join(_fmt(r["over_cref"][p], 2) for p in names)
             cells += [_fmt(r["native_cref"]), ratios, _fmt(r["native_valkey"]),
                       _fmt(r["over_valkey"]["after"], 2)]
         else:
             cells += ["", "", "", ""]
         out.append("| " + " | ".join(cells) + " |")
     k = doc["kernel_costs_ns"]
+    if doc.get("prior_cref"):
+        out += ["", f"prior: c_ref of {doc['prior_cref']['label']} (the load's copy of the file "
+                "in user space), without the kernel's costs."]
     out += ["", f"Kernel costs on `{doc['cpu']}`: a page fault {k['page_fault_call']:,.0f} ns "
             f"(+ {k['page_fault_byte']:g} ns/B), a file read {k['file_read_call']:,.0f} ns + "
             f"{k['file_read_byte']:g} ns/B."]
@@ -524,6 +539,10 @@ def main(argv: list[str] | None = None) -> int:
     q.add_argument("--native", default=f"results/{RESULT_NAME}",
                    help="a measure result to compare with ('' for none)")
     q.add_argument("--quick", action="store_true", help=f"keys / {QUICK_DIV} (tests)")
+    q.add_argument("--prior-cref", type=Path, default=None, metavar="BINARY",
+                   help="another build's kvsim-cref: its traces without the kernel's costs "
+                        "(column prior)")
+    q.add_argument("--prior-label", default="", help="what --prior-cref is (a commit)")
     provenance.add_out_option(q, PREDICT_NAME)
     a = ap.parse_args(argv)
     if a.cmd == "predict":
@@ -573,7 +592,9 @@ def _predict_main(prog: str, a: argparse.Namespace) -> int:
         return 2
     try:
         native = json.loads(Path(a.native).read_text()) if a.native else None
-        doc = predict(a.cpu, native, a.quick)
+        if a.prior_cref is not None and not a.prior_cref.is_file():
+            raise OSError(f"--prior-cref {a.prior_cref}: no such file")
+        doc = predict(a.cpu, native, a.quick, prior=a.prior_cref, prior_label=a.prior_label)
     except (OSError, ValueError, ConfigError, CrefError, StopIteration) as e:
         print(f"{prog}: {e}".splitlines()[0], file=sys.stderr)
         return 2

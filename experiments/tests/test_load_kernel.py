@@ -129,8 +129,12 @@ def test_predict_compares_before_faults_and_after_with_the_native_rows(monkeypat
         "value_bytes": 4096, "keys": 32,
         "cref": {"cpu_ns_per_key": {"median": 4000.0, "ci95": [3800.0, 4400.0]}},
         "valkey": {"cpu_ns_per_key": {"median": 5000.0, "ci95": None}}}]}
-    doc = load_split.predict("xeon-8488c", native, quick=True, log=lambda m: None)
+    # the prior build this build itself: its column is "before" exactly
+    doc = load_split.predict("xeon-8488c", native, quick=True, log=lambda m: None,
+                             prior=cref.binary(), prior_label="this build")
     big, small = doc["rows"]
+    assert big["prior"] == big["before"] and small["prior"] == small["before"]
+    assert doc["prior_cref"] == {"label": "this build"}
     b, f, a = (big[p]["ns_per_key"] for p in ("before", "faults", "after"))
     assert b < f < a
     assert big["before"]["kernel_ns_per_key"] == 0 < big["faults"]["kernel_ns_per_key"]
@@ -142,6 +146,7 @@ def test_predict_compares_before_faults_and_after_with_the_native_rows(monkeypat
     assert "over_cref" not in small
     text = load_split.predict_markdown(doc)
     assert text.count("\n| ") == 2 and "Kernel costs on `xeon-8488c`" in text
+    assert "prior, before, faults, after" in text and "c_ref of this build" in text
 
 
 def test_predict_refuses_a_bad_cpu_file_with_one_line(tmp_path):
