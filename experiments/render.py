@@ -277,7 +277,8 @@ def render_load_split_predict(doc: dict[str, Any]) -> str:
 
     return predict_markdown(doc) + "\n\n" + provenance_line(
         doc, RENDERINGS["load_split_predict"].result, "python -m kvsim.experiments.load_split "
-        "predict --cpu results/calibrate-xeon-m167-kernel-full.toml")
+        "predict --cpu results/calibrate-xeon-m167-kernel-full.toml --prior-cref BINARY "
+        "--prior-label 'commit 1742c5e'")
 
 
 @rendering("server_user", "results/server-user.json")
