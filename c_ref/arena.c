@@ -33,6 +33,16 @@
  *     KS_COMMIT_STEP increments as the bump pointer grows.
  *   - Optionally (ksArenaSetRetain) a destroyed arena's span stays mapped and
  *     the next arena at the same base reuses it, pages already faulted in.
+ *   - First touches (traced build): a page of the span is fresh from the
+ *     kernel until the bytes asked for of a block handed out cover it (or, for
+ *     the page map, it is first marked); the program then writes them and the
+ *     kernel takes a minor fault.  faultIn emits one SYSCALL marker sys.page_fault per such
+ *     page (addr = its bytes; 2 MiB pages with ksArenaSetHugePages) at that
+ *     hand-out, from a bitmap of the span's touched pages: a fresh span has
+ *     none, a retained one keeps its own, and an extent returned with
+ *     MADV_DONTNEED is fresh again.  Only c_ref knows this (a restarted
+ *     server's arena lies at the addresses the setup's had), so the producer
+ *     says it and the simulator charges it (traces/FORMAT.md, sim/MODEL.md).
  *
  * The libc mode (ksArenaSetLibc, for arenas created after the call): every
  * block is the C library's malloc/free/realloc, usable sizes are
@@ -90,6 +100,7 @@
 #define KS_MADVISE_MIN (1ull << 20)       /* free large extents >= 1 MiB to the OS */
 #define MAX_ARENAS 1024                   /* slots tried above the base (32..96 TiB) */
 #define NUM_CLASSES 160
+#define HUGE_PAGE (2u << 20)               /* the fault unit with ksArenaSetHugePages */
 
 static_assert(KS_ARENA_SPAN % PAGE == 0, "span is whole pages");
 static_assert(KS_SLAB_BYTES % PAGE == 0, "slab is whole pages");
@@ -102,6 +113,9 @@ static_assert(KS_SLAB_BYTES >= 4 * KS_LARGE_MIN, "a slab holds several of the la
 #define MAP_BYTES (KS_ARENA_SPAN / PAGE)
 static_assert(MAP_BYTES % PAGE == 0, "page map is whole pages");
 static_assert(NUM_CLASSES < 256, "class ids fit the one-byte page map");
+static_assert(HUGE_PAGE % PAGE == 0 && KS_ARENA_SPAN % HUGE_PAGE == 0, "huge pages tile the span");
+/* The touched-page bitmap: one bit per 4 KiB page of the span (2 MiB). */
+#define TOUCHED_BYTES (KS_ARENA_SPAN / PAGE / 8)
 
 /* --- Types ----------------------------------------------------------------- */
 
@@ -128,6 +142,10 @@ struct ksArena {
     int libc;            /* blocks are the C library's (ksArenaSetLibc) */
     int nclasses;
     sizeClass cls[NUM_CLASSES];
+    /* traced build: pages of the span first touched (faultIn); after cls, whose offset
+     * the native build's ksArenaAlloc/ksArenaFree code depends on (ahead of it they ran
+     * 1 % more instructions under callgrind, tests/calibrate.sh) */
+    uint8_t *touched;
 };
 
 /* --- Size classes ---------------------------------------------------------- */
@@ -187,8 +205,8 @@ static void commitTo(ksArena *a, uint8_t *upto) {
 static int retain_pages, huge_pages, libc_blocks;
 
 void ksArenaSetLibc(int on) { libc_blocks = on; }
-/* One retained span (ksArenaSetRetain): its start and writable prefix end. */
-static uint8_t *retained, *retained_committed;
+/* One retained span (ksArenaSetRetain): its start, writable prefix end and touched pages. */
+static uint8_t *retained, *retained_committed, *retained_touched;
 
 void ksArenaSetHugePages(int on) { huge_pages = on; }
 
@@ -196,7 +214,8 @@ void ksArenaSetRetain(int on) {
     retain_pages = on;
     if (!on && retained) {
         munmap(retained, KS_ARENA_SPAN);
-        retained = retained_committed = NULL;
+        free(retained_touched);
+        retained = retained_committed = retained_touched = NULL;
     }
 }
 
@@ -228,7 +247,8 @@ ksArena *ksArenaCreate(uint64_t base) {
         if (!a) return NULL;
         /* Page map entries past the bump pointer are stale but never read. */
         a->bump = retained + MAP_BYTES;
-        retained = retained_committed = NULL;
+        a->touched = retained_touched;
+        retained = retained_committed = retained_touched = NULL;
         return a;
     }
     for (int i = 0; i < MAX_ARENAS; i++) {
@@ -261,10 +281,45 @@ void ksArenaDestroy(ksArena *a) {
     if (retain_pages && !retained) {
         retained = a->pagemap;
         retained_committed = a->committed;
+        retained_touched = a->touched;
     } else {
         munmap(a->pagemap, KS_ARENA_SPAN);
+        free(a->touched);
     }
     free(a);
+}
+
+/* --- First touches (traced build) ------------------------------------------ */
+
+/* The bytes [p, p + bytes) of the span are about to be written: a SYSCALL
+ * marker sys.page_fault for each of their pages (the arena's fault unit) not
+ * touched before, which are then touched. */
+static void faultIn(ksArena *a, const uint8_t *p, uint64_t bytes) {
+#if KS_TRACE
+    if (!a->touched && !(a->touched = calloc(1, TOUCHED_BYTES))) die("out of memory");
+    const uint64_t unit = a->huge ? HUGE_PAGE : PAGE;
+    uint64_t off = (uint64_t)(p - a->pagemap) / unit * unit;
+    const uint64_t end = (uint64_t)(p - a->pagemap) + (bytes ? bytes : 1);
+    for (; off < end; off += unit) {
+        uint64_t pg = off / PAGE;
+        if (a->touched[pg >> 3] & (1u << (pg & 7))) continue;
+        for (uint64_t q = pg; q < pg + unit / PAGE; q++) a->touched[q >> 3] |= (uint8_t)(1u << (q & 7));
+        KS_SYSCALL(KS_SITE_SYS_PAGE_FAULT, unit);
+    }
+#else
+    (void)a, (void)p, (void)bytes;
+#endif
+}
+
+/* The pages of [p, p + bytes) were returned to the kernel (MADV_DONTNEED): fresh again. */
+static void faultOut(ksArena *a, const uint8_t *p, uint64_t bytes) {
+#if KS_TRACE
+    if (!a->touched) return;
+    for (uint64_t pg = (uint64_t)(p - a->pagemap) / PAGE; pg < (uint64_t)(p - a->pagemap + bytes) / PAGE; pg++)
+        a->touched[pg >> 3] &= (uint8_t)~(1u << (pg & 7));
+#else
+    (void)a, (void)p, (void)bytes;
+#endif
 }
 
 /* --- Allocation ------------------------------------------------------------ */
@@ -272,6 +327,7 @@ void ksArenaDestroy(ksArena *a) {
 static void markPages(ksArena *a, uint8_t *p, uint64_t bytes, uint8_t c) {
     uint64_t first = (uint64_t)(p - a->pagemap) / PAGE;
     uint64_t n = (bytes + PAGE - 1) / PAGE;
+    faultIn(a, a->pagemap + first, n);
     memset(a->pagemap + first, c, n);
 }
 
@@ -330,6 +386,7 @@ void *ksArenaAlloc(ksArena *a, size_t size) {
         sc->slab_cur += sc->size;
     }
     UNPOISON(p, sc->size);
+    faultIn(a, p, size); /* the bytes asked for: those the caller writes */
     a->allocated += sc->size;
     a->live++;
     return p;
@@ -380,7 +437,10 @@ void ksArenaFree(ksArena *a, void *p) {
         return;
     }
     sizeClass *sc = &a->cls[c];
-    if (sc->size >= KS_MADVISE_MIN) madvise(p, sc->size, MADV_DONTNEED);
+    if (sc->size >= KS_MADVISE_MIN) {
+        madvise(p, sc->size, MADV_DONTNEED);
+        faultOut(a, p, sc->size);
+    }
     UNPOISON(p, sizeof(freeBlock));
     freeBlock *f = p;
     f->next = sc->free;

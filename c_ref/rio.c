@@ -23,9 +23,9 @@
  * Traced build: glibc's steps are not observable, so rioTraceFread replays
  * _IO_file_xsgetn's (the window of file bytes the buffer holds: win, wlen; the file
  * position: fpos) and records the bytes where they move:
- *   rioTraceKernelRead  read(2): loads of the image (the page cache: snap->snap, tag
- *                       snapshot_buf), stores into the stdio buffer (a refill) or into
- *                       the destination (a direct read of whole buffers): snap.refill.
+ *   rioTraceKernelRead  read(2): a sys.file_read marker with its bytes, then the
+ *                       kernel's stores into the stdio buffer (a refill) or into the
+ *                       destination (a direct read of whole buffers), at that site.
  *                       The one place the load's bytes leave the file.
  *   rioTraceCopy        fread's copies out of the stdio buffer: loads of the buffer,
  *                       stores into the destination (its tag from ksRioRead): snap.read
@@ -44,10 +44,13 @@
 #if KS_TRACE
 /* The kernel's read(2) as the traced build records it: n bytes of the file at the
  * kernel's offset into dst (the stdio buffer for a refill, the caller's destination for
- * a direct read of whole buffers): loads of the image, stores into dst (snap.refill). */
+ * a direct read of whole buffers), traces/FORMAT.md "System calls": a SYSCALL marker
+ * sys.file_read with its bytes, then the kernel's store of them into dst at the call's
+ * site.  The page-cache pages it copies from (the image's lines) and the copy's
+ * instructions are the call's cost per byte, not records. */
 static void rioTraceKernelRead(ksRio *r, const void *dst, size_t n, uint8_t tag) {
-    (void)KS_LOAD(r->img + r->kpos, n, KVT_TAG_SNAPSHOT_BUF, KS_SITE_SNAP_REFILL, 0);
-    KS_STORE(dst, n, tag, KS_SITE_SNAP_REFILL, 0);
+    KS_SYSCALL(KS_SITE_SYS_FILE_READ, n);
+    KS_STORE(dst, n, tag, KS_SITE_SYS_FILE_READ, 0);
     r->kpos += n;
 }
 

@@ -62,7 +62,7 @@
     /* --- snapshot.c --- */                                                   \
     X(SNAP_READ, "snap.read", 68)                                              \
     X(SNAP_WRITE, "snap.write", 35)                                            \
-    X(SNAP_REFILL, "snap.refill", 180)  /* fread's refill of its 4 KiB buffer */ \
+    X(SNAP_REFILL, "snap.refill", 180)  /* a 4 KiB copy in user space (calibrate_work.py; a load's refill is sys.file_read) */ \
     /* --- dict.c, dict_prefetch.c (Redis dict, table=dict) --- */            \
     X(DICT_META, "dict.meta", 6)                                               \
     X(DICT_BUCKET, "dict.bucket", 10)            /* ht_table[t][idx] cell */      \
@@ -98,6 +98,9 @@
     X(SYS_READ, "sys.read", 0)                   /* read(2) into the query buffer */ \
     X(SYS_WRITE, "sys.write", 0)                 /* write(2) from the reply buffer */ \
     X(SYS_EPOLL_WAIT, "sys.epoll_wait", 0)       /* epoll_pwait(2) */ \
+    /* --- snapshot.c's file reads and arena.c's first touches (the same markers) --- */ \
+    X(SYS_FILE_READ, "sys.file_read", 0)         /* read(2) of the snapshot file */ \
+    X(SYS_PAGE_FAULT, "sys.page_fault", 0)       /* a fresh page's first touch */ \
     /* --- libc_alloc.h: glibc's accesses inside the blocks (libc mode: the server); no cost \
      * of their own: callpath.c's KS_ZMALLOC_WORK and KS_ZFREE_WORK count the calls --- */ \
     X(ALLOC_MALLOC, "alloc.malloc", 0)           /* tcache_get: e->next, e->key */ \

@@ -120,15 +120,17 @@ class _Counted(io.RawIOBase):
 
 
 def trace(workload: str, out, options: Mapping[str, object], codec: str | None = None,
-          progress: Callable[[int], object] | None = None, version: int | None = None) -> None:
+          progress: Callable[[int], object] | None = None, version: int | None = None,
+          cli: Path | None = None) -> None:
     """Trace ``workload`` with c_ref and write the trace to ``out`` (a path, or a binary
     stream such as stdout), recompressing c_ref's raw chunks with ``codec`` as format
     ``version`` (defaults: ``traces.Writer``'s, byte planes and the newest version).
+    ``cli``: another build's ``kvsim-cref`` (an older commit's, to compare with).
 
     ``progress``, if given, is called with the number of trace bytes received from c_ref
     since its previous call. On any failure no output file is left behind.
     """
-    cmd = [str(binary()), "trace", workload, "-o", "-", *workload_args(options)]
+    cmd = [str(cli or binary()), "trace", workload, "-o", "-", *workload_args(options)]
     # stderr goes to a file, not a pipe, so a chatty child can never block on it while we
     # drain its stdout.
     with tempfile.TemporaryFile() as errfile:

@@ -7,6 +7,9 @@ populate and save)
 [--rounds N] [--sizes S,S...]`` (a native measurement: through the quiet window)
 ``python -m kvsim.experiments.load_split callgrind DIR [--out
 results/load-split-callgrind.json]`` (niced; DIR prepared with ``--quick``)
+``python -m kvsim.experiments.load_split predict --cpu CPUFILE [--native
+results/load-split.json] [--out results/load-split-predict.json]`` (niced: traces and
+simulations, no native run)
 
 ``prepare`` builds, per value size of :data:`PLAN`, the datasets the measurement loads from:
 Valkey's snapshots of keys ``key:%012d`` (16 bytes), saved with ``rdbcompression yes``
@@ -38,6 +41,18 @@ and its system time (``*_beyond_cref_user``).
 Valkey's ``loadDataFromDisk`` and c_ref's ``ksSnapshotLoad``, the top functions by self cost
 and the inclusive cost of the load path's functions (:data:`NAMED`). Each result file
 carries the provenance block (command, commit, machine, date, load).
+
+``predict`` traces c_ref's load of every size of the plan (the measurement's keys) and
+simulates each on CPUFILE three times: without the load's kernel costs (its ``[syscall]``
+``file_read_*`` and ``page_fault_*`` at 0: the model before they existed), with the faults
+alone (c_ref's native load reads its snapshot image in user space, without read()), and with
+both (a server reading its file, as Valkey). Per size: the measured phase's ns per key of
+each, the kernel's share of the last, and each over the native CPU time per key of c_ref's
+load and of Valkey's (``--native``: a ``measure`` result; the ratio's interval is the
+prediction over the native 95 % interval). ``--prior-cref BINARY`` adds ``prior``: another
+build's c_ref (``--prior-label`` names it, a commit say) traced and simulated without the
+load's kernel costs: the traces and model of an earlier commit, whose load copied the file in
+user space.
 """
 
 from __future__ import annotations
@@ -56,6 +71,10 @@ from kvsim.stats import paired_speedup, summary
 
 RESULT_NAME = "load-split.json"
 CALLGRIND_NAME = "load-split-callgrind.json"
+PREDICT_NAME = "load-split-predict.json"
+#: predict's CPU files: which of the load's kernel calls keep their costs
+PREDICTIONS = {"before": (), "faults": ("page_fault",), "after": ("page_fault", "file_read")}
+KERNEL_CALLS = ("file_read", "page_fault")
 #: value size (bytes) -> keys: 256 MiB of values from 256 bytes up; 2M keys below
 PLAN = {8: 2_000_000, 32: 2_000_000, 256: 1 << 20, 4096: 1 << 16, 16384: 1 << 14,
         65536: 1 << 12}
@@ -87,6 +106,11 @@ def parse_sizes(text: str | None) -> list[int] | None:
         raise ValueError(f"--sizes: expected sizes among {', '.join(map(str, PLAN))}, "
                          f"got '{text}'")
     return sizes
+
+
+#: ``predict``'s traces: c_ref's arena, whose fresh pages the trace marks (``sys.page_fault``;
+#: glibc's are not), compared with the native side of the same allocator
+PREDICT_ALLOCATOR, PREDICT_SIDE = "arena", "cref-arena"
 
 
 def _cref_options(size: int, keys: int, allocator: str = "libc") -> dict[str, Any]:
@@ -208,47 +232,13 @@ def load_cref(data: Path, size: int, keys: int, allocator: str = "libc") -> dict
             "syscr": 0, "rchar": 0, "wall_s": out["runs_s"][0]}
 
 
-PAGE = 4096
-KERNEL_PAGES = 1 << 15  # 128 MiB first-touched per kernel probe
-
-
 def kernel_probe(path: Path) -> dict[str, float]:
-    """The kernel's two costs in a load, by process CPU time (the clock, not ticks): a first
-    touch of a page of fresh private anonymous memory (memset of a new mapping, less a
-    second memset of the same pages), and read() of a memory file system's file into a
-    reused buffer, per byte (1 MiB calls) and per call (4 KiB calls, less their bytes'
-    cost; the Python call's own cost included)."""
-    import ctypes
-    import mmap
-    import time
+    """The kernel's two costs in a load (:func:`kvsim.sim.calibrate_kernel.probe`, the probe
+    ``kvsim calibrate`` takes them with): a first touch of a fresh page, read() of ``path``
+    per byte and per call."""
+    from kvsim.sim.calibrate_kernel import probe
 
-    n = KERNEL_PAGES * PAGE
-    m = mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    buf = (ctypes.c_char * n).from_buffer(m)
-    addr = ctypes.addressof(buf)
-    t0 = time.process_time_ns()
-    ctypes.memset(addr, 1, n)
-    t1 = time.process_time_ns()
-    ctypes.memset(addr, 2, n)
-    t2 = time.process_time_ns()
-    del buf
-    m.close()
-    out = {"first_touch_ns_per_page": ((t1 - t0) - (t2 - t1)) / KERNEL_PAGES}
-
-    def read_all(chunk: int) -> tuple[int, int, int]:
-        b = bytearray(chunk)
-        calls = nbytes = 0
-        with open(path, "rb", buffering=0) as f:
-            t = time.process_time_ns()
-            while (got := f.readinto(b)):
-                calls += 1
-                nbytes += got
-            return time.process_time_ns() - t, calls, nbytes
-    big, _, nbytes = read_all(1 << 20)
-    small, calls, _ = read_all(PAGE)
-    out["read_ns_per_byte"] = big / nbytes
-    out["read_ns_per_call"] = (small - big) / calls
-    return out
+    return probe(path)
 
 
 def measure(data: Path, rounds: int, log=print,
@@ -424,6 +414,123 @@ def profile(data: Path, top: int = 20, log=print) -> dict[str, Any]:
     return {"plan": meta["plan"], "valkey": meta["valkey"], "profiles": rows}
 
 
+def _kernel_costs(cpu: Any, keep: tuple[str, ...]) -> Any:
+    """``cpu`` with the load's kernel calls other than ``keep`` costing nothing."""
+    from kvsim import traces
+    from kvsim.sim.config import Syscall
+
+    call, byte = list(cpu.syscall.call_ns), list(cpu.syscall.byte_ns)
+    for name in KERNEL_CALLS:
+        if name not in keep:
+            k = traces.SYSCALL_NAMES.index(name)
+            call[k] = byte[k] = 0.0
+    return cpu.with_changes(syscall=Syscall(tuple(call), tuple(byte)))
+
+
+def _over(pred: float, native: dict[str, Any]) -> dict[str, Any]:
+    lo, hi = native.get("ci95") or (None, None)
+    return {"median": pred / native["median"],
+            "ci95": [pred / hi, pred / lo] if lo and hi else None}
+
+
+def predict(cpu_file: str, native: dict[str, Any] | None, quick: bool,
+            log=print, prior: Path | None = None, prior_label: str = "") -> dict[str, Any]:
+    """Every size's c_ref load traced and simulated on ``cpu_file`` per :data:`PREDICTIONS`;
+    ns per key of the measured phase, over ``native``'s (a ``measure`` result) per key."""
+    import tempfile
+
+    from kvsim import sim
+    from kvsim.experiments import cref
+
+    cpu = sim.load_cpu(cpu_file)
+    if not cpu.timing_capable:
+        raise ValueError(f"--cpu {cpu_file}: no timing model")
+    nat = {r["value_bytes"]: r for r in (native or {}).get("per_key", [])}
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="kvsim-load-") as tmp:
+        for size, keys in plan(quick).items():
+            path = Path(tmp) / f"load-{size}.kvt"
+            # the arena: the allocator whose fresh pages the trace marks (sys.page_fault)
+            cref.trace("load", path, _cref_options(size, keys, PREDICT_ALLOCATOR))
+            row: dict[str, Any] = {"value_bytes": size, "keys": keys}
+            runs = [(n, keep, path) for n, keep in PREDICTIONS.items()]
+            if prior is not None:  # an earlier build: its own default allocator, the arena
+                old = Path(tmp) / f"prior-{size}.kvt"
+                opts = {k: v for k, v in _cref_options(size, keys).items() if k != "allocator"}
+                cref.trace("load", old, opts, cli=prior)
+                runs.insert(0, ("prior", (), old))
+            for name, keep, trace in runs:
+                c = _kernel_costs(cpu, keep)
+                res = sim.simulate(str(trace), c)
+                phase = next(p for p in res["phases"] if p["phase"] == 1)
+                sys_cycles = (res.get("syscalls") or {}).get("cycles") or 0.0
+                row[name] = {"ns_per_key": phase["cycles"] / c.freq_ghz / keys,
+                             "kernel_ns_per_key": sys_cycles / c.freq_ghz / keys}
+                if name == "after":
+                    calls = (res.get("syscalls") or {}).get("calls", {})
+                    row["per_key"] = {n: calls.get(n, 0) / keys for n in KERNEL_CALLS}
+            for _, _, trace in runs:
+                trace.unlink(missing_ok=True)
+            n = nat.get(size)
+            if n is not None:
+                row["native_keys"] = n["keys"]
+                # native_cref: the side of the traces' allocator where measured
+                sides = {"cref": PREDICT_SIDE if PREDICT_SIDE in n else "cref",
+                         "valkey": "valkey"}
+                for key, side in sides.items():
+                    cpu_ns = n[side]["cpu_ns_per_key"]
+                    row[f"native_{key}"] = cpu_ns
+                    row[f"over_{key}"] = {p: _over(row[p]["ns_per_key"], cpu_ns)
+                                          for p, _, _ in runs}
+                row["native_cref_side"] = sides["cref"]
+            log(f"{size} B: predicted " + ", ".join(
+                f"{p} {row[p]['ns_per_key']:,.0f}" for p, _, _ in runs) + " ns/key")
+            rows.append(row)
+    from kvsim import traces
+
+    syscall = {f"{n}_{u}": getattr(cpu.syscall, f"{u}_ns")[traces.SYSCALL_NAMES.index(n)]
+               for n in KERNEL_CALLS for u in ("call", "byte")}
+    return {"cpu": cpu.name, "cpu_file": cpu_file, "kernel_costs_ns": syscall,
+            "kernel_costs_src": {k: v for k, v in (cpu.provenance.get("syscall") or {}).items()
+                                 if k.startswith(KERNEL_CALLS)},
+            "native": (native or {}).get("provenance"), "quick": quick, "rows": rows,
+            "prior_cref": {"label": prior_label or Path(prior).name} if prior else None,
+            "note": "ns per key of the measured load (c_ref's trace) on the CPU file: before "
+                    "= without the load's kernel costs, faults = the page faults alone, "
+                    "after = faults and file reads; over = predicted / native CPU time per "
+                    "key (the native 95 % interval's bounds give the ratio's)"}
+
+
+def predict_markdown(doc: dict[str, Any]) -> str:
+    """:func:`predict`'s rows as a table."""
+    names = (["prior"] if doc.get("prior_cref") else []) + list(PREDICTIONS)
+    label = ", ".join(names)
+    out = [f"| value | keys | predicted ns/key: {label} (kernel) | faults, "
+           f"reads /key | c_ref native ns/key [95 %] (arena) | over c_ref's: {label} | "
+           "Valkey native | after over Valkey's |", "|" + "---|" * 8]
+    for r in doc["rows"]:
+        pred = ", ".join(f"{r[p]['ns_per_key']:,.0f}" for p in names)
+        pk = r.get("per_key", {})
+        cells = [f"{r['value_bytes']} B", f"{r['keys']:,}",
+                 f"{pred} ({r['after']['kernel_ns_per_key']:,.0f})",
+                 f"{pk.get('page_fault', 0):.2f}, {pk.get('file_read', 0):.2f}"]
+        if "native_cref" in r:
+            ratios = ", ".join(_fmt(r["over_cref"][p], 2) for p in names)
+            cells += [_fmt(r["native_cref"]), ratios, _fmt(r["native_valkey"]),
+                      _fmt(r["over_valkey"]["after"], 2)]
+        else:
+            cells += ["", "", "", ""]
+        out.append("| " + " | ".join(cells) + " |")
+    k = doc["kernel_costs_ns"]
+    if doc.get("prior_cref"):
+        out += ["", f"prior: c_ref of {doc['prior_cref']['label']} (the load's copy of the file "
+                "in user space), without the kernel's costs."]
+    out += ["", f"Kernel costs on `{doc['cpu']}`: a page fault {k['page_fault_call']:,.0f} ns "
+            f"(+ {k['page_fault_byte']:g} ns/B), a file read {k['file_read_call']:,.0f} ns + "
+            f"{k['file_read_byte']:g} ns/B."]
+    return "\n".join(out)
+
+
 def _fmt(c: dict[str, Any], digits: int = 0) -> str:
     lo, hi = c["ci95"] or (None, None)
     iv = f" [{lo:,.{digits}f}, {hi:,.{digits}f}]" if lo is not None else ""
@@ -482,7 +589,20 @@ def main(argv: list[str] | None = None) -> int:
                        "prepare DIR --quick)")
     g.add_argument("dir")
     provenance.add_out_option(g, CALLGRIND_NAME)
+    q = sub.add_parser("predict", help="c_ref's loads simulated without and with the "
+                       "kernel's costs, against a measure result (niced)")
+    q.add_argument("--cpu", required=True, help="a CPU file or preset")
+    q.add_argument("--native", default=f"results/{RESULT_NAME}",
+                   help="a measure result to compare with ('' for none)")
+    q.add_argument("--quick", action="store_true", help=f"keys / {QUICK_DIV} (tests)")
+    q.add_argument("--prior-cref", type=Path, default=None, metavar="BINARY",
+                   help="another build's kvsim-cref: its traces without the kernel's costs "
+                        "(column prior)")
+    q.add_argument("--prior-label", default="", help="what --prior-cref is (a commit)")
+    provenance.add_out_option(q, PREDICT_NAME)
     a = ap.parse_args(argv)
+    if a.cmd == "predict":
+        return _predict_main(prog, a)
     data = Path(a.dir)
     if not data.is_dir():
         print(f"{prog}: {a.dir}: no such directory", file=sys.stderr)
@@ -521,6 +641,26 @@ def main(argv: list[str] | None = None) -> int:
                    "the process CPU clock for c_ref); minor faults; Valkey's CPU time over "
                    "c_ref's paired per round"}
     print(markdown(doc))
+    return provenance.publish(prog, out, doc)
+
+
+def _predict_main(prog: str, a: argparse.Namespace) -> int:
+    from kvsim import provenance
+    from kvsim.experiments.cref import CrefError
+    from kvsim.sim.config import ConfigError
+
+    out = provenance.out_path(a.out, PREDICT_NAME)
+    if provenance.out_dir_missing(out):
+        return 2
+    try:
+        native = json.loads(Path(a.native).read_text()) if a.native else None
+        if a.prior_cref is not None and not a.prior_cref.is_file():
+            raise OSError(f"--prior-cref {a.prior_cref}: no such file")
+        doc = predict(a.cpu, native, a.quick, prior=a.prior_cref, prior_label=a.prior_label)
+    except (OSError, ValueError, ConfigError, CrefError, StopIteration) as e:
+        print(f"{prog}: {e}".splitlines()[0], file=sys.stderr)
+        return 2
+    print(predict_markdown(doc))
     return provenance.publish(prog, out, doc)
 
 

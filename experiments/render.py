@@ -269,6 +269,18 @@ def render_load_split(doc: dict[str, Any]) -> str:
         "measure DIR --rounds 9")
 
 
+@rendering("load_split_predict", "results/load-split-predict.json")
+def render_load_split_predict(doc: dict[str, Any]) -> str:
+    """c_ref's snapshot loads predicted without and with the kernel's costs, against the
+    native loads (experiments/load_split.py predict)."""
+    from kvsim.experiments.load_split import predict_markdown
+
+    return predict_markdown(doc) + "\n\n" + provenance_line(
+        doc, RENDERINGS["load_split_predict"].result, "python -m kvsim.experiments.load_split "
+        "predict --cpu results/calibrate-xeon-m167-kernel-full.toml --prior-cref BINARY "
+        "--prior-label 'commit 1742c5e'")
+
+
 @rendering("server_user", "results/server-user.json")
 def render_server_user(doc: dict[str, Any]) -> str:
     """The server's user code per request, natively and predicted before and after [work]

@@ -69,7 +69,7 @@ from typing import TYPE_CHECKING
 from kvsim import artifacts
 
 from . import calibrate_check as check
-from . import calibrate_stores, calibrate_syscall, calibrate_work
+from . import calibrate_kernel, calibrate_stores, calibrate_syscall, calibrate_work
 from .config import ConfigError, parse_cpu
 
 if TYPE_CHECKING:  # imported by the fits: the `local` preset reads the tables without it
@@ -1145,6 +1145,8 @@ def calibrate(output: Path | None = None, *, quick: bool = False,
         doc["syscall"] = calibrate_syscall.section(sysraw)
         if sysraw.get("loop"):
             doc["meta"]["syscall_loop"] = calibrate_syscall.loop_meta(sysraw)
+        # a snapshot load's page faults and file reads (sim/calibrate_kernel.py)
+        calibrate_kernel.apply(doc, calibrate_kernel.measure(quick, log), "kvsim calibrate")
     if from_raw is not None:  # derived now; the samples were measured then
         doc["meta"]["measured_provenance"] = old.get("meta", {}).get(
             "measured_provenance") or old.get("meta", {}).get("provenance") or {}

@@ -142,7 +142,8 @@ def fit_line(xs: list[float], ys: list[float]) -> tuple[float, float]:
 
 
 def section(raw: dict, method: str | None = None) -> dict:
-    """The [syscall] table (keys of sim.config.SYSCALL_KEYS, with its src) from measure();
+    """The [syscall] table (the socket calls' keys of sim.config.SYSCALL_KEYS, with its src;
+    the load's kernel keys are sim/calibrate_kernel.py's) from measure();
     ``method``: the loop's, as :func:`loop_meta` takes it."""
     sizes = [float(s) for s in raw["sizes"]]
     sec: dict = {}

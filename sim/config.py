@@ -110,17 +110,16 @@ class Prefetcher:
 class Syscall:
     """The cost of a system call in nanoseconds: a fixed part per call and a part per byte it
     moves (``[syscall]`` of a CPU file; sim/PRESETS.md). The calls are traces' SYSCALL markers
-    (traces/FORMAT.md): read, write and epoll_wait, in the order of ``traces.SYSCALL_NAMES``.
-    The default, all zero, charges nothing: a CPU file without the section keeps its
-    predictions."""
+    (traces/FORMAT.md): read, write, epoll_wait, file_read and page_fault, in the order of
+    ``traces.SYSCALL_NAMES``. The default, all zero, charges nothing: a CPU file without the
+    section (or without a call's keys) keeps its predictions."""
 
-    call_ns: tuple[float, ...] = (0.0, 0.0, 0.0)  # per call: read, write, epoll_wait
-    byte_ns: tuple[float, ...] = (0.0, 0.0, 0.0)  # per byte moved
+    call_ns: tuple[float, ...] = (0.0,) * len(_format.SYSCALL_NAMES)  # per call, by SYSCALL_NAMES
+    byte_ns: tuple[float, ...] = (0.0,) * len(_format.SYSCALL_NAMES)  # per byte moved
 
 
 #: [syscall] keys: "<call>_ns" (per call) and "<call>_byte_ns" (per byte), by call
-SYSCALL_KEYS = tuple(k for c in ("read", "write", "epoll_wait") for k in (f"{c}_ns",
-                                                                          f"{c}_byte_ns"))
+SYSCALL_KEYS = tuple(k for c in _format.SYSCALL_NAMES for k in (f"{c}_ns", f"{c}_byte_ns"))
 
 
 @dataclass(frozen=True)

@@ -94,6 +94,9 @@ enum kvtSyscall {
     KVT_SYSCALL_READ = 0,       /* read(2) from a socket: site "sys.read" */
     KVT_SYSCALL_WRITE = 1,      /* write(2) to a socket: site "sys.write" */
     KVT_SYSCALL_EPOLL_WAIT = 2, /* epoll_wait(2) / epoll_pwait(2): site "sys.epoll_wait" */
+    KVT_SYSCALL_FILE_READ = 3,  /* read(2) of a file from the page cache: "sys.file_read" */
+    KVT_SYSCALL_PAGE_FAULT = 4, /* a minor fault: first touch of a page fresh from the
+                                 * kernel, addr = the page's bytes: "sys.page_fault" */
     KVT_NUM_SYSCALLS
 };
 

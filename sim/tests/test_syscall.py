@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sim_helpers import records
 
 from kvsim import sim, traces
@@ -18,8 +20,10 @@ HEADER = {"producer": {"name": "tests", "version": "0", "git_commit": None},
           "tags": ["other", "query_buf", "reply_buf"], "sites": SITES,
           "markers": list(traces.MARKER_NAMES)}
 SYS = traces.MARK_SYSCALL
-READ, WRITE, EPOLL = (SITES.index(s) for s in traces.SYSCALL_SITES)
-COSTS = Syscall(call_ns=(400.0, 900.0, 250.0), byte_ns=(0.05, 0.125, 0.0))
+READ, WRITE, EPOLL, FILE_READ, FAULT = (SITES.index(s) for s in traces.SYSCALL_SITES)
+CALLS = [READ, WRITE, EPOLL, FILE_READ, FAULT]
+COSTS = Syscall(call_ns=(400.0, 900.0, 250.0, 150.0, 1100.0),
+                byte_ns=(0.05, 0.125, 0.0, 0.2, 0.01))
 
 
 def _cpu(syscall: Syscall | None = None) -> sim.CpuConfig:
@@ -58,7 +62,7 @@ def _ticks_of(rec: np.ndarray, cpu: sim.CpuConfig) -> int:
     tpn = cpu.freq_ghz * cpu.timing_ticks()[0]
     total = 0
     for r in rec[(rec["kind"] == traces.KIND_MARKER) & (rec["flags"] == SYS)]:
-        c = [READ, WRITE, EPOLL].index(int(r["site"]))
+        c = CALLS.index(int(r["site"]))
         q16 = round(cpu.syscall.byte_ns[c] * tpn * 65536)
         total += round(cpu.syscall.call_ns[c] * tpn) + ((int(r["addr"]) * q16 + 32768) >> 16)
     return total
@@ -123,11 +127,16 @@ def _doc(**syscall) -> dict:
 def test_cpu_file_section() -> None:
     cpu = parse_cpu(_doc(read_ns=500, read_byte_ns=0.1, write_ns=800, epoll_wait_ns=300,
                          src={"read_ns": "E"}))
-    assert cpu.syscall == Syscall((500.0, 800.0, 300.0), (0.1, 0.0, 0.0))
+    assert cpu.syscall == Syscall((500.0, 800.0, 300.0, 0.0, 0.0), (0.1, 0.0, 0.0, 0.0, 0.0))
     assert cpu.provenance["syscall"] == {"read_ns": "E"}
     ec = cpu.to_engine(timing=True)
-    assert list(ec.syscall_call_ticks) == [4000, 6400, 2400]  # ns x 2 GHz x 4 ticks a cycle
+    # ns x 2 GHz x 4 ticks a cycle; a file without the kernel's keys charges nothing for them
+    assert list(ec.syscall_call_ticks) == [4000, 6400, 2400, 0, 0]
     assert ec.syscall_byte_q16[0] == round(0.1 * 8 * 65536)
+    kern = parse_cpu(_doc(file_read_ns=100, file_read_byte_ns=0.25, page_fault_ns=1000))
+    ek = kern.to_engine(timing=True)
+    assert list(ek.syscall_call_ticks) == [0, 0, 0, 800, 8000]
+    assert ek.syscall_byte_q16[3] == round(0.25 * 8 * 65536) and ek.syscall_byte_q16[4] == 0
     assert parse_cpu({k: v for k, v in _doc().items() if k != "syscall"}).syscall == Syscall()
     with pytest.raises(ConfigError, match=r"syscall\.read_ns: must be a finite number >= 0"):
         parse_cpu(_doc(read_ns=-1))
@@ -167,11 +176,11 @@ def test_calibrate_measures_a_section_the_parser_takes() -> None:
     raw = cs.measure(quick=True, iters=64, loop=False)
     assert raw["sizes"] == list(cs.SIZES) and len(raw["read_ns"]) == len(cs.SIZES)
     sec = cs.section(raw)
-    assert set(sec) == {*sim.config.SYSCALL_KEYS, "src"} and set(sec["src"]) == set(
-        sim.config.SYSCALL_KEYS)
+    socket = set(sim.config.SYSCALL_KEYS[:6])  # the load's kernel keys: calibrate_kernel.py
+    assert set(sec) == {*socket, "src"} and set(sec["src"]) == socket
     assert min(sec["read_ns"], sec["write_ns"], sec["epoll_wait_ns"]) > 0
     cpu = parse_cpu(_doc(**sec))
-    assert cpu.syscall.call_ns == (sec["read_ns"], sec["write_ns"], sec["epoll_wait_ns"])
+    assert cpu.syscall.call_ns[:3] == (sec["read_ns"], sec["write_ns"], sec["epoll_wait_ns"])
 
 
 def test_microbenchmark_rejects_bad_arguments() -> None:
@@ -237,3 +246,49 @@ def test_the_tick_bias_loop_spins_what_it_is_told() -> None:
     for bad in ((4, 100), (64, -1), (64,)):
         with pytest.raises(OSError, match="kvsim-calibrate sysbias: usage"):
             run_bench("sysbias", *bad)
+
+
+def test_fault_and_file_read_costs_on_a_tiny_trace(tmp_path: Path) -> None:
+    """A fault is charged once per marker (its page's bytes at the per-byte rate) and a file
+    read per call and per byte; a lone marker after a retired load adds exactly its cost."""
+    cpu = _cpu(COSTS)
+    tps = cpu.timing_ticks()[0]
+    tpn = cpu.freq_ghz * tps
+    load = records([("load", 0x1000, 8, 5)])
+    base = sim.simulate(_write(tmp_path, load, "a.kvt"), cpu)["cycles"]
+    for site, nbytes, k in ((FAULT, 4096, 4), (FILE_READ, 65536, 3), (FILE_READ, 0, 3)):
+        rec = records([("load", 0x1000, 8, 5), ("marker", nbytes, 0, 0, 0, 0, site, SYS)])
+        got = sim.simulate(_write(tmp_path, rec, f"{site}-{nbytes}.kvt"), cpu)
+        want = round(COSTS.call_ns[k] * tpn) + (
+            (nbytes * round(COSTS.byte_ns[k] * tpn * 65536) + 32768) >> 16)
+        assert got["cycles"] == pytest.approx(base + want / tps, abs=1)  # whole cycles
+        assert got["syscalls"]["calls"] == {traces.SYSCALL_NAMES[k]: 1}
+    # two faults cost twice one: the engine keeps no memory of a page (the producer says
+    # which pages are fresh)
+    two = records([("load", 0x1000, 8, 5)] + [("marker", 4096, 0, 0, 0, 0, FAULT, SYS)] * 2)
+    got = sim.simulate(_write(tmp_path, two, "two.kvt"), cpu)
+    one = round(COSTS.call_ns[4] * tpn) + ((4096 * round(COSTS.byte_ns[4] * tpn * 65536)
+                                            + 32768) >> 16)
+    assert got["cycles"] == pytest.approx(base + 2 * one / tps, abs=1)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.one_of(
+    st.tuples(st.sampled_from(["load", "store"]), st.integers(0, 1 << 22).map(lambda a: a * 8),
+              st.integers(1, 256), st.integers(0, 40)),
+    st.tuples(st.just("marker"), st.integers(0, 1 << 17), st.just(0), st.integers(0, 20),
+              st.just(0), st.just(0), st.sampled_from([1, *CALLS]), st.just(SYS))),
+    min_size=1, max_size=80),
+    call=st.lists(st.sampled_from([0.0, 35.0, 400.0, 1151.5]), min_size=5, max_size=5),
+    byte=st.lists(st.sampled_from([0.0, 0.001, 0.18, 0.5]), min_size=5, max_size=5))
+def test_engine_equals_reference_with_every_calls_costs(tmp_path: Path, rows, call,
+                                                         byte) -> None:
+    """Random accesses and SYSCALL markers at every call's site (and one naming none), with
+    random costs for all five calls: the compiled engine and the reference agree exactly."""
+    path = _write(tmp_path, records(rows), "p.kvt")
+    cpu = _cpu(Syscall(tuple(call), tuple(byte)))
+    fast = sim.simulate(path, cpu)
+    ref = sim.simulate(path, cpu, engine="reference")
+    for key in ("cycles", "syscalls", "levels", "instructions"):
+        assert fast.get(key) == ref.get(key), key

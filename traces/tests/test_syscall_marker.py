@@ -27,8 +27,10 @@ def _syscalls(n: int) -> np.ndarray:
 
 def test_constants() -> None:
     assert traces.MARKER_NAMES[7] == "syscall" and traces.MARK_SYSCALL == 7
-    assert traces.SYSCALL_NAMES == ["read", "write", "epoll_wait"]
-    assert traces.SYSCALL_SITES == ["sys.read", "sys.write", "sys.epoll_wait"]
+    # calls are added, never renumbered: a trace names them by site
+    assert traces.SYSCALL_NAMES == ["read", "write", "epoll_wait", "file_read", "page_fault"]
+    assert traces.SYSCALL_SITES == [f"sys.{n}" for n in traces.SYSCALL_NAMES]
+    assert (traces.SYSCALL_FILE_READ, traces.SYSCALL_PAGE_FAULT) == (3, 4)
     assert traces.VERSION >= traces.SYSCALL_VERSION == 4
 
 
