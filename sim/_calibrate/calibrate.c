@@ -271,8 +271,11 @@ static int benchChase(int argc, char **argv) {
         if (size < 2 * LINE) size = 2 * LINE;
         region r = mapRegion(size, huge);
         void **p = linkCycle(&r, size, NULL), **q;
-        size_t lines = size / LINE;
-        chaseOnce(p, lines < loads ? lines : loads, &q); /* warm caches and TLBs */
+        /* warm caches and TLBs for as many loads as a sample (at least one pass up to
+         * LOADS lines): after the chases within L1D, the first chase past it kept some L1D
+         * hits for its first million loads on an Intel guest (sim/VALIDATION.md, finding
+         * 19), a state the chases before it left, not this chase's own */
+        chaseOnce(p, loads, &q);
         printf("%s{\"size\": %zu, \"huge_fraction\": %.3f, \"ns\": [", k > 3 ? ", " : "", size,
                r.huge_fraction);
         for (unsigned long long i = 0; i < reps; i++) {
