@@ -465,7 +465,7 @@ def test_a_moved_last_level_share_is_left_to_each_runs_replay():
     its own run. Where the runs' natives agree, and within the private levels always, the
     two files' predictions must agree within the tolerance."""
     a = _agreement_doc(AGREE_NS, AGREE_NS)
-    moved = dict(AGREE_NS, **{16 * MIB: 80.0})  # the share halved: 16 MiB now misses
+    moved = {**AGREE_NS, 16 * MIB: 80.0}  # the share halved: 16 MiB now misses
     b = _agreement_doc(moved, moved, last=8 * MIB)
     got = by_name(check.agreement(a, b, "full.toml"))
     assert all(c["ok"] for c in got.values()), got
@@ -473,12 +473,12 @@ def test_a_moved_last_level_share_is_left_to_each_runs_replay():
         got["agree.chases"]["detail"])
     assert "last level 32MiB here, 8MiB there" in got["agree.chases"]["detail"]
     # the same natives past L2, other predictions: refused
-    off = _agreement_doc(moved, dict(moved, **{256 * MIB: 180.0}), last=8 * MIB)
+    off = _agreement_doc(moved, {**moved, 256 * MIB: 180.0}, last=8 * MIB)
     got = by_name(check.agreement(a, off, "full.toml"))["agree.chases"]
     assert not got["ok"] and "worst chase 256MiB 2048K" in got["detail"]
     # within the private levels the predictions are compared whatever the natives did
-    priv = _agreement_doc(dict(moved, **{512 * 1024: 7.0}),
-                          dict(moved, **{512 * 1024: 6.0}), last=8 * MIB)
+    priv = _agreement_doc({**moved, 512 * 1024: 7.0},
+                          {**moved, 512 * 1024: 6.0}, last=8 * MIB)
     got = by_name(check.agreement(a, priv, "full.toml"))["agree.chases"]
     assert not got["ok"] and "worst chase 512KiB 2048K" in got["detail"]
 
