@@ -504,7 +504,7 @@ PLANS = {
     # least llc_factor x the last level's sysfs size (rounded up to a power of two), so
     # that the chases reach DRAM on a machine with a large last level.
     # loads: the same in both plans, so that a quick and a full run measure a chase the
-    # same way (the fastest of 200 000-load samples read an L2-resident chase 9-13 % below
+    # same way (the fastest of 200 000-load samples read an L2-resident chase 8-12 % below
     # the fastest of 1 000 000-load ones on an Intel guest: sim/VALIDATION.md, finding 19)
     "quick": {"max_bytes": 256 * MIB, "per_octave": 2, "rounds": 3, "min_rounds": 3,
               "repeats": 2,
