@@ -17,7 +17,10 @@ the level taken away or added, degree 1), ``tlb.KEY=VALUE`` (:data:`TLB_KEYS`),
 ``walk4k``, ``walk``, ``stlb``, ``host``; ``fix=walk4k`` is the model without a 4 KiB
 page's walk's own extra when the file has none); "" is the file itself. The
 result (JSON, with its provenance) holds per variant the points off their tolerance, the
-solved unknowns and each chase's measured and predicted ns.
+solved unknowns and each chase's measured and predicted ns and loads per level
+(``per_load``). ``--weighted`` weighs each chase by one over its tolerance in the least
+squares; ``--statistic round-median`` takes the median of the rounds' fastest samples as a
+chase's native figure instead of the fastest.
 """
 
 from __future__ import annotations
