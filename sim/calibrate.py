@@ -503,9 +503,12 @@ PLANS = {
     # the minimum of its samples (see LATENCY_STATISTIC). The largest working set is at
     # least llc_factor x the last level's sysfs size (rounded up to a power of two), so
     # that the chases reach DRAM on a machine with a large last level.
+    # loads: the same in both plans, so that a quick and a full run measure a chase the
+    # same way (the fastest of 200 000-load samples read an L2-resident chase 8-12 % below
+    # the fastest of 1 000 000-load ones on an Intel guest: sim/VALIDATION.md, finding 19)
     "quick": {"max_bytes": 256 * MIB, "per_octave": 2, "rounds": 3, "min_rounds": 3,
               "repeats": 2,
-              "loads": 200_000, "clock_iters": 2_000_000, "bw_bytes": 256 * MIB,
+              "loads": 1_000_000, "clock_iters": 2_000_000, "bw_bytes": 256 * MIB,
               "work_calls": 100_000, "budget_s": 40.0, "llc_factor": 2},
     "full": {"max_bytes": 1 * GIB, "per_octave": 4, "coarse_above": 64 * MIB, "rounds": 5,
              "min_rounds": 3,

@@ -17,7 +17,10 @@ the level taken away or added, degree 1), ``tlb.KEY=VALUE`` (:data:`TLB_KEYS`),
 ``walk4k``, ``walk``, ``stlb``, ``host``; ``fix=walk4k`` is the model without a 4 KiB
 page's walk's own extra when the file has none); "" is the file itself. The
 result (JSON, with its provenance) holds per variant the points off their tolerance, the
-solved unknowns and each chase's measured and predicted ns.
+solved unknowns and each chase's measured and predicted ns and loads per level
+(``per_load``). ``--weighted`` weighs each chase by one over its tolerance in the least
+squares; ``--statistic round-median`` takes the median of the rounds' fastest samples as a
+chase's native figure instead of the fastest.
 """
 
 from __future__ import annotations
@@ -43,20 +46,31 @@ TLB_KEYS = {"walk_retention_ns": float, "host_read_ns": float, "host_page_size":
             "l2_entries": int}
 
 
-def points_of(doc: dict) -> tuple[list[tuple[int, int, float]], list[float]]:
-    """The file's chases as the hierarchy fit takes them ((size, page, fastest ns)) and each
-    one's tolerance in the self-check (its rounds' spread)."""
+def points_of(doc: dict, statistic: str = "fastest"
+              ) -> tuple[list[tuple[int, int, float]], list[float]]:
+    """The file's chases as the hierarchy fit takes them ((size, page, native ns)) and each
+    one's tolerance in the self-check (its rounds' spread). ``statistic``: the native figure
+    of a point, the fastest sample (as the fit and the self-check take it) or
+    ``round-median``, the median over the rounds of each round's fastest sample (what a
+    model drawing one physical placement is compared with where each round maps its buffer
+    afresh)."""
     raw = doc["meta"]["raw"]
     rep = raw.get("repeats")
     huge = (raw.get("huge_fraction_top") or 0.0) >= 0.5
     page = 2 * MIB if huge else 4096
+
+    def figure(v: list[float]) -> float:
+        if statistic == "fastest" or not rep:
+            return min(v)
+        return float(np.median([min(v[i:i + rep]) for i in range(0, len(v), rep)]))
+
     pts, tol = [], []
     for s in raw["sizes"]:
         v = raw["chase_ns"][str(s)]
-        pts.append((int(s), page, min(v)))
+        pts.append((int(s), page, figure(v)))
         tol.append(check.point_tolerance(check.round_spread(v, rep)))
     for k, v in sorted((raw.get("chase_4k_ns") or {}).items(), key=lambda kv: int(kv[0])):
-        pts.append((int(k), 4096, min(v)))
+        pts.append((int(k), 4096, figure(v)))
         tol.append(check.point_tolerance(check.round_spread(v, rep)))
     return pts, tol
 
@@ -102,7 +116,8 @@ def variant(doc: dict, spec: str) -> dict:
 
 
 def solved(d: dict, pts: list[tuple[int, int, float]],
-           last_level_ns: float | None = None) -> tuple[dict | None, np.ndarray | None]:
+           last_level_ns: float | None = None,
+           weights: np.ndarray | None = None) -> tuple[dict | None, np.ndarray | None]:
     """``d`` with its unknowns solved over the chases ``pts`` and the chases simulated on it
     (ns); (None, None) when the least squares give no valid file. ``d["_fixed"]`` (removed
     here): the unknowns kept at the file's values. ``last_level_ns``: the knee fit's last
@@ -114,26 +129,32 @@ def solved(d: dict, pts: list[tuple[int, int, float]],
     cpu = parse_cpu(d, "ablate")
     rows = [fit.chase_row(cpu, s, p) for s, p, _ in pts]
     err, x = fit.solve(rows, fit.unknowns(cpu), y, check.dram_floor_ns(last_level_ns) * ghz,
-                       fixed)
+                       fixed, weights)
     if not math.isfinite(err):
         return None, None
     d = copy.deepcopy(d)
     fit.apply_solution(d, x, ghz)
     cpu = parse_cpu(d, "ablate")
-    return d, np.array([fit.chase_row(cpu, s, p)[1] for s, p, _ in pts]) / ghz
+    rows = [fit.chase_row(cpu, s, p) for s, p, _ in pts]
+    d["_served"] = [r[0] for r in rows]
+    return d, np.array([r[1] for r in rows]) / ghz
 
 
-def ablate(path: Path, specs: list[str], log=lambda m: None) -> dict:
+def ablate(path: Path, specs: list[str], log=lambda m: None, weighted: bool = False,
+           statistic: str = "fastest") -> dict:
     doc = tomllib.loads(Path(path).read_text())
-    pts, tol = points_of(doc)
+    pts, tol = points_of(doc, statistic)
     last = check.knee_last_ns(doc)
+    w = fit.point_weights(tol) if weighted else None
     out = []
     for spec in specs:
-        d, pred = solved(variant(doc, spec), pts, last)
+        d, pred = solved(variant(doc, spec), pts, last, w)
         if d is None:
             out.append({"variant": spec, "valid": False})
             log(f"{spec or 'the file'}: no valid latencies")
             continue
+        served = d.pop("_served")
+        names = [c["name"] for c in d["cache"]] + list(fit.cols(len(served[0])))
         ratio = pred / np.array([p[2] for p in pts])
         off = [i for i, r in enumerate(ratio) if abs(r - 1.0) > tol[i] + 1e-9]
         out.append({
@@ -145,11 +166,14 @@ def ablate(path: Path, specs: list[str], log=lambda m: None) -> dict:
             "off": [_name(pts[i]) for i in off],
             "points": [{"point": _name(p), "measured_ns": round(p[2], 3),
                         "predicted_ns": round(float(v), 3), "ratio": round(float(r), 4),
-                        "tolerance": round(t, 4)}
-                       for p, v, r, t in zip(pts, pred, ratio, tol, strict=True)]})
+                        "tolerance": round(t, 4),
+                        "per_load": {k: round(float(c), 3) for k, c in zip(names, a, strict=True)
+                                     if c > 0}}
+                       for p, v, r, t, a in zip(pts, pred, ratio, tol, served,
+                                                strict=True)]})
         log(f"{spec or 'the file'}: {len(off)} of {len(pts)} chases off: "
             + "; ".join(f"{_name(pts[i])} {ratio[i]:.3f}" for i in off))
-    return {"file": str(path), "variants": out}
+    return {"file": str(path), "weighted": weighted, "statistic": statistic, "variants": out}
 
 
 def _name(p: tuple[int, int, float]) -> str:
@@ -164,9 +188,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("file", type=Path)
     ap.add_argument("variants", nargs="+")
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--weighted", action="store_true",
+                    help="weigh each chase by its tolerance in the least squares "
+                         "(calibrate_fit.point_weights), as the hierarchy fit does")
+    ap.add_argument("--statistic", choices=("fastest", "round-median"), default="fastest",
+                    help="each chase's native figure: the fastest sample, or the median of "
+                         "the rounds' fastest (calibrate_ablate.points_of)")
     a = ap.parse_args(argv)
     try:
-        res = ablate(a.file, a.variants, log=lambda m: print(m, file=sys.stderr))
+        res = ablate(a.file, a.variants, log=lambda m: print(m, file=sys.stderr),
+                     weighted=a.weighted, statistic=a.statistic)
     except (ConfigError, OSError, KeyError, tomllib.TOMLDecodeError, ValueError) as e:
         print(f"calibrate_ablate: error: {a.file}: {e}", file=sys.stderr)
         return 1

@@ -177,21 +177,34 @@ def cols(m: int) -> dict[str, int]:
     return {"dram": m - 5, "host": m - 4, "stlb": m - 3, "walk": m - 2, "walk4k": m - 1}
 
 
+def point_weights(tolerances) -> np.ndarray:
+    """Each chase's weight in the least squares: one over its tolerance in the self-check
+    (calibrate_check.point_tolerance: 10 %, or the point's native spread between rounds up
+    to 25 %), so that the fit minimises each residual in the units the check judges it in,
+    and a point whose native figure moved between rounds (the step past L2, where each
+    round's fresh mapping puts the pages in other frames) weighs as little as it tells."""
+    return 1.0 / np.asarray(tolerances, dtype=float)
+
+
 def solve(rows: list[tuple[np.ndarray, float]], base: np.ndarray,
           measured_cycles: np.ndarray, dram_min: float = 0.0,
-          fixed: tuple[str, ...] = ()) -> tuple[float, np.ndarray]:
+          fixed: tuple[str, ...] = (),
+          weights: np.ndarray | None = None) -> tuple[float, np.ndarray]:
     """Least squares (relative error) of the unknowns over every chase: ``rows`` simulated
     at ``base``; returns (sum of squared relative errors, unknowns), inf when the solution
     makes no CPU file (:func:`invalid`: a latency below one cycle or not increasing down the
     hierarchy, the host's read not above the last level's) or a measured time is not a
     positive number. A DRAM latency below ``dram_min`` cycles (the plausibility check's
     floor) is held at it and the rest solved again, as an STLB hit or a walk below 0 is
-    held at 0. ``fixed``: unknowns (:func:`cols`' names) kept at ``base``'s values."""
+    held at 0. ``fixed``: unknowns (:func:`cols`' names) kept at ``base``'s values.
+    ``weights``: each chase's weight in the sum (:func:`point_weights`; None: all 1)."""
     a = np.array([r[0] for r in rows])
     c0 = np.array([r[1] for r in rows]) - a @ base
     y = measured_cycles
     with np.errstate(divide="ignore", invalid="ignore"):
         aa, bb = a / y[:, None], 1.0 - c0 / y
+    if weights is not None:
+        aa, bb = aa * weights[:, None], bb * weights
     x = base.copy()
     if not (np.all(y > 0) and np.all(np.isfinite(aa)) and np.all(np.isfinite(bb))):
         return math.inf, x  # a measured time <= 0 or not finite: nothing to fit

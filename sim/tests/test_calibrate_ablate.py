@@ -57,3 +57,13 @@ def test_variant_drops_adds_prefetchers_and_sets_tlb_keys():
     with pytest.raises(ConfigError, match="^calibrate_ablate: variant 'drop=L1D:stream': "
                                           "the file has no 'stream' prefetcher at 'L1D'$"):
         ab.variant(doc, "drop=L1D:stream")
+
+
+def test_round_median_takes_each_rounds_fastest():
+    """``round-median``: the median over the rounds of each round's fastest sample (a
+    placement drawn afresh each round), not the fastest of all; the tolerance is the same."""
+    raw = {"sizes": [65536], "repeats": 2, "huge_fraction_top": 1.0,
+           "chase_ns": {"65536": [4.0, 4.1, 5.0, 5.2, 6.0, 5.5]}}
+    pts, tol = ab.points_of({"meta": {"raw": raw}}, "round-median")
+    assert pts == [(65536, 2 << 20, 5.0)]
+    assert tol == ab.points_of({"meta": {"raw": raw}})[1]

@@ -438,3 +438,64 @@ def test_native_agreement_counts_the_points_two_runs_disagree_on():
     assert check.native_agreement(rows, {}) is None
     sc = check.summarise([], rows, "quick.toml", got)
     assert "1 of 2 points differ by more than 10% between the two runs" in check.table(sc)
+
+
+def _agreement_doc(natives: dict[int, float], predicted: dict[int, float], l2_cycles=14,
+                   levels=LEVELS, last=32 * MIB) -> dict:
+    """A calibration as agreement reads it: its caches, sysfs levels, chase sizes and the
+    replayed chases (2 MiB pages) with their native and predicted ns."""
+    sizes = sorted(natives)
+    rows = [check._row(f"chase {fmt_size(s)} 2048K", natives[s], predicted[s]) for s in sizes]
+    return {"freq_ghz": 3.5,
+            "cache": [{"name": "L1D", "size": 32 * 1024, "latency": 4},
+                      {"name": "L2", "size": MIB, "latency": l2_cycles},
+                      {"name": "L3", "size": last, "latency": 50}],
+            "meta": {"sysfs_levels": levels,
+                     "raw": {"sizes": sizes, "huge_fraction_top": 1.0}},
+            "selfcheck": {"replay": rows}}
+
+
+AGREE_SIZES = (64 * 1024, 512 * 1024, 4 * MIB, 16 * MIB, 256 * MIB)
+AGREE_NS = dict(zip(AGREE_SIZES, (4.0, 5.0, 16.0, 40.0, 140.0), strict=True))
+
+
+def test_a_moved_last_level_share_is_left_to_each_runs_replay():
+    """Past the private levels (the sysfs L2), a chase whose native figure moved between the
+    two runs (a neighbour took part of the last level) is not compared: each file predicts
+    its own run. Where the runs' natives agree, and within the private levels always, the
+    two files' predictions must agree within the tolerance."""
+    a = _agreement_doc(AGREE_NS, AGREE_NS)
+    moved = {**AGREE_NS, 16 * MIB: 80.0}  # the share halved: 16 MiB now misses
+    b = _agreement_doc(moved, moved, last=8 * MIB)
+    got = by_name(check.agreement(a, b, "full.toml"))
+    assert all(c["ok"] for c in got.values()), got
+    assert "1 past the private levels left to each file's own replay" in (
+        got["agree.chases"]["detail"])
+    assert "last level 32MiB here, 8MiB there" in got["agree.chases"]["detail"]
+    # the same natives past L2, other predictions: refused
+    off = _agreement_doc(moved, {**moved, 256 * MIB: 180.0}, last=8 * MIB)
+    got = by_name(check.agreement(a, off, "full.toml"))["agree.chases"]
+    assert not got["ok"] and "worst chase 256MiB 2048K" in got["detail"]
+    # within the private levels the predictions are compared whatever the natives did
+    priv = _agreement_doc({**moved, 512 * 1024: 7.0},
+                          {**moved, 512 * 1024: 6.0}, last=8 * MIB)
+    got = by_name(check.agreement(a, priv, "full.toml"))["agree.chases"]
+    assert not got["ok"] and "worst chase 512KiB 2048K" in got["detail"]
+
+
+def test_quick_and_full_must_agree_on_the_private_levels_and_the_kernels_caches():
+    a = _agreement_doc(AGREE_NS, AGREE_NS)
+    near = _agreement_doc(AGREE_NS, AGREE_NS, l2_cycles=15)  # 1.07x
+    assert by_name(check.agreement(a, near, "full.toml"))["agree.levels"]["ok"]
+    far = _agreement_doc(AGREE_NS, AGREE_NS, l2_cycles=16)  # 1.14x
+    got = by_name(check.agreement(a, far, "full.toml"))["agree.levels"]
+    assert not got["ok"] and "worst L2, 0.88x" in got["detail"]
+    other = [dict(lv) for lv in LEVELS]
+    other[1]["size"] *= 2
+    got = by_name(check.agreement(a, _agreement_doc(AGREE_NS, AGREE_NS, levels=other),
+                                  "full.toml"))["agree.sysfs"]
+    assert not got["ok"] and "full.toml reports other caches" in got["detail"]
+    # a file without sysfs levels (an older kvsim's) is not judged on them
+    old = _agreement_doc(AGREE_NS, AGREE_NS)
+    del old["meta"]["sysfs_levels"]
+    assert "agree.sysfs" not in by_name(check.agreement(a, old, "old.toml"))

@@ -334,3 +334,22 @@ def test_solve_fits_a_4k_pages_walk_apart_from_the_others():
     err, x = cf.solve([(r, float(r @ base + 3.0)) for r in two_mib], base,
                       two_mib @ truth + 3.0)
     assert x[7] == 0.0 and err < 1e-12
+
+
+def test_weights_let_a_point_that_moved_between_rounds_tell_less():
+    """With each chase weighed by one over its tolerance (calibrate_fit.point_weights), a
+    point off the others' solution pulls the solution less the wider its tolerance; with
+    equal weights the solution is the unweighted one."""
+    a = _w4([[1.0, 0, 0, 0, 0, 0, 0], [0, 1.0, 0, 0, 0, 0, 0],
+             [0, 0.5, 0.5, 0, 0, 0, 0], [0, 0, 1.0, 0, 0, 0, 0],
+             [0, 0.2, 0.8, 0, 0, 0, 0]])
+    truth = _w4([4.0, 12.0, 40.0, 100.0, 100.0, 0.0, 0.0])
+    base = _w4([5.0, 10.0, 30.0, 100.0, 100.0, 0.0, 0.0])
+    rows = [(r, float(r @ base)) for r in a]
+    y = a @ truth
+    y[2] *= 0.7  # the step's point, 30 % off the hierarchy the others follow
+    plain = cf.solve(rows, base, y)[1]
+    same = cf.solve(rows, base, y, weights=cf.point_weights([0.1] * 5))[1]
+    assert same == pytest.approx(plain)
+    loose = cf.solve(rows, base, y, weights=cf.point_weights([0.1, 0.1, 0.25, 0.1, 0.1]))[1]
+    assert abs(loose[2] - 40.0) < abs(plain[2] - 40.0)
