@@ -130,6 +130,16 @@ static sds legacyNewSds(ksKeyspace *ks, const void *p, size_t len, uint8_t tag) 
     return sdsWriteAt(m, t, p, len, len);
 }
 
+/* createObject's header of a string object (Valkey object.c): no key, no expire. */
+static inline robj *stringHeader(robj *o) {
+    o->type = OBJ_STRING;
+    o->lru = 0;
+    o->refcount = 1;
+    o->hasexpire = 0;
+    o->hasembkey = 0;
+    return o;
+}
+
 robj *ksStringObjectCreate(ksKeyspace *ks, const uint8_t *val, size_t vlen) {
     robj *o;
     if (vlen <= KS_EMBSTR_LIMIT) {
@@ -144,12 +154,7 @@ robj *ksStringObjectCreate(ksKeyspace *ks, const uint8_t *val, size_t vlen) {
         o->ptr = legacyNewSds(ks, val, vlen, KVT_TAG_VALUE);
         KS_STORE(o, sizeof(robj), KVT_TAG_OBJECT, KS_SITE_OBJ_CREATE_STORE, 0);
     }
-    o->type = OBJ_STRING;
-    o->lru = 0;
-    o->refcount = 1;
-    o->hasexpire = 0;
-    o->hasembkey = 0;
-    return o;
+    return stringHeader(o);
 }
 
 /* tryCreateStringObject(SDS_NOINIT, len) (Valkey object.c), the value object a load
@@ -174,12 +179,7 @@ robj *ksStringObjectCreateNoInit(ksKeyspace *ks, size_t vlen) {
         o->ptr = v;
         KS_STORE(o, sizeof(robj), KVT_TAG_OBJECT, KS_SITE_OBJ_CREATE_STORE, 0);
     }
-    o->type = OBJ_STRING;
-    o->lru = 0;
-    o->refcount = 1;
-    o->hasexpire = 0;
-    o->hasembkey = 0;
-    return o;
+    return stringHeader(o);
 }
 
 void ksStringObjectFree(ksKeyspace *ks, robj *o) {
