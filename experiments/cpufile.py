@@ -50,6 +50,8 @@ def cpu_toml(cpu: sim.CpuConfig) -> str:
             out.append(f"scheduler = {cpu.scheduler}")
         if cpu.store_buffer is not None:
             out.append(f"store_buffer = {cpu.store_buffer}")
+        if cpu.full_line_store_fetch:
+            out.append("full_line_store_fetch = true")
     for c in cpu.caches:
         out += ["", "[[cache]]", f"name = {_val(c.name)}", f"size = {_size(c.size)}",
                 f"ways = {c.ways}", f"line = {c.line}", f"latency = {c.latency}",

@@ -88,7 +88,9 @@ class CompareError(Exception):
 
 
 def preset(label: str) -> sim.CpuConfig:
-    """The CPU model a :data:`PRESETS` label names."""
+    """The CPU model a :data:`PRESETS` label names, its whole-line stores written without a
+    fetch as gem5's classic cache writes them (``WriteLineReq``; the preset's
+    ``full_line_store_fetch`` is a core's store protocol, not a cache's model)."""
     name, inclusion = PRESETS[label]
     cpu = sim.load_cpu(name)
     caches = []
@@ -96,7 +98,7 @@ def preset(label: str) -> sim.CpuConfig:
         if c.name in inclusion:
             c = c.__class__(**{**c.__dict__, "inclusion": inclusion[c.name]})
         caches.append(c)
-    return cpu.with_changes(caches=tuple(caches), name=label)
+    return cpu.with_changes(caches=tuple(caches), name=label, full_line_store_fetch=False)
 
 
 def make_trace(name: str, workdir: Path, scale: float) -> tuple[Path, str]:

@@ -414,13 +414,34 @@ def work_instructions(kind: str, chunk: int) -> float:
     if kind == "siphash":
         return float((SIPHASH_FIXED + SIPHASH_WORD * (chunk // 8)) * WORK_SCALE_PCT // 100)
     per = max(1, WORK_BUF // chunk)  # calls before the pieces start over
-    total = 0
-    for i in range(per):
-        pos = i * chunk
-        head = min((8 - pos % 8) % 8, chunk)
-        words, tail = (chunk - head) // 8, (chunk - head) % 8
-        total += CRC64_CALL + words * CRC64_WORD + (head + tail) * CRC64_BYTE
-    return total / per
+    return sum(crc64_cost(i * chunk, chunk) for i in range(per)) / per
+
+
+def crc64_cost(pos: int, n: int) -> int:
+    """c_ref/crc64.c ksCrc64Cost: the traced instructions of one ksCrc64 call over ``n``
+    bytes at an address ``pos`` mod 8 (crcspeed's two and three streams past their
+    cutoffs, joined by crc64_combine)."""
+    head = min((8 - pos % 8) % 8, n)
+    rest = n - head
+    c = CRC64_CALL + head * CRC64_BYTE_HEAD
+    for streams, cutoff, step in ((3, CRC64_TRI_CUTOFF, CRC64_STEP3),
+                                  (2, CRC64_DUAL_CUTOFF, CRC64_STEP2)):
+        if rest > cutoff:
+            seg = (rest // streams) & ~7
+            c += seg // 8 * step + (streams - 1) * _crc64_combine_cost(seg)
+            rest -= streams * seg
+            break
+    words, tail = rest // 8, rest % 8
+    c += words * CRC64_WORD + (CRC64_WORDS_ENTRY if words else 0)
+    return c + tail * CRC64_BYTE + (CRC64_BYTES_ENTRY if head + tail else 0)
+
+
+def _crc64_combine_cost(len2: int) -> int:
+    c = CRC64_COMBINE
+    while len2:
+        c += CRC64_COMBINE_BIT + (CRC64_MUL if len2 & 1 else 0)
+        len2 >>= 1
+    return c
 
 
 def sustained_ipc(work: dict[str, Sequence[float]], ghz: float) -> dict:
@@ -529,11 +550,15 @@ TRANSLATION_FROM = 16 * MIB
 WORK_POINTS = [("crc64", 1), ("crc64", 8), ("crc64", 32), ("crc64", 512), ("siphash", 16),
                ("siphash", 64)]
 WORK_BUF = 16 * KIB  # calibrate.c WORK_BUF
-# The traces' instruction counts of those kernels: c_ref/snapshot.c CRC64_CALL, CRC64_WORD,
-# CRC64_BYTE (per call, aligned 8-byte word, other byte); c_ref/siphash.h KS_SIPHASH_COST
-# (fixed part, per 8-byte word), scaled by c_ref/emit.h KS_WORK_SCALE_PCT. The tests check
-# them against those sources.
-CRC64_CALL, CRC64_WORD, CRC64_BYTE = 26, 31, 9
+# The traces' instruction counts of those kernels: c_ref/crc64.c's ksCrc64Cost constants
+# (CRC64_*: per call, per byte before the first aligned word and after the last, per 8-byte
+# step of one, two and three streams, per combine; crc64_cost); c_ref/siphash.h
+# KS_SIPHASH_COST (fixed part, per 8-byte word), scaled by c_ref/emit.h KS_WORK_SCALE_PCT.
+# The tests check them against those sources.
+CRC64_CALL, CRC64_BYTE_HEAD, CRC64_BYTE, CRC64_BYTES_ENTRY = 31, 10, 8, 15
+CRC64_WORD, CRC64_WORDS_ENTRY, CRC64_STEP2, CRC64_STEP3 = 32, 18, 60, 91
+CRC64_COMBINE, CRC64_COMBINE_BIT, CRC64_MUL = 20, 6, 240
+CRC64_DUAL_CUTOFF, CRC64_TRI_CUTOFF = 1024, 16 * 1024
 SIPHASH_FIXED, SIPHASH_WORD, WORK_SCALE_PCT = 40, 12, 106
 # Working sets up to this many times the last level's sysfs size give the knee fit (where
 # the 4 KiB-page chases fix DRAM and the walk, see build_doc).

@@ -594,8 +594,11 @@ def _c_define(path, name):
 def test_work_instruction_counts_are_c_refs():
     import re
 
-    assert (cal.CRC64_CALL, cal.CRC64_WORD, cal.CRC64_BYTE) == tuple(
-        _c_define("c_ref/snapshot.c", n) for n in ("CRC64_CALL", "CRC64_WORD", "CRC64_BYTE"))
+    for n in ("CALL", "BYTE_HEAD", "BYTE", "BYTES_ENTRY", "WORD", "WORDS_ENTRY", "STEP2",
+              "STEP3", "COMBINE", "COMBINE_BIT", "MUL", "DUAL_CUTOFF"):
+        assert getattr(cal, f"CRC64_{n}") == _c_define("c_ref/crc64.c", f"CRC64_{n}"), n
+    m = re.search(r"#define CRC64_TRI_CUTOFF \((\d+) \* 1024\)", _c_source("c_ref/crc64.c"))
+    assert m and int(m.group(1)) * 1024 == cal.CRC64_TRI_CUTOFF
     assert cal.WORK_SCALE_PCT == _c_define("c_ref/emit.h", "KS_WORK_SCALE_PCT")
     m = re.search(r"#define KS_SIPHASH_COST\(len\) \((\d+)u \+ (\d+)u \* \(\(unsigned\)\(len\) "
                   r"/ 8u\)\)", _c_source("c_ref/siphash.h"))
@@ -605,12 +608,21 @@ def test_work_instruction_counts_are_c_refs():
 
 def test_work_instructions_follow_each_pieces_alignment():
     # 8-byte pieces from a 64-byte aligned buffer: one aligned word per call
-    assert cal.work_instructions("crc64", 8) == cal.CRC64_CALL + cal.CRC64_WORD
-    assert cal.work_instructions("crc64", 1) == cal.CRC64_CALL + cal.CRC64_BYTE
+    word = cal.CRC64_WORD + cal.CRC64_WORDS_ENTRY
+    assert cal.work_instructions("crc64", 8) == cal.CRC64_CALL + word
+    # 1-byte pieces: at offset 0 mod 8 a byte after the (empty) words, else one before them
+    one = cal.CRC64_CALL + cal.CRC64_BYTES_ENTRY
+    assert cal.work_instructions("crc64", 1) == pytest.approx(
+        (one + cal.CRC64_BYTE + 7 * (one + cal.CRC64_BYTE_HEAD)) / 8)
     # 12-byte pieces alternate between offsets 0 mod 8 and 4 mod 8
-    a = cal.CRC64_CALL + cal.CRC64_WORD + 4 * cal.CRC64_BYTE  # word then 4 bytes
-    b = cal.CRC64_CALL + cal.CRC64_WORD + 4 * cal.CRC64_BYTE  # 4 bytes then word
+    a = cal.CRC64_CALL + word + 4 * cal.CRC64_BYTE + cal.CRC64_BYTES_ENTRY  # word, 4 bytes
+    b = cal.CRC64_CALL + 4 * cal.CRC64_BYTE_HEAD + word + cal.CRC64_BYTES_ENTRY  # 4 bytes, word
     assert cal.work_instructions("crc64", 12) == pytest.approx((a + b) / 2, rel=1e-3)
+    # past the cutoffs: the streams' steps and the combines
+    assert cal.crc64_cost(0, 2048) == (cal.CRC64_CALL + 128 * cal.CRC64_STEP2
+                                       + cal._crc64_combine_cost(1024))
+    assert cal.crc64_cost(0, 3 * 8192) == (cal.CRC64_CALL + 1024 * cal.CRC64_STEP3
+                                           + 2 * cal._crc64_combine_cost(8192))
     assert cal.work_instructions("siphash", 16) == (40 + 24) * 106 // 100
 
 
