@@ -159,7 +159,6 @@ ksRio *ksRioOpen(ksKeyspace *ks, const uint8_t *buf, size_t len) {
     ksRio *r = ksArenaAlloc(ks->arena, sizeof(*r));
     memset(r, 0, sizeof(*r));
     r->ks = ks;
-    r->img = buf;
     r->size = len;
     r->read = rioFileRead;
     r->fp = fp;

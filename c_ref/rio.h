@@ -50,8 +50,7 @@ struct ksRio {
     /* --- c_ref: the file and the stdio buffer --- */
     uint8_t scratch[16]; /* the callers' locals */
     ksKeyspace *ks;
-    const uint8_t *img; /* the file's bytes (the page cache) */
-    size_t size, kpos;  /* its length; the kernel's file offset */
+    size_t size, kpos; /* the file's length; the kernel's file offset */
     uint8_t *sb;        /* the stdio buffer (setvbuf): an arena block */
     /* traced build: what the stdio buffer holds (file bytes [win, win + wlen)), the
      * file position of fread's next byte (rioTraceFread) */
