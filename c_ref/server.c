@@ -52,8 +52,9 @@
  * chunk puts it (a page plus 16 bytes).  `--allocator arena` serves from c_ref's
  * deterministic arena instead (jemalloc's classes: an ablation).
  *
- * Prefetching at run time: CONFIG SET prefetch-batch-max-size N.  N = 0 runs the naive
- * pipeline without multi-key prefetch (Valkey: no batch, commands one at a time); N in
+ * Prefetching at run time: CONFIG SET prefetch-batch-max-size N.  N = 0 runs the
+ * configured pipeline with batch 0 and no multi-key prefetch (Valkey 9.1: every complete
+ * command of a read parsed into the client's command queue, none prefetched); N in
  * 1..128 runs the configured pipeline and multi-key variants with batch N (Valkey
  * fills a batch only for N above 1 and prefetches only batches of more than one key, so
  * N = 1 neither hashes a key ahead of its command nor prefetches: pipeline.c).
@@ -158,13 +159,14 @@ static void onStop(int sig) {
 /* The keyspace's variants for prefetch-batch-max-size n (0: no prefetch). */
 static int applyBatch(int n, char *err, size_t errlen) {
     char spec[160];
-    if (n == 0) snprintf(spec, sizeof(spec), "pipeline=naive multikey=none");
+    if (n == 0) snprintf(spec, sizeof(spec), "pipeline=%s multikey=none", srv.pipeline);
     else snprintf(spec, sizeof(spec), "pipeline=%s multikey=%s batch=%d", srv.pipeline, srv.multikey, n);
     ksVariants v;
     if (ksParseVariants(srv.ks, spec, &v)) {
         snprintf(err, errlen, "%s", srv.ks->err);
         return -1;
     }
+    if (n == 0) v.batch = 0; /* the command queue without a batch (pipeline.c) */
     srv.ks->var = v;
     srv.batch = n;
     return 0;
