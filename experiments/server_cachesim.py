@@ -85,12 +85,16 @@ def _ratios(a: dict[str, float], b: dict[str, float]) -> dict[str, float | None]
 
 
 def cachesim_profile(spec: dict, warmup_requests: int, top: int = 12, log=None,
-                     cref_builds: dict[str, Path] | None = None) -> dict[str, Any]:
+                     cref_builds: dict[str, Path] | None = None,
+                     caches_used: dict[str, tuple[int, int, int]] | None = None
+                     ) -> dict[str, Any]:
     """Per-request cache and branch figures of both servers for one cell (prefetch at
     ``batch_a``), with the functions that miss most; with ``cref_builds`` (``{label:
-    binary}``) Valkey's and each c_ref build's, the builds under ``builds``."""
+    binary}``) Valkey's and each c_ref build's, the builds under ``builds``; ``caches_used``
+    in place of :data:`CACHES`."""
     n = valkey.normalize_spec(spec)["requests"]
-    caches = tuple(f"--{k}={','.join(map(str, v))}" for k, v in CACHES.items())
+    caches = tuple(f"--{k}={','.join(map(str, v))}"
+                   for k, v in (caches_used or CACHES).items())
     out: dict[str, Any] = {}
     for name, prof in S.callgrind_runs(spec, spec["batch_a"],
                                        ("--cache-sim=yes", "--branch-sim=yes", *caches),
@@ -298,6 +302,9 @@ def main(argv: list[str] | None = None,
                     "L2 latency)")
     ap.add_argument("--penalty-cycles", type=float, default=PENALTY_CYCLES,
                     help=f"with --gap: cycles per mispredict ({PENALTY_CYCLES})")
+    ap.add_argument("--ll", metavar="BYTES,ASSOC", default=None,
+                    help="the simulated last level (default 8388608,16); e.g. a core's L2, "
+                    "so that LL misses count what leaves it")
     ap.add_argument("--out", default=None, help=f"result file (default results/{RESULT_NAME})")
     ap.add_argument("--render", metavar="RESULT", default=None,
                     help="print the Markdown table of a result file and exit")
@@ -320,13 +327,14 @@ def main(argv: list[str] | None = None,
                     "rounds": 1, "warmup_rounds": 0, "seed": a.seed, "requests": a.requests}
             specs.append((cell, valkey.normalize_spec(spec)))
         split = _split(a.gap, a.cpu, a.batch, a.penalty_cycles, bool(builds))
+        caches = {**CACHES, "LL": _ll(a.ll)} if a.ll else dict(CACHES)
     except ValueError as exc:
         ap.error(str(exc))
     def profiles() -> list[dict[str, Any]]:
         cells = []
         for cell, spec in specs:
             prof = cachesim_profile(spec, a.warmup_requests, cref_builds=builds or None,
-                                    log=progress.log_line)
+                                    log=progress.log_line, caches_used=caches)
             ratios = prof.get("ratio_over_valkey") or {"": prof["ratio_cref_over_valkey"]}
             for label, r in ratios.items():
                 print(f"{cell}: c_ref{' ' + label if label else ''}/Valkey per request: "
@@ -341,7 +349,7 @@ def main(argv: list[str] | None = None,
         return status
     doc: dict[str, Any] = {
         "experiment": "native_server_build_cachesim" if builds else "native_server_cachesim",
-        "caches": {k: {"size": v[0], "assoc": v[1], "line": v[2]} for k, v in CACHES.items()},
+        "caches": {k: {"size": v[0], "assoc": v[1], "line": v[2]} for k, v in caches.items()},
         "warmup_requests": a.warmup_requests}
     if builds:
         doc["cref_builds"] = {label: _binary_facts(p) for label, p in builds.items()}
@@ -351,6 +359,18 @@ def main(argv: list[str] | None = None,
         except ValueError as exc:
             ap.error(str(exc))
     return provenance.publish(prog, out, {**doc, "cells": cells})
+
+
+def _ll(arg: str) -> tuple[int, int, int]:
+    """``--ll BYTES,ASSOC``: callgrind's LL of 64-byte lines (a power of two of sets)."""
+    try:
+        size, assoc = (int(x) for x in arg.split(","))
+    except ValueError:
+        raise ValueError(f"--ll {arg!r}: expected BYTES,ASSOC (two integers)") from None
+    sets = size // (assoc * 64) if size > 0 and assoc > 0 else 0
+    if sets < 1 or sets & (sets - 1) or sets * assoc * 64 != size:
+        raise ValueError(f"--ll {arg!r}: BYTES / (ASSOC * 64) must be a power of two")
+    return (size, assoc, 64)
 
 
 def _split(path: str | None, cpu: str | None, batch: int, penalty: float,
