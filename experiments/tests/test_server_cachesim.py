@@ -172,3 +172,17 @@ def test_gap_options_refused_before_any_run(tmp_path, capsys):
             CS.main([*argv, "--out", str(out)])
         assert exc.value.code != 0 and not out.exists()
         assert "Traceback" not in capsys.readouterr().err
+
+
+def test_ll_option_checked_before_any_run(tmp_path, capsys):
+    """--ll takes BYTES,ASSOC whose sets are a power of two (callgrind's rule): a 2 MiB
+    16-way level is callgrind's LL; anything else one line, non-zero exit, no file."""
+    assert CS._ll("2097152,16") == (2097152, 16, 64)
+    assert CS._ll("8388608,16") == CS.CACHES["LL"]
+    out = tmp_path / "r.json"
+    for bad in ("2097152", "x,16", "3000000,16", "2097152,0", "-64,1"):
+        with pytest.raises(SystemExit) as exc:
+            CS.main(["--ll", bad, "--out", str(out)])
+        assert exc.value.code != 0 and not out.exists()
+        err = capsys.readouterr().err
+        assert "--ll" in err and "Traceback" not in err
