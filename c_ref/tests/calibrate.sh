@@ -84,10 +84,17 @@ LIST
 # per request of ksServerSessionFeed (the native run also feeds the fill and both arms'
 # warm-up and segments: 2 x (N + N/8) segments).  Each from two runs, N1 and N2
 # iterations: the difference of their counts over the requests between them (what a run
-# does once, the fill, the check and close of the server session, drops out).  Within 0.9-1.1.
+# does once, the fill, the check and close of the server session, drops out).  Within 0.9
+# and the line's bound.
 # The server's regime, in which results/server-steps-callgrind.json measures the KS_*_WORK
 # constants: 256-byte values (RAW objects: objectGetVal and isCopyAvoidPreferred take their
 # RAW paths), prefetch-batch-max-size 0 and 16 (the two arms of `kvsim native server`).
+# Each line's upper bound is 1.1, at depth 1 1.14: the constants are depth 10's, where a
+# read's commands are parsed before the first runs and glibc's tcache bins run dry; at
+# depth 1 one command's blocks are live at a time and the tcache serves them, so malloc and
+# free cost 88 and 122 instructions per call against KS_ZMALLOC_WORK's and KS_ZFREE_WORK's
+# 124 and 146 (results/server-steps-callgrind.json, get-p1 and get-p10): 3 of each per GET,
+# 180 of its 4,300 instructions, 0.04 more (c_ref/FIDELITY.md, "The server's work constants").
 # collected N: callgrind's count of ksServerSessionFeed in a native serverloop run of N
 collected() {
     valgrind --tool=callgrind --toggle-collect=ksServerSessionFeed --callgrind-out-file="$T/cg" \
@@ -100,7 +107,7 @@ traced() {
         --trace "$T/t.kvt" && "$STAT" "$T/t.kvt" | sed 's/.*"instructions":\([0-9]*\).*/\1/'
 }
 check_server() {
-while read -r b d n1 n2; do
+while read -r b d n1 n2 hi; do
     [ -z "$d" ] && continue
     w="serverloop --command get --batch $b --depth $d"
     ir1=$(collected "$n1") && ir2=$(collected "$n2") || { echo "callgrind failed: $w"; fail=1; continue; }
@@ -111,15 +118,15 @@ while read -r b d n1 n2; do
     tr=$(awk -v a="$ti1" -v b="$ti2" -v d="$d" -v n1="$n1" -v n2="$n2" \
         'BEGIN{printf "%.1f", (b - a) / ((n2 - n1) * d)}')
     ratio=$(awk -v a="$tr" -v b="$cg" 'BEGIN{printf "%.3f", a/b}')
-    ok=$(awk -v r="$ratio" 'BEGIN{print (r >= 0.9 && r <= 1.1) ? "ok" : "FAIL"}')
+    ok=$(awk -v r="$ratio" -v hi="$hi" 'BEGIN{print (r >= 0.9 && r <= hi) ? "ok" : "FAIL"}')
     [ "$ok" = ok ] || fail=1
     printf '%-44s %12s %12s %7s %s\n' "$w (per request)" "$cg" "$tr" "$ratio" "$ok"
 done
 }
 check_server <<'LIST'
-0 1 800 2400
-0 10 800 2400
-16 1 800 2400
-16 10 800 2400
+0 1 800 2400 1.14
+0 10 800 2400 1.1
+16 1 800 2400 1.14
+16 10 800 2400 1.1
 LIST
 exit $fail
