@@ -26,7 +26,9 @@ follows' share of the loads (a half, a quarter), the L2's latency the knee fit's
 chase's figure its fastest sample. The same orders simulated on the file before its fit
 (:func:`simulated`) give the model's share with the table's prefetchers; a kind **fires**
 where the native share is at least half the model's (:func:`fires`: nearer the model with
-the kind than without it, which serves none). Not every follow is served even where the
+the kind than without it, which serves none), and the probe cannot tell (the table's word
+stands) where that half is within what the native spread between rounds moves the reading
+by. Not every follow is served even where the
 kind fires on every miss (the L2's replacement evicts some before their visit), which is
 why the native share is set beside the model's rather than beside one.
 
@@ -45,14 +47,18 @@ import numpy as np
 #: The probe's footprint over the L2's sysfs size (a power of two at least this): a line's
 #: own previous visit has left the L2, as it has for a chase on the last level's plateau.
 SIZE_OVER_L2 = 4
-#: The least share of the follows the model's own prefetcher of a kind must serve for the
-#: probe to tell whether the core's fires (:func:`fires`).
-CAN_TELL = 0.2
 #: Per kind of L2 prefetcher the probe measures: its order in ``kvsim-calibrate l2probe``,
-#: the order of its control, and the follows' share of the loads.
+#: the order of its control, the follows' share of the loads, and whether the self-check
+#: gates the replay of its two chases. The pair orders visit every line of the footprint
+#: once per cycle, as a chase does; the stream orders visit half of each 8-line group
+#: (lines 8u + 0, 3, 5, 6), so the levels past L1, indexed by the address's low bits, see
+#: them on half their sets, and the time of that order is a test of the levels' indexing
+#: and not of the prefetchers, whose answer is its difference from its control: shown.
 TRIGGERS = {
-    "adjacent_line": {"probe": "pair", "control": "pair_control", "share": 0.5},
-    "stream": {"probe": "stream", "control": "stream_control", "share": 0.25},
+    "adjacent_line": {"probe": "pair", "control": "pair_control", "share": 0.5,
+                      "gated": True},
+    "stream": {"probe": "stream", "control": "stream_control", "share": 0.25,
+               "gated": False},
 }
 #: The orders as calibrate.c names them, in the order it times them.
 ORDERS = ("pair", "pair_control", "stream", "stream_control")
@@ -145,9 +151,12 @@ def reading(raw: dict, l2_ns: float) -> dict:
     """Per kind of :data:`TRIGGERS`, the probe's reading from ``raw`` (``kvsim-calibrate
     l2probe``'s figures, every round's samples under ``ns``): the probe's and the
     control's fastest sample, the L2's latency, the share of follows served from the L2
-    (:func:`served`). Raises ProbeError for a
-    reading that cannot tell: a sample that is not a positive time, or a control no slower
-    than the L2 (the footprint did not leave it)."""
+    (:func:`served`), and ``noise``, the share the native spread between rounds alone
+    (the larger of the two chases', calibrate_check.round_spread) would move it by.
+    Raises ProbeError for a reading that cannot tell: a sample that is not a positive time,
+    or a control no slower than the L2 (the footprint did not leave it)."""
+    from .calibrate_check import round_spread
+
     size = raw.get("size")
     out = {}
     if not (isinstance(l2_ns, (int, float)) and math.isfinite(l2_ns) and l2_ns > 0):
@@ -167,9 +176,13 @@ def reading(raw: dict, l2_ns: float) -> dict:
                 f"ns, no slower than the L2's {l2_ns:.2f}: its footprint did not leave the "
                 "L2, so it cannot tell whether the L2's prefetchers fire")
         f = served(figs["probe"], figs["control"], l2_ns, t["share"])
+        # the share of follows the rounds' spread alone could move the reading by
+        spread = max(round_spread(raw["ns"][t[role]], raw.get("repeats"))
+                     for role in ("probe", "control"))
+        noise = spread * figs["control"] / (t["share"] * (figs["control"] - l2_ns))
         out[kind] = {"probe": t["probe"], "probe_ns": round(figs["probe"], 3),
                      "control_ns": round(figs["control"], 3), "l2_ns": round(l2_ns, 3),
-                     "served": round(f, 4)}
+                     "served": round(f, 4), "noise": round(noise, 4)}
     return out
 
 
@@ -197,11 +210,11 @@ def decide(prefetchers: list[dict], got: dict | None, model: dict | None,
                f"{r['served']:.2f} of its follows from the L2 ({r['probe_ns']:.2f} ns per "
                f"load against its control's {r['control_ns']:.2f}, the L2 {r['l2_ns']:.2f}), "
                f"the model with it {m:.2f}")
-        verdict = fires(r["served"], m)
+        verdict = fires(r["served"], m, r["noise"])
         if verdict is None:
-            kept.append(dict(p, src={"kind": f"{source}; {why}: the model's own {kind} serves "
-                                             f"under {CAN_TELL:g} of them, so the probe "
-                                             "cannot tell; kept"}))
+            kept.append(dict(p, src={"kind": f"{source}; {why}, and the rounds' spread alone "
+                                             f"moves the reading by {r['noise']:.2f}: the "
+                                             "probe cannot tell; kept"}))
         elif verdict:
             kept.append(dict(p, src={"kind": f"{source}; {why}: fires"}))
         else:
@@ -210,11 +223,12 @@ def decide(prefetchers: list[dict], got: dict | None, model: dict | None,
     return kept, line
 
 
-def fires(native: float, model: float) -> bool | None:
+def fires(native: float, model: float, noise: float = 0.0) -> bool | None:
     """Whether a kind fires: the probe's native share served at least half the model's
     with the kind (nearer the model with it than the model without, which serves none);
-    None where the model's own share is below :data:`CAN_TELL` (the probe cannot tell)."""
-    if not model >= CAN_TELL:
+    None (the probe cannot tell) where that half is within ``noise``, the share the native
+    spread between rounds alone moves the reading by (:func:`reading`)."""
+    if not (math.isfinite(model) and math.isfinite(noise) and model / 2 > noise):
         return None
     return native >= model / 2
 
@@ -255,10 +269,15 @@ def replay_rows(cpu, raw: dict, steps: int, warmup: int, row) -> list[dict]:
         for role in ("probe", "control"):
             o = t[role]
             xs = raw["ns"][o]
+            why = (f"{kind}: the file's L2 serves {share[kind]:.2f} of the follows"
+                   if role == "probe" else "")
+            if not t["gated"]:
+                why = "; ".join(x for x in (why, "shown, not gated: an order over half of "
+                                            "each 8-line group's lines (calibrate_prefetch."
+                                            "TRIGGERS)") if x)
             rows.append(row(f"l2probe {o} {fmt_size(size)} d{dist} {page // 1024}K",
-                            float(min(xs)), ns[o], spread=round_spread(xs, raw.get("repeats")),
-                            why=f"{kind}: the file's L2 serves {share[kind]:.2f} of the "
-                                "follows" if role == "probe" else ""))
+                            float(min(xs)), ns[o], gated=t["gated"], why=why,
+                            spread=round_spread(xs, raw.get("repeats"))))
     return rows
 
 
