@@ -33,8 +33,8 @@ kind fires on every miss (the L2's replacement evicts some before their visit), 
 why the native share is set beside the model's rather than beside one.
 
 The probe's chases are replayed by the self-check beside the other chases
-(:func:`replay_rows`), so a file whose L2 prefetchers disagree with the core's is refused
-there too.
+(:func:`replay_rows`): the pair orders gated, so a file whose ``adjacent_line`` disagrees
+with the core's is refused there too; the stream orders shown (:data:`TRIGGERS`).
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ SIZE_OVER_L2 = 4
 #: gates the replay of its two chases. The pair orders visit every line of the footprint
 #: once per cycle, as a chase does; the stream orders visit half of each 8-line group
 #: (lines 8u + 0, 3, 5, 6), so the levels past L1, indexed by the address's low bits, see
-#: them on half their sets, and the time of that order is a test of the levels' indexing
-#: and not of the prefetchers, whose answer is its difference from its control: shown.
+#: them on half their sets: the order's time tests how the levels hold such an order more
+#: than the prefetchers, whose answer is its difference from its control. Shown.
 TRIGGERS = {
     "adjacent_line": {"probe": "pair", "control": "pair_control", "share": 0.5,
                       "gated": True},
@@ -67,10 +67,6 @@ ORDERS = ("pair", "pair_control", "stream", "stream_control")
 REGION_LINES = 64
 UNITS = {"pair": 32, "stream": 8}
 LINE = 64
-
-
-def _pow2_round(x: float) -> int:
-    return 1 << max(0, round(math.log2(max(1.0, x))))
 
 
 def probe_size(levels: Sequence[dict]) -> int | None:
