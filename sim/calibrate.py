@@ -34,7 +34,10 @@ work on the machine only ever adds time), and derives the model's numbers:
 Geometry (sizes, ways, line) comes from sysfs, the TLBs from cpuid where it answers (AMD
 leaves 0x80000005/6), and what no program can measure (ROB, width, L2 miss queues, STLB hit
 cost, inclusion, hardware prefetchers) from :data:`KNOWN_CORES`, a table of published
-figures keyed by vendor, family and model. Every value in the written file names its
+figures keyed by vendor, family and model; of its L2 prefetchers, a kind a probe measures
+(:mod:`kvsim.sim.calibrate_prefetch`) is kept only where the probe shows it firing on a
+random chase's misses, before the hierarchy fit, so that the fit and the self-check
+simulate the file's prefetchers. Every value in the written file names its
 provenance (``measured``, ``sysfs``, ``cpuid``, ``table``) in the ``src`` table beside it,
 and ``[meta]`` holds the raw measurements, the machine and the load average.
 
