@@ -34,7 +34,10 @@ work on the machine only ever adds time), and derives the model's numbers:
 Geometry (sizes, ways, line) comes from sysfs, the TLBs from cpuid where it answers (AMD
 leaves 0x80000005/6), and what no program can measure (ROB, width, L2 miss queues, STLB hit
 cost, inclusion, hardware prefetchers) from :data:`KNOWN_CORES`, a table of published
-figures keyed by vendor, family and model. Every value in the written file names its
+figures keyed by vendor, family and model; of its L2 prefetchers, a kind a probe measures
+(:mod:`kvsim.sim.calibrate_prefetch`) is kept only where the probe shows it firing on a
+random chase's misses, before the hierarchy fit, so that the fit and the self-check
+simulate the file's prefetchers. Every value in the written file names its
 provenance (``measured``, ``sysfs``, ``cpuid``, ``table``) in the ``src`` table beside it,
 and ``[meta]`` holds the raw measurements, the machine and the load average.
 
@@ -69,7 +72,13 @@ from typing import TYPE_CHECKING
 from kvsim import artifacts
 
 from . import calibrate_check as check
-from . import calibrate_kernel, calibrate_stores, calibrate_syscall, calibrate_work
+from . import (
+    calibrate_kernel,
+    calibrate_prefetch,
+    calibrate_stores,
+    calibrate_syscall,
+    calibrate_work,
+)
 from .config import ConfigError, parse_cpu
 
 if TYPE_CHECKING:  # imported by the fits: the `local` preset reads the tables without it
@@ -613,6 +622,17 @@ def measure(plan: dict, log: Callable[[str], None] = lambda m: None,
         for pt in m["points"]:
             raw["mlp"].setdefault(str(pt["chains"]), []).extend(pt["ns_per_load"])
         raw["bw_gbs"] += run_bench("bw", "2m", plan["bw_bytes"], rep)["gbs"]
+        probe = plan.get("l2probe")
+        if probe:
+            log(f"round {r + 1}/{plan['rounds']}: the L2 prefetch probe")
+            p = run_bench("l2probe", "2m", probe["size"], probe["distance"], plan["loads"], rep)
+            got = raw.setdefault("l2probe", {
+                "size": p["size"], "distance": p["distance"], "page": p["page"],
+                "huge_fraction": p["huge_fraction"], "loads": p["loads"], "repeats": rep,
+                "cycle_loads": p["cycle_loads"], "ns": {}})
+            got["huge_fraction"] = min(got["huge_fraction"], p["huge_fraction"])
+            for order, ns in p["ns"].items():
+                got["ns"].setdefault(order, []).extend(ns)
         longest = max(longest, clock() - start)
     raw["elapsed_s"] = round(clock() - t0, 2)
     return raw
@@ -849,9 +869,11 @@ def build_doc(raw: dict, levels: list[dict], ident: dict, *, quick: bool,
                             "no table entry: 0 (unlimited)"),
             },
         }
+    l2pf = None
     if table:
         doc["swprefetch"] = {"fill": "L1D", "tlb_miss": "walk", "src": {"fill": tname}}
         doc["prefetcher"] = [dict(p, src={"kind": tname}) for p in table["prefetchers"]]
+        l2pf = _l2_prefetchers(doc, raw, fit, tname, log)
     translation = None
     chase_4k = {int(k): fastest(v) for k, v in raw.get("chase_4k", {}).items()}
     if table and "tlb" in doc and len(chase_4k) >= 2:
@@ -910,9 +932,43 @@ def build_doc(raw: dict, levels: list[dict], ident: dict, *, quick: bool,
                 "cpuid": raw.get("cpuid", {})},
         "provenance": machine or {},
     }
+    if raw.get("l2probe"):
+        doc["meta"]["raw"]["l2probe"] = raw["l2probe"]
+    if l2pf:
+        doc["meta"]["l2_prefetch"] = l2pf
     if raw.get("clock_ghz"):
         doc["meta"]["raw"]["clock_ghz"] = raw["clock_ghz"]
     return doc
+
+
+def _l2_prefetchers(doc: dict, raw: dict, fit: dict, tname: str,
+                    log: Callable[[str], None]) -> dict | None:
+    """The file's L2 prefetchers as the probe of them decides (sim/calibrate_prefetch.py):
+    ``doc["prefetcher"]`` (the table's) changed in place, the top-level ``src.prefetcher``
+    naming what was dropped; returns the reading for ``[meta] l2_prefetch`` (None without
+    a probe in ``raw``). Raises ConfigError (one line) for a reading that cannot tell."""
+    probe = raw.get("l2probe")
+    if not probe or len(doc["cache"]) < 2:
+        doc["prefetcher"], line = calibrate_prefetch.decide(
+            doc["prefetcher"], None, None, tname)
+        doc["src"]["prefetcher"] = line
+        return None
+    try:
+        got = calibrate_prefetch.reading(probe, fit["latency_ns"][1])
+    except calibrate_prefetch.ProbeError as e:
+        raise ConfigError(f"calibrate: {e}") from None
+    cpu = parse_cpu(doc, "calibrate")
+    size, dist = int(probe["size"]), int(probe["distance"])
+    warm = check.steady_warmup(size, check.cache_bytes(cpu))
+    _, model = calibrate_prefetch.simulated(cpu, size, dist, calibrate_prefetch.page_of(probe),
+                                            check.REPLAY_STEPS, warm)
+    doc["prefetcher"], line = calibrate_prefetch.decide(doc["prefetcher"], got, model, tname)
+    doc["src"]["prefetcher"] = line
+    log("L2 prefetch probe: " + "; ".join(
+        f"{k} {v['served']:.2f} of the follows served natively, {model[k]:.2f} by the "
+        "model" for k, v in got.items()))
+    return {"reading": got, "model_served": {k: round(v, 4) for k, v in model.items()},
+            "kept": [p["kind"] for p in doc["prefetcher"] if p["level"] == "L2"]}
 
 
 def _fit_hierarchy(doc: dict, raw: dict, levels: list[dict], sizes: list[int],
@@ -1113,6 +1169,8 @@ def raw_from_doc(doc: dict) -> dict:
         raw["chase_4k"] = r["chase_4k_ns"]
     if r.get("work_ns_per_call"):
         raw["work"] = r["work_ns_per_call"]
+    if r.get("l2probe"):
+        raw["l2probe"] = r["l2probe"]
     if calibrate_work.raw_from_meta(r):
         raw["work_kinds"] = calibrate_work.raw_from_meta(r)
     return raw
@@ -1144,6 +1202,9 @@ def calibrate(output: Path | None = None, *, quick: bool = False,
     if rounds is not None:
         plan["rounds"] = rounds
         plan["min_rounds"] = min(plan["min_rounds"], rounds)
+    size, dist = calibrate_prefetch.probe_size(levels), calibrate_prefetch.probe_distance(levels)
+    if size and dist:
+        plan["l2probe"] = {"size": size, "distance": dist}
     if len(sweep_sizes(plan["max_bytes"], plan["per_octave"])) < 2 * (len(levels) + 1):
         raise ConfigError(f"calibrate: {plan['max_bytes']} B is too small a largest working "
                           f"set for {len(levels)} cache levels")

@@ -94,6 +94,8 @@ DRAM_OVER_LAST = 1.5
 #: Fewest instructions per cycle c_ref's cache-resident kernels may retire (the dependent
 #: CRC steps retire about 2 on every core measured; a quarter of that is a broken clock).
 WORK_IPC_MIN = 0.5
+#: Chase loads simulated per replayed point.
+REPLAY_STEPS = 20_000
 #: The longest warm-up of a replayed chase, in loads (see steady_warmup).
 WARMUP_MAX = 1 << 21
 #: Times round the file's caches after which a replayed chase's warm-up stops.
@@ -326,7 +328,7 @@ def cache_bytes(cpu) -> int:
     return sum(c.size for c in cpu.caches)
 
 
-def replay(cpu, raw: dict, *, steps: int = 20_000, log=lambda m: None) -> list[dict]:
+def replay(cpu, raw: dict, *, steps: int = REPLAY_STEPS, log=lambda m: None) -> list[dict]:
     """The native microbenchmarks beside their simulation on ``cpu`` (rows of
     ``point``, ``measured_ns`` (the fastest sample), ``predicted_ns``, ``ratio``,
     ``gated``)."""
@@ -359,6 +361,12 @@ def replay(cpu, raw: dict, *, steps: int = 20_000, log=lambda m: None) -> list[d
         p = micro.predict(cpu, top, n, max(1, steps // n), top_page, True,
                           loop_warmup=steady_warmup(top, cb) // n)["ns_per_load"]
         rows.append(_row(f"mlp {fmt_size(top)} x{n}", fastest(v), p, spread=round_spread(v, rep)))
+    probe = raw.get("l2probe")
+    if probe and len(cpu.caches) > 1:
+        from .calibrate_prefetch import replay_rows
+
+        log("self-check: the L2 prefetch probe")
+        rows += replay_rows(cpu, probe, steps, steady_warmup(int(probe["size"]), cb), _row)
     for key, v in sorted((raw.get("work") or {}).items()):
         kind, chunk = key.split("/")
         rows.append(_row(f"work {key}", fastest(v), work_predict(cpu, kind, int(chunk)),

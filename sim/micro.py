@@ -153,6 +153,22 @@ def chase_records(size: int, chains: int = 1, steps: int = 20_000, seed: int = 1
     return np.concatenate(parts)
 
 
+def cycle_records(lines: np.ndarray, steps: int, warmup: int) -> np.ndarray:
+    """The chase loop over the cycle ``lines`` (line numbers in visiting order, the last
+    linked to the first): ``warmup`` loads between warm-up markers (none for 0), then
+    ``steps`` timed loads, the first without a producer."""
+    n = len(lines)
+    parts: list[np.ndarray] = []
+    if warmup:
+        w = _chase_block(lines[np.arange(warmup) % n])
+        w["dep"][0] = 0
+        parts = [traces.marker_record(traces.MARK_WARMUP_BEGIN), w,
+                 traces.marker_record(traces.MARK_WARMUP_END)]
+    m = _chase_block(lines[(warmup + np.arange(steps)) % n])
+    m["dep"][0] = 0
+    return np.concatenate(parts + [m])
+
+
 def header(size: int, chains: int, steps: int, seed: int, mlp_loop: bool) -> dict[str, Any]:
     return {"producer": {"name": "kvsim.sim.micro", "version": "1", "git_commit": None},
             "workload": {"name": "mlp" if mlp_loop else "chase", "working_set": size,

@@ -11,6 +11,8 @@
  *                                    cyclic permutation of SIZE bytes' cache lines (ns/load)
  *   mlp PAGE SIZE LOADS REPEATS N..  N independent chases through the same cycle at once:
  *                                    ns per load over all N chains (overlap = lat(1) / this)
+ *   l2probe PAGE SIZE DIST LOADS REPEATS  chases whose order gives the L2's prefetchers
+ *                                    their triggers, against controls (ns/load; below)
  *   bw PAGE SIZE REPEATS             one-thread streaming read bandwidth (GB/s)
  *   work KIND CHUNK CALLS REPEATS    c_ref's CRC-64 or SipHash over CHUNK-byte pieces of a
  *                                    cache-resident buffer (ns per call): non-memory work
@@ -332,6 +334,155 @@ static int benchMlp(int argc, char **argv) {
     return 0;
 }
 
+/* --- The L2 prefetch probe --- */
+
+/* `l2probe PAGE SIZE DIST LOADS REPEATS`: whether the L2's prefetchers fire on the demand
+ * misses of a random chase (sim/calibrate_prefetch.py reads the figures; the same orders
+ * are its traces, so the self-check replays them).  The chase loop is chaseOnce's; only the
+ * order of the cycle differs.  Four orders over one SIZE-byte buffer, so every order sees
+ * the same frames:
+ *
+ *   pair            each line's 128-byte pair partner visited DIST loads after it (the
+ *                   trigger of an adjacent-line prefetcher: a miss, then its pair line);
+ *   stream          three lines ascending within a 4 KiB region, one load after another
+ *                   (two misses in one direction: a stream prefetcher's trigger), then
+ *                   the line after the last of them DIST to 3 DIST - 2 loads later;
+ *   pair_control,   the same regions visited in the same order, each load's line
+ *   stream_control  and each lead-to-follow distance the same, but the follow taken from
+ *                   the unit half a cycle away: no relation between a lead and its follow.
+ *
+ * Units and slots.  A 4 KiB region (REGION_LINES lines) holds U units, each a lead (one
+ * line, or three) and a follow (one line):
+ *
+ *   pair    U = 32: unit u leads with line 2u + s and follows with 2u + 1 - s (s a
+ *           random bit per unit: half the pairs are visited downwards);
+ *   stream  U = 8:  unit u leads with lines 8u, 8u + 3, 8u + 5 (ascending, in three pairs,
+ *           strides 3 and 2, so no stride prefetcher confirms a stride) and follows with
+ *           8u + 6, the line after the lead's last, in a fourth pair (an adjacent-line
+ *           prefetcher fetches none of the lines the order visits: their partners are
+ *           8u + 1, 2, 4, 7).
+ *
+ * The regions' U / 2 slots (r, h) are put in a random order (Fisher-Yates, the fixed-seed
+ * xorshift, the same for a probe and its control).  The cycle is that order twice: in the
+ * first half slot (r, h) leads with unit (r, h), in the second with unit (r, h + U / 2);
+ * it follows with the same unit (the probe) or with the other one (the control).  The
+ * slots go in blocks of DIST: the leads of a block's slots, then their follows in the same
+ * order.  A pair's follow is then exactly DIST loads after its lead; in the control a
+ * line's partner comes half a cycle away.  DIST is to be larger than the L1D's lines (the
+ * lead has left the L1D) and well below the L2's (a line prefetched into the L2 is still
+ * there), SIZE several times the L2 (a line's previous visit has left the L2): then every
+ * follow the probe serves faster than its control is a line a prefetcher brought into the
+ * L2 on its lead's miss.
+ *
+ * Prints, per order, ns per load (one figure per repeat; each repeat times the four orders
+ * in turn, each after a sample's loads of warm-up on its own cycle) and its loads per
+ * cycle.  SIZE is rounded down to whole regions; the slots of a half, R U / 2, must be a
+ * multiple of DIST. */
+#define REGION_LINES 64
+#define PROBE_SEED 0x2545f4914f6cdd1dull
+typedef enum { PROBE_PAIR, PROBE_PAIR_CONTROL, PROBE_STREAM, PROBE_STREAM_CONTROL, PROBE_KINDS } probeKind;
+static const char *const probeName[PROBE_KINDS] = {"pair", "pair_control", "stream",
+                                                   "stream_control"};
+_Static_assert(REGION_LINES * LINE == 4096, "a region is the 4 KiB a stream prefetcher keeps to");
+_Static_assert(32 * 2 == REGION_LINES && 8 * 8 == REGION_LINES, "units tile a region");
+
+/* The cycle of `kind` over `regions` regions as line indices in visiting order (seq holds
+ * regions * REGION_LINES); returns its length. */
+static size_t probeOrder(probeKind kind, size_t regions, size_t dist, uint32_t *seq) {
+    const int stream = kind >= PROBE_STREAM, control = kind == PROBE_PAIR_CONTROL ||
+                                                       kind == PROBE_STREAM_CONTROL;
+    const size_t units = stream ? 8 : 32, half = units / 2, slots = regions * half;
+    uint32_t *slot = malloc(slots * sizeof *slot);
+    uint8_t *bit = malloc(regions * units);
+    if (!slot || !bit) {
+        fprintf(stderr, "kvsim-calibrate: out of memory\n");
+        exit(1);
+    }
+    rng_state = PROBE_SEED;
+    for (size_t i = 0; i < slots; i++) slot[i] = (uint32_t)i;
+    for (size_t i = slots - 1; i > 0; i--) {
+        size_t j = xorshift() % (i + 1);
+        uint32_t t = slot[i];
+        slot[i] = slot[j];
+        slot[j] = t;
+    }
+    for (size_t i = 0; i < regions * units; i++) bit[i] = (uint8_t)(xorshift() >> 63);
+    size_t n = 0;
+    for (size_t w = 0; w < 2; w++) /* the two halves of the cycle */
+        for (size_t b = 0; b < slots; b += dist)
+            for (int follow = 0; follow < 2; follow++)
+                for (size_t j = b; j < b + dist; j++) {
+                    size_t r = slot[j] / half, h = slot[j] % half;
+                    size_t u = h + ((w ^ (size_t)(follow & control)) ? half : 0);
+                    uint32_t base = (uint32_t)(r * REGION_LINES);
+                    if (stream && follow) seq[n++] = base + (uint32_t)(8 * u + 6);
+                    else if (stream) {
+                        seq[n++] = base + (uint32_t)(8 * u);
+                        seq[n++] = base + (uint32_t)(8 * u + 3);
+                        seq[n++] = base + (uint32_t)(8 * u + 5);
+                    } else {
+                        uint32_t s = bit[r * units + u];
+                        seq[n++] = base + (uint32_t)(2 * u) + (follow ? 1 - s : s);
+                    }
+                }
+    free(slot);
+    free(bit);
+    return n;
+}
+
+static int benchL2Probe(int argc, char **argv) {
+    if (argc < 5) return 2;
+    int huge = pageArg(argv[0]);
+    size_t size = (size_t)numArg(argv[1], "SIZE") / 4096 * 4096;
+    size_t dist = (size_t)numArg(argv[2], "DIST");
+    unsigned long long loads = numArg(argv[3], "LOADS"), reps = numArg(argv[4], "REPEATS");
+    size_t regions = size / 4096;
+    if (regions == 0 || (regions * 4) % dist) { /* the stream's slots: 4 per region */
+        fprintf(stderr, "kvsim-calibrate: l2probe: DIST %zu must divide the %zu slots of a "
+                        "half cycle (4 per 4 KiB of SIZE)\n", dist, regions * 4);
+        exit(2);
+    }
+    if (reps > 1024) reps = 1024;
+    region r = mapRegion(size, huge);
+    uint32_t *seq[PROBE_KINDS];
+    size_t len[PROBE_KINDS];
+    for (int k = 0; k < PROBE_KINDS; k++) {
+        seq[k] = malloc(regions * REGION_LINES * sizeof *seq[k]);
+        if (!seq[k]) {
+            fprintf(stderr, "kvsim-calibrate: out of memory\n");
+            exit(1);
+        }
+        len[k] = probeOrder((probeKind)k, regions, dist, seq[k]);
+    }
+    static double ns[PROBE_KINDS][1024];
+    int ok = 1;
+    for (unsigned long long i = 0; i < reps; i++)
+        for (int k = 0; k < PROBE_KINDS; k++) {
+            for (size_t j = 0; j < len[k]; j++)
+                *(void **)(r.buf + (size_t)seq[k][j] * LINE) =
+                    r.buf + (size_t)seq[k][(j + 1) % len[k]] * LINE;
+            void **q;
+            chaseOnce((void **)(r.buf + (size_t)seq[k][0] * LINE), loads, &q);
+            ns[k][i] = chaseOnce(q, loads, &q);
+            ok &= q != NULL;
+        }
+    printf("{\"bench\": \"l2probe\", \"page\": \"%s\", \"size\": %zu, \"distance\": %zu, "
+           "\"huge_fraction\": %.3f, \"loads\": %llu, \"cycle_loads\": {", argv[0], size, dist,
+           r.huge_fraction, loads);
+    for (int k = 0; k < PROBE_KINDS; k++)
+        printf("%s\"%s\": %zu", k ? ", " : "", probeName[k], len[k]);
+    printf("}, \"ns\": {");
+    for (int k = 0; k < PROBE_KINDS; k++) {
+        printf("%s\"%s\": [", k ? ", " : "", probeName[k]);
+        for (unsigned long long i = 0; i < reps; i++) printf("%s%.4f", i ? ", " : "", ns[k][i]);
+        printf("]");
+    }
+    printf("}, \"end\": %d}\n", ok);
+    for (int k = 0; k < PROBE_KINDS; k++) free(seq[k]);
+    unmapRegion(&r);
+    return 0;
+}
+
 static int benchBw(int argc, char **argv) {
     if (argc < 3) return 2;
     int huge = pageArg(argv[0]);
@@ -430,7 +581,7 @@ int benchWorkKind(int argc, char **argv); /* work_kinds.c: copy, compare */
 int benchStoreMiss(int argc, char **argv); /* store_miss.c */
 
 int main(int argc, char **argv) {
-    const char *usage = "usage: kvsim-calibrate clock|chase|mlp|bw|work|workkind|cpuid|syscall|"
+    const char *usage = "usage: kvsim-calibrate clock|chase|mlp|l2probe|bw|work|workkind|cpuid|syscall|"
                         "sysafter|syspeer|sysbias|storemiss ARGS (see calibrate.c, work_kinds.c, "
                         "syscall.c, sysafter.c, syspeer.c, store_miss.c)\n";
     if (argc < 2) {
@@ -442,6 +593,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "clock")) rc = benchClock(argc - 2, argv + 2);
     else if (!strcmp(cmd, "chase")) rc = benchChase(argc - 2, argv + 2);
     else if (!strcmp(cmd, "mlp")) rc = benchMlp(argc - 2, argv + 2);
+    else if (!strcmp(cmd, "l2probe")) rc = benchL2Probe(argc - 2, argv + 2);
     else if (!strcmp(cmd, "bw")) rc = benchBw(argc - 2, argv + 2);
     else if (!strcmp(cmd, "work")) rc = benchWork(argc - 2, argv + 2);
     else if (!strcmp(cmd, "workkind")) rc = benchWorkKind(argc - 2, argv + 2);
