@@ -12,7 +12,9 @@ changes one factor against the study's cell (MSET of 10 keys of 256 B over 100,0
 - ``keys`` 1,000: the same work with the keyspace in the caches (no last-level misses);
 - ``value_size`` 16: small values (the copies and the allocator's large bins out of it);
 - ``mset_keys`` 1: MSET of one key (the per-command part against the per-key part);
-- GET at depth 10 over the same keys: a request the study predicts within the band.
+- GET at depth 10 over the same keys: a request the study predicts within the band;
+- ``batch`` 16 (the study's side b, prefetch-batch-max-size 16) beside the cell and GET: the
+  keys' buckets, entries and values prefetched together (:data:`BATCH_PAIRS`, the speedup).
 
 The same loop traced (the ``none`` arm's requests) and simulated on ``--cpu`` gives the
 predicted ns per request, its instructions by kind of work and its last-level misses; the
@@ -39,12 +41,18 @@ ARMS = ("none", "loopback")
 #: (label, serverloop options): the study's cell, then one factor changed per entry
 PLAN: tuple[tuple[str, dict[str, Any]], ...] = (
     ("mset-10", {"command": "mset", "mset_keys": 10, "keys": 100_000, "value_size": 256}),
+    ("mset-10 batch 16", {"command": "mset", "mset_keys": 10, "keys": 100_000,
+                          "value_size": 256, "batch": 16}),
     ("mset-10 hot keys", {"command": "mset", "mset_keys": 10, "keys": 1000, "value_size": 256}),
     ("mset-10 16 B values", {"command": "mset", "mset_keys": 10, "keys": 100_000,
                              "value_size": 16}),
     ("mset-1", {"command": "mset", "mset_keys": 1, "keys": 100_000, "value_size": 256}),
     ("get-p10", {"command": "get", "depth": 10, "keys": 100_000, "value_size": 256}),
+    ("get-p10 batch 16", {"command": "get", "depth": 10, "keys": 100_000, "value_size": 256,
+                          "batch": 16}),
 )
+#: (without, with prefetching): the pairs whose speedup is reported (:func:`speedups`)
+BATCH_PAIRS = (("mset-10", "mset-10 batch 16"), ("get-p10", "get-p10 batch 16"))
 #: timed feeds per arm and round natively; measured feeds of the trace (requests: x depth)
 ITERS = 20_000
 TRACE_ITERS = 2000
@@ -154,6 +162,34 @@ def summarize(runs: list[dict]) -> list[dict]:
             ci = median_ci95(xs)
             row[arm] = {"median": statistics.median(xs),
                         "ci95": list(ci[:2]) if ci else None, "min": xs[0], "n": len(xs)}
+        out.append(row)
+    return out
+
+
+def speedups(runs: list[dict], traced_rows: list[dict] | None = None) -> list[dict]:
+    """Per :data:`BATCH_PAIRS` pair, after the calls (the loopback arm): the native speedup
+    (ns per request without over with prefetching) of each round's runs, paired round by
+    round (median, 95 % interval, minimum) and, with ``traced_rows``, the predicted one."""
+    from kvsim.stats import median_ci95
+
+    ns = {t["label"]: t["ns"] for t in traced_rows or []}
+    out = []
+    for a, b in BATCH_PAIRS:
+        xs = []
+        for r in sorted({x["round"] for x in runs if x["label"] == a}):
+            ra, rb = ([x for x in runs if x["label"] == lab and x["round"] == r]
+                      for lab in (a, b))
+            for x, y in zip(ra, rb, strict=True):
+                xs += [(sa - ca) / (sb - cb) for sa, ca, sb, cb in
+                       zip(x["loopback_segment_ns"], x["loopback_clock_ns"],
+                           y["loopback_segment_ns"], y["loopback_clock_ns"], strict=True)]
+        xs.sort()
+        ci = median_ci95(xs)
+        row = {"without": a, "with": b, "native": {
+            "median": statistics.median(xs), "ci95": list(ci[:2]) if ci else None,
+            "min": xs[0], "n": len(xs)}}
+        if a in ns and b in ns:
+            row["predicted"] = ns[a] / ns[b]
         out.append(row)
     return out
 
@@ -269,8 +305,10 @@ def markdown(doc: dict) -> str:
             "instructions (parse, server, generic) | native IPC after the calls | "
             "LL misses (model) | predicted ns | predicted / native |", "|" + "---|" * 8]
 
-    def ci(e: dict) -> str:
-        return f"[{e['ci95'][0]:,.0f}, {e['ci95'][1]:,.0f}]" if e["ci95"] else "[-]"
+    def ci95(e: dict, fmt: str = ",.0f") -> str:
+        return f"[{e['ci95'][0]:{fmt}}, {e['ci95'][1]:{fmt}}]" if e["ci95"] else "[-]"
+
+    ci = ci95
 
     for n, t in zip(doc["native"], doc["traced"], strict=True):
         lb, hot, k = n["loopback"], n["none"], t["by_kind"]
@@ -279,6 +317,13 @@ def markdown(doc: dict) -> str:
                     f"{k.get('server', 0):,.0f}, {k.get('generic', 0):,.0f}) | "
                     f"{t['instructions'] / (lb['median'] * t['freq_ghz']):.2f} | "
                     f"{t['ll_misses']:.1f} | {t['ns']:,.0f} | {t['ns'] / lb['median']:.2f} |")
+    if doc.get("speedups"):
+        rows += ["", "| prefetching (batch 16 against 0) | native speedup after the calls "
+                 "[95 %] | predicted | predicted / native |", "|---|---|---|---|"]
+        for x in doc["speedups"]:
+            nat = x["native"]
+            rows.append(f"| {x['without']} | {nat['median']:.2f} {ci95(nat, '.2f')} | "
+                        f"{x['predicted']:.2f} | {x['predicted'] / nat['median']:.2f} |")
     if all("sensitivity" in t for t in doc["traced"]):
         sb = doc["traced"][0]["sensitivity"]["store_buffer"]
         rows += ["", "| loop | instructions per request: native (callgrind) / traced | "
@@ -355,7 +400,8 @@ def main(argv: list[str] | None = None) -> int:
             ValkeyError) as e:
         print(f"server_mset: {e}", file=sys.stderr)
         return 1
-    doc = {"runs": runs, "native": summarize(runs), "traced": tr, "insitu": ins,
+    doc = {"runs": runs, "native": summarize(runs), "traced": tr,
+           "speedups": speedups(runs, tr), "insitu": ins,
            "insitu_summary": summarize_insitu(ins), "native_source": a.native,
            "measured_provenance": nat_prov,
            "note": "native: c_ref's server code between read and write (kvsim-cref "

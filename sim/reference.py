@@ -315,6 +315,10 @@ class Stream:
 
 
 class AdjacentLine:
+    #: completes every line fetched into its level, a software prefetch's too (engine:
+    #: kvsimPrefetcherOps.sees_fills, prefetch_adjacent_line.c)
+    sees_fills = True
+
     def __init__(self, degree, table):
         pass
 
@@ -532,6 +536,7 @@ class ReferenceSim:
             self.prefetchers.append(
                 (pc.level, _implementation(PREFETCHER_CLASSES, pc.kind.decode(),
                                            "prefetcher")(pc.degree, pc.table)))
+        self.pf_fills = any(getattr(p, "sees_fills", False) for _, p in self.prefetchers)
         self.dtlb = Tlb(cfg.dtlb_sets, cfg.dtlb_ways) if cfg.tlb else None
         self.stlb = Tlb(cfg.stlb_sets, cfg.stlb_ways) if cfg.tlb and cfg.stlb_sets else None
         self.stats = _new_stats(self.n)
@@ -834,13 +839,14 @@ class ReferenceSim:
             st["l1_misses_timed"] += 1
         return c, waited
 
-    def train(self, line, sv, stag, site, x, lo):
+    def train(self, line, sv, stag, site, x, lo, fills_only=False):
         """engine.c runPrefetchers: every prefetcher at level ``lo`` or below that a request
         served by level ``sv`` reaches trains, in order, and its candidates are issued (a demand
-        load piece: lo 0; a software prefetch that missed its fill level f: lo f + 1)."""
+        load piece: lo 0; a software prefetch that missed its fill level f: lo f + 1, with
+        ``fills_only`` only the kinds that see fills)."""
         key = (stag << 16) | site
         for lvl, p in self.prefetchers:
-            if sv < lvl or lvl < lo:
+            if sv < lvl or lvl < lo or (fills_only and not getattr(p, "sees_fills", False)):
                 continue
             for cand in p.operate(line, sv == lvl, key):
                 self.hw_prefetch(lvl, cand, stag, x)
@@ -1083,8 +1089,8 @@ class ReferenceSim:
                     served = sv
                     if self.timing:
                         done, _ = self.time_access(line, f, sv, xp, 1)
-                    if cfg.swpf_trains and sv > f:
-                        self.train(line, sv, tag, r["site"], xp, f + 1)
+                    if (cfg.swpf_trains or self.pf_fills) and sv > f:
+                        self.train(line, sv, tag, r["site"], xp, f + 1, not cfg.swpf_trains)
         else:
             is_store = kind == STORE
             size = r["size"] or 1

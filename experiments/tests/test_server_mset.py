@@ -75,3 +75,21 @@ def test_insitu_summary_takes_medians_of_the_runs():
     assert s["loop_none_ns"]["median"] == 6003.0 and s["loop_loopback_ns"]["median"] == 7003.0
     assert s["loop_loopback_usec_per_call"]["median"] == 2.0
     assert s["server_cpu_ns"]["ci95"][0] <= 15003.0 <= s["server_cpu_ns"]["ci95"][1]
+
+
+def test_speedups_pair_the_rounds_and_divide_the_predictions():
+    runs = []
+    for r in range(3):
+        for label, o in sm.PLAN:
+            base = 2000.0 if "batch" in o else 3000.0
+            runs.append({**_run(label, 1, [base] * 3, [base + 10 * r + i for i in range(3)]),
+                         "round": r})
+    tr = [{"label": label, "ns": 300.0 if "batch" in o else 600.0} for label, o in sm.PLAN]
+    out = sm.speedups(runs, tr)
+    assert [(x["without"], x["with"]) for x in out] == list(sm.BATCH_PAIRS)
+    for x in out:
+        assert x["native"]["n"] == 9 and x["predicted"] == 2.0
+        ratios = sorted((3000 + 10 * r + i - 10) / (2000 + 10 * r + i - 10)
+                        for r in range(3) for i in range(3))
+        assert x["native"]["median"] == pytest.approx(ratios[4])
+        assert x["native"]["min"] == pytest.approx(ratios[0])

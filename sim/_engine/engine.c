@@ -708,15 +708,17 @@ static void issueHwPrefetch(kvsimSim *s, uint32_t k, uint64_t line, uint8_t stag
  * above every prefetcher's level costs no call.  With cfg.swpf_trains a
  * software prefetch that started at level f and missed it reached the levels
  * below f as a request (lo f + 1): the prefetchers at or above f never see it,
- * the TLB thread's ahead-trained L1 prefetcher among them. */
+ * the TLB thread's ahead-trained L1 prefetcher among them; without it
+ * (fills_only) such a prefetch trains only the kinds that see fills
+ * (kvsimPrefetcherOps.sees_fills: every line fetched into their level). */
 static void runPrefetchers(kvsimSim *s, uint64_t line, uint32_t sv, const kvtRecord *r,
-                           uint64_t x, uint32_t lo) {
+                           uint64_t x, uint32_t lo, int fills_only) {
     uint64_t cand[MAX_DEGREE];
     const uint32_t key = ((uint32_t)r->tag << 16) | r->site;
     const uint32_t np = s->cfg.nprefetchers;
     for (uint32_t p = 0; p < np; p++) {
         Prefetcher *P = &s->pf[p];
-        if (sv < P->from || P->level < lo) continue;
+        if (sv < P->from || P->level < lo || (fills_only && !P->ops->sees_fills)) continue;
         const uint32_t k = P->level;
         const uint64_t *cs = cand;
         uint32_t nc;
@@ -933,8 +935,8 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
                     int waited;
                     done = timeAccess(s, line, f, sv, xp, &waited);
                 }
-                if (extras && sv > f && s->cfg.swpf_trains)
-                    runPrefetchers(s, line, sv, r, xp, f + 1);
+                if (extras && sv > f && (s->cfg.swpf_trains || s->pf_fills))
+                    runPrefetchers(s, line, sv, r, xp, f + 1, !s->cfg.swpf_trains);
             }
         }
     } else {
@@ -985,7 +987,7 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
                 else if (sv < s->l1_ips_alone_below && !s->tpn)
                     trainL1IpStride(s, line, r, xp); /* runPrefetchers for it alone */
                 else
-                    runPrefetchers(s, line, sv, r, xp, 0);
+                    runPrefetchers(s, line, sv, r, xp, 0, 0);
             }
         }
         served = svmax;
@@ -1497,6 +1499,7 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
         s->pf[p].operate = s->pf[p].ops->operate;
         s->pf[p].level = c->level;
         s->pf[p].from = c->level + (s->pf[p].ops->hits_idle ? 1u : 0u);
+        if (s->pf[p].ops->sees_fills) s->pf_fills = 1;
         if (s->pf[p].from < s->pf_from) s->pf_from = s->pf[p].from;
         if (s->pf[p].ops == &kvsimPrefetchNextLine) s->look.next = 1;
         if (s->pf[p].ops == &kvsimPrefetchAdjacentLine) s->look.adjacent = 1;

@@ -221,6 +221,9 @@ struct kvsimSim {
     /* the least Prefetcher.from of all (UINT32_MAX: none): a piece served
      * above it trains no prefetcher, and runPrefetchers is not called */
     uint32_t pf_from;
+    /* 1: a prefetcher sees fills (kvsimPrefetcherOps.sees_fills): a software prefetch
+     * that missed its fill level trains it even without cfg.swpf_trains */
+    int pf_fills;
     /* with the TLB thread training ahead_pf: the least from of the others (UINT32_MAX:
      * none), so a piece served above it whose ahead_pf count is 0 trains and issues
      * nothing (doMemoryT skips the call); else pf_from */

@@ -3,7 +3,8 @@
  *
  * The engine calls operate() once for every demand *load* piece that reaches
  * the prefetcher's level (hit or miss there), after that access has updated
- * the caches.  operate() writes up to cfg->degree candidate line numbers to
+ * the caches; a kind that sees fills, also for every software prefetch that
+ * missed its level.  operate() writes up to cfg->degree candidate line numbers to
  * out[] and returns how many.  The engine then issues each candidate as a
  * prefetch that starts at the prefetcher's level: skipped if the line is
  * already there, dropped if a miss buffer is needed and none is free.
@@ -33,6 +34,10 @@ typedef struct kvsimPrefetcherOps {
      * load reaches, trains on the loads alone, whatever the caches hold: the
      * TLB thread (tlb.c) runs it ahead of the simulation. */
     int blind;
+    /* 1: the kind completes every line fetched into its level, a software prefetch's
+     * as a demand load's (Intel's L2 spatial prefetcher), so a software prefetch that
+     * missed its level trains it even without cfg.swpf_trains (engine.c) */
+    int sees_fills;
 } kvsimPrefetcherOps;
 
 /* Entry `key % table` of a direct-mapped table, masked where `table` is a

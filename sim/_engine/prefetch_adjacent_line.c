@@ -8,7 +8,12 @@
  * that comprises a cache line pair (128 bytes)", Intel, "Disclosure of
  * Hardware Prefetcher Control on Some Intel Processors", MSR 0x1A4 bit 1).
  * Unlike next_line it can fetch the line below: a miss on an odd line
- * fetches the even one before it.
+ * fetches the even one before it.  It sees fills (sees_fills): Intel's spatial
+ * prefetcher "strives to complete every cache line fetched to the L2 cache with
+ * the pair line that completes it to a 128-byte aligned chunk" (Intel 64 and
+ * IA-32 Architectures Optimization Reference Manual, "Data Prefetch to the L2
+ * and Last Level Cache"), a line a software prefetch fetched as well, where the
+ * engine lets the other kinds see software prefetches only with swpf_trains.
  */
 #include "prefetch.h"
 
@@ -25,4 +30,4 @@ static uint32_t alOperate(uint64_t *state, const kvsimPrefetcherConfig *cfg, uin
     return 1;
 }
 
-const kvsimPrefetcherOps kvsimPrefetchAdjacentLine = {"adjacent_line", alWords, alOperate, 1, 0};
+const kvsimPrefetcherOps kvsimPrefetchAdjacentLine = {"adjacent_line", alWords, alOperate, 1, 0, 1};

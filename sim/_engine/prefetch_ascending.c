@@ -45,4 +45,4 @@ static uint32_t ascOperate(uint64_t *state, const kvsimPrefetcherConfig *cfg, ui
     return cfg->degree;
 }
 
-const kvsimPrefetcherOps kvsimPrefetchAscending = {"ascending", ascWords, ascOperate, 0, 1};
+const kvsimPrefetcherOps kvsimPrefetchAscending = {"ascending", ascWords, ascOperate, 0, 1, 0};

@@ -24,4 +24,4 @@ static uint32_t ipsOperate(uint64_t *state, const kvsimPrefetcherConfig *cfg, ui
     return kvsimIpStrideOperate(state, cfg, line, key, out);
 }
 
-const kvsimPrefetcherOps kvsimPrefetchIpStride = {"ip_stride", ipsWords, ipsOperate, 0, 1};
+const kvsimPrefetcherOps kvsimPrefetchIpStride = {"ip_stride", ipsWords, ipsOperate, 0, 1, 0};

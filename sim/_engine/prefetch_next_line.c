@@ -17,4 +17,4 @@ static uint32_t nlOperate(uint64_t *state, const kvsimPrefetcherConfig *cfg, uin
     return cfg->degree;
 }
 
-const kvsimPrefetcherOps kvsimPrefetchNextLine = {"next_line", nlWords, nlOperate, 1, 0};
+const kvsimPrefetcherOps kvsimPrefetchNextLine = {"next_line", nlWords, nlOperate, 1, 0, 0};

@@ -101,5 +101,5 @@ static uint32_t rgOperateMiss(uint64_t *state, const kvsimPrefetcherConfig *cfg,
     return rgStep(state, cfg, line, hit, key, out, 1);
 }
 
-const kvsimPrefetcherOps kvsimPrefetchRegion = {"region", rgWords, rgOperate, 0, 0};
-const kvsimPrefetcherOps kvsimPrefetchRegionMiss = {"region_miss", rgWords, rgOperateMiss, 0, 0};
+const kvsimPrefetcherOps kvsimPrefetchRegion = {"region", rgWords, rgOperate, 0, 0, 0};
+const kvsimPrefetcherOps kvsimPrefetchRegionMiss = {"region_miss", rgWords, rgOperateMiss, 0, 0, 0};

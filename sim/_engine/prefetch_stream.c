@@ -30,4 +30,4 @@ static uint32_t stOperate(uint64_t *state, const kvsimPrefetcherConfig *cfg, uin
     return kvsimStreamOperate(state, cfg, line, hit, key, out);
 }
 
-const kvsimPrefetcherOps kvsimPrefetchStream = {"stream", stWords, stOperate, 1, 0};
+const kvsimPrefetcherOps kvsimPrefetchStream = {"stream", stWords, stOperate, 1, 0, 0};

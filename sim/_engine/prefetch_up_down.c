@@ -49,4 +49,4 @@ static uint32_t udOperate(uint64_t *state, const kvsimPrefetcherConfig *cfg, uin
     return n;
 }
 
-const kvsimPrefetcherOps kvsimPrefetchUpDown = {"up_down", udWords, udOperate, 0, 0};
+const kvsimPrefetcherOps kvsimPrefetchUpDown = {"up_down", udWords, udOperate, 0, 0, 0};

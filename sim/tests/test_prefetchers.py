@@ -187,3 +187,22 @@ def test_software_prefetch_trains_the_levels_below_when_asked(trains):
         eng.run(records([("prefetch", 40 * LINE, 8)]))
         held = {x for x in eng.peek_set(1, 0) if x is not None}
         assert held == ({40, 41} if trains else {40})
+
+
+@pytest.mark.parametrize("trains", [False, True])
+@pytest.mark.parametrize("kind, want", [("adjacent_line", {40, 41}), ("next_line", {40}),
+                                        ("stream", {40})])
+def test_adjacent_line_completes_a_software_prefetchs_fill(trains, kind, want):
+    # Intel's spatial prefetcher completes every line fetched into L2 with its pair, a
+    # software prefetch's too: an L2 adjacent-line prefetcher sees a software prefetch that
+    # missed L1 and L2 without swprefetch.trains_prefetchers, the other kinds only with it
+    doc = {"name": "t",
+           "cache": [{"name": "L1", "size": 4 * LINE, "ways": 4, "line": LINE},
+                     {"name": "L2", "size": WAYS * LINE, "ways": WAYS, "line": LINE}],
+           "swprefetch": {"fill": "L1", "trains_prefetchers": trains},
+           "prefetcher": [{"level": "L2", "kind": kind}]}
+    cfg = sim.parse_cpu(doc).to_engine(timing=False)
+    for eng in (B.Engine(cfg), ReferenceSim(cfg)):
+        eng.run(records([("prefetch", 40 * LINE, 8)]))
+        held = {x for x in eng.peek_set(1, 0) if x is not None}
+        assert held == ({40, 41} if trains and kind == "next_line" else want)
