@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -280,3 +281,68 @@ def replay_rows(cpu, raw: dict, steps: int, warmup: int, row) -> list[dict]:
 def page_of(raw: dict) -> int:
     """The probe's page size: 2 MiB where the kernel backed its buffer with huge pages."""
     return 2 * 1024 * 1024 if (raw.get("huge_fraction") or 0.0) >= 0.5 else 4096
+
+
+def apply_probe(doc: dict, probed: dict) -> None:
+    """``doc``'s prefetchers as :mod:`kvsim.sim.calibrate` writes them today for its CPU:
+    the table of known cores' kinds, its L2 ones kept or dropped by the probe of ``probed``,
+    a file calibrated on the same machine (``[meta] machine_key``) that ran it. Changes
+    ``doc`` in place (``[[prefetcher]]``, ``src.prefetcher``, ``[meta] l2_prefetch``);
+    raises ValueError (one line) where the two files' machines differ or ``probed`` has no
+    probe's decision."""
+    from .calibrate import known_core
+
+    key, pkey = (doc.get("meta") or {}).get("machine_key"), \
+        (probed.get("meta") or {}).get("machine_key")
+    if not key or key != pkey:
+        raise ValueError(f"the probed file's machine ({pkey}) is not the CPU file's ({key})")
+    got = (probed["meta"].get("l2_prefetch") or {})
+    if not got.get("reading") or not got.get("model_served"):
+        raise ValueError("the probed file has no [meta] l2_prefetch reading (calibrated "
+                         "before kvsim calibrate's L2 prefetch probe)")
+    cpu = doc["meta"].get("cpu") or {}
+    table = known_core(cpu.get("vendor", ""), cpu.get("family"), cpu.get("model"),
+                       cpu.get("flags") or ())
+    if table is None:
+        raise ValueError("no entry of the table of known cores for the CPU file's CPU")
+    tname = f"table ({table['core']})"
+    doc["prefetcher"], line = decide([dict(p) for p in table["prefetchers"]],
+                                     got["reading"], got["model_served"], tname)
+    doc.setdefault("src", {})["prefetcher"] = line
+    doc["meta"]["l2_prefetch"] = dict(got, kept=[p["kind"] for p in doc["prefetcher"]
+                                                 if p["level"] == "L2"])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import argparse
+    import sys
+    import tomllib
+
+    from .calibrate import to_toml
+    from .config import ConfigError, parse_cpu
+
+    prog = "python -m kvsim.sim.calibrate_prefetch"
+    ap = argparse.ArgumentParser(prog=prog, description="Write a calibrated CPU file with the "
+                                 "hardware prefetchers kvsim calibrate writes today: the table "
+                                 "of known cores' kinds, the L2 ones as the L2 prefetch probe "
+                                 "of another file of the same machine decided.")
+    ap.add_argument("cpu_file", type=Path)
+    ap.add_argument("--probe", type=Path, required=True, metavar="CPU_FILE",
+                    help="a file kvsim calibrate wrote with the probe, on the same machine")
+    ap.add_argument("-o", "--out", type=Path, required=True)
+    a = ap.parse_args(argv)
+    try:
+        doc = tomllib.loads(a.cpu_file.read_text())
+        apply_probe(doc, tomllib.loads(a.probe.read_text()))
+        doc["meta"]["l2_prefetch"]["from"] = a.probe.name
+        text = to_toml(doc)
+        parse_cpu(tomllib.loads(text), str(a.out))  # never write a file load_cpu refuses
+    except (OSError, ValueError, ConfigError, tomllib.TOMLDecodeError) as e:
+        print(f"{prog}: {e}".splitlines()[0], file=sys.stderr)
+        return 2
+    a.out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -235,3 +235,46 @@ def test_the_self_check_replays_the_probe_and_gates_the_pair_orders():
     # the file's adjacent_line serves the pair probe's follows, and shows it
     assert got["pair"]["predicted_ns"] < got["pair_control"]["predicted_ns"]
     assert "adjacent_line: the file's L2 serves" in got["pair"]["note"]
+
+
+def _intel_doc(key="m-1", reading=None) -> dict:
+    """A calibrated file's fields apply_probe reads: an Intel core of the table, the old
+    Intel L1 prefetcher, the table's L2 ones, and (``reading``) a probe's decision."""
+    cpu = {"vendor": "GenuineIntel", "family": 6, "model": 0x8F, "flags": []}
+    meta = {"machine_key": key, "cpu": cpu}
+    if reading is not None:
+        meta["l2_prefetch"] = {"reading": reading, "model_served": MODEL}
+    return {"meta": meta, "src": {},
+            "prefetcher": [{"level": "L1D", "kind": "next_line", "degree": 1, "table": 16}]}
+
+
+def test_a_probe_of_the_same_machine_sets_an_older_files_prefetchers():
+    doc = _intel_doc()
+    cp.apply_probe(doc, _intel_doc(reading=cp.reading(_raw(0.02, 0.5), 4.0)))
+    table = cal.known_core("GenuineIntel", 6, 0x8F)["prefetchers"]
+    want = [(p["level"], p["kind"]) for p in table if p["kind"] != "adjacent_line"]
+    assert _kinds(doc["prefetcher"]) == want and ("L1D", "next_line") not in want
+    assert "L2 adjacent_line dropped" in doc["src"]["prefetcher"]
+    assert doc["meta"]["l2_prefetch"]["kept"] == ["stream"]
+
+    doc = _intel_doc()
+    cp.apply_probe(doc, _intel_doc(reading=cp.reading(_raw(0.8, 0.5), 4.0)))
+    assert _kinds(doc["prefetcher"]) == [(p["level"], p["kind"]) for p in table]
+
+
+@pytest.mark.parametrize("probed, want", [
+    (_intel_doc(key="m-2", reading={}), "is not the CPU file's"),
+    (_intel_doc(), "has no [meta] l2_prefetch reading"),
+])
+def test_apply_probe_refuses_another_machine_or_no_probe_in_one_line(probed, want):
+    with pytest.raises(ValueError, match=want.replace("[", r"\[").replace("]", r"\]")):
+        cp.apply_probe(_intel_doc(), probed)
+
+
+def test_the_command_writes_nothing_on_a_bad_input(tmp_path, capsys):
+    src, out = tmp_path / "cpu.toml", tmp_path / "out.toml"
+    src.write_text("[meta]\nmachine_key = 'a'\n")
+    assert cp.main([str(src), "--probe", str(src), "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("python -m kvsim.sim.calibrate_prefetch:") and "\n" not in err
+    assert not out.exists()
