@@ -59,7 +59,9 @@ static void *unifiedCreate(ksKeyspace *ks, const char *key, size_t klen, const u
         hasexpire = 1;
         need += 8;
     }
+    /* Every bit-field at once, as stringHeader: one store, a fresh page's first touch. */
     o->type = OBJ_STRING;
+    o->encoding = embed ? OBJ_ENCODING_EMBSTR : OBJ_ENCODING_RAW;
     o->lru = 0;
     o->refcount = 1;
     o->hasembkey = 1;
@@ -74,11 +76,9 @@ static void *unifiedCreate(ksKeyspace *ks, const char *key, size_t klen, const u
     sdsWriteAt(p + 1, ktype, key, klen, klen);
     p += ksize;
     if (embed) {
-        o->encoding = OBJ_ENCODING_EMBSTR;
         size_t vroom = room - (size_t)(p - (uint8_t *)o) - 3 - 1;
         o->ptr = sdsWriteAt(p, SDS_TYPE_8, val, vlen, vroom);
     } else {
-        o->encoding = OBJ_ENCODING_RAW;
         o->ptr = sdsWriteAt(v, vtype, val, vlen, vlen);
         KS_STORE(v, sdsSize(vtype, vlen), KVT_TAG_VALUE, KS_SITE_OBJ_CREATE_STORE, 0);
     }
@@ -130,9 +130,14 @@ static sds legacyNewSds(ksKeyspace *ks, const void *p, size_t len, uint8_t tag) 
     return sdsWriteAt(m, t, p, len, len);
 }
 
-/* createObject's header of a string object (Valkey object.c): no key, no expire. */
-static inline robj *stringHeader(robj *o) {
+/* createObject's header of a string object (Valkey object.c): no key, no expire.  Every
+ * bit-field at once, before anything else is written: the compiler merges them into one
+ * store, so a fresh page's first touch is a write, as the trace's store records it (a
+ * read-modify-write of a field would read the page first: the zero page's fault, then the
+ * write's). */
+static inline robj *stringHeader(robj *o, unsigned encoding) {
     o->type = OBJ_STRING;
+    o->encoding = encoding;
     o->lru = 0;
     o->refcount = 1;
     o->hasexpire = 0;
@@ -144,17 +149,15 @@ robj *ksStringObjectCreate(ksKeyspace *ks, const uint8_t *val, size_t vlen) {
     robj *o;
     if (vlen <= KS_EMBSTR_LIMIT) {
         size_t need = sizeof(robj) + 3 + vlen + 1;
-        o = ksArenaAlloc(ks->arena, need);
-        o->encoding = OBJ_ENCODING_EMBSTR;
+        o = stringHeader(ksArenaAlloc(ks->arena, need), OBJ_ENCODING_EMBSTR);
         o->ptr = sdsWriteAt((uint8_t *)o + sizeof(robj), SDS_TYPE_8, val, vlen, vlen);
         KS_STORE(o, need, KVT_TAG_OBJECT, KS_SITE_OBJ_CREATE_STORE, 0);
     } else {
-        o = ksArenaAlloc(ks->arena, sizeof(robj));
-        o->encoding = OBJ_ENCODING_RAW;
+        o = stringHeader(ksArenaAlloc(ks->arena, sizeof(robj)), OBJ_ENCODING_RAW);
         o->ptr = legacyNewSds(ks, val, vlen, KVT_TAG_VALUE);
         KS_STORE(o, sizeof(robj), KVT_TAG_OBJECT, KS_SITE_OBJ_CREATE_STORE, 0);
     }
-    return stringHeader(o);
+    return o;
 }
 
 /* tryCreateStringObject(SDS_NOINIT, len) (Valkey object.c), the value object a load
@@ -165,8 +168,7 @@ robj *ksStringObjectCreate(ksKeyspace *ks, const uint8_t *val, size_t vlen) {
 robj *ksStringObjectCreateNoInit(ksKeyspace *ks, size_t vlen) {
     robj *o;
     if (vlen <= KS_EMBSTR_LIMIT) {
-        o = ksArenaAlloc(ks->arena, sizeof(robj) + 3 + vlen + 1);
-        o->encoding = OBJ_ENCODING_EMBSTR;
+        o = stringHeader(ksArenaAlloc(ks->arena, sizeof(robj) + 3 + vlen + 1), OBJ_ENCODING_EMBSTR);
         o->ptr = sdsNoInitAt((uint8_t *)o + sizeof(robj), SDS_TYPE_8, vlen, vlen);
         KS_STORE(o, sizeof(robj) + 3, KVT_TAG_OBJECT, KS_SITE_OBJ_CREATE_STORE, 0);
     } else {
@@ -174,12 +176,11 @@ robj *ksStringObjectCreateNoInit(ksKeyspace *ks, size_t vlen) {
         void *m = ksArenaAlloc(ks->arena, sdsSize(t, vlen));
         sds v = sdsNoInitAt(m, t, vlen, vlen);
         KS_STORE(m, sdsHdrSize(t), KVT_TAG_VALUE, KS_SITE_OBJ_CREATE_STORE, 0);
-        o = ksArenaAlloc(ks->arena, sizeof(robj));
-        o->encoding = OBJ_ENCODING_RAW;
+        o = stringHeader(ksArenaAlloc(ks->arena, sizeof(robj)), OBJ_ENCODING_RAW);
         o->ptr = v;
         KS_STORE(o, sizeof(robj), KVT_TAG_OBJECT, KS_SITE_OBJ_CREATE_STORE, 0);
     }
-    return stringHeader(o);
+    return o;
 }
 
 void ksStringObjectFree(ksKeyspace *ks, robj *o) {

@@ -49,7 +49,8 @@ alone (c_ref's native load reads its snapshot image in user space, without read(
 both (a server reading its file, as Valkey). Per size: the measured phase's ns per key of
 each, the kernel's share of the last, and each over the native CPU time per key of c_ref's
 load and of Valkey's (``--native``: a ``measure`` result; the ratio's interval is the
-prediction over the native 95 % interval). ``--prior-cref BINARY`` adds ``prior``: another
+prediction over the native 95 % interval), and the trace's instructions per key (to set
+beside ``callgrind``'s). ``--prior-cref BINARY`` adds ``prior``: another
 build's c_ref (``--prior-label`` names it, a commit say) traced and simulated without the
 load's kernel costs: the traces and model of an earlier commit, whose load copied the file in
 user space.
@@ -469,6 +470,8 @@ def predict(cpu_file: str, native: dict[str, Any] | None, quick: bool,
                 if name == "after":
                     calls = (res.get("syscalls") or {}).get("calls", {})
                     row["per_key"] = {n: calls.get(n, 0) / keys for n in KERNEL_CALLS}
+                    # the trace's instructions (gaps and accesses) per key of the load
+                    row["instructions_per_key"] = phase["instructions"] / keys
             for _, _, trace in runs:
                 trace.unlink(missing_ok=True)
             n = nat.get(size)

@@ -117,7 +117,7 @@ def test_the_costs_are_charged_per_fault_and_per_byte_read(tmp_path):
     assert c["cycles"] > a["cycles"] + c["syscalls"]["cycles"] * 0.9
 
 
-def test_predict_compares_before_faults_and_after_with_the_native_rows(monkeypatch):
+def test_predict_compares_before_faults_and_after_with_the_native_rows(monkeypatch, tmp_path):
     """load_split predict at two tiny sizes on a preset: the three predictions in order (each
     adds a kernel cost), the kernel's share only in the later ones, the ratios the
     predictions over the native medians and their intervals; a size without a native row has
@@ -144,6 +144,16 @@ def test_predict_compares_before_faults_and_after_with_the_native_rows(monkeypat
         [a / 4400, a / 3800])
     assert big["over_valkey"]["after"]["ci95"] is None
     assert "over_cref" not in small
+    # the trace's instructions per key: its measured phase's gaps and accesses, counted here
+    path = tmp_path / "small.kvt"
+    cref.trace("load", path, load_split._cref_options(8, 64, load_split.PREDICT_ALLOCATOR))
+    recs = traces.read_all(path)
+    start = np.nonzero((recs["kind"] == traces.KIND_MARKER)
+                       & (recs["flags"] == traces.MARK_PHASE) & (recs["addr"] == 1))[0][-1]
+    rest = recs[start:]
+    counted = int(rest["gap"].sum()) + int((rest["kind"] != traces.KIND_MARKER).sum())
+    assert small["instructions_per_key"] == pytest.approx(counted / 64)
+    assert big["instructions_per_key"] > small["instructions_per_key"]
     text = load_split.predict_markdown(doc)
     assert text.count("\n| ") == 2 and "Kernel costs on `xeon-8488c`" in text
     assert "prior, before, faults, after" in text and "c_ref of this build" in text
