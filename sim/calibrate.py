@@ -1278,3 +1278,19 @@ def _other_calibration(against: Path | None, cached: Path,
     if sc.get("status") != "passed" or bool(doc.get("meta", {}).get("quick")) == quick:
         return None
     return doc, cached.name
+
+
+def write_cpu_file(prog: str, out: Path, build: Callable[[], dict]) -> int:
+    """Write the CPU file ``build()`` makes to ``out`` as TOML, or nothing: a build that
+    raises, or a document `load_cpu` would refuse, gives one line on stderr naming ``prog``
+    and exit status 2 (the commands that add to an older calibrated file)."""
+    import sys
+
+    try:
+        text = to_toml(build())
+        parse_cpu(tomllib.loads(text), str(out))  # never write a file load_cpu refuses
+    except (OSError, ValueError, ConfigError, tomllib.TOMLDecodeError) as e:
+        print(f"{prog}: {e}".splitlines()[0], file=sys.stderr)
+        return 2
+    out.write_text(text)
+    return 0

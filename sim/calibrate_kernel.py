@@ -166,8 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import sys
     import tomllib
 
-    from .calibrate import to_toml
-    from .config import parse_cpu
+    from .calibrate import write_cpu_file
 
     prog = "python -m kvsim.sim.calibrate_kernel"
     ap = argparse.ArgumentParser(prog=prog, description="Write a calibrated CPU file with the "
@@ -180,7 +179,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="the probes recorded by `python -m kvsim.experiments.load_split "
                          "measure` (its kernel_runs), measuring nothing")
     a = ap.parse_args(argv)
-    try:
+
+    def build() -> dict:
         doc = tomllib.loads(a.cpu_file.read_text())
         if a.from_load_split:
             split = json.loads(a.from_load_split.read_text())
@@ -197,13 +197,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             from kvsim import provenance
 
             doc["meta"]["kernel_probe"]["provenance"] = provenance.provenance()
-        text = to_toml(doc)
-        parse_cpu(tomllib.loads(text), str(a.out))  # never write a file load_cpu refuses
-    except (OSError, ValueError, tomllib.TOMLDecodeError) as e:
-        print(f"{prog}: {e}".splitlines()[0], file=sys.stderr)
-        return 2
-    a.out.write_text(text)
-    return 0
+        return doc
+
+    return write_cpu_file(prog, a.out, build)
 
 
 if __name__ == "__main__":

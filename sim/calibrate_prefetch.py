@@ -315,11 +315,9 @@ def apply_probe(doc: dict, probed: dict) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     import argparse
-    import sys
     import tomllib
 
-    from .calibrate import to_toml
-    from .config import ConfigError, parse_cpu
+    from .calibrate import write_cpu_file
 
     prog = "python -m kvsim.sim.calibrate_prefetch"
     ap = argparse.ArgumentParser(prog=prog, description="Write a calibrated CPU file with the "
@@ -331,17 +329,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="a file kvsim calibrate wrote with the probe, on the same machine")
     ap.add_argument("-o", "--out", type=Path, required=True)
     a = ap.parse_args(argv)
-    try:
+
+    def build() -> dict:
         doc = tomllib.loads(a.cpu_file.read_text())
         apply_probe(doc, tomllib.loads(a.probe.read_text()))
         doc["meta"]["l2_prefetch"]["from"] = a.probe.name
-        text = to_toml(doc)
-        parse_cpu(tomllib.loads(text), str(a.out))  # never write a file load_cpu refuses
-    except (OSError, ValueError, ConfigError, tomllib.TOMLDecodeError) as e:
-        print(f"{prog}: {e}".splitlines()[0], file=sys.stderr)
-        return 2
-    a.out.write_text(text)
-    return 0
+        return doc
+
+    return write_cpu_file(prog, a.out, build)
 
 
 if __name__ == "__main__":
