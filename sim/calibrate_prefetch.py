@@ -42,8 +42,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # imported where the orders are made: `local` reads calibrate's table alone
+    import numpy as np
 
 #: The probe's footprint over the L2's sysfs size (a power of two at least this): a line's
 #: own previous visit has left the L2, as it has for a chase on the last level's plateau.
@@ -103,6 +105,8 @@ def probe_order(order: str, size: int, distance: int, seed: int = 1) -> np.ndarr
     if regions < 1 or slots % distance:
         raise ValueError(f"l2probe: distance {distance} does not divide the {slots} slots "
                          f"of {size} B")
+    import numpy as np
+
     rng = np.random.default_rng(seed)
     slot = rng.permutation(slots)
     bit = rng.integers(0, 2, regions * units)
