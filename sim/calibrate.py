@@ -229,6 +229,11 @@ def identity_core(ident: dict) -> dict | None:
                       ident.get("flags") or ())
 
 
+def table_source(table: dict) -> str:
+    """The ``src`` of a value taken from :data:`KNOWN_CORES` entry ``table``."""
+    return f"table ({table['core']})"
+
+
 # --- the machine and its cache file --------------------------------------------------------
 
 def cpu_identity(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict:
@@ -737,7 +742,7 @@ def build_doc(raw: dict, levels: list[dict], ident: dict, *, quick: bool,
     """The CPU file (as a TOML-ready dict in the preset schema) from raw measurements,
     without its ``[selfcheck]`` (:func:`run_self_check` adds it)."""
     table = identity_core(ident)
-    tname = f"table ({table['core']})" if table else None
+    tname = table_source(table) if table else None
     sizes = raw["sizes"]
     curve = [fastest(raw["chase"][str(x)]) for x in sizes]
     huge = (raw.get("huge_fraction_top") or 0.0) >= 0.5

@@ -294,7 +294,7 @@ def apply_probe(doc: dict, probed: dict) -> None:
     ``doc`` in place (``[[prefetcher]]``, ``src.prefetcher``, ``[meta] l2_prefetch``);
     raises ValueError (one line) where the two files' machines differ or ``probed`` has no
     probe's decision."""
-    from .calibrate import known_core
+    from .calibrate import identity_core, table_source
 
     key, pkey = (doc.get("meta") or {}).get("machine_key"), \
         (probed.get("meta") or {}).get("machine_key")
@@ -304,12 +304,10 @@ def apply_probe(doc: dict, probed: dict) -> None:
     if not got.get("reading") or not got.get("model_served"):
         raise ValueError("the probed file has no [meta] l2_prefetch reading (calibrated "
                          "before kvsim calibrate's L2 prefetch probe)")
-    cpu = doc["meta"].get("cpu") or {}
-    table = known_core(cpu.get("vendor", ""), cpu.get("family"), cpu.get("model"),
-                       cpu.get("flags") or ())
+    table = identity_core(doc["meta"].get("cpu") or {})
     if table is None:
         raise ValueError("no entry of the table of known cores for the CPU file's CPU")
-    tname = f"table ({table['core']})"
+    tname = table_source(table)
     doc["prefetcher"], line = decide([dict(p) for p in table["prefetchers"]],
                                      got["reading"], got["model_served"], tname)
     doc.setdefault("src", {})["prefetcher"] = line
