@@ -74,8 +74,30 @@ def _argv(bench: Path, port: int, cell: str, requests: int) -> list[str]:
     return valkey.bench_argv(bench, port, _spec(cell, requests))
 
 
-def measure_native(cells: list[str], rounds: int, log=None) -> list[dict[str, Any]]:
-    """The runs (module docstring, 1.), after one discarded run of each cell and server."""
+#: ``--memory``: the probe of DRAM's load-to-use latency taken before each round, a
+#: dependent chase over this many bytes of 4 KiB and of 2 MiB pages (``kvsim-calibrate
+#: chase``, the calibration's own chase), far past any last level
+MEMORY_PROBE_BYTES = 256 * 1024 * 1024
+MEMORY_PROBE_LOADS, MEMORY_PROBE_REPEATS = 200_000, 5
+
+
+def memory_probe() -> dict[str, float]:
+    """ns per dependent load over :data:`MEMORY_PROBE_BYTES` of 4 KiB and of 2 MiB pages,
+    the fastest of the repeats (as the calibration takes its chases)."""
+    from kvsim.sim.calibrate import run_bench
+
+    out = {}
+    for page in ("4k", "2m"):
+        pt = run_bench("chase", page, MEMORY_PROBE_LOADS, MEMORY_PROBE_REPEATS,
+                       MEMORY_PROBE_BYTES)["points"][0]
+        out[f"chase_{page}_ns"] = min(pt["ns"])
+    return out
+
+
+def measure_native(cells: list[str], rounds: int, log=None,
+                   memory: bool = False) -> list[dict[str, Any]]:
+    """The runs (module docstring, 1.), after one discarded run of each cell and server;
+    with ``memory``, each run carries the :func:`memory_probe` taken before its round."""
     from kvsim.experiments import valkey
     from kvsim.experiments.server import CREF_SERVER_ARGS, CrefServer
     from kvsim.experiments.valkey_server import (
@@ -115,12 +137,15 @@ def measure_native(cells: list[str], rounds: int, log=None) -> list[dict[str, An
             for cell in cells:
                 one(name, cell, "a", requests[cell] // 10)
         for r in range(rounds):
+            probe = memory_probe() if memory else {}
+            if probe and log:
+                log(f"round {r + 1}/{rounds} memory: {probe}")
             names = SERVERS if r % 2 == 0 else SERVERS[::-1]
             for cell in (cells if r % 2 == 0 else cells[::-1]):
                 for name in names:
                     for side in (("a", "b") if r % 2 == 0 else ("b", "a")):
                         run = one(name, cell, side, requests[cell])
-                        runs.append({**run, "round": r})
+                        runs.append({**run, "round": r, **probe})
                         if log:
                             log(f"round {r + 1}/{rounds} {name} {cell} {side}: cpu "
                                 f"{run['cpu_ns']:,.0f} user {run['user_ns']:,.0f} sys "
@@ -416,6 +441,10 @@ def main(argv: list[str] | None = None) -> int:
                          "per-byte costs; the loop's kernel time per write from the PING "
                          "cells' whole CPU time) here, and predict on it too (needs --ping "
                          "runs)")
+    ap.add_argument("--memory", action="store_true",
+                    help="before each native round, DRAM's load-to-use latency by the "
+                         "calibration's chase (kvsim-calibrate chase, 256 MiB, 4 KiB and 2 "
+                         "MiB pages), carried by each run")
     ap.add_argument("--no-predict", action="store_true",
                     help="native runs only (predict later with --native)")
     ap.add_argument("--peer-cpu", default=None,
@@ -450,7 +479,8 @@ def main(argv: list[str] | None = None) -> int:
             calls = calibrate_syscall.measure(quick=True, log=log, loop=False)
             if a.bias:
                 doc["tick_bias"] = calibrate_loop.measure_bias(a.rounds, log)
-            runs = measure_native(cells + list(PING) * a.ping, a.rounds, log=log)
+            runs = measure_native(cells + list(PING) * a.ping, a.rounds, log=log,
+                                  memory=a.memory)
         cpus = list(a.cpu or ["local"])
         if calls:
             doc["syscalls"] = {**calls, "alone": sweep_costs(calls),
