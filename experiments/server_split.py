@@ -74,23 +74,33 @@ def _argv(bench: Path, port: int, cell: str, requests: int) -> list[str]:
     return valkey.bench_argv(bench, port, _spec(cell, requests))
 
 
-#: ``--memory``: the probe of DRAM's load-to-use latency taken before each round, a
-#: dependent chase over this many bytes of 4 KiB and of 2 MiB pages (``kvsim-calibrate
-#: chase``, the calibration's own chase), far past any last level
+#: ``--memory``: the memory path taken before each round by the calibration's own dependent
+#: chase (``kvsim-calibrate chase``): DRAM's load-to-use latency over
+#: :data:`MEMORY_PROBE_BYTES` of 4 KiB and of 2 MiB pages, far past any last level, and, on
+#: 2 MiB pages, the sizes of :data:`MEMORY_PROBE_SHARE_BYTES` around the keyspace's
+#: (100,000 keys of 256 B take some 40 MB), whose latency says how much of the host's last
+#: level the guest holds at the time (the calibrated file's effective L3 is one day's share)
 MEMORY_PROBE_BYTES = 256 * 1024 * 1024
+MEMORY_PROBE_SHARE_BYTES = tuple(m * 1024 * 1024 for m in (4, 8, 16, 32))
 MEMORY_PROBE_LOADS, MEMORY_PROBE_REPEATS = 200_000, 5
 
 
-def memory_probe() -> dict[str, float]:
-    """ns per dependent load over :data:`MEMORY_PROBE_BYTES` of 4 KiB and of 2 MiB pages,
-    the fastest of the repeats (as the calibration takes its chases)."""
+def memory_probe() -> dict[str, Any]:
+    """ns per dependent load (the fastest of the repeats, as the calibration takes its
+    chases): over :data:`MEMORY_PROBE_BYTES` of 4 KiB and of 2 MiB pages (``chase_4k_ns``,
+    ``chase_2m_ns``) and over each of :data:`MEMORY_PROBE_SHARE_BYTES` of 2 MiB pages
+    (``chase_2m_ns_by_size``, keyed by bytes)."""
     from kvsim.sim.calibrate import run_bench
 
-    out = {}
+    out: dict[str, Any] = {}
     for page in ("4k", "2m"):
-        pt = run_bench("chase", page, MEMORY_PROBE_LOADS, MEMORY_PROBE_REPEATS,
-                       MEMORY_PROBE_BYTES)["points"][0]
-        out[f"chase_{page}_ns"] = min(pt["ns"])
+        sizes = (MEMORY_PROBE_BYTES,) + (MEMORY_PROBE_SHARE_BYTES if page == "2m" else ())
+        pts = run_bench("chase", page, MEMORY_PROBE_LOADS, MEMORY_PROBE_REPEATS,
+                        *sizes)["points"]
+        fastest = {pt["size"]: min(pt["ns"]) for pt in pts}
+        out[f"chase_{page}_ns"] = fastest[MEMORY_PROBE_BYTES]
+        if page == "2m":
+            out["chase_2m_ns_by_size"] = {str(k): v for k, v in sorted(fastest.items())}
     return out
 
 
@@ -442,9 +452,9 @@ def main(argv: list[str] | None = None) -> int:
                          "cells' whole CPU time) here, and predict on it too (needs --ping "
                          "runs)")
     ap.add_argument("--memory", action="store_true",
-                    help="before each native round, DRAM's load-to-use latency by the "
-                         "calibration's chase (kvsim-calibrate chase, 256 MiB, 4 KiB and 2 "
-                         "MiB pages), carried by each run")
+                    help="before each native round, the memory path by the calibration's "
+                         "chase (kvsim-calibrate chase: 256 MiB of 4 KiB and of 2 MiB "
+                         "pages, 4-32 MiB of 2 MiB pages), carried by each run")
     ap.add_argument("--no-predict", action="store_true",
                     help="native runs only (predict later with --native)")
     ap.add_argument("--peer-cpu", default=None,
