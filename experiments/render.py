@@ -362,6 +362,21 @@ def render_server_heldout(doc: dict[str, Any]) -> str:
         " ".join(["python -m kvsim.experiments.server_heldout", *args]))
 
 
+@rendering("server_memstate", "results/server-memstate.json")
+def render_server_memstate(doc: dict[str, Any]) -> str:
+    """The study's cells predicted with the memory path calibrated in the native runs'
+    sitting (experiments/server_memstate.py)."""
+    from kvsim.experiments.server_memstate import markdown
+
+    args = provenance.scrub_line(doc["provenance"]["command"]).split()[1:]
+    when = measured_line((doc.get("native_from") or {}).get("provenance"),
+                         "python -m kvsim.experiments.server_split --memory --no-predict "
+                         "--cell mget-100 --cell mget-20 --cell get-p10 --rounds 7")
+    return markdown(doc) + "\n\n" + provenance_line(
+        doc, RENDERINGS["server_memstate"].result,
+        " ".join(["python -m kvsim.experiments.server_memstate", *args])) + when
+
+
 @rendering("server_missites", "results/server-missites.json")
 def render_server_missites(doc: dict[str, Any]) -> str:
     """LL misses per request of c_ref's server natively by function and traced by site on

@@ -46,7 +46,10 @@ def with_memory_path(dst: Any, src: Any) -> Any:
 
 
 def file_chases(path: str) -> dict[str, float]:
-    """A CPU file's own chases (``[meta.raw]`` sizes and chase_ns_fastest), by bytes."""
+    """A CPU file's own chases (``[meta.raw]`` sizes and chase_ns_fastest), by bytes; none
+    for a preset's name."""
+    if not Path(path).is_file():
+        return {}
     raw = tomllib.loads(Path(path).read_text()).get("meta", {}).get("raw", {})
     sizes, ns = raw.get("sizes", []), raw.get("chase_ns_fastest", [])
     return {str(s): x for s, x in zip(sizes, ns, strict=True)}
@@ -179,19 +182,20 @@ def main(argv: list[str] | None = None) -> int:
                                              "memory path of the native runs' sitting")
     ap.add_argument("--native", required=True,
                     help="a server_split result with native runs (--memory for the chases)")
-    ap.add_argument("--cpu", required=True, help="the study's calibrated CPU file")
+    ap.add_argument("--cpu", required=True, help="the study's calibrated CPU file (or a "
+                                                 "preset)")
     ap.add_argument("--memory-from", required=True,
-                    help="a CPU file kvsim calibrate wrote in the native runs' sitting")
+                    help="a CPU file kvsim calibrate wrote in the native runs' sitting (or "
+                         "a preset)")
     ap.add_argument("--cell", action="append", choices=list(CELLS), default=None)
     provenance.add_out_option(ap, RESULT_NAME)
     a = ap.parse_args(argv)
     out = provenance.out_path(a.out, RESULT_NAME)
     if provenance.out_dir_missing(out):
         return 2
-    for f in (a.native, a.cpu, a.memory_from):
-        if not Path(f).is_file():
-            print(f"server_memstate: {f}: no such file", file=sys.stderr)
-            return 2
+    if not Path(a.native).is_file():
+        print(f"server_memstate: {a.native}: no such file", file=sys.stderr)
+        return 2
     try:
         doc = run(a.native, a.cpu, a.memory_from, a.cell or list(DEFAULT_CELLS))
     except (OSError, ToolMissing, ValkeyError, ConfigError, ValueError, KeyError) as e:
