@@ -151,7 +151,8 @@ def markdown(doc: dict[str, Any]) -> str:
     for r in doc["rows"]:
         ci = r.get("cref_cpu_ns_ci95") or [None, None]
         name = Path(r["cpu"].split(" with ")[0]).name + (
-            " + today's memory path" if " with " in r["cpu"] else "")
+            f" + memory path of {Path(doc['memory_from']).name}" if " with " in r["cpu"]
+            else "")
         lines.append(
             f"| {r['cell']} | {r['side']} | {name} | {_f(r['ns'])} | {_f(r['user_ns'])} | "
             f"{_f(r['syscall_ns'])} | {_f(r['llc_load_misses'], '.1f')} | "
