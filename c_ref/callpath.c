@@ -704,7 +704,9 @@ static inline sds objectGetVal(const robj *o) {
 
 __attribute__((noinline)) sds ksObjectGetVal(const void *obj) {
     const robj *o = obj;
-    (void)KS_LOAD(o, 8, KVT_TAG_ARGV, KS_SITE_RESP_ARGV, 0); /* the header's flag bits */
+    /* the header's flag bits; the whole function's instructions are the constant (its
+     * site, argv.obj_read, has no cost of its own) */
+    (void)KS_LOAD(o, 8, KVT_TAG_ARGV, KS_SITE_ARGV_OBJ_READ, 0);
     KS_WORK_OF(KVT_WORK_SERVER, KS_OBJECT_GET_VAL_WORK);
     return objectGetVal(o);
 }
@@ -968,7 +970,7 @@ void ksCallArgvFree(ksCommand *cmd) {
     if (cp.io_threads_num > 1 && cmd->argc > 0) cp.argv_offloads++; /* not with io-threads 1 */
     for (int j = 0; j < cmd->argc; j++) {
         robj *o = cmd->argv_obj[j];
-        (void)KS_LOAD(o, sizeof(robj), KVT_TAG_ARGV, KS_SITE_RESP_ARGV, 0);
+        (void)KS_LOAD(o, sizeof(robj), KVT_TAG_ARGV, KS_SITE_ARGV_FREE, 0); /* the loop, decrRefCount */
         decrRefCount(o);
     }
     ksZfree(cmd->argv_obj);

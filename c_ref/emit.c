@@ -79,6 +79,9 @@ const uint8_t ksSiteKind[KS_NUM_SITES] = {
     [KS_SITE_ALLOC_MALLOC] = KVT_WORK_SERVER,
     [KS_SITE_ALLOC_FREE] = KVT_WORK_SERVER,
     [KS_SITE_ALLOC_USABLE_SIZE] = KVT_WORK_SERVER,
+    [KS_SITE_ARGV_OBJ_READ] = KVT_WORK_SERVER,
+    [KS_SITE_ARGV_FREE] = KVT_WORK_SERVER,
+    [KS_SITE_ARGV_BYTES] = KVT_WORK_PARSE,
 };
 
 void ksEmitWorkMarkers(ksEmitter *e, uint16_t site) {

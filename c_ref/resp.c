@@ -383,7 +383,7 @@ static int parseMultibulk(ksKeyspace *ks, ksClient *c, ksCommand *cmd) {
         KS_WORK_OF(KVT_WORK_PARSE, 20 * argc);
         ksCallArgvNew(cmd, argc);
         for (int i = 0; i < argc; i++) {
-            (void)KS_LOAD(ap[i], al[i], KVT_TAG_QUERY_BUF, KS_SITE_RESP_PARSE, 0);
+            (void)KS_LOAD(ap[i], al[i], KVT_TAG_QUERY_BUF, KS_SITE_ARGV_BYTES, 0);
             ksCallArgAdd(cmd, ap[i], al[i]);
         }
         p = q;

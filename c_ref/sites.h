@@ -52,7 +52,10 @@
     X(RESP_PARSE, "resp.parse", 147)              /* reading the query buffer */   \
     X(RESP_ARGV, "resp.argv", 83)                 /* argv array and strings */     \
     X(RESP_REPLY, "resp.reply", 27)               /* writing the reply buffer */   \
-    X(CMD_DISPATCH, "cmd.dispatch", 40)          /* lookup command, arity */      \
+    X(CMD_DISPATCH, "cmd.dispatch", 272)         /* lookupCommand (the server's, callpath.c \
+     * ksCallLookup): callgrind's 337 per command (serverloop GET) less the 65 traced apart \
+     * (the name's hash work, the table's loads): siphash_nocase's lowering, strncasecmp, the \
+     * calls */                                                                   \
     X(CMD_EXEC, "cmd.exec", 20)                                                \
     /* --- prefetch drivers --- */                                             \
     X(PF_PIPELINE, "pf.pipeline", 12)            /* lookahead step machine */     \
@@ -109,7 +112,17 @@
     /* --- rio.c, snapshot.c: the load's rio (rioRead's loop, rdbLoadProgressCallback) --- */ \
     X(RIO_READ, "rio.read", 20)                  /* rioRead: cksum, flags, processed_bytes */ \
     X(RIO_PROGRESS, "rio.progress", 42)          /* rdbLoadProgressCallback, with the checksum call */ \
-    X(RIO_LOADING, "rio.loading", 20)            /* loadingAbsProgress per interval */
+    X(RIO_LOADING, "rio.loading", 20)            /* loadingAbsProgress per interval */ \
+    /* --- callpath.c, resp.c: a server's argument objects (ksCallPathOn only; the in-memory \
+     * parse keeps resp.parse and resp.argv).  Counted against callgrind of the native \
+     * `kvsim-cref serverloop` (tests/calibrate.sh's serverloop lines, GET and MSET) --- */ \
+    X(ARGV_OBJ_READ, "argv.obj_read", 0)         /* objectGetVal's header read: its code is \
+                                                  * KS_OBJECT_GET_VAL_WORK (callpath.c) */ \
+    X(ARGV_FREE, "argv.free", 30)                /* freeClientArgv's loop and decrRefCount's \
+                                                  * own code per argument (8 + 22) */ \
+    X(ARGV_BYTES, "argv.bytes", 0)               /* an argument's bytes read for its object: \
+                                                  * the loop is the parse's KS_WORK, the copy \
+                                                  * ksCallArgAdd's (resp.argv's stores) */
 
 enum ksSite {
 #define KS_SITE_ENUM(id, name, cost) KS_SITE_##id,

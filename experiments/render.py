@@ -401,7 +401,7 @@ def render_server_mset(doc: dict[str, Any]) -> str:
     return markdown(doc) + "\n\n" + provenance_line(
         doc, RENDERINGS["server_mset"].result, "python -m kvsim.experiments.server_mset "
         "--native results/server-mset-native.json --cpu "
-        "results/calibrate-xeon-m167-srvloop-stores.toml --store-buffer 114") + when
+        "results/calibrate-xeon-m167-srvloop-probed.toml --store-buffer 114") + when
 
 
 # the seeds' published times on their own presets (a compact table of its own)
