@@ -594,8 +594,8 @@ def _c_define(path, name):
 def test_work_instruction_counts_are_c_refs():
     import re
 
-    for n in ("CALL", "BYTE_HEAD", "BYTE", "BYTES_ENTRY", "WORD", "WORDS_ENTRY", "STEP2",
-              "STEP3", "COMBINE", "COMBINE_BIT", "MUL", "DUAL_CUTOFF"):
+    for n in ("CALL", "BYTE_HEAD", "BODY", "BYTE", "BYTES_ENTRY", "WORD", "WORDS_ENTRY",
+              "STEP2", "STEP3", "COMBINE", "COMBINE_BIT", "MUL", "DUAL_CUTOFF"):
         assert getattr(cal, f"CRC64_{n}") == _c_define("c_ref/crc64.c", f"CRC64_{n}"), n
     m = re.search(r"#define CRC64_TRI_CUTOFF \((\d+) \* 1024\)", _c_source("c_ref/crc64.c"))
     assert m and int(m.group(1)) * 1024 == cal.CRC64_TRI_CUTOFF
@@ -609,21 +609,45 @@ def test_work_instruction_counts_are_c_refs():
 def test_work_instructions_follow_each_pieces_alignment():
     # 8-byte pieces from a 64-byte aligned buffer: one aligned word per call
     word = cal.CRC64_WORD + cal.CRC64_WORDS_ENTRY
-    assert cal.work_instructions("crc64", 8) == cal.CRC64_CALL + word
-    # 1-byte pieces: at offset 0 mod 8 a byte after the (empty) words, else one before them
-    one = cal.CRC64_CALL + cal.CRC64_BYTES_ENTRY
+    assert cal.work_instructions("crc64", 8) == cal.CRC64_CALL + cal.CRC64_BODY + word
+    # 1-byte pieces: at offset 0 mod 8 a byte after the (empty) words, else the call ends
+    # in the head
+    tail = cal.CRC64_CALL + cal.CRC64_BODY + cal.CRC64_BYTE + cal.CRC64_BYTES_ENTRY
     assert cal.work_instructions("crc64", 1) == pytest.approx(
-        (one + cal.CRC64_BYTE + 7 * (one + cal.CRC64_BYTE_HEAD)) / 8)
+        (tail + 7 * (cal.CRC64_CALL + cal.CRC64_BYTE_HEAD)) / 8)
     # 12-byte pieces alternate between offsets 0 mod 8 and 4 mod 8
-    a = cal.CRC64_CALL + word + 4 * cal.CRC64_BYTE + cal.CRC64_BYTES_ENTRY  # word, 4 bytes
-    b = cal.CRC64_CALL + 4 * cal.CRC64_BYTE_HEAD + word + cal.CRC64_BYTES_ENTRY  # 4 bytes, word
+    body = cal.CRC64_CALL + cal.CRC64_BODY
+    a = body + word + 4 * cal.CRC64_BYTE + cal.CRC64_BYTES_ENTRY  # word, 4 bytes
+    b = body + 4 * cal.CRC64_BYTE_HEAD + word  # 4 bytes, word
     assert cal.work_instructions("crc64", 12) == pytest.approx((a + b) / 2, rel=1e-3)
     # past the cutoffs: the streams' steps and the combines
-    assert cal.crc64_cost(0, 2048) == (cal.CRC64_CALL + 128 * cal.CRC64_STEP2
+    assert cal.crc64_cost(0, 2048) == (body + 128 * cal.CRC64_STEP2
                                        + cal._crc64_combine_cost(1024))
-    assert cal.crc64_cost(0, 3 * 8192) == (cal.CRC64_CALL + 1024 * cal.CRC64_STEP3
+    assert cal.crc64_cost(0, 3 * 8192) == (body + 1024 * cal.CRC64_STEP3
                                            + 2 * cal._crc64_combine_cost(8192))
+    assert cal.crc64_cost(3, 0) == cal.CRC64_CALL
     assert cal.work_instructions("siphash", 16) == (40 + 24) * 106 // 100
+
+
+def test_crc64_cost_is_c_refs_function():
+    """crc64_cost against c_ref's ksCrc64Cost itself (`kvsim-calibrate crccost` prints it
+    per point) at every length 0-80 at every offset mod 8 and at random lengths and offsets
+    to 300 KiB: every path, cutoff and combine length."""
+    import random
+
+    from kvsim import artifacts
+
+    if not artifacts.path(artifacts.CALIBRATE_CLI).exists():
+        pytest.skip("kvsim-calibrate not built")
+    rng = random.Random(42)
+    points = [(n, o) for n in range(81) for o in range(8)]
+    points += [(c + d, rng.randrange(64)) for c in (cal.CRC64_DUAL_CUTOFF, cal.CRC64_TRI_CUTOFF)
+               for d in range(-9, 30)]
+    points += [(rng.randrange(300 * 1024), rng.randrange(64)) for _ in range(300)]
+    out = cal.run_bench("crccost", 1, *(f"{n}@{o}" for n, o in points))
+    assert [p[:2] for p in out["points"]] == [list(p) for p in points]
+    for n, o, c_cost in out["points"]:
+        assert cal.crc64_cost(o, n) == c_cost, (n, o)
 
 
 def test_sustained_ipc_is_measured_and_recorded_not_applied():
