@@ -535,24 +535,52 @@ def mlp_warm(size: int, cpu) -> int:
     return check.steady_warmup(size, check.cache_bytes(cpu))
 
 
+def ceiling_per_load(meas: dict) -> float:
+    """The parallel chases' fastest time per load: the median of the three fastest chain
+    counts (``meas``: chains -> ns per load), where the miss buffers or the walkers hold."""
+    per_load = sorted(meas.values())[:3]
+    return float(np.median(per_load))
+
+
+def walkers_needed(walk_ns: float, per_load: float, have: int) -> int:
+    """The page walkers a file needs for its walks of ``walk_ns`` each to keep up with
+    ``per_load`` ns per load (the parallel chases' ceiling), at least ``have``."""
+    from ._binding import MAX_WALKERS
+
+    need = int(math.ceil(max(0.0, walk_ns) / per_load)) if per_load > 0 else have
+    return max(have, min(need, MAX_WALKERS))
+
+
 def mlp_error(d: dict, mlp: tuple[int, int, dict[int, float]],
               chains: tuple[int, ...] = RETENTION_CHAINS) -> float:
     """Sum of squared relative errors of the file ``d``'s simulation of the parallel
     chases ``mlp`` (as :func:`fit_hierarchy`'s) at ``chains``, each in its loop's steady
-    state (as the self-check replays them)."""
+    state (as the self-check replays them), with the walkers the file will have: under
+    nested paging on smaller host pages, at least the walks the chases overlap (a lone
+    chain's load less the DRAM latency, over :func:`ceiling_per_load`), as calibrate.py
+    sets them once the fit is done."""
     from . import micro
     from .config import parse_cpu
 
     cpu = parse_cpu(d, "calibrate")
     size, page, meas = mlp
     warm = mlp_warm(size, cpu)
+
+    def predict(cpu, n):
+        return micro.predict(cpu, size, n, max(1, STEPS // n), page, True,
+                             loop_warmup=warm // n)["ns_per_load"]
+
+    t = d.get("tlb") or {}
+    if t.get("host_page_size") and t.get("walkers") and meas:
+        walkers = walkers_needed(predict(cpu, 1) - d["dram"]["latency_ns"],
+                                 ceiling_per_load(meas), t["walkers"])
+        if walkers != t["walkers"]:
+            cpu = parse_cpu(dict(d, tlb=dict(t, walkers=walkers)), "calibrate")
     err = 0.0
     for n in chains:
         if n not in meas:
             continue
-        p = micro.predict(cpu, size, n, max(1, STEPS // n), page, True,
-                          loop_warmup=warm // n)["ns_per_load"]
-        err += (p / meas[n] - 1.0) ** 2
+        err += (predict(cpu, n) / meas[n] - 1.0) ** 2
     return err if math.isfinite(err) else math.inf  # never nan: no comparison picks it
 
 
