@@ -76,6 +76,7 @@ class EngineConfig(C.Structure):
         ("place_bits", u32), ("place_seed", u64),
         ("walk_extra_4k", u32),
         ("full_line_store_fetch", u32), ("kind_store_q16", u32 * MAX_WORK_KINDS),
+        ("walk_last_level_lost", u32),
     ]
 
 #: EngineConfig.syscall_site of a call the trace does not name (engine.h KVSIM_NO_SITE)

@@ -989,8 +989,7 @@ def _fit_hierarchy(doc: dict, raw: dict, levels: list[dict], sizes: list[int],
     record for ``[meta.raw] hierarchy_fit``, whose ``fit`` becomes ``[meta] fit`` (the knee
     fit's moves to ``[meta.raw] knee_fit``). ``last_level_ns``: the knee fit's last level,
     which DRAM must exceed (calibrate_check.dram_floor_ns)."""
-    from ._binding import MAX_WALKERS
-    from .calibrate_fit import POLICIES, fit_hierarchy
+    from .calibrate_fit import POLICIES, ceiling_per_load, fit_hierarchy, walkers_needed
 
     page = 2 * MIB if huge else 4096
     points = [(s, page, c) for s, c in zip(sizes, curve, strict=True)]
@@ -1046,6 +1045,13 @@ def _fit_hierarchy(doc: dict, raw: dict, levels: list[dict], sizes: list[int],
             t["src"]["host_read_ns"] = (
                 f"{how}: a read of the host's page-table entries from memory (nested paging)")
         ret = out["chosen"].get("walk_retention")
+        if ret is not None and t.get("walk_last_level") is False:
+            t["src"]["walk_last_level"] = (
+                f"measured: the best of {len(ret['candidates'])} retentions of the page-table "
+                "lines (sim/MODEL.md §3) by the error of the chases and of the parallel chases "
+                f"at {sizes[-1] // MIB} MiB ([meta.raw] hierarchy_fit.chosen.walk_retention) "
+                "is none in the last level: a chain's walks cost as much beside others as "
+                "alone")
         if ret is not None and t.get("walk_retention_ns"):
             t["src"]["walk_retention_ns"] = (
                 f"measured: the best of {len(ret['candidates'])} retentions of the page-table "
@@ -1054,8 +1060,7 @@ def _fit_hierarchy(doc: dict, raw: dict, levels: list[dict], sizes: list[int],
     # the parallel chases at the largest set: a miss holds an L1 miss buffer for its DRAM
     # latency (not its walk), so the buffers in use are DRAM over the fastest time per load;
     # the walks they overlap need walkers for as long as each walk takes
-    per_load = sorted(fastest(v) for v in raw["mlp"].values())[:3]
-    m = median(per_load)
+    m = ceiling_per_load({k: fastest(v) for k, v in raw["mlp"].items()})
     dram = doc["dram"]["latency_ns"]
     l1 = doc["cache"][0]
     l1["mshrs"] = max(1, int(round(dram / m)))
@@ -1064,9 +1069,9 @@ def _fit_hierarchy(doc: dict, raw: dict, levels: list[dict], sizes: list[int],
                           "the misses in flight")
     top = out["predicted_ns"][len(sizes) - 1]
     if t is not None and t.get("host_page_size") and t.get("walkers"):
-        need = int(math.ceil(max(0.0, top - dram) / m))
+        need = walkers_needed(top - dram, m, t["walkers"])
         if need > t["walkers"]:
-            t["walkers"] = min(need, MAX_WALKERS)
+            t["walkers"] = need
             t["src"]["walkers"] = (
                 f"measured: the walks the parallel chases overlap: each load of the largest "
                 f"chase walks for {top - dram:.0f} ns (its {top:.0f} ns simulated less DRAM) "

@@ -13,6 +13,7 @@ A variant is comma-separated ``key=value``: ``placement=virtual|random``, ``seed
 placement's), ``L<k>=SIZE:WAYS:POLICY`` (a level's geometry and replacement),
 ``L<k>.inclusion=...``, ``drop=L<k>:KIND`` and ``add=L<k>:KIND`` (a hardware prefetcher of
 the level taken away or added, degree 1), ``tlb.KEY=VALUE`` (:data:`TLB_KEYS`),
+(``tlb.walk_last_level=false``: a last level that keeps no page-table line),
 ``fix=NAME`` (an unknown of the least squares kept at the file's value instead of solved:
 ``walk4k``, ``walk``, ``stlb``, ``host``; ``fix=walk4k`` is the model without a 4 KiB
 page's walk's own extra when the file has none); "" is the file itself. The
@@ -20,7 +21,9 @@ result (JSON, with its provenance) holds per variant the points off their tolera
 solved unknowns and each chase's measured and predicted ns and loads per level
 (``per_load``). ``--weighted`` weighs each chase by one over its tolerance in the least
 squares; ``--statistic round-median`` takes the median of the rounds' fastest samples as a
-chase's native figure instead of the fastest.
+chase's native figure instead of the fastest. ``--parallel 1,4,8`` simulates the file's
+parallel chases of those chain counts on each solved variant too (``parallel`` rows), as
+the self-check replays them.
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ MIB = 1 << 20
 FIXABLE = ("walk4k", "walk", "stlb", "host")
 #: The ``[tlb]`` keys a variant may set (``tlb.KEY=VALUE``), with their types.
 TLB_KEYS = {"walk_retention_ns": float, "host_read_ns": float, "host_page_size": str,
-            "l2_entries": int}
+            "l2_entries": int, "walkers": int,
+            "walk_last_level": lambda v: {"true": True, "false": False}[v.lower()]}
 
 
 def points_of(doc: dict, statistic: str = "fastest"
@@ -92,7 +96,11 @@ def variant(doc: dict, spec: str) -> dict:
                                   f"one of {', '.join(FIXABLE)}")
             d["_fixed"].append(val)
         elif key.startswith("tlb.") and key[4:] in TLB_KEYS:
-            d["tlb"][key[4:]] = TLB_KEYS[key[4:]](val)
+            try:
+                d["tlb"][key[4:]] = TLB_KEYS[key[4:]](val)
+            except (KeyError, ValueError):
+                raise ConfigError(f"calibrate_ablate: variant {spec!r}: {key}={val!r} is not "
+                                  "a value of its type") from None
         elif key in ("drop", "add"):
             lvl, _, kind = val.partition(":")
             pfs = d.setdefault("prefetcher", [])
@@ -140,8 +148,35 @@ def solved(d: dict, pts: list[tuple[int, int, float]],
     return d, np.array([r[1] for r in rows]) / ghz
 
 
+def parallel_rows(d: dict, doc: dict, chains: list[int]) -> list[dict]:
+    """The parallel chases ``chains`` of the file ``doc`` (its ``[meta.raw]``), simulated
+    on the variant ``d`` as the self-check replays them (calibrate_check.replay), against
+    their fastest native sample."""
+    from . import micro
+
+    raw = doc["meta"]["raw"]
+    meas = raw.get("mlp_ns_per_load") or {}
+    top = int(raw["sizes"][-1])
+    page = 2 * MIB if (raw.get("huge_fraction_top") or 0.0) >= 0.5 else 4096
+    cpu = parse_cpu({k: v for k, v in d.items() if not k.startswith("_")}, "ablate")
+    warm = check.steady_warmup(top, check.cache_bytes(cpu))
+    out = []
+    for n in chains:
+        if str(n) not in meas:
+            raise ConfigError(f"calibrate_ablate: --parallel {n}: the file measured no "
+                              "parallel chase of that many chains")
+        p = micro.predict(cpu, top, n, max(1, check.REPLAY_STEPS // n), page, True,
+                          loop_warmup=warm // n)
+        m = min(meas[str(n)])
+        out.append({"point": f"mlp {fmt_size(top)} x{n}", "measured_ns": round(m, 3),
+                    "predicted_ns": round(p["ns_per_load"], 3),
+                    "ratio": round(p["ns_per_load"] / m, 4), "mlp": p["mlp"],
+                    "walk_reads_timed": (p["tlb"] or {}).get("walk_reads_timed")})
+    return out
+
+
 def ablate(path: Path, specs: list[str], log=lambda m: None, weighted: bool = False,
-           statistic: str = "fastest") -> dict:
+           statistic: str = "fastest", parallel: list[int] | None = None) -> dict:
     doc = tomllib.loads(Path(path).read_text())
     pts, tol = points_of(doc, statistic)
     last = check.knee_last_ns(doc)
@@ -173,7 +208,12 @@ def ablate(path: Path, specs: list[str], log=lambda m: None, weighted: bool = Fa
                                                 strict=True)]})
         log(f"{spec or 'the file'}: {len(off)} of {len(pts)} chases off: "
             + "; ".join(f"{_name(pts[i])} {ratio[i]:.3f}" for i in off))
-    return {"file": str(path), "weighted": weighted, "statistic": statistic, "variants": out}
+        if parallel:
+            out[-1]["parallel"] = rows = parallel_rows(d, doc, parallel)
+            log(f"{spec or 'the file'}: parallel chases "
+                + ", ".join(f"{r['point']} {r['ratio']:.3f}" for r in rows))
+    return {"file": str(path), "weighted": weighted, "statistic": statistic,
+            "parallel": parallel or [], "variants": out}
 
 
 def _name(p: tuple[int, int, float]) -> str:
@@ -194,10 +234,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--statistic", choices=("fastest", "round-median"), default="fastest",
                     help="each chase's native figure: the fastest sample, or the median of "
                          "the rounds' fastest (calibrate_ablate.points_of)")
+    ap.add_argument("--parallel", default="",
+                    help="comma-separated chain counts: the file's parallel chases of that "
+                         "many chains simulated on each variant too (as the self-check)")
     a = ap.parse_args(argv)
     try:
+        chains = [int(x) for x in a.parallel.split(",") if x.strip()]
+    except ValueError:
+        print(f"calibrate_ablate: error: --parallel {a.parallel!r}: not chain counts",
+              file=sys.stderr)
+        return 1
+    try:
         res = ablate(a.file, a.variants, log=lambda m: print(m, file=sys.stderr),
-                     weighted=a.weighted, statistic=a.statistic)
+                     weighted=a.weighted, statistic=a.statistic, parallel=chains)
     except (ConfigError, OSError, KeyError, tomllib.TOMLDecodeError, ValueError) as e:
         print(f"calibrate_ablate: error: {a.file}: {e}", file=sys.stderr)
         return 1

@@ -53,11 +53,14 @@ from the knee fit's values:
 * **Page-table lines by time** (with nested walks, ``walk_reads`` >= 2): the host's
   page-table read from memory is an unknown of the least squares (``[tlb] host_read_ns``,
   DRAM's to start with), and the page-table lines' retention (``[tlb] walk_retention_ns``,
-  sim/MODEL.md §3) is chosen among :data:`RETENTION_NS` by the error of the chases plus
-  that of the parallel chases at the largest set (:func:`mlp_error`), each simulated at the
-  least-squares solution for that retention: the parallel chases are what tell an age in
-  time from a capacity (a chain's load is faster beside others natively, and the caches
-  see the same lines either way).
+  sim/MODEL.md §3) is chosen among :data:`RETENTION_CANDIDATES` by the error of the chases
+  plus that of the parallel chases at the largest set (:func:`mlp_error`), each simulated at
+  the least-squares solution for that retention: the parallel chases are what tell an age in
+  time from a capacity (where a chain's load is faster beside others natively, and the
+  caches see the same lines either way). One candidate keeps no page-table line in the last
+  level (``[tlb] walk_last_level = false``): where a chain's load costs the same beside
+  others as alone and still more the larger the set, the private levels' capacity is what
+  keeps the lines.
 
 Only the chases are fitted, and the parallel chases choose the retention; the rest of the
 parallel chases, the bandwidth and the work kernels are the self-check's
@@ -108,10 +111,15 @@ KIB, MIB = 1024, 1024 * 1024
 #: page-table line once every S / 32 KiB loads, so these are the ages at which a single
 #: chain's reads over some hundreds of MiB to some GiB go from kept to lost.
 RETENTION_NS = (0.0, 0.25e6, 0.5e6, 1e6, 2e6, 4e6, 8e6, 16e6)
+#: Beside them, one more candidate: no retention and a last level that keeps no page-table
+#: line (``[tlb] walk_last_level = false``): the private levels keep the lines by their
+#: capacity, whatever the rate (sim/VALIDATION.md, finding 20).
+RETENTION_CANDIDATES = tuple((r, True) for r in RETENTION_NS) + ((0.0, False),)
 #: The chases a retention changes: past the STLB's reach (smaller ones keep their rows).
 RETENTION_FROM = 8 * MIB
-#: The parallel chases that choose the retention with the chases (chain counts).
-RETENTION_CHAINS = (1, 2, 4, 8, 16)
+#: The parallel chases that choose the retention with the chases (chain counts): a time
+#: retention shows most between a few chains and the miss buffers' ceiling.
+RETENTION_CHAINS = (1, 2, 4, 8, 12, 16)
 
 
 def chase_row(cpu, size: int, page: int, steps: int = STEPS) -> tuple[np.ndarray, float]:
@@ -527,41 +535,73 @@ def mlp_warm(size: int, cpu) -> int:
     return check.steady_warmup(size, check.cache_bytes(cpu))
 
 
+def ceiling_per_load(meas: dict) -> float:
+    """The parallel chases' fastest time per load: the median of the three fastest chain
+    counts (``meas``: chains -> ns per load), where the miss buffers or the walkers hold."""
+    per_load = sorted(meas.values())[:3]
+    return float(np.median(per_load))
+
+
+def walkers_needed(walk_ns: float, per_load: float, have: int) -> int:
+    """The page walkers a file needs for its walks of ``walk_ns`` each to keep up with
+    ``per_load`` ns per load (the parallel chases' ceiling), at least ``have``."""
+    from ._binding import MAX_WALKERS
+
+    need = int(math.ceil(max(0.0, walk_ns) / per_load)) if per_load > 0 else have
+    return max(have, min(need, MAX_WALKERS))
+
+
 def mlp_error(d: dict, mlp: tuple[int, int, dict[int, float]],
               chains: tuple[int, ...] = RETENTION_CHAINS) -> float:
     """Sum of squared relative errors of the file ``d``'s simulation of the parallel
     chases ``mlp`` (as :func:`fit_hierarchy`'s) at ``chains``, each in its loop's steady
-    state (as the self-check replays them)."""
+    state (as the self-check replays them), with the walkers the file will have: under
+    nested paging on smaller host pages, at least the walks the chases overlap (a lone
+    chain's load less the DRAM latency, over :func:`ceiling_per_load`), as calibrate.py
+    sets them once the fit is done."""
     from . import micro
     from .config import parse_cpu
 
     cpu = parse_cpu(d, "calibrate")
     size, page, meas = mlp
     warm = mlp_warm(size, cpu)
+
+    def predict(cpu, n):
+        return micro.predict(cpu, size, n, max(1, STEPS // n), page, True,
+                             loop_warmup=warm // n)["ns_per_load"]
+
+    t = d.get("tlb") or {}
+    if t.get("host_page_size") and t.get("walkers") and meas:
+        walkers = walkers_needed(predict(cpu, 1) - d["dram"]["latency_ns"],
+                                 ceiling_per_load(meas), t["walkers"])
+        if walkers != t["walkers"]:
+            cpu = parse_cpu(dict(d, tlb=dict(t, walkers=walkers)), "calibrate")
     err = 0.0
     for n in chains:
         if n not in meas:
             continue
-        p = micro.predict(cpu, size, n, max(1, STEPS // n), page, True,
-                          loop_warmup=warm // n)["ns_per_load"]
-        err += (p / meas[n] - 1.0) ** 2
+        err += (predict(cpu, n) / meas[n] - 1.0) ** 2
     return err if math.isfinite(err) else math.inf  # never nan: no comparison picks it
 
 
 def _fit_retention(doc, chosen, evaluate, apply, best, mlp, log):
-    """The page-table lines' retention (``[tlb] walk_retention_ns``), chosen among
-    :data:`RETENTION_NS` by the error of the chases (their least-squares solution at each
-    candidate) plus that of the parallel chases simulated at that solution: natively a
-    chain's walks cost less the faster the chains come back to the same page-table lines
-    (sim/VALIDATION.md, finding 12), which only an age in time, not a capacity, gives.
-    ``doc`` is changed in place to the best; returns its (error of the chases, unknowns,
-    rows, error with the parallel chases')."""
+    """The page-table lines' retention (``[tlb] walk_retention_ns``, and whether the last
+    level keeps them, ``walk_last_level``), chosen among :data:`RETENTION_CANDIDATES` by the
+    error of the chases (their least-squares solution at each candidate) plus that of the
+    parallel chases simulated at that solution: on one machine a chain's walks cost less the
+    faster the chains come back to the same page-table lines (sim/VALIDATION.md, finding
+    12), which only an age in time, not a capacity, gives; on another they cost the same at
+    every rate and still more the larger the set (finding 20), which a last level that keeps
+    no page-table line gives. ``doc`` is changed in place to the best; returns its (error of
+    the chases, unknowns, rows, error with the parallel chases')."""
     best_err, best_x, best_rows = best
     tried, pick = [], None
     scored = math.inf
-    for r in RETENTION_NS:
+    for r, kept in RETENTION_CANDIDATES:
         d = _copy(doc)
         d["tlb"]["walk_retention_ns"] = r
+        if not kept:
+            d["tlb"]["walk_last_level"] = False
         err, x, rows = evaluate(d, best_rows, lambda s, p: s > RETENTION_FROM)
         e_mlp = math.inf
         if math.isfinite(err):
@@ -571,9 +611,10 @@ def _fit_retention(doc, chosen, evaluate, apply, best, mlp, log):
                 apply(solved, x)
                 e_mlp = mlp_error(solved, mlp)
         total = err + e_mlp
-        tried.append({"retention_ns": r, "error_chases": _rounded(err),
-                      "error_parallel": _rounded(e_mlp)})
-        log(f"hierarchy fit: page-table retention {r / 1e6:g} ms: error {err:.4g} (chases) "
+        tried.append({"retention_ns": r, "last_level_kept": kept,
+                      "error_chases": _rounded(err), "error_parallel": _rounded(e_mlp)})
+        log(f"hierarchy fit: page-table retention {r / 1e6:g} ms"
+            f"{'' if kept else ', none in the last level'}: error {err:.4g} (chases) "
             f"+ {e_mlp:.4g} (parallel chases)")
         if total < scored:
             scored, pick = total, (d, err, x, rows)
@@ -585,6 +626,7 @@ def _fit_retention(doc, chosen, evaluate, apply, best, mlp, log):
     doc.clear()
     doc.update(d)
     chosen["walk_retention"] = {"ns": doc["tlb"].get("walk_retention_ns", 0.0),
+                                "last_level_kept": doc["tlb"].get("walk_last_level", True),
                                 "candidates": tried}
     return err, x, rows, scored
 

@@ -91,6 +91,10 @@ class Tlb:
     # entries from memory (reads 1.. under nested paging; 0 = the DRAM latency)
     walk_retention_ns: float = 0.0
     host_read_ns: float = 0.0
+    # whether the last level keeps page-table lines (timing; sim/MODEL.md §3): False, a
+    # walk's page-table read timed at the last level is timed as a read from memory
+    # (engine.h walk_last_level_lost)
+    walk_last_level: bool = True
     # physical page placement (sim/placement.py): "virtual", the trace's address indexes the
     # caches; "random", each page of the translation's smallest size (the host's under
     # nested paging) sits in a frame of its own drawn by placement_seed (engine.h place_bits)
@@ -278,6 +282,7 @@ class CpuConfig:
             if timing:  # ns -> cycles (timing only, MODEL.md §3)
                 ec.walk_retention = round(t.walk_retention_ns * self.freq_ghz)
                 ec.host_read_latency = round(t.host_read_ns * self.freq_ghz)
+                ec.walk_last_level_lost = int(not t.walk_last_level)
             if t.host_page_size and t.host_page_size < ps:
                 ec.guest_page_bits = ec.page_bits
                 ec.page_bits = t.host_page_size.bit_length() - 1
@@ -389,7 +394,8 @@ _KEYS = {
     "dram": {"latency_ns", "bandwidth_gbs", "src", "notes"},
     "tlb": {"page_size", "l1_entries", "l1_ways", "l2_entries", "l2_ways", "l2_latency",
             "walk_latency", "walk_reads", "walkers", "host_page_size", "walk_retention_ns",
-            "host_read_ns", "placement", "placement_seed", "walk_extra_4k", "src", "notes"},
+            "host_read_ns", "walk_last_level", "placement", "placement_seed", "walk_extra_4k",
+            "src", "notes"},
     "swprefetch": {"fill", "tlb_miss", "trains_prefetchers", "src", "notes"},
     "prefetcher": {"level", "kind", "degree", "table", "src", "notes"},
     "syscall": set(SYSCALL_KEYS) | {"src", "notes"},
@@ -603,6 +609,7 @@ def parse_cpu(doc: dict, source: str = "") -> CpuConfig:
             if not math.isfinite(v) or v < 0 or v > 1e9:
                 raise ConfigError(f"tlb.{key}: must be 0..1e9 ns, got {v}")
             extra[key] = float(v)
+        extra["walk_last_level"] = _get(t, "walk_last_level", "tlb", bool, True)
         place = _get(t, "placement", "tlb", str, "virtual")
         if place not in PLACEMENTS:
             raise ConfigError(f"tlb.placement: must be one of {', '.join(PLACEMENTS)}, "

@@ -125,47 +125,54 @@ def chase_records(size: int, chains: int = 1, steps: int = 20_000, seed: int = 1
     n = len(lines)
     if warmup is None:
         warmup = min(n, steps * chains if not mlp_loop else n, WARMUP_CAP)
-    parts: list[np.ndarray] = []
-    pos = 0
-    if warmup:
-        w = _chase_block(lines[np.arange(warmup) % n])
-        w["dep"][0] = 0
-        parts += [w]
-        pos = warmup % n
-    total = steps + loop_warmup
     if not mlp_loop:
-        m = _chase_block(lines[(pos + np.arange(total)) % n])
-        m["dep"][0] = 0
-    else:
-        gap = n // chains  # starts spread evenly along the cycle, as calibrate.c
-        idx = (np.arange(total)[:, None] + gap * np.arange(chains)[None, :]) % n
-        m = _mlp_block(lines[idx], chains)
-        m["dep"][: 3 * chains : 3] = 0  # first round: the chains' starts are not loaded
-    per = 1 if not mlp_loop else 3 * chains  # records per step
-    if loop_warmup:  # the warm-up's end marker parts the measured part from its producers
-        parts += [m[: loop_warmup * per]]
-        m = m[loop_warmup * per:].copy()
-        m["dep"][: per : 3 if mlp_loop else 1] = 0
-    if parts:
-        parts = ([traces.marker_record(traces.MARK_WARMUP_BEGIN)] + parts
-                 + [traces.marker_record(traces.MARK_WARMUP_END)])
-    parts.append(m)
-    return np.concatenate(parts)
+        return _chase_loop(lines, steps, warmup, loop_warmup)
+    parts = [_warmup_walk(lines, warmup)] if warmup else []
+    gap = n // chains  # starts spread evenly along the cycle, as calibrate.c
+    idx = (np.arange(steps + loop_warmup)[:, None] + gap * np.arange(chains)[None, :]) % n
+    m = _mlp_block(lines[idx], chains)
+    m["dep"][: 3 * chains : 3] = 0  # first round: the chains' starts are not loaded
+    return _marked(parts, m, loop_warmup, 3 * chains, 3)
 
 
 def cycle_records(lines: np.ndarray, steps: int, warmup: int) -> np.ndarray:
     """The chase loop over the cycle ``lines`` (line numbers in visiting order, the last
     linked to the first): ``warmup`` loads between warm-up markers (none for 0), then
     ``steps`` timed loads, the first without a producer."""
-    n = len(lines)
-    parts: list[np.ndarray] = []
-    if warmup:
-        w = _chase_block(lines[np.arange(warmup) % n])
-        w["dep"][0] = 0
-        parts = [traces.marker_record(traces.MARK_WARMUP_BEGIN), w,
-                 traces.marker_record(traces.MARK_WARMUP_END)]
-    m = _chase_block(lines[(warmup + np.arange(steps)) % n])
+    return _chase_loop(lines, steps, warmup)
+
+
+def _warmup_walk(lines: np.ndarray, warmup: int) -> np.ndarray:
+    """The first ``warmup`` loads along the cycle, the first without a producer."""
+    w = _chase_block(lines[np.arange(warmup) % len(lines)])
+    w["dep"][0] = 0
+    return w
+
+
+def _chase_loop(lines: np.ndarray, steps: int, warmup: int, loop_warmup: int = 0
+                ) -> np.ndarray:
+    """The ``chase`` loop over the cycle ``lines``: the warm-up walk of ``warmup`` loads,
+    then ``loop_warmup`` + ``steps`` loads of the loop going on from where it ended (see
+    :func:`chase_records`)."""
+    parts = [_warmup_walk(lines, warmup)] if warmup else []
+    m = _chase_block(lines[(warmup + np.arange(steps + loop_warmup)) % len(lines)])
     m["dep"][0] = 0
+    return _marked(parts, m, loop_warmup, 1, 1)
+
+
+def _marked(parts: list[np.ndarray], m: np.ndarray, loop_warmup: int, per: int,
+            stride: int) -> np.ndarray:
+    """``parts`` and the first ``loop_warmup`` steps (``per`` records each) of the loop ``m``
+    between warm-up markers (none when both are empty), then the rest of ``m``, whose first
+    step's chase loads (every ``stride``-th record of it) lose their producers to the
+    marker."""
+    if loop_warmup:
+        parts = parts + [m[: loop_warmup * per]]
+        m = m[loop_warmup * per:].copy()
+        m["dep"][: per : stride] = 0
+    if parts:
+        parts = ([traces.marker_record(traces.MARK_WARMUP_BEGIN)] + parts
+                 + [traces.marker_record(traces.MARK_WARMUP_END)])
     return np.concatenate(parts + [m])
 
 

@@ -627,7 +627,9 @@ class ReferenceSim:
         read j reads the leaf entry of ``addr``'s page; under nested paging with a smaller
         host page (``cfg.guest_page_bits``) read 0, the guest's, takes the guest's page. A
         read from memory costs the DRAM latency (the host's, reads 1.., the host read
-        latency when set); with a retention the line's age decides (engine.c walkCost). The
+        latency when set); with a retention the line's age decides, and with
+        ``walk_last_level_lost`` a read timed at the last level costs memory (engine.c
+        walkCost). The
         fixed part is ``walk_latency``, plus ``walk_extra_4k`` when the guest's page (the
         run's page without a smaller host page) is 4 KiB."""
         cfg, st, n = self.cfg, self.st, self.n
@@ -655,6 +657,8 @@ class ReferenceSim:
                         held[1] = now
                 else:
                     self.walk_slots[slot] = [line, now]
+            if cfg.walk_last_level_lost and n > 1 and at == n - 1:
+                at = mem  # the last level does not keep page-table lines
             if self.timing:  # (engine.c: a functional run may not know which level served)
                 st["walk_served"][sv] += 1
                 st["walk_timed"][at] += 1

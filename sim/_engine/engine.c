@@ -244,7 +244,8 @@ static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint
  * last level's latency if none does; longer ago, a read from memory.  The last
  * reads are kept per slot (KVSIM_WALK_SLOT_BITS, a multiplicative hash of the
  * line): a line whose slot holds another, or that no walk has read, costs the
- * level that served it.  The reads change the caches (and are counted) like
+ * level that served it.  With cfg.walk_last_level_lost a read timed at the last
+ * level is timed as a read from memory.  The reads change the caches (and are counted) like
  * loads; they hold no miss buffer and use no DRAM bandwidth.  They run on the
  * simulating thread, in program order, also when the TLB thread found the walk
  * (tlb.c). */
@@ -276,6 +277,7 @@ static int64_t walkCost(kvsimSim *s, uint64_t addr) {
                 s->walk_slot_tick[h] = now;
             }
         }
+        if (s->cfg.walk_last_level_lost && n > 1 && at == n - 1) at = mem; /* not kept */
         if (s->cfg.timing) { /* (a functional run's last level may be on its own thread,
                               * lower.c: the level above does not learn which served) */
             s->st->walk_served[sv]++;

@@ -236,6 +236,12 @@ typedef struct kvsimConfig {
      * All 0 = none (every trace without the key).  See recordTicks(), storeAdmit() and
      * workCommit() in timing.h. */
     uint32_t kind_store_q16[KVSIM_MAX_WORK_KINDS];
+    /* Page-table lines the last level does not keep (timing; sim/MODEL.md §3): 1 = a
+     * walk's page-table read timed at the last level (served by it, or kept there by
+     * walk_retention) is timed as a read from memory instead (the host's for reads 1..);
+     * the private levels above keep the lines by their capacity.  0 (the default) = the
+     * last level serves them as it holds them.  See walkCost() in engine.c. */
+    uint32_t walk_last_level_lost;
 } kvsimConfig;
 
 #define KVSIM_NO_SITE 0xFFFFFFFFu

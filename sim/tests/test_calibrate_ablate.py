@@ -67,3 +67,40 @@ def test_round_median_takes_each_rounds_fastest():
     pts, tol = ab.points_of({"meta": {"raw": raw}}, "round-median")
     assert pts == [(65536, 2 << 20, 5.0)]
     assert tol == ab.points_of({"meta": {"raw": raw}})[1]
+
+
+def test_variant_sets_the_last_levels_page_table_lines_and_refuses_a_bad_value():
+    d = ab.variant(DOC, "tlb.walk_last_level=false, tlb.walkers=6")
+    assert d["tlb"]["walk_last_level"] is False and d["tlb"]["walkers"] == 6
+    assert ab.variant(DOC, "tlb.walk_last_level=True")["tlb"]["walk_last_level"] is True
+    with pytest.raises(ConfigError, match="^calibrate_ablate: variant 'tlb.walk_last_level=no'"
+                                          ": tlb.walk_last_level='no' is not a value"):
+        ab.variant(DOC, "tlb.walk_last_level=no")
+
+
+def test_parallel_rows_replay_the_files_parallel_chases():
+    """``--parallel``: each chain count the file measured, simulated on the variant as the
+    self-check replays it (calibrate_check.replay's prediction of the same point)."""
+    from kvsim.sim import calibrate_check as check
+    from kvsim.sim.config import parse_cpu
+
+    doc = {"name": "local", "freq_ghz": 2.0,
+           "core": {"width": 4, "rob": 64},
+           "cache": [{"name": "L1D", "size": 4096, "ways": 4, "line": 64, "latency": 4,
+                      "mshrs": 4},
+                     {"name": "L2", "size": 65536, "ways": 8, "line": 64, "latency": 12}],
+           "dram": {"latency_ns": 80.0},
+           "meta": {"raw": {"sizes": [65536, 1 << 20], "huge_fraction_top": 0.0,
+                            "mlp_ns_per_load": {"1": [90.0, 88.0], "4": [30.0]}}}}
+    rows = ab.parallel_rows(ab.variant(doc, ""), doc, [1, 4])
+    assert [r["point"] for r in rows] == ["mlp 1MiB x1", "mlp 1MiB x4"]
+    assert [r["measured_ns"] for r in rows] == [88.0, 30.0]
+    plain = {k: v for k, v in ab.variant(doc, "").items() if k != "_fixed"}
+    replay = {r["point"]: r for r in check.replay(
+        parse_cpu(plain, "t"),
+        {"sizes": [1 << 20], "chase": {"1048576": [50.0]}, "mlp": {"1": [88.0], "4": [30.0]},
+         "huge_fraction_top": 0.0}, steps=check.REPLAY_STEPS)}
+    for r in rows:
+        assert r["predicted_ns"] == pytest.approx(replay[r["point"]]["predicted_ns"], rel=1e-3)
+    with pytest.raises(ConfigError, match="--parallel 8: the file measured no"):
+        ab.parallel_rows(ab.variant(doc, ""), doc, [8])

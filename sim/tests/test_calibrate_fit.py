@@ -353,3 +353,14 @@ def test_weights_let_a_point_that_moved_between_rounds_tell_less():
     assert same == pytest.approx(plain)
     loose = cf.solve(rows, base, y, weights=cf.point_weights([0.1, 0.1, 0.25, 0.1, 0.1]))[1]
     assert abs(loose[2] - 40.0) < abs(plain[2] - 40.0)
+
+
+def test_walkers_needed_keep_up_with_the_ceiling_and_never_fall():
+    from kvsim.sim import calibrate_fit as cf
+    from kvsim.sim._binding import MAX_WALKERS
+
+    assert cf.walkers_needed(100.0, 16.5, 4) == 7  # ceil(100 / 16.5)
+    assert cf.walkers_needed(50.0, 16.5, 4) == 4  # never fewer than the file has
+    assert cf.walkers_needed(-5.0, 16.5, 2) == 2
+    assert cf.walkers_needed(1e9, 1.0, 4) == MAX_WALKERS
+    assert cf.ceiling_per_load({1: 200.0, 16: 17.0, 24: 16.0, 48: 18.0, 8: 30.0}) == 17.0

@@ -38,6 +38,18 @@ def test_chase_is_one_cycle_through_every_line(lines, steps, seed):
         assert (off[lines:] == off[:steps - lines]).all()
 
 
+@given(lines=st.integers(2, 300), steps=st.integers(1, 400), warmup=st.integers(0, 700),
+       seed=st.integers(0, 9))
+@settings(max_examples=40, deadline=None)
+def test_cycle_records_is_the_chase_loop(lines, steps, warmup, seed):
+    """The L2 probe's loop over a cycle it orders itself (calibrate_prefetch) and the chase
+    are one loop: over the chase's own cycle, record for record the same trace."""
+    size = lines * micro.LINE
+    a = micro.cycle_records(micro.cycle_lines(size, seed), steps, warmup)
+    b = micro.chase_records(size, 1, steps, seed, warmup=warmup, mlp_loop=False)
+    assert a.tobytes() == b.tobytes()
+
+
 @given(chains=st.integers(1, 12), steps=st.integers(1, 30))
 @settings(max_examples=40, deadline=None)
 def test_mlp_chains_are_independent_dependent_chains(chains, steps):

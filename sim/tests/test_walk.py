@@ -209,14 +209,16 @@ def test_host_page_size_defaults_off_and_refuses_other_sizes():
 
 # --- page-table lines by time ([tlb] walk_retention_ns, host_read_ns; MODEL.md §3) ---
 
-def _retention_doc(retention_ns: float = 0.0, host_read_ns: float = 0.0) -> dict:
+def _retention_doc(retention_ns: float = 0.0, host_read_ns: float = 0.0,
+                   l2_size: int = 8192) -> dict:
     """A guest with nested walks over a working set whose page table (two reads a walk, 256
     lines) does not stay in its small caches: what a walk costs depends on the caches alone
-    without a retention, on the page-table lines' age with one."""
+    without a retention, on the page-table lines' age with one. ``l2_size`` 32768: a last
+    level that holds the page table (and little of the data)."""
     doc = {"name": "t", "freq_ghz": 1.0, "core": {"width": 4, "rob": 64},
            "cache": [{"name": "L1D", "size": 1024, "ways": 4, "line": 64, "latency": 4,
                       "mshrs": 16},
-                     {"name": "L2", "size": 8192, "ways": 8, "line": 64, "latency": 20}],
+                     {"name": "L2", "size": l2_size, "ways": 8, "line": 64, "latency": 20}],
            "dram": {"latency_ns": 100.0},
            "tlb": {"page_size": "4KiB", "l1_entries": 4, "l1_ways": 0, "l2_entries": 0,
                    "walk_latency": 0, "walk_reads": 2, "walkers": 16}}
@@ -265,13 +267,41 @@ def test_host_reads_from_memory_take_their_own_latency():
     assert b - a == pytest.approx(200.0 * n / 3000, rel=0.05)
 
 
-@pytest.mark.parametrize("chains", [1, 3])
-def test_retention_engine_equals_reference(chains):
+def _lost_doc(**kw) -> dict:
+    doc = _retention_doc(l2_size=32768, **kw)
+    doc["tlb"]["walk_last_level"] = False
+    return doc
+
+
+def test_a_last_level_that_keeps_no_page_table_line():
+    # the last level (32 KiB) holds the page table's 256 lines, the L1 does not: kept, the
+    # walks read them there; not kept, every read the last level serves costs memory, at
+    # every rate, and the caches are the same
+    kept, lost = _retention_doc(l2_size=32768), _lost_doc()
+    (k1, tk), (l1, tl) = _per_chain(kept, 1), _per_chain(lost, 1)
+    reads = sum(tk["walk_reads_timed"].values())
+    assert tk["walk_reads_served"] == tl["walk_reads_served"]
+    assert tk["walk_reads_timed"]["L2"] > 0.5 * reads
+    assert tl["walk_reads_timed"]["L2"] == 0
+    assert tl["walk_reads_timed"]["DRAM"] == (tk["walk_reads_timed"]["DRAM"]
+                                              + tk["walk_reads_timed"]["L2"])
+    assert l1 > k1 + 40.0  # a read from memory is 80 ns dearer than the last level
+    # no age in it: a chain's load beside seven others costs what a lone chain's does
+    assert _per_chain(lost, 8)[0] == pytest.approx(l1, rel=0.1)
+    with pytest.raises(sim.ConfigError, match="tlb.walk_last_level"):
+        sim.parse_cpu(dict(lost, tlb=dict(lost["tlb"], walk_last_level=0)))
+
+
+@pytest.mark.parametrize("chains,last_level", [(1, True), (3, True), (3, False)])
+def test_retention_engine_equals_reference(chains, last_level):
     from test_differential import run_both
 
     doc = _retention_doc(10_000.0, 250.0)
     doc["tlb"]["host_page_size"] = "4KiB"
     doc["tlb"]["page_size"] = "2MiB"
+    if not last_level:
+        doc["cache"][1]["size"] = 32768
+        doc["tlb"]["walk_last_level"] = False
     rec = micro.chase_records(1 << 20, chains, 300, warmup=0, mlp_loop=chains > 1,
                               loop_warmup=600)
     _, _, a, _ = run_both(doc, rec, True, 997)
@@ -293,7 +323,9 @@ def test_calibrate_fit_finds_the_retention_that_made_the_chases(monkeypatch):
     recovers the host read: the parallel chases tell it from none."""
     from kvsim.sim import calibrate_fit as cf
 
-    monkeypatch.setattr(cf, "RETENTION_NS", (0.0, 2_500.0, 10_000.0, 40_000.0))
+    monkeypatch.setattr(cf, "RETENTION_CANDIDATES",
+                        tuple((r, True) for r in (0.0, 2_500.0, 10_000.0, 40_000.0))
+                        + ((0.0, False),))
     monkeypatch.setattr(cf, "RETENTION_FROM", 64 * 1024)
     monkeypatch.setattr(cf, "STEPS", 4000)
     truth = _retention_doc(10_000.0, 250.0)
@@ -314,8 +346,40 @@ def test_calibrate_fit_finds_the_retention_that_made_the_chases(monkeypatch):
     assert doc["tlb"]["host_read_ns"] == pytest.approx(250.0, rel=0.15)
     assert max(abs(r) for r in out["residual_rel"]) < 0.1
     # without the parallel chases the chases alone cannot tell 10 us from none as clearly
-    tried = {c["retention_ns"]: c for c in out["chosen"]["walk_retention"]["candidates"]}
+    tried = {c["retention_ns"]: c for c in out["chosen"]["walk_retention"]["candidates"]
+             if c["last_level_kept"]}
     assert tried[0.0]["error_parallel"] > 5 * tried[10_000.0]["error_parallel"]
+
+
+def test_calibrate_fit_finds_a_last_level_that_keeps_no_page_table_line(monkeypatch):
+    """Chases and parallel chases simulated with a last level that keeps no page-table line:
+    the fit picks that candidate, not a retention in time (the parallel chains cost each
+    chain what a lone chain costs), and recovers the host read. (A retention shorter than
+    any chain's return is the same model but for the private levels, so the candidates here
+    are longer.)"""
+    from kvsim.sim import calibrate_fit as cf
+
+    monkeypatch.setattr(cf, "RETENTION_CANDIDATES",
+                        ((0.0, True), (10_000.0, True), (40_000.0, True), (0.0, False)))
+    monkeypatch.setattr(cf, "RETENTION_FROM", 64 * 1024)
+    monkeypatch.setattr(cf, "STEPS", 4000)
+    truth = _lost_doc(host_read_ns=250.0)
+    cpu = sim.parse_cpu(truth)
+    sizes = [512, 2048, 6144, 32768, 131072, 256 << 10, 1 << 20, 2 << 20, 4 << 20]
+    points = [(s, 4096, cf.chase_row(cpu, s, 4096, 4000)[1] / cpu.freq_ghz) for s in sizes]
+    meas = {n: micro.predict(cpu, 4 << 20, n, max(1, 4000 // n), 4096, True,
+                             loop_warmup=cf.mlp_warm(4 << 20, cpu) // n)["ns_per_load"]
+            for n in cf.RETENTION_CHAINS}
+    doc = _retention_doc(l2_size=32768)
+    doc["tlb"]["walk_latency"] = 0
+    sysfs = [{"size": c["size"], "ways": c["ways"]} for c in truth["cache"]]
+    out = cf.fit_hierarchy(doc, points, guest_huge=False, sysfs=sysfs, largest=4 << 20,
+                           mlp=(4 << 20, 4096, meas))
+    ret = out["chosen"]["walk_retention"]
+    assert ret["last_level_kept"] is False and ret["ns"] == 0.0
+    assert doc["tlb"]["walk_last_level"] is False
+    assert "walk_retention_ns" not in doc["tlb"]
+    assert doc["tlb"]["host_read_ns"] == pytest.approx(250.0, rel=0.15)
 
 
 # --- a 4 KiB page's walk (``[tlb] walk_extra_4k``) -------------------------------------------

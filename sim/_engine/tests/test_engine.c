@@ -113,12 +113,14 @@ static void run(const char *policy, uint32_t inclusion, int timing, int tlb, int
     c.stlb_latency = 7;
     c.walk_latency = 30;
     /* walks through the caches; timed: the page-table lines' retention and the host's
-     * read latency (engine.c walkCost), on every other inclusion mode */
+     * read latency (engine.c walkCost), on every other inclusion mode; a last level that
+     * keeps no page-table line on the others */
     c.walk_reads = tlb ? 2 : 0;
     if (tlb && timing && inclusion % 2 == 0) {
         c.walk_retention = 400;
         c.host_read_latency = 300;
     }
+    if (tlb && timing && inclusion % 2 == 1) c.walk_last_level_lost = 1;
     /* physical page placement (placement.h) on every other inclusion mode and without
      * the TLB (the record-by-record path either way) */
     if (inclusion % 2 == 1 || !tlb) {
