@@ -27,7 +27,6 @@ Instruction counts are not timings: run it at any priority.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import subprocess
@@ -239,29 +238,16 @@ def markdown(doc: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from kvsim import provenance
+    from kvsim.experiments import measure_cli
 
-    ap = argparse.ArgumentParser(prog="python -m kvsim.experiments.crc64_cost",
-                                 description="c_ref's CRC-64 and SipHash instructions per "
-                                             "call under callgrind against their cost models")
-    ap.add_argument("-o", "--output", default=f"results/{RESULT_NAME}")
-    a = ap.parse_args(argv)
-    out = Path(a.output)
-    if provenance.out_dir_missing(out):
-        return 2
-    try:
-        doc = measure(lambda m: print(m, file=sys.stderr))
-    except (OSError, ValueError, subprocess.SubprocessError) as e:
-        print(f"crc64_cost: {e}", file=sys.stderr)
-        return 1
-    doc["note"] = ("instructions per call of ksCrc64 and ksSiphash (callgrind, inclusive, "
-                   "the harness excluded) against c_ref's cost models in force (model; "
-                   "ratio = model / callgrind) and the least-squares fit of ksCrc64Cost's "
-                   "constants (fitted); module docstring of kvsim.experiments.crc64_cost")
-    provenance.write_result(out, doc)
-    print(markdown(doc))
-    print(f"wrote {out}")
-    return 0
+    return measure_cli.main(
+        argv, module="crc64_cost", result_name=RESULT_NAME, measure=measure, markdown=markdown,
+        description=("c_ref's CRC-64 and SipHash instructions per call under callgrind "
+                     "against their cost models"),
+        note=("instructions per call of ksCrc64 and ksSiphash (callgrind, inclusive, the "
+              "harness excluded) against c_ref's cost models in force (model; ratio = model / "
+              "callgrind) and the least-squares fit of ksCrc64Cost's constants (fitted); "
+              "module docstring of kvsim.experiments.crc64_cost"))
 
 
 if __name__ == "__main__":

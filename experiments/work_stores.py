@@ -29,7 +29,6 @@ table (c_ref/work_stores.h) is these figures to 4 decimals, checked by the tests
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 import tempfile
@@ -144,28 +143,15 @@ def markdown(doc: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from kvsim import provenance
+    from kvsim.experiments import measure_cli
 
-    ap = argparse.ArgumentParser(prog="python -m kvsim.experiments.work_stores",
-                                 description="stores per instruction of each kind of work of "
-                                             "c_ref's code, counted by callgrind")
-    ap.add_argument("-o", "--output", default=f"results/{RESULT_NAME}")
-    a = ap.parse_args(argv)
-    out = Path(a.output)
-    if provenance.out_dir_missing(out):
-        return 2
-    try:
-        doc = measure(lambda m: print(m, file=sys.stderr))
-    except (OSError, ValueError, subprocess.SubprocessError) as e:
-        print(f"work_stores: {e}", file=sys.stderr)
-        return 1
-    doc["note"] = ("callgrind's Ir and Dw of c_ref's native code by kind of work (module "
-                   "docstring of kvsim.experiments.work_stores); stores_per_instruction = "
-                   "Dw / Ir, the figures of c_ref's trace header's work_stores")
-    provenance.write_result(out, doc)
-    print(markdown(doc))
-    print(f"wrote {out}")
-    return 0
+    return measure_cli.main(
+        argv, module="work_stores", result_name=RESULT_NAME, measure=measure, markdown=markdown,
+        description="stores per instruction of each kind of work of c_ref's code, counted "
+                    "by callgrind",
+        note=("callgrind's Ir and Dw of c_ref's native code by kind of work (module docstring "
+              "of kvsim.experiments.work_stores); stores_per_instruction = Dw / Ir, the "
+              "figures of c_ref's trace header's work_stores"))
 
 
 if __name__ == "__main__":
