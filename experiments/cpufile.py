@@ -70,6 +70,15 @@ def cpu_toml(cpu: sim.CpuConfig) -> str:
                 f"walk_reads = {t.walk_reads}", f"walkers = {t.walkers}"]
         if t.host_page_size:
             out.append(f"host_page_size = {_size(t.host_page_size)}")
+        if t.walk_extra_4k:
+            out.append(f"walk_extra_4k = {t.walk_extra_4k}")
+        for key in ("walk_retention_ns", "host_read_ns"):
+            if getattr(t, key):
+                out.append(f"{key} = {_val(getattr(t, key))}")
+        if not t.walk_last_level:
+            out.append("walk_last_level = false")
+        if t.placement != "virtual" or t.placement_seed != 1:
+            out += [f"placement = {_val(t.placement)}", f"placement_seed = {t.placement_seed}"]
     if cpu.work:
         out += ["", "[work]"] + [f"{k} = {_val(r)}" for k, r in cpu.work]
     out += ["", "[swprefetch]", f"fill = {_val(cpu.caches[cpu.swpf_fill].name)}",

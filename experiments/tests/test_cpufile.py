@@ -9,7 +9,7 @@ import pytest
 from kvsim import sim
 from kvsim.experiments import cpufile
 
-from .conftest import run_kvsim
+from .conftest import ROOT, run_kvsim
 from .test_cli import assert_one_line_error
 
 
@@ -22,6 +22,20 @@ def test_cpu_toml_round_trips(name):
     cpu = sim.load_cpu(name)
     back = sim.parse_cpu(tomllib.loads(cpufile.cpu_toml(cpu)))
     assert _same(back, cpu)
+
+
+def test_a_calibrated_file_round_trips():
+    """A calibrated file's [tlb] keys a preset leaves at their defaults (the walk's 4 KiB
+    level, the page-table lines' retention and host read, a last level that keeps none of
+    them, random frames) survive cpu_toml, whatever this machine's cache holds."""
+    cpu = sim.load_cpu(str(ROOT / "results" / "calibrate-xeon-m167-q15-quick.toml"))
+    assert cpu.tlb.host_read_ns and not cpu.tlb.walk_last_level
+    others = dataclasses.replace(cpu, tlb=dataclasses.replace(
+        cpu.tlb, placement="random", placement_seed=7, walk_retention_ns=2e6,
+        walk_extra_4k=35))
+    for c in (cpu, others):
+        back = sim.parse_cpu(tomllib.loads(cpufile.cpu_toml(c)))
+        assert _same(back, c)
 
 
 @pytest.mark.parametrize("name", ["graviton3", "local"])
