@@ -317,6 +317,23 @@ def test_retention_and_host_read_bounds():
             sim.parse_cpu(dict(_retention_doc(), tlb=dict(_retention_doc()["tlb"], **{key: -1})))
 
 
+def _fit_on(cf, monkeypatch, truth: dict, doc: dict) -> dict:
+    """calibrate_fit.fit_hierarchy of ``doc`` (walk latency 0) on chases over 512 B-4 MiB
+    and parallel chases over 4 MiB simulated with the CPU ``truth``, 4000 loads each."""
+    monkeypatch.setattr(cf, "RETENTION_FROM", 64 * 1024)
+    monkeypatch.setattr(cf, "STEPS", 4000)
+    cpu = sim.parse_cpu(truth)
+    sizes = [512, 2048, 6144, 32768, 131072, 256 << 10, 1 << 20, 2 << 20, 4 << 20]
+    points = [(s, 4096, cf.chase_row(cpu, s, 4096, 4000)[1] / cpu.freq_ghz) for s in sizes]
+    meas = {n: micro.predict(cpu, 4 << 20, n, max(1, 4000 // n), 4096, True,
+                             loop_warmup=cf.mlp_warm(4 << 20, cpu) // n)["ns_per_load"]
+            for n in cf.RETENTION_CHAINS}
+    doc["tlb"]["walk_latency"] = 0
+    sysfs = [{"size": c["size"], "ways": c["ways"]} for c in truth["cache"]]
+    return cf.fit_hierarchy(doc, points, guest_huge=False, sysfs=sysfs, largest=4 << 20,
+                            mlp=(4 << 20, 4096, meas))
+
+
 def test_calibrate_fit_finds_the_retention_that_made_the_chases(monkeypatch):
     """The hierarchy fit (sim/calibrate_fit.py) given chases and parallel chases simulated
     with a retention and a host read latency picks that retention among its candidates and
@@ -326,20 +343,8 @@ def test_calibrate_fit_finds_the_retention_that_made_the_chases(monkeypatch):
     monkeypatch.setattr(cf, "RETENTION_CANDIDATES",
                         tuple((r, True) for r in (0.0, 2_500.0, 10_000.0, 40_000.0))
                         + ((0.0, False),))
-    monkeypatch.setattr(cf, "RETENTION_FROM", 64 * 1024)
-    monkeypatch.setattr(cf, "STEPS", 4000)
-    truth = _retention_doc(10_000.0, 250.0)
-    cpu = sim.parse_cpu(truth)
-    sizes = [512, 2048, 6144, 32768, 131072, 256 << 10, 1 << 20, 2 << 20, 4 << 20]
-    points = [(s, 4096, cf.chase_row(cpu, s, 4096, 4000)[1] / cpu.freq_ghz) for s in sizes]
-    meas = {n: micro.predict(cpu, 4 << 20, n, max(1, 4000 // n), 4096, True,
-                             loop_warmup=cf.mlp_warm(4 << 20, cpu) // n)["ns_per_load"]
-            for n in cf.RETENTION_CHAINS}
     doc = _retention_doc()
-    doc["tlb"]["walk_latency"] = 0
-    sysfs = [{"size": c["size"], "ways": c["ways"]} for c in truth["cache"]]
-    out = cf.fit_hierarchy(doc, points, guest_huge=False, sysfs=sysfs, largest=4 << 20,
-                           mlp=(4 << 20, 4096, meas))
+    out = _fit_on(cf, monkeypatch, _retention_doc(10_000.0, 250.0), doc)
     assert out["chosen"]["walk_retention"]["ns"] == 10_000.0
     assert doc["tlb"]["walk_retention_ns"] == 10_000.0
     # the host read trades a little against the levels' latencies and the L2's policy
@@ -361,20 +366,8 @@ def test_calibrate_fit_finds_a_last_level_that_keeps_no_page_table_line(monkeypa
 
     monkeypatch.setattr(cf, "RETENTION_CANDIDATES",
                         ((0.0, True), (10_000.0, True), (40_000.0, True), (0.0, False)))
-    monkeypatch.setattr(cf, "RETENTION_FROM", 64 * 1024)
-    monkeypatch.setattr(cf, "STEPS", 4000)
-    truth = _lost_doc(host_read_ns=250.0)
-    cpu = sim.parse_cpu(truth)
-    sizes = [512, 2048, 6144, 32768, 131072, 256 << 10, 1 << 20, 2 << 20, 4 << 20]
-    points = [(s, 4096, cf.chase_row(cpu, s, 4096, 4000)[1] / cpu.freq_ghz) for s in sizes]
-    meas = {n: micro.predict(cpu, 4 << 20, n, max(1, 4000 // n), 4096, True,
-                             loop_warmup=cf.mlp_warm(4 << 20, cpu) // n)["ns_per_load"]
-            for n in cf.RETENTION_CHAINS}
     doc = _retention_doc(l2_size=32768)
-    doc["tlb"]["walk_latency"] = 0
-    sysfs = [{"size": c["size"], "ways": c["ways"]} for c in truth["cache"]]
-    out = cf.fit_hierarchy(doc, points, guest_huge=False, sysfs=sysfs, largest=4 << 20,
-                           mlp=(4 << 20, 4096, meas))
+    out = _fit_on(cf, monkeypatch, _lost_doc(host_read_ns=250.0), doc)
     ret = out["chosen"]["walk_retention"]
     assert ret["last_level_kept"] is False and ret["ns"] == 0.0
     assert doc["tlb"]["walk_last_level"] is False
