@@ -60,6 +60,12 @@ void listLinkNodeTail(ksList *list, ksListNode *node) {
     list->len++;
 }
 
+void listAddNodeTail(ksList *list, void *value) {
+    ksListNode *node = ksZmalloc(sizeof(*node));
+    node->value = value;
+    listLinkNodeTail(list, node);
+}
+
 void listUnlinkNode(ksList *list, ksListNode *node) {
     if (node->prev) node->prev->next = node->next;
     else list->head = node->next;

@@ -25,6 +25,8 @@ void listEmpty(ksList *list);
 /* listLinkNodeHead / listLinkNodeTail: a node the caller owns linked at the head / tail. */
 void listLinkNodeHead(ksList *list, ksListNode *node);
 void listLinkNodeTail(ksList *list, ksListNode *node);
+/* listAddNodeTail: a zmalloc'd node holding value linked at the tail. */
+void listAddNodeTail(ksList *list, void *value);
 /* listUnlinkNode: a node taken out of its list (not freed), its links cleared. */
 void listUnlinkNode(ksList *list, ksListNode *node);
 /* listDelNode: a zmalloc'd node unlinked, its value freed by the list's free method, the

@@ -77,6 +77,7 @@
 #include "keyspace.h"
 #include "libc_alloc.h"
 #include "lruclock.h"
+#include "reply.h"
 #include "siphash.h"
 
 #define OBJ_EMBED_MAX_ALLOC 128           /* object.c (9.1): an embedded object's bytes at most */
@@ -639,6 +640,8 @@ static __attribute__((noinline)) void *zmalloc_usable(size_t n, size_t *usable) 
     *usable = u;
     return p;
 }
+
+void *ksZmallocUsable(size_t n, size_t *usable) { return zmalloc_usable(n, usable); }
 
 /* sds.c sdswrite: an sds of `type` written into buf (bufsize bytes): its alloc is what the
  * buffer holds past the header and the NUL (the allocator's usable size, as Valkey 9's
@@ -1554,7 +1557,7 @@ static __attribute__((noinline)) int getClientType(const ksClient *c) {
 /* networking.c clientHasPendingReplies: bytes in the buffer or blocks in the list. */
 static __attribute__((noinline)) int clientHasPendingReplies(const ksClient *c) {
     if (getClientType(c) == CLIENT_TYPE_REPLICA) return 0; /* the replication buffer's test */
-    return c->rlen > 0;
+    return c->rlen > 0 || c->reply.len > 0;
 }
 
 int ksCallPrepareWrite(ksClient *c) {
@@ -1611,7 +1614,8 @@ void ksCallAppend(ksKeyspace *ks, ksClient *c, const void *s, size_t len) {
         if (ksCallCopyAvoidPreferred(c, 0, NULL, 0)) c->reply_flags |= REPLY_BUF_ENCODED;
         else c->reply_flags &= ~(uint32_t)REPLY_BUF_ENCODED;
     }
-    ksReplyRaw(ks, c, s, len);
+    (void)ks;
+    ksReplyAddProto(c, s, len); /* the buffer, then reply blocks (reply.c) */
 }
 
 /* The shared headers "$N\r\n" and "*N\r\n" for N < OBJ_SHARED_BULKHDR_LEN: the prefix, at

@@ -56,6 +56,8 @@ int ksCallParseResults(ksClient *c, int rc, int argc, int multibulk);
 void *ksZmalloc(size_t n);
 void *ksZcalloc(size_t n);
 void ksZfree(void *p);
+/* zmalloc_usable: the block and its usable size (a reply block's, reply.c). */
+void *ksZmallocUsable(size_t n, size_t *usable);
 size_t ksZmallocUsed(void);
 
 /* argv: one zmalloc'd array and an object per argument (createStringObject:

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "keyspace.h"
+#include "reply.h"
 #include "siphash.h"
 
 /* --- Glob matching (stringmatchlen semantics) ------------------------------ */
@@ -117,7 +118,7 @@ int ksStringMatch(const char *pattern, size_t plen, const char *s, size_t slen) 
 
 void ksKeysCommand(ksKeyspace *ks, ksClient *c, const char *pattern, size_t plen) {
     int allkeys = plen == 1 && pattern[0] == '*';
-    size_t start = c->rlen;
+    size_t start = ksCallPathOn ? ksReplyLen(c) : c->rlen;
     long long n = 0;
     for (int slot = 0; slot < ks->nslots; slot++) {
         void *t = ks->slots[slot];
@@ -151,6 +152,10 @@ void ksKeysCommand(ksKeyspace *ks, ksClient *c, const char *pattern, size_t plen
     /* Deferred array length: insert the header in front of the elements. */
     char hdr[32];
     int hl = snprintf(hdr, sizeof(hdr), "*%lld\r\n", n);
+    if (ksCallPathOn) { /* a server's reply: the buffer and reply blocks (reply.c) */
+        ksReplyInsert(c, start, hdr, (size_t)hl);
+        return;
+    }
     ksReplyRaw(ks, c, hdr, (size_t)hl); /* reserve room */
     memmove(c->rbuf + start + hl, c->rbuf + start, c->rlen - start - (size_t)hl);
     memcpy(c->rbuf + start, hdr, (size_t)hl);

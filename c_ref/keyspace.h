@@ -205,7 +205,7 @@ typedef struct ksCommand {
 struct ksClient {
     uint8_t *qbuf;    /* query buffer (arena, tag query_buf) */
     size_t qlen, qpos, qcap;
-    uint8_t *rbuf;    /* reply buffer (arena, tag reply_buf) */
+    uint8_t *rbuf;    /* reply buffer (arena, tag reply_buf; a server's: fixed, c->buf) */
     size_t rlen, rcap;
     int closed;       /* protocol error: rest of the query is discarded */
     uint64_t ncommands;
@@ -223,7 +223,7 @@ struct ksClient {
     uint64_t id;
     int resp, capa;
     uint32_t read_flags;      /* c->read_flags of the last parse (callpath.h KS_READ_FLAGS_*) */
-    ksList reply;             /* c->reply: reply blocks past the buffer (none: rbuf grows) */
+    ksList reply;             /* c->reply: a server's reply blocks past rbuf (reply.c) */
     ksList deferred_reply;    /* Valkey 9.1's deferred reply buffer, committed by resetClient */
     long long deferred_reply_bytes; /* its bytes; -1: none deferred */
     long long reply_bytes;    /* c->reply_bytes: the reply list's */

@@ -11,7 +11,8 @@
  * argv string per argument.  Protocol errors carry Valkey's messages
  * (processMultibulkBuffer / processInlineBuffer) and close the client: the
  * rest of the query is discarded.  Replies are appended to the reply buffer
- * (arena, tag reply_buf), which grows by doubling.
+ * (arena, tag reply_buf), which grows by doubling; a server's go to its fixed buffer and
+ * reply blocks instead (callpath.c ksCallAppend, reply.c).
  *
  * Conventions: public ks...; static internals without prefix.
  */

@@ -4,8 +4,8 @@
  *
  *   aeProcessEvents (server_ae.c: ae.c over epoll_pwait, the socket connection type)
  *        │   beforeSleep -> handleClientsWithPendingWrites: each client on the pending-write
- *        │     list writes its reply (writeToClient -> _writeToClient -> connWrite,
- *        │     postWriteToClient); what the socket does not take waits for the write handler
+ *        │     list writes its reply (writeToClient -> _writeToClient -> connWrite, or
+ *        │     writevToClient with reply blocks; postWriteToClient); what the socket does not take waits for the write handler
  *        ├──> listener readable: acceptTcpHandler (accept4, TCP_NODELAY, createClient)
  *        └──> client readable: connSocketEventHandler -> readQueryFromClient
  *               readToQueryBuf: a client with nothing left over reads into the server's
@@ -15,14 +15,14 @@
  *               processInputBuffer: ks->var.pipeline(ks, c) parses every complete command
  *                 and runs it with the pipeline and multi-key variants (pipeline.c,
  *                 commands.c -- the very functions the in-memory workloads call), replies
- *                 appended to the client's reply buffer (tag reply_buf); ksDbCron between
+ *                 appended to the client's reply buffer and blocks (tag reply_buf); ksDbCron between
  *                 two reads (databasesCron's incremental rehash)
  *               beforeNextClient: trimClientQueryBuffer (a client with bytes left in the
  *                 shared buffer takes it over and the server makes a new one, else gives it
  *                 back; a private buffer's consumed prefix is cut), the client's memory
  *
- * One reply buffer per client (Valkey: c->buf and its reply list, one growable buffer
- * here).  A read asks for PROTO_IOBUF_LEN (16 KiB); a query buffer past
+ * A client's reply is Valkey's (reply.c): a fixed 16 KiB buffer, then reply blocks, written
+ * by one writev and freed once written (writevToClient, _postWriteToClient).  A read asks for PROTO_IOBUF_LEN (16 KiB); a query buffer past
  * client-query-buffer-limit (1 GiB) closes the client without a reply, as Valkey does.
  * Protocol errors (resp.c: Valkey's messages, incl. an oversized bulk length or inline
  * request) are replied to and the client is closed once the reply is written
@@ -74,6 +74,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -90,6 +91,7 @@
 #include "adlist.h"
 #include "callpath.h"
 #include "keyspace.h"
+#include "reply.h"
 #include "server.h"
 #include "server_ae.h"
 #include "server_bio.h"
@@ -528,6 +530,7 @@ static void freeClient(conn *k) {
         k->c.qlen = k->c.qpos = 0;
     }
     qbFree(k->c.qbuf); /* an sds; ksClientFree frees the reply buffer */
+    ksReplyRelease(&k->c); /* the reply blocks left unsent */
     k->c.qbuf = NULL;
     ksClientFree(srv.ks, &k->c);
     srv.nclients--;
@@ -627,7 +630,7 @@ static __attribute__((noinline)) int updateClientMemUsageAndBucket(conn *k) {
     if (!k->conn) return 0;
     int allow_eviction = srv.client_mem_usage_buckets && !ksCallClientIsReplica(&k->c) && !k->close_asap;
     if (!allow_eviction) return 0;
-    k->last_memory_usage = k->c.qcap + k->c.rcap; /* updateClientMemoryUsage */
+    k->last_memory_usage = k->c.qcap + k->c.rcap + (size_t)k->c.reply_bytes; /* updateClientMemoryUsage */
     return 1;
 }
 
@@ -671,9 +674,55 @@ static void readQueryFromClient(connection *cn) {
     beforeNextClient(k);
 }
 
-/* networking.c _writeToClient: as much of the reply buffer as the socket takes. */
+#ifndef IOV_MAX
+#define IOV_MAX 1024
+#endif
+#define KS_IOV_MAX IOV_MAX /* writevToClient: min(IOV_MAX, the connection's iovcnt, IOV_MAX) */
+
+/* networking.c writevToClient: the buffer's unsent bytes and the reply blocks' (up to
+ * NET_MAX_WRITES_PER_EVENT, reply.c) in one writev, repeated for what it did not take;
+ * past NET_MAX_WRITES_PER_EVENT the rest waits for the next write. */
+static void writevToClient(conn *k) {
+    ksClient *c = &k->c;
+    struct iovec iov_arr[KS_IOV_MAX], *iov = iov_arr;
+    size_t iov_bytes_len;
+    int iovcnt = ksReplyIov(c, iov, KS_IOV_MAX, &iov_bytes_len);
+    ssize_t totwritten = 0;
+    while (iovcnt > 0) {
+        ssize_t n = connWritev(k->conn, iov, iovcnt);
+        KS_SYSCALL(KS_SITE_SYS_WRITE, n > 0 ? (size_t)n : 0); /* traced: the call, then its copy */
+        if (n <= 0) {
+            if (n < 0 && errno == EINTR) continue;
+            k->write_flags |= WRITE_FLAGS_WRITE_ERROR;
+            totwritten = totwritten > 0 ? totwritten : n;
+            break;
+        }
+        totwritten += n;
+        /* traced: the kernel's copy reads the bytes it took; proceed to the unwritten pieces */
+        for (size_t left = (size_t)n; left > 0;) {
+            size_t part = left < iov[0].iov_len ? left : iov[0].iov_len;
+            (void)KS_LOAD(iov[0].iov_base, part, KVT_TAG_REPLY_BUF, KS_SITE_RESP_REPLY, 0);
+            iov[0].iov_base = (char *)iov[0].iov_base + part;
+            iov[0].iov_len -= part;
+            left -= part;
+            if (iov[0].iov_len == 0) {
+                iov++;
+                iovcnt--;
+            }
+        }
+        if ((size_t)totwritten == iov_bytes_len || totwritten > KS_NET_MAX_WRITES_PER_EVENT) break;
+    }
+    k->nwritten = totwritten;
+}
+
+/* networking.c _writeToClient: with reply blocks, writevToClient; else as much of the
+ * buffer as the socket takes. */
 static void _writeToClient(conn *k) {
     ksClient *c = &k->c;
+    if (c->reply.len) {
+        writevToClient(k);
+        return;
+    }
     ssize_t bytes_to_write = (ssize_t)(c->rlen - c->sentlen), tot_written = 0;
     while (tot_written < bytes_to_write) {
         ssize_t n = connWrite(k->conn, c->rbuf + c->sentlen + tot_written, (size_t)(bytes_to_write - tot_written));
@@ -696,10 +745,8 @@ static void _writeToClient(conn *k) {
  * close-after-reply frees the client.  0, or -1: the client was freed. */
 static int postWriteToClient(conn *k) {
     ksClient *c = &k->c;
-    if (!ksCallClientIsReplica(c) && k->nwritten > 0) { /* _postWriteToClient */
-        c->sentlen += (size_t)k->nwritten;
-        if (c->sentlen >= c->rlen) c->rlen = c->sentlen = 0; /* bufpos = 0 */
-    }
+    if (!ksCallClientIsReplica(c) && k->nwritten > 0) /* _postWriteToClient: blocks sent are freed */
+        ksReplyWritten(c, (size_t)k->nwritten);
     ksCallWriteDone(c, k->nwritten > 0 ? (size_t)k->nwritten : 0);
     if ((k->write_flags & WRITE_FLAGS_WRITE_ERROR) && connGetState(k->conn) != CONN_STATE_CONNECTED) {
         freeClient(k); /* freeClientAsync: EPIPE, ECONNRESET */
@@ -784,6 +831,7 @@ static void acceptTcpHandler(aeEventLoop *el, int fd, void *clientData, int mask
         if (!k) abort();
         ksClientInit(srv.ks, &k->c);
         ksCallClientInit(&k->c);
+        k->c.rcap = ksArenaUsableSize(srv.ks->arena, k->c.rbuf); /* c->buf_usable_size */
         ksArenaFree(srv.ks->arena, k->c.qbuf); /* createClient: c->querybuf = NULL */
         k->c.qbuf = NULL;
         k->c.qcap = 0;
@@ -885,6 +933,7 @@ int ksServerSessionOpen(const ksServerConfig *cfg, char *err, size_t errlen) {
     if (!session) abort();
     ksClientInit(srv.ks, &session->c);
     ksCallClientInit(&session->c);
+    session->c.rcap = ksArenaUsableSize(srv.ks->arena, session->c.rbuf); /* c->buf_usable_size */
     ksArenaFree(srv.ks->arena, session->c.qbuf); /* no query buffer until a read */
     session->c.qbuf = NULL;
     session->c.qcap = 0;
@@ -894,7 +943,12 @@ int ksServerSessionOpen(const ksServerConfig *cfg, char *err, size_t errlen) {
 }
 
 /* The socket path's readToQueryBuf, handleReadResult, processInputBuffer and
- * beforeNextClient, with memcpy for read(2): reads of at most the room there is. */
+ * beforeNextClient, with memcpy for read(2): reads of at most the room there is.  A reply
+ * in the buffer alone is returned in place (written by the next feed); one with reply
+ * blocks is written at once: copied out (writev's gather) and its blocks freed. */
+static uint8_t *session_out;
+static size_t session_out_cap;
+
 int ksServerSessionFeed(const uint8_t *p, size_t n, const uint8_t **reply, size_t *reply_len) {
     ksClient *c = &session->c;
     c->rlen = c->sentlen = 0; /* the previous reply was written */
@@ -924,6 +978,19 @@ int ksServerSessionFeed(const uint8_t *p, size_t n, const uint8_t **reply, size_
     }
     *reply = c->rbuf;
     *reply_len = c->rlen;
+    if (c->reply.len) {
+        size_t total = ksReplyLen(c);
+        if (total > session_out_cap) {
+            free(session_out);
+            session_out = malloc(total);
+            if (!session_out) abort();
+            session_out_cap = total;
+        }
+        ksReplyCopyOut(c, session_out);
+        ksReplyWritten(c, total);
+        *reply = session_out;
+        *reply_len = total;
+    }
     return rc || session->close_after;
 }
 
@@ -948,7 +1015,11 @@ void ksServerSessionClose(void) {
     if (session->c.qbuf == srv.shared_qb) session->c.qbuf = NULL;
     qbFree(session->c.qbuf);
     session->c.qbuf = NULL;
+    ksReplyRelease(&session->c);
     ksClientFree(srv.ks, &session->c);
+    free(session_out);
+    session_out = NULL;
+    session_out_cap = 0;
     free(session);
     session = NULL;
     serverClose();

@@ -11,9 +11,10 @@
  *              a reference so that a connection closed inside its handler is closed only
  *              when the handler returns (CONN_FLAG_CLOSE_SCHEDULED)
  *
- *   connRead / connWrite / connSetWriteHandler / connClose go through the connection's
- *   type (the socket type here: connSocketRead calls read(2) and keeps the connection's
- *   state and last errno, connSocketSetWriteHandler adds or removes AE_WRITABLE).
+ *   connRead / connWrite / connWritev / connSetWriteHandler / connClose go through the
+ *   connection's type (the socket type here: connSocketRead calls read(2) and keeps the
+ *   connection's state and last errno, connSocketSetWriteHandler adds or removes
+ *   AE_WRITABLE).
  *
  * Why these layers and not a plain epoll loop: a request to Valkey pays them (the
  * indirect calls, the event table, the connection's state checks), and c_ref's server
@@ -266,6 +267,16 @@ static ssize_t connSocketWrite(connection *conn, const void *data, size_t data_l
     return ret;
 }
 
+/* connSocketWritev: writev(2), its errors kept as connSocketWrite keeps them. */
+static ssize_t connSocketWritev(connection *conn, const struct iovec *iov, int iovcnt) {
+    ssize_t ret = writev(conn->fd, iov, iovcnt);
+    if (ret < 0 && errno != EAGAIN) {
+        conn->last_errno = errno;
+        if (errno != EINTR && conn->state == CONN_STATE_CONNECTED) conn->state = CONN_STATE_ERROR;
+    }
+    return ret;
+}
+
 static ssize_t connSocketRead(connection *conn, void *buf, size_t buf_len) {
     ssize_t ret = read(conn->fd, buf, buf_len);
     if (!ret) {
@@ -306,6 +317,7 @@ static const ConnectionType CT_Socket = {
     .ae_handler = connSocketEventHandler,
     .close = connSocketClose,
     .write = connSocketWrite,
+    .writev = connSocketWritev,
     .read = connSocketRead,
     .set_write_handler = connSocketSetWriteHandler,
     .set_read_handler = connSocketSetReadHandler,

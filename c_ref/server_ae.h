@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 /* --- ae.c ---------------------------------------------------------------------- */
 
@@ -69,6 +70,7 @@ typedef struct ConnectionType {
     void (*ae_handler)(aeEventLoop *el, int fd, void *clientData, int mask);
     void (*close)(connection *conn);
     ssize_t (*write)(connection *conn, const void *data, size_t len);
+    ssize_t (*writev)(connection *conn, const struct iovec *iov, int iovcnt);
     ssize_t (*read)(connection *conn, void *buf, size_t len);
     int (*set_write_handler)(connection *conn, ConnectionCallbackFunc handler, int barrier);
     int (*set_read_handler)(connection *conn, ConnectionCallbackFunc handler);
@@ -91,6 +93,9 @@ connection *connCreateAcceptedSocket(aeEventLoop *el, int fd);
 static inline ssize_t connRead(connection *conn, void *buf, size_t len) { return conn->type->read(conn, buf, len); }
 static inline ssize_t connWrite(connection *conn, const void *data, size_t len) {
     return conn->type->write(conn, data, len);
+}
+static inline ssize_t connWritev(connection *conn, const struct iovec *iov, int iovcnt) {
+    return conn->type->writev(conn, iov, iovcnt);
 }
 static inline int connSetReadHandler(connection *conn, ConnectionCallbackFunc func) {
     return conn->type->set_read_handler(conn, func);
