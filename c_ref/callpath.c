@@ -921,9 +921,15 @@ int ksCallSetValueSwap(ksKeyspace *ks, ksKeyInfo *ki, void *entry, ksCommand *cm
     ksKeyRehash(ks, ki); /* kvstoreHashtableFindRef -> hashtableSdsHash */
     KS_SET_TABLE_DEP(ki->slot_load);
     void **ref = ks->ops->findRef(ki->table, ki->key, ki->hash);
-    (void)KS_TAKE_ENTRY_DEP();
+    KS_ID_VAR(ed) = KS_TAKE_ENTRY_DEP();
     if (!ref || *ref != old) abort(); /* serverAssert: the key setKey found */
     sds oldv = old->ptr, newv = val->ptr;
+    /* The old value's chain of reads: its pointer (the object's header line, which the
+     * lookups loaded), sdsAllocPtr's read of its sds type byte, then malloc_usable_size's
+     * reads of its block (libc_alloc.h), each address from the read before.  No instructions
+     * of their own (obj.value's cost 0): the swap's are counted with the command's. */
+    KS_ID_VAR(lp) = KS_LOAD(&old->ptr, sizeof(old->ptr), KVT_TAG_OBJECT, KS_SITE_OBJ_VALUE, ed);
+    (void)KS_LOAD(oldv - 1, 1, KVT_TAG_VALUE, KS_SITE_OBJ_VALUE, lp);
     old->ptr = newv;
     val->ptr = oldv;
     KS_STORE(&old->ptr, sizeof(old->ptr), KVT_TAG_OBJECT, KS_SITE_OBJ_ENTRY, 0);

@@ -28,7 +28,8 @@
  *   malloc of a larger block (_int_malloc from a bin: the victim's fd/bk read,
  *       set_inuse_bit_at_offset): reads p .. p + 16, writes the next chunk's size.
  *   malloc_usable_size (musable): reads the chunk's size (p - 8) and, to test inuse(p),
- *       the next chunk's size (p + usable).
+ *       the next chunk's size (p + usable), at an address the first read gives: recorded
+ *       as depending on it (so are free's two reads past the tcache).
  *   free (__libc_free reads the size; _int_free -> tcache_put, at most 1032 bytes):
  *       reads the size (p - 8), writes e->next and e->key (p .. p + 16).
  *   free of a larger block (_int_free_merge_chunk into the unsorted bin): reads the size,
@@ -75,13 +76,15 @@ static inline const uint8_t *ksLibcAt(const void *p, ptrdiff_t off) {
     return (const uint8_t *)p + off;
 }
 
-/* malloc_usable_size's reads: the chunk's size field and the next chunk's. */
+/* malloc_usable_size's reads: the chunk's size field and the next chunk's, whose address is
+ * the block plus the size just read (musable: inuse(p) reads p + chunksize(p)), so its record
+ * depends on the first. */
 static inline void ksLibcTraceUsable(const void *p, size_t usable) {
-    (void)KS_LOAD(ksLibcAt(p, -(ptrdiff_t)KS_LIBC_SIZE_SZ), KS_LIBC_SIZE_SZ, KVT_TAG_OTHER,
-                  KS_SITE_ALLOC_USABLE_SIZE, 0);
+    ksLoadId size = KS_LOAD(ksLibcAt(p, -(ptrdiff_t)KS_LIBC_SIZE_SZ), KS_LIBC_SIZE_SZ,
+                            KVT_TAG_OTHER, KS_SITE_ALLOC_USABLE_SIZE, 0);
     if (usable < KS_LIBC_MMAP_MIN)
         (void)KS_LOAD(ksLibcAt(p, (ptrdiff_t)usable), KS_LIBC_SIZE_SZ, KVT_TAG_OTHER,
-                      KS_SITE_ALLOC_USABLE_SIZE, 0);
+                      KS_SITE_ALLOC_USABLE_SIZE, size);
 }
 
 static inline void ksLibcTraceMalloc(const void *p) {
@@ -101,13 +104,13 @@ static inline void ksLibcTraceMalloc(const void *p) {
 
 static inline void ksLibcTraceFree(const void *p) {
     size_t usable = malloc_usable_size((void *)p);
-    (void)KS_LOAD(ksLibcAt(p, -(ptrdiff_t)KS_LIBC_SIZE_SZ), KS_LIBC_SIZE_SZ, KVT_TAG_OTHER,
-                  KS_SITE_ALLOC_FREE, 0);
+    ksLoadId size = KS_LOAD(ksLibcAt(p, -(ptrdiff_t)KS_LIBC_SIZE_SZ), KS_LIBC_SIZE_SZ,
+                            KVT_TAG_OTHER, KS_SITE_ALLOC_FREE, 0);
     if (usable >= KS_LIBC_MMAP_MIN) return; /* munmap_chunk */
     KS_STORE(p, 16, KVT_TAG_OTHER, KS_SITE_ALLOC_FREE, 0); /* tcache_put, or fd and bk */
-    if (usable > KS_LIBC_TCACHE_MAX) { /* the next chunk's PREV_INUSE, set_foot */
+    if (usable > KS_LIBC_TCACHE_MAX) { /* the next chunk's PREV_INUSE (at p + the size), set_foot */
         (void)KS_LOAD(ksLibcAt(p, (ptrdiff_t)usable), KS_LIBC_SIZE_SZ, KVT_TAG_OTHER,
-                      KS_SITE_ALLOC_FREE, 0);
+                      KS_SITE_ALLOC_FREE, size);
         KS_STORE(ksLibcAt(p, (ptrdiff_t)usable - (ptrdiff_t)KS_LIBC_SIZE_SZ),
                  2 * KS_LIBC_SIZE_SZ, KVT_TAG_OTHER, KS_SITE_ALLOC_FREE, 0);
     }

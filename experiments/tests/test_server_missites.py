@@ -85,6 +85,49 @@ def test_traced_mset_over_an_existing_key_records_the_old_values_free(tmp_path):
                for s in ("alloc.malloc", "alloc.free", "alloc.usable_size"))
 
 
+def test_traced_mset_chains_the_old_values_reads(tmp_path):
+    """MSET k over a RAW value: the old value's reads form one chain, as their addresses do
+    natively: the object's value pointer, the value's sds type byte (sdsAllocPtr) from it,
+    and every read of the next chunk's size field from a read of the block's own size
+    field (malloc_usable_size's inuse test, at the block plus the size read)."""
+    out = tmp_path / "mset.kvt"
+    _serve_traced(out, [encode_command(b"SET", b"k", b"a" * VALUE),
+                        encode_command(b"MSET", b"k", b"b" * VALUE)])
+    t = traces.open(out)
+    sites = t.header["sites"]
+    rec = t.read_all()
+    at = np.flatnonzero((rec["kind"] == traces.KIND_MARKER)
+                        & (rec["flags"] == traces.MARK_COMMAND))
+    first = int(at[-1])  # the MSET's records: rec[first:]
+    load = rec["kind"] == traces.KIND_LOAD
+
+    def producer(i: int) -> int:
+        assert rec["dep"][i] > 0, (i, sites[rec["site"][i]])
+        return i - int(rec["dep"][i])
+
+    value = sites.index("obj.value")
+    typebytes = [i for i in range(first, rec.size) if load[i] and rec["site"][i] == value
+                 and rec["size"][i] == 1]
+    assert typebytes  # sdsAllocPtr's read of the old value's type byte
+    i = typebytes[0]
+    block = int(rec["addr"][i]) - 4  # a 300-byte value's sdshdr16: five bytes
+    ptr = producer(i)  # the object's value pointer, its own read after the lookup's bucket
+    assert load[ptr] and rec["size"][ptr] == 8 and producer(ptr) < ptr
+    # glibc's request2size of the sds (5-byte header, the bytes, the NUL) less SIZE_SZ: the
+    # next chunk's size field lies at the block plus its usable size
+    nextsize = block + ((5 + VALUE + 1 + 8 + 15) & ~15) - 8
+    # (musable's pair is two records in a row, size then next; the block's size field is
+    # also the chunk before's next size field: a read right after another alloc.usable_size
+    # record may be that, and is left out)
+    usable = sites.index("alloc.usable_size")
+    sizes = [j for j in range(first, rec.size - 1) if load[j] and rec["site"][j] == usable
+             and int(rec["addr"][j]) == block - 8 and rec["site"][j - 1] != usable]
+    assert sizes
+    for j in sizes:
+        assert rec["site"][j + 1] == usable and int(rec["addr"][j + 1]) == nextsize
+        assert producer(j + 1) == j
+
+
 def _tiny(path: Path, records: list[tuple[int, int, int, int]], sites: list[str]) -> None:
     """A trace of (kind, addr, size, site) records (no warm-up: all measured)."""
     r = np.zeros(len(records), dtype=traces.RECORD_DTYPE)

@@ -1,0 +1,116 @@
+"""MSET's predicted time with one part of the model taken out at a time (issue 43).
+
+``python -m kvsim.experiments.server_mset`` finds MSET of 10 keys over 100,000 keys predicted
+below its native time at batch 0 and close to it at batch 16. This module asks which part of
+the model the prediction leans on: it traces the same loops (``kvsim-cref serverloop``,
+:data:`kvsim.experiments.server_mset.PLAN`'s entries named in :data:`ENTRIES`) and simulates
+each on ``--cpu`` as it is, without its hardware prefetchers, without its TLB (no walks), and
+with ``[core] scheduler`` set to ``--scheduler`` entries (a sensitivity: no calibration
+measures it; sim/MODEL.md §6). Per entry and variant: the predicted ns per request, the
+last-level misses, the page walks (STLB misses) and the average misses in flight; beside them
+the native ns per request after the loopback calls from ``--native`` (a ``server_mset
+--native-only`` file).
+
+    python -m kvsim.experiments.server_mset_ablate --native results/server-mset-native.json \\
+        --cpu results/calibrate-xeon-m167-srvloop-probed.toml [-o results/server-mset-ablate.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+RESULT_NAME = "server-mset-ablate.json"
+#: the plan entries simulated (server_mset.PLAN's labels)
+ENTRIES = ("mset-10", "mset-10 batch 16", "mset-10 16 B values")
+#: variant name -> (simulate's keywords, whether the scheduler is set)
+VARIANTS = ("as is", "no prefetchers", "no TLB", "scheduler")
+
+
+def simulate(path: Path, cpu: str, scheduler: int, n: int) -> dict[str, dict[str, Any]]:
+    """The trace at ``path`` (``n`` requests) on ``cpu`` under each of :data:`VARIANTS`."""
+    from kvsim import sim
+
+    conf = sim.load_cpu(cpu)
+    runs = {"as is": (conf, {}), "no prefetchers": (conf, {"prefetchers": False}),
+            "no TLB": (conf, {"tlb": False}),
+            "scheduler": (conf.with_changes(scheduler=scheduler), {})}
+    out = {}
+    for name in VARIANTS:
+        c, kw = runs[name]
+        res = sim.simulate(str(path), c, **kw)
+        tlb = res.get("tlb") or {}
+        out[name] = {"ns": res["timing"]["time_ns"] / n,
+                     "ll_misses": res["levels"][-1]["demand_misses"] / n,
+                     "walks": tlb.get("stlb_misses", 0) / n, "mlp": res["timing"]["mlp"]}
+    return out
+
+
+def markdown(doc: dict) -> str:
+    """One row per entry: native, then each variant's predicted ns (LL misses, walks)."""
+    heads = " | ".join(f"{v}: ns (LL misses, walks)" for v in VARIANTS)
+    rows = [f"| loop | native ns after the calls | {heads} |", "|" + "---|" * (2 + len(VARIANTS))]
+    for r in doc["rows"]:
+        cells = " | ".join(f"{r['variants'][v]['ns']:,.0f} ({r['variants'][v]['ll_misses']:.1f}, "
+                           f"{r['variants'][v]['walks']:.1f})" for v in VARIANTS)
+        rows.append(f"| {r['label']} | {r['native_ns']:,.0f} | {cells} |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from kvsim import provenance
+    from kvsim.experiments import server_mset as M
+    from kvsim.sim.config import ConfigError
+
+    ap = argparse.ArgumentParser(prog="python -m kvsim.experiments.server_mset_ablate",
+                                 description="MSET's prediction with one part of the model "
+                                             "taken out at a time")
+    ap.add_argument("-o", "--output", default=f"results/{RESULT_NAME}")
+    ap.add_argument("--cpu", required=True, help="CPU file or preset")
+    ap.add_argument("--native", required=True, help="a server_mset --native-only file")
+    ap.add_argument("--scheduler", type=int, default=97,
+                    help="[core] scheduler entries of the sensitivity variant (default 97)")
+    a = ap.parse_args(argv)
+    out = Path(a.output)
+    if provenance.out_dir_missing(out):
+        return 2
+    if a.scheduler < 1:
+        print(f"server_mset_ablate: --scheduler {a.scheduler}: must be at least 1",
+              file=sys.stderr)
+        return 2
+    plan = dict(M.PLAN)
+    try:
+        nat = json.loads(Path(a.native).read_text())
+        native = {r["label"]: r["loopback"]["median"] for r in M.summarize(nat["runs"])}
+        rows = []
+        with tempfile.TemporaryDirectory() as tmp:
+            for label in ENTRIES:
+                print(f"traced: {label}", file=sys.stderr)
+                path = Path(tmp) / "loop.kvt"
+                M._cref("serverloop", *M._args(plan[label], M.TRACE_ITERS), "--trace", path)
+                n = M.TRACE_ITERS * M._depth(plan[label])
+                rows.append({"label": label, "native_ns": native[label],
+                             "variants": simulate(path, a.cpu, a.scheduler, n)})
+                path.unlink()
+    except (OSError, ValueError, KeyError, subprocess.SubprocessError, ConfigError) as e:
+        print(f"server_mset_ablate: {e}", file=sys.stderr)
+        return 1
+    doc = {"rows": rows, "cpu": a.cpu, "scheduler": a.scheduler, "native_source": a.native,
+           "measured_provenance": nat.get("provenance"),
+           "note": "predicted ns per request of server_mset's traced loops on cpu as it is, "
+                   "without its hardware prefetchers, without its TLB, and with [core] "
+                   "scheduler set (a sensitivity); LL misses and walks (STLB misses) per "
+                   "request; native: ns per request after the loopback calls (median)"}
+    provenance.write_result(out, doc)
+    print(markdown(doc))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
