@@ -408,7 +408,7 @@ size_t ksZmallocUsed(void) { return zmalloc_used_memory(); }
  * entries are the commands.  Built once at start, searched by every command's lookup. */
 static uint64_t dictSdsCaseHash(const void *key) {
     const cmdName *k = key;
-    KS_WORK_OF(KVT_WORK_HASH, KS_SIPHASH_COST(k->len) + k->len);
+    KS_WORK_EXACT_OF(KVT_WORK_HASH, ksSiphashNocaseCost(k->len));
     return ksSiphashNocase(k->p, k->len, cp.dictkey);
 }
 

@@ -63,7 +63,7 @@ static uint64_t expEntryHash(const void *entry, ksLoadId dep) {
     KS_ID_VAR(kd) = 0;
     const char *k = expGetKey(entry, dep, &kd);
     (void)KS_LOAD(k - 1, sdslen(k) + 1, KVT_TAG_KEY, KS_SITE_OBJ_KEY, kd);
-    KS_WORK_OF(KVT_WORK_HASH, KS_SIPHASH_COST(sdslen(k)));
+    KS_WORK_EXACT_OF(KVT_WORK_HASH, ksSiphashCost(sdslen(k)));
     return ksSiphash(k, sdslen(k), ksCur->sipkey);
 }
 
@@ -331,7 +331,7 @@ void ksKeyResolve(ksKeyspace *ks, sds key, ksKeyInfo *ki) {
     size_t len = sdslen(key);
     ki->key = key;
     (void)KS_LOAD(key - 1, len + 1, KVT_TAG_ARGV, KS_SITE_RESP_ARGV, 0);
-    KS_WORK_OF(KVT_WORK_HASH, KS_SIPHASH_COST(len));
+    KS_WORK_EXACT_OF(KVT_WORK_HASH, ksSiphashCost(len));
     ki->hash = ksSiphash(key, len, ks->sipkey);
     if (ks->cluster) {
         KS_WORK_OF(KVT_WORK_HASH, keyHashSlotWork(key, len)); /* CRC16 key slot */
@@ -351,7 +351,7 @@ void ksKeyResolve(ksKeyspace *ks, sds key, ksKeyInfo *ki) {
 void ksKeyRehash(ksKeyspace *ks, ksKeyInfo *ki) {
     size_t len = sdslen(ki->key);
     (void)KS_LOAD(ki->key - 1, len + 1, KVT_TAG_ARGV, KS_SITE_KEY_REHASH, 0);
-    KS_WORK_OF(KVT_WORK_HASH, KS_SIPHASH_COST(len));
+    KS_WORK_EXACT_OF(KVT_WORK_HASH, ksSiphashCost(len));
     ki->hash = ksSiphash(ki->key, len, ks->sipkey);
     ki->rehash = 0;
 }

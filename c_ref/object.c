@@ -370,7 +370,7 @@ uint64_t ksEntryHash(const ksKeyspace *ks, const void *entry, ksLoadId dep) {
     sds k = ksEntryGetKey(ks, entry, dep, &kd);
     size_t len = sdslen(k);
     (void)KS_LOAD(k - 1, len + 1, KVT_TAG_KEY, KS_SITE_OBJ_KEY, kd);
-    KS_WORK_OF(KVT_WORK_HASH, KS_SIPHASH_COST(len));
+    KS_WORK_EXACT_OF(KVT_WORK_HASH, ksSiphashCost(len));
     return ksSiphash(k, len, ks->sipkey);
 }
 

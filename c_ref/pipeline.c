@@ -115,7 +115,7 @@ static int fieldFindInit(ksKeyspace *ks, sds field, hashtableIncrementalFindStat
     size_t len = sdslen(field);
     (void)len;
     (void)KS_LOAD(field - 1, len + 1, KVT_TAG_ARGV, KS_SITE_PF_HASH, 0);
-    KS_WORK_OF(KVT_WORK_HASH, KS_SIPHASH_COST(len));
+    KS_WORK_EXACT_OF(KVT_WORK_HASH, ksSiphashCost(len));
     KS_SET_TABLE_DEP(od);
     hashtableIncrementalFindInitWithHash(ffs, ht, field, hashtableHashKey(ht, field));
     return 1;

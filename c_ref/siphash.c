@@ -89,6 +89,42 @@ uint64_t ksSiphash(const void *in, size_t inlen, const uint8_t k[16]) { return s
 
 uint64_t ksSiphashNocase(const void *in, size_t inlen, const uint8_t k[16]) { return sip12(in, inlen, k, 1); }
 
+/* The cost model: the instructions of one call, following the compiled code's structure
+ * (gcc -O2, x86-64; both variants alike):
+ *
+ *   SIPHASH_CALL         entry (the key and state set-up), the tail switch's dispatch, the
+ *                        last block's round, the two finalisation rounds, return: every call
+ *   SIPHASH_WORDS_ENTRY  once if there is a whole 8-byte word (the block loop's entry)
+ *   SIPHASH_WORD         per 8-byte word: its load and one compression round
+ *   SIPHASH_BYTE_FIRST   the tail's first byte (case 1, no shift), SIPHASH_BYTE per later one
+ *
+ * SIPHASH_NOCASE_* are the same for ksSiphashNocase, whose every byte is lowered as loaded
+ * (a byte at a time, in the block loop too).  Fitted by least squares on the relative error to
+ * callgrind's count of each function itself (inclusive, the caller's loop not counted) at every
+ * length 0-64 and at longer lengths to 4 KiB (results/crc64-cost-callgrind.json,
+ * `python -m kvsim.experiments.crc64_cost`; per length the model's ratio to callgrind, and the
+ * fit).  No branch depends on the bytes (the lowering is a conditional move), so the count is a
+ * function of the length alone.  sim/calibrate.py siphash_cost mirrors these functions
+ * (checked by the tests against `kvsim-calibrate sipcost`). */
+#define SIPHASH_CALL 68
+#define SIPHASH_WORDS_ENTRY 1
+#define SIPHASH_WORD 20
+#define SIPHASH_BYTE_FIRST 2
+#define SIPHASH_BYTE 3
+#define SIPHASH_NOCASE_CALL 82
+#define SIPHASH_NOCASE_WORDS_ENTRY 1
+#define SIPHASH_NOCASE_WORD 118
+#define SIPHASH_NOCASE_BYTE_FIRST 7
+#define SIPHASH_NOCASE_BYTE 8
+
+#define SIPHASH_COST(len, V)                                                                       \
+    ((uint64_t)V##CALL + ((len) >= 8 ? V##WORDS_ENTRY + (uint64_t)((len) / 8) * V##WORD : 0) +    \
+     ((len) % 8 ? V##BYTE_FIRST + (uint64_t)((len) % 8 - 1) * V##BYTE : 0))
+
+uint64_t ksSiphashCost(size_t len) { return SIPHASH_COST(len, SIPHASH_); }
+
+uint64_t ksSiphashNocaseCost(size_t len) { return SIPHASH_COST(len, SIPHASH_NOCASE_); }
+
 void ksSiphashSeed(uint64_t seed, uint8_t k[16]) {
     /* splitmix64 twice: the 16-byte key is a pure function of the seed. */
     for (int i = 0; i < 2; i++) {

@@ -175,7 +175,7 @@ static uint64_t fieldHash(const void *key) {
 static uint64_t fieldEntryHash(const void *entry, ksLoadId dep) {
     const char *f = entry;
     (void)KS_LOAD(f - 1, sdslen(f) + 1, KVT_TAG_KEY, KS_SITE_HASH_ENTRY, dep);
-    KS_WORK_OF(KVT_WORK_HASH, KS_SIPHASH_COST(sdslen(f)));
+    KS_WORK_EXACT_OF(KVT_WORK_HASH, ksSiphashCost(sdslen(f)));
     return fieldHash(f);
 }
 
@@ -205,7 +205,7 @@ static int isDict(const ksKeyspace *ks) { return ks->ops == &ksDictTableOps; }
 /* The hash of a lookup field: reading its argv bytes and SipHash. */
 static uint64_t lookupHash(const char *field, size_t flen) {
     (void)KS_LOAD(field - 1, flen + 1, KVT_TAG_ARGV, KS_SITE_RESP_ARGV, 0);
-    KS_WORK_OF(KVT_WORK_HASH, KS_SIPHASH_COST(flen));
+    KS_WORK_EXACT_OF(KVT_WORK_HASH, ksSiphashCost(flen));
     return ksSiphash(field, flen, ksCur->sipkey);
 }
 

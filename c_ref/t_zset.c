@@ -302,7 +302,7 @@ static uint64_t nodeEntryHash(const void *stored, ksLoadId dep) {
     ksLoadId kd = 0;
     const char *k = nodeGetKey(stored, dep, &kd);
     (void)KS_LOAD(k - 1, sdslen(k) + 1, KVT_TAG_KEY, KS_SITE_ZSET_NODE, kd);
-    KS_WORK_OF(KVT_WORK_HASH, KS_SIPHASH_COST(sdslen(k)));
+    KS_WORK_EXACT_OF(KVT_WORK_HASH, ksSiphashCost(sdslen(k)));
     return memberHash(k);
 }
 
@@ -327,7 +327,7 @@ static dictType memberDictType = {
 /* The hash of a lookup member: reading its argv bytes and SipHash. */
 static uint64_t lookupHash(const char *m, size_t len) {
     (void)KS_LOAD(m - 1, len + 1, KVT_TAG_ARGV, KS_SITE_RESP_ARGV, 0);
-    KS_WORK_OF(KVT_WORK_HASH, KS_SIPHASH_COST(len));
+    KS_WORK_EXACT_OF(KVT_WORK_HASH, ksSiphashCost(len));
     return ksSiphash(m, len, ksCur->sipkey);
 }
 

@@ -61,7 +61,7 @@ static int findBatch4017(ksKeyspace *ks, robj *o, ksLoadId dep, sds *fields, int
         size_t len = sdslen(fields[i]);
         (void)len;
         (void)KS_LOAD(fields[i] - 1, len + 1, KVT_TAG_ARGV, KS_SITE_RESP_ARGV, 0);
-        KS_WORK_OF(KVT_WORK_HASH, KS_SIPHASH_COST(len));
+        KS_WORK_EXACT_OF(KVT_WORK_HASH, ksSiphashCost(len));
         KS_SET_TABLE_DEP(dep);
         hashtableIncrementalFindInitWithHash(&st[i], ht, fields[i], hashtableHashKey(ht, fields[i]));
     }

@@ -3,7 +3,8 @@
 ``python -m kvsim.experiments.work_stores`` and ``python -m kvsim.experiments.crc64_cost``
 take the same shape: ``-o FILE`` (default ``results/<name>``), a measurement that logs its
 steps to stderr, a note, the result written with its provenance, the Markdown table printed.
-:func:`main` is that shape, once. A failed measurement prints one line and exits 1; an output
+:func:`main` is that shape, once; a module with options of its own adds them (``options``)
+and its measurement receives them. A failed measurement prints one line and exits 1; an output
 folder that does not exist, one line and 2; no partial file either way.
 """
 
@@ -19,19 +20,26 @@ from typing import Any
 
 def main(argv: list[str] | None, *, module: str, description: str, result_name: str,
          measure: Callable[[Callable[[str], None]], dict[str, Any]],
-         markdown: Callable[[dict[str, Any]], str], note: str) -> int:
-    """Parse ``-o``, measure, write the result with ``note`` and print its table."""
+         markdown: Callable[[dict[str, Any]], str], note: str,
+         options: Callable[[argparse.ArgumentParser], None] | None = None) -> int:
+    """Parse ``-o`` (and the module's ``options``, whose parsed values ``measure`` then takes
+    as its second argument), measure, write the result with ``note`` and print its table."""
     from kvsim import provenance
 
     ap = argparse.ArgumentParser(prog=f"python -m kvsim.experiments.{module}",
                                  description=description)
     ap.add_argument("-o", "--output", default=f"results/{result_name}")
+    if options is not None:
+        options(ap)
     a = ap.parse_args(argv)
     out = Path(a.output)
     if provenance.out_dir_missing(out):
         return 2
     try:
-        doc = measure(lambda m: print(m, file=sys.stderr))
+        def log(m: str) -> None:
+            print(m, file=sys.stderr)
+
+        doc = measure(log, a) if options is not None else measure(log)
     except (OSError, ValueError, subprocess.SubprocessError) as e:
         print(f"{module}: {e}", file=sys.stderr)
         return 1

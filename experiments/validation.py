@@ -163,6 +163,16 @@ def _sim_opts(p: dict, side: str) -> dict:
     return opts
 
 
+def predict_spec(p: dict, side: str, cpu: str) -> dict[str, Any]:
+    """The ``predict`` cell of one side ("a" or "b") of row ``p`` (:func:`_pairs`) on
+    ``cpu`` (``local`` or a CPU file's path)."""
+    opts = _sim_opts(p, side)
+    return {"experiment": NAME, "kind": "predict", "workload": p["workload"],
+            "options": opts, "cpu": cpu,
+            "warmup": None if p["warmup_ops"] or opts["warm_setup"] != "none"
+            else WARMUP_FRACTION, "params": {}}
+
+
 def _runs(scale: str) -> tuple[int, int]:
     """(runs, rounds per run): the rounds pooled give the interval, the runs the spread."""
     return (2, 3) if scale == "small" else (2, 4)
@@ -213,10 +223,7 @@ def _cells(scale: str, cpus: list[str]) -> list[dict]:
             if key in seen:
                 continue
             seen.add(key)
-            spec = {"experiment": NAME, "kind": "predict", "workload": p["workload"],
-                    "options": opts, "cpu": cpu,
-                    "warmup": None if p["warmup_ops"] or opts["warm_setup"] != "none"
-                    else WARMUP_FRACTION, "params": {}}
+            spec = predict_spec(p, side, cpu)
             if cpu_sha is not None:  # the file's content is part of the cell's identity
                 spec["cpu_sha256"] = cpu_sha
             out.append(spec)

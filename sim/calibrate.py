@@ -426,7 +426,7 @@ def work_instructions(kind: str, chunk: int) -> float:
     aligned WORK_BUF-byte buffer (back to its start when the next does not fit), so the
     CRC's alignment head and tail are those of each piece's offset."""
     if kind == "siphash":
-        return float((SIPHASH_FIXED + SIPHASH_WORD * (chunk // 8)) * WORK_SCALE_PCT // 100)
+        return float(siphash_cost(chunk))
     per = max(1, WORK_BUF // chunk)  # calls before the pieces start over
     return sum(crc64_cost(i * chunk, chunk) for i in range(per)) / per
 
@@ -451,6 +451,21 @@ def crc64_cost(pos: int, n: int) -> int:
     words, tail = rest // 8, rest % 8
     c += words * CRC64_WORD + (CRC64_WORDS_ENTRY if words else 0)
     return c + tail * CRC64_BYTE + (CRC64_BYTES_ENTRY if tail else 0)
+
+
+def siphash_cost(n: int, nocase: bool = False) -> int:
+    """c_ref/siphash.c ksSiphashCost (ksSiphashNocaseCost if ``nocase``): the traced
+    instructions of one call over ``n`` bytes (the block loop's words, the tail's bytes)."""
+    if nocase:
+        call, entry, word, first, byte = (SIPHASH_NOCASE_CALL, SIPHASH_NOCASE_WORDS_ENTRY,
+                                          SIPHASH_NOCASE_WORD, SIPHASH_NOCASE_BYTE_FIRST,
+                                          SIPHASH_NOCASE_BYTE)
+    else:
+        call, entry, word, first, byte = (SIPHASH_CALL, SIPHASH_WORDS_ENTRY, SIPHASH_WORD,
+                                          SIPHASH_BYTE_FIRST, SIPHASH_BYTE)
+    words, tail = n // 8, n % 8
+    return (call + (entry + words * word if words else 0)
+            + (first + (tail - 1) * byte if tail else 0))
 
 
 def _crc64_combine_cost(len2: int) -> int:
@@ -571,14 +586,19 @@ WORK_BUF = 16 * KIB  # calibrate.c WORK_BUF
 # (CRC64_*: per call, per byte before the first aligned word, once if bytes remain after
 # them, per 8-byte step of one, two and three streams, per byte after the last word, per
 # combine; crc64_cost; fitted to callgrind in results/crc64-cost-callgrind.json);
-# c_ref/siphash.h KS_SIPHASH_COST (fixed part, per 8-byte word), scaled by c_ref/emit.h
-# KS_WORK_SCALE_PCT. The tests check them against those sources and crc64_cost against
-# ksCrc64Cost itself (`kvsim-calibrate crccost`).
+# c_ref/siphash.c's SIPHASH_* and SIPHASH_NOCASE_* (per call, once if there is a whole word,
+# per word, the tail's first byte, per later tail byte; siphash_cost; fitted to callgrind
+# likewise). The tests check them against those sources, crc64_cost against ksCrc64Cost
+# itself (`kvsim-calibrate crccost`) and siphash_cost against ksSiphashCost and
+# ksSiphashNocaseCost (`kvsim-calibrate sipcost`).
 CRC64_CALL, CRC64_BYTE_HEAD, CRC64_BODY, CRC64_BYTE, CRC64_BYTES_ENTRY = 24, 12, 11, 8, 3
 CRC64_WORD, CRC64_WORDS_ENTRY, CRC64_STEP2, CRC64_STEP3 = 32, 6, 60, 91
 CRC64_COMBINE, CRC64_COMBINE_BIT, CRC64_MUL = 30, 5, 235
 CRC64_DUAL_CUTOFF, CRC64_TRI_CUTOFF = 1024, 16 * 1024
-SIPHASH_FIXED, SIPHASH_WORD, WORK_SCALE_PCT = 40, 12, 106
+SIPHASH_CALL, SIPHASH_WORDS_ENTRY, SIPHASH_WORD, SIPHASH_BYTE_FIRST, SIPHASH_BYTE = \
+    68, 1, 20, 2, 3
+SIPHASH_NOCASE_CALL, SIPHASH_NOCASE_WORDS_ENTRY, SIPHASH_NOCASE_WORD = 82, 1, 118
+SIPHASH_NOCASE_BYTE_FIRST, SIPHASH_NOCASE_BYTE = 7, 8
 # Working sets up to this many times the last level's sysfs size give the knee fit (where
 # the 4 KiB-page chases fix DRAM and the walk, see build_doc).
 FIT_SPAN = 4

@@ -17,6 +17,7 @@
  *   work KIND CHUNK CALLS REPEATS    c_ref's CRC-64 or SipHash over CHUNK-byte pieces of a
  *                                    cache-resident buffer (ns per call): non-memory work
  *   crccost CALLS LEN@OFFSET..       ksCrc64 calls for callgrind to count (crc_cost.c)
+ *   sipcost CALLS case|nocase LEN..  ksSiphash or ksSiphashNocase calls, the same (crc_cost.c)
  *   cpuid                            the raw TLB leaves (AMD 0x80000005/6) where x86
  *   storemiss PAGE SIZE N REPEATS K..  stores (and loads) to random lines, K per step
  *                                    (store_miss.c)
@@ -581,9 +582,10 @@ static int benchCpuid(void) {
 int benchWorkKind(int argc, char **argv); /* work_kinds.c: copy, compare */
 int benchStoreMiss(int argc, char **argv); /* store_miss.c */
 int benchCrcCost(int argc, char **argv); /* crc_cost.c */
+int benchSipCost(int argc, char **argv); /* crc_cost.c */
 
 int main(int argc, char **argv) {
-    const char *usage = "usage: kvsim-calibrate clock|chase|mlp|l2probe|bw|work|workkind|crccost|cpuid|syscall|"
+    const char *usage = "usage: kvsim-calibrate clock|chase|mlp|l2probe|bw|work|workkind|crccost|sipcost|cpuid|syscall|"
                         "sysafter|syspeer|sysbias|storemiss ARGS (see calibrate.c, work_kinds.c, crc_cost.c, "
                         "syscall.c, sysafter.c, syspeer.c, store_miss.c)\n";
     if (argc < 2) {
@@ -600,6 +602,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(cmd, "work")) rc = benchWork(argc - 2, argv + 2);
     else if (!strcmp(cmd, "workkind")) rc = benchWorkKind(argc - 2, argv + 2);
     else if (!strcmp(cmd, "crccost")) rc = benchCrcCost(argc - 2, argv + 2);
+    else if (!strcmp(cmd, "sipcost")) rc = benchSipCost(argc - 2, argv + 2);
     else if (!strcmp(cmd, "cpuid")) rc = benchCpuid();
     else if (!strcmp(cmd, "storemiss")) rc = benchStoreMiss(argc - 2, argv + 2);
     else if (!strcmp(cmd, "syscall")) rc = benchSyscall(argc - 2, argv + 2); /* syscall.c */

@@ -599,10 +599,10 @@ def test_work_instruction_counts_are_c_refs():
         assert getattr(cal, f"CRC64_{n}") == _c_define("c_ref/crc64.c", f"CRC64_{n}"), n
     m = re.search(r"#define CRC64_TRI_CUTOFF \((\d+) \* 1024\)", _c_source("c_ref/crc64.c"))
     assert m and int(m.group(1)) * 1024 == cal.CRC64_TRI_CUTOFF
-    assert cal.WORK_SCALE_PCT == _c_define("c_ref/emit.h", "KS_WORK_SCALE_PCT")
-    m = re.search(r"#define KS_SIPHASH_COST\(len\) \((\d+)u \+ (\d+)u \* \(\(unsigned\)\(len\) "
-                  r"/ 8u\)\)", _c_source("c_ref/siphash.h"))
-    assert m and (int(m.group(1)), int(m.group(2))) == (cal.SIPHASH_FIXED, cal.SIPHASH_WORD)
+    for v in ("", "NOCASE_"):
+        for n in ("CALL", "WORDS_ENTRY", "WORD", "BYTE_FIRST", "BYTE"):
+            name = f"SIPHASH_{v}{n}"
+            assert getattr(cal, name) == _c_define("c_ref/siphash.c", name), name
     assert _c_define("sim/_calibrate/calibrate.c", "WORK_BUF") * 1024 == cal.WORK_BUF
 
 
@@ -626,7 +626,32 @@ def test_work_instructions_follow_each_pieces_alignment():
     assert cal.crc64_cost(0, 3 * 8192) == (body + 1024 * cal.CRC64_STEP3
                                            + 2 * cal._crc64_combine_cost(8192))
     assert cal.crc64_cost(3, 0) == cal.CRC64_CALL
-    assert cal.work_instructions("siphash", 16) == (40 + 24) * 106 // 100
+    # SipHash: two words, no tail; 17 bytes: two words and the tail's first byte
+    two = cal.SIPHASH_CALL + cal.SIPHASH_WORDS_ENTRY + 2 * cal.SIPHASH_WORD
+    assert cal.work_instructions("siphash", 16) == two
+    assert cal.siphash_cost(17) == two + cal.SIPHASH_BYTE_FIRST
+    assert cal.siphash_cost(3, nocase=True) == (cal.SIPHASH_NOCASE_CALL
+                                                + cal.SIPHASH_NOCASE_BYTE_FIRST
+                                                + 2 * cal.SIPHASH_NOCASE_BYTE)
+
+
+def test_siphash_cost_is_c_refs_function():
+    """siphash_cost against c_ref's ksSiphashCost and ksSiphashNocaseCost themselves
+    (`kvsim-calibrate sipcost` prints them per length) at every length 0-300 and at random
+    lengths to 1 MiB."""
+    import random
+
+    from kvsim import artifacts
+
+    if not artifacts.path(artifacts.CALIBRATE_CLI).exists():
+        pytest.skip("kvsim-calibrate not built")
+    rng = random.Random(42)
+    lens = [*range(301), *(rng.randrange(1 << 20) for _ in range(200))]
+    for variant in ("case", "nocase"):
+        out = cal.run_bench("sipcost", 0, variant, *lens)
+        assert [p[0] for p in out["points"]] == lens
+        for n, c_cost in out["points"]:
+            assert cal.siphash_cost(n, nocase=variant == "nocase") == c_cost, (variant, n)
 
 
 def test_crc64_cost_is_c_refs_function():
