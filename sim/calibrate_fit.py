@@ -63,7 +63,9 @@ from the knee fit's values:
   keeps the lines. The rest have both: the private levels keep the lines by their
   capacity, the last level those a walk read within the retention, so that a page table
   the L2 holds costs the L2 at any rate, and one larger costs the last level only where
-  the walks come back to it soon enough.
+  the walks come back to it soon enough. The retention is chosen twice: with nested paging,
+  on the knee fit's levels, and again once the levels and the placement are fitted, since
+  the private levels' capacity decides what the candidates without the last level keep.
 
 Only the chases are fitted, and the parallel chases choose the retention; the rest of the
 parallel chases, the bandwidth and the work kernels are the self-check's
@@ -506,6 +508,21 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
              "levels": {name: {key: c[key] for key in ("size", "ways", "replacement")}
                         for name, c in v[4].items()}}
             for q, v in by_place.items()]}
+    if nested_walks(doc) and "walk_retention" in chosen and math.isfinite(best_err):
+        # the retention chosen again on the levels and placement the file will have: the
+        # first choice was made on the knee fit's, where the private levels' capacity that
+        # keeps the lines without the last level was not yet fitted (sim/VALIDATION.md,
+        # finding 21)
+        first, tlb = chosen.pop("walk_retention"), _copy(doc["tlb"])
+        doc["tlb"].pop("walk_retention_ns", None)
+        doc["tlb"].pop("walk_last_level", None)
+        best_err, best_x, best_rows, _ = _fit_retention(
+            doc, chosen, evaluate, apply, (best_err, best_x, best_rows), mlp, log)
+        if "walk_retention" not in chosen:  # no candidate valid: the first choice stays
+            doc["tlb"] = tlb
+            chosen["walk_retention"] = first
+        else:
+            chosen["walk_retention"]["first"] = first
     if not math.isfinite(best_err):
         # no candidate gave latencies a CPU file can have: say which, rather than write
         # (or fail to parse) the least-squares solution's
