@@ -60,7 +60,12 @@ from the knee fit's values:
   caches see the same lines either way). One candidate keeps no page-table line in the last
   level (``[tlb] walk_last_level = false``): where a chain's load costs the same beside
   others as alone and still more the larger the set, the private levels' capacity is what
-  keeps the lines.
+  keeps the lines. The rest have both: the private levels keep the lines by their
+  capacity, the last level those a walk read within the retention, so that a page table
+  the L2 holds costs the L2 at any rate, and one larger costs the last level only where
+  the walks come back to it soon enough. The retention is chosen twice: with nested paging,
+  on the knee fit's levels, and again once the levels and the placement are fitted, since
+  the private levels' capacity decides what the candidates without the last level keep.
 
 Only the chases are fitted, and the parallel chases choose the retention; the rest of the
 parallel chases, the bandwidth and the work kernels are the self-check's
@@ -111,10 +116,13 @@ KIB, MIB = 1024, 1024 * 1024
 #: page-table line once every S / 32 KiB loads, so these are the ages at which a single
 #: chain's reads over some hundreds of MiB to some GiB go from kept to lost.
 RETENTION_NS = (0.0, 0.25e6, 0.5e6, 1e6, 2e6, 4e6, 8e6, 16e6)
-#: Beside them, one more candidate: no retention and a last level that keeps no page-table
-#: line (``[tlb] walk_last_level = false``): the private levels keep the lines by their
-#: capacity, whatever the rate (sim/VALIDATION.md, finding 20).
-RETENTION_CANDIDATES = tuple((r, True) for r in RETENTION_NS) + ((0.0, False),)
+#: Beside them, a last level that keeps no page-table line by its capacity (``[tlb]
+#: walk_last_level = false``): the private levels keep the lines by their capacity, whatever
+#: the rate (sim/VALIDATION.md, finding 20); alone (no retention), and with each retention,
+#: where the last level keeps a line that a walk read at most that long before and the
+#: private levels still keep theirs by capacity (finding 23).
+RETENTION_CANDIDATES = (tuple((r, True) for r in RETENTION_NS)
+                        + tuple((r, False) for r in RETENTION_NS))
 #: The chases a retention changes: past the STLB's reach (smaller ones keep their rows).
 RETENTION_FROM = 8 * MIB
 #: The parallel chases that choose the retention with the chases (chain counts): a time
@@ -500,6 +508,21 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
              "levels": {name: {key: c[key] for key in ("size", "ways", "replacement")}
                         for name, c in v[4].items()}}
             for q, v in by_place.items()]}
+    if nested_walks(doc) and "walk_retention" in chosen and math.isfinite(best_err):
+        # the retention chosen again on the levels and placement the file will have: the
+        # first choice was made on the knee fit's, where the private levels' capacity that
+        # keeps the lines without the last level was not yet fitted (sim/VALIDATION.md,
+        # finding 23)
+        first, tlb = chosen.pop("walk_retention"), _copy(doc["tlb"])
+        doc["tlb"].pop("walk_retention_ns", None)
+        doc["tlb"].pop("walk_last_level", None)
+        best_err, best_x, best_rows, _ = _fit_retention(
+            doc, chosen, evaluate, apply, (best_err, best_x, best_rows), mlp, log)
+        if "walk_retention" not in chosen:  # no candidate valid: the first choice stays
+            doc["tlb"] = tlb
+            chosen["walk_retention"] = first
+        else:
+            chosen["walk_retention"]["first"] = first
     if not math.isfinite(best_err):
         # no candidate gave latencies a CPU file can have: say which, rather than write
         # (or fail to parse) the least-squares solution's
@@ -592,8 +615,9 @@ def _fit_retention(doc, chosen, evaluate, apply, best, mlp, log):
     faster the chains come back to the same page-table lines (sim/VALIDATION.md, finding
     12), which only an age in time, not a capacity, gives; on another they cost the same at
     every rate and still more the larger the set (finding 20), which a last level that keeps
-    no page-table line gives. ``doc`` is changed in place to the best; returns its (error of
-    the chases, unknowns, rows, error with the parallel chases')."""
+    no page-table line gives; with both, the private levels keep the lines by capacity and
+    the last level in time (finding 23). ``doc`` is changed in place to the best; returns
+    its (error of the chases, unknowns, rows, error with the parallel chases')."""
     best_err, best_x, best_rows = best
     tried, pick = [], None
     scored = math.inf
@@ -613,8 +637,9 @@ def _fit_retention(doc, chosen, evaluate, apply, best, mlp, log):
         total = err + e_mlp
         tried.append({"retention_ns": r, "last_level_kept": kept,
                       "error_chases": _rounded(err), "error_parallel": _rounded(e_mlp)})
-        log(f"hierarchy fit: page-table retention {r / 1e6:g} ms"
-            f"{'' if kept else ', none in the last level'}: error {err:.4g} (chases) "
+        how = ("" if kept else ", none in the last level" if not r
+               else ", the last level's in time, the private levels' by capacity")
+        log(f"hierarchy fit: page-table retention {r / 1e6:g} ms{how}: error {err:.4g} (chases) "
             f"+ {e_mlp:.4g} (parallel chases)")
         if total < scored:
             scored, pick = total, (d, err, x, rows)

@@ -628,8 +628,9 @@ class ReferenceSim:
         host page (``cfg.guest_page_bits``) read 0, the guest's, takes the guest's page. A
         read from memory costs the DRAM latency (the host's, reads 1.., the host read
         latency when set); with a retention the line's age decides, and with
-        ``walk_last_level_lost`` a read timed at the last level costs memory (engine.c
-        walkCost). The
+        ``walk_last_level_lost`` a read timed at the last level costs memory, unless a
+        retention kept it there (the private levels then serve what they hold whatever its
+        age; engine.c walkCost). The
         fixed part is ``walk_latency``, plus ``walk_extra_4k`` when the guest's page (the
         run's page without a smaller host page) is 4 KiB."""
         cfg, st, n = self.cfg, self.st, self.n
@@ -644,21 +645,28 @@ class ReferenceSim:
             sv = self.access(0, line, READ, 0, K_LOAD, 0)[0]
             mem = n + 1 if j > 0 and cfg.host_read_latency else n
             at = sv if sv < n else mem
+            # with walk_last_level_lost the private levels keep the line by their capacity
+            # and a retention is the last level's alone: in time, not by its capacity
+            lost = bool(cfg.walk_last_level_lost) and n > 1
+            timed_kept = False
             if keep:
                 slot = ((line * 0x9E3779B97F4A7C15) & MASK64) >> (64 - WALK_SLOT_BITS)
                 now = self.walk_now
                 held = self.walk_slots.get(slot)
                 if held is not None and held[0] == line:
-                    if now > held[1] and now - held[1] > keep:
+                    if lost and sv < n - 1:
+                        pass  # a private level holds it
+                    elif now > held[1] and now - held[1] > keep:
                         at = mem  # lost meanwhile
-                    elif sv >= n:
+                    elif sv >= n - 1:
                         at = n - 1  # kept by the last level
+                        timed_kept = True
                     if now > held[1]:
                         held[1] = now
                 else:
                     self.walk_slots[slot] = [line, now]
-            if cfg.walk_last_level_lost and n > 1 and at == n - 1:
-                at = mem  # the last level does not keep page-table lines
+            if lost and at == n - 1 and not timed_kept:
+                at = mem  # the last level does not keep page-table lines (by capacity)
             if self.timing:  # (engine.c: a functional run may not know which level served)
                 st["walk_served"][sv] += 1
                 st["walk_timed"][at] += 1

@@ -245,7 +245,10 @@ static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint
  * reads are kept per slot (KVSIM_WALK_SLOT_BITS, a multiplicative hash of the
  * line): a line whose slot holds another, or that no walk has read, costs the
  * level that served it.  With cfg.walk_last_level_lost a read timed at the last
- * level is timed as a read from memory.  The reads change the caches (and are counted) like
+ * level is timed as a read from memory; with a retention too, the private levels
+ * serve the lines they hold whatever their age, and a line none of them holds costs
+ * the last level if a walk read it at most the retention before, else memory (the
+ * last level keeps page-table lines in time, not by its capacity).  The reads change the caches (and are counted) like
  * loads; they hold no miss buffer and use no DRAM bandwidth.  They run on the
  * simulating thread, in program order, also when the TLB thread found the walk
  * (tlb.c). */
@@ -265,19 +268,30 @@ static int64_t walkCost(kvsimSim *s, uint64_t addr) {
         /* the latency class it is timed at: a level, n = DRAM, n + 1 = the host's read */
         const uint32_t mem = j > 0 && s->cfg.host_read_latency ? n + 1 : n;
         uint32_t at = sv < n ? sv : mem;
+        /* with walk_last_level_lost the private levels keep the line by their capacity
+         * and a retention is the last level's alone: in time, not by its capacity */
+        const int lost = s->cfg.walk_last_level_lost && n > 1;
+        int timed_kept = 0;
         if (keep) {
             const uint64_t h = (line * 0x9E3779B97F4A7C15ULL) >> (64 - KVSIM_WALK_SLOT_BITS);
             const uint64_t now = s->walk_now, then = s->walk_slot_tick[h];
             if (s->walk_slot_line[h] == line + 1) {
-                if (now > then && now - then > keep) at = mem; /* lost meanwhile */
-                else if (sv >= n) at = n - 1;                 /* kept by the last level */
+                const int old = now > then && now - then > keep;
+                if (lost && sv < n - 1) {
+                    /* a private level holds it */
+                } else if (old) {
+                    at = mem; /* lost meanwhile */
+                } else if (sv >= n - 1) {
+                    at = n - 1; /* kept by the last level */
+                    timed_kept = 1;
+                }
                 if (now > then) s->walk_slot_tick[h] = now;
             } else {
                 s->walk_slot_line[h] = line + 1;
                 s->walk_slot_tick[h] = now;
             }
         }
-        if (s->cfg.walk_last_level_lost && n > 1 && at == n - 1) at = mem; /* not kept */
+        if (lost && at == n - 1 && !timed_kept) at = mem; /* not kept */
         if (s->cfg.timing) { /* (a functional run's last level may be on its own thread,
                               * lower.c: the level above does not learn which served) */
             s->st->walk_served[sv]++;

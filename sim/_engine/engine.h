@@ -239,8 +239,11 @@ typedef struct kvsimConfig {
     /* Page-table lines the last level does not keep (timing; sim/MODEL.md §3): 1 = a
      * walk's page-table read timed at the last level (served by it, or kept there by
      * walk_retention) is timed as a read from memory instead (the host's for reads 1..);
-     * the private levels above keep the lines by their capacity.  0 (the default) = the
-     * last level serves them as it holds them.  See walkCost() in engine.c. */
+     * the private levels above keep the lines by their capacity.  With walk_retention
+     * too, the last level keeps a line in time alone (a walk read it at most
+     * walk_retention before: timed at the last level, else memory) and the private
+     * levels serve what they hold whatever its age.  0 (the default) = the last level
+     * serves them as it holds them.  See walkCost() in engine.c. */
     uint32_t walk_last_level_lost;
 } kvsimConfig;
 

@@ -292,7 +292,36 @@ def test_a_last_level_that_keeps_no_page_table_line():
         sim.parse_cpu(dict(lost, tlb=dict(lost["tlb"], walk_last_level=0)))
 
 
-@pytest.mark.parametrize("chains,last_level", [(1, True), (3, True), (3, False)])
+def test_a_last_level_that_keeps_page_table_lines_in_time_and_private_levels_by_capacity():
+    # both: the L1 serves the lines it holds whatever their age (a retention alone times
+    # an old line as memory even there); a line the L1 does not hold costs the last level
+    # if a walk read it within the retention, else memory. Eight chains come back to the
+    # page table's lines within 10 us, one chain does not: the eight get the last level,
+    # the lone chain memory, as with a retention alone, where a last level that keeps none
+    # gives both memory (a lone chain's lines come back 30 us apart on average, some sooner)
+    both = _lost_doc(retention_ns=10_000.0)
+    alone = _retention_doc(10_000.0, l2_size=32768)
+    (one, t1), (eight, t8) = _per_chain(both, 1), _per_chain(both, 8)
+    assert eight < 0.7 * one
+    for t in (t1, t8):
+        assert t["walk_reads_timed"]["L1D"] == t["walk_reads_served"]["L1D"]
+    share = [t["walk_reads_timed"]["L2"] / sum(t["walk_reads_timed"].values()) for t in (t1, t8)]
+    assert share[1] > 0.5 and share[0] < 0.5 * share[1]  # (the lone chain's soonest returns)
+    (_, ta) = _per_chain(alone, 1)
+    assert ta["walk_reads_served"] == t1["walk_reads_served"]
+    assert _per_chain(_lost_doc(), 8)[0] > 0.9 * _per_chain(_lost_doc(), 1)[0]
+    # a private L2 that holds the page table: both time its reads at the L2 whatever their
+    # age, a retention alone times the old ones as memory
+    (p, tp), (r, tr) = (_per_chain(_private_l2_doc(walk_retention_ns=10_000.0,
+                                                   walk_last_level=False), 1),
+                        _per_chain(_private_l2_doc(walk_retention_ns=10_000.0), 1))
+    assert tp["walk_reads_served"] == tr["walk_reads_served"]
+    assert tp["walk_reads_timed"]["L2"] == tp["walk_reads_served"]["L2"] > 0
+    assert tr["walk_reads_timed"]["L2"] < 0.8 * tr["walk_reads_served"]["L2"]
+    assert p < r
+
+
+@pytest.mark.parametrize("chains,last_level", [(1, True), (3, True), (1, False), (3, False)])
 def test_retention_engine_equals_reference(chains, last_level):
     from test_differential import run_both
 
@@ -317,21 +346,25 @@ def test_retention_and_host_read_bounds():
             sim.parse_cpu(dict(_retention_doc(), tlb=dict(_retention_doc()["tlb"], **{key: -1})))
 
 
-def _fit_on(cf, monkeypatch, truth: dict, doc: dict) -> dict:
-    """calibrate_fit.fit_hierarchy of ``doc`` (walk latency 0) on chases over 512 B-4 MiB
-    and parallel chases over 4 MiB simulated with the CPU ``truth``, 4000 loads each."""
+SIZES = (512, 2048, 6144, 32768, 131072, 256 << 10, 1 << 20, 2 << 20, 4 << 20)
+
+
+def _fit_on(cf, monkeypatch, truth: dict, doc: dict, sizes: tuple[int, ...] = SIZES) -> dict:
+    """calibrate_fit.fit_hierarchy of ``doc`` (walk latency 0) on chases over ``sizes``
+    (512 B-4 MiB) and parallel chases over the largest simulated with the CPU ``truth``,
+    4000 loads each."""
     monkeypatch.setattr(cf, "RETENTION_FROM", 64 * 1024)
     monkeypatch.setattr(cf, "STEPS", 4000)
     cpu = sim.parse_cpu(truth)
-    sizes = [512, 2048, 6144, 32768, 131072, 256 << 10, 1 << 20, 2 << 20, 4 << 20]
+    top = sizes[-1]
     points = [(s, 4096, cf.chase_row(cpu, s, 4096, 4000)[1] / cpu.freq_ghz) for s in sizes]
-    meas = {n: micro.predict(cpu, 4 << 20, n, max(1, 4000 // n), 4096, True,
-                             loop_warmup=cf.mlp_warm(4 << 20, cpu) // n)["ns_per_load"]
+    meas = {n: micro.predict(cpu, top, n, max(1, 4000 // n), 4096, True,
+                             loop_warmup=cf.mlp_warm(top, cpu) // n)["ns_per_load"]
             for n in cf.RETENTION_CHAINS}
     doc["tlb"]["walk_latency"] = 0
     sysfs = [{"size": c["size"], "ways": c["ways"]} for c in truth["cache"]]
-    return cf.fit_hierarchy(doc, points, guest_huge=False, sysfs=sysfs, largest=4 << 20,
-                            mlp=(4 << 20, 4096, meas))
+    return cf.fit_hierarchy(doc, points, guest_huge=False, sysfs=sysfs, largest=top,
+                            mlp=(top, 4096, meas))
 
 
 def test_calibrate_fit_finds_the_retention_that_made_the_chases(monkeypatch):
@@ -373,6 +406,43 @@ def test_calibrate_fit_finds_a_last_level_that_keeps_no_page_table_line(monkeypa
     assert doc["tlb"]["walk_last_level"] is False
     assert "walk_retention_ns" not in doc["tlb"]
     assert doc["tlb"]["host_read_ns"] == pytest.approx(250.0, rel=0.15)
+
+
+def _private_l2_doc(**tlb) -> dict:
+    """Three levels: a private L2 of 16 KiB that holds a 4 MiB set's page table (256 lines,
+    each read every 128 loads, some 15 us apart for one chain) and a last level of 64 KiB
+    that would hold a 16 MiB set's (1024 lines, each read every 512 loads)."""
+    doc = _retention_doc()
+    doc["cache"] = [{"name": "L1D", "size": 1024, "ways": 4, "line": 64, "latency": 4,
+                     "mshrs": 16},
+                    {"name": "L2", "size": 16384, "ways": 8, "line": 64, "latency": 12},
+                    {"name": "L3", "size": 65536, "ways": 8, "line": 64, "latency": 30}]
+    doc["tlb"].update(tlb)
+    return doc
+
+
+def test_calibrate_fit_finds_the_last_levels_time_beside_the_private_levels_capacity(
+        monkeypatch):
+    """Chases and parallel chases over up to 16 MiB simulated with a last level that keeps
+    page-table lines in time and private levels that keep them by capacity: the fit picks
+    that candidate. A retention alone loses the lone chain's lines that the private L2
+    holds (the chase over 4 MiB); a last level that keeps none loses the parallel chains'
+    lines that come back within the retention (the chases over 16 MiB)."""
+    from kvsim.sim import calibrate_fit as cf
+
+    monkeypatch.setattr(cf, "RETENTION_CANDIDATES",
+                        ((0.0, True), (10_000.0, True), (0.0, False), (10_000.0, False)))
+    truth = _private_l2_doc(walk_retention_ns=10_000.0, walk_last_level=False,
+                            host_read_ns=250.0)
+    doc = _private_l2_doc()
+    out = _fit_on(cf, monkeypatch, truth, doc, SIZES + (8 << 20, 16 << 20))
+    ret = out["chosen"]["walk_retention"]
+    assert (ret["ns"], ret["last_level_kept"]) == (10_000.0, False)
+    assert doc["tlb"]["walk_retention_ns"] == 10_000.0
+    assert doc["tlb"]["walk_last_level"] is False
+    tried = {(c["retention_ns"], c["last_level_kept"]): c["error_chases"]
+             + c["error_parallel"] for c in ret["candidates"]}
+    assert tried[(10_000.0, False)] < 0.5 * min(tried[(10_000.0, True)], tried[(0.0, False)])
 
 
 # --- a 4 KiB page's walk (``[tlb] walk_extra_4k``) -------------------------------------------
