@@ -170,3 +170,59 @@ def test_predict_refuses_a_bad_cpu_file_with_one_line(tmp_path):
                        capture_output=True, text=True)
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
     assert not (tmp_path / "o.json").exists()
+
+
+def _syscalls(rec: np.ndarray, header: dict, name: str, start: int) -> np.ndarray:
+    site = header["sites"].index(name)
+    sub = rec[start:]
+    return sub[(sub["kind"] == traces.KIND_MARKER) & (sub["flags"] == traces.MARK_SYSCALL)
+               & (sub["site"] == site)]
+
+
+def test_a_load_into_reused_pages_marks_no_fault_and_reads_the_same(tmp_path):
+    """--restart-pages reused: the restarted server loads into the pages of an unmeasured
+    load before it (the native state under KVSIM_CREF_ARENA_WARM). Its trace's measured
+    load marks no page fault where the fresh restart's marks one per 4 KiB of values, reads
+    the same calls and bytes, and is the same load otherwise (the same records but the
+    markers); the unmeasured load's lines are in the warm-up (its values' lines, which the
+    fresh trace's warm-up lacks). Natively that load takes no fault per value page either."""
+    keys, size = 48, 16384
+    opts = {"keys": keys, "value_size": size, "seed": 3}
+    got = {}
+    for pages in ("fresh", "reused"):
+        out = tmp_path / f"{pages}.kvt"
+        cref.trace("load", out, {**opts, "restart_pages": pages})
+        with traces.open(out) as tr:
+            header = tr.header
+        rec = traces.read_all(out)
+        start = int(_measured(rec)[0])
+        got[pages] = (header, rec, start)
+        assert header["workload"]["restart_pages"] == pages
+    (hf, fresh, sf), (hr, reused, sr) = got["fresh"], got["reused"]
+    assert len(_syscalls(fresh, hf, "sys.page_fault", sf)) >= keys * size // PAGE
+    assert len(_syscalls(reused, hr, "sys.page_fault", sr)) == 0
+    rf, rr = (_syscalls(r, h, "sys.file_read", s) for r, h, s in
+              ((fresh, hf, sf), (reused, hr, sr)))
+    assert len(rf) == len(rr) and int(rf["addr"].sum()) == int(rr["addr"].sum())
+
+    def accesses(rec, start):
+        sub = rec[start:]
+        sub = sub[sub["kind"] != traces.KIND_MARKER]
+        return sub[["kind", "addr", "size", "site"]]
+    assert np.array_equal(accesses(fresh, sf), accesses(reused, sr))
+    # the values' lines the measured load stores into: warm in the reused trace alone
+    value_tag = hr["tags"].index("value")
+    meas = reused[sr:]
+    lines = set((meas["addr"][(meas["kind"] == traces.KIND_STORE)
+                              & (meas["tag"] == value_tag)] // 64).tolist())
+    assert lines
+
+    def warm_lines(rec, start):
+        w = rec[:start]
+        return set((w["addr"][w["kind"] != traces.KIND_MARKER] // 64).tolist())
+    assert len(lines & warm_lines(reused, sr)) > 0.9 * len(lines)
+    assert len(lines & warm_lines(fresh, sf)) < 0.1 * len(lines)
+    native = {p: cref.native("load", {**opts, "restart_pages": p}, repeat=2)["minflt_runs"]
+              for p in ("fresh", "reused")}
+    assert min(native["fresh"]) >= keys * size // PAGE
+    assert max(native["reused"]) < keys  # a handful of the C library's own, not a page a value
