@@ -471,12 +471,14 @@ def _over(pred: float, native: dict[str, Any]) -> dict[str, Any]:
 
 def predict(cpu_file: str, native: dict[str, Any] | None, quick: bool,
             log=print, prior: Path | None = None, prior_label: str = "",
-            reused: bool = False) -> dict[str, Any]:
+            reused: bool = False, no_line_fetch: bool = False) -> dict[str, Any]:
     """Every size's c_ref load traced and simulated on ``cpu_file`` per :data:`PREDICTIONS`;
     ns per key of the measured phase, over ``native``'s (a ``measure`` result) per key.
     ``reused``: the traced loads' restarted server loads into the pages of a load before it
     (``--restart-pages reused``), compared with the native side that does
-    (:data:`PREDICT_SIDE_REUSED`)."""
+    (:data:`PREDICT_SIDE_REUSED`). ``no_line_fetch``: an ablation, the CPU file with ``[core]
+    full_line_store_fetch = false`` (a store covering its whole line allocates it without
+    fetching it, as an x86 core's fast-string copy, the kernel's ``copy_to_user``, may)."""
     import tempfile
 
     from kvsim import sim
@@ -485,6 +487,8 @@ def predict(cpu_file: str, native: dict[str, Any] | None, quick: bool,
     cpu = sim.load_cpu(cpu_file)
     if not cpu.timing_capable:
         raise ValueError(f"--cpu {cpu_file}: no timing model")
+    if no_line_fetch:
+        cpu = cpu.with_changes(full_line_store_fetch=False)
     nat = {r["value_bytes"]: r for r in (native or {}).get("per_key", [])}
     rows = []
     with tempfile.TemporaryDirectory(prefix="kvsim-load-") as tmp:
@@ -531,7 +535,8 @@ def predict(cpu_file: str, native: dict[str, Any] | None, quick: bool,
                     if key == "cref":  # its user and system time, and its faults
                         row["native_cref_split"] = {
                             k: n[side][k]["median"] for k in
-                            ("user_ns_per_key", "sys_ns_per_key", "minflt_per_key")}
+                            ("user_ns_per_key", "sys_ns_per_key", "minflt_per_key")
+                            if k in n[side]}
                 row["native_cref_side"] = sides["cref"]
             log(f"{size} B: predicted " + ", ".join(
                 f"{p} {row[p]['ns_per_key']:,.0f}" for p, _, _ in runs) + " ns/key")
@@ -545,6 +550,7 @@ def predict(cpu_file: str, native: dict[str, Any] | None, quick: bool,
                                  if k.startswith(KERNEL_CALLS)},
             "native": (native or {}).get("provenance"), "quick": quick, "rows": rows,
             "restart_pages": "reused" if reused else "fresh",
+            "full_line_store_fetch": cpu.full_line_store_fetch,
             "prior_cref": {"label": prior_label or Path(prior).name} if prior else None,
             "note": "ns per key of the measured load (c_ref's trace) on the CPU file: before "
                     "= without the load's kernel costs, faults = the page faults alone, "
@@ -600,17 +606,19 @@ def _reused_markdown(doc: dict[str, Any]) -> str:
                  f"{r['before']['ns_per_key']:,.0f}, {r['after']['ns_per_key']:,.0f} "
                  f"({r['after']['kernel_ns_per_key']:,.0f})"]
         if "native_cref" in r:
-            sp = r["native_cref_split"]
-            cells += [_fmt(r["native_cref"]),
-                      f"{sp['user_ns_per_key']:,.0f}, {sp['sys_ns_per_key']:,.0f}, "
-                      f"{sp['minflt_per_key']:.2f}", _fmt(r["over_cref"]["after"], 2)]
+            sp = r.get("native_cref_split") or {}
+            split = (f"{sp['user_ns_per_key']:,.0f}, {sp['sys_ns_per_key']:,.0f}, "
+                     f"{sp['minflt_per_key']:.2f}") if len(sp) == 3 else ""
+            cells += [_fmt(r["native_cref"]), split, _fmt(r["over_cref"]["after"], 2)]
         else:
             cells += ["", "", ""]
         out.append("| " + " | ".join(cells) + " |")
     k = doc["kernel_costs_ns"]
     out += ["", f"Kernel costs on `{doc['cpu']}`: a page fault {k['page_fault_call']:,.0f} ns "
             f"(+ {k['page_fault_byte']:g} ns/B), a file read {k['file_read_call']:,.0f} ns + "
-            f"{k['file_read_byte']:g} ns/B."]
+            f"{k['file_read_byte']:g} ns/B."
+            + ("" if doc.get("full_line_store_fetch", True) else " Ablation: [core] "
+               "full_line_store_fetch = false (whole-line stores allocate without fetching).")]
     return "\n".join(out)
 
 
@@ -688,6 +696,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="the traced loads' restarted server: fresh pages (a page fault per "
                         "first touch; native side cref-arena) or the pages of a load before "
                         f"(no faults; native side {PREDICT_SIDE_REUSED}) [fresh]")
+    q.add_argument("--no-full-line-store-fetch", action="store_true",
+                   help="an ablation: the CPU file with [core] full_line_store_fetch = false "
+                        "(whole-line stores allocate without fetching)")
     provenance.add_out_option(q, PREDICT_NAME)
     a = ap.parse_args(argv)
     if a.cmd == "predict":
@@ -748,7 +759,8 @@ def _predict_main(prog: str, a: argparse.Namespace) -> int:
         if a.prior_cref is not None and not a.prior_cref.is_file():
             raise OSError(f"--prior-cref {a.prior_cref}: no such file")
         doc = predict(a.cpu, native, a.quick, prior=a.prior_cref, prior_label=a.prior_label,
-                      reused=a.restart_pages == "reused")
+                      reused=a.restart_pages == "reused",
+                      no_line_fetch=a.no_full_line_store_fetch)
     except (OSError, ValueError, ConfigError, CrefError, StopIteration) as e:
         print(f"{prog}: {e}".splitlines()[0], file=sys.stderr)
         return 2

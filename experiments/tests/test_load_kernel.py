@@ -156,6 +156,7 @@ def test_predict_compares_before_faults_and_after_with_the_native_rows(monkeypat
     assert big["instructions_per_key"] > small["instructions_per_key"]
     text = load_split.predict_markdown(doc)
     assert text.count("\n| ") == 2 and "Kernel costs on `xeon-8488c`" in text
+    assert doc["restart_pages"] == "fresh" and "Ablation" not in text
     assert "prior, before, faults, after" in text and "c_ref of this build" in text
 
 
@@ -226,3 +227,26 @@ def test_a_load_into_reused_pages_marks_no_fault_and_reads_the_same(tmp_path):
               for p in ("fresh", "reused")}
     assert min(native["fresh"]) >= keys * size // PAGE
     assert max(native["reused"]) < keys  # a handful of the C library's own, not a page a value
+
+
+def test_predict_into_reused_pages_charges_no_fault_and_the_ablation_says_so(monkeypatch):
+    """load_split predict --restart-pages reused: no fault per key in the trace, the reads as
+    before, compared with the native side that reuses its pages; the ablation without
+    whole-line fetches is recorded and named under the table."""
+    from kvsim.experiments import load_split
+
+    monkeypatch.setattr(load_split, "plan", lambda quick: {16384: 16})
+    side = {k: {"median": v, "ci95": None} for k, v in (
+        ("cpu_ns_per_key", 9000.0), ("user_ns_per_key", 6000.0), ("sys_ns_per_key", 3000.0),
+        ("minflt_per_key", 0.0))}
+    native = {"per_key": [{"value_bytes": 16384, "keys": 16, "cref-arena-reused": side}]}
+    doc = load_split.predict("xeon-8488c", native, quick=True, log=lambda m: None,
+                             reused=True, no_line_fetch=True)
+    (row,) = doc["rows"]
+    assert row["per_key"]["page_fault"] == 0 and row["per_key"]["file_read"] >= 2
+    assert row["bytes_per_key"]["file_read"] >= 16384
+    assert row["native_cref_side"] == "cref-arena-reused"
+    assert row["over_cref"]["after"]["median"] == pytest.approx(row["after"]["ns_per_key"] / 9000)
+    assert doc["restart_pages"] == "reused" and doc["full_line_store_fetch"] is False
+    text = load_split.predict_markdown(doc)
+    assert "(reused pages)" in text and "6,000, 3,000, 0.00" in text and "Ablation" in text
