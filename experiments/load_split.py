@@ -471,14 +471,16 @@ def _over(pred: float, native: dict[str, Any]) -> dict[str, Any]:
 
 def predict(cpu_file: str, native: dict[str, Any] | None, quick: bool,
             log=print, prior: Path | None = None, prior_label: str = "",
-            reused: bool = False, no_line_fetch: bool = False) -> dict[str, Any]:
+            reused: bool = False, no_line_fetch: bool = False,
+            sizes: list[int] | None = None) -> dict[str, Any]:
     """Every size's c_ref load traced and simulated on ``cpu_file`` per :data:`PREDICTIONS`;
     ns per key of the measured phase, over ``native``'s (a ``measure`` result) per key.
     ``reused``: the traced loads' restarted server loads into the pages of a load before it
     (``--restart-pages reused``), compared with the native side that does
     (:data:`PREDICT_SIDE_REUSED`). ``no_line_fetch``: an ablation, the CPU file with ``[core]
     full_line_store_fetch = false`` (a store covering its whole line allocates it without
-    fetching it, as an x86 core's fast-string copy, the kernel's ``copy_to_user``, may)."""
+    fetching it, as an x86 core's fast-string copy, the kernel's ``copy_to_user``, may).
+    ``sizes``: those of the plan alone (None: all)."""
     import tempfile
 
     from kvsim import sim
@@ -493,6 +495,8 @@ def predict(cpu_file: str, native: dict[str, Any] | None, quick: bool,
     rows = []
     with tempfile.TemporaryDirectory(prefix="kvsim-load-") as tmp:
         for size, keys in plan(quick).items():
+            if sizes is not None and size not in sizes:
+                continue
             path = Path(tmp) / f"load-{size}.kvt"
             # the arena: the allocator whose fresh pages the trace marks (sys.page_fault)
             cref.trace("load", path, _cref_options(size, keys, PREDICT_ALLOCATOR, reused))
@@ -696,6 +700,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="the traced loads' restarted server: fresh pages (a page fault per "
                         "first touch; native side cref-arena) or the pages of a load before "
                         f"(no faults; native side {PREDICT_SIDE_REUSED}) [fresh]")
+    q.add_argument("--sizes", help=sizes_help + " [all]")
     q.add_argument("--no-full-line-store-fetch", action="store_true",
                    help="an ablation: the CPU file with [core] full_line_store_fetch = false "
                         "(whole-line stores allocate without fetching)")
@@ -760,7 +765,7 @@ def _predict_main(prog: str, a: argparse.Namespace) -> int:
             raise OSError(f"--prior-cref {a.prior_cref}: no such file")
         doc = predict(a.cpu, native, a.quick, prior=a.prior_cref, prior_label=a.prior_label,
                       reused=a.restart_pages == "reused",
-                      no_line_fetch=a.no_full_line_store_fetch)
+                      no_line_fetch=a.no_full_line_store_fetch, sizes=parse_sizes(a.sizes))
     except (OSError, ValueError, ConfigError, CrefError, StopIteration) as e:
         print(f"{prog}: {e}".splitlines()[0], file=sys.stderr)
         return 2
