@@ -301,7 +301,7 @@ def render_load_split_predict_reused(doc: dict[str, Any]) -> str:
     return predict_markdown(doc) + "\n\n" + provenance_line(
         doc, RENDERINGS["load_split_predict_reused"].result, "python -m "
         "kvsim.experiments.load_split predict --cpu results/calibrate-xeon-m167-q15-quick.toml "
-        "--restart-pages reused --native results/load-split-reused.json")
+        "--restart-pages reused --sizes 4096,16384,65536 --native results/load-split-reused.json")
 
 
 @rendering("server_user", "results/server-user.json")
