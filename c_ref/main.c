@@ -187,6 +187,10 @@ static void jworkload(jbuf *j, const ksWorkloadSpec *s) {
     jput(j, ",\"pipeline_depth\":%d,\"prefill\":%.17g,\"rdbchecksum\":",
          s->pipeline_depth > 1 ? s->pipeline_depth : 1, s->prefill);
     jstr(j, s->rdbchecksum ? s->rdbchecksum : "yes");
+    if (ksWorkloadOptionGiven(s, "restart-pages")) { /* headers without it as before */
+        jput(j, ",\"restart_pages\":");
+        jstr(j, s->restart_pages);
+    }
     jput(j, ",\"seed\":%llu,\"set_ratio\":%.17g,\"snapshot_from\":", (unsigned long long)s->seed,
          s->set_ratio);
     jstr(j, s->snapshot_from ? s->snapshot_from : "standalone");

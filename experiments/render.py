@@ -281,6 +281,29 @@ def render_load_split_predict(doc: dict[str, Any]) -> str:
         "--prior-label 'commit 1742c5e'")
 
 
+@rendering("load_split_reused", "results/load-split-reused.json")
+def render_load_split_reused(doc: dict[str, Any]) -> str:
+    """c_ref's load natively into fresh and into reused pages (experiments/load_split.py
+    measure --sides)."""
+    from kvsim.experiments.load_split import markdown
+
+    return markdown(doc) + "\n\n" + provenance_line(
+        doc, RENDERINGS["load_split_reused"].result, "python -m kvsim.experiments.load_split "
+        "measure DIR --sides cref-arena,cref-arena-reused --rounds 9")
+
+
+@rendering("load_split_predict_reused", "results/load-split-predict-reused.json")
+def render_load_split_predict_reused(doc: dict[str, Any]) -> str:
+    """c_ref's loads into reused pages predicted with the kernel's costs, against the
+    native loads into reused pages (experiments/load_split.py predict --restart-pages)."""
+    from kvsim.experiments.load_split import predict_markdown
+
+    return predict_markdown(doc) + "\n\n" + provenance_line(
+        doc, RENDERINGS["load_split_predict_reused"].result, "python -m "
+        "kvsim.experiments.load_split predict --cpu results/calibrate-xeon-m167-q15-quick.toml "
+        "--restart-pages reused --sizes 4096,16384,65536 --native results/load-split-reused.json")
+
+
 @rendering("server_user", "results/server-user.json")
 def render_server_user(doc: dict[str, Any]) -> str:
     """The server's user code per request, natively and predicted before and after [work]

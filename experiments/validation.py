@@ -93,7 +93,8 @@ _PAIR_OF_ROW: dict[str, str] = {}
 def _pairs(scale: str) -> list[dict[str, Any]]:
     """Every row: ``{"row", "workload", "common", "a", "b", "sim", "warmup_ops", "env"}``;
     ``common`` are the native options, ``sim`` what the traced run changes (fewer
-    operations), ``warmup_ops`` the trace's warm-up prefix (pipeline, mget) or None (the
+    operations; a load's restarted pages, reused as the native run's under ``env``),
+    ``warmup_ops`` the trace's warm-up prefix (pipeline, mget) or None (the
     fraction rule)."""
     small = scale == "small"
     keys = 50_000 if small else 500_000
@@ -131,7 +132,7 @@ def _pairs(scale: str) -> list[dict[str, Any]]:
              {8: 500_000, 256: 200_000, 4096: 40_000, 16384: 12_000})
     for value, n in loads.items():
         add(f"load {value} B none -> prefetch-after-key", f"load-{value}", {"keys": n},
-            env=cref.ARENA_WARM)
+            cref.LOAD_PAGES_REUSED, env=cref.ARENA_WARM)
     for r in out:
         r["held_back"] = r["row"].split()[0] in HELD_BACK_FAMILIES
     return out

@@ -156,6 +156,7 @@ def test_predict_compares_before_faults_and_after_with_the_native_rows(monkeypat
     assert big["instructions_per_key"] > small["instructions_per_key"]
     text = load_split.predict_markdown(doc)
     assert text.count("\n| ") == 2 and "Kernel costs on `xeon-8488c`" in text
+    assert doc["restart_pages"] == "fresh" and "Ablation" not in text
     assert "prior, before, faults, after" in text and "c_ref of this build" in text
 
 
@@ -170,3 +171,82 @@ def test_predict_refuses_a_bad_cpu_file_with_one_line(tmp_path):
                        capture_output=True, text=True)
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
     assert not (tmp_path / "o.json").exists()
+
+
+def _syscalls(rec: np.ndarray, header: dict, name: str, start: int) -> np.ndarray:
+    site = header["sites"].index(name)
+    sub = rec[start:]
+    return sub[(sub["kind"] == traces.KIND_MARKER) & (sub["flags"] == traces.MARK_SYSCALL)
+               & (sub["site"] == site)]
+
+
+def test_a_load_into_reused_pages_marks_no_fault_and_reads_the_same(tmp_path):
+    """--restart-pages reused: the restarted server loads into the pages of an unmeasured
+    load before it (the native state under KVSIM_CREF_ARENA_WARM). Its trace's measured
+    load marks no page fault where the fresh restart's marks one per 4 KiB of values, reads
+    the same calls and bytes, and is the same load otherwise (the same records but the
+    markers); the unmeasured load's lines are in the warm-up (its values' lines, which the
+    fresh trace's warm-up lacks). Natively that load takes no fault per value page either."""
+    keys, size = 48, 16384
+    opts = {"keys": keys, "value_size": size, "seed": 3}
+    got = {}
+    for pages in ("fresh", "reused"):
+        out = tmp_path / f"{pages}.kvt"
+        cref.trace("load", out, {**opts, "restart_pages": pages})
+        with traces.open(out) as tr:
+            header = tr.header
+        rec = traces.read_all(out)
+        start = int(_measured(rec)[0])
+        got[pages] = (header, rec, start)
+        assert header["workload"]["restart_pages"] == pages
+    (hf, fresh, sf), (hr, reused, sr) = got["fresh"], got["reused"]
+    assert len(_syscalls(fresh, hf, "sys.page_fault", sf)) >= keys * size // PAGE
+    assert len(_syscalls(reused, hr, "sys.page_fault", sr)) == 0
+    rf, rr = (_syscalls(r, h, "sys.file_read", s) for r, h, s in
+              ((fresh, hf, sf), (reused, hr, sr)))
+    assert len(rf) == len(rr) and int(rf["addr"].sum()) == int(rr["addr"].sum())
+
+    def accesses(rec, start):
+        sub = rec[start:]
+        sub = sub[sub["kind"] != traces.KIND_MARKER]
+        return sub[["kind", "addr", "size", "site"]]
+    assert np.array_equal(accesses(fresh, sf), accesses(reused, sr))
+    # the values' lines the measured load stores into: warm in the reused trace alone
+    value_tag = hr["tags"].index("value")
+    meas = reused[sr:]
+    lines = set((meas["addr"][(meas["kind"] == traces.KIND_STORE)
+                              & (meas["tag"] == value_tag)] // 64).tolist())
+    assert lines
+
+    def warm_lines(rec, start):
+        w = rec[:start]
+        return set((w["addr"][w["kind"] != traces.KIND_MARKER] // 64).tolist())
+    assert len(lines & warm_lines(reused, sr)) > 0.9 * len(lines)
+    assert len(lines & warm_lines(fresh, sf)) < 0.1 * len(lines)
+    native = {p: cref.native("load", {**opts, "restart_pages": p}, repeat=2)["minflt_runs"]
+              for p in ("fresh", "reused")}
+    assert min(native["fresh"]) >= keys * size // PAGE
+    assert max(native["reused"]) < keys  # a handful of the C library's own, not a page a value
+
+
+def test_predict_into_reused_pages_charges_no_fault_and_the_ablation_says_so(monkeypatch):
+    """load_split predict --restart-pages reused: no fault per key in the trace, the reads as
+    before, compared with the native side that reuses its pages; the ablation without
+    whole-line fetches is recorded and named under the table."""
+    from kvsim.experiments import load_split
+
+    monkeypatch.setattr(load_split, "plan", lambda quick: {16384: 16})
+    side = {k: {"median": v, "ci95": None} for k, v in (
+        ("cpu_ns_per_key", 9000.0), ("user_ns_per_key", 6000.0), ("sys_ns_per_key", 3000.0),
+        ("minflt_per_key", 0.0))}
+    native = {"per_key": [{"value_bytes": 16384, "keys": 16, "cref-arena-reused": side}]}
+    doc = load_split.predict("xeon-8488c", native, quick=True, log=lambda m: None,
+                             reused=True, no_line_fetch=True)
+    (row,) = doc["rows"]
+    assert row["per_key"]["page_fault"] == 0 and row["per_key"]["file_read"] >= 2
+    assert row["bytes_per_key"]["file_read"] >= 16384
+    assert row["native_cref_side"] == "cref-arena-reused"
+    assert row["over_cref"]["after"]["median"] == pytest.approx(row["after"]["ns_per_key"] / 9000)
+    assert doc["restart_pages"] == "reused" and doc["full_line_store_fetch"] is False
+    text = load_split.predict_markdown(doc)
+    assert "(reused pages)" in text and "6,000, 3,000, 0.00" in text and "Ablation" in text

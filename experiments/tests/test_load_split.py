@@ -167,3 +167,28 @@ def test_plan_keeps_the_sizes_asked_for():
     assert load_split.plan(False, [32, 8]) == {8: 2_000_000, 32: 2_000_000}
     assert set(load_split.plan(True)) == set(load_split.PLAN)
     assert load_split.plan(True, [65536]) == {65536: 16}
+
+
+def test_sides_keep_the_order_and_add_the_empty_server_for_valkey():
+    assert load_split.parse_sides(None) == load_split.SIDES
+    assert load_split.parse_sides("cref-arena-reused,cref-arena") == (
+        "cref-arena", "cref-arena-reused")
+    assert load_split.parse_sides("valkey") == ("empty", "valkey")
+    for bad in ("", "cref,x"):
+        with pytest.raises(ValueError, match="--sides"):
+            load_split.parse_sides(bad)
+
+
+def test_crefs_sides_alone_measure_without_prepare(tmp_path, monkeypatch):
+    # c_ref's sides need no Valkey: the plan is the full one (here two tiny sizes), each
+    # snapshot built in DIR by its first load; the reused side takes no fault per value page
+    monkeypatch.setattr(load_split, "plan", lambda quick, sizes=None: {4096: 64, 8: 64})
+    monkeypatch.setattr(load_split, "kernel_probe", lambda path: {
+        "first_touch_ns_per_page": 1000.0, "read_ns_per_byte": 0.2, "read_ns_per_call": 50.0})
+    raw = load_split.measure(tmp_path, 1, log=lambda m: None,
+                             sides=("cref-arena", "cref-arena-reused"))
+    assert set(raw["runs"]["4096"]) == {"cref-arena", "cref-arena-reused"}
+    rows = {r["value_bytes"]: r for r in load_split.per_key(raw)}
+    assert rows[4096]["cref-arena"]["minflt_per_key"]["median"] >= 1
+    assert rows[4096]["cref-arena-reused"]["minflt_per_key"]["median"] < 0.5
+    assert "cref-arena-reused" in load_split.markdown({**raw, "per_key": list(rows.values())})

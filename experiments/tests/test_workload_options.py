@@ -89,7 +89,7 @@ def test_declared_defaults_are_the_ones_kvsim_cref_applies(spec):
 
 
 #: options the trace header records only when given (c_ref/main.c jworkload)
-HEADER_WHEN_GIVEN = {"chunk", "allocator"}
+HEADER_WHEN_GIVEN = {"chunk", "allocator", "restart-pages"}
 #: options the trace header records only for their workload (c_ref/main.c jworkload)
 HEADER_OF_WORKLOAD = {"zset-members": ("zscore", "zmscore")}
 
