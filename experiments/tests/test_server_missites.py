@@ -46,17 +46,22 @@ def _commands(rec: np.ndarray) -> list[np.ndarray]:
     return [rec[a:b] for a, b in zip(at, [*at[1:], rec.size], strict=True)]
 
 
+def _set_then_mset(tmp_path: Path) -> tuple[dict, np.ndarray]:
+    """SET k to a RAW value, then MSET k over it, traced: the trace's header and records."""
+    out = tmp_path / "mset.kvt"
+    _serve_traced(out, [encode_command(b"SET", b"k", b"a" * VALUE),
+                        encode_command(b"MSET", b"k", b"b" * VALUE)])
+    t = traces.open(out)
+    return t.header, t.read_all()
+
+
 def test_traced_mset_over_an_existing_key_records_the_old_values_free(tmp_path):
     """SET k (a 300-byte value), then MSET k over it: the old value's block, written by the
     SET's parse, is freed when the MSET's argv is (dbSetValue's swap gave it to the
     argument): its size field and the next chunk's are read at alloc.usable_size, and its
     first 16 bytes (tcache_put's e->next and e->key) stored at alloc.free."""
-    out = tmp_path / "mset.kvt"
-    _serve_traced(out, [encode_command(b"SET", b"k", b"a" * VALUE),
-                        encode_command(b"MSET", b"k", b"b" * VALUE)])
-    t = traces.open(out)
-    sites = t.header["sites"]
-    rec = t.read_all()
+    header, rec = _set_then_mset(tmp_path)
+    sites = header["sites"]
     s_set, s_mset = _commands(rec)[-2:]
 
     def at(r: np.ndarray, site: str, kind: int) -> np.ndarray:
@@ -80,8 +85,8 @@ def test_traced_mset_over_an_existing_key_records_the_old_values_free(tmp_path):
     assert block - 8 in usable  # the chunk's size field
     assert any(block + VALUE <= a < block + VALUE + 64 for a in usable)  # the next chunk's
     # the allocator's work is the server's kind (callpath.c charges its instructions)
-    server = t.header["work_kinds"].index("server")
-    assert all(t.header["site_kinds"][sites.index(s)] == server
+    server = header["work_kinds"].index("server")
+    assert all(header["site_kinds"][sites.index(s)] == server
                for s in ("alloc.malloc", "alloc.free", "alloc.usable_size"))
 
 
@@ -90,12 +95,8 @@ def test_traced_mset_chains_the_old_values_reads(tmp_path):
     natively: the object's value pointer, the value's sds type byte (sdsAllocPtr) from it,
     and every read of the next chunk's size field from a read of the block's own size
     field (malloc_usable_size's inuse test, at the block plus the size read)."""
-    out = tmp_path / "mset.kvt"
-    _serve_traced(out, [encode_command(b"SET", b"k", b"a" * VALUE),
-                        encode_command(b"MSET", b"k", b"b" * VALUE)])
-    t = traces.open(out)
-    sites = t.header["sites"]
-    rec = t.read_all()
+    header, rec = _set_then_mset(tmp_path)
+    sites = header["sites"]
     at = np.flatnonzero((rec["kind"] == traces.KIND_MARKER)
                         & (rec["flags"] == traces.MARK_COMMAND))
     first = int(at[-1])  # the MSET's records: rec[first:]
