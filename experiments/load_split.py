@@ -720,6 +720,14 @@ def markdown(doc: dict[str, Any]) -> str:
                        + (" {user_ns_per_key:,.0f}, {fault_ns_per_key:,.0f}, "
                           "{read_ns_per_key:,.0f} |".format(**s["by_probe"])
                           if "by_probe" in s else " |"))
+    crc = [(row["value_bytes"], base, row[f"{base}_checksum_ns_per_key"])
+           for row in doc["per_key"] for base in NOCRC.values()
+           if f"{base}_checksum_ns_per_key" in row]
+    if crc:
+        out += ["", "The checksum's CPU time (the side less its no-checksum side, paired per "
+                "round), ns per key [95 %] (min): " + "; ".join(
+                    f"{size} B {base} {_fmt(c)} (min {c['min']:,.0f})" for size, base, c in crc)
+                + "."]
     k = doc.get("kernel")
     if k:
         out += ["", "Kernel probes (medians [95 %]): first touch "
