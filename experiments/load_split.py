@@ -415,7 +415,13 @@ NAMED = ("rdbLoadRioWithLoadingCtx", "rdbGenericLoadStringObject", "rdbLoadObjec
          "hashtableFindPositionForInsert", "rdbLoadProgressCallback",
          "processEventsWhileBlocked", "malloc", "free", "_int_malloc", "fread",
          "_IO_fread", "_IO_file_xsgetn", "memcpy", "__memcpy_avx_unaligned_erms",
-         "sdsnewlen", "_sdsnewlen", "ksSnapshotLoad", "ksCrc64")
+         "sdsnewlen", "_sdsnewlen", "ksSnapshotLoad", "ksCrc64",
+         # Valkey's per-key steps c_ref's load has no counterpart of (rdb.c rdbLoadObject's
+         # tryObjectEncodingEx, the loop's iAmPrimary and objectSetLRUOrLFU, object.c's
+         # objectGetVal accessor, db.c dbAddRDBLoad's callees) and c_ref's own
+         "tryObjectEncodingEx", "iAmPrimary", "objectSetLRUOrLFU", "objectGetVal",
+         "decrRefCount", "hashtableFind", "crcspeed64little", "ksEntrySetKeyAndExpire",
+         "htFindPos", "ksKeyResolve", "rRead", "rLen")
 
 
 def _callgrind_one(argv: list[str], out: Path, keys: int, top: int) -> dict[str, Any]:

@@ -316,26 +316,28 @@ def render_load_split_checksum(doc: dict[str, Any]) -> str:
         "cref-arena-reused-nocrc --rounds 7")
 
 
-def _predict_checksum(doc: dict[str, Any], name: str, crc: str) -> str:
+def _predict_checksum(doc: dict[str, Any], name: str, crc: str, native: str) -> str:
     from kvsim.experiments.load_split import predict_markdown
 
     return predict_markdown(doc) + "\n\n" + provenance_line(
         doc, RENDERINGS[name].result, "python -m kvsim.experiments.load_split predict --cpu "
         "results/calibrate-xeon-m167-q15-quick.toml --restart-pages reused --sizes "
-        f"8,32,256,4096 --native results/load-split-checksum.json --rdbchecksum {crc} --kinds")
+        f"8,32,256,4096 --native {native} --rdbchecksum {crc} --kinds")
 
 
 @rendering("load_split_predict_checksum_yes", "results/load-split-predict-checksum-yes.json")
 def render_load_split_predict_checksum_yes(doc: dict[str, Any]) -> str:
     """c_ref's loads into reused pages predicted per kind of work, with the checksum
     (experiments/load_split.py predict --kinds)."""
-    return _predict_checksum(doc, "load_split_predict_checksum_yes", "yes")
+    return _predict_checksum(doc, "load_split_predict_checksum_yes", "yes",
+                             "results/load-split-reused.json")
 
 
 @rendering("load_split_predict_checksum_no", "results/load-split-predict-checksum-no.json")
 def render_load_split_predict_checksum_no(doc: dict[str, Any]) -> str:
     """The same without the checksum (predict --rdbchecksum no --kinds)."""
-    return _predict_checksum(doc, "load_split_predict_checksum_no", "no")
+    return _predict_checksum(doc, "load_split_predict_checksum_no", "no",
+                             "results/load-split-checksum.json")
 
 
 @rendering("server_user", "results/server-user.json")
