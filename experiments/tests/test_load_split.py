@@ -90,6 +90,40 @@ def test_per_key_subtracts_the_rounds_empty_server_and_pairs_rounds():
     assert "by_probe" not in lzf  # no kernel probes in this document
 
 
+def test_per_key_gives_the_checksums_time_paired_per_round():
+    # each no-checksum side less its checksummed side, round by round (Valkey's sides less
+    # the round's empty server first): the checksum's CPU time per key
+    def run(user, sys_s=0.0):
+        return {"user_s": user, "sys_s": sys_s, "minflt": 0, "syscr": 0, "rchar": 0,
+                "wall_s": None}
+    raw = {"plan": {"8": 1000}, "runs": {"8": {
+        "empty": [run(0.01), run(0.03)],
+        "valkey": [run(0.21), run(0.33)],
+        "valkey-nocrc": [run(0.16), run(0.23)],
+        "cref-arena-reused": [run(0.10, 0.01), run(0.12)],
+        "cref-arena-reused-nocrc": [run(0.07), run(0.10)]}}}
+    (row,) = load_split.per_key(raw)
+    assert row["valkey_checksum_ns_per_key"]["median"] == pytest.approx(0.075e9 / 1000)
+    assert row["valkey_checksum_ns_per_key"]["min"] == pytest.approx(0.05e9 / 1000)
+    assert row["cref-arena-reused_checksum_ns_per_key"]["median"] == pytest.approx(3e4)
+    assert "cref-arena-reused-nocrc" in load_split.markdown({"per_key": [row]})
+
+
+def test_the_no_checksum_sides_load_without_it(tmp_path):
+    # c_ref's side: --rdbchecksum no, its snapshot cache a file of its own (the cache's
+    # header names rdbchecksum); Valkey's: the checksummed side's snapshot, rdbchecksum no
+    opts = load_split._cref_options(8, 64, "arena", True, checksum=False)
+    assert opts["rdbchecksum"] == "no" and opts["restart_pages"] == "reused"
+    assert "rdbchecksum" not in load_split._cref_options(8, 64, "arena", True)
+    assert load_split._cref_snapshot(tmp_path, 8, False) != load_split._cref_snapshot(tmp_path, 8)
+    assert set(load_split.NOCRC) <= set(load_split.SIDES)
+    assert all(b in load_split.SIDES for b in load_split.NOCRC.values())
+    got = load_split.load_cref(tmp_path, 256, 64, "arena", True, checksum=False)
+    assert got["minflt"] < 64
+    head = load_split._cref_snapshot(tmp_path, 256, False).read_bytes().split(b"\n", 1)[0]
+    assert b"rdbchecksum=no" in head
+
+
 def test_by_probe_charges_faults_calls_and_bytes_and_leaves_the_rest_to_user():
     def run(cpu, flt, calls, nbytes):
         return {"user_s": cpu, "sys_s": 0.0, "minflt": flt, "syscr": calls, "rchar": nbytes,
