@@ -47,7 +47,9 @@ from pathlib import Path
 
 from kvsim import artifacts
 
+from . import gap_model
 from .config import WORK_KINDS, ConfigError, parse_cpu
+from .gap_model import KS_GAP_MODEL
 
 #: ``kvsim-calibrate workkind`` points (kind, bytes per call).
 KIND_POINTS = [("copy", 4096), ("compare", 16), ("compare", 256)]
@@ -157,7 +159,7 @@ def _with_rates(doc: dict, rates: dict[str, float]):
     from .calibrate import to_toml
 
     d = dict(doc)
-    d["work"] = dict(rates)
+    d["work"] = {**rates, "gap_model": KS_GAP_MODEL}  # rates in this c_ref's counts
     return parse_cpu(tomllib.loads(to_toml(d)), "calibrate")
 
 
@@ -249,14 +251,17 @@ def apply(doc: dict, raw: dict, log: Callable[[str], None] = lambda m: None) -> 
     if not rates:
         return
     doc["work"] = {k: rates[k] for k in WORK_KINDS if k in rates}
+    doc["work"]["gap_model"] = KS_GAP_MODEL  # the counts the rates are in (sim/gap_model.py)
     doc["work"]["src"] = src
     doc.setdefault("meta", {}).setdefault("raw", {})["work_kinds"] = {**wk, "fits": {
         **{k: {kk: vv for kk, vv in f.items() if kk != "points"} for k, f in found.items()},
         **({"generic": fit} if fit else {}), **({"server": sfit} if sfit else {})}}
     doc["notes"] = [n for n in doc.get("notes", [])
                     if not n.startswith("sustained IPC of c_ref's CRC-64")]
-    doc["notes"].append("kinds of work: [work] gives each kind's instructions per cycle, "
-                        "measured with c_ref's own kernels (sim/calibrate_work.py)")
+    note = ("kinds of work: [work] gives each kind's instructions per cycle, measured with "
+            "c_ref's own kernels (sim/calibrate_work.py)")
+    if note not in doc["notes"]:
+        doc["notes"].append(note)
 
 
 def server_fit(doc: dict, rates: dict[str, float], wk: dict, width: float,
@@ -311,7 +316,7 @@ def add_server(doc: dict, wk: dict, log: Callable[[str], None] = lambda m: None)
         raise ConfigError("no server rate (no samples)")
     doc["work"]["server"] = round(sfit["ipc"], 3)
     doc["work"].setdefault("src", {})["server"] = _server_src(sfit)
-    order = {k: i for i, k in enumerate([*WORK_KINDS, "src", "notes"])}
+    order = {k: i for i, k in enumerate([*WORK_KINDS, "gap_model", "src", "notes"])}
     doc["work"] = dict(sorted(doc["work"].items(), key=lambda kv: order.get(kv[0], 99)))
     wkraw = doc.setdefault("meta", {}).setdefault("raw", {}).setdefault("work_kinds", {})
     wkraw.update(wk)
@@ -342,6 +347,10 @@ def add_to_file(src: Path, out: Path, rounds: int = 3, calls: int = 100_000,
         raise ConfigError(f"{src}: {e}") from None
     if "server" in (doc.get("work") or {}):
         raise ConfigError(f"{src}: already has [work] server")
+    fitted = _fitted_to(doc, src)
+    if "work" in doc and fitted not in (None, KS_GAP_MODEL):  # one model's counts per file
+        raise ConfigError(f"{src}: [work] was fitted to {fitted}'s counts, this c_ref's are "
+                          f"{KS_GAP_MODEL}'s: fit it again first (--from-raw)")
     if "work" in doc:  # the other kinds as the file has them: the server kernel alone now
         from kvsim.provenance import provenance
 
@@ -359,6 +368,55 @@ def add_to_file(src: Path, out: Path, rounds: int = 3, calls: int = 100_000,
     return doc["work"]
 
 
+def _fitted_to(doc: dict, src: Path) -> str | None:
+    try:
+        return gap_model.of_work(doc)
+    except ValueError as e:
+        raise ConfigError(f"{src}: {e}") from None
+
+
+def refit(src: Path, out: Path, log: Callable[[str], None] = lambda m: None) -> dict:
+    """``src``'s CPU file written to ``out`` with ``[work]`` fitted again to this c_ref's
+    counts (:data:`KS_GAP_MODEL`) from the samples the file keeps (``[meta.raw]``
+    ``work_ns_per_call`` and ``work_kinds``), measuring nothing: the kernels' instructions
+    counted again, c_ref's GET and server kernels traced again and the generic and server
+    rates fitted again on the file's own hierarchy (:func:`apply`). The rates before and
+    their model are kept in ``[meta] work_refit``. Returns the ``[work]`` table."""
+    from kvsim.provenance import provenance
+
+    from .calibrate import to_toml
+
+    try:
+        doc = tomllib.loads(Path(src).read_text())
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{src}: {e}") from None
+    before = _fitted_to(doc, src)
+    meta_raw = (doc.get("meta") or {}).get("raw") or {}
+    wk = raw_from_meta(meta_raw)
+    if "work" not in doc or before is None or not wk:
+        raise ConfigError(f"{src}: no [work] fitted to c_ref's kernels with its samples "
+                          "([meta.raw] work_kinds): nothing to fit again")
+    old = {k: v for k, v in doc["work"].items() if k in WORK_KINDS}
+    apply(doc, {"work": meta_raw.get("work_ns_per_call") or {}, "work_kinds": wk}, log)
+    if doc["work"].get("gap_model") != KS_GAP_MODEL:  # apply fitted nothing
+        raise ConfigError(f"{src}: [work] cannot be fitted again (no [core] width or clock)")
+    missing = sorted(set(old) - set(doc["work"]))
+    if missing:
+        raise ConfigError(f"{src}: [work] {', '.join(missing)}: cannot be fitted "
+                          "again from the samples the file keeps")
+    doc["meta"]["work_refit"] = {"gap_model_before": before, "rates_before": old,
+                                 "provenance": provenance()}
+    doc["notes"].append(f"[work] fitted again to {KS_GAP_MODEL}'s counts from the samples in "
+                        f"[meta.raw] (python -m kvsim.sim.calibrate_work --from-raw); the "
+                        f"rates fitted to {before}'s are in [meta] work_refit, and [selfcheck]'s "
+                        "work-kernel rows (shown, not gated) are still those of the rates "
+                        "before")
+    text = to_toml(doc)
+    parse_cpu(tomllib.loads(text), str(out))
+    Path(out).write_text(text)
+    return doc["work"]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     import argparse
     import sys
@@ -369,10 +427,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("cpu_file", type=Path)
     ap.add_argument("-o", "--output", type=Path, required=True)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--from-raw", action="store_true",
+                    help="fit [work] again to this c_ref's counts from the samples the file "
+                         "keeps ([meta.raw]), measuring nothing")
     a = ap.parse_args(argv)
     try:
-        work = add_to_file(a.cpu_file, a.output, a.rounds,
-                           log=lambda m: print(m, file=sys.stderr))
+        def log(m: str) -> None:
+            print(m, file=sys.stderr)
+
+        work = (refit(a.cpu_file, a.output, log) if a.from_raw else
+                add_to_file(a.cpu_file, a.output, a.rounds, log=log))
     except (ConfigError, OSError) as e:
         print(f"calibrate_work: {e}", file=sys.stderr)
         return 1
