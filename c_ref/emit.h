@@ -148,8 +148,9 @@ uint32_t ksCrc32(uint32_t crc, const void *buf, size_t len);
  * ksSiphashNocaseCost), and a change to any of them takes the next name, so a CPU
  * file whose [work] rates were fitted to these counts says which (sim/gap_model.py
  * mirrors it as KS_GAP_MODEL, with the history of the names).
- *   site-cost-v1  the site costs and the CRC-64's count; SipHash charged 40 + 12 per
- *                 word, scaled (0.5-0.6 of its instructions)
+ *   site-cost-v1  every count before the names were kept: SipHash charged 40 + 12 per
+ *                 word, scaled (0.5-0.6 of its instructions); the CRC-64's count was
+ *                 refitted to callgrind within it
  *   site-cost-v2  SipHash's exact count (ksSiphashCost, ksSiphashNocaseCost) */
 #define KS_GAP_MODEL "site-cost-v2"
 

@@ -30,8 +30,9 @@ KS_GAP_MODEL = "site-cost-v2"
 #: every name c_ref's model has had, oldest first, and what it counts differently from the one
 #: before (c_ref/emit.h keeps the same list)
 KS_GAP_MODELS: dict[str, str] = {
-    "site-cost-v1": "the site costs and the CRC-64's count; SipHash charged 40 + 12 per word, "
-                    "scaled (0.5-0.6 of its instructions)",
+    "site-cost-v1": "every count before the names were kept: SipHash charged 40 + 12 per "
+                    "word, scaled (0.5-0.6 of its instructions); the CRC-64's count was "
+                    "refitted to callgrind within it",
     "site-cost-v2": "SipHash's exact count (c_ref/siphash.c ksSiphashCost, "
                     "ksSiphashNocaseCost; sim/VALIDATION.md finding 22)",
 }
