@@ -161,3 +161,35 @@ def test_a_server_rate_is_not_added_to_rates_of_other_counts(tmp_path):
     with pytest.raises(sim.ConfigError, match="fitted to site-cost-v1's counts") as e:
         cw.add_to_file(src, out)
     assert "\n" not in str(e.value) and not out.exists()
+
+
+def test_from_raw_refuses_samples_of_another_c_ref(tmp_path):
+    """A kernel whose prediction at the file's own rates, traced now, is far from the one its
+    fit made timed another c_ref: refused in one line with nothing written, or, with
+    --mark-stale, written with [work] as it was and its model named (still refused)."""
+    kernel = {"keys": 200, "ops": 1000, "value-size": 100}
+    doc = copy.deepcopy(DOC)
+    sip_ns = cal.work_instructions("siphash", 16) / (2.5 * DOC["freq_ghz"])
+    doc["meta"] = {"raw": {"work_ns_per_call": {"siphash/16": [sip_ns]}, "work_kinds": {
+        "ns_per_call": {}, "generic_s_per_op": [2e-7], "generic_kernel": kernel}}}
+    assert cw.kernel_drift(doc, doc["meta"]["raw"]) == {}  # no fit to compare with
+    doc["meta"]["raw"]["work_kinds"]["fits"] = {"generic": {"predicted_ns_per_op": 1.0}}
+    drift = cw.kernel_drift(doc, doc["meta"]["raw"])
+    now = drift["generic"]["now"]
+    assert now > 1.0 and drift["generic"]["drift"] == pytest.approx(now - 1)
+    src = _file(tmp_path, "v1.toml", doc)
+    out = tmp_path / "out.toml"
+    with pytest.raises(sim.ConfigError, match="timed another c_ref: .*generic kernel") as e:
+        cw.refit(src, out)
+    assert "\n" not in str(e.value) and not out.exists()
+    # within STALE of what the fit predicted: fitted again
+    doc["meta"]["raw"]["work_kinds"]["fits"]["generic"]["predicted_ns_per_op"] = now * 1.01
+    assert cw.refit(_file(tmp_path, "near.toml", doc), out)["gap_model"] == gm.KS_GAP_MODEL
+    out.unlink()
+    doc["meta"]["raw"]["work_kinds"]["fits"]["generic"]["predicted_ns_per_op"] = 1.0
+    assert cw.main([str(src), "-o", str(out), "--from-raw", "--mark-stale"]) == 0
+    marked = tomllib.loads(out.read_text())
+    assert marked["work"] == {**doc["work"], "gap_model": "site-cost-v1"}
+    assert "timed another c_ref" in marked["meta"]["work_refit"]["refused"]
+    assert any("not fitted again" in n for n in marked["notes"])
+    assert sim.load_cpu(out).work_gap_model == "site-cost-v1"
