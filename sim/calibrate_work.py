@@ -377,7 +377,8 @@ def _fitted_to(doc: dict, src: Path) -> str | None:
 
 #: how far today's trace of a fitted kernel (c_ref's GET, its server) may move the kernel's
 #: prediction at the file's own rates (the counted kinds counted again) from the one its fit
-#: made before ``--from-raw`` refuses: further, and the native samples timed another c_ref
+#: made before ``--from-raw`` refuses: further, and c_ref's code on the kernel's path, or the
+#: counts of its kind, changed since the native samples, which the samples cannot tell apart
 STALE = 0.05
 
 
@@ -387,8 +388,9 @@ def kernel_drift(doc: dict, meta_raw: dict, log: Callable[[str], None] = lambda 
     this c_ref and simulated on ``doc`` at its own rates, hash, crc, copy and compare counted
     again from its samples (what the count alone changes), against the prediction its fit
     made (``[meta.raw] work_kinds.fits``): ``{kind: {"then", "now", "drift"}}``. A drift past
-    :data:`STALE` says the kernel's native samples timed a c_ref that has changed since (its
-    code, or counts of that kind), which samples alone cannot fit again."""
+    :data:`STALE` says c_ref changed on the kernel's path since its native samples (its code,
+    timed by them no more, or counts of that kind, which fitting again would absorb): the
+    samples alone cannot tell which, so they are not fitted again."""
     wk = meta_raw.get("work_kinds") or {}
     fits = wk.get("fits") or {}
     width = float(doc["core"]["width"])
@@ -448,8 +450,9 @@ def refit(src: Path, out: Path, log: Callable[[str], None] = lambda m: None,
     stale = [f"{k} kernel {d['now']:.1f} ns against {d['then']:.1f} at its fit"
              for k, d in drift.items() if abs(d["drift"]) > STALE]
     if stale:
-        why = (f"its samples timed another c_ref: traced now, at the file's rates (the counted "
-               f"kinds counted again), the {'; the '.join(stale)} (more than {STALE:.0%})")
+        why = (f"c_ref changed on its kernels' path since its samples (its code or their "
+               f"kind's counts): traced now, at the file's rates (the counted kinds counted "
+               f"again), the {'; the '.join(stale)} (more than {STALE:.0%})")
         if not mark_stale:
             raise ConfigError(f"{src}: {why}: measure it again (kvsim calibrate)")
         doc["work"]["gap_model"] = before
@@ -501,7 +504,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--from-raw", action="store_true",
                     help="fit [work] again to this c_ref's counts from the samples the file "
                          "keeps ([meta.raw]), measuring nothing; refused where c_ref's kernels "
-                         "moved more than the counts explain (the samples timed another c_ref)")
+                         "moved since the samples more than the counted kinds explain")
     ap.add_argument("--mark-stale", action="store_true",
                     help="with --from-raw: write such a file with [work] as it was, its gap "
                          "model named and a note saying why")

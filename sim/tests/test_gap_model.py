@@ -165,7 +165,7 @@ def test_a_server_rate_is_not_added_to_rates_of_other_counts(tmp_path):
 
 def test_from_raw_refuses_samples_of_another_c_ref(tmp_path):
     """A kernel whose prediction at the file's own rates, traced now, is far from the one its
-    fit made timed another c_ref: refused in one line with nothing written, or, with
+    fit made (c_ref changed on its path): refused in one line with nothing written, or, with
     --mark-stale, written with [work] as it was and its model named (still refused)."""
     kernel = {"keys": 200, "ops": 1000, "value-size": 100}
     doc = copy.deepcopy(DOC)
@@ -179,7 +179,8 @@ def test_from_raw_refuses_samples_of_another_c_ref(tmp_path):
     assert now > 1.0 and drift["generic"]["drift"] == pytest.approx(now - 1)
     src = _file(tmp_path, "v1.toml", doc)
     out = tmp_path / "out.toml"
-    with pytest.raises(sim.ConfigError, match="timed another c_ref: .*generic kernel") as e:
+    with pytest.raises(sim.ConfigError, match="changed on its kernels' path .*generic kernel") \
+            as e:
         cw.refit(src, out)
     assert "\n" not in str(e.value) and not out.exists()
     # within STALE of what the fit predicted: fitted again
@@ -190,6 +191,6 @@ def test_from_raw_refuses_samples_of_another_c_ref(tmp_path):
     assert cw.main([str(src), "-o", str(out), "--from-raw", "--mark-stale"]) == 0
     marked = tomllib.loads(out.read_text())
     assert marked["work"] == {**doc["work"], "gap_model": "site-cost-v1"}
-    assert "timed another c_ref" in marked["meta"]["work_refit"]["refused"]
+    assert "changed on its kernels' path" in marked["meta"]["work_refit"]["refused"]
     assert any("not fitted again" in n for n in marked["notes"])
     assert sim.load_cpu(out).work_gap_model == "site-cost-v1"
