@@ -28,7 +28,7 @@
  *   are generic, see ksEmitWorkMarkers); each
  *   record also adds the cost of its site (sites.h), except the second and later
  *   line pieces of a wide access, which add KS_LINE_CONTINUATION_COST.
- *   Gap model: "site-cost-v1".
+ *   Gap model: KS_GAP_MODEL (the header's "gap_model").
  *
  * Conventions
  *   Public functions ksEmit... and ksEmitter...; macros KS_....  The emitter is a
@@ -141,6 +141,18 @@ void ksEmitterMarker(ksEmitter *e, uint16_t marker, uint64_t value);
 
 /* CRC32 (zlib polynomial), slice-by-8.  crc = 0 to start. */
 uint32_t ksCrc32(uint32_t crc, const void *buf, size_t len);
+
+/* The gap model's name, the trace header's "gap_model": it names the counts above
+ * (every site's cost in sites.h, KS_WORK_SCALE_PCT, KS_LINE_CONTINUATION_COST and
+ * the counts charged with KS_WORK_EXACT: ksCrc64Cost, ksSiphashCost,
+ * ksSiphashNocaseCost), and a change to any of them takes the next name, so a CPU
+ * file whose [work] rates were fitted to these counts says which (sim/gap_model.py
+ * mirrors it as KS_GAP_MODEL, with the history of the names).
+ *   site-cost-v1  every count before the names were kept: SipHash charged 40 + 12 per
+ *                 word, scaled (0.5-0.6 of its instructions); the CRC-64's count was
+ *                 refitted to callgrind within it
+ *   site-cost-v2  SipHash's exact count (ksSiphashCost, ksSiphashNocaseCost) */
+#define KS_GAP_MODEL "site-cost-v2"
 
 /* KS_WORK units are scaled by KS_WORK_SCALE_PCT / 100 (calibrated with the
  * site costs against callgrind, tests/calibrate.sh). */

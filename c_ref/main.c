@@ -312,8 +312,10 @@ static int thenBegin(int i, const ksWorkloadSpec *b) {
 /* The trace header of a run described by s (keys sorted, no whitespace). */
 static char *traceHeader(const ksWorkloadSpec *s) {
     jbuf j = {0};
-    jput(&j, "{\"arena_base\":%llu,\"chunk_records\":%u,\"format_version\":%d,\"gap_model\":\"site-cost-v1\",\"markers\":",
+    jput(&j, "{\"arena_base\":%llu,\"chunk_records\":%u,\"format_version\":%d,\"gap_model\":",
          (unsigned long long)KS_ARENA_DEFAULT_BASE, KVT_DEFAULT_CHUNK_RECORDS, KVT_VERSION);
+    jstr(&j, KS_GAP_MODEL);
+    jput(&j, ",\"markers\":");
     jstrlist(&j, ksMarkerName, KVT_NUM_MARKERS);
     static const char *const phases[] = {"setup", "measure"};
     jput(&j, ",\"phases\":");

@@ -4,10 +4,11 @@
  * A trace record carries a site id in place of a program counter.  Each site
  * also carries a cost: the number of non-memory instructions the native code
  * executes between the previous recorded access and this one, on the common
- * path (the gap model "site-cost-v1", see emit.h).  Variable work (hashing n
+ * path (the gap model KS_GAP_MODEL, see emit.h).  Variable work (hashing n
  * bytes, comparing or copying n bytes) is added with KS_WORK() at the call site.
  * The costs were calibrated against callgrind instruction counts of the native
- * build (c_ref/tests/calibrate.sh); change them only together with a re-run.
+ * build (c_ref/tests/calibrate.sh); change them only together with a re-run, and
+ * with the next KS_GAP_MODEL name (emit.h).
  *
  * Adding a site: append one X() line in the group of its module.  Site ids are
  * positions in this list and are named in the trace header ("sites"), so

@@ -81,6 +81,8 @@ def cpu_toml(cpu: sim.CpuConfig) -> str:
             out += [f"placement = {_val(t.placement)}", f"placement_seed = {t.placement_seed}"]
     if cpu.work:
         out += ["", "[work]"] + [f"{k} = {_val(r)}" for k, r in cpu.work]
+        if cpu.work_gap_model is not None:  # the counts the rates were fitted to
+            out.append(f"gap_model = {_val(cpu.work_gap_model)}")
     out += ["", "[swprefetch]", f"fill = {_val(cpu.caches[cpu.swpf_fill].name)}",
             f"tlb_miss = {_val('drop' if cpu.swpf_drop_on_tlb_miss else 'walk')}"]
     if cpu.swpf_trains:

@@ -121,8 +121,21 @@ def plan(names: Iterable[str], scale: str, cpus: list[str] | None,
                                  "cycles): choose a preset, or a CPU file with [core], "
                                  "[dram] and a clock")
     cpus = list(cpus) if cpus else default_cpus()
+    _check_gap_model(cpus)
     return {e.name: [c for c in e.cells(scale, cpus) if C.KIND_BASE.get(c["kind"]) in kinds]
             for e in exps}
+
+
+def _check_gap_model(cpus: list[str]) -> None:
+    """Refuse, before any work, a CPU whose [work] rates were fitted to other counts than
+    those of the traces this c_ref writes (sim/gap_model.py): the cells' traces are its."""
+    from kvsim import sim
+    from kvsim.sim import gap_model
+
+    for c in cpus:
+        refused = gap_model.against_cref(sim.load_cpu(c).work_gap_model, c)
+        if refused is not None:
+            raise ValueError(f"--cpu {c}: {refused}")
 
 
 def _cell_key(spec: dict, inputs: dict[str, str]) -> str:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -62,54 +61,52 @@ def markdown(doc: dict) -> str:
     return "\n".join(rows)
 
 
-def main(argv: list[str] | None = None) -> int:
-    from kvsim import provenance
-    from kvsim.experiments import server_mset as M
-    from kvsim.sim.config import ConfigError
+NOTE = ("predicted ns per request of server_mset's traced loops on cpu as it is, without its "
+        "hardware prefetchers, without its TLB, and with [core] scheduler set (a sensitivity); "
+        "LL misses and walks (STLB misses) per request; native: ns per request after the "
+        "loopback calls (median)")
 
-    ap = argparse.ArgumentParser(prog="python -m kvsim.experiments.server_mset_ablate",
-                                 description="MSET's prediction with one part of the model "
-                                             "taken out at a time")
-    ap.add_argument("-o", "--output", default=f"results/{RESULT_NAME}")
+
+def _options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--cpu", required=True, help="CPU file or preset")
     ap.add_argument("--native", required=True, help="a server_mset --native-only file")
     ap.add_argument("--scheduler", type=int, default=97,
                     help="[core] scheduler entries of the sensitivity variant (default 97)")
-    a = ap.parse_args(argv)
-    out = Path(a.output)
-    if provenance.out_dir_missing(out):
-        return 2
-    if a.scheduler < 1:
-        print(f"server_mset_ablate: --scheduler {a.scheduler}: must be at least 1",
-              file=sys.stderr)
-        return 2
+
+
+def _check(a: argparse.Namespace) -> str | None:
+    return f"--scheduler {a.scheduler}: must be at least 1" if a.scheduler < 1 else None
+
+
+def measure(log, a: argparse.Namespace) -> dict[str, Any]:
+    """Trace each of :data:`ENTRIES` and simulate it under every variant (:func:`simulate`)
+    beside its native time from ``a.native``."""
+    from kvsim.experiments import server_mset as M
+
     plan = dict(M.PLAN)
-    try:
-        nat = json.loads(Path(a.native).read_text())
-        native = {r["label"]: r["loopback"]["median"] for r in M.summarize(nat["runs"])}
-        rows = []
-        with tempfile.TemporaryDirectory() as tmp:
-            for label in ENTRIES:
-                print(f"traced: {label}", file=sys.stderr)
-                path = Path(tmp) / "loop.kvt"
-                M._cref("serverloop", *M._args(plan[label], M.TRACE_ITERS), "--trace", path)
-                n = M.TRACE_ITERS * M._depth(plan[label])
-                rows.append({"label": label, "native_ns": native[label],
-                             "variants": simulate(path, a.cpu, a.scheduler, n)})
-                path.unlink()
-    except (OSError, ValueError, KeyError, subprocess.SubprocessError, ConfigError) as e:
-        print(f"server_mset_ablate: {e}", file=sys.stderr)
-        return 1
-    doc = {"rows": rows, "cpu": a.cpu, "scheduler": a.scheduler, "native_source": a.native,
-           "measured_provenance": nat.get("provenance"),
-           "note": "predicted ns per request of server_mset's traced loops on cpu as it is, "
-                   "without its hardware prefetchers, without its TLB, and with [core] "
-                   "scheduler set (a sensitivity); LL misses and walks (STLB misses) per "
-                   "request; native: ns per request after the loopback calls (median)"}
-    provenance.write_result(out, doc)
-    print(markdown(doc))
-    print(f"wrote {out}")
-    return 0
+    nat = json.loads(Path(a.native).read_text())
+    native = {r["label"]: r["loopback"]["median"] for r in M.summarize(nat["runs"])}
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for label in ENTRIES:
+            log(f"traced: {label}")
+            path = Path(tmp) / "loop.kvt"
+            M._cref("serverloop", *M._args(plan[label], M.TRACE_ITERS), "--trace", path)
+            n = M.TRACE_ITERS * M._depth(plan[label])
+            rows.append({"label": label, "native_ns": native[label],
+                         "variants": simulate(path, a.cpu, a.scheduler, n)})
+            path.unlink()
+    return {"rows": rows, "cpu": a.cpu, "scheduler": a.scheduler, "native_source": a.native,
+            "measured_provenance": nat.get("provenance")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from kvsim.experiments import measure_cli
+
+    return measure_cli.main(
+        argv, module="server_mset_ablate", description="MSET's prediction with one part of "
+        "the model taken out at a time", result_name=RESULT_NAME, measure=measure,
+        markdown=markdown, note=NOTE, options=_options, check=_check)
 
 
 if __name__ == "__main__":

@@ -47,7 +47,9 @@ from pathlib import Path
 
 from kvsim import artifacts
 
+from . import gap_model
 from .config import WORK_KINDS, ConfigError, parse_cpu
+from .gap_model import KS_GAP_MODEL
 
 #: ``kvsim-calibrate workkind`` points (kind, bytes per call).
 KIND_POINTS = [("copy", 4096), ("compare", 16), ("compare", 256)]
@@ -157,7 +159,7 @@ def _with_rates(doc: dict, rates: dict[str, float]):
     from .calibrate import to_toml
 
     d = dict(doc)
-    d["work"] = dict(rates)
+    d["work"] = {**rates, "gap_model": KS_GAP_MODEL}  # rates in this c_ref's counts
     return parse_cpu(tomllib.loads(to_toml(d)), "calibrate")
 
 
@@ -249,14 +251,17 @@ def apply(doc: dict, raw: dict, log: Callable[[str], None] = lambda m: None) -> 
     if not rates:
         return
     doc["work"] = {k: rates[k] for k in WORK_KINDS if k in rates}
+    doc["work"]["gap_model"] = KS_GAP_MODEL  # the counts the rates are in (sim/gap_model.py)
     doc["work"]["src"] = src
     doc.setdefault("meta", {}).setdefault("raw", {})["work_kinds"] = {**wk, "fits": {
         **{k: {kk: vv for kk, vv in f.items() if kk != "points"} for k, f in found.items()},
         **({"generic": fit} if fit else {}), **({"server": sfit} if sfit else {})}}
     doc["notes"] = [n for n in doc.get("notes", [])
                     if not n.startswith("sustained IPC of c_ref's CRC-64")]
-    doc["notes"].append("kinds of work: [work] gives each kind's instructions per cycle, "
-                        "measured with c_ref's own kernels (sim/calibrate_work.py)")
+    note = ("kinds of work: [work] gives each kind's instructions per cycle, measured with "
+            "c_ref's own kernels (sim/calibrate_work.py)")
+    if note not in doc["notes"]:
+        doc["notes"].append(note)
 
 
 def server_fit(doc: dict, rates: dict[str, float], wk: dict, width: float,
@@ -311,7 +316,7 @@ def add_server(doc: dict, wk: dict, log: Callable[[str], None] = lambda m: None)
         raise ConfigError("no server rate (no samples)")
     doc["work"]["server"] = round(sfit["ipc"], 3)
     doc["work"].setdefault("src", {})["server"] = _server_src(sfit)
-    order = {k: i for i, k in enumerate([*WORK_KINDS, "src", "notes"])}
+    order = {k: i for i, k in enumerate([*WORK_KINDS, "gap_model", "src", "notes"])}
     doc["work"] = dict(sorted(doc["work"].items(), key=lambda kv: order.get(kv[0], 99)))
     wkraw = doc.setdefault("meta", {}).setdefault("raw", {}).setdefault("work_kinds", {})
     wkraw.update(wk)
@@ -342,6 +347,10 @@ def add_to_file(src: Path, out: Path, rounds: int = 3, calls: int = 100_000,
         raise ConfigError(f"{src}: {e}") from None
     if "server" in (doc.get("work") or {}):
         raise ConfigError(f"{src}: already has [work] server")
+    fitted = _fitted_to(doc, src)
+    if "work" in doc and fitted not in (None, KS_GAP_MODEL):  # one model's counts per file
+        raise ConfigError(f"{src}: [work] was fitted to {fitted}'s counts, this c_ref's are "
+                          f"{KS_GAP_MODEL}'s: fit it again first (--from-raw)")
     if "work" in doc:  # the other kinds as the file has them: the server kernel alone now
         from kvsim.provenance import provenance
 
@@ -359,6 +368,129 @@ def add_to_file(src: Path, out: Path, rounds: int = 3, calls: int = 100_000,
     return doc["work"]
 
 
+def _fitted_to(doc: dict, src: Path) -> str | None:
+    try:
+        return gap_model.of_work(doc)
+    except ValueError as e:
+        raise ConfigError(f"{src}: {e}") from None
+
+
+#: how far today's trace of a fitted kernel (c_ref's GET, its server) may move the kernel's
+#: prediction at the file's own rates (the counted kinds counted again) from the one its fit
+#: made before ``--from-raw`` refuses: further, and c_ref's code on the kernel's path, or the
+#: counts of its kind, changed since the native samples, which the samples cannot tell apart
+STALE = 0.05
+
+
+def kernel_drift(doc: dict, meta_raw: dict, log: Callable[[str], None] = lambda m: None
+                 ) -> dict[str, dict]:
+    """For each fitted kernel (generic, server) of a calibrated ``doc``: the kernel traced by
+    this c_ref and simulated on ``doc`` at its own rates, hash, crc, copy and compare counted
+    again from its samples (what the count alone changes), against the prediction its fit
+    made (``[meta.raw] work_kinds.fits``): ``{kind: {"then", "now", "drift"}}``. A drift past
+    :data:`STALE` says c_ref changed on the kernel's path since its native samples (its code,
+    timed by them no more, or counts of that kind, which fitting again would absorb): the
+    samples alone cannot tell which, so they are not fitted again."""
+    wk = meta_raw.get("work_kinds") or {}
+    fits = wk.get("fits") or {}
+    width = float(doc["core"]["width"])
+    found = kernel_rates(meta_raw.get("work_ns_per_call") or {}, wk.get("ns_per_call") or {},
+                         float(doc["freq_ghz"]))
+    rates = {**{k: float(v) for k, v in doc["work"].items() if k in WORK_KINDS},
+             **{k: round(min(f["ipc"], width), 3) for k, f in found.items()}}
+    cpu = _with_rates(doc, rates)
+    out = {}
+    with tempfile.TemporaryDirectory() as d:
+        for kind, kernel, run in (
+                ("generic", wk.get("generic_kernel", GENERIC_KERNEL),
+                 lambda k, p: _cref("trace", "pipeline", *_server_args(k), "-o", p)),
+                ("server", wk.get("server_kernel", SERVER_KERNEL),
+                 lambda k, p: _cref("serverloop", *_server_args(k), "--trace", p))):
+            then = (fits.get(kind) or {}).get("predicted_ns_per_op")
+            if not then:
+                continue
+            log(f"kinds of work: the {kind} kernel at the file's rates, traced now")
+            path = Path(d) / f"{kind}.kvt"
+            run(kernel, path)
+            n = int(kernel["ops"]) if kind == "generic" else \
+                int(kernel["iters"]) * int(kernel["depth"])
+            from .api import simulate
+
+            now = simulate(str(path), cpu)["timing"]["time_ns"] / n
+            out[kind] = {"then": then, "now": now, "drift": now / then - 1}
+    return out
+
+
+def refit(src: Path, out: Path, log: Callable[[str], None] = lambda m: None,
+          mark_stale: bool = False) -> dict:
+    """``src``'s CPU file written to ``out`` with ``[work]`` fitted again to this c_ref's
+    counts (:data:`KS_GAP_MODEL`) from the samples the file keeps (``[meta.raw]``
+    ``work_ns_per_call`` and ``work_kinds``), measuring nothing: the kernels' instructions
+    counted again, c_ref's GET and server kernels traced again and the generic and server
+    rates fitted again on the file's own hierarchy (:func:`apply`). The rates before, their
+    model and :func:`kernel_drift` are kept in ``[meta] work_refit``. Returns the ``[work]``
+    table. A file whose kernels drifted past :data:`STALE` is refused (ConfigError, nothing
+    written), or with ``mark_stale`` written with ``[work]`` as it was, its model named and
+    a note saying why, so that it stays refused for this c_ref's traces."""
+    from kvsim.provenance import provenance
+
+    try:
+        doc = tomllib.loads(Path(src).read_text())
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{src}: {e}") from None
+    before = _fitted_to(doc, src)
+    meta_raw = (doc.get("meta") or {}).get("raw") or {}
+    wk = raw_from_meta(meta_raw)
+    if "work" not in doc or before is None or not wk:
+        raise ConfigError(f"{src}: no [work] fitted to c_ref's kernels with its samples "
+                          "([meta.raw] work_kinds): nothing to fit again")
+    if "core" not in doc or "freq_ghz" not in doc:
+        raise ConfigError(f"{src}: [work] cannot be fitted again (no [core] width or clock)")
+    drift = kernel_drift(doc, meta_raw, log)
+    stale = [f"{k} kernel {d['now']:.1f} ns against {d['then']:.1f} at its fit"
+             for k, d in drift.items() if abs(d["drift"]) > STALE]
+    if stale:
+        why = (f"c_ref changed on its kernels' path since its samples (its code or their "
+               f"kind's counts): traced now, at the file's rates (the counted kinds counted "
+               f"again), the {'; the '.join(stale)} (more than {STALE:.0%})")
+        if not mark_stale:
+            raise ConfigError(f"{src}: {why}: measure it again (kvsim calibrate)")
+        doc["work"]["gap_model"] = before
+        doc.setdefault("meta", {})["work_refit"] = {
+            "refused": why, "kernel_drift": drift, "provenance": provenance()}
+        doc.setdefault("notes", []).append(
+            f"[work]: not fitted again to {KS_GAP_MODEL}'s counts (python -m "
+            f"kvsim.sim.calibrate_work --from-raw --mark-stale): {why}; refused for "
+            f"{KS_GAP_MODEL} traces until measured again")
+        _write(doc, out)
+        return doc["work"]
+    old = {k: v for k, v in doc["work"].items() if k in WORK_KINDS}
+    apply(doc, {"work": meta_raw.get("work_ns_per_call") or {}, "work_kinds": wk}, log)
+    if doc["work"].get("gap_model") != KS_GAP_MODEL:  # apply fitted nothing
+        raise ConfigError(f"{src}: [work] cannot be fitted again (no [core] width or clock)")
+    missing = sorted(set(old) - set(doc["work"]))
+    if missing:
+        raise ConfigError(f"{src}: [work] {', '.join(missing)}: cannot be fitted "
+                          "again from the samples the file keeps")
+    doc["meta"]["work_refit"] = {"gap_model_before": before, "rates_before": old,
+                                 "kernel_drift": drift, "provenance": provenance()}
+    doc["notes"].append(f"[work] fitted again to {KS_GAP_MODEL}'s counts from the samples in "
+                        f"[meta.raw] (python -m kvsim.sim.calibrate_work --from-raw); the "
+                        f"rates fitted to {before}'s are in [meta] work_refit, and [selfcheck]'s "
+                        "work-kernel rows (shown, not gated) are still those of the rates "
+                        "before")
+    _write(doc, out)
+    return doc["work"]
+
+
+def _write(doc: dict, out: Path) -> None:
+    from .calibrate import to_toml
+
+    text = to_toml(doc)
+    parse_cpu(tomllib.loads(text), str(out))
+    Path(out).write_text(text)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     import argparse
     import sys
@@ -369,10 +501,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("cpu_file", type=Path)
     ap.add_argument("-o", "--output", type=Path, required=True)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--from-raw", action="store_true",
+                    help="fit [work] again to this c_ref's counts from the samples the file "
+                         "keeps ([meta.raw]), measuring nothing; refused where c_ref's kernels "
+                         "moved since the samples more than the counted kinds explain")
+    ap.add_argument("--mark-stale", action="store_true",
+                    help="with --from-raw: write such a file with [work] as it was, its gap "
+                         "model named and a note saying why")
     a = ap.parse_args(argv)
+    if a.mark_stale and not a.from_raw:
+        print("calibrate_work: --mark-stale: only with --from-raw", file=sys.stderr)
+        return 2
     try:
-        work = add_to_file(a.cpu_file, a.output, a.rounds,
-                           log=lambda m: print(m, file=sys.stderr))
+        def log(m: str) -> None:
+            print(m, file=sys.stderr)
+
+        work = (refit(a.cpu_file, a.output, log, a.mark_stale) if a.from_raw else
+                add_to_file(a.cpu_file, a.output, a.rounds, log=log))
     except (ConfigError, OSError) as e:
         print(f"calibrate_work: {e}", file=sys.stderr)
         return 1

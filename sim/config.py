@@ -17,6 +17,7 @@ from typing import Any
 from kvsim.traces import format as _format
 
 from . import _binding as B
+from . import gap_model
 from .placement import PLACEMENTS
 
 PRESET_DIR = Path(__file__).resolve().parent / "presets"
@@ -153,6 +154,9 @@ class CpuConfig:
     # instructions per cycle by kind of work ([work]: (kind, rate) pairs; a kind not given
     # runs at the generic rate, generic not given at sustained_ipc); () = one rate for all
     work: tuple[tuple[str, float], ...] = ()
+    # the c_ref gap model [work]'s rates were fitted to ([work] gap_model; sim/gap_model.py):
+    # a timing run refuses a c_ref trace of another; None = not fitted (a preset), no check
+    work_gap_model: str | None = None
     dram_latency_ns: float | None = None
     dram_bandwidth_gbs: float | None = None  # per core; None = no bandwidth limit
     tlb: Tlb | None = None
@@ -204,6 +208,10 @@ class CpuConfig:
         if not ec.timing:
             return
         h = header or {}
+        refused = gap_model.mismatch(self.work_gap_model if self.work else None, h,
+                                     self.source or self.name)
+        if refused is not None:
+            raise ConfigError(refused)
         names = h.get("work_kinds") or list(WORK_KINDS)
         stores = work_store_q16(h) if self.store_buffer else []
         if not self.work and not any(stores):
@@ -390,7 +398,7 @@ _KEYS = {
               "seed", "src", "notes"},
     "core": {"width", "rob", "sustained_ipc", "scheduler", "store_buffer",
              "full_line_store_fetch", "src", "notes"},
-    "work": {*WORK_KINDS, "src", "notes"},
+    "work": {*WORK_KINDS, "gap_model", "src", "notes"},
     "dram": {"latency_ns", "bandwidth_gbs", "src", "notes"},
     "tlb": {"page_size", "l1_entries", "l1_ways", "l2_entries", "l2_ways", "l2_latency",
             "walk_latency", "walk_reads", "walkers", "host_page_size", "walk_retention_ns",
@@ -555,6 +563,11 @@ def parse_cpu(doc: dict, source: str = "") -> CpuConfig:
                 raise ConfigError(f"work.{k}: at most the width ({kw['width']}), got {r!r}")
             rates.append((k, float(r)))
         kw["work"] = tuple(rates)
+        _get(doc["work"], "gap_model", "work", str, None)  # a name, if given
+        try:
+            kw["work_gap_model"] = gap_model.of_work(doc)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
         if "src" in doc["work"]:
             prov["work"] = doc["work"]["src"]
     if "dram" in doc:

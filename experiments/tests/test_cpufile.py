@@ -85,3 +85,25 @@ def test_cpu_toml_keeps_software_prefetch_training():
     cpu = dataclasses.replace(sim.load_cpu("epyc-7713"), swpf_trains=True)
     assert "trains_prefetchers = true" in cpufile.cpu_toml(cpu)
     assert _same(sim.parse_cpu(tomllib.loads(cpufile.cpu_toml(cpu))), cpu)
+
+
+def test_simulate_refuses_a_file_fitted_to_other_counts(tmp_path, small_trace):
+    """A calibrated file whose [work] names no gap model (fitted before the names: v1) on
+    this c_ref's trace: one line naming both models and the file, nothing on stdout; the
+    same file re-fitted (the current name) runs."""
+    from kvsim.sim import gap_model
+
+    src = (ROOT / "results" / "calibrate-xeon-m167-q15-quick.toml").read_text()
+    doc = tomllib.loads(src)
+    doc["work"].pop("gap_model", None)
+    from kvsim.sim.calibrate import to_toml
+
+    old = tmp_path / "old.toml"
+    old.write_text(to_toml(doc))
+    res = run_kvsim("simulate", small_trace, "--cpu", old)
+    assert_one_line_error(res, "site-cost-v1", gap_model.KS_GAP_MODEL, str(old))
+    assert res.stdout == b""
+    doc["work"]["gap_model"] = gap_model.KS_GAP_MODEL
+    new = tmp_path / "new.toml"
+    new.write_text(to_toml(doc))
+    assert run_kvsim("simulate", small_trace, "--cpu", new).returncode == 0

@@ -29,3 +29,38 @@ def test_markdown_has_one_row_per_entry():
                      "variants": {name: v for name in A.VARIANTS}}]}
     lines = A.markdown(doc).splitlines()
     assert len(lines) == 3 and lines[2].startswith("| mset-10 | 1,200 | 1,000 (5.0, 1.0)")
+
+
+def test_a_native_file_without_its_runs_is_one_line(tmp_path, capsys):
+    """measure_cli's shape: a missing key of an input file is one line, status 1, no file."""
+    out, native = tmp_path / "x.json", tmp_path / "n.json"
+    native.write_text("{}")
+    assert A.main(["--cpu", "skylake", "--native", str(native), "-o", str(out)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["server_mset_ablate: no 'runs' in an input"]
+    assert not out.exists()
+
+
+def test_a_cpu_file_of_other_counts_is_one_line(tmp_path, capsys, monkeypatch):
+    """The simulator's ConfigError (here: a [work] fitted to site-cost-v1's counts, on this
+    c_ref's trace) is one line, status 1, no file."""
+    from kvsim.experiments import server_mset as M
+    from kvsim.sim import calibrate as cal
+
+    cpu = tmp_path / "v1.toml"
+    cpu.write_text(cal.to_toml({
+        "name": "t", "freq_ghz": 3.0, "core": {"width": 6, "rob": 256},
+        "cache": [{"name": "L1D", "size": 49152, "ways": 12, "line": 64, "latency": 5}],
+        "dram": {"latency_ns": 100.0}, "work": {"generic": 4.0, "hash": 2.5},
+        "meta": {"raw": {"work_kinds": {"ns_per_call": {}}}}}))
+    monkeypatch.setattr(M, "TRACE_ITERS", 20)
+    monkeypatch.setattr(M, "summarize", lambda runs: [
+        {"label": label, "loopback": {"median": 1000.0}} for label in A.ENTRIES])
+    out, native = tmp_path / "x.json", tmp_path / "n.json"
+    native.write_text('{"runs": []}')
+    assert A.main(["--cpu", str(cpu), "--native", str(native), "-o", str(out)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and err[0] == "traced: mset-10", err  # the log, then the one line
+    assert err[1].startswith("server_mset_ablate: the trace's gap model is site-cost-v2")
+    assert "site-cost-v1" in err[1] and str(cpu) in err[1]
+    assert not out.exists()

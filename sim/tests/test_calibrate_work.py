@@ -72,9 +72,10 @@ def test_the_generic_rate_reproduces_the_kernels_time(tmp_path, monkeypatch):
                           "generic_kernel": kernel}}
     doc = {**DOC, "notes": ["sustained IPC of c_ref's CRC-64 and SipHash measured at 2.8"]}
     cw.apply(doc, raw)
-    assert set(doc["work"]) == {"generic", "parse", "hash", "copy", "src"}
+    assert set(doc["work"]) == {"generic", "parse", "hash", "copy", "gap_model", "src"}
+    assert doc["work"]["gap_model"] == cw.KS_GAP_MODEL
     assert doc["work"]["generic"] == pytest.approx(2.0, rel=0.02)
-    assert set(doc["work"]["src"]) == set(doc["work"]) - {"src"}
+    assert set(doc["work"]["src"]) == set(doc["work"]) - {"src", "gap_model"}
     assert all(v.startswith("measured") for v in doc["work"]["src"].values())
     assert not any(n.startswith("sustained IPC") for n in doc["notes"])
     again = cw.raw_from_meta(doc["meta"]["raw"])
