@@ -12,9 +12,11 @@ and minimum (ns per copy, process CPU time) and the **fetch share**: per repeat,
 copy pays for flushed destinations beyond hot ones over what loads of the same lines pay
 (``touch``), median and 95 % interval over the repeats. A copy whose stores read their lines
 for ownership has a share near 1; one that writes whole lines without reading them (a
-no-RFO protocol, as non-temporal stores do) near 0. :func:`no_fetch_bytes` turns the kernel
-copy's shares into ``[core] copy_no_fetch_bytes`` (sim/MODEL.md §2): the smallest measured
-size from which every copy measured shows no fetch, else 0 (every copy fetches).
+no-RFO protocol, as non-temporal stores do) near 0. :func:`no_fetch_bytes` gives the
+smallest measured size from which the kernel's copies show no fetch, else 0 (every copy
+fetches, as ``[core] full_line_store_fetch = true`` has every x86 store do; sim/MODEL.md §2).
+On the Intel guest it is 0 (sim/VALIDATION.md finding 25), so the model has no key for it
+and ``kvsim calibrate`` does not run this.
 
 It is a native timing: run it alone (a quiet window). ``/proc/cpuinfo``'s fast-string flags
 (``erms``, ``fsrm``) and glibc's copy thresholds (``ld.so --list-tunables``) are recorded

@@ -1,8 +1,9 @@
 /*
  * copy_fetch.c -- `kvsim-calibrate copyfetch PAGE BATCH POOL REPEATS SIZE...`: whether a
  * copy reads the destination's lines before it writes them (a read for ownership), by copy
- * method and size, in process CPU time (ns per copy).  The measurement behind `[core]
- * copy_no_fetch_bytes` (sim/MODEL.md §2; sim/calibrate_copy.py analyses it).
+ * method and size, in process CPU time (ns per copy): the test of whether a copy's
+ * whole-line stores skip the fetch `[core] full_line_store_fetch` gives every x86 store
+ * (sim/MODEL.md §2; sim/calibrate_copy.py analyses it; sim/VALIDATION.md finding 25).
  *
  * Every sample copies BATCH bytes as BATCH / SIZE copies of SIZE bytes from one source (the
  * same SIZE bytes each time, in the cache) by one method into destinations in one state:
