@@ -156,7 +156,7 @@ def is_sitting(cpu: Any) -> bool:
 def table(pred: pd.DataFrame):
     """``server_syscall``: per re-measured file, each socket figure of this sitting beside
     the file's (and their ratio); None where no prediction used one."""
-    from kvsim.experiments.framework import Table
+    from kvsim.experiments.framework import Plot, Table
 
     if "syscall_sitting" not in pred:
         return None
@@ -172,11 +172,18 @@ def table(pred: pd.DataFrame):
                           "method": s["method"], "seed": None})
     if not lines:
         return None
+    frame = pd.DataFrame(lines)
+    frame["value"] = frame["figure"] + (" (" + frame["cpu"].str.removesuffix(LABEL) + ")"
+                                        if frame["cpu"].nunique() > 1 else "")
     return Table("server_syscall", "The kernel's costs: this sitting's [syscall] against the "
-                 "CPU file's", pd.DataFrame(lines), "ns per call, ns per byte",
-                 note="sitting: the server's socket calls measured in the run of the native "
-                      "cells (sim/calibrate_sitting.py: each call alone on a loopback pair, "
-                      "the per-byte costs with a peer on the other CPU, c_ref's server "
-                      "under PING_MBULK from 50 clients for the loop's kernel time per "
-                      "write, taken by the file's own method); file: the CPU file's own "
-                      "section, measured on another day; ratio: sitting / file.")
+                 "CPU file's", frame, "ns per call, ns per byte",
+                 Plot(x="value", xlabel="figure", ylabel="this sitting / the file (x)",
+                      series=["ratio"]),
+                 note="sitting: the server's socket calls measured again at the time the "
+                      "measured column gives (sim/calibrate_sitting.py: each call alone on a "
+                      "loopback pair, the per-byte costs with a peer on the other CPU, "
+                      "c_ref's server under PING_MBULK from 50 clients for the loop's "
+                      "kernel time per write, taken by the file's own method; with "
+                      "--sitting-syscall, at the start of the run that measures the native "
+                      "cells); file: the CPU file's own section, measured on another day; "
+                      "ratio: sitting / file.")

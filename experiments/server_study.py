@@ -344,8 +344,8 @@ def native_cell(experiment: str, cell: str, native: dict[str, Any]) -> dict[str,
             "native": native, "params": {"cell": cell}}
 
 
-C.register_kind("server-predict", _run_predict, counts_as="sim", module="server_study",
-                artifacts=("kvsim-cref",))
+C.register_kind("server-predict", _run_predict, counts_as="sim",
+                module=("server_study", "server_sitting"), artifacts=("kvsim-cref",))
 C.register_kind("server-native", _run_native, counts_as="native", module="server_study",
                 artifacts=("kvsim-cref",))
 
