@@ -116,7 +116,7 @@ def test_the_cells_are_keyed_by_the_section_and_the_sitting(tmp_path: Path, meas
     # another sitting's section: new predictions and new native cells, the presets' kept
     doc = tomllib.loads(Path(cpus[0]).read_text())
     doc["syscall"]["write_ns"] += 100.0
-    doc["meta"]["syscall_sitting"]["provenance"]["date_utc"] = "2099-01-01T00:00:00Z"
+    doc["meta"]["syscall_sitting"]["provenance"]["date_utc"] = "later"  # another sitting
     Path(cpus[0]).write_text(to_toml(doc))
     again = S._cells("small", cpus)
     ids = lambda cells: {cell_id(c) for c in cells}  # noqa: E731
