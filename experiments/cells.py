@@ -90,20 +90,21 @@ _EXTRA_KINDS: dict[str, Any] = {}
 KIND_BASE: dict[str, str] = {"sim": "sim", "native": "native", "valkey": "valkey"}
 
 
-def register_kind(kind: str, run: Any, counts_as: str, *, module: str,
+def register_kind(kind: str, run: Any, counts_as: str, *, module: str | tuple[str, ...],
                   artifacts: tuple[str, ...] = ()) -> None:
     """Add cell kind ``kind`` computed by ``run(spec) -> metrics``; it runs in the serial
     phase (after the parallel sim cells, in the order the experiment lists it) and is
     selected by ``--only counts_as``. Its result depends on what ``counts_as`` depends on
-    (:func:`cell_inputs`), the kvsim.experiments ``module`` that defines it and the compiled
-    ``artifacts`` named."""
+    (:func:`cell_inputs`), the kvsim.experiments ``module`` that defines it (or the modules
+    that compute it, a tuple) and the compiled ``artifacts`` named."""
     if kind in KIND_BASE:
         raise ValueError(f"cell kind {kind!r} is registered twice")
     _EXTRA_KINDS[kind] = run
     KIND_BASE[kind] = counts_as
     arts, packages, modules = _INPUTS[counts_as]
+    own = (module,) if isinstance(module, str) else tuple(module)
     _INPUTS[kind] = (tuple(dict.fromkeys(arts + artifacts)), packages,
-                     tuple(dict.fromkeys(modules + (module,))))
+                     tuple(dict.fromkeys(modules + own)))
 
 
 class CellSkipped(RuntimeError):

@@ -689,11 +689,22 @@ def cpus(as_json, show):
                    "within 10 % (default: the cached one of the other kind, if any).")
 @click.option("--show-check", is_flag=True,
               help="Print the self-check's table (Markdown) after writing.")
-def calibrate(quick, output, max_size, rounds, from_raw, against, show_check):
+@click.option("--remeasure-syscall", "remeasure", type=click.Path(dir_okay=False),
+              default=None, metavar="FILE",
+              help="Measure only the [syscall] section's socket calls (read, write, "
+                   "epoll_wait: the loopback calls and the server loop under PINGs) of FILE, "
+                   "a CPU file `kvsim calibrate` wrote on this machine, again now, and write "
+                   "FILE with them to -o (the rest of FILE unchanged; [meta] syscall_sitting "
+                   "gives the sitting and what was replaced). Takes --rounds (the loop's).")
+def calibrate(quick, output, max_size, rounds, from_raw, against, show_check, remeasure):
     """Measure this machine and write its CPU file (the `local` preset)."""
     from kvsim.sim import calibrate as cal
     from kvsim.sim.config import parse_size
 
+    if remeasure:
+        _remeasure_syscall(remeasure, output, rounds,
+                           quick or max_size or from_raw or against or show_check)
+        return
     max_bytes = parse_size(max_size, "--max-size") if max_size is not None else None
     if from_raw:
         _must_exist(from_raw)
@@ -720,6 +731,32 @@ def calibrate(quick, output, max_size, rounds, from_raw, against, show_check):
     if why is not None:
         raise click.ClickException(f"calibrate: {why} (written marked failed to {path}; "
                                    "`--cpu local` does not use it)")
+
+
+def _remeasure_syscall(src: str, output: str | None, rounds: int | None, other) -> None:
+    """``kvsim calibrate --remeasure-syscall FILE -o OUT`` (sim/calibrate_sitting.py)."""
+    from kvsim.sim import calibrate_sitting as sitting
+
+    if other:
+        raise click.UsageError("--remeasure-syscall measures only FILE's [syscall] at FILE's "
+                               "own sizes: it takes -o and --rounds, no other option")
+    if not output:
+        raise click.UsageError("--remeasure-syscall writes a new CPU file: give -o OUT")
+    _check_output(output)  # before minutes of measuring
+    path = sitting.remeasure(Path(src), Path(output), rounds,
+                             log=lambda m: click.echo(f"calibrate: {m}", err=True))
+    import tomllib
+
+    doc = tomllib.loads(path.read_text())
+    click.echo(f"wrote {path}")
+    for r in sitting.summary(doc):
+        new, old = (_figure(r[k], r["unit"]) for k in ("sitting", "file"))
+        click.echo(f"  {r['figure']:<36} {new:>10} {r['unit']:<4} (the file's "
+                   f"{old or 'not given'})")
+
+
+def _figure(v: float | None, unit: str) -> str:
+    return "" if v is None else f"{v:,.1f}" if unit == "ns" else f"{v:.4f}"
 
 
 def _argparse_command(name: str, module: str, summary: str) -> None:
@@ -912,8 +949,14 @@ def experiment_list(scale):
               help="Publish the one experiment run as results/experiments/RESULT.json (and "
                    "RESULT*.png) instead of its own name, e.g. one machine's validation "
                    "beside another's; implies --publish.")
+@click.option("--sitting-syscall", "sitting_syscall", is_flag=True,
+              help="The server study: before its cells, measure the [syscall] socket calls "
+                   "of each CPU file among --cpu again in this run (`kvsim calibrate "
+                   "--remeasure-syscall`'s measurement, kept in DIR/server/sitting/ and "
+                   "reused on resume) and predict this machine's rows on it, beside native "
+                   "cells of the same sitting.")
 def experiment_run(names, scale, cpus_, scheduler, workers, kinds, output, publish,
-                   publish_as):
+                   publish_as, sitting_syscall):
     """Run experiments NAME ... (or all) into -o DIR, resuming what a previous run did.
 
     Simulated cells run in parallel (local processes, or a Dask cluster with
@@ -924,6 +967,16 @@ def experiment_run(names, scale, cpus_, scheduler, workers, kinds, output, publi
     from kvsim.experiments import runner
 
     _check_output_dir(output)
+    if sitting_syscall:
+        if list(names) != ["server"] or scale == "seed":
+            raise click.UsageError("--sitting-syscall: the server study's option for this "
+                                   "machine's rows: run `server` alone, at --scale small or "
+                                   "full")
+        from kvsim.experiments import server_sitting
+
+        cpus_ = server_sitting.sitting_cpus(
+            Path(output), list(cpus_), measure=not kinds or "native" in kinds,
+            log=lambda m: click.echo(m, err=True))
     res = runner.run(list(names), output, scale=scale, cpus=list(cpus_) or None,
                      scheduler=scheduler, workers=workers,
                      log=lambda m: click.echo(m, err=True), kinds=kinds or None,

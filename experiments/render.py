@@ -392,8 +392,11 @@ def render_server_branchsim(doc: dict[str, Any]) -> str:
         "server_cachesim --keys 100000 --requests 2000 --warmup-requests 1000 --gap "
         "results/server-split.json --cpu results/calibrate-xeon-m167-srvloop.toml")
 
-# the server study's seed rows at their seeds' own key counts (``--scale seed``)
-register_each(render_experiment, {"server-seeds": "results/experiments/server-seeds.json"})
+# the server study's seed rows at their seeds' own key counts (``--scale seed``), and this
+# machine's rows predicted on a CPU file's [syscall] measured again (sim/VALIDATION.md)
+register_each(render_experiment, {"server-seeds": "results/experiments/server-seeds.json",
+                                  "server-sitting-xeon-m167":
+                                  "results/experiments/server-sitting-xeon-m167.json"})
 
 
 @rendering("server_setup_bound", "results/server-setup-bound.json")

@@ -20,7 +20,10 @@ per request: the requests per second of the server's own CPU time, the native ce
 
 A native cell (kind ``server-native``) is :func:`.server.run_server_cells`' measurement of
 c_ref's server and the real Valkey server at the same keys, or the cell of
-``results/native-server.json`` when its spec matches.
+``results/native-server.json`` when its spec matches. A prediction on a CPU file is keyed by
+the file's bytes. With ``--sitting-syscall`` (:mod:`.server_sitting`) this machine's rows are
+predicted on a copy of each CPU file whose ``[syscall]`` the run measured first, beside native
+cells keyed by that sitting and measured in the same run.
 
 The seed rows: the seeds' server figures (``seed_results.csv``) on their own presets, each
 traced in the seed's configuration (Redis's dict and its multi-key variant for Redis's
@@ -41,7 +44,7 @@ import pandas as pd
 
 from kvsim import stats
 from kvsim.experiments import cells as C
-from kvsim.experiments import seeds, valkey
+from kvsim.experiments import seeds, server_sitting, valkey
 from kvsim.experiments.framework import Experiment, Plot, Table, _fmt_native
 from kvsim.traces.commands import measured_trace
 
@@ -297,10 +300,14 @@ def predict(spec: dict, cpu: str, args: list[str], compact: bool = False,
             res["levels"][0]["misses"] / spec["requests"] if res.get("levels") else None)
     out["pred_speedup"] = out["pred_rps_b"] / out["pred_rps_a"]
     out["cpu_label"] = sim_local.label(cpu)  # `local (uncalibrated)` where so, as sim cells
+    out.update(server_sitting.predict_fields(cpu))  # a file re-measured in this sitting
     return out
 
 
 def _run_predict(spec: dict) -> dict[str, Any]:
+    if server_sitting.cpu_key(spec["cpu"]) != {
+            k: spec[k] for k in ("cpu_digest",) if k in spec}:
+        raise ValueError(f"--cpu {spec['cpu']}: the file changed after the run was planned")
     b = bench_spec(spec["cell"], spec["keys"], spec["requests"], spec["value_size"])
     return {**predict(b, spec["cpu"], spec["args"], spec.get("warm") == "compact",
                       spec.get("warm") == "setup"),
@@ -337,8 +344,8 @@ def native_cell(experiment: str, cell: str, native: dict[str, Any]) -> dict[str,
             "native": native, "params": {"cell": cell}}
 
 
-C.register_kind("server-predict", _run_predict, counts_as="sim", module="server_study",
-                artifacts=("kvsim-cref",))
+C.register_kind("server-predict", _run_predict, counts_as="sim",
+                module=("server_study", "server_sitting"), artifacts=("kvsim-cref",))
 C.register_kind("server-native", _run_native, counts_as="native", module="server_study",
                 artifacts=("kvsim-cref",))
 
@@ -368,17 +375,20 @@ def _cells(scale: str, cpus: list[str]) -> list[dict[str, Any]]:
                          f"{', '.join(STUDY_SCALES)})")
     i = 0 if scale == "small" else 1
     out = []
+    # --sitting-syscall (experiments/server_sitting.py): the native cells of the sitting
+    # its [syscall] was measured in, measured now
+    sitting = server_sitting.native_key(cpus)
     for cell, reqs in ({} if scale == "seed" else CELLS).items():
         keys = KEYS[scale]
         common = {"cell": cell, "keys": keys, "requests": reqs[i], "value_size": 256,
                   **WARM[scale]}
         for cpu in cpus:
             out.append({"experiment": "server", "kind": "server-predict", "cpu": cpu,
-                        "args": SERVER_ARGS, **common,
+                        **server_sitting.cpu_key(cpu), "args": SERVER_ARGS, **common,
                         "params": {"cell": cell, "row": "this machine"}})
         out.append({"experiment": "server", "kind": "server-native", **common,
                     "rounds": ROUNDS[scale],
-                    "reuse": "results/native-server.json",
+                    **(sitting or {"reuse": "results/native-server.json"}),
                     "params": {"cell": cell, "row": "this machine"}})
     for r in _seed_rows():
         if r["cpu"] not in cpus:
@@ -401,6 +411,7 @@ DIAGNOSES = {
     "calibrated": "this machine's calibrated file",
     "user": "c_ref's server traced ({callgrind} of Valkey's instructions)",
     "kernel": "kernel time as calibrated under PING",
+    "kernel_sitting": "kernel time measured under PING in this sitting",
     "client": "the seed's client on other cores of a many-core host",
 }
 #: What the diagnoses share, under the server table
@@ -415,8 +426,9 @@ NOTE_DIAGNOSES = (
 def this_machine(cpu: Any) -> bool:
     """Whether ``cpu`` models this machine: `local`, or a CPU file `kvsim calibrate` wrote
     here, named by its path (one whose self-check failed is not `local`, yet it is
-    this machine's model, used by name)."""
-    return str(cpu).startswith("local") or str(cpu).endswith(".toml")
+    this machine's model, used by name), or by its path and :data:`.server_sitting.LABEL`
+    (its copy with the [syscall] of this sitting)."""
+    return str(cpu).startswith("local") or ".toml" in str(cpu)
 
 
 def _ratio(a: Any, b: Any) -> float | None:
@@ -505,7 +517,9 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
                     "native_valkey_speedup": nm.get("valkey_cpu_speedup"),
                     **{f"ratio_{k}": v for k, v in r.items()},
                     "diagnosis": _diag(r, ["local" if str(p["cpu"]).startswith("local")
-                                           else "calibrated", "kernel", "user"])
+                                           else "calibrated",
+                                           "kernel_sitting" if server_sitting.is_sitting(
+                                               p["cpu"]) else "kernel", "user"])
                     + _per_request(p, nm)})
             lines.append(line)
     t = pd.DataFrame(lines)
@@ -549,6 +563,9 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
                       series=[c for c in ("pred_speedup", "native_cref_speedup",
                                           "native_valkey_speedup") if c in t]), note=note)
            ] if len(t) or not len(s) else []  # --scale seed: the seed rows' table alone
+    sitting = server_sitting.table(here)  # --sitting-syscall: the section it measured
+    if sitting is not None:
+        out.append(sitting)
     if len(s):
         out.append(Table("server_seeds", "The seeds' server rows on their presets", s,
                          "requests/s; speedup (x)",
@@ -594,7 +611,7 @@ def headline_cells(scale: str, cpus: list[str]) -> list[dict[str, Any]]:
         common = {"cell": cell, "keys": keys, "requests": CELLS[cell][i], "value_size": 256,
                   **WARM[scale]}
         out += [{"experiment": "headline", "kind": "server-predict", "workload": "serve",
-                 "cpu": cpu,
+                 "cpu": cpu, **server_sitting.cpu_key(cpu),
                  "args": SERVER_ARGS, **common, "params": {"row": row}} for cpu in cpus]
         out.append({"experiment": "headline", "kind": "server-native", "workload": "serve",
                     **common,

@@ -413,15 +413,16 @@ def predicted(trace: Path, cpu: str, requests: int) -> dict[str, Any]:
             "bytes": {k: v / requests for k, v in (sc.get("bytes") or {}).items()}}
 
 
-def ping_user(cpu: str | Path, plan=PLAN,
-              log: Callable[[str], None] = lambda m: None) -> dict[int, float]:
+def ping_user(cpu: str | Path, plan=PLAN, log: Callable[[str], None] = lambda m: None,
+              requests: dict[int, int] | None = None) -> dict[int, float]:
     """Per depth of ``plan``: the user ns per request of c_ref's server traced under the
-    same PINGs (:func:`traced_ping`, at the plan's clients) and simulated on ``cpu`` (a CPU
-    name or file), its system calls' charge left out."""
+    same PINGs (:func:`traced_ping`, at the plan's clients; ``requests`` per depth, default
+    :data:`TRACED_REQUESTS`) and simulated on ``cpu`` (a CPU name or file), its system
+    calls' charge left out."""
     out = {}
     with tempfile.TemporaryDirectory(prefix="kvsim-ping-") as tmp:
         for depth, clients in plan:
-            n = TRACED_REQUESTS[depth]
+            n = (requests or TRACED_REQUESTS)[depth]
             t = traced_ping(depth, clients, n, Path(tmp) / f"ping-{depth}.kvt")
             out[depth] = predicted(t, str(cpu), n)["user_ns"]
             log(f"server loop: traced PINGs at depth {depth} predicted at "

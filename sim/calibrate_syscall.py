@@ -45,7 +45,9 @@ CALLS = ("read", "write", "epoll_wait")
 def measure(quick: bool, log: Callable[[str], None] = lambda m: None,
             iters: int | None = None, loop: bool = True,
             loop_rounds: int | None = None, peer: bool = True,
-            cpu_doc: dict | None = None) -> dict:
+            cpu_doc: dict | None = None, loop_requests: tuple[int, int] | None = None,
+            bias_iters: int | None = None,
+            ping_requests: dict[int, int] | None = None) -> dict:
     """The raw samples: per call, the median ns at each size (median over ROUNDS runs);
     with ``peer``, the peer measurement's (``peer``: per call, the median over ROUNDS runs
     of the median ns at each of PEER_SIZES, the sweep's and the peer's runs interleaved);
@@ -56,7 +58,9 @@ def measure(quick: bool, log: Callable[[str], None] = lambda m: None,
     file being written, without its ``[syscall]``) is given, the traced PINGs' user time
     predicted on ``cpu_doc`` with this ``[syscall]`` as the ticks give it
     (``loop.ping_user_ns``: :func:`.calibrate_loop.ping_user`), so that the file gives both
-    methods' figures whichever the test chooses."""
+    methods' figures whichever the test chooses. ``loop_requests``, ``bias_iters`` and
+    ``ping_requests`` shrink the loop's runs, the tick test's and the traced PINGs' (tests;
+    default: their modules' own)."""
     from .calibrate import run_bench
 
     n = iters or ITERS["quick" if quick else "full"]
@@ -81,23 +85,27 @@ def measure(quick: bool, log: Callable[[str], None] = lambda m: None,
     if loop:
         from . import calibrate_loop
         try:
-            out["loop"] = calibrate_loop.measure(quick=quick, rounds=loop_rounds, log=log)
+            out["loop"] = calibrate_loop.measure(quick=quick, rounds=loop_rounds,
+                                                 requests=loop_requests, log=log)
         except calibrate_loop.LoopError as e:
             log(f"server loop not measured ({e}): the sweep's and ping-pong's costs stand")
             return out
-        out["loop"]["tick_bias"] = calibrate_loop.measure_bias(out["loop"]["rounds"], log)
+        out["loop"]["tick_bias"] = calibrate_loop.measure_bias(out["loop"]["rounds"], log,
+                                                               iters=bias_iters)
         bias = calibrate_loop.tick_bias(out["loop"]["tick_bias"])
         log(f"tick split at a spin of {bias['spin_ns']:,} ns: user share "
             f"{bias['user_share']:.3f} [{bias['user_share_ci95'][0]:.3f}, "
             f"{bias['user_share_ci95'][1]:.3f}] against the spin's {bias['spin_share']:.3f}: "
             + ("biased" if bias["biased"] else "unbiased"))
         if cpu_doc is not None:  # both methods' figures, whichever the test chooses
-            out["loop"]["ping_user_ns"] = _ping_user(cpu_doc, section(out), log)
+            out["loop"]["ping_user_ns"] = ping_user(cpu_doc, section(out), log, ping_requests)
     return out
 
 
-def _ping_user(cpu_doc: dict, sec: dict, log: Callable[[str], None]) -> list[dict]:
-    """:func:`.calibrate_loop.ping_user` on ``cpu_doc`` with ``[syscall]`` ``sec``."""
+def ping_user(cpu_doc: dict, sec: dict, log: Callable[[str], None] = lambda m: None,
+              requests: dict[int, int] | None = None) -> list[dict]:
+    """:func:`.calibrate_loop.ping_user` on ``cpu_doc`` with ``[syscall]`` ``sec``
+    (``requests``: its traced PINGs per depth)."""
     import tempfile
     from pathlib import Path
 
@@ -107,7 +115,7 @@ def _ping_user(cpu_doc: dict, sec: dict, log: Callable[[str], None]) -> list[dic
     with tempfile.TemporaryDirectory(prefix="kvsim-cpu-") as tmp:
         path = Path(tmp) / "cpu.toml"
         path.write_text(to_toml({**cpu_doc, "syscall": sec}))
-        user = calibrate_loop.ping_user(path, log=log)
+        user = calibrate_loop.ping_user(path, log=log, requests=requests)
     return [{"depth": d, "user_ns": u} for d, u in sorted(user.items())]
 
 

@@ -218,7 +218,7 @@ def test_measure_predicts_the_pings_and_the_bias_test_chooses(monkeypatch) -> No
     the bias test; the loop's runs and the prediction faked, the sweep real and tiny."""
     seen: list[dict] = []
 
-    def ping_user(path, log=lambda m: None):
+    def ping_user(path, log=lambda m: None, requests=None):
         import tomllib
         from pathlib import Path
 
@@ -230,7 +230,7 @@ def test_measure_predicts_the_pings_and_the_bias_test_chooses(monkeypatch) -> No
     for bias, method in ((_bias(0.10), "cpu"), (_bias(0.0), "ticks")):
         loop = _loop(4000.0, 150.0, None, user=False)
         monkeypatch.setattr(cl, "measure", lambda loop=loop, **kw: dict(loop))
-        monkeypatch.setattr(cl, "measure_bias", lambda rounds, log, bias=bias: bias)
+        monkeypatch.setattr(cl, "measure_bias", lambda rounds, log, bias=bias, **kw: bias)
         seen.clear()
         raw = cs.measure(quick=True, iters=64, peer=False, cpu_doc=base)
         assert raw["loop"]["tick_bias"] == bias
