@@ -333,18 +333,24 @@ def raw_from_meta(meta_raw: dict) -> dict | None:
 
 
 def add_to_file(src: Path, out: Path, rounds: int = 3, calls: int = 100_000,
-                log: Callable[[str], None] = lambda m: None) -> dict:
+                log: Callable[[str], None] = lambda m: None, again: bool = False) -> dict:
     """``src``'s CPU file (a calibration with its ``[meta.raw]``) with ``[work]`` measured
     now (:func:`measure`, :func:`apply`) written to ``out``: the same file's predictions
     with and without the kinds of work side by side; a file whose ``[work]`` has no
-    ``server`` rate gains that one alone (:func:`add_server`). Returns the ``[work]``
-    table."""
+    ``server`` rate gains that one alone (:func:`add_server`). ``again``: the file's
+    ``[work]`` is dropped and every kind measured now (the rates before kept in ``[meta]
+    work_again``). Returns the ``[work]`` table."""
     from .calibrate import to_toml
 
     try:
         doc = tomllib.loads(Path(src).read_text())
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise ConfigError(f"{src}: {e}") from None
+    if again and "work" in doc:
+        from kvsim.provenance import provenance
+
+        before = {k: v for k, v in doc.pop("work").items() if k != "src"}
+        doc.setdefault("meta", {})["work_again"] = {"before": before, **provenance()}
     if "server" in (doc.get("work") or {}):
         raise ConfigError(f"{src}: already has [work] server")
     fitted = _fitted_to(doc, src)
@@ -505,10 +511,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="fit [work] again to this c_ref's counts from the samples the file "
                          "keeps ([meta.raw]), measuring nothing; refused where c_ref's kernels "
                          "moved since the samples more than the counted kinds explain")
+    ap.add_argument("--again", action="store_true",
+                    help="drop the file's [work] and measure every kind now (a native "
+                         "measurement; the rates before kept in [meta] work_again)")
     ap.add_argument("--mark-stale", action="store_true",
                     help="with --from-raw: write such a file with [work] as it was, its gap "
                          "model named and a note saying why")
     a = ap.parse_args(argv)
+    if a.again and a.from_raw:
+        print("calibrate_work: --again measures, --from-raw does not: not both", file=sys.stderr)
+        return 2
     if a.mark_stale and not a.from_raw:
         print("calibrate_work: --mark-stale: only with --from-raw", file=sys.stderr)
         return 2
@@ -517,7 +529,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(m, file=sys.stderr)
 
         work = (refit(a.cpu_file, a.output, log, a.mark_stale) if a.from_raw else
-                add_to_file(a.cpu_file, a.output, a.rounds, log=log))
+                add_to_file(a.cpu_file, a.output, a.rounds, log=log, again=a.again))
     except (ConfigError, OSError) as e:
         print(f"calibrate_work: {e}", file=sys.stderr)
         return 1

@@ -107,3 +107,30 @@ def test_the_kernels_run():
         assert all(x > 0 for x in out["ns_per_call"])
     with pytest.raises(OSError, match="expected copy or compare"):
         cal.run_bench("workkind", "hash", 16, 10, 1)
+
+
+def test_again_measures_every_kind_and_keeps_the_rates_before(tmp_path, monkeypatch):
+    f = tmp_path / "c.toml"
+    f.write_text(cal.to_toml({**DOC, "work": {"generic": 2.0, "server": 2.5,
+                                              "src": {"generic": "old"}}}))
+    seen = {}
+
+    def fake_apply(doc, raw, log):
+        seen["work_in_doc"] = "work" in doc
+        doc["work"] = {"generic": 4.0, "src": {"generic": "now"}}
+
+    monkeypatch.setattr(cw, "measure", lambda rounds, calls, log: {"ns_per_call": {}})
+    monkeypatch.setattr(cw, "apply", fake_apply)
+    with pytest.raises(sim.ConfigError, match="already has"):
+        cw.add_to_file(f, tmp_path / "no.toml")
+    work = cw.add_to_file(f, tmp_path / "out.toml", again=True)
+    assert seen["work_in_doc"] is False and work["generic"] == 4.0
+    out = tomllib.loads((tmp_path / "out.toml").read_text())
+    assert out["meta"]["work_again"]["before"] == {"generic": 2.0, "server": 2.5}
+    assert out["meta"]["work_again"]["date_utc"]
+
+
+def test_again_and_from_raw_are_refused_together(tmp_path, capsys):
+    assert cw.main([str(tmp_path / "c.toml"), "-o", str(tmp_path / "o.toml"), "--again",
+                    "--from-raw"]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
