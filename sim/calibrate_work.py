@@ -338,7 +338,9 @@ def add_to_file(src: Path, out: Path, rounds: int = 3, calls: int = 100_000,
     now (:func:`measure`, :func:`apply`) written to ``out``: the same file's predictions
     with and without the kinds of work side by side; a file whose ``[work]`` has no
     ``server`` rate gains that one alone (:func:`add_server`). ``again``: the file's
-    ``[work]`` is dropped and every kind measured now (the rates before kept in ``[meta]
+    ``[work]`` is dropped and fitted anew: copy, compare and the GET and server kernels
+    measured now, hash and crc from the file's own samples (``[meta.raw]
+    work_ns_per_call``) as c_ref counts them now (the rates before kept in ``[meta]
     work_again``). Returns the ``[work]`` table."""
     from .calibrate import to_toml
 
@@ -512,8 +514,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "keeps ([meta.raw]), measuring nothing; refused where c_ref's kernels "
                          "moved since the samples more than the counted kinds explain")
     ap.add_argument("--again", action="store_true",
-                    help="drop the file's [work] and measure every kind now (a native "
-                         "measurement; the rates before kept in [meta] work_again)")
+                    help="drop the file's [work] and fit it anew: copy, compare and c_ref's "
+                         "GET and server kernels measured now (a native measurement), hash and crc "
+                         "from the file's own samples; the rates before in [meta] work_again")
     ap.add_argument("--mark-stale", action="store_true",
                     help="with --from-raw: write such a file with [work] as it was, its gap "
                          "model named and a note saying why")
