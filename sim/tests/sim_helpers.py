@@ -12,6 +12,14 @@ DATA = Path(__file__).resolve().parent / "data"
 # In-repo copies of the golden vectors (traces/tests/data/README.md says where they come from).
 GOLDEN = Path(__file__).resolve().parents[2] / "traces" / "tests" / "data"
 
+#: A calibrated CPU file's least content (a core, two levels, DRAM), as a TOML document.
+CALIBRATED_DOC = {
+    "name": "t", "freq_ghz": 3.0, "core": {"width": 6, "rob": 256},
+    "cache": [{"name": "L1D", "size": 49152, "ways": 12, "line": 64, "latency": 5},
+              {"name": "L2", "size": 2097152, "ways": 16, "line": 64, "latency": 16}],
+    "dram": {"latency_ns": 100.0},
+}
+
 
 def records(rows) -> np.ndarray:
     """Build a record array from (kind, addr, size[, gap, dep, tag, site, flags]) tuples;

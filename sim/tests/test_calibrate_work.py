@@ -9,6 +9,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from sim_helpers import CALIBRATED_DOC
 
 from kvsim import artifacts, sim
 from kvsim.sim import calibrate as cal
@@ -16,12 +17,7 @@ from kvsim.sim import calibrate_work as cw
 
 ROOT = Path(__file__).resolve().parents[2]
 
-DOC = {
-    "name": "t", "freq_ghz": 3.0, "core": {"width": 6, "rob": 256},
-    "cache": [{"name": "L1D", "size": 49152, "ways": 12, "line": 64, "latency": 5},
-              {"name": "L2", "size": 2097152, "ways": 16, "line": 64, "latency": 16}],
-    "dram": {"latency_ns": 100.0},
-}
+DOC = CALIBRATED_DOC
 
 
 def test_the_instruction_counts_are_c_refs():

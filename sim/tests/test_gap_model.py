@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sim_helpers import CALIBRATED_DOC
 
 from kvsim import sim, traces
 from kvsim.experiments import cpufile, runner
@@ -21,10 +22,7 @@ from kvsim.sim import gap_model as gm
 ROOT = Path(__file__).resolve().parents[2]
 
 DOC = {
-    "name": "t", "freq_ghz": 3.0, "core": {"width": 6, "rob": 256},
-    "cache": [{"name": "L1D", "size": 49152, "ways": 12, "line": 64, "latency": 5},
-              {"name": "L2", "size": 2097152, "ways": 16, "line": 64, "latency": 16}],
-    "dram": {"latency_ns": 100.0},
+    **CALIBRATED_DOC,
     "work": {"generic": 4.0, "hash": 2.5, "parse": 4.0},
     "meta": {"raw": {"work_kinds": {"ns_per_call": {}}}},  # fitted: it keeps its samples
 }
