@@ -33,7 +33,6 @@ Scratch files go to ``--work`` (a temporary folder by default, removed at the en
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import resource
@@ -97,14 +96,6 @@ def plan_summary(name: str, scale: str, cpus: list[str] | None) -> dict[str, Any
     same_setup = [g for g in groups.values() if setup_key(g[0]) == setup_key(first[0])]
     return {"cells": len(specs), "traces": len(groups), "setups": len(setups),
             "group": first, "twin": twin, "setup_group": same_setup}
-
-
-def _sha(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _trace(workload: str, path: Path, options: dict, binary: str | None) -> dict[str, Any]:
@@ -176,7 +167,8 @@ def measure_setup_group(groups: list[list[dict]], work: Path, before: str | None
     with _Clock() as c:
         together = C.run_setup_group(groups, str(shared))
     many = c.row()
-    same = all(_sha(work / f"alone-{i}.kvt") == _sha(shared / f"{C.trace_key(g[0])}.kvt")
+    same = all(provenance.file_sha256(work / f"alone-{i}.kvt")
+               == provenance.file_sha256(shared / f"{C.trace_key(g[0])}.kvt")
                for i, g in enumerate(groups))
     same_metrics = [[r["metrics"] for r in res] for res in together] == metrics
     shutil.rmtree(shared)
@@ -226,8 +218,8 @@ def measure(name: str, scale: str, cpus: list[str] | None, work: Path,
             log(f"  trace ({side}): {runs[side][-1]}")
     out["trace"] = runs
     if before:
-        out["trace_same_bytes"] = _sha(work / f"{name}-after.kvt") == \
-            _sha(work / f"{name}-before.kvt")
+        out["trace_same_bytes"] = provenance.file_sha256(work / f"{name}-after.kvt") == \
+            provenance.file_sha256(work / f"{name}-before.kvt")
         (work / f"{name}-before.kvt").unlink()
     (work / f"{name}-after.kvt").rename(path)
     args = cref.workload_args(options)

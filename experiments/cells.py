@@ -256,10 +256,10 @@ def cell_inputs(kind: str) -> list[tuple[str, Path | None]]:
 
 
 def _digest_artifact(name: str) -> str | None:
-    from kvsim import artifacts
+    from kvsim import artifacts, provenance
 
     try:
-        return hashlib.sha256(artifacts.path(name).read_bytes()).hexdigest()
+        return provenance.file_sha256(artifacts.path(name))
     except (artifacts.ArtifactMissing, OSError):
         return None
 

@@ -241,20 +241,14 @@ def build(label: str, binary: str | None = None, commit: str | None = None) -> d
     path = Path(binary).resolve()
     if not path.is_file():
         raise ValueError(f"{label} build {binary}: no such file")
-    return {"label": label, "cref_bin": str(path), "cref_sha256": _sha256(path),
+    return {"label": label, "cref_bin": str(path), "cref_sha256": provenance.file_sha256(path),
             "commit": commit}
-
-
-def _sha256(path: Path) -> str:
-    import hashlib
-
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _build_env(b: dict[str, Any]) -> dict[str, str]:
     if b["cref_bin"] is None:
         return dict(os.environ)
-    if _sha256(Path(b["cref_bin"])) != b["cref_sha256"]:
+    if provenance.file_sha256(b["cref_bin"]) != b["cref_sha256"]:
         raise ValueError(f"{b['label']} build {b['cref_bin']}: its bytes changed since the "
                          "cell was planned")
     return dict(os.environ, KVSIM_CREF_BIN=b["cref_bin"])

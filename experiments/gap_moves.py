@@ -18,7 +18,6 @@ deterministic and time nothing: run it niced.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import sys
@@ -30,10 +29,6 @@ RESULT_NAME = "gap-moves.json"
 ROWS = ("GET d10 naive -> lookahead 16", "MGET hashtable none -> batch")
 VALIDATION = "results/experiments/validation-xeon-m167.json"
 SIDES = (("a", "baseline"), ("b", "variant"))
-
-
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 @contextmanager
@@ -68,6 +63,7 @@ def native_ns(path: Path) -> dict[tuple[str, str], float]:
 def measure(log, a: argparse.Namespace) -> dict[str, Any]:
     """Every side of every row under every arm (module docstring)."""
     from kvsim.experiments import cells, validation
+    from kvsim.provenance import file_sha256
 
     pairs = {p["row"]: p for p in validation._pairs("full")}
     rows = a.row or list(ROWS)
@@ -82,8 +78,8 @@ def measure(log, a: argparse.Namespace) -> dict[str, Any]:
         with _cref(cli) as binary:
             if not binary.is_file():
                 raise ValueError(f"--arm {name}: no c_ref CLI {binary}")
-            arms.append({"name": name, "cref": cli, "cref_sha256": _sha(binary), "cpu": cpu,
-                         "cpu_sha256": _sha(Path(cpu))})
+            arms.append({"name": name, "cref": cli, "cref_sha256": file_sha256(binary),
+                         "cpu": cpu, "cpu_sha256": file_sha256(cpu)})
     out = []
     for row in rows:
         for side, label in SIDES:

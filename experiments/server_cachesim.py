@@ -245,11 +245,10 @@ def _build(arg: str) -> tuple[str, Path]:
 
 def _binary_facts(path: Path) -> dict[str, Any]:
     """What identifies a build: the binary's SHA-256 and its code size (``.text`` bytes)."""
-    import hashlib
+    from kvsim import provenance
 
-    data = path.read_bytes()
-    return {"binary": path.name, "sha256": hashlib.sha256(data).hexdigest(),
-            "bytes": len(data), "text_bytes": _text_bytes(path)}
+    return {"binary": path.name, "sha256": provenance.file_sha256(path),
+            "bytes": path.stat().st_size, "text_bytes": _text_bytes(path)}
 
 
 def _text_bytes(path: Path) -> int | None:

@@ -261,9 +261,7 @@ def layout_of(server: str, pid: int, keys: int, value_size: int, sample: int,
 def run(keys: int, value_size: int, sample: int, seed: int, log=None) -> dict[str, Any]:
     """Both servers started as ``kvsim native server`` starts them, loaded with the same
     keys, then read (module docstring)."""
-    import hashlib
-
-    from kvsim import artifacts
+    from kvsim import artifacts, provenance
 
     vbinary, vsource = server_binary()
     cbinary = S.cref_binary()
@@ -271,8 +269,7 @@ def run(keys: int, value_size: int, sample: int, seed: int, log=None) -> dict[st
     out: dict[str, Any] = {"keys": keys, "value_size": value_size, "sample": sample,
                            "seed": seed, "cref_server_args": S.CREF_SERVER_ARGS,
                            "cref_binary": {"from": env if os.environ.get(env) else "build",
-                                           "sha256": hashlib.sha256(
-                                               cbinary.read_bytes()).hexdigest()},
+                                           "sha256": provenance.file_sha256(cbinary)},
                            "valkey_server_source": vsource}
     for name in S.SERVERS:
         srv = (S.CrefServer() if name == "cref" else

@@ -201,12 +201,11 @@ def markdown(doc: dict[str, Any]) -> str:
 
 def _binary_id(path: Path | None) -> dict[str, str]:
     """A build's SHA-256 (``path`` None: the project's kvsim-cref)."""
-    import hashlib
-
+    from kvsim import provenance
     from kvsim.experiments import cref
 
     p = path or cref.binary()
-    return {"sha256": hashlib.sha256(Path(p).read_bytes()).hexdigest(),
+    return {"sha256": provenance.file_sha256(p),
             "project_build": path is None}
 
 

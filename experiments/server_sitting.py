@@ -21,7 +21,6 @@ cells.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import tomllib
 from collections.abc import Callable
@@ -29,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from kvsim import provenance
 
 SITTING_DIR = "sitting"
 #: how a prediction on a re-measured file is named in the tables (after the file's path)
@@ -70,7 +71,7 @@ def sitting_cpus(out: Path, cpus: list[str], measure: bool,
     todo = []
     for f in files:
         try:
-            digest = cs.sha256(Path(f))
+            digest = provenance.file_sha256(f)
         except OSError as e:
             raise ValueError(f"--cpu {f}: {e.strerror or e}") from None
         got = _stored(sitting_path(out, f))
@@ -112,7 +113,7 @@ def cpu_key(cpu: str) -> dict[str, str]:
     if not str(cpu).endswith(".toml"):
         return {}
     try:
-        return {"cpu_digest": hashlib.sha256(Path(cpu).read_bytes()).hexdigest()[:16]}
+        return {"cpu_digest": provenance.file_sha256(cpu)[:16]}
     except OSError:
         return {}
 

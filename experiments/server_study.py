@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kvsim import stats
+from kvsim import provenance, stats
 from kvsim.experiments import cells as C
 from kvsim.experiments import seeds, server_sitting, valkey
 from kvsim.experiments.framework import Experiment, Plot, Table, _fmt_native
@@ -221,7 +221,7 @@ def traced_side(spec: dict, batch: int, args: list[str], log=None,
     from kvsim.experiments.server import CrefServer
     from kvsim.experiments.valkey_server import benchmark_binary, pick_cpus, populate
 
-    digest = (hashlib.sha256(Path(binary).read_bytes()).hexdigest() if binary
+    digest = (provenance.file_sha256(binary) if binary
               else C._digest_artifact("kvsim-cref"))
     key = hashlib.sha256(json.dumps([spec, batch, args, digest]
                                     + (["compact"] if compact else [])

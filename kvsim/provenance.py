@@ -11,6 +11,7 @@ figures by hand. ``python -m kvsim.provenance`` prints the block, for shell benc
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import os
 import platform
@@ -164,6 +165,16 @@ def scrub_line(command: str) -> str:
     """A command already recorded as one line, through :func:`scrub_command` (idempotent:
     result files written before the scrub existed render the same way)."""
     return scrub_command(command.split())
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The SHA-256 of a file's bytes, 64 hex digits: how a result names a binary or CPU file
+    it used (a caller that keys by it keeps a prefix). OSError where it cannot be read."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:

@@ -31,7 +31,6 @@ rows: the commands are PINGs, the calls a loopback pair's.
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import re
 import tomllib
 from collections.abc import Callable
@@ -209,10 +208,6 @@ def shown(path: str | Path) -> str:
     return word if word.endswith(Path(path).name) else Path(path).name
 
 
-def sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
 def write(doc: dict, out: Path) -> Path:
     """``doc`` as TOML at ``out`` (atomically), refused whole where the parser would."""
     from kvsim import provenance
@@ -230,12 +225,14 @@ def remeasure(src: Path, out: Path, rounds: int | None = None,
     """``kvsim calibrate --remeasure-syscall SRC -o OUT``: SRC (:func:`load`) written to OUT
     with its socket calls measured now (:func:`measure`, at SRC's quick or full sizes;
     :func:`derive`). ConfigError before any measuring where OUT is SRC."""
+    from kvsim.provenance import file_sha256
+
     doc = load(src)
     if Path(out).resolve() == Path(src).resolve():
         raise ConfigError(f"-o {out}: is the file being measured again (write a new file)")
     quick = bool((doc.get("meta") or {}).get("quick", True))
     raw = measure(quick, rounds, loop=file_method(doc) is not None, log=log)
-    new = derive(doc, raw, source=shown(src), source_sha256=sha256(src), log=log)
+    new = derive(doc, raw, source=shown(src), source_sha256=file_sha256(src), log=log)
     return write(new, Path(out))
 
 

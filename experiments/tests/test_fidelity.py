@@ -111,7 +111,7 @@ def test_the_plan_names_the_before_build_by_its_bytes(tiny, tmp_path, monkeypatc
         monkeypatch.setenv(fidelity.BEFORE_ENV, str(path))
         specs = framework.get("fidelity").cells("small", ["epyc-7713"])
         before = [c for c in specs if c["build"]["label"] == "before"]
-        assert before and all(c["build"]["cref_sha256"] == fidelity._sha256(Path(path))
+        assert before and all(c["build"]["cref_sha256"] == provenance.file_sha256(path)
                               for c in before)
         # the pairs an older build lacks run with this checkout's build only
         assert not any(c["pair"] in fidelity.NEW for c in before)

@@ -16,6 +16,7 @@ import pytest
 from kvsim.experiments import server_sitting as SS
 from kvsim.experiments import server_study as S
 from kvsim.experiments.cells import cell_id
+from kvsim.provenance import file_sha256
 from kvsim.sim import calibrate_sitting as cs
 from kvsim.sim import calibrate_syscall
 from kvsim.sim.calibrate import cpu_identity, machine_key, to_toml
@@ -81,7 +82,7 @@ def test_the_section_is_measured_once_and_reused(tmp_path: Path, measured) -> No
     assert cpus == [str(copy), "epyc-7713"] and measured == [True]
     doc = tomllib.loads(copy.read_text())
     assert doc["syscall"]["write_ns"] == pytest.approx(1000.0 + 4000.0, abs=0.1)
-    assert doc["meta"]["syscall_sitting"]["source_sha256"] == cs.sha256(src)
+    assert doc["meta"]["syscall_sitting"]["source_sha256"] == file_sha256(src)
     first = copy.read_bytes()
     # resumed (even under --only sim): the stored section, nothing measured again
     assert SS.sitting_cpus(out, [str(src), "epyc-7713"], measure=False) == cpus

@@ -87,3 +87,22 @@ def test_write_atomic_writes_a_pipe_in_place(tmp_path):
     reader.join(timeout=30)
     assert stat.S_ISFIFO(os.stat(fifo).st_mode) and got == ["{}\n"]
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+@pytest.mark.parametrize("size", [0, 1, (1 << 20) - 1, 1 << 20, (1 << 20) + 7, 3 << 20])
+def test_file_sha256_is_the_digest_of_the_whole_file(tmp_path, size):
+    """Read in blocks, the digest is hashlib's over the file's bytes at every size (blocks
+    of 1 MiB: below, at and across their edge)."""
+    import hashlib
+    import random
+
+    data = random.Random(size).randbytes(size)
+    path = tmp_path / "f.bin"
+    path.write_bytes(data)
+    assert provenance.file_sha256(path) == hashlib.sha256(data).hexdigest()
+    assert provenance.file_sha256(str(path)) == provenance.file_sha256(path)
+
+
+def test_file_sha256_of_a_missing_file_is_an_oserror(tmp_path):
+    with pytest.raises(OSError):
+        provenance.file_sha256(tmp_path / "missing")

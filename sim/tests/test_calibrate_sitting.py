@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from kvsim.provenance import file_sha256
 from kvsim.sim import calibrate_sitting as cs
 from kvsim.sim.calibrate import cpu_identity, machine_key, to_toml
 from kvsim.sim.config import ConfigError, load_cpu, parse_cpu
@@ -118,7 +119,7 @@ def test_a_small_real_remeasure_gives_a_well_formed_section(tmp_path: Path) -> N
     old = _calibrated()
     src = _write(tmp_path, old)
     raw = cs.measure(True, rounds=1, iters=64, loop_requests=(2000, 5000), bias_iters=200)
-    new = cs.derive(old, raw, source="cpu.toml", source_sha256=cs.sha256(src),
+    new = cs.derive(old, raw, source="cpu.toml", source_sha256=file_sha256(src),
                     ping_requests={1: 500, 10: 1000})
     out = cs.write(new, tmp_path / "again.toml")
     back = tomllib.loads(out.read_text())
@@ -146,7 +147,7 @@ def test_a_small_real_remeasure_gives_a_well_formed_section(tmp_path: Path) -> N
     assert {"commit", "machine", "date_utc", "command"} <= set(prov)
     assert prov["machine"]["cores"] and ss["sitting"]["boot_id"] == Path(
         "/proc/sys/kernel/random/boot_id").read_text().strip()
-    assert ss["source"] == "cpu.toml" and ss["source_sha256"] == cs.sha256(src)
+    assert ss["source"] == "cpu.toml" and ss["source_sha256"] == file_sha256(src)
     assert ss["replaced"]["write_ns"] == 5186.0 and ss["raw"]["sizes"]
     rows = {r["figure"].strip(): r for r in cs.summary(back)}
     assert rows["write per call"]["file"] == 5186.0
