@@ -192,3 +192,29 @@ def test_from_raw_refuses_samples_of_another_c_ref(tmp_path):
     assert "changed on its kernels' path" in marked["meta"]["work_refit"]["refused"]
     assert any("not fitted again" in n for n in marked["notes"])
     assert sim.load_cpu(out).work_gap_model == "site-cost-v1"
+
+
+ZEN5_WORK = "results/calibrate-zen5-validation.toml"
+
+
+@pytest.mark.parametrize(("kind", "bench"), [("hash", "siphash"), ("crc", "crc64")])
+def test_the_presets_hash_and_crc_are_the_zen5_points_in_c_refs_counts(kind, bench):
+    """A preset names no gap model, so nothing refuses it when c_ref's counts change: its
+    hash and crc rates, estimated from the Zen 5 file's kernel points, are those points'
+    cycles over the instructions c_ref counts for them now (one decimal, at most the
+    width); a recount that leaves a preset behind fails here."""
+    path = ROOT / ZEN5_WORK
+    if not path.is_file():
+        pytest.skip(f"{ZEN5_WORK}: not in this checkout")
+    pts = tomllib.loads(path.read_text())["meta"]["raw"]["work_ipc"]["points"]
+    mine = {int(k.split("/")[1]): v["cycles"] for k, v in pts.items() if k.startswith(bench)}
+    assert mine, bench
+    rate = sum(cal.work_instructions(bench, n) for n in mine) / sum(mine.values())
+    checked = 0
+    for name in sim.preset_names():
+        cpu = sim.load_cpu(name)
+        if not cpu.work or ZEN5_WORK not in cpu.provenance["work"].get(kind, ""):
+            continue
+        assert dict(cpu.work)[kind] == min(round(rate, 1), cpu.width), name
+        checked += 1
+    assert checked >= 5
