@@ -91,7 +91,7 @@ def sitting_cpus(out: Path, cpus: list[str], measure: bool,
         log(f"server: measuring the [syscall] of {', '.join(docs)} in this sitting")
         raw = cs.measure(quick, rounds, loop=loop, log=log, **small)
         for f, digest in todo:
-            new = cs.derive(docs[f], raw, source=cs.shown(f), source_sha256=digest,
+            new = cs.derive(docs[f], raw, source=provenance.shown_path(f), source_sha256=digest,
                             log=log, ping_requests=ping)
             cs.write(new, sitting_path(out, f))
             log(f"server: wrote {sitting_path(out, f)}")

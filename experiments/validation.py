@@ -59,7 +59,7 @@ from typing import Any
 
 import pandas as pd
 
-from kvsim import stats
+from kvsim import provenance, stats
 from kvsim.experiments import cells as C
 from kvsim.experiments import cref, studies  # noqa: F401 - studies: the seeds register first
 from kvsim.experiments import pairs as catalogue
@@ -553,21 +553,6 @@ def _summary_frame(sp: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(recs)
 
 
-def shown_path(path: str | None) -> str | None:
-    """``path`` as the tables show it: in the checkout relative to it, under the home
-    directory as ``~/...``, else its file name alone (a scratch folder names no file a
-    reader has; the SHA-256 beside it identifies the file)."""
-    if not path:
-        return path
-    from kvsim import artifacts
-
-    root = artifacts.source_root()
-    for base, prefix in ((root, ""), (Path.home(), "~/")):
-        if base is not None and Path(path).is_relative_to(base):
-            return prefix + str(Path(path).relative_to(base))
-    return Path(path).name
-
-
 def _minutes(earlier: str | None, later: str | None) -> float | None:
     import datetime as dt
 
@@ -585,7 +570,7 @@ def _calibration_frame(calib: dict | None, lines: list[dict]) -> pd.DataFrame:
     same = used == [calib.get("cpu_file_sha256")]
     items = [
         ("scale", ", ".join(sorted({ln["scale"] for ln in lines}))),
-        ("CPU file", shown_path(calib.get("cpu_file"))),
+        ("CPU file", provenance.shown_path(calib.get("cpu_file"))),
         ("CPU file SHA-256", calib.get("cpu_file_sha256")),
         ("calibrated, minutes before the first native round ended",
          calib.get("minutes_before_natives")),
@@ -649,8 +634,8 @@ def _tables(rows: pd.DataFrame) -> list[Table]:
     # the CPU file(s) the predictions used: the calibration's, or one given by --cpu
     used = sorted({(ln.get("cpu_file"), ln["cpu_file_sha256"]) for ln in lines
                    if ln.get("cpu_file_sha256")}, key=str)
-    where = ("; ".join(f"Predicted with the CPU file {shown_path(f)} (SHA-256 {h[:12]})"
-                       for f, h in used) or "no prediction ran")
+    where = ("; ".join(f"Predicted with the CPU file {provenance.shown_path(f)} "
+                       f"(SHA-256 {h[:12]})" for f, h in used) or "no prediction ran")
     local = not used or [h for _, h in used] == [(calib or {}).get("cpu_file_sha256")]
     cpu = "calibrated local" if local else \
         ", ".join(Path(f).name for f, _ in used if f) or "a CPU file"

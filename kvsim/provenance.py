@@ -140,12 +140,31 @@ def scrub_word(word: str, option: str | None = None, root: Path | None = None) -
         return f"{opt}={scrub_word(value, opt, root)}"
     if not word.startswith("/"):
         return word
-    path = Path(word)
+    known = _in_known_folder(Path(word), root)
+    return known if known is not None else _PATH_ROLES.get(option or "", "PATH")
+
+
+def _in_known_folder(path: Path, root: Path | None) -> str | None:
+    """Absolute ``path`` relative to the checkout ``root`` where inside it, as ``~/...``
+    under the home directory, else None."""
     for base, show in ((root, None), (Path.home(), "~")):
         if base is not None and base != Path("/") and path.is_relative_to(base):
             rel = path.relative_to(base).as_posix()
             return rel if show is None else f"{show}/{rel}".rstrip("/.")
-    return _PATH_ROLES.get(option or "", "PATH")
+    return None
+
+
+def shown_path(path: str | os.PathLike | None, root: Path | None = None) -> str | None:
+    """A file's path as a result records or a table shows it, never a machine's absolute
+    path: inside the checkout (``root``, by default the one kvsim runs from) relative to it,
+    under the home directory ``~/...``, else the file's name alone (a scratch folder names
+    no file a reader has; the SHA-256 recorded beside it identifies the file). A relative
+    path is taken from the current directory. None and "" are returned as they are."""
+    if not path:
+        return path if path is None else str(path)
+    full = Path(os.path.abspath(path))
+    known = _in_known_folder(full, root or artifacts.source_root())
+    return known if known is not None else full.name
 
 
 def scrub_command(argv: list[str], root: Path | None = None) -> str:

@@ -156,9 +156,10 @@ def derive(doc: dict, raw: dict, *, source: str, source_sha256: str,
            log: Callable[[str], None] = lambda m: None,
            ping_requests: dict[int, int] | None = None) -> dict:
     """``doc`` with its socket figures from ``raw`` (:func:`measure`'s) and the records the
-    module docstring lists; ``source``: the file's path as given, ``source_sha256`` its
-    bytes'. The traced PINGs' user time is predicted on ``doc`` itself (its own [syscall]
-    left out), as ``kvsim calibrate`` predicts it on the file it writes."""
+    module docstring lists; ``source``: the file's path as it records it
+    (``kvsim.provenance.shown_path``), ``source_sha256`` its bytes'. The traced PINGs' user
+    time is predicted on ``doc`` itself (its own [syscall] left out), as ``kvsim calibrate``
+    predicts it on the file it writes."""
     from kvsim import provenance
 
     method = file_method(doc)
@@ -199,15 +200,6 @@ def derive(doc: dict, raw: dict, *, source: str, source_sha256: str,
     return out
 
 
-def shown(path: str | Path) -> str:
-    """``path`` as a file records it: relative to the checkout where inside it, else its
-    name (never a machine's absolute path)."""
-    from kvsim.provenance import scrub_word
-
-    word = scrub_word(str(path))
-    return word if word.endswith(Path(path).name) else Path(path).name
-
-
 def write(doc: dict, out: Path) -> Path:
     """``doc`` as TOML at ``out`` (atomically), refused whole where the parser would."""
     from kvsim import provenance
@@ -225,14 +217,14 @@ def remeasure(src: Path, out: Path, rounds: int | None = None,
     """``kvsim calibrate --remeasure-syscall SRC -o OUT``: SRC (:func:`load`) written to OUT
     with its socket calls measured now (:func:`measure`, at SRC's quick or full sizes;
     :func:`derive`). ConfigError before any measuring where OUT is SRC."""
-    from kvsim.provenance import file_sha256
+    from kvsim.provenance import file_sha256, shown_path
 
     doc = load(src)
     if Path(out).resolve() == Path(src).resolve():
         raise ConfigError(f"-o {out}: is the file being measured again (write a new file)")
     quick = bool((doc.get("meta") or {}).get("quick", True))
     raw = measure(quick, rounds, loop=file_method(doc) is not None, log=log)
-    new = derive(doc, raw, source=shown(src), source_sha256=file_sha256(src), log=log)
+    new = derive(doc, raw, source=shown_path(src), source_sha256=file_sha256(src), log=log)
     return write(new, Path(out))
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from kvsim import provenance
 from kvsim.experiments import cells, runner, timing, validation
 from kvsim.sim import calibrate as cal
 from kvsim.sim.local import core_is_known, read_sysfs
@@ -199,7 +200,7 @@ def test_the_calibration_used_is_recorded(run):
     out, _, _, path = run
     t = _table(out, "validation_calibration").set_index("field")["setting"]
     sha = hashlib.sha256(path.read_text().encode()).hexdigest()
-    assert t["CPU file"] == validation.shown_path(str(path)) and t["CPU file SHA-256"] == sha
+    assert t["CPU file"] == provenance.shown_path(str(path)) and t["CPU file SHA-256"] == sha
     assert t["predictions used this file"] == "yes"
     assert t["scale"] == "small"
     assert 0 <= float(t["calibrated, minutes before the first native round ended"]) < 60
@@ -299,17 +300,6 @@ def test_a_cpu_file_replaces_local_in_the_predictions(tmp_path):
                                                           if s["kind"] != "predict"]
     with pytest.raises(ValueError, match="one CPU file"):
         validation._cells("small", [str(f), str(tmp_path / "other.toml")])
-
-
-def test_shown_paths_name_no_machine_folder():
-    from kvsim import artifacts
-
-    root = artifacts.source_root()
-    if root is not None:  # a checkout: its files relative to it
-        assert validation.shown_path(str(root / "results" / "x.toml")) == "results/x.toml"
-    assert validation.shown_path(str(Path.home() / ".cache" / "x.toml")) == "~/.cache/x.toml"
-    # a scratch folder outside both: the file's name alone (its SHA-256 stands beside it)
-    assert validation.shown_path("/tmp/kvsim-scratch/local.toml") == "local.toml"
 
 
 def test_a_fraction_warmup_counts_the_keys_of_the_measured_records():

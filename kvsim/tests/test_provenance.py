@@ -106,3 +106,23 @@ def test_file_sha256_is_the_digest_of_the_whole_file(tmp_path, size):
 def test_file_sha256_of_a_missing_file_is_an_oserror(tmp_path):
     with pytest.raises(OSError):
         provenance.file_sha256(tmp_path / "missing")
+
+
+def test_shown_paths_name_no_machine_folder(tmp_path, monkeypatch):
+    """What a result records of a file's path (a validation table's CPU file, a re-measured
+    file's source): the checkout's files relative to it, the home directory's as ``~/...``,
+    any other the file's name alone; a relative path is taken from the current directory."""
+    root = ROOT or tmp_path
+    assert provenance.shown_path(str(root / "results" / "x.toml"), root) == "results/x.toml"
+    if ROOT is not None:  # by default the checkout kvsim runs from
+        assert provenance.shown_path(str(ROOT / "results" / "x.toml")) == "results/x.toml"
+    home = Path.home()
+    if home != Path("/") and not (ROOT and ROOT.is_relative_to(home / ".cache")):
+        assert provenance.shown_path(str(home / ".cache" / "x.toml"), root) == "~/.cache/x.toml"
+    # a scratch folder outside both: the file's name alone (its SHA-256 stands beside it)
+    scratch = Path("/nonexistent-scratch/local.toml")
+    assert provenance.shown_path(str(scratch), Path("/srv/checkout")) == "local.toml"
+    monkeypatch.chdir(root)
+    assert provenance.shown_path("results/x.toml", root) == "results/x.toml"
+    assert provenance.shown_path(Path("results") / "x.toml", root) == "results/x.toml"
+    assert provenance.shown_path(None) is None and provenance.shown_path("") == ""
