@@ -649,7 +649,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench presets") -
                          f"results/{MOONSHOT_NAME} with --moonshot)")
     a = ap.parse_args(argv)
     name = MOONSHOT_NAME if a.moonshot else RESULT_NAME
-    out = Path(a.out) if a.out else provenance.default_result_path(name)
+    out = provenance.out_path(a.out, name)
     try:
         for p in a.preset or []:
             if p not in sim.preset_names():

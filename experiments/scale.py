@@ -343,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"scale: error: {exc}", file=sys.stderr)
         return 2
     cpus = a.cpu or [p for p in sim.preset_names() if p != "local"]
-    out = Path(a.out or provenance.default_result_path("scale.json"))
+    out = provenance.out_path(a.out, "scale.json")
     rows: list[dict] = []
     kept: dict = {}
     if a.append and out.is_file():

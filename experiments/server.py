@@ -603,6 +603,20 @@ def render_result(prog: str, path: str, table: Any) -> int:
     return 0
 
 
+def build_arg(arg: str, option: str, reserved: tuple[str, ...] = ()) -> tuple[str, Path]:
+    """``LABEL=BINARY``, the value of a command's ``option`` naming another ``kvsim-cref``
+    build: the label and the binary's path. ValueError (one line naming ``option``) when the
+    value is not of that form, its label is one of ``reserved`` (the rows the command
+    names itself) or the binary is not a file."""
+    label, sep, path = arg.partition("=")
+    if not sep or not label or label in reserved or not path:
+        other = f" (a label other than {' and '.join(reserved)})" if reserved else ""
+        raise ValueError(f"{option} {arg!r}: expected LABEL=BINARY{other}")
+    if not Path(path).is_file():
+        raise ValueError(f"{option} {arg!r}: no such file {path}")
+    return label, Path(path)
+
+
 
 #: what a measuring command's run may raise besides a missing tool (exit 2): exit 1
 RUN_ERRORS = (ValkeyError, OSError, subprocess.SubprocessError, callgrind.CallgrindFormatError)
@@ -659,8 +673,7 @@ def main(argv: list[str] | None = None, prog: str = "kvsim native server") -> in
     if a.render:
         return render_result(prog, a.render,
                              lambda doc: table_markdown(doc) + "\n\n" + spread_markdown(doc))
-    out = Path(a.out) if a.out else provenance.default_result_path(
-        CALLGRIND_RESULT_NAME if a.callgrind else RESULT_NAME)
+    out = provenance.out_path(a.out, CALLGRIND_RESULT_NAME if a.callgrind else RESULT_NAME)
     cells = a.cell or CELLS
     specs = []
     try:

@@ -232,17 +232,6 @@ def builds_table_markdown(doc: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
-def _build(arg: str) -> tuple[str, Path]:
-    """``LABEL=BINARY`` of ``--cref-build``: the label and an existing binary's path."""
-    label, sep, path = arg.partition("=")
-    if not sep or not label or label in ("valkey", "cref") or not path:
-        raise ValueError(f"--cref-build {arg!r}: expected LABEL=BINARY (a label other than "
-                         "valkey and cref)")
-    if not Path(path).is_file():
-        raise ValueError(f"--cref-build {arg!r}: no such file {path}")
-    return label, Path(path)
-
-
 def _binary_facts(path: Path) -> dict[str, Any]:
     """What identifies a build: the binary's SHA-256 and its code size (``.text`` bytes)."""
     from kvsim import provenance
@@ -311,12 +300,12 @@ def main(argv: list[str] | None = None,
     if a.render:
         return S.render_result(prog, a.render, lambda d: (
             builds_table_markdown(d) if "builds" in d["cells"][0] else table_markdown(d)))
-    out = Path(a.out) if a.out else provenance.default_result_path(RESULT_NAME)
+    out = provenance.out_path(a.out, RESULT_NAME)
     specs = []
     builds: dict[str, Path] = {}
     try:
         for arg in a.cref_build or ():
-            label, path = _build(arg)
+            label, path = S.build_arg(arg, "--cref-build", ("valkey", "cref"))
             if label in builds:
                 raise ValueError(f"--cref-build: label {label!r} given twice")
             builds[label] = path

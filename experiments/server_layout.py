@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.keys < 2 or a.sample < 1 or a.value_size < 64:
         ap.error("--keys must be >= 2, --sample >= 1, --value-size >= 64 (a RAW value)")
-    out = Path(a.out) if a.out else provenance.default_result_path(RESULT_NAME)
+    out = provenance.out_path(a.out, RESULT_NAME)
     doc, status = S.run_or_status(prog, lambda: run(
         a.keys, a.value_size, a.sample, a.seed,
         log=progress.log_line))

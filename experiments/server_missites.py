@@ -209,15 +209,6 @@ def _binary_id(path: Path | None) -> dict[str, str]:
             "project_build": path is None}
 
 
-def _build(arg: str) -> tuple[str, Path]:
-    label, sep, path = arg.partition("=")
-    if not sep or not label or not path:
-        raise ValueError(f"--build {arg!r}: expected LABEL=BINARY")
-    if not Path(path).is_file():
-        raise ValueError(f"--build {arg!r}: no such file {path}")
-    return label, Path(path)
-
-
 def main(argv: list[str] | None = None,
          prog: str = "python -m kvsim.experiments.server_missites") -> int:
     import tempfile
@@ -265,14 +256,14 @@ def main(argv: list[str] | None = None,
     builds: dict[str, Path | None] = {}
     try:
         for arg in a.build or ():
-            label, path = _build(arg)
+            label, path = S.build_arg(arg, "--build")
             if label in builds or label == "this":
                 raise ValueError(f"--build: label {label!r} given twice or reserved")
             builds[label] = path
     except ValueError as exc:
         ap.error(str(exc))
     builds["this"] = None
-    out = Path(a.out) if a.out else provenance.default_result_path(RESULT_NAME)
+    out = provenance.out_path(a.out, RESULT_NAME)
     with tempfile.TemporaryDirectory(prefix="kvsim-missites-") as tmp:
         rows, status = S.run_or_status(prog, lambda: run(native, cells, builds, a.cpu,
                                                          Path(tmp), progress.log_line,

@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None,
     a = ap.parse_args(argv)
     if min(a.keys, a.requests, a.clients) < 1 or a.warmup_requests < 0:
         ap.error("--keys, --requests and --clients must be at least 1, --warmup-requests 0")
-    out = Path(a.out) if a.out else provenance.default_result_path(RESULT_NAME)
+    out = provenance.out_path(a.out, RESULT_NAME)
     cells, status = S.run_or_status(prog, lambda: measure(
         a.keys, a.requests, a.warmup_requests, a.clients,
         log=progress.log_line))

@@ -26,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvsim.experiments.server import CrefServer, parse_cell, run_or_status
+from kvsim.experiments.server import CrefServer, build_arg, parse_cell, run_or_status
 from kvsim.experiments.valkey_server import Resp, ToolMissing, ValkeyError
 from kvsim.model import strategies as mst
 from kvsim.model.keyspace import Keyspace
@@ -654,3 +654,18 @@ def test_spread_table_gives_each_lowest_round_beside_its_median(rounds):
     lo, med = (float(x) for x in cells[6].split(" / "))  # the ratios' rounds: 5 decimals
     assert lo == pytest.approx(min(off), abs=0.0051)
     assert med == pytest.approx(statistics.median(off), abs=0.0051)
+
+
+def test_build_arg_takes_label_and_binary_or_names_the_option(tmp_path):
+    """``LABEL=BINARY`` of server_cachesim's --cref-build and server_missites' --build."""
+    binary = tmp_path / "kvsim-cref"
+    binary.write_bytes(b"\0")
+    assert build_arg(f"old={binary}", "--build") == ("old", binary)
+    for bad in ("old", f"={binary}", "old=", f"valkey={binary}"):
+        with pytest.raises(ValueError) as e:
+            build_arg(bad, "--cref-build", ("valkey", "cref"))
+        assert str(e.value) == (f"--cref-build {bad!r}: expected LABEL=BINARY (a label other "
+                                "than valkey and cref)")
+    assert build_arg(f"valkey={binary}", "--build") == ("valkey", binary)  # none reserved
+    with pytest.raises(ValueError, match=r"^--build 'x=/nonexistent/b': no such file "):
+        build_arg("x=/nonexistent/b", "--build")
