@@ -2,6 +2,8 @@
 and its join of two streams alone: where the 4 KiB load's checksum time goes.
 
     python -m kvsim.experiments.crc_state [--rounds R] [--repeats N] [--cpu FILE] [--out FILE]
+    python -m kvsim.experiments.crc_state predict --cpu FILE --native RESULT
+        [--validation RESULT] [--out FILE]
 
 Each round runs, in turn, ``kvsim-calibrate crcstate`` (sim/_calibrate/crc_state.c: the CRC
 over a buffer in the L1, after a copy into the same buffer, after a copy into fresh memory,
@@ -20,6 +22,14 @@ file's clock next to the file's ``[work] crc``. Per join length: ns per call, it
 (sim/calibrate.py ``_crc64_combine_cost``) and the rate likewise.
 
 It is a native timing: run it alone (a quiet window).
+
+``predict`` (simulation only: niced) puts the CRC-64's two new kinds of work into a
+calibrated CPU file from such a result (:func:`with_crc_kinds`: its crc64 samples at 4 and
+16 KiB aligned, ``hot``, and its joins alone, fitted with the file's own one-stream samples
+by sim/calibrate_work.py ``kernel_rates``, as ``kvsim calibrate`` fits them from its own
+samples) and predicts the validation's 4 and 16 KiB load rows (both sides, the validation's
+full-scale keys and options) on the file as it is (its crc rate for all of the CRC) and
+with the two rates, beside the native time per key of a validation result.
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 RESULT_NAME = "crc-state.json"
+PREDICT_NAME = "crc-state-predict.json"
 #: (bytes, offset past a 64-byte boundary) of the crcstate points
 POINTS = ((512, 0), (512, 5), (4096, 0), (4096, 5), (16384, 0), (16384, 5))
 #: the second stream's bytes of the joins timed alone: 4 and 16 KiB calls aligned (one set
@@ -98,8 +109,138 @@ def analyse(raw: dict[str, Any], ghz: float | None) -> dict[str, list[dict[str, 
     return {"rows": rows, "combine": combine}
 
 
+#: the validation's load rows ``predict`` runs (experiments/validation.py ``_pairs``)
+PREDICT_ROWS = ("load 4096 B none -> prefetch-after-key", "load 16384 B none -> prefetch-after-key")
+
+
+def native_samples(native: dict[str, Any]) -> dict[str, list[float]]:
+    """``kvsim-calibrate work`` samples (``kind/chunk`` -> ns per call) from a measurement:
+    the CRC over a buffer in the L1 (``hot``) at the aligned long points, and the joins."""
+    out: dict[str, list[float]] = {}
+    for p in native["raw"]["points"]:
+        if p["state"] == "hot" and p["crc"] == 1 and p["offset"] == 0 and p["len"] > 1024:
+            out[f"crc64/{p['len']}"] = list(p["ns"])
+    for c in native["raw"]["combine"]:
+        out[f"crc64combine/{c['len2']}"] = list(c["ns"])
+    return out
+
+
+def with_crc_kinds(doc: dict[str, Any], native: dict[str, Any]) -> tuple[dict, dict]:
+    """A calibrated CPU ``doc`` with ``[work]`` crc_streams and crc_combine fitted from
+    ``native``'s samples (:func:`native_samples`) with the file's own crc64 samples
+    (``[meta.raw] work_ns_per_call``) at its clock; and the fits."""
+    from kvsim.sim.calibrate_work import kernel_rates
+
+    raw = ((doc.get("meta") or {}).get("raw") or {}).get("work_ns_per_call") or {}
+    samples = {**{k: v for k, v in raw.items() if k.startswith("crc64/")},
+               **native_samples(native)}
+    found = kernel_rates(samples, {}, float(doc["freq_ghz"]))
+    width = float(doc["core"]["width"])
+    out = {**doc, "work": dict(doc["work"])}
+    for kind in ("crc_streams", "crc_combine"):
+        out["work"][kind] = round(min(found[kind]["ipc"], width), 3)
+    return out, {k: found[k] for k in ("crc", "crc_streams", "crc_combine")}
+
+
+def _validation_native(path: Path | None) -> dict[tuple[str, str], float]:
+    """(row, side) -> native ns per operation of a validation result's time table."""
+    if path is None:
+        return {}
+    import json
+
+    doc = json.loads(path.read_text())
+    out = {}
+    for t in doc.get("tables", []):
+        cols = t.get("columns") or []
+        if "native_ns_per_op" not in cols:
+            continue
+        i, j, k = cols.index("row"), cols.index("side"), cols.index("native_ns_per_op")
+        for r in t["rows"]:
+            out[(r[i], r[j])] = r[k]
+    return out
+
+
+def predict(cpu_path: Path, native: dict[str, Any], validation: Path | None,
+            log: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
+    """The validation's :data:`PREDICT_ROWS` traced and simulated on ``cpu_path`` as it is
+    and with the CRC's kinds (:func:`with_crc_kinds`): ns per key per side."""
+    import tempfile
+
+    from kvsim import sim
+    from kvsim.experiments import cref
+    from kvsim.experiments import validation as val
+    from kvsim.sim.calibrate import to_toml
+    from kvsim.sim.config import parse_cpu
+
+    doc = tomllib.loads(cpu_path.read_text())
+    after_doc, fits = with_crc_kinds(doc, native)
+    before = sim.load_cpu(str(cpu_path))
+    after = parse_cpu(tomllib.loads(to_toml(after_doc)), f"{cpu_path.name} with the CRC's kinds")
+    natives = _validation_native(validation)
+    rows = []
+    pairs = {p["row"]: p for p in val._pairs("full")}
+    with tempfile.TemporaryDirectory(prefix="kvsim-crc-state-") as tmp:
+        for row in PREDICT_ROWS:
+            p = pairs[row]
+            for side, name in (("a", "baseline"), ("b", "variant")):
+                opts = val._sim_opts(p, side)
+                t = Path(tmp) / "t.kvt"
+                log(f"{row} {name}: trace")
+                cref.trace(p["workload"], t, opts)
+                keys = opts["keys"]
+                got = {}
+                for label, cpu in (("before", before), ("after", after)):
+                    log(f"{row} {name}: simulate {label}")
+                    res = sim.simulate(str(t), cpu)
+                    got[label] = res["cycles"] / keys / cpu.freq_ghz
+                nat = natives.get((row, name))
+                rows.append({"row": row, "side": name, "keys": keys, "ns_per_key": got,
+                             "native_ns_per_key": nat,
+                             "ratio": {k: v / nat for k, v in got.items()} if nat else None})
+    return {"cpu_file": str(cpu_path), "rates": {k: after_doc["work"][k] for k in
+                                                 ("crc", "crc_streams", "crc_combine")},
+            "fits": fits, "validation": str(validation) if validation else None, "rows": rows}
+
+
+def main_predict(argv: Sequence[str]) -> int:
+    import argparse
+    import json
+
+    from kvsim import provenance
+
+    prog = "python -m kvsim.experiments.crc_state predict"
+    ap = argparse.ArgumentParser(prog=prog, description="the validation's 4 and 16 KiB load "
+                                 "rows predicted without and with the CRC-64's kinds of work")
+    ap.add_argument("--cpu", type=Path, required=True, help="a calibrated CPU file")
+    ap.add_argument("--native", type=Path, required=True, help="a crc_state result")
+    ap.add_argument("--validation", type=Path, help="a validation result (native times)")
+    provenance.add_out_option(ap, PREDICT_NAME)
+    a = ap.parse_args(argv)
+    try:
+        native = json.loads(a.native.read_text())
+        native["raw"]["points"], native["raw"]["combine"]  # noqa: B018
+        tomllib.loads(a.cpu.read_text())["work"]["crc"]  # noqa: B018
+    except (OSError, ValueError, KeyError, TypeError, tomllib.TOMLDecodeError) as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
+    out = provenance.out_path(a.out, PREDICT_NAME)
+    if provenance.out_dir_missing(out):
+        return 2
+    log = lambda m: print(f"crc_state: {m}", file=sys.stderr, flush=True)  # noqa: E731
+    res = predict(a.cpu, native, a.validation, log)
+    for r in res["rows"]:
+        g, n = r["ns_per_key"], r["native_ns_per_key"]
+        print(f"{r['row']} {r['side']}: before {g['before']:.0f} after {g['after']:.0f} ns/key"
+              + (f", native {n:.0f}" if n else ""))
+    return provenance.publish(prog, out, {"command": provenance.command(), **res})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     import argparse
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["predict"]:
+        return main_predict(argv[1:])
 
     from kvsim import provenance
     from kvsim.sim.calibrate_copy import pool_bytes
