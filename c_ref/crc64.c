@@ -39,7 +39,8 @@
  * BYTES in row k (built on the first combine, 32 KiB); appending len2 zero bytes
  * multiplies crc1 by the matrices of len2's set bits.
  *
- * Conventions: public ksCrc64, ksCrc64Combine, ksCrc64Cost; internals static.
+ * Conventions: public ksCrc64, ksCrc64Combine, ksCrc64Cost, ksCrc64CostKinds; internals
+ * static.
  */
 #include <stdint.h>
 #include <string.h>
@@ -224,24 +225,43 @@ static uint64_t combineCost(uint64_t len2) {
     return c;
 }
 
-uint64_t ksCrc64Cost(const void *p, size_t n) {
+/* The count of one call by kind of work (enum kvtWork): the streams' steps
+ * (CRC64_STEP2/3) are KVT_WORK_CRC_STREAMS, the joins (combineCost) KVT_WORK_CRC_COMBINE,
+ * the rest (entry, head, dispatch, one stream's words, tail bytes) KVT_WORK_CRC.  The
+ * three are timed apart because the core runs them at different rates: one stream's
+ * slice-by-8 is a chain of dependent table loads, two or three streams interleave
+ * independent chains, and a join's products branch on the sum's bits
+ * (results/crc-state.json, sim/VALIDATION.md, the finding on the load's checksum). */
+void ksCrc64CostKinds(const void *p, size_t n, uint64_t *crc, uint64_t *streams,
+                      uint64_t *combine) {
     size_t head = (8 - ((uintptr_t)p & 7)) & 7;
     if (head > n) head = n;
     size_t len = n - head;
-    uint64_t c = CRC64_CALL + (uint64_t)head * CRC64_BYTE_HEAD;
-    if (len == 0) return c;
-    c += CRC64_BODY;
-    if (len > CRC64_TRI_CUTOFF) {
-        size_t seg = (len / 3) & CRC64_LEN_MASK;
-        c += (uint64_t)(seg / 8) * CRC64_STEP3 + 2 * combineCost(seg);
-        len -= 3 * seg;
-    } else if (len > CRC64_DUAL_CUTOFF) {
-        size_t seg = (len / 2) & CRC64_LEN_MASK;
-        c += (uint64_t)(seg / 8) * CRC64_STEP2 + combineCost(seg);
-        len -= 2 * seg;
+    uint64_t c = CRC64_CALL + (uint64_t)head * CRC64_BYTE_HEAD, s = 0, j = 0;
+    if (len) {
+        c += CRC64_BODY;
+        if (len > CRC64_TRI_CUTOFF) {
+            size_t seg = (len / 3) & CRC64_LEN_MASK;
+            s = (uint64_t)(seg / 8) * CRC64_STEP3;
+            j = 2 * combineCost(seg);
+            len -= 3 * seg;
+        } else if (len > CRC64_DUAL_CUTOFF) {
+            size_t seg = (len / 2) & CRC64_LEN_MASK;
+            s = (uint64_t)(seg / 8) * CRC64_STEP2;
+            j = combineCost(seg);
+            len -= 2 * seg;
+        }
+        size_t words = len >> 3, tail = len & 7;
+        c += (uint64_t)words * CRC64_WORD + (words ? CRC64_WORDS_ENTRY : 0);
+        c += (uint64_t)tail * CRC64_BYTE + (tail ? CRC64_BYTES_ENTRY : 0);
     }
-    size_t words = len >> 3, tail = len & 7;
-    c += (uint64_t)words * CRC64_WORD + (words ? CRC64_WORDS_ENTRY : 0);
-    c += (uint64_t)tail * CRC64_BYTE + (tail ? CRC64_BYTES_ENTRY : 0);
-    return c;
+    *crc = c;
+    *streams = s;
+    *combine = j;
+}
+
+uint64_t ksCrc64Cost(const void *p, size_t n) {
+    uint64_t c, s, j;
+    ksCrc64CostKinds(p, n, &c, &s, &j);
+    return c + s + j;
 }

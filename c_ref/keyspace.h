@@ -447,6 +447,19 @@ uint64_t ksCrc64Single(uint64_t crc, const void *buf, size_t len);
 uint64_t ksCrc64Combine(uint64_t crc1, uint64_t crc2, uint64_t len2);
 /* Instructions of ksCrc64(crc, p, n) (the traced build's work, callgrind-measured). */
 uint64_t ksCrc64Cost(const void *p, size_t n);
+/* ksCrc64Cost by kind of work: one stream's and the call's own (crc), the two- and
+ * three-stream loop's (crc_streams), the joins' (crc_combine); they add up to it. */
+void ksCrc64CostKinds(const void *p, size_t n, uint64_t *crc, uint64_t *streams,
+                      uint64_t *combine);
+/* The traced build's work of one ksCrc64 call over p[0..n), by kind (ksCrc64CostKinds). */
+#define KS_CRC64_WORK(p, n)                                                        \
+    do {                                                                           \
+        uint64_t crc_w_, streams_w_, combine_w_;                                   \
+        ksCrc64CostKinds((p), (n), &crc_w_, &streams_w_, &combine_w_);             \
+        KS_WORK_EXACT_OF(KVT_WORK_CRC, crc_w_);                                    \
+        if (streams_w_) KS_WORK_EXACT_OF(KVT_WORK_CRC_STREAMS, streams_w_);        \
+        if (combine_w_) KS_WORK_EXACT_OF(KVT_WORK_CRC_COMBINE, combine_w_);        \
+    } while (0)
 
 int ksSnapshotSave(ksKeyspace *ks, uint8_t **buf, size_t *len);
 int ksSnapshotLoad(ksKeyspace *ks, const uint8_t *buf, size_t len);

@@ -105,7 +105,7 @@ static size_t rioFileRead(ksRio *r, void *buf, size_t len) {
 }
 
 void ksRioGenericUpdateChecksum(ksRio *r, const void *buf, size_t len) {
-    KS_WORK_EXACT_OF(KVT_WORK_CRC, ksCrc64Cost(buf, len));
+    KS_CRC64_WORK(buf, len);
     r->cksum = ksCrc64(r->cksum, buf, len);
 }
 

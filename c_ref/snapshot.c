@@ -75,7 +75,7 @@ static void wBytes(writer *w, const void *p, size_t n, uint8_t src_tag, ksLoadId
     wReserve(w, n);
     if (src_tag && n) (void)KS_LOAD(p, n, src_tag, KS_SITE_SNAP_WRITE, dep);
     if (w->ks->rdbchecksum) { /* rioGenericUpdateChecksum over the source bytes */
-        KS_WORK_EXACT_OF(KVT_WORK_CRC, ksCrc64Cost(p, n));
+        KS_CRC64_WORK(p, n);
         w->crc = ksCrc64(w->crc, p, n);
     }
     memcpy(w->buf + w->len, p, n);

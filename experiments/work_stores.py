@@ -37,6 +37,9 @@ from typing import Any
 
 RESULT_NAME = "work-stores.json"
 KINDS = ("generic", "hash", "crc", "copy", "compare", "parse", "server")
+#: kinds whose code is another kind's file, which callgrind's self cost by file does not split
+#: (the CRC-64's streams loop and joins are crc64.c's, counted as crc): they take its figure
+SHARED = {"crc_streams": "crc", "crc_combine": "crc"}
 #: keys of the serverloop runs and of the snapshot load; feeds of the serverloop runs
 KEYS = 1000
 ITERS = 2000
@@ -130,6 +133,15 @@ def measure(log=lambda m: None) -> dict[str, Any]:
     figures = {k: round(c["Dw"] / c["Ir"], DIGITS) if c["Ir"] else None
                for k, c in total.items()}
     return {"runs": runs, "by_kind": total, "stores_per_instruction": figures}
+
+
+def stores_per_instruction(doc: dict) -> dict[str, float | None]:
+    """The figures of every kind of the format (c_ref's header ``work_stores``): a result
+    file's, and for each kind of :data:`SHARED` the figure of the kind whose code it is."""
+    figures = dict(doc["stores_per_instruction"])
+    for kind, of in SHARED.items():
+        figures[kind] = figures[of]
+    return figures
 
 
 def markdown(doc: dict) -> str:

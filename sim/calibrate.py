@@ -425,32 +425,49 @@ def work_instructions(kind: str, chunk: int) -> float:
     CHUNK``: the mean over its calls, which take consecutive CHUNK-byte pieces of a 64-byte
     aligned WORK_BUF-byte buffer (back to its start when the next does not fit), so the
     CRC's alignment head and tail are those of each piece's offset."""
+    return sum(work_instructions_by_kind(kind, chunk).values())
+
+
+def work_instructions_by_kind(kind: str, chunk: int) -> dict[str, float]:
+    """:func:`work_instructions` by the kind of work the traces give each part of it:
+    SipHash's all hash; the CRC's by :func:`crc64_cost_by_kind`;
+    ``crc64combine`` (a join of a CHUNK-byte second stream, ksCrc64Combine) all crc_combine."""
     if kind == "siphash":
-        return float(siphash_cost(chunk))
+        return {"hash": float(siphash_cost(chunk))}
+    if kind == "crc64combine":
+        return {"crc_combine": float(_crc64_combine_cost(chunk))}
     per = max(1, WORK_BUF // chunk)  # calls before the pieces start over
-    return sum(crc64_cost(i * chunk, chunk) for i in range(per)) / per
+    parts = [crc64_cost_by_kind(i * chunk, chunk) for i in range(per)]
+    return {k: sum(p[k] for p in parts) / per for k in CRC64_WORK_KINDS}
 
 
 def crc64_cost(pos: int, n: int) -> int:
     """c_ref/crc64.c ksCrc64Cost: the traced instructions of one ksCrc64 call over ``n``
     bytes at an address ``pos`` mod 8 (crcspeed's two and three streams past their
     cutoffs, joined by crc64_combine; a call that ends in the head takes no other path)."""
+    return sum(crc64_cost_by_kind(pos, n).values())
+
+
+def crc64_cost_by_kind(pos: int, n: int) -> dict[str, int]:
+    """c_ref/crc64.c ksCrc64CostKinds: :func:`crc64_cost` by kind of work, the two- and
+    three-stream steps (crc_streams), the joins (crc_combine) and the rest (crc)."""
     head = min((8 - pos % 8) % 8, n)
     rest = n - head
-    c = CRC64_CALL + head * CRC64_BYTE_HEAD
-    if rest == 0:
-        return c
-    c += CRC64_BODY
-    for streams, cutoff, step in ((3, CRC64_TRI_CUTOFF, CRC64_STEP3),
-                                  (2, CRC64_DUAL_CUTOFF, CRC64_STEP2)):
-        if rest > cutoff:
-            seg = (rest // streams) & ~7
-            c += seg // 8 * step + (streams - 1) * _crc64_combine_cost(seg)
-            rest -= streams * seg
-            break
-    words, tail = rest // 8, rest % 8
-    c += words * CRC64_WORD + (CRC64_WORDS_ENTRY if words else 0)
-    return c + tail * CRC64_BYTE + (CRC64_BYTES_ENTRY if tail else 0)
+    c, s, j = CRC64_CALL + head * CRC64_BYTE_HEAD, 0, 0
+    if rest:
+        c += CRC64_BODY
+        for streams, cutoff, step in ((3, CRC64_TRI_CUTOFF, CRC64_STEP3),
+                                      (2, CRC64_DUAL_CUTOFF, CRC64_STEP2)):
+            if rest > cutoff:
+                seg = (rest // streams) & ~7
+                s = seg // 8 * step
+                j = (streams - 1) * _crc64_combine_cost(seg)
+                rest -= streams * seg
+                break
+        words, tail = rest // 8, rest % 8
+        c += words * CRC64_WORD + (CRC64_WORDS_ENTRY if words else 0)
+        c += tail * CRC64_BYTE + (CRC64_BYTES_ENTRY if tail else 0)
+    return {"crc": c, "crc_streams": s, "crc_combine": j}
 
 
 def siphash_cost(n: int, nocase: bool = False) -> int:
@@ -578,10 +595,27 @@ MLP_CHAINS = [1, 2, 3, 4, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48]
 TRANSLATION_FROM = 16 * MIB
 # c_ref's non-memory kernels timed by `kvsim-calibrate work` (kind, bytes per call): the
 # CRC-64 at the sizes the snapshot loader and writer call it with (1-byte types and
-# lengths, keys, values), SipHash at key sizes.
-WORK_POINTS = [("crc64", 1), ("crc64", 8), ("crc64", 32), ("crc64", 512), ("siphash", 16),
-               ("siphash", 64)]
+# lengths, keys, values: one stream to 512 bytes, two streams at 4 and 16 KiB), its join of
+# two streams alone at the second stream's lengths of a 4 and a 16 KiB value at the
+# loader's offset (5 past an 8-byte boundary: 2040 and 8184 bytes, 8 and 10 set bits, a
+# matrix product each), SipHash at key sizes.
+WORK_POINTS = [("crc64", 1), ("crc64", 8), ("crc64", 32), ("crc64", 512), ("crc64", 4096),
+               ("crc64", 16384), ("crc64combine", 2040), ("crc64combine", 8184),
+               ("siphash", 16), ("siphash", 64)]
 WORK_BUF = 16 * KIB  # calibrate.c WORK_BUF
+# the bytes of a CRC call, and the joins, that take about as long as one call at this size:
+# the longer points make fewer calls per sample (work_calls)
+WORK_CALLS_BYTES, WORK_CALLS_JOIN_DIV = 512, 8
+
+
+def work_calls(calls: int, kind: str, chunk: int) -> int:
+    """A plan's ``work_calls`` for one point: as given up to :data:`WORK_CALLS_BYTES` bytes,
+    fewer for longer CRC calls and for the joins, so that every sample takes about as long."""
+    if kind == "crc64" and chunk > WORK_CALLS_BYTES:
+        return max(1, calls * WORK_CALLS_BYTES // chunk)
+    if kind == "crc64combine":
+        return max(1, calls // WORK_CALLS_JOIN_DIV)
+    return calls
 # The traces' instruction counts of those kernels: c_ref/crc64.c's ksCrc64Cost constants
 # (CRC64_*: per call, per byte before the first aligned word, once if bytes remain after
 # them, per 8-byte step of one, two and three streams, per byte after the last word, per
@@ -595,6 +629,8 @@ CRC64_CALL, CRC64_BYTE_HEAD, CRC64_BODY, CRC64_BYTE, CRC64_BYTES_ENTRY = 24, 12,
 CRC64_WORD, CRC64_WORDS_ENTRY, CRC64_STEP2, CRC64_STEP3 = 32, 6, 60, 91
 CRC64_COMBINE, CRC64_COMBINE_BIT, CRC64_MUL = 30, 5, 235
 CRC64_DUAL_CUTOFF, CRC64_TRI_CUTOFF = 1024, 16 * 1024
+# the kinds of work of a ksCrc64 call's parts (c_ref/crc64.c ksCrc64CostKinds)
+CRC64_WORK_KINDS = ("crc", "crc_streams", "crc_combine")
 SIPHASH_CALL, SIPHASH_WORDS_ENTRY, SIPHASH_WORD, SIPHASH_BYTE_FIRST, SIPHASH_BYTE = \
     68, 1, 20, 2, 3
 SIPHASH_NOCASE_CALL, SIPHASH_NOCASE_WORDS_ENTRY, SIPHASH_NOCASE_WORD = 82, 1, 118
@@ -634,7 +670,7 @@ def measure(plan: dict, log: Callable[[str], None] = lambda m: None,
         for chain, ns in (clk.get("ns_per_op") or {}).items():
             raw["clock"]["ns_per_op"].setdefault(chain, []).extend(ns)
         for kind, chunk in WORK_POINTS:
-            w = run_bench("work", kind, chunk, plan["work_calls"], rep)
+            w = run_bench("work", kind, chunk, work_calls(plan["work_calls"], kind, chunk), rep)
             raw["work"].setdefault(f"{kind}/{chunk}", []).extend(w["ns_per_call"])
         log(f"round {r + 1}/{plan['rounds']}: pointer chase over {len(sizes)} sizes")
         ch = run_bench("chase", "2m", plan["loads"], rep, *sizes)

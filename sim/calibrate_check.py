@@ -376,46 +376,43 @@ def replay(cpu, raw: dict, *, steps: int = REPLAY_STEPS, log=lambda m: None) -> 
     return rows
 
 
-#: the kind of work (traces.WORK_NAMES) of each of ``kvsim-calibrate work``'s kernels, as
-#: c_ref's traces mark the same code (sim/calibrate_work.py fits [work] from them)
-WORK_OF_KERNEL = {"crc64": "crc", "siphash": "hash"}
-
-
 def work_predict(cpu, kind: str, chunk: int, calls: int = 4000) -> float:
     """Simulated ns per call of ``kvsim-calibrate work KIND CHUNK``: per call one load of
-    its piece of the 16 KiB buffer with the trace's instruction count as its gap, marked as
-    :data:`WORK_OF_KERNEL`'s kind of work (a ``WORK`` marker, traces/work.py), after a
-    warm-up pass over the buffer (simulated, not counted)."""
+    its piece of the 16 KiB buffer with the trace's instruction count as its gap, each part
+    marked as the kind of work c_ref's traces give the same code (a ``WORK`` marker per
+    kind, traces/work.py; sim/calibrate.py work_instructions_by_kind), after a warm-up pass
+    over the buffer (simulated, not counted)."""
     import numpy as np
 
     from kvsim import sim, traces
     from kvsim.traces.format import MARK_WORK, WORK_COUNT_BITS, WORK_NAMES
 
-    from .calibrate import WORK_BUF, work_instructions
+    from .calibrate import WORK_BUF, work_instructions_by_kind
 
-    instr = work_instructions(kind, chunk)
-    per = max(1, WORK_BUF // chunk)
+    parts = {k: c for k, c in work_instructions_by_kind(kind, chunk).items() if c > 0}
+    per = 1 if kind == "crc64combine" else max(1, WORK_BUF // chunk)
     warm = per  # once over the buffer, as calibrate.c's repeat 0 warms the caches
 
-    def block(n: int) -> np.ndarray:
-        rec = np.zeros(n, dtype=traces.RECORD_DTYPE)
-        rec["kind"] = traces.KIND_LOAD
-        rec["addr"] = 0x7F00_0000_0000 + (np.arange(n) % per) * chunk
-        rec["size"] = min(chunk, 8)
-        # the gaps' mean is the trace's count (a fraction spread over the calls)
-        cum = np.floor(np.arange(1, n + 1) * instr)
-        rec["gap"] = np.diff(np.concatenate([[0.0], cum])).astype(np.uint32)
-        return rec
-
     def marked(n: int) -> np.ndarray:
-        """``block(n)`` with a WORK marker before each load naming its whole gap."""
-        acc = block(n)
-        m = np.zeros(n, dtype=traces.RECORD_DTYPE)
-        m["kind"], m["flags"] = traces.KIND_MARKER, MARK_WORK
-        m["addr"] = ((np.uint64(WORK_NAMES.index(WORK_OF_KERNEL[kind])) << np.uint64(
-            WORK_COUNT_BITS)) | acc["gap"].astype(np.uint64))
-        out = np.empty(2 * n, dtype=traces.RECORD_DTYPE)
-        out[0::2], out[1::2] = m, acc
+        """Per call a WORK marker for each kind of its count, then its load, whose gap
+        is their sum (each kind's mean the trace's count, a fraction spread over the
+        calls)."""
+        acc = np.zeros(n, dtype=traces.RECORD_DTYPE)
+        acc["kind"] = traces.KIND_LOAD
+        acc["addr"] = 0x7F00_0000_0000 + (np.arange(n) % per) * chunk
+        acc["size"] = min(chunk, 8)
+        rows = [acc]
+        for k, c in parts.items():
+            cum = np.floor(np.arange(1, n + 1) * c)
+            g = np.diff(np.concatenate([[0.0], cum])).astype(np.uint64)
+            acc["gap"] += g.astype(np.uint32)
+            m = np.zeros(n, dtype=traces.RECORD_DTYPE)
+            m["kind"], m["flags"] = traces.KIND_MARKER, MARK_WORK
+            m["addr"] = (np.uint64(WORK_NAMES.index(k)) << np.uint64(WORK_COUNT_BITS)) | g
+            rows.insert(-1, m)
+        out = np.empty(len(rows) * n, dtype=traces.RECORD_DTYPE)
+        for i, r in enumerate(rows):
+            out[i::len(rows)] = r
         return out
 
     rec = np.concatenate([traces.marker_record(traces.MARK_WARMUP_BEGIN), marked(warm),

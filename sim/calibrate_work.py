@@ -5,10 +5,16 @@ markers and the header's ``site_kinds``), and the engine retires each kind at it
 (instructions per cycle, counted as the traces count them). Each rate is measured here with
 c_ref's own code on this machine, never fitted to a validation row:
 
-* **hash**, **crc**: c_ref's SipHash and CRC-64 (``kvsim-calibrate work``, measured with the
-  rest of the calibration in ``[meta.raw] work_ns_per_call``): the traces' instructions of
-  every point (:func:`kvsim.sim.calibrate.work_instructions`) over their cycles together
-  (fastest sample of each point), so the long calls weigh as they take time.
+* **hash**, **crc**, **crc_combine**, **crc_streams**: c_ref's SipHash and CRC-64
+  (``kvsim-calibrate work``, measured with the rest of the calibration in ``[meta.raw]
+  work_ns_per_call``): the traces' instructions of every point
+  (:func:`kvsim.sim.calibrate.work_instructions_by_kind`) over their cycles together
+  (fastest sample of each point), so the long calls weigh as they take time. The CRC-64 is
+  three kinds, as the core runs its parts at three rates (sim/VALIDATION.md, the finding on
+  the load's checksum): one stream (calls to 1 KiB), the join of two streams alone
+  (``crc64combine``: matrix products that branch on the sum's bits), and the two-stream loop
+  of the 4 and 16 KiB calls (their cycles less their other parts at those two rates). A file
+  without the last two charges them at its crc rate (sim/config.py ``WORK_FALLBACK``).
 * **copy**: libc's memcpy of a 4 KiB buffer (``kvsim-calibrate workkind copy``), the copy the
   traces count at fread's refill (site ``snap.refill``, :data:`SNAP_REFILL_COST`).
 * **compare**: libc's memcmp of equal strings (``workkind compare``) at two lengths: the
@@ -128,19 +134,45 @@ def _rate(instructions: float, ns: float, ghz: float) -> float:
     return instructions / (ns * ghz) if ns > 0 else math.inf
 
 
+def _points(work_ns: dict[str, Sequence[float]], bench: str,
+            keep: Callable[[int], bool] = lambda n: True) -> dict[str, Sequence[float]]:
+    return {k: v for k, v in work_ns.items()
+            if k.split("/")[0] == bench and v and keep(int(k.split("/")[1]))}
+
+
 def kernel_rates(work_ns: dict[str, Sequence[float]], kinds_ns: dict[str, Sequence[float]],
                  ghz: float) -> dict[str, dict]:
-    """hash, crc, copy and compare: each kind's rate (``ipc``) and how it was found."""
-    from .calibrate import work_instructions
+    """hash, crc, crc_combine, crc_streams, copy and compare: each kind's rate (``ipc``) and
+    how it was found. The CRC's three kinds (c_ref/crc64.c ksCrc64CostKinds): crc from the
+    calls of one stream (``crc64`` points up to CRC64_DUAL_CUTOFF bytes), crc_combine from
+    the joins alone (``crc64combine``), crc_streams from the longer calls, each call's cycles
+    less its crc and crc_combine parts at those two rates."""
+    from .calibrate import CRC64_DUAL_CUTOFF, work_instructions_by_kind
+
+    def alone(kind: str, bench: str, pts: dict[str, Sequence[float]]) -> dict:
+        instr = sum(work_instructions_by_kind(bench, int(k.split("/")[1]))[kind] for k in pts)
+        ns = sum(min(v) for v in pts.values())
+        return {"ipc": _rate(instr, ns, ghz), "instructions": round(instr, 1),
+                "cycles": round(ns * ghz, 1), "points": sorted(pts)}
 
     out: dict[str, dict] = {}
-    for kind, bench in (("hash", "siphash"), ("crc", "crc64")):
-        pts = {k: v for k, v in work_ns.items() if k.split("/")[0] == bench and v}
+    for kind, bench, pts in (
+            ("hash", "siphash", _points(work_ns, "siphash")),
+            ("crc", "crc64", _points(work_ns, "crc64", lambda n: n <= CRC64_DUAL_CUTOFF)),
+            ("crc_combine", "crc64combine", _points(work_ns, "crc64combine"))):
         if pts:
-            instr = sum(work_instructions(bench, int(k.split("/")[1])) for k in pts)
-            ns = sum(min(v) for v in pts.values())
-            out[kind] = {"ipc": _rate(instr, ns, ghz), "instructions": round(instr, 1),
-                         "cycles": round(ns * ghz, 1), "points": sorted(pts)}
+            out[kind] = alone(kind, bench, pts)
+    long_calls = _points(work_ns, "crc64", lambda n: n > CRC64_DUAL_CUTOFF)
+    if long_calls and "crc" in out and "crc_combine" in out:
+        instr = cycles = 0.0
+        for k, v in long_calls.items():
+            parts = work_instructions_by_kind("crc64", int(k.split("/")[1]))
+            instr += parts["crc_streams"]
+            cycles += (min(v) * ghz - parts["crc"] / out["crc"]["ipc"]
+                       - parts["crc_combine"] / out["crc_combine"]["ipc"])
+        out["crc_streams"] = {"ipc": instr / cycles if cycles > 0 else math.inf,
+                              "instructions": round(instr, 1), "cycles": round(cycles, 1),
+                              "points": sorted(long_calls)}
     copy = kinds_ns.get("copy/4096")
     if copy:
         out["copy"] = {"ipc": _rate(SNAP_REFILL_COST, min(copy), ghz),

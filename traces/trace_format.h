@@ -45,13 +45,14 @@
 
 #define KVT_MAGIC "KVTRACE\0" /* 8 bytes, NUL included */
 #define KVT_MAGIC_LEN 8
-#define KVT_VERSION 5      /* the version writers write */
+#define KVT_VERSION 6      /* the version writers write */
 #define KVT_MIN_VERSION 1  /* the oldest version readers read */
 #define KVT_PLANES_VERSION 2 /* the first version with KVT_CODEC_ZSTD_PLANES */
 #define KVT_SETUP_VERSION 3 /* the first version with the header key "setup" (FORMAT.md) */
 #define KVT_SYSCALL_VERSION 4 /* the first version with the SYSCALL marker (FORMAT.md) */
 #define KVT_WORK_VERSION 4 /* the first version with WORK markers and "work_kinds" (FORMAT.md) */
 #define KVT_SERVER_WORK_VERSION 5 /* the first version with the work kind KVT_WORK_SERVER */
+#define KVT_CRC_WORK_VERSION 6 /* the first version with KVT_WORK_CRC_STREAMS and _COMBINE */
 #define KVT_FIXED_HEADER_LEN 16 /* magic + version + record_size + json_len */
 
 #define KVT_CHUNK_MAGIC 0x4B43564Bu /* "KVCK" read as little-endian u32 */
@@ -114,6 +115,10 @@ enum kvtWork {
     KVT_WORK_SERVER = 6,  /* (version 5 on) a server's request path around the keyspace:
                            * argv objects and their allocation, call()'s bookkeeping and
                            * clock reads, reply appends (c_ref/callpath.c) */
+    KVT_WORK_CRC_STREAMS = 7, /* (version 6 on) the CRC-64's two- and three-stream loop:
+                               * independent sums interleaved (c_ref/crc64.c) */
+    KVT_WORK_CRC_COMBINE = 8, /* (version 6 on) the CRC-64's join of its streams: matrix
+                               * products over GF(2) that branch on the sum's bits */
     KVT_NUM_WORK
 };
 #define KVT_WORK_COUNT_BITS 48

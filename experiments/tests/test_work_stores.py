@@ -12,7 +12,8 @@ from kvsim.traces import format as fmt
 
 
 def test_the_kinds_are_the_formats():
-    assert ws.KINDS == tuple(fmt.WORK_NAMES)
+    assert ws.KINDS + tuple(ws.SHARED) == tuple(fmt.WORK_NAMES)
+    assert set(ws.SHARED.values()) <= set(ws.KINDS)
 
 
 def test_code_goes_to_the_kind_the_traces_give_it():
@@ -45,5 +46,5 @@ def test_c_refs_header_carries_the_published_figures(tmp_path):
                    check=True, capture_output=True)
     with traces.open(path) as r:
         header = r.header
-    assert header["work_stores"] == doc["stores_per_instruction"]
+    assert header["work_stores"] == ws.stores_per_instruction(doc)
     assert list(header["work_stores"]) == header["work_kinds"]

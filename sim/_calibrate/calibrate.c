@@ -18,6 +18,8 @@
  *                                    cache-resident buffer (ns per call): non-memory work
  *   crccost CALLS LEN@OFFSET..       ksCrc64 calls for callgrind to count (crc_cost.c)
  *   sipcost CALLS case|nocase LEN..  ksSiphash or ksSiphashNocase calls, the same (crc_cost.c)
+ *   crcstate POOL BATCH REPEATS LEN..  ksCrc64 in the snapshot load's states: over a buffer
+ *                                    in the L1, after a copy, a read(2), fread (crc_state.c)
  *   cpuid                            the raw TLB leaves (AMD 0x80000005/6) where x86
  *   storemiss PAGE SIZE N REPEATS K..  stores (and loads) to random lines, K per step
  *                                    (store_miss.c)
@@ -50,6 +52,7 @@
 #include "siphash.h" /* c_ref's, built beside this file with c_ref/crc64.c and siphash.c */
 
 uint64_t ksCrc64(uint64_t crc, const void *buf, size_t len); /* c_ref/crc64.c */
+uint64_t ksCrc64Combine(uint64_t crc1, uint64_t crc2, uint64_t len2);
 
 #define LINE 64
 #define HUGE_PAGE (2u * 1024 * 1024)
@@ -518,7 +521,11 @@ static int benchBw(int argc, char **argv) {
 
 /* c_ref's own non-memory kernels, to time the work the traces count as instruction gaps:
  * "crc64" is the RDB checksum (c_ref/crc64.c, ksCrc64), each call continuing the sum of the
- * one before, as the snapshot loader and writer call it once per field; "siphash" is the key
+ * one before, as the snapshot loader and writer call it once per field; "crc64combine" is
+ * its join of two streams (ksCrc64Combine, CHUNK the second stream's bytes: its matrix
+ * products branch on the sum's bits), each call joining the sum so far with the next 8
+ * bytes of the buffer as the second stream's sum, as a long call joins its streams;
+ * "siphash" is the key
  * hash (c_ref/siphash.c, ksSiphash), calls independent of each other, as one per key.  Each
  * call takes the next CHUNK bytes of a WORK_BUF-byte buffer (back to its start when the
  * next piece does not fit), so buffer and tables stay in the L1/L2 caches and the time is
@@ -527,14 +534,15 @@ static int benchBw(int argc, char **argv) {
 #define WORK_BUF (16u * 1024)
 static int benchWork(int argc, char **argv) {
     if (argc < 4) return 2;
-    int crc = !strcmp(argv[0], "crc64");
-    if (!crc && strcmp(argv[0], "siphash")) {
-        fprintf(stderr, "kvsim-calibrate: work: expected crc64 or siphash, got '%s'\n", argv[0]);
+    int crc = !strcmp(argv[0], "crc64"), combine = !strcmp(argv[0], "crc64combine");
+    if (!crc && !combine && strcmp(argv[0], "siphash")) {
+        fprintf(stderr, "kvsim-calibrate: work: expected crc64, crc64combine or siphash, got '%s'\n",
+                argv[0]);
         exit(2);
     }
     size_t chunk = (size_t)numArg(argv[1], "CHUNK");
     unsigned long long calls = numArg(argv[2], "CALLS"), reps = numArg(argv[3], "REPEATS");
-    if (chunk > WORK_BUF) {
+    if (chunk > WORK_BUF && !combine) {
         fprintf(stderr, "kvsim-calibrate: work: CHUNK above %u bytes\n", WORK_BUF);
         exit(2);
     }
@@ -553,6 +561,14 @@ static int benchWork(int argc, char **argv) {
         size_t pos = 0;
         double t0 = nowNs();
         for (unsigned long long i = 0; i < calls; i++) {
+            if (combine) {
+                if (pos + 8 > WORK_BUF) pos = 0;
+                uint64_t crc2;
+                memcpy(&crc2, buf + pos, 8);
+                sum = ksCrc64Combine(sum, crc2, chunk);
+                pos += 8;
+                continue;
+            }
             if (pos + chunk > WORK_BUF) pos = 0;
             if (crc) sum = ksCrc64(sum, buf + pos, chunk);
             else sum += ksSiphash(buf + pos, chunk, key);
@@ -586,11 +602,12 @@ int benchStoreMiss(int argc, char **argv); /* store_miss.c */
 int benchCopyFetch(int argc, char **argv); /* copy_fetch.c */
 int benchCrcCost(int argc, char **argv); /* crc_cost.c */
 int benchSipCost(int argc, char **argv); /* crc_cost.c */
+int benchCrcState(int argc, char **argv); /* crc_state.c */
 
 int main(int argc, char **argv) {
-    const char *usage = "usage: kvsim-calibrate clock|chase|mlp|l2probe|bw|work|workkind|crccost|sipcost|cpuid|syscall|"
+    const char *usage = "usage: kvsim-calibrate clock|chase|mlp|l2probe|bw|work|workkind|crccost|sipcost|crcstate|cpuid|syscall|"
                         "sysafter|syspeer|sysbias|storemiss|copyfetch ARGS (see calibrate.c, work_kinds.c, "
-                        "crc_cost.c, syscall.c, sysafter.c, syspeer.c, store_miss.c, copy_fetch.c)\n";
+                        "crc_cost.c, crc_state.c, syscall.c, sysafter.c, syspeer.c, store_miss.c, copy_fetch.c)\n";
     if (argc < 2) {
         fputs(usage, stderr);
         return 2;
@@ -606,6 +623,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(cmd, "workkind")) rc = benchWorkKind(argc - 2, argv + 2);
     else if (!strcmp(cmd, "crccost")) rc = benchCrcCost(argc - 2, argv + 2);
     else if (!strcmp(cmd, "sipcost")) rc = benchSipCost(argc - 2, argv + 2);
+    else if (!strcmp(cmd, "crcstate")) rc = benchCrcState(argc - 2, argv + 2);
     else if (!strcmp(cmd, "cpuid")) rc = benchCpuid();
     else if (!strcmp(cmd, "storemiss")) rc = benchStoreMiss(argc - 2, argv + 2);
     else if (!strcmp(cmd, "copyfetch")) rc = benchCopyFetch(argc - 2, argv + 2);

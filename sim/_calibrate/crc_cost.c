@@ -15,9 +15,11 @@
  * (ksCrc64Cost does not charge their one-off construction), and a last mark closes the last
  * point.
  *
- * Prints {"bench": "crccost", "calls": N, "points": [[LEN, OFFSET, COST], ...], "checksum": S},
- * COST being c_ref's model of the point's call (ksCrc64Cost), for comparing with callgrind's
- * count and with its mirror in Python (sim/calibrate.py crc64_cost).
+ * Prints {"bench": "crccost", "calls": N, "points": [[LEN, OFFSET, COST], ...], "kinds":
+ * [[CRC, STREAMS, COMBINE], ...], "checksum": S}, COST being c_ref's model of the point's call
+ * (ksCrc64Cost) and kinds its parts by kind of work (ksCrc64CostKinds), for comparing with
+ * callgrind's count and with their mirrors in Python (sim/calibrate.py crc64_cost,
+ * crc64_cost_by_kind).
  *
  * sipcost is the same for the key hash: per point CALLS calls of ksSiphash (case) or
  * ksSiphashNocase (nocase) over LEN bytes at the buffer's start, under a key derived from
@@ -37,6 +39,7 @@
 uint64_t ksCrc64(uint64_t crc, const void *buf, size_t len); /* c_ref/crc64.c */
 uint64_t ksCrc64Combine(uint64_t crc1, uint64_t crc2, uint64_t len2);
 uint64_t ksCrc64Cost(const void *p, size_t n);
+void ksCrc64CostKinds(const void *p, size_t n, uint64_t *crc, uint64_t *streams, uint64_t *combine);
 #include "siphash.h" /* c_ref's */
 
 #define CRC_COST_ALIGN 64u
@@ -113,6 +116,13 @@ int benchCrcCost(int argc, char **argv) {
     for (int i = 0; i < npoints; i++)
         printf("%s[%zu, %zu, %llu]", i ? ", " : "", len[i], off[i],
                (unsigned long long)ksCrc64Cost(buf + off[i], len[i]));
+    printf("], \"kinds\": [");
+    for (int i = 0; i < npoints; i++) {
+        uint64_t c, s, j;
+        ksCrc64CostKinds(buf + off[i], len[i], &c, &s, &j);
+        printf("%s[%llu, %llu, %llu]", i ? ", " : "", (unsigned long long)c,
+               (unsigned long long)s, (unsigned long long)j);
+    }
     printf("], \"checksum\": %llu}\n", (unsigned long long)sum);
     free(buf);
     free(len);

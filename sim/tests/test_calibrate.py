@@ -560,13 +560,16 @@ def test_measure_stops_at_its_time_budget(monkeypatch):
         return fake(*a)
 
     monkeypatch.setattr(cal, "run_bench", tick)
-    plan = dict(cal.PLANS["quick"], max_bytes=4 * MIB, rounds=10, budget_s=25.0, min_rounds=1)
+    per = 4 + len(cal.WORK_POINTS) + 1  # seconds a round takes: clock, work, 2 chases, mlp, bw
+    # rounds start at 0 and per after the first run's: with 2.5 rounds' budget no third one
+    # starts (its start plus the longest round so far, 3 per, passes the budget)
+    plan = dict(cal.PLANS["quick"], max_bytes=4 * MIB, rounds=10, budget_s=2.5 * per,
+                min_rounds=1)
     raw = cal.measure(plan, clock=clock)
     per_round = calls.count("bw") and len(calls[1:]) // calls.count("bw")
-    assert per_round == 4 + len(cal.WORK_POINTS) + 1  # clock, work, 2 chases, mlp, bw
-    # a round takes 11 s: rounds start at 1, 12 (23 + 11 > 25: the third is not started)
+    assert per_round == per
     assert raw["rounds_done"] == 2 and calls.count("clock") == 2
-    assert len(raw["work"]["crc64/1"]) == 2 and raw["elapsed_s"] == 22.0
+    assert len(raw["work"]["crc64/1"]) == 2 and raw["elapsed_s"] == 2.0 * per
     assert raw["repeats"] == plan["repeats"]
     # the quick plan's fewest rounds run even when the first already passes the budget
     calls.clear()
@@ -673,6 +676,14 @@ def test_crc64_cost_is_c_refs_function():
     assert [p[:2] for p in out["points"]] == [list(p) for p in points]
     for n, o, c_cost in out["points"]:
         assert cal.crc64_cost(o, n) == c_cost, (n, o)
+    for (n, o, c_cost), kinds in zip(out["points"], out["kinds"], strict=True):
+        by = cal.crc64_cost_by_kind(o, n)
+        assert [by[k] for k in cal.CRC64_WORK_KINDS] == kinds, (n, o)
+        assert sum(kinds) == c_cost
+        # one stream has no streams' steps and no join; the join's bits are the second
+        # stream's length's set bits, which the offset moves
+        rest = n - min((8 - o % 8) % 8, n)
+        assert (kinds[1] == 0) == (kinds[2] == 0) == (rest <= cal.CRC64_DUAL_CUTOFF)
 
 
 def test_sustained_ipc_is_measured_and_recorded_not_applied():

@@ -41,6 +41,30 @@ def test_kernel_rates_are_instructions_over_cycles():
     assert r["compare"]["ipc"] == pytest.approx((33 - 2) / 2.0)
 
 
+@pytest.mark.parametrize("rates", [{"crc": 2.0, "crc_streams": 3.5, "crc_combine": 0.35},
+                                   {"crc": 1.1, "crc_streams": 0.9, "crc_combine": 4.0}])
+def test_the_crcs_three_rates_come_back_from_their_kernels(rates):
+    """Samples made at given rates (each point's instructions by kind over its kind's rate)
+    give those rates back: crc from the one-stream calls alone, crc_combine from the joins,
+    crc_streams from the long calls less their other parts; without the joins no
+    crc_streams, and the long calls never move the crc rate."""
+    ghz = 2.0
+
+    def ns(kind: str, chunk: int) -> float:
+        parts = cal.work_instructions_by_kind(kind, chunk)
+        return sum(c / rates[k] for k, c in parts.items()) / ghz
+
+    work = {f"{k}/{c}": [ns(k, c), ns(k, c) * 1.2] for k, c in cal.WORK_POINTS
+            if k != "siphash"}
+    r = cw.kernel_rates(work, {}, ghz)
+    for kind, want in rates.items():
+        assert r[kind]["ipc"] == pytest.approx(want, rel=1e-9), kind
+    no_joins = cw.kernel_rates({k: v for k, v in work.items()
+                                if not k.startswith("crc64combine")}, {}, ghz)
+    assert "crc_streams" not in no_joins and "crc_combine" not in no_joins
+    assert no_joins["crc"]["ipc"] == pytest.approx(rates["crc"], rel=1e-9)
+
+
 def _predicted_ns(doc: dict, rates: dict, trace: Path, ops: int) -> float:
     d = {**doc, "work": rates}
     return sim.simulate(str(trace), sim.parse_cpu(tomllib.loads(cal.to_toml(d))))[

@@ -130,3 +130,52 @@ def test_bad_work_sections_are_refused_in_one_line(work, msg):
     with pytest.raises(sim.ConfigError, match=msg) as e:
         cpu(work)
     assert "\n" not in str(e.value)
+
+
+def test_the_crcs_kinds_fall_back_to_its_rate(engine):
+    """A [work] without crc_streams and crc_combine charges them at its crc rate (their
+    instructions were crc's before they had kinds), so a file fitted then predicts a trace
+    that splits them as it predicted the trace that did not; with rates of their own the
+    run moves by exactly their instructions times the change of their cycles."""
+    n, gap = 300, 60
+    split = hits(n, gap, [("crc", 10), ("crc_streams", 30), ("crc_combine", 15)])
+    whole = hits(n, gap, [("crc", 55)])
+    rates = {"generic": 2, "crc": 2.5}
+    assert cpu(rates).work_ipc()["crc_streams"] == cpu(rates).work_ipc()["crc_combine"] == 2.5
+    a = sim.simulate(split, cpu(rates), engine=engine)
+    b = sim.simulate(whole, cpu(rates), engine=engine)
+    assert a["cycles"] == b["cycles"]
+    own = sim.simulate(split, cpu({**rates, "crc_streams": 4, "crc_combine": 0.5}),
+                       engine=engine)
+    want = n * (30 / 4 + 15 / 0.5 - 45 / 2.5)
+    assert own["cycles"] - a["cycles"] == pytest.approx(want, abs=1)
+
+
+def test_a_c_ref_load_names_the_crcs_parts(tmp_path):
+    """c_ref's load of 4 KiB values checksums each value at its sds header's end (sdshdr16:
+    5 bytes past an 8-byte boundary): per key the streams' steps and the join of
+    sim/calibrate.py crc64_cost_by_kind at offset 5, and 256-byte values none of either;
+    with a slower join the same trace is predicted slower, on both engines alike."""
+    from experiments import cref
+    from kvsim.sim import calibrate as cal
+    from kvsim.traces.work import instructions_by_kind
+
+    got = {}
+    for size in (256, 4096):
+        path = tmp_path / f"l{size}.kvt"
+        cref.trace("load", path, {"keys": 64, "value_size": size, "restart_pages": "reused"})
+        with traces.open(path) as r:
+            got[size] = instructions_by_kind(r.header, r.read_all())
+    want = cal.crc64_cost_by_kind(5, 4096)
+    assert got[4096]["crc_streams"] == 64 * want["crc_streams"]
+    assert got[4096]["crc_combine"] == 64 * want["crc_combine"]
+    assert got[256]["crc_streams"] == got[256]["crc_combine"] == 0 < got[256]["crc"]
+    base = sim.load_cpu("xeon-8488c").with_changes(
+        work=(("generic", 2.0), ("crc", 2.0)))
+    slow = base.with_changes(work=(("generic", 2.0), ("crc", 2.0), ("crc_combine", 0.4)))
+    path = str(tmp_path / "l4096.kvt")
+    runs = {(c, e): sim.simulate(path, cpu_, engine=e)["cycles"]
+            for c, cpu_ in (("base", base), ("slow", slow)) for e in ("fast", "reference")}
+    assert runs[("base", "fast")] == runs[("base", "reference")]
+    assert runs[("slow", "fast")] == runs[("slow", "reference")]
+    assert runs[("slow", "fast")] > runs[("base", "fast")]
