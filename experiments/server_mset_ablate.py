@@ -6,7 +6,9 @@ the model the prediction leans on: it traces the same loops (``kvsim-cref server
 :data:`kvsim.experiments.server_mset.PLAN`'s entries named in :data:`ENTRIES`) and simulates
 each on ``--cpu`` as it is, without its hardware prefetchers, without its TLB (no walks), and
 with ``[core] scheduler`` set to ``--scheduler`` entries (a sensitivity: no calibration
-measures it; sim/MODEL.md §6). Per entry and variant: the predicted ns per request, the
+measures it; sim/MODEL.md §6), and with ``[core] rob`` set to ``--rob`` entries (the reach of
+a window bounded by its physical registers: sim/VALIDATION.md, "The overlap of a dependent
+chain with the next lookup"). Per entry and variant: the predicted ns per request, the
 last-level misses, the page walks (STLB misses) and the average misses in flight; beside them
 the native ns per request after the loopback calls from ``--native`` (a ``server_mset
 --native-only`` file).
@@ -27,18 +29,20 @@ from typing import Any
 RESULT_NAME = "server-mset-ablate.json"
 #: the plan entries simulated (server_mset.PLAN's labels)
 ENTRIES = ("mset-10", "mset-10 batch 16", "mset-10 16 B values")
-#: variant name -> (simulate's keywords, whether the scheduler is set)
-VARIANTS = ("as is", "no prefetchers", "no TLB", "scheduler")
+#: the variants :func:`simulate` runs, in their columns' order
+VARIANTS = ("as is", "no prefetchers", "no TLB", "scheduler", "rob")
 
 
-def simulate(path: Path, cpu: str, scheduler: int, n: int) -> dict[str, dict[str, Any]]:
+def simulate(path: Path, cpu: str, scheduler: int, n: int, rob: int = 256
+             ) -> dict[str, dict[str, Any]]:
     """The trace at ``path`` (``n`` requests) on ``cpu`` under each of :data:`VARIANTS`."""
     from kvsim import sim
 
     conf = sim.load_cpu(cpu)
     runs = {"as is": (conf, {}), "no prefetchers": (conf, {"prefetchers": False}),
             "no TLB": (conf, {"tlb": False}),
-            "scheduler": (conf.with_changes(scheduler=scheduler), {})}
+            "scheduler": (conf.with_changes(scheduler=scheduler), {}),
+            "rob": (conf.with_changes(rob=rob), {})}
     out = {}
     for name in VARIANTS:
         c, kw = runs[name]
@@ -62,7 +66,8 @@ def markdown(doc: dict) -> str:
 
 
 NOTE = ("predicted ns per request of server_mset's traced loops on cpu as it is, without its "
-        "hardware prefetchers, without its TLB, and with [core] scheduler set (a sensitivity); "
+        "hardware prefetchers, without its TLB, with [core] scheduler set and with [core] rob set "
+        "(sensitivities); "
         "LL misses and walks (STLB misses) per request; native: ns per request after the "
         "loopback calls (median)")
 
@@ -72,10 +77,14 @@ def _options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--native", required=True, help="a server_mset --native-only file")
     ap.add_argument("--scheduler", type=int, default=97,
                     help="[core] scheduler entries of the sensitivity variant (default 97)")
+    ap.add_argument("--rob", type=int, default=256,
+                    help="[core] rob of the rob variant (default 256)")
 
 
 def _check(a: argparse.Namespace) -> str | None:
-    return f"--scheduler {a.scheduler}: must be at least 1" if a.scheduler < 1 else None
+    if a.scheduler < 1:
+        return f"--scheduler {a.scheduler}: must be at least 1"
+    return f"--rob {a.rob}: must be at least 1" if a.rob < 1 else None
 
 
 def measure(log, a: argparse.Namespace) -> dict[str, Any]:
@@ -94,9 +103,10 @@ def measure(log, a: argparse.Namespace) -> dict[str, Any]:
             M._cref("serverloop", *M._args(plan[label], M.TRACE_ITERS), "--trace", path)
             n = M.TRACE_ITERS * M._depth(plan[label])
             rows.append({"label": label, "native_ns": native[label],
-                         "variants": simulate(path, a.cpu, a.scheduler, n)})
+                         "variants": simulate(path, a.cpu, a.scheduler, n, a.rob)})
             path.unlink()
-    return {"rows": rows, "cpu": a.cpu, "scheduler": a.scheduler, "native_source": a.native,
+    return {"rows": rows, "cpu": a.cpu, "scheduler": a.scheduler, "rob": a.rob,
+            "native_source": a.native,
             "measured_provenance": nat.get("provenance")}
 
 

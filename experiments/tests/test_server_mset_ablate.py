@@ -14,6 +14,15 @@ def test_scheduler_below_one_is_one_line(tmp_path, capsys):
     assert not out.exists()
 
 
+def test_rob_below_one_is_one_line(tmp_path, capsys):
+    out = tmp_path / "x.json"
+    assert A.main(["--cpu", "skylake", "--native", str(tmp_path / "n.json"), "--rob", "0",
+                   "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["server_mset_ablate: --rob 0: must be at least 1"]
+    assert not out.exists()
+
+
 def test_missing_native_file_is_one_line(tmp_path, capsys):
     out = tmp_path / "x.json"
     native = tmp_path / "missing.json"
