@@ -4,6 +4,7 @@ dependent chain and independent lookup, native beside the simulator (sim/MODEL.m
     python -m kvsim.experiments.chainlap native [--size 1GiB] [--rounds R] [--out FILE]
     python -m kvsim.experiments.chainlap compare --native FILE [--cpu CPU ...]
         [--variant FIELD=VALUE[,FIELD=VALUE] ...] [--out FILE]
+    python -m kvsim.experiments.chainlap table COMPARE_FILE [--k K] [--model NAME ...]
 
 ``native`` runs ``kvsim-calibrate chainlap`` (sim/_calibrate/chain_lap.c) once per round, each
 run timing every point's three loops in turn, and writes every sample (ns per step, thread
@@ -19,7 +20,9 @@ run one after another, so each overlap comes from loops timed together.
 trace, since a trace's gap is a count), simulates each on every ``--cpu`` (and on the first
 one with each ``--variant``'s fields changed) and writes, per point, the native overlap's
 median, sign-test 95 % interval and the figure from the loops' minimums beside each
-prediction.
+prediction. ``table`` prints a ``compare`` file as one markdown table: per gap, the native
+share of each kind at ``--k`` chain loads (median and 95 % interval) and the range over every
+K, then each model's share (its range over every K).
 
 The loop's records, per step (chain_lap.c; the step's end is the loop's ``sub``/``jne``,
 :data:`STEP_END` instructions): ``chain``: K loads of word 0 of the chain's lines, each the
@@ -206,6 +209,33 @@ def compare(nat: dict[str, Any], cpus: list[str], variants: list[str], steps: in
     return {"models": list(models), "rows": rows}
 
 
+def table(doc: dict[str, Any], k: int = 3, models: list[str] | None = None) -> str:
+    """A ``compare`` file's overlap shares as markdown (the module docstring, ``table``)."""
+    rows = doc["rows"]
+    kinds = [x for x in KINDS if any(r["kind"] == x for r in rows)]
+    models = models or doc["models"]
+    out = ["| gap N | " + " | ".join(f"native, {x} (K = {k}; K = 2-5)" for x in kinds) + " | "
+           + " | ".join(f"model: {m}" for m in models) + " |",
+           "|---" * (1 + len(kinds) + len(models)) + "|"]
+    for n in sorted({r["n"] for r in rows}):
+        cells = []
+        for x in kinds:
+            at = [r for r in rows if r["kind"] == x and r["n"] == n]
+            one = next((r for r in at if r["k"] == k), None)
+            if one is None:
+                raise ChainLapError(f"--k {k}: not in the file")
+            s = one["overlap_share"]
+            ci = f"[{s['ci95'][0]:.2f}, {s['ci95'][1]:.2f}]" if s["ci95"] else "[-]"
+            med = [r["overlap_share"]["median"] for r in at]
+            cells.append(f"{s['median']:.2f} {ci}; {min(med):.2f} to {max(med):.2f}")
+        at = [r for r in rows if r["kind"] == kinds[0] and r["n"] == n]
+        for m in models:
+            p = [r["predicted"][m]["overlap_share"] for r in at]
+            cells.append(f"{min(p):.2f} to {max(p):.2f}")
+        out.append(f"| {n} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
 def _ints(text: str, opt: str) -> list[int]:
     try:
         return [int(x) for x in text.split(",") if x.strip()]
@@ -236,10 +266,24 @@ def main(argv: list[str] | None = None, prog: str = "python -m kvsim.experiments
                         "width) changed (repeatable)")
     c.add_argument("--steps", type=int, default=2000, help="simulated steps per loop")
     c.add_argument("--out", default=None)
+    t = sub.add_parser("table", help="a compare file as a markdown table")
+    t.add_argument("compare_file")
+    t.add_argument("--k", type=int, default=3, help="chain loads of the native columns")
+    t.add_argument("--model", action="append", default=None,
+                   help="a model of the file (repeatable; default every one)")
     a = ap.parse_args(argv)
     log = lambda m: print(f"chainlap: {m}", file=sys.stderr, flush=True)  # noqa: E731
     command = f"{prog} " + " ".join(argv if argv is not None else sys.argv[1:])
     try:
+        if a.cmd == "table":
+            import json
+
+            doc = json.loads(Path(a.compare_file).read_text())
+            bad = [m for m in a.model or () if m not in doc["models"]]
+            if bad:
+                raise ChainLapError(f"--model {bad[0]!r}: not in {a.compare_file}")
+            print(table(doc, a.k, a.model))
+            return 0
         if a.cmd == "native":
             kinds = [x.strip() for x in a.kinds.split(",") if x.strip()]
             if not kinds or any(x not in KINDS for x in kinds):

@@ -73,3 +73,19 @@ def test_the_model_overlaps_what_its_rob_holds():
     cut = chainlap.predict(cpu.with_changes(rob=n // 2), 3, n, 300, 1 << 28, 2 << 20)
     assert held["overlap_share"] > 0.5 > cut["overlap_share"]
     assert cut["both_ns"] > held["both_ns"]
+
+
+def test_table_has_a_row_per_gap_and_a_column_per_kind_and_model():
+    pts = [{"kind": kd, "n": n, "mode": m, "k": k, "ns": [v] * 6}
+           for kd in ("nop", "add") for n in (0, 300)
+           for m, k, v in (("lookup", 0, 4.0), ("chain", 3, 10.0), ("both", 3, 12.0))]
+    rows = chainlap.overlaps({"points": pts})
+    for r in rows:
+        r["predicted"] = {"m": {"overlap_share": 0.25 if r["n"] else 1.0}}
+    text = chainlap.table({"rows": rows, "models": ["m"]})
+    lines = text.splitlines()
+    assert len(lines) == 2 + 2 and lines[0].count("native,") == 2 and "model: m" in lines[0]
+    assert lines[2].startswith("| 0 | 0.50 [0.50, 0.50]; 0.50 to 0.50 |")
+    assert lines[2].endswith("| 1.00 to 1.00 |") and lines[3].endswith("| 0.25 to 0.25 |")
+    with pytest.raises(chainlap.ChainLapError, match="--k 5"):
+        chainlap.table({"rows": rows, "models": ["m"]}, k=5)
