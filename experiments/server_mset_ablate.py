@@ -11,7 +11,8 @@ a window bounded by its physical registers: sim/VALIDATION.md, "The overlap of a
 chain with the next lookup"). Per entry and variant: the predicted ns per request, the
 last-level misses, the page walks (STLB misses) and the average misses in flight; beside them
 the native ns per request after the loopback calls from ``--native`` (a ``server_mset
---native-only`` file).
+--native-only`` file), and how far the next key's lookup comes after a key's old value
+(:func:`chain_to_lookup`).
 
     python -m kvsim.experiments.server_mset_ablate --native results/server-mset-native.json \\
         --cpu results/calibrate-xeon-m167-srvloop-probed.toml [-o results/server-mset-ablate.json]
@@ -52,6 +53,35 @@ def simulate(path: Path, cpu: str, scheduler: int, n: int, rob: int = 256
                      "ll_misses": res["levels"][-1]["demand_misses"] / n,
                      "walks": tlb.get("stlb_misses", 0) / n, "mlp": res["timing"]["mlp"]}
     return out
+
+
+def chain_to_lookup(path: Path) -> dict[str, Any]:
+    """Instructions (gaps and records) from a key's last ``obj.value`` load (the old value's
+    chain) to the next ``ht.find.bucket`` load with no bucket load between (the next key's
+    lookup), over the trace's measured part: count, median, 10th and 90th percentiles."""
+    import numpy as np
+
+    from kvsim import traces
+
+    sites = traces.open(str(path)).header["sites"]
+    rec = traces.read_all(str(path))
+    rec = rec[1] if isinstance(rec, tuple) else rec
+    end = np.flatnonzero((rec["kind"] == traces.KIND_MARKER)
+                         & (rec["flags"] == traces.MARK_WARMUP_END))
+    rec = rec[int(end[-1]) + 1:] if len(end) else rec
+    at = np.cumsum(rec["gap"].astype(np.int64) + 1)
+    load = rec["kind"] == traces.KIND_LOAD
+    value = np.flatnonzero(load & (rec["site"] == sites.index("obj.value")))
+    bucket = np.flatnonzero(load & (rec["site"] == sites.index("ht.find.bucket")))
+    prev_v = np.searchsorted(value, bucket) - 1
+    prev_b = np.searchsorted(bucket, bucket) - 1
+    ok = prev_v >= 0
+    ok[ok] &= value[prev_v[ok]] > np.where(prev_b[ok] >= 0, bucket[prev_b[ok]], -1)
+    d = at[bucket[ok]] - at[value[prev_v[ok]]]
+    if not len(d):
+        return {"count": 0}
+    return {"count": int(len(d)), "median": float(np.median(d)),
+            "p10": float(np.percentile(d, 10)), "p90": float(np.percentile(d, 90))}
 
 
 def markdown(doc: dict) -> str:
@@ -103,7 +133,8 @@ def measure(log, a: argparse.Namespace) -> dict[str, Any]:
             M._cref("serverloop", *M._args(plan[label], M.TRACE_ITERS), "--trace", path)
             n = M.TRACE_ITERS * M._depth(plan[label])
             rows.append({"label": label, "native_ns": native[label],
-                         "variants": simulate(path, a.cpu, a.scheduler, n, a.rob)})
+                         "variants": simulate(path, a.cpu, a.scheduler, n, a.rob),
+                         "chain_to_lookup_instructions": chain_to_lookup(path)})
             path.unlink()
     return {"rows": rows, "cpu": a.cpu, "scheduler": a.scheduler, "rob": a.rob,
             "native_source": a.native,
