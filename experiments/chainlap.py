@@ -5,6 +5,7 @@ dependent chain and independent lookup, native beside the simulator (sim/MODEL.m
     python -m kvsim.experiments.chainlap compare --native FILE [--cpu CPU ...]
         [--variant FIELD=VALUE[,FIELD=VALUE] ...] [--out FILE]
     python -m kvsim.experiments.chainlap table COMPARE_FILE [--k K] [--model NAME ...]
+    python -m kvsim.experiments.chainlap speedups ABLATION_FILE VALIDATION_FILE
 
 ``native`` runs ``kvsim-calibrate chainlap`` (sim/_calibrate/chain_lap.c) once per round, each
 run timing every point's three loops in turn, and writes every sample (ns per step, thread
@@ -22,7 +23,10 @@ one with each ``--variant``'s fields changed) and writes, per point, the native 
 median, sign-test 95 % interval and the figure from the loops' minimums beside each
 prediction. ``table`` prints a ``compare`` file as one markdown table: per gap, the native
 share of each kind at ``--k`` chain loads (median and 95 % interval) and the range over every
-K, then each model's share (its range over every K).
+K, then each model's share (its range over every K). ``speedups`` prints, per row of a
+validation result, the speedup a ``kvsim ablate`` file (run on that row's pair) predicts
+under each of its settings and its ratio to the result's native speedup (the window's
+settings on the validation's rows).
 
 The loop's records, per step (chain_lap.c; the step's end is the loop's ``sub``/``jne``,
 :data:`STEP_END` instructions): ``chain``: K loads of word 0 of the chain's lines, each the
@@ -236,6 +240,38 @@ def table(doc: dict[str, Any], k: int = 3, models: list[str] | None = None) -> s
     return "\n".join(out)
 
 
+def speedups(ablation: dict[str, Any], validation_doc: dict[str, Any]) -> str:
+    """Markdown: per validation row whose pair ``ablation`` ran, the native speedup (its 95 %
+    interval) and each setting's predicted speedup and ratio (bold within 0.85-1.15)."""
+    from kvsim.experiments import validation
+
+    t = next((t for t in validation_doc.get("tables", ()) if t["name"] == "validation"), None)
+    if t is None or not ablation.get("rows"):
+        raise ChainLapError("speedups: need a validation result (its validation table) and a "
+                            "kvsim ablate file with rows")
+    col = {c: i for i, c in enumerate(t["columns"])}
+    native = {r[0]: r for r in t["rows"]}
+    settings = list(ablation["rows"][0]["predicted"]["base"]["settings"])
+    out = ["| row | set | native [95 % CI] | " + " | ".join(f"{s}: predicted, ratio"
+                                                       for s in settings) + " |",
+           "|---" * (3 + len(settings)) + "|"]
+    for row, pair in validation._PAIR_OF_ROW.items():
+        r = next((x for x in ablation["rows"] if x["pair"] == pair), None)
+        if r is None or row not in native:
+            continue
+        nat = native[row]
+        sp = nat[col["native_speedup"]]
+        cells = []
+        for s in settings:
+            x = (r["predicted"]["base"]["settings"][s]["ns_per_op"]
+                 / r["predicted"]["variant"]["settings"][s]["ns_per_op"])
+            ratio = f"{x / sp:.2f}"
+            cells.append(f"{x:.2f}x, " + (f"**{ratio}**" if 0.85 <= x / sp <= 1.15 else ratio))
+        out.append(f"| {row} | {nat[col['set']]} | {sp:.2f}x [{nat[col['native_ci95_low']]:.2f}, "
+                   f"{nat[col['native_ci95_high']]:.2f}] | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
 def _ints(text: str, opt: str) -> list[int]:
     try:
         return [int(x) for x in text.split(",") if x.strip()]
@@ -271,6 +307,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m kvsim.experiments
     t.add_argument("--k", type=int, default=3, help="chain loads of the native columns")
     t.add_argument("--model", action="append", default=None,
                    help="a model of the file (repeatable; default every one)")
+    v = sub.add_parser("speedups", help="a kvsim ablate file's speedups against a "
+                                        "validation result's native ones")
+    v.add_argument("ablation_file")
+    v.add_argument("validation_file")
     a = ap.parse_args(argv)
     log = lambda m: print(f"chainlap: {m}", file=sys.stderr, flush=True)  # noqa: E731
     command = f"{prog} " + " ".join(argv if argv is not None else sys.argv[1:])
@@ -283,6 +323,12 @@ def main(argv: list[str] | None = None, prog: str = "python -m kvsim.experiments
             if bad:
                 raise ChainLapError(f"--model {bad[0]!r}: not in {a.compare_file}")
             print(table(doc, a.k, a.model))
+            return 0
+        if a.cmd == "speedups":
+            import json
+
+            print(speedups(json.loads(Path(a.ablation_file).read_text()),
+                           json.loads(Path(a.validation_file).read_text())))
             return 0
         if a.cmd == "native":
             kinds = [x.strip() for x in a.kinds.split(",") if x.strip()]

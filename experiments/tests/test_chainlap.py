@@ -89,3 +89,19 @@ def test_table_has_a_row_per_gap_and_a_column_per_kind_and_model():
     assert lines[2].endswith("| 1.00 to 1.00 |") and lines[3].endswith("| 0.25 to 0.25 |")
     with pytest.raises(chainlap.ChainLapError, match="--k 5"):
         chainlap.table({"rows": rows, "models": ["m"]}, k=5)
+
+
+def test_speedups_set_each_setting_beside_the_native_speedup():
+    cols = ["row", "set", "native_speedup", "native_ci95_low", "native_ci95_high"]
+    val = {"tables": [{"name": "validation", "columns": cols,
+                       "rows": [["MSET hashtable none -> batch", "held back", 1.5, 1.4, 1.6]]}]}
+    side = lambda a, b: {"settings": {"base": {"ns_per_op": a},  # noqa: E731
+                                      "rob_x0.5": {"ns_per_op": b}}}
+    abl = {"rows": [{"pair": "mset10-hashtable-batch",
+                     "predicted": {"base": side(300.0, 400.0), "variant": side(200.0, 250.0)}}]}
+    lines = chainlap.speedups(abl, val).splitlines()
+    assert len(lines) == 3 and "base: predicted, ratio" in lines[0]
+    assert lines[2] == ("| MSET hashtable none -> batch | held back | 1.50x [1.40, 1.60] | "
+                        "1.50x, **1.00** | 1.60x, **1.07** |")
+    with pytest.raises(chainlap.ChainLapError, match="validation"):
+        chainlap.speedups(abl, {"tables": []})
