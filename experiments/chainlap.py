@@ -60,7 +60,7 @@ LOOKUP = 2  # chain_lap.c LAP_LOOKUP: bucket, entry
 STEP_END = 2  # sub $1, s; jne
 KINDS = ("nop", "add", "dep")
 KS = (2, 3, 4, 5)
-NS = (0, 52, 100, 160, 200, 240, 300, 400, 500, 600)  # chain_lap.c LAP_NS
+NS = (0, 52, 100, 160, 200, 240, 300, 400, 500, 600)  # the default sweep; chain_lap.c LAP_NS
 MODES = ("chain", "lookup", "both")
 RESULT_NAME = "chainlap-compare.json"
 

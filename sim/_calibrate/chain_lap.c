@@ -123,9 +123,11 @@ typedef void (*lapLoop)(lapState *, uint64_t steps);
 /* The compiled points: K (chain loads) and N (gap instructions). */
 #define LAP_KS(X, ...) X(__VA_ARGS__, 2) X(__VA_ARGS__, 3) X(__VA_ARGS__, 4) X(__VA_ARGS__, 5)
 #define LAP_NS(X, ...)                                                                         \
-    X(__VA_ARGS__, 0) X(__VA_ARGS__, 52) X(__VA_ARGS__, 100) X(__VA_ARGS__, 160)                \
-    X(__VA_ARGS__, 200) X(__VA_ARGS__, 240) X(__VA_ARGS__, 300) X(__VA_ARGS__, 400)             \
-    X(__VA_ARGS__, 500) X(__VA_ARGS__, 600)
+    X(__VA_ARGS__, 0) X(__VA_ARGS__, 52) X(__VA_ARGS__, 100) X(__VA_ARGS__, 120)                \
+    X(__VA_ARGS__, 140) X(__VA_ARGS__, 160) X(__VA_ARGS__, 200) X(__VA_ARGS__, 240)             \
+    X(__VA_ARGS__, 260) X(__VA_ARGS__, 280) X(__VA_ARGS__, 300) X(__VA_ARGS__, 400)             \
+    X(__VA_ARGS__, 440) X(__VA_ARGS__, 460) X(__VA_ARGS__, 480) X(__VA_ARGS__, 500)             \
+    X(__VA_ARGS__, 600)
 #define LAP_KINDS(X, ...) X(__VA_ARGS__, nop) X(__VA_ARGS__, add) X(__VA_ARGS__, dep)
 
 /* chain and both for every K, lookup once (its K is 0 in the table) */
@@ -246,7 +248,8 @@ int benchChainLap(int argc, char **argv) {
             for (int c = 0; c < nks; c++) ok &= lapFind(kinds[a], ks[c], ns[b]) != NULL;
             if (!ok) {
                 fprintf(stderr, "kvsim-calibrate: chainlap: K in {2, 3, 4, 5} and N in {0, 52, 100, "
-                                "160, 200, 240, 300, 400, 500, 600} are compiled (chain_lap.c)\n");
+                                "120, 140, 160, 200, 240, 260, 280, 300, 400, 440, 460, 480, 500, "
+                                "600} are compiled (chain_lap.c)\n");
                 exit(2);
             }
         }
