@@ -129,6 +129,9 @@ def native(size: int, page: str, kinds: list[str], ks: list[int], ns: list[int],
         log(f"round {r + 1}/{rounds}")
         out = _native(["chainlap", page, size, steps, repeats, ",".join(kinds),
                        ",".join(map(str, ks)), ",".join(map(str, ns))])
+        if not out.get("points"):
+            raise ChainLapError("kvsim-calibrate chainlap: no loops on this architecture "
+                                "(x86-64 only)")
         hf = out["huge_fraction"]
         for p in out["points"]:
             pts.setdefault((p["kind"], p["n"], p["mode"], p["k"]), []).extend(p["ns"])

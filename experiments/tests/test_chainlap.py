@@ -105,3 +105,10 @@ def test_speedups_set_each_setting_beside_the_native_speedup():
                         "1.50x, **1.00** | 1.60x, **1.07** |")
     with pytest.raises(chainlap.ChainLapError, match="validation"):
         chainlap.speedups(abl, {"tables": []})
+
+
+def test_native_without_loops_is_one_error(monkeypatch):
+    monkeypatch.setattr(chainlap, "_native", lambda args: {"bench": "chainlap",
+                                                           "arch": "other", "points": []})
+    with pytest.raises(chainlap.ChainLapError, match="x86-64 only"):
+        chainlap.native(1 << 20, "2m", ["add"], [3], [0], 1, 10, 1)
