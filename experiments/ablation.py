@@ -132,6 +132,8 @@ SETTINGS: dict[str, tuple[str, Callable[[CpuConfig], CpuConfig], float]] = {
                     lambda c: _l1(c, mshrs=_scale(c.caches[0].mshrs, 2)), 1.0),
     "rob_x0.5": ("half the ROB", lambda c: c.with_changes(rob=_scale(c.rob, 0.5)), 1.0),
     "rob_x2": ("twice the ROB", lambda c: c.with_changes(rob=_scale(c.rob, 2)), 1.0),
+    "rob_x0.75": ("three quarters of the ROB",
+                  lambda c: c.with_changes(rob=_scale(c.rob, 0.75)), 1.0),
     "rob_x0.25": ("a quarter of the ROB", lambda c: c.with_changes(rob=_scale(c.rob, 0.25)),
                   1.0),
     "no_scheduler": ("no scheduler limit (the ROB alone bounds the window; [core] scheduler "

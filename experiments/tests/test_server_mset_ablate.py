@@ -14,6 +14,15 @@ def test_scheduler_below_one_is_one_line(tmp_path, capsys):
     assert not out.exists()
 
 
+def test_rob_below_one_is_one_line(tmp_path, capsys):
+    out = tmp_path / "x.json"
+    assert A.main(["--cpu", "skylake", "--native", str(tmp_path / "n.json"), "--rob", "0",
+                   "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["server_mset_ablate: --rob 0: must be at least 1"]
+    assert not out.exists()
+
+
 def test_missing_native_file_is_one_line(tmp_path, capsys):
     out = tmp_path / "x.json"
     native = tmp_path / "missing.json"
@@ -64,3 +73,24 @@ def test_a_cpu_file_of_other_counts_is_one_line(tmp_path, capsys, monkeypatch):
     assert err[1].startswith("server_mset_ablate: the trace's gap model is site-cost-v2")
     assert "site-cost-v1" in err[1] and str(cpu) in err[1]
     assert not out.exists()
+
+
+def test_chain_to_lookup_counts_from_the_last_value_load_to_the_next_bucket(tmp_path):
+    import numpy as np
+
+    from kvsim import traces
+
+    sites = ["none", "ht.find.bucket", "obj.value", "obj.header"]
+    # one key: bucket, bucket, header, value, value; the next key's first bucket after
+    # `gap` instructions; then that key's second bucket (not counted: a bucket before it)
+    gap = 37
+    spec = [(1, 3), (1, 0), (3, 10), (2, 4), (2, 0), (1, gap), (1, 0), (3, 10), (2, 4), (2, 0)]
+    rec = np.zeros(len(spec), dtype=traces.RECORD_DTYPE)
+    rec["site"], rec["gap"] = zip(*spec, strict=True)
+    rec["addr"] = 4096 + 64 * np.arange(len(spec), dtype=np.uint64)
+    rec["size"], rec["kind"] = 8, traces.KIND_LOAD
+    path = tmp_path / "t.kvt"
+    with traces.Writer(str(path), {"sites": sites}) as w:
+        w.write(rec)
+    got = A.chain_to_lookup(path)
+    assert got["count"] == 1 and got["median"] == gap + 1

@@ -25,6 +25,9 @@
  *                                    (store_miss.c)
  *   copyfetch PAGE BATCH POOL REPEATS SIZE..  copies by method into hot, flushed and evicted
  *                                    destinations: whether a copy fetches them (copy_fetch.c)
+ *   chainlap PAGE SIZE STEPS REPEATS KINDS KS NS  a dependent chain, an independent lookup and
+ *                                    both, with N instructions between: the window's reach
+ *                                    (chain_lap.c)
  *
  * PAGE is "4k" (madvise MADV_NOHUGEPAGE) or "2m" (a 2 MiB-aligned region with
  * MADV_HUGEPAGE). Whether the kernel gave huge pages is not assumed: every buffer's
@@ -600,14 +603,16 @@ static int benchCpuid(void) {
 int benchWorkKind(int argc, char **argv); /* work_kinds.c: copy, compare */
 int benchStoreMiss(int argc, char **argv); /* store_miss.c */
 int benchCopyFetch(int argc, char **argv); /* copy_fetch.c */
+int benchChainLap(int argc, char **argv); /* chain_lap.c */
 int benchCrcCost(int argc, char **argv); /* crc_cost.c */
 int benchSipCost(int argc, char **argv); /* crc_cost.c */
 int benchCrcState(int argc, char **argv); /* crc_state.c */
 
 int main(int argc, char **argv) {
     const char *usage = "usage: kvsim-calibrate clock|chase|mlp|l2probe|bw|work|workkind|crccost|sipcost|crcstate|cpuid|syscall|"
-                        "sysafter|syspeer|sysbias|storemiss|copyfetch ARGS (see calibrate.c, work_kinds.c, "
-                        "crc_cost.c, crc_state.c, syscall.c, sysafter.c, syspeer.c, store_miss.c, copy_fetch.c)\n";
+                        "sysafter|syspeer|sysbias|storemiss|copyfetch|chainlap ARGS (see calibrate.c, work_kinds.c, "
+                        "crc_cost.c, crc_state.c, syscall.c, sysafter.c, syspeer.c, store_miss.c, copy_fetch.c, "
+                        "chain_lap.c)\n";
     if (argc < 2) {
         fputs(usage, stderr);
         return 2;
@@ -627,6 +632,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(cmd, "cpuid")) rc = benchCpuid();
     else if (!strcmp(cmd, "storemiss")) rc = benchStoreMiss(argc - 2, argv + 2);
     else if (!strcmp(cmd, "copyfetch")) rc = benchCopyFetch(argc - 2, argv + 2);
+    else if (!strcmp(cmd, "chainlap")) rc = benchChainLap(argc - 2, argv + 2);
     else if (!strcmp(cmd, "syscall")) rc = benchSyscall(argc - 2, argv + 2); /* syscall.c */
     else if (!strcmp(cmd, "sysafter")) rc = benchSysAfter(argc - 2, argv + 2); /* sysafter.c */
     else if (!strcmp(cmd, "syspeer")) rc = benchSysPeer(argc - 2, argv + 2); /* syspeer.c */
