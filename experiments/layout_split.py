@@ -39,9 +39,12 @@ not this machine's).
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from kvsim import provenance, stats
@@ -124,6 +127,201 @@ def _native_table(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+
+# --- predict -----------------------------------------------------------------------------
+
+#: the keyspace's structures (trace tags): what the layouts lay out differently
+KEYSPACE_TAGS = ("bucket", "child_bucket", "key", "object", "value", "expire")
+
+
+def trace_counts(path: Path) -> dict[str, Any]:
+    """Per GET of the measured phase (after the last warm-up's end) of trace ``path``: the
+    distinct lines and 4 KiB pages of its records (all, and the keyspace's structures), the
+    distinct lines per keyspace tag, the memory records, and the deepest dependent chain
+    (:func:`kvsim.traces.chain_depths`) of its loads, all and the keyspace's."""
+    import numpy as np
+    import pandas as pd
+
+    from kvsim import traces
+
+    r = traces.read_all(path)
+    is_marker = r["kind"] == traces.KIND_MARKER
+    ends = np.flatnonzero(is_marker & (r["flags"] == traces.MARK_WARMUP_END))
+    start = int(ends[-1]) + 1 if ends.size else 0
+    depth = traces.chain_depths(r)[start:]
+    m = r[start:]
+    cmd = np.cumsum((m["kind"] == traces.KIND_MARKER) & (m["flags"] == traces.MARK_COMMAND))
+    gets = int(cmd[-1]) if cmd.size else 0
+    if gets == 0:
+        raise ValueError(f"{path}: no command in the measured phase")
+    mem = m["kind"] < traces.KIND_MARKER
+    tags = np.array(traces.TAG_NAMES)[m["tag"][mem]]
+    df = pd.DataFrame({"cmd": cmd[mem], "line": m["addr"][mem] >> np.uint64(6),
+                       "tag": tags, "load": m["kind"][mem] == traces.KIND_LOAD,
+                       "depth": depth[mem]})
+    df["page"] = df["line"] >> np.uint64(6)
+    ks = df[df["tag"].isin(KEYSPACE_TAGS)]
+    loads, ks_loads = df[df["load"]], ks[ks["load"]]
+
+    def per_get(frame, cols) -> float:
+        return len(frame.drop_duplicates(cols)) / gets
+
+    return {
+        "gets": gets,
+        "memory_records_per_get": len(df) / gets,
+        "lines_per_get": per_get(df, ["cmd", "line"]),
+        "pages_4k_per_get": per_get(df, ["cmd", "page"]),
+        "keyspace_lines_per_get": per_get(ks, ["cmd", "line"]),
+        "keyspace_pages_4k_per_get": per_get(ks, ["cmd", "page"]),
+        "keyspace_lines_by_tag_per_get": {t: per_get(ks[ks["tag"] == t], ["cmd", "line"])
+                                          for t in KEYSPACE_TAGS if (ks["tag"] == t).any()},
+        "max_chain_depth_mean": float(loads.groupby("cmd")["depth"].max().mean()),
+        "keyspace_max_chain_depth_mean": float(ks_loads.groupby("cmd")["depth"].max().mean()),
+        "instructions_per_get": None,  # set from the simulation (the records' gaps)
+    }
+
+
+def sim_counts(res: dict[str, Any], gets: int, freq_ghz: float) -> dict[str, Any]:
+    """Per GET of one simulation result (:func:`kvsim.sim.simulate`): demand misses per
+    level, DRAM reads, DTLB and STLB misses, the TLB stall, cycles and ns."""
+    tlb = res.get("tlb") or {}
+    stall = res["timing"]["stall_cycles"]
+    llc_by_tag: dict[str, float] = {}
+    last = res["levels"][-1]["name"]
+    for row in res["by_tag"]:
+        if row["level"] == last and row["kind"] in ("load", "store"):
+            llc_by_tag[row["tag_name"]] = llc_by_tag.get(row["tag_name"], 0) + row["misses"] / gets
+    return {
+        "cycles_per_get": res["cycles"] / gets,
+        "ns_per_get": res["cycles"] / gets / freq_ghz,
+        "instructions_per_get": res["instructions"] / gets,
+        "demand_misses_per_get": {lv["name"]: lv["demand_misses"] / gets
+                                  for lv in res["levels"]},
+        "llc_demand_misses_by_tag_per_get": llc_by_tag,
+        "dram_reads_per_get": res["dram"]["reads"] / gets,
+        "dtlb_misses_per_get": tlb.get("dtlb_misses", 0) / gets,
+        "stlb_misses_per_get": tlb.get("stlb_misses", 0) / gets,
+        "walk_reads_from_dram_per_get": (tlb.get("walk_reads_timed") or {}).get("DRAM", 0) / gets,
+        "tlb_stall_cycles_per_get": stall.get("tlb", 0.0) / gets,
+        "mlp": res["timing"]["mlp"],
+    }
+
+
+def predict(sizes: list[int], cpu_spec: str, log) -> dict[str, Any]:
+    from kvsim import sim
+    from kvsim.experiments import validation
+    from kvsim.experiments.ablation import SETTINGS
+
+    cpu = sim.load_cpu(cpu_spec)
+    cpus = {"as given": cpu, "2 MiB pages": SETTINGS["page_2m"][1](cpu)}
+    points = []
+    for keys in sizes:
+        sides: dict[str, Any] = {}
+        for s in SIDES:
+            opts = {"warm_setup": WARM_SETUP, **_options(keys, SIM_OPS)[s],
+                    "warmup_ops": SIM_OPS}
+            with tempfile.TemporaryDirectory(prefix="kvsim-layout-") as tmp:
+                t = Path(tmp) / "t.kvt"
+                cref.trace("pipeline", t, opts)
+                counts = trace_counts(t)
+                res = sim.simulate_many(str(t), list(cpus.values()))
+            counts.pop("instructions_per_get")
+            sides[catalogue.get(PAIR).side(s)["layout"]] = {
+                "trace": counts, "options": opts,
+                "simulated": {name: sim_counts(r, counts["gets"], c.freq_ghz)
+                              for (name, c), r in zip(cpus.items(), res, strict=True)}}
+            log(f"{keys} keys, {s}: traced and simulated")
+        speedups = {name: sides["legacy"]["simulated"][name]["cycles_per_get"]
+                    / sides["unified"]["simulated"][name]["cycles_per_get"] for name in cpus}
+        points.append({"keys": keys, "sides": sides, "predicted_speedup": speedups})
+    assert validation.WARM_SETUP == WARM_SETUP
+    return {"row": ROW, "pair": PAIR, "cpu": cpu_spec, "cpus": list(cpus), "ops": SIM_OPS,
+            "points": points}
+
+
+def beside_native(doc: dict[str, Any], native_doc: dict[str, Any]) -> None:
+    """Set each size's native speedup and ns per GET (4 KiB pages) beside the prediction."""
+    nat = {p["keys"]: p for p in native_doc["points"] if not p["thp"]}
+    for p in doc["points"]:
+        n = nat.get(p["keys"])
+        if n is None:
+            continue
+        p["native"] = {"speedup": n["speedup"]["median"], "speedup_ci95": n["speedup"]["ci95"],
+                       "legacy_ns_per_get": n["legacy_ns_per_get"]["median"],
+                       "unified_ns_per_get": n["unified_ns_per_get"]["median"]}
+        pr = p["sides"]
+        p["ratio"] = {"speedup": p["predicted_speedup"]["as given"] / n["speedup"]["median"],
+                      "legacy": pr["legacy"]["simulated"]["as given"]["ns_per_get"]
+                      / n["legacy_ns_per_get"]["median"],
+                      "unified": pr["unified"]["simulated"]["as given"]["ns_per_get"]
+                      / n["unified_ns_per_get"]["median"]}
+
+
+def _predict_table(doc: dict[str, Any]) -> str:
+    lines = ["| keys | side | lines | pages | keyspace lines | keyspace pages | chain | "
+             "instr | L1 / L2 / LLC misses | DRAM | DTLB / STLB misses | TLB stall cyc | "
+             "ns/GET | ns/GET 2 MiB | native ns/GET |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for p in doc["points"]:
+        for side, d in p["sides"].items():
+            t, g, h = d["trace"], d["simulated"]["as given"], d["simulated"]["2 MiB pages"]
+            miss = " / ".join(f"{v:.2f}" for v in g["demand_misses_per_get"].values())
+            nat = (p.get("native") or {}).get(f"{side}_ns_per_get")
+            lines.append(
+                f"| {p['keys']:,} | {side} | {t['lines_per_get']:.2f} | "
+                f"{t['pages_4k_per_get']:.2f} | {t['keyspace_lines_per_get']:.2f} | "
+                f"{t['keyspace_pages_4k_per_get']:.2f} | "
+                f"{t['keyspace_max_chain_depth_mean']:.2f} | {g['instructions_per_get']:.0f} | "
+                f"{miss} | {g['dram_reads_per_get']:.2f} | {g['dtlb_misses_per_get']:.2f} / "
+                f"{g['stlb_misses_per_get']:.2f} | {g['tlb_stall_cycles_per_get']:.0f} | "
+                f"{g['ns_per_get']:.1f} | {h['ns_per_get']:.1f} | "
+                f"{'' if nat is None else f'{nat:.1f}'} |")
+    return "\n".join(lines)
+
+
+# --- callgrind ---------------------------------------------------------------------------
+
+#: the GET counts of callgrind's two runs per side: their difference is what one GET costs
+CALLGRIND_OPS = (50_000, 150_000)
+CALLGRIND_EVENTS = ("Ir", "Dr", "Dw", "D1mr", "DLmr")
+
+
+def callgrind(sizes: list[int], log) -> dict[str, Any]:
+    from kvsim.experiments import callgrind as cg
+
+    points = []
+    for keys in sizes:
+        sides = {}
+        for s in SIDES:
+            totals = []
+            for ops in CALLGRIND_OPS:
+                opts = _options(keys, ops)[s]
+                with tempfile.TemporaryDirectory(prefix="kvsim-layout-cg-") as tmp:
+                    out = Path(tmp) / "cg.out"
+                    cmd = ["valgrind", "--tool=callgrind", "--cache-sim=yes",
+                           f"--callgrind-out-file={out}", str(cref.binary()), "native",
+                           "pipeline", *cref.workload_args(opts), "--repeat", "1", "--json"]
+                    subprocess.run(cmd, check=True, capture_output=True)
+                    totals.append(cg.read(out).totals)
+            extra = CALLGRIND_OPS[1] - CALLGRIND_OPS[0]
+            layout = catalogue.get(PAIR).side(s)["layout"]
+            sides[layout] = {f"{ev}_per_get": (totals[1].get(ev, 0) - totals[0].get(ev, 0))
+                             / extra for ev in CALLGRIND_EVENTS}
+            log(f"{keys} keys, {layout}: {sides[layout]['Ir_per_get']:.0f} Ir per GET")
+        points.append({"keys": keys, "sides": sides})
+    return {"row": ROW, "pair": PAIR, "ops": list(CALLGRIND_OPS), "points": points}
+
+
+def _callgrind_table(doc: dict[str, Any]) -> str:
+    lines = ["| keys | side | " + " | ".join(f"{ev} per GET" for ev in CALLGRIND_EVENTS) + " |",
+             "|---|---|" + "---|" * len(CALLGRIND_EVENTS)]
+    for p in doc["points"]:
+        for side, d in p["sides"].items():
+            lines.append(f"| {p['keys']:,} | {side} | " + " | ".join(
+                f"{d[f'{ev}_per_get']:.1f}" for ev in CALLGRIND_EVENTS) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     prog = "python -m kvsim.experiments.layout_split"
     ap = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
@@ -134,6 +332,14 @@ def main(argv: list[str] | None = None) -> int:
                    "('' for none)")
     n.add_argument("--rounds", type=int, default=10)
     n.add_argument("--out")
+    pr = sub.add_parser("predict", help="trace counts and simulations (niced)")
+    pr.add_argument("--cpu", required=True)
+    pr.add_argument("--keys", default="20000,50000,500000")
+    pr.add_argument("--native", help="a `native` result to set beside the prediction")
+    pr.add_argument("--out")
+    c = sub.add_parser("callgrind", help="valgrind's counts per GET (niced)")
+    c.add_argument("--keys", default="20000,500000")
+    c.add_argument("--out")
     a = ap.parse_args(argv)
     try:
         if a.cmd == "native":
@@ -141,6 +347,16 @@ def main(argv: list[str] | None = None) -> int:
             thp = _sizes(a.thp_keys) if a.thp_keys.strip() else []
             if a.rounds < 1:
                 raise ValueError(f"--rounds {a.rounds}: at least 1")
+        if a.cmd == "callgrind":
+            sizes = _sizes(a.keys)
+        if a.cmd == "predict":
+            sizes = _sizes(a.keys)
+            native_doc = None
+            if a.native:
+                try:
+                    native_doc = json.loads(Path(a.native).read_text())
+                except (OSError, json.JSONDecodeError) as exc:
+                    raise ValueError(f"--native {a.native}: {exc}") from None
     except ValueError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
@@ -155,7 +371,18 @@ def main(argv: list[str] | None = None) -> int:
             doc["load_average_1m"] = [load, provenance.load_average_1m()]
             out = a.out or provenance.default_result_path("layout-split-native.json")
             print(_native_table(doc))
-    except (OSError, cref.CrefError, subprocess.SubprocessError) as exc:
+        if a.cmd == "predict":
+            doc = predict(sizes, a.cpu, log)
+            if native_doc is not None:
+                beside_native(doc, native_doc)
+                doc["native_file"] = a.native
+            out = a.out or provenance.default_result_path("layout-split-predict.json")
+            print(_predict_table(doc))
+        if a.cmd == "callgrind":
+            doc = callgrind(sizes, log)
+            out = a.out or provenance.default_result_path("layout-split-callgrind.json")
+            print(_callgrind_table(doc))
+    except (OSError, ValueError, cref.CrefError, subprocess.SubprocessError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 1
     return provenance.publish(prog, out, doc)
