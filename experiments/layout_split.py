@@ -21,19 +21,21 @@ minimum. ``--thp-keys``: sizes also run with the arena on transparent huge pages
 ``KVSIM_CREF_THP=1``), a point where the page walks change and the caches' share does not.
 
 ``predict``: per size, both sides traced as the validation traces the row (its warm setup and
-warm-up operations) and simulated on ``--cpu`` and, a what-if, the same CPU with 2 MiB pages
-(the ablation's ``page_2m``); per side and GET: the distinct lines and 4 KiB pages of the
-measured phase's records, the allocations they touch (distinct (tag, line) pairs of the
-keyspace's structures), the deepest dependent chain, the simulated demand misses per level,
-DRAM reads, DTLB and STLB misses, the TLB stall, and the predicted ns per GET. With
-``--native`` (a ``native`` result) each size's predicted speedup and ns per GET are set beside
-the native ones.
+warm-up operations) and simulated on ``--cpu`` changed by each of ``--settings`` (the
+ablation's, :data:`kvsim.experiments.ablation.SETTINGS`; ``base``: as given). Per side and
+GET: the distinct lines and 4 KiB pages of the measured phase's records, those of the
+keyspace's structures (:data:`KEYSPACE_TAGS`), the deepest dependent chain among the
+keyspace's loads, and per setting the simulated demand misses per level, DRAM reads, DTLB
+and STLB misses, the TLB stall and the predicted ns per GET. With ``--native`` (a ``native``
+result) each size's predicted speedup, ns per GET and legacy - unified difference are set
+beside the native ones.
 
-``callgrind``: per size and side, ``valgrind --tool=callgrind --cache-sim=yes`` on two runs
-that differ only in their GET count; the difference over the extra GETs is the instructions
-(Ir), data reads (Dr) and last-level data misses (DLmr) of one GET: what the trace's
-instruction gaps and records are checked against (callgrind's cache is its own simple model,
-not this machine's).
+``callgrind``: per size and side, ``valgrind --tool=callgrind --cache-sim=yes`` collecting
+c_ref's measured phase alone (``--toggle-collect=measuredPipeline*``, the compiler may suffix
+the name) on two runs that differ only in their GET count; the difference over the extra GETs
+is the instructions (Ir), data reads and writes (Dr, Dw) and first- and last-level data read
+misses (D1mr, DLmr) of one GET: what the trace's instruction gaps and records are checked
+against (callgrind's cache is its own simple model, not this machine's).
 """
 
 from __future__ import annotations
@@ -207,13 +209,13 @@ def sim_counts(res: dict[str, Any], gets: int, freq_ghz: float) -> dict[str, Any
     }
 
 
-def predict(sizes: list[int], cpu_spec: str, log) -> dict[str, Any]:
+def predict(sizes: list[int], cpu_spec: str, settings: list[str], log) -> dict[str, Any]:
     from kvsim import sim
     from kvsim.experiments import validation
     from kvsim.experiments.ablation import SETTINGS
 
     cpu = sim.load_cpu(cpu_spec)
-    cpus = {"as given": cpu, "2 MiB pages": SETTINGS["page_2m"][1](cpu)}
+    cpus = {name: SETTINGS[name][1](cpu) for name in settings}
     points = []
     for keys in sizes:
         sides: dict[str, Any] = {}
@@ -233,9 +235,13 @@ def predict(sizes: list[int], cpu_spec: str, log) -> dict[str, Any]:
             log(f"{keys} keys, {s}: traced and simulated")
         speedups = {name: sides["legacy"]["simulated"][name]["cycles_per_get"]
                     / sides["unified"]["simulated"][name]["cycles_per_get"] for name in cpus}
-        points.append({"keys": keys, "sides": sides, "predicted_speedup": speedups})
+        extra = {name: sides["legacy"]["simulated"][name]["ns_per_get"]
+                 - sides["unified"]["simulated"][name]["ns_per_get"] for name in cpus}
+        points.append({"keys": keys, "sides": sides, "predicted_speedup": speedups,
+                       "predicted_legacy_extra_ns_per_get": extra})
     assert validation.WARM_SETUP == WARM_SETUP
-    return {"row": ROW, "pair": PAIR, "cpu": cpu_spec, "cpus": list(cpus), "ops": SIM_OPS,
+    return {"row": ROW, "pair": PAIR, "cpu": cpu_spec,
+            "settings": {name: SETTINGS[name][0] for name in settings}, "ops": SIM_OPS,
             "points": points}
 
 
@@ -248,23 +254,27 @@ def beside_native(doc: dict[str, Any], native_doc: dict[str, Any]) -> None:
             continue
         p["native"] = {"speedup": n["speedup"]["median"], "speedup_ci95": n["speedup"]["ci95"],
                        "legacy_ns_per_get": n["legacy_ns_per_get"]["median"],
-                       "unified_ns_per_get": n["unified_ns_per_get"]["median"]}
+                       "unified_ns_per_get": n["unified_ns_per_get"]["median"],
+                       "legacy_extra_ns_per_get": n["legacy_extra_ns_per_get"]}
         pr = p["sides"]
-        p["ratio"] = {"speedup": p["predicted_speedup"]["as given"] / n["speedup"]["median"],
-                      "legacy": pr["legacy"]["simulated"]["as given"]["ns_per_get"]
-                      / n["legacy_ns_per_get"]["median"],
-                      "unified": pr["unified"]["simulated"]["as given"]["ns_per_get"]
-                      / n["unified_ns_per_get"]["median"]}
+        p["ratio"] = {name: {"speedup": sp / n["speedup"]["median"],
+                             "legacy": pr["legacy"]["simulated"][name]["ns_per_get"]
+                             / n["legacy_ns_per_get"]["median"],
+                             "unified": pr["unified"]["simulated"][name]["ns_per_get"]
+                             / n["unified_ns_per_get"]["median"]}
+                      for name, sp in p["predicted_speedup"].items()}
 
 
 def _predict_table(doc: dict[str, Any]) -> str:
-    lines = ["| keys | side | lines | pages | keyspace lines | keyspace pages | chain | "
+    first = next(iter(doc["settings"]))
+    lines = [f"Per GET, on the CPU as given ({first}):", "",
+             "| keys | side | lines | pages | keyspace lines | keyspace pages | chain | "
              "instr | L1 / L2 / LLC misses | DRAM | DTLB / STLB misses | TLB stall cyc | "
-             "ns/GET | ns/GET 2 MiB | native ns/GET |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "ns/GET | native ns/GET |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for p in doc["points"]:
         for side, d in p["sides"].items():
-            t, g, h = d["trace"], d["simulated"]["as given"], d["simulated"]["2 MiB pages"]
+            t, g = d["trace"], d["simulated"][first]
             miss = " / ".join(f"{v:.2f}" for v in g["demand_misses_per_get"].values())
             nat = (p.get("native") or {}).get(f"{side}_ns_per_get")
             lines.append(
@@ -274,8 +284,16 @@ def _predict_table(doc: dict[str, Any]) -> str:
                 f"{t['keyspace_max_chain_depth_mean']:.2f} | {g['instructions_per_get']:.0f} | "
                 f"{miss} | {g['dram_reads_per_get']:.2f} | {g['dtlb_misses_per_get']:.2f} / "
                 f"{g['stlb_misses_per_get']:.2f} | {g['tlb_stall_cycles_per_get']:.0f} | "
-                f"{g['ns_per_get']:.1f} | {h['ns_per_get']:.1f} | "
-                f"{'' if nat is None else f'{nat:.1f}'} |")
+                f"{g['ns_per_get']:.1f} | {'' if nat is None else f'{nat:.1f}'} |")
+    lines += ["", "Legacy - unified ns per GET and speedup, per setting (native last):", "",
+              "| keys | " + " | ".join(doc["settings"]) + " | native |",
+              "|---|" + "---|" * (len(doc["settings"]) + 1)]
+    for p in doc["points"]:
+        n = p.get("native")
+        cells = [f"{p['predicted_legacy_extra_ns_per_get'][k]:.0f} ns, "
+                 f"{p['predicted_speedup'][k]:.2f}x" for k in doc["settings"]]
+        cells.append(f"{n['legacy_extra_ns_per_get']:.0f} ns, {n['speedup']:.2f}x" if n else "")
+        lines.append(f"| {p['keys']:,} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -284,6 +302,9 @@ def _predict_table(doc: dict[str, Any]) -> str:
 #: the GET counts of callgrind's two runs per side: their difference is what one GET costs
 CALLGRIND_OPS = (50_000, 150_000)
 CALLGRIND_EVENTS = ("Ir", "Dr", "Dw", "D1mr", "DLmr")
+#: the measured phase's function in c_ref (workload.c, MEASURED): the query groups' run,
+#: without the setup, the queries' building or the reply check
+CALLGRIND_TOGGLE = "measuredPipeline*"
 
 
 def callgrind(sizes: list[int], log) -> dict[str, Any]:
@@ -299,6 +320,7 @@ def callgrind(sizes: list[int], log) -> dict[str, Any]:
                 with tempfile.TemporaryDirectory(prefix="kvsim-layout-cg-") as tmp:
                     out = Path(tmp) / "cg.out"
                     cmd = ["valgrind", "--tool=callgrind", "--cache-sim=yes",
+                           f"--toggle-collect={CALLGRIND_TOGGLE}",
                            f"--callgrind-out-file={out}", str(cref.binary()), "native",
                            "pipeline", *cref.workload_args(opts), "--repeat", "1", "--json"]
                     subprocess.run(cmd, check=True, capture_output=True)
@@ -336,6 +358,8 @@ def main(argv: list[str] | None = None) -> int:
     pr.add_argument("--cpu", required=True)
     pr.add_argument("--keys", default="20000,50000,500000")
     pr.add_argument("--native", help="a `native` result to set beside the prediction")
+    pr.add_argument("--settings", default="base,page_2m",
+                    help="the ablation's settings (kvsim.experiments.ablation), comma-separated")
     pr.add_argument("--out")
     c = sub.add_parser("callgrind", help="valgrind's counts per GET (niced)")
     c.add_argument("--keys", default="20000,500000")
@@ -350,7 +374,14 @@ def main(argv: list[str] | None = None) -> int:
         if a.cmd == "callgrind":
             sizes = _sizes(a.keys)
         if a.cmd == "predict":
+            from kvsim.experiments.ablation import SETTINGS
+
             sizes = _sizes(a.keys)
+            settings = [x.strip() for x in a.settings.split(",") if x.strip()]
+            bad = [x for x in settings if x not in SETTINGS]
+            if bad or not settings:
+                raise ValueError(f"--settings: unknown setting {bad[0] if bad else '(none)'!r}"
+                                 f" ({', '.join(SETTINGS)})")
             native_doc = None
             if a.native:
                 try:
@@ -372,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
             out = a.out or provenance.default_result_path("layout-split-native.json")
             print(_native_table(doc))
         if a.cmd == "predict":
-            doc = predict(sizes, a.cpu, log)
+            doc = predict(sizes, a.cpu, settings, log)
             if native_doc is not None:
                 beside_native(doc, native_doc)
                 doc["native_file"] = a.native
