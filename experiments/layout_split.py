@@ -35,7 +35,8 @@ c_ref's measured phase alone (``--toggle-collect=measuredPipeline*``, the compil
 the name) on two runs that differ only in their GET count; the difference over the extra GETs
 is the instructions (Ir), data reads and writes (Dr, Dw) and first- and last-level data read
 misses (D1mr, DLmr) of one GET: what the trace's instruction gaps and records are checked
-against (callgrind's cache is its own simple model, not this machine's).
+against (callgrind's cache is its own simple model, not this machine's: a 32 MiB last level,
+:data:`CALLGRIND_LL`).
 """
 
 from __future__ import annotations
@@ -305,6 +306,9 @@ CALLGRIND_EVENTS = ("Ir", "Dr", "Dw", "D1mr", "DLmr")
 #: the measured phase's function in c_ref (workload.c, MEASURED): the query groups' run,
 #: without the setup, the queries' building or the reply check
 CALLGRIND_TOGGLE = "measuredPipeline*"
+#: callgrind's last level (size,ways,line): its own default is what the CPU reports, which a
+#: guest may report as hundreds of MiB; 32 MiB of 16 ways is a server core's last level
+CALLGRIND_LL = "33554432,16,64"
 
 
 def callgrind(sizes: list[int], log) -> dict[str, Any]:
@@ -320,7 +324,7 @@ def callgrind(sizes: list[int], log) -> dict[str, Any]:
                 with tempfile.TemporaryDirectory(prefix="kvsim-layout-cg-") as tmp:
                     out = Path(tmp) / "cg.out"
                     cmd = ["valgrind", "--tool=callgrind", "--cache-sim=yes",
-                           f"--toggle-collect={CALLGRIND_TOGGLE}",
+                           f"--LL={CALLGRIND_LL}", f"--toggle-collect={CALLGRIND_TOGGLE}",
                            f"--callgrind-out-file={out}", str(cref.binary()), "native",
                            "pipeline", *cref.workload_args(opts), "--repeat", "1", "--json"]
                     subprocess.run(cmd, check=True, capture_output=True)
