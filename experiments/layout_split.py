@@ -26,7 +26,9 @@ ablation's, :data:`kvsim.experiments.ablation.SETTINGS`; ``base``: as given). Pe
 GET: the distinct lines and 4 KiB pages of the measured phase's records, those of the
 keyspace's structures (:data:`KEYSPACE_TAGS`), the deepest dependent chain among the
 keyspace's loads, and per setting the simulated demand misses per level, DRAM reads, DTLB
-and STLB misses, the TLB stall and the predicted ns per GET. With ``--native`` (a ``native``
+and STLB misses, the TLB stall and the predicted ns per GET. ``--value-after-key`` adds a
+trace what-if on the CPU as given (:func:`value_after_key`: the value's pointer waits for
+the key's comparison). With ``--native`` (a ``native``
 result) each size's predicted speedup, ns per GET and legacy - unified difference are set
 beside the native ones.
 
@@ -184,6 +186,37 @@ def trace_counts(path: Path) -> dict[str, Any]:
     }
 
 
+#: the what-if of ``predict --value-after-key``: the loads that give the value's object its
+#: address (legacy: the entry's value pointer; unified: the object's value pointer)
+VALUE_POINTER_SITES = ("obj.legacy_entry", "obj.value_ptr")
+
+
+def value_after_key(records, sites: list[str]) -> int:
+    """Rewire ``records`` (in place) so that each command's value-pointer loads
+    (:data:`VALUE_POINTER_SITES`) that come after its key comparison (site ``obj.key``) and
+    whose producer comes before it wait for that comparison's load: the value is reached only
+    once the key has compared equal, as if its pointer were read after the comparison's
+    branch resolved. Returns the number of loads rewired. A trace what-if, not c_ref's
+    behaviour: c_ref records the value pointer's dependence on the bucket or the entry."""
+    import numpy as np
+
+    from kvsim import traces
+
+    idx = np.arange(records.size)
+    site_id = {n: i for i, n in enumerate(sites)}
+    load = records["kind"] == traces.KIND_LOAD
+    is_key = load & (records["site"] == site_id["obj.key"])
+    is_cmd = (records["kind"] == traces.KIND_MARKER) & (records["flags"] == traces.MARK_COMMAND)
+    last_key = np.maximum.accumulate(np.where(is_key, idx, -1))
+    last_cmd = np.maximum.accumulate(np.where(is_cmd, idx, -1))
+    ptr = load & np.isin(records["site"], [site_id[n] for n in VALUE_POINTER_SITES
+                                           if n in site_id])
+    producer = idx - records["dep"].astype(np.int64)
+    pick = ptr & (last_key > last_cmd) & (records["dep"] > 0) & (producer < last_key)
+    records["dep"][pick] = (idx - last_key)[pick].astype(records["dep"].dtype)
+    return int(pick.sum())
+
+
 def sim_counts(res: dict[str, Any], gets: int, freq_ghz: float) -> dict[str, Any]:
     """Per GET of one simulation result (:func:`kvsim.sim.simulate`): demand misses per
     level, DRAM reads, DTLB and STLB misses, the TLB stall, cycles and ns."""
@@ -210,7 +243,8 @@ def sim_counts(res: dict[str, Any], gets: int, freq_ghz: float) -> dict[str, Any
     }
 
 
-def predict(sizes: list[int], cpu_spec: str, settings: list[str], log) -> dict[str, Any]:
+def predict(sizes: list[int], cpu_spec: str, settings: list[str], log,
+            what_if: bool = False) -> dict[str, Any]:
     from kvsim import sim
     from kvsim.experiments import validation
     from kvsim.experiments.ablation import SETTINGS
@@ -228,27 +262,55 @@ def predict(sizes: list[int], cpu_spec: str, settings: list[str], log) -> dict[s
                 cref.trace("pipeline", t, opts)
                 counts = trace_counts(t)
                 res = sim.simulate_many(str(t), list(cpus.values()))
+                simulated = {name: sim_counts(r, counts["gets"], c.freq_ghz)
+                             for (name, c), r in zip(cpus.items(), res, strict=True)}
+                if what_if:
+                    rewired = _rewrite(t, Path(tmp) / "w.kvt")
+                    counts["value_after_key_rewired_per_get"] = rewired / counts["gets"]
+                    r = sim.simulate(str(Path(tmp) / "w.kvt"), cpu)
+                    simulated["value_after_key"] = sim_counts(r, counts["gets"], cpu.freq_ghz)
             counts.pop("instructions_per_get")
             sides[catalogue.get(PAIR).side(s)["layout"]] = {
-                "trace": counts, "options": opts,
-                "simulated": {name: sim_counts(r, counts["gets"], c.freq_ghz)
-                              for (name, c), r in zip(cpus.items(), res, strict=True)}}
+                "trace": counts, "options": opts, "simulated": simulated}
             log(f"{keys} keys, {s}: traced and simulated")
+        names = list(sides["legacy"]["simulated"])
         speedups = {name: sides["legacy"]["simulated"][name]["cycles_per_get"]
-                    / sides["unified"]["simulated"][name]["cycles_per_get"] for name in cpus}
+                    / sides["unified"]["simulated"][name]["cycles_per_get"] for name in names}
         extra = {name: sides["legacy"]["simulated"][name]["ns_per_get"]
-                 - sides["unified"]["simulated"][name]["ns_per_get"] for name in cpus}
+                 - sides["unified"]["simulated"][name]["ns_per_get"] for name in names}
         points.append({"keys": keys, "sides": sides, "predicted_speedup": speedups,
                        "predicted_legacy_extra_ns_per_get": extra})
     assert validation.WARM_SETUP == WARM_SETUP
-    return {"row": ROW, "pair": PAIR, "cpu": cpu_spec,
-            "settings": {name: SETTINGS[name][0] for name in settings}, "ops": SIM_OPS,
+    described = {name: SETTINGS[name][0] for name in settings}
+    if what_if:
+        described["value_after_key"] = ("the CPU as given, on the traces rewired so that the "
+                                        "value's pointer waits for the key's comparison "
+                                        "(value_after_key)")
+    return {"row": ROW, "pair": PAIR, "cpu": cpu_spec, "settings": described, "ops": SIM_OPS,
             "points": points}
 
 
-def beside_native(doc: dict[str, Any], native_doc: dict[str, Any]) -> None:
-    """Set each size's native speedup and ns per GET (4 KiB pages) beside the prediction."""
-    nat = {p["keys"]: p for p in native_doc["points"] if not p["thp"]}
+def _rewrite(src: Path, dst: Path) -> int:
+    """``src`` rewired by :func:`value_after_key` into ``dst``; the loads rewired."""
+    from kvsim import traces
+
+    with traces.open(src) as tr:
+        header = dict(tr.header)
+    r = traces.read_all(src)
+    n = value_after_key(r, header["sites"])
+    with traces.Writer(dst, header, codec="zstd") as w:
+        w.write(r)
+    return n
+
+
+def beside_native(doc: dict[str, Any], native_docs: list[dict[str, Any]]) -> None:
+    """Set each size's native speedup and ns per GET (4 KiB pages) beside the prediction: from
+    the first of ``native_docs`` that has the size."""
+    nat: dict[int, dict[str, Any]] = {}
+    for nd in native_docs:
+        for p in nd["points"]:
+            if not p["thp"]:
+                nat.setdefault(p["keys"], p)
     for p in doc["points"]:
         n = nat.get(p["keys"])
         if n is None:
@@ -361,9 +423,13 @@ def main(argv: list[str] | None = None) -> int:
     pr = sub.add_parser("predict", help="trace counts and simulations (niced)")
     pr.add_argument("--cpu", required=True)
     pr.add_argument("--keys", default="20000,50000,500000")
-    pr.add_argument("--native", help="a `native` result to set beside the prediction")
+    pr.add_argument("--native", action="append", default=[],
+                    help="a `native` result to set beside the prediction (repeatable: the "
+                    "first that has a size gives it)")
     pr.add_argument("--settings", default="base,page_2m",
                     help="the ablation's settings (kvsim.experiments.ablation), comma-separated")
+    pr.add_argument("--value-after-key", action="store_true",
+                    help="also simulate the traces rewired by value_after_key (a what-if)")
     pr.add_argument("--out")
     c = sub.add_parser("callgrind", help="valgrind's counts per GET (niced)")
     c.add_argument("--keys", default="20000,500000")
@@ -386,12 +452,12 @@ def main(argv: list[str] | None = None) -> int:
             if bad or not settings:
                 raise ValueError(f"--settings: unknown setting {bad[0] if bad else '(none)'!r}"
                                  f" ({', '.join(SETTINGS)})")
-            native_doc = None
-            if a.native:
+            native_docs = []
+            for f in a.native:
                 try:
-                    native_doc = json.loads(Path(a.native).read_text())
+                    native_docs.append(json.loads(Path(f).read_text()))
                 except (OSError, json.JSONDecodeError) as exc:
-                    raise ValueError(f"--native {a.native}: {exc}") from None
+                    raise ValueError(f"--native {f}: {exc}") from None
     except ValueError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
@@ -407,10 +473,10 @@ def main(argv: list[str] | None = None) -> int:
             out = a.out or provenance.default_result_path("layout-split-native.json")
             print(_native_table(doc))
         if a.cmd == "predict":
-            doc = predict(sizes, a.cpu, settings, log)
-            if native_doc is not None:
-                beside_native(doc, native_doc)
-                doc["native_file"] = a.native
+            doc = predict(sizes, a.cpu, settings, log, a.value_after_key)
+            if native_docs:
+                beside_native(doc, native_docs)
+                doc["native_files"] = a.native
             out = a.out or provenance.default_result_path("layout-split-predict.json")
             print(_predict_table(doc))
         if a.cmd == "callgrind":
