@@ -265,8 +265,8 @@ def predict(sizes: list[int], cpu_spec: str, settings: list[str], log,
                 simulated = {name: sim_counts(r, counts["gets"], c.freq_ghz)
                              for (name, c), r in zip(cpus.items(), res, strict=True)}
                 if what_if:
-                    rewired = _rewrite(t, Path(tmp) / "w.kvt")
-                    counts["value_after_key_rewired_per_get"] = rewired / counts["gets"]
+                    rewired, commands = _rewrite(t, Path(tmp) / "w.kvt")
+                    counts["value_after_key_rewired_per_command"] = rewired / commands
                     r = sim.simulate(str(Path(tmp) / "w.kvt"), cpu)
                     simulated["value_after_key"] = sim_counts(r, counts["gets"], cpu.freq_ghz)
             counts.pop("instructions_per_get")
@@ -290,17 +290,20 @@ def predict(sizes: list[int], cpu_spec: str, settings: list[str], log,
             "points": points}
 
 
-def _rewrite(src: Path, dst: Path) -> int:
-    """``src`` rewired by :func:`value_after_key` into ``dst``; the loads rewired."""
+def _rewrite(src: Path, dst: Path) -> tuple[int, int]:
+    """``src`` rewired by :func:`value_after_key` into ``dst``: the loads rewired and the
+    trace's commands (the warm-up's included)."""
     from kvsim import traces
 
     with traces.open(src) as tr:
         header = dict(tr.header)
     r = traces.read_all(src)
     n = value_after_key(r, header["sites"])
+    commands = int(((r["kind"] == traces.KIND_MARKER)
+                    & (r["flags"] == traces.MARK_COMMAND)).sum())
     with traces.Writer(dst, header, codec="zstd") as w:
         w.write(r)
-    return n
+    return n, commands
 
 
 def beside_native(doc: dict[str, Any], native_docs: list[dict[str, Any]]) -> None:
