@@ -447,9 +447,14 @@ def main(argv: list[str] | None = None) -> int:
         if a.cmd == "callgrind":
             sizes = _sizes(a.keys)
         if a.cmd == "predict":
+            from kvsim import sim
             from kvsim.experiments.ablation import SETTINGS
 
             sizes = _sizes(a.keys)
+            try:
+                sim.load_cpu(a.cpu)
+            except (OSError, ValueError) as exc:
+                raise ValueError(f"--cpu {a.cpu}: {str(exc).splitlines()[0]}") from None
             settings = [x.strip() for x in a.settings.split(",") if x.strip()]
             bad = [x for x in settings if x not in SETTINGS]
             if bad or not settings:
