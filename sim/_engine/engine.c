@@ -97,6 +97,9 @@
  *     waiting for the earliest one; a DRAM fill also waits for the channel;
  *     a hit on a line still in flight waits for its fill (a late prefetch
  *     or an MSHR merge)
+ *     a hardware prefetch issues at X_i of the piece that trained it, or, for
+ *     a prefetcher below L1 with KVSIM_PF_ARRIVAL, at the piece's miss start
+ *     (when the request left L1), and is dropped if it finds no miss buffer
  *     retire   R_i = max(R_{i-1} + instructions_i, completion_i)
  *   Stores and prefetches complete one cycle after dispatch.  With a store
  *   buffer of N entries (cfg.store_buffer; timing.h storeAdmit, storeCommit), a
