@@ -123,6 +123,15 @@ def _llc(cpu: CpuConfig, f: float) -> CpuConfig:
                                     replace(last, size=size * last.ways * last.line)))
 
 
+def _below_l1(cpu: CpuConfig, stream_degree: int | None = None, **flags: bool) -> CpuConfig:
+    """The prefetchers below L1 with ``flags`` (arrival, stores, hits: sim/MODEL.md §4) and,
+    given ``stream_degree``, the stream prefetchers' degree."""
+    return cpu.with_changes(prefetchers=tuple(
+        replace(p, **flags, **({"degree": stream_degree}
+                               if stream_degree and p.kind == "stream" else {}))
+        if p.level > 0 else p for p in cpu.prefetchers))
+
+
 #: setting -> (what it changes, CPU change, gap scale of the trace)
 SETTINGS: dict[str, tuple[str, Callable[[CpuConfig], CpuConfig], float]] = {
     "base": ("the CPU as given", lambda c: c, 1.0),
@@ -174,6 +183,19 @@ SETTINGS: dict[str, tuple[str, Callable[[CpuConfig], CpuConfig], float]] = {
     "swpf_trains": ("software prefetches that miss their fill level train the hardware "
                     "prefetchers below it ([swprefetch] trains_prefetchers)",
                     lambda c: c.with_changes(swpf_trains=True), 1.0),
+    "pf_arrival": ("the prefetchers below L1 issue when the request that trains them reaches "
+                   "their level ([[prefetcher]] arrival)",
+                   lambda c: _below_l1(c, arrival=True), 1.0),
+    "pf_stores": ("stores train the prefetchers below L1 ([[prefetcher]] stores)",
+                  lambda c: _below_l1(c, stores=True), 1.0),
+    "pf_hits": ("the prefetchers below L1 train on hits as on misses ([[prefetcher]] hits)",
+                lambda c: _below_l1(c, hits=True), 1.0),
+    "pf_stream_queue": ("the three: the prefetchers below L1 trained by every load and store "
+                        "that reaches them, issuing when it does (arrival, stores, hits)",
+                        lambda c: _below_l1(c, arrival=True, stores=True, hits=True), 1.0),
+    "pf_stream_queue_d16": ("the three, and the stream prefetchers' degree 16",
+                            lambda c: _below_l1(c, arrival=True, stores=True, hits=True,
+                                                stream_degree=16), 1.0),
     "gap_x0.5": ("every record's instruction gap halved", lambda c: c, 0.5),
     "gap_x1.5": ("every record's instruction gap x 1.5", lambda c: c, 1.5),
 }

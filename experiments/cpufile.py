@@ -90,6 +90,7 @@ def cpu_toml(cpu: sim.CpuConfig) -> str:
     for p in cpu.prefetchers:
         out += ["", "[[prefetcher]]", f"level = {_val(cpu.caches[p.level].name)}",
                 f"kind = {_val(p.kind)}", f"degree = {p.degree}", f"table = {p.table}"]
+        out += [f"{k} = true" for k in ("arrival", "stores", "hits") if getattr(p, k)]
     sy = cpu.syscall
     if any(sy.call_ns) or any(sy.byte_ns):
         vals = [v for pair in zip(sy.call_ns, sy.byte_ns, strict=True) for v in pair]

@@ -30,6 +30,9 @@ MAX_WALK_READS = 4  # engine.h KVSIM_MAX_WALK_READS
 MAX_WALKERS = 64  # engine.h KVSIM_MAX_WALKERS
 MAX_SCHEDULER = 4096  # engine.h KVSIM_MAX_SCHEDULER
 MAX_STORE_BUFFER = 1024  # engine.h KVSIM_MAX_STORE_BUFFER
+PF_ARRIVAL = 1  # engine.h KVSIM_PF_ARRIVAL: a prefetcher issues when its request arrives
+PF_STORES = 2  # engine.h KVSIM_PF_STORES: store pieces train a prefetcher
+PF_HITS = 4  # engine.h KVSIM_PF_HITS: a request that hits trains a prefetcher as a miss
 NAME_LEN = 16
 MAX_WORK_KINDS = 16  # engine.h KVSIM_MAX_WORK_KINDS
 MAX_SITES = 1024  # engine.h KVSIM_MAX_SITES
@@ -49,7 +52,7 @@ class LevelConfig(C.Structure):
 
 class PrefetcherConfig(C.Structure):
     _fields_ = [
-        ("level", u32), ("degree", u32), ("table", u32), ("pad", u32),
+        ("level", u32), ("degree", u32), ("table", u32), ("flags", u32),
         ("kind", C.c_char * NAME_LEN),
     ]
 

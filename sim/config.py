@@ -113,6 +113,13 @@ class Prefetcher:
     kind: str
     degree: int = 1
     table: int = 16
+    # below L1 only (sim/MODEL.md §4): its candidates issue when the request that trains it
+    # reaches its level (the request's miss start), not at the request's issue
+    arrival: bool = False
+    # below L1 only: store pieces (their read-for-ownership) train it as load pieces do
+    stores: bool = False
+    # below L1 only: a request that hits its level trains it as a miss would
+    hits: bool = False
 
 
 @dataclass(frozen=True)
@@ -261,6 +268,9 @@ class CpuConfig:
         for i, p in enumerate(pfs):
             ec.prefetcher[i].level, ec.prefetcher[i].degree = p.level, p.degree
             ec.prefetcher[i].table = p.table
+            ec.prefetcher[i].flags = ((B.PF_ARRIVAL if p.arrival else 0)
+                                      | (B.PF_STORES if p.stores else 0)
+                                      | (B.PF_HITS if p.hits else 0))
             ec.prefetcher[i].kind = p.kind.encode()
         if timing:
             if not self.timing_capable:
@@ -409,7 +419,8 @@ _KEYS = {
             "host_read_ns", "walk_last_level", "placement", "placement_seed", "walk_extra_4k",
             "src", "notes"},
     "swprefetch": {"fill", "tlb_miss", "trains_prefetchers", "src", "notes"},
-    "prefetcher": {"level", "kind", "degree", "table", "src", "notes"},
+    "prefetcher": {"level", "kind", "degree", "table", "arrival", "stores", "hits",
+                   "src", "notes"},
     "syscall": set(SYSCALL_KEYS) | {"src", "notes"},
 }
 
@@ -679,7 +690,12 @@ def parse_cpu(doc: dict, source: str = "") -> CpuConfig:
         table = _get(p, "table", w, int, 16)
         if table < 1:
             raise ConfigError(f"{w}.table: must be >= 1, got {table}")
-        pfs.append(Prefetcher(lvl, kind, deg, table))
+        flags = {}
+        for key in ("arrival", "stores", "hits"):
+            flags[key] = _get(p, key, w, bool, False)
+            if flags[key] and lvl == 0:
+                raise ConfigError(f"{w}.{key}: only for a prefetcher below L1")
+        pfs.append(Prefetcher(lvl, kind, deg, table, **flags))
     if len(pfs) > B.MAX_PREFETCHERS:
         raise ConfigError(f"prefetcher: at most {B.MAX_PREFETCHERS}")
     notes = doc.get("notes", ())

@@ -533,10 +533,19 @@ class ReferenceSim:
         self.prefetchers = []
         for p in range(cfg.nprefetchers):
             pc = cfg.prefetcher[p]
-            self.prefetchers.append(
-                (pc.level, _implementation(PREFETCHER_CLASSES, pc.kind.decode(),
-                                           "prefetcher")(pc.degree, pc.table)))
+            impl = _implementation(PREFETCHER_CLASSES, pc.kind.decode(),
+                                   "prefetcher")(pc.degree, pc.table)
+            impl.arrival = bool(pc.flags & B.PF_ARRIVAL)  # engine.h KVSIM_PF_ARRIVAL
+            impl.stores = bool(pc.flags & B.PF_STORES)
+            impl.hits = bool(pc.flags & B.PF_HITS)
+            if (pc.flags & ~(B.PF_ARRIVAL | B.PF_STORES | B.PF_HITS)
+                    or (pc.flags and pc.level == 0)):
+                raise ValueError(f"prefetcher[{p}].flags: arrival, stores and hits are for "
+                                 f"levels below L1")
+            self.prefetchers.append((pc.level, impl))
         self.pf_fills = any(getattr(p, "sees_fills", False) for _, p in self.prefetchers)
+        self.pf_stores = any(p.stores for _, p in self.prefetchers)
+        self.miss_start = 0  # the latest timed miss's start (engine: miss_start)
         self.dtlb = Tlb(cfg.dtlb_sets, cfg.dtlb_ways) if cfg.tlb else None
         self.stlb = Tlb(cfg.stlb_sets, cfg.stlb_ways) if cfg.tlb and cfg.stlb_sets else None
         self.stats = _new_stats(self.n)
@@ -830,6 +839,7 @@ class ReferenceSim:
                 entries[j] = self.earliest(cj)
                 start = max(start, cj.mready[entries[j]])
         st["wait_mshr"] += start - x
+        self.miss_start = start
         if sv == self.n:
             if self.cfg.dram_xfer_ticks:
                 ds = self.dram_slot(start, self.cfg.dram_xfer_ticks)
@@ -851,17 +861,22 @@ class ReferenceSim:
             st["l1_misses_timed"] += 1
         return c, waited
 
-    def train(self, line, sv, stag, site, x, lo, fills_only=False):
+    def train(self, line, sv, stag, site, x, xa, lo, fills_only=False, stores=False):
         """engine.c runPrefetchers: every prefetcher at level ``lo`` or below that a request
         served by level ``sv`` reaches trains, in order, and its candidates are issued (a demand
         load piece: lo 0; a software prefetch that missed its fill level f: lo f + 1, with
-        ``fills_only`` only the kinds that see fills)."""
+        ``fills_only`` only the kinds that see fills; a store piece: lo 1, ``stores``, only
+        those that store pieces train). They issue at ``x``, or for an ``arrival``
+        prefetcher at ``xa``, the request's miss start; a ``hits`` prefetcher takes a hit at
+        its level for a miss."""
         key = (stag << 16) | site
         for lvl, p in self.prefetchers:
             if sv < lvl or lvl < lo or (fills_only and not getattr(p, "sees_fills", False)):
                 continue
-            for cand in p.operate(line, sv == lvl, key):
-                self.hw_prefetch(lvl, cand, stag, x)
+            if stores and not p.stores:
+                continue
+            for cand in p.operate(line, sv == lvl and not p.hits, key):
+                self.hw_prefetch(lvl, cand, stag, xa if p.arrival else x)
 
     def hw_prefetch(self, k, line, stag, x):
         sp = self.probe(k, line)
@@ -1099,10 +1114,14 @@ class ReferenceSim:
                 else:
                     sv, _ = self.access(f, line, READ, tag, K_SWPF, 1)
                     served = sv
+                    xa = xp  # an arrival prefetcher's tick: the miss's start
                     if self.timing:
                         done, _ = self.time_access(line, f, sv, xp, 1)
+                        if sv != f:
+                            xa = self.miss_start
                     if (cfg.swpf_trains or self.pf_fills) and sv > f:
-                        self.train(line, sv, tag, r["site"], xp, f + 1, not cfg.swpf_trains)
+                        self.train(line, sv, tag, r["site"], xp, xa, f + 1,
+                                   not cfg.swpf_trains)
         else:
             is_store = kind == STORE
             size = r["size"] or 1
@@ -1129,18 +1148,23 @@ class ReferenceSim:
                 op = (WFULL if full else WRITE) if is_store else READ
                 sv, _ = self.access(0, line, op, tag, K_STORE if is_store else K_LOAD, 0)
                 svmax = max(svmax, sv)
+                xa = xp  # an arrival prefetcher's tick: the miss's start, for a timed miss
                 if self.timing and not is_store:
                     c, waited = self.time_access(line, 0, sv, xp, 0)
+                    xa = self.miss_start if sv else xp
                     C = max(C, c)
                     self.classify(waited)
                 elif sb_store:
                     c, waited = self.time_access(line, 0, sv, xp, 0)
+                    xa = self.miss_start if sv else xp
                     arrive = max(arrive, c)
                     self.classify(waited)
                 else:
                     self.classify(False)
                 if not is_store:
-                    self.train(line, sv, tag, r["site"], xp, 0)
+                    self.train(line, sv, tag, r["site"], xp, xa, 0)
+                elif self.pf_stores:
+                    self.train(line, sv, tag, r["site"], xp, xa, 1, stores=True)
             served, done = svmax, max(C, arrive) if sb_store else C  # a store's: its lines'
             if not is_store:
                 cls = svmax

@@ -87,6 +87,15 @@ def test_cpu_toml_keeps_software_prefetch_training():
     assert _same(sim.parse_cpu(tomllib.loads(cpufile.cpu_toml(cpu))), cpu)
 
 
+def test_cpu_toml_keeps_the_prefetcher_keys_below_l1():
+    cpu = sim.load_cpu("xeon-8255c")
+    cpu = cpu.with_changes(prefetchers=tuple(
+        dataclasses.replace(p, arrival=True, stores=i % 2 == 1, hits=i % 3 == 0)
+        if p.level > 0 else p for i, p in enumerate(cpu.prefetchers)))
+    assert "arrival = true" in cpufile.cpu_toml(cpu)
+    assert _same(sim.parse_cpu(tomllib.loads(cpufile.cpu_toml(cpu))), cpu)
+
+
 def test_simulate_refuses_a_file_fitted_to_other_counts(tmp_path, small_trace):
     """A calibrated file whose [work] names no gap model (fitted before the names: v1) on
     this c_ref's trace: one line naming both models and the file, nothing on stdout; the

@@ -97,6 +97,9 @@
  *     waiting for the earliest one; a DRAM fill also waits for the channel;
  *     a hit on a line still in flight waits for its fill (a late prefetch
  *     or an MSHR merge)
+ *     a hardware prefetch issues at X_i of the piece that trained it, or, for
+ *     a prefetcher below L1 with KVSIM_PF_ARRIVAL, at the piece's miss start
+ *     (when the request left L1), and is dropped if it finds no miss buffer
  *     retire   R_i = max(R_{i-1} + instructions_i, completion_i)
  *   Stores and prefetches complete one cycle after dispatch.  With a store
  *   buffer of N entries (cfg.store_buffer; timing.h storeAdmit, storeCommit), a
@@ -726,16 +729,23 @@ static void issueHwPrefetch(kvsimSim *s, uint32_t k, uint64_t line, uint8_t stag
  * below f as a request (lo f + 1): the prefetchers at or above f never see it,
  * the TLB thread's ahead-trained L1 prefetcher among them; without it
  * (fills_only) such a prefetch trains only the kinds that see fills
- * (kvsimPrefetcherOps.sees_fills: every line fetched into their level). */
+ * (kvsimPrefetcherOps.sees_fills: every line fetched into their level).  A store
+ * piece (stores) trains only the prefetchers with KVSIM_PF_STORES, all below L1
+ * (lo 1).  Candidates issue at x, the request's issue tick, or for a prefetcher with
+ * KVSIM_PF_ARRIVAL at xa, the tick the request left its first level (its miss's
+ * start, when it held its miss buffers there): when it reached the levels below. */
 static void runPrefetchers(kvsimSim *s, uint64_t line, uint32_t sv, const kvtRecord *r,
-                           uint64_t x, uint32_t lo, int fills_only) {
+                           uint64_t x, uint64_t xa, uint32_t lo, int fills_only,
+                           int stores) {
     uint64_t cand[MAX_DEGREE];
     const uint32_t key = ((uint32_t)r->tag << 16) | r->site;
     const uint32_t np = s->cfg.nprefetchers;
     for (uint32_t p = 0; p < np; p++) {
         Prefetcher *P = &s->pf[p];
         if (sv < P->from || P->level < lo || (fills_only && !P->ops->sees_fills)) continue;
+        if (stores && !(P->cfg.flags & KVSIM_PF_STORES)) continue;
         const uint32_t k = P->level;
+        const uint64_t xi = P->cfg.flags & KVSIM_PF_ARRIVAL ? xa : x;
         const uint64_t *cs = cand;
         uint32_t nc;
         if ((int)p == s->ahead_pf && s->tpn) { /* trained by the TLB thread (tlb.c) */
@@ -743,11 +753,11 @@ static void runPrefetchers(kvsimSim *s, uint64_t line, uint32_t sv, const kvtRec
             cs = s->tpc;
             s->tpc += nc;
         } else if (P->ops == &kvsimPrefetchStream) { /* inline: prefetch_stream.h */
-            nc = kvsimStreamOperate(P->state, &P->cfg, line, sv == k, key, cand);
+            nc = kvsimStreamOperate(P->state, &P->cfg, line, sv == k && !P->hits, key, cand);
         } else {
-            nc = P->operate(P->state, &P->cfg, line, sv == k, key, cand);
+            nc = P->operate(P->state, &P->cfg, line, sv == k && !P->hits, key, cand);
         }
-        for (uint32_t c = 0; c < nc; c++) issueHwPrefetch(s, k, cs[c], r->tag, x);
+        for (uint32_t c = 0; c < nc; c++) issueHwPrefetch(s, k, cs[c], r->tag, xi);
     }
 }
 
@@ -947,12 +957,14 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
             } else {
                 const uint32_t sv = cacheAccess(s, f, line, OP_READ, r->tag, KVSIM_K_SWPF, 1, NULL);
                 served = sv;
+                uint64_t xa = xp; /* KVSIM_PF_ARRIVAL: the miss's start */
                 if (timing && sv != f) {
                     int waited;
                     done = timeAccess(s, line, f, sv, xp, &waited);
+                    xa = s->miss_start;
                 }
                 if (extras && sv > f && (s->cfg.swpf_trains || s->pf_fills))
-                    runPrefetchers(s, line, sv, r, xp, f + 1, !s->cfg.swpf_trains);
+                    runPrefetchers(s, line, sv, r, xp, xa, f + 1, !s->cfg.swpf_trains, 0);
             }
         }
     } else {
@@ -984,14 +996,17 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
                                       KVSIM_NON_INCLUSIVE, 0, NX_ANY)
                     : cacheAccess(s, 0, line, op, r->tag, dk, 0, NULL);
             if (sv > svmax) svmax = sv;
+            uint64_t xa = xp; /* KVSIM_PF_ARRIVAL: the miss's start (a timed miss) */
             if (timing && !is_store) {
                 int waited = 0;
                 uint64_t c = timeAccessBody(s, line, 0, sv, xp, &waited);
+                if (sv) xa = s->miss_start;
                 if (c > C) C = c;
                 classifyPf(s, waited);
             } else if (sb_store) { /* the read-for-ownership */
                 int waited = 0;
                 const uint64_t c = timeAccessBody(s, line, 0, sv, xp, &waited);
+                if (sv) xa = s->miss_start;
                 if (c > arrive) arrive = c;
                 classifyPf(s, waited);
             } else {
@@ -1003,7 +1018,9 @@ static inline __attribute__((always_inline)) void doMemoryT(kvsimSim *s, const k
                 else if (sv < s->l1_ips_alone_below && !s->tpn)
                     trainL1IpStride(s, line, r, xp); /* runPrefetchers for it alone */
                 else
-                    runPrefetchers(s, line, sv, r, xp, 0, 0);
+                    runPrefetchers(s, line, sv, r, xp, xa, 0, 0, 0);
+            } else if (extras && is_store && s->pf_stores && sv >= s->pf_from) {
+                runPrefetchers(s, line, sv, r, xp, xa, 1, 0, 1); /* KVSIM_PF_STORES */
             }
         }
         served = svmax;
@@ -1509,12 +1526,18 @@ kvsimSim *kvsimCreate(const kvsimConfig *cfg, char *err, size_t errlen) {
             FAIL("prefetcher[%u].level: cannot prefetch into an exclusive level", p);
         if (c->degree < 1 || c->degree > MAX_DEGREE) FAIL("prefetcher[%u].degree: 1..%d", p, MAX_DEGREE);
         if (c->table < 1) FAIL("prefetcher[%u].table: must be >= 1", p);
+        if (c->flags & ~(KVSIM_PF_ARRIVAL | KVSIM_PF_STORES | KVSIM_PF_HITS))
+            FAIL("prefetcher[%u].flags: unknown bits", p);
+        if (c->flags && c->level == 0)
+            FAIL("prefetcher[%u].flags: arrival, stores and hits are for levels below L1", p);
+        if (c->flags & KVSIM_PF_STORES) s->pf_stores = 1;
         s->pf[p].cfg = *c;
         s->pf[p].state = xcalloc(s->pf[p].ops->state_words(c), sizeof(uint64_t));
         if (!s->pf[p].state) FAIL("out of memory");
         s->pf[p].operate = s->pf[p].ops->operate;
         s->pf[p].level = c->level;
-        s->pf[p].from = c->level + (s->pf[p].ops->hits_idle ? 1u : 0u);
+        s->pf[p].hits = (c->flags & KVSIM_PF_HITS) != 0;
+        s->pf[p].from = c->level + (s->pf[p].ops->hits_idle && !s->pf[p].hits ? 1u : 0u);
         if (s->pf[p].ops->sees_fills) s->pf_fills = 1;
         if (s->pf[p].from < s->pf_from) s->pf_from = s->pf[p].from;
         if (s->pf[p].ops == &kvsimPrefetchNextLine) s->look.next = 1;

@@ -108,9 +108,17 @@ typedef struct kvsimPrefetcherConfig {
     uint32_t level;  /* level index the prefetcher watches and fills */
     uint32_t degree; /* lines issued per trigger */
     uint32_t table;  /* table entries (ip_stride, stream, up_down, region) */
-    uint32_t pad;
+    uint32_t flags;  /* KVSIM_PF_ARRIVAL | _STORES | _HITS, below L1 only (engine.c) */
     char kind[KVSIM_NAME_LEN]; /* a prefetch_factory.c name: "next_line", ... */
 } kvsimPrefetcherConfig;
+/* kvsimPrefetcherConfig.flags: its candidates issue at the tick the request that trained
+ * it reached its level (the request's miss start below L1), not at the request's issue */
+#define KVSIM_PF_ARRIVAL 1u
+/* a store piece (its read-for-ownership) that reaches its level trains it as a load's */
+#define KVSIM_PF_STORES 2u
+/* a request that hits its level trains it as a miss would (a kind that trains on misses
+ * only then trains on every request reaching its level) */
+#define KVSIM_PF_HITS 4u
 
 typedef struct kvsimConfig {
     uint32_t nlevels;

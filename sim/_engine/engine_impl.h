@@ -134,8 +134,10 @@ typedef struct Prefetcher {
     uint64_t *state; /* the kind's table, state_words(cfg) words */
     uint32_t level;  /* cfg.level */
     /* the least serving level of a piece that trains it: its level, or the one
-     * below for a kind that trains on misses only (ops->hits_idle) */
+     * below for a kind that trains on misses only (ops->hits_idle, without hits) */
     uint32_t from;
+    /* cfg.flags & KVSIM_PF_HITS: a request that hits its level trains it as a miss */
+    uint32_t hits;
     const kvsimPrefetcherOps *ops; /* the kind's functions (prefetch.h) */
     kvsimPrefetcherConfig cfg;
 } Prefetcher;
@@ -224,6 +226,8 @@ struct kvsimSim {
     /* 1: a prefetcher sees fills (kvsimPrefetcherOps.sees_fills): a software prefetch
      * that missed its fill level trains it even without cfg.swpf_trains */
     int pf_fills;
+    /* 1: a prefetcher has KVSIM_PF_STORES: store pieces train it (engine.c doMemoryT) */
+    int pf_stores;
     /* with the TLB thread training ahead_pf: the least from of the others (UINT32_MAX:
      * none), so a piece served above it whose ahead_pf count is 0 trains and issues
      * nothing (doMemoryT skips the call); else pf_from */
@@ -289,6 +293,9 @@ struct kvsimSim {
      * is the tick the current translation is wanted at */
     uint64_t *walk_slot_line, *walk_slot_tick;
     uint64_t walk_now;
+    /* the start tick of the latest timed miss (timing.h timeMiss): when the request
+     * left its first level, holding its miss buffers (KVSIM_PF_ARRIVAL's tick) */
+    uint64_t miss_start;
     /* the scheduler (cfg.scheduler > 0; timing.h schedAdmit): the records holding
      * entries, a binary min-heap by the tick they issue (sched_x) with their entries
      * (sched_n); sched_cnt of them, sched_used entries in all */

@@ -4,7 +4,8 @@
  * The engine calls operate() once for every demand *load* piece that reaches
  * the prefetcher's level (hit or miss there), after that access has updated
  * the caches; a kind that sees fills, also for every software prefetch that
- * missed its level.  operate() writes up to cfg->degree candidate line numbers to
+ * missed its level; below L1, with cfg->flags' KVSIM_PF_STORES also for every
+ * store piece, and with KVSIM_PF_HITS it passes a hit as a miss (engine.h).  operate() writes up to cfg->degree candidate line numbers to
  * out[] and returns how many.  The engine then issues each candidate as a
  * prefetch that starts at the prefetcher's level: skipped if the line is
  * already there, dropped if a miss buffer is needed and none is free.

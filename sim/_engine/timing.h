@@ -249,6 +249,7 @@ static __attribute__((noinline)) uint64_t timeMiss(kvsimSim *s, uint64_t line, u
         }
     }
     st->wait_mshr += start - x;
+    s->miss_start = start;
     if (f == 0) {
         st->miss_ticks += c - start;
         st->l1_misses_timed++;

@@ -112,6 +112,11 @@ def cpu_docs(draw, levels=None, timing=None):
          "table": draw(st.sampled_from([1, 2, 3, 4, 17]))}  # 17: two fingerprint groups
         for _ in range(draw(st.integers(0, 2)))
     ]
+    for p in doc["prefetcher"]:  # below L1: issue on arrival, trained by stores, by hits
+        if p["level"] != caches[0]["name"]:
+            for key in ("arrival", "stores", "hits"):
+                if draw(st.booleans()):
+                    p[key] = True
     return doc
 
 

@@ -97,9 +97,14 @@ static void run(const char *policy, uint32_t inclusion, int timing, int tlb, int
             c.prefetcher[p].degree = 2;
             c.prefetcher[p].table = 16;
             snprintf(c.prefetcher[p].kind, KVSIM_NAME_LEN, "%s", kvsimPrefetcherName(p));
+            /* the L2's: issued on arrival, trained by stores and by hits, on every
+             * other inclusion mode */
+            if (p % 2 && inclusion % 2 == 0)
+                c.prefetcher[p].flags = KVSIM_PF_ARRIVAL | KVSIM_PF_STORES | KVSIM_PF_HITS;
         }
     }
     c.timing = (uint32_t)timing;
+    c.store_buffer = timing && inclusion % 2 == 0 ? 4 : 0; /* stores' RFOs timed (and training) */
     c.width = 4;
     c.rob = 64;
     c.dram_latency = 200;
@@ -365,6 +370,13 @@ int main(int argc, char **argv) {
     c.level[0].sets = 4;
     c.place_bits = 6; /* a page no larger than a line */
     CHECK(kvsimCreate(&c, err, sizeof err) == NULL && strstr(err, "place_bits") != NULL);
+    c.place_bits = 0; /* the prefetcher flags are for levels below L1 */
+    c.nprefetchers = 1;
+    c.prefetcher[0] = (kvsimPrefetcherConfig){.level = 0, .degree = 1, .table = 1,
+                                              .flags = KVSIM_PF_HITS};
+    snprintf(c.prefetcher[0].kind, KVSIM_NAME_LEN, "stream");
+    CHECK(kvsimCreate(&c, err, sizeof err) == NULL && strstr(err, "below L1") != NULL);
+    c.nprefetchers = 0;
     /* placement is a bijection of the pages that keeps the offset in the page */
     enum { NP = 1 << 14 };
     uint64_t *fr = malloc(NP * sizeof *fr);
