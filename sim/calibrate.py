@@ -105,10 +105,16 @@ _ZEN_PREFETCHERS = [
 # Bridge sections) (V): prefetch_ascending.c, not next_line, which fetches line + 1 on every
 # miss and so gave the chases past L1D hits the core does not have (sim/VALIDATION.md,
 # finding 13)
+# Its L2 streamer "monitors read requests from the L1 cache ... initiated by load and store
+# operations" (the same manual, "Data Prefetch to the L2 and Last Level Cache") (R): it issues
+# from the L2's own queue when the L1's request reaches it, trained by stores' reads for
+# ownership and by requests the L2 serves (sim/MODEL.md §4 arrival, stores, hits;
+# sim/VALIDATION.md, finding 33)
 _INTEL_PREFETCHERS = [
     {"level": "L1D", "kind": "ascending", "degree": 1, "table": 16},
     {"level": "L1D", "kind": "ip_stride", "degree": 1, "table": 64},
-    {"level": "L2", "kind": "stream", "degree": 2, "table": 32},
+    {"level": "L2", "kind": "stream", "degree": 2, "table": 32, "arrival": True,
+     "stores": True, "hits": True},
     {"level": "L2", "kind": "adjacent_line", "degree": 1, "table": 16},
 ]
 

@@ -116,6 +116,11 @@ def test_known_core_table():
     for c in cal.KNOWN_CORES:
         assert c["sources"] and len(c["latency"]) == len(c["inclusion"]) == 3
         assert 1 <= c["tlb"]["walkers"] <= 64
+        # an Intel core's L2 streamer issues on the L1's request and trains on stores and
+        # hits (finding 33); the table's prefetchers are what a CPU file can hold
+        streams = [p for p in c["prefetchers"] if p["level"] == "L2" and p["kind"] == "stream"]
+        intel = c["vendor"] == "GenuineIntel"
+        assert all(p.get(k, False) is intel for p in streams for k in ("arrival", "stores", "hits"))
 
 
 # --- the CPU file from raw measurements ----------------------------------------------------
