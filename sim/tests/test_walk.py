@@ -429,6 +429,26 @@ def test_calibrate_fit_finds_a_last_level_that_keeps_no_page_table_line(monkeypa
     assert doc["tlb"]["host_read_ns"] == pytest.approx(250.0, rel=0.15)
 
 
+def test_calibrate_fit_finds_a_last_level_that_keeps_the_guests_lines_alone(monkeypatch):
+    """Chases simulated with a last level that keeps the guest's page-table lines (read 0)
+    and none of the host's: the fit picks that candidate over one that keeps all (the
+    host's reads cost more) and one that keeps none (the guest's cost less)."""
+    from kvsim.sim import calibrate_fit as cf
+
+    monkeypatch.setattr(cf, "RETENTION_CANDIDATES", ((0.0, True), (0.0, False), (0.0, "guest")))
+    truth = _lost_doc(host_read_ns=250.0)
+    truth["tlb"]["walk_last_level"] = "guest"
+    doc = _retention_doc(l2_size=32768)
+    out = _fit_on(cf, monkeypatch, truth, doc)
+    ret = out["chosen"]["walk_retention"]
+    assert ret["last_level_kept"] == "guest" and ret["ns"] == 0.0
+    assert doc["tlb"]["walk_last_level"] == "guest"
+    assert doc["tlb"]["host_read_ns"] == pytest.approx(250.0, rel=0.15)
+    tried = {c["last_level_kept"]: c["error_chases"] + c["error_parallel"]
+             for c in ret["candidates"]}
+    assert tried["guest"] < 0.5 * min(tried[True], tried[False])
+
+
 def _private_l2_doc(**tlb) -> dict:
     """Three levels: a private L2 of 16 KiB that holds a 4 MiB set's page table (256 lines,
     each read every 128 loads, some 15 us apart for one chain) and a last level of 64 KiB
