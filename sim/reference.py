@@ -629,8 +629,8 @@ class ReferenceSim:
         read from memory costs the DRAM latency (the host's, reads 1.., the host read
         latency when set); with a retention the line's age decides, and with
         ``walk_last_level_lost`` a read timed at the last level costs memory (with
-        ``B.WALK_LL_GUEST`` the host's reads only), unless a retention kept it there (the private levels then serve what they hold whatever its
-        age; engine.c walkCost). The
+        ``B.WALK_LL_GUEST`` the host's reads only), unless a retention kept it there (the
+        private levels then serve what they hold whatever its age; engine.c walkCost). The
         fixed part is ``walk_latency``, plus ``walk_extra_4k`` when the guest's page (the
         run's page without a smaller host page) is 4 KiB."""
         cfg, st, n = self.cfg, self.st, self.n
