@@ -75,8 +75,8 @@ def cpu_toml(cpu: sim.CpuConfig) -> str:
         for key in ("walk_retention_ns", "host_read_ns"):
             if getattr(t, key):
                 out.append(f"{key} = {_val(getattr(t, key))}")
-        if not t.walk_last_level:
-            out.append("walk_last_level = false")
+        if t.walk_last_level is not True:
+            out.append(f"walk_last_level = {_val(t.walk_last_level)}")
         if t.placement != "virtual" or t.placement_seed != 1:
             out += [f"placement = {_val(t.placement)}", f"placement_seed = {t.placement_seed}"]
     if cpu.work:

@@ -574,7 +574,9 @@ def render_calibration(doc: dict[str, Any], result: str) -> str:
            + (f"page-table retention {t['walk_retention_ns'] / 1e6:g} ms; "
               if t.get("walk_retention_ns") else "")
            + ("no page-table line kept in the last level; "
-              if t.get("walk_last_level") is False else "")
+              if t.get("walk_last_level") is False else
+              "no host page-table line kept in the last level; "
+              if t.get("walk_last_level") == "guest" else "")
            + (f"host page-table read {t['host_read_ns']} ns; " if t.get("host_read_ns") else "")
            + f"L1 miss buffers {doc['cache'][0].get('mshrs')}", "", *rows, "",
            calibrate_check.table(doc["selfcheck"]), ""]

@@ -28,6 +28,9 @@ NMARKERS = 8
 DEP_WINDOW = 1024
 MAX_WALK_READS = 4  # engine.h KVSIM_MAX_WALK_READS
 MAX_WALKERS = 64  # engine.h KVSIM_MAX_WALKERS
+# walk_last_level_lost's values (engine.h KVSIM_WALK_LL_*): the last level keeps every
+# page-table line, none, or the guest's (read 0) but not the host's
+WALK_LL_ALL, WALK_LL_NONE, WALK_LL_GUEST = 0, 1, 2
 MAX_SCHEDULER = 4096  # engine.h KVSIM_MAX_SCHEDULER
 MAX_STORE_BUFFER = 1024  # engine.h KVSIM_MAX_STORE_BUFFER
 PF_ARRIVAL = 1  # engine.h KVSIM_PF_ARRIVAL: a prefetcher issues when its request arrives

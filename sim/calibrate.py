@@ -1107,15 +1107,17 @@ def _fit_hierarchy(doc: dict, raw: dict, levels: list[dict], sizes: list[int],
             t["src"]["host_read_ns"] = (
                 f"{how}: a read of the host's page-table entries from memory (nested paging)")
         ret = out["chosen"].get("walk_retention")
-        if ret is not None and t.get("walk_last_level") is False:
+        kept = t.get("walk_last_level", True)
+        if ret is not None and kept is not True:
+            whose = "" if kept is False else " of the host's"
             t["src"]["walk_last_level"] = (
                 f"measured: the best of {len(ret['candidates'])} retentions of the page-table "
                 "lines (sim/MODEL.md §3) by the error of the chases and of the parallel chases "
                 f"at {sizes[-1] // MIB} MiB ([meta.raw] hierarchy_fit.chosen.walk_retention) "
-                + ("is none in the last level: a chain's walks cost as much beside others as "
-                   "alone" if not t.get("walk_retention_ns") else
-                   "keeps none in the last level by its capacity: the last level's in time "
-                   "(walk_retention_ns), the private levels' by their capacity"))
+                + (f"is none{whose} in the last level: a chain's walks cost as much beside "
+                   "others as alone" if not t.get("walk_retention_ns") else
+                   f"keeps none{whose} in the last level by its capacity: the last level's in "
+                   "time (walk_retention_ns), the private levels' by their capacity"))
         if ret is not None and t.get("walk_retention_ns"):
             t["src"]["walk_retention_ns"] = (
                 f"measured: the best of {len(ret['candidates'])} retentions of the page-table "

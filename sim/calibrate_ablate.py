@@ -13,7 +13,8 @@ A variant is comma-separated ``key=value``: ``placement=virtual|random``, ``seed
 placement's), ``L<k>=SIZE:WAYS:POLICY`` (a level's geometry and replacement),
 ``L<k>.inclusion=...``, ``drop=L<k>:KIND`` and ``add=L<k>:KIND`` (a hardware prefetcher of
 the level taken away or added, degree 1), ``tlb.KEY=VALUE`` (:data:`TLB_KEYS`),
-(``tlb.walk_last_level=false``: a last level that keeps no page-table line),
+(``tlb.walk_last_level=false``: a last level that keeps no page-table line; ``=guest``:
+none of the host's, under nested paging),
 ``fix=NAME`` (an unknown of the least squares kept at the file's value instead of solved:
 ``walk4k``, ``walk``, ``stlb``, ``host``; ``fix=walk4k`` is the model without a 4 KiB
 page's walk's own extra when the file has none); "" is the file itself. The
@@ -47,7 +48,8 @@ FIXABLE = ("walk4k", "walk", "stlb", "host")
 #: The ``[tlb]`` keys a variant may set (``tlb.KEY=VALUE``), with their types.
 TLB_KEYS = {"walk_retention_ns": float, "host_read_ns": float, "host_page_size": str,
             "l2_entries": int, "walkers": int,
-            "walk_last_level": lambda v: {"true": True, "false": False}[v.lower()]}
+            "walk_last_level": lambda v: {"true": True, "false": False,
+                                          "guest": "guest"}[v.lower()]}
 
 
 def points_of(doc: dict, statistic: str = "fastest"

@@ -97,9 +97,9 @@ class Tlb:
     walk_retention_ns: float = 0.0
     host_read_ns: float = 0.0
     # whether the last level keeps page-table lines (timing; sim/MODEL.md §3): False, a
-    # walk's page-table read timed at the last level is timed as a read from memory
-    # (engine.h walk_last_level_lost)
-    walk_last_level: bool = True
+    # walk's page-table read timed at the last level is timed as a read from memory;
+    # "guest", only the host's reads are (nested paging; engine.h walk_last_level_lost)
+    walk_last_level: bool | str = True
     # physical page placement (sim/placement.py): "virtual", the trace's address indexes the
     # caches; "random", each page of the translation's smallest size (the host's under
     # nested paging) sits in a frame of its own drawn by placement_seed (engine.h place_bits)
@@ -304,7 +304,7 @@ class CpuConfig:
             if timing:  # ns -> cycles (timing only, MODEL.md §3)
                 ec.walk_retention = round(t.walk_retention_ns * self.freq_ghz)
                 ec.host_read_latency = round(t.host_read_ns * self.freq_ghz)
-                ec.walk_last_level_lost = int(not t.walk_last_level)
+                ec.walk_last_level_lost = WALK_LAST_LEVEL[t.walk_last_level]
             if t.host_page_size and t.host_page_size < ps:
                 ec.guest_page_bits = ec.page_bits
                 ec.page_bits = t.host_page_size.bit_length() - 1
@@ -382,6 +382,9 @@ def _check_ways(p: B.PolicyInfo, ways: int, where: str) -> None:
         raise ConfigError(f"{where}.ways: {p.name} needs {need}{limit}, got {ways}")
 
 
+#: ``[tlb] walk_last_level``'s values and the engine's (engine.h walk_last_level_lost): the
+#: last level keeps every page-table line a walk reads, none, or the guest's (read 0) alone.
+WALK_LAST_LEVEL = {True: B.WALK_LL_ALL, False: B.WALK_LL_NONE, "guest": B.WALK_LL_GUEST}
 #: The most cycles ``[tlb] walk_extra_4k`` may add to a walk (a walk of hundreds of
 #: thousands of cycles is no core's; the engine's field is 32 bits).
 WALK_EXTRA_MAX = 100_000
@@ -637,7 +640,11 @@ def parse_cpu(doc: dict, source: str = "") -> CpuConfig:
             if not math.isfinite(v) or v < 0 or v > 1e9:
                 raise ConfigError(f"tlb.{key}: must be 0..1e9 ns, got {v}")
             extra[key] = float(v)
-        extra["walk_last_level"] = _get(t, "walk_last_level", "tlb", bool, True)
+        keeps = _get(t, "walk_last_level", "tlb", (bool, str), True)
+        if keeps not in WALK_LAST_LEVEL:
+            raise ConfigError(f"tlb.walk_last_level: must be true, false or \"guest\", "
+                              f"got {keeps!r}")
+        extra["walk_last_level"] = keeps
         place = _get(t, "placement", "tlb", str, "virtual")
         if place not in PLACEMENTS:
             raise ConfigError(f"tlb.placement: must be one of {', '.join(PLACEMENTS)}, "

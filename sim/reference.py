@@ -637,9 +637,9 @@ class ReferenceSim:
         host page (``cfg.guest_page_bits``) read 0, the guest's, takes the guest's page. A
         read from memory costs the DRAM latency (the host's, reads 1.., the host read
         latency when set); with a retention the line's age decides, and with
-        ``walk_last_level_lost`` a read timed at the last level costs memory, unless a
-        retention kept it there (the private levels then serve what they hold whatever its
-        age; engine.c walkCost). The
+        ``walk_last_level_lost`` a read timed at the last level costs memory (with
+        ``B.WALK_LL_GUEST`` the host's reads only), unless a retention kept it there (the
+        private levels then serve what they hold whatever its age; engine.c walkCost). The
         fixed part is ``walk_latency``, plus ``walk_extra_4k`` when the guest's page (the
         run's page without a smaller host page) is 4 KiB."""
         cfg, st, n = self.cfg, self.st, self.n
@@ -656,7 +656,8 @@ class ReferenceSim:
             at = sv if sv < n else mem
             # with walk_last_level_lost the private levels keep the line by their capacity
             # and a retention is the last level's alone: in time, not by its capacity
-            lost = bool(cfg.walk_last_level_lost) and n > 1
+            lost = n > 1 and (cfg.walk_last_level_lost == B.WALK_LL_NONE
+                              or (cfg.walk_last_level_lost == B.WALK_LL_GUEST and j > 0))
             timed_kept = False
             if keep:
                 slot = ((line * 0x9E3779B97F4A7C15) & MASK64) >> (64 - WALK_SLOT_BITS)

@@ -248,7 +248,8 @@ static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint
  * reads are kept per slot (KVSIM_WALK_SLOT_BITS, a multiplicative hash of the
  * line): a line whose slot holds another, or that no walk has read, costs the
  * level that served it.  With cfg.walk_last_level_lost a read timed at the last
- * level is timed as a read from memory; with a retention too, the private levels
+ * level is timed as a read from memory (KVSIM_WALK_LL_GUEST: only the host's
+ * reads 1..; the guest's read 0 is timed as the caches serve it); with a retention too, the private levels
  * serve the lines they hold whatever their age, and a line none of them holds costs
  * the last level if a walk read it at most the retention before, else memory (the
  * last level keeps page-table lines in time, not by its capacity).  The reads change the caches (and are counted) like
@@ -273,7 +274,9 @@ static int64_t walkCost(kvsimSim *s, uint64_t addr) {
         uint32_t at = sv < n ? sv : mem;
         /* with walk_last_level_lost the private levels keep the line by their capacity
          * and a retention is the last level's alone: in time, not by its capacity */
-        const int lost = s->cfg.walk_last_level_lost && n > 1;
+        const int lost = n > 1 && (s->cfg.walk_last_level_lost == KVSIM_WALK_LL_NONE
+                                   || (s->cfg.walk_last_level_lost == KVSIM_WALK_LL_GUEST
+                                       && j > 0));
         int timed_kept = 0;
         if (keep) {
             const uint64_t h = (line * 0x9E3779B97F4A7C15ULL) >> (64 - KVSIM_WALK_SLOT_BITS);

@@ -251,9 +251,15 @@ typedef struct kvsimConfig {
      * too, the last level keeps a line in time alone (a walk read it at most
      * walk_retention before: timed at the last level, else memory) and the private
      * levels serve what they hold whatever its age.  0 (the default) = the last level
-     * serves them as it holds them.  See walkCost() in engine.c. */
+     * serves them as it holds them.  KVSIM_WALK_LL_GUEST: only the host's reads (1..,
+     * nested paging) are lost so; the guest's read 0 is timed as with 0.  See walkCost()
+     * in engine.c. */
     uint32_t walk_last_level_lost;
 } kvsimConfig;
+
+/* walk_last_level_lost's values: the last level keeps every page-table line (0),
+ * none (1), or the guest's (read 0) but not the host's (2). */
+enum { KVSIM_WALK_LL_ALL = 0, KVSIM_WALK_LL_NONE = 1, KVSIM_WALK_LL_GUEST = 2 };
 
 #define KVSIM_NO_SITE 0xFFFFFFFFu
 

@@ -96,8 +96,10 @@ def cpu_docs(draw, levels=None, timing=None):
             # from memory at their own latency (engine.c walkCost)
             doc["tlb"]["walk_retention_ns"] = float(draw(st.sampled_from([1, 5, 30, 200])))
             doc["tlb"]["host_read_ns"] = float(draw(st.sampled_from([0, 40, 150])))
-        if draw(st.booleans()):  # the last level keeps no page-table line (walkCost)
-            doc["tlb"]["walk_last_level"] = False
+        # the last level keeps every page-table line, none, or the guest's (walkCost)
+        keeps = draw(st.sampled_from([True, False, "guest"]))
+        if keeps is not True:
+            doc["tlb"]["walk_last_level"] = keeps
         if draw(st.booleans()):  # each page in a seeded random frame (sim/placement.py)
             doc["tlb"]["placement"] = "random"
             doc["tlb"]["placement_seed"] = draw(st.sampled_from([0, 1, 7, 2 ** 64 - 1]))

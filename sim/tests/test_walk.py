@@ -292,6 +292,26 @@ def test_a_last_level_that_keeps_no_page_table_line():
         sim.parse_cpu(dict(lost, tlb=dict(lost["tlb"], walk_last_level=0)))
 
 
+def test_a_last_level_that_keeps_the_guests_page_table_lines_and_not_the_hosts():
+    # "guest": the guest's read (0) is timed as the caches serve it, as when the last level
+    # keeps every line; the host's (1) as when it keeps none; the caches are the same in all
+    kept, lost = _retention_doc(l2_size=32768), _lost_doc()
+    guest = _lost_doc()
+    guest["tlb"]["walk_last_level"] = "guest"
+    (k, tk), (g, tg), (lo, tl) = (_per_chain(d, 1) for d in (kept, guest, lost))
+    assert tk["walk_reads_served"] == tg["walk_reads_served"] == tl["walk_reads_served"]
+    assert tl["walk_reads_timed"]["L2"] == 0
+    assert 0 < tg["walk_reads_timed"]["L2"] < tk["walk_reads_timed"]["L2"]
+    # what the last level serves splits about evenly between the two reads of a walk
+    assert tg["walk_reads_timed"]["L2"] == pytest.approx(tk["walk_reads_timed"]["L2"] / 2,
+                                                         rel=0.2)
+    assert k < g < lo
+    for both in (guest, lost):  # no age in it: a chain beside seven others costs the same
+        assert _per_chain(both, 8)[0] == pytest.approx(_per_chain(both, 1)[0], rel=0.1)
+    with pytest.raises(sim.ConfigError, match="tlb.walk_last_level"):
+        sim.parse_cpu(dict(guest, tlb=dict(guest["tlb"], walk_last_level="host")))
+
+
 def test_a_last_level_that_keeps_page_table_lines_in_time_and_private_levels_by_capacity():
     # both: the L1 serves the lines it holds whatever their age (a retention alone times
     # an old line as memory even there); a line the L1 does not hold costs the last level
@@ -321,16 +341,17 @@ def test_a_last_level_that_keeps_page_table_lines_in_time_and_private_levels_by_
     assert p < r
 
 
-@pytest.mark.parametrize("chains,last_level", [(1, True), (3, True), (1, False), (3, False)])
+@pytest.mark.parametrize("chains,last_level", [(1, True), (3, True), (1, False), (3, False),
+                                               (1, "guest"), (3, "guest")])
 def test_retention_engine_equals_reference(chains, last_level):
     from test_differential import run_both
 
     doc = _retention_doc(10_000.0, 250.0)
     doc["tlb"]["host_page_size"] = "4KiB"
     doc["tlb"]["page_size"] = "2MiB"
-    if not last_level:
+    if last_level is not True:
         doc["cache"][1]["size"] = 32768
-        doc["tlb"]["walk_last_level"] = False
+        doc["tlb"]["walk_last_level"] = last_level
     rec = micro.chase_records(1 << 20, chains, 300, warmup=0, mlp_loop=chains > 1,
                               loop_warmup=600)
     _, _, a, _ = run_both(doc, rec, True, 997)
@@ -406,6 +427,26 @@ def test_calibrate_fit_finds_a_last_level_that_keeps_no_page_table_line(monkeypa
     assert doc["tlb"]["walk_last_level"] is False
     assert "walk_retention_ns" not in doc["tlb"]
     assert doc["tlb"]["host_read_ns"] == pytest.approx(250.0, rel=0.15)
+
+
+def test_calibrate_fit_finds_a_last_level_that_keeps_the_guests_lines_alone(monkeypatch):
+    """Chases simulated with a last level that keeps the guest's page-table lines (read 0)
+    and none of the host's: the fit picks that candidate over one that keeps all (the
+    host's reads cost more) and one that keeps none (the guest's cost less)."""
+    from kvsim.sim import calibrate_fit as cf
+
+    monkeypatch.setattr(cf, "RETENTION_CANDIDATES", ((0.0, True), (0.0, False), (0.0, "guest")))
+    truth = _lost_doc(host_read_ns=250.0)
+    truth["tlb"]["walk_last_level"] = "guest"
+    doc = _retention_doc(l2_size=32768)
+    out = _fit_on(cf, monkeypatch, truth, doc)
+    ret = out["chosen"]["walk_retention"]
+    assert ret["last_level_kept"] == "guest" and ret["ns"] == 0.0
+    assert doc["tlb"]["walk_last_level"] == "guest"
+    assert doc["tlb"]["host_read_ns"] == pytest.approx(250.0, rel=0.15)
+    tried = {c["last_level_kept"]: c["error_chases"] + c["error_parallel"]
+             for c in ret["candidates"]}
+    assert tried["guest"] < 0.5 * min(tried[True], tried[False])
 
 
 def _private_l2_doc(**tlb) -> dict:
