@@ -168,6 +168,24 @@ def test_work_faster_than_the_width_is_implausible():
     assert not _plaus(doc)["work.ipc"]["ok"]
 
 
+def test_work_below_its_floor_is_implausible_and_the_joins_floor_is_lower():
+    # a CRC step at 0.4 per cycle is a broken clock; the join of the CRC's streams, which
+    # branches on random bits, runs there on a working core (finding 30), not at 0.05
+    doc = _doc()
+    pts = doc["meta"]["raw"]["work_ipc"]["points"]
+    ok = dict(next(iter(pts.values())))
+    pts["crc64combine/2040"] = dict(ok, ipc=0.36)
+    assert _plaus(doc)["work.ipc"]["ok"]
+    pts["crc64combine/2040"]["ipc"] = 0.05
+    got = _plaus(doc)["work.ipc"]
+    assert not got["ok"] and "crc64combine/2040" in got["detail"]
+    pts["crc64combine/2040"]["ipc"] = 0.36
+    other = next(k for k in pts if not k.startswith("crc64combine/"))
+    pts[other]["ipc"] = 0.4
+    got = _plaus(doc)["work.ipc"]
+    assert not got["ok"] and other in got["detail"]
+
+
 # --- the replay ---------------------------------------------------------------------------
 
 def _predicted_raw(raw, cpu):
