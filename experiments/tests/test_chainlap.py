@@ -112,3 +112,21 @@ def test_native_without_loops_is_one_error(monkeypatch):
                                                            "arch": "other", "points": []})
     with pytest.raises(chainlap.ChainLapError, match="x86-64 only"):
         chainlap.native(1 << 20, "2m", ["add"], [3], [0], 1, 10, 1)
+
+
+@pytest.mark.parametrize("ks,ns", [("0", "0"), ("2,0", "52"), ("7", "0"), ("2", "51")])
+def test_the_binary_refuses_what_it_has_no_loop_for(ks, ns):
+    """`kvsim-calibrate chainlap` with a chain length or gap it has no compiled loop for (k 0
+    is the lookup alone) exits 2 with one line, never runs a loop that is not there."""
+    import platform
+    import subprocess
+
+    from kvsim import artifacts
+
+    exe = artifacts.path(artifacts.CALIBRATE_CLI)
+    if not exe.exists() or platform.machine() != "x86_64":
+        pytest.skip("kvsim-calibrate not built, or chainlap's loops are x86-64 only")
+    p = subprocess.run([str(exe), "chainlap", "4k", "65536", "10", "1", "nop", ks, ns],
+                       capture_output=True, text=True, check=False)
+    assert p.returncode == 2 and p.stdout == ""
+    assert len(p.stderr.strip().splitlines()) == 1 and "chainlap" in p.stderr

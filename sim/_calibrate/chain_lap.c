@@ -245,7 +245,9 @@ int benchChainLap(int argc, char **argv) {
     for (int a = 0; a < nk; a++)
         for (int b = 0; b < nns; b++) {
             int ok = lapFind(kinds[a], 0, ns[b]) != NULL;
-            for (int c = 0; c < nks; c++) ok &= lapFind(kinds[a], ks[c], ns[b]) != NULL;
+            /* (k 0 is the lookup alone, not a chain: it has no "both" loop) */
+            for (int c = 0; c < nks; c++)
+                ok &= ks[c] > 0 && lapFind(kinds[a], ks[c], ns[b]) != NULL;
             if (!ok) {
                 fprintf(stderr, "kvsim-calibrate: chainlap: K in {2, 3, 4, 5} and N in {0, 52, 100, "
                                 "120, 140, 160, 200, 240, 260, 280, 300, 400, 440, 460, 480, 500, "
