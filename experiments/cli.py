@@ -22,7 +22,7 @@ import click
 #: names them; spelled here so that the CLI starts without importing kvsim.traces
 #: (experiments/tests/test_cli.py checks them against traces.CODEC_NAMES and VERSION)
 TRACE_CODECS = ["zstd_planes", "zstd", "raw"]
-TRACE_VERSIONS = [1, 2, 3, 4, 5]
+TRACE_VERSIONS = [1, 2, 3, 4, 5, 6]
 
 # --- workload options: c_ref's table (c_ref/workload.c), read through `kvsim-cref options` ---
 
