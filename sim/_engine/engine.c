@@ -249,7 +249,8 @@ static uint32_t cacheAccess(kvsimSim *s, uint32_t k, uint64_t line, int op, uint
  * line): a line whose slot holds another, or that no walk has read, costs the
  * level that served it.  With cfg.walk_last_level_lost a read timed at the last
  * level is timed as a read from memory (KVSIM_WALK_LL_GUEST: only the host's
- * reads 1..; the guest's read 0 is timed as the caches serve it); with a retention too, the private levels
+ * reads 1..; the guest's read 0 is timed as the caches serve it); with a
+ * retention too, the private levels
  * serve the lines they hold whatever their age, and a line none of them holds costs
  * the last level if a walk read it at most the retention before, else memory (the
  * last level keeps page-table lines in time, not by its capacity).  The reads change the caches (and are counted) like
