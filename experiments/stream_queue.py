@@ -28,12 +28,11 @@ import argparse
 import json
 import sys
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from kvsim import provenance, traces
-from kvsim.experiments import copy_fetch
+from kvsim.experiments import ablation, copy_fetch
 from kvsim.sim.config import ConfigError, CpuConfig, load_cpu
 
 RESULT_NAME = "stream-queue.json"
@@ -45,20 +44,14 @@ KERNELS = {"touch_flushed": (("touch", "flushed"),),
            "copy_pool": (("read", "pool"),)}
 
 
-def _below_l1(cpu: CpuConfig, degree: int | None = None) -> CpuConfig:
-    return cpu.with_changes(prefetchers=tuple(
-        replace(p, arrival=True, stores=True, hits=True,
-                **({"degree": degree} if degree and p.kind == "stream" else {}))
-        if p.level > 0 else p for p in cpu.prefetchers))
-
-
-#: variant -> (what it is, CPU change)
+#: variant -> (what it is, CPU change): the file, and the ablation's settings of the same
+#: names (experiments/ablation.py SETTINGS "pf_stream_queue", "pf_stream_queue_d16")
 VARIANTS = {
     "file": ("the CPU file as it is", lambda c: c),
     "stream_queue": ("arrival, stores and hits on every prefetcher below L1",
-                     lambda c: _below_l1(c)),
+                     ablation.SETTINGS["pf_stream_queue"][1]),
     "stream_queue_d16": ("the same, the stream prefetchers' degree 16",
-                         lambda c: _below_l1(c, 16)),
+                         ablation.SETTINGS["pf_stream_queue_d16"][1]),
 }
 
 
@@ -110,7 +103,7 @@ def validation_rows(names: list[str], cpu_path: str, workdir: Path,
     """The validation's rows whose catalogue pair is in ``names`` (full scale), each side
     traced as the validation traces it and simulated under every variant: ns per op."""
     from kvsim import sim
-    from kvsim.experiments import ablation, cref, validation
+    from kvsim.experiments import cref, validation
 
     base = load_cpu(cpu_path)
     cpus = [change(base) for _, change in VARIANTS.values()]
