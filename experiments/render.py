@@ -538,10 +538,14 @@ def _register_experiment(name: str) -> None:
         lambda doc, _r=f"results/experiments/{name}.json": render_experiment(doc, _r))
 
 
-#: the validations the trust table (README.md) summarises, one per machine
-TRUST = {"results/experiments/validation.json": "Zen 4 guest",
-         "results/experiments/validation-zen5.json": "Zen 5 guest",
-         "results/experiments/validation-xeon-m167.json": "Intel Xeon guest"}
+#: the validations the trust table (README.md) summarises: one per machine on its calibrated
+#: ``local``, and (label, preset) where a preset was validated on a machine of its own core
+TRUST: dict[str, str | tuple[str, str]] = {
+    "results/experiments/validation.json": "Zen 4 guest",
+    "results/experiments/validation-zen5.json": "Zen 5 guest",
+    "results/experiments/validation-xeon-m167.json": "Intel Xeon guest",
+    "results/experiments/validation-zen3.json": "Zen 3 guest",
+    "results/experiments/validation-zen3-epyc-7713.json": ("Zen 3 guest", "epyc-7713")}
 
 
 def _calibration_verdict(tables: dict[str, Any]) -> str:
@@ -614,7 +618,9 @@ def render_trust(doc: dict[str, Any]) -> str:
     head = ["machine", "CPU", "calibration", "speedup rows within 0.85-1.15 (tuning, held back)",
             "predicted / native time per operation", "result file"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for path, label in TRUST.items():
+    checked: dict[str, str] = {}
+    for path, entry in TRUST.items():
+        label, preset = (entry, None) if isinstance(entry, str) else entry
         d = docs[path]
         m = d["provenance"]["machine"]
         t = {x["name"]: x for x in d["tables"]}
@@ -626,17 +632,24 @@ def render_trust(doc: dict[str, Any]) -> str:
         total = {k: sum(1 for r in v["rows"] if r[sets] == k) for k in inside}
         tt = t["validation_time"]
         ratios = [r[tt["columns"].index("ratio")] for r in tt["rows"]]
-        out.append(f"| {label} | {m['cpu_model']}, family {m.get('cpu_family')} model "
-                   f"{m.get('cpu_model_number')} | {_calibration_verdict(t)} | "
+        cpu = f"{m['cpu_model']}, family {m.get('cpu_family')} model {m.get('cpu_model_number')}"
+        if preset is not None:
+            checked[preset] = f"{label} ({cpu})"
+        verdict = (f"none: the preset `{preset}` as it is" if preset is not None
+                   else _calibration_verdict(t))
+        out.append(f"| {label} | {cpu} | {verdict} | "
                    f"{sum(inside.values())} of "
                    f"{sum(total.values())} ({inside['tuning']} of {total['tuning']}, "
                    f"{inside['held back']} of {total['held back']}) | "
                    f"{min(ratios):.2f}-{max(ratios):.2f} | [`{path}`]({path}) |")
-    presets = [p for p in sim.preset_names() if p != "local"]
-    out += ["", "Never checked: the presets " + ", ".join(f"`{p}`" for p in presets)
+    presets = [p for p in sim.preset_names() if p != "local" and p not in checked]
+    out += [""] + [f"The preset `{p}` is checked on a {on}, a part of its core and cache "
+                   "sizes (not its clock or memory), by its own validation row above."
+                   for p, on in checked.items()]
+    out += ["Never checked: the presets " + ", ".join(f"`{p}`" for p in presets)
             + " against the hardware they describe (no native run on those CPUs); the "
-            "only native check of a prediction is the calibrated `local` on the machine "
-            "that runs it, and an uncalibrated `local` has none."]
+            "native checks of a prediction are the calibrated `local` on the machine "
+            "that runs it and the presets above, and an uncalibrated `local` has none."]
     return "\n".join(out)
 
 
