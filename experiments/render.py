@@ -528,7 +528,8 @@ _MACHINE_DIR = re.compile(r"(?<![\w.])(?:~|/[\w.-]+)(?:/[\w.-]+)*/(?=[\w.-]+\.to
 
 #: the validation's runs, one per machine it was published from (``--publish-as``)
 for _name in ("validation", "validation-zen5", "validation-xeon-m167",
-              "validation-xeon-m167-full", "validation-xeon-m167-fullcal"):
+              "validation-xeon-m167-full", "validation-xeon-m167-fullcal", "validation-zen3",
+              "validation-zen3-epyc-7713"):
     rendering(_name, f"results/experiments/{_name}.json")(
         lambda doc, _r=f"results/experiments/{_name}.json": render_validation(doc, _r))
 
@@ -643,10 +644,11 @@ def render_trust(doc: dict[str, Any]) -> str:
                    f"{inside['held back']} of {total['held back']}) | "
                    f"{min(ratios):.2f}-{max(ratios):.2f} | [`{path}`]({path}) |")
     presets = [p for p in sim.preset_names() if p != "local" and p not in checked]
-    out += [""] + [f"The preset `{p}` is checked on a {on}, a part of its core and cache "
-                   "sizes (not its clock or memory), by its own validation row above."
-                   for p, on in checked.items()]
-    out += ["Never checked: the presets " + ", ".join(f"`{p}`" for p in presets)
+    for p, on in checked.items():
+        out += ["", f"The preset `{p}` is checked on a {on}: a part with its core and cache "
+                "sizes, not its clock or the memory a tenant of the part gets (its own row "
+                "above)."]
+    out += ["", "Never checked: the presets " + ", ".join(f"`{p}`" for p in presets)
             + " against the hardware they describe (no native run on those CPUs); the "
             "native checks of a prediction are the calibrated `local` on the machine "
             "that runs it and the presets above, and an uncalibrated `local` has none."]
