@@ -46,8 +46,8 @@ WORK_FROM = "results/calibrate-xeon-m167-q15-quick.toml"
 BASE_CLOCK_GHZ = 2.5
 #: the ablation's settings this study runs (kvsim.experiments.ablation.SETTINGS; none of them
 #: scales the trace's gaps)
-ABLATION = ("base", "walk_0", "walk_x2", "walk_reads_0", "dram_x1.25", "dram_x2",
-            "no_hw_prefetch", "page_2m")
+ABLATION = ("base", "walk_0", "walk_x2", "dram_x1.25", "dram_x2", "no_hw_prefetch",
+            "page_2m")
 ALLOCATORS = ("arena", "libc")
 
 
@@ -73,6 +73,9 @@ def settings(work_from: str) -> dict[str, tuple[str, Callable[[CpuConfig], CpuCo
     other = load_cpu(work_from)
     out = {s: ablation.SETTINGS[s][:2] for s in ABLATION}
     out.update({
+        "walk_reads_1": ("each page walk also reads one page-table line through the caches "
+                         "(the preset's walks read none: [tlb] walk_reads)",
+                         lambda c: ablation._tlb(c, walk_reads=1)),
         "clock_base": (f"the 8255C's base clock, {BASE_CLOCK_GHZ} GHz (the preset: all-core "
                        "3.0 GHz)", lambda c: c.with_changes(freq_ghz=BASE_CLOCK_GHZ)),
         "kernel_0": ("the load's kernel calls (page faults, the snapshot's read(2)) free",
