@@ -2,7 +2,7 @@
 pair on the seed's preset, its predicted time per key in parts, and what each candidate
 cause moves.
 
-    python -m kvsim.experiments.seed_load_gap [--value-size 8] [--keys N]
+    python -m kvsim.experiments.seed_load_gap [--value-sizes 8,32,256] [--keys N]
         [--work-from CPUFILE] [--out results/seed-load-gap-xeon-8255c.json]
 
 Valkey #2311 (seed 000) timed snapshot loads of 8-256 B values on an Intel Xeon Platinum
@@ -46,9 +46,9 @@ WORK_FROM = "results/calibrate-xeon-m167-q15-quick.toml"
 BASE_CLOCK_GHZ = 2.5
 #: the ablation's settings this study runs (kvsim.experiments.ablation.SETTINGS; none of them
 #: scales the trace's gaps)
-ABLATION = ("base", "walk_0", "walk_x2", "dram_x1.25", "dram_x2", "no_hw_prefetch",
-            "page_2m")
-ALLOCATORS = ("arena", "libc")
+ABLATION = ("base", "walk_0", "walk_x2", "dram_x2", "no_hw_prefetch")
+#: allocator -> the settings its traces are simulated under (the arena: every one)
+ALLOCATORS = {"arena": None, "libc": ("base",)}
 
 
 def _kernel(scale: float) -> Callable[[CpuConfig], CpuConfig]:
@@ -190,8 +190,9 @@ def run(value_size: int, keys: int | None, work_from: str, workdir: Path,
                 opts["allocator"] = alloc
             log(f"{value_size} B, {alloc}, {variant}: trace {keys:,} keys")
             cref.trace("load", path, opts)
-            log(f"{value_size} B, {alloc}, {variant}: simulate {len(cpus)} settings")
-            predicted[alloc][s] = simulate(path, keys, cpus)
+            on = {n: c for n, c in cpus.items() if n in (ALLOCATORS[alloc] or cpus)}
+            log(f"{value_size} B, {alloc}, {variant}: simulate {len(on)} settings")
+            predicted[alloc][s] = simulate(path, keys, on)
             if alloc == "arena" and s == "base":
                 log(f"{value_size} B: the kinds of work")
                 total = predicted[alloc][s]["base"]["ns_per_key"]
@@ -207,7 +208,7 @@ def run(value_size: int, keys: int | None, work_from: str, workdir: Path,
         gaps = {}
         for alloc in ALLOCATORS:
             gaps[alloc] = {n: {s: p["ns_per_key"][s] - predicted[alloc][s][n]["ns_per_key"]
-                               for s in sides} for n in sets}
+                               for s in sides} for n in predicted[alloc]["base"]}
         p["gap_ns_per_key"] = gaps
         g = p["scale_growth"] or {}
         p["gap_scaled_ns_per_key"] = {
@@ -222,13 +223,13 @@ def run(value_size: int, keys: int | None, work_from: str, workdir: Path,
 
 
 def _summary(doc: dict[str, Any]) -> list[str]:
-    out = []
+    out = [f"{doc['value_size']} B, {doc['keys']:,} keys on {doc['cpu']}:"]
     pred = doc["predicted"]
     for p in doc["published"]:
         out.append(f"{p['row']}: published {p['ns_per_key']['base']:.0f} / "
                    f"{p['ns_per_key']['opt']:.0f} ns per key before / after")
     for alloc, by in pred.items():
-        for n in doc["settings"]:
+        for n in by["base"]:
             b, o = by["base"][n], by["opt"][n]
             out.append(f"  {alloc:<5} {n:<16} {b['ns_per_key']:7.1f} / {o['ns_per_key']:7.1f} "
                        f"ns per key ({b['cycles_per_key']:.0f} / {o['cycles_per_key']:.0f} "
@@ -239,8 +240,8 @@ def _summary(doc: dict[str, Any]) -> list[str]:
 def main(argv: list[str] | None = None,
          prog: str = "python -m kvsim.experiments.seed_load_gap") -> int:
     ap = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
-    ap.add_argument("--value-size", type=int, default=8,
-                    help="the seed rows' value bytes (8, 32 or 256)")
+    ap.add_argument("--value-sizes", default="8",
+                    help="the seed rows' value bytes (comma-separated: 8, 32, 256)")
     ap.add_argument("--keys", type=int, default=None,
                     help="keys traced (default: the seed_absolute cells' at full scale)")
     ap.add_argument("--work-from", default=WORK_FROM,
@@ -254,13 +255,17 @@ def main(argv: list[str] | None = None,
     try:
         if a.keys is not None and a.keys < 1:
             raise ValueError("--keys: at least 1")
+        sizes = [int(x) for x in a.value_sizes.split(",") if x.strip()]
+        for v in sizes:
+            seed_rows(v)  # every size checked before any is traced
         with tempfile.TemporaryDirectory(prefix="kvsim-seedgap-") as d:
-            doc = run(a.value_size, a.keys, a.work_from, Path(d), log)
+            rows = [run(v, a.keys, a.work_from, Path(d), log) for v in sizes]
     except (ConfigError, ValueError, OSError) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
-    print("\n".join(_summary(doc)))
-    return provenance.publish(prog, out, {"command": provenance.command(), **doc})
+    for doc in rows:
+        print("\n".join(_summary(doc)))
+    return provenance.publish(prog, out, {"command": provenance.command(), "rows": rows})
 
 
 if __name__ == "__main__":

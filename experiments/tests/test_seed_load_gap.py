@@ -46,20 +46,21 @@ def test_the_published_figures_are_the_seed_tables():
 
 def test_a_tiny_run_end_to_end(tmp_path, capsys):
     out = tmp_path / "g.json"
-    assert g.main(["--value-size", "8", "--keys", "400", "--out", str(out)]) == 0
-    doc = json.loads(out.read_text())
+    assert g.main(["--value-sizes", "8", "--keys", "400", "--out", str(out)]) == 0
+    (doc,) = json.loads(out.read_text())["rows"]
     assert doc["keys"] == 400 and doc["sides"] == {"base": "none",
                                                    "opt": "prefetch-after-key"}
-    for alloc in g.ALLOCATORS:
-        for side in ("base", "opt"):
-            by = doc["predicted"][alloc][side]
-            assert set(by) == set(doc["settings"])
-            base = by["base"]
-            assert base["cycles_per_key"] > 0 and base["instructions_per_key"] > 100
-            assert by["kernel_0"]["ns_per_key"] < base["ns_per_key"] < by["kernel_x2"][
-                "ns_per_key"]
-            assert by["dram_x2"]["ns_per_key"] >= base["ns_per_key"]
-            assert by["clock_base"]["ns_per_key"] > base["ns_per_key"]
+    for side in ("base", "opt"):
+        assert set(doc["predicted"]["libc"][side]) == {"base"}
+        assert doc["predicted"]["libc"][side]["base"]["instructions_per_key"] > 100
+        by = doc["predicted"]["arena"][side]
+        assert set(by) == set(doc["settings"])
+        base = by["base"]
+        assert base["cycles_per_key"] > 0 and base["instructions_per_key"] > 100
+        assert by["kernel_0"]["ns_per_key"] < base["ns_per_key"] < by["kernel_x2"][
+            "ns_per_key"]
+        assert by["dram_x2"]["ns_per_key"] >= base["ns_per_key"]
+        assert by["clock_base"]["ns_per_key"] > base["ns_per_key"]
     kinds = doc["kinds_of_work"]
     assert kinds["cycles_per_key"]["generic"] > 0
     assert 0 < kinds["work_free_cycles_per_key"] < doc["predicted"]["arena"]["base"][
@@ -72,7 +73,7 @@ def test_a_tiny_run_end_to_end(tmp_path, capsys):
 
 def test_a_size_with_no_seed_row_is_one_line(tmp_path, capsys):
     out = tmp_path / "g.json"
-    assert g.main(["--value-size", "7", "--out", str(out)]) == 2
+    assert g.main(["--value-sizes", "8,7", "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "no seed load row" in err[0]
+    assert len(err) == 1 and "--value-size 7: no seed load row" in err[0]
     assert not out.exists()
