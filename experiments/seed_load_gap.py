@@ -11,18 +11,20 @@ the seed's preset at 0.50-0.73 of the published time, before and after the chang
 traces the row's pair as that table's cells do (the seed row's options at
 :func:`~kvsim.experiments.seed_absolute.sim_keys`' keys, ``--keys`` to override: c_ref's
 defaults, the snapshot's read(2) calls and the fresh arena's page faults in the trace), once
-with c_ref's arena (the cells' allocator) and once with the C library's malloc traced
-(``--allocator libc``: a general-purpose allocator's work per key, as Valkey's jemalloc does
-and the arena does not). Each trace is simulated on the preset and on copies of it that
-change one thing (:data:`SETTINGS`: the ablation's settings of the same names,
-:data:`kvsim.experiments.ablation.SETTINGS`, and this study's: the 8255C's base clock, the
-load's kernel calls free or twice their cost, the ``[work]`` rates of a calibrated CPU file,
-``--work-from``). The baseline's predicted time is split into parts: instructions per key, the
-stall causes, demand misses per level, walks, DRAM reads, the kernel's calls, and each kind of
-work (the time less the same with that kind free: :func:`kvsim.experiments.load_split.
-_kind_split`). Each figure is set beside the published ns per key of the seed's rows of that
-value size (cluster mode off), unscaled and, where ``results/scale.json`` has the pair, scaled
-by its growth of cycles per key (as the table scales). Simulation only; nothing native is run.
+with c_ref's arena (the cells' allocator) and once with the C library's malloc
+(``--allocator libc``: its accesses traced, not its instructions). Each trace is simulated on
+the preset and on copies of it that change one thing (:func:`settings`: the ablation's
+settings of the same names, :data:`kvsim.experiments.ablation.SETTINGS`, and this study's: a
+walk that reads a page-table line, the 8255C's base clock, the load's kernel calls free or
+twice their cost, the ``[work]`` rates of a calibrated CPU file, ``--work-from``, and every
+rate over Valkey's instructions per key over c_ref's, measured by callgrind,
+``--callgrind``). The baseline's predicted time is split into parts: instructions per key,
+the stall causes, demand misses per level, walks, DRAM reads, the kernel's calls, and each
+kind of work (the time less the same with that kind free:
+``kvsim.experiments.load_split._kind_split``). Each figure is set beside the published ns per
+key of the seed's rows of that value size (cluster mode off), unscaled and, where
+``results/scale.json`` has the pair, scaled by its growth of cycles per key (as the table
+scales). Simulation only; nothing native is run.
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ RESULT_NAME = "seed-load-gap-xeon-8255c.json"
 PRESET = "xeon-8255c"
 #: the CPU file whose measured ``[work]`` rates ``work_calibrated`` puts on the preset
 WORK_FROM = "results/calibrate-xeon-m167-q15-quick.toml"
+#: callgrind's instructions per key of Valkey's load and of c_ref's (its arena) on the same
+#: keys (``python -m kvsim.experiments.load_split callgrind``): ``work_valkey``'s factor
+CALLGRIND = "results/load-split-callgrind-work.json"
 #: the 8255C's base clock (the preset's src S17: 2.5 GHz; the preset runs at 3.0, the
 #: all-core clock a host reported, S18)
 BASE_CLOCK_GHZ = 2.5
@@ -66,8 +71,22 @@ def _kernel(scale: float) -> Callable[[CpuConfig], CpuConfig]:
     return change
 
 
-def settings(work_from: str) -> dict[str, tuple[str, Callable[[CpuConfig], CpuConfig]]]:
-    """setting -> (what it changes, CPU change): :data:`ABLATION`'s, then this study's."""
+def valkey_over_cref(callgrind: str, value_size: int) -> float:
+    """Valkey's instructions per key over c_ref's arena load's at ``value_size`` in a
+    ``load_split callgrind`` result."""
+    import json
+
+    for p in json.loads(Path(callgrind).read_text())["profiles"]:
+        if p["value_bytes"] == value_size and "valkey" in p and "cref-arena" in p:
+            return p["valkey"]["instructions_per_key"] / p["cref-arena"]["instructions_per_key"]
+    raise ValueError(f"{callgrind}: no valkey and cref-arena profile of {value_size} B")
+
+
+def settings(work_from: str, valkey_factor: float = 1.0
+             ) -> dict[str, tuple[str, Callable[[CpuConfig], CpuConfig]]]:
+    """setting -> (what it changes, CPU change): :data:`ABLATION`'s, then this study's;
+    ``valkey_factor``: Valkey's instructions per key over c_ref's (:func:`valkey_over_cref`),
+    ``work_valkey``'s."""
     from kvsim.experiments import ablation
 
     other = load_cpu(work_from)
@@ -84,6 +103,10 @@ def settings(work_from: str) -> dict[str, tuple[str, Callable[[CpuConfig], CpuCo
         "work_calibrated": (f"the [work] rates of {work_from} (measured on an Intel guest), "
                             "its gap model's", lambda c: c.with_changes(
                                 work=other.work, work_gap_model=other.work_gap_model)),
+        "work_valkey": (f"every [work] rate over {valkey_factor:.3f}, Valkey's instructions per "
+                        "key over c_ref's (callgrind): c_ref's work done at Valkey's count",
+                        lambda c: c.with_changes(work=tuple((k, r / valkey_factor)
+                                                            for k, r in c.work))),
     })
     return out
 
@@ -166,7 +189,7 @@ def _growth(row: Any, keys: int) -> dict[str, Any] | None:
 
 
 def run(value_size: int, keys: int | None, work_from: str, workdir: Path,
-        log=lambda m: None) -> dict[str, Any]:
+        log=lambda m: None, callgrind: str = CALLGRIND) -> dict[str, Any]:
     """The study: both sides traced with each allocator and simulated under every setting;
     the baseline's kinds of work; the published figures beside them."""
     from kvsim.experiments import cref, load_split
@@ -176,7 +199,8 @@ def run(value_size: int, keys: int | None, work_from: str, workdir: Path,
     row = rows[0]
     keys = keys or sa.sim_keys(row, "full")
     base = load_cpu(PRESET)
-    sets = settings(work_from)
+    factor = valkey_over_cref(callgrind, value_size)
+    sets = settings(work_from, factor)
     cpus = {n: change(base) for n, (_, change) in sets.items()}
     sides = {"base": "none", "opt": row.cref_variant}
     predicted: dict[str, dict[str, Any]] = {}
@@ -218,7 +242,9 @@ def run(value_size: int, keys: int | None, work_from: str, workdir: Path,
             "keys": keys, "sides": sides, "options": dict(row.config),
             "allocators": {"arena": "c_ref's arena (the seed_absolute cells' traces)",
                            "libc": "the C library's malloc and free, traced"},
-            "work_from": work_from, "settings": {n: d for n, (d, _) in sets.items()},
+            "work_from": work_from, "callgrind": callgrind,
+            "valkey_instructions_over_cref": factor,
+            "settings": {n: d for n, (d, _) in sets.items()},
             "predicted": predicted, "kinds_of_work": kinds, "published": pub}
 
 
@@ -246,6 +272,8 @@ def main(argv: list[str] | None = None,
                     help="keys traced (default: the seed_absolute cells' at full scale)")
     ap.add_argument("--work-from", default=WORK_FROM,
                     help="the CPU file whose [work] rates work_calibrated uses")
+    ap.add_argument("--callgrind", default=CALLGRIND,
+                    help="a load_split callgrind result: work_valkey's factor")
     provenance.add_out_option(ap, RESULT_NAME)
     a = ap.parse_args(argv)
     out = provenance.out_path(a.out, RESULT_NAME)
@@ -258,8 +286,9 @@ def main(argv: list[str] | None = None,
         sizes = [int(x) for x in a.value_sizes.split(",") if x.strip()]
         for v in sizes:
             seed_rows(v)  # every size checked before any is traced
+            valkey_over_cref(a.callgrind, v)
         with tempfile.TemporaryDirectory(prefix="kvsim-seedgap-") as d:
-            rows = [run(v, a.keys, a.work_from, Path(d), log) for v in sizes]
+            rows = [run(v, a.keys, a.work_from, Path(d), log, a.callgrind) for v in sizes]
     except (ConfigError, ValueError, OSError) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2

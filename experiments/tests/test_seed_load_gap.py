@@ -14,10 +14,11 @@ from kvsim.sim.config import load_cpu
 def test_each_setting_changes_what_it_names():
     cpu = load_cpu(g.PRESET)
     other = load_cpu(g.WORK_FROM)
-    for name, (_, change) in g.settings(g.WORK_FROM).items():
+    for name, (_, change) in g.settings(g.WORK_FROM, 1.3).items():
         c = change(cpu)
         assert (c == cpu) == (name == "base"), name
-    s = g.settings(g.WORK_FROM)
+    s = g.settings(g.WORK_FROM, 1.3)
+    assert dict(s["work_valkey"][1](cpu).work) == {k: r / 1.3 for k, r in cpu.work}
     assert s["clock_base"][1](cpu).freq_ghz == g.BASE_CLOCK_GHZ != cpu.freq_ghz
     free = s["kernel_0"][1](cpu).syscall
     twice = s["kernel_x2"][1](cpu).syscall
@@ -42,6 +43,20 @@ def test_the_published_figures_are_the_seed_tables():
         b, o = want[p["keys"]]
         assert abs(p["ns_per_key"]["base"] - b * 1e9 / p["keys"]) < 1e-9
         assert abs(p["cycles_per_key"]["opt"] - o * 3e9 / p["keys"]) < 1e-6
+
+
+def test_valkeys_count_over_crefs_is_the_callgrind_files(tmp_path):
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps({"profiles": [
+        {"value_bytes": 8, "valkey": {"instructions_per_key": 3000.0},
+         "cref-arena": {"instructions_per_key": 2400.0}}]}))
+    assert g.valkey_over_cref(str(f), 8) == 1.25
+    try:
+        g.valkey_over_cref(str(f), 32)
+    except ValueError as e:
+        assert "no valkey and cref-arena profile of 32 B" in str(e)
+    else:
+        raise AssertionError("a size without a profile passed")
 
 
 def test_a_tiny_run_end_to_end(tmp_path, capsys):
