@@ -92,3 +92,25 @@ def test_a_size_with_no_seed_row_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--value-size 7: no seed load row" in err[0]
     assert not out.exists()
+
+
+def test_the_tables_diagnosis_names_each_changes_move_from_the_file(tmp_path, monkeypatch):
+    f = tmp_path / "gap.json"
+    by = {"base": {"ns_per_key": 300.0}, "work_valkey": {"ns_per_key": 350.0},
+          "clock_base": {"ns_per_key": 340.0}, "dram_x2": {"ns_per_key": 380.0}}
+    f.write_text(json.dumps({"rows": [{"value_size": 8, "cpu": "xeon-8255c", "keys": 1000,
+                                       "freq_ghz": 3.0, "predicted": {"arena": {
+                                           "base": by}}}]}))
+    monkeypatch.setattr(sa, "LOAD_GAP_JSON", f)
+    rows = [r for r in sa.seed_rows() if r.kind.workload == "load" and r.value_bytes == 8]
+    off = next(r for r in rows if not r.cluster)
+    text = sa._load_gap(off)
+    assert "Valkey's instruction count +150, the base clock +120, DRAM latency x2 +240" in text
+    assert "kernel" not in text and "at 1,000 keys" in text
+    assert sa._load_gap(next(r for r in rows if r.cluster)) == ""
+    line = {"gap_cycles_per_key_base": 600.0, "gap_cycles_per_key_opt": 590.0,
+            "base_verdict": "low", "opt_verdict": "low"}
+    assert sa._diagnosis(off, line).endswith(text)
+    big = next(r for r in sa.seed_rows() if r.kind.workload == "load" and not r.cluster
+               and r.value_bytes == 4096)
+    assert sa._load_gap(big) == ""
