@@ -108,6 +108,9 @@ def settings(work_from: str, valkey_factor: float = 1.0
                         lambda c: c.with_changes(work=tuple((k, r / valkey_factor)
                                                             for k, r in c.work))),
     })
+    out["work_valkey_clock_base"] = (
+        "the two together: Valkey's count at the base clock",
+        lambda c: out["work_valkey"][1](out["clock_base"][1](c)))
     return out
 
 

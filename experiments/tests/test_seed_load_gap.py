@@ -19,6 +19,9 @@ def test_each_setting_changes_what_it_names():
         assert (c == cpu) == (name == "base"), name
     s = g.settings(g.WORK_FROM, 1.3)
     assert dict(s["work_valkey"][1](cpu).work) == {k: r / 1.3 for k, r in cpu.work}
+    both = s["work_valkey_clock_base"][1](cpu)
+    assert both.work == s["work_valkey"][1](cpu).work
+    assert both.freq_ghz == g.BASE_CLOCK_GHZ
     assert s["clock_base"][1](cpu).freq_ghz == g.BASE_CLOCK_GHZ != cpu.freq_ghz
     free = s["kernel_0"][1](cpu).syscall
     twice = s["kernel_x2"][1](cpu).syscall
