@@ -66,6 +66,7 @@ LOAD_GAP_JSON = Path(__file__).resolve().parents[1] / "results" / \
     "seed-load-gap-xeon-8255c.json"
 #: the settings of LOAD_GAP_JSON the diagnosis names, in its words
 LOAD_GAP_NAMED = {"work_valkey": "Valkey's instruction count", "clock_base": "the base clock",
+                  "work_valkey_clock_base": "the two together",
                   "kernel_x2": "kernel calls x2", "dram_x2": "DRAM latency x2",
                   "walk_x2": "walks x2"}
 #: scale.json's pair -> the c_ref variant of its side b (kvsim.experiments.scale.PAIRS)
@@ -330,7 +331,8 @@ def _load_gap(row: SeedRow) -> str:
         moves = ", ".join(
             f"{label} {(by[s]['ns_per_key'] - by['base']['ns_per_key']) * r['freq_ghz']:+.0f}"
             for s, label in LOAD_GAP_NAMED.items() if s in by)
-        return (f"; one change at a time, cycles per key before at {r['keys']:,} keys: "
+        return (f"; what changes to the preset move the cycles per key before, at "
+                f"{r['keys']:,} keys: "
                 f"{moves} ({LOAD_GAP_JSON.parent.name}/{LOAD_GAP_JSON.name})")
     return ""
 
