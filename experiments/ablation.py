@@ -39,7 +39,8 @@ import os
 import statistics
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,30 @@ def validation_pair(name: str, scale: str) -> tuple[dict[str, Any], int] | None:
                  "role": "held-back" if p["held_back"] else "tuning",
                  "seed": _catalogue.get(name).seed}, int(p["common"]["keys"]))
     return None
+
+
+@contextmanager
+def validation_pairs(names: list[str], scale: str, instead: bool = False
+                     ) -> Iterator[list[str]]:
+    """Within the block, the names of ``names`` that a validation row runs are in
+    :data:`PAIRS` and :data:`SCALES` as that row at ``scale`` (:func:`validation_pair`), so
+    that :func:`predict_pair` and :func:`native_pair` run them: those that are not ablation
+    pairs, and with ``instead`` the ablation's own pairs too (the row's sizes and options in
+    place of the ablation's); yields the names changed."""
+    saved: dict[str, tuple[dict[str, Any] | None, int | None]] = {}
+    for x in names:
+        got = validation_pair(x, scale) if instead or x not in PAIRS else None
+        if got is not None and x not in saved:
+            saved[x] = (PAIRS.get(x), SCALES[scale].get(x))
+            PAIRS[x], SCALES[scale][x] = got
+    try:
+        yield list(saved)
+    finally:
+        for x, (pair, keys) in saved.items():
+            if pair is None:
+                del PAIRS[x], SCALES[scale][x]
+            else:
+                PAIRS[x], SCALES[scale][x] = pair, keys
 
 
 def _scale(x: float, f: float) -> int:
@@ -228,8 +253,11 @@ def _ops_of(header: dict, workload: str) -> int:
 
 
 def predict_pair(name: str, keys: int, cpu: CpuConfig, workdir: Path,
-                 settings: list[str], log=lambda m: None) -> dict[str, Any]:
-    """Predicted ns per operation of both sides of pair ``name`` under every setting."""
+                 settings: list[str], log=lambda m: None,
+                 trace_options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Predicted ns per operation of both sides of pair ``name`` under every setting;
+    ``trace_options``: c_ref options added to both traces (a validation row's traced run,
+    a load's restarted pages: :func:`kvsim.experiments.validation._pairs`'s ``sim``)."""
     from kvsim import sim
     from kvsim.experiments import cref
 
@@ -240,8 +268,9 @@ def predict_pair(name: str, keys: int, cpu: CpuConfig, workdir: Path,
         slug = "-".join(f"{k}-{x}" for k, x in v.items()) if isinstance(v, dict) else v
         path = workdir / f"{name}-{slug}.kvt"
         log(f"{name}: trace {v}")
-        cref.trace(p["workload"], str(path), _options(name, keys, p["trace_ops"],
-                                                      p["warmup_ops"], v))
+        cref.trace(p["workload"], str(path), {**_options(name, keys, p["trace_ops"],
+                                                         p["warmup_ops"], v),
+                                              **(trace_options or {})})
         with traces.open(str(path)) as r:
             header = r.header
         ops = _ops_of(header, p["workload"])
@@ -427,17 +456,8 @@ def main(argv: list[str] | None = None, prog: str = "kvsim ablate") -> int:
     a = ap.parse_args(argv)
     pairs = [x.strip() for x in a.pairs.split(",") if x.strip()]
     settings = [x.strip() for x in a.settings.split(",") if x.strip()]
-    added = []  # validation pairs run for this command only (validation_pair)
-    for x in pairs:
-        got = validation_pair(x, a.scale) if x not in PAIRS else None
-        if got is not None:
-            PAIRS[x], SCALES[a.scale][x] = got
-            added.append(x)
-    try:
+    with validation_pairs(pairs, a.scale):  # for this command only
         return _main(a, pairs, settings, prog, argv)
-    finally:
-        for x in added:
-            del PAIRS[x], SCALES[a.scale][x]
 
 
 def _main(a: argparse.Namespace, pairs: list[str], settings: list[str], prog: str,

@@ -60,6 +60,15 @@ SCALE_JSON = Path(__file__).resolve().parents[1] / "results" / "scale.json"
 #: the newest scale.json rows the tables read (ISO UTC date; None: those written up to the
 #: newest cell); :func:`reassemble` sets it for the cells of an older model
 SCALE_UNTIL: str | None = None
+#: the seed's small-value loads on their preset under one change at a time (``python -m
+#: kvsim.experiments.seed_load_gap``): what the diagnosis says each change moves
+LOAD_GAP_JSON = Path(__file__).resolve().parents[1] / "results" / \
+    "seed-load-gap-xeon-8255c.json"
+#: the settings of LOAD_GAP_JSON the diagnosis names, in its words
+LOAD_GAP_NAMED = {"work_valkey": "Valkey's instruction count", "clock_base": "the base clock",
+                  "work_valkey_clock_base": "the two together",
+                  "kernel_x2": "kernel calls x2", "dram_x2": "DRAM latency x2",
+                  "walk_x2": "walks x2"}
 #: scale.json's pair -> the c_ref variant of its side b (kvsim.experiments.scale.PAIRS)
 SCALE_VARIANT = {"keys": "valkey", "save": "valkey", "load": "prefetch-after-key"}
 
@@ -306,7 +315,26 @@ def _diagnosis(row: SeedRow, line: dict[str, Any]) -> str:
     if walk is not None:
         text += (f"; one page-table read per walk: {walk:.0f} cycles per key before at "
                  f"{line['walk_reads_1_keys']:,} keys (scale.json)")
-    return text
+    return text + _load_gap(row)
+
+
+def _load_gap(row: SeedRow) -> str:
+    """What each change of :data:`LOAD_GAP_NAMED` moves the row's predicted cycles per key
+    before the change (at the preset's clock), from :data:`LOAD_GAP_JSON`'s row of the same
+    value size and preset (cluster mode off); empty without one."""
+    if row.kind.workload != "load" or row.cluster or not LOAD_GAP_JSON.is_file():
+        return ""
+    for r in json.loads(LOAD_GAP_JSON.read_text()).get("rows", []):
+        if r["value_size"] != row.value_bytes or r["cpu"] != row.kind.preset:
+            continue
+        by = r["predicted"]["arena"]["base"]
+        moves = ", ".join(
+            f"{label} {(by[s]['ns_per_key'] - by['base']['ns_per_key']) * r['freq_ghz']:+.0f}"
+            for s, label in LOAD_GAP_NAMED.items() if s in by)
+        return (f"; what changes to the preset move the cycles per key before, at "
+                f"{r['keys']:,} keys: "
+                f"{moves} ({LOAD_GAP_JSON.parent.name}/{LOAD_GAP_JSON.name})")
+    return ""
 
 
 _SHORT = {"iterate_keys": "KEYS", "iterate_save": "SAVE", "rdb_load_prefetch": "load"}

@@ -31,7 +31,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from kvsim import provenance, traces
+from kvsim import provenance
 from kvsim.experiments import ablation, copy_fetch
 from kvsim.sim.config import ConfigError, CpuConfig, load_cpu
 
@@ -44,10 +44,13 @@ KERNELS = {"touch_flushed": (("touch", "flushed"),),
            "copy_pool": (("read", "pool"),)}
 
 
-#: variant -> (what it is, CPU change): the file, and the ablation's settings of the same
-#: names (experiments/ablation.py SETTINGS "pf_stream_queue", "pf_stream_queue_d16")
+#: variant -> the ablation's setting it is (experiments/ablation.py SETTINGS: one _below_l1,
+#: not a second copy)
+SETTING_OF = {"file": "base", "stream_queue": "pf_stream_queue",
+              "stream_queue_d16": "pf_stream_queue_d16"}
+#: variant -> (what it is, CPU change)
 VARIANTS = {
-    "file": ("the CPU file as it is", lambda c: c),
+    "file": ("the CPU file as it is", ablation.SETTINGS["base"][1]),
     "stream_queue": ("arrival, stores and hits on every prefetcher below L1",
                      ablation.SETTINGS["pf_stream_queue"][1]),
     "stream_queue_d16": ("the same, the stream prefetchers' degree 16",
@@ -101,37 +104,30 @@ def kernels(nat: dict[str, Any], cpu_path: str, sizes: tuple[int, ...],
 def validation_rows(names: list[str], cpu_path: str, workdir: Path,
                     log=lambda m: None) -> list[dict[str, Any]]:
     """The validation's rows whose catalogue pair is in ``names`` (full scale), each side
-    traced as the validation traces it and simulated under every variant: ns per op."""
-    from kvsim import sim
-    from kvsim.experiments import cref, validation
+    traced as the validation traces it and simulated under every variant: ns per op. The
+    ablation's pass over a pair (:func:`kvsim.experiments.ablation.predict_pair`, the row's
+    sizes and options: :func:`~kvsim.experiments.ablation.validation_pairs`) under the
+    variants' settings (:data:`SETTING_OF`)."""
+    from kvsim.experiments import validation
 
     base = load_cpu(cpu_path)
-    cpus = [change(base) for _, change in VARIANTS.values()]
+    settings = list(SETTING_OF.values())
     out = []
-    for p in validation._pairs("full"):
-        name = validation._PAIR_OF_ROW.get(p["row"])
-        if name not in names:
-            continue
-        sides: dict[str, Any] = {}
-        for side in ("a", "b"):
-            opts = {**p["common"], **p["sim"], **p[side]}
-            if p["warmup_ops"]:
-                opts["warmup_ops"] = p["warmup_ops"]
-            path = workdir / f"{name}-{side}.kvt"
-            log(f"{p['row']}: trace side {side}")
-            cref.trace(p["workload"], str(path), opts)
-            with traces.open(str(path)) as r:
-                ops = ablation._ops_of(r.header, p["workload"])
-            rec = traces.read_all(str(path))
-            res = sim.simulate_many(rec, cpus, validate=False)
-            sides["baseline" if side == "a" else "variant"] = {
-                label: {"ns_per_op": rs["timing"]["time_ns"] / ops, "mlp": rs["timing"]["mlp"]}
-                for label, rs in zip(VARIANTS, res, strict=True)}
-            path.unlink()
-        out.append({"row": p["row"], "pair": name, "options": {**p["common"], **p["sim"]},
-                    "sides": sides})
-        log(f"{p['row']}: " + ", ".join(
-            f"{v} {sides['baseline'][v]['ns_per_op']:.1f}" for v in VARIANTS))
+    with ablation.validation_pairs(names, "full", instead=True):
+        for p in validation._pairs("full"):
+            name = validation._PAIR_OF_ROW.get(p["row"])
+            if name not in names:
+                continue
+            pred = ablation.predict_pair(
+                name, ablation.SCALES["full"][name], base, workdir, settings, log,
+                trace_options={k: v for k, v in p["sim"].items() if k != "ops"})
+            sides = {label: {v: {k: pred[side]["settings"][s][k] for k in ("ns_per_op", "mlp")}
+                             for v, s in SETTING_OF.items()}
+                     for label, side in (("baseline", "base"), ("variant", "variant"))}
+            out.append({"row": p["row"], "pair": name,
+                        "options": {**p["common"], **p["sim"]}, "sides": sides})
+            log(f"{p['row']}: " + ", ".join(
+                f"{v} {sides['baseline'][v]['ns_per_op']:.1f}" for v in VARIANTS))
     return out
 
 

@@ -156,3 +156,17 @@ def test_a_validation_rows_pair_is_ablated_at_its_size(tmp_path, monkeypatch):
     assert rows["keys"]["keys"] == ablation.SCALES["small"]["keys"]
     assert ablation.main(["--cpu", "epyc-7713", "--pairs", "no-such-pair", "--no-native",
                           "--out", str(out) + "x"]) == 2
+
+
+def test_validation_pairs_adds_and_with_instead_replaces_then_restores():
+    own = dict(ablation.PAIRS["unified"]), ablation.SCALES["full"]["unified"]
+    with ablation.validation_pairs(["load-8", "unified", "no-such-pair"], "full") as added:
+        assert added == ["load-8"]
+        assert ablation.PAIRS["load-8"]["workload"] == "load"
+        assert ablation.SCALES["full"]["load-8"] == 500_000
+        assert ablation.PAIRS["unified"] == own[0]
+    assert "load-8" not in ablation.PAIRS and "load-8" not in ablation.SCALES["full"]
+    with ablation.validation_pairs(["unified"], "full", instead=True) as added:
+        assert added == ["unified"]
+        assert ablation.SCALES["full"]["unified"] == 500_000 != own[1]
+    assert (ablation.PAIRS["unified"], ablation.SCALES["full"]["unified"]) == own

@@ -46,3 +46,34 @@ def test_a_file_that_is_not_a_native_result_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not a calibrate_copy result" in err[0]
     assert not out.exists()
+
+
+def test_the_rows_are_the_ablations_pass_over_the_validations_pairs(monkeypatch, tmp_path):
+    """validation_rows runs ablation.predict_pair on each row's pair as the validation runs
+    it (its keys, its traced run's options: a load's reused pages), under the variants'
+    settings, and leaves the ablation's own pairs as they were."""
+    from kvsim.experiments import ablation
+
+    before = dict(ablation.PAIRS["unified"])
+    calls = []
+
+    def fake(name, keys, cpu, workdir, settings, log=None, trace_options=None):
+        calls.append((name, keys, dict(ablation.PAIRS[name]), list(settings), trace_options))
+        side = {"settings": {s: {"ns_per_op": 10.0 + i, "mlp": 1.0 + i, "ipc": 1.0}
+                             for i, s in enumerate(settings)}}
+        return {"base": side, "variant": side, "speedup": {}}
+
+    monkeypatch.setattr(ablation, "predict_pair", fake)
+    rows = sq.validation_rows(["load-4096", "unified"], "xeon-8255c", tmp_path)
+    assert [r["pair"] for r in rows] == ["unified", "load-4096"]  # the validation's order
+    by = {c[0]: c for c in calls}
+    assert by["load-4096"][1] == 40_000 and by["load-4096"][4] == {"restart_pages": "reused"}
+    assert by["unified"][1] == 500_000 and by["unified"][4] == {}
+    assert by["unified"][2]["trace_ops"] == 100_000  # the row's, not the ablation's
+    assert all(c[3] == list(sq.SETTING_OF.values()) for c in calls)
+    for r in rows:
+        assert set(r["sides"]) == {"baseline", "variant"}
+        assert r["sides"]["baseline"]["file"] == {"ns_per_op": 10.0, "mlp": 1.0}
+        assert r["sides"]["variant"]["stream_queue_d16"] == {"ns_per_op": 12.0, "mlp": 3.0}
+    assert rows[1]["options"]["restart_pages"] == "reused"
+    assert ablation.PAIRS["unified"] == before and "load-4096" not in ablation.PAIRS
