@@ -47,7 +47,7 @@ MIB = 1 << 20
 FIXABLE = ("walk4k", "walk", "stlb", "host")
 #: The ``[tlb]`` keys a variant may set (``tlb.KEY=VALUE``), with their types.
 TLB_KEYS = {"walk_retention_ns": float, "host_read_ns": float, "host_page_size": str,
-            "l2_entries": int, "walkers": int,
+            "l2_entries": int, "walkers": int, "walk_reads": int,
             "walk_last_level": lambda v: {"true": True, "false": False,
                                           "guest": "guest"}[v.lower()]}
 
