@@ -793,23 +793,6 @@ def fit_translation(cpu, chase_4k: dict[int, float], walk_reads: int,
             "coefficients": [[float(u), float(v)] for u, v in rows]}
 
 
-def choose_walk_reads(cpu, chase_4k: dict[int, float], guest: bool) -> dict:
-    """The translation fit (:func:`fit_translation`) with the page-table reads a walk makes:
-    one (the guest's leaf entry) on bare metal; in a guest (nested paging) the one of two
-    (the host's leaf entry as well) and one whose fit to the 4 KiB-page chases has the
-    smaller root-mean-square relative residual (``walk_reads_rms`` in the result). A
-    hypervisor does not say where the host's entries are served: on one host a nested walk
-    reads them from memory, on another the walker's caches keep the host's translations
-    (the host maps the guest with large pages), and the 4 KiB-page chases then cost no
-    more per walk than the guest's own read (sim/VALIDATION.md, finding 35)."""
-    import numpy as np
-
-    fits = {r: fit_translation(cpu, chase_4k, r) for r in ((2, 1) if guest else (1,))}
-    rms = {r: float(np.sqrt(np.mean(np.square(f["residual_rel"])))) for r, f in fits.items()}
-    best = min(fits, key=lambda r: (rms[r], -r))
-    return dict(fits[best], walk_reads_rms={str(r): round(v, 4) for r, v in rms.items()})
-
-
 # --- the CPU file --------------------------------------------------------------------------
 
 def thp_mode(path: Path = Path("/sys/kernel/mm/transparent_hugepage/enabled")) -> str:
@@ -968,8 +951,8 @@ def build_doc(raw: dict, levels: list[dict], ident: dict, *, quick: bool,
     if table and "tlb" in doc and len(chase_4k) >= 2:
         # the model's own prediction of the 4 KiB-page chases fixes DRAM and the walk
         guest = raw.get("hypervisor", False)
-        translation = choose_walk_reads(parse_cpu(doc, "calibrate"), chase_4k, guest)
-        reads = translation["walk_reads"]
+        reads = 2 if guest else 1
+        translation = fit_translation(parse_cpu(doc, "calibrate"), chase_4k, reads)
         # a fit that reads no DRAM (the largest set within the last level) gives nothing
         # positive: kept at 1 ns so the file parses, and failed by [selfcheck] dram.latency
         doc["dram"]["latency_ns"] = max(1.0, round(translation["dram_latency_ns"], 1))
@@ -987,11 +970,9 @@ def build_doc(raw: dict, levels: list[dict], ident: dict, *, quick: bool,
             "dram.src.latency_ns)")
         doc["tlb"]["src"]["walk_reads"] = (
             "cpuinfo: 'hypervisor' flag: nested paging, a walk reads the guest's and the "
-            "host's leaf page-table entries" if reads == 2 else
+            "host's leaf page-table entries" if guest else
             "a walk reads the leaf page-table entry (the upper levels stay in the walker's "
-            "caches)" + ("; cpuinfo: 'hypervisor' flag, but the 4 KiB-page chases fit "
-                         "better without the host's entry ([meta.raw] translation_fit "
-                         "walk_reads_rms)" if guest else ""))
+            "caches)")
     hierarchy = None
     if translation is not None:
         hierarchy = _fit_hierarchy(doc, raw, levels, sizes, curve, chase_4k, huge, log,
@@ -1122,6 +1103,14 @@ def _fit_hierarchy(doc: dict, raw: dict, levels: list[dict], sizes: list[int],
                             for q, e in errs.items())
                 + ", each with its levels fitted) with each page in a random frame "
                 "(sim/placement.py): the levels past L1 are indexed by the physical address")
+        wr = out["chosen"].get("walk_reads")
+        if wr is not None and wr["walk_reads"] == 1:
+            t["src"]["walk_reads"] = (
+                "cpuinfo: 'hypervisor' flag (nested paging), but the chases' least squares "
+                f"put the host's page-table read at {wr['host_read_ns']:.3g} ns, not above the "
+                "last level's: a walk reads the guest's leaf entry alone, the host's "
+                "translations stay in the walker's caches (sim.calibrate_fit, "
+                f"error {wr['error_without']:.4g} without the host's read)")
         if t.get("host_read_ns"):
             t["src"]["host_read_ns"] = (
                 f"{how}: a read of the host's page-table entries from memory (nested paging)")

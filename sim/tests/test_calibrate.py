@@ -423,28 +423,6 @@ def test_fit_translation_recovers_dram_and_walk():
     assert max(map(abs, nfit["residual_rel"])) < 0.06
 
 
-def test_choose_walk_reads_by_the_4k_chases():
-    """In a guest, the walk's page-table reads are the count whose translation fit matches
-    the 4 KiB-page chases best: two where the truth's walks read the host's entry too, one
-    where they read the guest's alone (a host whose translations the walker keeps); on bare
-    metal always one."""
-    from dataclasses import replace
-
-    from kvsim.sim import micro
-
-    _, cpu, meas2 = _translation_truth(LEVELS, 256 * MIB, FULL_CAPS)
-    truth1 = cpu.with_changes(dram_latency_ns=150.0,
-                              tlb=replace(cpu.tlb, walk_latency=200, walk_reads=1))
-    meas1 = {s: micro.predict(truth1, s, 1, 20_000, 4096, False)["ns_per_load"]
-             for s in meas2}
-    two = cal.choose_walk_reads(cpu, meas2, True)
-    one = cal.choose_walk_reads(cpu, meas1, True)
-    assert two["walk_reads"] == 2 and two["walk_reads_rms"]["2"] < two["walk_reads_rms"]["1"]
-    assert one["walk_reads"] == 1 and one["walk_reads_rms"]["1"] < one["walk_reads_rms"]["2"]
-    assert one["dram_latency_ns"] == pytest.approx(150.0, rel=0.01)
-    assert cal.choose_walk_reads(cpu, meas2, False)["walk_reads"] == 1
-
-
 def _check_file_carries_the_translation_fit(levels, top, caps, dram_low):
     """The CPU file built from raw measurements with 4 KiB-page chases carries their
     translation fit, with its provenance; its DRAM is the hierarchy fit's over every chase
