@@ -624,7 +624,7 @@ def _host_reads(doc, chosen, best, evaluate, dram_min, ghz, log):
     below the last level's latency (below nothing, on one guest: its 4 KiB-page chases cost
     barely more than the 2 MiB-page ones up to 128 MiB), the host's translations stay in
     the walker's caches and a walk reads the guest's leaf entry alone (``walk_reads`` 1,
-    sim/VALIDATION.md, finding 35), kept where its least squares give a valid file.
+    sim/VALIDATION.md, finding 37), kept where its least squares give a valid file.
     ``doc`` is changed in place; returns the state (error, unknowns, rows) kept."""
     err, x, rows = best
     host = cols(len(x))["host"]
