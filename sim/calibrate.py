@@ -1103,6 +1103,14 @@ def _fit_hierarchy(doc: dict, raw: dict, levels: list[dict], sizes: list[int],
                             for q, e in errs.items())
                 + ", each with its levels fitted) with each page in a random frame "
                 "(sim/placement.py): the levels past L1 are indexed by the physical address")
+        wr = out["chosen"].get("walk_reads")
+        if wr is not None and wr["walk_reads"] == 1:
+            t["src"]["walk_reads"] = (
+                "cpuinfo: 'hypervisor' flag (nested paging), but the chases' least squares "
+                f"put the host's page-table read at {wr['host_read_ns']:.3g} ns, not above the "
+                "last level's: a walk reads the guest's leaf entry alone, the host's "
+                "translations stay in the walker's caches (sim.calibrate_fit, "
+                f"error {wr['error_without']:.4g} without the host's read)")
         if t.get("host_read_ns"):
             t["src"]["host_read_ns"] = (
                 f"{how}: a read of the host's page-table entries from memory (nested paging)")

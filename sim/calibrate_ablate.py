@@ -11,8 +11,10 @@ native run and without the full fit's search (sim/VALIDATION.md, finding 14)::
 
 A variant is comma-separated ``key=value``: ``placement=virtual|random``, ``seed=N`` (the
 placement's), ``L<k>=SIZE:WAYS:POLICY`` (a level's geometry and replacement),
-``L<k>.inclusion=...``, ``drop=L<k>:KIND`` and ``add=L<k>:KIND`` (a hardware prefetcher of
-the level taken away or added, degree 1), ``tlb.KEY=VALUE`` (:data:`TLB_KEYS`),
+``L<k>.inclusion=...``, ``L<k>.mshrs=N`` (its miss buffers), ``dram.bandwidth_gbs=X`` (the
+DRAM channel's rate, engine.h ``dram_xfer_ticks``), ``drop=L<k>:KIND`` and
+``add=L<k>:KIND`` (a hardware prefetcher of the level taken away or added, degree 1),
+``tlb.KEY=VALUE`` (:data:`TLB_KEYS`),
 (``tlb.walk_last_level=false``: a last level that keeps no page-table line; ``=guest``:
 none of the host's, under nested paging),
 ``fix=NAME`` (an unknown of the least squares kept at the file's value instead of solved:
@@ -47,7 +49,7 @@ MIB = 1 << 20
 FIXABLE = ("walk4k", "walk", "stlb", "host")
 #: The ``[tlb]`` keys a variant may set (``tlb.KEY=VALUE``), with their types.
 TLB_KEYS = {"walk_retention_ns": float, "host_read_ns": float, "host_page_size": str,
-            "l2_entries": int, "walkers": int,
+            "l2_entries": int, "walkers": int, "walk_reads": int,
             "walk_last_level": lambda v: {"true": True, "false": False,
                                           "guest": "guest"}[v.lower()]}
 
@@ -120,6 +122,14 @@ def variant(doc: dict, spec: str) -> dict:
                                                 replacement=pol)
         elif key.endswith(".inclusion") and key[:-10] in names:
             d["cache"][names.index(key[:-10])]["inclusion"] = val
+        elif key.endswith(".mshrs") and key[:-6] in names and val.isdigit():
+            d["cache"][names.index(key[:-6])]["mshrs"] = int(val)
+        elif key == "dram.bandwidth_gbs":
+            try:
+                d["dram"]["bandwidth_gbs"] = float(val)
+            except ValueError:
+                raise ConfigError(f"calibrate_ablate: variant {spec!r}: {key}={val!r} is "
+                                  "not a number") from None
         else:
             raise ConfigError(f"calibrate_ablate: variant {spec!r}: unknown key {key!r}")
     return d

@@ -104,3 +104,14 @@ def test_parallel_rows_replay_the_files_parallel_chases():
         assert r["predicted_ns"] == pytest.approx(replay[r["point"]]["predicted_ns"], rel=1e-3)
     with pytest.raises(ConfigError, match="--parallel 8: the file measured no"):
         ab.parallel_rows(ab.variant(doc, ""), doc, [8])
+
+
+def test_variant_sets_walk_reads_miss_buffers_and_the_dram_channel():
+    d = ab.variant(dict(DOC, dram={"latency_ns": 100.0}),
+                   "tlb.walk_reads=1, L1D.mshrs=24, dram.bandwidth_gbs=6.9")
+    assert d["tlb"]["walk_reads"] == 1 and d["cache"][0]["mshrs"] == 24
+    assert d["dram"]["bandwidth_gbs"] == 6.9 and "mshrs" not in d["cache"][1]
+    with pytest.raises(ConfigError, match="^calibrate_ablate: variant 'dram.bandwidth_gbs=x'"):
+        ab.variant(dict(DOC, dram={}), "dram.bandwidth_gbs=x")
+    with pytest.raises(ConfigError, match="unknown key 'L1D.mshrs'"):
+        ab.variant(DOC, "L1D.mshrs=many")

@@ -364,3 +364,46 @@ def test_walkers_needed_keep_up_with_the_ceiling_and_never_fall():
     assert cf.walkers_needed(-5.0, 16.5, 2) == 2
     assert cf.walkers_needed(1e9, 1.0, 4) == MAX_WALKERS
     assert cf.ceiling_per_load({1: 200.0, 16: 17.0, 24: 16.0, 48: 18.0, 8: 30.0}) == 17.0
+
+
+def _nested_state(host_cycles: float):
+    """A least-squares state of a guest's file (:func:`cf.solve`'s unknowns and rows): two
+    levels of 4 and 40 cycles, DRAM 200, the host's read ``host_cycles``, rows that read the
+    host's entry."""
+    x = np.array([4.0, 40.0, 200.0, host_cycles, 0.0, 0.0, 0.0])
+    rows = [(np.array([0.5, 0.3, 0.2, 0.1, 0.0, 0.1, 0.0]), 60.0)]
+    return x, rows
+
+
+def test_a_host_read_below_the_last_level_drops_the_hosts_read():
+    """A nested walk whose host read solves below the last level's latency (no valid file)
+    is fitted again reading the guest's entry alone, and kept when that is valid; a host
+    read above it, or a fit without it that is no better, leaves the file as it was."""
+    doc = {"freq_ghz": 2.0, "tlb": {"walk_reads": 2, "host_read_ns": 100.0}}
+    seen = []
+
+    def evaluate(d, err=0.5):
+        seen.append(d["tlb"])
+        return err, np.zeros(7), ["rows"]
+
+    x, rows = _nested_state(-30.0)
+    chosen = {}
+    got = cf._host_reads(doc, chosen, (math.inf, x, rows), evaluate, 0.0, 2.0, lambda m: None)
+    assert seen == [{"walk_reads": 1}] and doc["tlb"] == {"walk_reads": 1}
+    assert got[0] == 0.5 and chosen["walk_reads"] == {"walk_reads": 1, "host_read_ns": -15.0,
+                                                      "error_without": 0.5}
+    # the host's read above the last level: its invalidity is elsewhere, nothing tried
+    doc2, seen[:] = {"freq_ghz": 2.0, "tlb": {"walk_reads": 2, "host_read_ns": 100.0}}, []
+    x2, _ = _nested_state(90.0)
+    x2[1] = 1.0  # invalid: the L2 at 1 cycle, not above the L1
+    state = (math.inf, x2, rows)
+    assert cf._host_reads(doc2, {}, state, evaluate, 0.0, 2.0, lambda m: None) is state
+    assert seen == [] and doc2["tlb"]["walk_reads"] == 2
+    # without it no valid file either: the file keeps the host's read
+    doc3 = {"freq_ghz": 2.0, "tlb": {"walk_reads": 2, "host_read_ns": 100.0}}
+    chosen3 = {}
+    state3 = (math.inf, x, rows)
+    got3 = cf._host_reads(doc3, chosen3, state3, lambda d: evaluate(d, math.inf), 0.0, 2.0,
+                          lambda m: None)
+    assert got3 is state3 and doc3["tlb"]["walk_reads"] == 2
+    assert chosen3["walk_reads"]["walk_reads"] == 2
