@@ -318,13 +318,20 @@ def _diagnosis(row: SeedRow, line: dict[str, Any]) -> str:
     return text + _load_gap(row)
 
 
+@functools.lru_cache(maxsize=4)
+def _load_gap_rows(path: Path) -> tuple[dict[str, Any], ...]:
+    """The rows of a ``seed_load_gap`` result, read once per assembly (every load row's
+    diagnosis reads them)."""
+    return tuple(json.loads(path.read_text()).get("rows", []))
+
+
 def _load_gap(row: SeedRow) -> str:
     """What each change of :data:`LOAD_GAP_NAMED` moves the row's predicted cycles per key
     before the change (at the preset's clock), from :data:`LOAD_GAP_JSON`'s row of the same
     value size and preset (cluster mode off); empty without one."""
     if row.kind.workload != "load" or row.cluster or not LOAD_GAP_JSON.is_file():
         return ""
-    for r in json.loads(LOAD_GAP_JSON.read_text()).get("rows", []):
+    for r in _load_gap_rows(LOAD_GAP_JSON):
         if r["value_size"] != row.value_bytes or r["cpu"] != row.kind.preset:
             continue
         by = r["predicted"]["arena"]["base"]

@@ -48,14 +48,11 @@ KERNELS = {"touch_flushed": (("touch", "flushed"),),
 #: not a second copy)
 SETTING_OF = {"file": "base", "stream_queue": "pf_stream_queue",
               "stream_queue_d16": "pf_stream_queue_d16"}
-#: variant -> (what it is, CPU change)
-VARIANTS = {
-    "file": ("the CPU file as it is", ablation.SETTINGS["base"][1]),
-    "stream_queue": ("arrival, stores and hits on every prefetcher below L1",
-                     ablation.SETTINGS["pf_stream_queue"][1]),
-    "stream_queue_d16": ("the same, the stream prefetchers' degree 16",
-                         ablation.SETTINGS["pf_stream_queue_d16"][1]),
-}
+#: variant -> (what it is, CPU change: its setting's, :data:`SETTING_OF`)
+VARIANTS = {v: (what, ablation.SETTINGS[SETTING_OF[v]][1]) for v, what in (
+    ("file", "the CPU file as it is"),
+    ("stream_queue", "arrival, stores and hits on every prefetcher below L1"),
+    ("stream_queue_d16", "the same, the stream prefetchers' degree 16"))}
 
 
 def _ns(cpu: CpuConfig, size: int, state: str, touch: bool) -> tuple[float, dict]:
