@@ -286,7 +286,8 @@ def predict_pair(name: str, keys: int, cpu: CpuConfig, workdir: Path,
                 r2["gap"] = np.round(rec["gap"].astype(np.float64) * g).astype(np.uint32)
             cpus = [SETTINGS[s][1](cpu) for s in names]
             log(f"{name}: simulate {v} on {len(cpus)} setting(s)")
-            for s, rs in zip(names, sim.simulate_many(r2, cpus, validate=False), strict=True):
+            for s, rs in zip(names, sim.simulate_many(r2, cpus, validate=False, header=header),
+                             strict=True):
                 t = rs["timing"]
                 res[s] = {"ns_per_op": t["time_ns"] / ops, "mlp": t["mlp"],
                           "ipc": t["ipc"], "avg_l1_miss_cycles": t["avg_l1_miss_cycles"],

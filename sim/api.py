@@ -52,7 +52,7 @@ def _is_array(x: Any) -> bool:
 
 
 def _chunks(source: Any, decode: str = "compiled", validate: bool = True, hold: int = 0,
-            arrays: bool = False
+            arrays: bool = False, header: dict | None = None
             ) -> tuple[Iterable[np.ndarray | B.Records], list[str] | None, dict]:
     if decode not in DECODERS:
         raise ValueError(f"decode must be one of {', '.join(DECODERS)}, got {decode!r}")
@@ -62,7 +62,14 @@ def _chunks(source: Any, decode: str = "compiled", validate: bool = True, hold: 
                             f"got {source.dtype}")
         if validate:
             check_array(source)
-        return [source], None, {}
+        if header is None:
+            return [source], None, {}
+        if not isinstance(header, dict):
+            raise TypeError(f"header: must be a trace header (a dict), got {type(header)}")
+        tags = header.get("tags")
+        return [source], list(tags) if tags else None, header
+    if header is not None:
+        raise TypeError("header: only for a record array (a file or reader has its own)")
     header = getattr(source, "header", None)
     if header is None:
         raise TypeError("source must be a traces reader (traces.open) or a numpy record array")
@@ -91,6 +98,7 @@ def simulate(
     decode: str = "compiled",
     timeline: tuple[int, int] | None = None,
     validate: bool = True,
+    header: dict | None = None,
 ) -> dict:
     """Simulate ``source`` on ``cpu`` and return a JSON-serialisable dict of statistics.
 
@@ -126,12 +134,17 @@ def simulate(
     validate: check a record array against FORMAT.md's record rules first (``check_array``:
     a bad record raises ``traces.TraceError`` naming it, before anything runs). A reader
     checks its own records (``traces.open(path, validate=...)``), so this applies to arrays.
+    header: the header of the trace a record array was read from (``reader.header``): its
+    sites' kinds of work, its WORK markers' kinds, its system-call sites and its tags, as a
+    file or reader gives them. An array without it is simulated as a trace without a header
+    (every site generic work, no system-call sites): not the prediction its file gives. A
+    file or reader carries its own header; giving one with it is an error.
     Counts are per cache line touched: an access spanning two lines counts twice.
     """
     return simulate_many(source, [cpu], functional, engine, tlb=tlb, prefetchers=prefetchers,
                          flush=flush, page_size=page_size, tag_names=tag_names,
                          threads=threads, progress=progress, decode=decode,
-                         timeline=timeline, validate=validate)[0]
+                         timeline=timeline, validate=validate, header=header)[0]
 
 
 def simulate_many(
@@ -151,6 +164,7 @@ def simulate_many(
     workers: int | None = None,
     timeline: tuple[int, int] | None = None,
     validate: bool = True,
+    header: dict | None = None,
 ) -> list[dict]:
     """Simulate ``source`` on every CPU of ``cpus`` in one pass over the trace: each chunk is
     read and decoded once and fed to every CPU's engine; the engines run side by side on
@@ -164,7 +178,7 @@ def simulate_many(
                                 prefetchers=prefetchers, flush=flush, page_size=page_size,
                                 tag_names=tag_names, threads=threads, progress=progress,
                                 decode=decode, workers=workers, timeline=timeline,
-                                validate=validate)
+                                validate=validate, header=header)
         for res in out:
             res["trace"] = str(source)
         return out
@@ -184,7 +198,7 @@ def simulate_many(
     nw = min(len(cpus), workers or os.cpu_count() or 1)
     chunks, hdr_tags, header = _chunks(source, decode, validate,
                                        hold=_feed.WINDOW - 1 if nw > 1 else 0,
-                                       arrays=engine != "fast")
+                                       arrays=engine != "fast", header=header)
     cfgs = engine_configs(cpus, header, functional, tlb=tlb, prefetchers=prefetchers,
                           flush=flush, page_size=page_size, threads=threads)
     window = windows[0]

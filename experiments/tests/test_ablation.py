@@ -40,6 +40,26 @@ def test_predict_pair_small(tmp_path):
     assert not list(tmp_path.iterdir())  # traces are removed
 
 
+def test_predict_pair_is_the_simulation_of_each_sides_trace_file(tmp_path):
+    """Differential: the ablation's base setting predicts what simulating each side's trace
+    file predicts (its header's site kinds and system-call sites applied: the validation's
+    cells simulate files), on a preset whose [work] rates differ by kind."""
+    from kvsim.experiments import cref
+
+    cpu = sim.load_cpu("xeon-8488c")
+    assert len({r for _, r in cpu.work}) > 1, "the preset's kinds must differ for this test"
+    keys = 3000
+    out = ablation.predict_pair("keys", keys, cpu, tmp_path, ["base"])
+    for side in ("base", "variant"):
+        path = tmp_path / f"{side}.kvt"
+        p = ablation.PAIRS["keys"]
+        cref.trace(p["workload"], str(path), ablation._options(
+            "keys", keys, p["trace_ops"], p["warmup_ops"], p[side]))
+        res = sim.simulate(str(path), cpu)
+        assert out[side]["settings"]["base"]["ns_per_op"] == pytest.approx(
+            res["timing"]["time_ns"] / out[side]["ops"], rel=1e-12), side
+
+
 @pytest.mark.parametrize("argv, what", [(["--pairs", "bogus"], "bogus"),
                                         (["--settings", "rob_x3"], "rob_x3"),
                                         (["--rounds", "1"], "--rounds")])

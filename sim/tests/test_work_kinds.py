@@ -120,6 +120,30 @@ def test_a_c_ref_trace_agrees_with_the_reference(tmp_path):
     assert fast["timing"]["stall_cycles"] == ref["timing"]["stall_cycles"]
 
 
+def test_a_record_array_with_its_header_is_its_file(tmp_path):
+    """A trace's records simulated with its header (``header=``) give what the file gives;
+    without it every site is generic work, another prediction (the array path once
+    dropped the header silently: `kvsim ablate` predicted a model the validation did not)."""
+    from experiments import cref
+
+    path = tmp_path / "t.kvt"
+    cref.trace("pipeline", path, {"keys": 200, "ops": 150})
+    cpu_ = sim.load_cpu("xeon-8488c").with_changes(
+        work=(("generic", 2.0), ("hash", 3.0), ("compare", 4.0), ("parse", 1.5)))
+    with traces.open(path) as r:
+        header = r.header
+    recs = traces.read_all(path)
+    by_file = sim.simulate(str(path), cpu_)
+    with_header = sim.simulate(recs, cpu_, header=header)
+    assert with_header["cycles"] == by_file["cycles"]
+    assert with_header["timing"]["stall_cycles"] == by_file["timing"]["stall_cycles"]
+    many = sim.simulate_many(recs, [cpu_, sim.load_cpu("xeon-8488c")], header=header)
+    assert many[0]["cycles"] == by_file["cycles"]
+    assert sim.simulate(recs, cpu_)["cycles"] != by_file["cycles"]
+    with pytest.raises(TypeError, match="only for a record array"):
+        sim.simulate(str(path), cpu_, header=header)
+
+
 @pytest.mark.parametrize(("work", "msg"), [
     ({"hashing": 2}, "work.hashing: unknown key"),
     ({"hash": 9}, "work.hash: at most the width"),
