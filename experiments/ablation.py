@@ -221,6 +221,11 @@ SETTINGS: dict[str, tuple[str, Callable[[CpuConfig], CpuConfig], float]] = {
     "pf_stream_queue_d16": ("the three, and the stream prefetchers' degree 16",
                             lambda c: _below_l1(c, arrival=True, stores=True, hits=True,
                                                 stream_degree=16), 1.0),
+    "pf_stream_queue_swpf_trains": ("the three, and software prefetches that miss their fill "
+                                    "level training those prefetchers (pf_stream_queue and "
+                                    "swpf_trains together)",
+                                    lambda c: _below_l1(c, arrival=True, stores=True, hits=True
+                                                        ).with_changes(swpf_trains=True), 1.0),
     "gap_x0.5": ("every record's instruction gap halved", lambda c: c, 0.5),
     "gap_x1.5": ("every record's instruction gap x 1.5", lambda c: c, 1.5),
 }
