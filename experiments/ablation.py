@@ -128,6 +128,23 @@ def validation_pairs(names: list[str], scale: str, instead: bool = False
                 PAIRS[x], SCALES[scale][x] = pair, keys
 
 
+def _meta_cpu(name: str) -> dict[str, Any] | None:
+    """The CPU a CPU file was calibrated on (its ``[meta] cpu``: model name, family, model),
+    which the validation's diagnosis matches an ablation to (a preset, or a file without
+    it: None, no machine's)."""
+    import tomllib
+
+    p = Path(name)
+    if p.suffix != ".toml" or not p.is_file():
+        return None
+    try:
+        cpu = (tomllib.loads(p.read_text()).get("meta") or {}).get("cpu")
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    return {k: cpu[k] for k in ("vendor", "family", "model", "model_name") if k in cpu} \
+        if isinstance(cpu, dict) else None
+
+
 def _scale(x: float, f: float) -> int:
     return max(1, int(round(x * f)))
 
@@ -495,7 +512,7 @@ def _main(a: argparse.Namespace, pairs: list[str], settings: list[str], prog: st
 
     payload = {"command": f"{prog} " + " ".join(argv if argv is not None else sys.argv[1:]),
                "scale": a.scale, "settings": {s: SETTINGS[s][0] for s in settings},
-               "cpu": cpu_figures(cpu), **res}
+               "cpu": {**cpu_figures(cpu), "meta_cpu": _meta_cpu(a.cpu)}, **res}
     for role in ("tuning", "held-back"):
         for row in (x for x in res["rows"] if x["role"] == role):
             pr = row["predicted"]

@@ -167,6 +167,19 @@ def same_cpu(machine: Mapping[str, Any], cpu: Mapping[str, Any]) -> bool:
             and str(machine.get("cpu_model_number")) == str(cpu.get("model")))
 
 
+def ablated_on(doc: Mapping[str, Any], cpu: Mapping[str, Any]) -> bool:
+    """Whether ablation result ``doc`` predicted on a CPU file of the CPU ``cpu`` (a CPU
+    file's ``[meta] cpu``): the ``[meta] cpu`` of its CPU file, which it records (``cpu``
+    ``meta_cpu``; None for a preset), wherever it ran; a result from before that key, the
+    machine it ran on (its provenance), which was the file's own then."""
+    figures = doc.get("cpu") or {}
+    if isinstance(figures, Mapping) and "meta_cpu" in figures:
+        meta = figures["meta_cpu"] or {}
+        return same_cpu({"cpu_model": meta.get("model_name"), "cpu_family": meta.get("family"),
+                         "cpu_model_number": meta.get("model")}, cpu)
+    return same_cpu((doc.get("provenance") or {}).get("machine") or {}, cpu)
+
+
 def ablations_for(cpu: Mapping[str, Any] | None, root: Path | None = None
                   ) -> list[tuple[str, dict]]:
     """``(path as shown, result)`` of every ``results/ablation-*.json`` of the checkout run on
@@ -185,7 +198,7 @@ def ablations_for(cpu: Mapping[str, Any] | None, root: Path | None = None
             doc = json.loads(p.read_text())
         except (OSError, json.JSONDecodeError):
             continue
-        if same_cpu((doc.get("provenance") or {}).get("machine") or {}, cpu):
+        if ablated_on(doc, cpu):
             out.append((str(p.relative_to(root)), doc))
     return out
 
@@ -228,6 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     prog = "python -m kvsim.experiments.validation_diagnosis"
     ap = argparse.ArgumentParser(prog=prog, description=main.__doc__.split("\n")[0])
     ap.add_argument("result", help="a validation result (results/experiments/*.json)")
+    ap.add_argument("--update", action="store_true",
+                    help="write the diagnosis into RESULT's time table instead (its "
+                         "provenance's `diagnosis` says by which command, commit and date)")
     provenance.add_out_option(ap, "validation-diagnosis.json")
     a = ap.parse_args(argv)
     try:
@@ -240,8 +256,38 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         ratio = f"{r['ratio']:.2f}" if r["ratio"] else "-"
         print(f"{r['row']:40} {r['side']:8} {ratio:>5}  {r['diagnosis']}")
+    if a.update:
+        return _update(prog, Path(a.result), doc, rows)
     return provenance.publish(prog, provenance.out_path(a.out, "validation-diagnosis.json"),
                               {"validation": a.result, "rows": rows})
+
+
+def _update(prog: str, path: Path, doc: dict, rows: list[dict]) -> int:
+    """``--update``: ``rows``' diagnoses into ``doc``'s time table, ``doc`` rewritten at
+    ``path`` with ``provenance.diagnosis`` (this command's provenance and the ablation files
+    read); the rest of the result as it was."""
+    import sys
+
+    from kvsim import provenance
+
+    t = next(t for t in doc["tables"] if t["name"] == "validation_time")
+    col = t["columns"].index("diagnosis")
+    for row, r in zip(t["rows"], rows, strict=True):
+        row[col] = r["diagnosis"]
+    m = (doc.get("provenance") or {}).get("machine") or {}
+    cpu = {"model_name": m.get("cpu_model"), "family": m.get("cpu_family"),
+           "model": m.get("cpu_model_number")}
+    p = provenance.provenance()
+    doc.setdefault("provenance", {})["diagnosis"] = {
+        k: p[k] for k in ("commit", "dirty", "date_utc", "command") if k in p} | {
+        "ablations": [f for f, _ in ablations_for(cpu)]}
+    try:
+        provenance.write_atomic(path, json.dumps(doc, indent=2, default=str) + "\n")
+    except OSError as exc:
+        print(f"{prog}: error: {path}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    print(f"# updated {path}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -143,6 +143,35 @@ def test_only_the_same_cpus_ablations_are_read(tmp_path):
     assert vd.ablations_for(None, tmp_path) == []
 
 
+def test_an_ablation_is_the_cpu_files_not_the_hosts(tmp_path):
+    """An ablation records its CPU file's [meta] cpu: a Xeon file's ablation run on an AMD
+    host diagnoses the Xeon's validation, not the host's; a preset's (None) no machine's."""
+    (tmp_path / "results").mkdir()
+    amd = {"cpu_model": "AMD EPYC", "cpu_family": "25", "cpu_model_number": "1"}
+    on_amd = json.loads(json.dumps(MGET))
+    on_amd["provenance"]["machine"] = amd
+    on_amd["cpu"]["meta_cpu"] = {"vendor": "GenuineIntel", **XEON}
+    preset = json.loads(json.dumps(on_amd))
+    preset["cpu"]["meta_cpu"] = None
+    (tmp_path / "results" / "ablation-xeon-on-amd.json").write_text(json.dumps(on_amd))
+    (tmp_path / "results" / "ablation-preset-on-amd.json").write_text(json.dumps(preset))
+    assert [f for f, _ in vd.ablations_for(XEON, tmp_path)] == [
+        "results/ablation-xeon-on-amd.json"]
+    assert vd.ablations_for({"model_name": "AMD EPYC", "family": 25, "model": 1},
+                            tmp_path) == []
+
+
+def test_the_ablation_records_its_cpu_files_machine(tmp_path):
+    from kvsim.experiments import ablation
+
+    f = tmp_path / "c.toml"
+    f.write_text('[meta]\ncpu = { vendor = "AuthenticAMD", family = 25, model = 1, '
+                 'model_name = "AMD EPYC", flags = ["fpu"] }\n')
+    assert ablation._meta_cpu(str(f)) == {"vendor": "AuthenticAMD", "family": 25, "model": 1,
+                                          "model_name": "AMD EPYC"}
+    assert ablation._meta_cpu("epyc-7713") is None
+
+
 @pytest.mark.parametrize("with_column", [True, False])
 def test_the_page_shows_the_diagnosis(with_column):
     cols = ["row", "side", "set", "predicted_ns_per_op", "native_ns_per_op", "ratio",
@@ -183,6 +212,34 @@ def test_a_published_result_is_diagnosed_and_bad_input_is_one_line(tmp_path, cap
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and arg in err[0]
         assert not out.exists()
+
+
+def test_update_rewrites_the_diagnosis_column_alone(tmp_path, monkeypatch, capsys):
+    from kvsim import artifacts
+
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "ablation-x.json").write_text(json.dumps(MGET))
+    monkeypatch.setattr(artifacts, "source_root", lambda: tmp_path)
+    row = "MGET hashtable none -> batch"
+    doc = {"provenance": {"commit": "old", "machine": {
+               "cpu_model": XEON["model_name"], "cpu_family": "6", "cpu_model_number": "167"}},
+           "tables": [{"name": "validation_time",
+                       "columns": ["row", "side", "ratio", "diagnosis"],
+                       "rows": [[row, "baseline", 0.5, "stale"], [row, "variant", 1.0, "x"]]},
+                      {"name": "validation_calibration", "columns": ["field", "setting"],
+                       "rows": [["scale", "small"]]}]}
+    path = tmp_path / "v.json"
+    path.write_text(json.dumps(doc))
+    assert vd.main([str(path), "--update", "--out", str(tmp_path / "o.json")]) == 0
+    got = json.loads(path.read_text())
+    rows = got["tables"][0]["rows"]
+    assert rows[0][3].startswith("dram_x2 moves it 2.00x") and rows[1][3] == ""
+    assert [r[:3] for r in rows] == [r[:3] for r in doc["tables"][0]["rows"]]
+    assert got["tables"][1] == doc["tables"][1] and got["provenance"]["commit"] == "old"
+    assert got["provenance"]["diagnosis"]["ablations"] == ["results/ablation-x.json"]
+    assert "date_utc" in got["provenance"]["diagnosis"]
+    assert not (tmp_path / "o.json").exists()
+    assert "# updated" in capsys.readouterr().out
 
 
 def test_the_tables_read_the_ablations_of_the_calibrations_cpu(tmp_path, monkeypatch):
