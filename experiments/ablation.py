@@ -192,6 +192,10 @@ SETTINGS: dict[str, tuple[str, Callable[[CpuConfig], CpuConfig], float]] = {
                   1.0),
     "no_scheduler": ("no scheduler limit (the ROB alone bounds the window; [core] scheduler "
                      "unset)", lambda c: c.with_changes(scheduler=None), 1.0),
+    "scheduler_64": ("a scheduler of 64 entries ([core] scheduler = 64: a record waiting for "
+                     "its producer holds its gap there; about the reach of chainlap's `dep` "
+                     "loop on AMD's Zen 3, 52-100 instructions, sim/VALIDATION.md finding 31)",
+                     lambda c: c.with_changes(scheduler=64), 1.0),
     "dram_x0.75": ("DRAM latency x 0.75",
                    lambda c: c.with_changes(dram_latency_ns=c.dram_latency_ns * 0.75), 1.0),
     "dram_x1.25": ("DRAM latency x 1.25",

@@ -16,7 +16,7 @@ def test_each_setting_changes_what_it_names():
 
     cpu = sim.load_cpu("epyc-7713")
     cpu = cpu.with_changes(tlb=replace(cpu.tlb, walk_reads=1), dram_bandwidth_gbs=20.0,
-                           sustained_ipc=2.5, scheduler=64)
+                           sustained_ipc=2.5, scheduler=97)
     for name, (_, change, gap) in ablation.SETTINGS.items():
         c = change(cpu)
         if name == "base" or name.startswith("gap_"):
