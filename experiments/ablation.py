@@ -85,9 +85,11 @@ SCALES = {s: {n: p.uses["ablation"]["keys"][s]
 def validation_pair(name: str, scale: str) -> tuple[dict[str, Any], int] | None:
     """A catalogue pair the validation runs (:mod:`kvsim.experiments.validation`) and the
     ablation does not: its entry as :data:`PAIRS` holds them and its keys, sized as the
-    validation's row at ``scale`` (traced, native and warm-up operations), so that a
-    validation row's diagnosis (:mod:`kvsim.experiments.validation_diagnosis`) can have an
-    ablation of its own pair; None when no validation row runs ``name``."""
+    validation's row at ``scale`` (traced, native and warm-up operations) and traced as the
+    row's simulated run is (its other c_ref options, ``trace_options``: a load's restarted
+    pages), so that a validation row's diagnosis
+    (:mod:`kvsim.experiments.validation_diagnosis`) can have an ablation of its own pair;
+    None when no validation row runs ``name``."""
     from kvsim.experiments import validation
 
     for p in validation._pairs(scale):
@@ -98,6 +100,7 @@ def validation_pair(name: str, scale: str) -> tuple[dict[str, Any], int] | None:
                  "options": {k: v for k, v in p["common"].items()
                              if k not in ("keys", "ops", "seed")},
                  "trace_ops": p["sim"].get("ops", ops), "native_ops": ops,
+                 "trace_options": {k: v for k, v in p["sim"].items() if k != "ops"},
                  "warmup_ops": p["warmup_ops"],
                  "role": "held-back" if p["held_back"] else "tuning",
                  "seed": _catalogue.get(name).seed}, int(p["common"]["keys"]))
@@ -275,11 +278,10 @@ def _ops_of(header: dict, workload: str) -> int:
 
 
 def predict_pair(name: str, keys: int, cpu: CpuConfig, workdir: Path,
-                 settings: list[str], log=lambda m: None,
-                 trace_options: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Predicted ns per operation of both sides of pair ``name`` under every setting;
-    ``trace_options``: c_ref options added to both traces (a validation row's traced run,
-    a load's restarted pages: :func:`kvsim.experiments.validation._pairs`'s ``sim``)."""
+                 settings: list[str], log=lambda m: None) -> dict[str, Any]:
+    """Predicted ns per operation of both sides of pair ``name`` under every setting; each
+    side traced with the pair's ``trace_options`` too (a validation row's traced run, a
+    load's restarted pages: :func:`validation_pair`)."""
     from kvsim import sim
     from kvsim.experiments import cref
 
@@ -292,7 +294,7 @@ def predict_pair(name: str, keys: int, cpu: CpuConfig, workdir: Path,
         log(f"{name}: trace {v}")
         cref.trace(p["workload"], str(path), {**_options(name, keys, p["trace_ops"],
                                                          p["warmup_ops"], v),
-                                              **(trace_options or {})})
+                                              **p.get("trace_options", {})})
         with traces.open(str(path)) as r:
             header = r.header
         ops = _ops_of(header, p["workload"])

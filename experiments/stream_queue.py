@@ -115,9 +115,8 @@ def validation_rows(names: list[str], cpu_path: str, workdir: Path,
             name = validation._PAIR_OF_ROW.get(p["row"])
             if name not in names:
                 continue
-            pred = ablation.predict_pair(
-                name, ablation.SCALES["full"][name], base, workdir, settings, log,
-                trace_options={k: v for k, v in p["sim"].items() if k != "ops"})
+            pred = ablation.predict_pair(name, ablation.SCALES["full"][name], base, workdir,
+                                         settings, log)
             sides = {label: {v: {k: pred[side]["settings"][s][k] for k in ("ns_per_op", "mlp")}
                              for v, s in SETTING_OF.items()}
                      for label, side in (("baseline", "base"), ("variant", "variant"))}

@@ -178,6 +178,14 @@ def test_a_validation_rows_pair_is_ablated_at_its_size(tmp_path, monkeypatch):
                           "--out", str(out) + "x"]) == 2
 
 
+def test_a_validation_rows_pair_is_traced_as_the_row_is():
+    """A load row's traces reuse the restarted process's pages (no fault charged): the
+    ablation of its pair traces them so, or its base is not the row's prediction."""
+    entry, keys = ablation.validation_pair("load-4096", "full")
+    assert keys == 40_000 and entry["trace_options"] == {"restart_pages": "reused"}
+    assert "restart_pages" not in entry["options"], "a trace option, not the row's identity"
+
+
 def test_validation_pairs_adds_and_with_instead_replaces_then_restores():
     own = dict(ablation.PAIRS["unified"]), ablation.SCALES["full"]["unified"]
     with ablation.validation_pairs(["load-8", "unified", "no-such-pair"], "full") as added:
