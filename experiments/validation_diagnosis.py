@@ -98,10 +98,12 @@ def sides(doc: Mapping[str, Any], file: str,
 
 
 def match(workload: str, own: Iterable[str], options: Mapping[str, Any], keys: int | None,
-          candidates: Iterable[AblationSide]) -> tuple[AblationSide, list[str]] | None:
-    """The ablation side nearest to a validation side (``options`` normalised, ``own`` the
-    options the side sets itself), and the options where it differs; None without one."""
-    best = None
+          candidates: Iterable[AblationSide]) -> tuple[list[AblationSide], list[str]] | None:
+    """The ablation sides nearest to a validation side (``options`` normalised, ``own`` the
+    options the side sets itself): every one of the fewest differing options and the nearest
+    key count (the same trace in several results: each has settings of its own), in file
+    order, and the options where they differ; None without one."""
+    best: list[tuple[tuple, AblationSide, list[str]]] = []
     for c in candidates:
         if c.workload != workload:
             continue
@@ -110,37 +112,49 @@ def match(workload: str, own: Iterable[str], options: Mapping[str, Any], keys: i
             continue
         diffs = sorted(k for k in set(c.options) | set(options)
                        if k not in must and c.options.get(k) != options.get(k))
-        rank = (len(diffs), abs(math.log(c.keys / keys)) if keys else 0.0, c.file, c.pair)
-        if best is None or rank < best[0]:
-            best = (rank, c, diffs)
-    return None if best is None else (best[1], best[2])
+        rank = (len(diffs), abs(math.log(c.keys / keys)) if keys else 0.0)
+        best.append((rank, c, diffs))
+    if not best:
+        return None
+    best.sort(key=lambda x: (x[0], x[1].file, x[1].pair))
+    rank, _, diffs = best[0]
+    return [c for r, c, d in best if r == rank and d == diffs], diffs
 
 
-def explain(ratio: float | None, side: AblationSide, diffs: list[str],
+def explain(ratio: float | None, sides: list[AblationSide], diffs: list[str],
             options: Mapping[str, Any], keys: int | None,
             band: tuple[float, float]) -> str:
-    """The diagnosis of one side predicted at ``ratio`` of native by ``side``'s settings."""
+    """The diagnosis of one side predicted at ``ratio`` of native by the settings of
+    ``sides`` (each setting's move against its own result's base)."""
     if ratio is None or not ratio > 0 or band[0] <= ratio <= band[1]:
         return ""
     miss = 1.0 / ratio
-    base = side.ns["base"]
-    moves = {s: v / base for s, v in side.ns.items() if s != "base" and base > 0 and v > 0}
-    toward = {s: f for s, f in moves.items() if (f > 1) == (miss > 1) and f != 1}
-    where = [f"{Path(side.file).name}: {side.pair}, {side.keys:,} keys"]
-    if keys and keys != side.keys:
-        where[-1] += f" (row {keys:,})"
-    where += [f"{k} {side.options.get(k)} (row {options.get(k)})" for k in diffs]
-    src = "; ".join(w for w in where if w)
+
+    def where(side: AblationSide) -> str:
+        w = [f"{Path(side.file).name}: {side.pair}, {side.keys:,} keys"]
+        if keys and keys != side.keys:
+            w[-1] += f" (row {keys:,})"
+        w += [f"{k} {side.options.get(k)} (row {options.get(k)})" for k in diffs]
+        return "; ".join(x for x in w if x)
+
+    toward = {}
+    for side in sides:
+        base = side.ns["base"]
+        for s, v in side.ns.items():
+            f = v / base if s != "base" and base > 0 and v > 0 else 1.0
+            if f != 1 and (f > 1) == (miss > 1) and s not in toward:
+                toward[s] = (f, side)
     if not toward:
-        return f"no setting moves it toward the {miss:.2f}x it misses [{src}]"
-    s, f = min(toward.items(), key=lambda x: (abs(math.log(x[1]) - math.log(miss)), x[0]))
+        return f"no setting moves it toward the {miss:.2f}x it misses [{where(sides[0])}]"
+    s, (f, side) = min(toward.items(),
+                       key=lambda x: (abs(math.log(x[1][0]) - math.log(miss)), x[0]))
     if band[0] <= f / miss <= band[1]:
         said = f"covers the {miss:.2f}x it misses"
     elif abs(math.log(f)) < abs(math.log(miss)):
         said = f"{100 * math.log(f) / math.log(miss):.0f} % of the {miss:.2f}x it misses"
     else:
         said = f"more than the {miss:.2f}x it misses"
-    return f"{s} moves it {f:.2f}x: {said} [{src}]"
+    return f"{s} moves it {f:.2f}x: {said} [{where(side)}]"
 
 
 def diagnose(ratio: float | None, workload: str, own: Iterable[str],

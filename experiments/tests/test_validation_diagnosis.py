@@ -89,6 +89,32 @@ def test_the_diagnosis_follows_the_ablation_numbers():
     assert _said(f, row, "baseline").startswith("llc_x0.25 moves it 1.30x: 38 % of the 2.00x")
 
 
+def test_every_result_of_the_nearest_trace_gives_its_settings():
+    """The same pair at the same size in two results (each its own settings, each against
+    its own base): the diagnosis reads both, and names the file of the setting it picks."""
+    row = "MGET hashtable none -> batch"
+    other = json.loads(json.dumps(MGET))
+    for side, ns in (("base", {"base": 2000.0, "rob_x0.5": 3000.0}),
+                     ("variant", {"base": 1600.0, "rob_x0.5": 1700.0})):
+        other["rows"][0]["predicted"][side]["settings"] = {k: {"ns_per_op": v}
+                                                           for k, v in ns.items()}
+    # misses 1.5x: rob_x0.5 (1.50x, in the second file) is nearer than dram_x2 (2.00x)
+    f = _frame([_line(row, 1000.0, 1500.0)], [("results/ablation-a.json", MGET),
+                                              ("results/ablation-b.json", other)])
+    said = _said(f, row, "baseline")
+    assert said.startswith("rob_x0.5 moves it 1.50x: covers the 1.50x") and "ablation-b" in said
+    # misses 2x: dram_x2 of the first file
+    f = _frame([_line(row, 500.0, 1000.0)], [("results/ablation-a.json", MGET),
+                                             ("results/ablation-b.json", other)])
+    assert "ablation-a" in _said(f, row, "baseline")
+    # a trace of another size is not merged in: the nearer one alone speaks
+    far = json.loads(json.dumps(other))
+    far["rows"][0]["keys"] = 10
+    f = _frame([_line(row, 1000.0, 1500.0)], [("results/ablation-a.json", MGET),
+                                              ("results/ablation-b.json", far)])
+    assert _said(f, row, "baseline").startswith("llc_x0.25 moves it 1.30x")
+
+
 def test_within_the_band_says_nothing_and_unmatched_says_no_ablation():
     rows = ["MGET hashtable none -> batch", "KEYS none -> valkey",
             "MGET dict none -> chunk-15133", "GET d10 naive -> lookahead 4"]
