@@ -200,6 +200,8 @@ SETTINGS: dict[str, tuple[str, Callable[[CpuConfig], CpuConfig], float]] = {
                    lambda c: c.with_changes(dram_latency_ns=c.dram_latency_ns * 0.75), 1.0),
     "dram_x1.25": ("DRAM latency x 1.25",
                    lambda c: c.with_changes(dram_latency_ns=c.dram_latency_ns * 1.25), 1.0),
+    "dram_x1.5": ("DRAM latency x 1.5",
+                  lambda c: c.with_changes(dram_latency_ns=c.dram_latency_ns * 1.5), 1.0),
     "dram_x2": ("DRAM latency x 2",
                 lambda c: c.with_changes(dram_latency_ns=c.dram_latency_ns * 2), 1.0),
     "llc_x0.25": ("a quarter of the last level", lambda c: _llc(c, 0.25), 1.0),
