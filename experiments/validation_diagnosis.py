@@ -217,6 +217,14 @@ def ablations_for(cpu: Mapping[str, Any] | None, root: Path | None = None
     return out
 
 
+def result_cpu(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The CPU a published validation result ran its native rounds on, as a CPU file's
+    ``[meta] cpu`` names one (its provenance's machine)."""
+    m = (doc.get("provenance") or {}).get("machine") or {}
+    return {"model_name": m.get("cpu_model"), "family": m.get("cpu_family"),
+            "model": m.get("cpu_model_number")}
+
+
 def from_result(doc: Mapping[str, Any], root: Path | None = None,
                 defaults: Mapping[str, Mapping[str, Any]] | None = None) -> list[dict]:
     """The diagnosis of every side of a published validation result (its
@@ -230,10 +238,7 @@ def from_result(doc: Mapping[str, Any], root: Path | None = None,
     cal = dict(tables["validation_calibration"]["rows"]) if "validation_calibration" in \
         tables else {}
     scale = cal.get("scale") or "full"
-    m = (doc.get("provenance") or {}).get("machine") or {}
-    cpu = {"model_name": m.get("cpu_model"), "family": m.get("cpu_family"),
-           "model": m.get("cpu_model_number")}
-    diagnose = validation.diagnoser(ablations_for(cpu, root), defaults)
+    diagnose = validation.diagnoser(ablations_for(result_cpu(doc), root), defaults)
     t = tables["validation_time"]
     out = []
     for r in (dict(zip(t["columns"], row, strict=True)) for row in t["rows"]):
@@ -285,16 +290,17 @@ def _update(prog: str, path: Path, doc: dict, rows: list[dict]) -> int:
     from kvsim import provenance
 
     t = next(t for t in doc["tables"] if t["name"] == "validation_time")
+    if "diagnosis" not in t["columns"]:  # a result from before the column: added
+        t["columns"].append("diagnosis")
+        for row in t["rows"]:
+            row.append("")
     col = t["columns"].index("diagnosis")
     for row, r in zip(t["rows"], rows, strict=True):
         row[col] = r["diagnosis"]
-    m = (doc.get("provenance") or {}).get("machine") or {}
-    cpu = {"model_name": m.get("cpu_model"), "family": m.get("cpu_family"),
-           "model": m.get("cpu_model_number")}
     p = provenance.provenance()
     doc.setdefault("provenance", {})["diagnosis"] = {
         k: p[k] for k in ("commit", "dirty", "date_utc", "command") if k in p} | {
-        "ablations": [f for f, _ in ablations_for(cpu)]}
+        "ablations": [f for f, _ in ablations_for(result_cpu(doc))]}
     try:
         provenance.write_atomic(path, json.dumps(doc, indent=2, default=str) + "\n")
     except OSError as exc:

@@ -266,6 +266,14 @@ def test_update_rewrites_the_diagnosis_column_alone(tmp_path, monkeypatch, capsy
     assert "date_utc" in got["provenance"]["diagnosis"]
     assert not (tmp_path / "o.json").exists()
     assert "# updated" in capsys.readouterr().out
+    # a result from before the column gets it
+    del doc["tables"][0]["columns"][3]
+    for r in doc["tables"][0]["rows"]:
+        del r[3]
+    path.write_text(json.dumps(doc))
+    assert vd.main([str(path), "--update"]) == 0
+    t = json.loads(path.read_text())["tables"][0]
+    assert t["columns"][-1] == "diagnosis" and t["rows"][0][-1].startswith("dram_x2")
 
 
 def test_the_tables_read_the_ablations_of_the_calibrations_cpu(tmp_path, monkeypatch):
