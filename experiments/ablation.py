@@ -132,20 +132,18 @@ def validation_pairs(names: list[str], scale: str, instead: bool = False
 
 
 def _meta_cpu(name: str) -> dict[str, Any] | None:
-    """The CPU a CPU file was calibrated on (its ``[meta] cpu``: model name, family, model),
-    which the validation's diagnosis matches an ablation to (a preset, or a file without
-    it: None, no machine's)."""
-    import tomllib
+    """The CPU a CPU file was calibrated on (its ``[meta] cpu``:
+    :func:`kvsim.experiments.validation_diagnosis.file_cpu`), which the validation's
+    diagnosis matches an ablation to (a preset, or a file without it: None, no machine's)."""
+    from kvsim.experiments import validation_diagnosis as vd
 
     p = Path(name)
     if p.suffix != ".toml" or not p.is_file():
         return None
     try:
-        cpu = (tomllib.loads(p.read_text()).get("meta") or {}).get("cpu")
-    except (OSError, tomllib.TOMLDecodeError):
+        return vd.file_cpu(p.read_text())
+    except OSError:
         return None
-    return {k: cpu[k] for k in ("vendor", "family", "model", "model_name") if k in cpu} \
-        if isinstance(cpu, dict) else None
 
 
 def _scale(x: float, f: float) -> int:

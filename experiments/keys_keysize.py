@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from kvsim import provenance
-from kvsim.sim.config import ConfigError, load_cpu
+from kvsim.sim.config import ConfigError, CpuConfig, load_cpu
 
 RESULT_NAME = "keys-keysize.json"
 #: the validation row's options but the key size (kvsim.experiments.validation)
@@ -73,23 +74,22 @@ def _key_l1_misses(res: dict) -> float:
                if x["tag_name"] == "key" and x["role"] == "L1" and x["kind"] == "load")
 
 
-def predicted(keys: int, key_size: int, side: str, cpu_file: str, settings: list[str],
+def predicted(keys: int, key_size: int, side: str, cpu: CpuConfig, settings: list[str],
               workdir: Path) -> dict[str, dict[str, float]]:
     """setting -> the side's predicted figures per key (module docstring)."""
     from kvsim import sim
     from kvsim.experiments import ablation, cref
 
-    cpu = load_cpu(cpu_file)
     path = workdir / f"k{key_size}-{side}.kvt"
     cref.trace("iterate", str(path), _options(keys, key_size, side))
     cpus = [ablation.SETTINGS[s][1](cpu) for s in settings]
     out = {}
     for s, c, res in zip(settings, cpus, sim.simulate_many(str(path), cpus), strict=True):
-        cyc, fault = res["cycles"], (res.get("syscalls") or {}).get("cycles", 0.0)
+        cyc, calls = res["cycles"], res.get("syscalls") or {}
         out[s] = {"ns_per_key": cyc / keys / c.freq_ghz,
-                  "ns_per_key_less_faults": (cyc - fault) / keys / c.freq_ghz,
-                  "faults_per_key": (res.get("syscalls") or {}).get("calls", {}).get(
-                      "page_fault", 0) / keys,
+                  "ns_per_key_less_faults": (cyc - calls.get("cycles", 0.0)) / keys
+                  / c.freq_ghz,
+                  "faults_per_key": calls.get("calls", {}).get("page_fault", 0) / keys,
                   "key_l1_misses_per_key": _key_l1_misses(res) / keys,
                   "store_buffer_full_cycles_per_key":
                       res["timing"]["stall_cycles"].get("store_buffer_full", 0.0) / keys,
@@ -98,28 +98,23 @@ def predicted(keys: int, key_size: int, side: str, cpu_file: str, settings: list
     return out
 
 
-def _median(v: list[float]) -> float:
-    import statistics
-
-    return statistics.median(v)
-
-
 def rows(keys: int, sizes: list[int], cpu_file: str, settings: list[str],
          native: dict | None, log=lambda m: None) -> list[dict[str, Any]]:
     from kvsim import stats
 
+    cpu = load_cpu(cpu_file)
     out = []
     with tempfile.TemporaryDirectory(prefix="kvsim-keysize-") as d:
         for k in sizes:
             for s in SIDES:
                 row: dict[str, Any] = {"key_size": k, "side": s,
-                                       "predicted": predicted(keys, k, s, cpu_file, settings,
+                                       "predicted": predicted(keys, k, s, cpu, settings,
                                                               Path(d))}
                 if native is not None:
                     g = native[(k, s)]
                     row["native"] = {"first_pass_ns_per_key": stats.summary(g["first"]),
                                      "second_pass_ns_per_key": stats.summary(g["second"]),
-                                     "faults_per_key": _median(g["faults"])}
+                                     "faults_per_key": statistics.median(g["faults"])}
                 out.append(row)
                 log(f"key size {k}, {s}: predicted")
     return out

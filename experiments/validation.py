@@ -505,18 +505,10 @@ def _diagnoser_for(calib: dict | None):
     """The :func:`diagnoser` of the ablation results run on the CPU the validation's
     calibration names (its CPU file's ``[meta] cpu``); with none found every side outside
     the band says "no ablation"."""
-    import tomllib
-
     from kvsim.experiments import validation_diagnosis as vd
 
-    text = (calib or {}).get("cpu_file_text")
     try:
-        cpu = (tomllib.loads(text).get("meta") or {}).get("cpu") if isinstance(text, str) \
-            else None
-    except tomllib.TOMLDecodeError:
-        cpu = None
-    try:
-        return diagnoser(vd.ablations_for(cpu))
+        return diagnoser(vd.ablations_for(vd.file_cpu((calib or {}).get("cpu_file_text"))))
     except Exception as exc:  # noqa: BLE001 - c_ref missing: the tables still assemble
         if type(exc).__name__ not in ("CrefError", "ArtifactMissing"):
             raise

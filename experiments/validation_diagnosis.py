@@ -172,13 +172,37 @@ def diagnose(ratio: float | None, workload: str, own: Iterable[str],
     return explain(ratio, got[0], got[1], norm, keys, band)
 
 
-def same_cpu(machine: Mapping[str, Any], cpu: Mapping[str, Any]) -> bool:
-    """Whether an ablation's provenance ``machine`` (``cpu_model``, ``cpu_family``,
-    ``cpu_model_number``, /proc/cpuinfo's) names the CPU a CPU file's ``[meta] cpu``
-    (``model_name``, ``family``, ``model``) does."""
-    return (bool(cpu.get("model_name")) and machine.get("cpu_model") == cpu.get("model_name")
-            and str(machine.get("cpu_family")) == str(cpu.get("family"))
-            and str(machine.get("cpu_model_number")) == str(cpu.get("model")))
+def same_cpu(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two CPUs as a CPU file's ``[meta] cpu`` names them (``model_name``,
+    ``family``, ``model``) are the same (a provenance's machine: :func:`machine_cpu`)."""
+    return (bool(b.get("model_name")) and a.get("model_name") == b.get("model_name")
+            and str(a.get("family")) == str(b.get("family"))
+            and str(a.get("model")) == str(b.get("model")))
+
+
+def machine_cpu(machine: Mapping[str, Any]) -> dict[str, Any]:
+    """A provenance's ``machine`` (``cpu_model``, ``cpu_family``, ``cpu_model_number``,
+    /proc/cpuinfo's) as a CPU file's ``[meta] cpu`` names its CPU."""
+    return {"model_name": machine.get("cpu_model"), "family": machine.get("cpu_family"),
+            "model": machine.get("cpu_model_number")}
+
+
+#: the fields of a CPU file's ``[meta] cpu`` that name the CPU (its flags do not)
+CPU_FIELDS = ("vendor", "family", "model", "model_name")
+
+
+def file_cpu(text: str | None) -> dict[str, Any] | None:
+    """The CPU a CPU file's TOML ``text`` was calibrated on (its ``[meta] cpu``, the fields
+    of :data:`CPU_FIELDS`); None for a preset, a file without it or text that is no TOML."""
+    import tomllib
+
+    if not isinstance(text, str):
+        return None
+    try:
+        cpu = (tomllib.loads(text).get("meta") or {}).get("cpu")
+    except tomllib.TOMLDecodeError:
+        return None
+    return {k: cpu[k] for k in CPU_FIELDS if k in cpu} if isinstance(cpu, dict) else None
 
 
 def ablated_on(doc: Mapping[str, Any], cpu: Mapping[str, Any]) -> bool:
@@ -188,10 +212,8 @@ def ablated_on(doc: Mapping[str, Any], cpu: Mapping[str, Any]) -> bool:
     machine it ran on (its provenance), which was the file's own then."""
     figures = doc.get("cpu") or {}
     if isinstance(figures, Mapping) and "meta_cpu" in figures:
-        meta = figures["meta_cpu"] or {}
-        return same_cpu({"cpu_model": meta.get("model_name"), "cpu_family": meta.get("family"),
-                         "cpu_model_number": meta.get("model")}, cpu)
-    return same_cpu((doc.get("provenance") or {}).get("machine") or {}, cpu)
+        return same_cpu(figures["meta_cpu"] or {}, cpu)
+    return same_cpu(machine_cpu((doc.get("provenance") or {}).get("machine") or {}), cpu)
 
 
 def ablations_for(cpu: Mapping[str, Any] | None, root: Path | None = None
@@ -220,9 +242,7 @@ def ablations_for(cpu: Mapping[str, Any] | None, root: Path | None = None
 def result_cpu(doc: Mapping[str, Any]) -> dict[str, Any]:
     """The CPU a published validation result ran its native rounds on, as a CPU file's
     ``[meta] cpu`` names one (its provenance's machine)."""
-    m = (doc.get("provenance") or {}).get("machine") or {}
-    return {"model_name": m.get("cpu_model"), "family": m.get("cpu_family"),
-            "model": m.get("cpu_model_number")}
+    return machine_cpu((doc.get("provenance") or {}).get("machine") or {})
 
 
 def from_result(doc: Mapping[str, Any], root: Path | None = None,
