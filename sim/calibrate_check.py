@@ -351,25 +351,33 @@ def replay(cpu, raw: dict, *, steps: int = REPLAY_STEPS, log=lambda m: None) -> 
     sizes = raw["sizes"]
     log(f"self-check: {len(sizes)} chases with {top_page // 1024} KiB pages")
     cb = cache_bytes(cpu)
-    for s in sizes:
-        p = micro.predict(cpu, s, 1, steps, top_page, False, warmup=steady_warmup(s, cb))
-        p = p["ns_per_load"]
+
+    def chase(point):
+        s, page = point
+        return micro.predict(cpu, s, 1, steps, page, False,
+                             warmup=steady_warmup(s, cb))["ns_per_load"]
+
+    fours = sorted((raw.get("chase_4k") or {}).items(), key=lambda kv: int(kv[0]))
+    points = [(s, top_page) for s in sizes] + [(int(k), 4096) for k, _ in fours]
+    got = micro.map_threads(chase, points)
+    for s, p in zip(sizes, got, strict=False):
         v = raw["chase"][str(s)]
         rows.append(_row(f"chase {fmt_size(s)} {top_page // 1024}K", fastest(v), p,
                          spread=round_spread(v, rep)))
-    for k, v in sorted((raw.get("chase_4k") or {}).items(), key=lambda kv: int(kv[0])):
-        s = int(k)
-        p = micro.predict(cpu, s, 1, steps, 4096, False, warmup=steady_warmup(s, cb))
-        p = p["ns_per_load"]
-        rows.append(_row(f"chase {fmt_size(s)} 4K", fastest(v), p, spread=round_spread(v, rep)))
+    for (k, v), p in zip(fours, got[len(sizes):], strict=True):
+        rows.append(_row(f"chase {fmt_size(int(k))} 4K", fastest(v), p,
+                         spread=round_spread(v, rep)))
     top = sizes[-1]
     log("self-check: parallel chases")
-    for k, v in sorted((raw.get("mlp") or {}).items(), key=lambda kv: int(kv[0])):
-        n = int(k)
-        # in the loop's steady state, as a native repeat after the first (sim/micro.py)
-        p = micro.predict(cpu, top, n, max(1, steps // n), top_page, True,
-                          loop_warmup=steady_warmup(top, cb) // n)["ns_per_load"]
-        rows.append(_row(f"mlp {fmt_size(top)} x{n}", fastest(v), p, spread=round_spread(v, rep)))
+    mlp = sorted((raw.get("mlp") or {}).items(), key=lambda kv: int(kv[0]))
+    # in the loop's steady state, as a native repeat after the first (sim/micro.py)
+    got = micro.map_threads(
+        lambda n: micro.predict(cpu, top, n, max(1, steps // n), top_page, True,
+                                loop_warmup=steady_warmup(top, cb) // n)["ns_per_load"],
+        [int(k) for k, _ in mlp])
+    for (k, v), p in zip(mlp, got, strict=True):
+        rows.append(_row(f"mlp {fmt_size(top)} x{k}", fastest(v), p,
+                         spread=round_spread(v, rep)))
     probe = raw.get("l2probe")
     if probe and len(cpu.caches) > 1:
         from .calibrate_prefetch import replay_rows

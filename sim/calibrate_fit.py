@@ -382,13 +382,15 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
         return parse_cpu(d, "calibrate")
 
     def rows_of(d, keep=None, window=None):
+        from .micro import map_threads
+
         cpu = cpu_of(d)
-        out = []
-        for i, (size, page, _) in enumerate(points):
-            if keep is not None and not window(size, page):
-                out.append(keep[i])
-            else:
-                out.append(chase_row(cpu, size, page))
+        out = list(keep) if keep is not None else [None] * len(points)
+        again = [i for i, (size, page, _) in enumerate(points)
+                 if keep is None or window(size, page)]
+        rows = map_threads(lambda i: chase_row(cpu, points[i][0], points[i][1]), again)
+        for i, row in zip(again, rows, strict=True):
+            out[i] = row
         return cpu, out
 
     def evaluate(d, keep=None, window=None):
@@ -610,11 +612,11 @@ def mlp_error(d: dict, mlp: tuple[int, int, dict[int, float]],
                                  ceiling_per_load(meas), t["walkers"])
         if walkers != t["walkers"]:
             cpu = parse_cpu(dict(d, tlb=dict(t, walkers=walkers)), "calibrate")
-    err = 0.0
-    for n in chains:
-        if n not in meas:
-            continue
-        err += (predict(cpu, n) / meas[n] - 1.0) ** 2
+    from .micro import map_threads
+
+    have = [n for n in chains if n in meas]
+    err = sum((p / meas[n] - 1.0) ** 2
+              for n, p in zip(have, map_threads(lambda n: predict(cpu, n), have), strict=True))
     return err if math.isfinite(err) else math.inf  # never nan: no comparison picks it
 
 

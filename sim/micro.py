@@ -38,7 +38,8 @@ predictions beside the native loops, ``results/micro-vs-native.json``) is the st
 
 from __future__ import annotations
 
-import functools
+import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -65,16 +66,45 @@ class MicroError(Exception):
     """Bad input: a one-line message naming what and where."""
 
 
-@functools.lru_cache(maxsize=2)
+#: Bytes of cycles :func:`cycle_lines` keeps. A calibration's fit simulates every working
+#: set once per candidate file, in the same order each time, and a cycle over 1 GiB takes
+#: seconds to draw: the cycles are kept while they fit in this budget, and one that does
+#: not fit is drawn again at each use rather than evicting others (an order that scans
+#: more than the budget would otherwise evict each cycle before its next use).
+CYCLE_CACHE_BYTES = 512 * 1024 * 1024
+_cycles: dict[tuple[int, int], np.ndarray] = {}
+
+
 def cycle_lines(size: int, seed: int = 1) -> np.ndarray:
     """The lines of a ``size``-byte working set in the order one random cycle visits them
-    (read-only: the last two are kept, as a self-check simulates one set many times)."""
+    (read-only: kept within :data:`CYCLE_CACHE_BYTES`, as a calibration simulates each set
+    many times)."""
     n = size // LINE
     if n < 2:
         raise MicroError(f"--working-set: {size} B is less than two lines")
-    out = np.random.default_rng(seed).permutation(n).astype(np.uint64)
-    out.setflags(write=False)
+    out = _cycles.get((n, seed))
+    if out is None:
+        out = np.random.default_rng(seed).permutation(n).astype(np.uint64)
+        out.setflags(write=False)
+        if sum(c.nbytes for c in _cycles.values()) + out.nbytes <= CYCLE_CACHE_BYTES:
+            _cycles[(n, seed)] = out
     return out
+
+
+def map_threads(fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
+    """``[fn(x) for x in items]``, on one thread per core this process may run on (at most
+    eight): the compiled engine releases the GIL while it simulates, so independent
+    simulations (a calibration's chases) run side by side. Each result is its item's alone,
+    whatever the threads: the same as in turn."""
+    items = list(items)
+    n = min(len(items), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+            else os.cpu_count() or 1, 8)
+    if n <= 1:
+        return [fn(x) for x in items]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="kvsim-micro") as pool:
+        return list(pool.map(fn, items))
 
 
 def _chase_block(lines: np.ndarray) -> np.ndarray:

@@ -106,3 +106,29 @@ def test_parallel_chases_overlap_up_to_the_miss_buffers(mshrs):
         p = micro.predict(cpu, 256 << 20, n, 2000 // n + 50, 2 << 20, mlp_loop=True)
         overlap = one / p["ns_per_load"]
         assert overlap == pytest.approx(min(n, mshrs), rel=0.1)
+
+
+def test_a_kept_cycle_is_the_cycle_drawn_again(monkeypatch):
+    """The cycles kept for a calibration's many simulations are the ones drawn afresh, and
+    a cycle past the budget is drawn at each use without evicting the kept ones."""
+    monkeypatch.setattr(micro, "_cycles", {})
+    monkeypatch.setattr(micro, "CYCLE_CACHE_BYTES", 8 * 4096)
+    small = micro.cycle_lines(4096 * micro.LINE, 3)
+    assert micro.cycle_lines(4096 * micro.LINE, 3) is small
+    fresh = np.random.default_rng(3).permutation(4096).astype(np.uint64)
+    assert (small == fresh).all() and not small.flags.writeable
+    big = micro.cycle_lines(8192 * micro.LINE, 3)
+    assert micro.cycle_lines(8192 * micro.LINE, 3) is not big
+    assert list(micro._cycles) == [(4096, 3)]
+
+
+def test_chases_simulated_side_by_side_are_the_chases_in_turn():
+    """micro.map_threads (the calibration's fit and self-check simulate their chases on a
+    thread per core): each result is its own chase's, as one after the other."""
+    cpu = sim.load_cpu("xeon-8488c")
+    sizes = [64 * 1024, 1 << 20, 4 << 20, 16 << 20]
+
+    def one(size):
+        return micro.predict(cpu, size, 1, 2000, 4096, False, warmup=4000)["ns_per_load"]
+
+    assert micro.map_threads(one, sizes) == [one(s) for s in sizes]
