@@ -36,9 +36,13 @@ from the knee fit's values:
   are kept at 0 rather than below. The solution is simulated again and solved once
   more, so that the constant is the one at the solution.
 * **Effective capacities and replacement** (:func:`fit_hierarchy`): the capacity of each
-  level past L1 and its replacement policy (:data:`POLICIES`) are searched, one level at a
-  time, the last level first, for the smallest error of that solution: L2 between half and
-  all of its sysfs size (a private level; another thread on the core can hold part of it),
+  level and its replacement policy (:data:`POLICIES`) are searched, one level at a
+  time, the last level first, for the smallest error of that solution: L1 and L2 between
+  half and all of their sysfs size (private levels; another thread on the core can hold
+  part of one, and the knee fit reads a cyclic chase's cliff at an LRU level's capacity,
+  where the lines a core keeps beside the chase miss every time, as a smaller level:
+  the L1 of 32 KiB it read as 16 KiB on one guest put the L2's latency a quarter short,
+  sim/VALIDATION.md, finding 39),
   the last level over every size its chase curve can show (from the L2 to a quarter
   of the largest chase), since a guest or a container gets a varying share of a shared
   last level that no sysfs file reports. A candidate is the sysfs associativity with fewer
@@ -86,7 +90,7 @@ import numpy as np
 from .calibrate_check import DRAM_NS, DRAM_OVER_LAST, dram_floor_ns
 from .placement import PLACEMENTS
 
-#: Replacement policies the fit tries for each level past L1 (the engine's registry names).
+#: Replacement policies the fit tries for each level (the engine's registry names).
 POLICIES = ("lru", "random")
 #: Chase loads simulated per point (the self-check's replay simulates as many).
 STEPS = 20_000
@@ -95,14 +99,14 @@ STEPS = 20_000
 #: than half as many DRAM accesses): elsewhere the chases cannot tell it from the rest.
 IDENTIFY_ROWS = 3
 IDENTIFY_SHARE = 0.1
-#: Times the levels past L1 are fitted in turn. The last level's candidates start at the
+#: Times the levels are fitted in turn. The last level's candidates start at the
 #: L2's capacity, and the first time round the L2 is still the knee fit's: where that is
 #: smaller than the L2 the chases show, a last level of a few MiB can stand in for the rest
 #: of the L2 and keep the fit from the last level's real share (sim/VALIDATION.md, finding
 #: 18); the second time round the last level is searched from the L2 the first chose.
 LEVEL_PASSES = 2
-#: L2 candidates: these fractions of its sysfs size.
-L2_FRACTIONS = (0.5, 0.625, 0.75, 0.875, 1.0)
+#: L1 and L2 candidates: these fractions of their sysfs size.
+PRIVATE_FRACTIONS = (0.5, 0.625, 0.75, 0.875, 1.0)
 #: Last-level candidates per octave, and the largest chase (a fraction of the largest
 #: working set) whose curve can still show the last level's knee.
 LLC_PER_OCTAVE = 4
@@ -445,15 +449,13 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
         best_err, best_x, best_rows = _host_reads(doc, chosen, (best_err, best_x, best_rows),
                                                   evaluate, dram_min, ghz, log)
     def fit_levels(doc, best_err, best_x, best_rows):
-        """The capacity and policy of each level past L1 (the last level first), from
+        """The capacity and policy of each level (the last level first), from
         the state (error, unknowns, rows) of ``doc``, which is changed in place; returns
         the state of the best and what each level chose."""
         chosen = {}
-        # the last level first, then L2..., and again (LEVEL_PASSES)
-        order = ([n - 1] + list(range(1, n - 1))) * LEVEL_PASSES
+        # the last level first, then L1, L2..., and again (LEVEL_PASSES)
+        order = ([n - 1] + list(range(0, n - 1))) * LEVEL_PASSES
         for k in order:
-            if k == 0:
-                continue
             c, sysfs_k = doc["cache"][k], sysfs[k]
             ways0 = sysfs_k["ways"] or 8
             if k == n - 1:
@@ -463,7 +465,7 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
                 m = max(0, int(math.floor(math.log2(hi / lo))))
                 stages = [([lo * 2 ** i for i in range(m + 1)], POLICIES[:1]), (None, POLICIES)]
             else:
-                stages = [([f * sysfs_k["size"] for f in L2_FRACTIONS], POLICIES)]
+                stages = [([f * sysfs_k["size"] for f in PRIVATE_FRACTIONS], POLICIES)]
             tried, pick = [], None
             for caps, pols in stages:
                 if caps is None:
@@ -477,7 +479,8 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
                     d = _copy(doc)
                     d["cache"][k].update(size=size, ways=ways, replacement=pol)
                     lim = min(WINDOW * size, WINDOW_CAP)
-                    first = sysfs[0]["size"]  # chases within L1 do not see the levels below
+                    # chases within L1 do not see the levels below
+                    first = sysfs[0]["size"] if k else 0
                     err, x, rows = evaluate(d, best_rows,
                                             lambda s, p, lim=lim, lo=first: lo < s <= lim)
                     tried.append({"size": size, "ways": ways, "replacement": pol,

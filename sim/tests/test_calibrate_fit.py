@@ -39,7 +39,7 @@ def _doc(lats=(4, 12, 40), dram_ns=100.0) -> dict:
 def small(monkeypatch):
     """Few loads per chase and few candidates: each fit takes about a second."""
     monkeypatch.setattr(cf, "STEPS", 2000)
-    monkeypatch.setattr(cf, "L2_FRACTIONS", (0.5, 1.0))
+    monkeypatch.setattr(cf, "PRIVATE_FRACTIONS", (0.5, 1.0))
     monkeypatch.setattr(cf, "LLC_PER_OCTAVE", 1)
 
 
@@ -92,7 +92,7 @@ def test_any_curve_gives_a_valid_file_or_one_line(factors, falling):
     points = [(s, 4096, t * f) for s, t, f in zip(SIZES, truth, factors, strict=True)]
     doc = _doc((3, 15, 30), 80.0)
     with (unittest.mock.patch.object(cf, "STEPS", 2000),
-          unittest.mock.patch.object(cf, "L2_FRACTIONS", (0.5, 1.0)),
+          unittest.mock.patch.object(cf, "PRIVATE_FRACTIONS", (0.5, 1.0)),
           unittest.mock.patch.object(cf, "LLC_PER_OCTAVE", 1)):
         try:
             _fit(doc, points)
@@ -248,6 +248,24 @@ def test_a_last_level_is_not_fitted_around_an_l2_left_too_small(small, monkeypat
     assert [c["latency"] for c in two["cache"]] == [4, 12, 40]
     assert two["dram"]["latency_ns"] == pytest.approx(100.0, rel=0.05)
     assert got[2][1]["rms_rel_error"] < 0.02 < got[1][1]["rms_rel_error"]
+
+
+def test_an_l1_read_short_by_the_knee_is_fitted_back(small):
+    """The L1 is searched like the L2: fitted from an L1 at half its size (the knee fit
+    reads an LRU level's cliff under a cyclic chase as a smaller level), the chases the
+    model made on the whole L1 give it back, and with it the L2's latency, which a half
+    L1 would have the chases just past it pull down (sim/VALIDATION.md, finding 39)."""
+    truth_doc = _doc()
+    truth = sim.parse_cpu(truth_doc)
+    points = [(s, 4096, cf.chase_row(truth, s, 4096, cf.STEPS)[1]) for s in SIZES]
+    doc = _doc((3, 15, 30), 80.0)
+    doc["cache"][0].update(size=KIB // 2, ways=2)
+    out = cf.fit_hierarchy(doc, points, guest_huge=False, sysfs=_sysfs(truth_doc),
+                           largest=SIZES[-1])
+    assert [c["size"] for c in doc["cache"]] == [1 * KIB, 8 * KIB, 64 * KIB]
+    assert [c["latency"] for c in doc["cache"]] == [4, 12, 40]
+    assert {c["size"] for c in out["chosen"]["L1D"]["candidates"]} == {KIB // 2, KIB}
+    assert out["rms_rel_error"] < 0.02
 
 
 def test_solve_fits_the_walk_where_the_chases_tell_it_from_dram():
