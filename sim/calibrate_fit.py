@@ -385,16 +385,27 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
     def cpu_of(d):
         return parse_cpu(d, "calibrate")
 
+    # each chase's row on each file simulated so far: a level searched again in the second
+    # pass (LEVEL_PASSES) with the other levels as they were, or a candidate that is the
+    # file itself, costs no simulation
+    simulated: dict[tuple[str, int, int], tuple[np.ndarray, float]] = {}
+
     def rows_of(d, keep=None, window=None):
+        import json
+
         from .micro import map_threads
 
         cpu = cpu_of(d)
+        key = json.dumps(d, sort_keys=True, default=str)
         out = list(keep) if keep is not None else [None] * len(points)
         again = [i for i, (size, page, _) in enumerate(points)
                  if keep is None or window(size, page)]
-        rows = map_threads(lambda i: chase_row(cpu, points[i][0], points[i][1]), again)
-        for i, row in zip(again, rows, strict=True):
-            out[i] = row
+        new = [i for i in again if (key, *points[i][:2]) not in simulated]
+        rows = map_threads(lambda i: chase_row(cpu, points[i][0], points[i][1]), new)
+        for i, row in zip(new, rows, strict=True):
+            simulated[(key, *points[i][:2])] = row
+        for i in again:
+            out[i] = simulated[(key, *points[i][:2])]
         return cpu, out
 
     def evaluate(d, keep=None, window=None):
@@ -406,6 +417,8 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
         apply_solution(d, x, ghz)
 
     chosen: dict = {}
+    # whether any chase reaches past what a retention changes (else none can choose one)
+    past = max(p[0] for p in points) > RETENTION_FROM or bool(mlp and mlp[0] > RETENTION_FROM)
     if nested_walks(doc) and not doc["tlb"].get("host_read_ns"):
         # the host's page-table reads get a latency of their own, DRAM's to start with
         doc["tlb"]["host_read_ns"] = doc["dram"]["latency_ns"]
@@ -428,7 +441,7 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
         if nested_walks(nested):  # nested walks with their page-table lines' retention
             ret = _copy(chosen)
             err, x, rows, s_nested = _fit_retention(nested, ret, evaluate, apply,
-                                                    (err, x, rows), mlp, log)
+                                                    (err, x, rows), mlp, log, past)
         else:
             s_nested = score(nested, err, x)
         log(f"hierarchy fit: nested paging on 4 KiB host pages: error {s_nested:.4g} "
@@ -443,7 +456,7 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
                 chosen["walk_retention"] = ret["walk_retention"]
     if nested_walks(doc) and "walk_retention" not in chosen:
         best_err, best_x, best_rows, _ = _fit_retention(
-            doc, chosen, evaluate, apply, (best_err, best_x, best_rows), mlp, log)
+            doc, chosen, evaluate, apply, (best_err, best_x, best_rows), mlp, log, past)
     if nested_walks(doc) and not math.isfinite(best_err):
         # neither the host's 4 KiB pages nor a retention gave the host's read a valid latency
         best_err, best_x, best_rows = _host_reads(doc, chosen, (best_err, best_x, best_rows),
@@ -533,7 +546,7 @@ def fit_hierarchy(doc: dict, points: list[tuple[int, int, float]], *, guest_huge
         doc["tlb"].pop("walk_retention_ns", None)
         doc["tlb"].pop("walk_last_level", None)
         best_err, best_x, best_rows, _ = _fit_retention(
-            doc, chosen, evaluate, apply, (best_err, best_x, best_rows), mlp, log)
+            doc, chosen, evaluate, apply, (best_err, best_x, best_rows), mlp, log, past)
         if "walk_retention" not in chosen:  # no candidate valid: the first choice stays
             doc["tlb"] = tlb
             chosen["walk_retention"] = first
@@ -651,7 +664,7 @@ def _host_reads(doc, chosen, best, evaluate, dram_min, ghz, log):
     return err1, x1, rows1
 
 
-def _fit_retention(doc, chosen, evaluate, apply, best, mlp, log):
+def _fit_retention(doc, chosen, evaluate, apply, best, mlp, log, past=True):
     """The page-table lines' retention (``[tlb] walk_retention_ns``, and whether the last
     level keeps them, ``walk_last_level``), chosen among :data:`RETENTION_CANDIDATES` by the
     error of the chases (their least-squares solution at each candidate) plus that of the
@@ -661,11 +674,13 @@ def _fit_retention(doc, chosen, evaluate, apply, best, mlp, log):
     every rate and still more the larger the set (finding 20), which a last level that keeps
     no page-table line gives; with both, the private levels keep the lines by capacity and
     the last level in time (finding 23). ``doc`` is changed in place to the best; returns
-    its (error of the chases, unknowns, rows, error with the parallel chases')."""
+    its (error of the chases, unknowns, rows, error with the parallel chases'). ``past``:
+    whether a chase or the parallel chases reach past :data:`RETENTION_FROM`; where none
+    does, every candidate simulates alike, and the first (no retention) is the one tried."""
     best_err, best_x, best_rows = best
     tried, pick = [], None
     scored = math.inf
-    for r, kept in RETENTION_CANDIDATES:
+    for r, kept in RETENTION_CANDIDATES if past else RETENTION_CANDIDATES[:1]:
         d = _copy(doc)
         d["tlb"]["walk_retention_ns"] = r
         if kept is not True:

@@ -549,3 +549,25 @@ def test_walk_extra_4k_defaults_to_none():
          "dram": {"latency_ns": 100.0}, "tlb": {"page_size": "4KiB"}}
     assert sim.parse_cpu(d).tlb.walk_extra_4k == 0
     assert sim.parse_cpu(d).to_engine(timing=True).walk_extra_4k == 0
+
+
+def test_no_chase_past_a_retentions_reach_tries_one_candidate(monkeypatch):
+    """Where neither a chase nor the parallel chases reach past RETENTION_FROM (past the
+    STLB's reach on a real core), no candidate can be told from another: the fit tries the
+    first (no retention) alone, and all of them once a chase reaches past it."""
+    from kvsim.sim import calibrate_fit as cf
+
+    sizes = (512, 6144, 131072, 1 << 20)
+    truth = _retention_doc(host_read_ns=150.0)
+    out = _fit_on(cf, monkeypatch, truth, _retention_doc(), sizes)
+    assert len(out["chosen"]["walk_retention"]["candidates"]) == len(cf.RETENTION_CANDIDATES)
+    monkeypatch.setattr(cf, "RETENTION_FROM", 8 << 20)
+    cpu = sim.parse_cpu(truth)
+    points = [(s, 4096, cf.chase_row(cpu, s, 4096, 4000)[1]) for s in sizes]
+    doc = _retention_doc()
+    out = cf.fit_hierarchy(doc, points, guest_huge=False,
+                           sysfs=[{"size": c["size"], "ways": c["ways"]} for c in doc["cache"]],
+                           largest=sizes[-1], mlp=(sizes[-1], 4096, {1: points[-1][2]}))
+    ret = out["chosen"]["walk_retention"]
+    assert [(c["retention_ns"], c["last_level_kept"]) for c in ret["candidates"]] == [(0.0, True)]
+    assert "walk_retention_ns" not in doc["tlb"]
