@@ -304,6 +304,13 @@ def test_calibrate_cli_tiny(tmp_path, monkeypatch, capsys):
     # and of the tick test's round trips and the traced PINGs, where the split is biased
     monkeypatch.setattr(calibrate_loop, "BIAS_ITERS", calibrate_loop.BIAS_ITERS // 10)
     monkeypatch.setattr(calibrate_loop, "TRACED_REQUESTS", {1: 2000, 10: 5000})
+    # and the hierarchy fit's candidates and loads per chase (the fit's own tests search
+    # them all): what this test checks is the command, not the fit
+    from kvsim.sim import calibrate_fit
+
+    monkeypatch.setattr(calibrate_fit, "STEPS", 5000)
+    monkeypatch.setattr(calibrate_fit, "PRIVATE_FRACTIONS", (0.5, 1.0))
+    monkeypatch.setattr(calibrate_fit, "LLC_PER_OCTAVE", 1)
     out = tmp_path / "cpu.toml"
     rc = main(["calibrate", "--quick", "--max-size", "4MiB", "--rounds", "1", "-o", str(out)])
     cpu = sim.load_cpu(str(out))  # written either way, its self-check in it
