@@ -358,14 +358,11 @@ def replay(cpu, raw: dict, *, steps: int = REPLAY_STEPS, log=lambda m: None) -> 
                              warmup=steady_warmup(s, cb))["ns_per_load"]
 
     fours = sorted((raw.get("chase_4k") or {}).items(), key=lambda kv: int(kv[0]))
-    points = [(s, top_page) for s in sizes] + [(int(k), 4096) for k, _ in fours]
-    got = micro.map_threads(chase, points)
-    for s, p in zip(sizes, got, strict=False):
-        v = raw["chase"][str(s)]
-        rows.append(_row(f"chase {fmt_size(s)} {top_page // 1024}K", fastest(v), p,
-                         spread=round_spread(v, rep)))
-    for (k, v), p in zip(fours, got[len(sizes):], strict=True):
-        rows.append(_row(f"chase {fmt_size(int(k))} 4K", fastest(v), p,
+    points = ([(s, top_page, raw["chase"][str(s)]) for s in sizes]
+              + [(int(k), 4096, v) for k, v in fours])
+    got = micro.map_threads(chase, [(s, page) for s, page, _ in points])
+    for (s, page, v), p in zip(points, got, strict=True):
+        rows.append(_row(f"chase {fmt_size(s)} {page // 1024}K", fastest(v), p,
                          spread=round_spread(v, rep)))
     top = sizes[-1]
     log("self-check: parallel chases")
